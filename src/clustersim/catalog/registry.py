@@ -223,7 +223,9 @@ def _resolve_base(
 def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     merged = dict(base)
     for key, value in override.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict) and "value" not in value:
+        # A figure, price or flag (it has a value or a source) is replaced whole; other tables merge.
+        is_sourced = "value" in value or "source" in value if isinstance(value, dict) else True
+        if isinstance(value, dict) and isinstance(merged.get(key), dict) and not is_sourced:
             merged[key] = _merge(merged[key], value)
         else:
             merged[key] = value
