@@ -165,3 +165,20 @@ def test_scratch2_writes_at_half_its_read_baseline(catalog):
     scratch = catalog.get("fsx-scratch-2", "storage")
     assert scratch.network_baseline_bytes_per_s_per_tib.value == 200e6
     assert scratch.disk_baseline_write_bytes_per_s_per_tib.value == 100e6
+
+
+def test_instance_domain_matches_its_accelerators(catalog):
+    for instance in catalog.list(Kind.INSTANCE):
+        if instance.intra_node.domain is None:
+            continue
+        domain = catalog.get(instance.intra_node.domain, Kind.DOMAIN)
+        assert domain.accelerator == instance.accelerator, instance.id
+        assert domain.num_accelerators.value == instance.num_accelerators.value, instance.id
+
+
+def test_domain_totals_are_device_count_times_device_figures(catalog):
+    for domain in catalog.list(Kind.DOMAIN):
+        device = catalog.accelerator(domain.accelerator)
+        if domain.memory_bytes is not None:
+            expected = domain.num_accelerators.value * device.memory_bytes.value
+            assert domain.memory_bytes.value == pytest.approx(expected, rel=0.02), domain.id
