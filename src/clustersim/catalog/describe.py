@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from clustersim.catalog.figures import Choices, Fact, Figure, Flag, Price
 from clustersim.catalog.schema import Entry
 
-_SKIP = {"id", "name", "aliases", "description", "notes"}
+_SKIP = {"id", "name", "aliases", "description", "notes", "preliminary"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +53,8 @@ def _walk(path: str, item: Any) -> list[FieldRow]:
     if item is None:
         return []
     if isinstance(item, Figure):
-        return [_sourced(path, item.value, item.describe(), item, item.dimension.value)]
+        text = item.describe() + (" per TiB" if path.endswith("_per_tib") else "")
+        return [_sourced(path, item.value, text, item, item.dimension.value)]
     if isinstance(item, Price):
         if item.usd_per_hour is None:
             text = f"not offered ({item.region}, {item.as_of})"
