@@ -206,6 +206,9 @@ class Switch(Entry):
     num_chips: CountFigure | None = Field(None, description="Switch chips (for a tray).")
     bandwidth_bidirectional_bytes_per_s: BytesPerSFigure = Field(description="Switching capacity, both directions.")
     bandwidth_per_direction_bytes_per_s: BytesPerSFigure | None = Field(None, description="Each direction.")
+    in_network_reduction: Flag | None = Field(
+        None, description="The switch reduces data itself (NVLink SHARP, used by NCCL's NVLS algorithms)."
+    )
 
 
 class DomainTopology(StrEnum):
