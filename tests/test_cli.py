@@ -105,3 +105,29 @@ def test_version():
     result = run("--version")
     assert result.exit_code == 0
     assert "clustersim" in result.stdout
+
+
+def test_collective_json_rows_in_nccl_tests_columns():
+    result = run(
+        "collective", "all_reduce", "--instance", "p5.48xlarge", "--nodes", "16", "--min", "8", "--max", "8G", "--json"
+    )
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["ranks"] == 128
+    rows = payload["rows"]
+    assert rows[0]["size_bytes"] == 8 and rows[-1]["size_bytes"] == 8 * 2**30
+    assert len(rows) == 31
+    for row in rows:
+        assert row["busbw_GBps"] == pytest.approx(row["algbw_GBps"] * 2 * 127 / 128)
+        assert row["count"] == row["size_bytes"] // 4
+
+
+def test_collective_table_and_errors():
+    result = run("collective", "all_reduce", "--instance", "p5.48xlarge", "--nodes", "2")
+    assert result.exit_code == 0, result.output
+    assert "busbw" in result.stdout
+    assert run("collective", "all_reduce", "--nodes", "2", "--algo", "nvls").exit_code == 2
+    bad = run("collective", "all_reduce", "--min", "1G", "--max", "1M")
+    assert bad.exit_code == 2
+    assert "--min" in bad.stderr
+    assert run("collective", "allreduse").exit_code == 2

@@ -182,6 +182,14 @@ def _ratio(ratio: float) -> str:
     return f"{ratio:.2f}x, {100 * (ratio - 1):+.0f}%"
 
 
+# Commands in their own modules (they import the shared options above).
+from clustersim.cli_collective import collective_command  # noqa: E402
+from clustersim.cli_validate import validate_command  # noqa: E402
+
+app.command("collective")(collective_command)
+app.command("validate")(validate_command)
+
+
 def main() -> None:
     """Entry point of the ``clustersim`` script."""
     app()

@@ -190,7 +190,7 @@ def candidates(op: Op, fabric: Fabric, cal: CommCalibration = DEFAULT_CALIBRATIO
             )
             ll_latency = proto_latency(0) if proto_latency else latency_us * 0.5
             ll_algbw = min(algbw * _LL_FACTOR, ll_cap / factor)
-            result.append(Candidate(algorithm, Protocol.LL, ll_algbw, ll_latency * _US, bound + " (LL)", 0.0))
+            result.append(Candidate(algorithm, Protocol.LL, ll_algbw, ll_latency * _US, bound, 0.0))
             if not multi:  # NCCL enables LL128 on Hopper only over NVLink / PCIe paths
                 ll128_latency = proto_latency(1) if proto_latency else latency_us
                 result.append(
