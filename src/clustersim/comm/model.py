@@ -46,6 +46,13 @@ _LL128_FACTOR = 0.92
 _LL_MAX_BUSBW_1_NODE = 141.0e9
 _LL_MAX_BUSBW_2_NODES = 22.5e9
 _LL_MAX_BUSBW_MORE_NODES = 19.0e9
+_PER_PEER_US = 0.5  # assumed: cost of posting one peer's send/recv in a pairwise alltoall
+
+
+def _ll_max_busbw(num_nodes: int) -> float:
+    if num_nodes == 1:
+        return _LL_MAX_BUSBW_1_NODE
+    return _LL_MAX_BUSBW_2_NODES if num_nodes == 2 else _LL_MAX_BUSBW_MORE_NODES
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,20 +151,13 @@ def candidates(op: Op, fabric: Fabric, cal: CommCalibration = DEFAULT_CALIBRATIO
         inter_time = (nodes - 1) * g * g / n / network if multi else 0.0
         bound = "network (off-node share per device)" if inter_time >= intra_time else "NVLink"
         latency = _NET_US[Algorithm.RING][2] if multi else _NVLINK_US[Algorithm.RING][2]
-        out.append((Algorithm.PAIRWISE, 1.0 / max(intra_time, inter_time), bound, latency + (n - 1) * 0.5))
+        out.append((Algorithm.PAIRWISE, 1.0 / max(intra_time, inter_time), bound, latency + (n - 1) * _PER_PEER_US))
     elif op is Op.SENDRECV:
         algbw, bound = (network / g, "network share of one device") if multi else (nvlink, "NVLink")
         hop = _NET_US[Algorithm.RING][2] if multi else _NVLINK_US[Algorithm.RING][2]
         out.append((Algorithm.DIRECT, algbw, bound, _BASE_US[Algorithm.RING][2] + hop))
     else:
-        ring_busbw, ring_bound = (
-            (min(nvlink, network), "network" if network < nvlink else "NVLink")
-            if multi
-            else (
-                nvlink,
-                "NVLink",
-            )
-        )
+        ring_busbw, ring_bound = (network, "network") if multi and network < nvlink else (nvlink, "NVLink")
         out.append((Algorithm.RING, ring_busbw / factor, ring_bound, ring_latency(2)))
         if op is Op.ALL_REDUCE:
             if multi:
@@ -183,13 +183,9 @@ def candidates(op: Op, fabric: Fabric, cal: CommCalibration = DEFAULT_CALIBRATIO
                 Algorithm.RING: ring_latency,
                 Algorithm.TREE: tree_latency,
             }.get(algorithm)
-            ll_cap = (
-                _LL_MAX_BUSBW_1_NODE
-                if not multi
-                else (_LL_MAX_BUSBW_2_NODES if nodes == 2 else _LL_MAX_BUSBW_MORE_NODES)
-            )
+            # Pairwise and direct sends have no NCCL LL latency table: assume half the Simple latency.
             ll_latency = proto_latency(0) if proto_latency else latency_us * 0.5
-            ll_algbw = min(algbw * _LL_FACTOR, ll_cap / factor)
+            ll_algbw = min(algbw * _LL_FACTOR, _ll_max_busbw(nodes) / factor)
             result.append(Candidate(algorithm, Protocol.LL, ll_algbw, ll_latency * _US, bound, 0.0))
             if not multi:  # NCCL enables LL128 on Hopper only over NVLink / PCIe paths
                 ll128_latency = proto_latency(1) if proto_latency else latency_us
