@@ -23,9 +23,10 @@ class UnitError(ClusterSimError, ValueError):
 def close_matches(value: str, candidates: Iterable[str], limit: int = 5) -> list[str]:
     """The candidates that look most like ``value`` (case-insensitive), best first."""
     lowered = {candidate.lower(): candidate for candidate in candidates}
-    hits = difflib.get_close_matches(value.lower(), list(lowered), n=limit, cutoff=0.5)
-    hits += [c for low, c in lowered.items() if value.lower() in low and c not in [lowered[h] for h in hits]]
-    return [lowered.get(h, h) for h in hits][:limit]
+    wanted = value.lower()
+    hits = difflib.get_close_matches(wanted, list(lowered), n=limit, cutoff=0.5)
+    hits += [low for low in lowered if wanted and wanted in low and low not in hits]
+    return [lowered[hit] for hit in hits[:limit]]
 
 
 class UnknownNameError(ClusterSimError, KeyError):

@@ -144,13 +144,13 @@ class Choices(_Sourced):
 class Price(_Sourced):
     """An hourly price with its date and region; ``usd_per_hour`` is absent where no such offer exists."""
 
-    @property
-    def offered(self) -> bool:
-        """Whether the offer exists."""
-        return self.usd_per_hour is not None
-
     usd_per_hour: float | None = Field(
         None, gt=0, description="US dollars per instance-hour; absent (null) = no such offer exists."
     )
     as_of: dt.date = Field(description="Date the price was read.")
     region: str = Field(min_length=3, description="AWS region (or location) the price applies to.")
+
+    @property
+    def offered(self) -> bool:
+        """Whether the offer exists."""
+        return self.usd_per_hour is not None
