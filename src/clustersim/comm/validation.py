@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from clustersim.catalog.registry import Catalog
-from clustersim.comm.collectives import Algorithm, busbw_factor, parse_op
+from clustersim.catalog.schema import Domain, Kind
+from clustersim.comm.collectives import Algorithm, parse_op
 from clustersim.comm.fabric import fabric_for_instance, fabric_for_system
 from clustersim.comm.model import DEFAULT_CALIBRATION, CommCalibration, predict_collective
 from clustersim.errors import ClusterSimError
@@ -31,7 +32,9 @@ def predict_collective_case(
     else:
         gbps = system.get("inter_node_Gbps_per_node")
         accelerator = catalog.accelerator(str(system.get("accelerator")))
-        switch = {"hopper": "nvswitch-gen3", "blackwell": "nvlink-switch-gen4-chip"}.get(accelerator.family)
+        # The switch of a catalogued scale-up domain of this accelerator (HGX boards), if any.
+        domains = [d for d in catalog.list(Kind.DOMAIN) if isinstance(d, Domain) and d.accelerator == accelerator.id]
+        switch = next((d.switch for d in domains if d.switch), None)
         fabric = fabric_for_system(
             catalog,
             accelerator=accelerator.id,
@@ -49,6 +52,3 @@ def predict_collective_case(
     if field == "time_us":
         return float(table.time_s[0]) * 1e6
     raise ClusterSimError(f"cannot predict collective field {field!r} (busbw_GBps, algbw_GBps, time_us)")
-
-
-__all__ = ["busbw_factor", "predict_collective_case"]
