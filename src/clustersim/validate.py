@@ -193,16 +193,26 @@ def group_key(case: Case) -> str:
     return f"{json.dumps(case.model, sort_keys=True)} {system}"
 
 
+# Where each kind's predictor lives: (module, function). A module not installed yet is skipped.
+PREDICTOR_MODULES: dict[str, tuple[str, str]] = {
+    "collective": ("clustersim.comm.validation", "predict_collective_case"),
+    "training": ("clustersim.job.training_validation", "predict_training_case"),
+    "memory": ("clustersim.job.training_validation", "predict_memory_case"),
+    "inference": ("clustersim.job.inference_validation", "predict_inference_case"),
+}
+
+
 def default_predictors() -> dict[str, Predictor]:
     """The predictors available in this installation, by case kind."""
     predictors: dict[str, Predictor] = {}
-    try:
-        module = importlib.import_module("clustersim.comm.validation")
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("clustersim.comm", "clustersim.comm.validation"):
-            raise  # the module exists but is broken: a bug, not a missing model
-    else:
-        predictors["collective"] = module.predict_collective_case
+    for kind, (module_name, function) in PREDICTOR_MODULES.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not module_name.startswith(exc.name):
+                raise  # the module exists but is broken: a bug, not a missing model
+            continue
+        predictors[kind] = getattr(module, function)
     return predictors
 
 

@@ -1,0 +1,1 @@
+"""Compute: per-operation roofline with calibrated efficiencies, and memory accounting."""

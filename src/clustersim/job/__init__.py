@@ -1,0 +1,1 @@
+"""Jobs: a training step and inference serving composed from compute and communication."""

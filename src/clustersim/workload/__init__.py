@@ -1,0 +1,1 @@
+"""Workloads: the model (a transformer) and the job it runs."""
