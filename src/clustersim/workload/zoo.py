@@ -79,8 +79,6 @@ def zoo(extra_dirs: Sequence[Path] = (), use_env: bool = True) -> dict[str, ZooE
     if use_env:
         dirs.extend(Path(p) for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p)
     dirs.extend(Path(p) for p in extra_dirs)
-    if not dirs:
-        return dict(_packaged())
     entries = dict(_packaged())
     for path in _expand(dirs):
         entries.update(read_zoo_file(path))
