@@ -1,0 +1,142 @@
+"""Memory per device of a training layout: weights, gradients, optimizer state, activations.
+
+Model state uses mixed-precision Adam as Megatron-LM keeps it: 16-bit weights (2 bytes; FP8
+training keeps them too), FP32 gradients (4) and FP32 master weights, momentum and variance (12),
+so 18 bytes per parameter; ZeRO stage 1 shards the 12, stage 2 also the gradients, stage 3 also the
+weights over the ``dp * cp`` ranks. The heaviest pipeline stage is counted: its share of the layers
+plus the embedding (first stage) or the output matrix (last stage).
+
+Activations follow Korthikanti et al. 2022 (arXiv 2205.05198, section 4), generalized to GQA and
+gated MLPs: per layer and micro-batch, with ``S = s b`` tokens (``s`` divided by ``cp``), bytes
+
+* outside the tensor-parallel region (split by ``t`` only with sequence parallelism): two norm
+  inputs ``4Sh``, QKV and MLP inputs ``4Sh``, two dropout masks ``2Sh``: ``10Sh``;
+* inside (split by ``t``): Q, K, V ``2S(q + 2kv)``, the projection input ``2Sq``, the MLP's inner
+  activations ``2S f (matrices - 1) + 2S f`` per active expert;
+* the attention scores ``5 a s S`` (split by ``t``) unless the kernel is fused (flash attention) or
+  the attention core is recomputed (selective);
+* with full recompute only the layer input ``2Sh`` (split by ``t`` with SP) stays, plus one layer's
+  activations while it is recomputed.
+
+The first pipeline stage holds ``min(pp, micro-batches)`` micro-batches in flight (x ``1 + (pp-1) /
+(pp vp)`` interleaved); the loss adds 4-byte logits ``4 S V / t``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from clustersim.execution import LayoutArrays
+from clustersim.workload.transformer import Transformer
+
+FloatArray = npt.NDArray[np.float64]
+
+WEIGHT_BYTES = 2.0  # 16-bit weights
+GRADIENT_BYTES = 4.0  # FP32 main gradients
+OPTIMIZER_BYTES = 12.0  # FP32 master weights, Adam momentum and variance
+ACTIVATION_BYTES = 2.0  # 16-bit activations
+# Assumed, not fitted (the ground truth excludes them): memory the framework holds beyond the model
+# (CUDA context, cuBLAS/NCCL workspaces and buffers) and the caching allocator's fragmentation.
+RESERVED_BYTES = 2.5 * 2**30
+FRAGMENTATION = 0.05
+
+
+@dataclass(frozen=True)
+class MemoryArrays:
+    """Bytes per device of the heaviest pipeline stage, one element per layout."""
+
+    weights: FloatArray
+    gradients: FloatArray
+    optimizer: FloatArray
+    activations: FloatArray
+    params_per_device: FloatArray  # parameters held (before ZeRO sharding)
+
+    @property
+    def model_state(self) -> FloatArray:
+        """Weights, gradients and optimizer state."""
+        return self.weights + self.gradients + self.optimizer
+
+    @property
+    def total(self) -> FloatArray:
+        """Model state and activations (what the Korthikanti et al. figures count)."""
+        return self.model_state + self.activations
+
+    @property
+    def overhead(self) -> FloatArray:
+        """Framework buffers and allocator fragmentation (assumed; see RESERVED_BYTES)."""
+        return RESERVED_BYTES + FRAGMENTATION * self.activations
+
+    @property
+    def required(self) -> FloatArray:
+        """What a run needs: total plus overhead."""
+        return self.total + self.overhead
+
+
+def params_per_device(model: Transformer, lay: LayoutArrays) -> FloatArray:
+    """Parameters on a device of the heaviest stage (before ZeRO sharding)."""
+    tp = lay.tp.astype(float)
+    mlp = model.mlp_params()
+    routed = (model.moe.experts * mlp / lay.ep) if model.moe else 0.0
+    shared = (model.moe.shared_experts * mlp) if model.moe else mlp
+    layer = (model.attention_params() + model.router_params() + routed + shared) / tp + 2 * model.norm_params()
+    embedding = model.vocab * model.hidden / tp
+    positions = model.embedding_params() - model.vocab * model.hidden * (1 if model.tied_embeddings else 2)
+    one_stage_output = (~model.tied_embeddings) * embedding  # pp == 1: untied output matrix too
+    ends = np.where(lay.pp == 1, embedding + positions + one_stage_output, embedding + positions)
+    return model.layers / lay.pp * layer + ends + model.norm_params()
+
+
+def memory_per_device(
+    model: Transformer, lay: LayoutArrays, *, seq_len: int, global_batch: int, fused_attention: bool
+) -> MemoryArrays:
+    """Memory of each layout (see the module docstring for the accounting)."""
+    params = params_per_device(model, lay)
+    shards = (lay.dp * lay.cp).astype(float)
+    weights = params * WEIGHT_BYTES / np.where(lay.zero >= 3, shards, 1.0)
+    gradients = params * GRADIENT_BYTES / np.where(lay.zero >= 2, shards, 1.0)
+    optimizer = params * OPTIMIZER_BYTES / np.where(lay.zero >= 1, shards, 1.0)
+    return MemoryArrays(
+        weights=weights,
+        gradients=gradients,
+        optimizer=optimizer,
+        activations=activation_bytes(model, lay, seq_len=seq_len, global_batch=global_batch, fused=fused_attention),
+        params_per_device=params,
+    )
+
+
+def layer_activation_bytes(model: Transformer, lay: LayoutArrays, *, seq_len: int, fused: bool) -> FloatArray:
+    """Bytes one layer keeps for one micro-batch without full recompute."""
+    s = seq_len / lay.cp
+    tokens = s * lay.micro_batch
+    tp = lay.tp.astype(float)
+    h, b = model.hidden, ACTIVATION_BYTES
+    outside = 5 * b * tokens * h / np.where(lay.sequence_parallel, tp, 1.0)
+    mlp_inner = b * tokens * model.expert_ffn * model.ffn_type.num_matrices
+    capacity = model.moe.capacity_factor if model.moe else 1.0
+    inside = (
+        b * tokens * (model.q_width + 2 * model.kv_width + model.q_width) + mlp_inner * model.active_mlps * capacity
+    )
+    scores = 0.0 if fused else 5 * model.heads * seq_len * tokens
+    scores = np.where(lay.recompute_selective, 0.0, scores)
+    return outside + (inside + scores) / tp
+
+
+def activation_bytes(
+    model: Transformer, lay: LayoutArrays, *, seq_len: int, global_batch: int, fused: bool
+) -> FloatArray:
+    """Activation bytes on the first pipeline stage, all micro-batches in flight, plus the logits."""
+    per_layer = layer_activation_bytes(model, lay, seq_len=seq_len, fused=fused)
+    tokens = seq_len / lay.cp * lay.micro_batch
+    tp = lay.tp.astype(float)
+    checkpoint = ACTIVATION_BYTES * tokens * model.hidden / np.where(lay.sequence_parallel, tp, 1.0)
+    stored = np.where(lay.recompute_full, checkpoint, per_layer)
+    micro_batches = np.maximum(global_batch // (lay.dp * lay.micro_batch), 1)
+    in_flight = np.minimum(lay.pp, micro_batches).astype(float)
+    interleave = np.where(lay.vp > 1, 1 + (lay.pp - 1) / (lay.pp * lay.vp), 1.0)
+    layers = model.layers / lay.pp * in_flight * interleave
+    working = np.where(lay.recompute_full, per_layer, 0.0)  # one layer rebuilt at a time
+    logits = 4.0 * tokens * model.vocab / tp
+    return layers * stored + working + logits
