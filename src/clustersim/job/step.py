@@ -44,7 +44,15 @@ LOSS_BYTES_PER_LOGIT = 14.0  # softmax cross-entropy forward and backward over F
 # Element-wise elements moved per token and hidden unit in a layer's forward pass: two norms (read,
 # write: 4), two fused bias-dropout-residual adds (read 2, write 1, mask: 7).
 OUTSIDE_ELEMS = 11.0
-CAUSAL_FRACTION = 0.5
+CAUSAL_FRACTION = 0.5  # a fused causal kernel skips the masked half of the score blocks
+# Unfused attention materializes the ``a s x s`` scores: bytes per score element moved in the forward
+# pass (QK^T writes 2; softmax reads 2, writes 2; dropout reads 2, writes 2 and a 1-byte mask; the
+# context GEMM reads 2) and in the backward pass (two more reads of the saved tensors).
+SCORE_BYTES_FORWARD = 13.0
+SCORE_BYTES_BACKWARD = 15.0
+# Backward element-wise traffic / forward: a norm or activation reads its input and the incoming
+# gradient and writes one gradient (3 passes for the forward's 2).
+ELEMENTWISE_BACKWARD_RATIO = 1.5
 
 
 @dataclass(frozen=True)
@@ -84,7 +92,7 @@ class StepTerms:
 
 
 def collective_s(
-    system: System, op: Op, size_bytes: FloatArray, num_ranks: FloatArray, stride: FloatArray
+    system: System, op: Op, size_bytes: npt.ArrayLike, num_ranks: npt.ArrayLike, stride: npt.ArrayLike
 ) -> FloatArray:
     """Time of one collective per layout; 0 for a group of one rank. Groups sharing a shape share a call."""
     size_bytes, num_ranks, stride = np.broadcast_arrays(
@@ -133,15 +141,18 @@ def step_terms(
     else:
         mlp_fwd = gemm_s(2 * tokens * h * f / tp, matrices)
     linear_fwd = gemm_s(2 * tokens * h * (q + 2 * kv) / tp) + gemm_s(2 * tokens * q * h / tp) + mlp_fwd
-    attention_flop = 4 * tokens * seq_len * q / tp * CAUSAL_FRACTION
-    attention_fwd = attention_flop / (bf16_peak * eff.gemm_max * eff.attention)
+    hbm = system.memory_bandwidth_bytes_per_s * eff.memory_efficiency
+    attention_flop = 4 * tokens * seq_len * q / tp * (CAUSAL_FRACTION if eff.fused_attention else 1.0)
+    attention_gemm = attention_flop / (bf16_peak * eff.gemm_max * eff.attention)
+    score_elems = 0.0 if eff.fused_attention else tokens * seq_len * model.heads / tp
+    attention_fwd = attention_gemm + score_elems * SCORE_BYTES_FORWARD / hbm
+    attention_bwd = 2 * attention_gemm + score_elems * SCORE_BYTES_BACKWARD / hbm
     sp_split = np.where(lay.sequence_parallel, tp, 1.0)
     inner_elems = (2 * (q + 2 * kv) + (matrices + 1) * f * model.active_mlps * capacity) / tp
     elem_bytes = ACT_BYTES * tokens * (OUTSIDE_ELEMS * h / sp_split + inner_elems)
-    hbm = system.memory_bandwidth_bytes_per_s * eff.memory_efficiency
     elementwise_fwd = elem_bytes / hbm
     layer_fwd = linear_fwd + attention_fwd + elementwise_fwd
-    layer_bwd = 2 * layer_fwd
+    layer_bwd = 2 * linear_fwd + attention_bwd + ELEMENTWISE_BACKWARD_RATIO * elementwise_fwd
     layer_recompute = np.where(lay.recompute_full, layer_fwd, np.where(lay.recompute_selective, attention_fwd, 0.0))
 
     # The last stage adds the logits and the loss.
@@ -155,7 +166,10 @@ def step_terms(
     # Communication per micro-batch.
     act_bytes = ACT_BYTES * tokens * h
     tp_per_layer = collective_s(system, Op.ALL_REDUCE, act_bytes, lay.tp, np.ones_like(lay.tp))
-    tp_count = 4 + 2 * lay.recompute_full
+    # Two all-reduces forward, two backward, two more in a fully recomputed forward; sequence
+    # parallelism swaps each for an all-gather + reduce-scatter (same bytes) and all-gathers the two
+    # GEMM inputs again in the backward pass (one all-reduce's worth).
+    tp_count = 4 + 2 * lay.recompute_full + lay.sequence_parallel
     tp_link = stage_layers * tp_count * tp_per_layer
     gemm_time = stage_layers * (linear_fwd * (3 + lay.recompute_full))
     tp_exposed = np.where(lay.tp_overlap, np.maximum(tp_link - gemm_time, 0.0), tp_link)
@@ -169,7 +183,7 @@ def step_terms(
         dispatch = ACT_BYTES * tokens * model.moe.top_k * h
         ep_link = stage_layers * 4 * collective_s(system, Op.ALLTOALL, dispatch, lay.ep, lay.tp * lay.cp)
 
-    pp_bytes = act_bytes / sp_split
+    pp_bytes = act_bytes / tp  # Megatron splits a stage's output over its TP ranks for the send
     pp_hop = collective_s(system, Op.SENDRECV, pp_bytes, np.minimum(lay.pp, 2), lay.tp * lay.cp * lay.dp)
     pp_link = np.where(lay.pp > 1, 2 * vp * pp_hop, 0.0)
 
