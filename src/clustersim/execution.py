@@ -47,7 +47,9 @@ class Layout(BaseModel):
     zero: int = Field(default=0, ge=0, le=3, description="ZeRO stage: 1 optimizer, 2 +gradients, 3 +weights (FSDP).")
     sequence_parallel: bool = Field(default=False, description="Megatron sequence parallelism (needs tp > 1).")
     recompute: Recompute = Field(default=Recompute.NONE, description="Activation recompute.")
-    tp_overlap: bool = Field(default=False, description="Overlap tensor-parallel communication with GEMMs.")
+    tp_overlap: bool | None = Field(
+        default=None, description="Overlap tensor-parallel communication with GEMMs (None: the family's default)."
+    )
     dp_overlap: bool = Field(default=True, description="Overlap data-parallel communication with compute.")
 
     @property
@@ -138,7 +140,7 @@ class LayoutArrays:
     sequence_parallel: BoolArray
     recompute_full: BoolArray
     recompute_selective: BoolArray
-    tp_overlap: BoolArray
+    tp_overlap: npt.NDArray[np.float64]  # 1 on, 0 off, NaN: the accelerator family's default
     dp_overlap: BoolArray
 
     @classmethod
@@ -165,7 +167,7 @@ class LayoutArrays:
             sequence_parallel=flags(lambda x: x.sequence_parallel),
             recompute_full=flags(lambda x: x.recompute is Recompute.FULL),
             recompute_selective=flags(lambda x: x.recompute is Recompute.SELECTIVE),
-            tp_overlap=flags(lambda x: x.tp_overlap),
+            tp_overlap=np.array([np.nan if x.tp_overlap is None else float(x.tp_overlap) for x in layouts]),
             dp_overlap=flags(lambda x: x.dp_overlap),
         )
 

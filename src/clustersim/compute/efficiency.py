@@ -7,7 +7,9 @@ fraction of the ceiling; element-wise work (norms, activations, residuals, dropo
 optimizer) streams through HBM at ``memory_efficiency`` of the datasheet bandwidth. FP8 GEMMs run
 at the FP8 peak times ``fp8_efficiency_ratio`` of the BF16 fraction (casts, scaling, smaller tiles).
 ``fused_attention`` records whether the software measured on the family (Megatron-LM of 2021-22 on
-Ampere; Transformer Engine, NeuronX) ran a fused attention kernel that keeps no score matrix.
+Ampere; Transformer Engine, NeuronX) ran a fused attention kernel that keeps no score matrix, and
+``tp_overlap`` whether it overlapped tensor-parallel communication with GEMMs (Transformer Engine's
+userbuffers on Hopper); a layout that says neither takes the family's software default.
 
 The values are fitted by ``benchmarks/calibrate_training.py`` to the training cases of
 ``../shared/validation/training.jsonl`` (mean |log error| over all cases of a family, never per
@@ -36,6 +38,7 @@ class FamilyEfficiency:
     memory_efficiency: float  # element-wise kernels, fraction of the HBM datasheet bandwidth
     fp8_efficiency_ratio: float  # FP8 GEMM fraction of the FP8 peak / BF16 fraction of the BF16 peak
     fused_attention: bool  # the measured software used a fused (flash) attention kernel: no stored scores
+    tp_overlap: bool  # the measured software overlapped tensor-parallel communication with GEMMs
 
     def gemm_fraction(self, flop: FloatArray | float) -> FloatArray:
         """Achieved fraction of the dense peak for GEMMs of ``flop`` FLOPs each."""
@@ -46,28 +49,31 @@ class FamilyEfficiency:
 # Fitted by benchmarks/calibrate_training.py; see the module docstring.
 FAMILY_EFFICIENCY: dict[str, FamilyEfficiency] = {
     "ampere": FamilyEfficiency(
-        gemm_max=0.80,
-        gemm_half_flop=2.0e8,
-        attention=0.45,
+        gemm_max=0.776,
+        gemm_half_flop=4.8e7,
+        attention=0.533,
         memory_efficiency=0.75,
         fp8_efficiency_ratio=1.0,
         fused_attention=False,
+        tp_overlap=False,
     ),
     "hopper": FamilyEfficiency(
-        gemm_max=0.75,
-        gemm_half_flop=6.0e8,
-        attention=0.55,
-        memory_efficiency=0.80,
-        fp8_efficiency_ratio=0.7,
+        gemm_max=0.677,
+        gemm_half_flop=2.3e9,
+        attention=0.295,
+        memory_efficiency=0.718,
+        fp8_efficiency_ratio=0.850,
         fused_attention=True,
+        tp_overlap=True,
     ),
     "trainium": FamilyEfficiency(
-        gemm_max=0.70,
-        gemm_half_flop=4.0e8,
-        attention=0.40,
-        memory_efficiency=0.70,
+        gemm_max=0.537,
+        gemm_half_flop=1.37e8,
+        attention=0.90,
+        memory_efficiency=0.95,
         fp8_efficiency_ratio=1.0,
         fused_attention=True,
+        tp_overlap=False,
     ),
 }
 # Blackwell has no published training runs in the ground truth yet: Hopper's fractions stand in.

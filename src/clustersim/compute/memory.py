@@ -84,7 +84,7 @@ def params_per_device(model: Transformer, lay: LayoutArrays) -> FloatArray:
     layer = (model.attention_params() + model.router_params() + routed + shared) / tp + 2 * model.norm_params()
     embedding = model.vocab * model.hidden / tp
     positions = model.embedding_params() - model.vocab * model.hidden * (1 if model.tied_embeddings else 2)
-    one_stage_output = (~model.tied_embeddings) * embedding  # pp == 1: untied output matrix too
+    one_stage_output = 0.0 if model.tied_embeddings else embedding  # pp == 1: untied output matrix too
     ends = np.where(lay.pp == 1, embedding + positions + one_stage_output, embedding + positions)
     return model.layers / lay.pp * layer + ends + model.norm_params()
 
@@ -121,7 +121,7 @@ def layer_activation_bytes(model: Transformer, lay: LayoutArrays, *, seq_len: in
     )
     scores = 0.0 if fused else 5 * model.heads * seq_len * tokens
     scores = np.where(lay.recompute_selective, 0.0, scores)
-    return outside + (inside + scores) / tp
+    return np.asarray(outside + (inside + scores) / tp, dtype=float)
 
 
 def activation_bytes(
@@ -139,4 +139,4 @@ def activation_bytes(
     layers = model.layers / lay.pp * in_flight * interleave
     working = np.where(lay.recompute_full, per_layer, 0.0)  # one layer rebuilt at a time
     logits = 4.0 * tokens * model.vocab / tp
-    return layers * stored + working + logits
+    return np.asarray(layers * stored + working + logits, dtype=float)

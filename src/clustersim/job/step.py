@@ -38,7 +38,9 @@ from clustersim.workload.transformer import Transformer
 FloatArray = npt.NDArray[np.float64]
 
 ACT_BYTES = 2.0  # activations and TP/PP messages in 16 bits (FP8 runs too)
-GRAD_COMM_BYTES = 4.0  # FP32 main gradients reduced across data-parallel ranks
+# Gradients reduced across data-parallel ranks: FP32 main gradients with FP16 loss scaling (Megatron-LM
+# reduces its FP32 buffers), 16-bit with BF16/FP8 (Megatron-Core's default, grad_reduce_in_fp32 off).
+GRAD_COMM_BYTES = {Dtype.FP16: 4.0, Dtype.BF16: 2.0, Dtype.FP8: 2.0}
 OPTIMIZER_BYTES_PER_PARAM = 30.0  # Adam: read grad, master, m, v (16); write master, m, v (12), weight (2)
 LOSS_BYTES_PER_LOGIT = 14.0  # softmax cross-entropy forward and backward over FP32 logits
 # Element-wise elements moved per token and hidden unit in a layer's forward pass: two norms (read,
@@ -172,7 +174,8 @@ def step_terms(
     tp_count = 4 + 2 * lay.recompute_full + lay.sequence_parallel
     tp_link = stage_layers * tp_count * tp_per_layer
     gemm_time = stage_layers * (linear_fwd * (3 + lay.recompute_full))
-    tp_exposed = np.where(lay.tp_overlap, np.maximum(tp_link - gemm_time, 0.0), tp_link)
+    tp_overlap = np.where(np.isnan(lay.tp_overlap), float(eff.tp_overlap), lay.tp_overlap) > 0
+    tp_exposed = np.where(tp_overlap, np.maximum(tp_link - gemm_time, 0.0), tp_link)
 
     kv_bytes = ACT_BYTES * tokens * 2 * kv / tp * cp
     cp_link = stage_layers * 3 * collective_s(system, Op.ALL_GATHER, kv_bytes, lay.cp, lay.tp)
@@ -196,8 +199,8 @@ def step_terms(
     params = params_per_device(model, lay)
     dp_ranks = lay.dp * lay.cp
     stride = lay.tp
-    allreduce = collective_s(system, Op.ALL_REDUCE, params * GRAD_COMM_BYTES, dp_ranks, stride)
-    scatter = collective_s(system, Op.REDUCE_SCATTER, params * GRAD_COMM_BYTES, dp_ranks, stride)
+    allreduce = collective_s(system, Op.ALL_REDUCE, params * GRAD_COMM_BYTES[precision], dp_ranks, stride)
+    scatter = collective_s(system, Op.REDUCE_SCATTER, params * GRAD_COMM_BYTES[precision], dp_ranks, stride)
     gather = collective_s(system, Op.ALL_GATHER, params * ACT_BYTES, dp_ranks, stride)
     zero3_gathers = np.where(lay.zero >= 3, 2 * micro_batches * gather, 0.0)
     grad_reduce = np.where(lay.zero >= 1, scatter, allreduce)
