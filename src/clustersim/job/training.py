@@ -225,7 +225,7 @@ def job_cost(system: System, job: TrainingJob, step_s: float, offer: str) -> dic
     """Time to train the token budget, device-hours, cost at the instance price, energy at TDP."""
     if job.tokens is None:
         return {}
-    steps = -(-job.tokens // job.tokens_per_step)
+    steps = int(-(-job.tokens // job.tokens_per_step))
     seconds = steps * step_s
     device_hours = seconds / 3600 * system.num_devices
     out: dict[str, Any] = {"tokens": job.tokens, "steps": steps, "time_s": seconds, "device_hours": device_hours}

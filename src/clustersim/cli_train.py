@@ -1,0 +1,151 @@
+"""``clustersim train``: step time, memory, MFU and the cost of a training job on catalogued instances."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from clustersim.catalog.registry import load_catalog
+from clustersim.catalog.schema import Dtype
+from clustersim.cli import CatalogOption, JsonOption, console, emit_json, user_errors
+from clustersim.errors import ClusterSimError
+from clustersim.execution import Layout, Recompute
+from clustersim.job.system import system_for_instance
+from clustersim.job.training import Estimate, TrainingJob, choose_layout, estimate_training
+from clustersim.units import format_bytes, format_count, format_seconds, parse_count
+from clustersim.workload.zoo import load_model
+
+_BAR_WIDTH = 30
+
+
+def train_command(
+    model: Annotated[str, typer.Argument(help="Zoo id (e.g. llama3-70b), a model TOML or a HF config.json.")],
+    instance: Annotated[str, typer.Option("--instance", help="Instance id, e.g. p5en.48xlarge.")] = "p5en.48xlarge",
+    nodes: Annotated[int, typer.Option("--nodes", help="Number of instances.")] = 16,
+    tp: Annotated[int | None, typer.Option("--tp", help="Tensor parallel degree.")] = None,
+    pp: Annotated[int | None, typer.Option("--pp", help="Pipeline parallel degree.")] = None,
+    vp: Annotated[int, typer.Option("--vp", help="Model chunks per pipeline rank (interleaved 1F1B).")] = 1,
+    cp: Annotated[int, typer.Option("--cp", help="Context parallel degree.")] = 1,
+    ep: Annotated[int, typer.Option("--ep", help="Expert parallel degree.")] = 1,
+    micro_batch: Annotated[int, typer.Option("--micro-batch", help="Sequences per micro-batch.")] = 1,
+    zero: Annotated[int, typer.Option("--zero", help="ZeRO stage 0-3 (3 = FSDP).")] = 1,
+    sp: Annotated[
+        bool | None, typer.Option("--sp/--no-sp", help="Sequence parallelism (default: on if tp > 1).")
+    ] = None,
+    recompute: Annotated[
+        Recompute, typer.Option("--recompute", case_sensitive=False, help="Activation recompute.")
+    ] = Recompute.SELECTIVE,
+    tokens: Annotated[str, typer.Option("--tokens", help="Training budget in tokens, e.g. 15T, 300B.")] = "1T",
+    global_batch: Annotated[int, typer.Option("--global-batch", help="Sequences per optimizer step.")] = 1024,
+    seq: Annotated[int | None, typer.Option("--seq", help="Sequence length (default: the model's).")] = None,
+    precision: Annotated[str, typer.Option("--precision", help="bf16, fp16 or fp8.")] = "bf16",
+    offer: Annotated[str, typer.Option("--price", help="on_demand or capacity_block.")] = "on_demand",
+    models: Annotated[list[Path] | None, typer.Option("--models", help="Extra model zoo directories.")] = None,
+    catalog: CatalogOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Estimate a training job: step time by term, memory per device, MFU, time, cost and energy.
+
+    Without --tp/--pp the fastest layout that fits is chosen and named.
+    """
+    with user_errors():
+        transformer = load_model(model, extra_dirs=models or ())
+        system = system_for_instance(load_catalog(catalog or ()), instance, nodes)
+        dtype = _precision(precision)
+        job = TrainingJob(
+            global_batch=global_batch, seq_len=seq or transformer.seq_len, precision=dtype, tokens=parse_count(tokens)
+        )
+        chosen = tp is None and pp is None
+        if chosen:
+            layout = choose_layout(transformer, system, job)
+        else:
+            t, p = tp or 1, pp or 1
+            if system.num_devices % (t * p * cp):
+                raise ClusterSimError(
+                    f"tp*pp*cp = {t}*{p}*{cp} = {t * p * cp} does not divide the {system.num_devices} devices"
+                )
+            layout = Layout(
+                tp=t,
+                pp=p,
+                vp=vp,
+                cp=cp,
+                ep=ep,
+                dp=system.num_devices // (t * p * cp),
+                micro_batch=micro_batch,
+                zero=zero,
+                sequence_parallel=t > 1 if sp is None else sp,
+                recompute=recompute,
+            )
+        estimate = estimate_training(transformer, system, layout, job, offer=offer)
+    if chosen:
+        estimate.notes.insert(0, f"layout chosen (fastest that fits): {layout.describe()}")
+    if as_json:
+        emit_json({"params": transformer.num_params(), "layout_chosen": chosen, **estimate.to_json()})
+        return
+    _print(estimate, transformer.num_params())
+
+
+def _precision(text: str) -> Dtype:
+    try:
+        return Dtype(text.lower())
+    except ValueError:
+        raise ClusterSimError(f"unknown precision {text!r} (valid: bf16, fp16, fp8)") from None
+
+
+def _print(estimate: Estimate, params: int) -> None:
+    layout, job = estimate.layout, estimate.job
+    console.print(
+        f"[bold]{estimate.model}[/] ({format_count(params)} parameters) on {estimate.system}: "
+        f"{layout.describe()}, global batch {job.global_batch} sequences = {format_count(job.tokens_per_step)} "
+        f"tokens of {job.seq_len}, {job.precision.value}"
+    )
+    table = Table(title=f"step {format_seconds(estimate.step_s)}")
+    for column in ("term", "link time", "exposed", "share"):
+        table.add_column(column, justify="left" if column in ("term", "share") else "right")
+    for term in estimate.terms:
+        if term.link_s <= 0 and term.exposed_s <= 0:
+            continue
+        share = term.exposed_s / estimate.step_s
+        bar = "█" * round(share * _BAR_WIDTH)
+        table.add_row(
+            term.name, format_seconds(term.link_s), format_seconds(term.exposed_s), f"{bar} {100 * share:.1f}%"
+        )
+    console.print(table)
+    memory = Table(title=f"memory per device (capacity {format_bytes(estimate.capacity_bytes)})")
+    memory.add_column("kind")
+    memory.add_column("bytes", justify="right")
+    for kind, value in estimate.memory_bytes.items():
+        memory.add_row(kind, format_bytes(value))
+    console.print(memory)
+    headroom = estimate.capacity_bytes - estimate.memory_bytes["required"]
+    fit = "fits" if estimate.fits else "[bold red]does not fit[/]"
+    console.print(
+        f"{fit} (headroom {format_bytes(headroom)}); MFU {100 * estimate.mfu:.1f}%, HFU {100 * estimate.hfu:.1f}%, "
+        f"{estimate.tokens_per_s_per_device:,.0f} tokens/s per device; bottleneck: {estimate.bottleneck}"
+    )
+    _print_job(estimate.cost)
+    for note in estimate.notes:
+        console.print(f"note: {note}")
+
+
+def _print_job(cost: dict[str, Any]) -> None:
+    if not cost:
+        return
+    days = cost["time_s"] / 86400
+    line = (
+        f"{format_count(cost['tokens'])} tokens: {cost['steps']:,} steps, {days:,.1f} days, "
+        f"{cost['device_hours']:,.0f} device-hours"
+    )
+    if cost.get("cost_usd") is not None:
+        line += (
+            f", ${cost['cost_usd']:,.0f} at ${cost['price_usd_per_hour']:,.2f}/h per instance "
+            f"({cost['price_offer'].replace('_', ' ')}, {cost['price_region']}, {cost['price_as_of']})"
+        )
+    else:
+        line += f", cost unknown ({cost.get('price_note')})"
+    if cost.get("energy_kwh") is not None:
+        line += f", {cost['energy_kwh'] / 1000:,.1f} MWh at board power"
+    console.print(line)
