@@ -259,3 +259,14 @@ def _link_limit(op: Op, fabric: Fabric) -> float:
     if op is Op.SENDRECV:
         return fabric.network_bytes_per_s / fabric.devices_per_node
     return min(fabric.scaleup_bytes_per_s, fabric.network_bytes_per_s)
+
+
+def collective_time_s(
+    op: Op, size_bytes: npt.ArrayLike, fabric: Fabric, cal: CommCalibration = DEFAULT_CALIBRATION
+) -> FloatArray:
+    """Only the time of the fastest candidate at each size (what ``predict_collective`` picks), cheaply."""
+    sizes = np.atleast_1d(np.asarray(size_bytes, dtype=np.float64))
+    best = np.full(sizes.shape, np.inf)
+    for candidate in candidates(op, fabric, cal):
+        np.minimum(best, candidate_time_s(candidate, sizes, cal), out=best)
+    return best

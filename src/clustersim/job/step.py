@@ -28,7 +28,7 @@ import numpy.typing as npt
 
 from clustersim.catalog.schema import Dtype
 from clustersim.comm.collectives import Op
-from clustersim.comm.model import predict_collective
+from clustersim.comm.model import collective_time_s
 from clustersim.compute.efficiency import FamilyEfficiency
 from clustersim.compute.memory import params_per_device
 from clustersim.execution import LayoutArrays
@@ -94,19 +94,26 @@ class StepTerms:
 
 
 def collective_s(
-    system: System, op: Op, size_bytes: npt.ArrayLike, num_ranks: npt.ArrayLike, stride: npt.ArrayLike
+    system: System,
+    op: Op,
+    size_bytes: npt.ArrayLike,
+    num_ranks: npt.ArrayLike,
+    stride: npt.ArrayLike,
+    where: npt.ArrayLike = True,
 ) -> FloatArray:
-    """Time of one collective per layout; 0 for a group of one rank. Groups sharing a shape share a call."""
-    size_bytes, num_ranks, stride = np.broadcast_arrays(
-        np.asarray(size_bytes, float), np.asarray(num_ranks, np.int64), np.asarray(stride, np.int64)
+    """Time of one collective per layout where ``where`` holds (0 elsewhere and for a group of one rank).
+
+    Layouts whose groups have the same shape share one vectorized call.
+    """
+    size_bytes, num_ranks, stride, wanted = np.broadcast_arrays(
+        np.asarray(size_bytes, float), np.asarray(num_ranks, np.int64), np.asarray(stride, np.int64), where
     )
     out = np.zeros(size_bytes.shape)
-    for ranks, step in {(int(r), int(s)) for r, s in zip(num_ranks, stride, strict=True)}:
+    for ranks, step in {(int(r), int(s)) for r, s, w in zip(num_ranks, stride, wanted, strict=True) if w and r > 1}:
         fabric = system.group_fabric(ranks, step)
-        if fabric is None:
-            continue
-        mask = (num_ranks == ranks) & (stride == step)
-        out[mask] = predict_collective(op, np.maximum(size_bytes[mask], 1.0), fabric).time_s
+        assert fabric is not None
+        mask = (num_ranks == ranks) & (stride == step) & wanted
+        out[mask] = collective_time_s(op, size_bytes[mask], fabric)
     return out
 
 
@@ -141,7 +148,7 @@ def step_terms(
         per_expert_tokens = tokens * model.moe.top_k * capacity * lay.ep / model.moe.experts
         mlp_fwd = gemm_s(2 * per_expert_tokens * h * f / tp, matrices * expert_tokens / per_expert_tokens)
     else:
-        mlp_fwd = gemm_s(2 * tokens * h * f / tp, matrices)
+        mlp_fwd = gemm_s(2 * tokens * h * f / tp, float(matrices))
     linear_fwd = gemm_s(2 * tokens * h * (q + 2 * kv) / tp) + gemm_s(2 * tokens * q * h / tp) + mlp_fwd
     hbm = system.memory_bandwidth_bytes_per_s * eff.memory_efficiency
     attention_flop = 4 * tokens * seq_len * q / tp * (CAUSAL_FRACTION if eff.fused_attention else 1.0)
@@ -199,9 +206,11 @@ def step_terms(
     params = params_per_device(model, lay)
     dp_ranks = lay.dp * lay.cp
     stride = lay.tp
-    allreduce = collective_s(system, Op.ALL_REDUCE, params * GRAD_COMM_BYTES[precision], dp_ranks, stride)
-    scatter = collective_s(system, Op.REDUCE_SCATTER, params * GRAD_COMM_BYTES[precision], dp_ranks, stride)
-    gather = collective_s(system, Op.ALL_GATHER, params * ACT_BYTES, dp_ranks, stride)
+    grad_bytes = params * GRAD_COMM_BYTES[precision]
+    sharded = lay.zero >= 1
+    allreduce = collective_s(system, Op.ALL_REDUCE, grad_bytes, dp_ranks, stride, where=~sharded)
+    scatter = collective_s(system, Op.REDUCE_SCATTER, grad_bytes, dp_ranks, stride, where=sharded)
+    gather = collective_s(system, Op.ALL_GATHER, params * ACT_BYTES, dp_ranks, stride, where=sharded)
     zero3_gathers = np.where(lay.zero >= 3, 2 * micro_batches * gather, 0.0)
     grad_reduce = np.where(lay.zero >= 1, scatter, allreduce)
     param_gather = np.where(lay.zero >= 1, gather, 0.0)

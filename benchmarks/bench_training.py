@@ -1,0 +1,54 @@
+"""Speed of the training estimator: one estimate in-process, and many layouts in one vectorized call.
+
+Prints medians over repeated runs (one process, one run of this script). Run:
+``python benchmarks/bench_training.py``. The target is under 1 ms per single estimate (Calculon
+takes 2-3.5 ms per evaluation on the same machine, issue 4).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+from clustersim.catalog.registry import load_catalog
+from clustersim.execution import Layout, LayoutArrays, Recompute
+from clustersim.job.system import system_for_instance
+from clustersim.job.training import TrainingJob, candidate_layouts, estimate_training, evaluate_layouts
+from clustersim.workload.zoo import load_model
+
+
+def median_s(func: Callable[[], object], repeats: int) -> float:
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        func()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    catalog = load_catalog(use_env=False)
+    model = load_model("gpt3-175b", use_env=False)
+    system = system_for_instance(catalog, "p5en.48xlarge", 128)  # 1,024 H200
+    job = TrainingJob(global_batch=1536, seq_len=2048)
+    layout = Layout(tp=8, pp=8, vp=2, dp=16, micro_batch=1, sequence_parallel=True, recompute=Recompute.SELECTIVE)
+
+    estimate_training(model, system, layout, job)  # warm caches
+    single = median_s(lambda: estimate_training(model, system, layout, job), 300)
+    step = estimate_training(model, system, layout, job).step_s
+    print(f"one estimate, {model.name} on {system.name} ({layout.describe()}): {single * 1e3:.3f} ms median")
+    print(f"  step {step:.2f} s")
+
+    layouts = candidate_layouts(model, system, job)
+    arrays = LayoutArrays.of(layouts)
+    batch = median_s(lambda: evaluate_layouts(model, system, arrays, job), 20)
+    print(
+        f"{len(layouts)} layouts in one vectorized call: {batch * 1e3:.2f} ms median, "
+        f"{batch / len(layouts) * 1e6:.1f} us per layout, {len(layouts) / batch:,.0f} layouts/s "
+        f"({single / (batch / len(layouts)):.0f}x a single estimate)"
+    )
+
+
+if __name__ == "__main__":
+    main()
