@@ -1,0 +1,54 @@
+"""``clustersim train``: the breakdown, --json, a chosen layout, and errors without tracebacks."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from clustersim.cli import app
+
+runner = CliRunner()
+
+
+def run(*args):
+    return runner.invoke(
+        app, ["train", *args], env={"CLUSTERSIM_CATALOG": "", "CLUSTERSIM_MODELS": "", "COLUMNS": "200"}
+    )
+
+
+def test_json_gives_terms_memory_and_job_cost():
+    result = run("llama3-70b", "--instance", "p5.48xlarge", "--nodes", "8", "--tp", "8", "--pp", "2", "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["layout"]["tp"] == 8 and payload["layout"]["dp"] == 4 and payload["layout_chosen"] is False
+    assert payload["step_s"] == pytest.approx(sum(t["exposed_s"] for t in payload["terms"]))
+    assert payload["global_batch_tokens"] == 1024 * 8192
+    assert 0 < payload["mfu"] < 1 and payload["fits"] is True
+    assert payload["job"]["tokens"] == 1e12 and payload["job"]["cost_usd"] > 0
+    assert payload["params"] == 70_553_706_496
+
+
+def test_omitted_layout_is_chosen_and_named():
+    result = run("llama3-8b", "--instance", "p5.48xlarge", "--nodes", "2", "--tokens", "15T")
+    assert result.exit_code == 0, result.output
+    assert "layout chosen" in result.stdout and "step" in result.stdout and "MFU" in result.stdout
+    assert "15T tokens" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["lama3-8b"], "did you mean"),
+        (["llama3-8b", "--instance", "p9.48xlarge"], "unknown instance"),
+        (["llama3-8b", "--nodes", "2", "--tp", "3"], "does not divide the 16 devices"),
+        (["llama3-8b", "--nodes", "2", "--tp", "8", "--pp", "5"], "does not divide"),
+        (["llama3-8b", "--precision", "fp4"], "not a training precision"),
+        (["llama3-8b", "--precision", "int3"], "unknown precision"),
+        (["llama3-8b", "--tokens", "lots"], "cannot read"),
+        (["llama3.1-405b", "--instance", "p5.48xlarge", "--nodes", "1"], "does not fit"),
+    ],
+)
+def test_errors_are_one_line_with_exit_code_2(args, message):
+    result = run(*args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
