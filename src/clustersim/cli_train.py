@@ -44,6 +44,7 @@ def train_command(
     precision: Annotated[str, typer.Option("--precision", help="bf16, fp16 or fp8.")] = "bf16",
     offer: Annotated[str, typer.Option("--price", help="on_demand or capacity_block.")] = "on_demand",
     models: Annotated[list[Path] | None, typer.Option("--models", help="Extra model zoo directories.")] = None,
+    ops: Annotated[bool, typer.Option("--ops", help="Also show each operation's time per layer.")] = False,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -86,6 +87,17 @@ def train_command(
         emit_json({"params": transformer.num_params(), "layout_chosen": chosen, **estimate.to_json()})
         return
     _print(estimate, transformer.num_params())
+    if ops:
+        _print_operations(estimate)
+
+
+def _print_operations(estimate: Estimate) -> None:
+    table = Table(title="operations per micro-batch (one layer; the head runs on the last stage)")
+    for column in ("operation", "scope", "forward", "backward"):
+        table.add_column(column, justify="left" if column in ("operation", "scope") else "right")
+    for op in estimate.operations:
+        table.add_row(op["name"], op["scope"], format_seconds(op["forward_s"]), format_seconds(op["backward_s"]))
+    console.print(table)
 
 
 def _precision(text: str) -> Dtype:

@@ -1,12 +1,9 @@
 """One training step, term by term, for many layouts at once (numpy arrays, one element per layout).
 
-Per micro-batch and layer, on one device (``T = micro_batch x seq / cp`` tokens, ``t`` = tp):
-
-* GEMMs: QKV ``2Th(q+2kv)/t``, projection ``2Tqh/t``, MLP ``2Thf x matrices / t`` per active expert
-  (x capacity factor); the logits ``2ThV/t`` on the last stage. Backward is twice the forward.
-* attention core ``4Tsq/t`` FLOPs, half of it executed (causal kernels skip masked blocks).
-* element-wise HBM traffic (norms, residuals, dropout, biases, the activation function; the loss).
-* recompute repeats the forward pass (full) or the attention core (selective).
+Compute per micro-batch and layer on one device is the sum of the operations of
+``clustersim.workload.ops`` (GEMMs, the attention core, memory traffic), each on a roofline with
+the family's fitted efficiencies; the output head runs on the last stage. Recompute repeats the
+forward pass (full) or the attention core (selective).
 
 Communication goes through ``clustersim.comm`` on the links each group uses (see ``System``): TP
 all-reduces (or all-gather + reduce-scatter with SP, same bytes) of ``T h`` activations, two forward
@@ -33,6 +30,7 @@ from clustersim.compute.efficiency import FamilyEfficiency
 from clustersim.compute.memory import params_per_device
 from clustersim.execution import LayoutArrays
 from clustersim.job.system import System
+from clustersim.workload.ops import Operation, OpKind, head_operations, layer_operations
 from clustersim.workload.transformer import Transformer
 
 FloatArray = npt.NDArray[np.float64]
@@ -42,19 +40,38 @@ ACT_BYTES = 2.0  # activations and TP/PP messages in 16 bits (FP8 runs too)
 # reduces its FP32 buffers), 16-bit with BF16/FP8 (Megatron-Core's default, grad_reduce_in_fp32 off).
 GRAD_COMM_BYTES = {Dtype.FP16: 4.0, Dtype.BF16: 2.0, Dtype.FP8: 2.0}
 OPTIMIZER_BYTES_PER_PARAM = 30.0  # Adam: read grad, master, m, v (16); write master, m, v (12), weight (2)
-LOSS_BYTES_PER_LOGIT = 14.0  # softmax cross-entropy forward and backward over FP32 logits
-# Element-wise elements moved per token and hidden unit in a layer's forward pass: two norms (read,
-# write: 4), two fused bias-dropout-residual adds (read 2, write 1, mask: 7).
-OUTSIDE_ELEMS = 11.0
-CAUSAL_FRACTION = 0.5  # a fused causal kernel skips the masked half of the score blocks
-# Unfused attention materializes the ``a s x s`` scores: bytes per score element moved in the forward
-# pass (QK^T writes 2; softmax reads 2, writes 2; dropout reads 2, writes 2 and a 1-byte mask; the
-# context GEMM reads 2) and in the backward pass (two more reads of the saved tensors).
-SCORE_BYTES_FORWARD = 13.0
-SCORE_BYTES_BACKWARD = 15.0
-# Backward element-wise traffic / forward: a norm or activation reads its input and the incoming
-# gradient and writes one gradient (3 passes for the forward's 2).
-ELEMENTWISE_BACKWARD_RATIO = 1.5
+
+
+@dataclass(frozen=True)
+class OperationTimes:
+    """Seconds of one operation per layer (or per head) and micro-batch, forward and backward."""
+
+    name: str
+    forward_s: FloatArray
+    backward_s: FloatArray
+    in_head: bool  # the output head (last pipeline stage) rather than every layer
+
+
+def operation_times(
+    ops: list[Operation], system: System, eff: FamilyEfficiency, precision: Dtype, *, in_head: bool = False
+) -> list[OperationTimes]:
+    """Roofline time of each operation: GEMMs at the size-dependent fraction of the precision's peak,
+    the attention core at its own fraction of the 16-bit peak, memory traffic at the achieved HBM bandwidth."""
+    half = system.peak_flop_per_s(Dtype.FP16 if precision is Dtype.FP16 else Dtype.BF16)
+    gemm_peak = half
+    if precision is Dtype.FP8:
+        gemm_peak = system.peak_flop_per_s(Dtype.FP8) * eff.fp8_efficiency_ratio
+    hbm = system.memory_bandwidth_bytes_per_s * eff.memory_efficiency
+    out = []
+    for op in ops:
+        if op.kind is OpKind.GEMM:
+            forward = op.flop / (gemm_peak * eff.gemm_fraction(np.maximum(op.gemm_flop, 1.0)))
+        elif op.kind is OpKind.ATTENTION:
+            forward = op.flop / (half * eff.gemm_max * eff.attention)
+        else:
+            forward = op.bytes / hbm
+        out.append(OperationTimes(op.name, forward, op.backward_ratio * forward, in_head))
+    return out
 
 
 @dataclass(frozen=True)
@@ -75,6 +92,7 @@ class StepTerms:
     dp_exposed_s: FloatArray
     optimizer_s: FloatArray
     micro_batches: FloatArray
+    operations: list[OperationTimes]  # per layer (or head) and micro-batch
 
     @property
     def step_s(self) -> FloatArray:
@@ -105,9 +123,11 @@ def collective_s(
 
     Layouts whose groups have the same shape share one vectorized call.
     """
-    size_bytes, num_ranks, stride, wanted = np.broadcast_arrays(
-        np.asarray(size_bytes, float), np.asarray(num_ranks, np.int64), np.asarray(stride, np.int64), where
-    )
+    sizes = np.asarray(size_bytes, dtype=float)
+    zeros = np.zeros(sizes.shape, dtype=np.int64)
+    num_ranks, stride = zeros + np.asarray(num_ranks, np.int64), zeros + np.asarray(stride, np.int64)
+    wanted = (zeros == 0) & np.asarray(where, dtype=bool)
+    size_bytes = sizes
     out = np.zeros(size_bytes.shape)
     for ranks, step in {(int(r), int(s)) for r, s, w in zip(num_ranks, stride, wanted, strict=True) if w and r > 1}:
         fabric = system.group_fabric(ranks, step)
@@ -130,46 +150,26 @@ def step_terms(
     """Every term of the step for each layout (see the module docstring)."""
     tp, cp, pp, vp = (x.astype(float) for x in (lay.tp, lay.cp, lay.pp, lay.vp))
     tokens = lay.micro_batch * seq_len / cp
-    h, q, kv, f = model.hidden, model.q_width, model.kv_width, model.expert_ffn
-    matrices = model.ffn_type.num_matrices
-    capacity = model.moe.capacity_factor if model.moe else 1.0
-
-    bf16_peak = system.peak_flop_per_s(Dtype.BF16 if precision is not Dtype.FP16 else Dtype.FP16)
-    gemm_peak = bf16_peak
-    if precision is Dtype.FP8:
-        gemm_peak = system.peak_flop_per_s(Dtype.FP8) * eff.fp8_efficiency_ratio
-
-    def gemm_s(flop_each: FloatArray, count: float = 1.0) -> FloatArray:
-        return count * flop_each / (gemm_peak * eff.gemm_fraction(flop_each))
-
-    # One layer's forward on one device.
-    expert_tokens = tokens * model.active_mlps * capacity
-    if model.moe:  # tokens per expert GEMM: the EP group's tokens spread over its experts
-        per_expert_tokens = tokens * model.moe.top_k * capacity * lay.ep / model.moe.experts
-        mlp_fwd = gemm_s(2 * per_expert_tokens * h * f / tp, matrices * expert_tokens / per_expert_tokens)
-    else:
-        mlp_fwd = gemm_s(2 * tokens * h * f / tp, float(matrices))
-    linear_fwd = gemm_s(2 * tokens * h * (q + 2 * kv) / tp) + gemm_s(2 * tokens * q * h / tp) + mlp_fwd
-    hbm = system.memory_bandwidth_bytes_per_s * eff.memory_efficiency
-    attention_flop = 4 * tokens * seq_len * q / tp * (CAUSAL_FRACTION if eff.fused_attention else 1.0)
-    attention_gemm = attention_flop / (bf16_peak * eff.gemm_max * eff.attention)
-    score_elems = 0.0 if eff.fused_attention else tokens * seq_len * model.heads / tp
-    attention_fwd = attention_gemm + score_elems * SCORE_BYTES_FORWARD / hbm
-    attention_bwd = 2 * attention_gemm + score_elems * SCORE_BYTES_BACKWARD / hbm
+    h, kv = model.hidden, model.kv_width
     sp_split = np.where(lay.sequence_parallel, tp, 1.0)
-    inner_elems = (2 * (q + 2 * kv) + (matrices + 1) * f * model.active_mlps * capacity) / tp
-    elem_bytes = ACT_BYTES * tokens * (OUTSIDE_ELEMS * h / sp_split + inner_elems)
-    elementwise_fwd = elem_bytes / hbm
-    layer_fwd = linear_fwd + attention_fwd + elementwise_fwd
-    layer_bwd = 2 * linear_fwd + attention_bwd + ELEMENTWISE_BACKWARD_RATIO * elementwise_fwd
+    ep = lay.ep.astype(float)
+    layer_ops = layer_operations(
+        model, tokens=tokens, seq_len=seq_len, tp=tp, sp_split=sp_split, ep=ep, fused_attention=eff.fused_attention
+    )
+    layer = operation_times(layer_ops, system, eff, precision)
+    head = operation_times(head_operations(model, tokens=tokens, tp=tp), system, eff, precision, in_head=True)
+    kinds = {op.name: op.kind for op in layer_ops}
+    attention_names = {"attention core", "attention scores"}
+    layer_fwd = sum((t.forward_s for t in layer), np.zeros_like(tokens))
+    layer_bwd = sum((t.backward_s for t in layer), np.zeros_like(tokens))
+    linear_fwd = sum((t.forward_s for t in layer if kinds[t.name] is OpKind.GEMM), np.zeros_like(tokens))
+    attention_fwd = sum((t.forward_s for t in layer if t.name in attention_names), np.zeros_like(tokens))
     layer_recompute = np.where(lay.recompute_full, layer_fwd, np.where(lay.recompute_selective, attention_fwd, 0.0))
 
-    # The last stage adds the logits and the loss.
-    logits_flop = 2 * tokens * h * model.vocab / tp
-    logits_fwd = gemm_s(logits_flop) + LOSS_BYTES_PER_LOGIT / 3 * tokens * model.vocab / tp / hbm
+    # A stage's micro-batch: its layers, and the head on the last stage (the slowest stage).
     stage_layers = model.layers / pp
-    fwd_mb = stage_layers * layer_fwd + logits_fwd
-    bwd_mb = stage_layers * layer_bwd + 2 * logits_fwd
+    fwd_mb = stage_layers * layer_fwd + sum(t.forward_s for t in head)
+    bwd_mb = stage_layers * layer_bwd + sum(t.backward_s for t in head)
     rec_mb = stage_layers * layer_recompute
 
     # Communication per micro-batch.
@@ -223,6 +223,7 @@ def step_terms(
         dp_link,
     )
     shard = np.where(lay.zero >= 1, dp_ranks, 1).astype(float)
+    hbm = system.memory_bandwidth_bytes_per_s * eff.memory_efficiency
     optimizer = params / shard * OPTIMIZER_BYTES_PER_PARAM / hbm
 
     return StepTerms(
@@ -240,4 +241,5 @@ def step_terms(
         dp_exposed_s=dp_exposed,
         optimizer_s=optimizer,
         micro_batches=micro_batches,
+        operations=layer + head,
     )

@@ -78,6 +78,7 @@ class Estimate:
     num_devices: int
     notes: list[str] = field(default_factory=list)
     cost: dict[str, Any] = field(default_factory=dict)
+    operations: list[dict[str, Any]] = field(default_factory=list)  # per layer (or head), per micro-batch
 
     @property
     def fits(self) -> bool:
@@ -140,6 +141,7 @@ class Estimate:
             "model_tflops_per_device": self.model_flops_per_step / self.step_s / self.num_devices / 1e12,
             "bottleneck": self.bottleneck,
             "notes": self.notes,
+            "operations": self.operations,
             "job": self.cost,
         }
 
@@ -212,6 +214,15 @@ def estimate_training(
         peak_flop_per_s=system.peak_flop_per_s(job.precision),
         num_devices=system.num_devices,
         notes=notes,
+        operations=[
+            {
+                "name": op.name,
+                "scope": "head (last stage)" if op.in_head else "layer",
+                "forward_s": float(op.forward_s[0]),
+                "backward_s": float(op.backward_s[0]),
+            }
+            for op in terms.operations
+        ],
     )
     if not estimate.fits:
         notes.append(

@@ -1,0 +1,161 @@
+"""The operations of one transformer layer (and of the output head) on one device: FLOPs and bytes.
+
+For ``T`` tokens in a micro-batch on the device (``micro_batch x seq / cp``), tensor parallel ``t``,
+widths ``h`` (model), ``q`` (query heads x head_dim), ``kv`` and ``f`` (MLP), forward pass:
+
+=====================  ==========  =====================================================
+operation              kind        forward work on one device
+=====================  ==========  =====================================================
+qkv                    gemm        ``2 T h (q + 2 kv) / t``
+attention core         attention   ``4 T s q / t`` (scores and context), x 0.5 when a fused
+                                   causal kernel skips the masked blocks
+attention scores       memory      unfused kernels only: ``13`` bytes per score element,
+                                   ``T s heads / t`` elements (written, softmaxed, dropped out, read)
+output projection      gemm        ``2 T q h / t``
+mlp / experts          gemm        ``2 T h f x matrices / t`` per active expert (x capacity factor)
+router                 gemm        ``2 T h E`` (MoE only, replicated across TP)
+norms and residuals    memory      ``11 T h`` 16-bit elements (two norms, two bias-dropout-adds),
+                                   split by ``t`` under sequence parallelism
+bias and activation    memory      ``(2 (q + 2 kv) + (matrices + 1) f) T / t`` 16-bit elements
+logits (head)          gemm        ``2 T h V / t`` on the last pipeline stage
+loss (head)            memory      ``14 / 3`` bytes per FP32 logit forward (softmax cross-entropy)
+=====================  ==========  =====================================================
+
+Each operation carries the ratio of its backward work to its forward work: 2 for GEMMs (data and
+weight gradients) and the attention core, 15/13 for unfused scores, 1.5 for element-wise kernels
+(input and incoming gradient read, one gradient written, for the forward's read and write), 2 for
+the loss. Quantities are numpy arrays so that many layouts evaluate at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+import numpy as np
+import numpy.typing as npt
+
+from clustersim.workload.transformer import Transformer
+
+FloatArray = npt.NDArray[np.float64]
+
+ELEMENT_BYTES = 2.0  # 16-bit activations
+CAUSAL_FRACTION = 0.5  # a fused causal kernel skips the masked half of the score blocks
+SCORE_BYTES_FORWARD = 13.0  # QK^T writes 2; softmax reads 2, writes 2; dropout reads 2, writes 2 + mask 1; PV reads 2
+SCORE_BYTES_BACKWARD = 15.0
+OUTSIDE_ELEMENTS = 11.0  # two norms (read, write: 4), two bias-dropout-residual adds (read 2, write 1, mask: 7)
+LOSS_BYTES_PER_LOGIT = 14.0  # softmax cross-entropy, forward and backward, over FP32 logits
+ELEMENTWISE_BACKWARD_RATIO = 1.5
+
+
+class OpKind(StrEnum):
+    """How an operation is costed: a GEMM, the attention core, or memory traffic."""
+
+    GEMM = "gemm"
+    ATTENTION = "attention"
+    MEMORY = "memory"
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One operation's forward work on one device; ``gemm_flop`` is the size of one GEMM call."""
+
+    name: str
+    kind: OpKind
+    flop: FloatArray
+    gemm_flop: FloatArray
+    bytes: FloatArray
+    backward_ratio: float
+
+
+def _op(
+    name: str,
+    kind: OpKind,
+    like: FloatArray,
+    *,
+    flop: object = 0.0,
+    each: object = None,
+    nbytes: object = 0.0,
+    ratio: float,
+) -> Operation:
+    """An operation whose arrays all have the shape of ``like`` (one element per layout)."""
+    flop_array = like + np.asarray(flop, dtype=float)
+    each_array = flop_array if each is None else like + np.asarray(each, dtype=float)
+    return Operation(name, kind, flop_array, each_array, like + np.asarray(nbytes, dtype=float), ratio)
+
+
+def layer_operations(
+    model: Transformer,
+    *,
+    tokens: FloatArray,
+    seq_len: int,
+    tp: FloatArray,
+    sp_split: FloatArray,
+    ep: FloatArray,
+    fused_attention: bool,
+) -> list[Operation]:
+    """The forward operations of one layer on one device (see the module table)."""
+    h, q, kv, f = model.hidden, model.q_width, model.kv_width, model.expert_ffn
+    like = np.zeros(np.broadcast_shapes(np.shape(tokens), np.shape(tp), np.shape(sp_split), np.shape(ep)))
+    matrices = model.ffn_type.num_matrices
+    capacity = model.moe.capacity_factor if model.moe else 1.0
+    causal = CAUSAL_FRACTION if fused_attention else 1.0
+    routed = tokens * model.active_mlps * capacity  # token-expert pairs
+    # One expert's GEMM sees the EP group's tokens spread over its experts.
+    per_expert = tokens * model.moe.top_k * capacity * ep / model.moe.experts if model.moe else tokens
+    ops = [
+        _op("qkv", OpKind.GEMM, like, flop=2 * tokens * h * (q + 2 * kv) / tp, ratio=2.0),
+        _op("attention core", OpKind.ATTENTION, like, flop=4 * tokens * seq_len * q / tp * causal, ratio=2.0),
+    ]
+    if not fused_attention:
+        score_bytes = SCORE_BYTES_FORWARD * tokens * seq_len * model.heads / tp
+        ops.append(
+            _op(
+                "attention scores",
+                OpKind.MEMORY,
+                like,
+                nbytes=score_bytes,
+                ratio=SCORE_BYTES_BACKWARD / SCORE_BYTES_FORWARD,
+            )
+        )
+    ops += [
+        _op("output projection", OpKind.GEMM, like, flop=2 * tokens * q * h / tp, ratio=2.0),
+        _op(
+            "experts" if model.moe else "mlp",
+            OpKind.GEMM,
+            like,
+            flop=2 * routed * h * f * matrices / tp,
+            each=2 * per_expert * h * f / tp,
+            ratio=2.0,
+        ),
+    ]
+    if model.moe:
+        ops.append(_op("router", OpKind.GEMM, like, flop=2 * tokens * h * model.moe.experts, ratio=2.0))
+    inner = (2 * (q + 2 * kv) + (matrices + 1) * f * model.active_mlps * capacity) / tp
+    ops += [
+        _op(
+            "norms and residuals",
+            OpKind.MEMORY,
+            like,
+            nbytes=ELEMENT_BYTES * tokens * OUTSIDE_ELEMENTS * h / sp_split,
+            ratio=ELEMENTWISE_BACKWARD_RATIO,
+        ),
+        _op(
+            "bias and activation",
+            OpKind.MEMORY,
+            like,
+            nbytes=ELEMENT_BYTES * tokens * inner,
+            ratio=ELEMENTWISE_BACKWARD_RATIO,
+        ),
+    ]
+    return ops
+
+
+def head_operations(model: Transformer, *, tokens: FloatArray, tp: FloatArray) -> list[Operation]:
+    """The output head on the last pipeline stage: logits and the loss."""
+    logits = tokens * model.vocab / tp
+    like = np.zeros(np.shape(logits))
+    return [
+        _op("logits", OpKind.GEMM, like, flop=2 * logits * model.hidden, ratio=2.0),
+        _op("loss", OpKind.MEMORY, like, nbytes=LOSS_BYTES_PER_LOGIT / 3 * logits, ratio=2.0),
+    ]
