@@ -254,8 +254,12 @@ def test_json_shape_is_exact(tmp_path: Path, catalog: Catalog) -> None:
     assert json.loads(json.dumps(payload)) == payload
 
 
-def test_default_predictors_never_guess() -> None:
-    assert set(default_predictors()) <= {"collective"}
+def test_default_predictors_are_the_named_model_functions() -> None:
+    predictors = default_predictors()
+    assert {"collective", "training", "memory"} <= set(predictors)
+    for kind, function in predictors.items():
+        module, name = validate_module.PREDICTOR_MODULES[kind]
+        assert (function.__module__, function.__name__) == (module, name)
 
 
 def test_validate_uses_default_predictors(tmp_path: Path, catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
