@@ -44,6 +44,10 @@ def train_command(
     precision: Annotated[str, typer.Option("--precision", help="bf16, fp16 or fp8.")] = "bf16",
     offer: Annotated[str, typer.Option("--price", help="on_demand or capacity_block.")] = "on_demand",
     models: Annotated[list[Path] | None, typer.Option("--models", help="Extra model zoo directories.")] = None,
+    uneven: Annotated[
+        bool,
+        typer.Option("--uneven-stages", help="Allow layers that do not divide by pp*vp (fullest stage sets pace)."),
+    ] = False,
     ops: Annotated[bool, typer.Option("--ops", help="Also show each operation's time per layer.")] = False,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
@@ -79,6 +83,7 @@ def train_command(
                 zero=zero,
                 sequence_parallel=t > 1 if sp is None else sp,
                 recompute=recompute,
+                uneven_stages=uneven,
             )
         estimate = estimate_training(transformer, system, layout, job, offer=offer)
     if chosen:

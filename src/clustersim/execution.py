@@ -51,6 +51,9 @@ class Layout(BaseModel):
         default=None, description="Overlap tensor-parallel communication with GEMMs (None: the family's default)."
     )
     dp_overlap: bool = Field(default=True, description="Overlap data-parallel communication with compute.")
+    uneven_stages: bool = Field(
+        default=False, description="Allow pipeline stages with different layer counts (layers not divisible by pp*vp)."
+    )
 
     @property
     def num_devices(self) -> int:
@@ -87,8 +90,8 @@ class Layout(BaseModel):
                 f"tp {self.tp} must divide kv_heads {model.kv_heads} (or be a multiple of it)",
             ),
             (
-                model.layers % (self.pp * self.vp) == 0,
-                f"layers {model.layers} must divide by pp*vp = {self.pp * self.vp}",
+                model.layers % (self.pp * self.vp) == 0 or (self.uneven_stages and model.layers >= self.pp * self.vp),
+                f"layers {model.layers} must divide by pp*vp = {self.pp * self.vp} (or allow uneven stages)",
             ),
             (
                 global_batch % (self.dp * self.micro_batch) == 0,

@@ -75,6 +75,13 @@ class MemoryArrays:
         return self.total + self.overhead
 
 
+def stage_layers(model: Transformer, lay: LayoutArrays) -> FloatArray:
+    """Layers on the fullest pipeline rank: ``layers / pp``, rounded up to whole layers per model chunk
+    when the stages are uneven (as Megatron's first/last-stage layer options make them)."""
+    chunks = (lay.pp * lay.vp).astype(float)
+    return np.asarray(np.ceil(model.layers / chunks) * lay.vp, dtype=float)
+
+
 def params_per_device(model: Transformer, lay: LayoutArrays) -> FloatArray:
     """Parameters on a device of the heaviest stage (before ZeRO sharding)."""
     tp = lay.tp.astype(float)
@@ -86,7 +93,7 @@ def params_per_device(model: Transformer, lay: LayoutArrays) -> FloatArray:
     positions = model.embedding_params() - model.vocab * model.hidden * (1 if model.tied_embeddings else 2)
     one_stage_output = 0.0 if model.tied_embeddings else embedding  # pp == 1: untied output matrix too
     ends = np.where(lay.pp == 1, embedding + positions + one_stage_output, embedding + positions)
-    return model.layers / lay.pp * layer + ends + model.norm_params()
+    return stage_layers(model, lay) * layer + ends + model.norm_params()
 
 
 def memory_per_device(
@@ -136,7 +143,7 @@ def activation_bytes(
     micro_batches = np.maximum(global_batch // (lay.dp * lay.micro_batch), 1)
     in_flight = np.minimum(lay.pp, micro_batches).astype(float)
     interleave = np.where(lay.vp > 1, 1 + (lay.pp - 1) / (lay.pp * lay.vp), 1.0)
-    layers = model.layers / lay.pp * in_flight * interleave
+    layers = stage_layers(model, lay) * in_flight * interleave
     working = np.where(lay.recompute_full, per_layer, 0.0)  # one layer rebuilt at a time
     logits = 4.0 * tokens * model.vocab / tp
     return np.asarray(layers * stored + working + logits, dtype=float)

@@ -27,7 +27,7 @@ from clustersim.catalog.schema import Dtype
 from clustersim.comm.collectives import Op
 from clustersim.comm.model import collective_time_s
 from clustersim.compute.efficiency import FamilyEfficiency
-from clustersim.compute.memory import params_per_device
+from clustersim.compute.memory import params_per_device, stage_layers
 from clustersim.execution import LayoutArrays
 from clustersim.job.system import System
 from clustersim.workload.ops import Operation, OpKind, head_operations, layer_operations
@@ -167,10 +167,10 @@ def step_terms(
     layer_recompute = np.where(lay.recompute_full, layer_fwd, np.where(lay.recompute_selective, attention_fwd, 0.0))
 
     # A stage's micro-batch: its layers, and the head on the last stage (the slowest stage).
-    stage_layers = model.layers / pp
-    fwd_mb = stage_layers * layer_fwd + sum(t.forward_s for t in head)
-    bwd_mb = stage_layers * layer_bwd + sum(t.backward_s for t in head)
-    rec_mb = stage_layers * layer_recompute
+    layers_here = stage_layers(model, lay)
+    fwd_mb = layers_here * layer_fwd + sum(t.forward_s for t in head)
+    bwd_mb = layers_here * layer_bwd + sum(t.backward_s for t in head)
+    rec_mb = layers_here * layer_recompute
 
     # Communication per micro-batch.
     act_bytes = ACT_BYTES * tokens * h
@@ -179,19 +179,19 @@ def step_terms(
     # parallelism swaps each for an all-gather + reduce-scatter (same bytes) and all-gathers the two
     # GEMM inputs again in the backward pass (one all-reduce's worth).
     tp_count = 4 + 2 * lay.recompute_full + lay.sequence_parallel
-    tp_link = stage_layers * tp_count * tp_per_layer
-    gemm_time = stage_layers * (linear_fwd * (3 + lay.recompute_full))
+    tp_link = layers_here * tp_count * tp_per_layer
+    gemm_time = layers_here * (linear_fwd * (3 + lay.recompute_full))
     tp_overlap = np.where(np.isnan(lay.tp_overlap), float(eff.tp_overlap), lay.tp_overlap) > 0
     tp_exposed = np.where(tp_overlap, np.maximum(tp_link - gemm_time, 0.0), tp_link)
 
     kv_bytes = ACT_BYTES * tokens * 2 * kv / tp * cp
-    cp_link = stage_layers * 3 * collective_s(system, Op.ALL_GATHER, kv_bytes, lay.cp, lay.tp)
-    cp_exposed = np.maximum(cp_link - stage_layers * 3 * attention_fwd, 0.0)
+    cp_link = layers_here * 3 * collective_s(system, Op.ALL_GATHER, kv_bytes, lay.cp, lay.tp)
+    cp_exposed = np.maximum(cp_link - layers_here * 3 * attention_fwd, 0.0)
 
     ep_link = np.zeros_like(tp_link)
     if model.moe:
         dispatch = ACT_BYTES * tokens * model.moe.top_k * h
-        ep_link = stage_layers * 4 * collective_s(system, Op.ALLTOALL, dispatch, lay.ep, lay.tp * lay.cp)
+        ep_link = layers_here * 4 * collective_s(system, Op.ALLTOALL, dispatch, lay.ep, lay.tp * lay.cp)
 
     pp_bytes = act_bytes / tp  # Megatron splits a stage's output over its TP ranks for the send
     pp_hop = collective_s(system, Op.SENDRECV, pp_bytes, np.minimum(lay.pp, 2), lay.tp * lay.cp * lay.dp)

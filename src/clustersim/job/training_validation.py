@@ -1,7 +1,8 @@
 """Predict ground-truth training and memory cases (``shared/validation`` format) with the estimator.
 
 A case's ``micro_batch`` may be null (the source does not say): 1 sequence is assumed, Megatron-LM's
-default. Unknown ``recompute`` or ``sequence_parallel`` take the layout defaults (none, off).
+default. Unknown ``recompute`` or ``sequence_parallel`` take the layout defaults (none, off). Layers
+that do not divide by ``pp * vp`` are allowed (uneven stages); the fullest stage sets the pace.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ def case_inputs(case: Mapping[str, Any], catalog: Catalog) -> tuple[Transformer,
     model = transformer_from_mapping(model_data, where=f"{where}: model")
     system = system_from_case(catalog, dict(case.get("system") or {}))
     parallel = dict(case.get("parallel") or {})
-    layout = layout_from_mapping({k: parallel.get(k) for k in _LAYOUT_KEYS}, where=f"{where}: parallel")
+    # Published runs balance uneven layer counts over stages (e.g. Llama 3 405B: 126 layers, pp 16).
+    layout_data = {k: parallel.get(k) for k in _LAYOUT_KEYS} | {"uneven_stages": True}
+    layout = layout_from_mapping(layout_data, where=f"{where}: parallel")
     global_batch = parallel.get("global_batch")
     if not isinstance(global_batch, int) or global_batch < 1:
         raise ClusterSimError(f"{where}: parallel.global_batch must be a positive integer, got {global_batch!r}")
