@@ -198,3 +198,16 @@ def test_every_training_source_within_twelve_percent():
         by_source.setdefault(case["id"].split("_")[0], []).append(abs(error))
     for source, errors in by_source.items():
         assert np.mean(errors) <= 0.12, (source, np.mean(errors))
+
+
+def test_uneven_stages_are_opt_in_and_the_fullest_stage_sets_the_pace():
+    model = load_model("llama3.1-405b", use_env=False)  # 126 layers
+    system = system_for_instance(CATALOG, "p5.48xlarge", 32)
+    job = TrainingJob(global_batch=64, seq_len=8192)
+    with pytest.raises(ClusterSimError, match="or allow uneven stages"):
+        estimate_training(model, system, Layout(tp=8, pp=16, dp=2), job)
+    uneven = estimate_training(model, system, Layout(tp=8, pp=16, dp=2, uneven_stages=True), job)
+    forward = {t.name: t.exposed_s for t in uneven.terms}["forward"]
+    # ceil(126 / 16) = 8 layers on the fullest stage: as fast as 128 layers split evenly.
+    eight_layers = estimate_training(model.model_copy(update={"layers": 128}), system, Layout(tp=8, pp=16, dp=2), job)
+    assert forward == pytest.approx({t.name: t.exposed_s for t in eight_layers.terms}["forward"], rel=1e-9)
