@@ -367,7 +367,7 @@ def _fabric(catalog: Catalog, accelerator: str, ranks: int, switch: str | None) 
     )
 
 
-def system_for_instance(
+def serving_system_for_instance(
     catalog: Catalog, instance: str | Instance, *, tp: int, pp: int = 1, dp: int | None = None
 ) -> ServingSystem:
     """``dp`` replicas (default: as many as fill the instance) of ``tp x pp`` devices in one instance."""
@@ -393,7 +393,7 @@ def system_for_instance(
     )
 
 
-def system_for_accelerator(
+def serving_system_for_accelerator(
     catalog: Catalog,
     accelerator: str,
     *,

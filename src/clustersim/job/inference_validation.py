@@ -24,7 +24,7 @@ from clustersim.job.inference import (
     DEFAULT_CALIBRATION,
     InferenceCalibration,
     parse_precision,
-    system_for_accelerator,
+    serving_system_for_accelerator,
 )
 from clustersim.job.serving import Batching, Request, ServingEstimate, estimate_offline, max_rate
 from clustersim.workload.transformer import Transformer, transformer_from_mapping
@@ -48,7 +48,7 @@ def case_estimate(
     if not system.get("accelerator"):
         raise ClusterSimError(f"{where}: system.accelerator is missing")
     tp, pp, dp = (int(parallel.get(k) or 1) for k in ("tp", "pp", "dp"))
-    serving = system_for_accelerator(
+    serving = serving_system_for_accelerator(
         catalog,
         str(system["accelerator"]),
         tp=tp,

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from clustersim.catalog.registry import Catalog
 from clustersim.errors import ClusterSimError
 from clustersim.job.inference import (
     DEFAULT_CALIBRATION,
@@ -478,3 +479,18 @@ def compare_offline(
         f"replicas: {a.dp} x tp{a.tp} pp{a.pp} vs {b.dp} x tp{b.tp} pp{b.pp}",
     )
     return Comparison(a, b, ratio, same_ratio, ratio / same_ratio, reasons)
+
+
+def tp_candidates(model: Transformer, catalog: Catalog, instance: str, *, pp: int = 1) -> list[int]:
+    """Tensor-parallel degrees worth trying on one instance: powers of two that the heads allow."""
+    devices = int(catalog.instance(instance).num_accelerators.value)
+    out: list[int] = []
+    tp = 1
+    while tp * pp <= devices:
+        try:
+            check_layout(model, tp, pp)
+            out.append(tp)
+        except ClusterSimError:
+            pass
+        tp *= 2
+    return out
