@@ -6,22 +6,11 @@ Prints medians over repeated runs (one process, one run of this script). Run:
 
 from __future__ import annotations
 
-import statistics
-import time
-
 import numpy as np
 
 from clustersim.catalog.registry import load_catalog
 from clustersim.comm import Op, fabric_for_instance, predict_collective
-
-
-def median_s(func, repeats: int) -> float:
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        func()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+from timing import median_s
 
 
 def main() -> None:

@@ -7,24 +7,12 @@ takes 2-3.5 ms per evaluation on the same machine, issue 4).
 
 from __future__ import annotations
 
-import statistics
-import time
-from collections.abc import Callable
-
 from clustersim.catalog.registry import load_catalog
 from clustersim.execution import Layout, LayoutArrays, Recompute
 from clustersim.job.system import system_for_instance
 from clustersim.job.training import TrainingJob, candidate_layouts, estimate_training, evaluate_layouts
 from clustersim.workload.zoo import load_model
-
-
-def median_s(func: Callable[[], object], repeats: int) -> float:
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        func()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+from timing import median_s
 
 
 def main() -> None:

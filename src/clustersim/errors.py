@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 
 class ClusterSimError(Exception):
@@ -61,3 +62,11 @@ class CatalogFileError(ClusterSimError):
             where += f", field {field!r}"
         shown = "" if value is None else f": value {value!r}"
         super().__init__(f"{where}{shown}: {rule}")
+
+
+def validation_problems(errors: Iterable[Mapping[str, Any]]) -> str:
+    """One line from pydantic's ``ValidationError.errors()``: field, value and rule of each problem."""
+    return "; ".join(
+        f"field {'.'.join(str(p) for p in err['loc']) or '(whole entry)'!r}: value {err.get('input')!r}: {err['msg']}"
+        for err in errors
+    )

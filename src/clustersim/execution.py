@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from clustersim.errors import ClusterSimError
+from clustersim.errors import ClusterSimError, validation_problems
 from clustersim.workload.transformer import Transformer
 
 IntArray = npt.NDArray[np.int64]
@@ -121,10 +121,7 @@ def layout_from_mapping(data: dict[str, Any], where: str = "layout") -> Layout:
     try:
         return Layout.model_validate(clean)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"field {'.'.join(str(p) for p in err['loc'])!r}: value {err.get('input')!r}: {err['msg']}"
-            for err in exc.errors()
-        )
+        problems = validation_problems(exc.errors())
         raise ClusterSimError(f"{where}: {problems}") from None
 
 

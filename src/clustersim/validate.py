@@ -21,7 +21,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from clustersim.catalog.registry import Catalog
-from clustersim.errors import ClusterSimError
+from clustersim.errors import ClusterSimError, validation_problems
 
 KINDS = ("training", "inference", "collective", "memory")
 PRIMARY_FIELDS: dict[str, tuple[str, ...]] = {
@@ -164,10 +164,7 @@ def read_cases(path: str | Path) -> list[Case]:
         try:
             case = Case.model_validate(raw)
         except ValidationError as exc:
-            problems = "; ".join(
-                f"field {'.'.join(str(p) for p in err['loc'])!r}: value {err['input']!r}: {err['msg']}"
-                for err in exc.errors()
-            )
+            problems = validation_problems(exc.errors())
             raise ClusterSimError(f"{where}, case {raw['id']!r}: {problems}") from None
         if case.id in seen:
             raise ClusterSimError(f"{where}: duplicate id {case.id!r} (first on line {seen[case.id]})")

@@ -18,7 +18,7 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from clustersim.errors import ClusterSimError
+from clustersim.errors import ClusterSimError, validation_problems
 
 
 class FfnType(StrEnum):
@@ -210,8 +210,5 @@ def transformer_from_mapping(data: dict[str, Any], where: str = "model") -> Tran
     try:
         return Transformer.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"field {'.'.join(str(p) for p in err['loc']) or '(model)'!r}: value {err.get('input')!r}: {err['msg']}"
-            for err in exc.errors()
-        )
+        problems = validation_problems(exc.errors())
         raise ClusterSimError(f"{where}: {problems}") from None
