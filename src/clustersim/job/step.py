@@ -198,9 +198,9 @@ def step_terms(
     pp_link = np.where(lay.pp > 1, 2 * vp * pp_hop, 0.0)
 
     micro_batches = np.maximum(global_batch // (lay.dp * lay.micro_batch), 1).astype(float)
-    per_mb = fwd_mb + bwd_mb + rec_mb
+    # The bubble idles for (pp - 1) / vp micro-batch times, communication on the critical path included.
     bubble_share = (pp - 1) / vp
-    bubble = bubble_share * (per_mb + tp_exposed + pp_link)
+    bubble = bubble_share * (fwd_mb + bwd_mb + rec_mb + tp_exposed + cp_exposed + ep_link + pp_link)
 
     # Data parallel: gradients (and parameters with ZeRO) across dp * cp ranks.
     params = params_per_device(model, lay)
@@ -231,7 +231,7 @@ def step_terms(
         backward_s=micro_batches * bwd_mb,
         recompute_s=micro_batches * rec_mb,
         bubble_s=bubble,
-        tp_link_s=(micro_batches + bubble_share) * tp_link,
+        tp_link_s=micro_batches * tp_link,
         tp_exposed_s=micro_batches * tp_exposed,
         cp_link_s=micro_batches * cp_link,
         cp_exposed_s=micro_batches * cp_exposed,
