@@ -239,10 +239,9 @@ def test_moe_reads_only_the_experts_a_small_step_touches():
         moe=MoE(experts=8, top_k=2),
     )
     system = p5(tp=1)
-    one = step_times(moe, system, Precision.BF16, Precision.BF16, decode_sequences=1.0, decode_context_tokens=10.0,
-                     prefill_tokens=0.0, prefill_sequences=0.0, prompt_tokens=1.0)  # fmt: skip
-    many = step_times(moe, system, Precision.BF16, Precision.BF16, decode_sequences=512.0, decode_context_tokens=10.0,
-                      prefill_tokens=0.0, prefill_sequences=0.0, prompt_tokens=1.0)  # fmt: skip
+    common = {"decode_context_tokens": 10.0, "prefill_tokens": 0.0, "prefill_sequences": 0.0, "prompt_tokens": 1.0}
+    one = step_times(moe, system, Precision.BF16, Precision.BF16, decode_sequences=1.0, **common)
+    many = step_times(moe, system, Precision.BF16, Precision.BF16, decode_sequences=512.0, **common)
     assert float(one.gemm_memory_s) < 0.5 * float(many.gemm_memory_s)
 
 
@@ -263,7 +262,7 @@ def test_latency_grows_with_rate_and_max_rate_meets_the_targets():
     high = estimate_server(LLAMA2_70B, system, request, 20.0)
     assert high.tpot_s > low.tpot_s and high.ttft_s > low.ttft_s and high.batch > low.batch
     best = max_rate(LLAMA2_70B, system, request, ttft_target_s=2.0, tpot_target_s=0.05)
-    assert best.tpot_s <= 0.05 * (1 + 1e-6) and best.ttft_s <= 2.0
+    assert best.tpot_s <= 0.05 * (1 + 1e-3) and best.ttft_s <= 2.0 * (1 + 1e-3)
     assert best.output_tokens_per_s == pytest.approx(best.request_rate_per_s * 256)
     offline = estimate_offline(LLAMA2_70B, system, request)
     assert best.output_tokens_per_s <= offline.output_tokens_per_s * 1.001
