@@ -33,6 +33,7 @@ ESTIMATE_KEYS = {
     "gemm_memory_s",
     "decode_attention_s",
     "prefill_attention_s",
+    "elementwise_s",
     "communication_s",
     "overhead_s",
     "memory_bound_share",

@@ -10,11 +10,13 @@ kinds run one after the other (separate kernels), so the step time is their sum:
   compute-bound;
 * **decode attention**: every decoding sequence reads its whole KV cache (memory-bound);
 * **prefill attention**: causal ``2 x layers x q_width x n^2`` FLOPs per prompt (compute-bound);
+* **elementwise** work (norms, residuals, rotary): hidden-vector reads and writes per token;
 * **tensor-parallel all-reduces**: two per layer of ``tokens x hidden x 2`` bytes, from the
-  collectives model (``clustersim.comm``); pipeline stages add one send per step;
-* a fixed **overhead** per step and per layer (kernel launches, scheduling, sampling).
+  collectives model (``clustersim.comm``), each plus a synchronization cost; pipeline stages add
+  one send per step;
+* **overheads**: a fixed cost per step and a host-side cost per sequence.
 
-Achieved fractions of the dense peak and of the HBM bandwidth are fitted once
+Achieved fractions of the dense peak and of the HBM bandwidth and the overheads are fitted once
 (``benchmarks/calibrate_inference.py``) and live in ``InferenceCalibration``. Everything is per
 device and vectorized over the number of decoding sequences.
 """
@@ -249,6 +251,7 @@ class StepTimes:
     gemm_memory_s: FloatArray
     decode_attention_s: FloatArray
     prefill_attention_s: FloatArray
+    elementwise_s: FloatArray
     communication_s: FloatArray
     overhead_s: FloatArray
 
@@ -260,12 +263,14 @@ class StepTimes:
     @property
     def step_s(self) -> FloatArray:
         """The whole step: the kinds of work one after the other."""
-        return self.gemm_s + self.decode_attention_s + self.prefill_attention_s + self.communication_s + self.overhead_s
+        work = self.gemm_s + self.decode_attention_s + self.prefill_attention_s + self.elementwise_s
+        return work + self.communication_s + self.overhead_s
 
     @property
     def memory_bound_s(self) -> FloatArray:
-        """Time spent in work bound by HBM bandwidth: memory-bound GEMMs and decode attention."""
-        return np.where(self.gemm_memory_s >= self.gemm_compute_s, self.gemm_memory_s, 0.0) + self.decode_attention_s
+        """Time spent in work bound by HBM bandwidth: memory-bound GEMMs, decode attention, elementwise."""
+        gemm = np.where(self.gemm_memory_s >= self.gemm_compute_s, self.gemm_memory_s, 0.0)
+        return gemm + self.decode_attention_s + self.elementwise_s
 
 
 def step_times(
@@ -327,12 +332,13 @@ def step_times(
         comm = comm + 2.0 * layers * (all_reduce.reshape(b.shape) + cal.sync_overhead_s)
     if pp > 1 and system.pp_fabric is not None:
         comm = comm + predict_collective(Op.SENDRECV, payload.ravel(), system.pp_fabric).time_s.reshape(b.shape)
-    overhead = cal.step_overhead_s + elementwise + cal.sequence_overhead_s * (b + prompts)
+    overhead = cal.step_overhead_s + cal.sequence_overhead_s * (b + prompts)
     return StepTimes(
         gemm_compute_s=compute,
         gemm_memory_s=np.broadcast_to(memory, b.shape).astype(np.float64),
         decode_attention_s=decode_attention,
         prefill_attention_s=prefill_attention,
+        elementwise_s=elementwise,
         communication_s=comm,
         overhead_s=overhead,
     )

@@ -102,6 +102,7 @@ class ServingEstimate:
     gemm_memory_s: float
     decode_attention_s: float
     prefill_attention_s: float
+    elementwise_s: float
     communication_s: float
     overhead_s: float
     memory_bound_share: float
@@ -308,6 +309,7 @@ def _estimate(
         gemm_memory_s=float(step.gemm_memory_s[0]),
         decode_attention_s=float(step.decode_attention_s[0]),
         prefill_attention_s=float(step.prefill_attention_s[0]),
+        elementwise_s=float(step.elementwise_s[0]),
         communication_s=float(step.communication_s[0]),
         overhead_s=float(step.overhead_s[0]),
         memory_bound_share=float(step.memory_bound_s[0]) / step_s,
