@@ -21,10 +21,9 @@ from clustersim.job.serving import (
     ServingEstimate,
     compare_offline,
     estimate_offline,
-    estimate_server,
-    max_rate,
     tp_candidates,
 )
+from clustersim.job.serving_latency import estimate_server, max_rate
 from clustersim.units import format_bytes, format_count, format_seconds
 from clustersim.workload.transformer import Transformer
 from clustersim.workload.zoo import load_model

@@ -29,12 +29,10 @@ from clustersim.job.serving import (
     Request,
     batch_limit,
     compare_offline,
-    erlang_c,
     estimate_offline,
-    estimate_server,
-    max_rate,
     throughput_per_replica,
 )
+from clustersim.job.serving_latency import erlang_c, estimate_server, max_rate
 from clustersim.validate import default_predictors, validate_cases
 from clustersim.workload.transformer import MoE, Transformer
 

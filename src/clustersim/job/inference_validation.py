@@ -26,7 +26,8 @@ from clustersim.job.inference import (
     parse_precision,
     serving_system_for_accelerator,
 )
-from clustersim.job.serving import Batching, Request, ServingEstimate, estimate_offline, max_rate
+from clustersim.job.serving import Batching, Request, ServingEstimate, estimate_offline
+from clustersim.job.serving_latency import max_rate
 from clustersim.workload.transformer import Transformer, transformer_from_mapping
 
 ASSUMED_INPUT_TOKENS = 220.0
