@@ -17,6 +17,7 @@ tuner picks the fastest predicted one.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -261,12 +262,20 @@ def _link_limit(op: Op, fabric: Fabric) -> float:
     return min(fabric.scaleup_bytes_per_s, fabric.network_bytes_per_s)
 
 
+@functools.lru_cache(maxsize=4096)
+def default_candidates(op: Op, fabric: Fabric) -> tuple[Candidate, ...]:
+    """``candidates`` under the default calibration, remembered per (op, fabric): a planner asks for
+    the same few groups of the same system over and over."""
+    return tuple(candidates(op, fabric, DEFAULT_CALIBRATION))
+
+
 def collective_time_s(
     op: Op, size_bytes: npt.ArrayLike, fabric: Fabric, cal: CommCalibration = DEFAULT_CALIBRATION
 ) -> FloatArray:
     """Only the time of the fastest candidate at each size (what ``predict_collective`` picks), cheaply."""
     sizes = np.atleast_1d(np.asarray(size_bytes, dtype=np.float64))
     best = np.full(sizes.shape, np.inf)
-    for candidate in candidates(op, fabric, cal):
+    options = default_candidates(op, fabric) if cal is DEFAULT_CALIBRATION else candidates(op, fabric, cal)
+    for candidate in options:
         np.minimum(best, candidate_time_s(candidate, sizes, cal), out=best)
     return best
