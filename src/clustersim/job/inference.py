@@ -31,11 +31,12 @@ import numpy as np
 import numpy.typing as npt
 
 from clustersim.catalog.registry import Catalog
-from clustersim.catalog.schema import Accelerator, Domain, Instance, Kind
+from clustersim.catalog.schema import Instance
 from clustersim.comm.collectives import Op
-from clustersim.comm.fabric import Fabric, fabric_for_system
+from clustersim.comm.fabric import Fabric
 from clustersim.comm.model import predict_collective
 from clustersim.errors import ClusterSimError
+from clustersim.job.system import System, system_for_instance, system_from_case
 from clustersim.workload.transformer import Transformer
 
 FloatArray = npt.NDArray[np.float64]
@@ -347,29 +348,23 @@ def step_times(
 # ---- systems from the catalog ----------------------------------------------------------------------
 
 
-def device_from_accelerator(accelerator: Accelerator, devices_per_chip: int = 1) -> Device:
-    """A ``Device`` from a catalogued accelerator; ``devices_per_chip`` > 1 splits a chip into cores."""
-    device = Device(
-        accelerator.id,
-        accelerator.memory_bytes.value,
-        accelerator.memory_bandwidth_bytes_per_s.value,
-        {dtype.value: figure.value for dtype, figure in accelerator.dense_flop_per_s.items()},
-    )
-    if devices_per_chip == 1:
-        return device
-    return device.scaled(1.0 / devices_per_chip, f"1/{devices_per_chip} of {accelerator.id}")
+def device_from_system(system: System) -> Device:
+    """The serving view of one device of ``system`` (a NeuronCore's share where cores count as devices)."""
+    peaks = {dtype.value: system.peak_flop_per_s(dtype) for dtype in system.accelerator.dense_flop_per_s}
+    name = system.accelerator.id if system.share == 1 else f"{system.share:g} of {system.accelerator.id}"
+    return Device(name, system.memory_bytes, system.memory_bandwidth_bytes_per_s, peaks)
 
 
-def _fabric(catalog: Catalog, accelerator: str, ranks: int, switch: str | None) -> Fabric | None:
-    if ranks < 2:
-        return None
-    return fabric_for_system(
-        catalog,
-        accelerator=accelerator,
-        devices_per_node=ranks,
-        num_nodes=1,
-        network_bits_per_s=None,
-        switch=switch if ranks > 2 else None,
+def _serving(system: System, name: str, *, tp: int, pp: int, dp: int) -> ServingSystem:
+    """Replicas of tp x pp devices inside one node of ``system``: TP all-reduces and PP sends on its links."""
+    return ServingSystem(
+        name=name,
+        device=device_from_system(system),
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        tp_fabric=system.group_fabric(tp, 1),
+        pp_fabric=system.group_fabric(2 if pp > 1 else 1, tp),
     )
 
 
@@ -386,17 +381,7 @@ def serving_system_for_instance(
     replicas = devices // (tp * pp) if dp is None else dp
     if replicas < 1 or replicas * tp * pp > devices:
         raise ClusterSimError(f"dp: {replicas} replicas of tp {tp} x pp {pp} do not fit the {devices} devices")
-    accelerator = catalog.accelerator(entry.accelerator)
-    switch = entry.intra_node.switch
-    return ServingSystem(
-        name=entry.id,
-        device=device_from_accelerator(accelerator),
-        tp=tp,
-        pp=pp,
-        dp=replicas,
-        tp_fabric=_fabric(catalog, accelerator.id, tp, switch),
-        pp_fabric=_fabric(catalog, accelerator.id, 2 if pp > 1 else 1, switch),
-    )
+    return _serving(system_for_instance(catalog, entry.id, 1), entry.id, tp=tp, pp=pp, dp=replicas)
 
 
 def serving_system_for_accelerator(
@@ -411,29 +396,11 @@ def serving_system_for_accelerator(
 ) -> ServingSystem:
     """A system from an accelerator id, as ground-truth cases give it.
 
-    Where ``devices_per_node`` exceeds the chips of a catalogued instance of that accelerator (the
-    cases count NeuronCores on Trainium), each device is that fraction of a chip.
+    Where ``devices_per_node`` counts the cores of a catalogued instance's chips (NeuronCores on
+    Trainium), each device is a core's share of a chip (see ``clustersim.job.system``).
     """
-    chip = catalog.accelerator(accelerator)
-    node = catalog.instance(instance) if instance else None
-    if node is None:
-        node = next(
-            (i for i in catalog.list(Kind.INSTANCE) if isinstance(i, Instance) and i.accelerator == chip.id), None
-        )
-    chips = int(node.num_accelerators.value) if node else (devices_per_node or 1)
-    per_chip = 1
-    if devices_per_node and devices_per_node > chips and devices_per_node % chips == 0:
-        per_chip = devices_per_node // chips
-    switch = node.intra_node.switch if node else None
-    if switch is None:
-        domains = [d for d in catalog.list(Kind.DOMAIN) if isinstance(d, Domain) and d.accelerator == chip.id]
-        switch = next((d.switch for d in domains if d.switch), None)
-    return ServingSystem(
-        name=f"{dp} x tp{tp} pp{pp} {chip.id}",
-        device=device_from_accelerator(chip, per_chip),
-        tp=tp,
-        pp=pp,
-        dp=dp,
-        tp_fabric=_fabric(catalog, chip.id, tp, switch),
-        pp_fabric=_fabric(catalog, chip.id, 2 if pp > 1 else 1, switch),
+    per_node = devices_per_node or max(tp * pp * dp, 1)
+    system = system_from_case(
+        catalog, {"accelerator": accelerator, "devices": per_node, "devices_per_node": per_node, "instance": instance}
     )
+    return _serving(system, f"{dp} x tp{tp} pp{pp} {system.accelerator.id}", tp=tp, pp=pp, dp=dp)

@@ -180,10 +180,12 @@ def _system(
 
 
 def _reference_instance(catalog: Catalog, accelerator: Accelerator, per_node: int) -> Instance | None:
-    """A catalogued server with this accelerator, to stand in for an unstated network."""
+    """A catalogued server with this accelerator and ``per_node`` devices (chips, or their cores)."""
+    cores = int(accelerator.num_cores.value) if accelerator.num_cores else 1
     for entry in catalog.list(Kind.INSTANCE):
         assert isinstance(entry, Instance)
-        if entry.accelerator == accelerator.id and int(entry.num_accelerators.value) == per_node:
+        chips = int(entry.num_accelerators.value)
+        if entry.accelerator == accelerator.id and per_node in (chips, chips * cores):
             return entry
     return None
 
