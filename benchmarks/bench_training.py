@@ -8,7 +8,7 @@ takes 2-3.5 ms per evaluation on the same machine, issue 4).
 from __future__ import annotations
 
 from clustersim.catalog.registry import load_catalog
-from clustersim.comm.model import default_candidates
+from clustersim.comm.model import default_candidate_arrays
 from clustersim.execution import Layout, LayoutArrays, Recompute
 from clustersim.job.system import system_for_instance
 from clustersim.job.training import TrainingJob, candidate_layouts, estimate_training, evaluate_layouts
@@ -24,7 +24,7 @@ def main() -> None:
     layout = Layout(tp=8, pp=8, vp=2, dp=16, micro_batch=1, sequence_parallel=True, recompute=Recompute.SELECTIVE)
 
     def cold() -> None:
-        default_candidates.cache_clear()  # nothing remembered from an earlier estimate
+        default_candidate_arrays.cache_clear()  # nothing remembered from an earlier estimate
         estimate_training(model, system, layout, job)
 
     cold_s = median_s(cold, 300)

@@ -262,20 +262,30 @@ def _link_limit(op: Op, fabric: Fabric) -> float:
     return min(fabric.scaleup_bytes_per_s, fabric.network_bytes_per_s)
 
 
+def _candidate_arrays(options: tuple[Candidate, ...] | list[Candidate]) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Latency, algbw and ramp size (``ramp_s x algbw``; 0 without a ramp) of each candidate, as columns."""
+    latency = np.array([[c.latency_s] for c in options])
+    algbw = np.array([[c.algbw_bytes_per_s] for c in options])
+    half = np.array([[c.ramp_s * c.algbw_bytes_per_s] for c in options])
+    return latency, algbw, half
+
+
 @functools.lru_cache(maxsize=4096)
-def default_candidates(op: Op, fabric: Fabric) -> tuple[Candidate, ...]:
-    """``candidates`` under the default calibration, remembered per (op, fabric): a planner asks for
-    the same few groups of the same system over and over."""
-    return tuple(candidates(op, fabric, DEFAULT_CALIBRATION))
+def default_candidate_arrays(op: Op, fabric: Fabric) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """``_candidate_arrays`` of the default calibration, remembered per (op, fabric): a planner asks
+    for the same few groups of the same system over and over."""
+    return _candidate_arrays(candidates(op, fabric, DEFAULT_CALIBRATION))
 
 
 def collective_time_s(
     op: Op, size_bytes: npt.ArrayLike, fabric: Fabric, cal: CommCalibration = DEFAULT_CALIBRATION
 ) -> FloatArray:
-    """Only the time of the fastest candidate at each size (what ``predict_collective`` picks), cheaply."""
-    sizes = np.atleast_1d(np.asarray(size_bytes, dtype=np.float64))
-    best = np.full(sizes.shape, np.inf)
-    options = default_candidates(op, fabric) if cal is DEFAULT_CALIBRATION else candidates(op, fabric, cal)
-    for candidate in options:
-        np.minimum(best, candidate_time_s(candidate, sizes, cal), out=best)
-    return best
+    """Only the time of the fastest candidate at each size (what ``predict_collective`` picks), in one
+    array expression over candidates x sizes (``candidate_time_s`` for all candidates at once)."""
+    sizes = np.maximum(np.atleast_1d(np.asarray(size_bytes, dtype=np.float64)), 1.0)
+    if cal is DEFAULT_CALIBRATION:
+        latency, algbw, half = default_candidate_arrays(op, fabric)
+    else:
+        latency, algbw, half = _candidate_arrays(candidates(op, fabric, cal))
+    times = latency + sizes / algbw * (1.0 + (half / sizes) ** cal.ramp_exponent)
+    return np.asarray(times.min(axis=0), dtype=np.float64)
