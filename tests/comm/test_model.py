@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from clustersim.catalog.registry import load_catalog
 from clustersim.comm import Algorithm, Op, Protocol, busbw_factor, fabric_for_instance, parse_op, predict_collective
 from clustersim.comm.fabric import Fabric
-from clustersim.comm.model import DEFAULT_CALIBRATION
+from clustersim.comm.model import DEFAULT_CALIBRATION, collective_time_s
 from clustersim.comm.validation import predict_collective_case
 from clustersim.errors import ClusterSimError, UnknownNameError
 
@@ -163,3 +163,18 @@ def test_case_fields():
     assert busbw == pytest.approx(algbw * 14 / 8)
     assert time_us == pytest.approx(2**30 / (algbw * 1e9) * 1e6)
     assert math.isfinite(time_us)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    op=st.sampled_from(list(Op)),
+    instance=st.sampled_from(["p4de.24xlarge", "p5.48xlarge", "p5en.48xlarge", "trn1.32xlarge"]),
+    nodes=st.integers(1, 64),
+    tuned=st.booleans(),
+)
+def test_fast_time_is_the_time_predict_collective_picks(op, instance, nodes, tuned):
+    fabric = fabric_for_instance(CATALOG, instance, nodes)
+    cal = dataclasses.replace(DEFAULT_CALIBRATION, network_efficiency=0.7) if tuned else DEFAULT_CALIBRATION
+    sizes = 8.0 * 2.0 ** np.arange(31)
+    expected = predict_collective(op, sizes, fabric, cal=cal).time_s
+    assert np.allclose(collective_time_s(op, sizes, fabric, cal), expected, rtol=1e-12)
