@@ -46,6 +46,10 @@ def test_omitted_layout_is_chosen_and_named():
         (["llama3-8b", "--precision", "int3"], "unknown precision"),
         (["llama3-8b", "--tokens", "lots"], "cannot read"),
         (["llama3.1-405b", "--instance", "p5.48xlarge", "--nodes", "1"], "does not fit"),
+        (["llama3-8b", "--tp", "0"], "--tp"),
+        (["llama3-8b", "--tp", "8", "--cp", "0"], "--cp"),
+        (["llama3-8b", "--zero", "5"], "--zero"),
+        (["llama3-8b", "--seq", "0"], "--seq"),
     ],
 )
 def test_errors_are_one_line_with_exit_code_2(args, message):

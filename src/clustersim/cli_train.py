@@ -24,14 +24,14 @@ _BAR_WIDTH = 30
 def train_command(
     model: Annotated[str, typer.Argument(help="Zoo id (e.g. llama3-70b), a model TOML or a HF config.json.")],
     instance: Annotated[str, typer.Option("--instance", help="Instance id, e.g. p5en.48xlarge.")] = "p5en.48xlarge",
-    nodes: Annotated[int, typer.Option("--nodes", help="Number of instances.")] = 16,
-    tp: Annotated[int | None, typer.Option("--tp", help="Tensor parallel degree.")] = None,
-    pp: Annotated[int | None, typer.Option("--pp", help="Pipeline parallel degree.")] = None,
-    vp: Annotated[int, typer.Option("--vp", help="Model chunks per pipeline rank (interleaved 1F1B).")] = 1,
-    cp: Annotated[int, typer.Option("--cp", help="Context parallel degree.")] = 1,
-    ep: Annotated[int, typer.Option("--ep", help="Expert parallel degree.")] = 1,
-    micro_batch: Annotated[int, typer.Option("--micro-batch", help="Sequences per micro-batch.")] = 1,
-    zero: Annotated[int, typer.Option("--zero", help="ZeRO stage 0-3 (3 = FSDP).")] = 1,
+    nodes: Annotated[int, typer.Option("--nodes", min=1, help="Number of instances.")] = 16,
+    tp: Annotated[int | None, typer.Option("--tp", min=1, help="Tensor parallel degree.")] = None,
+    pp: Annotated[int | None, typer.Option("--pp", min=1, help="Pipeline parallel degree.")] = None,
+    vp: Annotated[int, typer.Option("--vp", min=1, help="Model chunks per pipeline rank (interleaved 1F1B).")] = 1,
+    cp: Annotated[int, typer.Option("--cp", min=1, help="Context parallel degree.")] = 1,
+    ep: Annotated[int, typer.Option("--ep", min=1, help="Expert parallel degree.")] = 1,
+    micro_batch: Annotated[int, typer.Option("--micro-batch", min=1, help="Sequences per micro-batch.")] = 1,
+    zero: Annotated[int, typer.Option("--zero", min=0, max=3, help="ZeRO stage 0-3 (3 = FSDP).")] = 1,
     sp: Annotated[
         bool | None, typer.Option("--sp/--no-sp", help="Sequence parallelism (default: on if tp > 1).")
     ] = None,
@@ -39,8 +39,8 @@ def train_command(
         Recompute, typer.Option("--recompute", case_sensitive=False, help="Activation recompute.")
     ] = Recompute.SELECTIVE,
     tokens: Annotated[str, typer.Option("--tokens", help="Training budget in tokens, e.g. 15T, 300B.")] = "1T",
-    global_batch: Annotated[int, typer.Option("--global-batch", help="Sequences per optimizer step.")] = 1024,
-    seq: Annotated[int | None, typer.Option("--seq", help="Sequence length (default: the model's).")] = None,
+    global_batch: Annotated[int, typer.Option("--global-batch", min=1, help="Sequences per optimizer step.")] = 1024,
+    seq: Annotated[int | None, typer.Option("--seq", min=1, help="Sequence length (default: the model's).")] = None,
     precision: Annotated[str, typer.Option("--precision", help="bf16, fp16 or fp8.")] = "bf16",
     offer: Annotated[str, typer.Option("--price", help="on_demand or capacity_block.")] = "on_demand",
     models: Annotated[list[Path] | None, typer.Option("--models", help="Extra model zoo directories.")] = None,
@@ -61,7 +61,10 @@ def train_command(
         system = system_for_instance(load_catalog(catalog or ()), instance, nodes)
         dtype = _precision(precision)
         job = TrainingJob(
-            global_batch=global_batch, seq_len=seq or transformer.seq_len, precision=dtype, tokens=parse_count(tokens)
+            global_batch=global_batch,
+            seq_len=seq if seq is not None else transformer.seq_len,
+            precision=dtype,
+            tokens=parse_count(tokens),
         )
         chosen = tp is None and pp is None
         if chosen:
