@@ -7,6 +7,8 @@ takes 2-3.5 ms per evaluation on the same machine, issue 4).
 
 from __future__ import annotations
 
+import statistics
+
 from clustersim.catalog.registry import load_catalog
 from clustersim.comm.model import default_candidate_arrays
 from clustersim.execution import Layout, LayoutArrays, Recompute
@@ -23,16 +25,33 @@ def main() -> None:
     job = TrainingJob(global_batch=1536, seq_len=2048)
     layout = Layout(tp=8, pp=8, vp=2, dp=16, micro_batch=1, sequence_parallel=True, recompute=Recompute.SELECTIVE)
 
+    def warm() -> None:
+        estimate_training(model, system, layout, job)
+
     def cold() -> None:
         default_candidate_arrays.cache_clear()  # nothing remembered from an earlier estimate
         estimate_training(model, system, layout, job)
 
-    cold_s = median_s(cold, 300)
-    single = median_s(lambda: estimate_training(model, system, layout, job), 300)
+    median_s(warm, 500)  # let the machine settle (clock ramp, caches) before measuring
+
+    def reference() -> None:  # a fixed pure-Python workload: this machine's speed varies by 2x over seconds
+        sum(range(10_000))
+
+    cold_samples, warm_samples, reference_samples = [], [], []
+    for _ in range(300):  # interleaved, so a slow spell of the machine hits all three alike
+        cold_samples.append(median_s(cold, 1))
+        warm_samples.append(median_s(warm, 1))
+        reference_samples.append(median_s(reference, 1))
+    cold_s, single = statistics.median(cold_samples), statistics.median(warm_samples)
+    ref = statistics.median(reference_samples)
     step = estimate_training(model, system, layout, job).step_s
     print(f"one estimate, {model.name} on {system.name} ({layout.describe()}), step {step:.2f} s:")
     print(
         f"  {cold_s * 1e3:.3f} ms median cold; {single * 1e3:.3f} ms with the system's collective candidates remembered"
+    )
+    print(
+        f"  machine reference, sum(range(10_000)) in the same rounds: {ref * 1e3:.3f} ms; "
+        f"one estimate = {cold_s / ref:.1f} (cold) / {single / ref:.1f} (warm) references"
     )
 
     layouts = candidate_layouts(model, system, job)
