@@ -112,7 +112,8 @@ def default_data_files() -> list[Path]:
     return sorted(Path(str(item)) for item in data.iterdir() if item.name.endswith(".toml"))
 
 
-def _expand(paths: Iterable[str | Path]) -> list[Path]:
+def expand_toml_paths(paths: Iterable[str | Path], what: str = "file or directory") -> list[Path]:
+    """The TOML files named by ``paths``: a directory's ``*.toml`` (sorted), or a file itself."""
     files: list[Path] = []
     for raw in paths:
         path = Path(raw).expanduser()
@@ -121,7 +122,7 @@ def _expand(paths: Iterable[str | Path]) -> list[Path]:
         elif path.is_file():
             files.append(path)
         else:
-            raise CatalogFileError(str(path), None, None, None, "no such file or directory")
+            raise CatalogFileError(str(path), None, None, None, f"no such {what}")
     return files
 
 
@@ -131,7 +132,7 @@ def catalog_files(extra: Sequence[str | Path] = (), *, use_env: bool = True) -> 
     if use_env and os.environ.get(ENV_VAR):
         user.extend(p for p in os.environ[ENV_VAR].split(os.pathsep) if p)
     user.extend(extra)
-    return default_data_files() + _expand(user)
+    return default_data_files() + expand_toml_paths(user)
 
 
 def load_catalog(extra: Sequence[str | Path] = (), *, use_env: bool = True) -> Catalog:

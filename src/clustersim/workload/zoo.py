@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import os
 import tomllib
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from clustersim.catalog.registry import expand_toml_paths
 from clustersim.errors import CatalogFileError, UnknownNameError
 from clustersim.workload.transformer import Transformer, transformer_from_mapping
 
@@ -80,7 +81,7 @@ def zoo(extra_dirs: Sequence[Path] = (), use_env: bool = True) -> dict[str, ZooE
         dirs.extend(Path(p) for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p)
     dirs.extend(Path(p) for p in extra_dirs)
     entries = dict(_packaged())
-    for path in _expand(dirs):
+    for path in expand_toml_paths(dirs, what="model directory or file"):
         entries.update(read_zoo_file(path))
     return entries
 
@@ -95,19 +96,6 @@ def _packaged() -> dict[str, ZooEntry]:
                 raise CatalogFileError(str(path), key, None, None, f"duplicate model id (also in {entries[key].path})")
             entries[key] = entry
     return entries
-
-
-def _expand(dirs: Iterable[Path]) -> list[Path]:
-    files: list[Path] = []
-    for raw in dirs:
-        path = raw.expanduser()
-        if path.is_dir():
-            files.extend(sorted(path.glob("*.toml")))
-        elif path.is_file():
-            files.append(path)
-        else:
-            raise CatalogFileError(str(path), None, None, None, "no such model directory or file")
-    return files
 
 
 def _looks_like_path(spec: str) -> bool:
