@@ -184,11 +184,13 @@ def _ratio(ratio: float) -> str:
 
 # Commands in their own modules (they import the shared options above).
 from clustersim.cli_collective import collective_command  # noqa: E402
+from clustersim.cli_models import models_command  # noqa: E402
 from clustersim.cli_serve import serve_command  # noqa: E402
 from clustersim.cli_train import train_command  # noqa: E402
 from clustersim.cli_validate import validate_command  # noqa: E402
 
 app.command("collective")(collective_command)
+app.command("models")(models_command)
 app.command("train")(train_command)
 app.command("validate")(validate_command)
 app.command("serve")(serve_command)
