@@ -211,3 +211,26 @@ def test_uneven_stages_are_opt_in_and_the_fullest_stage_sets_the_pace():
     # ceil(126 / 16) = 8 layers on the fullest stage: as fast as 128 layers split evenly.
     eight_layers = estimate_training(model.model_copy(update={"layers": 128}), system, Layout(tp=8, pp=16, dp=2), job)
     assert forward == pytest.approx({t.name: t.exposed_s for t in eight_layers.terms}["forward"], rel=1e-9)
+
+
+def test_an_nvl72_domain_keeps_tensor_parallel_traffic_off_the_network():
+    from clustersim.job.system import system_from_case
+
+    gb200 = system_from_case(
+        CATALOG, {"accelerator": "gb200", "devices": 144, "devices_per_node": 4, "inter_node_Gbps_per_node": 1600}
+    )
+    assert gb200.scaleup_devices == 72 and gb200.num_nodes == 36
+    fabric = gb200.group_fabric(16, 1)
+    assert fabric is not None and fabric.num_nodes == 1  # 16 GPUs over 4 trays, one NVLink domain
+    job = TrainingJob(global_batch=72, seq_len=8192)
+    estimate = estimate_training(LLAMA_8B, gb200, Layout(tp=16, dp=9), job)
+    assert not any("wider than" in note for note in estimate.notes)
+
+
+def test_neuron_cores_counted_as_devices_split_the_chip():
+    from clustersim.job.system import system_from_case
+
+    trn2 = system_from_case(CATALOG, {"accelerator": "trainium2", "devices": 128, "devices_per_node": 64})
+    chip = CATALOG.accelerator("trainium2")
+    assert trn2.instance is not None and trn2.instance.id == "trn2.48xlarge"  # its network stands in
+    assert trn2.memory_bytes == pytest.approx(chip.memory_bytes.value / 4)  # 8 cores, 2 per device

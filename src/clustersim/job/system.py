@@ -31,6 +31,7 @@ class System:
     in_network_reduction: bool
     instance: Instance | None = None
     network_note: str = ""
+    domain_devices: int = 0  # devices one scale-up fabric joins (0: one node; NVL72: 72 across 18 servers)
 
     def __post_init__(self) -> None:
         if self.num_devices < 1:
@@ -46,6 +47,11 @@ class System:
     def num_nodes(self) -> int:
         """Servers used."""
         return max(1, self.num_devices // self.devices_per_node)
+
+    @property
+    def scaleup_devices(self) -> int:
+        """Devices one scale-up fabric joins: a node, or a multi-node NVLink domain (NVL72)."""
+        return max(self.domain_devices, self.devices_per_node)
 
     @property
     def share(self) -> float:
@@ -96,12 +102,14 @@ class System:
     def group_fabric(self, num_ranks: int, stride: int) -> Fabric | None:
         """The fabric of a group of ``num_ranks`` ranks spaced ``stride`` apart; None for one rank.
 
-        The group gets its members' share of the node's network (the other groups in the node use
-        the rest at the same time, as every data-parallel or pipeline group does).
+        A "node" of the fabric is a scale-up domain. The group gets its members' share of the
+        domain's network (the other groups in the domain use the rest at the same time, as every
+        data-parallel or pipeline group does).
         """
         if num_ranks <= 1:
             return None
-        per_node = max(1, min(num_ranks, self.devices_per_node // max(stride, 1)))
+        domain = self.scaleup_devices
+        per_node = max(1, min(num_ranks, domain // max(stride, 1)))
         nodes = -(-num_ranks // per_node)
         return Fabric(
             name=f"{num_ranks} ranks of {self.name}",
@@ -164,7 +172,8 @@ def _system(
     cores_per_device = cores if per_node <= chips else max(1, cores * chips // per_node)
     if network_bytes_per_s is None:
         network_bytes_per_s = instance.network.total_bandwidth_bits_per_s.value / 8 if instance else 0.0
-    if devices > per_node and network_bytes_per_s <= 0:
+    domain = _multi_node_domain(catalog, device, per_node) if cores_per_device == cores else 0
+    if devices > max(per_node, domain) and network_bytes_per_s <= 0:
         raise ClusterSimError(f"{name}: more than one node needs a network bandwidth (an instance or inter_node_Gbps)")
     return System(
         name=name,
@@ -176,18 +185,32 @@ def _system(
         in_network_reduction=_in_network_reduction(catalog, device, instance),
         instance=instance,
         network_note=note,
+        domain_devices=domain,
     )
 
 
 def _reference_instance(catalog: Catalog, accelerator: Accelerator, per_node: int) -> Instance | None:
-    """A catalogued server with this accelerator and ``per_node`` devices (chips, or their cores)."""
+    """A catalogued server with this accelerator and ``per_node`` devices: its chips, or groups of
+    their cores (a whole number of devices per chip)."""
     cores = int(accelerator.num_cores.value) if accelerator.num_cores else 1
     for entry in catalog.list(Kind.INSTANCE):
         assert isinstance(entry, Instance)
         chips = int(entry.num_accelerators.value)
-        if entry.accelerator == accelerator.id and per_node in (chips, chips * cores):
+        if entry.accelerator == accelerator.id and per_node % chips == 0 and cores % (per_node // chips) == 0:
             return entry
     return None
+
+
+def _multi_node_domain(catalog: Catalog, accelerator: Accelerator, per_node: int) -> int:
+    """Devices of a catalogued scale-up domain of this accelerator that spans several servers of
+    ``per_node`` devices (GB200 NVL72 over 4-GPU trays), else 0."""
+    sizes = [
+        int(d.num_accelerators.value)
+        for d in catalog.list(Kind.DOMAIN)
+        if isinstance(d, Domain) and d.accelerator == accelerator.id
+    ]
+    spanning = [n for n in sizes if n > per_node and n % per_node == 0]
+    return max(spanning, default=0)
 
 
 def _in_network_reduction(catalog: Catalog, accelerator: Accelerator, instance: Instance | None) -> bool:

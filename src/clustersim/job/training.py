@@ -167,9 +167,9 @@ def estimate_training(
     layout.check(model, num_devices=system.num_devices, global_batch=job.global_batch, seq_len=job.seq_len)
     terms, memory = evaluate_layouts(model, system, LayoutArrays.of([layout]), job)
     notes = [system.network_note] if system.network_note else []
-    if layout.tp > system.devices_per_node:
+    if layout.tp > system.scaleup_devices:
         notes.append(
-            f"tp {layout.tp} is wider than the {system.devices_per_node} devices of a node: "
+            f"tp {layout.tp} is wider than the {system.scaleup_devices} devices of the scale-up domain: "
             "tensor-parallel traffic crosses the network"
         )
     model_flops = model.model_flops_per_token(job.seq_len) * job.tokens_per_step
@@ -263,7 +263,7 @@ def candidate_layouts(model: Transformer, system: System, job: TrainingJob) -> l
     """Plausible layouts: TP inside a node, PP dividing the layers, a few micro-batches and recompute modes."""
     out: list[Layout] = []
     devices = system.num_devices
-    tps = [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= system.devices_per_node and devices % t == 0]
+    tps = [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= system.scaleup_devices and devices % t == 0]
     for tp, pp, mb, recompute, zero in itertools.product(
         tps, (1, 2, 4, 8, 16, 32), (1, 2, 4), tuple(Recompute), (0, 1)
     ):
