@@ -50,9 +50,29 @@ def test_omitted_layout_is_chosen_and_named():
         (["llama3-8b", "--tp", "8", "--cp", "0"], "--cp"),
         (["llama3-8b", "--zero", "5"], "--zero"),
         (["llama3-8b", "--seq", "0"], "--seq"),
+        (["llama2-7b", "--instance", "trn1.32xlarge", "--devices-per-node", "24"], "valid: 16, 32"),
     ],
 )
 def test_errors_are_one_line_with_exit_code_2(args, message):
     result = run(*args)
     assert result.exit_code == 2, result.output
     assert message in result.output and "Traceback" not in result.output
+
+
+def test_neuron_cores_can_be_the_ranks():
+    args = [
+        "llama2-7b",
+        "--instance",
+        "trn1.32xlarge",
+        "--nodes",
+        "16",
+        "--tp",
+        "8",
+        "--global-batch",
+        "1024",
+        "--json",
+    ]
+    chips = json.loads(run(*args).stdout)
+    cores = json.loads(run(*args, "--devices-per-node", "32").stdout)
+    assert chips["layout"]["dp"] == 32 and cores["layout"]["dp"] == 64
+    assert cores["capacity_bytes"] == chips["capacity_bytes"] / 2  # a NeuronCore's share of the chip

@@ -25,6 +25,12 @@ def train_command(
     model: Annotated[str, typer.Argument(help="Zoo id (e.g. llama3-70b), a model TOML or a HF config.json.")],
     instance: Annotated[str, typer.Option("--instance", help="Instance id, e.g. p5en.48xlarge.")] = "p5en.48xlarge",
     nodes: Annotated[int, typer.Option("--nodes", min=1, help="Number of instances.")] = 16,
+    devices_per_node: Annotated[
+        int | None,
+        typer.Option(
+            "--devices-per-node", min=1, help="Ranks per instance (default: one per chip; 32 on trn1 = NeuronCores)."
+        ),
+    ] = None,
     tp: Annotated[int | None, typer.Option("--tp", min=1, help="Tensor parallel degree.")] = None,
     pp: Annotated[int | None, typer.Option("--pp", min=1, help="Pipeline parallel degree.")] = None,
     vp: Annotated[int, typer.Option("--vp", min=1, help="Model chunks per pipeline rank (interleaved 1F1B).")] = 1,
@@ -58,7 +64,7 @@ def train_command(
     """
     with user_errors():
         transformer = load_model(model, extra_dirs=models or ())
-        system = system_for_instance(load_catalog(catalog or ()), instance, nodes)
+        system = system_for_instance(load_catalog(catalog or ()), instance, nodes, devices_per_node=devices_per_node)
         dtype = _precision(precision)
         job = TrainingJob(
             global_batch=global_batch,

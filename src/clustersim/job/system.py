@@ -121,12 +121,25 @@ class System:
         )
 
 
-def system_for_instance(catalog: Catalog, instance: str, num_nodes: int) -> System:
-    """``num_nodes`` catalogued instances (``p5.48xlarge``), one device per accelerator."""
+def system_for_instance(
+    catalog: Catalog, instance: str, num_nodes: int, *, devices_per_node: int | None = None
+) -> System:
+    """``num_nodes`` catalogued instances (``p5.48xlarge``), one device per accelerator, or
+    ``devices_per_node`` ranks per instance that split its chips' cores (32 NeuronCores on a
+    trn1.32xlarge, as the Neuron SDK counts ranks)."""
     if num_nodes < 1:
         raise ClusterSimError(f"nodes must be at least 1, got {num_nodes}")
     entry = catalog.instance(instance)
-    per_node = int(entry.num_accelerators.value)
+    chips = int(entry.num_accelerators.value)
+    per_node = devices_per_node or chips
+    accelerator = catalog.accelerator(entry.accelerator)
+    cores = int(accelerator.num_cores.value) if accelerator.num_cores else 1
+    if per_node % chips or cores % (per_node // chips):
+        valid = ", ".join(str(chips * k) for k in range(1, cores + 1) if cores % k == 0)
+        raise ClusterSimError(
+            f"devices per node {per_node} does not split the {chips} x {cores}-core {accelerator.id} of "
+            f"{entry.id} evenly (valid: {valid})"
+        )
     return _system(catalog, entry, per_node * num_nodes, per_node, f"{num_nodes} x {entry.id}")
 
 
