@@ -76,3 +76,16 @@ def test_neuron_cores_can_be_the_ranks():
     cores = json.loads(run(*args, "--devices-per-node", "32").stdout)
     assert chips["layout"]["dp"] == 32 and cores["layout"]["dp"] == 64
     assert cores["capacity_bytes"] == chips["capacity_bytes"] / 2  # a NeuronCore's share of the chip
+
+
+def test_compare_runs_the_same_job_on_another_instance():
+    args = ["llama3-70b", "--instance", "p5.48xlarge", "--nodes", "8", "--tp", "8", "--pp", "2", "--json"]
+    result = run(*args, "--compare", "p5e.48xlarge")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["first"]["system"] == "8 x p5.48xlarge" and payload["second"]["system"] == "8 x p5e.48xlarge"
+    ratios = payload["ratios_second_to_first"]
+    assert ratios["capacity_bytes"] == pytest.approx(141 / 80)
+    assert ratios["step_s"] <= 1.0  # same compute, more bandwidth: never slower
+    table = run(*args[:-1], "--compare", "p5e.48xlarge")
+    assert table.exit_code == 0 and "ratio" in table.stdout and "p5e.48xlarge" in table.stdout

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -13,7 +14,7 @@ from clustersim.catalog.schema import Dtype
 from clustersim.cli import CatalogOption, JsonOption, console, emit_json, user_errors
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout, Recompute
-from clustersim.job.system import system_for_instance
+from clustersim.job.system import System, system_for_instance
 from clustersim.job.training import Estimate, TrainingJob, choose_layout, estimate_training
 from clustersim.units import format_bytes, format_count, format_seconds, parse_count
 from clustersim.workload.zoo import load_model
@@ -55,6 +56,12 @@ def train_command(
         typer.Option("--uneven-stages", help="Allow layers that do not divide by pp*vp (fullest stage sets pace)."),
     ] = False,
     ops: Annotated[bool, typer.Option("--ops", help="Also show each operation's time per layer.")] = False,
+    compare: Annotated[
+        str | None, typer.Option("--compare", help="Another instance type to run the same job on, side by side.")
+    ] = None,
+    compare_nodes: Annotated[
+        int | None, typer.Option("--compare-nodes", min=1, help="Instances of the --compare type (default: --nodes).")
+    ] = None,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -64,7 +71,7 @@ def train_command(
     """
     with user_errors():
         transformer = load_model(model, extra_dirs=models or ())
-        system = system_for_instance(load_catalog(catalog or ()), instance, nodes, devices_per_node=devices_per_node)
+        cat = load_catalog(catalog or ())
         dtype = _precision(precision)
         job = TrainingJob(
             global_batch=global_batch,
@@ -73,36 +80,124 @@ def train_command(
             tokens=parse_count(tokens),
         )
         chosen = tp is None and pp is None
-        if chosen:
-            layout = choose_layout(transformer, system, job)
-        else:
-            t, p = tp or 1, pp or 1
-            if system.num_devices % (t * p * cp):
-                raise ClusterSimError(
-                    f"tp*pp*cp = {t}*{p}*{cp} = {t * p * cp} does not divide the {system.num_devices} devices"
-                )
-            layout = Layout(
-                tp=t,
-                pp=p,
-                vp=vp,
-                cp=cp,
-                ep=ep,
-                dp=system.num_devices // (t * p * cp),
-                micro_batch=micro_batch,
-                zero=zero,
-                sequence_parallel=t > 1 if sp is None else sp,
-                recompute=recompute,
-                uneven_stages=uneven,
-            )
-        estimate = estimate_training(transformer, system, layout, job, offer=offer)
-    if chosen:
-        estimate.notes.insert(0, f"layout chosen (fastest that fits): {layout.describe()}")
+
+        def run_on(system: System) -> Estimate:
+            if chosen:
+                layout = choose_layout(transformer, system, job)
+            else:
+                layout = _given_layout(
+                    system, tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, micro_batch=micro_batch, zero=zero,
+                    sp=sp, recompute=recompute, uneven=uneven,
+                )  # fmt: skip
+            result = estimate_training(transformer, system, layout, job, offer=offer)
+            if chosen:
+                result.notes.insert(0, f"layout chosen (fastest that fits): {layout.describe()}")
+            return result
+
+        estimate = run_on(system_for_instance(cat, instance, nodes, devices_per_node=devices_per_node))
+        other = run_on(system_for_instance(cat, compare, compare_nodes or nodes)) if compare else None
+    if other is not None:
+        _print_comparison(estimate, other, as_json)
+        return
     if as_json:
         emit_json({"params": transformer.num_params(), "layout_chosen": chosen, **estimate.to_json()})
         return
     _print(estimate, transformer.num_params())
     if ops:
         _print_operations(estimate)
+
+
+def _given_layout(
+    system: System,
+    *,
+    tp: int | None,
+    pp: int | None,
+    vp: int,
+    cp: int,
+    ep: int,
+    micro_batch: int,
+    zero: int,
+    sp: bool | None,
+    recompute: Recompute,
+    uneven: bool,
+) -> Layout:
+    """The layout the options give; data parallel fills the devices, SP defaults to on with tp > 1."""
+    t, p = tp or 1, pp or 1
+    if system.num_devices % (t * p * cp):
+        raise ClusterSimError(
+            f"tp*pp*cp = {t}*{p}*{cp} = {t * p * cp} does not divide the {system.num_devices} devices of {system.name}"
+        )
+    return Layout(
+        tp=t,
+        pp=p,
+        vp=vp,
+        cp=cp,
+        ep=ep,
+        dp=system.num_devices // (t * p * cp),
+        micro_batch=micro_batch,
+        zero=zero,
+        sequence_parallel=t > 1 if sp is None else sp,
+        recompute=recompute,
+        uneven_stages=uneven,
+    )
+
+
+def _summary(estimate: Estimate) -> dict[str, Any]:
+    """The figures a comparison shows, numbers in SI units."""
+    cost = estimate.cost
+    return {
+        "system": estimate.system,
+        "layout": estimate.layout.describe(),
+        "step_s": estimate.step_s,
+        "tokens_per_s_per_device": estimate.tokens_per_s_per_device,
+        "tokens_per_s": estimate.tokens_per_s_per_device * estimate.num_devices,
+        "mfu": estimate.mfu,
+        "memory_required_bytes": estimate.memory_bytes["required"],
+        "capacity_bytes": estimate.capacity_bytes,
+        "fits": estimate.fits,
+        "bottleneck": estimate.bottleneck,
+        "time_s": cost.get("time_s"),
+        "device_hours": cost.get("device_hours"),
+        "cost_usd": cost.get("cost_usd"),
+        "energy_kwh": cost.get("energy_kwh"),
+    }
+
+
+def _print_comparison(first: Estimate, second: Estimate, as_json: bool) -> None:
+    a, b = _summary(first), _summary(second)
+    ratios = {
+        key: b[key] / a[key]
+        for key in a
+        if isinstance(a[key], float) and isinstance(b[key], float) and a[key] and not isinstance(a[key], bool)
+    }
+    if as_json:
+        emit_json({"first": first.to_json(), "second": second.to_json(), "ratios_second_to_first": ratios})
+        return
+    table = Table(title=f"{first.model}: {a['system']} vs {b['system']}")
+    for column in ("", a["system"], b["system"], "ratio"):
+        table.add_column(column, overflow="fold")
+
+    def plain(value: object) -> str:
+        return f"{value:,.0f}" if isinstance(value, float) else str(value)
+
+    formats: dict[str, Callable[[float], str]] = {
+        "step_s": format_seconds,
+        "time_s": lambda v: f"{v / 86400:,.1f} days",
+        "memory_required_bytes": format_bytes,
+        "capacity_bytes": format_bytes,
+        "mfu": lambda v: f"{100 * v:.1f}%",
+        "cost_usd": lambda v: f"${v:,.0f}",
+        "energy_kwh": lambda v: f"{v / 1000:,.1f} MWh",
+    }
+    for key in a:
+        show = formats.get(key, plain)
+        cells = ["unknown" if v is None else show(v) for v in (a[key], b[key])]
+        ratio = f"{ratios[key]:.2f}x" if key in ratios else ""
+        table.add_row(key.replace("_", " "), *cells, ratio)
+    console.print(table)
+    for estimate in (first, second):
+        for note in estimate.notes:
+            console.print(f"note ({estimate.system}): {note}")
 
 
 def _print_operations(estimate: Estimate) -> None:
