@@ -309,3 +309,16 @@ def test_cli_errors_exit_2_with_one_line(tmp_path: Path, cli: typer.Typer, args:
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 2
     assert expected in result.output and "Traceback" not in result.output
+
+
+def test_mape_by_source_groups_cases_by_the_first_word_of_their_source(tmp_path: Path, catalog: Catalog) -> None:
+    rows = [collective("a", 10.0), collective("b", 20.0), collective("c", 30.0)]
+    rows[0]["source"] = "NVIDIA/nccl-tests issue #212 (ring)"
+    rows[1]["source"] = "NVIDIA/nccl-tests issue #212 (NVLS)"
+    rows[2]["source"] = "crazyguitar/bench data.csv"
+    predictors = {"collective": lambda case, field, cat: 45.0 if case["id"] == "c" else case["measured"][field] * 1.1}
+    report = validate_cases([write_jsonl(tmp_path / "c.jsonl", rows)], catalog, predictors)
+    by_source = {source: (count, mape) for _, source, count, mape, _ in validate_module.mape_by_source(report.cases)}
+    assert by_source["NVIDIA/nccl-tests"] == (2, pytest.approx(0.1))
+    assert by_source["crazyguitar/bench"] == (1, pytest.approx(0.5))
+    assert validate_module.source_key("") == "(no source)"

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from clustersim.catalog.registry import ENV_VAR, load_catalog
 from clustersim.units import parse_bytes
-from clustersim.validate import CaseScore, FileScore, Skipped, ValidationReport, validate_cases
+from clustersim.validate import CaseScore, FileScore, Skipped, ValidationReport, mape_by_source, validate_cases
 
 SHOWN_SKIPPED_IDS = 3
 
@@ -59,6 +59,7 @@ def print_report(report: ValidationReport, console: Console) -> None:
         if rows:
             console.print(_case_table(file.path, rows))
     console.print(_summary_table(report.files))
+    console.print(_source_table(report.cases))
     _print_skipped(report.skipped, console)
 
 
@@ -82,6 +83,21 @@ def _summary_table(files: list[FileScore]) -> Table:
         mape = "-" if f.mape is None else f"{100 * f.mape:.1f}"
         rho = "-" if f.spearman is None else f"{f.spearman:.2f}"
         table.add_row(escape(f.path), f.kind, str(f.cases), mape, worst, rho)
+    return table
+
+
+def _source_table(cases: list[CaseScore]) -> Table:
+    table = Table(title="by source (the first word of each case's source)")
+    for column in ("file", "source", "cases", "MAPE %", "worst"):
+        table.add_column(column, overflow="fold")
+    for path, source, count, mape, worst in mape_by_source(cases):
+        table.add_row(
+            escape(path),
+            escape(source),
+            str(count),
+            f"{100 * mape:.1f}",
+            f"{escape(worst.id)} ({_percent(worst.error)})",
+        )
     return table
 
 

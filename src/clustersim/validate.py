@@ -76,6 +76,30 @@ class CaseScore:
     field: str
     group: str  # cases sharing a model and system (collectives: op and system)
     path: str = ""
+    source: str = ""  # the source's first word: its repository or first author
+
+
+def source_key(source: str) -> str:
+    """The first word of a case's ``source``: cases citing one repository or paper share it."""
+    words = source.split()
+    return words[0] if words else "(no source)"
+
+
+def mape_by_source(cases: Iterable[CaseScore]) -> list[tuple[str, str, int, float, CaseScore]]:
+    """Per file and source: (path, source, cases, MAPE as a fraction, worst case), in first-seen order."""
+    groups: dict[tuple[str, str], list[CaseScore]] = {}
+    for case in cases:
+        groups.setdefault((case.path, case.source), []).append(case)
+    return [
+        (
+            path,
+            source,
+            len(members),
+            sum(abs(m.error) for m in members) / len(members),
+            max(members, key=lambda m: abs(m.error)),
+        )
+        for (path, source), members in groups.items()
+    ]
 
 
 @dataclass(frozen=True)
@@ -297,4 +321,7 @@ def _score_case(
         return Skipped(case.id, str(exc), path)
     if not math.isfinite(predicted):
         return Skipped(case.id, f"predicted {name} is {predicted}", path)
-    return CaseScore(case.id, case.kind, predicted, measured, predicted / measured - 1, name, group_key(case), path)
+    error = predicted / measured - 1
+    return CaseScore(
+        case.id, case.kind, predicted, measured, error, name, group_key(case), path, source_key(case.source)
+    )
