@@ -259,26 +259,27 @@ def job_cost(system: System, job: TrainingJob, step_s: float, offer: str) -> dic
     return out
 
 
+LONG_SEQUENCE_TOKENS = 16_384  # from here on, context parallelism joins the candidates
+
+
 def candidate_layouts(model: Transformer, system: System, job: TrainingJob) -> list[Layout]:
-    """Plausible layouts: TP inside a node, PP dividing the layers, a few micro-batches and recompute modes."""
+    """Plausible layouts: TP inside the scale-up domain, PP (interleaved or not) dividing the layers,
+    CP for long sequences, EP for MoE models, a few micro-batches, recompute modes and ZeRO stages."""
     out: list[Layout] = []
     devices = system.num_devices
     tps = [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= system.scaleup_devices and devices % t == 0]
-    for tp, pp, mb, recompute, zero in itertools.product(
-        tps, (1, 2, 4, 8, 16, 32), (1, 2, 4), tuple(Recompute), (0, 1)
+    cps = (1, 2, 4, 8, 16) if job.seq_len >= LONG_SEQUENCE_TOKENS else (1,)
+    eps = tuple(e for e in (1, 2, 4, 8, 16, 32, 64) if model.moe and model.moe.experts % e == 0) or (1,)
+    for tp, pp, vp, cp, ep, mb, recompute, zero in itertools.product(
+        tps, (1, 2, 4, 8, 16, 32), (1, 2, 4), cps, eps, (1, 2, 4), tuple(Recompute), (0, 1, 3)
     ):
-        if devices % (tp * pp):
+        if devices % (tp * pp * cp) or (vp > 1 and pp == 1):
             continue
+        dp = devices // (tp * pp * cp)
         layout = Layout(
-            tp=tp,
-            pp=pp,
-            dp=devices // (tp * pp),
-            micro_batch=mb,
-            recompute=recompute,
-            zero=zero,
+            tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, dp=dp, micro_batch=mb, recompute=recompute, zero=zero,
             sequence_parallel=tp > 1,
-            vp=1,
-        )
+        )  # fmt: skip
         try:
             layout.check(model, num_devices=devices, global_batch=job.global_batch, seq_len=job.seq_len)
         except ClusterSimError:
