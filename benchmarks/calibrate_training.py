@@ -4,12 +4,11 @@ Usage: ``python benchmarks/calibrate_training.py [../shared/validation/training.
 
 For each accelerator family, coordinate descent on a log grid minimizes the mean over sources of the mean
 |log(predicted / measured)| of that family's cases (each source weighs the same; never per case). The printed values
-go into ``clustersim.compute.efficiency.FAMILY_EFFICIENCY`` by hand.
+go into ``src/clustersim/compute/efficiency.toml`` by hand.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import sys
@@ -48,7 +47,8 @@ def main() -> None:
         return sum(sum(v) / len(v) for v in per_source.values()) / len(per_source)
 
     for family, cases in sorted(by_family.items()):
-        current = efficiency.FAMILY_EFFICIENCY[family]
+        table = efficiency.efficiency_table(use_env=False)  # the cached table the estimates read
+        current = table[family]
         best = loss(cases)
         fp8 = any(c.get("precision") == "fp8" for c, _, _ in cases)
         for _ in range(4):
@@ -57,12 +57,12 @@ def main() -> None:
                     continue
                 value = getattr(current, name)
                 for factor in (0.7, 0.85, 0.93, 0.97, 1.03, 1.07, 1.15, 1.4):
-                    trial = dataclasses.replace(current, **{name: min(max(value * factor, low), high)})
-                    efficiency.FAMILY_EFFICIENCY[family] = trial
+                    trial = current.model_copy(update={name: min(max(value * factor, low), high)})
+                    table[family] = trial
                     score = loss(cases)
                     if score < best:
                         best, current = score, trial
-                efficiency.FAMILY_EFFICIENCY[family] = current
+                table[family] = current
         print(f"{family}: {len(cases)} cases, mean |log error| {best:.4f}")
         print(f"  {current}")
     # Show one estimate so the fit can be eyeballed.

@@ -89,3 +89,16 @@ def test_compare_runs_the_same_job_on_another_instance():
     assert ratios["step_s"] <= 1.0  # same compute, more bandwidth: never slower
     table = run(*args[:-1], "--compare", "p5e.48xlarge")
     assert table.exit_code == 0 and "ratio" in table.stdout and "p5e.48xlarge" in table.stdout
+
+
+def test_an_efficiency_file_changes_the_estimate(tmp_path):
+    faster = tmp_path / "fast.toml"
+    faster.write_text('[hopper]\ngemm_max = 0.95\nsource = "what-if"\n')
+    args = ["llama3-8b", "--instance", "p5.48xlarge", "--nodes", "1", "--tp", "1", "--global-batch", "64", "--json"]
+    base = json.loads(run(*args).stdout)
+    tuned = json.loads(run(*args, "--efficiency", str(faster)).stdout)
+    assert tuned["step_s"] < base["step_s"]
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[hopper]\ngemm_max = 7\n")
+    result = run(*args, "--efficiency", str(bad))
+    assert result.exit_code == 2 and "gemm_max" in result.output and "Traceback" not in result.output

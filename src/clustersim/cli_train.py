@@ -12,6 +12,7 @@ from rich.table import Table
 from clustersim.catalog.registry import load_catalog
 from clustersim.catalog.schema import Dtype
 from clustersim.cli import CatalogOption, JsonOption, console, emit_json, user_errors
+from clustersim.compute.efficiency import efficiency_for, efficiency_table
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout, Recompute
 from clustersim.job.system import System, system_for_instance
@@ -51,6 +52,10 @@ def train_command(
     precision: Annotated[str, typer.Option("--precision", help="bf16, fp16 or fp8.")] = "bf16",
     offer: Annotated[str, typer.Option("--price", help="on_demand or capacity_block.")] = "on_demand",
     models: Annotated[list[Path] | None, typer.Option("--models", help="Extra model zoo directories.")] = None,
+    efficiency: Annotated[
+        list[Path] | None,
+        typer.Option("--efficiency", help="A TOML of achieved fractions per accelerator family (overrides fields)."),
+    ] = None,
     uneven: Annotated[
         bool,
         typer.Option("--uneven-stages", help="Allow layers that do not divide by pp*vp (fullest stage sets pace)."),
@@ -81,15 +86,18 @@ def train_command(
         )
         chosen = tp is None and pp is None
 
+        table = efficiency_table(efficiency or ())
+
         def run_on(system: System) -> Estimate:
+            fractions = efficiency_for(system.accelerator, table)
             if chosen:
-                layout = choose_layout(transformer, system, job)
+                layout = choose_layout(transformer, system, job, efficiency=fractions)
             else:
                 layout = _given_layout(
                     system, tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, micro_batch=micro_batch, zero=zero,
                     sp=sp, recompute=recompute, uneven=uneven,
                 )  # fmt: skip
-            result = estimate_training(transformer, system, layout, job, offer=offer)
+            result = estimate_training(transformer, system, layout, job, offer=offer, efficiency=fractions)
             if chosen:
                 result.notes.insert(0, f"layout chosen (fastest that fits): {layout.describe()}")
             return result

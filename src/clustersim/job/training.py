@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from clustersim.catalog.schema import Dtype
-from clustersim.compute.efficiency import efficiency_for
+from clustersim.compute.efficiency import FamilyEfficiency, efficiency_for
 from clustersim.compute.memory import MemoryArrays, memory_per_device
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout, LayoutArrays, Recompute
@@ -147,10 +147,16 @@ class Estimate:
 
 
 def evaluate_layouts(
-    model: Transformer, system: System, layouts: LayoutArrays, job: TrainingJob
+    model: Transformer,
+    system: System,
+    layouts: LayoutArrays,
+    job: TrainingJob,
+    *,
+    efficiency: FamilyEfficiency | None = None,
 ) -> tuple[StepTerms, MemoryArrays]:
-    """Step terms and memory of many layouts in one vectorized call (no layout checks)."""
-    eff = efficiency_for(system.accelerator)
+    """Step terms and memory of many layouts in one vectorized call (no layout checks); ``efficiency``
+    defaults to the accelerator family's fitted fractions."""
+    eff = efficiency or efficiency_for(system.accelerator)
     terms = step_terms(
         model, system, eff, layouts, seq_len=job.seq_len, global_batch=job.global_batch, precision=job.precision
     )
@@ -161,11 +167,17 @@ def evaluate_layouts(
 
 
 def estimate_training(
-    model: Transformer, system: System, layout: Layout, job: TrainingJob, *, offer: str = "on_demand"
+    model: Transformer,
+    system: System,
+    layout: Layout,
+    job: TrainingJob,
+    *,
+    offer: str = "on_demand",
+    efficiency: FamilyEfficiency | None = None,
 ) -> Estimate:
     """The estimate for one layout; ``ClusterSimError`` if the layout is impossible."""
     layout.check(model, num_devices=system.num_devices, global_batch=job.global_batch, seq_len=job.seq_len)
-    terms, memory = evaluate_layouts(model, system, LayoutArrays.of([layout]), job)
+    terms, memory = evaluate_layouts(model, system, LayoutArrays.of([layout]), job, efficiency=efficiency)
     notes = [system.network_note] if system.network_note else []
     if layout.tp > system.scaleup_devices:
         notes.append(
@@ -288,7 +300,9 @@ def candidate_layouts(model: Transformer, system: System, job: TrainingJob) -> l
     return out
 
 
-def choose_layout(model: Transformer, system: System, job: TrainingJob) -> Layout:
+def choose_layout(
+    model: Transformer, system: System, job: TrainingJob, *, efficiency: FamilyEfficiency | None = None
+) -> Layout:
     """The fastest candidate layout that fits in memory (``ClusterSimError`` when none fits)."""
     layouts = candidate_layouts(model, system, job)
     if not layouts:
@@ -296,7 +310,7 @@ def choose_layout(model: Transformer, system: System, job: TrainingJob) -> Layou
             f"no layout of {model.name} fits the rules on {system.num_devices} devices with global batch "
             f"{job.global_batch}; try another device count or batch"
         )
-    terms, memory = evaluate_layouts(model, system, LayoutArrays.of(layouts), job)
+    terms, memory = evaluate_layouts(model, system, LayoutArrays.of(layouts), job, efficiency=efficiency)
     step = np.where(memory.required <= system.memory_bytes, terms.step_s, np.inf)
     best = int(np.argmin(step))
     if not np.isfinite(step[best]):
