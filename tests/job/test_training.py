@@ -234,3 +234,28 @@ def test_neuron_cores_counted_as_devices_split_the_chip():
     chip = CATALOG.accelerator("trainium2")
     assert trn2.instance is not None and trn2.instance.id == "trn2.48xlarge"  # its network stands in
     assert trn2.memory_bytes == pytest.approx(chip.memory_bytes.value / 4)  # 8 cores, 2 per device
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    factor=st.floats(1.0, 8.0),
+    tp=st.sampled_from([1, 2, 4, 8]),
+    pp=st.sampled_from([1, 2, 4]),
+    zero=st.sampled_from([0, 1, 3]),
+    recompute=st.sampled_from(list(Recompute)),
+)
+def test_more_network_or_memory_bandwidth_is_never_slower(factor, tp, pp, zero, recompute):
+    import dataclasses
+
+    system = system_for_instance(CATALOG, "p5.48xlarge", 4)
+    layout = Layout(tp=tp, pp=pp, dp=32 // (tp * pp), zero=zero, recompute=recompute, sequence_parallel=tp > 1)
+    job = TrainingJob(global_batch=256, seq_len=8192)
+    base = estimate_training(LLAMA_8B, system, layout, job).step_s
+    wider_network = dataclasses.replace(system, network_bytes_per_s=system.network_bytes_per_s * factor)
+    assert estimate_training(LLAMA_8B, wider_network, layout, job).step_s <= base * (1 + 1e-12)
+    figure = system.accelerator.memory_bandwidth_bytes_per_s
+    faster_hbm = system.accelerator.model_copy(
+        update={"memory_bandwidth_bytes_per_s": figure.model_copy(update={"value": figure.value * factor})}
+    )
+    more_hbm = dataclasses.replace(system, accelerator=faster_hbm)
+    assert estimate_training(LLAMA_8B, more_hbm, layout, job).step_s <= base * (1 + 1e-12)
