@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from clustersim.catalog.registry import load_catalog
-from clustersim.comm import Op, fabric_for_instance, predict_collective
+from clustersim.network import Op, fabric_for_instance, predict_collective
 from timing import median_s
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import statistics
 
 from clustersim.catalog.registry import load_catalog
-from clustersim.comm.model import default_candidate_arrays
 from clustersim.execution import Layout, LayoutArrays, Recompute
-from clustersim.job.system import system_for_instance
-from clustersim.job.training import TrainingJob, candidate_layouts, estimate_training, evaluate_layouts
+from clustersim.network.analytic import default_candidate_arrays
+from clustersim.system import system_for_instance
+from clustersim.training.estimate import TrainingJob, candidate_layouts, estimate_training, evaluate_layouts
 from clustersim.workload.zoo import load_model
 from timing import median_s
 

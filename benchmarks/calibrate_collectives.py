@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 from clustersim.catalog.registry import load_catalog
-from clustersim.comm.model import DEFAULT_CALIBRATION, CommCalibration
-from clustersim.comm.validation import predict_collective_case
+from clustersim.network.analytic import DEFAULT_CALIBRATION, CommCalibration
+from clustersim.validation.collective import predict_collective_case
 
 DEFAULT_FILE = Path(__file__).resolve().parents[2] / "shared" / "validation" / "collectives.jsonl"
 MIN_SIZE_BYTES = 32 * 2**20

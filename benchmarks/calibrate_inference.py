@@ -20,9 +20,9 @@ import numpy as np
 
 from clustersim.catalog.registry import load_catalog
 from clustersim.errors import ClusterSimError
-from clustersim.job.inference import DEFAULT_CALIBRATION, InferenceCalibration
-from clustersim.job.inference_validation import predict_inference_case
-from clustersim.validate import primary_field, read_cases
+from clustersim.serving.engine import DEFAULT_CALIBRATION, InferenceCalibration
+from clustersim.validation.inference import predict_inference_case
+from clustersim.validation.run import primary_field, read_cases
 
 GROUND_TRUTH = Path(__file__).resolve().parents[2] / "shared" / "validation" / "inference.jsonl"
 FITTED = (

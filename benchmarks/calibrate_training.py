@@ -17,8 +17,8 @@ from pathlib import Path
 
 from clustersim.catalog.registry import load_catalog
 from clustersim.compute import efficiency
-from clustersim.job.training import estimate_training
-from clustersim.job.training_validation import case_inputs, predict_training_case
+from clustersim.training.estimate import estimate_training
+from clustersim.validation.training import case_inputs, predict_training_case
 
 PARAMETERS = {
     "gemm_max": (0.4, 0.95),

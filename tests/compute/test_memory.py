@@ -12,7 +12,7 @@ import pytest
 from clustersim.catalog.registry import load_catalog
 from clustersim.compute.memory import memory_per_device, params_per_device
 from clustersim.execution import Layout, LayoutArrays
-from clustersim.job.training_validation import predict_memory_case
+from clustersim.validation.training import predict_memory_case
 from clustersim.workload.zoo import load_model
 
 VALIDATION = Path(__file__).resolve().parents[3] / "shared" / "validation"

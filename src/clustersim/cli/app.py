@@ -1,0 +1,50 @@
+"""The ``clustersim`` command: a thin layer over the Python API, one module per command."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from clustersim import __version__
+from clustersim.cli.collective import collective_command
+from clustersim.cli.common import console
+from clustersim.cli.hw import hw_app
+from clustersim.cli.models import models_command
+from clustersim.cli.serve import serve_command
+from clustersim.cli.train import train_command
+from clustersim.cli.validate import validate_command
+
+app = typer.Typer(
+    name="clustersim",
+    help="Simulate and plan large-scale ML training and inference clusters.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(hw_app, name="hw")
+app.command("collective")(collective_command)
+app.command("models")(models_command)
+app.command("train")(train_command)
+app.command("validate")(validate_command)
+app.command("serve")(serve_command)
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"clustersim {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
+    ] = False,
+) -> None:
+    """Simulate and plan large-scale ML training and inference clusters."""
+
+
+def main() -> None:
+    """Entry point of the ``clustersim`` script."""
+    app()

@@ -1,1 +1,0 @@
-"""Jobs: a training step and inference serving composed from compute and communication."""

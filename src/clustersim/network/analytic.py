@@ -1,0 +1,291 @@
+"""Analytic cost of NCCL collectives: latency + bytes / achieved bandwidth, per algorithm and protocol.
+
+For each candidate (algorithm, protocol) the model takes
+
+* a bandwidth bound from the links the algorithm crosses (NVLink per device, the node's network
+  cards, NVLink SHARP for NVLS), times an achieved fraction of the datasheet figure;
+* a latency assembled as NCCL's tuner does (``src/graph/tuning.cc``: base + per-hop latency on
+  NVLink and the network; constants in ../shared/reference/network.md section 1.2);
+* for the Simple protocol, a message-size efficiency ``1 / (1 + (S_half / S) ** p)`` that captures
+  NCCL's ramp (fewer channels and a pipeline to fill on small messages); ``S_half`` is a time
+  constant times the bandwidth, growing with the node count. These few parameters are fitted once
+  to measured busbw (``benchmarks/calibrate_collectives.py``) and live in ``CommCalibration``.
+
+Arrays of sizes are evaluated at once; the automatic choice is the fastest candidate, as NCCL's
+tuner picks the fastest predicted one.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from clustersim.errors import ClusterSimError
+from clustersim.network.collectives import Algorithm, Op, Protocol, busbw_factor
+from clustersim.network.fabric import Fabric
+
+FloatArray = npt.NDArray[np.float64]
+
+_US = 1e-6
+# NCCL 2.30 tuning.cc baseLatencies [LL, LL128, Simple], microseconds.
+_BASE_US = {Algorithm.TREE: (6.8, 14.0, 8.4), Algorithm.RING: (6.6, 14.0, 8.4)}
+# hwLatencies per hop [LL, LL128, Simple], microseconds: NVLink and network.
+_NVLINK_US = {Algorithm.TREE: (0.6, 1.25, 4.0), Algorithm.RING: (0.6, 1.9, 3.4)}
+_NET_US = {Algorithm.TREE: (5.0, 8.5, 14.0), Algorithm.RING: (2.7, 4.0, 14.0)}
+_NVLS_NVLINK_US = 25.0  # NVLS / NVLSTree Simple over NVLink
+_NVLSTREE_NET_US = 20.9  # NVLSTree Simple over the network
+_NET_OVERHEAD_US = 2.0  # NCCL netOverhead on AMD hosts (1.0 on Intel), x3 for Simple
+_PROTOCOL_INDEX = {Protocol.LL: 0, Protocol.LL128: 1, Protocol.SIMPLE: 2}
+# Protocol bandwidth: LL carries 4 data bytes per 8 (x0.5), LL128 120 per 128 and NCCL caps Ring LL128
+# at x0.92 of Simple (tuning.cc). LL busbw caps (llMaxBws, GB/s): Hopper 1 node 141; multi-node AMD row.
+_LL_FACTOR = 0.5
+_LL128_FACTOR = 0.92
+_LL_MAX_BUSBW_1_NODE = 141.0e9
+_LL_MAX_BUSBW_2_NODES = 22.5e9
+_LL_MAX_BUSBW_MORE_NODES = 19.0e9
+_PER_PEER_US = 0.5  # assumed: cost of posting one peer's send/recv in a pairwise alltoall
+
+
+def _ll_max_busbw(num_nodes: int) -> float:
+    if num_nodes == 1:
+        return _LL_MAX_BUSBW_1_NODE
+    return _LL_MAX_BUSBW_2_NODES if num_nodes == 2 else _LL_MAX_BUSBW_MORE_NODES
+
+
+@dataclass(frozen=True, slots=True)
+class CommCalibration:
+    """Achieved-bandwidth fractions and the message-size ramp; fitted once, never per case."""
+
+    # NCCL assumes 20.6 GB/s per NVLink4 link of 25 GB/s per direction (topo.h SM90_NVLINK_BW): 0.824;
+    # 8x H100 ring busbw measures 365-370 GB/s of 450 (NVIDIA/nccl#1455).
+    nvlink_efficiency: float = 0.824
+    # NVLS allreduce algbw on 8x H100: ~275 GB/s of 450 per direction (NVIDIA/nccl-tests#212, nccl#2140).
+    nvls_efficiency: float = 0.611
+    # Fitted: achieved share of a node's EFA / InfiniBand bandwidth (collectives.jsonl).
+    network_efficiency: float = 0.89
+    # Fitted: exponent of the Simple-protocol size ramp.
+    ramp_exponent: float = 0.71
+    # Fitted: ramp time constant (seconds) at 2 nodes per family, and its growth with node count.
+    ramp_s: dict[str, float] = field(default_factory=lambda: {"reduce": 3.2e-4, "gather": 4.1e-5, "alltoall": 2.1e-4})
+    ramp_node_exponent: dict[str, float] = field(
+        default_factory=lambda: {"reduce": 0.67, "gather": 0.75, "alltoall": 0.43}
+    )
+    # Assumed, not fitted (no single-node sweep in the ground truth): ramp time constant inside a node.
+    ramp_intra_node_s: float = 3.0e-5
+
+
+DEFAULT_CALIBRATION = CommCalibration()
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One way to run a collective: its bandwidth bound (algbw), latency, and the links that bound it."""
+
+    algorithm: Algorithm
+    protocol: Protocol
+    algbw_bytes_per_s: float
+    latency_s: float
+    bound: str
+    ramp_s: float
+
+
+@dataclass(frozen=True)
+class CollectiveTable:
+    """Predictions for one collective over a sweep of sizes (nccl-tests columns, SI units)."""
+
+    op: Op
+    fabric: Fabric
+    size_bytes: FloatArray
+    time_s: FloatArray
+    algbw_bytes_per_s: FloatArray
+    busbw_bytes_per_s: FloatArray
+    algorithm: list[Algorithm]
+    protocol: list[Protocol]
+    bound: list[str]
+    busbw_exceeds_links: list[bool]
+
+
+def _family(op: Op) -> str:
+    if op in (Op.ALL_REDUCE, Op.REDUCE):
+        return "reduce"
+    if op in (Op.ALLTOALL, Op.SENDRECV):
+        return "alltoall"
+    return "gather"
+
+
+def _tree_factor(num_nodes: int) -> float:
+    """Inter-node algbw of a tree relative to one node's network (NCCL Tree; SimAI calcTreeBusBw)."""
+    return {2: 1.0, 3: 2.0 / 3.0}.get(num_nodes, 0.5)
+
+
+def candidates(op: Op, fabric: Fabric, cal: CommCalibration = DEFAULT_CALIBRATION) -> list[Candidate]:
+    """Every (algorithm, protocol) NCCL could use for ``op`` on ``fabric``."""
+    g, nodes, n = fabric.devices_per_node, fabric.num_nodes, fabric.num_ranks
+    nvlink = fabric.scaleup_bytes_per_s * cal.nvlink_efficiency
+    nvls = fabric.scaleup_bytes_per_s * cal.nvls_efficiency
+    network = fabric.network_bytes_per_s * cal.network_efficiency
+    multi = nodes > 1
+    family = _family(op)
+    ramp = cal.ramp_s[family] * (nodes / 2) ** cal.ramp_node_exponent[family] if multi else cal.ramp_intra_node_s
+    factor = busbw_factor(op, n)
+    out: list[tuple[Algorithm, float, str, float]] = []  # algorithm, algbw, bound, simple latency us
+
+    def ring_latency(proto: int) -> float:
+        steps = 2 * (n - 1) if op is Op.ALL_REDUCE else max(n - 1, 1)
+        inter = (2 if op is Op.ALL_REDUCE else 1) * (nodes - 1)
+        intra_lat = _NVLINK_US[Algorithm.RING][proto]
+        if multi:
+            intra_lat = max(intra_lat, _NET_OVERHEAD_US * (3 if proto == 2 else 1))
+        base = _BASE_US[Algorithm.RING][proto]
+        return base + (steps - inter) * intra_lat + inter * _NET_US[Algorithm.RING][proto]
+
+    def tree_latency(proto: int) -> float:
+        hops = 2 * ((g - 1) * _NVLINK_US[Algorithm.TREE][proto] + math.log2(nodes) * _NET_US[Algorithm.TREE][proto])
+        return _BASE_US[Algorithm.TREE][proto] + hops
+
+    if op is Op.ALLTOALL:
+        intra_time = (g - 1) / n / nvlink if g > 1 else 0.0
+        inter_time = (nodes - 1) * g * g / n / network if multi else 0.0
+        bound = "network (off-node share per device)" if inter_time >= intra_time else "NVLink"
+        latency = _NET_US[Algorithm.RING][2] if multi else _NVLINK_US[Algorithm.RING][2]
+        out.append((Algorithm.PAIRWISE, 1.0 / max(intra_time, inter_time), bound, latency + (n - 1) * _PER_PEER_US))
+    elif op is Op.SENDRECV:
+        algbw, bound = (network / g, "network share of one device") if multi else (nvlink, "NVLink")
+        hop = _NET_US[Algorithm.RING][2] if multi else _NVLINK_US[Algorithm.RING][2]
+        out.append((Algorithm.DIRECT, algbw, bound, _BASE_US[Algorithm.RING][2] + hop))
+    else:
+        ring_busbw, ring_bound = (network, "network") if multi and network < nvlink else (nvlink, "NVLink")
+        out.append((Algorithm.RING, ring_busbw / factor, ring_bound, ring_latency(2)))
+        if op is Op.ALL_REDUCE:
+            if multi:
+                tree = min(nvlink / 2, _tree_factor(nodes) * network)
+                out.append((Algorithm.TREE, tree, "network (tree)", tree_latency(2)))
+                hier_time = 2 * (g - 1) / g / nvlink + 2 * (nodes - 1) / nodes / network
+                out.append((Algorithm.HIERARCHICAL, 1.0 / hier_time, "NVLink then network", ring_latency(2)))
+                if fabric.in_network_reduction:
+                    nvlstree = min(nvls, _tree_factor(nodes) * network)
+                    bound = "NVLink SHARP" if nvls <= _tree_factor(nodes) * network else "network (tree)"
+                    latency = _NVLS_NVLINK_US + 2 * math.log2(nodes) * _NVLSTREE_NET_US
+                    out.append((Algorithm.NVLSTREE, nvlstree, bound, latency))
+            else:
+                out.append((Algorithm.TREE, nvlink / 2, "NVLink (chain)", tree_latency(2)))
+                if fabric.in_network_reduction and g > 2:
+                    out.append((Algorithm.NVLS, nvls, "NVLink SHARP", _NVLS_NVLINK_US))
+
+    result: list[Candidate] = []
+    for algorithm, algbw, bound, latency_us in out:
+        result.append(Candidate(algorithm, Protocol.SIMPLE, algbw, latency_us * _US, bound, ramp))
+        if algorithm in (Algorithm.RING, Algorithm.TREE, Algorithm.DIRECT, Algorithm.PAIRWISE):
+            proto_latency = {
+                Algorithm.RING: ring_latency,
+                Algorithm.TREE: tree_latency,
+            }.get(algorithm)
+            # Pairwise and direct sends have no NCCL LL latency table: assume half the Simple latency.
+            ll_latency = proto_latency(0) if proto_latency else latency_us * 0.5
+            ll_algbw = min(algbw * _LL_FACTOR, _ll_max_busbw(nodes) / factor)
+            result.append(Candidate(algorithm, Protocol.LL, ll_algbw, ll_latency * _US, bound, 0.0))
+            if not multi:  # NCCL enables LL128 on Hopper only over NVLink / PCIe paths
+                ll128_latency = proto_latency(1) if proto_latency else latency_us
+                result.append(
+                    Candidate(algorithm, Protocol.LL128, algbw * _LL128_FACTOR, ll128_latency * _US, bound, ramp)
+                )
+    return result
+
+
+def candidate_time_s(candidate: Candidate, size_bytes: FloatArray, cal: CommCalibration) -> FloatArray:
+    """Time of ``candidate`` for each size: latency + size / (algbw x size efficiency)."""
+    sizes = np.maximum(size_bytes, 1.0)
+    transfer = sizes / candidate.algbw_bytes_per_s
+    if candidate.ramp_s > 0:
+        half = candidate.ramp_s * candidate.algbw_bytes_per_s
+        transfer = transfer * (1.0 + (half / sizes) ** cal.ramp_exponent)
+    return candidate.latency_s + transfer
+
+
+def predict_collective(
+    op: Op,
+    size_bytes: npt.ArrayLike,
+    fabric: Fabric,
+    *,
+    algorithm: Algorithm | None = None,
+    protocol: Protocol | None = None,
+    cal: CommCalibration = DEFAULT_CALIBRATION,
+) -> CollectiveTable:
+    """Predict ``op`` at each size on ``fabric``: the fastest candidate, or the forced algorithm/protocol."""
+    sizes = np.atleast_1d(np.asarray(size_bytes, dtype=np.float64))
+    if np.any(sizes < 0) or not np.all(np.isfinite(sizes)):
+        raise ClusterSimError("sizes must be finite and non-negative")
+    options = [
+        c
+        for c in candidates(op, fabric, cal)
+        if (algorithm is None or c.algorithm is algorithm) and (protocol is None or c.protocol is protocol)
+    ]
+    if not options:
+        valid = sorted({f"{c.algorithm.value}/{c.protocol.value}" for c in candidates(op, fabric, cal)})
+        forced = "/".join(x.value for x in (algorithm, protocol) if x is not None)
+        raise ClusterSimError(f"{op.value} on {fabric.name} cannot use {forced}; valid: {', '.join(valid)}")
+    times = np.stack([candidate_time_s(c, sizes, cal) for c in options])
+    best = np.argmin(times, axis=0)
+    time_s = times[best, np.arange(sizes.size)]
+    algbw = sizes / time_s
+    factor = busbw_factor(op, fabric.num_ranks)
+    chosen = [options[i] for i in best]
+    link_limit = _link_limit(op, fabric)
+    busbw = algbw * factor
+    return CollectiveTable(
+        op=op,
+        fabric=fabric,
+        size_bytes=sizes,
+        time_s=time_s,
+        algbw_bytes_per_s=algbw,
+        busbw_bytes_per_s=busbw,
+        algorithm=[c.algorithm for c in chosen],
+        protocol=[c.protocol for c in chosen],
+        bound=[c.bound for c in chosen],
+        busbw_exceeds_links=[bool(b > link_limit) for b in busbw],
+    )
+
+
+def _link_limit(op: Op, fabric: Fabric) -> float:
+    """The busbw a ring could reach on the raw links: NVLink per device, or the node's network."""
+    if fabric.num_nodes == 1:
+        return fabric.scaleup_bytes_per_s
+    if op is Op.ALLTOALL:
+        off_node = (fabric.num_nodes - 1) * fabric.devices_per_node / (fabric.num_ranks - 1)
+        return fabric.network_bytes_per_s / fabric.devices_per_node / off_node
+    if op is Op.SENDRECV:
+        return fabric.network_bytes_per_s / fabric.devices_per_node
+    return min(fabric.scaleup_bytes_per_s, fabric.network_bytes_per_s)
+
+
+def _candidate_arrays(options: tuple[Candidate, ...] | list[Candidate]) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Latency, algbw and ramp size (``ramp_s x algbw``; 0 without a ramp) of each candidate, as columns."""
+    latency = np.array([[c.latency_s] for c in options])
+    algbw = np.array([[c.algbw_bytes_per_s] for c in options])
+    half = np.array([[c.ramp_s * c.algbw_bytes_per_s] for c in options])
+    return latency, algbw, half
+
+
+@functools.lru_cache(maxsize=4096)
+def default_candidate_arrays(op: Op, fabric: Fabric) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """``_candidate_arrays`` of the default calibration, remembered per (op, fabric): a planner asks
+    for the same few groups of the same system over and over."""
+    return _candidate_arrays(candidates(op, fabric, DEFAULT_CALIBRATION))
+
+
+def collective_time_s(
+    op: Op, size_bytes: npt.ArrayLike, fabric: Fabric, cal: CommCalibration = DEFAULT_CALIBRATION
+) -> FloatArray:
+    """Only the time of the fastest candidate at each size (what ``predict_collective`` picks), in one
+    array expression over candidates x sizes (``candidate_time_s`` for all candidates at once)."""
+    sizes = np.maximum(np.atleast_1d(np.asarray(size_bytes, dtype=np.float64)), 1.0)
+    if cal is DEFAULT_CALIBRATION:
+        latency, algbw, half = default_candidate_arrays(op, fabric)
+    else:
+        latency, algbw, half = _candidate_arrays(candidates(op, fabric, cal))
+    times = latency + sizes / algbw * (1.0 + (half / sizes) ** cal.ramp_exponent)
+    return np.asarray(times.min(axis=0), dtype=np.float64)

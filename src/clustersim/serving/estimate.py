@@ -1,0 +1,390 @@
+"""Serving estimates: the largest batch that fits, offline throughput, and latency at a request rate.
+
+* **Continuous (in-flight) batching**, offline: in the steady state ``B`` sequences decode while
+  the prompts of the ones that replace them go through the same steps, ``B x input / output`` prompt
+  tokens per step; the output rate is ``B / step``. ``B`` is the best batch up to the one the KV
+  cache holds (each sequence reserves its full length in paged blocks) and the engine's limits.
+* **Static batching**: a batch is prefilled together and decodes to the end before the next starts.
+* **Server**: see ``clustersim.serving.latency``.
+
+``dp`` replicas multiply throughput; with ``pp`` stages ``B / pp`` sequences are in each stage and a
+token takes ``pp`` stage steps.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+
+from clustersim.catalog.registry import Catalog
+from clustersim.errors import ClusterSimError
+from clustersim.serving.engine import (
+    DEFAULT_CALIBRATION,
+    FloatArray,
+    InferenceCalibration,
+    MemoryPlan,
+    Precision,
+    ServingSystem,
+    StepTimes,
+    check_layout,
+    memory_plan,
+    reserved_tokens,
+    step_times,
+)
+from clustersim.workload.transformer import Transformer
+
+GRID_POINTS = 96
+
+
+class Batching(StrEnum):
+    """How requests share the engine."""
+
+    CONTINUOUS = "continuous"
+    STATIC = "static"
+
+
+@dataclass(frozen=True)
+class Request:
+    """What is served: mean prompt and output lengths (tokens), precisions and batching."""
+
+    input_tokens: float
+    output_tokens: float
+    precision: Precision = Precision.BF16
+    kv_precision: Precision | None = None  # default: the weights' precision
+    batching: Batching = Batching.CONTINUOUS
+
+    def __post_init__(self) -> None:
+        if not self.input_tokens >= 1:
+            raise ClusterSimError(f"input: must be at least 1 token, got {self.input_tokens}")
+        if not self.output_tokens >= 1:
+            raise ClusterSimError(f"output: must be at least 1 token, got {self.output_tokens}")
+
+    @property
+    def kv(self) -> Precision:
+        """Precision of the KV cache."""
+        return self.kv_precision or self.precision
+
+
+@dataclass(frozen=True)
+class ServingEstimate:
+    """One serving configuration: batch and why, memory per device, step terms, throughput, latency.
+
+    ``batch`` counts sequences in flight per replica; step terms are one stage's step, seconds.
+    """
+
+    model: str
+    system: str
+    device: str
+    tp: int
+    pp: int
+    dp: int
+    precision: str
+    kv_precision: str
+    batching: str
+    scenario: str
+    input_tokens: float
+    output_tokens: float
+    batch: int
+    max_batch: int
+    batch_limited_by: str
+    weights_bytes_per_device: float
+    kv_bytes_per_token_per_device: float
+    kv_capacity_tokens_per_device: float
+    step_s: float
+    gemm_compute_s: float
+    gemm_memory_s: float
+    decode_attention_s: float
+    prefill_attention_s: float
+    elementwise_s: float
+    communication_s: float
+    overhead_s: float
+    memory_bound_share: float
+    output_tokens_per_s: float
+    ttft_s: float
+    tpot_s: float
+    request_rate_per_s: float
+
+    @property
+    def output_tokens_per_s_per_device(self) -> float:
+        """System output rate per device."""
+        return self.output_tokens_per_s / (self.tp * self.pp * self.dp)
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON, SI units."""
+        data = asdict(self)
+        data["output_tokens_per_s_per_device"] = self.output_tokens_per_s_per_device
+        return data
+
+
+# ---- batch limits ---------------------------------------------------------------------------------
+
+
+def batch_limit(
+    model: Transformer, system: ServingSystem, request: Request, cal: InferenceCalibration = DEFAULT_CALIBRATION
+) -> tuple[int, str, MemoryPlan]:
+    """The largest batch per replica, what limits it (``capacity`` or ``scheduler``), and the memory plan."""
+    check_layout(model, system.tp, system.pp)
+    plan = memory_plan(model, system, request.precision, request.kv, cal)
+    per_sequence = reserved_tokens(request.input_tokens, request.output_tokens, cal)
+    by_capacity = math.floor(plan.kv_capacity_tokens / per_sequence)
+    if by_capacity < 1:
+        raise ClusterSimError(
+            f"input/output: one sequence of {request.input_tokens:g} + {request.output_tokens:g} tokens needs "
+            f"{per_sequence * plan.kv_bytes_per_token / 2**30:.2f} GiB of KV cache per device, but only "
+            f"{plan.kv_budget_bytes / 2**30:.2f} GiB is left on {system.device.name} after the weights; "
+            f"use a larger tp or pp, an fp8 KV cache, or shorter sequences"
+        )
+    tokens_per_sequence = 1.0 + request.input_tokens / request.output_tokens
+    by_tokens = math.floor(cal.max_tokens_per_step / tokens_per_sequence) * system.pp
+    by_scheduler = max(min(cal.max_batch_sequences, by_tokens), 1)
+    if by_capacity <= by_scheduler:
+        return by_capacity, "capacity", plan
+    return by_scheduler, "scheduler", plan
+
+
+# ---- steps ----------------------------------------------------------------------------------------
+
+
+def continuous_step(
+    model: Transformer,
+    system: ServingSystem,
+    request: Request,
+    batch: FloatArray | float,
+    cal: InferenceCalibration = DEFAULT_CALIBRATION,
+    extra_prompts: FloatArray | float = 0.0,
+) -> StepTimes:
+    """A steady-state step of one stage with ``batch / pp`` decoding sequences and their share of prompts."""
+    b = np.asarray(batch, dtype=np.float64) / system.pp
+    n, o = request.input_tokens, request.output_tokens
+    return step_times(
+        model,
+        system,
+        request.precision,
+        request.kv,
+        decode_sequences=b,
+        decode_context_tokens=n + o / 2.0,
+        prefill_tokens=b * n / o + extra_prompts * n,
+        prefill_sequences=b / o + extra_prompts,
+        prompt_tokens=n,
+        cal=cal,
+    )
+
+
+def _static_steps(
+    model: Transformer, system: ServingSystem, request: Request, batch: FloatArray, cal: InferenceCalibration
+) -> tuple[StepTimes, StepTimes]:
+    b = batch / system.pp
+    n, o = request.input_tokens, request.output_tokens
+    prefill = step_times(
+        model,
+        system,
+        request.precision,
+        request.kv,
+        decode_sequences=0.0 * b,
+        decode_context_tokens=0.0,
+        prefill_tokens=b * n,
+        prefill_sequences=b,
+        prompt_tokens=n,
+        cal=cal,
+    )
+    decode = step_times(
+        model,
+        system,
+        request.precision,
+        request.kv,
+        decode_sequences=b,
+        decode_context_tokens=n + o / 2.0,
+        prefill_tokens=0.0,
+        prefill_sequences=0.0,
+        prompt_tokens=n,
+        cal=cal,
+    )
+    return prefill, decode
+
+
+def throughput_per_replica(
+    model: Transformer,
+    system: ServingSystem,
+    request: Request,
+    batch: FloatArray,
+    cal: InferenceCalibration = DEFAULT_CALIBRATION,
+) -> FloatArray:
+    """Output tokens/s of one replica at each batch (sequences in flight)."""
+    if request.batching is Batching.STATIC:
+        prefill, decode = _static_steps(model, system, request, batch, cal)
+        o = request.output_tokens
+        return np.asarray(batch / system.pp * o / (prefill.step_s + o * decode.step_s), dtype=np.float64)
+    return np.asarray(batch / system.pp / continuous_step(model, system, request, batch, cal).step_s)
+
+
+@functools.lru_cache(maxsize=256)
+def _grid(max_batch: int) -> FloatArray:
+    """Batches 1..max_batch, geometric, whole sequences (cached: callers must not modify it)."""
+    return np.unique(np.round(np.geomspace(1, max_batch, GRID_POINTS)))
+
+
+# ---- estimates ------------------------------------------------------------------------------------
+
+
+def estimate_offline(
+    model: Transformer,
+    system: ServingSystem,
+    request: Request,
+    *,
+    batch: int | None = None,
+    cal: InferenceCalibration = DEFAULT_CALIBRATION,
+) -> ServingEstimate:
+    """Output tokens/s of the whole system at ``batch`` sequences per replica, or at the best batch that fits."""
+    max_batch, limit, plan = batch_limit(model, system, request, cal)
+    if batch is not None:
+        if batch < 1 or batch > max_batch:
+            raise ClusterSimError(
+                f"batch: {batch} is outside 1..{max_batch}, the sequences per replica that fit ({limit}-limited)"
+            )
+        chosen, reason = batch, "requested"
+    else:
+        grid = _grid(max_batch)
+        rates = throughput_per_replica(model, system, request, grid, cal)
+        best = int(np.argmax(rates))
+        # Within 0.5% of the peak counts as the peak: prefer the smaller batch (lower latency).
+        best = int(np.flatnonzero(rates >= rates[best] * 0.995)[0])
+        chosen = int(grid[best])
+        reason = limit if chosen == max_batch else "throughput peak"
+    return make_estimate(model, system, request, plan, float(chosen), max_batch, reason, "offline", cal)
+
+
+def make_estimate(
+    model: Transformer,
+    system: ServingSystem,
+    request: Request,
+    plan: MemoryPlan,
+    batch: float,
+    max_batch: int,
+    reason: str,
+    scenario: str,
+    cal: InferenceCalibration,
+    rate_per_s: float | None = None,
+    ttft_s: float | None = None,
+) -> ServingEstimate:
+    """The estimate at ``batch`` sequences per replica; a server scenario passes its rate and TTFT."""
+    o = request.output_tokens
+    if request.batching is Batching.STATIC:
+        prefill, step = _static_steps(model, system, request, np.asarray([batch]), cal)
+        first = float(prefill.step_s[0]) * system.pp
+        step_s = float(step.step_s[0])
+        per_replica = batch / system.pp * o / (float(prefill.step_s[0]) + o * step_s)
+    else:
+        # The steady step, and the step that also carries one new prompt (the first token's).
+        step = continuous_step(model, system, request, np.full(2, batch), cal, np.asarray([0.0, 1.0]))
+        step_s = float(step.step_s[0])
+        first = float(step.step_s[1]) * system.pp + 0.5 * step_s
+        per_replica = batch / system.pp / step_s
+    return ServingEstimate(
+        model=model.name,
+        system=system.name,
+        device=system.device.name,
+        tp=system.tp,
+        pp=system.pp,
+        dp=system.dp,
+        precision=request.precision.value,
+        kv_precision=request.kv.value,
+        batching=request.batching.value,
+        scenario=scenario,
+        input_tokens=request.input_tokens,
+        output_tokens=o,
+        batch=round(batch),
+        max_batch=max_batch,
+        batch_limited_by=reason,
+        weights_bytes_per_device=plan.weights_bytes,
+        kv_bytes_per_token_per_device=plan.kv_bytes_per_token,
+        kv_capacity_tokens_per_device=plan.kv_capacity_tokens,
+        step_s=step_s,
+        gemm_compute_s=float(step.gemm_compute_s[0]),
+        gemm_memory_s=float(step.gemm_memory_s[0]),
+        decode_attention_s=float(step.decode_attention_s[0]),
+        prefill_attention_s=float(step.prefill_attention_s[0]),
+        elementwise_s=float(step.elementwise_s[0]),
+        communication_s=float(step.communication_s[0]),
+        overhead_s=float(step.overhead_s[0]),
+        memory_bound_share=float(step.memory_bound_s[0]) / step_s,
+        output_tokens_per_s=(per_replica * system.dp if rate_per_s is None else rate_per_s * o),
+        ttft_s=first if ttft_s is None else ttft_s,
+        tpot_s=step_s * system.pp,
+        request_rate_per_s=(per_replica * system.dp / o if rate_per_s is None else rate_per_s),
+    )
+
+
+# ---- comparison -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Two systems on one workload, and the gain split into a same-batch part and a batch part."""
+
+    first: ServingEstimate
+    second: ServingEstimate
+    ratio: float
+    same_batch_ratio: float
+    batch_ratio: float
+    reasons: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON."""
+        return {
+            "first": self.first.to_json(),
+            "second": self.second.to_json(),
+            "ratio": self.ratio,
+            "same_batch_ratio": self.same_batch_ratio,
+            "batch_ratio": self.batch_ratio,
+            "reasons": list(self.reasons),
+        }
+
+
+def compare_offline(
+    model: Transformer,
+    first: ServingSystem,
+    second: ServingSystem,
+    request: Request,
+    *,
+    batch: int | None = None,
+    cal: InferenceCalibration = DEFAULT_CALIBRATION,
+) -> Comparison:
+    """Offline throughput on two systems; why the second is faster or slower (bandwidth vs batch)."""
+    a = estimate_offline(model, first, request, batch=batch, cal=cal)
+    b = estimate_offline(model, second, request, batch=batch, cal=cal)
+    same = estimate_offline(model, second, request, batch=min(a.batch, b.max_batch), cal=cal)
+    ratio = b.output_tokens_per_s / a.output_tokens_per_s
+    same_ratio = same.output_tokens_per_s / a.output_tokens_per_s
+    dev_a, dev_b = first.device, second.device
+    peak = dev_b.peak_flop_per_s(request.precision) / dev_a.peak_flop_per_s(request.precision)
+    bandwidth = dev_b.memory_bandwidth_bytes_per_s / dev_a.memory_bandwidth_bytes_per_s
+    reasons = (
+        f"at the same batch ({same.batch}): {same_ratio:.2f}x, from {dev_b.memory_bandwidth_bytes_per_s / 1e12:.2f} "
+        f"vs {dev_a.memory_bandwidth_bytes_per_s / 1e12:.2f} TB/s HBM ({bandwidth:.2f}x) and "
+        f"{peak:.2f}x dense {request.precision.value} peak; memory-bound share {a.memory_bound_share:.0%} vs "
+        f"{same.memory_bound_share:.0%}",
+        f"batch: {a.batch} ({a.batch_limited_by}, KV room {a.kv_capacity_tokens_per_device:,.0f} tokens/device) vs "
+        f"{b.batch} ({b.batch_limited_by}, {b.kv_capacity_tokens_per_device:,.0f}): {ratio / same_ratio:.2f}x more",
+        f"replicas: {a.dp} x tp{a.tp} pp{a.pp} vs {b.dp} x tp{b.tp} pp{b.pp}",
+    )
+    return Comparison(a, b, ratio, same_ratio, ratio / same_ratio, reasons)
+
+
+def tp_candidates(model: Transformer, catalog: Catalog, instance: str, *, pp: int = 1) -> list[int]:
+    """Tensor-parallel degrees worth trying on one instance: powers of two that the heads allow."""
+    devices = int(catalog.instance(instance).num_accelerators.value)
+    out: list[int] = []
+    tp = 1
+    while tp * pp <= devices:
+        try:
+            check_layout(model, tp, pp)
+            out.append(tp)
+        except ClusterSimError:
+            pass
+        tp *= 2
+    return out

@@ -1,0 +1,130 @@
+"""The server scenario: latency at a request rate, and the highest rate that meets latency targets.
+
+At ``rate`` requests/s the decoding batch is the one whose output rate matches it (Little's law);
+TPOT is its step time; TTFT is the wait for a free slot (an M/D/c queue with one slot per sequence
+the KV cache holds), half a step, and the step that carries the prompt. Targets apply to means.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from clustersim.errors import ClusterSimError
+from clustersim.serving.engine import DEFAULT_CALIBRATION, FloatArray, InferenceCalibration, ServingSystem
+from clustersim.serving.estimate import (
+    GRID_POINTS,
+    Batching,
+    Request,
+    ServingEstimate,
+    batch_limit,
+    continuous_step,
+    make_estimate,
+)
+from clustersim.workload.transformer import Transformer
+
+
+def erlang_c(servers: int, load: float) -> float:
+    """Probability that an arrival waits in an M/M/c queue with ``servers`` and offered ``load`` (Erlang C)."""
+    if load <= 0.0:
+        return 0.0
+    if load >= servers:
+        return 1.0
+    k = np.arange(servers + 1, dtype=np.float64)
+    log_factorial = np.concatenate(([0.0], np.cumsum(np.log(k[1:]))))
+    log_terms = k * math.log(load) - log_factorial
+    top = log_terms.max()
+    blocking = math.exp(log_terms[-1] - top) / float(np.exp(log_terms - top).sum())  # Erlang B
+    return servers * blocking / (servers - load * (1.0 - blocking))
+
+
+@dataclass(frozen=True)
+class _ServerCurve:
+    """Steady-state step times over a grid of decoding batches (one replica), for interpolation."""
+
+    batch: FloatArray
+    step_s: FloatArray
+    first_step_s: FloatArray
+    output_tokens_per_s: FloatArray
+    max_batch: int
+
+
+def _server_curve(
+    model: Transformer, system: ServingSystem, request: Request, max_batch: int, cal: InferenceCalibration
+) -> _ServerCurve:
+    if request.batching is not Batching.CONTINUOUS:
+        raise ClusterSimError("batching: the server scenario is modelled with continuous batching only")
+    grid = np.unique(np.concatenate((np.geomspace(1e-3, max_batch, 4 * GRID_POINTS), [float(max_batch)])))
+    step = continuous_step(model, system, request, grid, cal).step_s
+    first = continuous_step(model, system, request, grid, cal, extra_prompts=1.0).step_s
+    rate = np.maximum.accumulate(grid / system.pp / step)
+    return _ServerCurve(grid, step, first, rate, max_batch)
+
+
+def _latency(
+    curve: _ServerCurve, system: ServingSystem, request: Request, rate_per_replica: float
+) -> tuple[float, float, float]:
+    """(batch, TTFT, TPOT) at ``rate_per_replica`` requests/s; infinite latencies past saturation."""
+    demand = rate_per_replica * request.output_tokens
+    if demand >= curve.output_tokens_per_s[-1]:
+        return float(curve.max_batch), math.inf, math.inf
+    batch = float(np.interp(demand, curve.output_tokens_per_s, curve.batch))
+    step = float(np.interp(batch, curve.batch, curve.step_s))
+    first = float(np.interp(batch, curve.batch, curve.first_step_s))
+    holding_s = request.output_tokens * system.pp * float(curve.step_s[-1])  # a slot's time per request
+    load = rate_per_replica * holding_s
+    servers = curve.max_batch
+    wait = 0.5 * erlang_c(servers, load) * holding_s / (servers - load)  # M/D/c: about half of M/M/c
+    return batch, wait + 0.5 * step + system.pp * first, system.pp * step
+
+
+def estimate_server(
+    model: Transformer,
+    system: ServingSystem,
+    request: Request,
+    rate_per_s: float,
+    cal: InferenceCalibration = DEFAULT_CALIBRATION,
+) -> ServingEstimate:
+    """TTFT, TPOT and the batch at ``rate_per_s`` requests/s for the whole system (``dp`` replicas share it)."""
+    if not rate_per_s > 0:
+        raise ClusterSimError(f"rate: must be positive requests/s, got {rate_per_s}")
+    max_batch, _, plan = batch_limit(model, system, request, cal)
+    curve = _server_curve(model, system, request, max_batch, cal)
+    batch, ttft, _ = _latency(curve, system, request, rate_per_s / system.dp)
+    if math.isinf(ttft):
+        limit = float(curve.output_tokens_per_s[-1]) * system.dp / request.output_tokens
+        raise ClusterSimError(f"rate: {rate_per_s:g} requests/s exceeds the saturation rate of {limit:.3g} requests/s")
+    reason = "request rate"
+    return make_estimate(model, system, request, plan, batch, max_batch, reason, "server", cal, rate_per_s, ttft)
+
+
+def max_rate(
+    model: Transformer,
+    system: ServingSystem,
+    request: Request,
+    *,
+    ttft_target_s: float,
+    tpot_target_s: float,
+    cal: InferenceCalibration = DEFAULT_CALIBRATION,
+) -> ServingEstimate:
+    """The server estimate at the highest request rate whose mean TTFT and TPOT meet the targets."""
+    max_batch, _, plan = batch_limit(model, system, request, cal)
+    curve = _server_curve(model, system, request, max_batch, cal)
+    _, ttft0, tpot0 = _latency(curve, system, request, 0.0)
+    if ttft0 > ttft_target_s or tpot0 > tpot_target_s:
+        raise ClusterSimError(
+            f"latency targets: even unloaded, TTFT is {ttft0:.3g} s (target {ttft_target_s:g}) and TPOT "
+            f"{tpot0:.3g} s (target {tpot_target_s:g}); relax the targets or use more devices per replica"
+        )
+    low, high = 0.0, float(curve.output_tokens_per_s[-1]) / request.output_tokens
+    for _ in range(60):
+        mid = 0.5 * (low + high)
+        _, ttft, tpot = _latency(curve, system, request, mid)
+        low, high = (mid, high) if ttft <= ttft_target_s and tpot <= tpot_target_s else (low, mid)
+    batch, ttft, tpot = _latency(curve, system, request, low)
+    at_high = _latency(curve, system, request, high)
+    reason = "tpot target" if at_high[2] > tpot_target_s else "ttft target"
+    est = make_estimate(model, system, request, plan, batch, max_batch, reason, "server", cal, low * system.dp, ttft)
+    return est

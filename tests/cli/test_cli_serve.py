@@ -1,0 +1,119 @@
+"""``clustersim serve``: the table, the --json shape, --compare, server mode, and errors with exit code 2."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from clustersim.cli.app import app
+
+runner = CliRunner()
+
+ESTIMATE_KEYS = {
+    "model",
+    "system",
+    "device",
+    "tp",
+    "pp",
+    "dp",
+    "precision",
+    "kv_precision",
+    "batching",
+    "scenario",
+    "input_tokens",
+    "output_tokens",
+    "batch",
+    "max_batch",
+    "batch_limited_by",
+    "weights_bytes_per_device",
+    "kv_bytes_per_token_per_device",
+    "kv_capacity_tokens_per_device",
+    "step_s",
+    "gemm_compute_s",
+    "gemm_memory_s",
+    "decode_attention_s",
+    "prefill_attention_s",
+    "elementwise_s",
+    "communication_s",
+    "overhead_s",
+    "memory_bound_share",
+    "output_tokens_per_s",
+    "output_tokens_per_s_per_device",
+    "ttft_s",
+    "tpot_s",
+    "request_rate_per_s",
+}
+
+
+def run(*args):
+    return runner.invoke(
+        app, ["serve", *args], env={"CLUSTERSIM_CATALOG": "", "CLUSTERSIM_MODELS": "", "COLUMNS": "200"}
+    )
+
+
+def test_json_has_every_field_in_si_units():
+    result = run("llama2-70b", "--instance", "p5.48xlarge", "--tp", "8", "--input", "2048", "--output", "128", "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert ESTIMATE_KEYS | {"params"} == set(payload)
+    assert payload["tp"] == 8 and payload["dp"] == 1 and payload["device"] == "h100-sxm"
+    assert payload["kv_bytes_per_token_per_device"] == 327_680 / 8
+    assert payload["scenario"] == "offline"
+    assert payload["output_tokens_per_s"] > 0
+    assert 0.0 <= payload["memory_bound_share"] <= 1.0
+
+
+def test_table_shows_the_breakdown_and_throughput():
+    result = run("llama3.1-8b", "--instance", "p5.48xlarge", "--tp", "1", "--precision", "fp8", "--batch", "64")
+    assert result.exit_code == 0, result.output
+    for text in ("output tokens/s (system)", "GEMM weight reads", "64 of", "requested", "fp8 / fp8"):
+        assert text in result.stdout
+
+
+def test_compare_gives_both_systems_the_ratio_and_the_reasons():
+    result = run(
+        "llama2-70b", "--tp", "8", "--input", "2048", "--output", "2048", "--compare", "p5e.48xlarge", "--json"
+    )
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert set(payload) == {"first", "second", "ratio", "reasons"}
+    assert payload["first"]["device"] == "h100-sxm" and payload["second"]["device"] == "h200-sxm"
+    assert payload["ratio"] == pytest.approx(
+        payload["second"]["output_tokens_per_s"] / payload["first"]["output_tokens_per_s"]
+    )
+    assert payload["ratio"] > 1.0
+    assert any("HBM" in reason for reason in payload["reasons"])
+
+
+def test_compare_table_prints_why():
+    result = run("llama2-70b", "--precision", "fp8", "--compare", "p5e.48xlarge")
+    assert result.exit_code == 0, result.output
+    assert "p5e.48xlarge" in result.stdout and "ratio" in result.stdout and "why:" in result.stdout
+
+
+def test_server_rate_and_targets():
+    at_rate = run("llama2-70b", "--tp", "8", "--input", "512", "--output", "256", "--rate", "2", "--json")
+    assert at_rate.exit_code == 0, at_rate.output
+    payload = json.loads(at_rate.stdout)
+    assert payload["scenario"] == "server" and payload["request_rate_per_s"] == pytest.approx(2.0)
+    best = run("llama2-70b", "--tp", "8", "--input", "512", "--output", "256", "--tpot-target", "0.05", "--json")
+    assert best.exit_code == 0, best.output
+    assert json.loads(best.stdout)["tpot_s"] <= 0.05 * (1 + 1e-3)  # found on an interpolated curve
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("llama2-70b", "--tp", "3"), "tp: 3 does not divide heads 64"),
+        (("llama3.1-405b", "--tp", "1"), "GiB of weights"),
+        (("llama2-70b", "--instance", "p5x"), "unknown instance 'p5x'"),
+        (("no-such-model",), "no-such-model"),
+        (("llama2-70b", "--precision", "fp4"), "--precision: unknown value 'fp4'"),
+        (("llama2-70b", "--rate", "1", "--tpot-target", "0.1"), "either a rate or latency targets"),
+    ],
+)
+def test_errors_exit_2_without_traceback(args, message):
+    result = run(*args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "Traceback" not in result.output

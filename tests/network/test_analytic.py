@@ -1,0 +1,180 @@
+"""The collective model: nccl-tests definitions, closed forms, physics invariants, validation targets."""
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from clustersim.catalog.registry import load_catalog
+from clustersim.errors import ClusterSimError, UnknownNameError
+from clustersim.network import Algorithm, Op, Protocol, busbw_factor, fabric_for_instance, parse_op, predict_collective
+from clustersim.network.analytic import DEFAULT_CALIBRATION, collective_time_s
+from clustersim.network.fabric import Fabric
+from clustersim.validation.collective import predict_collective_case
+
+CATALOG = load_catalog(use_env=False)
+NO_RAMP = dataclasses.replace(
+    DEFAULT_CALIBRATION,
+    ramp_intra_node_s=0.0,
+    ramp_s={"reduce": 0.0, "gather": 0.0, "alltoall": 0.0},
+)
+GROUND_TRUTH = Path(__file__).resolve().parents[3] / "shared" / "validation" / "collectives.jsonl"
+
+
+def p5(nodes):
+    return fabric_for_instance(CATALOG, "p5.48xlarge", nodes)
+
+
+def test_busbw_factors_are_nccl_tests():
+    assert busbw_factor(Op.ALL_REDUCE, 8) == pytest.approx(14 / 8)
+    assert busbw_factor(Op.ALL_GATHER, 16) == pytest.approx(15 / 16)
+    assert busbw_factor(Op.ALLTOALL, 16) == pytest.approx(15 / 16)
+    assert busbw_factor(Op.BROADCAST, 16) == 1.0
+    assert busbw_factor(Op.SENDRECV, 2) == 1.0
+
+
+def test_op_names():
+    assert parse_op("allreduce") is Op.ALL_REDUCE
+    assert parse_op("All-Gather") is Op.ALL_GATHER
+    with pytest.raises(UnknownNameError, match="all_reduce"):
+        parse_op("all_reduse")
+
+
+def test_ring_matches_its_closed_form_in_one_node():
+    size = 2.0**30
+    table = predict_collective(
+        Op.ALL_REDUCE, size, p5(1), algorithm=Algorithm.RING, protocol=Protocol.SIMPLE, cal=NO_RAMP
+    )
+    latency = (8.4 + 14 * 3.4) * 1e-6
+    expected = latency + 2 * 7 / 8 * size / (450e9 * DEFAULT_CALIBRATION.nvlink_efficiency)
+    assert table.time_s[0] == pytest.approx(expected, rel=1e-9)
+    assert table.busbw_bytes_per_s[0] == pytest.approx(table.algbw_bytes_per_s[0] * 14 / 8)
+
+
+def test_tree_matches_its_closed_form_on_two_nodes():
+    size = 2.0**30
+    fabric = p5(2)
+    table = predict_collective(
+        Op.ALL_REDUCE, size, fabric, algorithm=Algorithm.TREE, protocol=Protocol.SIMPLE, cal=NO_RAMP
+    )
+    latency = (8.4 + 2 * (7 * 4.0 + 1 * 14.0)) * 1e-6
+    network = 400e9 * DEFAULT_CALIBRATION.network_efficiency
+    nvlink = 450e9 * DEFAULT_CALIBRATION.nvlink_efficiency
+    assert table.time_s[0] == pytest.approx(latency + size / min(nvlink / 2, network), rel=1e-9)
+
+
+def test_single_node_nvls_is_about_1_3x_ring():
+    ring = predict_collective(Op.ALL_REDUCE, 4 * 2.0**30, p5(1), algorithm=Algorithm.RING).busbw_bytes_per_s[0]
+    nvls = predict_collective(Op.ALL_REDUCE, 4 * 2.0**30, p5(1), algorithm=Algorithm.NVLS).busbw_bytes_per_s[0]
+    assert ring == pytest.approx(370e9, rel=0.03)
+    assert nvls / ring == pytest.approx(1.3, abs=0.05)
+
+
+def test_small_messages_use_ll_and_large_use_simple():
+    table = predict_collective(Op.ALL_REDUCE, [1024, 2.0**32], p5(1))
+    assert table.protocol == [Protocol.LL, Protocol.SIMPLE]
+    assert table.algorithm[1] is Algorithm.NVLS
+
+
+def test_nvls_needs_a_switch_that_reduces():
+    a100 = fabric_for_instance(CATALOG, "p4de.24xlarge", 1)
+    with pytest.raises(ClusterSimError, match="cannot use nvls"):
+        predict_collective(Op.ALL_REDUCE, 1e9, a100, algorithm=Algorithm.NVLS)
+
+
+ops = st.sampled_from(list(Op))
+instances = st.sampled_from(["p4d.24xlarge", "p5.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge", "dgx-a100"])
+node_counts = st.sampled_from([1, 2, 3, 4, 16, 128, 2500])
+
+
+@settings(max_examples=60, deadline=None)
+@given(op=ops, instance=instances, nodes=node_counts)
+def test_time_never_falls_as_size_grows(op, instance, nodes):
+    fabric = fabric_for_instance(CATALOG, instance, nodes)
+    sizes = np.logspace(0, 11, 60)
+    times = predict_collective(op, sizes, fabric).time_s
+    assert np.all(np.diff(times) >= -1e-15)
+
+
+@settings(max_examples=60, deadline=None)
+@given(op=ops, nodes=node_counts.filter(lambda n: n > 1), size=st.floats(1, 1e11), scale=st.floats(1.0, 16.0))
+def test_more_bandwidth_is_never_slower(op, nodes, size, scale):
+    base = p5(nodes)
+    faster_network = dataclasses.replace(base, network_bytes_per_s=base.network_bytes_per_s * scale)
+    faster_nvlink = dataclasses.replace(base, scaleup_bytes_per_s=base.scaleup_bytes_per_s * scale)
+    t = predict_collective(op, size, base).time_s[0]
+    assert predict_collective(op, size, faster_network).time_s[0] <= t * (1 + 1e-12)
+    assert predict_collective(op, size, faster_nvlink).time_s[0] <= t * (1 + 1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(op=ops, instance=instances, nodes=node_counts, size=st.floats(1e3, 1e11))
+def test_busbw_exceeds_the_links_only_where_named(op, instance, nodes, size):
+    table = predict_collective(op, size, fabric_for_instance(CATALOG, instance, nodes))
+    if table.busbw_exceeds_links[0]:
+        assert table.algorithm[0] in (Algorithm.NVLS, Algorithm.NVLSTREE, Algorithm.TREE, Algorithm.HIERARCHICAL)
+        assert nodes <= 3  # a tree over 2 or 3 nodes moves less than a ring (SimAI calcTreeBusBw)
+
+
+def test_twenty_thousand_gpus_is_answered():
+    table = predict_collective(Op.ALL_REDUCE, 2.0**30, p5(2500))
+    assert table.fabric.num_ranks == 20_000
+    assert 0 < table.busbw_bytes_per_s[0] < 400e9
+
+
+def test_bad_fabrics_are_clear_errors():
+    with pytest.raises(ClusterSimError, match="nodes must be at least 1"):
+        p5(0)
+    with pytest.raises(ClusterSimError, match="sizes"):
+        predict_collective(Op.ALL_REDUCE, -1, p5(2))
+    with pytest.raises(ClusterSimError, match="network"):
+        Fabric("x", 8, 2, 450e9, 0.0, False)
+
+
+@pytest.mark.skipif(not GROUND_TRUTH.exists(), reason="shared ground truth not present")
+def test_validation_targets_on_measured_busbw():
+    cases = [json.loads(line) for line in GROUND_TRUTH.read_text().splitlines() if line.strip()]
+    errors = [
+        predict_collective_case(c, "busbw_GBps", CATALOG) / c["measured"]["busbw_GBps"] - 1
+        for c in cases
+        if c["size_bytes"] >= 64 * 2**20
+    ]
+    assert len(errors) > 50
+    assert np.mean(np.abs(errors)) <= 0.15
+    assert max(abs(e) for e in errors) <= 0.35
+
+
+def test_case_fields():
+    case = {
+        "id": "x",
+        "op": "all_reduce",
+        "size_bytes": 2**30,
+        "system": {"accelerator": "h100-sxm", "devices": 8, "devices_per_node": 8, "nodes": 1},
+        "algorithm": "ring",
+    }
+    busbw = predict_collective_case(case, "busbw_GBps", CATALOG)
+    algbw = predict_collective_case(case, "algbw_GBps", CATALOG)
+    time_us = predict_collective_case(case, "time_us", CATALOG)
+    assert busbw == pytest.approx(algbw * 14 / 8)
+    assert time_us == pytest.approx(2**30 / (algbw * 1e9) * 1e6)
+    assert math.isfinite(time_us)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    op=st.sampled_from(list(Op)),
+    instance=st.sampled_from(["p4de.24xlarge", "p5.48xlarge", "p5en.48xlarge", "trn1.32xlarge"]),
+    nodes=st.integers(1, 64),
+    tuned=st.booleans(),
+)
+def test_fast_time_is_the_time_predict_collective_picks(op, instance, nodes, tuned):
+    fabric = fabric_for_instance(CATALOG, instance, nodes)
+    cal = dataclasses.replace(DEFAULT_CALIBRATION, network_efficiency=0.7) if tuned else DEFAULT_CALIBRATION
+    sizes = 8.0 * 2.0 ** np.arange(31)
+    expected = predict_collective(op, sizes, fabric, cal=cal).time_s
+    assert np.allclose(collective_time_s(op, sizes, fabric, cal), expected, rtol=1e-12)

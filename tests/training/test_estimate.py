@@ -1,0 +1,281 @@
+"""The training estimator: published numbers, invariants, layout errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from clustersim.catalog.registry import load_catalog
+from clustersim.catalog.schema import Dtype
+from clustersim.errors import ClusterSimError
+from clustersim.execution import Layout, LayoutArrays, Recompute
+from clustersim.system import system_for_instance
+from clustersim.training.estimate import TrainingJob, choose_layout, estimate_training, evaluate_layouts
+from clustersim.validation.training import predict_training_case
+from clustersim.workload.zoo import load_model
+
+CATALOG = load_catalog(use_env=False)
+VALIDATION = Path(__file__).resolve().parents[3] / "shared" / "validation"
+GPT3 = load_model("gpt3-175b", use_env=False)
+LLAMA_8B = load_model("llama3-8b", use_env=False)
+
+
+def _estimate(model=LLAMA_8B, nodes=2, instance="p5.48xlarge", job=None, **layout):
+    system = system_for_instance(CATALOG, instance, nodes)
+    layout.setdefault("dp", system.num_devices // (layout.get("tp", 1) * layout.get("pp", 1) * layout.get("cp", 1)))
+    job = job or TrainingJob(global_batch=256, seq_len=model.seq_len)
+    return estimate_training(model, system, Layout(**layout), job)
+
+
+def test_mfu_uses_the_published_flop_convention():
+    estimate = _estimate(GPT3, nodes=8, tp=8, pp=8, job=TrainingJob(global_batch=64, seq_len=2048))
+    layers, h, s, v = 96, 12288, 2048, 51200
+    flops = 72 * 64 * s * layers * h * h * (1 + s / (6 * h) + v / (12 * layers * h))
+    assert estimate.model_flops_per_step == pytest.approx(flops, rel=1e-9)
+    assert estimate.mfu == pytest.approx(flops / (estimate.step_s * 64 * 989.4e12), rel=1e-6)
+
+
+def test_full_recompute_counts_a_second_forward_in_hfu():
+    estimate = _estimate(GPT3, nodes=8, tp=8, pp=8, recompute="full", job=TrainingJob(global_batch=64, seq_len=2048))
+    layers, h, s, v = 96, 12288, 2048, 51200
+    hw = 96 * 64 * s * layers * h * h * (1 + s / (6 * h) + v / (16 * layers * h))  # SC'21 eq. 3
+    assert estimate.hardware_flops_per_step == pytest.approx(hw, rel=1e-9)
+    assert estimate.hfu > estimate.mfu
+
+
+def test_terms_add_up_to_the_step():
+    estimate = _estimate(GPT3, nodes=16, tp=8, pp=8, vp=2, sequence_parallel=True, recompute="selective")
+    assert sum(t.exposed_s for t in estimate.terms) == pytest.approx(estimate.step_s, rel=1e-9)
+    assert all(0 <= t.exposed_s <= t.link_s + 1e-12 for t in estimate.terms)
+
+
+@pytest.mark.parametrize("instance", ["p4de.24xlarge", "p5.48xlarge"])
+def test_recompute_trades_memory_for_time(instance):
+    base = {"tp": 8, "pp": 2, "sequence_parallel": True, "instance": instance}
+    none, selective, full = (_estimate(**base, recompute=r) for r in ("none", "selective", "full"))
+    assert none.memory_bytes["activations"] >= selective.memory_bytes["activations"]
+    assert selective.memory_bytes["activations"] > full.memory_bytes["activations"]
+    assert none.step_s < selective.step_s < full.step_s
+    if instance.startswith("p4de"):  # unfused attention keeps the scores unless recomputed
+        assert none.memory_bytes["activations"] > 1.5 * selective.memory_bytes["activations"]
+
+
+def test_interleaving_shrinks_the_bubble():
+    job = TrainingJob(global_batch=64, seq_len=2048)
+    plain = _estimate(GPT3, nodes=16, tp=8, pp=8, job=job)
+    interleaved = _estimate(GPT3, nodes=16, tp=8, pp=8, vp=3, job=job)
+    bubble = {t.name: t.exposed_s for t in plain.terms}["pipeline bubble"]
+    assert {t.name: t.exposed_s for t in interleaved.terms}["pipeline bubble"] < bubble
+
+
+def test_tp_across_nodes_is_flagged_and_slower():
+    inside = _estimate(tp=8)
+    across = _estimate(tp=16)
+    assert any("wider than" in note for note in across.notes)
+    assert across.step_s > inside.step_s
+
+
+@settings(max_examples=25, deadline=None)
+@given(mb=st.sampled_from([1, 2, 4]), recompute=st.sampled_from(list(Recompute)), zero=st.integers(0, 3))
+def test_memory_grows_with_micro_batch(mb, recompute, zero):
+    small = _estimate(tp=4, pp=2, micro_batch=mb, recompute=recompute, zero=zero)
+    large = _estimate(tp=4, pp=2, micro_batch=2 * mb, recompute=recompute, zero=zero)
+    assert large.memory_bytes["activations"] > small.memory_bytes["activations"]
+    assert large.memory_bytes["weights"] == small.memory_bytes["weights"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    nodes=st.sampled_from([1, 2, 4, 8, 16]),
+    tp=st.sampled_from([1, 2, 4, 8]),
+    pp=st.sampled_from([1, 2, 4]),
+    recompute=st.sampled_from(list(Recompute)),
+)
+def test_more_devices_at_a_fixed_per_device_layout_are_never_slower_per_step(nodes, tp, pp, recompute):
+    """Same tp, pp and micro-batch, same global batch: doubling the devices doubles dp and never slows a step."""
+    assume(tp * pp <= 8 * nodes)
+    job = TrainingJob(global_batch=1024, seq_len=4096)
+    small = _estimate(nodes=nodes, tp=tp, pp=pp, recompute=recompute, job=job)
+    large = _estimate(nodes=2 * nodes, tp=tp, pp=pp, recompute=recompute, job=job)
+    assert large.step_s <= small.step_s
+
+
+def test_more_memory_bandwidth_and_network_are_never_slower():
+    job = TrainingJob(global_batch=256, seq_len=4096)
+    h100 = _estimate(instance="p5.48xlarge", tp=8, job=job)
+    h200 = _estimate(instance="p5e.48xlarge", tp=8, job=job)
+    assert h200.step_s <= h100.step_s
+
+
+def test_vectorized_evaluation_matches_single_estimates():
+    system = system_for_instance(CATALOG, "p5.48xlarge", 4)
+    job = TrainingJob(global_batch=128, seq_len=8192)
+    layouts = [Layout(tp=t, pp=p, dp=32 // (t * p), micro_batch=1) for t in (1, 2, 4, 8) for p in (1, 2, 4)]
+    terms, memory = evaluate_layouts(LLAMA_8B, system, LayoutArrays.of(layouts), job)
+    for i, layout in enumerate(layouts):
+        single = estimate_training(LLAMA_8B, system, layout, job)
+        assert terms.step_s[i] == pytest.approx(single.step_s, rel=1e-12)
+        assert memory.total[i] == pytest.approx(single.memory_bytes["total"], rel=1e-12)
+
+
+def test_choose_layout_fits_and_is_the_fastest_candidate():
+    system = system_for_instance(CATALOG, "p5.48xlarge", 8)
+    job = TrainingJob(global_batch=512, seq_len=8192)
+    layout = choose_layout(load_model("llama3-70b", use_env=False), system, job)
+    estimate = estimate_training(load_model("llama3-70b", use_env=False), system, layout, job)
+    assert estimate.fits
+
+
+def test_a_model_that_cannot_fit_says_so():
+    system = system_for_instance(CATALOG, "p5.48xlarge", 1)
+    with pytest.raises(ClusterSimError, match="does not fit"):
+        choose_layout(load_model("llama3.1-405b", use_env=False), system, TrainingJob(global_batch=64, seq_len=8192))
+
+
+@pytest.mark.parametrize(
+    ("layout", "message"),
+    [
+        ({"tp": 8, "dp": 1}, "must equal the devices"),
+        ({"tp": 3, "dp": 5, "pp": 1}, "must divide heads"),
+        ({"tp": 1, "pp": 5, "dp": 3}, "layers 32 must divide by pp"),
+        ({"tp": 1, "dp": 16, "micro_batch": 3}, "global batch 256 must divide"),
+        ({"tp": 1, "dp": 16, "ep": 2}, "needs a mixture-of-experts"),
+        ({"tp": 1, "dp": 16, "vp": 2}, "needs pipeline parallelism"),
+        ({"tp": 1, "dp": 16, "sequence_parallel": True}, "sequence_parallel needs tp > 1"),
+    ],
+)
+def test_impossible_layouts_name_the_rule(layout, message):
+    layout = Layout(**layout)
+    devices = 16 if layout.tp == 8 else layout.num_devices
+    with pytest.raises(ClusterSimError, match=message):
+        layout.check(LLAMA_8B, num_devices=devices, global_batch=256, seq_len=8192)
+
+
+def test_job_cost_uses_the_instance_price_and_says_when_there_is_none():
+    job = TrainingJob(global_batch=256, seq_len=8192, tokens=1e12)
+    priced = _estimate(tp=8, job=job)
+    assert priced.cost["cost_usd"] == pytest.approx(
+        priced.cost["price_usd_per_hour"] * 2 * priced.cost["time_s"] / 3600
+    )
+    assert priced.cost["steps"] == -(-int(1e12) // (256 * 8192))
+    assert priced.cost["energy_kwh"] > 0
+    system = system_for_instance(CATALOG, "p5e.48xlarge", 2)
+    unpriced = estimate_training(LLAMA_8B, system, Layout(tp=8, dp=2), job, offer="on_demand")
+    assert unpriced.cost["cost_usd"] is None and "no on demand price" in unpriced.cost["price_note"]
+
+
+def test_job_rejects_absurd_inputs():
+    with pytest.raises(ClusterSimError, match="global batch"):
+        TrainingJob(global_batch=0, seq_len=2048)
+    with pytest.raises(ClusterSimError, match="precision 'fp32'"):
+        TrainingJob(global_batch=8, seq_len=2048, precision=Dtype.FP32)
+
+
+def _cases(name):
+    path = VALIDATION / name
+    if not path.exists():
+        pytest.skip(f"{path} is not available (ground truth lives beside the checkout)")
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_korthikanti_table5_within_five_percent():
+    cases = [c for c in _cases("training.jsonl") if c["id"].startswith("korthikanti_t5")]
+    errors = [predict_training_case(c, "step_time_s", CATALOG) / c["measured"]["step_time_s"] - 1 for c in cases]
+    assert len(errors) == 8
+    assert np.mean(np.abs(errors)) <= 0.05, errors
+
+
+# Mean absolute error per source when this guard was set (2026-12-01). The sources fitted in
+# session 2 sit near 5-10%; the later ones (sc21 ZeRO-3 rows, Megatron-Bridge, llm-foundry) show the
+# physics issue 10 adds. A change may lower these, never raise them.
+SOURCE_MAPE_CEILING = {
+    "korthikanti": 0.015,
+    "sc21": 0.194,
+    "mcore080": 0.062,
+    "nemo2407": 0.048,
+    "vtrain": 0.083,
+    "neuron2180": 0.096,
+    "neuron2200": 0.047,
+    "mbridge": 0.289,
+    "llmfoundry": 0.244,
+}
+
+
+def test_no_training_source_gets_worse_than_its_recorded_error():
+    by_source: dict[str, list[float]] = {}
+    for case in _cases("training.jsonl"):
+        field = next(f for f in ("step_time_s", "tokens_per_s_per_device") if f in case["measured"])
+        try:
+            error = predict_training_case(case, field, CATALOG) / case["measured"][field] - 1
+        except ClusterSimError:
+            continue  # refused cases (e.g. ep wider than dp) are counted by `validate` as skipped
+        by_source.setdefault(case["id"].split("_")[0], []).append(abs(error))
+    assert set(by_source) == set(SOURCE_MAPE_CEILING)
+    for source, errors in by_source.items():
+        assert np.mean(errors) <= SOURCE_MAPE_CEILING[source], (source, np.mean(errors))
+
+
+def test_uneven_stages_are_opt_in_and_the_fullest_stage_sets_the_pace():
+    model = load_model("llama3.1-405b", use_env=False)  # 126 layers
+    system = system_for_instance(CATALOG, "p5.48xlarge", 32)
+    job = TrainingJob(global_batch=64, seq_len=8192)
+    with pytest.raises(ClusterSimError, match="or allow uneven stages"):
+        estimate_training(model, system, Layout(tp=8, pp=16, dp=2), job)
+    uneven = estimate_training(model, system, Layout(tp=8, pp=16, dp=2, uneven_stages=True), job)
+    forward = {t.name: t.exposed_s for t in uneven.terms}["forward"]
+    # ceil(126 / 16) = 8 layers on the fullest stage: as fast as 128 layers split evenly.
+    eight_layers = estimate_training(model.model_copy(update={"layers": 128}), system, Layout(tp=8, pp=16, dp=2), job)
+    assert forward == pytest.approx({t.name: t.exposed_s for t in eight_layers.terms}["forward"], rel=1e-9)
+
+
+def test_an_nvl72_domain_keeps_tensor_parallel_traffic_off_the_network():
+    from clustersim.system import system_from_case
+
+    gb200 = system_from_case(
+        CATALOG, {"accelerator": "gb200", "devices": 144, "devices_per_node": 4, "inter_node_Gbps_per_node": 1600}
+    )
+    assert gb200.scaleup_devices == 72 and gb200.num_nodes == 36
+    fabric = gb200.group_fabric(16, 1)
+    assert fabric is not None and fabric.num_nodes == 1  # 16 GPUs over 4 trays, one NVLink domain
+    job = TrainingJob(global_batch=72, seq_len=8192)
+    estimate = estimate_training(LLAMA_8B, gb200, Layout(tp=16, dp=9), job)
+    assert not any("wider than" in note for note in estimate.notes)
+
+
+def test_neuron_cores_counted_as_devices_split_the_chip():
+    from clustersim.system import system_from_case
+
+    trn2 = system_from_case(CATALOG, {"accelerator": "trainium2", "devices": 128, "devices_per_node": 64})
+    chip = CATALOG.accelerator("trainium2")
+    assert trn2.instance is not None and trn2.instance.id == "trn2.48xlarge"  # its network stands in
+    assert trn2.memory_bytes == pytest.approx(chip.memory_bytes.value / 4)  # 8 cores, 2 per device
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    factor=st.floats(1.0, 8.0),
+    tp=st.sampled_from([1, 2, 4, 8]),
+    pp=st.sampled_from([1, 2, 4]),
+    zero=st.sampled_from([0, 1, 3]),
+    recompute=st.sampled_from(list(Recompute)),
+)
+def test_more_network_or_memory_bandwidth_is_never_slower(factor, tp, pp, zero, recompute):
+    import dataclasses
+
+    system = system_for_instance(CATALOG, "p5.48xlarge", 4)
+    layout = Layout(tp=tp, pp=pp, dp=32 // (tp * pp), zero=zero, recompute=recompute, sequence_parallel=tp > 1)
+    job = TrainingJob(global_batch=256, seq_len=8192)
+    base = estimate_training(LLAMA_8B, system, layout, job).step_s
+    wider_network = dataclasses.replace(system, network_bytes_per_s=system.network_bytes_per_s * factor)
+    assert estimate_training(LLAMA_8B, wider_network, layout, job).step_s <= base * (1 + 1e-12)
+    figure = system.accelerator.memory_bandwidth_bytes_per_s
+    faster_hbm = system.accelerator.model_copy(
+        update={"memory_bandwidth_bytes_per_s": figure.model_copy(update={"value": figure.value * factor})}
+    )
+    more_hbm = dataclasses.replace(system, accelerator=faster_hbm)
+    assert estimate_training(LLAMA_8B, more_hbm, layout, job).step_s <= base * (1 + 1e-12)
