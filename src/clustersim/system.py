@@ -143,17 +143,44 @@ def system_for_instance(
     return _system(catalog, entry, per_node * num_nodes, per_node, f"{num_nodes} x {entry.id}")
 
 
+def system_for_accelerator(
+    catalog: Catalog,
+    accelerator: str,
+    *,
+    devices: int,
+    devices_per_node: int,
+    instance: str | None = None,
+    network_bits_per_s: float | None = None,
+) -> System:
+    """``devices`` devices of an accelerator id, ``devices_per_node`` per server. The network is the
+    instance's, or ``network_bits_per_s`` per server, or (neither given) that of a catalogued server
+    with this accelerator, said so in ``network_note``."""
+    device = catalog.accelerator(accelerator)
+    for name, value in (("devices", devices), ("devices_per_node", devices_per_node)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ClusterSimError(f"{name} must be a positive integer, got {value!r}")
+    entry = catalog.instance(instance) if instance else None
+    if entry is not None and entry.accelerator != device.id:
+        raise ClusterSimError(f"instance {entry.id} has {entry.accelerator}, not {device.id}")
+    if network_bits_per_s is not None and not network_bits_per_s > 0:
+        raise ClusterSimError(f"network bandwidth per node must be positive, got {network_bits_per_s!r} bits/s")
+    network = network_bits_per_s / 8 if network_bits_per_s else None
+    return _system(catalog, entry, devices, devices_per_node, f"{devices} x {device.id}", device, network)
+
+
 def system_from_case(catalog: Catalog, system: dict[str, object]) -> System:
     """The system of a ground-truth case (``shared/validation`` format)."""
-    accelerator = catalog.accelerator(str(system.get("accelerator")))
     devices = _positive_int(system, "devices")
     per_node = _positive_int(system, "devices_per_node") if system.get("devices_per_node") else min(devices, 8)
-    instance = catalog.instance(str(system["instance"])) if system.get("instance") else None
-    if instance is not None and instance.accelerator != accelerator.id:
-        raise ClusterSimError(f"instance {instance.id} has {instance.accelerator}, not {accelerator.id}")
     gbps = system.get("inter_node_Gbps_per_node")
-    network = float(gbps) * 1e9 / 8 if isinstance(gbps, int | float) and gbps > 0 else None
-    return _system(catalog, instance, devices, per_node, f"{devices} x {accelerator.id}", accelerator, network)
+    return system_for_accelerator(
+        catalog,
+        str(system.get("accelerator")),
+        devices=devices,
+        devices_per_node=per_node,
+        instance=str(system["instance"]) if system.get("instance") else None,
+        network_bits_per_s=float(gbps) * 1e9 if isinstance(gbps, int | float) and gbps > 0 else None,
+    )
 
 
 def _positive_int(data: dict[str, object], key: str) -> int:
