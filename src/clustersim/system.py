@@ -1,10 +1,9 @@
-"""The system a job runs on: per-device figures and the fabric each parallel group sees.
+"""The system a job runs on: the device's figures and the topology (``clustersim.network.topology``).
 
 A *device* is what one rank drives: a GPU, or one NeuronCore where a Trainium chip's cores are
 counted as devices (``devices_per_node = chips x cores``); a core gets its share of the chip's
 compute, memory and NeuronLink bandwidth. Ranks are numbered with tensor parallel innermost,
-then context, data, and pipeline parallel outermost (Megatron-LM's order), so a group whose members
-are ``stride`` ranks apart has ``devices_per_node / stride`` members in a node (at least one).
+then context, data, and pipeline parallel outermost (Megatron-LM's order).
 """
 
 from __future__ import annotations
@@ -13,45 +12,52 @@ from dataclasses import dataclass
 
 from clustersim.catalog.figures import Price
 from clustersim.catalog.registry import Catalog
-from clustersim.catalog.schema import Accelerator, Domain, Dtype, Instance, Kind, Switch
+from clustersim.catalog.schema import Accelerator, Dtype, Instance, Kind
 from clustersim.errors import ClusterSimError
 from clustersim.network.fabric import Fabric
+from clustersim.network.topology import Topology, build_topology
 
 
 @dataclass(frozen=True, slots=True)
 class System:
-    """``num_devices`` devices, ``devices_per_node`` per server; bandwidths are datasheet figures."""
+    """Devices of one accelerator type on a ``Topology``; per-device figures are datasheet figures
+    (a core's share of a chip where cores count as devices)."""
 
     name: str
     accelerator: Accelerator
-    num_devices: int
-    devices_per_node: int
     cores_per_device: int  # NeuronCores a device stands for (1: a whole chip or GPU)
-    network_bytes_per_s: float  # scale-out, one node, one direction
-    in_network_reduction: bool
+    topology: Topology
     instance: Instance | None = None
     network_note: str = ""
-    domain_devices: int = 0  # devices one scale-up fabric joins (0: one node; NVL72: 72 across 18 servers)
 
-    def __post_init__(self) -> None:
-        if self.num_devices < 1:
-            raise ClusterSimError(f"devices must be at least 1, got {self.num_devices}")
-        if self.devices_per_node < 1:
-            raise ClusterSimError(f"devices_per_node must be at least 1, got {self.devices_per_node}")
-        if self.num_devices > self.devices_per_node and self.num_devices % self.devices_per_node:
-            raise ClusterSimError(
-                f"devices {self.num_devices} is not a whole number of nodes of {self.devices_per_node} devices"
-            )
+    @property
+    def num_devices(self) -> int:
+        """Devices (ranks) of the system."""
+        return self.topology.num_devices
+
+    @property
+    def devices_per_node(self) -> int:
+        """Devices per server."""
+        return self.topology.devices_per_node
 
     @property
     def num_nodes(self) -> int:
         """Servers used."""
-        return max(1, self.num_devices // self.devices_per_node)
+        return self.topology.num_nodes
 
     @property
     def scaleup_devices(self) -> int:
         """Devices one scale-up fabric joins: a node, or a multi-node NVLink domain (NVL72)."""
-        return max(self.domain_devices, self.devices_per_node)
+        return self.topology.scaleup_devices
+
+    @property
+    def network_bytes_per_s(self) -> float:
+        """Scale-out bandwidth of one server, one direction."""
+        return self.topology.network_bytes_per_s
+
+    def group_fabric(self, num_ranks: int, stride: int) -> Fabric | None:
+        """The fabric a group of ``num_ranks`` ranks spaced ``stride`` apart sees (``Topology.group_fabric``)."""
+        return self.topology.group_fabric(num_ranks, stride)
 
     @property
     def share(self) -> float:
@@ -79,10 +85,7 @@ class System:
     @property
     def scaleup_bytes_per_s(self) -> float:
         """Scale-up (NVLink, NeuronLink) bandwidth of one device, one direction."""
-        figure = self.accelerator.scaleup_bandwidth_per_direction_bytes_per_s
-        if figure is None:
-            raise ClusterSimError(f"accelerator {self.accelerator.id} has no scale-up bandwidth in the catalog")
-        return figure.value * self.share
+        return self.topology.scaleup_bytes_per_s
 
     @property
     def power_watts(self) -> float | None:
@@ -98,27 +101,6 @@ class System:
             raise ClusterSimError(f"unknown price offer {offer!r} (valid: on_demand, capacity_block)")
         price: Price | None = getattr(self.instance, offer)
         return price
-
-    def group_fabric(self, num_ranks: int, stride: int) -> Fabric | None:
-        """The fabric of a group of ``num_ranks`` ranks spaced ``stride`` apart; None for one rank.
-
-        A "node" of the fabric is a scale-up domain. The group gets its members' share of the
-        domain's network (the other groups in the domain use the rest at the same time, as every
-        data-parallel or pipeline group does).
-        """
-        if num_ranks <= 1:
-            return None
-        domain = self.scaleup_devices
-        per_node = max(1, min(num_ranks, domain // max(stride, 1)))
-        nodes = -(-num_ranks // per_node)
-        return Fabric(
-            name=f"{num_ranks} ranks of {self.name}",
-            devices_per_node=per_node,
-            num_nodes=nodes,
-            scaleup_bytes_per_s=self.scaleup_bytes_per_s,
-            network_bytes_per_s=self.network_bytes_per_s * per_node / self.devices_per_node,
-            in_network_reduction=self.in_network_reduction and per_node > 2,
-        )
 
 
 def system_for_instance(
@@ -212,20 +194,23 @@ def _system(
     cores_per_device = cores if per_node <= chips else max(1, cores * chips // per_node)
     if network_bytes_per_s is None:
         network_bytes_per_s = instance.network.total_bandwidth_bits_per_s.value / 8 if instance else 0.0
-    domain = _multi_node_domain(catalog, device, per_node) if cores_per_device == cores else 0
-    if devices > max(per_node, domain) and network_bytes_per_s <= 0:
-        raise ClusterSimError(f"{name}: more than one node needs a network bandwidth (an instance or inter_node_Gbps)")
-    return System(
+    topology = build_topology(
+        catalog,
         name=name,
         accelerator=device,
         num_devices=devices,
         devices_per_node=per_node,
-        cores_per_device=cores_per_device,
+        share=cores_per_device / cores,
+        instance=instance,
         network_bytes_per_s=network_bytes_per_s,
-        in_network_reduction=_in_network_reduction(catalog, device, instance),
+    )
+    return System(
+        name=name,
+        accelerator=device,
+        cores_per_device=cores_per_device,
+        topology=topology,
         instance=instance,
         network_note=note,
-        domain_devices=domain,
     )
 
 
@@ -239,26 +224,3 @@ def _reference_instance(catalog: Catalog, accelerator: Accelerator, per_node: in
         if entry.accelerator == accelerator.id and per_node % chips == 0 and cores % (per_node // chips) == 0:
             return entry
     return None
-
-
-def _multi_node_domain(catalog: Catalog, accelerator: Accelerator, per_node: int) -> int:
-    """Devices of a catalogued scale-up domain of this accelerator that spans several servers of
-    ``per_node`` devices (GB200 NVL72 over 4-GPU trays), else 0."""
-    sizes = [
-        int(d.num_accelerators.value)
-        for d in catalog.list(Kind.DOMAIN)
-        if isinstance(d, Domain) and d.accelerator == accelerator.id
-    ]
-    spanning = [n for n in sizes if n > per_node and n % per_node == 0]
-    return max(spanning, default=0)
-
-
-def _in_network_reduction(catalog: Catalog, accelerator: Accelerator, instance: Instance | None) -> bool:
-    switch = instance.intra_node.switch if instance else None
-    if switch is None:
-        domains = [d for d in catalog.list(Kind.DOMAIN) if isinstance(d, Domain) and d.accelerator == accelerator.id]
-        switch = next((d.switch for d in domains if d.switch), None)
-    if switch is None:
-        return False
-    chip = catalog.typed(switch, Switch)
-    return bool(chip.in_network_reduction is not None and chip.in_network_reduction.value)

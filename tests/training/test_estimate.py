@@ -271,7 +271,8 @@ def test_more_network_or_memory_bandwidth_is_never_slower(factor, tp, pp, zero, 
     layout = Layout(tp=tp, pp=pp, dp=32 // (tp * pp), zero=zero, recompute=recompute, sequence_parallel=tp > 1)
     job = TrainingJob(global_batch=256, seq_len=8192)
     base = estimate_training(LLAMA_8B, system, layout, job).step_s
-    wider_network = dataclasses.replace(system, network_bytes_per_s=system.network_bytes_per_s * factor)
+    topology = dataclasses.replace(system.topology, network_bytes_per_s=system.network_bytes_per_s * factor)
+    wider_network = dataclasses.replace(system, topology=topology)
     assert estimate_training(LLAMA_8B, wider_network, layout, job).step_s <= base * (1 + 1e-12)
     figure = system.accelerator.memory_bandwidth_bytes_per_s
     faster_hbm = system.accelerator.model_copy(

@@ -13,7 +13,7 @@ from clustersim.cli.common import CatalogOption, JsonOption, console, emit_json,
 from clustersim.errors import ClusterSimError
 from clustersim.network.analytic import predict_collective
 from clustersim.network.collectives import Algorithm, Protocol, parse_op
-from clustersim.network.fabric import fabric_for_instance
+from clustersim.network.topology import fabric_for_instance
 from clustersim.units import parse_bytes
 
 _ELEMENT_BYTES = 4  # nccl-tests' default type, float

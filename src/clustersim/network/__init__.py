@@ -2,7 +2,8 @@
 
 from clustersim.network.analytic import CollectiveTable, CommCalibration, predict_collective
 from clustersim.network.collectives import Algorithm, Op, Protocol, busbw_factor, parse_op
-from clustersim.network.fabric import Fabric, fabric_for_instance, fabric_for_system
+from clustersim.network.fabric import Fabric
+from clustersim.network.topology import Topology, fabric_for_instance, topology_for_instance
 
 __all__ = [
     "Algorithm",
@@ -11,9 +12,10 @@ __all__ = [
     "Fabric",
     "Op",
     "Protocol",
+    "Topology",
     "busbw_factor",
     "fabric_for_instance",
-    "fabric_for_system",
     "parse_op",
     "predict_collective",
+    "topology_for_instance",
 ]

@@ -6,11 +6,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from clustersim.catalog.registry import Catalog
-from clustersim.catalog.schema import Domain, Kind
 from clustersim.errors import ClusterSimError
 from clustersim.network.analytic import DEFAULT_CALIBRATION, CommCalibration, predict_collective
 from clustersim.network.collectives import Algorithm, parse_op
-from clustersim.network.fabric import fabric_for_instance, fabric_for_system
+from clustersim.network.topology import fabric_for_instance
+from clustersim.system import system_for_accelerator
 
 _GB = 1e9
 
@@ -31,18 +31,15 @@ def predict_collective_case(
         fabric = fabric_for_instance(catalog, str(system["instance"]), nodes)
     else:
         gbps = system.get("inter_node_Gbps_per_node")
-        accelerator = catalog.accelerator(str(system.get("accelerator")))
-        # The switch of a catalogued scale-up domain of this accelerator (HGX boards), if any.
-        domains = [d for d in catalog.list(Kind.DOMAIN) if isinstance(d, Domain) and d.accelerator == accelerator.id]
-        switch = next((d.switch for d in domains if d.switch), None)
-        fabric = fabric_for_system(
+        if nodes > 1 and not gbps:
+            raise ClusterSimError(f"case {case.get('id')}: {nodes} nodes need system.inter_node_Gbps_per_node")
+        fabric = system_for_accelerator(
             catalog,
-            accelerator=accelerator.id,
+            str(system.get("accelerator")),
+            devices=per_node * nodes,
             devices_per_node=per_node,
-            num_nodes=nodes,
             network_bits_per_s=float(gbps) * 1e9 if gbps else None,
-            switch=switch if per_node > 2 else None,
-        )
+        ).topology.fabric()
     algorithm = Algorithm(case["algorithm"]) if case.get("algorithm") else None
     table = predict_collective(op, size, fabric, algorithm=algorithm, cal=cal)
     if field == "busbw_GBps":

@@ -1,0 +1,207 @@
+"""The network a job runs on, built once from the catalog: servers, their scale-up domain, the
+network cards (rails) of each server, and the switch tiers above them.
+
+A ``Topology`` answers one question for the models: what fabric does a group of ranks see? Ranks
+are numbered with tensor parallel innermost (Megatron-LM's order), so a group whose members are
+``stride`` ranks apart has ``domain / stride`` members in one scale-up domain (at least one). The
+analytic collective model reads the returned ``Fabric``; a flow-level simulator reads the same
+topology down to rails and tiers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from clustersim.catalog.registry import Catalog
+from clustersim.catalog.schema import Accelerator, Cluster, Domain, Instance, Kind, Switch
+from clustersim.errors import ClusterSimError
+from clustersim.network.fabric import Fabric
+
+
+@dataclass(frozen=True, slots=True)
+class Rails:
+    """A server's scale-out network cards: ``num_nics`` of ``nic_bits_per_s`` each, one direction."""
+
+    num_nics: int
+    nic_bits_per_s: float
+
+    @property
+    def total_bits_per_s(self) -> float:
+        """All cards of one server."""
+        return self.num_nics * self.nic_bits_per_s
+
+
+@dataclass(frozen=True, slots=True)
+class SwitchTiers:
+    """The switch layers above the servers (leaf, spine, core) and their uplink oversubscription."""
+
+    cluster: str  # catalog id of the cluster template
+    num_layers: int
+    oversubscription: float  # 1 = non-blocking
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    """``num_devices`` devices, ``devices_per_node`` per server, joined by a scale-up fabric of
+    ``domain_devices`` devices (a server, or an NVL72 rack over several) and a scale-out network.
+
+    Bandwidths are datasheet figures: scale-up per device and direction, network per server and
+    direction; the collective model applies its achieved fractions.
+    """
+
+    name: str
+    num_devices: int
+    devices_per_node: int
+    scaleup_bytes_per_s: float
+    network_bytes_per_s: float
+    in_network_reduction: bool
+    domain_devices: int = 0  # 0: one server
+    rails: Rails | None = None
+    tiers: SwitchTiers | None = None
+
+    def __post_init__(self) -> None:
+        if self.num_devices < 1:
+            raise ClusterSimError(f"devices must be at least 1, got {self.num_devices}")
+        if self.devices_per_node < 1:
+            raise ClusterSimError(f"devices_per_node must be at least 1, got {self.devices_per_node}")
+        if self.num_devices > self.devices_per_node and self.num_devices % self.devices_per_node:
+            raise ClusterSimError(
+                f"devices {self.num_devices} is not a whole number of nodes of {self.devices_per_node} devices"
+            )
+        if self.num_devices > self.scaleup_devices and self.network_bytes_per_s <= 0:
+            raise ClusterSimError(
+                f"{self.name}: more than one node needs a network bandwidth (an instance or inter_node_Gbps)"
+            )
+
+    @property
+    def num_nodes(self) -> int:
+        """Servers used."""
+        return max(1, self.num_devices // self.devices_per_node)
+
+    @property
+    def scaleup_devices(self) -> int:
+        """Devices one scale-up fabric joins: a node, or a multi-node NVLink domain (NVL72)."""
+        return max(self.domain_devices, self.devices_per_node)
+
+    def group_fabric(self, num_ranks: int, stride: int) -> Fabric | None:
+        """The fabric of a group of ``num_ranks`` ranks spaced ``stride`` apart; None for one rank.
+
+        A "node" of the fabric is a scale-up domain. The group gets its members' share of the
+        domain's network (the other groups in the domain use the rest at the same time, as every
+        data-parallel or pipeline group does).
+        """
+        if num_ranks <= 1:
+            return None
+        per_node = max(1, min(num_ranks, self.scaleup_devices // max(stride, 1)))
+        return Fabric(
+            name=f"{num_ranks} ranks of {self.name}",
+            devices_per_node=per_node,
+            num_nodes=-(-num_ranks // per_node),
+            scaleup_bytes_per_s=self.scaleup_bytes_per_s,
+            network_bytes_per_s=self.network_bytes_per_s * per_node / self.devices_per_node,
+            in_network_reduction=self.in_network_reduction and per_node > 2,
+        )
+
+    def fabric(self) -> Fabric:
+        """The fabric of every device together (what nccl-tests measures over the whole job)."""
+        fabric = self.group_fabric(self.num_devices, 1)
+        if fabric is None:
+            raise ClusterSimError(f"{self.name}: a collective needs at least 2 devices")
+        return Fabric(
+            name=self.name,
+            devices_per_node=fabric.devices_per_node,
+            num_nodes=fabric.num_nodes,
+            scaleup_bytes_per_s=fabric.scaleup_bytes_per_s,
+            network_bytes_per_s=fabric.network_bytes_per_s,
+            in_network_reduction=fabric.in_network_reduction,
+        )
+
+
+def build_topology(
+    catalog: Catalog,
+    *,
+    name: str,
+    accelerator: Accelerator,
+    num_devices: int,
+    devices_per_node: int,
+    share: float,
+    instance: Instance | None,
+    network_bytes_per_s: float,
+) -> Topology:
+    """The topology of ``num_devices`` devices (each ``share`` of a chip) from the catalog: the
+    scale-up domain and its switch, the instance's rails, and the cluster template of the instance."""
+    scaleup = accelerator.scaleup_bandwidth_per_direction_bytes_per_s
+    if scaleup is None:
+        raise ClusterSimError(f"accelerator {accelerator.id} has no scale-up bandwidth in the catalog")
+    rails = None
+    if instance is not None:
+        rails = Rails(int(instance.network.num_cards.value), instance.network.card_bandwidth_bits_per_s.value)
+    return Topology(
+        name=name,
+        num_devices=num_devices,
+        devices_per_node=devices_per_node,
+        scaleup_bytes_per_s=scaleup.value * share,
+        network_bytes_per_s=network_bytes_per_s,
+        in_network_reduction=_in_network_reduction(catalog, accelerator, instance),
+        domain_devices=_multi_node_domain(catalog, accelerator, devices_per_node) if share == 1 else 0,
+        rails=rails,
+        tiers=_tiers(catalog, instance),
+    )
+
+
+def _multi_node_domain(catalog: Catalog, accelerator: Accelerator, per_node: int) -> int:
+    """Devices of a catalogued scale-up domain of this accelerator that spans several servers of
+    ``per_node`` devices (GB200 NVL72 over 4-GPU trays), else 0."""
+    sizes = [
+        int(d.num_accelerators.value)
+        for d in catalog.list(Kind.DOMAIN)
+        if isinstance(d, Domain) and d.accelerator == accelerator.id
+    ]
+    spanning = [n for n in sizes if n > per_node and n % per_node == 0]
+    return max(spanning, default=0)
+
+
+def _in_network_reduction(catalog: Catalog, accelerator: Accelerator, instance: Instance | None) -> bool:
+    """Whether the scale-up switch reduces in the network (NVLink SHARP on NVSwitch gen 3+)."""
+    switch = instance.intra_node.switch if instance else None
+    if switch is None:
+        domains = [d for d in catalog.list(Kind.DOMAIN) if isinstance(d, Domain) and d.accelerator == accelerator.id]
+        switch = next((d.switch for d in domains if d.switch), None)
+    if switch is None:
+        return False
+    chip = catalog.typed(switch, Switch)
+    return bool(chip.in_network_reduction is not None and chip.in_network_reduction.value)
+
+
+def _tiers(catalog: Catalog, instance: Instance | None) -> SwitchTiers | None:
+    """The switch tiers of the cluster template that lists this instance, if any."""
+    if instance is None:
+        return None
+    for entry in catalog.list(Kind.CLUSTER):
+        if isinstance(entry, Cluster) and any(g.instance == instance.id for g in entry.generations):
+            layers = int(entry.network_layers.value) if entry.network_layers else 1
+            return SwitchTiers(entry.id, layers, float(entry.oversubscription.value))
+    return None
+
+
+def topology_for_instance(catalog: Catalog, instance: str | Instance, num_nodes: int) -> Topology:
+    """``num_nodes`` catalogued instances (e.g. ``p5.48xlarge``), one device per accelerator."""
+    entry = catalog.instance(instance) if isinstance(instance, str) else instance
+    if num_nodes < 1:
+        raise ClusterSimError(f"nodes must be at least 1, got {num_nodes}")
+    per_node = int(entry.num_accelerators.value)
+    return build_topology(
+        catalog,
+        name=f"{num_nodes} x {entry.id}",
+        accelerator=catalog.accelerator(entry.accelerator),
+        num_devices=per_node * num_nodes,
+        devices_per_node=per_node,
+        share=1.0,
+        instance=entry,
+        network_bytes_per_s=entry.network.total_bandwidth_bits_per_s.value / 8,
+    )
+
+
+def fabric_for_instance(catalog: Catalog, instance: str | Instance, num_nodes: int) -> Fabric:
+    """The fabric of every device of ``num_nodes`` catalogued instances."""
+    return topology_for_instance(catalog, instance, num_nodes).fabric()
