@@ -9,9 +9,7 @@ only the fields given. Lookup is case-insensitive and treats spaces, ``_`` and `
 
 from __future__ import annotations
 
-import os
 import re
-import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -28,6 +26,7 @@ from clustersim.catalog.schema import (
     Instance,
     Kind,
 )
+from clustersim.catalog.tomlfiles import expand_toml_paths, read_toml, user_paths
 from clustersim.errors import CatalogFileError, UnknownNameError, close_matches
 
 ENV_VAR = "CLUSTERSIM_CATALOG"
@@ -112,27 +111,9 @@ def default_data_files() -> list[Path]:
     return sorted(Path(str(item)) for item in data.iterdir() if item.name.endswith(".toml"))
 
 
-def expand_toml_paths(paths: Iterable[str | Path], what: str = "file or directory") -> list[Path]:
-    """The TOML files named by ``paths``: a directory's ``*.toml`` (sorted), or a file itself."""
-    files: list[Path] = []
-    for raw in paths:
-        path = Path(raw).expanduser()
-        if path.is_dir():
-            files.extend(sorted(path.glob("*.toml")))
-        elif path.is_file():
-            files.append(path)
-        else:
-            raise CatalogFileError(str(path), None, None, None, f"no such {what}")
-    return files
-
-
 def catalog_files(extra: Sequence[str | Path] = (), *, use_env: bool = True) -> list[Path]:
     """Every file ``load_catalog`` would read, in order."""
-    user: list[str | Path] = []
-    if use_env and os.environ.get(ENV_VAR):
-        user.extend(p for p in os.environ[ENV_VAR].split(os.pathsep) if p)
-    user.extend(extra)
-    return default_data_files() + expand_toml_paths(user)
+    return default_data_files() + expand_toml_paths(user_paths(ENV_VAR, extra, use_env=use_env))
 
 
 def load_catalog(extra: Sequence[str | Path] = (), *, use_env: bool = True) -> Catalog:
@@ -140,15 +121,7 @@ def load_catalog(extra: Sequence[str | Path] = (), *, use_env: bool = True) -> C
 
     Raises ``CatalogFileError`` naming the file, the entry, the field, the value and the rule.
     """
-    documents = []
-    for path in catalog_files(extra, use_env=use_env):
-        try:
-            with path.open("rb") as handle:
-                documents.append((str(path), tomllib.load(handle)))
-        except tomllib.TOMLDecodeError as exc:
-            raise CatalogFileError(str(path), None, None, None, f"not valid TOML: {exc}") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise CatalogFileError(str(path), None, None, None, f"cannot read the file: {exc}") from None
+    documents = [(str(path), read_toml(path)) for path in catalog_files(extra, use_env=use_env)]
     return build_catalog(documents)
 
 

@@ -20,22 +20,19 @@ by ``os.pathsep``) replaces the fields it gives, so a measured machine can bring
 from __future__ import annotations
 
 import functools
-import os
-import tomllib
 from collections.abc import Mapping, Sequence
-from importlib import resources
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from clustersim.catalog.schema import Accelerator
-from clustersim.errors import CatalogFileError, validation_problems
+from clustersim.catalog.tomlfiles import overlay_tables, user_paths, validate_tables
 
 FloatArray = npt.NDArray[np.float64]
 ENV_VAR = "CLUSTERSIM_EFFICIENCY"
+PACKAGE, FILE_NAME = "clustersim.compute", "efficiency.toml"
 FALLBACK_FAMILY = "hopper"
 
 
@@ -52,6 +49,7 @@ class FamilyEfficiency(BaseModel):
     fused_attention: bool = Field(description="The measured software used a fused attention kernel.")
     tp_overlap: bool = Field(description="The measured software overlapped TP communication with GEMMs.")
     source: str = Field(min_length=1, description="What the values were fitted to, or where they come from.")
+    fitted: str | None = Field(None, description="When and how the values were last fitted (the calibration script).")
 
     def gemm_fraction(self, flop: FloatArray | float) -> FloatArray:
         """Achieved fraction of the dense peak for GEMMs of ``flop`` FLOPs each."""
@@ -62,49 +60,13 @@ class FamilyEfficiency(BaseModel):
 def efficiency_table(extra: Sequence[str | Path] = (), *, use_env: bool = True) -> dict[str, FamilyEfficiency]:
     """The packaged fractions per family, with the user's files (``CLUSTERSIM_EFFICIENCY``, then
     ``extra``) merged over them field by field. The same inputs return the same (cached) table."""
-    env = os.environ.get(ENV_VAR, "") if use_env else ""
-    return _table(env, tuple(str(p) for p in extra))
+    return _table(user_paths(ENV_VAR, extra, use_env=use_env))
 
 
 @functools.lru_cache(maxsize=32)
-def _table(env: str, extra: tuple[str, ...]) -> dict[str, FamilyEfficiency]:
-    packaged = resources.files("clustersim.compute").joinpath("efficiency.toml")
-    files: list[tuple[str, Mapping[str, Any]]] = [(str(packaged), tomllib.loads(packaged.read_text("utf-8")))]
-    files += [(path, _read(Path(path))) for path in [*(p for p in env.split(os.pathsep) if p), *extra]]
-    merged: dict[str, dict[str, Any]] = {}
-    origin: dict[str, str] = {}
-    for path, data in files:
-        for family, fields in data.items():
-            if not isinstance(fields, dict):
-                raise CatalogFileError(path, family, None, fields, "each family is a table of fields")
-            fields = dict(fields)
-            base = fields.pop("based_on", None)
-            start = merged.get(family, {})
-            if base is not None:
-                if base not in merged:
-                    raise CatalogFileError(
-                        path, family, "based_on", base, f"no such family (known: {', '.join(merged)})"
-                    )
-                start = merged[base]
-            merged[family] = {**start, **fields}
-            origin[family] = path
-    table = {}
-    for family, fields in merged.items():
-        try:
-            table[family] = FamilyEfficiency.model_validate(fields)
-        except ValidationError as exc:
-            raise CatalogFileError(origin[family], family, None, None, validation_problems(exc.errors())) from None
-    return table
-
-
-def _read(path: Path) -> Mapping[str, Any]:
-    try:
-        with path.expanduser().open("rb") as handle:
-            return tomllib.load(handle)
-    except FileNotFoundError:
-        raise CatalogFileError(str(path), None, None, None, "no such efficiency file") from None
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise CatalogFileError(str(path), None, None, None, f"cannot read: {exc}") from None
+def _table(user_files: tuple[str, ...]) -> dict[str, FamilyEfficiency]:
+    tables = overlay_tables(PACKAGE, FILE_NAME, user_files, what="efficiency file", entry="family")
+    return validate_tables(tables, FamilyEfficiency)
 
 
 def efficiency_for(accelerator: Accelerator, table: Mapping[str, FamilyEfficiency] | None = None) -> FamilyEfficiency:

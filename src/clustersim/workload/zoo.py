@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -18,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from clustersim.catalog.registry import expand_toml_paths
+from clustersim.catalog.tomlfiles import expand_toml_paths, read_toml, user_paths
 from clustersim.errors import CatalogFileError, UnknownNameError
 from clustersim.workload.transformer import Transformer, transformer_from_mapping
 
@@ -76,12 +75,8 @@ def load_entry(spec: str, extra_dirs: Sequence[Path] = (), use_env: bool = True)
 
 def zoo(extra_dirs: Sequence[Path] = (), use_env: bool = True) -> dict[str, ZooEntry]:
     """Every zoo entry by lower-case id: the packaged zoo, then ``CLUSTERSIM_MODELS``, then ``extra_dirs``."""
-    dirs: list[Path] = []
-    if use_env:
-        dirs.extend(Path(p) for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p)
-    dirs.extend(Path(p) for p in extra_dirs)
     entries = dict(_packaged())
-    for path in expand_toml_paths(dirs, what="model directory or file"):
+    for path in expand_toml_paths(user_paths(ENV_VAR, extra_dirs, use_env=use_env), what="model directory or file"):
         entries.update(read_zoo_file(path))
     return entries
 
@@ -105,13 +100,7 @@ def _looks_like_path(spec: str) -> bool:
 def read_zoo_file(path: Path) -> dict[str, ZooEntry]:
     """The models of one zoo TOML file by lower-case id; ``CatalogFileError`` or ``ClusterSimError``
     naming the file, entry, field, value and rule. ``source`` defaults to the file's path."""
-    try:
-        with path.open("rb") as handle:
-            data = tomllib.load(handle)
-    except tomllib.TOMLDecodeError as exc:
-        raise CatalogFileError(str(path), None, None, None, f"not valid TOML: {exc}") from None
-    except OSError as exc:
-        raise CatalogFileError(str(path), None, None, None, f"cannot read the file: {exc}") from None
+    data = read_toml(path, "model file")
     if "layers" in data:  # a single model written without a table header
         data = {path.stem: data}
     entries: dict[str, ZooEntry] = {}
