@@ -9,7 +9,7 @@ micro-batches per step.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Any
 
@@ -77,42 +77,12 @@ class Layout(BaseModel):
         return " ".join(parts)
 
     def check(self, model: Transformer, *, num_devices: int, global_batch: int, seq_len: int) -> None:
-        """Raise ``ClusterSimError`` naming the first rule the layout breaks."""
-        rules: list[tuple[bool, str]] = [
-            (
-                self.num_devices == num_devices,
-                f"tp*pp*dp*cp = {self.tp}*{self.pp}*{self.dp}*{self.cp} = {self.num_devices} "
-                f"must equal the devices, {num_devices}",
-            ),
-            (model.heads % self.tp == 0, f"tp {self.tp} must divide heads {model.heads}"),
-            (
-                model.kv_heads % self.tp == 0 or self.tp % model.kv_heads == 0,
-                f"tp {self.tp} must divide kv_heads {model.kv_heads} (or be a multiple of it)",
-            ),
-            (
-                model.layers % (self.pp * self.vp) == 0 or (self.uneven_stages and model.layers >= self.pp * self.vp),
-                f"layers {model.layers} must divide by pp*vp = {self.pp * self.vp} (or allow uneven stages)",
-            ),
-            (
-                global_batch % (self.dp * self.micro_batch) == 0,
-                f"global batch {global_batch} must divide by dp*micro_batch = {self.dp}*{self.micro_batch}",
-            ),
-            (seq_len % self.cp == 0, f"cp {self.cp} must divide the sequence length {seq_len}"),
-            (self.vp == 1 or self.pp > 1, f"vp {self.vp} needs pipeline parallelism (pp > 1)"),
-            (not self.sequence_parallel or self.tp > 1, "sequence_parallel needs tp > 1"),
-            (self.ep == 1 or model.moe is not None, f"ep {self.ep} needs a mixture-of-experts model"),
-            (self.dp % self.ep == 0, f"ep {self.ep} must divide dp {self.dp}"),
-        ]
-        if model.moe is not None:
-            rules.append((model.moe.experts % self.ep == 0, f"ep {self.ep} must divide experts {model.moe.experts}"))
-        for ok, rule in rules:
-            if not ok:
-                raise ClusterSimError(f"impossible layout ({self.describe()}): {rule}")
-        if self.vp > 1 and self.num_micro_batches(global_batch) % self.pp:
-            raise ClusterSimError(
-                f"impossible layout ({self.describe()}): interleaving (vp {self.vp}) needs the micro-batches, "
-                f"{self.num_micro_batches(global_batch)}, to be a multiple of pp {self.pp}"
-            )
+        """Raise ``ClusterSimError`` naming the first rule the layout breaks (``LAYOUT_RULES``)."""
+        arrays = LayoutArrays.of([self])
+        job = RuleInputs(model, num_devices, global_batch, seq_len)
+        for rule in LAYOUT_RULES:
+            if not bool(rule.holds(arrays, job)[0]):
+                raise ClusterSimError(f"impossible layout ({self.describe()}): {rule.message(self, job)}")
 
 
 def layout_from_mapping(data: dict[str, Any], where: str = "layout") -> Layout:
@@ -142,6 +112,7 @@ class LayoutArrays:
     recompute_selective: BoolArray
     tp_overlap: npt.NDArray[np.float64]  # 1 on, 0 off, NaN: the accelerator family's default
     dp_overlap: BoolArray
+    uneven_stages: BoolArray
 
     @classmethod
     def of(cls, layouts: Sequence[Layout]) -> LayoutArrays:
@@ -169,7 +140,114 @@ class LayoutArrays:
             recompute_selective=flags(lambda x: x.recompute is Recompute.SELECTIVE),
             tp_overlap=np.array([np.nan if x.tp_overlap is None else float(x.tp_overlap) for x in layouts]),
             dp_overlap=flags(lambda x: x.dp_overlap),
+            uneven_stages=flags(lambda x: x.uneven_stages),
         )
 
     def __len__(self) -> int:
         return len(self.tp)
+
+    def select(self, which: npt.NDArray[np.bool_] | npt.NDArray[np.int64]) -> LayoutArrays:
+        """The layouts a boolean mask or an index array picks, in that order."""
+        return LayoutArrays(**{f.name: getattr(self, f.name)[which] for f in fields(self)})
+
+    def layout(self, index: int) -> Layout:
+        """Layout number ``index`` as a ``Layout`` record."""
+        overlap = float(self.tp_overlap[index])
+        recompute = (
+            Recompute.FULL
+            if self.recompute_full[index]
+            else Recompute.SELECTIVE
+            if self.recompute_selective[index]
+            else Recompute.NONE
+        )
+        return Layout(
+            tp=int(self.tp[index]),
+            pp=int(self.pp[index]),
+            dp=int(self.dp[index]),
+            cp=int(self.cp[index]),
+            ep=int(self.ep[index]),
+            vp=int(self.vp[index]),
+            micro_batch=int(self.micro_batch[index]),
+            zero=int(self.zero[index]),
+            sequence_parallel=bool(self.sequence_parallel[index]),
+            recompute=recompute,
+            tp_overlap=None if np.isnan(overlap) else bool(overlap),
+            dp_overlap=bool(self.dp_overlap[index]),
+            uneven_stages=bool(self.uneven_stages[index]),
+        )
+
+
+@dataclass(frozen=True)
+class RuleInputs:
+    """What the layout rules check a layout against."""
+
+    model: Transformer
+    num_devices: int
+    global_batch: int
+    seq_len: int
+
+
+@dataclass(frozen=True)
+class LayoutRule:
+    """One rule a layout must keep: a vectorized test and the message that names it."""
+
+    holds: Callable[[LayoutArrays, RuleInputs], BoolArray]
+    message: Callable[[Layout, RuleInputs], str]
+
+
+def _moe_experts(job: RuleInputs) -> int:
+    return job.model.moe.experts if job.model.moe else 1
+
+
+# Every rule a layout must keep, in the order they are reported. Layout.check raises the first broken
+# one; a planner evaluates them all as masks over thousands of candidates (``layout_mask``).
+LAYOUT_RULES: tuple[LayoutRule, ...] = (
+    LayoutRule(
+        lambda a, j: a.tp * a.pp * a.dp * a.cp == j.num_devices,
+        lambda x, j: (
+            f"tp*pp*dp*cp = {x.tp}*{x.pp}*{x.dp}*{x.cp} = {x.num_devices} must equal the devices, {j.num_devices}"
+        ),
+    ),
+    LayoutRule(lambda a, j: j.model.heads % a.tp == 0, lambda x, j: f"tp {x.tp} must divide heads {j.model.heads}"),
+    LayoutRule(
+        lambda a, j: (j.model.kv_heads % a.tp == 0) | (a.tp % j.model.kv_heads == 0),
+        lambda x, j: f"tp {x.tp} must divide kv_heads {j.model.kv_heads} (or be a multiple of it)",
+    ),
+    LayoutRule(
+        lambda a, j: (j.model.layers % (a.pp * a.vp) == 0) | (a.uneven_stages & (j.model.layers >= a.pp * a.vp)),
+        lambda x, j: f"layers {j.model.layers} must divide by pp*vp = {x.pp * x.vp} (or allow uneven stages)",
+    ),
+    LayoutRule(
+        lambda a, j: j.global_batch % (a.dp * a.micro_batch) == 0,
+        lambda x, j: f"global batch {j.global_batch} must divide by dp*micro_batch = {x.dp}*{x.micro_batch}",
+    ),
+    LayoutRule(
+        lambda a, j: j.seq_len % a.cp == 0, lambda x, j: f"cp {x.cp} must divide the sequence length {j.seq_len}"
+    ),
+    LayoutRule(lambda a, j: (a.vp == 1) | (a.pp > 1), lambda x, j: f"vp {x.vp} needs pipeline parallelism (pp > 1)"),
+    LayoutRule(lambda a, j: ~a.sequence_parallel | (a.tp > 1), lambda x, j: "sequence_parallel needs tp > 1"),
+    LayoutRule(
+        lambda a, j: (a.ep == 1) | (j.model.moe is not None),
+        lambda x, j: f"ep {x.ep} needs a mixture-of-experts model",
+    ),
+    LayoutRule(lambda a, j: a.dp % a.ep == 0, lambda x, j: f"ep {x.ep} must divide dp {x.dp}"),
+    LayoutRule(
+        lambda a, j: _moe_experts(j) % a.ep == 0,
+        lambda x, j: f"ep {x.ep} must divide experts {_moe_experts(j)}",
+    ),
+    LayoutRule(
+        lambda a, j: (a.vp == 1) | ((j.global_batch // (a.dp * a.micro_batch)) % a.pp == 0),
+        lambda x, j: (
+            f"interleaving (vp {x.vp}) needs the micro-batches, {x.num_micro_batches(j.global_batch)}, "
+            f"to be a multiple of pp {x.pp}"
+        ),
+    ),
+)
+
+
+def layout_mask(layouts: LayoutArrays, inputs: RuleInputs) -> BoolArray:
+    """Which layouts keep every rule of ``LAYOUT_RULES``."""
+    mask = np.ones(len(layouts), dtype=bool)
+    for rule in LAYOUT_RULES:
+        mask &= np.asarray(rule.holds(layouts, inputs), dtype=bool)
+    return mask

@@ -14,8 +14,10 @@ from clustersim.catalog.registry import load_catalog
 from clustersim.catalog.schema import Dtype
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout, LayoutArrays, Recompute
+from clustersim.plan.search import choose_layout
 from clustersim.system import system_for_instance
-from clustersim.training.estimate import TrainingJob, choose_layout, estimate_training, evaluate_layouts
+from clustersim.training.estimate import estimate_training, evaluate_layouts
+from clustersim.training.job import TrainingJob
 from clustersim.validation.training import predict_training_case
 from clustersim.workload.zoo import load_model
 
@@ -58,11 +60,11 @@ def test_terms_add_up_to_the_step():
 def test_recompute_trades_memory_for_time(instance):
     base = {"tp": 8, "pp": 2, "sequence_parallel": True, "instance": instance}
     none, selective, full = (_estimate(**base, recompute=r) for r in ("none", "selective", "full"))
-    assert none.memory_bytes["activations"] >= selective.memory_bytes["activations"]
-    assert selective.memory_bytes["activations"] > full.memory_bytes["activations"]
+    assert none.memory.activations_bytes >= selective.memory.activations_bytes
+    assert selective.memory.activations_bytes > full.memory.activations_bytes
     assert none.step_s < selective.step_s < full.step_s
     if instance.startswith("p4de"):  # unfused attention keeps the scores unless recomputed
-        assert none.memory_bytes["activations"] > 1.5 * selective.memory_bytes["activations"]
+        assert none.memory.activations_bytes > 1.5 * selective.memory.activations_bytes
 
 
 def test_interleaving_shrinks_the_bubble():
@@ -85,8 +87,8 @@ def test_tp_across_nodes_is_flagged_and_slower():
 def test_memory_grows_with_micro_batch(mb, recompute, zero):
     small = _estimate(tp=4, pp=2, micro_batch=mb, recompute=recompute, zero=zero)
     large = _estimate(tp=4, pp=2, micro_batch=2 * mb, recompute=recompute, zero=zero)
-    assert large.memory_bytes["activations"] > small.memory_bytes["activations"]
-    assert large.memory_bytes["weights"] == small.memory_bytes["weights"]
+    assert large.memory.activations_bytes > small.memory.activations_bytes
+    assert large.memory.weights_bytes == small.memory.weights_bytes
 
 
 @settings(max_examples=25, deadline=None)
@@ -120,7 +122,7 @@ def test_vectorized_evaluation_matches_single_estimates():
     for i, layout in enumerate(layouts):
         single = estimate_training(LLAMA_8B, system, layout, job)
         assert terms.step_s[i] == pytest.approx(single.step_s, rel=1e-12)
-        assert memory.total[i] == pytest.approx(single.memory_bytes["total"], rel=1e-12)
+        assert memory.total[i] == pytest.approx(single.memory.total_bytes, rel=1e-12)
 
 
 def test_choose_layout_fits_and_is_the_fastest_candidate():
@@ -159,14 +161,12 @@ def test_impossible_layouts_name_the_rule(layout, message):
 def test_job_cost_uses_the_instance_price_and_says_when_there_is_none():
     job = TrainingJob(global_batch=256, seq_len=8192, tokens=1e12)
     priced = _estimate(tp=8, job=job)
-    assert priced.cost["cost_usd"] == pytest.approx(
-        priced.cost["price_usd_per_hour"] * 2 * priced.cost["time_s"] / 3600
-    )
-    assert priced.cost["steps"] == -(-int(1e12) // (256 * 8192))
-    assert priced.cost["energy_kwh"] > 0
+    assert priced.totals.cost_usd == pytest.approx(priced.totals.price_usd_per_hour * 2 * priced.totals.time_s / 3600)
+    assert priced.totals.steps == -(-int(1e12) // (256 * 8192))
+    assert priced.totals.energy_kwh > 0
     system = system_for_instance(CATALOG, "p5e.48xlarge", 2)
     unpriced = estimate_training(LLAMA_8B, system, Layout(tp=8, dp=2), job, offer="on_demand")
-    assert unpriced.cost["cost_usd"] is None and "no on demand price" in unpriced.cost["price_note"]
+    assert unpriced.totals.cost_usd is None and "no on demand price" in unpriced.totals.price_note
 
 
 def test_job_rejects_absurd_inputs():

@@ -15,8 +15,10 @@ from clustersim.cli.common import CatalogOption, JsonOption, console, emit_json,
 from clustersim.compute.efficiency import efficiency_for, efficiency_table
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout, Recompute
+from clustersim.plan.search import choose_layout
 from clustersim.system import System, system_for_instance
-from clustersim.training.estimate import Estimate, TrainingJob, choose_layout, estimate_training
+from clustersim.training.estimate import Estimate, estimate_training
+from clustersim.training.job import JobTotals, TrainingJob
 from clustersim.units import format_bytes, format_count, format_seconds, parse_count
 from clustersim.workload.zoo import load_model
 
@@ -97,10 +99,8 @@ def train_command(
                     system, tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, micro_batch=micro_batch, zero=zero,
                     sp=sp, recompute=recompute, uneven=uneven,
                 )  # fmt: skip
-            result = estimate_training(transformer, system, layout, job, offer=offer, efficiency=fractions)
-            if chosen:
-                result.notes.insert(0, f"layout chosen (fastest that fits): {layout.describe()}")
-            return result
+            notes = (f"layout chosen (fastest that fits): {layout.describe()}",) if chosen else ()
+            return estimate_training(transformer, system, layout, job, offer=offer, efficiency=fractions, notes=notes)
 
         estimate = run_on(system_for_instance(cat, instance, nodes, devices_per_node=devices_per_node))
         other = run_on(system_for_instance(cat, compare, compare_nodes or nodes)) if compare else None
@@ -152,7 +152,7 @@ def _given_layout(
 
 def _summary(estimate: Estimate) -> dict[str, Any]:
     """The figures a comparison shows, numbers in SI units."""
-    cost = estimate.cost
+    totals = estimate.totals
     return {
         "system": estimate.system,
         "layout": estimate.layout.describe(),
@@ -160,14 +160,14 @@ def _summary(estimate: Estimate) -> dict[str, Any]:
         "tokens_per_s_per_device": estimate.tokens_per_s_per_device,
         "tokens_per_s": estimate.tokens_per_s_per_device * estimate.num_devices,
         "mfu": estimate.mfu,
-        "memory_required_bytes": estimate.memory_bytes["required"],
+        "memory_required_bytes": estimate.memory.required_bytes,
         "capacity_bytes": estimate.capacity_bytes,
         "fits": estimate.fits,
         "bottleneck": estimate.bottleneck,
-        "time_s": cost.get("time_s"),
-        "device_hours": cost.get("device_hours"),
-        "cost_usd": cost.get("cost_usd"),
-        "energy_kwh": cost.get("energy_kwh"),
+        "time_s": totals.time_s if totals else None,
+        "device_hours": totals.device_hours if totals else None,
+        "cost_usd": totals.cost_usd if totals else None,
+        "energy_kwh": totals.energy_kwh if totals else None,
     }
 
 
@@ -213,7 +213,7 @@ def _print_operations(estimate: Estimate) -> None:
     for column in ("operation", "scope", "forward", "backward"):
         table.add_column(column, justify="left" if column in ("operation", "scope") else "right")
     for op in estimate.operations:
-        table.add_row(op["name"], op["scope"], format_seconds(op["forward_s"]), format_seconds(op["backward_s"]))
+        table.add_row(op.name, op.scope, format_seconds(op.forward_s), format_seconds(op.backward_s))
     console.print(table)
 
 
@@ -246,35 +246,34 @@ def _print(estimate: Estimate, params: int) -> None:
     memory = Table(title=f"memory per device (capacity {format_bytes(estimate.capacity_bytes)})")
     memory.add_column("kind")
     memory.add_column("bytes", justify="right")
-    for kind, value in estimate.memory_bytes.items():
+    for kind, value in estimate.memory.to_json().items():
         memory.add_row(kind, format_bytes(value))
     console.print(memory)
-    headroom = estimate.capacity_bytes - estimate.memory_bytes["required"]
+    headroom = estimate.capacity_bytes - estimate.memory.required_bytes
     fit = "fits" if estimate.fits else "[bold red]does not fit[/]"
     console.print(
         f"{fit} (headroom {format_bytes(headroom)}); MFU {100 * estimate.mfu:.1f}%, HFU {100 * estimate.hfu:.1f}%, "
         f"{estimate.tokens_per_s_per_device:,.0f} tokens/s per device; bottleneck: {estimate.bottleneck}"
     )
-    _print_job(estimate.cost)
+    _print_job(estimate.totals)
     for note in estimate.notes:
         console.print(f"note: {note}")
 
 
-def _print_job(cost: dict[str, Any]) -> None:
-    if not cost:
+def _print_job(totals: JobTotals | None) -> None:
+    if totals is None:
         return
-    days = cost["time_s"] / 86400
     line = (
-        f"{format_count(cost['tokens'])} tokens: {cost['steps']:,} steps, {days:,.1f} days, "
-        f"{cost['device_hours']:,.0f} device-hours"
+        f"{format_count(totals.tokens)} tokens: {totals.steps:,} steps, {totals.time_s / 86400:,.1f} days, "
+        f"{totals.device_hours:,.0f} device-hours"
     )
-    if cost.get("cost_usd") is not None:
+    if totals.cost_usd is not None and totals.price_usd_per_hour is not None:
         line += (
-            f", ${cost['cost_usd']:,.0f} at ${cost['price_usd_per_hour']:,.2f}/h per instance "
-            f"({cost['price_offer'].replace('_', ' ')}, {cost['price_region']}, {cost['price_as_of']})"
+            f", ${totals.cost_usd:,.0f} at ${totals.price_usd_per_hour:,.2f}/h per instance "
+            f"({totals.price_offer.replace('_', ' ')}, {totals.price_region}, {totals.price_as_of})"
         )
     else:
-        line += f", cost unknown ({cost.get('price_note')})"
-    if cost.get("energy_kwh") is not None:
-        line += f", {cost['energy_kwh'] / 1000:,.1f} MWh at board power"
+        line += f", cost unknown ({totals.price_note})"
+    if totals.energy_kwh is not None:
+        line += f", {totals.energy_kwh / 1000:,.1f} MWh at board power"
     console.print(line)

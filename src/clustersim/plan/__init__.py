@@ -1,1 +1,1 @@
-"""plan"""
+"""Planning: candidate layouts as arrays, feasibility masks, and the searches over them (fastest, top-k, Pareto)."""

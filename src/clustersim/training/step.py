@@ -13,11 +13,16 @@ gradient all-reduce (ZeRO 0) or reduce-scatter + parameter all-gather (ZeRO >= 1
 last micro-batch's backward and the first's forward when enabled.
 
 The step is ``(m + (pp - 1) / vp) x`` the slowest stage's micro-batch time, plus exposed DP time and
-the optimizer (a memory-bound pass over the local shard of parameters).
+the optimizer (a memory-bound pass over the local shard of parameters). Each term is a function
+registered with ``clustersim.training.terms.step_term``; ``StepContext`` derives the per-micro-batch
+times they share once. Collectives are priced by a ``CollectiveCost`` (the analytic model unless
+another is given).
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,9 +32,10 @@ from clustersim.catalog.schema import Dtype
 from clustersim.compute.efficiency import FamilyEfficiency
 from clustersim.compute.memory import params_per_device, stage_layers
 from clustersim.execution import LayoutArrays
-from clustersim.network.analytic import collective_time_s
 from clustersim.network.collectives import Op
+from clustersim.network.cost import ANALYTIC, CollectiveCost
 from clustersim.system import System
+from clustersim.training.terms import STEP_TERMS, StepTerms, TermTimes, step_term
 from clustersim.workload.ops import Operation, OpKind, head_operations, layer_operations
 from clustersim.workload.transformer import Transformer
 
@@ -40,6 +46,7 @@ ACT_BYTES = 2.0  # activations and TP/PP messages in 16 bits (FP8 runs too)
 # reduces its FP32 buffers), 16-bit with BF16/FP8 (Megatron-Core's default, grad_reduce_in_fp32 off).
 GRAD_COMM_BYTES = {Dtype.FP16: 4.0, Dtype.BF16: 2.0, Dtype.FP8: 2.0}
 OPTIMIZER_BYTES_PER_PARAM = 30.0  # Adam: read grad, master, m, v (16); write master, m, v (12), weight (2)
+ATTENTION_NAMES = frozenset({"attention core", "attention scores"})  # what selective recompute repeats
 
 
 @dataclass(frozen=True)
@@ -74,45 +81,9 @@ def operation_times(
     return out
 
 
-@dataclass(frozen=True)
-class StepTerms:
-    """Seconds per step of each term, one element per layout; ``*_link_s`` before overlap."""
-
-    forward_s: FloatArray
-    backward_s: FloatArray
-    recompute_s: FloatArray
-    bubble_s: FloatArray
-    tp_link_s: FloatArray
-    tp_exposed_s: FloatArray
-    cp_link_s: FloatArray
-    cp_exposed_s: FloatArray
-    ep_link_s: FloatArray
-    pp_link_s: FloatArray
-    dp_link_s: FloatArray
-    dp_exposed_s: FloatArray
-    optimizer_s: FloatArray
-    micro_batches: FloatArray
-    operations: list[OperationTimes]  # per layer (or head) and micro-batch
-
-    @property
-    def step_s(self) -> FloatArray:
-        """Step time: everything on the critical path."""
-        return (
-            self.forward_s
-            + self.backward_s
-            + self.recompute_s
-            + self.bubble_s
-            + self.tp_exposed_s
-            + self.cp_exposed_s
-            + self.ep_link_s
-            + self.pp_link_s
-            + self.dp_exposed_s
-            + self.optimizer_s
-        )
-
-
 def collective_s(
     system: System,
+    cost: CollectiveCost,
     op: Op,
     size_bytes: npt.ArrayLike,
     num_ranks: npt.ArrayLike,
@@ -133,8 +104,169 @@ def collective_s(
         fabric = system.group_fabric(ranks, step)
         assert fabric is not None
         mask = (num_ranks == ranks) & (stride == step) & wanted
-        out[mask] = collective_time_s(op, size_bytes[mask], fabric)
+        out[mask] = cost.time_s(op, size_bytes[mask], fabric)
     return out
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """What every term reads: the inputs, and per-micro-batch times derived once (cached)."""
+
+    model: Transformer
+    system: System
+    eff: FamilyEfficiency
+    lay: LayoutArrays
+    seq_len: int
+    global_batch: int
+    precision: Dtype
+    cost: CollectiveCost
+
+    def collective_s(
+        self,
+        op: Op,
+        size_bytes: npt.ArrayLike,
+        num_ranks: npt.ArrayLike,
+        stride: npt.ArrayLike,
+        where: npt.ArrayLike = True,
+    ) -> FloatArray:
+        """``collective_s`` on this context's system and cost model."""
+        return collective_s(self.system, self.cost, op, size_bytes, num_ranks, stride, where)
+
+    @functools.cached_property
+    def tokens(self) -> FloatArray:
+        """Tokens of one micro-batch on one context-parallel rank."""
+        return np.asarray(self.lay.micro_batch * self.seq_len / self.lay.cp.astype(float), dtype=np.float64)
+
+    @functools.cached_property
+    def layer_ops(self) -> list[Operation]:
+        """The operations of one layer on one device."""
+        lay = self.lay
+        tp = lay.tp.astype(float)
+        return layer_operations(
+            self.model,
+            tokens=self.tokens,
+            seq_len=self.seq_len,
+            tp=tp,
+            sp_split=np.where(lay.sequence_parallel, tp, 1.0),
+            ep=lay.ep.astype(float),
+            fused_attention=self.eff.fused_attention,
+        )
+
+    @functools.cached_property
+    def layer(self) -> list[OperationTimes]:
+        """Roofline times of one layer's operations."""
+        return operation_times(self.layer_ops, self.system, self.eff, self.precision)
+
+    @functools.cached_property
+    def head(self) -> list[OperationTimes]:
+        """Roofline times of the output head (last stage)."""
+        ops = head_operations(self.model, tokens=self.tokens, tp=self.lay.tp.astype(float))
+        return operation_times(ops, self.system, self.eff, self.precision, in_head=True)
+
+    def _layer_sum(self, keep: Callable[[OperationTimes], bool], backward: bool = False) -> FloatArray:
+        total = sum(
+            ((t.backward_s if backward else t.forward_s) for t in self.layer if keep(t)), np.zeros_like(self.tokens)
+        )
+        return np.asarray(total, dtype=np.float64)
+
+    @functools.cached_property
+    def layer_fwd(self) -> FloatArray:
+        """Forward time of one layer."""
+        return self._layer_sum(lambda t: True)
+
+    @functools.cached_property
+    def linear_fwd(self) -> FloatArray:
+        """Forward time of one layer's GEMMs (what TP communication can hide behind)."""
+        kinds = {op.name: op.kind for op in self.layer_ops}
+        return self._layer_sum(lambda t: kinds[t.name] is OpKind.GEMM)
+
+    @functools.cached_property
+    def attention_fwd(self) -> FloatArray:
+        """Forward time of one layer's attention core (what selective recompute repeats)."""
+        return self._layer_sum(lambda t: t.name in ATTENTION_NAMES)
+
+    @functools.cached_property
+    def layers_here(self) -> FloatArray:
+        """Layers of the fullest pipeline stage."""
+        return stage_layers(self.model, self.lay)
+
+    @functools.cached_property
+    def fwd_mb(self) -> FloatArray:
+        """Forward time of one micro-batch on the slowest stage (its layers and the head)."""
+        return self.layers_here * self.layer_fwd + sum(t.forward_s for t in self.head)
+
+    @functools.cached_property
+    def bwd_mb(self) -> FloatArray:
+        """Backward time of one micro-batch on the slowest stage."""
+        return self.layers_here * self._layer_sum(lambda t: True, backward=True) + sum(t.backward_s for t in self.head)
+
+    @functools.cached_property
+    def rec_mb(self) -> FloatArray:
+        """Recomputed forward time of one micro-batch: whole layers (full) or the attention core (selective)."""
+        lay = self.lay
+        per_layer = np.where(
+            lay.recompute_full, self.layer_fwd, np.where(lay.recompute_selective, self.attention_fwd, 0.0)
+        )
+        return self.layers_here * per_layer
+
+    @functools.cached_property
+    def micro_batches(self) -> FloatArray:
+        """Micro-batches per step and pipeline."""
+        lay = self.lay
+        count = np.maximum(self.global_batch // (lay.dp * lay.micro_batch), 1)
+        return np.asarray(count, dtype=np.float64)
+
+    @functools.cached_property
+    def act_bytes(self) -> FloatArray:
+        """Bytes of one micro-batch's activations at a layer boundary (before any split)."""
+        return ACT_BYTES * self.tokens * self.model.hidden
+
+    @functools.cached_property
+    def tp_mb(self) -> TermTimes:
+        """TP link and exposed time per micro-batch.
+
+        Two all-reduces forward, two backward, two more in a fully recomputed forward; sequence
+        parallelism swaps each for an all-gather + reduce-scatter (same bytes) and all-gathers the two
+        GEMM inputs again in the backward pass (one all-reduce's worth).
+        """
+        lay = self.lay
+        per_layer = self.collective_s(Op.ALL_REDUCE, self.act_bytes, lay.tp, np.ones_like(lay.tp))
+        count = 4 + 2 * lay.recompute_full + lay.sequence_parallel
+        link = self.layers_here * count * per_layer
+        gemm_time = self.layers_here * (self.linear_fwd * (3 + lay.recompute_full))
+        overlap = np.where(np.isnan(lay.tp_overlap), float(self.eff.tp_overlap), lay.tp_overlap) > 0
+        return TermTimes(link, np.where(overlap, np.maximum(link - gemm_time, 0.0), link))
+
+    @functools.cached_property
+    def cp_mb(self) -> TermTimes:
+        """CP key/value exchange per micro-batch, hidden behind the attention core."""
+        lay = self.lay
+        kv_bytes = ACT_BYTES * self.tokens * 2 * self.model.kv_width / lay.tp.astype(float) * lay.cp.astype(float)
+        link = self.layers_here * 3 * self.collective_s(Op.ALL_GATHER, kv_bytes, lay.cp, lay.tp)
+        return TermTimes(link, np.maximum(link - self.layers_here * 3 * self.attention_fwd, 0.0))
+
+    @functools.cached_property
+    def ep_mb(self) -> FloatArray:
+        """EP all-to-all per micro-batch: dispatch and combine, forward and backward."""
+        moe = self.model.moe
+        if moe is None:
+            return np.zeros_like(self.tokens)
+        lay = self.lay
+        dispatch = ACT_BYTES * self.tokens * moe.top_k * self.model.hidden
+        return self.layers_here * 4 * self.collective_s(Op.ALLTOALL, dispatch, lay.ep, lay.tp * lay.cp)
+
+    @functools.cached_property
+    def pp_mb(self) -> FloatArray:
+        """PP sends per micro-batch: the stage's output split over its TP ranks, one each way per chunk."""
+        lay = self.lay
+        pp_bytes = self.act_bytes / lay.tp.astype(float)
+        hop = self.collective_s(Op.SENDRECV, pp_bytes, np.minimum(lay.pp, 2), lay.tp * lay.cp * lay.dp)
+        return np.where(lay.pp > 1, 2 * lay.vp.astype(float) * hop, 0.0)
+
+    @functools.cached_property
+    def params(self) -> FloatArray:
+        """Parameters of the fullest stage on one device (before ZeRO sharding)."""
+        return params_per_device(self.model, self.lay)
 
 
 def step_terms(
@@ -146,100 +278,93 @@ def step_terms(
     seq_len: int,
     global_batch: int,
     precision: Dtype,
+    cost: CollectiveCost = ANALYTIC,
 ) -> StepTerms:
-    """Every term of the step for each layout (see the module docstring)."""
-    tp, cp, pp, vp = (x.astype(float) for x in (lay.tp, lay.cp, lay.pp, lay.vp))
-    tokens = lay.micro_batch * seq_len / cp
-    h, kv = model.hidden, model.kv_width
-    sp_split = np.where(lay.sequence_parallel, tp, 1.0)
-    ep = lay.ep.astype(float)
-    layer_ops = layer_operations(
-        model, tokens=tokens, seq_len=seq_len, tp=tp, sp_split=sp_split, ep=ep, fused_attention=eff.fused_attention
-    )
-    layer = operation_times(layer_ops, system, eff, precision)
-    head = operation_times(head_operations(model, tokens=tokens, tp=tp), system, eff, precision, in_head=True)
-    kinds = {op.name: op.kind for op in layer_ops}
-    attention_names = {"attention core", "attention scores"}
-    layer_fwd = sum((t.forward_s for t in layer), np.zeros_like(tokens))
-    layer_bwd = sum((t.backward_s for t in layer), np.zeros_like(tokens))
-    linear_fwd = sum((t.forward_s for t in layer if kinds[t.name] is OpKind.GEMM), np.zeros_like(tokens))
-    attention_fwd = sum((t.forward_s for t in layer if t.name in attention_names), np.zeros_like(tokens))
-    layer_recompute = np.where(lay.recompute_full, layer_fwd, np.where(lay.recompute_selective, attention_fwd, 0.0))
-
-    # A stage's micro-batch: its layers, and the head on the last stage (the slowest stage).
-    layers_here = stage_layers(model, lay)
-    fwd_mb = layers_here * layer_fwd + sum(t.forward_s for t in head)
-    bwd_mb = layers_here * layer_bwd + sum(t.backward_s for t in head)
-    rec_mb = layers_here * layer_recompute
-
-    # Communication per micro-batch.
-    act_bytes = ACT_BYTES * tokens * h
-    tp_per_layer = collective_s(system, Op.ALL_REDUCE, act_bytes, lay.tp, np.ones_like(lay.tp))
-    # Two all-reduces forward, two backward, two more in a fully recomputed forward; sequence
-    # parallelism swaps each for an all-gather + reduce-scatter (same bytes) and all-gathers the two
-    # GEMM inputs again in the backward pass (one all-reduce's worth).
-    tp_count = 4 + 2 * lay.recompute_full + lay.sequence_parallel
-    tp_link = layers_here * tp_count * tp_per_layer
-    gemm_time = layers_here * (linear_fwd * (3 + lay.recompute_full))
-    tp_overlap = np.where(np.isnan(lay.tp_overlap), float(eff.tp_overlap), lay.tp_overlap) > 0
-    tp_exposed = np.where(tp_overlap, np.maximum(tp_link - gemm_time, 0.0), tp_link)
-
-    kv_bytes = ACT_BYTES * tokens * 2 * kv / tp * cp
-    cp_link = layers_here * 3 * collective_s(system, Op.ALL_GATHER, kv_bytes, lay.cp, lay.tp)
-    cp_exposed = np.maximum(cp_link - layers_here * 3 * attention_fwd, 0.0)
-
-    ep_link = np.zeros_like(tp_link)
-    if model.moe:
-        dispatch = ACT_BYTES * tokens * model.moe.top_k * h
-        ep_link = layers_here * 4 * collective_s(system, Op.ALLTOALL, dispatch, lay.ep, lay.tp * lay.cp)
-
-    pp_bytes = act_bytes / tp  # Megatron splits a stage's output over its TP ranks for the send
-    pp_hop = collective_s(system, Op.SENDRECV, pp_bytes, np.minimum(lay.pp, 2), lay.tp * lay.cp * lay.dp)
-    pp_link = np.where(lay.pp > 1, 2 * vp * pp_hop, 0.0)
-
-    micro_batches = np.maximum(global_batch // (lay.dp * lay.micro_batch), 1).astype(float)
-    # The bubble idles for (pp - 1) / vp micro-batch times, communication on the critical path included.
-    bubble_share = (pp - 1) / vp
-    bubble = bubble_share * (fwd_mb + bwd_mb + rec_mb + tp_exposed + cp_exposed + ep_link + pp_link)
-
-    # Data parallel: gradients (and parameters with ZeRO) across dp * cp ranks.
-    params = params_per_device(model, lay)
-    dp_ranks = lay.dp * lay.cp
-    stride = lay.tp
-    grad_bytes = params * GRAD_COMM_BYTES[precision]
-    sharded = lay.zero >= 1
-    allreduce = collective_s(system, Op.ALL_REDUCE, grad_bytes, dp_ranks, stride, where=~sharded)
-    scatter = collective_s(system, Op.REDUCE_SCATTER, grad_bytes, dp_ranks, stride, where=sharded)
-    gather = collective_s(system, Op.ALL_GATHER, params * ACT_BYTES, dp_ranks, stride, where=sharded)
-    zero3_gathers = np.where(lay.zero >= 3, 2 * micro_batches * gather, 0.0)
-    grad_reduce = np.where(lay.zero >= 1, scatter, allreduce)
-    param_gather = np.where(lay.zero >= 1, gather, 0.0)
-    dp_link = grad_reduce + param_gather + zero3_gathers
-    dp_exposed = np.where(
-        lay.dp_overlap,
-        np.maximum(grad_reduce - bwd_mb, 0.0)
-        + np.maximum(param_gather - fwd_mb, 0.0)
-        + np.maximum(zero3_gathers - micro_batches * (fwd_mb + bwd_mb), 0.0),
-        dp_link,
-    )
-    shard = np.where(lay.zero >= 1, dp_ranks, 1).astype(float)
-    hbm = system.memory_bandwidth_bytes_per_s * eff.memory_efficiency
-    optimizer = params / shard * OPTIMIZER_BYTES_PER_PARAM / hbm
-
+    """Every registered term of the step for each layout (see the module docstring)."""
+    ctx = StepContext(model, system, eff, lay, seq_len, global_batch, precision, cost)
     return StepTerms(
-        forward_s=micro_batches * fwd_mb,
-        backward_s=micro_batches * bwd_mb,
-        recompute_s=micro_batches * rec_mb,
-        bubble_s=bubble,
-        tp_link_s=micro_batches * tp_link,
-        tp_exposed_s=micro_batches * tp_exposed,
-        cp_link_s=micro_batches * cp_link,
-        cp_exposed_s=micro_batches * cp_exposed,
-        ep_link_s=micro_batches * ep_link,
-        pp_link_s=micro_batches * pp_link,
-        dp_link_s=dp_link,
-        dp_exposed_s=dp_exposed,
-        optimizer_s=optimizer,
-        micro_batches=micro_batches,
-        operations=layer + head,
+        times={term.name: term.compute(ctx) for term in STEP_TERMS},
+        micro_batches=ctx.micro_batches,
+        operations=ctx.layer + ctx.head,
     )
+
+
+def _same(times: FloatArray) -> TermTimes:
+    return TermTimes(times, times)
+
+
+@step_term("forward", "compute (forward pass)")
+def _forward(ctx: StepContext) -> TermTimes:
+    return _same(ctx.micro_batches * ctx.fwd_mb)
+
+
+@step_term("backward", "compute (backward pass)")
+def _backward(ctx: StepContext) -> TermTimes:
+    return _same(ctx.micro_batches * ctx.bwd_mb)
+
+
+@step_term("recompute", "activation recompute")
+def _recompute(ctx: StepContext) -> TermTimes:
+    return _same(ctx.micro_batches * ctx.rec_mb)
+
+
+@step_term("pipeline bubble", "the pipeline bubble: more micro-batches or interleaving shrink it")
+def _bubble(ctx: StepContext) -> TermTimes:
+    """The bubble idles for (pp - 1) / vp micro-batch times, communication on the critical path included."""
+    share = (ctx.lay.pp.astype(float) - 1) / ctx.lay.vp.astype(float)
+    per_mb = ctx.fwd_mb + ctx.bwd_mb + ctx.rec_mb + ctx.tp_mb.exposed_s + ctx.cp_mb.exposed_s + ctx.ep_mb + ctx.pp_mb
+    return _same(share * per_mb)
+
+
+@step_term("tp comm", "tensor-parallel communication: keep TP inside the scale-up domain or overlap it")
+def _tp(ctx: StepContext) -> TermTimes:
+    return TermTimes(ctx.micro_batches * ctx.tp_mb.link_s, ctx.micro_batches * ctx.tp_mb.exposed_s)
+
+
+@step_term("cp comm", "context-parallel exchange")
+def _cp(ctx: StepContext) -> TermTimes:
+    return TermTimes(ctx.micro_batches * ctx.cp_mb.link_s, ctx.micro_batches * ctx.cp_mb.exposed_s)
+
+
+@step_term("ep comm", "expert all-to-all")
+def _ep(ctx: StepContext) -> TermTimes:
+    return _same(ctx.micro_batches * ctx.ep_mb)
+
+
+@step_term("pp comm", "pipeline send/recv")
+def _pp(ctx: StepContext) -> TermTimes:
+    return _same(ctx.micro_batches * ctx.pp_mb)
+
+
+@step_term("dp comm", "data-parallel communication: overlap it or shard with ZeRO")
+def _dp(ctx: StepContext) -> TermTimes:
+    """Gradients (and parameters with ZeRO) across dp * cp ranks, overlapped with the last micro-batch's
+    backward and the first's forward when enabled; ZeRO-3 gathers parameters again each micro-batch."""
+    lay, params, m = ctx.lay, ctx.params, ctx.micro_batches
+    dp_ranks, stride = lay.dp * lay.cp, lay.tp
+    grad_bytes = params * GRAD_COMM_BYTES[ctx.precision]
+    sharded = lay.zero >= 1
+    allreduce = ctx.collective_s(Op.ALL_REDUCE, grad_bytes, dp_ranks, stride, where=~sharded)
+    scatter = ctx.collective_s(Op.REDUCE_SCATTER, grad_bytes, dp_ranks, stride, where=sharded)
+    gather = ctx.collective_s(Op.ALL_GATHER, params * ACT_BYTES, dp_ranks, stride, where=sharded)
+    zero3_gathers = np.where(lay.zero >= 3, 2 * m * gather, 0.0)
+    grad_reduce = np.where(sharded, scatter, allreduce)
+    param_gather = np.where(sharded, gather, 0.0)
+    link = grad_reduce + param_gather + zero3_gathers
+    exposed = np.where(
+        lay.dp_overlap,
+        np.maximum(grad_reduce - ctx.bwd_mb, 0.0)
+        + np.maximum(param_gather - ctx.fwd_mb, 0.0)
+        + np.maximum(zero3_gathers - m * (ctx.fwd_mb + ctx.bwd_mb), 0.0),
+        link,
+    )
+    return TermTimes(link, exposed)
+
+
+@step_term("optimizer", "the optimizer step")
+def _optimizer(ctx: StepContext) -> TermTimes:
+    """A memory-bound pass over the local shard of parameters."""
+    lay = ctx.lay
+    shard = np.where(lay.zero >= 1, lay.dp * lay.cp, 1).astype(float)
+    hbm = ctx.system.memory_bandwidth_bytes_per_s * ctx.eff.memory_efficiency
+    return _same(ctx.params / shard * OPTIMIZER_BYTES_PER_PARAM / hbm)

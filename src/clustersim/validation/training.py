@@ -15,7 +15,8 @@ from clustersim.catalog.schema import Dtype
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout, layout_from_mapping
 from clustersim.system import System, system_from_case
-from clustersim.training.estimate import Estimate, TrainingJob, estimate_training
+from clustersim.training.estimate import Estimate, estimate_training
+from clustersim.training.job import TrainingJob
 from clustersim.workload.transformer import Transformer, transformer_from_mapping
 
 _GIB = 2**30
@@ -70,11 +71,11 @@ def predict_training_case(case: Mapping[str, Any], field: str, catalog: Catalog)
 
 def predict_memory_case(case: Mapping[str, Any], field: str, catalog: Catalog) -> float:
     """The case's ``field`` in GiB per device (model state, activations, or their total)."""
-    memory = estimate_case(case, catalog).memory_bytes
+    memory = estimate_case(case, catalog).memory
     values = {
-        "total_GiB_per_device": memory["total"],
-        "weights_and_optimizer_GiB_per_device": memory["weights"] + memory["gradients"] + memory["optimizer"],
-        "activations_GiB_per_device": memory["activations"],
+        "total_GiB_per_device": memory.total_bytes,
+        "weights_and_optimizer_GiB_per_device": memory.weights_bytes + memory.gradients_bytes + memory.optimizer_bytes,
+        "activations_GiB_per_device": memory.activations_bytes,
     }
     if field not in values:
         raise ClusterSimError(f"cannot predict memory field {field!r} (valid: {', '.join(values)})")
