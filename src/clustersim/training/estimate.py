@@ -90,6 +90,7 @@ class Estimate:
     hardware_flops_per_step: float
     peak_flop_per_s: float
     num_devices: int
+    bottleneck: str  # the largest term, in words
     network_model: str = ANALYTIC.name
     notes: tuple[str, ...] = ()
     totals: JobTotals | None = None  # None: no token budget
@@ -114,12 +115,6 @@ class Estimate:
     def tokens_per_s_per_device(self) -> float:
         """Training throughput per device."""
         return self.job.tokens_per_step / self.step_s / self.num_devices
-
-    @property
-    def bottleneck(self) -> str:
-        """The largest term, in words."""
-        top = max(self.terms, key=lambda t: t.exposed_s)
-        return f"{bottleneck_words(top.name)} ({100 * top.exposed_s / self.step_s:.0f}% of the step)"
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON with units in the names."""
@@ -206,6 +201,8 @@ def estimate_training(
         Recompute.FULL: model.forward_flops_per_token(job.seq_len) - 2.0 * model.vocab * model.hidden,
     }[layout.recompute]
     step_s = float(terms.step_s[0])
+    top, top_times = max(terms.times.items(), key=lambda item: float(item[1].exposed_s[0]))
+    bottleneck = f"{bottleneck_words(top)} ({100 * float(top_times.exposed_s[0]) / step_s:.0f}% of the step)"
     return Estimate(
         model=model.name,
         system=system.name,
@@ -219,6 +216,7 @@ def estimate_training(
         hardware_flops_per_step=model_flops + recompute_per_token * job.tokens_per_step,
         peak_flop_per_s=system.peak_flop_per_s(job.precision),
         num_devices=system.num_devices,
+        bottleneck=bottleneck,
         network_model=cost.name,
         notes=notes + _notes(system, layout, breakdown),
         totals=job_totals(system, job, step_s, offer),

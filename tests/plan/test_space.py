@@ -1,0 +1,101 @@
+"""The candidate space: generated as arrays, filtered by the same rules Layout.check enforces."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from clustersim.catalog.registry import load_catalog
+from clustersim.errors import ClusterSimError
+from clustersim.execution import Layout, LayoutArrays, Recompute, RuleInputs, layout_mask
+from clustersim.plan.space import SearchSpace, candidate_layouts
+from clustersim.system import system_for_instance
+from clustersim.training.job import TrainingJob
+from clustersim.workload.zoo import load_model
+
+CATALOG = load_catalog(use_env=False)
+
+
+def _keeps_rules(layout: Layout, model, devices: int, job: TrainingJob) -> bool:
+    try:
+        layout.check(model, num_devices=devices, global_batch=job.global_batch, seq_len=job.seq_len)
+    except ClusterSimError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    ("model_id", "instance", "nodes", "seq"),
+    [
+        ("llama3-70b", "p5.48xlarge", 4, 8192),
+        ("mixtral-8x7b", "p5.48xlarge", 2, 32768),
+        ("gpt3-175b", "p4d.24xlarge", 8, 2048),
+    ],
+)
+def test_the_array_space_is_exactly_the_layouts_that_keep_the_rules(model_id, instance, nodes, seq):
+    model = load_model(model_id, use_env=False)
+    system = system_for_instance(CATALOG, instance, nodes)
+    job = TrainingJob(global_batch=512, seq_len=seq)
+    dims = SearchSpace().resolved(model, system, job)
+    expected = []
+    for tp, pp, vp, cp, ep, mb, recompute, zero in itertools.product(
+        dims.tp, dims.pp, dims.vp, dims.cp, dims.ep, dims.micro_batch, dims.recompute, dims.zero
+    ):
+        if system.num_devices % (tp * pp * cp):
+            continue
+        layout = Layout(
+            tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, dp=system.num_devices // (tp * pp * cp), micro_batch=mb,
+            recompute=Recompute(recompute), zero=zero, sequence_parallel=tp > 1,
+        )  # fmt: skip
+        if _keeps_rules(layout, model, system.num_devices, job):
+            expected.append(layout)
+    arrays = candidate_layouts(model, system, job)
+    assert [arrays.layout(i) for i in range(len(arrays))] == expected
+    assert len(expected) > 10
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    tp=st.sampled_from([1, 2, 3, 4, 8, 16]),
+    pp=st.sampled_from([1, 2, 3, 4, 5, 8]),
+    vp=st.sampled_from([1, 2, 3]),
+    cp=st.sampled_from([1, 2, 4]),
+    ep=st.sampled_from([1, 2, 4, 8]),
+    mb=st.sampled_from([1, 2, 3, 4]),
+    sp=st.booleans(),
+    uneven=st.booleans(),
+    moe=st.booleans(),
+    devices=st.sampled_from([8, 16, 64, 96]),
+    batch=st.sampled_from([64, 96, 100, 512]),
+    seq=st.sampled_from([2048, 3000, 8192]),
+)
+def test_the_mask_and_the_check_agree_on_any_layout(tp, pp, vp, cp, ep, mb, sp, uneven, moe, devices, batch, seq):
+    model = load_model("mixtral-8x7b" if moe else "llama3-8b", use_env=False)
+    dp = max(devices // (tp * pp * cp), 1)
+    layout = Layout(
+        tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, dp=dp, micro_batch=mb, sequence_parallel=sp, uneven_stages=uneven
+    )
+    job = TrainingJob(global_batch=batch, seq_len=seq)
+    mask = layout_mask(LayoutArrays.of([layout]), RuleInputs(model, devices, batch, seq))
+    assert bool(mask[0]) == _keeps_rules(layout, model, devices, job)
+
+
+def test_a_restricted_space_holds_only_the_given_values():
+    model = load_model("llama3-70b", use_env=False)
+    system = system_for_instance(CATALOG, "p5.48xlarge", 4)
+    job = TrainingJob(global_batch=512, seq_len=8192)
+    arrays = candidate_layouts(model, system, job, SearchSpace(tp=(8,), pp=(2, 4), zero=(1,), recompute=("full",)))
+    assert set(arrays.tp) == {8} and set(arrays.pp) <= {2, 4} and set(arrays.zero) == {1}
+    assert arrays.recompute_full.all() and not arrays.recompute_selective.any()
+    assert np.all(arrays.tp * arrays.pp * arrays.dp * arrays.cp == system.num_devices)
+
+
+def test_select_and_layout_round_trip():
+    layouts = [Layout(tp=8, dp=2, recompute=Recompute.FULL, tp_overlap=False), Layout(pp=4, vp=2, dp=4, zero=3)]
+    arrays = LayoutArrays.of(layouts)
+    assert [arrays.layout(i) for i in range(2)] == layouts
+    assert arrays.select(np.array([1, 0])).layout(0) == layouts[1]
