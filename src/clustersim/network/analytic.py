@@ -9,7 +9,10 @@ For each candidate (algorithm, protocol) the model takes
 * for the Simple protocol, a message-size efficiency ``1 / (1 + (S_half / S) ** p)`` that captures
   NCCL's ramp (fewer channels and a pipeline to fill on small messages); ``S_half`` is a time
   constant times the bandwidth, growing with the node count. These few parameters are fitted once
-  to measured busbw (``benchmarks/calibrate_collectives.py``) and live in ``CommCalibration``.
+  to measured busbw (``benchmarks/calibrate_collectives.py``, which writes them into
+  ``calibration.toml`` beside this module, each with its source); ``CommCalibration`` holds them.
+  A user's file (``CLUSTERSIM_COLLECTIVE_CALIBRATION``, paths separated by ``os.pathsep``, or
+  ``extra=``) replaces the fields it gives.
 
 Arrays of sizes are evaluated at once; the automatic choice is the fastest candidate, as NCCL's
 tuner picks the fastest predicted one.
@@ -19,16 +22,24 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, field
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
+from pydantic import ConfigDict, Field
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
+from clustersim.catalog.tomlfiles import CalibrationEntry, load_calibration, user_paths
 from clustersim.errors import ClusterSimError
 from clustersim.network.collectives import Algorithm, Op, Protocol, busbw_factor
 from clustersim.network.fabric import Fabric
 
 FloatArray = npt.NDArray[np.float64]
+ENV_VAR = "CLUSTERSIM_COLLECTIVE_CALIBRATION"
+CALIBRATION_FILE = "calibration.toml"
 
 _US = 1e-6
 # NCCL 2.30 tuning.cc baseLatencies [LL, LL128, Simple], microseconds.
@@ -56,29 +67,60 @@ def _ll_max_busbw(num_nodes: int) -> float:
     return _LL_MAX_BUSBW_2_NODES if num_nodes == 2 else _LL_MAX_BUSBW_MORE_NODES
 
 
-@dataclass(frozen=True, slots=True)
+_RECORD = ConfigDict(extra="forbid")
+
+
+@pydantic_dataclass(frozen=True, slots=True, kw_only=True, config=_RECORD)
+class PerOpFamily:
+    """One value per op family: ``reduce`` (all-reduce, reduce), ``gather`` (all-gather,
+    reduce-scatter, broadcast) and ``alltoall`` (alltoall, send/recv)."""
+
+    reduce: float = Field(ge=0, description="All-reduce and reduce.")
+    gather: float = Field(ge=0, description="All-gather, reduce-scatter and broadcast.")
+    alltoall: float = Field(ge=0, description="Alltoall and send/recv.")
+
+    def __getitem__(self, family: str) -> float:
+        value: float = getattr(self, family)
+        return value
+
+
+@pydantic_dataclass(frozen=True, slots=True, kw_only=True, config=_RECORD)
 class CommCalibration:
-    """Achieved-bandwidth fractions and the message-size ramp; fitted once, never per case."""
+    """Achieved-bandwidth fractions and the message-size ramp; fitted once, never per case.
 
-    # NCCL assumes 20.6 GB/s per NVLink4 link of 25 GB/s per direction (topo.h SM90_NVLINK_BW): 0.824;
-    # 8x H100 ring busbw measures 365-370 GB/s of 450 (NVIDIA/nccl#1455).
-    nvlink_efficiency: float = 0.824
-    # NVLS allreduce algbw on 8x H100: ~275 GB/s of 450 per direction (NVIDIA/nccl-tests#212, nccl#2140).
-    nvls_efficiency: float = 0.611
-    # Fitted: achieved share of a node's EFA / InfiniBand bandwidth (collectives.jsonl).
-    network_efficiency: float = 0.89
-    # Fitted: exponent of the Simple-protocol size ramp.
-    ramp_exponent: float = 0.71
-    # Fitted: ramp time constant (seconds) at 2 nodes per family, and its growth with node count.
-    ramp_s: dict[str, float] = field(default_factory=lambda: {"reduce": 3.2e-4, "gather": 4.1e-5, "alltoall": 2.1e-4})
-    ramp_node_exponent: dict[str, float] = field(
-        default_factory=lambda: {"reduce": 0.67, "gather": 0.75, "alltoall": 0.43}
+    The values live in ``calibration.toml`` beside this module, each with its source
+    (:func:`calibration_entries`); :func:`collective_calibration` reads them with the user's files
+    over them. Hashable, so the candidates of a calibration are remembered per (op, fabric).
+    """
+
+    nvlink_efficiency: float = Field(gt=0, le=1, description="Achieved fraction of NVLink bandwidth per direction.")
+    nvls_efficiency: float = Field(
+        gt=0, le=1, description="NVLS algbw as a fraction of NVLink bandwidth per direction."
     )
-    # Assumed, not fitted (no single-node sweep in the ground truth): ramp time constant inside a node.
-    ramp_intra_node_s: float = 3.0e-5
+    network_efficiency: float = Field(gt=0, le=1, description="Achieved fraction of a node's scale-out bandwidth.")
+    ramp_exponent: float = Field(gt=0, description="Exponent p of the Simple ramp 1 / (1 + (S_half / S) ** p).")
+    ramp_s: PerOpFamily = Field(description="Ramp time constant at 2 nodes per op family, seconds.")
+    ramp_node_exponent: PerOpFamily = Field(description="Growth of the ramp constant with nodes: (nodes / 2) ** this.")
+    ramp_intra_node_s: float = Field(ge=0, description="Ramp time constant inside a node, seconds.")
 
 
-DEFAULT_CALIBRATION = CommCalibration()
+def collective_calibration(extra: Sequence[str | Path] = (), *, use_env: bool = True) -> CommCalibration:
+    """The packaged calibration with the user's files (``CLUSTERSIM_COLLECTIVE_CALIBRATION``, then
+    ``extra``) over it, field by field; the same inputs return the same (cached) object."""
+    return _load(user_paths(ENV_VAR, extra, use_env=use_env))[0]
+
+
+def calibration_entries(extra: Sequence[str | Path] = (), *, use_env: bool = True) -> dict[str, CalibrationEntry]:
+    """Each calibrated constant with its source, fitted note and file (see ``collective_calibration``)."""
+    return _load(user_paths(ENV_VAR, extra, use_env=use_env))[1]
+
+
+def _load(user_files: tuple[str, ...]) -> tuple[CommCalibration, dict[str, CalibrationEntry]]:
+    return load_calibration(CommCalibration, "clustersim.network", CALIBRATION_FILE, user_files)
+
+
+# The packaged values (no user files): what the model was validated with.
+DEFAULT_CALIBRATION = collective_calibration(use_env=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,8 +164,10 @@ def _tree_factor(num_nodes: int) -> float:
     return {2: 1.0, 3: 2.0 / 3.0}.get(num_nodes, 0.5)
 
 
-def candidates(op: Op, fabric: Fabric, cal: CommCalibration = DEFAULT_CALIBRATION) -> list[Candidate]:
-    """Every (algorithm, protocol) NCCL could use for ``op`` on ``fabric``."""
+def candidates(op: Op, fabric: Fabric, cal: CommCalibration | None = None) -> list[Candidate]:
+    """Every (algorithm, protocol) NCCL could use for ``op`` on ``fabric`` (default calibration:
+    ``default_calibration()``)."""
+    cal = default_calibration() if cal is None else cal
     g, nodes, n = fabric.devices_per_node, fabric.num_nodes, fabric.num_ranks
     nvlink = fabric.scaleup_bytes_per_s * cal.nvlink_efficiency
     nvls = fabric.scaleup_bytes_per_s * cal.nvls_efficiency
@@ -196,8 +240,9 @@ def candidates(op: Op, fabric: Fabric, cal: CommCalibration = DEFAULT_CALIBRATIO
     return result
 
 
-def candidate_time_s(candidate: Candidate, size_bytes: FloatArray, cal: CommCalibration) -> FloatArray:
+def candidate_time_s(candidate: Candidate, size_bytes: FloatArray, cal: CommCalibration | None = None) -> FloatArray:
     """Time of ``candidate`` for each size: latency + size / (algbw x size efficiency)."""
+    cal = default_calibration() if cal is None else cal
     sizes = np.maximum(size_bytes, 1.0)
     transfer = sizes / candidate.algbw_bytes_per_s
     if candidate.ramp_s > 0:
@@ -213,9 +258,11 @@ def predict_collective(
     *,
     algorithm: Algorithm | None = None,
     protocol: Protocol | None = None,
-    cal: CommCalibration = DEFAULT_CALIBRATION,
+    cal: CommCalibration | None = None,
 ) -> CollectiveTable:
-    """Predict ``op`` at each size on ``fabric``: the fastest candidate, or the forced algorithm/protocol."""
+    """Predict ``op`` at each size on ``fabric``: the fastest candidate, or the forced algorithm/protocol
+    (default calibration: ``default_calibration()``)."""
+    cal = default_calibration() if cal is None else cal
     sizes = np.atleast_1d(np.asarray(size_bytes, dtype=np.float64))
     if np.any(sizes < 0) or not np.all(np.isfinite(sizes)):
         raise ClusterSimError("sizes must be finite and non-negative")
@@ -270,22 +317,35 @@ def _candidate_arrays(options: tuple[Candidate, ...] | list[Candidate]) -> tuple
     return latency, algbw, half
 
 
+def default_calibration() -> CommCalibration:
+    """What the model uses when no calibration is given: the packaged values, with the files in
+    ``CLUSTERSIM_COLLECTIVE_CALIBRATION`` over them when it is set (checked on every call: cheap)."""
+    return collective_calibration() if os.environ.get(ENV_VAR) else DEFAULT_CALIBRATION
+
+
 @functools.lru_cache(maxsize=4096)
 def default_candidate_arrays(op: Op, fabric: Fabric) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """``_candidate_arrays`` of the default calibration, remembered per (op, fabric): a planner asks
+    """``_candidate_arrays`` of the packaged calibration, remembered per (op, fabric): a planner asks
     for the same few groups of the same system over and over."""
     return _candidate_arrays(candidates(op, fabric, DEFAULT_CALIBRATION))
 
 
+@functools.lru_cache(maxsize=1024)
+def candidate_arrays(op: Op, fabric: Fabric, cal: CommCalibration) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """``_candidate_arrays`` of any other calibration, remembered per (op, fabric, calibration)."""
+    return _candidate_arrays(candidates(op, fabric, cal))
+
+
 def collective_time_s(
-    op: Op, size_bytes: npt.ArrayLike, fabric: Fabric, cal: CommCalibration = DEFAULT_CALIBRATION
+    op: Op, size_bytes: npt.ArrayLike, fabric: Fabric, cal: CommCalibration | None = None
 ) -> FloatArray:
     """Only the time of the fastest candidate at each size (what ``predict_collective`` picks), in one
     array expression over candidates x sizes (``candidate_time_s`` for all candidates at once)."""
     sizes = np.maximum(np.atleast_1d(np.asarray(size_bytes, dtype=np.float64)), 1.0)
+    cal = default_calibration() if cal is None else cal
     if cal is DEFAULT_CALIBRATION:
         latency, algbw, half = default_candidate_arrays(op, fabric)
     else:
-        latency, algbw, half = _candidate_arrays(candidates(op, fabric, cal))
+        latency, algbw, half = candidate_arrays(op, fabric, cal)
     times = latency + sizes / algbw * (1.0 + (half / sizes) ** cal.ramp_exponent)
     return np.asarray(times.min(axis=0), dtype=np.float64)

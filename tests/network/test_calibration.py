@@ -1,0 +1,123 @@
+"""The collective model's calibration file: packaged values, user overlays, errors and the write path."""
+
+import dataclasses
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from clustersim.catalog.registry import load_catalog
+from clustersim.catalog.tomlfiles import load_calibration, update_toml_file
+from clustersim.errors import CatalogFileError
+from clustersim.network import Op, predict_collective
+from clustersim.network.analytic import (
+    DEFAULT_CALIBRATION,
+    ENV_VAR,
+    CommCalibration,
+    calibration_entries,
+    collective_calibration,
+    collective_time_s,
+    default_calibration,
+)
+from clustersim.network.topology import fabric_for_instance
+
+CATALOG = load_catalog(use_env=False)
+PACKAGED = Path(__file__).resolve().parents[2] / "src" / "clustersim" / "network" / "calibration.toml"
+
+
+def test_packaged_file_holds_the_constants_the_model_was_validated_with():
+    cal = collective_calibration(use_env=False)
+    assert cal is DEFAULT_CALIBRATION
+    assert (cal.nvlink_efficiency, cal.nvls_efficiency, cal.network_efficiency) == (0.824, 0.611, 0.89)
+    assert (cal.ramp_exponent, cal.ramp_intra_node_s) == (0.71, 3.0e-5)
+    assert dataclasses.asdict(cal.ramp_s) == {"reduce": 3.2e-4, "gather": 4.1e-5, "alltoall": 2.1e-4}
+    assert dataclasses.asdict(cal.ramp_node_exponent) == {"reduce": 0.67, "gather": 0.75, "alltoall": 0.43}
+    assert cal.ramp_s["reduce"] == 3.2e-4
+
+
+def test_every_entry_says_where_it_comes_from():
+    entries = calibration_entries(use_env=False)
+    assert set(entries) == {f.name for f in dataclasses.fields(CommCalibration)}
+    assert all(entry.source.strip() for entry in entries.values())
+    assert "nccl#1455" in entries["nvlink_efficiency"].source
+    assert entries["ramp_intra_node_s"].source.startswith("assumed")
+    assert entries["network_efficiency"].fitted is not None
+
+
+def test_a_user_file_changes_only_what_it_gives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    mine = tmp_path / "mine.toml"
+    mine.write_text("[network_efficiency]\nvalue = 0.7\n\n[ramp_s]\nreduce = 1e-4\n")
+    cal = collective_calibration([mine], use_env=False)
+    assert cal.network_efficiency == 0.7 and cal.ramp_s.reduce == 1e-4
+    assert cal.ramp_s.gather == DEFAULT_CALIBRATION.ramp_s.gather
+    assert dataclasses.replace(cal, network_efficiency=0.89, ramp_s=DEFAULT_CALIBRATION.ramp_s) == DEFAULT_CALIBRATION
+    entries = calibration_entries([mine], use_env=False)
+    assert entries["network_efficiency"].source == f"set in {mine}" and entries["network_efficiency"].fitted is None
+    assert entries["nvlink_efficiency"].source == calibration_entries(use_env=False)["nvlink_efficiency"].source
+
+    # A lower network efficiency: a lower multi-node busbw (large messages are bandwidth-bound).
+    fabric = fabric_for_instance(CATALOG, "p5.48xlarge", 4)
+    sizes = np.array([2.0**30, 2.0**33])
+    slower = predict_collective(Op.ALL_REDUCE, sizes, fabric, cal=cal).busbw_bytes_per_s
+    packaged = predict_collective(Op.ALL_REDUCE, sizes, fabric).busbw_bytes_per_s
+    assert np.all(slower < packaged)
+
+    # The environment variable does the same for every call that gives no calibration.
+    monkeypatch.setenv(ENV_VAR, str(mine))
+    assert default_calibration() is cal
+    assert np.allclose(predict_collective(Op.ALL_REDUCE, sizes, fabric).busbw_bytes_per_s, slower)
+    assert np.allclose(collective_time_s(Op.ALL_REDUCE, sizes, fabric), sizes / slower * 2 * 31 / 32)
+    monkeypatch.delenv(ENV_VAR)
+    assert default_calibration() is DEFAULT_CALIBRATION
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[network_efficiency\n", "not valid TOML"),
+        (
+            "[network_efficiency]\nvalue = 1.5\n",
+            "entry 'network_efficiency', field 'value': value 1.5: .*less than or equal to 1",
+        ),
+        ("[nvls_efficiency]\nvalue = 0\n", "entry 'nvls_efficiency', field 'value': value 0: .*greater than 0"),
+        ("[ramp_s]\nreduce = -1e-4\n", "entry 'ramp_s', field 'reduce': value -0.0001: .*greater than or equal to 0"),
+        ("[ramp_s]\nscatter = 1e-4\n", "entry 'ramp_s', field 'scatter': value 0.0001: unknown field .*reduce, gather"),
+        (
+            "[network_efficiency]\nvalu = 0.8\n",
+            "field 'valu': value 0.8: unknown field \\(valid: value, source, fitted\\)",
+        ),
+        (
+            "[network_eficiency]\nvalue = 0.8\n",
+            "entry 'network_eficiency': unknown entry \\(did you mean network_efficiency",
+        ),
+        ('[ramp_exponent]\nvalue = "fast"\n', "entry 'ramp_exponent', field 'value': value 'fast': .*valid number"),
+        ("network_efficiency = 0.8\n", "entry 'network_efficiency': value 0.8: each entry is a table"),
+    ],
+)
+def test_bad_files_name_the_file_entry_field_value_and_rule(tmp_path: Path, text: str, message: str):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(CatalogFileError, match=message) as info:
+        collective_calibration([path], use_env=False)
+    assert str(info.value).startswith(str(path)) and "\n" not in str(info.value)
+
+
+def test_a_missing_file_is_named(tmp_path: Path):
+    with pytest.raises(CatalogFileError, match="no such calibration file"):
+        collective_calibration([tmp_path / "absent.toml"], use_env=False)
+
+
+def test_the_write_path_round_trips(tmp_path: Path):
+    copy = tmp_path / "calibration.toml"
+    shutil.copy(PACKAGED, copy)
+    update_toml_file(
+        copy, {"network_efficiency": {"value": 0.85}, "ramp_s": {"gather": 5e-5}}, fitted="2030-01-01 test"
+    )
+    text = copy.read_text()
+    assert text.startswith("# The collective model's calibration")
+    cal, entries = load_calibration(CommCalibration, "clustersim.network", "calibration.toml", (str(copy),))
+    assert cal.network_efficiency == 0.85 and cal.ramp_s.gather == 5e-5 and cal.ramp_s.reduce == 3.2e-4
+    assert entries["network_efficiency"].fitted == "2030-01-01 test"
+    assert entries["network_efficiency"].source == calibration_entries(use_env=False)["network_efficiency"].source
+    assert entries["nvlink_efficiency"].fitted is None
