@@ -121,10 +121,23 @@ def test_busbw_exceeds_the_links_only_where_named(op, instance, nodes, size):
         assert nodes <= 3  # a tree over 2 or 3 nodes moves less than a ring (SimAI calcTreeBusBw)
 
 
-def test_twenty_thousand_gpus_is_answered():
-    table = predict_collective(Op.ALL_REDUCE, 2.0**30, p5(2500))
-    assert table.fabric.num_ranks == 20_000
-    assert 0 < table.busbw_bytes_per_s[0] < 400e9
+def test_twenty_thousand_gpus_run_the_tree_closed_form():
+    """1 GiB all-reduce on 2,500 p5 nodes: a ring's 39,998 steps cost 0.28 s of latency alone, so the
+    tree wins, network-bound at half of a node's achieved 356 GB/s, with a ramp grown with the node count."""
+    size, nodes, n = 2.0**30, 2500, 20_000
+    table = predict_collective(Op.ALL_REDUCE, size, p5(nodes))
+    assert table.fabric.num_ranks == n
+    assert (table.algorithm, table.protocol, table.bound) == ([Algorithm.TREE], [Protocol.SIMPLE], ["network (tree)"])
+    cal = DEFAULT_CALIBRATION
+    latency = (8.4 + 2 * (7 * 4.0 + math.log2(nodes) * 14.0)) * 1e-6  # base + up and down the tree
+    algbw = min(450e9 * cal.nvlink_efficiency / 2, 0.5 * 400e9 * cal.network_efficiency)  # 178 GB/s
+    ramp = cal.ramp_s["reduce"] * (nodes / 2) ** cal.ramp_node_exponent["reduce"]
+    time = latency + size / algbw * (1 + (ramp * algbw / size) ** cal.ramp_exponent)
+    assert table.time_s[0] == pytest.approx(time, rel=1e-9)
+    assert table.busbw_bytes_per_s[0] == pytest.approx(size / time * 2 * (n - 1) / n, rel=1e-9)
+    ring_latency = (8.4 + (2 * (n - 1) - 2 * (nodes - 1)) * 6.0 + 2 * (nodes - 1) * 14.0) * 1e-6
+    ring = predict_collective(Op.ALL_REDUCE, size, p5(nodes), algorithm=Algorithm.RING, protocol=Protocol.SIMPLE)
+    assert ring.time_s[0] > ring_latency > 0.27
 
 
 def test_bad_fabrics_are_clear_errors():

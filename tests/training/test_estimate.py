@@ -126,11 +126,22 @@ def test_vectorized_evaluation_matches_single_estimates():
 
 
 def test_choose_layout_fits_and_is_the_fastest_candidate():
+    from clustersim.plan.space import candidate_layouts
+
+    model = load_model("llama3-70b", use_env=False)
     system = system_for_instance(CATALOG, "p5.48xlarge", 8)
     job = TrainingJob(global_batch=512, seq_len=8192)
-    layout = choose_layout(load_model("llama3-70b", use_env=False), system, job)
-    estimate = estimate_training(load_model("llama3-70b", use_env=False), system, layout, job)
-    assert estimate.fits
+    chosen = estimate_training(model, system, choose_layout(model, system, job), job)
+    assert chosen.fits
+    candidates = candidate_layouts(model, system, job)
+    terms, memory = evaluate_layouts(model, system, candidates, job)
+    fits = memory.required <= system.memory_bytes
+    assert 0 < fits.sum() < len(candidates)
+    # No candidate that fits is faster than the chosen one ...
+    assert chosen.step_s == pytest.approx(terms.step_s[fits].min(), rel=1e-12)
+    # ... and the memory limit binds: the fastest candidate overall needs more than the device has.
+    fastest = estimate_training(model, system, candidates.layout(int(np.argmin(terms.step_s))), job)
+    assert fastest.step_s < chosen.step_s and not fastest.fits
 
 
 def test_a_model_that_cannot_fit_says_so():

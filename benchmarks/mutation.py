@@ -1,0 +1,305 @@
+"""Mutation testing of the physics modules with mutmut 3 (not part of the test suite).
+
+Each module group runs in its own snapshot under ``build/mutation/<group>/``: a copy of ``src/`` and
+``tests/`` taken when the run starts (others may edit the tree meanwhile), a ``pyproject.toml`` with the
+``[tool.mutmut]`` settings below, and a ``shared`` link to the ground truth beside the checkout, so the
+validation tests run there as they do here. mutmut copies the snapshot into ``mutants/``, mutates the
+group's module, records which tests reach each function, then runs only those tests against each
+mutant (``-x``, stopping at the first failure).
+
+Settings and why:
+
+* ``process_isolation = "forkserver"``: a plain fork would inherit the ``lru_cache`` entries (the
+  collective candidates per fabric, the efficiency table) that the stats run computed with unmutated
+  code, and mutants feeding those caches would survive unseen. The fork server only collects tests.
+* tests: the physics packages (training, compute, network, serving, workload, validation) and the CLI;
+  not the catalog loader fuzzers, ruff/mypy or the README (they reach no physics and take seconds each).
+* ``--hypothesis-seed=0``: the same examples for every mutant, so a verdict is reproducible.
+* ``do_not_mutate_patterns``: none; error-message mutants are counted and listed like any other.
+* decorated functions: mutmut 3 leaves every decorated function alone (but ``staticmethod`` and
+  ``classmethod``), which would hide most of the physics (the ``@step_term`` registry, the
+  ``cached_property`` per-micro-batch times, ``property`` totals, ``lru_cache`` tables). In the snapshot
+  only, ``undecorate`` rewrites ``@d1 @d2 def f`` into ``def f`` followed by ``f = d1(d2(f))`` (the same
+  object, bound the same way), so mutmut reaches them; enum classes and nested functions are left as
+  they are.
+
+Run (a long run; best in the background)::
+
+    .venv/bin/python benchmarks/mutation.py                      # every group, one after the other
+    .venv/bin/python benchmarks/mutation.py transformer memory   # some groups
+    .venv/bin/python benchmarks/mutation.py --report             # print the results recorded so far
+    nohup .venv/bin/python benchmarks/mutation.py > /tmp/mutmut.log 2>&1 &
+
+It prints, per module, mutants, killed, survived, timeout, other (no tests, suspicious) and the
+score ``(killed + timeout) / mutants``, then each survivor with its diff line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import libcst as cst
+
+ROOT = Path(__file__).resolve().parents[1]
+WORK = ROOT / "build" / "mutation"
+
+# Group name -> the physics modules it mutates. Groups others rarely edit come first.
+GROUPS: dict[str, list[str]] = {
+    "transformer": ["src/clustersim/workload/transformer.py"],
+    "ops": ["src/clustersim/workload/ops.py"],
+    "memory": ["src/clustersim/compute/memory.py"],
+    "efficiency": ["src/clustersim/compute/efficiency.py"],
+    "collectives": ["src/clustersim/network/collectives.py"],
+    "latency": ["src/clustersim/serving/latency.py"],
+    "engine": ["src/clustersim/serving/engine.py"],
+    "serving_estimate": ["src/clustersim/serving/estimate.py"],
+    "training_estimate": ["src/clustersim/training/estimate.py"],
+    "step": ["src/clustersim/training/step.py"],
+    "analytic": ["src/clustersim/network/analytic.py"],
+}
+TEST_SELECTION = [
+    "tests/training",
+    "tests/compute",
+    "tests/network",
+    "tests/serving",
+    "tests/workload",
+    "tests/validation",
+    "tests/cli",
+]
+STATUS = {
+    1: "killed",
+    3: "killed",
+    0: "survived",
+    5: "no tests",
+    33: "no tests",
+    34: "skipped",
+    36: "timeout",
+    -24: "timeout",
+    24: "timeout",
+    152: "timeout",
+    255: "timeout",
+    37: "caught by type check",
+}
+
+
+def _toml_list(values: list[str]) -> str:
+    return "[" + ", ".join(json.dumps(v) for v in values) + "]"
+
+
+PYTEST_ARGS = ["--hypothesis-seed=0", "-p", "no:cacheprovider"]
+
+
+def _pyproject(modules: list[str], deselect: list[str]) -> str:
+    # a test that fails is deselected; a file that does not even collect is ignored
+    args = PYTEST_ARGS + [f"--deselect={t}" if "::" in t else f"--ignore={t}" for t in deselect]
+    return "\n".join(
+        [
+            "[tool.pytest.ini_options]",
+            'testpaths = ["tests"]',
+            "",
+            "[tool.mutmut]",
+            'source_paths = ["src"]',
+            f"only_mutate = {_toml_list(modules)}",
+            f"pytest_add_cli_args_test_selection = {_toml_list(TEST_SELECTION)}",
+            f"pytest_add_cli_args = {_toml_list(args)}",
+            'process_isolation = "forkserver"',
+            "use_git_change_detection = false",
+            "",
+        ]
+    )
+
+
+def snapshot(group: str) -> Path:
+    """A fresh copy of the tree for ``group``; earlier results of the group are dropped."""
+    work = WORK / group
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", ".hypothesis", ".pytest_cache")
+    shutil.copytree(ROOT / "src", work / "src", ignore=ignore)
+    shutil.copytree(ROOT / "tests", work / "tests", ignore=ignore)
+    for module in GROUPS[group]:
+        path = work / module
+        path.write_text(undecorate(path.read_text()))
+    shared = ROOT.parent / "shared"
+    if shared.exists():  # tests find the ground truth at parents[3] / "shared" of mutants/tests/x/y.py
+        (work / "shared").symlink_to(shared)
+    (work / "pyproject.toml").write_text(_pyproject(GROUPS[group], []))
+    failing = _failing_tests(work)
+    if failing:  # others edit the tree meanwhile: a test red before any mutation cannot judge a mutant
+        print(f"   deselected, failing on the unmutated snapshot: {', '.join(failing)}", flush=True)
+        (work / "pyproject.toml").write_text(_pyproject(GROUPS[group], failing))
+    return work
+
+
+def _failing_tests(work: Path) -> list[str]:
+    """Tests of the selection that fail on the snapshot as it is (its own ``src`` first on the path)."""
+    env = {**os.environ, "PYTHONPATH": str(work / "src"), "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("CLUSTERSIM_EFFICIENCY", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rfE", *PYTEST_ARGS, *TEST_SELECTION],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return sorted({line.split()[1] for line in result.stdout.splitlines() if line.startswith(("FAILED ", "ERROR "))})
+
+
+class _Undecorate(cst.CSTTransformer):
+    """``@d1 @d2 def f`` -> ``def f`` and ``f = d1(d2(f))``, at module level and in (non-enum) class bodies."""
+
+    def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
+        return updated.with_changes(body=_split(updated.body))
+
+    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        bases = {cst.Module([]).code_for_node(b.value) for b in updated.bases}
+        if any("Enum" in b for b in bases) or not isinstance(updated.body, cst.IndentedBlock):
+            return updated
+        return updated.with_changes(body=updated.body.with_changes(body=_split(updated.body.body)))
+
+
+def _split(body: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    out: list[cst.BaseStatement] = []
+    for statement in body:
+        plain = {"staticmethod", "classmethod"}
+        decorators = statement.decorators if isinstance(statement, cst.FunctionDef) else ()
+        if not decorators or all(isinstance(d.decorator, cst.Name) and d.decorator.value in plain for d in decorators):
+            out.append(statement)
+            continue
+        assert isinstance(statement, cst.FunctionDef)
+        name = statement.name.value
+        wrapped: cst.BaseExpression = cst.Name(name)
+        for decorator in reversed(decorators):
+            wrapped = cst.Call(func=decorator.decorator, args=[cst.Arg(wrapped)])
+        out.append(statement.with_changes(decorators=()))
+        out.append(cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(name))], wrapped)]))
+    return out
+
+
+def undecorate(source: str) -> str:
+    """The module with its decorated top-level functions and methods rewritten as plain assignments."""
+    return cst.parse_module(source).visit(_Undecorate()).code
+
+
+def run_group(group: str, max_children: int) -> None:
+    work = snapshot(group)
+    start = time.monotonic()
+    log = work / "mutmut.log"
+    print(f"== {group}: mutmut run in {work} (log {log})", flush=True)
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("CLUSTERSIM_EFFICIENCY", None)
+    with log.open("w") as out:
+        code = subprocess.call(
+            [sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children)],
+            cwd=work,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    elapsed = time.monotonic() - start
+    summary = collect(group)
+    summary["elapsed_s"] = elapsed
+    summary["mutmut_exit_code"] = code
+    (work / "summary.json").write_text(json.dumps(summary, indent=1))
+    print(f"   {group}: {elapsed / 60:.1f} min, mutmut exit {code}", flush=True)
+
+
+def collect(group: str) -> dict[str, object]:
+    """Per-module counts and the survivors (with their diff) of one group's finished run."""
+    work = WORK / group
+    modules: dict[str, dict[str, int]] = {}
+    survivors: list[dict[str, str]] = []
+    for module in GROUPS[group]:
+        meta = work / "mutants" / (module + ".meta")
+        counts = {"mutants": 0, "killed": 0, "survived": 0, "timeout": 0, "other": 0}
+        if meta.exists():
+            codes = json.loads(meta.read_text())["exit_code_by_key"]
+            for name, code in sorted(codes.items()):
+                status = STATUS.get(code, "suspicious") if code is not None else "not checked"
+                counts["mutants"] += 1
+                key = status if status in ("killed", "survived", "timeout") else "other"
+                counts[key] += 1
+                if key != "killed" and key != "timeout":
+                    survivors.append({"module": module, "mutant": name, "status": status, "diff": _diff(work, name)})
+        modules[module] = counts
+    return {"group": group, "modules": modules, "survivors": survivors}
+
+
+def _diff(work: Path, mutant: str) -> str:
+    """The changed lines of a mutant (``mutmut show``), without the file headers."""
+    shown = subprocess.run(
+        [sys.executable, "-m", "mutmut", "show", mutant], cwd=work, capture_output=True, text=True, check=False
+    ).stdout
+    lines = [
+        line
+        for line in shown.splitlines()
+        if line[:1] in "+-" and not line.startswith(("+++", "---")) and line[1:].strip()
+    ]
+    return " | ".join(line.strip() for line in lines)
+
+
+def report(groups: list[str]) -> None:
+    rows: list[tuple[str, dict[str, int]]] = []
+    survivors: list[dict[str, str]] = []
+    for group in groups:
+        path = WORK / group / "summary.json"
+        if not path.exists():
+            print(f"{group}: no results yet")
+            continue
+        summary = json.loads(path.read_text())
+        rows += list(summary["modules"].items())
+        survivors += summary["survivors"]
+    if not rows:
+        return
+    header = f"{'module':<42} {'mutants':>7} {'killed':>7} {'survived':>8} {'timeout':>7} {'other':>5} {'score':>6}"
+    print(header)
+    print("-" * len(header))
+    total = {"mutants": 0, "killed": 0, "survived": 0, "timeout": 0, "other": 0}
+    for module, counts in rows:
+        for key in total:
+            total[key] += counts[key]
+        print(_row(module.removeprefix("src/clustersim/"), counts))
+    print("-" * len(header))
+    print(_row("overall", total))
+    if survivors:
+        print(f"\n{len(survivors)} not killed:")
+        for s in survivors:
+            print(f"  {s['mutant']} [{s['status']}]: {s['diff']}")
+
+
+def _row(name: str, c: dict[str, int]) -> str:
+    score = (c["killed"] + c["timeout"]) / c["mutants"] if c["mutants"] else float("nan")
+    return (
+        f"{name:<42} {c['mutants']:>7} {c['killed']:>7} {c['survived']:>8} {c['timeout']:>7} {c['other']:>5} "
+        f"{100 * score:>5.1f}%"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("groups", nargs="*", help=f"module groups (default: all): {', '.join(GROUPS)}")
+    parser.add_argument("--report", action="store_true", help="only print the recorded results")
+    parser.add_argument("--max-children", type=int, default=os.cpu_count() or 2, help="parallel mutant workers")
+    args = parser.parse_args()
+    groups = args.groups or list(GROUPS)
+    unknown = [g for g in groups if g not in GROUPS]
+    if unknown:
+        parser.error(f"unknown groups {unknown} (valid: {', '.join(GROUPS)})")
+    if not args.report:
+        for group in groups:
+            run_group(group, args.max_children)
+    report(groups)
+
+
+if __name__ == "__main__":
+    main()
