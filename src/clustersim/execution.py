@@ -10,26 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
-from enum import StrEnum
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from clustersim.choices import Recompute as Recompute  # re-exported: defined with the light enums
 from clustersim.errors import ClusterSimError, validation_problems
 from clustersim.workload.transformer import Transformer
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
-
-
-class Recompute(StrEnum):
-    """Activation recompute: none, the attention core only (selective), or whole layers (full)."""
-
-    NONE = "none"
-    SELECTIVE = "selective"
-    FULL = "full"
 
 
 class Layout(BaseModel):
@@ -77,12 +69,11 @@ class Layout(BaseModel):
         return " ".join(parts)
 
     def check(self, model: Transformer, *, num_devices: int, global_batch: int, seq_len: int) -> None:
-        """Raise ``ClusterSimError`` naming the first rule the layout breaks (``LAYOUT_RULES``)."""
-        arrays = LayoutArrays.of([self])
-        job = RuleInputs(model, num_devices, global_batch, seq_len)
+        """Raise ``ClusterSimError`` naming the first rule of ``LAYOUT_RULES`` the layout breaks."""
+        inputs = RuleInputs(model, num_devices, global_batch, seq_len)
         for rule in LAYOUT_RULES:
-            if not bool(rule.holds(arrays, job)[0]):
-                raise ClusterSimError(f"impossible layout ({self.describe()}): {rule.message(self, job)}")
+            if not bool(rule.holds(self, inputs)):
+                raise ClusterSimError(f"impossible layout ({self.describe()}): {rule.message(self, inputs)}")
 
 
 def layout_from_mapping(data: dict[str, Any], where: str = "layout") -> Layout:
@@ -189,9 +180,11 @@ class RuleInputs:
 
 @dataclass(frozen=True)
 class LayoutRule:
-    """One rule a layout must keep: a vectorized test and the message that names it."""
+    """One rule a layout must keep: a test and the message that names it. The test reads the layout
+    fields by name with operators that hold for one ``Layout`` (Python scalars) and for ``LayoutArrays``
+    (numpy arrays) alike, so one definition serves ``Layout.check`` and the planner's masks."""
 
-    holds: Callable[[LayoutArrays, RuleInputs], BoolArray]
+    holds: Callable[[Any, RuleInputs], Any]  # (Layout | LayoutArrays, inputs) -> bool | BoolArray
     message: Callable[[Layout, RuleInputs], str]
 
 
@@ -225,7 +218,7 @@ LAYOUT_RULES: tuple[LayoutRule, ...] = (
         lambda a, j: j.seq_len % a.cp == 0, lambda x, j: f"cp {x.cp} must divide the sequence length {j.seq_len}"
     ),
     LayoutRule(lambda a, j: (a.vp == 1) | (a.pp > 1), lambda x, j: f"vp {x.vp} needs pipeline parallelism (pp > 1)"),
-    LayoutRule(lambda a, j: ~a.sequence_parallel | (a.tp > 1), lambda x, j: "sequence_parallel needs tp > 1"),
+    LayoutRule(lambda a, j: (a.sequence_parallel == 0) | (a.tp > 1), lambda x, j: "sequence_parallel needs tp > 1"),
     LayoutRule(
         lambda a, j: (a.ep == 1) | (j.model.moe is not None),
         lambda x, j: f"ep {x.ep} needs a mixture-of-experts model",

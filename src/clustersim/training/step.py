@@ -21,9 +21,9 @@ another is given).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Generic, TypeVar, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -108,6 +108,30 @@ def collective_s(
     return out
 
 
+T = TypeVar("T")
+
+
+class _derived(Generic[T]):
+    """A property computed on first use and stored on the instance (functools.cached_property without
+    its per-instance lock, which costs a tenth of an estimate on Python 3.11)."""
+
+    def __init__(self, compute: Callable[[Any], T]) -> None:
+        self.compute = compute
+        self.name = compute.__name__
+        self.__doc__ = compute.__doc__
+
+    @overload
+    def __get__(self, instance: None, owner: type | None = None) -> _derived[T]: ...
+    @overload
+    def __get__(self, instance: object, owner: type | None = None) -> T: ...
+    def __get__(self, instance: object | None, owner: type | None = None) -> T | _derived[T]:
+        if instance is None:
+            return self
+        value = self.compute(instance)
+        instance.__dict__[self.name] = value
+        return value
+
+
 @dataclass(frozen=True)
 class StepContext:
     """What every term reads: the inputs, and per-micro-batch times derived once (cached)."""
@@ -132,12 +156,12 @@ class StepContext:
         """``collective_s`` on this context's system and cost model."""
         return collective_s(self.system, self.cost, op, size_bytes, num_ranks, stride, where)
 
-    @functools.cached_property
+    @_derived
     def tokens(self) -> FloatArray:
         """Tokens of one micro-batch on one context-parallel rank."""
         return np.asarray(self.lay.micro_batch * self.seq_len / self.lay.cp.astype(float), dtype=np.float64)
 
-    @functools.cached_property
+    @_derived
     def layer_ops(self) -> list[Operation]:
         """The operations of one layer on one device."""
         lay = self.lay
@@ -152,12 +176,12 @@ class StepContext:
             fused_attention=self.eff.fused_attention,
         )
 
-    @functools.cached_property
+    @_derived
     def layer(self) -> list[OperationTimes]:
         """Roofline times of one layer's operations."""
         return operation_times(self.layer_ops, self.system, self.eff, self.precision)
 
-    @functools.cached_property
+    @_derived
     def head(self) -> list[OperationTimes]:
         """Roofline times of the output head (last stage)."""
         ops = head_operations(self.model, tokens=self.tokens, tp=self.lay.tp.astype(float))
@@ -169,38 +193,38 @@ class StepContext:
         )
         return np.asarray(total, dtype=np.float64)
 
-    @functools.cached_property
+    @_derived
     def layer_fwd(self) -> FloatArray:
         """Forward time of one layer."""
         return self._layer_sum(lambda t: True)
 
-    @functools.cached_property
+    @_derived
     def linear_fwd(self) -> FloatArray:
         """Forward time of one layer's GEMMs (what TP communication can hide behind)."""
         kinds = {op.name: op.kind for op in self.layer_ops}
         return self._layer_sum(lambda t: kinds[t.name] is OpKind.GEMM)
 
-    @functools.cached_property
+    @_derived
     def attention_fwd(self) -> FloatArray:
         """Forward time of one layer's attention core (what selective recompute repeats)."""
         return self._layer_sum(lambda t: t.name in ATTENTION_NAMES)
 
-    @functools.cached_property
+    @_derived
     def layers_here(self) -> FloatArray:
         """Layers of the fullest pipeline stage."""
         return stage_layers(self.model, self.lay)
 
-    @functools.cached_property
+    @_derived
     def fwd_mb(self) -> FloatArray:
         """Forward time of one micro-batch on the slowest stage (its layers and the head)."""
         return self.layers_here * self.layer_fwd + sum(t.forward_s for t in self.head)
 
-    @functools.cached_property
+    @_derived
     def bwd_mb(self) -> FloatArray:
         """Backward time of one micro-batch on the slowest stage."""
         return self.layers_here * self._layer_sum(lambda t: True, backward=True) + sum(t.backward_s for t in self.head)
 
-    @functools.cached_property
+    @_derived
     def rec_mb(self) -> FloatArray:
         """Recomputed forward time of one micro-batch: whole layers (full) or the attention core (selective)."""
         lay = self.lay
@@ -209,19 +233,19 @@ class StepContext:
         )
         return self.layers_here * per_layer
 
-    @functools.cached_property
+    @_derived
     def micro_batches(self) -> FloatArray:
         """Micro-batches per step and pipeline."""
         lay = self.lay
         count = np.maximum(self.global_batch // (lay.dp * lay.micro_batch), 1)
         return np.asarray(count, dtype=np.float64)
 
-    @functools.cached_property
+    @_derived
     def act_bytes(self) -> FloatArray:
         """Bytes of one micro-batch's activations at a layer boundary (before any split)."""
         return ACT_BYTES * self.tokens * self.model.hidden
 
-    @functools.cached_property
+    @_derived
     def tp_mb(self) -> TermTimes:
         """TP link and exposed time per micro-batch.
 
@@ -237,7 +261,7 @@ class StepContext:
         overlap = np.where(np.isnan(lay.tp_overlap), float(self.eff.tp_overlap), lay.tp_overlap) > 0
         return TermTimes(link, np.where(overlap, np.maximum(link - gemm_time, 0.0), link))
 
-    @functools.cached_property
+    @_derived
     def cp_mb(self) -> TermTimes:
         """CP key/value exchange per micro-batch, hidden behind the attention core."""
         lay = self.lay
@@ -245,7 +269,7 @@ class StepContext:
         link = self.layers_here * 3 * self.collective_s(Op.ALL_GATHER, kv_bytes, lay.cp, lay.tp)
         return TermTimes(link, np.maximum(link - self.layers_here * 3 * self.attention_fwd, 0.0))
 
-    @functools.cached_property
+    @_derived
     def ep_mb(self) -> FloatArray:
         """EP all-to-all per micro-batch: dispatch and combine, forward and backward."""
         moe = self.model.moe
@@ -255,7 +279,7 @@ class StepContext:
         dispatch = ACT_BYTES * self.tokens * moe.top_k * self.model.hidden
         return self.layers_here * 4 * self.collective_s(Op.ALLTOALL, dispatch, lay.ep, lay.tp * lay.cp)
 
-    @functools.cached_property
+    @_derived
     def pp_mb(self) -> FloatArray:
         """PP sends per micro-batch: the stage's output split over its TP ranks, one each way per chunk."""
         lay = self.lay
@@ -263,7 +287,7 @@ class StepContext:
         hop = self.collective_s(Op.SENDRECV, pp_bytes, np.minimum(lay.pp, 2), lay.tp * lay.cp * lay.dp)
         return np.where(lay.pp > 1, 2 * lay.vp.astype(float) * hop, 0.0)
 
-    @functools.cached_property
+    @_derived
     def params(self) -> FloatArray:
         """Parameters of the fullest stage on one device (before ZeRO sharding)."""
         return params_per_device(self.model, self.lay)
