@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clustersim.catalog.registry import load_catalog
+from clustersim.catalog.schema import Dtype
 from clustersim.errors import ClusterSimError
 from clustersim.serving.engine import (
     DEFAULT_CALIBRATION,
-    Precision,
     ServingSystem,
     kv_bytes_per_token,
     memory_plan,
@@ -65,32 +65,39 @@ def p5e(tp=8, pp=1):
     return serving_system_for_instance(CATALOG, "p5e.48xlarge", tp=tp, pp=pp)
 
 
-def with_device(system: ServingSystem, **changes) -> ServingSystem:
-    return dataclasses.replace(system, device=dataclasses.replace(system.device, **changes))
+def with_device(system: ServingSystem, **changes: float) -> ServingSystem:
+    """The serving system on a copy of its accelerator with figures changed (memory_bytes=..., per device)."""
+    chip = system.system.accelerator
+    figures = {
+        name: getattr(chip, name).model_copy(update={"value": value / system.system.share})
+        for name, value in changes.items()
+    }
+    machine = dataclasses.replace(system.system, accelerator=chip.model_copy(update=figures))
+    return dataclasses.replace(system, system=machine)
 
 
 # ---- bytes ---------------------------------------------------------------------------------------
 
 
 def test_kv_bytes_per_token_of_known_models():
-    assert kv_bytes_per_token(LLAMA2_70B, Precision.BF16) == 2 * 80 * 1024 * 2 == 327_680
-    assert kv_bytes_per_token(LLAMA31_8B, Precision.BF16) == 2 * 32 * 1024 * 2 == 131_072
-    assert kv_bytes_per_token(LLAMA31_405B, Precision.BF16) == 2 * 126 * 1024 * 2
-    assert kv_bytes_per_token(LLAMA2_70B, Precision.FP8) == 163_840
+    assert kv_bytes_per_token(LLAMA2_70B, Dtype.BF16) == 2 * 80 * 1024 * 2 == 327_680
+    assert kv_bytes_per_token(LLAMA31_8B, Dtype.BF16) == 2 * 32 * 1024 * 2 == 131_072
+    assert kv_bytes_per_token(LLAMA31_405B, Dtype.BF16) == 2 * 126 * 1024 * 2
+    assert kv_bytes_per_token(LLAMA2_70B, Dtype.FP8) == 163_840
 
 
 def test_kv_cache_splits_over_tp_until_one_head_per_rank_then_replicates():
-    assert kv_bytes_per_token(LLAMA2_70B, Precision.BF16, tp=8) == 327_680 / 8
+    assert kv_bytes_per_token(LLAMA2_70B, Dtype.BF16, tp=8) == 327_680 / 8
     # 8 kv heads on 16 ranks: each rank keeps one head (replicated), not half of one.
-    assert kv_bytes_per_token(LLAMA2_70B, Precision.BF16, tp=16) == 327_680 / 8
-    assert kv_bytes_per_token(LLAMA2_70B, Precision.BF16, pp=4) == 327_680 / 4
+    assert kv_bytes_per_token(LLAMA2_70B, Dtype.BF16, tp=16) == 327_680 / 8
+    assert kv_bytes_per_token(LLAMA2_70B, Dtype.BF16, pp=4) == 327_680 / 4
 
 
 def test_weights_per_device_follow_precision_and_parallelism():
-    bf16 = weight_bytes_per_device(LLAMA2_70B, Precision.BF16)
+    bf16 = weight_bytes_per_device(LLAMA2_70B, Dtype.BF16)
     assert bf16 == pytest.approx(2 * LLAMA2_70B.num_params())
-    assert weight_bytes_per_device(LLAMA2_70B, Precision.BF16, tp=4, pp=2) == pytest.approx(bf16 / 8)
-    fp8 = weight_bytes_per_device(LLAMA2_70B, Precision.FP8)
+    assert weight_bytes_per_device(LLAMA2_70B, Dtype.BF16, tp=4, pp=2) == pytest.approx(bf16 / 8)
+    fp8 = weight_bytes_per_device(LLAMA2_70B, Dtype.FP8)
     # fp8 layers, bf16 embedding and logits (2 x 32000 x 8192 parameters)
     assert fp8 == pytest.approx(LLAMA2_70B.num_params() + 2 * 32000 * 8192, rel=1e-3)
 
@@ -99,7 +106,7 @@ def test_weights_per_device_follow_precision_and_parallelism():
 
 
 def test_batch_limit_is_the_kv_room_over_the_reserved_length():
-    request = Request(2048, 2048, Precision.BF16)
+    request = Request(2048, 2048, Dtype.BF16)
     limit, reason, plan = batch_limit(LLAMA2_70B, p5(), request)
     assert reason == "capacity"
     assert limit == int(plan.kv_capacity_tokens // 4096)
@@ -108,7 +115,7 @@ def test_batch_limit_is_the_kv_room_over_the_reserved_length():
 
 
 def test_batch_limit_grows_with_memory_capacity():
-    request = Request(1024, 1024, Precision.BF16)
+    request = Request(1024, 1024, Dtype.BF16)
     limits = [
         batch_limit(LLAMA2_70B, with_device(p5(), memory_bytes=gib * 2**30), request)[0] for gib in (60, 80, 100, 141)
     ]
@@ -117,7 +124,7 @@ def test_batch_limit_grows_with_memory_capacity():
 
 
 def test_scheduler_caps_the_batch_when_memory_is_plentiful():
-    limit, reason, _ = batch_limit(LLAMA31_8B, p5e(tp=1), Request(16, 16, Precision.FP8))
+    limit, reason, _ = batch_limit(LLAMA31_8B, p5e(tp=1), Request(16, 16, Dtype.FP8))
     assert (limit, reason) == (DEFAULT_CALIBRATION.max_batch_sequences, "scheduler")
 
 
@@ -131,7 +138,7 @@ def test_same_compute_peak_so_any_gain_is_memory():
 
 
 def test_weight_reads_speed_up_by_exactly_the_bandwidth_ratio():
-    request = Request(128, 128, Precision.BF16)
+    request = Request(128, 128, Dtype.BF16)
     a = estimate_offline(LLAMA2_70B, p5(), request, batch=1)
     b = estimate_offline(LLAMA2_70B, p5e(), request, batch=1)
     assert a.gemm_memory_s / b.gemm_memory_s == pytest.approx(BANDWIDTH_RATIO)
@@ -140,7 +147,7 @@ def test_weight_reads_speed_up_by_exactly_the_bandwidth_ratio():
 
 def test_small_batch_decode_gain_tracks_the_bandwidth_ratio():
     # One GPU holding 70B fp8 at batch 1: the step is nearly all weight reads.
-    request = Request(128, 128, Precision.FP8)
+    request = Request(128, 128, Dtype.FP8)
     a = estimate_offline(LLAMA2_70B, p5(tp=1), request, batch=1)
     b = estimate_offline(LLAMA2_70B, p5e(tp=1), request, batch=1)
     assert a.memory_bound_share > 0.9
@@ -149,7 +156,7 @@ def test_small_batch_decode_gain_tracks_the_bandwidth_ratio():
 
 
 def test_capacity_limited_h100_gains_more_than_the_bandwidth_ratio():
-    request = Request(2048, 2048, Precision.FP8)
+    request = Request(2048, 2048, Dtype.FP8)
     comparison = compare_offline(LLAMA2_70B, p5(tp=1), p5e(tp=1), request)
     assert comparison.first.batch_limited_by == "capacity"
     assert comparison.ratio > BANDWIDTH_RATIO
@@ -160,7 +167,7 @@ def test_capacity_limited_h100_gains_more_than_the_bandwidth_ratio():
 
 
 def test_compute_bound_prefill_gains_little():
-    comparison = compare_offline(LLAMA2_70B, p5(), p5e(), Request(2048, 16, Precision.BF16))
+    comparison = compare_offline(LLAMA2_70B, p5(), p5e(), Request(2048, 16, Dtype.BF16))
     assert comparison.ratio < 1.15
 
 
@@ -177,9 +184,9 @@ def test_compute_bound_prefill_gains_little():
     tp=st.sampled_from([1, 2, 8]),
 )
 def test_more_bandwidth_is_never_slower(bandwidth_scale, batch, context, prefill, fp8, tp):
-    precision = Precision.FP8 if fp8 else Precision.BF16
+    precision = Dtype.FP8 if fp8 else Dtype.BF16
     base = p5(tp=tp)
-    faster = with_device(base, memory_bandwidth_bytes_per_s=base.device.memory_bandwidth_bytes_per_s * bandwidth_scale)
+    faster = with_device(base, memory_bandwidth_bytes_per_s=base.system.memory_bandwidth_bytes_per_s * bandwidth_scale)
     kwargs = {
         "decode_sequences": batch,
         "decode_context_tokens": context,
@@ -195,9 +202,9 @@ def test_more_bandwidth_is_never_slower(bandwidth_scale, batch, context, prefill
 @settings(max_examples=25, deadline=None)
 @given(scale=st.floats(1.0, 3.0), n=st.integers(16, 8192), o=st.integers(16, 4096))
 def test_more_bandwidth_or_memory_never_lowers_offline_throughput(scale, n, o):
-    request = Request(n, o, Precision.FP8)
+    request = Request(n, o, Dtype.FP8)
     base = p5(tp=2)
-    device = base.device
+    device = base.system
     better = with_device(
         base,
         memory_bandwidth_bytes_per_s=device.memory_bandwidth_bytes_per_s * scale,
@@ -209,14 +216,14 @@ def test_more_bandwidth_or_memory_never_lowers_offline_throughput(scale, n, o):
 
 
 def test_throughput_grows_with_batch_until_compute_bound():
-    request = Request(512, 512, Precision.BF16)
+    request = Request(512, 512, Dtype.BF16)
     batches = np.array([1.0, 2, 4, 8, 16, 32, 64, 128])
     rates = throughput_per_replica(LLAMA2_70B, p5(), request, batches)
     assert np.all(np.diff(rates) > 0)
 
 
 def test_static_batching_waits_for_the_whole_prefill():
-    request = Request(1024, 256, Precision.BF16, batching=Batching.STATIC)
+    request = Request(1024, 256, Dtype.BF16, batching=Batching.STATIC)
     static = estimate_offline(LLAMA2_70B, p5(), request, batch=64)
     continuous = estimate_offline(
         LLAMA2_70B, p5(), dataclasses.replace(request, batching=Batching.CONTINUOUS), batch=64
@@ -238,8 +245,8 @@ def test_moe_reads_only_the_experts_a_small_step_touches():
     )
     system = p5(tp=1)
     common = {"decode_context_tokens": 10.0, "prefill_tokens": 0.0, "prefill_sequences": 0.0, "prompt_tokens": 1.0}
-    one = step_times(moe, system, Precision.BF16, Precision.BF16, decode_sequences=1.0, **common)
-    many = step_times(moe, system, Precision.BF16, Precision.BF16, decode_sequences=512.0, **common)
+    one = step_times(moe, system, Dtype.BF16, Dtype.BF16, decode_sequences=1.0, **common)
+    many = step_times(moe, system, Dtype.BF16, Dtype.BF16, decode_sequences=512.0, **common)
     assert float(one.gemm_memory_s) < 0.5 * float(many.gemm_memory_s)
 
 
@@ -254,7 +261,7 @@ def test_erlang_c_limits():
 
 
 def test_latency_grows_with_rate_and_max_rate_meets_the_targets():
-    request = Request(1024, 256, Precision.FP8)
+    request = Request(1024, 256, Dtype.FP8)
     system = p5(tp=2)
     low = estimate_server(LLAMA2_70B, system, request, 1.0)
     high = estimate_server(LLAMA2_70B, system, request, 20.0)
@@ -267,7 +274,7 @@ def test_latency_grows_with_rate_and_max_rate_meets_the_targets():
 
 
 def test_rate_past_saturation_and_unreachable_targets_are_errors():
-    request = Request(1024, 256, Precision.FP8)
+    request = Request(1024, 256, Dtype.FP8)
     with pytest.raises(ClusterSimError, match="saturation"):
         estimate_server(LLAMA2_70B, p5(tp=2), request, 1e6)
     with pytest.raises(ClusterSimError, match="unloaded"):
@@ -279,13 +286,13 @@ def test_rate_past_saturation_and_unreachable_targets_are_errors():
 
 def test_model_that_does_not_fit_names_the_sizes():
     with pytest.raises(ClusterSimError, match=r"needs .* GiB of weights .* tp 1") as info:
-        batch_limit(LLAMA31_405B, p5(tp=1), Request(128, 128, Precision.BF16))
+        batch_limit(LLAMA31_405B, p5(tp=1), Request(128, 128, Dtype.BF16))
     assert "\n" not in str(info.value)
 
 
 def test_sequence_too_long_for_the_kv_room():
     with pytest.raises(ClusterSimError, match="input/output"):
-        batch_limit(LLAMA2_70B, p5(tp=1), Request(2_000_000, 128, Precision.FP8))
+        batch_limit(LLAMA2_70B, p5(tp=1), Request(2_000_000, 128, Dtype.FP8))
 
 
 def test_layout_errors():
@@ -299,12 +306,12 @@ def test_layout_errors():
         estimate_offline(LLAMA2_70B, p5(), Request(128, 128), batch=100_000)
     with pytest.raises(ClusterSimError, match="no dense fp8 figure"):
         estimate_offline(
-            LLAMA31_8B, serving_system_for_instance(CATALOG, "p4de.24xlarge", tp=1), Request(128, 128, Precision.FP8)
+            LLAMA31_8B, serving_system_for_instance(CATALOG, "p4de.24xlarge", tp=1), Request(128, 128, Dtype.FP8)
         )
 
 
 def test_memory_plan_is_consistent():
-    plan = memory_plan(LLAMA2_70B, p5(), Precision.BF16, Precision.BF16)
+    plan = memory_plan(LLAMA2_70B, p5(), Dtype.BF16, Dtype.BF16)
     assert plan.kv_budget_bytes == pytest.approx(plan.kv_capacity_tokens * plan.kv_bytes_per_token)
     assert plan.weights_bytes + plan.workspace_bytes + plan.kv_budget_bytes < plan.memory_bytes
 
@@ -315,8 +322,9 @@ def test_memory_plan_is_consistent():
 def test_trainium_cases_count_neuron_cores():
     system = serving_system_for_accelerator(CATALOG, "trainium1", tp=32, devices_per_node=32)
     chip = CATALOG.accelerator("trainium1")
-    assert system.device.memory_bytes == pytest.approx(chip.memory_bytes.value / 2)
-    assert system.device.peak_flop_per_s("bf16") == pytest.approx(chip.dense_peak_flop_per_s("bf16") / 2)
+    assert system.system.memory_bytes == pytest.approx(chip.memory_bytes.value / 2)
+    assert system.peak_flop_per_s(Dtype.BF16) == pytest.approx(chip.dense_peak_flop_per_s("bf16") / 2)
+    assert system.device_name == "0.5 of trainium1"
 
 
 def test_validate_finds_the_inference_predictor():
@@ -343,7 +351,7 @@ def test_server_case_is_predicted_at_the_max_rate():
 
 
 def test_one_estimate_is_fast():
-    request = Request(2048, 128, Precision.BF16)
+    request = Request(2048, 128, Dtype.BF16)
     system = p5()
     estimate_offline(LLAMA2_70B, system, request)
     start = time.perf_counter()

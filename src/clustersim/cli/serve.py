@@ -14,6 +14,7 @@ from rich.table import Table
 from clustersim.catalog.registry import Catalog, load_catalog
 from clustersim.cli.common import CatalogOption, JsonOption, console, emit_json, user_errors
 from clustersim.errors import ClusterSimError
+from clustersim.plan.serving import ServingScenario, best_serving_layout
 from clustersim.serving.engine import ServingSystem, parse_precision, serving_system_for_instance
 from clustersim.serving.estimate import (
     Batching,
@@ -21,7 +22,6 @@ from clustersim.serving.estimate import (
     ServingEstimate,
     compare_offline,
     estimate_offline,
-    tp_candidates,
 )
 from clustersim.serving.latency import estimate_server, max_rate
 from clustersim.units import format_bytes, format_count, format_seconds
@@ -141,23 +141,11 @@ def _run(
     request: Request,
     scenario: tuple[int | None, float | None, float | None, float | None],
 ) -> ServingEstimate:
-    """The estimate on ``instance``; ``scenario`` is (batch, rate, ttft target, tpot target)."""
-    if tp is not None:
-        return _scenario(model, serving_system_for_instance(catalog, instance, tp=tp, pp=pp), request, *scenario)
-    # No --tp: the degree with the best result (most tokens/s; at a fixed rate, the lowest TPOT).
-    found: list[ServingEstimate] = []
-    problems: list[str] = []
-    for degree in tp_candidates(model, catalog, instance, pp=pp):
-        try:
-            system = serving_system_for_instance(catalog, instance, tp=degree, pp=pp)
-            found.append(_scenario(model, system, request, *scenario))
-        except ClusterSimError as exc:
-            problems.append(str(exc))
-    if not found:
-        raise ClusterSimError(problems[-1] if problems else f"--tp: no degree fits the heads of {model.name}")
-    if scenario[1] is not None:
-        return min(found, key=lambda e: e.tpot_s)
-    return max(found, key=lambda e: e.output_tokens_per_s)
+    """The estimate on ``instance``; ``scenario`` is (batch, rate, ttft target, tpot target); no ``tp``:
+    the best degree (``clustersim.plan.serving``)."""
+    batch, rate, ttft_target, tpot_target = scenario
+    wanted = ServingScenario(batch=batch, rate_per_s=rate, ttft_target_s=ttft_target, tpot_target_s=tpot_target)
+    return best_serving_layout(model, catalog, instance, request, tp=tp, pp=pp, scenario=wanted)
 
 
 def _scenario(

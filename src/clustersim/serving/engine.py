@@ -17,127 +17,130 @@ kinds run one after the other (separate kernels), so the step time is their sum:
 * **overheads**: a fixed cost per step and a host-side cost per sequence.
 
 Achieved fractions of the dense peak and of the HBM bandwidth and the overheads are fitted once
-(``benchmarks/calibrate_inference.py``) and live in ``InferenceCalibration``. Everything is per
-device and vectorized over the number of decoding sequences.
+(``benchmarks/calibrate_inference.py``, which writes them into ``calibration.toml`` beside this
+module, each with its source) and ``InferenceCalibration`` holds them; a user's file
+(``CLUSTERSIM_SERVING_CALIBRATION``, paths separated by ``os.pathsep``, or ``extra=``) replaces the
+fields it gives. Number formats are the catalog's ``Dtype``; the devices are a ``System``'s.
+Everything is per device and vectorized over the number of decoding sequences.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from enum import StrEnum
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
+from pydantic import ConfigDict, Field
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from clustersim.catalog.registry import Catalog
-from clustersim.catalog.schema import Instance
+from clustersim.catalog.schema import Dtype, Instance
+from clustersim.catalog.tomlfiles import CalibrationEntry, load_calibration, user_paths
 from clustersim.errors import ClusterSimError
 from clustersim.network.analytic import predict_collective
 from clustersim.network.collectives import Op
 from clustersim.network.fabric import Fabric
-from clustersim.system import System, system_for_instance, system_from_case
+from clustersim.system import System, system_for_accelerator, system_for_instance
 from clustersim.workload.transformer import Transformer
 
 FloatArray = npt.NDArray[np.float64]
 GIB = 2**30
 ACTIVATION_BYTES = 2  # activations and all-reduce payloads stay bf16, also with fp8 GEMMs
+ENV_VAR = "CLUSTERSIM_SERVING_CALIBRATION"
+CALIBRATION_FILE = "calibration.toml"
+SERVING_DTYPES = (Dtype.BF16, Dtype.FP16, Dtype.FP8)  # weights, GEMM inputs and KV cache (fp8: weights and activations)
 
 
-class Precision(StrEnum):
-    """Number format of the weights and GEMM inputs (``fp8``: fp8 weights and activations)."""
-
-    BF16 = "bf16"
-    FP16 = "fp16"
-    FP8 = "fp8"
-
-    @property
-    def num_bytes(self) -> int:
-        """Bytes per element."""
-        return 1 if self is Precision.FP8 else 2
+_BYTES_PER_ELEMENT = {Dtype.BF16: 2, Dtype.FP16: 2, Dtype.FP8: 1}
 
 
-def parse_precision(value: str, field_name: str = "precision") -> Precision:
-    """A ``Precision`` from text; ``ClusterSimError`` naming the field and the valid values."""
+def bytes_per_element(dtype: Dtype) -> int:
+    """Bytes one weight, activation or KV-cache element takes in a serving format."""
     try:
-        return Precision(value.strip().lower())
-    except ValueError:
-        valid = ", ".join(p.value for p in Precision)
-        raise ClusterSimError(f"{field_name}: unknown value {value!r} (valid: {valid})") from None
+        return _BYTES_PER_ELEMENT[dtype]
+    except KeyError:
+        valid = ", ".join(d.value for d in SERVING_DTYPES)
+        raise ClusterSimError(f"precision: {dtype.value} is not a serving format (valid: {valid})") from None
 
 
-@dataclass(frozen=True, slots=True)
+def parse_precision(value: str | Dtype, field_name: str = "precision") -> Dtype:
+    """A serving number format (bf16, fp16 or fp8) from the user's text; ``ClusterSimError`` naming
+    the field and the valid values."""
+    text = str(value).strip().lower()
+    for dtype in SERVING_DTYPES:
+        if dtype.value == text:
+            return dtype
+    valid = ", ".join(d.value for d in SERVING_DTYPES)
+    raise ClusterSimError(f"{field_name}: unknown value {value!r} (valid: {valid})")
+
+
+# ---- calibration ---------------------------------------------------------------------------------
+
+
+@pydantic_dataclass(frozen=True, slots=True, kw_only=True, config=ConfigDict(extra="forbid"))
 class InferenceCalibration:
-    """Achieved efficiencies and engine limits; fitted once on ../shared/validation/inference.jsonl."""
+    """Achieved efficiencies and engine limits; fitted once on ../shared/validation/inference.jsonl.
 
-    # Fitted: achieved fraction of the dense peak on GEMMs (TensorRT-LLM fp8 on H100).
-    flop_efficiency: float = 0.59
-    # Assumed: achieved fraction of the HBM bandwidth on weight and KV-cache reads; STREAM-like
-    # copies reach about 0.9 of an H100's 3.35 TB/s, and the fit runs into that bound.
-    hbm_efficiency: float = 0.90
-    # Fitted: achieved fraction of the dense peak on causal prefill attention (flash attention).
-    attention_flop_efficiency: float = 0.26
-    # Counted: reads and writes of a token's hidden vector per layer outside the GEMMs (two norms
-    # read and write, two residual adds read two and write one, rotary and activation I/O): 10.
-    # Not split by TP: each rank holds the full vector.
-    activation_passes: float = 10.0
-    # Fitted: fixed cost per step (kernel launches, scheduling).
-    step_overhead_s: float = 1.67e-3
-    # Fitted: time each tensor-parallel all-reduce adds beyond the collective itself (the ranks
-    # wait for the slowest one: kernel skew at every synchronization).
-    sync_overhead_s: float = 4.4e-5
-    # Fitted: host-side cost per sequence per step (scheduling, sampling, detokenizing).
-    sequence_overhead_s: float = 1.9e-6
-    # Share of the memory left after weights and workspace that the engine gives the KV cache:
-    # trtllm-bench's kv_cache_free_gpu_mem_fraction, 0.95 (TensorRT-LLM's runtime default is 0.9).
-    kv_memory_fraction: float = 0.95
-    # Assumed: activations for the largest step, CUDA graphs, NCCL/custom all-reduce buffers and
-    # the CUDA context, per device.
-    workspace_bytes: float = 3.0 * GIB
-    # Paged KV cache block (TensorRT-LLM tokens_per_block = 32; vLLM uses 16).
-    kv_block_tokens: int = 32
-    # trtllm-bench caps (tensorrt_llm/bench/build/tuning.py finetune_setting): 4096 sequences per
-    # engine (decoder buffers) and 32768 tokens per step (activation buffers).
-    max_batch_sequences: int = 4096
-    max_tokens_per_step: int = 32768
+    The values live in ``calibration.toml`` beside this module, each with its source
+    (:func:`calibration_entries`); :func:`serving_calibration` reads them with the user's files over them.
+    """
+
+    flop_efficiency: float = Field(gt=0, le=1, description="Achieved fraction of the dense peak on GEMMs.")
+    hbm_efficiency: float = Field(gt=0, le=1, description="Achieved fraction of HBM bandwidth on weight and KV reads.")
+    attention_flop_efficiency: float = Field(
+        gt=0, le=1, description="Achieved fraction of the dense peak on causal prefill attention."
+    )
+    activation_passes: float = Field(ge=0, description="Hidden-vector reads and writes per token per layer.")
+    step_overhead_s: float = Field(ge=0, description="Fixed cost per engine step, seconds.")
+    sync_overhead_s: float = Field(ge=0, description="Cost each TP all-reduce adds beyond the collective, seconds.")
+    sequence_overhead_s: float = Field(ge=0, description="Host-side cost per sequence per step, seconds.")
+    kv_memory_fraction: float = Field(gt=0, le=1, description="Share of the memory left that the KV cache gets.")
+    workspace_bytes: float = Field(ge=0, description="Activations, graphs, buffers and context per device, bytes.")
+    kv_block_tokens: int = Field(ge=1, description="Tokens per paged KV cache block.")
+    max_batch_sequences: int = Field(ge=1, description="Most sequences in flight per engine.")
+    max_tokens_per_step: int = Field(ge=1, description="Most tokens per engine step.")
 
 
-DEFAULT_CALIBRATION = InferenceCalibration()
+def serving_calibration(extra: Sequence[str | Path] = (), *, use_env: bool = True) -> InferenceCalibration:
+    """The packaged calibration with the user's files (``CLUSTERSIM_SERVING_CALIBRATION``, then
+    ``extra``) over it, field by field; the same inputs return the same (cached) object."""
+    return _load(user_paths(ENV_VAR, extra, use_env=use_env))[0]
 
 
-@dataclass(frozen=True, slots=True)
-class Device:
-    """One device as serving sees it: capacity, bandwidth and dense peak per number format."""
+def calibration_entries(extra: Sequence[str | Path] = (), *, use_env: bool = True) -> dict[str, CalibrationEntry]:
+    """Each calibrated constant with its source, fitted note and file (see ``serving_calibration``)."""
+    return _load(user_paths(ENV_VAR, extra, use_env=use_env))[1]
 
-    name: str
-    memory_bytes: float
-    memory_bandwidth_bytes_per_s: float
-    dense_flop_per_s: dict[str, float] = field(default_factory=dict)
 
-    def peak_flop_per_s(self, precision: Precision | str) -> float:
-        """Dense peak for ``precision``; ``ClusterSimError`` listing the formats the device has."""
-        key = str(precision)
-        if key not in self.dense_flop_per_s:
-            known = ", ".join(sorted(self.dense_flop_per_s))
-            raise ClusterSimError(f"precision: {self.name} has no dense {key} figure (valid: {known})")
-        return self.dense_flop_per_s[key]
+def _load(user_files: tuple[str, ...]) -> tuple[InferenceCalibration, dict[str, CalibrationEntry]]:
+    return load_calibration(InferenceCalibration, "clustersim.serving", CALIBRATION_FILE, user_files)
 
-    def scaled(self, factor: float, name: str | None = None) -> Device:
-        """The device with capacity, bandwidth and FLOP/s multiplied by ``factor`` (a core of a chip)."""
-        return Device(
-            name or self.name,
-            self.memory_bytes * factor,
-            self.memory_bandwidth_bytes_per_s * factor,
-            {k: v * factor for k, v in self.dense_flop_per_s.items()},
-        )
+
+# The packaged values (no user files): what the model was validated with.
+DEFAULT_CALIBRATION = serving_calibration(use_env=False)
+
+
+def default_calibration() -> InferenceCalibration:
+    """What the model uses when no calibration is given: the packaged values, with the files in
+    ``CLUSTERSIM_SERVING_CALIBRATION`` over them when it is set."""
+    return serving_calibration() if os.environ.get(ENV_VAR) else DEFAULT_CALIBRATION
+
+
+# ---- the system --------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
 class ServingSystem:
-    """``dp`` replicas of a ``tp x pp`` model on ``device``; fabrics for the TP group and PP sends."""
+    """``dp`` replicas of a ``tp x pp`` model on devices of ``system``, with the fabrics of the TP group
+    and of the PP sends (``System.group_fabric``). Per-device figures are the system's: a NeuronCore's
+    share of a chip where cores count as devices."""
 
     name: str
-    device: Device
+    system: System
     tp: int = 1
     pp: int = 1
     dp: int = 1
@@ -151,10 +154,36 @@ class ServingSystem:
         if self.tp > 1 and self.tp_fabric is None:
             raise ClusterSimError(f"tp {self.tp} needs a fabric for its all-reduces")
 
+    @classmethod
+    def on(cls, system: System, name: str, *, tp: int, pp: int = 1, dp: int = 1) -> ServingSystem:
+        """Replicas of tp x pp devices of ``system``: TP all-reduces among neighbours, PP sends ``tp`` apart."""
+        return cls(
+            name=name,
+            system=system,
+            tp=tp,
+            pp=pp,
+            dp=dp,
+            tp_fabric=system.group_fabric(tp, 1),
+            pp_fabric=system.group_fabric(2 if pp > 1 else 1, tp),
+        )
+
     @property
     def num_devices(self) -> int:
         """Devices of all replicas."""
         return self.tp * self.pp * self.dp
+
+    @property
+    def device_name(self) -> str:
+        """The accelerator id, or the share of one that a device is (``0.5 of trainium1``)."""
+        share = self.system.share
+        return self.system.accelerator.id if share == 1 else f"{share:g} of {self.system.accelerator.id}"
+
+    def peak_flop_per_s(self, precision: Dtype) -> float:
+        """Dense peak of one device for ``precision``; ``ClusterSimError`` naming the formats it has."""
+        try:
+            return self.system.peak_flop_per_s(precision)
+        except ClusterSimError as exc:
+            raise ClusterSimError(f"precision: {exc}") from None
 
 
 def check_layout(model: Transformer, tp: int, pp: int) -> None:
@@ -175,9 +204,9 @@ def kv_heads_per_device(model: Transformer, tp: int) -> int:
     return max(model.kv_heads // tp, 1)
 
 
-def kv_bytes_per_token(model: Transformer, kv_precision: Precision, tp: int = 1, pp: int = 1) -> float:
+def kv_bytes_per_token(model: Transformer, kv_precision: Dtype, tp: int = 1, pp: int = 1) -> float:
     """KV-cache bytes one token adds on one device: K and V, its layers, its kv heads."""
-    return 2.0 * (model.layers / pp) * kv_heads_per_device(model, tp) * model.head_dim * kv_precision.num_bytes
+    return 2.0 * (model.layers / pp) * kv_heads_per_device(model, tp) * model.head_dim * bytes_per_element(kv_precision)
 
 
 def _layer_matmul_params(model: Transformer) -> tuple[float, float]:
@@ -190,13 +219,13 @@ def _layer_matmul_params(model: Transformer) -> tuple[float, float]:
     return float(attention + shared + model.router_params()), float(mlp)
 
 
-def weight_bytes_per_device(model: Transformer, precision: Precision, tp: int = 1, pp: int = 1) -> float:
+def weight_bytes_per_device(model: Transformer, precision: Dtype, tp: int = 1, pp: int = 1) -> float:
     """Weights held by one device: layer matmuls at ``precision``, the rest (embeddings, logits, norms) in bf16."""
     dense, expert = _layer_matmul_params(model)
     routed = model.moe.experts if model.moe else 0
     quantized = model.layers * (dense + routed * expert)
     rest = model.num_params() - quantized
-    return (quantized * precision.num_bytes + rest * ACTIVATION_BYTES) / (tp * pp)
+    return (quantized * bytes_per_element(precision) + rest * ACTIVATION_BYTES) / (tp * pp)
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,29 +243,29 @@ class MemoryPlan:
 def memory_plan(
     model: Transformer,
     system: ServingSystem,
-    precision: Precision,
-    kv_precision: Precision,
-    cal: InferenceCalibration = DEFAULT_CALIBRATION,
+    precision: Dtype,
+    kv_precision: Dtype,
+    cal: InferenceCalibration | None = None,
 ) -> MemoryPlan:
     """Split one device's memory; ``ClusterSimError`` when the weights and workspace do not fit."""
-    usable = system.device.memory_bytes
+    cal = default_calibration() if cal is None else cal
+    usable = system.system.memory_bytes
     weights = weight_bytes_per_device(model, precision, system.tp, system.pp)
     budget = (usable - weights - cal.workspace_bytes) * cal.kv_memory_fraction
     if budget <= 0:
         raise ClusterSimError(
             f"model: {model.name} at {precision.value} needs {weights / GIB:.1f} GiB of weights + "
             f"{cal.workspace_bytes / GIB:.1f} GiB workspace per device, more than the "
-            f"{usable / GIB:.1f} GiB of {system.device.name} at tp {system.tp} x pp {system.pp}; "
+            f"{usable / GIB:.1f} GiB of {system.device_name} at tp {system.tp} x pp {system.pp}; "
             f"use a larger tp or pp, fp8, or a device with more memory"
         )
     per_token = kv_bytes_per_token(model, kv_precision, system.tp, system.pp)
     return MemoryPlan(usable, weights, cal.workspace_bytes, budget, per_token, budget / per_token)
 
 
-def reserved_tokens(
-    input_tokens: float, output_tokens: float, cal: InferenceCalibration = DEFAULT_CALIBRATION
-) -> float:
+def reserved_tokens(input_tokens: float, output_tokens: float, cal: InferenceCalibration | None = None) -> float:
     """KV tokens a sequence reserves: its full length in whole paged blocks (no eviction)."""
+    cal = default_calibration() if cal is None else cal
     block = cal.kv_block_tokens
     return float(math.ceil((input_tokens + output_tokens) / block) * block)
 
@@ -277,32 +306,33 @@ class StepTimes:
 def step_times(
     model: Transformer,
     system: ServingSystem,
-    precision: Precision,
-    kv_precision: Precision,
+    precision: Dtype,
+    kv_precision: Dtype,
     *,
     decode_sequences: npt.ArrayLike,
     decode_context_tokens: npt.ArrayLike,
     prefill_tokens: npt.ArrayLike,
     prefill_sequences: npt.ArrayLike,
     prompt_tokens: float,
-    cal: InferenceCalibration = DEFAULT_CALIBRATION,
+    cal: InferenceCalibration | None = None,
 ) -> StepTimes:
     """One step of one stage (one device): ``decode_sequences`` each read ``decode_context_tokens`` of
     KV cache and make one token; ``prefill_tokens`` prompt tokens of ``prefill_sequences`` prompts of
     ``prompt_tokens`` tokens each go through the same GEMMs. Arrays broadcast."""
+    cal = default_calibration() if cal is None else cal
     b = np.asarray(decode_sequences, dtype=np.float64)
     context = np.asarray(decode_context_tokens, dtype=np.float64)
     prefill = np.asarray(prefill_tokens, dtype=np.float64)
     prompts = np.asarray(prefill_sequences, dtype=np.float64)
     b, context, prefill, prompts = np.broadcast_arrays(b, context, prefill, prompts)
-    tp, pp, device = system.tp, system.pp, system.device
+    tp, pp = system.tp, system.pp
     layers = model.layers / pp
     tokens = b + prefill
     logits_tokens = b + prompts  # the logits of decode tokens and of each prompt's last token
 
-    flops_peak = device.peak_flop_per_s(precision) * cal.flop_efficiency
-    head_peak = device.peak_flop_per_s(Precision.BF16) * cal.flop_efficiency
-    bandwidth = device.memory_bandwidth_bytes_per_s * cal.hbm_efficiency
+    flops_peak = system.peak_flop_per_s(precision) * cal.flop_efficiency
+    head_peak = system.peak_flop_per_s(Dtype.BF16) * cal.flop_efficiency
+    bandwidth = system.system.memory_bandwidth_bytes_per_s * cal.hbm_efficiency
     dense, expert = _layer_matmul_params(model)
     head = float(model.vocab * model.hidden)
     active = dense + (model.moe.top_k * expert if model.moe else 0.0)
@@ -313,7 +343,7 @@ def step_times(
     if model.moe is not None:
         share = model.moe.top_k / model.moe.experts
         touched = model.moe.experts * expert * (1.0 - (1.0 - share) ** np.maximum(tokens, 1.0))
-    weights = (layers * (dense + touched) * precision.num_bytes + head * ACTIVATION_BYTES / pp) / tp
+    weights = (layers * (dense + touched) * bytes_per_element(precision) + head * ACTIVATION_BYTES / pp) / tp
     memory = weights / bandwidth
 
     kv_token = kv_bytes_per_token(model, kv_precision, tp, pp)
@@ -322,7 +352,7 @@ def step_times(
     attention_flops = 4.0 * layers * heads * model.head_dim * context * b
     decode_attention = np.maximum(kv_read / bandwidth, attention_flops / flops_peak)
     causal = 2.0 * layers * heads * model.head_dim * prompt_tokens * prompt_tokens  # per prompt
-    prefill_attention = prompts * causal / (device.peak_flop_per_s(precision) * cal.attention_flop_efficiency)
+    prefill_attention = prompts * causal / (system.peak_flop_per_s(precision) * cal.attention_flop_efficiency)
 
     elementwise = tokens * layers * cal.activation_passes * model.hidden * ACTIVATION_BYTES / bandwidth
 
@@ -348,26 +378,6 @@ def step_times(
 # ---- systems from the catalog ----------------------------------------------------------------------
 
 
-def device_from_system(system: System) -> Device:
-    """The serving view of one device of ``system`` (a NeuronCore's share where cores count as devices)."""
-    peaks = {dtype.value: system.peak_flop_per_s(dtype) for dtype in system.accelerator.dense_flop_per_s}
-    name = system.accelerator.id if system.share == 1 else f"{system.share:g} of {system.accelerator.id}"
-    return Device(name, system.memory_bytes, system.memory_bandwidth_bytes_per_s, peaks)
-
-
-def _serving(system: System, name: str, *, tp: int, pp: int, dp: int) -> ServingSystem:
-    """Replicas of tp x pp devices inside one node of ``system``: TP all-reduces and PP sends on its links."""
-    return ServingSystem(
-        name=name,
-        device=device_from_system(system),
-        tp=tp,
-        pp=pp,
-        dp=dp,
-        tp_fabric=system.group_fabric(tp, 1),
-        pp_fabric=system.group_fabric(2 if pp > 1 else 1, tp),
-    )
-
-
 def serving_system_for_instance(
     catalog: Catalog, instance: str | Instance, *, tp: int, pp: int = 1, dp: int | None = None
 ) -> ServingSystem:
@@ -381,7 +391,7 @@ def serving_system_for_instance(
     replicas = devices // (tp * pp) if dp is None else dp
     if replicas < 1 or replicas * tp * pp > devices:
         raise ClusterSimError(f"dp: {replicas} replicas of tp {tp} x pp {pp} do not fit the {devices} devices")
-    return _serving(system_for_instance(catalog, entry.id, 1), entry.id, tp=tp, pp=pp, dp=replicas)
+    return ServingSystem.on(system_for_instance(catalog, entry.id, 1), entry.id, tp=tp, pp=pp, dp=replicas)
 
 
 def serving_system_for_accelerator(
@@ -394,13 +404,14 @@ def serving_system_for_accelerator(
     devices_per_node: int | None = None,
     instance: str | None = None,
 ) -> ServingSystem:
-    """A system from an accelerator id, as ground-truth cases give it.
+    """A system from an accelerator id, as ground-truth cases give it: one node of ``devices_per_node``
+    devices (default: the replicas' devices).
 
     Where ``devices_per_node`` counts the cores of a catalogued instance's chips (NeuronCores on
     Trainium), each device is a core's share of a chip (see ``clustersim.system``).
     """
     per_node = devices_per_node or max(tp * pp * dp, 1)
-    system = system_from_case(
-        catalog, {"accelerator": accelerator, "devices": per_node, "devices_per_node": per_node, "instance": instance}
+    system = system_for_accelerator(
+        catalog, accelerator, devices=per_node, devices_per_node=per_node, instance=instance
     )
-    return _serving(system, f"{dp} x tp{tp} pp{pp} {system.accelerator.id}", tp=tp, pp=pp, dp=dp)
+    return ServingSystem.on(system, f"{dp} x tp{tp} pp{pp} {system.accelerator.id}", tp=tp, pp=pp, dp=dp)

@@ -21,17 +21,16 @@ from typing import Any
 
 import numpy as np
 
-from clustersim.catalog.registry import Catalog
+from clustersim.catalog.schema import Dtype
 from clustersim.errors import ClusterSimError
 from clustersim.serving.engine import (
-    DEFAULT_CALIBRATION,
     FloatArray,
     InferenceCalibration,
     MemoryPlan,
-    Precision,
     ServingSystem,
     StepTimes,
     check_layout,
+    default_calibration,
     memory_plan,
     reserved_tokens,
     step_times,
@@ -54,8 +53,8 @@ class Request:
 
     input_tokens: float
     output_tokens: float
-    precision: Precision = Precision.BF16
-    kv_precision: Precision | None = None  # default: the weights' precision
+    precision: Dtype = Dtype.BF16
+    kv_precision: Dtype | None = None  # default: the weights' precision
     batching: Batching = Batching.CONTINUOUS
 
     def __post_init__(self) -> None:
@@ -65,7 +64,7 @@ class Request:
             raise ClusterSimError(f"output: must be at least 1 token, got {self.output_tokens}")
 
     @property
-    def kv(self) -> Precision:
+    def kv(self) -> Dtype:
         """Precision of the KV cache."""
         return self.kv_precision or self.precision
 
@@ -125,9 +124,10 @@ class ServingEstimate:
 
 
 def batch_limit(
-    model: Transformer, system: ServingSystem, request: Request, cal: InferenceCalibration = DEFAULT_CALIBRATION
+    model: Transformer, system: ServingSystem, request: Request, cal: InferenceCalibration | None = None
 ) -> tuple[int, str, MemoryPlan]:
     """The largest batch per replica, what limits it (``capacity`` or ``scheduler``), and the memory plan."""
+    cal = default_calibration() if cal is None else cal
     check_layout(model, system.tp, system.pp)
     plan = memory_plan(model, system, request.precision, request.kv, cal)
     per_sequence = reserved_tokens(request.input_tokens, request.output_tokens, cal)
@@ -136,7 +136,7 @@ def batch_limit(
         raise ClusterSimError(
             f"input/output: one sequence of {request.input_tokens:g} + {request.output_tokens:g} tokens needs "
             f"{per_sequence * plan.kv_bytes_per_token / 2**30:.2f} GiB of KV cache per device, but only "
-            f"{plan.kv_budget_bytes / 2**30:.2f} GiB is left on {system.device.name} after the weights; "
+            f"{plan.kv_budget_bytes / 2**30:.2f} GiB is left on {system.device_name} after the weights; "
             f"use a larger tp or pp, an fp8 KV cache, or shorter sequences"
         )
     tokens_per_sequence = 1.0 + request.input_tokens / request.output_tokens
@@ -155,7 +155,7 @@ def continuous_step(
     system: ServingSystem,
     request: Request,
     batch: FloatArray | float,
-    cal: InferenceCalibration = DEFAULT_CALIBRATION,
+    cal: InferenceCalibration | None = None,
     extra_prompts: FloatArray | float = 0.0,
 ) -> StepTimes:
     """A steady-state step of one stage with ``batch / pp`` decoding sequences and their share of prompts."""
@@ -212,9 +212,10 @@ def throughput_per_replica(
     system: ServingSystem,
     request: Request,
     batch: FloatArray,
-    cal: InferenceCalibration = DEFAULT_CALIBRATION,
+    cal: InferenceCalibration | None = None,
 ) -> FloatArray:
     """Output tokens/s of one replica at each batch (sequences in flight)."""
+    cal = default_calibration() if cal is None else cal
     if request.batching is Batching.STATIC:
         prefill, decode = _static_steps(model, system, request, batch, cal)
         o = request.output_tokens
@@ -237,9 +238,10 @@ def estimate_offline(
     request: Request,
     *,
     batch: int | None = None,
-    cal: InferenceCalibration = DEFAULT_CALIBRATION,
+    cal: InferenceCalibration | None = None,
 ) -> ServingEstimate:
     """Output tokens/s of the whole system at ``batch`` sequences per replica, or at the best batch that fits."""
+    cal = default_calibration() if cal is None else cal
     max_batch, limit, plan = batch_limit(model, system, request, cal)
     if batch is not None:
         if batch < 1 or batch > max_batch:
@@ -287,7 +289,7 @@ def make_estimate(
     return ServingEstimate(
         model=model.name,
         system=system.name,
-        device=system.device.name,
+        device=system.device_name,
         tp=system.tp,
         pp=system.pp,
         dp=system.dp,
@@ -352,20 +354,20 @@ def compare_offline(
     request: Request,
     *,
     batch: int | None = None,
-    cal: InferenceCalibration = DEFAULT_CALIBRATION,
+    cal: InferenceCalibration | None = None,
 ) -> Comparison:
     """Offline throughput on two systems; why the second is faster or slower (bandwidth vs batch)."""
+    cal = default_calibration() if cal is None else cal
     a = estimate_offline(model, first, request, batch=batch, cal=cal)
     b = estimate_offline(model, second, request, batch=batch, cal=cal)
     same = estimate_offline(model, second, request, batch=min(a.batch, b.max_batch), cal=cal)
     ratio = b.output_tokens_per_s / a.output_tokens_per_s
     same_ratio = same.output_tokens_per_s / a.output_tokens_per_s
-    dev_a, dev_b = first.device, second.device
-    peak = dev_b.peak_flop_per_s(request.precision) / dev_a.peak_flop_per_s(request.precision)
-    bandwidth = dev_b.memory_bandwidth_bytes_per_s / dev_a.memory_bandwidth_bytes_per_s
+    peak = second.peak_flop_per_s(request.precision) / first.peak_flop_per_s(request.precision)
+    hbm_a, hbm_b = first.system.memory_bandwidth_bytes_per_s, second.system.memory_bandwidth_bytes_per_s
     reasons = (
-        f"at the same batch ({same.batch}): {same_ratio:.2f}x, from {dev_b.memory_bandwidth_bytes_per_s / 1e12:.2f} "
-        f"vs {dev_a.memory_bandwidth_bytes_per_s / 1e12:.2f} TB/s HBM ({bandwidth:.2f}x) and "
+        f"at the same batch ({same.batch}): {same_ratio:.2f}x, from {hbm_b / 1e12:.2f} "
+        f"vs {hbm_a / 1e12:.2f} TB/s HBM ({hbm_b / hbm_a:.2f}x) and "
         f"{peak:.2f}x dense {request.precision.value} peak; memory-bound share {a.memory_bound_share:.0%} vs "
         f"{same.memory_bound_share:.0%}",
         f"batch: {a.batch} ({a.batch_limited_by}, KV room {a.kv_capacity_tokens_per_device:,.0f} tokens/device) vs "
@@ -373,18 +375,3 @@ def compare_offline(
         f"replicas: {a.dp} x tp{a.tp} pp{a.pp} vs {b.dp} x tp{b.tp} pp{b.pp}",
     )
     return Comparison(a, b, ratio, same_ratio, ratio / same_ratio, reasons)
-
-
-def tp_candidates(model: Transformer, catalog: Catalog, instance: str, *, pp: int = 1) -> list[int]:
-    """Tensor-parallel degrees worth trying on one instance: powers of two that the heads allow."""
-    devices = int(catalog.instance(instance).num_accelerators.value)
-    out: list[int] = []
-    tp = 1
-    while tp * pp <= devices:
-        try:
-            check_layout(model, tp, pp)
-            out.append(tp)
-        except ClusterSimError:
-            pass
-        tp *= 2
-    return out

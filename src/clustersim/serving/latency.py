@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from clustersim.errors import ClusterSimError
-from clustersim.serving.engine import DEFAULT_CALIBRATION, FloatArray, InferenceCalibration, ServingSystem
+from clustersim.serving.engine import FloatArray, InferenceCalibration, ServingSystem, default_calibration
 from clustersim.serving.estimate import (
     GRID_POINTS,
     Batching,
@@ -85,9 +85,10 @@ def estimate_server(
     system: ServingSystem,
     request: Request,
     rate_per_s: float,
-    cal: InferenceCalibration = DEFAULT_CALIBRATION,
+    cal: InferenceCalibration | None = None,
 ) -> ServingEstimate:
     """TTFT, TPOT and the batch at ``rate_per_s`` requests/s for the whole system (``dp`` replicas share it)."""
+    cal = default_calibration() if cal is None else cal
     if not rate_per_s > 0:
         raise ClusterSimError(f"rate: must be positive requests/s, got {rate_per_s}")
     max_batch, _, plan = batch_limit(model, system, request, cal)
@@ -107,9 +108,10 @@ def max_rate(
     *,
     ttft_target_s: float,
     tpot_target_s: float,
-    cal: InferenceCalibration = DEFAULT_CALIBRATION,
+    cal: InferenceCalibration | None = None,
 ) -> ServingEstimate:
     """The server estimate at the highest request rate whose mean TTFT and TPOT meet the targets."""
+    cal = default_calibration() if cal is None else cal
     max_batch, _, plan = batch_limit(model, system, request, cal)
     curve = _server_curve(model, system, request, max_batch, cal)
     _, ttft0, tpot0 = _latency(curve, system, request, 0.0)

@@ -1,0 +1,111 @@
+"""Planning a serving deployment on one instance: which tensor-parallel degree serves a request best.
+
+A :class:`ServingScenario` says what is asked: offline throughput (at a given batch, or the best
+that fits), latency at a request rate, or the highest rate that meets latency targets.
+:func:`best_serving_layout` tries every degree the heads allow (:func:`tp_candidates`) with the
+instance filled by replicas and keeps the best: the most output tokens/s, or at a fixed rate the
+lowest TPOT.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from clustersim.catalog.registry import Catalog
+from clustersim.errors import ClusterSimError
+from clustersim.serving.engine import InferenceCalibration, ServingSystem, check_layout, serving_system_for_instance
+from clustersim.serving.estimate import Request, ServingEstimate, estimate_offline
+from clustersim.serving.latency import estimate_server, max_rate
+from clustersim.workload.transformer import Transformer
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServingScenario:
+    """What a serving estimate answers: offline throughput at ``batch`` sequences per replica (None:
+    the best that fits); or, at ``rate_per_s`` requests/s, TTFT and TPOT; or the highest rate whose
+    mean TTFT and TPOT meet ``ttft_target_s`` / ``tpot_target_s``."""
+
+    batch: int | None = None
+    rate_per_s: float | None = None
+    ttft_target_s: float | None = None
+    tpot_target_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.rate_per_s is not None and (self.ttft_target_s is not None or self.tpot_target_s is not None):
+            raise ClusterSimError("--rate: give either a rate or latency targets (--ttft-target/--tpot-target)")
+
+    @property
+    def has_targets(self) -> bool:
+        """Latency targets are given: the answer is the highest rate that meets them."""
+        return self.ttft_target_s is not None or self.tpot_target_s is not None
+
+
+def estimate_scenario(
+    model: Transformer,
+    system: ServingSystem,
+    request: Request,
+    scenario: ServingScenario,
+    cal: InferenceCalibration | None = None,
+) -> ServingEstimate:
+    """The estimate ``scenario`` asks for on ``system``."""
+    if scenario.rate_per_s is not None:
+        return estimate_server(model, system, request, scenario.rate_per_s, cal)
+    if scenario.has_targets:
+        return max_rate(
+            model,
+            system,
+            request,
+            ttft_target_s=math.inf if scenario.ttft_target_s is None else scenario.ttft_target_s,
+            tpot_target_s=math.inf if scenario.tpot_target_s is None else scenario.tpot_target_s,
+            cal=cal,
+        )
+    return estimate_offline(model, system, request, batch=scenario.batch, cal=cal)
+
+
+def tp_candidates(model: Transformer, catalog: Catalog, instance: str, *, pp: int = 1) -> list[int]:
+    """Tensor-parallel degrees worth trying on one instance: powers of two that the heads allow."""
+    devices = int(catalog.instance(instance).num_accelerators.value)
+    out: list[int] = []
+    tp = 1
+    while tp * pp <= devices:
+        try:
+            check_layout(model, tp, pp)
+            out.append(tp)
+        except ClusterSimError:
+            pass
+        tp *= 2
+    return out
+
+
+def best_serving_layout(
+    model: Transformer,
+    catalog: Catalog,
+    instance: str,
+    request: Request,
+    *,
+    tp: int | None = None,
+    pp: int = 1,
+    scenario: ServingScenario | None = None,
+    cal: InferenceCalibration | None = None,
+) -> ServingEstimate:
+    """The estimate on one ``instance`` filled with replicas of ``tp x pp`` devices; without ``tp``, the
+    degree with the best result (most output tokens/s; at a fixed rate, the lowest TPOT). When no
+    degree works, the last degree's error (the largest tried, the likeliest to fit) is raised."""
+    scenario = scenario or ServingScenario()
+    if tp is not None:
+        system = serving_system_for_instance(catalog, instance, tp=tp, pp=pp)
+        return estimate_scenario(model, system, request, scenario, cal)
+    found: list[ServingEstimate] = []
+    problems: list[str] = []
+    for degree in tp_candidates(model, catalog, instance, pp=pp):
+        try:
+            system = serving_system_for_instance(catalog, instance, tp=degree, pp=pp)
+            found.append(estimate_scenario(model, system, request, scenario, cal))
+        except ClusterSimError as exc:
+            problems.append(str(exc))
+    if not found:
+        raise ClusterSimError(problems[-1] if problems else f"--tp: no degree fits the heads of {model.name}")
+    if scenario.rate_per_s is not None:
+        return min(found, key=lambda e: e.tpot_s)
+    return max(found, key=lambda e: e.output_tokens_per_s)

@@ -1,0 +1,129 @@
+"""The serving model's calibration file: packaged values, user overlays, errors and the write path."""
+
+import dataclasses
+import shutil
+from pathlib import Path
+
+import pytest
+
+from clustersim.catalog.registry import load_catalog
+from clustersim.catalog.schema import Dtype
+from clustersim.catalog.tomlfiles import load_calibration, update_toml_file
+from clustersim.errors import CatalogFileError
+from clustersim.serving.engine import (
+    DEFAULT_CALIBRATION,
+    ENV_VAR,
+    InferenceCalibration,
+    calibration_entries,
+    default_calibration,
+    serving_calibration,
+    serving_system_for_instance,
+)
+from clustersim.serving.estimate import Request, estimate_offline
+from clustersim.workload.transformer import Transformer
+
+CATALOG = load_catalog(use_env=False)
+PACKAGED = Path(__file__).resolve().parents[2] / "src" / "clustersim" / "serving" / "calibration.toml"
+LLAMA2_70B = Transformer(
+    name="llama2-70b", layers=80, hidden=8192, ffn_hidden=28672, heads=64, kv_heads=8, vocab=32000, ffn_type="swiglu"
+)
+# The constants the model was fitted and validated with, before they moved into the file.
+TODAY = {
+    "flop_efficiency": 0.59,
+    "hbm_efficiency": 0.90,
+    "attention_flop_efficiency": 0.26,
+    "activation_passes": 10.0,
+    "step_overhead_s": 1.67e-3,
+    "sync_overhead_s": 4.4e-5,
+    "sequence_overhead_s": 1.9e-6,
+    "kv_memory_fraction": 0.95,
+    "workspace_bytes": 3.0 * 2**30,
+    "kv_block_tokens": 32,
+    "max_batch_sequences": 4096,
+    "max_tokens_per_step": 32768,
+}
+
+
+def test_packaged_file_holds_the_constants_the_model_was_validated_with():
+    cal = serving_calibration(use_env=False)
+    assert cal is DEFAULT_CALIBRATION
+    assert dataclasses.asdict(cal) == TODAY
+    assert all(type(getattr(cal, name)) is type(value) for name, value in TODAY.items())
+
+
+def test_every_entry_says_where_it_comes_from():
+    entries = calibration_entries(use_env=False)
+    assert set(entries) == set(TODAY)
+    assert all(entry.source.strip() for entry in entries.values())
+    assert entries["hbm_efficiency"].source.startswith("assumed")
+    assert "kv_cache_free_gpu_mem_fraction" in entries["kv_memory_fraction"].source
+    assert entries["flop_efficiency"].fitted is not None and entries["kv_block_tokens"].fitted is None
+
+
+def test_a_user_file_changes_only_what_it_gives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    mine = tmp_path / "mine.toml"
+    mine.write_text('[hbm_efficiency]\nvalue = 0.7\nsource = "our H100s, STREAM copy"\n')
+    cal = serving_calibration([mine], use_env=False)
+    assert cal == dataclasses.replace(DEFAULT_CALIBRATION, hbm_efficiency=0.7)
+    assert calibration_entries([mine], use_env=False)["hbm_efficiency"].source == "our H100s, STREAM copy"
+
+    # Lower achieved HBM bandwidth: slower memory-bound decode, so fewer tokens/s at batch 1.
+    system = serving_system_for_instance(CATALOG, "p5.48xlarge", tp=8)
+    request = Request(128, 128, Dtype.BF16)
+    packaged = estimate_offline(LLAMA2_70B, system, request, batch=1)
+    slower = estimate_offline(LLAMA2_70B, system, request, batch=1, cal=cal)
+    assert slower.gemm_memory_s == pytest.approx(packaged.gemm_memory_s * 0.9 / 0.7)
+    assert slower.output_tokens_per_s < packaged.output_tokens_per_s
+
+    # The environment variable does the same for every call that gives no calibration.
+    monkeypatch.setenv(ENV_VAR, str(mine))
+    assert default_calibration() is cal
+    assert estimate_offline(LLAMA2_70B, system, request, batch=1) == slower
+    monkeypatch.delenv(ENV_VAR)
+    assert default_calibration() is DEFAULT_CALIBRATION
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[flop_efficiency]\nvalue = 0.59\n[flop_efficiency]\n", "not valid TOML"),
+        ("[kv_memory_fraction]\nvalue = 1.2\n", "entry 'kv_memory_fraction', field 'value': value 1.2: .*less than or"),
+        (
+            "[step_overhead_s]\nvalue = -1e-3\n",
+            "entry 'step_overhead_s', field 'value': value -0.001: .*greater than or",
+        ),
+        (
+            "[kv_block_tokens]\nvalue = 0\n",
+            "entry 'kv_block_tokens', field 'value': value 0: .*greater than or equal to 1",
+        ),
+        ("[kv_block_tokens]\nvalue = 16.5\n", "entry 'kv_block_tokens', field 'value': value 16.5: .*integer"),
+        ("[hbm_efficiency]\nvalue = 0.8\nnote = 'x'\n", "field 'note': value 'x': unknown field"),
+        ("[hbm_eficiency]\nvalue = 0.8\n", "unknown entry \\(did you mean hbm_efficiency"),
+        ('[hbm_efficiency]\nsource = ""\n', "field 'source': value '': every value needs a non-empty source"),
+    ],
+)
+def test_bad_files_name_the_file_entry_field_value_and_rule(tmp_path: Path, text: str, message: str):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(CatalogFileError, match=message) as info:
+        serving_calibration([path], use_env=False)
+    assert str(info.value).startswith(str(path)) and "\n" not in str(info.value)
+
+
+def test_a_directory_of_files_is_read_in_name_order(tmp_path: Path):
+    (tmp_path / "a.toml").write_text("[flop_efficiency]\nvalue = 0.5\n")
+    (tmp_path / "b.toml").write_text("[flop_efficiency]\nvalue = 0.6\n")
+    assert serving_calibration([tmp_path], use_env=False).flop_efficiency == 0.6
+
+
+def test_the_write_path_round_trips(tmp_path: Path):
+    copy = tmp_path / "calibration.toml"
+    shutil.copy(PACKAGED, copy)
+    update_toml_file(copy, {"flop_efficiency": {"value": 0.61}, "step_overhead_s": {"value": 1.5e-3}}, fitted="today")
+    assert copy.read_text().startswith("# The serving model's calibration")
+    cal, entries = load_calibration(InferenceCalibration, "clustersim.serving", "calibration.toml", (str(copy),))
+    assert cal == dataclasses.replace(DEFAULT_CALIBRATION, flop_efficiency=0.61, step_overhead_s=1.5e-3)
+    assert entries["flop_efficiency"].fitted == "today"
+    assert entries["flop_efficiency"].source == calibration_entries(use_env=False)["flop_efficiency"].source
+    with pytest.raises(CatalogFileError, match="no such table"):
+        update_toml_file(copy, {"nothing": {"value": 1.0}})
