@@ -61,7 +61,7 @@ GROUPS: dict[str, list[str]] = {
     "latency": ["src/clustersim/serving/latency.py"],
     "engine": ["src/clustersim/serving/engine.py"],
     "serving_estimate": ["src/clustersim/serving/estimate.py"],
-    "training_estimate": ["src/clustersim/training/estimate.py"],
+    "training_estimate": ["src/clustersim/training/estimate.py", "src/clustersim/training/job.py"],
     "step": ["src/clustersim/training/step.py"],
     "analytic": ["src/clustersim/network/analytic.py"],
 }
@@ -130,8 +130,11 @@ def snapshot(group: str) -> Path:
         path = work / module
         path.write_text(undecorate(path.read_text()))
     shared = ROOT.parent / "shared"
-    if shared.exists():  # tests find the ground truth at parents[3] / "shared" of mutants/tests/x/y.py
-        (work / "shared").symlink_to(shared)
+    # Tests find the ground truth at parents[3] / "shared": the group's folder for mutants/tests/x/y.py,
+    # build/mutation for the check of the snapshot itself (tests/x/y.py).
+    for folder in (work, WORK):
+        if shared.exists() and not (folder / "shared").exists():
+            (folder / "shared").symlink_to(shared)
     (work / "pyproject.toml").write_text(_pyproject(GROUPS[group], []))
     failing = _failing_tests(work)
     if failing:  # others edit the tree meanwhile: a test red before any mutation cannot judge a mutant
@@ -145,7 +148,16 @@ def _failing_tests(work: Path) -> list[str]:
     env = {**os.environ, "PYTHONPATH": str(work / "src"), "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("CLUSTERSIM_EFFICIENCY", None)
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rfE", *PYTEST_ARGS, *TEST_SELECTION],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-rfE",
+            "--continue-on-collection-errors",
+            *PYTEST_ARGS,
+            *TEST_SELECTION,
+        ],
         cwd=work,
         env=env,
         capture_output=True,
