@@ -1,30 +1,37 @@
 """Fit the serving model's few constants once, on every case of ../shared/validation/inference.jsonl.
 
-Fits the achieved GEMM and attention fractions of the dense peak, the achieved HBM fraction and the
-per-step and per-layer overheads (``InferenceCalibration``) by minimizing the mean absolute
-percentage error with a Nelder-Mead search in log space (numpy only), then prints the constants,
-the MAPE and the error per case. The fitted values are copied by hand into
-``src/clustersim/job/inference.py``; nothing reads this script's output.
+Fits the achieved GEMM and attention fractions of the dense peak and the per-step, per-all-reduce
+and per-sequence overheads (``InferenceCalibration``) by minimizing the mean absolute percentage
+error with a Nelder-Mead search in log space (numpy only), starting from the values in the
+calibration file; prints the constants, the MAPE and the error per case. With ``--write`` the fitted
+values (to ``--digits`` significant digits) go into the calibration file
+(``src/clustersim/serving/calibration.toml``, or ``--toml``) with a ``fitted`` note; every ``source``
+stays as it was.
 
-    .venv/bin/python benchmarks/calibrate_inference.py [path/to/inference.jsonl]
+    .venv/bin/python benchmarks/calibrate_inference.py [path/to/inference.jsonl] [--steps 600] [--write]
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import datetime
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from clustersim.catalog.registry import load_catalog
+from clustersim.catalog.tomlfiles import packaged_path, update_toml_file
 from clustersim.errors import ClusterSimError
-from clustersim.serving.engine import DEFAULT_CALIBRATION, InferenceCalibration
+from clustersim.serving.engine import CALIBRATION_FILE, InferenceCalibration, serving_calibration
 from clustersim.validation.inference import predict_inference_case
-from clustersim.validation.run import primary_field, read_cases
 
 GROUND_TRUTH = Path(__file__).resolve().parents[2] / "shared" / "validation" / "inference.jsonl"
+FIELD = "output_tokens_per_s"
 FITTED = (
     "flop_efficiency",
     "attention_flop_efficiency",
@@ -41,10 +48,10 @@ BOUNDS = {
 }
 
 
-def calibration(log_values: np.ndarray) -> InferenceCalibration:
-    """The calibration with the fitted fields set from log values (clipped to their bounds)."""
+def calibration(start: InferenceCalibration, log_values: np.ndarray) -> InferenceCalibration:
+    """``start`` with the fitted fields set from log values (clipped to their bounds)."""
     values = {name: float(np.clip(np.exp(v), *BOUNDS[name])) for name, v in zip(FITTED, log_values, strict=True)}
-    return dataclasses.replace(DEFAULT_CALIBRATION, **values)  # type: ignore[arg-type]
+    return dataclasses.replace(start, **values)
 
 
 def nelder_mead(f: Callable[[np.ndarray], float], x0: np.ndarray, steps: int = 600) -> np.ndarray:
@@ -75,35 +82,56 @@ def nelder_mead(f: Callable[[np.ndarray], float], x0: np.ndarray, steps: int = 6
     return simplex[int(np.argmin(scores))]
 
 
-def main(path: Path) -> None:
+def main(argv: list[str] | None = None) -> InferenceCalibration:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("file", nargs="?", type=Path, default=GROUND_TRUTH, help="inference.jsonl")
+    parser.add_argument("--steps", type=int, default=600, help="Nelder-Mead iterations")
+    parser.add_argument("--digits", type=int, default=3, help="significant digits written")
+    parser.add_argument("--write", action="store_true", help="write the fitted values into the calibration file")
+    parser.add_argument("--toml", type=Path, default=packaged_path("clustersim.serving", CALIBRATION_FILE))
+    args = parser.parse_args(argv)
+
     catalog = load_catalog(use_env=False)
-    cases = [(c.model_dump(), primary_field(c), c.measured[primary_field(c)]) for c in read_cases(path)]
+    lines = args.file.read_text().splitlines()
+    cases: list[dict[str, Any]] = [c for c in map(json.loads, filter(str.strip, lines)) if c.get("kind") == "inference"]
+    start = serving_calibration([args.toml], use_env=False)
 
     def errors(cal: InferenceCalibration) -> list[tuple[str, float]]:
         out = []
-        for case, name, measured in cases:
+        for case in cases:
             try:
-                out.append((str(case["id"]), predict_inference_case(case, name, catalog, cal) / measured - 1))
+                predicted = predict_inference_case(case, FIELD, catalog, cal)
+                out.append((str(case["id"]), predicted / case["measured"][FIELD] - 1))
             except ClusterSimError as exc:
                 out.append((str(case["id"]), float("nan")))
                 print(f"skipped {case['id']}: {exc}", file=sys.stderr)
         return out
 
-    def mape(log_values: np.ndarray) -> float:
-        errs = [abs(e) for _, e in errors(calibration(log_values))]
+    def mape(cal: InferenceCalibration) -> float:
+        errs = [abs(e) for _, e in errors(cal)]
         return float(np.mean(errs)) if all(np.isfinite(errs)) else 1e9
 
-    x0 = np.log([getattr(DEFAULT_CALIBRATION, name) for name in FITTED])
-    print(f"MAPE with the current constants: {100 * mape(x0):.2f}%")
-    best = nelder_mead(mape, x0)
-    fitted = calibration(best)
+    x0 = np.log([getattr(start, name) for name in FITTED])
+    before = mape(start)
+    print(f"MAPE with the current constants: {100 * before:.2f}%")
+    best = calibration(start, nelder_mead(lambda x: mape(calibration(start, x)), x0, args.steps))
+    fitted = dataclasses.replace(best, **{name: float(f"{getattr(best, name):.{args.digits}g}") for name in FITTED})
     for name in FITTED:
-        print(f"{name} = {getattr(fitted, name):.4g}")
+        print(f"{name} = {getattr(fitted, name):g}")
     result = errors(fitted)
-    print(f"MAPE fitted: {100 * np.mean([abs(e) for _, e in result]):.2f}% over {len(result)} cases")
+    after = float(np.mean([abs(e) for _, e in result]))
+    print(f"MAPE fitted: {100 * after:.2f}% over {len(result)} cases")
     for case_id, err in sorted(result, key=lambda r: -abs(r[1])):
         print(f"  {100 * err:+6.1f}%  {case_id}")
+    if args.write:
+        note = (
+            f"{datetime.date.today().isoformat()} by benchmarks/calibrate_inference.py (Nelder-Mead, {args.steps} "
+            f"steps): MAPE {100 * before:.2f}% -> {100 * after:.2f}% over the {len(result)} cases of {args.file.name}"
+        )
+        update_toml_file(args.toml, {name: {"value": getattr(fitted, name)} for name in FITTED}, fitted=note)
+        print(f"wrote {args.toml}")
+    return fitted
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else GROUND_TRUTH)
+    main()

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
 
 from clustersim.catalog.registry import load_catalog
+from clustersim.compute import efficiency
 from clustersim.compute.efficiency import ENV_VAR, efficiency_for, efficiency_table
 from clustersim.errors import CatalogFileError
 
 CATALOG = load_catalog(use_env=False)
+PACKAGED = Path(__file__).resolve().parents[2] / "src" / "clustersim" / "compute" / "efficiency.toml"
+GROUND_TRUTH = Path(__file__).resolve().parents[3] / "shared" / "validation" / "training.jsonl"
 
 
 def test_packaged_table_covers_the_catalogued_families_with_sources():
@@ -59,3 +63,29 @@ def test_bad_files_name_the_file_family_and_field(tmp_path: Path, text: str, mes
 def test_a_missing_file_is_named(tmp_path: Path):
     with pytest.raises(CatalogFileError, match="no such efficiency file"):
         efficiency_table([tmp_path / "absent.toml"], use_env=False)
+
+
+@pytest.mark.skipif(not GROUND_TRUTH.exists(), reason="ground truth not checked out")
+def test_the_calibration_script_writes_what_it_fitted(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    copy = tmp_path / "efficiency.toml"
+    copy.write_text(PACKAGED.read_text())
+    script = _script("calibrate_training")
+    fitted = script.main([str(GROUND_TRUTH), "--rounds", "0", "--family", "trainium", "--write", "--toml", str(copy)])
+    assert set(fitted) == {"trainium"}
+    efficiency._table.cache_clear()  # the script changed the cached table; and files are read once per process
+    table = efficiency_table([copy], use_env=False)
+    packaged = efficiency_table(use_env=False)
+    assert table["trainium"].model_dump(exclude={"fitted"}) == packaged["trainium"].model_dump(exclude={"fitted"})
+    assert "by benchmarks/calibrate_training.py (0 rounds)" in str(table["trainium"].fitted)
+    assert table["hopper"].fitted is None and table["blackwell"].gemm_max == packaged["hopper"].gemm_max
+    assert f"wrote {copy}" in capsys.readouterr().out
+
+
+def _script(name: str):
+    spec = importlib.util.spec_from_file_location(
+        name, Path(__file__).resolve().parents[2] / "benchmarks" / f"{name}.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -1,6 +1,7 @@
 """The collective model's calibration file: packaged values, user overlays, errors and the write path."""
 
 import dataclasses
+import importlib.util
 import shutil
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from clustersim.network.topology import fabric_for_instance
 
 CATALOG = load_catalog(use_env=False)
 PACKAGED = Path(__file__).resolve().parents[2] / "src" / "clustersim" / "network" / "calibration.toml"
+GROUND_TRUTH = Path(__file__).resolve().parents[3] / "shared" / "validation" / "collectives.jsonl"
 
 
 def test_packaged_file_holds_the_constants_the_model_was_validated_with():
@@ -121,3 +123,28 @@ def test_the_write_path_round_trips(tmp_path: Path):
     assert entries["network_efficiency"].fitted == "2030-01-01 test"
     assert entries["network_efficiency"].source == calibration_entries(use_env=False)["network_efficiency"].source
     assert entries["nvlink_efficiency"].fitted is None
+
+
+@pytest.mark.skipif(not GROUND_TRUTH.exists(), reason="ground truth not checked out")
+def test_the_calibration_script_writes_what_it_fitted(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    copy = tmp_path / "calibration.toml"
+    shutil.copy(PACKAGED, copy)
+    script = _script("calibrate_collectives")
+    cal = script.main([str(GROUND_TRUTH), "--rounds", "0", "--write", "--toml", str(copy)])
+    assert cal == DEFAULT_CALIBRATION  # no rounds: the packaged values, written back as they were
+    load_calibration.cache_clear()  # files are read once per process; this one changed since
+    written, entries = load_calibration(CommCalibration, "clustersim.network", "calibration.toml", (str(copy),))
+    assert written == cal
+    assert "by benchmarks/calibrate_collectives.py (0 rounds)" in str(entries["network_efficiency"].fitted)
+    assert entries["nvlink_efficiency"].fitted is None
+    assert f"wrote {copy}" in capsys.readouterr().out
+
+
+def _script(name: str):
+    spec = importlib.util.spec_from_file_location(
+        name, Path(__file__).resolve().parents[2] / "benchmarks" / f"{name}.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -1,6 +1,7 @@
 """The serving model's calibration file: packaged values, user overlays, errors and the write path."""
 
 import dataclasses
+import importlib.util
 import shutil
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from clustersim.workload.transformer import Transformer
 
 CATALOG = load_catalog(use_env=False)
 PACKAGED = Path(__file__).resolve().parents[2] / "src" / "clustersim" / "serving" / "calibration.toml"
+GROUND_TRUTH = Path(__file__).resolve().parents[3] / "shared" / "validation" / "inference.jsonl"
 LLAMA2_70B = Transformer(
     name="llama2-70b", layers=80, hidden=8192, ffn_hidden=28672, heads=64, kv_heads=8, vocab=32000, ffn_type="swiglu"
 )
@@ -127,3 +129,28 @@ def test_the_write_path_round_trips(tmp_path: Path):
     assert entries["flop_efficiency"].source == calibration_entries(use_env=False)["flop_efficiency"].source
     with pytest.raises(CatalogFileError, match="no such table"):
         update_toml_file(copy, {"nothing": {"value": 1.0}})
+
+
+@pytest.mark.skipif(not GROUND_TRUTH.exists(), reason="ground truth not checked out")
+def test_the_calibration_script_writes_what_it_fitted(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    copy = tmp_path / "calibration.toml"
+    shutil.copy(PACKAGED, copy)
+    script = _script("calibrate_inference")
+    cal = script.main([str(GROUND_TRUTH), "--steps", "1", "--write", "--toml", str(copy)])
+    load_calibration.cache_clear()  # files are read once per process; this one changed since
+    written, entries = load_calibration(InferenceCalibration, "clustersim.serving", "calibration.toml", (str(copy),))
+    assert written == cal
+    assert "by benchmarks/calibrate_inference.py (Nelder-Mead, 1 steps)" in str(entries["flop_efficiency"].fitted)
+    assert entries["flop_efficiency"].source == calibration_entries(use_env=False)["flop_efficiency"].source
+    assert entries["hbm_efficiency"].fitted is None and written.hbm_efficiency == DEFAULT_CALIBRATION.hbm_efficiency
+    assert f"wrote {copy}" in capsys.readouterr().out
+
+
+def _script(name: str):
+    spec = importlib.util.spec_from_file_location(
+        name, Path(__file__).resolve().parents[2] / "benchmarks" / f"{name}.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

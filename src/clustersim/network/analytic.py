@@ -107,7 +107,8 @@ class CommCalibration:
 def collective_calibration(extra: Sequence[str | Path] = (), *, use_env: bool = True) -> CommCalibration:
     """The packaged calibration with the user's files (``CLUSTERSIM_COLLECTIVE_CALIBRATION``, then
     ``extra``) over it, field by field; the same inputs return the same (cached) object."""
-    return _load(user_paths(ENV_VAR, extra, use_env=use_env))[0]
+    user_files = user_paths(ENV_VAR, extra, use_env=use_env)
+    return _load(user_files)[0] if user_files else DEFAULT_CALIBRATION
 
 
 def calibration_entries(extra: Sequence[str | Path] = (), *, use_env: bool = True) -> dict[str, CalibrationEntry]:
@@ -120,7 +121,7 @@ def _load(user_files: tuple[str, ...]) -> tuple[CommCalibration, dict[str, Calib
 
 
 # The packaged values (no user files): what the model was validated with.
-DEFAULT_CALIBRATION = collective_calibration(use_env=False)
+DEFAULT_CALIBRATION = _load(())[0]
 
 
 @dataclass(frozen=True, slots=True)

@@ -108,7 +108,8 @@ class InferenceCalibration:
 def serving_calibration(extra: Sequence[str | Path] = (), *, use_env: bool = True) -> InferenceCalibration:
     """The packaged calibration with the user's files (``CLUSTERSIM_SERVING_CALIBRATION``, then
     ``extra``) over it, field by field; the same inputs return the same (cached) object."""
-    return _load(user_paths(ENV_VAR, extra, use_env=use_env))[0]
+    user_files = user_paths(ENV_VAR, extra, use_env=use_env)
+    return _load(user_files)[0] if user_files else DEFAULT_CALIBRATION
 
 
 def calibration_entries(extra: Sequence[str | Path] = (), *, use_env: bool = True) -> dict[str, CalibrationEntry]:
@@ -121,7 +122,7 @@ def _load(user_files: tuple[str, ...]) -> tuple[InferenceCalibration, dict[str, 
 
 
 # The packaged values (no user files): what the model was validated with.
-DEFAULT_CALIBRATION = serving_calibration(use_env=False)
+DEFAULT_CALIBRATION = _load(())[0]
 
 
 def default_calibration() -> InferenceCalibration:
