@@ -188,13 +188,25 @@ class ServingSystem:
 
 
 def check_layout(model: Transformer, tp: int, pp: int) -> None:
-    """``ClusterSimError`` unless tp divides the heads (and kv heads, or kv heads divide tp) and pp the layers."""
-    if model.heads % tp:
-        raise ClusterSimError(f"tp: {tp} does not divide heads {model.heads} of {model.name}")
-    if model.kv_heads % tp and tp % model.kv_heads:
-        raise ClusterSimError(f"tp: {tp} and kv_heads {model.kv_heads} of {model.name} must divide one another")
-    if model.layers % pp:
-        raise ClusterSimError(f"pp: {pp} does not divide layers {model.layers} of {model.name}")
+    """``ClusterSimError`` naming the first rule of :func:`_layout_rules` that ``tp x pp`` breaks."""
+    for holds, message in _layout_rules(model, tp=tp, pp=pp):
+        if not holds:
+            raise ClusterSimError(message)
+
+
+def _layout_rules(model: Transformer, *, tp: int, pp: int) -> list[tuple[bool, str]]:
+    """The rules a serving layout keeps, as (holds, what is wrong): tp divides the heads, tp and the kv
+    heads divide one another, pp divides the layers. The same rules as ``clustersim.execution``'s
+    LAYOUT_RULES for heads and layers (with vp 1, even stages); kept here until execution exposes
+    them as one function of (model, tp, pp)."""
+    return [
+        (model.heads % tp == 0, f"tp: {tp} does not divide heads {model.heads} of {model.name}"),
+        (
+            model.kv_heads % tp == 0 or tp % model.kv_heads == 0,
+            f"tp: {tp} and kv_heads {model.kv_heads} of {model.name} must divide one another",
+        ),
+        (model.layers % pp == 0, f"pp: {pp} does not divide layers {model.layers} of {model.name}"),
+    ]
 
 
 # ---- bytes -------------------------------------------------------------------------------------
