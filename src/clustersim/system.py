@@ -150,28 +150,6 @@ def system_for_accelerator(
     return _system(catalog, entry, devices, devices_per_node, f"{devices} x {device.id}", device, network)
 
 
-def system_from_case(catalog: Catalog, system: dict[str, object]) -> System:
-    """The system of a ground-truth case (``shared/validation`` format)."""
-    devices = _positive_int(system, "devices")
-    per_node = _positive_int(system, "devices_per_node") if system.get("devices_per_node") else min(devices, 8)
-    gbps = system.get("inter_node_Gbps_per_node")
-    return system_for_accelerator(
-        catalog,
-        str(system.get("accelerator")),
-        devices=devices,
-        devices_per_node=per_node,
-        instance=str(system["instance"]) if system.get("instance") else None,
-        network_bits_per_s=float(gbps) * 1e9 if isinstance(gbps, int | float) and gbps > 0 else None,
-    )
-
-
-def _positive_int(data: dict[str, object], key: str) -> int:
-    value = data.get(key)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ClusterSimError(f"system.{key} must be a positive integer, got {value!r}")
-    return value
-
-
 def _system(
     catalog: Catalog,
     instance: Instance | None,

@@ -1,28 +1,29 @@
-"""``clustersim validate``: score the model against ground-truth cases (JSON Lines files)."""
+"""``clustersim validate``: score the model against ground-truth cases (JSON Lines files).
+
+Only typer and the standard library load with this module; the models, the scoring and rich load
+when the command runs.
+"""
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
-from clustersim.catalog.registry import load_catalog
-from clustersim.cli.common import CatalogOption, JsonOption, console, emit_json, user_errors
-from clustersim.units import parse_bytes
-from clustersim.validation.run import CaseScore, FileScore, Skipped, ValidationReport, mape_by_source, validate_cases
-
-SHOWN_SKIPPED_IDS = 3
+from clustersim.cli.common import CatalogOption, JsonOption, console, emit_json, print_all, user_errors
 
 
 def validate_command(
     files: Annotated[
-        list[Path], typer.Argument(help="Ground-truth files (JSON Lines), e.g. ../shared/validation/*.jsonl.")
-    ],
+        list[Path] | None,
+        typer.Argument(
+            help="Ground-truth files (JSON Lines), e.g. ../shared/validation/*.jsonl. "
+            "None given: the ground truth bundled with clustersim (training, inference, collectives, memory).",
+            show_default=False,
+            metavar="FILES",
+        ),
+    ] = None,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
     min_size: Annotated[
@@ -30,78 +31,25 @@ def validate_command(
         typer.Option("--min-size", help="Only score collective cases with size_bytes at least this, e.g. 64MiB."),
     ] = None,
 ) -> None:
-    """Compare predictions with measured cases: error per case, MAPE, worst case and Spearman per file."""
+    """Compare predictions with measured cases: error per case, MAPE, worst case and Spearman per file.
+
+    With no FILES, scores the ground-truth files bundled inside the package (named by file name).
+    """
+    from clustersim.catalog.registry import load_catalog
+    from clustersim.present.validation import report_renderables, skipped_lines
+    from clustersim.units import parse_bytes
+    from clustersim.validation.run import validate_bundled, validate_cases
+
     with user_errors():
         min_size_bytes = parse_bytes(min_size) if min_size is not None else None
-        report = validate_cases(files, load_catalog(catalog or ()), min_size_bytes=min_size_bytes)
+        loaded = load_catalog(catalog or ())
+        if files:
+            report = validate_cases(files, loaded, min_size_bytes=min_size_bytes)
+        else:
+            report = validate_bundled(loaded, min_size_bytes=min_size_bytes)
     if as_json:
         emit_json(report.to_json())
         return
-    print_report(report, console)
-
-
-def print_report(report: ValidationReport, console: Console) -> None:
-    """Per-file case tables, a summary table and the skipped cases counted by reason."""
-    for file in report.files:
-        rows = [c for c in report.cases if c.path == file.path]
-        if rows:
-            console.print(_case_table(file.path, rows))
-    console.print(_summary_table(report.files))
-    console.print(_source_table(report.cases))
-    _print_skipped(report.skipped, console)
-
-
-def _case_table(path: str, rows: list[CaseScore]) -> Table:
-    table = Table(title=escape(path))
-    for column in ("id", "field", "predicted", "measured", "error %"):
-        table.add_column(column, overflow="fold", justify="left" if column in ("id", "field") else "right")
-    for c in rows:
-        table.add_row(escape(c.id), c.field, f"{c.predicted:.4g}", f"{c.measured:.4g}", _percent(c.error))
-    return table
-
-
-def _summary_table(files: list[FileScore]) -> Table:
-    table = Table(title="validation summary")
-    for column in ("file", "kind", "cases", "MAPE %", "worst", "Spearman"):
-        table.add_column(column, overflow="fold")
-    for f in files:
-        worst = (
-            "-" if f.worst_id is None or f.worst_error is None else f"{escape(f.worst_id)} ({_percent(f.worst_error)})"
-        )
-        mape = "-" if f.mape is None else f"{100 * f.mape:.1f}"
-        rho = "-" if f.spearman is None else f"{f.spearman:.2f}"
-        table.add_row(escape(f.path), f.kind, str(f.cases), mape, worst, rho)
-    return table
-
-
-def _source_table(cases: list[CaseScore]) -> Table:
-    table = Table(title="by source (the first word of each case's source)")
-    for column in ("file", "source", "cases", "MAPE %", "worst"):
-        table.add_column(column, overflow="fold")
-    for path, source, count, mape, worst in mape_by_source(cases):
-        table.add_row(
-            escape(path),
-            escape(source),
-            str(count),
-            f"{100 * mape:.1f}",
-            f"{escape(worst.id)} ({_percent(worst.error)})",
-        )
-    return table
-
-
-def _print_skipped(skipped: list[Skipped], console: Console) -> None:
-    if not skipped:
-        return
-    console.print(f"skipped {len(skipped)} case(s):", highlight=False)
-    by_reason: dict[str, list[str]] = {}
-    for s in skipped:
-        by_reason.setdefault(s.reason, []).append(s.id)
-    for reason, count in Counter({r: len(ids) for r, ids in by_reason.items()}).most_common():
-        ids = by_reason[reason]
-        more = f", ... ({count - SHOWN_SKIPPED_IDS} more)" if count > SHOWN_SKIPPED_IDS else ""
-        line = f"  {count} x {reason}: {', '.join(ids[:SHOWN_SKIPPED_IDS])}{more}"
+    print_all(*report_renderables(report))
+    for line in skipped_lines(report.skipped):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
-
-
-def _percent(fraction: float) -> str:
-    return f"{100 * fraction:+.1f}%"

@@ -1,4 +1,4 @@
-"""Predict a ground-truth inference case (../shared/validation format) with the serving model.
+"""Predict a ground-truth inference case (``data/README.md`` format) with the serving model.
 
 Assumptions a case does not state:
 
@@ -28,61 +28,60 @@ from clustersim.serving.engine import (
 )
 from clustersim.serving.estimate import Batching, Request, ServingEstimate, estimate_offline
 from clustersim.serving.latency import max_rate
-from clustersim.workload.transformer import Transformer, transformer_from_mapping
+from clustersim.validation.cases import Case, CaseModel, CaseParallel, CaseSystem, CaseWorkload, as_case
+from clustersim.workload.transformer import transformer_from_mapping
 
 ASSUMED_INPUT_TOKENS = 220.0
 SERVER_TTFT_TARGET_S = 2.0
 SERVER_TPOT_TARGET_S = 0.2
-_MODEL_KEYS = set(Transformer.model_fields)
 
 
 def case_estimate(
-    case: Mapping[str, Any], catalog: Catalog, cal: InferenceCalibration = DEFAULT_CALIBRATION
+    case: Case | Mapping[str, Any], catalog: Catalog, cal: InferenceCalibration = DEFAULT_CALIBRATION
 ) -> ServingEstimate:
     """The serving estimate of a case (offline, or server at the highest rate meeting its targets)."""
-    where = f"case {case.get('id')}"
-    model_data = {k: v for k, v in (case.get("model") or {}).items() if k in _MODEL_KEYS and v is not None}
-    model = transformer_from_mapping(model_data, where=f"{where}: model")
-    system = case.get("system") or {}
-    parallel = case.get("parallel") or {}
-    workload = case.get("workload") or {}
-    if not system.get("accelerator"):
+    case = as_case(case, "inference")
+    where = f"case {case.id}"
+    model = transformer_from_mapping((case.model or CaseModel()).shape(), where=f"{where}: model")
+    system = case.system or CaseSystem()
+    parallel = case.parallel or CaseParallel()
+    workload = case.workload or CaseWorkload()
+    if not system.accelerator:
         raise ClusterSimError(f"{where}: system.accelerator is missing")
-    tp, pp, dp = (int(parallel.get(k) or 1) for k in ("tp", "pp", "dp"))
+    tp, pp, dp = parallel.tp or 1, parallel.pp or 1, parallel.dp or 1
     serving = serving_system_for_accelerator(
         catalog,
-        str(system["accelerator"]),
+        system.accelerator,
         tp=tp,
         pp=pp,
         dp=dp,
-        devices_per_node=int(system["devices_per_node"]) if system.get("devices_per_node") else None,
-        instance=str(system["instance"]) if system.get("instance") else None,
+        devices_per_node=system.devices_per_node or None,
+        instance=system.instance or None,
     )
-    precision = parse_precision(str(case.get("precision") or "bf16"), f"{where}: precision")
-    output = workload.get("output_tokens")
+    precision = parse_precision(str(case.precision or "bf16"), f"{where}: precision")
+    output = workload.output_tokens
     if not output:
         raise ClusterSimError(f"{where}: workload.output_tokens is missing")
     request = Request(
-        input_tokens=float(workload.get("input_tokens") or ASSUMED_INPUT_TOKENS),
+        input_tokens=float(workload.input_tokens or ASSUMED_INPUT_TOKENS),
         output_tokens=float(output),
         precision=precision,
         batching=Batching.CONTINUOUS,
     )
-    batch = workload.get("batch")
-    if workload.get("scenario") == "server":
+    if workload.scenario == "server":
         return max_rate(
             model,
             serving,
             request,
-            ttft_target_s=float(workload.get("ttft_target_s") or SERVER_TTFT_TARGET_S),
-            tpot_target_s=float(workload.get("tpot_target_s") or SERVER_TPOT_TARGET_S),
+            ttft_target_s=workload.ttft_target_s or SERVER_TTFT_TARGET_S,
+            tpot_target_s=workload.tpot_target_s or SERVER_TPOT_TARGET_S,
             cal=cal,
         )
-    return estimate_offline(model, serving, request, batch=int(batch) if batch else None, cal=cal)
+    return estimate_offline(model, serving, request, batch=workload.batch or None, cal=cal)
 
 
 def predict_inference_case(
-    case: Mapping[str, Any], field: str, catalog: Catalog, cal: InferenceCalibration = DEFAULT_CALIBRATION
+    case: Case | Mapping[str, Any], field: str, catalog: Catalog, cal: InferenceCalibration = DEFAULT_CALIBRATION
 ) -> float:
     """The case's ``field`` (output_tokens_per_s, ttft_s or tpot_s) as the model predicts it."""
     estimate = case_estimate(case, catalog, cal)

@@ -1,4 +1,4 @@
-"""Predict ground-truth training and memory cases (``shared/validation`` format) with the estimator.
+"""Predict ground-truth training and memory cases (``data/README.md`` format) with the estimator.
 
 A case's ``micro_batch`` may be null (the source does not say): 1 sequence is assumed, Megatron-LM's
 default. Unknown ``recompute`` or ``sequence_parallel`` take the layout defaults (none, off). Layers
@@ -14,46 +14,45 @@ from clustersim.catalog.registry import Catalog
 from clustersim.catalog.schema import Dtype
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout, layout_from_mapping
-from clustersim.system import System, system_from_case
+from clustersim.system import System
 from clustersim.training.estimate import Estimate, estimate_training
 from clustersim.training.job import TrainingJob
+from clustersim.validation.cases import Case, CaseModel, CaseParallel, as_case
+from clustersim.validation.systems import system_from_case
 from clustersim.workload.transformer import Transformer, transformer_from_mapping
 
 _GIB = 2**30
 _LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "zero", "sequence_parallel", "recompute")
-_MODEL_KEYS = tuple(Transformer.model_fields)
 
 
-def case_inputs(case: Mapping[str, Any], catalog: Catalog) -> tuple[Transformer, System, Layout, TrainingJob]:
+def case_inputs(case: Case | Mapping[str, Any], catalog: Catalog) -> tuple[Transformer, System, Layout, TrainingJob]:
     """The model, system, layout and job a case describes."""
-    where = f"case {case.get('id')}"
-    model_data = {k: v for k, v in (case.get("model") or {}).items() if k in _MODEL_KEYS and v is not None}
-    model = transformer_from_mapping(model_data, where=f"{where}: model")
-    system = system_from_case(catalog, dict(case.get("system") or {}))
-    parallel = dict(case.get("parallel") or {})
+    case = as_case(case)
+    where = f"case {case.id}"
+    model = transformer_from_mapping((case.model or CaseModel()).shape(), where=f"{where}: model")
+    system = system_from_case(catalog, case.system)
+    parallel = case.parallel or CaseParallel()
     # Published runs balance uneven layer counts over stages (e.g. Llama 3 405B: 126 layers, pp 16).
-    layout_data = {k: parallel.get(k) for k in _LAYOUT_KEYS} | {"uneven_stages": True}
+    layout_data = {k: getattr(parallel, k) for k in _LAYOUT_KEYS} | {"uneven_stages": True}
     layout = layout_from_mapping(layout_data, where=f"{where}: parallel")
-    global_batch = parallel.get("global_batch")
-    if not isinstance(global_batch, int) or global_batch < 1:
+    global_batch = parallel.global_batch
+    if global_batch is None or global_batch < 1:
         raise ClusterSimError(f"{where}: parallel.global_batch must be a positive integer, got {global_batch!r}")
     try:
-        precision = Dtype(str(case.get("precision") or "bf16"))
+        precision = Dtype(str(case.precision or "bf16"))
     except ValueError:
-        raise ClusterSimError(
-            f"{where}: unknown precision {case.get('precision')!r} (valid: bf16, fp16, fp8)"
-        ) from None
+        raise ClusterSimError(f"{where}: unknown precision {case.precision!r} (valid: bf16, fp16, fp8)") from None
     job = TrainingJob(global_batch=global_batch, seq_len=model.seq_len, precision=precision)
     return model, system, layout, job
 
 
-def estimate_case(case: Mapping[str, Any], catalog: Catalog) -> Estimate:
+def estimate_case(case: Case | Mapping[str, Any], catalog: Catalog) -> Estimate:
     """The estimate of a training or memory case."""
     model, system, layout, job = case_inputs(case, catalog)
     return estimate_training(model, system, layout, job)
 
 
-def predict_training_case(case: Mapping[str, Any], field: str, catalog: Catalog) -> float:
+def predict_training_case(case: Case | Mapping[str, Any], field: str, catalog: Catalog) -> float:
     """The case's ``field`` (step_time_s, tokens_per_s_per_device, model/hw TFLOP/s per device, mfu)."""
     estimate = estimate_case(case, catalog)
     per_device = estimate.step_s * estimate.num_devices
@@ -69,7 +68,7 @@ def predict_training_case(case: Mapping[str, Any], field: str, catalog: Catalog)
     return values[field]
 
 
-def predict_memory_case(case: Mapping[str, Any], field: str, catalog: Catalog) -> float:
+def predict_memory_case(case: Case | Mapping[str, Any], field: str, catalog: Catalog) -> float:
     """The case's ``field`` in GiB per device (model state, activations, or their total)."""
     memory = estimate_case(case, catalog).memory
     values = {

@@ -1,0 +1,192 @@
+"""Ground-truth cases as typed records (the JSON Lines format of ``data/README.md``), and the bundled files.
+
+Every part of a case is a frozen pydantic model that ignores unknown fields, as the format asks; a
+field of the wrong type is an error that names the file, the line and the field. Fields the format
+marks optional, and fields a reader can default (``devices_per_node``, ``ffn_type``), are ``None``
+when absent: an adapter decides what a missing value means and says so in its error.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from importlib.resources import files
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+from clustersim.errors import ClusterSimError, validation_problems
+
+KINDS = ("training", "inference", "collective", "memory")
+PRIMARY_FIELDS: dict[str, tuple[str, ...]] = {
+    "training": ("step_time_s", "tokens_per_s_per_device", "model_tflops_per_device", "hw_tflops_per_device", "mfu"),
+    "inference": ("output_tokens_per_s",),
+    "collective": ("busbw_GBps", "algbw_GBps", "time_us"),
+    "memory": ("total_GiB_per_device", "weights_and_optimizer_GiB_per_device", "activations_GiB_per_device"),
+}
+BUNDLED_PACKAGE = "clustersim.validation"
+BUNDLED_FOLDER = "data"
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore", allow_inf_nan=False)
+
+
+class CaseMoE(_Part):
+    """``model.moe``: routed experts, experts per token, shared experts."""
+
+    experts: int | None = None
+    top_k: int | None = None
+    shared_experts: int | None = None
+
+
+class CaseModel(_Part):
+    """``model``: the transformer's shape (``seq_len`` of training and memory cases)."""
+
+    name: str | None = None
+    layers: int | None = None
+    hidden: int | None = None
+    ffn_hidden: int | None = None
+    heads: int | None = None
+    kv_heads: int | None = None
+    head_dim: int | None = None
+    vocab: int | None = None
+    seq_len: int | None = None
+    ffn_type: str | None = None
+    moe: CaseMoE | None = None
+
+    def shape(self) -> dict[str, Any]:
+        """The fields present, as plain data (for ``transformer_from_mapping``)."""
+        return self.model_dump(exclude_none=True)
+
+
+class CaseSystem(_Part):
+    """``system``: the accelerator, how many, per server, and the server or its network."""
+
+    accelerator: str | None = None
+    devices: int | None = None
+    devices_per_node: int | None = None
+    instance: str | None = None
+    nodes: int | None = None
+    inter_node_Gbps_per_node: float | None = None
+    power_W: float | None = None
+
+
+class CaseParallel(_Part):
+    """``parallel``: degrees, batches, ZeRO stage, sequence parallelism and recompute."""
+
+    tp: int | None = None
+    pp: int | None = None
+    dp: int | None = None
+    cp: int | None = None
+    ep: int | None = None
+    vp: int | None = None
+    micro_batch: int | None = None
+    global_batch: int | None = None
+    zero: int | None = None
+    sequence_parallel: bool | None = None
+    recompute: str | None = None
+
+
+class CaseWorkload(_Part):
+    """``workload`` of an inference case; ``ttft_target_s`` / ``tpot_target_s`` are optional extras."""
+
+    input_tokens: float | None = None
+    output_tokens: float | None = None
+    scenario: str | None = None
+    batch: int | None = None
+    ttft_target_s: float | None = None
+    tpot_target_s: float | None = None
+
+
+class Case(_Part):
+    """One ground-truth case; unknown fields are ignored, null measured values dropped."""
+
+    id: str
+    kind: Literal["training", "inference", "collective", "memory"]
+    source: str = ""
+    notes: str | None = None
+    measured: dict[str, float]
+    model: CaseModel | None = None
+    system: CaseSystem | None = None
+    parallel: CaseParallel | None = None
+    precision: str | None = None
+    workload: CaseWorkload | None = None
+    op: str | None = None
+    size_bytes: int | None = None
+    algorithm: str | None = None
+
+    @field_validator("measured", mode="before")
+    @classmethod
+    def _drop_nulls(cls, value: Any) -> Any:
+        return {k: v for k, v in value.items() if v is not None} if isinstance(value, dict) else value
+
+
+def as_case(case: Case | Mapping[str, Any], kind: str = "training") -> Case:
+    """``case`` itself, or a plain mapping read as a ``Case`` of ``kind`` unless it names its own (a
+    missing ``id`` or ``measured`` is allowed here: an adapter needs neither); errors name the field."""
+    if isinstance(case, Case):
+        return case
+    data = {"id": "(no id)", "kind": kind, "measured": {}} | {k: v for k, v in case.items() if v is not None}
+    try:
+        return Case.model_validate(data)
+    except ValidationError as exc:
+        raise ClusterSimError(f"case {data['id']!r}: {validation_problems(exc.errors())}") from None
+
+
+def read_cases(path: str | Path) -> list[Case]:
+    """The cases of a JSON Lines file; ``ClusterSimError`` naming the file, line and field of a bad line."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise ClusterSimError(f"{path}: no such ground-truth file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ClusterSimError(f"{path}: cannot read: {exc}") from None
+    cases: list[Case] = []
+    seen: dict[str, int] = {}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{path}, line {number}"
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ClusterSimError(f"{where}: invalid JSON: {exc.msg} at column {exc.colno}") from None
+        if not isinstance(raw, dict):
+            raise ClusterSimError(f"{where}: a case must be a JSON object, got {type(raw).__name__}")
+        missing = [key for key in ("id", "kind", "measured") if raw.get(key) is None]
+        if missing:
+            raise ClusterSimError(f"{where}: missing required field(s) {', '.join(missing)}")
+        if raw["kind"] not in KINDS:
+            raise ClusterSimError(f"{where}: unknown kind {raw['kind']!r} (valid: {', '.join(KINDS)})")
+        try:
+            case = Case.model_validate(raw)
+        except ValidationError as exc:
+            problems = validation_problems(exc.errors())
+            raise ClusterSimError(f"{where}, case {raw['id']!r}: {problems}") from None
+        if case.id in seen:
+            raise ClusterSimError(f"{where}: duplicate id {case.id!r} (first on line {seen[case.id]})")
+        seen[case.id] = number
+        cases.append(case)
+    return cases
+
+
+def primary_field(case: Case) -> str:
+    """The first measured field present in ``PRIMARY_FIELDS[case.kind]`` order."""
+    for name in PRIMARY_FIELDS[case.kind]:
+        if case.measured.get(name) is not None:
+            return name
+    wanted = ", ".join(PRIMARY_FIELDS[case.kind])
+    raise ClusterSimError(f"case {case.id!r}: measured has none of {wanted} (has: {', '.join(case.measured)})")
+
+
+def bundled_dir() -> Path:
+    """The folder of the ground truth shipped inside the package (a copy of ``../shared/validation``)."""
+    return Path(str(files(BUNDLED_PACKAGE).joinpath(BUNDLED_FOLDER)))
+
+
+def bundled_case_files() -> list[Path]:
+    """The bundled ground-truth files (``*.jsonl``), sorted by name."""
+    return sorted(path for path in bundled_dir().iterdir() if path.suffix == ".jsonl")

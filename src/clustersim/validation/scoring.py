@@ -1,0 +1,169 @@
+"""Scoring predictions against measurements: error per case, MAPE, worst case and Spearman per file.
+
+Error = ``predicted / measured - 1`` (a fraction). Spearman is computed within groups of cases
+that share a model and system (collectives: an op and system), with average ranks for ties.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from clustersim.validation.cases import Case
+
+MIN_GROUP_CASES = 3
+
+
+@dataclass(frozen=True)
+class CaseScore:
+    """A scored case; values in the units of ``field`` (the primary measured field)."""
+
+    id: str
+    kind: str
+    predicted: float
+    measured: float
+    error: float  # predicted / measured - 1, a fraction
+    field: str
+    group: str  # cases sharing a model and system (collectives: op and system)
+    path: str = ""
+    source: str = ""  # the source's first word: its repository or first author
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A case that was not scored, and why."""
+
+    id: str
+    reason: str
+    path: str = ""
+
+
+@dataclass(frozen=True)
+class FileScore:
+    """Scores of one file; ``mape``, ``worst_id`` and ``worst_error`` are None when nothing was scored.
+
+    ``kind`` is the kind of the file's cases, ``"mixed"`` when they differ, ``"none"`` for an empty file.
+    ``mape`` is a fraction; ``spearman`` is the mean over groups of at least three cases with
+    non-constant predicted and measured values (None if there is no such group).
+    """
+
+    path: str
+    kind: str
+    cases: int
+    mape: float | None
+    worst_id: str | None
+    worst_error: float | None
+    spearman: float | None
+
+
+@dataclass
+class ValidationReport:
+    """Per-file scores, per-case scores (in file order) and skipped cases."""
+
+    files: list[FileScore] = field(default_factory=list)
+    cases: list[CaseScore] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+
+    def by_source(self) -> list[tuple[str, str, int, float, CaseScore]]:
+        """``mape_by_source`` of the scored cases."""
+        return mape_by_source(self.cases)
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON: a file with nothing scored has ``"mape": null`` and ``"worst": null``."""
+        return {
+            "files": [
+                {
+                    "path": f.path,
+                    "kind": f.kind,
+                    "cases": f.cases,
+                    "mape": f.mape,
+                    "worst": None if f.worst_id is None else {"id": f.worst_id, "error": f.worst_error},
+                    "spearman": f.spearman,
+                }
+                for f in self.files
+            ],
+            "cases": [
+                {"id": c.id, "kind": c.kind, "predicted": c.predicted, "measured": c.measured, "error": c.error}
+                for c in self.cases
+            ],
+            "skipped": [{"id": s.id, "reason": s.reason} for s in self.skipped],
+        }
+
+
+def source_key(source: str) -> str:
+    """The first word of a case's ``source``: cases citing one repository or paper share it."""
+    words = source.split()
+    return words[0] if words else "(no source)"
+
+
+def group_key(case: Case) -> str:
+    """Cases with the same key share a model and system (collectives: an op and system)."""
+    system = json.dumps(case.system.model_dump(exclude_none=True) if case.system else None, sort_keys=True)
+    if case.kind == "collective":
+        return f"{case.op} {system}"
+    model = case.model.model_dump(exclude_none=True) if case.model else None
+    return f"{json.dumps(model, sort_keys=True)} {system}"
+
+
+def mape_by_source(cases: Iterable[CaseScore]) -> list[tuple[str, str, int, float, CaseScore]]:
+    """Per file and source: (path, source, cases, MAPE as a fraction, worst case), in first-seen order."""
+    groups: dict[tuple[str, str], list[CaseScore]] = {}
+    for case in cases:
+        groups.setdefault((case.path, case.source), []).append(case)
+    return [
+        (
+            path,
+            source,
+            len(members),
+            sum(abs(m.error) for m in members) / len(members),
+            max(members, key=lambda m: abs(m.error)),
+        )
+        for (path, source), members in groups.items()
+    ]
+
+
+def rank_average(values: Sequence[float] | np.ndarray) -> np.ndarray:
+    """1-based ranks; tied values get the mean of their ranks."""
+    _, inverse, counts = np.unique(np.asarray(values, dtype=float), return_inverse=True, return_counts=True)
+    ends = np.cumsum(counts)
+    return ((ends - counts + 1 + ends) / 2.0)[inverse]
+
+
+def spearman(predicted: Sequence[float], measured: Sequence[float]) -> float | None:
+    """Spearman rank correlation (average ranks for ties); None if either side is constant or n < 2."""
+    if len(predicted) != len(measured):
+        raise ValueError("spearman needs sequences of equal length")
+    if len(predicted) < 2:
+        return None
+    a, b = rank_average(predicted), rank_average(measured)
+    a, b = a - a.mean(), b - b.mean()
+    norm = math.sqrt(float(np.dot(a, a)) * float(np.dot(b, b)))
+    if norm == 0.0:
+        return None
+    return max(-1.0, min(1.0, float(np.dot(a, b)) / norm))
+
+
+def score_file(path: str, kinds: Iterable[str], scores: Sequence[CaseScore]) -> FileScore:
+    """Summarize the scored cases of one file (``kinds``: the kinds of all its cases)."""
+    counted = Counter(kinds)
+    kind = next(iter(counted)) if len(counted) == 1 else ("none" if not counted else "mixed")
+    if not scores:
+        return FileScore(path, kind, 0, None, None, None, None)
+    worst = max(scores, key=lambda s: abs(s.error))
+    groups: dict[str, list[CaseScore]] = {}
+    for score in scores:
+        groups.setdefault(score.group, []).append(score)
+    rhos = [
+        rho
+        for members in groups.values()
+        if len(members) >= MIN_GROUP_CASES
+        and (rho := spearman([m.predicted for m in members], [m.measured for m in members])) is not None
+    ]
+    mape = sum(abs(s.error) for s in scores) / len(scores)
+    return FileScore(path, kind, len(scores), mape, worst.id, worst.error, sum(rhos) / len(rhos) if rhos else None)
