@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,10 +11,11 @@ import pytest
 from clustersim.catalog.registry import load_catalog
 from clustersim.compute.memory import memory_per_device, params_per_device
 from clustersim.execution import Layout, LayoutArrays
+from clustersim.validation.cases import bundled_dir
 from clustersim.validation.training import predict_memory_case
 from clustersim.workload.zoo import load_model
 
-VALIDATION = Path(__file__).resolve().parents[3] / "shared" / "validation"
+VALIDATION = bundled_dir()
 MEGATRON_22B = load_model("megatron-22b", use_env=False)
 
 
@@ -66,8 +66,6 @@ def test_pipeline_holds_pp_micro_batches_and_interleaving_more():
 
 def test_memory_cases_within_ten_percent():
     path = VALIDATION / "memory.jsonl"
-    if not path.exists():
-        pytest.skip(f"{path} is not available (ground truth lives beside the checkout)")
     catalog = load_catalog(use_env=False)
     cases = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     errors = [

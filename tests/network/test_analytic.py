@@ -3,7 +3,6 @@
 import dataclasses
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +14,7 @@ from clustersim.errors import ClusterSimError, UnknownNameError
 from clustersim.network import Algorithm, Op, Protocol, busbw_factor, fabric_for_instance, parse_op, predict_collective
 from clustersim.network.analytic import DEFAULT_CALIBRATION, collective_time_s
 from clustersim.network.fabric import Fabric
+from clustersim.validation.cases import bundled_dir
 from clustersim.validation.collective import predict_collective_case
 
 CATALOG = load_catalog(use_env=False)
@@ -23,7 +23,7 @@ NO_RAMP = dataclasses.replace(
     ramp_intra_node_s=0.0,
     ramp_s={"reduce": 0.0, "gather": 0.0, "alltoall": 0.0},
 )
-GROUND_TRUTH = Path(__file__).resolve().parents[3] / "shared" / "validation" / "collectives.jsonl"
+GROUND_TRUTH = bundled_dir() / "collectives.jsonl"
 
 
 def p5(nodes):
@@ -149,7 +149,6 @@ def test_bad_fabrics_are_clear_errors():
         Fabric("x", 8, 2, 450e9, 0.0, False)
 
 
-@pytest.mark.skipif(not GROUND_TRUTH.exists(), reason="shared ground truth not present")
 def test_validation_targets_on_measured_busbw():
     cases = [json.loads(line) for line in GROUND_TRUTH.read_text().splitlines() if line.strip()]
     errors = [

@@ -3,7 +3,6 @@
 import dataclasses
 import json
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -32,12 +31,13 @@ from clustersim.serving.estimate import (
     throughput_per_replica,
 )
 from clustersim.serving.latency import erlang_c, estimate_server, max_rate
+from clustersim.validation.cases import bundled_dir
 from clustersim.validation.inference import predict_inference_case
 from clustersim.validation.run import default_predictors, validate_cases
 from clustersim.workload.transformer import MoE, Transformer
 
 CATALOG = load_catalog(use_env=False)
-GROUND_TRUTH = Path(__file__).resolve().parents[3] / "shared" / "validation" / "inference.jsonl"
+GROUND_TRUTH = bundled_dir() / "inference.jsonl"
 LLAMA2_70B = Transformer(
     name="llama2-70b", layers=80, hidden=8192, ffn_hidden=28672, heads=64, kv_heads=8, vocab=32000, ffn_type="swiglu"
 )
@@ -331,7 +331,6 @@ def test_validate_finds_the_inference_predictor():
     assert default_predictors()["inference"] is predict_inference_case
 
 
-@pytest.mark.skipif(not GROUND_TRUTH.exists(), reason="ground truth not checked out")
 def test_inference_ground_truth_within_target():
     report = validate_cases([GROUND_TRUTH], CATALOG)
     assert not report.skipped, report.skipped
@@ -341,7 +340,6 @@ def test_inference_ground_truth_within_target():
     assert score.spearman is not None and score.spearman > 0.9
 
 
-@pytest.mark.skipif(not GROUND_TRUTH.exists(), reason="ground truth not checked out")
 def test_server_case_is_predicted_at_the_max_rate():
     case = next(json.loads(line) for line in GROUND_TRUTH.read_text().splitlines() if '"server"' in line)
     offline = dict(case, workload=dict(case["workload"], scenario="offline"))
