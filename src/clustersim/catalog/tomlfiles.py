@@ -163,10 +163,16 @@ class CalibrationEntry:
     path: str
 
 
-def _nested_fields(cls: type[Any], name: str) -> tuple[str, ...] | None:
-    """The field names of ``cls.name`` when it is itself a dataclass (a table of values), else None."""
-    kind = typing.get_type_hints(cls)[name]
-    return tuple(f.name for f in dataclasses.fields(kind)) if dataclasses.is_dataclass(kind) else None
+def _nested_fields(cls: type[Any]) -> dict[str, tuple[str, ...] | None]:
+    """For each field of ``cls``: the field names of its type when that is itself a dataclass (a table
+    of values), else None."""
+    hints = typing.get_type_hints(cls)
+    return {
+        f.name: tuple(g.name for g in dataclasses.fields(hints[f.name]))
+        if dataclasses.is_dataclass(hints[f.name])
+        else None
+        for f in dataclasses.fields(cls)
+    }
 
 
 def calibration_from_tables(cls: type[C], tables: Mapping[str, Table]) -> tuple[C, dict[str, CalibrationEntry]]:
@@ -176,7 +182,8 @@ def calibration_from_tables(cls: type[C], tables: Mapping[str, Table]) -> tuple[
     ``source`` and optionally a ``fitted`` note. Every problem is a ``CatalogFileError`` naming the
     file, the table, the field, the value and the rule.
     """
-    names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    nested_fields = _nested_fields(cls)
+    names = list(nested_fields)
     values: dict[str, Any] = {}
     entries: dict[str, CalibrationEntry] = {}
     for name, table in tables.items():
@@ -184,7 +191,7 @@ def calibration_from_tables(cls: type[C], tables: Mapping[str, Table]) -> tuple[
             hint = close_matches(name, names)
             did = f"did you mean {', '.join(hint)}? " if hint else ""
             raise CatalogFileError(table.path, name, None, None, f"unknown entry ({did}valid: {', '.join(names)})")
-        nested = _nested_fields(cls, name)
+        nested = nested_fields[name]
         allowed = (*(nested or ("value",)), *PROVENANCE)
         for key in table.fields:
             if key not in allowed:
