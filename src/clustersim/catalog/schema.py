@@ -25,34 +25,8 @@ from clustersim.catalog.figures import (
     SecondsFigure,
     WattsFigure,
 )
-
-
-class Kind(StrEnum):
-    """The kinds of catalog entry; each is a TOML array of tables of that name."""
-
-    ACCELERATOR = "accelerator"
-    LINK = "link"
-    SWITCH = "switch"
-    DOMAIN = "domain"
-    NETWORK = "network"
-    INSTANCE = "instance"
-    STORAGE = "storage"
-    CLUSTER = "cluster"
-
-
-class Dtype(StrEnum):
-    """Numeric formats with a tensor or vector throughput figure."""
-
-    FP64 = "fp64"
-    FP64_TENSOR = "fp64_tensor"
-    FP32 = "fp32"
-    TF32 = "tf32"
-    BF16 = "bf16"
-    FP16 = "fp16"
-    FP8 = "fp8"
-    INT8 = "int8"
-    FP4 = "fp4"
-
+from clustersim.catalog.kinds import Dtype as Dtype  # re-exported; defined stdlib-only for the command line
+from clustersim.catalog.kinds import Kind as Kind
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
