@@ -1,0 +1,295 @@
+"""The serving model against hand derivations: Erlang C, bytes held, and one engine step on a round device.
+
+The device: 1 PFLOP/s dense BF16, 2 PFLOP/s FP8, 2 TB/s HBM, 80 GiB; the calibration: GEMMs at half the
+peak, weight and KV reads at half the HBM bandwidth, prefill attention at a quarter of the peak, 10
+hidden-vector passes per token and layer, 20 us per step and 1 us per sequence of overhead. So a BF16
+GEMM runs at 5e14 FLOP/s and every byte read takes 1e-12 s.
+
+The model (Llama-style): 4 layers, h = 1024, SwiGLU f = 4096, 8 query heads and 4 KV heads of 128,
+V = 32768, untied: per layer 3,145,728 attention and 12,582,912 MLP weights, 33,554,432 in the logits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from fractions import Fraction
+
+import pytest
+
+from clustersim.catalog.registry import load_catalog
+from clustersim.catalog.schema import Dtype
+from clustersim.errors import ClusterSimError
+from clustersim.network.analytic import predict_collective
+from clustersim.network.collectives import Op
+from clustersim.network.fabric import Fabric
+from clustersim.network.topology import Topology
+from clustersim.serving.engine import (
+    DEFAULT_CALIBRATION,
+    ServingSystem,
+    kv_bytes_per_token,
+    memory_plan,
+    weight_bytes_per_device,
+)
+from clustersim.serving.estimate import Batching, Request, batch_limit, estimate_offline
+from clustersim.serving.latency import erlang_c, estimate_server, max_rate
+from clustersim.system import System
+from clustersim.workload.transformer import MoE, Transformer
+
+REL = 1e-9
+GIB = 2**30
+CATALOG = load_catalog(use_env=False)
+CAL = dataclasses.replace(
+    DEFAULT_CALIBRATION,
+    flop_efficiency=0.5,
+    hbm_efficiency=0.5,
+    attention_flop_efficiency=0.25,
+    activation_passes=10.0,
+    step_overhead_s=2e-5,
+    sync_overhead_s=1e-5,
+    sequence_overhead_s=1e-6,
+    kv_memory_fraction=0.9,
+    workspace_bytes=1.0 * GIB,
+    kv_block_tokens=16,
+    max_batch_sequences=4096,
+    max_tokens_per_step=32768,
+)
+GEMM, HBM = 5e14, 1e12  # FLOP/s and B/s achieved
+TINY = Transformer(
+    name="tiny", layers=4, hidden=1024, ffn_hidden=4096, heads=8, kv_heads=4, vocab=32768, ffn_type="swiglu"
+)
+DENSE = 3_145_728 + 12_582_912  # matmul weights per layer
+HEAD = 32768 * 1024  # logits weights
+PARAMS = 130_032_640  # 4 x (DENSE + 2 norms of 1024) + embedding and output 2 V h + final norm
+
+
+def _round_gpu():
+    h100 = CATALOG.accelerator("h100-sxm")
+
+    def fig(figure, value):
+        return figure.model_copy(update={"value": value})
+
+    dense = dict(h100.dense_flop_per_s)
+    dense.update({Dtype.BF16: fig(dense[Dtype.BF16], 1e15), Dtype.FP16: fig(dense[Dtype.FP16], 1e15)})
+    dense[Dtype.FP8] = fig(dense[Dtype.FP8], 2e15)
+    return h100.model_copy(
+        update={
+            "id": "round-gpu",
+            "dense_flop_per_s": dense,
+            "memory_bandwidth_bytes_per_s": fig(h100.memory_bandwidth_bytes_per_s, 2e12),
+            "memory_bytes": fig(h100.memory_bytes, 80 * GIB),
+        }
+    )
+
+
+GPU = _round_gpu()
+
+
+def serving(tp: int = 1, pp: int = 1, nvlink: float = 1e11) -> ServingSystem:
+    devices = max(tp * pp, 1)
+    topology = Topology(
+        name="round",
+        num_devices=devices,
+        devices_per_node=devices,
+        scaleup_bytes_per_s=nvlink,
+        network_bytes_per_s=50e9,
+        in_network_reduction=False,
+    )
+    return ServingSystem.on(
+        System(name="round", accelerator=GPU, cores_per_device=1, topology=topology), "round", tp=tp, pp=pp
+    )
+
+
+# ---- Erlang C ----------------------------------------------------------------------------------------------
+
+
+def _erlang_c_exact(servers: int, load: Fraction) -> Fraction:
+    """Textbook Erlang C in exact arithmetic: (a^c / c! x c / (c - a)) / (sum_{k<c} a^k / k! + that)."""
+    top = load**servers / math.factorial(servers) * servers / (servers - load)
+    return top / (sum(load**k / math.factorial(k) for k in range(servers)) + top)
+
+
+def test_erlang_c_textbook_values():
+    for rho in (0.1, 0.5, 0.9):
+        assert erlang_c(1, rho) == pytest.approx(rho, rel=1e-12)  # M/M/1: P(wait) = rho
+    assert erlang_c(2, 1.0) == pytest.approx(1 / 3, rel=1e-12)  # M/M/2, rho 0.5
+    assert erlang_c(2, 1.5) == pytest.approx(9 / 14, rel=1e-12)  # M/M/2, rho 0.75
+    assert erlang_c(3, 2.0) == pytest.approx(4 / 9, rel=1e-12)
+    for servers, load in ((10, Fraction(7)), (50, Fraction(45)), (100, Fraction(80)), (170, Fraction(169))):
+        assert erlang_c(servers, float(load)) == pytest.approx(float(_erlang_c_exact(servers, load)), rel=1e-9)
+
+
+def test_erlang_c_limits():
+    assert erlang_c(4, 0.0) == 0.0 and erlang_c(4, -1.0) == 0.0
+    assert erlang_c(4, 4.0) == 1.0 and erlang_c(4, 5.0) == 1.0
+    assert erlang_c(2000, 1000.0) < 1e-100
+
+
+# ---- bytes --------------------------------------------------------------------------------------------------
+
+
+def test_kv_bytes_per_token_by_hand():
+    # K and V x 4 layers x 4 KV heads x 128 x 2 bytes
+    assert kv_bytes_per_token(TINY, Dtype.BF16) == 2 * 4 * 4 * 128 * 2 == 8192
+    assert kv_bytes_per_token(TINY, Dtype.FP8) == 4096
+    assert kv_bytes_per_token(TINY, Dtype.BF16, tp=2) == 4096  # 2 KV heads per rank
+    assert kv_bytes_per_token(TINY, Dtype.BF16, tp=8) == 2048  # one head, replicated
+    assert kv_bytes_per_token(TINY, Dtype.BF16, pp=2) == 4096
+
+
+def test_weight_bytes_per_device_by_hand():
+    assert TINY.num_params() == PARAMS
+    assert weight_bytes_per_device(TINY, Dtype.BF16) == 2 * PARAMS
+    # FP8 layer matmuls (4 x 15,728,640 x 1 byte), the rest (embeddings, output, norms) in BF16.
+    fp8 = 4 * DENSE * 1 + (PARAMS - 4 * DENSE) * 2
+    assert weight_bytes_per_device(TINY, Dtype.FP8) == fp8
+    assert weight_bytes_per_device(TINY, Dtype.FP8, tp=2, pp=2) == fp8 / 4
+    moe = TINY.model_copy(update={"moe": MoE(experts=4, top_k=2, shared_experts=1)})
+    # attention + shared expert + router quantized, 4 routed experts quantized
+    quantized = 4 * (3_145_728 + 12_582_912 + 1024 * 4 + 4 * 12_582_912)
+    assert weight_bytes_per_device(moe, Dtype.FP8) == quantized + (moe.num_params() - quantized) * 2
+
+
+def test_memory_plan_and_batch_limit_by_hand():
+    system = serving()
+    plan = memory_plan(TINY, system, Dtype.BF16, Dtype.BF16, CAL)
+    budget = (80 * GIB - 2 * PARAMS - 1 * GIB) * 0.9
+    assert plan.kv_budget_bytes == pytest.approx(budget, rel=REL)
+    assert plan.kv_capacity_tokens == pytest.approx(budget / 8192, rel=REL)
+    # 1000 + 200 tokens reserve 1200 rounded up to whole 16-token blocks: 1200
+    limit, reason, _ = batch_limit(TINY, system, Request(1000, 200), CAL)
+    by_capacity = math.floor(budget / 8192 / 1200)  # 7742
+    by_tokens = math.floor(32768 / (1 + 1000 / 200))  # prompt and output tokens per step: 5461
+    assert by_capacity > by_tokens > 4096
+    assert (limit, reason) == (4096, "scheduler")  # the engine's sequence cap
+    limit, reason, _ = batch_limit(TINY, serving(pp=2), Request(100, 5), CAL)
+    assert (limit, reason) == (math.floor(32768 / (1 + 100 / 5)) * 2, "scheduler")  # 1560 per stage x 2 stages
+    limit, reason, _ = batch_limit(TINY, system, Request(100_000, 1001), CAL)
+    assert (limit, reason) == (math.floor(budget / 8192 / (101_008)), "capacity")  # 101,001 -> 101,008
+
+
+# ---- one engine step ------------------------------------------------------------------------------------------
+
+
+def test_batch_one_decode_step_is_a_weight_read_roofline():
+    # Static batching, one sequence of 1000 + 200 tokens: each decode step reads all weights once.
+    est = estimate_offline(TINY, serving(), Request(1000, 200, batching=Batching.STATIC), batch=1, cal=CAL)
+    context = 1000 + 200 / 2  # mean KV length over the decode
+    compute = 2 * 1 * (4 * DENSE + HEAD) / GEMM
+    weights = (4 * DENSE * 2 + HEAD * 2) / HBM
+    kv = (context + 1) * 8192 / HBM  # its cache and the new token's K and V
+    attention_flops = 4 * 4 * 8 * 128 * context / GEMM
+    elementwise = 1 * 4 * 10 * 1024 * 2 / HBM
+    overhead = 2e-5 + 1e-6
+    assert est.gemm_compute_s == pytest.approx(compute, rel=REL)
+    assert est.gemm_memory_s == pytest.approx(weights, rel=REL)
+    assert est.decode_attention_s == pytest.approx(max(kv, attention_flops), rel=REL)
+    assert est.elementwise_s == pytest.approx(elementwise, rel=REL)
+    assert est.overhead_s == pytest.approx(overhead, rel=REL)
+    assert (est.prefill_attention_s, est.communication_s) == (0.0, 0.0)
+    step = weights + kv + elementwise + overhead
+    assert est.step_s == pytest.approx(step, rel=REL)
+    assert est.tpot_s == pytest.approx(step, rel=REL)
+    assert est.memory_bound_share == pytest.approx((weights + kv + elementwise) / step, rel=REL)
+    # The prefill step: 1000 tokens through the GEMMs, causal attention 2 L heads d n^2 at a quarter peak.
+    prefill = (
+        max(2 * (1000 * 4 * DENSE + HEAD) / GEMM, weights)
+        + 1000 * 8192 / HBM
+        + 2 * 4 * 8 * 128 * 1000**2 / 0.25e15
+        + 1000 * 4 * 10 * 1024 * 2 / HBM
+        + 2e-5
+        + 1e-6
+    )
+    assert est.ttft_s == pytest.approx(prefill, rel=REL)
+    assert est.output_tokens_per_s == pytest.approx(200 / (prefill + 200 * step), rel=REL)
+    assert est.request_rate_per_s == pytest.approx(1 / (prefill + 200 * step), rel=REL)
+
+
+def test_fp8_reads_half_the_layer_weights_and_computes_at_the_fp8_peak():
+    est = estimate_offline(
+        TINY, serving(), Request(1000, 200, Dtype.FP8, Dtype.BF16, Batching.STATIC), batch=1, cal=CAL
+    )
+    assert est.gemm_memory_s == pytest.approx((4 * DENSE * 1 + HEAD * 2) / HBM, rel=REL)
+    assert est.gemm_compute_s == pytest.approx(2 * 4 * DENSE / 1e15 + 2 * HEAD / GEMM, rel=REL)  # logits in BF16
+    assert est.kv_bytes_per_token_per_device == 8192
+
+
+def test_continuous_step_mixes_decode_and_prefill():
+    # 10 sequences decode while their replacements' prompts go through the same step: 10 x 1000 / 200 = 50
+    # prompt tokens of 0.05 prompts per step.
+    est = estimate_offline(TINY, serving(), Request(1000, 200), batch=10, cal=CAL)
+    tokens, prompts, context = 10 + 50, 0.05, 1100
+    compute = 2 * tokens * 4 * DENSE / GEMM + 2 * (10 + prompts) * HEAD / GEMM
+    weights = (4 * DENSE * 2 + HEAD * 2) / HBM
+    kv = (10 * context + tokens) * 8192 / HBM
+    prefill_attention = prompts * 2 * 4 * 8 * 128 * 1000**2 / 0.25e15
+    elementwise = tokens * 4 * 10 * 1024 * 2 / HBM
+    overhead = 2e-5 + 1e-6 * (10 + prompts)
+    step = max(compute, weights) + max(kv, 4 * 4 * 8 * 128 * context * 10 / GEMM)
+    step += prefill_attention + elementwise + overhead
+    assert est.step_s == pytest.approx(step, rel=REL)
+    assert est.output_tokens_per_s == pytest.approx(10 / step, rel=REL)
+    # The first token waits half a step on average, then rides a step that also carries its prompt.
+    tokens, prompts = tokens + 1000, prompts + 1
+    first = max(2 * tokens * 4 * DENSE / GEMM + 2 * (10 + prompts) * HEAD / GEMM, weights)
+    first += max((10 * context + tokens) * 8192 / HBM, 4 * 4 * 8 * 128 * context * 10 / GEMM)
+    first += prompts * 2 * 4 * 8 * 128 * 1000**2 / 0.25e15 + tokens * 4 * 10 * 1024 * 2 / HBM
+    first += 2e-5 + 1e-6 * (10 + prompts)
+    assert est.ttft_s == pytest.approx(first + 0.5 * step, rel=REL)
+
+
+def test_tensor_parallel_step_adds_two_all_reduces_per_layer():
+    system = serving(tp=2)
+    est = estimate_offline(TINY, system, Request(1000, 200, batching=Batching.STATIC), batch=1, cal=CAL)
+    all_reduce = predict_collective(Op.ALL_REDUCE, 1 * 1024 * 2, Fabric("hand", 2, 1, 1e11, 50e9, False)).time_s[0]
+    assert est.communication_s == pytest.approx(2 * 4 * (all_reduce + 1e-5), rel=REL)
+    assert est.gemm_memory_s == pytest.approx((4 * DENSE * 2 + HEAD * 2) / 2 / HBM, rel=REL)
+    assert est.gemm_compute_s == pytest.approx(2 * (4 * DENSE + HEAD) / 2 / GEMM, rel=REL)
+
+
+def test_pipeline_stages_send_once_per_step_and_a_token_takes_pp_steps():
+    system = serving(pp=2)
+    est = estimate_offline(TINY, system, Request(1000, 200, batching=Batching.STATIC), batch=2, cal=CAL)
+    send = predict_collective(Op.SENDRECV, 1 * 1024 * 2, Fabric("hand", 2, 1, 1e11, 50e9, False)).time_s[0]
+    assert est.communication_s == pytest.approx(send, rel=REL)  # one sequence per stage
+    weights = (2 * DENSE * 2 + HEAD * 2 / 2) / HBM  # 2 layers, half the logits
+    assert est.gemm_memory_s == pytest.approx(weights, rel=REL)
+    assert est.tpot_s == pytest.approx(2 * est.step_s, rel=REL)
+
+
+def test_moe_decode_reads_only_the_experts_its_tokens_touch():
+    moe = TINY.model_copy(update={"moe": MoE(experts=4, top_k=2)})
+    est = estimate_offline(moe, serving(), Request(1000, 200, batching=Batching.STATIC), batch=1, cal=CAL)
+    # One token touches top_k of 4 experts: 4 x (1 - (1 - 2/4)^1) = 2 experts' weights.
+    attention_router = 3_145_728 + 1024 * 4
+    assert est.gemm_memory_s == pytest.approx((4 * (attention_router + 2 * 12_582_912) * 2 + HEAD * 2) / HBM, rel=REL)
+    assert est.gemm_compute_s == pytest.approx(2 * (4 * (attention_router + 2 * 12_582_912) + HEAD) / GEMM, rel=REL)
+
+
+# ---- the server scenario -----------------------------------------------------------------------------------
+
+
+def test_server_latency_at_a_light_load_is_the_unloaded_step():
+    system = serving()
+    request = Request(1000, 200)
+    light = estimate_server(TINY, system, request, 0.01, cal=CAL)
+    assert light.request_rate_per_s == 0.01 and light.output_tokens_per_s == pytest.approx(2.0)
+    # 2 tokens/s of demand: a fraction of a sequence decodes, so a step is about the batch-1 step.
+    one = estimate_offline(TINY, system, request, batch=1, cal=CAL)
+    assert light.tpot_s < one.tpot_s
+    assert light.tpot_s == pytest.approx(one.tpot_s, rel=0.05)
+    assert light.ttft_s < one.ttft_s
+
+
+def test_max_rate_sits_on_the_binding_target():
+    system = serving()
+    request = Request(1000, 200)
+    best = max_rate(TINY, system, request, ttft_target_s=1.0, tpot_target_s=2e-3, cal=CAL)
+    assert best.batch_limited_by == "tpot target"
+    assert best.tpot_s == pytest.approx(2e-3, rel=1e-6)
+    assert best.ttft_s < 1.0
+    best = max_rate(TINY, system, request, ttft_target_s=5e-3, tpot_target_s=1.0, cal=CAL)
+    assert best.batch_limited_by == "ttft target"
+    assert best.ttft_s == pytest.approx(5e-3, rel=1e-6)
+    with pytest.raises(ClusterSimError, match="rate: must be positive"):
+        estimate_server(TINY, system, request, 0.0, cal=CAL)
