@@ -16,12 +16,12 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import asdict, dataclass
-from enum import StrEnum
 from typing import Any
 
 import numpy as np
 
 from clustersim.catalog.schema import Dtype
+from clustersim.choices import Batching as Batching  # re-exported: defined with the light enums
 from clustersim.errors import ClusterSimError
 from clustersim.serving.engine import (
     FloatArray,
@@ -38,13 +38,6 @@ from clustersim.serving.engine import (
 from clustersim.workload.transformer import Transformer
 
 GRID_POINTS = 96
-
-
-class Batching(StrEnum):
-    """How requests share the engine."""
-
-    CONTINUOUS = "continuous"
-    STATIC = "static"
 
 
 @dataclass(frozen=True)
