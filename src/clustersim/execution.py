@@ -176,6 +176,7 @@ class RuleInputs:
     num_devices: int
     global_batch: int
     seq_len: int
+    uneven_stages_allowed: bool = True  # whether the caller can offer uneven pipeline stages
 
 
 @dataclass(frozen=True)
@@ -184,6 +185,7 @@ class LayoutRule:
     fields by name with operators that hold for one ``Layout`` (Python scalars) and for ``LayoutArrays``
     (numpy arrays) alike, so one definition serves ``Layout.check`` and the planner's masks."""
 
+    name: str
     holds: Callable[[Any, RuleInputs], Any]  # (Layout | LayoutArrays, inputs) -> bool | BoolArray
     message: Callable[[Layout, RuleInputs], str]
 
@@ -196,39 +198,55 @@ def _moe_experts(job: RuleInputs) -> int:
 # one; a planner evaluates them all as masks over thousands of candidates (``layout_mask``).
 LAYOUT_RULES: tuple[LayoutRule, ...] = (
     LayoutRule(
+        "devices",
         lambda a, j: a.tp * a.pp * a.dp * a.cp == j.num_devices,
         lambda x, j: (
             f"tp*pp*dp*cp = {x.tp}*{x.pp}*{x.dp}*{x.cp} = {x.num_devices} must equal the devices, {j.num_devices}"
         ),
     ),
-    LayoutRule(lambda a, j: j.model.heads % a.tp == 0, lambda x, j: f"tp {x.tp} must divide heads {j.model.heads}"),
     LayoutRule(
+        "heads", lambda a, j: j.model.heads % a.tp == 0, lambda x, j: f"tp {x.tp} must divide heads {j.model.heads}"
+    ),
+    LayoutRule(
+        "kv_heads",
         lambda a, j: (j.model.kv_heads % a.tp == 0) | (a.tp % j.model.kv_heads == 0),
         lambda x, j: f"tp {x.tp} must divide kv_heads {j.model.kv_heads} (or be a multiple of it)",
     ),
     LayoutRule(
+        "layers",
         lambda a, j: (j.model.layers % (a.pp * a.vp) == 0) | (a.uneven_stages & (j.model.layers >= a.pp * a.vp)),
-        lambda x, j: f"layers {j.model.layers} must divide by pp*vp = {x.pp * x.vp} (or allow uneven stages)",
+        lambda x, j: (
+            f"layers {j.model.layers} must divide by pp*vp = {x.pp * x.vp}"
+            + (" (or allow uneven stages)" if j.uneven_stages_allowed else "")
+        ),
     ),
     LayoutRule(
+        "batch",
         lambda a, j: j.global_batch % (a.dp * a.micro_batch) == 0,
         lambda x, j: f"global batch {j.global_batch} must divide by dp*micro_batch = {x.dp}*{x.micro_batch}",
     ),
     LayoutRule(
-        lambda a, j: j.seq_len % a.cp == 0, lambda x, j: f"cp {x.cp} must divide the sequence length {j.seq_len}"
+        "cp", lambda a, j: j.seq_len % a.cp == 0, lambda x, j: f"cp {x.cp} must divide the sequence length {j.seq_len}"
     ),
-    LayoutRule(lambda a, j: (a.vp == 1) | (a.pp > 1), lambda x, j: f"vp {x.vp} needs pipeline parallelism (pp > 1)"),
-    LayoutRule(lambda a, j: (a.sequence_parallel == 0) | (a.tp > 1), lambda x, j: "sequence_parallel needs tp > 1"),
     LayoutRule(
+        "vp", lambda a, j: (a.vp == 1) | (a.pp > 1), lambda x, j: f"vp {x.vp} needs pipeline parallelism (pp > 1)"
+    ),
+    LayoutRule(
+        "sp", lambda a, j: (a.sequence_parallel == 0) | (a.tp > 1), lambda x, j: "sequence_parallel needs tp > 1"
+    ),
+    LayoutRule(
+        "ep_moe",
         lambda a, j: (a.ep == 1) | (j.model.moe is not None),
         lambda x, j: f"ep {x.ep} needs a mixture-of-experts model",
     ),
-    LayoutRule(lambda a, j: a.dp % a.ep == 0, lambda x, j: f"ep {x.ep} must divide dp {x.dp}"),
+    LayoutRule("ep_dp", lambda a, j: a.dp % a.ep == 0, lambda x, j: f"ep {x.ep} must divide dp {x.dp}"),
     LayoutRule(
+        "ep_experts",
         lambda a, j: _moe_experts(j) % a.ep == 0,
         lambda x, j: f"ep {x.ep} must divide experts {_moe_experts(j)}",
     ),
     LayoutRule(
+        "interleave",
         lambda a, j: (a.vp == 1) | ((j.global_batch // (a.dp * a.micro_batch)) % a.pp == 0),
         lambda x, j: (
             f"interleaving (vp {x.vp}) needs the micro-batches, {x.num_micro_batches(j.global_batch)}, "
@@ -236,6 +254,23 @@ LAYOUT_RULES: tuple[LayoutRule, ...] = (
         ),
     ),
 )
+
+
+# The rules that split a model over tp x pp devices, whatever the job (what serving checks).
+MODEL_SPLIT_RULES = tuple(rule for rule in LAYOUT_RULES if rule.name in ("heads", "kv_heads", "layers"))
+
+
+def check_model_split(model: Transformer, *, tp: int, pp: int) -> None:
+    """Raise ``ClusterSimError`` naming the first of ``MODEL_SPLIT_RULES`` that ``tp x pp`` breaks."""
+    if tp < 1 or pp < 1:
+        raise ClusterSimError(f"tp and pp must be at least 1, got tp {tp} and pp {pp}")
+    layout = Layout(tp=tp, pp=pp)
+    inputs = RuleInputs(model, layout.num_devices, 1, 1, uneven_stages_allowed=False)
+    for rule in MODEL_SPLIT_RULES:
+        if not bool(rule.holds(layout, inputs)):
+            raise ClusterSimError(
+                f"impossible layout (tp {tp}, pp {pp}) of {model.name}: {rule.message(layout, inputs)}"
+            )
 
 
 def layout_mask(layouts: LayoutArrays, inputs: RuleInputs) -> BoolArray:

@@ -104,7 +104,7 @@ def test_server_rate_and_targets():
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("llama2-70b", "--tp", "3"), "tp: 3 does not divide heads 64"),
+        (("llama2-70b", "--tp", "3"), "tp 3 must divide heads 64"),
         (("llama3.1-405b", "--tp", "1"), "GiB of weights"),
         (("llama2-70b", "--instance", "p5x"), "unknown instance 'p5x'"),
         (("no-such-model",), "no-such-model"),

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from clustersim.catalog.registry import Catalog
 from clustersim.errors import ClusterSimError
-from clustersim.serving.engine import InferenceCalibration, ServingSystem, check_layout, serving_system_for_instance
+from clustersim.execution import check_model_split
+from clustersim.serving.engine import InferenceCalibration, ServingSystem, serving_system_for_instance
 from clustersim.serving.estimate import Request, ServingEstimate, estimate_offline
 from clustersim.serving.latency import estimate_server, max_rate
 from clustersim.workload.transformer import Transformer
@@ -70,7 +71,7 @@ def tp_candidates(model: Transformer, catalog: Catalog, instance: str, *, pp: in
     tp = 1
     while tp * pp <= devices:
         try:
-            check_layout(model, tp, pp)
+            check_model_split(model, tp=tp, pp=pp)
             out.append(tp)
         except ClusterSimError:
             pass

@@ -41,8 +41,8 @@ from clustersim.catalog.registry import Catalog
 from clustersim.catalog.schema import Dtype, Instance
 from clustersim.catalog.tomlfiles import CalibrationEntry, load_calibration, user_paths
 from clustersim.errors import ClusterSimError
-from clustersim.network.analytic import predict_collective
 from clustersim.network.collectives import Op
+from clustersim.network.cost import ANALYTIC, CollectiveCost
 from clustersim.network.fabric import Fabric
 from clustersim.system import System, system_for_accelerator, system_for_instance
 from clustersim.workload.transformer import Transformer
@@ -147,6 +147,7 @@ class ServingSystem:
     dp: int = 1
     tp_fabric: Fabric | None = None
     pp_fabric: Fabric | None = None
+    cost: CollectiveCost = ANALYTIC  # prices the TP all-reduces and PP sends
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp"):
@@ -156,7 +157,9 @@ class ServingSystem:
             raise ClusterSimError(f"tp {self.tp} needs a fabric for its all-reduces")
 
     @classmethod
-    def on(cls, system: System, name: str, *, tp: int, pp: int = 1, dp: int = 1) -> ServingSystem:
+    def on(
+        cls, system: System, name: str, *, tp: int, pp: int = 1, dp: int = 1, cost: CollectiveCost = ANALYTIC
+    ) -> ServingSystem:
         """Replicas of tp x pp devices of ``system``: TP all-reduces among neighbours, PP sends ``tp`` apart."""
         return cls(
             name=name,
@@ -166,6 +169,7 @@ class ServingSystem:
             dp=dp,
             tp_fabric=system.group_fabric(tp, 1),
             pp_fabric=system.group_fabric(2 if pp > 1 else 1, tp),
+            cost=cost,
         )
 
     @property
@@ -185,28 +189,6 @@ class ServingSystem:
             return self.system.peak_flop_per_s(precision)
         except ClusterSimError as exc:
             raise ClusterSimError(f"precision: {exc}") from None
-
-
-def check_layout(model: Transformer, tp: int, pp: int) -> None:
-    """``ClusterSimError`` naming the first rule of :func:`_layout_rules` that ``tp x pp`` breaks."""
-    for holds, message in _layout_rules(model, tp=tp, pp=pp):
-        if not holds:
-            raise ClusterSimError(message)
-
-
-def _layout_rules(model: Transformer, *, tp: int, pp: int) -> list[tuple[bool, str]]:
-    """The rules a serving layout keeps, as (holds, what is wrong): tp divides the heads, tp and the kv
-    heads divide one another, pp divides the layers. The same rules as ``clustersim.execution``'s
-    LAYOUT_RULES for heads and layers (with vp 1, even stages); kept here until execution exposes
-    them as one function of (model, tp, pp)."""
-    return [
-        (model.heads % tp == 0, f"tp: {tp} does not divide heads {model.heads} of {model.name}"),
-        (
-            model.kv_heads % tp == 0 or tp % model.kv_heads == 0,
-            f"tp: {tp} and kv_heads {model.kv_heads} of {model.name} must divide one another",
-        ),
-        (model.layers % pp == 0, f"pp: {pp} does not divide layers {model.layers} of {model.name}"),
-    ]
 
 
 # ---- bytes -------------------------------------------------------------------------------------
@@ -372,10 +354,10 @@ def step_times(
     comm = np.zeros_like(b)
     payload = tokens * model.hidden * ACTIVATION_BYTES
     if tp > 1 and system.tp_fabric is not None:
-        all_reduce = predict_collective(Op.ALL_REDUCE, payload.ravel(), system.tp_fabric).time_s
+        all_reduce = system.cost.time_s(Op.ALL_REDUCE, payload.ravel(), system.tp_fabric)
         comm = comm + 2.0 * layers * (all_reduce.reshape(b.shape) + cal.sync_overhead_s)
     if pp > 1 and system.pp_fabric is not None:
-        comm = comm + predict_collective(Op.SENDRECV, payload.ravel(), system.pp_fabric).time_s.reshape(b.shape)
+        comm = comm + system.cost.time_s(Op.SENDRECV, payload.ravel(), system.pp_fabric).reshape(b.shape)
     overhead = cal.step_overhead_s + cal.sequence_overhead_s * (b + prompts)
     return StepTimes(
         gemm_compute_s=compute,

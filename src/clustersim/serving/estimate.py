@@ -23,13 +23,13 @@ import numpy as np
 from clustersim.catalog.schema import Dtype
 from clustersim.choices import Batching as Batching  # re-exported: defined with the light enums
 from clustersim.errors import ClusterSimError
+from clustersim.execution import check_model_split
 from clustersim.serving.engine import (
     FloatArray,
     InferenceCalibration,
     MemoryPlan,
     ServingSystem,
     StepTimes,
-    check_layout,
     default_calibration,
     memory_plan,
     reserved_tokens,
@@ -121,7 +121,7 @@ def batch_limit(
 ) -> tuple[int, str, MemoryPlan]:
     """The largest batch per replica, what limits it (``capacity`` or ``scheduler``), and the memory plan."""
     cal = default_calibration() if cal is None else cal
-    check_layout(model, system.tp, system.pp)
+    check_model_split(model, tp=system.tp, pp=system.pp)
     plan = memory_plan(model, system, request.precision, request.kv, cal)
     per_sequence = reserved_tokens(request.input_tokens, request.output_tokens, cal)
     by_capacity = math.floor(plan.kv_capacity_tokens / per_sequence)
