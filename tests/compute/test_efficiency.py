@@ -11,10 +11,11 @@ from clustersim.catalog.registry import load_catalog
 from clustersim.compute import efficiency
 from clustersim.compute.efficiency import ENV_VAR, efficiency_for, efficiency_table
 from clustersim.errors import CatalogFileError
+from clustersim.validation.cases import bundled_dir
 
 CATALOG = load_catalog(use_env=False)
 PACKAGED = Path(__file__).resolve().parents[2] / "src" / "clustersim" / "compute" / "efficiency.toml"
-GROUND_TRUTH = Path(__file__).resolve().parents[3] / "shared" / "validation" / "training.jsonl"
+GROUND_TRUTH = bundled_dir() / "training.jsonl"
 
 
 def test_packaged_table_covers_the_catalogued_families_with_sources():
@@ -65,7 +66,6 @@ def test_a_missing_file_is_named(tmp_path: Path):
         efficiency_table([tmp_path / "absent.toml"], use_env=False)
 
 
-@pytest.mark.skipif(not GROUND_TRUTH.exists(), reason="ground truth not checked out")
 def test_the_calibration_script_writes_what_it_fitted(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     copy = tmp_path / "efficiency.toml"
     copy.write_text(PACKAGED.read_text())

@@ -22,10 +22,11 @@ from clustersim.network.analytic import (
     default_calibration,
 )
 from clustersim.network.topology import fabric_for_instance
+from clustersim.validation.cases import bundled_dir
 
 CATALOG = load_catalog(use_env=False)
 PACKAGED = Path(__file__).resolve().parents[2] / "src" / "clustersim" / "network" / "calibration.toml"
-GROUND_TRUTH = Path(__file__).resolve().parents[3] / "shared" / "validation" / "collectives.jsonl"
+GROUND_TRUTH = bundled_dir() / "collectives.jsonl"
 
 
 def test_packaged_file_holds_the_constants_the_model_was_validated_with():
@@ -125,7 +126,6 @@ def test_the_write_path_round_trips(tmp_path: Path):
     assert entries["nvlink_efficiency"].fitted is None
 
 
-@pytest.mark.skipif(not GROUND_TRUTH.exists(), reason="ground truth not checked out")
 def test_the_calibration_script_writes_what_it_fitted(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     copy = tmp_path / "calibration.toml"
     shutil.copy(PACKAGED, copy)

@@ -21,11 +21,12 @@ from clustersim.serving.engine import (
     serving_system_for_instance,
 )
 from clustersim.serving.estimate import Request, estimate_offline
+from clustersim.validation.cases import bundled_dir
 from clustersim.workload.transformer import Transformer
 
 CATALOG = load_catalog(use_env=False)
 PACKAGED = Path(__file__).resolve().parents[2] / "src" / "clustersim" / "serving" / "calibration.toml"
-GROUND_TRUTH = Path(__file__).resolve().parents[3] / "shared" / "validation" / "inference.jsonl"
+GROUND_TRUTH = bundled_dir() / "inference.jsonl"
 LLAMA2_70B = Transformer(
     name="llama2-70b", layers=80, hidden=8192, ffn_hidden=28672, heads=64, kv_heads=8, vocab=32000, ffn_type="swiglu"
 )
@@ -131,7 +132,6 @@ def test_the_write_path_round_trips(tmp_path: Path):
         update_toml_file(copy, {"nothing": {"value": 1.0}})
 
 
-@pytest.mark.skipif(not GROUND_TRUTH.exists(), reason="ground truth not checked out")
 def test_the_calibration_script_writes_what_it_fitted(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     copy = tmp_path / "calibration.toml"
     shutil.copy(PACKAGED, copy)
