@@ -1,0 +1,109 @@
+"""Serving estimates as rich renderables: the breakdown table (one or two systems, with ratios) and
+the reasons a second system is faster or slower."""
+
+from __future__ import annotations
+
+from rich.console import RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from clustersim.serving.estimate import ServingEstimate
+from clustersim.units import format_bytes, format_count, format_seconds
+from clustersim.workload.transformer import Transformer
+
+# (label, ServingEstimate field or a derived one: layout, precisions, batch_text).
+ROWS: tuple[tuple[str, str], ...] = (
+    ("layout", "layout"),
+    ("precision (weights / KV)", "precisions"),
+    ("batch per replica (limited by)", "batch_text"),
+    ("weights per device", "weights_bytes_per_device"),
+    ("KV cache per token per device", "kv_bytes_per_token_per_device"),
+    ("KV room per device, tokens", "kv_capacity_tokens_per_device"),
+    ("step", "step_s"),
+    ("  GEMM compute", "gemm_compute_s"),
+    ("  GEMM weight reads", "gemm_memory_s"),
+    ("  decode attention (KV reads)", "decode_attention_s"),
+    ("  prefill attention", "prefill_attention_s"),
+    ("  elementwise (norms, residuals)", "elementwise_s"),
+    ("  tensor/pipeline communication", "communication_s"),
+    ("  overheads (step, per sequence)", "overhead_s"),
+    ("memory-bound share of the step", "memory_bound_share"),
+    ("TTFT", "ttft_s"),
+    ("TPOT", "tpot_s"),
+    ("requests/s", "request_rate_per_s"),
+    ("output tokens/s per device", "output_tokens_per_s_per_device"),
+    ("output tokens/s (system)", "output_tokens_per_s"),
+)
+_BOLD = {"output_tokens_per_s", "output_tokens_per_s_per_device"}
+_TIMES = {field for _, field in ROWS if field.endswith("_s") and "_per_s" not in field}
+
+
+def generic_reasons(first: ServingEstimate, second: ServingEstimate) -> list[str]:
+    """Why two estimates differ when no finer comparison applies: batch, memory-bound share, layout."""
+    reasons = [
+        f"batch: {first.batch} ({first.batch_limited_by}, KV room {first.kv_capacity_tokens_per_device:,.0f} "
+        f"tokens/device) vs {second.batch} ({second.batch_limited_by}, "
+        f"{second.kv_capacity_tokens_per_device:,.0f})",
+        f"memory-bound share of the step: {first.memory_bound_share:.0%} vs {second.memory_bound_share:.0%}",
+    ]
+    if (first.tp, first.pp) != (second.tp, second.pp):
+        reasons.append(
+            f"layout: {first.dp} x tp{first.tp} pp{first.pp} vs {second.dp} x tp{second.tp} pp{second.pp}; "
+            f"communication {format_seconds(first.communication_s)} vs {format_seconds(second.communication_s)} "
+            f"per step"
+        )
+    return reasons
+
+
+def cell(estimate: ServingEstimate, field: str) -> str:
+    """One table cell: ``field`` of ``estimate`` in its unit."""
+    if field == "layout":
+        return f"{estimate.dp} x (tp {estimate.tp} x pp {estimate.pp}) on {estimate.device}"
+    if field == "precisions":
+        return f"{estimate.precision} / {estimate.kv_precision}"
+    if field == "batch_text":
+        return f"{estimate.batch} of {estimate.max_batch} ({estimate.batch_limited_by})"
+    value = getattr(estimate, field)
+    if field in _TIMES:
+        return format_seconds(value)
+    if field.endswith("_bytes_per_device") or field.endswith("_per_token_per_device"):
+        return format_bytes(value)
+    if field == "memory_bound_share":
+        return f"{100 * value:.0f}%"
+    if field == "kv_capacity_tokens_per_device":
+        return format_count(value)
+    return f"{value:,.4g}" if value < 100 else f"{value:,.0f}"
+
+
+def ratio(first: ServingEstimate, second: ServingEstimate, field: str) -> str:
+    """Second over first for a numeric field, or empty."""
+    key = "batch" if field == "batch_text" else field
+    value = getattr(first, key, None)
+    other = getattr(second, key, None)
+    if not isinstance(value, int | float) or not isinstance(other, int | float) or value == 0:
+        return ""
+    return f"{other / value:.2f}x"
+
+
+def serving_view(model: Transformer, estimates: list[ServingEstimate], reasons: list[str]) -> list[RenderableType]:
+    """The scenario line, the breakdown of one or two systems (with ratios), and the reasons."""
+    head = estimates[0]
+    scenario = "offline" if head.scenario == "offline" else "server"
+    lines: list[RenderableType] = [
+        f"[bold]{model.name}[/] ({format_count(model.num_params())} parameters), {scenario}, "
+        f"{head.input_tokens:,.0f} in / {head.output_tokens:,.0f} out tokens, {head.batching} batching"
+    ]
+    table = Table(title=" vs ".join(e.system for e in estimates))
+    table.add_column("")
+    for estimate in estimates:
+        table.add_column(estimate.system, justify="right")
+    if len(estimates) == 2:
+        table.add_column("ratio", justify="right")
+    for label, field in ROWS:
+        cells = [cell(e, field) for e in estimates]
+        if len(estimates) == 2:
+            cells.append(ratio(estimates[0], estimates[1], field))
+        table.add_row(label, *cells, style="bold" if field in _BOLD else None)
+    lines.append(table)
+    lines += [Text.from_markup(f"why: {reason}") for reason in reasons]
+    return lines

@@ -1,0 +1,182 @@
+"""A training ``Estimate`` as rich renderables: the step's terms with bars, memory per device, the MFU
+line, the job's totals, a side-by-side comparison and the operations table.
+
+Each function returns tables or lines (markup strings) for a console to print; nothing is printed here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import RenderableType
+from rich.table import Table
+
+from clustersim.training.estimate import Estimate
+from clustersim.training.job import JobTotals
+from clustersim.units import format_bytes, format_count, format_seconds
+
+BAR_WIDTH = 30
+
+
+def headline(estimate: Estimate, params: int) -> str:
+    """The model, system, layout and batch in one line."""
+    layout, job = estimate.layout, estimate.job
+    return (
+        f"[bold]{estimate.model}[/] ({format_count(params)} parameters) on {estimate.system}: "
+        f"{layout.describe()}, global batch {job.global_batch} sequences = {format_count(job.tokens_per_step)} "
+        f"tokens of {job.seq_len}, {job.precision.value}"
+    )
+
+
+def step_table(estimate: Estimate) -> Table:
+    """Every non-zero term: link time, exposed time and its share of the step as a bar."""
+    table = Table(title=f"step {format_seconds(estimate.step_s)}")
+    for column in ("term", "link time", "exposed", "share"):
+        table.add_column(column, justify="left" if column in ("term", "share") else "right")
+    for term in estimate.terms:
+        if term.link_s <= 0 and term.exposed_s <= 0:
+            continue
+        share = term.exposed_s / estimate.step_s
+        bar = "█" * round(share * BAR_WIDTH)
+        table.add_row(
+            term.name, format_seconds(term.link_s), format_seconds(term.exposed_s), f"{bar} {100 * share:.1f}%"
+        )
+    return table
+
+
+def memory_table(estimate: Estimate) -> Table:
+    """Bytes per device by kind, titled with the device's capacity."""
+    table = Table(title=f"memory per device (capacity {format_bytes(estimate.capacity_bytes)})")
+    table.add_column("kind")
+    table.add_column("bytes", justify="right")
+    for kind, value in estimate.memory.to_json().items():
+        table.add_row(kind, format_bytes(value))
+    return table
+
+
+def utilization_line(estimate: Estimate) -> str:
+    """Whether it fits (and the headroom), MFU, HFU, tokens/s per device and the bottleneck."""
+    headroom = estimate.capacity_bytes - estimate.memory.required_bytes
+    fit = "fits" if estimate.fits else "[bold red]does not fit[/]"
+    return (
+        f"{fit} (headroom {format_bytes(headroom)}); MFU {100 * estimate.mfu:.1f}%, HFU {100 * estimate.hfu:.1f}%, "
+        f"{estimate.tokens_per_s_per_device:,.0f} tokens/s per device; bottleneck: {estimate.bottleneck}"
+    )
+
+
+def totals_line(totals: JobTotals | None) -> str | None:
+    """The token budget's steps, days, device-hours, cost and energy; ``None`` without a budget."""
+    if totals is None:
+        return None
+    line = (
+        f"{format_count(totals.tokens)} tokens: {totals.steps:,} steps, {totals.time_s / 86400:,.1f} days, "
+        f"{totals.device_hours:,.0f} device-hours"
+    )
+    if totals.cost_usd is not None and totals.price_usd_per_hour is not None:
+        line += (
+            f", ${totals.cost_usd:,.0f} at ${totals.price_usd_per_hour:,.2f}/h per instance "
+            f"({totals.price_offer.replace('_', ' ')}, {totals.price_region}, {totals.price_as_of})"
+        )
+    else:
+        line += f", cost unknown ({totals.price_note})"
+    if totals.energy_kwh is not None:
+        line += f", {totals.energy_kwh / 1000:,.1f} MWh at board power"
+    return line
+
+
+def estimate_view(estimate: Estimate, params: int) -> list[RenderableType]:
+    """The whole estimate, in the order ``clustersim train`` prints it."""
+    lines: list[RenderableType] = [
+        headline(estimate, params),
+        step_table(estimate),
+        memory_table(estimate),
+        utilization_line(estimate),
+    ]
+    totals = totals_line(estimate.totals)
+    if totals is not None:
+        lines.append(totals)
+    lines += [f"note: {note}" for note in estimate.notes]
+    return lines
+
+
+def operations_table(estimate: Estimate) -> Table:
+    """Each operation's forward and backward time per micro-batch."""
+    table = Table(title="operations per micro-batch (one layer; the head runs on the last stage)")
+    for column in ("operation", "scope", "forward", "backward"):
+        table.add_column(column, justify="left" if column in ("operation", "scope") else "right")
+    for op in estimate.operations:
+        table.add_row(op.name, op.scope, format_seconds(op.forward_s), format_seconds(op.backward_s))
+    return table
+
+
+# ---- two systems side by side ---------------------------------------------------------------------
+
+
+def summary(estimate: Estimate) -> dict[str, Any]:
+    """The figures a comparison shows, numbers in SI units."""
+    totals = estimate.totals
+    return {
+        "system": estimate.system,
+        "layout": estimate.layout.describe(),
+        "step_s": estimate.step_s,
+        "tokens_per_s_per_device": estimate.tokens_per_s_per_device,
+        "tokens_per_s": estimate.tokens_per_s_per_device * estimate.num_devices,
+        "mfu": estimate.mfu,
+        "memory_required_bytes": estimate.memory.required_bytes,
+        "capacity_bytes": estimate.capacity_bytes,
+        "fits": estimate.fits,
+        "bottleneck": estimate.bottleneck,
+        "time_s": totals.time_s if totals else None,
+        "device_hours": totals.device_hours if totals else None,
+        "cost_usd": totals.cost_usd if totals else None,
+        "energy_kwh": totals.energy_kwh if totals else None,
+    }
+
+
+def ratios(first: Estimate, second: Estimate) -> dict[str, float]:
+    """Second over first for every non-zero float of the summary."""
+    a, b = summary(first), summary(second)
+    return {
+        key: b[key] / a[key]
+        for key in a
+        if isinstance(a[key], float) and isinstance(b[key], float) and a[key] and not isinstance(a[key], bool)
+    }
+
+
+def comparison_json(first: Estimate, second: Estimate) -> dict[str, Any]:
+    """Both estimates and the ratios of the summary's figures, second to first."""
+    return {"first": first.to_json(), "second": second.to_json(), "ratios_second_to_first": ratios(first, second)}
+
+
+_FORMATS: dict[str, Callable[[float], str]] = {
+    "step_s": format_seconds,
+    "time_s": lambda v: f"{v / 86400:,.1f} days",
+    "memory_required_bytes": format_bytes,
+    "capacity_bytes": format_bytes,
+    "mfu": lambda v: f"{100 * v:.1f}%",
+    "cost_usd": lambda v: f"${v:,.0f}",
+    "energy_kwh": lambda v: f"{v / 1000:,.1f} MWh",
+}
+
+
+def _plain(value: object) -> str:
+    return f"{value:,.0f}" if isinstance(value, float) else str(value)
+
+
+def comparison_view(first: Estimate, second: Estimate) -> list[RenderableType]:
+    """The summary of both side by side with ratios, then each one's notes."""
+    a, b = summary(first), summary(second)
+    by_key = ratios(first, second)
+    table = Table(title=f"{first.model}: {a['system']} vs {b['system']}")
+    for column in ("", a["system"], b["system"], "ratio"):
+        table.add_column(column, overflow="fold")
+    for key in a:
+        show = _FORMATS.get(key, _plain)
+        cells = ["unknown" if v is None else show(v) for v in (a[key], b[key])]
+        ratio = f"{by_key[key]:.2f}x" if key in by_key else ""
+        table.add_row(key.replace("_", " "), *cells, ratio)
+    lines: list[RenderableType] = [table]
+    for estimate in (first, second):
+        lines += [f"note ({estimate.system}): {note}" for note in estimate.notes]
+    return lines

@@ -1,0 +1,45 @@
+"""The model zoo as JSON rows and a rich table: shape, exact parameters, FLOPs per token, source."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.table import Table
+
+from clustersim.units import format_count
+from clustersim.workload.zoo import ZooEntry
+
+
+def model_json(entry: ZooEntry) -> dict[str, Any]:
+    """The model's fields, its total and active parameters, model FLOPs per token and source."""
+    model = entry.model
+    return {
+        **model.model_dump(mode="json"),
+        "params": model.num_params(),
+        "active_params": model.active_params(),
+        "model_flops_per_token": model.model_flops_per_token(),
+        "source": entry.source,
+    }
+
+
+def zoo_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
+    """One line per model (rows from ``model_json``)."""
+    table = Table(title=title)
+    columns = ("name", "params", "active", "layers", "hidden", "heads/kv", "ffn", "vocab", "seq", "source")
+    for column in columns:
+        table.add_column(column, overflow="fold", justify="left" if column in ("name", "source") else "right")
+    for row in rows:
+        table.add_row(
+            row["name"],
+            format_count(row["params"]),
+            format_count(row["active_params"]),
+            str(row["layers"]),
+            str(row["hidden"]),
+            f"{row['heads']}/{row['kv_heads']}",
+            f"{row['ffn_hidden']} {row['ffn_type']}" + (f" x{row['moe']['experts']}" if row["moe"] else ""),
+            str(row["vocab"]),
+            str(row["seq_len"]),
+            row["source"],
+        )
+    return table
