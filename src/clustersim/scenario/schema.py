@@ -1,0 +1,206 @@
+"""What a scenario file holds: every input of one training or serving run, as typed frozen records.
+
+A training scenario names the workload (``model``), the system (``[system]``), the layout
+(``[layout]``, or ``layout = "choose"`` for the fastest that fits) and the job (``[job]``), plus the
+user's files (``[options]``). A serving scenario names the model, the system and its tensor/pipeline
+degrees, the requests and the load. Defaults are the command line's; a file saved by
+``--save-scenario`` writes every field, with a chosen layout (or tensor-parallel degree) filled in.
+
+Paths (a model file, ``options`` files and directories) are absolute once loaded: a relative path in
+a file is relative to the file's directory.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+from clustersim.catalog.kinds import Dtype
+from clustersim.choices import Batching, Recompute
+from clustersim.units import parse_count
+
+TRAINING_PRECISIONS = (Dtype.BF16, Dtype.FP16, Dtype.FP8)
+ServingPrecision = Literal["bf16", "fp16", "fp8"]
+PriceOffer = Literal["on_demand", "capacity_block"]
+
+
+def _count(value: object) -> object:
+    """A count given as text with a suffix (``"15T"``) is read as a number; anything else is left to pydantic."""
+    return parse_count(value) if isinstance(value, str) else value
+
+
+def _training_precision(value: Dtype) -> Dtype:
+    if value not in TRAINING_PRECISIONS:
+        valid = ", ".join(p.value for p in TRAINING_PRECISIONS)
+        raise ValueError(f"{value.value!r} is not a training precision (valid: {valid})")
+    return value
+
+
+Tokens = Annotated[float, BeforeValidator(_count)]
+TrainingPrecision = Annotated[Dtype, AfterValidator(_training_precision)]
+
+
+def looks_like_path(spec: str) -> bool:
+    """Whether a model spec names a file (as the zoo reads it) rather than a zoo id."""
+    return spec.endswith((".toml", ".json")) or "/" in spec or os.sep in spec
+
+
+def _absolute(path: Path, base: Path) -> Path:
+    path = path.expanduser()
+    return path if path.is_absolute() else (base / path).resolve()
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# ---- training -------------------------------------------------------------------------------------
+
+
+class SystemSpec(_Record):
+    """The instances a job runs on."""
+
+    instance: str = Field(description="Instance id or alias, e.g. p5en.48xlarge.")
+    nodes: int = Field(ge=1, description="Number of instances.")
+    devices_per_node: int | None = Field(
+        default=None, ge=1, description="Ranks per instance (default: one per chip; 32 on trn1 = NeuronCores)."
+    )
+
+
+class LayoutSpec(_Record):
+    """A parallel layout, as ``clustersim.execution.Layout`` with the command line's defaults; ``dp``
+    fills the devices and ``sequence_parallel`` follows ``tp > 1`` when omitted."""
+
+    tp: int = Field(default=1, ge=1, description="Tensor parallel degree.")
+    pp: int = Field(default=1, ge=1, description="Pipeline parallel degree.")
+    dp: int | None = Field(default=None, ge=1, description="Data parallel degree (default: the devices left).")
+    cp: int = Field(default=1, ge=1, description="Context parallel degree.")
+    ep: int = Field(default=1, ge=1, description="Expert parallel degree (within the data-parallel ranks).")
+    vp: int = Field(default=1, ge=1, description="Model chunks per pipeline rank (interleaved 1F1B).")
+    micro_batch: int = Field(default=1, ge=1, description="Sequences per micro-batch.")
+    zero: int = Field(default=1, ge=0, le=3, description="ZeRO stage 0-3 (3 = FSDP).")
+    sequence_parallel: bool | None = Field(default=None, description="Sequence parallelism (default: tp > 1).")
+    recompute: Recompute = Field(default=Recompute.SELECTIVE, description="Activation recompute.")
+    tp_overlap: bool | None = Field(
+        default=None, description="Overlap tensor-parallel communication with GEMMs (default: the family's)."
+    )
+    dp_overlap: bool = Field(default=True, description="Overlap data-parallel communication with compute.")
+    uneven_stages: bool = Field(
+        default=False, description="Allow layers that do not divide by pp*vp (the fullest stage sets the pace)."
+    )
+
+
+class TrainingJobSpec(_Record):
+    """What to train and at which price."""
+
+    global_batch: int = Field(default=1024, ge=1, description="Sequences per optimizer step.")
+    seq_len: int | None = Field(default=None, ge=1, description="Sequence length (default: the model's).")
+    precision: TrainingPrecision = Field(default=Dtype.BF16, description="Training precision: bf16, fp16 or fp8.")
+    tokens: Tokens | None = Field(
+        default=None, gt=0, description="Training budget in tokens, a number or e.g. '15T' (default: one step)."
+    )
+    price: PriceOffer = Field(default="on_demand", description="The price offer the cost is computed at.")
+
+
+class TrainingOptions(_Record):
+    """The user's files the run reads (environment variables are not read when a scenario runs)."""
+
+    efficiency: tuple[Path, ...] = Field(default=(), description="TOML files of achieved fractions per family.")
+    catalog: tuple[Path, ...] = Field(default=(), description="Catalog directories or files that extend or override.")
+    models: tuple[Path, ...] = Field(default=(), description="Extra model zoo directories or files.")
+
+
+class TrainingScenario(_Record):
+    """Every input of one training estimate: workload, system, layout and job."""
+
+    kind: Literal["training"] = Field(default="training", description="What the file describes.")
+    model: str = Field(description="Zoo id (e.g. llama3-70b), or the path of a model TOML or a HF config.json.")
+    system: SystemSpec = Field(description="The instances.")
+    layout: LayoutSpec | Literal["choose"] = Field(
+        default="choose", description="The layout, or 'choose' for the fastest that fits."
+    )
+    job: TrainingJobSpec = Field(default_factory=TrainingJobSpec, description="The job.")
+    options: TrainingOptions = Field(default_factory=TrainingOptions, description="The user's files.")
+
+    def relative_to(self, base: Path) -> TrainingScenario:
+        """The scenario with relative paths taken from ``base`` (a file's directory)."""
+        options = self.options.model_copy(
+            update={
+                name: tuple(_absolute(p, base) for p in getattr(self.options, name))
+                for name in ("efficiency", "catalog", "models")
+            }
+        )
+        model = str(_absolute(Path(self.model), base)) if looks_like_path(self.model) else self.model
+        return self.model_copy(update={"model": model, "options": options})
+
+
+# ---- serving --------------------------------------------------------------------------------------
+
+
+class ServingSystemSpec(_Record):
+    """One instance and how a model replica spans it (replicas fill it)."""
+
+    instance: str = Field(description="Instance id or alias, e.g. p5.48xlarge.")
+    tp: Annotated[int, Field(ge=1)] | Literal["choose"] = Field(
+        default="choose", description="Tensor parallel degree, or 'choose' for the best that fits."
+    )
+    pp: int = Field(default=1, ge=1, description="Pipeline parallel degree.")
+
+
+class RequestSpec(_Record):
+    """What is served: mean prompt and output lengths, precisions and batching."""
+
+    input_tokens: int = Field(default=2048, ge=1, description="Prompt tokens per request (mean).")
+    output_tokens: int = Field(default=128, ge=1, description="Output tokens per request (mean).")
+    precision: ServingPrecision = Field(default="bf16", description="Weights and GEMMs.")
+    kv_cache: ServingPrecision | None = Field(default=None, description="KV cache precision (default: as precision).")
+    batching: Batching = Field(default=Batching.CONTINUOUS, description="continuous (in-flight) or static.")
+
+
+class LoadSpec(_Record):
+    """Offline (the best batch, or a given one) or server mode (a rate, or latency targets)."""
+
+    batch: int | None = Field(default=None, ge=1, description="Sequences in flight per replica (default: the best).")
+    rate_per_s: float | None = Field(default=None, gt=0, description="Server mode: requests/s for the instance.")
+    ttft_target_s: float | None = Field(default=None, gt=0, description="Server mode: highest rate with TTFT <= this.")
+    tpot_target_s: float | None = Field(default=None, gt=0, description="Server mode: highest rate with TPOT <= this.")
+
+    @model_validator(mode="after")
+    def _rate_or_targets(self) -> LoadSpec:
+        if self.rate_per_s is not None and (self.ttft_target_s is not None or self.tpot_target_s is not None):
+            raise ValueError("give either a rate or latency targets (ttft_target_s/tpot_target_s)")
+        return self
+
+
+class ServingOptions(_Record):
+    """The user's files the run reads (environment variables are not read when a scenario runs)."""
+
+    catalog: tuple[Path, ...] = Field(default=(), description="Catalog directories or files that extend or override.")
+    models: tuple[Path, ...] = Field(default=(), description="Extra model zoo directories or files.")
+
+
+class ServingScenario(_Record):
+    """Every input of one serving estimate: model, system, requests and load."""
+
+    kind: Literal["serving"] = Field(default="serving", description="What the file describes.")
+    model: str = Field(description="Zoo id (e.g. llama2-70b), or the path of a model TOML or a HF config.json.")
+    system: ServingSystemSpec = Field(description="The instance and the model's degrees on it.")
+    request: RequestSpec = Field(default_factory=RequestSpec, description="The requests.")
+    load: LoadSpec = Field(default_factory=LoadSpec, description="Offline or server mode.")
+    options: ServingOptions = Field(default_factory=ServingOptions, description="The user's files.")
+
+    def relative_to(self, base: Path) -> ServingScenario:
+        """The scenario with relative paths taken from ``base`` (a file's directory)."""
+        options = self.options.model_copy(
+            update={
+                name: tuple(_absolute(p, base) for p in getattr(self.options, name)) for name in ("catalog", "models")
+            }
+        )
+        model = str(_absolute(Path(self.model), base)) if looks_like_path(self.model) else self.model
+        return self.model_copy(update={"model": model, "options": options})
+
+
+Scenario = Annotated[TrainingScenario | ServingScenario, Field(discriminator="kind")]
