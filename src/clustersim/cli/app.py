@@ -1,6 +1,9 @@
-"""The ``clustersim`` command: a thin layer over the Python API, one module per command."""
+"""The ``clustersim`` command: a thin layer over the Python API, one module per command.
 
-from __future__ import annotations
+Start-up is part of the interface: importing the command modules loads typer, the standard library
+and the light enums only (each command imports the models when it runs), and help is plain text,
+since typer's rich help alone costs more than the rest of the start-up (``benchmarks/bench_startup.py``).
+"""
 
 from typing import Annotated
 
@@ -8,7 +11,7 @@ import typer
 
 from clustersim import __version__
 from clustersim.cli.collective import collective_command
-from clustersim.cli.common import console
+from clustersim.cli.common import LightGroup
 from clustersim.cli.hw import hw_app
 from clustersim.cli.models import models_command
 from clustersim.cli.serve import serve_command
@@ -21,6 +24,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    cls=LightGroup,
 )
 app.add_typer(hw_app, name="hw")
 app.command("collective")(collective_command)
@@ -32,7 +37,7 @@ app.command("serve")(serve_command)
 
 def _version(value: bool) -> None:
     if value:
-        console.print(f"clustersim {__version__}")
+        typer.echo(f"clustersim {__version__}")
         raise typer.Exit()
 
 

@@ -10,6 +10,7 @@ import json
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
@@ -98,7 +99,7 @@ def print_all(*renderables: Any) -> None:
 
 def given_options(ctx: typer.Context, names: Iterable[str]) -> list[str]:
     """The options among ``names`` (parameter names) that the command line gave explicitly, as flags."""
-    flags = {param.name: param.opts[0] for param in ctx.command.params if param.name}
+    flags = {param.name: "/".join([*param.opts, *param.secondary_opts]) for param in ctx.command.params if param.name}
     given = []
     for name in names:
         source = ctx.get_parameter_source(name)
@@ -119,4 +120,6 @@ def option_errors(flags: Mapping[str, str]) -> Iterator[None]:
         err = exc.errors()[0]
         field = str(err["loc"][0]) if err["loc"] else ""
         rule = str(err["msg"]).removeprefix("Value error, ")
-        raise ClusterSimError(f"{flags.get(field, field)}: value {err.get('input')!r}: {rule}") from None
+        value = err.get("input")
+        shown = value.value if isinstance(value, Enum) else value
+        raise ClusterSimError(f"{flags.get(field, field)}: value {shown!r}: {rule}") from None

@@ -1,23 +1,28 @@
 """``clustersim hw``: browse the hardware catalog (list, show, compare)."""
 
-from __future__ import annotations
-
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
-from clustersim.catalog.describe import compare, describe, headline
-from clustersim.catalog.registry import Catalog, load_catalog
-from clustersim.catalog.schema import Kind
-from clustersim.cli.common import CatalogOption, JsonOption, console, emit_json, user_errors
+from clustersim.catalog.kinds import Kind
+from clustersim.cli.common import CatalogOption, JsonOption, LightGroup, emit_json, print_all, user_errors
 from clustersim.errors import ClusterSimError
 
-hw_app = typer.Typer(help="Browse the hardware catalog: accelerators, links, instances, storage.", no_args_is_help=True)
+if TYPE_CHECKING:
+    from clustersim.catalog.registry import Catalog
+
+hw_app = typer.Typer(
+    help="Browse the hardware catalog: accelerators, links, instances, storage.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    cls=LightGroup,
+)
 
 
-def _catalog(paths: list[Path] | None) -> Catalog:
+def _catalog(paths: list[Path] | None) -> "Catalog":
+    from clustersim.catalog.registry import load_catalog
+
     return load_catalog(paths or ())
 
 
@@ -32,28 +37,12 @@ def hw_list(
     """List catalog entries with a few key figures each."""
     with user_errors():
         entries = _catalog(catalog).list(kind)
+    from clustersim.present import catalog as present
+
     if as_json:
-        emit_json(
-            [
-                {
-                    "id": e.id,
-                    "kind": e.kind.value,
-                    "name": e.name,
-                    "aliases": list(e.aliases),
-                    "preliminary": e.preliminary,
-                    "summary": headline(e),
-                }
-                for e in entries
-            ]
-        )
+        emit_json(present.list_json(entries))
         return
-    table = Table(title=f"clustersim catalog: {kind.value if kind else 'all'} ({len(entries)} entries)")
-    for column in ("id", "kind", "name", "key figures"):
-        table.add_column(column, overflow="fold")
-    for entry in entries:
-        mark = " (preliminary)" if entry.preliminary else ""
-        table.add_row(entry.id, entry.kind.value, entry.name + mark, headline(entry))
-    console.print(table)
+    print_all(present.list_table(entries, kind))
 
 
 @hw_app.command("show")
@@ -66,25 +55,12 @@ def hw_show(
     with user_errors():
         cat = _catalog(catalog)
         entry = cat.get(name)
+    from clustersim.present import catalog as present
+
     if as_json:
-        emit_json({"kind": entry.kind.value, "origin": cat.origins[entry.id], "entry": entry.model_dump(mode="json")})
+        emit_json(present.show_json(entry, cat.origins[entry.id]))
         return
-    title = f"{entry.name} [{entry.kind.value} {entry.id}]" + (" (preliminary)" if entry.preliminary else "")
-    table = Table(title=title, caption=entry.description)
-    for column in ("field", "value", "basis", "source"):
-        table.add_column(column, overflow="fold")
-    for row in describe(entry):
-        source = row.source or ""
-        if row.confidence and row.confidence != "verified":
-            source += f" [{row.confidence}]"
-        if row.note:
-            source += f"\nnote: {row.note}"
-        table.add_row(row.path, row.text, row.basis or "", source)
-    console.print(table)
-    if entry.aliases:
-        console.print(f"aliases: {', '.join(entry.aliases)}")
-    for note in entry.notes:
-        console.print(f"note: {note}", highlight=False)
+    print_all(*present.show_view(entry))
 
 
 @hw_app.command("compare")
@@ -103,24 +79,9 @@ def hw_compare(
         if len(kinds) > 1:
             listed = ", ".join(f"{e.id} ({e.kind.value})" for e in entries)
             raise ClusterSimError(f"compare entries of one kind; got {listed}")
-    rows = compare(entries)
-    ids = [e.id for e in entries]
+    from clustersim.present import catalog as present
+
     if as_json:
-        emit_json({"ids": ids, "fields": [row.as_json(ids) for row in rows]})
+        emit_json(present.compare_json(entries))
         return
-    table = Table(title=f"{' vs '.join(ids)} (ratios to {ids[0]})")
-    table.add_column("field", overflow="fold")
-    for entry_id in ids:
-        table.add_column(entry_id, overflow="fold")
-    for row in rows:
-        cells = [row.texts[0]]
-        for text, ratio in zip(row.texts[1:], row.ratios[1:], strict=True):
-            cells.append(text if ratio is None else f"{text} ({_ratio(ratio)})")
-        table.add_row(row.path, *cells)
-    console.print(table)
-
-
-def _ratio(ratio: float) -> str:
-    if abs(ratio - 1) < 0.005:
-        return "="
-    return f"{ratio:.2f}x, {100 * (ratio - 1):+.0f}%"
+    print_all(present.compare_table(entries))

@@ -1,32 +1,77 @@
-"""``clustersim train``: step time, memory, MFU and the cost of a training job on catalogued instances."""
+"""``clustersim train``: step time, memory, MFU and the cost of a training job on catalogued instances.
 
-from __future__ import annotations
+The options (or a scenario file, ``--scenario``) become a ``TrainingScenario``; ``run_training``
+estimates it; ``clustersim.present.training`` draws the result. ``--save-scenario FILE`` writes the
+inputs the run used, with a chosen layout filled in, so that ``--scenario FILE`` replays it.
+"""
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
-from rich.table import Table
 
-from clustersim.catalog.registry import load_catalog
-from clustersim.catalog.schema import Dtype
-from clustersim.cli.common import CatalogOption, JsonOption, console, emit_json, user_errors
-from clustersim.compute.efficiency import efficiency_for, efficiency_table
+from clustersim.catalog.kinds import Dtype
+from clustersim.choices import Recompute
+from clustersim.cli.common import (
+    CatalogOption,
+    JsonOption,
+    ModelsOption,
+    emit_json,
+    given_options,
+    option_errors,
+    print_all,
+    user_errors,
+)
 from clustersim.errors import ClusterSimError
-from clustersim.execution import Layout, Recompute
-from clustersim.plan.search import choose_layout
-from clustersim.system import System, system_for_instance
-from clustersim.training.estimate import Estimate, estimate_training
-from clustersim.training.job import JobTotals, TrainingJob
-from clustersim.units import format_bytes, format_count, format_seconds, parse_count
-from clustersim.workload.zoo import load_model
 
-_BAR_WIDTH = 30
+if TYPE_CHECKING:
+    from clustersim.scenario.schema import TrainingScenario
+    from clustersim.scenario.training import TrainingRun
+
+# The options that are inputs of the job (a scenario file holds them all).
+INPUTS = (
+    "instance",
+    "nodes",
+    "devices_per_node",
+    "tp",
+    "pp",
+    "vp",
+    "cp",
+    "ep",
+    "micro_batch",
+    "zero",
+    "sp",
+    "recompute",
+    "tokens",
+    "global_batch",
+    "seq",
+    "precision",
+    "offer",
+    "models",
+    "efficiency",
+    "uneven",
+    "catalog",
+)
+_FLAGS = {
+    "instance": "--instance",
+    "nodes": "--nodes",
+    "devices_per_node": "--devices-per-node",
+    "global_batch": "--global-batch",
+    "seq_len": "--seq",
+    "precision": "--precision",
+    "tokens": "--tokens",
+    "price": "--price",
+}
 
 
 def train_command(
-    model: Annotated[str, typer.Argument(help="Zoo id (e.g. llama3-70b), a model TOML or a HF config.json.")],
+    ctx: typer.Context,
+    model: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="MODEL", help="Zoo id (e.g. llama3-70b), a model TOML or a HF config.json (not with --scenario)."
+        ),
+    ] = None,
     instance: Annotated[str, typer.Option("--instance", help="Instance id, e.g. p5en.48xlarge.")] = "p5en.48xlarge",
     nodes: Annotated[int, typer.Option("--nodes", min=1, help="Number of instances.")] = 16,
     devices_per_node: Annotated[
@@ -53,7 +98,7 @@ def train_command(
     seq: Annotated[int | None, typer.Option("--seq", min=1, help="Sequence length (default: the model's).")] = None,
     precision: Annotated[str, typer.Option("--precision", help="bf16, fp16 or fp8.")] = "bf16",
     offer: Annotated[str, typer.Option("--price", help="on_demand or capacity_block.")] = "on_demand",
-    models: Annotated[list[Path] | None, typer.Option("--models", help="Extra model zoo directories.")] = None,
+    models: ModelsOption = None,
     efficiency: Annotated[
         list[Path] | None,
         typer.Option("--efficiency", help="A TOML of achieved fractions per accelerator family (overrides fields)."),
@@ -69,6 +114,18 @@ def train_command(
     compare_nodes: Annotated[
         int | None, typer.Option("--compare-nodes", min=1, help="Instances of the --compare type (default: --nodes).")
     ] = None,
+    scenario: Annotated[
+        Path | None,
+        typer.Option(
+            "--scenario",
+            help="Run the job a scenario file describes (from --save-scenario); it holds every input, so MODEL and "
+            "the job's options are refused with it (--ops, --compare, --json and --save-scenario still apply).",
+        ),
+    ] = None,
+    save_scenario: Annotated[
+        Path | None,
+        typer.Option("--save-scenario", help="Write the inputs this run used (a chosen layout filled in) to a TOML."),
+    ] = None,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -76,48 +133,51 @@ def train_command(
 
     Without --tp/--pp the fastest layout that fits is chosen and named.
     """
+    from clustersim.scenario.files import save_scenario as save
+    from clustersim.scenario.schema import SystemSpec
+    from clustersim.scenario.training import run_training
+
     with user_errors():
-        transformer = load_model(model, extra_dirs=models or ())
-        cat = load_catalog(catalog or ())
-        dtype = _precision(precision)
-        job = TrainingJob(
-            global_batch=global_batch,
-            seq_len=seq if seq is not None else transformer.seq_len,
-            precision=dtype,
-            tokens=parse_count(tokens),
+        if scenario is not None:
+            spec = _replay(scenario, ["MODEL"] * (model is not None) + given_options(ctx, INPUTS))
+        elif model is None:
+            raise ClusterSimError("give a MODEL (e.g. llama3-70b) or --scenario FILE")
+        else:
+            spec = _scenario_of_options(
+                model=model, instance=instance, nodes=nodes, devices_per_node=devices_per_node,
+                tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, micro_batch=micro_batch, zero=zero, sp=sp, recompute=recompute,
+                uneven=uneven, tokens=tokens, global_batch=global_batch, seq=seq, precision=precision, offer=offer,
+                models=models or [], efficiency=efficiency or [], catalog=catalog or [],
+            )  # fmt: skip
+        other = SystemSpec(instance=compare, nodes=compare_nodes or spec.system.nodes) if compare else None
+        run = run_training(spec, compare=other)
+        if save_scenario is not None:
+            save(save_scenario, run.scenario, header=_header(run))
+    _show(run, as_json=as_json, ops=ops)
+
+
+def _replay(path: Path, given: list[str]) -> "TrainingScenario":
+    """The training scenario in ``path``; the job's options given with it are refused, by name."""
+    from clustersim.scenario.files import load_scenario
+    from clustersim.scenario.schema import TrainingScenario
+
+    if given:
+        raise ClusterSimError(
+            f"--scenario: {', '.join(given)} cannot be combined with a scenario file, which holds every input of "
+            f"the job; edit {path} (or run without --scenario)"
         )
-        chosen = tp is None and pp is None
-
-        table = efficiency_table(efficiency or ())
-
-        def run_on(system: System) -> Estimate:
-            fractions = efficiency_for(system.accelerator, table)
-            if chosen:
-                layout = choose_layout(transformer, system, job, efficiency=fractions)
-            else:
-                layout = _given_layout(
-                    system, tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, micro_batch=micro_batch, zero=zero,
-                    sp=sp, recompute=recompute, uneven=uneven,
-                )  # fmt: skip
-            notes = (f"layout chosen (fastest that fits): {layout.describe()}",) if chosen else ()
-            return estimate_training(transformer, system, layout, job, offer=offer, efficiency=fractions, notes=notes)
-
-        estimate = run_on(system_for_instance(cat, instance, nodes, devices_per_node=devices_per_node))
-        other = run_on(system_for_instance(cat, compare, compare_nodes or nodes)) if compare else None
-    if other is not None:
-        _print_comparison(estimate, other, as_json)
-        return
-    if as_json:
-        emit_json({"params": transformer.num_params(), "layout_chosen": chosen, **estimate.to_json()})
-        return
-    _print(estimate, transformer.num_params())
-    if ops:
-        _print_operations(estimate)
+    loaded = load_scenario(path)
+    if not isinstance(loaded, TrainingScenario):
+        raise ClusterSimError(f"--scenario: {path} is a {loaded.kind} scenario; run it with clustersim serve")
+    return loaded
 
 
-def _given_layout(
-    system: System,
+def _scenario_of_options(
     *,
+    model: str,
+    instance: str,
+    nodes: int,
+    devices_per_node: int | None,
     tp: int | None,
     pp: int | None,
     vp: int,
@@ -128,93 +188,38 @@ def _given_layout(
     sp: bool | None,
     recompute: Recompute,
     uneven: bool,
-) -> Layout:
-    """The layout the options give; data parallel fills the devices, SP defaults to on with tp > 1."""
-    t, p = tp or 1, pp or 1
-    if system.num_devices % (t * p * cp):
-        raise ClusterSimError(
-            f"tp*pp*cp = {t}*{p}*{cp} = {t * p * cp} does not divide the {system.num_devices} devices of {system.name}"
-        )
-    return Layout(
-        tp=t,
-        pp=p,
-        vp=vp,
-        cp=cp,
-        ep=ep,
-        dp=system.num_devices // (t * p * cp),
-        micro_batch=micro_batch,
-        zero=zero,
-        sequence_parallel=t > 1 if sp is None else sp,
-        recompute=recompute,
-        uneven_stages=uneven,
+    tokens: str,
+    global_batch: int,
+    seq: int | None,
+    precision: str,
+    offer: str,
+    models: list[Path],
+    efficiency: list[Path],
+    catalog: list[Path],
+) -> "TrainingScenario":
+    """The scenario the options describe; without --tp and --pp the layout is chosen."""
+    from clustersim.scenario.schema import LayoutSpec, SystemSpec, TrainingJobSpec
+    from clustersim.scenario.training import training_scenario
+    from clustersim.units import parse_count
+
+    dtype = _precision(precision)
+    if dtype not in (Dtype.BF16, Dtype.FP16, Dtype.FP8):
+        raise ClusterSimError(f"precision {dtype.value!r} is not a training precision (valid: bf16, fp16, fp8)")
+    budget = parse_count(tokens)
+    if offer not in ("on_demand", "capacity_block"):
+        raise ClusterSimError(f"unknown price offer {offer!r} (valid: on_demand, capacity_block)")
+    with option_errors(_FLAGS):
+        system = SystemSpec(instance=instance, nodes=nodes, devices_per_node=devices_per_node)
+        job = TrainingJobSpec(global_batch=global_batch, seq_len=seq, precision=dtype, tokens=budget, price=offer)
+    layout: LayoutSpec | Literal["choose"] = "choose"
+    if tp is not None or pp is not None:
+        layout = LayoutSpec(
+            tp=tp or 1, pp=pp or 1, vp=vp, cp=cp, ep=ep, micro_batch=micro_batch, zero=zero,
+            sequence_parallel=sp, recompute=recompute, uneven_stages=uneven,
+        )  # fmt: skip
+    return training_scenario(
+        model=model, system=system, layout=layout, job=job, efficiency=efficiency, catalog=catalog, models=models
     )
-
-
-def _summary(estimate: Estimate) -> dict[str, Any]:
-    """The figures a comparison shows, numbers in SI units."""
-    totals = estimate.totals
-    return {
-        "system": estimate.system,
-        "layout": estimate.layout.describe(),
-        "step_s": estimate.step_s,
-        "tokens_per_s_per_device": estimate.tokens_per_s_per_device,
-        "tokens_per_s": estimate.tokens_per_s_per_device * estimate.num_devices,
-        "mfu": estimate.mfu,
-        "memory_required_bytes": estimate.memory.required_bytes,
-        "capacity_bytes": estimate.capacity_bytes,
-        "fits": estimate.fits,
-        "bottleneck": estimate.bottleneck,
-        "time_s": totals.time_s if totals else None,
-        "device_hours": totals.device_hours if totals else None,
-        "cost_usd": totals.cost_usd if totals else None,
-        "energy_kwh": totals.energy_kwh if totals else None,
-    }
-
-
-def _print_comparison(first: Estimate, second: Estimate, as_json: bool) -> None:
-    a, b = _summary(first), _summary(second)
-    ratios = {
-        key: b[key] / a[key]
-        for key in a
-        if isinstance(a[key], float) and isinstance(b[key], float) and a[key] and not isinstance(a[key], bool)
-    }
-    if as_json:
-        emit_json({"first": first.to_json(), "second": second.to_json(), "ratios_second_to_first": ratios})
-        return
-    table = Table(title=f"{first.model}: {a['system']} vs {b['system']}")
-    for column in ("", a["system"], b["system"], "ratio"):
-        table.add_column(column, overflow="fold")
-
-    def plain(value: object) -> str:
-        return f"{value:,.0f}" if isinstance(value, float) else str(value)
-
-    formats: dict[str, Callable[[float], str]] = {
-        "step_s": format_seconds,
-        "time_s": lambda v: f"{v / 86400:,.1f} days",
-        "memory_required_bytes": format_bytes,
-        "capacity_bytes": format_bytes,
-        "mfu": lambda v: f"{100 * v:.1f}%",
-        "cost_usd": lambda v: f"${v:,.0f}",
-        "energy_kwh": lambda v: f"{v / 1000:,.1f} MWh",
-    }
-    for key in a:
-        show = formats.get(key, plain)
-        cells = ["unknown" if v is None else show(v) for v in (a[key], b[key])]
-        ratio = f"{ratios[key]:.2f}x" if key in ratios else ""
-        table.add_row(key.replace("_", " "), *cells, ratio)
-    console.print(table)
-    for estimate in (first, second):
-        for note in estimate.notes:
-            console.print(f"note ({estimate.system}): {note}")
-
-
-def _print_operations(estimate: Estimate) -> None:
-    table = Table(title="operations per micro-batch (one layer; the head runs on the last stage)")
-    for column in ("operation", "scope", "forward", "backward"):
-        table.add_column(column, justify="left" if column in ("operation", "scope") else "right")
-    for op in estimate.operations:
-        table.add_row(op.name, op.scope, format_seconds(op.forward_s), format_seconds(op.backward_s))
-    console.print(table)
 
 
 def _precision(text: str) -> Dtype:
@@ -224,56 +229,26 @@ def _precision(text: str) -> Dtype:
         raise ClusterSimError(f"unknown precision {text!r} (valid: bf16, fp16, fp8)") from None
 
 
-def _print(estimate: Estimate, params: int) -> None:
-    layout, job = estimate.layout, estimate.job
-    console.print(
-        f"[bold]{estimate.model}[/] ({format_count(params)} parameters) on {estimate.system}: "
-        f"{layout.describe()}, global batch {job.global_batch} sequences = {format_count(job.tokens_per_step)} "
-        f"tokens of {job.seq_len}, {job.precision.value}"
-    )
-    table = Table(title=f"step {format_seconds(estimate.step_s)}")
-    for column in ("term", "link time", "exposed", "share"):
-        table.add_column(column, justify="left" if column in ("term", "share") else "right")
-    for term in estimate.terms:
-        if term.link_s <= 0 and term.exposed_s <= 0:
-            continue
-        share = term.exposed_s / estimate.step_s
-        bar = "█" * round(share * _BAR_WIDTH)
-        table.add_row(
-            term.name, format_seconds(term.link_s), format_seconds(term.exposed_s), f"{bar} {100 * share:.1f}%"
-        )
-    console.print(table)
-    memory = Table(title=f"memory per device (capacity {format_bytes(estimate.capacity_bytes)})")
-    memory.add_column("kind")
-    memory.add_column("bytes", justify="right")
-    for kind, value in estimate.memory.to_json().items():
-        memory.add_row(kind, format_bytes(value))
-    console.print(memory)
-    headroom = estimate.capacity_bytes - estimate.memory.required_bytes
-    fit = "fits" if estimate.fits else "[bold red]does not fit[/]"
-    console.print(
-        f"{fit} (headroom {format_bytes(headroom)}); MFU {100 * estimate.mfu:.1f}%, HFU {100 * estimate.hfu:.1f}%, "
-        f"{estimate.tokens_per_s_per_device:,.0f} tokens/s per device; bottleneck: {estimate.bottleneck}"
-    )
-    _print_job(estimate.totals)
-    for note in estimate.notes:
-        console.print(f"note: {note}")
+def _header(run: "TrainingRun") -> str:
+    lines = ["clustersim training scenario: replay with `clustersim train --scenario FILE`."]
+    if run.layout_chosen:
+        lines.append("The layout was chosen by clustersim (the fastest that fits) for this job and system.")
+    return "\n".join(lines)
 
 
-def _print_job(totals: JobTotals | None) -> None:
-    if totals is None:
+def _show(run: "TrainingRun", *, as_json: bool, ops: bool) -> None:
+    from clustersim.present import training as present
+
+    estimate = run.estimate
+    if run.compared is not None:
+        if as_json:
+            emit_json(present.comparison_json(estimate, run.compared))
+        else:
+            print_all(*present.comparison_view(estimate, run.compared))
         return
-    line = (
-        f"{format_count(totals.tokens)} tokens: {totals.steps:,} steps, {totals.time_s / 86400:,.1f} days, "
-        f"{totals.device_hours:,.0f} device-hours"
-    )
-    if totals.cost_usd is not None and totals.price_usd_per_hour is not None:
-        line += (
-            f", ${totals.cost_usd:,.0f} at ${totals.price_usd_per_hour:,.2f}/h per instance "
-            f"({totals.price_offer.replace('_', ' ')}, {totals.price_region}, {totals.price_as_of})"
-        )
-    else:
-        line += f", cost unknown ({totals.price_note})"
-    if totals.energy_kwh is not None:
-        line += f", {totals.energy_kwh / 1000:,.1f} MWh at board power"
-    console.print(line)
+    if as_json:
+        emit_json({"params": run.model.num_params(), "layout_chosen": run.layout_chosen, **estimate.to_json()})
+        return
+    print_all(*present.estimate_view(estimate, run.model.num_params()))
+    if ops:
+        print_all(present.operations_table(estimate))

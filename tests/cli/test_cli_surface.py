@@ -1,0 +1,120 @@
+"""The CLI surface as a snapshot: every command with its arguments and options, and the keys of each
+command's --json output. An accidental change to the interface fails here.
+
+After an intended change, rewrite the snapshot and review its diff:
+``CLUSTERSIM_UPDATE_SNAPSHOTS=1 python -m pytest tests/cli/test_cli_surface.py``.
+(``validate`` is listed by name only; its own tests own its options and output.)
+"""
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer.main
+from typer.testing import CliRunner
+
+from clustersim.cli.app import app
+
+SNAPSHOT = Path(__file__).with_name("cli_surface.txt")
+UPDATE = os.environ.get("CLUSTERSIM_UPDATE_SNAPSHOTS") == "1"
+OWNED_ELSEWHERE = {"validate"}
+runner = CliRunner()
+
+# One invocation per --json shape (explicit layouts keep them fast).
+JSON_CASES = {
+    "hw list": ["hw", "list", "--kind", "accelerator", "--json"],
+    "hw show": ["hw", "show", "h100-sxm", "--json"],
+    "hw compare": ["hw", "compare", "h100-sxm", "h200-sxm", "--json"],
+    "collective": ["collective", "all_reduce", "--nodes", "2", "--min", "1M", "--max", "2M", "--json"],
+    "models": ["models", "--json"],
+    "models MODEL": ["models", "llama3-8b", "--json"],
+    "train": ["train", "llama3-8b", "--instance", "p5.48xlarge", "--nodes", "1", "--tp", "8", "--json"],
+    "train --compare": [
+        *("train", "llama3-8b", "--instance", "p5.48xlarge", "--nodes", "1", "--tp", "8"),
+        *("--compare", "p5e.48xlarge", "--json"),
+    ],
+    "serve": ["serve", "llama2-70b", "--tp", "8", "--json"],
+    "serve --compare": ["serve", "llama2-70b", "--tp", "8", "--compare", "p5e.48xlarge", "--json"],
+}
+
+
+def _param(param: Any) -> str:
+    if param.param_type_name == "argument":
+        return f"{(param.metavar or param.name).upper()} (argument{', required' if param.required else ''})"
+    return "/".join([*param.opts, *param.secondary_opts]) + (" (required)" if param.required else "")
+
+
+def surface() -> list[str]:
+    """One line per command and per parameter of each command: ``train --tp``."""
+    lines: list[str] = []
+
+    def walk(command: Any, path: str) -> None:
+        commands = getattr(command, "commands", None)
+        if path in OWNED_ELSEWHERE:
+            lines.append(f"{path} (its options: see its own tests)")
+            return
+        lines.append(f"{path or 'clustersim'}" + (f" [{' '.join(sorted(commands))}]" if commands else ""))
+        lines.extend(f"{path or 'clustersim'} {_param(param)}" for param in command.params)
+        for name, sub in sorted((commands or {}).items()):
+            walk(sub, f"{path} {name}".strip())
+
+    walk(typer.main.get_command(app), "")
+    return lines
+
+
+def key_paths(value: Any, prefix: str = "") -> list[str]:
+    """The dotted key paths of a JSON value (a list's items as ``[]``, its first item's keys)."""
+    if isinstance(value, dict):
+        out = [prefix] if prefix and not value else []
+        for key, item in value.items():
+            out += key_paths(item, f"{prefix}.{key}" if prefix else key)
+        return out
+    if isinstance(value, list) and value:
+        return key_paths(value[0], f"{prefix}[]")
+    return [prefix]
+
+
+def json_lines() -> list[str]:
+    """One line per key path of each command's --json output: ``json train: layout.tp``."""
+    env = {"CLUSTERSIM_CATALOG": "", "CLUSTERSIM_MODELS": "", "CLUSTERSIM_EFFICIENCY": "", "COLUMNS": "200"}
+    lines = []
+    for name, args in JSON_CASES.items():
+        result = runner.invoke(app, args, env=env)
+        assert result.exit_code == 0, f"{name}: {result.output}"
+        lines += [f"json {name}: {path}" for path in key_paths(json.loads(result.stdout))]
+    return lines
+
+
+@pytest.fixture(scope="module")
+def current() -> list[str]:
+    lines = surface() + json_lines()
+    if UPDATE or not SNAPSHOT.exists():
+        SNAPSHOT.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return lines
+
+
+def recorded() -> list[str]:
+    return SNAPSHOT.read_text(encoding="utf-8").splitlines()
+
+
+def test_every_command_and_option_is_as_recorded(current):
+    wanted = [line for line in recorded() if not line.startswith("json ")]
+    assert [line for line in current if not line.startswith("json ")] == wanted, (
+        "the CLI's commands or options changed; if intended, rerun with CLUSTERSIM_UPDATE_SNAPSHOTS=1"
+    )
+
+
+@pytest.mark.parametrize("case", sorted(JSON_CASES))
+def test_json_keys_are_as_recorded(current, case):
+    mine = f"json {case}: "
+    assert [line for line in current if line.startswith(mine)] == [
+        line for line in recorded() if line.startswith(mine)
+    ], f"the --json keys of '{case}' changed; if intended, rerun with CLUSTERSIM_UPDATE_SNAPSHOTS=1"
+
+
+def test_every_command_is_in_the_snapshot():
+    top = typer.main.get_command(app)
+    assert set(top.commands) == {"collective", "hw", "models", "serve", "train", "validate"}
+    assert set(top.commands["hw"].commands) == {"list", "show", "compare"}
