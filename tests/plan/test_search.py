@@ -46,7 +46,7 @@ def test_layouts_that_do_not_fit_are_never_chosen_even_when_faster():
 
 def test_a_model_that_fits_nowhere_names_the_leanest_need():
     one_node = system_for_instance(CATALOG, "p5.48xlarge", 1)
-    with pytest.raises(ClusterSimError, match="does not fit on 1 x p5.48xlarge: the leanest layout needs"):
+    with pytest.raises(ClusterSimError, match=r"does not fit on 1 x p5\.48xlarge: the leanest layout needs"):
         choose_layout(load_model("llama3.1-405b", use_env=False), one_node, TrainingJob(global_batch=64, seq_len=8192))
 
 
