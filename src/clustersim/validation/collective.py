@@ -7,7 +7,7 @@ from typing import Any
 
 from clustersim.catalog.registry import Catalog
 from clustersim.errors import ClusterSimError
-from clustersim.network.analytic import DEFAULT_CALIBRATION, CommCalibration, predict_collective
+from clustersim.network.analytic import CommCalibration, predict_collective
 from clustersim.network.collectives import Algorithm, parse_op
 from clustersim.network.topology import fabric_for_instance
 from clustersim.system import system_for_accelerator
@@ -17,7 +17,7 @@ _GB = 1e9
 
 
 def predict_collective_case(
-    case: Case | Mapping[str, Any], field: str, catalog: Catalog, cal: CommCalibration = DEFAULT_CALIBRATION
+    case: Case | Mapping[str, Any], field: str, catalog: Catalog, cal: CommCalibration | None = None
 ) -> float:
     """The case's ``field`` (busbw_GBps, algbw_GBps or time_us) as the model predicts it."""
     case = as_case(case, "collective")

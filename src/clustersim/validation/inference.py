@@ -21,7 +21,6 @@ from typing import Any
 from clustersim.catalog.registry import Catalog
 from clustersim.errors import ClusterSimError
 from clustersim.serving.engine import (
-    DEFAULT_CALIBRATION,
     InferenceCalibration,
     parse_precision,
     serving_system_for_accelerator,
@@ -37,7 +36,7 @@ SERVER_TPOT_TARGET_S = 0.2
 
 
 def case_estimate(
-    case: Case | Mapping[str, Any], catalog: Catalog, cal: InferenceCalibration = DEFAULT_CALIBRATION
+    case: Case | Mapping[str, Any], catalog: Catalog, cal: InferenceCalibration | None = None
 ) -> ServingEstimate:
     """The serving estimate of a case (offline, or server at the highest rate meeting its targets)."""
     case = as_case(case, "inference")
@@ -81,7 +80,7 @@ def case_estimate(
 
 
 def predict_inference_case(
-    case: Case | Mapping[str, Any], field: str, catalog: Catalog, cal: InferenceCalibration = DEFAULT_CALIBRATION
+    case: Case | Mapping[str, Any], field: str, catalog: Catalog, cal: InferenceCalibration | None = None
 ) -> float:
     """The case's ``field`` (output_tokens_per_s, ttft_s or tpot_s) as the model predicts it."""
     estimate = case_estimate(case, catalog, cal)
