@@ -6,7 +6,6 @@ use, so ``clustersim --help`` never pays for rich.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -87,6 +86,8 @@ def user_errors() -> Iterator[None]:
 
 def emit_json(payload: Any) -> None:
     """Write ``payload`` as JSON on stdout."""
+    import json
+
     sys.stdout.write(json.dumps(payload, indent=2) + "\n")
 
 
