@@ -298,7 +298,7 @@ def test_sequence_too_long_for_the_kv_room():
 def test_layout_errors():
     with pytest.raises(ClusterSimError, match="tp 3 must divide heads 64"):
         batch_limit(LLAMA2_70B, p5(tp=3), Request(128, 128))
-    with pytest.raises(ClusterSimError, match="layers 80 must divide by pp\\*vp = 3$"):
+    with pytest.raises(ClusterSimError, match=r"layers 80 must divide by pp\*vp = 3$"):
         batch_limit(LLAMA2_70B, serving_system_for_instance(CATALOG, "p5.48xlarge", tp=2, pp=3), Request(128, 128))
     with pytest.raises(ClusterSimError, match="must fit the 8 devices"):
         serving_system_for_instance(CATALOG, "p5.48xlarge", tp=16)
