@@ -324,7 +324,7 @@ class StorageClass(StrEnum):
     HDD = "hdd"
 
 
-class Layout(Record):
+class StripeLayout(Record):
     """A default file layout (Lustre striping) and when it applies."""
 
     applies_to: str = Field(description="Which file systems use it, e.g. 'created after 2020-12-18'.")
@@ -367,7 +367,7 @@ class Storage(Entry):
     )
     default_stripe_size_bytes: BytesFigure | None = Field(None, description="Default Lustre stripe size.")
     storage_target_bytes: BytesFigure | None = Field(None, description="Approximate size of one OST.")
-    default_layouts: tuple[Layout, ...] = Field((), description="Default striping layouts by creation date.")
+    default_layouts: tuple[StripeLayout, ...] = Field((), description="Default striping layouts by creation date.")
     facts: tuple[Fact, ...] = Field((), description="Other sourced facts.")
 
     @model_validator(mode="after")

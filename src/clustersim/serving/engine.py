@@ -206,8 +206,7 @@ def kv_bytes_per_token(model: Transformer, kv_precision: Dtype, tp: int = 1, pp:
 
 def _layer_matmul_params(model: Transformer) -> tuple[float, float]:
     """(dense matmul params of one layer, matmul params of one expert MLP); the expert part is 0 without MoE."""
-    attention = model.hidden * (model.q_width + 2 * model.kv_width) + model.q_width * model.hidden
-    mlp = model.ffn_type.num_matrices * model.hidden * model.expert_ffn
+    attention, mlp = model.attention_matmul_params(), model.mlp_matmul_params()
     if model.moe is None:
         return float(attention + mlp), 0.0
     shared = model.moe.shared_experts * mlp

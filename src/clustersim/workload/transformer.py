@@ -139,18 +139,23 @@ class Transformer(BaseModel):
         return self.moe.experts + self.moe.shared_experts if self.moe else 1
 
     # ---- parameters ---------------------------------------------------------------------------
+    def attention_matmul_params(self) -> int:
+        """The weight matrices of one layer's Q, K, V and output projections (no biases)."""
+        return self.hidden * (self.q_width + 2 * self.kv_width) + self.q_width * self.hidden
+
     def attention_params(self) -> int:
         """Q, K, V and output projections of one layer (with biases where the model has them)."""
-        weights = self.hidden * (self.q_width + 2 * self.kv_width) + self.q_width * self.hidden
         biases = (self.q_width + 2 * self.kv_width + self.hidden) if self.linear_bias else 0
-        return weights + biases
+        return self.attention_matmul_params() + biases
+
+    def mlp_matmul_params(self) -> int:
+        """The weight matrices of one MLP (one expert) of one layer (no biases)."""
+        return self.ffn_type.num_matrices * self.hidden * self.expert_ffn
 
     def mlp_params(self) -> int:
         """One MLP (one expert) of one layer."""
-        width = self.expert_ffn
-        matrices = self.ffn_type.num_matrices
-        biases = ((matrices - 1) * width + self.hidden) if self.linear_bias else 0
-        return matrices * self.hidden * width + biases
+        biases = ((self.ffn_type.num_matrices - 1) * self.expert_ffn + self.hidden) if self.linear_bias else 0
+        return self.mlp_matmul_params() + biases
 
     def router_params(self) -> int:
         """The MoE router of one layer (0 for a dense model)."""
@@ -187,9 +192,8 @@ class Transformer(BaseModel):
     # ---- FLOPs --------------------------------------------------------------------------------
     def matmul_params_per_token(self) -> int:
         """Weights a token multiplies: per layer QKV, output, active MLPs, router; then the logits."""
-        attention = self.hidden * (self.q_width + 2 * self.kv_width) + self.q_width * self.hidden
-        mlp = self.active_mlps * self.ffn_type.num_matrices * self.hidden * self.expert_ffn
-        return self.layers * (attention + mlp + self.router_params()) + self.vocab * self.hidden
+        mlp = self.active_mlps * self.mlp_matmul_params()
+        return self.layers * (self.attention_matmul_params() + mlp + self.router_params()) + self.vocab * self.hidden
 
     def attention_flops_per_token(self, seq_len: int | None = None) -> float:
         """Forward FLOPs of the attention scores and context of one token, all layers (full s)."""
