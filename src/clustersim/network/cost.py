@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from clustersim.errors import UnknownNameError
-from clustersim.network.analytic import CollectiveTable, collective_time_s, predict_collective
+from clustersim.network.analytic import CollectiveTable, CommCalibration, collective_time_s, predict_collective
 from clustersim.network.collectives import Algorithm, Op
 from clustersim.network.collectives import Protocol as NcclProtocol
 from clustersim.network.fabric import Fabric
@@ -52,13 +52,15 @@ class CollectiveCost(Protocol):
 
 @dataclass(frozen=True)
 class AnalyticCost:
-    """The analytic model: NCCL's cost structure with fitted achieved-bandwidth fractions."""
+    """The analytic model: NCCL's cost structure with fitted achieved-bandwidth fractions
+    (``calibration``: None for the packaged values with the user's overrides, see ``analytic``)."""
 
+    calibration: CommCalibration | None = None
     name: str = "analytic"
 
     def time_s(self, op: Op, size_bytes: npt.ArrayLike, fabric: Fabric) -> FloatArray:
         """The fastest candidate's time at each size (``collective_time_s``)."""
-        return collective_time_s(op, size_bytes, fabric)
+        return collective_time_s(op, size_bytes, fabric, self.calibration)
 
     def table(
         self,
@@ -70,7 +72,7 @@ class AnalyticCost:
         protocol: NcclProtocol | None = None,
     ) -> CollectiveTable:
         """``predict_collective``: the fastest or the forced algorithm and protocol."""
-        return predict_collective(op, size_bytes, fabric, algorithm=algorithm, protocol=protocol)
+        return predict_collective(op, size_bytes, fabric, algorithm=algorithm, protocol=protocol, cal=self.calibration)
 
 
 ANALYTIC = AnalyticCost()
