@@ -9,9 +9,12 @@ mutant (``-x``, stopping at the first failure).
 
 Settings and why:
 
-* ``process_isolation = "forkserver"``: a plain fork would inherit the ``lru_cache`` entries (the
-  collective candidates per fabric, the efficiency table) that the stats run computed with unmutated
-  code, and mutants feeding those caches would survive unseen. The fork server only collects tests.
+* ``process_isolation = "forkserver"`` with ``forkserver_warmup = "import"`` of third-party modules
+  only: a plain fork (or a fork server that collected the tests) would hand every worker what was
+  computed with unmutated code: ``lru_cache`` entries (collective candidates per fabric, calibration
+  tables), module-level constants (``DEFAULT_CALIBRATION``) and the tests' module-level models and
+  systems (``Transformer`` validators ran when the test module was imported). Mutants feeding those
+  would survive unseen. So each worker imports clustersim and the tests itself, under its mutant.
 * tests: the physics packages (training, compute, network, serving, workload, validation) and the CLI;
   not the catalog loader fuzzers, ruff/mypy or the README (they reach no physics and take seconds each).
 * ``--hypothesis-seed=0``: the same examples for every mutant, so a verdict is reproducible.
@@ -95,6 +98,10 @@ def _toml_list(values: list[str]) -> str:
 
 
 PYTEST_ARGS = ["--hypothesis-seed=0", "-p", "no:cacheprovider"]
+PRELOAD_FILE = "mutmut_preload.txt"
+# What the fork server imports once: third-party modules only (see the module docstring).
+PRELOAD = ["numpy", "numpy.typing", "pydantic", "pydantic.dataclasses", "hypothesis", "hypothesis.strategies"]
+PRELOAD += ["pytest", "typer", "typer.testing", "click", "rich", "rich.console", "rich.table", "tomllib"]
 
 
 def _pyproject(modules: list[str], deselect: list[str]) -> str:
@@ -111,6 +118,8 @@ def _pyproject(modules: list[str], deselect: list[str]) -> str:
             f"pytest_add_cli_args_test_selection = {_toml_list(TEST_SELECTION)}",
             f"pytest_add_cli_args = {_toml_list(args)}",
             'process_isolation = "forkserver"',
+            'forkserver_warmup = "import"',
+            f'preload_modules_file = "{PRELOAD_FILE}"',
             "use_git_change_detection = false",
             "",
         ]
@@ -135,6 +144,7 @@ def snapshot(group: str) -> Path:
     for folder in (work, WORK):
         if shared.exists() and not (folder / "shared").exists():
             (folder / "shared").symlink_to(shared)
+    (work / PRELOAD_FILE).write_text("\n".join(PRELOAD) + "\n")
     (work / "pyproject.toml").write_text(_pyproject(GROUPS[group], []))
     failing = _failing_tests(work)
     if failing:  # others edit the tree meanwhile: a test red before any mutation cannot judge a mutant

@@ -23,8 +23,8 @@ import math
 import numpy as np
 import pytest
 
-from clustersim.errors import ClusterSimError
-from clustersim.network import Algorithm, Op, Protocol, predict_collective
+from clustersim.errors import ClusterSimError, UnknownNameError
+from clustersim.network import Algorithm, Op, Protocol, busbw_factor, parse_op, predict_collective
 from clustersim.network.analytic import DEFAULT_CALIBRATION, collective_time_s
 from clustersim.network.fabric import Fabric
 
@@ -59,6 +59,31 @@ NVLINK_EFF = CAL.nvlink_efficiency * NVLINK  # 0.824 x 450 = 370.8 GB/s
 NET_EFF = CAL.network_efficiency * NET  # 0.89 x 400 = 356 GB/s
 INTRA_RAMP = CAL.ramp_intra_node_s
 GIB = 2.0**30
+
+
+def test_collective_names_and_busbw_factors():
+    aliases = {
+        "allreduce": Op.ALL_REDUCE,
+        "allgather": Op.ALL_GATHER,
+        "reducescatter": Op.REDUCE_SCATTER,
+        "all_to_all": Op.ALLTOALL,
+        "all-to-all": Op.ALLTOALL,
+        "send_recv": Op.SENDRECV,
+        "p2p": Op.SENDRECV,
+        " Reduce-Scatter ": Op.REDUCE_SCATTER,
+        "broadcast": Op.BROADCAST,
+    }
+    for name, op in aliases.items():
+        assert parse_op(name) is op, name
+    with pytest.raises(UnknownNameError, match=r"^unknown collective 'gather'"):
+        parse_op("gather")
+    # nccl-tests: busbw = algbw x 2 (n - 1) / n for all-reduce, (n - 1) / n for gathers and all-to-all, 1 else
+    for n in (2, 3, 8, 1000):
+        assert busbw_factor(Op.ALL_REDUCE, n) == 2 * (n - 1) / n
+        for op in (Op.ALL_GATHER, Op.REDUCE_SCATTER, Op.ALLTOALL):
+            assert busbw_factor(op, n) == (n - 1) / n
+        for op in (Op.BROADCAST, Op.REDUCE, Op.SENDRECV):
+            assert busbw_factor(op, n) == 1.0
 
 
 # ---- one node of 8 -------------------------------------------------------------------------------------

@@ -124,7 +124,11 @@ def test_shape_rules_are_clear_errors():
         )
     with pytest.raises(ClusterSimError, match=r"^my model: "):
         transformer_from_mapping({"layers": 0, "hidden": 64, "ffn_hidden": 4, "heads": 8, "vocab": 8}, "my model")
+    with pytest.raises(ClusterSimError, match=r"^model: field 'layers'"):
+        transformer_from_mapping({"layers": 0, "hidden": 64, "ffn_hidden": 4, "heads": 8, "vocab": 8})
+    assert MoE(experts=4, top_k=4).top_k == 4  # every expert per token is allowed
     ok = transformer_from_mapping({"layers": 1, "hidden": 64, "ffn_hidden": 4, "heads": 8, "vocab": 8})
+    assert type(ok.head_dim) is int and ok.head_dim == 8
     assert ok.ffn_type is FfnType.GELU and FfnType.SWIGLU.num_matrices == 3 and FfnType.GELU.num_matrices == 2
 
 
