@@ -80,7 +80,9 @@ LAYER_PARAMS = 3_145_728 + 12_582_912 + 2 * 1024
 PARAMS = 4 * LAYER_PARAMS + 67_108_864 + 1024  # 130,032,640
 
 
-def system(num_devices: int, devices_per_node: int, network_bytes_per_s: float = 50e9, nvlink: float = NVLINK):
+def system(
+    num_devices: int, devices_per_node: int, network_bytes_per_s: float = 50e9, nvlink: float = NVLINK, gpu=None
+):
     topology = Topology(
         name="round",
         num_devices=num_devices,
@@ -89,16 +91,17 @@ def system(num_devices: int, devices_per_node: int, network_bytes_per_s: float =
         network_bytes_per_s=network_bytes_per_s,
         in_network_reduction=False,
     )
-    return System(name="round", accelerator=GPU, cores_per_device=1, topology=topology)
+    return System(name="round", accelerator=gpu or GPU, cores_per_device=1, topology=topology)
 
 
 def estimate(layout: Layout, *, devices: int, per_node: int | None = None, global_batch: int = 2, **kw):
     network = kw.pop("network", 50e9)
     nvlink = kw.pop("nvlink", NVLINK)
+    gpu = kw.pop("gpu", None)
     model = kw.pop("model", TINY)
     eff = kw.pop("eff", EFF)
     job = TrainingJob(global_batch=global_batch, seq_len=S, **kw)
-    hardware = system(devices, per_node or devices, network, nvlink)
+    hardware = system(devices, per_node or devices, network, nvlink, gpu)
     return estimate_training(model, hardware, layout, job, efficiency=eff)
 
 
@@ -167,6 +170,31 @@ def test_one_device_forward_backward_and_optimizer():
     assert est.step_s == pytest.approx(forward + backward + optimizer, rel=REL)
 
 
+def test_one_micro_batch_and_the_per_operation_times():
+    est = estimate(Layout(), devices=1, global_batch=1)
+    gemm, core, memory = layer_parts(1024)
+    head_fwd, _ = head_parts(1024)
+    assert terms(est)["forward"][1] == pytest.approx(4 * (gemm + core + memory) + head_fwd, rel=REL)
+    ops = {(op.name, op.scope): (op.forward_s, op.backward_s) for op in est.operations}
+    assert set(ops) == {
+        ("qkv", "layer"),
+        ("attention core", "layer"),
+        ("output projection", "layer"),
+        ("mlp", "layer"),
+        ("norms and residuals", "layer"),
+        ("bias and activation", "layer"),
+        ("logits", "head (last stage)"),
+        ("loss", "head (last stage)"),
+    }
+    qkv = 2 * 1024 * H * (Q + 2 * KV) / GEMM
+    assert ops[("qkv", "layer")] == pytest.approx((qkv, 2 * qkv), rel=REL)
+    assert ops[("attention core", "layer")] == pytest.approx((core, 2 * core), rel=REL)
+    norms = 2 * 11 * 1024 * H / HBM
+    assert ops[("norms and residuals", "layer")] == pytest.approx((norms, 1.5 * norms), rel=REL)
+    logits = 2 * 1024 * V * H / GEMM
+    assert ops[("logits", "head (last stage)")] == pytest.approx((logits, 2 * logits), rel=REL)
+
+
 def test_mfu_and_hfu_follow_their_definitions():
     est = estimate(Layout(recompute="full"), devices=1)
     # Model FLOPs per token: 3 x (2 x matmul weights + attention 4 s q per layer).
@@ -213,8 +241,21 @@ def test_fp8_runs_gemms_at_the_fp8_peak_and_attention_at_the_16_bit_one():
 
 
 def test_fp16_reads_the_fp16_peak():
-    est = estimate(Layout(), devices=1, precision=Dtype.FP16)
-    assert terms(est)["forward"][1] == pytest.approx(terms(estimate(Layout(), devices=1))["forward"][1], rel=REL)
+    # A chip whose FP16 peak (0.5 PFLOP/s) differs from its BF16 one: FP16 GEMMs and attention run on it.
+    dense = dict(GPU.dense_flop_per_s)
+    dense[Dtype.FP16] = dense[Dtype.FP16].model_copy(update={"value": 0.5e15})
+    gpu = GPU.model_copy(update={"dense_flop_per_s": dense})
+    fp16 = estimate(Layout(), devices=1, precision=Dtype.FP16, gpu=gpu)
+    bf16 = estimate(Layout(), devices=1, precision=Dtype.BF16, gpu=gpu)
+    _, _, memory = layer_parts(1024)
+    gemm_s = (2 * 1024 * H * (Q + 2 * KV) + 2 * 1024 * Q * H + 6 * 1024 * H * F) / (0.5e15 * 0.5)
+    core_s = 4 * 1024 * S * Q * 0.5 / (0.5e15 * 0.5 * 0.5)
+    head_s = 2 * 1024 * V * H / (0.5e15 * 0.5) + 14 / 3 * 1024 * V / HBM
+    assert terms(fp16)["forward"][1] == pytest.approx(2 * (4 * (gemm_s + core_s + memory) + head_s), rel=REL)
+    gemm, core, _ = layer_parts(1024)
+    head_fwd, _ = head_parts(1024)
+    assert terms(bf16)["forward"][1] == pytest.approx(2 * (4 * (gemm + core + memory) + head_fwd), rel=REL)
+    assert fp16.mfu == pytest.approx(fp16.model_flops_per_step / (fp16.step_s * 0.5e15), rel=REL)
 
 
 def test_unfused_attention_runs_the_full_core_and_streams_the_scores():
