@@ -365,3 +365,32 @@ def test_busbw_flags_a_tree_that_beats_the_ring_bound():
     sendrecv = predict_collective(Op.SENDRECV, 2.0**36, fabric(8, 2))
     assert sendrecv.busbw_bytes_per_s[0] == pytest.approx(NET_EFF / 8, rel=3e-3)
     assert sendrecv.busbw_bytes_per_s[0] < NET_EFF / 8 and sendrecv.busbw_exceeds_links == [False]
+
+
+def test_one_device_per_node_has_no_nvlink_hops():
+    f = fabric(1, 4)
+    ramp = CAL.ramp_s["reduce"] * 2.0 ** CAL.ramp_node_exponent["reduce"]
+    # Ring: 2 x 3 steps, all across the network.
+    time, _ = forced(Op.ALL_REDUCE, GIB, f, Algorithm.RING, Protocol.SIMPLE)
+    assert time == pytest.approx(simple(8.4 + 6 * 14.0, NET_EFF / (2 * 3 / 4), GIB, ramp), rel=REL)
+    # Tree: log2(4) = 2 network hops up and down; half of the network (tree factor of 4 nodes).
+    time, _ = forced(Op.ALL_REDUCE, GIB, f, Algorithm.TREE, Protocol.SIMPLE)
+    assert time == pytest.approx(simple(8.4 + 2 * 2 * 14.0, min(NVLINK_EFF / 2, 0.5 * NET_EFF), GIB, ramp), rel=REL)
+    # Hierarchical: nothing to do on NVLink.
+    time, _ = forced(Op.ALL_REDUCE, GIB, f, Algorithm.HIERARCHICAL, Protocol.SIMPLE)
+    assert time == pytest.approx(simple(8.4 + 6 * 14.0, 1 / (2 * 3 / 4 / NET_EFF), GIB, ramp), rel=REL)
+    # Send/recv: the whole node's network for its one device.
+    time, _ = forced(Op.SENDRECV, GIB, fabric(1, 2), Algorithm.DIRECT, Protocol.SIMPLE)
+    assert time == pytest.approx(simple(8.4 + 14.0, NET_EFF, GIB, CAL.ramp_s["alltoall"]), rel=REL)
+
+
+def test_two_device_alltoall_in_one_node():
+    time, _ = forced(Op.ALLTOALL, GIB, fabric(2, 1), Algorithm.PAIRWISE, Protocol.SIMPLE)
+    # Half of each buffer crosses the one NVLink: algbw = 2 x NVLink.
+    assert time == pytest.approx(simple(3.4 + 1 * 0.5, 2 * NVLINK_EFF, GIB, INTRA_RAMP), rel=REL)
+
+
+def test_sizes_must_be_finite_and_non_negative():
+    for bad in (-1.0, float("inf"), float("nan")):
+        with pytest.raises(ClusterSimError, match="sizes must be finite and non-negative"):
+            predict_collective(Op.ALL_REDUCE, [1.0, bad], fabric(8, 1))
