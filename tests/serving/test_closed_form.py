@@ -293,3 +293,24 @@ def test_max_rate_sits_on_the_binding_target():
     assert best.ttft_s == pytest.approx(5e-3, rel=1e-6)
     with pytest.raises(ClusterSimError, match="rate: must be positive"):
         estimate_server(TINY, system, request, 0.0, cal=CAL)
+
+
+def test_server_ttft_adds_the_m_d_c_wait_for_a_slot():
+    # A slow engine (1 s per step, everything else under 1 ms) with 4 slots: requests of 10 output tokens
+    # hold a slot for 10 steps, so 0.3 requests/s offer a load of about 3 to 4 servers.
+    slow = dataclasses.replace(CAL, step_overhead_s=1.0, sequence_overhead_s=0.0, max_batch_sequences=4)
+    system, request = serving(), Request(100, 10)
+    full = estimate_offline(TINY, system, request, batch=4, cal=slow)
+    assert full.max_batch == 4 and 1.0 < full.step_s < 1.001
+    holding = 10 * full.step_s  # a slot's time per request
+    load = 0.3 * holding
+    c = Fraction(4)
+    a = Fraction(load)
+    wait = 0.5 * float(_erlang_c_exact(4, a)) * holding / float(c - a)  # M/D/c: half the M/M/c wait
+    est = estimate_server(TINY, system, request, 0.3, cal=slow)
+    # then half a step on average, and the step that carries the prompt (about 1 s each)
+    assert 1.5 < est.ttft_s - wait < 1.502
+    assert 1.0 < est.tpot_s < 1.001
+    assert est.output_tokens_per_s == pytest.approx(3.0, rel=REL)
+    with pytest.raises(ClusterSimError, match=r"exceeds the saturation rate of 0\.4 requests/s"):
+        estimate_server(TINY, system, request, 0.41, cal=slow)
