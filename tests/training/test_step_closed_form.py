@@ -23,6 +23,7 @@ import pytest
 from clustersim.catalog.registry import load_catalog
 from clustersim.catalog.schema import Dtype
 from clustersim.compute.efficiency import FamilyEfficiency
+from clustersim.compute.software import software_for
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout
 from clustersim.network.analytic import collective_time_s
@@ -65,10 +66,10 @@ EFF = FamilyEfficiency(
     attention=0.5,
     memory_efficiency=0.5,
     fp8_efficiency_ratio=0.75,
-    fused_attention=True,
-    tp_overlap=False,
     source="round numbers for hand derivations",
 )
+# Megatron's profile with fused attention and no TP overlap, whatever the family's defaults.
+SW = software_for("megatron", "hopper").model_copy(update={"fused_attention": True, "tp_overlap": False})
 GEMM = 0.5e15  # FLOP/s
 ATTN = 0.25e15  # FLOP/s
 HBM = 1e12  # B/s
@@ -100,9 +101,10 @@ def estimate(layout: Layout, *, devices: int, per_node: int | None = None, globa
     gpu = kw.pop("gpu", None)
     model = kw.pop("model", TINY)
     eff = kw.pop("eff", EFF)
+    sw = kw.pop("sw", SW)
     job = TrainingJob(global_batch=global_batch, seq_len=S, **kw)
     hardware = system(devices, per_node or devices, network, nvlink, gpu)
-    return estimate_training(model, hardware, layout, job, efficiency=eff)
+    return estimate_training(model, hardware, layout, job, efficiency=eff, software=sw)
 
 
 def terms(est) -> dict[str, tuple[float, float]]:
@@ -259,8 +261,8 @@ def test_fp16_reads_the_fp16_peak():
 
 
 def test_unfused_attention_runs_the_full_core_and_streams_the_scores():
-    unfused = EFF.model_copy(update={"fused_attention": False})
-    est = estimate(Layout(), devices=1, eff=unfused)
+    unfused = SW.model_copy(update={"fused_attention": False})
+    est = estimate(Layout(), devices=1, sw=unfused)
     gemm, core, memory = layer_parts(1024)
     full_core = 2 * core  # no causal skipping
     scores = 13 * 1024 * S * 8 / HBM  # 13 bytes per score element, 8 heads, forward
@@ -331,7 +333,7 @@ def test_tp_overlap_on_fast_links_hides_everything():
 
 
 def test_tp_overlap_default_comes_from_the_family():
-    on = estimate(Layout(tp=2), devices=2, nvlink=1e13, eff=EFF.model_copy(update={"tp_overlap": True}))
+    on = estimate(Layout(tp=2), devices=2, nvlink=1e13, sw=SW.model_copy(update={"tp_overlap": True}))
     off = estimate(Layout(tp=2), devices=2, nvlink=1e13)
     assert terms(on)["tp comm"][1] == 0.0
     assert terms(off)["tp comm"][1] == terms(off)["tp comm"][0] > 0
@@ -485,17 +487,48 @@ def test_zero_1_and_2_reduce_scatter_gradients_and_all_gather_parameters(zero):
     assert terms(est)["optimizer"][1] == pytest.approx(PARAMS / 2 * 30 / HBM, rel=REL)  # its half of the state
 
 
-def test_zero_3_gathers_the_parameters_forward_and_backward_for_every_micro_batch():
+def dp_case_sw(zero: int, sw, *, overlap: bool = True):
+    layout = Layout(dp=2, zero=zero, dp_overlap=overlap)
+    return estimate(layout, devices=2, per_node=1, global_batch=4, network=1e9, sw=sw)
+
+
+def test_zero_3_gathers_each_layer_forward_and_backward_for_every_micro_batch():
+    # 4 layers of PARAMS / 4 each (embeddings spread over them); one collective per layer (a flat
+    # parameter); prefetch: the first gather and the last reduce-scatter are exposed, then each layer
+    # exposes what its collectives take beyond its compute.
     est = dp_case(3)
-    scatter = t_coll(Op.REDUCE_SCATTER, PARAMS * 2, NET)
-    gather = t_coll(Op.ALL_GATHER, PARAMS * 2, NET)
+    gather = t_coll(Op.ALL_GATHER, PARAMS / 4 * 2, NET)
+    scatter = t_coll(Op.REDUCE_SCATTER, PARAMS / 4 * 2, NET)
     fwd_mb, bwd_mb = _mb_times()
     m = 2  # micro-batches: 4 sequences over dp 2
-    link = scatter + gather + 2 * m * gather
-    exposed = (scatter - bwd_mb) + (gather - fwd_mb) + (2 * m * gather - m * (fwd_mb + bwd_mb))
-    assert terms(est)["dp comm"] == pytest.approx((link, exposed), rel=REL)
-    no_overlap = dp_case(3, overlap=False)
-    assert terms(no_overlap)["dp comm"] == pytest.approx((link, link), rel=REL)
+    link = m * 4 * (2 * gather + scatter)
+    per_mb = gather + 3 * max(gather - fwd_mb / 4, 0) + scatter + 3 * max(gather + scatter - bwd_mb / 4, 0)
+    assert gather > fwd_mb / 4  # the slow network: the case this checks
+    assert terms(est)["dp comm"] == pytest.approx((link, m * per_mb), rel=REL)
+    assert terms(dp_case(3, overlap=False))["dp comm"] == pytest.approx((link, link), rel=REL)
+
+
+def test_zero_3_without_prefetch_exposes_every_collective():
+    est = dp_case_sw(3, SW.model_copy(update={"zero3_prefetch": False}))
+    gather = t_coll(Op.ALL_GATHER, PARAMS / 4 * 2, NET)
+    scatter = t_coll(Op.REDUCE_SCATTER, PARAMS / 4 * 2, NET)
+    link = 2 * 4 * (2 * gather + scatter)
+    assert terms(est)["dp comm"] == pytest.approx((link, link), rel=REL)
+
+
+def test_zero_3_per_tensor_collectives_pay_their_latency_each_time():
+    est = dp_case_sw(3, SW.model_copy(update={"zero3_collectives_per_layer": 12, "zero3_prefetch": False}))
+    gather = 12 * t_coll(Op.ALL_GATHER, PARAMS / 4 / 12 * 2, NET)
+    scatter = 12 * t_coll(Op.REDUCE_SCATTER, PARAMS / 4 / 12 * 2, NET)
+    assert terms(est)["dp comm"][0] == pytest.approx(2 * 4 * (2 * gather + scatter), rel=REL)
+    one = terms(dp_case_sw(3, SW.model_copy(update={"zero3_prefetch": False})))["dp comm"][0]
+    assert terms(est)["dp comm"][0] > one  # twelve latencies cost more than one
+
+
+def test_framework_overhead_per_layer_micro_batch_and_step():
+    est = dp_case_sw(1, SW.model_copy(update={"layer_overhead_s": 1e-3, "step_overhead_s": 0.25}))
+    assert terms(est)["framework overhead"] == pytest.approx((2 * 4 * 1e-3 + 0.25,) * 2, rel=REL)
+    assert terms(dp_case(1))["framework overhead"] == (0.0, 0.0)
 
 
 def test_fp16_reduces_fp32_gradients():

@@ -6,10 +6,8 @@ GEMMs approach a ceiling (``gemm_max``), small ones lose to launch, tail and wav
 fraction of the ceiling; element-wise work (norms, activations, residuals, dropout, the loss and the
 optimizer) streams through HBM at ``memory_efficiency`` of the datasheet bandwidth. FP8 GEMMs run
 at the FP8 peak times ``fp8_efficiency_ratio`` of the BF16 fraction (casts, scaling, smaller tiles).
-``fused_attention`` records whether the software measured on the family (Megatron-LM of 2021-22 on
-Ampere; Transformer Engine, NeuronX) ran a fused attention kernel that keeps no score matrix, and
-``tp_overlap`` whether it overlapped tensor-parallel communication with GEMMs (Transformer Engine's
-userbuffers on Hopper); a layout that says neither takes the family's software default.
+What the software does (fused attention, overlap, sharding, its own kernels' share of these
+fractions) is the framework's, in ``clustersim.compute.software``; these numbers describe the chip.
 
 The values live in ``efficiency.toml`` beside this module, each family with the source it was fitted
 to (``benchmarks/calibrate_training.py`` fits them once to ``../shared/validation/training.jsonl``,
@@ -46,8 +44,6 @@ class FamilyEfficiency(BaseModel):
     attention: float = Field(gt=0, le=1, description="Attention core, fraction of the GEMM ceiling.")
     memory_efficiency: float = Field(gt=0, le=1, description="Element-wise kernels, fraction of HBM bandwidth.")
     fp8_efficiency_ratio: float = Field(gt=0, le=1, description="FP8 fraction of FP8 peak / BF16 fraction.")
-    fused_attention: bool = Field(description="The measured software used a fused attention kernel.")
-    tp_overlap: bool = Field(description="The measured software overlapped TP communication with GEMMs.")
     source: str = Field(min_length=1, description="What the values were fitted to, or where they come from.")
     fitted: str | None = Field(None, description="When and how the values were last fitted (the calibration script).")
 

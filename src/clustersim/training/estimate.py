@@ -11,6 +11,7 @@ from typing import Any
 
 from clustersim.compute.efficiency import FamilyEfficiency, efficiency_for
 from clustersim.compute.memory import MemoryArrays, memory_per_device
+from clustersim.compute.software import SoftwareProfile, software_for
 from clustersim.execution import Layout, LayoutArrays, Recompute
 from clustersim.network.cost import ANALYTIC, CollectiveCost
 from clustersim.system import System
@@ -92,6 +93,7 @@ class Estimate:
     num_devices: int
     bottleneck: str  # the largest term, in words
     network_model: str = ANALYTIC.name
+    framework: str = ""  # the software profile's name
     notes: tuple[str, ...] = ()
     totals: JobTotals | None = None  # None: no token budget
     operations: tuple[OperationTime, ...] = ()  # per layer (or head), per micro-batch
@@ -128,6 +130,7 @@ class Estimate:
             "seq_len": self.job.seq_len,
             "precision": self.job.precision.value,
             "network_model": self.network_model,
+            "framework": self.framework,
             "step_s": self.step_s,
             "terms": [asdict(t) for t in self.terms],
             "memory_bytes": self.memory.to_json(),
@@ -152,10 +155,12 @@ def evaluate_layouts(
     *,
     efficiency: FamilyEfficiency | None = None,
     cost: CollectiveCost = ANALYTIC,
+    software: SoftwareProfile | None = None,
 ) -> tuple[StepTerms, MemoryArrays]:
     """Step terms and memory of many layouts in one vectorized call (no layout checks); ``efficiency``
-    defaults to the accelerator family's fitted fractions."""
+    defaults to the accelerator family's fitted fractions, ``software`` to the Megatron profile."""
     eff = efficiency or efficiency_for(system.accelerator)
+    sw = software or software_for(None, system.accelerator.family)
     terms = step_terms(
         model,
         system,
@@ -165,9 +170,10 @@ def evaluate_layouts(
         global_batch=job.global_batch,
         precision=job.precision,
         cost=cost,
+        software=sw,
     )
     memory = memory_per_device(
-        model, layouts, seq_len=job.seq_len, global_batch=job.global_batch, fused_attention=eff.fused_attention
+        model, layouts, seq_len=job.seq_len, global_batch=job.global_batch, fused_attention=sw.fused_attention
     )
     return terms, memory
 
@@ -181,12 +187,16 @@ def estimate_training(
     offer: str = "on_demand",
     efficiency: FamilyEfficiency | None = None,
     cost: CollectiveCost = ANALYTIC,
+    software: SoftwareProfile | None = None,
     notes: tuple[str, ...] = (),
 ) -> Estimate:
     """The estimate for one layout; ``ClusterSimError`` if the layout is impossible. ``notes`` lead
     the estimate's own notes (e.g. how the layout was chosen)."""
     layout.check(model, num_devices=system.num_devices, global_batch=job.global_batch, seq_len=job.seq_len)
-    terms, memory = evaluate_layouts(model, system, LayoutArrays.of([layout]), job, efficiency=efficiency, cost=cost)
+    sw = software or software_for(None, system.accelerator.family)
+    terms, memory = evaluate_layouts(
+        model, system, LayoutArrays.of([layout]), job, efficiency=efficiency, cost=cost, software=sw
+    )
     breakdown = MemoryBreakdown(
         weights_bytes=float(memory.weights[0]),
         gradients_bytes=float(memory.gradients[0]),
@@ -218,6 +228,7 @@ def estimate_training(
         num_devices=system.num_devices,
         bottleneck=bottleneck,
         network_model=cost.name,
+        framework=sw.name,
         notes=notes + _notes(system, layout, breakdown),
         totals=job_totals(system, job, step_s, offer),
         operations=tuple(

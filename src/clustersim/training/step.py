@@ -31,6 +31,7 @@ import numpy.typing as npt
 from clustersim.catalog.schema import Dtype
 from clustersim.compute.efficiency import FamilyEfficiency
 from clustersim.compute.memory import params_per_device, stage_layers
+from clustersim.compute.software import SoftwareProfile, software_for
 from clustersim.execution import LayoutArrays
 from clustersim.network.collectives import Op
 from clustersim.network.cost import ANALYTIC, CollectiveCost
@@ -42,9 +43,6 @@ from clustersim.workload.transformer import Transformer
 FloatArray = npt.NDArray[np.float64]
 
 ACT_BYTES = 2.0  # activations and TP/PP messages in 16 bits (FP8 runs too)
-# Gradients reduced across data-parallel ranks: FP32 main gradients with FP16 loss scaling (Megatron-LM
-# reduces its FP32 buffers), 16-bit with BF16/FP8 (Megatron-Core's default, grad_reduce_in_fp32 off).
-GRAD_COMM_BYTES = {Dtype.FP16: 4.0, Dtype.BF16: 2.0, Dtype.FP8: 2.0}
 OPTIMIZER_BYTES_PER_PARAM = 30.0  # Adam: read grad, master, m, v (16); write master, m, v (12), weight (2)
 ATTENTION_NAMES = frozenset({"attention core", "attention scores"})  # what selective recompute repeats
 
@@ -60,10 +58,17 @@ class OperationTimes:
 
 
 def operation_times(
-    ops: list[Operation], system: System, eff: FamilyEfficiency, precision: Dtype, *, in_head: bool = False
+    ops: list[Operation],
+    system: System,
+    eff: FamilyEfficiency,
+    precision: Dtype,
+    *,
+    in_head: bool = False,
+    kernel_efficiency: float = 1.0,
 ) -> list[OperationTimes]:
     """Roofline time of each operation: GEMMs at the size-dependent fraction of the precision's peak,
-    the attention core at its own fraction of the 16-bit peak, memory traffic at the achieved HBM bandwidth."""
+    the attention core at its own fraction of the 16-bit peak (both times the software's
+    ``kernel_efficiency``), memory traffic at the achieved HBM bandwidth."""
     half = system.peak_flop_per_s(Dtype.FP16 if precision is Dtype.FP16 else Dtype.BF16)
     gemm_peak = half
     if precision is Dtype.FP8:
@@ -72,9 +77,9 @@ def operation_times(
     out = []
     for op in ops:
         if op.kind is OpKind.GEMM:
-            forward = op.flop / (gemm_peak * eff.gemm_fraction(np.maximum(op.gemm_flop, 1.0)))
+            forward = op.flop / (gemm_peak * eff.gemm_fraction(np.maximum(op.gemm_flop, 1.0)) * kernel_efficiency)
         elif op.kind is OpKind.ATTENTION:
-            forward = op.flop / (half * eff.gemm_max * eff.attention)
+            forward = op.flop / (half * eff.gemm_max * eff.attention * kernel_efficiency)
         else:
             forward = op.bytes / hbm
         out.append(OperationTimes(op.name, forward, op.backward_ratio * forward, in_head))
@@ -139,6 +144,7 @@ class StepContext:
     model: Transformer
     system: System
     eff: FamilyEfficiency
+    sw: SoftwareProfile
     lay: LayoutArrays
     seq_len: int
     global_batch: int
@@ -173,19 +179,23 @@ class StepContext:
             tp=tp,
             sp_split=np.where(lay.sequence_parallel, tp, 1.0),
             ep=lay.ep.astype(float),
-            fused_attention=self.eff.fused_attention,
+            fused_attention=self.sw.fused_attention,
         )
 
     @_derived
     def layer(self) -> list[OperationTimes]:
         """Roofline times of one layer's operations."""
-        return operation_times(self.layer_ops, self.system, self.eff, self.precision)
+        return operation_times(
+            self.layer_ops, self.system, self.eff, self.precision, kernel_efficiency=self.sw.kernel_efficiency
+        )
 
     @_derived
     def head(self) -> list[OperationTimes]:
         """Roofline times of the output head (last stage)."""
         ops = head_operations(self.model, tokens=self.tokens, tp=self.lay.tp.astype(float))
-        return operation_times(ops, self.system, self.eff, self.precision, in_head=True)
+        return operation_times(
+            ops, self.system, self.eff, self.precision, in_head=True, kernel_efficiency=self.sw.kernel_efficiency
+        )
 
     def _layer_sum(self, keep: Callable[[OperationTimes], bool], backward: bool = False) -> FloatArray:
         total = sum(
@@ -258,7 +268,7 @@ class StepContext:
         count = 4 + 2 * lay.recompute_full + lay.sequence_parallel
         link = self.layers_here * count * per_layer
         gemm_time = self.layers_here * (self.linear_fwd * (3 + lay.recompute_full))
-        overlap = np.where(np.isnan(lay.tp_overlap), float(self.eff.tp_overlap), lay.tp_overlap) > 0
+        overlap = np.where(np.isnan(lay.tp_overlap), float(self.sw.tp_overlap), lay.tp_overlap) > 0
         return TermTimes(link, np.where(overlap, np.maximum(link - gemm_time, 0.0), link))
 
     @_derived
@@ -288,6 +298,42 @@ class StepContext:
         return np.where(lay.pp > 1, 2 * lay.vp.astype(float) * hop, 0.0)
 
     @_derived
+    def grad_bytes_per_element(self) -> float:
+        """Bytes per gradient element the framework reduces in this precision."""
+        sw = self.sw
+        return sw.grad_reduce_bytes_fp16 if self.precision is Dtype.FP16 else sw.grad_reduce_bytes_bf16
+
+    @_derived
+    def zero3_mb(self) -> TermTimes:
+        """ZeRO-3 / FSDP per micro-batch: each layer's parameters all-gathered in the forward pass and
+        again in the backward pass, its gradients reduce-scattered after its backward, in
+        ``zero3_collectives_per_layer`` collectives each (one per parameter tensor in DeepSpeed, one
+        flat parameter in FSDP: the per-collective latency counts that many times). With prefetch the
+        next layer's gather runs during this layer's compute: the first gather and the last
+        reduce-scatter are exposed, and a layer whose collectives outlast its compute exposes the rest.
+        Embeddings and head are spread over the layers."""
+        lay, sw = self.lay, self.sw
+        dp_ranks, stride, where = lay.dp * lay.cp, lay.tp, lay.zero >= 3
+        layers = self.layers_here
+        count = float(sw.zero3_collectives_per_layer)
+        per_layer = self.params / layers / count
+        gather = count * self.collective_s(Op.ALL_GATHER, per_layer * ACT_BYTES, dp_ranks, stride, where=where)
+        scatter = count * self.collective_s(
+            Op.REDUCE_SCATTER, per_layer * self.grad_bytes_per_element, dp_ranks, stride, where=where
+        )
+        link = layers * (2 * gather + scatter)
+        if not sw.zero3_prefetch:
+            return TermTimes(link, link)
+        forward, backward = self.fwd_mb / layers, (self.bwd_mb + self.rec_mb) / layers
+        exposed = (
+            gather
+            + (layers - 1) * np.maximum(gather - forward, 0.0)
+            + scatter
+            + (layers - 1) * np.maximum(gather + scatter - backward, 0.0)
+        )
+        return TermTimes(link, np.where(lay.dp_overlap, exposed, link))
+
+    @_derived
     def params(self) -> FloatArray:
         """Parameters of the fullest stage on one device (before ZeRO sharding)."""
         return params_per_device(self.model, self.lay)
@@ -303,9 +349,12 @@ def step_terms(
     global_batch: int,
     precision: Dtype,
     cost: CollectiveCost = ANALYTIC,
+    software: SoftwareProfile | None = None,
 ) -> StepTerms:
-    """Every registered term of the step for each layout (see the module docstring)."""
-    ctx = StepContext(model, system, eff, lay, seq_len, global_batch, precision, cost)
+    """Every registered term of the step for each layout (see the module docstring); ``software``
+    defaults to the Megatron profile on this accelerator family."""
+    sw = software or software_for(None, system.accelerator.family)
+    ctx = StepContext(model, system, eff, sw, lay, seq_len, global_batch, precision, cost)
     return StepTerms(
         times={term.name: term.compute(ctx) for term in STEP_TERMS},
         micro_batches=ctx.micro_batches,
@@ -362,27 +411,33 @@ def _pp(ctx: StepContext) -> TermTimes:
 
 @step_term("dp comm", "data-parallel communication: overlap it or shard with ZeRO")
 def _dp(ctx: StepContext) -> TermTimes:
-    """Gradients (and parameters with ZeRO) across dp * cp ranks, overlapped with the last micro-batch's
-    backward and the first's forward when enabled; ZeRO-3 gathers parameters again each micro-batch."""
-    lay, params, m = ctx.lay, ctx.params, ctx.micro_batches
+    """Gradients (and parameters with ZeRO) across dp * cp ranks.
+
+    ZeRO 0-2: one all-reduce (or reduce-scatter, then an all-gather of the updated parameters) per
+    step, overlapped with the last micro-batch's backward and the first's forward when enabled.
+    ZeRO-3 / FSDP: see ``zero3_mb``, every micro-batch.
+    """
+    lay, params = ctx.lay, ctx.params
     dp_ranks, stride = lay.dp * lay.cp, lay.tp
-    grad_bytes = params * GRAD_COMM_BYTES[ctx.precision]
-    sharded = lay.zero >= 1
-    allreduce = ctx.collective_s(Op.ALL_REDUCE, grad_bytes, dp_ranks, stride, where=~sharded)
-    scatter = ctx.collective_s(Op.REDUCE_SCATTER, grad_bytes, dp_ranks, stride, where=sharded)
-    gather = ctx.collective_s(Op.ALL_GATHER, params * ACT_BYTES, dp_ranks, stride, where=sharded)
-    zero3_gathers = np.where(lay.zero >= 3, 2 * m * gather, 0.0)
-    grad_reduce = np.where(sharded, scatter, allreduce)
-    param_gather = np.where(sharded, gather, 0.0)
-    link = grad_reduce + param_gather + zero3_gathers
-    exposed = np.where(
+    grad_bytes = params * ctx.grad_bytes_per_element
+    once = (lay.zero >= 1) & (lay.zero < 3)
+    per_step = lay.zero < 3
+    allreduce = ctx.collective_s(Op.ALL_REDUCE, grad_bytes, dp_ranks, stride, where=lay.zero == 0)
+    scatter = ctx.collective_s(Op.REDUCE_SCATTER, grad_bytes, dp_ranks, stride, where=once)
+    gather = ctx.collective_s(Op.ALL_GATHER, params * ACT_BYTES, dp_ranks, stride, where=once)
+    grad_reduce = np.where(once, scatter, allreduce)
+    param_gather = np.where(once, gather, 0.0)
+    step_link = grad_reduce + param_gather
+    step_exposed = np.where(
         lay.dp_overlap,
-        np.maximum(grad_reduce - ctx.bwd_mb, 0.0)
-        + np.maximum(param_gather - ctx.fwd_mb, 0.0)
-        + np.maximum(zero3_gathers - m * (ctx.fwd_mb + ctx.bwd_mb), 0.0),
-        link,
+        np.maximum(grad_reduce - ctx.bwd_mb, 0.0) + np.maximum(param_gather - ctx.fwd_mb, 0.0),
+        step_link,
     )
-    return TermTimes(link, exposed)
+    m = ctx.micro_batches
+    zero3 = ctx.zero3_mb
+    return TermTimes(
+        np.where(per_step, step_link, m * zero3.link_s), np.where(per_step, step_exposed, m * zero3.exposed_s)
+    )
 
 
 @step_term("optimizer", "the optimizer step")
@@ -392,3 +447,9 @@ def _optimizer(ctx: StepContext) -> TermTimes:
     shard = np.where(lay.zero >= 1, lay.dp * lay.cp, 1).astype(float)
     hbm = ctx.system.memory_bandwidth_bytes_per_s * ctx.eff.memory_efficiency
     return _same(ctx.params / shard * OPTIMIZER_BYTES_PER_PARAM / hbm)
+
+
+@step_term("framework overhead", "host-side framework overhead per layer and step (hooks, launches)")
+def _framework(ctx: StepContext) -> TermTimes:
+    """The software's host-side cost: per layer and micro-batch, and once per step."""
+    return _same(ctx.micro_batches * ctx.layers_here * ctx.sw.layer_overhead_s + ctx.sw.step_overhead_s)

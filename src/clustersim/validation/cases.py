@@ -100,6 +100,13 @@ class CaseWorkload(_Part):
     tpot_target_s: float | None = None
 
 
+class CaseSoftware(_Part):
+    """``software``: the stack that produced the result (``framework`` from the format's list)."""
+
+    framework: str | None = None
+    version: str | None = None
+
+
 class Case(_Part):
     """One ground-truth case; unknown fields are ignored, null measured values dropped."""
 
@@ -116,6 +123,7 @@ class Case(_Part):
     op: str | None = None
     size_bytes: int | None = None
     algorithm: str | None = None
+    software: CaseSoftware | None = None
 
     @field_validator("measured", mode="before")
     @classmethod

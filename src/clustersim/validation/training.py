@@ -7,11 +7,13 @@ that do not divide by ``pp * vp`` are allowed (uneven stages); the fullest stage
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from clustersim.catalog.registry import Catalog
 from clustersim.catalog.schema import Dtype
+from clustersim.compute.efficiency import FamilyEfficiency, efficiency_for
+from clustersim.compute.software import software_for
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout, layout_from_mapping
 from clustersim.system import System
@@ -46,15 +48,44 @@ def case_inputs(case: Case | Mapping[str, Any], catalog: Catalog) -> tuple[Trans
     return model, system, layout, job
 
 
-def estimate_case(case: Case | Mapping[str, Any], catalog: Catalog) -> Estimate:
-    """The estimate of a training or memory case."""
+def estimate_case(
+    case: Case | Mapping[str, Any], catalog: Catalog, efficiency: Mapping[str, FamilyEfficiency] | None = None
+) -> Estimate:
+    """The estimate of a training or memory case, with the software profile of its framework
+    (``software.framework``; Megatron's where the case names none); ``efficiency``: a table of
+    fractions per family in place of the packaged one (a calibration being fitted)."""
+    return case_estimator(case, catalog)(efficiency)
+
+
+def case_estimator(
+    case: Case | Mapping[str, Any], catalog: Catalog
+) -> Callable[[Mapping[str, FamilyEfficiency] | None], Estimate]:
+    """The estimate of a case under any efficiency table (None: the packaged one), its inputs built once."""
+    case = as_case(case)
     model, system, layout, job = case_inputs(case, catalog)
-    return estimate_training(model, system, layout, job)
+    framework = case.software.framework if case.software else None
+    software = software_for(framework, system.accelerator.family)
+
+    def estimate(efficiency: Mapping[str, FamilyEfficiency] | None = None) -> Estimate:
+        fractions = None if efficiency is None else efficiency_for(system.accelerator, efficiency)
+        return estimate_training(model, system, layout, job, efficiency=fractions, software=software)
+
+    return estimate
 
 
-def predict_training_case(case: Case | Mapping[str, Any], field: str, catalog: Catalog) -> float:
-    """The case's ``field`` (step_time_s, tokens_per_s_per_device, model/hw TFLOP/s per device, mfu)."""
-    estimate = estimate_case(case, catalog)
+def predict_training_case(
+    case: Case | Mapping[str, Any],
+    field: str,
+    catalog: Catalog,
+    efficiency: Mapping[str, FamilyEfficiency] | None = None,
+) -> float:
+    """The case's ``field`` (step_time_s, tokens_per_s_per_device, model/hw TFLOP/s per device, mfu),
+    under the efficiency table ``efficiency`` (None: the packaged one)."""
+    return training_value(estimate_case(case, catalog, efficiency), field)
+
+
+def training_value(estimate: Estimate, field: str) -> float:
+    """A measured training ``field`` as ``estimate`` gives it."""
     per_device = estimate.step_s * estimate.num_devices
     values = {
         "step_time_s": estimate.step_s,

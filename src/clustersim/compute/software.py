@@ -1,0 +1,111 @@
+"""The software stack as an input: what the training framework does, separate from what the chip can do.
+
+The same model on the same GPUs runs at very different speeds under Megatron-LM and under a PyTorch
+FSDP trainer. A ``SoftwareProfile`` says what one framework does: whether its attention kernel is
+fused (no score matrix in memory), whether it overlaps tensor-parallel communication with GEMMs,
+how it shards parameters under ZeRO-3/FSDP (one collective per layer, or one per parameter tensor,
+prefetched or not), in which precision it reduces gradients, how much of the hardware's GEMM
+efficiency its kernels reach, and its host-side costs per layer and per step. Hardware efficiencies
+(``clustersim.compute.efficiency``) describe the chip only.
+
+The profiles live in ``software.toml`` beside this module, each with its sources. A profile may
+hold ``[<profile>.family.<family>]`` tables for what the framework did on one accelerator family
+(the Megatron-LM measured on A100 predates fused attention). A user's file (``CLUSTERSIM_SOFTWARE``
+or ``extra`` paths) replaces the fields it gives; ``based_on`` starts a new profile from a known one.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from clustersim.catalog.tomlfiles import overlay_tables, user_paths, validate_tables
+from clustersim.errors import UnknownNameError
+
+ENV_VAR = "CLUSTERSIM_SOFTWARE"
+PACKAGE, FILE_NAME = "clustersim.compute", "software.toml"
+DEFAULT_FRAMEWORK = "megatron"
+
+
+class SoftwareSettings(BaseModel):
+    """What a framework does; in a family table, every field is optional and replaces the profile's."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    fused_attention: bool | None = Field(None, description="Attention in one fused kernel (no score matrix stored).")
+    tp_overlap: bool | None = Field(None, description="Tensor-parallel communication overlapped with GEMMs.")
+    zero3_prefetch: bool | None = Field(
+        None, description="ZeRO-3/FSDP: the next layer's parameters are gathered during this layer's compute."
+    )
+    zero3_collectives_per_layer: int | None = Field(
+        None, ge=1, description="ZeRO-3/FSDP: collectives per layer per gather (1: a flat parameter per layer)."
+    )
+    grad_reduce_bytes_fp16: float | None = Field(
+        None, gt=0, description="Bytes per gradient element reduced across data-parallel ranks in FP16 training."
+    )
+    grad_reduce_bytes_bf16: float | None = Field(
+        None, gt=0, description="Bytes per gradient element reduced in BF16 (and FP8) training."
+    )
+    kernel_efficiency: float | None = Field(
+        None, gt=0, le=1, description="Fraction of the hardware's GEMM and attention efficiency its kernels reach."
+    )
+    layer_overhead_s: float | None = Field(
+        None, ge=0, le=0.1, description="Host-side seconds per layer and micro-batch (hooks, launches), fwd + bwd."
+    )
+    step_overhead_s: float | None = Field(None, ge=0, le=60, description="Host-side seconds per optimizer step.")
+
+
+class SoftwareProfile(SoftwareSettings):
+    """One framework's profile; every setting given (a family table may replace some)."""
+
+    fused_attention: bool = Field(description="Attention in one fused kernel (no score matrix stored).")
+    tp_overlap: bool = Field(description="Tensor-parallel communication overlapped with GEMMs.")
+    zero3_prefetch: bool = Field(description="ZeRO-3/FSDP: next layer's parameters gathered during compute.")
+    zero3_collectives_per_layer: int = Field(ge=1, description="ZeRO-3/FSDP: collectives per layer per gather.")
+    grad_reduce_bytes_fp16: float = Field(gt=0, description="Bytes per gradient element reduced, FP16 training.")
+    grad_reduce_bytes_bf16: float = Field(gt=0, description="Bytes per gradient element reduced, BF16/FP8 training.")
+    kernel_efficiency: float = Field(gt=0, le=1, description="Fraction of the hardware's GEMM efficiency reached.")
+    layer_overhead_s: float = Field(ge=0, le=0.1, description="Host-side seconds per layer and micro-batch.")
+    step_overhead_s: float = Field(ge=0, le=60, description="Host-side seconds per optimizer step.")
+    description: str = Field(min_length=1, description="Which software this profile describes.")
+    source: str = Field(min_length=1, description="Where each setting comes from, or what it was fitted to.")
+    fitted: str | None = Field(None, description="When and how fitted values were last fitted.")
+    family: dict[str, SoftwareSettings] = Field(
+        default_factory=dict, description="Settings that differ on one accelerator family."
+    )
+    name: str = Field("", description="The profile's name (filled in when loaded).")
+
+    def on(self, family: str) -> SoftwareProfile:
+        """The profile as it runs on accelerators of ``family`` (its family table applied, if any)."""
+        override = self.family.get(family)
+        if override is None:
+            return self
+        return self.model_copy(update=override.model_dump(exclude_none=True))
+
+
+def software_profiles(extra: Sequence[str | Path] = (), *, use_env: bool = True) -> dict[str, SoftwareProfile]:
+    """The packaged profiles with the user's files (``CLUSTERSIM_SOFTWARE``, then ``extra``) over them."""
+    return _profiles(user_paths(ENV_VAR, extra, use_env=use_env))
+
+
+@functools.lru_cache(maxsize=32)
+def _profiles(user_files: tuple[str, ...]) -> dict[str, SoftwareProfile]:
+    tables = overlay_tables(PACKAGE, FILE_NAME, user_files, what="software profile file", entry="profile")
+    return {
+        name: profile.model_copy(update={"name": name})
+        for name, profile in validate_tables(tables, SoftwareProfile).items()
+    }
+
+
+def software_for(
+    framework: str | None, family: str, profiles: dict[str, SoftwareProfile] | None = None
+) -> SoftwareProfile:
+    """The profile of ``framework`` (default: Megatron) on accelerators of ``family``."""
+    table = software_profiles() if profiles is None else profiles
+    name = (framework or DEFAULT_FRAMEWORK).strip().lower()
+    if name not in table:
+        raise UnknownNameError("framework", name, table)
+    return table[name].on(family)
