@@ -569,3 +569,21 @@ def test_step_is_the_sum_of_exposed_terms_and_job_totals_follow():
 def test_an_impossible_layout_is_refused():
     with pytest.raises(ClusterSimError, match="must equal the devices"):
         estimate(Layout(tp=2), devices=4)
+
+
+def test_flat_zero_3_collectives_put_every_rank_on_its_own_network_share():
+    # 4 devices on 2 nodes: hierarchical collectives see 2 nodes of 2 (the node's whole network);
+    # flat ones see 4 ranks of 1, each with half its node's network.
+    flat_sw = SW.model_copy(update={"zero3_hierarchical": False, "zero3_prefetch": False})
+    hier_sw = SW.model_copy(update={"zero3_prefetch": False})
+    layout = Layout(dp=4, zero=3)
+    flat = estimate(layout, devices=4, per_node=2, global_batch=4, network=1e9, sw=flat_sw)
+    hier = estimate(layout, devices=4, per_node=2, global_batch=4, network=1e9, sw=hier_sw)
+    per_layer = PARAMS / 4 * 2
+    flat_fabric = Fabric("hand", 1, 4, NVLINK, 0.5e9, False)
+    hier_fabric = Fabric("hand", 2, 2, NVLINK, 1e9, False)
+    for est, fabric in ((flat, flat_fabric), (hier, hier_fabric)):
+        gather = t_coll(Op.ALL_GATHER, per_layer, fabric)
+        scatter = t_coll(Op.REDUCE_SCATTER, per_layer, fabric)
+        assert terms(est)["dp comm"][0] == pytest.approx(4 * (2 * gather + scatter), rel=REL)  # one micro-batch
+    assert terms(flat)["dp comm"][0] > 1.5 * terms(hier)["dp comm"][0]

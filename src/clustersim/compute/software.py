@@ -43,6 +43,11 @@ class SoftwareSettings(BaseModel):
     zero3_collectives_per_layer: int | None = Field(
         None, ge=1, description="ZeRO-3/FSDP: collectives per layer per gather (1: a flat parameter per layer)."
     )
+    zero3_hierarchical: bool | None = Field(
+        None,
+        description="ZeRO-3/FSDP collectives use the scale-up fabric inside a node (NCCL rings/trees); "
+        "false: flat over ranks, every rank's share crossing its own network card.",
+    )
     grad_reduce_bytes_fp16: float | None = Field(
         None, gt=0, description="Bytes per gradient element reduced across data-parallel ranks in FP16 training."
     )
@@ -65,6 +70,7 @@ class SoftwareProfile(SoftwareSettings):
     tp_overlap: bool = Field(description="Tensor-parallel communication overlapped with GEMMs.")
     zero3_prefetch: bool = Field(description="ZeRO-3/FSDP: next layer's parameters gathered during compute.")
     zero3_collectives_per_layer: int = Field(ge=1, description="ZeRO-3/FSDP: collectives per layer per gather.")
+    zero3_hierarchical: bool = Field(description="ZeRO-3/FSDP collectives use the scale-up fabric inside a node.")
     grad_reduce_bytes_fp16: float = Field(gt=0, description="Bytes per gradient element reduced, FP16 training.")
     grad_reduce_bytes_bf16: float = Field(gt=0, description="Bytes per gradient element reduced, BF16/FP8 training.")
     kernel_efficiency: float = Field(gt=0, le=1, description="Fraction of the hardware's GEMM efficiency reached.")

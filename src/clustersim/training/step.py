@@ -308,12 +308,15 @@ class StepContext:
         """ZeRO-3 / FSDP per micro-batch: each layer's parameters all-gathered in the forward pass and
         again in the backward pass, its gradients reduce-scattered after its backward, in
         ``zero3_collectives_per_layer`` collectives each (one per parameter tensor in DeepSpeed, one
-        flat parameter in FSDP: the per-collective latency counts that many times). With prefetch the
+        flat parameter in FSDP: the per-collective latency counts that many times), hierarchically over
+        the node's scale-up fabric or flat over the ranks as the framework does. With prefetch the
         next layer's gather runs during this layer's compute: the first gather and the last
         reduce-scatter are exposed, and a layer whose collectives outlast its compute exposes the rest.
         Embeddings and head are spread over the layers."""
         lay, sw = self.lay, self.sw
-        dp_ranks, stride, where = lay.dp * lay.cp, lay.tp, lay.zero >= 3
+        dp_ranks, where = lay.dp * lay.cp, lay.zero >= 3
+        # Flat collectives: one rank per "node" of the group's fabric, each on its own network share.
+        stride = lay.tp if sw.zero3_hierarchical else lay.tp * self.system.scaleup_devices
         layers = self.layers_here
         count = float(sw.zero3_collectives_per_layer)
         per_layer = self.params / layers / count
