@@ -88,7 +88,10 @@ STATUS = {
     -24: "timeout",
     24: "timeout",
     152: "timeout",
-    255: "timeout",
+    # mutmut reads 255 as a timeout, but its fork-server worker exits with -1 (255) when the test run
+    # raises, and a real CPU or wall timeout is SIGXCPU (-24). A run that raises is a mutant that keeps
+    # the selected tests from even being collected (a model the test module builds fails): killed.
+    255: "killed",
     37: "caught by type check",
 }
 

@@ -97,6 +97,17 @@ def test_explicit_head_dim_and_overrides():
     assert untied.norm_params() == 64
     rotary = Transformer(layers=1, hidden=64, ffn_hidden=128, heads=8, vocab=10, position="rotary")
     assert rotary.embedding_params() == 10 * 64
+    # Built here (not at import): the defaults a GELU model resolves to, biases included.
+    gpt = Transformer(layers=1, hidden=64, ffn_hidden=128, heads=8, vocab=10)
+    assert (gpt.linear_bias, gpt.tied_embeddings, gpt.kv_heads, gpt.head_dim) == (True, True, 8, 8)
+    assert gpt.attention_params() == 64 * 192 + 64 * 64 + 192 + 64
+    llama = Transformer(layers=1, hidden=64, ffn_hidden=128, heads=8, vocab=10, ffn_type="swiglu")
+    assert (llama.linear_bias, llama.tied_embeddings, llama.norm, llama.position) == (
+        False,
+        False,
+        Norm.RMSNORM,
+        Position.ROTARY,
+    )
 
 
 def test_moe_parameters_active_parameters_and_flops():
