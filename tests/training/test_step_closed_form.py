@@ -431,6 +431,27 @@ def test_ep_runs_four_all_to_alls_per_layer_of_the_routed_tokens():
     assert terms(est)["ep comm"] == pytest.approx((link, link), rel=REL)
 
 
+def test_fp8_training_dispatches_fp8_tokens_and_combines_in_16_bits():
+    fp8 = SW.model_copy(update={"ep_dispatch_bytes_fp8": 1.0})
+    est = estimate(Layout(dp=2, ep=2), devices=2, global_batch=4, model=MOE, precision=Dtype.FP8, sw=fp8)
+    dispatch = t_coll(Op.ALLTOALL, 1024 * 2 * H * 1, node_fabric(2))
+    combine = t_coll(Op.ALLTOALL, 1024 * 2 * H * 2, node_fabric(2))
+    link = 2 * 4 * 2 * (dispatch + combine)  # 2 micro-batches x 4 layers x (forward and backward)
+    assert terms(est)["ep comm"] == pytest.approx((link, link), rel=REL)
+
+
+def test_an_overlapped_all_to_all_hides_behind_another_micro_batchs_compute():
+    est = estimate(
+        Layout(dp=2, ep=2), devices=2, global_batch=4, model=MOE, sw=SW.model_copy(update={"ep_overlap": True})
+    )
+    link, exposed = terms(est)["ep comm"]
+    compute = terms(est)["forward"][1] + terms(est)["backward"][1]
+    assert exposed == pytest.approx(max(link - compute, 0.0), rel=REL)
+    assert link == pytest.approx(
+        terms(estimate(Layout(dp=2, ep=2), devices=2, global_batch=4, model=MOE))["ep comm"][0]
+    )
+
+
 def test_moe_layer_computes_top_k_experts_and_the_router():
     est = estimate(Layout(dp=2, ep=2), devices=2, global_batch=4, model=MOE)
     gemm, core, _ = layer_parts(1024)

@@ -48,6 +48,12 @@ class SoftwareSettings(BaseModel):
         description="ZeRO-3/FSDP collectives use the scale-up fabric inside a node (NCCL rings/trees); "
         "false: flat over ranks, every rank's share crossing its own network card.",
     )
+    ep_overlap: bool | None = Field(
+        None, description="Expert all-to-alls overlapped with another micro-batch's compute (MoE A2A overlap)."
+    )
+    ep_dispatch_bytes_fp8: float | None = Field(
+        None, gt=0, le=2, description="Bytes per element of the token dispatch in FP8 training (combine stays 16-bit)."
+    )
     grad_reduce_bytes_fp16: float | None = Field(
         None, gt=0, description="Bytes per gradient element reduced across data-parallel ranks in FP16 training."
     )
@@ -71,6 +77,8 @@ class SoftwareProfile(SoftwareSettings):
     zero3_prefetch: bool = Field(description="ZeRO-3/FSDP: next layer's parameters gathered during compute.")
     zero3_collectives_per_layer: int = Field(ge=1, description="ZeRO-3/FSDP: collectives per layer per gather.")
     zero3_hierarchical: bool = Field(description="ZeRO-3/FSDP collectives use the scale-up fabric inside a node.")
+    ep_overlap: bool = Field(description="Expert all-to-alls overlapped with another micro-batch's compute.")
+    ep_dispatch_bytes_fp8: float = Field(gt=0, le=2, description="Bytes per element of the FP8 token dispatch.")
     grad_reduce_bytes_fp16: float = Field(gt=0, description="Bytes per gradient element reduced, FP16 training.")
     grad_reduce_bytes_bf16: float = Field(gt=0, description="Bytes per gradient element reduced, BF16/FP8 training.")
     kernel_efficiency: float = Field(gt=0, le=1, description="Fraction of the hardware's GEMM efficiency reached.")

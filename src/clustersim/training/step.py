@@ -280,14 +280,24 @@ class StepContext:
         return TermTimes(link, np.maximum(link - self.layers_here * 3 * self.attention_fwd, 0.0))
 
     @_derived
-    def ep_mb(self) -> FloatArray:
-        """EP all-to-all per micro-batch: dispatch and combine, forward and backward."""
+    def ep_mb(self) -> TermTimes:
+        """EP all-to-all per micro-batch: dispatch and combine, forward and backward (the dispatch in
+        FP8 where the framework sends it so). With the framework's A2A overlap, another micro-batch's
+        compute hides them."""
         moe = self.model.moe
         if moe is None:
-            return np.zeros_like(self.tokens)
-        lay = self.lay
-        dispatch = ACT_BYTES * self.tokens * moe.top_k * self.model.hidden
-        return self.layers_here * 4 * self.collective_s(Op.ALLTOALL, dispatch, lay.ep, lay.tp * lay.cp)
+            zero = np.zeros_like(self.tokens)
+            return TermTimes(zero, zero)
+        lay, sw = self.lay, self.sw
+        elements = self.tokens * moe.top_k * self.model.hidden
+        dispatch_bytes = sw.ep_dispatch_bytes_fp8 if self.precision is Dtype.FP8 else ACT_BYTES
+        group = (lay.ep, lay.tp * lay.cp)
+        dispatch = self.collective_s(Op.ALLTOALL, dispatch_bytes * elements, *group)
+        combine = self.collective_s(Op.ALLTOALL, ACT_BYTES * elements, *group)
+        link = self.layers_here * 2 * (dispatch + combine)
+        if not sw.ep_overlap:
+            return TermTimes(link, link)
+        return TermTimes(link, np.maximum(link - (self.fwd_mb + self.bwd_mb), 0.0))
 
     @_derived
     def pp_mb(self) -> FloatArray:
@@ -388,7 +398,15 @@ def _recompute(ctx: StepContext) -> TermTimes:
 def _bubble(ctx: StepContext) -> TermTimes:
     """The bubble idles for (pp - 1) / vp micro-batch times, communication on the critical path included."""
     share = (ctx.lay.pp.astype(float) - 1) / ctx.lay.vp.astype(float)
-    per_mb = ctx.fwd_mb + ctx.bwd_mb + ctx.rec_mb + ctx.tp_mb.exposed_s + ctx.cp_mb.exposed_s + ctx.ep_mb + ctx.pp_mb
+    per_mb = (
+        ctx.fwd_mb
+        + ctx.bwd_mb
+        + ctx.rec_mb
+        + ctx.tp_mb.exposed_s
+        + ctx.cp_mb.exposed_s
+        + ctx.ep_mb.exposed_s
+        + ctx.pp_mb
+    )
     return _same(share * per_mb)
 
 
@@ -404,7 +422,7 @@ def _cp(ctx: StepContext) -> TermTimes:
 
 @step_term("ep comm", "expert all-to-all")
 def _ep(ctx: StepContext) -> TermTimes:
-    return _same(ctx.micro_batches * ctx.ep_mb)
+    return TermTimes(ctx.micro_batches * ctx.ep_mb.link_s, ctx.micro_batches * ctx.ep_mb.exposed_s)
 
 
 @step_term("pp comm", "pipeline send/recv")
