@@ -20,6 +20,11 @@ gated MLPs: per layer and micro-batch, with ``S = s b`` tokens (``s`` divided by
 
 The first pipeline stage holds ``min(pp, micro-batches)`` micro-batches in flight (x ``1 + (pp-1) /
 (pp vp)`` interleaved); the loss adds 4-byte logits ``4 S V / t``.
+
+Other architectures (see ``Transformer``): Q, K, V and the projection input are ``q + kv + value +
+context`` wide (latent attention's latents are not counted); a MoE model's leading dense layers sit
+on the first stage, and the heavier of that stage and a MoE-only one is counted, while their
+activations use the layers' average MLP.
 """
 
 from __future__ import annotations
@@ -88,12 +93,17 @@ def params_per_device(model: Transformer, lay: LayoutArrays) -> FloatArray:
     mlp = model.mlp_params()
     routed = (model.moe.experts * mlp / lay.ep) if model.moe else 0.0
     shared = (model.moe.shared_experts * mlp) if model.moe else mlp
-    layer = (model.attention_params() + model.router_params() + routed + shared) / tp + 2 * model.norm_params()
+    layer = (model.attention_params() + model.router_params() + routed + shared) / tp + model.layer_norm_params()
     embedding = model.vocab * model.hidden / tp
     positions = model.embedding_params() - model.vocab * model.hidden * (1 if model.tied_embeddings else 2)
     one_stage_output = 0.0 if model.tied_embeddings else embedding  # pp == 1: untied output matrix too
     ends = np.where(lay.pp == 1, embedding + positions + one_stage_output, embedding + positions)
-    return stage_layers(model, lay) * layer + ends + model.norm_params()
+    held = stage_layers(model, lay) * layer
+    if model.dense_layers:  # on the first stage, in place of MoE layers
+        dense = (model.attention_params() + model.dense_mlp_params()) / tp + model.layer_norm_params()
+        first = held + np.minimum(model.dense_layers, stage_layers(model, lay)) * (dense - layer)
+        held = np.where(lay.pp == 1, first, np.maximum(first, held))
+    return held + ends + model.norm_params()
 
 
 def memory_per_device(
@@ -123,9 +133,12 @@ def layer_activation_bytes(model: Transformer, lay: LayoutArrays, *, seq_len: in
     outside = 5 * b * tokens * h / np.where(lay.sequence_parallel, tp, 1.0)
     mlp_inner = b * tokens * model.expert_ffn * model.ffn_type.num_matrices
     capacity = model.moe.capacity_factor if model.moe else 1.0
-    inside = (
-        b * tokens * (model.q_width + 2 * model.kv_width + model.q_width) + mlp_inner * model.active_mlps * capacity
-    )
+    attention = model.q_width + model.kv_width + model.value_width + model.context_width
+    inside = b * tokens * attention + mlp_inner * model.active_mlps * capacity
+    if model.dense_layers:  # the layers' average MLP
+        dense_inner = b * tokens * model.ffn_hidden * model.ffn_type.num_matrices
+        share = model.dense_layers / model.layers
+        inside = b * tokens * attention + (1 - share) * mlp_inner * model.active_mlps * capacity + share * dense_inner
     scores = 0.0 if fused else 5 * model.heads * seq_len * tokens
     scores = np.where(lay.recompute_selective, 0.0, scores)
     return np.asarray(outside + (inside + scores) / tp, dtype=float)

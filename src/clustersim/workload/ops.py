@@ -25,6 +25,13 @@ Each operation carries the ratio of its backward work to its forward work: 2 for
 weight gradients) and the attention core, 15/13 for unfused scores, 1.5 for element-wise kernels
 (input and incoming gradient read, one gradient written, for the forward's read and write), 2 for
 the loss. Quantities are numpy arrays so that many layouts evaluate at once.
+
+Other architectures (see ``Transformer``): latent attention's QKV GEMM is its down and up
+projections and its core ``2 T s (q + context) / t`` with the value width; a windowed layer's fused
+causal core meets ``m (1 - m / 2s)`` keys per query (``m = min(s, window)``), an unfused one all
+``s``. A MoE model's leading dense layers are averaged into the layer: ``mlp`` (dense), ``experts``
+and ``router`` each carry their share of the layers, so the sum over all layers is exact while a
+pipeline stage holding the dense layers is costed as an average one.
 """
 
 from __future__ import annotations
@@ -103,9 +110,15 @@ def layer_operations(
     routed = tokens * model.active_mlps * capacity  # token-expert pairs
     # One expert's GEMM sees the EP group's tokens spread over its experts.
     per_expert = tokens * model.moe.top_k * capacity * ep / model.moe.experts if model.moe else tokens
+    if model.mla is None and not model.window_layers:
+        qkv = 2 * tokens * h * (q + 2 * kv) / tp
+        core = 4 * tokens * seq_len * q / tp * causal
+    else:
+        qkv = 2 * tokens * model.qkv_matmul_params() / tp
+        core = 2 * tokens * (q + model.context_width) * _keys_per_query(model, seq_len, fused_attention) / tp
     ops = [
-        _op("qkv", OpKind.GEMM, like, flop=2 * tokens * h * (q + 2 * kv) / tp, ratio=2.0),
-        _op("attention core", OpKind.ATTENTION, like, flop=4 * tokens * seq_len * q / tp * causal, ratio=2.0),
+        _op("qkv", OpKind.GEMM, like, flop=qkv, ratio=2.0),
+        _op("attention core", OpKind.ATTENTION, like, flop=core, ratio=2.0),
     ]
     if not fused_attention:
         score_bytes = SCORE_BYTES_FORWARD * tokens * seq_len * model.heads / tp
@@ -118,20 +131,27 @@ def layer_operations(
                 ratio=SCORE_BYTES_BACKWARD / SCORE_BYTES_FORWARD,
             )
         )
+    share = model.moe_layers / model.layers if model.dense_layers else 1.0  # of layers with the experts
     ops += [
-        _op("output projection", OpKind.GEMM, like, flop=2 * tokens * q * h / tp, ratio=2.0),
+        _op("output projection", OpKind.GEMM, like, flop=2 * tokens * model.context_width * h / tp, ratio=2.0),
         _op(
             "experts" if model.moe else "mlp",
             OpKind.GEMM,
             like,
-            flop=2 * routed * h * f * matrices / tp,
+            flop=2 * routed * h * f * matrices / tp * share,
             each=2 * per_expert * h * f / tp,
             ratio=2.0,
         ),
     ]
     if model.moe:
-        ops.append(_op("router", OpKind.GEMM, like, flop=2 * tokens * h * model.moe.experts, ratio=2.0))
+        ops.append(_op("router", OpKind.GEMM, like, flop=2 * tokens * h * model.moe.experts * share, ratio=2.0))
     inner = (2 * (q + 2 * kv) + (matrices + 1) * f * model.active_mlps * capacity) / tp
+    if model.dense_layers:
+        dense_share, width = model.dense_layers / model.layers, model.ffn_hidden
+        each = 2 * tokens * h * width / tp
+        ops.append(_op("mlp", OpKind.GEMM, like, flop=each * matrices * dense_share, each=each, ratio=2.0))
+        mlp_elements = (matrices + 1) * (f * model.active_mlps * capacity * share + width * dense_share)
+        inner = (2 * (q + 2 * kv) + mlp_elements) / tp
     ops += [
         _op(
             "norms and residuals",
@@ -149,6 +169,17 @@ def layer_operations(
         ),
     ]
     return ops
+
+
+def _keys_per_query(model: Transformer, seq_len: int, fused: bool) -> float:
+    """Keys one query meets in the attention core, averaged over the layers: a fused causal kernel
+    skips the masked half of a full layer and the masked corner of a windowed one."""
+    windowed = model.window_layers or 0
+    if not fused:
+        return float(seq_len)
+    band = min(seq_len, model.sliding_window) if windowed else seq_len
+    window_keys = band * (1 - band / (2 * seq_len))
+    return ((model.layers - windowed) * seq_len * CAUSAL_FRACTION + windowed * window_keys) / model.layers
 
 
 def head_operations(model: Transformer, *, tokens: FloatArray, tp: FloatArray) -> list[Operation]:

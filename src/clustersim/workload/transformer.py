@@ -9,6 +9,13 @@ Conventions (see ../shared/reference/prior-art.md, "FLOPs per iteration"):
   NeMo and the MFU figures of the papers count them (no causal halving). For a GPT with a 4h FFN
   and an untied or tied vocab this reproduces ``72 B s l h^2 (1 + s/(6h) + V/(12 l h))`` exactly.
 * **hardware FLOPs** add the forward work that activation recompute repeats.
+
+Beyond the GPT and Llama blocks, a few optional fields describe what other families change in the
+counts (each default leaves a model as it was): ``geglu`` MLPs (Gemma), Q/K/V-only biases (Qwen2),
+one or four norms per block (Falcon-7B and Phi-2; Gemma 2 and 3), per-head query/key norms (Qwen3,
+Gemma 3), multi-head latent attention (DeepSeek-V2/V3, :class:`MLA`), leading dense layers in a MoE
+model (DeepSeek), and sliding-window attention (Mistral 7B v0.1, Gemma 2 and 3, Phi-3): a windowed
+layer's scores and context cover ``min(s, window)`` keys per token in the model FLOPs.
 """
 
 from __future__ import annotations
@@ -16,16 +23,26 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from clustersim.errors import ClusterSimError, validation_problems
 
 
 class FfnType(StrEnum):
-    """The MLP: ``gelu`` (up and down, 2 matrices) or ``swiglu`` (gate, up and down, 3 matrices)."""
+    """The MLP: ``gelu`` (up and down, 2 matrices, any element-wise activation), or a gated MLP of 3
+    matrices (gate, up and down): ``swiglu`` (SiLU gate, Llama) or ``geglu`` (GELU gate, Gemma)."""
 
     GELU = "gelu"
     SWIGLU = "swiglu"
+    GEGLU = "geglu"
 
     @property
     def num_matrices(self) -> int:
@@ -65,10 +82,37 @@ class MoE(BaseModel):
         return self
 
 
+class MLA(BaseModel):
+    """Multi-head latent attention (DeepSeek-V2/V3). Per layer: queries ``h -> q_lora_rank -> heads x
+    head_dim`` (``h -> heads x head_dim`` without a query rank); keys and values ``h -> kv_lora_rank +
+    rope_head_dim``, then ``kv_lora_rank -> heads x (head_dim - rope_head_dim + v_head_dim)``; the
+    output ``heads x v_head_dim -> h``; an RMSNorm on each latent. ``head_dim`` of the model is the
+    query/key head width, its rotary part included."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kv_lora_rank: int = Field(gt=0, description="Width of the compressed key/value latent.")
+    rope_head_dim: int = Field(gt=0, description="Width of the rotary key, one shared by all heads (part of head_dim).")
+    v_head_dim: int = Field(gt=0, description="Width of one value head (the attention output is heads x v_head_dim).")
+    q_lora_rank: int = Field(default=0, ge=0, description="Width of the compressed query; 0 = a full-rank projection.")
+
+
+# Optional architecture fields and the value that leaves a model as before; model_dump leaves them
+# out at that value (qkv_bias: when it equals linear_bias), so a plain model's record is unchanged.
+_EXTENSIONS: dict[str, object] = {
+    "layer_norms": 2,
+    "qk_norm": False,
+    "mla": None,
+    "dense_layers": 0,
+    "sliding_window": 0,
+    "window_layers": 0,
+}
+
+
 class Transformer(BaseModel):
     """A decoder-only transformer. Defaults follow the FFN type: ``gelu`` models are GPT-style
-    (biases, LayerNorm, learned positions, tied embeddings), ``swiglu`` models Llama-style (no
-    biases, RMSNorm, rotary, untied)."""
+    (biases, LayerNorm, learned positions, tied embeddings), gated ones Llama-style (no biases,
+    RMSNorm, rotary, untied). The fields after ``moe`` are optional extensions; see the module."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -87,6 +131,17 @@ class Transformer(BaseModel):
     linear_bias: bool | None = Field(default=None, description="Biases on the linear layers; default by ffn_type.")
     tied_embeddings: bool | None = Field(default=None, description="Logits share the embedding; default by ffn_type.")
     moe: MoE | None = Field(default=None, description="Mixture of experts, if any.")
+    qkv_bias: bool | None = Field(default=None, description="Biases on Q, K and V (Qwen2); default linear_bias.")
+    layer_norms: int = Field(
+        default=2, ge=1, le=4, description="Norms per block: 2; 1 before a parallel attention and MLP; 4 (Gemma 2)."
+    )
+    qk_norm: bool = Field(default=False, description="An RMSNorm on each query and key head (Qwen3, Gemma 3).")
+    mla: MLA | None = Field(default=None, description="Multi-head latent attention (DeepSeek), if any.")
+    dense_layers: int = Field(default=0, ge=0, description="Leading MoE-model blocks with a dense MLP of ffn_hidden.")
+    sliding_window: int = Field(default=0, ge=0, description="Keys a windowed layer attends to; 0 = no window.")
+    window_layers: int | None = Field(
+        default=None, ge=0, description="Layers with the sliding window (the rest see the whole sequence); default all."
+    )
 
     @model_validator(mode="after")
     def _resolve(self) -> Self:
@@ -106,11 +161,41 @@ class Transformer(BaseModel):
             resolved["linear_bias"] = gpt
         if self.tied_embeddings is None:
             resolved["tied_embeddings"] = gpt
+        if self.qkv_bias is None:
+            resolved["qkv_bias"] = resolved.get("linear_bias", self.linear_bias)
+        if self.window_layers is None:
+            resolved["window_layers"] = self.layers if self.sliding_window else 0
         for key, value in resolved.items():
             object.__setattr__(self, key, value)
         if self.heads % self.kv_heads:
             raise ValueError(f"heads {self.heads} is not a multiple of kv_heads {self.kv_heads}")
+        self._check_extensions()
         return self
+
+    def _check_extensions(self) -> None:
+        if self.window_layers and not self.sliding_window:
+            raise ValueError(f"window_layers {self.window_layers} needs a sliding_window")
+        if (self.window_layers or 0) > self.layers:
+            raise ValueError(f"window_layers {self.window_layers} exceeds layers {self.layers}")
+        if self.dense_layers and (self.moe is None or self.dense_layers >= self.layers):
+            raise ValueError(f"dense_layers {self.dense_layers} needs a MoE model with more layers than that")
+        if self.mla is not None:
+            if self.kv_heads != self.heads:
+                raise ValueError(f"latent attention has a key/value head per query head, not kv_heads {self.kv_heads}")
+            if self.mla.rope_head_dim >= self.head_dim:
+                raise ValueError(f"mla.rope_head_dim {self.mla.rope_head_dim} must be below head_dim {self.head_dim}")
+            if self.qkv_bias or self.linear_bias:
+                raise ValueError("linear biases with latent attention are not modelled")
+
+    @model_serializer(mode="wrap")
+    def _omit_unused_extensions(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        for key, default in _EXTENSIONS.items():
+            if key in data and data[key] == default:
+                del data[key]
+        if data.get("qkv_bias") == data.get("linear_bias"):
+            data.pop("qkv_bias", None)
+        return data
 
     # ---- shape --------------------------------------------------------------------------------
     @property
@@ -122,6 +207,26 @@ class Transformer(BaseModel):
     def kv_width(self) -> int:
         """Width of the keys (and of the values): kv_heads x head_dim."""
         return self.kv_heads * self.head_dim
+
+    @property
+    def value_head_dim(self) -> int:
+        """Width of one value head: head_dim, or the latent attention's v_head_dim."""
+        return self.mla.v_head_dim if self.mla else self.head_dim
+
+    @property
+    def value_width(self) -> int:
+        """Width of the values: kv_heads x value_head_dim (kv_width without latent attention)."""
+        return self.kv_heads * self.value_head_dim
+
+    @property
+    def context_width(self) -> int:
+        """Width of the attention output (the output projection's input): heads x value_head_dim."""
+        return self.heads * self.value_head_dim
+
+    @property
+    def moe_layers(self) -> int:
+        """Blocks whose MLP is the model's MLP or experts (all but the leading dense layers)."""
+        return self.layers - self.dense_layers
 
     @property
     def expert_ffn(self) -> int:
@@ -139,14 +244,35 @@ class Transformer(BaseModel):
         return self.moe.experts + self.moe.shared_experts if self.moe else 1
 
     # ---- parameters ---------------------------------------------------------------------------
+    def qkv_matmul_params(self) -> int:
+        """The weight matrices that make one layer's queries, keys and values (the latent
+        attention's down and up projections where it has them)."""
+        if self.mla is None:
+            return self.hidden * (self.q_width + 2 * self.kv_width)
+        m = self.mla
+        rank = m.q_lora_rank
+        query = self.hidden * rank + rank * self.q_width if rank else self.hidden * self.q_width
+        keys_values = self.hidden * (m.kv_lora_rank + m.rope_head_dim) + m.kv_lora_rank * self.heads * (
+            self.head_dim - m.rope_head_dim + m.v_head_dim
+        )
+        return query + keys_values
+
+    def output_matmul_params(self) -> int:
+        """The weight matrix of one layer's output projection."""
+        return self.context_width * self.hidden
+
     def attention_matmul_params(self) -> int:
         """The weight matrices of one layer's Q, K, V and output projections (no biases)."""
-        return self.hidden * (self.q_width + 2 * self.kv_width) + self.q_width * self.hidden
+        return self.qkv_matmul_params() + self.output_matmul_params()
 
     def attention_params(self) -> int:
-        """Q, K, V and output projections of one layer (with biases where the model has them)."""
-        biases = (self.q_width + 2 * self.kv_width + self.hidden) if self.linear_bias else 0
-        return self.attention_matmul_params() + biases
+        """Q, K, V and output projections of one layer, with their biases where the model has them,
+        per-head query/key norms and the latent attention's norms."""
+        biases = (self.q_width + 2 * self.kv_width if self.qkv_bias else 0) + (self.hidden if self.linear_bias else 0)
+        norms = 2 * self.head_dim if self.qk_norm else 0
+        if self.mla is not None:
+            norms += self.mla.q_lora_rank + self.mla.kv_lora_rank
+        return self.attention_matmul_params() + biases + norms
 
     def mlp_matmul_params(self) -> int:
         """The weight matrices of one MLP (one expert) of one layer (no biases)."""
@@ -157,6 +283,15 @@ class Transformer(BaseModel):
         biases = ((self.ffn_type.num_matrices - 1) * self.expert_ffn + self.hidden) if self.linear_bias else 0
         return self.mlp_matmul_params() + biases
 
+    def dense_mlp_matmul_params(self) -> int:
+        """The weight matrices of the dense MLP (width ffn_hidden) of a leading dense layer."""
+        return self.ffn_type.num_matrices * self.hidden * self.ffn_hidden
+
+    def dense_mlp_params(self) -> int:
+        """The dense MLP of one leading dense layer, with its biases."""
+        biases = ((self.ffn_type.num_matrices - 1) * self.ffn_hidden + self.hidden) if self.linear_bias else 0
+        return self.dense_mlp_matmul_params() + biases
+
     def router_params(self) -> int:
         """The MoE router of one layer (0 for a dense model)."""
         return self.hidden * self.moe.experts if self.moe else 0
@@ -165,14 +300,22 @@ class Transformer(BaseModel):
         """One normalization layer."""
         return (2 if self.norm is Norm.LAYERNORM else 1) * self.hidden
 
+    def layer_norm_params(self) -> int:
+        """The norms of one block (layer_norms of them)."""
+        return self.layer_norms * self.norm_params()
+
     def layer_params(self) -> int:
-        """All parameters of one transformer block."""
+        """All parameters of one transformer block (a MoE block where the model has experts)."""
         return (
             self.attention_params()
             + self.total_mlps * self.mlp_params()
             + self.router_params()
-            + 2 * self.norm_params()
+            + self.layer_norm_params()
         )
+
+    def dense_layer_params(self) -> int:
+        """All parameters of one leading dense block of a MoE model."""
+        return self.attention_params() + self.dense_mlp_params() + self.layer_norm_params()
 
     def embedding_params(self) -> int:
         """Token embedding, learned positions, and the output matrix when it is not tied."""
@@ -182,23 +325,33 @@ class Transformer(BaseModel):
 
     def num_params(self) -> int:
         """Total parameters (the final norm included)."""
-        return self.layers * self.layer_params() + self.embedding_params() + self.norm_params()
+        blocks = self.moe_layers * self.layer_params() + self.dense_layers * self.dense_layer_params()
+        return blocks + self.embedding_params() + self.norm_params()
 
     def active_params(self) -> int:
         """Parameters a token uses (routed experts counted top_k times)."""
         inactive = (self.total_mlps - self.active_mlps) * self.mlp_params()
-        return self.num_params() - self.layers * inactive
+        return self.num_params() - self.moe_layers * inactive
 
     # ---- FLOPs --------------------------------------------------------------------------------
     def matmul_params_per_token(self) -> int:
         """Weights a token multiplies: per layer QKV, output, active MLPs, router; then the logits."""
         mlp = self.active_mlps * self.mlp_matmul_params()
-        return self.layers * (self.attention_matmul_params() + mlp + self.router_params()) + self.vocab * self.hidden
+        attention = self.attention_matmul_params()
+        dense = self.dense_layers * (attention + self.dense_mlp_matmul_params())
+        return self.moe_layers * (attention + mlp + self.router_params()) + dense + self.vocab * self.hidden
+
+    def attended_keys(self, seq_len: int | None = None) -> int:
+        """Keys one token's queries meet, summed over the layers: the whole sequence ``s``, or
+        ``min(s, sliding_window)`` on a windowed layer (the model-FLOPs convention, no causal halving)."""
+        s = seq_len or self.seq_len
+        windowed = self.window_layers or 0
+        return (self.layers - windowed) * s + windowed * min(s, self.sliding_window)
 
     def attention_flops_per_token(self, seq_len: int | None = None) -> float:
-        """Forward FLOPs of the attention scores and context of one token, all layers (full s)."""
-        s = seq_len or self.seq_len
-        return float(self.layers * 4 * s * self.q_width)
+        """Forward FLOPs of the attention scores (``2 q_width``) and context (``2 context_width``)
+        per attended key of one token, all layers."""
+        return float(2 * (self.q_width + self.context_width) * self.attended_keys(seq_len))
 
     def forward_flops_per_token(self, seq_len: int | None = None) -> float:
         """Forward-pass matmul FLOPs of one token."""
