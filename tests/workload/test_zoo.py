@@ -99,82 +99,17 @@ def test_packaged_zoo_is_cached() -> None:
     assert load_entry("llama2-7b", use_env=False) is load_entry("llama2-7b", use_env=False)
 
 
-# ---- Hugging Face config.json ------------------------------------------------------------------
-LLAMA3_8B_CONFIG = {
-    "_name_or_path": "meta-llama/Meta-Llama-3-8B",
-    "architectures": ["LlamaForCausalLM"],
-    "hidden_act": "silu",
-    "hidden_size": 4096,
-    "intermediate_size": 14336,
-    "max_position_embeddings": 8192,
-    "model_type": "llama",
-    "num_attention_heads": 32,
-    "num_hidden_layers": 32,
-    "num_key_value_heads": 8,
-    "rope_theta": 500000.0,
-    "tie_word_embeddings": False,
-    "vocab_size": 128256,
-}
-MIXTRAL_CONFIG = {
-    "hidden_act": "silu",
-    "hidden_size": 4096,
-    "intermediate_size": 14336,
-    "max_position_embeddings": 32768,
-    "model_type": "mixtral",
-    "num_attention_heads": 32,
-    "num_experts_per_tok": 2,
-    "num_hidden_layers": 32,
-    "num_key_value_heads": 8,
-    "num_local_experts": 8,
-    "rope_theta": 1e6,
-    "tie_word_embeddings": False,
-    "vocab_size": 32000,
-}
-
-
+# ---- Hugging Face config.json (each family and every refusal: test_hf.py) ---------------------------------
 def _write(path: Path, data: object) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data))
     return path
 
 
-def test_hf_llama3_config_matches_the_zoo(tmp_path: Path) -> None:
-    model = load_model(str(_write(tmp_path / "config.json", LLAMA3_8B_CONFIG)))
-    zoo = load_model("llama3-8b", use_env=False)
-    assert model.name == "meta-llama/Meta-Llama-3-8B"
-    assert model.num_params() == zoo.num_params() == 8_030_261_248
-    assert model.model_flops_per_token() == zoo.model_flops_per_token()
-
-
-def test_hf_mixtral_config_and_folder_name(tmp_path: Path) -> None:
-    _write(tmp_path / "Mixtral-8x7B-v0.1" / "config.json", MIXTRAL_CONFIG)
-    model = load_model(str(tmp_path / "Mixtral-8x7B-v0.1"))  # a folder holding config.json
-    assert model.name == "Mixtral-8x7B-v0.1"
-    assert model.seq_len == 8192  # capped
-    assert (model.num_params(), model.active_params()) == (46_702_792_704, 12_879_925_248)
-
-
-def test_hf_deepseek_style_moe(tmp_path: Path) -> None:
-    config = {**LLAMA3_8B_CONFIG, "n_routed_experts": 64, "n_shared_experts": 2, "num_experts_per_tok": 6}
-    model = load_model(str(_write(tmp_path / "config.json", {**config, "moe_intermediate_size": 1408})))
-    assert model.moe is not None and model.expert_ffn == 1408
-    assert (model.total_mlps, model.active_mlps) == (66, 8)
-
-
-def test_hf_config_missing_key_and_bad_json(tmp_path: Path) -> None:
-    config = {k: v for k, v in LLAMA3_8B_CONFIG.items() if k != "vocab_size"}
-    with pytest.raises(ClusterSimError, match="vocab_size"):
-        load_model(str(_write(tmp_path / "a" / "config.json", config)))
-    bad = tmp_path / "b" / "config.json"
-    bad.parent.mkdir()
-    bad.write_text("{not json")
-    with pytest.raises(ClusterSimError, match=r"b/config\.json"):
-        load_model(str(bad))
-
-
 @settings(max_examples=40, deadline=None)
 @given(
-    act=st.sampled_from(["silu", "swish", "gelu", "gelu_new"]),
+    model_type=st.sampled_from(["llama", "mistral", "qwen2", "phi3"]),
+    act=st.sampled_from(["silu", "swish"]),
     layers=st.integers(1, 96),
     head_dim=st.sampled_from([64, 128]),
     heads=st.sampled_from([8, 16, 32]),
@@ -184,9 +119,10 @@ def test_hf_config_missing_key_and_bad_json(tmp_path: Path) -> None:
     tied=st.booleans(),
 )
 def test_hf_config_reads_every_shape_field(
-    act: str, layers: int, head_dim: int, heads: int, groups: int, ffn: int, vocab: int, tied: bool
+    model_type: str, act: str, layers: int, head_dim: int, heads: int, groups: int, ffn: int, vocab: int, tied: bool
 ) -> None:
     config = {
+        "model_type": model_type,
         "hidden_act": act,
         "num_hidden_layers": layers,
         "hidden_size": heads * head_dim,
@@ -206,9 +142,9 @@ def test_hf_config_reads_every_shape_field(
         kv_heads=heads // groups,
         vocab=vocab,
         seq_len=4096,
-        ffn_type="swiglu" if act in {"silu", "swish"} else "gelu",
-        position="rotary",
+        ffn_type="swiglu",
         tied_embeddings=tied,
+        qkv_bias=model_type == "qwen2",  # Qwen2's Q, K and V carry biases
     )
     with tempfile.TemporaryDirectory() as folder:
         model = read_hf_config(_write(Path(folder) / "config.json", config))
@@ -298,3 +234,14 @@ def test_missing_path(spec: str, tmp_path: Path) -> None:
 def test_missing_user_dir(tmp_path: Path) -> None:
     with pytest.raises(ClusterSimError, match="no such model directory"):
         list_models([tmp_path / "absent"], use_env=False)
+
+
+def test_a_model_toml_or_zoo_file_that_is_not_utf8_is_one_clear_error(tmp_path: Path) -> None:
+    latin = USER_TOML.replace('source = "our fork"', 'source = "caf\xe9"').encode("latin-1")
+    (tmp_path / "zoo").mkdir()
+    (tmp_path / "zoo" / "mine.toml").write_bytes(latin)
+    (tmp_path / "one.toml").write_bytes(latin)
+    with pytest.raises(ClusterSimError, match=r"zoo/mine\.toml: cannot read the file: not UTF-8 text"):
+        list_models([tmp_path / "zoo"], use_env=False)
+    with pytest.raises(ClusterSimError, match=r"one\.toml: cannot read the file: not UTF-8 text"):
+        load_model(str(tmp_path / "one.toml"))

@@ -45,7 +45,10 @@ def read_toml(path: str | Path, what: str = "file") -> dict[str, Any]:
         raise CatalogFileError(str(path), None, None, None, f"no such {what}") from None
     except tomllib.TOMLDecodeError as exc:
         raise CatalogFileError(str(path), None, None, None, f"cannot read the file: not valid TOML: {exc}") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        rule = f"cannot read the file: not UTF-8 text ({exc.reason} at byte {exc.start}); TOML files are UTF-8"
+        raise CatalogFileError(str(path), None, None, None, rule) from None
+    except OSError as exc:
         raise CatalogFileError(str(path), None, None, None, f"cannot read the file: {exc}") from None
 
 

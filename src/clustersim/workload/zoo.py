@@ -3,27 +3,27 @@
 The packaged zoo is ``catalog/models/*.toml``: one table per model, keyed by its id, holding the
 fields of :class:`~clustersim.workload.transformer.Transformer` and a ``source``. Directories in
 ``CLUSTERSIM_MODELS`` (separated by ``os.pathsep``) and then those given as ``extra_dirs`` are read
-after it; an entry with a known id replaces it.
+after it; an entry with a known id replaces it. A ``config.json`` is read by
+:mod:`clustersim.workload.hf`.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from clustersim.catalog.tomlfiles import expand_toml_paths, read_toml, user_paths
 from clustersim.errors import CatalogFileError, UnknownNameError
+from clustersim.workload.hf import read_hf_config
 from clustersim.workload.transformer import Transformer, transformer_from_mapping
 
+__all__ = ["ENV_VAR", "ZooEntry", "list_models", "load_entry", "load_model", "model_source", "read_hf_config", "zoo"]
+
 ENV_VAR = "CLUSTERSIM_MODELS"
-MAX_DEFAULT_SEQ_LEN = 8192
-_GATED_ACTIVATIONS = {"silu", "swish", "swiglu"}
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,10 @@ def load_entry(spec: str, extra_dirs: Sequence[Path] = (), use_env: bool = True)
     """The :class:`ZooEntry` named by ``spec`` (see :func:`load_model`)."""
     if _looks_like_path(spec):
         path = Path(spec).expanduser()
-        if path.is_dir() and (path / "config.json").is_file():
+        if path.is_dir():
+            if not (path / "config.json").is_file():
+                rule = "a folder without a config.json; give a model .toml, a config.json or a folder holding one"
+                raise CatalogFileError(str(path), None, None, None, rule)
             path = path / "config.json"
         if not path.is_file():
             raise CatalogFileError(str(path), None, None, None, "no such model file")
@@ -117,55 +120,3 @@ def read_zoo_file(path: Path) -> dict[str, ZooEntry]:
         model = transformer_from_mapping(fields, where=f"{path}, entry {key!r}")
         entries[key.lower()] = ZooEntry(model, source, str(path))
     return entries
-
-
-def read_hf_config(path: Path) -> Transformer:
-    """A ``Transformer`` from a local Hugging Face ``config.json``.
-
-    ``seq_len`` is ``max_position_embeddings`` capped at 8192 (a long-context model's window is not
-    its training length). ``hidden_act`` ``silu`` (Llama, Mistral, Qwen: gate, up and down
-    projections) reads as ``swiglu``, anything else as ``gelu``. MoE: ``num_local_experts`` /
-    ``num_experts`` / ``n_routed_experts``, ``num_experts_per_tok``, ``n_shared_experts`` and
-    ``moe_intermediate_size``; DeepSeek's dense first layers and latent attention are not modelled.
-    """
-    where = str(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CatalogFileError(where, None, None, None, f"cannot read the JSON config: {exc}") from None
-    if not isinstance(data, dict):
-        raise CatalogFileError(where, None, None, None, "a config.json is a JSON object")
-
-    def need(key: str) -> Any:
-        if data.get(key) is None:
-            raise CatalogFileError(where, None, key, None, "required key missing from the config")
-        return data[key]
-
-    act = str(data.get("hidden_act") or data.get("hidden_activation") or "gelu").lower()
-    fields: dict[str, Any] = {
-        "name": str(data.get("_name_or_path") or path.resolve().parent.name),
-        "layers": need("num_hidden_layers"),
-        "hidden": need("hidden_size"),
-        "ffn_hidden": need("intermediate_size"),
-        "heads": need("num_attention_heads"),
-        "kv_heads": data.get("num_key_value_heads") or 0,
-        "head_dim": data.get("head_dim") or 0,
-        "vocab": need("vocab_size"),
-        "seq_len": min(int(data.get("max_position_embeddings") or 2048), MAX_DEFAULT_SEQ_LEN),
-        "ffn_type": "swiglu" if act in _GATED_ACTIVATIONS else "gelu",
-    }
-    if data.get("tie_word_embeddings") is not None:
-        fields["tied_embeddings"] = bool(data["tie_word_embeddings"])
-    if any(key.startswith(("rope", "rotary")) for key in data):
-        fields["position"] = "rotary"
-    experts = data.get("num_local_experts") or data.get("n_routed_experts") or data.get("num_experts")
-    if experts:
-        moe: dict[str, Any] = {
-            "experts": experts,
-            "top_k": data.get("num_experts_per_tok") or 1,
-            "shared_experts": data.get("n_shared_experts") or 0,
-        }
-        if data.get("moe_intermediate_size"):
-            moe["expert_ffn_hidden"] = data["moe_intermediate_size"]
-        fields["moe"] = moe
-    return transformer_from_mapping(fields, where=where)
