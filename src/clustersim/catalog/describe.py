@@ -96,15 +96,18 @@ class ComparedRow:
     path: str
     unit: str | None
     texts: tuple[str, ...]
-    values: tuple[float | None, ...]
+    values: tuple[float | None, ...]  # the numbers (None where the field is not a number or absent)
     ratios: tuple[float | None, ...]
+    raw: tuple[float | str | bool | None, ...] = ()  # each entry's value: a number, a text or a flag
 
     def as_json(self, ids: Sequence[str]) -> dict[str, Any]:
-        """The row as a JSON-ready dict keyed by entry id."""
+        """The row as a JSON-ready dict keyed by entry id: numbers in SI units, other fields (vendor,
+        family, memory type, link) as their text, flags as booleans; null where an entry lacks the field."""
+        raw = self.raw or self.values
         return {
             "field": self.path,
             "unit": self.unit,
-            "values": dict(zip(ids, self.values, strict=True)),
+            "values": dict(zip(ids, raw, strict=True)),
             "ratios_to_first": dict(zip(ids, self.ratios, strict=True)),
         }
 
@@ -124,7 +127,8 @@ def compare(entries: Sequence[Entry]) -> list[ComparedRow]:
         )
         unit = next((c.unit for c in cells if c is not None and c.unit), None)
         texts = tuple(cell.text if cell is not None else "-" for cell in cells)
-        rows.append(ComparedRow(path, unit, texts, values, ratios))
+        raw = tuple(cell.value if cell is not None else None for cell in cells)
+        rows.append(ComparedRow(path, unit, texts, values, ratios, raw))
     return rows
 
 

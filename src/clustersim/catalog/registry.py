@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from clustersim.catalog.schema import (
     ENTRY_TYPES,
@@ -30,6 +30,27 @@ from clustersim.catalog.tomlfiles import expand_toml_paths, read_toml, user_path
 from clustersim.errors import CatalogFileError, UnknownNameError, close_matches
 
 ENV_VAR = "CLUSTERSIM_CATALOG"
+# Words people write for a kind (a [[gpu]] table is an [[accelerator]]).
+_KIND_SYNONYMS = {
+    "gpu": "accelerator",
+    "gpus": "accelerator",
+    "chip": "accelerator",
+    "tpu": "accelerator",
+    "accelerators": "accelerator",
+    "node": "instance",
+    "server": "instance",
+    "instances": "instance",
+    "instance_type": "instance",
+    "nic": "network",
+    "efa": "network",
+    "adapter": "network",
+    "filesystem": "storage",
+    "file_system": "storage",
+    "fsx": "storage",
+    "nvlink": "link",
+    "nvswitch": "switch",
+    "ultracluster": "cluster",
+}
 _SEPARATORS = re.compile(r"[\s_]+")
 E = TypeVar("E", bound=Entry)
 
@@ -156,7 +177,7 @@ def _tables(path: str, data: Any) -> Iterable[tuple[Kind, str, dict[str, Any]]]:
             kind = Kind(key)
         except ValueError:
             valid = ", ".join(f"[[{k.value}]]" for k in Kind)
-            hint = close_matches(key, [k.value for k in Kind])
+            hint = [_KIND_SYNONYMS[key.lower()]] if key.lower() in _KIND_SYNONYMS else close_matches(key, Kind)
             did = f" (did you mean [[{hint[0]}]]?)" if hint else ""
             raise CatalogFileError(path, None, key, None, f"unknown kind{did}; valid: {valid}") from None
         if not isinstance(tables, list):
@@ -212,10 +233,14 @@ def _validate(path: str, kind: Kind, entry_id: str, table: dict[str, Any]) -> En
     except ValidationError as exc:
         first = exc.errors()[0]
         location = ".".join(str(part) for part in first["loc"])
-        more = exc.error_count() - 1
-        rule = first["msg"] + (f" (and {more} more problem{'s' if more > 1 else ''} in this entry)" if more else "")
+        message = str(first["msg"]).removeprefix("Value error, ")
         value = first.get("input") if first["type"] != "missing" else None
-        if isinstance(value, dict):
+        named = re.match(r"^([\w.\[\]]+): (.*)$", message)
+        if not location and named:  # an entry-wide check that names the field itself
+            location, message, value = named.group(1), named.group(2), None
+        more = exc.error_count() - 1
+        rule = message + (f" (and {more} more problem{'s' if more > 1 else ''} in this entry)" if more else "")
+        if isinstance(value, dict | BaseModel):
             value = None
         raise CatalogFileError(path, entry_id, location or None, value, rule) from None
 
