@@ -6,9 +6,36 @@ import difflib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+MAX_SHOWN_CHARS = 80  # an echoed value longer than this is shortened in the middle
+
+
+def shown(value: object, limit: int = MAX_SHOWN_CHARS) -> str:
+    """``repr(value)`` for an error message, shortened in the middle (with its length) when longer than
+    ``limit``, so a pasted 100 KB value is not echoed back whole."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    head = max(limit * 2 // 3, 1)
+    tail = max(limit - head - 1, 1)
+    return f"{text[:head]}…{text[-tail:]} ({len(text):,} characters)"
+
 
 class ClusterSimError(Exception):
-    """Base of every error caused by user input; the CLI prints its message and exits with code 2."""
+    """Base of every error caused by user input; the CLI prints its message and exits with code 2.
+
+    ``field`` and ``value`` name what was wrong where the raiser knows it (the CLI's ``--json`` errors
+    carry them); the message always names them too.
+    """
+
+    field: str | None = None
+    value: object = None
+
+    def __init__(self, *args: object, field: str | None = None, value: object = None) -> None:
+        super().__init__(*args)
+        if field is not None:
+            self.field = field
+        if value is not None:
+            self.value = value
 
 
 class UnitError(ClusterSimError, ValueError):
@@ -18,7 +45,7 @@ class UnitError(ClusterSimError, ValueError):
         self.text = text
         self.dimension = dimension
         self.rule = rule
-        super().__init__(f"cannot read {text!r} as {dimension}: {rule}")
+        super().__init__(f"cannot read {shown(text)} as {dimension}: {rule}", value=text)
 
 
 def close_matches(value: str, candidates: Iterable[str], limit: int = 5) -> list[str]:
@@ -40,7 +67,7 @@ class UnknownNameError(ClusterSimError, KeyError):
         self.suggestions = list(suggestions) if suggestions is not None else close_matches(value, self.valid)
         hint = f"; did you mean {', '.join(self.suggestions)}?" if self.suggestions else ""
         listing = ", ".join(self.valid[:30]) + (" ..." if len(self.valid) > 30 else "")
-        super().__init__(f"unknown {field} {value!r}{hint} (known: {listing})")
+        super().__init__(f"unknown {field} {shown(value)}{hint} (known: {listing})")
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0])
@@ -57,16 +84,17 @@ class CatalogFileError(ClusterSimError):
         self.rule = rule
         where = path
         if entry:
-            where += f", entry {entry!r}"
+            where += f", entry {shown(entry)}"
         if field:
-            where += f", field {field!r}"
-        shown = "" if value is None else f": value {value!r}"
-        super().__init__(f"{where}{shown}: {rule}")
+            where += f", field {shown(field)}"
+        echoed = "" if value is None else f": value {shown(value)}"
+        super().__init__(f"{where}{echoed}: {rule}")
 
 
 def validation_problems(errors: Iterable[Mapping[str, Any]]) -> str:
     """One line from pydantic's ``ValidationError.errors()``: field, value and rule of each problem."""
     return "; ".join(
-        f"field {'.'.join(str(p) for p in err['loc']) or '(whole entry)'!r}: value {err.get('input')!r}: {err['msg']}"
+        f"field {shown('.'.join(str(p) for p in err['loc']) or '(whole entry)')}: value {shown(err.get('input'))}: "
+        f"{err['msg']}"
         for err in errors
     )

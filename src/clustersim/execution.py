@@ -207,10 +207,15 @@ LAYOUT_RULES: tuple[LayoutRule, ...] = (
     LayoutRule(
         "heads", lambda a, j: j.model.heads % a.tp == 0, lambda x, j: f"tp {x.tp} must divide heads {j.model.heads}"
     ),
+    # Megatron-Core shards KV heads (num_query_groups % tp == 0); NeuronX Distributed (training, e.g. tp 32
+    # for 8 KV heads), vLLM and TensorRT-LLM replicate them when tp is a multiple of kv_heads. Both are allowed.
     LayoutRule(
         "kv_heads",
         lambda a, j: (j.model.kv_heads % a.tp == 0) | (a.tp % j.model.kv_heads == 0),
-        lambda x, j: f"tp {x.tp} must divide kv_heads {j.model.kv_heads} (or be a multiple of it)",
+        lambda x, j: (
+            f"tp {x.tp} must divide kv_heads {j.model.kv_heads} (each rank holds its share) or be a multiple of it "
+            f"(each KV head replicated on tp/kv_heads ranks)"
+        ),
     ),
     LayoutRule(
         "layers",
@@ -233,6 +238,15 @@ LAYOUT_RULES: tuple[LayoutRule, ...] = (
     ),
     LayoutRule(
         "sp", lambda a, j: (a.sequence_parallel == 0) | (a.tp > 1), lambda x, j: "sequence_parallel needs tp > 1"
+    ),
+    LayoutRule(
+        "sp_seq",
+        lambda a, j: (a.sequence_parallel == 0) | (j.seq_len % (a.cp * a.tp) == 0),
+        lambda x, j: (
+            f"sequence parallelism splits each sequence over the tp {x.tp} ranks: the sequence length {j.seq_len}"
+            + (f" over cp {x.cp}" if x.cp > 1 else "")
+            + f" must divide by tp*cp = {x.tp * x.cp} (or turn sequence parallelism off)"
+        ),
     ),
     LayoutRule(
         "ep_moe",

@@ -29,6 +29,17 @@ class Dimension(StrEnum):
     WATTS = "watts"
 
 
+# The ranges inputs are checked against once, at the boundary (command-line options, scenario files,
+# the job records): beyond them an answer would be meaningless or overflow, so they are refused.
+MAX_NODES = 100_000  # instances in one job
+MAX_DEGREE = 65_536  # any parallel degree, micro-batch or ranks per node
+MAX_SEQUENCES = 2**24  # a global batch, in sequences
+MAX_SEQUENCE_TOKENS = 2**24  # a sequence, prompt or output length, in tokens
+MAX_TOKENS = 1e18  # a training budget, in tokens
+MAX_COLLECTIVE_BYTES = 2.0**40  # one collective's buffer (1 TiB: more than any device holds)
+MAX_RATE_PER_S = 1e9  # a request rate
+MAX_LATENCY_S = 86_400.0  # a latency target
+
 _DECIMAL = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 _BINARY = {
     "Ki": 2.0**10,

@@ -30,9 +30,9 @@ JSON_CASES = {
     "collective": ["collective", "all_reduce", "--nodes", "2", "--min", "1M", "--max", "2M", "--json"],
     "models": ["models", "--json"],
     "models MODEL": ["models", "llama3-8b", "--json"],
-    "train": ["train", "llama3-8b", "--instance", "p5.48xlarge", "--nodes", "1", "--tp", "8", "--json"],
+    "train": ["train", "llama3-8b", "--instance", "p5.48xlarge", "--nodes", "1", "--tp", "8", "--pp", "1", "--json"],
     "train --compare": [
-        *("train", "llama3-8b", "--instance", "p5.48xlarge", "--nodes", "1", "--tp", "8"),
+        *("train", "llama3-8b", "--instance", "p5.48xlarge", "--nodes", "1", "--tp", "8", "--pp", "1"),
         *("--compare", "p5e.48xlarge", "--json"),
     ],
     "serve": ["serve", "llama2-70b", "--tp", "8", "--json"],

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from clustersim.catalog.registry import load_catalog
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout, LayoutArrays, Recompute, RuleInputs, layout_mask
-from clustersim.plan.space import SearchSpace, candidate_layouts
+from clustersim.plan.space import SearchSpace, candidate_layouts, why_no_layout
 from clustersim.system import system_for_instance
 from clustersim.training.job import TrainingJob
 from clustersim.workload.zoo import load_model
@@ -99,3 +99,42 @@ def test_select_and_layout_round_trip():
     arrays = LayoutArrays.of(layouts)
     assert [arrays.layout(i) for i in range(2)] == layouts
     assert arrays.select(np.array([1, 0])).layout(0) == layouts[1]
+
+
+def test_sequence_parallelism_is_a_dimension_of_the_space():
+    model = load_model("llama3-70b", use_env=False)
+    system = system_for_instance(CATALOG, "p5.48xlarge", 4)
+    job = TrainingJob(global_batch=512, seq_len=8192)
+    default = candidate_layouts(model, system, job)
+    assert np.array_equal(default.sequence_parallel, default.tp > 1)
+    off = candidate_layouts(model, system, job, SearchSpace(sp=(False,)))
+    assert len(off) and not off.sequence_parallel.any()
+    on = candidate_layouts(model, system, job, SearchSpace(sp=(True,)))
+    assert len(on) and on.sequence_parallel.all() and (on.tp > 1).all()
+
+
+def test_uneven_stages_widen_the_pipeline_choices():
+    model = load_model("llama3-8b", use_env=False)  # 32 layers
+    system = system_for_instance(CATALOG, "p5.48xlarge", 3)
+    job = TrainingJob(global_batch=480, seq_len=8192)
+    even = candidate_layouts(model, system, job, SearchSpace(pp=(3,)))
+    uneven = candidate_layouts(model, system, job, SearchSpace(pp=(3,), uneven_stages=True))
+    assert len(even) == 0 and len(uneven) > 0 and uneven.uneven_stages.all()
+
+
+def test_an_empty_space_says_which_rule_every_candidate_breaks():
+    model = load_model("llama3-70b", use_env=False)
+    system = system_for_instance(CATALOG, "p5.48xlarge", 4)
+    job = TrainingJob(global_batch=512, seq_len=8192)
+    assert "does not divide the 32 devices" in why_no_layout(model, system, job, SearchSpace(tp=(3,)))
+    assert "dp*micro_batch" in why_no_layout(model, system, job, SearchSpace(micro_batch=(3,)))
+    short = TrainingJob(global_batch=512, seq_len=3)
+    reason = why_no_layout(model, system, short, SearchSpace(tp=(8,), sp=(True,)))
+    assert "sequence length 3" in reason
+
+
+def test_an_empty_dimension_is_refused():
+    with pytest.raises(ClusterSimError, match="zero needs at least one value"):
+        SearchSpace(zero=())
+    with pytest.raises(ClusterSimError, match="unknown recompute"):
+        SearchSpace(recompute=("some",))

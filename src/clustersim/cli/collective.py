@@ -5,27 +5,41 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from clustersim.cli.common import CatalogOption, JsonOption, emit_json, print_all, user_errors
+from clustersim.cli.common import CatalogOption, JsonOption, emit_json, number, print_all, user_errors
 from clustersim.errors import ClusterSimError
 from clustersim.network.collectives import Algorithm, Protocol
+from clustersim.units import MAX_COLLECTIVE_BYTES, MAX_NODES
 
 if TYPE_CHECKING:
     import numpy as np
 
-MAX_SIZES = 10_000
+MAX_SIZES = 1_000  # rows of one sweep
+MAX_FACTOR = 1024.0
 
 
 def sweep_sizes(min_bytes: float, max_bytes: float, factor: float) -> "np.ndarray":
-    """nccl-tests' -b/-e/-f sweep: min, min*factor, ... up to max."""
+    """nccl-tests' -b/-e/-f sweep: min, min*factor, ... up to max (whole bytes, at most 1 TiB)."""
     import numpy as np
 
-    if min_bytes <= 0 or max_bytes < min_bytes:
-        raise ClusterSimError(f"sizes: need 0 < --min <= --max, got {min_bytes:g} and {max_bytes:g} bytes")
-    if factor <= 1:
-        raise ClusterSimError(f"--factor must be greater than 1, got {factor}")
+    for flag, size in (("--min", min_bytes), ("--max", max_bytes)):
+        if not (math.isfinite(size) and 1 <= size <= MAX_COLLECTIVE_BYTES):
+            raise ClusterSimError(
+                f"{flag}: {size:g} bytes is out of range (valid: 1 byte to 1 TiB; a collective's buffer sits in "
+                f"device memory)",
+                field=flag,
+                value=size,
+            )
+    if max_bytes < min_bytes:
+        raise ClusterSimError(f"sizes: need --min <= --max, got {min_bytes:g} and {max_bytes:g} bytes", field="--min")
+    if not (math.isfinite(factor) and 1 < factor <= MAX_FACTOR):
+        raise ClusterSimError(f"--factor must be a finite number > 1 and <= {MAX_FACTOR:g}, got {factor!r}")
     count = math.floor(math.log(max_bytes / min_bytes) / math.log(factor) + 1e-9) + 1
     if count > MAX_SIZES:
-        raise ClusterSimError(f"the sweep has {count} sizes; use a larger --factor or a narrower range")
+        raise ClusterSimError(
+            f"the sweep has {count:,} sizes (at most {MAX_SIZES:,}); use a larger --factor or a narrower range",
+            field="--factor",
+            value=factor,
+        )
     return np.asarray(min_bytes * factor ** np.arange(count), dtype=np.float64)
 
 
@@ -36,10 +50,15 @@ def collective_command(
     instance: Annotated[
         str, typer.Option("--instance", help="Instance id or alias, e.g. p5.48xlarge.")
     ] = "p5.48xlarge",
-    nodes: Annotated[int, typer.Option("--nodes", help="Number of instances.")] = 2,
+    nodes: Annotated[int, typer.Option("--nodes", min=1, max=MAX_NODES, help="Number of instances.")] = 2,
     min_size: Annotated[str, typer.Option("--min", help="Smallest size (nccl-tests -b), e.g. 8, 1M, 64MiB.")] = "8",
     max_size: Annotated[str, typer.Option("--max", help="Largest size (nccl-tests -e), e.g. 8G.")] = "8GiB",
-    factor: Annotated[float, typer.Option("--factor", help="Size multiplier between rows (nccl-tests -f).")] = 2.0,
+    factor: Annotated[
+        float,
+        typer.Option(
+            "--factor", callback=number(gt=1, le=MAX_FACTOR), help="Size multiplier between rows (nccl-tests -f)."
+        ),
+    ] = 2.0,
     algo: Annotated[Algorithm | None, typer.Option("--algo", case_sensitive=False, help="Force an algorithm.")] = None,
     proto: Annotated[Protocol | None, typer.Option("--proto", case_sensitive=False, help="Force a protocol.")] = None,
     catalog: CatalogOption = None,

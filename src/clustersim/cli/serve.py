@@ -18,11 +18,13 @@ from clustersim.cli.common import (
     ModelsOption,
     emit_json,
     given_options,
+    number,
     option_errors,
     print_all,
     user_errors,
 )
 from clustersim.errors import ClusterSimError
+from clustersim.units import MAX_DEGREE, MAX_LATENCY_S, MAX_RATE_PER_S, MAX_SEQUENCE_TOKENS, MAX_SEQUENCES
 
 if TYPE_CHECKING:
     from clustersim.catalog.registry import Catalog
@@ -72,13 +74,24 @@ def serve_command(
     ] = None,
     instance: Annotated[str, typer.Option("--instance", help="Instance id, e.g. p5.48xlarge.")] = "p5.48xlarge",
     tp: Annotated[
-        int | None, typer.Option("--tp", help="Tensor parallel degree (default: the best that fits).")
+        int | None,
+        typer.Option("--tp", min=1, max=MAX_DEGREE, help="Tensor parallel degree (default: the best that fits)."),
     ] = None,
-    pp: Annotated[int, typer.Option("--pp", help="Pipeline parallel degree.")] = 1,
-    input_tokens: Annotated[int, typer.Option("--input", help="Prompt tokens per request (mean).")] = 2048,
-    output_tokens: Annotated[int, typer.Option("--output", help="Output tokens per request (mean).")] = 128,
+    pp: Annotated[int, typer.Option("--pp", min=1, max=MAX_DEGREE, help="Pipeline parallel degree.")] = 1,
+    input_tokens: Annotated[
+        int, typer.Option("--input", min=1, max=MAX_SEQUENCE_TOKENS, help="Prompt tokens per request (mean).")
+    ] = 2048,
+    output_tokens: Annotated[
+        int, typer.Option("--output", min=1, max=MAX_SEQUENCE_TOKENS, help="Output tokens per request (mean).")
+    ] = 128,
     batch: Annotated[
-        int | None, typer.Option("--batch", help="Sequences in flight per replica (default: the best that fits).")
+        int | None,
+        typer.Option(
+            "--batch",
+            min=1,
+            max=MAX_SEQUENCES,
+            help="Sequences in flight per replica (default: the best that fits).",
+        ),
     ] = None,
     precision: Annotated[str, typer.Option("--precision", help="Weights and GEMMs: bf16, fp16 or fp8.")] = "bf16",
     kv_cache: Annotated[
@@ -88,13 +101,28 @@ def serve_command(
         Batching, typer.Option("--batching", case_sensitive=False, help="continuous (in-flight) or static.")
     ] = Batching.CONTINUOUS,
     rate: Annotated[
-        float | None, typer.Option("--rate", help="Server mode: requests/s for the whole instance.")
+        float | None,
+        typer.Option(
+            "--rate",
+            callback=number(gt=0, le=MAX_RATE_PER_S, unit="requests/s"),
+            help="Server mode: requests/s for the whole instance.",
+        ),
     ] = None,
     ttft_target: Annotated[
-        float | None, typer.Option("--ttft-target", help="Server mode: highest rate with mean TTFT <= this (s).")
+        float | None,
+        typer.Option(
+            "--ttft-target",
+            callback=number(gt=0, le=MAX_LATENCY_S, unit="s"),
+            help="Server mode: highest rate with mean TTFT <= this (s).",
+        ),
     ] = None,
     tpot_target: Annotated[
-        float | None, typer.Option("--tpot-target", help="Server mode: highest rate with mean TPOT <= this (s).")
+        float | None,
+        typer.Option(
+            "--tpot-target",
+            callback=number(gt=0, le=MAX_LATENCY_S, unit="s"),
+            help="Server mode: highest rate with mean TPOT <= this (s).",
+        ),
     ] = None,
     compare: Annotated[
         str | None, typer.Option("--compare", help="A second instance to show side by side, e.g. p5e.48xlarge.")

@@ -1,8 +1,11 @@
 """``clustersim train``: step time, memory, MFU and the cost of a training job on catalogued instances.
 
 The options (or a scenario file, ``--scenario``) become a ``TrainingScenario``; ``run_training``
-estimates it; ``clustersim.present.training`` draws the result. ``--save-scenario FILE`` writes the
-inputs the run used, with a chosen layout filled in, so that ``--scenario FILE`` replays it.
+estimates it; ``clustersim.present.training`` draws the result. With both --tp and --pp the layout is
+given (the other layout options at their values); otherwise it is chosen, and every layout option the
+command line gives (--tp or --pp alone included) holds that dimension fixed in the search.
+``--save-scenario FILE`` writes the inputs the run used, with a chosen layout filled in, so that
+``--scenario FILE`` replays it.
 """
 
 from pathlib import Path
@@ -23,6 +26,7 @@ from clustersim.cli.common import (
     user_errors,
 )
 from clustersim.errors import ClusterSimError
+from clustersim.units import MAX_DEGREE, MAX_NODES, MAX_SEQUENCE_TOKENS, MAX_SEQUENCES
 
 if TYPE_CHECKING:
     from clustersim.scenario.schema import TrainingScenario
@@ -52,6 +56,8 @@ INPUTS = (
     "uneven",
     "catalog",
 )
+# The layout options; any given one constrains the layout search (names of train_command's parameters).
+LAYOUT_OPTIONS = ("tp", "pp", "vp", "cp", "ep", "micro_batch", "zero", "sp", "recompute", "uneven")
 _FLAGS = {
     "instance": "--instance",
     "nodes": "--nodes",
@@ -61,6 +67,15 @@ _FLAGS = {
     "precision": "--precision",
     "tokens": "--tokens",
     "price": "--price",
+    "tp": "--tp",
+    "pp": "--pp",
+    "vp": "--vp",
+    "cp": "--cp",
+    "ep": "--ep",
+    "micro_batch": "--micro-batch",
+    "zero": "--zero",
+    "sequence_parallel": "--sp/--no-sp",
+    "recompute": "--recompute",
 }
 
 
@@ -73,19 +88,26 @@ def train_command(
         ),
     ] = None,
     instance: Annotated[str, typer.Option("--instance", help="Instance id, e.g. p5en.48xlarge.")] = "p5en.48xlarge",
-    nodes: Annotated[int, typer.Option("--nodes", min=1, help="Number of instances.")] = 16,
+    nodes: Annotated[int, typer.Option("--nodes", min=1, max=MAX_NODES, help="Number of instances.")] = 16,
     devices_per_node: Annotated[
         int | None,
         typer.Option(
-            "--devices-per-node", min=1, help="Ranks per instance (default: one per chip; 32 on trn1 = NeuronCores)."
+            "--devices-per-node",
+            min=1,
+            max=MAX_DEGREE,
+            help="Ranks per instance (default: one per chip; 32 on trn1 = NeuronCores).",
         ),
     ] = None,
-    tp: Annotated[int | None, typer.Option("--tp", min=1, help="Tensor parallel degree.")] = None,
-    pp: Annotated[int | None, typer.Option("--pp", min=1, help="Pipeline parallel degree.")] = None,
-    vp: Annotated[int, typer.Option("--vp", min=1, help="Model chunks per pipeline rank (interleaved 1F1B).")] = 1,
-    cp: Annotated[int, typer.Option("--cp", min=1, help="Context parallel degree.")] = 1,
-    ep: Annotated[int, typer.Option("--ep", min=1, help="Expert parallel degree.")] = 1,
-    micro_batch: Annotated[int, typer.Option("--micro-batch", min=1, help="Sequences per micro-batch.")] = 1,
+    tp: Annotated[int | None, typer.Option("--tp", min=1, max=MAX_DEGREE, help="Tensor parallel degree.")] = None,
+    pp: Annotated[int | None, typer.Option("--pp", min=1, max=MAX_DEGREE, help="Pipeline parallel degree.")] = None,
+    vp: Annotated[
+        int, typer.Option("--vp", min=1, max=MAX_DEGREE, help="Model chunks per pipeline rank (interleaved 1F1B).")
+    ] = 1,
+    cp: Annotated[int, typer.Option("--cp", min=1, max=MAX_DEGREE, help="Context parallel degree.")] = 1,
+    ep: Annotated[int, typer.Option("--ep", min=1, max=MAX_DEGREE, help="Expert parallel degree.")] = 1,
+    micro_batch: Annotated[
+        int, typer.Option("--micro-batch", min=1, max=MAX_SEQUENCES, help="Sequences per micro-batch.")
+    ] = 1,
     zero: Annotated[int, typer.Option("--zero", min=0, max=3, help="ZeRO stage 0-3 (3 = FSDP).")] = 1,
     sp: Annotated[
         bool | None, typer.Option("--sp/--no-sp", help="Sequence parallelism (default: on if tp > 1).")
@@ -94,8 +116,13 @@ def train_command(
         Recompute, typer.Option("--recompute", case_sensitive=False, help="Activation recompute.")
     ] = Recompute.SELECTIVE,
     tokens: Annotated[str, typer.Option("--tokens", help="Training budget in tokens, e.g. 15T, 300B.")] = "1T",
-    global_batch: Annotated[int, typer.Option("--global-batch", min=1, help="Sequences per optimizer step.")] = 1024,
-    seq: Annotated[int | None, typer.Option("--seq", min=1, help="Sequence length (default: the model's).")] = None,
+    global_batch: Annotated[
+        int, typer.Option("--global-batch", min=1, max=MAX_SEQUENCES, help="Sequences per optimizer step.")
+    ] = 1024,
+    seq: Annotated[
+        int | None,
+        typer.Option("--seq", min=1, max=MAX_SEQUENCE_TOKENS, help="Sequence length (default: the model's)."),
+    ] = None,
     precision: Annotated[str, typer.Option("--precision", help="bf16, fp16 or fp8.")] = "bf16",
     offer: Annotated[str, typer.Option("--price", help="on_demand or capacity_block.")] = "on_demand",
     models: ModelsOption = None,
@@ -112,7 +139,10 @@ def train_command(
         str | None, typer.Option("--compare", help="Another instance type to run the same job on, side by side.")
     ] = None,
     compare_nodes: Annotated[
-        int | None, typer.Option("--compare-nodes", min=1, help="Instances of the --compare type (default: --nodes).")
+        int | None,
+        typer.Option(
+            "--compare-nodes", min=1, max=MAX_NODES, help="Instances of the --compare type (default: --nodes)."
+        ),
     ] = None,
     scenario: Annotated[
         Path | None,
@@ -131,7 +161,8 @@ def train_command(
 ) -> None:
     """Estimate a training job: step time by term, memory per device, MFU, time, cost and energy.
 
-    Without --tp/--pp the fastest layout that fits is chosen and named.
+    With --tp and --pp the layout is given; otherwise the fastest layout that fits is chosen and named,
+    every layout option given (--tp or --pp alone, --zero, --micro-batch, --sp/--no-sp, ...) held fixed.
     """
     from clustersim.scenario.files import save_scenario as save
     from clustersim.scenario.schema import SystemSpec
@@ -148,6 +179,7 @@ def train_command(
                 tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, micro_batch=micro_batch, zero=zero, sp=sp, recompute=recompute,
                 uneven=uneven, tokens=tokens, global_batch=global_batch, seq=seq, precision=precision, offer=offer,
                 models=models or [], efficiency=efficiency or [], catalog=catalog or [],
+                given=set(given_options(ctx, LAYOUT_OPTIONS)),
             )  # fmt: skip
         other = SystemSpec(instance=compare, nodes=compare_nodes or spec.system.nodes) if compare else None
         run = run_training(spec, compare=other)
@@ -196,9 +228,11 @@ def _scenario_of_options(
     models: list[Path],
     efficiency: list[Path],
     catalog: list[Path],
+    given: set[str],
 ) -> "TrainingScenario":
-    """The scenario the options describe; without --tp and --pp the layout is chosen."""
-    from clustersim.scenario.schema import LayoutSpec, SystemSpec, TrainingJobSpec
+    """The scenario the options describe: with --tp and --pp a given layout; otherwise a chosen one, the
+    layout options in ``given`` (their flags) held fixed."""
+    from clustersim.scenario.schema import LayoutSearchSpec, LayoutSpec, SystemSpec, TrainingJobSpec
     from clustersim.scenario.training import training_scenario
     from clustersim.units import parse_count
 
@@ -211,12 +245,19 @@ def _scenario_of_options(
     with option_errors(_FLAGS):
         system = SystemSpec(instance=instance, nodes=nodes, devices_per_node=devices_per_node)
         job = TrainingJobSpec(global_batch=global_batch, seq_len=seq, precision=dtype, tokens=budget, price=offer)
-    layout: LayoutSpec | Literal["choose"] = "choose"
-    if tp is not None or pp is not None:
-        layout = LayoutSpec(
-            tp=tp or 1, pp=pp or 1, vp=vp, cp=cp, ep=ep, micro_batch=micro_batch, zero=zero,
-            sequence_parallel=sp, recompute=recompute, uneven_stages=uneven,
-        )  # fmt: skip
+        layout: LayoutSpec | LayoutSearchSpec | Literal["choose"] = "choose"
+        if tp is not None and pp is not None:
+            layout = LayoutSpec(
+                tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, micro_batch=micro_batch, zero=zero,
+                sequence_parallel=sp, recompute=recompute, uneven_stages=uneven,
+            )  # fmt: skip
+        elif given:
+            values = {"tp": tp, "pp": pp, "vp": vp, "cp": cp, "ep": ep, "micro_batch": micro_batch, "zero": zero}
+            fixed = {name: value for name, value in values.items() if f"--{name.replace('_', '-')}" in given}
+            layout = LayoutSearchSpec(
+                choose=True, **fixed, sequence_parallel=sp, uneven_stages=uneven,
+                recompute=recompute if "--recompute" in given else None,
+            )  # fmt: skip
     return training_scenario(
         model=model, system=system, layout=layout, job=job, efficiency=efficiency, catalog=catalog, models=models
     )

@@ -11,7 +11,7 @@ from clustersim.compute.efficiency import FamilyEfficiency
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout, LayoutArrays
 from clustersim.network.cost import ANALYTIC, CollectiveCost
-from clustersim.plan.space import SearchSpace, candidate_layouts
+from clustersim.plan.space import SearchSpace, candidate_layouts, why_no_layout
 from clustersim.system import System
 from clustersim.training.estimate import evaluate_layouts
 from clustersim.training.job import TrainingJob
@@ -55,8 +55,8 @@ def rank_layouts(
     layouts = candidate_layouts(model, system, job, space)
     if len(layouts) == 0:
         raise ClusterSimError(
-            f"no layout of {model.name} fits the rules on {system.num_devices} devices with global batch "
-            f"{job.global_batch}; try another device count or batch"
+            f"no layout of {model.name} keeps the rules on {system.num_devices} devices with global batch "
+            f"{job.global_batch} and sequence {job.seq_len}: {why_no_layout(model, system, job, space)}"
         )
     terms, memory = evaluate_layouts(model, system, layouts, job, efficiency=efficiency, cost=cost)
     return Ranking(layouts, terms.step_s, memory.required, system.memory_bytes)

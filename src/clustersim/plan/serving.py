@@ -79,6 +79,19 @@ def tp_candidates(model: Transformer, catalog: Catalog, instance: str, *, pp: in
     return out
 
 
+def _why_no_degree(model: Transformer, catalog: Catalog, instance: str, pp: int) -> str:
+    """Why no tensor-parallel degree can be tried with ``pp`` on one ``instance``: the pipeline degree
+    itself (more than the devices, or not dividing the layers), else the heads."""
+    devices = int(catalog.instance(instance).num_accelerators.value)
+    if pp > devices:
+        return f"--pp {pp} is more than the {devices} devices of one {instance} (serving runs on one instance)"
+    try:
+        check_model_split(model, tp=1, pp=pp)
+    except ClusterSimError as exc:
+        return f"--pp {pp}: {exc}"
+    return f"--tp: no power-of-two degree up to {devices // pp} divides the heads of {model.name}"
+
+
 def best_serving_layout(
     model: Transformer,
     catalog: Catalog,
@@ -106,7 +119,7 @@ def best_serving_layout(
         except ClusterSimError as exc:
             problems.append(str(exc))
     if not found:
-        raise ClusterSimError(problems[-1] if problems else f"--tp: no degree fits the heads of {model.name}")
+        raise ClusterSimError(problems[-1] if problems else _why_no_degree(model, catalog, instance, pp))
     if scenario.rate_per_s is not None:
         return min(found, key=lambda e: e.tpot_s)
     return max(found, key=lambda e: e.output_tokens_per_s)

@@ -2,7 +2,8 @@
 
 Every combination of the degrees below is one element of a set of parallel numpy arrays; the layout
 rules (``clustersim.execution.LAYOUT_RULES``) are evaluated as boolean masks over all of them at
-once, so no per-candidate object is built until a winner is picked.
+once, so no per-candidate object is built until a winner is picked. When no candidate keeps the
+rules, :func:`why_no_layout` names the first rule that every remaining candidate breaks.
 """
 
 from __future__ import annotations
@@ -11,18 +12,24 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from clustersim.execution import LayoutArrays, RuleInputs, layout_mask
+from clustersim.errors import ClusterSimError
+from clustersim.execution import LAYOUT_RULES, LayoutArrays, RuleInputs, layout_mask
 from clustersim.system import System
 from clustersim.training.job import TrainingJob
 from clustersim.workload.transformer import Transformer
 
 LONG_SEQUENCE_TOKENS = 16_384  # from here on, context parallelism joins the candidates
 POWERS_OF_TWO = (1, 2, 4, 8, 16, 32, 64)
+RECOMPUTE = ("none", "selective", "full")
 
 
 @dataclass(frozen=True)
 class SearchSpace:
-    """The values each layout dimension may take; ``None`` lets the space pick its defaults."""
+    """The values each layout dimension may take; ``None`` lets the space pick its defaults.
+
+    ``sp`` (sequence parallelism) defaults to on wherever tp > 1; ``(False,)`` keeps it off, ``(True,)``
+    on (which needs tp > 1). ``uneven_stages`` lets layers not divide by ``pp * vp``.
+    """
 
     tp: tuple[int, ...] | None = None
     pp: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
@@ -30,8 +37,19 @@ class SearchSpace:
     cp: tuple[int, ...] | None = None
     ep: tuple[int, ...] | None = None
     micro_batch: tuple[int, ...] = (1, 2, 4)
-    recompute: tuple[str, ...] = ("none", "selective", "full")
+    recompute: tuple[str, ...] = RECOMPUTE
     zero: tuple[int, ...] = (0, 1, 3)
+    sp: tuple[bool, ...] | None = None
+    uneven_stages: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "pp", "vp", "cp", "ep", "micro_batch", "zero", "recompute", "sp"):
+            values = getattr(self, name)
+            if values is not None and not values:
+                raise ClusterSimError(f"search space: {name} needs at least one value", field=name)
+        unknown = [r for r in self.recompute if r not in RECOMPUTE]
+        if unknown:
+            raise ClusterSimError(f"search space: unknown recompute {unknown[0]!r} (valid: {', '.join(RECOMPUTE)})")
 
     def resolved(self, model: Transformer, system: System, job: TrainingJob) -> SearchSpace:
         """Defaults filled in: TP inside the scale-up domain, CP for long sequences, EP for MoE models."""
@@ -40,38 +58,65 @@ class SearchSpace:
         cp = self.cp or ((1, 2, 4, 8, 16) if job.seq_len >= LONG_SEQUENCE_TOKENS else (1,))
         moe = model.moe
         ep = self.ep or (tuple(e for e in POWERS_OF_TWO if moe and moe.experts % e == 0) or (1,))
-        return SearchSpace(tp, self.pp, self.vp, cp, ep, self.micro_batch, self.recompute, self.zero)
+        return SearchSpace(
+            tp, self.pp, self.vp, cp, ep, self.micro_batch, self.recompute, self.zero, self.sp, self.uneven_stages
+        )
+
+
+def _grid(model: Transformer, system: System, job: TrainingJob, space: SearchSpace | None) -> LayoutArrays:
+    """Every combination of the space's values as layouts, data parallelism filling the devices (at least
+    one rank, so that a degree that does not divide the devices is caught by the rules, not here)."""
+    dims = (space or SearchSpace()).resolved(model, system, job)
+    recompute_codes = tuple(RECOMPUTE.index(r) for r in dims.recompute)
+    sp_codes = (-1,) if dims.sp is None else tuple(int(s) for s in dims.sp)  # -1: on wherever tp > 1
+    axes = (dims.tp, dims.pp, dims.vp, dims.cp, dims.ep, dims.micro_batch, recompute_codes, dims.zero, sp_codes)
+    grid = [g.ravel() for g in np.meshgrid(*(np.asarray(a, dtype=np.int64) for a in axes), indexing="ij")]
+    tp, pp, vp, cp, ep, mb, recompute, zero, sp = grid
+    n = len(tp)
+    return LayoutArrays(
+        tp=tp,
+        pp=pp,
+        dp=np.maximum(system.num_devices // (tp * pp * cp), 1),
+        cp=cp,
+        ep=ep,
+        vp=vp,
+        micro_batch=mb,
+        zero=zero,
+        sequence_parallel=np.where(sp < 0, tp > 1, sp == 1),
+        recompute_full=recompute == 2,
+        recompute_selective=recompute == 1,
+        tp_overlap=np.full(n, np.nan),
+        dp_overlap=np.ones(n, dtype=bool),
+        uneven_stages=np.full(n, dims.uneven_stages, dtype=bool),
+    )
 
 
 def candidate_layouts(
     model: Transformer, system: System, job: TrainingJob, space: SearchSpace | None = None
 ) -> LayoutArrays:
     """Every layout of ``space`` (the default space when None) that keeps the layout rules on ``system``,
-    data parallelism filling the devices and sequence parallelism on wherever tp > 1."""
-    dims = (space or SearchSpace()).resolved(model, system, job)
-    recompute_codes = tuple(("none", "selective", "full").index(r) for r in dims.recompute)
-    axes = (dims.tp, dims.pp, dims.vp, dims.cp, dims.ep, dims.micro_batch, recompute_codes, dims.zero)
-    grid = [g.ravel() for g in np.meshgrid(*(np.asarray(a, dtype=np.int64) for a in axes), indexing="ij")]
-    tp, pp, vp, cp, ep, mb, recompute, zero = grid
-    devices = system.num_devices
-    covered = (devices % (tp * pp * cp) == 0) & ~((vp > 1) & (pp == 1))
-    tp, pp, vp, cp, ep, mb, recompute, zero = (g[covered] for g in grid)
-    n = len(tp)
-    arrays = LayoutArrays(
-        tp=tp,
-        pp=pp,
-        dp=devices // (tp * pp * cp),
-        cp=cp,
-        ep=ep,
-        vp=vp,
-        micro_batch=mb,
-        zero=zero,
-        sequence_parallel=tp > 1,
-        recompute_full=recompute == 2,
-        recompute_selective=recompute == 1,
-        tp_overlap=np.full(n, np.nan),
-        dp_overlap=np.ones(n, dtype=bool),
-        uneven_stages=np.zeros(n, dtype=bool),
-    )
-    rules = RuleInputs(model, devices, job.global_batch, job.seq_len)
-    return arrays.select(layout_mask(arrays, rules))
+    data parallelism filling the devices and sequence parallelism on wherever tp > 1 (unless the space
+    says otherwise)."""
+    arrays = _grid(model, system, job, space)
+    return arrays.select(layout_mask(arrays, RuleInputs(model, system.num_devices, job.global_batch, job.seq_len)))
+
+
+def why_no_layout(model: Transformer, system: System, job: TrainingJob, space: SearchSpace | None = None) -> str:
+    """Why ``space`` holds no layout that keeps the rules: the first rule (in ``LAYOUT_RULES`` order) that
+    every candidate left by the earlier rules breaks, with its message for one of them."""
+    arrays = _grid(model, system, job, space)
+    inputs = RuleInputs(model, system.num_devices, job.global_batch, job.seq_len)
+    alive = np.ones(len(arrays), dtype=bool)
+    for rule in LAYOUT_RULES:
+        keeps = alive & np.asarray(rule.holds(arrays, inputs), dtype=bool)
+        if not keeps.any():
+            layout = arrays.layout(int(np.flatnonzero(alive)[0]))
+            if rule.name == "devices":
+                t, p, c = layout.tp, layout.pp, layout.cp
+                message = f"tp*pp*cp = {t}*{p}*{c} = {t * p * c} does not divide the {system.num_devices} devices"
+            else:
+                message = rule.message(layout, inputs)
+            others = int(alive.sum()) - 1
+            return message + (f" (and each of the {others} other candidates breaks this rule too)" if others else "")
+        alive = keeps
+    return "every candidate keeps the rules"  # pragma: no cover - called only when none does

@@ -82,6 +82,8 @@ def totals_line(totals: JobTotals | None) -> str | None:
         line += f", cost unknown ({totals.price_note})"
     if totals.energy_kwh is not None:
         line += f", {totals.energy_kwh / 1000:,.1f} MWh at board power"
+    else:
+        line += ", energy unknown (the catalog has no board power for this accelerator: its maker publishes none)"
     return line
 
 

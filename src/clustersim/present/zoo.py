@@ -24,9 +24,22 @@ def model_json(entry: ZooEntry) -> dict[str, Any]:
 
 
 def zoo_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
-    """One line per model (rows from ``model_json``)."""
+    """One line per model (rows from ``model_json``): parameters, model FLOPs per token (training: forward
+    and backward, at the model's sequence length), shape and source."""
     table = Table(title=title)
-    columns = ("name", "params", "active", "layers", "hidden", "heads/kv", "ffn", "vocab", "seq", "source")
+    columns = (
+        "name",
+        "params",
+        "active",
+        "FLOPs/token",
+        "layers",
+        "hidden",
+        "heads/kv",
+        "ffn",
+        "vocab",
+        "seq",
+        "source",
+    )
     for column in columns:
         table.add_column(column, overflow="fold", justify="left" if column in ("name", "source") else "right")
     for row in rows:
@@ -34,6 +47,7 @@ def zoo_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
             row["name"],
             format_count(row["params"]),
             format_count(row["active_params"]),
+            format_count(row["model_flops_per_token"]),
             str(row["layers"]),
             str(row["hidden"]),
             f"{row['heads']}/{row['kv_heads']}",

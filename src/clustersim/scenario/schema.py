@@ -1,7 +1,8 @@
 """What a scenario file holds: every input of one training or serving run, as typed frozen records.
 
 A training scenario names the workload (``model``), the system (``[system]``), the layout
-(``[layout]``, or ``layout = "choose"`` for the fastest that fits) and the job (``[job]``), plus the
+(``[layout]``; ``layout = "choose"`` for the fastest that fits, or ``[layout]`` with ``choose = true``
+and the degrees or settings to hold fixed while the rest is searched) and the job (``[job]``), plus the
 user's files (``[options]``). A serving scenario names the model, the system and its tensor/pipeline
 degrees, the requests and the load. Defaults are the command line's; a file saved by
 ``--save-scenario`` writes every field, with a chosen layout (or tensor-parallel degree) filled in.
@@ -20,7 +21,16 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from clustersim.catalog.kinds import Dtype
 from clustersim.choices import Batching, Recompute
-from clustersim.units import parse_count
+from clustersim.units import (
+    MAX_DEGREE,
+    MAX_LATENCY_S,
+    MAX_NODES,
+    MAX_RATE_PER_S,
+    MAX_SEQUENCE_TOKENS,
+    MAX_SEQUENCES,
+    MAX_TOKENS,
+    parse_count,
+)
 
 TRAINING_PRECISIONS = (Dtype.BF16, Dtype.FP16, Dtype.FP8)
 ServingPrecision = Literal["bf16", "fp16", "fp8"]
@@ -54,7 +64,7 @@ def _absolute(path: Path, base: Path) -> Path:
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 # ---- training -------------------------------------------------------------------------------------
@@ -64,9 +74,12 @@ class SystemSpec(_Record):
     """The instances a job runs on."""
 
     instance: str = Field(description="Instance id or alias, e.g. p5en.48xlarge.")
-    nodes: int = Field(ge=1, description="Number of instances.")
+    nodes: int = Field(ge=1, le=MAX_NODES, description="Number of instances.")
     devices_per_node: int | None = Field(
-        default=None, ge=1, description="Ranks per instance (default: one per chip; 32 on trn1 = NeuronCores)."
+        default=None,
+        ge=1,
+        le=MAX_DEGREE,
+        description="Ranks per instance (default: one per chip; 32 on trn1 = NeuronCores).",
     )
 
 
@@ -74,13 +87,17 @@ class LayoutSpec(_Record):
     """A parallel layout, as ``clustersim.execution.Layout`` with the command line's defaults; ``dp``
     fills the devices and ``sequence_parallel`` follows ``tp > 1`` when omitted."""
 
-    tp: int = Field(default=1, ge=1, description="Tensor parallel degree.")
-    pp: int = Field(default=1, ge=1, description="Pipeline parallel degree.")
-    dp: int | None = Field(default=None, ge=1, description="Data parallel degree (default: the devices left).")
-    cp: int = Field(default=1, ge=1, description="Context parallel degree.")
-    ep: int = Field(default=1, ge=1, description="Expert parallel degree (within the data-parallel ranks).")
-    vp: int = Field(default=1, ge=1, description="Model chunks per pipeline rank (interleaved 1F1B).")
-    micro_batch: int = Field(default=1, ge=1, description="Sequences per micro-batch.")
+    tp: int = Field(default=1, ge=1, le=MAX_DEGREE, description="Tensor parallel degree.")
+    pp: int = Field(default=1, ge=1, le=MAX_DEGREE, description="Pipeline parallel degree.")
+    dp: int | None = Field(
+        default=None, ge=1, le=MAX_NODES * MAX_DEGREE, description="Data parallel degree (default: the devices left)."
+    )
+    cp: int = Field(default=1, ge=1, le=MAX_DEGREE, description="Context parallel degree.")
+    ep: int = Field(
+        default=1, ge=1, le=MAX_DEGREE, description="Expert parallel degree (within the data-parallel ranks)."
+    )
+    vp: int = Field(default=1, ge=1, le=MAX_DEGREE, description="Model chunks per pipeline rank (interleaved 1F1B).")
+    micro_batch: int = Field(default=1, ge=1, le=MAX_SEQUENCES, description="Sequences per micro-batch.")
     zero: int = Field(default=1, ge=0, le=3, description="ZeRO stage 0-3 (3 = FSDP).")
     sequence_parallel: bool | None = Field(default=None, description="Sequence parallelism (default: tp > 1).")
     recompute: Recompute = Field(default=Recompute.SELECTIVE, description="Activation recompute.")
@@ -93,14 +110,38 @@ class LayoutSpec(_Record):
     )
 
 
+class LayoutSearchSpec(_Record):
+    """A layout to choose (the fastest that fits) with some of its degrees or settings held fixed: each
+    field given is the only value searched, the others take every value the planner tries."""
+
+    choose: Literal[True] = Field(description="The layout is chosen within the fixed values (always true).")
+    tp: int | None = Field(default=None, ge=1, le=MAX_DEGREE, description="Tensor parallel degree.")
+    pp: int | None = Field(default=None, ge=1, le=MAX_DEGREE, description="Pipeline parallel degree.")
+    cp: int | None = Field(default=None, ge=1, le=MAX_DEGREE, description="Context parallel degree.")
+    ep: int | None = Field(default=None, ge=1, le=MAX_DEGREE, description="Expert parallel degree.")
+    vp: int | None = Field(default=None, ge=1, le=MAX_DEGREE, description="Model chunks per pipeline rank.")
+    micro_batch: int | None = Field(default=None, ge=1, le=MAX_SEQUENCES, description="Sequences per micro-batch.")
+    zero: int | None = Field(default=None, ge=0, le=3, description="ZeRO stage 0-3 (3 = FSDP).")
+    sequence_parallel: bool | None = Field(default=None, description="Sequence parallelism (default: tp > 1).")
+    recompute: Recompute | None = Field(default=None, description="Activation recompute.")
+    uneven_stages: bool = Field(
+        default=False, description="Allow layers that do not divide by pp*vp (the fullest stage sets the pace)."
+    )
+
+
 class TrainingJobSpec(_Record):
     """What to train and at which price."""
 
-    global_batch: int = Field(default=1024, ge=1, description="Sequences per optimizer step.")
-    seq_len: int | None = Field(default=None, ge=1, description="Sequence length (default: the model's).")
+    global_batch: int = Field(default=1024, ge=1, le=MAX_SEQUENCES, description="Sequences per optimizer step.")
+    seq_len: int | None = Field(
+        default=None, ge=1, le=MAX_SEQUENCE_TOKENS, description="Sequence length (default: the model's)."
+    )
     precision: TrainingPrecision = Field(default=Dtype.BF16, description="Training precision: bf16, fp16 or fp8.")
     tokens: Tokens | None = Field(
-        default=None, gt=0, description="Training budget in tokens, a number or e.g. '15T' (default: one step)."
+        default=None,
+        ge=1,
+        le=MAX_TOKENS,
+        description="Training budget in tokens, a number or e.g. '15T', at least one step (default: one step).",
     )
     price: PriceOffer = Field(default="on_demand", description="The price offer the cost is computed at.")
 
@@ -119,8 +160,10 @@ class TrainingScenario(_Record):
     kind: Literal["training"] = Field(default="training", description="What the file describes.")
     model: str = Field(description="Zoo id (e.g. llama3-70b), or the path of a model TOML or a HF config.json.")
     system: SystemSpec = Field(description="The instances.")
-    layout: LayoutSpec | Literal["choose"] = Field(
-        default="choose", description="The layout, or 'choose' for the fastest that fits."
+    layout: LayoutSpec | LayoutSearchSpec | Literal["choose"] = Field(
+        default="choose",
+        description="The layout; 'choose' for the fastest that fits; or a table with choose = true and the values "
+        "to hold fixed while the rest is searched.",
     )
     job: TrainingJobSpec = Field(default_factory=TrainingJobSpec, description="The job.")
     options: TrainingOptions = Field(default_factory=TrainingOptions, description="The user's files.")
@@ -144,17 +187,17 @@ class ServingSystemSpec(_Record):
     """One instance and how a model replica spans it (replicas fill it)."""
 
     instance: str = Field(description="Instance id or alias, e.g. p5.48xlarge.")
-    tp: Annotated[int, Field(ge=1)] | Literal["choose"] = Field(
+    tp: Annotated[int, Field(ge=1, le=MAX_DEGREE)] | Literal["choose"] = Field(
         default="choose", description="Tensor parallel degree, or 'choose' for the best that fits."
     )
-    pp: int = Field(default=1, ge=1, description="Pipeline parallel degree.")
+    pp: int = Field(default=1, ge=1, le=MAX_DEGREE, description="Pipeline parallel degree.")
 
 
 class RequestSpec(_Record):
     """What is served: mean prompt and output lengths, precisions and batching."""
 
-    input_tokens: int = Field(default=2048, ge=1, description="Prompt tokens per request (mean).")
-    output_tokens: int = Field(default=128, ge=1, description="Output tokens per request (mean).")
+    input_tokens: int = Field(default=2048, ge=1, le=MAX_SEQUENCE_TOKENS, description="Prompt tokens per request.")
+    output_tokens: int = Field(default=128, ge=1, le=MAX_SEQUENCE_TOKENS, description="Output tokens per request.")
     precision: ServingPrecision = Field(default="bf16", description="Weights and GEMMs.")
     kv_cache: ServingPrecision | None = Field(default=None, description="KV cache precision (default: as precision).")
     batching: Batching = Field(default=Batching.CONTINUOUS, description="continuous (in-flight) or static.")
@@ -163,10 +206,18 @@ class RequestSpec(_Record):
 class LoadSpec(_Record):
     """Offline (the best batch, or a given one) or server mode (a rate, or latency targets)."""
 
-    batch: int | None = Field(default=None, ge=1, description="Sequences in flight per replica (default: the best).")
-    rate_per_s: float | None = Field(default=None, gt=0, description="Server mode: requests/s for the instance.")
-    ttft_target_s: float | None = Field(default=None, gt=0, description="Server mode: highest rate with TTFT <= this.")
-    tpot_target_s: float | None = Field(default=None, gt=0, description="Server mode: highest rate with TPOT <= this.")
+    batch: int | None = Field(
+        default=None, ge=1, le=MAX_SEQUENCES, description="Sequences in flight per replica (default: the best)."
+    )
+    rate_per_s: float | None = Field(
+        default=None, gt=0, le=MAX_RATE_PER_S, description="Server mode: requests/s for the instance."
+    )
+    ttft_target_s: float | None = Field(
+        default=None, gt=0, le=MAX_LATENCY_S, description="Server mode: highest rate with TTFT <= this."
+    )
+    tpot_target_s: float | None = Field(
+        default=None, gt=0, le=MAX_LATENCY_S, description="Server mode: highest rate with TPOT <= this."
+    )
 
     @model_validator(mode="after")
     def _rate_or_targets(self) -> LoadSpec:

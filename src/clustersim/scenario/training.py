@@ -3,15 +3,16 @@
 ``training_scenario`` gathers the inputs (the user's files from the environment included, as
 absolute paths) so that a saved scenario replays the same run anywhere; ``run_training`` runs one,
 reading no environment variable, and returns the scenario as run: the layout filled in (chosen, or
-with ``dp`` filling the devices) and the sequence length resolved.
+with ``dp`` filling the devices) and the sequence length resolved. A layout that is given and does not
+fit in device memory is refused, as a chosen one is: the run's time and cost would mean nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from clustersim.catalog import registry
 from clustersim.catalog.registry import load_catalog
@@ -21,7 +22,9 @@ from clustersim.compute.efficiency import efficiency_for, efficiency_table
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout
 from clustersim.plan.search import choose_layout
+from clustersim.plan.space import SearchSpace
 from clustersim.scenario.schema import (
+    LayoutSearchSpec,
     LayoutSpec,
     SystemSpec,
     TrainingJobSpec,
@@ -46,11 +49,15 @@ def model_spec(model: str) -> str:
     return str(Path(model).expanduser().resolve()) if looks_like_path(model) else model
 
 
+LayoutChoice = LayoutSpec | LayoutSearchSpec | Literal["choose"]
+_GIB = 2**30
+
+
 def training_scenario(
     *,
     model: str,
     system: SystemSpec,
-    layout: LayoutSpec | Literal["choose"],
+    layout: LayoutChoice,
     job: TrainingJobSpec,
     efficiency: Sequence[Path] = (),
     catalog: Sequence[Path] = (),
@@ -93,9 +100,57 @@ def layout_for(spec: LayoutSpec, system: System) -> Layout:
     return Layout(**fields)
 
 
+def search_space(spec: LayoutSearchSpec) -> SearchSpace:
+    """The planner's space with the values ``spec`` holds fixed as the only ones searched."""
+    updates: dict[str, Any] = {
+        name: (getattr(spec, name),)
+        for name in ("tp", "pp", "vp", "cp", "ep", "micro_batch", "zero")
+        if getattr(spec, name) is not None
+    }
+    if spec.recompute is not None:
+        updates["recompute"] = (spec.recompute.value,)
+    if spec.sequence_parallel is not None:
+        updates["sp"] = (spec.sequence_parallel,)
+    return replace(SearchSpace(uneven_stages=spec.uneven_stages), **updates)
+
+
+def _refuse_unless_fits(estimate: Estimate) -> None:
+    if not estimate.fits:
+        need = estimate.memory.required_bytes / _GIB
+        raise ClusterSimError(
+            f"{estimate.model} with layout {estimate.layout.describe()} does not fit on {estimate.system}: it needs "
+            f"{need:.1f} GiB per device, the device has {estimate.capacity_bytes / _GIB:.1f} GiB; use more devices, "
+            f"a larger tp/pp, ZeRO 3 or full recompute, a larger-memory accelerator, or omit the layout to have "
+            f"the fastest one that fits chosen",
+            field="layout",
+        )
+
+
+def _carried_ranks(catalog: registry.Catalog, first: SystemSpec, other: SystemSpec) -> int | None:
+    """Ranks per instance of ``other`` that keep ``first``'s ranks per chip (its chips' cores split the same
+    way); ``ClusterSimError`` when ``other``'s chips cannot split so."""
+    if first.devices_per_node is None or other.devices_per_node is not None:
+        return other.devices_per_node
+    first_chips = int(catalog.instance(first.instance).num_accelerators.value)
+    per_chip = max(first.devices_per_node // first_chips, 1)
+    entry = catalog.instance(other.instance)
+    accelerator = catalog.accelerator(entry.accelerator)
+    cores = int(accelerator.num_cores.value) if accelerator.num_cores else 1
+    if cores % per_chip:
+        raise ClusterSimError(
+            f"--compare {entry.id}: the first system runs {per_chip} ranks per chip (--devices-per-node "
+            f"{first.devices_per_node} on {first_chips}-chip {first.instance}), which the {cores}-core "
+            f"{accelerator.id} of {entry.id} cannot split; compare without --devices-per-node (one rank per chip)",
+            field="--compare",
+            value=other.instance,
+        )
+    return per_chip * int(entry.num_accelerators.value)
+
+
 def run_training(scenario: TrainingScenario, *, compare: SystemSpec | None = None) -> TrainingRun:
     """The estimate of ``scenario``; with ``compare``, also the same job on that system (its layout
-    chosen again, or the same degrees with ``dp`` filling its devices)."""
+    chosen again, or the same degrees with ``dp`` filling its devices; ranks per chip as in the
+    scenario). A given layout that does not fit in device memory is refused."""
     options = scenario.options
     transformer = zoo.load_model(scenario.model, extra_dirs=options.models, use_env=False)
     catalog = load_catalog(options.catalog, use_env=False)
@@ -107,22 +162,37 @@ def run_training(scenario: TrainingScenario, *, compare: SystemSpec | None = Non
         precision=spec.precision,
         tokens=spec.tokens,
     )
-    chosen = scenario.layout == "choose"
+    chosen = not isinstance(scenario.layout, LayoutSpec)
+    micro_batch = None if isinstance(scenario.layout, str) else scenario.layout.micro_batch
+    if micro_batch is not None and micro_batch > job.global_batch:
+        raise ClusterSimError(
+            f"micro-batch {micro_batch} is larger than the global batch, {job.global_batch} sequences: a micro-batch "
+            f"is a slice of one data-parallel rank's share of the global batch",
+            field="micro_batch",
+            value=micro_batch,
+        )
 
-    def run_on(where: SystemSpec, layout: LayoutSpec | Literal["choose"]) -> Estimate:
+    def run_on(where: SystemSpec, layout: LayoutChoice) -> Estimate:
         system = system_for_instance(catalog, where.instance, where.nodes, devices_per_node=where.devices_per_node)
         fractions = efficiency_for(system.accelerator, table)
         if isinstance(layout, LayoutSpec):
             given = layout_for(layout, system)
         else:
-            given = choose_layout(transformer, system, job, efficiency=fractions)
+            space = search_space(layout) if isinstance(layout, LayoutSearchSpec) else None
+            given = choose_layout(transformer, system, job, space=space, efficiency=fractions)
         notes = (f"layout chosen (fastest that fits): {given.describe()}",) if chosen else ()
-        return estimate_training(transformer, system, given, job, offer=spec.price, efficiency=fractions, notes=notes)
+        estimate = estimate_training(
+            transformer, system, given, job, offer=spec.price, efficiency=fractions, notes=notes
+        )
+        _refuse_unless_fits(estimate)
+        return estimate
 
     estimate = run_on(scenario.system, scenario.layout)
     compared = None
     if compare is not None:
-        other = scenario.layout if isinstance(scenario.layout, str) else scenario.layout.model_copy(update={"dp": None})
+        compare = compare.model_copy(update={"devices_per_node": _carried_ranks(catalog, scenario.system, compare)})
+        layout = scenario.layout
+        other = layout.model_copy(update={"dp": None}) if isinstance(layout, LayoutSpec) else layout
         compared = run_on(compare, other)
     ran = scenario.model_copy(
         update={

@@ -247,11 +247,25 @@ def memory_plan(
     weights = weight_bytes_per_device(model, precision, system.tp, system.pp)
     budget = (usable - weights - cal.workspace_bytes) * cal.kv_memory_fraction
     if budget <= 0:
+        devices = system.system.num_devices  # one instance (serving_system_for_instance)
+        if system.tp * system.pp < devices:
+            advice = f"use a larger tp or pp (up to the {devices} devices of one instance), fp8, or more memory"
+        else:
+            fp8 = weight_bytes_per_device(model, Dtype.FP8, system.tp, system.pp)
+            lighter = (
+                f"fp8 weights ({fp8 / GIB:.1f} GiB per device) would fit"
+                if precision is not Dtype.FP8 and fp8 + cal.workspace_bytes < usable
+                else "fp8 would not fit either"
+            )
+            advice = (
+                f"it does not fit one instance even over all its {devices} devices: {lighter}; or use an instance "
+                f"with more memory per device"
+            )
         raise ClusterSimError(
             f"model: {model.name} at {precision.value} needs {weights / GIB:.1f} GiB of weights + "
             f"{cal.workspace_bytes / GIB:.1f} GiB workspace per device, more than the "
-            f"{usable / GIB:.1f} GiB of {system.device_name} at tp {system.tp} x pp {system.pp}; "
-            f"use a larger tp or pp, fp8, or a device with more memory"
+            f"{usable / GIB:.1f} GiB of {system.device_name} at tp {system.tp} x pp {system.pp}; {advice}",
+            field="model",
         )
     per_token = kv_bytes_per_token(model, kv_precision, system.tp, system.pp)
     return MemoryPlan(usable, weights, cal.workspace_bytes, budget, per_token, budget / per_token)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
 from clustersim.catalog.schema import Dtype
 from clustersim.errors import ClusterSimError
 from clustersim.system import System
+from clustersim.units import MAX_SEQUENCE_TOKENS, MAX_SEQUENCES, MAX_TOKENS
 
 PRECISIONS = (Dtype.BF16, Dtype.FP16, Dtype.FP8)
 PRICE_OFFERS = ("on_demand", "capacity_block")
@@ -23,15 +25,32 @@ class TrainingJob:
     tokens: float | None = None  # training budget, tokens; None = one step only
 
     def __post_init__(self) -> None:
-        if self.global_batch < 1:
-            raise ClusterSimError(f"global batch must be at least 1 sequence, got {self.global_batch}")
-        if self.seq_len < 1:
-            raise ClusterSimError(f"sequence length must be at least 1 token, got {self.seq_len}")
+        for name, words, limit in (
+            ("global_batch", "global batch, in sequences,", MAX_SEQUENCES),
+            ("seq_len", "sequence length, in tokens,", MAX_SEQUENCE_TOKENS),
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
+                raise ClusterSimError(
+                    f"{words} must be a whole number from 1 to {limit:,}, got {value!r}", field=name, value=value
+                )
         if self.precision not in PRECISIONS:
             valid = ", ".join(p.value for p in PRECISIONS)
             raise ClusterSimError(f"precision {self.precision.value!r} is not a training precision (valid: {valid})")
-        if self.tokens is not None and self.tokens <= 0:
-            raise ClusterSimError(f"tokens must be positive, got {self.tokens}")
+        if self.tokens is None:
+            return
+        if not (math.isfinite(self.tokens) and 0 < self.tokens <= MAX_TOKENS):
+            raise ClusterSimError(
+                f"tokens: must be a positive number up to {MAX_TOKENS:g}, got {self.tokens!r}", field="tokens"
+            )
+        if self.tokens < self.tokens_per_step:
+            raise ClusterSimError(
+                f"tokens: the budget, {self.tokens:,.0f} tokens, is less than one step of {self.global_batch:,} "
+                f"sequences x {self.seq_len:,} tokens = {self.tokens_per_step:,} tokens; lower the global batch or "
+                f"raise the budget",
+                field="tokens",
+                value=self.tokens,
+            )
 
     @property
     def tokens_per_step(self) -> int:

@@ -12,11 +12,11 @@ import json
 from collections.abc import Mapping
 from importlib.resources import files
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from clustersim.errors import ClusterSimError, validation_problems
+from clustersim.errors import ClusterSimError, shown, validation_problems
 
 KINDS = ("training", "inference", "collective", "memory")
 PRIMARY_FIELDS: dict[str, tuple[str, ...]] = {
@@ -25,6 +25,7 @@ PRIMARY_FIELDS: dict[str, tuple[str, ...]] = {
     "collective": ("busbw_GBps", "algbw_GBps", "time_us"),
     "memory": ("total_GiB_per_device", "weights_and_optimizer_GiB_per_device", "activations_GiB_per_device"),
 }
+MAX_ID_CHARS = 256
 BUNDLED_PACKAGE = "clustersim.validation"
 BUNDLED_FOLDER = "data"
 
@@ -33,26 +34,31 @@ class _Part(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore", allow_inf_nan=False)
 
 
+# A number that must be there to mean anything: a count of at least one, a positive quantity.
+Count = Annotated[int, Field(ge=1)]
+Positive = Annotated[float, Field(gt=0)]
+
+
 class CaseMoE(_Part):
     """``model.moe``: routed experts, experts per token, shared experts."""
 
-    experts: int | None = None
-    top_k: int | None = None
-    shared_experts: int | None = None
+    experts: Count | None = None
+    top_k: Count | None = None
+    shared_experts: Annotated[int, Field(ge=0)] | None = None
 
 
 class CaseModel(_Part):
     """``model``: the transformer's shape (``seq_len`` of training and memory cases)."""
 
     name: str | None = None
-    layers: int | None = None
-    hidden: int | None = None
-    ffn_hidden: int | None = None
-    heads: int | None = None
-    kv_heads: int | None = None
-    head_dim: int | None = None
-    vocab: int | None = None
-    seq_len: int | None = None
+    layers: Count | None = None
+    hidden: Count | None = None
+    ffn_hidden: Count | None = None
+    heads: Count | None = None
+    kv_heads: Count | None = None
+    head_dim: Count | None = None
+    vocab: Count | None = None
+    seq_len: Count | None = None
     ffn_type: str | None = None
     moe: CaseMoE | None = None
 
@@ -65,26 +71,26 @@ class CaseSystem(_Part):
     """``system``: the accelerator, how many, per server, and the server or its network."""
 
     accelerator: str | None = None
-    devices: int | None = None
-    devices_per_node: int | None = None
+    devices: Count | None = None
+    devices_per_node: Count | None = None
     instance: str | None = None
-    nodes: int | None = None
-    inter_node_Gbps_per_node: float | None = None
-    power_W: float | None = None
+    nodes: Count | None = None
+    inter_node_Gbps_per_node: Positive | None = None
+    power_W: Positive | None = None
 
 
 class CaseParallel(_Part):
     """``parallel``: degrees, batches, ZeRO stage, sequence parallelism and recompute."""
 
-    tp: int | None = None
-    pp: int | None = None
-    dp: int | None = None
-    cp: int | None = None
-    ep: int | None = None
-    vp: int | None = None
-    micro_batch: int | None = None
-    global_batch: int | None = None
-    zero: int | None = None
+    tp: Count | None = None
+    pp: Count | None = None
+    dp: Count | None = None
+    cp: Count | None = None
+    ep: Count | None = None
+    vp: Count | None = None
+    micro_batch: Count | None = None
+    global_batch: Count | None = None
+    zero: Annotated[int, Field(ge=0, le=3)] | None = None
     sequence_parallel: bool | None = None
     recompute: str | None = None
 
@@ -92,12 +98,12 @@ class CaseParallel(_Part):
 class CaseWorkload(_Part):
     """``workload`` of an inference case; ``ttft_target_s`` / ``tpot_target_s`` are optional extras."""
 
-    input_tokens: float | None = None
-    output_tokens: float | None = None
+    input_tokens: Annotated[float, Field(ge=1)] | None = None
+    output_tokens: Annotated[float, Field(ge=1)] | None = None
     scenario: str | None = None
-    batch: int | None = None
-    ttft_target_s: float | None = None
-    tpot_target_s: float | None = None
+    batch: Count | None = None
+    ttft_target_s: Positive | None = None
+    tpot_target_s: Positive | None = None
 
 
 class CaseSoftware(_Part):
@@ -110,18 +116,18 @@ class CaseSoftware(_Part):
 class Case(_Part):
     """One ground-truth case; unknown fields are ignored, null measured values dropped."""
 
-    id: str
+    id: Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)]
     kind: Literal["training", "inference", "collective", "memory"]
     source: str = ""
     notes: str | None = None
-    measured: dict[str, float]
+    measured: dict[str, float]  # a zero or negative value is skipped when scored, with its reason
     model: CaseModel | None = None
     system: CaseSystem | None = None
     parallel: CaseParallel | None = None
     precision: str | None = None
     workload: CaseWorkload | None = None
     op: str | None = None
-    size_bytes: int | None = None
+    size_bytes: Count | None = None
     algorithm: str | None = None
     software: CaseSoftware | None = None
 
@@ -140,7 +146,7 @@ def as_case(case: Case | Mapping[str, Any], kind: str = "training") -> Case:
     try:
         return Case.model_validate(data)
     except ValidationError as exc:
-        raise ClusterSimError(f"case {data['id']!r}: {validation_problems(exc.errors())}") from None
+        raise ClusterSimError(f"case {shown(data['id'])}: {validation_problems(exc.errors())}") from None
 
 
 def read_cases(path: str | Path) -> list[Case]:
@@ -168,16 +174,23 @@ def read_cases(path: str | Path) -> list[Case]:
         if missing:
             raise ClusterSimError(f"{where}: missing required field(s) {', '.join(missing)}")
         if raw["kind"] not in KINDS:
-            raise ClusterSimError(f"{where}: unknown kind {raw['kind']!r} (valid: {', '.join(KINDS)})")
+            raise ClusterSimError(f"{where}: unknown kind {shown(raw['kind'])} (valid: {', '.join(KINDS)})")
         try:
             case = Case.model_validate(raw)
         except ValidationError as exc:
             problems = validation_problems(exc.errors())
-            raise ClusterSimError(f"{where}, case {raw['id']!r}: {problems}") from None
+            raise ClusterSimError(f"{where}, case {shown(raw['id'])}: {problems}") from None
         if case.id in seen:
-            raise ClusterSimError(f"{where}: duplicate id {case.id!r} (first on line {seen[case.id]})")
+            raise ClusterSimError(f"{where}: duplicate id {shown(case.id)} (first on line {seen[case.id]})")
         seen[case.id] = number
         cases.append(case)
+    if not cases:
+        raise ClusterSimError(
+            f"{path}: no cases (the file is empty or blank); a ground-truth file holds one JSON object per line "
+            f"(format: clustersim/validation/data/README.md)",
+            field="FILES",
+            value=str(path),
+        )
     return cases
 
 
@@ -187,7 +200,7 @@ def primary_field(case: Case) -> str:
         if case.measured.get(name) is not None:
             return name
     wanted = ", ".join(PRIMARY_FIELDS[case.kind])
-    raise ClusterSimError(f"case {case.id!r}: measured has none of {wanted} (has: {', '.join(case.measured)})")
+    raise ClusterSimError(f"case {shown(case.id)}: measured has none of {wanted} (has: {', '.join(case.measured)})")
 
 
 def bundled_dir() -> Path:

@@ -1,0 +1,113 @@
+"""``clustersim train``: every layout flag is honoured (a given one holds its dimension fixed in the search) or
+refused with the reason; a given layout that does not fit is refused; --compare keeps the ranks per chip."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from clustersim.cli.app import app
+
+runner = CliRunner()
+ENV = {"CLUSTERSIM_CATALOG": "", "CLUSTERSIM_MODELS": "", "CLUSTERSIM_EFFICIENCY": "", "COLUMNS": "200"}
+
+
+def train(*args: str):
+    return runner.invoke(app, ["train", *args], env=ENV)
+
+
+def layout_of(*args: str) -> dict:
+    result = train(*args, "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["layout_chosen"] is True
+    return payload["layout"]
+
+
+def refused(result, *parts: str) -> str:
+    assert result.exit_code == 2, result.output
+    line = result.stderr.strip()
+    assert "\n" not in line and "Traceback" not in result.output
+    for part in parts:
+        assert part in line, line
+    return line
+
+
+def test_every_layout_flag_constrains_the_chosen_layout():
+    base = ("llama3-70b", "--instance", "p5.48xlarge", "--nodes", "16")
+    layout = layout_of(*base, "--zero", "0", "--recompute", "full", "--micro-batch", "2", "--no-sp")
+    assert (layout["zero"], layout["recompute"], layout["micro_batch"]) == (0, "full", 2)
+    assert layout["sequence_parallel"] is False
+
+
+@pytest.mark.parametrize(
+    ("args", "field", "value"),
+    [
+        (["--tp", "4"], "tp", 4),
+        (["--pp", "4"], "pp", 4),
+        (["--cp", "2"], "cp", 2),
+        (["--vp", "2"], "vp", 2),
+        (["--zero", "3"], "zero", 3),
+        (["--micro-batch", "4"], "micro_batch", 4),
+        (["--recompute", "selective"], "recompute", "selective"),
+        (["--sp"], "sequence_parallel", True),
+    ],
+)
+def test_one_given_flag_is_held_and_the_rest_searched(args, field, value):
+    layout = layout_of("llama3-8b", "--instance", "p5.48xlarge", "--nodes", "2", "--global-batch", "256", *args)
+    assert layout[field] == value
+
+
+def test_expert_parallelism_is_held_for_a_moe_model():
+    layout = layout_of(
+        "mixtral-8x7b", "--instance", "p5.48xlarge", "--nodes", "2", "--global-batch", "256", "--ep", "2"
+    )
+    assert layout["ep"] == 2
+
+
+def test_impossible_constraints_are_refused_with_the_reason():
+    base = ("llama3-70b", "--instance", "p5.48xlarge", "--nodes", "16")
+    refused(train(*base, "--micro-batch", "3"), "no layout", "dp*micro_batch")
+    refused(train(*base, "--micro-batch", "2048"), "micro-batch 2048 is larger than the global batch")
+    refused(train(*base, "--tp", "3"), "tp*pp*cp", "does not divide the 128 devices")
+    refused(train(*base, "--ep", "2"), "ep 2 needs a mixture-of-experts model")
+
+
+def test_a_given_layout_that_does_not_fit_is_refused_with_need_and_capacity():
+    args = ["llama3.1-405b", "--instance", "p5.48xlarge", "--nodes", "1", "--tp", "8", "--pp", "1", "--zero", "0"]
+    line = refused(train(*args), "does not fit on 1 x p5.48xlarge", "GiB per device", "80.0 GiB")
+    assert "days" not in line and "$" not in line
+    refused(train("llama3.1-405b", "--instance", "p5.48xlarge", "--nodes", "1"), "does not fit")  # as when chosen
+
+
+def test_sequence_parallelism_needs_the_sequence_to_divide_by_tp():
+    args = ["llama3-8b", "--instance", "p5.48xlarge", "--nodes", "1", "--tp", "8", "--pp", "1"]
+    refused(train(*args, "--seq", "3"), "sequence length 3", "tp*cp = 8")
+    assert train(*args, "--seq", "3", "--no-sp", "--global-batch", "8").exit_code == 0
+    chosen = layout_of("llama3-8b", "--instance", "p5.48xlarge", "--nodes", "1", "--seq", "3", "--global-batch", "8")
+    assert not chosen["sequence_parallel"] or 3 % chosen["tp"] == 0
+
+
+def test_tp_a_multiple_of_the_kv_heads_replicates_them():
+    # llama3-70b: 64 heads, 8 KV heads; tp 16 keeps two ranks per KV head (NeuronX Distributed, vLLM).
+    args = ["llama3-70b", "--instance", "p5.48xlarge", "--nodes", "8", "--tp", "16", "--pp", "1", "--zero", "3"]
+    assert train(*args, "--json").exit_code == 0
+    refused(train("llama3-70b", "--instance", "p5.48xlarge", "--nodes", "6", "--tp", "12", "--pp", "1"), "heads")
+
+
+def test_compare_keeps_the_ranks_per_chip():
+    args = ["llama2-70b", "--instance", "trn1.32xlarge", "--nodes", "32", "--devices-per-node", "32"]
+    args += ["--tp", "32", "--pp", "8", "--global-batch", "256", "--tokens", "10B"]
+    result = train(*args, "--compare", "trn1n.32xlarge", "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["first"]["layout"]["dp"] == payload["second"]["layout"]["dp"] == 4
+    assert payload["second"]["capacity_bytes"] == payload["first"]["capacity_bytes"]  # a NeuronCore's share
+    refused(train(*args, "--compare", "p5.48xlarge"), "--compare p5.48xlarge", "2 ranks per chip")
+
+
+def test_energy_is_given_or_its_absence_explained():
+    trn1 = train("llama2-7b", "--instance", "trn1.32xlarge", "--nodes", "4", "--tp", "8", "--pp", "1")
+    assert trn1.exit_code == 0 and "energy unknown" in trn1.stdout
+    trn2 = train("llama2-7b", "--instance", "trn2.48xlarge", "--nodes", "2", "--tp", "8", "--pp", "1")
+    assert trn2.exit_code == 0 and "MWh at board power" in trn2.stdout
