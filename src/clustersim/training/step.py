@@ -294,7 +294,8 @@ class StepContext:
         group = (lay.ep, lay.tp * lay.cp)
         dispatch = self.collective_s(Op.ALLTOALL, dispatch_bytes * elements, *group)
         combine = self.collective_s(Op.ALLTOALL, ACT_BYTES * elements, *group)
-        link = self.layers_here * 2 * (dispatch + combine)
+        moe_share = self.model.moe_layers / self.model.layers  # leading dense layers send no tokens
+        link = self.layers_here * moe_share * 2 * (dispatch + combine)
         if not sw.ep_overlap:
             return TermTimes(link, link)
         return TermTimes(link, np.maximum(link - (self.fwd_mb + self.bwd_mb), 0.0))
