@@ -80,3 +80,38 @@ def test_the_environment_files_are_captured_and_not_read_again(tmp_path, monkeyp
     monkeypatch.setenv("CLUSTERSIM_CATALOG", "/no/such/dir")  # a replay reads no environment variable
     again = run_training(cheap.scenario)
     assert again.estimate.totals is not None and again.estimate.totals.price_usd_per_hour == 1.0
+
+
+def test_a_constrained_choice_holds_its_values_and_round_trips(tmp_path):
+    from clustersim.choices import Recompute
+    from clustersim.scenario.schema import LayoutSearchSpec
+
+    wanted = LayoutSearchSpec(choose=True, zero=0, recompute=Recompute.FULL, sequence_parallel=False, tp=4)
+    run = run_training(scenario(layout=wanted))
+    layout = run.estimate.layout
+    assert run.layout_chosen and (layout.zero, layout.recompute, layout.sequence_parallel, layout.tp) == (
+        0,
+        Recompute.FULL,
+        False,
+        4,
+    )
+    assert load_scenario(save_scenario(tmp_path / "job.toml", scenario(layout=wanted))).layout == wanted
+
+
+def test_a_given_layout_that_does_not_fit_is_refused():
+    big = scenario(model="llama3.1-405b", system=SystemSpec(instance="p5.48xlarge", nodes=1))
+    with pytest.raises(ClusterSimError, match=r"does not fit on 1 x p5\.48xlarge: it needs .* GiB per device"):
+        run_training(big.model_copy(update={"layout": LayoutSpec(tp=8, zero=0)}))
+
+
+def test_compare_carries_the_ranks_per_chip_or_says_why_not():
+    trn1 = scenario(
+        model="llama2-7b",
+        system=SystemSpec(instance="trn1.32xlarge", nodes=2, devices_per_node=32),
+        layout=LayoutSpec(tp=8),
+        job=TrainingJobSpec(global_batch=64, tokens=1e10),
+    )
+    run = run_training(trn1, compare=SystemSpec(instance="trn1n.32xlarge", nodes=2))
+    assert run.compared is not None and run.compared.num_devices == run.estimate.num_devices == 64
+    with pytest.raises(ClusterSimError, match="2 ranks per chip"):
+        run_training(trn1, compare=SystemSpec(instance="p5.48xlarge", nodes=2))

@@ -9,6 +9,7 @@ only the fields given. Lookup is case-insensitive and treats spaces, ``_`` and `
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -138,12 +139,23 @@ def catalog_files(extra: Sequence[str | Path] = (), *, use_env: bool = True) -> 
 
 
 def load_catalog(extra: Sequence[str | Path] = (), *, use_env: bool = True) -> Catalog:
-    """Read, merge and validate the embedded catalog and the user's files.
+    """Read, merge and validate the embedded catalog and the user's files (the same unchanged files give
+    the same, cached, catalog).
 
     Raises ``CatalogFileError`` naming the file, the entry, the field, the value and the rule.
     """
-    documents = [(str(path), read_toml(path)) for path in catalog_files(extra, use_env=use_env)]
-    return build_catalog(documents)
+    files = catalog_files(extra, use_env=use_env)
+    try:
+        stamps = tuple((str(path), path.stat().st_mtime_ns, path.stat().st_size) for path in files)
+    except OSError:
+        return build_catalog([(str(path), read_toml(path)) for path in files])  # names the unreadable file
+    return _load(stamps)
+
+
+@functools.lru_cache(maxsize=16)
+def _load(stamps: tuple[tuple[str, int, int], ...]) -> Catalog:
+    """The catalog of these files as they are (path, modification time, size): read once per process."""
+    return build_catalog([(path, read_toml(path)) for path, _, _ in stamps])
 
 
 def build_catalog(documents: Iterable[tuple[str, Any]]) -> Catalog:

@@ -185,7 +185,7 @@ def _usage_error(exc: click_errors.ClickException, argv: Sequence[str], *, as_js
     hint = f" (see {ctx.command_path} --help)" if ctx is not None else ""
     field = value = None
     param = getattr(exc, "param", None)
-    message = exc.format_message()
+    message = exc.format_message().replace("Value error, ", "")
     if param is not None and getattr(param, "opts", None):
         field = max(param.opts, key=len)
         value = _given_value(argv, param.opts)

@@ -1,0 +1,573 @@
+"""Fuzz the command line in-process: hypothesis-generated arguments and malformed files (issue 11).
+
+Every command runs through typer's test runner with arguments drawn from valid choices, edge values
+(0, -1, nan, inf, 1e30, huge integers, empty and very long strings, misspelled options) and files that
+are malformed on purpose: catalog, efficiency and model TOMLs, Hugging Face config.json files, scenario
+files and ground-truth JSON Lines, some of them not UTF-8. Each result is classified:
+
+* **answered** (exit 0): every number in the output is finite, ``--json`` output is strict JSON, and the
+  answer is well-defined (a training layout that fits, a positive throughput, a size sweep in range);
+* **refused** (exit 2): one line on stderr (a JSON object with --json), nothing on stdout;
+* **bug**: an exception that escaped (a traceback), exit code 3 (a bug reported in one line), or any
+  other exit code.
+
+    .venv/bin/python benchmarks/fuzz_cli.py [--examples 10000] [--seed 0]
+
+prints the counts and exits 1 if any bug, non-finite number or ill-defined answer was seen. The test
+suite runs a few hundred examples of the same generator (``tests/cli/test_fuzz.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import math
+import re
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import typer.testing
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from clustersim.cli.app import app
+
+ENV = {"CLUSTERSIM_CATALOG": "", "CLUSTERSIM_MODELS": "", "CLUSTERSIM_EFFICIENCY": "", "COLUMNS": "120"}
+NON_FINITE = re.compile(r"(?<![\w.])[-+]?(?:nan|inf|infinity)(?![\w])", re.IGNORECASE)
+INSTANCES = ["p5.48xlarge", "p5en.48xlarge", "p4d.24xlarge", "trn1.32xlarge", "trn2.48xlarge", "p6-b200.48xlarge"]
+ACCELERATORS = ["h100-sxm", "h200-sxm", "b200", "trainium1", "trainium2", "a100-sxm4-80gb"]
+MODELS = ["llama3-8b", "llama2-7b", "llama3-70b", "mixtral-8x7b", "gpt3-5b", "llama3.1-405b"]
+OPS = ["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv"]
+KINDS = ["accelerator", "link", "switch", "domain", "network", "instance", "storage", "cluster"]
+
+# ---- values ---------------------------------------------------------------------------------------
+
+ODD_NUMBERS = ["0", "-1", "-0", "nan", "NaN", "inf", "-inf", "1e30", "1e308", "1e-320", "0.5", "", "abc", "1_0", "0x10"]
+ODD_TEXT = ["", " ", "x" * 5000, "\u00e9\u00e8", "\x00", "--json", "-1", "../../etc/passwd", "🙂", "a b c"]
+
+
+GOOD_SHARE = 0.8  # how often an option gets a sensible value (the rest: edge values and anything at all)
+
+
+def mostly(good: st.SearchStrategy[str], *bad: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    """``good`` most of the time, else one of ``bad``."""
+    return st.floats(0, 1).flatmap(lambda u: good if u < GOOD_SHARE else st.one_of(*bad))
+
+
+def ints(*good: int) -> st.SearchStrategy[str]:
+    """An integer option's text: a sensible value, an odd one, or any integer."""
+    return mostly(
+        st.sampled_from([str(g) for g in good]), st.sampled_from(ODD_NUMBERS), st.integers(-(10**20), 10**20).map(str)
+    )
+
+
+def floats(*good: float) -> st.SearchStrategy[str]:
+    return mostly(
+        st.sampled_from([repr(g) for g in good]),
+        st.sampled_from(ODD_NUMBERS),
+        st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    )
+
+
+def texts(*good: str) -> st.SearchStrategy[str]:
+    return mostly(st.sampled_from(list(good)), st.sampled_from(ODD_TEXT), st.text(max_size=30))
+
+
+def quantities(*good: str) -> st.SearchStrategy[str]:
+    units = st.sampled_from(["", "K", "M", "G", "T", "KiB", "MiB", "GiB", "TiB", "B", "b", "Gbps", "s", "%"])
+    number = st.one_of(st.integers(-10, 10**15).map(str), st.floats(allow_nan=True).map(repr))
+    return mostly(st.sampled_from(list(good)), st.sampled_from(ODD_NUMBERS), st.builds(str.__add__, number, units))
+
+
+# ---- files ----------------------------------------------------------------------------------------
+
+TOML_VALUES = st.one_of(
+    st.integers(-(10**12), 10**12).map(str),
+    st.floats(allow_nan=True, allow_infinity=True).map(lambda f: repr(f) if math.isfinite(f) else str(f)),
+    st.sampled_from(['"80GiB"', '"3.35TB/s"', '"-1GiB"', '"inf"', '"abc"', "true", "[]", "{}", '""', '"0"']),
+)
+
+
+@dataclass
+class Files:
+    """Where one example's generated files go."""
+
+    root: Path
+    written: list[Path] = field(default_factory=list)
+
+    def write(self, name: str, content: str | bytes) -> str:
+        path = self.root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+        self.written.append(path)
+        return str(path)
+
+
+@st.composite
+def catalog_file(draw: st.DrawFn) -> str | bytes:
+    """A catalog override: a known entry with one field changed, an unknown kind, or junk."""
+    choice = draw(st.integers(0, 5))
+    if choice == 0:
+        return draw(st.binary(max_size=200)) + b"\xff\xfe"
+    if choice == 1:
+        return draw(st.text(max_size=200))
+    if choice == 2:
+        kind = draw(st.sampled_from(["gpu", "instances", "Accelerator", "node", ""]))
+        return f'[[{kind}]]\nid = "x"\n'
+    kind, entry, fields = draw(
+        st.sampled_from(
+            [
+                ("accelerator", "h100-sxm", ["memory_bytes", "memory_bandwidth_bytes_per_s", "tdp_watts", "num_cores"]),
+                ("instance", "p5.48xlarge", ["num_accelerators", "vcpus", "host_memory_bytes"]),
+                ("instance", "trn1.32xlarge", ["num_accelerators"]),
+                ("link", "nvlink-4", ["per_device_bandwidth_per_direction_bytes_per_s", "num_links_per_device"]),
+                ("cluster", "ec2-ultracluster", ["oversubscription", "availability_zones"]),
+            ]
+        )
+    )
+    name = draw(st.sampled_from(fields))
+    value = draw(TOML_VALUES)
+    if draw(st.booleans()):
+        value = f'{{ value = {value}, source = "fuzz" }}'
+    if choice == 5:
+        value = f'{{ usd_per_hour = {draw(TOML_VALUES)}, as_of = 2026-01-01, region = "us-east-1", source = "fuzz" }}'
+        name = "on_demand"
+        kind, entry = "instance", "p5.48xlarge"
+    return f'[[{kind}]]\nid = "{entry}"\nbased_on = "{entry}"\n{name} = {value}\n'
+
+
+@st.composite
+def efficiency_file(draw: st.DrawFn) -> str | bytes:
+    if draw(st.integers(0, 6)) == 0:
+        return b'[hopper]\ngemm_max = 0.9\nsource = "\xff"\n'
+    family = draw(st.sampled_from(["hopper", "ampere", "trainium", "blackwell", "tpu", ""]))
+    name = draw(st.sampled_from(["gemm_max", "gemm_half_flop", "attention", "memory_efficiency", "bogus", "based_on"]))
+    source = draw(st.sampled_from(['source = "fuzz"\n', ""]))
+    return f"[{family}]\n{name} = {draw(TOML_VALUES)}\n{source}"
+
+
+@st.composite
+def model_file(draw: st.DrawFn) -> tuple[str, str | bytes]:
+    """A model TOML or a Hugging Face config.json with odd values."""
+    names = ["layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", "seq_len", "head_dim"]
+    if draw(st.booleans()):
+        fields = {n: draw(TOML_VALUES) for n in draw(st.lists(st.sampled_from(names), max_size=8, unique=True))}
+        body = "".join(f"{k} = {v}\n" for k, v in fields.items())
+        return "model.toml", f'[fuzz-model]\nsource = "fuzz"\n{body}'
+    hf = {
+        "architectures": [draw(st.sampled_from(["LlamaForCausalLM", "MistralForCausalLM", "GPT2LMHeadModel", "X"]))],
+        "model_type": draw(st.sampled_from(["llama", "mistral", "gpt2", "qwen2", "unknown"])),
+    }
+    keys = ["num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "intermediate_size",
+            "vocab_size", "max_position_embeddings", "hidden_act", "head_dim"]  # fmt: skip
+    json_values = st.one_of(
+        st.integers(-(10**6), 10**6), st.booleans(), st.none(), st.text(max_size=5), st.floats(allow_nan=False)
+    )
+    for key in draw(st.lists(st.sampled_from(keys), max_size=9, unique=True)):
+        hf[key] = draw(json_values)
+    if draw(st.integers(0, 8)) == 0:
+        return "config.json", b'{"model_type": "llama", "x": "\xff"}'
+    return "config.json", json.dumps(hf)
+
+
+@st.composite
+def cases_file(draw: st.DrawFn) -> str | bytes:
+    """Ground-truth JSON Lines: odd cases, blank files, junk lines."""
+    choice = draw(st.integers(0, 5))
+    if choice == 0:
+        return draw(st.sampled_from(["", "\n\n", "[]\n", "null\n", "{\n", b"\xff\xfe\n"]))
+    case: dict[str, Any] = {
+        "id": draw(st.one_of(st.sampled_from(["a", "x" * 300]), st.text(max_size=10))),
+        "kind": draw(st.sampled_from(["training", "inference", "collective", "memory", "other"])),
+        "measured": {
+            draw(st.sampled_from(["mfu", "busbw_GBps", "output_tokens_per_s", "step_time_s"])): draw(
+                st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.integers(-5, 5))
+            )
+        },
+    }
+    if draw(st.booleans()):
+        case["system"] = {
+            "instance": draw(st.sampled_from([*INSTANCES, "nope"])),
+            "nodes": draw(st.integers(-2, 4)),
+            "devices": draw(st.integers(-1, 64)),
+        }
+    if draw(st.booleans()):
+        case["parallel"] = {
+            "tp": draw(st.integers(0, 16)),
+            "pp": draw(st.integers(0, 8)),
+            "zero": draw(st.integers(-1, 4)),
+        }
+    if case["kind"] == "collective":
+        case |= {"op": draw(st.sampled_from([*OPS, "bogus"])), "size_bytes": draw(st.integers(-1, 2**40))}
+    return json.dumps(case) + "\n"
+
+
+@st.composite
+def scenario_file(draw: st.DrawFn) -> str | bytes:
+    """A scenario file with one odd value (or the wrong kind)."""
+    kind = draw(st.sampled_from(["training", "serving", "other"]))
+    value = draw(TOML_VALUES)
+    if kind != "serving":
+        table, key = draw(
+            st.sampled_from(
+                [("system", "nodes"), ("layout", "tp"), ("layout", "micro_batch"), ("job", "global_batch"),
+                 ("job", "tokens"), ("job", "seq_len")]
+            )
+        )  # fmt: skip
+        tables = {"system": 'instance = "p5.48xlarge"\nnodes = 1\n', "layout": "", "job": ""}
+        tables[table] = tables[table].replace(f"{key} = 1\n", "") + f"{key} = {value}\n"
+        body = "".join(f"[{name}]\n{text}" for name, text in tables.items() if text)
+        return f'kind = "{kind}"\nmodel = "llama3-8b"\n{body}'
+    table, key = draw(
+        st.sampled_from(
+            [("system", "tp"), ("system", "pp"), ("request", "input_tokens"), ("load", "rate_per_s"),
+             ("load", "batch"), ("load", "tpot_target_s")]
+        )
+    )  # fmt: skip
+    tables = {"system": 'instance = "p5.48xlarge"\n', "request": "", "load": ""}
+    tables[table] += f"{key} = {value}\n"
+    body = "".join(f"[{name}]\n{text}" for name, text in tables.items() if text)
+    return f'kind = "serving"\nmodel = "llama2-70b"\n{body}'
+
+
+# ---- commands -------------------------------------------------------------------------------------
+
+Builder = Callable[[st.DrawFn, Files], list[str]]
+
+
+def options(draw: st.DrawFn, table: dict[str, st.SearchStrategy[str] | None], chance: float = 0.35) -> list[str]:
+    """Some of ``table``'s options (flags when the strategy is None), each with a drawn value."""
+    args: list[str] = []
+    for flag, values in table.items():
+        if draw(st.floats(0, 1)) < chance:
+            args += [flag] if values is None else [flag, draw(values)]
+    if draw(st.integers(0, 15)) == 0:
+        args.append(draw(st.sampled_from(["--tpx", "--node", "-x", "--json=1", "--", "extra"])))
+    return args
+
+
+def _hw(draw: st.DrawFn, files: Files) -> list[str]:
+    sub = draw(st.sampled_from(["list", "show", "compare"]))
+    args = ["hw", sub]
+    if sub == "list" and draw(st.booleans()):
+        args += ["--kind", draw(texts(*KINDS))]
+    if sub == "show":
+        args.append(draw(texts(*INSTANCES, *ACCELERATORS, "H100 SXM5", "fsx-persistent-2-1000")))
+    if sub == "compare":
+        args += draw(st.lists(texts(*ACCELERATORS, *INSTANCES), min_size=0, max_size=3))
+    if draw(st.integers(0, 3)) == 0:
+        args += ["--catalog", files.write("catalog/mine.toml", draw(catalog_file()))]
+    return args
+
+
+def _collective(draw: st.DrawFn, files: Files) -> list[str]:
+    args = ["collective", draw(texts(*OPS))]
+    args += options(
+        draw,
+        {
+            "--instance": texts(*INSTANCES),
+            "--nodes": ints(1, 2, 4),
+            "--min": quantities("8", "1M", "64MiB"),
+            "--max": quantities("8G", "1G", "128M"),
+            "--factor": floats(2.0, 4.0, 1.5),
+            "--algo": texts("ring", "tree", "nvls", "nvls_tree"),
+            "--proto": texts("simple", "ll", "ll128"),
+        },
+    )
+    return args
+
+
+def _models(draw: st.DrawFn, files: Files) -> list[str]:
+    args = ["models"]
+    choice = draw(st.integers(0, 3))
+    if choice == 1:
+        args.append(draw(texts(*MODELS)))
+    elif choice == 2:
+        name, content = draw(model_file())
+        args.append(files.write(f"m/{name}", content))
+    elif choice == 3:
+        name, content = draw(model_file())
+        files.write(f"zoo/{'z.toml' if name.endswith('.toml') else 'z.json'}", content)
+        args += ["--models", str(files.root / "zoo")]
+    return args
+
+
+def _train(draw: st.DrawFn, files: Files) -> list[str]:
+    if draw(st.integers(0, 12)) == 0:
+        return ["train", "--scenario", files.write("job.toml", draw(scenario_file()))]
+    model = draw(texts(*MODELS))
+    if draw(st.integers(0, 8)) == 0:
+        name, content = draw(model_file())
+        model = files.write(f"m/{name}", content)
+    args = ["train", model, "--nodes", draw(st.sampled_from(["1", "2", "4"]))]
+    args += options(
+        draw,
+        {
+            "--instance": texts(*INSTANCES),
+            "--nodes": ints(1, 2, 4),
+            "--devices-per-node": ints(8, 16, 32),
+            "--tp": ints(1, 2, 8, 16),
+            "--pp": ints(1, 2, 4),
+            "--vp": ints(1, 2),
+            "--cp": ints(1, 2),
+            "--ep": ints(1, 2),
+            "--micro-batch": ints(1, 2),
+            "--zero": ints(0, 1, 3),
+            "--sp": None,
+            "--no-sp": None,
+            "--recompute": texts("none", "selective", "full"),
+            "--tokens": quantities("1T", "15T", "100B"),
+            "--global-batch": ints(64, 256, 1024),
+            "--seq": ints(2048, 4096, 8192, 3),
+            "--precision": texts("bf16", "fp8", "fp16", "fp32"),
+            "--price": texts("on_demand", "capacity_block"),
+            "--uneven-stages": None,
+            "--compare": texts(*INSTANCES),
+            "--compare-nodes": ints(1, 2),
+            "--ops": None,
+            "--json": None,
+        },
+        chance=0.2,
+    )
+    if draw(st.integers(0, 10)) == 0:
+        args += ["--efficiency", files.write("eff.toml", draw(efficiency_file()))]
+    if draw(st.integers(0, 10)) == 0:
+        args += ["--catalog", files.write("cat.toml", draw(catalog_file()))]
+    return args
+
+
+def _serve(draw: st.DrawFn, files: Files) -> list[str]:
+    if draw(st.integers(0, 12)) == 0:
+        return ["serve", "--scenario", files.write("serve.toml", draw(scenario_file()))]
+    args = ["serve", draw(texts(*MODELS, "llama2-70b"))]
+    args += options(
+        draw,
+        {
+            "--instance": texts(*INSTANCES),
+            "--tp": ints(1, 2, 4, 8),
+            "--pp": ints(1, 2, 3),
+            "--input": ints(128, 2048),
+            "--output": ints(128, 1024),
+            "--batch": ints(1, 16, 64),
+            "--precision": texts("bf16", "fp8", "fp16"),
+            "--kv-cache": texts("bf16", "fp8"),
+            "--batching": texts("continuous", "static"),
+            "--rate": floats(1.0, 5.0, 20.0),
+            "--ttft-target": floats(0.5, 2.0),
+            "--tpot-target": floats(0.03, 0.1),
+            "--compare": texts(*INSTANCES),
+            "--json": None,
+        },
+        chance=0.25,
+    )
+    if draw(st.integers(0, 12)) == 0:
+        args += ["--catalog", files.write("cat.toml", draw(catalog_file()))]
+    return args
+
+
+def _validate(draw: st.DrawFn, files: Files) -> list[str]:
+    paths = [files.write(f"cases{i}.jsonl", draw(cases_file())) for i in range(draw(st.integers(1, 2)))]
+    args = ["validate", *paths]
+    if draw(st.booleans()):
+        args += ["--min-size", draw(quantities("64MiB", "1G"))]
+    if draw(st.booleans()):
+        args.append("--json")
+    return args
+
+
+BUILDERS: dict[str, tuple[Builder, int]] = {
+    "hw": (_hw, 3),
+    "collective": (_collective, 3),
+    "models": (_models, 2),
+    "train": (_train, 6),
+    "serve": (_serve, 5),
+    "validate": (_validate, 2),
+}
+
+
+@st.composite
+def invocations(draw: st.DrawFn, files: Files) -> list[str]:
+    """One command line (and the files it names, written under ``files.root``)."""
+    names = [name for name, (_, weight) in BUILDERS.items() for _ in range(weight)]
+    builder = BUILDERS[draw(st.sampled_from(names))][0]
+    args = builder(draw, files)
+    if draw(st.integers(0, 6)) == 0 and "--json" not in args:
+        args.append("--json")
+    return args
+
+
+# ---- classification -------------------------------------------------------------------------------
+
+
+@dataclass
+class Tally:
+    """Counts over the examples, and the first few command lines of each kind of problem."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+    problems: dict[str, list[str]] = field(default_factory=dict)
+
+    def problem(self, kind: str, args: list[str], detail: str) -> None:
+        self.counts[kind] += 1
+        shown = " ".join(a if len(a) < 80 else a[:40] + "..." for a in args)
+        self.problems.setdefault(kind, [])
+        if len(self.problems[kind]) < 5:
+            self.problems[kind].append(f"{shown}\n      {detail[-600:]}")
+
+    @property
+    def failures(self) -> int:
+        return sum(self.counts[k] for k in ("tracebacks", "bugs", "non_finite", "ill_defined", "bad_refusals"))
+
+
+def _strict_json(text: str) -> Any:
+    def refuse(constant: str) -> Any:
+        raise ValueError(f"non-finite JSON constant {constant}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def _numbers(value: Any) -> Iterator[float]:
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int | float):
+        yield float(value)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _numbers(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _numbers(item)
+
+
+def ill_defined(args: list[str], stdout: str) -> str | None:
+    """Why an answered command's answer is not well-defined, or None."""
+    if "--json" in args and stdout.strip():
+        try:
+            payload = _strict_json(stdout)
+        except ValueError as exc:
+            return f"not strict JSON: {exc}"
+        if args[0] == "train":
+            estimates = [payload] if "first" not in payload else [payload["first"], payload["second"]]
+            for estimate in estimates:
+                if not estimate.get("fits", True):
+                    return "a training answer for a layout that does not fit"
+                if not 0 < estimate.get("step_s", 1) < math.inf:
+                    return f"step_s {estimate.get('step_s')}"
+        if args[0] == "serve":
+            estimates = [payload] if "first" not in payload else [payload["first"], payload["second"]]
+            for estimate in estimates:
+                if not estimate.get("output_tokens_per_s", 1) > 0:
+                    return f"output tokens/s {estimate.get('output_tokens_per_s')}"
+        if args[0] == "collective" and not 1 <= len(payload.get("rows", [])) <= 1000:
+            return f"{len(payload.get('rows', []))} rows"
+    else:
+        if args[0] == "train" and "does not fit" in stdout:
+            return "a training answer for a layout that does not fit"
+    return None
+
+
+def classify(result: Any, args: list[str], tally: Tally) -> None:
+    tally.counts["examples"] += 1
+    output = result.stdout + result.stderr
+    exception = result.exception
+    if exception is not None and not isinstance(exception, SystemExit):
+        tally.problem("tracebacks", args, f"{type(exception).__name__}: {exception}")
+        return
+    if NON_FINITE.search(result.stdout) or (result.exit_code == 0 and NON_FINITE.search(result.stderr)):
+        tally.problem("non_finite", args, NON_FINITE.search(output).group(0) + " in " + output[-400:])  # type: ignore[union-attr]
+    if result.exit_code == 0:
+        tally.counts["exit_0"] += 1
+        why = ill_defined(args, result.stdout)
+        if why:
+            tally.problem("ill_defined", args, why)
+    elif result.exit_code == 2:
+        tally.counts["refused"] += 1
+        lines = result.stderr.strip().splitlines()
+        is_help = result.stderr.lstrip().startswith("Usage:")
+        if not is_help and (len(lines) != 1 or result.stdout.strip()):
+            tally.problem("bad_refusals", args, f"stderr {len(lines)} lines, stdout {len(result.stdout)} chars")
+        elif not is_help and not lines[0].startswith(("error: ", "{")):
+            tally.problem("bad_refusals", args, "a refusal that is not an error line: " + lines[0])
+    else:
+        tally.problem("bugs", args, f"exit {result.exit_code}: {output[-400:]}")
+
+
+# ---- running --------------------------------------------------------------------------------------
+
+
+@contextmanager
+def fast_runner() -> Iterator[CliRunner]:
+    """typer's test runner with the click command built once (typer rebuilds it on every invoke)."""
+    original = typer.testing._get_command
+    typer.testing._get_command = functools.lru_cache(maxsize=4)(original)
+    try:
+        yield CliRunner()
+    finally:
+        typer.testing._get_command = original
+
+
+def run_examples(examples: int, seed: int | None = None, *, tally: Tally | None = None) -> Tally:
+    """Run ``examples`` generated command lines; the tally of their outcomes."""
+    tally = tally or Tally()
+    with tempfile.TemporaryDirectory() as tmp, fast_runner() as runner:
+        counter = iter(range(10**9))
+
+        @settings(
+            max_examples=examples,
+            deadline=None,
+            database=None,
+            derandomize=seed is None,
+            suppress_health_check=list(HealthCheck),
+            phases=[p for p in settings.default.phases if p.name != "shrink"],
+        )
+        @given(st.data())
+        def one(data: st.DataObject) -> None:
+            files = Files(Path(tmp) / f"ex{next(counter)}")
+            files.root.mkdir(parents=True)
+            args = data.draw(invocations(files))
+            result = runner.invoke(app, args, env=ENV)
+            classify(result, args, tally)
+
+        if seed is not None:
+            import hypothesis
+
+            one = hypothesis.seed(seed)(one)
+        one()
+    return tally
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--examples", type=int, default=10_000)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    start = time.perf_counter()
+    tally = run_examples(args.examples, args.seed)
+    elapsed = time.perf_counter() - start
+    counts = tally.counts
+    print(
+        f"examples {counts['examples']:,} in {elapsed:,.0f} s: exit 0 {counts['exit_0']:,}, refused (exit 2) "
+        f"{counts['refused']:,}, tracebacks {counts['tracebacks']}, bugs (exit 3 or other) {counts['bugs']}, "
+        f"non-finite numbers in output {counts['non_finite']}, ill-defined answers {counts['ill_defined']}, "
+        f"refusals not on one line {counts['bad_refusals']}"
+    )
+    for kind, lines in tally.problems.items():
+        print(f"\n{kind} (first {len(lines)}):")
+        for line in lines:
+            print(f"  {line}")
+    sys.exit(1 if tally.failures else 0)
+
+
+if __name__ == "__main__":
+    main()
