@@ -137,6 +137,11 @@ class LayoutArrays:
     def __len__(self) -> int:
         return len(self.tp)
 
+    @property
+    def etp(self) -> IntArray:
+        """Expert tensor-parallel degree (``expert_tp``), one per layout."""
+        return np.asarray(expert_tp(self.tp, self.cp, self.dp, self.ep), dtype=np.int64)
+
     def select(self, which: npt.NDArray[np.bool_] | npt.NDArray[np.int64]) -> LayoutArrays:
         """The layouts a boolean mask or an index array picks, in that order."""
         return LayoutArrays(**{f.name: getattr(self, f.name)[which] for f in fields(self)})
@@ -166,6 +171,14 @@ class LayoutArrays:
             dp_overlap=bool(self.dp_overlap[index]),
             uneven_stages=bool(self.uneven_stages[index]),
         )
+
+
+def expert_tp(tp: Any, cp: Any, dp: Any, ep: Any) -> Any:
+    """How many ranks split each expert (scalars or arrays). Experts are carved out of the data-parallel
+    ranks (``ep`` divides ``dp * cp``) and split like the dense layers over ``tp``; where ``ep`` is wider,
+    Megatron-Core's MoE parallel folding builds the expert groups from all ``tp * cp * dp`` ranks of a
+    stage, each expert whole on ``tp * cp * dp / ep`` ranks (expert data parallel 1)."""
+    return np.where((dp * cp) % ep == 0, tp, (tp * cp * dp) // ep)
 
 
 @dataclass(frozen=True)
@@ -253,7 +266,11 @@ LAYOUT_RULES: tuple[LayoutRule, ...] = (
         lambda a, j: (a.ep == 1) | (j.model.moe is not None),
         lambda x, j: f"ep {x.ep} needs a mixture-of-experts model",
     ),
-    LayoutRule("ep_dp", lambda a, j: a.dp % a.ep == 0, lambda x, j: f"ep {x.ep} must divide dp {x.dp}"),
+    LayoutRule(
+        "ep_ranks",
+        lambda a, j: (a.tp * a.cp * a.dp) % a.ep == 0,
+        lambda x, j: f"ep {x.ep} must divide the ranks the experts fold over, tp*cp*dp = {x.tp * x.cp * x.dp}",
+    ),
     LayoutRule(
         "ep_experts",
         lambda a, j: _moe_experts(j) % a.ep == 0,

@@ -91,9 +91,10 @@ def params_per_device(model: Transformer, lay: LayoutArrays) -> FloatArray:
     """Parameters on a device of the heaviest stage (before ZeRO sharding)."""
     tp = lay.tp.astype(float)
     mlp = model.mlp_params()
-    routed = (model.moe.experts * mlp / lay.ep) if model.moe else 0.0
+    # Routed experts: ``experts / ep`` of them, each split over the expert tensor-parallel ranks.
+    routed = (model.moe.experts * mlp / lay.ep / lay.etp) if model.moe else 0.0
     shared = (model.moe.shared_experts * mlp) if model.moe else mlp
-    layer = (model.attention_params() + model.router_params() + routed + shared) / tp + model.layer_norm_params()
+    layer = (model.attention_params() + model.router_params() + shared) / tp + routed + model.layer_norm_params()
     embedding = model.vocab * model.hidden / tp
     positions = model.embedding_params() - model.vocab * model.hidden * (1 if model.tied_embeddings else 2)
     one_stage_output = 0.0 if model.tied_embeddings else embedding  # pp == 1: untied output matrix too

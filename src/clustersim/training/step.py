@@ -289,9 +289,11 @@ class StepContext:
             zero = np.zeros_like(self.tokens)
             return TermTimes(zero, zero)
         lay, sw = self.lay, self.sw
-        elements = self.tokens * moe.top_k * self.model.hidden
+        # Megatron-Core dispatches the sequence-parallel shard: each TP rank sends its tokens / tp.
+        elements = self.tokens / lay.tp.astype(float) * moe.top_k * self.model.hidden
         dispatch_bytes = sw.ep_dispatch_bytes_fp8 if self.precision is Dtype.FP8 else ACT_BYTES
-        group = (lay.ep, lay.tp * lay.cp)
+        # EP groups inside the data-parallel ranks are tp * cp apart; folded over all ranks, etp apart.
+        group = (lay.ep, np.where((lay.dp * lay.cp) % lay.ep == 0, lay.tp * lay.cp, lay.etp))
         dispatch = self.collective_s(Op.ALLTOALL, dispatch_bytes * elements, *group)
         combine = self.collective_s(Op.ALLTOALL, ACT_BYTES * elements, *group)
         moe_share = self.model.moe_layers / self.model.layers  # leading dense layers send no tokens
