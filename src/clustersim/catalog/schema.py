@@ -271,6 +271,9 @@ class Network(Entry):
     in_order_delivery: Flag | None = Field(None, description="Packets are delivered in order.")
     multipath: Flag | None = Field(None, description="One connection's packets take many paths.")
     latency_s: SecondsFigure | None = Field(None, description="Small-message latency where one is published.")
+    nccl_ll_protocols: Flag | None = Field(
+        None, description="NCCL's LL/LL128 protocols may cross this adapter (128-byte writes arrive in order)."
+    )
     facts: tuple[Fact, ...] = Field((), description="Other sourced facts.")
 
 

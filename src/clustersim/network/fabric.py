@@ -15,6 +15,12 @@ class Fabric:
 
     Bandwidths are datasheet figures (per device per direction inside the node; all network cards
     of one node, one direction); the model applies its achieved-bandwidth fractions to them.
+
+    The network adapter adds what NCCL's InfiniBand-tuned tables leave out: ``network_latency_s``
+    on every inter-node hop (what NCCL's tuner calls ``latencyInter``; 0 for InfiniBand), whether
+    NCCL's LL/LL128 protocols may cross it (``network_ll_protocols``).
+    ``network_flush``: a network receive must be flushed (a loopback read through the NIC) before
+    the GPU may use it, as NCCL does before Hopper and on C2C superchips (``ncclTopoNeedFlush``).
     """
 
     name: str
@@ -23,6 +29,9 @@ class Fabric:
     scaleup_bytes_per_s: float
     network_bytes_per_s: float
     in_network_reduction: bool
+    network_latency_s: float = 0.0
+    network_ll_protocols: bool = True
+    network_flush: bool = False
 
     @property
     def num_ranks(self) -> int:
@@ -40,3 +49,5 @@ class Fabric:
             raise ClusterSimError(f"{self.name}: scale-up bandwidth must be positive")
         if self.num_nodes > 1 and self.network_bytes_per_s <= 0:
             raise ClusterSimError(f"{self.name}: more than one node needs a network bandwidth")
+        if not self.network_latency_s >= 0:
+            raise ClusterSimError(f"{self.name}: network latency must be at least 0 s, got {self.network_latency_s!r}")

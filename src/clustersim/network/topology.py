@@ -10,10 +10,10 @@ topology down to rails and tiers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from clustersim.catalog.registry import Catalog
-from clustersim.catalog.schema import Accelerator, Cluster, Domain, Instance, Kind, Switch
+from clustersim.catalog.schema import Accelerator, Cluster, Domain, FormFactor, Instance, Kind, Network, Switch
 from clustersim.errors import ClusterSimError
 from clustersim.network.fabric import Fabric
 
@@ -46,7 +46,9 @@ class Topology:
     ``domain_devices`` devices (a server, or an NVL72 rack over several) and a scale-out network.
 
     Bandwidths are datasheet figures: scale-up per device and direction, network per server and
-    direction; the collective model applies its achieved fractions.
+    direction; the collective model applies its achieved fractions. The network adapter's latency
+    per inter-node hop and whether NCCL's LL/LL128 protocols may cross it, and whether the devices
+    flush network receives, pass to every ``Fabric`` (see there).
     """
 
     name: str
@@ -58,6 +60,9 @@ class Topology:
     domain_devices: int = 0  # 0: one server
     rails: Rails | None = None
     tiers: SwitchTiers | None = None
+    network_latency_s: float = 0.0
+    network_ll_protocols: bool = True
+    network_flush: bool = False
 
     def __post_init__(self) -> None:
         if self.num_devices < 1:
@@ -100,6 +105,9 @@ class Topology:
             scaleup_bytes_per_s=self.scaleup_bytes_per_s,
             network_bytes_per_s=self.network_bytes_per_s * per_node / self.devices_per_node,
             in_network_reduction=self.in_network_reduction and per_node > 2,
+            network_latency_s=self.network_latency_s,
+            network_ll_protocols=self.network_ll_protocols,
+            network_flush=self.network_flush,
         )
 
     def fabric(self) -> Fabric:
@@ -107,14 +115,7 @@ class Topology:
         fabric = self.group_fabric(self.num_devices, 1)
         if fabric is None:
             raise ClusterSimError(f"{self.name}: a collective needs at least 2 devices")
-        return Fabric(
-            name=self.name,
-            devices_per_node=fabric.devices_per_node,
-            num_nodes=fabric.num_nodes,
-            scaleup_bytes_per_s=fabric.scaleup_bytes_per_s,
-            network_bytes_per_s=fabric.network_bytes_per_s,
-            in_network_reduction=fabric.in_network_reduction,
-        )
+        return replace(fabric, name=self.name)
 
 
 def build_topology(
@@ -134,8 +135,10 @@ def build_topology(
     if scaleup is None:
         raise ClusterSimError(f"accelerator {accelerator.id} has no scale-up bandwidth in the catalog")
     rails = None
+    adapter: Network | None = None
     if instance is not None:
         rails = Rails(int(instance.network.num_cards.value), instance.network.card_bandwidth_bits_per_s.value)
+        adapter = catalog.typed(instance.network.adapter, Network)
     return Topology(
         name=name,
         num_devices=num_devices,
@@ -146,7 +149,23 @@ def build_topology(
         domain_devices=_multi_node_domain(catalog, accelerator, devices_per_node) if share == 1 else 0,
         rails=rails,
         tiers=_tiers(catalog, instance),
+        # What the collective model reads of the adapter: its per-message latency (none listed: 0, as
+        # NCCL's tables hold InfiniBand's), whether LL/LL128 may cross it (unlisted: yes, NCCL's default).
+        network_latency_s=adapter.latency_s.value if adapter and adapter.latency_s else 0.0,
+        network_ll_protocols=bool(adapter.nccl_ll_protocols.value) if adapter and adapter.nccl_ll_protocols else True,
+        network_flush=_needs_flush(accelerator),
     )
+
+
+# GPU families whose network receives NCCL flushes before use (NVIDIA/nccl src/graph/paths.cc,
+# ncclTopoNeedFlush: "Flush is required on Ampere and earlier", compute capability < 9.0).
+_FLUSHING_FAMILIES = frozenset(("kepler", "maxwell", "pascal", "volta", "turing", "ampere"))
+
+
+def _needs_flush(accelerator: Accelerator) -> bool:
+    """Whether NCCL flushes GPUDirect receives on this device: before Hopper, and on superchips whose
+    CPU reaches the GPU over C2C while the NIC sits on PCIe (ncclTopoNeedFlush forces it there)."""
+    return accelerator.family in _FLUSHING_FAMILIES or accelerator.form_factor is FormFactor.SUPERCHIP
 
 
 def _multi_node_domain(catalog: Catalog, accelerator: Accelerator, per_node: int) -> int:
