@@ -102,3 +102,27 @@ def test_an_efficiency_file_changes_the_estimate(tmp_path):
     bad.write_text("[hopper]\ngemm_max = 7\n")
     result = run(*args, "--efficiency", str(bad))
     assert result.exit_code == 2 and "gemm_max" in result.output and "Traceback" not in result.output
+
+
+def test_framework_picks_the_software_profile_and_a_scenario_keeps_it(tmp_path):
+    from typer.testing import CliRunner
+
+    from clustersim.cli.app import app
+
+    runner = CliRunner()
+    base = ["train", "llama3-8b", "--instance", "p4de.24xlarge", "--nodes", "1", "--tp", "1", "--pp", "1",
+            "--zero", "3", "--recompute", "full", "--seq", "8192", "--global-batch", "16", "--json"]  # fmt: skip
+    fsdp = runner.invoke(app, [*base, "--framework", "fsdp", "--save-scenario", str(tmp_path / "job.toml")])
+    megatron = runner.invoke(app, base)
+    assert fsdp.exit_code == 0 and megatron.exit_code == 0, fsdp.output + megatron.output
+    first, second = json.loads(fsdp.stdout), json.loads(megatron.stdout)
+    assert (first["framework"], second["framework"]) == ("fsdp", "megatron")
+    # On A100 Megatron-LM's attention is unfused: the score matrices cost memory FSDP's flash attention does not.
+    assert first["memory_bytes"]["activations"] < second["memory_bytes"]["activations"]
+    assert 'framework = "fsdp"' in (tmp_path / "job.toml").read_text(encoding="utf-8")
+    replay = runner.invoke(app, ["train", "--scenario", str(tmp_path / "job.toml"), "--json"])
+    assert replay.exit_code == 0 and json.loads(replay.stdout)["step_s"] == first["step_s"]
+    refused = runner.invoke(app, ["train", "--scenario", str(tmp_path / "job.toml"), "--framework", "megatron"])
+    assert refused.exit_code == 2 and "--framework" in refused.output
+    unknown = runner.invoke(app, [*base, "--framework", "fdsp"])
+    assert unknown.exit_code == 2 and "did you mean fsdp" in unknown.output

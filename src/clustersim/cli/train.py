@@ -53,6 +53,8 @@ INPUTS = (
     "offer",
     "models",
     "efficiency",
+    "framework",
+    "software",
     "uneven",
     "catalog",
 )
@@ -130,6 +132,18 @@ def train_command(
         list[Path] | None,
         typer.Option("--efficiency", help="A TOML of achieved fractions per accelerator family (overrides fields)."),
     ] = None,
+    framework: Annotated[
+        str,
+        typer.Option(
+            "--framework",
+            help="The training framework's profile: megatron, megatron-deepspeed, deepspeed, fsdp, torchtitan, "
+            "neuronx (or one of --software).",
+        ),
+    ] = "megatron",
+    software: Annotated[
+        list[Path] | None,
+        typer.Option("--software", help="A TOML of framework profiles (overrides fields; also $CLUSTERSIM_SOFTWARE)."),
+    ] = None,
     uneven: Annotated[
         bool,
         typer.Option("--uneven-stages", help="Allow layers that do not divide by pp*vp (fullest stage sets pace)."),
@@ -179,7 +193,7 @@ def train_command(
                 tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, micro_batch=micro_batch, zero=zero, sp=sp, recompute=recompute,
                 uneven=uneven, tokens=tokens, global_batch=global_batch, seq=seq, precision=precision, offer=offer,
                 models=models or [], efficiency=efficiency or [], catalog=catalog or [],
-                given=set(given_options(ctx, LAYOUT_OPTIONS)),
+                framework=framework, software=software or [], given=set(given_options(ctx, LAYOUT_OPTIONS)),
             )  # fmt: skip
         other = SystemSpec(instance=compare, nodes=compare_nodes or spec.system.nodes) if compare else None
         run = run_training(spec, compare=other)
@@ -228,6 +242,8 @@ def _scenario_of_options(
     models: list[Path],
     efficiency: list[Path],
     catalog: list[Path],
+    framework: str,
+    software: list[Path],
     given: set[str],
 ) -> "TrainingScenario":
     """The scenario the options describe: with --tp and --pp a given layout; otherwise a chosen one, the
@@ -259,8 +275,9 @@ def _scenario_of_options(
                 recompute=recompute if "--recompute" in given else None,
             )  # fmt: skip
     return training_scenario(
-        model=model, system=system, layout=layout, job=job, efficiency=efficiency, catalog=catalog, models=models
-    )
+        model=model, system=system, layout=layout, job=job, efficiency=efficiency, catalog=catalog, models=models,
+        framework=framework, software=software,
+    )  # fmt: skip
 
 
 def _precision(text: str) -> Dtype:

@@ -8,6 +8,7 @@ import numpy as np
 import numpy.typing as npt
 
 from clustersim.compute.efficiency import FamilyEfficiency
+from clustersim.compute.software import SoftwareProfile
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout, LayoutArrays
 from clustersim.network.cost import ANALYTIC, CollectiveCost
@@ -50,6 +51,7 @@ def rank_layouts(
     space: SearchSpace | None = None,
     efficiency: FamilyEfficiency | None = None,
     cost: CollectiveCost = ANALYTIC,
+    software: SoftwareProfile | None = None,
 ) -> Ranking:
     """Evaluate every candidate of ``space`` in one vectorized call."""
     layouts = candidate_layouts(model, system, job, space)
@@ -58,7 +60,7 @@ def rank_layouts(
             f"no layout of {model.name} keeps the rules on {system.num_devices} devices with global batch "
             f"{job.global_batch} and sequence {job.seq_len}: {why_no_layout(model, system, job, space)}"
         )
-    terms, memory = evaluate_layouts(model, system, layouts, job, efficiency=efficiency, cost=cost)
+    terms, memory = evaluate_layouts(model, system, layouts, job, efficiency=efficiency, cost=cost, software=software)
     return Ranking(layouts, terms.step_s, memory.required, system.memory_bytes)
 
 
@@ -70,9 +72,10 @@ def choose_layout(
     space: SearchSpace | None = None,
     efficiency: FamilyEfficiency | None = None,
     cost: CollectiveCost = ANALYTIC,
+    software: SoftwareProfile | None = None,
 ) -> Layout:
     """The fastest candidate layout that fits in memory (``ClusterSimError`` when none fits)."""
-    ranking = rank_layouts(model, system, job, space=space, efficiency=efficiency, cost=cost)
+    ranking = rank_layouts(model, system, job, space=space, efficiency=efficiency, cost=cost, software=software)
     best = ranking.fastest(1)
     if not best:
         need = float(ranking.required_bytes.min()) / _GIB

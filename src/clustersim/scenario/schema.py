@@ -150,6 +150,7 @@ class TrainingOptions(_Record):
     """The user's files the run reads (environment variables are not read when a scenario runs)."""
 
     efficiency: tuple[Path, ...] = Field(default=(), description="TOML files of achieved fractions per family.")
+    software: tuple[Path, ...] = Field(default=(), description="TOML files of training-framework profiles.")
     catalog: tuple[Path, ...] = Field(default=(), description="Catalog directories or files that extend or override.")
     models: tuple[Path, ...] = Field(default=(), description="Extra model zoo directories or files.")
 
@@ -166,6 +167,9 @@ class TrainingScenario(_Record):
         "to hold fixed while the rest is searched.",
     )
     job: TrainingJobSpec = Field(default_factory=TrainingJobSpec, description="The job.")
+    framework: str = Field(
+        default="megatron", min_length=1, description="The training framework's profile (compute/software.toml)."
+    )
     options: TrainingOptions = Field(default_factory=TrainingOptions, description="The user's files.")
 
     def relative_to(self, base: Path) -> TrainingScenario:
@@ -173,7 +177,7 @@ class TrainingScenario(_Record):
         options = self.options.model_copy(
             update={
                 name: tuple(_absolute(p, base) for p in getattr(self.options, name))
-                for name in ("efficiency", "catalog", "models")
+                for name in ("efficiency", "software", "catalog", "models")
             }
         )
         model = str(_absolute(Path(self.model), base)) if looks_like_path(self.model) else self.model

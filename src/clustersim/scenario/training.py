@@ -18,6 +18,7 @@ from clustersim.catalog import registry
 from clustersim.catalog.registry import load_catalog
 from clustersim.catalog.tomlfiles import user_paths
 from clustersim.compute import efficiency as efficiencies
+from clustersim.compute import software as software_profiles
 from clustersim.compute.efficiency import efficiency_for, efficiency_table
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout
@@ -62,15 +63,20 @@ def training_scenario(
     efficiency: Sequence[Path] = (),
     catalog: Sequence[Path] = (),
     models: Sequence[Path] = (),
+    framework: str = "megatron",
+    software: Sequence[Path] = (),
 ) -> TrainingScenario:
     """The scenario of a command line's inputs; the files in ``CLUSTERSIM_EFFICIENCY``,
     ``CLUSTERSIM_CATALOG`` and ``CLUSTERSIM_MODELS`` come first in its options, as a run reads them."""
     options = TrainingOptions(
         efficiency=user_files(efficiencies.ENV_VAR, efficiency),
+        software=user_files(software_profiles.ENV_VAR, software),
         catalog=user_files(registry.ENV_VAR, catalog),
         models=user_files(zoo.ENV_VAR, models),
     )
-    return TrainingScenario(model=model_spec(model), system=system, layout=layout, job=job, options=options)
+    return TrainingScenario(
+        model=model_spec(model), system=system, layout=layout, job=job, framework=framework, options=options
+    )
 
 
 @dataclass(frozen=True)
@@ -155,6 +161,7 @@ def run_training(scenario: TrainingScenario, *, compare: SystemSpec | None = Non
     transformer = zoo.load_model(scenario.model, extra_dirs=options.models, use_env=False)
     catalog = load_catalog(options.catalog, use_env=False)
     table = efficiency_table(options.efficiency, use_env=False)
+    profiles = software_profiles.software_profiles(options.software, use_env=False)
     spec = scenario.job
     job = TrainingJob(
         global_batch=spec.global_batch,
@@ -175,14 +182,15 @@ def run_training(scenario: TrainingScenario, *, compare: SystemSpec | None = Non
     def run_on(where: SystemSpec, layout: LayoutChoice) -> Estimate:
         system = system_for_instance(catalog, where.instance, where.nodes, devices_per_node=where.devices_per_node)
         fractions = efficiency_for(system.accelerator, table)
+        software = software_profiles.software_for(scenario.framework, system.accelerator.family, profiles)
         if isinstance(layout, LayoutSpec):
             given = layout_for(layout, system)
         else:
             space = search_space(layout) if isinstance(layout, LayoutSearchSpec) else None
-            given = choose_layout(transformer, system, job, space=space, efficiency=fractions)
+            given = choose_layout(transformer, system, job, space=space, efficiency=fractions, software=software)
         notes = (f"layout chosen (fastest that fits): {given.describe()}",) if chosen else ()
         estimate = estimate_training(
-            transformer, system, given, job, offer=spec.price, efficiency=fractions, notes=notes
+            transformer, system, given, job, offer=spec.price, efficiency=fractions, software=software, notes=notes
         )
         _refuse_unless_fits(estimate)
         return estimate
