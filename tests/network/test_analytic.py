@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clustersim.catalog.registry import load_catalog
+from clustersim.catalog.schema import Network
 from clustersim.errors import ClusterSimError, UnknownNameError
 from clustersim.network import Algorithm, Op, Protocol, busbw_factor, fabric_for_instance, parse_op, predict_collective
 from clustersim.network.analytic import DEFAULT_CALIBRATION, collective_time_s
@@ -20,8 +21,8 @@ from clustersim.validation.collective import predict_collective_case
 CATALOG = load_catalog(use_env=False)
 NO_RAMP = dataclasses.replace(
     DEFAULT_CALIBRATION,
-    ramp_intra_node_s=0.0,
-    ramp_s={"reduce": 0.0, "gather": 0.0, "alltoall": 0.0},
+    ramp_intra_node_bytes=0.0,
+    ramp_bytes={"reduce": 0.0, "gather": 0.0, "alltoall": 0.0},
 )
 GROUND_TRUTH = bundled_dir() / "collectives.jsonl"
 
@@ -62,7 +63,8 @@ def test_tree_matches_its_closed_form_on_two_nodes():
     table = predict_collective(
         Op.ALL_REDUCE, size, fabric, algorithm=Algorithm.TREE, protocol=Protocol.SIMPLE, cal=NO_RAMP
     )
-    latency = (8.4 + 2 * (7 * 4.0 + 1 * 14.0)) * 1e-6
+    # NCCL's table plus EFA v2's 20 us on the one network hop up and the one down (H100: no flush).
+    latency = (8.4 + 2 * (7 * 4.0 + 1 * (14.0 + 20.0))) * 1e-6
     network = 400e9 * DEFAULT_CALIBRATION.network_efficiency
     nvlink = 450e9 * DEFAULT_CALIBRATION.nvlink_efficiency
     assert table.time_s[0] == pytest.approx(latency + size / min(nvlink / 2, network), rel=1e-9)
@@ -121,21 +123,23 @@ def test_busbw_exceeds_the_links_only_where_named(op, instance, nodes, size):
         assert nodes <= 3  # a tree over 2 or 3 nodes moves less than a ring (SimAI calcTreeBusBw)
 
 
-def test_twenty_thousand_gpus_run_the_tree_closed_form():
-    """1 GiB all-reduce on 2,500 p5 nodes: a ring's 39,998 steps cost 0.28 s of latency alone, so the
-    tree wins, network-bound at half of a node's achieved 356 GB/s, with a ramp grown with the node count."""
+def test_twenty_thousand_gpus_run_the_nvlstree_closed_form():
+    """1 GiB all-reduce on 2,500 p5 nodes: a ring's 39,998 steps cost 0.38 s of latency alone, so a
+    tree wins: NVLink SHARP inside the node, network-bound across at half of a node's achieved 388 GB/s
+    (above the plain tree's NVLink chain at 185 GB/s), with a ramp grown with the node count."""
     size, nodes, n = 2.0**30, 2500, 20_000
     table = predict_collective(Op.ALL_REDUCE, size, p5(nodes))
     assert table.fabric.num_ranks == n
-    assert (table.algorithm, table.protocol, table.bound) == ([Algorithm.TREE], [Protocol.SIMPLE], ["network (tree)"])
+    expected = ([Algorithm.NVLSTREE], [Protocol.SIMPLE], ["network (tree)"])
+    assert (table.algorithm, table.protocol, table.bound) == expected
     cal = DEFAULT_CALIBRATION
-    latency = (8.4 + 2 * (7 * 4.0 + math.log2(nodes) * 14.0)) * 1e-6  # base + up and down the tree
-    algbw = min(450e9 * cal.nvlink_efficiency / 2, 0.5 * 400e9 * cal.network_efficiency)  # 178 GB/s
-    ramp = cal.ramp_s["reduce"] * (nodes / 2) ** cal.ramp_node_exponent["reduce"]
-    time = latency + size / algbw * (1 + (ramp * algbw / size) ** cal.ramp_exponent)
+    latency = (25.0 + 2 * math.log2(nodes) * (20.9 + 20.0)) * 1e-6  # NVLS, then up and down the tree over EFA
+    algbw = min(450e9 * cal.nvls_efficiency, 0.5 * 400e9 * cal.network_efficiency)  # 194 GB/s
+    half = cal.ramp_bytes["reduce"] * (nodes / 2) ** cal.ramp_node_exponent["reduce"]
+    time = latency + size / algbw * (1 + (half / size) ** cal.ramp_exponent)
     assert table.time_s[0] == pytest.approx(time, rel=1e-9)
     assert table.busbw_bytes_per_s[0] == pytest.approx(size / time * 2 * (n - 1) / n, rel=1e-9)
-    ring_latency = (8.4 + (2 * (n - 1) - 2 * (nodes - 1)) * 6.0 + 2 * (nodes - 1) * 14.0) * 1e-6
+    ring_latency = (8.4 + (2 * (n - 1) - 2 * (nodes - 1)) * 6.0 + 2 * (nodes - 1) * (14.0 + 20.0)) * 1e-6
     ring = predict_collective(Op.ALL_REDUCE, size, p5(nodes), algorithm=Algorithm.RING, protocol=Protocol.SIMPLE)
     assert ring.time_s[0] > ring_latency > 0.27
 
@@ -150,15 +154,86 @@ def test_bad_fabrics_are_clear_errors():
 
 
 def test_validation_targets_on_measured_busbw():
+    """Issue 10's bars: at most 8% MAPE from 64 MiB up, at most 15% for every source from 1 MiB up."""
     cases = [json.loads(line) for line in GROUND_TRUTH.read_text().splitlines() if line.strip()]
-    errors = [
-        predict_collective_case(c, "busbw_GBps", CATALOG) / c["measured"]["busbw_GBps"] - 1
-        for c in cases
-        if c["size_bytes"] >= 64 * 2**20
-    ]
-    assert len(errors) > 50
-    assert np.mean(np.abs(errors)) <= 0.15
-    assert max(abs(e) for e in errors) <= 0.35
+    errors = {
+        c["id"]: predict_collective_case(c, "busbw_GBps", CATALOG) / c["measured"]["busbw_GBps"] - 1 for c in cases
+    }
+    large = [abs(errors[c["id"]]) for c in cases if c["size_bytes"] >= 64 * 2**20]
+    assert len(large) > 50
+    assert np.mean(large) <= 0.08
+    by_source: dict[str, list[float]] = {}
+    for c in cases:
+        if c["size_bytes"] >= 2**20:
+            source = c["source"].split(" ")[0] + " " + str(c["system"].get("instance"))
+            by_source.setdefault(source, []).append(abs(errors[c["id"]]))
+    assert len(by_source) >= 4  # p4de and p5 of awsome-distributed-training count apart
+    assert all(np.mean(e) <= 0.15 for e in by_source.values()), {k: np.mean(e) for k, e in by_source.items()}
+    assert max(abs(e) for e in errors.values()) <= 0.4  # the worst: a dip in the measured all-gather at 256 MiB
+
+
+# ---- the network adapter: latency, protocols, flush ---------------------------------------------------------
+
+
+def test_adapter_figures_come_from_the_catalog_with_their_sources():
+    expected = {  # instance: (latency, LL/LL128 across nodes, flushes)
+        "p4de.24xlarge": (17e-6, False, True),  # EFA v1, A100
+        "p5.48xlarge": (20e-6, True, False),  # EFA v2, H100
+        "p5en.48xlarge": (18e-6, True, False),  # EFA v3, H200
+        "dgx-a100": (0.0, True, True),  # InfiniBand: NCCL's tables hold its latency
+    }
+    for instance, (latency, ll, flush) in expected.items():
+        fabric = fabric_for_instance(CATALOG, instance, 2)
+        assert fabric.network_latency_s == pytest.approx(latency), instance
+        assert (fabric.network_ll_protocols, fabric.network_flush) == (ll, flush), instance
+    v1, v2 = CATALOG.typed("efa-v1", Network), CATALOG.typed("efa-v2", Network)
+    assert v1.latency_s is not None and "awsome-distributed-training" in v1.latency_s.source
+    assert v2.latency_s is not None and "nccl_ofi_model.cpp" in v2.latency_s.source
+    assert v1.nccl_ll_protocols is not None and not v1.nccl_ll_protocols.value
+    assert "aws-ofi-nccl" in v1.nccl_ll_protocols.source
+
+
+def test_two_p4de_all_reduce_small_messages_pay_the_simple_tree_latency():
+    """8 B on 2 x p4de: NCCL runs Simple only over EFA v1, so the tree's Simple latency, each network hop
+    paying EFA's 17 us twice (A100 flushes every receive): 8.4 + 2 x (7 x 4.0 + 14 + 2 x 17) = 160.4 us,
+    where AWS measured 160.6-165.0 us (awsome-distributed-training nccl-tests README)."""
+    fabric = fabric_for_instance(CATALOG, "p4de.24xlarge", 2)
+    table = predict_collective(Op.ALL_REDUCE, 8.0, fabric)
+    assert (table.algorithm, table.protocol) == ([Algorithm.TREE], [Protocol.SIMPLE])
+    cal = DEFAULT_CALIBRATION
+    algbw = min(300e9 * cal.nvlink_efficiency / 2, 50e9 * cal.network_efficiency)
+    half = cal.ramp_bytes["reduce"]
+    expected = 160.4e-6 + 8.0 / algbw * (1 + (half / 8.0) ** cal.ramp_exponent)
+    assert table.time_s[0] == pytest.approx(expected, rel=1e-9)
+    assert 160.6e-6 <= table.time_s[0] <= 165.0e-6
+    with pytest.raises(ClusterSimError, match="cannot use tree/ll"):
+        predict_collective(Op.ALL_REDUCE, 8.0, fabric, algorithm=Algorithm.TREE, protocol=Protocol.LL)
+    # 2 x p5: LL crosses EFA v2, once per hop and no flush: 6.8 + 2 x (7 x 0.6 + 5.0 + 20) = 65.2 us
+    # (measured 65-75 us at 8 B-1 KiB).
+    p5_table = predict_collective(Op.ALL_REDUCE, 8.0, p5(2))
+    assert (p5_table.algorithm, p5_table.protocol) == ([Algorithm.TREE], [Protocol.LL])
+    assert p5_table.time_s[0] == pytest.approx(65.2e-6, rel=1e-3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(op=ops, instance=instances)
+def test_latency_grows_with_the_network_hops(op, instance):
+    fabrics = [fabric_for_instance(CATALOG, instance, n) for n in (1, 2, 4, 16, 128)]
+    times = [predict_collective(op, 1.0, fabric).time_s[0] for fabric in fabrics]
+    assert times == sorted(times)
+
+
+@settings(max_examples=60, deadline=None)
+@given(op=ops, nodes=node_counts.filter(lambda n: n > 1), size=st.floats(1, 1e11), extra=st.floats(0, 1e-4))
+def test_an_adapter_that_is_slower_to_answer_never_makes_a_collective_faster(op, nodes, size, extra):
+    base = p5(nodes)
+    t = predict_collective(op, size, base).time_s[0]
+    for worse in (
+        dataclasses.replace(base, network_latency_s=base.network_latency_s + extra),
+        dataclasses.replace(base, network_flush=True),
+        dataclasses.replace(base, network_ll_protocols=False),
+    ):
+        assert predict_collective(op, size, worse).time_s[0] >= t * (1 - 1e-12)
 
 
 def test_case_fields():

@@ -32,17 +32,17 @@ CAL = DEFAULT_CALIBRATION
 REL = 1e-9
 US = 1e-6
 NVLINK = 450e9  # per device and direction (H100 NVLink 4)
-NET = 400e9  # per node and direction (8 x 400 Gb/s EFA)
+NET = 200e9  # per node and direction (8 x 200 Gb/s HDR InfiniBand): below NVLink, so rings are network-bound
 
 
 def fabric(per_node: int, nodes: int, *, nvlink: float = NVLINK, net: float = NET, sharp: bool = False) -> Fabric:
     return Fabric("hand", per_node, nodes, nvlink, net, sharp)
 
 
-def simple(latency_us: float, algbw: float, size: float, ramp_s: float) -> float:
-    """Simple (and LL128) time: latency + S / algbw x (1 + (S_half / S) ** p), with S_half = ramp_s x algbw
-    (at S = S_half the transfer takes twice its bandwidth time)."""
-    return latency_us * US + size / algbw * (1 + (ramp_s * algbw / size) ** CAL.ramp_exponent)
+def simple(latency_us: float, algbw: float, size: float, half: float) -> float:
+    """Simple (and LL128) time: latency + S / algbw x (1 + (S_half / S) ** p), S_half in bytes whatever
+    the bandwidth (at S = S_half the transfer takes twice its bandwidth time)."""
+    return latency_us * US + size / algbw * (1 + (half / size) ** CAL.ramp_exponent)
 
 
 def ll(latency_us: float, algbw: float, size: float) -> float:
@@ -56,8 +56,8 @@ def forced(op: Op, size: float, fab: Fabric, algorithm: Algorithm, protocol: Pro
 
 
 NVLINK_EFF = CAL.nvlink_efficiency * NVLINK  # 0.824 x 450 = 370.8 GB/s
-NET_EFF = CAL.network_efficiency * NET  # 0.89 x 400 = 356 GB/s
-INTRA_RAMP = CAL.ramp_intra_node_s
+NET_EFF = CAL.network_efficiency * NET  # 0.97 x 200 = 194 GB/s
+INTRA_RAMP = CAL.ramp_intra_node_bytes
 GIB = 2.0**30
 
 
@@ -129,7 +129,7 @@ def test_nvls_runs_at_its_own_fraction_with_a_flat_latency_on_a_reducing_switch(
 
 
 def test_ring_busbw_approaches_the_achieved_nvlink_bandwidth_at_huge_sizes():
-    size = 2.0**40
+    size = 2.0**44
     table = predict_collective(Op.ALL_REDUCE, size, fabric(8, 1), algorithm=Algorithm.RING, protocol=Protocol.SIMPLE)
     busbw = table.busbw_bytes_per_s[0]
     assert busbw < NVLINK_EFF
@@ -174,7 +174,7 @@ def test_an_empty_message_costs_as_much_as_one_byte():
 def test_two_node_ring_all_reduce_is_network_bound():
     f = fabric(8, 2)
     factor = 2 * 15 / 16
-    ramp = CAL.ramp_s["reduce"] * (2 / 2) ** CAL.ramp_node_exponent["reduce"]
+    ramp = CAL.ramp_bytes["reduce"] * (2 / 2) ** CAL.ramp_node_exponent["reduce"]
     # 30 steps, 2 of them across the network; NVLink hops pay the 3 x 2 us network overhead.
     time, table = forced(Op.ALL_REDUCE, GIB, f, Algorithm.RING, Protocol.SIMPLE)
     assert time == pytest.approx(simple(8.4 + 28 * 6.0 + 2 * 14.0, NET_EFF / factor, GIB, ramp), rel=REL)
@@ -189,14 +189,14 @@ def test_two_node_ring_all_reduce_is_network_bound():
 def test_ring_is_nvlink_bound_when_the_network_is_faster():
     f = fabric(8, 2, net=4e12)
     time, table = forced(Op.ALL_GATHER, GIB, f, Algorithm.RING, Protocol.SIMPLE)
-    ramp = CAL.ramp_s["gather"] * 1.0
+    ramp = CAL.ramp_bytes["gather"] * 1.0
     assert time == pytest.approx(simple(8.4 + 14 * 6.0 + 14.0, NVLINK_EFF / (15 / 16), GIB, ramp), rel=REL)
     assert table.bound == ["NVLink"]
 
 
 def test_two_node_tree_hierarchical_and_nvlstree():
     f = fabric(8, 2, sharp=True)
-    ramp = CAL.ramp_s["reduce"]
+    ramp = CAL.ramp_bytes["reduce"]
     tree = min(NVLINK_EFF / 2, 1.0 * NET_EFF)  # tree factor 1 on two nodes
     time, table = forced(Op.ALL_REDUCE, GIB, f, Algorithm.TREE, Protocol.SIMPLE)
     assert time == pytest.approx(simple(8.4 + 2 * (7 * 4.0 + 1 * 14.0), tree, GIB, ramp), rel=REL)
@@ -212,6 +212,10 @@ def test_two_node_tree_hierarchical_and_nvlstree():
     nvls = CAL.nvls_efficiency * NVLINK
     time, table = forced(Op.ALL_REDUCE, GIB, f, Algorithm.NVLSTREE, Protocol.SIMPLE)
     assert time == pytest.approx(simple(25.0 + 2 * 1 * 20.9, min(nvls, NET_EFF), GIB, ramp), rel=REL)
+    assert table.bound == ["network (tree)"]  # 194 GB/s of network under 275 GB/s of NVLS
+    fast = fabric(8, 2, net=4 * NET, sharp=True)
+    time, table = forced(Op.ALL_REDUCE, GIB, fast, Algorithm.NVLSTREE, Protocol.SIMPLE)
+    assert time == pytest.approx(simple(25.0 + 2 * 1 * 20.9, nvls, GIB, ramp), rel=REL)
     assert table.bound == ["NVLink SHARP"]
     with pytest.raises(ClusterSimError, match="cannot use nvlstree"):
         predict_collective(Op.ALL_REDUCE, GIB, fabric(8, 2), algorithm=Algorithm.NVLSTREE)
@@ -221,7 +225,7 @@ def test_two_node_tree_hierarchical_and_nvlstree():
 def test_tree_factor_of_the_inter_node_bandwidth(nodes, tree_factor):
     # NVLink far faster than the network, so the tree is network-bound: tree_factor x network.
     f = fabric(8, nodes, nvlink=100 * NVLINK, sharp=True)
-    ramp = CAL.ramp_s["reduce"] * (nodes / 2) ** CAL.ramp_node_exponent["reduce"]
+    ramp = CAL.ramp_bytes["reduce"] * (nodes / 2) ** CAL.ramp_node_exponent["reduce"]
     time, table = forced(Op.ALL_REDUCE, GIB, f, Algorithm.TREE, Protocol.SIMPLE)
     latency = 8.4 + 2 * (7 * 4.0 + math.log2(nodes) * 14.0)
     assert time == pytest.approx(simple(latency, tree_factor * NET_EFF, GIB, ramp), rel=REL)
@@ -246,29 +250,41 @@ def test_ll_busbw_caps_by_node_count(nodes, cap):
 
 def test_gather_family_ops_take_one_pass_around_the_ring():
     f = fabric(8, 2)
-    ramp = CAL.ramp_s["gather"] * 1.0
+    ramp = CAL.ramp_bytes["gather"] * 1.0
     latency = 8.4 + 14 * 6.0 + 1 * 14.0  # n - 1 = 15 steps, one across the network
     for op, factor in ((Op.ALL_GATHER, 15 / 16), (Op.REDUCE_SCATTER, 15 / 16), (Op.BROADCAST, 1.0)):
         time, _ = forced(op, GIB, f, Algorithm.RING, Protocol.SIMPLE)
         assert time == pytest.approx(simple(latency, NET_EFF / factor, GIB, ramp), rel=REL), op
     # reduce has the all-reduce's ramp but one pass
     time, _ = forced(Op.REDUCE, GIB, f, Algorithm.RING, Protocol.SIMPLE)
-    assert time == pytest.approx(simple(latency, NET_EFF, GIB, CAL.ramp_s["reduce"]), rel=REL)
+    assert time == pytest.approx(simple(latency, NET_EFF, GIB, CAL.ramp_bytes["reduce"]), rel=REL)
     with pytest.raises(ClusterSimError, match="cannot use tree"):
         predict_collective(Op.ALL_GATHER, GIB, f, algorithm=Algorithm.TREE)
 
 
 def test_the_ramp_grows_with_the_node_count():
     # At S = S_half the Simple transfer takes twice its bandwidth time.
+    halves = []
     for nodes in (2, 4, 32):
         f = fabric(8, nodes)
         n = 8 * nodes
-        ramp = CAL.ramp_s["gather"] * (nodes / 2) ** CAL.ramp_node_exponent["gather"]
-        algbw = NET_EFF / ((n - 1) / n)
-        half = ramp * algbw
-        time, _ = forced(Op.ALL_GATHER, half, f, Algorithm.RING, Protocol.SIMPLE)
-        latency = 8.4 + (n - 1 - (nodes - 1)) * 6.0 + (nodes - 1) * 14.0
+        half = CAL.ramp_bytes["reduce"] * (nodes / 2) ** CAL.ramp_node_exponent["reduce"]
+        algbw = NET_EFF / (2 * (n - 1) / n)
+        time, _ = forced(Op.ALL_REDUCE, half, f, Algorithm.RING, Protocol.SIMPLE)
+        latency = 8.4 + (2 * (n - 1) - 2 * (nodes - 1)) * 6.0 + 2 * (nodes - 1) * 14.0
         assert time == pytest.approx(latency * US + 2 * half / algbw, rel=REL)
+        halves.append(half)
+    assert halves == sorted(halves) and halves[0] < halves[-1]
+
+
+def test_the_ramp_is_a_size_so_a_slower_network_takes_longer_to_fill_it():
+    fast, slow = fabric(8, 2), fabric(8, 2, net=NET / 8)
+    size = 16 * 2.0**20
+    t_fast, _ = forced(Op.ALL_GATHER, size, fast, Algorithm.RING, Protocol.SIMPLE)
+    t_slow, _ = forced(Op.ALL_GATHER, size, slow, Algorithm.RING, Protocol.SIMPLE)
+    latency = (8.4 + 14 * 6.0 + 14.0) * US
+    # Same fraction of the peak at the same size: the transfer part scales with 1 / bandwidth exactly.
+    assert (t_slow - latency) == pytest.approx(8 * (t_fast - latency), rel=1e-9)
 
 
 # ---- all-to-all and send/recv ------------------------------------------------------------------------------
@@ -293,7 +309,7 @@ def test_alltoall_across_nodes_is_bound_by_the_off_node_share():
     # per byte of buffer, (nodes - 1) g^2 / n / network seconds = 4 / 356e9.
     intra, inter = 7 / 16 / NVLINK_EFF, 1 * 64 / 16 / NET_EFF
     assert inter > intra
-    ramp = CAL.ramp_s["alltoall"] * 1.0
+    ramp = CAL.ramp_bytes["alltoall"] * 1.0
     time, table = forced(Op.ALLTOALL, GIB, f, Algorithm.PAIRWISE, Protocol.SIMPLE)
     assert time == pytest.approx(simple(14.0 + 15 * 0.5, 1 / inter, GIB, ramp), rel=REL)
     assert table.bound == ["network (off-node share per device)"]
@@ -303,7 +319,7 @@ def test_alltoall_across_nodes_is_bound_by_the_off_node_share():
     # One device per node: no NVLink part at all.
     single = fabric(1, 4)
     inter = 3 * 1 / 4 / NET_EFF
-    ramp = CAL.ramp_s["alltoall"] * 2.0 ** CAL.ramp_node_exponent["alltoall"]
+    ramp = CAL.ramp_bytes["alltoall"] * 2.0 ** CAL.ramp_node_exponent["alltoall"]
     time, _ = forced(Op.ALLTOALL, GIB, single, Algorithm.PAIRWISE, Protocol.SIMPLE)
     assert time == pytest.approx(simple(14.0 + 3 * 0.5, 1 / inter, GIB, ramp), rel=REL)
 
@@ -316,7 +332,7 @@ def test_sendrecv_uses_one_link_or_one_device_share_of_the_network():
     assert time == pytest.approx(simple(8.4 + 3.4, 0.92 * NVLINK_EFF, GIB, INTRA_RAMP), rel=REL)
     f = fabric(8, 2)
     share = NET_EFF / 8
-    ramp = CAL.ramp_s["alltoall"]
+    ramp = CAL.ramp_bytes["alltoall"]
     time, table = forced(Op.SENDRECV, GIB, f, Algorithm.DIRECT, Protocol.SIMPLE)
     assert time == pytest.approx(simple(8.4 + 14.0, share, GIB, ramp), rel=REL)
     assert table.bound == ["network share of one device"]
@@ -361,15 +377,15 @@ def test_busbw_flags_a_tree_that_beats_the_ring_bound():
     assert nvls.busbw_bytes_per_s[0] > NVLINK and nvls.busbw_exceeds_links == [True]
     ring = predict_collective(Op.ALL_REDUCE, 2.0**36, one, algorithm=Algorithm.RING, protocol=Protocol.SIMPLE)
     assert ring.busbw_exceeds_links == [False]
-    # Send/recv across nodes: the bound is one device's share of the network (50 GB/s); the send reaches 0.89 of it.
-    sendrecv = predict_collective(Op.SENDRECV, 2.0**36, fabric(8, 2))
+    # Send/recv across nodes: the bound is one device's share of the network (25 GB/s); the send reaches 0.97 of it.
+    sendrecv = predict_collective(Op.SENDRECV, 2.0**40, fabric(8, 2))
     assert sendrecv.busbw_bytes_per_s[0] == pytest.approx(NET_EFF / 8, rel=3e-3)
     assert sendrecv.busbw_bytes_per_s[0] < NET_EFF / 8 and sendrecv.busbw_exceeds_links == [False]
 
 
 def test_one_device_per_node_has_no_nvlink_hops():
     f = fabric(1, 4)
-    ramp = CAL.ramp_s["reduce"] * 2.0 ** CAL.ramp_node_exponent["reduce"]
+    ramp = CAL.ramp_bytes["reduce"] * 2.0 ** CAL.ramp_node_exponent["reduce"]
     # Ring: 2 x 3 steps, all across the network.
     time, _ = forced(Op.ALL_REDUCE, GIB, f, Algorithm.RING, Protocol.SIMPLE)
     assert time == pytest.approx(simple(8.4 + 6 * 14.0, NET_EFF / (2 * 3 / 4), GIB, ramp), rel=REL)
@@ -381,7 +397,7 @@ def test_one_device_per_node_has_no_nvlink_hops():
     assert time == pytest.approx(simple(8.4 + 6 * 14.0, 1 / (2 * 3 / 4 / NET_EFF), GIB, ramp), rel=REL)
     # Send/recv: the whole node's network for its one device.
     time, _ = forced(Op.SENDRECV, GIB, fabric(1, 2), Algorithm.DIRECT, Protocol.SIMPLE)
-    assert time == pytest.approx(simple(8.4 + 14.0, NET_EFF, GIB, CAL.ramp_s["alltoall"]), rel=REL)
+    assert time == pytest.approx(simple(8.4 + 14.0, NET_EFF, GIB, CAL.ramp_bytes["alltoall"]), rel=REL)
 
 
 def test_two_device_alltoall_in_one_node():

@@ -32,11 +32,11 @@ GROUND_TRUTH = bundled_dir() / "collectives.jsonl"
 def test_packaged_file_holds_the_constants_the_model_was_validated_with():
     cal = collective_calibration(use_env=False)
     assert cal is DEFAULT_CALIBRATION
-    assert (cal.nvlink_efficiency, cal.nvls_efficiency, cal.network_efficiency) == (0.824, 0.611, 0.89)
-    assert (cal.ramp_exponent, cal.ramp_intra_node_s) == (0.71, 3.0e-5)
-    assert dataclasses.asdict(cal.ramp_s) == {"reduce": 3.2e-4, "gather": 4.1e-5, "alltoall": 2.1e-4}
-    assert dataclasses.asdict(cal.ramp_node_exponent) == {"reduce": 0.67, "gather": 0.75, "alltoall": 0.43}
-    assert cal.ramp_s["reduce"] == 3.2e-4
+    assert (cal.nvlink_efficiency, cal.nvls_efficiency, cal.network_efficiency) == (0.824, 0.611, 0.97)
+    assert (cal.ramp_exponent, cal.ramp_intra_node_bytes) == (0.532, 2.0e6)
+    assert dataclasses.asdict(cal.ramp_bytes) == {"reduce": 4.36e7, "gather": 9.66e5, "alltoall": 1.18e7}
+    assert dataclasses.asdict(cal.ramp_node_exponent) == {"reduce": 0.771, "gather": 0.771, "alltoall": 0.701}
+    assert cal.ramp_bytes["reduce"] == 4.36e7
 
 
 def test_every_entry_says_where_it_comes_from():
@@ -44,17 +44,21 @@ def test_every_entry_says_where_it_comes_from():
     assert set(entries) == {f.name for f in dataclasses.fields(CommCalibration)}
     assert all(entry.source.strip() for entry in entries.values())
     assert "nccl#1455" in entries["nvlink_efficiency"].source
-    assert entries["ramp_intra_node_s"].source.startswith("assumed")
-    assert entries["network_efficiency"].fitted is not None
+    assert entries["ramp_intra_node_bytes"].source.startswith("derived, not fitted")
+    # The network's achieved fraction is a stated prior (the error is flat across it); the ramp is fitted.
+    assert entries["network_efficiency"].source.startswith("prior") and entries["network_efficiency"].fitted is None
+    for name in ("ramp_exponent", "ramp_bytes", "ramp_node_exponent"):
+        assert "1 MiB" in str(entries[name].fitted) and "p4de" in str(entries[name].fitted), name
 
 
 def test_a_user_file_changes_only_what_it_gives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     mine = tmp_path / "mine.toml"
-    mine.write_text("[network_efficiency]\nvalue = 0.7\n\n[ramp_s]\nreduce = 1e-4\n")
+    mine.write_text("[network_efficiency]\nvalue = 0.7\n\n[ramp_bytes]\nreduce = 1e6\n")
     cal = collective_calibration([mine], use_env=False)
-    assert cal.network_efficiency == 0.7 and cal.ramp_s.reduce == 1e-4
-    assert cal.ramp_s.gather == DEFAULT_CALIBRATION.ramp_s.gather
-    assert dataclasses.replace(cal, network_efficiency=0.89, ramp_s=DEFAULT_CALIBRATION.ramp_s) == DEFAULT_CALIBRATION
+    assert cal.network_efficiency == 0.7 and cal.ramp_bytes.reduce == 1e6
+    assert cal.ramp_bytes.gather == DEFAULT_CALIBRATION.ramp_bytes.gather
+    restored = dataclasses.replace(cal, network_efficiency=0.97, ramp_bytes=DEFAULT_CALIBRATION.ramp_bytes)
+    assert restored == DEFAULT_CALIBRATION
     entries = calibration_entries([mine], use_env=False)
     assert entries["network_efficiency"].source == f"set in {mine}" and entries["network_efficiency"].fitted is None
     assert entries["nvlink_efficiency"].source == calibration_entries(use_env=False)["nvlink_efficiency"].source
@@ -84,8 +88,8 @@ def test_a_user_file_changes_only_what_it_gives(tmp_path: Path, monkeypatch: pyt
             "entry 'network_efficiency', field 'value': value 1.5: .*less than or equal to 1",
         ),
         ("[nvls_efficiency]\nvalue = 0\n", "entry 'nvls_efficiency', field 'value': value 0: .*greater than 0"),
-        ("[ramp_s]\nreduce = -1e-4\n", "entry 'ramp_s', field 'reduce': value -0.0001: .*greater than or equal to 0"),
-        ("[ramp_s]\nscatter = 1e-4\n", "entry 'ramp_s', field 'scatter': value 0.0001: unknown field .*reduce, gather"),
+        ("[ramp_bytes]\nreduce = -1e6\n", "entry 'ramp_bytes', field 'reduce': value -1000000.0: .*greater than or eq"),
+        ("[ramp_bytes]\nscatter = 1e6\n", "entry 'ramp_bytes', field 'scatter': value 1000000.0: unknown field"),
         (
             "[network_efficiency]\nvalu = 0.8\n",
             "field 'valu': value 0.8: unknown field \\(valid: value, source, fitted\\)",
@@ -115,12 +119,12 @@ def test_the_write_path_round_trips(tmp_path: Path):
     copy = tmp_path / "calibration.toml"
     shutil.copy(PACKAGED, copy)
     update_toml_file(
-        copy, {"network_efficiency": {"value": 0.85}, "ramp_s": {"gather": 5e-5}}, fitted="2030-01-01 test"
+        copy, {"network_efficiency": {"value": 0.85}, "ramp_bytes": {"gather": 5e6}}, fitted="2030-01-01 test"
     )
     text = copy.read_text()
     assert text.startswith("# The collective model's calibration")
     cal, entries = load_calibration(CommCalibration, "clustersim.network", "calibration.toml", (str(copy),))
-    assert cal.network_efficiency == 0.85 and cal.ramp_s.gather == 5e-5 and cal.ramp_s.reduce == 3.2e-4
+    assert cal.network_efficiency == 0.85 and cal.ramp_bytes.gather == 5e6 and cal.ramp_bytes.reduce == 4.36e7
     assert entries["network_efficiency"].fitted == "2030-01-01 test"
     assert entries["network_efficiency"].source == calibration_entries(use_env=False)["network_efficiency"].source
     assert entries["nvlink_efficiency"].fitted is None
@@ -135,8 +139,8 @@ def test_the_calibration_script_writes_what_it_fitted(tmp_path: Path, capsys: py
     load_calibration.cache_clear()  # files are read once per process; this one changed since
     written, entries = load_calibration(CommCalibration, "clustersim.network", "calibration.toml", (str(copy),))
     assert written == cal
-    assert "by benchmarks/calibrate_collectives.py (0 rounds)" in str(entries["network_efficiency"].fitted)
-    assert entries["nvlink_efficiency"].fitted is None
+    assert "by benchmarks/calibrate_collectives.py (0 rounds)" in str(entries["ramp_exponent"].fitted)
+    assert entries["nvlink_efficiency"].fitted is None and entries["network_efficiency"].fitted is None  # a prior
     assert f"wrote {copy}" in capsys.readouterr().out
 
 

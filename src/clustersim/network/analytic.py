@@ -5,10 +5,19 @@ For each candidate (algorithm, protocol) the model takes
 * a bandwidth bound from the links the algorithm crosses (NVLink per device, the node's network
   cards, NVLink SHARP for NVLS), times an achieved fraction of the datasheet figure;
 * a latency assembled as NCCL's tuner does (``src/graph/tuning.cc``: base + per-hop latency on
-  NVLink and the network; constants in ../shared/reference/network.md section 1.2);
+  NVLink and the network; constants in ../shared/reference/network.md section 1.2), where every
+  network hop also pays the adapter's per-message latency (``Fabric.network_latency_s``, NCCL's
+  ``latencyInter``: 0 for InfiniBand, whose figures the tables already hold; about 20 us on EFA),
+  and a Simple hop once more where the receiver flushes GPUDirect writes (``network_flush``: GPUs
+  before Hopper and C2C superchips, NCCL's ``ncclTopoNeedFlush``; its tuner charges this "flush");
+* LL and LL128 only where the adapter delivers 128-byte writes in order (``network_ll_protocols``:
+  not EFA v1, where aws-ofi-nccl sets ``NCCL_PROTO=simple``); inside a node always;
 * for the Simple protocol, a message-size efficiency ``1 / (1 + (S_half / S) ** p)`` that captures
-  NCCL's ramp (fewer channels and a pipeline to fill on small messages); ``S_half`` is a time
-  constant times the bandwidth, growing with the node count. These few parameters are fitted once
+  NCCL's ramp (fewer channels and a pipeline to fill on small messages); ``S_half`` is a size, the
+  bytes NCCL's channels must have in flight, growing with the node count, the same on a slow
+  network as on a fast one, which spends longer filling it (2 x p4de and 2 x p5, 7x apart in
+  bandwidth, reach half their peak all-reduce busbw at 32 and ~90 MiB, not 7x apart as a ramp in
+  time would have them). These few parameters are fitted once
   to measured busbw (``benchmarks/calibrate_collectives.py``, which writes them into
   ``calibration.toml`` beside this module, each with its source); ``CommCalibration`` holds them.
   A user's file (``CLUSTERSIM_COLLECTIVE_CALIBRATION``, paths separated by ``os.pathsep``, or
@@ -99,9 +108,9 @@ class CommCalibration:
     )
     network_efficiency: float = Field(gt=0, le=1, description="Achieved fraction of a node's scale-out bandwidth.")
     ramp_exponent: float = Field(gt=0, description="Exponent p of the Simple ramp 1 / (1 + (S_half / S) ** p).")
-    ramp_s: PerOpFamily = Field(description="Ramp time constant at 2 nodes per op family, seconds.")
-    ramp_node_exponent: PerOpFamily = Field(description="Growth of the ramp constant with nodes: (nodes / 2) ** this.")
-    ramp_intra_node_s: float = Field(ge=0, description="Ramp time constant inside a node, seconds.")
+    ramp_bytes: PerOpFamily = Field(description="Ramp half size S_half at 2 nodes per op family, bytes.")
+    ramp_node_exponent: PerOpFamily = Field(description="Growth of the ramp size with nodes: (nodes / 2) ** this.")
+    ramp_intra_node_bytes: float = Field(ge=0, description="Ramp half size S_half inside a node, bytes.")
 
 
 def collective_calibration(extra: Sequence[str | Path] = (), *, use_env: bool = True) -> CommCalibration:
@@ -133,7 +142,7 @@ class Candidate:
     algbw_bytes_per_s: float
     latency_s: float
     bound: str
-    ramp_s: float
+    ramp_bytes: float
 
 
 @dataclass(frozen=True)
@@ -174,8 +183,17 @@ def candidates(op: Op, fabric: Fabric, cal: CommCalibration | None = None) -> li
     nvls = fabric.scaleup_bytes_per_s * cal.nvls_efficiency
     network = fabric.network_bytes_per_s * cal.network_efficiency
     multi = nodes > 1
+    adapter_us = fabric.network_latency_s / _US
+    simple_adapter_us = adapter_us * (2 if fabric.network_flush else 1)
+
+    def net_hop(algorithm: Algorithm, proto: int) -> float:
+        """One network hop: NCCL's hardware latency plus the adapter's (a Simple hop that flushes: twice)."""
+        return _NET_US[algorithm][proto] + (simple_adapter_us if proto == 2 else adapter_us)
+
     family = _family(op)
-    ramp = cal.ramp_s[family] * (nodes / 2) ** cal.ramp_node_exponent[family] if multi else cal.ramp_intra_node_s
+    ramp = cal.ramp_intra_node_bytes
+    if multi:
+        ramp = cal.ramp_bytes[family] * (nodes / 2) ** cal.ramp_node_exponent[family]
     factor = busbw_factor(op, n)
     out: list[tuple[Algorithm, float, str, float]] = []  # algorithm, algbw, bound, simple latency us
 
@@ -186,21 +204,21 @@ def candidates(op: Op, fabric: Fabric, cal: CommCalibration | None = None) -> li
         if multi:
             intra_lat = max(intra_lat, _NET_OVERHEAD_US * (3 if proto == 2 else 1))
         base = _BASE_US[Algorithm.RING][proto]
-        return base + (steps - inter) * intra_lat + inter * _NET_US[Algorithm.RING][proto]
+        return base + (steps - inter) * intra_lat + inter * net_hop(Algorithm.RING, proto)
 
     def tree_latency(proto: int) -> float:
-        hops = 2 * ((g - 1) * _NVLINK_US[Algorithm.TREE][proto] + math.log2(nodes) * _NET_US[Algorithm.TREE][proto])
+        hops = 2 * ((g - 1) * _NVLINK_US[Algorithm.TREE][proto] + math.log2(nodes) * net_hop(Algorithm.TREE, proto))
         return _BASE_US[Algorithm.TREE][proto] + hops
 
     if op is Op.ALLTOALL:
         intra_time = (g - 1) / n / nvlink if g > 1 else 0.0
         inter_time = (nodes - 1) * g * g / n / network if multi else 0.0
         bound = "network (off-node share per device)" if inter_time >= intra_time else "NVLink"
-        latency = _NET_US[Algorithm.RING][2] if multi else _NVLINK_US[Algorithm.RING][2]
+        latency = net_hop(Algorithm.RING, 2) if multi else _NVLINK_US[Algorithm.RING][2]
         out.append((Algorithm.PAIRWISE, 1.0 / max(intra_time, inter_time), bound, latency + (n - 1) * _PER_PEER_US))
     elif op is Op.SENDRECV:
         algbw, bound = (network / g, "network share of one device") if multi else (nvlink, "NVLink")
-        hop = _NET_US[Algorithm.RING][2] if multi else _NVLINK_US[Algorithm.RING][2]
+        hop = net_hop(Algorithm.RING, 2) if multi else _NVLINK_US[Algorithm.RING][2]
         out.append((Algorithm.DIRECT, algbw, bound, _BASE_US[Algorithm.RING][2] + hop))
     else:
         ring_busbw, ring_bound = (network, "network") if multi and network < nvlink else (nvlink, "NVLink")
@@ -214,7 +232,7 @@ def candidates(op: Op, fabric: Fabric, cal: CommCalibration | None = None) -> li
                 if fabric.in_network_reduction:
                     nvlstree = min(nvls, _tree_factor(nodes) * network)
                     bound = "NVLink SHARP" if nvls <= _tree_factor(nodes) * network else "network (tree)"
-                    latency = _NVLS_NVLINK_US + 2 * math.log2(nodes) * _NVLSTREE_NET_US
+                    latency = _NVLS_NVLINK_US + 2 * math.log2(nodes) * (_NVLSTREE_NET_US + simple_adapter_us)
                     out.append((Algorithm.NVLSTREE, nvlstree, bound, latency))
             else:
                 out.append((Algorithm.TREE, nvlink / 2, "NVLink (chain)", tree_latency(2)))
@@ -222,9 +240,10 @@ def candidates(op: Op, fabric: Fabric, cal: CommCalibration | None = None) -> li
                     out.append((Algorithm.NVLS, nvls, "NVLink SHARP", _NVLS_NVLINK_US))
 
     result: list[Candidate] = []
+    low_latency = not multi or fabric.network_ll_protocols
     for algorithm, algbw, bound, latency_us in out:
         result.append(Candidate(algorithm, Protocol.SIMPLE, algbw, latency_us * _US, bound, ramp))
-        if algorithm in (Algorithm.RING, Algorithm.TREE, Algorithm.DIRECT, Algorithm.PAIRWISE):
+        if low_latency and algorithm in (Algorithm.RING, Algorithm.TREE, Algorithm.DIRECT, Algorithm.PAIRWISE):
             proto_latency = {
                 Algorithm.RING: ring_latency,
                 Algorithm.TREE: tree_latency,
@@ -246,9 +265,8 @@ def candidate_time_s(candidate: Candidate, size_bytes: FloatArray, cal: CommCali
     cal = default_calibration() if cal is None else cal
     sizes = np.maximum(size_bytes, 1.0)
     transfer = sizes / candidate.algbw_bytes_per_s
-    if candidate.ramp_s > 0:
-        half = candidate.ramp_s * candidate.algbw_bytes_per_s
-        transfer = transfer * (1.0 + (half / sizes) ** cal.ramp_exponent)
+    if candidate.ramp_bytes > 0:
+        transfer = transfer * (1.0 + (candidate.ramp_bytes / sizes) ** cal.ramp_exponent)
     return candidate.latency_s + transfer
 
 
@@ -311,10 +329,10 @@ def _link_limit(op: Op, fabric: Fabric) -> float:
 
 
 def _candidate_arrays(options: tuple[Candidate, ...] | list[Candidate]) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Latency, algbw and ramp size (``ramp_s x algbw``; 0 without a ramp) of each candidate, as columns."""
+    """Latency, algbw and ramp size (0 without a ramp) of each candidate, as columns."""
     latency = np.array([[c.latency_s] for c in options])
     algbw = np.array([[c.algbw_bytes_per_s] for c in options])
-    half = np.array([[c.ramp_s * c.algbw_bytes_per_s] for c in options])
+    half = np.array([[c.ramp_bytes] for c in options])
     return latency, algbw, half
 
 
