@@ -19,6 +19,7 @@ ESTIMATE_KEYS = {
     "precision",
     "kv_precision",
     "batching",
+    "engine",
     "scenario",
     "input_tokens",
     "output_tokens",

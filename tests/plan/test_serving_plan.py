@@ -63,6 +63,19 @@ def test_a_given_degree_is_used_as_is():
     assert (estimate.tp, estimate.dp, estimate.batch, estimate.batch_limited_by) == (4, 2, 8, "requested")
 
 
+def test_the_engine_is_an_input_of_every_scenario():
+    request = Request(1024, 1024, Dtype.FP8)
+    trt = best_serving_layout(LLAMA2_70B, CATALOG, "p5.48xlarge", request, tp=2)
+    vllm = best_serving_layout(LLAMA2_70B, CATALOG, "p5.48xlarge", request, tp=2, engine="vllm")
+    assert (trt.engine, vllm.engine) == ("tensorrt-llm", "vllm")
+    assert vllm.max_batch <= 1024 and vllm.kv_capacity_tokens_per_device < trt.kv_capacity_tokens_per_device
+    system = serving_system_for_instance(CATALOG, "p5.48xlarge", tp=8)
+    for scenario in (ServingScenario(rate_per_s=1.0), ServingScenario(tpot_target_s=0.05), ServingScenario()):
+        assert estimate_scenario(LLAMA2_70B, system, request, scenario, engine="sglang").engine == "sglang"
+    with pytest.raises(ClusterSimError, match="unknown engine 'trt'"):
+        best_serving_layout(LLAMA2_70B, CATALOG, "p5.48xlarge", request, engine="trt")
+
+
 def test_targets_ask_for_the_highest_rate_that_meets_them():
     system = serving_system_for_instance(CATALOG, "p5.48xlarge", tp=8)
     estimate = estimate_scenario(LLAMA2_70B, system, Request(512, 256, Dtype.FP8), ServingScenario(tpot_target_s=0.05))

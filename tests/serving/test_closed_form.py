@@ -1,9 +1,10 @@
 """The serving model against hand derivations: Erlang C, bytes held, and one engine step on a round device.
 
 The device: 1 PFLOP/s dense BF16, 2 PFLOP/s FP8, 2 TB/s HBM, 80 GiB; the calibration: GEMMs at half the
-peak, weight and KV reads at half the HBM bandwidth, prefill attention at a quarter of the peak, 10
-hidden-vector passes per token and layer, 20 us per step and 1 us per sequence of overhead. So a BF16
-GEMM runs at 5e14 FLOP/s and every byte read takes 1e-12 s.
+peak whatever their size, weight and KV reads at half the HBM bandwidth, prefill attention at a quarter
+of the peak, 10 hidden-vector passes per token and layer, 20 us per step and 1 us per sequence of
+overhead; the engine: TensorRT-LLM's with 16-token KV blocks and 90% of the memory left for the cache.
+So a BF16 GEMM runs at 5e14 FLOP/s and every byte read takes 1e-12 s.
 
 The model (Llama-style): 4 layers, h = 1024, SwiGLU f = 4096, 8 query heads and 4 KV heads of 128,
 V = 32768, untied: per layer 3,145,728 attention and 12,582,912 MLP weights, 33,554,432 in the logits.
@@ -29,8 +30,10 @@ from clustersim.serving.engine import (
     ServingSystem,
     kv_bytes_per_token,
     memory_plan,
+    reserved_tokens,
     weight_bytes_per_device,
 )
+from clustersim.serving.engines import engine_profile
 from clustersim.serving.estimate import Batching, Request, batch_limit, estimate_offline
 from clustersim.serving.latency import erlang_c, estimate_server, max_rate
 from clustersim.system import System
@@ -42,17 +45,18 @@ CATALOG = load_catalog(use_env=False)
 CAL = dataclasses.replace(
     DEFAULT_CALIBRATION,
     flop_efficiency=0.5,
+    gemm_half_tokens=0.0,
     hbm_efficiency=0.5,
     attention_flop_efficiency=0.25,
     activation_passes=10.0,
     step_overhead_s=2e-5,
     sync_overhead_s=1e-5,
     sequence_overhead_s=1e-6,
-    kv_memory_fraction=0.9,
     workspace_bytes=1.0 * GIB,
-    kv_block_tokens=16,
-    max_batch_sequences=4096,
-    max_tokens_per_step=32768,
+)
+# The engine: KV cache in 16-token blocks, 90% of the memory left, 4096 sequences and 32768 tokens per step.
+ENGINE = engine_profile("tensorrt-llm").model_copy(
+    update={"kv_memory_fraction": 0.9, "kv_block_tokens": 16, "max_batch_sequences": 4096, "max_tokens_per_step": 32768}
 )
 GEMM, HBM = 5e14, 1e12  # FLOP/s and B/s achieved
 TINY = Transformer(
@@ -152,19 +156,19 @@ def test_weight_bytes_per_device_by_hand():
 
 def test_memory_plan_and_batch_limit_by_hand():
     system = serving()
-    plan = memory_plan(TINY, system, Dtype.BF16, Dtype.BF16, CAL)
+    plan = memory_plan(TINY, system, Dtype.BF16, Dtype.BF16, CAL, ENGINE)
     budget = (80 * GIB - 2 * PARAMS - 1 * GIB) * 0.9
     assert plan.kv_budget_bytes == pytest.approx(budget, rel=REL)
     assert plan.kv_capacity_tokens == pytest.approx(budget / 8192, rel=REL)
     # 1000 + 200 tokens reserve 1200 rounded up to whole 16-token blocks: 1200
-    limit, reason, _ = batch_limit(TINY, system, Request(1000, 200), CAL)
+    limit, reason, _ = batch_limit(TINY, system, Request(1000, 200), CAL, ENGINE)
     by_capacity = math.floor(budget / 8192 / 1200)  # 7742
     by_tokens = math.floor(32768 / (1 + 1000 / 200))  # prompt and output tokens per step: 5461
     assert by_capacity > by_tokens > 4096
     assert (limit, reason) == (4096, "scheduler")  # the engine's sequence cap
-    limit, reason, _ = batch_limit(TINY, serving(pp=2), Request(100, 5), CAL)
+    limit, reason, _ = batch_limit(TINY, serving(pp=2), Request(100, 5), CAL, ENGINE)
     assert (limit, reason) == (math.floor(32768 / (1 + 100 / 5)) * 2, "scheduler")  # 1560 per stage x 2 stages
-    limit, reason, _ = batch_limit(TINY, system, Request(100_000, 1001), CAL)
+    limit, reason, _ = batch_limit(TINY, system, Request(100_000, 1001), CAL, ENGINE)
     assert (limit, reason) == (math.floor(budget / 8192 / (101_008)), "capacity")  # 101,001 -> 101,008
 
 
@@ -173,7 +177,9 @@ def test_memory_plan_and_batch_limit_by_hand():
 
 def test_batch_one_decode_step_is_a_weight_read_roofline():
     # Static batching, one sequence of 1000 + 200 tokens: each decode step reads all weights once.
-    est = estimate_offline(TINY, serving(), Request(1000, 200, batching=Batching.STATIC), batch=1, cal=CAL)
+    est = estimate_offline(
+        TINY, serving(), Request(1000, 200, batching=Batching.STATIC), batch=1, cal=CAL, engine=ENGINE
+    )
     context = 1000 + 200 / 2  # mean KV length over the decode
     compute = 2 * 1 * (4 * DENSE + HEAD) / GEMM
     weights = (4 * DENSE * 2 + HEAD * 2) / HBM
@@ -207,7 +213,7 @@ def test_batch_one_decode_step_is_a_weight_read_roofline():
 
 def test_fp8_reads_half_the_layer_weights_and_computes_at_the_fp8_peak():
     est = estimate_offline(
-        TINY, serving(), Request(1000, 200, Dtype.FP8, Dtype.BF16, Batching.STATIC), batch=1, cal=CAL
+        TINY, serving(), Request(1000, 200, Dtype.FP8, Dtype.BF16, Batching.STATIC), batch=1, cal=CAL, engine=ENGINE
     )
     assert est.gemm_memory_s == pytest.approx((4 * DENSE * 1 + HEAD * 2) / HBM, rel=REL)
     assert est.gemm_compute_s == pytest.approx(2 * 4 * DENSE / 1e15 + 2 * HEAD / GEMM, rel=REL)  # logits in BF16
@@ -217,7 +223,7 @@ def test_fp8_reads_half_the_layer_weights_and_computes_at_the_fp8_peak():
 def test_continuous_step_mixes_decode_and_prefill():
     # 10 sequences decode while their replacements' prompts go through the same step: 10 x 1000 / 200 = 50
     # prompt tokens of 0.05 prompts per step.
-    est = estimate_offline(TINY, serving(), Request(1000, 200), batch=10, cal=CAL)
+    est = estimate_offline(TINY, serving(), Request(1000, 200), batch=10, cal=CAL, engine=ENGINE)
     tokens, prompts, context = 10 + 50, 0.05, 1100
     compute = 2 * tokens * 4 * DENSE / GEMM + 2 * (10 + prompts) * HEAD / GEMM
     weights = (4 * DENSE * 2 + HEAD * 2) / HBM
@@ -240,7 +246,7 @@ def test_continuous_step_mixes_decode_and_prefill():
 
 def test_tensor_parallel_step_adds_two_all_reduces_per_layer():
     system = serving(tp=2)
-    est = estimate_offline(TINY, system, Request(1000, 200, batching=Batching.STATIC), batch=1, cal=CAL)
+    est = estimate_offline(TINY, system, Request(1000, 200, batching=Batching.STATIC), batch=1, cal=CAL, engine=ENGINE)
     all_reduce = predict_collective(Op.ALL_REDUCE, 1 * 1024 * 2, Fabric("hand", 2, 1, 1e11, 50e9, False)).time_s[0]
     assert est.communication_s == pytest.approx(2 * 4 * (all_reduce + 1e-5), rel=REL)
     assert est.gemm_memory_s == pytest.approx((4 * DENSE * 2 + HEAD * 2) / 2 / HBM, rel=REL)
@@ -249,7 +255,7 @@ def test_tensor_parallel_step_adds_two_all_reduces_per_layer():
 
 def test_pipeline_stages_send_once_per_step_and_a_token_takes_pp_steps():
     system = serving(pp=2)
-    est = estimate_offline(TINY, system, Request(1000, 200, batching=Batching.STATIC), batch=2, cal=CAL)
+    est = estimate_offline(TINY, system, Request(1000, 200, batching=Batching.STATIC), batch=2, cal=CAL, engine=ENGINE)
     send = predict_collective(Op.SENDRECV, 1 * 1024 * 2, Fabric("hand", 2, 1, 1e11, 50e9, False)).time_s[0]
     assert est.communication_s == pytest.approx(send, rel=REL)  # one sequence per stage
     weights = (2 * DENSE * 2 + HEAD * 2 / 2) / HBM  # 2 layers, half the logits
@@ -259,7 +265,9 @@ def test_pipeline_stages_send_once_per_step_and_a_token_takes_pp_steps():
 
 def test_moe_decode_reads_only_the_experts_its_tokens_touch():
     moe = TINY.model_copy(update={"moe": MoE(experts=4, top_k=2)})
-    est = estimate_offline(moe, serving(), Request(1000, 200, batching=Batching.STATIC), batch=1, cal=CAL)
+    est = estimate_offline(
+        moe, serving(), Request(1000, 200, batching=Batching.STATIC), batch=1, cal=CAL, engine=ENGINE
+    )
     # One token touches top_k of 4 experts: 4 x (1 - (1 - 2/4)^1) = 2 experts' weights.
     attention_router = 3_145_728 + 1024 * 4
     assert est.gemm_memory_s == pytest.approx((4 * (attention_router + 2 * 12_582_912) * 2 + HEAD * 2) / HBM, rel=REL)
@@ -272,10 +280,10 @@ def test_moe_decode_reads_only_the_experts_its_tokens_touch():
 def test_server_latency_at_a_light_load_is_the_unloaded_step():
     system = serving()
     request = Request(1000, 200)
-    light = estimate_server(TINY, system, request, 0.01, cal=CAL)
+    light = estimate_server(TINY, system, request, 0.01, cal=CAL, engine=ENGINE)
     assert light.request_rate_per_s == 0.01 and light.output_tokens_per_s == pytest.approx(2.0)
     # 2 tokens/s of demand: a fraction of a sequence decodes, so a step is about the batch-1 step.
-    one = estimate_offline(TINY, system, request, batch=1, cal=CAL)
+    one = estimate_offline(TINY, system, request, batch=1, cal=CAL, engine=ENGINE)
     assert light.tpot_s < one.tpot_s
     assert light.tpot_s == pytest.approx(one.tpot_s, rel=0.05)
     assert light.ttft_s < one.ttft_s
@@ -284,33 +292,131 @@ def test_server_latency_at_a_light_load_is_the_unloaded_step():
 def test_max_rate_sits_on_the_binding_target():
     system = serving()
     request = Request(1000, 200)
-    best = max_rate(TINY, system, request, ttft_target_s=1.0, tpot_target_s=2e-3, cal=CAL)
+    best = max_rate(TINY, system, request, ttft_target_s=1.0, tpot_target_s=2e-3, cal=CAL, engine=ENGINE)
     assert best.batch_limited_by == "tpot target"
     assert best.tpot_s == pytest.approx(2e-3, rel=1e-6)
     assert best.ttft_s < 1.0
-    best = max_rate(TINY, system, request, ttft_target_s=5e-3, tpot_target_s=1.0, cal=CAL)
+    best = max_rate(TINY, system, request, ttft_target_s=5e-3, tpot_target_s=1.0, cal=CAL, engine=ENGINE)
     assert best.batch_limited_by == "ttft target"
     assert best.ttft_s == pytest.approx(5e-3, rel=1e-6)
     with pytest.raises(ClusterSimError, match="rate: must be positive"):
-        estimate_server(TINY, system, request, 0.0, cal=CAL)
+        estimate_server(TINY, system, request, 0.0, cal=CAL, engine=ENGINE)
 
 
 def test_server_ttft_adds_the_m_d_c_wait_for_a_slot():
     # A slow engine (1 s per step, everything else under 1 ms) with 4 slots: requests of 10 output tokens
     # hold a slot for 10 steps, so 0.3 requests/s offer a load of about 3 to 4 servers.
-    slow = dataclasses.replace(CAL, step_overhead_s=1.0, sequence_overhead_s=0.0, max_batch_sequences=4)
+    slow = dataclasses.replace(CAL, step_overhead_s=1.0, sequence_overhead_s=0.0)
+    four = ENGINE.model_copy(update={"max_batch_sequences": 4})
     system, request = serving(), Request(100, 10)
-    full = estimate_offline(TINY, system, request, batch=4, cal=slow)
+    full = estimate_offline(TINY, system, request, batch=4, cal=slow, engine=four)
     assert full.max_batch == 4 and 1.0 < full.step_s < 1.001
     holding = 10 * full.step_s  # a slot's time per request
     load = 0.3 * holding
     c = Fraction(4)
     a = Fraction(load)
     wait = 0.5 * float(_erlang_c_exact(4, a)) * holding / float(c - a)  # M/D/c: half the M/M/c wait
-    est = estimate_server(TINY, system, request, 0.3, cal=slow)
+    est = estimate_server(TINY, system, request, 0.3, cal=slow, engine=four)
     # then half a step on average, and the step that carries the prompt (about 1 s each)
     assert 1.5 < est.ttft_s - wait < 1.502
     assert 1.0 < est.tpot_s < 1.001
     assert est.output_tokens_per_s == pytest.approx(3.0, rel=REL)
     with pytest.raises(ClusterSimError, match=r"exceeds the saturation rate of 0\.4 requests/s"):
-        estimate_server(TINY, system, request, 0.41, cal=slow)
+        estimate_server(TINY, system, request, 0.41, cal=slow, engine=four)
+
+
+def test_server_targets_at_a_percentile_hold_the_wait_tail():
+    # At the 99th percentile the TTFT target binds on the wait's tail: P(wait > t) = C exp(-t / scale),
+    # scale = half the M/M/c one (M/D/c); the rate that meets it is lower than the one meeting the mean.
+    slow = dataclasses.replace(CAL, step_overhead_s=1.0, sequence_overhead_s=0.0)
+    four = ENGINE.model_copy(update={"max_batch_sequences": 4})
+    system, request = serving(), Request(100, 10)
+    mean = max_rate(TINY, system, request, ttft_target_s=3.0, tpot_target_s=10.0, cal=slow, engine=four)
+    tail = max_rate(
+        TINY, system, request, ttft_target_s=3.0, tpot_target_s=10.0, cal=slow, engine=four, percentile=0.99
+    )
+    assert tail.request_rate_per_s < mean.request_rate_per_s
+    step = estimate_offline(TINY, system, request, batch=4, cal=slow, engine=four).step_s
+    holding = 10 * step
+    load = tail.request_rate_per_s * holding
+    scale = 0.5 * holding / (4 - load)
+    first = tail.ttft_s - 0.5 * erlang_c(4, load) * scale * 2  # the mean TTFT less its mean wait
+    quantile = scale * math.log(erlang_c(4, load) / 0.01)
+    assert quantile + first == pytest.approx(3.0, rel=1e-6)
+    with pytest.raises(ClusterSimError, match="percentile: must be between 0 and 1"):
+        max_rate(TINY, system, request, ttft_target_s=3.0, tpot_target_s=10.0, cal=slow, percentile=99)
+
+
+# ---- what the engine and the board do ---------------------------------------------------------------------
+
+
+def _static(batch: int = 1, cal=CAL, engine=ENGINE, system: ServingSystem | None = None, request=None):
+    request = request or Request(1000, 200, batching=Batching.STATIC)
+    return estimate_offline(TINY, system or serving(), request, batch=batch, cal=cal, engine=engine)
+
+
+def test_a_per_head_decode_kernel_reads_each_kv_head_once_per_query_head():
+    # 8 query heads over 4 KV heads: an older kernel (no GQA kernel) reads every KV head twice.
+    gqa, per_head = _static(batch=4), _static(batch=4, engine=ENGINE.model_copy(update={"gqa_decode_kernel": False}))
+    context = 1100
+    assert gqa.decode_attention_s == pytest.approx((4 * context + 4) * 8192 / HBM, rel=REL)
+    assert per_head.decode_attention_s == pytest.approx((4 * context * 2 + 4) * 8192 / HBM, rel=REL)
+    # at tp 8 each rank holds one query head and one (replicated) KV head: nothing to re-read
+    wide = serving(tp=8)
+    one = _static(system=wide, engine=ENGINE.model_copy(update={"gqa_decode_kernel": False}))
+    assert one.decode_attention_s == _static(system=wide).decode_attention_s
+
+
+def test_the_engines_kernels_and_the_board_power_scale_compute_only():
+    base = _static()
+    slower = _static(engine=ENGINE.model_copy(update={"kernel_efficiency": 0.5}))
+    assert slower.gemm_compute_s == pytest.approx(2 * base.gemm_compute_s, rel=REL)
+    assert slower.ttft_s > base.ttft_s  # the prefill's GEMMs and attention
+    assert (slower.gemm_memory_s, slower.decode_attention_s) == (base.gemm_memory_s, base.decode_attention_s)
+    # The round GPU is an H100 (700 W TDP): at 1400 W its clock rises by 2^(1/3).
+    system = serving()
+    boosted = dataclasses.replace(system, board_power_watts=1400.0)
+    assert boosted.clock_ratio(1 / 3) == pytest.approx(2 ** (1 / 3), rel=1e-12)
+    fast = _static(system=boosted, cal=dataclasses.replace(CAL, power_clock_exponent=1 / 3))
+    assert fast.gemm_compute_s == pytest.approx(base.gemm_compute_s / 2 ** (1 / 3), rel=REL)
+    assert fast.gemm_memory_s == base.gemm_memory_s
+    assert system.clock_ratio(1 / 3) == 1.0  # no power limit of its own: the TDP's clock
+    with pytest.raises(ClusterSimError, match="board power: must be positive"):
+        ServingSystem(name="x", system=system.system, board_power_watts=0.0)
+
+
+def test_small_gemms_reach_less_of_the_peak():
+    # GEMMs of M rows reach M / (M + half) of the fitted fraction: half = 100 tokens adds 100 rows' time.
+    est = _static(cal=dataclasses.replace(CAL, gemm_half_tokens=100.0))
+    assert est.gemm_compute_s == pytest.approx(2 * 101 * (4 * DENSE + HEAD) / GEMM, rel=REL)
+
+
+def test_engine_memory_share_block_size_and_overheads():
+    vllm_like = ENGINE.model_copy(
+        update={"reserved_memory_fraction": 0.1, "kv_memory_fraction": 1.0, "step_overhead_s": 1e-3}
+    )
+    plan = memory_plan(TINY, serving(), Dtype.BF16, Dtype.BF16, CAL, vllm_like)
+    assert plan.kv_budget_bytes == pytest.approx(80 * GIB * 0.9 - 2 * PARAMS - 1 * GIB, rel=REL)
+    assert _static(engine=vllm_like).overhead_s == pytest.approx(1e-3 + 1e-6, rel=REL)
+    # 1001 + 200 tokens in 16-token blocks: 1216; in 1-token pages: 1201
+    assert reserved_tokens(1001, 200, ENGINE) == 1216
+    assert reserved_tokens(1001, 200, ENGINE.model_copy(update={"kv_block_tokens": 1})) == 1201
+
+
+def test_each_routed_expert_is_a_small_gemm_of_its_share_of_the_rows():
+    # 4 experts, top 2, one token: it touches 4 x (1 - (1 - 2/4)^1) = 2 experts, each a GEMM of one row;
+    # with half = 100 tokens each of those GEMMs costs 101 rows, as the dense ones do.
+    moe = TINY.model_copy(update={"moe": MoE(experts=4, top_k=2)})
+    est = _static(cal=dataclasses.replace(CAL, gemm_half_tokens=100.0), engine=ENGINE)
+    attention_router = 3_145_728 + 1024 * 4
+    moe_est = estimate_offline(
+        moe,
+        serving(),
+        Request(1000, 200, batching=Batching.STATIC),
+        batch=1,
+        cal=dataclasses.replace(CAL, gemm_half_tokens=100.0),
+        engine=ENGINE,
+    )
+    flops = 2 * 4 * (101 * attention_router + (2 * 1 + 2 * 100) * 12_582_912) + 2 * 101 * HEAD
+    assert moe_est.gemm_compute_s == pytest.approx(flops / GEMM, rel=REL)
+    assert est.gemm_compute_s == pytest.approx(2 * 101 * (4 * DENSE + HEAD) / GEMM, rel=REL)

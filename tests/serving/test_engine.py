@@ -22,6 +22,7 @@ from clustersim.serving.engine import (
     step_times,
     weight_bytes_per_device,
 )
+from clustersim.serving.engines import engine_profile
 from clustersim.serving.estimate import (
     Batching,
     Request,
@@ -125,7 +126,7 @@ def test_batch_limit_grows_with_memory_capacity():
 
 def test_scheduler_caps_the_batch_when_memory_is_plentiful():
     limit, reason, _ = batch_limit(LLAMA31_8B, p5e(tp=1), Request(16, 16, Dtype.FP8))
-    assert (limit, reason) == (DEFAULT_CALIBRATION.max_batch_sequences, "scheduler")
+    assert (limit, reason) == (engine_profile().max_batch_sequences, "scheduler")
 
 
 # ---- H100 vs H200 --------------------------------------------------------------------------------------
@@ -332,12 +333,21 @@ def test_validate_finds_the_inference_predictor():
 
 
 def test_inference_ground_truth_within_target():
+    # Issue 10's targets: at most 8% over all cases and at most 15% for every source.
     report = validate_cases([GROUND_TRUTH], CATALOG)
     assert not report.skipped, report.skipped
     (score,) = report.files
-    assert score.cases >= 30
-    assert score.mape is not None and score.mape <= 0.15
+    assert score.cases >= 40
+    assert score.mape is not None and score.mape <= 0.08
     assert score.spearman is not None and score.spearman > 0.9
+    cases = {json.loads(line)["id"]: json.loads(line) for line in GROUND_TRUTH.read_text().splitlines()}
+    by_source: dict[str, list[float]] = {}
+    for result in report.cases:
+        source = cases[result.id]["source"].split(" ")[0]  # the repository: the publisher
+        by_source.setdefault(source, []).append(abs(result.error))
+    assert len(by_source) >= 2
+    for source, errors in by_source.items():
+        assert np.mean(errors) <= 0.15, source
 
 
 def test_server_case_is_predicted_at_the_max_rate():
@@ -356,3 +366,41 @@ def test_one_estimate_is_fast():
     for _ in range(50):
         estimate_offline(LLAMA2_70B, system, request)
     assert (time.perf_counter() - start) / 50 < 3e-3  # about 0.5 ms on a laptop core
+
+
+# ---- held out: H200, which the ground truth has only at old releases --------------------------------------------
+
+# TensorRT-LLM perf-overview (v1.0 era, docs/source/performance/perf-overview.md @00f37686), Llama 3.3 70B FP8,
+# total output tokens/s: one H200 (TP1) beside two H100s (TP2, in the ground truth). The H200 column is
+# in no ground-truth file: it checks that the model does not overstate what the H200's bandwidth and
+# capacity buy once memory capacity no longer binds.
+LLAMA33_70B = LLAMA2_70B.model_copy(update={"name": "llama3.3-70b", "vocab": 128256})
+H200_TP1 = {
+    (128, 128): 3803,
+    (128, 2048): 4336,
+    (128, 4096): 2872,
+    (500, 2000): 3666,
+    (1000, 1000): 2909,
+    (1000, 2000): 2994,
+    (2048, 128): 442,
+    (2048, 2048): 2003,
+    (5000, 500): 566,
+    (20000, 2000): 283,
+}
+
+
+def test_held_out_h200_llama70b_is_not_overstated():
+    system = serving_system_for_accelerator(CATALOG, "h200-sxm", tp=1)
+    errors = []
+    for (n, o), measured in H200_TP1.items():
+        predicted = estimate_offline(LLAMA33_70B, system, Request(n, o, Dtype.FP8)).output_tokens_per_s
+        errors.append(predicted / measured - 1)
+    assert max(abs(e) for e in errors) < 0.15, errors
+    assert np.mean(np.abs(errors)) < 0.10
+    # per GPU, one H200 against two H100s at 128/2048: measured 4336 / (6651 / 2) = 1.30
+    h100 = serving_system_for_accelerator(CATALOG, "h100-sxm", tp=2)
+    request = Request(128, 2048, Dtype.FP8)
+    gain = estimate_offline(LLAMA33_70B, system, request).output_tokens_per_s / (
+        estimate_offline(LLAMA33_70B, h100, request).output_tokens_per_s / 2
+    )
+    assert gain == pytest.approx(4336 / (6651 / 2), rel=0.15)

@@ -16,6 +16,7 @@ from clustersim.catalog.registry import Catalog
 from clustersim.errors import ClusterSimError
 from clustersim.execution import check_model_split
 from clustersim.serving.engine import InferenceCalibration, ServingSystem, serving_system_for_instance
+from clustersim.serving.engines import EngineProfile
 from clustersim.serving.estimate import Request, ServingEstimate, estimate_offline
 from clustersim.serving.latency import estimate_server, max_rate
 from clustersim.workload.transformer import Transformer
@@ -48,10 +49,11 @@ def estimate_scenario(
     request: Request,
     scenario: ServingScenario,
     cal: InferenceCalibration | None = None,
+    engine: str | EngineProfile | None = None,
 ) -> ServingEstimate:
-    """The estimate ``scenario`` asks for on ``system``."""
+    """The estimate ``scenario`` asks for on ``system`` served by ``engine`` (default: TensorRT-LLM)."""
     if scenario.rate_per_s is not None:
-        return estimate_server(model, system, request, scenario.rate_per_s, cal)
+        return estimate_server(model, system, request, scenario.rate_per_s, cal, engine)
     if scenario.has_targets:
         return max_rate(
             model,
@@ -60,8 +62,9 @@ def estimate_scenario(
             ttft_target_s=math.inf if scenario.ttft_target_s is None else scenario.ttft_target_s,
             tpot_target_s=math.inf if scenario.tpot_target_s is None else scenario.tpot_target_s,
             cal=cal,
+            engine=engine,
         )
-    return estimate_offline(model, system, request, batch=scenario.batch, cal=cal)
+    return estimate_offline(model, system, request, batch=scenario.batch, cal=cal, engine=engine)
 
 
 def tp_candidates(model: Transformer, catalog: Catalog, instance: str, *, pp: int = 1) -> list[int]:
@@ -102,20 +105,22 @@ def best_serving_layout(
     pp: int = 1,
     scenario: ServingScenario | None = None,
     cal: InferenceCalibration | None = None,
+    engine: str | EngineProfile | None = None,
 ) -> ServingEstimate:
-    """The estimate on one ``instance`` filled with replicas of ``tp x pp`` devices; without ``tp``, the
+    """The estimate on one ``instance`` filled with replicas of ``tp x pp`` devices served by ``engine``
+    (a name from ``clustersim.serving.engines`` or a profile; default TensorRT-LLM); without ``tp``, the
     degree with the best result (most output tokens/s; at a fixed rate, the lowest TPOT). When no
     degree works, the last degree's error (the largest tried, the likeliest to fit) is raised."""
     scenario = scenario or ServingScenario()
     if tp is not None:
         system = serving_system_for_instance(catalog, instance, tp=tp, pp=pp)
-        return estimate_scenario(model, system, request, scenario, cal)
+        return estimate_scenario(model, system, request, scenario, cal, engine)
     found: list[ServingEstimate] = []
     problems: list[str] = []
     for degree in tp_candidates(model, catalog, instance, pp=pp):
         try:
             system = serving_system_for_instance(catalog, instance, tp=degree, pp=pp)
-            found.append(estimate_scenario(model, system, request, scenario, cal))
+            found.append(estimate_scenario(model, system, request, scenario, cal, engine))
         except ClusterSimError as exc:
             problems.append(str(exc))
     if not found:

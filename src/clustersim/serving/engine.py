@@ -5,10 +5,14 @@ forward and, in the same GEMMs, a chunk of prompt tokens of newly admitted reque
 in-flight batching, vLLM chunked prefill). Each kind of work is a roofline on one device, and the
 kinds run one after the other (separate kernels), so the step time is their sum:
 
-* **GEMMs**: ``max(2 x tokens x matmul params / FLOP/s, weights read / HBM bytes/s)``; the weights
+* **GEMMs**: ``max(2 x (tokens + half) x matmul params / FLOP/s, weights read / HBM bytes/s)``: a
+  GEMM of ``tokens`` rows reaches ``tokens / (tokens + half)`` of the fitted fraction; the weights
   are read once per step whatever the batch, so small batches are memory-bound and large ones
-  compute-bound;
-* **decode attention**: every decoding sequence reads its whole KV cache (memory-bound);
+  compute-bound. A MoE layer reads and runs only the routed experts its tokens touch, each a GEMM of
+  its share of the rows (``top_k x tokens / experts``), so a step with few tokens per expert is
+  slower than its FLOPs;
+* **decode attention**: every decoding sequence reads its whole KV cache (memory-bound): once per
+  KV head with a GQA kernel, once per query head with an older per-head kernel (the engine's);
 * **prefill attention**: causal ``2 x layers x q_width x n^2`` FLOPs per prompt (compute-bound);
 * **elementwise** work (norms, residuals, rotary): hidden-vector reads and writes per token;
 * **tensor-parallel all-reduces**: two per layer of ``tokens x hidden x 2`` bytes, from the
@@ -16,12 +20,16 @@ kinds run one after the other (separate kernels), so the step time is their sum:
   one send per step;
 * **overheads**: a fixed cost per step and a host-side cost per sequence.
 
-Achieved fractions of the dense peak and of the HBM bandwidth and the overheads are fitted once
-(``benchmarks/calibrate_inference.py``, which writes them into ``calibration.toml`` beside this
-module, each with its source) and ``InferenceCalibration`` holds them; a user's file
-(``CLUSTERSIM_SERVING_CALIBRATION``, paths separated by ``os.pathsep``, or ``extra=``) replaces the
-fields it gives. Number formats are the catalog's ``Dtype``; the devices are a ``System``'s.
-Everything is per device and vectorized over the number of decoding sequences.
+Achieved fractions of the dense peak and of the HBM bandwidth and the overheads are fitted once on
+the reference engine's (TensorRT-LLM's) runs (``benchmarks/calibrate_inference.py``, which writes
+them into ``calibration.toml`` beside this module, each with its source) and
+``InferenceCalibration`` holds them; a user's file (``CLUSTERSIM_SERVING_CALIBRATION``, paths
+separated by ``os.pathsep``, or ``extra=``) replaces the fields it gives. What the engine does (KV
+pages and memory share, scheduler caps, its decode kernel, its kernels' share of the reference's
+efficiency) is its ``EngineProfile`` (``clustersim.serving.engines``). Compute-bound work runs at
+the clock the board power allows (``ServingSystem.board_power_watts``). Number formats are the
+catalog's ``Dtype``; the devices are a ``System``'s. Everything is per device and vectorized over
+the number of decoding sequences.
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ from clustersim.errors import ClusterSimError
 from clustersim.network.collectives import Op
 from clustersim.network.cost import ANALYTIC, CollectiveCost
 from clustersim.network.fabric import Fabric
+from clustersim.serving.engines import EngineProfile, engine_profile
 from clustersim.system import System, system_for_accelerator, system_for_instance
 from clustersim.workload.transformer import Transformer
 
@@ -89,7 +98,10 @@ class InferenceCalibration:
     (:func:`calibration_entries`); :func:`serving_calibration` reads them with the user's files over them.
     """
 
-    flop_efficiency: float = Field(gt=0, le=1, description="Achieved fraction of the dense peak on GEMMs.")
+    flop_efficiency: float = Field(gt=0, le=1, description="Achieved fraction of the dense peak on large GEMMs.")
+    gemm_half_tokens: float = Field(
+        ge=0, description="Tokens per step (GEMM rows) at which GEMMs reach half of flop_efficiency."
+    )
     hbm_efficiency: float = Field(gt=0, le=1, description="Achieved fraction of HBM bandwidth on weight and KV reads.")
     attention_flop_efficiency: float = Field(
         gt=0, le=1, description="Achieved fraction of the dense peak on causal prefill attention."
@@ -98,11 +110,10 @@ class InferenceCalibration:
     step_overhead_s: float = Field(ge=0, description="Fixed cost per engine step, seconds.")
     sync_overhead_s: float = Field(ge=0, description="Cost each TP all-reduce adds beyond the collective, seconds.")
     sequence_overhead_s: float = Field(ge=0, description="Host-side cost per sequence per step, seconds.")
-    kv_memory_fraction: float = Field(gt=0, le=1, description="Share of the memory left that the KV cache gets.")
     workspace_bytes: float = Field(ge=0, description="Activations, graphs, buffers and context per device, bytes.")
-    kv_block_tokens: int = Field(ge=1, description="Tokens per paged KV cache block.")
-    max_batch_sequences: int = Field(ge=1, description="Most sequences in flight per engine.")
-    max_tokens_per_step: int = Field(ge=1, description="Most tokens per engine step.")
+    power_clock_exponent: float = Field(
+        ge=0, le=1, description="Sustained clock on compute-bound work goes as (board power / TDP) to this power."
+    )
 
 
 def serving_calibration(extra: Sequence[str | Path] = (), *, use_env: bool = True) -> InferenceCalibration:
@@ -148,6 +159,7 @@ class ServingSystem:
     tp_fabric: Fabric | None = None
     pp_fabric: Fabric | None = None
     cost: CollectiveCost = ANALYTIC  # prices the TP all-reduces and PP sends
+    board_power_watts: float | None = None  # a power limit other than the catalogued TDP (None: the TDP)
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp"):
@@ -155,10 +167,20 @@ class ServingSystem:
                 raise ClusterSimError(f"{name}: must be at least 1, got {getattr(self, name)}")
         if self.tp > 1 and self.tp_fabric is None:
             raise ClusterSimError(f"tp {self.tp} needs a fabric for its all-reduces")
+        if self.board_power_watts is not None and not self.board_power_watts > 0:
+            raise ClusterSimError(f"board power: must be positive watts, got {self.board_power_watts}")
 
     @classmethod
     def on(
-        cls, system: System, name: str, *, tp: int, pp: int = 1, dp: int = 1, cost: CollectiveCost = ANALYTIC
+        cls,
+        system: System,
+        name: str,
+        *,
+        tp: int,
+        pp: int = 1,
+        dp: int = 1,
+        cost: CollectiveCost = ANALYTIC,
+        board_power_watts: float | None = None,
     ) -> ServingSystem:
         """Replicas of tp x pp devices of ``system``: TP all-reduces among neighbours, PP sends ``tp`` apart."""
         return cls(
@@ -170,7 +192,17 @@ class ServingSystem:
             tp_fabric=system.group_fabric(tp, 1),
             pp_fabric=system.group_fabric(2 if pp > 1 else 1, tp),
             cost=cost,
+            board_power_watts=board_power_watts,
         )
+
+    def clock_ratio(self, exponent: float) -> float:
+        """Sustained clock on compute-bound work relative to the catalogued TDP's: ``(power / TDP) ** exponent``
+        (dynamic power goes about as the cube of the clock when voltage follows it: exponent 1/3); 1
+        without a power limit of its own or a catalogued TDP."""
+        tdp = self.system.power_watts
+        if self.board_power_watts is None or tdp is None:
+            return 1.0
+        return float((self.board_power_watts * self.system.share / tdp) ** exponent)
 
     @property
     def num_devices(self) -> int:
@@ -240,12 +272,15 @@ def memory_plan(
     precision: Dtype,
     kv_precision: Dtype,
     cal: InferenceCalibration | None = None,
+    engine: str | EngineProfile | None = None,
 ) -> MemoryPlan:
-    """Split one device's memory; ``ClusterSimError`` when the weights and workspace do not fit."""
+    """Split one device's memory (the share the engine uses); ``ClusterSimError`` when the weights and
+    workspace do not fit."""
     cal = default_calibration() if cal is None else cal
-    usable = system.system.memory_bytes
+    profile = engine_profile(engine)
+    usable = system.system.memory_bytes * (1.0 - profile.reserved_memory_fraction)
     weights = weight_bytes_per_device(model, precision, system.tp, system.pp)
-    budget = (usable - weights - cal.workspace_bytes) * cal.kv_memory_fraction
+    budget = (usable - weights - cal.workspace_bytes) * profile.kv_memory_fraction
     if budget <= 0:
         devices = system.system.num_devices  # one instance (serving_system_for_instance)
         if system.tp * system.pp < devices:
@@ -271,10 +306,9 @@ def memory_plan(
     return MemoryPlan(usable, weights, cal.workspace_bytes, budget, per_token, budget / per_token)
 
 
-def reserved_tokens(input_tokens: float, output_tokens: float, cal: InferenceCalibration | None = None) -> float:
-    """KV tokens a sequence reserves: its full length in whole paged blocks (no eviction)."""
-    cal = default_calibration() if cal is None else cal
-    block = cal.kv_block_tokens
+def reserved_tokens(input_tokens: float, output_tokens: float, engine: str | EngineProfile | None = None) -> float:
+    """KV tokens a sequence reserves: its full length in whole blocks of the engine's paged cache (no eviction)."""
+    block = engine_profile(engine).kv_block_tokens
     return float(math.ceil((input_tokens + output_tokens) / block) * block)
 
 
@@ -323,11 +357,14 @@ def step_times(
     prefill_sequences: npt.ArrayLike,
     prompt_tokens: float,
     cal: InferenceCalibration | None = None,
+    engine: str | EngineProfile | None = None,
 ) -> StepTimes:
-    """One step of one stage (one device): ``decode_sequences`` each read ``decode_context_tokens`` of
-    KV cache and make one token; ``prefill_tokens`` prompt tokens of ``prefill_sequences`` prompts of
-    ``prompt_tokens`` tokens each go through the same GEMMs. Arrays broadcast."""
+    """One step of one stage (one device) on ``engine``: ``decode_sequences`` each read
+    ``decode_context_tokens`` of KV cache and make one token; ``prefill_tokens`` prompt tokens of
+    ``prefill_sequences`` prompts of ``prompt_tokens`` tokens each go through the same GEMMs. Arrays
+    broadcast."""
     cal = default_calibration() if cal is None else cal
+    profile = engine_profile(engine)
     b = np.asarray(decode_sequences, dtype=np.float64)
     context = np.asarray(decode_context_tokens, dtype=np.float64)
     prefill = np.asarray(prefill_tokens, dtype=np.float64)
@@ -338,29 +375,42 @@ def step_times(
     tokens = b + prefill
     logits_tokens = b + prompts  # the logits of decode tokens and of each prompt's last token
 
-    flops_peak = system.peak_flop_per_s(precision) * cal.flop_efficiency
-    head_peak = system.peak_flop_per_s(Dtype.BF16) * cal.flop_efficiency
+    # Compute runs at the engine's share of the fitted fraction, at the clock the board power allows.
+    kernels = profile.kernel_efficiency * system.clock_ratio(cal.power_clock_exponent)
+    flops_peak = system.peak_flop_per_s(precision) * cal.flop_efficiency * kernels
+    head_peak = system.peak_flop_per_s(Dtype.BF16) * cal.flop_efficiency * kernels
     bandwidth = system.system.memory_bandwidth_bytes_per_s * cal.hbm_efficiency
     dense, expert = _layer_matmul_params(model)
     head = float(model.vocab * model.hidden)
-    active = dense + (model.moe.top_k * expert if model.moe else 0.0)
-    compute = 2.0 * tokens * layers * active / tp / flops_peak + 2.0 * logits_tokens * head / (tp * pp) / head_peak
-
-    # Weights read once per step; of the routed experts, the share some token of the step touches.
-    touched = np.zeros_like(tokens)
+    # GEMMs of M rows reach flop_efficiency x M / (M + gemm_half_tokens): tiles and waves left part-empty,
+    # and each kernel's fixed cost, weigh more when there are few rows. Dense GEMMs see the step's tokens;
+    # each routed expert that some token touches sees its share, top_k x tokens / experts (grouped GEMMs).
+    rows = np.maximum(tokens, 1.0)
+    half = cal.gemm_half_tokens
+    experts = np.zeros_like(rows)  # routed experts some token of the step touches
+    routed_rows = np.zeros_like(rows)
     if model.moe is not None:
         share = model.moe.top_k / model.moe.experts
-        touched = model.moe.experts * expert * (1.0 - (1.0 - share) ** np.maximum(tokens, 1.0))
-    weights = (layers * (dense + touched) * bytes_per_element(precision) + head * ACTIVATION_BYTES / pp) / tp
+        experts = model.moe.experts * (1.0 - (1.0 - share) ** rows)
+        routed_rows = model.moe.top_k * rows
+    layer_flops = 2.0 * ((rows + half) * dense + (routed_rows + experts * half) * expert)
+    compute = layers * layer_flops / tp / flops_peak
+    compute = compute + 2.0 * (np.maximum(logits_tokens, 1.0) + half) * head / (tp * pp) / head_peak
+
+    # Weights read once per step: the dense ones and the routed experts some token touches.
+    weights = (layers * (dense + experts * expert) * bytes_per_element(precision) + head * ACTIVATION_BYTES / pp) / tp
     memory = weights / bandwidth
 
     kv_token = kv_bytes_per_token(model, kv_precision, tp, pp)
     heads = model.heads / tp
-    kv_read = b * context * kv_token + tokens * kv_token
+    # A GQA kernel reads each KV head once for its query group; a per-head kernel once per query head.
+    group = 1.0 if profile.gqa_decode_kernel else heads / kv_heads_per_device(model, tp)
+    kv_read = b * context * kv_token * group + tokens * kv_token
     attention_flops = 4.0 * layers * heads * model.head_dim * context * b
     decode_attention = np.maximum(kv_read / bandwidth, attention_flops / flops_peak)
     causal = 2.0 * layers * heads * model.head_dim * prompt_tokens * prompt_tokens  # per prompt
-    prefill_attention = prompts * causal / (system.peak_flop_per_s(precision) * cal.attention_flop_efficiency)
+    attention_peak = system.peak_flop_per_s(precision) * cal.attention_flop_efficiency * kernels
+    prefill_attention = prompts * causal / attention_peak
 
     elementwise = tokens * layers * cal.activation_passes * model.hidden * ACTIVATION_BYTES / bandwidth
 
@@ -371,7 +421,9 @@ def step_times(
         comm = comm + 2.0 * layers * (all_reduce.reshape(b.shape) + cal.sync_overhead_s)
     if pp > 1 and system.pp_fabric is not None:
         comm = comm + system.cost.time_s(Op.SENDRECV, payload.ravel(), system.pp_fabric).reshape(b.shape)
-    overhead = cal.step_overhead_s + cal.sequence_overhead_s * (b + prompts)
+    step_overhead = cal.step_overhead_s if profile.step_overhead_s is None else profile.step_overhead_s
+    per_sequence = cal.sequence_overhead_s if profile.sequence_overhead_s is None else profile.sequence_overhead_s
+    overhead = step_overhead + per_sequence * (b + prompts)
     return StepTimes(
         gemm_compute_s=compute,
         gemm_memory_s=np.broadcast_to(memory, b.shape).astype(np.float64),
@@ -411,9 +463,10 @@ def serving_system_for_accelerator(
     dp: int = 1,
     devices_per_node: int | None = None,
     instance: str | None = None,
+    board_power_watts: float | None = None,
 ) -> ServingSystem:
     """A system from an accelerator id, as ground-truth cases give it: one node of ``devices_per_node``
-    devices (default: the replicas' devices).
+    devices (default: the replicas' devices), each chip at ``board_power_watts`` (default: its TDP).
 
     Where ``devices_per_node`` counts the cores of a catalogued instance's chips (NeuronCores on
     Trainium), each device is a core's share of a chip (see ``clustersim.system``).
@@ -422,4 +475,5 @@ def serving_system_for_accelerator(
     system = system_for_accelerator(
         catalog, accelerator, devices=per_node, devices_per_node=per_node, instance=instance
     )
-    return ServingSystem.on(system, f"{dp} x tp{tp} pp{pp} {system.accelerator.id}", tp=tp, pp=pp, dp=dp)
+    name = f"{dp} x tp{tp} pp{pp} {system.accelerator.id}"
+    return ServingSystem.on(system, name, tp=tp, pp=pp, dp=dp, board_power_watts=board_power_watts)

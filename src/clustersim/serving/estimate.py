@@ -35,6 +35,7 @@ from clustersim.serving.engine import (
     reserved_tokens,
     step_times,
 )
+from clustersim.serving.engines import EngineProfile, engine_profile
 from clustersim.workload.transformer import Transformer
 
 GRID_POINTS = 96
@@ -78,6 +79,7 @@ class ServingEstimate:
     precision: str
     kv_precision: str
     batching: str
+    engine: str
     scenario: str
     input_tokens: float
     output_tokens: float
@@ -117,13 +119,18 @@ class ServingEstimate:
 
 
 def batch_limit(
-    model: Transformer, system: ServingSystem, request: Request, cal: InferenceCalibration | None = None
+    model: Transformer,
+    system: ServingSystem,
+    request: Request,
+    cal: InferenceCalibration | None = None,
+    engine: str | EngineProfile | None = None,
 ) -> tuple[int, str, MemoryPlan]:
     """The largest batch per replica, what limits it (``capacity`` or ``scheduler``), and the memory plan."""
     cal = default_calibration() if cal is None else cal
+    profile = engine_profile(engine)
     check_model_split(model, tp=system.tp, pp=system.pp)
-    plan = memory_plan(model, system, request.precision, request.kv, cal)
-    per_sequence = reserved_tokens(request.input_tokens, request.output_tokens, cal)
+    plan = memory_plan(model, system, request.precision, request.kv, cal, profile)
+    per_sequence = reserved_tokens(request.input_tokens, request.output_tokens, profile)
     by_capacity = math.floor(plan.kv_capacity_tokens / per_sequence)
     if by_capacity < 1:
         raise ClusterSimError(
@@ -133,8 +140,8 @@ def batch_limit(
             f"use a larger tp or pp, an fp8 KV cache, or shorter sequences"
         )
     tokens_per_sequence = 1.0 + request.input_tokens / request.output_tokens
-    by_tokens = math.floor(cal.max_tokens_per_step / tokens_per_sequence) * system.pp
-    by_scheduler = max(min(cal.max_batch_sequences, by_tokens), 1)
+    by_tokens = math.floor(profile.max_tokens_per_step / tokens_per_sequence) * system.pp
+    by_scheduler = max(min(profile.max_batch_sequences, by_tokens), 1)
     if by_capacity <= by_scheduler:
         return by_capacity, "capacity", plan
     return by_scheduler, "scheduler", plan
@@ -150,6 +157,7 @@ def continuous_step(
     batch: FloatArray | float,
     cal: InferenceCalibration | None = None,
     extra_prompts: FloatArray | float = 0.0,
+    engine: str | EngineProfile | None = None,
 ) -> StepTimes:
     """A steady-state step of one stage with ``batch / pp`` decoding sequences and their share of prompts."""
     b = np.asarray(batch, dtype=np.float64) / system.pp
@@ -165,11 +173,17 @@ def continuous_step(
         prefill_sequences=b / o + extra_prompts,
         prompt_tokens=n,
         cal=cal,
+        engine=engine,
     )
 
 
 def _static_steps(
-    model: Transformer, system: ServingSystem, request: Request, batch: FloatArray, cal: InferenceCalibration
+    model: Transformer,
+    system: ServingSystem,
+    request: Request,
+    batch: FloatArray,
+    cal: InferenceCalibration,
+    engine: EngineProfile,
 ) -> tuple[StepTimes, StepTimes]:
     b = batch / system.pp
     n, o = request.input_tokens, request.output_tokens
@@ -184,6 +198,7 @@ def _static_steps(
         prefill_sequences=b,
         prompt_tokens=n,
         cal=cal,
+        engine=engine,
     )
     decode = step_times(
         model,
@@ -196,6 +211,7 @@ def _static_steps(
         prefill_sequences=0.0,
         prompt_tokens=n,
         cal=cal,
+        engine=engine,
     )
     return prefill, decode
 
@@ -206,14 +222,17 @@ def throughput_per_replica(
     request: Request,
     batch: FloatArray,
     cal: InferenceCalibration | None = None,
+    engine: str | EngineProfile | None = None,
 ) -> FloatArray:
     """Output tokens/s of one replica at each batch (sequences in flight)."""
     cal = default_calibration() if cal is None else cal
+    profile = engine_profile(engine)
     if request.batching is Batching.STATIC:
-        prefill, decode = _static_steps(model, system, request, batch, cal)
+        prefill, decode = _static_steps(model, system, request, batch, cal, profile)
         o = request.output_tokens
         return np.asarray(batch / system.pp * o / (prefill.step_s + o * decode.step_s), dtype=np.float64)
-    return np.asarray(batch / system.pp / continuous_step(model, system, request, batch, cal).step_s)
+    step = continuous_step(model, system, request, batch, cal, engine=profile)
+    return np.asarray(batch / system.pp / step.step_s)
 
 
 @functools.lru_cache(maxsize=256)
@@ -232,10 +251,13 @@ def estimate_offline(
     *,
     batch: int | None = None,
     cal: InferenceCalibration | None = None,
+    engine: str | EngineProfile | None = None,
 ) -> ServingEstimate:
-    """Output tokens/s of the whole system at ``batch`` sequences per replica, or at the best batch that fits."""
+    """Output tokens/s of the whole system on ``engine`` (default: TensorRT-LLM) at ``batch`` sequences
+    per replica, or at the best batch that fits."""
     cal = default_calibration() if cal is None else cal
-    max_batch, limit, plan = batch_limit(model, system, request, cal)
+    profile = engine_profile(engine)
+    max_batch, limit, plan = batch_limit(model, system, request, cal, profile)
     if batch is not None:
         if batch < 1 or batch > max_batch:
             raise ClusterSimError(
@@ -244,13 +266,13 @@ def estimate_offline(
         chosen, reason = batch, "requested"
     else:
         grid = _grid(max_batch)
-        rates = throughput_per_replica(model, system, request, grid, cal)
+        rates = throughput_per_replica(model, system, request, grid, cal, profile)
         best = int(np.argmax(rates))
         # Within 0.5% of the peak counts as the peak: prefer the smaller batch (lower latency).
         best = int(np.flatnonzero(rates >= rates[best] * 0.995)[0])
         chosen = int(grid[best])
         reason = limit if chosen == max_batch else "throughput peak"
-    return make_estimate(model, system, request, plan, float(chosen), max_batch, reason, "offline", cal)
+    return make_estimate(model, system, request, plan, float(chosen), max_batch, reason, "offline", cal, profile)
 
 
 def make_estimate(
@@ -263,19 +285,27 @@ def make_estimate(
     reason: str,
     scenario: str,
     cal: InferenceCalibration,
+    engine: EngineProfile,
     rate_per_s: float | None = None,
     ttft_s: float | None = None,
+    steady: StepTimes | None = None,
 ) -> ServingEstimate:
-    """The estimate at ``batch`` sequences per replica; a server scenario passes its rate and TTFT."""
+    """The estimate at ``batch`` sequences per replica; a server scenario passes its rate and TTFT, a
+    closed loop its rate, TTFT and ``steady`` step (one entry)."""
     o = request.output_tokens
-    if request.batching is Batching.STATIC:
-        prefill, step = _static_steps(model, system, request, np.asarray([batch]), cal)
+    if steady is not None:
+        step = steady
+        step_s = float(step.step_s[0])
+        first = float("nan")  # the caller's ttft_s
+        per_replica = batch / system.pp / step_s
+    elif request.batching is Batching.STATIC:
+        prefill, step = _static_steps(model, system, request, np.asarray([batch]), cal, engine)
         first = float(prefill.step_s[0]) * system.pp
         step_s = float(step.step_s[0])
         per_replica = batch / system.pp * o / (float(prefill.step_s[0]) + o * step_s)
     else:
         # The steady step, and the step that also carries one new prompt (the first token's).
-        step = continuous_step(model, system, request, np.full(2, batch), cal, np.asarray([0.0, 1.0]))
+        step = continuous_step(model, system, request, np.full(2, batch), cal, np.asarray([0.0, 1.0]), engine)
         step_s = float(step.step_s[0])
         first = float(step.step_s[1]) * system.pp + 0.5 * step_s
         per_replica = batch / system.pp / step_s
@@ -289,6 +319,7 @@ def make_estimate(
         precision=request.precision.value,
         kv_precision=request.kv.value,
         batching=request.batching.value,
+        engine=engine.name,
         scenario=scenario,
         input_tokens=request.input_tokens,
         output_tokens=o,
@@ -348,12 +379,14 @@ def compare_offline(
     *,
     batch: int | None = None,
     cal: InferenceCalibration | None = None,
+    engine: str | EngineProfile | None = None,
 ) -> Comparison:
     """Offline throughput on two systems; why the second is faster or slower (bandwidth vs batch)."""
     cal = default_calibration() if cal is None else cal
-    a = estimate_offline(model, first, request, batch=batch, cal=cal)
-    b = estimate_offline(model, second, request, batch=batch, cal=cal)
-    same = estimate_offline(model, second, request, batch=min(a.batch, b.max_batch), cal=cal)
+    profile = engine_profile(engine)
+    a = estimate_offline(model, first, request, batch=batch, cal=cal, engine=profile)
+    b = estimate_offline(model, second, request, batch=batch, cal=cal, engine=profile)
+    same = estimate_offline(model, second, request, batch=min(a.batch, b.max_batch), cal=cal, engine=profile)
     ratio = b.output_tokens_per_s / a.output_tokens_per_s
     same_ratio = same.output_tokens_per_s / a.output_tokens_per_s
     peak = second.peak_flop_per_s(request.precision) / first.peak_flop_per_s(request.precision)

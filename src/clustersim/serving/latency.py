@@ -14,6 +14,7 @@ import numpy as np
 
 from clustersim.errors import ClusterSimError
 from clustersim.serving.engine import FloatArray, InferenceCalibration, ServingSystem, default_calibration
+from clustersim.serving.engines import EngineProfile, engine_profile
 from clustersim.serving.estimate import (
     GRID_POINTS,
     Batching,
@@ -52,21 +53,31 @@ class _ServerCurve:
 
 
 def _server_curve(
-    model: Transformer, system: ServingSystem, request: Request, max_batch: int, cal: InferenceCalibration
+    model: Transformer,
+    system: ServingSystem,
+    request: Request,
+    max_batch: int,
+    cal: InferenceCalibration,
+    engine: EngineProfile,
 ) -> _ServerCurve:
     if request.batching is not Batching.CONTINUOUS:
         raise ClusterSimError("batching: the server scenario is modelled with continuous batching only")
     grid = np.unique(np.concatenate((np.geomspace(1e-3, max_batch, 4 * GRID_POINTS), [float(max_batch)])))
-    step = continuous_step(model, system, request, grid, cal).step_s
-    first = continuous_step(model, system, request, grid, cal, extra_prompts=1.0).step_s
+    step = continuous_step(model, system, request, grid, cal, engine=engine).step_s
+    first = continuous_step(model, system, request, grid, cal, extra_prompts=1.0, engine=engine).step_s
     rate = np.maximum.accumulate(grid / system.pp / step)
     return _ServerCurve(grid, step, first, rate, max_batch)
 
 
 def _latency(
-    curve: _ServerCurve, system: ServingSystem, request: Request, rate_per_replica: float
+    curve: _ServerCurve,
+    system: ServingSystem,
+    request: Request,
+    rate_per_replica: float,
+    percentile: float | None = None,
 ) -> tuple[float, float, float]:
-    """(batch, TTFT, TPOT) at ``rate_per_replica`` requests/s; infinite latencies past saturation."""
+    """(batch, TTFT, TPOT) at ``rate_per_replica`` requests/s, mean or at ``percentile`` (TTFT: the wait's
+    tail); infinite latencies past saturation."""
     demand = rate_per_replica * request.output_tokens
     if demand >= curve.output_tokens_per_s[-1]:
         return float(curve.max_batch), math.inf, math.inf
@@ -76,7 +87,12 @@ def _latency(
     holding_s = request.output_tokens * system.pp * float(curve.step_s[-1])  # a slot's time per request
     load = rate_per_replica * holding_s
     servers = curve.max_batch
-    wait = 0.5 * erlang_c(servers, load) * holding_s / (servers - load)  # M/D/c: about half of M/M/c
+    waits = erlang_c(servers, load)
+    scale = 0.5 * holding_s / (servers - load)  # M/D/c: about half of M/M/c
+    if percentile is None:
+        wait = waits * scale
+    else:  # P(wait > t) = C exp(-t / scale): the quantile, 0 when fewer than 1 - p arrivals wait at all
+        wait = scale * math.log(waits / (1.0 - percentile)) if waits > 1.0 - percentile else 0.0
     return batch, wait + 0.5 * step + system.pp * first, system.pp * step
 
 
@@ -86,19 +102,23 @@ def estimate_server(
     request: Request,
     rate_per_s: float,
     cal: InferenceCalibration | None = None,
+    engine: str | EngineProfile | None = None,
 ) -> ServingEstimate:
     """TTFT, TPOT and the batch at ``rate_per_s`` requests/s for the whole system (``dp`` replicas share it)."""
     cal = default_calibration() if cal is None else cal
+    profile = engine_profile(engine)
     if not rate_per_s > 0:
         raise ClusterSimError(f"rate: must be positive requests/s, got {rate_per_s}")
-    max_batch, _, plan = batch_limit(model, system, request, cal)
-    curve = _server_curve(model, system, request, max_batch, cal)
+    max_batch, _, plan = batch_limit(model, system, request, cal, profile)
+    curve = _server_curve(model, system, request, max_batch, cal, profile)
     batch, ttft, _ = _latency(curve, system, request, rate_per_s / system.dp)
     if math.isinf(ttft):
         limit = float(curve.output_tokens_per_s[-1]) * system.dp / request.output_tokens
         raise ClusterSimError(f"rate: {rate_per_s:g} requests/s exceeds the saturation rate of {limit:.3g} requests/s")
     reason = "request rate"
-    return make_estimate(model, system, request, plan, batch, max_batch, reason, "server", cal, rate_per_s, ttft)
+    return make_estimate(
+        model, system, request, plan, batch, max_batch, reason, "server", cal, profile, rate_per_s, ttft
+    )
 
 
 def max_rate(
@@ -109,12 +129,19 @@ def max_rate(
     ttft_target_s: float,
     tpot_target_s: float,
     cal: InferenceCalibration | None = None,
+    engine: str | EngineProfile | None = None,
+    percentile: float | None = None,
 ) -> ServingEstimate:
-    """The server estimate at the highest request rate whose mean TTFT and TPOT meet the targets."""
+    """The server estimate at the highest request rate whose TTFT and TPOT meet the targets: as means, or
+    at ``percentile`` (e.g. 0.99, as MLPerf's server scenario applies them). The estimate's TTFT is the
+    mean."""
     cal = default_calibration() if cal is None else cal
-    max_batch, _, plan = batch_limit(model, system, request, cal)
-    curve = _server_curve(model, system, request, max_batch, cal)
-    _, ttft0, tpot0 = _latency(curve, system, request, 0.0)
+    if percentile is not None and not 0.0 < percentile < 1.0:
+        raise ClusterSimError(f"percentile: must be between 0 and 1 (e.g. 0.99), got {percentile}")
+    profile = engine_profile(engine)
+    max_batch, _, plan = batch_limit(model, system, request, cal, profile)
+    curve = _server_curve(model, system, request, max_batch, cal, profile)
+    _, ttft0, tpot0 = _latency(curve, system, request, 0.0, percentile)
     if ttft0 > ttft_target_s or tpot0 > tpot_target_s:
         raise ClusterSimError(
             f"latency targets: even unloaded, TTFT is {ttft0:.3g} s (target {ttft_target_s:g}) and TPOT "
@@ -123,10 +150,10 @@ def max_rate(
     low, high = 0.0, float(curve.output_tokens_per_s[-1]) / request.output_tokens
     for _ in range(60):
         mid = 0.5 * (low + high)
-        _, ttft, tpot = _latency(curve, system, request, mid)
+        _, ttft, tpot = _latency(curve, system, request, mid, percentile)
         low, high = (mid, high) if ttft <= ttft_target_s and tpot <= tpot_target_s else (low, mid)
     batch, ttft, tpot = _latency(curve, system, request, low)
-    at_high = _latency(curve, system, request, high)
+    at_high = _latency(curve, system, request, high, percentile)
     reason = "tpot target" if at_high[2] > tpot_target_s else "ttft target"
-    est = make_estimate(model, system, request, plan, batch, max_batch, reason, "server", cal, low * system.dp, ttft)
-    return est
+    rate = low * system.dp
+    return make_estimate(model, system, request, plan, batch, max_batch, reason, "server", cal, profile, rate, ttft)

@@ -7,25 +7,35 @@ Assumptions a case does not state:
   off a sample of the rows of a public per-sample summary of that dataset
   (openshift-psap/performance-dashboard, mlperf-data/summaries/llama2-70b-99.csv): an estimate;
 * the KV cache has the precision of the weights (fp8 runs in TensorRT-LLM use an fp8 KV cache);
-* batching is continuous (in-flight), as in every engine the cases come from;
+* the engine is the profile of the case's ``software.framework`` (and release, where a profile
+  lists the ``software.version`` texts it covers: ``clustersim.serving.engines``), default
+  TensorRT-LLM; batching is how that engine's benchmarks batch (in-flight, or static for
+  TensorRT-LLM before v0.10);
+* a ``system.power_W`` other than the catalogued TDP sets the board power (compute clocks follow it);
+* ``concurrency`` cases keep ``batch`` requests in flight on the whole system (over its ``dp``
+  replicas), as a closed-loop load generator does;
 * server cases meet ``SERVER_TTFT_TARGET_S`` / ``SERVER_TPOT_TARGET_S`` (MLPerf v4.0 Llama 2 70B:
-  TTFT <= 2 s, TPOT <= 200 ms) unless the workload gives ``ttft_target_s`` / ``tpot_target_s``;
-  the model applies them to mean latencies where MLPerf applies them to the 99th percentile.
+  TTFT <= 2 s, TPOT <= 200 ms) unless the workload gives ``ttft_target_s`` / ``tpot_target_s``, at
+  the 99th percentile as MLPerf applies them (``SERVER_PERCENTILE``: the TTFT's queueing tail);
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from clustersim.catalog.registry import Catalog
+from clustersim.choices import Batching
 from clustersim.errors import ClusterSimError
+from clustersim.serving.concurrency import estimate_concurrency
 from clustersim.serving.engine import (
     InferenceCalibration,
     parse_precision,
     serving_system_for_accelerator,
 )
-from clustersim.serving.estimate import Batching, Request, ServingEstimate, estimate_offline
+from clustersim.serving.engines import engine_for_software
+from clustersim.serving.estimate import Request, ServingEstimate, estimate_offline
 from clustersim.serving.latency import max_rate
 from clustersim.validation.cases import Case, CaseModel, CaseParallel, CaseSystem, CaseWorkload, as_case
 from clustersim.workload.transformer import transformer_from_mapping
@@ -33,6 +43,7 @@ from clustersim.workload.transformer import transformer_from_mapping
 ASSUMED_INPUT_TOKENS = 220.0
 SERVER_TTFT_TARGET_S = 2.0
 SERVER_TPOT_TARGET_S = 0.2
+SERVER_PERCENTILE = 0.99
 
 
 def case_estimate(
@@ -56,7 +67,10 @@ def case_estimate(
         dp=dp,
         devices_per_node=system.devices_per_node or None,
         instance=system.instance or None,
+        board_power_watts=system.power_W or None,
     )
+    software = case.software
+    engine = engine_for_software(software.framework if software else None, software.version if software else None)
     precision = parse_precision(str(case.precision or "bf16"), f"{where}: precision")
     output = workload.output_tokens
     if not output:
@@ -65,18 +79,26 @@ def case_estimate(
         input_tokens=float(workload.input_tokens or ASSUMED_INPUT_TOKENS),
         output_tokens=float(output),
         precision=precision,
-        batching=Batching.CONTINUOUS,
+        batching=engine.benchmark_batching,
     )
     if workload.scenario == "server":
         return max_rate(
             model,
             serving,
-            request,
+            replace(request, batching=Batching.CONTINUOUS),
             ttft_target_s=workload.ttft_target_s or SERVER_TTFT_TARGET_S,
             tpot_target_s=workload.tpot_target_s or SERVER_TPOT_TARGET_S,
             cal=cal,
+            engine=engine,
+            percentile=SERVER_PERCENTILE,
         )
-    return estimate_offline(model, serving, request, batch=workload.batch or None, cal=cal)
+    if workload.scenario == "concurrency":
+        if not workload.batch:
+            raise ClusterSimError(f"{where}: workload.batch (requests in flight) is missing for a concurrency case")
+        return estimate_concurrency(
+            model, serving, replace(request, batching=Batching.CONTINUOUS), workload.batch, cal=cal, engine=engine
+        )
+    return estimate_offline(model, serving, request, batch=workload.batch or None, cal=cal, engine=engine)
 
 
 def predict_inference_case(

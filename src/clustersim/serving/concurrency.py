@@ -1,0 +1,97 @@
+"""The concurrency scenario: a closed loop that keeps a fixed number of requests in flight.
+
+Load generators such as AIPerf, genai-perf or vLLM's ``benchmark_serving --max-concurrency`` send a
+new request as soon as one finishes, so ``concurrency`` requests are always in flight on the whole
+system (spread evenly over its ``dp`` replicas). With continuous batching each request holds a slot
+for ``output`` steps: the step that runs its prompt (and makes its first token) and ``output - 1``
+decode steps. In the steady state a replica holding ``B`` requests therefore runs, per step,
+``B (output - 1) / output`` decoding sequences and the prompts of ``B / output`` new requests, and
+makes ``B`` tokens: the output rate is ``B / step`` and the request rate ``B / (output x step)``.
+
+The engine holds at most its batch limit (KV capacity, scheduler caps); requests beyond it wait at
+the engine, which adds their wait (Little's law) to the time to first token but no throughput.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from clustersim.errors import ClusterSimError
+from clustersim.serving.engine import InferenceCalibration, ServingSystem, StepTimes, default_calibration, step_times
+from clustersim.serving.engines import EngineProfile, engine_profile
+from clustersim.serving.estimate import Batching, Request, ServingEstimate, batch_limit, make_estimate
+from clustersim.workload.transformer import Transformer
+
+
+def closed_loop_step(
+    model: Transformer,
+    system: ServingSystem,
+    request: Request,
+    batch: float,
+    cal: InferenceCalibration | None = None,
+    engine: str | EngineProfile | None = None,
+    extra_prompts: float = 0.0,
+) -> StepTimes:
+    """The steady step of one stage with ``batch`` requests in flight per replica (``batch / pp`` per
+    stage), each in its prompt step or decoding, and ``extra_prompts`` more prompts in it (one entry)."""
+    b = batch / system.pp
+    n, o = request.input_tokens, request.output_tokens
+    return step_times(
+        model,
+        system,
+        request.precision,
+        request.kv,
+        decode_sequences=np.asarray([b * (o - 1.0) / o]),
+        decode_context_tokens=n + o / 2.0,
+        prefill_tokens=(b / o + extra_prompts) * n,
+        prefill_sequences=b / o + extra_prompts,
+        prompt_tokens=n,
+        cal=cal,
+        engine=engine,
+    )
+
+
+def estimate_concurrency(
+    model: Transformer,
+    system: ServingSystem,
+    request: Request,
+    concurrency: int,
+    cal: InferenceCalibration | None = None,
+    engine: str | EngineProfile | None = None,
+) -> ServingEstimate:
+    """Output tokens/s, TTFT and TPOT of the whole system with ``concurrency`` requests kept in flight."""
+    cal = default_calibration() if cal is None else cal
+    profile = engine_profile(engine)
+    if concurrency < 1:
+        raise ClusterSimError(f"concurrency: must be at least 1 request in flight, got {concurrency}")
+    if request.batching is not Batching.CONTINUOUS:
+        raise ClusterSimError("batching: the concurrency scenario is modelled with continuous batching only")
+    max_batch, limit, plan = batch_limit(model, system, request, cal, profile)
+    wanted = concurrency / system.dp
+    batch = min(wanted, float(max_batch))
+    step = closed_loop_step(model, system, request, batch, cal, profile)
+    step_s = float(step.step_s[0])
+    rate_per_replica = batch / (request.output_tokens * system.pp * step_s)  # requests/s
+    # A new request: the wait for a slot (the requests beyond the engine's limit, by Little's law),
+    # half a step to the next step boundary, then the step that carries its prompt through every stage.
+    wait = (wanted - batch) / rate_per_replica
+    first = float(closed_loop_step(model, system, request, batch, cal, profile, extra_prompts=1.0).step_s[0])
+    ttft = wait + 0.5 * step_s + system.pp * first
+    reason = "concurrency" if math.isclose(batch, wanted) else limit
+    return make_estimate(
+        model,
+        system,
+        request,
+        plan,
+        batch,
+        max_batch,
+        reason,
+        "concurrency",
+        cal,
+        profile,
+        rate_per_replica * system.dp,
+        ttft,
+        steady=step,
+    )

@@ -1,0 +1,136 @@
+"""Serving engines as profiles: the packaged ones, picking one for a case, user files, and what they change."""
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from clustersim.catalog.registry import load_catalog
+from clustersim.catalog.schema import Dtype
+from clustersim.errors import CatalogFileError, UnknownNameError
+from clustersim.serving.engine import serving_system_for_accelerator
+from clustersim.serving.engines import (
+    DEFAULT_ENGINE,
+    ENV_VAR,
+    EngineProfile,
+    engine_for_software,
+    engine_profile,
+    engine_profiles,
+)
+from clustersim.serving.estimate import Batching, Request, estimate_offline
+from clustersim.workload.transformer import Transformer
+
+CATALOG = load_catalog(use_env=False)
+LLAMA2_70B = Transformer(
+    name="llama2-70b", layers=80, hidden=8192, ffn_hidden=28672, heads=64, kv_heads=8, vocab=32000, ffn_type="swiglu"
+)
+
+
+def test_packaged_profiles_state_their_sources():
+    profiles = engine_profiles(use_env=False)
+    assert {"tensorrt-llm", "tensorrt-llm-2023", "vllm", "sglang"} <= set(profiles)
+    assert DEFAULT_ENGINE == "tensorrt-llm" and engine_profile() is profiles["tensorrt-llm"]
+    for name, profile in profiles.items():
+        assert profile.name == name and profile.source.strip() and profile.description.strip()
+    reference = profiles["tensorrt-llm"]
+    assert reference.kernel_efficiency == 1.0  # the calibration is fitted on it
+    assert (reference.step_overhead_s, reference.sequence_overhead_s) == (None, None)
+    assert reference.gqa_decode_kernel and reference.benchmark_batching is Batching.CONTINUOUS
+    vllm, sglang = profiles["vllm"], profiles["sglang"]
+    assert (vllm.kv_block_tokens, vllm.max_batch_sequences, vllm.max_tokens_per_step) == (16, 1024, 8192)
+    assert vllm.reserved_memory_fraction == pytest.approx(0.1)  # gpu_memory_utilization 0.9
+    assert (sglang.kv_block_tokens, sglang.max_tokens_per_step) == (1, 8192)
+    legacy = profiles["tensorrt-llm-2023"]
+    assert not legacy.gqa_decode_kernel and legacy.benchmark_batching is Batching.STATIC
+    assert legacy.framework == "tensorrt-llm" and "XQA" in legacy.source
+
+
+@pytest.mark.parametrize(
+    ("framework", "version", "expected"),
+    [
+        ("tensorrt-llm", "TensorRT-LLM (H200 launch blog, 2023-11)", "tensorrt-llm-2023"),
+        ("tensorrt-llm", "TensorRT-LLM v0.7.1", "tensorrt-llm-2023"),
+        ("tensorrt-llm", "TensorRT-LLM 1.0 era (perf-overview)", "tensorrt-llm"),
+        ("tensorrt-llm", "MLPerf Inference v4.0, NVIDIA submission", "tensorrt-llm"),
+        ("TensorRT-LLM", None, "tensorrt-llm"),
+        ("vllm", "0.9.2", "vllm"),
+        ("sglang", None, "sglang"),
+        (None, None, "tensorrt-llm"),
+    ],
+)
+def test_a_case_gets_the_profile_of_its_framework_and_release(framework, version, expected):
+    assert engine_for_software(framework, version).name == expected
+
+
+def test_unknown_engines_name_the_known_ones():
+    with pytest.raises(UnknownNameError, match=r"unknown engine 'vlm'.*did you mean vllm"):
+        engine_profile("vlm")
+    with pytest.raises(UnknownNameError, match="unknown engine 'transformers-neuronx'"):
+        engine_for_software("transformers-neuronx", "2.18")
+    assert engine_profile(engine_profile("vllm")) is engine_profile("vllm")
+
+
+def test_a_user_file_adds_and_changes_profiles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    mine = tmp_path / "engines.toml"
+    mine.write_text(
+        '[vllm]\nmax_batch_sequences = 256\nsource = "our A100 deployment"\n\n'
+        '[vllm-eager]\nbased_on = "vllm"\nstep_overhead_s = 0.004\nsource = "vLLM with --enforce-eager"\n'
+    )
+    profiles = engine_profiles([mine], use_env=False)
+    assert profiles["vllm"].max_batch_sequences == 256 and profiles["vllm"].kv_block_tokens == 16
+    assert profiles["vllm-eager"].step_overhead_s == 0.004 and profiles["vllm-eager"].framework == "vllm"
+    monkeypatch.setenv(ENV_VAR, str(mine))
+    assert engine_profile("vllm-eager").step_overhead_s == 0.004
+    monkeypatch.delenv(ENV_VAR)
+    assert "vllm-eager" not in engine_profiles()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[vllm]\nkv_block_tokens = 0\n", "vllm.*kv_block_tokens.*greater than or equal to 1"),
+        ("[vllm]\nkernel_efficiency = 1.5\n", "vllm.*kernel_efficiency.*less than or equal to 1"),
+        ("[vllm]\nblock_size = 16\n", "vllm.*block_size.*[Ee]xtra inputs are not permitted"),
+        ("[mine]\nbased_on = 'vlm'\n", "based_on.*did you mean vllm"),
+        ("[mine]\nkv_block_tokens = 16\n", "mine.*Field required"),
+    ],
+)
+def test_bad_engine_files_name_the_file_profile_and_rule(tmp_path: Path, text: str, message: str):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(CatalogFileError, match=message) as info:
+        engine_profiles([path], use_env=False)
+    assert str(path) in str(info.value)
+
+
+def test_the_estimate_names_its_engine_and_engines_differ_where_their_profiles_do():
+    system = serving_system_for_accelerator(CATALOG, "h100-sxm", tp=2)
+    request = Request(1000, 1000, Dtype.FP8)
+    trt = estimate_offline(LLAMA2_70B, system, request)
+    vllm = estimate_offline(LLAMA2_70B, system, request, engine="vllm")
+    assert (trt.engine, vllm.engine) == ("tensorrt-llm", "vllm")
+    # vLLM keeps 10% of the device back: less KV room, a smaller batch, and its 1024-sequence cap
+    assert vllm.kv_capacity_tokens_per_device < trt.kv_capacity_tokens_per_device
+    assert vllm.max_batch <= 1024 and vllm.output_tokens_per_s <= trt.output_tokens_per_s
+    assert trt.to_json()["engine"] == "tensorrt-llm"
+
+
+def test_xqa_blog_llama70b_on_one_h200_gains_about_2_4x_from_the_gqa_kernel():
+    # docs/source/blogs/XQA-kernel.md: Llama-70B, one H200, FP8, ISL/OSL 128/2048, static batches (TensorRT-LLM
+    # v0.8a): 1,227 tok/s/GPU without XQA, 2,941 with it, 2.4x "within the same latency budget". Not in the
+    # ground truth: a held-out check of the per-head kernel's cost, here at each kernel's best batch.
+    system = serving_system_for_accelerator(CATALOG, "h200-sxm", tp=1)
+    request = Request(128, 2048, Dtype.FP8, batching=Batching.STATIC)
+    xqa = engine_profile("tensorrt-llm")
+    per_head = xqa.model_copy(update={"gqa_decode_kernel": False})
+    with_xqa = estimate_offline(LLAMA2_70B, system, request, engine=xqa)
+    without = estimate_offline(LLAMA2_70B, system, request, engine=per_head)
+    assert with_xqa.output_tokens_per_s / without.output_tokens_per_s == pytest.approx(2.4, rel=0.2)
+    assert without.decode_attention_s > without.gemm_compute_s  # re-reading the KV cache now dominates
+
+
+def test_profile_records_are_frozen_and_complete():
+    profile = engine_profile("sglang")
+    with pytest.raises(ValidationError, match="frozen"):
+        profile.kv_block_tokens = 2  # type: ignore[misc]
+    assert set(EngineProfile.model_fields) >= {"kv_block_tokens", "gqa_decode_kernel", "kernel_efficiency"}
