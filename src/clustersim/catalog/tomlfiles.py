@@ -10,6 +10,8 @@ calibrations.
   :func:`validate_tables` turns the merged tables into validated records, and
   :func:`load_calibration` into one calibration record whose fields are the tables (each table holds
   ``value``, or the fields of a nested record, with a ``source`` and an optional ``fitted`` note).
+  Any table may also hold a fit's manifest (``METADATA``: ``prior``, ``fitted_on``, ``residual``,
+  checked by :func:`check_metadata`), which the records themselves never see.
 * :func:`update_toml_file` writes fitted values back into such a file (a calibration script's job),
   keeping its header comment and every ``source``.
 """
@@ -33,7 +35,10 @@ from clustersim.errors import CatalogFileError, close_matches, validation_proble
 
 M = TypeVar("M", bound=BaseModel)
 C = TypeVar("C")
-PROVENANCE = ("source", "fitted")
+# The fit's manifest beside a fitted table (clustersim.validation.manifest): the fields held as stated
+# priors (field -> the prior's source), the case ids the others were fitted on, and the fit's residual.
+METADATA = ("prior", "fitted_on", "residual")
+PROVENANCE = ("source", "fitted", *METADATA)
 
 
 def read_toml(path: str | Path, what: str = "file") -> dict[str, Any]:
@@ -124,7 +129,7 @@ def merge_tables(
                     did = f"did you mean {', '.join(hint)}? " if hint else ""
                     rule = f"no such {entry} ({did}known: {', '.join(merged)})"
                     raise CatalogFileError(path, name, "based_on", base, rule)
-                start = {k: v for k, v in merged[base].fields.items() if k != "fitted"}
+                start = {k: v for k, v in merged[base].fields.items() if k not in ("fitted", "fitted_on", "residual")}
             if own_provenance and name in merged and fields:
                 start = {k: v for k, v in start.items() if k not in PROVENANCE}
                 fields.setdefault("source", f"set in {path}")
@@ -145,11 +150,38 @@ def validate_tables(tables: Mapping[str, Table], model: type[M]) -> dict[str, M]
     """Each merged table as a ``model``; ``CatalogFileError`` naming the file, table, field, value and rule."""
     out: dict[str, M] = {}
     for name, table in tables.items():
+        check_metadata(table, name, tuple(model.model_fields))
+        fields = {k: v for k, v in table.fields.items() if k not in METADATA or k in model.model_fields}
         try:
-            out[name] = model.model_validate(table.fields)
+            out[name] = model.model_validate(fields)
         except ValidationError as exc:
             raise CatalogFileError(table.path, name, None, None, validation_problems(exc.errors())) from None
     return out
+
+
+def check_metadata(table: Table, name: str, fields: Sequence[str]) -> None:
+    """The manifest keys of a table, if any, are well formed: ``prior`` a table naming some of
+    ``fields``, each with the prior's source; ``fitted_on`` a list of case ids; ``residual`` >= 0."""
+    prior = table.fields.get("prior", {})
+    if not isinstance(prior, dict):
+        raise CatalogFileError(table.path, name, "prior", prior, 'prior is a table: field = "the prior\'s source"')
+    for key, why in prior.items():
+        if key not in fields:
+            hint = close_matches(key, list(fields))
+            did = f"did you mean {', '.join(hint)}? " if hint else ""
+            raise CatalogFileError(
+                table.path, name, f"prior.{key}", why, f"no such field ({did}valid: {', '.join(fields)})"
+            )
+        if not isinstance(why, str) or not why.strip():
+            raise CatalogFileError(
+                table.path, name, f"prior.{key}", why, "a prior needs its source (a non-empty string)"
+            )
+    fitted_on = table.fields.get("fitted_on", [])
+    if not isinstance(fitted_on, list) or not all(isinstance(i, str) for i in fitted_on):
+        raise CatalogFileError(table.path, name, "fitted_on", fitted_on, "fitted_on is a list of case ids (strings)")
+    residual = table.fields.get("residual", 0.0)
+    if isinstance(residual, bool) or not isinstance(residual, int | float) or not residual >= 0:
+        raise CatalogFileError(table.path, name, "residual", residual, "residual is a number >= 0")
 
 
 # ---- calibrations: one record whose fields are the tables -------------------------------------------
@@ -195,10 +227,11 @@ def calibration_from_tables(cls: type[C], tables: Mapping[str, Table]) -> tuple[
             did = f"did you mean {', '.join(hint)}? " if hint else ""
             raise CatalogFileError(table.path, name, None, None, f"unknown entry ({did}valid: {', '.join(names)})")
         nested = nested_fields[name]
-        allowed = (*(nested or ("value",)), *PROVENANCE)
+        allowed = (*(nested or ("value",)), *PROVENANCE)  # the message leaves out the manifest keys (METADATA)
+        check_metadata(table, name, nested or ("value",))
         for key in table.fields:
             if key not in allowed:
-                rule = f"unknown field (valid: {', '.join(allowed)})"
+                rule = f"unknown field (valid: {', '.join(k for k in allowed if k not in METADATA)})"
                 raise CatalogFileError(table.path, name, key, table.fields[key], rule)
         source, fitted = table.fields.get("source"), table.fields.get("fitted")
         if not isinstance(source, str) or not source.strip():
