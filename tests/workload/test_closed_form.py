@@ -237,3 +237,9 @@ def test_operations_broadcast_over_layouts():
     qkv = next(op for op in ops if op.name == "qkv")
     assert np.allclose(qkv.flop, 2 * tokens * 64 * 96 / np.array([1.0, 2.0, 4.0]))
     assert qkv.bytes.shape == (3,) and not qkv.bytes.any()
+    # Any one argument as an array (the others scalars) gives every array of every operation its shape.
+    scalars = {"tokens": np.array(256.0), "tp": np.array(1.0), "sp_split": np.array(1.0), "ep": np.array(1.0)}
+    for name in scalars:
+        args = {**scalars, name: np.full(3, float(scalars[name]))}
+        for op in layer_operations(MIX, seq_len=128, fused_attention=False, **args):
+            assert op.flop.shape == op.gemm_flop.shape == op.bytes.shape == (3,), (name, op.name)
