@@ -118,3 +118,18 @@ def test_errors_exit_2_without_traceback(args, message):
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert "Traceback" not in result.output
+
+
+def test_engine_picks_the_serving_engine_and_a_scenario_keeps_it(tmp_path):
+    base = ["serve", "llama3.1-8b", "--tp", "1", "--input", "128", "--output", "128", "--json"]
+    vllm = runner.invoke(app, [*base, "--engine", "vllm", "--save-scenario", str(tmp_path / "s.toml")])
+    trt = runner.invoke(app, base)
+    assert vllm.exit_code == 0 and trt.exit_code == 0, vllm.output + trt.output
+    first, second = json.loads(vllm.stdout), json.loads(trt.stdout)
+    assert (first["engine"], second["engine"]) == ("vllm", "tensorrt-llm")
+    assert first["max_batch"] <= 1024 < second["max_batch"]  # vLLM's default max_num_seqs caps the batch
+    assert 'engine = "vllm"' in (tmp_path / "s.toml").read_text(encoding="utf-8")
+    replay = runner.invoke(app, ["serve", "--scenario", str(tmp_path / "s.toml"), "--json"])
+    assert replay.exit_code == 0 and json.loads(replay.stdout) == first
+    unknown = runner.invoke(app, [*base, "--engine", "vlm"])
+    assert unknown.exit_code == 2 and "did you mean vllm" in unknown.output

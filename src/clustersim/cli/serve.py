@@ -46,6 +46,7 @@ INPUTS = (
     "rate",
     "ttft_target",
     "tpot_target",
+    "engine",
     "models",
     "catalog",
 )
@@ -127,6 +128,14 @@ def serve_command(
     compare: Annotated[
         str | None, typer.Option("--compare", help="A second instance to show side by side, e.g. p5e.48xlarge.")
     ] = None,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            help="The serving engine's profile: tensorrt-llm, tensorrt-llm-2023, vllm, sglang "
+            "(also from $CLUSTERSIM_SERVING_ENGINES).",
+        ),
+    ] = "tensorrt-llm",
     scenario: Annotated[
         Path | None,
         typer.Option(
@@ -161,6 +170,7 @@ def serve_command(
                 model=model, instance=instance, tp=tp, pp=pp, input_tokens=input_tokens, output_tokens=output_tokens,
                 batch=batch, precision=precision, kv_cache=kv_cache, batching=batching, rate=rate,
                 ttft_target=ttft_target, tpot_target=tpot_target, models=models or [], catalog=catalog or [],
+                engine=engine,
             )  # fmt: skip
         transformer, estimates, reasons = _estimate(spec, compare)
         if save_scenario is not None:
@@ -219,6 +229,7 @@ def _scenario_of_options(
     tpot_target: float | None,
     models: list[Path],
     catalog: list[Path],
+    engine: str,
 ) -> "ServingScenarioFile":
     """The scenario the options describe; without --tp the degree is chosen."""
     from clustersim.scenario.schema import LoadSpec, RequestSpec, ServingSystemSpec
@@ -235,7 +246,9 @@ def _scenario_of_options(
             input_tokens=input_tokens, output_tokens=output_tokens, precision=weights, kv_cache=kv, batching=batching
         )
         load = LoadSpec(batch=batch, rate_per_s=rate, ttft_target_s=ttft_target, tpot_target_s=tpot_target)
-    return serving_scenario(model=model, system=system, request=request, load=load, catalog=catalog, models=models)
+    return serving_scenario(
+        model=model, system=system, request=request, load=load, catalog=catalog, models=models, engine=engine
+    )
 
 
 def _estimate(
@@ -261,12 +274,12 @@ def _estimate(
     tp = None if spec.system.tp == "choose" else spec.system.tp
     instances = [spec.system.instance] + ([compare] if compare else [])
     mode = (load.batch, load.rate_per_s, load.ttft_target_s, load.tpot_target_s)
-    estimates = [_run(transformer, cat, name, tp, spec.system.pp, request, mode) for name in instances]
+    estimates = [_run(transformer, cat, name, tp, spec.system.pp, request, mode, spec.engine) for name in instances]
     reasons: tuple[str, ...] = ()
     if compare and load.rate_per_s is None and load.ttft_target_s is None and load.tpot_target_s is None:
         first, second = (serving_system_for_instance(cat, e.system, tp=e.tp, pp=e.pp, dp=e.dp) for e in estimates)
         if (first.tp, first.pp) == (second.tp, second.pp):
-            reasons = compare_offline(transformer, first, second, request, batch=load.batch).reasons
+            reasons = compare_offline(transformer, first, second, request, batch=load.batch, engine=spec.engine).reasons
     return transformer, estimates, list(reasons)
 
 
@@ -278,6 +291,7 @@ def _run(
     pp: int,
     request: "Request",
     scenario: tuple[int | None, float | None, float | None, float | None],
+    engine: str,
 ) -> "ServingEstimate":
     """The estimate on ``instance``; ``scenario`` is (batch, rate, ttft target, tpot target); no ``tp``:
     the best degree (``clustersim.plan.serving``)."""
@@ -285,4 +299,4 @@ def _run(
 
     batch, rate, ttft_target, tpot_target = scenario
     wanted = ServingScenario(batch=batch, rate_per_s=rate, ttft_target_s=ttft_target, tpot_target_s=tpot_target)
-    return best_serving_layout(model, catalog, instance, request, tp=tp, pp=pp, scenario=wanted)
+    return best_serving_layout(model, catalog, instance, request, tp=tp, pp=pp, scenario=wanted, engine=engine)

@@ -20,8 +20,11 @@ def serving_scenario(
     load: LoadSpec,
     catalog: Sequence[Path] = (),
     models: Sequence[Path] = (),
+    engine: str = "tensorrt-llm",
 ) -> ServingScenario:
     """The scenario of a command line's inputs; the files in ``CLUSTERSIM_CATALOG`` and
     ``CLUSTERSIM_MODELS`` come first in its options, as a run reads them."""
     options = ServingOptions(catalog=user_files(registry.ENV_VAR, catalog), models=user_files(zoo.ENV_VAR, models))
-    return ServingScenario(model=model_spec(model), system=system, request=request, load=load, options=options)
+    return ServingScenario(
+        model=model_spec(model), system=system, request=request, load=load, engine=engine, options=options
+    )
