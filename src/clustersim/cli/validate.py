@@ -1,17 +1,29 @@
 """``clustersim validate``: score the model against ground-truth cases (JSON Lines files).
 
 Only typer and the standard library load with this module; the models, the scoring and rich load
-when the command runs.
+when the command runs. ``--cross-validate`` refits the calibrations (``clustersim.validation.crossval``)
+with a progress bar on stderr.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from clustersim.cli.common import CatalogOption, JsonOption, console, emit_json, print_all, user_errors
+from clustersim.cli.common import (
+    CatalogOption,
+    JsonOption,
+    console,
+    emit_json,
+    print_all,
+    user_errors,
+)
+
+if TYPE_CHECKING:
+    from clustersim.catalog.registry import Catalog
+    from clustersim.validation.crossval import CrossValidation
 
 
 def validate_command(
@@ -30,14 +42,34 @@ def validate_command(
         str | None,
         typer.Option("--min-size", help="Only score collective cases with size_bytes at least this, e.g. 64MiB."),
     ] = None,
+    cross_validate: Annotated[
+        bool,
+        typer.Option(
+            "--cross-validate",
+            help="Also refit the calibration once per source with that source's cases left out, and print per "
+            "source the MAPE in-sample (refitted on every source) and left out; with the profile of each "
+            "fitted constant (flat: the data cannot pin it down).",
+        ),
+    ] = False,
+    max_iterations: Annotated[
+        int | None,
+        typer.Option(
+            "--max-iterations",
+            min=0,
+            help="With --cross-validate: iterations of each fit (compass sweeps or Nelder-Mead steps); "
+            "default: each calibration's own (training 40, collectives 40, serving 300).",
+        ),
+    ] = None,
 ) -> None:
-    """Compare predictions with measured cases: error per case, MAPE, worst case and Spearman per file.
+    """Compare predictions with measured cases: error per case, MAPE, worst case and Spearman per file,
+    MAPE per source and whether the calibration was fitted on it (in-sample) or not (held-out).
 
     With no FILES, scores the ground-truth files bundled inside the package (named by file name).
     """
     from clustersim.catalog.registry import load_catalog
     from clustersim.present.validation import report_renderables, skipped_lines
     from clustersim.units import parse_bytes
+    from clustersim.validation.cases import bundled_case_files
     from clustersim.validation.run import validate_bundled, validate_cases
 
     with user_errors():
@@ -47,9 +79,36 @@ def validate_command(
             report = validate_cases(files, loaded, min_size_bytes=min_size_bytes)
         else:
             report = validate_bundled(loaded, min_size_bytes=min_size_bytes)
+        named = [(str(f), f) for f in files] if files else [(p.name, p) for p in bundled_case_files()]
+        crossed = _cross_validate(named, loaded, max_iterations, min_size_bytes) if cross_validate else None
     if as_json:
-        emit_json(report.to_json())
+        emit_json(report.to_json() | (crossed.to_json() if crossed else {}))
         return
     print_all(*report_renderables(report))
     for line in skipped_lines(report.skipped):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
+    if crossed:
+        from clustersim.present.validation import cross_validation_table, profile_table
+
+        print_all(cross_validation_table(crossed.sources), profile_table(crossed.profiles))
+
+
+def _cross_validate(
+    files: list[tuple[str, Path]], catalog: Catalog, max_iterations: int | None, min_size_bytes: float | None
+) -> CrossValidation:
+    """``cross_validate`` with a progress bar on stderr (gone when done)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from clustersim.validation.crossval import cross_validate
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task("cross-validating", total=None)
+
+        def on_progress(what: str, done: int, total: int) -> None:
+            progress.update(task, description=what, completed=done, total=total)
+
+        return cross_validate(
+            files, catalog, max_iterations=max_iterations, min_size_bytes=min_size_bytes, on_progress=on_progress
+        )

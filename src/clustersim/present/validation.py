@@ -1,4 +1,5 @@
-"""The validation report as rich tables (per file, summary, MAPE by source) and lines of skipped cases.
+"""The validation report as rich tables (per file, summary, MAPE by source), lines of skipped cases, and
+the cross-validation and profile tables of ``validate --cross-validate``.
 
 ``present`` and ``validation`` are sibling layers that do not import each other, so the report is
 described here by the attributes the tables read (``ValidationReport`` of ``clustersim.validation``
@@ -8,7 +9,7 @@ has them).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from rich.console import RenderableType
@@ -73,6 +74,56 @@ class Report(Protocol):
     @property
     def skipped(self) -> Sequence[SkippedCase]: ...
     def by_source(self) -> Sequence[tuple[str, str, int, float, ScoredCase]]: ...
+    def fit_status(self, path: str, source: str) -> str: ...
+
+
+class SourceCrossValidation(Protocol):
+    """One source's leave-one-source-out result (``clustersim.validation.crossval.SourceResult``)."""
+
+    @property
+    def file(self) -> str: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def cases(self) -> int: ...
+    @property
+    def fitted_cases(self) -> int: ...
+    @property
+    def shipped_mape(self) -> float | None: ...
+    @property
+    def in_sample_mape(self) -> float | None: ...
+    @property
+    def held_out_mape(self) -> float | None: ...
+    @property
+    def note(self) -> str: ...
+
+
+class NamedConstant(Protocol):
+    """A fitted constant (``clustersim.validation.fit.Constant``)."""
+
+    @property
+    def name(self) -> str: ...
+
+
+class ConstantProfile(Protocol):
+    """The objective along one constant (``clustersim.validation.profile.Profile``)."""
+
+    @property
+    def group(self) -> str: ...
+    @property
+    def constant(self) -> NamedConstant: ...
+    @property
+    def value(self) -> float: ...
+    @property
+    def low(self) -> float: ...
+    @property
+    def high(self) -> float: ...
+    @property
+    def change(self) -> float: ...
+    @property
+    def flat(self) -> bool: ...
+    @property
+    def prior(self) -> bool: ...
 
 
 def report_renderables(report: Report) -> list[RenderableType]:
@@ -83,7 +134,7 @@ def report_renderables(report: Report) -> list[RenderableType]:
         if rows:
             renderables.append(case_table(file.path, rows))
     renderables.append(summary_table(report.files))
-    renderables.append(source_table(report.by_source()))
+    renderables.append(source_table(report.by_source(), report.fit_status))
     return renderables
 
 
@@ -112,20 +163,69 @@ def summary_table(files: Sequence[ScoredFile]) -> Table:
     return table
 
 
-def source_table(by_source: Sequence[tuple[str, str, int, float, ScoredCase]]) -> Table:
-    """Per file and source: cases, MAPE and worst case."""
+def source_table(
+    by_source: Sequence[tuple[str, str, int, float, ScoredCase]], fit_status: Callable[[str, str], str] | None = None
+) -> Table:
+    """Per file and source: cases, MAPE, worst case and (given ``fit_status``) whether the calibration
+    was fitted on the source's cases (in-sample) or not (held-out)."""
     table = Table(title="by source (the first word of each case's source)")
-    for column in ("file", "source", "cases", "MAPE %", "worst"):
+    columns = ("file", "source", "cases", "MAPE %", "worst", *(("fit",) if fit_status else ()))
+    for column in columns:
         table.add_column(column, overflow="fold")
     for path, source, count, mape, worst in by_source:
+        status = (fit_status(path, source),) if fit_status else ()
         table.add_row(
             escape(path),
             escape(source),
             str(count),
             f"{100 * mape:.1f}",
             f"{escape(worst.id)} ({percent(worst.error)})",
+            *status,
         )
     return table
+
+
+def cross_validation_table(rows: Sequence[SourceCrossValidation]) -> Table:
+    """Per file and source: MAPE with the shipped constants, refitted on every source (in-sample) and
+    refitted without this source (left out), and a note."""
+    table = Table(title="leave-one-source-out cross-validation (MAPE %)")
+    for column in ("file", "source", "cases", "fitted", "shipped", "in-sample", "left out", "note"):
+        table.add_column(column, overflow="fold", justify="left" if column in ("file", "source", "note") else "right")
+    for r in rows:
+        table.add_row(
+            escape(r.file),
+            escape(r.source),
+            str(r.cases),
+            str(r.fitted_cases),
+            _mape(r.shipped_mape),
+            _mape(r.in_sample_mape),
+            _mape(r.held_out_mape),
+            escape(r.note),
+        )
+    return table
+
+
+def profile_table(profiles: Sequence[tuple[str, ConstantProfile]]) -> Table:
+    """Per constant of each in-sample fit: its value, the range tried, the largest change of the fit's
+    objective over that range, and whether that is flat (the data cannot pin it) or a stated prior."""
+    table = Table(title="profiles: the objective along each constant (flat: the data cannot pin it down)")
+    for column in ("file", "constant", "value", "range tried", "objective change %", "flat", "prior"):
+        table.add_column(column, overflow="fold")
+    for path, p in profiles:
+        table.add_row(
+            escape(path),
+            escape(p.constant.name),
+            f"{p.value:.4g}",
+            f"{p.low:.3g} - {p.high:.3g}",
+            f"{100 * p.change:.2f}",
+            "flat" if p.flat else "",
+            "prior" if p.prior else "",
+        )
+    return table
+
+
+def _mape(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}"
 
 
 def skipped_lines(skipped: Sequence[SkippedCase]) -> list[str]:

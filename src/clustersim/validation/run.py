@@ -18,6 +18,7 @@ from clustersim.errors import ClusterSimError
 from clustersim.validation.cases import Case, bundled_case_files, primary_field, read_cases
 from clustersim.validation.collective import predict_collective_case
 from clustersim.validation.inference import predict_inference_case
+from clustersim.validation.manifest import fitted_on_by_kind
 from clustersim.validation.scoring import CaseScore, Skipped, ValidationReport, group_key, score_file, source_key
 from clustersim.validation.training import predict_memory_case, predict_training_case
 
@@ -96,6 +97,7 @@ def _validate(
                 report.skipped.append(outcome)
         report.cases.extend(scores)
         report.files.append(score_file(name, (c.kind for c in cases), scores))
+    report.fitted_on = fitted_on_by_kind()
     return report
 
 

@@ -18,6 +18,8 @@ import numpy as np
 from clustersim.validation.cases import Case
 
 MIN_GROUP_CASES = 3
+NO_MANIFEST = "no manifest"
+NOT_FITTED = "no fitted constants"
 
 
 @dataclass(frozen=True)
@@ -64,15 +66,29 @@ class FileScore:
 
 @dataclass
 class ValidationReport:
-    """Per-file scores, per-case scores (in file order) and skipped cases."""
+    """Per-file scores, per-case scores (in file order) and skipped cases; ``fitted_on``: per case
+    kind with fitted constants, the ids of the cases they were fitted on (None: no manifest says)."""
 
     files: list[FileScore] = field(default_factory=list)
     cases: list[CaseScore] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    fitted_on: dict[str, frozenset[str] | None] = field(default_factory=dict)
 
     def by_source(self) -> list[tuple[str, str, int, float, CaseScore]]:
         """``mape_by_source`` of the scored cases."""
         return mape_by_source(self.cases)
+
+    def fit_status(self, path: str, source: str) -> str:
+        """Whether the cases of ``source`` in file ``path`` were fitted on: ``in-sample``, ``held-out``,
+        ``in-sample k/n``, ``no manifest`` (the calibration does not say), or ``no fitted constants``."""
+        members = [c for c in self.cases if c.path == path and c.source == source]
+        kinds = {c.kind for c in members} & set(self.fitted_on)
+        if not kinds:
+            return NOT_FITTED
+        known = [self.fitted_on[k] for k in kinds]
+        if any(ids is None for ids in known):
+            return NO_MANIFEST
+        return fit_status([c.id for c in members], frozenset().union(*(ids for ids in known if ids is not None)))
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON: a file with nothing scored has ``"mape": null`` and ``"worst": null``."""
@@ -93,7 +109,26 @@ class ValidationReport:
                 for c in self.cases
             ],
             "skipped": [{"id": s.id, "reason": s.reason} for s in self.skipped],
+            "sources": [
+                {
+                    "file": path,
+                    "source": source,
+                    "cases": count,
+                    "mape": mape,
+                    "worst": {"id": worst.id, "error": worst.error},
+                    "fit": self.fit_status(path, source),
+                }
+                for path, source, count, mape, worst in self.by_source()
+            ],
         }
+
+
+def fit_status(case_ids: Sequence[str], fitted: frozenset[str]) -> str:
+    """``in-sample`` (every case was fitted on), ``held-out`` (none was) or ``in-sample k/n``."""
+    count = sum(case_id in fitted for case_id in case_ids)
+    if count == len(case_ids):
+        return "in-sample"
+    return "held-out" if count == 0 else f"in-sample {count}/{len(case_ids)}"
 
 
 def source_key(source: str) -> str:

@@ -1,0 +1,223 @@
+"""The fit spec of each calibrated case kind: which constants, their physical bounds, the objective.
+
+* ``TRAINING`` fits, per accelerator family (each family's cases fit that family's constants only),
+  the fractions of ``compute/efficiency.toml``: ``gemm_max``, ``gemm_half_flop``, ``attention``,
+  ``memory_efficiency`` and, where the family has FP8 cases, ``fp8_efficiency_ratio``; objective:
+  the mean over sources of the mean |log error| of each case's primary field (every source weighs
+  the same); compass search.
+* ``COLLECTIVE`` fits the network efficiency and the message-size ramp of
+  ``network/calibration.toml`` to the busbw of the cases of at least 1 MiB (below, NCCL's small
+  messages are latency-bound: the catalogued adapter latencies, not these constants); objective: the
+  mean over sources of the mean |log error|; compass search.
+* ``INFERENCE`` fits the GEMM fraction and its size curve, the attention fraction and the three
+  overheads of ``serving/calibration.toml`` to every serving case; objective: the MAPE; Nelder-Mead.
+
+Bounds are physical: fractions within (0, 1] (and above what any published run reaches at the low
+end), times within what a kernel launch, a host step or a collective's ramp can plausibly take.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from clustersim.catalog.registry import Catalog
+from clustersim.compute import efficiency
+from clustersim.compute.efficiency import FALLBACK_FAMILY, FamilyEfficiency, efficiency_table
+from clustersim.network import analytic
+from clustersim.network.analytic import CommCalibration
+from clustersim.serving import engine
+from clustersim.serving.engine import InferenceCalibration
+from clustersim.validation.cases import Case
+from clustersim.validation.collective import predict_collective_case
+from clustersim.validation.fit import ALL, Constant, FitSpec, Prepared
+from clustersim.validation.inference import predict_inference_case
+from clustersim.validation.systems import system_from_case
+from clustersim.validation.training import case_estimator, training_value
+
+EfficiencyTable = Mapping[str, FamilyEfficiency]
+
+# ---- training: per-family hardware fractions ------------------------------------------------------
+
+TRAINING_BOUNDS: dict[str, tuple[float, float]] = {
+    "gemm_max": (0.4, 0.95),
+    "gemm_half_flop": (1e7, 1e11),
+    "attention": (0.1, 1.0),
+    "memory_efficiency": (0.3, 0.95),
+    "fp8_efficiency_ratio": (0.3, 1.0),
+}
+
+
+def _training_prepare(
+    case: Case, field: str, catalog: Catalog, table: EfficiencyTable
+) -> tuple[str, Callable[[EfficiencyTable], float]]:
+    estimator = case_estimator(case, catalog)
+    family = system_from_case(catalog, case.system).accelerator.family
+    group = family if family in table else FALLBACK_FAMILY
+
+    def predict(candidate: EfficiencyTable) -> float:
+        return training_value(estimator(candidate), field)
+
+    return group, predict
+
+
+def _training_constants(
+    table: EfficiencyTable, family: str, cases: Sequence[Prepared[EfficiencyTable]]
+) -> list[Constant]:
+    fp8 = any(c.case.precision == "fp8" for c in cases)
+    return [
+        Constant(family, key, low, high)
+        for key, (low, high) in TRAINING_BOUNDS.items()
+        if key != "fp8_efficiency_ratio" or fp8
+    ]
+
+
+def _training_replace(table: EfficiencyTable, values: Mapping[Constant, float]) -> EfficiencyTable:
+    updates: dict[str, dict[str, float]] = {}
+    for constant, value in values.items():
+        updates.setdefault(constant.table, {})[constant.key] = value
+    return {name: entry.model_copy(update=updates[name]) if name in updates else entry for name, entry in table.items()}
+
+
+TRAINING: FitSpec[EfficiencyTable] = FitSpec(
+    kind="training",
+    package=efficiency.PACKAGE,
+    file_name=efficiency.FILE_NAME,
+    env_var=efficiency.ENV_VAR,
+    loss="log-by-source",
+    method="coordinate",
+    max_iterations=40,
+    objective="mean over sources of the mean |log error| of each case's primary field",
+    current=lambda: efficiency_table(),
+    selects=lambda case: True,
+    prepare=_training_prepare,
+    constants=_training_constants,
+    get=lambda table, c: float(getattr(table[c.table], c.key)),
+    replace=_training_replace,
+    fallback=lambda family: None if family == FALLBACK_FAMILY else FALLBACK_FAMILY,
+)
+
+# ---- collectives: network efficiency and the message-size ramp ------------------------------------
+
+COLLECTIVE_MIN_SIZE_BYTES = 2**20
+COLLECTIVE_BOUNDS: dict[str, tuple[float, float]] = {
+    "network_efficiency": (0.3, 1.0),
+    "ramp_exponent": (0.2, 4.0),
+    "ramp_bytes": (1e5, 1e9),  # the Simple ramp's half size: about what NCCL's channels hold in flight
+    "ramp_s": (1e-6, 1e-2),  # the same ramp as a time constant, where the calibration states it so
+    "ramp_node_exponent": (0.01, 2.0),
+}
+"""The fitted entries of the collective calibration, those it has (one constant per op family of an
+entry that holds one value per family); every other entry is a stated value with its source."""
+
+
+def _collective_constants(
+    cal: CommCalibration, group: str, cases: Sequence[Prepared[CommCalibration]]
+) -> list[Constant]:
+    out: list[Constant] = []
+    for name, (low, high) in COLLECTIVE_BOUNDS.items():
+        value = getattr(cal, name, None)
+        if isinstance(value, int | float):
+            out.append(Constant(name, "value", low, high))
+        elif value is not None:
+            out.extend(Constant(name, f.name, low, high) for f in dataclasses.fields(value))
+    return out
+
+
+def _collective_prepare(
+    case: Case, field: str, catalog: Catalog, cal: CommCalibration
+) -> tuple[str, Callable[[CommCalibration], float]]:
+    def predict(candidate: CommCalibration) -> float:
+        return predict_collective_case(case, field, catalog, candidate)
+
+    return ALL, predict
+
+
+def _collective_get(cal: CommCalibration, constant: Constant) -> float:
+    value = getattr(cal, constant.table)
+    return float(value if constant.key == "value" else value[constant.key])
+
+
+def _collective_replace(cal: CommCalibration, values: Mapping[Constant, float]) -> CommCalibration:
+    scalars = {c.table: v for c, v in values.items() if c.key == "value"}
+    nested: dict[str, dict[str, float]] = {}
+    for constant, value in values.items():
+        if constant.key != "value":
+            nested.setdefault(constant.table, {})[constant.key] = value
+    changes: dict[str, Any] = dict(scalars)
+    changes.update({name: dataclasses.replace(getattr(cal, name), **fields) for name, fields in nested.items()})
+    return dataclasses.replace(cal, **changes)
+
+
+COLLECTIVE: FitSpec[CommCalibration] = FitSpec(
+    kind="collective",
+    package="clustersim.network",
+    file_name=analytic.CALIBRATION_FILE,
+    env_var=analytic.ENV_VAR,
+    loss="log-by-source",
+    method="coordinate",
+    max_iterations=40,
+    objective="mean over sources of the mean |log error| of busbw over the cases of at least 1 MiB",
+    current=analytic.default_calibration,
+    selects=lambda case: (case.size_bytes or 0) >= COLLECTIVE_MIN_SIZE_BYTES,
+    prepare=_collective_prepare,
+    constants=_collective_constants,
+    get=_collective_get,
+    replace=_collective_replace,
+    fallback=lambda group: None,
+)
+
+# ---- serving: achieved fractions and overheads ----------------------------------------------------
+
+INFERENCE_BOUNDS: dict[str, tuple[float, float]] = {
+    "flop_efficiency": (0.2, 0.95),
+    "gemm_half_tokens": (4.0, 2048.0),  # rows (tokens) at which a GEMM reaches half its fraction
+    "attention_flop_efficiency": (0.1, 0.9),
+    "step_overhead_s": (1e-5, 2e-2),
+    "sync_overhead_s": (1e-7, 5e-4),
+    "sequence_overhead_s": (1e-8, 1e-4),
+}
+"""The fitted entries of the serving calibration, those it has; every other entry is a stated value."""
+
+
+def _inference_constants(
+    cal: InferenceCalibration, group: str, cases: Sequence[Prepared[InferenceCalibration]]
+) -> list[Constant]:
+    return [Constant(name, "value", low, high) for name, (low, high) in INFERENCE_BOUNDS.items() if hasattr(cal, name)]
+
+
+def _inference_prepare(
+    case: Case, field: str, catalog: Catalog, cal: InferenceCalibration
+) -> tuple[str, Callable[[InferenceCalibration], float]]:
+    def predict(candidate: InferenceCalibration) -> float:
+        return predict_inference_case(case, field, catalog, candidate)
+
+    return ALL, predict
+
+
+def _inference_replace(cal: InferenceCalibration, values: Mapping[Constant, float]) -> InferenceCalibration:
+    changes: dict[str, Any] = {c.table: v for c, v in values.items()}
+    return dataclasses.replace(cal, **changes)
+
+
+INFERENCE: FitSpec[InferenceCalibration] = FitSpec(
+    kind="inference",
+    package="clustersim.serving",
+    file_name=engine.CALIBRATION_FILE,
+    env_var=engine.ENV_VAR,
+    loss="relative-by-case",
+    method="nelder-mead",
+    max_iterations=300,
+    objective="mean absolute percentage error of output tokens per second over the cases",
+    current=engine.default_calibration,
+    selects=lambda case: True,
+    prepare=_inference_prepare,
+    constants=_inference_constants,
+    get=lambda cal, c: float(getattr(cal, c.table)),
+    replace=_inference_replace,
+    fallback=lambda group: None,
+)
+
+SPECS: dict[str, FitSpec[Any]] = {"training": TRAINING, "collective": COLLECTIVE, "inference": INFERENCE}
+"""The fit spec of each calibrated case kind (memory cases have no fitted constants)."""

@@ -1,0 +1,146 @@
+"""Leave-one-source-out cross-validation, and ``validate --cross-validate`` (tiny iteration budgets)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from clustersim.catalog.registry import Catalog, load_catalog
+from clustersim.cli.validate import validate_command
+from clustersim.compute.efficiency import efficiency_table
+from clustersim.validation.cases import Case, bundled_dir
+from clustersim.validation.crossval import cross_validate
+from clustersim.validation.run import validate_cases
+from tests.validation.helpers import write_jsonl
+
+KEYS = {"file", "kind", "source", "cases", "fitted_cases", "shipped_mape", "in_sample_mape", "held_out_mape", "note"}
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    return load_catalog(use_env=False)
+
+
+def _rows(name: str, wanted: int, test) -> list[dict[str, object]]:
+    path = bundled_dir() / name
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [row for row in lines if test(Case.model_validate(row))][:wanted]
+
+
+@pytest.fixture(scope="module")
+def collectives(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Multi-node cases of at least 64 MiB from two sources, and two under 1 MiB (scored, never fitted)."""
+    big = [
+        _rows("collectives.jsonl", 3, lambda c, s=s: s in c.source and _multi_node_and_big(c))
+        for s in ("crazyguitar", "awsome")
+    ]
+    small = _rows("collectives.jsonl", 2, lambda c: "awsome" in c.source and (c.size_bytes or 0) < 2**25)
+    small = [row | {"id": f"small{i}", "size_bytes": 2**16} for i, row in enumerate(small)]  # under 1 MiB
+    return write_jsonl(tmp_path_factory.mktemp("cv") / "collectives.jsonl", [*big[0], *big[1], *small])
+
+
+def _multi_node_and_big(case: Case) -> bool:
+    return (case.size_bytes or 0) >= 2**26 and case.system is not None and (case.system.nodes or 1) > 1
+
+
+def test_one_row_per_source_and_the_shipped_figures_are_validates(collectives: Path, catalog: Catalog) -> None:
+    progress: list[tuple[str, int, int]] = []
+    result = cross_validate(
+        [("c.jsonl", collectives)], catalog, max_iterations=1, on_progress=lambda *a: progress.append(a)
+    )
+    assert [r.source for r in result.sources] == [
+        "crazyguitar/aws-gpu-communication-benchmark",
+        "aws-samples/awsome-distributed-training",
+    ]
+    first, second = result.sources
+    assert (first.cases, first.fitted_cases, second.cases, second.fitted_cases) == (3, 3, 5, 3)
+    report = validate_cases([collectives], catalog)
+    shipped = {source: mape for _, source, _, mape, _ in report.by_source()}
+    for row in result.sources:
+        assert row.shipped_mape == pytest.approx(shipped[row.source], rel=1e-12)
+        assert row.in_sample_mape is not None and row.held_out_mape is not None
+        assert set(row.to_json()) == KEYS and row.kind == "collective" and row.file == "c.jsonl"
+    assert [(done, total) for _, done, total in progress] == [(0, 3), (1, 3), (2, 3), (3, 3)]
+    assert progress[1][0] == "c.jsonl: leaving out crazyguitar/aws-gpu-communication-benchmark"
+    assert {p.constant.name for _, p in result.profiles} >= {"network_efficiency", "ramp_exponent"}
+
+
+def test_no_iterations_refit_nothing(collectives: Path, catalog: Catalog) -> None:
+    result = cross_validate([("c.jsonl", collectives)], catalog, max_iterations=0)
+    for row in result.sources:
+        assert row.shipped_mape == row.in_sample_mape == row.held_out_mape
+
+
+def test_min_size_leaves_small_collectives_unscored(collectives: Path, catalog: Catalog) -> None:
+    result = cross_validate([("c.jsonl", collectives)], catalog, max_iterations=0, min_size_bytes=2**20)
+    assert [r.cases for r in result.sources] == [3, 3]  # the two small awsome cases are left out
+
+
+def test_a_family_with_one_source_is_held_out_with_the_fallback_familys_constants(
+    tmp_path: Path, catalog: Catalog
+) -> None:
+    rows = _rows("training.jsonl", 2, lambda c: c.id.startswith("neuron"))
+    rows += _rows("training.jsonl", 2, lambda c: c.id.startswith("mcore080"))
+    path = write_jsonl(tmp_path / "t.jsonl", rows)
+    result = cross_validate([("t.jsonl", path)], catalog, max_iterations=0)
+    by_source = {r.source: r for r in result.sources}
+    neuron = by_source["aws-neuron/aws-neuron-sdk"]
+    assert neuron.note == "no other source fits trainium: held out with hopper's constants"
+    assert neuron.in_sample_mape == neuron.shipped_mape != neuron.held_out_mape
+    megatron = by_source["NVIDIA/Megatron-LM"]  # the fallback family itself has none to fall back on
+    assert megatron.held_out_mape is None and megatron.note == "no other source fits the hopper constants"
+    assert efficiency_table()["trainium"].gemm_max != efficiency_table()["hopper"].gemm_max  # nothing cached moved
+
+
+def test_files_of_kinds_without_fitted_constants_have_no_rows(catalog: Catalog) -> None:
+    result = cross_validate([("memory.jsonl", bundled_dir() / "memory.jsonl")], catalog, max_iterations=0)
+    assert result.sources == [] and result.profiles == []
+
+
+# the command
+
+
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch) -> typer.Typer:
+    monkeypatch.delenv("CLUSTERSIM_CATALOG", raising=False)
+    app = typer.Typer()
+    app.command("validate")(validate_command)
+    return app
+
+
+def test_cli_json_has_the_cross_validation_list(cli: typer.Typer, collectives: Path) -> None:
+    result = CliRunner().invoke(cli, [str(collectives), "--cross-validate", "--max-iterations", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    rows = payload["cross_validation"]
+    assert [r["source"] for r in rows] == [s["source"] for s in payload["sources"]]
+    assert all({"file", "source", "cases", "in_sample_mape", "held_out_mape"} <= set(r) for r in rows)
+    assert all(r["file"] == str(collectives) for r in rows)
+    assert {p["constant"] for p in payload["profiles"]} >= {"network_efficiency"}
+    assert all(s["fit"] in ("in-sample", "held-out", "no manifest") or s["fit"].startswith("in-sample ")
+               for s in payload["sources"])  # fmt: skip
+
+
+def test_cli_tables(cli: typer.Typer, collectives: Path) -> None:
+    result = CliRunner().invoke(
+        cli, [str(collectives), "--cross-validate", "--max-iterations", "1"], env={"COLUMNS": "250"}
+    )
+    assert result.exit_code == 0, result.output
+    for text in ("leave-one-source-out cross-validation", "in-sample", "left out", "profiles:", "fit"):
+        assert text in result.output
+
+
+def test_without_the_flag_nothing_is_refitted(cli: typer.Typer, collectives: Path, catalog: Catalog) -> None:
+    payload = json.loads(CliRunner().invoke(cli, [str(collectives), "--json"]).stdout)
+    assert "cross_validation" not in payload
+    again = validate_cases([collectives], catalog).to_json()
+    assert payload["cases"] == again["cases"] and payload["files"] == json.loads(json.dumps(again["files"]))
+
+
+def test_max_iterations_must_not_be_negative(cli: typer.Typer, collectives: Path) -> None:
+    result = CliRunner().invoke(cli, [str(collectives), "--cross-validate", "--max-iterations", "-1"])
+    assert result.exit_code == 2
