@@ -133,3 +133,10 @@ def test_engine_picks_the_serving_engine_and_a_scenario_keeps_it(tmp_path):
     assert replay.exit_code == 0 and json.loads(replay.stdout) == first
     unknown = runner.invoke(app, [*base, "--engine", "vlm"])
     assert unknown.exit_code == 2 and "did you mean vllm" in unknown.output
+
+
+def test_a_target_at_a_saturating_rate_is_answered_not_crashed():
+    # One slot per replica: at the rate where the slot is always busy the queue is unbounded (found by the fuzz).
+    result = runner.invoke(app, ["serve", "llama2-7b", "--batch", "1", "--tpot-target", "0.1", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["request_rate_per_s"] > 0

@@ -87,6 +87,8 @@ def _latency(
     holding_s = request.output_tokens * system.pp * float(curve.step_s[-1])  # a slot's time per request
     load = rate_per_replica * holding_s
     servers = curve.max_batch
+    if load >= servers:  # every slot always busy: the queue grows without bound
+        return float(curve.max_batch), math.inf, math.inf
     waits = erlang_c(servers, load)
     scale = 0.5 * holding_s / (servers - load)  # M/D/c: about half of M/M/c
     if percentile is None:
