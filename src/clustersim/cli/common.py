@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar, cast
 
 import typer
 from typer._click import exceptions as click_errors  # typer's own (vendored) click: its exception types
@@ -290,3 +290,22 @@ def option_errors(flags: Mapping[str, str]) -> Iterator[None]:
         value = value.value if isinstance(value, Enum) else value
         flag = flags.get(field, field)
         raise ClusterSimError(f"{flag}: value {shown(value)}: {rule}", field=flag, value=value) from None
+
+
+S = TypeVar("S")
+
+
+def replay_scenario(path: Path, given: list[str], expected: type[S], other_command: str) -> S:
+    """The scenario in ``path``, which must be an ``expected`` one (else: run it with ``other_command``);
+    the run's options given beside it are refused by name, since the file holds every input."""
+    from clustersim.scenario.files import load_scenario
+
+    if given:
+        raise ClusterSimError(
+            f"--scenario: {', '.join(given)} cannot be combined with a scenario file, which holds every input of "
+            f"the run; edit {path} (or run without --scenario)"
+        )
+    loaded = load_scenario(path)
+    if not isinstance(loaded, expected):
+        raise ClusterSimError(f"--scenario: {path} is a {loaded.kind} scenario; run it with clustersim {other_command}")
+    return loaded

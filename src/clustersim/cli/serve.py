@@ -21,6 +21,7 @@ from clustersim.cli.common import (
     number,
     option_errors,
     print_all,
+    replay_scenario,
     user_errors,
 )
 from clustersim.errors import ClusterSimError
@@ -197,19 +198,10 @@ def serve_command(
 
 
 def _replay(path: Path, given: list[str]) -> "ServingScenarioFile":
-    """The serving scenario in ``path``; the run's options given with it are refused, by name."""
-    from clustersim.scenario.files import load_scenario
+    """The serving scenario in ``path``; the options given with it are refused, by name."""
     from clustersim.scenario.schema import ServingScenario as ServingScenarioFile
 
-    if given:
-        raise ClusterSimError(
-            f"--scenario: {', '.join(given)} cannot be combined with a scenario file, which holds every input of "
-            f"the run; edit {path} (or run without --scenario)"
-        )
-    loaded = load_scenario(path)
-    if not isinstance(loaded, ServingScenarioFile):
-        raise ClusterSimError(f"--scenario: {path} is a {loaded.kind} scenario; run it with clustersim train")
-    return loaded
+    return replay_scenario(path, given, ServingScenarioFile, "train")
 
 
 def _scenario_of_options(

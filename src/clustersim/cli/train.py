@@ -23,6 +23,7 @@ from clustersim.cli.common import (
     given_options,
     option_errors,
     print_all,
+    replay_scenario,
     user_errors,
 )
 from clustersim.errors import ClusterSimError
@@ -203,19 +204,10 @@ def train_command(
 
 
 def _replay(path: Path, given: list[str]) -> "TrainingScenario":
-    """The training scenario in ``path``; the job's options given with it are refused, by name."""
-    from clustersim.scenario.files import load_scenario
+    """The training scenario in ``path``; the options given with it are refused, by name."""
     from clustersim.scenario.schema import TrainingScenario
 
-    if given:
-        raise ClusterSimError(
-            f"--scenario: {', '.join(given)} cannot be combined with a scenario file, which holds every input of "
-            f"the job; edit {path} (or run without --scenario)"
-        )
-    loaded = load_scenario(path)
-    if not isinstance(loaded, TrainingScenario):
-        raise ClusterSimError(f"--scenario: {path} is a {loaded.kind} scenario; run it with clustersim serve")
-    return loaded
+    return replay_scenario(path, given, TrainingScenario, "serve")
 
 
 def _scenario_of_options(
