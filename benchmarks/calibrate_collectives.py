@@ -35,6 +35,12 @@ def main(argv: list[str] | None = None) -> CommCalibration:
     parser.add_argument("file", nargs="?", type=Path, default=DEFAULT_FILE, help="collectives.jsonl")
     parser.add_argument("--rounds", type=int, default=COLLECTIVE.max_iterations, help="compass sweeps")
     parser.add_argument("--digits", type=int, default=3, help="significant digits written")
+    parser.add_argument(
+        "--profile-iterations",
+        type=int,
+        default=0,
+        help="refit the other constants at each profile point with this many iterations (finds ridges; slower)",
+    )
     parser.add_argument("--write", action="store_true", help="write the fitted values into the calibration file")
     parser.add_argument("--toml", type=Path, default=packaged_path("clustersim.network", CALIBRATION_FILE))
     args = parser.parse_args(argv)
@@ -42,7 +48,14 @@ def main(argv: list[str] | None = None) -> CommCalibration:
     catalog = load_catalog(use_env=False)
     start = collective_calibration([args.toml], use_env=False)
     result = calibrate(
-        COLLECTIVE, read_cases(args.file), catalog, start, args.toml, max_iterations=args.rounds, digits=args.digits
+        COLLECTIVE,
+        read_cases(args.file),
+        catalog,
+        start,
+        args.toml,
+        max_iterations=args.rounds,
+        digits=args.digits,
+        profile_iterations=args.profile_iterations,
     )
     for skipped in result.skipped:
         print(f"skipped {skipped.id}: {skipped.reason}", file=sys.stderr)

@@ -34,6 +34,12 @@ def main(argv: list[str] | None = None) -> InferenceCalibration:
     parser.add_argument("file", nargs="?", type=Path, default=GROUND_TRUTH, help="inference.jsonl")
     parser.add_argument("--steps", type=int, default=INFERENCE.max_iterations, help="Nelder-Mead iterations")
     parser.add_argument("--digits", type=int, default=3, help="significant digits written")
+    parser.add_argument(
+        "--profile-iterations",
+        type=int,
+        default=0,
+        help="refit the other constants at each profile point with this many iterations (finds ridges; slower)",
+    )
     parser.add_argument("--write", action="store_true", help="write the fitted values into the calibration file")
     parser.add_argument("--toml", type=Path, default=packaged_path("clustersim.serving", CALIBRATION_FILE))
     args = parser.parse_args(argv)
@@ -41,7 +47,14 @@ def main(argv: list[str] | None = None) -> InferenceCalibration:
     catalog = load_catalog(use_env=False)
     start = serving_calibration([args.toml], use_env=False)
     result = calibrate(
-        INFERENCE, read_cases(args.file), catalog, start, args.toml, max_iterations=args.steps, digits=args.digits
+        INFERENCE,
+        read_cases(args.file),
+        catalog,
+        start,
+        args.toml,
+        max_iterations=args.steps,
+        digits=args.digits,
+        profile_iterations=args.profile_iterations,
     )
     for skipped in result.skipped:
         print(f"skipped {skipped.id}: {skipped.reason}", file=sys.stderr)

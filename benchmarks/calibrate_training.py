@@ -35,6 +35,12 @@ def main(argv: list[str] | None = None) -> dict[str, FamilyEfficiency]:
     parser.add_argument("file", nargs="?", type=Path, default=DEFAULT_FILE, help="training.jsonl")
     parser.add_argument("--rounds", type=int, default=TRAINING.max_iterations, help="compass sweeps per family")
     parser.add_argument("--digits", type=int, default=3, help="significant digits written")
+    parser.add_argument(
+        "--profile-iterations",
+        type=int,
+        default=0,
+        help="refit the other constants at each profile point with this many iterations (finds ridges; slower)",
+    )
     parser.add_argument("--family", action="append", help="fit only this family (repeatable)")
     parser.add_argument("--write", action="store_true", help="write the fitted values into the efficiency file")
     parser.add_argument("--toml", type=Path, default=packaged_path(efficiency.PACKAGE, efficiency.FILE_NAME))
@@ -51,6 +57,7 @@ def main(argv: list[str] | None = None) -> dict[str, FamilyEfficiency]:
         max_iterations=args.rounds,
         digits=args.digits,
         only_groups=args.family,
+        profile_iterations=args.profile_iterations,
     )
     for skipped in result.skipped:  # as clustersim validate does: skipped, and said so
         print(f"skipped {skipped.id}: {skipped.reason}", file=sys.stderr)

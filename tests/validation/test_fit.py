@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -122,6 +123,27 @@ def test_the_profile_finds_the_constant_nothing_depends_on(catalog: Catalog) -> 
     assert not profiles["scale"].flat and not profiles["scale"].prior
     assert profiles["scale"].low == pytest.approx(profiles["scale"].value / 2)
     assert profiles["scale"].high == pytest.approx(profiles["scale"].value * 2)
+
+
+def _skewed(case: Case, field: str) -> float:
+    return case.measured[field] * (1.1 if case.source.startswith("skewed") else 1.0)
+
+
+def test_a_refitted_profile_finds_a_ridge_that_one_at_a_time_misses(catalog: Catalog) -> None:
+    """Two constants that only act as a product: each alone looks pinned, together they slide."""
+    other = Constant("other", "value", 0.1, 10.0)
+    spec = dataclasses.replace(
+        toy_spec(constants=(SCALE, other)),
+        prepare=lambda case, field, cat, cal: (ALL, lambda c: _skewed(case, field) * c["scale"] * c["other"] / 2),
+    )
+    start = {"scale": 1.0, "other": 1.0}
+    rows = [collective("a", 10.0), collective("b", 20.0) | {"source": "skewed source"}]  # b: 10% off
+    prepared, _ = prepare_cases(spec, cases(rows), catalog, start)
+    result = fit(spec, prepared, start)
+    alone = {p.constant.name: p for p in profile(result, prepared)}
+    refitted = {p.constant.name: p for p in profile(result, prepared, refit_iterations=30)}
+    assert not alone["scale"].flat and not alone["other"].flat
+    assert refitted["scale"].flat and refitted["other"].flat
 
 
 # the real specs

@@ -42,15 +42,17 @@ def calibrate(
     max_iterations: int,
     digits: int = 3,
     only_groups: Collection[str] | None = None,
+    profile_iterations: int = 0,
 ) -> Calibration[C]:
     """Fit ``cases`` from ``start`` (the values of the file ``toml``, whose ``prior`` marks are kept),
-    values rounded to ``digits`` significant digits."""
+    values rounded to ``digits`` significant digits; ``profile_iterations`` > 0 refits the other
+    constants at every point of each profile (see ``profile``)."""
     prepared, skipped = prepare_cases(spec, cases, catalog, start)
     held = priors(read_manifest(spec, toml))
     result = fit(
         spec, prepared, start, priors=held, max_iterations=max_iterations, only_groups=only_groups, digits=digits
     )
-    return Calibration(result, prepared, skipped, profile(result, prepared))
+    return Calibration(result, prepared, skipped, profile(result, prepared, refit_iterations=profile_iterations))
 
 
 def summary_lines(calibration: Calibration[C]) -> list[str]:
