@@ -147,3 +147,45 @@ def test_moe_activations_count_active_experts_and_capacity():
     mem = memory(moe, dp=2, ep=2, global_batch=4, fused=True)
     per_layer = 10 * 128 * 64 + 2 * 128 * (64 + 32 + 64) + 2 * 128 * 160 * 3 * 3 * 1.5  # 3 active MLPs x capacity
     assert mem.activations[0] == pytest.approx(4 * per_layer + 4 * 128 * 1000, rel=1e-12)
+
+
+def test_full_recompute_without_sequence_parallelism_keeps_whole_layer_inputs():
+    full = memory(tp=2, micro_batch=2, recompute="full", fused=True)
+    checkpoint = 2 * 256 * 64  # replicated on both TP ranks
+    rebuilt = 10 * 256 * 64 + (2 * 256 * (64 + 32 + 64) + 2 * 256 * 160 * 3) / 2
+    assert full.activations[0] == pytest.approx(4 * checkpoint + rebuilt + 4 * 256 * 1000 / 2, rel=1e-12)
+
+
+def test_fewer_micro_batches_than_stages_are_all_in_flight():
+    # pp 4 (one layer per stage), 4 sequences in micro-batches of 2: 2 micro-batches, both in flight.
+    mem = memory(pp=4, micro_batch=2, global_batch=4, fused=True)
+    per_layer = 10 * 256 * 64 + 2 * 256 * (64 + 32 + 64) + 2 * 256 * 160 * 3
+    assert mem.activations[0] == pytest.approx(1 * 2 * per_layer + 4 * 256 * 1000, rel=1e-12)
+
+
+# A MoE model whose first layer keeps a dense MLP (DeepSeek-style): 4 experts of 32, top-2 + 1 shared, capacity 1.5.
+DENSE_FIRST = LLAMA.model_copy(
+    update={
+        "dense_layers": 1,
+        "moe": MoE(experts=4, top_k=2, shared_experts=1, expert_ffn_hidden=32, capacity_factor=1.5),
+    }
+)
+EXPERT = 3 * 64 * 32
+
+
+def test_leading_dense_layers_in_parameters_and_activations():
+    # tp 2, dp 2 = ep 2: each expert split over the 2 TP ranks, half of them here.
+    moe_layer = (ATTENTION + 64 * 4 + EXPERT) / 2 + 4 * EXPERT / 2 / 2 + 2 * NORM
+    dense_layer = (ATTENTION + MLP) / 2 + 2 * NORM
+    layers = arrays(tp=2, dp=2, ep=2)
+    assert params_per_device(DENSE_FIRST, layers)[0] == pytest.approx(3 * moe_layer + dense_layer + 64_000 + NORM)
+    # pp 2: the first stage holds the dense layer and one MoE layer, the last two MoE layers; the fuller counts.
+    two = arrays(tp=2, pp=2, dp=1)
+    moe_layer = (ATTENTION + 64 * 4 + EXPERT) / 2 + 4 * EXPERT / 2 + 2 * NORM
+    stage = max(dense_layer + moe_layer, 2 * moe_layer)
+    assert params_per_device(DENSE_FIRST, two)[0] == pytest.approx(stage + 32_000 + NORM)
+    # Activations: the layers' average MLP (3 of 4 layers with 3 active experts x capacity, 1 dense).
+    mem = memory(DENSE_FIRST, tp=2, dp=2, ep=2, global_batch=4, fused=True)
+    inside = 2 * 128 * (64 + 32 + 64) + 0.75 * (2 * 128 * 32 * 3) * 3 * 1.5 + 0.25 * (2 * 128 * 160 * 3)
+    per_layer = 10 * 128 * 64 + inside / 2
+    assert mem.activations[0] == pytest.approx(4 * per_layer + 4 * 128 * 1000 / 2, rel=1e-12)
