@@ -123,6 +123,9 @@ def test_the_profile_finds_the_constant_nothing_depends_on(catalog: Catalog) -> 
     assert not profiles["scale"].flat and not profiles["scale"].prior
     assert profiles["scale"].low == pytest.approx(profiles["scale"].value / 2)
     assert profiles["scale"].high == pytest.approx(profiles["scale"].value * 2)
+    at_bound = fit(spec, prepared, {"scale": 1.0, "idle": 10.0}, max_iterations=0)  # idle at its upper bound
+    idle = next(p for p in profile(at_bound, prepared) if p.constant == IDLE)
+    assert (idle.low, idle.high) == (pytest.approx(5.0), 10.0)  # the range tried, cut at the bound
 
 
 def _skewed(case: Case, field: str) -> float:

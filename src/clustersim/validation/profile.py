@@ -28,8 +28,9 @@ FLAT_CHANGE = 0.005
 
 @dataclass(frozen=True)
 class Profile:
-    """The objective along one constant: its value, the range tried, the objective at the value and
-    the largest relative change over the range; ``flat`` when that change is under ``FLAT_CHANGE``."""
+    """The objective along one constant: its value, the range tried (``low`` to ``high``, the value
+    within it, cut at the bounds), the objective at the value and the largest relative change over
+    the range; ``flat`` when that change is under ``FLAT_CHANGE``."""
 
     group: str
     constant: Constant
@@ -69,8 +70,8 @@ def profile(
                     group.group,
                     constant,
                     value,
-                    min(trials, default=value),
-                    max(trials, default=value),
+                    min(value, *trials),
+                    max(value, *trials),
                     at,
                     change,
                     change < flat_change,
