@@ -23,13 +23,14 @@ def test_packaged_table_covers_the_catalogued_families_with_sources():
     assert {"ampere", "hopper", "trainium", "blackwell"} <= set(table)
     assert all(entry.source for entry in table.values())
     blackwell, hopper = table["blackwell"], table["hopper"]
-    assert blackwell.model_dump(exclude={"source"}) == hopper.model_dump(exclude={"source"})
+    # based_on copies the figures, not the provenance (source, fit note)
+    assert blackwell.model_dump(exclude={"source", "fitted"}) == hopper.model_dump(exclude={"source", "fitted"})
     assert efficiency_for(CATALOG.accelerator("h200-sxm"), table) is hopper
 
 
 def test_gemm_fraction_rises_to_the_ceiling():
     hopper = efficiency_table(use_env=False)["hopper"]
-    small, large = hopper.gemm_fraction([1e8, 1e13])
+    small, large = hopper.gemm_fraction([1e8, 1e15])
     assert small < large < hopper.gemm_max and large == pytest.approx(hopper.gemm_max, rel=1e-3)
 
 
@@ -77,7 +78,8 @@ def test_the_calibration_script_writes_what_it_fitted(tmp_path: Path, capsys: py
     packaged = efficiency_table(use_env=False)
     assert table["trainium"].model_dump(exclude={"fitted"}) == packaged["trainium"].model_dump(exclude={"fitted"})
     assert "by benchmarks/calibrate_training.py (0 rounds)" in str(table["trainium"].fitted)
-    assert table["hopper"].fitted is None and table["blackwell"].gemm_max == packaged["hopper"].gemm_max
+    assert table["hopper"].fitted == packaged["hopper"].fitted  # only the family asked for is rewritten
+    assert table["blackwell"].gemm_max == packaged["hopper"].gemm_max
     assert f"wrote {copy}" in capsys.readouterr().out
 
 

@@ -48,7 +48,8 @@ def test_every_entry_says_where_it_comes_from():
     # The network's achieved fraction is a stated prior (the error is flat across it); the ramp is fitted.
     assert entries["network_efficiency"].source.startswith("prior") and entries["network_efficiency"].fitted is None
     for name in ("ramp_exponent", "ramp_bytes", "ramp_node_exponent"):
-        assert "1 MiB" in str(entries[name].fitted) and "p4de" in str(entries[name].fitted), name
+        assert "1 MiB" in str(entries[name].fitted) and "collectives.jsonl" in str(entries[name].fitted), name
+    assert "p4de_" in PACKAGED.read_text(encoding="utf-8")  # the manifest (fitted_on) lists the p4de cases
 
 
 def test_a_user_file_changes_only_what_it_gives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
