@@ -100,16 +100,17 @@ def collective_s(
     Layouts whose groups have the same shape share one vectorized call.
     """
     sizes = np.asarray(size_bytes, dtype=float)
-    zeros = np.zeros(sizes.shape, dtype=np.int64)
-    num_ranks, stride = zeros + np.asarray(num_ranks, np.int64), zeros + np.asarray(stride, np.int64)
-    wanted = (zeros == 0) & np.asarray(where, dtype=bool)
-    size_bytes = sizes
-    out = np.zeros(size_bytes.shape)
-    for ranks, step in {(int(r), int(s)) for r, s, w in zip(num_ranks, stride, wanted, strict=True) if w and r > 1}:
+    out = np.zeros(sizes.shape)
+    num_ranks = np.broadcast_to(np.asarray(num_ranks, np.int64), sizes.shape)
+    wanted = np.broadcast_to(np.asarray(where, dtype=bool), sizes.shape) & (num_ranks > 1)
+    if not wanted.any():  # no layout has this collective (e.g. no ZeRO-3): nothing to price
+        return out
+    stride = np.broadcast_to(np.asarray(stride, np.int64), sizes.shape)
+    for ranks, step in {(int(r), int(s)) for r, s in zip(num_ranks[wanted], stride[wanted], strict=True)}:
         fabric = system.group_fabric(ranks, step)
         assert fabric is not None
         mask = (num_ranks == ranks) & (stride == step) & wanted
-        out[mask] = cost.time_s(op, size_bytes[mask], fabric)
+        out[mask] = cost.time_s(op, sizes[mask], fabric)
     return out
 
 
