@@ -34,3 +34,12 @@ def test_a_slower_step_overhead_in_the_environment_lowers_predicted_throughput(t
     overlay.write_text('[step_overhead_s]\nvalue = 0.05\nsource = "our engine"\n', encoding="utf-8")
     monkeypatch.setenv(SERVING_ENV, str(overlay))
     assert predict_inference_case(case, "output_tokens_per_s", CATALOG) < before
+
+
+def test_a_negative_minimum_size_is_refused():
+    from typer.testing import CliRunner
+
+    from clustersim.cli.app import app
+
+    result = CliRunner().invoke(app, ["validate", "--min-size", "-5"])
+    assert result.exit_code == 2 and "--min-size" in result.output and "negative" in result.output

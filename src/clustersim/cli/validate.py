@@ -67,6 +67,7 @@ def validate_command(
     With no FILES, scores the ground-truth files bundled inside the package (named by file name).
     """
     from clustersim.catalog.registry import load_catalog
+    from clustersim.errors import ClusterSimError
     from clustersim.present.validation import report_renderables, skipped_lines
     from clustersim.units import parse_bytes
     from clustersim.validation.cases import bundled_case_files
@@ -74,6 +75,8 @@ def validate_command(
 
     with user_errors():
         min_size_bytes = parse_bytes(min_size) if min_size is not None else None
+        if min_size_bytes is not None and not min_size_bytes >= 0:
+            raise ClusterSimError(f"--min-size: {min_size!r} is negative; give a size of 0 or more, e.g. 64MiB")
         loaded = load_catalog(catalog or ())
         if files:
             report = validate_cases(files, loaded, min_size_bytes=min_size_bytes)
