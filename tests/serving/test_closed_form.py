@@ -89,8 +89,8 @@ def _round_gpu():
 GPU = _round_gpu()
 
 
-def serving(tp: int = 1, pp: int = 1, nvlink: float = 1e11) -> ServingSystem:
-    devices = max(tp * pp, 1)
+def serving(tp: int = 1, pp: int = 1, nvlink: float = 1e11, dp: int = 1) -> ServingSystem:
+    devices = max(tp * pp * dp, 1)
     topology = Topology(
         name="round",
         num_devices=devices,
@@ -100,7 +100,7 @@ def serving(tp: int = 1, pp: int = 1, nvlink: float = 1e11) -> ServingSystem:
         in_network_reduction=False,
     )
     return ServingSystem.on(
-        System(name="round", accelerator=GPU, cores_per_device=1, topology=topology), "round", tp=tp, pp=pp
+        System(name="round", accelerator=GPU, cores_per_device=1, topology=topology), "round", tp=tp, pp=pp, dp=dp
     )
 
 
@@ -299,6 +299,12 @@ def test_max_rate_sits_on_the_binding_target():
     best = max_rate(TINY, system, request, ttft_target_s=5e-3, tpot_target_s=1.0, cal=CAL, engine=ENGINE)
     assert best.batch_limited_by == "ttft target"
     assert best.ttft_s == pytest.approx(5e-3, rel=1e-6)
+    # The answer is the server estimate at the rate it reports.
+    again = estimate_server(TINY, system, request, best.request_rate_per_s, cal=CAL, engine=ENGINE)
+    assert (again.ttft_s, again.tpot_s) == (
+        pytest.approx(best.ttft_s, rel=1e-12),
+        pytest.approx(best.tpot_s, rel=1e-12),
+    )
     with pytest.raises(ClusterSimError, match="rate: must be positive"):
         estimate_server(TINY, system, request, 0.0, cal=CAL, engine=ENGINE)
 
@@ -420,3 +426,76 @@ def test_each_routed_expert_is_a_small_gemm_of_its_share_of_the_rows():
     flops = 2 * 4 * (101 * attention_router + (2 * 1 + 2 * 100) * 12_582_912) + 2 * 101 * HEAD
     assert moe_est.gemm_compute_s == pytest.approx(flops / GEMM, rel=REL)
     assert est.gemm_compute_s == pytest.approx(2 * 101 * (4 * DENSE + HEAD) / GEMM, rel=REL)
+
+
+# The slow engine of the M/D/c test: 1 s per step, 4 slots, requests of 100 + 10 tokens.
+SLOW = dataclasses.replace(CAL, step_overhead_s=1.0, sequence_overhead_s=0.0)
+FOUR = ENGINE.model_copy(update={"max_batch_sequences": 4})
+
+
+def test_server_with_pipeline_stages_holds_a_slot_for_pp_steps_per_token():
+    system, request = serving(pp=2), Request(100, 10)
+    step = estimate_offline(TINY, system, request, batch=4, cal=SLOW, engine=FOUR).step_s  # one stage's step
+    assert 1.0 < step < 1.001
+    holding = 10 * 2 * step  # 10 tokens, each 2 stage steps
+    load = 0.15 * holding  # about 3 of 4 slots
+    wait = 0.5 * float(_erlang_c_exact(4, Fraction(load))) * holding / (4 - load)
+    est = estimate_server(TINY, system, request, 0.15, cal=SLOW, engine=FOUR)
+    # half a stage step, then the prompt's step on each of the 2 stages
+    assert 2.5 < est.ttft_s - wait < 2.503
+    assert 2.0 < est.tpot_s < 2.002
+    # 4 sequences, 2 per stage, a token every 2 steps: 2 tokens/s, 0.2 requests/s
+    with pytest.raises(ClusterSimError, match=r"saturation rate of 0\.2 requests/s"):
+        estimate_server(TINY, system, request, 0.21, cal=SLOW, engine=FOUR)
+
+
+def test_server_replicas_share_the_rate():
+    one, two, request = serving(), serving(dp=2), Request(100, 10)
+    a = estimate_server(TINY, one, request, 0.3, cal=SLOW, engine=FOUR)
+    b = estimate_server(TINY, two, request, 0.6, cal=SLOW, engine=FOUR)
+    assert (b.ttft_s, b.tpot_s, b.batch) == (a.ttft_s, a.tpot_s, a.batch)
+    assert (b.request_rate_per_s, b.output_tokens_per_s) == (0.6, pytest.approx(6.0, rel=REL))
+    with pytest.raises(ClusterSimError, match=r"saturation rate of 0\.8 requests/s"):
+        estimate_server(TINY, two, request, 0.81, cal=SLOW, engine=FOUR)
+    loose = {"ttft_target_s": 1e6, "tpot_target_s": 1e6, "cal": SLOW, "engine": FOUR}
+    assert max_rate(TINY, two, request, **loose).request_rate_per_s == pytest.approx(
+        2 * max_rate(TINY, one, request, **loose).request_rate_per_s, rel=1e-9
+    )
+
+
+def test_server_near_saturation_and_loose_targets():
+    system, request = serving(), Request(100, 10)
+    full = estimate_offline(TINY, system, request, batch=4, cal=SLOW, engine=FOUR)
+    saturation = 4 / full.step_s / 10  # requests/s with every slot decoding
+    # 0.99 of saturation is still served (a long queue, but finite)
+    near = estimate_server(TINY, system, request, 0.99 * saturation, cal=SLOW, engine=FOUR)
+    assert near.ttft_s > 100 and near.batch == 4
+    # Targets nothing can miss: the highest rate is saturation itself (to the bisection's precision).
+    best = max_rate(TINY, system, request, ttft_target_s=1e9, tpot_target_s=1e9, cal=SLOW, engine=FOUR)
+    assert best.request_rate_per_s == pytest.approx(saturation, rel=1e-6)
+
+
+def test_server_estimates_carry_the_engine_the_calibration_and_the_scenario():
+    system, request = serving(), Request(1000, 200)
+    budget = (80 * GIB - 2 * PARAMS - 1 * GIB) * 0.9  # this calibration's 1 GiB workspace, the engine's 90%
+    est = estimate_server(TINY, system, request, 0.01, cal=CAL, engine=ENGINE)
+    best = max_rate(TINY, system, request, ttft_target_s=1.0, tpot_target_s=2e-3, cal=CAL, engine=ENGINE)
+    for answer in (est, best):
+        assert answer.kv_capacity_tokens_per_device == pytest.approx(budget / 8192, rel=REL)
+        assert (answer.scenario, answer.max_batch) == ("server", 4096)
+    assert est.batch_limited_by == "request rate"
+    # An engine with 5 ms of host cost per step: the server's steps carry it too.
+    host = ENGINE.model_copy(update={"step_overhead_s": 5e-3})
+    assert estimate_server(TINY, system, request, 0.01, cal=CAL, engine=host).tpot_s > 5e-3
+    with pytest.raises(ClusterSimError, match="even unloaded"):
+        max_rate(TINY, system, request, ttft_target_s=1.0, tpot_target_s=1e-3, cal=CAL, engine=host)
+
+
+def test_percentile_targets():
+    system, request = serving(), Request(100, 10)
+    # At the median no wait counts while fewer than half the arrivals wait: unloaded, 1.5 s meets 1.6 s.
+    best = max_rate(TINY, system, request, ttft_target_s=1.6, tpot_target_s=10.0, cal=SLOW, engine=FOUR, percentile=0.5)
+    assert best.request_rate_per_s > 0
+    for bad in (0.0, 1.0, 1.5):
+        with pytest.raises(ClusterSimError, match="percentile: must be between 0 and 1"):
+            max_rate(TINY, system, request, ttft_target_s=3.0, tpot_target_s=10.0, cal=SLOW, percentile=bad)
