@@ -499,3 +499,187 @@ def test_percentile_targets():
     for bad in (0.0, 1.0, 1.5):
         with pytest.raises(ClusterSimError, match="percentile: must be between 0 and 1"):
             max_rate(TINY, system, request, ttft_target_s=3.0, tpot_target_s=10.0, cal=SLOW, percentile=bad)
+
+
+# ---- more of one step -----------------------------------------------------------------------------------------
+
+
+def test_a_pipeline_stage_holds_and_reads_its_share():
+    system = serving(pp=2)
+    est = _static(batch=2, system=system)  # one sequence per stage
+    assert est.weights_bytes_per_device == 2 * PARAMS / 2
+    assert est.kv_bytes_per_token_per_device == 4096  # 2 of the 4 layers
+    assert est.decode_attention_s == pytest.approx((1100 + 1) * 4096 / HBM, rel=REL)
+    # 2 layers of GEMMs, and the logits averaged over the 2 stages
+    assert est.gemm_compute_s == pytest.approx(2 * 2 * DENSE / GEMM + 2 * HEAD / 2 / GEMM, rel=REL)
+
+
+def test_decode_attention_turns_compute_bound_on_a_fast_memory():
+    fast = GPU.model_copy(
+        update={"memory_bandwidth_bytes_per_s": GPU.memory_bandwidth_bytes_per_s.model_copy(update={"value": 2e15})}
+    )
+    topology = Topology(
+        name="fast", num_devices=1, devices_per_node=1, scaleup_bytes_per_s=1e11, network_bytes_per_s=0.0,
+        in_network_reduction=False,
+    )  # fmt: skip
+    system = ServingSystem.on(System(name="fast", accelerator=fast, cores_per_device=1, topology=topology), "f", tp=1)
+    est = _static(batch=4, system=system)
+    reads = (4 * 1100 + 4) * 8192 / 1e15
+    flops = 4 * 4 * 8 * 128 * 1100 * 4 / GEMM  # QK^T and PV of 4 sequences over 1100 keys, 4 layers
+    assert flops > reads
+    assert est.decode_attention_s == pytest.approx(flops, rel=REL)
+
+
+def test_prefill_attention_and_host_costs_follow_the_engine():
+    slower = ENGINE.model_copy(update={"kernel_efficiency": 0.5, "sequence_overhead_s": 1e-4})
+    est = estimate_offline(TINY, serving(), Request(1000, 200), batch=10, cal=CAL, engine=slower)
+    # 10 decoding sequences carry 0.05 prompts per step; causal attention of 1000 tokens at half the kernels
+    assert est.prefill_attention_s == pytest.approx(0.05 * 2 * 4 * 8 * 128 * 1000**2 / (0.25e15 * 0.5), rel=REL)
+    assert est.overhead_s == pytest.approx(2e-5 + 1e-4 * (10 + 0.05), rel=REL)
+
+
+def test_routed_experts_see_top_k_rows_per_token():
+    moe = TINY.model_copy(update={"moe": MoE(experts=4, top_k=2)})
+    est = estimate_offline(
+        moe, serving(), Request(1000, 200, batching=Batching.STATIC), batch=4, cal=CAL, engine=ENGINE
+    )
+    dense = 3_145_728 + 1024 * 4  # attention and router
+    # 4 tokens through the dense GEMMs, 8 token-expert rows through the experts, 4 logits
+    assert est.gemm_compute_s == pytest.approx(2 * (4 * (4 * dense + 8 * 12_582_912) + 4 * HEAD) / GEMM, rel=REL)
+    touched = 4 * (1 - (1 - 2 / 4) ** 4)  # 3.75 of the 4 experts
+    assert est.gemm_memory_s == pytest.approx((4 * (dense + touched * 12_582_912) * 2 + HEAD * 2) / HBM, rel=REL)
+
+
+def test_tensor_and_pipeline_traffic_over_the_batch_grid():
+    request = Request(1000, 200)
+    # The best batch is searched over a grid: every batch's step carries its own all-reduces and sends.
+    tp = estimate_offline(TINY, serving(tp=2), request, cal=CAL, engine=ENGINE)
+    tokens = tp.batch * (1 + 1000 / 200)  # decode tokens and the prompt tokens that replace them
+    all_reduce = predict_collective(Op.ALL_REDUCE, tokens * 1024 * 2, Fabric("hand", 2, 1, 1e11, 50e9, False))
+    assert tp.communication_s == pytest.approx(2 * 4 * (all_reduce.time_s[0] + 1e-5), rel=REL)
+    pp = estimate_offline(TINY, serving(pp=2), request, cal=CAL, engine=ENGINE)
+    tokens = pp.batch / 2 * (1 + 1000 / 200)  # per stage
+    send = predict_collective(Op.SENDRECV, tokens * 1024 * 2, Fabric("hand", 2, 1, 1e11, 50e9, False))
+    assert pp.communication_s == pytest.approx(send.time_s[0], rel=REL)
+
+
+def test_a_group_of_one_rank_communicates_nothing():
+    base = serving()
+    lonely = dataclasses.replace(base, tp_fabric=serving(tp=2).tp_fabric, pp_fabric=serving(pp=2).pp_fabric)
+    assert _static(system=lonely).communication_s == 0.0
+
+
+# ---- serving systems ----------------------------------------------------------------------------------------
+
+
+def test_serving_systems_from_the_catalog():
+    from clustersim.serving.engine import serving_system_for_accelerator, serving_system_for_instance
+
+    p5 = serving_system_for_instance(CATALOG, "p5.48xlarge", tp=2)
+    assert (p5.tp, p5.pp, p5.dp, p5.num_devices, p5.name) == (2, 1, 4, 8, "p5.48xlarge")
+    assert p5.tp_fabric is not None and p5.tp_fabric.num_ranks == 2 and p5.pp_fabric is None
+    assert serving_system_for_instance(CATALOG, "p5.48xlarge", tp=2, dp=1).dp == 1
+    assert serving_system_for_instance(CATALOG, "p5.48xlarge", tp=3).dp == 2
+    entry = CATALOG.instance("p5.48xlarge")
+    assert serving_system_for_instance(CATALOG, entry, tp=8).dp == 1
+    for tp, pp, dp, message in (
+        (4, 4, None, "tp x pp: 4 x 4 must fit the 8 devices of one p5.48xlarge"),
+        (0, 1, None, "tp x pp: 0 x 1 must fit"),
+        (4, 1, 3, "dp: 3 replicas of tp 4 x pp 1 do not fit the 8 devices"),
+        (2, 2, 3, "dp: 3 replicas of tp 2 x pp 2 do not fit the 8 devices"),
+    ):
+        with pytest.raises(ClusterSimError, match=f"^{message}"):
+            serving_system_for_instance(CATALOG, "p5.48xlarge", tp=tp, pp=pp, dp=dp)
+    one = serving_system_for_accelerator(CATALOG, "h100-sxm", tp=1)
+    assert (one.system.num_devices, one.name, one.pp, one.board_power_watts) == (1, "1 x tp1 pp1 h100-sxm", 1, None)
+    two = serving_system_for_accelerator(
+        CATALOG, "h100-sxm", tp=2, pp=2, instance="p5.48xlarge", board_power_watts=350.0
+    )
+    assert (two.system.num_devices, two.pp, two.board_power_watts, two.system.instance.id) == (
+        4,
+        2,
+        350.0,
+        "p5.48xlarge",
+    )
+    assert two.pp_fabric is not None and two.pp_fabric.num_ranks == 2
+    assert two.clock_ratio(1.0) == pytest.approx(350.0 / 700.0)
+    # NeuronCores as devices (64 on a trn2.48xlarge: 2 cores, a quarter of a chip, each): the chip's power
+    # limit against the chip's 500 W TDP.
+    cores = serving_system_for_accelerator(CATALOG, "trainium2", tp=1, devices_per_node=64, board_power_watts=1e3)
+    assert cores.system.share == 0.25 and cores.clock_ratio(1.0) == pytest.approx(1e3 / 500)
+
+
+def test_serving_system_rules():
+    machine = serving().system
+    with pytest.raises(ClusterSimError, match=r"^pp: must be at least 1, got 0$"):
+        ServingSystem(name="x", system=machine, pp=0)
+    with pytest.raises(ClusterSimError, match=r"^tp 2 needs a fabric for its all-reduces$"):
+        ServingSystem(name="x", system=machine, tp=2)
+    assert ServingSystem(name="x", system=machine, board_power_watts=0.5).board_power_watts == 0.5
+    plain = ServingSystem.on(machine, "x", tp=1)
+    assert (plain.pp, plain.dp, plain.tp_fabric, plain.pp_fabric) == (1, 1, None, None)
+    assert serving(tp=2, pp=2, dp=2).num_devices == 8
+
+
+def test_a_model_that_does_not_fit_says_what_would():
+    big = Transformer(
+        name="big", layers=80, hidden=8192, ffn_hidden=28672, heads=64, kv_heads=8, vocab=32000, ffn_type="swiglu"
+    )
+    params = big.num_params()
+    one = serving()  # one 80 GiB device
+    with pytest.raises(ClusterSimError) as info:
+        estimate_offline(big, one, Request(100, 10), cal=CAL, engine=ENGINE)
+    message = str(info.value)
+    assert info.value.field == "model"
+    assert (
+        f"needs {2 * params / GIB:.1f} GiB of weights + 1.0 GiB workspace per device, more than the 80.0 GiB" in message
+    )
+    layer_matmuls = 80 * (big.attention_params() + big.mlp_params())  # FP8; embeddings, logits and norms BF16
+    fp8 = layer_matmuls * 1 + (params - layer_matmuls) * 2
+    assert f"over all its 1 devices: fp8 weights ({fp8 / GIB:.1f} GiB per device) would fit" in message
+    with pytest.raises(ClusterSimError, match="fp8 would not fit either"):
+        estimate_offline(
+            big, one, Request(100, 10, Dtype.FP8), cal=dataclasses.replace(CAL, workspace_bytes=20 * GIB), engine=ENGINE
+        )
+    heavy = dataclasses.replace(CAL, workspace_bytes=20 * GIB)  # FP8 weights + 20 GiB exceed 80 GiB
+    with pytest.raises(ClusterSimError, match="over all its 1 devices: fp8 would not fit either"):
+        estimate_offline(big, one, Request(100, 10), cal=heavy, engine=ENGINE)
+    # Twice as deep over the whole instance already, tp 2 or pp 2: FP8 weights split over 2 would fit.
+    bigger = big.model_copy(update={"name": "bigger", "layers": 160})
+    matmuls = 160 * (big.attention_params() + big.mlp_params())
+    fp8 = matmuls + (bigger.num_params() - matmuls) * 2
+    for system in (serving(tp=2), serving(pp=2)):
+        with pytest.raises(ClusterSimError, match="over all its 2 devices: fp8 weights") as info:
+            estimate_offline(bigger, system, Request(100, 10), cal=CAL, engine=ENGINE)
+        assert f"fp8 weights ({fp8 / 2 / GIB:.1f} GiB per device) would fit" in str(info.value)
+    two = serving(dp=2)  # room for tp 2 in the instance
+    with pytest.raises(ClusterSimError, match=r"use a larger tp or pp \(up to the 2 devices of one instance\)"):
+        estimate_offline(big, two, Request(100, 10), cal=CAL, engine=ENGINE)
+
+
+def test_precision_names():
+    from clustersim.serving.engine import bytes_per_element, parse_precision
+
+    assert parse_precision(" FP8 ") is Dtype.FP8 and parse_precision(Dtype.BF16) is Dtype.BF16
+    with pytest.raises(ClusterSimError, match=r"^precision: unknown value 'fp4' \(valid: bf16, fp16, fp8\)$"):
+        parse_precision("fp4")
+    with pytest.raises(ClusterSimError, match=r"^kv: unknown value"):
+        parse_precision("int4", "kv")
+    assert (bytes_per_element(Dtype.BF16), bytes_per_element(Dtype.FP16), bytes_per_element(Dtype.FP8)) == (2, 2, 1)
+    with pytest.raises(ClusterSimError, match=r"^precision: fp32 is not a serving format \(valid: bf16, fp16, fp8\)$"):
+        bytes_per_element(Dtype.FP32)
+
+
+def test_a_users_calibration_file_is_read_from_the_environment(tmp_path, monkeypatch):
+    from clustersim.serving.engine import ENV_VAR, calibration_entries, default_calibration
+
+    mine = tmp_path / "serving.toml"
+    mine.write_text('[step_overhead_s]\nvalue = 0.002\nsource = "our engine, measured"\n')
+    packaged = calibration_entries(use_env=False)["step_overhead_s"]
+    monkeypatch.setenv(ENV_VAR, str(mine))
+    entry = calibration_entries()["step_overhead_s"]
+    assert (entry.value, entry.source, entry.path) == (0.002, "our engine, measured", str(mine))
+    assert calibration_entries(use_env=False)["step_overhead_s"] == packaged
+    assert default_calibration().step_overhead_s == 0.002
+    monkeypatch.delenv(ENV_VAR)
+    assert default_calibration() is DEFAULT_CALIBRATION
