@@ -683,3 +683,179 @@ def test_a_users_calibration_file_is_read_from_the_environment(tmp_path, monkeyp
     assert default_calibration().step_overhead_s == 0.002
     monkeypatch.delenv(ENV_VAR)
     assert default_calibration() is DEFAULT_CALIBRATION
+
+
+# ---- offline estimates -------------------------------------------------------------------------------------
+
+
+def _continuous_step(b: float, n: float, o: float, layers: int, pp: int, extra: float = 0.0) -> float:
+    """One stage's continuous-batching step on the round device (tp 1), by hand: ``b`` decoding sequences
+    per stage over ``n + o / 2`` keys, ``b n / o`` prompt tokens of ``b / o`` prompts (+ ``extra`` prompts)."""
+    tokens, prompts, context = b + b * n / o + extra * n, b / o + extra, n + o / 2
+    kv_token = 2 * layers * 4 * 128 * 2
+    compute = 2 * tokens * layers * DENSE / GEMM + 2 * (b + prompts) * HEAD / pp / GEMM
+    weights = (layers * DENSE * 2 + HEAD * 2 / pp) / HBM
+    decode = max((b * context + tokens) * kv_token / HBM, 4 * layers * 8 * 128 * context * b / GEMM)
+    prefill = prompts * 2 * layers * 8 * 128 * n * n / 0.25e15
+    elementwise = tokens * layers * 10 * 1024 * 2 / HBM
+    send = 0.0
+    if pp > 1:
+        fabric = Fabric("hand", 2, 1, 1e11, 50e9, False)
+        send = float(predict_collective(Op.SENDRECV, tokens * 1024 * 2, fabric).time_s[0])
+    return max(compute, weights) + decode + prefill + elementwise + send + 2e-5 + 1e-6 * (b + prompts)
+
+
+def test_continuous_batching_with_pipeline_stages():
+    # 4 sequences in flight over 2 stages: 2 per stage step; a token every 2 stage steps.
+    est = estimate_offline(TINY, serving(pp=2), Request(1000, 200), batch=4, cal=CAL, engine=ENGINE)
+    step = _continuous_step(2, 1000, 200, layers=2, pp=2)
+    assert est.step_s == pytest.approx(step, rel=REL)
+    assert est.tpot_s == pytest.approx(2 * step, rel=REL)
+    assert est.output_tokens_per_s == pytest.approx(4 / 2 / step, rel=REL)
+    first = _continuous_step(2, 1000, 200, layers=2, pp=2, extra=1.0)
+    assert est.ttft_s == pytest.approx(2 * first + 0.5 * step, rel=REL)
+    assert (est.model, est.batching, est.scenario, est.batch_limited_by) == (
+        "tiny",
+        "continuous",
+        "offline",
+        "requested",
+    )
+    assert est.to_json()["output_tokens_per_s_per_device"] == pytest.approx(est.output_tokens_per_s / 2, rel=REL)
+
+
+def test_static_batching_with_pipeline_stages():
+    # 2 sequences over 2 stages: each stage prefills one 1000-token prompt, then decodes 200 tokens.
+    est = _static(batch=2, system=serving(pp=2))
+    fabric = Fabric("hand", 2, 1, 1e11, 50e9, False)
+    prefill = (
+        max(2 * 1000 * 2 * DENSE / GEMM + 2 * 1 * HEAD / 2 / GEMM, (2 * DENSE * 2 + HEAD) / HBM)
+        + 1000 * 4096 / HBM
+        + 2 * 2 * 8 * 128 * 1000**2 / 0.25e15
+        + 1000 * 2 * 10 * 1024 * 2 / HBM
+        + float(predict_collective(Op.SENDRECV, 1000 * 1024 * 2, fabric).time_s[0])
+        + 2e-5
+        + 1e-6
+    )
+    assert est.ttft_s == pytest.approx(2 * prefill, rel=REL)
+    assert est.output_tokens_per_s == pytest.approx(2 / 2 * 200 / (prefill + 200 * est.step_s), rel=REL)
+    assert est.batching == "static"
+
+
+def _rates(system, request, engine, max_batch):
+    return {b: estimate_offline(TINY, system, request, batch=b, cal=CAL, engine=engine).output_tokens_per_s
+            for b in range(1, max_batch + 1)}  # fmt: skip
+
+
+@pytest.mark.parametrize("batching", [Batching.CONTINUOUS, Batching.STATIC])
+def test_the_offline_batch_is_the_smallest_near_the_best(batching):
+    # 5 ms of host cost per step and at most 48 sequences: throughput still grows at 48 for continuous batching.
+    engine = ENGINE.model_copy(update={"step_overhead_s": 5e-3, "max_batch_sequences": 48})
+    request = Request(1000, 200, batching=batching)
+    best = estimate_offline(TINY, serving(), request, cal=CAL, engine=engine)
+    rates = _rates(serving(), request, engine, 48)
+    assert best.output_tokens_per_s >= 0.99 * max(rates.values())
+    assert best.output_tokens_per_s == pytest.approx(rates[best.batch], rel=REL)
+    assert best.batch_limited_by == ("scheduler" if best.batch == 48 else "throughput peak")
+    budget = (80 * GIB - 2 * PARAMS - 1 * GIB) * 0.9
+    assert best.kv_capacity_tokens_per_device == pytest.approx(budget / 8192, rel=REL)
+
+
+@pytest.mark.parametrize(
+    ("batching", "pp"), [(Batching.CONTINUOUS, 1), (Batching.STATIC, 1), (Batching.CONTINUOUS, 2), (Batching.STATIC, 2)]
+)
+def test_the_offline_batch_stops_where_more_buys_under_half_a_percent(batching, pp):
+    """No host cost: throughput grows with the batch but flattens. The search runs over a geometric grid of
+    96 whole batches up to the limit (the engine's 4096 here) and takes the smallest within 0.5% of the grid's
+    best."""
+    import numpy as np
+
+    from clustersim.serving.estimate import throughput_per_replica
+
+    system, request = serving(pp=pp), Request(1000, 200, batching=batching)
+    engine = ENGINE.model_copy(update={"kernel_efficiency": 0.5})  # slower kernels than the default engine's
+    best = estimate_offline(TINY, system, request, cal=CAL, engine=engine)
+    grid = [int(b) for b in np.unique(np.round(np.geomspace(1, 4096, 96)))]
+    rates = {b: estimate_offline(TINY, system, request, batch=b, cal=CAL, engine=engine) for b in grid}
+    some = [grid[0], grid[50]]
+    per_replica = throughput_per_replica(TINY, system, request, np.array(some, dtype=float), CAL, engine)
+    assert per_replica == pytest.approx([rates[b].output_tokens_per_s for b in some], rel=REL)
+    top = max(r.output_tokens_per_s for r in rates.values())
+    assert best.batch == min(b for b in grid if rates[b].output_tokens_per_s >= 0.995 * top) < 4096
+    assert best.batch_limited_by == "throughput peak"
+    assert best.output_tokens_per_s == pytest.approx(rates[best.batch].output_tokens_per_s, rel=REL)
+    assert best.request_rate_per_s == pytest.approx(best.output_tokens_per_s / 200, rel=REL)
+
+
+def test_replicas_multiply_offline_throughput():
+    one = estimate_offline(TINY, serving(), Request(1000, 200), batch=8, cal=CAL, engine=ENGINE)
+    two = estimate_offline(TINY, serving(dp=2), Request(1000, 200), batch=8, cal=CAL, engine=ENGINE)
+    assert two.output_tokens_per_s == pytest.approx(2 * one.output_tokens_per_s, rel=REL)
+    assert two.request_rate_per_s == pytest.approx(2 * one.request_rate_per_s, rel=REL)
+    assert two.output_tokens_per_s_per_device == pytest.approx(one.output_tokens_per_s_per_device, rel=REL)
+
+
+def test_batch_limits_at_their_edges():
+    system = serving()
+    # Pages of a million tokens: 9 sequences' worth of KV room (about 9.3 million tokens).
+    paged = ENGINE.model_copy(update={"kv_block_tokens": 1_000_000})
+    assert batch_limit(TINY, system, Request(100, 10), CAL, paged)[:2] == (9, "capacity")
+    # ... and a scheduler cap of exactly 9: capacity is named (it binds as much).
+    nine = paged.model_copy(update={"max_batch_sequences": 9})
+    assert batch_limit(TINY, system, Request(100, 10), CAL, nine)[:2] == (9, "capacity")
+    # A step too small for one sequence's 11 tokens still runs one sequence.
+    tiny_steps = ENGINE.model_copy(update={"max_tokens_per_step": 10})
+    assert batch_limit(TINY, system, Request(100, 10), CAL, tiny_steps)[:2] == (1, "scheduler")
+    # Exactly one sequence fits.
+    one = Request(6_000_000, 1000)
+    assert batch_limit(TINY, system, one, CAL, ENGINE)[:2] == (1, "capacity")
+    budget = (80 * GIB - 2 * PARAMS - 1 * GIB) * 0.9
+    with pytest.raises(ClusterSimError) as info:
+        batch_limit(TINY, system, Request(10_000_000, 1000), CAL, ENGINE)
+    message = str(info.value)
+    assert message.startswith("input/output: one sequence of 1e+07 + 1000 tokens needs ")
+    assert (
+        f"needs {10_001_008 * 8192 / 2**30:.2f} GiB of KV cache per device, but only {budget / 2**30:.2f} GiB"
+        in message
+    )
+
+
+def test_requests_need_a_token_each_way():
+    assert Request(1, 1).input_tokens == 1
+    with pytest.raises(ClusterSimError, match=r"^input: must be at least 1 token, got 0\.5$"):
+        Request(0.5, 10)
+    with pytest.raises(ClusterSimError, match=r"^output: must be at least 1 token, got 0$"):
+        Request(10, 0)
+
+
+def test_comparing_two_devices_at_the_same_batch():
+    from clustersim.serving.estimate import compare_offline
+
+    faster = GPU.model_copy(
+        update={"memory_bandwidth_bytes_per_s": GPU.memory_bandwidth_bytes_per_s.model_copy(update={"value": 4e12})}
+    )
+    topology = Topology(
+        name="fast", num_devices=1, devices_per_node=1, scaleup_bytes_per_s=1e11, network_bytes_per_s=0.0,
+        in_network_reduction=False,
+    )  # fmt: skip
+    second = ServingSystem.on(System(name="fast", accelerator=faster, cores_per_device=1, topology=topology), "f", tp=1)
+    host = ENGINE.model_copy(update={"step_overhead_s": 5e-3})
+    request = Request(1000, 200, batching=Batching.STATIC)
+    cmp = compare_offline(TINY, serving(), second, request, batch=1, cal=CAL, engine=host)
+    a = estimate_offline(TINY, serving(), request, batch=1, cal=CAL, engine=host)
+    b = estimate_offline(TINY, second, request, batch=1, cal=CAL, engine=host)
+    assert (cmp.first.output_tokens_per_s, cmp.second.output_tokens_per_s) == (
+        a.output_tokens_per_s,
+        b.output_tokens_per_s,
+    )
+    assert cmp.ratio == pytest.approx(b.output_tokens_per_s / a.output_tokens_per_s, rel=REL)
+    assert (cmp.same_batch_ratio, cmp.batch_ratio) == (pytest.approx(cmp.ratio, rel=REL), pytest.approx(1.0, rel=REL))
+    assert cmp.reasons[0].startswith(f"at the same batch (1): {cmp.ratio:.2f}x, from 4.00 vs 2.00 TB/s HBM (2.00x)")
+    assert "and 1.00x dense bf16 peak" in cmp.reasons[0]
+    assert cmp.reasons[2] == "replicas: 1 x tp1 pp1 vs 1 x tp1 pp1"
+    data = cmp.to_json()
+    assert set(data) == {"first", "second", "ratio", "same_batch_ratio", "batch_ratio", "reasons"}
+    assert data["second"]["output_tokens_per_s"] == b.output_tokens_per_s and data["reasons"] == list(cmp.reasons)
+    # Each at its best batch: the larger batch on the second device is the rest of the gain.
+    best = compare_offline(TINY, serving(), second, request, cal=CAL, engine=host)
+    assert best.first.batch == estimate_offline(TINY, serving(), request, cal=CAL, engine=host).batch
+    assert best.ratio == pytest.approx(best.same_batch_ratio * best.batch_ratio, rel=REL)
