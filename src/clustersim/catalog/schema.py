@@ -3,6 +3,7 @@ instances, storage and cluster templates. Every number is a sourced ``Figure``."
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import re
 from enum import StrEnum
@@ -16,12 +17,14 @@ from clustersim.catalog.figures import (
     BytesFigure,
     BytesPerSFigure,
     Choices,
+    Confidence,
     CountFigure,
     Fact,
     Figure,
     Flag,
     FlopPerSFigure,
     Price,
+    Provenance,
     Record,
     SecondsFigure,
     WattsFigure,
@@ -351,6 +354,7 @@ class Instance(Entry):
 class StorageCategory(StrEnum):
     SERVICE = "service"
     TIER = "tier"
+    LOCAL = "local"
 
 
 class DeploymentType(StrEnum):
@@ -374,8 +378,21 @@ class StripeLayout(Record):
     confidence: str = Field("verified", description="verified, secondary or recalled.")
 
 
+class StoragePrice(Record):
+    """A storage price per GB-month (AWS bills provisioned capacity by the GB-month, prorated by the second)."""
+
+    usd_per_gb_month: float = Field(gt=0, description="US dollars per GB (GiB as AWS bills it) of capacity per month.")
+    as_of: dt.date = Field(description="Date the price was read.")
+    region: str = Field(min_length=3, description="AWS region the price applies to.")
+    source: str = Field(min_length=3, description="Citation.")
+    provenance: Provenance = Field(Provenance.PRICE_LIST, description="Kind of source.")
+    confidence: Confidence = Field(Confidence.VERIFIED, description="How well the figure was checked.")
+    note: str | None = Field(None, description="Caveat.")
+
+
 class Storage(Entry):
-    """A shared file system service (client ceilings, striping) or one of its deployment tiers.
+    """A shared file system service (client ceilings, striping), one of its deployment tiers, or an
+    instance's local NVMe ('local': per-drive rates; the instance gives the drives).
 
     Per-TiB figures (``*_per_tib``) scale with the provisioned capacity in TiB.
     """
@@ -409,6 +426,9 @@ class Storage(Entry):
     default_stripe_size_bytes: BytesFigure | None = Field(None, description="Default Lustre stripe size.")
     storage_target_bytes: BytesFigure | None = Field(None, description="Approximate size of one OST.")
     default_layouts: tuple[StripeLayout, ...] = Field((), description="Default striping layouts by creation date.")
+    price: StoragePrice | None = Field(None, description="Capacity price (tiers).")
+    drive_read_bytes_per_s: BytesPerSFigure | None = Field(None, description="Local NVMe: one drive, sequential read.")
+    drive_write_bytes_per_s: BytesPerSFigure | None = Field(None, description="Local NVMe: one drive, sequential write.")
     facts: tuple[Fact, ...] = Field((), description="Other sourced facts.")
 
     @model_validator(mode="after")
