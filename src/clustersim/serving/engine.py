@@ -11,9 +11,11 @@ kinds run one after the other (separate kernels), so the step time is their sum:
   compute-bound. A MoE layer reads and runs only the routed experts its tokens touch, each a GEMM of
   its share of the rows (``top_k x tokens / experts``), so a step with few tokens per expert is
   slower than its FLOPs;
-* **decode attention**: every decoding sequence reads its whole KV cache (memory-bound): once per
-  KV head with a GQA kernel, once per query head with an older per-head kernel (the engine's);
-* **prefill attention**: causal ``2 x layers x q_width x n^2`` FLOPs per prompt (compute-bound);
+* **decode attention**: every decoding sequence reads its KV cache (memory-bound): once per KV head
+  with a GQA kernel, once per query head with an older per-head kernel (the engine's); a latent
+  (MLA) cache once for all heads, a windowed layer at most its window (``clustersim.serving.memory``);
+* **prefill attention**: causal ``(q_width + context_width) x n^2`` FLOPs per prompt and layer
+  (compute-bound), a windowed layer's keys capped at its window;
 * **elementwise** work (norms, residuals, rotary): hidden-vector reads and writes per token;
 * **tensor-parallel all-reduces**: two per layer of ``tokens x hidden x 2`` bytes, from the
   collectives model (``clustersim.network``), each plus a synchronization cost; pipeline stages add
@@ -34,7 +36,6 @@ the number of decoding sequences.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -53,38 +54,28 @@ from clustersim.network.collectives import Op
 from clustersim.network.cost import ANALYTIC, CollectiveCost
 from clustersim.network.fabric import Fabric
 from clustersim.serving.engines import EngineProfile, engine_profile
+from clustersim.serving.memory import ACTIVATION_BYTES as ACTIVATION_BYTES
+from clustersim.serving.memory import SERVING_DTYPES as SERVING_DTYPES
+from clustersim.serving.memory import FloatArray as FloatArray
+from clustersim.serving.memory import bytes_per_element as bytes_per_element
+from clustersim.serving.memory import (
+    cached_token_layers,
+    causal_pairs,
+    decode_attention_flops_per_key,
+    kv_bytes_per_token_layer,
+    kv_heads_per_device,
+    matmul_params,
+)
+from clustersim.serving.memory import kv_bytes_per_token as kv_bytes_per_token
+from clustersim.serving.memory import parse_precision as parse_precision
+from clustersim.serving.memory import reserved_tokens as reserved_tokens
+from clustersim.serving.memory import weight_bytes_per_device as weight_bytes_per_device
 from clustersim.system import System, system_for_accelerator, system_for_instance
 from clustersim.workload.transformer import Transformer
 
-FloatArray = npt.NDArray[np.float64]
 GIB = 2**30
-ACTIVATION_BYTES = 2  # activations and all-reduce payloads stay bf16, also with fp8 GEMMs
 ENV_VAR = "CLUSTERSIM_SERVING_CALIBRATION"
 CALIBRATION_FILE = "calibration.toml"
-SERVING_DTYPES = (Dtype.BF16, Dtype.FP16, Dtype.FP8)  # weights, GEMM inputs and KV cache (fp8: weights and activations)
-
-
-_BYTES_PER_ELEMENT = {Dtype.BF16: 2, Dtype.FP16: 2, Dtype.FP8: 1}
-
-
-def bytes_per_element(dtype: Dtype) -> int:
-    """Bytes one weight, activation or KV-cache element takes in a serving format."""
-    try:
-        return _BYTES_PER_ELEMENT[dtype]
-    except KeyError:
-        valid = ", ".join(d.value for d in SERVING_DTYPES)
-        raise ClusterSimError(f"precision: {dtype.value} is not a serving format (valid: {valid})") from None
-
-
-def parse_precision(value: str | Dtype, field_name: str = "precision") -> Dtype:
-    """A serving number format (bf16, fp16 or fp8) from the user's text; ``ClusterSimError`` naming
-    the field and the valid values."""
-    text = str(value).strip().lower()
-    for dtype in SERVING_DTYPES:
-        if dtype.value == text:
-            return dtype
-    valid = ", ".join(d.value for d in SERVING_DTYPES)
-    raise ClusterSimError(f"{field_name}: unknown value {value!r} (valid: {valid})")
 
 
 # ---- calibration ---------------------------------------------------------------------------------
@@ -226,34 +217,6 @@ class ServingSystem:
 # ---- bytes -------------------------------------------------------------------------------------
 
 
-def kv_heads_per_device(model: Transformer, tp: int) -> int:
-    """KV heads each TP rank holds: kv_heads / tp, or one replicated head when kv_heads < tp."""
-    return max(model.kv_heads // tp, 1)
-
-
-def kv_bytes_per_token(model: Transformer, kv_precision: Dtype, tp: int = 1, pp: int = 1) -> float:
-    """KV-cache bytes one token adds on one device: K and V, its layers, its kv heads."""
-    return 2.0 * (model.layers / pp) * kv_heads_per_device(model, tp) * model.head_dim * bytes_per_element(kv_precision)
-
-
-def _layer_matmul_params(model: Transformer) -> tuple[float, float]:
-    """(dense matmul params of one layer, matmul params of one expert MLP); the expert part is 0 without MoE."""
-    attention, mlp = model.attention_matmul_params(), model.mlp_matmul_params()
-    if model.moe is None:
-        return float(attention + mlp), 0.0
-    shared = model.moe.shared_experts * mlp
-    return float(attention + shared + model.router_params()), float(mlp)
-
-
-def weight_bytes_per_device(model: Transformer, precision: Dtype, tp: int = 1, pp: int = 1) -> float:
-    """Weights held by one device: layer matmuls at ``precision``, the rest (embeddings, logits, norms) in bf16."""
-    dense, expert = _layer_matmul_params(model)
-    routed = model.moe.experts if model.moe else 0
-    quantized = model.layers * (dense + routed * expert)
-    rest = model.num_params() - quantized
-    return (quantized * bytes_per_element(precision) + rest * ACTIVATION_BYTES) / (tp * pp)
-
-
 @dataclass(frozen=True, slots=True)
 class MemoryPlan:
     """Memory of one device: what is held, what is left for the KV cache, and how many tokens that is."""
@@ -304,12 +267,6 @@ def memory_plan(
         )
     per_token = kv_bytes_per_token(model, kv_precision, system.tp, system.pp)
     return MemoryPlan(usable, weights, cal.workspace_bytes, budget, per_token, budget / per_token)
-
-
-def reserved_tokens(input_tokens: float, output_tokens: float, engine: str | EngineProfile | None = None) -> float:
-    """KV tokens a sequence reserves: its full length in whole blocks of the engine's paged cache (no eviction)."""
-    block = engine_profile(engine).kv_block_tokens
-    return float(math.ceil((input_tokens + output_tokens) / block) * block)
 
 
 # ---- one step ------------------------------------------------------------------------------------
@@ -380,7 +337,7 @@ def step_times(
     flops_peak = system.peak_flop_per_s(precision) * cal.flop_efficiency * kernels
     head_peak = system.peak_flop_per_s(Dtype.BF16) * cal.flop_efficiency * kernels
     bandwidth = system.system.memory_bandwidth_bytes_per_s * cal.hbm_efficiency
-    dense, expert = _layer_matmul_params(model)
+    dense, expert = matmul_params(model)
     head = float(model.vocab * model.hidden)
     # GEMMs of M rows reach flop_efficiency x M / (M + gemm_half_tokens): tiles and waves left part-empty,
     # and each kernel's fixed cost, weigh more when there are few rows. Dense GEMMs see the step's tokens;
@@ -390,25 +347,29 @@ def step_times(
     experts = np.zeros_like(rows)  # routed experts some token of the step touches
     routed_rows = np.zeros_like(rows)
     if model.moe is not None:
+        # each of the step's tokens picks top_k of E experts: E (1 - (1 - k/E)^tokens) distinct ones
         share = model.moe.top_k / model.moe.experts
         experts = model.moe.experts * (1.0 - (1.0 - share) ** rows)
         routed_rows = model.moe.top_k * rows
-    layer_flops = 2.0 * ((rows + half) * dense + (routed_rows + experts * half) * expert)
-    compute = layers * layer_flops / tp / flops_peak
+    stage_flops = 2.0 * ((rows + half) * dense + (routed_rows + experts * half) * expert) / pp
+    compute = stage_flops / tp / flops_peak
     compute = compute + 2.0 * (np.maximum(logits_tokens, 1.0) + half) * head / (tp * pp) / head_peak
 
     # Weights read once per step: the dense ones and the routed experts some token touches.
-    weights = (layers * (dense + experts * expert) * bytes_per_element(precision) + head * ACTIVATION_BYTES / pp) / tp
+    weights = ((dense + experts * expert) * bytes_per_element(precision) + head * ACTIVATION_BYTES) / (tp * pp)
     memory = weights / bandwidth
 
-    kv_token = kv_bytes_per_token(model, kv_precision, tp, pp)
-    heads = model.heads / tp
-    # A GQA kernel reads each KV head once for its query group; a per-head kernel once per query head.
-    group = 1.0 if profile.gqa_decode_kernel else heads / kv_heads_per_device(model, tp)
-    kv_read = b * context * kv_token * group + tokens * kv_token
-    attention_flops = 4.0 * layers * heads * model.head_dim * context * b
+    # Decode attention reads each sequence's cached token-layers (a window caps a windowed layer's) and
+    # writes the step's new tokens; a GQA kernel reads each KV head once for its query group, a
+    # per-head kernel once per query head.
+    kv_layer = kv_bytes_per_token_layer(model, kv_precision, tp)
+    keys = cached_token_layers(model, context, pp)
+    group = 1.0 if profile.gqa_decode_kernel else model.heads / tp / kv_heads_per_device(model, tp)
+    kv_read = (b * keys * group + tokens * layers) * kv_layer
+    attention_flops = decode_attention_flops_per_key(model) / tp * keys * b
     decode_attention = np.maximum(kv_read / bandwidth, attention_flops / flops_peak)
-    causal = 2.0 * layers * heads * model.head_dim * prompt_tokens * prompt_tokens  # per prompt
+    pair_flops = 2.0 * (model.q_width + model.context_width) / tp  # scores and context of one (query, key) pair
+    causal = causal_pairs(model, prompt_tokens) / pp * pair_flops  # per prompt, this stage's layers
     attention_peak = system.peak_flop_per_s(precision) * cal.attention_flop_efficiency * kernels
     prefill_attention = prompts * causal / attention_peak
 

@@ -130,7 +130,7 @@ def batch_limit(
     profile = engine_profile(engine)
     check_model_split(model, tp=system.tp, pp=system.pp)
     plan = memory_plan(model, system, request.precision, request.kv, cal, profile)
-    per_sequence = reserved_tokens(request.input_tokens, request.output_tokens, profile)
+    per_sequence = reserved_tokens(request.input_tokens, request.output_tokens, profile, model)
     by_capacity = math.floor(plan.kv_capacity_tokens / per_sequence)
     if by_capacity < 1:
         raise ClusterSimError(

@@ -224,6 +224,21 @@ class Transformer(BaseModel):
         return self.heads * self.value_head_dim
 
     @property
+    def kv_cache_elements(self) -> int:
+        """Elements one token adds to the KV cache of one layer: its key and value on every kv head
+        (``2 x kv_heads x head_dim``), or with latent attention the compressed latent and the shared
+        rotary key (``kv_lora_rank + rope_head_dim``), from which every head's key and value are made."""
+        if self.mla is not None:
+            return self.mla.kv_lora_rank + self.mla.rope_head_dim
+        return 2 * self.kv_width
+
+    @property
+    def kv_cache_heads(self) -> int:
+        """Heads the KV cache divides into (what tensor parallelism can split): kv_heads, or 1 with
+        latent attention (one latent that every head reads)."""
+        return 1 if self.mla is not None else self.kv_heads
+
+    @property
     def moe_layers(self) -> int:
         """Blocks whose MLP is the model's MLP or experts (all but the leading dense layers)."""
         return self.layers - self.dense_layers

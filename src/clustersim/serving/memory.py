@@ -1,0 +1,144 @@
+"""What serving holds in device memory and reads from it: number formats, weights and the KV cache.
+
+* **Weights**: the layers' matmul weights at the serving precision, the rest (embeddings, logits,
+  norms) in bf16, split over ``tp x pp`` devices. A MoE model's leading dense layers hold a dense MLP,
+  the others the shared and routed experts and a router.
+* **KV cache**: each token adds ``Transformer.kv_cache_elements`` per layer: key and value of every kv
+  head, or with multi-head latent attention (DeepSeek-V2/V3) the compressed latent and the rotary key
+  (``kv_lora_rank + rope_head_dim``, 576 elements for DeepSeek-V3 against 2 x 128 x 192 = 49,152 if it
+  cached every head). Tensor parallelism splits the cache by ``Transformer.kv_cache_heads``: kv heads
+  (replicated once there are fewer than ranks), and a latent (one head) is whole on every rank, as
+  vLLM, SGLang and TensorRT-LLM hold it.
+* **Sliding windows** (Mistral 7B v0.1, Gemma 2/3, Phi-3): a windowed layer keeps and reads at most
+  ``sliding_window`` tokens of a sequence (vLLM frees the blocks that slide out of the window,
+  TensorRT-LLM keeps a cyclic buffer of the window), so its cache stops growing with the context.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import numpy.typing as npt
+
+from clustersim.catalog.schema import Dtype
+from clustersim.errors import ClusterSimError
+from clustersim.serving.engines import EngineProfile, engine_profile
+from clustersim.workload.transformer import Transformer
+
+FloatArray = npt.NDArray[np.float64]
+ACTIVATION_BYTES = 2  # activations and all-reduce payloads stay bf16, also with fp8 GEMMs
+SERVING_DTYPES = (Dtype.BF16, Dtype.FP16, Dtype.FP8)  # weights, GEMM inputs and KV cache (fp8: weights and activations)
+
+_BYTES_PER_ELEMENT = {Dtype.BF16: 2, Dtype.FP16: 2, Dtype.FP8: 1}
+
+
+def bytes_per_element(dtype: Dtype) -> int:
+    """Bytes one weight, activation or KV-cache element takes in a serving format."""
+    try:
+        return _BYTES_PER_ELEMENT[dtype]
+    except KeyError:
+        valid = ", ".join(d.value for d in SERVING_DTYPES)
+        raise ClusterSimError(f"precision: {dtype.value} is not a serving format (valid: {valid})") from None
+
+
+def parse_precision(value: str | Dtype, field_name: str = "precision") -> Dtype:
+    """A serving number format (bf16, fp16 or fp8) from the user's text; ``ClusterSimError`` naming
+    the field and the valid values."""
+    text = str(value).strip().lower()
+    for dtype in SERVING_DTYPES:
+        if dtype.value == text:
+            return dtype
+    valid = ", ".join(d.value for d in SERVING_DTYPES)
+    raise ClusterSimError(f"{field_name}: unknown value {value!r} (valid: {valid})")
+
+
+# ---- weights -------------------------------------------------------------------------------------
+
+
+def matmul_params(model: Transformer) -> tuple[float, float]:
+    """(matmul weights every token goes through, summed over the layers; weights of one routed expert,
+    summed over the MoE layers). Every token: attention, the dense MLPs of a dense model or of a MoE
+    model's leading dense layers, shared experts and routers; the expert part is 0 without MoE."""
+    attention = model.layers * model.attention_matmul_params()
+    if model.moe is None:
+        return float(attention + model.layers * model.mlp_matmul_params()), 0.0
+    per_moe_layer = model.moe.shared_experts * model.mlp_matmul_params() + model.router_params()
+    dense = attention + model.moe_layers * per_moe_layer + model.dense_layers * model.dense_mlp_matmul_params()
+    return float(dense), float(model.moe_layers * model.mlp_matmul_params())
+
+
+def weight_bytes_per_device(model: Transformer, precision: Dtype, tp: int = 1, pp: int = 1) -> float:
+    """Weights held by one device: layer matmuls at ``precision``, the rest (embeddings, logits, norms) in bf16."""
+    dense, expert = matmul_params(model)
+    quantized = dense + (model.moe.experts if model.moe else 0) * expert
+    rest = model.num_params() - quantized
+    return (quantized * bytes_per_element(precision) + rest * ACTIVATION_BYTES) / (tp * pp)
+
+
+# ---- KV cache ------------------------------------------------------------------------------------
+
+
+def kv_heads_per_device(model: Transformer, tp: int) -> int:
+    """KV-cache heads each TP rank holds: kv_cache_heads / tp, or one replicated head when there are
+    fewer heads than ranks (a latent-attention cache, one head, is whole on every rank)."""
+    return max(model.kv_cache_heads // tp, 1)
+
+
+def kv_bytes_per_token_layer(model: Transformer, kv_precision: Dtype, tp: int = 1) -> float:
+    """KV-cache bytes one token adds to one layer on one device."""
+    per_head = model.kv_cache_elements // model.kv_cache_heads
+    return float(kv_heads_per_device(model, tp) * per_head * bytes_per_element(kv_precision))
+
+
+def kv_bytes_per_token(model: Transformer, kv_precision: Dtype, tp: int = 1, pp: int = 1) -> float:
+    """KV-cache bytes one token adds on one device over its layers (every layer holding it: no window)."""
+    return (model.layers / pp) * kv_bytes_per_token_layer(model, kv_precision, tp)
+
+
+def cached_token_layers(model: Transformer, tokens: npt.ArrayLike, pp: int = 1) -> FloatArray:
+    """Token-layers of KV cache a sequence of ``tokens`` holds (and a decode step reads) on one of ``pp``
+    stages: every token on a full-attention layer, at most ``sliding_window`` on a windowed one."""
+    t = np.asarray(tokens, dtype=np.float64)
+    windowed = model.window_layers or 0
+    return np.asarray(((model.layers - windowed) * t + windowed * np.minimum(t, model.sliding_window)) / pp)
+
+
+def causal_pairs(model: Transformer, prompt_tokens: float) -> float:
+    """(query, key) pairs of one prompt's causal attention summed over the layers: ``n^2 / 2`` on a full
+    layer; on a windowed one each query meets at most ``w`` keys, ``n w - w^2 / 2`` once ``n > w``."""
+    n = prompt_tokens
+    windowed = model.window_layers or 0
+    w = float(model.sliding_window)
+    full = n * n / 2.0
+    window = full if n <= w else n * w - w * w / 2.0
+    return (model.layers - windowed) * full + windowed * window
+
+
+def decode_attention_flops_per_key(model: Transformer) -> float:
+    """FLOPs one decoding token spends on one cached key of one layer: scores and context over every
+    query head, ``2 (q_width + context_width)``; with latent attention the kernels work in the latent
+    (weights absorbed, as FlashMLA and the engines' MLA kernels do): scores over ``kv_lora_rank +
+    rope_head_dim`` and context over ``kv_lora_rank`` per head."""
+    if model.mla is None:
+        return float(2 * (model.q_width + model.context_width))
+    m = model.mla
+    return float(2 * model.heads * (2 * m.kv_lora_rank + m.rope_head_dim))
+
+
+def reserved_tokens(
+    input_tokens: float,
+    output_tokens: float,
+    engine: str | EngineProfile | None = None,
+    model: Transformer | None = None,
+) -> float:
+    """KV tokens a sequence reserves, per layer on average (no eviction): its full length in whole blocks of
+    the engine's paged cache on a full-attention layer, at most the window in whole blocks on a windowed
+    layer of ``model``."""
+    block = engine_profile(engine).kv_block_tokens
+    full = float(math.ceil((input_tokens + output_tokens) / block) * block)
+    windowed = (model.window_layers or 0) if model is not None else 0
+    if model is None or not windowed:
+        return full
+    window = min(full, float(math.ceil(model.sliding_window / block) * block))
+    return ((model.layers - windowed) * full + windowed * window) / model.layers
