@@ -1,0 +1,212 @@
+"""An SRD-like transport (AWS's Scalable Reliable Datagram, as EFA uses it).
+
+Messages are cut into MTU packets (about 8 KiB on EFA) sprayed over every equal-cost path: each
+packet takes the path with the least expected delay (packets in flight on it, weighted by its smoothed
+round-trip time), so congested or lossy paths are avoided. Packets may arrive out of order; the
+receiver acknowledges each one on the path it came by (reordering is left to the layer above, as
+libfabric's EFA provider does). A packet unacknowledged ``rto_s`` after it left the host is sent
+again (the real timer is not public: tens of microseconds, a parameter). Congestion control is
+delay-based: the window grows by one packet per round trip while the measured queueing delay stays
+under a target and shrinks in proportion to the excess (at most once per round trip) above it.
+
+Sources: Shalev et al., "A Cloud-Optimized Transport Protocol for Elastic and Scalable HPC", IEEE Micro
+40(6) 2020 (spraying, path avoidance, out-of-order delivery, RTT-driven rate control); fi_efa(7)
+(MTU ~8 KiB, reordering in the provider); amzn-drivers efa SRD.txt (sender-side retransmission).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from clustersim.errors import ClusterSimError
+from clustersim.network.transport.engine import Event, ps
+from clustersim.network.transport.flows import ACK, ACK_BYTES, DATA, TIMER_PRIORITY, MessageFlow
+from clustersim.network.transport.links import Packet
+from clustersim.network.transport.topology import Topology
+
+ATTEMPT_SHIFT = 8  # tag = path + (attempt << 8): up to 256 paths
+
+
+@dataclass(frozen=True, slots=True)
+class SrdParams:
+    """SRD-like transport settings."""
+
+    payload_bytes: int = 8192  # EFA MTU ~8 KiB (fi_efa(7))
+    header_bytes: int = 84  # Ethernet framing, IP, UDP and SRD headers (an assumption: the SRD header is not public)
+    rto_s: float = 50e-6  # "tens of microseconds" (AWS; the constant is not public)
+    target_delay_s: float = 4e-6  # queueing delay the congestion control aims under
+    initial_window: int = 64  # packets
+    max_window: int = 256  # packets
+    num_paths: int | None = None  # paths to spray over; None = every equal-cost route
+
+    def __post_init__(self) -> None:
+        for name in ("payload_bytes", "initial_window", "max_window"):
+            if getattr(self, name) < 1:
+                raise ClusterSimError(
+                    f"{name}: {getattr(self, name)} must be at least 1", field=name, value=getattr(self, name)
+                )
+        if not self.rto_s > 0:
+            raise ClusterSimError(f"rto_s: {self.rto_s!r} must be > 0 s", field="rto_s", value=self.rto_s)
+
+
+class SrdFlow(MessageFlow):
+    """One SRD-like sender and receiver."""
+
+    def __init__(
+        self,
+        topo: Topology,
+        src: int,
+        dst: int,
+        message_bytes: Sequence[int],
+        params: SrdParams | None = None,
+        *,
+        start_ps: int = 0,
+    ) -> None:
+        self.params = params or SrdParams()
+        self.payload_bytes = self.params.payload_bytes
+        self.header_bytes = self.params.header_bytes
+        super().__init__(topo, src, dst, message_bytes, start_ps=start_ps)
+        n_paths = len(self.routes) if self.params.num_paths is None else min(self.params.num_paths, len(self.routes))
+        if n_paths < 1:
+            raise ClusterSimError(
+                f"num_paths: {self.params.num_paths} must be at least 1", field="num_paths", value=self.params.num_paths
+            )
+        self.num_paths = n_paths
+        self.rto_ps = ps(self.params.rto_s)
+        self.target_ps = ps(self.params.target_delay_s)
+        self.cwnd = float(self.params.initial_window)
+        self.path_inflight = [0] * n_paths
+        self.path_srtt = [0.0] * n_paths
+        self.base_rtt_ps = 0
+        self._rr = 0
+        self._last_cut_ps = -1
+        self._inflight = 0
+        self._acked = bytearray()
+        self._attempt: list[int] = []
+        self._path_of: list[int] = []
+        self._retx: deque[int] = deque()
+        self._next_new = 0
+        self._num_acked = 0
+        self.out_of_order = 0
+        self._highest_seen = -1
+
+    # --- sender ---------------------------------------------------------------------------------
+
+    def post(self, now_ps: int) -> list[Event]:
+        n = self._end - self._base
+        self._acked = bytearray(n)
+        self._attempt = [0] * n
+        self._path_of = [-1] * n
+        self._retx.clear()
+        self._next_new = 0
+        self._num_acked = 0
+        return self._pump(now_ps)
+
+    def _choose_path(self) -> int:
+        inflight, srtt, n = self.path_inflight, self.path_srtt, self.num_paths
+        best, best_score = self._rr, -1.0
+        for k in range(n):
+            p = self._rr + k
+            if p >= n:
+                p -= n
+            score = (inflight[p] + 1) * (srtt[p] or 1.0)
+            if best_score < 0 or score < best_score:
+                best, best_score = p, score
+        self._rr = best + 1 if best + 1 < n else 0
+        return best
+
+    def _pump(self, now_ps: int) -> list[Event]:
+        events: list[Event] = []
+        net, uplink = self.net, self.routes[0][0]
+        while self._inflight < self.cwnd:
+            if self._retx:
+                i = self._retx.popleft()
+                if self._acked[i]:
+                    continue
+                self.retransmissions += 1
+            elif self._next_new < self._end - self._base:
+                i = self._next_new
+                self._next_new += 1
+            else:
+                break
+            path = self._choose_path()
+            seq = self._base + i
+            attempt = self._attempt[i]
+            packet = (
+                self.flow,
+                DATA,
+                seq,
+                self.wire_bytes(seq),
+                self.routes[path],
+                0,
+                now_ps,
+                path | (attempt << ATTEMPT_SHIFT),
+            )
+            follow = net.hop(now_ps, packet)
+            if follow:
+                events.extend(follow)
+            self.packets_sent += 1
+            self._inflight += 1
+            self.path_inflight[path] += 1
+            self._path_of[i] = path
+            leave = net.busy_until[uplink]
+            events.append((max(leave, now_ps) + self.rto_ps, TIMER_PRIORITY, self._timeout, (seq, attempt)))
+        return events
+
+    def on_control(self, now_ps: int, packet: Packet) -> list[Event] | None:
+        seq, stamp, tag = packet[2], packet[6], packet[7]
+        i = seq - self._base
+        if i < 0 or i >= self._end - self._base or self._acked[i]:
+            return None
+        path = self._path_of[i]
+        self._acked[i] = 1
+        self._num_acked += 1
+        self._inflight -= 1
+        self.path_inflight[path] -= 1
+        self._path_of[i] = -1
+        self._on_rtt(now_ps, (tag & 0xFF) % self.num_paths, now_ps - stamp)
+        if self._num_acked == self._end - self._base:
+            return list(self._complete(now_ps) or ())
+        return self._pump(now_ps)
+
+    def _on_rtt(self, now_ps: int, path: int, rtt_ps: int) -> None:
+        srtt = self.path_srtt[path]
+        self.path_srtt[path] = rtt_ps if srtt == 0 else srtt + (rtt_ps - srtt) / 8
+        if self.base_rtt_ps == 0 or rtt_ps < self.base_rtt_ps:
+            self.base_rtt_ps = rtt_ps
+        excess = rtt_ps - self.base_rtt_ps - self.target_ps
+        if excess <= 0:
+            self.cwnd = min(self.cwnd + 1.0 / self.cwnd, float(self.params.max_window))
+        elif now_ps - self._last_cut_ps > self.base_rtt_ps:
+            self.cwnd = max(1.0, self.cwnd * (1 - 0.5 * excess / rtt_ps))
+            self._last_cut_ps = now_ps
+
+    def _timeout(self, now_ps: int, arg: tuple[int, int]) -> list[Event] | None:
+        seq, attempt = arg
+        i = seq - self._base
+        if i < 0 or i >= self._end - self._base or self._acked[i] or self._attempt[i] != attempt:
+            return None
+        self.timeouts += 1
+        path = self._path_of[i]
+        self._inflight -= 1
+        self.path_inflight[path] -= 1
+        self.path_srtt[path] = max(self.path_srtt[path], float(self.rto_ps))  # steer away from a path that lost
+        self._attempt[i] = attempt + 1
+        self._retx.append(i)
+        self.cwnd = max(1.0, self.cwnd / 2)
+        return self._pump(now_ps)
+
+    # --- receiver -------------------------------------------------------------------------------
+
+    def on_data(self, now_ps: int, packet: Packet) -> list[Event] | None:
+        seq, stamp, tag = packet[2], packet[6], packet[7]
+        if seq < self._highest_seen:
+            self.out_of_order += 1
+        else:
+            self._highest_seen = seq
+        path = (tag & 0xFF) % len(self.back_routes)
+        ack = (self.flow, ACK, seq, ACK_BYTES, self.back_routes[path], 0, stamp, tag & ~(1 << 30))
+        follow = self.net.hop(now_ps, ack)
+        return list(follow) if follow else None

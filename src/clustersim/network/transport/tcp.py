@@ -1,0 +1,196 @@
+"""A TCP-like transport: one path, NewReno congestion control, kernel costs on the host.
+
+Slow start from an initial window of 10 segments (RFC 6928), congestion avoidance (+1 segment per
+round trip), fast retransmit after three duplicate ACKs and NewReno fast recovery (RFC 6582: a partial
+ACK resends the next hole), and a retransmission timeout of max(min_rto, srtt + 4 rttvar) that backs
+off by doubling (RFC 6298; Linux's minimum is 200 ms). The receiver keeps out-of-order segments and
+acknowledges every segment cumulatively. The kernel's costs ride on the topology's host stack ports
+(a cost per packet at each end, data and ACKs) plus one send system call per message.
+
+Sources: RFC 5681, 6582, 6298, 6928; Linux TCP_RTO_MIN = HZ/5 (include/net/tcp.h).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from clustersim.errors import ClusterSimError
+from clustersim.network.transport.engine import Event, ps
+from clustersim.network.transport.flows import ACK, ACK_BYTES, DATA, TIMER_PRIORITY, MessageFlow
+from clustersim.network.transport.links import Packet
+from clustersim.network.transport.topology import Topology
+
+MAX_RTO_S = 120.0  # Linux TCP_RTO_MAX
+
+
+@dataclass(frozen=True, slots=True)
+class TcpParams:
+    """TCP-like transport settings."""
+
+    payload_bytes: int = 8949  # MSS at EC2's 9001-byte MTU with TCP timestamps
+    header_bytes: int = 90  # Ethernet framing 38 + IP 20 + TCP 20 + timestamps 12
+    initial_window: int = 10  # RFC 6928
+    min_rto_s: float = 0.2  # Linux TCP_RTO_MIN
+    initial_rto_s: float = 0.2  # an established connection: the handshake gave an RTT sample, so min_rto
+    syscall_s: float = 0.0  # one send() per message (the data-path model supplies it)
+    max_window: int = 4096  # segments (receive window / buffer cap)
+    path: int | None = None  # the ECMP path; None = a hash of the flow
+
+    def __post_init__(self) -> None:
+        for name in ("payload_bytes", "initial_window", "max_window"):
+            if getattr(self, name) < 1:
+                raise ClusterSimError(
+                    f"{name}: {getattr(self, name)} must be at least 1", field=name, value=getattr(self, name)
+                )
+        if not self.min_rto_s > 0:
+            raise ClusterSimError(
+                f"min_rto_s: {self.min_rto_s!r} must be > 0 s", field="min_rto_s", value=self.min_rto_s
+            )
+
+
+class TcpFlow(MessageFlow):
+    """One TCP-like connection from ``src`` to ``dst``."""
+
+    def __init__(
+        self,
+        topo: Topology,
+        src: int,
+        dst: int,
+        message_bytes: Sequence[int],
+        params: TcpParams | None = None,
+        *,
+        start_ps: int = 0,
+        seed: int = 0,
+    ) -> None:
+        from clustersim.network.transport.rc import ecmp_path
+
+        self.params = params or TcpParams()
+        self.payload_bytes = self.params.payload_bytes
+        self.header_bytes = self.params.header_bytes
+        super().__init__(topo, src, dst, message_bytes, start_ps=start_ps)
+        chosen = self.params.path if self.params.path is not None else ecmp_path(self.flow, len(self.routes), seed + 1)
+        self.path = chosen % len(self.routes)
+        self.route = self.routes[self.path]
+        self.back_route = self.back_routes[self.path % len(self.back_routes)]
+        self.cwnd = float(self.params.initial_window)
+        self.ssthresh = float("inf")
+        self.snd_una = self.snd_nxt = self.high_sent = 0
+        self.dupacks = 0
+        self.recover = -1
+        self.in_recovery = False
+        self.srtt_ps = 0.0
+        self.rttvar_ps = 0.0
+        self.min_rto_ps = ps(self.params.min_rto_s)
+        self.rto_ps = ps(self.params.initial_rto_s)
+        self.syscall_ps = ps(self.params.syscall_s)
+        self._deadline = 0
+        self._timer_armed = False
+        self.rcv_nxt = 0
+        self._ooo: set[int] = set()
+
+    def post(self, now_ps: int) -> list[Event]:
+        self.snd_una = self.snd_nxt = self._base
+        if self.syscall_ps:
+            return [(now_ps + self.syscall_ps, 0, self._after_syscall, None)]
+        return self._after_syscall(now_ps, None)
+
+    def _after_syscall(self, now_ps: int, _: object) -> list[Event]:
+        self._deadline = now_ps + self.rto_ps
+        return self._pump(now_ps)
+
+    def _send(self, now_ps: int, seq: int, events: list[Event]) -> None:
+        if seq < self.high_sent:
+            self.retransmissions += 1
+        else:
+            self.high_sent = seq + 1
+        follow = self.net.hop(now_ps, (self.flow, DATA, seq, self.wire_bytes(seq), self.route, 0, now_ps, 0))
+        if follow:
+            events.extend(follow)
+        self.packets_sent += 1
+
+    def _pump(self, now_ps: int) -> list[Event]:
+        events: list[Event] = []
+        window = min(self.cwnd, float(self.params.max_window))
+        while self.snd_nxt < self._end and self.snd_nxt - self.snd_una < window:
+            self._send(now_ps, self.snd_nxt, events)
+            self.snd_nxt += 1
+        if not self._timer_armed and self.snd_una < self._end:
+            self._timer_armed = True
+            events.append((self._deadline, TIMER_PRIORITY, self._timer, None))
+        return events
+
+    def _on_rtt(self, rtt_ps: int) -> None:
+        if self.srtt_ps == 0:
+            self.srtt_ps, self.rttvar_ps = float(rtt_ps), rtt_ps / 2
+        else:
+            self.rttvar_ps += (abs(self.srtt_ps - rtt_ps) - self.rttvar_ps) / 4
+            self.srtt_ps += (rtt_ps - self.srtt_ps) / 8
+        self.rto_ps = max(self.min_rto_ps, int(self.srtt_ps + 4 * self.rttvar_ps))
+
+    def on_control(self, now_ps: int, packet: Packet) -> list[Event] | None:
+        ack, stamp = packet[2], packet[6]
+        events: list[Event] = []
+        if ack > self.snd_una:
+            acked = ack - self.snd_una
+            self._on_rtt(now_ps - stamp)
+            self.snd_una = ack
+            self.snd_nxt = max(self.snd_nxt, ack)
+            self._deadline = now_ps + self.rto_ps
+            self.dupacks = 0
+            if self.in_recovery:
+                if ack >= self.recover:
+                    self.in_recovery = False
+                    self.cwnd = self.ssthresh
+                else:  # partial ACK: resend the next hole, deflate
+                    self._send(now_ps, ack, events)
+                    self.cwnd = max(self.cwnd - acked + 1, 1.0)
+            elif self.cwnd < self.ssthresh:
+                self.cwnd += acked
+            else:
+                self.cwnd += acked / self.cwnd
+            if self.snd_una >= self._end:
+                return list(self._complete(now_ps) or ())
+        elif ack == self.snd_una and self.snd_una < self.snd_nxt:
+            self.dupacks += 1
+            if self.dupacks == 3 and not self.in_recovery and ack > self.recover:
+                flight = self.snd_nxt - self.snd_una
+                self.ssthresh = max(flight / 2, 2.0)
+                self.recover = self.snd_nxt
+                self.in_recovery = True
+                self._send(now_ps, ack, events)
+                self.cwnd = self.ssthresh + 3
+            elif self.in_recovery:
+                self.cwnd += 1
+        events.extend(self._pump(now_ps))
+        return events
+
+    def _timer(self, now_ps: int, _: object) -> list[Event] | None:
+        self._timer_armed = False
+        if self.snd_una >= self._end or self._message >= len(self.sizes):
+            return None
+        if now_ps < self._deadline:
+            self._timer_armed = True
+            return [(self._deadline, TIMER_PRIORITY, self._timer, None)]
+        self.timeouts += 1
+        self.ssthresh = max((self.snd_nxt - self.snd_una) / 2, 2.0)
+        self.cwnd = 1.0
+        self.in_recovery = False
+        self.dupacks = 0
+        self.recover = self.snd_nxt
+        self.snd_nxt = self.snd_una
+        self.rto_ps = min(2 * self.rto_ps, ps(MAX_RTO_S))
+        self._deadline = now_ps + self.rto_ps
+        return self._pump(now_ps)
+
+    def on_data(self, now_ps: int, packet: Packet) -> list[Event] | None:
+        seq, stamp = packet[2], packet[6]
+        if seq == self.rcv_nxt:
+            self.rcv_nxt += 1
+            while self.rcv_nxt in self._ooo:
+                self._ooo.discard(self.rcv_nxt)
+                self.rcv_nxt += 1
+        elif seq > self.rcv_nxt:
+            self._ooo.add(seq)
+        follow = self.net.hop(now_ps, (self.flow, ACK, self.rcv_nxt, ACK_BYTES, self.back_route, 0, stamp, 0))
+        return list(follow) if follow else None
