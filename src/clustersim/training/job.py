@@ -8,6 +8,10 @@ from typing import Any
 
 from clustersim.catalog.schema import Dtype
 from clustersim.errors import ClusterSimError
+from clustersim.reliability.failures import DETECT_REPLACE_S, WARMUP_S, FailureRate, Goodput, job_mtbf_s
+from clustersim.reliability.plan import Policy
+from clustersim.storage.checkpoint import CheckpointTiming
+from clustersim.storage.dataload import DataLoading
 from clustersim.system import System
 from clustersim.units import MAX_SEQUENCE_TOKENS, MAX_SEQUENCES, MAX_TOKENS
 
@@ -73,6 +77,7 @@ class JobTotals:
     price_as_of: str | None = None
     price_region: str | None = None
     price_note: str | None = None
+    failures: FailureTotals | None = None  # with a checkpoint policy: time, hours, energy and cost include them
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON; the price fields appear when there is a price, ``price_note`` when there is not."""
@@ -93,6 +98,8 @@ class JobTotals:
             }
         else:
             out["price_note"] = self.price_note
+        if self.failures is not None:
+            out |= self.failures.to_json()
         return out
 
 
@@ -126,4 +133,94 @@ def job_totals(system: System, job: TrainingJob, step_s: float, offer: str) -> J
         price_as_of=price.as_of.isoformat(),
         price_region=price.region,
         price_note=None,
+    )
+
+
+@dataclass(frozen=True)
+class Resilience:
+    """A checkpoint policy and a failure model for a job: the checkpoint's timing on its storage, the
+    failure rate, the interval (None: Young/Daly's optimum) and the storage's price per hour."""
+
+    checkpoint: CheckpointTiming
+    rate: FailureRate
+    interval_s: float | None = None
+    storage_usd_per_hour: float | None = None
+    storage_name: str = ""
+    data: DataLoading | None = None
+
+
+@dataclass(frozen=True)
+class FailureTotals:
+    """What checkpoints and failures add to a job: the expected run and the storage's cost."""
+
+    run: Goodput
+    failure_free_time_s: float
+    restart_s: float
+    failure_rate: str
+    storage: str
+    storage_cost_usd: float | None
+    data: DataLoading | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The keys ``JobTotals.to_json`` adds."""
+        out: dict[str, Any] = {
+            "goodput": self.run.goodput,
+            "checkpoint_interval_s": self.run.interval_s,
+            "checkpoint_stall_s": self.run.checkpoint_s,
+            "num_checkpoints": self.run.num_checkpoints,
+            "expected_failures": self.run.expected_failures,
+            "job_mtbf_s": self.run.mtbf_s,
+            "restart_s": self.restart_s,
+            "failure_free_time_s": self.failure_free_time_s,
+            "failure_rate": self.failure_rate,
+            "storage": self.storage,
+            "storage_cost_usd": self.storage_cost_usd,
+        }
+        if self.data is not None:
+            out |= {
+                "data_need_bytes_per_s": self.data.need_bytes_per_s,
+                "data_supply_bytes_per_s": self.data.supply_bytes_per_s,
+                "data_bound": self.data.supply.bound,
+            }
+        return out
+
+
+def _policy_run(
+    work_s: float, timing: CheckpointTiming, restart_s: float, mtbf_s: float, interval_s: float | None
+) -> Goodput:
+    """The expected run; with no interval given, Daly's optimum for the stall, or the drain time when a
+    background drain would not keep up with it (whichever runs faster)."""
+    if interval_s is not None:
+        return Policy(work_s, timing.stall_at(interval_s), restart_s, mtbf_s, interval_s).run()
+    daly = Policy(work_s, timing.stall_s, restart_s, mtbf_s).chosen_interval_s
+    candidates = [daly] + ([timing.drain_s] if timing.drain_s > daly else [])
+    runs = [Policy(work_s, timing.stall_at(t), restart_s, mtbf_s, t).run() for t in candidates]
+    return min(runs, key=lambda r: r.expected_time_s)
+
+
+def with_failures(totals: JobTotals, system: System, resilience: Resilience) -> JobTotals:
+    """``totals`` with checkpoint stalls and failure losses: the failure-free time becomes the expected
+    wall time, device-hours, energy and instance cost scale with it, and the storage's cost is added."""
+    timing = resilience.checkpoint
+    work = totals.time_s
+    mtbf = job_mtbf_s(resilience.rate, system.num_devices)
+    restart = DETECT_REPLACE_S + timing.load.time_s + WARMUP_S
+    run = _policy_run(work, timing, restart, mtbf, resilience.interval_s)
+    scale = run.expected_time_s / work
+    hours = run.expected_time_s / 3600
+    storage_cost = None if resilience.storage_usd_per_hour is None else resilience.storage_usd_per_hour * hours
+    cost = totals.cost_usd
+    if cost is not None:
+        cost = cost * scale + (storage_cost or 0.0)
+    failures = FailureTotals(
+        run=run, failure_free_time_s=work, restart_s=restart, failure_rate=resilience.rate.name,
+        storage=resilience.storage_name, storage_cost_usd=storage_cost, data=resilience.data,
+    )  # fmt: skip
+    return replace(
+        totals,
+        time_s=run.expected_time_s,
+        device_hours=totals.device_hours * scale,
+        energy_kwh=None if totals.energy_kwh is None else totals.energy_kwh * scale,
+        cost_usd=cost,
+        failures=failures,
     )

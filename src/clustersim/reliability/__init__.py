@@ -1,0 +1,1 @@
+"""Reliability: failure rates of large runs, checkpoint intervals, goodput and its spread."""

@@ -1,0 +1,269 @@
+"""Checkpoints: their size from the model and the optimizer layout, and the time to save and load them
+on an FSx for Lustre file system or the instances' local NVMe, naming the bound that binds.
+
+Size (bytes per parameter, the model's exact parameter count, ``Transformer.num_params``):
+
+* ``megatron``: Megatron-LM and NeMo distributed checkpoints (torch_dist) hold the 16-bit weights (2)
+  and the optimizer's FP32 master weights, Adam momentum and variance (12), as ``compute/memory.py``
+  keeps them: 14 bytes; the FP32 gradients are not saved. ZeRO sharding changes who writes, not the size.
+* ``torch-dcp``: torch.distributed.checkpoint of an FSDP model with FP32 sharded parameters and
+  Adam: 4 + 8 = 12 bytes.
+* ``weights``: the 16-bit weights only (an inference export): 2 bytes.
+
+Write pattern: ``per-rank`` (each rank writes its share to its own file, as DCP and Megatron's fully
+parallel save do) or ``aggregated`` (one rank gathers and writes one file). A save runs at the lowest of
+
+* ``clients``: the writing instances x one client's ceiling on the path (ENA, EFA, EFA+GDS);
+* ``stripes``: the files x each file's rate, its extents' stripes x one stripe's rate;
+* ``file system``: the aggregate baseline of the file system;
+* ``local NVMe``: instead of the three above, instances x drives x a drive's rate.
+
+Synchronous saves stall training for the whole save; ``async`` stalls for the copy to host memory and
+drains to the file system in the background; ``nvme`` stalls for the local write and drains to the file
+system in the background. A drain longer than the interval delays the next checkpoint by the excess.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+
+from clustersim.catalog.schema import Instance, Storage
+from clustersim.errors import ClusterSimError
+from clustersim.storage.fsx import ClientPath, Extent, FileSystem, default_layout
+from clustersim.workload.transformer import Transformer
+
+# Device-to-host copy of one device: ~80% of a PCIe Gen5 x16 link's 63 GB/s per direction (the catalog's
+# h100-pcie note), what pinned-memory copies reach; an assumption, not a measurement of p5.
+HOST_COPY_BYTES_PER_S = 50e9
+
+
+class CheckpointFormat(StrEnum):
+    """What a checkpoint holds (see the module docstring)."""
+
+    MEGATRON = "megatron"
+    TORCH_DCP = "torch-dcp"
+    WEIGHTS = "weights"
+
+
+BYTES_PER_PARAM = {CheckpointFormat.MEGATRON: 14.0, CheckpointFormat.TORCH_DCP: 12.0, CheckpointFormat.WEIGHTS: 2.0}
+
+
+class WritePattern(StrEnum):
+    """A file per rank, or one file written by one rank."""
+
+    PER_RANK = "per-rank"
+    AGGREGATED = "aggregated"
+
+
+class SaveMode(StrEnum):
+    """How training waits for a checkpoint."""
+
+    SYNC = "sync"
+    ASYNC = "async"
+    NVME = "nvme"
+
+
+def checkpoint_bytes(model: Transformer, fmt: CheckpointFormat = CheckpointFormat.MEGATRON) -> float:
+    """Bytes of one checkpoint of ``model`` in ``fmt``."""
+    return float(model.num_params()) * BYTES_PER_PARAM[fmt]
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """Moving ``num_bytes``: the time, the binding bound and every bound's rate."""
+
+    num_bytes: float
+    time_s: float
+    bound: str
+    bounds_bytes_per_s: dict[str, float]
+
+    @property
+    def bytes_per_s(self) -> float:
+        """The achieved rate (the binding bound)."""
+        return self.bounds_bytes_per_s[self.bound]
+
+
+def transfer(num_bytes: float, bounds: dict[str, float]) -> Transfer:
+    """``num_bytes`` at the lowest of ``bounds`` (first named wins a tie)."""
+    bound = min(bounds, key=lambda name: bounds[name])
+    return Transfer(num_bytes=num_bytes, time_s=num_bytes / bounds[bound], bound=bound, bounds_bytes_per_s=bounds)
+
+
+def file_rate(fs: FileSystem, file_bytes: float, layout: tuple[Extent, ...], path: ClientPath, *, write: bool) -> float:
+    """One file's rate: its bytes over the time its extents take, each at its stripes x a stripe's rate."""
+    stripe = fs.stripe_bytes_per_s(path, write=write)
+    seconds = 0.0
+    for extent in layout:
+        part = max(0.0, min(file_bytes, extent.end_bytes) - extent.start_bytes)
+        seconds += part / (fs.stripes_of(extent) * stripe)
+    return file_bytes / seconds
+
+
+def fsx_transfer(
+    fs: FileSystem,
+    num_bytes: float,
+    *,
+    num_files: int,
+    num_clients: int,
+    layout: tuple[Extent, ...],
+    path: ClientPath,
+    instance: Instance | None,
+    write: bool,
+) -> Transfer:
+    """``num_bytes`` in ``num_files`` equal files from ``num_clients`` instances to or from ``fs``."""
+    fs.check_path(path)
+    file_bytes = num_bytes / num_files
+    return transfer(
+        num_bytes,
+        {
+            "clients": num_clients * fs.client_bytes_per_s(path, instance),
+            "stripes": num_files * file_rate(fs, file_bytes, layout, path, write=write),
+            "file system": fs.write_bytes_per_s if write else fs.read_bytes_per_s,
+        },
+    )
+
+
+def nvme_bytes_per_s(instance: Instance, drive: Storage, *, write: bool) -> float:
+    """An instance's local NVMe: drives x a drive's sequential rate."""
+    figure = drive.drive_write_bytes_per_s if write else drive.drive_read_bytes_per_s
+    if instance.local_nvme is None or figure is None:
+        raise ClusterSimError(f"{instance.id} has no local NVMe in the catalog", field="instance", value=instance.id)
+    return instance.local_nvme.num_drives.value * figure.value
+
+
+@dataclass(frozen=True)
+class CheckpointTiming:
+    """One checkpoint's size, layout, save and load, and what training waits for."""
+
+    checkpoint_bytes: float
+    fmt: CheckpointFormat
+    pattern: WritePattern
+    mode: SaveMode
+    path: ClientPath
+    num_files: int
+    num_nodes: int
+    layout: tuple[Extent, ...]
+    save: Transfer  # to the file system
+    load: Transfer  # from the file system, on restart
+    local: Transfer | None  # to local NVMe (mode nvme)
+    host_copy_s: float  # device to host memory (mode async)
+
+    @property
+    def stall_s(self) -> float:
+        """Training time lost to one checkpoint when its drain keeps up."""
+        if self.mode is SaveMode.ASYNC:
+            return self.host_copy_s
+        if self.mode is SaveMode.NVME:
+            assert self.local is not None
+            return self.local.time_s
+        return self.save.time_s
+
+    @property
+    def drain_s(self) -> float:
+        """Background time to reach the file system after the stall (0 when synchronous)."""
+        return 0.0 if self.mode is SaveMode.SYNC else self.save.time_s
+
+    def stall_at(self, interval_s: float) -> float:
+        """The stall per checkpoint at ``interval_s`` of work between them: a drain longer than the
+        interval holds the next checkpoint back by the excess."""
+        return self.stall_s + max(0.0, self.drain_s - interval_s)
+
+    @property
+    def bound(self) -> str:
+        """What limits the save training waits for."""
+        if self.mode is SaveMode.ASYNC:
+            return "host copy"
+        if self.mode is SaveMode.NVME:
+            assert self.local is not None
+            return self.local.bound
+        return self.save.bound
+
+
+def plan_checkpoint(
+    model: Transformer,
+    fs: FileSystem,
+    *,
+    instance: Instance | None,
+    num_nodes: int,
+    devices_per_node: int,
+    fmt: CheckpointFormat = CheckpointFormat.MEGATRON,
+    pattern: WritePattern = WritePattern.PER_RANK,
+    mode: SaveMode = SaveMode.SYNC,
+    path: ClientPath | None = None,
+    stripes: int | None = None,
+    nvme: Storage | None = None,
+) -> CheckpointTiming:
+    """The checkpoint of ``model`` on ``num_nodes`` instances writing to ``fs`` (see the module docstring).
+
+    ``path`` defaults to EFA with GPUDirect Storage where the tier allows EFA, else ENA; ``stripes``
+    replaces the file system's default (progressive) layout with that many stripes per file.
+    """
+    if num_nodes < 1 or devices_per_node < 1:
+        raise ClusterSimError(f"nodes and devices per node must be at least 1, got {num_nodes}, {devices_per_node}")
+    size = checkpoint_bytes(model, fmt)
+    if path is None:
+        efa = fs.tier.efa_supported is not None and fs.tier.efa_supported.value
+        path = ClientPath.EFA_GDS if efa else ClientPath.ENA
+    if stripes is not None:
+        fs.check_stripes(stripes)
+    layout = (Extent(0.0, math.inf, stripes),) if stripes is not None else default_layout(fs.service)
+    per_rank = pattern is WritePattern.PER_RANK
+    num_files = num_nodes * devices_per_node if per_rank else 1
+    clients = num_nodes if per_rank else 1
+    save = fsx_transfer(
+        fs, size, num_files=num_files, num_clients=clients, layout=layout, path=path, instance=instance, write=True
+    )
+    load = fsx_transfer(
+        fs, size, num_files=num_files, num_clients=num_nodes, layout=layout, path=path, instance=instance, write=False
+    )
+    per_node = size / clients
+    local = None
+    if mode is SaveMode.NVME:
+        if instance is None or nvme is None:
+            raise ClusterSimError("a local NVMe checkpoint needs a catalogued instance with local NVMe", field="mode")
+        drives = instance.local_nvme
+        room = 0.0 if drives is None else drives.num_drives.value * drives.drive_bytes.value
+        if per_node > room:
+            raise ClusterSimError(
+                f"mode nvme: {per_node / 1e9:,.1f} GB per instance does not fit its {room / 1e9:,.1f} GB of NVMe",
+                field="mode",
+            )
+        local = transfer(size, {"local NVMe": clients * nvme_bytes_per_s(instance, nvme, write=True)})
+    host = None if instance is None or instance.host_memory_bytes is None else instance.host_memory_bytes.value
+    if mode is SaveMode.ASYNC and host is not None and per_node > host / 2:
+        raise ClusterSimError(
+            f"mode async: a {per_node / 2**30:,.1f} GiB host copy per instance needs more than half of the "
+            f"{host / 2**30:,.0f} GiB host memory of {instance.id if instance else ''}; use more nodes or a "
+            f"synchronous save",
+            field="mode",
+        )
+    writers = num_nodes * devices_per_node if per_rank else 1
+    host_copy_s = size / writers / HOST_COPY_BYTES_PER_S
+    return CheckpointTiming(
+        checkpoint_bytes=size, fmt=fmt, pattern=pattern, mode=mode, path=path, num_files=num_files,
+        num_nodes=num_nodes, layout=layout, save=save, load=load, local=local, host_copy_s=host_copy_s,
+    )  # fmt: skip
+
+
+def striping_sweep(
+    fs: FileSystem, file_bytes: float, path: ClientPath, instance: Instance | None, *, write: bool = True
+) -> list[Transfer]:
+    """One client writing (reading) one file at 1, 2, ... targets' stripes: the rate rises by one stripe's
+    rate each step until the client's ceiling stops it."""
+    fs.check_path(path)
+    out = []
+    for count in range(1, fs.num_targets + 1):
+        layout = (Extent(0.0, math.inf, count),)
+        out.append(
+            transfer(
+                file_bytes,
+                {
+                    "stripes": file_rate(fs, file_bytes, layout, path, write=write),
+                    "clients": fs.client_bytes_per_s(path, instance),
+                    "file system": fs.write_bytes_per_s if write else fs.read_bytes_per_s,
+                },
+            )
+        )
+    return out

@@ -1,0 +1,269 @@
+"""An FSx for Lustre file system from the catalog: capacity, storage targets, aggregate throughput,
+client ceilings by path, and file layouts (stripe count, progressive layouts).
+
+AWS's rules, as the catalog records them (``catalog/data/storage.toml``):
+
+* capacity is provisioned in GiB, at the deployment type's minimum, twice it, or a multiple of its
+  increment (SSD: 1,200, 2,400, then steps of 2,400 GiB);
+* per-TiB rates scale with ``capacity_gib / 1000`` (AWS's provisioning "TiB" is 1,000 GiB);
+* writes and uncached reads run at the lower of the network and disk figures, cached reads at the
+  network figure; burst figures hold while credits last, so the model uses the baseline and
+  reports the burst beside it;
+* the file system has one storage target (OST) per ~1,200 GiB, each with an equal share of the
+  aggregate; a file striped over ``c`` targets writes at most ``c`` shares;
+* one client reaches at most 100 Gbps over ENA (5 Gbps per client-to-server connection), 700 Gbps
+  over EFA, 1,200 Gbps over EFA with GPUDirect Storage, and never more than its own NICs.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+from clustersim.catalog.registry import Catalog
+from clustersim.catalog.schema import Instance, Storage, StorageCategory
+from clustersim.errors import ClusterSimError, UnknownNameError
+from clustersim.units import parse_bytes
+
+GIB = 2**30
+AWS_TIB_GIB = 1000.0  # AWS scales per-TiB throughput by StorageCapacity_GiB / 1000 (see storage.toml notes)
+SERVICE = "fsx-lustre"
+
+
+class ClientPath(StrEnum):
+    """How a client reaches the file system."""
+
+    ENA = "ena"
+    EFA = "efa"
+    EFA_GDS = "efa-gds"
+
+
+@dataclass(frozen=True)
+class Extent:
+    """One component of a (progressive) file layout: bytes from ``start_bytes`` up to ``end_bytes``
+    (``inf``: to the end of the file) striped over ``stripes`` targets (-1: all of them)."""
+
+    start_bytes: float
+    end_bytes: float
+    stripes: int
+
+
+def parse_layout(spec: str) -> tuple[Extent, ...]:
+    """The extents of an ``lfs setstripe`` layout: ``-c 1`` or ``-E 1G -c 1 -E -1 -c 5`` (sizes binary)."""
+    tokens = spec.split()
+    if "-E" not in tokens:
+        if len(tokens) != 2 or tokens[0] != "-c":
+            raise ClusterSimError(f"layout {spec!r}: expected '-c N' or '-E END -c N ...'", field="layout", value=spec)
+        return (Extent(0.0, math.inf, _stripes(tokens[1], spec)),)
+    extents: list[Extent] = []
+    start = 0.0
+    for match in re.finditer(r"-E\s+(\S+)\s+-c\s+(\S+)", spec):
+        end = math.inf if match.group(1) == "-1" else parse_bytes(_binary(match.group(1)))
+        if end <= start:
+            raise ClusterSimError(f"layout {spec!r}: extent ends must increase", field="layout", value=spec)
+        extents.append(Extent(start, end, _stripes(match.group(2), spec)))
+        start = end
+    if not extents or extents[-1].end_bytes != math.inf:
+        raise ClusterSimError(f"layout {spec!r}: the last extent must end at -1 (EOF)", field="layout", value=spec)
+    return tuple(extents)
+
+
+def _binary(size: str) -> str:
+    """lfs reads 1G as 1 GiB."""
+    return size[:-1] + size[-1].upper() + "iB" if size[-1] in "KkMmGgTt" else size
+
+
+def _stripes(text: str, spec: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        raise ClusterSimError(f"layout {spec!r}: stripe count {text!r} is not a whole number", field="layout") from None
+    if count == 0 or count < -1:
+        raise ClusterSimError(f"layout {spec!r}: stripe count must be >= 1 or -1 (all)", field="layout", value=count)
+    return count
+
+
+@dataclass(frozen=True)
+class FileSystem:
+    """A provisioned FSx for Lustre file system of one deployment tier."""
+
+    tier: Storage
+    service: Storage
+    capacity_gib: float
+
+    @property
+    def capacity_bytes(self) -> float:
+        """Provisioned capacity, bytes."""
+        return self.capacity_gib * GIB
+
+    @property
+    def scale(self) -> float:
+        """Multiplier of the per-TiB rates: capacity in AWS's provisioning TiB (1,000 GiB)."""
+        return self.capacity_gib / AWS_TIB_GIB
+
+    @property
+    def num_targets(self) -> int:
+        """Storage targets (OSTs), one per ~1,200 GiB (at least one)."""
+        target = self.service.storage_target_bytes
+        size_gib = target.value / GIB if target else 1200.0
+        return max(1, round(self.capacity_gib / size_gib))
+
+    def _rate(self, name: str) -> float | None:
+        figure = getattr(self.tier, name)
+        return None if figure is None else float(figure.value) * self.scale
+
+    @property
+    def network_bytes_per_s(self) -> float:
+        """Aggregate network baseline."""
+        rate = self._rate("network_baseline_bytes_per_s_per_tib")
+        assert rate is not None, self.tier.id
+        return rate
+
+    @property
+    def write_bytes_per_s(self) -> float:
+        """Aggregate baseline for writes: the lower of network and disk."""
+        disk = self._rate("disk_baseline_write_bytes_per_s_per_tib")
+        return self.network_bytes_per_s if disk is None else min(self.network_bytes_per_s, disk)
+
+    @property
+    def read_bytes_per_s(self) -> float:
+        """Aggregate baseline for uncached reads: the lower of network and disk."""
+        disk = self._rate("disk_baseline_read_bytes_per_s_per_tib")
+        return self.network_bytes_per_s if disk is None else min(self.network_bytes_per_s, disk)
+
+    @property
+    def burst_write_bytes_per_s(self) -> float:
+        """Aggregate burst for writes while credits last (the baseline where no burst is published)."""
+        network = self._rate("network_burst_bytes_per_s_per_tib") or self.network_bytes_per_s
+        disk = self._rate("disk_burst_write_bytes_per_s_per_tib") or self._rate(
+            "disk_baseline_write_bytes_per_s_per_tib"
+        )
+        return network if disk is None else min(network, disk)
+
+    def target_bytes_per_s(self, *, write: bool) -> float:
+        """One storage target's share of the aggregate."""
+        return (self.write_bytes_per_s if write else self.read_bytes_per_s) / self.num_targets
+
+    @property
+    def price_usd_per_hour(self) -> float | None:
+        """Capacity price per hour (a month is 730 hours, as AWS prorates), if catalogued."""
+        price = self.tier.price
+        return None if price is None else price.usd_per_gb_month * self.capacity_gib / 730.0
+
+    def client_bytes_per_s(self, path: ClientPath, instance: Instance | None) -> float:
+        """One client's ceiling on ``path``, never above the instance's own NICs."""
+        figure = {
+            ClientPath.ENA: self.service.ena_client_bits_per_s,
+            ClientPath.EFA: self.service.efa_client_bits_per_s,
+            ClientPath.EFA_GDS: self.service.efa_gds_client_bits_per_s,
+        }[path]
+        assert figure is not None, path
+        bits = figure.value
+        if instance is not None:
+            bits = min(bits, instance.network.total_bandwidth_bits_per_s.value)
+        return bits / 8
+
+    def stripe_bytes_per_s(self, path: ClientPath, *, write: bool) -> float:
+        """What one stripe of a file carries: a target's share, and on ENA one 5 Gbps connection."""
+        rate = self.target_bytes_per_s(write=write)
+        connection = self.service.ena_connection_bits_per_s
+        if path is ClientPath.ENA and connection is not None:
+            rate = min(rate, connection.value / 8)
+        return rate
+
+    def check_path(self, path: ClientPath) -> None:
+        """EFA (with or without GDS) needs an EFA-enabled tier (PERSISTENT_2)."""
+        if path is not ClientPath.ENA and not (self.tier.efa_supported and self.tier.efa_supported.value):
+            raise ClusterSimError(
+                f"path {path.value!r}: {self.tier.name} cannot be reached over EFA (only PERSISTENT_2 file systems "
+                f"created EFA-enabled can); use --path ena",
+                field="path",
+                value=path.value,
+            )
+
+    def stripes_of(self, extent: Extent) -> int:
+        """An extent's stripe count on this file system (-1 or more than the targets: all targets)."""
+        return self.num_targets if extent.stripes == -1 else min(extent.stripes, self.num_targets)
+
+    def check_stripes(self, stripes: int) -> None:
+        """A stripe count the file system can hold."""
+        if not 1 <= stripes <= self.num_targets:
+            raise ClusterSimError(
+                f"stripes: {stripes} is not between 1 and the {self.num_targets} storage targets of this "
+                f"{self.capacity_gib:,.0f} GiB file system (one per ~1,200 GiB)",
+                field="stripes",
+                value=stripes,
+            )
+
+    def describe(self) -> str:
+        """E.g. 'FSx for Lustre PERSISTENT_2 1000 MB/s/TiB, 100,800 GiB (84 targets)'."""
+        return f"{self.tier.name}, {self.capacity_gib:,.0f} GiB ({self.num_targets} targets)"
+
+
+def default_layout(service: Storage) -> tuple[Extent, ...]:
+    """The newest default layout the service records (file systems created after August 2023)."""
+    if not service.default_layouts:
+        return (Extent(0.0, math.inf, 1),)
+    return parse_layout(service.default_layouts[-1].spec)
+
+
+def _tiers(catalog: Catalog) -> list[Storage]:
+    return [e for e in catalog.list("storage") if isinstance(e, Storage) and e.category is StorageCategory.TIER]
+
+
+def tier_by_name(catalog: Catalog, name: str) -> Storage:
+    """A tier by id or alias (``PERSISTENT_2-1000``, ``fsx-scratch-2``)."""
+    tiers = _tiers(catalog)
+    wanted = name.strip().lower().replace("_", "-")
+    for tier in tiers:
+        names = [tier.id, *tier.aliases]
+        if any(wanted == n.lower().replace("_", "-") for n in names):
+            return tier
+    raise UnknownNameError("storage tier", name, sorted(a for t in tiers for a in t.aliases[:1]))
+
+
+def check_capacity(tier: Storage, capacity_gib: float) -> None:
+    """AWS's valid capacities: the minimum, twice it, or a multiple of the increment at or above it."""
+    low = tier.min_capacity_bytes.value / GIB if tier.min_capacity_bytes else 1200.0
+    step = tier.capacity_increment_bytes.value / GIB if tier.capacity_increment_bytes else low
+    if capacity_gib < low:
+        raise ClusterSimError(
+            f"capacity {capacity_gib:,.0f} GiB is below the {tier.name} minimum of {low:,.0f} GiB",
+            field="capacity",
+            value=capacity_gib,
+        )
+    whole = abs(capacity_gib - round(capacity_gib)) < 1e-6
+    if whole and (round(capacity_gib) in (round(low), round(2 * low)) or round(capacity_gib) % round(step) == 0):
+        return
+    below = max(low, math.floor(capacity_gib / step) * step)
+    above = math.ceil(capacity_gib / step) * step
+    raise ClusterSimError(
+        f"capacity {capacity_gib:,.2f} GiB is off the {tier.name} sizes ({low:,.0f} GiB, {2 * low:,.0f} GiB, then "
+        f"multiples of {step:,.0f} GiB); nearest valid: {below:,.0f} GiB or {above:,.0f} GiB",
+        field="capacity",
+        value=capacity_gib,
+    )
+
+
+def file_system(catalog: Catalog, tier: str, capacity: str | float) -> FileSystem:
+    """A file system of ``tier`` and ``capacity`` (bytes, or text such as '100800GiB' or '98.4TiB')."""
+    entry = tier_by_name(catalog, tier)
+    service = catalog.get(entry.service or SERVICE, "storage")
+    assert isinstance(service, Storage)
+    capacity_gib = parse_bytes(capacity) / GIB
+    check_capacity(entry, capacity_gib)
+    return FileSystem(tier=entry, service=service, capacity_gib=capacity_gib)
+
+
+def parse_storage(catalog: Catalog, spec: str) -> FileSystem:
+    """``fsx:TIER:CAPACITY``, e.g. ``fsx:PERSISTENT_2-1000:100800GiB``."""
+    parts = spec.split(":")
+    if len(parts) != 3 or parts[0].lower() != "fsx":
+        raise ClusterSimError(
+            f"storage {spec!r}: expected fsx:TIER:CAPACITY, e.g. fsx:PERSISTENT_2-1000:100800GiB",
+            field="storage",
+            value=spec,
+        )
+    return file_system(catalog, parts[1], parts[2])

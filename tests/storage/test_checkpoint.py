@@ -1,0 +1,131 @@
+"""Checkpoint size and save/load time: each bound binding on a hand-derived case, modes, striping."""
+
+import itertools
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from clustersim.catalog.registry import load_catalog
+from clustersim.errors import ClusterSimError
+from clustersim.storage.checkpoint import (
+    CheckpointFormat,
+    SaveMode,
+    WritePattern,
+    checkpoint_bytes,
+    plan_checkpoint,
+    striping_sweep,
+)
+from clustersim.storage.dataload import bytes_per_token, data_loading
+from clustersim.storage.fsx import ClientPath, file_system
+from clustersim.workload import zoo
+
+CATALOG = load_catalog(use_env=False)
+P5 = CATALOG.instance("p5.48xlarge")
+NVME = CATALOG.get("instance-nvme")
+MODEL = zoo.load_model("llama3.1-405b", use_env=False)
+PARAMS = 405_853_388_800
+BIG = file_system(CATALOG, "PERSISTENT_2-1000", "100800GiB")
+
+
+def plan(fs=BIG, nodes=2048, **kw):
+    return plan_checkpoint(MODEL, fs, instance=P5, num_nodes=nodes, devices_per_node=8, nvme=NVME, **kw)
+
+
+def test_size_per_format_uses_exact_parameters():
+    assert MODEL.num_params() == PARAMS
+    assert checkpoint_bytes(MODEL) == PARAMS * 14  # bf16 weights + fp32 master, momentum, variance
+    assert checkpoint_bytes(MODEL, CheckpointFormat.TORCH_DCP) == PARAMS * 12
+    assert checkpoint_bytes(MODEL, CheckpointFormat.WEIGHTS) == PARAMS * 2
+
+
+def test_file_system_bound_binds_a_large_job():
+    timing = plan()
+    assert timing.save.bound == "file system"
+    assert timing.save.time_s == pytest.approx(PARAMS * 14 / 100.8e9)  # 56.4 s
+    assert timing.num_files == 2048 * 8 and timing.path is ClientPath.EFA_GDS
+    assert timing.stall_s == timing.save.time_s and timing.drain_s == 0
+
+
+def test_stripes_bound_binds_one_file_on_one_stripe():
+    timing = plan(nodes=16, pattern=WritePattern.AGGREGATED, stripes=1)
+    assert timing.save.bound == "stripes"
+    assert timing.save.time_s == pytest.approx(PARAMS * 14 / 1.2e9)  # one target's 1.2 GB/s
+
+
+def test_clients_bound_binds_one_ena_client():
+    timing = plan(nodes=16, pattern=WritePattern.AGGREGATED, stripes=84, path=ClientPath.ENA)
+    # 84 stripes x 5 Gbps = 52.5 GB/s of connections; the one ENA client carries 12.5 GB/s.
+    assert timing.save.bound == "clients"
+    assert timing.save.time_s == pytest.approx(PARAMS * 14 / 12.5e9)
+
+
+def test_load_reads_from_every_node():
+    small = file_system(CATALOG, "SCRATCH_2", "2400GiB")  # no EFA: ENA by default
+    timing = plan(fs=small, nodes=1)
+    assert timing.path is ClientPath.ENA
+    assert timing.save.time_s == pytest.approx(PARAMS * 14 / 240e6)  # disk write 100 MB/s/TiB
+    assert timing.load.time_s == pytest.approx(PARAMS * 14 / 480e6)  # disk read 200 MB/s/TiB
+
+
+def test_async_stalls_for_the_host_copy_and_a_slow_drain():
+    timing = plan(mode=SaveMode.ASYNC)
+    assert timing.bound == "host copy"
+    assert timing.stall_s == pytest.approx(PARAMS * 14 / (2048 * 8) / 50e9)
+    assert timing.drain_s == timing.save.time_s
+    assert timing.stall_at(3600) == timing.stall_s
+    assert timing.stall_at(10) == pytest.approx(timing.stall_s + timing.save.time_s - 10)
+
+
+def test_nvme_stalls_for_the_local_write():
+    timing = plan(nodes=128, mode=SaveMode.NVME)
+    assert timing.bound == "local NVMe"
+    assert timing.stall_s == pytest.approx(PARAMS * 14 / (128 * 8 * 3.5e9))
+    assert timing.drain_s == timing.save.time_s
+
+
+def test_async_host_copy_that_does_not_fit_is_refused():
+    with pytest.raises(ClusterSimError, match=r"host memory of p5\.48xlarge"):
+        plan(nodes=2, mode=SaveMode.ASYNC)
+
+
+def test_stripes_above_targets_refused():
+    with pytest.raises(ClusterSimError, match="85 is not between 1 and the 84"):
+        plan(stripes=85)
+
+
+def test_striping_rises_by_one_target_until_the_client_stops_it():
+    sweep = striping_sweep(BIG, 100e9, ClientPath.EFA, P5)
+    rates = [t.bytes_per_s for t in sweep]
+    client = 700e9 / 8
+    knee = math.ceil(client / 1.2e9)
+    for count, t in enumerate(sweep, start=1):
+        if count < knee:
+            assert t.bound == "stripes" and t.bytes_per_s == pytest.approx(count * 1.2e9)
+        else:
+            assert t.bound == "clients" and t.bytes_per_s == pytest.approx(client)
+    assert all(b >= a for a, b in itertools.pairwise(rates))
+
+
+@settings(max_examples=20, deadline=None)
+@given(stripes=st.integers(1, 83), nodes=st.sampled_from([1, 4, 64, 2048]))
+def test_more_stripes_are_never_slower(stripes, nodes):
+    fewer = plan(nodes=nodes, stripes=stripes)
+    more = plan(nodes=nodes, stripes=stripes + 1)
+    assert more.save.time_s <= fewer.save.time_s * (1 + 1e-12)
+
+
+@settings(max_examples=20, deadline=None)
+@given(steps=st.integers(1, 100))
+def test_more_capacity_never_saves_slower(steps):
+    small = file_system(CATALOG, "PERSISTENT_2-250", f"{2400 * steps}GiB")
+    large = file_system(CATALOG, "PERSISTENT_2-250", f"{2400 * (steps + 1)}GiB")
+    assert plan(fs=large, nodes=64).save.time_s <= plan(fs=small, nodes=64).save.time_s
+
+
+def test_data_loading_need_against_supply():
+    assert bytes_per_token(32_000) == 2 and bytes_per_token(MODEL.vocab) == 4
+    loading = data_loading(BIG, tokens_per_s=2e6, token_bytes=4, num_nodes=2048, path=ClientPath.EFA, instance=P5)
+    assert loading.need_bytes_per_s == 8e6
+    assert loading.supply.bound == "file system" and loading.headroom == pytest.approx(100.8e9 / 8e6)
