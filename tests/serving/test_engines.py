@@ -1,5 +1,6 @@
 """Serving engines as profiles: the packaged ones, picking one for a case, user files, and what they change."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -7,7 +8,7 @@ from pydantic import ValidationError
 
 from clustersim.catalog.registry import load_catalog
 from clustersim.catalog.schema import Dtype
-from clustersim.errors import CatalogFileError, UnknownNameError
+from clustersim.errors import CatalogFileError, ClusterSimError, UnknownNameError
 from clustersim.serving.engine import serving_system_for_accelerator
 from clustersim.serving.engines import (
     DEFAULT_ENGINE,
@@ -16,6 +17,7 @@ from clustersim.serving.engines import (
     engine_for_software,
     engine_profile,
     engine_profiles,
+    parse_version,
 )
 from clustersim.serving.estimate import Batching, Request, estimate_offline
 from clustersim.workload.transformer import Transformer
@@ -51,7 +53,13 @@ def test_packaged_profiles_state_their_sources():
         ("tensorrt-llm", "TensorRT-LLM (H200 launch blog, 2023-11)", "tensorrt-llm-2023"),
         ("tensorrt-llm", "TensorRT-LLM v0.7.1", "tensorrt-llm-2023"),
         ("tensorrt-llm", "TensorRT-LLM 1.0 era (perf-overview)", "tensorrt-llm"),
-        ("tensorrt-llm", "MLPerf Inference v4.0, NVIDIA submission", "tensorrt-llm"),
+        ("tensorrt-llm", "MLPerf Inference v4.0, NVIDIA submission", "tensorrt-llm"),  # v4.0 is MLPerf's
+        ("tensorrt-llm", "TensorRT-LLM v0.8.0 (2023-12 build)", "tensorrt-llm"),  # a release wins over a month
+        ("tensorrt-llm", "TensorRT-LLM v0.5", "tensorrt-llm-2023"),
+        ("tensorrt-llm", "v0.5.0", "tensorrt-llm-2023"),
+        ("tensorrt-llm", "2024-03 nightly", "tensorrt-llm"),
+        ("tensorrt-llm", "2023-10", "tensorrt-llm-2023"),
+        ("tensorrt-llm", "TensorRT-LLM 0.15.0", "tensorrt-llm"),
         ("TensorRT-LLM", None, "tensorrt-llm"),
         ("vllm", "0.9.2", "vllm"),
         ("sglang", None, "sglang"),
@@ -65,7 +73,7 @@ def test_a_case_gets_the_profile_of_its_framework_and_release(framework, version
 def test_unknown_engines_name_the_known_ones():
     with pytest.raises(UnknownNameError, match=r"unknown engine 'vlm'.*did you mean vllm"):
         engine_profile("vlm")
-    with pytest.raises(UnknownNameError, match="unknown engine 'transformers-neuronx'"):
+    with pytest.raises(UnknownNameError, match=r"^unknown software.framework 'transformers-neuronx' .*known: sglang"):
         engine_for_software("transformers-neuronx", "2.18")
     assert engine_profile(engine_profile("vllm")) is engine_profile("vllm")
 
@@ -93,6 +101,10 @@ def test_a_user_file_adds_and_changes_profiles(tmp_path: Path, monkeypatch: pyte
         ("[vllm]\nblock_size = 16\n", "vllm.*block_size.*[Ee]xtra inputs are not permitted"),
         ("[mine]\nbased_on = 'vlm'\n", "based_on.*did you mean vllm"),
         ("[mine]\nkv_block_tokens = 16\n", "mine.*Field required"),
+        ("[vllm]\nreleases = ['0.9', '0.8']\n", "vllm.*releases.*first release must come before"),
+        ("[vllm]\nreleases = ['v0.9', '1.0']\n", "vllm.*releases.*two release numbers"),
+        ("[vllm]\nreleased = ['2024-13', '2025-01']\n", "vllm.*released.*two months"),
+        ("[vllm]\nframework = 'vLLM'\n", "vllm.*framework 'vLLM': write it in lower case"),
     ],
 )
 def test_bad_engine_files_name_the_file_profile_and_rule(tmp_path: Path, text: str, message: str):
@@ -134,3 +146,24 @@ def test_profile_records_are_frozen_and_complete():
     with pytest.raises(ValidationError, match="frozen"):
         profile.kv_block_tokens = 2  # type: ignore[misc]
     assert set(EngineProfile.model_fields) >= {"kv_block_tokens", "gqa_decode_kernel", "kernel_efficiency"}
+
+
+def test_a_version_text_names_a_release_after_the_framework_or_a_month():
+    assert parse_version("tensorrt-llm", "TensorRT-LLM v0.7.1") == ((0, 7, 1), None)
+    assert parse_version("tensorrt-llm", "TensorRT-LLM (H200 launch blog, 2023-11)") == (None, "2023-11")
+    assert parse_version("tensorrt-llm", "MLPerf Inference v4.0, NVIDIA submission") == (None, None)
+    assert parse_version("vllm", "0.9") == ((0, 9, 0), None)
+    assert parse_version("vllm", "vLLM 0.10.1 (2025-08)") == ((0, 10, 1), "2025-08")  # 0.10 comes after 0.9
+
+
+def test_profile_ranges_are_data_a_user_file_can_add(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    mine = tmp_path / "engines.toml"
+    mine.write_text('[vllm-v0]\nbased_on = "vllm"\nreleases = ["0.2", "0.8"]\nsource = "vLLM V0 scheduler"\n')
+    monkeypatch.setenv(ENV_VAR, str(mine))
+    assert engine_for_software("vllm", "vLLM 0.6.3").name == "vllm-v0"
+    assert engine_for_software("vllm", "vLLM 0.8.0").name == "vllm"  # until is exclusive
+    clash = tmp_path / "clash.toml"
+    clash.write_text('[vllm-old]\nbased_on = "vllm"\nreleases = ["0.5", "0.7"]\nsource = "x"\n')
+    monkeypatch.setenv(ENV_VAR, f"{mine}{os.pathsep}{clash}")
+    with pytest.raises(ClusterSimError, match=r"^software.version: 'vLLM 0.6.3' falls in the ranges of several"):
+        engine_for_software("vllm", "vLLM 0.6.3")

@@ -16,21 +16,27 @@ file (``CLUSTERSIM_SERVING_ENGINES`` or ``extra`` paths) replaces the fields it 
 ``based_on`` starts a new profile from a known one.
 
 A ground-truth case names its engine in ``software.framework`` and the release in free text
-(``software.version``); :func:`engine_for_software` picks the profile of that framework whose
-``versions`` match the release (e.g. a TensorRT-LLM of 2023, before XQA), else the framework's own.
+(``software.version``). Which profile serves which release is data: a profile may give the release
+numbers (``releases = [from, until)``) and the months of publication (``released = ["YYYY-MM",
+"YYYY-MM")``) it covers; :func:`engine_for_software` reads a release number written after the
+framework's name (``TensorRT-LLM v0.7.1``, ``TensorRT-LLM 1.0``, or a bare ``0.9.2``), else a month
+(``2023-11``), from the text, and picks the profile of that framework whose range holds it, else the
+profile named like the framework (its current releases). A version number of something else (``MLPerf
+Inference v4.0``) is no release of the engine. An unknown framework is an error naming the known ones.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from clustersim.catalog.tomlfiles import overlay_tables, user_paths, validate_tables
 from clustersim.choices import Batching
-from clustersim.errors import UnknownNameError
+from clustersim.errors import ClusterSimError, UnknownNameError
 
 ENV_VAR = "CLUSTERSIM_SERVING_ENGINES"
 PACKAGE, FILE_NAME = "clustersim.serving", "engines.toml"
@@ -46,8 +52,11 @@ class EngineProfile(BaseModel):
     source: str = Field(min_length=1, description="Where each setting comes from.")
     fitted: str | None = Field(None, description="What fitted settings were fitted to, and when.")
     framework: str = Field(min_length=1, description="The software.framework of the cases this profile serves.")
-    versions: tuple[str, ...] = Field(
-        (), description="Texts in a case's software.version that select this profile over the framework's own."
+    releases: tuple[str, str] | None = Field(
+        None, description="Release numbers of the framework this profile covers: [from, until), e.g. ['0.5', '0.8']."
+    )
+    released: tuple[str, str] | None = Field(
+        None, description="Months of publication this profile covers: [from, until), e.g. ['2023-10', '2024-03']."
     )
     kv_block_tokens: int = Field(ge=1, description="Tokens per paged KV-cache block (a page).")
     reserved_memory_fraction: float = Field(
@@ -75,10 +84,59 @@ class EngineProfile(BaseModel):
     )
     name: str = Field("", description="The profile's name (filled in when loaded).")
 
-    def matches(self, version: str) -> bool:
-        """Whether a case's free-text ``version`` names a release this profile describes."""
-        text = version.lower()
-        return any(token.lower() in text for token in self.versions)
+    @field_validator("releases")
+    @classmethod
+    def _release_range(cls, value: tuple[str, str] | None) -> tuple[str, str] | None:
+        if value is not None and not all(_RELEASE.fullmatch(v) for v in value):
+            raise ValueError(f"{list(value)}: give two release numbers such as ['0.5', '0.8']")
+        if value is not None and release_number(value[0]) >= release_number(value[1]):
+            raise ValueError(f"{list(value)}: the first release must come before the second")
+        return value
+
+    @field_validator("released")
+    @classmethod
+    def _month_range(cls, value: tuple[str, str] | None) -> tuple[str, str] | None:
+        if value is not None and not all(_MONTH.fullmatch(v) for v in value):
+            raise ValueError(f"{list(value)}: give two months such as ['2023-10', '2024-03']")
+        if value is not None and value[0] >= value[1]:
+            raise ValueError(f"{list(value)}: the first month must come before the second")
+        return value
+
+    @model_validator(mode="after")
+    def _framework_id(self) -> EngineProfile:
+        if self.framework != self.framework.strip().lower():
+            raise ValueError(f"framework {self.framework!r}: write it in lower case, as software.framework")
+        return self
+
+    def covers(self, release: tuple[int, ...] | None, month: str | None) -> bool:
+        """Whether this profile's range holds a case's release number (or, with none, its month)."""
+        if release is not None:
+            return self.releases is not None and (
+                release_number(self.releases[0]) <= release < release_number(self.releases[1])
+            )
+        return month is not None and self.released is not None and self.released[0] <= month < self.released[1]
+
+
+_RELEASE = re.compile(r"\d+(?:\.\d+){1,2}")
+_MONTH = re.compile(r"20\d\d-(?:0[1-9]|1[0-2])")
+
+
+def release_number(text: str) -> tuple[int, ...]:
+    """``'0.7.1'`` as ``(0, 7, 1)``; shorter numbers pad with zeros, so ``0.8`` = ``0.8.0``."""
+    parts = tuple(int(part) for part in text.split("."))
+    return parts + (0,) * (3 - len(parts))
+
+
+def parse_version(framework: str, version: str) -> tuple[tuple[int, ...] | None, str | None]:
+    """(the framework's release number, the month) a free-text ``software.version`` names, each None
+    where it names none: a release is a number after the framework's name (``TensorRT-LLM v0.7.1``) or
+    the whole text (``0.9.2``); a month is ``YYYY-MM``."""
+    text = version.strip().lower()
+    whole = re.fullmatch(r"v?(" + _RELEASE.pattern + ")", text)
+    named = re.search(re.escape(framework) + r"\s*v?(" + _RELEASE.pattern + r")\b", text)
+    found = whole or named
+    month = _MONTH.search(text)
+    return (release_number(found.group(1)) if found else None), (month.group(0) if month else None)
 
 
 def engine_profiles(extra: Sequence[str | Path] = (), *, use_env: bool = True) -> dict[str, EngineProfile]:
@@ -107,11 +165,29 @@ def engine_profile(engine: str | EngineProfile | None = None) -> EngineProfile:
 
 
 def engine_for_software(framework: str | None, version: str | None = None) -> EngineProfile:
-    """The profile of a case's ``software``: the framework's profile whose ``versions`` match ``version``,
-    else the profile named like the framework (default: TensorRT-LLM)."""
+    """The profile of a case's ``software`` (see the module): the framework's profile whose ``releases``
+    (or ``released`` months) hold the release ``version`` names, else the profile named like the
+    framework (default: TensorRT-LLM); ``UnknownNameError`` for a framework no profile serves."""
+    table = engine_profiles()
     name = (framework or DEFAULT_ENGINE).strip().lower()
-    if version:
-        for profile in engine_profiles().values():
-            if profile.framework == name and profile.matches(version):
-                return profile
-    return engine_profile(name)
+    frameworks = {profile.framework for profile in table.values()}
+    if name not in frameworks:
+        raise UnknownNameError("software.framework", name, frameworks)
+    release, month = parse_version(name, version or "")
+    matches = [p for p in table.values() if p.framework == name and p.covers(release, month)]
+    if len(matches) > 1:
+        names = ", ".join(p.name for p in matches)
+        raise ClusterSimError(
+            f"software.version: {version!r} falls in the ranges of several {name} profiles ({names}); "
+            f"make their releases/released ranges disjoint",
+            field="software.version",
+        )
+    if matches:
+        return matches[0]
+    if name not in table:
+        raise ClusterSimError(
+            f"software.version: {version!r} is in no release range of the {name} profiles, and no profile is "
+            f"named {name!r} to serve the others",
+            field="software.version",
+        )
+    return table[name]

@@ -7,10 +7,10 @@ Assumptions a case does not state:
   off a sample of the rows of a public per-sample summary of that dataset
   (openshift-psap/performance-dashboard, mlperf-data/summaries/llama2-70b-99.csv): an estimate;
 * the KV cache has the precision of the weights (fp8 runs in TensorRT-LLM use an fp8 KV cache);
-* the engine is the profile of the case's ``software.framework`` (and release, where a profile
-  lists the ``software.version`` texts it covers: ``clustersim.serving.engines``), default
-  TensorRT-LLM; batching is how that engine's benchmarks batch (in-flight, or static for
-  TensorRT-LLM before v0.10);
+* the engine is the profile of the case's ``software.framework`` whose release range holds the
+  release or month ``software.version`` names (``clustersim.serving.engines.engine_for_software``),
+  default TensorRT-LLM; a framework no profile serves is an error; batching is how that engine's
+  benchmarks batch (in-flight, or static for TensorRT-LLM before v0.10);
 * a ``system.power_W`` other than the catalogued TDP sets the board power (compute clocks follow it);
 * ``concurrency`` cases keep ``batch`` requests in flight on the whole system (over its ``dp``
   replicas), as a closed-loop load generator does;
@@ -70,7 +70,10 @@ def case_estimate(
         board_power_watts=system.power_W or None,
     )
     software = case.software
-    engine = engine_for_software(software.framework if software else None, software.version if software else None)
+    try:
+        engine = engine_for_software(software.framework if software else None, software.version if software else None)
+    except ClusterSimError as exc:
+        raise ClusterSimError(f"{where}: {exc}", field=exc.field, value=exc.value) from None
     precision = parse_precision(str(case.precision or "bf16"), f"{where}: precision")
     output = workload.output_tokens
     if not output:
