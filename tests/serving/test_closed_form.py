@@ -637,7 +637,7 @@ def test_a_model_that_does_not_fit_says_what_would():
     layer_matmuls = 80 * (big.attention_params() + big.mlp_params())  # FP8; embeddings, logits and norms BF16
     fp8 = layer_matmuls * 1 + (params - layer_matmuls) * 2
     assert f"over all its 1 devices: fp8 weights ({fp8 / GIB:.1f} GiB per device) would fit" in message
-    with pytest.raises(ClusterSimError, match="fp8 would not fit either"):
+    with pytest.raises(ClusterSimError, match="over all its 1 devices: its weights are fp8 already"):
         estimate_offline(
             big, one, Request(100, 10, Dtype.FP8), cal=dataclasses.replace(CAL, workspace_bytes=20 * GIB), engine=ENGINE
         )

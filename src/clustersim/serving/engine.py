@@ -250,11 +250,12 @@ def memory_plan(
             advice = f"use a larger tp or pp (up to the {devices} devices of one instance), fp8, or more memory"
         else:
             fp8 = weight_bytes_per_device(model, Dtype.FP8, system.tp, system.pp)
-            lighter = (
-                f"fp8 weights ({fp8 / GIB:.1f} GiB per device) would fit"
-                if precision is not Dtype.FP8 and fp8 + cal.workspace_bytes < usable
-                else "fp8 would not fit either"
-            )
+            if precision is Dtype.FP8:
+                lighter = "its weights are fp8 already"
+            elif fp8 + cal.workspace_bytes < usable:
+                lighter = f"fp8 weights ({fp8 / GIB:.1f} GiB per device) would fit"
+            else:
+                lighter = "fp8 would not fit either"
             advice = (
                 f"it does not fit one instance even over all its {devices} devices: {lighter}; or use an instance "
                 f"with more memory per device"
