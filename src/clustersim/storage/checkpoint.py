@@ -14,7 +14,8 @@ Write pattern: ``per-rank`` (each rank writes its share to its own file, as DCP 
 parallel save do) or ``aggregated`` (one rank gathers and writes one file). A save runs at the lowest of
 
 * ``clients``: the writing instances x one client's ceiling on the path (ENA, EFA, EFA+GDS);
-* ``stripes``: the files x each file's rate, its extents' stripes x one stripe's rate;
+* ``stripes``: the files x each file's rate, its extents' stripes x one stripe's rate (at most every
+  target once);
 * ``file system``: the aggregate baseline of the file system;
 * ``local NVMe``: instead of the three above, instances x drives x a drive's rate.
 
@@ -86,7 +87,7 @@ class Transfer:
 
 
 def transfer(num_bytes: float, bounds: dict[str, float]) -> Transfer:
-    """``num_bytes`` at the lowest of ``bounds`` (first named wins a tie)."""
+    """``num_bytes`` at the lowest of ``bounds`` (the first named wins a tie)."""
     bound = min(bounds, key=lambda name: bounds[name])
     return Transfer(num_bytes=num_bytes, time_s=num_bytes / bounds[bound], bound=bound, bounds_bytes_per_s=bounds)
 
@@ -115,12 +116,17 @@ def fsx_transfer(
     """``num_bytes`` in ``num_files`` equal files from ``num_clients`` instances to or from ``fs``."""
     fs.check_path(path)
     file_bytes = num_bytes / num_files
+    # Files spread over the targets: together they never use more than every target once.
+    stripes = min(
+        num_files * file_rate(fs, file_bytes, layout, path, write=write),
+        fs.num_targets * fs.target_bytes_per_s(write=write),
+    )
     return transfer(
         num_bytes,
         {
-            "clients": num_clients * fs.client_bytes_per_s(path, instance),
-            "stripes": num_files * file_rate(fs, file_bytes, layout, path, write=write),
             "file system": fs.write_bytes_per_s if write else fs.read_bytes_per_s,
+            "clients": num_clients * fs.client_bytes_per_s(path, instance),
+            "stripes": stripes,
         },
     )
 
@@ -260,9 +266,9 @@ def striping_sweep(
             transfer(
                 file_bytes,
                 {
-                    "stripes": file_rate(fs, file_bytes, layout, path, write=write),
-                    "clients": fs.client_bytes_per_s(path, instance),
                     "file system": fs.write_bytes_per_s if write else fs.read_bytes_per_s,
+                    "clients": fs.client_bytes_per_s(path, instance),
+                    "stripes": file_rate(fs, file_bytes, layout, path, write=write),
                 },
             )
         )

@@ -1,0 +1,166 @@
+"""``clustersim storage``: what a checkpoint costs on FSx for Lustre or local NVMe, and how striping
+raises one client's throughput until a named bound stops it."""
+
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from clustersim.cli.common import (
+    CatalogOption,
+    JsonOption,
+    LightGroup,
+    ModelsOption,
+    emit_json,
+    print_all,
+    user_errors,
+)
+from clustersim.errors import ClusterSimError
+from clustersim.units import MAX_DEGREE, MAX_NODES
+
+if TYPE_CHECKING:
+    from clustersim.storage.checkpoint import CheckpointTiming
+    from clustersim.storage.fsx import ClientPath
+
+storage_app = typer.Typer(
+    help="Checkpoints and striping on FSx for Lustre and local NVMe.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    cls=LightGroup,
+)
+
+StorageOption = Annotated[
+    str,
+    typer.Option(
+        "--storage",
+        help="fsx:TIER:CAPACITY, e.g. fsx:PERSISTENT_2-1000:100800GiB (AWS's sizes: 1200, 2400, n x 2400 GiB).",
+    ),
+]
+PathOption = Annotated[
+    str | None,
+    typer.Option("--path", help="ena, efa or efa-gds (default: efa-gds where the tier allows EFA, else ena)."),
+]
+InstanceOption = Annotated[str, typer.Option("--instance", help="Instance id, e.g. p5.48xlarge.")]
+
+
+def _choice(text: str | None, enum: type[StrEnum], flag: str) -> object:
+    if text is None:
+        return None
+    try:
+        return enum(text.lower())
+    except ValueError:
+        valid = ", ".join(e.value for e in enum)
+        raise ClusterSimError(f"{flag}: unknown value {text!r} (valid: {valid})", field=flag, value=text) from None
+
+
+def _path(text: str | None) -> "ClientPath | None":
+    from clustersim.storage.fsx import ClientPath
+
+    path = _choice(text, ClientPath, "--path")
+    assert path is None or isinstance(path, ClientPath)
+    return path
+
+
+@storage_app.command("checkpoint")
+def checkpoint_command(
+    model: Annotated[str, typer.Argument(metavar="MODEL", help="Zoo id (e.g. llama3.1-405b) or a model file.")],
+    storage: StorageOption = "fsx:PERSISTENT_2-1000:100800GiB",
+    instance: InstanceOption = "p5.48xlarge",
+    nodes: Annotated[int, typer.Option("--nodes", min=1, max=MAX_NODES, help="Instances writing.")] = 128,
+    stripes: Annotated[
+        int | None,
+        typer.Option("--stripes", min=1, max=MAX_DEGREE, help="Stripes per file (default: the progressive layout)."),
+    ] = None,
+    async_save: Annotated[
+        bool, typer.Option("--async", help="Copy to host memory, then drain to the file system in the background.")
+    ] = False,
+    nvme: Annotated[
+        bool, typer.Option("--nvme", help="Write to local NVMe, then drain to the file system in the background.")
+    ] = False,
+    path: PathOption = None,
+    fmt: Annotated[str, typer.Option("--format", help="megatron (14 B/param), torch-dcp (12) or weights (2).")] = (
+        "megatron"
+    ),
+    pattern: Annotated[str, typer.Option("--pattern", help="per-rank (a file per rank) or aggregated.")] = "per-rank",
+    models: ModelsOption = None,
+    catalog: CatalogOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """A checkpoint's size, its save and load time and the bound that binds, and what training waits for
+    when saving synchronously, asynchronously or to local NVMe."""
+    from clustersim.catalog.registry import load_catalog
+    from clustersim.catalog.schema import Storage
+    from clustersim.storage.checkpoint import CheckpointFormat, SaveMode, WritePattern, plan_checkpoint
+    from clustersim.storage.fsx import parse_storage
+    from clustersim.workload import zoo
+
+    with user_errors():
+        if async_save and nvme:
+            raise ClusterSimError("--async and --nvme: choose one way to take the save off the critical path")
+        cat = load_catalog(catalog or ())
+        fs = parse_storage(cat, storage)
+        transformer = zoo.load_model(model, extra_dirs=models or ())
+        entry = cat.instance(instance)
+        drive = cat.get("instance-nvme", "storage")
+        assert isinstance(drive, Storage)
+        save_format = _choice(fmt, CheckpointFormat, "--format")
+        write_pattern = _choice(pattern, WritePattern, "--pattern")
+        assert isinstance(save_format, CheckpointFormat) and isinstance(write_pattern, WritePattern)
+        client_path = _path(path)
+
+        def at(mode: SaveMode) -> "CheckpointTiming":
+            return plan_checkpoint(
+                transformer, fs, instance=entry, num_nodes=nodes, devices_per_node=int(entry.num_accelerators.value),
+                fmt=save_format, pattern=write_pattern, mode=mode, path=client_path, stripes=stripes, nvme=drive,
+            )  # fmt: skip
+
+        mode = SaveMode.ASYNC if async_save else SaveMode.NVME if nvme else SaveMode.SYNC
+        timing = at(mode)
+        modes = {}
+        for other in SaveMode:
+            try:
+                modes[other.value] = at(other)
+            except ClusterSimError:  # a mode this system cannot take (no NVMe, no room in host memory)
+                continue
+    from clustersim.present.storage import checkpoint_json, checkpoint_view
+
+    if as_json:
+        emit_json(checkpoint_json(timing, fs, modes))
+        return
+    print_all(*checkpoint_view(timing, fs, modes, transformer.name))
+
+
+@storage_app.command("striping")
+def striping_command(
+    storage: StorageOption = "fsx:PERSISTENT_2-1000:100800GiB",
+    instance: InstanceOption = "p5.48xlarge",
+    size: Annotated[str, typer.Option("--size", help="The file's size, e.g. 100GiB.")] = "100GiB",
+    path: PathOption = None,
+    read: Annotated[bool, typer.Option("--read", help="Read the file instead of writing it.")] = False,
+    catalog: CatalogOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """One client writing (or reading) one file at 1, 2, ... stripes: the rate rises by one storage
+    target's share per stripe until the client's ceiling or the file system stops it."""
+    from clustersim.catalog.registry import load_catalog
+    from clustersim.storage.checkpoint import striping_sweep
+    from clustersim.storage.fsx import ClientPath, parse_storage
+    from clustersim.units import parse_bytes
+
+    with user_errors():
+        cat = load_catalog(catalog or ())
+        fs = parse_storage(cat, storage)
+        file_bytes = parse_bytes(size)
+        if not file_bytes >= 1:
+            raise ClusterSimError(f"--size: must be at least 1 byte, got {size!r}", field="--size", value=size)
+        chosen = _path(path)
+        if chosen is None:
+            efa = fs.tier.efa_supported is not None and fs.tier.efa_supported.value
+            chosen = ClientPath.EFA_GDS if efa else ClientPath.ENA
+        sweep = striping_sweep(fs, file_bytes, chosen, cat.instance(instance), write=not read)
+    from clustersim.present.storage import striping_json, striping_view
+
+    if as_json:
+        emit_json(striping_json(fs, sweep, chosen.value))
+        return
+    print_all(*striping_view(fs, sweep, chosen.value))

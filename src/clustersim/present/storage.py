@@ -1,0 +1,122 @@
+"""A checkpoint's size, save and load on a file system (each bound beside the one that binds), its
+modes side by side, and a striping sweep, as JSON and as rich tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import RenderableType
+from rich.table import Table
+
+from clustersim.storage.checkpoint import CheckpointTiming, Transfer
+from clustersim.storage.fsx import Extent, FileSystem
+from clustersim.units import format_bytes, format_bytes_per_s, format_seconds
+
+
+def _layout_text(layout: tuple[Extent, ...]) -> str:
+    parts = []
+    for extent in layout:
+        end = "EOF" if extent.end_bytes == float("inf") else format_bytes(extent.end_bytes, digits=3)
+        parts.append(f"{extent.stripes} to {end}" if len(layout) > 1 else f"{extent.stripes} stripes")
+    return ", ".join(parts)
+
+
+def transfer_json(t: Transfer) -> dict[str, Any]:
+    """Time, bound and every bound's rate."""
+    return {"time_s": t.time_s, "bound": t.bound, "bounds_bytes_per_s": dict(t.bounds_bytes_per_s)}
+
+
+def file_system_json(fs: FileSystem) -> dict[str, Any]:
+    """The file system's tier, capacity, targets, aggregates and price."""
+    return {
+        "tier": fs.tier.id,
+        "capacity_gib": fs.capacity_gib,
+        "num_targets": fs.num_targets,
+        "write_bytes_per_s": fs.write_bytes_per_s,
+        "read_bytes_per_s": fs.read_bytes_per_s,
+        "burst_write_bytes_per_s": fs.burst_write_bytes_per_s,
+        "network_bytes_per_s": fs.network_bytes_per_s,
+        "price_usd_per_hour": fs.price_usd_per_hour,
+    }
+
+
+def checkpoint_json(timing: CheckpointTiming, fs: FileSystem, modes: dict[str, CheckpointTiming]) -> dict[str, Any]:
+    """The issue's keys (checkpoint_bytes, save_s, load_s, bound) and the detail behind them."""
+    return {
+        "checkpoint_bytes": timing.checkpoint_bytes,
+        "save_s": timing.save.time_s,
+        "load_s": timing.load.time_s,
+        "bound": timing.save.bound,
+        "stall_s": timing.stall_s,
+        "stall_bound": timing.bound,
+        "drain_s": timing.drain_s,
+        "format": timing.fmt.value,
+        "pattern": timing.pattern.value,
+        "mode": timing.mode.value,
+        "path": timing.path.value,
+        "num_files": timing.num_files,
+        "num_nodes": timing.num_nodes,
+        "layout": [
+            {"end_bytes": e.end_bytes if e.end_bytes != float("inf") else None, "stripes": e.stripes}
+            for e in timing.layout
+        ],
+        "save": transfer_json(timing.save),
+        "load": transfer_json(timing.load),
+        "file_system": file_system_json(fs),
+        "modes": {name: {"stall_s": t.stall_s, "drain_s": t.drain_s, "bound": t.bound} for name, t in modes.items()},
+    }
+
+
+def checkpoint_view(
+    timing: CheckpointTiming, fs: FileSystem, modes: dict[str, CheckpointTiming], model: str
+) -> list[RenderableType]:
+    """A headline, the save and load bounds, and the modes side by side."""
+    head = (
+        f"{model}: checkpoint {format_bytes(timing.checkpoint_bytes, binary=False)} ({timing.fmt.value}), "
+        f"{timing.num_files:,} files ({timing.pattern.value}) from {timing.num_nodes:,} instances over "
+        f"{timing.path.value} to {fs.describe()}, layout {_layout_text(timing.layout)}"
+    )
+    bounds = Table(title="bounds (the lowest binds)", caption="rates in bytes/s")
+    bounds.add_column("bound")
+    bounds.add_column("save", justify="right")
+    bounds.add_column("load", justify="right")
+    for name in timing.save.bounds_bytes_per_s:
+        marks = [
+            format_bytes_per_s(t.bounds_bytes_per_s[name]) + (" *" if t.bound == name else "")
+            for t in (timing.save, timing.load)
+        ]
+        bounds.add_row(name, *marks)
+    bounds.add_row("time", format_seconds(timing.save.time_s), format_seconds(timing.load.time_s))
+    table = Table(title="what training waits for, by mode")
+    for column in ("mode", "stall", "bound", "background drain"):
+        table.add_column(column, justify="left" if column in ("mode", "bound") else "right")
+    for name, t in modes.items():
+        table.add_row(name, format_seconds(t.stall_s), t.bound, format_seconds(t.drain_s) if t.drain_s else "-")
+    return [head, bounds, table]
+
+
+def striping_json(fs: FileSystem, sweep: list[Transfer], path: str) -> dict[str, Any]:
+    """One row per stripe count."""
+    return {
+        "file_system": file_system_json(fs),
+        "path": path,
+        "file_bytes": sweep[0].num_bytes if sweep else 0.0,
+        "rows": [
+            {"stripes": i, "bytes_per_s": t.bytes_per_s, "time_s": t.time_s, "bound": t.bound}
+            for i, t in enumerate(sweep, start=1)
+        ],
+    }
+
+
+def striping_view(fs: FileSystem, sweep: list[Transfer], path: str) -> list[RenderableType]:
+    """The rows where the rate or the bound changes: linear in stripes until a named bound stops it."""
+    table = Table(title=f"one client, one file, over {path}: {fs.describe()}")
+    for column in ("stripes", "rate", "time", "bound"):
+        table.add_column(column, justify="left" if column == "bound" else "right")
+    previous = None
+    for i, t in enumerate(sweep, start=1):
+        shown = i in (1, 2, 4, 8, 16, 32, 64, len(sweep)) or t.bound != previous
+        if shown:
+            table.add_row(str(i), format_bytes_per_s(t.bytes_per_s), format_seconds(t.time_s), t.bound)
+        previous = t.bound
+    return [table]

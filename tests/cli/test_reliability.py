@@ -1,0 +1,60 @@
+"""``clustersim reliability``: the interval, goodput, the Monte-Carlo spread, the plot and errors."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from clustersim.cli.app import app
+
+runner = CliRunner()
+ENV = {"CLUSTERSIM_CATALOG": "", "COLUMNS": "200"}
+
+
+def run(*args):
+    return runner.invoke(app, ["reliability", *args], env=ENV)
+
+
+def test_json_interval_goodput_and_spread():
+    result = run("--work", "10d", "--runs", "2000", "--seed", "4", "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["num_devices"] == 16_384
+    assert payload["job_mtbf_s"] == pytest.approx(54 * 86400 / 419)
+    assert payload["checkpoint_interval_s"] == payload["daly_interval_s"]
+    assert 0 < payload["goodput"] < 1
+    mc = payload["monte_carlo"]
+    assert mc["runs"] == 2000 and abs(mc["mean_s"] - payload["expected_time_s"]) < 4 * mc["std_error_s"]
+    assert mc["percentiles_s"]["p5"] < mc["percentiles_s"]["p50"] < mc["percentiles_s"]["p95"]
+    assert len(payload["sensitivity"]) == 7
+
+
+def test_same_seed_same_output():
+    first = run("--work", "5d", "--runs", "500", "--seed", "9", "--json")
+    again = run("--work", "5d", "--runs", "500", "--seed", "9", "--json")
+    assert first.stdout == again.stdout
+
+
+def test_given_interval_is_honoured_and_plot_written(tmp_path):
+    out = tmp_path / "spread.png"
+    result = run("--work", "5d", "--interval", "2h", "--runs", "300", "--plot", str(out), "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["checkpoint_interval_s"] == 7200 and payload["plot"] == str(out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--work", "soon"), "--work"),
+        (("--checkpoint", "0s"), "--checkpoint"),
+        (("--failure-rate", "often"), "often"),
+        (("--runs", "0", "--plot", "x.png"), "--plot draws the Monte-Carlo runs"),
+        (("--interval", "-1h"), "--interval"),
+    ],
+)
+def test_errors(args, message):
+    result = run(*args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
