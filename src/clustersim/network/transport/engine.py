@@ -10,6 +10,7 @@ object is made per packet beyond the tuples the heap holds.
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -35,7 +36,7 @@ class Environment:
         self.now_ps = 0
         self.num_events = 0
         self._heap: list[tuple[int, int, int, Handler, Any]] = []
-        self._seq = 0
+        self._counter = itertools.count()  # the tie-breaking sequence, shared by schedule() and run()
         self.rng = np.random.default_rng(seed)
         self._uniforms: list[float] = []
         self._next_uniform = 0
@@ -44,8 +45,7 @@ class Environment:
         """Run ``handler(time_ps, arg)`` at ``time_ps`` (not before now)."""
         if time_ps < self.now_ps:
             raise ValueError(f"cannot schedule at {time_ps} ps, before now ({self.now_ps} ps)")
-        self._seq += 1
-        heapq.heappush(self._heap, (time_ps, priority, self._seq, handler, arg))
+        heapq.heappush(self._heap, (time_ps, priority, next(self._counter), handler, arg))
 
     def uniform(self) -> float:
         """A uniform draw in [0, 1), from the run's generator in batches."""
@@ -66,7 +66,7 @@ class Environment:
         heap = self._heap
         pop = heapq.heappop
         push = heapq.heappush
-        seq = self._seq
+        counter = self._counter
         limit = math.inf if until_ps is None else until_ps
         budget = math.inf if max_events is None else max_events
         count = 0
@@ -75,15 +75,11 @@ class Environment:
                 break
             time_ps, _, _, handler, arg = pop(heap)
             self.now_ps = time_ps
-            self._seq = seq
             follow = handler(time_ps, arg)
-            seq = self._seq
             count += 1
             if follow:
                 for at_ps, priority, next_handler, next_arg in follow:
-                    seq += 1
-                    push(heap, (at_ps, priority, seq, next_handler, next_arg))
-        self._seq = seq
+                    push(heap, (at_ps, priority, next(counter), next_handler, next_arg))
         self.num_events += count
         return count
 

@@ -39,15 +39,16 @@ class MessageFlow:
         self.sizes = list(message_bytes)
         self.flow = self.net.add_receiver(self.receive)
         self.completions_ps: list[int] = []
+        self.message_timeouts: list[int] = []  # retransmission timeouts that fired during each message
         self.retransmissions = 0
         self.timeouts = 0
         self.packets_sent = 0
         self.done_ps: int | None = None
         self._message = -1
+        self._timeouts_before = 0
         self._posted_ps = 0
         self._base = 0  # global sequence number of the current message's first packet
         self._end = 0  # one past its last packet
-        self.net.active_flows += 1
         self.env.schedule(start_ps, self._next_message)
 
     def num_packets(self, size: int) -> int:
@@ -65,21 +66,24 @@ class MessageFlow:
         self._message += 1
         if self._message == len(self.sizes):
             self.done_ps = now_ps
-            self.net.active_flows -= 1
             return None
         self._posted_ps = now_ps
+        self._timeouts_before = self.timeouts
         self._base = self._end
         self._end = self._base + self.num_packets(self.sizes[self._message])
         return self.post(now_ps)
 
     def _complete(self, now_ps: int) -> Iterable[Event] | None:
         self.completions_ps.append(now_ps - self._posted_ps)
+        self.message_timeouts.append(self.timeouts - self._timeouts_before)
         return self._next_message(now_ps)
 
     def receive(self, now_ps: int, packet: Packet) -> Iterable[Event] | None:
         """A packet of this flow at the end of its route: data at the receiver, control at the sender."""
         if packet[1] == DATA:
             return self.on_data(now_ps, packet)
+        if self.done_ps is not None:
+            return None  # a late acknowledgement after the last message
         return self.on_control(now_ps, packet)
 
     def post(self, now_ps: int) -> Iterable[Event] | None:

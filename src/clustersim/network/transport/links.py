@@ -1,14 +1,21 @@
 """Links and switch ports: output-queued, first in first out, with a finite drop-tail buffer, optional
 ECN marking, random loss and Poisson background traffic.
 
+Background packets are not events: a port with background load replays its Poisson arrivals up to
+``now`` when a packet of a flow reaches it (in arrival order, so the FIFO backlog is exact), and
+starts the replay at most ``BACKGROUND_WINDOW`` mean gaps back after a long idle spell (the queue
+forgets older arrivals long before then at any load below 1).
+
 A port is an index into flat lists (speed as picoseconds per byte, a fixed cost per packet, propagation
 delay, buffer, loss probability), so forwarding a packet touches no object. A FIFO port's backlog is
 ``busy_until - now``: a packet that arrives is queued behind it, leaves after its own service time and
 reaches the next node one propagation delay later, so each hop of each packet is one event.
 
-A packet is the tuple ``(flow, kind, seq, wire_bytes, route, hop, stamp_ps, tag)``: ``route`` is the
-tuple of ports it crosses (shared by every packet on that path), ``hop`` the next one, ``tag`` whatever
-its transport carries (a path index, an ECN mark in bit 30).
+A packet is the tuple ``(flow, kind, seq, wire_bytes, route, stamp_ps, tag)``: ``route`` is the tuple
+of ports it crosses (shared by every packet on that path), ``tag`` whatever its transport carries (a
+path index, an ECN mark in bit 30). Which hop a packet is at is not in the tuple: the event's handler
+is the one for that hop (``Network.hops[k]``), so a packet tuple is made once and never copied on its
+way unless a switch marks it.
 """
 
 from __future__ import annotations
@@ -21,7 +28,9 @@ from clustersim.network.transport.engine import Environment, Event
 ECN_BIT = 1 << 30
 NO_LIMIT = 1 << 62
 
-Packet = tuple[int, int, int, int, tuple[int, ...], int, int, int]
+Packet = tuple[int, int, int, int, tuple[int, ...], int, int]
+MAX_HOPS = 8
+BACKGROUND_WINDOW = 2000  # mean gaps replayed at most after an idle spell
 Receiver = Callable[[int, Packet], "Iterable[Event] | None"]
 
 
@@ -51,9 +60,15 @@ class Network:
         self.busy_until: list[int] = []
         self.drops: list[int] = []
         self.losses: list[int] = []
-        self.sent_bytes: list[int] = []
         self.receivers: list[Receiver] = []
-        self.active_flows = 0
+        self.bg_next_ps: list[int] = []  # next background arrival (NO_LIMIT: none)
+        self.bg_gap_ps: list[float] = []
+        self.bg_service_ps: list[int] = []
+        self.bg_packets = 0
+        self.hops: list[Callable[[int, Packet], Iterable[Event] | None]] = []
+        for k in range(MAX_HOPS, -1, -1):
+            self.hops.insert(0, self._make_hop(k, self.hops[0] if self.hops else None))
+        self.hop = self.hops[0]
 
     def add_port(self, spec: PortSpec) -> int:
         """A new port; returns its index."""
@@ -69,7 +84,9 @@ class Network:
         self.busy_until.append(0)
         self.drops.append(0)
         self.losses.append(0)
-        self.sent_bytes.append(0)
+        self.bg_next_ps.append(NO_LIMIT)
+        self.bg_gap_ps.append(0.0)
+        self.bg_service_ps.append(0)
         return len(self.ps_per_byte) - 1
 
     def add_receiver(self, receiver: Receiver) -> int:
@@ -78,53 +95,71 @@ class Network:
         self.receivers.append(receiver)
         return len(self.receivers) - 1
 
-    def hop(self, now_ps: int, packet: Packet) -> list[Event] | Iterable[Event] | None:
-        """The event handler of a packet reaching the next node of its route: hand it to its flow at
-        the end of the route, else queue it on the next port (or drop it)."""
-        flow, kind, seq, size, route, hop, stamp, tag = packet
-        if hop == len(route):
-            return self.receivers[flow](now_ps, packet)
-        port = route[hop]
-        busy = self.busy_until[port]
-        backlog = busy - now_ps if busy > now_ps else 0
-        service = self.fixed_ps[port] + int(size * self.ps_per_byte[port])
-        if backlog + service > self.buffer_ps[port]:
-            self.drops[port] += 1
-            return None
-        if backlog > self.ecn_ps[port]:
-            tag |= ECN_BIT
-        leave = now_ps + backlog + service
-        self.busy_until[port] = leave
-        self.sent_bytes[port] += size
-        p = self.loss[port]
-        if p and self.env.uniform() < p:
-            self.losses[port] += 1
-            return None
-        return ((leave + self.prop_ps[port], 0, self.hop, (flow, kind, seq, size, route, hop + 1, stamp, tag)),)
+    def _make_hop(
+        self, k: int, next_hop: Callable[[int, Packet], Iterable[Event] | None] | None
+    ) -> Callable[[int, Packet], Iterable[Event] | None]:
+        """The event handler of a packet reaching the ``k``-th node of its route: hand it to its flow at
+        the end of the route, else queue it on port ``route[k]`` (or drop it). The port lists are bound
+        as closure variables: this is the simulator's inner loop."""
+        busy_until, fixed_ps, ps_per_byte = self.busy_until, self.fixed_ps, self.ps_per_byte
+        buffer_ps, ecn_ps, prop_ps, loss = self.buffer_ps, self.ecn_ps, self.prop_ps, self.loss
+        drops, losses, receivers, uniform = self.drops, self.losses, self.receivers, self.env.uniform
+        bg_next, replay = self.bg_next_ps, self._replay_background
 
-    def send(self, now_ps: int, packet: Packet) -> Event:
-        """The event that puts ``packet`` on the first port of its route now."""
-        return (now_ps, 0, self.hop, packet)
+        def hop(now_ps: int, packet: Packet) -> Iterable[Event] | None:
+            route = packet[4]
+            if k == len(route):
+                return receivers[packet[0]](now_ps, packet)
+            port = route[k]
+            if bg_next[port] <= now_ps:
+                replay(port, now_ps)
+            busy = busy_until[port]
+            service = fixed_ps[port] + int(packet[3] * ps_per_byte[port])
+            if busy > now_ps:
+                backlog = busy - now_ps
+                if backlog + service > buffer_ps[port]:
+                    drops[port] += 1
+                    return None
+                if backlog > ecn_ps[port]:
+                    packet = (*packet[:6], packet[6] | ECN_BIT)
+                leave = busy + service
+            else:
+                leave = now_ps + service
+            busy_until[port] = leave
+            p = loss[port]
+            if p and uniform() < p:
+                losses[port] += 1
+                return None
+            if next_hop is None:
+                raise ValueError(f"a route longer than {MAX_HOPS} ports")
+            return ((leave + prop_ps[port], 0, next_hop, packet),)
+
+        return hop
 
     def start_background(self, port: int, load: float, packet_bytes: int = 9000) -> None:
-        """Poisson background packets on ``port`` at ``load`` (a fraction of its speed) while any flow
-        is active: they take capacity and buffer, then leave the simulation."""
+        """Poisson background packets on ``port`` at ``load`` (a share of its speed): they take capacity
+        and buffer, then leave the simulation."""
         if not 0 <= load < 1:
             raise ValueError(f"background load must be in [0, 1), got {load}")
         if load == 0:
             return
-        mean_gap_ps = packet_bytes * self.ps_per_byte[port] / load
-        self.env.schedule(self.env.now_ps, self._background, (port, packet_bytes, mean_gap_ps), priority=1)
+        self.bg_gap_ps[port] = packet_bytes * self.ps_per_byte[port] / load
+        self.bg_service_ps[port] = self.fixed_ps[port] + int(packet_bytes * self.ps_per_byte[port])
+        self.bg_next_ps[port] = self.env.now_ps + self.env.exponential_ps(self.bg_gap_ps[port])
 
-    def _background(self, now_ps: int, arg: tuple[int, int, float]) -> list[Event] | None:
-        port, size, mean_gap_ps = arg
-        if self.active_flows <= 0:
-            return None
+    def _replay_background(self, port: int, now_ps: int) -> None:
+        """Apply the background arrivals on ``port`` up to ``now_ps`` to its backlog, in order."""
+        gap, service, limit = self.bg_gap_ps[port], self.bg_service_ps[port], self.buffer_ps[port]
+        arrival = max(self.bg_next_ps[port], now_ps - int(BACKGROUND_WINDOW * gap))
         busy = self.busy_until[port]
-        backlog = busy - now_ps if busy > now_ps else 0
-        service = self.fixed_ps[port] + int(size * self.ps_per_byte[port])
-        if backlog + service > self.buffer_ps[port]:
-            self.drops[port] += 1
-        else:
-            self.busy_until[port] = now_ps + backlog + service
-        return [(now_ps + self.env.exponential_ps(mean_gap_ps), 1, self._background, arg)]
+        exponential = self.env.exponential_ps
+        while arrival <= now_ps:
+            backlog = busy - arrival if busy > arrival else 0
+            if backlog + service > limit:
+                self.drops[port] += 1
+            else:
+                busy = arrival + backlog + service
+                self.bg_packets += 1
+            arrival += exponential(gap)
+        self.busy_until[port] = busy
+        self.bg_next_ps[port] = arrival

@@ -108,7 +108,7 @@ class RcFlow(MessageFlow):
                 self.retransmissions += 1
             else:
                 self.high_sent = seq + 1
-            follow = net.hop(now_ps, (self.flow, DATA, seq, self.wire_bytes(seq), self.route, 0, now_ps, 0))
+            follow = net.hop(now_ps, (self.flow, DATA, seq, self.wire_bytes(seq), self.route, now_ps, 0))
             if follow:
                 events.extend(follow)
             self.packets_sent += 1
@@ -142,7 +142,7 @@ class RcFlow(MessageFlow):
         return self._pump(now_ps)
 
     def on_data(self, now_ps: int, packet: Packet) -> list[Event] | None:
-        seq, stamp = packet[2], packet[6]
+        seq, stamp = packet[2], packet[5]
         if seq == self.epsn:
             self.epsn += 1
             self._nak_sent = False
@@ -154,5 +154,5 @@ class RcFlow(MessageFlow):
             kind = NAK
         else:
             kind = ACK  # a duplicate: acknowledge again
-        follow = self.net.hop(now_ps, (self.flow, kind, self.epsn, ACK_BYTES, self.back_route, 0, stamp, 0))
+        follow = self.net.hop(now_ps, (self.flow, kind, self.epsn, ACK_BYTES, self.back_route, stamp, 0))
         return list(follow) if follow else None

@@ -27,6 +27,8 @@ from clustersim.network.transport.links import Packet
 from clustersim.network.transport.topology import Topology
 
 ATTEMPT_SHIFT = 8  # tag = path + (attempt << 8): up to 256 paths
+PATH_PROBES = 4  # paths weighed for each packet
+CUM_SHIFT = 32  # an ACK's tag also carries the receiver's contiguous prefix (packets below it all arrived)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,8 +91,11 @@ class SrdFlow(MessageFlow):
         self._retx: deque[int] = deque()
         self._next_new = 0
         self._num_acked = 0
+        self._cum = 0
         self.out_of_order = 0
         self._highest_seen = -1
+        self._rcv_cum = 0
+        self._rcv_ooo: set[int] = set()
 
     # --- sender ---------------------------------------------------------------------------------
 
@@ -102,17 +107,19 @@ class SrdFlow(MessageFlow):
         self._retx.clear()
         self._next_new = 0
         self._num_acked = 0
+        self._cum = 0
         return self._pump(now_ps)
 
     def _choose_path(self) -> int:
+        """The least-loaded of the next ``PATH_PROBES`` paths in round-robin order: packets in flight on
+        it times its smoothed round-trip time (a path that timed out counts its RTO)."""
         inflight, srtt, n = self.path_inflight, self.path_srtt, self.num_paths
-        best, best_score = self._rr, -1.0
-        for k in range(n):
-            p = self._rr + k
-            if p >= n:
-                p -= n
+        p = best = self._rr
+        best_score = (inflight[p] + 1) * (srtt[p] or 1.0)
+        for _ in range(min(n, PATH_PROBES) - 1):
+            p = p + 1 if p + 1 < n else 0
             score = (inflight[p] + 1) * (srtt[p] or 1.0)
-            if best_score < 0 or score < best_score:
+            if score < best_score:
                 best, best_score = p, score
         self._rr = best + 1 if best + 1 < n else 0
         return best
@@ -134,14 +141,14 @@ class SrdFlow(MessageFlow):
             path = self._choose_path()
             seq = self._base + i
             attempt = self._attempt[i]
+            busy = net.busy_until[uplink]
             packet = (
                 self.flow,
                 DATA,
                 seq,
                 self.wire_bytes(seq),
                 self.routes[path],
-                0,
-                now_ps,
+                busy if busy > now_ps else now_ps,  # when it starts on the wire: RTTs leave out the host queue
                 path | (attempt << ATTEMPT_SHIFT),
             )
             follow = net.hop(now_ps, packet)
@@ -156,20 +163,31 @@ class SrdFlow(MessageFlow):
         return events
 
     def on_control(self, now_ps: int, packet: Packet) -> list[Event] | None:
-        seq, stamp, tag = packet[2], packet[6], packet[7]
+        seq, stamp, tag = packet[2], packet[5], packet[6]
+        n = self._end - self._base
         i = seq - self._base
-        if i < 0 or i >= self._end - self._base or self._acked[i]:
+        if i < 0 or i >= n or self._num_acked == n:
             return None
-        path = self._path_of[i]
-        self._acked[i] = 1
-        self._num_acked += 1
-        self._inflight -= 1
-        self.path_inflight[path] -= 1
-        self._path_of[i] = -1
-        self._on_rtt(now_ps, (tag & 0xFF) % self.num_paths, now_ps - stamp)
-        if self._num_acked == self._end - self._base:
+        if not self._acked[i]:
+            self._ack_one(i)
+            self._on_rtt(now_ps, (tag & 0xFF) % self.num_paths, now_ps - stamp)
+        cum = min((tag >> CUM_SHIFT) - self._base, n)  # everything below it arrived (covers lost ACKs)
+        while self._cum < cum:
+            if not self._acked[self._cum]:
+                self._ack_one(self._cum)
+            self._cum += 1
+        if self._num_acked == n:
             return list(self._complete(now_ps) or ())
         return self._pump(now_ps)
+
+    def _ack_one(self, i: int) -> None:
+        self._acked[i] = 1
+        self._num_acked += 1
+        path = self._path_of[i]
+        if path >= 0:
+            self._inflight -= 1
+            self.path_inflight[path] -= 1
+            self._path_of[i] = -1
 
     def _on_rtt(self, now_ps: int, path: int, rtt_ps: int) -> None:
         srtt = self.path_srtt[path]
@@ -192,21 +210,29 @@ class SrdFlow(MessageFlow):
         path = self._path_of[i]
         self._inflight -= 1
         self.path_inflight[path] -= 1
+        self._path_of[i] = -1
         self.path_srtt[path] = max(self.path_srtt[path], float(self.rto_ps))  # steer away from a path that lost
         self._attempt[i] = attempt + 1
-        self._retx.append(i)
-        self.cwnd = max(1.0, self.cwnd / 2)
+        self._retx.append(i)  # the window is left alone: the congestion control reacts to delay, not loss
         return self._pump(now_ps)
 
     # --- receiver -------------------------------------------------------------------------------
 
     def on_data(self, now_ps: int, packet: Packet) -> list[Event] | None:
-        seq, stamp, tag = packet[2], packet[6], packet[7]
+        seq, stamp, tag = packet[2], packet[5], packet[6]
         if seq < self._highest_seen:
             self.out_of_order += 1
         else:
             self._highest_seen = seq
+        if seq == self._rcv_cum:
+            self._rcv_cum += 1
+            while self._rcv_cum in self._rcv_ooo:
+                self._rcv_ooo.discard(self._rcv_cum)
+                self._rcv_cum += 1
+        elif seq > self._rcv_cum:
+            self._rcv_ooo.add(seq)
         path = (tag & 0xFF) % len(self.back_routes)
-        ack = (self.flow, ACK, seq, ACK_BYTES, self.back_routes[path], 0, stamp, tag & ~(1 << 30))
+        tag = (tag & 0xFFFF) | (self._rcv_cum << CUM_SHIFT)
+        ack = (self.flow, ACK, seq, ACK_BYTES, self.back_routes[path], stamp, tag)
         follow = self.net.hop(now_ps, ack)
         return list(follow) if follow else None

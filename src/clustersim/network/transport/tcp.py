@@ -104,7 +104,7 @@ class TcpFlow(MessageFlow):
             self.retransmissions += 1
         else:
             self.high_sent = seq + 1
-        follow = self.net.hop(now_ps, (self.flow, DATA, seq, self.wire_bytes(seq), self.route, 0, now_ps, 0))
+        follow = self.net.hop(now_ps, (self.flow, DATA, seq, self.wire_bytes(seq), self.route, now_ps, 0))
         if follow:
             events.extend(follow)
         self.packets_sent += 1
@@ -129,7 +129,7 @@ class TcpFlow(MessageFlow):
         self.rto_ps = max(self.min_rto_ps, int(self.srtt_ps + 4 * self.rttvar_ps))
 
     def on_control(self, now_ps: int, packet: Packet) -> list[Event] | None:
-        ack, stamp = packet[2], packet[6]
+        ack, stamp = packet[2], packet[5]
         events: list[Event] = []
         if ack > self.snd_una:
             acked = ack - self.snd_una
@@ -184,7 +184,7 @@ class TcpFlow(MessageFlow):
         return self._pump(now_ps)
 
     def on_data(self, now_ps: int, packet: Packet) -> list[Event] | None:
-        seq, stamp = packet[2], packet[6]
+        seq, stamp = packet[2], packet[5]
         if seq == self.rcv_nxt:
             self.rcv_nxt += 1
             while self.rcv_nxt in self._ooo:
@@ -192,5 +192,5 @@ class TcpFlow(MessageFlow):
                 self.rcv_nxt += 1
         elif seq > self.rcv_nxt:
             self._ooo.add(seq)
-        follow = self.net.hop(now_ps, (self.flow, ACK, self.rcv_nxt, ACK_BYTES, self.back_route, 0, stamp, 0))
+        follow = self.net.hop(now_ps, (self.flow, ACK, self.rcv_nxt, ACK_BYTES, self.back_route, stamp, 0))
         return list(follow) if follow else None

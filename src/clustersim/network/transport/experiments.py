@@ -1,0 +1,259 @@
+"""Experiments over the packet simulator: SRD vs RC vs TCP for one flow (loss, background load, an ECMP
+collision), incast, and one ring all-reduce step across two nodes.
+
+Every transport runs in its own environment with the same seed, on a leaf-spine whose hosts are NICs
+of the instance (per-card line rate); SRD and RC pay the EFA NIC's latency at each end, TCP the ENA
+and Nitro latency plus the kernel (a per-packet cost and ENA's single-flow ceiling, from the host
+data-path constants) unless ``tcp_kernel`` is off. Messages go one after another per flow; a message
+completes when its last byte is acknowledged to the sender.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from clustersim.errors import ClusterSimError
+from clustersim.network.transport.datapath import load_constants
+from clustersim.network.transport.engine import Environment
+from clustersim.network.transport.flows import MessageFlow
+from clustersim.network.transport.links import Network, PortSpec
+from clustersim.network.transport.rc import RcFlow, RcParams
+from clustersim.network.transport.srd import SrdFlow, SrdParams
+from clustersim.network.transport.tcp import TcpFlow, TcpParams
+from clustersim.network.transport.topology import FabricSpec, Topology, leaf_spine
+
+TRANSPORTS = ("srd", "rc", "tcp")
+COLLISION_LOAD = 0.9  # the colliding elephant's share of the path it shares with a single-path flow
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """One comparison: the fabric, the traffic and the transports' settings."""
+
+    line_bits_per_s: float = 100e9
+    num_paths: int = 16
+    loss: float = 0.0
+    background: float = 0.0  # Poisson load on every switch-to-switch port, a share of its speed
+    collision: bool = False  # an elephant at COLLISION_LOAD on the path RC and TCP hash to
+    message_bytes: int = 1 << 20
+    num_messages: int = 200
+    seed: int = 1
+    buffer_bytes: float = 1_000_000
+    srd_rto_s: float = 50e-6
+    rc_timeout_exponent: int = 14
+    tcp_kernel: bool = True
+
+    def __post_init__(self) -> None:
+        checks = (
+            ("loss", 0 <= self.loss < 1, "a probability in [0, 1)"),
+            ("background", 0 <= self.background < 1, "a share of link speed in [0, 1)"),
+            ("num_paths", 1 <= self.num_paths <= 255, "1..255"),
+            ("message_bytes", self.message_bytes >= 1, "at least 1 byte"),
+            ("num_messages", self.num_messages >= 1, "at least 1"),
+            ("line_bits_per_s", self.line_bits_per_s > 0, "> 0"),
+        )
+        for name, ok, valid in checks:
+            if not ok:
+                value = getattr(self, name)
+                raise ClusterSimError(f"{name}: {value!r} is out of range (valid: {valid})", field=name, value=value)
+
+
+@dataclass(frozen=True, slots=True)
+class TransportResult:
+    """What one transport achieved over a scenario's messages."""
+
+    transport: str
+    throughput_bits_per_s: float  # payload bits over the summed message completion times
+    p50_s: float
+    p99_s: float
+    p999_s: float
+    retransmissions: int
+    timeouts: int
+    num_messages: int
+    num_events: int
+
+
+def fabric_for(transport: str, scenario: Scenario) -> FabricSpec:
+    """The fabric one transport sees: NIC latency at each end, and for TCP the kernel."""
+    c = {name: constant.value for name, constant in load_constants().items()}
+    stack = None
+    host_latency = c["efa_nic_s"]
+    if transport == "tcp":
+        host_latency = c["ena_nic_s"]
+        if scenario.tcp_kernel:
+            stack = PortSpec(c["ena_flow_bits_per_s"], per_packet_s=c["tcp_per_packet_s"])
+    return FabricSpec(
+        host_bits_per_s=scenario.line_bits_per_s,
+        host_latency_s=host_latency,
+        buffer_bytes=scenario.buffer_bytes,
+        loss=scenario.loss,
+        host_stack=stack,
+    )
+
+
+def make_flow(
+    transport: str,
+    topo: Topology,
+    src: int,
+    dst: int,
+    sizes: Sequence[int],
+    scenario: Scenario,
+    *,
+    path: int | None = None,
+) -> MessageFlow:
+    """A flow of ``transport`` from ``src`` to ``dst``; ``path`` pins RC and TCP to an ECMP path."""
+    if transport == "srd":
+        return SrdFlow(topo, src, dst, sizes, SrdParams(rto_s=scenario.srd_rto_s))
+    if transport == "rc":
+        return RcFlow(
+            topo,
+            src,
+            dst,
+            sizes,
+            RcParams(timeout_exponent=scenario.rc_timeout_exponent, path=path),
+            seed=scenario.seed,
+        )
+    if transport == "tcp":
+        syscall = load_constants()["syscall_s"].value if scenario.tcp_kernel else 0.0
+        return TcpFlow(topo, src, dst, sizes, TcpParams(syscall_s=syscall, path=path), seed=scenario.seed)
+    raise ClusterSimError(
+        f"transport: {transport!r} is not one of {', '.join(TRANSPORTS)}", field="transport", value=transport
+    )
+
+
+def _summary(transport: str, flows: Sequence[MessageFlow], env: Environment) -> TransportResult:
+    times = np.array([t for f in flows for t in f.completions_ps], dtype=np.float64) / 1e12
+    payload = sum(sum(f.sizes) for f in flows)
+    if len(times) < sum(len(f.sizes) for f in flows):
+        raise RuntimeError(f"{transport}: the simulation ended with messages undelivered")
+    p50, p99, p999 = np.percentile(times, [50, 99, 99.9])
+    return TransportResult(
+        transport,
+        float(payload * 8 / times.sum()),
+        float(p50),
+        float(p99),
+        float(p999),
+        sum(f.retransmissions for f in flows),
+        sum(f.timeouts for f in flows),
+        len(times),
+        env.num_events,
+    )
+
+
+def run_transport(transport: str, scenario: Scenario) -> TransportResult:
+    """One flow of ``transport`` between two leaves: the scenario's messages, loss, load, collision."""
+    env = Environment(scenario.seed)
+    net = Network(env)
+    topo = leaf_spine(net, fabric_for(transport, scenario), hosts_per_leaf=1, num_paths=scenario.num_paths)
+    flow = make_flow(
+        transport,
+        topo,
+        0,
+        1,
+        [scenario.message_bytes] * scenario.num_messages,
+        scenario,
+        path=0 if scenario.collision else None,
+    )
+    for port in topo.fabric_ports:
+        net.start_background(port, scenario.background)
+    if scenario.collision:
+        for port in topo.path_ports(0):
+            net.start_background(port, COLLISION_LOAD)
+    env.run()
+    return _summary(transport, [flow], env)
+
+
+def compare(scenario: Scenario, transports: Sequence[str] = TRANSPORTS) -> list[TransportResult]:
+    """Each transport over the same scenario."""
+    return [run_transport(t, scenario) for t in transports]
+
+
+def sweep(
+    scenario: Scenario, field: str, values: Sequence[float], transports: Sequence[str] = TRANSPORTS
+) -> list[tuple[float, list[TransportResult]]]:
+    """``compare`` with ``field`` (loss, background) set to each of ``values``."""
+    if field not in ("loss", "background"):
+        raise ClusterSimError(f"sweep: {field!r} is not loss or background", field="sweep", value=field)
+    out = []
+    for v in values:
+        changed = replace(scenario, loss=v) if field == "loss" else replace(scenario, background=v)
+        out.append((v, compare(changed, transports)))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class GroupResult:
+    """Many flows at once (incast, a collective step): when the last finishes, and their spread."""
+
+    transport: str
+    completion_s: float  # the last flow's last message
+    p50_flow_s: float
+    p99_flow_s: float
+    retransmissions: int
+    timeouts: int
+    drops: int
+
+
+def _group(
+    transport: str, scenario: Scenario, pairs: Sequence[tuple[int, int]], topo_of: Topology, env: Environment
+) -> GroupResult:
+    flows = [
+        make_flow(transport, topo_of, s, d, [scenario.message_bytes] * scenario.num_messages, scenario)
+        for s, d in pairs
+    ]
+    for port in topo_of.fabric_ports:
+        topo_of.net.start_background(port, scenario.background)
+    env.run()
+    done = np.array([f.done_ps for f in flows], dtype=np.float64) / 1e12
+    p50, p99 = np.percentile(done, [50, 99])
+    return GroupResult(
+        transport,
+        float(done.max()),
+        float(p50),
+        float(p99),
+        sum(f.retransmissions for f in flows),
+        sum(f.timeouts for f in flows),
+        sum(topo_of.net.drops),
+    )
+
+
+def incast(scenario: Scenario, num_senders: int, transports: Sequence[str] = TRANSPORTS) -> list[GroupResult]:
+    """``num_senders`` hosts on one leaf each send the scenario's messages to one host on the other."""
+    if num_senders < 1:
+        raise ClusterSimError(f"num_senders: {num_senders} must be at least 1", field="num_senders", value=num_senders)
+    out = []
+    for transport in transports:
+        env = Environment(scenario.seed)
+        topo = leaf_spine(
+            Network(env), fabric_for(transport, scenario), hosts_per_leaf=num_senders, num_paths=scenario.num_paths
+        )
+        out.append(_group(transport, scenario, [(s, num_senders) for s in range(num_senders)], topo, env))
+    return out
+
+
+def ring_step(
+    scenario: Scenario, *, num_nics: int, num_ranks: int, buffer_bytes: int, transports: Sequence[str] = TRANSPORTS
+) -> list[GroupResult]:
+    """One step of a ring all-reduce over ``num_ranks`` ranks on two nodes: each rank's chunk
+    (``buffer_bytes / num_ranks``) crosses between the nodes spread over the ``num_nics`` NICs of a
+    node, one flow per NIC; the step ends when the last flow does."""
+    if num_nics < 1 or num_ranks < 2 or buffer_bytes < num_ranks:
+        raise ClusterSimError(
+            f"ring step needs num_nics >= 1, num_ranks >= 2 and buffer_bytes >= num_ranks; got {num_nics}, {num_ranks}, {buffer_bytes}",
+            field="buffer_bytes",
+            value=buffer_bytes,
+        )
+    ranks_per_node = num_ranks // 2
+    per_flow = max(1, buffer_bytes // num_ranks * ranks_per_node // num_nics)
+    step = replace(scenario, message_bytes=per_flow, num_messages=1)
+    out = []
+    for transport in transports:
+        env = Environment(scenario.seed)
+        topo = leaf_spine(
+            Network(env), fabric_for(transport, step), hosts_per_leaf=num_nics, num_paths=scenario.num_paths
+        )
+        out.append(_group(transport, step, [(i, num_nics + i) for i in range(num_nics)], topo, env))
+    return out
