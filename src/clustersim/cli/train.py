@@ -30,7 +30,7 @@ from clustersim.errors import ClusterSimError
 from clustersim.units import MAX_DEGREE, MAX_NODES, MAX_SEQUENCE_TOKENS, MAX_SEQUENCES
 
 if TYPE_CHECKING:
-    from clustersim.scenario.schema import TrainingScenario
+    from clustersim.scenario.schema import CheckpointSpec, TrainingScenario
     from clustersim.scenario.training import TrainingRun
 
 # The options that are inputs of the job (a scenario file holds them all).
@@ -58,6 +58,10 @@ INPUTS = (
     "software",
     "uneven",
     "catalog",
+    "storage",
+    "checkpoint_every",
+    "async_checkpoint",
+    "failure_rate",
 )
 # The layout options; any given one constrains the layout search (names of train_command's parameters).
 LAYOUT_OPTIONS = ("tp", "pp", "vp", "cp", "ep", "micro_batch", "zero", "sp", "recompute", "uneven")
@@ -171,6 +175,25 @@ def train_command(
         Path | None,
         typer.Option("--save-scenario", help="Write the inputs this run used (a chosen layout filled in) to a TOML."),
     ] = None,
+    storage: Annotated[
+        str | None,
+        typer.Option(
+            "--storage",
+            help="Checkpoint to this file system and count failures: fsx:TIER:CAPACITY, e.g. "
+            "fsx:PERSISTENT_2-1000:100800GiB (its price is added to the cost).",
+        ),
+    ] = None,
+    checkpoint_every: Annotated[
+        str | None,
+        typer.Option("--checkpoint-every", help="Work between checkpoints: auto (Young/Daly, default) or e.g. 2h."),
+    ] = None,
+    async_checkpoint: Annotated[
+        bool, typer.Option("--async-checkpoint", help="Copy checkpoints to host memory; drain in the background.")
+    ] = False,
+    failure_rate: Annotated[
+        str | None,
+        typer.Option("--failure-rate", help="llama3 (default), rsc1, rsc2, or failures per device-hour."),
+    ] = None,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -195,6 +218,7 @@ def train_command(
                 uneven=uneven, tokens=tokens, global_batch=global_batch, seq=seq, precision=precision, offer=offer,
                 models=models or [], efficiency=efficiency or [], catalog=catalog or [],
                 framework=framework, software=software or [], given=set(given_options(ctx, LAYOUT_OPTIONS)),
+                checkpoint=_checkpoint_spec(storage, checkpoint_every, async_checkpoint, failure_rate),
             )  # fmt: skip
         other = SystemSpec(instance=compare, nodes=compare_nodes or spec.system.nodes) if compare else None
         run = run_training(spec, compare=other)
@@ -237,6 +261,7 @@ def _scenario_of_options(
     framework: str,
     software: list[Path],
     given: set[str],
+    checkpoint: "CheckpointSpec | None" = None,
 ) -> "TrainingScenario":
     """The scenario the options describe: with --tp and --pp a given layout; otherwise a chosen one, the
     layout options in ``given`` (their flags) held fixed."""
@@ -268,8 +293,31 @@ def _scenario_of_options(
             )  # fmt: skip
     return training_scenario(
         model=model, system=system, layout=layout, job=job, efficiency=efficiency, catalog=catalog, models=models,
-        framework=framework, software=software,
+        framework=framework, software=software, checkpoint=checkpoint,
     )  # fmt: skip
+
+
+def _checkpoint_spec(
+    storage: str | None, every: str | None, async_save: bool, rate: str | None
+) -> "CheckpointSpec | None":
+    """The checkpoint policy the options give; its options without --storage are refused, by name."""
+    from clustersim.scenario.schema import CheckpointSpec
+
+    if storage is None:
+        orphans = [flag for flag, value in (("--checkpoint-every", every), ("--async-checkpoint", async_save),
+                                            ("--failure-rate", rate)) if value]  # fmt: skip
+        if orphans:
+            raise ClusterSimError(
+                f"{', '.join(orphans)} need --storage (where checkpoints go), e.g. "
+                f"--storage fsx:PERSISTENT_2-1000:100800GiB",
+                field=orphans[0],
+            )
+        return None
+    flags = {"storage": "--storage", "every": "--checkpoint-every", "failure_rate": "--failure-rate"}
+    with option_errors(flags):
+        return CheckpointSpec(
+            storage=storage, every=every or "auto", async_save=async_save, failure_rate=rate or "llama3"
+        )
 
 
 def _precision(text: str) -> Dtype:
@@ -300,5 +348,9 @@ def _show(run: "TrainingRun", *, as_json: bool, ops: bool) -> None:
         emit_json({"params": run.model.num_params(), "layout_chosen": run.layout_chosen, **estimate.to_json()})
         return
     print_all(*present.estimate_view(estimate, run.model.num_params()))
+    if estimate.totals is not None and estimate.totals.failures is not None:
+        from clustersim.present.reliability import failures_line
+
+        print_all(failures_line(estimate.totals.failures))
     if ops:
         print_all(present.operations_table(estimate))

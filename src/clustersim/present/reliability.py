@@ -12,7 +12,8 @@ from rich.table import Table
 from clustersim.reliability.failures import DAY_S, FailureRate, Goodput
 from clustersim.reliability.montecarlo import RunSpread
 from clustersim.reliability.plan import Policy, SensitivityRow
-from clustersim.units import format_seconds
+from clustersim.training.job import FailureTotals
+from clustersim.units import format_bytes_per_s, format_seconds
 
 PERCENTILES = (5.0, 50.0, 95.0)
 
@@ -112,3 +113,24 @@ def plot_spread(spread: RunSpread, expected_s: float, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+def failures_line(failures: FailureTotals) -> str:
+    """What checkpoints and failures add to a training job, in one line."""
+    run = failures.run
+    line = (
+        f"checkpoints and failures ({failures.failure_rate}, on {failures.storage}): every "
+        f"{format_seconds(run.interval_s)} of work, {format_seconds(run.checkpoint_s)} stall each, "
+        f"{run.expected_failures:,.0f} failures expected (MTBF {format_seconds(run.mtbf_s)}, restart "
+        f"{format_seconds(failures.restart_s)}): goodput {run.goodput:.1%}, {_days(failures.failure_free_time_s)} "
+        f"failure-free become {_days(run.expected_time_s)}"
+    )
+    if failures.storage_cost_usd is not None:
+        line += f"; file system ${failures.storage_cost_usd:,.0f}"
+    if failures.data is not None:
+        data = failures.data
+        line += (
+            f"; data loading needs {format_bytes_per_s(data.need_bytes_per_s)} of "
+            f"{format_bytes_per_s(data.supply_bytes_per_s)} ({data.supply.bound})"
+        )
+    return line

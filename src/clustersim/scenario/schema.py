@@ -13,6 +13,7 @@ a file is relative to the file's directory.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Annotated, Literal
@@ -30,6 +31,7 @@ from clustersim.units import (
     MAX_SEQUENCES,
     MAX_TOKENS,
     parse_count,
+    parse_seconds,
 )
 
 TRAINING_PRECISIONS = (Dtype.BF16, Dtype.FP16, Dtype.FP8)
@@ -146,6 +148,34 @@ class TrainingJobSpec(_Record):
     price: PriceOffer = Field(default="on_demand", description="The price offer the cost is computed at.")
 
 
+def _interval(value: str) -> str:
+    """'auto' or a duration such as '2h' (checked here so that a file with a typo is refused on load)."""
+    text = value.strip().lower()
+    if text == "auto":
+        return text
+    seconds = parse_seconds(value)
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"must be 'auto' or a positive duration such as '2h', got {value!r}")
+    return value.strip()
+
+
+class CheckpointSpec(_Record):
+    """Checkpoints and failures: where checkpoints go, how often, and how often the job fails."""
+
+    storage: str = Field(
+        min_length=1, description="The file system, fsx:TIER:CAPACITY (e.g. fsx:PERSISTENT_2-1000:100800GiB)."
+    )
+    every: Annotated[str, AfterValidator(_interval)] = Field(
+        default="auto", description="Work between checkpoints: 'auto' (Young/Daly) or a duration, e.g. '2h'."
+    )
+    async_save: bool = Field(
+        default=False, description="Copy to host memory and drain to the file system in the background."
+    )
+    failure_rate: str = Field(
+        default="llama3", min_length=1, description="llama3, rsc1, rsc2, or failures per device-hour."
+    )
+
+
 class TrainingOptions(_Record):
     """The user's files the run reads (environment variables are not read when a scenario runs)."""
 
@@ -169,6 +199,9 @@ class TrainingScenario(_Record):
     job: TrainingJobSpec = Field(default_factory=TrainingJobSpec, description="The job.")
     framework: str = Field(
         default="megatron", min_length=1, description="The training framework's profile (compute/software.toml)."
+    )
+    checkpoint: CheckpointSpec | None = Field(
+        default=None, description="Checkpoints and failures (none: the failure-free time and cost)."
     )
     options: TrainingOptions = Field(default_factory=TrainingOptions, description="The user's files.")
 

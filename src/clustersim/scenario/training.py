@@ -24,7 +24,9 @@ from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout
 from clustersim.plan.search import choose_layout
 from clustersim.plan.space import SearchSpace
+from clustersim.scenario.resilience import with_checkpoints
 from clustersim.scenario.schema import (
+    CheckpointSpec,
     LayoutSearchSpec,
     LayoutSpec,
     SystemSpec,
@@ -65,6 +67,7 @@ def training_scenario(
     models: Sequence[Path] = (),
     framework: str = "megatron",
     software: Sequence[Path] = (),
+    checkpoint: CheckpointSpec | None = None,
 ) -> TrainingScenario:
     """The scenario of a command line's inputs; the files in ``CLUSTERSIM_EFFICIENCY``,
     ``CLUSTERSIM_CATALOG`` and ``CLUSTERSIM_MODELS`` come first in its options, as a run reads them."""
@@ -75,8 +78,9 @@ def training_scenario(
         models=user_files(zoo.ENV_VAR, models),
     )
     return TrainingScenario(
-        model=model_spec(model), system=system, layout=layout, job=job, framework=framework, options=options
-    )
+        model=model_spec(model), system=system, layout=layout, job=job, framework=framework, options=options,
+        checkpoint=checkpoint,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -193,7 +197,12 @@ def run_training(scenario: TrainingScenario, *, compare: SystemSpec | None = Non
             transformer, system, given, job, offer=spec.price, efficiency=fractions, software=software, notes=notes
         )
         _refuse_unless_fits(estimate)
-        return estimate
+        if scenario.checkpoint is None:
+            return estimate
+        return with_checkpoints(
+            estimate, scenario.checkpoint, model=transformer, system=system, catalog=catalog,
+            framework=scenario.framework,
+        )  # fmt: skip
 
     estimate = run_on(scenario.system, scenario.layout)
     compared = None
