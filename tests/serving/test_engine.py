@@ -332,12 +332,13 @@ def test_validate_finds_the_inference_predictor():
 
 
 def test_inference_ground_truth_within_target():
-    # Issue 10's targets: at most 8% over all cases and at most 15% for every source.
+    # Issue 10's targets: at most 8% over all cases and at most 15% for every source; the ceilings sit at
+    # today's figures (7.2% over all, TensorRT-LLM 6.0%, MLPerf v4.0 14.8%) so that a regression shows.
     report = validate_cases([GROUND_TRUTH], CATALOG)
     assert not report.skipped, report.skipped
     (score,) = report.files
     assert score.cases >= 40
-    assert score.mape is not None and score.mape <= 0.08
+    assert score.mape is not None and score.mape <= 0.075
     assert score.spearman is not None and score.spearman > 0.9
     cases = {json.loads(line)["id"]: json.loads(line) for line in GROUND_TRUTH.read_text().splitlines()}
     by_source: dict[str, list[float]] = {}
@@ -345,8 +346,10 @@ def test_inference_ground_truth_within_target():
         source = cases[result.id]["source"].split(" ")[0]  # the repository: the publisher
         by_source.setdefault(source, []).append(abs(result.error))
     assert len(by_source) >= 2
+    ceilings = {"NVIDIA/TensorRT-LLM": 0.065, "mlcommons/inference_results_v4.0": 0.15}
+    assert set(ceilings) <= set(by_source)
     for source, errors in by_source.items():
-        assert np.mean(errors) <= 0.15, source
+        assert np.mean(errors) <= ceilings.get(source, 0.15), source  # a new source: the issue's bar
 
 
 def test_server_case_is_predicted_at_the_max_rate():
