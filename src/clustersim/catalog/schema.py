@@ -427,8 +427,8 @@ class Storage(Entry):
     storage_target_bytes: BytesFigure | None = Field(None, description="Approximate size of one OST.")
     default_layouts: tuple[StripeLayout, ...] = Field((), description="Default striping layouts by creation date.")
     price: StoragePrice | None = Field(None, description="Capacity price (tiers).")
-    drive_read_bytes_per_s: BytesPerSFigure | None = Field(None, description="Local NVMe: one drive, sequential read.")
-    drive_write_bytes_per_s: BytesPerSFigure | None = Field(None, description="Local NVMe: one drive, sequential write.")
+    drive_read_bytes_per_s: BytesPerSFigure | None = Field(None, description="Local NVMe: a drive, sequential read.")
+    drive_write_bytes_per_s: BytesPerSFigure | None = Field(None, description="Local NVMe: a drive, sequential write.")
     facts: tuple[Fact, ...] = Field((), description="Other sourced facts.")
 
     @model_validator(mode="after")
