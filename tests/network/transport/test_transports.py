@@ -1,6 +1,8 @@
 """SRD-, RC- and TCP-like transports: closed-form timing without loss, and the issue's checks by
 construction (line rate, loss sensitivity, paths and tails, timeouts in the tail, seeded repeats)."""
 
+import itertools
+
 import pytest
 
 from clustersim.errors import ClusterSimError
@@ -82,7 +84,7 @@ def test_more_paths_never_raise_srd_tail_latency_in_an_uncongested_fabric():
         run_transport("srd", Scenario(message_bytes=64 << 10, num_messages=50, num_paths=n, background=0.3)).p99_s
         for n in (1, 2, 4, 8)
     ]
-    assert all(later <= earlier for earlier, later in zip(p99, p99[1:], strict=False))
+    assert all(later <= earlier for earlier, later in itertools.pairwise(p99))
     assert p99[-1] < p99[0]
 
 

@@ -9,10 +9,12 @@ Three paths (the chapter's "GPU -> CPU -> kernel -> NIC -> network -> NIC -> ker
   staged through host memory (one copy each side).
 - ``efa-gdr``: EFA with GPUDirect RDMA: the NIC reads and writes GPU memory directly.
 
-Copies to and from the GPU are whole-message steps (store and forward); the rest are pipelined, so a
-message takes the sum of every step's fixed latency, the staging copies, and its bytes over the
-slowest pipelined step. Every constant lives in ``datapath.toml`` beside this module with its source.
-Which EFA path an instance gets follows ``network.gpudirect_rdma`` in the catalog.
+Copies to and from the GPU are staged in chunks (NCCL's and the MPI libraries' pipelines): the first
+chunk must cross each staging copy before the network sees it and the last must cross the copy back,
+and the rest overlaps; so a message takes the sum of every step's fixed latency, one chunk through
+each staging copy, and its bytes over the slowest step. Every constant lives in ``datapath.toml``
+beside this module with its source. Which EFA path an instance gets follows ``network.gpudirect_rdma``
+in the catalog.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ class Step:
     name: str
     fixed_s: float
     bytes_per_s: float | None = None
-    store_and_forward: bool = False  # the whole message crosses it before the next step starts
+    staged: bool = False  # a staging copy: a chunk crosses it before the next step starts
 
     def transfer_s(self, message_bytes: float) -> float:
         """Time for ``message_bytes`` to cross this step at its bandwidth (0 for a fixed step)."""
@@ -77,34 +79,41 @@ class Step:
 
 @dataclass(frozen=True, slots=True)
 class DataPath:
-    """The steps of one path, and the line rate of the NIC it leaves by."""
+    """The steps of one path, the line rate of the NIC it leaves by, and the staging chunk."""
 
     kind: PathKind
     steps: tuple[Step, ...]
     line_bits_per_s: float
+    chunk_bytes: float = 131072.0
 
     @property
-    def pipelined_bytes_per_s(self) -> float:
-        """The slowest pipelined step: the rate a large message streams at once staged."""
-        return min(s.bytes_per_s for s in self.steps if s.bytes_per_s is not None and not s.store_and_forward)
+    def ceiling_bytes_per_s(self) -> float:
+        """The slowest step: the rate a large message streams at."""
+        return min(s.bytes_per_s for s in self.steps if s.bytes_per_s is not None)
+
+    def _fixed_s(self) -> float:
+        return sum(s.fixed_s for s in self.steps)
+
+    def _staged_per_byte(self) -> float:
+        return sum(1 / s.bytes_per_s for s in self.steps if s.staged and s.bytes_per_s)
 
     def one_way_s(self, message_bytes: float) -> float:
         """Time from the sender's call to the data in the receiver's buffer."""
-        fixed = sum(s.fixed_s for s in self.steps)
-        staged = sum(s.transfer_s(message_bytes) for s in self.steps if s.store_and_forward)
-        return fixed + staged + message_bytes / self.pipelined_bytes_per_s
+        first_chunk = min(message_bytes, self.chunk_bytes)
+        return self._fixed_s() + first_chunk * self._staged_per_byte() + message_bytes / self.ceiling_bytes_per_s
 
     def breakdown(self, message_bytes: float) -> list[tuple[str, float]]:
-        """Each step's share of ``one_way_s``: its fixed latency, plus its transfer time when it is a
-        staging copy or the slowest pipelined step (the other pipelined transfers overlap it)."""
-        slowest = self.pipelined_bytes_per_s
+        """Each step's share of ``one_way_s``: its fixed latency, one chunk through a staging copy, and
+        the whole message through the slowest step (the other transfers overlap it)."""
+        slowest = self.ceiling_bytes_per_s
+        first_chunk = min(message_bytes, self.chunk_bytes)
         out = []
         bottleneck_taken = False
         for step in self.steps:
             time_s = step.fixed_s
-            if step.store_and_forward:
-                time_s += step.transfer_s(message_bytes)
-            elif step.bytes_per_s == slowest and not bottleneck_taken:
+            if step.staged:
+                time_s += step.transfer_s(first_chunk)
+            if step.bytes_per_s == slowest and not bottleneck_taken:
                 time_s += step.transfer_s(message_bytes)
                 bottleneck_taken = True
             out.append((step.name, time_s))
@@ -118,16 +127,15 @@ class DataPath:
         """The message size at which one message reaches ``fraction`` of line rate; ``None`` where the
         path's ceiling lies below it."""
         target = fraction * self.line_bits_per_s / 8
-        fixed = sum(s.fixed_s for s in self.steps)
-        per_byte = (
-            sum(1 / s.bytes_per_s for s in self.steps if s.store_and_forward and s.bytes_per_s)
-            + 1 / self.pipelined_bytes_per_s
-        )
-        # m / (fixed + m * per_byte) = target  ->  m = target * fixed / (1 - target * per_byte)
-        headroom = 1 - target * per_byte
-        if headroom <= 0:
+        if self.ceiling_bytes_per_s <= target:
             return None
-        return target * fixed / headroom
+        fixed, staged, ceiling = self._fixed_s(), self._staged_per_byte(), self.ceiling_bytes_per_s
+        # m / (fixed + m * (staged + 1 / ceiling)) = target, for m within one chunk
+        headroom = 1 - target * (staged + 1 / ceiling)
+        if headroom > 0 and target * fixed / headroom <= self.chunk_bytes:
+            return target * fixed / headroom
+        # m / (fixed + chunk * staged + m / ceiling) = target, beyond it
+        return target * (fixed + self.chunk_bytes * staged) / (1 - target / ceiling)
 
 
 def build_path(
@@ -162,7 +170,7 @@ def build_path(
     staged = buffer == "gpu" and kind is not PathKind.EFA_GDR
     steps: list[Step] = []
     if staged:
-        steps.append(Step("copy GPU to host", c["gpu_copy_s"], copy_rate, store_and_forward=True))
+        steps.append(Step("copy GPU to host", c["gpu_copy_s"], copy_rate, staged=True))
     if nccl:
         steps.append(Step("NCCL proxy and flags", c["nccl_overhead_s"]))
     if kind is PathKind.TCP_ENA:
@@ -195,8 +203,8 @@ def build_path(
             Step("completion polled", c["efa_completion_s"]),
         ]
     if staged:
-        steps.append(Step("copy host to GPU", c["gpu_copy_s"], copy_rate, store_and_forward=True))
-    return DataPath(kind, tuple(steps), line_bits_per_s)
+        steps.append(Step("copy host to GPU", c["gpu_copy_s"], copy_rate, staged=True))
+    return DataPath(kind, tuple(steps), line_bits_per_s, c["staging_chunk_bytes"])
 
 
 @dataclass(frozen=True, slots=True)

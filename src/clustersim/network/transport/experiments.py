@@ -242,7 +242,8 @@ def ring_step(
     node, one flow per NIC; the step ends when the last flow does."""
     if num_nics < 1 or num_ranks < 2 or buffer_bytes < num_ranks:
         raise ClusterSimError(
-            f"ring step needs num_nics >= 1, num_ranks >= 2 and buffer_bytes >= num_ranks; got {num_nics}, {num_ranks}, {buffer_bytes}",
+            "ring step needs num_nics >= 1, num_ranks >= 2 and buffer_bytes >= num_ranks; "
+            f"got {num_nics}, {num_ranks}, {buffer_bytes}",
             field="buffer_bytes",
             value=buffer_bytes,
         )

@@ -1,0 +1,340 @@
+"""``clustersim transport``: SRD vs RC vs TCP at packet level, and the host data paths.
+
+Commands: ``compare`` (one flow per transport: throughput and message-time percentiles under loss,
+background load, an ECMP collision), ``sweep`` (compare as loss or load rises), ``incast`` (N senders
+to one receiver), ``ring`` (one ring all-reduce step across two nodes) and ``datapath`` (each host
+data path's steps for one message, and its crossover size).
+"""
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from clustersim.cli.common import (
+    CatalogOption,
+    JsonOption,
+    LightGroup,
+    console,
+    emit_json,
+    number,
+    print_all,
+    user_errors,
+)
+from clustersim.errors import ClusterSimError
+
+if TYPE_CHECKING:
+    from clustersim.catalog.schema import Instance
+    from clustersim.network.transport.experiments import Scenario
+
+transport_app = typer.Typer(
+    help="Packet-level transport simulation (SRD, RC, TCP) and host data paths (TCP/ENA, EFA, GPUDirect RDMA).",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    cls=LightGroup,
+)
+
+MAX_MESSAGES = 100_000
+MAX_MESSAGE_BYTES = 1 << 30
+
+InstanceOption = Annotated[
+    str, typer.Option("--instance", help="Instance id or alias; its NIC speed is the line rate.")
+]
+LossOption = Annotated[str, typer.Option("--loss", help="Packet loss rate: a fraction or a percentage, e.g. 0.1%.")]
+PathsOption = Annotated[
+    int, typer.Option("--paths", min=1, max=255, help="Equal-cost paths (spines) between the hosts.")
+]
+MessageOption = Annotated[str, typer.Option("--message", help="Message size, e.g. 4K, 1M (binary), 64KiB.")]
+MessagesOption = Annotated[
+    int, typer.Option("--messages", min=1, max=MAX_MESSAGES, help="Messages per flow, one after another.")
+]
+BackgroundOption = Annotated[
+    float,
+    typer.Option(
+        "--background", callback=number(ge=0, le=0.99), help="Poisson load on every switch link, share of its speed."
+    ),
+]
+SeedOption = Annotated[int, typer.Option("--seed", help="Random seed (loss, background).")]
+CollisionOption = Annotated[
+    bool, typer.Option("--collision", help="An elephant at 90% load on the path RC and TCP hash to.")
+]
+RtoOption = Annotated[str, typer.Option("--srd-rto", help="SRD's retransmission timeout (not public), e.g. 50us.")]
+RcTimeoutOption = Annotated[
+    int, typer.Option("--rc-timeout", min=0, max=31, help="IB local ACK timeout exponent: 4.096 us x 2^N.")
+]
+KernelOption = Annotated[
+    bool, typer.Option("--tcp-kernel/--no-tcp-kernel", help="TCP pays the kernel's costs and ENA's flow ceiling.")
+]
+PlotOption = Annotated[Path | None, typer.Option("--plot", help="Write a figure (PNG, SVG, PDF) to this path.")]
+
+
+def _fraction(text: str, flag: str) -> float:
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 <= value < 1):
+        raise ClusterSimError(
+            f"{flag}: {text!r} is not a loss rate (valid: a fraction in [0, 1) or a percentage below 100%, e.g. 0.1%)",
+            field=flag,
+            value=text,
+        )
+    return value
+
+
+def _bytes(text: str, flag: str) -> int:
+    from clustersim.units import parse_bytes
+
+    stripped = text.strip()
+    if stripped and stripped[-1] in "KkMmGg":
+        stripped = stripped[:-1] + stripped[-1].upper() + "iB"  # 1M is 1 MiB, as in nccl-tests
+    try:
+        value = parse_bytes(stripped)
+    except ClusterSimError as exc:
+        raise ClusterSimError(f"{flag}: {exc}", field=flag, value=text) from None
+    if not 1 <= value <= MAX_MESSAGE_BYTES:
+        raise ClusterSimError(f"{flag}: {text!r} is out of range (valid: 1 byte to 1 GiB)", field=flag, value=text)
+    return int(value)
+
+
+def _seconds(text: str, flag: str) -> float:
+    from clustersim.units import parse_seconds
+
+    try:
+        value = parse_seconds(text)
+    except ClusterSimError as exc:
+        raise ClusterSimError(f"{flag}: {exc}", field=flag, value=text) from None
+    if not 0 < value <= 1:
+        raise ClusterSimError(f"{flag}: {text!r} is out of range (valid: > 0 s and <= 1 s)", field=flag, value=text)
+    return value
+
+
+def _instance(name: str, catalog: list[Path] | None) -> "Instance":
+    from clustersim.catalog.registry import load_catalog
+
+    return load_catalog(catalog or ()).instance(name)
+
+
+def _scenario(instance: "Instance", **options: Any) -> "Scenario":
+    from clustersim.network.transport.experiments import Scenario
+
+    return Scenario(line_bits_per_s=float(instance.network.card_bandwidth_bits_per_s.value), **options)
+
+
+def _plot_note(plot: Path | None, as_json: bool) -> None:
+    if plot is not None and not as_json:
+        console.print(f"figure written to {plot}")
+
+
+@transport_app.command("compare")
+def compare_command(
+    instance: InstanceOption = "p5.48xlarge",
+    loss: LossOption = "0",
+    paths: PathsOption = 16,
+    message: MessageOption = "1M",
+    messages: MessagesOption = 200,
+    background: BackgroundOption = 0.0,
+    collision: CollisionOption = False,
+    seed: SeedOption = 1,
+    srd_rto: RtoOption = "50us",
+    rc_timeout: RcTimeoutOption = 14,
+    tcp_kernel: KernelOption = True,
+    catalog: CatalogOption = None,
+    as_json: JsonOption = False,
+    plot: PlotOption = None,
+) -> None:
+    """SRD vs RC vs TCP for one flow of messages: throughput, p50/p99/p99.9 message time, retransmissions."""
+    from clustersim.network.transport.experiments import compare
+
+    with user_errors():
+        node = _instance(instance, catalog)
+        scenario = _scenario(
+            node,
+            loss=_fraction(loss, "--loss"),
+            num_paths=paths,
+            message_bytes=_bytes(message, "--message"),
+            num_messages=messages,
+            background=background,
+            collision=collision,
+            seed=seed,
+            srd_rto_s=_seconds(srd_rto, "--srd-rto"),
+            rc_timeout_exponent=rc_timeout,
+            tcp_kernel=tcp_kernel,
+        )
+        results = compare(scenario)
+    from clustersim.present import transport as present
+
+    title = f"{node.id}: {messages} x {message} messages, loss {scenario.loss:.4g}, {paths} paths"
+    if plot is not None:
+        with user_errors():
+            _write(lambda: present.plot_results(results, plot, title), plot)
+    if as_json:
+        emit_json(
+            {"instance": node.id, "scenario": present.scenario_json(scenario), "results": present.results_json(results)}
+        )
+        return
+    print_all(present.results_table(results, title))
+    _plot_note(plot, as_json)
+
+
+@transport_app.command("sweep")
+def sweep_command(
+    over: Annotated[str, typer.Option("--over", help="What rises: loss or background.")] = "loss",
+    values: Annotated[
+        str, typer.Option("--values", help="Comma-separated values, e.g. 0,0.1%,1% (loss) or 0,0.3,0.6 (load).")
+    ] = "0,0.1%,0.5%,1%",
+    instance: InstanceOption = "p5.48xlarge",
+    paths: PathsOption = 16,
+    message: MessageOption = "256K",
+    messages: MessagesOption = 50,
+    seed: SeedOption = 1,
+    catalog: CatalogOption = None,
+    as_json: JsonOption = False,
+    plot: PlotOption = None,
+) -> None:
+    """Compare the transports as loss or background load rises."""
+    from clustersim.network.transport.experiments import sweep
+
+    with user_errors():
+        if over not in ("loss", "background"):
+            raise ClusterSimError(f"--over: {over!r} is not loss or background", field="--over", value=over)
+        parts = [v for v in values.split(",") if v.strip()]
+        if not parts or len(parts) > 20:
+            raise ClusterSimError(f"--values: give 1 to 20 values, got {len(parts)}", field="--values", value=values)
+        points = [_fraction(v, "--values") for v in parts]
+        if over == "background" and max(points) > 0.99:
+            raise ClusterSimError("--values: a background load must be <= 0.99", field="--values", value=values)
+        node = _instance(instance, catalog)
+        scenario = _scenario(
+            node, num_paths=paths, message_bytes=_bytes(message, "--message"), num_messages=messages, seed=seed
+        )
+        rows = sweep(scenario, over, points)
+    from clustersim.present import transport as present
+
+    if plot is not None:
+        with user_errors():
+            _write(lambda: present.plot_sweep(over, rows, plot), plot)
+    if as_json:
+        emit_json(
+            {
+                "instance": node.id,
+                "over": over,
+                "rows": [{over: v, "results": present.results_json(r)} for v, r in rows],
+            }
+        )
+        return
+    print_all(present.sweep_table(over, rows))
+    _plot_note(plot, as_json)
+
+
+@transport_app.command("incast")
+def incast_command(
+    senders: Annotated[int, typer.Option("--senders", min=1, max=64, help="Hosts sending to one receiver.")] = 8,
+    instance: InstanceOption = "p5.48xlarge",
+    paths: PathsOption = 16,
+    message: MessageOption = "256K",
+    messages: MessagesOption = 4,
+    loss: LossOption = "0",
+    seed: SeedOption = 1,
+    catalog: CatalogOption = None,
+    as_json: JsonOption = False,
+    plot: PlotOption = None,
+) -> None:
+    """N senders on one leaf to one receiver on another: when the last finishes, drops, retransmissions."""
+    from clustersim.network.transport.experiments import incast
+
+    with user_errors():
+        node = _instance(instance, catalog)
+        scenario = _scenario(
+            node,
+            loss=_fraction(loss, "--loss"),
+            num_paths=paths,
+            message_bytes=_bytes(message, "--message"),
+            num_messages=messages,
+            seed=seed,
+        )
+        results = incast(scenario, senders)
+    from clustersim.present import transport as present
+
+    title = f"incast: {senders} senders x {messages} x {message} to one receiver ({node.id} NICs)"
+    if plot is not None:
+        with user_errors():
+            _write(lambda: present.plot_group(results, plot, title), plot)
+    if as_json:
+        emit_json({"instance": node.id, "senders": senders, "results": present.group_json(results)})
+        return
+    print_all(present.group_table(results, title))
+    _plot_note(plot, as_json)
+
+
+@transport_app.command("ring")
+def ring_command(
+    instance: InstanceOption = "p5.48xlarge",
+    loss: LossOption = "0.1%",
+    buffer: Annotated[str, typer.Option("--buffer", help="The all-reduce buffer, e.g. 16M.")] = "16M",
+    paths: PathsOption = 16,
+    seed: SeedOption = 1,
+    catalog: CatalogOption = None,
+    as_json: JsonOption = False,
+    plot: PlotOption = None,
+) -> None:
+    """One ring all-reduce step across two nodes: each rank's chunk over the node's NICs, per transport."""
+    from clustersim.network.transport.experiments import ring_step
+
+    with user_errors():
+        node = _instance(instance, catalog)
+        scenario = _scenario(node, loss=_fraction(loss, "--loss"), num_paths=paths, seed=seed)
+        num_nics = int(node.network.num_cards.value)
+        num_ranks = 2 * int(node.num_accelerators.value)
+        results = ring_step(scenario, num_nics=num_nics, num_ranks=num_ranks, buffer_bytes=_bytes(buffer, "--buffer"))
+    from clustersim.present import transport as present
+
+    title = f"one ring all-reduce step, 2 x {node.id} ({num_ranks} ranks, {num_nics} NICs each), {buffer}, loss {loss}"
+    if plot is not None:
+        with user_errors():
+            _write(lambda: present.plot_group(results, plot, title), plot)
+    if as_json:
+        emit_json(
+            {"instance": node.id, "num_ranks": num_ranks, "num_nics": num_nics, "results": present.group_json(results)}
+        )
+        return
+    print_all(present.group_table(results, title))
+    _plot_note(plot, as_json)
+
+
+@transport_app.command("datapath")
+def datapath_command(
+    instance: InstanceOption = "p5.48xlarge",
+    message: MessageOption = "4K",
+    nccl: Annotated[bool, typer.Option("--nccl", help="Add NCCL's own overhead around each send.")] = False,
+    catalog: CatalogOption = None,
+    as_json: JsonOption = False,
+    plot: PlotOption = None,
+) -> None:
+    """Each host data path's steps for one message (TCP over ENA, EFA host-staged, EFA GPUDirect RDMA)."""
+    from clustersim.network.transport.datapath import instance_paths
+
+    with user_errors():
+        node = _instance(instance, catalog)
+        size = _bytes(message, "--message")
+        paths = instance_paths(node, nccl=nccl)
+    from clustersim.present import transport as present
+
+    if plot is not None:
+        with user_errors():
+            _write(lambda: present.plot_datapath(paths, size, plot), plot)
+    if as_json:
+        emit_json(present.datapath_json(paths, size))
+        return
+    print_all(*present.datapath_tables(paths, size))
+    _plot_note(plot, as_json)
+
+
+def _write(draw: Any, path: Path) -> None:
+    """Draw a figure, turning an unwritable path into a user error."""
+    try:
+        draw()
+    except (OSError, ValueError) as exc:
+        raise ClusterSimError(f"--plot: cannot write {path}: {exc}", field="--plot", value=str(path)) from None

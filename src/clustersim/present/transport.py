@@ -1,0 +1,236 @@
+"""The transport simulator's and the data-path model's results: JSON, rich tables, matplotlib figures."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from clustersim.network.transport.datapath import DataPath, InstancePaths
+from clustersim.network.transport.experiments import GroupResult, Scenario, TransportResult
+from clustersim.units import format_bytes
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:,.1f}"
+
+
+def scenario_json(scenario: Scenario) -> dict[str, Any]:
+    """The scenario's settings, SI units."""
+    return asdict(scenario)
+
+
+def results_json(results: Sequence[TransportResult]) -> list[dict[str, Any]]:
+    """One object per transport: throughput, p50/p99/p99.9 message time, retransmissions, ..."""
+    return [asdict(r) for r in results]
+
+
+def results_table(results: Sequence[TransportResult], title: str) -> Table:
+    """Throughput and message-time percentiles per transport."""
+    table = Table(title=title, caption="throughput in Gbit/s of payload; message times in us")
+    for column in ("transport", "Gbit/s", "p50", "p99", "p99.9", "retransmissions", "timeouts", "events"):
+        table.add_column(column, justify="left" if column == "transport" else "right", no_wrap=True)
+    for r in results:
+        table.add_row(
+            r.transport,
+            f"{r.throughput_bits_per_s / 1e9:,.2f}",
+            _us(r.p50_s),
+            _us(r.p99_s),
+            _us(r.p999_s),
+            f"{r.retransmissions:,}",
+            f"{r.timeouts:,}",
+            f"{r.num_events:,}",
+        )
+    return table
+
+
+def sweep_table(field: str, rows: Sequence[tuple[float, Sequence[TransportResult]]]) -> Table:
+    """One row per swept value and transport."""
+    table = Table(title=f"SRD vs RC vs TCP as {field} rises", caption="throughput in Gbit/s; message times in us")
+    for column in (field, "transport", "Gbit/s", "p50", "p99", "p99.9", "retransmissions"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for value, results in rows:
+        for r in results:
+            table.add_row(
+                f"{value:.4g}",
+                r.transport,
+                f"{r.throughput_bits_per_s / 1e9:,.2f}",
+                _us(r.p50_s),
+                _us(r.p99_s),
+                _us(r.p999_s),
+                f"{r.retransmissions:,}",
+            )
+    return table
+
+
+def group_json(results: Sequence[GroupResult]) -> list[dict[str, Any]]:
+    """One object per transport for a many-flow experiment."""
+    return [asdict(r) for r in results]
+
+
+def group_table(results: Sequence[GroupResult], title: str) -> Table:
+    """When the last flow finishes, the flows' spread, retransmissions and drops, per transport."""
+    table = Table(title=title, caption="times in us")
+    for column in ("transport", "completion", "p50 flow", "p99 flow", "retransmissions", "timeouts", "drops"):
+        table.add_column(column, justify="left" if column == "transport" else "right", no_wrap=True)
+    for r in results:
+        table.add_row(
+            r.transport,
+            _us(r.completion_s),
+            _us(r.p50_flow_s),
+            _us(r.p99_flow_s),
+            f"{r.retransmissions:,}",
+            f"{r.timeouts:,}",
+            f"{r.drops:,}",
+        )
+    return table
+
+
+def _crossover(path: DataPath) -> int | None:
+    crossover = path.crossover_bytes()
+    return None if crossover is None else round(crossover)
+
+
+def datapath_json(paths: InstancePaths, message_bytes: float) -> dict[str, Any]:
+    """Each path's one-way time, achieved bandwidth, crossover size and step breakdown."""
+    return {
+        "instance": paths.instance,
+        "nitro": paths.nitro,
+        "gpudirect_rdma": paths.gpudirect_rdma,
+        "efa_path": paths.efa_path.value,
+        "message_bytes": message_bytes,
+        "paths": [
+            {
+                "path": path.kind.value,
+                "line_bits_per_s": path.line_bits_per_s,
+                "one_way_s": path.one_way_s(message_bytes),
+                "bytes_per_s": path.bytes_per_s(message_bytes),
+                "ceiling_bytes_per_s": path.ceiling_bytes_per_s,
+                "crossover_bytes": _crossover(path),
+                "steps": [{"step": name, "s": seconds} for name, seconds in path.breakdown(message_bytes)],
+            }
+            for path in paths.paths
+        ],
+    }
+
+
+def datapath_tables(paths: InstancePaths, message_bytes: float) -> list[Table]:
+    """A summary row per path, then each path's steps."""
+    gdr = "GPUDirect RDMA" if paths.gpudirect_rdma else "no GPUDirect RDMA (host-staged)"
+    nitro = paths.nitro or "no Nitro generation"
+    summary = Table(
+        title=f"{paths.instance} ({nitro}; {gdr}): one {format_bytes(message_bytes)} message",
+        caption="per NIC; crossover = message size at which one message reaches 90% of line rate",
+    )
+    for column in ("path", "one way (us)", "achieved", "ceiling", "crossover"):
+        summary.add_column(column, justify="left" if column == "path" else "right", no_wrap=True)
+    for path in paths.paths:
+        crossover = _crossover(path)
+        summary.add_row(
+            path.kind.value + (" *" if path.kind is paths.efa_path else ""),
+            _us(path.one_way_s(message_bytes)),
+            f"{path.bytes_per_s(message_bytes) * 8 / 1e9:,.2f} Gbit/s",
+            f"{path.ceiling_bytes_per_s * 8 / 1e9:,.1f} Gbit/s",
+            "never" if crossover is None else format_bytes(crossover),
+        )
+    out = [summary]
+    for path in paths.paths:
+        steps = Table(title=f"{path.kind.value}: steps", caption=None)
+        steps.add_column("step", no_wrap=True)
+        steps.add_column("us", justify="right", no_wrap=True)
+        for name, seconds in path.breakdown(message_bytes):
+            steps.add_row(name, f"{seconds * 1e6:,.2f}")
+        steps.add_row("total", _us(path.one_way_s(message_bytes)))
+        out.append(steps)
+    return out
+
+
+def _figure(width: float = 8.0, height: float = 4.0) -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(1, 2, figsize=(width, height))
+
+
+def plot_results(results: Sequence[TransportResult], path: Path, title: str) -> None:
+    """Throughput and p50/p99/p99.9 bars per transport."""
+    fig, (left, right) = _figure()
+    names = [r.transport for r in results]
+    left.bar(names, [r.throughput_bits_per_s / 1e9 for r in results], color="tab:blue")
+    left.set_ylabel("throughput (Gbit/s)")
+    width = 0.25
+    for k, (label, key) in enumerate((("p50", "p50_s"), ("p99", "p99_s"), ("p99.9", "p999_s"))):
+        right.bar(
+            [i + (k - 1) * width for i in range(len(results))],
+            [getattr(r, key) * 1e6 for r in results],
+            width,
+            label=label,
+        )
+    right.set_xticks(range(len(results)), names)
+    right.set_yscale("log")
+    right.set_ylabel("message time (us)")
+    right.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def plot_sweep(field: str, rows: Sequence[tuple[float, Sequence[TransportResult]]], path: Path) -> None:
+    """Throughput and p99 against the swept value, one line per transport."""
+    fig, (left, right) = _figure()
+    values = [v for v, _ in rows]
+    for i, name in enumerate(r.transport for r in rows[0][1]):
+        left.plot(values, [results[i].throughput_bits_per_s / 1e9 for _, results in rows], marker="o", label=name)
+        right.plot(values, [results[i].p99_s * 1e6 for _, results in rows], marker="o", label=name)
+    left.set_xlabel(field)
+    left.set_ylabel("throughput (Gbit/s)")
+    right.set_xlabel(field)
+    right.set_ylabel("p99 message time (us)")
+    right.set_yscale("log")
+    left.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def plot_datapath(paths: InstancePaths, message_bytes: float, path: Path) -> None:
+    """Stacked step times per path, and achieved bandwidth against message size."""
+    import numpy as np
+
+    fig, (left, right) = _figure(10.0, 4.5)
+    for i, data_path in enumerate(paths.paths):
+        bottom = 0.0
+        for name, seconds in data_path.breakdown(message_bytes):
+            left.bar(i, seconds * 1e6, bottom=bottom, label=name if i == 0 else None)
+            bottom += seconds * 1e6
+    left.set_xticks(range(len(paths.paths)), [p.kind.value for p in paths.paths])
+    left.set_ylabel(f"one way, {format_bytes(message_bytes)} (us)")
+    sizes = np.logspace(0, 30, 61, base=2)
+    for data_path in paths.paths:
+        right.plot(sizes, [data_path.bytes_per_s(s) * 8 / 1e9 for s in sizes], label=data_path.kind.value)
+    right.axhline(0.9 * paths.paths[0].line_bits_per_s / 1e9, color="grey", linestyle="--", label="90% of line rate")
+    right.set_xscale("log", base=2)
+    right.set_xlabel("message (bytes)")
+    right.set_ylabel("Gbit/s")
+    right.legend(fontsize="small")
+    fig.suptitle(paths.instance)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def plot_group(results: Sequence[GroupResult], path: Path, title: str) -> None:
+    """Completion of the last flow and the p99 flow per transport."""
+    fig, (left, right) = _figure()
+    names = [r.transport for r in results]
+    left.bar(names, [r.completion_s * 1e6 for r in results])
+    left.set_ylabel("last flow done (us)")
+    left.set_yscale("log")
+    right.bar(names, [r.retransmissions for r in results])
+    right.set_ylabel("retransmissions")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)

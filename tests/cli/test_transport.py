@@ -1,0 +1,113 @@
+"""``clustersim transport``: compare, sweep, incast, ring and datapath, their --json keys, figures and errors."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from clustersim.cli.transport import transport_app
+
+runner = CliRunner()
+ENV = {"CLUSTERSIM_CATALOG": "", "COLUMNS": "200"}
+SMALL = ["--message", "64K", "--messages", "5", "--paths", "4"]
+
+
+def run(*args: str):
+    return runner.invoke(transport_app, list(args), env=ENV)
+
+
+def test_compare_json_has_one_result_per_transport_with_the_issue_keys():
+    result = run("compare", "--instance", "p5.48xlarge", "--loss", "0.1%", *SMALL, "--seed", "3", "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert [r["transport"] for r in payload["results"]] == ["srd", "rc", "tcp"]
+    keys = {"transport", "throughput_bits_per_s", "p50_s", "p99_s", "p999_s", "retransmissions"}
+    for row in payload["results"]:
+        assert keys <= set(row)
+        assert 0 < row["throughput_bits_per_s"] < 100e9  # a p5 NIC is 100 Gbit/s
+        assert row["p50_s"] <= row["p99_s"] <= row["p999_s"]
+    assert payload["scenario"]["loss"] == pytest.approx(0.001)
+    assert payload["scenario"]["line_bits_per_s"] == 100e9
+    assert run("compare", "--loss", "0.1%", *SMALL, "--seed", "3", "--json").stdout == result.stdout
+
+
+def test_compare_table_and_figure(tmp_path):
+    figure = tmp_path / "compare.png"
+    result = run("compare", *SMALL, "--background", "0.3", "--collision", "--plot", str(figure))
+    assert result.exit_code == 0, result.output
+    assert "srd" in result.stdout and "p99.9" in result.stdout
+    assert figure.stat().st_size > 10_000
+
+
+def test_datapath_json_follows_the_instance_and_sums_its_steps():
+    result = run("datapath", "--instance", "p4d.24xlarge", "--message", "4K", "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["nitro"] == "nitro-v3" and payload["gpudirect_rdma"] is True and payload["efa_path"] == "efa-gdr"
+    assert payload["message_bytes"] == 4096
+    by_path = {p["path"]: p for p in payload["paths"]}
+    assert set(by_path) == {"tcp-ena", "efa-host", "efa-gdr"}
+    for path in by_path.values():
+        assert sum(s["s"] for s in path["steps"]) == pytest.approx(path["one_way_s"])
+    assert by_path["efa-gdr"]["one_way_s"] < by_path["efa-host"]["one_way_s"] < by_path["tcp-ena"]["one_way_s"]
+    assert by_path["tcp-ena"]["crossover_bytes"] is None
+
+
+def test_datapath_table_and_figure(tmp_path):
+    figure = tmp_path / "datapath.png"
+    result = run("datapath", "--instance", "trn2.48xlarge", "--message", "1M", "--nccl", "--plot", str(figure))
+    assert result.exit_code == 0, result.output
+    assert "NCCL proxy" in result.stdout and "crossover" in result.stdout
+    assert figure.stat().st_size > 10_000
+
+
+def test_sweep_incast_and_ring_print_tables_and_json():
+    sweep = run("sweep", "--over", "loss", "--values", "0,1%", *SMALL, "--json")
+    assert sweep.exit_code == 0, sweep.output
+    rows = json.loads(sweep.stdout)["rows"]
+    assert [r["loss"] for r in rows] == [0, 0.01]
+    incast = run("incast", "--senders", "3", "--message", "32K", "--messages", "2", "--paths", "2")
+    assert incast.exit_code == 0, incast.output
+    assert "drops" in incast.stdout
+    ring = run("ring", "--instance", "p4d.24xlarge", "--buffer", "1M", "--paths", "4", "--json")
+    assert ring.exit_code == 0, ring.output
+    payload = json.loads(ring.stdout)
+    assert payload["num_ranks"] == 16 and payload["num_nics"] == 4
+    assert [r["transport"] for r in payload["results"]] == ["srd", "rc", "tcp"]
+
+
+@pytest.mark.parametrize(
+    ("args", "part"),
+    [
+        (["compare", "--loss", "150%"], "--loss: '150%' is not a loss rate"),
+        (["compare", "--loss", "abc"], "--loss: 'abc'"),
+        (["compare", "--message", "0"], "--message"),
+        (["compare", "--srd-rto", "5s"], "--srd-rto: '5s' is out of range"),
+        (["compare", "--instance", "p9.huge"], "p9.huge"),
+        (["compare", "--background", "1.5"], "--background"),
+        (["sweep", "--over", "jitter"], "--over: 'jitter'"),
+        (["datapath", "--message", "2G"], "--message: '2G' is out of range"),
+    ],
+)
+def test_bad_options_are_one_line_errors(args, part):
+    result = run(*args)
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and part in lines[0], result.stderr
+
+
+def test_errors_are_json_with_json():
+    result = run("compare", "--loss", "2", "--json")
+    assert result.exit_code == 2
+    payload = json.loads(result.stderr)
+    assert payload["field"] == "--loss" and payload["value"] == "2"
+
+
+def test_the_main_app_has_the_transport_commands():
+    from clustersim.cli.app import app
+
+    result = runner.invoke(app, ["transport", "--help"], env=ENV)
+    assert result.exit_code == 0
+    for command in ("compare", "sweep", "incast", "ring", "datapath"):
+        assert command in result.stdout
