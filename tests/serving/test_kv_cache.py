@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from clustersim.catalog.schema import Dtype
 from clustersim.serving.engine import memory_plan, step_times
@@ -123,6 +125,25 @@ def test_a_window_caps_the_memory_a_sequence_reserves():
     per_sequence = (2 * 101_008 + 2 * 256) / 4
     assert (limit, reason) == (math.floor(plan.kv_capacity_tokens / per_sequence), "capacity")
     assert limit > batch_limit(TINY, serving(), Request(100_000, 1001), CAL, ENGINE)[0] * 1.99
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    window=st.integers(1, 4096),
+    windowed=st.integers(0, 4),
+    tokens=st.floats(1, 20_000),
+    more=st.floats(0, 5_000),
+)
+def test_a_window_never_adds_and_only_caps(window: int, windowed: int, tokens: float, more: float):
+    model = TINY.model_copy(update={"sliding_window": window if windowed else 0, "window_layers": windowed})
+    held = float(cached_token_layers(model, tokens))
+    assert min(4 * tokens, 4 * window) <= held + 1e-9 and held <= 4 * tokens + 1e-9  # between capped and whole
+    assert float(cached_token_layers(model, tokens + more)) >= held  # more context never holds less
+    if window >= tokens or not windowed:
+        assert held == pytest.approx(4 * tokens)
+        assert causal_pairs(model, tokens) == pytest.approx(causal_pairs(TINY, tokens))
+    assert 0 < causal_pairs(model, tokens) <= causal_pairs(TINY, tokens) * (1 + 1e-12)
+    assert reserved_tokens(tokens, 1 + more, ENGINE, model) <= reserved_tokens(tokens, 1 + more, ENGINE)
 
 
 def test_a_windowed_prompt_meets_at_most_the_window_of_keys():
