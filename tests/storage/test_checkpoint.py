@@ -27,6 +27,8 @@ NVME = CATALOG.get("instance-nvme")
 MODEL = zoo.load_model("llama3.1-405b", use_env=False)
 PARAMS = 405_853_388_800
 BIG = file_system(CATALOG, "PERSISTENT_2-1000", "100800GiB")
+SMALL_MODEL = zoo.load_model("llama3-70b", use_env=False)
+SMALL_PARAMS = SMALL_MODEL.num_params()
 
 
 def plan(fs=BIG, nodes=2048, **kw):
@@ -49,16 +51,24 @@ def test_file_system_bound_binds_a_large_job():
 
 
 def test_stripes_bound_binds_one_file_on_one_stripe():
-    timing = plan(nodes=16, pattern=WritePattern.AGGREGATED, stripes=1)
-    assert timing.save.bound == "stripes"
-    assert timing.save.time_s == pytest.approx(PARAMS * 14 / 1.2e9)  # one target's 1.2 GB/s
+    timing = plan_checkpoint(SMALL_MODEL, BIG, instance=P5, num_nodes=16, devices_per_node=8,
+                             pattern=WritePattern.AGGREGATED, stripes=1)  # fmt: skip
+    assert timing.save.bound == "stripes" and timing.num_files == 1
+    assert timing.save.time_s == pytest.approx(SMALL_PARAMS * 14 / 1.2e9)  # one target's 1.2 GB/s
 
 
 def test_clients_bound_binds_one_ena_client():
-    timing = plan(nodes=16, pattern=WritePattern.AGGREGATED, stripes=84, path=ClientPath.ENA)
+    timing = plan_checkpoint(SMALL_MODEL, BIG, instance=P5, num_nodes=16, devices_per_node=8,
+                             pattern=WritePattern.AGGREGATED, stripes=84, path=ClientPath.ENA)  # fmt: skip
     # 84 stripes x 5 Gbps = 52.5 GB/s of connections; the one ENA client carries 12.5 GB/s.
     assert timing.save.bound == "clients"
-    assert timing.save.time_s == pytest.approx(PARAMS * 14 / 12.5e9)
+    assert timing.save.time_s == pytest.approx(SMALL_PARAMS * 14 / 12.5e9)
+
+
+def test_aggregating_more_than_one_host_holds_is_refused():
+    with pytest.raises(ClusterSimError, match="write a file per rank") as err:
+        plan(pattern=WritePattern.AGGREGATED)
+    assert err.value.field == "pattern"
 
 
 def test_load_reads_from_every_node():

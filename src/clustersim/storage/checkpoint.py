@@ -225,6 +225,13 @@ def plan_checkpoint(
         fs, size, num_files=num_files, num_clients=num_nodes, layout=layout, path=path, instance=instance, write=False
     )
     per_node = size / clients
+    host = None if instance is None or instance.host_memory_bytes is None else instance.host_memory_bytes.value
+    if not per_rank and host is not None and size > host:
+        raise ClusterSimError(
+            f"pattern aggregated: one instance gathers the whole {size / 1e12:,.2f} TB checkpoint, more than the "
+            f"{host / 2**30:,.0f} GiB host memory of {instance.id if instance else ''}; write a file per rank",
+            field="pattern",
+        )
     local = None
     if mode is SaveMode.NVME:
         if instance is None or nvme is None:
@@ -237,7 +244,6 @@ def plan_checkpoint(
                 field="mode",
             )
         local = transfer(size, {"local NVMe": clients * nvme_bytes_per_s(instance, nvme, write=True)})
-    host = None if instance is None or instance.host_memory_bytes is None else instance.host_memory_bytes.value
     if mode is SaveMode.ASYNC and host is not None and per_node > host / 2:
         raise ClusterSimError(
             f"mode async: a {per_node / 2**30:,.1f} GiB host copy per instance needs more than half of the "
