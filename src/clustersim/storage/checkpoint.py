@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from clustersim.catalog.schema import Instance, Storage
+from clustersim.compute.memory import OPTIMIZER_BYTES, WEIGHT_BYTES
 from clustersim.errors import ClusterSimError
 from clustersim.storage.fsx import ClientPath, Extent, FileSystem, default_layout
 from clustersim.workload.transformer import Transformer
@@ -48,7 +49,13 @@ class CheckpointFormat(StrEnum):
     WEIGHTS = "weights"
 
 
-BYTES_PER_PARAM = {CheckpointFormat.MEGATRON: 14.0, CheckpointFormat.TORCH_DCP: 12.0, CheckpointFormat.WEIGHTS: 2.0}
+# FP32 master weights and Adam moments: the optimizer state of compute/memory.py (12 bytes); FSDP keeps
+# its sharded parameters in FP32, so DCP saves no separate 16-bit copy.
+BYTES_PER_PARAM = {
+    CheckpointFormat.MEGATRON: WEIGHT_BYTES + OPTIMIZER_BYTES,
+    CheckpointFormat.TORCH_DCP: OPTIMIZER_BYTES,
+    CheckpointFormat.WEIGHTS: WEIGHT_BYTES,
+}
 
 
 class WritePattern(StrEnum):
