@@ -117,3 +117,9 @@ def test_sensitivity_each_doubling_costs_goodput():
     base = rows[0].run.goodput
     for row in rows[1:]:
         assert (row.run.goodput < base) == (row.factor == 2.0), (row.factor_name, row.factor)
+
+
+def test_too_many_failure_draws_refused():
+    with pytest.raises(ClusterSimError, match="use fewer runs") as err:
+        simulate_runs(1e6 * DAY, interval_s=3600, checkpoint_s=60, restart_s=600, mtbf_s=M, num_runs=1000)
+    assert err.value.field == "runs"

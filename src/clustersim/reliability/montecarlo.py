@@ -23,9 +23,10 @@ import numpy as np
 import numpy.typing as npt
 
 from clustersim.errors import ClusterSimError
-from clustersim.reliability.failures import segments
+from clustersim.reliability.failures import expected_run, segments
 
 MAX_RUNS = 1_000_000
+MAX_FAILURE_DRAWS = 5e7  # failures drawn over all runs (memory: ~16 bytes each)
 FloatArray = npt.NDArray[np.float64]
 
 
@@ -105,6 +106,16 @@ def simulate_runs(
     if not (checkpoint_s >= 0 and restart_s >= 0 and mtbf_s > 0):
         raise ClusterSimError("checkpoint and restart times must be >= 0 and the MTBF > 0", field="mtbf_s")
     full, rest = segments(work_s, interval_s)
+    expected = expected_run(
+        work_s, interval_s=interval_s, checkpoint_s=checkpoint_s, restart_s=restart_s, mtbf_s=mtbf_s
+    ).expected_failures
+    if not expected * num_runs <= MAX_FAILURE_DRAWS:
+        raise ClusterSimError(
+            f"runs: {num_runs:,} runs of ~{expected:,.3g} failures each is more than {MAX_FAILURE_DRAWS:,.0f} draws; "
+            f"use fewer runs (the formula's mean does not need them)",
+            field="runs",
+            value=num_runs,
+        )
     rng = np.random.default_rng(seed)
     time, failures = _segments(rng, num_runs, full, interval_s + checkpoint_s, mtbf_s, restart_s)
     if rest:

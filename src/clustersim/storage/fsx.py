@@ -118,7 +118,12 @@ class FileSystem:
     def network_bytes_per_s(self) -> float:
         """Aggregate network baseline."""
         rate = self._rate("network_baseline_bytes_per_s_per_tib")
-        assert rate is not None, self.tier.id
+        if rate is None:
+            raise ClusterSimError(
+                f"storage tier {self.tier.id} has no network_baseline_bytes_per_s_per_tib in the catalog",
+                field="storage",
+                value=self.tier.id,
+            )
         return rate
 
     @property
@@ -159,7 +164,8 @@ class FileSystem:
             ClientPath.EFA: self.service.efa_client_bits_per_s,
             ClientPath.EFA_GDS: self.service.efa_gds_client_bits_per_s,
         }[path]
-        assert figure is not None, path
+        if figure is None:
+            raise ClusterSimError(f"{self.service.id} has no client ceiling for path {path.value!r} in the catalog")
         bits = figure.value
         if instance is not None:
             bits = min(bits, instance.network.total_bandwidth_bits_per_s.value)
