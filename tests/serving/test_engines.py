@@ -167,3 +167,10 @@ def test_profile_ranges_are_data_a_user_file_can_add(tmp_path: Path, monkeypatch
     monkeypatch.setenv(ENV_VAR, f"{mine}{os.pathsep}{clash}")
     with pytest.raises(ClusterSimError, match=r"^software.version: 'vLLM 0.6.3' falls in the ranges of several"):
         engine_for_software("vllm", "vLLM 0.6.3")
+    # a framework served only by a ranged profile: releases outside its range have no profile
+    lmdeploy = tmp_path / "lmdeploy.toml"
+    lmdeploy.write_text('[lmdeploy-04]\nbased_on = "vllm"\nframework = "lmdeploy"\nreleases = ["0.4", "0.5"]\n')
+    monkeypatch.setenv(ENV_VAR, str(lmdeploy))
+    assert engine_for_software("lmdeploy", "LMDeploy 0.4.2").name == "lmdeploy-04"
+    with pytest.raises(ClusterSimError, match=r"^software.version: '0.6' is in no release range of the lmdeploy"):
+        engine_for_software("lmdeploy", "0.6")
