@@ -14,8 +14,11 @@ from clustersim.cli.collective import collective_command
 from clustersim.cli.common import LightGroup
 from clustersim.cli.hw import hw_app
 from clustersim.cli.models import models_command
+from clustersim.cli.reliability import reliability_command
 from clustersim.cli.serve import serve_command
+from clustersim.cli.storage import storage_app
 from clustersim.cli.train import train_command
+from clustersim.cli.transport import transport_app
 from clustersim.cli.validate import validate_command
 
 app = typer.Typer(
@@ -28,11 +31,14 @@ app = typer.Typer(
     cls=LightGroup,
 )
 app.add_typer(hw_app, name="hw")
+app.add_typer(transport_app, name="transport")
 app.command("collective")(collective_command)
 app.command("models")(models_command)
 app.command("train")(train_command)
 app.command("validate")(validate_command)
 app.command("serve")(serve_command)
+app.add_typer(storage_app, name="storage")
+app.command("reliability")(reliability_command)
 
 
 def _version(value: bool) -> None:
