@@ -1,10 +1,12 @@
 """The discrete-event core: an integer-picosecond clock, a heap of events, a seeded random source.
 
-An event is the tuple ``(time_ps, priority, seq, handler, arg)``; ``seq`` (a running count) breaks ties
-so that events at one time and priority run in the order they were scheduled, which makes a run
-byte-identical for a seed. A handler is called as ``handler(time_ps, arg)`` and returns its follow-up
-events as ``(time_ps, priority, handler, arg)`` tuples (or ``None``). Packets are plain tuples: no
-object is made per packet beyond the tuples the heap holds.
+A heap entry is ``(key, seq, handler, arg)`` with ``key = time_ps << 2 | priority`` (priority 0..3,
+lower first at one instant); ``seq`` (a running count) breaks ties so that events at one time and
+priority run in the order they were scheduled, which makes a run byte-identical for a seed. A handler
+is called as ``handler(time_ps, arg)`` and returns its follow-up events as ``(time_ps, priority,
+handler, arg)`` tuples (or ``None``); the packet hop handlers, the inner loop, push theirs straight
+onto ``heap``. Packets are plain tuples: no object is made per packet beyond the
+tuples the heap holds.
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
 
 PS_PER_S = 10**12
+PRIORITY_BITS = 2
+MAX_PRIORITY = (1 << PRIORITY_BITS) - 1
 UNIFORM_BATCH = 8192  # uniform draws fetched from the generator at a time
 
 Handler = Callable[[int, Any], "Iterable[Event] | None"]
@@ -35,7 +39,7 @@ class Environment:
     def __init__(self, seed: int = 0) -> None:
         self.now_ps = 0
         self.num_events = 0
-        self._heap: list[tuple[int, int, int, Handler, Any]] = []
+        self._heap: list[tuple[int, int, Handler, Any]] = []
         self._counter = itertools.count()  # the tie-breaking sequence, shared by schedule() and run()
         self.rng = np.random.default_rng(seed)
         self._uniforms: list[float] = []
@@ -45,7 +49,20 @@ class Environment:
         """Run ``handler(time_ps, arg)`` at ``time_ps`` (not before now)."""
         if time_ps < self.now_ps:
             raise ValueError(f"cannot schedule at {time_ps} ps, before now ({self.now_ps} ps)")
-        heapq.heappush(self._heap, (time_ps, priority, next(self._counter), handler, arg))
+        if not 0 <= priority <= MAX_PRIORITY:
+            raise ValueError(f"priority must be in 0..{MAX_PRIORITY}, got {priority}")
+        heapq.heappush(self._heap, (time_ps << PRIORITY_BITS | priority, next(self._counter), handler, arg))
+
+    @property
+    def heap(self) -> list[tuple[int, int, Handler, Any]]:
+        """The heap itself, for the inner loop's handlers to push onto directly: entries
+        ``(time_ps << PRIORITY_BITS | priority, next(counter), handler, arg)``."""
+        return self._heap
+
+    @property
+    def counter(self) -> Iterator[int]:
+        """The tie-breaking sequence that goes with ``heap``."""
+        return self._counter
 
     def uniform(self) -> float:
         """A uniform draw in [0, 1), from the run's generator in batches."""
@@ -67,19 +84,20 @@ class Environment:
         pop = heapq.heappop
         push = heapq.heappush
         counter = self._counter
-        limit = math.inf if until_ps is None else until_ps
+        limit = math.inf if until_ps is None else (until_ps << PRIORITY_BITS | MAX_PRIORITY)
         budget = math.inf if max_events is None else max_events
         count = 0
         while heap and count < budget:
             if heap[0][0] > limit:
                 break
-            time_ps, _, _, handler, arg = pop(heap)
+            key, _, handler, arg = pop(heap)
+            time_ps = key >> PRIORITY_BITS
             self.now_ps = time_ps
             follow = handler(time_ps, arg)
             count += 1
             if follow:
                 for at_ps, priority, next_handler, next_arg in follow:
-                    push(heap, (at_ps, priority, next(counter), next_handler, next_arg))
+                    push(heap, (at_ps << PRIORITY_BITS | priority, next(counter), next_handler, next_arg))
         self.num_events += count
         return count
 

@@ -23,7 +23,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from clustersim.network.transport.engine import Environment, Event
+from heapq import heappush
+
+from clustersim.network.transport.engine import PRIORITY_BITS, Environment, Event
 
 ECN_BIT = 1 << 30
 NO_LIMIT = 1 << 62
@@ -52,6 +54,7 @@ class Network:
     def __init__(self, env: Environment) -> None:
         self.env = env
         self.ps_per_byte: list[float] = []
+        self.ps_per_kib: list[int] = []  # picoseconds per 1,024 bytes, rounded: integer service times
         self.fixed_ps: list[int] = []
         self.prop_ps: list[int] = []
         self.buffer_ps: list[int] = []
@@ -76,6 +79,7 @@ class Network:
             raise ValueError(f"port speed must be > 0 bits/s, got {spec.bits_per_s}")
         ps_per_byte = 8e12 / spec.bits_per_s
         self.ps_per_byte.append(ps_per_byte)
+        self.ps_per_kib.append(round(ps_per_byte * 1024))
         self.fixed_ps.append(round(spec.per_packet_s * 1e12))
         self.prop_ps.append(round(spec.propagation_s * 1e12))
         self.buffer_ps.append(NO_LIMIT if spec.buffer_bytes == float("inf") else int(spec.buffer_bytes * ps_per_byte))
@@ -101,10 +105,11 @@ class Network:
         """The event handler of a packet reaching the ``k``-th node of its route: hand it to its flow at
         the end of the route, else queue it on port ``route[k]`` (or drop it). The port lists are bound
         as closure variables: this is the simulator's inner loop."""
-        busy_until, fixed_ps, ps_per_byte = self.busy_until, self.fixed_ps, self.ps_per_byte
+        busy_until, fixed_ps, ps_per_kib = self.busy_until, self.fixed_ps, self.ps_per_kib
         buffer_ps, ecn_ps, prop_ps, loss = self.buffer_ps, self.ecn_ps, self.prop_ps, self.loss
         drops, losses, receivers, uniform = self.drops, self.losses, self.receivers, self.env.uniform
         bg_next, replay = self.bg_next_ps, self._replay_background
+        heap, counter, shift = self.env.heap, self.env.counter, PRIORITY_BITS
 
         def hop(now_ps: int, packet: Packet) -> Iterable[Event] | None:
             route = packet[4]
@@ -114,7 +119,7 @@ class Network:
             if bg_next[port] <= now_ps:
                 replay(port, now_ps)
             busy = busy_until[port]
-            service = fixed_ps[port] + int(packet[3] * ps_per_byte[port])
+            service = fixed_ps[port] + (packet[3] * ps_per_kib[port] >> 10)
             if busy > now_ps:
                 backlog = busy - now_ps
                 if backlog + service > buffer_ps[port]:
@@ -132,7 +137,8 @@ class Network:
                 return None
             if next_hop is None:
                 raise ValueError(f"a route longer than {MAX_HOPS} ports")
-            return ((leave + prop_ps[port], 0, next_hop, packet),)
+            heappush(heap, ((leave + prop_ps[port]) << shift, next(counter), next_hop, packet))
+            return None
 
         return hop
 
@@ -144,7 +150,7 @@ class Network:
         if load == 0:
             return
         self.bg_gap_ps[port] = packet_bytes * self.ps_per_byte[port] / load
-        self.bg_service_ps[port] = self.fixed_ps[port] + int(packet_bytes * self.ps_per_byte[port])
+        self.bg_service_ps[port] = self.fixed_ps[port] + (packet_bytes * self.ps_per_kib[port] >> 10)
         self.bg_next_ps[port] = self.env.now_ps + self.env.exponential_ps(self.bg_gap_ps[port])
 
     def _replay_background(self, port: int, now_ps: int) -> None:

@@ -5,7 +5,9 @@ packet takes the path with the least expected delay (packets in flight on it, we
 round-trip time), so congested or lossy paths are avoided. Packets may arrive out of order; the
 receiver acknowledges each one on the path it came by (reordering is left to the layer above, as
 libfabric's EFA provider does). A packet unacknowledged ``rto_s`` after it left the host is sent
-again (the real timer is not public: tens of microseconds, a parameter). Congestion control is
+again (the real timer is not public: tens of microseconds, a parameter). The deadlines wait in a
+queue in send order (the host link is FIFO, so they only grow) under one timer event per flow, armed
+at the earliest deadline of a packet still unacknowledged. Congestion control is
 delay-based: the window grows by one packet per round trip while the measured queueing delay stays
 under a target and shrinks in proportion to the excess (at most once per round trip) above it.
 
@@ -89,6 +91,8 @@ class SrdFlow(MessageFlow):
         self._attempt: list[int] = []
         self._path_of: list[int] = []
         self._retx: deque[int] = deque()
+        self._deadlines: deque[tuple[int, int, int]] = deque()  # (deadline_ps, seq, attempt) in send order
+        self._timer_at = -1  # when the flow's timer event fires; -1: none pending
         self._next_new = 0
         self._num_acked = 0
         self._cum = 0
@@ -105,6 +109,7 @@ class SrdFlow(MessageFlow):
         self._attempt = [0] * n
         self._path_of = [-1] * n
         self._retx.clear()
+        self._deadlines.clear()
         self._next_new = 0
         self._num_acked = 0
         self._cum = 0
@@ -158,9 +163,23 @@ class SrdFlow(MessageFlow):
             self._inflight += 1
             self.path_inflight[path] += 1
             self._path_of[i] = path
-            leave = net.busy_until[uplink]
-            events.append((max(leave, now_ps) + self.rto_ps, TIMER_PRIORITY, self._timeout, (seq, attempt)))
+            self._deadlines.append((net.busy_until[uplink] + self.rto_ps, seq, attempt))
+        if self._timer_at < 0:
+            self._arm(events)
         return events
+
+    def _live(self, entry: tuple[int, int, int]) -> bool:
+        i = entry[1] - self._base
+        return 0 <= i < self._end - self._base and not self._acked[i] and self._attempt[i] == entry[2]
+
+    def _arm(self, events: list[Event]) -> None:
+        """Drop acknowledged packets from the head of the deadlines; arm the timer at the first live one."""
+        deadlines = self._deadlines
+        while deadlines and not self._live(deadlines[0]):
+            deadlines.popleft()
+        if deadlines:
+            self._timer_at = deadlines[0][0]
+            events.append((self._timer_at, TIMER_PRIORITY, self._timer, None))
 
     def on_control(self, now_ps: int, packet: Packet) -> list[Event] | None:
         seq, stamp, tag = packet[2], packet[5], packet[6]
@@ -201,20 +220,28 @@ class SrdFlow(MessageFlow):
             self.cwnd = max(1.0, self.cwnd * (1 - 0.5 * excess / rtt_ps))
             self._last_cut_ps = now_ps
 
-    def _timeout(self, now_ps: int, arg: tuple[int, int]) -> list[Event] | None:
-        seq, attempt = arg
-        i = seq - self._base
-        if i < 0 or i >= self._end - self._base or self._acked[i] or self._attempt[i] != attempt:
-            return None
+    def _timer(self, now_ps: int, _: object) -> list[Event] | None:
+        """The flow's timer: every packet whose deadline has passed unacknowledged is sent again."""
+        self._timer_at = -1
+        deadlines = self._deadlines
+        while deadlines and deadlines[0][0] <= now_ps:
+            entry = deadlines.popleft()
+            if self._live(entry):
+                self._expire(entry[1] - self._base)
+        events = self._pump(now_ps)
+        if self._timer_at < 0:
+            self._arm(events)
+        return events
+
+    def _expire(self, i: int) -> None:
         self.timeouts += 1
         path = self._path_of[i]
         self._inflight -= 1
         self.path_inflight[path] -= 1
         self._path_of[i] = -1
         self.path_srtt[path] = max(self.path_srtt[path], float(self.rto_ps))  # steer away from a path that lost
-        self._attempt[i] = attempt + 1
+        self._attempt[i] += 1
         self._retx.append(i)  # the window is left alone: the congestion control reacts to delay, not loss
-        return self._pump(now_ps)
 
     # --- receiver -------------------------------------------------------------------------------
 
