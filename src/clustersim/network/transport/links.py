@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-
 from heapq import heappush
 
 from clustersim.network.transport.engine import PRIORITY_BITS, Environment, Event
