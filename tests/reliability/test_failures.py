@@ -25,20 +25,28 @@ DAY = 86400.0
 
 
 def test_llama3_rate_gives_the_papers_job_mtbf():
-    mtbf = job_mtbf_s(RATES["llama3"], 16_384)
+    mtbf = job_mtbf_s(RATES["llama3"], num_devices=16_384, num_nodes=2048)
     assert mtbf == pytest.approx(54 * 86400 / 419)  # one interruption every ~3.09 hours
-    assert job_mtbf_s(RATES["llama3"], 8192) == pytest.approx(2 * mtbf)
+    assert job_mtbf_s(RATES["llama3"], num_devices=8192, num_nodes=1024) == pytest.approx(2 * mtbf)
+    # The same GPUs in 16-GPU nodes: the 151 host-side interruptions halve, the 268 GPU faults stay.
+    assert job_mtbf_s(RATES["llama3"], num_devices=16_384, num_nodes=1024) == pytest.approx(
+        54 * 86400 / (268 + 151 / 2)
+    )
 
 
 def test_rates_by_name_or_number_and_errors():
-    assert failure_rate("RSC1").per_device_hour == pytest.approx(6.5e-3 / 192)
+    rsc1 = failure_rate("RSC1")
+    assert rsc1.per_device_hour == 0 and rsc1.per_node_hour == pytest.approx(6.5e-3 / 24)
+    assert job_mtbf_s(rsc1, num_devices=8192, num_nodes=1024) == pytest.approx(86400 / (1024 * 6.5e-3))
     assert failure_rate("1e-5").per_device_hour == 1e-5
     with pytest.raises(UnknownNameError):
         failure_rate("often")
     with pytest.raises(ClusterSimError, match="not in \\(0, 1\\)"):
         failure_rate("0")
     with pytest.raises(ClusterSimError, match="devices must be at least 1"):
-        job_mtbf_s(RATES["llama3"], 0)
+        job_mtbf_s(RATES["llama3"], num_devices=0, num_nodes=1)
+    with pytest.raises(ClusterSimError, match="nodes must be at least 1"):
+        job_mtbf_s(RATES["llama3"], num_devices=8, num_nodes=0)
 
 
 def test_young_and_daly_closed_forms():

@@ -43,7 +43,7 @@ def test_totals_scale_with_the_expected_run():
     out = with_failures(base, SYSTEM, res)
     timing = res.checkpoint
     restart = DETECT_REPLACE_S + timing.load.time_s + WARMUP_S
-    mtbf = job_mtbf_s(RATES["llama3"], 512)
+    mtbf = job_mtbf_s(RATES["llama3"], num_devices=512, num_nodes=64)
     run = out.failures.run
     assert run.mtbf_s == pytest.approx(mtbf) and out.failures.restart_s == pytest.approx(restart)
     assert run.checkpoint_s == pytest.approx(timing.save.time_s)  # synchronous: the whole save stalls
@@ -76,7 +76,7 @@ def test_auto_interval_waits_for_a_slow_drain():
     timing = plan_checkpoint(MODEL, slow, instance=SYSTEM.instance, num_nodes=64, devices_per_node=8,
                              mode=SaveMode.ASYNC)  # fmt: skip
     out = with_failures(base, SYSTEM, Resilience(checkpoint=timing, rate=RATES["llama3"]))
-    mtbf = job_mtbf_s(RATES["llama3"], 512)
+    mtbf = job_mtbf_s(RATES["llama3"], num_devices=512, num_nodes=64)
     restart = out.failures.restart_s
     daly = daly_interval_s(timing.stall_s, mtbf)
     assert timing.drain_s > daly  # the drain cannot keep up with Daly's interval

@@ -72,7 +72,7 @@ def reliability_command(
             work_s=_seconds(work, "--work"),
             checkpoint_s=_seconds(checkpoint, "--checkpoint"),
             restart_s=_seconds(restart, "--restart", allow_zero=True),
-            mtbf_s=job_mtbf_s(rate, devices),
+            mtbf_s=job_mtbf_s(rate, num_devices=devices, num_nodes=nodes),
             interval_s=fixed,
         )
         run = policy.run()
@@ -92,11 +92,11 @@ def reliability_command(
             except (OSError, ValueError) as exc:
                 raise ClusterSimError(f"--plot: cannot write {plot}: {exc}", field="--plot", value=str(plot)) from None
     if as_json:
-        payload = present.reliability_json(policy, rate, devices, spread, rows)
+        payload = present.reliability_json(policy, rate, devices, nodes, spread, rows)
         if plot is not None:
             payload["plot"] = str(plot)
         emit_json(payload)
         return
-    print_all(*present.reliability_view(policy, rate, devices, spread, rows))
+    print_all(*present.reliability_view(policy, rate, devices, nodes, spread, rows))
     if plot is not None:
         print_all(f"histogram written to {plot}")

@@ -30,13 +30,24 @@ def _run_json(run: Goodput) -> dict[str, Any]:
 
 
 def reliability_json(
-    policy: Policy, rate: FailureRate, num_devices: int, spread: RunSpread | None, rows: list[SensitivityRow]
+    policy: Policy,
+    rate: FailureRate,
+    num_devices: int,
+    num_nodes: int,
+    spread: RunSpread | None,
+    rows: list[SensitivityRow],
 ) -> dict[str, Any]:
     """Inputs, intervals, the expected run, the simulated spread and the sensitivity rows."""
     run = policy.run()
     out: dict[str, Any] = {
-        "failure_rate": {"name": rate.name, "per_device_hour": rate.per_device_hour, "source": rate.source},
+        "failure_rate": {
+            "name": rate.name,
+            "per_device_hour": rate.per_device_hour,
+            "per_node_hour": rate.per_node_hour,
+            "source": rate.source,
+        },
         "num_devices": num_devices,
+        "num_nodes": num_nodes,
         "job_mtbf_s": policy.mtbf_s,
         "work_s": policy.work_s,
         "checkpoint_s": policy.checkpoint_s,
@@ -64,12 +75,18 @@ def _days(seconds: float) -> str:
 
 
 def reliability_view(
-    policy: Policy, rate: FailureRate, num_devices: int, spread: RunSpread | None, rows: list[SensitivityRow]
+    policy: Policy,
+    rate: FailureRate,
+    num_devices: int,
+    num_nodes: int,
+    spread: RunSpread | None,
+    rows: list[SensitivityRow],
 ) -> list[RenderableType]:
     """Headline lines, the spread and the sensitivity table."""
     run = policy.run()
     lines: list[RenderableType] = [
-        f"{num_devices:,} devices at {rate.per_device_hour:.3g} failures per device-hour ({rate.name}): job MTBF "
+        f"{num_devices:,} devices at {rate.per_device_hour:.3g} failures per device-hour and {num_nodes:,} nodes at "
+        f"{rate.per_node_hour:.3g} per node-hour ({rate.name}): job MTBF "
         f"{format_seconds(policy.mtbf_s)}; checkpoint {format_seconds(policy.checkpoint_s)}, restart "
         f"{format_seconds(policy.restart_s)}",
         f"interval {format_seconds(run.interval_s)} (Young {format_seconds(policy.young_s)}, Daly "

@@ -2,8 +2,8 @@
 failures, the restart cost, the Young/Daly checkpoint interval and the expected time to train.
 
 A synchronous job stops when any of its devices or nodes fails, so with independent exponential
-failures the job's rate is the sum: ``1 / MTBF = devices x rate_per_device``. A failure loses the
-work since the last checkpoint plus the restart (detection, a replacement node, reloading the
+failures the job's rate is the sum: ``1 / MTBF = devices x rate_per_device + nodes x rate_per_node``.
+A failure loses the work since the last checkpoint plus the restart (detection, a replacement node, reloading the
 checkpoint, warm-up). With ``W`` seconds of failure-free work cut into intervals of ``tau`` seconds,
 each followed by a checkpoint of ``delta`` seconds, and restarts of ``R`` seconds (failures during a
 restart restart it), each segment of length ``L = tau + delta`` takes on average (Daly 2006, eq. 13,
@@ -28,39 +28,46 @@ DAY_S = 86400.0
 
 @dataclass(frozen=True)
 class FailureRate:
-    """Unexpected job interruptions per device-hour, from a published run."""
+    """Unexpected job interruptions per device-hour (the accelerators' own faults) and per node-hour
+    (the host, its NICs and drives, the network and software around it), from a published run."""
 
     name: str
     per_device_hour: float
     source: str
+    per_node_hour: float = 0.0
     note: str = ""
 
-    @property
-    def device_mtbf_s(self) -> float:
-        """Mean time between failures of one device (and its share of the node and network)."""
-        return HOUR_S / self.per_device_hour
+    def per_hour(self, num_devices: int, num_nodes: int) -> float:
+        """Interruptions per hour of a job on ``num_devices`` devices in ``num_nodes`` nodes."""
+        return num_devices * self.per_device_hour + num_nodes * self.per_node_hour
 
 
-# Interruptions counted against every GPU of the run (hosts, network and software included), as the
-# papers count them.
+# Llama 3's Table 5 split: faults of the GPU itself (faulty GPU 148, HBM3 72, SRAM 19, GPU system processor
+# 17, silent data corruption 6, thermal interface and sensor 6) per GPU; the rest (software 54, network
+# switch and cable 35, host maintenance 32, NIC 7, NCCL watchdog 7, SSD 3, power supply 3, chassis 2, IO
+# board 2, dependency 2, CPU 2, host memory 2) per node, 2,048 nodes of 8 GPUs.
+_LLAMA3_GPU, _LLAMA3_NODE, _LLAMA3_HOURS = 268, 151, 54 * 24
 RATES = {
     "llama3": FailureRate(
         name="llama3",
-        per_device_hour=419 / (54 * 24 * 16_384),
+        per_device_hour=_LLAMA3_GPU / (_LLAMA3_HOURS * 16_384),
+        per_node_hour=_LLAMA3_NODE / (_LLAMA3_HOURS * 2_048),
         source="Llama 3 Herd of Models (arXiv 2407.21783), section 3.3.4, Table 5: 419 unexpected interruptions "
         "in a 54-day snapshot of pre-training on 16,384 H100 GPUs (47 planned ones not counted)",
-        note="78% of them hardware (GPU 30.1%, HBM3 17.2%); one every ~3.1 hours for the whole job.",
+        note="268 of them faults of the GPU (64%), 151 of the host, network or software; one every ~3.1 hours.",
     ),
     "rsc1": FailureRate(
         name="rsc1",
-        per_device_hour=6.50e-3 / (8 * 24),
+        per_device_hour=0.0,
+        per_node_hour=6.50e-3 / 24,
         source="Kokolis et al., Revisiting Reliability in Large-Scale ML Research Clusters (arXiv 2410.21680): "
         "RSC-1 (16k A100) 6.50 failures per 1,000 node-days, 8 GPUs per node",
         note="Research cluster, all job sizes; the paper projects a 16,384-GPU job's MTTF at ~1.8 hours.",
     ),
     "rsc2": FailureRate(
         name="rsc2",
-        per_device_hour=2.34e-3 / (8 * 24),
+        per_device_hour=0.0,
+        per_node_hour=2.34e-3 / 24,
         source="Kokolis et al., Revisiting Reliability in Large-Scale ML Research Clusters (arXiv 2410.21680): "
         "RSC-2 (8k A100) 2.34 failures per 1,000 node-days, 8 GPUs per node",
     ),
@@ -89,11 +96,12 @@ def failure_rate(spec: str | float) -> FailureRate:
     return FailureRate(name=f"{value:g}/device-hour", per_device_hour=value, source="given")
 
 
-def job_mtbf_s(rate: FailureRate, num_devices: int) -> float:
-    """Mean time between interruptions of a job on ``num_devices`` devices."""
-    if num_devices < 1:
-        raise ClusterSimError(f"devices must be at least 1, got {num_devices}", field="devices", value=num_devices)
-    return rate.device_mtbf_s / num_devices
+def job_mtbf_s(rate: FailureRate, *, num_devices: int, num_nodes: int) -> float:
+    """Mean time between interruptions of a job on ``num_devices`` devices in ``num_nodes`` nodes."""
+    for name, count in (("devices", num_devices), ("nodes", num_nodes)):
+        if count < 1:
+            raise ClusterSimError(f"{name} must be at least 1, got {count}", field=name, value=count)
+    return HOUR_S / rate.per_hour(num_devices, num_nodes)
 
 
 def _check(name: str, value: float, *, positive: bool = True) -> None:

@@ -203,7 +203,7 @@ def with_failures(totals: JobTotals, system: System, resilience: Resilience) -> 
     wall time, device-hours, energy and instance cost scale with it, and the storage's cost is added."""
     timing = resilience.checkpoint
     work = totals.time_s
-    mtbf = job_mtbf_s(resilience.rate, system.num_devices)
+    mtbf = job_mtbf_s(resilience.rate, num_devices=system.num_devices, num_nodes=system.num_nodes)
     restart = DETECT_REPLACE_S + timing.load.time_s + WARMUP_S
     run = _policy_run(work, timing, restart, mtbf, resilience.interval_s)
     scale = run.expected_time_s / work
