@@ -6,6 +6,11 @@ GEMMs approach a ceiling (``gemm_max``), small ones lose to launch, tail and wav
 fraction of the ceiling; element-wise work (norms, activations, residuals, dropout, the loss and the
 optimizer) streams through HBM at ``memory_efficiency`` of the datasheet bandwidth. FP8 GEMMs run
 at the FP8 peak times ``fp8_efficiency_ratio`` of the BF16 fraction (casts, scaling, smaller tiles).
+Each optimizer step also costs ``step_s`` whatever the model's size: the gradient-norm reduction and
+clipping, the optimizer's per-tensor kernels and the host synchronisation that ends a step. The
+experts of a MoE layer run as one grouped GEMM per matrix over the device's local experts; each
+expert's slice costs ``expert_gemm_s`` more than a GEMM of its size: its own launches, input
+quantization and the partial last wave of a GEMM that has only its tokens.
 What the software does (fused attention, overlap, sharding, its own kernels' share of these
 fractions) is the framework's, in ``clustersim.compute.software``; these numbers describe the chip.
 
@@ -44,6 +49,12 @@ class FamilyEfficiency(BaseModel):
     attention: float = Field(gt=0, le=1, description="Attention core, fraction of the GEMM ceiling.")
     memory_efficiency: float = Field(gt=0, le=1, description="Element-wise kernels, fraction of HBM bandwidth.")
     fp8_efficiency_ratio: float = Field(gt=0, le=1, description="FP8 fraction of FP8 peak / BF16 fraction.")
+    step_s: float = Field(
+        0.0, ge=0, le=1, description="Fixed seconds per optimizer step (gradient norm, many small kernels, syncs)."
+    )
+    expert_gemm_s: float = Field(
+        0.0, ge=0, le=1e-3, description="Fixed seconds per expert GEMM of a grouped (MoE) GEMM, beyond a GEMM's own."
+    )
     source: str = Field(min_length=1, description="What the values were fitted to, or where they come from.")
     fitted: str | None = Field(None, description="When and how the values were last fitted (the calibration script).")
 

@@ -54,6 +54,11 @@ class SoftwareSettings(BaseModel):
     ep_dispatch_bytes_fp8: float | None = Field(
         None, gt=0, le=2, description="Bytes per element of the token dispatch in FP8 training (combine stays 16-bit)."
     )
+    ep_dispatch_per_node: bool | None = Field(
+        None,
+        description="Expert dispatch and combine cross the network once per remote node a token's experts sit on "
+        "and fan out over the scale-up fabric (DeepEP / HybridEP); false: once per routed expert (all-to-all).",
+    )
     grad_reduce_bytes_fp16: float | None = Field(
         None, gt=0, description="Bytes per gradient element reduced across data-parallel ranks in FP16 training."
     )
@@ -79,6 +84,9 @@ class SoftwareProfile(SoftwareSettings):
     zero3_hierarchical: bool = Field(description="ZeRO-3/FSDP collectives use the scale-up fabric inside a node.")
     ep_overlap: bool = Field(description="Expert all-to-alls overlapped with another micro-batch's compute.")
     ep_dispatch_bytes_fp8: float = Field(gt=0, le=2, description="Bytes per element of the FP8 token dispatch.")
+    ep_dispatch_per_node: bool = Field(
+        False, description="Expert tokens cross the network once per remote node (DeepEP / HybridEP), not per expert."
+    )
     grad_reduce_bytes_fp16: float = Field(gt=0, description="Bytes per gradient element reduced, FP16 training.")
     grad_reduce_bytes_bf16: float = Field(gt=0, description="Bytes per gradient element reduced, BF16/FP8 training.")
     kernel_efficiency: float = Field(gt=0, le=1, description="Fraction of the hardware's GEMM efficiency reached.")

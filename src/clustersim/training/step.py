@@ -29,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from clustersim.catalog.schema import Dtype
+from clustersim.compute.dispatch import network_copy_ratio
 from clustersim.compute.efficiency import FamilyEfficiency
 from clustersim.compute.memory import params_per_device, stage_layers
 from clustersim.compute.software import SoftwareProfile, software_for
@@ -44,6 +45,7 @@ FloatArray = npt.NDArray[np.float64]
 
 ACT_BYTES = 2.0  # activations and TP/PP messages in 16 bits (FP8 runs too)
 OPTIMIZER_BYTES_PER_PARAM = 30.0  # Adam: read grad, master, m, v (16); write master, m, v (12), weight (2)
+EXPERT_GEMMS = "experts"  # the grouped GEMMs of the routed and shared experts
 ATTENTION_NAMES = frozenset({"attention core", "attention scores"})  # what selective recompute repeats
 
 
@@ -78,6 +80,8 @@ def operation_times(
     for op in ops:
         if op.kind is OpKind.GEMM:
             forward = op.flop / (gemm_peak * eff.gemm_fraction(np.maximum(op.gemm_flop, 1.0)) * kernel_efficiency)
+            if op.name == EXPERT_GEMMS:  # one slice per local expert and matrix
+                forward = forward + op.flop / np.maximum(op.gemm_flop, 1.0) * eff.expert_gemm_s
         elif op.kind is OpKind.ATTENTION:
             forward = op.flop / (half * eff.gemm_max * eff.attention * kernel_efficiency)
         else:
@@ -295,13 +299,28 @@ class StepContext:
         dispatch_bytes = sw.ep_dispatch_bytes_fp8 if self.precision is Dtype.FP8 else ACT_BYTES
         # EP groups inside the data-parallel ranks are tp * cp apart; folded over all ranks, etp apart.
         group = (lay.ep, np.where((lay.dp * lay.cp) % lay.ep == 0, lay.tp * lay.cp, lay.etp))
-        dispatch = self.collective_s(Op.ALLTOALL, dispatch_bytes * elements, *group)
-        combine = self.collective_s(Op.ALLTOALL, ACT_BYTES * elements, *group)
+        dispatch = self._ep_alltoall(dispatch_bytes * elements, *group)
+        combine = self._ep_alltoall(ACT_BYTES * elements, *group)
         moe_share = self.model.moe_layers / self.model.layers  # leading dense layers send no tokens
         link = self.layers_here * moe_share * 2 * (dispatch + combine)
         if not sw.ep_overlap:
             return TermTimes(link, link)
         return TermTimes(link, np.maximum(link - (self.fwd_mb + self.bwd_mb), 0.0))
+
+    def _ep_alltoall(self, size_bytes: FloatArray, ranks: npt.NDArray[np.int64], stride: FloatArray) -> FloatArray:
+        """One dispatch or combine. Per node (``ep_dispatch_per_node``), a group spanning nodes sends a
+        token over the network once per remote node holding its experts (``network_copy_ratio`` of the
+        all-to-all's bytes) and fans it out over the node's scale-up fabric, pipelined: the slower of
+        the two."""
+        moe = self.model.moe
+        if not self.sw.ep_dispatch_per_node or moe is None:
+            return self.collective_s(Op.ALLTOALL, size_bytes, ranks, stride)
+        local = np.clip(self.system.scaleup_devices // np.maximum(np.asarray(stride, np.int64), 1), 1, ranks)
+        nodes = np.ceil(ranks / local)
+        ratio = network_copy_ratio(moe.experts, moe.top_k, nodes)
+        network = self.collective_s(Op.ALLTOALL, size_bytes * ratio, ranks, stride)
+        fan_out = self.collective_s(Op.ALLTOALL, size_bytes, local, stride, where=nodes > 1)
+        return np.maximum(network, fan_out)
 
     @_derived
     def pp_mb(self) -> FloatArray:
@@ -467,11 +486,11 @@ def _dp(ctx: StepContext) -> TermTimes:
 
 @step_term("optimizer", "the optimizer step")
 def _optimizer(ctx: StepContext) -> TermTimes:
-    """A memory-bound pass over the local shard of parameters."""
+    """A memory-bound pass over the local shard of parameters, and the family's fixed cost per step."""
     lay = ctx.lay
     shard = np.where(lay.zero >= 1, lay.dp * lay.cp, 1).astype(float)
     hbm = ctx.system.memory_bandwidth_bytes_per_s * ctx.eff.memory_efficiency
-    return _same(ctx.params / shard * OPTIMIZER_BYTES_PER_PARAM / hbm)
+    return _same(ctx.params / shard * OPTIMIZER_BYTES_PER_PARAM / hbm + ctx.eff.step_s)
 
 
 @step_term("framework overhead", "host-side framework overhead per layer and step (hooks, launches)")

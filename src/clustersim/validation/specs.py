@@ -46,6 +46,8 @@ TRAINING_BOUNDS: dict[str, tuple[float, float]] = {
     "attention": (0.1, 1.0),
     "memory_efficiency": (0.3, 0.95),
     "fp8_efficiency_ratio": (0.3, 1.0),
+    "step_s": (1e-3, 0.3),  # host and optimizer fixed cost per step: milliseconds to a few hundred
+    "expert_gemm_s": (1e-6, 1e-4),  # a few launches and casts per expert: microseconds to tens of them
 }
 
 
@@ -66,10 +68,11 @@ def _training_constants(
     table: EfficiencyTable, family: str, cases: Sequence[Prepared[EfficiencyTable]]
 ) -> list[Constant]:
     fp8 = any(c.case.precision == "fp8" for c in cases)
+    moe = any(c.case.model is not None and c.case.model.moe is not None for c in cases)
     return [
         Constant(family, key, low, high)
         for key, (low, high) in TRAINING_BOUNDS.items()
-        if key != "fp8_efficiency_ratio" or fp8
+        if (key != "fp8_efficiency_ratio" or fp8) and (key != "expert_gemm_s" or moe)
     ]
 
 

@@ -1,0 +1,118 @@
+"""Closed forms of the MoE and per-step costs: the per-node token dispatch (DeepEP / HybridEP), the fixed
+cost of each expert's slice of a grouped GEMM, and the fixed cost of an optimizer step.
+
+The tiny MoE model, the round-number device and the helpers are those of ``test_step_closed_form``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from clustersim.compute.dispatch import network_copy_ratio, node_miss_probability
+from clustersim.compute.software import software_for
+from clustersim.execution import Layout
+from clustersim.network.collectives import Op
+from clustersim.network.fabric import Fabric
+
+from .test_step_closed_form import EFF, MOE, NVLINK, REL, SW, estimate, node_fabric, t_coll, terms
+
+# ---- how many copies of a token cross the network -----------------------------------------------------
+
+
+def test_two_of_four_experts_on_two_nodes_cross_five_sixths_as_often():
+    # Experts {a, b} on one node, {c, d} on the other; a token picks 2 of 4 (6 pairs). Only the pair on
+    # its own node ({a, b}: 1 in 6) leaves it home: 5/6 of tokens cross once. An all-to-all sends one
+    # message per remote expert: 2 x 1/2 = 1 copy on average.
+    assert node_miss_probability(4, 2, 2) == pytest.approx(1 / 6, rel=REL)
+    assert network_copy_ratio(4, 2, 2) == pytest.approx(5 / 6, rel=REL)
+
+
+def test_qwen3_style_routing_on_two_nodes_sends_a_quarter_of_the_all_to_all():
+    # 128 experts, top 8, 64 per node: a token misses the other node with probability C(64,8)/C(128,8)
+    # (0.3%), so it crosses almost exactly once, where an all-to-all sends its 4 remote copies.
+    miss = math.comb(64, 8) / math.comb(128, 8)
+    assert network_copy_ratio(128, 8, 2) == pytest.approx(2 * (1 - miss) / 8, rel=REL)
+    assert 0.24 < float(network_copy_ratio(128, 8, 2)) < 0.25
+
+
+def test_one_node_or_one_expert_per_token_changes_nothing():
+    assert network_copy_ratio(64, 8, 1) == 1.0  # nothing crosses the network anyway
+    assert network_copy_ratio(64, 1, [2, 4, 8]) == pytest.approx([1.0, 1.0, 1.0], rel=REL)  # no copy to merge
+
+
+@given(
+    st.integers(1, 8).flatmap(lambda k: st.tuples(st.just(k), st.sampled_from([8, 16, 64, 256]))),
+    st.sampled_from([2, 4, 8]),
+)
+def test_a_per_node_dispatch_sends_between_one_kth_and_all_of_the_copies(k_and_experts, nodes):
+    # A remote node is hit at most as often as it holds chosen experts (k / N) and at least 1 / k of that.
+    top_k, experts = k_and_experts
+    ratio = float(network_copy_ratio(experts, top_k, nodes))
+    assert 1.0 / top_k - 1e-12 <= ratio <= 1.0 + 1e-12
+
+
+# ---- the dispatch in a training step ------------------------------------------------------------------
+
+
+def _two_nodes_of_two() -> Fabric:
+    return Fabric("hand", 2, 2, NVLINK, 50e9, False)
+
+
+def test_an_expert_group_across_nodes_sends_each_token_once_per_remote_node():
+    # ep 4 over 2 nodes of 2 devices, 4 experts (one per device), top 2: a token crosses 5/6 times where
+    # the all-to-all sends 1 copy (ratio 5/6), and fans out to its node's experts over NVLink: each
+    # dispatch and combine takes the slower of the two.
+    per_node = SW.model_copy(update={"ep_dispatch_per_node": True})
+    per_expert = SW.model_copy(update={"ep_dispatch_per_node": False})
+    size = 1024 * 2 * 1024 * 2  # T x top_k x h 16-bit values
+    layout = Layout(dp=4, ep=4)
+    spread = estimate(layout, devices=4, per_node=2, global_batch=8, model=MOE, sw=per_node)
+    plain = estimate(layout, devices=4, per_node=2, global_batch=8, model=MOE, sw=per_expert)
+    one = max(t_coll(Op.ALLTOALL, size * 5 / 6, _two_nodes_of_two()), t_coll(Op.ALLTOALL, size, node_fabric(2)))
+    # 2 micro-batches x 4 layers x (dispatch + combine) forward and backward
+    assert terms(spread)["ep comm"][0] == pytest.approx(2 * 4 * 4 * one, rel=REL)
+    assert terms(plain)["ep comm"][0] == pytest.approx(2 * 4 * 4 * t_coll(Op.ALLTOALL, size, _two_nodes_of_two()))
+    assert terms(spread)["ep comm"][0] < terms(plain)["ep comm"][0]
+
+
+def test_an_expert_group_inside_one_node_dispatches_the_same_either_way():
+    per_node = SW.model_copy(update={"ep_dispatch_per_node": True})
+    a = estimate(Layout(dp=2, ep=2), devices=2, global_batch=4, model=MOE, sw=per_node)
+    b = estimate(Layout(dp=2, ep=2), devices=2, global_batch=4, model=MOE, sw=SW)
+    assert terms(a)["ep comm"] == pytest.approx(terms(b)["ep comm"], rel=REL)
+
+
+def test_megatron_dispatches_per_node_and_a_framework_that_does_not_say_per_expert():
+    assert software_for("megatron", "hopper").ep_dispatch_per_node
+    assert not software_for("deepspeed", "hopper").ep_dispatch_per_node
+
+
+# ---- fixed costs: per expert GEMM, per step -----------------------------------------------------------
+
+
+def test_each_local_experts_gemm_slice_adds_its_fixed_cost():
+    # ep 2 of 4 experts: 2 local experts x 3 SwiGLU matrices = 6 slices per layer; 2 micro-batches x 4
+    # layers; the backward pass runs each slice twice (data and weight gradients).
+    slow = EFF.model_copy(update={"expert_gemm_s": 1e-5})
+    base = estimate(Layout(dp=2, ep=2), devices=2, global_batch=4, model=MOE)
+    more = estimate(Layout(dp=2, ep=2), devices=2, global_batch=4, model=MOE, eff=slow)
+    forward = terms(more)["forward"][1] - terms(base)["forward"][1]
+    backward = terms(more)["backward"][1] - terms(base)["backward"][1]
+    assert forward == pytest.approx(2 * 4 * 6 * 1e-5, rel=1e-6)
+    assert backward == pytest.approx(2 * forward, rel=1e-6)
+
+
+def test_a_dense_model_has_no_expert_slices():
+    slow = EFF.model_copy(update={"expert_gemm_s": 1e-3})
+    assert estimate(Layout(), devices=1, eff=slow).step_s == pytest.approx(estimate(Layout(), devices=1).step_s)
+
+
+def test_the_fixed_cost_per_step_is_paid_once_per_step():
+    base = estimate(Layout(), devices=1, global_batch=4)
+    more = estimate(Layout(), devices=1, global_batch=4, eff=EFF.model_copy(update={"step_s": 0.25}))
+    assert terms(more)["optimizer"][1] - terms(base)["optimizer"][1] == pytest.approx(0.25, rel=1e-9)
+    assert more.step_s - base.step_s == pytest.approx(0.25, rel=1e-9)
