@@ -1,0 +1,133 @@
+"""A catalogued cluster as a fat-tree, a job placed on it, and links failed on it.
+
+``fat_tree_for_instance`` reads the instance through the network layer's topology
+(``topology_for_instance``: GPUs per host, rails and their speed, scale-up bandwidth, the adapter's
+latency, the cluster template's oversubscription) and sizes the fabric to the template's largest
+published cluster of that instance (20,000 GPUs for p5), or to the job when no template lists it.
+"""
+
+from __future__ import annotations
+
+import math
+from enum import StrEnum
+
+import numpy as np
+
+from clustersim.catalog.registry import Catalog
+from clustersim.errors import ClusterSimError, UnknownNameError
+from clustersim.network.flowsim.topology import FatTree, FatTreeSpec, IntArray, build
+from clustersim.network.topology import topology_for_instance
+
+MAX_FABRIC_HOSTS = 50_000
+
+
+class Placement(StrEnum):
+    """Where a job's hosts sit on the fabric."""
+
+    PACKED = "packed"  # consecutive hosts: as few leaves and pods as possible
+    SPREAD = "spread"  # evenly spaced over the whole fabric: across leaves and pods
+    RANDOM = "random"  # a seeded random choice
+
+
+def parse_placement(name: str) -> Placement:
+    try:
+        return Placement(name.strip().lower())
+    except ValueError:
+        raise UnknownNameError("placement", name, [p.value for p in Placement]) from None
+
+
+def cluster_hosts(catalog: Catalog, instance: str, num_nodes: int) -> int:
+    """Hosts of the catalogued cluster of ``instance`` (its template's largest published size), at
+    least ``num_nodes``."""
+    from clustersim.catalog.schema import Cluster, Kind
+
+    entry = catalog.instance(instance)
+    per_host = int(entry.num_accelerators.value)
+    for cluster in catalog.list(Kind.CLUSTER):
+        if isinstance(cluster, Cluster):
+            for generation in cluster.generations:
+                if generation.instance == entry.id:
+                    return max(num_nodes, math.ceil(generation.max_accelerators.value / per_host))
+    return num_nodes
+
+
+def fat_tree_for_instance(
+    catalog: Catalog,
+    instance: str,
+    num_nodes: int,
+    *,
+    fabric_hosts: int | None = None,
+    radix: int = 64,
+    oversubscription: float | None = None,
+    rail_optimized: bool = True,
+    link_latency_s: float = 0.0,
+) -> FatTree:
+    """The fat-tree a job of ``num_nodes`` instances runs in (``fabric_hosts``: default the cluster's).
+
+    ``link_latency_s`` (default 0) is paid by every dependent flow on each network link it crosses.
+    A flow-level ring moves each step's chunk as one flow, so latency per link would be paid once per
+    step, where NCCL pipelines slices and pays it about once per network hop of the ring; the
+    per-message latency is therefore left to the analytic model (``cost`` adds it) unless given."""
+    topo = topology_for_instance(catalog, instance, max(num_nodes, 1))
+    hosts = cluster_hosts(catalog, instance, num_nodes) if fabric_hosts is None else fabric_hosts
+    if hosts < num_nodes:
+        raise ClusterSimError(
+            f"a fabric of {hosts} hosts cannot hold {num_nodes} nodes", field="nodes", value=num_nodes
+        )
+    if hosts > MAX_FABRIC_HOSTS:
+        raise ClusterSimError(f"fabric hosts must be at most {MAX_FABRIC_HOSTS}, got {hosts}", field="fabric_hosts")
+    if topo.rails is None:
+        raise ClusterSimError(f"instance {instance} lists no network cards", field="instance", value=instance)
+    ratio = oversubscription if oversubscription is not None else (topo.tiers.oversubscription if topo.tiers else 1.0)
+    spec = FatTreeSpec(
+        num_hosts=hosts,
+        gpus_per_host=topo.devices_per_node,
+        nics_per_host=topo.rails.num_nics,
+        nic_bytes_per_s=topo.rails.nic_bits_per_s / 8,
+        scaleup_bytes_per_s=topo.scaleup_bytes_per_s,
+        radix=radix,
+        oversubscription=ratio,
+        rail_optimized=rail_optimized,
+        link_latency_s=link_latency_s,
+        name=f"{hosts} x {instance}",
+    )
+    return build(spec)
+
+
+def place(tree: FatTree, num_nodes: int, placement: Placement = Placement.PACKED, seed: int = 0) -> IntArray:
+    """The hosts of a job of ``num_nodes`` nodes, in rank order."""
+    total = tree.spec.num_hosts
+    if not 1 <= num_nodes <= total:
+        raise ClusterSimError(f"nodes must be between 1 and {total} (the fabric), got {num_nodes}", field="nodes")
+    if placement is Placement.PACKED:
+        return np.arange(num_nodes, dtype=np.int64)
+    if placement is Placement.SPREAD:
+        return (np.arange(num_nodes, dtype=np.int64) * total) // num_nodes
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.choice(total, size=num_nodes, replace=False)).astype(np.int64)
+
+
+def job_uplinks(tree: FatTree, hosts: IntArray) -> IntArray:
+    """The leaf-to-spine link indices (up direction) of the leaves the job's NICs sit on."""
+    nics = (hosts[:, None] * tree.spec.nics_per_host + np.arange(tree.spec.nics_per_host)).reshape(-1)
+    leaves = np.unique(tree.nic_leaf[nics])
+    u = tree.leaf_uplinks
+    return (tree.leaf_up0 + leaves[:, None] * u + np.arange(u)).reshape(-1)
+
+
+def fail_job_links(tree: FatTree, hosts: IntArray, count: int, seed: int = 0) -> FatTree:
+    """``tree`` with ``count`` leaf-spine cables (both directions) of the job's leaves failed, chosen
+    with ``seed``."""
+    if count < 0:
+        raise ClusterSimError(f"failed links must be at least 0, got {count}", field="fail_links", value=count)
+    if count == 0:
+        return tree
+    ups = job_uplinks(tree, hosts)
+    if tree.num_tiers < 2 or count > ups.size:
+        raise ClusterSimError(
+            f"the job's leaves have {ups.size if tree.num_tiers >= 2 else 0} spine links; cannot fail {count}",
+            field="fail_links",
+            value=count,
+        )
+    chosen = np.sort(np.random.default_rng(seed).choice(ups, size=count, replace=False))
+    return tree.with_failures(np.concatenate([chosen, chosen + tree.num_leaf_links]))

@@ -1,0 +1,309 @@
+"""NCCL's collective algorithms as flows with dependencies, on the hosts a job was placed on.
+
+Ranks are the job's GPUs, host by host (host ``i`` of the placement holds ranks ``i*G .. i*G+G-1``).
+
+* Ring (all-reduce: ``2(n-1)`` steps; all-gather, reduce-scatter: ``n-1``; each step moves
+  ``size / n`` per rank): one channel per GPU of a host; channel ``c`` visits the GPUs of each host
+  from ``c+1`` round to ``c`` and leaves the host from GPU ``c`` on its rails, so every GPU's NICs
+  carry one channel and every NVLink port the others. A flow of step ``k`` waits for the step
+  ``k-1`` flow into its sender and for its own sender's step ``k-1`` flow.
+* Tree all-reduce (NCCL's double binary tree, ``ncclGetDtree``): half the data on each tree, split
+  over the GPUs' rails, reduced up and broadcast down in pipelined pieces of about
+  ``TREE_PIECE_BYTES``, the first ``chunks`` of them simulated; inside a host a chain through the
+  GPUs per channel.
+* Send/receive: every GPU to the same GPU of the next host, at once.
+* Pairwise all-to-all: ``nodes - 1`` rounds; in round ``i`` host ``a`` sends to host ``a+i`` (every
+  GPU to that host, on its own rails) and a GPU's round waits for its previous round. The
+  NVLink part goes alongside round 1.
+
+Only the first ``max_steps`` ring steps (or ``max_rounds`` all-to-all rounds, evenly spread) are
+simulated; ``CollectiveFlows`` says how many stand for how many, and ``results`` extrapolates the
+remainder at the pace of the last simulated step (exact when every step takes as long). The tree's
+pieces overlap in a pipeline, so its remaining pieces go at the pipeline's steady pace: the busiest
+resource's bytes per piece over its capacity.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from clustersim.errors import ClusterSimError
+from clustersim.network.collectives import Algorithm, Op
+from clustersim.network.flowsim.engine import Flows, independent
+from clustersim.network.flowsim.topology import FatTree, IntArray
+
+RING_OPS = {Op.ALL_REDUCE: 2, Op.ALL_GATHER: 1, Op.REDUCE_SCATTER: 1}
+TREE_PIECE_BYTES = 512 * 1024  # assumed: bytes a tree channel pipelines at a time
+SUPPORTED = {
+    Op.ALL_REDUCE: (Algorithm.RING, Algorithm.TREE),
+    Op.ALL_GATHER: (Algorithm.RING,),
+    Op.REDUCE_SCATTER: (Algorithm.RING,),
+    Op.ALLTOALL: (Algorithm.PAIRWISE,),
+    Op.SENDRECV: (Algorithm.DIRECT,),
+}
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CollectiveFlows:
+    """A collective's flows; ``group`` numbers steps (rounds), ``num_steps`` of them simulated
+    standing for ``total_steps`` (``weights`` says how many each simulated step stands for)."""
+
+    op: Op
+    algorithm: Algorithm
+    flows: Flows
+    num_steps: int
+    total_steps: int
+    step_weights: list[float]
+    pipelined: bool = False  # the rest runs at the busiest resource's pace per step (a pipeline)
+
+
+def default_algorithm(op: Op) -> Algorithm:
+    """The algorithm simulated when none is asked for."""
+    if op not in SUPPORTED:
+        raise ClusterSimError(
+            f"the flow simulator has no algorithm for {op.value}; valid: {', '.join(o.value for o in SUPPORTED)}",
+            field="collective",
+            value=op.value,
+        )
+    return SUPPORTED[op][0]
+
+
+def collective_flows(
+    tree: FatTree,
+    hosts: IntArray,
+    op: Op,
+    size_bytes: float,
+    algorithm: Algorithm | None = None,
+    *,
+    max_steps: int = 4,
+    chunks: int = 8,
+) -> CollectiveFlows:
+    """The flows of ``op`` of ``size_bytes`` per rank over the GPUs of ``hosts``."""
+    algorithm = default_algorithm(op) if algorithm is None else algorithm
+    if algorithm not in SUPPORTED.get(op, ()):
+        valid = ", ".join(a.value for a in SUPPORTED.get(op, ()))
+        raise ClusterSimError(
+            f"the flow simulator runs {op.value} as {valid}, not {algorithm.value}",
+            field="algorithm",
+            value=algorithm.value,
+        )
+    if not size_bytes > 0:
+        raise ClusterSimError(f"size must be positive, got {size_bytes!r}", field="size", value=size_bytes)
+    if max_steps < 1:
+        raise ClusterSimError(f"max_steps must be at least 1, got {max_steps}", field="max_steps", value=max_steps)
+    hosts = np.asarray(hosts, dtype=np.int64)
+    if hosts.size * tree.spec.gpus_per_host < 2:
+        raise ClusterSimError("a collective needs at least 2 GPUs", field="nodes", value=int(hosts.size))
+    if algorithm is Algorithm.RING:
+        return _ring(tree, hosts, op, size_bytes, max_steps)
+    if algorithm is Algorithm.TREE:
+        return _tree(tree, hosts, size_bytes, max(1, chunks))
+    if algorithm is Algorithm.DIRECT:
+        return _sendrecv(tree, hosts, size_bytes)
+    return _alltoall(tree, hosts, size_bytes, max_steps)
+
+
+def _sendrecv(tree: FatTree, hosts: IntArray, size: float) -> CollectiveFlows:
+    """Every rank sends ``size`` to the same GPU of the next host (the next rank on one host), as a
+    pipeline stage hands its activations on."""
+    g = tree.spec.gpus_per_host
+    gpus = (hosts[:, None] * g + np.arange(g)[None, :]).reshape(-1)
+    shift = g if hosts.size > 1 else 1
+    flows = independent(gpus, np.roll(gpus, -shift), np.full(gpus.size, size))
+    return CollectiveFlows(Op.SENDRECV, Algorithm.DIRECT, flows, 1, 1, [1.0])
+
+
+def _ring(tree: FatTree, hosts: IntArray, op: Op, size: float, max_steps: int) -> CollectiveFlows:
+    g = tree.spec.gpus_per_host
+    n = hosts.size * g
+    channels = g if hosts.size > 1 else 1
+    # Channel c's ring: per host, GPUs c+1 .. c+g (mod g); the host is left from GPU c.
+    order = (np.arange(channels)[:, None] + 1 + np.arange(g)[None, :]) % g  # (C, g)
+    seq = (hosts[None, :, None] * g + order[:, None, :]).reshape(channels, n)  # global GPU ids
+    src = seq
+    dst = np.roll(seq, -1, axis=1)
+    total = RING_OPS[op] * (n - 1)
+    steps = min(total, max_steps)
+    per_step = channels * n
+    chunk = size / n / channels
+    flow = np.arange(steps * per_step, dtype=np.int64).reshape(steps, channels, n)
+    prev_in = np.roll(flow, 1, axis=2)  # the flow into this sender, same step
+    deps = np.stack([prev_in[:-1], flow[:-1]], axis=-1)  # step k waits on step k-1
+    dep_idx = np.concatenate([np.zeros(0, np.int64), deps.reshape(-1)])
+    counts = np.concatenate([np.zeros(per_step, np.int64), np.full((steps - 1) * per_step, 2)])
+    flows = Flows(
+        src_gpu=np.tile(src.reshape(-1), steps),
+        dst_gpu=np.tile(dst.reshape(-1), steps),
+        size_bytes=np.full(steps * per_step, chunk),
+        start_at_s=np.zeros(steps * per_step),
+        dep_ptr=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+        dep_idx=dep_idx,
+        group=np.repeat(np.arange(steps, dtype=np.int64), per_step),
+    )
+    weights = [1.0] * steps
+    weights[-1] += total - steps
+    return CollectiveFlows(op, Algorithm.RING, flows, steps, total, weights)
+
+
+def btree_parents(n: int) -> tuple[IntArray, IntArray]:
+    """Parents (-1 at a root) of NCCL's two binary trees over ``n`` nodes (``ncclGetDtree``): the
+    second is the first shifted by one when ``n`` is odd, mirrored when even."""
+
+    def parent(rank: int) -> int:
+        if rank == 0:
+            return -1
+        bit = rank & -rank
+        up = (rank ^ bit) | (bit << 1)
+        return up if up < n else rank ^ bit
+
+    first = np.array([parent(r) for r in range(n)], dtype=np.int64)
+    second = np.empty(n, dtype=np.int64)
+    for node in range(n):
+        pos = (node - 1) % n if n % 2 else n - 1 - node
+        up = parent(pos)
+        second[node] = -1 if up < 0 else ((up + 1) % n if n % 2 else n - 1 - up)
+    return first, second
+
+
+class _Dag:
+    """Flows collected one batch at a time, each with its dependency lists."""
+
+    def __init__(self) -> None:
+        self.src: list[int] = []
+        self.dst: list[int] = []
+        self.size: list[float] = []
+        self.deps: list[list[int]] = []
+        self.group: list[int] = []
+        self.last: dict[tuple[int, ...], int] = {}  # the previous piece on each edge
+
+    def send(self, key: tuple[int, ...], a: int, b: int, deps: list[int], q: int, *, piece: float) -> int:
+        """A flow on edge ``key`` that also waits for the edge's previous one: a channel sends in order."""
+        before = [self.last[key]] if key in self.last else []
+        self.last[key] = self.add(a, b, piece, deps + before, q)
+        return self.last[key]
+
+    def add(self, src: int, dst: int, size: float, deps: list[int], group: int) -> int:
+        self.src.append(src)
+        self.dst.append(dst)
+        self.size.append(size)
+        self.deps.append(deps)
+        self.group.append(group)
+        return len(self.size) - 1
+
+    def flows(self) -> Flows:
+        counts = np.array([len(d) for d in self.deps], dtype=np.int64)
+        return Flows(
+            src_gpu=np.array(self.src, dtype=np.int64),
+            dst_gpu=np.array(self.dst, dtype=np.int64),
+            size_bytes=np.array(self.size),
+            start_at_s=np.zeros(len(self.size)),
+            dep_ptr=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+            dep_idx=np.array([i for d in self.deps for i in d], dtype=np.int64),
+            group=np.array(self.group, dtype=np.int64),
+        )
+
+
+def _tree(tree: FatTree, hosts: IntArray, size: float, chunks: int) -> CollectiveFlows:
+    g, num = tree.spec.gpus_per_host, hosts.size
+    dag = _Dag()
+    total = max(1, math.ceil(size / 2 / g / TREE_PIECE_BYTES))
+    piece = size / 2 / g / total  # per tree, per channel (GPU), per pipelined piece
+    chunks = min(chunks, total)
+    parents = btree_parents(num) if num > 1 else (np.array([-1]), np.array([-1]))
+    for t, parent in enumerate(parents):
+        send = functools.partial(dag.send, piece=piece)
+        children: list[list[int]] = [[] for _ in range(num)]
+        for node, up in enumerate(parent):
+            if up >= 0:
+                children[int(up)].append(node)
+        depth = _depths(parent)
+        up_order = np.argsort(-depth, kind="stable")  # leaves first
+        for c in range(g):
+            chain = [(c + k) % g for k in range(g)][::-1]  # reduce toward GPU c
+            for q in range(chunks):
+                into: dict[int, list[int]] = {node: [] for node in range(num)}
+                for node in (int(v) for v in up_order):  # reduce: chain, then to the parent
+                    base = int(hosts[node]) * g
+                    deps = into[node]
+                    prev = -1
+                    for a, b in itertools.pairwise(chain):
+                        before = [prev] if prev >= 0 else []
+                        prev = send((t, c, 0, node, a), base + a, base + b, before + (deps if a == chain[0] else []), q)
+                    head = [prev] if prev >= 0 else deps
+                    if parent[node] >= 0:
+                        f = send((t, c, 1, node), base + c, int(hosts[parent[node]]) * g + c, head, q)
+                        into[int(parent[node])].append(f)
+                    else:
+                        into[node] = head
+                # broadcast: root first, to the children, then down each host's chain
+                down: dict[int, list[int]] = {int(r): into[int(r)] for r in np.flatnonzero(parent < 0)}
+                for node in (int(v) for v in up_order[::-1]):
+                    base = int(hosts[node]) * g
+                    ready = down.get(node, [])
+                    for child in children[node]:
+                        down[child] = [send((t, c, 2, child), base + c, int(hosts[child]) * g + c, ready, q)]
+                    prev_list = ready
+                    for a, b in itertools.pairwise(chain[::-1]):
+                        prev_list = [send((t, c, 3, node, a), base + a, base + b, prev_list, q)]
+    weights = [1.0] * chunks
+    weights[-1] += total - chunks
+    return CollectiveFlows(Op.ALL_REDUCE, Algorithm.TREE, dag.flows(), chunks, total, weights, pipelined=True)
+
+
+def _depths(parent: IntArray) -> IntArray:
+    depth = np.zeros(parent.size, dtype=np.int64)
+    for node in range(parent.size):
+        v, d = node, 0
+        while parent[v] >= 0:
+            v, d = int(parent[v]), d + 1
+        depth[node] = d
+    return depth
+
+
+def _alltoall(tree: FatTree, hosts: IntArray, size: float, max_rounds: int) -> CollectiveFlows:
+    g, num = tree.spec.gpus_per_host, hosts.size
+    n = num * g
+    total = max(num - 1, 1)
+    picked: list[int] | IntArray = (
+        np.unique(np.linspace(1, total, min(max_rounds, total)).round().astype(np.int64)) if num > 1 else []
+    )
+    src_l, dst_l, size_l, group_l = [], [], [], []
+    gpus = (hosts[:, None] * g + np.arange(g)[None, :]).reshape(-1)
+    if g > 1:  # the NVLink part: every GPU to the other GPUs of its host
+        a, b = np.meshgrid(np.arange(g), np.arange(g), indexing="ij")
+        off = a != b
+        s = (hosts[:, None] * g + a[off][None, :]).reshape(-1)
+        d = (hosts[:, None] * g + b[off][None, :]).reshape(-1)
+        src_l.append(s)
+        dst_l.append(d)
+        size_l.append(np.full(s.size, size / n))
+        group_l.append(np.zeros(s.size, np.int64))
+    for k, shift in enumerate(picked):
+        dst_host = np.roll(hosts, -int(shift))
+        src_l.append(gpus)
+        dst_l.append(np.repeat(dst_host, g) * g + np.tile(np.arange(g), num))
+        size_l.append(np.full(gpus.size, size / n * g))  # to every GPU of that host, on the sender's rails
+        group_l.append(np.full(gpus.size, k, np.int64))
+    src, dst = np.concatenate(src_l), np.concatenate(dst_l)
+    group = np.concatenate(group_l)
+    intra = int(src_l[0].size) if g > 1 else 0
+    rounds = len(picked)
+    # A GPU's round k waits for its round k-1 (flows intra + (k-1)*n + i).
+    counts = np.concatenate([np.zeros(intra + min(rounds, 1) * n, np.int64), np.ones(max(rounds - 1, 0) * n, np.int64)])
+    dep_idx = np.arange(max(rounds - 1, 0) * n, dtype=np.int64) + intra
+    flows = Flows(
+        src_gpu=src,
+        dst_gpu=dst,
+        size_bytes=np.concatenate(size_l),
+        start_at_s=np.zeros(src.size),
+        dep_ptr=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+        dep_idx=dep_idx,
+        group=group,
+    )
+    weights = [total / rounds] * rounds if rounds else [1.0]
+    return CollectiveFlows(Op.ALLTOALL, Algorithm.PAIRWISE, flows, max(rounds, 1), total, weights)

@@ -1,0 +1,170 @@
+"""The flow simulator behind the ``CollectiveCost`` interface, registered as ``sim``.
+
+A ``Fabric`` describes a group: ``num_nodes`` hosts of ``devices_per_node`` GPUs. The simulator
+builds a fat-tree of exactly those hosts, packed, with one rail per GPU carrying the GPU's share of
+the node's network, non-blocking (the catalogue's UltraCluster) unless ``oversubscription`` says
+otherwise, and runs each algorithm it knows as flows.
+
+Like with like: the analytic model's achieved-bandwidth fractions are applied to the links
+(``network_efficiency`` to the NICs, ``nvlink_efficiency`` to the scale-up ports), and what the
+simulator does not model (NCCL's per-message latency, its message-size ramp, the LL protocols'
+bandwidth factors) is taken from the analytic candidate of the same algorithm and protocol. So the
+simulator replaces exactly one term, the bandwidth of the algorithm on the links, and the two
+models differ only where contention, routing or placement make the links do worse than the
+analytic bound. A latency-free fluid flow model is scale-invariant (every size k times larger takes
+k times longer), so one run per (op, algorithm, fabric) at ``REFERENCE_BYTES`` prices every size.
+Algorithms the simulator does not run (NVLS, NVLS tree, hierarchical) are left out of the choice.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, replace
+
+import numpy as np
+import numpy.typing as npt
+
+from clustersim.errors import ClusterSimError
+from clustersim.network.analytic import (
+    Candidate,
+    CollectiveTable,
+    CommCalibration,
+    candidate_time_s,
+    candidates,
+    default_calibration,
+)
+from clustersim.network.analytic import _link_limit as link_limit
+from clustersim.network.collectives import Algorithm, Op, busbw_factor
+from clustersim.network.collectives import Protocol as NcclProtocol
+from clustersim.network.cost import COST_MODELS
+from clustersim.network.fabric import Fabric
+from clustersim.network.flowsim.collectives import SUPPORTED
+from clustersim.network.flowsim.results import simulate_collective
+from clustersim.network.flowsim.routing import Routing
+from clustersim.network.flowsim.topology import FatTreeSpec, FloatArray, build
+
+REFERENCE_BYTES = float(1 << 30)
+
+
+@functools.lru_cache(maxsize=512)
+def simulated_algbw(
+    op: Op,
+    algorithm: Algorithm,
+    fabric: Fabric,
+    routing: Routing,
+    oversubscription: float,
+    network_efficiency: float,
+    nvlink_efficiency: float,
+) -> float:
+    """Bytes per second of ``op`` by ``algorithm`` on ``fabric``'s links at the given efficiencies."""
+    g = fabric.devices_per_node
+    spec = FatTreeSpec(
+        num_hosts=fabric.num_nodes,
+        gpus_per_host=g,
+        nics_per_host=g,
+        nic_bytes_per_s=max(fabric.network_bytes_per_s, 1.0) / g * network_efficiency,
+        scaleup_bytes_per_s=fabric.scaleup_bytes_per_s * nvlink_efficiency,
+        radix=64,
+        oversubscription=oversubscription,
+        name=fabric.name,
+    )
+    tree = build(spec)
+    hosts = np.arange(fabric.num_nodes, dtype=np.int64)
+    result = simulate_collective(tree, hosts, op, REFERENCE_BYTES, routing=routing, algorithm=algorithm)
+    return REFERENCE_BYTES / result.time_s
+
+
+@dataclass(frozen=True)
+class SimCost:
+    """Collective costs from the flow simulator (see the module docstring)."""
+
+    routing: Routing = Routing.SPRAY
+    oversubscription: float = 1.0
+    calibration: CommCalibration | None = None
+    name: str = "sim"
+
+    def _options(
+        self, op: Op, fabric: Fabric, algorithm: Algorithm | None, protocol: NcclProtocol | None
+    ) -> list[Candidate]:
+        cal = default_calibration() if self.calibration is None else self.calibration
+        known = SUPPORTED.get(op, ())
+        if not known:
+            raise ClusterSimError(
+                f"the flow simulator has no algorithm for {op.value}; valid: {', '.join(o.value for o in SUPPORTED)}",
+                field="collective",
+                value=op.value,
+            )
+        all_candidates = candidates(op, fabric, cal)
+        simple = {c.algorithm: c.algbw_bytes_per_s for c in all_candidates if c.protocol is NcclProtocol.SIMPLE}
+        out: list[Candidate] = []
+        for c in all_candidates:
+            if c.algorithm not in known or (algorithm is not None and c.algorithm is not algorithm):
+                continue
+            if protocol is not None and c.protocol is not protocol:
+                continue
+            sim = simulated_algbw(
+                op,
+                c.algorithm,
+                fabric,
+                self.routing,
+                self.oversubscription,
+                cal.network_efficiency,
+                cal.nvlink_efficiency,
+            )
+            out.append(replace(c, algbw_bytes_per_s=sim * c.algbw_bytes_per_s / simple[c.algorithm]))
+        if not out:
+            forced = "/".join(x.value for x in (algorithm, protocol) if x is not None)
+            valid = ", ".join(a.value for a in known)
+            raise ClusterSimError(
+                f"the flow simulator cannot run {op.value} as {forced} on {fabric.name}; algorithms: {valid}",
+                field="algorithm",
+                value=forced,
+            )
+        return out
+
+    def _times(
+        self, op: Op, sizes: FloatArray, fabric: Fabric, algorithm: Algorithm | None, protocol: NcclProtocol | None
+    ) -> tuple[FloatArray, list[Candidate]]:
+        cal = default_calibration() if self.calibration is None else self.calibration
+        options = self._options(op, fabric, algorithm, protocol)
+        times = np.stack([candidate_time_s(c, sizes, cal) for c in options])
+        best = np.argmin(times, axis=0)
+        return times[best, np.arange(sizes.size)], [options[i] for i in best]
+
+    def time_s(self, op: Op, size_bytes: npt.ArrayLike, fabric: Fabric) -> FloatArray:
+        """The fastest simulated candidate's time at each size."""
+        sizes = np.atleast_1d(np.asarray(size_bytes, dtype=np.float64))
+        return self._times(op, sizes, fabric, None, None)[0]
+
+    def table(
+        self,
+        op: Op,
+        size_bytes: npt.ArrayLike,
+        fabric: Fabric,
+        *,
+        algorithm: Algorithm | None = None,
+        protocol: NcclProtocol | None = None,
+    ) -> CollectiveTable:
+        """nccl-tests' columns at each size from the simulated algorithms."""
+        sizes = np.atleast_1d(np.asarray(size_bytes, dtype=np.float64))
+        if np.any(sizes < 0) or not np.all(np.isfinite(sizes)):
+            raise ClusterSimError("sizes must be finite and non-negative", field="size")
+        time_s, chosen = self._times(op, sizes, fabric, algorithm, protocol)
+        algbw = sizes / time_s
+        busbw = algbw * busbw_factor(op, fabric.num_ranks)
+        return CollectiveTable(
+            op=op,
+            fabric=fabric,
+            size_bytes=sizes,
+            time_s=time_s,
+            algbw_bytes_per_s=algbw,
+            busbw_bytes_per_s=busbw,
+            algorithm=[c.algorithm for c in chosen],
+            protocol=[c.protocol for c in chosen],
+            bound=[f"{c.bound}, simulated with {self.routing.value}" for c in chosen],
+            busbw_exceeds_links=[bool(b > link_limit(op, fabric)) for b in busbw],
+        )
+
+
+SIM = SimCost()
+COST_MODELS.setdefault("sim", lambda: SIM)

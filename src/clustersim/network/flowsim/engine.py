@@ -1,0 +1,225 @@
+"""The event loop: flows start when released and their dependencies have arrived, share the fabric
+max-min fairly, and the rates are solved again only when a flow starts or completes.
+
+A flow's last byte leaves at ``tx_end_s``; it arrives ``hops x link_latency_s`` later
+(``end_s``), and flows that depend on it may start then. Between events every active flow moves at
+its solved rate, so the next event is the earliest release or the earliest completion.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from clustersim.errors import ClusterSimError
+from clustersim.network.flowsim.routing import Incidence, Routing, route
+from clustersim.network.flowsim.solver import prepare, solve
+from clustersim.network.flowsim.topology import FatTree, FloatArray, IntArray
+
+DONE_TOL = 1e-9  # a flow with less than this fraction of its bytes left has completed
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Flows:
+    """Transfers between global GPU numbers, with sizes, release times and dependencies.
+
+    ``dep_ptr``/``dep_idx`` (CSR): flow ``i`` waits for flows ``dep_idx[dep_ptr[i]:dep_ptr[i+1]]``
+    to arrive. ``group`` labels flows for results (a collective's step, a job).
+    """
+
+    src_gpu: IntArray
+    dst_gpu: IntArray
+    size_bytes: FloatArray
+    start_at_s: FloatArray
+    dep_ptr: IntArray
+    dep_idx: IntArray
+    group: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    @property
+    def num_flows(self) -> int:
+        return int(self.size_bytes.size)
+
+    def __post_init__(self) -> None:
+        n = self.size_bytes.size
+        if not (self.src_gpu.size == self.dst_gpu.size == self.start_at_s.size == n and self.dep_ptr.size == n + 1):
+            raise ClusterSimError("flow arrays must have one entry per flow", field="flows")
+        if np.any(self.size_bytes <= 0) or not np.all(np.isfinite(self.size_bytes)):
+            raise ClusterSimError("flow sizes must be positive and finite", field="size_bytes")
+        if self.dep_idx.size and (self.dep_idx.min() < 0 or self.dep_idx.max() >= n):
+            raise ClusterSimError("a dependency names a flow that does not exist", field="dep_idx")
+
+
+def independent(
+    src_gpu: IntArray, dst_gpu: IntArray, size_bytes: FloatArray, start_at_s: FloatArray | None = None
+) -> Flows:
+    """Flows without dependencies (all released at ``start_at_s``, default 0)."""
+    n = np.asarray(size_bytes).size
+    return Flows(
+        src_gpu=np.asarray(src_gpu, dtype=np.int64),
+        dst_gpu=np.asarray(dst_gpu, dtype=np.int64),
+        size_bytes=np.asarray(size_bytes, dtype=np.float64),
+        start_at_s=np.zeros(n) if start_at_s is None else np.asarray(start_at_s, dtype=np.float64),
+        dep_ptr=np.zeros(n + 1, dtype=np.int64),
+        dep_idx=np.zeros(0, dtype=np.int64),
+        group=np.zeros(n, dtype=np.int64),
+    )
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class FlowTimes:
+    """What happened to each flow and each resource."""
+
+    start_s: FloatArray
+    tx_end_s: FloatArray
+    end_s: FloatArray  # arrival of the last byte
+    resource_bytes: FloatArray  # bytes each resource carried
+    peak_utilization: FloatArray  # highest load / capacity each resource saw
+    num_events: int
+    num_rounds: int  # progressive-filling rounds over all solves
+    wall_s: float
+
+    @property
+    def makespan_s(self) -> float:
+        return float(self.end_s.max()) if self.end_s.size else 0.0
+
+
+def simulate(
+    tree: FatTree,
+    flows: Flows,
+    routing: Routing,
+    *,
+    seed: int = 0,
+    progress: Callable[[int, int], None] | None = None,
+) -> FlowTimes:
+    """Run ``flows`` on ``tree`` to completion."""
+    began = time.perf_counter()
+    inc = route(tree, flows.src_gpu, flows.dst_gpu, routing, seed)
+    return run(tree, flows, inc, began=began, progress=progress)
+
+
+def run(
+    tree: FatTree,
+    flows: Flows,
+    inc: Incidence,
+    *,
+    began: float | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> FlowTimes:
+    """The event loop over routed flows (``simulate`` routes them first)."""
+    began = time.perf_counter() if began is None else began
+    n = flows.num_flows
+    cap = tree.capacity_bytes_per_s
+    prepared = prepare(inc.flow, inc.resource, inc.weight, n, cap.size)
+    e_flow, e_res, e_w = prepared.flow, prepared.resource, prepared.weight
+    latency = inc.hops * tree.spec.link_latency_s
+    size = flows.size_bytes
+    remaining = size.copy()
+    rate = np.zeros(n)
+    waiting_on = np.diff(flows.dep_ptr).astype(np.int64)
+    dependents_ptr, dependents = _reverse(flows.dep_ptr, flows.dep_idx, n)
+    ready = np.where(waiting_on == 0, flows.start_at_s, np.inf)
+    dep_arrival = np.full(n, -np.inf)
+    start = np.full(n, np.nan)
+    tx_end = np.full(n, np.nan)
+    end = np.full(n, np.nan)
+    peak = np.zeros(cap.size)
+    state = np.zeros(n, dtype=np.int8)  # 0 waiting, 1 active, 2 done
+    active = np.zeros(0, dtype=np.int64)
+    now, events, rounds, done = 0.0, 0, 0, 0
+    while done < n:
+        waiting = np.flatnonzero(state == 0)
+        next_start = float(ready[waiting].min()) if waiting.size else np.inf
+        next_end = np.inf
+        if active.size:
+            next_end = now + float((remaining[active] / rate[active]).min())
+        t = min(next_start, next_end)
+        if not np.isfinite(t):
+            raise ClusterSimError("flows wait on each other in a cycle and can never start", field="dep_idx")
+        if active.size:
+            remaining[active] -= rate[active] * (t - now)
+            finished = active[remaining[active] <= DONE_TOL * size[active]]
+            remaining[finished] = 0.0
+            state[finished] = 2
+            tx_end[finished] = t
+            end[finished] = t + latency[finished]
+            done += finished.size
+            _release(finished, end, dependents_ptr, dependents, waiting_on, dep_arrival, ready, flows.start_at_s)
+            active = active[state[active] == 1]
+        now = t
+        starting = np.flatnonzero((state == 0) & (ready <= now))
+        state[starting] = 1
+        start[starting] = np.maximum(ready[starting], now)
+        active = np.concatenate([active, starting])
+        events += 1
+        if active.size:
+            mask = np.zeros(n, dtype=bool)
+            mask[active] = True
+            solved, k = solve(prepared, mask, cap)
+            rounds += k
+            if np.any(solved[active] <= 0):
+                stuck = int(active[np.argmin(solved[active])])
+                raise ClusterSimError(
+                    f"flow {stuck} has no capacity left on its path (failed links?)", field="fail_links"
+                )
+            rate[active] = solved[active]
+            idx = _entries(prepared.flow_ptr, active)
+            load = np.bincount(e_res[idx], weights=e_w[idx] * rate[e_flow[idx]], minlength=cap.size)
+            np.maximum(peak, np.divide(load, cap, out=np.zeros_like(load), where=cap > 0), out=peak)
+        if progress is not None:
+            progress(done, n)
+    resource_bytes = np.bincount(e_res, weights=e_w * size[e_flow], minlength=cap.size).astype(np.float64)
+    return FlowTimes(
+        start_s=start,
+        tx_end_s=tx_end,
+        end_s=end,
+        resource_bytes=resource_bytes,
+        peak_utilization=peak,
+        num_events=events,
+        num_rounds=rounds,
+        wall_s=time.perf_counter() - began,
+    )
+
+
+def _reverse(dep_ptr: IntArray, dep_idx: IntArray, n: int) -> tuple[IntArray, IntArray]:
+    """CSR of dependents: who waits on each flow."""
+    waiter = np.repeat(np.arange(n, dtype=np.int64), np.diff(dep_ptr))
+    order = np.argsort(dep_idx, kind="stable")
+    ptr = np.searchsorted(dep_idx[order], np.arange(n + 1))
+    return ptr, waiter[order]
+
+
+def _release(
+    finished: IntArray,
+    end: FloatArray,
+    ptr: IntArray,
+    dependents: IntArray,
+    waiting_on: IntArray,
+    dep_arrival: FloatArray,
+    ready: FloatArray,
+    start_at: FloatArray,
+) -> None:
+    """Count ``finished`` off their dependents; those with nothing left become ready."""
+    if not finished.size:
+        return
+    idx = _entries(ptr, finished)
+    if not idx.size:
+        return
+    waiters = dependents[idx]
+    arrivals = np.repeat(end[finished], ptr[finished + 1] - ptr[finished])
+    np.maximum.at(dep_arrival, waiters, arrivals)
+    np.subtract.at(waiting_on, waiters, 1)
+    freed = np.unique(waiters[waiting_on[waiters] == 0])
+    ready[freed] = np.maximum(start_at[freed], dep_arrival[freed])
+
+
+def _entries(ptr: IntArray, rows: IntArray) -> IntArray:
+    """Indices of the CSR entries of ``rows``, row by row."""
+    lens = ptr[rows + 1] - ptr[rows]
+    total = int(lens.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.repeat(ptr[rows] - np.cumsum(lens) + lens, lens)
+    return offsets + np.arange(total, dtype=np.int64)

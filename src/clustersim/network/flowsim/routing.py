@@ -1,0 +1,181 @@
+"""Routes GPU-to-GPU transfers over a ``FatTree``: which resources each flow loads, and how much.
+
+A transfer inside a host crosses the sender's scale-up egress and the receiver's ingress. A
+transfer between hosts leaves on the sender GPU's rails (its NICs, NCCL's rail-local choice) and
+arrives on the same rails of the receiving host, striped evenly over them (weight ``1 / rails``
+each); delivery from that NIC to another GPU of the host (PCIe, PXN) is not modelled.
+
+Between two NICs on different leaves the path climbs to a spine (and a core between pods):
+
+* ``ECMP``: one path per stripe, chosen by a seeded splitmix64 hash of the 5-tuple (source NIC,
+  destination NIC, source port, destination port 4791, UDP), as RoCE/RC and TCP flows are pinned;
+  a failed link removes the paths through it and the hash picks among the live ones.
+* ``SPRAY``: the stripe's rate is split evenly over every equal-cost path, as SRD sprays packets.
+  On a fat-tree every link of a bundle (all uplinks of a leaf, all downlinks into a leaf, a pod's
+  core uplinks or downlinks) then carries the same load, so the stripe loads the bundle, whose
+  capacity is the sum of its live links: exact without failures; with failures it is spraying per
+  hop over the live links (a stated simplification).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+import numpy as np
+import numpy.typing as npt
+
+from clustersim.errors import ClusterSimError
+from clustersim.network.flowsim.topology import BoolArray, FatTree, FloatArray, IntArray
+
+RDMA_PORT = 4791  # RoCEv2's UDP port: the destination port of the hashed 5-tuple
+UDP = 17
+_MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+class Routing(StrEnum):
+    """How a flow crossing the network picks its path(s)."""
+
+    ECMP = "ecmp"
+    SPRAY = "spray"
+
+
+@dataclass(frozen=True, slots=True)
+class Incidence:
+    """Sparse flow x resource loads: entry ``i`` puts ``weight[i]`` of flow ``flow[i]``'s rate on
+    resource ``resource[i]``; ``hops`` is each flow's number of network links (0 inside a host; for latency)."""
+
+    flow: IntArray
+    resource: IntArray
+    weight: FloatArray
+    hops: IntArray
+
+
+def splitmix64(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """Sebastiano Vigna's splitmix64 finalizer, elementwise (wrapping uint64 arithmetic)."""
+    with np.errstate(over="ignore"):
+        z = x + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return np.asarray(z ^ (z >> np.uint64(31)), dtype=np.uint64)
+
+
+def five_tuple_hash(src: IntArray, dst: IntArray, sport: IntArray, seed: int) -> npt.NDArray[np.uint64]:
+    """A seeded hash of (src, dst, sport, RDMA_PORT, UDP) per element: the switch's ECMP hash."""
+    h = splitmix64(np.full(np.shape(src), np.uint64(seed & 0xFFFFFFFFFFFFFFFF), dtype=np.uint64))
+    for field in (src, dst, sport, np.full(np.shape(src), RDMA_PORT), np.full(np.shape(src), UDP)):
+        h = splitmix64(h ^ np.asarray(field, dtype=np.int64).astype(np.uint64))
+    return h
+
+
+def source_ports(flow: IntArray, seed: int) -> IntArray:
+    """An ephemeral UDP source port per flow (49152-65535), fixed by the seed and flow id."""
+    ports = splitmix64(np.asarray(flow, dtype=np.int64).astype(np.uint64) ^ splitmix64(np.array([seed], np.uint64)))
+    return (ports % np.uint64(16384)).astype(np.int64) + 49152
+
+
+def route(tree: FatTree, src_gpu: IntArray, dst_gpu: IntArray, routing: Routing, seed: int = 0) -> Incidence:
+    """The incidence of transfers ``src_gpu[i] -> dst_gpu[i]`` (global GPU numbers)."""
+    src = np.asarray(src_gpu, dtype=np.int64)
+    dst = np.asarray(dst_gpu, dtype=np.int64)
+    g, r = tree.spec.gpus_per_host, tree.spec.nics_per_host
+    num_gpus = tree.spec.num_hosts * g
+    if src.size and (min(src.min(), dst.min()) < 0 or max(src.max(), dst.max()) >= num_gpus):
+        raise ClusterSimError(f"GPU numbers must be in 0..{num_gpus - 1}", field="gpu")
+    if np.any(src == dst):
+        raise ClusterSimError("a flow needs two different GPUs", field="gpu")
+    flows = np.arange(src.size, dtype=np.int64)
+    local = src // g == dst // g
+    lf = flows[local]
+    parts_f = [lf, lf]
+    parts_r = [tree.scaleup_out(src[local]), tree.scaleup_in(dst[local])]
+    parts_w = [np.ones(lf.size), np.ones(lf.size)]
+    hops = np.zeros(src.size, dtype=np.int64)
+    remote = ~local
+    rf = flows[remote]
+    rails = tree.nic_rails(src[remote] % g)  # (n, per)
+    per = rails.shape[1]
+    stripe_flow = np.repeat(rf, per)
+    sp = np.repeat(src[remote] // g * r, per) + rails.ravel()
+    dp = np.repeat(dst[remote] // g * r, per) + rails.ravel()
+    weight = np.full(stripe_flow.size, 1.0 / per)
+    res, owner, stripe_hops = _nic_paths(tree, sp, dp, stripe_flow, routing, seed)
+    parts_f.append(stripe_flow[owner])
+    parts_r.append(res)
+    parts_w.append(weight[owner])
+    hops[rf] = stripe_hops.reshape(-1, per).max(axis=1) if rf.size else hops[rf]
+    return Incidence(
+        flow=np.concatenate(parts_f),
+        resource=np.concatenate(parts_r),
+        weight=np.concatenate(parts_w),
+        hops=hops,
+    )
+
+
+def _nic_paths(
+    tree: FatTree, sp: IntArray, dp: IntArray, flow: IntArray, routing: Routing, seed: int
+) -> tuple[IntArray, IntArray, IntArray]:
+    """Resources of each NIC-to-NIC stripe: (resource, stripe index of the entry, links per stripe)."""
+    n = sp.size
+    stripe = np.arange(n, dtype=np.int64)
+    la, lb = tree.nic_leaf[sp], tree.nic_leaf[dp]
+    pa, pb = la // tree.leaves_per_pod, lb // tree.leaves_per_pod
+    up_leaf = la != lb
+    cross = pa != pb
+    hops = 2 + 2 * up_leaf.astype(np.int64) + 2 * cross.astype(np.int64)
+    res = [tree.nic_up0 + sp, tree.nic_down0 + dp]
+    own = [stripe, stripe]
+    s_up = stripe[up_leaf]
+    s_x = stripe[cross]
+    if routing is Routing.SPRAY:
+        res += [tree.leaf_up_bundle(la[s_up]), tree.leaf_down_bundle(lb[s_up])]
+        res += [tree.pod_up_bundle(pa[s_x]), tree.pod_down_bundle(pb[s_x])]
+    else:
+        u, c = tree.leaf_uplinks, max(tree.spine_uplinks, 1)
+        h = five_tuple_hash(sp[s_up], dp[s_up], source_ports(flow[s_up], seed), seed)
+        j, m = _pick(tree, la[s_up], lb[s_up], pa[s_up], pb[s_up], cross[s_up], h)
+        res += [tree.leaf_up0 + la[s_up] * u + j, tree.leaf_down0 + lb[s_up] * u + j]
+        xs = cross[s_up]
+        res += [
+            tree.spine_up0 + (pa[s_up][xs] * u + j[xs]) * c + m[xs],
+            tree.core_down0 + (pb[s_up][xs] * u + j[xs]) * c + m[xs],
+        ]
+    own += [s_up, s_up, s_x, s_x]
+    return np.concatenate(res), np.concatenate(own), hops
+
+
+def _pick(
+    tree: FatTree, la: IntArray, lb: IntArray, pa: IntArray, pb: IntArray, cross: BoolArray, h: npt.NDArray[np.uint64]
+) -> tuple[IntArray, IntArray]:
+    """ECMP's spine ``j`` and core ``m`` per stripe from hash ``h``: the hash picks among live choices."""
+    u, c = tree.leaf_uplinks, max(tree.spine_uplinks, 1)
+    low = (h & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    high = (h >> np.uint64(32)).astype(np.int64)
+    if not tree.failed.any():
+        return low % u, high % c
+    spines = np.arange(u, dtype=np.int64)
+    live = (
+        ~tree.failed[tree.leaf_up0 + la[:, None] * u + spines]
+        & ~tree.failed[tree.leaf_down0 + lb[:, None] * u + spines]
+    )
+    cores = np.arange(c, dtype=np.int64)
+    core_live = np.ones((la.size, u, c), dtype=bool)
+    if cross.any():
+        xa, xb = pa[cross], pb[cross]
+        up = ~tree.failed[tree.spine_up0 + ((xa[:, None] * u + spines)[:, :, None]) * c + cores]
+        down = ~tree.failed[tree.core_down0 + ((xb[:, None] * u + spines)[:, :, None]) * c + cores]
+        core_live[cross] = up & down
+        live[cross] &= core_live[cross].any(axis=2)
+    j = _kth_live(live, low)
+    m = _kth_live(core_live[np.arange(la.size), j], high)
+    return j, m
+
+
+def _kth_live(live: BoolArray, h: IntArray) -> IntArray:
+    """Per row, the ``h mod (live count)``-th live column; an error where a row has none."""
+    count = live.sum(axis=1)
+    if np.any(count == 0):
+        raise ClusterSimError("failed links leave a flow with no path between its leaves", field="fail_links")
+    k = h % count
+    chosen: IntArray = np.argmax(np.cumsum(live, axis=1) > k[:, None], axis=1).astype(np.int64)
+    return chosen
