@@ -139,3 +139,13 @@ def test_data_loading_need_against_supply():
     loading = data_loading(BIG, tokens_per_s=2e6, token_bytes=4, num_nodes=2048, path=ClientPath.EFA, instance=P5)
     assert loading.need_bytes_per_s == 8e6
     assert loading.supply.bound == "file system" and loading.headroom == pytest.approx(100.8e9 / 8e6)
+
+
+def test_burst_write_while_credits_last():
+    slow = file_system(CATALOG, "PERSISTENT_2-125", "100800GiB")  # disk 125 baseline, 500 burst MB/s/TiB
+    timing = plan(fs=slow)
+    assert timing.save.time_s == pytest.approx(PARAMS * 14 / (125e6 * 100.8))
+    assert timing.save_at_burst.time_s == pytest.approx(PARAMS * 14 / (500e6 * 100.8))
+    assert timing.save_at_burst.bound == "file system"
+    fastest = plan()  # PERSISTENT_2-1000 publishes no burst
+    assert fastest.save_at_burst.time_s == fastest.save.time_s

@@ -47,6 +47,7 @@ def checkpoint_json(timing: CheckpointTiming, fs: FileSystem, modes: dict[str, C
         "save_s": timing.save.time_s,
         "load_s": timing.load.time_s,
         "bound": timing.save.bound,
+        "save_at_burst_s": timing.save_at_burst.time_s,
         "stall_s": timing.stall_s,
         "stall_bound": timing.bound,
         "drain_s": timing.drain_s,
@@ -87,6 +88,8 @@ def checkpoint_view(
         ]
         bounds.add_row(name, *marks)
     bounds.add_row("time", format_seconds(timing.save.time_s), format_seconds(timing.load.time_s))
+    if timing.save_at_burst.time_s < timing.save.time_s:
+        bounds.add_row("save at burst", format_seconds(timing.save_at_burst.time_s), "", end_section=False)
     table = Table(title="what training waits for, by mode")
     for column in ("mode", "stall", "bound", "background drain"):
         table.add_column(column, justify="left" if column in ("mode", "bound") else "right")

@@ -99,9 +99,11 @@ def transfer(num_bytes: float, bounds: dict[str, float]) -> Transfer:
     return Transfer(num_bytes=num_bytes, time_s=num_bytes / bounds[bound], bound=bound, bounds_bytes_per_s=bounds)
 
 
-def file_rate(fs: FileSystem, file_bytes: float, layout: tuple[Extent, ...], path: ClientPath, *, write: bool) -> float:
+def file_rate(
+    fs: FileSystem, file_bytes: float, layout: tuple[Extent, ...], path: ClientPath, *, write: bool, burst: bool = False
+) -> float:
     """One file's rate: its bytes over the time its extents take, each at its stripes x a stripe's rate."""
-    stripe = fs.stripe_bytes_per_s(path, write=write)
+    stripe = fs.stripe_bytes_per_s(path, write=write, burst=burst)
     seconds = 0.0
     for extent in layout:
         part = max(0.0, min(file_bytes, extent.end_bytes) - extent.start_bytes)
@@ -119,19 +121,21 @@ def fsx_transfer(
     path: ClientPath,
     instance: Instance | None,
     write: bool,
+    burst: bool = False,
 ) -> Transfer:
-    """``num_bytes`` in ``num_files`` equal files from ``num_clients`` instances to or from ``fs``."""
+    """``num_bytes`` in ``num_files`` equal files from ``num_clients`` instances to or from ``fs`` (a write
+    at the file system's burst rate with ``burst``, while its credits last)."""
     fs.check_path(path)
     file_bytes = num_bytes / num_files
     # Files spread over the targets: together they never use more than every target once.
     stripes = min(
-        num_files * file_rate(fs, file_bytes, layout, path, write=write),
-        fs.num_targets * fs.target_bytes_per_s(write=write),
+        num_files * file_rate(fs, file_bytes, layout, path, write=write, burst=burst),
+        fs.num_targets * fs.target_bytes_per_s(write=write, burst=burst),
     )
     return transfer(
         num_bytes,
         {
-            "file system": fs.write_bytes_per_s if write else fs.read_bytes_per_s,
+            "file system": fs.aggregate_bytes_per_s(write=write, burst=burst),
             "clients": num_clients * fs.client_bytes_per_s(path, instance),
             "stripes": stripes,
         },
@@ -159,6 +163,7 @@ class CheckpointTiming:
     num_nodes: int
     layout: tuple[Extent, ...]
     save: Transfer  # to the file system
+    save_at_burst: Transfer  # the same at the file system's burst rate (while credits last; = save without burst)
     load: Transfer  # from the file system, on restart
     local: Transfer | None  # to local NVMe (mode nvme)
     host_copy_s: float  # device to host memory (mode async)
@@ -228,6 +233,10 @@ def plan_checkpoint(
     save = fsx_transfer(
         fs, size, num_files=num_files, num_clients=clients, layout=layout, path=path, instance=instance, write=True
     )
+    save_at_burst = fsx_transfer(
+        fs, size, num_files=num_files, num_clients=clients, layout=layout, path=path, instance=instance, write=True,
+        burst=True,
+    )  # fmt: skip
     load = fsx_transfer(
         fs, size, num_files=num_files, num_clients=num_nodes, layout=layout, path=path, instance=instance, write=False
     )
@@ -262,7 +271,8 @@ def plan_checkpoint(
     host_copy_s = size / writers / HOST_COPY_BYTES_PER_S
     return CheckpointTiming(
         checkpoint_bytes=size, fmt=fmt, pattern=pattern, mode=mode, path=path, num_files=num_files,
-        num_nodes=num_nodes, layout=layout, save=save, load=load, local=local, host_copy_s=host_copy_s,
+        num_nodes=num_nodes, layout=layout, save=save, save_at_burst=save_at_burst, load=load, local=local,
+        host_copy_s=host_copy_s,
     )  # fmt: skip
 
 

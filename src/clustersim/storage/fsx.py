@@ -147,9 +147,15 @@ class FileSystem:
         )
         return network if disk is None else min(network, disk)
 
-    def target_bytes_per_s(self, *, write: bool) -> float:
+    def aggregate_bytes_per_s(self, *, write: bool, burst: bool = False) -> float:
+        """The file system's aggregate for writes or uncached reads, at the baseline or (writes) the burst."""
+        if burst and write:
+            return self.burst_write_bytes_per_s
+        return self.write_bytes_per_s if write else self.read_bytes_per_s
+
+    def target_bytes_per_s(self, *, write: bool, burst: bool = False) -> float:
         """One storage target's share of the aggregate."""
-        return (self.write_bytes_per_s if write else self.read_bytes_per_s) / self.num_targets
+        return self.aggregate_bytes_per_s(write=write, burst=burst) / self.num_targets
 
     @property
     def price_usd_per_hour(self) -> float | None:
@@ -171,9 +177,9 @@ class FileSystem:
             bits = min(bits, instance.network.total_bandwidth_bits_per_s.value)
         return bits / 8
 
-    def stripe_bytes_per_s(self, path: ClientPath, *, write: bool) -> float:
+    def stripe_bytes_per_s(self, path: ClientPath, *, write: bool, burst: bool = False) -> float:
         """What one stripe of a file carries: a target's share, and on ENA one 5 Gbps connection."""
-        rate = self.target_bytes_per_s(write=write)
+        rate = self.target_bytes_per_s(write=write, burst=burst)
         connection = self.service.ena_connection_bits_per_s
         if path is ClientPath.ENA and connection is not None:
             rate = min(rate, connection.value / 8)
