@@ -76,8 +76,10 @@ class TransportResult:
     num_events: int
 
 
-def fabric_for(transport: str, scenario: Scenario) -> FabricSpec:
-    """The fabric one transport sees: NIC latency at each end, and for TCP the kernel."""
+def fabric_for(transport: str, scenario: Scenario, hosts_per_leaf: int = 1) -> FabricSpec:
+    """The fabric one transport sees: NIC latency at each end, and for TCP the kernel; switch links as
+    fast as a NIC, or faster where a leaf's NICs would otherwise oversubscribe its spines (non-blocking,
+    as an UltraCluster is)."""
     c = {name: constant.value for name, constant in load_constants().items()}
     stack = None
     host_latency = c["efa_nic_s"]
@@ -85,8 +87,10 @@ def fabric_for(transport: str, scenario: Scenario) -> FabricSpec:
         host_latency = c["ena_nic_s"]
         if scenario.tcp_kernel:
             stack = PortSpec(c["ena_flow_bits_per_s"], per_packet_s=c["tcp_per_packet_s"])
+    fabric = scenario.line_bits_per_s * max(1.0, hosts_per_leaf / scenario.num_paths)
     return FabricSpec(
         host_bits_per_s=scenario.line_bits_per_s,
+        fabric_bits_per_s=fabric,
         host_latency_s=host_latency,
         buffer_bytes=scenario.buffer_bytes,
         loss=scenario.loss,
@@ -228,7 +232,10 @@ def incast(scenario: Scenario, num_senders: int, transports: Sequence[str] = TRA
     for transport in transports:
         env = Environment(scenario.seed)
         topo = leaf_spine(
-            Network(env), fabric_for(transport, scenario), hosts_per_leaf=num_senders, num_paths=scenario.num_paths
+            Network(env),
+            fabric_for(transport, scenario, num_senders),
+            hosts_per_leaf=num_senders,
+            num_paths=scenario.num_paths,
         )
         out.append(_group(transport, scenario, [(s, num_senders) for s in range(num_senders)], topo, env))
     return out
@@ -254,7 +261,7 @@ def ring_step(
     for transport in transports:
         env = Environment(scenario.seed)
         topo = leaf_spine(
-            Network(env), fabric_for(transport, step), hosts_per_leaf=num_nics, num_paths=scenario.num_paths
+            Network(env), fabric_for(transport, step, num_nics), hosts_per_leaf=num_nics, num_paths=scenario.num_paths
         )
         out.append(_group(transport, step, [(i, num_nics + i) for i in range(num_nics)], topo, env))
     return out

@@ -5,7 +5,8 @@ packet takes the path with the least expected delay (packets in flight on it, we
 round-trip time), so congested or lossy paths are avoided. Packets may arrive out of order; the
 receiver acknowledges each one on the path it came by (reordering is left to the layer above, as
 libfabric's EFA provider does). A packet unacknowledged ``rto_s`` after it left the host is sent
-again (the real timer is not public: tens of microseconds, a parameter). The deadlines wait in a
+again, ``rto_s`` at least (the real timer is not public: tens of microseconds, a parameter) or the
+flow's smoothed round trip plus four deviations when queues make that longer (RFC 6298's rule). The deadlines wait in a
 queue in send order (the host link is FIFO, so they only grow) under one timer event per flow, armed
 at the earliest deadline of a packet still unacknowledged. Congestion control is
 delay-based: the window grows by one packet per round trip while the measured queueing delay stays
@@ -78,7 +79,10 @@ class SrdFlow(MessageFlow):
                 f"num_paths: {self.params.num_paths} must be at least 1", field="num_paths", value=self.params.num_paths
             )
         self.num_paths = n_paths
-        self.rto_ps = ps(self.params.rto_s)
+        self.min_rto_ps = ps(self.params.rto_s)
+        self.rto_ps = self.min_rto_ps  # max(rto_s, srtt + 4 rttvar) over the flow's samples (RFC 6298's rule)
+        self._srtt = 0.0
+        self._rttvar = 0.0
         self.target_ps = ps(self.params.target_delay_s)
         self.cwnd = float(self.params.initial_window)
         self.path_inflight = [0] * n_paths
@@ -209,6 +213,12 @@ class SrdFlow(MessageFlow):
             self._path_of[i] = -1
 
     def _on_rtt(self, now_ps: int, path: int, rtt_ps: int) -> None:
+        if self._srtt == 0:
+            self._srtt, self._rttvar = float(rtt_ps), rtt_ps / 2
+        else:
+            self._rttvar += (abs(self._srtt - rtt_ps) - self._rttvar) / 4
+            self._srtt += (rtt_ps - self._srtt) / 8
+        self.rto_ps = max(self.min_rto_ps, int(self._srtt + 4 * self._rttvar))
         srtt = self.path_srtt[path]
         self.path_srtt[path] = rtt_ps if srtt == 0 else srtt + (rtt_ps - srtt) / 8
         if self.base_rtt_ps == 0 or rtt_ps < self.base_rtt_ps:
