@@ -58,3 +58,32 @@ def test_errors(args, message):
     result = run(*args)
     assert result.exit_code == 2, result.output
     assert message in result.output and "Traceback" not in result.output
+
+
+def test_model_and_storage_derive_the_checkpoint_and_restart():
+    args = ("--model", "llama3.1-405b", "--storage", "fsx:PERSISTENT_2-1000:100800GiB", "--runs", "200", "--json")
+    payload = json.loads(run(*args).stdout)
+    save_s = 405_853_388_800 * 14 / 100.8e9  # the file system's 100.8 GB/s binds
+    assert payload["checkpoint_s"] == pytest.approx(save_s)
+    assert payload["restart_s"] == pytest.approx(10 * 60 + save_s + 5 * 60)  # detect/replace, reload, warm-up
+    asynchronous = json.loads(run(*args, "--async").stdout)
+    # The host copy stalls for milliseconds; checkpoints come no faster than the 56 s drain keeps up.
+    assert asynchronous["checkpoint_s"] < 0.1 and asynchronous["checkpoint_interval_s"] == pytest.approx(save_s)
+    assert asynchronous["goodput"] > payload["goodput"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--model", "llama3-8b"), "--storage: --model and --storage go together"),
+        (("--async",), "--async needs --model and --storage"),
+        (
+            ("--model", "llama3-8b", "--storage", "fsx:SCRATCH_2:2400GiB", "--checkpoint", "30s"),
+            "--checkpoint: derived",
+        ),
+    ],
+)
+def test_model_option_errors(args, message):
+    result = run(*args, "--runs", "0")
+    assert result.exit_code == 2, result.output
+    assert message in result.output

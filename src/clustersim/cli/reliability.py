@@ -2,13 +2,25 @@
 spread of the time to train (a seeded Monte-Carlo of whole runs)."""
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from clustersim.cli.common import CatalogOption, JsonOption, emit_json, print_all, user_errors
+from clustersim.cli.common import (
+    CatalogOption,
+    JsonOption,
+    ModelsOption,
+    emit_json,
+    given_options,
+    print_all,
+    user_errors,
+)
 from clustersim.errors import ClusterSimError
 from clustersim.units import MAX_NODES
+
+if TYPE_CHECKING:
+    from clustersim.catalog.schema import Instance
+    from clustersim.storage.checkpoint import CheckpointTiming
 
 MAX_RUNS = 1_000_000
 
@@ -29,6 +41,7 @@ def _seconds(text: str, flag: str, *, allow_zero: bool = False) -> float:
 
 
 def reliability_command(
+    ctx: typer.Context,
     instance: Annotated[str, typer.Option("--instance", help="Instance id, e.g. p5.48xlarge.")] = "p5.48xlarge",
     nodes: Annotated[int, typer.Option("--nodes", min=1, max=MAX_NODES, help="Instances in the job.")] = 2048,
     work: Annotated[str, typer.Option("--work", help="Failure-free time to train, e.g. 54d, 1000h.")] = "30d",
@@ -36,6 +49,17 @@ def reliability_command(
     restart: Annotated[
         str, typer.Option("--restart", help="Detection, replacement, reload and warm-up per failure, e.g. 20min.")
     ] = "20min",
+    model: Annotated[
+        str | None,
+        typer.Option("--model", help="Derive --checkpoint and --restart from this model's checkpoint on --storage."),
+    ] = None,
+    storage: Annotated[
+        str | None, typer.Option("--storage", help="With --model: the file system, fsx:TIER:CAPACITY.")
+    ] = None,
+    async_save: Annotated[
+        bool, typer.Option("--async", help="With --model: asynchronous checkpoints (stall for the host copy).")
+    ] = False,
+    models: ModelsOption = None,
     interval: Annotated[
         str, typer.Option("--interval", help="Work between checkpoints: auto (Young/Daly) or a duration, e.g. 2h.")
     ] = "auto",
@@ -56,8 +80,8 @@ def reliability_command(
     """Checkpoint interval (Young/Daly), expected time to train and goodput, their spread over simulated
     runs, and how they move with the failure rate, the checkpoint time and the restart time."""
     from clustersim.catalog.registry import load_catalog
+    from clustersim.reliability.failures import daly_interval_s, job_mtbf_s
     from clustersim.reliability.failures import failure_rate as rate_of
-    from clustersim.reliability.failures import job_mtbf_s
     from clustersim.reliability.montecarlo import simulate_runs
     from clustersim.reliability.plan import Policy, sensitivity
 
@@ -68,12 +92,17 @@ def reliability_command(
         devices = nodes * int(entry.num_accelerators.value)
         rate = rate_of(failure_rate)
         fixed = None if interval.strip().lower() == "auto" else _seconds(interval, "--interval")
+        mtbf = job_mtbf_s(rate, num_devices=devices, num_nodes=nodes)
+        derived = _derived(ctx, model, storage, async_save, catalog, models, entry, nodes)
+        if derived is None:
+            stall, restart_s = _seconds(checkpoint, "--checkpoint"), _seconds(restart, "--restart", allow_zero=True)
+        else:
+            timing, restart_s = derived
+            stall = timing.stall_at(fixed) if fixed is not None else timing.stall_s
+            if fixed is None and timing.drain_s > daly_interval_s(stall, mtbf):
+                fixed, stall = timing.drain_s, timing.stall_s  # checkpoint no faster than the drain keeps up
         policy = Policy(
-            work_s=_seconds(work, "--work"),
-            checkpoint_s=_seconds(checkpoint, "--checkpoint"),
-            restart_s=_seconds(restart, "--restart", allow_zero=True),
-            mtbf_s=job_mtbf_s(rate, num_devices=devices, num_nodes=nodes),
-            interval_s=fixed,
+            work_s=_seconds(work, "--work"), checkpoint_s=stall, restart_s=restart_s, mtbf_s=mtbf, interval_s=fixed
         )
         run = policy.run()
         spread = None
@@ -100,3 +129,41 @@ def reliability_command(
     print_all(*present.reliability_view(policy, rate, devices, nodes, spread, rows))
     if plot is not None:
         print_all(f"histogram written to {plot}")
+
+
+def _derived(
+    ctx: typer.Context,
+    model: str | None,
+    storage: str | None,
+    async_save: bool,
+    catalog: list[Path] | None,
+    models: list[Path] | None,
+    entry: "Instance",
+    nodes: int,
+) -> "tuple[CheckpointTiming, float] | None":
+    """With --model and --storage: the checkpoint's timing and the restart (detection and replacement,
+    the checkpoint's load, warm-up); the options they replace are refused beside them."""
+    if model is None and storage is None:
+        if async_save:
+            raise ClusterSimError("--async needs --model and --storage", field="--async")
+        return None
+    if model is None or storage is None:
+        missing = "--storage" if model is not None else "--model"
+        raise ClusterSimError(f"{missing}: --model and --storage go together", field=missing)
+    clash = given_options(ctx, ("checkpoint", "restart"))
+    if clash:
+        raise ClusterSimError(
+            f"{', '.join(clash)}: derived from --model and --storage; give one or the other", field=clash[0]
+        )
+    from clustersim.catalog.registry import load_catalog
+    from clustersim.reliability.failures import DETECT_REPLACE_S, WARMUP_S
+    from clustersim.storage.checkpoint import SaveMode, plan_checkpoint
+    from clustersim.storage.fsx import parse_storage
+    from clustersim.workload import zoo
+
+    fs = parse_storage(load_catalog(catalog or ()), storage)
+    timing = plan_checkpoint(
+        zoo.load_model(model, extra_dirs=models or ()), fs, instance=entry, num_nodes=nodes,
+        devices_per_node=int(entry.num_accelerators.value), mode=SaveMode.ASYNC if async_save else SaveMode.SYNC,
+    )  # fmt: skip
+    return timing, DETECT_REPLACE_S + timing.load.time_s + WARMUP_S
