@@ -70,7 +70,7 @@ def simulated_algbw(
     )
     tree = build(spec)
     hosts = np.arange(fabric.num_nodes, dtype=np.int64)
-    result = simulate_collective(tree, hosts, op, REFERENCE_BYTES, routing=routing, algorithm=algorithm)
+    result = simulate_collective(tree, hosts, op, REFERENCE_BYTES, routing=routing, algorithm=algorithm, chunks=4)
     return REFERENCE_BYTES / result.time_s
 
 

@@ -1,0 +1,117 @@
+"""Collectives as flows against the analytic model on a non-blocking, sprayed fat-tree, the cost
+model seam, and determinism."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from clustersim.catalog.registry import load_catalog
+from clustersim.errors import ClusterSimError
+from clustersim.network.analytic import predict_collective
+from clustersim.network.collectives import Algorithm, Op, Protocol
+from clustersim.network.cost import ANALYTIC, cost_model
+from clustersim.network.flowsim.cluster import Placement, fail_job_links, fat_tree_for_instance, place
+from clustersim.network.flowsim.collectives import btree_parents
+from clustersim.network.flowsim.cost import SIM, SimCost
+from clustersim.network.flowsim.results import simulate_collective
+from clustersim.network.flowsim.routing import Routing
+from clustersim.network.topology import fabric_for_instance
+
+CATALOG = load_catalog(use_env=False)
+GIB = float(1 << 30)
+
+
+@pytest.mark.parametrize(
+    ("op", "algorithm", "nodes"),
+    [
+        (Op.ALL_REDUCE, Algorithm.RING, 2),
+        (Op.ALL_REDUCE, Algorithm.RING, 64),
+        (Op.ALL_GATHER, Algorithm.RING, 16),
+        (Op.REDUCE_SCATTER, Algorithm.RING, 4),
+        (Op.ALL_REDUCE, Algorithm.TREE, 4),
+        (Op.ALLTOALL, Algorithm.PAIRWISE, 2),
+        (Op.ALLTOALL, Algorithm.PAIRWISE, 16),
+        (Op.SENDRECV, Algorithm.DIRECT, 4),
+    ],
+)
+def test_sprayed_non_blocking_simulation_matches_the_analytic_model(op: Op, algorithm: Algorithm, nodes: int):
+    """Like with like: the sim cost applies the analytic model's efficiencies to the links and takes its
+    latency and ramp, so at 1 GiB the two differ only in the bandwidth term; on a non-blocking
+    sprayed fabric they agree within 5%. (Tree: from 4 nodes, where the network binds; below, the
+    analytic model's NVLink bound for a tree, half the NVLink bandwidth, is a rule of thumb.)"""
+    fabric = fabric_for_instance(CATALOG, "p5.48xlarge", nodes)
+    sizes = np.array([GIB])
+    analytic = ANALYTIC.table(op, sizes, fabric, algorithm=algorithm, protocol=Protocol.SIMPLE).time_s[0]
+    simulated = SIM.table(op, sizes, fabric, algorithm=algorithm, protocol=Protocol.SIMPLE).time_s[0]
+    assert simulated == pytest.approx(analytic, rel=0.05)
+
+
+def test_the_sim_cost_model_is_registered_and_chooses_among_its_algorithms():
+    assert cost_model("sim") is SIM
+    fabric = fabric_for_instance(CATALOG, "p5.48xlarge", 4)
+    sizes = np.array([1e3, 1e6, 1e9])
+    table = SIM.table(Op.ALL_REDUCE, sizes, fabric)
+    assert set(table.algorithm) <= {Algorithm.RING, Algorithm.TREE}
+    assert np.array_equal(SIM.time_s(Op.ALL_REDUCE, sizes, fabric), table.time_s)
+    assert np.all(np.diff(table.time_s) > 0)
+    with pytest.raises(ClusterSimError, match="no algorithm for broadcast"):
+        SIM.time_s(Op.BROADCAST, sizes, fabric)
+
+
+def test_a_2_to_1_fabric_slows_the_sim_cost_of_a_cross_spine_alltoall():
+    """128 p5 nodes span 4 leaves per rail (32 NIC ports each): most all-to-all traffic crosses the
+    spines, 3/4 of it at 1:1; at 2:1 the spine tier carries it at half rate."""
+    fabric = fabric_for_instance(CATALOG, "p5.48xlarge", 128)
+    size = np.array([GIB])
+    full = SimCost().table(Op.ALLTOALL, size, fabric, protocol=Protocol.SIMPLE).time_s[0]
+    half = SimCost(oversubscription=2).table(Op.ALLTOALL, size, fabric, protocol=Protocol.SIMPLE).time_s[0]
+    assert half / full == pytest.approx(1.5, rel=0.1)
+
+
+def test_the_double_binary_tree_is_ncclgetdtree():
+    first, second = btree_parents(8)
+    # NCCL's btree over 8 ranks: 0 -> 4 is the root's child; odd ranks are leaves.
+    assert first.tolist() == [-1, 2, 4, 2, 0, 6, 4, 6]
+    assert second.tolist() == [1, 3, 1, 7, 5, 3, 5, -1]  # mirrored (8 is even)
+    # Each rank is interior in at most one tree, so the two trees share the links evenly.
+    assert not set(first[first >= 0].tolist()) & set(second[second >= 0].tolist())
+
+
+def test_the_same_seed_gives_the_same_bytes_and_ecmp_depends_on_it():
+    tree = fat_tree_for_instance(CATALOG, "p5.48xlarge", 16, fabric_hosts=256, oversubscription=2)
+    hosts = place(tree, 16, Placement.RANDOM, seed=5)
+    broken = fail_job_links(tree, hosts, 4, seed=5)
+
+    def run(seed: int) -> str:
+        result = simulate_collective(broken, hosts, Op.ALLTOALL, GIB, routing=Routing.ECMP, seed=seed, max_steps=2)
+        return json.dumps(result.to_dict(), sort_keys=True)
+
+    assert run(1) == run(1)
+    assert run(1) != run(2)
+
+
+def test_a_collective_reports_its_binding_tier_and_hottest_links():
+    tree = fat_tree_for_instance(CATALOG, "p5.48xlarge", 4)
+    result = simulate_collective(tree, place(tree, 4), Op.ALL_REDUCE, GIB, max_steps=2)
+    assert result.binding_tier == "nic->leaf"
+    assert result.max_link_utilization == pytest.approx(1.0)
+    assert result.busbw_bytes_per_s == pytest.approx(400e9, rel=1e-6)  # 32 x 100 Gb/s, line rate
+    assert result.extrapolated and result.steps_total == 2 * (32 - 1)
+    assert result.hottest_links[0][1] == pytest.approx(1.0)
+
+
+def test_an_unsupported_algorithm_is_refused_with_the_valid_ones():
+    tree = fat_tree_for_instance(CATALOG, "p5.48xlarge", 2)
+    with pytest.raises(ClusterSimError, match="runs all_gather as ring, not tree"):
+        simulate_collective(tree, place(tree, 2), Op.ALL_GATHER, GIB, algorithm=Algorithm.TREE)
+
+
+def test_analytic_and_simulated_cost_share_the_analytic_latency_at_small_sizes():
+    fabric = fabric_for_instance(CATALOG, "p5.48xlarge", 2)
+    small = np.array([8.0])
+    analytic = predict_collective(Op.ALL_REDUCE, small, fabric, algorithm=Algorithm.RING, protocol=Protocol.SIMPLE)
+    simulated = SIM.table(Op.ALL_REDUCE, small, fabric, algorithm=Algorithm.RING, protocol=Protocol.SIMPLE)
+    assert simulated.time_s[0] == pytest.approx(analytic.time_s[0], rel=0.01)
