@@ -14,7 +14,8 @@ the constants marked ``prior`` as they are. Only the groups holding the source's
 takes the constants of the spec's fallback group (training: Hopper's, as the model does for a family
 it has no fractions for), and the row says so; without a fallback there is no held-out figure.
 A source none of whose cases enter the fit (collectives under 1 MiB) has no refit: held-out and
-in-sample agree. ``profile`` reports the flat constants of every in-sample fit.
+in-sample agree. ``profile`` reports the flat constants of every in-sample fit. Training's software constants fitted on
+one source alone are held out at their priors (``clustersim.validation.software_holdout``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from clustersim.validation.cases import read_cases
 from clustersim.validation.fit import Fit, FitSpec, Prepared, fit, prepare_cases
 from clustersim.validation.manifest import priors, read_manifest
 from clustersim.validation.profile import Profile, profile
+from clustersim.validation.software_holdout import held_out_software
 from clustersim.validation.specs import SPECS
 
 Progress = Callable[[str, int, int], None]
@@ -145,7 +147,7 @@ def cross_validate(
                 done += 1
             else:
                 note = "none of its cases enter the fit"
-            result.sources.append(_result(job, source, full.calibration, held, note))
+            result.sources.append(_result(job, source, full.calibration, held, note, catalog))
     step("done")
     return result
 
@@ -191,8 +193,12 @@ def _held_out(job: _Job, full: Fit[Any], source: str, max_iterations: int | None
     return calibration, "; ".join(notes)
 
 
-def _result(job: _Job, source: str, in_sample: Any, held_out: Any, note: str) -> SourceResult:
+def _result(job: _Job, source: str, in_sample: Any, held_out: Any, note: str, catalog: Catalog) -> SourceResult:
     cases = [p for p in job.scored if p.source == source]
+    held_cases = cases
+    if job.spec.kind == "training":  # software constants fitted on this source alone go back to their priors
+        held_cases, software_note = held_out_software(job.scored, source, catalog)
+        note = "; ".join(n for n in (note, software_note) if n)
     return SourceResult(
         job.path,
         job.spec.kind,
@@ -201,7 +207,7 @@ def _result(job: _Job, source: str, in_sample: Any, held_out: Any, note: str) ->
         sum(1 for p in job.fitted if p.source == source),
         mape(cases, job.start),
         mape(cases, in_sample),
-        None if held_out is None else mape(cases, held_out),
+        None if held_out is None else mape(held_cases, held_out),
         note,
     )
 

@@ -13,7 +13,7 @@ from typing import Any
 from clustersim.catalog.registry import Catalog
 from clustersim.catalog.schema import Dtype
 from clustersim.compute.efficiency import FamilyEfficiency, efficiency_for
-from clustersim.compute.software import software_for
+from clustersim.compute.software import SoftwareProfile, software_for
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout, layout_from_mapping
 from clustersim.system import System
@@ -58,19 +58,24 @@ def estimate_case(
 
 
 def case_estimator(
-    case: Case | Mapping[str, Any], catalog: Catalog
+    case: Case | Mapping[str, Any], catalog: Catalog, profiles: dict[str, SoftwareProfile] | None = None
 ) -> Callable[[Mapping[str, FamilyEfficiency] | None], Estimate]:
-    """The estimate of a case under any efficiency table (None: the packaged one), its inputs built once."""
+    """The estimate of a case under any efficiency table (None: the packaged one), its inputs built once;
+    ``profiles``: software profiles in place of the packaged ones."""
     case = as_case(case)
     model, system, layout, job = case_inputs(case, catalog)
-    framework = case.software.framework if case.software else None
-    software = software_for(framework, system.accelerator.family)
+    software = software_for(case_framework(case), system.accelerator.family, profiles)
 
     def estimate(efficiency: Mapping[str, FamilyEfficiency] | None = None) -> Estimate:
         fractions = None if efficiency is None else efficiency_for(system.accelerator, efficiency)
         return estimate_training(model, system, layout, job, efficiency=fractions, software=software)
 
     return estimate
+
+
+def case_framework(case: Case) -> str | None:
+    """The framework a case names (None: the default profile's)."""
+    return case.software.framework if case.software else None
 
 
 def predict_training_case(

@@ -1,0 +1,80 @@
+"""Software constants in leave-one-source-out: what a framework profile was fitted on is left out too.
+
+A software profile (``compute/software.toml``) may carry constants fitted to ground truth: its kernels'
+share of the hardware's efficiency and its host-side costs (``kernel_efficiency``, ``layer_overhead_s``,
+``step_overhead_s``; stated priors 1, 0 and 0 unless the profile says it was fitted). When every
+training case of that framework comes from one source, a fit without that source has nothing to fit
+them on: the held-out prediction of the source takes the priors, as a user's new framework would.
+Where other sources use the framework too, the constants stay as fitted and the note says so (they
+are fitted outside the efficiency fit, so they are not refit here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from clustersim.catalog.registry import Catalog
+from clustersim.compute.software import DEFAULT_FRAMEWORK, SoftwareProfile, software_profiles
+from clustersim.training.estimate import Estimate
+from clustersim.validation.fit import Prepared
+from clustersim.validation.training import case_estimator, case_framework, training_value
+
+SOFTWARE_PRIORS: dict[str, float] = {"kernel_efficiency": 1.0, "layer_overhead_s": 0.0, "step_overhead_s": 0.0}
+"""The stated prior of each software constant a profile may have fitted."""
+
+
+def fitted_software(profile: SoftwareProfile) -> dict[str, float]:
+    """The constants a profile says were fitted (``fitted`` set) and that differ from their priors."""
+    if profile.fitted is None:
+        return {}
+    return {key: getattr(profile, key) for key, prior in SOFTWARE_PRIORS.items() if getattr(profile, key) != prior}
+
+
+def _framework(prepared: Prepared[Any]) -> str:
+    return (case_framework(prepared.case) or DEFAULT_FRAMEWORK).strip().lower()
+
+
+def held_out_software(
+    cases: Sequence[Prepared[Any]],
+    source: str,
+    catalog: Catalog,
+    profiles: Mapping[str, SoftwareProfile] | None = None,
+) -> tuple[list[Prepared[Any]], str]:
+    """``source``'s training cases among ``cases``, each predicting with the software constants fitted
+    on that source alone reset to their priors; and a note naming what was reset or kept."""
+    table = dict(software_profiles() if profiles is None else profiles)
+    users: dict[str, set[str]] = {}
+    for prepared in cases:
+        users.setdefault(_framework(prepared), set()).add(prepared.source)
+    own = [p for p in cases if p.source == source]
+    reset: dict[str, SoftwareProfile] = {}
+    notes: list[str] = []
+    for name in sorted({_framework(p) for p in own}):
+        profile = table.get(name)
+        fitted = fitted_software(profile) if profile is not None else {}
+        if profile is None or not fitted:
+            continue
+        names = ", ".join(f"{name}.{key}" for key in fitted)
+        if users[name] == {source}:
+            reset[name] = profile.model_copy(update={key: SOFTWARE_PRIORS[key] for key in fitted})
+            notes.append(f"{names} fitted on it alone: held out at the priors")
+        else:
+            notes.append(f"{names} fitted with it (not refit)")
+    if not reset:
+        return own, "; ".join(notes)
+    table.update(reset)
+    out = [
+        Prepared(
+            p.case, p.field, p.measured, p.source, p.group, _predictor(case_estimator(p.case, catalog, table), p.field)
+        )
+        for p in own
+    ]
+    return out, "; ".join(notes)
+
+
+def _predictor(estimator: Callable[[Any], Estimate], field: str) -> Callable[[Any], float]:
+    def predict(calibration: Any) -> float:
+        return training_value(estimator(calibration), field)
+
+    return predict
