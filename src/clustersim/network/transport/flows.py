@@ -37,7 +37,7 @@ class MessageFlow:
         self.routes: tuple[Route, ...] = topo.routes(src, dst)
         self.back_routes: tuple[Route, ...] = topo.routes(dst, src)
         self.sizes = list(message_bytes)
-        self.flow = self.net.add_receiver(self.receive)
+        self.flow = self.net.add_receiver(self.on_data, self.on_control)
         self.completions_ps: list[int] = []
         self.message_timeouts: list[int] = []  # retransmission timeouts that fired during each message
         self.retransmissions = 0
@@ -78,14 +78,6 @@ class MessageFlow:
         self.message_timeouts.append(self.timeouts - self._timeouts_before)
         return self._next_message(now_ps)
 
-    def receive(self, now_ps: int, packet: Packet) -> Iterable[Event] | None:
-        """A packet of this flow at the end of its route: data at the receiver, control at the sender."""
-        if packet[1] == DATA:
-            return self.on_data(now_ps, packet)
-        if self.done_ps is not None:
-            return None  # a late acknowledgement after the last message
-        return self.on_control(now_ps, packet)
-
     def post(self, now_ps: int) -> Iterable[Event] | None:
         """Start sending the current message."""
         raise NotImplementedError
@@ -95,5 +87,6 @@ class MessageFlow:
         raise NotImplementedError
 
     def on_control(self, now_ps: int, packet: Packet) -> Iterable[Event] | None:
-        """The sender's handling of an acknowledgement (or NAK)."""
+        """The sender's handling of an acknowledgement (or NAK); one that arrives after the last
+        message has completed is ignored."""
         raise NotImplementedError

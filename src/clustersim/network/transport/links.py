@@ -62,7 +62,7 @@ class Network:
         self.busy_until: list[int] = []
         self.drops: list[int] = []
         self.losses: list[int] = []
-        self.receivers: list[Receiver] = []
+        self.receivers: list[tuple[Receiver, Receiver, Receiver]] = []  # by packet kind: data, ACK, NAK
         self.bg_next_ps: list[int] = []  # next background arrival (NO_LIMIT: none)
         self.bg_gap_ps: list[float] = []
         self.bg_service_ps: list[int] = []
@@ -92,10 +92,12 @@ class Network:
         self.bg_service_ps.append(0)
         return len(self.ps_per_byte) - 1
 
-    def add_receiver(self, receiver: Receiver) -> int:
-        """Register the handler that packets of a new flow reach at the end of their route; returns the
-        flow id."""
-        self.receivers.append(receiver)
+    def add_receiver(self, on_data: Receiver, on_control: Receiver | None = None) -> int:
+        """Register the handlers that packets of a new flow reach at the end of their route: data
+        packets (kind 0) go to ``on_data``, acknowledgements and NAKs (kinds 1, 2) to ``on_control``
+        (``on_data`` too when not given); returns the flow id."""
+        control = on_control or on_data
+        self.receivers.append((on_data, control, control))
         return len(self.receivers) - 1
 
     def _make_hop(
@@ -113,7 +115,7 @@ class Network:
         def hop(now_ps: int, packet: Packet) -> Iterable[Event] | None:
             route = packet[4]
             if k == len(route):
-                return receivers[packet[0]](now_ps, packet)
+                return receivers[packet[0]][packet[1]](now_ps, packet)
             port = route[k]
             if bg_next[port] <= now_ps:
                 replay(port, now_ps)

@@ -119,6 +119,8 @@ class RcFlow(MessageFlow):
         return events
 
     def on_control(self, now_ps: int, packet: Packet) -> list[Event] | None:
+        if self.done_ps is not None:
+            return None  # a late acknowledgement after the last message
         kind, psn = packet[1], packet[2]
         if psn > self.snd_una:
             self.snd_una = psn

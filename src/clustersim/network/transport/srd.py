@@ -136,6 +136,7 @@ class SrdFlow(MessageFlow):
     def _pump(self, now_ps: int) -> list[Event]:
         events: list[Event] = []
         net, uplink = self.net, self.routes[0][0]
+        full, last = self.payload_bytes + self.header_bytes, self._end - 1
         while self._inflight < self.cwnd:
             if self._retx:
                 i = self._retx.popleft()
@@ -155,7 +156,7 @@ class SrdFlow(MessageFlow):
                 self.flow,
                 DATA,
                 seq,
-                self.wire_bytes(seq),
+                full if seq != last else self.wire_bytes(seq),
                 self.routes[path],
                 busy if busy > now_ps else now_ps,  # when it starts on the wire: RTTs leave out the host queue
                 path | (attempt << ATTEMPT_SHIFT),

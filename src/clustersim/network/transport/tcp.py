@@ -129,6 +129,8 @@ class TcpFlow(MessageFlow):
         self.rto_ps = max(self.min_rto_ps, int(self.srtt_ps + 4 * self.rttvar_ps))
 
     def on_control(self, now_ps: int, packet: Packet) -> list[Event] | None:
+        if self.done_ps is not None:
+            return None  # a late acknowledgement after the last message
         ack, stamp = packet[2], packet[5]
         events: list[Event] = []
         if ack > self.snd_una:
