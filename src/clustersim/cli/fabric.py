@@ -1,0 +1,290 @@
+"""``clustersim fabric``: simulate a collective flow by flow on a catalogued UltraCluster fat-tree
+(``simulate``), and set ECMP against spraying and the analytic model against the simulator
+(``compare``)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from clustersim.cli.common import CatalogOption, JsonOption, emit_json, err_console, number, print_all, user_errors
+from clustersim.errors import ClusterSimError
+from clustersim.network.collectives import Algorithm
+from clustersim.units import MAX_COLLECTIVE_BYTES
+
+if TYPE_CHECKING:
+    from clustersim.network.flowsim.results import CollectiveResult
+    from clustersim.network.flowsim.topology import FatTree
+
+fabric_app = typer.Typer(
+    help="Flow-level fabric simulation: rails, fat-tree tiers, ECMP against spraying.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+InstanceOpt = Annotated[str, typer.Option("--instance", help="Instance id or alias, e.g. p5.48xlarge.")]
+NodesOpt = Annotated[int, typer.Option("--nodes", min=1, max=50_000, help="Instances in the job.")]
+CollectiveOpt = Annotated[
+    str, typer.Option("--collective", help="all_reduce, all_gather, reduce_scatter, alltoall, sendrecv.")
+]
+SizeOpt = Annotated[str, typer.Option("--size", help="Bytes per rank (nccl-tests' size), e.g. 1G, 64MiB.")]
+AlgoOpt = Annotated[Algorithm | None, typer.Option("--algo", case_sensitive=False, help="ring, tree, pairwise...")]
+OversubOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--oversubscription",
+        callback=number(ge=1, le=32),
+        help="Leaf-to-spine oversubscription (2 = 2:1); default: the cluster template's (1).",
+    ),
+]
+PlacementOpt = Annotated[str, typer.Option("--placement", help="packed, spread or random (seeded).")]
+FailOpt = Annotated[int, typer.Option("--fail-links", min=0, help="Leaf-spine cables of the job's leaves to fail.")]
+SeedOpt = Annotated[int, typer.Option("--seed", min=0, help="Seed of ECMP's hash, placement and failures.")]
+RadixOpt = Annotated[int, typer.Option("--radix", min=4, max=1024, help="Switch ports (assumed; default 64).")]
+HostsOpt = Annotated[
+    int | None,
+    typer.Option("--fabric-hosts", min=1, max=50_000, help="Hosts of the whole fabric; default: the cluster's."),
+]
+StepsOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-steps", min=1, max=64, help="Ring steps or all-to-all rounds simulated; the rest extrapolated."
+    ),
+]
+PlotOpt = Annotated[Path | None, typer.Option("--plot", help="Write link utilization and flow completion (PNG).")]
+
+
+def _size(text: str) -> float:
+    from clustersim.cli.collective import _bytes_suffix
+    from clustersim.units import parse_bytes
+
+    size = parse_bytes(_bytes_suffix(text))
+    if not 1 <= size <= MAX_COLLECTIVE_BYTES:
+        raise ClusterSimError(f"--size: {size:g} bytes is out of range (1 byte to 1 TiB)", field="--size", value=text)
+    return size
+
+
+@contextmanager
+def _progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
+    """A transient progress bar on stderr (a terminal only) fed by the simulator's flow counts."""
+    if not enabled or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import Progress
+
+    with Progress(console=err_console, transient=True) as bar:
+        task = bar.add_task("simulating flows", total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
+
+
+def _setup(
+    catalog: list[Path] | None,
+    instance: str,
+    nodes: int,
+    collective: str,
+    size: str,
+    oversubscription: float | None,
+    placement: str,
+    fail_links: int,
+    seed: int,
+    radix: int,
+    fabric_hosts: int | None,
+) -> tuple[Any, FatTree, Any, Any, float]:
+    from clustersim.catalog.registry import load_catalog
+    from clustersim.network.collectives import parse_op
+    from clustersim.network.flowsim.cluster import fail_job_links, fat_tree_for_instance, parse_placement, place
+
+    cat = load_catalog(catalog or ())
+    op = parse_op(collective)
+    size_bytes = _size(size)
+    where = parse_placement(placement)
+    tree = fat_tree_for_instance(
+        cat, instance, nodes, fabric_hosts=fabric_hosts, radix=radix, oversubscription=oversubscription
+    )
+    hosts = place(tree, nodes, where, seed)
+    tree = fail_job_links(tree, hosts, fail_links, seed)
+    return cat, tree, hosts, op, size_bytes
+
+
+@fabric_app.command("simulate")
+def simulate_command(
+    instance: InstanceOpt = "p5.48xlarge",
+    nodes: NodesOpt = 16,
+    collective: CollectiveOpt = "all_reduce",
+    size: SizeOpt = "1G",
+    routing: Annotated[str, typer.Option("--routing", help="ecmp (hash per flow) or spray (SRD).")] = "spray",
+    algo: AlgoOpt = None,
+    oversubscription: OversubOpt = None,
+    placement: PlacementOpt = "packed",
+    fail_links: FailOpt = 0,
+    seed: SeedOpt = 0,
+    radix: RadixOpt = 64,
+    fabric_hosts: HostsOpt = None,
+    max_steps: StepsOpt = 4,
+    plot: PlotOpt = None,
+    catalog: CatalogOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Simulate one collective flow by flow on the cluster's fat-tree."""
+    from clustersim.network.flowsim.results import simulate_collective
+    from clustersim.network.flowsim.routing import Routing
+
+    with user_errors():
+        route = _routing(routing)
+        _, tree, hosts, op, size_bytes = _setup(
+            catalog,
+            instance,
+            nodes,
+            collective,
+            size,
+            oversubscription,
+            placement,
+            fail_links,
+            seed,
+            radix,
+            fabric_hosts,
+        )
+        with _progress(not as_json) as progress:
+            result = simulate_collective(
+                tree,
+                hosts,
+                op,
+                size_bytes,
+                routing=Routing(route),
+                algorithm=algo,
+                seed=seed,
+                max_steps=max_steps,
+                progress=progress,
+            )
+    from clustersim.present.fabric import fabric_json, fabric_view, plot_fabric
+
+    if plot is not None:
+        with user_errors():
+            _plot(plot_fabric, result, plot)
+    if as_json:
+        emit_json(fabric_json(result, tree, placement=placement, seed=seed, failed_links=fail_links))
+        return
+    print_all(*fabric_view(result, tree))
+
+
+def _plot(draw: Callable[[CollectiveResult, Path], None], result: CollectiveResult, path: Path) -> None:
+    try:
+        draw(result, path)
+    except OSError as exc:
+        raise ClusterSimError(f"--plot: cannot write {path}: {exc.strerror}", field="--plot", value=str(path)) from None
+
+
+def _routing(name: str) -> str:
+    from clustersim.errors import UnknownNameError
+    from clustersim.network.flowsim.routing import Routing
+
+    key = name.strip().lower()
+    if key not in {r.value for r in Routing}:
+        raise UnknownNameError("routing", name, [r.value for r in Routing])
+    return key
+
+
+@fabric_app.command("compare")
+def compare_command(
+    instance: InstanceOpt = "p5.48xlarge",
+    nodes: NodesOpt = 16,
+    collective: CollectiveOpt = "all_reduce",
+    size: SizeOpt = "1G",
+    algo: AlgoOpt = None,
+    oversubscription: OversubOpt = None,
+    placement: PlacementOpt = "packed",
+    fail_links: FailOpt = 0,
+    seed: SeedOpt = 0,
+    radix: RadixOpt = 64,
+    fabric_hosts: HostsOpt = None,
+    max_steps: StepsOpt = 4,
+    catalog: CatalogOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """ECMP against spraying, and the analytic model's link-bound (ideal) time against both."""
+    import numpy as np
+
+    from clustersim.network.analytic import predict_collective
+    from clustersim.network.collectives import Protocol
+    from clustersim.network.flowsim.collectives import default_algorithm
+    from clustersim.network.flowsim.results import simulate_collective
+    from clustersim.network.flowsim.routing import Routing
+    from clustersim.network.topology import fabric_for_instance
+
+    with user_errors():
+        cat, tree, hosts, op, size_bytes = _setup(
+            catalog,
+            instance,
+            nodes,
+            collective,
+            size,
+            oversubscription,
+            placement,
+            fail_links,
+            seed,
+            radix,
+            fabric_hosts,
+        )
+        algorithm = algo or default_algorithm(op)
+        runs: list[tuple[str, CollectiveResult | None, float, float]] = []
+        with _progress(not as_json) as progress:
+            for route in Routing:
+                r = simulate_collective(
+                    tree,
+                    hosts,
+                    op,
+                    size_bytes,
+                    routing=route,
+                    algorithm=algorithm,
+                    seed=seed,
+                    max_steps=max_steps,
+                    progress=progress,
+                )
+                runs.append((f"simulated {route.value}", r, r.time_s, r.busbw_bytes_per_s))
+        ideal = _ideal_analytic(cat, instance, nodes, op, size_bytes, algorithm)
+        table = predict_collective(
+            op,
+            np.array([size_bytes]),
+            fabric_for_instance(cat, instance, nodes),
+            algorithm=algorithm,
+            protocol=Protocol.SIMPLE,
+        )
+        runs.append(("analytic, ideal links", None, ideal[0], ideal[1]))
+        runs.append(("analytic, calibrated", None, float(table.time_s[0]), float(table.busbw_bytes_per_s[0])))
+    from clustersim.present.fabric import compare_rows, compare_view
+
+    rows = compare_rows(runs)
+    if as_json:
+        emit_json({"op": op.value, "nodes": nodes, "size_bytes": size_bytes, "rows": rows})
+        return
+    print_all(compare_view(rows, f"{op.value} of {size_bytes:,.0f} B on {nodes} x {instance}"))
+
+
+def _ideal_analytic(
+    cat: Any, instance: str, nodes: int, op: Any, size_bytes: float, algorithm: Algorithm
+) -> tuple[float, float]:
+    """The analytic model's bandwidth term on the datasheet links: efficiencies 1, no latency or ramp."""
+    import dataclasses
+
+    import numpy as np
+
+    from clustersim.network.analytic import DEFAULT_CALIBRATION, candidates
+    from clustersim.network.collectives import Protocol, busbw_factor
+    from clustersim.network.topology import fabric_for_instance
+
+    fabric = fabric_for_instance(cat, instance, nodes)
+    ideal = dataclasses.replace(DEFAULT_CALIBRATION, network_efficiency=1.0, nvlink_efficiency=1.0, nvls_efficiency=1.0)
+    match = [c for c in candidates(op, fabric, ideal) if c.algorithm is algorithm and c.protocol is Protocol.SIMPLE]
+    if not match:
+        raise ClusterSimError(f"the analytic model has no {algorithm.value} for {op.value}", field="--algo")
+    time_s = float(size_bytes / match[0].algbw_bytes_per_s)
+    return time_s, float(np.float64(size_bytes / time_s * busbw_factor(op, fabric.num_ranks)))

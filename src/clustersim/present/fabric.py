@@ -1,0 +1,145 @@
+"""How a simulated collective is shown: a summary table, a comparison, JSON, and a utilization plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from clustersim.network.flowsim.results import NETWORK_TIERS, CollectiveResult
+from clustersim.network.flowsim.topology import TIER_NAMES, FatTree
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+GB = 1e9
+
+
+def fabric_json(
+    result: CollectiveResult, tree: FatTree, *, placement: str, seed: int, failed_links: int
+) -> dict[str, Any]:
+    """The JSON of ``fabric simulate``: the result with the fabric it ran on."""
+    return {
+        **result.to_dict(),
+        "fabric": _fabric_dict(tree),
+        "placement": placement,
+        "seed": seed,
+        "failed_links": failed_links,
+    }
+
+
+def _fabric_dict(tree: FatTree) -> dict[str, Any]:
+    spec = tree.spec
+    return {
+        "name": spec.name,
+        "hosts": spec.num_hosts,
+        "gpus_per_host": spec.gpus_per_host,
+        "nics_per_host": spec.nics_per_host,
+        "nic_bytes_per_s": spec.nic_bytes_per_s,
+        "radix": spec.radix,
+        "oversubscription": spec.oversubscription,
+        "rail_optimized": spec.rail_optimized,
+        "tiers": tree.num_tiers,
+        "leaves": tree.num_leaves,
+        "pods": tree.num_pods,
+        "links": tree.num_links,
+    }
+
+
+def fabric_view(result: CollectiveResult, tree: FatTree) -> list[Table]:
+    """A summary table and the hottest links."""
+    from rich.table import Table
+
+    spec = tree.spec
+    summary = Table(title=f"{result.op.value} of {result.size_bytes:,.0f} B on {result.num_nodes} x {spec.name}")
+    summary.add_column("quantity")
+    summary.add_column("value", justify="right")
+    rows = [
+        ("fabric", f"{spec.num_hosts} hosts, {tree.num_tiers} tiers, radix {spec.radix}, {spec.oversubscription:g}:1"),
+        ("algorithm / routing", f"{result.algorithm.value} / {result.routing.value}"),
+        ("time", f"{result.time_s * 1e3:.3f} ms"),
+        ("busbw (nccl-tests)", f"{result.busbw_bytes_per_s / GB:.1f} GB/s"),
+        ("algbw", f"{result.algbw_bytes_per_s / GB:.1f} GB/s"),
+        ("max link utilization", f"{result.max_link_utilization:.3f}"),
+        ("binding tier", result.binding_tier),
+        ("steps simulated", f"{result.steps_simulated} of {result.steps_total}"),
+        ("flows / events", f"{result.num_flows:,} / {result.num_events:,}"),
+        ("wall time", f"{result.wall_s:.2f} s ({result.events_per_s:,.0f} events/s)"),
+    ]
+    for name, value in rows:
+        summary.add_row(name, value)
+    for tier, util in result.tier_utilization.items():
+        summary.add_row(f"mean utilization {tier}", f"{util:.3f}")
+    hot = Table(title="hottest links (time-averaged utilization)")
+    hot.add_column("link")
+    hot.add_column("utilization", justify="right")
+    for name, util in result.hottest_links:
+        hot.add_row(name, f"{util:.3f}")
+    return [summary, hot]
+
+
+def compare_rows(results: list[tuple[str, CollectiveResult | None, float, float]]) -> list[dict[str, Any]]:
+    """Rows of ``fabric compare``: (model, result or None for analytic, time, busbw)."""
+    rows = []
+    for model, result, time_s, busbw in results:
+        rows.append(
+            {
+                "model": model,
+                "routing": result.routing.value if result else None,
+                "algorithm": result.algorithm.value if result else None,
+                "time_s": time_s,
+                "busbw_bytes_per_s": busbw,
+                "max_link_utilization": result.max_link_utilization if result else None,
+                "binding_tier": result.binding_tier if result else None,
+            }
+        )
+    return rows
+
+
+def compare_view(rows: list[dict[str, Any]], title: str) -> Table:
+    """ECMP against spraying and analytic against simulated, side by side."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    for name in ("model", "algorithm", "time ms", "busbw GB/s", "max util", "binding tier"):
+        table.add_column(name, justify="left" if name in ("model", "algorithm", "binding tier") else "right")
+    for row in rows:
+        util = row["max_link_utilization"]
+        table.add_row(
+            row["model"],
+            row["algorithm"] or "-",
+            f"{row['time_s'] * 1e3:.3f}",
+            f"{row['busbw_bytes_per_s'] / GB:.1f}",
+            "-" if util is None else f"{util:.3f}",
+            row["binding_tier"] or "-",
+        )
+    return table
+
+
+def plot_fabric(result: CollectiveResult, path: Path) -> None:
+    """Link utilization by tier (box plot) and flow completion times (CDF) into ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    data, labels = [], []
+    for tier in NETWORK_TIERS:
+        util = result.link_utilization[(result.link_tier == tier) & (result.link_utilization > 0)]
+        if util.size:
+            data.append(util)
+            labels.append(TIER_NAMES[tier])
+    if data:
+        left.boxplot(data, tick_labels=labels)
+    left.set_ylabel("time-averaged utilization")
+    left.set_title("link utilization by tier")
+    left.tick_params(axis="x", rotation=30)
+    ends = np.sort(result.flow_end_s)
+    right.plot(ends * 1e3, np.arange(1, ends.size + 1) / ends.size)
+    right.set_xlabel("flow completion (ms, simulated steps)")
+    right.set_ylabel("fraction of flows")
+    right.set_title(f"{result.op.value}, {result.routing.value}")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
