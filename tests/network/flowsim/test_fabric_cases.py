@@ -37,7 +37,9 @@ def test_the_tree_has_the_sizes_of_its_radix():
 
 
 def test_a_20000_gpu_p5_fabric_is_arrays():
-    spec = FatTreeSpec(num_hosts=2500, gpus_per_host=8, nics_per_host=32, nic_bytes_per_s=12.5e9, scaleup_bytes_per_s=450e9)
+    spec = FatTreeSpec(
+        num_hosts=2500, gpus_per_host=8, nics_per_host=32, nic_bytes_per_s=12.5e9, scaleup_bytes_per_s=450e9
+    )
     tree = build(spec)
     # Rail-optimized: each of 32 rails has ceil(2500 / 32) = 79 leaves of 32 NIC ports; pods of 32 leaves.
     assert tree.num_leaves == 32 * 79 and tree.num_pods == 79 and tree.num_tiers == 3

@@ -1,0 +1,57 @@
+"""``clustersim fabric simulate`` and ``compare``: JSON keys, flags honoured, errors as one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from clustersim.cli.app import app
+
+runner = CliRunner()
+BASE = ["--nodes", "4", "--fabric-hosts", "64", "--size", "64M", "--max-steps", "2"]
+
+
+def _json(*args: str) -> dict:
+    result = runner.invoke(app, ["fabric", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_simulate_json_carries_time_busbw_utilization_and_routing():
+    out = _json("simulate", *BASE, "--routing", "ecmp")
+    assert out["routing"] == "ecmp" and out["op"] == "all_reduce"
+    assert abs(out["busbw_bytes_per_s"] / 400e9 - 1) < 1e-9  # 32 x 100 Gb/s at line rate
+    assert out["time_s"] > 0 and 0 < out["max_link_utilization"] <= 1 + 1e-9
+    assert out["fabric"]["hosts"] == 64
+
+
+def test_the_flags_are_honoured_and_the_same_seed_repeats():
+    args = ("simulate", *BASE, "--collective", "alltoall", "--routing", "ecmp", "--oversubscription", "2")
+    spread = _json(*args, "--placement", "random", "--fail-links", "2", "--seed", "3")
+    assert spread == _json(*args, "--placement", "random", "--fail-links", "2", "--seed", "3")
+    assert spread["failed_links"] == 2 and spread["placement"] == "random"
+    assert spread["fabric"]["oversubscription"] == 2
+
+
+def test_compare_sets_ecmp_spray_and_the_analytic_model_side_by_side():
+    out = _json("compare", *BASE, "--collective", "alltoall")
+    models = [row["model"] for row in out["rows"]]
+    assert models == ["simulated ecmp", "simulated spray", "analytic, ideal links", "analytic, calibrated"]
+    spray, ideal = out["rows"][1], out["rows"][2]
+    assert abs(spray["time_s"] / ideal["time_s"] - 1) < 0.05
+
+
+def test_plot_writes_a_png(tmp_path: Path):
+    target = tmp_path / "util.png"
+    result = runner.invoke(app, ["fabric", "simulate", *BASE, "--plot", str(target)])
+    assert result.exit_code == 0, result.output
+    assert target.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_bad_input_is_one_line_naming_the_value():
+    result = runner.invoke(app, ["fabric", "simulate", *BASE, "--routing", "flood"])
+    assert result.exit_code == 2 and "flood" in result.output and "spray" in result.output
+    result = runner.invoke(app, ["fabric", "simulate", *BASE, "--collective", "broadcast", "--json"])
+    assert result.exit_code == 2 and "broadcast" in result.output
