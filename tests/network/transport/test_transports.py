@@ -155,3 +155,14 @@ def test_a_flow_needs_messages_of_at_least_a_byte():
     topo = leaf_spine(Network(Environment()), SPEC, hosts_per_leaf=1)
     with pytest.raises(ClusterSimError, match="message size 0"):
         SrdFlow(topo, 0, 1, [0])
+
+
+def test_srd_steers_away_from_a_path_an_elephant_loads():
+    env = Environment(2)
+    topo = leaf_spine(Network(env), SPEC, hosts_per_leaf=1, num_paths=4)
+    for port in topo.path_ports(0):
+        topo.net.start_background(port, 0.9)
+    flow = SrdFlow(topo, 0, 1, [64 * 8192] * 10)
+    env.run()
+    assert sum(flow.path_packets) == flow.packets_sent
+    assert flow.path_packets[0] < 0.5 * min(flow.path_packets[1:])

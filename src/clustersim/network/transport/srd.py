@@ -86,6 +86,7 @@ class SrdFlow(MessageFlow):
         self.target_ps = ps(self.params.target_delay_s)
         self.cwnd = float(self.params.initial_window)
         self.path_inflight = [0] * n_paths
+        self.path_packets = [0] * n_paths  # packets sent on each path
         self.path_srtt = [0.0] * n_paths
         self.base_rtt_ps = 0
         self._rr = 0
@@ -167,6 +168,7 @@ class SrdFlow(MessageFlow):
             self.packets_sent += 1
             self._inflight += 1
             self.path_inflight[path] += 1
+            self.path_packets[path] += 1
             self._path_of[i] = path
             self._deadlines.append((net.busy_until[uplink] + self.rto_ps, seq, attempt))
         if self._timer_at < 0:
