@@ -10,9 +10,7 @@ MAX_MODULE_LINES = 500
 
 def test_import_contracts_are_kept():
     lint_imports = Path(sys.executable).with_name("lint-imports")
-    result = subprocess.run(
-        [str(lint_imports), "--no-cache"], cwd=ROOT, capture_output=True, text=True, check=False
-    )
+    result = subprocess.run([str(lint_imports), "--no-cache"], cwd=ROOT, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "0 broken" in result.stdout
 
