@@ -87,6 +87,7 @@ def test_sweep_incast_and_ring_print_tables_and_json():
         (["compare", "--background", "1.5"], "--background"),
         (["sweep", "--over", "jitter"], "--over: 'jitter'"),
         (["datapath", "--message", "2G"], "--message: '2G' is out of range"),
+        (["compare", "--message", "1G", "--messages", "17"], "17.0 GiB to simulate"),
     ],
 )
 def test_bad_options_are_one_line_errors(args, part):

@@ -37,6 +37,7 @@ transport_app = typer.Typer(
 
 MAX_MESSAGES = 100_000
 MAX_MESSAGE_BYTES = 1 << 30
+MAX_TOTAL_BYTES = 16 << 30  # payload one run may simulate (about 2 million packets, a minute or two)
 
 InstanceOption = Annotated[
     str, typer.Option("--instance", help="Instance id or alias; its NIC speed is the line rate.")
@@ -97,6 +98,17 @@ def _bytes(text: str, flag: str) -> int:
     if not 1 <= value <= MAX_MESSAGE_BYTES:
         raise ClusterSimError(f"{flag}: {text!r} is out of range (valid: 1 byte to 1 GiB)", field=flag, value=text)
     return int(value)
+
+
+def _total(message_bytes: int, messages: int, flows: int = 1) -> None:
+    total = message_bytes * messages * flows
+    if total > MAX_TOTAL_BYTES:
+        raise ClusterSimError(
+            f"--messages: {flows} flow(s) x {messages} x {message_bytes:,} bytes is {total / 2**30:,.1f} GiB to "
+            f"simulate packet by packet (at most {MAX_TOTAL_BYTES >> 30} GiB); use fewer or smaller messages",
+            field="--messages",
+            value=messages,
+        )
 
 
 def _seconds(text: str, flag: str) -> float:
@@ -163,6 +175,7 @@ def compare_command(
             rc_timeout_exponent=rc_timeout,
             tcp_kernel=tcp_kernel,
         )
+        _total(scenario.message_bytes, messages)
         results = compare(scenario)
     from clustersim.present import transport as present
 
@@ -210,6 +223,7 @@ def sweep_command(
         scenario = _scenario(
             node, num_paths=paths, message_bytes=_bytes(message, "--message"), num_messages=messages, seed=seed
         )
+        _total(scenario.message_bytes, messages, len(points))
         rows = sweep(scenario, over, points)
     from clustersim.present import transport as present
 
@@ -255,6 +269,7 @@ def incast_command(
             num_messages=messages,
             seed=seed,
         )
+        _total(scenario.message_bytes, messages, senders)
         results = incast(scenario, senders)
     from clustersim.present import transport as present
 
