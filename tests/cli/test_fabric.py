@@ -55,3 +55,24 @@ def test_bad_input_is_one_line_naming_the_value():
     assert result.exit_code == 2 and "flood" in result.output and "spray" in result.output
     result = runner.invoke(app, ["fabric", "simulate", *BASE, "--collective", "broadcast", "--json"])
     assert result.exit_code == 2 and "broadcast" in result.output
+
+
+TRAIN = ["train", "llama3-8b", "--instance", "p5.48xlarge", "--nodes", "2", "--tp", "8", "--pp", "1"]
+
+
+def test_train_network_sim_prices_the_collectives_with_the_simulator():
+    analytic = json.loads(runner.invoke(app, [*TRAIN, "--json"]).stdout)
+    result = runner.invoke(app, [*TRAIN, "--network", "sim", "--json"])
+    assert result.exit_code == 0, result.output
+    sim = json.loads(result.stdout)
+    assert (analytic["network_model"], sim["network_model"]) == ("analytic", "sim")
+    # Same compute; the simulator runs no NVLS, so its in-node all-reduce is no faster.
+    assert sim["step_s"] >= analytic["step_s"] * (1 - 1e-9)
+
+
+def test_train_network_refuses_an_unknown_model_and_a_scenario_it_cannot_hold(tmp_path: Path):
+    result = runner.invoke(app, [*TRAIN, "--network", "packets"])
+    assert result.exit_code == 2 and "packets" in result.output and "sim" in result.output
+    result = runner.invoke(app, [*TRAIN, "--network", "sim", "--save-scenario", str(tmp_path / "s.toml")])
+    assert result.exit_code == 2 and "--network sim" in result.output
+    assert not (tmp_path / "s.toml").exists()
