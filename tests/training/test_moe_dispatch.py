@@ -1,5 +1,6 @@
 """Closed forms of the MoE and per-step costs: the per-node token dispatch (DeepEP / HybridEP), the fixed
-cost of each expert's slice of a grouped GEMM, and the fixed cost of an optimizer step.
+cost of each expert's slice of a grouped GEMM, the fixed cost of an optimizer step, and the keys and
+values context parallelism exchanges under latent attention.
 
 The tiny MoE model, the round-number device and the helpers are those of ``test_step_closed_form``.
 """
@@ -17,8 +18,9 @@ from clustersim.compute.software import software_for
 from clustersim.execution import Layout
 from clustersim.network.collectives import Op
 from clustersim.network.fabric import Fabric
+from clustersim.workload.transformer import MLA, Transformer
 
-from .test_step_closed_form import EFF, MOE, NVLINK, REL, SW, estimate, node_fabric, t_coll, terms
+from .test_step_closed_form import EFF, MOE, NVLINK, REL, SW, S, estimate, node_fabric, t_coll, terms
 
 # ---- how many copies of a token cross the network -----------------------------------------------------
 
@@ -116,3 +118,27 @@ def test_the_fixed_cost_per_step_is_paid_once_per_step():
     more = estimate(Layout(), devices=1, global_batch=4, eff=EFF.model_copy(update={"step_s": 0.25}))
     assert terms(more)["optimizer"][1] - terms(base)["optimizer"][1] == pytest.approx(0.25, rel=1e-9)
     assert more.step_s - base.step_s == pytest.approx(0.25, rel=1e-9)
+
+
+# ---- context parallelism with latent attention --------------------------------------------------------
+
+
+def test_cp_exchanges_latent_attentions_up_projected_keys_and_values():
+    # 8 heads: keys of head_dim 192 (rotary 64 included), values of 128: each token's K and V are
+    # 8 x (192 + 128) = 2560 16-bit values, not the 2 x 8 x 192 = 3072 of keys as wide as values.
+    mla = Transformer(
+        name="tiny-mla",
+        layers=4,
+        hidden=1024,
+        ffn_hidden=4096,
+        heads=8,
+        kv_heads=8,
+        head_dim=192,
+        vocab=32768,
+        ffn_type="swiglu",
+        mla=MLA(kv_lora_rank=256, rope_head_dim=64, v_head_dim=128),
+    )
+    est = estimate(Layout(cp=2), devices=2, model=mla)
+    tokens = S / 2
+    gather = t_coll(Op.ALL_GATHER, 2 * tokens * 8 * (192 + 128) * 2, node_fabric(2))
+    assert terms(est)["cp comm"][0] == pytest.approx(2 * 4 * 3 * gather, rel=REL)

@@ -278,9 +278,10 @@ class StepContext:
 
     @_derived
     def cp_mb(self) -> TermTimes:
-        """CP key/value exchange per micro-batch, hidden behind the attention core."""
-        lay = self.lay
-        kv_bytes = ACT_BYTES * self.tokens * 2 * self.model.kv_width / lay.tp.astype(float) * lay.cp.astype(float)
+        """CP key/value exchange per micro-batch, hidden behind the attention core: the keys and values the
+        attention kernel reads (latent attention's up-projected ones: TE's ring attention passes K and V)."""
+        lay, m = self.lay, self.model
+        kv_bytes = ACT_BYTES * self.tokens * (m.kv_width + m.kv_heads * m.value_head_dim) / lay.tp * lay.cp
         link = self.layers_here * 3 * self.collective_s(Op.ALL_GATHER, kv_bytes, lay.cp, lay.tp)
         return TermTimes(link, np.maximum(link - self.layers_here * 3 * self.attention_fwd, 0.0))
 
