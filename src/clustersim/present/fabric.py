@@ -50,7 +50,7 @@ def fabric_view(result: CollectiveResult, tree: FatTree) -> list[Table]:
     from rich.table import Table
 
     spec = tree.spec
-    summary = Table(title=f"{result.op.value} of {result.size_bytes:,.0f} B on {result.num_nodes} x {spec.name}")
+    summary = Table(title=f"{result.op.value} of {result.size_bytes:,.0f} B on {result.num_nodes} nodes of {spec.name}")
     summary.add_column("quantity")
     summary.add_column("value", justify="right")
     rows = [

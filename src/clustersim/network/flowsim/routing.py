@@ -68,9 +68,12 @@ def five_tuple_hash(src: IntArray, dst: IntArray, sport: IntArray, seed: int) ->
     return h
 
 
-def source_ports(flow: IntArray, seed: int) -> IntArray:
-    """An ephemeral UDP source port per flow (49152-65535), fixed by the seed and flow id."""
-    ports = splitmix64(np.asarray(flow, dtype=np.int64).astype(np.uint64) ^ splitmix64(np.array([seed], np.uint64)))
+def source_ports(connection: IntArray, seed: int) -> IntArray:
+    """An ephemeral UDP source port per connection (49152-65535), fixed by the seed and connection id:
+    every flow of one GPU pair (each step of a ring channel) rides the same connection, so one path."""
+    ports = splitmix64(
+        np.asarray(connection, dtype=np.int64).astype(np.uint64) ^ splitmix64(np.array([seed], np.uint64))
+    )
     return (ports % np.uint64(16384)).astype(np.int64) + 49152
 
 
@@ -99,7 +102,8 @@ def route(tree: FatTree, src_gpu: IntArray, dst_gpu: IntArray, routing: Routing,
     sp = np.repeat(src[remote] // g * r, per) + rails.ravel()
     dp = np.repeat(dst[remote] // g * r, per) + rails.ravel()
     weight = np.full(stripe_flow.size, 1.0 / per)
-    res, owner, stripe_hops = _nic_paths(tree, sp, dp, stripe_flow, routing, seed)
+    connection = src * num_gpus + dst  # one connection (queue pair) per GPU pair: its steps share a path
+    res, owner, stripe_hops = _nic_paths(tree, sp, dp, np.repeat(connection[remote], per), routing, seed)
     parts_f.append(stripe_flow[owner])
     parts_r.append(res)
     parts_w.append(weight[owner])
@@ -113,7 +117,7 @@ def route(tree: FatTree, src_gpu: IntArray, dst_gpu: IntArray, routing: Routing,
 
 
 def _nic_paths(
-    tree: FatTree, sp: IntArray, dp: IntArray, flow: IntArray, routing: Routing, seed: int
+    tree: FatTree, sp: IntArray, dp: IntArray, connection: IntArray, routing: Routing, seed: int
 ) -> tuple[IntArray, IntArray, IntArray]:
     """Resources of each NIC-to-NIC stripe: (resource, stripe index of the entry, links per stripe)."""
     n = sp.size
@@ -132,7 +136,7 @@ def _nic_paths(
         res += [tree.pod_up_bundle(pa[s_x]), tree.pod_down_bundle(pb[s_x])]
     else:
         u, c = tree.leaf_uplinks, max(tree.spine_uplinks, 1)
-        h = five_tuple_hash(sp[s_up], dp[s_up], source_ports(flow[s_up], seed), seed)
+        h = five_tuple_hash(sp[s_up], dp[s_up], source_ports(connection[s_up], seed), seed)
         j, m = _pick(tree, la[s_up], lb[s_up], pa[s_up], pb[s_up], cross[s_up], h)
         res += [tree.leaf_up0 + la[s_up] * u + j, tree.leaf_down0 + lb[s_up] * u + j]
         xs = cross[s_up]
