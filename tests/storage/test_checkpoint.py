@@ -26,7 +26,8 @@ P5 = CATALOG.instance("p5.48xlarge")
 NVME = CATALOG.get("instance-nvme")
 MODEL = zoo.load_model("llama3.1-405b", use_env=False)
 PARAMS = 405_853_388_800
-BIG = file_system(CATALOG, "PERSISTENT_2-1000", "100800GiB")
+BIG = file_system(CATALOG, "PERSISTENT_2-1000", "100800GiB")  # not EFA-enabled: 84 targets, ENA
+BIG_EFA = file_system(CATALOG, "PERSISTENT_2-1000", "100800GiB", efa=True)  # 21 servers of 4,800 GiB
 SMALL_MODEL = zoo.load_model("llama3-70b", use_env=False)
 SMALL_PARAMS = SMALL_MODEL.num_params()
 
@@ -43,10 +44,11 @@ def test_size_per_format_uses_exact_parameters():
 
 
 def test_file_system_bound_binds_a_large_job():
-    timing = plan()
+    timing = plan(fs=BIG_EFA)
     assert timing.save.bound == "file system"
     assert timing.save.time_s == pytest.approx(PARAMS * 14 / 100.8e9)  # 56.4 s
     assert timing.num_files == 2048 * 8 and timing.path is ClientPath.EFA_GDS
+    assert plan().path is ClientPath.ENA and plan().save.time_s == timing.save.time_s
     assert timing.stall_s == timing.save.time_s and timing.drain_s == 0
 
 
@@ -54,7 +56,10 @@ def test_stripes_bound_binds_one_file_on_one_stripe():
     timing = plan_checkpoint(SMALL_MODEL, BIG, instance=P5, num_nodes=16, devices_per_node=8,
                              pattern=WritePattern.AGGREGATED, stripes=1)  # fmt: skip
     assert timing.save.bound == "stripes" and timing.num_files == 1
-    assert timing.save.time_s == pytest.approx(SMALL_PARAMS * 14 / 1.2e9)  # one target's 1.2 GB/s
+    assert timing.save.time_s == pytest.approx(SMALL_PARAMS * 14 / (5e9 / 8))  # one ENA connection, 5 Gbps
+    efa = plan_checkpoint(SMALL_MODEL, BIG_EFA, instance=P5, num_nodes=16, devices_per_node=8,
+                          pattern=WritePattern.AGGREGATED, stripes=1)  # fmt: skip
+    assert efa.save.bound == "stripes" and efa.save.time_s == pytest.approx(SMALL_PARAMS * 14 / 4.8e9)  # one target
 
 
 def test_clients_bound_binds_one_ena_client():
@@ -106,13 +111,14 @@ def test_stripes_above_targets_refused():
 
 
 def test_striping_rises_by_one_target_until_the_client_stops_it():
-    sweep = striping_sweep(BIG, 100e9, ClientPath.EFA, P5)
+    sweep = striping_sweep(BIG_EFA, 100e9, ClientPath.EFA, P5)
     rates = [t.bytes_per_s for t in sweep]
     client = 700e9 / 8
-    knee = math.ceil(client / 1.2e9)
+    knee = math.ceil(client / 4.8e9)  # an EFA-enabled target: 4,800 GiB x 1,000 MB/s/TiB
+    assert len(sweep) == 21 and knee == 19
     for count, t in enumerate(sweep, start=1):
         if count < knee:
-            assert t.bound == "stripes" and t.bytes_per_s == pytest.approx(count * 1.2e9)
+            assert t.bound == "stripes" and t.bytes_per_s == pytest.approx(count * 4.8e9)
         else:
             assert t.bound == "clients" and t.bytes_per_s == pytest.approx(client)
     assert all(b >= a for a, b in itertools.pairwise(rates))
@@ -136,7 +142,7 @@ def test_more_capacity_never_saves_slower(steps):
 
 def test_data_loading_need_against_supply():
     assert bytes_per_token(32_000) == 2 and bytes_per_token(MODEL.vocab) == 4
-    loading = data_loading(BIG, tokens_per_s=2e6, token_bytes=4, num_nodes=2048, path=ClientPath.EFA, instance=P5)
+    loading = data_loading(BIG_EFA, tokens_per_s=2e6, token_bytes=4, num_nodes=2048, path=ClientPath.EFA, instance=P5)
     assert loading.need_bytes_per_s == 8e6
     assert loading.supply.bound == "file system" and loading.headroom == pytest.approx(100.8e9 / 8e6)
 

@@ -109,9 +109,13 @@ def test_client_ceilings_by_path_and_nic():
 
 def test_efa_needs_persistent_2():
     fs = file_system(CATALOG, "SCRATCH_2", "2400GiB")
-    with pytest.raises(ClusterSimError, match="cannot be reached over EFA") as err:
+    with pytest.raises(ClusterSimError, match="only PERSISTENT_2 file systems created EFA-enabled") as err:
         fs.check_path(ClientPath.EFA_GDS)
     assert err.value.field == "path"
+    plain = file_system(CATALOG, "PERSISTENT_2-1000", "4800GiB")
+    with pytest.raises(ClusterSimError, match=r"fsx:PERSISTENT_2-1000:CAPACITY:efa"):
+        plain.check_path(ClientPath.EFA)
+    file_system(CATALOG, "PERSISTENT_2-1000", "4800GiB", efa=True).check_path(ClientPath.EFA)
 
 
 @settings(max_examples=25, deadline=None)
@@ -122,3 +126,26 @@ def test_more_capacity_is_never_slower(steps, tier):
     assert large.write_bytes_per_s > small.write_bytes_per_s
     assert large.read_bytes_per_s > small.read_bytes_per_s
     assert large.num_targets >= small.num_targets
+
+
+@pytest.mark.parametrize(
+    ("capacity", "iops"),
+    [(1200, 1500), (2400, 3000), (4800, 6000), (9600, 6000), (12000, 12000), (45600, 12000), (48000, 24000),
+     (100800, 48000)],
+)  # fmt: skip
+def test_automatic_metadata_iops_follow_capacity(capacity, iops):
+    fs = file_system(CATALOG, "PERSISTENT_2-1000", f"{capacity}GiB")
+    assert fs.metadata_iops == iops and fs.metadata_files_per_s() == iops  # two operations per IOPS, two per file
+    assert file_system(CATALOG, "SCRATCH_2", "2400GiB").metadata_iops is None  # no metadata configuration
+
+
+def test_efa_enabled_capacity_and_targets():
+    for rate, step in (("125", 38400), ("250", 19200), ("500", 9600), ("1000", 4800)):
+        fs = file_system(CATALOG, f"PERSISTENT_2-{rate}", f"{step * 3}GiB", efa=True)
+        assert fs.num_targets == 3 and fs.target_gib == step
+        assert fs.write_bytes_per_s == pytest.approx(int(rate) * 1e6 * step * 3 / 1000)
+    with pytest.raises(ClusterSimError, match="nearest valid: 4,800 GiB or 9,600 GiB") as err:
+        file_system(CATALOG, "PERSISTENT_2-1000", "7200GiB", efa=True)
+    assert err.value.field == "capacity"
+    spec = parse_storage(CATALOG, "fsx:PERSISTENT_2-1000:9600GiB:efa:mdiops=24000")
+    assert spec.efa and spec.metadata_iops == 24000 and spec.num_targets == 2

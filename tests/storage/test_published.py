@@ -14,7 +14,7 @@ CASES = tomllib.loads((Path(__file__).parents[1] / "data" / "storage" / "publish
 
 
 def predicted(case: dict) -> float:
-    fs = file_system(CATALOG, case["tier"], case["capacity"])
+    fs = file_system(CATALOG, case["tier"], case["capacity"], efa=case.get("efa", False))
     quantity = case["quantity"]
     if quantity == "write_baseline":
         return fs.write_bytes_per_s
@@ -29,6 +29,13 @@ def predicted(case: dict) -> float:
         layout=default_layout(fs.service), path=ClientPath(case["path"]), instance=instance, write=False,
     )  # fmt: skip
     return load.time_s if quantity == "checkpoint_load_s" else load.bytes_per_s
+
+
+def test_the_p5en_measurement_names_the_efa_file_systems_targets():
+    """AWS's measurement names 20 OSTs: an EFA-enabled 96,000 GiB file system has exactly that many."""
+    case = next(c for c in CASES if c["id"] == "aws-blog-p5en-gds-read")
+    assert file_system(CATALOG, case["tier"], case["capacity"], efa=True).num_targets == 20
+    assert file_system(CATALOG, case["tier"], case["capacity"]).num_targets == 80
 
 
 def test_every_case_has_a_source_and_a_target():

@@ -33,7 +33,9 @@ StorageOption = Annotated[
     str,
     typer.Option(
         "--storage",
-        help="fsx:TIER:CAPACITY, e.g. fsx:PERSISTENT_2-1000:100800GiB (AWS's sizes: 1200, 2400, n x 2400 GiB).",
+        help="fsx:TIER:CAPACITY[:efa][:mdiops=N], e.g. fsx:PERSISTENT_2-1000:100800GiB:efa (AWS's sizes: 1200, "
+        "2400, n x 2400 GiB; EFA-enabled: whole file servers, 4800 GiB at 1000 MB/s/TiB; mdiops: provisioned "
+        "metadata IOPS, default Automatic).",
     ),
 ]
 PathOption = Annotated[
@@ -64,7 +66,7 @@ def _path(text: str | None) -> "ClientPath | None":
 @storage_app.command("checkpoint")
 def checkpoint_command(
     model: Annotated[str, typer.Argument(metavar="MODEL", help="Zoo id (e.g. llama3.1-405b) or a model file.")],
-    storage: StorageOption = "fsx:PERSISTENT_2-1000:100800GiB",
+    storage: StorageOption = "fsx:PERSISTENT_2-1000:100800GiB:efa",
     instance: InstanceOption = "p5.48xlarge",
     nodes: Annotated[int, typer.Option("--nodes", min=1, max=MAX_NODES, help="Instances writing.")] = 128,
     stripes: Annotated[
@@ -82,6 +84,9 @@ def checkpoint_command(
         "megatron"
     ),
     pattern: Annotated[str, typer.Option("--pattern", help="per-rank (a file per rank) or aggregated.")] = "per-rank",
+    every: Annotated[
+        str, typer.Option("--every", help="Work between checkpoints, for the burst credits (e.g. 30min, 2h).")
+    ] = "1h",
     models: ModelsOption = None,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
@@ -92,6 +97,7 @@ def checkpoint_command(
     from clustersim.catalog.schema import Storage
     from clustersim.storage.checkpoint import CheckpointFormat, SaveMode, WritePattern, plan_checkpoint
     from clustersim.storage.fsx import parse_storage
+    from clustersim.units import parse_seconds
     from clustersim.workload import zoo
 
     with user_errors():
@@ -107,6 +113,9 @@ def checkpoint_command(
         write_pattern = _choice(pattern, WritePattern, "--pattern")
         assert isinstance(save_format, CheckpointFormat) and isinstance(write_pattern, WritePattern)
         client_path = _path(path)
+        interval_s = parse_seconds(every)
+        if not interval_s > 0:
+            raise ClusterSimError(f"--every: must be a positive duration, got {every!r}", field="--every", value=every)
 
         def at(mode: SaveMode) -> "CheckpointTiming":
             return plan_checkpoint(
@@ -125,14 +134,14 @@ def checkpoint_command(
     from clustersim.present.storage import checkpoint_json, checkpoint_view
 
     if as_json:
-        emit_json(checkpoint_json(timing, fs, modes))
+        emit_json(checkpoint_json(timing, fs, modes, interval_s))
         return
-    print_all(*checkpoint_view(timing, fs, modes, transformer.name))
+    print_all(*checkpoint_view(timing, fs, modes, transformer.name, interval_s))
 
 
 @storage_app.command("striping")
 def striping_command(
-    storage: StorageOption = "fsx:PERSISTENT_2-1000:100800GiB",
+    storage: StorageOption = "fsx:PERSISTENT_2-1000:100800GiB:efa",
     instance: InstanceOption = "p5.48xlarge",
     size: Annotated[str, typer.Option("--size", help="The file's size, e.g. 100GiB.")] = "100GiB",
     path: PathOption = None,
@@ -155,8 +164,7 @@ def striping_command(
             raise ClusterSimError(f"--size: must be at least 1 byte, got {size!r}", field="--size", value=size)
         chosen = _path(path)
         if chosen is None:
-            efa = fs.tier.efa_supported is not None and fs.tier.efa_supported.value
-            chosen = ClientPath.EFA_GDS if efa else ClientPath.ENA
+            chosen = ClientPath.EFA_GDS if fs.efa else ClientPath.ENA
         sweep = striping_sweep(fs, file_bytes, chosen, cat.instance(instance), write=not read)
     from clustersim.present.storage import striping_json, striping_view
 

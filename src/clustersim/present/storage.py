@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import RenderableType
 from rich.table import Table
 
+from clustersim.storage import burst
 from clustersim.storage.checkpoint import CheckpointTiming, Transfer
 from clustersim.storage.fsx import Extent, FileSystem
 from clustersim.units import format_bytes, format_bytes_per_s, format_seconds
@@ -31,7 +32,11 @@ def file_system_json(fs: FileSystem) -> dict[str, Any]:
     return {
         "tier": fs.tier.id,
         "capacity_gib": fs.capacity_gib,
+        "efa": fs.efa,
         "num_targets": fs.num_targets,
+        "target_gib": fs.target_gib,
+        "metadata_iops": fs.metadata_iops,
+        "metadata_files_per_s": fs.metadata_files_per_s(),
         "write_bytes_per_s": fs.write_bytes_per_s,
         "read_bytes_per_s": fs.read_bytes_per_s,
         "burst_write_bytes_per_s": fs.burst_write_bytes_per_s,
@@ -40,7 +45,31 @@ def file_system_json(fs: FileSystem) -> dict[str, Any]:
     }
 
 
-def checkpoint_json(timing: CheckpointTiming, fs: FileSystem, modes: dict[str, CheckpointTiming]) -> dict[str, Any]:
+BURST_SEQUENCE = 6  # saves shown draining the bucket
+
+
+def burst_json(timing: CheckpointTiming, interval_s: float) -> dict[str, Any] | None:
+    """The credit bucket, the first save from a full bucket, and saves repeated every ``interval_s``."""
+    bucket, first, repeated = timing.bucket, timing.first_save, timing.save_at(interval_s)
+    if bucket is None or first is None or repeated is None:
+        return None
+    idle = timing.idle_s_at(interval_s)
+    return {
+        "bucket_bytes": bucket.capacity_bytes,
+        "burst_bytes_per_s": bucket.burst_rate_bytes_per_s,
+        "base_rate_bytes_per_s": bucket.base_rate_bytes_per_s,
+        "first_save_s": first.time_s,
+        "first_burst_fraction": first.burst_fraction,
+        "interval_s": interval_s,
+        "repeated_save_s": repeated.time_s,
+        "repeated_burst_fraction": repeated.burst_fraction,
+        "sequence_save_s": [s.time_s for s in burst.sequence(bucket, timing.checkpoint_bytes, idle, BURST_SEQUENCE)],
+    }
+
+
+def checkpoint_json(
+    timing: CheckpointTiming, fs: FileSystem, modes: dict[str, CheckpointTiming], interval_s: float = 3600.0
+) -> dict[str, Any]:
     """The issue's keys (checkpoint_bytes, save_s, load_s, bound) and the detail behind them."""
     return {
         "checkpoint_bytes": timing.checkpoint_bytes,
@@ -48,6 +77,7 @@ def checkpoint_json(timing: CheckpointTiming, fs: FileSystem, modes: dict[str, C
         "load_s": timing.load.time_s,
         "bound": timing.save.bound,
         "save_at_burst_s": timing.save_at_burst.time_s,
+        "burst": burst_json(timing, interval_s),
         "stall_s": timing.stall_s,
         "stall_bound": timing.bound,
         "drain_s": timing.drain_s,
@@ -69,7 +99,7 @@ def checkpoint_json(timing: CheckpointTiming, fs: FileSystem, modes: dict[str, C
 
 
 def checkpoint_view(
-    timing: CheckpointTiming, fs: FileSystem, modes: dict[str, CheckpointTiming], model: str
+    timing: CheckpointTiming, fs: FileSystem, modes: dict[str, CheckpointTiming], model: str, interval_s: float = 3600.0
 ) -> list[RenderableType]:
     """A headline, the save and load bounds, and the modes side by side."""
     head = (
@@ -90,12 +120,22 @@ def checkpoint_view(
     bounds.add_row("time", format_seconds(timing.save.time_s), format_seconds(timing.load.time_s))
     if timing.save_at_burst.time_s < timing.save.time_s:
         bounds.add_row("save at burst", format_seconds(timing.save_at_burst.time_s), "", end_section=False)
+    lines: list[RenderableType] = []
+    detail = burst_json(timing, interval_s)
+    if detail is not None:
+        lines.append(
+            f"burst credits (a prior: 30 min at the burst rate when full, {format_bytes(detail['bucket_bytes'], binary=False)}): "
+            f"the first save takes {format_seconds(detail['first_save_s'])} "
+            f"({detail['first_burst_fraction']:.0%} at burst); every {format_seconds(interval_s)} of work the "
+            f"bucket settles at {format_seconds(detail['repeated_save_s'])} per save "
+            f"({detail['repeated_burst_fraction']:.0%} at burst)"
+        )
     table = Table(title="what training waits for, by mode")
     for column in ("mode", "stall", "bound", "background drain"):
         table.add_column(column, justify="left" if column in ("mode", "bound") else "right")
     for name, t in modes.items():
         table.add_row(name, format_seconds(t.stall_s), t.bound, format_seconds(t.drain_s) if t.drain_s else "-")
-    return [head, bounds, table]
+    return [head, bounds, *lines, table]
 
 
 def striping_json(fs: FileSystem, sweep: list[Transfer], path: str) -> dict[str, Any]:

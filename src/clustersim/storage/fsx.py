@@ -10,7 +10,12 @@ AWS's rules, as the catalog records them (``catalog/data/storage.toml``):
   network figure; burst figures hold while credits last, so the model uses the baseline and
   reports the burst beside it;
 * the file system has one storage target (OST) per ~1,200 GiB, each with an equal share of the
-  aggregate; a file striped over ``c`` targets writes at most ``c`` shares;
+  aggregate; a file striped over ``c`` targets writes at most ``c`` shares; an EFA-enabled
+  file system (PERSISTENT_2, set at creation) has one file server per 4.8 to 38.4 TiB by tier, grows
+  in those steps, and the model gives it one target per server;
+* metadata: PERSISTENT_2 file systems have metadata IOPS (Automatic mode: by capacity; or provisioned),
+  each worth two file creates, opens or closes per second: a file written costs one IOPS;
+* burst (``storage/burst.py``): a credit bucket, a prior of 30 minutes at the burst rate when full;
 * one client reaches at most 100 Gbps over ENA (5 Gbps per client-to-server connection), 700 Gbps
   over EFA, 1,200 Gbps over EFA with GPUDirect Storage, and never more than its own NICs.
 """
@@ -92,6 +97,8 @@ class FileSystem:
     tier: Storage
     service: Storage
     capacity_gib: float
+    efa: bool = False  # created EFA-enabled (PERSISTENT_2 only)
+    provisioned_metadata_iops: float | None = None  # None: Automatic mode, by capacity
 
     @property
     def capacity_bytes(self) -> float:
@@ -104,11 +111,43 @@ class FileSystem:
         return self.capacity_gib / AWS_TIB_GIB
 
     @property
-    def num_targets(self) -> int:
-        """Storage targets (OSTs), one per ~1,200 GiB (at least one)."""
+    def target_gib(self) -> float:
+        """Size of one storage target: ~1,200 GiB, or an EFA-enabled tier's storage per file server."""
+        if self.efa and self.tier.efa_storage_per_server_bytes is not None:
+            return self.tier.efa_storage_per_server_bytes.value / GIB
         target = self.service.storage_target_bytes
-        size_gib = target.value / GIB if target else 1200.0
-        return max(1, round(self.capacity_gib / size_gib))
+        return target.value / GIB if target else 1200.0
+
+    @property
+    def num_targets(self) -> int:
+        """Storage targets (OSTs), one per ``target_gib`` (at least one)."""
+        return max(1, round(self.capacity_gib / self.target_gib))
+
+    @property
+    def metadata_iops(self) -> float | None:
+        """Metadata IOPS: as provisioned, or Automatic mode's for the capacity; None where the tier has no
+        metadata configuration (all but PERSISTENT_2)."""
+        if self.tier.metadata_iops_options is None:
+            return None
+        if self.provisioned_metadata_iops is not None:
+            return self.provisioned_metadata_iops
+        caps, iops, per = (
+            self.service.metadata_automatic_capacities_gib,
+            self.service.metadata_automatic_iops,
+            self.service.metadata_automatic_gib_per_12000_iops,
+        )
+        if caps is None or iops is None or per is None:
+            return None
+        if self.capacity_gib >= 2 * per.value:  # from 48,000 GiB: 12,000 per 24,000 GiB, in whole steps
+            return 12000.0 * math.floor(self.capacity_gib / per.value + 1e-9)
+        below = [n for cap, n in zip(caps.values, iops.values, strict=True) if cap <= self.capacity_gib + 1e-9]
+        return below[-1] if below else iops.values[0]
+
+    def metadata_files_per_s(self, ops_per_file: int = 2) -> float | None:
+        """Files created and closed (or opened and closed) per second: IOPS x operations per IOPS / 2."""
+        iops = self.metadata_iops
+        per = self.service.metadata_ops_per_iops
+        return None if iops is None or per is None else iops * per.value / ops_per_file
 
     def _rate(self, name: str) -> float | None:
         figure = getattr(self.tier, name)
@@ -186,11 +225,15 @@ class FileSystem:
         return rate
 
     def check_path(self, path: ClientPath) -> None:
-        """EFA (with or without GDS) needs an EFA-enabled tier (PERSISTENT_2)."""
-        if path is not ClientPath.ENA and not (self.tier.efa_supported and self.tier.efa_supported.value):
+        """EFA (with or without GDS) needs a file system created EFA-enabled (PERSISTENT_2)."""
+        if path is not ClientPath.ENA and not self.efa:
+            hint = (
+                f"create it EFA-enabled (fsx:{self.tier.aliases[0]}:CAPACITY:efa)"
+                if self.tier.efa_supported and self.tier.efa_supported.value
+                else "only PERSISTENT_2 file systems created EFA-enabled can be"
+            )
             raise ClusterSimError(
-                f"path {path.value!r}: {self.tier.name} cannot be reached over EFA (only PERSISTENT_2 file systems "
-                f"created EFA-enabled can); use --path ena",
+                f"path {path.value!r}: this {self.tier.name} file system is not EFA-enabled; {hint}, or use --path ena",
                 field="path",
                 value=path.value,
             )
@@ -211,7 +254,8 @@ class FileSystem:
 
     def describe(self) -> str:
         """E.g. 'FSx for Lustre PERSISTENT_2 1000 MB/s/TiB, 100,800 GiB (84 targets)'."""
-        return f"{self.tier.name}, {self.capacity_gib:,.0f} GiB ({self.num_targets} targets)"
+        efa = ", EFA-enabled" if self.efa else ""
+        return f"{self.tier.name}, {self.capacity_gib:,.0f} GiB{efa} ({self.num_targets} targets)"
 
 
 def default_layout(service: Storage) -> tuple[Extent, ...]:
@@ -259,23 +303,70 @@ def check_capacity(tier: Storage, capacity_gib: float) -> None:
     )
 
 
-def file_system(catalog: Catalog, tier: str, capacity: str | float) -> FileSystem:
-    """A file system of ``tier`` and ``capacity`` (bytes, or text such as '100800GiB' or '98.4TiB')."""
+def check_efa(tier: Storage, capacity_gib: float) -> None:
+    """An EFA-enabled file system: a PERSISTENT_2 tier, in whole file servers of the tier's size."""
+    if not (tier.efa_supported and tier.efa_supported.value) or tier.efa_storage_per_server_bytes is None:
+        raise ClusterSimError(
+            f"efa: {tier.name} cannot be created EFA-enabled (only PERSISTENT_2 SSD tiers can)",
+            field="efa",
+            value=tier.id,
+        )
+    step = tier.efa_storage_per_server_bytes.value / GIB
+    if capacity_gib < step - 1e-6 or abs(capacity_gib / step - round(capacity_gib / step)) > 1e-9:
+        below = max(step, math.floor(capacity_gib / step) * step)
+        raise ClusterSimError(
+            f"capacity {capacity_gib:,.0f} GiB: an EFA-enabled {tier.name} file system grows in whole file servers "
+            f"of {step:,.0f} GiB; nearest valid: {below:,.0f} GiB or {math.ceil(capacity_gib / step) * step:,.0f} GiB",
+            field="capacity",
+            value=capacity_gib,
+        )
+
+
+def check_metadata_iops(tier: Storage, iops: float) -> None:
+    """A provisioned metadata IOPS the tier offers."""
+    options = tier.metadata_iops_options
+    if options is None or iops not in options.values:
+        valid = "none (no metadata configuration)" if options is None else ", ".join(f"{v:g}" for v in options.values)
+        raise ClusterSimError(
+            f"metadata IOPS {iops:g} is not offered on {tier.name} (valid: {valid})", field="metadata_iops", value=iops
+        )
+
+
+def file_system(
+    catalog: Catalog, tier: str, capacity: str | float, *, efa: bool = False, metadata_iops: float | None = None
+) -> FileSystem:
+    """A file system of ``tier`` and ``capacity`` (bytes, or text such as '100800GiB' or '98.4TiB'),
+    EFA-enabled or not, with Automatic (None) or provisioned metadata IOPS."""
     entry = tier_by_name(catalog, tier)
     service = catalog.get(entry.service or SERVICE, "storage")
     assert isinstance(service, Storage)
     capacity_gib = parse_bytes(capacity) / GIB
     check_capacity(entry, capacity_gib)
-    return FileSystem(tier=entry, service=service, capacity_gib=capacity_gib)
+    if efa:
+        check_efa(entry, capacity_gib)
+    if metadata_iops is not None:
+        check_metadata_iops(entry, metadata_iops)
+    return FileSystem(
+        tier=entry, service=service, capacity_gib=capacity_gib, efa=efa, provisioned_metadata_iops=metadata_iops
+    )
 
 
 def parse_storage(catalog: Catalog, spec: str) -> FileSystem:
-    """``fsx:TIER:CAPACITY``, e.g. ``fsx:PERSISTENT_2-1000:100800GiB``."""
+    """``fsx:TIER:CAPACITY[:efa][:mdiops=N]``, e.g. ``fsx:PERSISTENT_2-1000:100800GiB:efa``."""
     parts = spec.split(":")
-    if len(parts) != 3 or parts[0].lower() != "fsx":
-        raise ClusterSimError(
-            f"storage {spec!r}: expected fsx:TIER:CAPACITY, e.g. fsx:PERSISTENT_2-1000:100800GiB",
-            field="storage",
-            value=spec,
-        )
-    return file_system(catalog, parts[1], parts[2])
+    usage = "expected fsx:TIER:CAPACITY[:efa][:mdiops=N], e.g. fsx:PERSISTENT_2-1000:100800GiB:efa"
+    if not 3 <= len(parts) <= 5 or parts[0].lower() != "fsx":
+        raise ClusterSimError(f"storage {spec!r}: {usage}", field="storage", value=spec)
+    efa, iops = False, None
+    for extra in parts[3:]:
+        word = extra.strip().lower()
+        if word == "efa" and not efa:
+            efa = True
+        elif word.startswith("mdiops=") and iops is None:
+            try:
+                iops = float(word.removeprefix("mdiops="))
+            except ValueError:
+                raise ClusterSimError(f"storage {spec!r}: {extra!r} is not mdiops=NUMBER", field="storage") from None
+        else:
+            raise ClusterSimError(f"storage {spec!r}: unknown or repeated part {extra!r}; {usage}", field="storage")
+    return file_system(catalog, parts[1], parts[2], efa=efa, metadata_iops=iops)
