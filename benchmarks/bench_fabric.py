@@ -11,7 +11,8 @@ Prints, in one run:
 4. ECMP against spraying for all-reduce and all-to-all on p5 at 16, 128 and 2,048 nodes with 1:1
    and 2:1 spines (``--quick`` skips 2,048).
 
-Run: ``.venv/bin/python benchmarks/bench_fabric.py [--quick]``.
+Run: ``.venv/bin/python benchmarks/bench_fabric.py [--quick] [--no-ecmp-alltoall]`` (the ECMP
+all-to-all takes about 2 minutes: hashing makes hundreds of distinct bottleneck levels per event).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import numpy as np
 from clustersim.catalog.registry import load_catalog
 from clustersim.network.collectives import Algorithm, Op, Protocol
 from clustersim.network.cost import ANALYTIC
-from clustersim.network.flowsim.cluster import fat_tree_for_instance, place
+from clustersim.network.flowsim.cluster import Placement, fat_tree_for_instance, place
 from clustersim.network.flowsim.cost import SIM
 from clustersim.network.flowsim.engine import independent, simulate
 from clustersim.network.flowsim.results import simulate_collective
@@ -51,7 +52,7 @@ def ring_step_20000_gpus() -> None:
         )
 
 
-def alltoall_256_hosts() -> None:
+def alltoall_256_hosts(*, ecmp: bool = True) -> None:
     hosts = 256
     spec = FatTreeSpec(
         num_hosts=hosts, gpus_per_host=1, nics_per_host=1, nic_bytes_per_s=12.5e9, scaleup_bytes_per_s=1e12, radix=32
@@ -71,7 +72,7 @@ def alltoall_256_hosts() -> None:
             f"{times.num_rounds:,} filling rounds, completion {times.makespan_s * 1e3:.3f} ms "
             f"(NIC bound {expected * 1e3:.3f} ms)"
         )
-        if routing is Routing.ECMP:
+        if not ecmp:
             break
 
 
@@ -94,30 +95,36 @@ def analytic_vs_simulated(node_counts: tuple[int, ...]) -> None:
 
 
 def ecmp_vs_spray(node_counts: tuple[int, ...]) -> None:
-    print("\nECMP vs spraying, p5 (1 GiB per rank, packed on the 2,500-host UltraCluster fat-tree, radix 64):")
-    print(f"{'op':<12}{'nodes':>6}{'spine':>7}{'ecmp busbw':>12}{'spray busbw':>13}{'ecmp/spray':>12}  binding (ecmp)")
+    print("\nECMP vs spraying, p5 (1 GiB per rank, on the 2,500-host UltraCluster fat-tree, radix 64, rail-optimized;")
+    print("packed: consecutive hosts; random: a seeded random set of hosts, seed 1):")
+    head = f"{'op':<12}{'nodes':>6}{'spine':>7}{'placement':>10}{'ecmp busbw':>12}{'spray busbw':>13}{'ecmp/spray':>12}"
+    print(head + "  binding (ecmp, spray)")
     catalog = load_catalog(use_env=False)
     for op in (Op.ALL_REDUCE, Op.ALLTOALL):
         for nodes in node_counts:
             for ratio in (1.0, 2.0):
                 tree = fat_tree_for_instance(catalog, "p5.48xlarge", nodes, oversubscription=ratio)
-                hosts = place(tree, nodes)
-                steps = 2 if nodes > 1000 else 4
-                runs = {
-                    r: simulate_collective(tree, hosts, op, GIB, routing=r, seed=1, max_steps=steps) for r in Routing
-                }
-                e, s = runs[Routing.ECMP], runs[Routing.SPRAY]
-                print(
-                    f"{op.value:<12}{nodes:>6}{f'{ratio:g}:1':>7}{e.busbw_bytes_per_s / 1e9:>12.1f}"
-                    f"{s.busbw_bytes_per_s / 1e9:>13.1f}{e.busbw_bytes_per_s / s.busbw_bytes_per_s:>12.3f}"
-                    f"  {e.binding_tier}"
-                )
+                for where in (Placement.PACKED, Placement.RANDOM):
+                    hosts = place(tree, nodes, where, seed=1)
+                    steps = 2 if nodes > 1000 else 4
+                    runs = {
+                        r: simulate_collective(tree, hosts, op, GIB, routing=r, seed=1, max_steps=steps)
+                        for r in Routing
+                    }
+                    e, s = runs[Routing.ECMP], runs[Routing.SPRAY]
+                    print(
+                        f"{op.value:<12}{nodes:>6}{f'{ratio:g}:1':>7}{where.value:>10}"
+                        f"{e.busbw_bytes_per_s / 1e9:>12.1f}"
+                        f"{s.busbw_bytes_per_s / 1e9:>13.1f}{e.busbw_bytes_per_s / s.busbw_bytes_per_s:>12.3f}"
+                        f"  {e.binding_tier}, {s.binding_tier}",
+                        flush=True,
+                    )
 
 
 def main() -> None:
     quick = "--quick" in sys.argv
     ring_step_20000_gpus()
-    alltoall_256_hosts()
+    alltoall_256_hosts(ecmp="--no-ecmp-alltoall" not in sys.argv)
     analytic_vs_simulated((2, 16, 128) if quick else (2, 16, 128, 2048))
     ecmp_vs_spray((16, 128) if quick else (16, 128, 2048))
 
