@@ -18,7 +18,9 @@ The interval that minimizes it: Young (1974) ``tau = sqrt(2 delta M)``; Daly's h
 from __future__ import annotations
 
 import math
+import tomllib
 from dataclasses import dataclass
+from importlib import resources
 
 from clustersim.errors import ClusterSimError, UnknownNameError
 
@@ -74,11 +76,36 @@ RATES = {
 }
 DEFAULT_RATE = "llama3"
 
-# Restart without the reload (which the storage model gives): detecting the failure (NCCL timeouts,
-# health checks), draining and replacing the node, relaunching; and warm-up to full speed. Assumed:
-# Llama 3 reports automation handled all but three of 419 interruptions without giving times.
-DETECT_REPLACE_S = 10 * 60.0
-WARMUP_S = 5 * 60.0
+
+@dataclass(frozen=True)
+class Prior:
+    """A stated prior from ``priors.toml``: its value, the range its sources span, and the sources."""
+
+    value: float
+    source: str
+    note: str = ""
+    low: float | None = None
+    high: float | None = None
+
+
+def _priors() -> dict[str, Prior]:
+    raw = tomllib.loads(resources.files("clustersim.reliability").joinpath("priors.toml").read_text())
+    out = {}
+    for name, table in raw.items():
+        value = table.get("value_s", table.get("fraction"))
+        out[name] = Prior(
+            value=float(value), source=table["source"], note=table.get("note", ""),
+            low=table.get("low_s"), high=table.get("high_s"),
+        )  # fmt: skip
+    return out
+
+
+PRIORS = _priors()
+# Restart without the reload (which the storage model gives): detecting the failure and replacing the
+# node, then warm-up to full speed (priors.toml gives the sources and their ranges).
+DETECT_REPLACE_S = PRIORS["detect_replace"].value
+WARMUP_S = PRIORS["warmup"].value
+IDLE_POWER_FRACTION = PRIORS["idle_power"].value
 
 
 def failure_rate(spec: str | float) -> FailureRate:
@@ -173,6 +200,21 @@ class Goodput:
     def lost_s(self) -> float:
         """Wall time lost to failures: rework and restarts."""
         return self.expected_time_s - self.work_s - self.checkpoint_total_s
+
+    @property
+    def restart_total_s(self) -> float:
+        """Wall time in restarts: one restart per failure (within the time lost)."""
+        return min(self.lost_s, self.expected_failures * self.restart_s)
+
+    @property
+    def rework_s(self) -> float:
+        """Wall time redoing work lost since the last checkpoint."""
+        return self.lost_s - self.restart_total_s
+
+    @property
+    def waiting_s(self) -> float:
+        """Wall time the devices wait: checkpoint stalls and restarts."""
+        return self.checkpoint_total_s + self.restart_total_s
 
 
 def expected_run(work_s: float, *, interval_s: float, checkpoint_s: float, restart_s: float, mtbf_s: float) -> Goodput:

@@ -8,7 +8,14 @@ from typing import Any
 
 from clustersim.catalog.schema import Dtype
 from clustersim.errors import ClusterSimError
-from clustersim.reliability.failures import DETECT_REPLACE_S, WARMUP_S, FailureRate, Goodput, job_mtbf_s
+from clustersim.reliability.failures import (
+    DETECT_REPLACE_S,
+    IDLE_POWER_FRACTION,
+    WARMUP_S,
+    FailureRate,
+    Goodput,
+    job_mtbf_s,
+)
 from clustersim.reliability.plan import Policy
 from clustersim.storage.checkpoint import CheckpointTiming
 from clustersim.storage.dataload import DataLoading
@@ -160,6 +167,8 @@ class FailureTotals:
     storage: str
     storage_cost_usd: float | None
     data: DataLoading | None
+    idle_power_fraction: float = IDLE_POWER_FRACTION
+    tier: str = "fsx"  # where checkpoints are written first: fsx, or nvme (then drained to FSx)
 
     def to_json(self) -> dict[str, Any]:
         """The keys ``JobTotals.to_json`` adds."""
@@ -175,6 +184,10 @@ class FailureTotals:
             "failure_rate": self.failure_rate,
             "storage": self.storage,
             "storage_cost_usd": self.storage_cost_usd,
+            "checkpoint_tier": self.tier,
+            "rework_s": self.run.rework_s,
+            "waiting_s": self.run.waiting_s,
+            "idle_power_fraction": self.idle_power_fraction,
         }
         if self.data is not None:
             out |= {
@@ -185,14 +198,20 @@ class FailureTotals:
         return out
 
 
+BURST_ITERATIONS = 4  # Daly's interval for the stall that interval's settled burst gives, refined
+
+
 def _policy_run(
     work_s: float, timing: CheckpointTiming, restart_s: float, mtbf_s: float, interval_s: float | None
 ) -> Goodput:
-    """The expected run; with no interval given, Daly's optimum for the stall, or the drain time when a
-    background drain would not keep up with it (whichever runs faster)."""
+    """The expected run; with no interval given, Daly's optimum for the stall (with the burst credits the
+    interval leaves, refined a few times), or the drain time when a background drain would not keep up
+    with it (whichever runs faster)."""
     if interval_s is not None:
         return Policy(work_s, timing.stall_at(interval_s), restart_s, mtbf_s, interval_s).run()
     daly = Policy(work_s, timing.stall_s, restart_s, mtbf_s).chosen_interval_s
+    for _ in range(BURST_ITERATIONS if timing.bucket is not None else 0):
+        daly = Policy(work_s, timing.stall_at(daly), restart_s, mtbf_s).chosen_interval_s
     candidates = [daly] + ([timing.drain_s] if timing.drain_s > daly else [])
     runs = [Policy(work_s, timing.stall_at(t), restart_s, mtbf_s, t).run() for t in candidates]
     return min(runs, key=lambda r: r.expected_time_s)
@@ -200,7 +219,9 @@ def _policy_run(
 
 def with_failures(totals: JobTotals, system: System, resilience: Resilience) -> JobTotals:
     """``totals`` with checkpoint stalls and failure losses: the failure-free time becomes the expected
-    wall time, device-hours, energy and instance cost scale with it, and the storage's cost is added."""
+    wall time, device-hours and instance cost scale with it, the storage's cost is added, and energy
+    counts work and rework at board power and the waits (checkpoint stalls, restarts) at the idle
+    fraction of it (a prior, ``reliability/priors.toml``)."""
     timing = resilience.checkpoint
     work = totals.time_s
     mtbf = job_mtbf_s(resilience.rate, num_devices=system.num_devices, num_nodes=system.num_nodes)
@@ -215,12 +236,14 @@ def with_failures(totals: JobTotals, system: System, resilience: Resilience) -> 
     failures = FailureTotals(
         run=run, failure_free_time_s=work, restart_s=restart, failure_rate=resilience.rate.name,
         storage=resilience.storage_name, storage_cost_usd=storage_cost, data=resilience.data,
+        tier="nvme" if timing.mode.value == "nvme" else "fsx",
     )  # fmt: skip
+    busy = work + run.rework_s + IDLE_POWER_FRACTION * run.waiting_s
     return replace(
         totals,
         time_s=run.expected_time_s,
         device_hours=totals.device_hours * scale,
-        energy_kwh=None if totals.energy_kwh is None else totals.energy_kwh * scale,
+        energy_kwh=None if totals.energy_kwh is None else totals.energy_kwh * busy / work,
         cost_usd=cost,
         failures=failures,
     )
