@@ -26,7 +26,7 @@ class Placement(StrEnum):
 
     PACKED = "packed"  # consecutive hosts: as few leaves and pods as possible
     SPREAD = "spread"  # evenly spaced over the whole fabric: across leaves and pods
-    RANDOM = "random"  # a seeded random choice
+    RANDOM = "random"  # a seeded random choice, ranks in that (random) order: no topology-aware ordering
 
 
 def parse_placement(name: str) -> Placement:
@@ -95,7 +95,9 @@ def fat_tree_for_instance(
 
 
 def place(tree: FatTree, num_nodes: int, placement: Placement = Placement.PACKED, seed: int = 0) -> IntArray:
-    """The hosts of a job of ``num_nodes`` nodes, in rank order."""
+    """The hosts of a job of ``num_nodes`` nodes, in rank order. Packed and spread hosts are in
+    fabric order, so a ring leaves each leaf once; random ones come in a random order, as from a
+    scheduler that does not order ranks by topology."""
     total = tree.spec.num_hosts
     if not 1 <= num_nodes <= total:
         raise ClusterSimError(f"nodes must be between 1 and {total} (the fabric), got {num_nodes}", field="nodes")
@@ -104,7 +106,7 @@ def place(tree: FatTree, num_nodes: int, placement: Placement = Placement.PACKED
     if placement is Placement.SPREAD:
         return (np.arange(num_nodes, dtype=np.int64) * total) // num_nodes
     rng = np.random.default_rng(seed)
-    return np.sort(rng.choice(total, size=num_nodes, replace=False)).astype(np.int64)
+    return rng.choice(total, size=num_nodes, replace=False).astype(np.int64)
 
 
 def job_uplinks(tree: FatTree, hosts: IntArray) -> IntArray:
