@@ -59,6 +59,8 @@ def test_table_shows_the_policy():
     [
         (("--checkpoint-every", "2h"), "--checkpoint-every need --storage"),
         (("--async-checkpoint",), "--async-checkpoint need --storage"),
+        (("--nvme-checkpoint",), "--nvme-checkpoint need --storage"),
+        ((*FSX, "--nvme-checkpoint", "--async-checkpoint"), "choose one way"),
         ((*FSX, "--checkpoint-every", "soon"), "--checkpoint-every"),
         (("--storage", "fsx:PERSISTENT_2-1000:100TiB"), "nearest valid"),
         ((*FSX, "--failure-rate", "often"), "often"),
@@ -82,3 +84,22 @@ def test_scenario_saves_and_replays_the_policy(tmp_path):
     assert replay.stdout == first.stdout
     refused = run("train", "--scenario", str(path), "--storage", "fsx:SCRATCH_2:2400GiB")
     assert refused.exit_code == 2 and "--storage" in refused.output
+
+
+def test_nvme_tier_stalls_for_the_local_write_and_replays(tmp_path):
+    """llama3-8b (8.03e9 params x 14 B = 112 GB) from 4 p5: the local write is 8 x 3.5 GB/s per instance,
+    1.0 s, against a 24,000 GiB PERSISTENT_2-1000 file system's 24 GB/s, 4.7 s."""
+    sync = job(*FSX, "--checkpoint-every", "2h")
+    nvme = job(*FSX, "--checkpoint-every", "2h", "--nvme-checkpoint")
+    size = 8_030_261_248 * 14
+    assert nvme["checkpoint_tier"] == "nvme" and sync["checkpoint_tier"] == "fsx"
+    assert nvme["checkpoint_stall_s"] == pytest.approx(size / (4 * 8 * 3.5e9))
+    assert sync["checkpoint_stall_s"] == pytest.approx(size / 24e9)
+    assert nvme["goodput"] > sync["goodput"]
+    path = tmp_path / "nvme.toml"
+    first = run(*TRAIN, *FSX, "--nvme-checkpoint", "--save-scenario", str(path), "--json")
+    assert first.exit_code == 0, first.output
+    assert "nvme = true" in path.read_text()
+    replay = run("train", "--scenario", str(path), "--json")
+    assert replay.exit_code == 0, replay.output
+    assert json.loads(replay.stdout)["job"] == json.loads(first.stdout)["job"]

@@ -61,6 +61,7 @@ INPUTS = (
     "storage",
     "checkpoint_every",
     "async_checkpoint",
+    "nvme_checkpoint",
     "failure_rate",
 )
 # The layout options; any given one constrains the layout search (names of train_command's parameters).
@@ -179,8 +180,8 @@ def train_command(
         str | None,
         typer.Option(
             "--storage",
-            help="Checkpoint to this file system and count failures: fsx:TIER:CAPACITY, e.g. "
-            "fsx:PERSISTENT_2-1000:100800GiB (its price is added to the cost).",
+            help="Checkpoint to this file system and count failures: fsx:TIER:CAPACITY[:efa][:mdiops=N], e.g. "
+            "fsx:PERSISTENT_2-1000:100800GiB:efa (its price is added to the cost).",
         ),
     ] = None,
     checkpoint_every: Annotated[
@@ -190,10 +191,19 @@ def train_command(
     async_checkpoint: Annotated[
         bool, typer.Option("--async-checkpoint", help="Copy checkpoints to host memory; drain in the background.")
     ] = False,
+    nvme_checkpoint: Annotated[
+        bool,
+        typer.Option(
+            "--nvme-checkpoint", help="Write checkpoints to local NVMe; drain to --storage in the background."
+        ),
+    ] = False,
     failure_rate: Annotated[
         str | None,
         typer.Option("--failure-rate", help="llama3 (default), rsc1, rsc2, or failures per device-hour."),
     ] = None,
+    network: Annotated[
+        str, typer.Option("--network", help="Collective cost model: analytic, or sim (the flow-level simulator).")
+    ] = "analytic",
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -218,10 +228,17 @@ def train_command(
                 uneven=uneven, tokens=tokens, global_batch=global_batch, seq=seq, precision=precision, offer=offer,
                 models=models or [], efficiency=efficiency or [], catalog=catalog or [],
                 framework=framework, software=software or [], given=set(given_options(ctx, LAYOUT_OPTIONS)),
-                checkpoint=_checkpoint_spec(storage, checkpoint_every, async_checkpoint, failure_rate),
+                checkpoint=_checkpoint_spec(storage, checkpoint_every, async_checkpoint, failure_rate, nvme_checkpoint),
             )  # fmt: skip
         other = SystemSpec(instance=compare, nodes=compare_nodes or spec.system.nodes) if compare else None
-        run = run_training(spec, compare=other)
+        if network != "analytic" and save_scenario is not None:
+            raise ClusterSimError(
+                f"--network {network} is not part of a scenario file; run --save-scenario with the analytic model, "
+                f"then --scenario FILE --network {network}",
+                field="--network",
+                value=network,
+            )
+        run = run_training(spec, compare=other, network=network)
         if save_scenario is not None:
             save(save_scenario, run.scenario, header=_header(run))
     _show(run, as_json=as_json, ops=ops)
@@ -298,14 +315,20 @@ def _scenario_of_options(
 
 
 def _checkpoint_spec(
-    storage: str | None, every: str | None, async_save: bool, rate: str | None
+    storage: str | None, every: str | None, async_save: bool, rate: str | None, nvme: bool = False
 ) -> "CheckpointSpec | None":
     """The checkpoint policy the options give; its options without --storage are refused, by name."""
     from clustersim.scenario.schema import CheckpointSpec
 
+    if async_save and nvme:
+        raise ClusterSimError(
+            "--async-checkpoint and --nvme-checkpoint: choose one way to take the save off the critical path",
+            field="--nvme-checkpoint",
+        )
     if storage is None:
-        orphans = [flag for flag, value in (("--checkpoint-every", every), ("--async-checkpoint", async_save),
-                                            ("--failure-rate", rate)) if value]  # fmt: skip
+        given = (("--checkpoint-every", every), ("--async-checkpoint", async_save), ("--nvme-checkpoint", nvme),
+                 ("--failure-rate", rate))  # fmt: skip
+        orphans = [flag for flag, value in given if value]
         if orphans:
             raise ClusterSimError(
                 f"{', '.join(orphans)} need --storage (where checkpoints go), e.g. "
@@ -316,7 +339,7 @@ def _checkpoint_spec(
     flags = {"storage": "--storage", "every": "--checkpoint-every", "failure_rate": "--failure-rate"}
     with option_errors(flags):
         return CheckpointSpec(
-            storage=storage, every=every or "auto", async_save=async_save, failure_rate=rate or "llama3"
+            storage=storage, every=every or "auto", async_save=async_save, nvme=nvme, failure_rate=rate or "llama3"
         )
 
 

@@ -132,11 +132,15 @@ def plot_spread(spread: RunSpread, expected_s: float, path: Path) -> None:
     plt.close(fig)
 
 
+def _tier(failures: FailureTotals) -> str:
+    return "local NVMe, drained to " if failures.tier == "nvme" else ""
+
+
 def failures_line(failures: FailureTotals) -> str:
     """What checkpoints and failures add to a training job, in one line."""
     run = failures.run
     line = (
-        f"checkpoints and failures ({failures.failure_rate}, on {failures.storage}): every "
+        f"checkpoints and failures ({failures.failure_rate}, on {_tier(failures)}{failures.storage}): every "
         f"{format_seconds(run.interval_s)} of work, {format_seconds(run.checkpoint_s)} stall each, "
         f"{run.expected_failures:,.0f} failures expected (MTBF {format_seconds(run.mtbf_s)}, restart "
         f"{format_seconds(failures.restart_s)}): goodput {run.goodput:.1%}, {_days(failures.failure_free_time_s)} "
@@ -144,6 +148,10 @@ def failures_line(failures: FailureTotals) -> str:
     )
     if failures.storage_cost_usd is not None:
         line += f"; file system ${failures.storage_cost_usd:,.0f}"
+    line += (
+        f"; energy counts the {format_seconds(run.waiting_s)} of stalls and restarts at "
+        f"{failures.idle_power_fraction:.1%} of board power (an idle prior)"
+    )
     if failures.data is not None:
         data = failures.data
         line += (

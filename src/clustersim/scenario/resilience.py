@@ -33,12 +33,16 @@ def with_checkpoints(
             "a checkpoint policy needs a token budget (--tokens): without one there is no run to checkpoint",
             field="checkpoint",
         )
+    if spec.async_save and spec.nvme:
+        raise ClusterSimError(
+            "checkpoint: async_save and nvme both take the save off the critical path; choose one", field="checkpoint"
+        )
     fs = parse_storage(catalog, spec.storage)
     fmt = CheckpointFormat.TORCH_DCP if framework in DCP_FRAMEWORKS else CheckpointFormat.MEGATRON
     nvme = catalog.get("instance-nvme", "storage") if "instance-nvme" in catalog else None
     timing = plan_checkpoint(
         model, fs, instance=system.instance, num_nodes=system.num_nodes, devices_per_node=system.devices_per_node,
-        fmt=fmt, mode=SaveMode.ASYNC if spec.async_save else SaveMode.SYNC,
+        fmt=fmt, mode=SaveMode.ASYNC if spec.async_save else SaveMode.NVME if spec.nvme else SaveMode.SYNC,
         nvme=nvme if isinstance(nvme, Storage) else None,
     )  # fmt: skip
     data = data_loading(

@@ -163,13 +163,17 @@ class CheckpointSpec(_Record):
     """Checkpoints and failures: where checkpoints go, how often, and how often the job fails."""
 
     storage: str = Field(
-        min_length=1, description="The file system, fsx:TIER:CAPACITY (e.g. fsx:PERSISTENT_2-1000:100800GiB)."
+        min_length=1,
+        description="The file system, fsx:TIER:CAPACITY[:efa][:mdiops=N] (e.g. fsx:PERSISTENT_2-1000:100800GiB:efa).",
     )
     every: Annotated[str, AfterValidator(_interval)] = Field(
         default="auto", description="Work between checkpoints: 'auto' (Young/Daly) or a duration, e.g. '2h'."
     )
     async_save: bool = Field(
         default=False, description="Copy to host memory and drain to the file system in the background."
+    )
+    nvme: bool = Field(
+        default=False, description="Write to the instances' local NVMe and drain to the file system in the background."
     )
     failure_rate: str = Field(
         default="llama3", min_length=1, description="llama3, rsc1, rsc2, or failures per device-hour."

@@ -157,10 +157,18 @@ def _carried_ranks(catalog: registry.Catalog, first: SystemSpec, other: SystemSp
     return per_chip * int(entry.num_accelerators.value)
 
 
-def run_training(scenario: TrainingScenario, *, compare: SystemSpec | None = None) -> TrainingRun:
+def run_training(
+    scenario: TrainingScenario, *, compare: SystemSpec | None = None, network: str = "analytic"
+) -> TrainingRun:
     """The estimate of ``scenario``; with ``compare``, also the same job on that system (its layout
     chosen again, or the same degrees with ``dp`` filling its devices; ranks per chip as in the
-    scenario). A given layout that does not fit in device memory is refused."""
+    scenario). A given layout that does not fit in device memory is refused. ``network`` names the
+    collective cost model of the estimate (``analytic``, or ``sim``: the flow simulator); a layout is
+    still chosen with the analytic model."""
+    import clustersim.network.flowsim.cost  # noqa: F401  (registers the simulator as "sim")
+    from clustersim.network.cost import cost_model
+
+    cost = cost_model(network)
     options = scenario.options
     transformer = zoo.load_model(scenario.model, extra_dirs=options.models, use_env=False)
     catalog = load_catalog(options.catalog, use_env=False)
@@ -194,8 +202,9 @@ def run_training(scenario: TrainingScenario, *, compare: SystemSpec | None = Non
             given = choose_layout(transformer, system, job, space=space, efficiency=fractions, software=software)
         notes = (f"layout chosen (fastest that fits): {given.describe()}",) if chosen else ()
         estimate = estimate_training(
-            transformer, system, given, job, offer=spec.price, efficiency=fractions, software=software, notes=notes
-        )
+            transformer, system, given, job, offer=spec.price, efficiency=fractions, software=software, notes=notes,
+            cost=cost,
+        )  # fmt: skip
         _refuse_unless_fits(estimate)
         if scenario.checkpoint is None:
             return estimate
