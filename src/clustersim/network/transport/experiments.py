@@ -10,6 +10,7 @@ completes when its last byte is acknowledged to the sender.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -108,16 +109,29 @@ def make_flow(
     *,
     path: int | None = None,
 ) -> MessageFlow:
-    """A flow of ``transport`` from ``src`` to ``dst``; ``path`` pins RC and TCP to an ECMP path."""
+    """A flow of ``transport`` from ``src`` to ``dst``; ``path`` pins RC and TCP to an ECMP path. SRD's
+    and RC's windows cover twice the bandwidth-delay product of the route at its line rate (at least
+    their defaults), so a faster NIC is not window-bound."""
     if transport == "srd":
-        return SrdFlow(topo, src, dst, sizes, SrdParams(rto_s=scenario.srd_rto_s))
+        base = SrdParams()
+        bdp = _window_packets(topo, src, dst, base.payload_bytes + base.header_bytes)
+        window = SrdParams(
+            rto_s=scenario.srd_rto_s,
+            initial_window=max(base.initial_window, bdp),
+            max_window=max(base.max_window, 4 * bdp),
+        )
+        return SrdFlow(topo, src, dst, sizes, window)
     if transport == "rc":
         return RcFlow(
             topo,
             src,
             dst,
             sizes,
-            RcParams(timeout_exponent=scenario.rc_timeout_exponent, path=path),
+            RcParams(
+                timeout_exponent=scenario.rc_timeout_exponent,
+                path=path,
+                window=max(RcParams().window, _window_packets(topo, src, dst, 4096 + 82)),
+            ),
             seed=scenario.seed,
         )
     if transport == "tcp":
@@ -126,6 +140,17 @@ def make_flow(
     raise ClusterSimError(
         f"transport: {transport!r} is not one of {', '.join(TRANSPORTS)}", field="transport", value=transport
     )
+
+
+def _window_packets(topo: Topology, src: int, dst: int, wire_bytes: int) -> int:
+    """Packets of ``wire_bytes`` in twice the bandwidth-delay product of the first route from ``src``
+    to ``dst``: its line rate times its round trip without queues (propagation there and back, plus
+    one packet's serialisation per hop)."""
+    net = topo.net
+    route = topo.routes(src, dst)[0]
+    rate_bytes_per_ps = 1 / net.ps_per_byte[route[0]]
+    round_trip_ps = 2 * sum(net.prop_ps[p] + wire_bytes * net.ps_per_byte[p] + net.fixed_ps[p] for p in route)
+    return math.ceil(2 * round_trip_ps * rate_bytes_per_ps / wire_bytes)
 
 
 def _summary(transport: str, flows: Sequence[MessageFlow], env: Environment) -> TransportResult:
