@@ -4,6 +4,8 @@ construction (line rate, loss sensitivity, paths and tails, timeouts in the tail
 import itertools
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from clustersim.errors import ClusterSimError
 from clustersim.network.transport.engine import Environment, ps
@@ -166,3 +168,20 @@ def test_srd_steers_away_from_a_path_an_elephant_loads():
     env.run()
     assert sum(flow.path_packets) == flow.packets_sent
     assert flow.path_packets[0] < 0.5 * min(flow.path_packets[1:])
+
+
+@given(
+    seed=st.integers(0, 10_000),
+    loss=st.floats(0.0, 0.05),
+    transport=st.sampled_from(["srd", "rc", "tcp"]),
+    packets=st.integers(1, 12),
+)
+@settings(max_examples=25, deadline=None)
+def test_every_message_arrives_and_loss_never_makes_it_faster(seed, loss, transport, packets):
+    scenario = Scenario(message_bytes=packets * 4096, num_messages=3, num_paths=3, seed=seed, tcp_kernel=False)
+    clean = run_transport(transport, scenario)
+    lossy = run_transport(transport, replace(scenario, loss=loss))
+    assert clean.num_messages == lossy.num_messages == 3
+    assert clean.retransmissions == 0
+    assert lossy.p50_s >= clean.p50_s * (1 - 1e-12)
+    assert lossy.throughput_bits_per_s <= clean.throughput_bits_per_s * (1 + 1e-12)
