@@ -93,3 +93,20 @@ def test_auto_interval_waits_for_a_slow_drain():
     assert out.time_s == pytest.approx(min(at(daly), at(timing.drain_s)))
     assert out.failures.run.interval_s in (pytest.approx(daly), pytest.approx(timing.drain_s))
     assert out.failures.storage_cost_usd is None  # no price given
+
+
+def test_burst_credits_shorten_the_stall_when_the_interval_refills_them():
+    """PERSISTENT_2-125 on 24,000 GiB: 3 GB/s baseline, 12 GB/s burst. An hour of work refills 10.8 TB of
+    credit, more than a 0.99 TB save spends (9 GB/s x 82 s), so every save runs at burst; ten seconds
+    refill 30 GB, so saves settle near the baseline."""
+    base = job_totals(SYSTEM, JOB, STEP_S, "on_demand")
+    slow = parse_storage(CATALOG, "fsx:PERSISTENT_2-125:24000GiB")
+    timing = plan_checkpoint(MODEL, slow, instance=SYSTEM.instance, num_nodes=64, devices_per_node=8)
+    size = timing.checkpoint_bytes
+    hourly = with_failures(base, SYSTEM, Resilience(checkpoint=timing, rate=RATES["llama3"], interval_s=3600.0))
+    assert hourly.failures.run.checkpoint_s == pytest.approx(size / 12e9)
+    often = with_failures(base, SYSTEM, Resilience(checkpoint=timing, rate=RATES["llama3"], interval_s=10.0))
+    burst_s = 3e9 * 10 / 9e9
+    assert often.failures.run.checkpoint_s == pytest.approx(burst_s + (size - 12e9 * burst_s) / 3e9)
+    auto = with_failures(base, SYSTEM, Resilience(checkpoint=timing, rate=RATES["llama3"]))
+    assert auto.failures.run.checkpoint_s < timing.save.time_s  # the chosen interval leaves credits to burst

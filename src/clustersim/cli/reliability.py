@@ -54,7 +54,7 @@ def reliability_command(
         typer.Option("--model", help="Derive --checkpoint and --restart from this model's checkpoint on --storage."),
     ] = None,
     storage: Annotated[
-        str | None, typer.Option("--storage", help="With --model: the file system, fsx:TIER:CAPACITY.")
+        str | None, typer.Option("--storage", help="With --model: the file system, fsx:TIER:CAPACITY[:efa][:mdiops=N].")
     ] = None,
     async_save: Annotated[
         bool, typer.Option("--async", help="With --model: asynchronous checkpoints (stall for the host copy).")
