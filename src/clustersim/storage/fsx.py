@@ -7,8 +7,7 @@ AWS's rules, as the catalog records them (``catalog/data/storage.toml``):
   increment (SSD: 1,200, 2,400, then steps of 2,400 GiB);
 * per-TiB rates scale with ``capacity_gib / 1000`` (AWS's provisioning "TiB" is 1,000 GiB);
 * writes and uncached reads run at the lower of the network and disk figures, cached reads at the
-  network figure; burst figures hold while credits last, so the model uses the baseline and
-  reports the burst beside it;
+  network figure; burst figures hold while credits last (``storage/burst.py``);
 * the file system has one storage target (OST) per ~1,200 GiB, each with an equal share of the
   aggregate; a file striped over ``c`` targets writes at most ``c`` shares; an EFA-enabled
   file system (PERSISTENT_2, set at creation) has one file server per 4.8 to 38.4 TiB by tier, grows
