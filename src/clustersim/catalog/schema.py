@@ -413,22 +413,11 @@ class Storage(Entry):
     disk_burst_write_bytes_per_s_per_tib: BytesPerSFigure | None = Field(None, description="Disk burst, write.")
     cache_memory_bytes_per_tib: BytesFigure | None = Field(None, description="Server RAM cache per TiB.")
     metadata_iops_options: Choices | None = Field(None, description="Provisionable metadata IOPS.")
-    metadata_ops_per_iops: CountFigure | None = Field(
-        None, description="File creates, opens or closes per second per metadata IOPS."
-    )
-    metadata_automatic_capacities_gib: Choices | None = Field(
-        None, description="Automatic metadata mode: capacity thresholds, GiB."
-    )
-    metadata_automatic_iops: Choices | None = Field(None, description="Automatic mode: metadata IOPS per threshold.")
-    metadata_automatic_gib_per_12000_iops: CountFigure | None = Field(
-        None, description="Automatic mode past the last threshold: GiB per 12,000 metadata IOPS."
-    )
-    burst_credit_s: SecondsFigure | None = Field(
-        None, description="Seconds a full credit bucket sustains the burst above the baseline."
-    )
-    efa_storage_per_server_bytes: BytesFigure | None = Field(
-        None, description="EFA-enabled file systems: storage per file server (its target; the capacity step)."
-    )
+    metadata_ops_per_iops: CountFigure | None = Field(None, description="File creates/opens/closes per s per IOPS.")
+    metadata_automatic_capacities_gib: Choices | None = Field(None, description="Automatic mode: capacities, GiB.")
+    metadata_automatic_iops: Choices | None = Field(None, description="Automatic mode: IOPS at those capacities.")
+    burst_credit_s: SecondsFigure | None = Field(None, description="Seconds a full credit bucket sustains the burst.")
+    efa_storage_per_server_bytes: BytesFigure | None = Field(None, description="EFA-enabled: storage per server.")
     min_capacity_bytes: BytesFigure | None = Field(None, description="Smallest file system.")
     capacity_increment_bytes: BytesFigure | None = Field(None, description="Capacity step.")
     replicated: Flag | None = Field(None, description="Data is replicated within the AZ (durability).")

@@ -130,15 +130,12 @@ class FileSystem:
             return None
         if self.provisioned_metadata_iops is not None:
             return self.provisioned_metadata_iops
-        caps, iops, per = (
-            self.service.metadata_automatic_capacities_gib,
-            self.service.metadata_automatic_iops,
-            self.service.metadata_automatic_gib_per_12000_iops,
-        )
-        if caps is None or iops is None or per is None:
+        caps, iops = self.service.metadata_automatic_capacities_gib, self.service.metadata_automatic_iops
+        if caps is None or iops is None:
             return None
-        if self.capacity_gib >= 2 * per.value:  # from 48,000 GiB: 12,000 per 24,000 GiB, in whole steps
-            return 12000.0 * math.floor(self.capacity_gib / per.value + 1e-9)
+        if self.capacity_gib >= caps.values[-1]:  # past the last threshold: in proportion, whole steps of 12,000
+            per_step_gib = caps.values[-1] * 12000.0 / iops.values[-1]
+            return 12000.0 * math.floor(self.capacity_gib / per_step_gib + 1e-9)
         below = [n for cap, n in zip(caps.values, iops.values, strict=True) if cap <= self.capacity_gib + 1e-9]
         return below[-1] if below else iops.values[0]
 
