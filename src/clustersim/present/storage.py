@@ -122,9 +122,11 @@ def checkpoint_view(
         bounds.add_row("save at burst", format_seconds(timing.save_at_burst.time_s), "", end_section=False)
     lines: list[RenderableType] = []
     detail = burst_json(timing, interval_s)
-    if detail is not None:
+    prior = fs.service.burst_credit_s
+    if detail is not None and prior is not None:
+        full = format_bytes(detail["bucket_bytes"], binary=False)
         lines.append(
-            f"burst credits (a prior: 30 min at the burst rate when full, {format_bytes(detail['bucket_bytes'], binary=False)}): "
+            f"burst credits (a prior: {format_seconds(prior.value)} at the burst rate when full, {full}): "
             f"the first save takes {format_seconds(detail['first_save_s'])} "
             f"({detail['first_burst_fraction']:.0%} at burst); every {format_seconds(interval_s)} of work the "
             f"bucket settles at {format_seconds(detail['repeated_save_s'])} per save "
