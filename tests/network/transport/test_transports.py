@@ -86,8 +86,11 @@ def test_more_paths_never_raise_srd_tail_latency_in_an_uncongested_fabric():
         run_transport("srd", Scenario(message_bytes=64 << 10, num_messages=50, num_paths=n, background=0.3)).p99_s
         for n in (1, 2, 4, 8)
     ]
-    assert all(later <= earlier for earlier, later in itertools.pairwise(p99))
-    assert p99[-1] < p99[0]
+    # One seeded realization of Poisson background: p99 of 50 messages carries ~1% of sampling noise
+    # (other seeds rise by up to 0.3 us between 2 and 4 or 4 and 8 paths, the old shared random stream
+    # included), so "never raises" is checked to within that noise, and the gain from 1 to 8 strictly.
+    assert all(later <= earlier * 1.01 for earlier, later in itertools.pairwise(p99))
+    assert p99[-1] < 0.95 * p99[0]
 
 
 @pytest.mark.parametrize(

@@ -41,9 +41,9 @@ class Environment:
         self.num_events = 0
         self._heap: list[tuple[int, int, Handler, Any]] = []
         self._counter = itertools.count()  # the tie-breaking sequence, shared by schedule() and run()
+        self.seed = seed
         self.rng = np.random.default_rng(seed)
-        self._uniforms: list[float] = []
-        self._next_uniform = 0
+        self._stream = Stream(self.rng)
 
     def schedule(self, time_ps: int, handler: Handler, arg: Any = None, priority: int = 0) -> None:
         """Run ``handler(time_ps, arg)`` at ``time_ps`` (not before now)."""
@@ -66,16 +66,17 @@ class Environment:
 
     def uniform(self) -> float:
         """A uniform draw in [0, 1), from the run's generator in batches."""
-        i = self._next_uniform
-        if i >= len(self._uniforms):
-            self._uniforms = self.rng.random(UNIFORM_BATCH).tolist()
-            i = 0
-        self._next_uniform = i + 1
-        return self._uniforms[i]
+        return self._stream.uniform()
 
     def exponential_ps(self, mean_ps: float) -> int:
         """An exponential gap with mean ``mean_ps``, at least 1 ps."""
-        return max(1, int(-math.log(1.0 - self.uniform()) * mean_ps))
+        return self._stream.exponential_ps(mean_ps)
+
+    def rng_for(self, key: int) -> np.random.Generator:
+        """An independent generator for ``key`` (a port's loss, a port's background): a function of the
+        run's seed and the key only, so what draws from it does not depend on the order other things
+        draw in (which lets the network cross several hops in one event and stay exact)."""
+        return np.random.default_rng([self.seed, key])
 
     def run(self, until_ps: int | None = None, max_events: int | None = None) -> int:
         """Run events in (time, priority, seq) order until the heap empties, the next event lies after
@@ -105,3 +106,27 @@ class Environment:
     def pending(self) -> int:
         """Events waiting in the heap."""
         return len(self._heap)
+
+
+class Stream:
+    """Uniform and exponential draws from one generator, fetched in batches."""
+
+    __slots__ = ("_next", "_rng", "_uniforms")
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self._rng = rng
+        self._uniforms: list[float] = []
+        self._next = 0
+
+    def uniform(self) -> float:
+        """A uniform draw in [0, 1)."""
+        i = self._next
+        if i >= len(self._uniforms):
+            self._uniforms = self._rng.random(UNIFORM_BATCH).tolist()
+            i = 0
+        self._next = i + 1
+        return self._uniforms[i]
+
+    def exponential_ps(self, mean_ps: float) -> int:
+        """An exponential gap with mean ``mean_ps``, at least 1 ps."""
+        return max(1, int(-math.log(1.0 - self.uniform()) * mean_ps))

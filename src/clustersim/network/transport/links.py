@@ -2,14 +2,18 @@
 ECN marking, random loss and Poisson background traffic.
 
 Background packets are not events: a port with background load replays its Poisson arrivals up to
-``now`` when a packet of a flow reaches it (in arrival order, so the FIFO backlog is exact), and
+the instant a packet of a flow reaches it (in arrival order, so the FIFO backlog is exact), and
 starts the replay at most ``BACKGROUND_WINDOW`` mean gaps back after a long idle spell (the queue
 forgets older arrivals long before then at any load below 1).
 
 A port is an index into flat lists (speed as picoseconds per byte, a fixed cost per packet, propagation
 delay, buffer, loss probability), so forwarding a packet touches no object. A FIFO port's backlog is
 ``busy_until - now``: a packet that arrives is queued behind it, leaves after its own service time and
-reaches the next node one propagation delay later, so each hop of each packet is one event.
+reaches the next node one propagation delay later. A port fed by one port only (``solo``, from the
+routes a topology declares) sees its packets arrive in that port's departure order, so a packet crosses
+it in the same event as its feeder: an event is where routes merge (and at the receiver), not at every
+hop, with the same result to the picosecond. Random loss and background draw from each port's own
+stream (a function of the seed and the port), so results do not depend on the order ports are visited.
 
 A packet is the tuple ``(flow, kind, seq, wire_bytes, route, stamp_ps, tag)``: ``route`` is the tuple
 of ports it crosses (shared by every packet on that path), ``tag`` whatever its transport carries (a
@@ -23,15 +27,20 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from heapq import heappush
+from itertools import pairwise
 
-from clustersim.network.transport.engine import PRIORITY_BITS, Environment, Event
+import numpy as np
+
+from clustersim.network.transport.engine import PRIORITY_BITS, UNIFORM_BATCH, Environment, Event, Stream
 
 ECN_BIT = 1 << 30
 NO_LIMIT = 1 << 62
 
-Packet = tuple[int, int, int, int, tuple[int, ...], int, int]
+Route = tuple[int, ...]
+Packet = tuple[int, int, int, int, Route, int, int]
 MAX_HOPS = 8
 BACKGROUND_WINDOW = 2000  # mean gaps replayed at most after an idle spell
+BACKGROUND_KEY = 1 << 40  # background streams' keys, apart from the ports' loss streams
 Receiver = Callable[[int, Packet], "Iterable[Event] | None"]
 
 
@@ -67,9 +76,14 @@ class Network:
         self.bg_gap_ps: list[float] = []
         self.bg_service_ps: list[int] = []
         self.bg_packets = 0
+        self.streams: list[Stream | None] = []  # each port's own loss draws
+        self._bg_rng: dict[int, np.random.Generator] = {}  # each background port's own arrivals
+        self._bg_gaps: dict[int, list[int]] = {}
+        self._bg_gap_at: dict[int, int] = {}
+        self.solo: list[bool] = []  # fed by one port only, over every registered route (see set_routes)
         self.hops: list[Callable[[int, Packet], Iterable[Event] | None]] = []
-        for k in range(MAX_HOPS, -1, -1):
-            self.hops.insert(0, self._make_hop(k, self.hops[0] if self.hops else None))
+        for k in range(MAX_HOPS + 1):
+            self.hops.append(self._make_hop(k))
         self.hop = self.hops[0]
 
     def add_port(self, spec: PortSpec) -> int:
@@ -90,7 +104,11 @@ class Network:
         self.bg_next_ps.append(NO_LIMIT)
         self.bg_gap_ps.append(0.0)
         self.bg_service_ps.append(0)
-        return len(self.ps_per_byte) - 1
+        self.solo.append(False)
+        port = len(self.ps_per_byte) - 1
+        self.streams.append(Stream(self.env.rng_for(port)) if spec.loss else None)
+        self._bg_gap_at[port] = 0
+        return port
 
     def add_receiver(self, on_data: Receiver, on_control: Receiver | None = None) -> int:
         """Register the handlers that packets of a new flow reach at the end of their route: data
@@ -100,45 +118,66 @@ class Network:
         self.receivers.append((on_data, control, control))
         return len(self.receivers) - 1
 
-    def _make_hop(
-        self, k: int, next_hop: Callable[[int, Packet], Iterable[Event] | None] | None
-    ) -> Callable[[int, Packet], Iterable[Event] | None]:
+    def set_routes(self, routes: Iterable[Route]) -> None:
+        """Declare every route packets will take: a port that only one other port feeds (over all of
+        them) is then crossed in the same event as its feeder (see ``_make_hop``). Without this call
+        every hop is its own event."""
+        feeders: dict[int, set[int]] = {}
+        for route in routes:
+            if len(route) > MAX_HOPS:
+                raise ValueError(f"a route of {len(route)} ports is longer than {MAX_HOPS}")
+            feeders.setdefault(route[0], set()).add(-1)  # a host injects here
+            for prev, port in pairwise(route):
+                feeders.setdefault(port, set()).add(prev)
+        for port in range(len(self.solo)):
+            self.solo[port] = len(feeders.get(port, ())) == 1 and -1 not in feeders[port]
+
+    def _make_hop(self, k: int) -> Callable[[int, Packet], Iterable[Event] | None]:
         """The event handler of a packet reaching the ``k``-th node of its route: hand it to its flow at
-        the end of the route, else queue it on port ``route[k]`` (or drop it). The port lists are bound
-        as closure variables: this is the simulator's inner loop."""
+        the end of the route, else queue it on port ``route[k]`` (or drop it), and go on at once through
+        each next port that is ``solo`` (fed by this one only: its arrivals come in this port's FIFO
+        departure order, so its queue can be worked out now, exactly as at the arrival); one event is
+        scheduled where the chain ends. The port lists are closure variables: this is the inner loop."""
         busy_until, fixed_ps, ps_per_kib = self.busy_until, self.fixed_ps, self.ps_per_kib
         buffer_ps, ecn_ps, prop_ps, loss = self.buffer_ps, self.ecn_ps, self.prop_ps, self.loss
-        drops, losses, receivers, uniform = self.drops, self.losses, self.receivers, self.env.uniform
-        bg_next, replay = self.bg_next_ps, self._replay_background
+        drops, losses, receivers, streams = self.drops, self.losses, self.receivers, self.streams
+        bg_next, replay, solo, hops = self.bg_next_ps, self._replay_background, self.solo, self.hops
         heap, counter, shift = self.env.heap, self.env.counter, PRIORITY_BITS
 
         def hop(now_ps: int, packet: Packet) -> Iterable[Event] | None:
             route = packet[4]
-            if k == len(route):
+            end = len(route)
+            if k == end:
                 return receivers[packet[0]][packet[1]](now_ps, packet)
-            port = route[k]
-            if bg_next[port] <= now_ps:
-                replay(port, now_ps)
-            busy = busy_until[port]
-            service = fixed_ps[port] + (packet[3] * ps_per_kib[port] >> 10)
-            if busy > now_ps:
-                backlog = busy - now_ps
-                if backlog + service > buffer_ps[port]:
-                    drops[port] += 1
+            j = k
+            while True:
+                port = route[j]
+                if bg_next[port] <= now_ps:
+                    replay(port, now_ps)
+                busy = busy_until[port]
+                service = fixed_ps[port] + (packet[3] * ps_per_kib[port] >> 10)
+                if busy > now_ps:
+                    backlog = busy - now_ps
+                    if backlog + service > buffer_ps[port]:
+                        drops[port] += 1
+                        return None
+                    if backlog > ecn_ps[port]:
+                        packet = (*packet[:6], packet[6] | ECN_BIT)
+                    leave = busy + service
+                else:
+                    leave = now_ps + service
+                busy_until[port] = leave
+                p = loss[port]
+                if p and streams[port].uniform() < p:  # type: ignore[union-attr]
+                    losses[port] += 1
                     return None
-                if backlog > ecn_ps[port]:
-                    packet = (*packet[:6], packet[6] | ECN_BIT)
-                leave = busy + service
-            else:
-                leave = now_ps + service
-            busy_until[port] = leave
-            p = loss[port]
-            if p and uniform() < p:
-                losses[port] += 1
-                return None
-            if next_hop is None:
+                now_ps = leave + prop_ps[port]
+                j += 1
+                if j == end or not solo[route[j]]:
+                    break
+            if j > MAX_HOPS:
                 raise ValueError(f"a route longer than {MAX_HOPS} ports")
-            heappush(heap, ((leave + prop_ps[port]) << shift, next(counter), next_hop, packet))
+            heappush(heap, (now_ps << shift, next(counter), hops[j], packet))
             return None
 
         return hop
@@ -152,21 +191,46 @@ class Network:
             return
         self.bg_gap_ps[port] = packet_bytes * self.ps_per_byte[port] / load
         self.bg_service_ps[port] = self.fixed_ps[port] + (packet_bytes * self.ps_per_kib[port] >> 10)
-        self.bg_next_ps[port] = self.env.now_ps + self.env.exponential_ps(self.bg_gap_ps[port])
+        self._bg_rng[port] = self.env.rng_for(BACKGROUND_KEY | port)
+        self._bg_gaps[port] = []
+        self.bg_next_ps[port] = self.env.now_ps + self._next_gap(port)
+
+    def _refill_gaps(self, port: int) -> list[int]:
+        """A fresh batch of background gaps for ``port``: exponential, whole picoseconds, at least 1."""
+        draws = self._bg_rng[port].standard_exponential(UNIFORM_BATCH) * self.bg_gap_ps[port]
+        gaps: list[int] = np.maximum(draws.astype(np.int64), 1).tolist()
+        self._bg_gaps[port] = gaps
+        self._bg_gap_at[port] = 0
+        return gaps
+
+    def _next_gap(self, port: int) -> int:
+        i = self._bg_gap_at[port]
+        gaps = self._bg_gaps[port]
+        if i >= len(gaps):
+            gaps, i = self._refill_gaps(port), 0
+        self._bg_gap_at[port] = i + 1
+        return gaps[i]
 
     def _replay_background(self, port: int, now_ps: int) -> None:
         """Apply the background arrivals on ``port`` up to ``now_ps`` to its backlog, in order."""
-        gap, service, limit = self.bg_gap_ps[port], self.bg_service_ps[port], self.buffer_ps[port]
-        arrival = max(self.bg_next_ps[port], now_ps - int(BACKGROUND_WINDOW * gap))
+        service, limit = self.bg_service_ps[port], self.buffer_ps[port]
+        arrival = max(self.bg_next_ps[port], now_ps - int(BACKGROUND_WINDOW * self.bg_gap_ps[port]))
         busy = self.busy_until[port]
-        exponential = self.env.exponential_ps
+        gaps, i, sent, dropped = self._bg_gaps[port], self._bg_gap_at[port], 0, 0
         while arrival <= now_ps:
-            backlog = busy - arrival if busy > arrival else 0
-            if backlog + service > limit:
-                self.drops[port] += 1
+            if busy < arrival:
+                busy = arrival
+            if busy - arrival + service > limit:
+                dropped += 1
             else:
-                busy = arrival + backlog + service
-                self.bg_packets += 1
-            arrival += exponential(gap)
+                busy += service
+                sent += 1
+            if i == len(gaps):
+                gaps, i = self._refill_gaps(port), 0
+            arrival += gaps[i]
+            i += 1
+        self._bg_gap_at[port] = i
+        self.bg_packets += sent
+        self.drops[port] += dropped
         self.busy_until[port] = busy
         self.bg_next_ps[port] = arrival

@@ -92,6 +92,9 @@ class Topology:
             route = (self.stack_tx[src], *route, self.stack_rx[dst])
         return route
 
+    def _declare_routes(self) -> None:
+        self.net.set_routes(route for routes in self._routes.values() for route in routes)
+
     def _fabric_port(self) -> int:
         spec = self.spec
         port = self.net.add_port(
@@ -129,6 +132,7 @@ def leaf_spine(
                 topo._routes[(src, dst)] = (topo._wrap(src, dst, ()),)
             else:
                 topo._routes[(src, dst)] = tuple(topo._wrap(src, dst, (up[a][s], down[b][s])) for s in range(num_paths))
+    topo._declare_routes()
     return topo
 
 
@@ -150,4 +154,5 @@ def dumbbell(net: Network, spec: FabricSpec, *, hosts_per_side: int) -> Topology
             a, b = src // hosts_per_side, dst // hosts_per_side
             middle: Route = () if a == b else (across[a],)
             topo._routes[(src, dst)] = (topo._wrap(src, dst, middle),)
+    topo._declare_routes()
     return topo
