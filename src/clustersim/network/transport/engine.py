@@ -88,6 +88,18 @@ class Environment:
         limit = math.inf if until_ps is None else (until_ps << PRIORITY_BITS | MAX_PRIORITY)
         budget = math.inf if max_events is None else max_events
         count = 0
+        if until_ps is None and max_events is None:
+            while heap:  # the common case, without the two checks
+                key, _, handler, arg = pop(heap)
+                time_ps = key >> PRIORITY_BITS
+                self.now_ps = time_ps
+                follow = handler(time_ps, arg)
+                count += 1
+                if follow:
+                    for at_ps, priority, next_handler, next_arg in follow:
+                        push(heap, (at_ps << PRIORITY_BITS | priority, next(counter), next_handler, next_arg))
+            self.num_events += count
+            return count
         while heap and count < budget:
             if heap[0][0] > limit:
                 break

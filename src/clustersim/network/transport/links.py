@@ -80,6 +80,8 @@ class Network:
         self._bg_rng: dict[int, np.random.Generator] = {}  # each background port's own arrivals
         self._bg_gaps: dict[int, list[int]] = {}
         self._bg_gap_at: dict[int, int] = {}
+        # each port's (fixed_ps, ps_per_kib, buffer_ps, ecn_ps, prop_ps, loss), read in one go by the hops
+        self.consts: list[tuple[int, int, int, int, int, float]] = []
         self.solo: list[bool] = []  # fed by one port only, over every registered route (see set_routes)
         self.hops: list[Callable[[int, Packet], Iterable[Event] | None]] = []
         for k in range(MAX_HOPS + 1):
@@ -105,6 +107,9 @@ class Network:
         self.bg_gap_ps.append(0.0)
         self.bg_service_ps.append(0)
         self.solo.append(False)
+        self.consts.append(
+            (self.fixed_ps[-1], self.ps_per_kib[-1], self.buffer_ps[-1], self.ecn_ps[-1], self.prop_ps[-1], spec.loss)
+        )
         port = len(self.ps_per_byte) - 1
         self.streams.append(Stream(self.env.rng_for(port)) if spec.loss else None)
         self._bg_gap_at[port] = 0
@@ -138,8 +143,7 @@ class Network:
         each next port that is ``solo`` (fed by this one only: its arrivals come in this port's FIFO
         departure order, so its queue can be worked out now, exactly as at the arrival); one event is
         scheduled where the chain ends. The port lists are closure variables: this is the inner loop."""
-        busy_until, fixed_ps, ps_per_kib = self.busy_until, self.fixed_ps, self.ps_per_kib
-        buffer_ps, ecn_ps, prop_ps, loss = self.buffer_ps, self.ecn_ps, self.prop_ps, self.loss
+        busy_until, consts = self.busy_until, self.consts
         drops, losses, receivers, streams = self.drops, self.losses, self.receivers, self.streams
         bg_next, replay, solo, hops = self.bg_next_ps, self._replay_background, self.solo, self.hops
         heap, counter, shift = self.env.heap, self.env.counter, PRIORITY_BITS
@@ -150,34 +154,38 @@ class Network:
             if k == end:
                 return receivers[packet[0]][packet[1]](now_ps, packet)
             j = k
+            size = packet[3]
             while True:
                 port = route[j]
                 if bg_next[port] <= now_ps:
                     replay(port, now_ps)
+                fixed, per_kib, buffer, ecn, prop, p = consts[port]
                 busy = busy_until[port]
-                service = fixed_ps[port] + (packet[3] * ps_per_kib[port] >> 10)
+                service = fixed + (size * per_kib >> 10)
                 if busy > now_ps:
                     backlog = busy - now_ps
-                    if backlog + service > buffer_ps[port]:
+                    if backlog + service > buffer:
                         drops[port] += 1
                         return None
-                    if backlog > ecn_ps[port]:
+                    if backlog > ecn:
                         packet = (*packet[:6], packet[6] | ECN_BIT)
                     leave = busy + service
                 else:
                     leave = now_ps + service
                 busy_until[port] = leave
-                p = loss[port]
                 if p and streams[port].uniform() < p:  # type: ignore[union-attr]
                     losses[port] += 1
                     return None
-                now_ps = leave + prop_ps[port]
+                now_ps = leave + prop
                 j += 1
                 if j == end or not solo[route[j]]:
                     break
-            if j > MAX_HOPS:
+            if j == end:  # the flow's receiver is the next event's handler
+                heappush(heap, (now_ps << shift, next(counter), receivers[packet[0]][packet[1]], packet))
+            elif j < MAX_HOPS:
+                heappush(heap, (now_ps << shift, next(counter), hops[j], packet))
+            else:
                 raise ValueError(f"a route longer than {MAX_HOPS} ports")
-            heappush(heap, (now_ps << shift, next(counter), hops[j], packet))
             return None
 
         return hop

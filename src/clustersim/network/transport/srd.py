@@ -85,6 +85,7 @@ class SrdFlow(MessageFlow):
         self._rttvar = 0.0
         self.target_ps = ps(self.params.target_delay_s)
         self.cwnd = float(self.params.initial_window)
+        self._max_window = float(self.params.max_window)
         self.path_inflight = [0] * n_paths
         self.path_packets = [0] * n_paths  # packets sent on each path
         self.path_srtt = [0.0] * n_paths
@@ -136,41 +137,58 @@ class SrdFlow(MessageFlow):
 
     def _pump(self, now_ps: int) -> list[Event]:
         events: list[Event] = []
-        net, uplink = self.net, self.routes[0][0]
-        full, last = self.payload_bytes + self.header_bytes, self._end - 1
-        while self._inflight < self.cwnd:
-            if self._retx:
-                i = self._retx.popleft()
-                if self._acked[i]:
+        uplink, busy_until, hop = self.routes[0][0], self.net.busy_until, self.net.hop
+        full, last, base, n = self.payload_bytes + self.header_bytes, self._end - 1, self._base, self._end - self._base
+        retx, acked, attempts, path_of, deadlines = (
+            self._retx,
+            self._acked,
+            self._attempt,
+            self._path_of,
+            self._deadlines,
+        )
+        path_inflight, path_packets, routes, flow, rto_ps = (
+            self.path_inflight,
+            self.path_packets,
+            self.routes,
+            self.flow,
+            self.rto_ps,
+        )
+        inflight, cwnd, sent = self._inflight, self.cwnd, 0
+        while inflight < cwnd:
+            if retx:
+                i = retx.popleft()
+                if acked[i]:
                     continue
                 self.retransmissions += 1
-            elif self._next_new < self._end - self._base:
+            elif self._next_new < n:
                 i = self._next_new
-                self._next_new += 1
+                self._next_new = i + 1
             else:
                 break
             path = self._choose_path()
-            seq = self._base + i
-            attempt = self._attempt[i]
-            busy = net.busy_until[uplink]
+            seq = base + i
+            attempt = attempts[i]
+            busy = busy_until[uplink]
             packet = (
-                self.flow,
+                flow,
                 DATA,
                 seq,
                 full if seq != last else self.wire_bytes(seq),
-                self.routes[path],
+                routes[path],
                 busy if busy > now_ps else now_ps,  # when it starts on the wire: RTTs leave out the host queue
                 path | (attempt << ATTEMPT_SHIFT),
             )
-            follow = net.hop(now_ps, packet)
+            follow = hop(now_ps, packet)
             if follow:
                 events.extend(follow)
-            self.packets_sent += 1
-            self._inflight += 1
-            self.path_inflight[path] += 1
-            self.path_packets[path] += 1
-            self._path_of[i] = path
-            self._deadlines.append((net.busy_until[uplink] + self.rto_ps, seq, attempt))
+            sent += 1
+            inflight += 1
+            path_inflight[path] += 1
+            path_packets[path] += 1
+            path_of[i] = path
+            deadlines.append((busy_until[uplink] + rto_ps, seq, attempt))
+        self._inflight = inflight
+        self.packets_sent += sent
         if self._timer_at < 0:
             self._arm(events)
         return events
@@ -189,19 +207,24 @@ class SrdFlow(MessageFlow):
             events.append((self._timer_at, TIMER_PRIORITY, self._timer, None))
 
     def on_control(self, now_ps: int, packet: Packet) -> list[Event] | None:
-        seq, stamp, tag = packet[2], packet[5], packet[6]
-        n = self._end - self._base
-        i = seq - self._base
+        seq, tag = packet[2], packet[6]
+        base = self._base
+        n = self._end - base
+        i = seq - base
         if i < 0 or i >= n or self._num_acked == n:
             return None
-        if not self._acked[i]:
+        acked = self._acked
+        if not acked[i]:
             self._ack_one(i)
-            self._on_rtt(now_ps, (tag & 0xFF) % self.num_paths, now_ps - stamp)
-        cum = min((tag >> CUM_SHIFT) - self._base, n)  # everything below it arrived (covers lost ACKs)
-        while self._cum < cum:
-            if not self._acked[self._cum]:
-                self._ack_one(self._cum)
-            self._cum += 1
+            self._on_rtt(now_ps, (tag & 0xFF) % self.num_paths, now_ps - packet[5])
+        cum = min((tag >> CUM_SHIFT) - base, n)  # everything below it arrived (covers lost ACKs)
+        j = self._cum
+        if j < cum:
+            while j < cum:
+                if not acked[j]:
+                    self._ack_one(j)
+                j += 1
+            self._cum = j
         if self._num_acked == n:
             return list(self._complete(now_ps) or ())
         return self._pump(now_ps)
@@ -216,20 +239,26 @@ class SrdFlow(MessageFlow):
             self._path_of[i] = -1
 
     def _on_rtt(self, now_ps: int, path: int, rtt_ps: int) -> None:
-        if self._srtt == 0:
-            self._srtt, self._rttvar = float(rtt_ps), rtt_ps / 2
+        srtt, rttvar = self._srtt, self._rttvar
+        if srtt == 0:
+            srtt, rttvar = float(rtt_ps), rtt_ps / 2
         else:
-            self._rttvar += (abs(self._srtt - rtt_ps) - self._rttvar) / 4
-            self._srtt += (rtt_ps - self._srtt) / 8
-        self.rto_ps = max(self.min_rto_ps, int(self._srtt + 4 * self._rttvar))
-        srtt = self.path_srtt[path]
-        self.path_srtt[path] = rtt_ps if srtt == 0 else srtt + (rtt_ps - srtt) / 8
-        if self.base_rtt_ps == 0 or rtt_ps < self.base_rtt_ps:
-            self.base_rtt_ps = rtt_ps
-        excess = rtt_ps - self.base_rtt_ps - self.target_ps
+            rttvar += (abs(srtt - rtt_ps) - rttvar) / 4
+            srtt += (rtt_ps - srtt) / 8
+        self._srtt, self._rttvar = srtt, rttvar
+        rto = int(srtt + 4 * rttvar)
+        self.rto_ps = rto if rto > self.min_rto_ps else self.min_rto_ps
+        path_srtt = self.path_srtt
+        srtt = path_srtt[path]
+        path_srtt[path] = rtt_ps if srtt == 0 else srtt + (rtt_ps - srtt) / 8
+        base = self.base_rtt_ps
+        if base == 0 or rtt_ps < base:
+            base = self.base_rtt_ps = rtt_ps
+        excess = rtt_ps - base - self.target_ps
         if excess <= 0:
-            self.cwnd = min(self.cwnd + 1.0 / self.cwnd, float(self.params.max_window))
-        elif now_ps - self._last_cut_ps > self.base_rtt_ps:
+            cwnd = self.cwnd + 1.0 / self.cwnd
+            self.cwnd = cwnd if cwnd < self._max_window else self._max_window
+        elif now_ps - self._last_cut_ps > base:
             self.cwnd = max(1.0, self.cwnd * (1 - 0.5 * excess / rtt_ps))
             self._last_cut_ps = now_ps
 
@@ -259,20 +288,31 @@ class SrdFlow(MessageFlow):
     # --- receiver -------------------------------------------------------------------------------
 
     def on_data(self, now_ps: int, packet: Packet) -> list[Event] | None:
-        seq, stamp, tag = packet[2], packet[5], packet[6]
+        seq, tag = packet[2], packet[6]
         if seq < self._highest_seen:
             self.out_of_order += 1
         else:
             self._highest_seen = seq
-        if seq == self._rcv_cum:
-            self._rcv_cum += 1
-            while self._rcv_cum in self._rcv_ooo:
-                self._rcv_ooo.discard(self._rcv_cum)
-                self._rcv_cum += 1
-        elif seq > self._rcv_cum:
+        cum = self._rcv_cum
+        if seq == cum:
+            cum += 1
+            ooo = self._rcv_ooo
+            if ooo:
+                while cum in ooo:
+                    ooo.discard(cum)
+                    cum += 1
+            self._rcv_cum = cum
+        elif seq > cum:
             self._rcv_ooo.add(seq)
-        path = (tag & 0xFF) % len(self.back_routes)
-        tag = (tag & 0xFFFF) | (self._rcv_cum << CUM_SHIFT)
-        ack = (self.flow, ACK, seq, ACK_BYTES, self.back_routes[path], stamp, tag)
+        back = self.back_routes
+        ack = (
+            self.flow,
+            ACK,
+            seq,
+            ACK_BYTES,
+            back[(tag & 0xFF) % len(back)],
+            packet[5],
+            (tag & 0xFFFF) | (cum << CUM_SHIFT),
+        )
         follow = self.net.hop(now_ps, ack)
         return list(follow) if follow else None
