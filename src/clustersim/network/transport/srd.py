@@ -214,8 +214,14 @@ class SrdFlow(MessageFlow):
         if i < 0 or i >= n or self._num_acked == n:
             return None
         acked = self._acked
-        if not acked[i]:
-            self._ack_one(i)
+        if not acked[i]:  # _ack_one(i), inlined: the path of every acknowledgement
+            acked[i] = 1
+            self._num_acked += 1
+            path = self._path_of[i]
+            if path >= 0:
+                self._inflight -= 1
+                self.path_inflight[path] -= 1
+                self._path_of[i] = -1
             self._on_rtt(now_ps, (tag & 0xFF) % self.num_paths, now_ps - packet[5])
         cum = min((tag >> CUM_SHIFT) - base, n)  # everything below it arrived (covers lost ACKs)
         j = self._cum
