@@ -112,3 +112,12 @@ def test_the_main_app_has_the_transport_commands():
     assert result.exit_code == 0
     for command in ("compare", "sweep", "incast", "ring", "datapath"):
         assert command in result.stdout
+
+
+def test_compare_takes_tcps_congestion_control_by_name():
+    result = run("compare", *SMALL, "--loss", "1%", "--tcp-congestion", "cubic", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["scenario"]["tcp_congestion"] == "cubic"
+    bad = run("compare", *SMALL, "--tcp-congestion", "bbr")
+    assert bad.exit_code == 2
+    assert "tcp_congestion: 'bbr' is not one of newreno, cubic" in bad.output

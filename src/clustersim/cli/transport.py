@@ -67,6 +67,9 @@ RcTimeoutOption = Annotated[
 KernelOption = Annotated[
     bool, typer.Option("--tcp-kernel/--no-tcp-kernel", help="TCP pays the kernel's costs and ENA's flow ceiling.")
 ]
+CongestionOption = Annotated[
+    str, typer.Option("--tcp-congestion", help="TCP's congestion control: newreno or cubic (RFC 9438).")
+]
 PlotOption = Annotated[Path | None, typer.Option("--plot", help="Write a figure (PNG, SVG, PDF) to this path.")]
 
 
@@ -153,6 +156,7 @@ def compare_command(
     srd_rto: RtoOption = "50us",
     rc_timeout: RcTimeoutOption = 14,
     tcp_kernel: KernelOption = True,
+    tcp_congestion: CongestionOption = "newreno",
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
     plot: PlotOption = None,
@@ -174,6 +178,7 @@ def compare_command(
             srd_rto_s=_seconds(srd_rto, "--srd-rto"),
             rc_timeout_exponent=rc_timeout,
             tcp_kernel=tcp_kernel,
+            tcp_congestion=tcp_congestion,
         )
         _total(scenario.message_bytes, messages)
         results = compare(scenario)

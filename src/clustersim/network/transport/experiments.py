@@ -23,7 +23,7 @@ from clustersim.network.transport.flows import MessageFlow
 from clustersim.network.transport.links import Network, PortSpec
 from clustersim.network.transport.rc import RcFlow, RcParams
 from clustersim.network.transport.srd import SrdFlow, SrdParams
-from clustersim.network.transport.tcp import TcpFlow, TcpParams
+from clustersim.network.transport.tcp import CONGESTION_CONTROLS, TcpFlow, TcpParams
 from clustersim.network.transport.topology import FabricSpec, Topology, leaf_spine
 
 TRANSPORTS = ("srd", "rc", "tcp")
@@ -46,6 +46,7 @@ class Scenario:
     srd_rto_s: float = 50e-6
     rc_timeout_exponent: int = 14
     tcp_kernel: bool = True
+    tcp_congestion: str = "newreno"  # or "cubic" (RFC 9438)
 
     def __post_init__(self) -> None:
         checks = (
@@ -56,6 +57,12 @@ class Scenario:
             ("num_messages", self.num_messages >= 1, "at least 1"),
             ("line_bits_per_s", self.line_bits_per_s > 0, "> 0"),
         )
+        if self.tcp_congestion not in CONGESTION_CONTROLS:
+            raise ClusterSimError(
+                f"tcp_congestion: {self.tcp_congestion!r} is not one of {', '.join(CONGESTION_CONTROLS)}",
+                field="tcp_congestion",
+                value=self.tcp_congestion,
+            )
         for name, ok, valid in checks:
             if not ok:
                 value = getattr(self, name)
@@ -136,7 +143,8 @@ def make_flow(
         )
     if transport == "tcp":
         syscall = load_constants()["syscall_s"].value if scenario.tcp_kernel else 0.0
-        return TcpFlow(topo, src, dst, sizes, TcpParams(syscall_s=syscall, path=path), seed=scenario.seed)
+        params = TcpParams(syscall_s=syscall, path=path, congestion=scenario.tcp_congestion)
+        return TcpFlow(topo, src, dst, sizes, params, seed=scenario.seed)
     raise ClusterSimError(
         f"transport: {transport!r} is not one of {', '.join(TRANSPORTS)}", field="transport", value=transport
     )

@@ -1,11 +1,13 @@
-"""A TCP-like transport: one path, NewReno congestion control, kernel costs on the host.
+"""A TCP-like transport: one path, NewReno or CUBIC congestion control, kernel costs on the host.
 
 Slow start from an initial window of 10 segments (RFC 6928), congestion avoidance (+1 segment per
 round trip), fast retransmit after three duplicate ACKs and NewReno fast recovery (RFC 6582: a partial
 ACK resends the next hole), and a retransmission timeout of max(min_rto, srtt + 4 rttvar) that backs
 off by doubling (RFC 6298; Linux's minimum is 200 ms). The receiver keeps out-of-order segments and
-acknowledges every segment cumulatively. The kernel's costs ride on the topology's host stack ports
-(a cost per packet at each end, data and ACKs) plus one send system call per message.
+acknowledges every segment cumulatively. With ``congestion="cubic"`` congestion avoidance and the
+reduction on loss follow CUBIC (RFC 9438, cubic.py) instead; slow start and recovery are the same.
+The kernel's costs ride on the topology's host stack ports (a cost per packet at each end, data and
+ACKs) plus one send system call per message.
 
 Sources: RFC 5681, 6582, 6298, 6928; Linux TCP_RTO_MIN = HZ/5 (include/net/tcp.h).
 """
@@ -16,12 +18,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from clustersim.errors import ClusterSimError
+from clustersim.network.transport.cubic import Cubic
 from clustersim.network.transport.engine import Event, ps
 from clustersim.network.transport.flows import ACK, ACK_BYTES, DATA, TIMER_PRIORITY, MessageFlow
 from clustersim.network.transport.links import Packet
 from clustersim.network.transport.topology import Topology
 
 MAX_RTO_S = 120.0  # Linux TCP_RTO_MAX
+CONGESTION_CONTROLS = ("newreno", "cubic")
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,8 +40,15 @@ class TcpParams:
     syscall_s: float = 0.0  # one send() per message (the data-path model supplies it)
     max_window: int = 4096  # segments (receive window / buffer cap)
     path: int | None = None  # the ECMP path; None = a hash of the flow
+    congestion: str = "newreno"  # or "cubic"
 
     def __post_init__(self) -> None:
+        if self.congestion not in CONGESTION_CONTROLS:
+            raise ClusterSimError(
+                f"congestion: {self.congestion!r} is not one of {', '.join(CONGESTION_CONTROLS)}",
+                field="congestion",
+                value=self.congestion,
+            )
         for name in ("payload_bytes", "initial_window", "max_window"):
             if getattr(self, name) < 1:
                 raise ClusterSimError(
@@ -88,6 +99,7 @@ class TcpFlow(MessageFlow):
         self._timer_armed = False
         self.rcv_nxt = 0
         self._ooo: set[int] = set()
+        self.cubic = Cubic() if self.params.congestion == "cubic" else None
 
     def post(self, now_ps: int) -> list[Event]:
         self.snd_una = self.snd_nxt = self._base
@@ -128,6 +140,13 @@ class TcpFlow(MessageFlow):
             self.srtt_ps += (rtt_ps - self.srtt_ps) / 8
         self.rto_ps = max(self.min_rto_ps, int(self.srtt_ps + 4 * self.rttvar_ps))
 
+    def _reduced(self, flight: int) -> float:
+        """The slow-start threshold after a loss with ``flight`` segments out (RFC 5681: half of it;
+        CUBIC: beta of it, and the window at the loss remembered)."""
+        if self.cubic is not None:
+            return self.cubic.on_loss(self.cwnd, flight)
+        return max(flight / 2, 2.0)
+
     def on_control(self, now_ps: int, packet: Packet) -> list[Event] | None:
         if self.done_ps is not None:
             return None  # a late acknowledgement after the last message
@@ -149,6 +168,8 @@ class TcpFlow(MessageFlow):
                     self.cwnd = max(self.cwnd - acked + 1, 1.0)
             elif self.cwnd < self.ssthresh:
                 self.cwnd += acked
+            elif self.cubic is not None:
+                self.cwnd = self.cubic.on_ack(self.cwnd, now_ps / 1e12, self.srtt_ps / 1e12, acked)
             else:
                 self.cwnd += acked / self.cwnd
             if self.snd_una >= self._end:
@@ -156,8 +177,7 @@ class TcpFlow(MessageFlow):
         elif ack == self.snd_una and self.snd_una < self.snd_nxt:
             self.dupacks += 1
             if self.dupacks == 3 and not self.in_recovery and ack > self.recover:
-                flight = self.snd_nxt - self.snd_una
-                self.ssthresh = max(flight / 2, 2.0)
+                self.ssthresh = self._reduced(self.snd_nxt - self.snd_una)
                 self.recover = self.snd_nxt
                 self.in_recovery = True
                 self._send(now_ps, ack, events)
@@ -175,7 +195,7 @@ class TcpFlow(MessageFlow):
             self._timer_armed = True
             return [(self._deadline, TIMER_PRIORITY, self._timer, None)]
         self.timeouts += 1
-        self.ssthresh = max((self.snd_nxt - self.snd_una) / 2, 2.0)
+        self.ssthresh = self._reduced(self.snd_nxt - self.snd_una)
         self.cwnd = 1.0
         self.in_recovery = False
         self.dupacks = 0
