@@ -37,6 +37,7 @@ from clustersim.execution import LayoutArrays
 from clustersim.network.collectives import Op
 from clustersim.network.cost import ANALYTIC, CollectiveCost
 from clustersim.system import System
+from clustersim.training.pricing import OperationTimes, collective_s, operation_times
 from clustersim.training.terms import STEP_TERMS, StepTerms, TermTimes, step_term
 from clustersim.workload.ops import Operation, OpKind, head_operations, layer_operations
 from clustersim.workload.transformer import Transformer
@@ -45,77 +46,7 @@ FloatArray = npt.NDArray[np.float64]
 
 ACT_BYTES = 2.0  # activations and TP/PP messages in 16 bits (FP8 runs too)
 OPTIMIZER_BYTES_PER_PARAM = 30.0  # Adam: read grad, master, m, v (16); write master, m, v (12), weight (2)
-EXPERT_GEMMS = "experts"  # the grouped GEMMs of the routed and shared experts
 ATTENTION_NAMES = frozenset({"attention core", "attention scores"})  # what selective recompute repeats
-
-
-@dataclass(frozen=True)
-class OperationTimes:
-    """Seconds of one operation per layer (or per head) and micro-batch, forward and backward."""
-
-    name: str
-    forward_s: FloatArray
-    backward_s: FloatArray
-    in_head: bool  # the output head (last pipeline stage) rather than every layer
-
-
-def operation_times(
-    ops: list[Operation],
-    system: System,
-    eff: FamilyEfficiency,
-    precision: Dtype,
-    *,
-    in_head: bool = False,
-    kernel_efficiency: float = 1.0,
-) -> list[OperationTimes]:
-    """Roofline time of each operation: GEMMs at the size-dependent fraction of the precision's peak,
-    the attention core at its own fraction of the 16-bit peak (both times the software's
-    ``kernel_efficiency``), memory traffic at the achieved HBM bandwidth."""
-    half = system.peak_flop_per_s(Dtype.FP16 if precision is Dtype.FP16 else Dtype.BF16)
-    gemm_peak = half
-    if precision is Dtype.FP8:
-        gemm_peak = system.peak_flop_per_s(Dtype.FP8) * eff.fp8_efficiency_ratio
-    hbm = system.memory_bandwidth_bytes_per_s * eff.memory_efficiency
-    out = []
-    for op in ops:
-        if op.kind is OpKind.GEMM:
-            forward = op.flop / (gemm_peak * eff.gemm_fraction(np.maximum(op.gemm_flop, 1.0)) * kernel_efficiency)
-            if op.name == EXPERT_GEMMS:  # one slice per local expert and matrix
-                forward = forward + op.flop / np.maximum(op.gemm_flop, 1.0) * eff.expert_gemm_s
-        elif op.kind is OpKind.ATTENTION:
-            forward = op.flop / (half * eff.gemm_max * eff.attention * kernel_efficiency)
-        else:
-            forward = op.bytes / hbm
-        out.append(OperationTimes(op.name, forward, op.backward_ratio * forward, in_head))
-    return out
-
-
-def collective_s(
-    system: System,
-    cost: CollectiveCost,
-    op: Op,
-    size_bytes: npt.ArrayLike,
-    num_ranks: npt.ArrayLike,
-    stride: npt.ArrayLike,
-    where: npt.ArrayLike = True,
-) -> FloatArray:
-    """Time of one collective per layout where ``where`` holds (0 elsewhere and for a group of one rank).
-
-    Layouts whose groups have the same shape share one vectorized call.
-    """
-    sizes = np.asarray(size_bytes, dtype=float)
-    out = np.zeros(sizes.shape)
-    num_ranks = np.broadcast_to(np.asarray(num_ranks, np.int64), sizes.shape)
-    wanted = np.broadcast_to(np.asarray(where, dtype=bool), sizes.shape) & (num_ranks > 1)
-    if not wanted.any():  # no layout has this collective (e.g. no ZeRO-3): nothing to price
-        return out
-    stride = np.broadcast_to(np.asarray(stride, np.int64), sizes.shape)
-    for ranks, step in {(int(r), int(s)) for r, s in zip(num_ranks[wanted], stride[wanted], strict=True)}:
-        fabric = system.group_fabric(ranks, step)
-        assert fabric is not None
-        mask = (num_ranks == ranks) & (stride == step) & wanted
-        out[mask] = cost.time_s(op, sizes[mask], fabric)
-    return out
 
 
 T = TypeVar("T")

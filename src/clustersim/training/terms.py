@@ -19,7 +19,7 @@ import numpy.typing as npt
 from clustersim.errors import ClusterSimError
 
 if TYPE_CHECKING:
-    from clustersim.training.step import OperationTimes
+    from clustersim.training.pricing import OperationTimes
 
 FloatArray = npt.NDArray[np.float64]
 

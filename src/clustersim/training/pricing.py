@@ -1,0 +1,97 @@
+"""What one step's pieces cost on the hardware, per layout: the roofline time of each operation and
+the time of a collective on the group's fabric (through the ``CollectiveCost`` interface)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from clustersim.catalog.schema import Dtype
+from clustersim.compute.efficiency import FamilyEfficiency
+from clustersim.network.collectives import Op
+from clustersim.network.cost import CollectiveCost
+from clustersim.system import System
+from clustersim.workload.ops import Operation, OpKind
+
+FloatArray = npt.NDArray[np.float64]
+
+EXPERT_GEMMS = "experts"  # the grouped GEMMs of the routed and shared experts
+
+
+@dataclass(frozen=True)
+class OperationTimes:
+    """Seconds of one operation per layer (or per head) and micro-batch, forward and backward."""
+
+    name: str
+    forward_s: FloatArray
+    backward_s: FloatArray
+    in_head: bool  # the output head (last pipeline stage) rather than every layer
+
+
+def operation_times(
+    ops: list[Operation],
+    system: System,
+    eff: FamilyEfficiency,
+    precision: Dtype,
+    *,
+    in_head: bool = False,
+    kernel_efficiency: float = 1.0,
+) -> list[OperationTimes]:
+    """Roofline time of each operation: GEMMs at the size-dependent fraction of the precision's peak,
+    the attention core at its own fraction of the 16-bit peak (both times the software's
+    ``kernel_efficiency``), memory traffic at the achieved HBM bandwidth."""
+    half = system.peak_flop_per_s(Dtype.FP16 if precision is Dtype.FP16 else Dtype.BF16)
+    gemm_peak = half
+    if precision is Dtype.FP8:
+        gemm_peak = system.peak_flop_per_s(Dtype.FP8) * eff.fp8_efficiency_ratio
+    hbm = system.memory_bandwidth_bytes_per_s * eff.memory_efficiency
+    out = []
+    for op in ops:
+        if op.kind is OpKind.GEMM:
+            forward = op.flop / (gemm_peak * eff.gemm_fraction(np.maximum(op.gemm_flop, 1.0)) * kernel_efficiency)
+            if op.name == EXPERT_GEMMS:  # one slice per local expert and matrix
+                forward = forward + op.flop / np.maximum(op.gemm_flop, 1.0) * eff.expert_gemm_s
+        elif op.kind is OpKind.ATTENTION:
+            forward = op.flop / (half * eff.gemm_max * eff.attention * kernel_efficiency)
+        else:
+            forward = op.bytes / hbm
+        out.append(OperationTimes(op.name, forward, op.backward_ratio * forward, in_head))
+    return out
+
+
+def collective_s(
+    system: System,
+    cost: CollectiveCost,
+    op: Op,
+    size_bytes: npt.ArrayLike,
+    num_ranks: npt.ArrayLike,
+    stride: npt.ArrayLike,
+    where: npt.ArrayLike = True,
+) -> FloatArray:
+    """Time of one collective per layout where ``where`` holds (0 elsewhere and for a group of one rank).
+
+    Layouts whose groups have the same shape share one vectorized call; one layout (every argument
+    of one element, as a single estimate has) takes one call without masks.
+    """
+    sizes = np.asarray(size_bytes, dtype=float)
+    ranks = np.asarray(num_ranks, np.int64)
+    wanted = np.asarray(where, dtype=bool) & (ranks > 1)
+    if not wanted.any():  # no layout has this collective (e.g. no ZeRO-3): nothing to price
+        return np.zeros(sizes.shape)
+    strides = np.asarray(stride, np.int64)
+    if sizes.size == 1 and ranks.size == 1 and strides.size == 1:
+        fabric = system.group_fabric(int(ranks.flat[0]), int(strides.flat[0]))
+        assert fabric is not None
+        return np.asarray(cost.time_s(op, sizes.reshape(1), fabric), dtype=np.float64).reshape(sizes.shape)
+    out = np.zeros(sizes.shape)
+    ranks = np.broadcast_to(ranks, sizes.shape)
+    wanted = np.broadcast_to(wanted, sizes.shape)
+    strides = np.broadcast_to(strides, sizes.shape)
+    for group, step in {(int(r), int(s)) for r, s in zip(ranks[wanted], strides[wanted], strict=True)}:
+        fabric = system.group_fabric(group, step)
+        assert fabric is not None
+        mask = (ranks == group) & (strides == step) & wanted
+        out[mask] = cost.time_s(op, sizes[mask], fabric)
+    return out
