@@ -27,6 +27,21 @@ def test_a_flow_limited_elsewhere_leaves_the_rest_to_the_others():
     assert _rates([(0, 0, 1.0), (1, 0, 1.0), (1, 1, 1.0), (2, 1, 1.0)], [1.0, 3.0], 3) == pytest.approx([0.5, 0.5, 2.5])
 
 
+def test_local_bottleneck_rounds_give_the_same_allocation_in_fewer_rounds():
+    # Link k (capacity k + 1) carries flows 2k and 2k + 1, and flow 10 crosses links 0 and 4: five
+    # distinct levels, so filling level by level takes five rounds; the four untouched links and
+    # link 0 are local bottlenecks at once, then link 4.
+    entries = [(2 * k + i, k, 1.0) for k in range(5) for i in range(2)] + [(10, 0, 1.0), (10, 4, 1.0)]
+    f, r, w = (np.array(x) for x in zip(*entries, strict=True))
+    cap = np.arange(1.0, 6.0)
+    plain, plain_rounds = max_min_rates(f, r, w.astype(float), cap, 11, global_rounds=100)
+    local, local_rounds = max_min_rates(f, r, w.astype(float), cap, 11, global_rounds=0)
+    # Link 0: three flows at 1/3; link 4: flow 10 at 1/3 leaves 14/3 for two: 7/3 each.
+    assert plain == pytest.approx([1 / 3, 1 / 3, 1, 1, 1.5, 1.5, 2, 2, 7 / 3, 7 / 3, 1 / 3])
+    assert local == pytest.approx(plain)
+    assert (plain_rounds, local_rounds) == (5, 2)
+
+
 def test_a_striped_flow_loads_each_stripe_by_its_weight():
     # Flow 0 is split evenly over links 0 and 1 (weight 1/2 each); flow 1 uses link 1 alone (capacity 1).
     # Link 1 fills when x/2 + x = 1: both at 2/3. Link 0 (capacity 10) then still has room, but flow 0
@@ -39,6 +54,7 @@ def test_a_flow_on_no_resource_is_refused():
         max_min_rates(np.array([0]), np.array([0]), np.array([1.0]), np.array([1.0]), 2)
 
 
+@pytest.mark.parametrize("global_rounds", [0, 1, 100])
 @settings(max_examples=40, deadline=None)
 @given(
     st.integers(1, 12).flatmap(
@@ -49,14 +65,17 @@ def test_a_flow_on_no_resource_is_refused():
         )
     )
 )
-def test_rates_are_feasible_and_every_flow_has_a_bottleneck(case: tuple[int, list[list[int]], list[float]]):
+def test_rates_are_feasible_and_every_flow_has_a_bottleneck(
+    global_rounds: int, case: tuple[int, list[list[int]], list[float]]
+):
     """Max-min fairness: no resource is over capacity, and every flow crosses a full resource on which
-    no other flow is faster (so it cannot grow without shrinking a flow that is no faster)."""
+    no other flow is faster (so it cannot grow without shrinking a flow that is no faster); filling
+    level by level, by local bottlenecks from the start, or switching after one round."""
     n, paths, capacity = case
     f = np.array([i for i, p in enumerate(paths) for _ in p], dtype=np.int64)
     r = np.array([x for p in paths for x in p], dtype=np.int64)
     cap = np.array(capacity)
-    rate, _ = max_min_rates(f, r, np.ones(f.size), cap, n)
+    rate, _ = max_min_rates(f, r, np.ones(f.size), cap, n, global_rounds=global_rounds)
     load = np.bincount(r, weights=rate[f], minlength=cap.size)
     assert np.all(load <= cap * (1 + 1e-9))
     for i, path in enumerate(paths):

@@ -1,13 +1,13 @@
 """Max-min fair rates by progressive filling, vectorized over a sparse flow x resource incidence.
 
-All unfrozen flows grow at the same pace; each round finds the resource that fills first (its
-remaining capacity over the weighted number of unfrozen flows on it), raises every unfrozen flow by
-that much, and freezes the flows of every resource that is now full. The weighted count of growing
-flows per resource is kept up to date by subtracting the entries of the flows just frozen, so a
-round costs O(resources in use) plus the entries it freezes: O(entries + rounds x resources) in all,
-with as many rounds as distinct bottleneck levels (one or two on a symmetric collective). The result
-is the unique max-min fair allocation: no flow can grow without shrinking one that is no faster.
-"""
+Progressive filling raises every unfrozen flow together and freezes the flows of each resource as
+it fills. Done one bottleneck level at a time, a fabric with many distinct levels (ECMP's hash
+collisions make hundreds) needs as many rounds; so after a few such rounds (all a symmetric
+collective needs) each round freezes every resource that is a local bottleneck at once
+(``_local_rounds``): a few ``np.bincount`` / ``np.minimum.reduceat`` passes over the unfrozen
+entries (sorted by flow once, in ``prepare``), with rounds as deep as the chain of bottlenecks,
+not as many as the levels. The result is the unique max-min fair allocation: no flow can grow
+without shrinking one that is no faster."""
 
 from __future__ import annotations
 
@@ -72,7 +72,13 @@ def _distinct(values: IntArray, size: int) -> IntArray:
 
 
 def max_min_rates(
-    flow: IntArray, resource: IntArray, weight: FloatArray, capacity: FloatArray, num_flows: int
+    flow: IntArray,
+    resource: IntArray,
+    weight: FloatArray,
+    capacity: FloatArray,
+    num_flows: int,
+    *,
+    global_rounds: int | None = None,
 ) -> tuple[FloatArray, int]:
     """Rates (bytes/s) of ``num_flows`` flows and the number of filling rounds.
 
@@ -80,11 +86,21 @@ def max_min_rates(
     numbered ``0..num_flows-1`` and each must touch at least one resource.
     """
     prepared = prepare(flow, resource, weight, num_flows, capacity.size)
-    return solve(prepared, np.ones(num_flows, dtype=bool), capacity)
+    rounds = GLOBAL_ROUNDS if global_rounds is None else global_rounds
+    return solve(prepared, np.ones(num_flows, dtype=bool), capacity, global_rounds=rounds)
 
 
-def solve(p: Prepared, active: BoolArray, capacity: FloatArray) -> tuple[FloatArray, int]:
-    """Max-min rates of the ``active`` flows of ``p`` (0 for the others) and the filling rounds."""
+GLOBAL_ROUNDS = 3  # rounds of the plain algorithm before switching to local bottlenecks
+
+
+def solve(
+    p: Prepared, active: BoolArray, capacity: FloatArray, *, global_rounds: int = GLOBAL_ROUNDS
+) -> tuple[FloatArray, int]:
+    """Max-min rates of the ``active`` flows of ``p`` (0 for the others) and the filling rounds.
+
+    The first ``global_rounds`` rounds fill to the lowest level everywhere (cheap, and enough for a
+    symmetric collective); if flows are still growing, ``_local_rounds`` finishes the job.
+    """
     rate = np.zeros(p.num_flows)
     rows = np.flatnonzero(active)
     if not rows.size:
@@ -96,6 +112,10 @@ def solve(p: Prepared, active: BoolArray, capacity: FloatArray) -> tuple[FloatAr
     growing = active.copy()
     level, rounds = 0.0, 0
     while busy.size:
+        if rounds == global_rounds:
+            remaining -= load * level  # the growing flows' share so far, then finish locally
+            left = _rows(p.flow_ptr, None, np.flatnonzero(growing))
+            return _local_rounds(p, left, remaining, rate, level, rounds)
         rounds += 1
         # ``remaining``: capacity less the frozen flows' load; the growing flows all run at ``level``.
         level = max(level, float((np.maximum(remaining[busy], 0.0) / load[busy]).min()))
@@ -111,4 +131,37 @@ def solve(p: Prepared, active: BoolArray, capacity: FloatArray) -> tuple[FloatAr
         remaining[touched] -= frozen_load * level
         load[full] = 0.0
         busy = busy[load[busy] > LOAD_TOL]
+    return rate, rounds
+
+
+def _local_rounds(
+    p: Prepared, entries: IntArray, remaining: FloatArray, rate: FloatArray, base: float, rounds: int
+) -> tuple[FloatArray, int]:
+    """Finish from flows all at ``base`` (``remaining``: capacity less everything given so far).
+
+    Each round gives every resource its fair level (capacity left over the weighted count of its
+    unfrozen flows) and freezes, at once, every resource that is a local bottleneck: none of its
+    flows crosses a resource with a lower level. Levels only rise as other flows freeze, so such a
+    resource's flows can never get less, and the resource fills at its level: they get exactly that.
+    The lowest resource always qualifies, so each round makes progress; rounds are as many as the
+    chain of bottlenecks is deep, where filling level by level takes one per distinct level.
+    """
+    while entries.size:
+        rounds += 1
+        f, r, w = p.flow[entries], p.resource[entries], p.weight[entries]
+        load = np.bincount(r, weights=w, minlength=p.num_resources)
+        level = np.maximum(remaining[r], 0.0) / load[r]  # per entry: its resource's extra fair level
+        starts = np.concatenate([[True], f[1:] != f[:-1]])
+        first = np.flatnonzero(starts)
+        segment = np.cumsum(starts) - 1
+        lowest = np.minimum.reduceat(level, first)  # per flow: its lowest level
+        undercut = lowest[segment] < level * (1 - REL_TOL)
+        blocked = np.zeros(p.num_resources, dtype=bool)
+        blocked[r[undercut]] = True
+        frozen = np.zeros(first.size, dtype=bool)
+        frozen[segment[~blocked[r]]] = True
+        rate[f[first[frozen]]] = base + lowest[frozen]
+        done = frozen[segment]
+        remaining -= np.bincount(r[done], weights=w[done] * lowest[segment[done]], minlength=p.num_resources)
+        entries = entries[~done]
     return rate, rounds
