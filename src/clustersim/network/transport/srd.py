@@ -153,7 +153,7 @@ class SrdFlow(MessageFlow):
             self.flow,
             self.rto_ps,
         )
-        inflight, cwnd, sent = self._inflight, self.cwnd, 0
+        inflight, cwnd, sent, multipath = self._inflight, self.cwnd, 0, self.num_paths > 1
         while inflight < cwnd:
             if retx:
                 i = retx.popleft()
@@ -165,7 +165,7 @@ class SrdFlow(MessageFlow):
                 self._next_new = i + 1
             else:
                 break
-            path = self._choose_path()
+            path = self._choose_path() if multipath else 0
             seq = base + i
             attempt = attempts[i]
             busy = busy_until[uplink]
@@ -320,5 +320,5 @@ class SrdFlow(MessageFlow):
             packet[5],
             (tag & 0xFFFF) | (cum << CUM_SHIFT),
         )
-        follow = self.net.hop(now_ps, ack)
-        return list(follow) if follow else None
+        self.net.hop(now_ps, ack)  # a route has ports: the hop schedules its own event, returns none
+        return None
