@@ -360,11 +360,16 @@ def collective_time_s(
 ) -> FloatArray:
     """Only the time of the fastest candidate at each size (what ``predict_collective`` picks), in one
     array expression over candidates x sizes (``candidate_time_s`` for all candidates at once)."""
-    sizes = np.maximum(np.atleast_1d(np.asarray(size_bytes, dtype=np.float64)), 1.0)
     cal = default_calibration() if cal is None else cal
     if cal is DEFAULT_CALIBRATION:
         latency, algbw, half = default_candidate_arrays(op, fabric)
     else:
         latency, algbw, half = candidate_arrays(op, fabric, cal)
+    sizes = np.asarray(size_bytes, dtype=np.float64)
+    if sizes.size == 1:  # one size (a single estimate): the candidates as one column, fewer array calls
+        size = max(float(sizes.flat[0]), 1.0)
+        column = latency[:, 0] + size / algbw[:, 0] * (1.0 + (half[:, 0] / size) ** cal.ramp_exponent)
+        return np.array([column.min()])
+    sizes = np.maximum(np.atleast_1d(sizes), 1.0)
     times = latency + sizes / algbw * (1.0 + (half / sizes) ** cal.ramp_exponent)
     return np.asarray(times.min(axis=0), dtype=np.float64)

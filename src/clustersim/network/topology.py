@@ -10,7 +10,7 @@ topology down to rails and tiers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from clustersim.catalog.registry import Catalog
 from clustersim.catalog.schema import Accelerator, Cluster, Domain, FormFactor, Instance, Kind, Network, Switch
@@ -63,6 +63,9 @@ class Topology:
     network_latency_s: float = 0.0
     network_ll_protocols: bool = True
     network_flush: bool = False
+    _fabrics: dict[tuple[int, int], Fabric] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False
+    )  # group_fabric's answers: a planner asks for the same few groups over and over
 
     def __post_init__(self) -> None:
         if self.num_devices < 1:
@@ -97,6 +100,12 @@ class Topology:
         """
         if num_ranks <= 1:
             return None
+        known = self._fabrics.get((num_ranks, stride))
+        if known is None:
+            known = self._fabrics[num_ranks, stride] = self._group_fabric(num_ranks, stride)
+        return known
+
+    def _group_fabric(self, num_ranks: int, stride: int) -> Fabric:
         per_node = max(1, min(num_ranks, self.scaleup_devices // max(stride, 1)))
         return Fabric(
             name=f"{num_ranks} ranks of {self.name}",
