@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from clustersim.network.collectives import Algorithm, Op, busbw_factor
 from clustersim.network.flowsim.collectives import CollectiveFlows, collective_flows
@@ -39,7 +40,7 @@ class CollectiveResult:
     extrapolated: bool
     link_utilization: FloatArray  # per network link: time-averaged over the simulated window
     link_peak_utilization: FloatArray  # per network link: highest instantaneous load / capacity
-    link_tier: npt_int8  # per network link
+    link_tier: npt.NDArray[np.int8]  # per network link
     tier_utilization: dict[str, float]  # mean time-averaged utilization of the links used, per tier
     hottest_links: list[tuple[str, float]]
     binding_tier: str
@@ -81,9 +82,6 @@ class CollectiveResult:
             "num_events": self.num_events,
             "num_rounds": self.num_rounds,
         }
-
-
-npt_int8 = Any  # numpy int8 array (kept loose for the dataclass annotation)
 
 
 def simulate_collective(
