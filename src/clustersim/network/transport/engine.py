@@ -6,7 +6,8 @@ priority run in the order they were scheduled, which makes a run byte-identical 
 is called as ``handler(time_ps, arg)`` and returns its follow-up events as ``(time_ps, priority,
 handler, arg)`` tuples (or ``None``); the packet hop handlers, the inner loop, push theirs straight
 onto ``heap``. Packets are plain tuples: no object is made per packet beyond the
-tuples the heap holds.
+tuples the heap holds. Random draws come from generators keyed by (seed, key) (``rng_for``: one per
+port's loss, one per port's background), so they do not depend on the order handlers run in.
 """
 
 from __future__ import annotations
