@@ -101,18 +101,21 @@ class RcFlow(MessageFlow):
 
     def _pump(self, now_ps: int) -> list[Event]:
         events: list[Event] = []
-        net, window = self.net, self.params.window
-        while self.snd_nxt < self._end and self.snd_nxt - self.snd_una < window:
-            seq = self.snd_nxt
+        hop, route, flow, end = self.net.hop, self.route, self.flow, self._end
+        seq, limit, full = (
+            self.snd_nxt,
+            min(end, self.snd_una + self.params.window),
+            self.payload_bytes + self.header_bytes,
+        )
+        while seq < limit:
             if seq < self.high_sent:
                 self.retransmissions += 1
             else:
                 self.high_sent = seq + 1
-            follow = net.hop(now_ps, (self.flow, DATA, seq, self.wire_bytes(seq), self.route, now_ps, 0))
-            if follow:
-                events.extend(follow)
+            hop(now_ps, (flow, DATA, seq, full if seq < end - 1 else self.wire_bytes(seq), route, now_ps, 0))
             self.packets_sent += 1
-            self.snd_nxt = seq + 1
+            seq += 1
+        self.snd_nxt = seq
         if not self._timer_armed and self.snd_una < self._end:
             self._timer_armed = True
             events.append((self._deadline, TIMER_PRIORITY, self._timer, None))
@@ -156,5 +159,5 @@ class RcFlow(MessageFlow):
             kind = NAK
         else:
             kind = ACK  # a duplicate: acknowledge again
-        follow = self.net.hop(now_ps, (self.flow, kind, self.epsn, ACK_BYTES, self.back_route, stamp, 0))
-        return list(follow) if follow else None
+        self.net.hop(now_ps, (self.flow, kind, self.epsn, ACK_BYTES, self.back_route, stamp, 0))
+        return None  # a route has ports: the hop schedules its own event

@@ -116,9 +116,8 @@ class TcpFlow(MessageFlow):
             self.retransmissions += 1
         else:
             self.high_sent = seq + 1
-        follow = self.net.hop(now_ps, (self.flow, DATA, seq, self.wire_bytes(seq), self.route, now_ps, 0))
-        if follow:
-            events.extend(follow)
+        size = self.payload_bytes + self.header_bytes if seq < self._end - 1 else self.wire_bytes(seq)
+        self.net.hop(now_ps, (self.flow, DATA, seq, size, self.route, now_ps, 0))  # schedules its own event
         self.packets_sent += 1
 
     def _pump(self, now_ps: int) -> list[Event]:
@@ -214,5 +213,5 @@ class TcpFlow(MessageFlow):
                 self.rcv_nxt += 1
         elif seq > self.rcv_nxt:
             self._ooo.add(seq)
-        follow = self.net.hop(now_ps, (self.flow, ACK, self.rcv_nxt, ACK_BYTES, self.back_route, stamp, 0))
-        return list(follow) if follow else None
+        self.net.hop(now_ps, (self.flow, ACK, self.rcv_nxt, ACK_BYTES, self.back_route, stamp, 0))
+        return None  # a route has ports: the hop schedules its own event
