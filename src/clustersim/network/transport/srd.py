@@ -119,6 +119,22 @@ class SrdFlow(MessageFlow):
         self._next_new = 0
         self._num_acked = 0
         self._cum = 0
+        full, last = self.payload_bytes + self.header_bytes, self._end - 1
+        # what _pump reads on every call and only changes per message, unpacked there in one go
+        self._ctx = (
+            self.routes[0][0],
+            self.net.busy_until,
+            self.net.hop,
+            full,
+            last,
+            self._base,
+            n,
+            self._retx,
+            self._acked,
+            self._attempt,
+            self._path_of,
+            self._deadlines,
+        )
         return self._pump(now_ps)
 
     def _choose_path(self) -> int:
@@ -137,15 +153,7 @@ class SrdFlow(MessageFlow):
 
     def _pump(self, now_ps: int) -> list[Event]:
         events: list[Event] = []
-        uplink, busy_until, hop = self.routes[0][0], self.net.busy_until, self.net.hop
-        full, last, base, n = self.payload_bytes + self.header_bytes, self._end - 1, self._base, self._end - self._base
-        retx, acked, attempts, path_of, deadlines = (
-            self._retx,
-            self._acked,
-            self._attempt,
-            self._path_of,
-            self._deadlines,
-        )
+        uplink, busy_until, hop, full, last, base, n, retx, acked, attempts, path_of, deadlines = self._ctx
         path_inflight, path_packets, routes, flow, rto_ps = (
             self.path_inflight,
             self.path_packets,
