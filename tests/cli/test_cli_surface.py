@@ -36,7 +36,18 @@ JSON_CASES = {
         *("--compare", "p5e.48xlarge", "--json"),
     ],
     "serve": ["serve", "llama2-70b", "--tp", "8", "--json"],
+    "train --storage": [
+        *("train", "llama3-8b", "--instance", "p5.48xlarge", "--nodes", "1", "--tp", "8", "--pp", "1"),
+        *("--storage", "fsx:PERSISTENT_2-1000:2400GiB", "--json"),
+    ],
+    "storage checkpoint": ["storage", "checkpoint", "llama3-8b", "--nodes", "2", "--json"],
+    "storage striping": ["storage", "striping", "--json"],
+    "reliability": ["reliability", "--work", "1d", "--runs", "100", "--json"],
     "serve --compare": ["serve", "llama2-70b", "--tp", "8", "--compare", "p5e.48xlarge", "--json"],
+    "transport compare": ["transport", "compare", "--message", "64K", "--messages", "3", "--paths", "2", "--json"],
+    "transport datapath": ["transport", "datapath", "--instance", "p4d.24xlarge", "--message", "4K", "--json"],
+    "fabric simulate": ["fabric", "simulate", "--nodes", "2", "--fabric-hosts", "64", "--size", "1M", "--json"],
+    "fabric compare": ["fabric", "compare", "--nodes", "2", "--fabric-hosts", "64", "--size", "1M", "--json"],
 }
 
 
@@ -116,5 +127,18 @@ def test_json_keys_are_as_recorded(current, case):
 
 def test_every_command_is_in_the_snapshot():
     top = typer.main.get_command(app)
-    assert set(top.commands) == {"collective", "hw", "models", "serve", "train", "validate"}
+    assert set(top.commands) == {
+        "collective",
+        "fabric",
+        "hw",
+        "models",
+        "reliability",
+        "serve",
+        "storage",
+        "train",
+        "transport",
+        "validate",
+    }
+    assert set(top.commands["storage"].commands) == {"checkpoint", "striping"}
     assert set(top.commands["hw"].commands) == {"list", "show", "compare"}
+    assert set(top.commands["transport"].commands) == {"compare", "sweep", "incast", "ring", "datapath"}

@@ -12,6 +12,7 @@ import typer
 from clustersim import __version__
 from clustersim.cli.collective import collective_command
 from clustersim.cli.common import LightGroup
+from clustersim.cli.fabric import fabric_app
 from clustersim.cli.hw import hw_app
 from clustersim.cli.models import models_command
 from clustersim.cli.reliability import reliability_command
@@ -31,6 +32,7 @@ app = typer.Typer(
     cls=LightGroup,
 )
 app.add_typer(hw_app, name="hw")
+app.add_typer(fabric_app, name="fabric")
 app.add_typer(transport_app, name="transport")
 app.command("collective")(collective_command)
 app.command("models")(models_command)
