@@ -16,7 +16,7 @@ Ranks are the job's GPUs, host by host (host ``i`` of the placement holds ranks 
   GPU to that host, on its own rails) and a GPU's round waits for its previous round. The
   NVLink part goes alongside round 1.
 
-Only the first ``max_steps`` ring steps (or ``max_rounds`` all-to-all rounds, evenly spread) are
+Only the first ``max_steps`` ring steps (or ``max_steps`` all-to-all rounds, evenly spread) are
 simulated; ``CollectiveFlows`` says how many stand for how many, and ``results`` extrapolates the
 remainder at the pace of the last simulated step (exact when every step takes as long). The tree's
 pieces overlap in a pipeline, so its remaining pieces go at the pipeline's steady pace: the busiest
@@ -269,9 +269,10 @@ def _alltoall(tree: FatTree, hosts: IntArray, size: float, max_rounds: int) -> C
     g, num = tree.spec.gpus_per_host, hosts.size
     n = num * g
     total = max(num - 1, 1)
-    picked: list[int] | IntArray = (
-        np.unique(np.linspace(1, total, min(max_rounds, total)).round().astype(np.int64)) if num > 1 else []
-    )
+    count = min(max_rounds, total)
+    # Shifts 1, 1 + total / count, ...: spread over the rounds (all of them when count == total), not
+    # bunched at the ends, where a shift of 1 or total is a neighbour on the same leaf.
+    picked: list[int] | IntArray = 1 + (np.arange(count) * total) // count if num > 1 else []
     src_l, dst_l, size_l, group_l = [], [], [], []
     gpus = (hosts[:, None] * g + np.arange(g)[None, :]).reshape(-1)
     if g > 1:  # the NVLink part: every GPU to the other GPUs of its host
