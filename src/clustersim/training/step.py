@@ -351,11 +351,14 @@ def _recompute(ctx: StepContext) -> TermTimes:
 
 @step_term("pipeline bubble", "the pipeline bubble: more micro-batches or interleaving shrink it")
 def _bubble(ctx: StepContext) -> TermTimes:
-    """The bubble idles for (pp - 1) / vp micro-batch times, communication on the critical path included."""
+    """The bubble idles for (pp - 1) / vp micro-batch times of the stages before the last (the output head
+    runs on the last stage only, inside its own m micro-batches), communication on the critical path included."""
     share = (ctx.lay.pp.astype(float) - 1) / ctx.lay.vp.astype(float)
+    head = sum((t.forward_s + t.backward_s for t in ctx.head), np.zeros_like(ctx.tokens))
     per_mb = (
         ctx.fwd_mb
         + ctx.bwd_mb
+        - head
         + ctx.rec_mb
         + ctx.tp_mb.exposed_s
         + ctx.cp_mb.exposed_s
