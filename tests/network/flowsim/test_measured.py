@@ -1,12 +1,10 @@
-"""The sim cost model against measured p5 nccl-tests busbw (../shared/validation/collectives.jsonl)."""
+"""The sim cost model against measured p5 nccl-tests busbw (the bundled copy of collectives.jsonl)."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
-import pytest
 
 from clustersim.catalog.registry import load_catalog
 from clustersim.network.collectives import Op
@@ -14,11 +12,11 @@ from clustersim.network.cost import ANALYTIC
 from clustersim.network.flowsim.collectives import SUPPORTED
 from clustersim.network.flowsim.cost import SIM
 from clustersim.network.topology import fabric_for_instance
+from clustersim.validation.cases import bundled_dir
 
-CASES = Path(__file__).resolve().parents[4] / "shared" / "validation" / "collectives.jsonl"
+CASES = bundled_dir() / "collectives.jsonl"
 
 
-@pytest.mark.skipif(not CASES.exists(), reason="shared validation data not present")
 def test_the_simulator_reproduces_measured_p5_busbw_as_well_as_the_analytic_model_where_both_run_it():
     """p5 at 2 to 4 nodes, on the cases where the analytic model picks an algorithm the simulator
     runs (ring, tree, pairwise): the median |log(predicted / measured)| busbw of the sim cost is
