@@ -93,6 +93,7 @@ def test_auto_interval_waits_for_a_slow_drain():
     assert out.time_s == pytest.approx(min(at(daly), at(timing.drain_s)))
     assert out.failures.run.interval_s in (pytest.approx(daly), pytest.approx(timing.drain_s))
     assert out.failures.storage_cost_usd is None  # no price given
+    assert out.cost_usd == pytest.approx(base.cost_usd * out.time_s / base.time_s, rel=1e-12)  # and none added
 
 
 def test_burst_credits_shorten_the_stall_when_the_interval_refills_them():
@@ -110,3 +111,16 @@ def test_burst_credits_shorten_the_stall_when_the_interval_refills_them():
     assert often.failures.run.checkpoint_s == pytest.approx(burst_s + (size - 12e9 * burst_s) / 3e9)
     auto = with_failures(base, SYSTEM, Resilience(checkpoint=timing, rate=RATES["llama3"]))
     assert auto.failures.run.checkpoint_s < timing.save.time_s  # the chosen interval leaves credits to burst
+
+
+def test_the_auto_interval_is_dalys_for_the_stall_that_interval_leaves():
+    """With burst credits the stall depends on the interval: the chosen interval is Daly's optimum for
+    the stall it leaves (a fixed point), shorter than Daly's for a save at the baseline."""
+    base = job_totals(SYSTEM, JOB, STEP_S, "on_demand")
+    slow = parse_storage(CATALOG, "fsx:PERSISTENT_2-125:24000GiB")
+    timing = plan_checkpoint(MODEL, slow, instance=SYSTEM.instance, num_nodes=64, devices_per_node=8)
+    auto = with_failures(base, SYSTEM, Resilience(checkpoint=timing, rate=RATES["llama3"]))
+    mtbf = job_mtbf_s(RATES["llama3"], num_devices=512, num_nodes=64)
+    tau = auto.failures.run.interval_s
+    assert tau == pytest.approx(daly_interval_s(timing.stall_at(tau), mtbf), rel=1e-6)
+    assert tau < 0.9 * daly_interval_s(timing.stall_s, mtbf)
