@@ -1,104 +1,37 @@
 """The catalog's entry types: accelerators, links, switches, scale-up domains, network parts,
-instances, storage and cluster templates. Every number is a sourced ``Figure``."""
+instances, storage (``storage_schema``) and cluster templates. Every number is a sourced ``Figure``."""
 
 from __future__ import annotations
 
-import datetime as dt
-import math
-import re
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
+from clustersim.catalog.entry import Entry as Entry
+from clustersim.catalog.entry import require_basis
 from clustersim.catalog.figures import (
     Basis,
     BitsPerSFigure,
     BytesFigure,
     BytesPerSFigure,
-    Choices,
-    Confidence,
     CountFigure,
     Fact,
-    Figure,
     Flag,
     FlopPerSFigure,
     Price,
-    Provenance,
     Record,
     SecondsFigure,
     WattsFigure,
 )
 from clustersim.catalog.kinds import Dtype as Dtype  # re-exported; defined stdlib-only for the command line
 from clustersim.catalog.kinds import Kind as Kind
-
-_ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-# Count figures that are whole numbers (the others, such as oversubscription, are ratios).
-_WHOLE = ("vcpus", "max_accelerators", "availability_zones", "network_layers")
-_AT_LEAST_ONE = ("oversubscription",)
-
-
-def _check_numbers(item: Any, path: str) -> None:
-    """Every figure of an entry is a positive finite number (a zero bandwidth or device count would turn
-    every estimate into inf or nan), counts are whole, prices and choices finite and positive."""
-    name = path.rsplit(".", 1)[-1].split("[")[0]
-    if isinstance(item, Figure):
-        if not (math.isfinite(item.value) and item.value > 0):
-            raise ValueError(f"{path}: must be a positive number, got {item.value:g}")
-        whole = name.startswith("num_") or name in _WHOLE
-        if isinstance(item, CountFigure) and whole and item.value != int(item.value):
-            raise ValueError(f"{path}: must be a whole number, got {item.value:g}")
-        if name in _AT_LEAST_ONE and item.value < 1:
-            raise ValueError(f"{path}: must be at least 1 (1 = non-blocking), got {item.value:g}")
-    elif isinstance(item, Price):
-        if item.usd_per_hour is not None and not math.isfinite(item.usd_per_hour):
-            raise ValueError(f"{path}.usd_per_hour: must be a finite price, got {item.usd_per_hour!r}")
-    elif isinstance(item, Choices):
-        if not all(math.isfinite(v) and v > 0 for v in item.values):
-            raise ValueError(f"{path}.values: must be positive finite numbers, got {list(item.values)!r}")
-    elif isinstance(item, BaseModel):
-        for field, value in item:
-            _check_numbers(value, f"{path}.{field}" if path else field)
-    elif isinstance(item, dict):
-        for key, value in item.items():
-            _check_numbers(value, f"{path}.{getattr(key, 'value', key)}")
-    elif isinstance(item, tuple):
-        for index, value in enumerate(item):
-            _check_numbers(value, f"{path}[{index}]")
-
-
-def _require_basis(figure: Figure | None, basis: Basis, field: str) -> None:
-    if figure is not None and figure.basis not in (None, basis):
-        raise ValueError(f"{field} must be a {basis.value} figure, got basis {figure.basis.value!r}")
-
-
-class Entry(Record):
-    """Fields every catalog entry has."""
-
-    kind: ClassVar[Kind]
-    id: str = Field(description="Unique lowercase id, e.g. 'h100-sxm'.")
-    name: str = Field(min_length=2, description="Human-readable name.")
-    aliases: tuple[str, ...] = Field((), description="Other names that find this entry (case-insensitive).")
-    description: str | None = Field(None, description="One sentence on what this is.")
-    notes: tuple[str, ...] = Field((), description="Commonly quoted figures that differ from ours, and why.")
-    preliminary: bool = Field(False, description="Announced, not yet shipped or measured figures.")
-
-    @field_validator("id")
-    @classmethod
-    def _check_id(cls, value: str) -> str:
-        if not _ID.match(value):
-            raise ValueError("an id is lowercase letters, digits, '.', '_' and '-', starting with a letter or digit")
-        return value
-
-    @model_validator(mode="after")
-    def _check_figures(self) -> Entry:
-        _check_numbers(self, "")
-        return self
-
-    def figures(self) -> dict[str, Figure]:
-        """Every top-level figure of the entry by field name (nested ones are reached by ``describe``)."""
-        return {name: value for name, value in self if isinstance(value, Figure)}
-
+from clustersim.catalog.storage_schema import DeploymentType as DeploymentType
+from clustersim.catalog.storage_schema import Storage as Storage
+from clustersim.catalog.storage_schema import StorageCategory as StorageCategory
+from clustersim.catalog.storage_schema import StorageClass as StorageClass
+from clustersim.catalog.storage_schema import StoragePrice as StoragePrice
+from clustersim.catalog.storage_schema import StripeLayout as StripeLayout
 
 # --- accelerators -----------------------------------------------------------------------------
 
@@ -144,13 +77,13 @@ class Accelerator(Entry):
     @model_validator(mode="after")
     def _check_bases(self) -> Accelerator:
         for dtype, figure in self.dense_flop_per_s.items():
-            _require_basis(figure, Basis.DENSE, f"dense_flop_per_s.{dtype.value}")
+            require_basis(figure, Basis.DENSE, f"dense_flop_per_s.{dtype.value}")
         for dtype, figure in self.sparse_flop_per_s.items():
-            _require_basis(figure, Basis.SPARSE, f"sparse_flop_per_s.{dtype.value}")
-        _require_basis(
+            require_basis(figure, Basis.SPARSE, f"sparse_flop_per_s.{dtype.value}")
+        require_basis(
             self.scaleup_bandwidth_per_direction_bytes_per_s, Basis.PER_DIRECTION, "scaleup_bandwidth_per_direction"
         )
-        _require_basis(
+        require_basis(
             self.scaleup_bandwidth_bidirectional_bytes_per_s, Basis.BIDIRECTIONAL, "scaleup_bandwidth_bidirectional"
         )
         if not self.dense_flop_per_s:
@@ -195,15 +128,15 @@ class Link(Entry):
 
     @model_validator(mode="after")
     def _check_bases(self) -> Link:
-        _require_basis(
+        require_basis(
             self.per_link_bandwidth_per_direction_bytes_per_s, Basis.PER_DIRECTION, "per_link_bandwidth_per_direction"
         )
-        _require_basis(
+        require_basis(
             self.per_device_bandwidth_per_direction_bytes_per_s,
             Basis.PER_DIRECTION,
             "per_device_bandwidth_per_direction",
         )
-        _require_basis(
+        require_basis(
             self.per_device_bandwidth_bidirectional_bytes_per_s,
             Basis.BIDIRECTIONAL,
             "per_device_bandwidth_bidirectional",
@@ -346,101 +279,6 @@ class Instance(Entry):
     local_nvme: LocalStorage | None = Field(None, description="Instance-store NVMe.")
     on_demand: Price | None = Field(None, description="On-demand price; usd_per_hour null = no on-demand offer.")
     capacity_block: Price | None = Field(None, description="EC2 Capacity Block price; null = no such offer.")
-
-
-# --- storage ----------------------------------------------------------------------------------
-
-
-class StorageCategory(StrEnum):
-    SERVICE = "service"
-    TIER = "tier"
-    LOCAL = "local"
-
-
-class DeploymentType(StrEnum):
-    SCRATCH_1 = "SCRATCH_1"
-    SCRATCH_2 = "SCRATCH_2"
-    PERSISTENT_1 = "PERSISTENT_1"
-    PERSISTENT_2 = "PERSISTENT_2"
-
-
-class StorageClass(StrEnum):
-    SSD = "ssd"
-    HDD = "hdd"
-
-
-class StripeLayout(Record):
-    """A default file layout (Lustre striping) and when it applies."""
-
-    applies_to: str = Field(description="Which file systems use it, e.g. 'created after 2020-12-18'.")
-    spec: str = Field(description="The layout as `lfs setstripe` arguments.")
-    source: str = Field(min_length=3, description="Citation.")
-    confidence: str = Field("verified", description="verified, secondary or recalled.")
-
-
-class StoragePrice(Record):
-    """A storage price per GB-month (AWS bills provisioned capacity by the GB-month, prorated by the second)."""
-
-    usd_per_gb_month: float = Field(gt=0, description="US dollars per GB (GiB as AWS bills it) of capacity per month.")
-    as_of: dt.date = Field(description="Date the price was read.")
-    region: str = Field(min_length=3, description="AWS region the price applies to.")
-    source: str = Field(min_length=3, description="Citation.")
-    provenance: Provenance = Field(Provenance.PRICE_LIST, description="Kind of source.")
-    confidence: Confidence = Field(Confidence.VERIFIED, description="How well the figure was checked.")
-    note: str | None = Field(None, description="Caveat.")
-
-
-class Storage(Entry):
-    """A shared file system service (client ceilings, striping), one of its deployment tiers, or an
-    instance's local NVMe ('local': per-drive rates; the instance gives the drives).
-
-    Per-TiB figures (``*_per_tib``) scale with the provisioned capacity in TiB.
-    """
-
-    kind: ClassVar[Kind] = Kind.STORAGE
-    category: StorageCategory = Field(description="'service' (client limits, layout) or 'tier'.")
-    service: str | None = Field(None, description="For a tier: the service id.")
-    deployment_type: DeploymentType | None = Field(None, description="FSx for Lustre deployment type.")
-    storage_class: StorageClass | None = Field(None, description="SSD or HDD.")
-    per_unit_storage_throughput_bytes_per_s_per_tib: BytesPerSFigure | None = Field(
-        None, description="The tier's label (PerUnitStorageThroughput), MB/s per TiB."
-    )
-    network_baseline_bytes_per_s_per_tib: BytesPerSFigure | None = Field(None, description="Network baseline.")
-    network_burst_bytes_per_s_per_tib: BytesPerSFigure | None = Field(None, description="Network burst.")
-    disk_baseline_read_bytes_per_s_per_tib: BytesPerSFigure | None = Field(None, description="Disk baseline, read.")
-    disk_baseline_write_bytes_per_s_per_tib: BytesPerSFigure | None = Field(None, description="Disk baseline, write.")
-    disk_burst_read_bytes_per_s_per_tib: BytesPerSFigure | None = Field(None, description="Disk burst, read.")
-    disk_burst_write_bytes_per_s_per_tib: BytesPerSFigure | None = Field(None, description="Disk burst, write.")
-    cache_memory_bytes_per_tib: BytesFigure | None = Field(None, description="Server RAM cache per TiB.")
-    metadata_iops_options: Choices | None = Field(None, description="Provisionable metadata IOPS.")
-    metadata_ops_per_iops: CountFigure | None = Field(None, description="File creates/opens/closes per s per IOPS.")
-    metadata_automatic_capacities_gib: Choices | None = Field(None, description="Automatic mode: capacities, GiB.")
-    metadata_automatic_iops: Choices | None = Field(None, description="Automatic mode: IOPS at those capacities.")
-    burst_credit_s: SecondsFigure | None = Field(None, description="Seconds a full credit bucket sustains the burst.")
-    efa_storage_per_server_bytes: BytesFigure | None = Field(None, description="EFA-enabled: storage per server.")
-    min_capacity_bytes: BytesFigure | None = Field(None, description="Smallest file system.")
-    capacity_increment_bytes: BytesFigure | None = Field(None, description="Capacity step.")
-    replicated: Flag | None = Field(None, description="Data is replicated within the AZ (durability).")
-    efa_supported: Flag | None = Field(None, description="Clients may reach it over EFA.")
-    ena_client_bits_per_s: BitsPerSFigure | None = Field(None, description="Ceiling of one ENA client.")
-    ena_connection_bits_per_s: BitsPerSFigure | None = Field(None, description="One client-to-server connection.")
-    efa_client_bits_per_s: BitsPerSFigure | None = Field(None, description="Ceiling of one EFA client.")
-    efa_gds_client_bits_per_s: BitsPerSFigure | None = Field(
-        None, description="Ceiling of one EFA client with GPUDirect Storage."
-    )
-    default_stripe_size_bytes: BytesFigure | None = Field(None, description="Default Lustre stripe size.")
-    storage_target_bytes: BytesFigure | None = Field(None, description="Approximate size of one OST.")
-    default_layouts: tuple[StripeLayout, ...] = Field((), description="Default striping layouts by creation date.")
-    price: StoragePrice | None = Field(None, description="Capacity price (tiers).")
-    drive_read_bytes_per_s: BytesPerSFigure | None = Field(None, description="Local NVMe: a drive, sequential read.")
-    drive_write_bytes_per_s: BytesPerSFigure | None = Field(None, description="Local NVMe: a drive, sequential write.")
-    facts: tuple[Fact, ...] = Field((), description="Other sourced facts.")
-
-    @model_validator(mode="after")
-    def _check_category(self) -> Storage:
-        if self.category is StorageCategory.TIER and (self.service is None or self.deployment_type is None):
-            raise ValueError("a tier needs 'service' and 'deployment_type'")
-        return self
 
 
 # --- clusters ---------------------------------------------------------------------------------
