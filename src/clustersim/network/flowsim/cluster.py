@@ -133,3 +133,63 @@ def fail_job_links(tree: FatTree, hosts: IntArray, count: int, seed: int = 0) ->
         )
     chosen = np.sort(np.random.default_rng(seed).choice(ups, size=count, replace=False))
     return tree.with_failures(np.concatenate([chosen, chosen + tree.num_leaf_links]))
+
+
+def place_jobs(
+    tree: FatTree, num_nodes: int, num_jobs: int, placement: Placement = Placement.PACKED, seed: int = 0
+) -> list[IntArray]:
+    """The hosts of ``num_jobs`` jobs of ``num_nodes`` nodes each, side by side, each in rank order.
+
+    Packed: consecutive blocks, job after job. Spread: every job spread over the whole fabric, the jobs
+    interleaved (job ``k`` takes every ``num_jobs``-th of the evenly spaced hosts, from the ``k``-th).
+    Random: a seeded random choice of all the jobs' hosts, dealt out in random order (interleaved)."""
+    if num_jobs < 1:
+        raise ClusterSimError(f"jobs must be at least 1, got {num_jobs}", field="jobs", value=num_jobs)
+    total = tree.spec.num_hosts
+    if num_nodes * num_jobs > total:
+        raise ClusterSimError(
+            f"{num_jobs} jobs of {num_nodes} nodes need {num_nodes * num_jobs} hosts; the fabric has {total}",
+            field="jobs",
+            value=num_jobs,
+        )
+    hosts = place(tree, num_nodes * num_jobs, placement, seed)
+    if placement is Placement.SPREAD:
+        return [hosts[k::num_jobs] for k in range(num_jobs)]
+    return [hosts[k * num_nodes : (k + 1) * num_nodes] for k in range(num_jobs)]
+
+
+def spine_links(tree: FatTree, pod: int, spine: int) -> IntArray:
+    """Every directed link of spine ``spine`` of pod ``pod``: to and from the pod's leaves, to and from
+    its cores."""
+    u, c = tree.leaf_uplinks, tree.spine_uplinks
+    leaves = np.arange(pod * tree.leaves_per_pod, min((pod + 1) * tree.leaves_per_pod, tree.num_leaves))
+    leaf = np.concatenate([tree.leaf_up0 + leaves * u + spine, tree.leaf_down0 + leaves * u + spine])
+    cores = (pod * u + spine) * c + np.arange(c, dtype=np.int64)
+    return np.concatenate([leaf, tree.spine_up0 + cores, tree.core_down0 + cores]).astype(np.int64)
+
+
+def fail_job_switches(tree: FatTree, hosts: IntArray, count: int, seed: int = 0) -> FatTree:
+    """``tree`` with ``count`` spine switches of the job's pods down (every link of each failed), chosen
+    with ``seed``; every pod keeps at least one spine, or its leaves would be cut off."""
+    if count < 0:
+        raise ClusterSimError(f"failed switches must be at least 0, got {count}", field="fail_switches", value=count)
+    if count == 0:
+        return tree
+    nics = (hosts[:, None] * tree.spec.nics_per_host + np.arange(tree.spec.nics_per_host)).reshape(-1)
+    pods = np.unique(tree.nic_leaf[nics] // tree.leaves_per_pod)
+    u = tree.leaf_uplinks
+    spare = pods.size * (u - 1) if tree.num_tiers >= 2 else 0
+    if count > spare:
+        raise ClusterSimError(
+            f"the job's {pods.size} pod(s) have {pods.size * u if tree.num_tiers >= 2 else 0} spines and must keep "
+            f"one each; cannot fail {count} (at most {spare})",
+            field="fail_switches",
+            value=count,
+        )
+    rng = np.random.default_rng(seed)
+    # One spine per pod kept (a seeded one), the failed ones drawn from the rest: pod * u + spine.
+    order = rng.permuted(np.broadcast_to(np.arange(u), (pods.size, u)), axis=1)
+    candidates = (pods[:, None] * u + order[:, 1:]).reshape(-1)
+    chosen = np.sort(rng.choice(candidates, size=count, replace=False))
+    links = np.concatenate([spine_links(tree, int(s // u), int(s % u)) for s in chosen])
+    return tree.with_failures(links)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -13,8 +13,8 @@ import numpy.typing as npt
 
 from clustersim.network.collectives import Algorithm, Op, busbw_factor
 from clustersim.network.flowsim.collectives import CollectiveFlows, collective_flows
-from clustersim.network.flowsim.engine import FlowTimes, run
-from clustersim.network.flowsim.routing import Routing, route
+from clustersim.network.flowsim.engine import Flows, FlowTimes, run
+from clustersim.network.flowsim.routing import Incidence, Routing, route
 from clustersim.network.flowsim.topology import TIER_NAMES, FatTree, FloatArray, IntArray, Tier
 
 NETWORK_TIERS = (Tier.NIC_UP, Tier.NIC_DOWN, Tier.LEAF_UP, Tier.LEAF_DOWN, Tier.SPINE_UP, Tier.CORE_DOWN)
@@ -125,6 +125,53 @@ def summarize(
     total = collective_time_s(plan, times, tree.capacity_bytes_per_s)
     num_ranks = int(hosts.size * tree.spec.gpus_per_host)
     algbw = size_bytes / total
+    report = link_report(tree, times)
+    return CollectiveResult(
+        op=plan.op,
+        algorithm=plan.algorithm,
+        routing=routing,
+        num_nodes=int(hosts.size),
+        num_ranks=num_ranks,
+        size_bytes=float(size_bytes),
+        time_s=total,
+        busbw_bytes_per_s=algbw * busbw_factor(plan.op, num_ranks),
+        algbw_bytes_per_s=algbw,
+        steps_simulated=plan.num_steps,
+        steps_total=plan.total_steps,
+        extrapolated=plan.total_steps > plan.num_steps,
+        link_utilization=report.utilization,
+        link_peak_utilization=report.peak_utilization,
+        link_tier=report.tier,
+        tier_utilization=report.tier_utilization,
+        hottest_links=report.hottest_links,
+        binding_tier=report.binding_tier,
+        flow_end_s=times.end_s,
+        num_flows=plan.flows.num_flows,
+        num_events=times.num_events,
+        num_rounds=times.num_rounds,
+        wall_s=times.wall_s,
+    )
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class LinkReport:
+    """What a run did to the network links: utilization (time-averaged over the run, and peak), per
+    tier, the hottest links named, and the tier of the busiest resource."""
+
+    utilization: FloatArray
+    peak_utilization: FloatArray
+    tier: npt.NDArray[np.int8]
+    tier_utilization: dict[str, float]
+    hottest_links: list[tuple[str, float]]
+    binding_tier: str
+
+    @property
+    def max_link_utilization(self) -> float:
+        return float(self.peak_utilization.max()) if self.peak_utilization.size else 0.0
+
+
+def link_report(tree: FatTree, times: FlowTimes) -> LinkReport:
+    """The links' side of a run: a sprayed bundle's load is spread over its live links."""
     links = np.arange(tree.num_links)
     cap = tree.capacity_bytes_per_s
     window = max(times.makespan_s, 1e-300)
@@ -148,32 +195,7 @@ def summarize(
             tier_util[TIER_NAMES[t]] = float(util[used].mean())
     hot = np.argsort(-util, kind="stable")[:HOT_LINKS]
     hottest = [(tree.link_name(int(i)), float(util[i])) for i in hot if util[i] > 0]
-    binding = _binding(times, tree, util)
-    return CollectiveResult(
-        op=plan.op,
-        algorithm=plan.algorithm,
-        routing=routing,
-        num_nodes=int(hosts.size),
-        num_ranks=num_ranks,
-        size_bytes=float(size_bytes),
-        time_s=total,
-        busbw_bytes_per_s=algbw * busbw_factor(plan.op, num_ranks),
-        algbw_bytes_per_s=algbw,
-        steps_simulated=plan.num_steps,
-        steps_total=plan.total_steps,
-        extrapolated=plan.total_steps > plan.num_steps,
-        link_utilization=util,
-        link_peak_utilization=peak,
-        link_tier=tier,
-        tier_utilization=tier_util,
-        hottest_links=hottest,
-        binding_tier=binding,
-        flow_end_s=times.end_s,
-        num_flows=plan.flows.num_flows,
-        num_events=times.num_events,
-        num_rounds=times.num_rounds,
-        wall_s=times.wall_s,
-    )
+    return LinkReport(util, peak, tier, tier_util, hottest, _binding(times, tree, util))
 
 
 def _binding(times: FlowTimes, tree: FatTree, util: FloatArray) -> str:
@@ -186,3 +208,97 @@ def _binding(times: FlowTimes, tree: FatTree, util: FloatArray) -> str:
     if scaleup_util.size and (best_link < 0 or scaleup_util.max() > util[best_link] * (1 + 1e-6)):
         return "nvlink"
     return TIER_NAMES[Tier(int(tree.tier[best_link]))] if best_link >= 0 else "none"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class JobsResult:
+    """Several jobs running one collective each on one fabric at once: each job's result as it ran
+    with the others, and its time alone on the same hosts."""
+
+    together: list[CollectiveResult]  # per job, its links' figures those of the shared run
+    alone_time_s: list[float]
+    links: LinkReport  # the shared run
+
+    @property
+    def slowdown(self) -> list[float]:
+        return [r.time_s / a for r, a in zip(self.together, self.alone_time_s, strict=True)]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Per job: time together and alone, slowdown, busbw; the shared run's links."""
+        jobs = [
+            {
+                "job": k,
+                "time_s": r.time_s,
+                "alone_time_s": alone,
+                "slowdown": slow,
+                "busbw_bytes_per_s": r.busbw_bytes_per_s,
+                "alone_busbw_bytes_per_s": r.busbw_bytes_per_s * r.time_s / alone,
+            }
+            for k, (r, alone, slow) in enumerate(zip(self.together, self.alone_time_s, self.slowdown, strict=True))
+        ]
+        return {
+            "jobs": jobs,
+            "max_slowdown": max(self.slowdown),
+            "max_link_utilization": self.links.max_link_utilization,
+            "tier_utilization": self.links.tier_utilization,
+            "hottest_links": [{"link": name, "utilization": u} for name, u in self.links.hottest_links],
+            "binding_tier": self.links.binding_tier,
+        }
+
+
+def simulate_jobs(
+    tree: FatTree,
+    jobs: list[IntArray],
+    op: Op,
+    size_bytes: float,
+    *,
+    routing: Routing = Routing.SPRAY,
+    algorithm: Algorithm | None = None,
+    seed: int = 0,
+    max_steps: int = 4,
+    chunks: int = 8,
+    progress: Callable[[int, int], None] | None = None,
+) -> JobsResult:
+    """``op`` of ``size_bytes`` per rank in every job (the hosts of each) at once, and each alone."""
+    from clustersim.network.flowsim.groups import concatenate
+
+    plans = [collective_flows(tree, h, op, size_bytes, algorithm, max_steps=max_steps, chunks=chunks) for h in jobs]
+    alone = [
+        summarize(
+            tree,
+            h,
+            p,
+            run(tree, p.flows, route(tree, p.flows.src_gpu, p.flows.dst_gpu, routing, seed)),
+            routing,
+            size_bytes,
+        )
+        for h, p in zip(jobs, plans, strict=True)
+    ]
+    flows = concatenate([p.flows for p in plans])
+    inc = route(tree, flows.src_gpu, flows.dst_gpu, routing, seed)
+    times = run(tree, flows, inc, progress=progress)
+    links = link_report(tree, times)
+    bounds = np.cumsum([0] + [p.flows.num_flows for p in plans])
+    together = []
+    for k, (hosts, plan) in enumerate(zip(jobs, plans, strict=True)):
+        mine = slice(int(bounds[k]), int(bounds[k + 1]))
+        part = job_times(times, inc, flows, mine, tree.capacity_bytes_per_s)
+        result = summarize(tree, hosts, plan, part, routing, size_bytes)
+        together.append(replace(result, hottest_links=links.hottest_links, binding_tier=links.binding_tier))
+    return JobsResult(together, [r.time_s for r in alone], links)
+
+
+def job_times(times: FlowTimes, inc: Incidence, flows: Flows, mine: slice, capacity: FloatArray) -> FlowTimes:
+    """The part of a shared run that flows ``mine`` account for: their times, and the bytes of every
+    job on the resources they use (so a pipelined collective goes at the shared resources' pace)."""
+    entries = (inc.flow >= mine.start) & (inc.flow < mine.stop)
+    used = np.zeros(capacity.size, dtype=bool)
+    used[inc.resource[entries]] = True
+    resource_bytes = np.where(used, times.resource_bytes, 0.0)
+    return replace(
+        times,
+        start_s=times.start_s[mine],
+        tx_end_s=times.tx_end_s[mine],
+        end_s=times.end_s[mine],
+        resource_bytes=resource_bytes,
+    )
