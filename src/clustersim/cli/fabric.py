@@ -44,6 +44,16 @@ OversubOpt = Annotated[
 ]
 PlacementOpt = Annotated[str, typer.Option("--placement", help="packed, spread or random (seeded).")]
 FailOpt = Annotated[int, typer.Option("--fail-links", min=0, help="Leaf-spine cables of the job's leaves to fail.")]
+FailSwitchOpt = Annotated[
+    int,
+    typer.Option("--fail-switches", min=0, help="Spine switches of the job's pods to fail (seeded; all their links)."),
+]
+JobsOpt = Annotated[
+    int,
+    typer.Option(
+        "--jobs", min=1, max=1024, help="Copies of the job side by side (placed by --placement); each one's slowdown."
+    ),
+]
 SeedOpt = Annotated[int, typer.Option("--seed", min=0, help="Seed of ECMP's hash, placement and failures.")]
 RadixOpt = Annotated[int, typer.Option("--radix", min=4, max=1024, help="Switch ports (assumed; default 64).")]
 HostsOpt = Annotated[
@@ -98,21 +108,32 @@ def _setup(
     seed: int,
     radix: int,
     fabric_hosts: int | None,
+    fail_switches: int = 0,
+    num_jobs: int = 1,
 ) -> tuple[Any, FatTree, Any, Any, float]:
+    import numpy as np
+
     from clustersim.catalog.registry import load_catalog
     from clustersim.network.collectives import parse_op
-    from clustersim.network.flowsim.cluster import fail_job_links, fat_tree_for_instance, parse_placement, place
+    from clustersim.network.flowsim.cluster import (
+        fail_job_links,
+        fail_job_switches,
+        fat_tree_for_instance,
+        parse_placement,
+        place_jobs,
+    )
 
     cat = load_catalog(catalog or ())
     op = parse_op(collective)
     size_bytes = _size(size)
     where = parse_placement(placement)
     tree = fat_tree_for_instance(
-        cat, instance, nodes, fabric_hosts=fabric_hosts, radix=radix, oversubscription=oversubscription
+        cat, instance, nodes * num_jobs, fabric_hosts=fabric_hosts, radix=radix, oversubscription=oversubscription
     )
-    hosts = place(tree, nodes, where, seed)
-    tree = fail_job_links(tree, hosts, fail_links, seed)
-    return cat, tree, hosts, op, size_bytes
+    jobs = place_jobs(tree, nodes, num_jobs, where, seed)
+    everyone = np.concatenate(jobs)
+    tree = fail_job_switches(fail_job_links(tree, everyone, fail_links, seed), everyone, fail_switches, seed)
+    return cat, tree, jobs[0] if num_jobs == 1 else jobs, op, size_bytes
 
 
 @fabric_app.command("simulate")
@@ -126,6 +147,8 @@ def simulate_command(
     oversubscription: OversubOpt = None,
     placement: PlacementOpt = "packed",
     fail_links: FailOpt = 0,
+    fail_switches: FailSwitchOpt = 0,
+    jobs: JobsOpt = 1,
     seed: SeedOpt = 0,
     radix: RadixOpt = 64,
     fabric_hosts: HostsOpt = None,
@@ -134,46 +157,45 @@ def simulate_command(
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Simulate one collective flow by flow on the cluster's fat-tree."""
-    from clustersim.network.flowsim.results import simulate_collective
+    """Simulate one collective flow by flow on the cluster's fat-tree (with --jobs, several copies at once)."""
+    from clustersim.network.flowsim.results import JobsResult, simulate_collective, simulate_jobs
     from clustersim.network.flowsim.routing import Routing
 
     with user_errors():
-        route = _routing(routing)
+        route = Routing(_routing(routing))
         _, tree, hosts, op, size_bytes = _setup(
-            catalog,
-            instance,
-            nodes,
-            collective,
-            size,
-            oversubscription,
-            placement,
-            fail_links,
-            seed,
-            radix,
-            fabric_hosts,
-        )
+            catalog, instance, nodes, collective, size, oversubscription, placement, fail_links, seed, radix,
+            fabric_hosts, fail_switches, jobs,
+        )  # fmt: skip
+        shared: JobsResult | None = None
         with _progress(not as_json) as progress:
-            result = simulate_collective(
-                tree,
-                hosts,
-                op,
-                size_bytes,
-                routing=Routing(route),
-                algorithm=algo,
-                seed=seed,
-                max_steps=max_steps,
-                progress=progress,
-            )
+            if jobs == 1:
+                result = simulate_collective(
+                    tree, hosts, op, size_bytes, routing=route, algorithm=algo, seed=seed, max_steps=max_steps,
+                    progress=progress,
+                )  # fmt: skip
+            else:
+                shared = simulate_jobs(
+                    tree, hosts, op, size_bytes, routing=route, algorithm=algo, seed=seed, max_steps=max_steps,
+                    progress=progress,
+                )  # fmt: skip
+                result = max(shared.together, key=lambda r: r.time_s)  # the slowest job
     from clustersim.present.fabric import fabric_json, fabric_view, plot_fabric
+    from clustersim.present.fabric_step import jobs_view
 
     if plot is not None:
         with user_errors():
             _plot(plot_fabric, result, plot)
     if as_json:
-        emit_json(fabric_json(result, tree, placement=placement, seed=seed, failed_links=fail_links))
+        out = fabric_json(result, tree, placement=placement, seed=seed, failed_links=fail_links)
+        out |= {"failed_switches": fail_switches, "num_jobs": jobs}
+        if shared is not None:
+            out |= shared.to_dict()
+        emit_json(out)
         return
     print_all(*fabric_view(result, tree))
+    if shared is not None:
+        print_all(jobs_view(shared))
 
 
 def _plot(draw: Callable[[CollectiveResult, Path], None], result: CollectiveResult, path: Path) -> None:
@@ -203,6 +225,7 @@ def compare_command(
     oversubscription: OversubOpt = None,
     placement: PlacementOpt = "packed",
     fail_links: FailOpt = 0,
+    fail_switches: FailSwitchOpt = 0,
     seed: SeedOpt = 0,
     radix: RadixOpt = 64,
     fabric_hosts: HostsOpt = None,
@@ -233,6 +256,7 @@ def compare_command(
             seed,
             radix,
             fabric_hosts,
+            fail_switches,
         )
         algorithm = algo or default_algorithm(op)
         runs: list[tuple[str, CollectiveResult | None, float, float]] = []
@@ -288,3 +312,9 @@ def _ideal_analytic(
         raise ClusterSimError(f"the analytic model has no {algorithm.value} for {op.value}", field="--algo")
     time_s = float(size_bytes / match[0].algbw_bytes_per_s)
     return time_s, float(np.float64(size_bytes / time_s * busbw_factor(op, fabric.num_ranks)))
+
+
+# ``fabric step`` lives in its own module (it reads train's options); it imports the options above.
+from clustersim.cli.fabric_step import step_command  # noqa: E402
+
+fabric_app.command("step")(step_command)

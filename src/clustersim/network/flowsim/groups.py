@@ -20,12 +20,15 @@ The steps (rounds) are numbered in ``Flows.group`` as ``collectives.CollectiveFl
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
 
 from clustersim.errors import ClusterSimError
-from clustersim.network.collectives import Algorithm, Op
+from clustersim.network.analytic import DEFAULT_CALIBRATION, candidates
+from clustersim.network.collectives import Algorithm, Op, Protocol
+from clustersim.network.fabric import Fabric
 from clustersim.network.flowsim.collectives import RING_OPS, CollectiveFlows
 from clustersim.network.flowsim.engine import Flows, independent
 from clustersim.network.flowsim.topology import FloatArray, IntArray
@@ -50,6 +53,16 @@ def concatenate(parts: Sequence[Flows]) -> Flows:
         dep_idx=np.concatenate([p.dep_idx + o for p, o in zip(parts, offsets, strict=False)]).astype(np.int64),
         group=np.concatenate([p.group for p in parts]).astype(np.int64),
     )
+
+
+def ideal_time_s(op: Op, size_bytes: float, fabric: Fabric, algorithm: Algorithm) -> float:
+    """The analytic model's link-bound time of ``algorithm`` on ``fabric``'s datasheet links
+    (efficiencies 1, no latency or ramp): what the simulator, on the same links, is set against."""
+    ideal = dataclasses.replace(DEFAULT_CALIBRATION, network_efficiency=1.0, nvlink_efficiency=1.0, nvls_efficiency=1.0)
+    match = [c for c in candidates(op, fabric, ideal) if c.algorithm is algorithm and c.protocol is Protocol.SIMPLE]
+    if not match:
+        raise ClusterSimError(f"the analytic model has no {algorithm.value} for {op.value}", field="algorithm")
+    return float(size_bytes / match[0].algbw_bytes_per_s)
 
 
 def group_flows(

@@ -1,0 +1,144 @@
+"""``clustersim fabric step``: one training step's communication on the cluster's fat-tree, group by
+group as the estimator lays the job out, simulated and set against the analytic model.
+
+The job and layout options are ``train``'s (parsed by its ``_scenario_of_options``; with --tp and
+--pp the layout is given, otherwise chosen as ``train`` chooses it); the fabric options are
+``fabric simulate``'s."""
+
+from typing import Annotated
+
+import typer
+
+from clustersim.choices import Recompute
+from clustersim.cli.common import (
+    CatalogOption,
+    JsonOption,
+    ModelsOption,
+    emit_json,
+    given_options,
+    print_all,
+    user_errors,
+)
+from clustersim.cli.fabric import (
+    FailOpt,
+    FailSwitchOpt,
+    HostsOpt,
+    InstanceOpt,
+    NodesOpt,
+    OversubOpt,
+    PlacementOpt,
+    RadixOpt,
+    SeedOpt,
+    StepsOpt,
+    _routing,
+)
+from clustersim.units import MAX_DEGREE, MAX_SEQUENCE_TOKENS, MAX_SEQUENCES
+
+
+def step_command(
+    ctx: typer.Context,
+    model: Annotated[
+        str, typer.Argument(metavar="MODEL", help="Zoo id (e.g. llama3-70b), a model TOML or config.json.")
+    ],
+    instance: InstanceOpt = "p5.48xlarge",
+    nodes: NodesOpt = 16,
+    tp: Annotated[int | None, typer.Option("--tp", min=1, max=MAX_DEGREE, help="Tensor parallel degree.")] = None,
+    pp: Annotated[int | None, typer.Option("--pp", min=1, max=MAX_DEGREE, help="Pipeline parallel degree.")] = None,
+    vp: Annotated[int, typer.Option("--vp", min=1, max=MAX_DEGREE, help="Model chunks per pipeline rank.")] = 1,
+    cp: Annotated[int, typer.Option("--cp", min=1, max=MAX_DEGREE, help="Context parallel degree.")] = 1,
+    ep: Annotated[int, typer.Option("--ep", min=1, max=MAX_DEGREE, help="Expert parallel degree.")] = 1,
+    micro_batch: Annotated[
+        int, typer.Option("--micro-batch", min=1, max=MAX_SEQUENCES, help="Sequences per micro-batch.")
+    ] = 1,
+    zero: Annotated[int, typer.Option("--zero", min=0, max=3, help="ZeRO stage 0-3 (3 = FSDP).")] = 1,
+    sp: Annotated[
+        bool | None, typer.Option("--sp/--no-sp", help="Sequence parallelism (default: on if tp > 1).")
+    ] = None,
+    recompute: Annotated[
+        Recompute, typer.Option("--recompute", case_sensitive=False, help="Activation recompute.")
+    ] = Recompute.SELECTIVE,
+    global_batch: Annotated[
+        int, typer.Option("--global-batch", min=1, max=MAX_SEQUENCES, help="Sequences per optimizer step.")
+    ] = 1024,
+    seq: Annotated[
+        int | None,
+        typer.Option("--seq", min=1, max=MAX_SEQUENCE_TOKENS, help="Sequence length (default: the model's)."),
+    ] = None,
+    precision: Annotated[str, typer.Option("--precision", help="bf16, fp16 or fp8.")] = "bf16",
+    framework: Annotated[str, typer.Option("--framework", help="The training framework's profile.")] = "megatron",
+    routing: Annotated[str, typer.Option("--routing", help="ecmp (hash per flow) or spray (SRD).")] = "spray",
+    oversubscription: OversubOpt = None,
+    placement: PlacementOpt = "packed",
+    fail_links: FailOpt = 0,
+    fail_switches: FailSwitchOpt = 0,
+    seed: SeedOpt = 0,
+    radix: RadixOpt = 64,
+    fabric_hosts: HostsOpt = None,
+    max_steps: StepsOpt = 4,
+    models: ModelsOption = None,
+    catalog: CatalogOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Simulate one training step's communication (TP, CP, EP, PP and DP groups as the estimator places
+    them) on the cluster's fat-tree: each kind alone and all at once, against the analytic model."""
+    from clustersim.catalog.registry import load_catalog
+    from clustersim.cli.train import LAYOUT_OPTIONS, _scenario_of_options
+    from clustersim.compute import software as profiles
+    from clustersim.compute.efficiency import efficiency_for, efficiency_table
+    from clustersim.network.flowsim.cluster import (
+        fail_job_links,
+        fail_job_switches,
+        fat_tree_for_instance,
+        parse_placement,
+        place,
+    )
+    from clustersim.network.flowsim.routing import Routing
+    from clustersim.scenario.training import run_training
+    from clustersim.system import system_for_instance
+    from clustersim.training.fabric_step import step_collectives, step_on_fabric
+    from clustersim.training.job import TrainingJob
+
+    with user_errors():
+        route = Routing(_routing(routing))
+        where = parse_placement(placement)
+        spec = _scenario_of_options(
+            model=model, instance=instance, nodes=nodes, devices_per_node=None, tp=tp, pp=pp, vp=vp, cp=cp, ep=ep,
+            micro_batch=micro_batch, zero=zero, sp=sp, recompute=recompute, uneven=False, tokens="1T",
+            global_batch=global_batch, seq=seq, precision=precision, offer="on_demand", models=models or [],
+            efficiency=[], catalog=catalog or [], framework=framework, software=[],
+            given=set(given_options(ctx, LAYOUT_OPTIONS)),
+        )  # fmt: skip
+        spec = spec.model_copy(update={"job": spec.job.model_copy(update={"tokens": None})})  # one step
+        ran = run_training(spec)  # the layout as train gives or chooses it (and refuses it if it does not fit)
+        options = ran.scenario.options
+        cat = load_catalog(options.catalog, use_env=False)
+        system = system_for_instance(cat, instance, nodes)
+        software = profiles.software_for(
+            spec.framework, system.accelerator.family, profiles.software_profiles(options.software, use_env=False)
+        )
+        efficiency = efficiency_for(system.accelerator, efficiency_table(options.efficiency, use_env=False))
+        job_spec = ran.scenario.job
+        job = TrainingJob(
+            global_batch=job_spec.global_batch, seq_len=int(job_spec.seq_len or 0), precision=job_spec.precision
+        )
+        layout = ran.estimate.layout
+        collectives = step_collectives(ran.model, system, layout, job, software=software, efficiency=efficiency)
+        tree = fat_tree_for_instance(
+            cat, instance, nodes, fabric_hosts=fabric_hosts, radix=radix, oversubscription=oversubscription
+        )
+        hosts = place(tree, nodes, where, seed)
+        tree = fail_job_switches(fail_job_links(tree, hosts, fail_links, seed), hosts, fail_switches, seed)
+        title = (
+            f"{ran.model.name} ({layout.describe()}) on {nodes} x {system.instance.id if system.instance else instance}"
+        )
+        step = step_on_fabric(
+            collectives, tree, hosts, layout=layout, title=title, routing=route, seed=seed, max_steps=max_steps
+        )
+    from clustersim.present.fabric import _fabric_dict
+    from clustersim.present.fabric_step import step_view
+
+    if as_json:
+        extra = {"placement": placement, "seed": seed, "failed_links": fail_links, "failed_switches": fail_switches}
+        emit_json({**step.to_dict(), "fabric": _fabric_dict(tree), "layout_chosen": ran.layout_chosen, **extra})
+        return
+    print_all(*step_view(step))

@@ -1,0 +1,283 @@
+"""One training step's communication on a simulated fabric: every group of a layout placed on the GPUs
+the estimator's rank order gives it, each kind of group running its collective at once (all data-
+parallel groups reduce together, so they share the fabric), set against the analytic model.
+
+Ranks are numbered as ``clustersim.system`` says (Megatron-LM's order): tensor parallel innermost,
+then context, data, and pipeline parallel outermost; rank ``r`` runs on GPU ``r mod G`` of the
+``r // G``-th host of the placement (``G`` GPUs per host). The groups and their messages are those
+the step terms price (``clustersim.training.step``):
+
+* ``tp``: all-reduce of one micro-batch's activations over ``tp`` consecutive ranks;
+* ``cp``: all-gather of the keys and values over ``cp`` ranks ``tp`` apart;
+* ``ep``: all-to-all of the routed tokens (the combine's bytes) over ``ep`` ranks ``tp x cp`` apart
+  (Megatron-Core's folding: ``etp`` apart when ``ep`` does not divide ``dp x cp``);
+* ``pp``: every rank of stage ``s`` sends its activation shard to the same rank of stage ``s + 1``;
+* ``dp``: the gradients (ZeRO 0: all-reduce; 1-2: reduce-scatter, then the parameters' all-gather;
+  3: per-layer gathers and scatters) over ``dp x cp`` ranks ``tp`` apart.
+
+Each kind is simulated alone and, as a stress case, with every other kind at once. The analytic
+times are the ``CollectiveCost``'s price of the same collective on the group's fabric (what the
+estimator charges: calibrated efficiencies, latency) and its link-bound term on the datasheet links
+(``ideal``: the like-for-like figure for the simulator, which runs the datasheet links too). The
+estimator's EP term also sends a token once per remote node (``ep_dispatch_per_node``); here the
+plain all-to-all is compared with the plain all-to-all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from clustersim.compute.efficiency import FamilyEfficiency, efficiency_for
+from clustersim.compute.software import SoftwareProfile, software_for
+from clustersim.errors import ClusterSimError
+from clustersim.execution import Layout, LayoutArrays, Recompute
+from clustersim.network.collectives import Algorithm, Op, busbw_factor
+from clustersim.network.cost import ANALYTIC, CollectiveCost
+from clustersim.network.flowsim.collectives import CollectiveFlows
+from clustersim.network.flowsim.engine import run
+from clustersim.network.flowsim.groups import concatenate, group_flows, ideal_time_s, pair_flows
+from clustersim.network.flowsim.results import LinkReport, collective_time_s, job_times, link_report
+from clustersim.network.flowsim.routing import Routing, route
+from clustersim.network.flowsim.topology import FatTree, IntArray
+from clustersim.system import System
+from clustersim.training.job import TrainingJob
+from clustersim.training.pricing import collective_s
+from clustersim.training.step import ACT_BYTES, StepContext
+from clustersim.workload.transformer import Transformer
+
+ALGORITHMS = {
+    Op.ALL_REDUCE: Algorithm.RING,
+    Op.ALL_GATHER: Algorithm.RING,
+    Op.REDUCE_SCATTER: Algorithm.RING,
+    Op.ALLTOALL: Algorithm.PAIRWISE,
+    Op.SENDRECV: Algorithm.DIRECT,
+}
+
+
+@dataclass(frozen=True)
+class StepCollective:
+    """One kind of the step's collectives: its groups (ranks, one row per group; for ``pp`` the
+    (sender, receiver) pairs), its message and how often a step runs it, and its analytic times."""
+
+    kind: str
+    op: Op
+    size_bytes: float  # per rank (nccl-tests' size); per pair for ``pp``
+    groups: IntArray
+    stride: int  # ranks between group members, as the estimator prices the group
+    per_step: float
+    analytic_time_s: float
+    ideal_time_s: float
+
+    @property
+    def group_ranks(self) -> int:
+        return 2 if self.op is Op.SENDRECV else int(self.groups.shape[1])
+
+    @property
+    def num_groups(self) -> int:
+        return int(self.groups.shape[0])
+
+
+def strided_groups(num_ranks: int, size: int, stride: int, block: int) -> IntArray:
+    """Groups of ``size`` ranks ``stride`` apart, each inside a block of ``block`` consecutive ranks."""
+    span = size * stride
+    if block % span or num_ranks % block:
+        raise ClusterSimError(
+            f"groups of {size} ranks {stride} apart do not tile blocks of {block} ranks", field="layout", value=size
+        )
+    ranks = np.arange(num_ranks, dtype=np.int64).reshape(num_ranks // span, size, stride)
+    return ranks.transpose(0, 2, 1).reshape(-1, size)
+
+
+def step_collectives(
+    model: Transformer,
+    system: System,
+    layout: Layout,
+    job: TrainingJob,
+    *,
+    software: SoftwareProfile | None = None,
+    efficiency: FamilyEfficiency | None = None,
+    cost: CollectiveCost = ANALYTIC,
+) -> list[StepCollective]:
+    """The collectives of one step of ``layout`` (see the module docstring), with their analytic times."""
+    layout.check(model, num_devices=system.num_devices, global_batch=job.global_batch, seq_len=job.seq_len)
+    sw = software or software_for(None, system.accelerator.family)
+    eff = efficiency or efficiency_for(system.accelerator)
+    lay = LayoutArrays.of([layout])
+    ctx = StepContext(model, system, eff, sw, lay, job.seq_len, job.global_batch, job.precision, cost)
+    tp, cp, dp, ep, pp = layout.tp, layout.cp, layout.dp, layout.ep, layout.pp
+    world, stage = system.num_devices, tp * cp * dp
+    m, layers = float(ctx.micro_batches[0]), float(ctx.layers_here[0])
+    act, tokens = float(ctx.act_bytes[0]), float(ctx.tokens[0])
+    found: list[tuple[str, Op, float, IntArray, int, float]] = []
+    if tp > 1:
+        count = 4 + 2 * (layout.recompute is Recompute.FULL) + layout.sequence_parallel
+        found.append(("tp", Op.ALL_REDUCE, act, strided_groups(world, tp, 1, stage), 1, m * layers * count))
+    if cp > 1:
+        kv = ACT_BYTES * tokens * (model.kv_width + model.kv_heads * model.value_head_dim) / tp * cp
+        found.append(("cp", Op.ALL_GATHER, kv, strided_groups(world, cp, tp, stage), tp, m * layers * 3))
+    if ep > 1 and model.moe is not None:
+        stride = tp * cp if (dp * cp) % ep == 0 else int(lay.etp[0])
+        combine = ACT_BYTES * tokens / tp * model.moe.top_k * model.hidden
+        share = model.moe_layers / model.layers
+        found.append(
+            ("ep", Op.ALLTOALL, combine, strided_groups(world, ep, stride, stage), stride, m * layers * share * 4)
+        )
+    if pp > 1:
+        senders = np.arange(world - stage, dtype=np.int64)
+        pairs = np.stack([senders, senders + stage], axis=1)
+        found.append(("pp", Op.SENDRECV, act / tp, pairs, stage, m * 2 * layout.vp))
+    if dp * cp > 1:
+        params, grad = float(ctx.params[0]), float(ctx.grad_bytes_per_element)
+        dp_groups = strided_groups(world, dp * cp, tp, stage)
+        if layout.zero == 0:
+            found.append(("dp", Op.ALL_REDUCE, params * grad, dp_groups, tp, 1.0))
+        elif layout.zero < 3:
+            found.append(("dp reduce-scatter", Op.REDUCE_SCATTER, params * grad, dp_groups, tp, 1.0))
+            found.append(("dp all-gather", Op.ALL_GATHER, params * ACT_BYTES, dp_groups, tp, 1.0))
+        else:
+            per_layer, n = params / layers / sw.zero3_collectives_per_layer, m * layers * sw.zero3_collectives_per_layer
+            found.append(("dp reduce-scatter", Op.REDUCE_SCATTER, per_layer * grad, dp_groups, tp, n))
+            found.append(("dp all-gather", Op.ALL_GATHER, per_layer * ACT_BYTES, dp_groups, tp, 2 * n))
+    out = []
+    for kind, op, size, groups, stride, per_step in found:
+        ranks = 2 if op is Op.SENDRECV else int(groups.shape[1])
+        analytic = float(collective_s(system, cost, op, np.array([size]), ranks, stride)[0])
+        out.append(
+            StepCollective(
+                kind, op, size, groups, stride, per_step, analytic, _ideal_s(system, op, size, ranks, stride)
+            )
+        )
+    return out
+
+
+def _ideal_s(system: System, op: Op, size: float, ranks: int, stride: int) -> float:
+    fabric = system.group_fabric(ranks, stride)
+    assert fabric is not None
+    return ideal_time_s(op, size, fabric, ALGORITHMS[op])
+
+
+@dataclass(frozen=True)
+class KindOnFabric:
+    """One kind's collective simulated: alone (``time_s``, its links) and with every kind at once."""
+
+    collective: StepCollective
+    algorithm: Algorithm
+    time_s: float
+    together_time_s: float
+    links: LinkReport
+    steps_simulated: int
+    steps_total: int
+
+    @property
+    def busbw_bytes_per_s(self) -> float:
+        c = self.collective
+        return c.size_bytes / self.time_s * busbw_factor(c.op, c.group_ranks)
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.collective
+        return {
+            "kind": c.kind,
+            "op": c.op.value,
+            "algorithm": self.algorithm.value,
+            "num_groups": c.num_groups,
+            "group_ranks": c.group_ranks,
+            "stride": c.stride,
+            "size_bytes": c.size_bytes,
+            "per_step": c.per_step,
+            "time_s": self.time_s,
+            "busbw_bytes_per_s": self.busbw_bytes_per_s,
+            "ideal_time_s": c.ideal_time_s,
+            "analytic_time_s": c.analytic_time_s,
+            "sim_over_ideal": self.time_s / c.ideal_time_s,
+            "together_time_s": self.together_time_s,
+            "step_time_s": c.per_step * self.time_s,
+            "analytic_step_time_s": c.per_step * c.analytic_time_s,
+            "steps_simulated": self.steps_simulated,
+            "steps_total": self.steps_total,
+            "max_link_utilization": self.links.max_link_utilization,
+            "tier_utilization": self.links.tier_utilization,
+            "hottest_links": [{"link": name, "utilization": u} for name, u in self.links.hottest_links],
+            "binding_tier": self.links.binding_tier,
+        }
+
+
+@dataclass(frozen=True)
+class StepOnFabric:
+    """Every kind of the step on the fabric, and the run with all of them at once."""
+
+    title: str
+    layout: Layout
+    routing: str
+    kinds: list[KindOnFabric]
+    together: LinkReport
+    together_makespan_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "title": self.title,
+            "layout": self.layout.model_dump(mode="json"),
+            "routing": self.routing,
+            "collectives": [k.to_dict() for k in self.kinds],
+            "together": {
+                "makespan_s": self.together_makespan_s,
+                "max_link_utilization": self.together.max_link_utilization,
+                "tier_utilization": self.together.tier_utilization,
+                "hottest_links": [{"link": name, "utilization": u} for name, u in self.together.hottest_links],
+                "binding_tier": self.together.binding_tier,
+            },
+            "max_link_utilization": self.together.max_link_utilization,
+        }
+
+
+def rank_gpus(tree: FatTree, hosts: IntArray, num_ranks: int) -> IntArray:
+    """The global GPU of each rank: rank ``r`` on GPU ``r mod G`` of host ``hosts[r // G]``."""
+    g = tree.spec.gpus_per_host
+    if hosts.size * g != num_ranks:
+        raise ClusterSimError(
+            f"{hosts.size} hosts of {g} GPUs hold {hosts.size * g} ranks, not the layout's {num_ranks}",
+            field="nodes",
+            value=int(hosts.size),
+        )
+    ranks = np.arange(num_ranks, dtype=np.int64)
+    return np.asarray(hosts, dtype=np.int64)[ranks // g] * g + ranks % g
+
+
+def step_on_fabric(
+    collectives: list[StepCollective],
+    tree: FatTree,
+    hosts: IntArray,
+    *,
+    layout: Layout,
+    title: str,
+    routing: Routing = Routing.SPRAY,
+    seed: int = 0,
+    max_steps: int = 4,
+) -> StepOnFabric:
+    """Simulate each kind of ``collectives`` on the GPUs of ``hosts`` alone, then all of them at once."""
+    if not collectives:
+        raise ClusterSimError(f"layout {layout.describe()} has no communication to simulate", field="layout")
+    gpu = rank_gpus(tree, hosts, layout.num_devices)
+    g, cap = tree.spec.gpus_per_host, tree.capacity_bytes_per_s
+    plans: list[CollectiveFlows] = []
+    alone: list[tuple[float, LinkReport]] = []
+    for c in collectives:
+        if c.op is Op.SENDRECV:
+            plan = pair_flows(gpu[c.groups[:, 0]], gpu[c.groups[:, 1]], c.size_bytes)
+        else:
+            plan = group_flows(gpu[c.groups], g, c.op, c.size_bytes, max_steps=max_steps)
+        times = run(tree, plan.flows, route(tree, plan.flows.src_gpu, plan.flows.dst_gpu, routing, seed))
+        plans.append(plan)
+        alone.append((collective_time_s(plan, times, cap), link_report(tree, times)))
+    flows = concatenate([p.flows for p in plans])
+    inc = route(tree, flows.src_gpu, flows.dst_gpu, routing, seed)
+    times = run(tree, flows, inc)
+    bounds = np.cumsum([0] + [p.flows.num_flows for p in plans])
+    kinds = []
+    for k, (c, plan, (time_s, links)) in enumerate(zip(collectives, plans, alone, strict=True)):
+        part = job_times(times, inc, flows, slice(int(bounds[k]), int(bounds[k + 1])), cap)
+        together = collective_time_s(plan, part, cap)
+        kinds.append(KindOnFabric(c, plan.algorithm, time_s, together, links, plan.num_steps, plan.total_steps))
+    return StepOnFabric(title, layout, routing.value, kinds, link_report(tree, times), times.makespan_s)
