@@ -1,0 +1,293 @@
+"""Small-message NCCL collectives over the host data paths: nccl-tests times from hop latencies.
+
+At small sizes a collective's time is its latency: NCCL's fixed cost per launch plus the hops the
+last byte crosses, one after another. Tree all-reduce on N nodes of P GPUs climbs a chain of P - 1
+NVLink hops and log2(N) network hops to the root and comes back down (``2 (P - 1)`` NVLink and
+``2 ceil(log2 N)`` network hops); ring all-reduce crosses ``2 (NP - 1)`` hops, ``2N`` of them over the
+network (a run of NP - 1 hops around a ring that leaves each node once crosses up to N node
+boundaries; aws-ofi-nccl's tuner counts the same); ring all-gather half of that.
+
+Each network hop is the instance's EFA data path (``datapath.py``: GPUDirect RDMA where the catalog
+gives it, else host-staged, with NCCL's proxy overhead) for one channel's chunk in the protocol's
+wire format; each NVLink hop is NCCL's own per-hop latency. The message is split over channels as
+NCCL does (one channel per ``threads x threshold`` bytes, up to the node's channels). Protocols: LL
+(8-byte lines, half of them flags), LL128 (120 of 128 bytes), Simple (bulk, plus a completion
+flush per network hop). NCCL's tuner picks the algorithm and protocol it thinks fastest; here the
+pick is the fastest of these estimates unless one is forced. Constants and sources:
+
+- ``BASE_LATENCY_S``, ``NVLINK_HOP_S``: NVIDIA/nccl ``src/graph/tuning.cc`` ``baseLat`` and
+  ``hwLat[NVLINK]`` (unchanged from NCCL 2.19 to 2.30.7; /work/shared/reference/network.md 1.2).
+- ``THREADS``, ``THREAD_THRESHOLD_BYTES``: ``src/include/comm.h`` (NCCL_LL/LL128/SIMPLE_THREAD_THRESHOLD
+  8/8/64) and ``src/include/device.h`` (LL 512, LL128 640, Simple 512 threads); ring LL's threshold
+  is multiplied by the rank count (``tuning.cc``).
+- ``SIMPLE_FLUSH_S``: aws-ofi-nccl ``TUNER_NET_COMP_OVERHEAD`` default, 3 us (``nccl_ofi_param.h``).
+- ``NVLINK_CHANNEL_BYTES_PER_S``: NCCL's per-link NVLink speeds (``src/graph/topo.h``: SM80 20.0,
+  SM90 20.6, SM100 40.1 GB/s).
+
+One constant is fitted: ``PROXY_START_S``, the cost a multi-node collective pays once beyond NCCL's
+base latency (the host enqueues the proxy's work and the proxy thread starts the network operations),
+set so that the model meets one case, 2 x p5.48xlarge all-reduce at 8 B (69.12 us, awsome-distributed-
+training's nccl-tests README); every other case of ``nccl_published.toml`` is out of sample.
+
+Out of scope: the proxy thread serving many channels one after another (16 KiB - 1 MiB take longer
+than this predicts), LL's buffers sitting in host memory even with GPUDirect RDMA (NCCL's net.cc maps
+only LL128 and Simple buffers to GPU memory), NVLS and CollNet, and NCCL's own pick where it differs
+from the fastest estimate.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import TYPE_CHECKING
+
+from clustersim.errors import ClusterSimError
+from clustersim.network.transport.datapath import DataPath, PathKind, build_path
+
+if TYPE_CHECKING:
+    from clustersim.catalog.schema import Instance
+
+ALGORITHMS = ("tree", "ring")
+PROTOCOLS = ("LL", "LL128", "Simple")
+COLLECTIVES = ("all_reduce", "all_gather")
+PUBLISHED_FILE = "nccl_published.toml"
+
+BASE_LATENCY_S = {
+    ("tree", "LL"): 6.8e-6,
+    ("tree", "LL128"): 14.0e-6,
+    ("tree", "Simple"): 8.4e-6,
+    ("ring", "LL"): 6.6e-6,
+    ("ring", "LL128"): 14.0e-6,
+    ("ring", "Simple"): 8.4e-6,
+}
+NVLINK_HOP_S = {
+    ("tree", "LL"): 0.6e-6,
+    ("tree", "LL128"): 1.25e-6,
+    ("tree", "Simple"): 4.0e-6,
+    ("ring", "LL"): 0.6e-6,
+    ("ring", "LL128"): 1.9e-6,
+    ("ring", "Simple"): 3.4e-6,
+}
+WIRE_EFFICIENCY = {"LL": 0.5, "LL128": 120 / 128, "Simple": 1.0}
+THREADS = {"LL": 512, "LL128": 640, "Simple": 512}
+THREAD_THRESHOLD_BYTES = {"LL": 8, "LL128": 8, "Simple": 64}
+SIMPLE_FLUSH_S = 3.0e-6
+NVLINK_CHANNEL_BYTES_PER_S = {"a100": 20.0e9, "h100": 20.6e9, "h200": 20.6e9, "b200": 40.1e9}
+PROXY_START_S = 13.92e-6  # fitted: see the module docstring
+MIN_CHANNELS = 8  # NCCL needs at least 8 channels to use a 4-NIC node (efa-cheatsheet)
+
+
+@dataclass(frozen=True, slots=True)
+class Hops:
+    """One kind of hop on the critical path: how many, and the time of each."""
+
+    name: str
+    count: int
+    each_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.count * self.each_s
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """The predicted time of one collective at one size, with the pick and its breakdown."""
+
+    collective: str
+    message_bytes: int
+    num_ranks: int
+    algorithm: str
+    protocol: str
+    num_channels: int
+    chunk_bytes: float  # one channel's payload on each hop
+    launch_s: float
+    hops: tuple[Hops, ...]
+
+    @property
+    def time_s(self) -> float:
+        return self.launch_s + sum(h.total_s for h in self.hops)
+
+    @property
+    def algbw_bytes_per_s(self) -> float:
+        return self.message_bytes / self.time_s
+
+    @property
+    def busbw_bytes_per_s(self) -> float:
+        """nccl-tests' bus bandwidth: 2(n-1)/n of algbw for all-reduce, (n-1)/n for all-gather."""
+        n = self.num_ranks
+        factor = 2 * (n - 1) / n if self.collective == "all_reduce" else (n - 1) / n
+        return self.algbw_bytes_per_s * factor
+
+
+@dataclass(frozen=True, slots=True)
+class Fabric:
+    """What the estimate needs of a cluster: nodes, GPUs per node, the network path, NVLink, channels."""
+
+    num_nodes: int
+    gpus_per_node: int
+    net_path: DataPath
+    nvlink_channel_bytes_per_s: float
+    max_channels: int
+
+    def __post_init__(self) -> None:
+        for name in ("num_nodes", "gpus_per_node", "max_channels"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and value >= 1):
+                raise ClusterSimError(f"{name}: {value!r} must be a whole number >= 1", field=name, value=value)
+        if self.num_nodes * self.gpus_per_node < 2:
+            raise ClusterSimError("num_nodes: a collective needs at least 2 ranks", field="num_nodes", value=1)
+
+
+def _check(value: str, valid: tuple[str, ...], field: str) -> None:
+    if value not in valid:
+        raise ClusterSimError(f"{field}: {value!r} is not one of {', '.join(valid)}", field=field, value=value)
+
+
+def _hop_counts(collective: str, algorithm: str, nodes: int, per_node: int) -> tuple[int, int]:
+    """(NVLink hops, network hops) on the critical path."""
+    ranks = nodes * per_node
+    if algorithm == "tree":
+        net = 2 * math.ceil(math.log2(nodes))
+        return 2 * (per_node - 1), net
+    passes = 2 if collective == "all_reduce" else 1
+    net = passes * nodes if nodes > 1 else 0
+    return passes * (ranks - 1) - net, net
+
+
+def estimate(fabric: Fabric, collective: str, message_bytes: int, algorithm: str, protocol: str) -> Estimate:
+    """The time of ``collective`` on ``message_bytes`` with a given algorithm and protocol."""
+    _check(collective, COLLECTIVES, "collective")
+    _check(algorithm, ALGORITHMS, "algorithm")
+    _check(protocol, PROTOCOLS, "protocol")
+    if collective == "all_gather" and algorithm == "tree":
+        raise ClusterSimError("algorithm: NCCL all-gather has no tree; use ring", field="algorithm", value=algorithm)
+    if not (isinstance(message_bytes, int) and message_bytes >= 1):
+        raise ClusterSimError(
+            f"message_bytes: {message_bytes!r} must be a whole number >= 1", field="message_bytes", value=message_bytes
+        )
+    ranks = fabric.num_nodes * fabric.gpus_per_node
+    threshold = THREAD_THRESHOLD_BYTES[protocol] * (ranks if algorithm == "ring" and protocol == "LL" else 1)
+    channels = max(1, min(fabric.max_channels, math.ceil(message_bytes / (THREADS[protocol] * threshold))))
+    per_channel = message_bytes / channels
+    chunk = per_channel if algorithm == "tree" else per_channel / ranks  # a ring moves 1/n of it a step
+    wire = chunk / WIRE_EFFICIENCY[protocol]
+    nvlink_count, net_count = _hop_counts(collective, algorithm, fabric.num_nodes, fabric.gpus_per_node)
+    flush = SIMPLE_FLUSH_S if protocol == "Simple" else 0.0
+    hops = (
+        Hops("NVLink hop (NCCL per-hop latency)", nvlink_count, NVLINK_HOP_S[algorithm, protocol]),
+        Hops("NVLink pipeline fill (one chunk)", 1 if nvlink_count else 0, wire / fabric.nvlink_channel_bytes_per_s),
+        Hops(f"network hop ({fabric.net_path.kind.value}, NCCL)", net_count, fabric.net_path.one_way_s(wire) + flush),
+    )
+    launch = BASE_LATENCY_S[algorithm, protocol] + (PROXY_START_S if net_count else 0.0)
+    return Estimate(collective, message_bytes, ranks, algorithm, protocol, channels, chunk, launch, hops)
+
+
+def best(
+    fabric: Fabric,
+    collective: str,
+    message_bytes: int,
+    *,
+    algorithm: str | None = None,
+    protocol: str | None = None,
+) -> Estimate:
+    """The fastest estimate over the algorithms and protocols allowed (all unless one is forced)."""
+    if algorithm is not None:
+        _check(algorithm, ALGORITHMS, "algorithm")
+    if protocol is not None:
+        _check(protocol, PROTOCOLS, "protocol")
+    _check(collective, COLLECTIVES, "collective")
+    algorithms = (
+        [algorithm] if algorithm else [a for a in ALGORITHMS if not (collective == "all_gather" and a == "tree")]
+    )
+    protocols = [protocol] if protocol else list(PROTOCOLS)
+    return min(
+        (estimate(fabric, collective, message_bytes, a, p) for a in algorithms for p in protocols),
+        key=lambda e: e.time_s,
+    )
+
+
+def instance_fabric(instance: Instance, num_nodes: int, *, path: PathKind | str | None = None) -> Fabric:
+    """The fabric of ``num_nodes`` of ``instance``: its EFA path per the catalog (or ``path``), one NIC's
+    line rate per network hop, NCCL's NVLink speed for its GPU, a channel per NIC (at least 8)."""
+    network = instance.network
+    kind = (
+        PathKind(path)
+        if path is not None
+        else (PathKind.EFA_GDR if network.gpudirect_rdma.value else PathKind.EFA_HOST)
+    )
+    if kind is PathKind.EFA_GDR and not network.gpudirect_rdma.value:
+        raise ClusterSimError(
+            f"path: {instance.id} has no GPUDirect RDMA in the catalog (valid: efa-host, tcp-ena)",
+            field="path",
+            value=kind.value,
+        )
+    net = build_path(
+        kind,
+        line_bits_per_s=float(network.card_bandwidth_bits_per_s.value),
+        adapter=network.adapter,
+        pcie_gen4=instance.accelerator.startswith("a100"),
+        nccl=True,
+    )
+    family = instance.accelerator.split("-")[0]
+    if family not in NVLINK_CHANNEL_BYTES_PER_S:
+        valid = ", ".join(sorted(NVLINK_CHANNEL_BYTES_PER_S))
+        raise ClusterSimError(
+            f"instance: {instance.id} has {instance.accelerator}, not an NVLink GPU this model covers (valid: {valid})",
+            field="instance",
+            value=instance.id,
+        )
+    return Fabric(
+        num_nodes=num_nodes,
+        gpus_per_node=int(instance.num_accelerators.value),
+        net_path=net,
+        nvlink_channel_bytes_per_s=NVLINK_CHANNEL_BYTES_PER_S[family],
+        max_channels=max(MIN_CHANNELS, int(network.num_cards.value)),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedCase:
+    """One published nccl-tests time."""
+
+    id: str
+    instance: str
+    num_nodes: int
+    collective: str
+    message_bytes: int
+    time_s: float
+    source: str
+    in_scope: bool  # within the latency regime this model claims (see the module docstring)
+    note: str = ""
+
+
+@cache
+def published_cases() -> tuple[PublishedCase, ...]:
+    """The published small-message nccl-tests times of ``nccl_published.toml``."""
+    text = resources.files(__package__).joinpath(PUBLISHED_FILE).read_text(encoding="utf-8")
+    return tuple(
+        PublishedCase(
+            id=str(c["id"]),
+            instance=str(c["instance"]),
+            num_nodes=int(c["nodes"]),
+            collective=str(c["collective"]),
+            message_bytes=int(c["message_bytes"]),
+            time_s=float(c["time_us"]) * 1e-6,
+            source=str(c["source"]),
+            in_scope=bool(c["in_scope"]),
+            note=str(c.get("note", "")),
+        )
+        for c in tomllib.loads(text)["case"]
+    )
+
+
+def measured_time_s(instance: str, num_nodes: int, collective: str, message_bytes: int) -> PublishedCase | None:
+    """The first published case for exactly this instance, node count, collective and size, if any."""
+    for case in published_cases():
+        key = (case.instance, case.num_nodes, case.collective, case.message_bytes)
+        if key == (instance, num_nodes, collective, message_bytes):
+            return case
+    return None
