@@ -16,7 +16,7 @@ import numpy as np
 
 from clustersim.errors import ClusterSimError
 from clustersim.network.flowsim.routing import Incidence, Routing, route
-from clustersim.network.flowsim.solver import prepare, solve
+from clustersim.network.flowsim.solver import MaxMinState, prepare
 from clustersim.network.flowsim.topology import FatTree, FloatArray, IntArray
 
 DONE_TOL = 1e-9  # a flow with less than this fraction of its bytes left has completed
@@ -116,58 +116,58 @@ def run(
     e_flow, e_res, e_w = prepared.flow, prepared.resource, prepared.weight
     latency = inc.hops * tree.spec.link_latency_s
     size = flows.size_bytes
-    remaining = size.copy()
-    rate = np.zeros(n)
     waiting_on = np.diff(flows.dep_ptr).astype(np.int64)
     dependents_ptr, dependents = _reverse(flows.dep_ptr, flows.dep_idx, n)
     ready = np.where(waiting_on == 0, flows.start_at_s, np.inf)
+    pending = ready.copy()  # release times of the flows not started yet (inf: started, or waiting on others)
     dep_arrival = np.full(n, -np.inf)
     start = np.full(n, np.nan)
     tx_end = np.full(n, np.nan)
     end = np.full(n, np.nan)
     peak = np.zeros(cap.size)
-    state = np.zeros(n, dtype=np.int8)  # 0 waiting, 1 active, 2 done
-    active = np.zeros(0, dtype=np.int64)
-    now, events, rounds, done = 0.0, 0, 0, 0
+    solver = MaxMinState(prepared, cap)
+    rate = np.zeros(n)
+    left = size.copy()  # bytes left at ``since``, when the flow's rate last changed
+    since = np.zeros(n)
+    finish = np.full(n, np.inf)  # when an active flow's last byte leaves at its current rate
+    done_by = np.full(n, np.inf)  # from when it counts as done (``DONE_TOL`` of its bytes left)
+    now, events, done = 0.0, 0, 0
     while done < n:
-        waiting = np.flatnonzero(state == 0)
-        next_start = float(ready[waiting].min()) if waiting.size else np.inf
-        next_end = np.inf
-        if active.size:
-            next_end = now + float((remaining[active] / rate[active]).min())
-        t = min(next_start, next_end)
+        t = min(float(pending.min()), float(finish.min()))
         if not np.isfinite(t):
             raise ClusterSimError("flows wait on each other in a cycle and can never start", field="dep_idx")
-        if active.size:
-            remaining[active] -= rate[active] * (t - now)
-            finished = active[remaining[active] <= DONE_TOL * size[active]]
-            remaining[finished] = 0.0
-            state[finished] = 2
+        finished = np.flatnonzero(done_by <= t)
+        if finished.size:
+            finish[finished] = np.inf
+            done_by[finished] = np.inf
             tx_end[finished] = t
             end[finished] = t + latency[finished]
             done += finished.size
-            _release(finished, end, dependents_ptr, dependents, waiting_on, dep_arrival, ready, flows.start_at_s)
-            active = active[state[active] == 1]
+            freed = _release(
+                finished, end, dependents_ptr, dependents, waiting_on, dep_arrival, ready, flows.start_at_s
+            )
+            pending[freed] = ready[freed]
         now = t
-        starting = np.flatnonzero((state == 0) & (ready <= now))
-        state[starting] = 1
+        starting = np.flatnonzero(pending <= now)
+        pending[starting] = np.inf
         start[starting] = np.maximum(ready[starting], now)
-        active = np.concatenate([active, starting])
         events += 1
-        if active.size:
-            mask = np.zeros(n, dtype=bool)
-            mask[active] = True
-            solved, k = solve(prepared, mask, cap)
-            rounds += k
-            if np.any(solved[active] <= 0):
-                stuck = int(active[np.argmin(solved[active])])
+        changed, touched = solver.update(finished, starting)
+        if changed.size:
+            new = solver.rate[changed]
+            if np.any(new <= 0):
+                stuck = int(changed[np.argmin(new)])
                 raise ClusterSimError(
                     f"flow {stuck} has no capacity left on its path (failed links?)", field="fail_links"
                 )
-            rate[active] = solved[active]
-            idx = _entries(prepared.flow_ptr, active)
-            load = np.bincount(e_res[idx], weights=e_w[idx] * rate[e_flow[idx]], minlength=cap.size)
-            np.maximum(peak, np.divide(load, cap, out=np.zeros_like(load), where=cap > 0), out=peak)
+            left[changed] -= rate[changed] * (now - since[changed])
+            since[changed] = now
+            rate[changed] = new
+            finish[changed] = now + left[changed] / new
+            done_by[changed] = finish[changed] - DONE_TOL * size[changed] / new
+            c = cap[touched]
+            util = np.divide(solver.used[touched], c, out=np.zeros(touched.size), where=c > 0)
+            peak[touched] = np.maximum(peak[touched], util)
         if progress is not None:
             progress(done, n)
     resource_bytes = np.bincount(e_res, weights=e_w * size[e_flow], minlength=cap.size).astype(np.float64)
@@ -178,7 +178,7 @@ def run(
         resource_bytes=resource_bytes,
         peak_utilization=peak,
         num_events=events,
-        num_rounds=rounds,
+        num_rounds=solver.rounds,
         wall_s=time.perf_counter() - began,
     )
 
@@ -200,19 +200,18 @@ def _release(
     dep_arrival: FloatArray,
     ready: FloatArray,
     start_at: FloatArray,
-) -> None:
-    """Count ``finished`` off their dependents; those with nothing left become ready."""
-    if not finished.size:
-        return
+) -> IntArray:
+    """Count ``finished`` off their dependents; those with nothing left become ready (returned)."""
     idx = _entries(ptr, finished)
     if not idx.size:
-        return
+        return np.zeros(0, dtype=np.int64)
     waiters = dependents[idx]
     arrivals = np.repeat(end[finished], ptr[finished + 1] - ptr[finished])
     np.maximum.at(dep_arrival, waiters, arrivals)
     np.subtract.at(waiting_on, waiters, 1)
     freed = np.unique(waiters[waiting_on[waiters] == 0])
     ready[freed] = np.maximum(start_at[freed], dep_arrival[freed])
+    return freed
 
 
 def _entries(ptr: IntArray, rows: IntArray) -> IntArray:

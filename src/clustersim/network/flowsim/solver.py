@@ -115,7 +115,8 @@ def solve(
         if rounds == global_rounds:
             remaining -= load * level  # the growing flows' share so far, then finish locally
             left = _rows(p.flow_ptr, None, np.flatnonzero(growing))
-            return _local_rounds(p, left, remaining, rate, level, rounds)
+            rounds = _local_rounds(p.flow[left], p.resource[left], p.weight[left], remaining, rate, level, rounds)
+            return rate, rounds
         rounds += 1
         # ``remaining``: capacity less the frozen flows' load; the growing flows all run at ``level``.
         level = max(level, float((np.maximum(remaining[busy], 0.0) / load[busy]).min()))
@@ -135,9 +136,10 @@ def solve(
 
 
 def _local_rounds(
-    p: Prepared, entries: IntArray, remaining: FloatArray, rate: FloatArray, base: float, rounds: int
-) -> tuple[FloatArray, int]:
-    """Finish from flows all at ``base`` (``remaining``: capacity less everything given so far).
+    f: IntArray, r: IntArray, w: FloatArray, remaining: FloatArray, rate: FloatArray, base: float, rounds: int
+) -> int:
+    """Finish entries (``f``, ``r``, ``w``, sorted by flow) of flows all at ``base``; ``remaining``
+    (indexed by ``r``): capacity less everything given so far. Sets ``rate``; returns the rounds.
 
     Each round gives every resource its fair level (capacity left over the weighted count of its
     unfrozen flows) and freezes, at once, every resource that is a local bottleneck: none of its
@@ -146,22 +148,147 @@ def _local_rounds(
     The lowest resource always qualifies, so each round makes progress; rounds are as many as the
     chain of bottlenecks is deep, where filling level by level takes one per distinct level.
     """
-    while entries.size:
+    while f.size:
         rounds += 1
-        f, r, w = p.flow[entries], p.resource[entries], p.weight[entries]
-        load = np.bincount(r, weights=w, minlength=p.num_resources)
+        load = np.bincount(r, weights=w, minlength=remaining.size)
         level = np.maximum(remaining[r], 0.0) / load[r]  # per entry: its resource's extra fair level
         starts = np.concatenate([[True], f[1:] != f[:-1]])
         first = np.flatnonzero(starts)
         segment = np.cumsum(starts) - 1
         lowest = np.minimum.reduceat(level, first)  # per flow: its lowest level
         undercut = lowest[segment] < level * (1 - REL_TOL)
-        blocked = np.zeros(p.num_resources, dtype=bool)
+        blocked = np.zeros(remaining.size, dtype=bool)
         blocked[r[undercut]] = True
         frozen = np.zeros(first.size, dtype=bool)
         frozen[segment[~blocked[r]]] = True
         rate[f[first[frozen]]] = base + lowest[frozen]
         done = frozen[segment]
-        remaining -= np.bincount(r[done], weights=w[done] * lowest[segment[done]], minlength=p.num_resources)
-        entries = entries[~done]
-    return rate, rounds
+        remaining -= np.bincount(r[done], weights=w[done] * lowest[segment[done]], minlength=remaining.size)
+        keep = ~done
+        f, r, w = f[keep], r[keep], w[keep]
+    return rounds
+
+
+WARM_FRACTION = 0.5  # re-solve from scratch when more than this fraction of the active flows must move
+TIE_TOL = 1e-9  # rates within this fraction below the restart level count as at it (rounding of ties)
+
+
+class MaxMinState:
+    """Max-min rates of a changing set of active flows, each change re-solved only above the level
+    where the old and the new allocation can first differ.
+
+    Progressive filling raises all flows together and freezes them as resources fill; a flow's rate
+    is the level at which it froze. Take away flows and add others. Below level ``L``, the smallest
+    of (the removed flows' rates; the level at which each resource of an added flow would fill with
+    the added flows growing and every other flow capped at its old rate), both runs freeze the same
+    flows at the same levels: a resource crossed by a removed flow filled at or above that flow's
+    rate, it only gets emptier, and one crossed by an added flow does not fill below ``L`` by the
+    definition of ``L``; every other resource sees the same flows. So the flows below ``L`` keep
+    their rates, and the rest are re-solved from the state at ``L`` (``_local_rounds``): every flow
+    above it at ``L``, each resource's capacity less what the frozen flows and they take. The
+    result is the same max-min allocation as a full ``solve`` (within the tolerances), at the cost
+    of the flows that move only. ``used`` carries each resource's load from update to update.
+    """
+
+    __slots__ = ("active", "capacity", "num_active", "p", "rate", "rounds", "used", "warm_fraction")
+
+    def __init__(self, p: Prepared, capacity: FloatArray, *, warm_fraction: float = WARM_FRACTION) -> None:
+        if not 0.0 <= warm_fraction <= 1.0:
+            raise ClusterSimError(
+                f"warm_fraction must be in [0, 1], got {warm_fraction}", field="warm_fraction", value=warm_fraction
+            )
+        self.warm_fraction = warm_fraction
+        self.p = p
+        self.capacity = capacity.astype(np.float64, copy=True)
+        self.active = np.zeros(p.num_flows, dtype=bool)
+        self.rate = np.zeros(p.num_flows)
+        self.used = np.zeros(p.num_resources)
+        self.rounds = 0
+        self.num_active = 0
+
+    def update(self, removed: IntArray, added: IntArray) -> tuple[IntArray, IntArray]:
+        """Deactivate ``removed``, activate ``added`` and re-solve; returns the flows whose rate may
+        have changed (``added`` among them) and the resources whose load may have changed."""
+        p = self.p
+        if not removed.size and not added.size:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        level = np.inf
+        gone = np.zeros(0, dtype=np.int64)
+        if removed.size:
+            level = float(self.rate[removed].min())
+            hit = _rows(p.flow_ptr, None, removed)
+            gone = p.resource[hit]
+            np.subtract.at(self.used, gone, p.weight[hit] * self.rate[p.flow[hit]])
+            self.active[removed] = False
+            self.rate[removed] = 0.0
+            self.num_active -= removed.size
+        persisting = self.num_active
+        if added.size and persisting:
+            level = min(level, self._fill_level(added))
+        self.active[added] = True
+        self.num_active += added.size
+        if not persisting or level <= 0:
+            return self._full(gone)
+        threshold = level * (1 - TIE_TOL)
+        act = np.flatnonzero(self.active)
+        moving = act[self.rate[act] >= threshold]  # old flows at or above the level (the added are at 0)
+        if moving.size + added.size > self.warm_fraction * act.size:
+            return self._full(gone)
+        base = min(level, float(self.rate[moving].min())) if moving.size else level
+        growing = np.union1d(moving, added)
+        entries = _rows(p.flow_ptr, None, growing)
+        f, w = p.flow[entries], p.weight[entries]
+        res, local = np.unique(p.resource[entries], return_inverse=True)
+        old = self.rate[f]
+        remaining = (
+            self.capacity[res]
+            - self.used[res]
+            + np.bincount(local, weights=w * old, minlength=res.size)
+            - base * np.bincount(local, weights=w, minlength=res.size)
+        )
+        self.rounds = _local_rounds(f, local, w, remaining, self.rate, base, self.rounds)
+        self.used[res] += np.bincount(local, weights=w * (self.rate[f] - old), minlength=res.size)
+        return growing, np.union1d(res, gone)
+
+    def _full(self, gone: IntArray) -> tuple[IntArray, IntArray]:
+        p = self.p
+        rate, k = solve(p, self.active, self.capacity)
+        self.rounds += k
+        self.rate = rate
+        act = np.flatnonzero(self.active)
+        e = _rows(p.flow_ptr, None, act)
+        used = np.bincount(p.resource[e], weights=p.weight[e] * rate[p.flow[e]], minlength=p.num_resources)
+        self.used = used.astype(np.float64)
+        return act, np.arange(p.num_resources, dtype=np.int64)
+
+    def _fill_level(self, added: IntArray) -> float:
+        """The lowest level at which a resource of ``added`` fills with them growing from 0 and every
+        active flow capped at its rate (the load at level x, sum of min(rate, x) x weight, is concave:
+        the minimum of the lines through its pieces, so it reaches capacity at the largest crossing)."""
+        p = self.p
+        e = _rows(p.flow_ptr, None, added)
+        res, local = np.unique(p.resource[e], return_inverse=True)
+        new_w = np.bincount(local, weights=p.weight[e], minlength=res.size)
+        lens = p.res_ptr[res + 1] - p.res_ptr[res]
+        old = _rows(p.res_ptr, p.res_order, res)
+        owner = np.repeat(np.arange(res.size), lens)
+        keep = self.active[p.flow[old]]
+        old, owner = old[keep], owner[keep]
+        x, w = self.rate[p.flow[old]], p.weight[old]
+        order = np.lexsort((x, owner))
+        x, w, owner = x[order], w[order], owner[order]
+        total_w = np.bincount(owner, weights=w, minlength=res.size)
+        cap = self.capacity[res]
+        # Pieces before each old flow (prefix sums exclusive), and after the last one of each resource.
+        cxw = np.cumsum(x * w) - x * w
+        cw = np.cumsum(w) - w
+        start = np.searchsorted(owner, np.arange(res.size))
+        base_xw = np.concatenate([[0.0], np.cumsum(x * w)])[start]
+        base_w = np.concatenate([[0.0], np.cumsum(w)])[start]
+        cxw -= base_xw[owner]
+        cw -= base_w[owner]
+        crossing = (cap[owner] - cxw) / (total_w[owner] - cw + new_w[owner])
+        last_xw = np.bincount(owner, weights=x * w, minlength=res.size)
+        fill = (cap - last_xw) / new_w
+        np.maximum.at(fill, owner, crossing)
+        return float(fill.min())
