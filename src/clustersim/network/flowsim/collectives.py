@@ -11,6 +11,10 @@ Ranks are the job's GPUs, host by host (host ``i`` of the placement holds ranks 
   over the GPUs' rails, reduced up and broadcast down in pipelined pieces of about
   ``TREE_PIECE_BYTES``, the first ``chunks`` of them simulated; inside a host a chain through the
   GPUs per channel.
+* Hierarchical all-reduce (``hierarchical``): reduce-scatter inside each host, all-reduce of each
+  shard across hosts on its GPU's rails, all-gather inside each host, each phase a ring.
+* NVLS (one host) and NVLS tree all-reduce (``nvls``): the NVSwitch reduces and multicasts
+  (NVLink SHARP), in pipelined pieces; across hosts the double binary tree carries each shard.
 * Send/receive: every GPU to the same GPU of the next host, at once.
 * Pairwise all-to-all: ``nodes - 1`` rounds; in round ``i`` host ``a`` sends to host ``a+i`` (every
   GPU to that host, on its own rails) and a GPU's round waits for its previous round. The
@@ -28,19 +32,25 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from clustersim.errors import ClusterSimError
+from clustersim.network.analytic import predict_collective
 from clustersim.network.collectives import Algorithm, Op
+from clustersim.network.fabric import Fabric
+from clustersim.network.flowsim.dag import CollectiveFlows, Dag, btree_parents, depths
 from clustersim.network.flowsim.engine import Flows, independent
+from clustersim.network.flowsim.hierarchical import hierarchical_flows
+from clustersim.network.flowsim.nvls import nvls_flows, nvlstree_flows
 from clustersim.network.flowsim.topology import FatTree, IntArray
+
+__all__ = ["RING_OPS", "SUPPORTED", "CollectiveFlows", "btree_parents", "collective_flows", "default_algorithm"]
 
 RING_OPS = {Op.ALL_REDUCE: 2, Op.ALL_GATHER: 1, Op.REDUCE_SCATTER: 1}
 TREE_PIECE_BYTES = 512 * 1024  # assumed: bytes a tree channel pipelines at a time
 SUPPORTED = {
-    Op.ALL_REDUCE: (Algorithm.RING, Algorithm.TREE),
+    Op.ALL_REDUCE: (Algorithm.RING, Algorithm.TREE, Algorithm.HIERARCHICAL, Algorithm.NVLS, Algorithm.NVLSTREE),
     Op.ALL_GATHER: (Algorithm.RING,),
     Op.REDUCE_SCATTER: (Algorithm.RING,),
     Op.ALLTOALL: (Algorithm.PAIRWISE,),
@@ -48,29 +58,20 @@ SUPPORTED = {
 }
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class CollectiveFlows:
-    """A collective's flows; ``group`` numbers steps (rounds), ``num_steps`` of them simulated
-    standing for ``total_steps`` (``weights`` says how many each simulated step stands for)."""
-
-    op: Op
-    algorithm: Algorithm
-    flows: Flows
-    num_steps: int
-    total_steps: int
-    step_weights: list[float]
-    pipelined: bool = False  # the rest runs at the busiest resource's pace per step (a pipeline)
-
-
-def default_algorithm(op: Op) -> Algorithm:
-    """The algorithm simulated when none is asked for."""
+def default_algorithm(op: Op, fabric: Fabric | None = None, size_bytes: float | None = None) -> Algorithm:
+    """The algorithm simulated when none is asked for: on ``fabric`` at ``size_bytes``, the one NCCL's
+    tuner would pick as the analytic model predicts it (the fastest candidate); without them, ring
+    (or the op's only algorithm)."""
     if op not in SUPPORTED:
         raise ClusterSimError(
             f"the flow simulator has no algorithm for {op.value}; valid: {', '.join(o.value for o in SUPPORTED)}",
             field="collective",
             value=op.value,
         )
-    return SUPPORTED[op][0]
+    if fabric is None or size_bytes is None:
+        return SUPPORTED[op][0]
+    chosen = predict_collective(op, np.array([float(size_bytes)]), fabric).algorithm[0]
+    return chosen if chosen in SUPPORTED[op] else SUPPORTED[op][0]
 
 
 def collective_flows(
@@ -103,6 +104,12 @@ def collective_flows(
         return _ring(tree, hosts, op, size_bytes, max_steps)
     if algorithm is Algorithm.TREE:
         return _tree(tree, hosts, size_bytes, max(1, chunks))
+    if algorithm is Algorithm.HIERARCHICAL:
+        return hierarchical_flows(tree, hosts, size_bytes, max_steps)
+    if algorithm is Algorithm.NVLS:
+        return nvls_flows(tree, hosts, size_bytes, max(1, chunks))
+    if algorithm is Algorithm.NVLSTREE:
+        return nvlstree_flows(tree, hosts, size_bytes, max(1, chunks))
     if algorithm is Algorithm.DIRECT:
         return _sendrecv(tree, hosts, size_bytes)
     return _alltoall(tree, hosts, size_bytes, max_steps)
@@ -150,67 +157,9 @@ def _ring(tree: FatTree, hosts: IntArray, op: Op, size: float, max_steps: int) -
     return CollectiveFlows(op, Algorithm.RING, flows, steps, total, weights)
 
 
-def btree_parents(n: int) -> tuple[IntArray, IntArray]:
-    """Parents (-1 at a root) of NCCL's two binary trees over ``n`` nodes (``ncclGetDtree``): the
-    second is the first shifted by one when ``n`` is odd, mirrored when even."""
-
-    def parent(rank: int) -> int:
-        if rank == 0:
-            return -1
-        bit = rank & -rank
-        up = (rank ^ bit) | (bit << 1)
-        return up if up < n else rank ^ bit
-
-    first = np.array([parent(r) for r in range(n)], dtype=np.int64)
-    second = np.empty(n, dtype=np.int64)
-    for node in range(n):
-        pos = (node - 1) % n if n % 2 else n - 1 - node
-        up = parent(pos)
-        second[node] = -1 if up < 0 else ((up + 1) % n if n % 2 else n - 1 - up)
-    return first, second
-
-
-class _Dag:
-    """Flows collected one batch at a time, each with its dependency lists."""
-
-    def __init__(self) -> None:
-        self.src: list[int] = []
-        self.dst: list[int] = []
-        self.size: list[float] = []
-        self.deps: list[list[int]] = []
-        self.group: list[int] = []
-        self.last: dict[tuple[int, ...], int] = {}  # the previous piece on each edge
-
-    def send(self, key: tuple[int, ...], a: int, b: int, deps: list[int], q: int, *, piece: float) -> int:
-        """A flow on edge ``key`` that also waits for the edge's previous one: a channel sends in order."""
-        before = [self.last[key]] if key in self.last else []
-        self.last[key] = self.add(a, b, piece, deps + before, q)
-        return self.last[key]
-
-    def add(self, src: int, dst: int, size: float, deps: list[int], group: int) -> int:
-        self.src.append(src)
-        self.dst.append(dst)
-        self.size.append(size)
-        self.deps.append(deps)
-        self.group.append(group)
-        return len(self.size) - 1
-
-    def flows(self) -> Flows:
-        counts = np.array([len(d) for d in self.deps], dtype=np.int64)
-        return Flows(
-            src_gpu=np.array(self.src, dtype=np.int64),
-            dst_gpu=np.array(self.dst, dtype=np.int64),
-            size_bytes=np.array(self.size),
-            start_at_s=np.zeros(len(self.size)),
-            dep_ptr=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
-            dep_idx=np.array([i for d in self.deps for i in d], dtype=np.int64),
-            group=np.array(self.group, dtype=np.int64),
-        )
-
-
 def _tree(tree: FatTree, hosts: IntArray, size: float, chunks: int) -> CollectiveFlows:
     g, num = tree.spec.gpus_per_host, hosts.size
-    dag = _Dag()
+    dag = Dag()
     total = max(1, math.ceil(size / 2 / g / TREE_PIECE_BYTES))
     piece = size / 2 / g / total  # per tree, per channel (GPU), per pipelined piece
     chunks = min(chunks, total)
@@ -221,7 +170,7 @@ def _tree(tree: FatTree, hosts: IntArray, size: float, chunks: int) -> Collectiv
         for node, up in enumerate(parent):
             if up >= 0:
                 children[int(up)].append(node)
-        depth = _depths(parent)
+        depth = depths(parent)
         up_order = np.argsort(-depth, kind="stable")  # leaves first
         for c in range(g):
             chain = [(c + k) % g for k in range(g)][::-1]  # reduce toward GPU c
@@ -253,16 +202,6 @@ def _tree(tree: FatTree, hosts: IntArray, size: float, chunks: int) -> Collectiv
     weights = [1.0] * chunks
     weights[-1] += total - chunks
     return CollectiveFlows(Op.ALL_REDUCE, Algorithm.TREE, dag.flows(), chunks, total, weights, pipelined=True)
-
-
-def _depths(parent: IntArray) -> IntArray:
-    depth = np.zeros(parent.size, dtype=np.int64)
-    for node in range(parent.size):
-        v, d = node, 0
-        while parent[v] >= 0:
-            v, d = int(parent[v]), d + 1
-        depth[node] = d
-    return depth
 
 
 def _alltoall(tree: FatTree, hosts: IntArray, size: float, max_rounds: int) -> CollectiveFlows:

@@ -11,9 +11,15 @@ simulator does not model (NCCL's per-message latency, its message-size ramp, the
 bandwidth factors) is taken from the analytic candidate of the same algorithm and protocol. So the
 simulator replaces exactly one term, the bandwidth of the algorithm on the links, and the two
 models differ only where contention, routing or placement make the links do worse than the
-analytic bound. A latency-free fluid flow model is scale-invariant (every size k times larger takes
-k times longer), so one run per (op, algorithm, fabric) at ``REFERENCE_BYTES`` prices every size.
-Algorithms the simulator does not run (NVLS, NVLS tree, hierarchical) are left out of the choice.
+analytic bound. NVLS and NVLS tree take the NVLink SHARP fraction (``nvls_efficiency``, as
+``nvls.nvls_port_efficiency`` turns it into a port's) on the scale-up ports instead.
+
+A latency-free fluid flow model is scale-invariant (every size k times larger takes k times longer)
+but for a pipeline's fill (tree, NVLS: pieces of fixed size), which is the analytic ramp's to
+model, not to be counted twice; so one run per (op, algorithm, fabric) at ``REFERENCE_BYTES``, large
+enough that the fill is under 1% at 2,048 nodes, prices every size. The automatic choice is the
+fastest candidate among every algorithm the simulator runs (ring, tree, hierarchical, NVLS, NVLS
+tree, pairwise, direct) that the analytic model offers on the fabric, as NCCL's tuner picks.
 """
 
 from __future__ import annotations
@@ -39,11 +45,13 @@ from clustersim.network.collectives import Protocol as NcclProtocol
 from clustersim.network.cost import COST_MODELS
 from clustersim.network.fabric import Fabric
 from clustersim.network.flowsim.collectives import SUPPORTED
+from clustersim.network.flowsim.nvls import nvls_port_efficiency
 from clustersim.network.flowsim.results import simulate_collective
 from clustersim.network.flowsim.routing import Routing
 from clustersim.network.flowsim.topology import FatTreeSpec, FloatArray, build
 
-REFERENCE_BYTES = float(1 << 30)
+REFERENCE_BYTES = float(1 << 36)  # 64 GiB per rank (see the module docstring)
+NVLS_ALGORITHMS = (Algorithm.NVLS, Algorithm.NVLSTREE)
 
 
 @functools.lru_cache(maxsize=512)
@@ -54,7 +62,7 @@ def simulated_algbw(
     routing: Routing,
     oversubscription: float,
     network_efficiency: float,
-    nvlink_efficiency: float,
+    scaleup_efficiency: float,
 ) -> float:
     """Bytes per second of ``op`` by ``algorithm`` on ``fabric``'s links at the given efficiencies."""
     g = fabric.devices_per_node
@@ -63,14 +71,14 @@ def simulated_algbw(
         gpus_per_host=g,
         nics_per_host=g,
         nic_bytes_per_s=max(fabric.network_bytes_per_s, 1.0) / g * network_efficiency,
-        scaleup_bytes_per_s=fabric.scaleup_bytes_per_s * nvlink_efficiency,
+        scaleup_bytes_per_s=fabric.scaleup_bytes_per_s * scaleup_efficiency,
         radix=64,
         oversubscription=oversubscription,
         name=fabric.name,
     )
     tree = build(spec)
     hosts = np.arange(fabric.num_nodes, dtype=np.int64)
-    result = simulate_collective(tree, hosts, op, REFERENCE_BYTES, routing=routing, algorithm=algorithm, chunks=4)
+    result = simulate_collective(tree, hosts, op, REFERENCE_BYTES, routing=routing, algorithm=algorithm, chunks=2)
     return REFERENCE_BYTES / result.time_s
 
 
@@ -102,6 +110,9 @@ class SimCost:
                 continue
             if protocol is not None and c.protocol is not protocol:
                 continue
+            scaleup_efficiency = cal.nvlink_efficiency
+            if c.algorithm in NVLS_ALGORITHMS:
+                scaleup_efficiency = nvls_port_efficiency(cal.nvls_efficiency, fabric.devices_per_node)
             sim = simulated_algbw(
                 op,
                 c.algorithm,
@@ -109,7 +120,7 @@ class SimCost:
                 self.routing,
                 self.oversubscription,
                 cal.network_efficiency,
-                cal.nvlink_efficiency,
+                scaleup_efficiency,
             )
             out.append(replace(c, algbw_bytes_per_s=sim * c.algbw_bytes_per_s / simple[c.algorithm]))
         if not out:

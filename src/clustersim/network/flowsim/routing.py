@@ -77,24 +77,35 @@ def source_ports(connection: IntArray, seed: int) -> IntArray:
     return (ports % np.uint64(16384)).astype(np.int64) + 49152
 
 
+def nvswitch(host: IntArray | int) -> IntArray:
+    """The endpoint number of host ``host``'s NVSwitch (in-network reduction), for ``route``: ``-1 - host``."""
+    return np.asarray(-1 - np.asarray(host, dtype=np.int64), dtype=np.int64)
+
+
 def route(tree: FatTree, src_gpu: IntArray, dst_gpu: IntArray, routing: Routing, seed: int = 0) -> Incidence:
-    """The incidence of transfers ``src_gpu[i] -> dst_gpu[i]`` (global GPU numbers)."""
+    """The incidence of transfers ``src_gpu[i] -> dst_gpu[i]`` (global GPU numbers, or a host's
+    NVSwitch, ``nvswitch(host)``, at one end: see ``_switch_loads``)."""
     src = np.asarray(src_gpu, dtype=np.int64)
     dst = np.asarray(dst_gpu, dtype=np.int64)
     g, r = tree.spec.gpus_per_host, tree.spec.nics_per_host
-    num_gpus = tree.spec.num_hosts * g
-    if src.size and (min(src.min(), dst.min()) < 0 or max(src.max(), dst.max()) >= num_gpus):
-        raise ClusterSimError(f"GPU numbers must be in 0..{num_gpus - 1}", field="gpu")
+    num_hosts = tree.spec.num_hosts
+    num_gpus = num_hosts * g
+    if src.size and (min(src.min(), dst.min()) < -num_hosts or max(src.max(), dst.max()) >= num_gpus):
+        raise ClusterSimError(
+            f"GPU numbers must be in 0..{num_gpus - 1} (or -1..-{num_hosts}: a host's NVSwitch)", field="gpu"
+        )
     if np.any(src == dst):
         raise ClusterSimError("a flow needs two different GPUs", field="gpu")
     flows = np.arange(src.size, dtype=np.int64)
-    local = src // g == dst // g
+    switched = (src < 0) | (dst < 0)
+    parts_f, parts_r, parts_w = _switch_loads(tree, flows[switched], src[switched], dst[switched])
+    local = (src // g == dst // g) & ~switched
     lf = flows[local]
-    parts_f = [lf, lf]
-    parts_r = [tree.scaleup_out(src[local]), tree.scaleup_in(dst[local])]
-    parts_w = [np.ones(lf.size), np.ones(lf.size)]
+    parts_f += [lf, lf]
+    parts_r += [tree.scaleup_out(src[local]), tree.scaleup_in(dst[local])]
+    parts_w += [np.ones(lf.size), np.ones(lf.size)]
     hops = np.zeros(src.size, dtype=np.int64)
-    remote = ~local
+    remote = ~local & ~switched
     rf = flows[remote]
     rails = tree.nic_rails(src[remote] % g)  # (n, per)
     per = rails.shape[1]
@@ -114,6 +125,32 @@ def route(tree: FatTree, src_gpu: IntArray, dst_gpu: IntArray, routing: Routing,
         weight=np.concatenate(parts_w),
         hops=hops,
     )
+
+
+def _switch_loads(
+    tree: FatTree, flows: IntArray, src: IntArray, dst: IntArray
+) -> tuple[list[IntArray], list[IntArray], list[FloatArray]]:
+    """Flows with a host's NVSwitch at one end, as NVLink SHARP moves data (NCCL's NVLS).
+
+    From the switch to GPU ``d`` (a reduce, ``multimem.ld_reduce``): the switch pulls the same bytes
+    from every GPU of the host at the flow's rate and delivers their sum, loading each GPU's egress
+    port and ``d``'s ingress port with the flow's rate. From GPU ``s`` to the switch (a multicast,
+    ``multimem.st``): ``s``'s egress and every GPU's ingress. The crossbar itself is not a resource."""
+    g = tree.spec.gpus_per_host
+    if np.any((src < 0) & (dst < 0)):
+        raise ClusterSimError("a flow cannot go from one NVSwitch to another", field="gpu")
+    gpu = np.where(src < 0, dst, src)
+    host = np.where(src < 0, -1 - src, -1 - dst)
+    if np.any(gpu // g != host):
+        raise ClusterSimError("a flow to or from an NVSwitch must stay inside the switch's host", field="gpu")
+    members = host[:, None] * g + np.arange(g)[None, :]  # (flows, g)
+    reduce = src < 0
+    fan = np.repeat(flows, g)
+    fan_ports = np.where(
+        np.repeat(reduce, g), tree.scaleup_out(members.reshape(-1)), tree.scaleup_in(members.reshape(-1))
+    )
+    single = np.where(reduce, tree.scaleup_in(gpu), tree.scaleup_out(gpu))
+    return [fan, flows], [fan_ports, single], [np.ones(fan.size), np.ones(flows.size)]
 
 
 def _nic_paths(
