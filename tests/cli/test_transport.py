@@ -1,4 +1,4 @@
-"""``clustersim transport``: compare, sweep, incast, ring and datapath, their --json keys, figures and errors."""
+"""``clustersim transport``: compare, sweep, incast, ring, datapath and nccl, their --json keys, figures and errors."""
 
 import json
 
@@ -88,6 +88,14 @@ def test_sweep_incast_and_ring_print_tables_and_json():
         (["sweep", "--over", "jitter"], "--over: 'jitter'"),
         (["datapath", "--message", "2G"], "--message: '2G' is out of range"),
         (["compare", "--message", "1G", "--messages", "17"], "17.0 GiB to simulate"),
+        (["nccl", "--sizes", ","], "--sizes: give 1 to 40 sizes, got 0"),
+        (["nccl", "--sizes", "8,2G"], "--sizes: '2G' is out of range"),
+        (["nccl", "--path", "rdma"], "--path: 'rdma' is not efa-gdr or efa-host"),
+        (["nccl", "--collective", "alltoall"], "collective: 'alltoall' is not one of all_reduce, all_gather"),
+        (["nccl", "--protocol", "ll"], "protocol: 'll' is not one of LL, LL128, Simple"),
+        (["nccl", "--collective", "all_gather", "--algorithm", "tree"], "all-gather has no tree"),
+        (["nccl", "--instance", "trn2.48xlarge"], "not an NVLink GPU"),
+        (["nccl", "--nodes", "0"], "--nodes"),
     ],
 )
 def test_bad_options_are_one_line_errors(args, part):
@@ -110,7 +118,7 @@ def test_the_main_app_has_the_transport_commands():
 
     result = runner.invoke(app, ["transport", "--help"], env=ENV)
     assert result.exit_code == 0
-    for command in ("compare", "sweep", "incast", "ring", "datapath"):
+    for command in ("compare", "sweep", "incast", "ring", "datapath", "nccl"):
         assert command in result.stdout
 
 
@@ -121,3 +129,35 @@ def test_compare_takes_tcps_congestion_control_by_name():
     bad = run("compare", *SMALL, "--tcp-congestion", "bbr")
     assert bad.exit_code == 2
     assert "tcp_congestion: 'bbr' is not one of newreno, cubic" in bad.output
+
+
+def test_nccl_json_gives_each_size_its_pick_breakdown_and_the_published_time():
+    result = run("nccl", "--instance", "p5.48xlarge", "--nodes", "2", "--sizes", "8,1K,64K", "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert (payload["instance"], payload["nodes"], payload["path"]) == ("p5.48xlarge", 2, "efa-gdr")
+    rows = payload["rows"]
+    assert [r["message_bytes"] for r in rows] == [8, 1024, 65536]
+    for row in rows:
+        assert row["time_s"] == pytest.approx(row["launch_s"] + sum(h["total_s"] for h in row["hops"]))
+        assert row["busbw_bytes_per_s"] == pytest.approx(row["message_bytes"] / row["time_s"] * 2 * 15 / 16)
+    first = rows[0]
+    assert (first["algorithm"], first["protocol"], first["num_channels"]) == ("tree", "LL", 1)
+    assert first["measured_time_s"] == pytest.approx(69.12e-6) and abs(first["error"]) < 0.01
+    assert "awsome-distributed-training" in first["measured_source"]
+    assert rows[2]["measured_time_s"] == pytest.approx(135.1e-6) and rows[2]["error"] < -0.2  # out of scope
+
+
+def test_nccl_honours_forced_choices_and_the_host_staged_path():
+    forced = run("nccl", "--sizes", "8", "--algorithm", "ring", "--protocol", "Simple", "--json")
+    assert forced.exit_code == 0, forced.output
+    row = json.loads(forced.stdout)["rows"][0]
+    assert (row["algorithm"], row["protocol"]) == ("ring", "Simple")
+    staged, direct = (
+        json.loads(run("nccl", "--sizes", "8", "--path", p, "--json").stdout) for p in ("efa-host", "efa-gdr")
+    )
+    assert (staged["path"], direct["path"]) == ("efa-host", "efa-gdr")
+    assert staged["rows"][0]["time_s"] > direct["rows"][0]["time_s"] + 30e-6  # two cudaMemcpy pairs
+    table = run("nccl", "--instance", "p4de.24xlarge", "--sizes", "8,1M")
+    assert table.exit_code == 0, table.output
+    assert "tree/LL" in table.stdout and "164.3" in table.stdout and "network hops" in table.stdout

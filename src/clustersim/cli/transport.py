@@ -2,11 +2,13 @@
 
 Commands: ``compare`` (one flow per transport: throughput and message-time percentiles under loss,
 background load, an ECMP collision), ``sweep`` (compare as loss or load rises), ``incast`` (N senders
-to one receiver), ``ring`` (one ring all-reduce step across two nodes) and ``datapath`` (each host
-data path's steps for one message, and its crossover size).
+to one receiver), ``ring`` (one ring all-reduce step across two nodes), ``datapath`` (each host
+data path's steps for one message, and its crossover size) and ``nccl`` (small-message NCCL
+collective times over the instance's data path, beside published nccl-tests times).
 """
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -132,14 +134,55 @@ def _instance(name: str, catalog: list[Path] | None) -> "Instance":
     return load_catalog(catalog or ()).instance(name)
 
 
+def _flows(
+    instance: str,
+    catalog: list[Path] | None,
+    *,
+    paths: int,
+    message: str,
+    messages: int,
+    seed: int,
+    loss: str = "0",
+    **options: Any,
+) -> tuple["Instance", "Scenario"]:
+    """The instance and the scenario of a flow-level command, its options parsed (compare, sweep, incast)."""
+    node = _instance(instance, catalog)
+    scenario = _scenario(
+        node,
+        loss=_fraction(loss, "--loss"),
+        num_paths=paths,
+        message_bytes=_bytes(message, "--message"),
+        num_messages=messages,
+        seed=seed,
+        **options,
+    )
+    return node, scenario
+
+
 def _scenario(instance: "Instance", **options: Any) -> "Scenario":
     from clustersim.network.transport.experiments import Scenario
 
     return Scenario(line_bits_per_s=float(instance.network.card_bandwidth_bits_per_s.value), **options)
 
 
-def _plot_note(plot: Path | None, as_json: bool) -> None:
-    if plot is not None and not as_json:
+def _finish(
+    *,
+    as_json: bool,
+    payload: Callable[[], Any],
+    tables: Callable[[], list[Any]],
+    plot: Path | None = None,
+    draw: Callable[[Path], None] | None = None,
+) -> None:
+    """What every command ends with: the figure where ``--plot`` asks for one (``draw`` writes it to the
+    path given), then JSON or the tables."""
+    if plot is not None and draw is not None:
+        with user_errors():
+            _write(lambda: draw(plot), plot)
+    if as_json:
+        emit_json(payload())
+        return
+    print_all(*tables())
+    if plot is not None:
         console.print(f"figure written to {plot}")
 
 
@@ -165,16 +208,16 @@ def compare_command(
     from clustersim.network.transport.experiments import compare
 
     with user_errors():
-        node = _instance(instance, catalog)
-        scenario = _scenario(
-            node,
-            loss=_fraction(loss, "--loss"),
-            num_paths=paths,
-            message_bytes=_bytes(message, "--message"),
-            num_messages=messages,
+        node, scenario = _flows(
+            instance,
+            catalog,
+            loss=loss,
+            paths=paths,
+            message=message,
+            messages=messages,
+            seed=seed,
             background=background,
             collision=collision,
-            seed=seed,
             srd_rto_s=_seconds(srd_rto, "--srd-rto"),
             rc_timeout_exponent=rc_timeout,
             tcp_kernel=tcp_kernel,
@@ -185,16 +228,17 @@ def compare_command(
     from clustersim.present import transport as present
 
     title = f"{node.id}: {messages} x {message} messages, loss {scenario.loss:.4g}, {paths} paths"
-    if plot is not None:
-        with user_errors():
-            _write(lambda: present.plot_results(results, plot, title), plot)
-    if as_json:
-        emit_json(
-            {"instance": node.id, "scenario": present.scenario_json(scenario), "results": present.results_json(results)}
-        )
-        return
-    print_all(present.results_table(results, title))
-    _plot_note(plot, as_json)
+    _finish(
+        as_json=as_json,
+        payload=lambda: {
+            "instance": node.id,
+            "scenario": present.scenario_json(scenario),
+            "results": present.results_json(results),
+        },
+        tables=lambda: [present.results_table(results, title)],
+        plot=plot,
+        draw=lambda out: present.plot_results(results, out, title),
+    )
 
 
 @transport_app.command("sweep")
@@ -224,28 +268,22 @@ def sweep_command(
         points = [_fraction(v, "--values") for v in parts]
         if over == "background" and max(points) > 0.99:
             raise ClusterSimError("--values: a background load must be <= 0.99", field="--values", value=values)
-        node = _instance(instance, catalog)
-        scenario = _scenario(
-            node, num_paths=paths, message_bytes=_bytes(message, "--message"), num_messages=messages, seed=seed
-        )
+        node, scenario = _flows(instance, catalog, paths=paths, message=message, messages=messages, seed=seed)
         _total(scenario.message_bytes, messages, len(points))
         rows = sweep(scenario, over, points)
     from clustersim.present import transport as present
 
-    if plot is not None:
-        with user_errors():
-            _write(lambda: present.plot_sweep(over, rows, plot), plot)
-    if as_json:
-        emit_json(
-            {
-                "instance": node.id,
-                "over": over,
-                "rows": [{over: v, "results": present.results_json(r)} for v, r in rows],
-            }
-        )
-        return
-    print_all(present.sweep_table(over, rows))
-    _plot_note(plot, as_json)
+    _finish(
+        as_json=as_json,
+        payload=lambda: {
+            "instance": node.id,
+            "over": over,
+            "rows": [{over: v, "results": present.results_json(r)} for v, r in rows],
+        },
+        tables=lambda: [present.sweep_table(over, rows)],
+        plot=plot,
+        draw=lambda out: present.plot_sweep(over, rows, out),
+    )
 
 
 @transport_app.command("incast")
@@ -265,28 +303,21 @@ def incast_command(
     from clustersim.network.transport.experiments import incast
 
     with user_errors():
-        node = _instance(instance, catalog)
-        scenario = _scenario(
-            node,
-            loss=_fraction(loss, "--loss"),
-            num_paths=paths,
-            message_bytes=_bytes(message, "--message"),
-            num_messages=messages,
-            seed=seed,
+        node, scenario = _flows(
+            instance, catalog, loss=loss, paths=paths, message=message, messages=messages, seed=seed
         )
         _total(scenario.message_bytes, messages, senders)
         results = incast(scenario, senders)
     from clustersim.present import transport as present
 
     title = f"incast: {senders} senders x {messages} x {message} to one receiver ({node.id} NICs)"
-    if plot is not None:
-        with user_errors():
-            _write(lambda: present.plot_group(results, plot, title), plot)
-    if as_json:
-        emit_json({"instance": node.id, "senders": senders, "results": present.group_json(results)})
-        return
-    print_all(present.group_table(results, title))
-    _plot_note(plot, as_json)
+    _finish(
+        as_json=as_json,
+        payload=lambda: {"instance": node.id, "senders": senders, "results": present.group_json(results)},
+        tables=lambda: [present.group_table(results, title)],
+        plot=plot,
+        draw=lambda out: present.plot_group(results, out, title),
+    )
 
 
 @transport_app.command("ring")
@@ -312,16 +343,18 @@ def ring_command(
     from clustersim.present import transport as present
 
     title = f"one ring all-reduce step, 2 x {node.id} ({num_ranks} ranks, {num_nics} NICs each), {buffer}, loss {loss}"
-    if plot is not None:
-        with user_errors():
-            _write(lambda: present.plot_group(results, plot, title), plot)
-    if as_json:
-        emit_json(
-            {"instance": node.id, "num_ranks": num_ranks, "num_nics": num_nics, "results": present.group_json(results)}
-        )
-        return
-    print_all(present.group_table(results, title))
-    _plot_note(plot, as_json)
+    _finish(
+        as_json=as_json,
+        payload=lambda: {
+            "instance": node.id,
+            "num_ranks": num_ranks,
+            "num_nics": num_nics,
+            "results": present.group_json(results),
+        },
+        tables=lambda: [present.group_table(results, title)],
+        plot=plot,
+        draw=lambda out: present.plot_group(results, out, title),
+    )
 
 
 @transport_app.command("datapath")
@@ -342,14 +375,75 @@ def datapath_command(
         paths = instance_paths(node, nccl=nccl)
     from clustersim.present import transport as present
 
-    if plot is not None:
-        with user_errors():
-            _write(lambda: present.plot_datapath(paths, size, plot), plot)
-    if as_json:
-        emit_json(present.datapath_json(paths, size))
-        return
-    print_all(*present.datapath_tables(paths, size))
-    _plot_note(plot, as_json)
+    _finish(
+        as_json=as_json,
+        payload=lambda: present.datapath_json(paths, size),
+        tables=lambda: present.datapath_tables(paths, size),
+        plot=plot,
+        draw=lambda out: present.plot_datapath(paths, size, out),
+    )
+
+
+MAX_NCCL_SIZES = 40
+
+
+@transport_app.command("nccl")
+def nccl_command(
+    instance: InstanceOption = "p5.48xlarge",
+    nodes: Annotated[int, typer.Option("--nodes", min=1, max=4096, help="Nodes in the communicator.")] = 2,
+    collective: Annotated[
+        str, typer.Option("--collective", help="all_reduce or all_gather (nccl-tests' names).")
+    ] = "all_reduce",
+    sizes: Annotated[
+        str, typer.Option("--sizes", help="Comma-separated message sizes, e.g. 8,1K,64K,1M (binary, as nccl-tests).")
+    ] = "8,1K,64K,1M",
+    algorithm: Annotated[
+        str | None, typer.Option("--algorithm", help="Force tree or ring (default: the fastest estimate).")
+    ] = None,
+    protocol: Annotated[
+        str | None, typer.Option("--protocol", help="Force LL, LL128 or Simple (default: the fastest estimate).")
+    ] = None,
+    path: Annotated[
+        str | None,
+        typer.Option("--path", help="The network data path: efa-gdr or efa-host (default: the catalog's)."),
+    ] = None,
+    catalog: CatalogOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Small-message NCCL collective times over the instance's data path (nccl-tests' time and busbw),
+    with the algorithm, protocol and hop breakdown, beside published nccl-tests times where there are any."""
+    from clustersim.network.transport.nccl_small import best, instance_fabric, measured_time_s
+
+    with user_errors():
+        node = _instance(instance, catalog)
+        parts = [v for v in sizes.split(",") if v.strip()]
+        if not parts or len(parts) > MAX_NCCL_SIZES:
+            raise ClusterSimError(
+                f"--sizes: give 1 to {MAX_NCCL_SIZES} sizes, got {len(parts)}", field="--sizes", value=sizes
+            )
+        message_sizes = [_bytes(v, "--sizes") for v in parts]
+        if path is not None and path not in ("efa-gdr", "efa-host"):
+            raise ClusterSimError(f"--path: {path!r} is not efa-gdr or efa-host", field="--path", value=path)
+        fabric = instance_fabric(node, nodes, path=path)
+        rows = [
+            (est, measured_time_s(node.id, nodes, collective, est.message_bytes))
+            for est in (best(fabric, collective, m, algorithm=algorithm, protocol=protocol) for m in message_sizes)
+        ]
+    from clustersim.present import nccl as present
+
+    ranks = fabric.num_nodes * fabric.gpus_per_node
+    title = f"{collective} on {nodes} x {node.id} ({ranks} ranks), {fabric.net_path.kind.value}"
+    _finish(
+        as_json=as_json,
+        payload=lambda: {
+            "instance": node.id,
+            "nodes": nodes,
+            "collective": collective,
+            "path": fabric.net_path.kind.value,
+            "rows": [present.nccl_row_json(est, case) for est, case in rows],
+        },
+        tables=lambda: present.nccl_tables(rows, title),
+    )
 
 
 def _write(draw: Any, path: Path) -> None:
