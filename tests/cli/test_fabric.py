@@ -76,3 +76,56 @@ def test_train_network_refuses_an_unknown_model_and_a_scenario_it_cannot_hold(tm
     result = runner.invoke(app, [*TRAIN, "--network", "sim", "--save-scenario", str(tmp_path / "s.toml")])
     assert result.exit_code == 2 and "--network sim" in result.output
     assert not (tmp_path / "s.toml").exists()
+
+
+STEP = ["step", "llama3-8b", "--nodes", "4", "--fabric-hosts", "64", "--global-batch", "64"]
+
+
+def test_step_json_carries_each_kinds_time_busbw_and_the_analytic_model():
+    out = _json(*STEP, "--tp", "8", "--pp", "2")
+    assert out["layout"]["tp"] == 8 and out["layout"]["dp"] == 2 and out["layout_chosen"] is False
+    kinds = {c["kind"]: c for c in out["collectives"]}
+    assert set(kinds) == {"tp", "pp", "dp reduce-scatter", "dp all-gather"}
+    for c in kinds.values():
+        assert c["time_s"] > 0 and c["busbw_bytes_per_s"] > 0 and c["analytic_time_s"] > 0
+        assert abs(c["sim_over_ideal"] - 1) < 1e-9  # packed, sprayed, non-blocking: the link bound
+        assert c["together_time_s"] >= c["time_s"] * (1 - 1e-9)
+    assert kinds["dp reduce-scatter"]["group_ranks"] == 2 and kinds["tp"]["num_groups"] == 4
+    assert 0 < out["max_link_utilization"] <= 1 + 1e-9 and out["routing"] == "spray"
+
+
+def test_step_honours_the_fabric_flags_and_chooses_a_layout_as_train_does():
+    args = (*STEP, "--routing", "ecmp", "--placement", "random", "--oversubscription", "2", "--seed", "3")
+    out = _json(*args, "--fail-switches", "1")
+    assert out["layout_chosen"] is True and out["routing"] == "ecmp" and out["placement"] == "random"
+    assert out["fabric"]["oversubscription"] == 2 and out["failed_switches"] == 1
+    assert out == _json(*args, "--fail-switches", "1")  # the same seed repeats
+    job = ["llama3-8b", "--instance", "p5.48xlarge", "--nodes", "4", "--global-batch", "64", "--json"]
+    train = json.loads(runner.invoke(app, ["train", *job]).stdout)
+    assert out["layout"] == train["layout"]
+
+
+def test_step_refuses_bad_input_in_one_line():
+    result = runner.invoke(app, ["fabric", *STEP, "--tp", "3", "--pp", "1"])
+    assert result.exit_code == 2 and "tp*pp*cp = 3*1*1" in result.output and "Traceback" not in result.output
+    result = runner.invoke(app, ["fabric", *STEP, "--tp", "8", "--pp", "2", "--routing", "flood", "--json"])
+    assert result.exit_code == 2 and "flood" in result.output
+
+
+def test_several_jobs_report_their_slowdown_against_running_alone():
+    out = _json("simulate", *BASE, "--collective", "alltoall", "--jobs", "3", "--placement", "random", "--seed", "2")
+    assert out["num_jobs"] == 3 and len(out["jobs"]) == 3
+    for job in out["jobs"]:
+        assert job["slowdown"] >= 1 - 1e-9 and abs(job["time_s"] / job["alone_time_s"] - job["slowdown"]) < 1e-12
+    assert out["time_s"] == max(job["time_s"] for job in out["jobs"])  # the slowest job heads the result
+    packed = _json("simulate", *BASE, "--jobs", "2")
+    assert [job["slowdown"] for job in packed["jobs"]] == [1.0, 1.0]  # own leaves, non-blocking
+
+
+def test_failed_switches_slow_a_cross_spine_alltoall_and_too_many_are_refused():
+    args = ("simulate", "--nodes", "64", "--fabric-hosts", "64", "--size", "64M", "--max-steps", "2")
+    whole = _json(*args, "--collective", "alltoall")
+    broken = _json(*args, "--collective", "alltoall", "--fail-switches", "8")
+    assert broken["failed_switches"] == 8 and broken["time_s"] > whole["time_s"]
+    result = runner.invoke(app, ["fabric", *args, "--fail-switches", "10000", "--json"])
+    assert result.exit_code == 2 and json.loads(result.stderr)["field"] == "fail_switches"
