@@ -139,6 +139,7 @@ def test_busbw_is_nccl_tests_factor_of_algbw():
         (lambda f: Fabric(0, 8, f.net_path, 20e9, 8), "num_nodes: 0"),
         (lambda f: Fabric(1, 1, f.net_path, 20e9, 8), "at least 2 ranks"),
         (lambda f: instance_fabric(CATALOG.instance("trn1.32xlarge"), 2), "trn1.32xlarge has trainium1"),
+        (lambda f: instance_fabric(CATALOG.instance("p5.48xlarge"), 2, path="tcp-ena"), "'tcp-ena' is not an EFA path"),
     ],
 )
 def test_bad_requests_are_refused_with_the_field(call, match):

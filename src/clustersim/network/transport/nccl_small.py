@@ -45,7 +45,7 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 from clustersim.errors import ClusterSimError
-from clustersim.network.transport.datapath import DataPath, PathKind, build_path
+from clustersim.network.transport.datapath import DataPath, PathKind, instance_paths
 
 if TYPE_CHECKING:
     from clustersim.catalog.schema import Instance
@@ -211,27 +211,20 @@ def best(
 
 
 def instance_fabric(instance: Instance, num_nodes: int, *, path: PathKind | str | None = None) -> Fabric:
-    """The fabric of ``num_nodes`` of ``instance``: its EFA path per the catalog (or ``path``), one NIC's
-    line rate per network hop, NCCL's NVLink speed for its GPU, a channel per NIC (at least 8)."""
+    """The fabric of ``num_nodes`` of ``instance``: its EFA path per the catalog (``datapath.instance_paths``
+    with NCCL's overhead; or ``path``, efa-gdr or efa-host), one NIC's line rate per network hop, NCCL's
+    NVLink speed for its GPU, a channel per NIC (at least 8)."""
     network = instance.network
-    kind = (
-        PathKind(path)
-        if path is not None
-        else (PathKind.EFA_GDR if network.gpudirect_rdma.value else PathKind.EFA_HOST)
-    )
-    if kind is PathKind.EFA_GDR and not network.gpudirect_rdma.value:
+    paths = instance_paths(instance, nccl=True)
+    by_kind = {p.kind.value: p for p in paths.paths if p.kind is not PathKind.TCP_ENA}
+    kind = paths.efa_path.value if path is None else str(path)
+    if kind not in by_kind:
+        valid = ", ".join(by_kind)
         raise ClusterSimError(
-            f"path: {instance.id} has no GPUDirect RDMA in the catalog (valid: efa-host, tcp-ena)",
+            f"path: {kind!r} is not an EFA path {instance.id} has in the catalog (valid: {valid})",
             field="path",
-            value=kind.value,
+            value=kind,
         )
-    net = build_path(
-        kind,
-        line_bits_per_s=float(network.card_bandwidth_bits_per_s.value),
-        adapter=network.adapter,
-        pcie_gen4=instance.accelerator.startswith("a100"),
-        nccl=True,
-    )
     family = instance.accelerator.split("-")[0]
     if family not in NVLINK_CHANNEL_BYTES_PER_S:
         valid = ", ".join(sorted(NVLINK_CHANNEL_BYTES_PER_S))
@@ -243,7 +236,7 @@ def instance_fabric(instance: Instance, num_nodes: int, *, path: PathKind | str 
     return Fabric(
         num_nodes=num_nodes,
         gpus_per_node=int(instance.num_accelerators.value),
-        net_path=net,
+        net_path=by_kind[kind],
         nvlink_channel_bytes_per_s=NVLINK_CHANNEL_BYTES_PER_S[family],
         max_channels=max(MIN_CHANNELS, int(network.num_cards.value)),
     )
