@@ -15,6 +15,12 @@ Between two NICs on different leaves the path climbs to a spine (and a core betw
   core uplinks or downlinks) then carries the same load, so the stripe loads the bundle, whose
   capacity is the sum of its live links: exact without failures; with failures it is spraying per
   hop over the live links (a stated simplification).
+* ``FLOWLET``: a flow is cut into flowlets at its pauses and a switch re-hashes each (flowlet
+  switching; Juniper's and Broadcom's DLB flowlet mode): ``k`` sub-flows of equal weight, flowlet
+  ``i`` hashed by ``splitmix64(h ^ i)`` with flowlet 0 on the ECMP hash ``h``, so ``k = 1`` is ECMP
+  and a large ``k`` spreads the flow over the paths as spraying does (``FLOWLETS`` by default).
+* ``ADAPTIVE``: each connection takes the least-loaded of its equal-cost paths, greedily in the
+  order the flows come (``adaptive``): congestion-aware switches pinning a connection to a path.
 """
 
 from __future__ import annotations
@@ -26,10 +32,16 @@ import numpy as np
 import numpy.typing as npt
 
 from clustersim.errors import ClusterSimError
+from clustersim.network.flowsim.adaptive import adaptive_pick
 from clustersim.network.flowsim.topology import BoolArray, FatTree, FloatArray, IntArray
 
 RDMA_PORT = 4791  # RoCEv2's UDP port: the destination port of the hashed 5-tuple
 UDP = 17
+# Assumed flowlets per flow: NCCL posts a channel's transfer as NCCL_STEPS = 8 slot-sized sends
+# (src/include/device.h; ../shared/reference/network.md 1.2), each waiting for the receiver's credit:
+# the pauses where a switch's flowlet timer can expire and re-hash the rest. Whether it does depends
+# on the timer (500 us in CONGA, SIGCOMM 2014) and the load; pass ``flowlets`` to ``route``.
+FLOWLETS = 8
 _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
@@ -38,6 +50,8 @@ class Routing(StrEnum):
 
     ECMP = "ecmp"
     SPRAY = "spray"
+    FLOWLET = "flowlet"
+    ADAPTIVE = "adaptive"
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,9 +96,20 @@ def nvswitch(host: IntArray | int) -> IntArray:
     return np.asarray(-1 - np.asarray(host, dtype=np.int64), dtype=np.int64)
 
 
-def route(tree: FatTree, src_gpu: IntArray, dst_gpu: IntArray, routing: Routing, seed: int = 0) -> Incidence:
+def route(
+    tree: FatTree,
+    src_gpu: IntArray,
+    dst_gpu: IntArray,
+    routing: Routing,
+    seed: int = 0,
+    *,
+    flowlets: int = FLOWLETS,
+) -> Incidence:
     """The incidence of transfers ``src_gpu[i] -> dst_gpu[i]`` (global GPU numbers, or a host's
-    NVSwitch, ``nvswitch(host)``, at one end: see ``_switch_loads``)."""
+    NVSwitch, ``nvswitch(host)``, at one end: see ``_switch_loads``); ``flowlets``: the ``k`` of
+    ``Routing.FLOWLET``."""
+    if flowlets < 1:
+        raise ClusterSimError(f"flowlets must be at least 1, got {flowlets}", field="flowlets", value=flowlets)
     src = np.asarray(src_gpu, dtype=np.int64)
     dst = np.asarray(dst_gpu, dtype=np.int64)
     g, r = tree.spec.gpus_per_host, tree.spec.nics_per_host
@@ -114,17 +139,19 @@ def route(tree: FatTree, src_gpu: IntArray, dst_gpu: IntArray, routing: Routing,
     dp = np.repeat(dst[remote] // g * r, per) + rails.ravel()
     weight = np.full(stripe_flow.size, 1.0 / per)
     connection = src * num_gpus + dst  # one connection (queue pair) per GPU pair: its steps share a path
-    res, owner, stripe_hops = _nic_paths(tree, sp, dp, np.repeat(connection[remote], per), routing, seed)
+    connections = np.repeat(connection[remote], per)
+    res, owner, fraction, stripe_hops = _nic_paths(tree, sp, dp, connections, routing, seed, flowlets)
     parts_f.append(stripe_flow[owner])
     parts_r.append(res)
-    parts_w.append(weight[owner])
+    parts_w.append(weight[owner] * fraction)
     hops[rf] = stripe_hops.reshape(-1, per).max(axis=1) if rf.size else hops[rf]
-    return Incidence(
-        flow=np.concatenate(parts_f),
-        resource=np.concatenate(parts_r),
-        weight=np.concatenate(parts_w),
-        hops=hops,
-    )
+    flow, resource = np.concatenate(parts_f), np.concatenate(parts_r)
+    share: FloatArray = np.concatenate(parts_w)
+    if routing is Routing.FLOWLET and flowlets > 1:  # flowlets of a flow hashed onto one link: one entry
+        pair, inverse = np.unique(flow * tree.num_resources + resource, return_inverse=True)
+        flow, resource = pair // tree.num_resources, pair % tree.num_resources
+        share = np.bincount(inverse.reshape(-1), weights=share, minlength=pair.size).astype(np.float64)
+    return Incidence(flow=flow, resource=resource, weight=share, hops=hops)
 
 
 def _switch_loads(
@@ -154,9 +181,10 @@ def _switch_loads(
 
 
 def _nic_paths(
-    tree: FatTree, sp: IntArray, dp: IntArray, connection: IntArray, routing: Routing, seed: int
-) -> tuple[IntArray, IntArray, IntArray]:
-    """Resources of each NIC-to-NIC stripe: (resource, stripe index of the entry, links per stripe)."""
+    tree: FatTree, sp: IntArray, dp: IntArray, connection: IntArray, routing: Routing, seed: int, flowlets: int
+) -> tuple[IntArray, IntArray, FloatArray, IntArray]:
+    """Resources of each NIC-to-NIC stripe: (resource, stripe index of the entry, the share of the
+    stripe's rate on it, links per stripe)."""
     n = sp.size
     stripe = np.arange(n, dtype=np.int64)
     la, lb = tree.nic_leaf[sp], tree.nic_leaf[dp]
@@ -171,18 +199,30 @@ def _nic_paths(
     if routing is Routing.SPRAY:
         res += [tree.leaf_up_bundle(la[s_up]), tree.leaf_down_bundle(lb[s_up])]
         res += [tree.pod_up_bundle(pa[s_x]), tree.pod_down_bundle(pb[s_x])]
+        own += [s_up, s_up, s_x, s_x]
+        return np.concatenate(res), np.concatenate(own), np.ones(2 * n + 2 * (s_up.size + s_x.size)), hops
+    h = five_tuple_hash(sp[s_up], dp[s_up], source_ports(connection[s_up], seed), seed)
+    a, b, x, y, xs = la[s_up], lb[s_up], pa[s_up], pb[s_up], cross[s_up]
+    share = np.ones(s_up.size)
+    if routing is Routing.ADAPTIVE:
+        key = (connection[s_up] * tree.num_nics + sp[s_up]) * tree.num_nics + dp[s_up]
+        tie = (h % np.uint64(1 << 62)).astype(np.int64)
+        j, m = adaptive_pick(tree, a, b, x, y, xs, key, tie, share)
     else:
-        u, c = tree.leaf_uplinks, max(tree.spine_uplinks, 1)
-        h = five_tuple_hash(sp[s_up], dp[s_up], source_ports(connection[s_up], seed), seed)
-        j, m = _pick(tree, la[s_up], lb[s_up], pa[s_up], pb[s_up], cross[s_up], h)
-        res += [tree.leaf_up0 + la[s_up] * u + j, tree.leaf_down0 + lb[s_up] * u + j]
-        xs = cross[s_up]
-        res += [
-            tree.spine_up0 + (pa[s_up][xs] * u + j[xs]) * c + m[xs],
-            tree.core_down0 + (pb[s_up][xs] * u + j[xs]) * c + m[xs],
-        ]
-    own += [s_up, s_up, s_x, s_x]
-    return np.concatenate(res), np.concatenate(own), hops
+        if routing is Routing.FLOWLET:
+            # Flowlet i of a stripe is hashed as h_i (h_0: the stripe's ECMP hash), each carrying 1 / k.
+            index = np.tile(np.arange(flowlets, dtype=np.uint64), s_up.size)
+            h = np.repeat(h, flowlets)
+            h = np.where(index == 0, h, splitmix64(h ^ index))
+            a, b, x, y, xs, s_up = (np.repeat(v, flowlets) for v in (a, b, x, y, xs, s_up))
+            share = np.full(s_up.size, 1.0 / flowlets)
+        j, m = _pick(tree, a, b, x, y, xs, h)
+    u, c = tree.leaf_uplinks, max(tree.spine_uplinks, 1)
+    res += [tree.leaf_up0 + a * u + j, tree.leaf_down0 + b * u + j]
+    res += [tree.spine_up0 + (x[xs] * u + j[xs]) * c + m[xs], tree.core_down0 + (y[xs] * u + j[xs]) * c + m[xs]]
+    own += [s_up, s_up, s_up[xs], s_up[xs]]
+    fraction: FloatArray = np.concatenate([np.ones(2 * n), share, share, share[xs], share[xs]])
+    return np.concatenate(res), np.concatenate(own), fraction, hops
 
 
 def _pick(
