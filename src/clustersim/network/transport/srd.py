@@ -161,16 +161,16 @@ class SrdFlow(MessageFlow):
             self.flow,
             self.rto_ps,
         )
-        inflight, cwnd, sent, multipath = self._inflight, self.cwnd, 0, self.num_paths > 1
+        inflight, cwnd, sent, multipath, next_new = self._inflight, self.cwnd, 0, self.num_paths > 1, self._next_new
         while inflight < cwnd:
             if retx:
                 i = retx.popleft()
                 if acked[i]:
                     continue
                 self.retransmissions += 1
-            elif self._next_new < n:
-                i = self._next_new
-                self._next_new = i + 1
+            elif next_new < n:
+                i = next_new
+                next_new += 1
             else:
                 break
             path = self._choose_path() if multipath else 0
@@ -195,7 +195,7 @@ class SrdFlow(MessageFlow):
             path_packets[path] += 1
             path_of[i] = path
             deadlines.append((busy_until[uplink] + rto_ps, seq, attempt))
-        self._inflight = inflight
+        self._inflight, self._next_new = inflight, next_new
         self.packets_sent += sent
         if self._timer_at < 0:
             self._arm(events)
@@ -231,7 +231,9 @@ class SrdFlow(MessageFlow):
                 self.path_inflight[path] -= 1
                 self._path_of[i] = -1
             self._on_rtt(now_ps, (tag & 0xFF) % self.num_paths, now_ps - packet[5])
-        cum = min((tag >> CUM_SHIFT) - base, n)  # everything below it arrived (covers lost ACKs)
+        cum = (tag >> CUM_SHIFT) - base  # everything below it arrived (covers lost ACKs)
+        if cum > n:
+            cum = n
         j = self._cum
         if j < cum:
             while j < cum:
@@ -253,12 +255,13 @@ class SrdFlow(MessageFlow):
             self._path_of[i] = -1
 
     def _on_rtt(self, now_ps: int, path: int, rtt_ps: int) -> None:
-        srtt, rttvar = self._srtt, self._rttvar
+        srtt, rttvar, rtt = self._srtt, self._rttvar, float(rtt_ps)  # exact: an RTT is far below 2**53 ps
         if srtt == 0:
-            srtt, rttvar = float(rtt_ps), rtt_ps / 2
+            srtt, rttvar = rtt, rtt / 2
         else:
-            rttvar += (abs(srtt - rtt_ps) - rttvar) / 4
-            srtt += (rtt_ps - srtt) / 8
+            deviation = srtt - rtt
+            rttvar += ((deviation if deviation > 0 else -deviation) - rttvar) / 4
+            srtt += (rtt - srtt) / 8
         self._srtt, self._rttvar = srtt, rttvar
         rto = int(srtt + 4 * rttvar)
         self.rto_ps = rto if rto > self.min_rto_ps else self.min_rto_ps
@@ -279,11 +282,13 @@ class SrdFlow(MessageFlow):
     def _timer(self, now_ps: int, _: object) -> list[Event] | None:
         """The flow's timer: every packet whose deadline has passed unacknowledged is sent again."""
         self._timer_at = -1
-        deadlines = self._deadlines
+        deadlines, acked, attempts, base = self._deadlines, self._acked, self._attempt, self._base
+        n = self._end - base
         while deadlines and deadlines[0][0] <= now_ps:
-            entry = deadlines.popleft()
-            if self._live(entry):
-                self._expire(entry[1] - self._base)
+            _, seq, attempt = deadlines.popleft()
+            i = seq - base
+            if 0 <= i < n and not acked[i] and attempts[i] == attempt:  # _live(entry), inlined
+                self._expire(i)
         events = self._pump(now_ps)
         if self._timer_at < 0:
             self._arm(events)
