@@ -37,10 +37,12 @@ def test_the_flags_are_honoured_and_the_same_seed_repeats():
 
 def test_compare_sets_ecmp_spray_and_the_analytic_model_side_by_side():
     out = _json("compare", *BASE, "--collective", "alltoall")
-    models = [row["model"] for row in out["rows"]]
-    assert models == ["simulated ecmp", "simulated spray", "analytic, ideal links", "analytic, calibrated"]
-    spray, ideal = out["rows"][1], out["rows"][2]
+    rows = {row["model"]: row for row in out["rows"]}
+    simulated = [f"simulated {r}" for r in ("ecmp", "spray", "flowlet", "adaptive")]
+    assert list(rows) == [*simulated, "analytic, ideal links", "analytic, calibrated"]
+    spray, ideal = rows["simulated spray"], rows["analytic, ideal links"]
     assert abs(spray["time_s"] / ideal["time_s"] - 1) < 0.05
+    assert all(rows[name]["time_s"] >= spray["time_s"] * (1 - 1e-9) for name in simulated)  # spraying is best
 
 
 def test_plot_writes_a_png(tmp_path: Path):

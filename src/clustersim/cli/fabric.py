@@ -142,7 +142,9 @@ def simulate_command(
     nodes: NodesOpt = 16,
     collective: CollectiveOpt = "all_reduce",
     size: SizeOpt = "1G",
-    routing: Annotated[str, typer.Option("--routing", help="ecmp (hash per flow) or spray (SRD).")] = "spray",
+    routing: Annotated[
+        str, typer.Option("--routing", help="ecmp (a hash per flow), spray (SRD), flowlet or adaptive.")
+    ] = "spray",
     algo: AlgoOpt = None,
     oversubscription: OversubOpt = None,
     placement: PlacementOpt = "packed",

@@ -66,7 +66,9 @@ def step_command(
     ] = None,
     precision: Annotated[str, typer.Option("--precision", help="bf16, fp16 or fp8.")] = "bf16",
     framework: Annotated[str, typer.Option("--framework", help="The training framework's profile.")] = "megatron",
-    routing: Annotated[str, typer.Option("--routing", help="ecmp (hash per flow) or spray (SRD).")] = "spray",
+    routing: Annotated[
+        str, typer.Option("--routing", help="ecmp (a hash per flow), spray (SRD), flowlet or adaptive.")
+    ] = "spray",
     oversubscription: OversubOpt = None,
     placement: PlacementOpt = "packed",
     fail_links: FailOpt = 0,
