@@ -30,9 +30,10 @@ set so that the model meets one case, 2 x p5.48xlarge all-reduce at 8 B (69.12 u
 training's nccl-tests README); every other case of ``nccl_published.toml`` is out of sample.
 
 Out of scope: what 16-32 channels' network operations cost beyond one hop's latency (16 KiB - 1 MiB
-take 33-48% longer than this predicts on p5; one proxy thread serving them in turn is a likely cause), LL's buffers sitting in host memory even with GPUDirect RDMA (NCCL's net.cc maps
-only LL128 and Simple buffers to GPU memory), NVLS and CollNet, and NCCL's own pick where it differs
-from the fastest estimate.
+take 33-48% longer than this predicts on p5; one proxy thread serving them in turn is a likely
+cause), LL's buffers sitting in host memory even with GPUDirect RDMA (NCCL's net.cc maps only LL128
+and Simple buffers to GPU memory), NVLS and CollNet, and NCCL's own pick where it differs from the
+fastest estimate.
 """
 
 from __future__ import annotations
