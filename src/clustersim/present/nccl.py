@@ -36,7 +36,7 @@ def nccl_tables(rows: Sequence[tuple[Estimate, PublishedCase | None]], title: st
     for column in ("size", "algorithm", "channels", "time (us)", "busbw", "measured (us)", "error"):
         summary.add_column(column, justify="left" if column == "algorithm" else "right", no_wrap=True)
     steps = Table(title="where the time goes (us): count x each", caption=None)
-    for column in ("size", "launch", "NVLink hops", "NVLink fill", "network hops"):
+    for column in ("size", "launch", *(h.name for h in rows[0][0].hops)) if rows else ():
         steps.add_column(column, justify="right", no_wrap=True)
     for est, case in rows:
         size = format_bytes(est.message_bytes)

@@ -70,11 +70,26 @@ def test_tree_all_reduce_on_two_p5_nodes_is_launch_plus_14_nvlink_and_2_network_
 def test_ring_hops_cross_each_node_boundary_once_per_pass():
     fabric = instance_fabric(CATALOG.instance("p5.48xlarge"), 4)
     ring = estimate(fabric, "all_reduce", 8, "ring", "LL")
-    assert [h.count for h in ring.hops] == [2 * 31 - 8, 1, 8]  # 2(n-1) hops, 2N of them network; the fill
+    assert [h.count for h in ring.hops] == [2 * 31 - 8, 1, 8, 1]  # 2(n-1) hops, 2N of them network; fill; stream
     gather = estimate(fabric, "all_gather", 8 * 32, "ring", "LL")
-    assert [h.count for h in gather.hops] == [31 - 4, 1, 4]
+    assert [h.count for h in gather.hops] == [31 - 4, 1, 4, 1]
     one_node = estimate(instance_fabric(CATALOG.instance("p5.48xlarge"), 1), "all_reduce", 8, "ring", "LL")
     assert one_node.launch_s == BASE_LATENCY_S["ring", "LL"]  # no network, no proxy
+
+
+def test_the_busiest_link_carries_every_piece_of_a_ring_and_a_trees_share_once():
+    p5 = instance_fabric(CATALOG.instance("p5.48xlarge"), 2)
+    ring = estimate(p5, "all_reduce", 1 << 20, "ring", "Simple")
+    assert (ring.num_channels, ring.chunk_bytes) == (32, 2048)  # 1 MiB / (512 threads x 64 B); 1/16 of it
+    rate = p5.net_path.ceiling_bytes_per_s  # one channel per NIC: the network link is the busiest
+    assert ring.hops[-1].each_s == pytest.approx((30 * 2048 - 2048) / rate, rel=1e-12)
+    tree = estimate(p5, "all_reduce", 8 << 20, "tree", "Simple")
+    assert tree.chunk_bytes == 256 << 10 and tree.hops[-1].each_s == 0  # one piece: the path carries it
+    big = estimate(p5, "all_reduce", 64 << 20, "tree", "Simple")  # 2 MiB a channel, 4 steps of 512 KiB
+    assert big.hops[-1].each_s == pytest.approx(3 * (512 << 10) / rate, rel=1e-12)
+    p4d = instance_fabric(CATALOG.instance("p4d.24xlarge"), 2)  # 8 channels on 4 NICs: two share each
+    shared = estimate(p4d, "all_reduce", 64 << 20, "tree", "Simple")
+    assert shared.hops[-1].each_s == pytest.approx(15 * (512 << 10) / (p4d.net_path.ceiling_bytes_per_s / 2))
 
 
 def test_channels_follow_nccls_thread_threshold_up_to_one_per_nic():
@@ -136,8 +151,8 @@ def test_busbw_is_nccl_tests_factor_of_algbw():
         (lambda f: estimate(f, "all_reduce", 8, "ring", "ll"), "protocol: 'll' is not one of LL, LL128, Simple"),
         (lambda f: estimate(f, "all_gather", 8, "tree", "LL"), "all-gather has no tree"),
         (lambda f: estimate(f, "all_reduce", 0, "ring", "LL"), "message_bytes: 0"),
-        (lambda f: Fabric(0, 8, f.net_path, 20e9, 8), "num_nodes: 0"),
-        (lambda f: Fabric(1, 1, f.net_path, 20e9, 8), "at least 2 ranks"),
+        (lambda f: Fabric(0, 8, f.net_path, 20e9, 8, 4), "num_nodes: 0"),
+        (lambda f: Fabric(1, 1, f.net_path, 20e9, 8, 4), "at least 2 ranks"),
         (lambda f: instance_fabric(CATALOG.instance("trn1.32xlarge"), 2), "trn1.32xlarge has trainium1"),
         (lambda f: instance_fabric(CATALOG.instance("p5.48xlarge"), 2, path="tcp-ena"), "'tcp-ena' is not an EFA path"),
     ],

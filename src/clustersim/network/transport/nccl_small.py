@@ -10,7 +10,10 @@ boundaries; aws-ofi-nccl's tuner counts the same); ring all-gather half of that.
 Each network hop is the instance's EFA data path (``datapath.py``: GPUDirect RDMA where the catalog
 gives it, else host-staged, with NCCL's proxy overhead) for one channel's chunk in the protocol's
 wire format; each NVLink hop is NCCL's own per-hop latency. The message is split over channels as
-NCCL does (one channel per ``threads x threshold`` bytes, up to the node's channels). Protocols: LL
+NCCL does (one channel per ``threads x threshold`` bytes, up to the node's channels) and each channel's share
+into pieces of at most one buffer step; the latency path carries one piece, and the busiest link
+(a network link where there is one, else NVLink) carries the rest back to back: a ring's every
+piece, ``2 (n - 1)`` of them for all-reduce, a tree's channel share once each way. Protocols: LL
 (8-byte lines, half of them flags), LL128 (120 of 128 bytes), Simple (bulk, plus a completion
 flush per network hop). NCCL's tuner picks the algorithm and protocol it thinks fastest; here the
 pick is the fastest of these estimates unless one is forced. Constants and sources:
@@ -20,6 +23,9 @@ pick is the fastest of these estimates unless one is forced. Constants and sourc
 - ``THREADS``, ``THREAD_THRESHOLD_BYTES``: ``src/include/comm.h`` (NCCL_LL/LL128/SIMPLE_THREAD_THRESHOLD
   8/8/64) and ``src/include/device.h`` (LL 512, LL128 640, Simple 512 threads); ring LL's threshold
   is multiplied by the rank count (``tuning.cc``).
+- ``STEP_PAYLOAD_BYTES``: one step of a channel's buffer (``NCCL_STEPS`` 8): LL 8 lines of 8 payload
+  bytes per thread x 512 threads, LL128 120 x 8 bytes x 640 threads (120 of 128 bytes payload),
+  Simple ``DEFAULT_BUFFSIZE`` 4 MiB / 8 (``src/include/device.h``, ``src/init.cc``).
 - ``SIMPLE_FLUSH_S``: aws-ofi-nccl ``TUNER_NET_COMP_OVERHEAD`` default, 3 us (``nccl_ofi_param.h``).
 - ``NVLINK_CHANNEL_BYTES_PER_S``: NCCL's per-link NVLink speeds (``src/graph/topo.h``: SM80 20.0,
   SM90 20.6, SM100 40.1 GB/s).
@@ -75,6 +81,7 @@ NVLINK_HOP_S = {
 WIRE_EFFICIENCY = {"LL": 0.5, "LL128": 120 / 128, "Simple": 1.0}
 THREADS = {"LL": 512, "LL128": 640, "Simple": 512}
 THREAD_THRESHOLD_BYTES = {"LL": 8, "LL128": 8, "Simple": 64}
+STEP_PAYLOAD_BYTES = {"LL": 8 * 512 * 8, "LL128": 120 * 640 * 8 * 120 // 128, "Simple": (4 << 20) // 8}
 SIMPLE_FLUSH_S = 3.0e-6
 NVLINK_CHANNEL_BYTES_PER_S = {"a100": 20.0e9, "h100": 20.6e9, "h200": 20.6e9, "b200": 40.1e9}
 PROXY_START_S = 13.92e-6  # fitted: see the module docstring
@@ -104,7 +111,7 @@ class Estimate:
     algorithm: str
     protocol: str
     num_channels: int
-    chunk_bytes: float  # one channel's payload on each hop
+    chunk_bytes: float  # one channel's payload per step of the algorithm (a tree's share, a ring's 1/n of it)
     launch_s: float
     hops: tuple[Hops, ...]
 
@@ -133,9 +140,10 @@ class Fabric:
     net_path: DataPath
     nvlink_channel_bytes_per_s: float
     max_channels: int
+    num_nics: int  # channels beyond this share a NIC
 
     def __post_init__(self) -> None:
-        for name in ("num_nodes", "gpus_per_node", "max_channels"):
+        for name in ("num_nodes", "gpus_per_node", "max_channels", "num_nics"):
             value = getattr(self, name)
             if not (isinstance(value, int) and value >= 1):
                 raise ClusterSimError(f"{name}: {value!r} must be a whole number >= 1", field=name, value=value)
@@ -175,13 +183,24 @@ def estimate(fabric: Fabric, collective: str, message_bytes: int, algorithm: str
     channels = max(1, min(fabric.max_channels, math.ceil(message_bytes / (THREADS[protocol] * threshold))))
     per_channel = message_bytes / channels
     chunk = per_channel if algorithm == "tree" else per_channel / ranks  # a ring moves 1/n of it a step
-    wire = chunk / WIRE_EFFICIENCY[protocol]
+    piece = min(chunk, STEP_PAYLOAD_BYTES[protocol])
+    wire = piece / WIRE_EFFICIENCY[protocol]
     nvlink_count, net_count = _hop_counts(collective, algorithm, fabric.num_nodes, fabric.gpus_per_node)
     flush = SIMPLE_FLUSH_S if protocol == "Simple" else 0.0
+    # the busiest link: every piece of a ring crosses every link; a tree's share crosses each link once
+    link_wire = (
+        chunk
+        / WIRE_EFFICIENCY[protocol]
+        * ((2 if collective == "all_reduce" else 1) * (ranks - 1) if algorithm == "ring" else 1)
+    )
+    rate = fabric.nvlink_channel_bytes_per_s
+    if net_count:
+        rate = min(rate, fabric.net_path.ceiling_bytes_per_s * min(1.0, fabric.num_nics / channels))
     hops = (
-        Hops("NVLink hop (NCCL per-hop latency)", nvlink_count, NVLINK_HOP_S[algorithm, protocol]),
-        Hops("NVLink pipeline fill (one chunk)", 1 if nvlink_count else 0, wire / fabric.nvlink_channel_bytes_per_s),
-        Hops(f"network hop ({fabric.net_path.kind.value}, NCCL)", net_count, fabric.net_path.one_way_s(wire) + flush),
+        Hops("NVLink hops", nvlink_count, NVLINK_HOP_S[algorithm, protocol]),
+        Hops("NVLink fill (one piece)", 1 if nvlink_count else 0, wire / fabric.nvlink_channel_bytes_per_s),
+        Hops(f"network hops ({fabric.net_path.kind.value})", net_count, fabric.net_path.one_way_s(wire) + flush),
+        Hops("busiest link: the other pieces", 1, max(0.0, (link_wire - wire) / rate)),
     )
     launch = BASE_LATENCY_S[algorithm, protocol] + (PROXY_START_S if net_count else 0.0)
     return Estimate(collective, message_bytes, ranks, algorithm, protocol, channels, chunk, launch, hops)
@@ -240,6 +259,7 @@ def instance_fabric(instance: Instance, num_nodes: int, *, path: PathKind | str 
         net_path=by_kind[kind],
         nvlink_channel_bytes_per_s=NVLINK_CHANNEL_BYTES_PER_S[family],
         max_channels=max(MIN_CHANNELS, int(network.num_cards.value)),
+        num_nics=int(network.num_cards.value),
     )
 
 
