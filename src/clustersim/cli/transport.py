@@ -412,7 +412,7 @@ def nccl_command(
 ) -> None:
     """Small-message NCCL collective times over the instance's data path (nccl-tests' time and busbw),
     with the algorithm, protocol and hop breakdown, beside published nccl-tests times where there are any."""
-    from clustersim.network.transport.nccl_small import best, instance_fabric, measured_time_s
+    from clustersim.network.transport.nccl_small import best, instance_fabric, published_case
 
     with user_errors():
         node = _instance(instance, catalog)
@@ -426,7 +426,7 @@ def nccl_command(
             raise ClusterSimError(f"--path: {path!r} is not efa-gdr or efa-host", field="--path", value=path)
         fabric = instance_fabric(node, nodes, path=path)
         rows = [
-            (est, measured_time_s(node.id, nodes, collective, est.message_bytes))
+            (est, published_case(node.id, nodes, collective, est.message_bytes))
             for est in (best(fabric, collective, m, algorithm=algorithm, protocol=protocol) for m in message_sizes)
         ]
     from clustersim.present import nccl as present

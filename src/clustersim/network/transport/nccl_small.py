@@ -298,7 +298,7 @@ def published_cases() -> tuple[PublishedCase, ...]:
     )
 
 
-def measured_time_s(instance: str, num_nodes: int, collective: str, message_bytes: int) -> PublishedCase | None:
+def published_case(instance: str, num_nodes: int, collective: str, message_bytes: int) -> PublishedCase | None:
     """The first published case for exactly this instance, node count, collective and size, if any."""
     for case in published_cases():
         key = (case.instance, case.num_nodes, case.collective, case.message_bytes)
