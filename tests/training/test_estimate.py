@@ -18,6 +18,7 @@ from clustersim.system import system_for_instance
 from clustersim.training.estimate import estimate_training, evaluate_layouts
 from clustersim.training.job import TrainingJob
 from clustersim.validation.cases import bundled_dir
+from clustersim.validation.scoring import spearman
 from clustersim.validation.training import predict_training_case
 from clustersim.workload.zoo import load_model
 
@@ -201,14 +202,16 @@ def test_korthikanti_table5_within_five_percent():
 
 # Mean absolute error per source when this guard was last set (2026-12-01: per-node MoE dispatch, a
 # cost per expert GEMM and per optimizer step, Hopper's GEMM half point at its stated prior, then a
-# refit: Megatron-Bridge 18.0% -> 12.4%, Megatron-LM 4.7% -> 2.9%, NeMo 6.6% -> 4.5%). A change may
-# lower these; a refit that raises one must say why in its commit.
+# refit: Megatron-Bridge 18.0% -> 12.4%, Megatron-LM 4.7% -> 2.9%, NeMo 6.6% -> 4.5%; then Megatron-LM's
+# FP16 gradients reduced in 16 bits, after the backward pass on A100: vTrain 7.6% -> 7.2%, SC'21 6.0% -> 6.3%,
+# its pipelined Table 1 rows, already under-predicted, lose part of their DP time). A change may lower
+# these; a refit that raises one must say why in its commit.
 SOURCE_MAPE_CEILING = {
     "korthikanti": 0.017,
-    "sc21": 0.062,
+    "sc21": 0.064,
     "mcore080": 0.034,
     "nemo2407": 0.050,
-    "vtrain": 0.085,
+    "vtrain": 0.075,
     "neuron2180": 0.081,
     "neuron2200": 0.083,
     "mbridge": 0.130,
@@ -228,6 +231,20 @@ def test_no_training_source_gets_worse_than_its_recorded_error():
     assert set(by_source) == set(SOURCE_MAPE_CEILING)
     for source, errors in by_source.items():
         assert np.mean(errors) <= SOURCE_MAPE_CEILING[source], (source, np.mean(errors))
+
+
+def test_vtrain_layouts_rank_as_measured():
+    # Issue 10's bar: Spearman >= 0.8 on vTrain's groups (one model on 64-512 A100s, many TP/PP/DP/micro-batch
+    # layouts each). 0.78 while FP16 gradients were priced in 32 bits: DP time grew with the shard TP leaves.
+    groups: dict[str, tuple[list[float], list[float]]] = {}
+    for case in _cases("training.jsonl"):
+        if case["id"].startswith("vtrain"):
+            predicted, measured = groups.setdefault(case["model"]["name"], ([], []))
+            predicted.append(predict_training_case(case, "step_time_s", CATALOG))
+            measured.append(case["measured"]["step_time_s"])
+    rhos = [spearman(*pair) for pair in groups.values()]
+    assert len(rhos) == 4 and None not in rhos
+    assert float(np.mean(rhos)) >= 0.8, rhos
 
 
 def test_uneven_stages_are_opt_in_and_the_fullest_stage_sets_the_pace():

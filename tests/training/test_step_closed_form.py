@@ -554,8 +554,29 @@ def test_framework_overhead_per_layer_micro_batch_and_step():
     assert terms(dp_case(1))["framework overhead"] == (0.0, 0.0)
 
 
-def test_fp16_reduces_fp32_gradients():
-    est = dp_case(1, overlap=False, precision=Dtype.FP16)
+def test_megatron_reduces_fp16_gradients_in_16_bits():
+    # Megatron-LM keeps FP16 gradients in the parameters' dtype unless --accumulate-allreduce-grads-in-fp32.
+    est = dp_case(0, overlap=False, precision=Dtype.FP16)
+    assert terms(est)["dp comm"][1] == pytest.approx(t_coll(Op.ALL_REDUCE, PARAMS * 2, NET), rel=REL)
+    assert software_for("megatron-deepspeed", "ampere").grad_reduce_bytes_fp16 == 2.0  # DeepSpeed's FP16 engine
+
+
+@pytest.mark.parametrize("zero", [0, 1])
+def test_a_framework_reducing_after_the_backward_pass_exposes_the_whole_reduce(zero):
+    # Megatron-LM's local DDP of 2021-22 (A100) and DeepSpeed's engine reduce once the backward pass is done.
+    after = SW.model_copy(update={"grad_reduce_overlap": False})
+    link, exposed = terms(dp_case_sw(zero, after))["dp comm"]
+    assert exposed == pytest.approx(link, rel=REL) and link == pytest.approx(terms(dp_case(zero))["dp comm"][0])
+    assert terms(dp_case(zero))["dp comm"][1] < link  # the same layout under an overlapping framework
+    assert not software_for("megatron", "ampere").grad_reduce_overlap
+    assert software_for("megatron", "hopper").grad_reduce_overlap
+    assert not software_for("megatron-deepspeed", "hopper").grad_reduce_overlap
+
+
+def test_a_framework_reducing_fp32_gradients_sends_twice_the_bytes():
+    fp32 = SW.model_copy(update={"grad_reduce_bytes_fp16": 4.0})
+    layout = Layout(dp=2, zero=1, dp_overlap=False)
+    est = estimate(layout, devices=2, per_node=1, global_batch=4, network=1e9, sw=fp32, precision=Dtype.FP16)
     link = t_coll(Op.REDUCE_SCATTER, PARAMS * 4, NET) + t_coll(Op.ALL_GATHER, PARAMS * 2, NET)
     assert terms(est)["dp comm"][1] == pytest.approx(link, rel=REL)
 

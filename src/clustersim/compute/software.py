@@ -4,9 +4,9 @@ The same model on the same GPUs runs at very different speeds under Megatron-LM 
 FSDP trainer. A ``SoftwareProfile`` says what one framework does: whether its attention kernel is
 fused (no score matrix in memory), whether it overlaps tensor-parallel communication with GEMMs,
 how it shards parameters under ZeRO-3/FSDP (one collective per layer, or one per parameter tensor,
-prefetched or not), in which precision it reduces gradients, how much of the hardware's GEMM
-efficiency its kernels reach, and its host-side costs per layer and per step. Hardware efficiencies
-(``clustersim.compute.efficiency``) describe the chip only.
+prefetched or not), in which precision it reduces gradients and whether during the backward pass,
+how much of the hardware's GEMM efficiency its kernels reach, and its host-side costs per layer and
+per step. Hardware efficiencies (``clustersim.compute.efficiency``) describe the chip only.
 
 The profiles live in ``software.toml`` beside this module, each with its sources. A profile may
 hold ``[<profile>.family.<family>]`` tables for what the framework did on one accelerator family
@@ -59,6 +59,11 @@ class SoftwareSettings(BaseModel):
         description="Expert dispatch and combine cross the network once per remote node a token's experts sit on "
         "and fan out over the scale-up fabric (DeepEP / HybridEP); false: once per routed expert (all-to-all).",
     )
+    grad_reduce_overlap: bool | None = Field(
+        None,
+        description="ZeRO 0-2: gradients reduced in buckets during the backward pass (and parameters gathered "
+        "during the forward pass); false: one reduce after the backward pass.",
+    )
     grad_reduce_bytes_fp16: float | None = Field(
         None, gt=0, description="Bytes per gradient element reduced across data-parallel ranks in FP16 training."
     )
@@ -86,6 +91,9 @@ class SoftwareProfile(SoftwareSettings):
     ep_dispatch_bytes_fp8: float = Field(gt=0, le=2, description="Bytes per element of the FP8 token dispatch.")
     ep_dispatch_per_node: bool = Field(
         False, description="Expert tokens cross the network once per remote node (DeepEP / HybridEP), not per expert."
+    )
+    grad_reduce_overlap: bool = Field(
+        True, description="ZeRO 0-2: the per-step gradient reduce and parameter gather overlap compute."
     )
     grad_reduce_bytes_fp16: float = Field(gt=0, description="Bytes per gradient element reduced, FP16 training.")
     grad_reduce_bytes_bf16: float = Field(gt=0, description="Bytes per gradient element reduced, BF16/FP8 training.")

@@ -10,7 +10,7 @@ all-reduces (or all-gather + reduce-scatter with SP, same bytes) of ``T h`` acti
 and two backward per layer (and two more with full recompute); CP exchanges keys and values, hidden
 behind the attention core; EP all-to-all dispatch and combine; PP send/recv of activations; DP
 gradient all-reduce (ZeRO 0) or reduce-scatter + parameter all-gather (ZeRO >= 1), overlapped with the
-last micro-batch's backward and the first's forward when enabled.
+last micro-batch's backward and the first's forward when enabled and the framework overlaps them.
 
 The step is ``(m + (pp - 1) / vp) x`` the slowest stage's micro-batch time, plus exposed DP time and
 the optimizer (a memory-bound pass over the local shard of parameters). Each term is a function
@@ -393,7 +393,8 @@ def _dp(ctx: StepContext) -> TermTimes:
     """Gradients (and parameters with ZeRO) across dp * cp ranks.
 
     ZeRO 0-2: one all-reduce (or reduce-scatter, then an all-gather of the updated parameters) per
-    step, overlapped with the last micro-batch's backward and the first's forward when enabled.
+    step, overlapped with the last micro-batch's backward and the first's forward when the layout
+    enables it and the framework does it (``grad_reduce_overlap``; else after the backward pass).
     ZeRO-3 / FSDP: see ``zero3_mb``, every micro-batch.
     """
     lay, params = ctx.lay, ctx.params
@@ -408,7 +409,7 @@ def _dp(ctx: StepContext) -> TermTimes:
     param_gather = np.where(once, gather, 0.0)
     step_link = grad_reduce + param_gather
     step_exposed = np.where(
-        lay.dp_overlap,
+        lay.dp_overlap & ctx.sw.grad_reduce_overlap,
         np.maximum(grad_reduce - ctx.bwd_mb, 0.0) + np.maximum(param_gather - ctx.fwd_mb, 0.0),
         step_link,
     )
