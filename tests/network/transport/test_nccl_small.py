@@ -73,6 +73,8 @@ def test_ring_hops_cross_each_node_boundary_once_per_pass():
     assert [h.count for h in ring.hops] == [2 * 31 - 8, 1, 8, 1]  # 2(n-1) hops, 2N of them network; fill; stream
     gather = estimate(fabric, "all_gather", 8 * 32, "ring", "LL")
     assert [h.count for h in gather.hops] == [31 - 4, 1, 4, 1]
+    one_gpu = Fabric(4, 1, fabric.net_path, 20.6e9, 8, 4)  # one GPU a node: all 2(n-1) = 6 hops cross the network
+    assert [h.count for h in estimate(one_gpu, "all_reduce", 8, "ring", "LL").hops] == [0, 0, 6, 1]
     one_node = estimate(instance_fabric(CATALOG.instance("p5.48xlarge"), 1), "all_reduce", 8, "ring", "LL")
     assert one_node.launch_s == BASE_LATENCY_S["ring", "LL"]  # no network, no proxy
 

@@ -162,9 +162,14 @@ def _hop_counts(collective: str, algorithm: str, nodes: int, per_node: int) -> t
     if algorithm == "tree":
         net = 2 * math.ceil(math.log2(nodes))
         return 2 * (per_node - 1), net
-    passes = 2 if collective == "all_reduce" else 1
-    net = passes * nodes if nodes > 1 else 0
-    return passes * (ranks - 1) - net, net
+    steps = _passes(collective) * (ranks - 1)
+    net = min(_passes(collective) * nodes, steps) if nodes > 1 else 0  # one GPU a node: every hop is network
+    return steps - net, net
+
+
+def _passes(collective: str) -> int:
+    """Trips around a ring: reduce-scatter then all-gather for all-reduce, one for all-gather."""
+    return 2 if collective == "all_reduce" else 1
 
 
 def estimate(fabric: Fabric, collective: str, message_bytes: int, algorithm: str, protocol: str) -> Estimate:
@@ -188,11 +193,8 @@ def estimate(fabric: Fabric, collective: str, message_bytes: int, algorithm: str
     nvlink_count, net_count = _hop_counts(collective, algorithm, fabric.num_nodes, fabric.gpus_per_node)
     flush = SIMPLE_FLUSH_S if protocol == "Simple" else 0.0
     # the busiest link: every piece of a ring crosses every link; a tree's share crosses each link once
-    link_wire = (
-        chunk
-        / WIRE_EFFICIENCY[protocol]
-        * ((2 if collective == "all_reduce" else 1) * (ranks - 1) if algorithm == "ring" else 1)
-    )
+    pieces_per_link = _passes(collective) * (ranks - 1) if algorithm == "ring" else 1
+    link_wire = chunk / WIRE_EFFICIENCY[protocol] * pieces_per_link
     rate = fabric.nvlink_channel_bytes_per_s
     if net_count:
         rate = min(rate, fabric.net_path.ceiling_bytes_per_s * min(1.0, fabric.num_nics / channels))
