@@ -122,6 +122,8 @@ def test_several_jobs_report_their_slowdown_against_running_alone():
     assert out["time_s"] == max(job["time_s"] for job in out["jobs"])  # the slowest job heads the result
     packed = _json("simulate", *BASE, "--jobs", "2")
     assert [job["slowdown"] for job in packed["jobs"]] == [1.0, 1.0]  # own leaves, non-blocking
+    result = runner.invoke(app, ["fabric", "simulate", "--nodes", "40", "--fabric-hosts", "64", "--jobs", "2"])
+    assert result.exit_code == 2 and "--jobs 2 of 40 nodes need 80 hosts" in result.output
 
 
 def test_failed_switches_slow_a_cross_spine_alltoall_and_too_many_are_refused():

@@ -127,6 +127,12 @@ def _setup(
     op = parse_op(collective)
     size_bytes = _size(size)
     where = parse_placement(placement)
+    if fabric_hosts is not None and nodes * num_jobs > fabric_hosts:
+        raise ClusterSimError(
+            f"--jobs {num_jobs} of {nodes} nodes need {nodes * num_jobs} hosts; --fabric-hosts is {fabric_hosts}",
+            field="--jobs",
+            value=num_jobs,
+        )
     tree = fat_tree_for_instance(
         cat, instance, nodes * num_jobs, fabric_hosts=fabric_hosts, radix=radix, oversubscription=oversubscription
     )

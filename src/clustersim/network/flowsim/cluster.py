@@ -1,4 +1,5 @@
-"""A catalogued cluster as a fat-tree, a job placed on it, and links failed on it.
+"""A catalogued cluster as a fat-tree, jobs placed on it (one, or several side by side), and links or
+spine switches failed on it.
 
 ``fat_tree_for_instance`` reads the instance through the network layer's topology
 (``topology_for_instance``: GPUs per host, rails and their speed, scale-up bandwidth, the adapter's
