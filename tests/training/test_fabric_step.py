@@ -63,6 +63,10 @@ def test_the_step_collectives_are_the_ones_the_estimator_prices():
     # 2 pipeline stages of 16 ranks: every rank of stage 0 hands on to the same rank of stage 1.
     assert kinds["pp"].groups.tolist() == [[r, r + 16] for r in range(16)]
     assert kinds["dp reduce-scatter"].groups.shape == (16, 2) and kinds["tp"].groups.shape == (4, 8)
+    # Interleaved: the last stage hands the next model chunk back to the first.
+    interleaved = Layout(tp=8, pp=2, vp=2, dp=2, zero=1, sequence_parallel=True)
+    pairs = next(c for c in step_collectives(MODEL, SYSTEM, interleaved, JOB) if c.kind == "pp").groups
+    assert pairs.tolist() == [[r, (r + 16) % 32] for r in range(32)]
 
 
 def test_context_parallel_exchange_matches_the_cp_term():

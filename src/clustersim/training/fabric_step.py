@@ -11,7 +11,8 @@ the step terms price (``clustersim.training.step``):
 * ``cp``: all-gather of the keys and values over ``cp`` ranks ``tp`` apart;
 * ``ep``: all-to-all of the routed tokens (the combine's bytes) over ``ep`` ranks ``tp x cp`` apart
   (Megatron-Core's folding: ``etp`` apart when ``ep`` does not divide ``dp x cp``);
-* ``pp``: every rank of stage ``s`` sends its activation shard to the same rank of stage ``s + 1``;
+* ``pp``: every rank of stage ``s`` sends its activation shard to the same rank of stage ``s + 1``
+  (interleaved, ``vp > 1``: the last stage to the first too, where the next model chunk starts);
 * ``dp``: the gradients (ZeRO 0: all-reduce; 1-2: reduce-scatter, then the parameters' all-gather;
   3: per-layer gathers and scatters) over ``dp x cp`` ranks ``tp`` apart.
 
@@ -126,8 +127,8 @@ def step_collectives(
             ("ep", Op.ALLTOALL, combine, strided_groups(world, ep, stride, stage), stride, m * layers * share * 4)
         )
     if pp > 1:
-        senders = np.arange(world - stage, dtype=np.int64)
-        pairs = np.stack([senders, senders + stage], axis=1)
+        senders = np.arange(world if layout.vp > 1 else world - stage, dtype=np.int64)
+        pairs = np.stack([senders, (senders + stage) % world], axis=1)
         found.append(("pp", Op.SENDRECV, act / tp, pairs, stage, m * 2 * layout.vp))
     if dp * cp > 1:
         params, grad = float(ctx.params[0]), float(ctx.grad_bytes_per_element)
