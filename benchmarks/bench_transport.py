@@ -71,6 +71,8 @@ def ours(num_packets: int, *, one_event_per_hop: bool = False) -> Run:
         net.solo[:] = [False] * len(net.solo)
     params = SrdParams(initial_window=WINDOW, max_window=WINDOW, rto_s=RTO_S)
     flow = SrdFlow(topo, 0, 1, [num_packets * PAYLOAD], params)
+    if one_event_per_hop:
+        net.inline[:] = [False] * len(net.inline)
     start = time.process_time()
     env.run()
     cpu = time.process_time() - start

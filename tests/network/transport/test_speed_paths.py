@@ -1,8 +1,10 @@
 """The speed benchmark's experiment and the simulator's fast paths: the experiment ends at its closed-form
-instant in every variant with exactly the work the benchmark counts, and SRD's RTT estimator, on float
-arithmetic in its hot path, gives RFC 6298's values exactly."""
+instant in every variant with exactly the work the benchmark counts; a receiver runs in its data's event
+only where nothing else sends into its ports, with the same results as in an event of its own; SRD's RTT
+estimator, on float arithmetic in its hot path, gives RFC 6298's values exactly."""
 
 import importlib.util
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -10,7 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clustersim.network.transport.engine import Environment, ps
-from clustersim.network.transport.links import Network
+from clustersim.network.transport.experiments import Scenario, incast, run_transport
+from clustersim.network.transport.links import Network, PortSpec
+from clustersim.network.transport.rc import RcFlow
 from clustersim.network.transport.srd import SrdFlow, SrdParams
 from clustersim.network.transport.topology import FabricSpec, leaf_spine
 
@@ -42,8 +46,10 @@ def test_the_benchmark_experiment_ends_at_its_closed_form_with_the_work_it_count
     run = getattr(BENCH, variant)(N)
     assert run.finish_ps == _closed_form_finish_ps(N)
     assert run.packet_events == 10 * N
-    # ours: a data packet and its ACK are one heap event each; one event per hop: 4 each way; plus timers
-    per_packet = 2 if variant == "ours" else 8
+    # ours: the receiver takes a data packet in the event that sent it (every port on the way is fed by
+    # one port, the receiver's host port by the receiver alone), its ACK is one event; one event per hop:
+    # 4 each way; plus the timer's events
+    per_packet = 1 if variant == "ours" else 8
     assert per_packet * N < run.heap_events < per_packet * N + N // 10
 
 
@@ -89,3 +95,63 @@ def test_srd_rtt_estimator_is_rfc_6298_exactly(samples):
     srtt, rttvar, rto = _reference_rto(samples, flow.min_rto_ps)
     assert (flow._srtt, flow._rttvar, flow.rto_ps) == (srtt, rttvar, rto)
     assert flow.base_rtt_ps == min(samples)
+
+
+def test_a_receiver_runs_inline_only_where_it_alone_sends_into_its_ports():
+    net = Network(Environment())
+    topo = leaf_spine(net, FabricSpec(), hosts_per_leaf=2, num_paths=2)
+    first = SrdFlow(topo, 0, 2, [8192])
+    assert net.inline == [True]
+    RcFlow(topo, 1, 3, [8192])  # other hosts: both stay inline
+    assert net.inline == [True, True]
+    # 2 -> 1: host 2 now sends data beside the first flow's ACKs, and this flow's ACKs leave host 1 beside
+    # the second flow's data: only the second flow's receiver (host 3) still sends alone
+    SrdFlow(topo, 2, 1, [8192])
+    assert net.inline == [False, True, False]
+    assert first.flow == 0
+    # a receiver that may not run inline still counts as sending into its port
+    net = Network(Environment())
+    topo = leaf_spine(net, FabricSpec(), hosts_per_leaf=1)
+    SrdFlow(topo, 0, 1, [8192])
+    other = net.add_receiver(lambda now, packet: None)
+    net.declare_injection(other, [], [topo.uplinks[1]], answers_only=False)
+    assert net.inline == [False, False]
+    # without declared routes (one event per hop), nobody runs inline
+    bare = Network(Environment())
+    port = bare.add_port(PortSpec(1e9))
+    flow = bare.add_receiver(lambda now, packet: None)
+    bare.declare_injection(flow, [port], [port + 1])
+    assert bare.inline == [False]
+
+
+def _inline_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(
+        Network, "_update_inline", lambda self: self.inline.__setitem__(slice(None), [False] * len(self.inline))
+    )
+
+
+@given(
+    transport=st.sampled_from(["srd", "rc", "tcp"]),
+    seed=st.integers(0, 1000),
+    loss=st.sampled_from([0.0, 0.003, 0.02]),
+    background=st.sampled_from([0.0, 0.4]),
+    paths=st.integers(1, 4),
+)
+@settings(max_examples=12, deadline=None)
+def test_an_inline_receiver_gives_the_results_of_a_receiver_in_its_own_event(transport, seed, loss, background, paths):
+    scenario = Scenario(
+        message_bytes=24 << 10, num_messages=4, num_paths=paths, loss=loss, background=background, seed=seed
+    )
+    inline = asdict(run_transport(transport, scenario))
+    with pytest.MonkeyPatch.context() as patch:
+        _inline_off(patch)
+        separate = asdict(run_transport(transport, scenario))
+    assert inline.pop("num_events") < separate.pop("num_events")
+    assert inline == separate
+
+
+def test_incast_receivers_share_a_port_and_run_in_their_own_events(monkeypatch):
+    scenario = Scenario(message_bytes=16 << 10, num_messages=2, loss=0.01, seed=4)
+    shared = [asdict(r) for r in incast(scenario, 3, ("srd",))]
+    _inline_off(monkeypatch)
+    assert shared == [asdict(r) for r in incast(scenario, 3, ("srd",))]  # event counts too: nothing was inline

@@ -24,6 +24,10 @@ class MessageFlow:
 
     payload_bytes: int = 8192
     header_bytes: int = 84
+    # the receiver's on_data reads only the receiver's own state, sets no timer and sends only answers on
+    # the back routes, and the sender reads the receiver's state only through them: the network may then
+    # run it in the event its data leaves the last port (Network.declare_injection)
+    receiver_answers_only: bool = True
 
     def __init__(self, topo: Topology, src: int, dst: int, message_bytes: Sequence[int], *, start_ps: int = 0) -> None:
         if not message_bytes:
@@ -38,6 +42,12 @@ class MessageFlow:
         self.back_routes: tuple[Route, ...] = topo.routes(dst, src)
         self.sizes = list(message_bytes)
         self.flow = self.net.add_receiver(self.on_data, self.on_control)
+        self.net.declare_injection(
+            self.flow,
+            {r[0] for r in self.routes},
+            {r[0] for r in self.back_routes},
+            answers_only=self.receiver_answers_only,
+        )
         self.completions_ps: list[int] = []
         self.message_timeouts: list[int] = []  # retransmission timeouts that fired during each message
         self.retransmissions = 0

@@ -12,8 +12,12 @@ delay, buffer, loss probability), so forwarding a packet touches no object. A FI
 reaches the next node one propagation delay later. A port fed by one port only (``solo``, from the
 routes a topology declares) sees its packets arrive in that port's departure order, so a packet crosses
 it in the same event as its feeder: an event is where routes merge (and at the receiver), not at every
-hop, with the same result to the picosecond. Random loss and background draw from each port's own
-stream (a function of the seed and the port), so results do not depend on the order ports are visited.
+hop, with the same result to the picosecond. Likewise a receiver that alone sends into its host's port
+(no other flow's sender or receiver there, declared by ``declare_injection``) takes its data in the event
+where the data leaves the route's last port, and its answer goes on from there: a flow's data reach its
+receiver in that port's FIFO order, so the receiver sees them, and its port its answers, in the order and
+at the instants of delivery. Random loss and background draw from each port's own stream (a function of
+the seed and the port), so results do not depend on the order ports are visited.
 
 A packet is the tuple ``(flow, kind, seq, wire_bytes, route, stamp_ps, tag)``: ``route`` is the tuple
 of ports it crosses (shared by every packet on that path), ``tag`` whatever its transport carries (a
@@ -83,6 +87,10 @@ class Network:
         # each port's (fixed_ps, ps_per_kib, buffer_ps, ecn_ps, prop_ps, loss), read in one go by the hops
         self.consts: list[tuple[int, int, int, int, int, float]] = []
         self.solo: list[bool] = []  # fed by one port only, over every registered route (see set_routes)
+        self.inline: list[bool] = []  # by flow: its receiver runs in the event its data reaches the route's end
+        self._host_fed: set[int] = set()  # ports that only hosts feed, over every registered route
+        self._injectors: dict[int, set[int]] = {}  # port -> injectors (2 flow: its sender, 2 flow + 1: receiver)
+        self._receiver_ports: list[tuple[int, ...]] = []  # by flow: the ports its receiver sends into
         self.hops: list[Callable[[int, Packet], Iterable[Event] | None]] = []
         for k in range(MAX_HOPS + 1):
             self.hops.append(self._make_hop(k))
@@ -121,7 +129,31 @@ class Network:
         (``on_data`` too when not given); returns the flow id."""
         control = on_control or on_data
         self.receivers.append((on_data, control, control))
+        self.inline.append(False)
+        self._receiver_ports.append(())
         return len(self.receivers) - 1
+
+    def declare_injection(
+        self, flow: int, sender_ports: Iterable[int], receiver_ports: Iterable[int], *, answers_only: bool = True
+    ) -> None:
+        """Declare the ports that ``flow``'s sender and its receiver put packets into (their routes' first
+        ports), before the run. A receiver that ``answers_only`` (its data handler reads only its own state,
+        sets no timer and sends only on ``receiver_ports``, and its sender learns of it only by those
+        packets) and is the only thing that puts packets into its ports, which no other port feeds, then
+        runs in the event where its data leaves the route's last port (see ``_make_hop``): its ports see
+        its packets in delivery order and at the delivery instants, as they would have otherwise."""
+        senders, receivers = tuple(sender_ports), tuple(receiver_ports)
+        for injector, ports in ((2 * flow, senders), (2 * flow + 1, receivers)):
+            for port in ports:
+                self._injectors.setdefault(port, set()).add(injector)
+        self._receiver_ports[flow] = receivers if answers_only else ()
+        self._update_inline()
+
+    def _update_inline(self) -> None:
+        for f, own in enumerate(self._receiver_ports):
+            self.inline[f] = bool(own) and all(
+                port in self._host_fed and self._injectors[port] == {2 * f + 1} for port in own
+            )
 
     def set_routes(self, routes: Iterable[Route]) -> None:
         """Declare every route packets will take: a port that only one other port feeds (over all of
@@ -136,6 +168,8 @@ class Network:
                 feeders.setdefault(port, set()).add(prev)
         for port in range(len(self.solo)):
             self.solo[port] = len(feeders.get(port, ())) == 1 and -1 not in feeders[port]
+        self._host_fed = {port for port, fed in feeders.items() if fed == {-1}}
+        self._update_inline()
 
     def _make_hop(self, k: int) -> Callable[[int, Packet], Iterable[Event] | None]:
         """The event handler of a packet reaching the ``k``-th node of its route: hand it to its flow at
@@ -143,7 +177,7 @@ class Network:
         each next port that is ``solo`` (fed by this one only: its arrivals come in this port's FIFO
         departure order, so its queue can be worked out now, exactly as at the arrival); one event is
         scheduled where the chain ends. The port lists are closure variables: this is the inner loop."""
-        busy_until, consts = self.busy_until, self.consts
+        busy_until, consts, inline = self.busy_until, self.consts, self.inline
         drops, losses, receivers, streams = self.drops, self.losses, self.receivers, self.streams
         bg_next, replay, solo, hops = self.bg_next_ps, self._replay_background, self.solo, self.hops
         heap, counter, shift = self.env.heap, self.env.counter, PRIORITY_BITS
@@ -180,8 +214,15 @@ class Network:
                 j += 1
                 if j == end or not solo[route[j]]:
                     break
-            if j == end:  # the flow's receiver is the next event's handler
-                heappush(heap, (now_ps << shift, next(counter), receivers[packet[0]][packet[1]], packet))
+            if j == end:
+                flow = packet[0]
+                if packet[1] or not inline[flow]:  # the flow's receiver (or sender) is the next event's handler
+                    heappush(heap, (now_ps << shift, next(counter), receivers[flow][packet[1]], packet))
+                    return None
+                follow = receivers[flow][0](now_ps, packet)  # an inline receiver takes its data now
+                if follow:
+                    for at_ps, priority, handler, arg in follow:
+                        heappush(heap, (at_ps << shift | priority, next(counter), handler, arg))
             elif j < MAX_HOPS:
                 heappush(heap, (now_ps << shift, next(counter), hops[j], packet))
             else:
