@@ -201,14 +201,15 @@ class SrdFlow(MessageFlow):
             self._arm(events)
         return events
 
-    def _live(self, entry: tuple[int, int, int]) -> bool:
-        i = entry[1] - self._base
-        return 0 <= i < self._end - self._base and not self._acked[i] and self._attempt[i] == entry[2]
-
     def _arm(self, events: list[Event]) -> None:
         """Drop acknowledged packets from the head of the deadlines; arm the timer at the first live one."""
-        deadlines = self._deadlines
-        while deadlines and not self._live(deadlines[0]):
+        deadlines, acked, attempts, base = self._deadlines, self._acked, self._attempt, self._base
+        n = self._end - base
+        while deadlines:
+            _, seq, attempt = deadlines[0]
+            i = seq - base
+            if 0 <= i < n and not acked[i] and attempts[i] == attempt:  # live: unacknowledged, not resent since
+                break
             deadlines.popleft()
         if deadlines:
             self._timer_at = deadlines[0][0]
@@ -287,7 +288,7 @@ class SrdFlow(MessageFlow):
         while deadlines and deadlines[0][0] <= now_ps:
             _, seq, attempt = deadlines.popleft()
             i = seq - base
-            if 0 <= i < n and not acked[i] and attempts[i] == attempt:  # _live(entry), inlined
+            if 0 <= i < n and not acked[i] and attempts[i] == attempt:  # live: unacknowledged, not resent since
                 self._expire(i)
         events = self._pump(now_ps)
         if self._timer_at < 0:
