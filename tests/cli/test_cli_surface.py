@@ -46,8 +46,16 @@ JSON_CASES = {
     "serve --compare": ["serve", "llama2-70b", "--tp", "8", "--compare", "p5e.48xlarge", "--json"],
     "transport compare": ["transport", "compare", "--message", "64K", "--messages", "3", "--paths", "2", "--json"],
     "transport datapath": ["transport", "datapath", "--instance", "p4d.24xlarge", "--message", "4K", "--json"],
+    "transport nccl": ["transport", "nccl", "--sizes", "8", "--json"],
     "fabric simulate": ["fabric", "simulate", "--nodes", "2", "--fabric-hosts", "64", "--size", "1M", "--json"],
     "fabric compare": ["fabric", "compare", "--nodes", "2", "--fabric-hosts", "64", "--size", "1M", "--json"],
+    "fabric simulate --jobs": [
+        *("fabric", "simulate", "--nodes", "2", "--fabric-hosts", "64", "--size", "1M", "--jobs", "2", "--json"),
+    ],
+    "fabric step": [
+        *("fabric", "step", "llama3-8b", "--nodes", "2", "--fabric-hosts", "64", "--tp", "8", "--pp", "1"),
+        *("--global-batch", "16", "--json"),
+    ],
 }
 
 
@@ -141,4 +149,4 @@ def test_every_command_is_in_the_snapshot():
     }
     assert set(top.commands["storage"].commands) == {"checkpoint", "striping"}
     assert set(top.commands["hw"].commands) == {"list", "show", "compare"}
-    assert set(top.commands["transport"].commands) == {"compare", "sweep", "incast", "ring", "datapath"}
+    assert set(top.commands["transport"].commands) == {"compare", "sweep", "incast", "ring", "datapath", "nccl"}
