@@ -4,8 +4,9 @@ side in one process: packet events per second, heap events per second and their 
 The experiment: one sender pushes N packets of 8,192 payload bytes through four 100 Gbit/s store-and-
 forward hops with a window of 64 packets; every packet is acknowledged back over four hops and has a
 retransmission timer (cancelled lazily). Ours runs it as an SRD-like flow on one path, twice: as the
-simulator runs (a packet crosses every port fed by a single port in one event, so here a data packet
-and its ACK are one heap event each) and with that turned off (one heap event per hop, as SimPy does
+simulator runs (a packet crosses every port fed by a single port in one event, and a receiver that alone
+sends into its host's port answers in its data's event, so here a data packet and its ACK make one heap
+event, the ACK's arrival at the sender) and with both turned off (one heap event per hop, as SimPy does
 it). SimPy runs it in its cheapest idiom (timeouts with callbacks, no processes) and in its usual one
 (a process per port pulling from a Store). All must finish at the same simulated picosecond.
 
@@ -63,7 +64,8 @@ class Run(NamedTuple):
 
 
 def ours(num_packets: int, *, one_event_per_hop: bool = False) -> Run:
-    """Our simulator (``one_event_per_hop``: no crossing of single-feeder ports in their feeder's event)."""
+    """Our simulator (``one_event_per_hop``: no crossing of single-feeder ports in their feeder's event, no
+    receiver in its data's event)."""
     env = Environment(1)
     net = Network(env)
     topo = leaf_spine(net, SPEC, hosts_per_leaf=1, num_paths=1)
@@ -85,7 +87,7 @@ def ours(num_packets: int, *, one_event_per_hop: bool = False) -> Run:
 
 
 def ours_per_hop(num_packets: int) -> Run:
-    """Ours with one event per hop (no chaining through single-feeder ports)."""
+    """Ours with one event per hop."""
     return ours(num_packets, one_event_per_hop=True)
 
 
