@@ -126,7 +126,7 @@ def test_a_receiver_runs_inline_only_where_it_alone_sends_into_its_ports():
 
 def _inline_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(
-        Network, "_update_inline", lambda self: self.inline.__setitem__(slice(None), [False] * len(self.inline))
+        Network, "_update_inline", lambda self, flows: self.inline.__setitem__(slice(None), [False] * len(self.inline))
     )
 
 

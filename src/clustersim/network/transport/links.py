@@ -91,6 +91,7 @@ class Network:
         self._host_fed: set[int] = set()  # ports that only hosts feed, over every registered route
         self._injectors: dict[int, set[int]] = {}  # port -> injectors (2 flow: its sender, 2 flow + 1: receiver)
         self._receiver_ports: list[tuple[int, ...]] = []  # by flow: the ports its receiver sends into
+        self._receivers_at: dict[int, set[int]] = {}  # port -> flows whose answering receiver sends there
         self.hops: list[Callable[[int, Packet], Iterable[Event] | None]] = []
         for k in range(MAX_HOPS + 1):
             self.hops.append(self._make_hop(k))
@@ -147,10 +148,14 @@ class Network:
             for port in ports:
                 self._injectors.setdefault(port, set()).add(injector)
         self._receiver_ports[flow] = receivers if answers_only else ()
-        self._update_inline()
+        for port in self._receiver_ports[flow]:
+            self._receivers_at.setdefault(port, set()).add(flow)
+        # only this flow and the receivers that send where it does can change
+        self._update_inline({flow}.union(*(self._receivers_at.get(port, ()) for port in (*senders, *receivers))))
 
-    def _update_inline(self) -> None:
-        for f, own in enumerate(self._receiver_ports):
+    def _update_inline(self, flows: Iterable[int]) -> None:
+        for f in flows:
+            own = self._receiver_ports[f]
             self.inline[f] = bool(own) and all(
                 port in self._host_fed and self._injectors[port] == {2 * f + 1} for port in own
             )
@@ -169,7 +174,7 @@ class Network:
         for port in range(len(self.solo)):
             self.solo[port] = len(feeders.get(port, ())) == 1 and -1 not in feeders[port]
         self._host_fed = {port for port, fed in feeders.items() if fed == {-1}}
-        self._update_inline()
+        self._update_inline(range(len(self.inline)))
 
     def _make_hop(self, k: int) -> Callable[[int, Packet], Iterable[Event] | None]:
         """The event handler of a packet reaching the ``k``-th node of its route: hand it to its flow at
