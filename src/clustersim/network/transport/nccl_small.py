@@ -16,7 +16,29 @@ into pieces of at most one buffer step; the latency path carries one piece, and 
 piece, ``2 (n - 1)`` of them for all-reduce, a tree's channel share once each way. Protocols: LL
 (8-byte lines, half of them flags), LL128 (120 of 128 bytes), Simple (bulk, plus a completion
 flush per network hop). NCCL's tuner picks the algorithm and protocol it thinks fastest; here the
-pick is the fastest of these estimates unless one is forced. Constants and sources:
+pick is the fastest of these estimates unless one is forced.
+
+What the network adds beyond one piece's data path, hop by hop:
+
+- The proxy thread. NCCL's proxy thread posts, polls and completes every network operation of its
+  rank's channels, one after another (aws-ofi-nccl turns each into libfabric calls); a tree's network
+  end sits on the same rank in every channel (NCCL's "Trees [c] ..." lines), so one proxy serves all
+  the channels' pieces of a hop and the last waits for ``channels x pieces - 1`` operations before it
+  (``proxy_ops``), each ``PROXY_OP_S``.
+- Protocols on EFA v1 (p4d, p4de): aws-ofi-nccl sets ``NCCL_PROTO=simple`` there (``platform-aws.c``
+  ``force_proto_simple``; later versions wherever the endpoint cannot promise 128-byte in-order
+  delivery) and uses its SENDRECV protocol (no RDMA write on EFA v1), so the pick is among Simple only.
+- Copies into GPU memory on EFA v1: for GPU buffers libfabric's EFA provider has only the eager and
+  runting-read protocols (``prov/efa/src/efa_hmem.c``: ``max_medium_msg_size = 0``), so each packet
+  (``EFA_PACKET_BYTES``, one MTU) of a send/recv lands in a host bounce buffer and is copied into
+  GPU memory, one after another: ``local_read_s`` each.
+- GPUDirect flush: before Hopper NCCL flushes every GPUDirect receive of LL128 and Simple (a read of
+  the received buffer through the NIC, ``local_read_s``); on p5 and later aws-ofi-nccl sets
+  ``NCCL_NET_FORCE_FLUSH=0``. LL's network buffers are in host memory and need none.
+- ``AWS_SIMPLE_STEP_BYTES``: aws-ofi-nccl sets ``NCCL_BUFFSIZE=8388608`` on p4d, p4de, p5 and later
+  (``platform-aws.cpp``), so a Simple step is 1 MiB there.
+
+Constants and sources:
 
 - ``BASE_LATENCY_S``, ``NVLINK_HOP_S``: NVIDIA/nccl ``src/graph/tuning.cc`` ``baseLat`` and
   ``hwLat[NVLINK]`` (unchanged from NCCL 2.19 to 2.30.7; /work/shared/reference/network.md 1.2).
@@ -29,17 +51,16 @@ pick is the fastest of these estimates unless one is forced. Constants and sourc
 - ``SIMPLE_FLUSH_S``: aws-ofi-nccl ``TUNER_NET_COMP_OVERHEAD`` default, 3 us (``nccl_ofi_param.h``).
 - ``NVLINK_CHANNEL_BYTES_PER_S``: NCCL's per-link NVLink speeds (``src/graph/topo.h``: SM80 20.0,
   SM90 20.6, SM100 40.1 GB/s).
+- ``local_read_s``: composed of the data path's constants (``datapath.toml``), nothing fitted here.
 
-One constant is fitted: ``PROXY_START_S``, the cost a multi-node collective pays once beyond NCCL's
-base latency (the host enqueues the proxy's work and the proxy thread starts the network operations),
-set so that the model meets one case, 2 x p5.48xlarge all-reduce at 8 B (69.12 us, awsome-distributed-
-training's nccl-tests README); every other case of ``nccl_published.toml`` is out of sample.
+Two constants are fitted, each on one case of ``nccl_published.toml`` (2 x p5.48xlarge all-reduce,
+awsome-distributed-training's nccl-tests README); every other case is out of sample:
+``PROXY_START_S``, the cost a multi-node collective pays once beyond NCCL's base latency (the host
+enqueues the proxy's work and the proxy thread starts), on 8 B (69.12 us); ``PROXY_OP_S``, one
+network operation of the proxy thread, on 256 KiB (128.0 us: 32 channels, 31 operations a hop).
 
-Out of scope: what 16-32 channels' network operations cost beyond one hop's latency (16 KiB - 1 MiB
-take 33-48% longer than this predicts on p5; one proxy thread serving them in turn is a likely
-cause), LL's buffers sitting in host memory even with GPUDirect RDMA (NCCL's net.cc maps only LL128
-and Simple buffers to GPU memory), NVLS and CollNet, and NCCL's own pick where it differs from the
-fastest estimate.
+Out of scope: NVLS and CollNet, NCCL's own pick where it differs from the fastest estimate, and the
+EFA provider's copies overlapping one another (the serial count overstates p4de at 512 KiB and above).
 """
 
 from __future__ import annotations
@@ -52,7 +73,7 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 from clustersim.errors import ClusterSimError
-from clustersim.network.transport.datapath import DataPath, PathKind, instance_paths
+from clustersim.network.transport.datapath import DataPath, PathKind, instance_paths, load_constants
 
 if TYPE_CHECKING:
     from clustersim.catalog.schema import Instance
@@ -85,7 +106,11 @@ STEP_PAYLOAD_BYTES = {"LL": 8 * 512 * 8, "LL128": 120 * 640 * 8 * 120 // 128, "S
 SIMPLE_FLUSH_S = 3.0e-6
 NVLINK_CHANNEL_BYTES_PER_S = {"a100": 20.0e9, "h100": 20.6e9, "h200": 20.6e9, "b200": 40.1e9}
 PROXY_START_S = 13.92e-6  # fitted: see the module docstring
+PROXY_OP_S = 0.894e-6  # fitted: see the module docstring
+PRE_HOPPER = ("a100",)  # NCCL flushes every GPUDirect receive before Hopper (NCCL_NET_FORCE_FLUSH)
 MIN_CHANNELS = 8  # NCCL needs at least 8 channels to use a 4-NIC node (efa-cheatsheet)
+AWS_SIMPLE_STEP_BYTES = (8 << 20) // 8  # aws-ofi-nccl sets NCCL_BUFFSIZE=8388608 on p4d, p4de, p5 and later
+EFA_PACKET_BYTES = 8192  # EFA's MTU: one eager packet's payload (fi_efa(7))
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +166,10 @@ class Fabric:
     nvlink_channel_bytes_per_s: float
     max_channels: int
     num_nics: int  # channels beyond this share a NIC
+    protocols: tuple[str, ...] = PROTOCOLS  # what NCCL may pick (aws-ofi-nccl sets NCCL_PROTO=simple on EFA v1)
+    simple_step_bytes: int = STEP_PAYLOAD_BYTES["Simple"]
+    flush_s: float = 0.0  # a GPUDirect receive's flush (pre-Hopper GPUs), LL128 and Simple
+    packet_copy_s: float = 0.0  # each received packet copied into GPU memory (send/recv over EFA v1)
 
     def __post_init__(self) -> None:
         for name in ("num_nodes", "gpus_per_node", "max_channels", "num_nics"):
@@ -149,6 +178,11 @@ class Fabric:
                 raise ClusterSimError(f"{name}: {value!r} must be a whole number >= 1", field=name, value=value)
         if self.num_nodes * self.gpus_per_node < 2:
             raise ClusterSimError("num_nodes: a collective needs at least 2 ranks", field="num_nodes", value=1)
+        if not self.protocols or any(p not in PROTOCOLS for p in self.protocols):
+            valid = ", ".join(PROTOCOLS)
+            raise ClusterSimError(
+                f"protocols: {self.protocols!r} must name some of {valid}", field="protocols", value=self.protocols
+            )
 
 
 def _check(value: str, valid: tuple[str, ...], field: str) -> None:
@@ -172,6 +206,13 @@ def _passes(collective: str) -> int:
     return 2 if collective == "all_reduce" else 1
 
 
+def proxy_ops(channels: int, chunk_bytes: float, step_bytes: float) -> int:
+    """Network operations one proxy thread serves before the last piece of a hop: every channel's
+    pieces of one step of the algorithm (a tree's share, a ring's chunk), less the one the hop's
+    latency already counts."""
+    return channels * math.ceil(chunk_bytes / step_bytes) - 1
+
+
 def estimate(fabric: Fabric, collective: str, message_bytes: int, algorithm: str, protocol: str) -> Estimate:
     """The time of ``collective`` on ``message_bytes`` with a given algorithm and protocol."""
     _check(collective, COLLECTIVES, "collective")
@@ -188,10 +229,14 @@ def estimate(fabric: Fabric, collective: str, message_bytes: int, algorithm: str
     channels = max(1, min(fabric.max_channels, math.ceil(message_bytes / (THREADS[protocol] * threshold))))
     per_channel = message_bytes / channels
     chunk = per_channel if algorithm == "tree" else per_channel / ranks  # a ring moves 1/n of it a step
-    piece = min(chunk, STEP_PAYLOAD_BYTES[protocol])
+    step = fabric.simple_step_bytes if protocol == "Simple" else STEP_PAYLOAD_BYTES[protocol]
+    piece = min(chunk, step)
     wire = piece / WIRE_EFFICIENCY[protocol]
     nvlink_count, net_count = _hop_counts(collective, algorithm, fabric.num_nodes, fabric.gpus_per_node)
     flush = SIMPLE_FLUSH_S if protocol == "Simple" else 0.0
+    if protocol != "LL":  # LL's network buffers sit in host memory: nothing in GPU memory to flush
+        flush += fabric.flush_s
+    copies = 0.0 if protocol == "LL" else math.ceil(wire / EFA_PACKET_BYTES) * fabric.packet_copy_s
     # the busiest link: every piece of a ring crosses every link; a tree's share crosses each link once
     pieces_per_link = _passes(collective) * (ranks - 1) if algorithm == "ring" else 1
     link_wire = chunk / WIRE_EFFICIENCY[protocol] * pieces_per_link
@@ -202,6 +247,8 @@ def estimate(fabric: Fabric, collective: str, message_bytes: int, algorithm: str
         Hops("NVLink hops", nvlink_count, NVLINK_HOP_S[algorithm, protocol]),
         Hops("NVLink fill (one piece)", 1 if nvlink_count else 0, wire / fabric.nvlink_channel_bytes_per_s),
         Hops(f"network hops ({fabric.net_path.kind.value})", net_count, fabric.net_path.one_way_s(wire) + flush),
+        Hops("copies into GPU memory", net_count if copies else 0, copies),
+        Hops("proxy: the other operations", net_count, proxy_ops(channels, chunk, step) * PROXY_OP_S),
         Hops("busiest link: the other pieces", 1, max(0.0, (link_wire - wire) / rate)),
     )
     launch = BASE_LATENCY_S[algorithm, protocol] + (PROXY_START_S if net_count else 0.0)
@@ -216,7 +263,8 @@ def best(
     algorithm: str | None = None,
     protocol: str | None = None,
 ) -> Estimate:
-    """The fastest estimate over the algorithms and protocols allowed (all unless one is forced)."""
+    """The fastest estimate over the algorithms and the fabric's protocols (or the ones forced: a forced
+    protocol is honoured even where aws-ofi-nccl would not choose it, as NCCL_PROTO set by the user is)."""
     if algorithm is not None:
         _check(algorithm, ALGORITHMS, "algorithm")
     if protocol is not None:
@@ -225,7 +273,7 @@ def best(
     algorithms = (
         [algorithm] if algorithm else [a for a in ALGORITHMS if not (collective == "all_gather" and a == "tree")]
     )
-    protocols = [protocol] if protocol else list(PROTOCOLS)
+    protocols = [protocol] if protocol else list(fabric.protocols)
     return min(
         (estimate(fabric, collective, message_bytes, a, p) for a in algorithms for p in protocols),
         key=lambda e: e.time_s,
@@ -255,6 +303,8 @@ def instance_fabric(instance: Instance, num_nodes: int, *, path: PathKind | str 
             field="instance",
             value=instance.id,
         )
+    gdr = by_kind[kind].kind is PathKind.EFA_GDR
+    efa_v1 = network.adapter == "efa-v1"
     return Fabric(
         num_nodes=num_nodes,
         gpus_per_node=int(instance.num_accelerators.value),
@@ -262,7 +312,20 @@ def instance_fabric(instance: Instance, num_nodes: int, *, path: PathKind | str 
         nvlink_channel_bytes_per_s=NVLINK_CHANNEL_BYTES_PER_S[family],
         max_channels=max(MIN_CHANNELS, int(network.num_cards.value)),
         num_nics=int(network.num_cards.value),
+        protocols=("Simple",) if efa_v1 else PROTOCOLS,
+        simple_step_bytes=AWS_SIMPLE_STEP_BYTES,
+        flush_s=local_read_s() if gdr and family in PRE_HOPPER else 0.0,
+        packet_copy_s=local_read_s() if gdr and efa_v1 else 0.0,
     )
+
+
+def local_read_s() -> float:
+    """One RDMA read by a node's NIC of its own memory into GPU memory: post, the NIC's processing on
+    both sides of the read, a GPU-memory DMA each way, the completion (``datapath.toml`` constants).
+    NCCL's GPUDirect flush is one (``ncclNetIflush``); so is the EFA provider's copy of a received
+    packet into GPU memory where it has no RDMA write."""
+    c = {name: constant.value for name, constant in load_constants().items()}
+    return c["efa_post_s"] + 2 * c["efa_nic_s"] + 2 * c["gdr_dma_s"] + c["efa_completion_s"]
 
 
 @dataclass(frozen=True, slots=True)
