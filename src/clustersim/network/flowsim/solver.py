@@ -62,13 +62,18 @@ def prepare(flow: IntArray, resource: IntArray, weight: FloatArray, num_flows: i
     return Prepared(f, r, w, flow_ptr, res_ptr, res_order, num_flows, num_resources)
 
 
-def _distinct(values: IntArray, size: int) -> IntArray:
-    """The distinct values (< ``size``) of ``values``, sorted: by sorting when few, by marking when many."""
+def _compact(values: IntArray, size: int) -> tuple[IntArray, IntArray]:
+    """The distinct values (< ``size``) of ``values``, sorted, and each value's index among them: by
+    sorting when few, by marking when many."""
     if values.size * 16 < size:
-        return np.unique(values)
+        distinct, local = np.unique(values, return_inverse=True)
+        return distinct, local.astype(np.int64)
     mark = np.zeros(size, dtype=bool)
     mark[values] = True
-    return np.flatnonzero(mark)
+    distinct = np.flatnonzero(mark)
+    index = np.empty(size, dtype=np.int64)
+    index[distinct] = np.arange(distinct.size)
+    return distinct, index[values]
 
 
 def max_min_rates(
@@ -99,39 +104,42 @@ def solve(
     """Max-min rates of the ``active`` flows of ``p`` (0 for the others) and the filling rounds.
 
     The first ``global_rounds`` rounds fill to the lowest level everywhere (cheap, and enough for a
-    symmetric collective); if flows are still growing, ``_local_rounds`` finishes the job.
+    symmetric collective); if flows are still growing, ``_local_rounds`` finishes the job. Both work
+    on the active flows' entries and the resources they touch only, whatever the fabric's size.
     """
     rate = np.zeros(p.num_flows)
     rows = np.flatnonzero(active)
     if not rows.size:
         return rate, 0
     entries = _rows(p.flow_ptr, None, rows)
-    load = np.bincount(p.resource[entries], weights=p.weight[entries], minlength=p.num_resources)
-    remaining = capacity.astype(np.float64, copy=True)
-    busy = np.flatnonzero(load > LOAD_TOL)
-    growing = active.copy()
+    f, w = p.flow[entries], p.weight[entries]
+    res, r = _compact(p.resource[entries], p.num_resources)
+    cap = capacity[res].astype(np.float64)
+    remaining = cap.copy()  # capacity less the frozen flows' load; the growing flows all run at ``level``
+    load = np.bincount(r, weights=w, minlength=res.size)
     level, rounds = 0.0, 0
-    while busy.size:
+    while f.size:
         if rounds == global_rounds:
             remaining -= load * level  # the growing flows' share so far, then finish locally
-            left = _rows(p.flow_ptr, None, np.flatnonzero(growing))
-            rounds = _local_rounds(p.flow[left], p.resource[left], p.weight[left], remaining, rate, level, rounds)
-            return rate, rounds
+            return rate, _local_rounds(f, r, w, remaining, rate, level, rounds)
+        busy = load > LOAD_TOL
+        if not busy.any():
+            break
         rounds += 1
-        # ``remaining``: capacity less the frozen flows' load; the growing flows all run at ``level``.
         level = max(level, float((np.maximum(remaining[busy], 0.0) / load[busy]).min()))
-        full = busy[remaining[busy] - load[busy] * level <= REL_TOL * capacity[busy]]
-        frozen = p.flow[_rows(p.res_ptr, p.res_order, full)]
-        frozen = _distinct(frozen[growing[frozen]], p.num_flows)
-        growing[frozen] = False
-        rate[frozen] = level
-        hit = _rows(p.flow_ptr, None, frozen)
-        touched = _distinct(p.resource[hit], p.num_resources)
-        frozen_load = np.bincount(p.resource[hit], weights=p.weight[hit], minlength=p.num_resources)[touched]
-        load[touched] -= frozen_load
-        remaining[touched] -= frozen_load * level
+        full = busy & (remaining - load * level <= REL_TOL * cap)
+        starts = np.concatenate([[True], f[1:] != f[:-1]])
+        segment = np.cumsum(starts) - 1
+        frozen = np.zeros(int(segment[-1]) + 1, dtype=bool)
+        frozen[segment[full[r]]] = True  # a flow freezes with any resource of it that filled
+        rate[f[np.flatnonzero(starts)[frozen]]] = level
+        done = frozen[segment]
+        frozen_load = np.bincount(r[done], weights=w[done], minlength=res.size)
+        load -= frozen_load
+        remaining -= frozen_load * level
         load[full] = 0.0
-        busy = busy[load[busy] > LOAD_TOL]
+        keep = ~done
+        f, r, w = f[keep], r[keep], w[keep]
     return rate, rounds
 
 
@@ -169,13 +177,13 @@ def _local_rounds(
     return rounds
 
 
-WARM_FRACTION = 0.5  # re-solve from scratch when more than this fraction of the active flows must move
+WARM_FRACTION = 0.5  # re-solve from scratch when more than this fraction of the active flows must move (0: always)
 TIE_TOL = 1e-9  # rates within this fraction below the restart level count as at it (rounding of ties)
 
 
 class MaxMinState:
-    """Max-min rates of a changing set of active flows, each change re-solved only above the level
-    where the old and the new allocation can first differ.
+    """Max-min rates of a changing set of active flows, each change re-solved only where the old and
+    the new allocation can differ.
 
     Progressive filling raises all flows together and freezes them as resources fill; a flow's rate
     is the level at which it froze. Take away flows and add others. Below level ``L``, the smallest
@@ -184,13 +192,28 @@ class MaxMinState:
     flows at the same levels: a resource crossed by a removed flow filled at or above that flow's
     rate, it only gets emptier, and one crossed by an added flow does not fill below ``L`` by the
     definition of ``L``; every other resource sees the same flows. So the flows below ``L`` keep
-    their rates, and the rest are re-solved from the state at ``L`` (``_local_rounds``): every flow
-    above it at ``L``, each resource's capacity less what the frozen flows and they take. The
-    result is the same max-min allocation as a full ``solve`` (within the tolerances), at the cost
-    of the flows that move only. ``used`` carries each resource's load from update to update.
+    their rates. From ``L`` on, the flows above it (all at ``L``) share what the others leave: a
+    max-min problem of its own, which splits into the connected parts of the graph of those flows
+    and their resources. A part without an added flow or a resource of a removed one has the same
+    flows and the same capacities as before, so the same answer. Only the parts reached from the
+    changed resources are re-solved, from the state at ``L`` (``_local_rounds``): the same
+    allocation as a full ``solve`` (within the tolerances), at the cost of the flows that move. When
+    more than ``warm_fraction`` of the active flows would move, all are solved again (``solve``).
+    ``used`` carries each resource's load from update to update.
     """
 
-    __slots__ = ("active", "capacity", "num_active", "p", "rate", "rounds", "used", "warm_fraction")
+    __slots__ = (
+        "_seen_flow",
+        "_seen_res",
+        "active",
+        "capacity",
+        "num_active",
+        "p",
+        "rate",
+        "rounds",
+        "used",
+        "warm_fraction",
+    )
 
     def __init__(self, p: Prepared, capacity: FloatArray, *, warm_fraction: float = WARM_FRACTION) -> None:
         if not 0.0 <= warm_fraction <= 1.0:
@@ -205,6 +228,8 @@ class MaxMinState:
         self.used = np.zeros(p.num_resources)
         self.rounds = 0
         self.num_active = 0
+        self._seen_flow = np.zeros(p.num_flows, dtype=bool)  # scratch of ``_reach``, all False between calls
+        self._seen_res = np.zeros(p.num_resources, dtype=bool)
 
     def update(self, removed: IntArray, added: IntArray) -> tuple[IntArray, IntArray]:
         """Deactivate ``removed``, activate ``added`` and re-solve; returns the flows whose rate may
@@ -227,19 +252,18 @@ class MaxMinState:
             level = min(level, self._fill_level(added))
         self.active[added] = True
         self.num_active += added.size
-        if not persisting or level <= 0:
+        if not persisting or level <= 0 or not self.warm_fraction:
             return self._full(gone)
-        threshold = level * (1 - TIE_TOL)
-        act = np.flatnonzero(self.active)
-        moving = act[self.rate[act] >= threshold]  # old flows at or above the level (the added are at 0)
-        if moving.size + added.size > self.warm_fraction * act.size:
+        seeds = np.concatenate([gone, p.resource[_rows(p.flow_ptr, None, added)]])
+        growing = self._reach(seeds, level * (1 - TIE_TOL), int(self.warm_fraction * self.num_active))
+        if growing is None:
             return self._full(gone)
-        base = min(level, float(self.rate[moving].min())) if moving.size else level
-        growing = np.union1d(moving, added)
         entries = _rows(p.flow_ptr, None, growing)
         f, w = p.flow[entries], p.weight[entries]
-        res, local = np.unique(p.resource[entries], return_inverse=True)
+        res, local = _compact(p.resource[entries], p.num_resources)
         old = self.rate[f]
+        moving = old > 0
+        base = min(level, float(old[moving].min())) if moving.any() else level
         remaining = (
             self.capacity[res]
             - self.used[res]
@@ -250,6 +274,32 @@ class MaxMinState:
         self.used[res] += np.bincount(local, weights=w * (self.rate[f] - old), minlength=res.size)
         return growing, np.union1d(res, gone)
 
+    def _reach(self, seeds: IntArray, threshold: float, limit: int) -> IntArray | None:
+        """The active flows at or above ``threshold`` (or just added: at 0) connected to the ``seeds``
+        resources through resources they cross, sorted; None when more than ``limit``."""
+        p, seen_flow, seen_res = self.p, self._seen_flow, self._seen_res
+        found: list[IntArray] = []
+        count = 0
+        res = np.unique(seeds)
+        visited = [res]
+        seen_res[res] = True
+        while res.size and count <= limit:
+            f = p.flow[_rows(p.res_ptr, p.res_order, res)]
+            x = self.rate[f]
+            f = np.unique(f[self.active[f] & ~seen_flow[f] & ((x >= threshold) | (x == 0))])
+            seen_flow[f] = True
+            found.append(f)
+            count += f.size
+            r = p.resource[_rows(p.flow_ptr, None, f)]
+            res = np.unique(r[~seen_res[r]])
+            seen_res[res] = True
+            visited.append(res)
+        flows = np.sort(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
+        seen_flow[flows] = False
+        for r in visited:
+            seen_res[r] = False
+        return flows if count <= limit else None
+
     def _full(self, gone: IntArray) -> tuple[IntArray, IntArray]:
         p = self.p
         rate, k = solve(p, self.active, self.capacity)
@@ -257,9 +307,10 @@ class MaxMinState:
         self.rate = rate
         act = np.flatnonzero(self.active)
         e = _rows(p.flow_ptr, None, act)
-        used = np.bincount(p.resource[e], weights=p.weight[e] * rate[p.flow[e]], minlength=p.num_resources)
-        self.used = used.astype(np.float64)
-        return act, np.arange(p.num_resources, dtype=np.int64)
+        res, local = _compact(p.resource[e], p.num_resources)
+        self.used[gone] = 0.0
+        self.used[res] = np.bincount(local, weights=p.weight[e] * rate[p.flow[e]], minlength=res.size)
+        return act, np.union1d(res, gone)
 
     def _fill_level(self, added: IntArray) -> float:
         """The lowest level at which a resource of ``added`` fills with them growing from 0 and every
