@@ -4,17 +4,25 @@ sharing the fabric never speeds a kind up."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clustersim.catalog.registry import load_catalog
+from clustersim.catalog.schema import Dtype
+from clustersim.compute.software import software_for
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout
 from clustersim.network.collectives import Op
 from clustersim.network.flowsim.cluster import Placement, fat_tree_for_instance, place
-from clustersim.network.flowsim.routing import Routing
+from clustersim.network.flowsim.engine import run
+from clustersim.network.flowsim.groups import concatenate, dispatch_flows
+from clustersim.network.flowsim.results import collective_time_s, job_times
+from clustersim.network.flowsim.routing import Routing, route
+from clustersim.network.flowsim.topology import FatTreeSpec, build
 from clustersim.system import system_for_instance
 from clustersim.training.estimate import estimate_training
 from clustersim.training.fabric_step import rank_gpus, step_collectives, step_on_fabric, strided_groups
@@ -115,3 +123,73 @@ def test_the_placement_must_hold_the_layouts_ranks():
     with pytest.raises(ClusterSimError, match="not the layout's 32") as err:
         step_on_fabric(step_collectives(MODEL, SYSTEM, LAYOUT, JOB), tree, place(tree, 3), layout=LAYOUT, title="t")
     assert err.value.field == "nodes"
+
+
+MIXTRAL = zoo.load_model("mixtral-8x7b", use_env=False)  # 8 experts, 2 per token
+
+
+@pytest.mark.parametrize(
+    ("layout", "precision"),
+    [
+        (Layout(tp=2, pp=2, dp=8, ep=8, zero=1, sequence_parallel=True), Dtype.BF16),  # 2 nodes x 4 ranks
+        (Layout(tp=8, dp=4, ep=4, zero=1, sequence_parallel=True), Dtype.FP8),  # 4 nodes x 1 rank
+    ],
+)
+def test_ep_dispatch_and_combine_are_priced_as_the_estimator_prices_them(layout: Layout, precision: Dtype):
+    job = TrainingJob(global_batch=64, seq_len=MIXTRAL.seq_len, precision=precision)
+    ep_term = next(t.link_s for t in estimate_training(MIXTRAL, SYSTEM, layout, job).terms if t.name == "ep comm")
+    kinds = {c.kind: c for c in step_collectives(MIXTRAL, SYSTEM, layout, job)}
+    dispatch, combine = kinds["ep dispatch"], kinds["ep combine"]
+    assert dispatch.per_step * dispatch.analytic_time_s + combine.per_step * combine.analytic_time_s == pytest.approx(
+        ep_term, rel=1e-12
+    )
+    fp8 = software_for(None, SYSTEM.accelerator.family).ep_dispatch_bytes_fp8
+    assert dispatch.size_bytes / combine.size_bytes == pytest.approx(fp8 / 2 if precision is Dtype.FP8 else 1.0)
+    # Per node (Megatron-Core with DeepEP): a token misses a node of E / N = 8 / N experts with probability
+    # C(8 - 8/N, 2) / C(8, 2); it crosses (N - 1)(1 - miss) times where a plain all-to-all sends 2 (N - 1) / N.
+    nodes = layout.ep // combine.fan_out_ranks
+    miss = math.comb(8 - 8 // nodes, 2) / math.comb(8, 2)
+    assert combine.copy_ratio == pytest.approx((nodes - 1) * (1 - miss) / (2 * (nodes - 1) / nodes))
+    assert combine.fan_out_ranks == 8 // combine.stride
+
+
+def test_the_simulated_per_node_dispatch_runs_at_the_analytic_link_bound():
+    layout = Layout(tp=2, pp=2, dp=8, ep=8, zero=1, sequence_parallel=True)
+    job = TrainingJob(global_batch=64, seq_len=MIXTRAL.seq_len)
+    tree = _fabric()
+    step = step_on_fabric(
+        step_collectives(MIXTRAL, SYSTEM, layout, job), tree, place(tree, 4), layout=layout, title="t"
+    )
+    combine = next(k for k in step.kinds if k.collective.kind == "ep combine")
+    # 2 nodes of 4 ranks: each rank's copies to the other node, ratio 1 - C(4,2)/C(8,2) = 22/28 of half its
+    # bytes, leave on its own rails (4 x 100 Gb/s = 50 GB/s); the NVLink fan-out (3/4 of the bytes) is faster.
+    size = combine.collective.size_bytes
+    assert combine.time_s == pytest.approx(size * 22 / 28 / 2 / 50e9, rel=1e-9)
+    assert combine.time_s == pytest.approx(combine.collective.ideal_time_s, rel=1e-9)
+    # A plain all-to-all (DeepSpeed's profile) sends every routed copy: 28/22 times as long.
+    plain = step_collectives(MIXTRAL, SYSTEM, layout, job, software=software_for("deepspeed", "hopper"))
+    assert next(c for c in plain if c.kind == "ep combine").copy_ratio == 1.0
+    slow = step_on_fabric(plain, tree, place(tree, 4), layout=layout, title="t")
+    assert next(k for k in slow.kinds if k.collective.kind == "ep combine").time_s == pytest.approx(
+        size / 2 / 50e9, rel=1e-9
+    )
+
+
+def test_a_dispatch_bound_by_its_fan_out_takes_the_fan_outs_time():
+    # 2 hosts of 2 GPUs, 1 GB/s rails and 0.1 GB/s NVLink ports: the fan-out binds.
+    spec = FatTreeSpec(num_hosts=2, gpus_per_host=2, nics_per_host=2, nic_bytes_per_s=1e9, scaleup_bytes_per_s=1e8)
+    tree = build(spec)
+    plans = dispatch_flows(np.array([[0, 1, 2, 3]]), 2, 1e9, 0.5, 2)
+    flows = concatenate([p.flows for p in plans])
+    inc = route(tree, flows.src_gpu, flows.dst_gpu, Routing.SPRAY)
+    times = run(tree, flows, inc)
+    net, fan = (job_times(times, inc, flows, s, tree.capacity_bytes_per_s) for s in (slice(0, 8), slice(8, 12)))
+    assert plans[0].flows.num_flows == 8 and plans[1].flows.num_flows == 4
+    # A GPU's NVLink port: the network all-to-all's 0.125 GB to its host peer and the fan-out's 0.5 GB,
+    # shared until the first is done (2.5 s), then the rest alone (3.75 s); the network round takes 0.25 s.
+    assert collective_time_s(plans[1], fan, tree.capacity_bytes_per_s) == pytest.approx(6.25, rel=1e-9)
+    assert collective_time_s(plans[0], net, tree.capacity_bytes_per_s) == pytest.approx(2.5, rel=1e-9)
+    with pytest.raises(ClusterSimError, match="not on one host"):
+        dispatch_flows(np.array([[0, 2, 1, 3]]), 2, 1e9, 0.5, 2)
+    with pytest.raises(ClusterSimError, match="copy ratio"):
+        dispatch_flows(np.array([[0, 1, 2, 3]]), 2, 1e9, 1.5, 2)

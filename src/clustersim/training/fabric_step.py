@@ -9,8 +9,15 @@ the step terms price (``clustersim.training.step``):
 
 * ``tp``: all-reduce of one micro-batch's activations over ``tp`` consecutive ranks;
 * ``cp``: all-gather of the keys and values over ``cp`` ranks ``tp`` apart;
-* ``ep``: all-to-all of the routed tokens (the combine's bytes) over ``ep`` ranks ``tp x cp`` apart
-  (Megatron-Core's folding: ``etp`` apart when ``ep`` does not divide ``dp x cp``);
+* ``ep dispatch`` and ``ep combine``: all-to-all of the routed tokens (the dispatch in FP8 bytes
+  where the precision and framework send it so) over ``ep`` ranks ``tp x cp`` apart (Megatron-Core's
+  folding: ``etp`` apart when ``ep`` does not divide ``dp x cp``), forward and backward. Where the
+  framework dispatches per node (``ep_dispatch_per_node``: DeepEP, HybridEP) and the group spans
+  ``N`` nodes of ``L`` of its ranks each, as the estimator prices it: a token crosses the network
+  once per remote node holding one of its experts (an all-to-all of ``network_copy_ratio`` times the
+  bytes: each rank sends one flow per remote node, to its peer there, on its own rails) and fans out
+  over the node's scale-up fabric (an all-to-all of the full bytes over the node's ``L`` ranks), the
+  two at once (pipelined): the slower of the two;
 * ``pp``: every rank of stage ``s`` sends its activation shard to the same rank of stage ``s + 1``
   (interleaved, ``vp > 1``: the last stage to the first too, where the next model chunk starts);
 * ``dp``: the gradients (ZeRO 0: all-reduce; 1-2: reduce-scatter, then the parameters' all-gather;
@@ -19,9 +26,7 @@ the step terms price (``clustersim.training.step``):
 Each kind is simulated alone and, as a stress case, with every other kind at once. The analytic
 times are the ``CollectiveCost``'s price of the same collective on the group's fabric (what the
 estimator charges: calibrated efficiencies, latency) and its link-bound term on the datasheet links
-(``ideal``: the like-for-like figure for the simulator, which runs the datasheet links too). The
-estimator's EP term also sends a token once per remote node (``ep_dispatch_per_node``); here the
-plain all-to-all is compared with the plain all-to-all.
+(``ideal``: the like-for-like figure for the simulator, which runs the datasheet links too).
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from clustersim.catalog.schema import Dtype
+from clustersim.compute.dispatch import network_copy_ratio
 from clustersim.compute.efficiency import FamilyEfficiency, efficiency_for
 from clustersim.compute.software import SoftwareProfile, software_for
 from clustersim.errors import ClusterSimError
@@ -38,16 +45,16 @@ from clustersim.execution import Layout, LayoutArrays, Recompute
 from clustersim.network.collectives import Algorithm, Op, busbw_factor
 from clustersim.network.cost import ANALYTIC, CollectiveCost
 from clustersim.network.flowsim.collectives import CollectiveFlows
-from clustersim.network.flowsim.engine import run
-from clustersim.network.flowsim.groups import concatenate, group_flows, ideal_time_s, pair_flows
+from clustersim.network.flowsim.engine import Flows, FlowTimes, run
+from clustersim.network.flowsim.groups import concatenate, dispatch_flows, group_flows, ideal_time_s, pair_flows
 from clustersim.network.flowsim.results import LinkReport, collective_time_s, job_times, link_report
-from clustersim.network.flowsim.routing import Routing, route
-from clustersim.network.flowsim.topology import FatTree, IntArray
+from clustersim.network.flowsim.routing import Incidence, Routing, route
+from clustersim.network.flowsim.topology import FatTree, FloatArray, IntArray
 from clustersim.system import System
 from clustersim.training.job import TrainingJob
 from clustersim.training.pricing import collective_s
 from clustersim.training.step import ACT_BYTES, StepContext
-from clustersim.workload.transformer import Transformer
+from clustersim.workload.transformer import MoE, Transformer
 
 ALGORITHMS = {
     Op.ALL_REDUCE: Algorithm.RING,
@@ -71,6 +78,8 @@ class StepCollective:
     per_step: float
     analytic_time_s: float
     ideal_time_s: float
+    copy_ratio: float = 1.0  # per-node EP dispatch: network bytes over the plain all-to-all's
+    fan_out_ranks: int = 1  # per-node EP dispatch: a node's ranks of the group the tokens fan out to
 
     @property
     def group_ranks(self) -> int:
@@ -121,11 +130,11 @@ def step_collectives(
         found.append(("cp", Op.ALL_GATHER, kv, strided_groups(world, cp, tp, stage), tp, m * layers * 3))
     if ep > 1 and model.moe is not None:
         stride = tp * cp if (dp * cp) % ep == 0 else int(lay.etp[0])
-        combine = ACT_BYTES * tokens / tp * model.moe.top_k * model.hidden
-        share = model.moe_layers / model.layers
-        found.append(
-            ("ep", Op.ALLTOALL, combine, strided_groups(world, ep, stride, stage), stride, m * layers * share * 4)
-        )
+        elements = tokens / tp * model.moe.top_k * model.hidden
+        dispatch = sw.ep_dispatch_bytes_fp8 if job.precision is Dtype.FP8 else ACT_BYTES
+        groups, n = strided_groups(world, ep, stride, stage), m * layers * model.moe_layers / model.layers * 2
+        found.append(("ep dispatch", Op.ALLTOALL, dispatch * elements, groups, stride, n))
+        found.append(("ep combine", Op.ALLTOALL, ACT_BYTES * elements, groups, stride, n))
     if pp > 1:
         senders = np.arange(world if layout.vp > 1 else world - stage, dtype=np.int64)
         pairs = np.stack([senders, (senders + stage) % world], axis=1)
@@ -145,6 +154,9 @@ def step_collectives(
     out = []
     for kind, op, size, groups, stride, per_step in found:
         ranks = 2 if op is Op.SENDRECV else int(groups.shape[1])
+        if kind.startswith("ep") and model.moe is not None:
+            out.append(_ep_collective(kind, size, groups, stride, per_step, system, sw, model.moe, cost))
+            continue
         analytic = float(collective_s(system, cost, op, np.array([size]), ranks, stride)[0])
         out.append(
             StepCollective(
@@ -152,6 +164,40 @@ def step_collectives(
             )
         )
     return out
+
+
+def ep_dispatch_shape(system: System, sw: SoftwareProfile, moe: MoE, ranks: int, stride: int) -> tuple[float, int]:
+    """(network copy ratio, fan-out ranks) of an EP group of ``ranks`` ranks ``stride`` apart as the
+    estimator prices its dispatch: (1, 1) for a plain all-to-all or a group on one node; per node,
+    ``network_copy_ratio`` over the group's nodes and the group's ranks per node."""
+    local = int(np.clip(system.scaleup_devices // max(stride, 1), 1, ranks))
+    nodes = -(-ranks // local)
+    if not sw.ep_dispatch_per_node or nodes == 1:
+        return 1.0, 1
+    return float(network_copy_ratio(moe.experts, moe.top_k, nodes)[()]), local
+
+
+def _ep_collective(
+    kind: str,
+    size: float,
+    groups: IntArray,
+    stride: int,
+    per_step: float,
+    system: System,
+    sw: SoftwareProfile,
+    moe: MoE,
+    cost: CollectiveCost,
+) -> StepCollective:
+    """An EP dispatch or combine priced as ``StepContext._ep_alltoall`` does: the network all-to-all of
+    the copies and the fan-out over the node's ranks, the slower of the two."""
+    ranks = int(groups.shape[1])
+    ratio, fan = ep_dispatch_shape(system, sw, moe, ranks, stride)
+    analytic = float(collective_s(system, cost, Op.ALLTOALL, np.array([size * ratio]), ranks, stride)[0])
+    ideal = _ideal_s(system, Op.ALLTOALL, size * ratio, ranks, stride)
+    if fan > 1:
+        analytic = max(analytic, float(collective_s(system, cost, Op.ALLTOALL, np.array([size]), fan, stride)[0]))
+        ideal = max(ideal, _ideal_s(system, Op.ALLTOALL, size, fan, stride))
+    return StepCollective(kind, Op.ALLTOALL, size, groups, stride, per_step, analytic, ideal, ratio, fan)
 
 
 def _ideal_s(system: System, op: Op, size: float, ranks: int, stride: int) -> float:
@@ -262,23 +308,41 @@ def step_on_fabric(
         raise ClusterSimError(f"layout {layout.describe()} has no communication to simulate", field="layout")
     gpu = rank_gpus(tree, hosts, layout.num_devices)
     g, cap = tree.spec.gpus_per_host, tree.capacity_bytes_per_s
-    plans: list[CollectiveFlows] = []
+    parts: list[list[CollectiveFlows]] = []
     alone: list[tuple[float, LinkReport]] = []
     for c in collectives:
         if c.op is Op.SENDRECV:
-            plan = pair_flows(gpu[c.groups[:, 0]], gpu[c.groups[:, 1]], c.size_bytes)
+            plans = [pair_flows(gpu[c.groups[:, 0]], gpu[c.groups[:, 1]], c.size_bytes)]
+        elif c.copy_ratio != 1.0 or c.fan_out_ranks > 1:
+            plans = dispatch_flows(gpu[c.groups], g, c.size_bytes, c.copy_ratio, c.fan_out_ranks, max_steps=max_steps)
         else:
-            plan = group_flows(gpu[c.groups], g, c.op, c.size_bytes, max_steps=max_steps)
-        times = run(tree, plan.flows, route(tree, plan.flows.src_gpu, plan.flows.dst_gpu, routing, seed))
-        plans.append(plan)
-        alone.append((collective_time_s(plan, times, cap), link_report(tree, times)))
-    flows = concatenate([p.flows for p in plans])
+            plans = [group_flows(gpu[c.groups], g, c.op, c.size_bytes, max_steps=max_steps)]
+        flows = concatenate([p.flows for p in plans])
+        inc = route(tree, flows.src_gpu, flows.dst_gpu, routing, seed)
+        times = run(tree, flows, inc)
+        parts.append(plans)
+        alone.append((_parts_time_s(plans, times, inc, flows, 0, cap), link_report(tree, times)))
+    flat = [p for plans in parts for p in plans]
+    flows = concatenate([p.flows for p in flat])
     inc = route(tree, flows.src_gpu, flows.dst_gpu, routing, seed)
     times = run(tree, flows, inc)
-    bounds = np.cumsum([0] + [p.flows.num_flows for p in plans])
+    first = 0
     kinds = []
-    for k, (c, plan, (time_s, links)) in enumerate(zip(collectives, plans, alone, strict=True)):
-        part = job_times(times, inc, flows, slice(int(bounds[k]), int(bounds[k + 1])), cap)
-        together = collective_time_s(plan, part, cap)
-        kinds.append(KindOnFabric(c, plan.algorithm, time_s, together, links, plan.num_steps, plan.total_steps))
+    for c, plans, (time_s, links) in zip(collectives, parts, alone, strict=True):
+        together = _parts_time_s(plans, times, inc, flows, first, cap)
+        first += sum(p.flows.num_flows for p in plans)
+        main = plans[0]
+        kinds.append(KindOnFabric(c, main.algorithm, time_s, together, links, main.num_steps, main.total_steps))
     return StepOnFabric(title, layout, routing.value, kinds, link_report(tree, times), times.makespan_s)
+
+
+def _parts_time_s(
+    plans: list[CollectiveFlows], times: FlowTimes, inc: Incidence, flows: Flows, first: int, cap: FloatArray
+) -> float:
+    """One kind's time where its parts (``plans``, from flow ``first`` of a run) go at once: the slowest."""
+    out = 0.0
+    for p in plans:
+        part = job_times(times, inc, flows, slice(first, first + p.flows.num_flows), cap)
+        out = max(out, collective_time_s(p, part, cap))
+        first += p.flows.num_flows
+    return out

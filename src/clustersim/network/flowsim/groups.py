@@ -13,6 +13,10 @@ collective at the same time, so that they share the fabric.
   exchange in ``blocks - 1`` rounds as ``collectives`` does with whole hosts, the exchange inside a
   block alongside round 1; ``max_steps`` rounds spread over the shifts are simulated.
 * Send/receive (``pair_flows``): given pairs, all at once (pipeline stages handing activations on).
+* Per-node expert dispatch (``dispatch_flows``: DeepEP, HybridEP): the pairwise all-to-all of the
+  tokens' network copies (each GPU sends one flow per remote node, to its peer there, on its own
+  rails) and, at once, the fan-out over each node's ranks of the group as an all-to-all of the full
+  bytes there (the scale-up fabric).
 
 The steps (rounds) are numbered in ``Flows.group`` as ``collectives.CollectiveFlows`` expects, so
 ``results.collective_time_s`` extrapolates the rest the same way.
@@ -93,6 +97,37 @@ def pair_flows(src_gpu: IntArray, dst_gpu: IntArray, size_bytes: float) -> Colle
         raise ClusterSimError("no pairs to send between", field="pairs")
     flows = independent(src, np.asarray(dst_gpu, dtype=np.int64), np.full(src.size, float(size_bytes)))
     return CollectiveFlows(Op.SENDRECV, Algorithm.DIRECT, flows, 1, 1, [1.0])
+
+
+def dispatch_flows(
+    groups: IntArray,
+    gpus_per_host: int,
+    size_bytes: float,
+    copy_ratio: float,
+    fan_out_ranks: int,
+    *,
+    max_steps: int = 4,
+) -> list[CollectiveFlows]:
+    """A per-node expert dispatch of ``size_bytes`` per rank in every group: [the network all-to-all of
+    ``copy_ratio * size_bytes``, the all-to-all of ``size_bytes`` over each node's ``fan_out_ranks``
+    consecutive ranks of a group] (the second absent for ``fan_out_ranks`` 1); the two go at once."""
+    groups = np.atleast_2d(np.asarray(groups, dtype=np.int64))
+    if not 0 < copy_ratio <= 1:
+        raise ClusterSimError(f"copy ratio must be in (0, 1], got {copy_ratio!r}", field="copy_ratio", value=copy_ratio)
+    n = groups.shape[1]
+    if fan_out_ranks < 1 or n % fan_out_ranks:
+        raise ClusterSimError(
+            f"fan-out ranks must divide the group's {n} ranks, got {fan_out_ranks}", field="fan_out_ranks"
+        )
+    plans = [group_flows(groups, gpus_per_host, Op.ALLTOALL, size_bytes * copy_ratio, max_steps=max_steps)]
+    if fan_out_ranks > 1:
+        local = groups.reshape(-1, fan_out_ranks)
+        if np.any(local // gpus_per_host != local[:, :1] // gpus_per_host):
+            raise ClusterSimError(
+                f"a group's {fan_out_ranks} consecutive ranks are not on one host", field="fan_out_ranks"
+            )
+        plans.append(group_flows(local, gpus_per_host, Op.ALLTOALL, size_bytes, max_steps=max_steps))
+    return plans
 
 
 def host_blocks(groups: IntArray, gpus_per_host: int) -> int:
