@@ -31,7 +31,8 @@ What the network adds beyond one piece's data path, hop by hop:
 - Copies into GPU memory on EFA v1: for GPU buffers libfabric's EFA provider has only the eager and
   runting-read protocols (``prov/efa/src/efa_hmem.c``: ``max_medium_msg_size = 0``), so each packet
   (``EFA_PACKET_BYTES``, one MTU) of a send/recv lands in a host bounce buffer and is copied into
-  GPU memory, one after another: ``local_read_s`` each.
+  GPU memory; NCCL forbids its plugin CUDA calls, so the copy is a local RDMA read through the NIC
+  (``efa_rdm_pke_copy_payload_to_cuda``), ``local_read_s`` each, counted one after another.
 - GPUDirect flush: before Hopper NCCL flushes every GPUDirect receive of LL128 and Simple (a read of
   the received buffer through the NIC, ``local_read_s``); on p5 and later aws-ofi-nccl sets
   ``NCCL_NET_FORCE_FLUSH=0``. LL's network buffers are in host memory and need none.
