@@ -21,10 +21,12 @@ pick is the fastest of these estimates unless one is forced.
 What the network adds beyond one piece's data path, hop by hop:
 
 - The proxy thread. NCCL's proxy thread posts, polls and completes every network operation of its
-  rank's channels, one after another (aws-ofi-nccl turns each into libfabric calls); a tree's network
-  end sits on the same rank in every channel (NCCL's "Trees [c] ..." lines), so one proxy serves all
-  the channels' pieces of a hop and the last waits for ``channels x pieces - 1`` operations before it
-  (``proxy_ops``), each ``PROXY_OP_S``.
+  rank's channels, one after another (aws-ofi-nccl turns each into libfabric calls). A tree's network
+  end is taken to sit on the same rank in every channel, as NCCL's "Trees [c] ..." log lines of
+  2-node jobs show it (rank 0 holding the other node's rank 8 in channels 0 and 1: "[0] 1/8/-1->0->-1
+  [1] 1/-1/-1->0->8"; not seen for p5's 32 channels), so one proxy serves all the channels' pieces
+  of a hop and the last waits for ``channels x pieces - 1`` operations before it (``proxy_ops``),
+  each ``PROXY_OP_S``.
 - Protocols on EFA v1 (p4d, p4de): aws-ofi-nccl sets ``NCCL_PROTO=simple`` there (``platform-aws.c``
   ``force_proto_simple``; later versions wherever the endpoint cannot promise 128-byte in-order
   delivery) and uses its SENDRECV protocol (no RDMA write on EFA v1), so the pick is among Simple only.
