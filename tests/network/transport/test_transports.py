@@ -181,10 +181,15 @@ def test_srd_steers_away_from_a_path_an_elephant_loads():
 )
 @settings(max_examples=25, deadline=None)
 def test_every_message_arrives_and_loss_never_makes_it_faster(seed, loss, transport, packets):
-    scenario = Scenario(message_bytes=packets * 4096, num_messages=3, num_paths=3, seed=seed, tcp_kernel=False)
-    clean = run_transport(transport, scenario)
-    lossy = run_transport(transport, replace(scenario, loss=loss))
+    """On one path a loss can only add a retransmission's delay. (With several paths it need not:
+    a lost ACK changes which paths SRD's congestion-aware choice takes next, and that run may end
+    sooner, so the multipath runs are checked for delivery only.)"""
+    one_path = Scenario(message_bytes=packets * 4096, num_messages=3, num_paths=1, seed=seed, tcp_kernel=False)
+    clean = run_transport(transport, one_path)
+    lossy = run_transport(transport, replace(one_path, loss=loss))
     assert clean.num_messages == lossy.num_messages == 3
     assert clean.retransmissions == 0
     assert lossy.p50_s >= clean.p50_s * (1 - 1e-12)
     assert lossy.throughput_bits_per_s <= clean.throughput_bits_per_s * (1 + 1e-12)
+    multipath = run_transport(transport, replace(one_path, num_paths=3, loss=loss))
+    assert multipath.num_messages == 3
