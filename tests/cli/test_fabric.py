@@ -133,3 +133,26 @@ def test_failed_switches_slow_a_cross_spine_alltoall_and_too_many_are_refused():
     assert broken["failed_switches"] == 8 and broken["time_s"] > whole["time_s"]
     result = runner.invoke(app, ["fabric", *args, "--fail-switches", "10000", "--json"])
     assert result.exit_code == 2 and json.loads(result.stderr)["field"] == "fail_switches"
+
+
+def test_a_failed_leaf_halves_the_rails_of_the_gpu_that_lost_one():
+    # p5: 4 rails per GPU; the failed leaf takes rail k of every job host, so GPU k // 4 sends through a
+    # peer GPU (PXN) whose 4 rails then carry both GPUs' ring channels: half the busbw.
+    whole = _json("simulate", *BASE)
+    broken = _json("simulate", *BASE, "--fail-leaves", "1")
+    assert broken["failed_leaves"] == 1 and broken["fabric"]["links_down"] == 2 * 32 + 2 * 32  # ports, spines
+    assert abs(broken["busbw_bytes_per_s"] / whole["busbw_bytes_per_s"] - 0.5) < 1e-9
+    result = runner.invoke(app, ["fabric", "simulate", *BASE, "--fail-leaves", "99", "--json"])
+    assert result.exit_code == 2 and json.loads(result.stderr)["field"] == "fail_leaves"
+
+
+def test_step_honours_failed_leaves_devices_per_node_and_plot(tmp_path: Path):
+    target = tmp_path / "step.png"
+    out = _json(*STEP, "--tp", "8", "--pp", "2", "--fail-leaves", "1", "--plot", str(target))
+    assert target.read_bytes()[:4] == b"\x89PNG" and out["failed_leaves"] == 1
+    dp = next(c for c in out["collectives"] if c["kind"] == "dp reduce-scatter")
+    assert abs(dp["sim_over_ideal"] - 2) < 1e-9  # one GPU's rails carry two GPUs' traffic
+    trn = ["step", "llama3-8b", "--instance", "trn1.32xlarge", "--nodes", "2", "--fabric-hosts", "16"]
+    split = _json(*trn, "--devices-per-node", "32", "--global-batch", "64", "--tp", "8", "--pp", "1")
+    assert split["devices_per_node"] == 32 and split["fabric"]["gpus_per_host"] == 32
+    assert {c["kind"]: c["num_groups"] for c in split["collectives"]}["tp"] == 8  # 64 NeuronCores in groups of 8

@@ -48,6 +48,15 @@ FailSwitchOpt = Annotated[
     int,
     typer.Option("--fail-switches", min=0, help="Spine switches of the job's pods to fail (seeded; all their links)."),
 ]
+FailLeafOpt = Annotated[
+    int,
+    typer.Option(
+        "--fail-leaves",
+        min=0,
+        help="Leaf switches of the job to fail (seeded): their hosts lose those NICs; NCCL's PXN sends through a "
+        "peer GPU's NIC.",
+    ),
+]
 JobsOpt = Annotated[
     int,
     typer.Option(
@@ -110,6 +119,7 @@ def _setup(
     fabric_hosts: int | None,
     fail_switches: int = 0,
     num_jobs: int = 1,
+    fail_leaves: int = 0,
 ) -> tuple[Any, FatTree, Any, Any, float]:
     import numpy as np
 
@@ -122,6 +132,7 @@ def _setup(
         parse_placement,
         place_jobs,
     )
+    from clustersim.network.flowsim.failover import fail_job_leaves
 
     cat = load_catalog(catalog or ())
     op = parse_op(collective)
@@ -139,6 +150,7 @@ def _setup(
     jobs = place_jobs(tree, nodes, num_jobs, where, seed)
     everyone = np.concatenate(jobs)
     tree = fail_job_switches(fail_job_links(tree, everyone, fail_links, seed), everyone, fail_switches, seed)
+    tree = fail_job_leaves(tree, everyone, fail_leaves, seed)
     return cat, tree, jobs[0] if num_jobs == 1 else jobs, op, size_bytes
 
 
@@ -156,6 +168,7 @@ def simulate_command(
     placement: PlacementOpt = "packed",
     fail_links: FailOpt = 0,
     fail_switches: FailSwitchOpt = 0,
+    fail_leaves: FailLeafOpt = 0,
     jobs: JobsOpt = 1,
     seed: SeedOpt = 0,
     radix: RadixOpt = 64,
@@ -173,7 +186,7 @@ def simulate_command(
         route = Routing(_routing(routing))
         _, tree, hosts, op, size_bytes = _setup(
             catalog, instance, nodes, collective, size, oversubscription, placement, fail_links, seed, radix,
-            fabric_hosts, fail_switches, jobs,
+            fabric_hosts, fail_switches, jobs, fail_leaves,
         )  # fmt: skip
         shared: JobsResult | None = None
         with _progress(not as_json) as progress:
@@ -196,7 +209,7 @@ def simulate_command(
             _plot(plot_fabric, result, plot)
     if as_json:
         out = fabric_json(result, tree, placement=placement, seed=seed, failed_links=fail_links)
-        out |= {"failed_switches": fail_switches, "num_jobs": jobs}
+        out |= {"failed_switches": fail_switches, "failed_leaves": fail_leaves, "num_jobs": jobs}
         if shared is not None:
             out |= shared.to_dict()
         emit_json(out)
@@ -206,7 +219,8 @@ def simulate_command(
         print_all(jobs_view(shared))
 
 
-def _plot(draw: Callable[[CollectiveResult, Path], None], result: CollectiveResult, path: Path) -> None:
+def _plot(draw: Callable[[Any, Path], None], result: Any, path: Path) -> None:
+    """``draw(result, path)``, an unwritable path refused naming --plot."""
     try:
         draw(result, path)
     except OSError as exc:
@@ -234,6 +248,7 @@ def compare_command(
     placement: PlacementOpt = "packed",
     fail_links: FailOpt = 0,
     fail_switches: FailSwitchOpt = 0,
+    fail_leaves: FailLeafOpt = 0,
     seed: SeedOpt = 0,
     radix: RadixOpt = 64,
     fabric_hosts: HostsOpt = None,
@@ -265,6 +280,7 @@ def compare_command(
             radix,
             fabric_hosts,
             fail_switches,
+            fail_leaves=fail_leaves,
         )
         algorithm = algo or default_algorithm(op)
         runs: list[tuple[str, CollectiveResult | None, float, float]] = []

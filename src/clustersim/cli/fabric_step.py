@@ -20,6 +20,7 @@ from clustersim.cli.common import (
     user_errors,
 )
 from clustersim.cli.fabric import (
+    FailLeafOpt,
     FailOpt,
     FailSwitchOpt,
     HostsOpt,
@@ -27,9 +28,11 @@ from clustersim.cli.fabric import (
     NodesOpt,
     OversubOpt,
     PlacementOpt,
+    PlotOpt,
     RadixOpt,
     SeedOpt,
     StepsOpt,
+    _plot,
     _routing,
 )
 from clustersim.units import MAX_DEGREE, MAX_SEQUENCE_TOKENS, MAX_SEQUENCES
@@ -42,6 +45,15 @@ def step_command(
     ],
     instance: InstanceOpt = "p5.48xlarge",
     nodes: NodesOpt = 16,
+    devices_per_node: Annotated[
+        int | None,
+        typer.Option(
+            "--devices-per-node",
+            min=1,
+            max=MAX_DEGREE,
+            help="Ranks per instance (default: one per chip; 32 on trn1 = NeuronCores).",
+        ),
+    ] = None,
     tp: Annotated[int | None, typer.Option("--tp", min=1, max=MAX_DEGREE, help="Tensor parallel degree.")] = None,
     pp: Annotated[int | None, typer.Option("--pp", min=1, max=MAX_DEGREE, help="Pipeline parallel degree.")] = None,
     vp: Annotated[int, typer.Option("--vp", min=1, max=MAX_DEGREE, help="Model chunks per pipeline rank.")] = 1,
@@ -73,10 +85,12 @@ def step_command(
     placement: PlacementOpt = "packed",
     fail_links: FailOpt = 0,
     fail_switches: FailSwitchOpt = 0,
+    fail_leaves: FailLeafOpt = 0,
     seed: SeedOpt = 0,
     radix: RadixOpt = 64,
     fabric_hosts: HostsOpt = None,
     max_steps: StepsOpt = 4,
+    plot: PlotOpt = None,
     models: ModelsOption = None,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
@@ -94,6 +108,7 @@ def step_command(
         parse_placement,
         place,
     )
+    from clustersim.network.flowsim.failover import fail_job_leaves
     from clustersim.network.flowsim.routing import Routing
     from clustersim.scenario.training import run_training
     from clustersim.system import system_for_instance
@@ -104,7 +119,8 @@ def step_command(
         route = Routing(_routing(routing))
         where = parse_placement(placement)
         spec = _scenario_of_options(
-            model=model, instance=instance, nodes=nodes, devices_per_node=None, tp=tp, pp=pp, vp=vp, cp=cp, ep=ep,
+            model=model, instance=instance, nodes=nodes, devices_per_node=devices_per_node, tp=tp, pp=pp, vp=vp,
+            cp=cp, ep=ep,
             micro_batch=micro_batch, zero=zero, sp=sp, recompute=recompute, uneven=False, tokens="1T",
             global_batch=global_batch, seq=seq, precision=precision, offer="on_demand", models=models or [],
             efficiency=[], catalog=catalog or [], framework=framework, software=[],
@@ -114,7 +130,7 @@ def step_command(
         ran = run_training(spec)  # the layout as train gives or chooses it (and refuses it if it does not fit)
         options = ran.scenario.options
         cat = load_catalog(options.catalog, use_env=False)
-        system = system_for_instance(cat, instance, nodes)
+        system = system_for_instance(cat, instance, nodes, devices_per_node=devices_per_node)
         software = profiles.software_for(
             spec.framework, system.accelerator.family, profiles.software_profiles(options.software, use_env=False)
         )
@@ -126,21 +142,27 @@ def step_command(
         layout = ran.estimate.layout
         collectives = step_collectives(ran.model, system, layout, job, software=software, efficiency=efficiency)
         tree = fat_tree_for_instance(
-            cat, instance, nodes, fabric_hosts=fabric_hosts, radix=radix, oversubscription=oversubscription
-        )
+            cat, instance, nodes, fabric_hosts=fabric_hosts, radix=radix, oversubscription=oversubscription,
+            topology=system.topology,
+        )  # fmt: skip
         hosts = place(tree, nodes, where, seed)
         tree = fail_job_switches(fail_job_links(tree, hosts, fail_links, seed), hosts, fail_switches, seed)
+        tree = fail_job_leaves(tree, hosts, fail_leaves, seed)
         title = (
             f"{ran.model.name} ({layout.describe()}) on {nodes} x {system.instance.id if system.instance else instance}"
         )
         step = step_on_fabric(
             collectives, tree, hosts, layout=layout, title=title, routing=route, seed=seed, max_steps=max_steps
         )
-    from clustersim.present.fabric import _fabric_dict
-    from clustersim.present.fabric_step import step_view
+    from clustersim.present.fabric import fabric_dict
+    from clustersim.present.fabric_step import plot_step, step_view
 
+    if plot is not None:
+        with user_errors():
+            _plot(plot_step, step, plot)
     if as_json:
         extra = {"placement": placement, "seed": seed, "failed_links": fail_links, "failed_switches": fail_switches}
-        emit_json({**step.to_dict(), "fabric": _fabric_dict(tree), "layout_chosen": ran.layout_chosen, **extra})
+        extra |= {"failed_leaves": fail_leaves, "devices_per_node": system.devices_per_node}
+        emit_json({**step.to_dict(), "fabric": fabric_dict(tree), "layout_chosen": ran.layout_chosen, **extra})
         return
     print_all(*step_view(step))

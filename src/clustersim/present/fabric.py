@@ -20,14 +20,15 @@ def fabric_json(
     """The JSON of ``fabric simulate``: the result with the fabric it ran on."""
     return {
         **result.to_dict(),
-        "fabric": _fabric_dict(tree),
+        "fabric": fabric_dict(tree),
         "placement": placement,
         "seed": seed,
         "failed_links": failed_links,
     }
 
 
-def _fabric_dict(tree: FatTree) -> dict[str, Any]:
+def fabric_dict(tree: FatTree) -> dict[str, Any]:
+    """The fabric's shape in JSON (with how many links are down)."""
     spec = tree.spec
     return {
         "name": spec.name,
@@ -42,6 +43,7 @@ def _fabric_dict(tree: FatTree) -> dict[str, Any]:
         "leaves": tree.num_leaves,
         "pods": tree.num_pods,
         "links": tree.num_links,
+        "links_down": int(tree.failed.sum()),
     }
 
 
@@ -124,17 +126,7 @@ def plot_fabric(result: CollectiveResult, path: Path) -> None:
     import numpy as np
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    data, labels = [], []
-    for tier in NETWORK_TIERS:
-        util = result.link_utilization[(result.link_tier == tier) & (result.link_utilization > 0)]
-        if util.size:
-            data.append(util)
-            labels.append(TIER_NAMES[tier])
-    if data:
-        left.boxplot(data, tick_labels=labels)
-    left.set_ylabel("time-averaged utilization")
-    left.set_title("link utilization by tier")
-    left.tick_params(axis="x", rotation=30)
+    tier_boxes(left, result.link_utilization, result.link_tier)
     ends = np.sort(result.flow_end_s)
     right.plot(ends * 1e3, np.arange(1, ends.size + 1) / ends.size)
     right.set_xlabel("flow completion (ms, simulated steps)")
@@ -143,3 +135,18 @@ def plot_fabric(result: CollectiveResult, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+def tier_boxes(axes: Any, utilization: Any, tier: Any) -> None:
+    """A box plot of the used links' time-averaged utilization, one box per network tier."""
+    data, labels = [], []
+    for t in NETWORK_TIERS:
+        util = utilization[(tier == t) & (utilization > 0)]
+        if util.size:
+            data.append(util)
+            labels.append(TIER_NAMES[t])
+    if data:
+        axes.boxplot(data, tick_labels=labels)
+    axes.set_ylabel("time-averaged utilization")
+    axes.set_title("link utilization by tier")
+    axes.tick_params(axis="x", rotation=30)

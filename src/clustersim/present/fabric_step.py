@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -58,3 +59,29 @@ def step_view(step: StepOnFabric) -> list[Table]:
     for name, util in step.together.hottest_links:
         hot.add_row(name, f"{util:.3f}")
     return [table, hot]
+
+
+def plot_step(step: StepOnFabric, path: Path) -> None:
+    """The run with every kind at once into ``path``: link utilization by tier (box plot) and each
+    kind's flow completion times (CDF)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from clustersim.present.fabric import tier_boxes
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    tier_boxes(left, step.together.utilization, step.together.tier)
+    for k, kind in enumerate(step.kinds):
+        ends = np.sort(step.flow_end_s[step.flow_kind == k])
+        if ends.size:
+            right.plot(ends * 1e3, np.arange(1, ends.size + 1) / ends.size, label=kind.collective.kind)
+    right.set_xlabel("flow completion (ms, simulated steps)")
+    right.set_ylabel("fraction of flows")
+    right.set_title(f"every kind at once, {step.routing}")
+    right.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

@@ -46,6 +46,7 @@ from clustersim.network.collectives import Algorithm, Op, busbw_factor
 from clustersim.network.cost import ANALYTIC, CollectiveCost
 from clustersim.network.flowsim.collectives import CollectiveFlows
 from clustersim.network.flowsim.engine import Flows, FlowTimes, run
+from clustersim.network.flowsim.failover import with_pxn
 from clustersim.network.flowsim.groups import concatenate, dispatch_flows, group_flows, ideal_time_s, pair_flows
 from clustersim.network.flowsim.results import LinkReport, collective_time_s, job_times, link_report
 from clustersim.network.flowsim.routing import Incidence, Routing, route
@@ -261,6 +262,8 @@ class StepOnFabric:
     kinds: list[KindOnFabric]
     together: LinkReport
     together_makespan_s: float
+    flow_end_s: FloatArray  # every flow of the run with all kinds at once
+    flow_kind: IntArray  # index into ``kinds`` of each of those flows
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -303,7 +306,8 @@ def step_on_fabric(
     seed: int = 0,
     max_steps: int = 4,
 ) -> StepOnFabric:
-    """Simulate each kind of ``collectives`` on the GPUs of ``hosts`` alone, then all of them at once."""
+    """Simulate each kind of ``collectives`` on the GPUs of ``hosts`` alone, then all of them at once
+    (a GPU whose NIC sits on a failed leaf sending through a peer's: ``failover.pxn_flows``)."""
     if not collectives:
         raise ClusterSimError(f"layout {layout.describe()} has no communication to simulate", field="layout")
     gpu = rank_gpus(tree, hosts, layout.num_devices)
@@ -317,6 +321,7 @@ def step_on_fabric(
             plans = dispatch_flows(gpu[c.groups], g, c.size_bytes, c.copy_ratio, c.fan_out_ranks, max_steps=max_steps)
         else:
             plans = [group_flows(gpu[c.groups], g, c.op, c.size_bytes, max_steps=max_steps)]
+        plans = [with_pxn(tree, p) for p in plans]
         flows = concatenate([p.flows for p in plans])
         inc = route(tree, flows.src_gpu, flows.dst_gpu, routing, seed)
         times = run(tree, flows, inc)
@@ -333,7 +338,11 @@ def step_on_fabric(
         first += sum(p.flows.num_flows for p in plans)
         main = plans[0]
         kinds.append(KindOnFabric(c, main.algorithm, time_s, together, links, main.num_steps, main.total_steps))
-    return StepOnFabric(title, layout, routing.value, kinds, link_report(tree, times), times.makespan_s)
+    counts = [sum(p.flows.num_flows for p in plans) for plans in parts]
+    owner = np.repeat(np.arange(len(parts), dtype=np.int64), counts)
+    return StepOnFabric(
+        title, layout, routing.value, kinds, link_report(tree, times), times.makespan_s, times.end_s, owner
+    )
 
 
 def _parts_time_s(

@@ -13,8 +13,9 @@ from clustersim.network.collectives import Op
 from clustersim.network.flowsim.cluster import Placement, fail_job_switches, place_jobs, spine_links
 from clustersim.network.flowsim.collectives import RING_OPS, collective_flows
 from clustersim.network.flowsim.engine import independent, simulate
+from clustersim.network.flowsim.failover import fail_job_leaves, job_leaves, leaf_links, nic_down, pxn_flows
 from clustersim.network.flowsim.groups import concatenate, group_flows
-from clustersim.network.flowsim.results import collective_time_s, simulate_jobs
+from clustersim.network.flowsim.results import collective_time_s, simulate_collective, simulate_jobs
 from clustersim.network.flowsim.routing import Routing, route
 from clustersim.network.flowsim.topology import FatTreeSpec, build
 
@@ -169,3 +170,87 @@ def test_ring_flows_move_the_ring_bytes_through_every_rank(n: int, per: int, gro
     sent = np.bincount(plan.flows.src_gpu, weights=plan.flows.size_bytes)
     ranks = n * per
     assert sent == pytest.approx(np.full(gpus.size, RING_OPS[op] * (ranks - 1) * 1e6 / ranks))
+
+
+def _rail_tree():
+    """4 hosts of 2 GPUs, one rail each: rail 0 on leaf 0, rail 1 on leaf 1 (radix 8: 4 ports a leaf)."""
+    return _tree(hosts=4, gpus=2)
+
+
+def test_a_failed_leaf_takes_its_ports_and_spine_links_down():
+    tree = _rail_tree()
+    links = leaf_links(tree, 0)
+    assert sorted(tree.link_name(int(i)) for i in links[:2]) == ["host 0 nic 0 -> leaf 0", "host 1 nic 0 -> leaf 0"]
+    assert links.size == 4 + 4 + 2 * tree.leaf_uplinks  # 4 NIC ports both ways, 4 spines both ways
+    assert job_leaves(tree, np.array([2])).tolist() == [0, 1]
+    failed = fail_job_leaves(tree, np.arange(4), 1, seed=0)
+    assert int(failed.failed.sum()) == links.size  # one whole leaf: its 4 NIC ports are the ones down
+    down = np.flatnonzero(nic_down(failed))
+    assert np.array_equal(down, np.flatnonzero(tree.nic_leaf == tree.nic_leaf[down[0]]))
+
+
+def test_pxn_sends_a_gpu_without_its_rail_through_its_peer_at_the_same_rate():
+    tree = _rail_tree().with_failures(leaf_links(_rail_tree(), 0))  # every host loses rail 0 (GPU 0's)
+    flows = pxn_flows(tree, independent(np.array([0]), np.array([2]), np.array([RATE])))
+    # GPU 0 of host 0 -> GPU 0 of host 1: the network part leaves from GPU 1 on rail 1; NVLink legs
+    # GPU 0 -> GPU 1 on host 0 and GPU 1 -> GPU 0 on host 1 go at once.
+    assert flows.src_gpu.tolist() == [1, 0, 3] and flows.dst_gpu.tolist() == [2, 1, 2]
+    inc = route(tree, flows.src_gpu, flows.dst_gpu, Routing.SPRAY)
+    times = simulate(tree, flows, inc)
+    assert times.end_s[0] == pytest.approx(1.0, rel=1e-12)  # one 1 GB/s rail, alone
+    assert not np.any(times.resource_bytes[: tree.num_links][tree.failed])  # nothing crosses the dead leaf
+    untouched = independent(np.array([1]), np.array([3]), np.array([RATE]))
+    assert pxn_flows(tree, untouched) is untouched
+
+
+def test_a_failed_leaf_halves_a_ring_whose_channels_now_share_one_rail():
+    tree = _rail_tree()
+    hosts = np.arange(4)
+    whole = simulate_collective(tree, hosts, Op.ALL_REDUCE, 64e6, max_steps=3)
+    broken = simulate_collective(tree.with_failures(leaf_links(tree, 1)), hosts, Op.ALL_REDUCE, 64e6, max_steps=3)
+    # Two channels leave each host, one per GPU's rail; with rail 1 gone both ride rail 0 (NVLink 10x faster).
+    assert broken.time_s == pytest.approx(2 * whole.time_s, rel=1e-9)
+
+
+def test_pxn_keeps_the_dependencies_and_groups_of_the_flows_it_moves():
+    tree = _rail_tree().with_failures(leaf_links(_rail_tree(), 0))
+    plan = group_flows(np.array([[0, 2, 4, 6]]), 2, Op.ALL_GATHER, 4e6, max_steps=3)
+    moved = pxn_flows(tree, plan.flows)
+    n = plan.flows.num_flows
+    assert np.array_equal(moved.dep_ptr[: n + 1], plan.flows.dep_ptr)  # the moved flows wait as before
+    assert np.array_equal(moved.group[:n], plan.flows.group)
+    assert moved.num_flows == 3 * n  # every ring flow leaves from GPU 0: an NVLink leg at each end
+
+    def deps(f, i):
+        return f.dep_idx[f.dep_ptr[i] : f.dep_ptr[i + 1]].tolist()
+
+    old = plan.flows
+    for i in range(n):  # the senders' legs, then the receivers': each with its flow's deps and step
+        assert moved.src_gpu[i] == old.src_gpu[i] + 1 and moved.dst_gpu[i] == old.dst_gpu[i]
+        assert (moved.src_gpu[n + i], moved.dst_gpu[n + i]) == (old.src_gpu[i], old.src_gpu[i] + 1)
+        assert (moved.src_gpu[2 * n + i], moved.dst_gpu[2 * n + i]) == (old.dst_gpu[i] + 1, old.dst_gpu[i])
+        for leg in (n + i, 2 * n + i):
+            assert deps(moved, leg) == deps(old, i) and moved.group[leg] == old.group[i]
+
+
+def test_leaf_failures_that_cut_a_host_off_or_every_common_rail_are_refused():
+    whole_hosts = build(
+        FatTreeSpec(num_hosts=4, gpus_per_host=4, nics_per_host=4, nic_bytes_per_s=RATE, scaleup_bytes_per_s=RATE,
+                    radix=8, rail_optimized=False)
+    )  # fmt: skip
+    with pytest.raises(ClusterSimError, match="every NIC of host") as err:
+        fail_job_leaves(whole_hosts, np.array([0, 1]), 1)
+    assert err.value.field == "fail_leaves"
+    with pytest.raises(ClusterSimError, match="sit on 2 leaves; cannot fail 3"):
+        fail_job_leaves(whole_hosts, np.array([0, 1]), 3)
+    with pytest.raises(ClusterSimError, match="at least 0"):
+        fail_job_leaves(whole_hosts, np.array([0, 1]), -1)
+    # 3 NICs a host on 4-port leaves: leaf 1 holds host 1's NICs 1-2 and host 2's NICs 0-1, so host 1
+    # keeps GPU 0's rail and host 2 GPU 2's: no rail is up at both.
+    odd = build(
+        FatTreeSpec(num_hosts=4, gpus_per_host=3, nics_per_host=3, nic_bytes_per_s=RATE, scaleup_bytes_per_s=RATE,
+                    radix=8, rail_optimized=False)
+    )  # fmt: skip
+    odd = odd.with_failures(leaf_links(odd, 1))
+    with pytest.raises(ClusterSimError, match="no GPU of host 1 has its rails up both there and on host 2"):
+        pxn_flows(odd, independent(np.array([3]), np.array([6]), np.array([RATE])))

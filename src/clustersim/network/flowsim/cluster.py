@@ -17,7 +17,7 @@ import numpy as np
 from clustersim.catalog.registry import Catalog
 from clustersim.errors import ClusterSimError, UnknownNameError
 from clustersim.network.flowsim.topology import FatTree, FatTreeSpec, IntArray, build
-from clustersim.network.topology import topology_for_instance
+from clustersim.network.topology import Topology, topology_for_instance
 
 MAX_FABRIC_HOSTS = 50_000
 
@@ -62,14 +62,19 @@ def fat_tree_for_instance(
     oversubscription: float | None = None,
     rail_optimized: bool = True,
     link_latency_s: float = 0.0,
+    topology: Topology | None = None,
 ) -> FatTree:
     """The fat-tree a job of ``num_nodes`` instances runs in (``fabric_hosts``: default the cluster's).
+
+    ``topology``: the job's own view of the instance (a ``System``'s, whose devices may split the
+    chips' cores: a host then holds that many devices, each with its share of the scale-up fabric);
+    default the instance's, one device per accelerator.
 
     ``link_latency_s`` (default 0) is paid by every dependent flow on each network link it crosses.
     A flow-level ring moves each step's chunk as one flow, so latency per link would be paid once per
     step, where NCCL pipelines slices and pays it about once per network hop of the ring; the
     per-message latency is therefore left to the analytic model (``cost`` adds it) unless given."""
-    topo = topology_for_instance(catalog, instance, max(num_nodes, 1))
+    topo = topology or topology_for_instance(catalog, instance, max(num_nodes, 1))
     hosts = cluster_hosts(catalog, instance, num_nodes) if fabric_hosts is None else fabric_hosts
     if hosts < num_nodes:
         raise ClusterSimError(

@@ -14,6 +14,7 @@ import numpy.typing as npt
 from clustersim.network.collectives import Algorithm, Op, busbw_factor
 from clustersim.network.flowsim.collectives import CollectiveFlows, collective_flows
 from clustersim.network.flowsim.engine import Flows, FlowTimes, run
+from clustersim.network.flowsim.failover import with_pxn
 from clustersim.network.flowsim.routing import Incidence, Routing, route
 from clustersim.network.flowsim.topology import TIER_NAMES, FatTree, FloatArray, IntArray, Tier
 
@@ -99,7 +100,7 @@ def simulate_collective(
 ) -> CollectiveResult:
     """Simulate ``op`` of ``size_bytes`` per rank on the GPUs of ``hosts``."""
     began = time.perf_counter()
-    plan = collective_flows(tree, hosts, op, size_bytes, algorithm, max_steps=max_steps, chunks=chunks)
+    plan = with_pxn(tree, collective_flows(tree, hosts, op, size_bytes, algorithm, max_steps=max_steps, chunks=chunks))
     inc = route(tree, plan.flows.src_gpu, plan.flows.dst_gpu, routing, seed)
     times = run(tree, plan.flows, inc, began=began, progress=progress)
     return summarize(tree, hosts, plan, times, routing, size_bytes)
@@ -262,7 +263,10 @@ def simulate_jobs(
     """``op`` of ``size_bytes`` per rank in every job (the hosts of each) at once, and each alone."""
     from clustersim.network.flowsim.groups import concatenate
 
-    plans = [collective_flows(tree, h, op, size_bytes, algorithm, max_steps=max_steps, chunks=chunks) for h in jobs]
+    plans = [
+        with_pxn(tree, collective_flows(tree, h, op, size_bytes, algorithm, max_steps=max_steps, chunks=chunks))
+        for h in jobs
+    ]
     alone = [
         summarize(
             tree,
