@@ -222,6 +222,10 @@ def test_efa_v1_runs_simple_only_and_pays_a_flush_and_a_packet_copy_per_network_
     assert packets.hops[3].each_s == pytest.approx(math.ceil(32768 / 8192) * read, rel=1e-12)
     forced = best(p4de, "all_reduce", 8, protocol="LL")  # NCCL_PROTO set by the user is honoured
     assert forced.protocol == "LL" and forced.hops[3].count == 0  # LL's buffers are in host memory: no copy
+    assert forced.hops[2].each_s == pytest.approx(p4de.net_path.one_way_s(16), rel=1e-12)  # and no flush
+    ll128 = estimate(p4de, "all_reduce", 8, "tree", "LL128")  # a GPU buffer: flushed, no Simple completion
+    assert ll128.hops[2].each_s == pytest.approx(p4de.net_path.one_way_s(8 * 128 / 120) + read, rel=1e-12)
+    assert ll128.hops[3].each_s == pytest.approx(read, rel=1e-12)
     p5 = instance_fabric(CATALOG.instance("p5.48xlarge"), 2)
     assert p5.protocols == ("LL", "LL128", "Simple") and p5.flush_s == p5.packet_copy_s == 0.0
     host = instance_fabric(CATALOG.instance("p4de.24xlarge"), 2, path="efa-host")
