@@ -19,7 +19,7 @@ import numpy as np
 
 from clustersim.errors import ClusterSimError
 from clustersim.network.flowsim.routing import Incidence, Routing, route
-from clustersim.network.flowsim.solver import WARM_FRACTION, MaxMinState, prepare
+from clustersim.network.flowsim.solver import WARM_FRACTION, MaxMinState, distinct, prepare
 from clustersim.network.flowsim.topology import FatTree, FloatArray, IntArray
 
 DONE_TOL = 1e-9  # a flow with less than this fraction of its bytes left has completed
@@ -216,7 +216,7 @@ def _release(
     arrivals = np.repeat(end[finished], ptr[finished + 1] - ptr[finished])
     np.maximum.at(dep_arrival, waiters, arrivals)
     np.subtract.at(waiting_on, waiters, 1)
-    freed = np.unique(waiters[waiting_on[waiters] == 0])
+    freed = distinct(waiters[waiting_on[waiters] == 0])
     ready[freed] = np.maximum(start_at[freed], dep_arrival[freed])
     return freed
 

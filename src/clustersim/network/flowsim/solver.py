@@ -62,18 +62,24 @@ def prepare(flow: IntArray, resource: IntArray, weight: FloatArray, num_flows: i
     return Prepared(f, r, w, flow_ptr, res_ptr, res_order, num_flows, num_resources)
 
 
+def distinct(values: IntArray) -> IntArray:
+    """The distinct values, sorted (by sorting: numpy 2.4's hashing ``np.unique`` is 50 times slower)."""
+    s = np.sort(values)
+    return s[np.concatenate([[True], s[1:] != s[:-1]])] if s.size else s
+
+
 def _compact(values: IntArray, size: int) -> tuple[IntArray, IntArray]:
     """The distinct values (< ``size``) of ``values``, sorted, and each value's index among them: by
     sorting when few, by marking when many."""
     if values.size * 16 < size:
-        distinct, local = np.unique(values, return_inverse=True)
-        return distinct, local.astype(np.int64)
+        found = distinct(values)
+        return found, np.searchsorted(found, values).astype(np.int64)
     mark = np.zeros(size, dtype=bool)
     mark[values] = True
-    distinct = np.flatnonzero(mark)
+    found = np.flatnonzero(mark)
     index = np.empty(size, dtype=np.int64)
-    index[distinct] = np.arange(distinct.size)
-    return distinct, index[values]
+    index[found] = np.arange(found.size)
+    return found, index[values]
 
 
 def max_min_rates(
@@ -108,20 +114,22 @@ def solve(
     on the active flows' entries and the resources they touch only, whatever the fabric's size.
     """
     rate = np.zeros(p.num_flows)
-    rows = np.flatnonzero(active)
-    if not rows.size:
-        return rate, 0
-    entries = _rows(p.flow_ptr, None, rows)
-    f, w = p.flow[entries], p.weight[entries]
+    entries = _rows(p.flow_ptr, None, np.flatnonzero(active))
     res, r = _compact(p.resource[entries], p.num_resources)
-    cap = capacity[res].astype(np.float64)
+    rounds = _fill(p.flow[entries], r, p.weight[entries], capacity[res].astype(np.float64), rate, global_rounds)
+    return rate, rounds
+
+
+def _fill(f: IntArray, r: IntArray, w: FloatArray, cap: FloatArray, rate: FloatArray, global_rounds: int) -> int:
+    """Progressive filling of entries (``f``, ``r``, ``w``; sorted by flow) on resources ``0..cap.size-1``
+    from 0: sets ``rate``, returns the rounds."""
     remaining = cap.copy()  # capacity less the frozen flows' load; the growing flows all run at ``level``
-    load = np.bincount(r, weights=w, minlength=res.size)
+    load = np.bincount(r, weights=w, minlength=cap.size)
     level, rounds = 0.0, 0
     while f.size:
         if rounds == global_rounds:
             remaining -= load * level  # the growing flows' share so far, then finish locally
-            return rate, _local_rounds(f, r, w, remaining, rate, level, rounds)
+            return _local_rounds(f, r, w, remaining, rate, level, rounds)
         busy = load > LOAD_TOL
         if not busy.any():
             break
@@ -134,13 +142,13 @@ def solve(
         frozen[segment[full[r]]] = True  # a flow freezes with any resource of it that filled
         rate[f[np.flatnonzero(starts)[frozen]]] = level
         done = frozen[segment]
-        frozen_load = np.bincount(r[done], weights=w[done], minlength=res.size)
+        frozen_load = np.bincount(r[done], weights=w[done], minlength=cap.size)
         load -= frozen_load
         remaining -= frozen_load * level
         load[full] = 0.0
         keep = ~done
         f, r, w = f[keep], r[keep], w[keep]
-    return rate, rounds
+    return rounds
 
 
 def _local_rounds(
@@ -178,6 +186,7 @@ def _local_rounds(
 
 
 WARM_FRACTION = 0.5  # re-solve from scratch when more than this fraction of the active flows must move (0: always)
+FILL_STEPS = 16  # Newton steps to the level at which an added flow's resource fills (fewer: a lower bound)
 TIE_TOL = 1e-9  # rates within this fraction below the restart level count as at it (rounding of ties)
 
 
@@ -233,7 +242,8 @@ class MaxMinState:
 
     def update(self, removed: IntArray, added: IntArray) -> tuple[IntArray, IntArray]:
         """Deactivate ``removed``, activate ``added`` and re-solve; returns the flows whose rate may
-        have changed (``added`` among them) and the resources whose load may have changed."""
+        have changed (``added`` among them) and the resources whose load may have changed (repeats
+        possible)."""
         p = self.p
         if not removed.size and not added.size:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
@@ -248,14 +258,15 @@ class MaxMinState:
             self.rate[removed] = 0.0
             self.num_active -= removed.size
         persisting = self.num_active
-        if added.size and persisting:
+        limit = int(self.warm_fraction * (persisting + added.size))  # the most flows a warm re-solve moves
+        if added.size and persisting and added.size <= limit:
             level = min(level, self._fill_level(added))
         self.active[added] = True
         self.num_active += added.size
-        if not persisting or level <= 0 or not self.warm_fraction:
+        if not persisting or added.size > limit or level <= 0:
             return self._full(gone)
         seeds = np.concatenate([gone, p.resource[_rows(p.flow_ptr, None, added)]])
-        growing = self._reach(seeds, level * (1 - TIE_TOL), int(self.warm_fraction * self.num_active))
+        growing = self._reach(seeds, level * (1 - TIE_TOL), limit)
         if growing is None:
             return self._full(gone)
         entries = _rows(p.flow_ptr, None, growing)
@@ -272,7 +283,7 @@ class MaxMinState:
         )
         self.rounds = _local_rounds(f, local, w, remaining, self.rate, base, self.rounds)
         self.used[res] += np.bincount(local, weights=w * (self.rate[f] - old), minlength=res.size)
-        return growing, np.union1d(res, gone)
+        return growing, np.concatenate([res, gone])
 
     def _reach(self, seeds: IntArray, threshold: float, limit: int) -> IntArray | None:
         """The active flows at or above ``threshold`` (or just added: at 0) connected to the ``seeds``
@@ -280,18 +291,18 @@ class MaxMinState:
         p, seen_flow, seen_res = self.p, self._seen_flow, self._seen_res
         found: list[IntArray] = []
         count = 0
-        res = np.unique(seeds)
+        res = distinct(seeds)
         visited = [res]
         seen_res[res] = True
         while res.size and count <= limit:
             f = p.flow[_rows(p.res_ptr, p.res_order, res)]
             x = self.rate[f]
-            f = np.unique(f[self.active[f] & ~seen_flow[f] & ((x >= threshold) | (x == 0))])
+            f = distinct(f[self.active[f] & ~seen_flow[f] & ((x >= threshold) | (x == 0))])
             seen_flow[f] = True
             found.append(f)
             count += f.size
             r = p.resource[_rows(p.flow_ptr, None, f)]
-            res = np.unique(r[~seen_res[r]])
+            res = distinct(r[~seen_res[r]])
             seen_res[res] = True
             visited.append(res)
         flows = np.sort(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
@@ -302,44 +313,43 @@ class MaxMinState:
 
     def _full(self, gone: IntArray) -> tuple[IntArray, IntArray]:
         p = self.p
-        rate, k = solve(p, self.active, self.capacity)
-        self.rounds += k
-        self.rate = rate
         act = np.flatnonzero(self.active)
         e = _rows(p.flow_ptr, None, act)
+        f, w = p.flow[e], p.weight[e]
         res, local = _compact(p.resource[e], p.num_resources)
+        self.rate = np.zeros(p.num_flows)
+        self.rounds = _fill(f, local, w, self.capacity[res], self.rate, GLOBAL_ROUNDS) + self.rounds
         self.used[gone] = 0.0
-        self.used[res] = np.bincount(local, weights=p.weight[e] * rate[p.flow[e]], minlength=res.size)
-        return act, np.union1d(res, gone)
+        self.used[res] = np.bincount(local, weights=w * self.rate[f], minlength=res.size)
+        return act, np.concatenate([res, gone])
 
     def _fill_level(self, added: IntArray) -> float:
-        """The lowest level at which a resource of ``added`` fills with them growing from 0 and every
-        active flow capped at its rate (the load at level x, sum of min(rate, x) x weight, is concave:
-        the minimum of the lines through its pieces, so it reaches capacity at the largest crossing)."""
+        """A lower bound, exact unless it took over ``FILL_STEPS`` steps, of the lowest level at which
+        a resource of ``added`` fills with them growing from 0 and every other active flow capped at
+        its rate. Each resource's load at level x (the sum of min(rate, x) x weight, plus x times the
+        added weight) is concave, piecewise linear and increasing: Newton's steps from a level below
+        the crossing stay below it (the tangent lies above the load) and land on it in as many
+        steps as pieces crossed."""
         p = self.p
         e = _rows(p.flow_ptr, None, added)
-        res, local = np.unique(p.resource[e], return_inverse=True)
+        res, local = _compact(p.resource[e], p.num_resources)
         new_w = np.bincount(local, weights=p.weight[e], minlength=res.size)
         lens = p.res_ptr[res + 1] - p.res_ptr[res]
         old = _rows(p.res_ptr, p.res_order, res)
         owner = np.repeat(np.arange(res.size), lens)
         keep = self.active[p.flow[old]]
         old, owner = old[keep], owner[keep]
-        x, w = self.rate[p.flow[old]], p.weight[old]
-        order = np.lexsort((x, owner))
-        x, w, owner = x[order], w[order], owner[order]
-        total_w = np.bincount(owner, weights=w, minlength=res.size)
+        rate, w = self.rate[p.flow[old]], p.weight[old]
         cap = self.capacity[res]
-        # Pieces before each old flow (prefix sums exclusive), and after the last one of each resource.
-        cxw = np.cumsum(x * w) - x * w
-        cw = np.cumsum(w) - w
-        start = np.searchsorted(owner, np.arange(res.size))
-        base_xw = np.concatenate([[0.0], np.cumsum(x * w)])[start]
-        base_w = np.concatenate([[0.0], np.cumsum(w)])[start]
-        cxw -= base_xw[owner]
-        cw -= base_w[owner]
-        crossing = (cap[owner] - cxw) / (total_w[owner] - cw + new_w[owner])
-        last_xw = np.bincount(owner, weights=x * w, minlength=res.size)
-        fill = (cap - last_xw) / new_w
-        np.maximum.at(fill, owner, crossing)
-        return float(fill.min())
+        level = cap / (new_w + np.bincount(owner, weights=w, minlength=res.size))  # every flow still growing
+        for _ in range(FILL_STEPS):
+            capped = rate < level[owner]
+            load = level * new_w + np.bincount(
+                owner, weights=w * np.where(capped, rate, level[owner]), minlength=res.size
+            )
+            slope = new_w + np.bincount(owner, weights=w * ~capped, minlength=res.size)
+            step = np.maximum(cap - load, 0.0) / slope
+            level += step
+            if np.all(step <= REL_TOL * level):
+                break
+        return float(level.min())
