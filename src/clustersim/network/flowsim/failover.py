@@ -17,10 +17,10 @@ NVLink to that GPU and, on the receiving host, from that rail's GPU to the recei
 at once with the network one: PXN's proxy forwards in chunks, a pipeline). With several rails a
 GPU (p5: 4) the GPU moves wholly to its peer's rails, as NCCL gives each GPU's channels their NICs;
 that the EFA plugin might instead stripe over the GPU's remaining rails is not modelled (an
-assumption: it would lose a quarter, not half). A job with a host whose
-NICs are all down cannot run there (``fail_job_leaves`` refuses it, naming the host and the leaf),
-nor can a flow with no GPU of its host whose rails are up at both ends (a cross-rail detour is not
-modelled): ``pxn_flows`` refuses it.
+assumption: it would lose a quarter, not half). A job with a host whose NICs are all down cannot
+run there (``fail_job_leaves`` refuses it, naming the host and the leaf), nor can a flow with no GPU
+of its host whose rails are up at both ends (a cross-rail detour is not modelled): ``pxn_flows``
+refuses it.
 """
 
 from __future__ import annotations
