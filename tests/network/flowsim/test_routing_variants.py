@@ -130,3 +130,23 @@ def test_adaptive_routing_is_deterministic_per_seed_and_avoids_failed_links():
 def test_a_flow_needs_at_least_one_flowlet():
     with pytest.raises(ClusterSimError, match="flowlets must be at least 1, got 0"):
         route(_tree(), np.array([0]), np.array([5]), Routing.FLOWLET, 0, flowlets=0)
+
+
+def test_adaptive_routing_balances_each_step_on_its_own():
+    """Hosts 0 and 1 send to leaf 1 (t = 0), then leaf 0's four hosts do, on new connections (t = 1
+    s). Placed as steps (``group``), the second round has all four spines to itself: line rate,
+    ending at 1 s and 2 s. Counted as concurrent, the first round's two connections weigh on the
+    second's choices: its last two connections see every path at load 1 and, on some seeds, take
+    one of its own first two's."""
+    tree = _tree()
+    src = np.array([0, 1, 0, 1, 2, 3])
+    dst = np.array([4, 5, 5, 4, 6, 7])
+    step = np.array([0, 0, 1, 1, 1, 1])
+    flows = independent(src, dst, np.full(6, RATE), start_at_s=step.astype(float))
+    for seed in range(8):
+        inc = route(tree, src, dst, Routing.ADAPTIVE, seed, group=step)
+        assert run(tree, flows, inc).end_s == pytest.approx(1.0 + step)
+    together = [run(tree, flows, route(tree, src, dst, Routing.ADAPTIVE, s)).makespan_s for s in range(8)]
+    assert max(together) == pytest.approx(3.0)  # two of the second round on one uplink: 2 s for 1 GB
+    with pytest.raises(ClusterSimError, match="group must have one entry per flow"):
+        route(tree, src, dst, Routing.ADAPTIVE, 0, group=step[:3])

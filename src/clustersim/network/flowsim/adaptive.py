@@ -4,10 +4,9 @@ A leaf switch with path-congestion feedback (CONGA, Alizadeh et al., SIGCOMM 201
 minimizes the maximum of its own load and the path's remote load; the same rule as Broadcom's and
 NVIDIA Spectrum-X's dynamic load balancing picking the "optimal" egress) sends a new connection on the
 path whose busiest link carries the least, ties broken by the flow's hash. Connections are placed
-greedily in the order they first appear, each seeing the stripes placed before it; ``route`` has no
-times, so the load a connection sees is that of every connection placed before it, whether or not
-they overlap in time: exact for collectives whose steps reuse their connections (ring, tree), a
-stated approximation for all-to-all rounds.
+greedily in the order they first appear, each seeing the connections placed before it in its
+``group`` (flows that run at the same time: a collective's step); ``route`` has no times, so
+without groups every connection counts as concurrent with every other.
 
 Greedy is not a matching: on a random permutation two connections can still be left sharing a
 downlink when every spine free of the one's uplinks is busy into the other's leaf (on a 4-leaf,
@@ -32,10 +31,12 @@ def adaptive_pick(
     key: IntArray,
     tie: IntArray,
     weight: FloatArray,
+    group: IntArray,
 ) -> tuple[IntArray, IntArray]:
     """Spine ``j`` and core ``m`` of each stripe between leaves ``la -> lb`` (pods ``pa -> pb``):
-    stripes with the same ``key`` (a connection's stripe) share the pick of its first one; ``tie``
-    (a hash) orders the candidates among equals; ``weight`` is what a stripe adds to its links."""
+    stripes with the same ``key`` and ``group`` (a connection's stripe in one step) share the pick of
+    its first one; ``tie`` (a hash) orders the candidates among equals; ``weight`` is what a stripe
+    adds to its links; only stripes of the same ``group`` see each other's load."""
     u, c = tree.leaf_uplinks, max(tree.spine_uplinks, 1)
     up = np.zeros((tree.num_leaves, u))
     down = np.zeros((tree.num_leaves, u))
@@ -47,12 +48,17 @@ def adaptive_pick(
     num_core = tree.num_core_links
     dead_core_up = failed[tree.spine_up0 : tree.spine_up0 + num_core].reshape(-1, u, c)
     dead_core_down = failed[tree.core_down0 : tree.core_down0 + num_core].reshape(-1, u, c)
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    _, first, inverse = np.unique(np.stack([group, key]), axis=1, return_index=True, return_inverse=True)
     j_of = np.zeros(first.size, dtype=np.int64)
     m_of = np.zeros(first.size, dtype=np.int64)
     rotate_u = np.arange(u)
-    for k in np.argsort(first, kind="stable"):  # connections in order of appearance
+    current = None
+    for k in np.lexsort((first, group[first])):  # by group, then in order of appearance
         s = int(first[k])
+        if group[s] != current:  # a new step: nothing placed yet
+            current = group[s]
+            for load in (up, down, core_up, core_down):
+                load[...] = 0.0
         a, b, offset = int(la[s]), int(lb[s]), int(tie[s])
         cost = np.maximum(up[a], down[b])
         cost[dead_up[a] | dead_down[b]] = np.inf
@@ -76,4 +82,5 @@ def adaptive_pick(
         up[a, j] += weight[s]
         down[b, j] += weight[s]
         j_of[k], m_of[k] = j, m
+    inverse = inverse.reshape(-1)
     return j_of[inverse], m_of[inverse]

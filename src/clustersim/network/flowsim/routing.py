@@ -104,12 +104,16 @@ def route(
     seed: int = 0,
     *,
     flowlets: int = FLOWLETS,
+    group: IntArray | None = None,
 ) -> Incidence:
     """The incidence of transfers ``src_gpu[i] -> dst_gpu[i]`` (global GPU numbers, or a host's
     NVSwitch, ``nvswitch(host)``, at one end: see ``_switch_loads``); ``flowlets``: the ``k`` of
-    ``Routing.FLOWLET``."""
+    ``Routing.FLOWLET``; ``group``: which flows run together (a collective's steps, ``Flows.group``),
+    for ``Routing.ADAPTIVE`` (default: all together)."""
     if flowlets < 1:
         raise ClusterSimError(f"flowlets must be at least 1, got {flowlets}", field="flowlets", value=flowlets)
+    if group is not None and np.shape(group) != np.shape(src_gpu):
+        raise ClusterSimError("group must have one entry per flow", field="group")
     src = np.asarray(src_gpu, dtype=np.int64)
     dst = np.asarray(dst_gpu, dtype=np.int64)
     g, r = tree.spec.gpus_per_host, tree.spec.nics_per_host
@@ -140,7 +144,8 @@ def route(
     weight = np.full(stripe_flow.size, 1.0 / per)
     connection = src * num_gpus + dst  # one connection (queue pair) per GPU pair: its steps share a path
     connections = np.repeat(connection[remote], per)
-    res, owner, fraction, stripe_hops = _nic_paths(tree, sp, dp, connections, routing, seed, flowlets)
+    steps = np.repeat((np.zeros(src.size, np.int64) if group is None else np.asarray(group, np.int64))[remote], per)
+    res, owner, fraction, stripe_hops = _nic_paths(tree, sp, dp, connections, steps, routing, seed, flowlets)
     parts_f.append(stripe_flow[owner])
     parts_r.append(res)
     parts_w.append(weight[owner] * fraction)
@@ -181,7 +186,14 @@ def _switch_loads(
 
 
 def _nic_paths(
-    tree: FatTree, sp: IntArray, dp: IntArray, connection: IntArray, routing: Routing, seed: int, flowlets: int
+    tree: FatTree,
+    sp: IntArray,
+    dp: IntArray,
+    connection: IntArray,
+    step: IntArray,
+    routing: Routing,
+    seed: int,
+    flowlets: int,
 ) -> tuple[IntArray, IntArray, FloatArray, IntArray]:
     """Resources of each NIC-to-NIC stripe: (resource, stripe index of the entry, the share of the
     stripe's rate on it, links per stripe)."""
@@ -205,9 +217,9 @@ def _nic_paths(
     a, b, x, y, xs = la[s_up], lb[s_up], pa[s_up], pb[s_up], cross[s_up]
     share = np.ones(s_up.size)
     if routing is Routing.ADAPTIVE:
-        key = (connection[s_up] * tree.num_nics + sp[s_up]) * tree.num_nics + dp[s_up]
+        key = connection[s_up] * tree.spec.nics_per_host + sp[s_up] % tree.spec.nics_per_host  # a stripe's rail
         tie = (h % np.uint64(1 << 62)).astype(np.int64)
-        j, m = adaptive_pick(tree, a, b, x, y, xs, key, tie, share)
+        j, m = adaptive_pick(tree, a, b, x, y, xs, key, tie, share, step[s_up])
     else:
         if routing is Routing.FLOWLET:
             # Flowlet i of a stripe is hashed as h_i (h_0: the stripe's ECMP hash), each carrying 1 / k.
