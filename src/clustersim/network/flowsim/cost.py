@@ -44,10 +44,11 @@ from clustersim.network.collectives import Algorithm, Op, busbw_factor
 from clustersim.network.collectives import Protocol as NcclProtocol
 from clustersim.network.cost import COST_MODELS
 from clustersim.network.fabric import Fabric
-from clustersim.network.flowsim.collectives import SUPPORTED
+from clustersim.network.flowsim.collectives import SUPPORTED, collective_flows
+from clustersim.network.flowsim.engine import run
 from clustersim.network.flowsim.nvls import nvls_port_efficiency
-from clustersim.network.flowsim.results import simulate_collective
-from clustersim.network.flowsim.routing import Routing
+from clustersim.network.flowsim.results import collective_time_s
+from clustersim.network.flowsim.routing import Routing, route
 from clustersim.network.flowsim.topology import FatTreeSpec, FloatArray, build
 
 REFERENCE_BYTES = float(1 << 36)  # 64 GiB per rank (see the module docstring)
@@ -78,8 +79,10 @@ def simulated_algbw(
     )
     tree = build(spec)
     hosts = np.arange(fabric.num_nodes, dtype=np.int64)
-    result = simulate_collective(tree, hosts, op, REFERENCE_BYTES, routing=routing, algorithm=algorithm, chunks=2)
-    return REFERENCE_BYTES / result.time_s
+    plan = collective_flows(tree, hosts, op, REFERENCE_BYTES, algorithm, chunks=2)
+    # Each step routed on its own (adaptive routing sees only the load of its step).
+    inc = route(tree, plan.flows.src_gpu, plan.flows.dst_gpu, routing, group=plan.flows.group)
+    return REFERENCE_BYTES / collective_time_s(plan, run(tree, plan.flows, inc), tree.capacity_bytes_per_s)
 
 
 @dataclass(frozen=True)
