@@ -17,6 +17,9 @@ Settings and why:
   would survive unseen. So each worker imports clustersim and the tests itself, under its mutant.
 * tests: the physics packages (training, compute, network, serving, workload, validation) and the CLI;
   not the catalog loader fuzzers, ruff/mypy or the README (they reach no physics and take seconds each).
+* groups in ``GROUP_TESTS`` (the simulators and the fabric step) select only the test files that reach
+  their modules, so the three full runs mutmut makes before the first mutant stay short.
+* one mutant worker (``--max-children 1``) unless asked for more: the machine is shared.
 * ``--hypothesis-seed=0``: the same examples for every mutant, so a verdict is reproducible.
 * ``do_not_mutate_patterns``: none; error-message mutants are counted and listed like any other.
 * decorated functions: mutmut 3 leaves every decorated function alone (but ``staticmethod`` and
@@ -31,6 +34,7 @@ Run (a long run; best in the background)::
     .venv/bin/python benchmarks/mutation.py                      # every group, one after the other
     .venv/bin/python benchmarks/mutation.py transformer memory   # some groups
     .venv/bin/python benchmarks/mutation.py --report             # print the results recorded so far
+    .venv/bin/python benchmarks/mutation.py --recheck nccl_small # its survivors against the tests for them
     nohup .venv/bin/python benchmarks/mutation.py > /tmp/mutmut.log 2>&1 &
 
 It prints, per module, mutants, killed, survived, timeout, other (no tests, suspicious) and the
@@ -67,6 +71,10 @@ GROUPS: dict[str, list[str]] = {
     "training_estimate": ["src/clustersim/training/estimate.py", "src/clustersim/training/job.py"],
     "step": ["src/clustersim/training/step.py"],
     "analytic": ["src/clustersim/network/analytic.py"],
+    "nccl_small": ["src/clustersim/network/transport/nccl_small.py"],
+    "datapath": ["src/clustersim/network/transport/datapath.py"],
+    "fabric_step": ["src/clustersim/training/fabric_step.py"],
+    "flowsim_groups": ["src/clustersim/network/flowsim/groups.py", "src/clustersim/network/flowsim/cluster.py"],
 }
 TEST_SELECTION = [
     "tests/training",
@@ -77,6 +85,16 @@ TEST_SELECTION = [
     "tests/validation",
     "tests/cli",
 ]
+# Groups whose modules only a few test files reach select those instead: mutmut runs the whole selection
+# three times before the first mutant (clean run, coverage of which tests reach each function, forced
+# fail) and the snapshot check a fourth, minutes each on a shared machine. The files are every test that
+# imports the module or a module built on it (the CLI commands over it included).
+GROUP_TESTS: dict[str, list[str]] = {
+    "nccl_small": ["tests/network/transport", "tests/cli/test_transport.py"],
+    "datapath": ["tests/network/transport", "tests/cli/test_transport.py"],
+    "fabric_step": ["tests/training/test_fabric_step.py", "tests/cli/test_fabric.py"],
+    "flowsim_groups": ["tests/network/flowsim", "tests/training/test_fabric_step.py", "tests/cli/test_fabric.py"],
+}
 # Slow tests left out of the selection (a surviving mutant runs every selected test that reaches it): the
 # CLI fuzzer (about 40 s), the calibration scripts' write paths (they run the fitting scripts, which the
 # snapshot does not carry), the validate command scoring all bundled cases (the same scoring as
@@ -119,7 +137,11 @@ PRELOAD = ["numpy", "numpy.typing", "pydantic", "pydantic.dataclasses", "hypothe
 PRELOAD += ["pytest", "typer", "typer.testing", "click", "rich", "rich.console", "rich.table", "tomllib"]
 
 
-def _pyproject(modules: list[str], deselect: list[str]) -> str:
+def _selection(group: str) -> list[str]:
+    return GROUP_TESTS.get(group, TEST_SELECTION)
+
+
+def _pyproject(group: str, deselect: list[str]) -> str:
     # a test that fails is deselected; a file that does not even collect is ignored
     args = PYTEST_ARGS + [f"--deselect={t}" for t in SLOW_TESTS]
     args += [f"--deselect={t}" if "::" in t else f"--ignore={t}" for t in deselect]
@@ -130,8 +152,8 @@ def _pyproject(modules: list[str], deselect: list[str]) -> str:
             "",
             "[tool.mutmut]",
             'source_paths = ["src"]',
-            f"only_mutate = {_toml_list(modules)}",
-            f"pytest_add_cli_args_test_selection = {_toml_list(TEST_SELECTION)}",
+            f"only_mutate = {_toml_list(GROUPS[group])}",
+            f"pytest_add_cli_args_test_selection = {_toml_list(_selection(group))}",
             f"pytest_add_cli_args = {_toml_list(args)}",
             'process_isolation = "forkserver"',
             'forkserver_warmup = "import"',
@@ -161,15 +183,15 @@ def snapshot(group: str) -> Path:
         if shared.exists() and not (folder / "shared").exists():
             (folder / "shared").symlink_to(shared)
     (work / PRELOAD_FILE).write_text("\n".join(PRELOAD) + "\n")
-    (work / "pyproject.toml").write_text(_pyproject(GROUPS[group], []))
-    failing = _failing_tests(work)
+    (work / "pyproject.toml").write_text(_pyproject(group, []))
+    failing = _failing_tests(work, _selection(group))
     if failing:  # others edit the tree meanwhile: a test red before any mutation cannot judge a mutant
         print(f"   deselected, failing on the unmutated snapshot: {', '.join(failing)}", flush=True)
-        (work / "pyproject.toml").write_text(_pyproject(GROUPS[group], failing))
+        (work / "pyproject.toml").write_text(_pyproject(group, failing))
     return work
 
 
-def _failing_tests(work: Path) -> list[str]:
+def _failing_tests(work: Path, selection: list[str]) -> list[str]:
     """Tests of the selection that fail on the snapshot as it is (its own ``src`` first on the path)."""
     env = {**os.environ, "PYTHONPATH": str(work / "src"), "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("CLUSTERSIM_EFFICIENCY", None)
@@ -182,7 +204,7 @@ def _failing_tests(work: Path) -> list[str]:
             "-rfE",
             "--continue-on-collection-errors",
             *PYTEST_ARGS,
-            *TEST_SELECTION,
+            *selection,
             *(f"--deselect={t}" for t in SLOW_TESTS),
         ],
         cwd=work,
@@ -287,6 +309,61 @@ def _diff(work: Path, mutant: str) -> str:
     return " | ".join(line.strip() for line in lines)
 
 
+# Tests written to kill a group's survivors (``--recheck`` runs each survivor against them).
+SURVIVOR_TESTS: dict[str, list[str]] = {
+    "nccl_small": ["tests/network/transport/test_nccl_small_survivors.py"],
+    "datapath": ["tests/network/transport/test_datapath_survivors.py"],
+    "ops": ["tests/workload/test_ops_survivors.py"],
+    "analytic": ["tests/network/test_analytic_survivors.py"],
+    "fabric_step": ["tests/training/test_fabric_step_survivors.py"],
+    "flowsim_groups": ["tests/network/flowsim/test_groups_survivors.py"],
+}
+
+
+def recheck(group: str) -> None:
+    """Run each survivor of ``group``'s recorded run against the group's ``SURVIVOR_TESTS`` (copied from
+    the tree into the run's ``mutants/``), one fresh interpreter per survivor, the mutant chosen as
+    mutmut does (``MUTANT_UNDER_TEST``); records the verdicts in ``recheck.json``."""
+    work = WORK / group
+    mutants = work / "mutants"
+    tests = [t for t in SURVIVOR_TESTS.get(group, []) if (ROOT / t).exists()]
+    if not tests or not (work / "summary.json").exists():
+        print(f"{group}: nothing to recheck (no survivor tests or no recorded run)")
+        return
+    for test in tests:
+        shutil.copyfile(ROOT / test, mutants / test)
+    env = {**os.environ, "PYTHONPATH": str(mutants / "src"), "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("CLUSTERSIM_EFFICIENCY", None)
+    # the tree moves on while the run was recorded: a test red on the unmutated snapshot judges nothing
+    base = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rfE", *PYTEST_ARGS, *tests],
+        cwd=mutants,
+        env={**env, "MUTANT_UNDER_TEST": ""},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    red = sorted({line.split()[1] for line in base.stdout.splitlines() if line.startswith(("FAILED ", "ERROR "))})
+    if red:
+        print(f"   deselected, failing on the unmutated snapshot: {', '.join(red)}", flush=True)
+    verdicts: dict[str, str] = {}
+    for survivor in collect(group)["survivors"]:
+        name = survivor["mutant"]
+        code = subprocess.call(
+            [sys.executable, "-m", "pytest", "-x", "-q", *PYTEST_ARGS, *tests, *(f"--deselect={t}" for t in red)],
+            cwd=mutants,
+            env={**env, "MUTANT_UNDER_TEST": name},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        # 1: a test failed; 2: the test module did not even import under the mutant (killed too)
+        verdicts[name] = "killed" if code in (1, 2) else ("survived" if code == 0 else f"exit {code}")
+        print(f"  {name}: {verdicts[name]}", flush=True)
+    (work / "recheck.json").write_text(json.dumps({"tests": tests, "deselected": red, "verdicts": verdicts}, indent=1))
+    killed = sum(v == "killed" for v in verdicts.values())
+    print(f"{group}: {killed} of {len(verdicts)} survivors killed by {', '.join(tests)}")
+
+
 def report(groups: list[str]) -> None:
     rows: list[tuple[str, dict[str, int]]] = []
     survivors: list[dict[str, str]] = []
@@ -330,12 +407,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("groups", nargs="*", help=f"module groups (default: all): {', '.join(GROUPS)}")
     parser.add_argument("--report", action="store_true", help="only print the recorded results")
-    parser.add_argument("--max-children", type=int, default=os.cpu_count() or 2, help="parallel mutant workers")
+    parser.add_argument("--recheck", action="store_true", help="run the survivors against SURVIVOR_TESTS")
+    # one worker by default: the machine is shared (mutmut takes the count only on its command line)
+    parser.add_argument("--max-children", type=int, default=1, help="parallel mutant workers (default 1)")
     args = parser.parse_args()
     groups = args.groups or list(GROUPS)
     unknown = [g for g in groups if g not in GROUPS]
     if unknown:
         parser.error(f"unknown groups {unknown} (valid: {', '.join(GROUPS)})")
+    if args.recheck:
+        for group in groups:
+            recheck(group)
+        return
     if not args.report:
         for group in groups:
             run_group(group, args.max_children)
