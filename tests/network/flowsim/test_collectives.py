@@ -18,6 +18,7 @@ from clustersim.network.flowsim.collectives import btree_parents
 from clustersim.network.flowsim.cost import SIM, SimCost
 from clustersim.network.flowsim.results import simulate_collective
 from clustersim.network.flowsim.routing import Routing
+from clustersim.network.flowsim.topology import FatTreeSpec, build
 from clustersim.network.topology import fabric_for_instance
 
 CATALOG = load_catalog(use_env=False)
@@ -120,3 +121,22 @@ def test_analytic_and_simulated_cost_share_the_analytic_latency_at_small_sizes()
     analytic = predict_collective(Op.ALL_REDUCE, small, fabric, algorithm=Algorithm.RING, protocol=Protocol.SIMPLE)
     simulated = SIM.table(Op.ALL_REDUCE, small, fabric, algorithm=Algorithm.RING, protocol=Protocol.SIMPLE)
     assert simulated.time_s[0] == pytest.approx(analytic.time_s[0], rel=0.01)
+
+
+@pytest.mark.parametrize(("hosts", "factor"), [(2, 1.0), (3, 2 / 3), (5, 0.5)])
+def test_the_double_binary_tree_runs_at_its_busiest_nics_pace(hosts: int, factor: float):
+    """NVLink 10x a rail: per piece, a host's rail sends up and down both trees, 2 pieces at 2
+    hosts, 3 at the busiest of 3, 4 from 4 hosts (interior: up once, down twice): algbw = factor x
+    the host's network (analytic ``_tree_factor``)."""
+    rate, gpus = 50e9, 2
+    spec = FatTreeSpec(
+        num_hosts=hosts,
+        gpus_per_host=gpus,
+        nics_per_host=gpus,
+        nic_bytes_per_s=rate,
+        scaleup_bytes_per_s=10 * gpus * rate,
+        radix=8,
+    )
+    tree = build(spec)
+    result = simulate_collective(tree, np.arange(hosts), Op.ALL_REDUCE, 64 * GIB, algorithm=Algorithm.TREE, chunks=2)
+    assert result.algbw_bytes_per_s == pytest.approx(factor * gpus * rate, rel=2e-3)

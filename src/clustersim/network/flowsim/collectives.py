@@ -29,7 +29,6 @@ resource's bytes per piece over its capacity.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 
@@ -39,7 +38,7 @@ from clustersim.errors import ClusterSimError
 from clustersim.network.analytic import predict_collective
 from clustersim.network.collectives import Algorithm, Op
 from clustersim.network.fabric import Fabric
-from clustersim.network.flowsim.dag import CollectiveFlows, Dag, btree_parents, depths
+from clustersim.network.flowsim.dag import CollectiveFlows, FlowBuilder, btree_parents, step_weights
 from clustersim.network.flowsim.engine import Flows, independent
 from clustersim.network.flowsim.hierarchical import hierarchical_flows
 from clustersim.network.flowsim.nvls import nvls_flows, nvlstree_flows
@@ -159,49 +158,59 @@ def _ring(tree: FatTree, hosts: IntArray, op: Op, size: float, max_steps: int) -
 
 def _tree(tree: FatTree, hosts: IntArray, size: float, chunks: int) -> CollectiveFlows:
     g, num = tree.spec.gpus_per_host, hosts.size
-    dag = Dag()
     total = max(1, math.ceil(size / 2 / g / TREE_PIECE_BYTES))
     piece = size / 2 / g / total  # per tree, per channel (GPU), per pipelined piece
     chunks = min(chunks, total)
     parents = btree_parents(num) if num > 1 else (np.array([-1]), np.array([-1]))
-    for t, parent in enumerate(parents):
-        send = functools.partial(dag.send, piece=piece)
-        children: list[list[int]] = [[] for _ in range(num)]
-        for node, up in enumerate(parent):
-            if up >= 0:
-                children[int(up)].append(node)
-        depth = depths(parent)
-        up_order = np.argsort(-depth, kind="stable")  # leaves first
-        for c in range(g):
-            chain = [(c + k) % g for k in range(g)][::-1]  # reduce toward GPU c
-            for q in range(chunks):
-                into: dict[int, list[int]] = {node: [] for node in range(num)}
-                for node in (int(v) for v in up_order):  # reduce: chain, then to the parent
-                    base = int(hosts[node]) * g
-                    deps = into[node]
-                    prev = -1
-                    for a, b in itertools.pairwise(chain):
-                        before = [prev] if prev >= 0 else []
-                        prev = send((t, c, 0, node, a), base + a, base + b, before + (deps if a == chain[0] else []), q)
-                    head = [prev] if prev >= 0 else deps
-                    if parent[node] >= 0:
-                        f = send((t, c, 1, node), base + c, int(hosts[parent[node]]) * g + c, head, q)
-                        into[int(parent[node])].append(f)
-                    else:
-                        into[node] = head
-                # broadcast: root first, to the children, then down each host's chain
-                down: dict[int, list[int]] = {int(r): into[int(r)] for r in np.flatnonzero(parent < 0)}
-                for node in (int(v) for v in up_order[::-1]):
-                    base = int(hosts[node]) * g
-                    ready = down.get(node, [])
-                    for child in children[node]:
-                        down[child] = [send((t, c, 2, child), base + c, int(hosts[child]) * g + c, ready, q)]
-                    prev_list = ready
-                    for a, b in itertools.pairwise(chain[::-1]):
-                        prev_list = [send((t, c, 3, node, a), base + a, base + b, prev_list, q)]
-    weights = [1.0] * chunks
-    weights[-1] += total - chunks
-    return CollectiveFlows(Op.ALL_REDUCE, Algorithm.TREE, dag.flows(), chunks, total, weights, pipelined=True)
+    gpu = hosts[None, :] * g + np.arange(g)[:, None]  # (channel c, node): GPU c of the node
+    # Channel c reduces along its host's chain c+g-1 -> ... -> c+1 -> c and broadcasts back.
+    link = [(np.arange(g) + g - 1 - k) % g for k in range(g)]  # link[k][c]: the k-th GPU of c's chain
+    builder = FlowBuilder()
+    for parent in parents:
+        child = np.flatnonzero(parent >= 0)
+        root = int(np.flatnonzero(parent < 0)[0])
+        slot = np.full(num, -1, dtype=np.int64)  # node -> its column among ``child``
+        slot[child] = np.arange(child.size)
+        inner = child[parent[child] != root]  # children whose parent is not the root
+        at_root = child[parent[child] == root]
+        previous: list[IntArray] | None = None
+        for q in range(chunks):
+            chain = [
+                builder.add(hosts * g + link[k][:, None], hosts * g + link[k + 1][:, None], piece, q)
+                for k in range(g - 1)
+            ]
+            up = builder.add(gpu[:, child], gpu[:, parent[child]], piece, q)
+            # A host's chain starts once its children's sums are in; the sum goes up at its end.
+            if chain:
+                builder.wait(chain[0][:, parent[child]], up[:, slot[child]])
+                for before, after in itertools.pairwise(chain):
+                    builder.wait(after, before)
+                builder.wait(up, chain[-1][:, child])
+            else:
+                builder.wait(up[:, slot[parent[inner]]], up[:, slot[inner]])
+            # The root's sum: its chain's end, or (one GPU a host) its children's sums.
+            ready_root = [chain[-1][:, [root]]] if chain else [up[:, [k]] for k in slot[at_root]]
+            down = builder.add(gpu[:, parent[child]], gpu[:, child], piece, q)
+            for dep in ready_root:
+                builder.wait(down[:, slot[at_root]], dep)
+            builder.wait(down[:, slot[inner]], down[:, slot[parent[inner]]])
+            back = [
+                builder.add(hosts * g + link[g - 1 - k][:, None], hosts * g + link[g - 2 - k][:, None], piece, q)
+                for k in range(g - 1)
+            ]
+            if back:
+                for dep in ready_root:
+                    builder.wait(back[0][:, [root]], dep)
+                builder.wait(back[0][:, child], down)
+                for before, after in itertools.pairwise(back):
+                    builder.wait(after, before)
+            current = [*chain, up, down, *back]
+            if previous is not None:  # each edge of a channel sends its pieces in order
+                for now, before in zip(current, previous, strict=True):
+                    builder.wait(now, before)
+            previous = current
+    weights = step_weights(chunks, total)
+    return CollectiveFlows(Op.ALL_REDUCE, Algorithm.TREE, builder.flows(), chunks, total, weights, pipelined=True)
 
 
 def _alltoall(tree: FatTree, hosts: IntArray, size: float, max_rounds: int) -> CollectiveFlows:

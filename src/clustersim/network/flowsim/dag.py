@@ -1,4 +1,4 @@
-"""A collective's flows and the ways they are built: step by step (``Dag``), in whole arrays
+"""A collective's flows and how they are built: in whole arrays with dependencies between them
 (``FlowBuilder``, ``ring_phase``), and NCCL's double binary tree (``btree_parents``)."""
 
 from __future__ import annotations
@@ -52,55 +52,6 @@ def btree_parents(n: int) -> tuple[IntArray, IntArray]:
         up = parent(pos)
         second[node] = -1 if up < 0 else ((up + 1) % n if n % 2 else n - 1 - up)
     return first, second
-
-
-def depths(parent: IntArray) -> IntArray:
-    """Each node's distance from its root."""
-    depth = np.zeros(parent.size, dtype=np.int64)
-    for node in range(parent.size):
-        v, d = node, 0
-        while parent[v] >= 0:
-            v, d = int(parent[v]), d + 1
-        depth[node] = d
-    return depth
-
-
-class Dag:
-    """Flows collected one batch at a time, each with its dependency lists."""
-
-    def __init__(self) -> None:
-        self.src: list[int] = []
-        self.dst: list[int] = []
-        self.size: list[float] = []
-        self.deps: list[list[int]] = []
-        self.group: list[int] = []
-        self.last: dict[tuple[int, ...], int] = {}  # the previous piece on each edge
-
-    def send(self, key: tuple[int, ...], a: int, b: int, deps: list[int], q: int, *, piece: float) -> int:
-        """A flow on edge ``key`` that also waits for the edge's previous one: a channel sends in order."""
-        before = [self.last[key]] if key in self.last else []
-        self.last[key] = self.add(a, b, piece, deps + before, q)
-        return self.last[key]
-
-    def add(self, src: int, dst: int, size: float, deps: list[int], group: int) -> int:
-        self.src.append(src)
-        self.dst.append(dst)
-        self.size.append(size)
-        self.deps.append(deps)
-        self.group.append(group)
-        return len(self.size) - 1
-
-    def flows(self) -> Flows:
-        counts = np.array([len(d) for d in self.deps], dtype=np.int64)
-        return Flows(
-            src_gpu=np.array(self.src, dtype=np.int64),
-            dst_gpu=np.array(self.dst, dtype=np.int64),
-            size_bytes=np.array(self.size),
-            start_at_s=np.zeros(len(self.size)),
-            dep_ptr=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
-            dep_idx=np.array([i for d in self.deps for i in d], dtype=np.int64),
-            group=np.array(self.group, dtype=np.int64),
-        )
 
 
 class FlowBuilder:
