@@ -17,9 +17,14 @@ analytic bound. NVLS and NVLS tree take the NVLink SHARP fraction (``nvls_effici
 A latency-free fluid flow model is scale-invariant (every size k times larger takes k times longer)
 but for a pipeline's fill (tree, NVLS: pieces of fixed size), which is the analytic ramp's to
 model, not to be counted twice; so one run per (op, algorithm, fabric) at ``REFERENCE_BYTES``, large
-enough that the fill is under 1% at 2,048 nodes, prices every size. The automatic choice is the
-fastest candidate among every algorithm the simulator runs (ring, tree, hierarchical, NVLS, NVLS
-tree, pairwise, direct) that the analytic model offers on the fabric, as NCCL's tuner picks.
+enough that the fill is under 1% at 2,048 nodes, prices every size.
+
+With no algorithm forced, each size runs what NCCL would: NCCL's tuner picks by its own model, not
+by what the links deliver (it knows nothing of contention, routing or placement), and the analytic
+model is that model; so the simulator prices the analytic model's pick (ring, tree, hierarchical,
+NVLS, NVLS tree, pairwise or direct), simulating only the algorithms picked. With a forced protocol
+only, the pick is among that protocol's candidates; with a forced algorithm, the fastest simulated
+protocol of it.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from clustersim.network.analytic import (
     candidate_time_s,
     candidates,
     default_calibration,
+    predict_collective,
 )
 from clustersim.network.analytic import _link_limit as link_limit
 from clustersim.network.collectives import Algorithm, Op, busbw_factor
@@ -95,7 +101,12 @@ class SimCost:
     name: str = "sim"
 
     def _options(
-        self, op: Op, fabric: Fabric, algorithm: Algorithm | None, protocol: NcclProtocol | None
+        self,
+        op: Op,
+        fabric: Fabric,
+        algorithm: Algorithm | None,
+        protocol: NcclProtocol | None,
+        among: set[Algorithm] | None = None,
     ) -> list[Candidate]:
         cal = default_calibration() if self.calibration is None else self.calibration
         known = SUPPORTED.get(op, ())
@@ -110,6 +121,8 @@ class SimCost:
         out: list[Candidate] = []
         for c in all_candidates:
             if c.algorithm not in known or (algorithm is not None and c.algorithm is not algorithm):
+                continue
+            if among is not None and c.algorithm not in among:
                 continue
             if protocol is not None and c.protocol is not protocol:
                 continue
@@ -140,13 +153,22 @@ class SimCost:
         self, op: Op, sizes: FloatArray, fabric: Fabric, algorithm: Algorithm | None, protocol: NcclProtocol | None
     ) -> tuple[FloatArray, list[Candidate]]:
         cal = default_calibration() if self.calibration is None else self.calibration
+        if algorithm is None:  # what NCCL's tuner runs: its own model's pick (the analytic one)
+            tuned = predict_collective(op, sizes, fabric, protocol=protocol, cal=cal)
+            wanted = list(zip(tuned.algorithm, tuned.protocol, strict=True))
+            if all(a in SUPPORTED.get(op, ()) for a, _ in wanted):
+                options = self._options(op, fabric, None, protocol, among={a for a, _ in wanted})
+                by_name = {(c.algorithm, c.protocol): c for c in options}
+                chosen = [by_name[w] for w in wanted]
+                times = [float(candidate_time_s(c, sizes[i : i + 1], cal)[0]) for i, c in enumerate(chosen)]
+                return np.array(times), chosen
         options = self._options(op, fabric, algorithm, protocol)
-        times = np.stack([candidate_time_s(c, sizes, cal) for c in options])
-        best = np.argmin(times, axis=0)
-        return times[best, np.arange(sizes.size)], [options[i] for i in best]
+        times_all = np.stack([candidate_time_s(c, sizes, cal) for c in options])
+        best = np.argmin(times_all, axis=0)
+        return times_all[best, np.arange(sizes.size)], [options[i] for i in best]
 
     def time_s(self, op: Op, size_bytes: npt.ArrayLike, fabric: Fabric) -> FloatArray:
-        """The fastest simulated candidate's time at each size."""
+        """The simulated time of what NCCL would run at each size (see the module docstring)."""
         sizes = np.atleast_1d(np.asarray(size_bytes, dtype=np.float64))
         return self._times(op, sizes, fabric, None, None)[0]
 
