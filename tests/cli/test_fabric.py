@@ -20,11 +20,28 @@ def _json(*args: str) -> dict:
 
 
 def test_simulate_json_carries_time_busbw_utilization_and_routing():
-    out = _json("simulate", *BASE, "--routing", "ecmp")
+    out = _json("simulate", *BASE, "--routing", "ecmp", "--algo", "ring")
     assert out["routing"] == "ecmp" and out["op"] == "all_reduce"
     assert abs(out["busbw_bytes_per_s"] / 400e9 - 1) < 1e-9  # 32 x 100 Gb/s at line rate
     assert out["time_s"] > 0 and 0 < out["max_link_utilization"] <= 1 + 1e-9
     assert out["fabric"]["hosts"] == 64
+
+
+def test_without_algo_it_runs_what_nccls_tuner_picks_and_nvls_needs_nvlink_sharp():
+    import numpy as np
+
+    from clustersim.catalog.registry import load_catalog
+    from clustersim.network.analytic import predict_collective
+    from clustersim.network.collectives import Op
+    from clustersim.network.topology import fabric_for_instance
+
+    for instance, size in (("p5.48xlarge", "64M"), ("p5.48xlarge", "64K"), ("p4d.24xlarge", "64M")):
+        out = _json("simulate", "--instance", instance, *BASE[:4], "--size", size, "--max-steps", "2")
+        fabric = fabric_for_instance(load_catalog(), instance, 4)
+        nbytes = 64 * 2**20 if size == "64M" else 64 * 2**10
+        assert out["algorithm"] == predict_collective(Op.ALL_REDUCE, np.array([nbytes]), fabric).algorithm[0].value
+    refused = runner.invoke(app, ["fabric", "simulate", "--instance", "p4d.24xlarge", *BASE, "--algo", "nvls"])
+    assert refused.exit_code == 2 and "in-network reduction" in refused.output and "--algo" in refused.output
 
 
 def test_the_flags_are_honoured_and_the_same_seed_repeats():
@@ -138,8 +155,8 @@ def test_failed_switches_slow_a_cross_spine_alltoall_and_too_many_are_refused():
 def test_a_failed_leaf_halves_the_rails_of_the_gpu_that_lost_one():
     # p5: 4 rails per GPU; the failed leaf takes rail k of every job host, so GPU k // 4 sends through a
     # peer GPU (PXN) whose 4 rails then carry both GPUs' ring channels: half the busbw.
-    whole = _json("simulate", *BASE)
-    broken = _json("simulate", *BASE, "--fail-leaves", "1")
+    whole = _json("simulate", *BASE, "--algo", "ring")
+    broken = _json("simulate", *BASE, "--algo", "ring", "--fail-leaves", "1")
     assert broken["failed_leaves"] == 1 and broken["fabric"]["links_down"] == 2 * 32 + 2 * 32  # ports, spines
     assert abs(broken["busbw_bytes_per_s"] / whole["busbw_bytes_per_s"] - 0.5) < 1e-9
     result = runner.invoke(app, ["fabric", "simulate", *BASE, "--fail-leaves", "99", "--json"])

@@ -33,7 +33,15 @@ CollectiveOpt = Annotated[
     str, typer.Option("--collective", help="all_reduce, all_gather, reduce_scatter, alltoall, sendrecv.")
 ]
 SizeOpt = Annotated[str, typer.Option("--size", help="Bytes per rank (nccl-tests' size), e.g. 1G, 64MiB.")]
-AlgoOpt = Annotated[Algorithm | None, typer.Option("--algo", case_sensitive=False, help="ring, tree, pairwise...")]
+AlgoOpt = Annotated[
+    Algorithm | None,
+    typer.Option(
+        "--algo",
+        case_sensitive=False,
+        help="ring, tree, hierarchical, nvls (one node), nvlstree (2+ nodes), pairwise, direct; "
+        "default: what NCCL's tuner picks for the size.",
+    ),
+]
 OversubOpt = Annotated[
     float | None,
     typer.Option(
@@ -184,10 +192,11 @@ def simulate_command(
 
     with user_errors():
         route = Routing(_routing(routing))
-        _, tree, hosts, op, size_bytes = _setup(
+        cat, tree, hosts, op, size_bytes = _setup(
             catalog, instance, nodes, collective, size, oversubscription, placement, fail_links, seed, radix,
             fabric_hosts, fail_switches, jobs, fail_leaves,
         )  # fmt: skip
+        algo = _algorithm(cat, instance, nodes, op, size_bytes, algo)
         shared: JobsResult | None = None
         with _progress(not as_json) as progress:
             if jobs == 1:
@@ -261,7 +270,6 @@ def compare_command(
 
     from clustersim.network.analytic import predict_collective
     from clustersim.network.collectives import Protocol
-    from clustersim.network.flowsim.collectives import default_algorithm
     from clustersim.network.flowsim.results import simulate_collective
     from clustersim.network.flowsim.routing import Routing
     from clustersim.network.topology import fabric_for_instance
@@ -282,7 +290,7 @@ def compare_command(
             fail_switches,
             fail_leaves=fail_leaves,
         )
-        algorithm = algo or default_algorithm(op)
+        algorithm = _algorithm(cat, instance, nodes, op, size_bytes, algo)
         runs: list[tuple[str, CollectiveResult | None, float, float]] = []
         with _progress(not as_json) as progress:
             for route in Routing:
@@ -315,6 +323,24 @@ def compare_command(
         emit_json({"op": op.value, "nodes": nodes, "size_bytes": size_bytes, "rows": rows})
         return
     print_all(compare_view(rows, f"{op.value} of {size_bytes:,.0f} B on {nodes} x {instance}"))
+
+
+def _algorithm(cat: Any, instance: str, nodes: int, op: Any, size_bytes: float, algo: Algorithm | None) -> Algorithm:
+    """``--algo`` if given (NVLS ones refused where the NVSwitch cannot reduce), else NCCL's pick."""
+    from clustersim.network.flowsim.collectives import default_algorithm
+    from clustersim.network.topology import fabric_for_instance
+
+    fabric = fabric_for_instance(cat, instance, nodes)
+    if algo is None:
+        return default_algorithm(op, fabric, size_bytes)
+    if algo in (Algorithm.NVLS, Algorithm.NVLSTREE) and not fabric.in_network_reduction:
+        raise ClusterSimError(
+            f"--algo {algo.value}: {instance}'s scale-up switch has no in-network reduction (NVLink SHARP); "
+            "use ring, tree or hierarchical",
+            field="--algo",
+            value=algo.value,
+        )
+    return algo
 
 
 def _ideal_analytic(

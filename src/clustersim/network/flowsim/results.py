@@ -101,9 +101,15 @@ def simulate_collective(
     """Simulate ``op`` of ``size_bytes`` per rank on the GPUs of ``hosts``."""
     began = time.perf_counter()
     plan = with_pxn(tree, collective_flows(tree, hosts, op, size_bytes, algorithm, max_steps=max_steps, chunks=chunks))
-    inc = route(tree, plan.flows.src_gpu, plan.flows.dst_gpu, routing, seed)
+    inc = _route(tree, plan.flows, routing, seed)
     times = run(tree, plan.flows, inc, began=began, progress=progress)
     return summarize(tree, hosts, plan, times, routing, size_bytes)
+
+
+def _route(tree: FatTree, flows: Flows, routing: Routing, seed: int) -> Incidence:
+    """Route ``flows``, each step on its own (adaptive routing balances the flows that run together)."""
+    group = flows.group if flows.group.size else None
+    return route(tree, flows.src_gpu, flows.dst_gpu, routing, seed, group=group)
 
 
 def collective_time_s(plan: CollectiveFlows, times: FlowTimes, capacity: FloatArray) -> float:
@@ -272,14 +278,14 @@ def simulate_jobs(
             tree,
             h,
             p,
-            run(tree, p.flows, route(tree, p.flows.src_gpu, p.flows.dst_gpu, routing, seed)),
+            run(tree, p.flows, _route(tree, p.flows, routing, seed)),
             routing,
             size_bytes,
         )
         for h, p in zip(jobs, plans, strict=True)
     ]
     flows = concatenate([p.flows for p in plans])
-    inc = route(tree, flows.src_gpu, flows.dst_gpu, routing, seed)
+    inc = _route(tree, flows, routing, seed)
     times = run(tree, flows, inc, progress=progress)
     links = link_report(tree, times)
     bounds = np.cumsum([0] + [p.flows.num_flows for p in plans])
