@@ -291,16 +291,28 @@ def collect(group: str) -> dict[str, object]:
                 key = status if status in ("killed", "survived", "timeout") else "other"
                 counts[key] += 1
                 if key != "killed" and key != "timeout":
-                    survivors.append({"module": module, "mutant": name, "status": status, "diff": _diff(work, name)})
+                    survivors.append(
+                        {"module": module, "mutant": name, "status": status, "diff": _diff(work, name, module)}
+                    )
         modules[module] = counts
     return {"group": group, "modules": modules, "survivors": survivors}
 
 
-def _diff(work: Path, mutant: str) -> str:
-    """The changed lines of a mutant (``mutmut show``), without the file headers."""
-    shown = subprocess.run(
-        [sys.executable, "-m", "mutmut", "show", mutant], cwd=work, capture_output=True, text=True, check=False
-    ).stdout
+def _diff(work: Path, mutant: str, module: str) -> str:
+    """The changed lines of a mutant (as ``mutmut show`` prints them), without the file headers; read in
+    this process (a ``mutmut show`` per survivor takes seconds each)."""
+    from mutmut.mutation.diff_apply import get_diff_for_mutant
+
+    here = os.getcwd()
+    os.chdir(work)
+    try:
+        shown = get_diff_for_mutant(mutant, path=module)
+    except Exception:
+        shown = subprocess.run(
+            [sys.executable, "-m", "mutmut", "show", mutant], capture_output=True, text=True, check=False
+        ).stdout
+    finally:
+        os.chdir(here)
     lines = [
         line
         for line in shown.splitlines()
