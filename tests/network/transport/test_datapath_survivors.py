@@ -118,3 +118,29 @@ def test_refusals_name_the_field_and_the_value(kwargs, field, value, message):
         build_path(kind, **args)
     assert (err.value.field, err.value.value) == (field, value)
     assert str(err.value).startswith(message)
+
+
+def test_the_kernel_tcp_path_is_the_chapters_steps_in_order():
+    path = build_path("tcp-ena", line_bits_per_s=100e9, nccl=True)
+    wire = 100e9 / 8 * 8949 / (8949 + 90)
+    assert [(s.name, s.fixed_s, s.bytes_per_s, s.staged) for s in path.steps] == [
+        ("copy GPU to host", C["gpu_copy_s"], C["gpu_copy_bytes_per_s"], True),
+        ("NCCL proxy and flags", C["nccl_overhead_s"], None, False),
+        ("send system call", C["syscall_s"], None, False),
+        ("copy user to kernel", 0.0, C["kernel_copy_bytes_per_s"], False),
+        ("kernel TCP/IP transmit", C["tcp_tx_stack_s"], None, False),
+        ("ENA and Nitro, send side", C["ena_nic_s"], C["ena_flow_bits_per_s"] / 8, False),
+        ("wire and switches", C["fabric_latency_s"], pytest.approx(wire, rel=1e-15), False),
+        ("ENA and Nitro, receive side", C["ena_nic_s"], None, False),
+        ("kernel TCP/IP receive", C["tcp_rx_stack_s"], None, False),
+        ("copy kernel to user", 0.0, C["kernel_copy_bytes_per_s"], False),
+        ("receiver wake-up", C["recv_wakeup_s"], None, False),
+        ("recv system call", C["syscall_s"], None, False),
+        ("copy host to GPU", C["gpu_copy_s"], C["gpu_copy_bytes_per_s"], True),
+    ]
+    gen4 = build_path("tcp-ena", line_bits_per_s=100e9, pcie_gen4=True)
+    assert [s.bytes_per_s for s in gen4.steps if s.staged] == [C["gpu_copy_bytes_per_s_gen4"]] * 2
+
+
+def test_any_positive_line_rate_is_accepted():
+    assert build_path("efa-gdr", line_bits_per_s=0.5).line_bits_per_s == 0.5
