@@ -144,3 +144,28 @@ def test_the_kernel_tcp_path_is_the_chapters_steps_in_order():
 
 def test_any_positive_line_rate_is_accepted():
     assert build_path("efa-gdr", line_bits_per_s=0.5).line_bits_per_s == 0.5
+
+
+def test_the_efa_paths_are_the_chapters_steps_in_order():
+    wire = pytest.approx(100e9 / 8 * 8192 / (8192 + 84), rel=1e-15)
+    gdr = build_path("efa-gdr", line_bits_per_s=100e9, adapter="efa-v1")
+    assert [(s.name, s.fixed_s, s.bytes_per_s, s.staged) for s in gdr.steps] == [
+        ("libfabric post (no system call)", C["efa_post_s"], None, False),
+        ("EFA read from GPU memory", C["gdr_dma_s"], C["efa_v1_endpoint_bytes_per_s"], False),
+        ("EFA and SRD, send side", C["efa_nic_s"], None, False),
+        ("wire and switches", C["fabric_latency_s"], wire, False),
+        ("EFA and SRD, receive side", C["efa_nic_s"], None, False),
+        ("EFA write to GPU memory", C["gdr_dma_s"], None, False),
+        ("completion polled", C["efa_completion_s"], None, False),
+    ]
+    host = build_path("efa-host", line_bits_per_s=100e9, buffer="host", adapter="efa-v2")
+    assert [(s.name, s.fixed_s, s.bytes_per_s) for s in host.steps] == [
+        ("libfabric post (no system call)", C["efa_post_s"], None),
+        ("EFA read from host memory", 0.0, None),  # only EFA v1 has a single-endpoint ceiling
+        ("EFA and SRD, send side", C["efa_nic_s"], None),
+        ("wire and switches", C["fabric_latency_s"], wire),
+        ("EFA and SRD, receive side", C["efa_nic_s"], None),
+        ("EFA write to host memory", 0.0, None),
+        ("completion polled", C["efa_completion_s"], None),
+    ]
+    assert (gdr.kind, host.kind, gdr.chunk_bytes) == (PathKind.EFA_GDR, PathKind.EFA_HOST, C["staging_chunk_bytes"])
