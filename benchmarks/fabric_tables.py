@@ -6,10 +6,12 @@
    hosts) or random (a seeded random set of hosts in random rank order): time and nccl-tests busbw
    for each routing, ECMP's busbw over spraying's, the tier that bound each, and the wall time of
    the cell. The first ``--max-steps`` ring steps or all-to-all rounds (evenly spread) are simulated
-   and the rest extrapolated at their pace (``simulate_collective``'s sampling); a random placement
-   of more than ``FULL_SAMPLE_NODES`` nodes simulates one (every step of a random placement is
-   alike; with dependent steps, ECMP's thousands of distinct completion times each re-solve most
-   flows: one 2,048-node ECMP all-to-all of two rounds ran over 6 minutes, of one in under 1 s).
+   and the rest extrapolated at their pace (``simulate_collective``'s sampling). Above
+   ``FULL_SAMPLE_NODES`` nodes, a packed job simulates 2 (the all-to-all: shifts 1 and n/2, a
+   neighbour and a cross-spine round) and a random one 1 (its steps are alike): with dependent
+   steps, ECMP's thousands of distinct completion times each re-solve most flows (2,048 nodes,
+   ECMP: a random all-to-all of 2 rounds ran over 6 minutes, of 1 round 0.8 s; a packed one of 4
+   rounds over 4 minutes, of 2 rounds 0.6 s).
 2. Analytic against simulated: the ``analytic`` and ``sim`` cost models (``CollectiveCost.table``)
    for ring and tree all-reduce and the all-to-all of 1 GiB at 2, 16, 128 and 2,048 nodes, Simple
    protocol; the simulator on a non-blocking fat-tree with spraying, its links at the analytic
@@ -43,7 +45,7 @@ from clustersim.network.topology import fabric_for_instance
 INSTANCE = "p5.48xlarge"
 GIB = float(1 << 30)
 SEED = 1
-FULL_SAMPLE_NODES = 1000  # random placements above this simulate one step (see the docstring)
+FULL_SAMPLE_NODES = 1000  # above this, packed jobs simulate 2 steps and random ones 1 (see the docstring)
 ECMP_OPS = ((Op.ALL_REDUCE, Algorithm.RING), (Op.ALLTOALL, Algorithm.PAIRWISE))
 ANALYTIC_CASES = ((Op.ALL_REDUCE, Algorithm.RING), (Op.ALL_REDUCE, Algorithm.TREE), (Op.ALLTOALL, Algorithm.PAIRWISE))
 
@@ -65,7 +67,7 @@ def _run(result: CollectiveResult) -> dict[str, Any]:
 def ecmp_vs_spray(node_counts: tuple[int, ...], max_steps: int) -> list[dict[str, Any]]:
     print(f"ECMP vs spraying, {INSTANCE}, 1 GiB per rank, on the {INSTANCE} UltraCluster fat-tree (radix 64,")
     print(f"rail-optimized); packed: consecutive hosts; random: seed {SEED}; {max_steps} steps/rounds simulated")
-    print(f"(1 for random placements of over {FULL_SAMPLE_NODES} nodes); 'steps': simulated/total.")
+    print(f"(over {FULL_SAMPLE_NODES} nodes: packed 2, random 1); 'steps': simulated/total.")
     head = (
         f"{'op':<11}{'nodes':>6}{'spine':>6}{'placement':>10}{'ecmp ms':>10}{'spray ms':>10}"
         f"{'ecmp GB/s':>11}{'spray GB/s':>11}{'ecmp/spray':>11}{'steps':>11}{'wall s':>8}  binding (ecmp, spray)"
@@ -80,7 +82,9 @@ def ecmp_vs_spray(node_counts: tuple[int, ...], max_steps: int) -> list[dict[str
                 for where in (Placement.PACKED, Placement.RANDOM):
                     began = time.perf_counter()
                     hosts = place(tree, nodes, where, seed=SEED)
-                    steps = 1 if where is Placement.RANDOM and nodes > FULL_SAMPLE_NODES else max_steps
+                    steps = max_steps
+                    if nodes > FULL_SAMPLE_NODES:
+                        steps = min(steps, 1 if where is Placement.RANDOM else 2)
                     runs = {
                         r: simulate_collective(
                             tree, hosts, op, GIB, routing=r, algorithm=algorithm, seed=SEED, max_steps=steps

@@ -7,7 +7,12 @@ collective needs) each round freezes every resource that is a local bottleneck a
 (``_local_rounds``): a few ``np.bincount`` / ``np.minimum.reduceat`` passes over the unfrozen
 entries (sorted by flow once, in ``prepare``), with rounds as deep as the chain of bottlenecks,
 not as many as the levels. The result is the unique max-min fair allocation: no flow can grow
-without shrinking one that is no faster."""
+without shrinking one that is no faster. A solve touches only the active flows' entries and the
+resources they cross, whatever the fabric's size.
+
+Between events of a simulation, ``MaxMinState`` re-solves only the flows a change can move: those
+above the level where the old and new allocations first differ, connected to what changed (exact:
+the same allocation as a full solve)."""
 
 from __future__ import annotations
 
