@@ -122,6 +122,11 @@ def test_the_fastest_flows_finishing_leave_every_other_rate_alone():
     assert state.rate == pytest.approx([9.0, 1.0])
     changed, _ = state.update(_ids(0), _ids())
     assert changed.size == 0 and state.rate == pytest.approx([0.0, 1.0])
+    # warm_fraction 0 is the plain method: everything still active is solved again.
+    plain = _state([(0, 0, 1.0), (1, 0, 1.0), (1, 1, 1.0)], [10.0, 1.0], 2, warm_fraction=0.0)
+    plain.update(_ids(), _ids(0, 1))
+    changed, _ = plain.update(_ids(0), _ids())
+    assert changed.tolist() == [1] and plain.rate == pytest.approx([0.0, 1.0])
 
 
 def test_a_warm_fraction_outside_0_to_1_is_refused():

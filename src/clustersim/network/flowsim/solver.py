@@ -268,7 +268,7 @@ class MaxMinState:
             level = min(level, self._fill_level(added))
         self.active[added] = True
         self.num_active += added.size
-        if not persisting or added.size > limit or level <= 0:
+        if not persisting or not self.warm_fraction or added.size > limit or level <= 0:
             return self._full(gone)
         seeds = np.concatenate([gone, p.resource[_rows(p.flow_ptr, None, added)]])
         growing = self._reach(seeds, level * (1 - TIE_TOL), limit)
