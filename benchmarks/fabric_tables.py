@@ -47,7 +47,13 @@ GIB = float(1 << 30)
 SEED = 1
 FULL_SAMPLE_NODES = 1000  # above this, packed jobs simulate 2 steps and random ones 1 (see the docstring)
 ECMP_OPS = ((Op.ALL_REDUCE, Algorithm.RING), (Op.ALLTOALL, Algorithm.PAIRWISE))
-ANALYTIC_CASES = ((Op.ALL_REDUCE, Algorithm.RING), (Op.ALL_REDUCE, Algorithm.TREE), (Op.ALLTOALL, Algorithm.PAIRWISE))
+ANALYTIC_CASES = (
+    (Op.ALL_REDUCE, Algorithm.RING),
+    (Op.ALL_REDUCE, Algorithm.TREE),
+    (Op.ALL_REDUCE, Algorithm.HIERARCHICAL),
+    (Op.ALL_REDUCE, Algorithm.NVLSTREE),
+    (Op.ALLTOALL, Algorithm.PAIRWISE),
+)
 
 
 def _run(result: CollectiveResult) -> dict[str, Any]:
@@ -120,7 +126,7 @@ def ecmp_vs_spray(node_counts: tuple[int, ...], max_steps: int) -> list[dict[str
 def analytic_vs_simulated(node_counts: tuple[int, ...]) -> list[dict[str, Any]]:
     print(f"\nanalytic vs simulated ({INSTANCE}, 1 GiB, Simple protocol; sim: non-blocking fat-tree, spraying,")
     print("links at the analytic efficiencies, analytic latency and ramp added):")
-    print(f"{'op':<11}{'algo':<10}{'nodes':>6}{'analytic ms':>13}{'sim ms':>10}{'sim/analytic-1':>16}{'wall s':>8}")
+    print(f"{'op':<11}{'algo':<14}{'nodes':>6}{'analytic ms':>13}{'sim ms':>10}{'sim/analytic-1':>16}{'wall s':>8}")
     catalog = load_catalog(use_env=False)
     size = np.array([GIB])
     rows: list[dict[str, Any]] = []
@@ -132,7 +138,7 @@ def analytic_vs_simulated(node_counts: tuple[int, ...]) -> list[dict[str, Any]]:
             s = float(SIM.table(op, size, fabric, algorithm=algorithm, protocol=Protocol.SIMPLE).time_s[0])
             wall = time.perf_counter() - began
             print(
-                f"{op.value:<11}{algorithm.value:<10}{nodes:>6}{a * 1e3:>13.3f}{s * 1e3:>10.3f}{s / a - 1:>+16.2%}"
+                f"{op.value:<11}{algorithm.value:<14}{nodes:>6}{a * 1e3:>13.3f}{s * 1e3:>10.3f}{s / a - 1:>+16.2%}"
                 f"{wall:>8.2f}",
                 flush=True,
             )
