@@ -45,11 +45,11 @@ from clustersim.execution import Layout, LayoutArrays, Recompute
 from clustersim.network.collectives import Algorithm, Op, busbw_factor
 from clustersim.network.cost import ANALYTIC, CollectiveCost
 from clustersim.network.flowsim.collectives import CollectiveFlows
-from clustersim.network.flowsim.engine import Flows, FlowTimes, run
+from clustersim.network.flowsim.engine import Flows, FlowTimes, route_flows, run
 from clustersim.network.flowsim.failover import with_pxn
 from clustersim.network.flowsim.groups import concatenate, dispatch_flows, group_flows, ideal_time_s, pair_flows
 from clustersim.network.flowsim.results import LinkReport, collective_time_s, job_times, link_report
-from clustersim.network.flowsim.routing import Incidence, Routing, route
+from clustersim.network.flowsim.routing import Incidence, Routing
 from clustersim.network.flowsim.topology import FatTree, FloatArray, IntArray
 from clustersim.system import System
 from clustersim.training.job import TrainingJob
@@ -323,13 +323,13 @@ def step_on_fabric(
             plans = [group_flows(gpu[c.groups], g, c.op, c.size_bytes, max_steps=max_steps)]
         plans = [with_pxn(tree, p) for p in plans]
         flows = concatenate([p.flows for p in plans])
-        inc = route(tree, flows.src_gpu, flows.dst_gpu, routing, seed)
+        inc = route_flows(tree, flows, routing, seed)
         times = run(tree, flows, inc)
         parts.append(plans)
         alone.append((_parts_time_s(plans, times, inc, flows, 0, cap), link_report(tree, times)))
     flat = [p for plans in parts for p in plans]
     flows = concatenate([p.flows for p in flat])
-    inc = route(tree, flows.src_gpu, flows.dst_gpu, routing, seed)
+    inc = route_flows(tree, flows, routing, seed)
     times = run(tree, flows, inc)
     first = 0
     kinds = []

@@ -98,10 +98,22 @@ def simulate(
     progress: Callable[[int, int], None] | None = None,
     warm_fraction: float = WARM_FRACTION,
 ) -> FlowTimes:
-    """Run ``flows`` on ``tree`` to completion."""
+    """Run ``flows`` on ``tree`` to completion (adaptive routing balances each ``group`` on its own)."""
     began = time.perf_counter()
-    inc = route(tree, flows.src_gpu, flows.dst_gpu, routing, seed)
-    return run(tree, flows, inc, began=began, progress=progress, warm_fraction=warm_fraction)
+    return run(
+        tree,
+        flows,
+        route_flows(tree, flows, routing, seed),
+        began=began,
+        progress=progress,
+        warm_fraction=warm_fraction,
+    )
+
+
+def route_flows(tree: FatTree, flows: Flows, routing: Routing, seed: int = 0) -> Incidence:
+    """Route ``flows``, each ``group`` (a collective's step) on its own for adaptive routing."""
+    group = flows.group if flows.group.size else None
+    return route(tree, flows.src_gpu, flows.dst_gpu, routing, seed, group=group)
 
 
 def run(

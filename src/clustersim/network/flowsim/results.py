@@ -13,9 +13,9 @@ import numpy.typing as npt
 
 from clustersim.network.collectives import Algorithm, Op, busbw_factor
 from clustersim.network.flowsim.collectives import CollectiveFlows, collective_flows
-from clustersim.network.flowsim.engine import Flows, FlowTimes, run
+from clustersim.network.flowsim.engine import Flows, FlowTimes, route_flows, run
 from clustersim.network.flowsim.failover import with_pxn
-from clustersim.network.flowsim.routing import Incidence, Routing, route
+from clustersim.network.flowsim.routing import Incidence, Routing
 from clustersim.network.flowsim.topology import TIER_NAMES, FatTree, FloatArray, IntArray, Tier
 
 NETWORK_TIERS = (Tier.NIC_UP, Tier.NIC_DOWN, Tier.LEAF_UP, Tier.LEAF_DOWN, Tier.SPINE_UP, Tier.CORE_DOWN)
@@ -101,15 +101,9 @@ def simulate_collective(
     """Simulate ``op`` of ``size_bytes`` per rank on the GPUs of ``hosts``."""
     began = time.perf_counter()
     plan = with_pxn(tree, collective_flows(tree, hosts, op, size_bytes, algorithm, max_steps=max_steps, chunks=chunks))
-    inc = _route(tree, plan.flows, routing, seed)
+    inc = route_flows(tree, plan.flows, routing, seed)
     times = run(tree, plan.flows, inc, began=began, progress=progress)
     return summarize(tree, hosts, plan, times, routing, size_bytes)
-
-
-def _route(tree: FatTree, flows: Flows, routing: Routing, seed: int) -> Incidence:
-    """Route ``flows``, each step on its own (adaptive routing balances the flows that run together)."""
-    group = flows.group if flows.group.size else None
-    return route(tree, flows.src_gpu, flows.dst_gpu, routing, seed, group=group)
 
 
 def collective_time_s(plan: CollectiveFlows, times: FlowTimes, capacity: FloatArray) -> float:
@@ -278,14 +272,14 @@ def simulate_jobs(
             tree,
             h,
             p,
-            run(tree, p.flows, _route(tree, p.flows, routing, seed)),
+            run(tree, p.flows, route_flows(tree, p.flows, routing, seed)),
             routing,
             size_bytes,
         )
         for h, p in zip(jobs, plans, strict=True)
     ]
     flows = concatenate([p.flows for p in plans])
-    inc = _route(tree, flows, routing, seed)
+    inc = route_flows(tree, flows, routing, seed)
     times = run(tree, flows, inc, progress=progress)
     links = link_report(tree, times)
     bounds = np.cumsum([0] + [p.flows.num_flows for p in plans])
