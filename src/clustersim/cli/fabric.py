@@ -368,3 +368,6 @@ def _ideal_analytic(
 from clustersim.cli.fabric_step import step_command  # noqa: E402
 
 fabric_app.command("step")(step_command)
+from clustersim.cli.fabric_pattern import pattern_command  # noqa: E402
+
+fabric_app.command("pattern")(pattern_command)
