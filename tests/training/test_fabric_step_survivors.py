@@ -1,0 +1,40 @@
+"""Tests that kill what mutation testing of ``training/fabric_step`` left alive (benchmarks/mutation.py):
+the shape of an EP group's per-node dispatch (network copy ratio, ranks a node fans out to)."""
+
+from __future__ import annotations
+
+import pytest
+
+from clustersim.catalog.registry import load_catalog
+from clustersim.compute.dispatch import network_copy_ratio
+from clustersim.compute.software import software_for
+from clustersim.system import system_for_instance
+from clustersim.training.fabric_step import ep_dispatch_shape
+from clustersim.workload.transformer import MoE
+
+SYSTEM = system_for_instance(load_catalog(use_env=False), "p5.48xlarge", 4)  # 8 GPUs a node
+PER_NODE = software_for(None, SYSTEM.accelerator.family)
+PER_EXPERT = PER_NODE.model_copy(update={"ep_dispatch_per_node": False})
+MOE = MoE(experts=64, top_k=6)
+
+
+def _ratio(nodes: int) -> float:
+    return float(network_copy_ratio(MOE.experts, MOE.top_k, nodes)[()])
+
+
+def test_a_group_fans_out_to_its_ranks_on_one_node():
+    assert PER_NODE.ep_dispatch_per_node and SYSTEM.scaleup_devices == 8
+    # 16 consecutive ranks: 8 a node over 2 nodes; 12 still need 2 nodes (8 + 4).
+    assert ep_dispatch_shape(SYSTEM, PER_NODE, MOE, 16, 1) == (pytest.approx(_ratio(2)), 8)
+    assert ep_dispatch_shape(SYSTEM, PER_NODE, MOE, 12, 1) == (pytest.approx(_ratio(2)), 8)
+    # 4 apart: 2 of the group's ranks a node, 8 ranks over 4 nodes.
+    assert ep_dispatch_shape(SYSTEM, PER_NODE, MOE, 8, 4) == (pytest.approx(_ratio(4)), 2)
+    # 16 apart, wider than a node: one rank a node.
+    assert ep_dispatch_shape(SYSTEM, PER_NODE, MOE, 4, 16) == (pytest.approx(_ratio(4)), 1)
+    assert _ratio(2) != _ratio(4)
+
+
+def test_a_plain_all_to_all_or_a_group_on_one_node_has_no_fan_out():
+    assert ep_dispatch_shape(SYSTEM, PER_EXPERT, MOE, 16, 1) == (1.0, 1)
+    assert ep_dispatch_shape(SYSTEM, PER_NODE, MOE, 8, 1) == (1.0, 1)
+    assert ep_dispatch_shape(SYSTEM, PER_NODE, MOE, 4, 2) == (1.0, 1)
