@@ -172,6 +172,8 @@ def test_bad_input_is_refused_naming_the_field_and_what_is_valid():
         pattern_flows(tree, hosts, Pattern.PERMUTATION, SIZE, senders=2)
     with pytest.raises(ClusterSimError, match="shift applies to the shift pattern only"):
         pattern_flows(tree, hosts, Pattern.INCAST, SIZE, k=2)
+    with pytest.raises(ClusterSimError, match="a shift needs at least 2 hosts, the job has 1"):
+        shift(tree, np.arange(1), SIZE, 1)
     with pytest.raises(ClusterSimError, match="at least 2 GPUs"):
         permutation(_tree(1, 8), np.arange(1), SIZE)
     with pytest.raises(ClusterSimError, match="size must be positive"):

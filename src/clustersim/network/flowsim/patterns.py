@@ -87,6 +87,10 @@ def shift(tree: FatTree, hosts: IntArray, size_bytes: float, k: int = 1) -> Patt
     """GPU ``i`` sends ``size_bytes`` to GPU ``i + k x gpus_per_host`` of the job (wrapping): host ``h``
     to host ``h + k``, GPU to the same GPU index, so every flow stays on its rail."""
     num_hosts = int(np.size(hosts))
+    if num_hosts < 2:
+        raise ClusterSimError(
+            f"a shift needs at least 2 hosts, the job has {num_hosts}", field="nodes", value=num_hosts
+        )
     if not 1 <= k < num_hosts:
         raise ClusterSimError(
             f"shift must be between 1 and {num_hosts - 1} (the job's hosts - 1), got {k}", field="shift", value=k
@@ -113,7 +117,7 @@ def incast(tree: FatTree, hosts: IntArray, size_bytes: float, senders: int | Non
     remote = gpus.reshape(num_hosts, g)[1:].T.reshape(-1)  # GPU index by GPU index, host by host
     src = np.concatenate([remote, gpus[1:g]])[:n]  # the receiver's own host last
     flows = _flows(src, np.full(n, gpus[0]), size_bytes)
-    return PatternFlows(Pattern.INCAST, flows, f"incast: {n} senders to GPU {int(gpus[0])}")
+    return PatternFlows(Pattern.INCAST, flows, f"incast: {n} sender{'s' if n != 1 else ''} to GPU {int(gpus[0])}")
 
 
 def all_to_all(tree: FatTree, hosts: IntArray, size_bytes: float) -> PatternFlows:
