@@ -1,15 +1,18 @@
 """Tests that kill what mutation testing of ``training/fabric_step`` left alive (benchmarks/mutation.py):
-the shape of an EP group's per-node dispatch (network copy ratio, ranks a node fans out to)."""
+the shape of an EP group's per-node dispatch (network copy ratio, ranks a node fans out to), and the
+ranks of a group."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from clustersim.catalog.registry import load_catalog
 from clustersim.compute.dispatch import network_copy_ratio
 from clustersim.compute.software import software_for
 from clustersim.system import system_for_instance
-from clustersim.training.fabric_step import ep_dispatch_shape
+from clustersim.network.collectives import Op
+from clustersim.training.fabric_step import StepCollective, ep_dispatch_shape
 from clustersim.workload.transformer import MoE
 
 SYSTEM = system_for_instance(load_catalog(use_env=False), "p5.48xlarge", 4)  # 8 GPUs a node
@@ -38,3 +41,10 @@ def test_a_plain_all_to_all_or_a_group_on_one_node_has_no_fan_out():
     assert ep_dispatch_shape(SYSTEM, PER_EXPERT, MOE, 16, 1) == (1.0, 1)
     assert ep_dispatch_shape(SYSTEM, PER_NODE, MOE, 8, 1) == (1.0, 1)
     assert ep_dispatch_shape(SYSTEM, PER_NODE, MOE, 4, 2) == (1.0, 1)
+
+
+def test_a_groups_ranks_are_its_row_and_a_pipeline_pair_is_two():
+    pairs = StepCollective("pp", Op.SENDRECV, 1e6, np.array([[0, 16], [1, 17], [2, 18]]), 16, 2.0, 1e-3, 1e-3)
+    assert (pairs.group_ranks, pairs.num_groups) == (2, 3)
+    rings = StepCollective("dp", Op.ALL_REDUCE, 1e6, np.arange(8).reshape(2, 4), 8, 1.0, 1e-3, 1e-3)
+    assert (rings.group_ranks, rings.num_groups) == (4, 2)
