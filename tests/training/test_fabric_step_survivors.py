@@ -10,8 +10,8 @@ import pytest
 from clustersim.catalog.registry import load_catalog
 from clustersim.compute.dispatch import network_copy_ratio
 from clustersim.compute.software import software_for
-from clustersim.system import system_for_instance
 from clustersim.network.collectives import Op
+from clustersim.system import system_for_instance
 from clustersim.training.fabric_step import StepCollective, ep_dispatch_shape
 from clustersim.workload.transformer import MoE
 
