@@ -56,6 +56,7 @@ JSON_CASES = {
         *("fabric", "step", "llama3-8b", "--nodes", "2", "--fabric-hosts", "64", "--tp", "8", "--pp", "1"),
         *("--global-batch", "16", "--json"),
     ],
+    "fabric pattern": ["fabric", "pattern", "--nodes", "2", "--fabric-hosts", "64", "--size", "1M", "--json"],
 }
 
 
@@ -150,3 +151,4 @@ def test_every_command_is_in_the_snapshot():
     assert set(top.commands["storage"].commands) == {"checkpoint", "striping"}
     assert set(top.commands["hw"].commands) == {"list", "show", "compare"}
     assert set(top.commands["transport"].commands) == {"compare", "sweep", "incast", "ring", "datapath", "nccl"}
+    assert set(top.commands["fabric"].commands) == {"simulate", "compare", "step", "pattern"}
