@@ -1,6 +1,6 @@
 """Tests that kill what mutation testing of ``training/fabric_step`` left alive (benchmarks/mutation.py):
 the shape of an EP group's per-node dispatch (network copy ratio, ranks a node fans out to), and the
-ranks of a group."""
+ranks of a group and the JSON record of a simulated kind."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import pytest
 from clustersim.catalog.registry import load_catalog
 from clustersim.compute.dispatch import network_copy_ratio
 from clustersim.compute.software import software_for
-from clustersim.network.collectives import Op
+from clustersim.network.collectives import Algorithm, Op, busbw_factor
+from clustersim.network.flowsim.results import LinkReport
 from clustersim.system import system_for_instance
-from clustersim.training.fabric_step import StepCollective, ep_dispatch_shape
+from clustersim.training.fabric_step import KindOnFabric, StepCollective, ep_dispatch_shape
 from clustersim.workload.transformer import MoE
 
 SYSTEM = system_for_instance(load_catalog(use_env=False), "p5.48xlarge", 4)  # 8 GPUs a node
@@ -48,3 +49,33 @@ def test_a_groups_ranks_are_its_row_and_a_pipeline_pair_is_two():
     assert (pairs.group_ranks, pairs.num_groups) == (2, 3)
     rings = StepCollective("dp", Op.ALL_REDUCE, 1e6, np.arange(8).reshape(2, 4), 8, 1.0, 1e-3, 1e-3)
     assert (rings.group_ranks, rings.num_groups) == (4, 2)
+
+
+def test_a_kinds_record_carries_its_times_per_collective_and_per_step():
+    pairs = StepCollective("pp", Op.SENDRECV, 1e6, np.array([[0, 16], [1, 17]]), 16, 4.0, 2e-5, 1e-5)
+    links = LinkReport(np.array([0.5]), np.array([0.75]), np.array([1], np.int8), {"leaf": 0.5}, [("l0", 0.75)], "leaf")
+    record = KindOnFabric(pairs, Algorithm.DIRECT, 3e-5, 4e-5, links, 1, 1).to_dict()
+    assert record == {
+        "kind": "pp",
+        "op": Op.SENDRECV.value,
+        "algorithm": Algorithm.DIRECT.value,
+        "num_groups": 2,
+        "group_ranks": 2,
+        "stride": 16,
+        "size_bytes": 1e6,
+        "per_step": 4.0,
+        "time_s": 3e-5,
+        "busbw_bytes_per_s": pytest.approx(1e6 / 3e-5 * busbw_factor(Op.SENDRECV, 2)),
+        "ideal_time_s": 1e-5,
+        "analytic_time_s": 2e-5,
+        "sim_over_ideal": pytest.approx(3.0),
+        "together_time_s": 4e-5,
+        "step_time_s": pytest.approx(4 * 3e-5),  # a step runs the send 4 times
+        "analytic_step_time_s": pytest.approx(4 * 2e-5),
+        "steps_simulated": 1,
+        "steps_total": 1,
+        "max_link_utilization": 0.75,
+        "tier_utilization": {"leaf": 0.5},
+        "hottest_links": [{"link": "l0", "utilization": 0.75}],
+        "binding_tier": "leaf",
+    }

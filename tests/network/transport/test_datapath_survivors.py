@@ -169,3 +169,13 @@ def test_the_efa_paths_are_the_chapters_steps_in_order():
         ("completion polled", C["efa_completion_s"], None),
     ]
     assert (gdr.kind, host.kind, gdr.chunk_bytes) == (PathKind.EFA_GDR, PathKind.EFA_HOST, C["staging_chunk_bytes"])
+
+
+def test_the_crossover_beyond_the_first_chunk_reaches_exactly_the_target():
+    # As inside the chunk but 20 us fixed: 9e9 x 20e-6 / 0.19 = 947 kB would lie beyond the 131,072 B chunk,
+    # so the staging copy is charged one chunk: m = 9e9 (20e-6 + 131072 x 1e-11) / (1 - 9e9 x 8e-11).
+    path = DataPath(PathKind.EFA_HOST, (Step("copy", 10e-6, 100e9, staged=True), Step("wire", 10e-6, 12.5e9)), 80e9)
+    crossover = path.crossover_bytes()
+    assert crossover == pytest.approx(9e9 * (20e-6 + 131072 * 1e-11) / (1 - 9e9 * 8e-11), rel=1e-12)
+    assert crossover > path.chunk_bytes
+    assert path.bytes_per_s(crossover) == pytest.approx(9e9, rel=1e-12)
