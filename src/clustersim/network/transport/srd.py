@@ -9,16 +9,22 @@ again, ``rto_s`` at least (the real timer is not public: tens of microseconds, a
 flow's smoothed round trip plus four deviations when queues make that longer (RFC 6298's rule). The deadlines wait in a
 queue in send order (the host link is FIFO, so they only grow) under one timer event per flow, armed
 at the earliest deadline of a packet still unacknowledged. Congestion control is
-delay-based: the window grows by one packet per round trip while the measured queueing delay stays
-under a target and shrinks in proportion to the excess (at most once per round trip) above it.
+delay-based, as Swift is: the window grows by one packet per round trip while the measured queueing
+delay stays under a target and shrinks in proportion to the excess (at most once per round trip) above
+it. The target grows as the window shrinks (Swift's flow-based scaling): with a fixed target a flow
+facing a queue it cannot drain (inelastic background at 90% of every path keeps about 10 us queued on a
+two-switch route, above a 4 us target) cuts to one packet and starves, far below the capacity left.
 
 Sources: Shalev et al., "A Cloud-Optimized Transport Protocol for Elastic and Scalable HPC", IEEE Micro
 40(6) 2020 (spraying, path avoidance, out-of-order delivery, RTT-driven rate control); fi_efa(7)
-(MTU ~8 KiB, reordering in the provider); amzn-drivers efa SRD.txt (sender-side retransmission).
+(MTU ~8 KiB, reordering in the provider); amzn-drivers efa SRD.txt (sender-side retransmission); Kumar
+et al., "Swift: Delay is Simple and Effective for Congestion Control in the Datacenter", SIGCOMM 2020
+(delay target, additive increase per ACK, multiplicative decrease by the excess, flow-based scaling).
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -41,7 +47,9 @@ class SrdParams:
     payload_bytes: int = 8192  # EFA MTU ~8 KiB (fi_efa(7))
     header_bytes: int = 84  # Ethernet framing, IP, UDP and SRD headers (an assumption: the SRD header is not public)
     rto_s: float = 50e-6  # "tens of microseconds" (AWS; the constant is not public)
-    target_delay_s: float = 4e-6  # queueing delay the congestion control aims under
+    target_delay_s: float = 4e-6  # queueing delay the congestion control aims under, at a full window
+    flow_scaling_s: float = 20e-6  # extra target at a window of one packet (Swift's fs_range; 0: none)
+    flow_scaling_window: float = 100.0  # window at and above which the extra target is zero (fs_max_cwnd)
     initial_window: int = 64  # packets
     max_window: int = 256  # packets
     num_paths: int | None = None  # paths to spray over; None = every equal-cost route
@@ -54,6 +62,29 @@ class SrdParams:
                 )
         if not self.rto_s > 0:
             raise ClusterSimError(f"rto_s: {self.rto_s!r} must be > 0 s", field="rto_s", value=self.rto_s)
+        if not (self.flow_scaling_s >= 0 and math.isfinite(self.flow_scaling_s)):
+            raise ClusterSimError(
+                f"flow_scaling_s: {self.flow_scaling_s!r} must be a finite number >= 0 s",
+                field="flow_scaling_s",
+                value=self.flow_scaling_s,
+            )
+        if not self.flow_scaling_window > 1:
+            raise ClusterSimError(
+                f"flow_scaling_window: {self.flow_scaling_window!r} must be > 1 packet",
+                field="flow_scaling_window",
+                value=self.flow_scaling_window,
+            )
+
+    def target_ps(self, cwnd: float) -> int:
+        """The queueing delay aimed under at window ``cwnd`` (packets): ``target_delay_s`` plus Swift's
+        flow-based scaling, ``alpha / sqrt(cwnd) + beta`` clamped to [0, ``flow_scaling_s``], which is
+        ``flow_scaling_s`` at one packet and 0 from ``flow_scaling_window`` on (Kumar et al., SIGCOMM 2020).
+        A flow squeezed to a small window then tolerates the queue it cannot drain, one that
+        inelastic traffic or many flows build, rather than cut to its floor and starve on it."""
+        inv_max = 1 / math.sqrt(self.flow_scaling_window)
+        alpha = self.flow_scaling_s / (1 - inv_max)
+        extra = alpha / math.sqrt(max(cwnd, 1.0)) - alpha * inv_max
+        return ps(self.target_delay_s + min(max(extra, 0.0), self.flow_scaling_s))
 
 
 class SrdFlow(MessageFlow):
@@ -84,6 +115,7 @@ class SrdFlow(MessageFlow):
         self._srtt = 0.0
         self._rttvar = 0.0
         self.target_ps = ps(self.params.target_delay_s)
+        self._scaled = self.params.flow_scaling_s > 0
         self.cwnd = float(self.params.initial_window)
         self._max_window = float(self.params.max_window)
         self.path_inflight = [0] * n_paths
@@ -273,6 +305,8 @@ class SrdFlow(MessageFlow):
         if base == 0 or rtt_ps < base:
             base = self.base_rtt_ps = rtt_ps
         excess = rtt_ps - base - self.target_ps
+        if excess > 0 and self._scaled:  # above the full-window target: the window's own target may be higher
+            excess = rtt_ps - base - self.params.target_ps(self.cwnd)
         if excess <= 0:
             cwnd = self.cwnd + 1.0 / self.cwnd
             self.cwnd = cwnd if cwnd < self._max_window else self._max_window
