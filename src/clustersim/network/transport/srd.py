@@ -12,8 +12,10 @@ at the earliest deadline of a packet still unacknowledged. Congestion control is
 delay-based, as Swift is: the window grows by one packet per round trip while the measured queueing
 delay stays under a target and shrinks in proportion to the excess (at most once per round trip) above
 it. The target grows as the window shrinks (Swift's flow-based scaling): with a fixed target a flow
-facing a queue it cannot drain (inelastic background at 90% of every path keeps about 10 us queued on a
-two-switch route, above a 4 us target) cuts to one packet and starves, far below the capacity left.
+facing a queue it cannot drain cuts to one packet and starves, far below the capacity left: Poisson
+background at 90% of every spine port puts about 13 us of queueing into each round trip (four loaded
+ports, data and ACK, each an M/D/1 wait of 0.9 x 0.72 us / (2 x 0.1) for 9 kB packets at 100 Gbit/s),
+three times a 4 us target, whatever the flow's own rate.
 
 Sources: Shalev et al., "A Cloud-Optimized Transport Protocol for Elastic and Scalable HPC", IEEE Micro
 40(6) 2020 (spraying, path avoidance, out-of-order delivery, RTT-driven rate control); fi_efa(7)
