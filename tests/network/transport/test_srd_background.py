@@ -88,7 +88,7 @@ def test_srd_at_90_percent_background_takes_more_than_one_paths_leftover_where_a
     """Background at 90% of every spine port leaves 10 Gbit/s on each of the 16 paths (160 Gbit/s
     spare, the NIC's 100 Gbit/s the limit): a single-path transport can get about 10, and SRD, which
     sprays over all 16, must get more. With the fixed 4 us target (no scaling) the background's own
-    queue, about 10 us, holds its window near one packet and its throughput under half of that."""
+    queue, about 13 us per round trip, holds its window near one packet and its throughput under half of that."""
     leftover = (1 - 0.9) * 100e9
     scaled, scaled_cwnd = _srd_throughput(0.9, SrdParams().flow_scaling_s)
     fixed, fixed_cwnd = _srd_throughput(0.9, 0.0)
