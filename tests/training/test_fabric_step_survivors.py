@@ -10,10 +10,13 @@ import pytest
 from clustersim.catalog.registry import load_catalog
 from clustersim.compute.dispatch import network_copy_ratio
 from clustersim.compute.software import software_for
+from clustersim.errors import ClusterSimError
+from clustersim.execution import Layout
 from clustersim.network.collectives import Algorithm, Op, busbw_factor
+from clustersim.network.flowsim.cluster import fat_tree_for_instance
 from clustersim.network.flowsim.results import LinkReport
 from clustersim.system import system_for_instance
-from clustersim.training.fabric_step import KindOnFabric, StepCollective, ep_dispatch_shape
+from clustersim.training.fabric_step import KindOnFabric, StepCollective, StepOnFabric, ep_dispatch_shape, rank_gpus
 from clustersim.workload.transformer import MoE
 
 SYSTEM = system_for_instance(load_catalog(use_env=False), "p5.48xlarge", 4)  # 8 GPUs a node
@@ -79,3 +82,33 @@ def test_a_kinds_record_carries_its_times_per_collective_and_per_step():
         "hottest_links": [{"link": "l0", "utilization": 0.75}],
         "binding_tier": "leaf",
     }
+
+
+def test_the_steps_record_names_the_run_with_every_kind_at_once():
+    pairs = StepCollective("pp", Op.SENDRECV, 1e6, np.array([[0, 16]]), 16, 4.0, 2e-5, 1e-5)
+    links = LinkReport(np.array([0.5]), np.array([0.75]), np.array([1], np.int8), {"leaf": 0.5}, [("l0", 0.75)], "leaf")
+    kind = KindOnFabric(pairs, Algorithm.DIRECT, 3e-5, 4e-5, links, 1, 1)
+    layout = Layout(tp=8, pp=2, dp=2, zero=1)
+    step = StepOnFabric("t", layout, "spray", [kind], links, 5e-5, np.array([5e-5]), np.array([0]))
+    assert step.to_dict() == {
+        "title": "t",
+        "layout": layout.model_dump(mode="json"),
+        "routing": "spray",
+        "collectives": [kind.to_dict()],
+        "together": {
+            "makespan_s": 5e-5,
+            "max_link_utilization": 0.75,
+            "tier_utilization": {"leaf": 0.5},
+            "hottest_links": [{"link": "l0", "utilization": 0.75}],
+            "binding_tier": "leaf",
+        },
+        "max_link_utilization": 0.75,
+    }
+
+
+def test_a_placement_of_the_wrong_size_is_refused_with_the_host_count():
+    tree = fat_tree_for_instance(load_catalog(use_env=False), "p5.48xlarge", 4, fabric_hosts=64)
+    with pytest.raises(ClusterSimError) as err:
+        rank_gpus(tree, np.arange(3), 32)
+    assert (err.value.field, err.value.value) == ("nodes", 3)
+    assert str(err.value).startswith("3 hosts of 8 GPUs hold 24 ranks, not the layout's 32")
