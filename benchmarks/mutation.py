@@ -360,6 +360,8 @@ def recheck(group: str) -> None:
         print(f"   deselected, failing on the unmutated snapshot: {', '.join(red)}", flush=True)
     verdicts: dict[str, str] = {}
     for survivor in collect(group)["survivors"]:
+        if survivor["status"] != "survived":  # a run stopped early leaves mutants not checked: none to recheck
+            continue
         name = survivor["mutant"]
         code = subprocess.call(
             [sys.executable, "-m", "pytest", "-x", "-q", *PYTEST_ARGS, *tests, *(f"--deselect={t}" for t in red)],
