@@ -183,7 +183,7 @@ def test_a_dispatch_bound_by_its_fan_out_takes_the_fan_outs_time():
     flows = concatenate([p.flows for p in plans])
     inc = route(tree, flows.src_gpu, flows.dst_gpu, Routing.SPRAY)
     times = run(tree, flows, inc)
-    net, fan = (job_times(times, inc, flows, s, tree.capacity_bytes_per_s) for s in (slice(0, 8), slice(8, 12)))
+    net, fan = (job_times(times, inc, s, tree.capacity_bytes_per_s) for s in (slice(0, 8), slice(8, 12)))
     assert plans[0].flows.num_flows == 8 and plans[1].flows.num_flows == 4
     # A GPU's NVLink port: the network all-to-all's 0.125 GB to its host peer and the fan-out's 0.5 GB,
     # shared until the first is done (2.5 s), then the rest alone (3.75 s); the network round takes 0.25 s.

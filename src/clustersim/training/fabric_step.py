@@ -351,7 +351,7 @@ def _parts_time_s(
     """One kind's time where its parts (``plans``, from flow ``first`` of a run) go at once: the slowest."""
     out = 0.0
     for p in plans:
-        part = job_times(times, inc, flows, slice(first, first + p.flows.num_flows), cap)
+        part = job_times(times, inc, slice(first, first + p.flows.num_flows), cap)
         out = max(out, collective_time_s(p, part, cap))
         first += p.flows.num_flows
     return out

@@ -13,7 +13,7 @@ import numpy.typing as npt
 
 from clustersim.network.collectives import Algorithm, Op, busbw_factor
 from clustersim.network.flowsim.collectives import CollectiveFlows, collective_flows
-from clustersim.network.flowsim.engine import Flows, FlowTimes, route_flows, run
+from clustersim.network.flowsim.engine import FlowTimes, route_flows, run
 from clustersim.network.flowsim.failover import with_pxn
 from clustersim.network.flowsim.routing import Incidence, Routing
 from clustersim.network.flowsim.topology import TIER_NAMES, FatTree, FloatArray, IntArray, Tier
@@ -286,13 +286,13 @@ def simulate_jobs(
     together = []
     for k, (hosts, plan) in enumerate(zip(jobs, plans, strict=True)):
         mine = slice(int(bounds[k]), int(bounds[k + 1]))
-        part = job_times(times, inc, flows, mine, tree.capacity_bytes_per_s)
+        part = job_times(times, inc, mine, tree.capacity_bytes_per_s)
         result = summarize(tree, hosts, plan, part, routing, size_bytes)
         together.append(replace(result, hottest_links=links.hottest_links, binding_tier=links.binding_tier))
     return JobsResult(together, [r.time_s for r in alone], links)
 
 
-def job_times(times: FlowTimes, inc: Incidence, flows: Flows, mine: slice, capacity: FloatArray) -> FlowTimes:
+def job_times(times: FlowTimes, inc: Incidence, mine: slice, capacity: FloatArray) -> FlowTimes:
     """The part of a shared run that flows ``mine`` account for: their times, and the bytes of every
     job on the resources they use (so a pipelined collective goes at the shared resources' pace)."""
     entries = (inc.flow >= mine.start) & (inc.flow < mine.stop)
