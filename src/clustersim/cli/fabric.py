@@ -50,6 +50,7 @@ OversubOpt = Annotated[
         help="Leaf-to-spine oversubscription (2 = 2:1); default: the cluster template's (1).",
     ),
 ]
+RoutingOpt = Annotated[str, typer.Option("--routing", help="ecmp (a hash per flow), spray (SRD), flowlet or adaptive.")]
 PlacementOpt = Annotated[str, typer.Option("--placement", help="packed, spread or random (seeded).")]
 FailOpt = Annotated[int, typer.Option("--fail-links", min=0, help="Leaf-spine cables of the job's leaves to fail.")]
 FailSwitchOpt = Annotated[
@@ -168,9 +169,7 @@ def simulate_command(
     nodes: NodesOpt = 16,
     collective: CollectiveOpt = "all_reduce",
     size: SizeOpt = "1G",
-    routing: Annotated[
-        str, typer.Option("--routing", help="ecmp (a hash per flow), spray (SRD), flowlet or adaptive.")
-    ] = "spray",
+    routing: RoutingOpt = "spray",
     algo: AlgoOpt = None,
     oversubscription: OversubOpt = None,
     placement: PlacementOpt = "packed",

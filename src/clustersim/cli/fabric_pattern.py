@@ -18,6 +18,7 @@ from clustersim.cli.fabric import (
     PlacementOpt,
     PlotOpt,
     RadixOpt,
+    RoutingOpt,
     SeedOpt,
     _plot,
     _progress,
@@ -41,9 +42,7 @@ def pattern_command(
         int | None,
         typer.Option("--shift", help="shift only: host h sends to host h+K, GPU to GPU (default 1)."),
     ] = None,
-    routing: Annotated[
-        str, typer.Option("--routing", help="ecmp (a hash per flow), spray (SRD), flowlet or adaptive.")
-    ] = "spray",
+    routing: RoutingOpt = "spray",
     oversubscription: OversubOpt = None,
     placement: PlacementOpt = "packed",
     fail_links: FailOpt = 0,

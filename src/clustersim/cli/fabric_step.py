@@ -30,6 +30,7 @@ from clustersim.cli.fabric import (
     PlacementOpt,
     PlotOpt,
     RadixOpt,
+    RoutingOpt,
     SeedOpt,
     StepsOpt,
     _plot,
@@ -78,9 +79,7 @@ def step_command(
     ] = None,
     precision: Annotated[str, typer.Option("--precision", help="bf16, fp16 or fp8.")] = "bf16",
     framework: Annotated[str, typer.Option("--framework", help="The training framework's profile.")] = "megatron",
-    routing: Annotated[
-        str, typer.Option("--routing", help="ecmp (a hash per flow), spray (SRD), flowlet or adaptive.")
-    ] = "spray",
+    routing: RoutingOpt = "spray",
     oversubscription: OversubOpt = None,
     placement: PlacementOpt = "packed",
     fail_links: FailOpt = 0,
