@@ -26,8 +26,23 @@ from clustersim.cli.common import (
     replay_scenario,
     user_errors,
 )
+from clustersim.cli.job_options import (
+    CpOpt,
+    DevicesPerNodeOpt,
+    EpOpt,
+    GlobalBatchOpt,
+    MicroBatchOpt,
+    PpOpt,
+    PrecisionOpt,
+    RecomputeOpt,
+    SeqOpt,
+    SpOpt,
+    TpOpt,
+    VpOpt,
+    ZeroOpt,
+)
 from clustersim.errors import ClusterSimError
-from clustersim.units import MAX_DEGREE, MAX_NODES, MAX_SEQUENCE_TOKENS, MAX_SEQUENCES
+from clustersim.units import MAX_NODES
 
 if TYPE_CHECKING:
     from clustersim.scenario.schema import CheckpointSpec, TrainingScenario
@@ -97,41 +112,20 @@ def train_command(
     ] = None,
     instance: Annotated[str, typer.Option("--instance", help="Instance id, e.g. p5en.48xlarge.")] = "p5en.48xlarge",
     nodes: Annotated[int, typer.Option("--nodes", min=1, max=MAX_NODES, help="Number of instances.")] = 16,
-    devices_per_node: Annotated[
-        int | None,
-        typer.Option(
-            "--devices-per-node",
-            min=1,
-            max=MAX_DEGREE,
-            help="Ranks per instance (default: one per chip; 32 on trn1 = NeuronCores).",
-        ),
-    ] = None,
-    tp: Annotated[int | None, typer.Option("--tp", min=1, max=MAX_DEGREE, help="Tensor parallel degree.")] = None,
-    pp: Annotated[int | None, typer.Option("--pp", min=1, max=MAX_DEGREE, help="Pipeline parallel degree.")] = None,
-    vp: Annotated[
-        int, typer.Option("--vp", min=1, max=MAX_DEGREE, help="Model chunks per pipeline rank (interleaved 1F1B).")
-    ] = 1,
-    cp: Annotated[int, typer.Option("--cp", min=1, max=MAX_DEGREE, help="Context parallel degree.")] = 1,
-    ep: Annotated[int, typer.Option("--ep", min=1, max=MAX_DEGREE, help="Expert parallel degree.")] = 1,
-    micro_batch: Annotated[
-        int, typer.Option("--micro-batch", min=1, max=MAX_SEQUENCES, help="Sequences per micro-batch.")
-    ] = 1,
-    zero: Annotated[int, typer.Option("--zero", min=0, max=3, help="ZeRO stage 0-3 (3 = FSDP).")] = 1,
-    sp: Annotated[
-        bool | None, typer.Option("--sp/--no-sp", help="Sequence parallelism (default: on if tp > 1).")
-    ] = None,
-    recompute: Annotated[
-        Recompute, typer.Option("--recompute", case_sensitive=False, help="Activation recompute.")
-    ] = Recompute.SELECTIVE,
+    devices_per_node: DevicesPerNodeOpt = None,
+    tp: TpOpt = None,
+    pp: PpOpt = None,
+    vp: VpOpt = 1,
+    cp: CpOpt = 1,
+    ep: EpOpt = 1,
+    micro_batch: MicroBatchOpt = 1,
+    zero: ZeroOpt = 1,
+    sp: SpOpt = None,
+    recompute: RecomputeOpt = Recompute.SELECTIVE,
     tokens: Annotated[str, typer.Option("--tokens", help="Training budget in tokens, e.g. 15T, 300B.")] = "1T",
-    global_batch: Annotated[
-        int, typer.Option("--global-batch", min=1, max=MAX_SEQUENCES, help="Sequences per optimizer step.")
-    ] = 1024,
-    seq: Annotated[
-        int | None,
-        typer.Option("--seq", min=1, max=MAX_SEQUENCE_TOKENS, help="Sequence length (default: the model's)."),
-    ] = None,
-    precision: Annotated[str, typer.Option("--precision", help="bf16, fp16 or fp8.")] = "bf16",
+    global_batch: GlobalBatchOpt = 1024,
+    seq: SeqOpt = None,
+    precision: PrecisionOpt = "bf16",
     offer: Annotated[str, typer.Option("--price", help="on_demand or capacity_block.")] = "on_demand",
     models: ModelsOption = None,
     efficiency: Annotated[

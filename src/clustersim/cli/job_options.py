@@ -1,0 +1,39 @@
+"""The job and layout options ``train`` and ``fabric step`` share (typer aliases; light to import)."""
+
+from typing import Annotated
+
+import typer
+
+from clustersim.choices import Recompute
+from clustersim.units import MAX_DEGREE, MAX_SEQUENCE_TOKENS, MAX_SEQUENCES
+
+DevicesPerNodeOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--devices-per-node",
+        min=1,
+        max=MAX_DEGREE,
+        help="Ranks per instance (default: one per chip; 32 on trn1 = NeuronCores).",
+    ),
+]
+TpOpt = Annotated[int | None, typer.Option("--tp", min=1, max=MAX_DEGREE, help="Tensor parallel degree.")]
+PpOpt = Annotated[int | None, typer.Option("--pp", min=1, max=MAX_DEGREE, help="Pipeline parallel degree.")]
+VpOpt = Annotated[
+    int, typer.Option("--vp", min=1, max=MAX_DEGREE, help="Model chunks per pipeline rank (interleaved 1F1B).")
+]
+CpOpt = Annotated[int, typer.Option("--cp", min=1, max=MAX_DEGREE, help="Context parallel degree.")]
+EpOpt = Annotated[int, typer.Option("--ep", min=1, max=MAX_DEGREE, help="Expert parallel degree.")]
+MicroBatchOpt = Annotated[
+    int, typer.Option("--micro-batch", min=1, max=MAX_SEQUENCES, help="Sequences per micro-batch.")
+]
+ZeroOpt = Annotated[int, typer.Option("--zero", min=0, max=3, help="ZeRO stage 0-3 (3 = FSDP).")]
+SpOpt = Annotated[bool | None, typer.Option("--sp/--no-sp", help="Sequence parallelism (default: on if tp > 1).")]
+RecomputeOpt = Annotated[Recompute, typer.Option("--recompute", case_sensitive=False, help="Activation recompute.")]
+GlobalBatchOpt = Annotated[
+    int, typer.Option("--global-batch", min=1, max=MAX_SEQUENCES, help="Sequences per optimizer step.")
+]
+SeqOpt = Annotated[
+    int | None,
+    typer.Option("--seq", min=1, max=MAX_SEQUENCE_TOKENS, help="Sequence length (default: the model's)."),
+]
+PrecisionOpt = Annotated[str, typer.Option("--precision", help="bf16, fp16 or fp8.")]
