@@ -112,3 +112,31 @@ def test_a_placement_of_the_wrong_size_is_refused_with_the_host_count():
         rank_gpus(tree, np.arange(3), 32)
     assert (err.value.field, err.value.value) == ("nodes", 3)
     assert str(err.value).startswith("3 hosts of 8 GPUs hold 24 ranks, not the layout's 32")
+
+
+def test_the_routing_and_its_seed_reach_every_kind():
+    """16 hosts at random on a 2:1 fabric: spraying keeps every kind at its pace; ECMP's hash collides the
+    pipeline sends and the DP rings on the spine links, and where depends on the seed."""
+    from clustersim.network.flowsim.cluster import Placement, place
+    from clustersim.network.flowsim.routing import Routing
+    from clustersim.system import system_for_instance
+    from clustersim.training.fabric_step import step_collectives, step_on_fabric
+    from clustersim.training.job import TrainingJob
+    from clustersim.workload import zoo
+
+    catalog, model = load_catalog(use_env=False), zoo.load_model("llama3-8b", use_env=False)
+    layout = Layout(tp=8, pp=2, dp=8, zero=1, sequence_parallel=True)
+    system = system_for_instance(catalog, "p5.48xlarge", 16)
+    collectives = step_collectives(model, system, layout, TrainingJob(global_batch=64, seq_len=model.seq_len))
+    tree = fat_tree_for_instance(catalog, "p5.48xlarge", 16, fabric_hosts=256, oversubscription=2)
+    hosts = place(tree, 16, Placement.RANDOM, seed=5)
+
+    def times(routing: Routing, seed: int) -> dict[str, float]:
+        step = step_on_fabric(collectives, tree, hosts, layout=layout, title="t", routing=routing, seed=seed)
+        return {k.collective.kind: k.time_s for k in step.kinds}
+
+    spray, ecmp = times(Routing.SPRAY, 1), times(Routing.ECMP, 1)
+    assert spray == times(Routing.SPRAY, 2)  # spraying has no hash
+    assert ecmp["tp"] == spray["tp"]  # inside a host: no network path to pick
+    assert ecmp["pp"] > 1.5 * spray["pp"] and ecmp["dp reduce-scatter"] > 1.5 * spray["dp reduce-scatter"]
+    assert ecmp == times(Routing.ECMP, 1) and ecmp != times(Routing.ECMP, 2)
