@@ -300,7 +300,7 @@ def predict_collective(
     algbw = sizes / time_s
     factor = busbw_factor(op, fabric.num_ranks)
     chosen = [options[i] for i in best]
-    link_limit = _link_limit(op, fabric)
+    link_limit = link_busbw_limit(op, fabric)
     busbw = algbw * factor
     return CollectiveTable(
         op=op,
@@ -316,7 +316,7 @@ def predict_collective(
     )
 
 
-def _link_limit(op: Op, fabric: Fabric) -> float:
+def link_busbw_limit(op: Op, fabric: Fabric) -> float:
     """The busbw a ring could reach on the raw links: NVLink per device, or the node's network."""
     if fabric.num_nodes == 1:
         return fabric.scaleup_bytes_per_s

@@ -43,9 +43,9 @@ from clustersim.network.analytic import (
     candidate_time_s,
     candidates,
     default_calibration,
+    link_busbw_limit,
     predict_collective,
 )
-from clustersim.network.analytic import _link_limit as link_limit
 from clustersim.network.collectives import Algorithm, Op, busbw_factor
 from clustersim.network.collectives import Protocol as NcclProtocol
 from clustersim.network.cost import COST_MODELS
@@ -198,7 +198,7 @@ class SimCost:
             algorithm=[c.algorithm for c in chosen],
             protocol=[c.protocol for c in chosen],
             bound=[f"{c.bound}, simulated with {self.routing.value}" for c in chosen],
-            busbw_exceeds_links=[bool(b > link_limit(op, fabric)) for b in busbw],
+            busbw_exceeds_links=[bool(b > link_busbw_limit(op, fabric)) for b in busbw],
         )
 
 
