@@ -335,7 +335,10 @@ def test_inference_ground_truth_within_target():
     # Issue 10's targets: at most 8% over all cases and at most 15% for every source; the ceilings sit at
     # today's figures (7.2% over all, TensorRT-LLM 6.0%, MLPerf v4.0 14.8%) so that a regression shows.
     report = validate_cases([GROUND_TRUTH], CATALOG)
-    assert not report.skipped, report.skipped
+    # Trainium serving (transformers-neuronx) has no engine profile yet (the newest-hardware issue): those
+    # cases are refused by name, and nothing else is skipped.
+    refused = [s for s in report.skipped if "unknown software.framework 'transformers-neuronx'" not in s.reason]
+    assert not refused, refused
     (score,) = report.files
     assert score.cases >= 40
     assert score.mape is not None and score.mape <= 0.075
