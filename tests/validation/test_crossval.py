@@ -15,9 +15,13 @@ from clustersim.compute.efficiency import efficiency_table
 from clustersim.validation.cases import Case, bundled_dir
 from clustersim.validation.crossval import cross_validate
 from clustersim.validation.run import validate_cases
+from clustersim.validation.specs import TRAINING_PRIORS
 from tests.validation.helpers import write_jsonl
 
-KEYS = {"file", "kind", "source", "cases", "fitted_cases", "shipped_mape", "in_sample_mape", "held_out_mape", "note"}
+KEYS = {
+    "file", "kind", "source", "cases", "fitted_cases", "shipped_mape", "in_sample_mape", "held_out_mape", "note",
+    "held_at_prior", "skipped",
+}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +98,44 @@ def test_a_family_with_one_source_is_held_out_with_the_fallback_familys_constant
     megatron = by_source["NVIDIA/Megatron-LM"]  # the fallback family itself has none to fall back on
     assert megatron.held_out_mape is None and megatron.note == "no other source fits the hopper constants"
     assert efficiency_table()["trainium"].gemm_max != efficiency_table()["hopper"].gemm_max  # nothing cached moved
+
+
+def test_a_constant_one_source_alone_informs_is_held_at_its_prior_when_that_source_is_left_out(
+    tmp_path: Path, catalog: Catalog
+) -> None:
+    # BF16 Hopper cases from two sources and Megatron-Bridge's FP8 MoE rows: only those depend on
+    # expert_gemm_s and on fp8_efficiency_ratio.
+    rows = _rows("training.jsonl", 2, lambda c: c.id.startswith("mcore080"))
+    rows += _rows("training.jsonl", 2, lambda c: c.id.startswith("llmfoundry") and "h100" in c.id and "bf16" in c.id)
+    rows += _rows("training.jsonl", 2, lambda c: c.id.startswith("mbridge_") and c.model.moe is not None)
+    path = write_jsonl(tmp_path / "t.jsonl", rows)
+    result = cross_validate([("t.jsonl", path)], catalog, max_iterations=0)
+    by_source = {r.source: r for r in result.sources}
+    bridge = by_source["NVIDIA-NeMo/Megatron-Bridge"]
+    held_at = {h.constant: h.value for h in bridge.held_at_prior}
+    assert held_at == {
+        "hopper.expert_gemm_s": TRAINING_PRIORS["expert_gemm_s"][0],
+        "hopper.fp8_efficiency_ratio": TRAINING_PRIORS["fp8_efficiency_ratio"][0],
+    }
+    assert "hopper.expert_gemm_s" in bridge.note
+    assert efficiency_table()["hopper"].expert_gemm_s != TRAINING_PRIORS["expert_gemm_s"][0]
+    # With nothing refitted, only the priors move Megatron-Bridge's predictions.
+    held = [c for c in result.cases if c.source == bridge.source]
+    assert len(held) == 2 and all(c.held_out is not None and c.held_out != c.shipped for c in held)
+    assert {c.id for c in result.cases} == {r["id"] for r in rows}
+    for row in result.sources:  # the other sources never see the MoE constant move
+        if row.source != bridge.source:
+            assert row.held_at_prior == ()
+
+
+def test_cases_that_cannot_be_predicted_are_listed_with_their_reason(tmp_path: Path, catalog: Catalog) -> None:
+    rows = _rows("training.jsonl", 2, lambda c: c.id.startswith("mcore080"))
+    refused = dict(rows[0], id="refused", parallel=dict(rows[0]["parallel"], tp=3))
+    path = write_jsonl(tmp_path / "t.jsonl", [*rows, refused])
+    result = cross_validate([("t.jsonl", path)], catalog, max_iterations=0)
+    (row,) = result.sources
+    assert [i for i, _ in row.skipped] == ["refused"] and "1 case(s) skipped" in row.note
+    assert row.to_json()["skipped"][0]["reason"]
 
 
 def test_files_of_kinds_without_fitted_constants_have_no_rows(catalog: Catalog) -> None:

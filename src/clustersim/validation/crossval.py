@@ -16,6 +16,14 @@ it has no fractions for), and the row says so; without a fallback there is no he
 A source none of whose cases enter the fit (collectives under 1 MiB) has no refit: held-out and
 in-sample agree. ``profile`` reports the flat constants of every in-sample fit. Training's software constants fitted on
 one source alone are held out at their priors (``clustersim.validation.software_holdout``).
+
+No held-out fit may keep what the left-out source taught: a constant whose informing cases
+(``clustersim.validation.informing``) all belong to that source is held at its stated prior
+(``FitSpec.prior``) and the row lists it in ``held_at_prior``; a constant with no stated prior leaves
+the source with no held-out figure. Cases that cannot be predicted are listed per source in
+``skipped`` with the reason, never dropped silently. ``held_out_cases`` gives every scored case's
+prediction with the shipped and the held-out constants: the left-out residuals that intervals
+(``clustersim.validation.intervals``) are built from.
 """
 
 from __future__ import annotations
@@ -29,14 +37,28 @@ from typing import Any
 from clustersim.catalog.registry import Catalog
 from clustersim.errors import ClusterSimError
 from clustersim.validation.cases import read_cases
-from clustersim.validation.fit import Fit, FitSpec, Prepared, fit, prepare_cases
+from clustersim.validation.fit import Constant, Fit, FitSpec, Prepared, fit, prepare_cases
+from clustersim.validation.informing import Informed, informing, only_source
 from clustersim.validation.manifest import priors, read_manifest
 from clustersim.validation.profile import Profile, profile
+from clustersim.validation.scoring import source_key
 from clustersim.validation.software_holdout import held_out_software
 from clustersim.validation.specs import SPECS
 
 Progress = Callable[[str, int, int], None]
 """``(what runs now, fits done, fits in all)``."""
+
+
+@dataclass(frozen=True)
+class HeldAtPrior:
+    """A constant the left-out source alone informs, and the prior it is held at instead."""
+
+    constant: str
+    value: float
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"constant": self.constant, "value": self.value, "reason": self.reason}
 
 
 @dataclass(frozen=True)
@@ -52,6 +74,8 @@ class SourceResult:
     in_sample_mape: float | None
     held_out_mape: float | None
     note: str = ""
+    held_at_prior: tuple[HeldAtPrior, ...] = ()
+    skipped: tuple[tuple[str, str], ...] = ()  # (case id, reason) of the source's cases not predicted
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -64,20 +88,44 @@ class SourceResult:
             "in_sample_mape": self.in_sample_mape,
             "held_out_mape": self.held_out_mape,
             "note": self.note,
+            "held_at_prior": [h.to_json() for h in self.held_at_prior],
+            "skipped": [{"id": i, "reason": r} for i, r in self.skipped],
         }
+
+
+@dataclass(frozen=True)
+class HeldOutCase:
+    """One scored case's primary field: measured, and predicted with the shipped constants and with
+    the constants fitted without its source (None: no held-out figure for the source)."""
+
+    file: str
+    kind: str
+    id: str
+    source: str
+    group: str
+    field: str
+    measured: float
+    shipped: float | None
+    held_out: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
 
 
 @dataclass
 class CrossValidation:
-    """Per source the three MAPEs, and the profiles of the in-sample fits (with their file)."""
+    """Per source the three MAPEs, per case the held-out prediction, and the profiles of the
+    in-sample fits (with their file)."""
 
     sources: list[SourceResult] = field(default_factory=list)
     profiles: list[tuple[str, Profile]] = field(default_factory=list)
     fits: list[tuple[str, Fit[Any]]] = field(default_factory=list)
+    cases: list[HeldOutCase] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "cross_validation": [s.to_json() for s in self.sources],
+            "held_out_cases": [c.to_json() for c in self.cases],
             "profiles": [
                 {
                     "file": path,
@@ -106,6 +154,8 @@ class _Job:
     scored: list[Prepared[Any]]
     fitted: list[Prepared[Any]]
     sources: list[str]
+    skipped: dict[str, list[tuple[str, str]]]  # per source, (case id, reason) of cases not predicted
+    informed: list[Informed]
 
     def refits(self) -> list[str]:
         """The sources that have cases in the fit (each needs a held-out fit)."""
@@ -141,13 +191,16 @@ def cross_validate(
         for source in job.sources:
             held: Any = full.calibration
             note = ""
+            held_at: tuple[HeldAtPrior, ...] = ()
             if source in refits:
                 step(f"{job.path}: leaving out {source}")
-                held, note = _held_out(job, full, source, max_iterations)
+                held, note, held_at = _held_out(job, full, source, max_iterations)
                 done += 1
             else:
                 note = "none of its cases enter the fit"
-            result.sources.append(_result(job, source, full.calibration, held, note, catalog))
+            row, cases = _result(job, source, full.calibration, held, note, catalog)
+            result.sources.append(dataclasses.replace(row, held_at_prior=held_at))
+            result.cases.extend(cases)
     step("done")
     return result
 
@@ -162,15 +215,24 @@ def _jobs(name: str, path: Path, catalog: Catalog, min_size_bytes: float | None)
         if min_size_bytes is not None and kind == "collective":
             own = [c for c in own if (c.size_bytes or 0) >= min_size_bytes]
         start = spec.current()
-        scored, _ = prepare_cases(spec, own, catalog, start, selected=False)
+        scored, skipped = prepare_cases(spec, own, catalog, start, selected=False)
         fitted = [p for p in scored if spec.selects(p.case)]
-        sources = list(dict.fromkeys(p.source for p in scored))
-        jobs.append(_Job(name, spec, start, priors(read_manifest(spec)), scored, fitted, sources))
+        source_of = {c.id: source_key(c.source) for c in own}
+        sources = list(dict.fromkeys([*(p.source for p in scored), *(source_of[s.id] for s in skipped)]))
+        by_source: dict[str, list[tuple[str, str]]] = {}
+        for skip in skipped:
+            by_source.setdefault(source_of[skip.id], []).append((skip.id, skip.reason))
+        held = priors(read_manifest(spec))
+        informed = informing(spec, fitted, start, priors=frozenset(held))
+        jobs.append(_Job(name, spec, start, held, scored, fitted, sources, by_source, informed))
     return jobs
 
 
-def _held_out(job: _Job, full: Fit[Any], source: str, max_iterations: int | None) -> tuple[Any, str]:
-    """The calibration fitted without ``source``, and a note where a group had no case left."""
+def _held_out(
+    job: _Job, full: Fit[Any], source: str, max_iterations: int | None
+) -> tuple[Any, str, tuple[HeldAtPrior, ...]]:
+    """The calibration fitted without ``source`` (None: no held-out figure), a note where a group had
+    no case left, and the constants held at their priors because ``source`` alone informs them."""
     spec = job.spec
     rest = [p for p in job.fitted if p.source != source]
     affected = {p.group for p in job.fitted if p.source == source}
@@ -183,23 +245,48 @@ def _held_out(job: _Job, full: Fit[Any], source: str, max_iterations: int | None
         fallback = spec.fallback(group)
         group_fit = next(g for g in full.groups if g.group == group)
         if fallback is None or not any(g.group == fallback for g in full.groups):
-            return None, f"no other source fits the {group} constants"
+            return None, f"no other source fits the {group} constants", ()
         stand_in = {
             c: spec.get(calibration, dataclasses.replace(c, table=fallback))
             for c in (*group_fit.constants, *group_fit.priors)
         }
         calibration = spec.replace(calibration, stand_in)
         notes.append(f"no other source fits {group}: held out with {fallback}'s constants")
-    return calibration, "; ".join(notes)
+    orphans = {p.group for p in rest}
+    alone = [c for c in only_source(job.informed, source) if _group_of(job, c) in orphans]
+    held_at: list[HeldAtPrior] = []
+    for constant in alone:
+        prior = spec.prior(calibration, constant)
+        if prior is None:
+            notes.append(f"{constant.name} is informed by this source alone and has no stated prior")
+            return None, "; ".join(notes), tuple(held_at)
+        held_at.append(HeldAtPrior(constant.name, prior[0], prior[1]))
+    if held_at:
+        calibration = spec.replace(calibration, {c: h.value for c, h in zip(alone, held_at, strict=True)})
+        notes.append("held at prior (this source alone informs them): " + ", ".join(h.constant for h in held_at))
+    return calibration, "; ".join(notes), tuple(held_at)
 
 
-def _result(job: _Job, source: str, in_sample: Any, held_out: Any, note: str, catalog: Catalog) -> SourceResult:
+def _group_of(job: _Job, constant: Constant) -> str | None:
+    """The group whose fit includes ``constant`` (the group of the cases that inform it)."""
+    for informed in job.informed:
+        if informed.constant == constant:
+            return next((p.group for p in job.fitted if p.case.id in informed.case_ids), None)
+    return None
+
+
+def _result(
+    job: _Job, source: str, in_sample: Any, held_out: Any, note: str, catalog: Catalog
+) -> tuple[SourceResult, list[HeldOutCase]]:
     cases = [p for p in job.scored if p.source == source]
     held_cases = cases
     if job.spec.kind == "training":  # software constants fitted on this source alone go back to their priors
         held_cases, software_note = held_out_software(job.scored, source, catalog)
         note = "; ".join(n for n in (note, software_note) if n)
-    return SourceResult(
+    skipped = job.skipped.get(source, [])
+    if skipped:
+        note = "; ".join(n for n in (note, f"{len(skipped)} case(s) skipped") if n)
+    row = SourceResult(
         job.path,
         job.spec.kind,
         source,
@@ -209,7 +296,30 @@ def _result(job: _Job, source: str, in_sample: Any, held_out: Any, note: str, ca
         mape(cases, in_sample),
         None if held_out is None else mape(held_cases, held_out),
         note,
+        skipped=tuple(skipped),
     )
+    per_case = [
+        HeldOutCase(
+            job.path,
+            job.spec.kind,
+            shipped.case.id,
+            source,
+            shipped.group,
+            shipped.field,
+            shipped.measured,
+            _predicted(shipped, job.start),
+            None if held_out is None else _predicted(held, held_out),
+        )
+        for shipped, held in zip(cases, held_cases, strict=True)
+    ]
+    return row, per_case
+
+
+def _predicted(case: Prepared[Any], calibration: Any) -> float | None:
+    try:
+        return case.predict(calibration)
+    except ClusterSimError:
+        return None
 
 
 def mape(cases: Sequence[Prepared[Any]], calibration: Any) -> float | None:

@@ -83,6 +83,8 @@ class FitSpec(Generic[C]):
     get: Callable[[C, Constant], float]
     replace: Callable[[C, Mapping[Constant, float]], C]
     fallback: Callable[[str], str | None]  # the group whose constants stand in for one with no cases
+    # The value a constant takes where no case informs it, and why (None: no stated prior).
+    prior: Callable[[C, Constant], tuple[float, str] | None] = lambda calibration, constant: None
 
 
 @dataclass(frozen=True)

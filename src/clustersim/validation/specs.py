@@ -50,6 +50,34 @@ TRAINING_BOUNDS: dict[str, tuple[float, float]] = {
     "expert_gemm_s": (1e-6, 1e-4),  # a few launches and casts per expert: microseconds to tens of them
 }
 
+TRAINING_PRIORS: dict[str, tuple[float, str]] = {
+    "expert_gemm_s": (
+        4e-6,
+        "one more kernel's fixed cost per expert slice: the 4 us per kernel of the gemm_half_flop prior (a CUDA "
+        "launch and its last-wave tail: NVIDIA's 'Getting Started with CUDA Graphs' and GEMM background guide)",
+    ),
+    "fp8_efficiency_ratio": (
+        1.0,
+        "no FP8 penalty without FP8 data: an FP8 GEMM reaches the same fraction of the FP8 peak as BF16 of its own",
+    ),
+    "step_s": (
+        5e-3,
+        "the A100 runs' stated prior (efficiency.toml, ampere.prior.step_s): a gradient-norm reduction, the "
+        "optimizer's per-tensor launches and one host synchronisation take milliseconds",
+    ),
+}
+"""The value of a training constant that no case informs (a family's other constants fall back to
+the fallback family's values)."""
+
+
+def _training_prior(table: EfficiencyTable, constant: Constant) -> tuple[float, str] | None:
+    if constant.key in TRAINING_PRIORS:
+        return TRAINING_PRIORS[constant.key]
+    fallback = FALLBACK_FAMILY if constant.table != FALLBACK_FAMILY else None
+    if fallback is None or fallback not in table:
+        return None
+    return float(getattr(table[fallback], constant.key)), f"{fallback}'s value (the family without data borrows it)"
+
 
 def _training_prepare(
     case: Case, field: str, catalog: Catalog, table: EfficiencyTable
@@ -99,6 +127,7 @@ TRAINING: FitSpec[EfficiencyTable] = FitSpec(
     get=lambda table, c: float(getattr(table[c.table], c.key)),
     replace=_training_replace,
     fallback=lambda family: None if family == FALLBACK_FAMILY else FALLBACK_FAMILY,
+    prior=_training_prior,
 )
 
 # ---- collectives: network efficiency and the message-size ramp ------------------------------------
@@ -153,6 +182,18 @@ def _collective_replace(cal: CommCalibration, values: Mapping[Constant, float]) 
     return dataclasses.replace(cal, **changes)
 
 
+COLLECTIVE_PRIOR_FAMILY = "reduce"
+
+
+def _collective_prior(cal: CommCalibration, constant: Constant) -> tuple[float, str] | None:
+    """A per-op-family constant no case informs takes the all-reduce family's value (the same
+    channels, chunks and pipeline); a single-valued entry has no prior."""
+    if constant.key in ("value", COLLECTIVE_PRIOR_FAMILY):
+        return None
+    value = _collective_get(cal, dataclasses.replace(constant, key=COLLECTIVE_PRIOR_FAMILY))
+    return value, f"the {COLLECTIVE_PRIOR_FAMILY} family's value (the same channels, chunks and pipeline)"
+
+
 COLLECTIVE: FitSpec[CommCalibration] = FitSpec(
     kind="collective",
     package="clustersim.network",
@@ -169,6 +210,7 @@ COLLECTIVE: FitSpec[CommCalibration] = FitSpec(
     get=_collective_get,
     replace=_collective_replace,
     fallback=lambda group: None,
+    prior=_collective_prior,
 )
 
 # ---- serving: achieved fractions and overheads ----------------------------------------------------
