@@ -70,7 +70,10 @@ def test_metadata_keys_pass_the_loaders_and_never_reach_the_records(tmp_path: Pa
     [
         ({"prior": "all of them"}, "prior is a table"),
         ({"prior": {"gemm_halfflop": "x"}}, r"prior\.gemm_halfflop.*no such field \(did you mean gemm_half_flop"),
-        ({"prior": {"attention": ""}}, "a prior needs its source"),
+        ({"prior": {"attention": ""}}, "prior.attention needs the prior's source"),
+        ({"single_source": ["attention"]}, "single_source is a table"),
+        ({"single_source": {"expert_gemm": "x"}}, r"single_source\.expert_gemm.*did you mean expert_gemm_s"),
+        ({"single_source": {"attention": " "}}, "needs why one source is accepted"),
         ({"fitted_on": "case-1"}, "fitted_on is a list of case ids"),
         ({"residual": -0.1}, "residual is a number >= 0"),
         ({"residual": True}, "residual is a number >= 0"),
@@ -85,6 +88,7 @@ def test_bad_metadata_is_named(extra: dict[str, object], message: str) -> None:
 
 def test_a_family_based_on_another_keeps_its_priors_but_not_its_fit() -> None:
     doc = {"hopper": {"gemm_max": 0.7, "prior": {"attention": "why"}, "fitted_on": ["a"], "residual": 0.1}}
+    doc["hopper"]["single_source"] = {"gemm_max": "only one publisher"}
     merged = merge_tables([("f.toml", doc), ("g.toml", {"blackwell": {"based_on": "hopper"}})])
     assert merged["blackwell"].fields == {"gemm_max": 0.7, "prior": {"attention": "why"}}
 

@@ -10,7 +10,7 @@ calibrations.
   :func:`validate_tables` turns the merged tables into validated records, and
   :func:`load_calibration` into one calibration record whose fields are the tables (each table holds
   ``value``, or the fields of a nested record, with a ``source`` and an optional ``fitted`` note).
-  Any table may also hold a fit's manifest (``METADATA``: ``prior``, ``fitted_on``, ``residual``,
+  Any table may also hold a fit's manifest (``METADATA``: ``prior``, ``single_source``, ``fitted_on``, ``residual``,
   checked by :func:`check_metadata`), which the records themselves never see.
 * :func:`update_toml_file` writes fitted values back into such a file (a calibration script's job),
   keeping its header comment and every ``source``.
@@ -36,8 +36,10 @@ from clustersim.errors import CatalogFileError, close_matches, validation_proble
 M = TypeVar("M", bound=BaseModel)
 C = TypeVar("C")
 # The fit's manifest beside a fitted table (clustersim.validation.manifest): the fields held as stated
-# priors (field -> the prior's source), the case ids the others were fitted on, and the fit's residual.
-METADATA = ("prior", "fitted_on", "residual")
+# priors (field -> the prior's source), the fitted fields only one source informs (field -> why that is
+# accepted), the case ids the others were fitted on, and the fit's residual.
+METADATA = ("prior", "single_source", "fitted_on", "residual")
+_NOTED = {"prior": "the prior's source", "single_source": "why one source is accepted"}
 PROVENANCE = ("source", "fitted", *METADATA)
 
 
@@ -129,7 +131,8 @@ def merge_tables(
                     did = f"did you mean {', '.join(hint)}? " if hint else ""
                     rule = f"no such {entry} ({did}known: {', '.join(merged)})"
                     raise CatalogFileError(path, name, "based_on", base, rule)
-                start = {k: v for k, v in merged[base].fields.items() if k not in ("fitted", "fitted_on", "residual")}
+                fit_only = ("fitted", "fitted_on", "residual", "single_source")
+                start = {k: v for k, v in merged[base].fields.items() if k not in fit_only}
             if own_provenance and name in merged and fields:
                 start = {k: v for k, v in start.items() if k not in PROVENANCE}
                 fields.setdefault("source", f"set in {path}")
@@ -160,22 +163,23 @@ def validate_tables(tables: Mapping[str, Table], model: type[M]) -> dict[str, M]
 
 
 def check_metadata(table: Table, name: str, fields: Sequence[str]) -> None:
-    """The manifest keys of a table, if any, are well formed: ``prior`` a table naming some of
-    ``fields``, each with the prior's source; ``fitted_on`` a list of case ids; ``residual`` >= 0."""
-    prior = table.fields.get("prior", {})
-    if not isinstance(prior, dict):
-        raise CatalogFileError(table.path, name, "prior", prior, 'prior is a table: field = "the prior\'s source"')
-    for key, why in prior.items():
-        if key not in fields:
-            hint = close_matches(key, list(fields))
-            did = f"did you mean {', '.join(hint)}? " if hint else ""
-            raise CatalogFileError(
-                table.path, name, f"prior.{key}", why, f"no such field ({did}valid: {', '.join(fields)})"
-            )
-        if not isinstance(why, str) or not why.strip():
-            raise CatalogFileError(
-                table.path, name, f"prior.{key}", why, "a prior needs its source (a non-empty string)"
-            )
+    """The manifest keys of a table, if any, are well formed: ``prior`` and ``single_source`` tables
+    naming some of ``fields``, each with its words; ``fitted_on`` a list of case ids; ``residual`` >= 0."""
+    for kind, words in _NOTED.items():
+        noted = table.fields.get(kind, {})
+        if not isinstance(noted, dict):
+            raise CatalogFileError(table.path, name, kind, noted, f'{kind} is a table: field = "{words}"')
+        for key, why in noted.items():
+            if key not in fields:
+                hint = close_matches(key, list(fields))
+                did = f"did you mean {', '.join(hint)}? " if hint else ""
+                raise CatalogFileError(
+                    table.path, name, f"{kind}.{key}", why, f"no such field ({did}valid: {', '.join(fields)})"
+                )
+            if not isinstance(why, str) or not why.strip():
+                raise CatalogFileError(
+                    table.path, name, f"{kind}.{key}", why, f"{kind}.{key} needs {words} (a non-empty string)"
+                )
     fitted_on = table.fields.get("fitted_on", [])
     if not isinstance(fitted_on, list) or not all(isinstance(i, str) for i in fitted_on):
         raise CatalogFileError(table.path, name, "fitted_on", fitted_on, "fitted_on is a list of case ids (strings)")

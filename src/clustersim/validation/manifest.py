@@ -7,7 +7,10 @@ Each fitted table of a calibration file (a family of ``compute/efficiency.toml``
 * ``residual``: the fit's objective over those cases at the written values (what it measures is in
   the ``fitted`` note, e.g. the mean over sources of the mean |log error|);
 * ``prior``: a table ``field = "source"`` of the fields the data cannot pin down, held at their
-  value on the stated source instead of fitted (``fit`` leaves them out).
+  value on the stated source instead of fitted (``fit`` leaves them out);
+* ``single_source``: a table ``field = "why"`` of the fitted fields that the cases of one source
+  alone inform (``clustersim.validation.informing``), each with why that is accepted: a fitted
+  constant needs two independent sources or this exemption (the suite checks it).
 
 ``benchmarks/calibrate_*.py --write`` writes ``fitted_on`` and ``residual`` (``manifest_updates``);
 ``prior`` is written by hand with its source. ``clustersim validate`` reads ``fitted_on`` to say, per
@@ -25,7 +28,7 @@ from clustersim.catalog.tomlfiles import Table, overlay_tables, read_toml, user_
 from clustersim.validation.fit import Fit, FitSpec
 from clustersim.validation.specs import SPECS
 
-PRIOR, FITTED_ON, RESIDUAL = "prior", "fitted_on", "residual"
+PRIOR, SINGLE_SOURCE, FITTED_ON, RESIDUAL = "prior", "single_source", "fitted_on", "residual"
 RESIDUAL_DIGITS = 4
 
 
@@ -34,6 +37,7 @@ class EntryManifest:
     """What one table of a calibration file says about its fit."""
 
     priors: dict[str, str]  # field -> the prior's source
+    single_source: dict[str, str]  # field -> why one source is accepted
     fitted_on: tuple[str, ...]
     residual: float | None
 
@@ -54,13 +58,22 @@ def read_manifest(
 
 
 def _entry(fields: Mapping[str, Any]) -> EntryManifest:
-    prior = fields.get(PRIOR) or {}
     residual = fields.get(RESIDUAL)
     return EntryManifest(
-        {str(k): str(v) for k, v in prior.items()} if isinstance(prior, dict) else {},
+        _noted(fields.get(PRIOR)),
+        _noted(fields.get(SINGLE_SOURCE)),
         tuple(str(i) for i in fields.get(FITTED_ON) or ()),
         float(residual) if isinstance(residual, int | float) else None,
     )
+
+
+def _noted(table: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in table.items()} if isinstance(table, dict) else {}
+
+
+def single_source_exemptions(manifest: Mapping[str, EntryManifest]) -> dict[tuple[str, str], str]:
+    """``(table, field)`` -> why, of every fitted constant accepted with one informing source."""
+    return {(table, key): why for table, entry in manifest.items() for key, why in entry.single_source.items()}
 
 
 def priors(manifest: Mapping[str, EntryManifest]) -> set[tuple[str, str]]:

@@ -1,0 +1,44 @@
+"""Every shipped fitted constant is identified by two independent sources, or says why one is accepted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clustersim.catalog.registry import Catalog, load_catalog
+from clustersim.validation.cases import bundled_dir, read_cases
+from clustersim.validation.identification import MIN_SOURCES, Identification, identify, unidentified
+from clustersim.validation.specs import SPECS
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    return load_catalog(use_env=False)
+
+
+@pytest.mark.parametrize("kind", sorted(SPECS))
+def test_every_fitted_constant_has_two_sources_or_a_stated_exemption(kind: str, catalog: Catalog) -> None:
+    found = identify(SPECS[kind], catalog)
+    assert found, f"no fitted constants found for {kind}"
+    missing = {i.constant: sorted(i.sources) for i in unidentified(found)}
+    assert not missing, (
+        f"fitted on fewer than {MIN_SOURCES} sources with no single_source exemption beside them "
+        f"in the calibration file: {missing}"
+    )
+
+
+def test_an_exemption_that_is_no_longer_needed_is_not_kept(catalog: Catalog) -> None:
+    """An exemption beside a constant that two sources identify is stale: it must be removed."""
+    stale = [i.constant for kind in SPECS for i in identify(SPECS[kind], catalog) if i.exemption and len(i.sources) > 1]
+    assert not stale, f"single_source exemptions on constants that {MIN_SOURCES}+ sources identify: {stale}"
+
+
+def test_one_source_without_an_exemption_is_reported(catalog: Catalog) -> None:
+    # Only Megatron-Bridge's MoE rows depend on the per-expert cost; without them nothing informs it.
+    cases = [c for c in read_cases(Path(bundled_dir()) / "training.jsonl") if c.id.startswith("mbridge_")]
+    found = {i.constant: i for i in identify(SPECS["training"], catalog, cases)}
+    assert found["hopper.expert_gemm_s"].sources == {"NVIDIA-NeMo/Megatron-Bridge"}
+    bare = Identification("x.y", frozenset({"one"}), None)
+    assert unidentified([bare, Identification("x.z", frozenset({"a", "b"}), None)]) == [bare]
+    assert Identification("x.y", frozenset({"one"}), "why").identified
