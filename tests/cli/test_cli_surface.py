@@ -1,13 +1,12 @@
 """The CLI surface as a snapshot: every command with its arguments and options, and the keys of each
 command's --json output. An accidental change to the interface fails here.
 
-After an intended change, rewrite the snapshot and review its diff:
+A missing snapshot fails; after an intended change, rewrite it and review its diff:
 ``CLUSTERSIM_UPDATE_SNAPSHOTS=1 python -m pytest tests/cli/test_cli_surface.py``.
 (``validate`` is listed by name only; its own tests own its options and output.)
 """
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +15,9 @@ import typer.main
 from typer.testing import CliRunner
 
 from clustersim.cli.app import app
+from tests.snapshots import recorded
 
 SNAPSHOT = Path(__file__).with_name("cli_surface.txt")
-UPDATE = os.environ.get("CLUSTERSIM_UPDATE_SNAPSHOTS") == "1"
 OWNED_ELSEWHERE = {"validate"}
 runner = CliRunner()
 
@@ -109,28 +108,29 @@ def json_lines() -> list[str]:
 
 @pytest.fixture(scope="module")
 def current() -> list[str]:
-    lines = surface() + json_lines()
-    if UPDATE or not SNAPSHOT.exists():
-        SNAPSHOT.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return lines
+    return surface() + json_lines()
 
 
-def recorded() -> list[str]:
-    return SNAPSHOT.read_text(encoding="utf-8").splitlines()
+@pytest.fixture(scope="module")
+def snapshot(current: list[str]) -> list[str]:
+    """The recorded surface (written first only under CLUSTERSIM_UPDATE_SNAPSHOTS=1; a missing one fails)."""
+    text = "\n".join(current) + "\n"
+    command = "python -m pytest tests/cli/test_cli_surface.py"
+    return recorded(SNAPSHOT, text, flag="CLUSTERSIM_UPDATE_SNAPSHOTS", command=command).splitlines()
 
 
-def test_every_command_and_option_is_as_recorded(current):
-    wanted = [line for line in recorded() if not line.startswith("json ")]
+def test_every_command_and_option_is_as_recorded(current, snapshot):
+    wanted = [line for line in snapshot if not line.startswith("json ")]
     assert [line for line in current if not line.startswith("json ")] == wanted, (
         "the CLI's commands or options changed; if intended, rerun with CLUSTERSIM_UPDATE_SNAPSHOTS=1"
     )
 
 
 @pytest.mark.parametrize("case", sorted(JSON_CASES))
-def test_json_keys_are_as_recorded(current, case):
+def test_json_keys_are_as_recorded(current, snapshot, case):
     mine = f"json {case}: "
     assert [line for line in current if line.startswith(mine)] == [
-        line for line in recorded() if line.startswith(mine)
+        line for line in snapshot if line.startswith(mine)
     ], f"the --json keys of '{case}' changed; if intended, rerun with CLUSTERSIM_UPDATE_SNAPSHOTS=1"
 
 

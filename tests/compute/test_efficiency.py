@@ -1,4 +1,4 @@
-"""Per-family efficiencies: the packaged table, user overrides and their errors."""
+"""Per-family efficiencies: the packaged table and its fit redone from the data, user overrides and their errors."""
 
 from __future__ import annotations
 
@@ -12,10 +12,17 @@ from clustersim.compute import efficiency
 from clustersim.compute.efficiency import ENV_VAR, efficiency_for, efficiency_table
 from clustersim.errors import CatalogFileError
 from clustersim.validation.cases import bundled_dir
+from clustersim.validation.manifest import priors, read_manifest
+from clustersim.validation.specs import TRAINING, TRAINING_BOUNDS
+from tests.calibration_fits import FittedGroup, check_brought_back, check_recorded_residual, fitted_groups, refit_one
 
 CATALOG = load_catalog(use_env=False)
 PACKAGED = Path(__file__).resolve().parents[2] / "src" / "clustersim" / "compute" / "efficiency.toml"
 GROUND_TRUTH = bundled_dir() / "training.jsonl"
+MANIFEST = read_manifest(TRAINING, use_env=False)
+RECORDED = sorted(family for family, entry in MANIFEST.items() if entry.residual is not None)
+REFITTED = "hopper"  # the family whose constants are each refitted (the others: their residual only, for time)
+FITTED = [f"{REFITTED}.{key}" for key in TRAINING_BOUNDS if (REFITTED, key) not in priors(MANIFEST)]
 
 
 def test_packaged_table_covers_the_catalogued_families_with_sources():
@@ -26,6 +33,24 @@ def test_packaged_table_covers_the_catalogued_families_with_sources():
     # based_on copies the figures, not the provenance (source, fit note)
     assert blackwell.model_dump(exclude={"source", "fitted"}) == hopper.model_dump(exclude={"source", "fitted"})
     assert efficiency_for(CATALOG.accelerator("h200-sxm"), table) is hopper
+
+
+@pytest.fixture(scope="module")
+def fitted() -> dict[str, FittedGroup]:
+    """Each family the packaged file records a fit of, with the bundled cases it was fitted on."""
+    return fitted_groups("training", efficiency_table(use_env=False))
+
+
+@pytest.mark.parametrize("family", RECORDED)
+def test_the_recorded_residual_is_the_objective_at_the_packaged_constants(fitted: dict[str, FittedGroup], family: str):
+    assert set(fitted) == set(RECORDED)
+    check_recorded_residual(fitted[family])
+
+
+@pytest.mark.parametrize("name", FITTED)
+def test_the_fit_brings_a_perturbed_constant_back_to_the_packaged_value(fitted: dict[str, FittedGroup], name: str):
+    assert set(fitted[REFITTED].constants) == set(FITTED)
+    check_brought_back(refit_one(fitted[REFITTED], name), name)
 
 
 def test_gemm_fraction_rises_to_the_ceiling():

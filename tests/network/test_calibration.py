@@ -1,4 +1,4 @@
-"""The collective model's calibration file: packaged values, user overlays, errors and the write path."""
+"""The collective model's calibration file: its fit redone from the data, user overlays, errors, the write path."""
 
 import dataclasses
 import importlib.util
@@ -23,20 +23,34 @@ from clustersim.network.analytic import (
 )
 from clustersim.network.topology import fabric_for_instance
 from clustersim.validation.cases import bundled_dir
+from clustersim.validation.fit import ALL
+from clustersim.validation.manifest import priors, read_manifest
+from clustersim.validation.specs import COLLECTIVE
+from tests.calibration_fits import FittedGroup, check_brought_back, check_recorded_residual, fitted_groups, refit_one
 
 CATALOG = load_catalog(use_env=False)
 PACKAGED = Path(__file__).resolve().parents[2] / "src" / "clustersim" / "network" / "calibration.toml"
 GROUND_TRUTH = bundled_dir() / "collectives.jsonl"
+HELD = priors(read_manifest(COLLECTIVE, use_env=False))
+FITTED = [c.name for c in COLLECTIVE.constants(DEFAULT_CALIBRATION, ALL, []) if (c.table, c.key) not in HELD]
 
 
-def test_packaged_file_holds_the_constants_the_model_was_validated_with():
-    cal = collective_calibration(use_env=False)
-    assert cal is DEFAULT_CALIBRATION
-    assert (cal.nvlink_efficiency, cal.nvls_efficiency, cal.network_efficiency) == (0.824, 0.611, 0.97)
-    assert (cal.ramp_exponent, cal.ramp_intra_node_bytes) == (0.532, 2.0e6)
-    assert dataclasses.asdict(cal.ramp_bytes) == {"reduce": 4.36e7, "gather": 9.66e5, "alltoall": 1.18e7}
-    assert dataclasses.asdict(cal.ramp_node_exponent) == {"reduce": 0.771, "gather": 0.771, "alltoall": 0.701}
-    assert cal.ramp_bytes["reduce"] == 4.36e7
+@pytest.fixture(scope="module")
+def fitted() -> FittedGroup:
+    """The packaged file's one collective group with the bundled cases it was fitted on."""
+    assert collective_calibration(use_env=False) is DEFAULT_CALIBRATION  # no user files: the packaged values
+    (group,) = fitted_groups("collective", DEFAULT_CALIBRATION).values()
+    return group
+
+
+def test_the_recorded_residual_is_the_objective_at_the_packaged_constants(fitted: FittedGroup):
+    check_recorded_residual(fitted)
+    assert set(fitted.constants) == set(FITTED) and fitted.cases
+
+
+@pytest.mark.parametrize("name", FITTED)
+def test_the_fit_brings_a_perturbed_constant_back_to_the_packaged_value(fitted: FittedGroup, name: str):
+    check_brought_back(refit_one(fitted, name), name)
 
 
 def test_every_entry_says_where_it_comes_from():
@@ -125,7 +139,8 @@ def test_the_write_path_round_trips(tmp_path: Path):
     text = copy.read_text()
     assert text.startswith("# The collective model's calibration")
     cal, entries = load_calibration(CommCalibration, "clustersim.network", "calibration.toml", (str(copy),))
-    assert cal.network_efficiency == 0.85 and cal.ramp_bytes.gather == 5e6 and cal.ramp_bytes.reduce == 4.36e7
+    assert cal.network_efficiency == 0.85 and cal.ramp_bytes.gather == 5e6
+    assert cal.ramp_bytes.reduce == DEFAULT_CALIBRATION.ramp_bytes.reduce
     assert entries["network_efficiency"].fitted == "2030-01-01 test"
     assert entries["network_efficiency"].source == calibration_entries(use_env=False)["network_efficiency"].source
     assert entries["nvlink_efficiency"].fitted is None

@@ -1,4 +1,4 @@
-"""The serving model's calibration file: packaged values, user overlays, errors and the write path."""
+"""The serving model's calibration file: its fit redone from the data, user overlays, errors, the write path."""
 
 import dataclasses
 import importlib.util
@@ -22,7 +22,11 @@ from clustersim.serving.engine import (
 )
 from clustersim.serving.estimate import Request, estimate_offline
 from clustersim.validation.cases import bundled_dir
+from clustersim.validation.fit import ALL
+from clustersim.validation.manifest import priors, read_manifest
+from clustersim.validation.specs import INFERENCE
 from clustersim.workload.transformer import Transformer
+from tests.calibration_fits import FittedGroup, check_brought_back, check_recorded_residual, fitted_groups, refit_one
 
 CATALOG = load_catalog(use_env=False)
 PACKAGED = Path(__file__).resolve().parents[2] / "src" / "clustersim" / "serving" / "calibration.toml"
@@ -30,37 +34,42 @@ GROUND_TRUTH = bundled_dir() / "inference.jsonl"
 LLAMA2_70B = Transformer(
     name="llama2-70b", layers=80, hidden=8192, ffn_hidden=28672, heads=64, kv_heads=8, vocab=32000, ffn_type="swiglu"
 )
-# The constants the model was fitted and validated with (the engine's limits live in engines.toml).
-TODAY = {
-    "flop_efficiency": 0.56,
-    "gemm_half_tokens": 117.0,
-    "hbm_efficiency": 0.90,
-    "attention_flop_efficiency": 0.5,
-    "activation_passes": 10.0,
-    "step_overhead_s": 1.31e-4,
-    "sync_overhead_s": 1.53e-5,
-    "sequence_overhead_s": 9.07e-7,
-    "workspace_bytes": 3.0 * 2**30,
-    "power_clock_exponent": 1 / 3,
-}
+MANIFEST = read_manifest(INFERENCE, use_env=False)
+FITTED = [c.name for c in INFERENCE.constants(DEFAULT_CALIBRATION, ALL, []) if (c.table, c.key) not in priors(MANIFEST)]
 
 
-def test_packaged_file_holds_the_constants_the_model_was_validated_with():
-    cal = serving_calibration(use_env=False)
-    assert cal is DEFAULT_CALIBRATION
-    assert dataclasses.asdict(cal) == TODAY
-    assert all(type(getattr(cal, name)) is type(value) for name, value in TODAY.items())
+@pytest.fixture(scope="module")
+def fitted() -> FittedGroup:
+    """The packaged file's one serving group with the bundled cases it was fitted on."""
+    assert serving_calibration(use_env=False) is DEFAULT_CALIBRATION  # no user files: the packaged values
+    (group,) = fitted_groups("inference", DEFAULT_CALIBRATION).values()
+    return group
+
+
+def test_the_recorded_residual_is_the_objective_at_the_packaged_constants(fitted: FittedGroup):
+    check_recorded_residual(fitted)
+    assert set(fitted.constants) == set(FITTED) and fitted.cases
+
+
+@pytest.mark.parametrize("name", FITTED)
+def test_the_fit_brings_a_perturbed_constant_back_to_the_packaged_value(fitted: FittedGroup, name: str):
+    check_brought_back(refit_one(fitted, name), name)
+
+
+def test_every_value_reads_as_a_float():
+    """Integers in the file (workspace_bytes) come back as floats, as the model's arithmetic expects."""
+    assert all(type(value) is float for value in dataclasses.asdict(serving_calibration(use_env=False)).values())
 
 
 def test_every_entry_says_where_it_comes_from():
     entries = calibration_entries(use_env=False)
-    assert set(entries) == set(TODAY)
+    assert set(entries) == {f.name for f in dataclasses.fields(InferenceCalibration)}
     assert all(entry.source.strip() for entry in entries.values())
     assert entries["hbm_efficiency"].source.startswith("assumed")
     assert entries["attention_flop_efficiency"].source.startswith("stated prior")
     assert entries["power_clock_exponent"].source.startswith("stated prior")
     assert entries["flop_efficiency"].fitted is not None and entries["attention_flop_efficiency"].fitted is None
-    assert "43 cases" in str(entries["gemm_half_tokens"].fitted)
+    assert f"{len(MANIFEST['gemm_half_tokens'].fitted_on)} cases" in str(entries["gemm_half_tokens"].fitted)
 
 
 def test_a_user_file_changes_only_what_it_gives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

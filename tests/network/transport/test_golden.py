@@ -1,13 +1,13 @@
 """One seeded comparison against a stored result, byte for byte: a change to the simulator's
-behaviour shows here. After an intended change, rewrite it and review the diff:
-``CLUSTERSIM_UPDATE_GOLDEN=1 python -m pytest tests/network/transport/test_golden.py``."""
+behaviour shows here. A missing golden file fails; after an intended change, rewrite it and review
+the diff: ``CLUSTERSIM_UPDATE_GOLDEN=1 python -m pytest tests/network/transport/test_golden.py``."""
 
 import json
-import os
 from dataclasses import asdict
 from pathlib import Path
 
 from clustersim.network.transport.experiments import Scenario, compare
+from tests.snapshots import recorded
 
 GOLDEN = Path(__file__).parents[2] / "data" / "transport" / "golden_compare.json"
 SCENARIO = Scenario(message_bytes=64 << 10, num_messages=30, num_paths=4, loss=0.01, background=0.3, seed=7)
@@ -15,6 +15,7 @@ SCENARIO = Scenario(message_bytes=64 << 10, num_messages=30, num_paths=4, loss=0
 
 def test_a_seeded_comparison_is_byte_identical_to_the_stored_one():
     text = json.dumps([asdict(r) for r in compare(SCENARIO)], indent=1) + "\n"
-    if os.environ.get("CLUSTERSIM_UPDATE_GOLDEN") == "1" or not GOLDEN.exists():
-        GOLDEN.write_text(text, encoding="utf-8")
-    assert text == GOLDEN.read_text(encoding="utf-8")
+    command = "python -m pytest tests/network/transport/test_golden.py"
+    assert text == recorded(GOLDEN, text, flag="CLUSTERSIM_UPDATE_GOLDEN", command=command), (
+        f"the seeded comparison differs from {GOLDEN}; if intended, rerun with CLUSTERSIM_UPDATE_GOLDEN=1"
+    )
