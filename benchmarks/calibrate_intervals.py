@@ -1,0 +1,138 @@
+"""Make the residuals clustersim's prediction intervals come from (src/clustersim/intervals/residuals.toml).
+
+Runs leave-one-source-out cross-validation over the bundled ground truth (training, inference and
+collectives: ``clustersim.validation.crossval``, a few minutes) and keeps, per scored case with a
+held-out prediction, ``r = ln(measured / predicted)`` of its duration (a rate's residual with its
+sign flipped), rounded to 4 significant digits, with its id, source, kind, chip, accelerator,
+framework and devices. Prints how intervals at ``--level`` built from those residuals fare on the
+cases they leave out (each case judged by the other sources' residuals and its held-out prediction):
+per file and per source the coverage (share of measured values inside), the median half-width and the
+median |error| of the held-out predictions. With ``--write`` the residuals go into the package with a
+header saying when and from what (a sha256 fingerprint of the calibration and case files; a test
+fails when they change and this script was not rerun).
+
+    .venv/bin/python benchmarks/calibrate_intervals.py [--write] [--max-iterations N] [--level 0.8]
+        [--from-json FILE]   # reuse `clustersim validate --cross-validate --json` output instead of refitting
+
+The calibration overlays of the environment (CLUSTERSIM_EFFICIENCY, ...) are ignored: the residuals
+describe the packaged constants.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from clustersim.catalog.registry import load_catalog
+from clustersim.intervals.lookup import MIN_CASES, SCALE_EDGES
+from clustersim.intervals.residuals import HeaderValue, default_path, residuals_toml
+from clustersim.validation.cases import bundled_dir, read_cases
+from clustersim.validation.intervals import CASE_FILES, LeftOut, input_files, inputs_fingerprint, left_out, residuals_of
+
+OVERLAYS = (
+    "CLUSTERSIM_CATALOG",
+    "CLUSTERSIM_EFFICIENCY",
+    "CLUSTERSIM_SOFTWARE",
+    "CLUSTERSIM_COLLECTIVE_CALIBRATION",
+    "CLUSTERSIM_SERVING_CALIBRATION",
+    "CLUSTERSIM_SERVING_ENGINES",
+)
+
+
+def held_out_cases(max_iterations: int | None, from_json: Path | None) -> list[Any]:
+    """``CrossValidation.cases`` of the bundled files (or read from a saved ``--json`` output)."""
+    if from_json is not None:
+        return [SimpleNamespace(**c) for c in json.loads(from_json.read_text())["held_out_cases"]]
+    from clustersim.validation.crossval import cross_validate
+
+    files = [(name, bundled_dir() / name) for name in CASE_FILES]
+
+    def progress(what: str, done: int, total: int) -> None:
+        print(f"\r[{done}/{total}] {what[:70]:<70}", end="", file=sys.stderr, flush=True)
+
+    result = cross_validate(files, load_catalog(use_env=False), max_iterations=max_iterations, on_progress=progress)
+    print(file=sys.stderr)
+    return list(result.cases)
+
+
+def summary_rows(judged: Sequence[LeftOut], key: Any) -> list[tuple[str, int, float, float, float]]:
+    """Per ``key(row)``: cases, coverage, median half-width, median |error|."""
+    groups: dict[str, list[LeftOut]] = {}
+    for j in judged:
+        groups.setdefault(key(j.row), []).append(j)
+    return [
+        (
+            name,
+            len(members),
+            sum(m.inside for m in members) / len(members),
+            statistics.median(m.half_width for m in members),
+            statistics.median(m.abs_error for m in members),
+        )
+        for name, members in groups.items()
+    ]
+
+
+def print_summary(judged: Sequence[LeftOut], level: float) -> None:
+    print(
+        f"intervals at {level:.0%} on the cases they leave out (leave-one-source-out, both the fit and the residuals)"
+    )
+    header = f"{'':44} {'cases':>5} {'coverage':>9} {'half-width':>10} {'median |err|':>12} {'ratio':>6}"
+    for title, key in (("per kind", lambda r: r.kind), ("per kind and source", lambda r: f"{r.kind}: {r.source}")):
+        print(f"\n{title}\n{header}")
+        for name, n, cov, half, err in summary_rows(judged, key):
+            ratio = f"{half / err:6.2f}" if err > 0 else "     -"
+            print(f"{name[:44]:44} {n:5d} {cov:9.1%} {half:10.1%} {err:12.1%} {ratio}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--write", action="store_true", help="write the residuals into the package")
+    parser.add_argument("--max-iterations", type=int, default=None, help="iterations of each refit")
+    parser.add_argument("--level", type=float, default=0.8, help="level of the intervals judged (default 0.8)")
+    parser.add_argument("--from-json", type=Path, default=None, help="held_out_cases of a saved --cross-validate run")
+    parser.add_argument("--toml", type=Path, default=default_path(), help="where --write writes")
+    args = parser.parse_args(argv)
+    for name in OVERLAYS:
+        if os.environ.pop(name, None) is not None:
+            print(f"ignoring ${name}: the residuals describe the packaged constants", file=sys.stderr)
+
+    fingerprint = inputs_fingerprint()  # before the slow part: the files must not change under it
+    catalog = load_catalog(use_env=False)
+    cases = {c.id: c for name in CASE_FILES for c in read_cases(bundled_dir() / name)}
+    rows, left = residuals_of(held_out_cases(args.max_iterations, args.from_json), cases, catalog)
+    for case_id, reason in left:
+        print(f"left out {case_id}: {reason}", file=sys.stderr)
+    print_summary(left_out(rows, args.level), args.level)
+    if inputs_fingerprint() != fingerprint:
+        print("the calibration or case files changed during the run: run it again", file=sys.stderr)
+        return 1
+    if args.write:
+        header: dict[str, HeaderValue] = {
+            "made_by": "python benchmarks/calibrate_intervals.py --write"
+            + (f" --max-iterations {args.max_iterations}" if args.max_iterations is not None else "")
+            + (f" --from-json {args.from_json.name}" if args.from_json else ""),
+            "made_at": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "fingerprint": fingerprint,
+            "inputs": [name for name, _ in input_files()],
+            "convention": "r = ln(measured / predicted) of the case's duration (step time, collective time, time "
+            "per output token); a rate's residual (tokens/s, busbw, MFU) has its sign flipped; predicted with "
+            "the constants fitted without the case's source (clustersim.validation.crossval)",
+            "min_cases": MIN_CASES,
+            "scale_edges_devices": list(SCALE_EDGES),
+            "left_out": len(left),
+        }
+        args.toml.write_text(residuals_toml(rows, header), encoding="utf-8")
+        print(f"wrote {len(rows)} residuals to {args.toml}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

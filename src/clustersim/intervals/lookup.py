@@ -1,0 +1,134 @@
+"""The interval of a prediction: split conformal over the left-out residuals of the most similar cases.
+
+Residuals are grouped from the most specific to the least, and the first group with enough cases
+is used:
+
+1. the kind, the chip, the framework and the scale (devices: up to 64, 65 to 512, more);
+2. the kind, the chip and the framework;
+3. the kind and the chip;
+4. the kind: every chip and stack (pooled);
+5. every kind, where the kind itself has too few cases (serving, scored on cases of other sources).
+
+Enough is ``MIN_CASES`` (20), or more where the level needs more for its ranks (``cases_needed``:
+39 at 95%). A chip with no validated case of the kind (Trainium2, which runs on Trainium1's fractions;
+a family of your own catalog) gets the pooled interval and a note saying so; so does a chip with too
+few; a framework with no case on the chip gets the chip's cases of other stacks, and a note.
+
+A chip is the accelerator's catalog family (H100 and H200 are one Hopper die, A100 40 and 80 GB one
+Ampere, B200 and GB200 one Blackwell GPU), except the generations in ``SEPARATE_CHIPS`` that share a
+family in the efficiency table but are other silicon: Trainium1, 2 and 3 each stand for themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from clustersim.intervals.conformal import DEFAULT_LEVEL, Interval, Spread, cases_needed, check_level, spread
+from clustersim.intervals.residuals import Residual, ResidualTable, load_residuals
+
+MIN_CASES = 20
+SCALE_EDGES = (64, 512)  # devices: up to 64, 65 to 512, more than 512
+SEPARATE_CHIPS = frozenset({"trainium1", "trainium2", "trainium3"})
+DEFAULT_FRAMEWORK = {"training": "megatron", "inference": "tensorrt-llm", "collective": "nccl-tests"}
+_PLURAL = {"training": "training", "inference": "serving", "collective": "collective"}
+
+
+def chip_of(accelerator: str, family: str) -> str:
+    """The chip whose residuals stand for ``accelerator`` (see the module's docstring)."""
+    return accelerator if accelerator in SEPARATE_CHIPS else family
+
+
+def scale_of(devices: int) -> str:
+    """The scale bucket of a job on ``devices`` devices."""
+    low = 1
+    for edge in SCALE_EDGES:
+        if devices <= edge:
+            return f"{low}-{edge} devices"
+        low = edge + 1
+    return f"over {SCALE_EDGES[-1]} devices"
+
+
+def spread_for(
+    kind: str,
+    *,
+    accelerator: str,
+    family: str,
+    framework: str | None,
+    devices: int,
+    level: float = DEFAULT_LEVEL,
+    table: ResidualTable | None = None,
+    exclude_source: str | None = None,
+) -> Spread | None:
+    """The log-spread for a ``kind`` job of ``framework`` on ``devices`` ``accelerator``s (of catalog
+    ``family``); ``exclude_source`` leaves that source's residuals out (a case's own, when scoring it).
+    None where there are no residuals of the kind at all."""
+    level = check_level(level)
+    every = [r for r in (table or load_residuals()).residuals if exclude_source is None or r.source != exclude_source]
+    rows = [r for r in every if r.kind == kind]
+    if not rows:
+        return None
+    chip = chip_of(accelerator, family)
+    stack = framework or DEFAULT_FRAMEWORK.get(kind, "")
+    scale = scale_of(devices)
+    need = max(MIN_CASES, cases_needed(level))
+    what = _PLURAL.get(kind, kind)
+    groups: list[tuple[str, Callable[[Residual], bool]]] = [
+        (f"{kind}, {chip}, {stack}, {scale}", lambda r: r.chip == chip and r.framework == stack and _in(r, scale)),
+        (f"{kind}, {chip}, {stack}", lambda r: r.chip == chip and r.framework == stack),
+        (f"{kind}, {chip}, every stack", lambda r: r.chip == chip),
+    ]
+    on_chip = [r for r in rows if r.chip == chip]
+    for basis, keep in groups:
+        members = [r for r in rows if keep(r)]
+        if len(members) >= need:
+            note = ""
+            if not any(r.framework == stack for r in on_chip):
+                note = f"no validated {what} cases with {stack} on {chip}: interval from {chip}'s cases of other stacks"
+            return _spread(members, level, basis, note)
+    if len(rows) >= need or len(every) < need:
+        pooled, basis, members = f"all {len(rows)} {what} cases", f"{kind}, every chip and stack", rows
+    else:
+        pooled, basis, members = f"all {len(every)} cases of every kind", "every kind, chip and stack", every
+        pooled += f" (only {len(rows)} {what} cases)"
+    if not on_chip:
+        note = f"no validated {what} cases on {accelerator}: interval from {pooled}, pooled, wider"
+    else:
+        note = f"only {len(on_chip)} validated {what} cases on {chip}: interval from {pooled}, pooled"
+    return _spread(members, level, basis, note)
+
+
+def interval_for(
+    kind: str,
+    *,
+    accelerator: str,
+    family: str,
+    framework: str | None,
+    devices: int,
+    predicted: float,
+    rate: bool = False,
+    level: float = DEFAULT_LEVEL,
+    table: ResidualTable | None = None,
+    exclude_source: str | None = None,
+) -> Interval | None:
+    """The interval of ``predicted`` (a duration; ``rate``: its inverse, such as tokens/s or busbw)."""
+    found = spread_for(
+        kind,
+        accelerator=accelerator,
+        family=family,
+        framework=framework,
+        devices=devices,
+        level=level,
+        table=table,
+        exclude_source=exclude_source,
+    )
+    if found is None:
+        return None
+    return found.rate(predicted) if rate else found.duration(predicted)
+
+
+def _in(row: Residual, scale: str) -> bool:
+    return scale_of(row.devices) == scale
+
+
+def _spread(members: Sequence[Residual], level: float, basis: str, note: str) -> Spread:
+    return spread([r.r for r in members], level, basis=f"{basis}: {len(members)} cases", note=note)

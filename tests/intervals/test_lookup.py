@@ -1,0 +1,116 @@
+"""The grouping of residuals: the most specific group with enough cases, notes where evidence is borrowed."""
+
+from __future__ import annotations
+
+import pytest
+
+from clustersim.intervals import Residual, ResidualTable, chip_of, interval_for, load_residuals, spread_for
+from clustersim.intervals.lookup import MIN_CASES, scale_of
+
+
+def rows(n: int, *, kind: str = "training", chip: str = "hopper", framework: str = "megatron", devices: int = 8,
+         source: str = "s", r: float = 0.0, step: float = 0.01) -> list[Residual]:  # fmt: skip
+    accelerator = {"hopper": "h100-sxm", "ampere": "a100-sxm4-80gb"}.get(chip, chip)
+    return [
+        Residual(
+            f"{source}-{chip}-{framework}-{devices}-{k}",
+            source,
+            kind,
+            chip,
+            accelerator,
+            framework,
+            devices,
+            "step_time_s",
+            r + step * (k - n / 2),
+        )
+        for k in range(n)
+    ]
+
+
+def test_chips_and_scales() -> None:
+    assert chip_of("h200-sxm", "hopper") == "hopper"
+    assert chip_of("trainium2", "trainium") == "trainium2"  # Trainium2 runs on Trainium1's fractions: another chip
+    assert chip_of("my-trainium4", "trainium") == "trainium"  # no residual is keyed by a family with separate chips
+    assert [scale_of(d) for d in (1, 64, 65, 512, 513)] == [
+        "1-64 devices", "1-64 devices", "65-512 devices", "65-512 devices", "over 512 devices"
+    ]  # fmt: skip
+
+
+def test_the_most_specific_group_with_enough_cases_is_used() -> None:
+    table = ResidualTable(tuple(
+        rows(MIN_CASES, devices=8, r=0.5, source="a")
+        + rows(MIN_CASES, devices=1024, r=-0.5, source="b")
+        + rows(MIN_CASES, chip="ampere", framework="megatron-deepspeed", r=1.0, source="c")
+    ))  # fmt: skip
+    small = spread_for("training", accelerator="h100-sxm", family="hopper", framework="megatron", devices=16,
+                       table=table)  # fmt: skip
+    assert small is not None and small.basis == f"training, hopper, megatron, 1-64 devices: {MIN_CASES} cases"
+    assert 0.3 < small.q_lo < small.q_hi < 0.7 and small.note == ""
+    # a scale with too few cases: the chip and framework's cases at every scale
+    middle = spread_for("training", accelerator="h200-sxm", family="hopper", framework="megatron", devices=256,
+                        table=table)  # fmt: skip
+    assert middle is not None and middle.basis == f"training, hopper, megatron: {2 * MIN_CASES} cases"
+    # a framework never validated on the chip: the chip's other stacks, said so
+    fsdp = spread_for("training", accelerator="a100-sxm4-80gb", family="ampere", framework="fsdp", devices=8,
+                      table=table)  # fmt: skip
+    assert fsdp is not None and fsdp.basis == f"training, ampere, every stack: {MIN_CASES} cases"
+    assert "no validated training cases with fsdp on ampere" in fsdp.note
+
+
+def test_a_chip_without_validated_cases_gets_the_pooled_interval_and_says_so() -> None:
+    table = ResidualTable(tuple(rows(30, r=0.0, step=0.001, source="a") + rows(30, chip="ampere", r=0.5, source="b")))
+    hopper = spread_for("training", accelerator="h100-sxm", family="hopper", framework="megatron", devices=8,
+                        table=table)  # fmt: skip
+    trn2 = spread_for("training", accelerator="trainium2", family="trainium", framework="neuronx", devices=64,
+                      table=table)  # fmt: skip
+    assert hopper is not None and trn2 is not None
+    assert trn2.basis == "training, every chip and stack: 60 cases" and trn2.cases == 60
+    assert trn2.note == "no validated training cases on trainium2: interval from all 60 training cases, pooled, wider"
+    assert trn2.q_hi - trn2.q_lo > hopper.q_hi - hopper.q_lo  # pooled over both chips: wider here
+    thin = ResidualTable(tuple(rows(30, source="a") + rows(5, chip="trainium1", framework="neuronx", source="t")))
+    trn1 = spread_for("training", accelerator="trainium1", family="trainium", framework="neuronx", devices=64,
+                      table=thin)  # fmt: skip
+    assert trn1 is not None and trn1.note.startswith("only 5 validated training cases on trainium1")
+
+
+def test_a_thin_kind_borrows_every_kind_and_a_missing_kind_has_none() -> None:
+    table = ResidualTable(tuple(rows(5, kind="inference", framework="tensorrt-llm", source="x") + rows(30, source="a")))
+    thin = spread_for("inference", accelerator="h100-sxm", family="hopper", framework="tensorrt-llm", devices=8,
+                      table=table)  # fmt: skip
+    assert thin is not None and thin.basis == "every kind, chip and stack: 35 cases"
+    assert "only 5 serving cases" in thin.note
+    assert spread_for("memory", accelerator="h100-sxm", family="hopper", framework=None, devices=8, table=table) is None
+
+
+def test_excluding_a_source_removes_its_residuals() -> None:
+    table = ResidualTable(tuple(rows(30, r=2.0, source="own") + rows(30, r=0.0, source="other")))
+    with_own = spread_for("training", accelerator="h100-sxm", family="hopper", framework="megatron", devices=8,
+                          table=table)  # fmt: skip
+    without = spread_for("training", accelerator="h100-sxm", family="hopper", framework="megatron", devices=8,
+                         table=table, exclude_source="own")  # fmt: skip
+    assert with_own is not None and without is not None
+    assert without.cases == 30 and without.q_hi < 0.5 < with_own.q_hi
+
+
+def test_a_higher_level_needs_more_cases_and_goes_up_the_hierarchy() -> None:
+    table = ResidualTable(tuple(rows(25, source="a") + rows(25, chip="ampere", source="b")))
+    at_80 = spread_for("training", accelerator="h100-sxm", family="hopper", framework="megatron", devices=8,
+                       table=table)  # fmt: skip
+    at_95 = spread_for("training", accelerator="h100-sxm", family="hopper", framework="megatron", devices=8,
+                       level=0.95, table=table)  # fmt: skip
+    assert at_80 is not None and at_80.cases == 25
+    assert at_95 is not None and at_95.cases == 50  # 39 are needed at 95%
+
+
+def test_the_packaged_residuals_give_an_interval_for_every_kind() -> None:
+    table = load_residuals()
+    assert {r.kind for r in table.residuals} == {"training", "inference", "collective"}
+    step = interval_for("training", accelerator="h100-sxm", family="hopper", framework="megatron", devices=128,
+                        predicted=10.0)  # fmt: skip
+    assert step is not None and step.low < 10.0 < step.high and step.level == 0.8
+    busbw = interval_for("collective", accelerator="h100-sxm", family="hopper", framework=None, devices=16,
+                         predicted=100.0, rate=True)  # fmt: skip
+    assert busbw is not None and busbw.low < busbw.high
+    with pytest.raises(Exception, match="--level"):
+        interval_for("training", accelerator="h100-sxm", family="hopper", framework=None, devices=8, predicted=1.0,
+                     level=1.0)  # fmt: skip

@@ -1,0 +1,71 @@
+"""The packaged residuals: made from the calibration and cases in force, read strictly, written back whole."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clustersim.errors import ClusterSimError
+from clustersim.intervals import Residual, load_residuals
+from clustersim.intervals.residuals import read_residuals, residuals_toml, round_significant
+from clustersim.validation.intervals import input_files, inputs_fingerprint, log_residual
+
+
+def test_the_residuals_were_made_from_the_calibration_and_cases_in_force() -> None:
+    header = load_residuals().header
+    assert header["inputs"] == [name for name, _ in input_files()]
+    assert header["fingerprint"] == inputs_fingerprint(), (
+        "the calibration or case files changed since the interval residuals were made: rerun "
+        "`python benchmarks/calibrate_intervals.py --write` (a few minutes; it cross-validates every source)"
+    )
+
+
+def test_every_packaged_residual_has_a_case_and_a_known_kind() -> None:
+    table = load_residuals()
+    assert len(table.residuals) > 300
+    assert len({r.id for r in table.residuals}) == len(table.residuals)
+    assert all(r.devices >= 1 and abs(r.r) < 5 for r in table.residuals)
+
+
+def test_a_file_written_reads_back_the_same(tmp_path: Path) -> None:
+    rows = [Residual('a "quoted" id', "src", "training", "hopper", "h100-sxm", "megatron", 8, "step_time_s", -0.01234)]
+    path = tmp_path / "r.toml"
+    path.write_text(residuals_toml(rows, {"fingerprint": "sha256:x", "inputs": ["a", "b"], "min_cases": 20}))
+    table = read_residuals(path)
+    assert table.residuals == tuple(rows)
+    assert table.header == {"fingerprint": "sha256:x", "inputs": ["a", "b"], "min_cases": 20}
+
+
+@pytest.mark.parametrize(
+    ("row", "problem"),
+    [
+        ('{ id = "a" }', "missing"),
+        (
+            '{ id = "a", source = "s", kind = "memory", chip = "c", accelerator = "x", framework = "f", field = "g", '
+            "devices = 1, r = 0.1 }",
+            "kind 'memory'",
+        ),
+        (
+            '{ id = "a", source = "s", kind = "training", chip = "c", accelerator = "x", framework = "f", field = "g", '
+            "devices = 0, r = 0.1 }",
+            "devices must be a positive integer",
+        ),
+        (
+            '{ id = "a", source = "s", kind = "training", chip = "c", accelerator = "x", framework = "f", field = "g", '
+            "devices = 1, r = nan }",
+            "r must be a finite number",
+        ),
+    ],
+)
+def test_a_bad_row_is_refused_naming_the_file_and_row(tmp_path: Path, row: str, problem: str) -> None:
+    path = tmp_path / "r.toml"
+    path.write_text(f"residuals = [\n  {row},\n]\n")
+    with pytest.raises(ClusterSimError, match=rf"r\.toml: residual 1: .*{problem}"):
+        read_residuals(path)
+
+
+def test_residuals_are_of_durations_and_rounded() -> None:
+    assert log_residual("step_time_s", 11.0, 10.0) == pytest.approx(0.09531, rel=1e-4)
+    assert log_residual("tokens_per_s_per_device", 11.0, 10.0) == pytest.approx(-0.09531, rel=1e-4)  # a rate: flipped
+    assert round_significant(0.0123456) == 0.01235 and round_significant(-123456.0) == -123500.0
