@@ -15,24 +15,20 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from clustersim.catalog.registry import Catalog
-from clustersim.compute.software import DEFAULT_FRAMEWORK, SoftwareProfile, software_profiles
+from clustersim.compute.software import SoftwareProfile, software_profiles
 from clustersim.training.estimate import Estimate
 from clustersim.validation.fit import Prepared
-from clustersim.validation.training import case_estimator, case_framework, training_value
+from clustersim.validation.software_spec import SOFTWARE_PRIORS, framework_of
+from clustersim.validation.training import case_estimator, training_value
 
-SOFTWARE_PRIORS: dict[str, float] = {"kernel_efficiency": 1.0, "layer_overhead_s": 0.0, "step_overhead_s": 0.0}
-"""The stated prior of each software constant a profile may have fitted."""
+PRIOR_VALUES: dict[str, float] = {key: value for key, (value, _) in SOFTWARE_PRIORS.items()}
 
 
 def fitted_software(profile: SoftwareProfile) -> dict[str, float]:
     """The constants a profile says were fitted (``fitted`` set) and that differ from their priors."""
     if profile.fitted is None:
         return {}
-    return {key: getattr(profile, key) for key, prior in SOFTWARE_PRIORS.items() if getattr(profile, key) != prior}
-
-
-def _framework(prepared: Prepared[Any]) -> str:
-    return (case_framework(prepared.case) or DEFAULT_FRAMEWORK).strip().lower()
+    return {key: getattr(profile, key) for key, prior in PRIOR_VALUES.items() if getattr(profile, key) != prior}
 
 
 def held_out_software(
@@ -46,18 +42,18 @@ def held_out_software(
     table = dict(software_profiles() if profiles is None else profiles)
     users: dict[str, set[str]] = {}
     for prepared in cases:
-        users.setdefault(_framework(prepared), set()).add(prepared.source)
+        users.setdefault(framework_of(prepared.case), set()).add(prepared.source)
     own = [p for p in cases if p.source == source]
     reset: dict[str, SoftwareProfile] = {}
     notes: list[str] = []
-    for name in sorted({_framework(p) for p in own}):
+    for name in sorted({framework_of(p.case) for p in own}):
         profile = table.get(name)
         fitted = fitted_software(profile) if profile is not None else {}
         if profile is None or not fitted:
             continue
         names = ", ".join(f"{name}.{key}" for key in fitted)
         if users[name] == {source}:
-            reset[name] = profile.model_copy(update={key: SOFTWARE_PRIORS[key] for key in fitted})
+            reset[name] = profile.model_copy(update={key: PRIOR_VALUES[key] for key in fitted})
             notes.append(f"{names} fitted on it alone: held out at the priors")
         else:
             notes.append(f"{names} fitted with it (not refit)")
