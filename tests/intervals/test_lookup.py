@@ -45,7 +45,7 @@ def test_the_most_specific_group_with_enough_cases_is_used() -> None:
     small = spread_for("training", accelerator="h100-sxm", family="hopper", framework="megatron", devices=16,
                        table=table)  # fmt: skip
     assert small is not None and small.basis == f"training, hopper, megatron, 1-64 devices: {MIN_CASES} cases"
-    assert 0.3 < small.q_lo < small.q_hi < 0.7 and small.note == ""
+    assert 0.5 < small.q_hi < 0.7 and small.q_lo == -small.q_hi and small.note == ""
     # a scale with too few cases: the chip and framework's cases at every scale
     middle = spread_for("training", accelerator="h200-sxm", family="hopper", framework="megatron", devices=256,
                         table=table)  # fmt: skip
@@ -57,20 +57,32 @@ def test_the_most_specific_group_with_enough_cases_is_used() -> None:
     assert "no validated training cases with fsdp on ampere" in fsdp.note
 
 
-def test_a_chip_without_validated_cases_gets_the_pooled_interval_and_says_so() -> None:
-    table = ResidualTable(tuple(rows(30, r=0.0, step=0.001, source="a") + rows(30, chip="ampere", r=0.5, source="b")))
+def test_a_chip_without_validated_cases_borrows_the_widest_and_says_so() -> None:
+    narrow = rows(30, r=0.0, step=0.001, source="a")
+    table = ResidualTable(tuple(narrow + rows(30, chip="ampere", r=0.5, source="b")))
     hopper = spread_for("training", accelerator="h100-sxm", family="hopper", framework="megatron", devices=8,
                         table=table)  # fmt: skip
     trn2 = spread_for("training", accelerator="trainium2", family="trainium", framework="neuronx", devices=64,
                       table=table)  # fmt: skip
     assert hopper is not None and trn2 is not None
-    assert trn2.basis == "training, every chip and stack: 60 cases" and trn2.cases == 60
-    assert trn2.note == "no validated training cases on trainium2: interval from all 60 training cases, pooled, wider"
-    assert trn2.q_hi - trn2.q_lo > hopper.q_hi - hopper.q_lo  # pooled over both chips: wider here
+    assert trn2.basis == "training, ampere: 30 cases"  # wider than the pooled 60: ampere's residuals are all large
+    assert trn2.note == (
+        "no validated training cases on trainium2: interval from ampere's 30 cases, the widest of any chip's and the "
+        "pooled"
+    )
+    assert trn2.q_hi > hopper.q_hi
+    # the pooled cases when no chip's own is wider (a chip with too few cases of its own counts in the pool)
+    mixed = ResidualTable(tuple(rows(30, r=0.1, step=0.0, source="a") + rows(10, chip="ampere", r=1.0, step=0.0)))
+    pooled = spread_for("training", accelerator="trainium2", family="trainium", framework="neuronx", devices=64,
+                        table=mixed)  # fmt: skip
+    assert pooled is not None and pooled.basis == "training, every chip and stack: 40 cases"
+    assert pooled.note.endswith("interval from all 40 training cases, pooled (no chip's own is wider)")
+    assert pooled.q_hi == pytest.approx(1.0)
+    # too few on the chip: borrowed as well, and said so
     thin = ResidualTable(tuple(rows(30, source="a") + rows(5, chip="trainium1", framework="neuronx", source="t")))
     trn1 = spread_for("training", accelerator="trainium1", family="trainium", framework="neuronx", devices=64,
                       table=thin)  # fmt: skip
-    assert trn1 is not None and trn1.note.startswith("only 5 validated training cases on trainium1")
+    assert trn1 is not None and trn1.note.startswith("only 5 training cases on trainium1: interval from ")
 
 
 def test_a_thin_kind_borrows_every_kind_and_a_missing_kind_has_none() -> None:
@@ -78,7 +90,9 @@ def test_a_thin_kind_borrows_every_kind_and_a_missing_kind_has_none() -> None:
     thin = spread_for("inference", accelerator="h100-sxm", family="hopper", framework="tensorrt-llm", devices=8,
                       table=table)  # fmt: skip
     assert thin is not None and thin.basis == "every kind, chip and stack: 35 cases"
-    assert "only 5 serving cases" in thin.note
+    assert thin.note == (
+        "only 5 serving cases on hopper and 5 of any chip: interval from all 35 cases of every kind, pooled, wider"
+    )
     assert spread_for("memory", accelerator="h100-sxm", family="hopper", framework=None, devices=8, table=table) is None
 
 
@@ -93,13 +107,13 @@ def test_excluding_a_source_removes_its_residuals() -> None:
 
 
 def test_a_higher_level_needs_more_cases_and_goes_up_the_hierarchy() -> None:
-    table = ResidualTable(tuple(rows(25, source="a") + rows(25, chip="ampere", source="b")))
+    table = ResidualTable(tuple(rows(60, source="a") + rows(60, chip="ampere", source="b")))
     at_80 = spread_for("training", accelerator="h100-sxm", family="hopper", framework="megatron", devices=8,
                        table=table)  # fmt: skip
-    at_95 = spread_for("training", accelerator="h100-sxm", family="hopper", framework="megatron", devices=8,
-                       level=0.95, table=table)  # fmt: skip
-    assert at_80 is not None and at_80.cases == 25
-    assert at_95 is not None and at_95.cases == 50  # 39 are needed at 95%
+    at_99 = spread_for("training", accelerator="h100-sxm", family="hopper", framework="megatron", devices=8,
+                       level=0.99, table=table)  # fmt: skip
+    assert at_80 is not None and at_80.cases == 60
+    assert at_99 is not None and at_99.cases == 120  # 99 are needed at 99%
 
 
 def test_the_packaged_residuals_give_an_interval_for_every_kind() -> None:

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from clustersim.cli.common import CatalogOption, JsonOption, emit_json, number, print_all, user_errors
+from clustersim.cli.level_option import DEFAULT_LEVEL, LevelOption
 from clustersim.errors import ClusterSimError
 from clustersim.network.collectives import Algorithm, Protocol
 from clustersim.units import MAX_COLLECTIVE_BYTES, MAX_NODES
@@ -61,11 +62,14 @@ def collective_command(
     ] = 2.0,
     algo: Annotated[Algorithm | None, typer.Option("--algo", case_sensitive=False, help="Force an algorithm.")] = None,
     proto: Annotated[Protocol | None, typer.Option("--proto", case_sensitive=False, help="Force a protocol.")] = None,
+    level: LevelOption = DEFAULT_LEVEL,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Predict a collective over a size sweep, in nccl-tests' columns (size, count, type, time, algbw, busbw)."""
+    """Predict a collective over a size sweep, in nccl-tests' columns (size, count, type, time, algbw, busbw),
+    each time and busbw with its interval (--level) from left-out residuals of published nccl-tests runs."""
     from clustersim.catalog.registry import load_catalog
+    from clustersim.intervals import spread_for
     from clustersim.network.analytic import predict_collective
     from clustersim.network.collectives import parse_op
     from clustersim.network.topology import fabric_for_instance
@@ -73,14 +77,24 @@ def collective_command(
     with user_errors():
         operation = parse_op(op)
         sizes = sweep_sizes(_size(min_size, "--min"), _size(max_size, "--max"), factor)
-        fabric = fabric_for_instance(load_catalog(catalog or ()), instance, nodes)
+        loaded = load_catalog(catalog or ())
+        fabric = fabric_for_instance(loaded, instance, nodes)
         table = predict_collective(operation, sizes, fabric, algorithm=algo, protocol=proto)
+        accelerator = loaded.accelerator(loaded.instance(instance).accelerator)
+        spread = spread_for(
+            "collective",
+            accelerator=accelerator.id,
+            family=accelerator.family,
+            framework="nccl-tests",
+            devices=fabric.num_ranks,
+            level=level,
+        )
     from clustersim.present.collective import collective_json, collective_view
 
     if as_json:
-        emit_json(collective_json(table))
+        emit_json(collective_json(table, spread))
         return
-    print_all(*collective_view(table))
+    print_all(*collective_view(table, spread))
 
 
 def _size(text: str, option: str) -> float:

@@ -9,10 +9,12 @@ is used:
 4. the kind: every chip and stack (pooled);
 5. every kind, where the kind itself has too few cases (serving, scored on cases of other sources).
 
-Enough is ``MIN_CASES`` (20), or more where the level needs more for its ranks (``cases_needed``:
-39 at 95%). A chip with no validated case of the kind (Trainium2, which runs on Trainium1's fractions;
-a family of your own catalog) gets the pooled interval and a note saying so; so does a chip with too
-few; a framework with no case on the chip gets the chip's cases of other stacks, and a note.
+Enough is ``MIN_CASES`` (20), or more where the level needs more for its rank (``cases_needed``:
+99 at 99%). A chip with no validated case of the kind (Trainium2, which runs on Trainium1's fractions;
+a family of your own catalog), or too few, borrows: its interval is the widest of the pooled one and
+each chip's own (never narrower than any chip with evidence: the pooled training cases, mostly A100
+runs the model meets within a few percent, are narrower than Hopper's), and a note says so. A
+framework with no case on the chip gets the chip's cases of other stacks, and a note.
 
 A chip is the accelerator's catalog family (H100 and H200 are one Hopper die, A100 40 and 80 GB one
 Ampere, B200 and GB200 one Blackwell GPU), except the generations in ``SEPARATE_CHIPS`` that share a
@@ -21,6 +23,7 @@ family in the efficiency table but are other silicon: Trainium1, 2 and 3 each st
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 from clustersim.intervals.conformal import DEFAULT_LEVEL, Interval, Spread, cases_needed, check_level, spread
@@ -85,16 +88,24 @@ def spread_for(
             if not any(r.framework == stack for r in on_chip):
                 note = f"no validated {what} cases with {stack} on {chip}: interval from {chip}'s cases of other stacks"
             return _spread(members, level, basis, note)
-    if len(rows) >= need or len(every) < need:
-        pooled, basis, members = f"all {len(rows)} {what} cases", f"{kind}, every chip and stack", rows
+    why = (
+        f"no validated {what} cases on {accelerator}" if not on_chip else f"only {len(on_chip)} {what} cases on {chip}"
+    )
+    if len(rows) < need <= len(every):
+        note = f"{why} and {len(rows)} of any chip: interval from all {len(every)} cases of every kind, pooled, wider"
+        return _spread(every, level, "every kind, chip and stack", note)
+    # Borrowed evidence is never narrower than any chip's own: the widest of the pooled cases and each chip's.
+    pooled = _spread(rows, level, f"{kind}, every chip and stack", "")
+    chips = sorted({r.chip for r in rows} - {chip})
+    own = [
+        (c, _spread(m, level, f"{kind}, {c}", "")) for c in chips if len(m := [r for r in rows if r.chip == c]) >= need
+    ]
+    widest, spread_of = max([("", pooled), *own], key=lambda pair: pair[1].q_hi)
+    if not widest:
+        note = f"{why}: interval from all {len(rows)} {what} cases, pooled (no chip's own is wider)"
     else:
-        pooled, basis, members = f"all {len(every)} cases of every kind", "every kind, chip and stack", every
-        pooled += f" (only {len(rows)} {what} cases)"
-    if not on_chip:
-        note = f"no validated {what} cases on {accelerator}: interval from {pooled}, pooled, wider"
-    else:
-        note = f"only {len(on_chip)} validated {what} cases on {chip}: interval from {pooled}, pooled"
-    return _spread(members, level, basis, note)
+        note = f"{why}: interval from {widest}'s {spread_of.cases} cases, the widest of any chip's and the pooled"
+    return dataclasses.replace(spread_of, note=_joined(note, spread_of.note))
 
 
 def interval_for(
@@ -124,6 +135,10 @@ def interval_for(
     if found is None:
         return None
     return found.rate(predicted) if rate else found.duration(predicted)
+
+
+def _joined(*notes: str) -> str:
+    return "; ".join(n for n in notes if n)
 
 
 def _in(row: Residual, scale: str) -> bool:

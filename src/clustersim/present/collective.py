@@ -1,5 +1,6 @@
 """A collective's predicted sweep in nccl-tests' columns (size, count, type, time, algbw, busbw), as
-JSON rows and as a rich table, with NCCL's algorithm/protocol choice and the bounding link."""
+JSON rows and as a rich table, with NCCL's algorithm/protocol choice and the bounding link; given a
+``Spread`` (``clustersim.intervals``), each row's time and busbw with their interval."""
 
 from __future__ import annotations
 
@@ -8,14 +9,16 @@ from typing import Any
 from rich.console import RenderableType
 from rich.table import Table
 
+from clustersim.intervals import Spread
 from clustersim.network.analytic import CollectiveTable
 
 ELEMENT_BYTES = 4  # nccl-tests' default type, float
 
 
-def rows(table: CollectiveTable) -> list[dict[str, Any]]:
-    """One row per size: nccl-tests' columns (time in us, bandwidths in GB/s), algorithm, protocol, bound."""
-    return [
+def rows(table: CollectiveTable, spread: Spread | None = None) -> list[dict[str, Any]]:
+    """One row per size: nccl-tests' columns (time in us, bandwidths in GB/s), algorithm, protocol, bound;
+    with ``spread``, ``intervals`` of the time, algbw and busbw (in their units)."""
+    found = [
         {
             "size_bytes": int(size),
             "count": int(size // ELEMENT_BYTES),
@@ -40,41 +43,74 @@ def rows(table: CollectiveTable) -> list[dict[str, Any]]:
             strict=True,
         )
     ]
+    if spread is not None:
+        for row in found:
+            row["intervals"] = {
+                "time_us": spread.duration(row["time_us"]).to_json(),
+                "algbw_GBps": spread.rate(row["algbw_GBps"]).to_json(),
+                "busbw_GBps": spread.rate(row["busbw_GBps"]).to_json(),
+            }
+    return found
 
 
-def collective_json(table: CollectiveTable) -> dict[str, Any]:
-    """The operation, the fabric, its ranks and the rows."""
-    return {"op": table.op.value, "fabric": table.fabric.name, "ranks": table.fabric.num_ranks, "rows": rows(table)}
+def collective_json(table: CollectiveTable, spread: Spread | None = None) -> dict[str, Any]:
+    """The operation, the fabric, its ranks and the rows (with ``spread``, each figure's interval)."""
+    return {
+        "op": table.op.value,
+        "fabric": table.fabric.name,
+        "ranks": table.fabric.num_ranks,
+        "rows": rows(table, spread),
+    }
 
 
-def collective_view(table: CollectiveTable) -> list[RenderableType]:
-    """The sweep as nccl-tests prints it, and a footnote when busbw exceeds the raw link bandwidth."""
+def interval_line(spread: Spread) -> str:
+    """Where the intervals come from, and the note where the evidence is borrowed or thin."""
+    line = f"{spread.level:.0%} intervals from left-out residuals of published cases ({spread.basis})"
+    return line + (f"; {spread.note}" if spread.note else "")
+
+
+def collective_view(table: CollectiveTable, spread: Spread | None = None) -> list[RenderableType]:
+    """The sweep as nccl-tests prints it (with ``spread``, the time and busbw intervals beside them), and a
+    footnote when busbw exceeds the raw link bandwidth."""
     fabric = table.fabric
     out = Table(
         title=f"{table.op.value} on {fabric.name} ({fabric.num_ranks} ranks), predicted",
         caption="size in bytes, time in us, algbw and busbw in GB/s (1e9 B/s)",
     )
-    for column in ("size", "count", "type", "time", "algbw", "busbw"):
+    level = f"{spread.level:.0%}" if spread else ""
+    columns = ("size", "count", "type", "time", *((f"time {level}",) if spread else ()), "algbw", "busbw")
+    for column in (*columns, *((f"busbw {level}",) if spread else ())):
         out.add_column(column, justify="right", no_wrap=True)
     out.add_column("algorithm", no_wrap=True)
     out.add_column("bound", min_width=12, overflow="fold")
-    found = rows(table)
+    found = rows(table, spread)
     for row in found:
         mark = " *" if row["busbw_exceeds_links"] else ""
+        intervals = row.get("intervals", {})
+        time_range = (_range(intervals["time_us"], ".1f"),) if spread else ()
+        busbw_range = (_range(intervals["busbw_GBps"], ".2f"),) if spread else ()
         out.add_row(
             str(row["size_bytes"]),
             str(row["count"]),
             "float",
             f"{row['time_us']:.1f}",
+            *time_range,
             f"{row['algbw_GBps']:.2f}",
             f"{row['busbw_GBps']:.2f}{mark}",
+            *busbw_range,
             f"{row['algorithm']}/{row['protocol']}",
             str(row["bound"]),
         )
     lines: list[RenderableType] = [out]
+    if spread is not None:
+        lines.append(interval_line(spread))
     if any(r["busbw_exceeds_links"] for r in found):
         lines.append(
             "* busbw above the raw link bandwidth: nccl-tests' formula assumes a ring, while NVLS reduces in "
             "the switch and a 2-node tree halves the traffic (NVIDIA/nccl-tests#366, #22)."
         )
     return lines
+
+
+def _range(interval: dict[str, Any], spec: str) -> str:
+    return f"{interval['low']:{spec}}-{interval['high']:{spec}}"

@@ -1,0 +1,61 @@
+"""Intervals on the command line: --level, the intervals in --json beside each figure, the words in text."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from clustersim.cli.app import app
+from clustersim.cli.level_option import DEFAULT_LEVEL
+from clustersim.intervals import DEFAULT_LEVEL as INTERVALS_DEFAULT
+
+runner = CliRunner()
+
+
+def run(*args: str) -> Any:
+    return runner.invoke(app, list(args), env={"CLUSTERSIM_CATALOG": "", "COLUMNS": "250"})
+
+
+def test_the_option_and_the_package_agree_on_the_default_level() -> None:
+    assert DEFAULT_LEVEL == INTERVALS_DEFAULT == 0.8
+
+
+@pytest.mark.parametrize("command", [["collective", "all_reduce"]])
+@pytest.mark.parametrize("level", ["0", "1", "1.5", "-0.2", "nan"])
+def test_a_level_out_of_range_is_refused_in_one_line(command: list[str], level: str) -> None:
+    result = run(*command, "--level", level)
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--level" in lines[0] and "between 0 and 1, exclusive" in lines[0]
+
+
+def test_collective_rows_carry_the_interval_of_time_and_busbw() -> None:
+    args = ("collective", "all_reduce", "--nodes", "2", "--min", "64M", "--max", "256M", "--factor", "4", "--json")
+    payload = json.loads(run(*args).stdout)
+    wider = json.loads(run(*args, "--level", "0.95").stdout)
+    for row, row95 in zip(payload["rows"], wider["rows"], strict=True):
+        for key in ("time_us", "algbw_GBps", "busbw_GBps"):
+            interval = row["intervals"][key]
+            assert interval["low"] <= row[key] <= interval["high"] and interval["level"] == 0.8
+            assert set(interval) == {"low", "high", "level", "basis", "cases", "note"}
+            assert row95["intervals"][key]["level"] == 0.95
+            assert (
+                row95["intervals"][key]["high"] - row95["intervals"][key]["low"] >= interval["high"] - interval["low"]
+            )
+        assert "collective, hopper, nccl-tests" in row["intervals"]["busbw_GBps"]["basis"]
+
+
+def test_collective_text_shows_the_ranges_and_where_they_come_from() -> None:
+    result = run("collective", "all_reduce", "--nodes", "2", "--min", "1G", "--max", "1G")
+    assert result.exit_code == 0, result.output
+    assert "time 80%" in result.stdout and "busbw 80%" in result.stdout
+    assert "80% intervals from left-out residuals of published cases (collective, hopper" in result.stdout
+
+
+def test_a_chip_without_validated_collectives_says_so() -> None:
+    result = run("collective", "all_reduce", "--instance", "trn1.32xlarge", "--min", "1G", "--max", "1G")
+    assert result.exit_code == 0, result.output
+    assert "no validated collective cases on trainium1" in result.stdout
