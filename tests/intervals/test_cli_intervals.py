@@ -52,7 +52,7 @@ def test_collective_text_shows_the_ranges_and_where_they_come_from() -> None:
     result = run("collective", "all_reduce", "--nodes", "2", "--min", "1G", "--max", "1G")
     assert result.exit_code == 0, result.output
     assert "time 80%" in result.stdout and "busbw 80%" in result.stdout
-    assert "80% intervals from left-out residuals of published cases (collective, hopper" in result.stdout
+    assert "80% intervals from left-out residuals of published nccl-tests runs (collective, hopper" in result.stdout
 
 
 def test_a_chip_without_validated_collectives_says_so() -> None:

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from clustersim.intervals import Spread
 from clustersim.network.analytic import CollectiveTable
+from clustersim.present.intervals import interval_line
 
 ELEMENT_BYTES = 4  # nccl-tests' default type, float
 
@@ -63,12 +64,6 @@ def collective_json(table: CollectiveTable, spread: Spread | None = None) -> dic
     }
 
 
-def interval_line(spread: Spread) -> str:
-    """Where the intervals come from, and the note where the evidence is borrowed or thin."""
-    line = f"{spread.level:.0%} intervals from left-out residuals of published cases ({spread.basis})"
-    return line + (f"; {spread.note}" if spread.note else "")
-
-
 def collective_view(table: CollectiveTable, spread: Spread | None = None) -> list[RenderableType]:
     """The sweep as nccl-tests prints it (with ``spread``, the time and busbw intervals beside them), and a
     footnote when busbw exceeds the raw link bandwidth."""
@@ -103,7 +98,7 @@ def collective_view(table: CollectiveTable, spread: Spread | None = None) -> lis
         )
     lines: list[RenderableType] = [out]
     if spread is not None:
-        lines.append(interval_line(spread))
+        lines.append(interval_line(spread, "published nccl-tests runs"))
     if any(r["busbw_exceeds_links"] for r in found):
         lines.append(
             "* busbw above the raw link bandwidth: nccl-tests' formula assumes a ring, while NVLS reduces in "

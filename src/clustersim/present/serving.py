@@ -1,12 +1,23 @@
 """Serving estimates as rich renderables: the breakdown table (one or two systems, with ratios) and
-the reasons a second system is faster or slower."""
+the reasons a second system is faster or slower.
+
+Given a ``Spread`` per system (``clustersim.intervals``: left-out residuals of published serving
+throughput), output tokens/s carry their interval, and TTFT and TPOT the same relative range (no
+validated latency cases: the throughput's residuals stand in, and the line under the table says so).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from rich.console import RenderableType
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from clustersim.intervals import Interval, Spread
+from clustersim.present.intervals import interval_line, seconds, with_range
 from clustersim.serving.estimate import ServingEstimate
 from clustersim.units import format_bytes, format_count, format_seconds
 from clustersim.workload.transformer import Transformer
@@ -36,6 +47,22 @@ ROWS: tuple[tuple[str, str], ...] = (
 )
 _BOLD = {"output_tokens_per_s", "output_tokens_per_s_per_device"}
 _TIMES = {field for _, field in ROWS if field.endswith("_s") and "_per_s" not in field}
+RATES = ("output_tokens_per_s", "output_tokens_per_s_per_device")  # the fields with an interval: rates,
+DURATIONS = ("ttft_s", "tpot_s")  # and durations (the throughput's relative range)
+LATENCY_NOTE = "TTFT and TPOT take the throughput's relative range: there are no validated latency cases yet"
+
+
+def serving_intervals(estimate: ServingEstimate, spread: Spread) -> dict[str, Interval]:
+    """The interval of output tokens/s (system and per device), TTFT and TPOT."""
+    found = {field: spread.rate(getattr(estimate, field)) for field in RATES}
+    return found | {field: spread.duration(getattr(estimate, field)) for field in DURATIONS}
+
+
+def intervals_json(estimate: ServingEstimate, spread: Spread | None) -> dict[str, Any]:
+    """``{"intervals": {figure: {low, high, level, basis, cases, note}}}`` (empty without ``spread``)."""
+    if spread is None:
+        return {}
+    return {"intervals": {key: i.to_json() for key, i in serving_intervals(estimate, spread).items()}}
 
 
 def generic_reasons(first: ServingEstimate, second: ServingEstimate) -> list[str]:
@@ -55,8 +82,11 @@ def generic_reasons(first: ServingEstimate, second: ServingEstimate) -> list[str
     return reasons
 
 
-def cell(estimate: ServingEstimate, field: str) -> str:
-    """One table cell: ``field`` of ``estimate`` in its unit."""
+def cell(estimate: ServingEstimate, field: str, spread: Spread | None = None) -> str:
+    """One table cell: ``field`` of ``estimate`` in its unit (with ``spread``, its interval where it has one)."""
+    if spread is not None and field in (*RATES, *DURATIONS):
+        interval = serving_intervals(estimate, spread)[field]
+        return with_range(cell(estimate, field), interval, seconds if field in DURATIONS else _rate)
     if field == "layout":
         return f"{estimate.dp} x (tp {estimate.tp} x pp {estimate.pp}) on {estimate.device}"
     if field == "precisions":
@@ -85,8 +115,19 @@ def ratio(first: ServingEstimate, second: ServingEstimate, field: str) -> str:
     return f"{other / value:.2f}x"
 
 
-def serving_view(model: Transformer, estimates: list[ServingEstimate], reasons: list[str]) -> list[RenderableType]:
-    """The scenario line, the breakdown of one or two systems (with ratios), and the reasons."""
+def _rate(value: float) -> str:
+    return f"{value:,.4g}" if value < 100 else f"{value:,.0f}"
+
+
+def serving_view(
+    model: Transformer,
+    estimates: list[ServingEstimate],
+    reasons: list[str],
+    spreads: Sequence[Spread | None] = (),
+) -> list[RenderableType]:
+    """The scenario line, the breakdown of one or two systems (with ratios), and the reasons; with
+    ``spreads`` (one per estimate), the intervals and where they come from."""
+    given = list(spreads) + [None] * (len(estimates) - len(spreads))
     head = estimates[0]
     scenario = "offline" if head.scenario == "offline" else "server"
     lines: list[RenderableType] = [
@@ -100,10 +141,14 @@ def serving_view(model: Transformer, estimates: list[ServingEstimate], reasons: 
     if len(estimates) == 2:
         table.add_column("ratio", justify="right")
     for label, field in ROWS:
-        cells = [cell(e, field) for e in estimates]
+        cells = [cell(e, field, spread) for e, spread in zip(estimates, given, strict=True)]
         if len(estimates) == 2:
             cells.append(ratio(estimates[0], estimates[1], field))
         table.add_row(label, *cells, style="bold" if field in _BOLD else None)
     lines.append(table)
+    for estimate, spread in zip(estimates, given, strict=True):
+        if spread is not None:
+            where = f" on {estimate.system}" if len(estimates) > 1 else ""
+            lines.append(escape(interval_line(spread, "published serving runs") + where + f"; {LATENCY_NOTE}"))
     lines += [Text.from_markup(f"why: {reason}") for reason in reasons]
     return lines

@@ -2,6 +2,9 @@
 line, the job's totals, a side-by-side comparison and the operations table.
 
 Each function returns tables or lines (markup strings) for a console to print; nothing is printed here.
+Given a ``Spread`` (``clustersim.intervals``: left-out residuals of published step times), the step,
+tokens/s, MFU and the job's days, device-hours, cost and energy carry their interval; the job's totals
+scale with the step, so they take its relative range.
 """
 
 from __future__ import annotations
@@ -10,8 +13,11 @@ from collections.abc import Callable
 from typing import Any
 
 from rich.console import RenderableType
+from rich.markup import escape
 from rich.table import Table
 
+from clustersim.intervals import Interval, Spread
+from clustersim.present.intervals import interval_line, seconds, with_range
 from clustersim.training.estimate import Estimate
 from clustersim.training.job import JobTotals
 from clustersim.units import format_bytes, format_count, format_seconds
@@ -29,9 +35,34 @@ def headline(estimate: Estimate, params: int) -> str:
     )
 
 
-def step_table(estimate: Estimate) -> Table:
+def training_intervals(estimate: Estimate, spread: Spread) -> dict[str, Interval]:
+    """The interval of each headline figure: the step and the job's totals (durations), tokens/s and MFU
+    (rates)."""
+    found = {
+        "step_s": spread.duration(estimate.step_s),
+        "tokens_per_s_per_device": spread.rate(estimate.tokens_per_s_per_device),
+        "mfu": spread.rate(estimate.mfu),
+    }
+    totals = estimate.totals
+    if totals is not None:
+        for key in ("time_s", "device_hours", "cost_usd", "energy_kwh"):
+            value = getattr(totals, key)
+            if value is not None:
+                found[key] = spread.duration(value)
+    return found
+
+
+def intervals_json(estimate: Estimate, spread: Spread | None) -> dict[str, Any]:
+    """``{"intervals": {figure: {low, high, level, basis, cases, note}}}`` (empty without ``spread``)."""
+    if spread is None:
+        return {}
+    return {"intervals": {key: i.to_json() for key, i in training_intervals(estimate, spread).items()}}
+
+
+def step_table(estimate: Estimate, spread: Spread | None = None) -> Table:
     """Every non-zero term: link time, exposed time and its share of the step as a bar."""
-    table = Table(title=f"step {format_seconds(estimate.step_s)}")
+    step = spread.duration(estimate.step_s) if spread else None
+    table = Table(title=f"step {with_range(format_seconds(estimate.step_s), step, seconds)}")
     for column in ("term", "link time", "exposed", "share"):
         table.add_column(column, justify="left" if column in ("term", "share") else "right")
     for term in estimate.terms:
@@ -55,27 +86,44 @@ def memory_table(estimate: Estimate) -> Table:
     return table
 
 
-def utilization_line(estimate: Estimate) -> str:
+def utilization_line(estimate: Estimate, spread: Spread | None = None) -> str:
     """Whether it fits (and the headroom), MFU, HFU, tokens/s per device and the bottleneck."""
     headroom = estimate.capacity_bytes - estimate.memory.required_bytes
     fit = "fits" if estimate.fits else "[bold red]does not fit[/]"
+    mfu = with_range(f"MFU {100 * estimate.mfu:.1f}%", spread.rate(estimate.mfu) if spread else None, _percent)
+    tokens = spread.rate(estimate.tokens_per_s_per_device) if spread else None
     return (
-        f"{fit} (headroom {format_bytes(headroom)}); MFU {100 * estimate.mfu:.1f}%, HFU {100 * estimate.hfu:.1f}%, "
-        f"{estimate.tokens_per_s_per_device:,.0f} tokens/s per device; bottleneck: {estimate.bottleneck}"
+        f"{fit} (headroom {format_bytes(headroom)}); {mfu}, HFU {100 * estimate.hfu:.1f}%, "
+        f"{with_range(f'{estimate.tokens_per_s_per_device:,.0f} tokens/s per device', tokens, _whole)}; "
+        f"bottleneck: {estimate.bottleneck}"
     )
 
 
-def totals_line(totals: JobTotals | None) -> str | None:
+def _percent(value: float) -> str:
+    return f"{100 * value:.1f}%"
+
+
+def _whole(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def totals_line(totals: JobTotals | None, spread: Spread | None = None) -> str | None:
     """The token budget's steps, days, device-hours, cost and energy; ``None`` without a budget."""
     if totals is None:
         return None
+    days = with_range(
+        f"{totals.time_s / 86400:,.1f} days",
+        spread.duration(totals.time_s) if spread else None,
+        lambda v: f"{v / 86400:,.1f}",
+    )
     line = (
-        f"{format_count(totals.tokens)} tokens: {totals.steps:,} steps, {totals.time_s / 86400:,.1f} days, "
-        f"{totals.device_hours:,.0f} device-hours"
+        f"{format_count(totals.tokens)} tokens: {totals.steps:,} steps, {days}, {totals.device_hours:,.0f} device-hours"
     )
     if totals.cost_usd is not None and totals.price_usd_per_hour is not None:
+        cost = spread.duration(totals.cost_usd) if spread else None
         line += (
-            f", ${totals.cost_usd:,.0f} at ${totals.price_usd_per_hour:,.2f}/h per instance "
+            f", {with_range(f'${totals.cost_usd:,.0f}', cost, lambda v: f'${v:,.0f}')} at "
+            f"${totals.price_usd_per_hour:,.2f}/h per instance "
             f"({totals.price_offer.replace('_', ' ')}, {totals.price_region}, {totals.price_as_of})"
         )
     else:
@@ -87,17 +135,20 @@ def totals_line(totals: JobTotals | None) -> str | None:
     return line
 
 
-def estimate_view(estimate: Estimate, params: int) -> list[RenderableType]:
-    """The whole estimate, in the order ``clustersim train`` prints it."""
+def estimate_view(estimate: Estimate, params: int, spread: Spread | None = None) -> list[RenderableType]:
+    """The whole estimate, in the order ``clustersim train`` prints it (with ``spread``, the headline
+    figures' intervals and where they come from)."""
     lines: list[RenderableType] = [
         headline(estimate, params),
-        step_table(estimate),
+        step_table(estimate, spread),
         memory_table(estimate),
-        utilization_line(estimate),
+        utilization_line(estimate, spread),
     ]
-    totals = totals_line(estimate.totals)
+    totals = totals_line(estimate.totals, spread)
     if totals is not None:
         lines.append(totals)
+    if spread is not None:
+        lines.append(escape(interval_line(spread, "published training runs")))
     lines += [f"note: {note}" for note in estimate.notes]
     return lines
 
