@@ -96,12 +96,14 @@ class CaseParallel(_Part):
 
 
 class CaseWorkload(_Part):
-    """``workload`` of an inference case; ``ttft_target_s`` / ``tpot_target_s`` are optional extras."""
+    """``workload`` of an inference case; ``ttft_target_s`` / ``tpot_target_s`` are optional extras, ``dataset``
+    names the request set (a null length is then the set's mean)."""
 
     input_tokens: Annotated[float, Field(ge=1)] | None = None
     output_tokens: Annotated[float, Field(ge=1)] | None = None
     scenario: str | None = None
     batch: Count | None = None
+    dataset: str | None = None  # the request set the lengths come from (clustersim.serving.datasets)
     ttft_target_s: Positive | None = None
     tpot_target_s: Positive | None = None
 

@@ -2,10 +2,11 @@
 
 Assumptions a case does not state:
 
-* ``input_tokens`` null: ``ASSUMED_INPUT_TOKENS``. The only such cases are MLPerf Llama 2 70B
-  (OpenOrca subset, prompts of at most 1,024 tokens); about 220 is the mean prompt length we read
-  off a sample of the rows of a public per-sample summary of that dataset
-  (openshift-psap/performance-dashboard, mlperf-data/summaries/llama2-70b-99.csv): an estimate;
+* ``input_tokens`` or ``output_tokens`` null: the mean of the request set the workload names in
+  ``dataset`` (``clustersim.serving.datasets``: MLPerf Llama 2 70B's ``openorca`` prompts average
+  222.3 tokens over its 24,576 samples); with no dataset, or one that gives no mean for that length,
+  no number is assumed: the case is skipped as "input unknown" (or "output unknown"), naming the
+  field and the datasets known. ``assumed_lengths`` says per case what was taken from a dataset;
 * the KV cache has the precision of the weights (fp8 runs in TensorRT-LLM use an fp8 KV cache);
 * the engine is the profile of the case's ``software.framework`` whose release range holds the
   release or month ``software.version`` names (``clustersim.serving.engines.engine_for_software``),
@@ -29,6 +30,7 @@ from clustersim.catalog.registry import Catalog
 from clustersim.choices import Batching
 from clustersim.errors import ClusterSimError
 from clustersim.serving.concurrency import estimate_concurrency
+from clustersim.serving.datasets import SIDES, request_datasets
 from clustersim.serving.engine import (
     InferenceCalibration,
     parse_precision,
@@ -40,7 +42,6 @@ from clustersim.serving.latency import max_rate
 from clustersim.validation.cases import Case, CaseModel, CaseParallel, CaseSystem, CaseWorkload, as_case
 from clustersim.workload.transformer import transformer_from_mapping
 
-ASSUMED_INPUT_TOKENS = 220.0
 SERVER_TTFT_TARGET_S = 2.0
 SERVER_TPOT_TARGET_S = 0.2
 SERVER_PERCENTILE = 0.99
@@ -75,12 +76,10 @@ def case_estimate(
     except ClusterSimError as exc:
         raise ClusterSimError(f"{where}: {exc}", field=exc.field, value=exc.value) from None
     precision = parse_precision(str(case.precision or "bf16"), f"{where}: precision")
-    output = workload.output_tokens
-    if not output:
-        raise ClusterSimError(f"{where}: workload.output_tokens is missing")
+    input_tokens, output_tokens = workload_lengths(workload, where)
     request = Request(
-        input_tokens=float(workload.input_tokens or ASSUMED_INPUT_TOKENS),
-        output_tokens=float(output),
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
         precision=precision,
         batching=engine.benchmark_batching,
     )
@@ -116,3 +115,54 @@ def predict_inference_case(
     if field == "tpot_s":
         return estimate.tpot_s
     raise ClusterSimError(f"cannot predict inference field {field!r} (output_tokens_per_s, ttft_s, tpot_s)")
+
+
+def workload_lengths(workload: CaseWorkload, where: str = "case") -> tuple[float, float]:
+    """The mean (input, output) tokens of a case's workload: as stated, else the mean of its ``dataset``.
+
+    A length that is null with no dataset, an unknown dataset, or a dataset that gives no mean for it
+    is an error, "input unknown: ..." (or "output unknown: ..."), naming the field and the known
+    datasets: nothing is assumed that no source states.
+    """
+    known = request_datasets()
+    lengths = []
+    for which, stated in zip(SIDES, (workload.input_tokens, workload.output_tokens), strict=True):
+        if stated is not None:
+            lengths.append(float(stated))
+            continue
+        field = f"workload.{which}_tokens"
+        name = (workload.dataset or "").strip().lower()
+        dataset = known.get(name)
+        mean = dataset.mean(which) if dataset is not None else None
+        if mean is not None:
+            lengths.append(mean)
+            continue
+        with_means = ", ".join(sorted(n for n, d in known.items() if d.mean(which) is not None))
+        if not workload.dataset:
+            why = "and the case names no workload.dataset"
+        elif dataset is None:
+            why = f"and workload.dataset {workload.dataset!r} is not a known dataset"
+        else:
+            why = f"and the dataset {name!r} has no published mean {which} length"
+        raise ClusterSimError(
+            f"{which} unknown: {where}: {field} is null {why} (datasets with a mean {which} length: {with_means})",
+            field=field,
+        )
+    return lengths[0], lengths[1]
+
+
+def assumed_lengths(case: Case | Mapping[str, Any], catalog: Catalog | None = None) -> dict[str, float]:
+    """The lengths a case's prediction takes from its dataset, field -> tokens (``workload.input_tokens``:
+    the dataset's mean, whose source ``clustersim.serving.datasets`` holds); empty when the case states
+    its lengths or names no known dataset. ``catalog`` is unused: the signature of the validation
+    runner's per-kind assumptions (``training.case_assumptions``)."""
+    workload = as_case(case, "inference").workload or CaseWorkload()
+    dataset = request_datasets().get((workload.dataset or "").strip().lower())
+    if dataset is None:
+        return {}
+    assumed: dict[str, float] = {}
+    for which, stated in zip(SIDES, (workload.input_tokens, workload.output_tokens), strict=True):
+        mean = dataset.mean(which)
+        if stated is None and mean is not None:
+            assumed[f"workload.{which}_tokens"] = mean
+    return assumed
