@@ -28,6 +28,7 @@ PRIMARY_FIELDS: dict[str, tuple[str, ...]] = {
 MAX_ID_CHARS = 256
 BUNDLED_PACKAGE = "clustersim.validation"
 BUNDLED_FOLDER = "data"
+PROJECT_FOLDER = "project"
 
 
 class _Part(BaseModel):
@@ -213,3 +214,14 @@ def bundled_dir() -> Path:
 def bundled_case_files() -> list[Path]:
     """The bundled ground-truth files (``*.jsonl``), sorted by name."""
     return sorted(path for path in bundled_dir().iterdir() if path.suffix == ".jsonl")
+
+
+def project_dir() -> Path:
+    """The folder of the project's own ground truth (``project/README.md``): published runs found for the
+    project, in the same format, that are not in ``../shared/validation``."""
+    return Path(str(files(BUNDLED_PACKAGE).joinpath(PROJECT_FOLDER)))
+
+
+def project_case_files() -> list[Path]:
+    """The project's own ground-truth files (``*.jsonl``), sorted by name."""
+    return sorted(path for path in project_dir().iterdir() if path.suffix == ".jsonl")
