@@ -56,7 +56,8 @@ def test_json_has_every_field_in_si_units():
     result = run("llama2-70b", "--instance", "p5.48xlarge", "--tp", "8", "--input", "2048", "--output", "128", "--json")
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
-    assert ESTIMATE_KEYS | {"params"} == set(payload)
+    assert ESTIMATE_KEYS | {"params", "dataset"} == set(payload)
+    assert payload["dataset"] is None
     assert payload["tp"] == 8 and payload["dp"] == 1 and payload["device"] == "h100-sxm"
     assert payload["kv_bytes_per_token_per_device"] == 327_680 / 8
     assert payload["scenario"] == "offline"
@@ -77,7 +78,7 @@ def test_compare_gives_both_systems_the_ratio_and_the_reasons():
     )
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
-    assert set(payload) == {"first", "second", "ratio", "reasons"}
+    assert set(payload) == {"first", "second", "ratio", "reasons", "dataset"}
     assert payload["first"]["device"] == "h100-sxm" and payload["second"]["device"] == "h200-sxm"
     assert payload["ratio"] == pytest.approx(
         payload["second"]["output_tokens_per_s"] / payload["first"]["output_tokens_per_s"]
@@ -140,3 +141,63 @@ def test_a_target_at_a_saturating_rate_is_answered_not_crashed():
     result = runner.invoke(app, ["serve", "llama2-7b", "--batch", "1", "--tpot-target", "0.1", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["request_rate_per_s"] > 0
+
+
+# ---- --dataset: the lengths of a request set ------------------------------------------------------------
+
+OFFLINE_70B = ("llama2-70b", "--tp", "2", "--precision", "fp8", "--json")
+
+
+def test_dataset_gives_the_lengths_and_the_json_echoes_it(tmp_path):
+    result = run(*OFFLINE_70B, "--dataset", "openorca", "--save-scenario", str(tmp_path / "s.toml"))
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["dataset"] == "openorca"
+    assert (payload["input_tokens"], payload["output_tokens"]) == (222.33, 294.45)  # the registry's means
+    plain = json.loads(run(*OFFLINE_70B, "--input", "222", "--output", "294").stdout)
+    assert payload["output_tokens_per_s"] == pytest.approx(plain["output_tokens_per_s"], rel=0.02)
+    text = (tmp_path / "s.toml").read_text(encoding="utf-8")
+    assert 'dataset = "openorca"' in text and "input_tokens" not in text  # the set's means, not copies of them
+    replay = runner.invoke(app, ["serve", "--scenario", str(tmp_path / "s.toml"), "--json"])
+    assert replay.exit_code == 0 and json.loads(replay.stdout) == payload
+    beside = runner.invoke(app, ["serve", "--scenario", str(tmp_path / "s.toml"), "--dataset", "sharegpt"])
+    assert beside.exit_code == 2 and "--dataset cannot be combined with a scenario file" in beside.output
+
+
+@pytest.mark.parametrize("flag", ["--input", "--output"])
+def test_a_length_beside_a_dataset_that_gives_it_is_refused(flag):
+    result = run(*OFFLINE_70B, "--dataset", "openorca", flag, "300")
+    assert result.exit_code == 2, result.output
+    error = json.loads(result.stderr)
+    assert error["field"] == flag and error["value"] == 300
+    assert "the dataset 'openorca' sets the" in error["error"] and "not both" in error["error"]
+
+
+def test_a_length_the_dataset_does_not_give_is_required_and_honoured():
+    missing = run(*OFFLINE_70B, "--dataset", "cnn_dailymail")
+    assert missing.exit_code == 2 and json.loads(missing.stderr)["field"] == "--output"
+    given = run(*OFFLINE_70B, "--dataset", "cnn_dailymail", "--output", "100")
+    assert given.exit_code == 0, given.output
+    payload = json.loads(given.stdout)
+    assert (payload["input_tokens"], payload["output_tokens"], payload["dataset"]) == (870.73, 100, "cnn_dailymail")
+
+
+def test_generators_take_the_lengths_as_their_parameters():
+    default = json.loads(run(*OFFLINE_70B, "--dataset", "random").stdout)
+    assert (default["input_tokens"], default["output_tokens"]) == (1024, 128)  # vLLM's --random-*-len defaults
+    given = json.loads(run(*OFFLINE_70B, "--dataset", "random", "--input", "500", "--output", "64").stdout)
+    assert (given["input_tokens"], given["output_tokens"], given["dataset"]) == (500, 64, "random")
+    fixed = json.loads(run(*OFFLINE_70B, "--dataset", "fixed").stdout)
+    assert (fixed["input_tokens"], fixed["output_tokens"], fixed["dataset"]) == (2048, 128, "fixed")
+
+
+def test_an_unknown_dataset_is_one_line_naming_the_known_ones():
+    text = run("llama2-70b", "--dataset", "orca")
+    assert text.exit_code == 2 and "Traceback" not in text.output
+    (line,) = text.output.strip().splitlines()
+    assert "unknown --dataset 'orca'" in line and "did you mean openorca" in line and "sharegpt" in line
+    error = json.loads(run("llama2-70b", "--dataset", "orca", "--json").stderr)
+    assert (error["field"], error["value"]) == ("--dataset", "orca")
+    assert (
+        "known: cnn_dailymail, fixed, mlperf_llama3_405b, mlperf_mixtral, openorca, random, sharegpt" in error["error"]
+    )

@@ -40,6 +40,7 @@ INPUTS = (
     "pp",
     "input_tokens",
     "output_tokens",
+    "dataset",
     "batch",
     "precision",
     "kv_cache",
@@ -57,6 +58,7 @@ _FLAGS = {
     "pp": "--pp",
     "input_tokens": "--input",
     "output_tokens": "--output",
+    "dataset": "--dataset",
     "precision": "--precision",
     "kv_cache": "--kv-cache",
     "batch": "--batch",
@@ -86,6 +88,15 @@ def serve_command(
     output_tokens: Annotated[
         int, typer.Option("--output", min=1, max=MAX_SEQUENCE_TOKENS, help="Output tokens per request (mean).")
     ] = 128,
+    dataset: Annotated[
+        str | None,
+        typer.Option(
+            "--dataset",
+            help="Take the lengths from a request set (serving/datasets.toml): openorca, cnn_dailymail, "
+            "mlperf_mixtral, mlperf_llama3_405b, sharegpt give their mean lengths (--input/--output are refused "
+            "where the set gives one); the generators fixed and random take --input/--output as their lengths.",
+        ),
+    ] = None,
     batch: Annotated[
         int | None,
         typer.Option(
@@ -167,8 +178,11 @@ def serve_command(
         elif model is None:
             raise ClusterSimError("give a MODEL (e.g. llama2-70b) or --scenario FILE")
         else:
+            stated = given_options(ctx, ("input_tokens", "output_tokens"))  # with a dataset, only these count
             spec = _scenario_of_options(
-                model=model, instance=instance, tp=tp, pp=pp, input_tokens=input_tokens, output_tokens=output_tokens,
+                model=model, instance=instance, tp=tp, pp=pp,
+                input_tokens=input_tokens if dataset is None or "--input" in stated else None,
+                output_tokens=output_tokens if dataset is None or "--output" in stated else None, dataset=dataset,
                 batch=batch, precision=precision, kv_cache=kv_cache, batching=batching, rate=rate,
                 ttft_target=ttft_target, tpot_target=tpot_target, models=models or [], catalog=catalog or [],
                 engine=engine,
@@ -184,13 +198,19 @@ def serve_command(
     from clustersim.present.serving import generic_reasons, serving_view
 
     if as_json:
-        payload: dict[str, Any] = {"params": transformer.num_params(), **estimates[0].to_json()}
+        dataset_name = spec.request.lengths().dataset
+        payload: dict[str, Any] = {
+            "params": transformer.num_params(),
+            "dataset": dataset_name,
+            **estimates[0].to_json(),
+        }
         if compare:
             payload = {
                 "first": estimates[0].to_json(),
                 "second": estimates[1].to_json(),
                 "ratio": estimates[1].output_tokens_per_s / estimates[0].output_tokens_per_s,
                 "reasons": reasons or generic_reasons(*estimates),
+                "dataset": dataset_name,
             }
         emit_json(payload)
         return
@@ -210,8 +230,9 @@ def _scenario_of_options(
     instance: str,
     tp: int | None,
     pp: int,
-    input_tokens: int,
-    output_tokens: int,
+    input_tokens: int | None,
+    output_tokens: int | None,
+    dataset: str | None,
     batch: int | None,
     precision: str,
     kv_cache: str | None,
@@ -223,10 +244,21 @@ def _scenario_of_options(
     catalog: list[Path],
     engine: str,
 ) -> "ServingScenarioFile":
-    """The scenario the options describe; without --tp the degree is chosen."""
-    from clustersim.scenario.schema import LoadSpec, RequestSpec, ServingSystemSpec
+    """The scenario the options describe; without --tp the degree is chosen. ``input_tokens`` and
+    ``output_tokens`` are None where not given beside a ``dataset``."""
+    from clustersim.scenario.schema import (
+        DEFAULT_INPUT_TOKENS,
+        DEFAULT_OUTPUT_TOKENS,
+        LoadSpec,
+        RequestSpec,
+        ServingSystemSpec,
+    )
     from clustersim.scenario.serving import serving_scenario
+    from clustersim.serving.datasets import resolve_lengths
     from clustersim.serving.engine import parse_precision
+
+    # a length given beside a dataset that sets it, or an unknown dataset, is refused by its flag
+    resolve_lengths(dataset, input_tokens, output_tokens, defaults=(DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS))
 
     weights = parse_precision(precision, "--precision").value
     kv = parse_precision(kv_cache, "--kv-cache").value if kv_cache else None
@@ -235,7 +267,12 @@ def _scenario_of_options(
     with option_errors(_FLAGS):
         system = ServingSystemSpec(instance=instance, tp="choose" if tp is None else tp, pp=pp)
         request = RequestSpec(
-            input_tokens=input_tokens, output_tokens=output_tokens, precision=weights, kv_cache=kv, batching=batching
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            dataset=dataset,
+            precision=weights,
+            kv_cache=kv,
+            batching=batching,
         )
         load = LoadSpec(batch=batch, rate_per_s=rate, ttft_target_s=ttft_target, tpot_target_s=tpot_target)
     return serving_scenario(
@@ -255,9 +292,10 @@ def _estimate(
     transformer = load_model(spec.model, extra_dirs=spec.options.models, use_env=False)
     cat = load_catalog(spec.options.catalog, use_env=False)
     wanted = spec.request
+    lengths = wanted.lengths()
     request = Request(
-        input_tokens=float(wanted.input_tokens),
-        output_tokens=float(wanted.output_tokens),
+        input_tokens=lengths.input_tokens,
+        output_tokens=lengths.output_tokens,
         precision=parse_precision(wanted.precision, "--precision"),
         kv_precision=parse_precision(wanted.kv_cache, "--kv-cache") if wanted.kv_cache else None,
         batching=wanted.batching,

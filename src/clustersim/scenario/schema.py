@@ -4,8 +4,10 @@ A training scenario names the workload (``model``), the system (``[system]``), t
 (``[layout]``; ``layout = "choose"`` for the fastest that fits, or ``[layout]`` with ``choose = true``
 and the degrees or settings to hold fixed while the rest is searched) and the job (``[job]``), plus the
 user's files (``[options]``). A serving scenario names the model, the system and its tensor/pipeline
-degrees, the requests and the load. Defaults are the command line's; a file saved by
-``--save-scenario`` writes every field, with a chosen layout (or tensor-parallel degree) filled in.
+degrees, the requests (their lengths, or the request set they come from: ``dataset``) and the load.
+Defaults are the command line's; a file saved by
+``--save-scenario`` writes every field, with a chosen layout (or tensor-parallel degree) filled in
+(the lengths a dataset gives stay its name, not copies of its means).
 
 Paths (a model file, ``options`` files and directories) are absolute once loaded: a relative path in
 a file is relative to the file's directory.
@@ -22,6 +24,8 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from clustersim.catalog.kinds import Dtype
 from clustersim.choices import Batching, Recompute
+from clustersim.errors import ClusterSimError
+from clustersim.serving.datasets import RequestLengths, resolve_lengths
 from clustersim.units import (
     MAX_DEGREE,
     MAX_LATENCY_S,
@@ -36,6 +40,7 @@ from clustersim.units import (
 
 TRAINING_PRECISIONS = (Dtype.BF16, Dtype.FP16, Dtype.FP8)
 ServingPrecision = Literal["bf16", "fp16", "fp8"]
+DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS = 2048, 128  # the command line's lengths without a dataset
 PriceOffer = Literal["on_demand", "capacity_block"]
 
 
@@ -235,13 +240,48 @@ class ServingSystemSpec(_Record):
 
 
 class RequestSpec(_Record):
-    """What is served: mean prompt and output lengths, precisions and batching."""
+    """What is served: mean prompt and output lengths (or the request set they come from), precisions and
+    batching. With a ``dataset``, a length it gives is taken from it and may not be given here too."""
 
-    input_tokens: int = Field(default=2048, ge=1, le=MAX_SEQUENCE_TOKENS, description="Prompt tokens per request.")
-    output_tokens: int = Field(default=128, ge=1, le=MAX_SEQUENCE_TOKENS, description="Output tokens per request.")
+    input_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_SEQUENCE_TOKENS,
+        description=f"Prompt tokens per request (default: the dataset's mean, else {DEFAULT_INPUT_TOKENS}).",
+    )
+    output_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_SEQUENCE_TOKENS,
+        description=f"Output tokens per request (default: the dataset's mean, else {DEFAULT_OUTPUT_TOKENS}).",
+    )
+    dataset: str | None = Field(
+        default=None,
+        min_length=1,
+        description="A request set of serving/datasets.toml (e.g. openorca, sharegpt, random) the lengths come from.",
+    )
     precision: ServingPrecision = Field(default="bf16", description="Weights and GEMMs.")
     kv_cache: ServingPrecision | None = Field(default=None, description="KV cache precision (default: as precision).")
     batching: Batching = Field(default=Batching.CONTINUOUS, description="continuous (in-flight) or static.")
+
+    @model_validator(mode="after")
+    def _lengths_of_the_dataset(self) -> RequestSpec:
+        self.lengths()  # an unknown dataset, or a length given beside the dataset's own, is refused on load
+        return self
+
+    def lengths(self) -> RequestLengths:
+        """The mean prompt and output lengths this request set means (``clustersim.serving.datasets``)."""
+        try:
+            return resolve_lengths(
+                self.dataset,
+                self.input_tokens,
+                self.output_tokens,
+                defaults=(DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS),
+                fields=("input_tokens", "output_tokens"),
+                dataset_field="dataset",
+            )
+        except ClusterSimError as exc:
+            raise ValueError(str(exc)) from None
 
 
 class LoadSpec(_Record):
