@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from clustersim.catalog.registry import load_catalog
-from clustersim.compute.software import DEFAULT_FRAMEWORK, software_for, software_profiles
+from clustersim.choices import Recompute
+from clustersim.compute.software import DEFAULT_FRAMEWORK, resolve_layout, software_for, software_profiles
 from clustersim.errors import CatalogFileError, UnknownNameError
 from clustersim.execution import Layout
 from clustersim.system import system_for_instance
@@ -69,3 +70,49 @@ def test_the_software_changes_the_answer_the_way_it_should():
     half = estimate_training(model, system, layout, job, software=slower)
     forward = {t.name: t.exposed_s for t in half.terms}["forward"]
     assert forward > 1.5 * {t.name: t.exposed_s for t in fused.terms}["forward"]
+
+
+def test_every_profile_says_how_it_lays_out_a_job_that_does_not_say():
+    for name, profile in software_profiles(use_env=False).items():
+        for family in ("ampere", "hopper", "blackwell", "trainium"):
+            defaults = profile.on(family).layout_defaults
+            assert defaults.source and 0 <= defaults.zero <= 3 and defaults.micro_batch >= 1, (name, family)
+    assert software_for("fsdp", "hopper").layout_defaults.zero == 3  # FULL_SHARD
+    assert software_for("torchtitan", "hopper").layout_defaults.zero == 3
+    assert software_for("deepspeed", "ampere").layout_defaults.zero == 0  # zero_optimization.stage default
+    assert software_for("megatron-deepspeed", "ampere").layout_defaults.zero == 0
+    neuron = software_for("neuronx", "trainium").layout_defaults
+    assert (neuron.zero, neuron.sequence_parallel, neuron.recompute) == (1, True, Recompute.SELECTIVE)
+    # Megatron: NVIDIA's Megatron-Core / NeMo / Megatron-Bridge recipes; on A100 the Megatron-LM of 2021-22.
+    hopper, ampere = software_for("megatron", "hopper").layout_defaults, software_for("megatron", "ampere")
+    assert (hopper.zero, hopper.sequence_parallel, hopper.recompute) == (1, True, Recompute.NONE)
+    assert (ampere.layout_defaults.zero, ampere.layout_defaults.sequence_parallel) == (0, False)
+    assert "2021-22" in ampere.layout_defaults.source
+
+
+def test_resolve_layout_fills_only_what_is_not_stated():
+    fsdp = software_for("fsdp", "hopper")
+    fields, assumed = resolve_layout({"tp": 1, "pp": 2, "dp": 4, "zero": None, "micro_batch": 4}, fsdp)
+    assert fields["zero"] == 3 and fields["micro_batch"] == 4 and fields["sequence_parallel"] is False
+    assert assumed == {"vp": 1, "cp": 1, "ep": 1, "zero": 3, "recompute": "none"}
+    stated = {"tp": 8, "pp": 1, "vp": 2, "cp": 2, "ep": 1, "zero": 0, "sequence_parallel": False}
+    fields, assumed = resolve_layout(stated | {"recompute": Recompute.FULL, "micro_batch": 1}, fsdp)
+    assert assumed == {} and fields["zero"] == 0 and fields["sequence_parallel"] is False
+    megatron = software_for("megatron", "hopper")
+    assert resolve_layout({"tp": 4}, megatron)[1]["sequence_parallel"] is True
+    assert "sequence_parallel" not in resolve_layout({"tp": 1}, megatron)[1]  # nothing to choose without TP
+
+
+def test_a_user_file_can_change_a_frameworks_layout_defaults(tmp_path):
+    ours = tmp_path / "ours.toml"
+    ours.write_text(
+        '[our-fsdp]\nbased_on = "fsdp"\ndescription = "ours"\nsource = "ours"\n'
+        'default_zero = 2\nlayout_source = "our SHARD_GRAD_OP runs"\n',
+        encoding="utf-8",
+    )
+    profile = software_profiles([ours], use_env=False)["our-fsdp"]
+    assert profile.layout_defaults.zero == 2 and profile.layout_defaults.source == "our SHARD_GRAD_OP runs"
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[fsdp]\ndefault_zero = 4\nsource = "x"\n', encoding="utf-8")
+    with pytest.raises(CatalogFileError, match="default_zero"):
+        software_profiles([bad], use_env=False)

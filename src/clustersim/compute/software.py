@@ -8,6 +8,12 @@ prefetched or not), in which precision it reduces gradients and whether during t
 how much of the hardware's GEMM efficiency its kernels reach, and its host-side costs per layer and
 per step. Hardware efficiencies (``clustersim.compute.efficiency``) describe the chip only.
 
+A profile also says how the framework lays a job out when the job does not say: its documented
+default ZeRO stage, sequence parallelism (where tp > 1), activation recompute and micro-batch, each
+with its source. :func:`resolve_layout` fills a layout's unstated fields from them, and is the one
+definition that both ``clustersim train`` (options not given) and the validation reader (null fields
+of a ground-truth case) use; it returns what it assumed, so that a report can say so.
+
 The profiles live in ``software.toml`` beside this module, each with its sources. A profile may
 hold ``[<profile>.family.<family>]`` tables for what the framework did on one accelerator family
 (the Megatron-LM measured on A100 predates fused attention). A user's file (``CLUSTERSIM_SOFTWARE``
@@ -17,17 +23,31 @@ or ``extra`` paths) replaces the fields it gives; ``based_on`` starts a new prof
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from clustersim.catalog.tomlfiles import overlay_tables, user_paths, validate_tables
+from clustersim.choices import Recompute
 from clustersim.errors import UnknownNameError
 
 ENV_VAR = "CLUSTERSIM_SOFTWARE"
 PACKAGE, FILE_NAME = "clustersim.compute", "software.toml"
 DEFAULT_FRAMEWORK = "megatron"
+
+
+class LayoutDefaults(BaseModel):
+    """A framework's documented layout defaults, for the fields a job (or a published source) may leave unstated."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    zero: int = Field(ge=0, le=3, description="ZeRO stage (1: a distributed optimizer, 3: FSDP FULL_SHARD).")
+    sequence_parallel: bool = Field(description="Sequence parallelism wherever tp > 1.")
+    recompute: Recompute = Field(description="Activation recompute.")
+    micro_batch: int = Field(ge=1, description="Sequences per micro-batch.")
+    source: str = Field(min_length=1, description="Where these come from.")
 
 
 class SoftwareSettings(BaseModel):
@@ -77,6 +97,19 @@ class SoftwareSettings(BaseModel):
         None, ge=0, le=0.1, description="Host-side seconds per layer and micro-batch (hooks, launches), fwd + bwd."
     )
     step_overhead_s: float | None = Field(None, ge=0, le=60, description="Host-side seconds per optimizer step.")
+    default_zero: int | None = Field(
+        None, ge=0, le=3, description="ZeRO stage when the job does not say (1: a distributed optimizer, 3: FSDP)."
+    )
+    default_sequence_parallel: bool | None = Field(
+        None, description="Sequence parallelism when tp > 1 and the job does not say."
+    )
+    default_recompute: Recompute | None = Field(None, description="Activation recompute when the job does not say.")
+    default_micro_batch: int | None = Field(
+        None, ge=1, description="Sequences per micro-batch when the job does not say."
+    )
+    layout_source: str | None = Field(
+        None, min_length=1, description="Where the default_* layout fields come from (docs, arguments, recipes)."
+    )
 
 
 class SoftwareProfile(SoftwareSettings):
@@ -100,6 +133,11 @@ class SoftwareProfile(SoftwareSettings):
     kernel_efficiency: float = Field(gt=0, le=1, description="Fraction of the hardware's GEMM efficiency reached.")
     layer_overhead_s: float = Field(ge=0, le=0.1, description="Host-side seconds per layer and micro-batch.")
     step_overhead_s: float = Field(ge=0, le=60, description="Host-side seconds per optimizer step.")
+    default_zero: int = Field(ge=0, le=3, description="ZeRO stage when the job does not say.")
+    default_sequence_parallel: bool = Field(description="Sequence parallelism when tp > 1 and the job does not say.")
+    default_recompute: Recompute = Field(description="Activation recompute when the job does not say.")
+    default_micro_batch: int = Field(ge=1, description="Sequences per micro-batch when the job does not say.")
+    layout_source: str = Field(min_length=1, description="Where the default_* layout fields come from.")
     description: str = Field(min_length=1, description="Which software this profile describes.")
     source: str = Field(min_length=1, description="Where each setting comes from, or what it was fitted to.")
     fitted: str | None = Field(None, description="When and how fitted values were last fitted.")
@@ -114,6 +152,45 @@ class SoftwareProfile(SoftwareSettings):
         if override is None:
             return self
         return self.model_copy(update=override.model_dump(exclude_none=True))
+
+    @property
+    def layout_defaults(self) -> LayoutDefaults:
+        """The layout this framework runs when the job does not say (see :func:`resolve_layout`)."""
+        return LayoutDefaults(
+            zero=self.default_zero,
+            sequence_parallel=self.default_sequence_parallel,
+            recompute=self.default_recompute,
+            micro_batch=self.default_micro_batch,
+            source=self.layout_source,
+        )
+
+
+# The layout fields a framework profile gives a default for, and those whose default is the same in every
+# framework (and in the ground-truth format): no interleaved pipeline, no context or expert parallelism.
+FRAMEWORK_LAYOUT_FIELDS = ("zero", "sequence_parallel", "recompute", "micro_batch")
+COMMON_LAYOUT_DEFAULTS: Mapping[str, int] = {"vp": 1, "cp": 1, "ep": 1}
+
+
+def resolve_layout(
+    stated: Mapping[str, Any], software: SoftwareProfile
+) -> tuple[dict[str, Any], dict[str, int | bool | str]]:
+    """``(fields, assumed)``: the layout fields ``stated`` with each unstated one (None or absent) among
+    ``vp``, ``cp``, ``ep`` (1) and ``FRAMEWORK_LAYOUT_FIELDS`` (``software``'s defaults) filled in, and
+    the values so filled, by field (plain JSON values). Sequence parallelism needs tp > 1: with tp 1 it
+    is off and nothing is assumed. A stated value is never replaced."""
+    fields = dict(stated)
+    assumed: dict[str, int | bool | str] = {}
+    defaults = software.layout_defaults
+    for name in (*COMMON_LAYOUT_DEFAULTS, *FRAMEWORK_LAYOUT_FIELDS):
+        if fields.get(name) is not None:
+            continue
+        if name == "sequence_parallel" and int(fields.get("tp") or 1) <= 1:
+            fields[name] = False
+            continue
+        value = COMMON_LAYOUT_DEFAULTS[name] if name in COMMON_LAYOUT_DEFAULTS else getattr(defaults, name)
+        fields[name] = value
+        assumed[name] = value.value if isinstance(value, Recompute) else value
+    return fields, assumed
 
 
 def software_profiles(extra: Sequence[str | Path] = (), *, use_env: bool = True) -> dict[str, SoftwareProfile]:
