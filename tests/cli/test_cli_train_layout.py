@@ -80,6 +80,46 @@ def test_a_given_layout_that_does_not_fit_is_refused_with_need_and_capacity():
     refused(train("llama3.1-405b", "--instance", "p5.48xlarge", "--nodes", "1"), "does not fit")  # as when chosen
 
 
+def given_layout(*args: str) -> dict:
+    result = train(*args, "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["layout_chosen"] is False
+    return payload["layout"]
+
+
+@pytest.mark.parametrize(
+    ("framework", "expected"),
+    [
+        ("megatron", {"zero": 1, "sequence_parallel": True, "recompute": "none", "micro_batch": 1}),
+        ("fsdp", {"zero": 3, "sequence_parallel": False, "recompute": "none", "micro_batch": 1}),
+        ("torchtitan", {"zero": 3, "sequence_parallel": True, "recompute": "selective", "micro_batch": 1}),
+        ("deepspeed", {"zero": 0, "sequence_parallel": False, "recompute": "none", "micro_batch": 1}),
+        ("neuronx", {"zero": 1, "sequence_parallel": True, "recompute": "selective", "micro_batch": 1}),
+    ],
+)
+def test_a_given_layout_takes_the_frameworks_defaults_for_the_options_left_out(framework, expected):
+    args = ("gpt3-5b", "--instance", "p5.48xlarge", "--nodes", "1", "--tp", "2", "--pp", "1", "--global-batch", "64")
+    layout = given_layout(*args, "--framework", framework)
+    assert {key: layout[key] for key in expected} == expected
+    # An option given always wins over the framework's default.
+    given = given_layout(*args, "--framework", framework, "--zero", "2", "--no-sp", "--recompute", "full")
+    assert (given["zero"], given["sequence_parallel"], given["recompute"]) == (2, False, "full")
+    assert given_layout(*args, "--framework", framework, "--micro-batch", "2")["micro_batch"] == 2
+
+
+def test_on_a100_megatron_is_the_megatron_lm_of_2021_22():
+    args = ("gpt3-5b", "--instance", "p4de.24xlarge", "--nodes", "1", "--tp", "2", "--pp", "1", "--global-batch", "64")
+    assert (given_layout(*args)["zero"], given_layout(*args)["sequence_parallel"]) == (0, False)
+
+
+def test_the_search_still_holds_only_what_is_given():
+    # Options left out are searched, not pinned to the framework's defaults.
+    args = ("llama3-8b", "--instance", "p5.48xlarge", "--nodes", "1", "--global-batch", "64", "--framework", "fsdp")
+    assert layout_of(*args, "--zero", "1")["zero"] == 1
+    assert layout_of(*args, "--tp", "2", "--recompute", "full")["recompute"] == "full"
+
+
 def test_sequence_parallelism_needs_the_sequence_to_divide_by_tp():
     args = ["llama3-8b", "--instance", "p5.48xlarge", "--nodes", "1", "--tp", "8", "--pp", "1"]
     refused(train(*args, "--seq", "3"), "sequence length 3", "tp*cp = 8")

@@ -103,7 +103,7 @@ def test_json_shape_is_exact() -> None:
     assert set(payload) == {"files", "cases", "skipped", "sources"}
     assert set(payload["files"][0]) == {"path", "kind", "cases", "mape", "worst", "spearman"}
     assert payload["files"][0]["worst"] == {"id": "a", "error": pytest.approx(-0.1)}
-    assert set(payload["cases"][0]) == {"id", "kind", "predicted", "measured", "error"}
+    assert set(payload["cases"][0]) == {"id", "kind", "predicted", "measured", "error", "assumed"}
     assert set(payload["sources"][0]) == {"file", "source", "cases", "mape", "worst", "fit"}
     assert payload["sources"][0]["fit"] == "no fitted constants"  # no manifest was read for this report
     assert json.loads(json.dumps(payload)) == payload

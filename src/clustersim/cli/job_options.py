@@ -23,12 +23,24 @@ VpOpt = Annotated[
 ]
 CpOpt = Annotated[int, typer.Option("--cp", min=1, max=MAX_DEGREE, help="Context parallel degree.")]
 EpOpt = Annotated[int, typer.Option("--ep", min=1, max=MAX_DEGREE, help="Expert parallel degree.")]
+# Layout options not given take the framework's documented defaults (compute/software.toml: default_*).
 MicroBatchOpt = Annotated[
-    int, typer.Option("--micro-batch", min=1, max=MAX_SEQUENCES, help="Sequences per micro-batch.")
+    int | None,
+    typer.Option(
+        "--micro-batch", min=1, max=MAX_SEQUENCES, help="Sequences per micro-batch (default: the framework's)."
+    ),
 ]
-ZeroOpt = Annotated[int, typer.Option("--zero", min=0, max=3, help="ZeRO stage 0-3 (3 = FSDP).")]
-SpOpt = Annotated[bool | None, typer.Option("--sp/--no-sp", help="Sequence parallelism (default: on if tp > 1).")]
-RecomputeOpt = Annotated[Recompute, typer.Option("--recompute", case_sensitive=False, help="Activation recompute.")]
+ZeroOpt = Annotated[
+    int | None, typer.Option("--zero", min=0, max=3, help="ZeRO stage 0-3, 3 = FSDP (default: the framework's).")
+]
+SpOpt = Annotated[
+    bool | None,
+    typer.Option("--sp/--no-sp", help="Sequence parallelism where tp > 1 (default: the framework's)."),
+]
+RecomputeOpt = Annotated[
+    Recompute | None,
+    typer.Option("--recompute", case_sensitive=False, help="Activation recompute (default: the framework's)."),
+]
 GlobalBatchOpt = Annotated[
     int, typer.Option("--global-batch", min=1, max=MAX_SEQUENCES, help="Sequences per optimizer step.")
 ]

@@ -2,7 +2,9 @@
 
 The options (or a scenario file, ``--scenario``) become a ``TrainingScenario``; ``run_training``
 estimates it; ``clustersim.present.training`` draws the result. With both --tp and --pp the layout is
-given (the other layout options at their values); otherwise it is chosen, and every layout option the
+given: the layout options not given (--zero, --sp/--no-sp, --recompute, --micro-batch) take the
+framework's documented defaults (``compute.software.resolve_layout``, the same function the validation
+reader uses for a case's null fields). Otherwise the layout is chosen, and every layout option the
 command line gives (--tp or --pp alone included) holds that dimension fixed in the search.
 ``--save-scenario FILE`` writes the inputs the run used, with a chosen layout filled in, so that
 ``--scenario FILE`` replays it.
@@ -45,6 +47,7 @@ from clustersim.errors import ClusterSimError
 from clustersim.units import MAX_NODES
 
 if TYPE_CHECKING:
+    from clustersim.compute.software import SoftwareProfile
     from clustersim.scenario.schema import CheckpointSpec, TrainingScenario
     from clustersim.scenario.training import TrainingRun
 
@@ -118,10 +121,10 @@ def train_command(
     vp: VpOpt = 1,
     cp: CpOpt = 1,
     ep: EpOpt = 1,
-    micro_batch: MicroBatchOpt = 1,
-    zero: ZeroOpt = 1,
+    micro_batch: MicroBatchOpt = None,
+    zero: ZeroOpt = None,
     sp: SpOpt = None,
-    recompute: RecomputeOpt = Recompute.SELECTIVE,
+    recompute: RecomputeOpt = None,
     tokens: Annotated[str, typer.Option("--tokens", help="Training budget in tokens, e.g. 15T, 300B.")] = "1T",
     global_batch: GlobalBatchOpt = 1024,
     seq: SeqOpt = None,
@@ -203,8 +206,9 @@ def train_command(
 ) -> None:
     """Estimate a training job: step time by term, memory per device, MFU, time, cost and energy.
 
-    With --tp and --pp the layout is given; otherwise the fastest layout that fits is chosen and named,
-    every layout option given (--tp or --pp alone, --zero, --micro-batch, --sp/--no-sp, ...) held fixed.
+    With --tp and --pp the layout is given (--zero, --sp, --recompute, --micro-batch not given: the
+    framework's defaults); otherwise the fastest layout that fits is chosen and named, every layout
+    option given (--tp or --pp alone, --zero, --micro-batch, --sp/--no-sp, ...) held fixed.
     """
     from clustersim.scenario.files import save_scenario as save
     from clustersim.scenario.schema import SystemSpec
@@ -256,10 +260,10 @@ def _scenario_of_options(
     vp: int,
     cp: int,
     ep: int,
-    micro_batch: int,
-    zero: int,
+    micro_batch: int | None,
+    zero: int | None,
     sp: bool | None,
-    recompute: Recompute,
+    recompute: Recompute | None,
     uneven: bool,
     tokens: str,
     global_batch: int,
@@ -274,8 +278,10 @@ def _scenario_of_options(
     given: set[str],
     checkpoint: "CheckpointSpec | None" = None,
 ) -> "TrainingScenario":
-    """The scenario the options describe: with --tp and --pp a given layout; otherwise a chosen one, the
-    layout options in ``given`` (their flags) held fixed."""
+    """The scenario the options describe: with --tp and --pp a given layout, the options not in ``given``
+    (their flags) at the framework's defaults; otherwise a chosen one, the layout options in ``given``
+    held fixed. ``sp`` None: not given."""
+    from clustersim.compute.software import resolve_layout
     from clustersim.scenario.schema import LayoutSearchSpec, LayoutSpec, SystemSpec, TrainingJobSpec
     from clustersim.scenario.training import training_scenario
     from clustersim.units import parse_count
@@ -291,10 +297,14 @@ def _scenario_of_options(
         job = TrainingJobSpec(global_batch=global_batch, seq_len=seq, precision=dtype, tokens=budget, price=offer)
         layout: LayoutSpec | LayoutSearchSpec | Literal["choose"] = "choose"
         if tp is not None and pp is not None:
-            layout = LayoutSpec(
-                tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, micro_batch=micro_batch, zero=zero,
-                sequence_parallel=sp, recompute=recompute, uneven_stages=uneven,
-            )  # fmt: skip
+            stated = {
+                "tp": tp, "pp": pp, "vp": vp, "cp": cp, "ep": ep, "sequence_parallel": sp,
+                "micro_batch": micro_batch if "--micro-batch" in given else None,
+                "zero": zero if "--zero" in given else None,
+                "recompute": recompute if "--recompute" in given else None,
+            }  # fmt: skip
+            fields, _ = resolve_layout(stated, _framework_profile(framework, instance, software, catalog))
+            layout = LayoutSpec(**fields, uneven_stages=uneven)
         elif given:
             values = {"tp": tp, "pp": pp, "vp": vp, "cp": cp, "ep": ep, "micro_batch": micro_batch, "zero": zero}
             fixed = {name: value for name, value in values.items() if f"--{name.replace('_', '-')}" in given}
@@ -306,6 +316,19 @@ def _scenario_of_options(
         model=model, system=system, layout=layout, job=job, efficiency=efficiency, catalog=catalog, models=models,
         framework=framework, software=software, checkpoint=checkpoint,
     )  # fmt: skip
+
+
+def _framework_profile(framework: str, instance: str, software: list[Path], catalog: list[Path]) -> "SoftwareProfile":
+    """The profile of ``framework`` on the accelerator family of ``instance`` (for its layout defaults), with
+    the user's software and catalog files read as the run reads them."""
+    from clustersim.catalog import registry
+    from clustersim.compute import software as profiles
+    from clustersim.scenario.training import user_files
+
+    cat = registry.load_catalog(user_files(registry.ENV_VAR, catalog), use_env=False)
+    family = cat.accelerator(cat.instance(instance).accelerator).family
+    table = profiles.software_profiles(user_files(profiles.ENV_VAR, software), use_env=False)
+    return profiles.software_for(framework, family, table)
 
 
 def _checkpoint_spec(

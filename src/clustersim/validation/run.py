@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from clustersim.catalog.registry import Catalog
 from clustersim.errors import ClusterSimError
@@ -20,7 +21,7 @@ from clustersim.validation.collective import predict_collective_case
 from clustersim.validation.inference import predict_inference_case
 from clustersim.validation.manifest import fitted_on_by_kind
 from clustersim.validation.scoring import CaseScore, Skipped, ValidationReport, group_key, score_file, source_key
-from clustersim.validation.training import predict_memory_case, predict_training_case
+from clustersim.validation.training import case_assumptions, predict_memory_case, predict_training_case
 
 __all__ = [
     "PREDICTORS",
@@ -45,6 +46,13 @@ PREDICTORS: dict[str, Predictor] = {
     "inference": predict_inference_case,
 }
 """The adapter of each case kind."""
+
+ASSUMPTIONS: dict[str, Callable[[Case, Catalog], Mapping[str, Any]]] = {
+    "training": case_assumptions,
+    "memory": case_assumptions,
+}
+"""Per case kind, what the packaged predictor takes a case's null fields to be (field -> value), reported
+with its score (empty for a predictor given in its place)."""
 
 
 def default_predictors() -> dict[str, Predictor]:
@@ -115,11 +123,13 @@ def _score_case(
         if measured == 0:
             raise ClusterSimError(f"measured {name} is 0: no relative error")
         predicted = float(predictor(case, name, catalog))
+        packaged = predictor is PREDICTORS.get(case.kind) and case.kind in ASSUMPTIONS
+        assumed = dict(ASSUMPTIONS[case.kind](case, catalog)) if packaged else {}
     except ClusterSimError as exc:
         return Skipped(case.id, str(exc), path)
     if not math.isfinite(predicted):
         return Skipped(case.id, f"predicted {name} is {predicted}", path)
     error = predicted / measured - 1
     return CaseScore(
-        case.id, case.kind, predicted, measured, error, name, group_key(case), path, source_key(case.source)
+        case.id, case.kind, predicted, measured, error, name, group_key(case), path, source_key(case.source), assumed
     )

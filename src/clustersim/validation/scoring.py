@@ -6,6 +6,7 @@ that share a model and system (collectives: an op and system), with average rank
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections import Counter
@@ -35,6 +36,8 @@ class CaseScore:
     group: str  # cases sharing a model and system (collectives: op and system)
     path: str = ""
     source: str = ""  # the source's first word: its repository or first author
+    # the fields the case leaves null -> the values assumed for them (``field`` above shadows dataclasses.field)
+    assumed: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,14 @@ class ValidationReport:
                 for f in self.files
             ],
             "cases": [
-                {"id": c.id, "kind": c.kind, "predicted": c.predicted, "measured": c.measured, "error": c.error}
+                {
+                    "id": c.id,
+                    "kind": c.kind,
+                    "predicted": c.predicted,
+                    "measured": c.measured,
+                    "error": c.error,
+                    "assumed": dict(c.assumed),
+                }
                 for c in self.cases
             ],
             "skipped": [{"id": s.id, "reason": s.reason} for s in self.skipped],

@@ -1,19 +1,24 @@
 """Predict ground-truth training and memory cases (``data/README.md`` format) with the estimator.
 
-A case's ``micro_batch`` may be null (the source does not say): 1 sequence is assumed, Megatron-LM's
-default. Unknown ``recompute`` or ``sequence_parallel`` take the layout defaults (none, off). Layers
-that do not divide by ``pp * vp`` are allowed (uneven stages); the fullest stage sets the pace.
+A null (or absent) layout field means the source did not say it. It is resolved with the documented
+default of the case's framework profile on the case's accelerator family (``zero``, ``sequence_parallel``
+where tp > 1, ``recompute``, ``micro_batch``; ``vp``, ``cp`` and ``ep`` are 1 in every framework):
+:func:`clustersim.compute.software.resolve_layout`, the same function that fills the layout options
+``clustersim train --framework F`` is not given. :func:`case_assumptions` says per case what was
+assumed. Layers that do not divide by ``pp * vp`` are allowed (uneven stages); the fullest stage sets
+the pace.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from clustersim.catalog.registry import Catalog
 from clustersim.catalog.schema import Dtype
 from clustersim.compute.efficiency import FamilyEfficiency, efficiency_for
-from clustersim.compute.software import SoftwareProfile, software_for
+from clustersim.compute.software import SoftwareProfile, resolve_layout, software_for
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout, layout_from_mapping
 from clustersim.system import System
@@ -27,16 +32,32 @@ _GIB = 2**30
 _LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "zero", "sequence_parallel", "recompute")
 
 
-def case_inputs(case: Case | Mapping[str, Any], catalog: Catalog) -> tuple[Transformer, System, Layout, TrainingJob]:
-    """The model, system, layout and job a case describes."""
+@dataclass(frozen=True)
+class CaseSetup:
+    """What a training or memory case describes, its unstated layout fields resolved."""
+
+    model: Transformer
+    system: System
+    layout: Layout
+    job: TrainingJob
+    software: SoftwareProfile  # the profile of the case's framework on its accelerator family
+    assumed: dict[str, int | bool | str]  # the layout fields the case leaves null, as resolved (field -> value)
+
+
+def case_setup(
+    case: Case | Mapping[str, Any], catalog: Catalog, profiles: dict[str, SoftwareProfile] | None = None
+) -> CaseSetup:
+    """The model, system, layout, job and software profile a case describes; ``profiles``: software
+    profiles in place of the packaged ones."""
     case = as_case(case)
     where = f"case {case.id}"
     model = transformer_from_mapping((case.model or CaseModel()).shape(), where=f"{where}: model")
     system = system_from_case(catalog, case.system)
+    software = software_for(case_framework(case), system.accelerator.family, profiles)
     parallel = case.parallel or CaseParallel()
+    fields, assumed = resolve_layout({k: getattr(parallel, k) for k in _LAYOUT_KEYS}, software)
     # Published runs balance uneven layer counts over stages (e.g. Llama 3 405B: 126 layers, pp 16).
-    layout_data = {k: getattr(parallel, k) for k in _LAYOUT_KEYS} | {"uneven_stages": True}
-    layout = layout_from_mapping(layout_data, where=f"{where}: parallel")
+    layout = layout_from_mapping(fields | {"uneven_stages": True}, where=f"{where}: parallel")
     global_batch = parallel.global_batch
     if global_batch is None or global_batch < 1:
         raise ClusterSimError(f"{where}: parallel.global_batch must be a positive integer, got {global_batch!r}")
@@ -45,7 +66,21 @@ def case_inputs(case: Case | Mapping[str, Any], catalog: Catalog) -> tuple[Trans
     except ValueError:
         raise ClusterSimError(f"{where}: unknown precision {case.precision!r} (valid: bf16, fp16, fp8)") from None
     job = TrainingJob(global_batch=global_batch, seq_len=model.seq_len, precision=precision)
-    return model, system, layout, job
+    return CaseSetup(model, system, layout, job, software, assumed)
+
+
+def case_inputs(
+    case: Case | Mapping[str, Any], catalog: Catalog, profiles: dict[str, SoftwareProfile] | None = None
+) -> tuple[Transformer, System, Layout, TrainingJob]:
+    """The model, system, layout and job a case describes (unstated layout fields resolved, see the module)."""
+    setup = case_setup(case, catalog, profiles)
+    return setup.model, setup.system, setup.layout, setup.job
+
+
+def case_assumptions(case: Case | Mapping[str, Any], catalog: Catalog) -> dict[str, int | bool | str]:
+    """The layout fields a training or memory case leaves null, with the values assumed for them
+    (its framework's defaults); empty when the case states them all."""
+    return case_setup(case, catalog).assumed
 
 
 def estimate_case(
@@ -62,9 +97,8 @@ def case_estimator(
 ) -> Callable[[Mapping[str, FamilyEfficiency] | None], Estimate]:
     """The estimate of a case under any efficiency table (None: the packaged one), its inputs built once;
     ``profiles``: software profiles in place of the packaged ones."""
-    case = as_case(case)
-    model, system, layout, job = case_inputs(case, catalog)
-    software = software_for(case_framework(case), system.accelerator.family, profiles)
+    setup = case_setup(case, catalog, profiles)
+    model, system, layout, job, software = setup.model, setup.system, setup.layout, setup.job, setup.software
 
     def estimate(efficiency: Mapping[str, FamilyEfficiency] | None = None) -> Estimate:
         fractions = None if efficiency is None else efficiency_for(system.accelerator, efficiency)
