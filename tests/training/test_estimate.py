@@ -206,15 +206,22 @@ def test_korthikanti_table5_within_five_percent():
 # FP16 gradients reduced in 16 bits, after the backward pass on A100: vTrain 7.6% -> 7.2%, SC'21 6.0% -> 6.3%,
 # its pipelined Table 1 rows, already under-predicted, lose part of their DP time). A change may lower
 # these; a refit that raises one must say why in its commit.
+# Issue 19 (one meaning for "not stated"): a case's null ZeRO / sequence parallelism / recompute / micro-batch
+# now takes its framework's documented default, as `train` does, instead of ZeRO 0 and SP off. The NeMo 24.07
+# and Megatron-LM README (Megatron-Core 0.8) rows state neither, and Megatron-Core's recipes run the distributed
+# optimizer (ZeRO 1) and SP where tp > 1, so they are predicted faster: nemo2407 4.5% -> 9.4%, mcore080 2.7% ->
+# 5.5% before the Hopper refit, 6.3% and 4.1% after it. Their ceilings rise to that (6.4%, 4.2%): the old figures
+# rested on a layout (no distributed optimizer, no SP) that those stacks do not run by default. Neuron's null rows
+# take NxD's ZeRO 1, SP and selective recompute (7.8% -> 6.8%, 7.9% -> 7.2%), Megatron-Bridge 12.4% -> 12.2%.
 SOURCE_MAPE_CEILING = {
     "korthikanti": 0.017,
     "sc21": 0.064,
-    "mcore080": 0.034,
-    "nemo2407": 0.050,
+    "mcore080": 0.042,
+    "nemo2407": 0.064,
     "vtrain": 0.075,
-    "neuron2180": 0.081,
-    "neuron2200": 0.083,
-    "mbridge": 0.130,
+    "neuron2180": 0.068,
+    "neuron2200": 0.073,
+    "mbridge": 0.123,
     "llmfoundry": 0.047,
 }
 
