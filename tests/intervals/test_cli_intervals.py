@@ -23,7 +23,7 @@ def test_the_option_and_the_package_agree_on_the_default_level() -> None:
     assert DEFAULT_LEVEL == INTERVALS_DEFAULT == 0.8
 
 
-@pytest.mark.parametrize("command", [["collective", "all_reduce"]])
+@pytest.mark.parametrize("command", [["collective", "all_reduce"], ["validate"]])
 @pytest.mark.parametrize("level", ["0", "1", "1.5", "-0.2", "nan"])
 def test_a_level_out_of_range_is_refused_in_one_line(command: list[str], level: str) -> None:
     result = run(*command, "--level", level)

@@ -100,10 +100,19 @@ def test_json_shape_is_exact() -> None:
     report = ValidationReport(cases=[score("a", 9, 10)])
     report.files.append(score_file("f", ["collective"], report.cases))
     payload = report.to_json()
-    assert set(payload) == {"files", "cases", "skipped", "sources"}
-    assert set(payload["files"][0]) == {"path", "kind", "cases", "mape", "worst", "spearman"}
+    assert set(payload) == {"level", "files", "cases", "skipped", "sources"}
+    assert set(payload["files"][0]) == {
+        "path",
+        "kind",
+        "cases",
+        "mape",
+        "worst",
+        "spearman",
+        "coverage",
+        "median_width",
+    }
     assert payload["files"][0]["worst"] == {"id": "a", "error": pytest.approx(-0.1)}
-    assert set(payload["cases"][0]) == {"id", "kind", "predicted", "measured", "error", "assumed"}
-    assert set(payload["sources"][0]) == {"file", "source", "cases", "mape", "worst", "fit"}
+    assert set(payload["cases"][0]) == {"id", "kind", "predicted", "measured", "error", "assumed", "interval"}
+    assert set(payload["sources"][0]) == {"file", "source", "cases", "mape", "worst", "fit", "coverage", "median_width"}
     assert payload["sources"][0]["fit"] == "no fitted constants"  # no manifest was read for this report
     assert json.loads(json.dumps(payload)) == payload

@@ -20,6 +20,7 @@ from clustersim.cli.common import (
     print_all,
     user_errors,
 )
+from clustersim.cli.level_option import DEFAULT_LEVEL, LevelOption
 
 if TYPE_CHECKING:
     from clustersim.catalog.registry import Catalog
@@ -60,9 +61,14 @@ def validate_command(
             "default: each calibration's own (training 40, collectives 40, serving 300).",
         ),
     ] = None,
+    level: LevelOption = DEFAULT_LEVEL,
 ) -> None:
     """Compare predictions with measured cases: error per case, MAPE, worst case and Spearman per file,
     MAPE per source and whether the calibration was fitted on it (in-sample) or not (held-out).
+
+    Each case's prediction has an interval at --level from the left-out residuals of every other source
+    (never its own); per file and source, the share of measured values inside (coverage) and the median
+    width of the intervals.
 
     With no FILES, scores the ground-truth files bundled inside the package (named by file name).
     """
@@ -79,9 +85,9 @@ def validate_command(
             raise ClusterSimError(f"--min-size: {min_size!r} is negative; give a size of 0 or more, e.g. 64MiB")
         loaded = load_catalog(catalog or ())
         if files:
-            report = validate_cases(files, loaded, min_size_bytes=min_size_bytes)
+            report = validate_cases(files, loaded, min_size_bytes=min_size_bytes, level=level)
         else:
-            report = validate_bundled(loaded, min_size_bytes=min_size_bytes)
+            report = validate_bundled(loaded, min_size_bytes=min_size_bytes, level=level)
         named = [(str(f), f) for f in files] if files else [(p.name, p) for p in bundled_case_files()]
         crossed = _cross_validate(named, loaded, max_iterations, min_size_bytes) if cross_validate else None
     if as_json:

@@ -3,7 +3,9 @@ the cross-validation and profile tables of ``validate --cross-validate``.
 
 ``present`` and ``validation`` are sibling layers that do not import each other, so the report is
 described here by the attributes the tables read (``ValidationReport`` of ``clustersim.validation``
-has them).
+has them). Each case's interval (from the residuals of every other source) is shown beside its
+prediction, and per file and source the coverage (the share of measured values inside their interval)
+and the median width of the intervals relative to the prediction.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from typing import Protocol
 from rich.console import RenderableType
 from rich.markup import escape
 from rich.table import Table
+
+from clustersim.intervals import Interval
 
 SHOWN_SKIPPED_IDS = 3
 
@@ -34,6 +38,8 @@ class ScoredCase(Protocol):
     def error(self) -> float: ...
     @property
     def path(self) -> str: ...
+    @property
+    def interval(self) -> Interval | None: ...
 
 
 class ScoredFile(Protocol):
@@ -53,6 +59,10 @@ class ScoredFile(Protocol):
     def worst_error(self) -> float | None: ...
     @property
     def spearman(self) -> float | None: ...
+    @property
+    def coverage(self) -> float | None: ...
+    @property
+    def median_width(self) -> float | None: ...
 
 
 class SkippedCase(Protocol):
@@ -73,8 +83,11 @@ class Report(Protocol):
     def cases(self) -> Sequence[ScoredCase]: ...
     @property
     def skipped(self) -> Sequence[SkippedCase]: ...
+    @property
+    def level(self) -> float: ...
     def by_source(self) -> Sequence[tuple[str, str, int, float, ScoredCase]]: ...
     def fit_status(self, path: str, source: str) -> str: ...
+    def interval_coverage(self, path: str, source: str | None = None) -> tuple[float, float] | None: ...
 
 
 class SourceCrossValidation(Protocol):
@@ -132,26 +145,29 @@ def report_renderables(report: Report) -> list[RenderableType]:
     for file in report.files:
         rows = [c for c in report.cases if c.path == file.path]
         if rows:
-            renderables.append(case_table(file.path, rows))
-    renderables.append(summary_table(report.files))
-    renderables.append(source_table(report.by_source(), report.fit_status))
+            renderables.append(case_table(file.path, rows, report.level))
+    renderables.append(summary_table(report.files, report.level))
+    renderables.append(source_table(report.by_source(), report.fit_status, report.interval_coverage, report.level))
     return renderables
 
 
-def case_table(path: str, rows: Sequence[ScoredCase]) -> Table:
-    """One file's cases: id, field, predicted, measured and error."""
+def case_table(path: str, rows: Sequence[ScoredCase], level: float = 0.8) -> Table:
+    """One file's cases: id, field, predicted with its interval, measured, whether it fell inside, error."""
     table = Table(title=escape(path))
-    for column in ("id", "field", "predicted", "measured", "error %"):
+    for column in ("id", "field", "predicted", f"{level:.0%} interval", "measured", "inside", "error %"):
         table.add_column(column, overflow="fold", justify="left" if column in ("id", "field") else "right")
     for c in rows:
-        table.add_row(escape(c.id), c.field, f"{c.predicted:.4g}", f"{c.measured:.4g}", percent(c.error))
+        interval = c.interval
+        shown = "-" if interval is None else f"{interval.low:.4g}-{interval.high:.4g}"
+        inside = "-" if interval is None else ("yes" if interval.contains(c.measured) else "no")
+        table.add_row(escape(c.id), c.field, f"{c.predicted:.4g}", shown, f"{c.measured:.4g}", inside, percent(c.error))
     return table
 
 
-def summary_table(files: Sequence[ScoredFile]) -> Table:
-    """Per file: kind, cases scored, MAPE, worst case and Spearman."""
+def summary_table(files: Sequence[ScoredFile], level: float = 0.8) -> Table:
+    """Per file: kind, cases scored, MAPE, worst case, Spearman, and the intervals' coverage and width."""
     table = Table(title="validation summary")
-    for column in ("file", "kind", "cases", "MAPE %", "worst", "Spearman"):
+    for column in ("file", "kind", "cases", "MAPE %", "worst", "Spearman", *_interval_columns(level)):
         table.add_column(column, overflow="fold")
     for f in files:
         worst = (
@@ -159,18 +175,23 @@ def summary_table(files: Sequence[ScoredFile]) -> Table:
         )
         mape = "-" if f.mape is None else f"{100 * f.mape:.1f}"
         rho = "-" if f.spearman is None else f"{f.spearman:.2f}"
-        table.add_row(escape(f.path), f.kind, str(f.cases), mape, worst, rho)
+        found = None if f.coverage is None or f.median_width is None else (f.coverage, f.median_width)
+        table.add_row(escape(f.path), f.kind, str(f.cases), mape, worst, rho, *_interval_cells(found))
     return table
 
 
 def source_table(
-    by_source: Sequence[tuple[str, str, int, float, ScoredCase]], fit_status: Callable[[str, str], str] | None = None
+    by_source: Sequence[tuple[str, str, int, float, ScoredCase]],
+    fit_status: Callable[[str, str], str] | None = None,
+    coverage: Callable[[str, str], tuple[float, float] | None] | None = None,
+    level: float = 0.8,
 ) -> Table:
-    """Per file and source: cases, MAPE, worst case and (given ``fit_status``) whether the calibration
-    was fitted on the source's cases (in-sample) or not (held-out)."""
+    """Per file and source: cases, MAPE, worst case, (given ``fit_status``) whether the calibration was
+    fitted on the source's cases (in-sample) or not (held-out), and (given ``coverage``) the intervals'
+    coverage and median width."""
     table = Table(title="by source (the first word of each case's source)")
     columns = ("file", "source", "cases", "MAPE %", "worst", *(("fit",) if fit_status else ()))
-    for column in columns:
+    for column in (*columns, *(_interval_columns(level) if coverage else ())):
         table.add_column(column, overflow="fold")
     for path, source, count, mape, worst in by_source:
         status = (fit_status(path, source),) if fit_status else ()
@@ -181,8 +202,20 @@ def source_table(
             f"{100 * mape:.1f}",
             f"{escape(worst.id)} ({percent(worst.error)})",
             *status,
+            *(_interval_cells(coverage(path, source)) if coverage else ()),
         )
     return table
+
+
+def _interval_columns(level: float) -> tuple[str, str]:
+    return f"coverage of {level:.0%} %", "median width %"
+
+
+def _interval_cells(found: tuple[float, float] | None) -> tuple[str, str]:
+    """Coverage and median relative width of the intervals, in percent (``-`` without intervals)."""
+    if found is None:
+        return "-", "-"
+    return f"{100 * found[0]:.0f}", f"{100 * found[1]:.0f}"
 
 
 def cross_validation_table(rows: Sequence[SourceCrossValidation]) -> Table:

@@ -9,6 +9,7 @@ package is scored (``validate_bundled``).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -16,9 +17,11 @@ from typing import Any
 
 from clustersim.catalog.registry import Catalog
 from clustersim.errors import ClusterSimError
+from clustersim.intervals import DEFAULT_LEVEL, ResidualTable, check_level
 from clustersim.validation.cases import Case, bundled_case_files, primary_field, read_cases
 from clustersim.validation.collective import predict_collective_case
 from clustersim.validation.inference import predict_inference_case
+from clustersim.validation.intervals import case_interval
 from clustersim.validation.manifest import fitted_on_by_kind
 from clustersim.validation.scoring import CaseScore, Skipped, ValidationReport, group_key, score_file, source_key
 from clustersim.validation.training import case_assumptions, predict_memory_case, predict_training_case
@@ -66,12 +69,17 @@ def validate_cases(
     predictors: Mapping[str, Predictor] | None = None,
     *,
     min_size_bytes: float | None = None,
+    level: float = DEFAULT_LEVEL,
+    residuals: ResidualTable | None = None,
 ) -> ValidationReport:
     """Score every case of every file; ``min_size_bytes`` skips smaller (or unsized) collective cases.
+    Each case gets an interval at ``level`` from the residuals (None: the packaged ones) of every other
+    source (``clustersim.validation.intervals.case_interval``).
 
     Files are named in the report as given.
     """
-    return _validate([(str(path), Path(path)) for path in paths], catalog, predictors, min_size_bytes)
+    files = [(str(path), Path(path)) for path in paths]
+    return _validate(files, catalog, predictors, min_size_bytes, check_level(level), residuals)
 
 
 def validate_bundled(
@@ -79,10 +87,12 @@ def validate_bundled(
     predictors: Mapping[str, Predictor] | None = None,
     *,
     min_size_bytes: float | None = None,
+    level: float = DEFAULT_LEVEL,
+    residuals: ResidualTable | None = None,
 ) -> ValidationReport:
     """Score the bundled ground-truth files (``bundled_case_files``), named in the report by file name."""
     files = [(path.name, path) for path in bundled_case_files()]
-    return _validate(files, catalog, predictors, min_size_bytes)
+    return _validate(files, catalog, predictors, min_size_bytes, check_level(level), residuals)
 
 
 def _validate(
@@ -90,17 +100,21 @@ def _validate(
     catalog: Catalog,
     predictors: Mapping[str, Predictor] | None,
     min_size_bytes: float | None,
+    level: float = DEFAULT_LEVEL,
+    residuals: ResidualTable | None = None,
 ) -> ValidationReport:
     if predictors is None:
         predictors = PREDICTORS
-    report = ValidationReport()
+    report = ValidationReport(level=level)
     for name, path in files:
         cases = read_cases(path)
         scores: list[CaseScore] = []
         for case in cases:
             outcome = _score_case(case, catalog, predictors, min_size_bytes, name)
             if isinstance(outcome, CaseScore):
-                scores.append(outcome)
+                interval = case_interval(case, outcome.field, outcome.predicted, outcome.source, catalog,
+                                         level=level, table=residuals)  # fmt: skip
+                scores.append(dataclasses.replace(outcome, interval=interval))
             else:
                 report.skipped.append(outcome)
         report.cases.extend(scores)

@@ -16,7 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from clustersim.intervals import DEFAULT_LEVEL, Interval
 from clustersim.validation.cases import Case
+from clustersim.validation.intervals import coverage
 
 MIN_GROUP_CASES = 3
 NO_MANIFEST = "no manifest"
@@ -38,6 +40,7 @@ class CaseScore:
     source: str = ""  # the source's first word: its repository or first author
     # the fields the case leaves null -> the values assumed for them (``field`` above shadows dataclasses.field)
     assumed: dict[str, Any] = dataclasses.field(default_factory=dict)
+    interval: Interval | None = None  # from the residuals of every other source (validation.intervals)
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,8 @@ class FileScore:
     worst_id: str | None
     worst_error: float | None
     spearman: float | None
+    coverage: float | None = None  # share of cases whose measured value is inside its interval
+    median_width: float | None = None  # median (high - low) / predicted of the intervals
 
 
 @dataclass
@@ -76,6 +81,12 @@ class ValidationReport:
     cases: list[CaseScore] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
     fitted_on: dict[str, frozenset[str] | None] = field(default_factory=dict)
+    level: float = DEFAULT_LEVEL  # of the cases' intervals
+
+    def interval_coverage(self, path: str, source: str | None = None) -> tuple[float, float] | None:
+        """Coverage and median relative width of the intervals of file ``path`` (and ``source``)."""
+        members = [c for c in self.cases if c.path == path and (source is None or c.source == source)]
+        return coverage([(c.measured, c.predicted, c.interval) for c in members])
 
     def by_source(self) -> list[tuple[str, str, int, float, CaseScore]]:
         """``mape_by_source`` of the scored cases."""
@@ -96,6 +107,7 @@ class ValidationReport:
     def to_json(self) -> dict[str, Any]:
         """Plain JSON: a file with nothing scored has ``"mape": null`` and ``"worst": null``."""
         return {
+            "level": self.level,
             "files": [
                 {
                     "path": f.path,
@@ -104,6 +116,8 @@ class ValidationReport:
                     "mape": f.mape,
                     "worst": None if f.worst_id is None else {"id": f.worst_id, "error": f.worst_error},
                     "spearman": f.spearman,
+                    "coverage": f.coverage,
+                    "median_width": f.median_width,
                 }
                 for f in self.files
             ],
@@ -115,6 +129,7 @@ class ValidationReport:
                     "measured": c.measured,
                     "error": c.error,
                     "assumed": dict(c.assumed),
+                    "interval": None if c.interval is None else c.interval.short_json(),
                 }
                 for c in self.cases
             ],
@@ -127,10 +142,15 @@ class ValidationReport:
                     "mape": mape,
                     "worst": {"id": worst.id, "error": worst.error},
                     "fit": self.fit_status(path, source),
+                    **_coverage_json(self.interval_coverage(path, source)),
                 }
                 for path, source, count, mape, worst in self.by_source()
             ],
         }
+
+
+def _coverage_json(found: tuple[float, float] | None) -> dict[str, float | None]:
+    return {"coverage": found[0] if found else None, "median_width": found[1] if found else None}
 
 
 def fit_status(case_ids: Sequence[str], fitted: frozenset[str]) -> str:
@@ -211,4 +231,6 @@ def score_file(path: str, kinds: Iterable[str], scores: Sequence[CaseScore]) -> 
         and (rho := spearman([m.predicted for m in members], [m.measured for m in members])) is not None
     ]
     mape = sum(abs(s.error) for s in scores) / len(scores)
-    return FileScore(path, kind, len(scores), mape, worst.id, worst.error, sum(rhos) / len(rhos) if rhos else None)
+    rho = sum(rhos) / len(rhos) if rhos else None
+    found = coverage([(s.measured, s.predicted, s.interval) for s in scores])
+    return FileScore(path, kind, len(scores), mape, worst.id, worst.error, rho, *(found or (None, None)))
