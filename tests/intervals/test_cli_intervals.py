@@ -59,3 +59,32 @@ def test_a_chip_without_validated_collectives_says_so() -> None:
     result = run("collective", "all_reduce", "--instance", "trn1.32xlarge", "--min", "1G", "--max", "1G")
     assert result.exit_code == 0, result.output
     assert "no validated collective cases on trainium1" in result.stdout
+
+
+TRAIN = ("train", "llama3-8b", "--instance", "p5.48xlarge", "--nodes", "1", "--tp", "8", "--pp", "1")
+
+
+def test_train_json_gives_each_headline_figure_its_interval() -> None:
+    payload = json.loads(run(*TRAIN, "--json").stdout)
+    intervals = payload["intervals"] | payload["job"]["intervals"]
+    assert {"step_s", "tokens_per_s_per_device", "mfu", "time_s", "cost_usd"} <= set(intervals)
+    for key in ("step_s", "tokens_per_s_per_device", "mfu"):
+        assert intervals[key]["low"] < payload[key] < intervals[key]["high"]
+        assert intervals[key]["level"] == 0.8 and intervals[key]["basis"].startswith("training, hopper, megatron")
+    assert intervals["time_s"]["high"] / payload["job"]["time_s"] == pytest.approx(
+        intervals["step_s"]["high"] / payload["step_s"]
+    )
+    compared = json.loads(run(*TRAIN, "--compare", "p5e.48xlarge", "--json").stdout)
+    assert "intervals" in compared["first"] and "intervals" in compared["second"]
+
+
+def test_train_text_shows_the_step_with_its_range_and_a_borrowed_chip_says_so() -> None:
+    result = run(*TRAIN, "--level", "0.9")
+    assert result.exit_code == 0, result.output
+    assert (
+        "(90%: " in result.stdout
+        and "90% intervals from left-out residuals of published training runs" in result.stdout
+    )
+    trn2 = run("train", "llama3-8b", "--instance", "trn2.48xlarge", "--nodes", "4")
+    assert trn2.exit_code == 0, trn2.output
+    assert "no validated training cases on trainium2" in trn2.stdout

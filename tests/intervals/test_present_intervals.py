@@ -11,7 +11,7 @@ from clustersim.catalog.registry import load_catalog
 from clustersim.execution import Layout
 from clustersim.intervals import Interval, Spread
 from clustersim.present.intervals import span, with_range
-from clustersim.present.training import estimate_view, intervals_json, training_intervals
+from clustersim.present.training import estimate_json, estimate_view, training_intervals
 from clustersim.system import system_for_instance
 from clustersim.training.estimate import Estimate, estimate_training
 from clustersim.training.job import TrainingJob
@@ -55,9 +55,11 @@ def test_every_headline_figure_has_its_interval(estimate: Estimate) -> None:
     assert tokens.low == pytest.approx(estimate.tokens_per_s_per_device * math.exp(-0.1))
     assert estimate.totals is not None
     assert found["time_s"].high / estimate.totals.time_s == pytest.approx(step.high / estimate.step_s)
-    payload = intervals_json(estimate, SPREAD)["intervals"]
-    assert payload["step_s"] == step.to_json() and payload["step_s"]["basis"].startswith("training, hopper")
-    assert intervals_json(estimate, None) == {}
+    payload = estimate_json(estimate, SPREAD)
+    assert payload["intervals"]["step_s"] == step.to_json()
+    assert set(payload["intervals"]) == {"step_s", "tokens_per_s_per_device", "mfu"}
+    assert set(payload["job"]["intervals"]) == {"time_s", "device_hours", "cost_usd", "energy_kwh"}
+    assert estimate_json(estimate, None) == estimate.to_json()
 
 
 def test_the_text_shows_the_ranges_and_their_basis(estimate: Estimate) -> None:

@@ -43,6 +43,7 @@ from clustersim.cli.job_options import (
     VpOpt,
     ZeroOpt,
 )
+from clustersim.cli.level_option import DEFAULT_LEVEL, LevelOption
 from clustersim.errors import ClusterSimError
 from clustersim.units import MAX_NODES
 
@@ -201,10 +202,12 @@ def train_command(
     network: Annotated[
         str, typer.Option("--network", help="Collective cost model: analytic, or sim (the flow-level simulator).")
     ] = "analytic",
+    level: LevelOption = DEFAULT_LEVEL,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Estimate a training job: step time by term, memory per device, MFU, time, cost and energy.
+    """Estimate a training job: step time by term, memory per device, MFU, time, cost and energy, the
+    headline figures with their interval at --level (from left-out residuals of published runs).
 
     With --tp and --pp the layout is given (--zero, --sp, --recompute, --micro-batch not given: the
     framework's defaults); otherwise the fastest layout that fits is chosen and named, every layout
@@ -239,7 +242,7 @@ def train_command(
         run = run_training(spec, compare=other, network=network)
         if save_scenario is not None:
             save(save_scenario, run.scenario, header=_header(run))
-    _show(run, as_json=as_json, ops=ops)
+    _show(run, as_json=as_json, ops=ops, level=level, compare=compare)
 
 
 def _replay(path: Path, given: list[str]) -> "TrainingScenario":
@@ -374,20 +377,27 @@ def _header(run: "TrainingRun") -> str:
     return "\n".join(lines)
 
 
-def _show(run: "TrainingRun", *, as_json: bool, ops: bool) -> None:
+def _show(
+    run: "TrainingRun", *, as_json: bool, ops: bool, level: float = DEFAULT_LEVEL, compare: str | None = None
+) -> None:
+    from clustersim.cli.spreads import training_spread
     from clustersim.present import training as present
 
     estimate = run.estimate
+    catalog = run.scenario.options.catalog
+    spread = training_spread(estimate, run.scenario.system.instance, level, catalog)
     if run.compared is not None:
+        other = training_spread(run.compared, compare, level, catalog) if compare else None
         if as_json:
-            emit_json(present.comparison_json(estimate, run.compared))
+            emit_json(present.comparison_json(estimate, run.compared, (spread, other)))
         else:
             print_all(*present.comparison_view(estimate, run.compared))
         return
     if as_json:
-        emit_json({"params": run.model.num_params(), "layout_chosen": run.layout_chosen, **estimate.to_json()})
+        payload = present.estimate_json(estimate, spread)
+        emit_json({"params": run.model.num_params(), "layout_chosen": run.layout_chosen, **payload})
         return
-    print_all(*present.estimate_view(estimate, run.model.num_params()))
+    print_all(*present.estimate_view(estimate, run.model.num_params(), spread))
     if estimate.totals is not None and estimate.totals.failures is not None:
         from clustersim.present.reliability import failures_line
 

@@ -29,9 +29,16 @@ def with_range(text: str, interval: Interval | None, show: Callable[[float], str
     return text if interval is None else f"{text} ({interval.level:.0%}: {span(interval, show)})"
 
 
-def seconds(value: float) -> str:
-    """A duration to 3 significant digits, for the ends of a range."""
-    return format_seconds(value, digits=3)
+def seconds_in_unit_of(value: float) -> Callable[[float], str]:
+    """A formatter that writes durations in the unit ``format_seconds`` picks for ``value`` (so that a
+    range around 56.9 s reads ``40.3-80.4 s``, not ``40.3 s-1.34 min``)."""
+    number, _, unit = format_seconds(value).partition(" ")
+    scale = value / float(number.replace(",", "")) if value else 1.0
+
+    def show(end: float) -> str:
+        return f"{end / scale:,.3g} {unit}"
+
+    return show
 
 
 def interval_line(spread: Spread, what: str = "published cases") -> str:

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from clustersim.intervals import Interval, Spread
-from clustersim.present.intervals import interval_line, seconds, with_range
+from clustersim.present.intervals import interval_line, seconds_in_unit_of, with_range
 from clustersim.serving.estimate import ServingEstimate
 from clustersim.units import format_bytes, format_count, format_seconds
 from clustersim.workload.transformer import Transformer
@@ -86,7 +86,8 @@ def cell(estimate: ServingEstimate, field: str, spread: Spread | None = None) ->
     """One table cell: ``field`` of ``estimate`` in its unit (with ``spread``, its interval where it has one)."""
     if spread is not None and field in (*RATES, *DURATIONS):
         interval = serving_intervals(estimate, spread)[field]
-        return with_range(cell(estimate, field), interval, seconds if field in DURATIONS else _rate)
+        show = seconds_in_unit_of(getattr(estimate, field)) if field in DURATIONS else _rate
+        return with_range(cell(estimate, field), interval, show)
     if field == "layout":
         return f"{estimate.dp} x (tp {estimate.tp} x pp {estimate.pp}) on {estimate.device}"
     if field == "precisions":

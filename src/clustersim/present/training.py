@@ -17,7 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from clustersim.intervals import Interval, Spread
-from clustersim.present.intervals import interval_line, seconds, with_range
+from clustersim.present.intervals import interval_line, seconds_in_unit_of, with_range
 from clustersim.training.estimate import Estimate
 from clustersim.training.job import JobTotals
 from clustersim.units import format_bytes, format_count, format_seconds
@@ -45,24 +45,35 @@ def training_intervals(estimate: Estimate, spread: Spread) -> dict[str, Interval
     }
     totals = estimate.totals
     if totals is not None:
-        for key in ("time_s", "device_hours", "cost_usd", "energy_kwh"):
+        for key in JOB_FIGURES:
             value = getattr(totals, key)
             if value is not None:
                 found[key] = spread.duration(value)
     return found
 
 
-def intervals_json(estimate: Estimate, spread: Spread | None) -> dict[str, Any]:
-    """``{"intervals": {figure: {low, high, level, basis, cases, note}}}`` (empty without ``spread``)."""
+JOB_FIGURES = ("time_s", "device_hours", "cost_usd", "energy_kwh")
+
+
+def estimate_json(estimate: Estimate, spread: Spread | None) -> dict[str, Any]:
+    """``estimate.to_json()`` with, given ``spread``, ``intervals`` beside the figures they belong to:
+    ``{figure: {low, high, level, basis, cases, note}}`` at the top (step, tokens/s, MFU) and in ``job``
+    (time, device-hours, cost, energy)."""
+    data = estimate.to_json()
     if spread is None:
-        return {}
-    return {"intervals": {key: i.to_json() for key, i in training_intervals(estimate, spread).items()}}
+        return data
+    found = {key: i.to_json() for key, i in training_intervals(estimate, spread).items()}
+    data["intervals"] = {key: value for key, value in found.items() if key not in JOB_FIGURES}
+    if data.get("job"):
+        data["job"] = data["job"] | {"intervals": {key: value for key, value in found.items() if key in JOB_FIGURES}}
+    return data
 
 
 def step_table(estimate: Estimate, spread: Spread | None = None) -> Table:
     """Every non-zero term: link time, exposed time and its share of the step as a bar."""
     step = spread.duration(estimate.step_s) if spread else None
-    table = Table(title=f"step {with_range(format_seconds(estimate.step_s), step, seconds)}")
+    shown = with_range(format_seconds(estimate.step_s), step, seconds_in_unit_of(estimate.step_s))
+    table = Table(title=f"step {shown}")
     for column in ("term", "link time", "exposed", "share"):
         table.add_column(column, justify="left" if column in ("term", "share") else "right")
     for term in estimate.terms:
@@ -197,9 +208,16 @@ def ratios(first: Estimate, second: Estimate) -> dict[str, float]:
     }
 
 
-def comparison_json(first: Estimate, second: Estimate) -> dict[str, Any]:
-    """Both estimates and the ratios of the summary's figures, second to first."""
-    return {"first": first.to_json(), "second": second.to_json(), "ratios_second_to_first": ratios(first, second)}
+def comparison_json(
+    first: Estimate, second: Estimate, spreads: tuple[Spread | None, Spread | None] = (None, None)
+) -> dict[str, Any]:
+    """Both estimates (with ``spreads``, each one's intervals) and the ratios of the summary's figures,
+    second to first."""
+    return {
+        "first": estimate_json(first, spreads[0]),
+        "second": estimate_json(second, spreads[1]),
+        "ratios_second_to_first": ratios(first, second),
+    }
 
 
 _FORMATS: dict[str, Callable[[float], str]] = {

@@ -1,0 +1,67 @@
+"""The ``Spread`` a command's intervals come from: the accelerator of the instance a job runs on, its
+framework and its devices, looked up in ``clustersim.intervals`` (imports happen inside the functions,
+so loading a command stays light)."""
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from clustersim.intervals import Spread
+    from clustersim.serving.estimate import ServingEstimate
+    from clustersim.training.estimate import Estimate
+
+
+def spread_on(
+    kind: str,
+    *,
+    instance: str,
+    framework: str | None,
+    devices: int,
+    level: float,
+    catalog: Sequence[str | Path] = (),
+) -> "Spread | None":
+    """The spread of a ``kind`` job of ``framework`` on ``devices`` devices of ``instance``."""
+    from clustersim.catalog.registry import load_catalog
+    from clustersim.intervals import spread_for
+
+    loaded = load_catalog(catalog, use_env=False)
+    accelerator = loaded.accelerator(loaded.instance(instance).accelerator)
+    return spread_for(
+        kind,
+        accelerator=accelerator.id,
+        family=accelerator.family,
+        framework=framework,
+        devices=devices,
+        level=level,
+    )
+
+
+def training_spread(
+    estimate: "Estimate", instance: str, level: float, catalog: Sequence[str | Path] = ()
+) -> "Spread | None":
+    """The spread of a training estimate's step on ``instance``."""
+    return spread_on(
+        "training",
+        instance=instance,
+        framework=estimate.framework or None,
+        devices=estimate.num_devices,
+        level=level,
+        catalog=catalog,
+    )
+
+
+def serving_spread(
+    estimate: "ServingEstimate", instance: str, level: float, catalog: Sequence[str | Path] = ()
+) -> "Spread | None":
+    """The spread of a serving estimate's throughput on ``instance`` (its engine's framework)."""
+    from clustersim.serving.engines import engine_profile
+
+    return spread_on(
+        "inference",
+        instance=instance,
+        framework=engine_profile(estimate.engine).framework,
+        devices=estimate.tp * estimate.pp * estimate.dp,
+        level=level,
+        catalog=catalog,
+    )
