@@ -56,7 +56,7 @@ def test_json_has_every_field_in_si_units():
     result = run("llama2-70b", "--instance", "p5.48xlarge", "--tp", "8", "--input", "2048", "--output", "128", "--json")
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
-    assert ESTIMATE_KEYS | {"params", "dataset"} == set(payload)
+    assert ESTIMATE_KEYS | {"params", "dataset", "intervals"} == set(payload)
     assert payload["dataset"] is None
     assert payload["tp"] == 8 and payload["dp"] == 1 and payload["device"] == "h100-sxm"
     assert payload["kv_bytes_per_token_per_device"] == 327_680 / 8

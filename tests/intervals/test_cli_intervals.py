@@ -88,3 +88,19 @@ def test_train_text_shows_the_step_with_its_range_and_a_borrowed_chip_says_so() 
     trn2 = run("train", "llama3-8b", "--instance", "trn2.48xlarge", "--nodes", "4")
     assert trn2.exit_code == 0, trn2.output
     assert "no validated training cases on trainium2" in trn2.stdout
+
+
+def test_serve_gives_throughput_and_latency_their_interval() -> None:
+    payload = json.loads(run("serve", "llama3.1-8b", "--tp", "1", "--json").stdout)
+    intervals = payload["intervals"]
+    assert set(intervals) == {"output_tokens_per_s", "output_tokens_per_s_per_device", "ttft_s", "tpot_s"}
+    for key, interval in intervals.items():
+        assert interval["low"] < payload[key] < interval["high"] and interval["level"] == 0.8
+    assert intervals["output_tokens_per_s"]["basis"].startswith("inference, hopper, tensorrt-llm")
+    vllm = run("serve", "llama3.1-8b", "--tp", "1", "--engine", "vllm", "--level", "0.9")
+    assert vllm.exit_code == 0, vllm.output
+    shown = " ".join(vllm.stdout.split())
+    assert "(90%: " in shown and "no validated serving cases with vllm on hopper" in shown
+    assert "TTFT and TPOT take the throughput's relative range" in shown
+    compared = json.loads(run("serve", "llama3.1-8b", "--tp", "1", "--compare", "p5e.48xlarge", "--json").stdout)
+    assert "intervals" in compared["first"] and "intervals" in compared["second"]

@@ -24,11 +24,13 @@ from clustersim.cli.common import (
     replay_scenario,
     user_errors,
 )
+from clustersim.cli.level_option import DEFAULT_LEVEL, LevelOption
 from clustersim.errors import ClusterSimError
 from clustersim.units import MAX_DEGREE, MAX_LATENCY_S, MAX_RATE_PER_S, MAX_SEQUENCE_TOKENS, MAX_SEQUENCES
 
 if TYPE_CHECKING:
     from clustersim.catalog.registry import Catalog
+    from clustersim.intervals import Spread
     from clustersim.scenario.schema import ServingScenario as ServingScenarioFile
     from clustersim.serving.estimate import Request, ServingEstimate
     from clustersim.workload.transformer import Transformer
@@ -161,6 +163,7 @@ def serve_command(
         typer.Option("--save-scenario", help="Write the inputs this run used (a chosen --tp filled in) to a TOML."),
     ] = None,
     models: ModelsOption = None,
+    level: LevelOption = DEFAULT_LEVEL,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -188,6 +191,7 @@ def serve_command(
                 engine=engine,
             )  # fmt: skip
         transformer, estimates, reasons = _estimate(spec, compare)
+        spreads = _spreads(spec, estimates, compare, level)
         if save_scenario is not None:
             ran = spec.model_copy(update={"system": spec.system.model_copy(update={"tp": estimates[0].tp})})
             save(
@@ -195,7 +199,7 @@ def serve_command(
                 ran,
                 header="clustersim serving scenario: replay with `clustersim serve --scenario FILE`.",
             )
-    from clustersim.present.serving import generic_reasons, serving_view
+    from clustersim.present.serving import generic_reasons, intervals_json, serving_view
 
     if as_json:
         dataset_name = spec.request.lengths().dataset
@@ -203,18 +207,33 @@ def serve_command(
             "params": transformer.num_params(),
             "dataset": dataset_name,
             **estimates[0].to_json(),
+            **intervals_json(estimates[0], spreads[0]),
         }
         if compare:
             payload = {
-                "first": estimates[0].to_json(),
-                "second": estimates[1].to_json(),
+                "first": estimates[0].to_json() | intervals_json(estimates[0], spreads[0]),
+                "second": estimates[1].to_json() | intervals_json(estimates[1], spreads[1]),
                 "ratio": estimates[1].output_tokens_per_s / estimates[0].output_tokens_per_s,
                 "reasons": reasons or generic_reasons(*estimates),
                 "dataset": dataset_name,
             }
         emit_json(payload)
         return
-    print_all(*serving_view(transformer, estimates, reasons or (generic_reasons(*estimates) if compare else [])))
+    why = reasons or (generic_reasons(*estimates) if compare else [])
+    print_all(*serving_view(transformer, estimates, why, spreads))
+
+
+def _spreads(
+    spec: "ServingScenarioFile", estimates: "list[ServingEstimate]", compare: str | None, level: float
+) -> "list[Spread | None]":
+    """The spread of each estimate's throughput (the scenario's instance, then --compare's)."""
+    from clustersim.cli.spreads import serving_spread
+
+    instances = [spec.system.instance, *([compare] if compare else [])]
+    return [
+        serving_spread(estimate, instance, level, spec.options.catalog)
+        for estimate, instance in zip(estimates, instances, strict=True)
+    ]
 
 
 def _replay(path: Path, given: list[str]) -> "ServingScenarioFile":

@@ -55,12 +55,17 @@ def serving_spread(
     estimate: "ServingEstimate", instance: str, level: float, catalog: Sequence[str | Path] = ()
 ) -> "Spread | None":
     """The spread of a serving estimate's throughput on ``instance`` (its engine's framework)."""
+    from clustersim.errors import ClusterSimError
     from clustersim.serving.engines import engine_profile
 
+    try:
+        framework = engine_profile(estimate.engine).framework
+    except ClusterSimError:  # a profile of the user's own, no longer in force
+        framework = estimate.engine
     return spread_on(
         "inference",
         instance=instance,
-        framework=engine_profile(estimate.engine).framework,
+        framework=framework,
         devices=estimate.tp * estimate.pp * estimate.dp,
         level=level,
         catalog=catalog,

@@ -36,7 +36,8 @@ def seconds_in_unit_of(value: float) -> Callable[[float], str]:
     scale = value / float(number.replace(",", "")) if value else 1.0
 
     def show(end: float) -> str:
-        return f"{end / scale:,.3g} {unit}"
+        number = end / scale
+        return f"{number:,.0f} {unit}" if abs(number) >= 100 else f"{number:.3g} {unit}"
 
     return show
 

@@ -149,7 +149,7 @@ def serving_view(
     lines.append(table)
     for estimate, spread in zip(estimates, given, strict=True):
         if spread is not None:
-            where = f" on {estimate.system}" if len(estimates) > 1 else ""
-            lines.append(escape(interval_line(spread, "published serving runs") + where + f"; {LATENCY_NOTE}"))
+            where = f"{estimate.system}: " if len(estimates) > 1 else ""
+            lines.append(escape(where + interval_line(spread, "published serving runs") + f"; {LATENCY_NOTE}"))
     lines += [Text.from_markup(f"why: {reason}") for reason in reasons]
     return lines
