@@ -1,4 +1,4 @@
-"""Fit the collective model's few parameters to measured busbw (../shared/validation/collectives.jsonl).
+"""Fit the collective model's few parameters to measured busbw (the bundled and project collectives.jsonl).
 
 A thin wrapper over ``clustersim.validation`` (spec ``specs.COLLECTIVE``): a compass search in log
 space (``--rounds``: its sweeps) within physical bounds, from the values in the calibration file, on
@@ -24,15 +24,19 @@ from clustersim.catalog.registry import load_catalog
 from clustersim.catalog.tomlfiles import packaged_path
 from clustersim.network.analytic import CALIBRATION_FILE, CommCalibration, collective_calibration
 from clustersim.validation.calibrate import calibrate, summary_lines, write_calibration
-from clustersim.validation.cases import read_cases
+from clustersim.validation.cases import default_paths, read_all
 from clustersim.validation.specs import COLLECTIVE
-
-DEFAULT_FILE = Path(__file__).resolve().parents[2] / "shared" / "validation" / "collectives.jsonl"
 
 
 def main(argv: list[str] | None = None) -> CommCalibration:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("file", nargs="?", type=Path, default=DEFAULT_FILE, help="collectives.jsonl")
+    parser.add_argument(
+        "files",
+        nargs="*",
+        type=Path,
+        default=default_paths("collectives.jsonl"),
+        help="collectives.jsonl files (default: bundled + project)",
+    )
     parser.add_argument("--rounds", type=int, default=COLLECTIVE.max_iterations, help="compass sweeps")
     parser.add_argument("--digits", type=int, default=3, help="significant digits written")
     parser.add_argument(
@@ -49,7 +53,7 @@ def main(argv: list[str] | None = None) -> CommCalibration:
     start = collective_calibration([args.toml], use_env=False)
     result = calibrate(
         COLLECTIVE,
-        read_cases(args.file),
+        read_all(args.files),
         catalog,
         start,
         args.toml,
@@ -62,7 +66,10 @@ def main(argv: list[str] | None = None) -> CommCalibration:
     print("\n".join(summary_lines(result)))
     if args.write:
         write_calibration(
-            result, args.toml, f"benchmarks/calibrate_collectives.py ({args.rounds} rounds)", args.file.name
+            result,
+            args.toml,
+            f"benchmarks/calibrate_collectives.py ({args.rounds} rounds)",
+            " + ".join(f.name for f in args.files),
         )
         print(f"wrote {args.toml}")
     return result.fit.calibration

@@ -1,4 +1,4 @@
-"""Fit the serving model's few constants once, on every case of ../shared/validation/inference.jsonl.
+"""Fit the serving model's few constants once, on every case of the bundled (and project) inference.jsonl.
 
 A thin wrapper over ``clustersim.validation`` (spec ``specs.INFERENCE``): fits the achieved GEMM and
 attention fractions of the dense peak and the per-step, per-all-reduce and per-sequence overheads
@@ -23,15 +23,19 @@ from clustersim.catalog.registry import load_catalog
 from clustersim.catalog.tomlfiles import packaged_path
 from clustersim.serving.engine import CALIBRATION_FILE, InferenceCalibration, serving_calibration
 from clustersim.validation.calibrate import calibrate, summary_lines, write_calibration
-from clustersim.validation.cases import read_cases
+from clustersim.validation.cases import default_paths, read_all
 from clustersim.validation.specs import INFERENCE
-
-GROUND_TRUTH = Path(__file__).resolve().parents[2] / "shared" / "validation" / "inference.jsonl"
 
 
 def main(argv: list[str] | None = None) -> InferenceCalibration:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("file", nargs="?", type=Path, default=GROUND_TRUTH, help="inference.jsonl")
+    parser.add_argument(
+        "files",
+        nargs="*",
+        type=Path,
+        default=default_paths("inference.jsonl"),
+        help="inference.jsonl files (default: bundled + project)",
+    )
     parser.add_argument("--steps", type=int, default=INFERENCE.max_iterations, help="Nelder-Mead iterations")
     parser.add_argument("--digits", type=int, default=3, help="significant digits written")
     parser.add_argument(
@@ -48,7 +52,7 @@ def main(argv: list[str] | None = None) -> InferenceCalibration:
     start = serving_calibration([args.toml], use_env=False)
     result = calibrate(
         INFERENCE,
-        read_cases(args.file),
+        read_all(args.files),
         catalog,
         start,
         args.toml,
@@ -65,7 +69,7 @@ def main(argv: list[str] | None = None) -> InferenceCalibration:
         )
     if args.write:
         how = f"benchmarks/calibrate_inference.py (Nelder-Mead, {args.steps} steps)"
-        write_calibration(result, args.toml, how, args.file.name)
+        write_calibration(result, args.toml, how, " + ".join(f.name for f in args.files))
         print(f"wrote {args.toml}")
     return result.fit.calibration
 

@@ -1,6 +1,6 @@
 """Fit the software profiles' fitted constants to the training ground truth, once; print them, or write them.
 
-Usage: ``python benchmarks/calibrate_software.py [../shared/validation/training.jsonl] [--rounds 20]
+Usage: ``python benchmarks/calibrate_software.py [FILE.jsonl ...: default the bundled and project training.jsonl] [--rounds 20]
 [--framework fsdp] [--write]``
 
 A thin wrapper over ``clustersim.validation`` (spec ``software_spec.SOFTWARE``): for each profile of
@@ -22,15 +22,19 @@ from clustersim.catalog.registry import load_catalog
 from clustersim.catalog.tomlfiles import packaged_path
 from clustersim.compute import software
 from clustersim.validation.calibrate import calibrate, summary_lines, write_calibration
-from clustersim.validation.cases import read_cases
+from clustersim.validation.cases import default_paths, read_all
 from clustersim.validation.software_spec import SOFTWARE
-
-DEFAULT_FILE = Path(__file__).resolve().parents[2] / "shared" / "validation" / "training.jsonl"
 
 
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("file", nargs="?", type=Path, default=DEFAULT_FILE, help="training.jsonl")
+    parser.add_argument(
+        "files",
+        nargs="*",
+        type=Path,
+        default=default_paths("training.jsonl"),
+        help="training.jsonl files (default: bundled + project)",
+    )
     parser.add_argument("--rounds", type=int, default=SOFTWARE.max_iterations, help="compass sweeps per framework")
     parser.add_argument("--digits", type=int, default=3, help="significant digits written")
     parser.add_argument("--framework", action="append", help="fit only this framework (repeatable)")
@@ -42,7 +46,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     start = software.software_profiles([args.toml], use_env=False)
     result = calibrate(
         SOFTWARE,
-        read_cases(args.file),
+        read_all(args.files),
         catalog,
         start,
         args.toml,
@@ -54,7 +58,12 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         print(f"skipped {skipped.id}: {skipped.reason}", file=sys.stderr)
     print("\n".join(summary_lines(result)))
     if args.write:
-        write_calibration(result, args.toml, f"benchmarks/calibrate_software.py ({args.rounds} rounds)", args.file.name)
+        write_calibration(
+            result,
+            args.toml,
+            f"benchmarks/calibrate_software.py ({args.rounds} rounds)",
+            " + ".join(f.name for f in args.files),
+        )
         print(f"wrote {args.toml}")
     fitted = result.fit.calibration
     return {g.group: {c.key: SOFTWARE.get(fitted, c) for c in g.constants} for g in result.fit.groups}

@@ -1,6 +1,6 @@
 """Fit the per-family compute efficiencies to the training ground truth, once; print them, or write them.
 
-Usage: ``python benchmarks/calibrate_training.py [../shared/validation/training.jsonl] [--rounds 40] [--write]``
+Usage: ``python benchmarks/calibrate_training.py [FILE.jsonl ...: default the bundled and project training.jsonl] [--rounds 40] [--write]``
 
 A thin wrapper over ``clustersim.validation`` (spec ``specs.TRAINING``): for each accelerator family,
 a compass search in log space (``--rounds``: its sweeps) within physical bounds minimizes the mean
@@ -24,15 +24,19 @@ from clustersim.catalog.tomlfiles import packaged_path
 from clustersim.compute import efficiency
 from clustersim.compute.efficiency import FamilyEfficiency
 from clustersim.validation.calibrate import calibrate, summary_lines, write_calibration
-from clustersim.validation.cases import read_cases
+from clustersim.validation.cases import default_paths, read_all
 from clustersim.validation.specs import TRAINING
-
-DEFAULT_FILE = Path(__file__).resolve().parents[2] / "shared" / "validation" / "training.jsonl"
 
 
 def main(argv: list[str] | None = None) -> dict[str, FamilyEfficiency]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("file", nargs="?", type=Path, default=DEFAULT_FILE, help="training.jsonl")
+    parser.add_argument(
+        "files",
+        nargs="*",
+        type=Path,
+        default=default_paths("training.jsonl"),
+        help="training.jsonl files (default: bundled + project)",
+    )
     parser.add_argument("--rounds", type=int, default=TRAINING.max_iterations, help="compass sweeps per family")
     parser.add_argument("--digits", type=int, default=3, help="significant digits written")
     parser.add_argument(
@@ -50,7 +54,7 @@ def main(argv: list[str] | None = None) -> dict[str, FamilyEfficiency]:
     start = efficiency.efficiency_table([args.toml], use_env=False)
     result = calibrate(
         TRAINING,
-        read_cases(args.file),
+        read_all(args.files),
         catalog,
         start,
         args.toml,
@@ -64,7 +68,7 @@ def main(argv: list[str] | None = None) -> dict[str, FamilyEfficiency]:
     print("\n".join(summary_lines(result)))
     if args.write:
         how = f"benchmarks/calibrate_training.py ({args.rounds} rounds)"
-        write_calibration(result, args.toml, how, args.file.name)
+        write_calibration(result, args.toml, how, " + ".join(f.name for f in args.files))
         print(f"wrote {args.toml}")
     return {g.group: result.fit.calibration[g.group] for g in result.fit.groups}
 

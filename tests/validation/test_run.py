@@ -154,9 +154,13 @@ def test_the_validation_package_finds_no_predictor_by_name() -> None:
     assert "importlib" not in source and "import_module" not in source
 
 
+BUNDLED_NAMES = ["collectives.jsonl", "inference.jsonl", "memory.jsonl", "training.jsonl"]
+PROJECT_NAMES = ["project/collectives.jsonl", "project/training.jsonl"]  # the project's own, after the shared copy
+
+
 def test_bundled_cases_score_with_the_real_models(catalog: Catalog) -> None:
     report = validate_bundled(catalog)
-    assert [f.path for f in report.files] == ["collectives.jsonl", "inference.jsonl", "memory.jsonl", "training.jsonl"]
+    assert [f.path for f in report.files] == [*BUNDLED_NAMES, *PROJECT_NAMES]
     assert {c.kind for c in report.cases} == set(KINDS)
     assert all(f.cases > 0 and f.mape is not None for f in report.files)
     assert all("no model for kind" not in s.reason for s in report.skipped)
@@ -225,12 +229,11 @@ def test_cli_without_files_scores_the_bundled_ground_truth(cli: typer.Typer) -> 
     result = CliRunner().invoke(cli, ["--json"])
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
-    names = ["collectives.jsonl", "inference.jsonl", "memory.jsonl", "training.jsonl"]
-    assert [f["path"] for f in payload["files"]] == names
+    assert [f["path"] for f in payload["files"]] == [*BUNDLED_NAMES, *PROJECT_NAMES]
     assert all(f["cases"] > 0 for f in payload["files"])
     table = CliRunner().invoke(cli, [], env={"COLUMNS": "200"})
     assert table.exit_code == 0, table.output
-    assert all(f"│ {name}" in table.output for name in names)
+    assert all(f"│ {name}" in table.output for name in BUNDLED_NAMES)
 
 
 def test_cli_help_says_what_no_files_means(cli: typer.Typer) -> None:

@@ -76,7 +76,7 @@ def validate_command(
     from clustersim.errors import ClusterSimError
     from clustersim.present.validation import report_renderables, skipped_lines
     from clustersim.units import parse_bytes
-    from clustersim.validation.cases import bundled_case_files
+    from clustersim.validation.cases import default_case_files
     from clustersim.validation.run import validate_bundled, validate_cases
 
     with user_errors():
@@ -88,7 +88,7 @@ def validate_command(
             report = validate_cases(files, loaded, min_size_bytes=min_size_bytes, level=level)
         else:
             report = validate_bundled(loaded, min_size_bytes=min_size_bytes, level=level)
-        named = [(str(f), f) for f in files] if files else [(p.name, p) for p in bundled_case_files()]
+        named = [(str(f), f) for f in files] if files else default_case_files()
         crossed = _cross_validate(named, loaded, max_iterations, min_size_bytes) if cross_validate else None
     if as_json:
         emit_json(report.to_json() | (crossed.to_json() if crossed else {}))

@@ -9,7 +9,7 @@ when absent: an adapter decides what a missing value means and says so in its er
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib.resources import files
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -225,3 +225,20 @@ def project_dir() -> Path:
 def project_case_files() -> list[Path]:
     """The project's own ground-truth files (``*.jsonl``), sorted by name."""
     return sorted(path for path in project_dir().iterdir() if path.suffix == ".jsonl")
+
+
+def default_case_files() -> list[tuple[str, Path]]:
+    """What ``validate`` scores and the fits use without files: the bundled copy of the shared ground
+    truth (named by file name) and the project's own (named ``project/<file>``)."""
+    bundled = [(path.name, path) for path in bundled_case_files()]
+    return bundled + [(f"{PROJECT_FOLDER}/{path.name}", path) for path in project_case_files()]
+
+
+def default_paths(kind_file: str) -> list[Path]:
+    """The default files named ``kind_file`` (``training.jsonl``): the bundled copy's, then the project's."""
+    return [path for _, path in default_case_files() if path.name == kind_file]
+
+
+def read_all(paths: Sequence[Path]) -> list[Case]:
+    """The cases of every file of ``paths``, in order."""
+    return [case for path in paths for case in read_cases(path)]

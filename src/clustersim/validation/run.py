@@ -18,7 +18,7 @@ from typing import Any
 from clustersim.catalog.registry import Catalog
 from clustersim.errors import ClusterSimError
 from clustersim.intervals import DEFAULT_LEVEL, ResidualTable, check_level
-from clustersim.validation.cases import Case, bundled_case_files, primary_field, read_cases
+from clustersim.validation.cases import Case, default_case_files, primary_field, read_cases
 from clustersim.validation.collective import predict_collective_case
 from clustersim.validation.inference import predict_inference_case
 from clustersim.validation.intervals import case_interval
@@ -90,8 +90,9 @@ def validate_bundled(
     level: float = DEFAULT_LEVEL,
     residuals: ResidualTable | None = None,
 ) -> ValidationReport:
-    """Score the bundled ground-truth files (``bundled_case_files``), named in the report by file name."""
-    files = [(path.name, path) for path in bundled_case_files()]
+    """Score the default ground-truth files (``default_case_files``: the bundled copy of the shared
+    ground truth, then the project's own), named in the report as that function names them."""
+    files = default_case_files()
     return _validate(files, catalog, predictors, min_size_bytes, check_level(level), residuals)
 
 
