@@ -1,6 +1,6 @@
 """Fit the software profiles' fitted constants to the training ground truth, once; print them, or write them.
 
-Usage: ``python benchmarks/calibrate_software.py [FILE.jsonl ...: default the bundled and project training.jsonl] [--rounds 20]
+Usage: ``python benchmarks/calibrate_software.py [FILE.jsonl ...] [--rounds 20]
 [--framework fsdp] [--write]``
 
 A thin wrapper over ``clustersim.validation`` (spec ``software_spec.SOFTWARE``): for each profile of

@@ -1,6 +1,7 @@
 """Fit the per-family compute efficiencies to the training ground truth, once; print them, or write them.
 
-Usage: ``python benchmarks/calibrate_training.py [FILE.jsonl ...: default the bundled and project training.jsonl] [--rounds 40] [--write]``
+Usage: ``python benchmarks/calibrate_training.py [FILE.jsonl ...] [--rounds 40] [--write]`` (default files: the
+bundled and the project training.jsonl)
 
 A thin wrapper over ``clustersim.validation`` (spec ``specs.TRAINING``): for each accelerator family,
 a compass search in log space (``--rounds``: its sweeps) within physical bounds minimizes the mean
