@@ -1,15 +1,17 @@
 """Make the residuals clustersim's prediction intervals come from (src/clustersim/intervals/residuals.toml).
 
 Runs leave-one-source-out cross-validation over the bundled ground truth (training, inference and
-collectives: ``clustersim.validation.crossval``, a few minutes) and keeps, per scored case with a
-held-out prediction, ``r = ln(measured / predicted)`` of its duration (a rate's residual with its
-sign flipped), rounded to 4 significant digits, with its id, source, kind, chip, accelerator,
-framework and devices. Prints how intervals at ``--level`` built from those residuals fare on the
-cases they leave out (each case judged by the other sources' residuals and its held-out prediction):
-per file and per source the coverage (share of measured values inside), the median half-width and the
-median |error| of the held-out predictions. With ``--write`` the residuals go into the package with a
-header saying when and from what (a sha256 fingerprint of the calibration and case files; a test
-fails when they change and this script was not rerun).
+collectives: ``clustersim.validation.crossval``, a few minutes), adds the project's own cases of
+sources no fit used (``validation/project``: the packaged constants never saw them, so their
+prediction is held out already), and keeps, per scored case with a held-out prediction,
+``r = ln(measured / predicted)`` of its duration (a rate's residual with its sign flipped), rounded to
+4 significant digits, with its id, source, kind, chip, accelerator, framework and devices. Prints how
+intervals at ``--level`` built from those residuals fare on the cases they leave out (each case judged
+by the other sources' residuals and its held-out prediction): per kind and per source the coverage
+(share of measured values inside), the median half-width and the median |error| of the held-out
+predictions. With ``--write`` the residuals go into the package with a header saying when and from
+what (a sha256 fingerprint of the calibration and case files; a test fails when they change and this
+script was not rerun).
 
     .venv/bin/python benchmarks/calibrate_intervals.py [--write] [--max-iterations N] [--level 0.8]
         [--from-json FILE]   # reuse `clustersim validate --cross-validate --json` output instead of refitting
@@ -34,8 +36,16 @@ from typing import Any
 from clustersim.catalog.registry import load_catalog
 from clustersim.intervals.lookup import MIN_CASES, SCALE_EDGES
 from clustersim.intervals.residuals import HeaderValue, default_path, residuals_toml
-from clustersim.validation.cases import bundled_dir, read_cases
-from clustersim.validation.intervals import CASE_FILES, LeftOut, input_files, inputs_fingerprint, left_out, residuals_of
+from clustersim.validation.cases import bundled_dir, project_case_files, read_cases
+from clustersim.validation.intervals import (
+    CASE_FILES,
+    LeftOut,
+    input_files,
+    inputs_fingerprint,
+    left_out,
+    residuals_of,
+    unfitted_residuals,
+)
 
 OVERLAYS = (
     "CLUSTERSIM_CATALOG",
@@ -50,7 +60,8 @@ OVERLAYS = (
 def held_out_cases(max_iterations: int | None, from_json: Path | None) -> list[Any]:
     """``CrossValidation.cases`` of the bundled files (or read from a saved ``--json`` output)."""
     if from_json is not None:
-        return [SimpleNamespace(**c) for c in json.loads(from_json.read_text())["held_out_cases"]]
+        saved = json.loads(from_json.read_text())["held_out_cases"]
+        return [SimpleNamespace(**c) for c in saved if c["file"] in CASE_FILES]  # not the project's own
     from clustersim.validation.crossval import cross_validate
 
     files = [(name, bundled_dir() / name) for name in CASE_FILES]
@@ -87,7 +98,8 @@ def print_summary(judged: Sequence[LeftOut], level: float) -> None:
     header = f"{'':44} {'cases':>5} {'coverage':>9} {'half-width':>10} {'median |err|':>12} {'ratio':>6}"
     for title, key in (("per kind", lambda r: r.kind), ("per kind and source", lambda r: f"{r.kind}: {r.source}")):
         print(f"\n{title}\n{header}")
-        for name, n, cov, half, err in summary_rows(judged, key):
+        rows = summary_rows(judged, key) + (summary_rows(judged, lambda r: "every kind") if title == "per kind" else [])
+        for name, n, cov, half, err in rows:
             ratio = f"{half / err:6.2f}" if err > 0 else "     -"
             print(f"{name[:44]:44} {n:5d} {cov:9.1%} {half:10.1%} {err:12.1%} {ratio}")
 
@@ -108,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     catalog = load_catalog(use_env=False)
     cases = {c.id: c for name in CASE_FILES for c in read_cases(bundled_dir() / name)}
     rows, left = residuals_of(held_out_cases(args.max_iterations, args.from_json), cases, catalog)
+    unfitted, unused = unfitted_residuals(project_case_files(), catalog)
+    rows, left = rows + unfitted, left + unused
     for case_id, reason in left:
         print(f"left out {case_id}: {reason}", file=sys.stderr)
     print_summary(left_out(rows, args.level), args.level)
@@ -127,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
             "the constants fitted without the case's source (clustersim.validation.crossval)",
             "min_cases": MIN_CASES,
             "scale_edges_devices": list(SCALE_EDGES),
+            "unfitted": "the project's own cases (validation/project) that no fit used: their residual is of the "
+            "packaged constants' prediction, already held out",
             "left_out": len(left),
         }
         args.toml.write_text(residuals_toml(rows, header), encoding="utf-8")

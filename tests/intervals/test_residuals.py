@@ -69,3 +69,17 @@ def test_residuals_are_of_durations_and_rounded() -> None:
     assert log_residual("step_time_s", 11.0, 10.0) == pytest.approx(0.09531, rel=1e-4)
     assert log_residual("tokens_per_s_per_device", 11.0, 10.0) == pytest.approx(-0.09531, rel=1e-4)  # a rate: flipped
     assert round_significant(0.0123456) == 0.01235 and round_significant(-123456.0) == -123500.0
+
+
+def test_the_project_cases_of_sources_no_fit_used_are_held_out_residuals() -> None:
+    from clustersim.catalog.registry import load_catalog
+    from clustersim.validation.cases import project_case_files
+    from clustersim.validation.intervals import unfitted_residuals
+
+    rows, left = unfitted_residuals(project_case_files(), load_catalog(use_env=False))
+    sources = {r.source for r in rows}
+    assert "aws-samples/awsome-distributed-training" not in sources  # its bundled cases were fitted on
+    assert any("its source, aws-samples/awsome-distributed-training, was fitted on" in why for _, why in left)
+    assert {r.kind for r in rows} <= {"training", "collective"} and rows
+    packaged = {r.id for r in load_residuals().residuals}
+    assert {r.id for r in rows} <= packaged  # the packaged residuals include them
