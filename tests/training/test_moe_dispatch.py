@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from clustersim.catalog.schema import Dtype
 from clustersim.compute.dispatch import network_copy_ratio, node_miss_probability
 from clustersim.compute.software import software_for
 from clustersim.execution import Layout
@@ -96,21 +97,30 @@ def test_megatron_dispatches_per_node_and_a_framework_that_does_not_say_per_expe
 # ---- fixed costs: per expert GEMM, per step -----------------------------------------------------------
 
 
-def test_each_local_experts_gemm_slice_adds_its_fixed_cost():
+def test_each_local_experts_fp8_gemm_slice_adds_its_fixed_cost():
     # ep 2 of 4 experts: 2 local experts x 3 SwiGLU matrices = 6 slices per layer; 2 micro-batches x 4
     # layers; the backward pass runs each slice twice (data and weight gradients).
     slow = EFF.model_copy(update={"expert_gemm_s": 1e-5})
-    base = estimate(Layout(dp=2, ep=2), devices=2, global_batch=4, model=MOE)
-    more = estimate(Layout(dp=2, ep=2), devices=2, global_batch=4, model=MOE, eff=slow)
+    base = estimate(Layout(dp=2, ep=2), devices=2, global_batch=4, model=MOE, precision=Dtype.FP8)
+    more = estimate(Layout(dp=2, ep=2), devices=2, global_batch=4, model=MOE, eff=slow, precision=Dtype.FP8)
     forward = terms(more)["forward"][1] - terms(base)["forward"][1]
     backward = terms(more)["backward"][1] - terms(base)["backward"][1]
     assert forward == pytest.approx(2 * 4 * 6 * 1e-5, rel=1e-6)
     assert backward == pytest.approx(2 * forward, rel=1e-6)
 
 
+def test_a_bf16_expert_slice_pays_only_a_gemms_own_fixed_cost():
+    slow = EFF.model_copy(update={"expert_gemm_s": 1e-3})
+    base = estimate(Layout(dp=2, ep=2), devices=2, global_batch=4, model=MOE)
+    assert estimate(Layout(dp=2, ep=2), devices=2, global_batch=4, model=MOE, eff=slow).step_s == base.step_s
+
+
 def test_a_dense_model_has_no_expert_slices():
     slow = EFF.model_copy(update={"expert_gemm_s": 1e-3})
-    assert estimate(Layout(), devices=1, eff=slow).step_s == pytest.approx(estimate(Layout(), devices=1).step_s)
+    fp8 = {"precision": Dtype.FP8}
+    assert estimate(Layout(), devices=1, eff=slow, **fp8).step_s == pytest.approx(
+        estimate(Layout(), devices=1, **fp8).step_s
+    )
 
 
 def test_the_fixed_cost_per_step_is_paid_once_per_step():

@@ -8,9 +8,12 @@ optimizer) streams through HBM at ``memory_efficiency`` of the datasheet bandwid
 at the FP8 peak times ``fp8_efficiency_ratio`` of the BF16 fraction (casts, scaling, smaller tiles).
 Each optimizer step also costs ``step_s`` whatever the model's size: the gradient-norm reduction and
 clipping, the optimizer's per-tensor kernels and the host synchronisation that ends a step. The
-experts of a MoE layer run as one grouped GEMM per matrix over the device's local experts; each
-expert's slice costs ``expert_gemm_s`` more than a GEMM of its size: its own launches, input
-quantization and the partial last wave of a GEMM that has only its tokens.
+experts of a MoE layer run as one grouped GEMM per matrix over the device's local experts; in FP8,
+each expert's slice costs ``expert_gemm_s`` more than a GEMM of its size: the quantization of its own
+input (casts, scales, amax) before its GEMM. A BF16 slice pays a GEMM's own fixed cost only
+(``gemm_half_flop``): Megatron-Core's BF16 MoE runs (Megatron-MoE-ModelZoo's Qwen3-235B) sit within
+a few percent with no extra cost per expert, where its FP8 runs (Megatron-Bridge's tables) need tens
+of microseconds per slice.
 What the software does (fused attention, overlap, sharding, its own kernels' share of these
 fractions) is the framework's, in ``clustersim.compute.software``; these numbers describe the chip.
 
@@ -53,7 +56,10 @@ class FamilyEfficiency(BaseModel):
         0.0, ge=0, le=1, description="Fixed seconds per optimizer step (gradient norm, many small kernels, syncs)."
     )
     expert_gemm_s: float = Field(
-        0.0, ge=0, le=1e-3, description="Fixed seconds per expert GEMM of a grouped (MoE) GEMM, beyond a GEMM's own."
+        0.0,
+        ge=0,
+        le=1e-3,
+        description="Fixed seconds per expert GEMM slice of a grouped (MoE) FP8 GEMM, beyond a GEMM's own.",
     )
     source: str = Field(min_length=1, description="What the values were fitted to, or where they come from.")
     fitted: str | None = Field(None, description="When and how the values were last fitted (the calibration script).")

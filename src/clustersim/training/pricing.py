@@ -51,7 +51,7 @@ def operation_times(
     for op in ops:
         if op.kind is OpKind.GEMM:
             forward = op.flop / (gemm_peak * eff.gemm_fraction(np.maximum(op.gemm_flop, 1.0)) * kernel_efficiency)
-            if op.name == EXPERT_GEMMS:  # one slice per local expert and matrix
+            if op.name == EXPERT_GEMMS and precision is Dtype.FP8:  # one slice per local expert and matrix
                 forward = forward + op.flop / np.maximum(op.gemm_flop, 1.0) * eff.expert_gemm_s
         elif op.kind is OpKind.ATTENTION:
             forward = op.flop / (half * eff.gemm_max * eff.attention * kernel_efficiency)

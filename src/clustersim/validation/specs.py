@@ -53,8 +53,9 @@ TRAINING_BOUNDS: dict[str, tuple[float, float]] = {
 TRAINING_PRIORS: dict[str, tuple[float, str]] = {
     "expert_gemm_s": (
         4e-6,
-        "one more kernel's fixed cost per expert slice: the 4 us per kernel of the gemm_half_flop prior (a CUDA "
-        "launch and its last-wave tail: NVIDIA's 'Getting Started with CUDA Graphs' and GEMM background guide)",
+        "one more kernel's fixed cost per FP8 expert slice (the quantization of its input): the 4 us per kernel "
+        "of the gemm_half_flop prior (a CUDA launch and its last-wave tail: NVIDIA's 'Getting Started with CUDA "
+        "Graphs' and GEMM background guide)",
     ),
     "fp8_efficiency_ratio": (
         1.0,
@@ -95,12 +96,12 @@ def _training_prepare(
 def _training_constants(
     table: EfficiencyTable, family: str, cases: Sequence[Prepared[EfficiencyTable]]
 ) -> list[Constant]:
-    fp8 = any(c.case.precision == "fp8" for c in cases)
-    moe = any(c.case.model is not None and c.case.model.moe is not None for c in cases)
+    fp8 = [c for c in cases if c.case.precision == "fp8"]
+    fp8_moe = any(c.case.model is not None and c.case.model.moe is not None for c in fp8)  # expert_gemm_s is FP8's
     return [
         Constant(family, key, low, high)
         for key, (low, high) in TRAINING_BOUNDS.items()
-        if (key != "fp8_efficiency_ratio" or fp8) and (key != "expert_gemm_s" or moe)
+        if (key != "fp8_efficiency_ratio" or fp8) and (key != "expert_gemm_s" or fp8_moe)
     ]
 
 
