@@ -186,3 +186,23 @@ def test_without_the_flag_nothing_is_refitted(cli: typer.Typer, collectives: Pat
 def test_max_iterations_must_not_be_negative(cli: typer.Typer, collectives: Path) -> None:
     result = CliRunner().invoke(cli, [str(collectives), "--cross-validate", "--max-iterations", "-1"])
     assert result.exit_code == 2
+
+
+def test_files_of_one_kind_are_fitted_together(collectives: Path, tmp_path: Path, catalog: Catalog) -> None:
+    rows = [json.loads(line) for line in collectives.read_text(encoding="utf-8").splitlines() if line.strip()]
+    first = write_jsonl(tmp_path / "a.jsonl", [r for r in rows if "crazyguitar" in r["source"]])
+    second = write_jsonl(tmp_path / "b.jsonl", [r for r in rows if "crazyguitar" not in r["source"]])
+    progress: list[tuple[str, int, int]] = []
+    split = cross_validate(
+        [("a.jsonl", first), ("b.jsonl", second)], catalog, max_iterations=1, on_progress=lambda *a: progress.append(a)
+    )
+    whole = cross_validate([("c.jsonl", collectives)], catalog, max_iterations=1)
+    assert progress[0][0] == "a.jsonl + b.jsonl: fitting every source" and progress[-1][1:] == (3, 3)
+    assert [r.file for r in split.sources] == ["a.jsonl", "b.jsonl"]
+    for one, other in zip(split.sources, whole.sources, strict=True):  # the same fit as one file of both
+        assert (one.source, one.held_out_mape, one.in_sample_mape) == (
+            other.source,
+            other.held_out_mape,
+            other.in_sample_mape,
+        )
+    assert {c.file for c in split.cases} == {"a.jsonl", "b.jsonl"}

@@ -156,6 +156,7 @@ class _Job:
     sources: list[str]
     skipped: dict[str, list[tuple[str, str]]]  # per source, (case id, reason) of cases not predicted
     informed: list[Informed]
+    file_of: dict[str, str]  # case id -> the name of the file it came from
 
     def refits(self) -> list[str]:
         """The sources that have cases in the fit (each needs a held-out fit)."""
@@ -170,9 +171,11 @@ def cross_validate(
     min_size_bytes: float | None = None,
     on_progress: Progress | None = None,
 ) -> CrossValidation:
-    """Leave-one-source-out over the files ``(name, path)``; ``max_iterations`` overrides each spec's
-    budget, ``min_size_bytes`` leaves smaller collective cases unscored (as ``validate --min-size``)."""
-    jobs = [job for name, path in files for job in _jobs(name, path, catalog, min_size_bytes)]
+    """Leave-one-source-out over the files ``(name, path)``, one fit per case kind over the cases of that
+    kind in every file (the shared ground truth and the project's own fit together); ``max_iterations``
+    overrides each spec's budget, ``min_size_bytes`` leaves smaller collective cases unscored (as
+    ``validate --min-size``)."""
+    jobs = _jobs(files, catalog, min_size_bytes)
     total = sum(1 + len(job.refits()) for job in jobs)
     done = 0
     result = CrossValidation()
@@ -205,13 +208,15 @@ def cross_validate(
     return result
 
 
-def _jobs(name: str, path: Path, catalog: Catalog, min_size_bytes: float | None) -> list[_Job]:
-    cases = read_cases(path)
+def _jobs(files: Sequence[tuple[str, Path]], catalog: Catalog, min_size_bytes: float | None) -> list[_Job]:
+    named = [(name, case) for name, path in files for case in read_cases(path)]
     jobs: list[_Job] = []
     for kind, spec in SPECS.items():
-        own = [c for c in cases if c.kind == kind]
+        file_of = {c.id: name for name, c in named if c.kind == kind}
+        own = [c for _, c in named if c.kind == kind]
         if not own:
             continue
+        name = " + ".join(dict.fromkeys(file_of.values()))
         if min_size_bytes is not None and kind == "collective":
             own = [c for c in own if (c.size_bytes or 0) >= min_size_bytes]
         start = spec.current()
@@ -224,7 +229,7 @@ def _jobs(name: str, path: Path, catalog: Catalog, min_size_bytes: float | None)
             by_source.setdefault(source_of[skip.id], []).append((skip.id, skip.reason))
         held = priors(read_manifest(spec))
         informed = informing(spec, fitted, start, priors=frozenset(held))
-        jobs.append(_Job(name, spec, start, held, scored, fitted, sources, by_source, informed))
+        jobs.append(_Job(name, spec, start, held, scored, fitted, sources, by_source, informed, file_of))
     return jobs
 
 
@@ -286,8 +291,9 @@ def _result(
     skipped = job.skipped.get(source, [])
     if skipped:
         note = "; ".join(n for n in (note, f"{len(skipped)} case(s) skipped") if n)
+    ids = [p.case.id for p in cases] + [i for i, _ in skipped]
     row = SourceResult(
-        job.path,
+        " + ".join(dict.fromkeys(job.file_of[i] for i in ids)) if ids else job.path,
         job.spec.kind,
         source,
         len(cases),
@@ -300,7 +306,7 @@ def _result(
     )
     per_case = [
         HeldOutCase(
-            job.path,
+            job.file_of[shipped.case.id],
             job.spec.kind,
             shipped.case.id,
             source,
