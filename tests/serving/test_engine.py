@@ -332,10 +332,9 @@ def test_validate_finds_the_inference_predictor():
 
 
 def test_inference_ground_truth_within_target():
-    # Issue 10's targets: at most 8% over all cases and at most 15% for every source; the ceilings sit at
-    # today's figures (7.1% over all, TensorRT-LLM 6.0%, MLPerf v4.0 14.1%) so that a regression shows. The
-    # MLPerf ceiling moved from 15% to 14.5% when its rows took OpenOrca's mean prompt (222.3 tokens over the
-    # 24,576 samples, serving/datasets.toml) for their null input_tokens instead of an assumed 220 (14.8% -> 14.1%).
+    # Issue 10's targets, in sample: at most 8% over all cases and at most 15% for every source (today 7.1%
+    # over all, TensorRT-LLM 6.0%, MLPerf v4.0 14.1% with OpenOrca's mean prompt). Left-out figures per source,
+    # what a user meets, are asserted in tests/validation/test_left_out_accuracy.py.
     report = validate_cases([GROUND_TRUTH], CATALOG)
     # Trainium serving (transformers-neuronx) has no engine profile yet (the newest-hardware issue): those
     # cases are refused by name, and nothing else is skipped.
@@ -343,7 +342,7 @@ def test_inference_ground_truth_within_target():
     assert not refused, refused
     (score,) = report.files
     assert score.cases >= 40
-    assert score.mape is not None and score.mape <= 0.075
+    assert score.mape is not None and score.mape <= 0.08
     assert score.spearman is not None and score.spearman > 0.9
     cases = {json.loads(line)["id"]: json.loads(line) for line in GROUND_TRUTH.read_text().splitlines()}
     by_source: dict[str, list[float]] = {}
@@ -351,10 +350,9 @@ def test_inference_ground_truth_within_target():
         source = cases[result.id]["source"].split(" ")[0]  # the repository: the publisher
         by_source.setdefault(source, []).append(abs(result.error))
     assert len(by_source) >= 2
-    ceilings = {"NVIDIA/TensorRT-LLM": 0.065, "mlcommons/inference_results_v4.0": 0.145}
-    assert set(ceilings) <= set(by_source)
+    assert {"NVIDIA/TensorRT-LLM", "mlcommons/inference_results_v4.0"} <= set(by_source)
     for source, errors in by_source.items():
-        assert np.mean(errors) <= ceilings.get(source, 0.15), source  # a new source: the issue's bar
+        assert np.mean(errors) <= 0.15, source
 
 
 def test_server_case_is_predicted_at_the_max_rate():

@@ -17,7 +17,7 @@ from clustersim.plan.search import choose_layout
 from clustersim.system import system_for_instance
 from clustersim.training.estimate import estimate_training, evaluate_layouts
 from clustersim.training.job import TrainingJob
-from clustersim.validation.cases import PRIMARY_FIELDS, bundled_dir
+from clustersim.validation.cases import bundled_dir
 from clustersim.validation.scoring import spearman
 from clustersim.validation.training import predict_training_case
 from clustersim.workload.zoo import load_model
@@ -200,46 +200,7 @@ def test_korthikanti_table5_within_five_percent():
     assert np.mean(np.abs(errors)) <= 0.05, errors
 
 
-# Mean absolute error per source when this guard was last set (2026-12-01: per-node MoE dispatch, a
-# cost per expert GEMM and per optimizer step, Hopper's GEMM half point at its stated prior, then a
-# refit: Megatron-Bridge 18.0% -> 12.4%, Megatron-LM 4.7% -> 2.9%, NeMo 6.6% -> 4.5%; then Megatron-LM's
-# FP16 gradients reduced in 16 bits, after the backward pass on A100: vTrain 7.6% -> 7.2%, SC'21 6.0% -> 6.3%,
-# its pipelined Table 1 rows, already under-predicted, lose part of their DP time). A change may lower
-# these; a refit that raises one must say why in its commit.
-# Issue 19 (one meaning for "not stated"): a case's null ZeRO / sequence parallelism / recompute / micro-batch
-# now takes its framework's documented default, as `train` does, instead of ZeRO 0 and SP off. The NeMo 24.07
-# and Megatron-LM README (Megatron-Core 0.8) rows state neither, and Megatron-Core's recipes run the distributed
-# optimizer (ZeRO 1) and SP where tp > 1, so they are predicted faster: nemo2407 4.5% -> 9.4%, mcore080 2.7% ->
-# 5.5% before the Hopper refit, 6.3% and 4.1% after it. Their ceilings rise to that (6.4%, 4.2%): the old figures
-# rested on a layout (no distributed optimizer, no SP) that those stacks do not run by default. Neuron's null rows
-# take NxD's ZeRO 1, SP and selective recompute (7.8% -> 6.8%, 7.9% -> 7.2%), Megatron-Bridge 12.4% -> 12.2%.
-SOURCE_MAPE_CEILING = {
-    "korthikanti": 0.017,
-    "sc21": 0.064,
-    "mcore080": 0.042,
-    "nemo2407": 0.064,
-    "vtrain": 0.075,
-    "neuron2180": 0.068,
-    "neuron2200": 0.073,
-    "mbridge": 0.123,
-    "llmfoundry": 0.047,
-}
-
-
-def test_no_training_source_gets_worse_than_its_recorded_error():
-    by_source: dict[str, list[float]] = {}
-    for case in _cases("training.jsonl"):
-        field = next(f for f in PRIMARY_FIELDS["training"] if f in case["measured"])
-        try:
-            error = predict_training_case(case, field, CATALOG) / case["measured"][field] - 1
-        except ClusterSimError:
-            continue  # refused cases (e.g. ep wider than dp) are counted by `validate` as skipped
-        by_source.setdefault(case["id"].split("_")[0], []).append(abs(error))
-    # Sources added after these ceilings (NeMo's long-sequence runs, Megatron-Bridge on B200 and GB200) are
-    # the targets of the newest-hardware and modern-workload issues; they have no ceiling here.
-    assert set(SOURCE_MAPE_CEILING) <= set(by_source)
-    for source, ceiling in SOURCE_MAPE_CEILING.items():
-        assert np.mean(by_source[source]) <= ceiling, (source, np.mean(by_source[source]))
+# Per-source accuracy is asserted on left-out predictions: tests/validation/test_left_out_accuracy.py.
 
 
 def test_vtrain_layouts_rank_as_measured():
