@@ -277,3 +277,15 @@ def test_more_network_or_memory_bandwidth_is_never_slower(factor, tp, pp, zero, 
     )
     more_hbm = dataclasses.replace(system, accelerator=faster_hbm)
     assert estimate_training(LLAMA_8B, more_hbm, layout, job).step_s <= base * (1 + 1e-12)
+
+
+def test_a_chip_family_without_its_own_fit_says_whose_fractions_it_runs_on():
+    job = TrainingJob(global_batch=64, seq_len=8192)
+    model = load_model("llama3-70b", use_env=False)
+    borrowed = estimate_training(
+        model, system_for_instance(CATALOG, "p6-b200.48xlarge", 8), Layout(tp=8, pp=2, dp=4), job
+    )
+    (note,) = [n for n in borrowed.notes if "compute fractions" in n]
+    assert note.startswith("the blackwell compute fractions are not fitted") and "Hopper's fractions" in note
+    fitted = estimate_training(model, system_for_instance(CATALOG, "p5.48xlarge", 8), Layout(tp=8, pp=2, dp=4), job)
+    assert not [n for n in fitted.notes if "compute fractions" in n]

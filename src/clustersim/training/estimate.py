@@ -229,7 +229,7 @@ def estimate_training(
         bottleneck=bottleneck,
         network_model=cost.name,
         framework=sw.name,
-        notes=notes + _notes(system, layout, breakdown),
+        notes=notes + _notes(system, layout, breakdown, efficiency or efficiency_for(system.accelerator)),
         totals=job_totals(system, job, step_s, offer),
         operations=tuple(
             OperationTime(
@@ -240,9 +240,15 @@ def estimate_training(
     )
 
 
-def _notes(system: System, layout: Layout, memory: MemoryBreakdown) -> tuple[str, ...]:
-    """What a reader should know: an assumed network, TP across the network, a layout that does not fit."""
+def _notes(system: System, layout: Layout, memory: MemoryBreakdown, eff: FamilyEfficiency) -> tuple[str, ...]:
+    """What a reader should know: compute fractions not fitted to runs of this chip family, an assumed
+    network, TP across the network, a layout that does not fit."""
     notes = [system.network_note] if system.network_note else []
+    if eff.fitted is None:
+        notes.append(
+            f"the {system.accelerator.family} compute fractions are not fitted to measured runs of the family: "
+            f"{eff.source}"
+        )
     if layout.tp > system.scaleup_devices:
         notes.append(
             f"tp {layout.tp} is wider than the {system.scaleup_devices} devices of the scale-up domain: "
