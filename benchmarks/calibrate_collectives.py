@@ -17,36 +17,27 @@ residual; every ``source`` and ``prior`` stays as it was.
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 from clustersim.catalog.registry import load_catalog
 from clustersim.catalog.tomlfiles import packaged_path
 from clustersim.network.analytic import CALIBRATION_FILE, CommCalibration, collective_calibration
-from clustersim.validation.calibrate import calibrate, summary_lines, write_calibration
-from clustersim.validation.cases import default_paths, read_all
+from clustersim.validation.calibrate import add_script_arguments, calibrate, report
+from clustersim.validation.cases import read_all
 from clustersim.validation.specs import COLLECTIVE
+
+TOML = packaged_path("clustersim.network", CALIBRATION_FILE)
 
 
 def main(argv: list[str] | None = None) -> CommCalibration:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "files",
-        nargs="*",
-        type=Path,
-        default=default_paths("collectives.jsonl"),
-        help="collectives.jsonl files (default: bundled + project)",
-    )
+    add_script_arguments(parser, "collectives.jsonl", TOML)
     parser.add_argument("--rounds", type=int, default=COLLECTIVE.max_iterations, help="compass sweeps")
-    parser.add_argument("--digits", type=int, default=3, help="significant digits written")
     parser.add_argument(
         "--profile-iterations",
         type=int,
         default=0,
         help="refit the other constants at each profile point with this many iterations (finds ridges; slower)",
     )
-    parser.add_argument("--write", action="store_true", help="write the fitted values into the calibration file")
-    parser.add_argument("--toml", type=Path, default=packaged_path("clustersim.network", CALIBRATION_FILE))
     args = parser.parse_args(argv)
 
     catalog = load_catalog(use_env=False)
@@ -61,17 +52,13 @@ def main(argv: list[str] | None = None) -> CommCalibration:
         digits=args.digits,
         profile_iterations=args.profile_iterations,
     )
-    for skipped in result.skipped:
-        print(f"skipped {skipped.id}: {skipped.reason}", file=sys.stderr)
-    print("\n".join(summary_lines(result)))
-    if args.write:
-        write_calibration(
-            result,
-            args.toml,
-            f"benchmarks/calibrate_collectives.py ({args.rounds} rounds)",
-            " + ".join(f.name for f in args.files),
-        )
-        print(f"wrote {args.toml}")
+    report(
+        result,
+        args.files,
+        args.toml,
+        how=f"benchmarks/calibrate_collectives.py ({args.rounds} rounds)",
+        write=args.write,
+    )
     return result.fit.calibration
 
 

@@ -16,36 +16,27 @@ note, the case ids they were fitted on (``fitted_on``) and the residual; every `
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 from clustersim.catalog.registry import load_catalog
 from clustersim.catalog.tomlfiles import packaged_path
 from clustersim.serving.engine import CALIBRATION_FILE, InferenceCalibration, serving_calibration
-from clustersim.validation.calibrate import calibrate, summary_lines, write_calibration
-from clustersim.validation.cases import default_paths, read_all
+from clustersim.validation.calibrate import add_script_arguments, calibrate, report
+from clustersim.validation.cases import read_all
 from clustersim.validation.specs import INFERENCE
+
+TOML = packaged_path("clustersim.serving", CALIBRATION_FILE)
 
 
 def main(argv: list[str] | None = None) -> InferenceCalibration:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "files",
-        nargs="*",
-        type=Path,
-        default=default_paths("inference.jsonl"),
-        help="inference.jsonl files (default: bundled + project)",
-    )
+    add_script_arguments(parser, "inference.jsonl", TOML)
     parser.add_argument("--steps", type=int, default=INFERENCE.max_iterations, help="Nelder-Mead iterations")
-    parser.add_argument("--digits", type=int, default=3, help="significant digits written")
     parser.add_argument(
         "--profile-iterations",
         type=int,
         default=0,
         help="refit the other constants at each profile point with this many iterations (finds ridges; slower)",
     )
-    parser.add_argument("--write", action="store_true", help="write the fitted values into the calibration file")
-    parser.add_argument("--toml", type=Path, default=packaged_path("clustersim.serving", CALIBRATION_FILE))
     args = parser.parse_args(argv)
 
     catalog = load_catalog(use_env=False)
@@ -60,17 +51,17 @@ def main(argv: list[str] | None = None) -> InferenceCalibration:
         digits=args.digits,
         profile_iterations=args.profile_iterations,
     )
-    for skipped in result.skipped:
-        print(f"skipped {skipped.id}: {skipped.reason}", file=sys.stderr)
-    print("\n".join(summary_lines(result)))
+    report(
+        result,
+        args.files,
+        args.toml,
+        how=f"benchmarks/calibrate_inference.py (Nelder-Mead, {args.steps} steps)",
+        write=args.write,
+    )
     for prepared in sorted(result.cases, key=lambda p: -abs(p.predict(result.fit.calibration) / p.measured - 1)):
         print(
             f"  {100 * (prepared.predict(result.fit.calibration) / prepared.measured - 1):+6.1f}%  {prepared.case.id}"
         )
-    if args.write:
-        how = f"benchmarks/calibrate_inference.py (Nelder-Mead, {args.steps} steps)"
-        write_calibration(result, args.toml, how, " + ".join(f.name for f in args.files))
-        print(f"wrote {args.toml}")
     return result.fit.calibration
 
 

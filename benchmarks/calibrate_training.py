@@ -17,29 +17,22 @@ every family not fitted stay as they were.
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 from clustersim.catalog.registry import load_catalog
 from clustersim.catalog.tomlfiles import packaged_path
 from clustersim.compute import efficiency
 from clustersim.compute.efficiency import FamilyEfficiency
-from clustersim.validation.calibrate import calibrate, summary_lines, write_calibration
-from clustersim.validation.cases import default_paths, read_all
+from clustersim.validation.calibrate import add_script_arguments, calibrate, report
+from clustersim.validation.cases import read_all
 from clustersim.validation.specs import TRAINING
+
+TOML = packaged_path(efficiency.PACKAGE, efficiency.FILE_NAME)
 
 
 def main(argv: list[str] | None = None) -> dict[str, FamilyEfficiency]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "files",
-        nargs="*",
-        type=Path,
-        default=default_paths("training.jsonl"),
-        help="training.jsonl files (default: bundled + project)",
-    )
+    add_script_arguments(parser, "training.jsonl", TOML)
     parser.add_argument("--rounds", type=int, default=TRAINING.max_iterations, help="compass sweeps per family")
-    parser.add_argument("--digits", type=int, default=3, help="significant digits written")
     parser.add_argument(
         "--profile-iterations",
         type=int,
@@ -47,8 +40,6 @@ def main(argv: list[str] | None = None) -> dict[str, FamilyEfficiency]:
         help="refit the other constants at each profile point with this many iterations (finds ridges; slower)",
     )
     parser.add_argument("--family", action="append", help="fit only this family (repeatable)")
-    parser.add_argument("--write", action="store_true", help="write the fitted values into the efficiency file")
-    parser.add_argument("--toml", type=Path, default=packaged_path(efficiency.PACKAGE, efficiency.FILE_NAME))
     args = parser.parse_args(argv)
 
     catalog = load_catalog(use_env=False)
@@ -64,13 +55,9 @@ def main(argv: list[str] | None = None) -> dict[str, FamilyEfficiency]:
         only_groups=args.family,
         profile_iterations=args.profile_iterations,
     )
-    for skipped in result.skipped:  # as clustersim validate does: skipped, and said so
-        print(f"skipped {skipped.id}: {skipped.reason}", file=sys.stderr)
-    print("\n".join(summary_lines(result)))
-    if args.write:
-        how = f"benchmarks/calibrate_training.py ({args.rounds} rounds)"
-        write_calibration(result, args.toml, how, " + ".join(f.name for f in args.files))
-        print(f"wrote {args.toml}")
+    report(
+        result, args.files, args.toml, how=f"benchmarks/calibrate_training.py ({args.rounds} rounds)", write=args.write
+    )
     return {g.group: result.fit.calibration[g.group] for g in result.fit.groups}
 
 

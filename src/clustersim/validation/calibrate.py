@@ -5,7 +5,9 @@ values with their manifest (``fitted_on``, ``residual``) and a ``fitted`` note b
 
 from __future__ import annotations
 
+import argparse
 import datetime
+import sys
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +15,7 @@ from typing import Generic, TypeVar
 
 from clustersim.catalog.registry import Catalog
 from clustersim.catalog.tomlfiles import update_toml_file
-from clustersim.validation.cases import Case
+from clustersim.validation.cases import Case, default_paths
 from clustersim.validation.fit import Fit, FitSpec, GroupFit, Prepared, fit, prepare_cases
 from clustersim.validation.manifest import manifest_updates, priors, read_manifest
 from clustersim.validation.profile import Profile, profile
@@ -98,3 +100,29 @@ def _note(calibration: Calibration[C], group: GroupFit, how: str, cases_file: st
         f"{group.start_residual:.4f} -> {group.residual:.4f} over the {len(group.case_ids)} cases of {cases_file} "
         f"in fitted_on{priors_text}"
     )
+
+
+def add_script_arguments(parser: argparse.ArgumentParser, kind_file: str, toml: Path) -> None:
+    """The options every ``benchmarks/calibrate_*.py`` script shares: the case files (default: the
+    bundled and the project's ``kind_file``), ``--digits``, ``--write`` and ``--toml``."""
+    parser.add_argument(
+        "files",
+        nargs="*",
+        type=Path,
+        default=default_paths(kind_file),
+        help=f"{kind_file} files (default: bundled + project)",
+    )
+    parser.add_argument("--digits", type=int, default=3, help="significant digits written")
+    parser.add_argument("--write", action="store_true", help="write the fitted values into the calibration file")
+    parser.add_argument("--toml", type=Path, default=toml, help="the calibration file read and written")
+
+
+def report(calibration: Calibration[C], files: Sequence[Path], toml: Path, *, how: str, write: bool) -> None:
+    """What a calibration script prints (the skipped cases on stderr, then the fit), and with
+    ``write`` the fitted values written into ``toml`` with ``how`` (the script and its budget)."""
+    for skipped in calibration.skipped:  # as clustersim validate does: skipped, and said so
+        print(f"skipped {skipped.id}: {skipped.reason}", file=sys.stderr)
+    print("\n".join(summary_lines(calibration)))
+    if write:
+        write_calibration(calibration, toml, how, " + ".join(path.name for path in files))
+        print(f"wrote {toml}")
