@@ -19,6 +19,7 @@ from clustersim.compute import software
 from clustersim.compute.software import DEFAULT_FRAMEWORK, SoftwareProfile, software_profiles
 from clustersim.validation.cases import Case
 from clustersim.validation.fit import Constant, FitSpec, Prepared
+from clustersim.validation.specs import replace_fields
 from clustersim.validation.training import case_estimator, case_framework, training_value
 
 Profiles = Mapping[str, SoftwareProfile]
@@ -61,13 +62,6 @@ def _constants(profiles: Profiles, group: str, cases: Sequence[Prepared[Profiles
     return [Constant(group, key, low, high) for key, (low, high) in SOFTWARE_BOUNDS.items()]
 
 
-def _replace(profiles: Profiles, values: Mapping[Constant, float]) -> Profiles:
-    updates: dict[str, dict[str, float]] = {}
-    for constant, value in values.items():
-        updates.setdefault(constant.table, {})[constant.key] = value
-    return {name: p.model_copy(update=updates[name]) if name in updates else p for name, p in profiles.items()}
-
-
 SOFTWARE: FitSpec[Profiles] = FitSpec(
     kind="training",
     package=software.PACKAGE,
@@ -82,7 +76,7 @@ SOFTWARE: FitSpec[Profiles] = FitSpec(
     prepare=_prepare,
     constants=_constants,
     get=lambda profiles, c: float(getattr(profiles[c.table], c.key)),
-    replace=_replace,
+    replace=replace_fields,
     fallback=lambda group: None,
     prior=lambda profiles, c: SOFTWARE_PRIORS.get(c.key),
 )

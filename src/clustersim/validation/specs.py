@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from clustersim.catalog.registry import Catalog
 from clustersim.compute import efficiency
@@ -105,7 +107,11 @@ def _training_constants(
     ]
 
 
-def _training_replace(table: EfficiencyTable, values: Mapping[Constant, float]) -> EfficiencyTable:
+M = TypeVar("M", bound=BaseModel)
+
+
+def replace_fields(table: Mapping[str, M], values: Mapping[Constant, float]) -> dict[str, M]:
+    """``table`` (records by name) with each constant's field set in the record its table names."""
     updates: dict[str, dict[str, float]] = {}
     for constant, value in values.items():
         updates.setdefault(constant.table, {})[constant.key] = value
@@ -126,7 +132,7 @@ TRAINING: FitSpec[EfficiencyTable] = FitSpec(
     prepare=_training_prepare,
     constants=_training_constants,
     get=lambda table, c: float(getattr(table[c.table], c.key)),
-    replace=_training_replace,
+    replace=replace_fields,
     fallback=lambda family: None if family == FALLBACK_FAMILY else FALLBACK_FAMILY,
     prior=_training_prior,
 )
