@@ -6,10 +6,11 @@ import pytest
 
 from clustersim.catalog.registry import Catalog, load_catalog
 from clustersim.compute.software import software_profiles
-from clustersim.validation.cases import bundled_dir, read_cases
+from clustersim.validation.cases import bundled_dir, project_dir, read_cases
 from clustersim.validation.fit import Constant, fit, loss, prepare_cases
-from clustersim.validation.software_holdout import fitted_software
+from clustersim.validation.software_holdout import fitted_software, held_out_software
 from clustersim.validation.software_spec import SOFTWARE, SOFTWARE_BOUNDS, SOFTWARE_PRIORS, fitted_frameworks
+from clustersim.validation.training import case_estimator, training_value
 
 
 @pytest.fixture(scope="module")
@@ -46,3 +47,20 @@ def test_every_fitted_software_constant_has_bounds_and_a_prior() -> None:
             low, high = SOFTWARE_BOUNDS[key]
             assert low <= getattr(profile, key) <= high
             assert key in SOFTWARE_PRIORS
+
+
+def test_constants_fitted_on_one_source_are_held_out_however_many_sources_use_the_framework(catalog: Catalog) -> None:
+    # fsdp's constants were fitted on llm-foundry alone (fitted_on); fms-fsdp runs FSDP too but was not fitted on.
+    rows = [c for c in read_cases(bundled_dir() / "training.jsonl") if c.id.startswith("llmfoundry")][:2]
+    rows += [c for c in read_cases(project_dir() / "training.jsonl") if c.id.startswith("fmsfsdp")][:1]
+    prepared, _ = prepare_cases(SOFTWARE, rows, catalog, software_profiles(use_env=False))
+    assert len(prepared) == 3 and len({p.source for p in prepared}) == 2
+    own, note = held_out_software(prepared, "mosaicml/llm-foundry", catalog)
+    assert "fitted on it alone: held out at the priors" in note
+    at_prior = dict(software_profiles(use_env=False))
+    at_prior["fsdp"] = at_prior["fsdp"].model_copy(update={"kernel_efficiency": 1.0, "layer_overhead_s": 0.0})
+    for held in own:
+        expected = training_value(case_estimator(held.case, catalog, at_prior)(None), held.field)
+        assert held.predict(None) == pytest.approx(expected, rel=1e-12)
+    _, other = held_out_software(prepared, "foundation-model-stack/fms-fsdp", catalog)
+    assert "held out at the priors" not in other

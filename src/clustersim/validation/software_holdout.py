@@ -3,10 +3,11 @@
 A software profile (``compute/software.toml``) may carry constants fitted to ground truth: its kernels'
 share of the hardware's efficiency and its host-side costs (``kernel_efficiency``, ``layer_overhead_s``,
 ``step_overhead_s``; stated priors 1, 0 and 0 unless the profile says it was fitted). When every
-training case of that framework comes from one source, a fit without that source has nothing to fit
-them on: the held-out prediction of the source takes the priors, as a user's new framework would.
-Where other sources use the framework too, the constants stay as fitted and the note says so (they
-are fitted outside the efficiency fit, so they are not refit here).
+case they were fitted on (the profile's ``fitted_on``; without one, every case of the framework) comes
+from one source, a fit without that source has nothing to fit them on: the held-out prediction of the
+source takes the priors, as a user's new framework would, however many other sources use the
+framework. Where other sources were fitted on too, the constants stay as fitted and the note says so
+(they are fitted outside the efficiency fit, so they are not refit here).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from clustersim.catalog.registry import Catalog
 from clustersim.compute.software import SoftwareProfile, software_profiles
 from clustersim.training.estimate import Estimate
 from clustersim.validation.fit import Prepared
-from clustersim.validation.software_spec import SOFTWARE_PRIORS, framework_of
+from clustersim.validation.manifest import read_manifest
+from clustersim.validation.software_spec import SOFTWARE, SOFTWARE_PRIORS, framework_of
 from clustersim.validation.training import case_estimator, training_value
 
 PRIOR_VALUES: dict[str, float] = {key: value for key, (value, _) in SOFTWARE_PRIORS.items()}
@@ -40,9 +42,13 @@ def held_out_software(
     """``source``'s training cases among ``cases``, each predicting with the software constants fitted
     on that source alone reset to their priors; and a note naming what was reset or kept."""
     table = dict(software_profiles() if profiles is None else profiles)
-    users: dict[str, set[str]] = {}
+    manifest = read_manifest(SOFTWARE)
+    users: dict[str, set[str]] = {}  # per framework, the sources its fitted constants were fitted on
     for prepared in cases:
-        users.setdefault(framework_of(prepared.case), set()).add(prepared.source)
+        name = framework_of(prepared.case)
+        entry = manifest.get(name)
+        if entry is None or not entry.fitted_on or prepared.case.id in entry.fitted_on:
+            users.setdefault(name, set()).add(prepared.source)
     own = [p for p in cases if p.source == source]
     reset: dict[str, SoftwareProfile] = {}
     notes: list[str] = []
@@ -52,7 +58,7 @@ def held_out_software(
         if profile is None or not fitted:
             continue
         names = ", ".join(f"{name}.{key}" for key in fitted)
-        if users[name] == {source}:
+        if users.get(name, set()) <= {source}:
             reset[name] = profile.model_copy(update={key: PRIOR_VALUES[key] for key in fitted})
             notes.append(f"{names} fitted on it alone: held out at the priors")
         else:
