@@ -87,3 +87,36 @@ def test_model_option_errors(args, message):
     result = run(*args, "--runs", "0")
     assert result.exit_code == 2, result.output
     assert message in result.output
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--failure-rate", "0.999"),
+        ("--failure-rate", "0.5"),
+        ("--checkpoint", "1e300s"),
+        ("--restart", "1e20d"),
+    ],
+)
+def test_a_run_that_never_finishes_is_one_line_refusal(args):
+    result = run(*args, "--runs", "100")
+    assert result.exit_code == 2, result.output
+    assert "the run never finishes" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("args", [("--failure-rate", "1e-300"), ("--interval", "1e300s", "--runs", "0")])
+def test_a_vanishing_rate_or_a_huge_interval_is_an_answer(args):
+    result = run(*args, "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["num_checkpoints"] == 1 and 0 <= payload["goodput"] <= 1
+
+
+def test_train_storage_with_a_vanishing_failure_rate():
+    result = runner.invoke(
+        app,
+        ["train", "llama3-8b", "--nodes", "4", "--tp", "1", "--pp", "1", "--storage",
+         "fsx:PERSISTENT_2-1000:100800GiB", "--failure-rate", "1e-300", "--json"],
+        env=ENV,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output

@@ -71,7 +71,12 @@ def reliability_json(
 
 
 def _days(seconds: float) -> str:
-    return f"{seconds / DAY_S:,.2f} d"
+    days = seconds / DAY_S
+    return f"{days:,.2f} d" if days < 1e9 else f"{days:.3g} d"
+
+
+def _count(value: float) -> str:
+    return f"{value:,.0f}" if value < 1e12 else f"{value:.3g}"
 
 
 def reliability_view(
@@ -91,7 +96,7 @@ def reliability_view(
         f"{format_seconds(policy.restart_s)}",
         f"interval {format_seconds(run.interval_s)} (Young {format_seconds(policy.young_s)}, Daly "
         f"{format_seconds(policy.daly_s)}): {_days(policy.work_s)} of work take {_days(run.expected_time_s)} "
-        f"expected, goodput {run.goodput:.1%}, {run.expected_failures:,.0f} failures, {run.num_checkpoints:,} "
+        f"expected, goodput {run.goodput:.1%}, {_count(run.expected_failures)} failures, {run.num_checkpoints:,} "
         f"checkpoints",
     ]
     if spread is not None:
@@ -142,7 +147,7 @@ def failures_line(failures: FailureTotals) -> str:
     line = (
         f"checkpoints and failures ({failures.failure_rate}, on {_tier(failures)}{failures.storage}): every "
         f"{format_seconds(run.interval_s)} of work, {format_seconds(run.checkpoint_s)} stall each, "
-        f"{run.expected_failures:,.0f} failures expected (MTBF {format_seconds(run.mtbf_s)}, restart "
+        f"{_count(run.expected_failures)} failures expected (MTBF {format_seconds(run.mtbf_s)}, restart "
         f"{format_seconds(failures.restart_s)}): goodput {run.goodput:.1%}, {_days(failures.failure_free_time_s)} "
         f"failure-free become {_days(run.expected_time_s)}"
     )

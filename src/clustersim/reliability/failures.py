@@ -18,11 +18,13 @@ The interval that minimizes it: Young (1974) ``tau = sqrt(2 delta M)``; Daly's h
 from __future__ import annotations
 
 import math
+import sys
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
 
 from clustersim.errors import ClusterSimError, UnknownNameError
+from clustersim.units import format_seconds
 
 HOUR_S = 3600.0
 DAY_S = 86400.0
@@ -142,7 +144,7 @@ def young_interval_s(checkpoint_s: float, mtbf_s: float) -> float:
     """Young's first-order optimum, ``sqrt(2 delta M)``."""
     _check("checkpoint_s", checkpoint_s)
     _check("mtbf_s", mtbf_s)
-    return math.sqrt(2 * checkpoint_s * mtbf_s)
+    return math.sqrt(2 * checkpoint_s) * math.sqrt(mtbf_s)  # two roots: the product may not fit a float
 
 
 def daly_interval_s(checkpoint_s: float, mtbf_s: float) -> float:
@@ -152,7 +154,7 @@ def daly_interval_s(checkpoint_s: float, mtbf_s: float) -> float:
     if checkpoint_s >= 2 * mtbf_s:
         return mtbf_s
     ratio = checkpoint_s / (2 * mtbf_s)
-    return math.sqrt(2 * checkpoint_s * mtbf_s) * (1 + math.sqrt(ratio) / 3 + ratio / 9) - checkpoint_s
+    return math.sqrt(2 * checkpoint_s) * math.sqrt(mtbf_s) * (1 + math.sqrt(ratio) / 3 + ratio / 9) - checkpoint_s
 
 
 def segments(work_s: float, interval_s: float) -> tuple[int, float]:
@@ -161,12 +163,24 @@ def segments(work_s: float, interval_s: float) -> tuple[int, float]:
     _check("interval_s", interval_s)
     full = math.floor(work_s / interval_s + 1e-12)
     rest = max(0.0, work_s - full * interval_s)
-    return full, rest if rest > 1e-9 * interval_s else 0.0
+    return full, rest if rest > 1e-9 * min(work_s, interval_s) else 0.0
+
+
+_LOG_MAX_FLOAT = math.log(sys.float_info.max)
+
+
+def _log_expm1(x: float) -> float:
+    """``ln(e^x - 1)`` for ``x > 0`` without overflow."""
+    return x + math.log1p(-math.exp(-x)) if x > 30 else math.log(math.expm1(x))
 
 
 def segment_time_s(length_s: float, mtbf_s: float, restart_s: float) -> float:
-    """Expected wall time of one segment of ``length_s`` (Daly's eq. 13)."""
-    return mtbf_s * math.exp(restart_s / mtbf_s) * math.expm1(length_s / mtbf_s)
+    """Expected wall time of one segment of ``length_s`` (Daly's eq. 13); ``inf`` beyond a float."""
+    ratio = length_s / mtbf_s
+    if ratio == 0:  # below the smallest float: no failure within the segment
+        return length_s
+    log_time = math.log(mtbf_s) + restart_s / mtbf_s + _log_expm1(ratio)
+    return math.exp(log_time) if log_time < _LOG_MAX_FLOAT else math.inf
 
 
 @dataclass(frozen=True)
@@ -224,9 +238,20 @@ def expected_run(work_s: float, *, interval_s: float, checkpoint_s: float, resta
     _check("restart_s", restart_s, positive=False)
     _check("mtbf_s", mtbf_s)
     full, rest = segments(work_s, interval_s)
-    total = full * segment_time_s(interval_s + checkpoint_s, mtbf_s, restart_s)
+    total = full * segment_time_s(interval_s + checkpoint_s, mtbf_s, restart_s) if full else 0.0
     if rest:
         total += segment_time_s(rest + checkpoint_s, mtbf_s, restart_s)
+    if not math.isfinite(total):
+        segment_s = (interval_s if full else rest) + checkpoint_s
+        raise ClusterSimError(
+            f"the run never finishes: a job MTBF of {format_seconds(mtbf_s)} against a restart of "
+            f"{format_seconds(restart_s)} per failure and segments of {format_seconds(segment_s)} "
+            f"(work between checkpoints plus the checkpoint) put the expected time to train beyond "
+            f"{sys.float_info.max:.3g} s; lower the failure rate or the node count, or shorten the restart or the "
+            "checkpoint",
+            field="mtbf_s",
+            value=mtbf_s,
+        )
     count = full + (1 if rest else 0)
     return Goodput(
         work_s=work_s, interval_s=interval_s, checkpoint_s=checkpoint_s, restart_s=restart_s, mtbf_s=mtbf_s,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from clustersim.errors import ClusterSimError
 from clustersim.reliability.failures import Goodput, daly_interval_s, expected_run, young_interval_s
 
 SENSITIVITY_FACTORS = (0.5, 2.0)
@@ -70,5 +71,10 @@ def sensitivity(policy: Policy) -> list[SensitivityRow]:
                 policy.work_s, policy.checkpoint_s, policy.restart_s * factor, policy.mtbf_s, policy.interval_s
             ),
         }
-        rows += [SensitivityRow(name, factor, p.run()) for name, p in scaled.items()]
+        for name, scaled_policy in scaled.items():
+            try:
+                rows.append(SensitivityRow(name, factor, scaled_policy.run()))
+            except ClusterSimError as exc:  # the baseline finishes, this one does not: say which
+                message = f"{exc} (with the {name} x{factor:g})"
+                raise ClusterSimError(message, field=exc.field, value=exc.value) from None
     return rows
