@@ -99,7 +99,8 @@ def given_layout(*args: str) -> dict:
     ],
 )
 def test_a_given_layout_takes_the_frameworks_defaults_for_the_options_left_out(framework, expected):
-    args = ("gpt3-5b", "--instance", "p5.48xlarge", "--nodes", "1", "--tp", "2", "--pp", "1", "--global-batch", "64")
+    instance = "trn1.32xlarge" if framework == "neuronx" else "p5.48xlarge"  # each framework on its own hardware
+    args = ("gpt3-5b", "--instance", instance, "--nodes", "1", "--tp", "2", "--pp", "1", "--global-batch", "64")
     layout = given_layout(*args, "--framework", framework)
     assert {key: layout[key] for key in expected} == expected
     # An option given always wins over the framework's default.

@@ -6,8 +6,14 @@ import pytest
 
 from clustersim.catalog.registry import load_catalog
 from clustersim.choices import Recompute
-from clustersim.compute.software import DEFAULT_FRAMEWORK, resolve_layout, software_for, software_profiles
-from clustersim.errors import CatalogFileError, UnknownNameError
+from clustersim.compute.software import (
+    DEFAULT_FRAMEWORK,
+    default_framework,
+    resolve_layout,
+    software_for,
+    software_profiles,
+)
+from clustersim.errors import CatalogFileError, ClusterSimError, UnknownNameError
 from clustersim.execution import Layout
 from clustersim.system import system_for_instance
 from clustersim.training.estimate import estimate_training
@@ -116,3 +122,66 @@ def test_a_user_file_can_change_a_frameworks_layout_defaults(tmp_path):
     bad.write_text('[fsdp]\ndefault_zero = 4\nsource = "x"\n', encoding="utf-8")
     with pytest.raises(CatalogFileError, match="default_zero"):
         software_profiles([bad], use_env=False)
+
+
+# --- which hardware each framework runs on -------------------------------------------------------------
+
+
+def test_each_profile_names_the_accelerator_families_it_runs_on_with_a_source():
+    families = {CATALOG.accelerator(chip).family for chip in CATALOG.ids("accelerator")}
+    for name, profile in software_profiles(use_env=False).items():
+        assert profile.accelerator_families and profile.families_source, name
+        assert set(profile.default_on) <= set(profile.accelerator_families), name
+        assert set(profile.accelerator_families) <= families, name
+
+
+@pytest.mark.parametrize(
+    ("framework", "family"),
+    [("neuronx", "hopper"), ("neuronx", "ampere"), ("fsdp", "trainium"), ("megatron", "trainium"),
+     ("deepspeed", "trainium"), ("torchtitan", "trainium"), ("megatron-deepspeed", "trainium")],
+)  # fmt: skip
+def test_a_framework_on_hardware_it_cannot_run_on_is_refused_naming_both_and_what_fits(framework, family):
+    with pytest.raises(ClusterSimError) as caught:
+        software_for(framework, family, accelerator="chip-x")
+    message = str(caught.value)
+    assert f"framework {framework!r} does not run on chip-x ({family})" in message
+    fits = "neuronx" if family == "trainium" else "megatron"
+    assert f"frameworks for {family}: " in message and fits in message
+    assert caught.value.field == "framework" and "\n" not in message
+
+
+@pytest.mark.parametrize(("family", "expected"), [("trainium", "neuronx"), ("hopper", "megatron"),
+                                                  ("ampere", "megatron"), ("blackwell", "megatron")])  # fmt: skip
+def test_the_default_framework_follows_the_accelerator_family(family, expected):
+    assert default_framework(family) == expected
+    assert software_for(None, family).name == expected
+
+
+def test_a_family_no_profile_runs_on_has_no_default_and_says_how_to_add_one():
+    with pytest.raises(ClusterSimError, match=r"no default framework for 'rubin' accelerators .*none profiled"):
+        software_for(None, "rubin")
+
+
+def test_a_user_profile_may_not_default_on_a_family_it_does_not_run_on(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[ours]\nbased_on = "fsdp"\ndefault_on = ["trainium"]\n', encoding="utf-8")
+    with pytest.raises(CatalogFileError, match="default_on"):
+        software_profiles([bad], use_env=False)
+
+
+def test_train_without_framework_on_trainium_runs_neuronx_and_refuses_gpu_frameworks(tmp_path):
+    from typer.testing import CliRunner
+
+    from clustersim.cli.app import app
+
+    runner = CliRunner(env={"CLUSTERSIM_CATALOG": "", "CLUSTERSIM_MODELS": "", "CLUSTERSIM_SOFTWARE": ""})
+    base = ["train", "llama3-8b", "--instance", "trn1.32xlarge", "--nodes", "2", "--json"]
+    result = runner.invoke(app, base)
+    assert result.exit_code == 0, result.output
+    assert '"framework": "neuronx"' in result.output
+    for framework in ("fsdp", "megatron"):
+        refused = runner.invoke(app, [*base, "--framework", framework])
+        assert refused.exit_code == 2 and "does not run on trainium1 (trainium)" in refused.output
+    gpu = runner.invoke(app, ["train", "llama3-8b", "--instance", "p5.48xlarge", "--nodes", "1", "--framework",
+                              "neuronx"])  # fmt: skip
+    assert gpu.exit_code == 2 and "framework 'neuronx' does not run on h100-sxm (hopper)" in gpu.output

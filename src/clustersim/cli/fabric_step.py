@@ -73,7 +73,10 @@ def step_command(
     global_batch: GlobalBatchOpt = 1024,
     seq: SeqOpt = None,
     precision: PrecisionOpt = "bf16",
-    framework: Annotated[str, typer.Option("--framework", help="The training framework's profile.")] = "megatron",
+    framework: Annotated[
+        str | None,
+        typer.Option("--framework", help="The training framework's profile (default: the accelerator's)."),
+    ] = None,
     routing: RoutingOpt = "spray",
     oversubscription: OversubOpt = None,
     placement: PlacementOpt = "packed",
@@ -126,7 +129,10 @@ def step_command(
         cat = load_catalog(options.catalog, use_env=False)
         system = system_for_instance(cat, instance, nodes, devices_per_node=devices_per_node)
         software = profiles.software_for(
-            spec.framework, system.accelerator.family, profiles.software_profiles(options.software, use_env=False)
+            spec.framework,
+            system.accelerator.family,
+            profiles.software_profiles(options.software, use_env=False),
+            accelerator=system.accelerator.id,
         )
         efficiency = efficiency_for(system.accelerator, efficiency_table(options.efficiency, use_env=False))
         job_spec = ran.scenario.job

@@ -137,13 +137,14 @@ def train_command(
         typer.Option("--efficiency", help="A TOML of achieved fractions per accelerator family (overrides fields)."),
     ] = None,
     framework: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--framework",
-            help="The training framework's profile: megatron, megatron-deepspeed, deepspeed, fsdp, torchtitan, "
-            "neuronx (or one of --software).",
+            help="The training framework's profile: megatron, megatron-deepspeed, deepspeed, fsdp, torchtitan "
+            "(GPUs), neuronx (Trainium), or one of --software; default: the accelerator's (megatron on GPUs, "
+            "neuronx on Trainium).",
         ),
-    ] = "megatron",
+    ] = None,
     software: Annotated[
         list[Path] | None,
         typer.Option("--software", help="A TOML of framework profiles (overrides fields; also $CLUSTERSIM_SOFTWARE)."),
@@ -276,7 +277,7 @@ def _scenario_of_options(
     models: list[Path],
     efficiency: list[Path],
     catalog: list[Path],
-    framework: str,
+    framework: str | None,
     software: list[Path],
     given: set[str],
     checkpoint: "CheckpointSpec | None" = None,
@@ -321,7 +322,9 @@ def _scenario_of_options(
     )  # fmt: skip
 
 
-def _framework_profile(framework: str, instance: str, software: list[Path], catalog: list[Path]) -> "SoftwareProfile":
+def _framework_profile(
+    framework: str | None, instance: str, software: list[Path], catalog: list[Path]
+) -> "SoftwareProfile":
     """The profile of ``framework`` on the accelerator family of ``instance`` (for its layout defaults), with
     the user's software and catalog files read as the run reads them."""
     from clustersim.catalog import registry
@@ -329,9 +332,9 @@ def _framework_profile(framework: str, instance: str, software: list[Path], cata
     from clustersim.scenario.training import user_files
 
     cat = registry.load_catalog(user_files(registry.ENV_VAR, catalog), use_env=False)
-    family = cat.accelerator(cat.instance(instance).accelerator).family
+    chip = cat.instance(instance).accelerator
     table = profiles.software_profiles(user_files(profiles.ENV_VAR, software), use_env=False)
-    return profiles.software_for(framework, family, table)
+    return profiles.software_for(framework, cat.accelerator(chip).family, table, accelerator=chip)
 
 
 def _checkpoint_spec(

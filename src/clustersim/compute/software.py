@@ -27,15 +27,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from clustersim.catalog.tomlfiles import overlay_tables, user_paths, validate_tables
 from clustersim.choices import Recompute
-from clustersim.errors import UnknownNameError
+from clustersim.errors import ClusterSimError, UnknownNameError
 
 ENV_VAR = "CLUSTERSIM_SOFTWARE"
 PACKAGE, FILE_NAME = "clustersim.compute", "software.toml"
-DEFAULT_FRAMEWORK = "megatron"
+DEFAULT_FRAMEWORK = "megatron"  # the default on GPUs; see default_framework() for any family
 
 
 class LayoutDefaults(BaseModel):
@@ -140,11 +140,27 @@ class SoftwareProfile(SoftwareSettings):
     layout_source: str = Field(min_length=1, description="Where the default_* layout fields come from.")
     description: str = Field(min_length=1, description="Which software this profile describes.")
     source: str = Field(min_length=1, description="Where each setting comes from, or what it was fitted to.")
+    accelerator_families: tuple[str, ...] = Field(
+        min_length=1, description="The accelerator families (catalog `family`) this software runs on."
+    )
+    default_on: tuple[str, ...] = Field(
+        (), description="The families on which this is the framework when a job names none (one profile per family)."
+    )
+    families_source: str = Field(
+        min_length=1, description="Where accelerator_families comes from (the software's supported hardware)."
+    )
     fitted: str | None = Field(None, description="When and how fitted values were last fitted.")
     family: dict[str, SoftwareSettings] = Field(
         default_factory=dict, description="Settings that differ on one accelerator family."
     )
     name: str = Field("", description="The profile's name (filled in when loaded).")
+
+    @model_validator(mode="after")
+    def _defaults_run_there(self) -> SoftwareProfile:
+        stray = sorted(set(self.default_on) - set(self.accelerator_families))
+        if stray:
+            raise ValueError(f"default_on {stray}: not among accelerator_families {list(self.accelerator_families)}")
+        return self
 
     def on(self, family: str) -> SoftwareProfile:
         """The profile as it runs on accelerators of ``family`` (its family table applied, if any)."""
@@ -207,12 +223,54 @@ def _profiles(user_files: tuple[str, ...]) -> dict[str, SoftwareProfile]:
     }
 
 
-def software_for(
-    framework: str | None, family: str, profiles: dict[str, SoftwareProfile] | None = None
-) -> SoftwareProfile:
-    """The profile of ``framework`` (default: Megatron) on accelerators of ``family``."""
+def frameworks_on(family: str, profiles: Mapping[str, SoftwareProfile] | None = None) -> list[str]:
+    """The names of the profiles whose ``accelerator_families`` hold ``family``, sorted."""
     table = software_profiles() if profiles is None else profiles
-    name = (framework or DEFAULT_FRAMEWORK).strip().lower()
+    return sorted(name for name, profile in table.items() if family in profile.accelerator_families)
+
+
+def default_framework(family: str, profiles: Mapping[str, SoftwareProfile] | None = None) -> str:
+    """The framework a job on ``family`` runs when it names none: the profile whose ``default_on`` holds the
+    family (megatron on GPUs, neuronx on Trainium); an error naming the family where no profile says."""
+    table = software_profiles() if profiles is None else profiles
+    defaults = sorted(name for name, profile in table.items() if family in profile.default_on)
+    if len(defaults) > 1:
+        raise ClusterSimError(
+            f"framework: {', '.join(defaults)} each name {family!r} in default_on; a family has one default framework",
+            field="framework",
+        )
+    if not defaults:
+        fits = ", ".join(frameworks_on(family, table)) or "none profiled"
+        raise ClusterSimError(
+            f"framework: no default framework for {family!r} accelerators (frameworks that run there: {fits}); "
+            f"give --framework, or a profile with {family!r} in accelerator_families and default_on",
+            field="framework",
+        )
+    return defaults[0]
+
+
+def software_for(
+    framework: str | None,
+    family: str,
+    profiles: Mapping[str, SoftwareProfile] | None = None,
+    *,
+    accelerator: str | None = None,
+) -> SoftwareProfile:
+    """The profile of ``framework`` (default: the family's, :func:`default_framework`) on accelerators of
+    ``family``; a framework that does not run on the family (its ``accelerator_families``) is refused,
+    naming both (``accelerator``, the chip's id, where given) and the frameworks that do run there."""
+    table = software_profiles() if profiles is None else profiles
+    name = (framework or default_framework(family, table)).strip().lower()
     if name not in table:
         raise UnknownNameError("framework", name, table)
-    return table[name].on(family)
+    profile = table[name]
+    if family not in profile.accelerator_families:
+        chip = f"{accelerator} ({family})" if accelerator else family
+        fits = ", ".join(frameworks_on(family, table)) or "none profiled"
+        raise ClusterSimError(
+            f"framework {name!r} does not run on {chip} accelerators (it runs on "
+            f"{', '.join(profile.accelerator_families)}); frameworks for {family}: {fits}",
+            field="framework",
+            value=name,
+        )
+    return profile.on(family)

@@ -206,8 +206,11 @@ class TrainingScenario(_Record):
         "to hold fixed while the rest is searched.",
     )
     job: TrainingJobSpec = Field(default_factory=TrainingJobSpec, description="The job.")
-    framework: str = Field(
-        default="megatron", min_length=1, description="The training framework's profile (compute/software.toml)."
+    framework: str | None = Field(
+        default=None,
+        min_length=1,
+        description="The training framework's profile (compute/software.toml); none: the accelerator family's "
+        "default (megatron on GPUs, neuronx on Trainium).",
     )
     checkpoint: CheckpointSpec | None = Field(
         default=None, description="Checkpoints and failures (none: the failure-free time and cost)."

@@ -65,7 +65,7 @@ def training_scenario(
     efficiency: Sequence[Path] = (),
     catalog: Sequence[Path] = (),
     models: Sequence[Path] = (),
-    framework: str = "megatron",
+    framework: str | None = None,
     software: Sequence[Path] = (),
     checkpoint: CheckpointSpec | None = None,
 ) -> TrainingScenario:
@@ -194,7 +194,9 @@ def run_training(
     def run_on(where: SystemSpec, layout: LayoutChoice) -> Estimate:
         system = system_for_instance(catalog, where.instance, where.nodes, devices_per_node=where.devices_per_node)
         fractions = efficiency_for(system.accelerator, table)
-        software = software_profiles.software_for(scenario.framework, system.accelerator.family, profiles)
+        software = software_profiles.software_for(
+            scenario.framework, system.accelerator.family, profiles, accelerator=system.accelerator.id
+        )
         if isinstance(layout, LayoutSpec):
             given = layout_for(layout, system)
         else:
@@ -210,7 +212,7 @@ def run_training(
             return estimate
         return with_checkpoints(
             estimate, scenario.checkpoint, model=transformer, system=system, catalog=catalog,
-            framework=scenario.framework,
+            framework=software.name,
         )  # fmt: skip
 
     estimate = run_on(scenario.system, scenario.layout)
@@ -224,6 +226,7 @@ def run_training(
         update={
             "layout": LayoutSpec(**estimate.layout.model_dump()),
             "job": spec.model_copy(update={"seq_len": job.seq_len}),
+            "framework": scenario.framework or estimate.framework,  # the family's default, named
         }
     )
     return TrainingRun(scenario=ran, model=transformer, estimate=estimate, layout_chosen=chosen, compared=compared)
