@@ -121,6 +121,7 @@ def checkpoint_command(
             return plan_checkpoint(
                 transformer, fs, instance=entry, num_nodes=nodes, devices_per_node=int(entry.num_accelerators.value),
                 fmt=save_format, pattern=write_pattern, mode=mode, path=client_path, stripes=stripes, nvme=drive,
+                device_memory_bytes=cat.accelerator(entry.accelerator).memory_bytes.value,
             )  # fmt: skip
 
         mode = SaveMode.ASYNC if async_save else SaveMode.NVME if nvme else SaveMode.SYNC

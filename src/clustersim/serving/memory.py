@@ -1,6 +1,8 @@
 """What serving holds in device memory and reads from it: number formats, weights and the KV cache.
 
-* **Weights**: the layers' matmul weights at the serving precision, the rest (embeddings, logits,
+* **Weights**: the layers' matmul weights at the serving precision, or for a quantized checkpoint
+  (GPTQ, AWQ, compressed-tensors, FP8: ``Transformer.quantization``) at the width it stores them,
+  group scales and zero points included, whatever the GEMMs run at; the rest (embeddings, logits,
   norms) in bf16, split over ``tp x pp`` devices. A MoE model's leading dense layers hold a dense MLP,
   the others the shared and routed experts and a router.
 * **KV cache**: each token adds ``Transformer.kv_cache_elements`` per layer: key and value of every kv
@@ -68,12 +70,33 @@ def matmul_params(model: Transformer) -> tuple[float, float]:
     return float(dense), float(model.moe_layers * model.mlp_matmul_params())
 
 
+def layer_weight_bytes(model: Transformer, precision: Dtype) -> float:
+    """Bytes one layer matmul weight takes: the checkpoint's stored width where it is quantized, else
+    ``precision``'s."""
+    if model.quantization is not None:
+        return model.quantization.bytes_per_weight
+    return float(bytes_per_element(precision))
+
+
 def weight_bytes_per_device(model: Transformer, precision: Dtype, tp: int = 1, pp: int = 1) -> float:
-    """Weights held by one device: layer matmuls at ``precision``, the rest (embeddings, logits, norms) in bf16."""
+    """Weights held by one device: layer matmuls at ``layer_weight_bytes``, the rest (embeddings, logits,
+    norms) in bf16."""
+    bytes_per_element(precision)  # an unknown serving format is refused, quantized or not
     dense, expert = matmul_params(model)
     quantized = dense + (model.moe.experts if model.moe else 0) * expert
     rest = model.num_params() - quantized
-    return (quantized * bytes_per_element(precision) + rest * ACTIVATION_BYTES) / (tp * pp)
+    return (quantized * layer_weight_bytes(model, precision) + rest * ACTIVATION_BYTES) / (tp * pp)
+
+
+def weights_note(model: Transformer, precision: Dtype) -> str | None:
+    """What a quantized checkpoint's weights are priced at (None for a 16-bit one)."""
+    q = model.quantization
+    if q is None:
+        return None
+    return (
+        f"weights: {model.name} is a {q.describe()} checkpoint: its layer weights are held and read at "
+        f"{q.bytes_per_weight:.3g} bytes each (scales included), not at {precision.value}; GEMMs at {precision.value}"
+    )
 
 
 # ---- KV cache ------------------------------------------------------------------------------------

@@ -247,15 +247,26 @@ def plan_checkpoint(
     path: ClientPath | None = None,
     stripes: int | None = None,
     nvme: Storage | None = None,
+    device_memory_bytes: float | None = None,
 ) -> CheckpointTiming:
     """The checkpoint of ``model`` on ``num_nodes`` instances writing to ``fs`` (see the module docstring).
 
     ``path`` defaults to EFA with GPUDirect Storage where the tier allows EFA, else ENA; ``stripes``
     replaces the file system's default (progressive) layout with that many stripes per file.
+    ``device_memory_bytes`` (one device's memory) with the instance's host memory bounds what the nodes
+    can hold: a checkpoint larger than their device and host memory together is refused.
     """
     if num_nodes < 1 or devices_per_node < 1:
         raise ClusterSimError(f"nodes and devices per node must be at least 1, got {num_nodes}, {devices_per_node}")
+    if model.quantization is not None:
+        raise ClusterSimError(
+            f"model: {model.name} is a {model.quantization.describe()} checkpoint; checkpoints are priced for "
+            f"16-bit weights and their optimizer state, so a quantized one is not modelled: give its unquantized model",
+            field="model",
+            value=model.name,
+        )
     size = checkpoint_bytes(model, fmt)
+    _check_nodes_hold(size, fmt, instance, num_nodes, devices_per_node, device_memory_bytes)
     if path is None:
         path = ClientPath.EFA_GDS if fs.efa else ClientPath.ENA
     if stripes is not None:
@@ -308,6 +319,33 @@ def plan_checkpoint(
         num_nodes=num_nodes, layout=layout, save=save_, save_at_burst=save_at_burst, load=load, local=local,
         host_copy_s=host_copy_s, bucket=credit_bucket(fs, save_, save_at_burst),
     )  # fmt: skip
+
+
+def _check_nodes_hold(
+    size: float,
+    fmt: CheckpointFormat,
+    instance: Instance | None,
+    num_nodes: int,
+    devices_per_node: int,
+    device_memory_bytes: float | None,
+) -> None:
+    """Refuse a checkpoint whose state does not fit in the nodes' device and host memory together (the
+    most any layout, offloading included, can hold while it saves or after it loads)."""
+    if instance is None or device_memory_bytes is None:
+        return
+    host = 0.0 if instance.host_memory_bytes is None else instance.host_memory_bytes.value
+    per_node = devices_per_node * device_memory_bytes + host
+    if size <= num_nodes * per_node:
+        return
+    needed = math.ceil(size / per_node)
+    raise ClusterSimError(
+        f"nodes: {num_nodes} x {instance.id} hold {num_nodes * per_node / 2**40:,.2f} TiB ({devices_per_node} x "
+        f"{device_memory_bytes / 2**30:,.0f} GiB device + {host / 2**30:,.0f} GiB host memory each), less than the "
+        f"{size / 2**40:,.2f} TiB {fmt.value} checkpoint ({BYTES_PER_PARAM[fmt]} B/param); use at least {needed} "
+        f"nodes",
+        field="nodes",
+        value=num_nodes,
+    )
 
 
 def credit_bucket(fs: FileSystem, baseline: Transfer, at_burst: Transfer) -> CreditBucket | None:

@@ -31,8 +31,15 @@ boolean, and options that change the counts but are not modelled (biases on the 
 or MLP where the family has none, ALiBi, ``qk_layernorm``, experts on only some layers).
 
 ``seq_len`` is ``max_position_embeddings`` capped at 8192 (a long-context model's window is not its
-training length), or ``n_positions`` exactly for learned positions (the table is counted). The name
-is ``_name_or_path`` when the file has one, else the file's stem unless it is ``config``, else the
+training length), or ``n_positions`` exactly for learned positions (the table is counted).
+``max_context_tokens`` is the context the positions cover: ``max_position_embeddings`` (``n_positions``),
+or where ``rope_scaling`` stretches the rotary positions (``linear``, ``dynamic``, ``yarn``) from an
+``original_max_position_embeddings``, the larger of it and ``factor x original`` (Qwen2.5's YaRN: 4 x
+32,768); without an original, and for ``llama3`` and ``longrope``, ``max_position_embeddings`` already
+states the extended window (Llama 3.1: 131,072; Gemma 3: 131,072 with linear factor 8). A
+``quantization_config`` (GPTQ, AWQ, compressed-tensors, FP8) sets ``quantization``: the stored width
+of the layer weights; other methods (bitsandbytes, ...) are refused (``hf_limits``). The name is
+``_name_or_path`` when the file has one, else the file's stem unless it is ``config``, else the
 name of the folder holding it.
 """
 
@@ -44,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from clustersim.errors import CatalogFileError
+from clustersim.workload.hf_limits import context_tokens, read_quantization
 from clustersim.workload.transformer import Transformer, transformer_from_mapping
 
 MAX_DEFAULT_SEQ_LEN = 8192
@@ -146,6 +154,7 @@ def _rotary(cfg: Config, ffn_type: str, *, tied: bool, head_dim: int | None = No
         "head_dim": cfg.count("head_dim", head_dim or 0),
         "vocab": cfg.count("vocab_size"),
         "seq_len": min(cfg.count("max_position_embeddings", 2048), MAX_DEFAULT_SEQ_LEN),
+        "max_context_tokens": context_tokens(cfg),
         "ffn_type": ffn_type,
         "position": "rotary",
         "tied_embeddings": cfg.flag("tie_word_embeddings", tied),
@@ -262,6 +271,7 @@ def _deepseek(cfg: Config) -> dict[str, Any]:
         "head_dim": cfg.count("qk_nope_head_dim") + rope,
         "vocab": cfg.count("vocab_size"),
         "seq_len": min(cfg.count("max_position_embeddings", 2048), MAX_DEFAULT_SEQ_LEN),
+        "max_context_tokens": context_tokens(cfg),
         "ffn_type": "swiglu",
         "tied_embeddings": cfg.flag("tie_word_embeddings", False),
         "mla": {
@@ -302,6 +312,7 @@ def _gpt2(cfg: Config) -> dict[str, Any]:
         "heads": cfg.count("n_head"),
         "vocab": cfg.count("vocab_size"),
         "seq_len": cfg.count("n_positions"),
+        "max_context_tokens": cfg.count("n_positions"),
         "ffn_type": "gelu",
         "tied_embeddings": cfg.flag("tie_word_embeddings", True),
     }
@@ -350,6 +361,7 @@ def _falcon(cfg: Config, *, new_default: bool = False) -> dict[str, Any]:
         "kv_heads": kv_heads,
         "vocab": cfg.count("vocab_size"),
         "seq_len": min(cfg.count("max_position_embeddings", 2048), MAX_DEFAULT_SEQ_LEN),
+        "max_context_tokens": context_tokens(cfg),
         "ffn_type": "gelu",
         "norm": "layernorm",
         "position": "rotary",
@@ -415,6 +427,9 @@ def read_hf_config(path: Path) -> Transformer:
             raise cfg.fail(key, cfg.raw(key), f"model_type {model_type!r} has no experts: write a MoE model_type")
     fields = FAMILIES[model_type](cfg)
     fields["name"] = model_name(path, data)
+    quantization = read_quantization(Config(where, data))
+    if quantization is not None:
+        fields["quantization"] = quantization
     return transformer_from_mapping(fields, where=where)
 
 

@@ -82,6 +82,47 @@ class MoE(BaseModel):
         return self
 
 
+class QuantMethod(StrEnum):
+    """How a checkpoint's layer weights are stored below bf16: integer groups with a scale (GPTQ, AWQ,
+    compressed-tensors' int formats) or 8-bit floats (FP8 checkpoints)."""
+
+    GPTQ = "gptq"
+    AWQ = "awq"
+    COMPRESSED_TENSORS = "compressed-tensors"
+    FP8 = "fp8"
+
+
+class Quantization(BaseModel):
+    """The stored width of a quantized checkpoint's layer weights (the matmul weights of the blocks;
+    embeddings, logits and norms stay 16-bit). A group of ``group_size`` weights shares one 16-bit
+    scale and, for asymmetric integer formats, a ``bits``-wide zero point; ``group_size`` 0 is one
+    scale per output channel, counted as none."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    method: QuantMethod = Field(description="The quantization method (the config's quant_method).")
+    bits: int = Field(description="Stored bits per weight: 4 or 8.")
+    group_size: int = Field(default=0, ge=0, description="Weights sharing one scale; 0 = per channel.")
+    zero_point: bool = Field(default=True, description="A zero point per group (asymmetric integer formats).")
+
+    @model_validator(mode="after")
+    def _bits(self) -> Self:
+        if self.bits not in (4, 8):
+            raise ValueError(f"quantization bits {self.bits} is not modelled (valid: 4, 8)")
+        return self
+
+    @property
+    def bytes_per_weight(self) -> float:
+        """Bytes one stored weight takes, its share of the group's scale and zero point included."""
+        per_group = (16 + (self.bits if self.zero_point else 0)) / 8 / self.group_size if self.group_size else 0.0
+        return self.bits / 8 + per_group
+
+    def describe(self) -> str:
+        """E.g. ``4-bit gptq, groups of 128``."""
+        groups = f", groups of {self.group_size}" if self.group_size else ""
+        return f"{self.bits}-bit {self.method.value}{groups}"
+
+
 class MLA(BaseModel):
     """Multi-head latent attention (DeepSeek-V2/V3). Per layer: queries ``h -> q_lora_rank -> heads x
     head_dim`` (``h -> heads x head_dim`` without a query rank); keys and values ``h -> kv_lora_rank +
@@ -106,6 +147,8 @@ _EXTENSIONS: dict[str, object] = {
     "dense_layers": 0,
     "sliding_window": 0,
     "window_layers": 0,
+    "max_context_tokens": None,
+    "quantization": None,
 }
 
 
@@ -141,6 +184,15 @@ class Transformer(BaseModel):
     sliding_window: int = Field(default=0, ge=0, description="Keys a windowed layer attends to; 0 = no window.")
     window_layers: int | None = Field(
         default=None, ge=0, description="Layers with the sliding window (the rest see the whole sequence); default all."
+    )
+    max_context_tokens: int | None = Field(
+        default=None,
+        gt=0,
+        description="Longest sequence (prompt + output) the positions cover, tokens; None = not stated "
+        "(learned positions: the table, seq_len).",
+    )
+    quantization: Quantization | None = Field(
+        default=None, description="How a quantized checkpoint stores its layer weights; None = 16-bit."
     )
 
     @model_validator(mode="after")
@@ -196,6 +248,33 @@ class Transformer(BaseModel):
         if data.get("qkv_bias") == data.get("linear_bias"):
             data.pop("qkv_bias", None)
         return data
+
+    # ---- context ------------------------------------------------------------------------------
+    @property
+    def context_tokens(self) -> int | None:
+        """The longest sequence the model's positions cover: ``max_context_tokens``, or with learned
+        positions the table (``seq_len``); None when not stated."""
+        if self.max_context_tokens is not None:
+            return self.max_context_tokens
+        return self.seq_len if self.position is Position.LEARNED else None
+
+    def check_context(self, tokens: float, what: str, *, beyond_context: bool = False) -> str | None:
+        """None when a sequence of ``tokens`` fits the context (or none is stated); with ``beyond_context``
+        the note an estimate beyond it carries; otherwise ``ClusterSimError`` naming ``what`` (the field
+        or option and its value), the model's context and the override."""
+        context = self.context_tokens
+        if context is None or tokens <= context:
+            return None
+        words = f"{what} is {tokens:,.0f} tokens, beyond the context of {self.name}, {context:,} tokens"
+        if beyond_context:
+            return f"beyond context: {words}; priced anyway as asked (the model was not trained for it)"
+        field = what.split(" ", 1)[0]
+        raise ClusterSimError(
+            f"{words} (its max_context_tokens); give a shorter sequence, or beyond_context "
+            f"(--beyond-context) to price it anyway",
+            field=field,
+            value=tokens,
+        )
 
     # ---- shape --------------------------------------------------------------------------------
     @property
