@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from clustersim.catalog.overlay import load_records
 from clustersim.catalog.registry import load_catalog
-from clustersim.compute import efficiency
 from clustersim.compute.efficiency import ENV_VAR, efficiency_for, efficiency_table
 from clustersim.errors import CatalogFileError
 from clustersim.validation.cases import bundled_dir
@@ -98,7 +98,7 @@ def test_the_calibration_script_writes_what_it_fitted(tmp_path: Path, capsys: py
     script = _script("calibrate_training")
     fitted = script.main([str(GROUND_TRUTH), "--rounds", "0", "--family", "trainium", "--write", "--toml", str(copy)])
     assert set(fitted) == {"trainium"}
-    efficiency._table.cache_clear()  # the script changed the cached table; and files are read once per process
+    load_records.cache_clear()  # the script changed the cached table; and files are read once per process
     table = efficiency_table([copy], use_env=False)
     packaged = efficiency_table(use_env=False)
     assert table["trainium"].model_dump(exclude={"fitted"}) == packaged["trainium"].model_dump(exclude={"fitted"})

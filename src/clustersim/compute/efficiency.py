@@ -25,7 +25,6 @@ by ``os.pathsep``) replaces the fields it gives, so a measured machine can bring
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -33,8 +32,8 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
+from clustersim.catalog.overlay import RecordFile
 from clustersim.catalog.schema import Accelerator
-from clustersim.catalog.tomlfiles import overlay_tables, user_paths, validate_tables
 
 FloatArray = npt.NDArray[np.float64]
 ENV_VAR = "CLUSTERSIM_EFFICIENCY"
@@ -70,16 +69,14 @@ class FamilyEfficiency(BaseModel):
         return self.gemm_max * flop / (flop + self.gemm_half_flop)
 
 
+# The file, its environment variable and the user's files over it (clustersim.catalog.overlay).
+EFFICIENCY_FILE = RecordFile(FamilyEfficiency, PACKAGE, FILE_NAME, ENV_VAR, what="efficiency file", entry="family")
+
+
 def efficiency_table(extra: Sequence[str | Path] = (), *, use_env: bool = True) -> dict[str, FamilyEfficiency]:
     """The packaged fractions per family, with the user's files (``CLUSTERSIM_EFFICIENCY``, then
     ``extra``) merged over them field by field. The same inputs return the same (cached) table."""
-    return _table(user_paths(ENV_VAR, extra, use_env=use_env))
-
-
-@functools.lru_cache(maxsize=32)
-def _table(user_files: tuple[str, ...]) -> dict[str, FamilyEfficiency]:
-    tables = overlay_tables(PACKAGE, FILE_NAME, user_files, what="efficiency file", entry="family")
-    return validate_tables(tables, FamilyEfficiency)
+    return EFFICIENCY_FILE.records(extra, use_env=use_env)
 
 
 def efficiency_for(accelerator: Accelerator, table: Mapping[str, FamilyEfficiency] | None = None) -> FamilyEfficiency:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +40,8 @@ import numpy.typing as npt
 from pydantic import ConfigDict, Field
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
-from clustersim.catalog.tomlfiles import CalibrationEntry, load_calibration, user_paths
+from clustersim.catalog.overlay import CalibrationFile
+from clustersim.catalog.tomlfiles import CalibrationEntry
 from clustersim.errors import ClusterSimError
 from clustersim.network.collectives import Algorithm, Op, Protocol, busbw_factor
 from clustersim.network.fabric import Fabric
@@ -113,24 +113,21 @@ class CommCalibration:
     ramp_intra_node_bytes: float = Field(ge=0, description="Ramp half size S_half inside a node, bytes.")
 
 
+# The file, its environment variable and the user's files over it (clustersim.catalog.overlay).
+CALIBRATION = CalibrationFile(CommCalibration, "clustersim.network", CALIBRATION_FILE, ENV_VAR)
+# The packaged values (no user files): what the model was validated with.
+DEFAULT_CALIBRATION = CALIBRATION.packaged
+
+
 def collective_calibration(extra: Sequence[str | Path] = (), *, use_env: bool = True) -> CommCalibration:
     """The packaged calibration with the user's files (``CLUSTERSIM_COLLECTIVE_CALIBRATION``, then
     ``extra``) over it, field by field; the same inputs return the same (cached) object."""
-    user_files = user_paths(ENV_VAR, extra, use_env=use_env)
-    return _load(user_files)[0] if user_files else DEFAULT_CALIBRATION
+    return CALIBRATION.calibration(extra, use_env=use_env)
 
 
 def calibration_entries(extra: Sequence[str | Path] = (), *, use_env: bool = True) -> dict[str, CalibrationEntry]:
     """Each calibrated constant with its source, fitted note and file (see ``collective_calibration``)."""
-    return _load(user_paths(ENV_VAR, extra, use_env=use_env))[1]
-
-
-def _load(user_files: tuple[str, ...]) -> tuple[CommCalibration, dict[str, CalibrationEntry]]:
-    return load_calibration(CommCalibration, "clustersim.network", CALIBRATION_FILE, user_files)
-
-
-# The packaged values (no user files): what the model was validated with.
-DEFAULT_CALIBRATION = _load(())[0]
+    return CALIBRATION.entries(extra, use_env=use_env)
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,7 +336,7 @@ def _candidate_arrays(options: tuple[Candidate, ...] | list[Candidate]) -> tuple
 def default_calibration() -> CommCalibration:
     """What the model uses when no calibration is given: the packaged values, with the files in
     ``CLUSTERSIM_COLLECTIVE_CALIBRATION`` over them when it is set (checked on every call: cheap)."""
-    return collective_calibration() if os.environ.get(ENV_VAR) else DEFAULT_CALIBRATION
+    return CALIBRATION.default()
 
 
 @functools.lru_cache(maxsize=4096)

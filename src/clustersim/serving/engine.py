@@ -36,7 +36,6 @@ the number of decoding sequences.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,9 +45,10 @@ import numpy.typing as npt
 from pydantic import ConfigDict, Field
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
+from clustersim.catalog.overlay import CalibrationFile
 from clustersim.catalog.registry import Catalog
 from clustersim.catalog.schema import Dtype, Instance
-from clustersim.catalog.tomlfiles import CalibrationEntry, load_calibration, user_paths
+from clustersim.catalog.tomlfiles import CalibrationEntry
 from clustersim.errors import ClusterSimError
 from clustersim.network.collectives import Op
 from clustersim.network.cost import ANALYTIC, CollectiveCost
@@ -107,30 +107,27 @@ class InferenceCalibration:
     )
 
 
+# The file, its environment variable and the user's files over it (clustersim.catalog.overlay).
+CALIBRATION = CalibrationFile(InferenceCalibration, "clustersim.serving", CALIBRATION_FILE, ENV_VAR)
+# The packaged values (no user files): what the model was validated with.
+DEFAULT_CALIBRATION = CALIBRATION.packaged
+
+
 def serving_calibration(extra: Sequence[str | Path] = (), *, use_env: bool = True) -> InferenceCalibration:
     """The packaged calibration with the user's files (``CLUSTERSIM_SERVING_CALIBRATION``, then
     ``extra``) over it, field by field; the same inputs return the same (cached) object."""
-    user_files = user_paths(ENV_VAR, extra, use_env=use_env)
-    return _load(user_files)[0] if user_files else DEFAULT_CALIBRATION
+    return CALIBRATION.calibration(extra, use_env=use_env)
 
 
 def calibration_entries(extra: Sequence[str | Path] = (), *, use_env: bool = True) -> dict[str, CalibrationEntry]:
     """Each calibrated constant with its source, fitted note and file (see ``serving_calibration``)."""
-    return _load(user_paths(ENV_VAR, extra, use_env=use_env))[1]
-
-
-def _load(user_files: tuple[str, ...]) -> tuple[InferenceCalibration, dict[str, CalibrationEntry]]:
-    return load_calibration(InferenceCalibration, "clustersim.serving", CALIBRATION_FILE, user_files)
-
-
-# The packaged values (no user files): what the model was validated with.
-DEFAULT_CALIBRATION = _load(())[0]
+    return CALIBRATION.entries(extra, use_env=use_env)
 
 
 def default_calibration() -> InferenceCalibration:
     """What the model uses when no calibration is given: the packaged values, with the files in
     ``CLUSTERSIM_SERVING_CALIBRATION`` over them when it is set."""
-    return serving_calibration() if os.environ.get(ENV_VAR) else DEFAULT_CALIBRATION
+    return CALIBRATION.default()
 
 
 # ---- the system --------------------------------------------------------------------------------
