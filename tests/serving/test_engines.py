@@ -14,9 +14,11 @@ from clustersim.serving.engines import (
     DEFAULT_ENGINE,
     ENV_VAR,
     EngineProfile,
+    engine_for,
     engine_for_software,
     engine_profile,
     engine_profiles,
+    engines_on,
     parse_version,
 )
 from clustersim.serving.estimate import Batching, Request, estimate_offline
@@ -174,3 +176,71 @@ def test_profile_ranges_are_data_a_user_file_can_add(tmp_path: Path, monkeypatch
     assert engine_for_software("lmdeploy", "LMDeploy 0.4.2").name == "lmdeploy-04"
     with pytest.raises(ClusterSimError, match=r"^software.version: '0.6' is in no release range of the lmdeploy"):
         engine_for_software("lmdeploy", "0.6")
+
+
+# --- which hardware each engine runs on -----------------------------------------------------------------
+
+
+def test_each_engine_names_the_accelerator_families_it_runs_on_with_a_source():
+    families = {CATALOG.accelerator(chip).family for chip in CATALOG.ids("accelerator")}
+    for name, profile in engine_profiles(use_env=False).items():
+        assert profile.accelerator_families and profile.families_source.strip(), name
+        assert set(profile.accelerator_families) <= families, name
+        assert "trainium" not in profile.accelerator_families, name  # no Neuron serving engine is profiled yet
+
+
+@pytest.mark.parametrize("family", ["ampere", "hopper", "blackwell"])
+def test_the_default_engine_on_gpus_is_tensorrt_llm(family):
+    assert engine_for(None, family).name == "tensorrt-llm"
+    assert engines_on(family) == ["sglang", "tensorrt-llm", "tensorrt-llm-2023", "vllm"]
+
+
+def test_serving_on_trainium_without_an_engine_is_refused_not_priced_as_tensorrt_llm():
+    with pytest.raises(ClusterSimError) as caught:
+        engine_for(None, "trainium", accelerator="trainium1")
+    message = str(caught.value)
+    assert "no serving engine is profiled for trainium1 (trainium) accelerators yet" in message
+    assert caught.value.field == "engine" and "\n" not in message
+
+
+@pytest.mark.parametrize("engine", ["tensorrt-llm", "tensorrt-llm-2023", "vllm", "sglang"])
+def test_a_gpu_engine_on_trainium_is_refused_naming_both_and_what_fits(engine):
+    with pytest.raises(ClusterSimError) as caught:
+        engine_for(engine, "trainium", accelerator="trainium2")
+    message = str(caught.value)
+    assert f"engine {engine!r} does not run on trainium2 (trainium) accelerators" in message
+    assert "ampere, hopper, blackwell" in message and "engines for trainium: none profiled yet" in message
+
+
+def test_a_user_engine_that_lists_trainium_is_accepted_there(tmp_path, monkeypatch):
+    mine = tmp_path / "neuron.toml"
+    mine.write_text(
+        '[my-neuron]\nbased_on = "vllm"\nframework = "my-neuron"\naccelerator_families = ["trainium"]\n'
+        'default_on = ["trainium"]\nfamilies_source = "ours"\nsource = "ours"\n',
+        encoding="utf-8",
+    )
+    monkeypatch.setenv(ENV_VAR, str(mine))
+    assert engine_for(None, "trainium").name == "my-neuron"
+    assert engine_for("my-neuron", "trainium").name == "my-neuron"
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[odd]\nbased_on = "vllm"\ndefault_on = ["trainium"]\nsource = "x"\n', encoding="utf-8")
+    monkeypatch.setenv(ENV_VAR, str(bad))
+    with pytest.raises(CatalogFileError, match="default_on"):
+        engine_profiles()
+
+
+def test_serve_on_trainium_refuses_before_and_with_a_gpu_engine_and_gpus_still_default_to_tensorrt_llm():
+    from typer.testing import CliRunner
+
+    from clustersim.cli.app import app
+
+    runner = CliRunner(env={"CLUSTERSIM_CATALOG": "", "CLUSTERSIM_MODELS": "", ENV_VAR: ""})
+    for extra in ([], ["--engine", "vllm"], ["--engine", "tensorrt-llm"]):
+        result = runner.invoke(app, ["serve", "llama3-8b", "--instance", "trn1.32xlarge", *extra])
+        assert result.exit_code == 2, result.output
+        assert "trainium1 (trainium)" in result.output and "tokens/s" not in result.output
+    compared = runner.invoke(app, ["serve", "llama3-8b", "--instance", "p5.48xlarge", "--compare", "trn1.32xlarge"])
+    assert compared.exit_code == 2 and "no serving engine is profiled for trainium1" in compared.output
+    gpu = runner.invoke(app, ["serve", "llama3-8b", "--instance", "p5.48xlarge", "--json"])
+    assert gpu.exit_code == 0, gpu.output
+    assert '"engine": "tensorrt-llm"' in gpu.output

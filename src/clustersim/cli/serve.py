@@ -143,13 +143,14 @@ def serve_command(
         str | None, typer.Option("--compare", help="A second instance to show side by side, e.g. p5e.48xlarge.")
     ] = None,
     engine: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--engine",
-            help="The serving engine's profile: tensorrt-llm, tensorrt-llm-2023, vllm, sglang "
-            "(also from $CLUSTERSIM_SERVING_ENGINES).",
+            help="The serving engine's profile: tensorrt-llm, tensorrt-llm-2023, vllm, sglang (GPUs; also from "
+            "$CLUSTERSIM_SERVING_ENGINES); default: the accelerator's (tensorrt-llm on GPUs; none is profiled "
+            "for Trainium yet).",
         ),
-    ] = "tensorrt-llm",
+    ] = None,
     scenario: Annotated[
         Path | None,
         typer.Option(
@@ -193,7 +194,9 @@ def serve_command(
         transformer, estimates, reasons = _estimate(spec, compare)
         spreads = _spreads(spec, estimates, compare, level)
         if save_scenario is not None:
-            ran = spec.model_copy(update={"system": spec.system.model_copy(update={"tp": estimates[0].tp})})
+            ran = spec.model_copy(
+                update={"system": spec.system.model_copy(update={"tp": estimates[0].tp}), "engine": estimates[0].engine}
+            )
             save(
                 save_scenario,
                 ran,
@@ -261,7 +264,7 @@ def _scenario_of_options(
     tpot_target: float | None,
     models: list[Path],
     catalog: list[Path],
-    engine: str,
+    engine: str | None,
 ) -> "ServingScenarioFile":
     """The scenario the options describe; without --tp the degree is chosen. ``input_tokens`` and
     ``output_tokens`` are None where not given beside a ``dataset``."""
@@ -328,7 +331,8 @@ def _estimate(
     if compare and load.rate_per_s is None and load.ttft_target_s is None and load.tpot_target_s is None:
         first, second = (serving_system_for_instance(cat, e.system, tp=e.tp, pp=e.pp, dp=e.dp) for e in estimates)
         if (first.tp, first.pp) == (second.tp, second.pp):
-            reasons = compare_offline(transformer, first, second, request, batch=load.batch, engine=spec.engine).reasons
+            engine = estimates[0].engine
+            reasons = compare_offline(transformer, first, second, request, batch=load.batch, engine=engine).reasons
     return transformer, estimates, list(reasons)
 
 
@@ -340,11 +344,16 @@ def _run(
     pp: int,
     request: "Request",
     scenario: tuple[int | None, float | None, float | None, float | None],
-    engine: str,
+    engine: str | None,
 ) -> "ServingEstimate":
     """The estimate on ``instance``; ``scenario`` is (batch, rate, ttft target, tpot target); no ``tp``:
-    the best degree (``clustersim.plan.serving``)."""
+    the best degree (``clustersim.plan.serving``). ``engine``: checked against the instance's accelerator
+    family (none: the family's default engine; ``clustersim.serving.engines.engine_for``)."""
     from clustersim.plan.serving import ServingScenario, best_serving_layout
+    from clustersim.serving.engines import engine_for
+
+    chip = catalog.accelerator(catalog.instance(instance).accelerator)
+    engine = engine_for(engine, chip.family, accelerator=chip.id).name
 
     batch, rate, ttft_target, tpot_target = scenario
     wanted = ServingScenario(batch=batch, rate_per_s=rate, ttft_target_s=ttft_target, tpot_target_s=tpot_target)

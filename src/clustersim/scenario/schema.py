@@ -325,8 +325,11 @@ class ServingScenario(_Record):
     system: ServingSystemSpec = Field(description="The instance and the model's degrees on it.")
     request: RequestSpec = Field(default_factory=RequestSpec, description="The requests.")
     load: LoadSpec = Field(default_factory=LoadSpec, description="Offline or server mode.")
-    engine: str = Field(
-        default="tensorrt-llm", min_length=1, description="The serving engine's profile (serving/engines.toml)."
+    engine: str | None = Field(
+        default=None,
+        min_length=1,
+        description="The serving engine's profile (serving/engines.toml); none: the accelerator family's default "
+        "(tensorrt-llm on GPUs).",
     )
     options: ServingOptions = Field(default_factory=ServingOptions, description="The user's files.")
 

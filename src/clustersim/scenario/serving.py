@@ -20,7 +20,7 @@ def serving_scenario(
     load: LoadSpec,
     catalog: Sequence[Path] = (),
     models: Sequence[Path] = (),
-    engine: str = "tensorrt-llm",
+    engine: str | None = None,
 ) -> ServingScenario:
     """The scenario of a command line's inputs; the files in ``CLUSTERSIM_CATALOG`` and
     ``CLUSTERSIM_MODELS`` come first in its options, as a run reads them."""

@@ -52,6 +52,13 @@ class EngineProfile(BaseModel):
     source: str = Field(min_length=1, description="Where each setting comes from.")
     fitted: str | None = Field(None, description="What fitted settings were fitted to, and when.")
     framework: str = Field(min_length=1, description="The software.framework of the cases this profile serves.")
+    accelerator_families: tuple[str, ...] = Field(
+        min_length=1, description="The accelerator families (catalog `family`) this engine, as profiled, runs on."
+    )
+    default_on: tuple[str, ...] = Field(
+        (), description="The families on which this is the engine when none is named (one profile per family)."
+    )
+    families_source: str = Field(min_length=1, description="Where accelerator_families comes from.")
     releases: tuple[str, str] | None = Field(
         None, description="Release numbers of the framework this profile covers: [from, until), e.g. ['0.5', '0.8']."
     )
@@ -106,6 +113,9 @@ class EngineProfile(BaseModel):
     def _framework_id(self) -> EngineProfile:
         if self.framework != self.framework.strip().lower():
             raise ValueError(f"framework {self.framework!r}: write it in lower case, as software.framework")
+        stray = sorted(set(self.default_on) - set(self.accelerator_families))
+        if stray:
+            raise ValueError(f"default_on {stray}: not among accelerator_families {list(self.accelerator_families)}")
         return self
 
     def covers(self, release: tuple[int, ...] | None, month: str | None) -> bool:
@@ -162,6 +172,46 @@ def engine_profile(engine: str | EngineProfile | None = None) -> EngineProfile:
     if name not in table:
         raise UnknownNameError("engine", name, table)
     return table[name]
+
+
+def engines_on(family: str) -> list[str]:
+    """The names of the engine profiles whose ``accelerator_families`` hold ``family``, sorted."""
+    return sorted(name for name, profile in engine_profiles().items() if family in profile.accelerator_families)
+
+
+def engine_for(engine: str | None, family: str, *, accelerator: str | None = None) -> EngineProfile:
+    """The profile ``engine`` names on accelerators of ``family`` (none named: the profile whose
+    ``default_on`` holds the family: TensorRT-LLM on GPUs). An engine that does not run on the family is
+    refused naming both and the engines that do; a family with no engine profiled (Trainium: no Neuron
+    serving engine yet) is refused rather than priced as a GPU engine. ``accelerator``: the chip's id, for
+    the message."""
+    table = engine_profiles()
+    chip = f"{accelerator} ({family})" if accelerator else family
+    if engine is None:
+        defaults = sorted(name for name, profile in table.items() if family in profile.default_on)
+        if not defaults:
+            runs_on: dict[tuple[str, ...], list[str]] = {}
+            for name, profile in table.items():
+                runs_on.setdefault(profile.accelerator_families, []).append(name)
+            others = "; ".join(f"{', '.join(names)} on {', '.join(fams)}" for fams, names in runs_on.items())
+            raise ClusterSimError(
+                f"engine: no serving engine is profiled for {chip} accelerators yet, so none is priced there "
+                f"(profiled: {others}); a profile ($CLUSTERSIM_SERVING_ENGINES) listing {family!r} in "
+                f"accelerator_families can be named with --engine",
+                field="engine",
+            )
+        return table[defaults[0]]
+    profile = engine_profile(engine)
+    if family not in profile.accelerator_families:
+        fits = engines_on(family)
+        raise ClusterSimError(
+            f"engine {profile.name!r} does not run on {chip} accelerators (as profiled it runs on "
+            f"{', '.join(profile.accelerator_families)}); engines for {family}: "
+            f"{', '.join(fits) or 'none profiled yet'}",
+            field="engine",
+            value=profile.name,
+        )
+    return profile
 
 
 def engine_for_software(framework: str | None, version: str | None = None) -> EngineProfile:
