@@ -161,9 +161,11 @@ def _derived(
     from clustersim.storage.fsx import parse_storage
     from clustersim.workload import zoo
 
-    fs = parse_storage(load_catalog(catalog or ()), storage)
+    cat = load_catalog(catalog or ())
+    fs = parse_storage(cat, storage)
     timing = plan_checkpoint(
         zoo.load_model(model, extra_dirs=models or ()), fs, instance=entry, num_nodes=nodes,
         devices_per_node=int(entry.num_accelerators.value), mode=SaveMode.ASYNC if async_save else SaveMode.SYNC,
+        accelerator=cat.accelerator(entry.accelerator),
     )  # fmt: skip
     return timing, DETECT_REPLACE_S + timing.load.time_s + WARMUP_S

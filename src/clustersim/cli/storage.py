@@ -40,7 +40,11 @@ StorageOption = Annotated[
 ]
 PathOption = Annotated[
     str | None,
-    typer.Option("--path", help="ena, efa or efa-gds (default: efa-gds where the tier allows EFA, else ena)."),
+    typer.Option(
+        "--path",
+        help="ena, efa or efa-gds (default: efa-gds where the tier allows EFA and the instance has GPUs with "
+        "GPUDirect RDMA, efa where only the tier allows it, e.g. on Trainium; else ena).",
+    ),
 ]
 InstanceOption = Annotated[str, typer.Option("--instance", help="Instance id, e.g. p5.48xlarge.")]
 
@@ -122,6 +126,7 @@ def checkpoint_command(
                 transformer, fs, instance=entry, num_nodes=nodes, devices_per_node=int(entry.num_accelerators.value),
                 fmt=save_format, pattern=write_pattern, mode=mode, path=client_path, stripes=stripes, nvme=drive,
                 device_memory_bytes=cat.accelerator(entry.accelerator).memory_bytes.value,
+                accelerator=cat.accelerator(entry.accelerator),
             )  # fmt: skip
 
         mode = SaveMode.ASYNC if async_save else SaveMode.NVME if nvme else SaveMode.SYNC
@@ -154,7 +159,7 @@ def striping_command(
     target's share per stripe until the client's ceiling or the file system stops it."""
     from clustersim.catalog.registry import load_catalog
     from clustersim.storage.checkpoint import striping_sweep
-    from clustersim.storage.fsx import ClientPath, parse_storage
+    from clustersim.storage.fsx import client_path_for, parse_storage
     from clustersim.units import parse_bytes
 
     with user_errors():
@@ -163,10 +168,9 @@ def striping_command(
         file_bytes = parse_bytes(size)
         if not file_bytes >= 1:
             raise ClusterSimError(f"--size: must be at least 1 byte, got {size!r}", field="--size", value=size)
-        chosen = _path(path)
-        if chosen is None:
-            chosen = ClientPath.EFA_GDS if fs.efa else ClientPath.ENA
-        sweep = striping_sweep(fs, file_bytes, chosen, cat.instance(instance), write=not read)
+        entry = cat.instance(instance)
+        chosen = client_path_for(fs, _path(path), cat.accelerator(entry.accelerator), entry)
+        sweep = striping_sweep(fs, file_bytes, chosen, entry, write=not read)
     from clustersim.present.storage import striping_json, striping_view
 
     if as_json:

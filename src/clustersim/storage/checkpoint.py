@@ -36,12 +36,12 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 
-from clustersim.catalog.schema import Instance, Storage
+from clustersim.catalog.schema import Accelerator, Instance, Storage
 from clustersim.compute.memory import OPTIMIZER_BYTES, WEIGHT_BYTES
 from clustersim.errors import ClusterSimError
 from clustersim.storage import burst as credits
 from clustersim.storage.burst import BurstSave, CreditBucket
-from clustersim.storage.fsx import ClientPath, Extent, FileSystem, default_layout
+from clustersim.storage.fsx import ClientPath, Extent, FileSystem, client_path_for, default_layout
 from clustersim.workload.transformer import Transformer
 
 # Device-to-host copy of one device: ~80% of a PCIe Gen5 x16 link's 63 GB/s per direction (the catalog's
@@ -248,10 +248,13 @@ def plan_checkpoint(
     stripes: int | None = None,
     nvme: Storage | None = None,
     device_memory_bytes: float | None = None,
+    accelerator: Accelerator | None = None,
 ) -> CheckpointTiming:
     """The checkpoint of ``model`` on ``num_nodes`` instances writing to ``fs`` (see the module docstring).
 
-    ``path`` defaults to EFA with GPUDirect Storage where the tier allows EFA, else ENA; ``stripes``
+    ``path`` defaults to EFA with GPUDirect Storage where the tier allows EFA and ``accelerator`` (GPUs)
+    and ``instance`` (GPUDirect RDMA) can take it, plain EFA where only the tier can, else ENA; a path
+    they cannot take is refused (``fsx.client_path_for``); ``stripes``
     replaces the file system's default (progressive) layout with that many stripes per file.
     ``device_memory_bytes`` (one device's memory) with the instance's host memory bounds what the nodes
     can hold: a checkpoint larger than their device and host memory together is refused.
@@ -267,8 +270,7 @@ def plan_checkpoint(
         )
     size = checkpoint_bytes(model, fmt)
     _check_nodes_hold(size, fmt, instance, num_nodes, devices_per_node, device_memory_bytes)
-    if path is None:
-        path = ClientPath.EFA_GDS if fs.efa else ClientPath.ENA
+    path = client_path_for(fs, path, accelerator, instance)
     if stripes is not None:
         fs.check_stripes(stripes)
     layout = (Extent(0.0, math.inf, stripes),) if stripes is not None else default_layout(fs.service)

@@ -16,7 +16,9 @@ AWS's rules, as the catalog records them (``catalog/data/storage.toml``):
   each worth two file creates, opens or closes per second: a file written costs one IOPS;
 * burst (``storage/burst.py``): a credit bucket, a prior of 30 minutes at the burst rate when full;
 * one client reaches at most 100 Gbps over ENA (5 Gbps per client-to-server connection), 700 Gbps
-  over EFA, 1,200 Gbps over EFA with GPUDirect Storage, and never more than its own NICs.
+  over EFA, 1,200 Gbps over EFA with GPUDirect Storage, and never more than its own NICs;
+* GPUDirect Storage needs GPUs and the instance's GPUDirect RDMA (``PATH_NEEDS``): it is refused on
+  Trainium, and the default path there is plain EFA (ENA where the file system is not EFA-enabled).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from clustersim.catalog.registry import Catalog
-from clustersim.catalog.schema import Instance, Storage, StorageCategory
+from clustersim.catalog.schema import Accelerator, Instance, Storage, StorageCategory
 from clustersim.errors import ClusterSimError, UnknownNameError
 from clustersim.units import parse_bytes
 
@@ -42,6 +44,68 @@ class ClientPath(StrEnum):
     ENA = "ena"
     EFA = "efa"
     EFA_GDS = "efa-gds"
+
+
+@dataclass(frozen=True)
+class PathNeeds:
+    """What a client path needs of the client instance: its accelerator family and GPUDirect RDMA."""
+
+    accelerator_families: tuple[str, ...]
+    gpudirect_rdma: bool
+    source: str
+
+
+# The client paths that are not open to every instance, and what they need (the others need nothing).
+PATH_NEEDS: dict[ClientPath, PathNeeds] = {
+    ClientPath.EFA_GDS: PathNeeds(
+        accelerator_families=("ampere", "hopper", "blackwell"),
+        gpudirect_rdma=True,
+        source="GPUDirect Storage is NVIDIA's direct path between storage and GPU memory (cuFile and the "
+        "nvidia-fs driver; NVIDIA GPUDirect Storage overview guide), over the NIC's GPUDirect RDMA; FSx for "
+        "Lustre supports it from EFA-enabled file systems to NVIDIA GPU instances (AWS FSx for Lustre User "
+        "Guide, EFA-enabled file systems: P5-class instances with GDS). Trainium has no GPU memory for cuFile "
+        "and the Neuron SDK has no GDS path: its clients read over EFA into host memory.",
+    )
+}
+
+
+def path_refusal(path: ClientPath, accelerator: Accelerator | None, instance: Instance | None) -> str | None:
+    """Why ``path`` cannot run on ``instance`` with ``accelerator`` (None: it can, or what is unknown is not
+    held against it)."""
+    needs = PATH_NEEDS.get(path)
+    if needs is None:
+        return None
+    where = instance.id if instance is not None else "this instance"
+    if accelerator is not None and accelerator.family not in needs.accelerator_families:
+        return (
+            f"path {path.value!r}: GPUDirect Storage moves data into GPU memory, and {where} has "
+            f"{accelerator.id} ({accelerator.family}) accelerators, not GPUs (GDS runs on "
+            f"{', '.join(needs.accelerator_families)}); use efa or ena"
+        )
+    if needs.gpudirect_rdma and instance is not None and not instance.network.gpudirect_rdma.value:
+        return (
+            f"path {path.value!r}: GPUDirect Storage needs GPUDirect RDMA, which the catalog does not give "
+            f"{instance.id} (network.gpudirect_rdma); use efa or ena"
+        )
+    return None
+
+
+def client_path_for(
+    fs: FileSystem, path: ClientPath | None, accelerator: Accelerator | None, instance: Instance | None
+) -> ClientPath:
+    """The client path: ``path`` where the file system and the instance can take it (else an error naming
+    both); none given, EFA with GPUDirect Storage where both can, plain EFA where the file system is
+    EFA-enabled (Trainium, or no GPUDirect RDMA), else ENA."""
+    if path is None:
+        if not fs.efa:
+            return ClientPath.ENA
+        gds = path_refusal(ClientPath.EFA_GDS, accelerator, instance) is None
+        return ClientPath.EFA_GDS if gds else ClientPath.EFA
+    fs.check_path(path)
+    why = path_refusal(path, accelerator, instance)
+    if why is not None:
+        raise ClusterSimError(why, field="path", value=path.value)
+    return path
 
 
 @dataclass(frozen=True)
