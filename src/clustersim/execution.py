@@ -73,7 +73,12 @@ class Layout(BaseModel):
         inputs = RuleInputs(model, num_devices, global_batch, seq_len)
         for rule in LAYOUT_RULES:
             if not bool(rule.holds(self, inputs)):
-                raise ClusterSimError(f"impossible layout ({self.describe()}): {rule.message(self, inputs)}")
+                field = RULE_FIELDS.get(rule.name, rule.name)
+                raise ClusterSimError(
+                    f"impossible layout ({self.describe()}): {rule.message(self, inputs)}",
+                    field=field,
+                    value=getattr(self, field, None),
+                )
 
 
 def layout_from_mapping(data: dict[str, Any], where: str = "layout") -> Layout:
@@ -287,6 +292,23 @@ LAYOUT_RULES: tuple[LayoutRule, ...] = (
 )
 
 
+# The field each rule names in its error (a layout field where one is at fault, else the job's)
+RULE_FIELDS = {
+    "devices": "dp",
+    "heads": "tp",
+    "kv_heads": "tp",
+    "layers": "pp",
+    "batch": "global_batch",
+    "cp": "cp",
+    "vp": "vp",
+    "sp": "sequence_parallel",
+    "sp_seq": "seq_len",
+    "ep_moe": "ep",
+    "ep_ranks": "ep",
+    "ep_experts": "ep",
+    "interleave": "vp",
+}
+
 # The rules that split a model over tp x pp devices, whatever the job (what serving checks).
 MODEL_SPLIT_RULES = tuple(rule for rule in LAYOUT_RULES if rule.name in ("heads", "kv_heads", "layers"))
 
@@ -299,8 +321,11 @@ def check_model_split(model: Transformer, *, tp: int, pp: int) -> None:
     inputs = RuleInputs(model, layout.num_devices, 1, 1, uneven_stages_allowed=False)
     for rule in MODEL_SPLIT_RULES:
         if not bool(rule.holds(layout, inputs)):
+            field = RULE_FIELDS.get(rule.name, rule.name)
             raise ClusterSimError(
-                f"impossible layout (tp {tp}, pp {pp}) of {model.name}: {rule.message(layout, inputs)}"
+                f"impossible layout (tp {tp}, pp {pp}) of {model.name}: {rule.message(layout, inputs)}",
+                field=field,
+                value=getattr(layout, field, None),
             )
 
 

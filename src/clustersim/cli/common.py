@@ -191,6 +191,8 @@ def _usage_error(exc: click_errors.ClickException, argv: Sequence[str], *, as_js
         value = _given_value(argv, param.opts)
         if value is not None and value not in message:
             message += f" (got {shown(value)})"
+    elif isinstance(exc, click_errors.NoSuchOption):
+        field = value = exc.option_name
     report_error(f"{where}{message}{hint}", field=field, value=value, as_json=as_json)
     sys.exit(USER_ERROR_EXIT if exc.exit_code in (1, 2) else exc.exit_code)
 
@@ -240,8 +242,22 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except ClusterSimError as exc:
-        report_error(str(exc), field=exc.field, value=exc.value, as_json=_wants_json())
+        field = exc.field or _option_given(exc.value)
+        report_error(str(exc), field=field, value=exc.value, as_json=_wants_json())
         raise typer.Exit(code=USER_ERROR_EXIT) from None
+
+
+def _option_given(value: object) -> str | None:
+    """The option of the running command that was given ``value`` (a raw text its command parsed later,
+    such as ``--tokens 15X``), for an error whose raiser did not know which option it came from."""
+    ctx = get_current_context(silent=True)
+    if ctx is None or value is None or isinstance(value, bool):
+        return None
+    for param in ctx.command.params:
+        given = ctx.params.get(param.name or "")
+        if given is not None and not isinstance(given, bool) and given == value and getattr(param, "opts", None):
+            return max(param.opts, key=len)
+    return None
 
 
 def emit_json(payload: Any) -> None:

@@ -47,7 +47,11 @@ class TrainingJob:
                 )
         if self.precision not in PRECISIONS:
             valid = ", ".join(p.value for p in PRECISIONS)
-            raise ClusterSimError(f"precision {self.precision.value!r} is not a training precision (valid: {valid})")
+            raise ClusterSimError(
+                f"precision {self.precision.value!r} is not a training precision (valid: {valid})",
+                field="precision",
+                value=self.precision.value,
+            )
         if self.tokens is None:
             return
         if not (math.isfinite(self.tokens) and 0 < self.tokens <= MAX_TOKENS):

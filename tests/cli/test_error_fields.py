@@ -1,0 +1,36 @@
+"""A refusal with --json names what was wrong: its "field" is the option or field at fault, never null."""
+
+import json
+import shlex
+
+import pytest
+from typer.testing import CliRunner
+
+from clustersim.cli.app import app
+
+# (bad command line, the field its JSON error names)
+BAD = [
+    ("train llama3-70b --instance p5.48xlarge --nodes 16 --tokens 15X", "--tokens"),
+    ("train llama3-70b --instance p5.48xlarge --nodes 16 --tp 8 --pp 2 --global-batch 7", "global_batch"),
+    ("train llama3-70b --instance p5.48xlarge --nodes 16 --tp 8 --pp 2 --vp 3", "pp"),
+    ("train llama3-70b --instance p5.48xlarge --nodes 16 --precision fp4", "precision"),
+    ("train llama3-70b --instance p5.48xlarge --nodes 16 --bogus", "--bogus"),
+    ("train llama3-70b --instance p5.48xlarge --nodes 16 --checkpoint-every 5x", "--checkpoint-every"),
+    ("serve llama2-70b --instance p5.48xlarge --tp 3", "tp"),
+    ("collective all_reduce --instance p5.48xlarge --nodes 16 --min 8 --max 8X", "--max"),
+    ("fabric compare --instance p5.48xlarge --nodes 16 --size 1X", "--size"),
+    ("fabric compare --instance p5.48xlarge --nodes 16 --routing ecmp", "--routing"),
+    ("reliability --nodes 2048 --work 54x", "--work"),
+    ("transport datapath --instance p5.48xlarge --message 4Q", "--message"),
+    ("storage checkpoint llama3-8b --nodes 2 --storage fsx:PERSISTENT_2-1000:1GiB", None),
+]
+
+
+@pytest.mark.parametrize("command,field", BAD, ids=[c for c, _ in BAD])
+def test_a_json_error_names_its_field(command: str, field: str | None) -> None:
+    result = CliRunner().invoke(app, [*shlex.split(command), "--json"])
+    assert result.exit_code == 2, result.output
+    error = json.loads(result.stderr.strip().splitlines()[-1])
+    assert error["field"] is not None, f"`clustersim {command} --json` names no field: {error}"
+    if field is not None:
+        assert error["field"] == field, error
