@@ -43,6 +43,7 @@ ESTIMATE_KEYS = {
     "ttft_s",
     "tpot_s",
     "request_rate_per_s",
+    "notes",
 }
 
 

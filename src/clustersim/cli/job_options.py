@@ -49,3 +49,10 @@ SeqOpt = Annotated[
     typer.Option("--seq", min=1, max=MAX_SEQUENCE_TOKENS, help="Sequence length (default: the model's)."),
 ]
 PrecisionOpt = Annotated[str, typer.Option("--precision", help="bf16, fp16 or fp8.")]
+BeyondContextOpt = Annotated[
+    bool,
+    typer.Option(
+        "--beyond-context",
+        help="Price a sequence longer than the model's context anyway (refused otherwise; the output says so).",
+    ),
+]

@@ -29,6 +29,7 @@ from clustersim.cli.common import (
     user_errors,
 )
 from clustersim.cli.job_options import (
+    BeyondContextOpt,
     CpOpt,
     DevicesPerNodeOpt,
     EpOpt,
@@ -82,6 +83,7 @@ INPUTS = (
     "async_checkpoint",
     "nvme_checkpoint",
     "failure_rate",
+    "beyond_context",
 )
 # The layout options; any given one constrains the layout search (names of train_command's parameters).
 LAYOUT_OPTIONS = ("tp", "pp", "vp", "cp", "ep", "micro_batch", "zero", "sp", "recompute", "uneven")
@@ -129,6 +131,7 @@ def train_command(
     tokens: Annotated[str, typer.Option("--tokens", help="Training budget in tokens, e.g. 15T, 300B.")] = "1T",
     global_batch: GlobalBatchOpt = 1024,
     seq: SeqOpt = None,
+    beyond_context: BeyondContextOpt = False,
     precision: PrecisionOpt = "bf16",
     offer: Annotated[str, typer.Option("--price", help="on_demand or capacity_block.")] = "on_demand",
     models: ModelsOption = None,
@@ -228,7 +231,7 @@ def train_command(
                 model=model, instance=instance, nodes=nodes, devices_per_node=devices_per_node,
                 tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, micro_batch=micro_batch, zero=zero, sp=sp, recompute=recompute,
                 uneven=uneven, tokens=tokens, global_batch=global_batch, seq=seq, precision=precision, offer=offer,
-                models=models or [], efficiency=efficiency or [], catalog=catalog or [],
+                beyond_context=beyond_context, models=models or [], efficiency=efficiency or [], catalog=catalog or [],
                 framework=framework, software=software or [], given=set(given_options(ctx, LAYOUT_OPTIONS)),
                 checkpoint=_checkpoint_spec(storage, checkpoint_every, async_checkpoint, failure_rate, nvme_checkpoint),
             )  # fmt: skip
@@ -274,6 +277,7 @@ def _scenario_of_options(
     seq: int | None,
     precision: str,
     offer: str,
+    beyond_context: bool,
     models: list[Path],
     efficiency: list[Path],
     catalog: list[Path],
@@ -298,7 +302,10 @@ def _scenario_of_options(
         raise ClusterSimError(f"unknown price offer {offer!r} (valid: on_demand, capacity_block)")
     with option_errors(_FLAGS):
         system = SystemSpec(instance=instance, nodes=nodes, devices_per_node=devices_per_node)
-        job = TrainingJobSpec(global_batch=global_batch, seq_len=seq, precision=dtype, tokens=budget, price=offer)
+        job = TrainingJobSpec(
+            global_batch=global_batch, seq_len=seq, precision=dtype, tokens=budget, price=offer,
+            beyond_context=beyond_context,
+        )  # fmt: skip
         layout: LayoutSpec | LayoutSearchSpec | Literal["choose"] = "choose"
         if tp is not None and pp is not None:
             stated = {

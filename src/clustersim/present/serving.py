@@ -152,4 +152,5 @@ def serving_view(
             where = f"{estimate.system}: " if len(estimates) > 1 else ""
             lines.append(escape(where + interval_line(spread, "published serving runs") + f"; {LATENCY_NOTE}"))
     lines += [Text.from_markup(f"why: {reason}") for reason in reasons]
+    lines += [Text(f"note: {note}") for note in dict.fromkeys(n for e in estimates for n in e.notes)]
     return lines

@@ -151,6 +151,9 @@ class TrainingJobSpec(_Record):
         description="Training budget in tokens, a number or e.g. '15T', at least one step (default: one step).",
     )
     price: PriceOffer = Field(default="on_demand", description="The price offer the cost is computed at.")
+    beyond_context: bool = Field(
+        default=False, description="Price a sequence beyond the model's context anyway (the estimate says so)."
+    )
 
 
 def _interval(value: str) -> str:
@@ -266,6 +269,9 @@ class RequestSpec(_Record):
     precision: ServingPrecision = Field(default="bf16", description="Weights and GEMMs.")
     kv_cache: ServingPrecision | None = Field(default=None, description="KV cache precision (default: as precision).")
     batching: Batching = Field(default=Batching.CONTINUOUS, description="continuous (in-flight) or static.")
+    beyond_context: bool = Field(
+        default=False, description="Price prompts + outputs beyond the model's context anyway (the estimate says so)."
+    )
 
     @model_validator(mode="after")
     def _lengths_of_the_dataset(self) -> RequestSpec:

@@ -157,6 +157,17 @@ def _carried_ranks(catalog: registry.Catalog, first: SystemSpec, other: SystemSp
     return per_chip * int(entry.num_accelerators.value)
 
 
+def refuse_quantized(model: Transformer) -> None:
+    """Training prices 16-bit weights, their gradients and optimizer state: a quantized checkpoint is refused."""
+    if model.quantization is not None:
+        raise ClusterSimError(
+            f"model: {model.name} is a {model.quantization.describe()} checkpoint; training is priced for 16-bit "
+            f"weights and their optimizer state, not a quantized checkpoint: give its unquantized model",
+            field="model",
+            value=model.name,
+        )
+
+
 def run_training(
     scenario: TrainingScenario, *, compare: SystemSpec | None = None, network: str = "analytic"
 ) -> TrainingRun:
@@ -175,12 +186,15 @@ def run_training(
     table = efficiency_table(options.efficiency, use_env=False)
     profiles = software_profiles.software_profiles(options.software, use_env=False)
     spec = scenario.job
+    refuse_quantized(transformer)
     job = TrainingJob(
         global_batch=spec.global_batch,
         seq_len=spec.seq_len if spec.seq_len is not None else transformer.seq_len,
         precision=spec.precision,
         tokens=spec.tokens,
     )
+    beyond = transformer.check_context(job.seq_len, "seq_len (--seq)", beyond_context=spec.beyond_context)
+    context_notes = () if beyond is None else (beyond,)
     chosen = not isinstance(scenario.layout, LayoutSpec)
     micro_batch = None if isinstance(scenario.layout, str) else scenario.layout.micro_batch
     if micro_batch is not None and micro_batch > job.global_batch:
@@ -202,7 +216,7 @@ def run_training(
         else:
             space = search_space(layout) if isinstance(layout, LayoutSearchSpec) else None
             given = choose_layout(transformer, system, job, space=space, efficiency=fractions, software=software)
-        notes = (f"layout chosen (fastest that fits): {given.describe()}",) if chosen else ()
+        notes = context_notes + ((f"layout chosen (fastest that fits): {given.describe()}",) if chosen else ())
         estimate = estimate_training(
             transformer, system, given, job, offer=spec.price, efficiency=fractions, software=software, notes=notes,
             cost=cost,

@@ -36,6 +36,7 @@ from clustersim.serving.engine import (
     step_times,
 )
 from clustersim.serving.engines import EngineProfile, engine_profile
+from clustersim.serving.memory import weights_note
 from clustersim.workload.transformer import Transformer
 
 GRID_POINTS = 96
@@ -50,6 +51,7 @@ class Request:
     precision: Dtype = Dtype.BF16
     kv_precision: Dtype | None = None  # default: the weights' precision
     batching: Batching = Batching.CONTINUOUS
+    beyond_context: bool = False  # price prompts + outputs beyond the model's context anyway (notes say so)
 
     def __post_init__(self) -> None:
         if not self.input_tokens >= 1:
@@ -61,6 +63,18 @@ class Request:
     def kv(self) -> Dtype:
         """Precision of the KV cache."""
         return self.kv_precision or self.precision
+
+    def notes(self, model: Transformer) -> tuple[str, ...]:
+        """What the estimate of this request on ``model`` must say: a length beyond its context priced as
+        asked, weights at a quantized checkpoint's width; ``ClusterSimError`` for a length beyond the
+        context not asked for."""
+        n, o = self.input_tokens, self.output_tokens
+        what = f"input_tokens + output_tokens (--input + --output), {n:,.0f} + {o:,.0f},"
+        found = (
+            model.check_context(n + o, what, beyond_context=self.beyond_context),
+            weights_note(model, self.precision),
+        )
+        return tuple(note for note in found if note is not None)
 
 
 @dataclass(frozen=True)
@@ -102,6 +116,7 @@ class ServingEstimate:
     ttft_s: float
     tpot_s: float
     request_rate_per_s: float
+    notes: tuple[str, ...] = ()  # a length beyond the context priced as asked, quantized weights
 
     @property
     def output_tokens_per_s_per_device(self) -> float:
@@ -128,6 +143,7 @@ def batch_limit(
     """The largest batch per replica, what limits it (``capacity`` or ``scheduler``), and the memory plan."""
     cal = default_calibration() if cal is None else cal
     profile = engine_profile(engine)
+    request.notes(model)  # a length beyond the model's context is refused unless asked for
     check_model_split(model, tp=system.tp, pp=system.pp)
     plan = memory_plan(model, system, request.precision, request.kv, cal, profile)
     per_sequence = reserved_tokens(request.input_tokens, request.output_tokens, profile, model)
@@ -342,6 +358,7 @@ def make_estimate(
         ttft_s=first if ttft_s is None else ttft_s,
         tpot_s=step_s * system.pp,
         request_rate_per_s=(per_replica * system.dp / o if rate_per_s is None else rate_per_s),
+        notes=request.notes(model),
     )
 
 
