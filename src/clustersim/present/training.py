@@ -9,6 +9,7 @@ scale with the step, so they take its relative range.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -231,6 +232,26 @@ _FORMATS: dict[str, Callable[[float], str]] = {
 }
 
 
+# the words of each summary key (a key not named here is its own words, its unit suffix dropped)
+_LABELS: dict[str, str] = {
+    "step_s": "step",
+    "tokens_per_s_per_device": "tokens/s per device",
+    "tokens_per_s": "tokens/s",
+    "mfu": "MFU",
+    "memory_required_bytes": "memory required per device",
+    "capacity_bytes": "memory capacity per device",
+    "time_s": "time to train",
+    "cost_usd": "cost",
+    "energy_kwh": "energy",
+}
+_UNIT_SUFFIX = re.compile(r"_(s|bytes|bits|usd|kwh|per_s)$")
+
+
+def label(key: str) -> str:
+    """The words for a summary key (``time_s`` is "time to train", never "time s")."""
+    return _LABELS.get(key) or _UNIT_SUFFIX.sub("", key).replace("_", " ")
+
+
 def _plain(value: object) -> str:
     return f"{value:,.0f}" if isinstance(value, float) else str(value)
 
@@ -246,7 +267,7 @@ def comparison_view(first: Estimate, second: Estimate) -> list[RenderableType]:
         show = _FORMATS.get(key, _plain)
         cells = ["unknown" if v is None else show(v) for v in (a[key], b[key])]
         ratio = f"{by_key[key]:.2f}x" if key in by_key else ""
-        table.add_row(key.replace("_", " "), *cells, ratio)
+        table.add_row(label(key), *cells, ratio)
     lines: list[RenderableType] = [table]
     for estimate in (first, second):
         lines += [f"note ({estimate.system}): {note}" for note in estimate.notes]
