@@ -104,7 +104,7 @@ def test_a_gptq_checkpoint_is_served_at_4_bits(tmp_path: Path) -> None:
     request = Request(input_tokens=2048, output_tokens=128, precision=Dtype.BF16)
     before, after = _serve(str(bf16_path), request), _serve(str(_gptq(tmp_path)), request)
     assert after.weights_bytes_per_device < 0.4 * before.weights_bytes_per_device
-    # (the decode reads the 4-bit weights: see test_the_decode_reads_the_stored_width)
+    assert after.gemm_memory_s < 0.5 * before.gemm_memory_s  # the decode reads the 4-bit weights
     assert any("4-bit gptq" in note for note in after.notes)
 
 
@@ -127,3 +127,17 @@ def test_the_cli_refuses_a_405b_checkpoint_from_one_node() -> None:
     result = runner.invoke(app, ["storage", "checkpoint", "llama3.1-405b", "--nodes", "1"])
     assert result.exit_code == 2
     assert "1 x p5.48xlarge hold 2.62 TiB" in result.stderr and "5.17 TiB megatron checkpoint" in result.stderr
+
+
+def test_the_cli_serves_beyond_the_context_when_asked_and_says_so() -> None:
+    result = runner.invoke(app, ["serve", "llama3-8b", "--input", "16000", "--beyond-context", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["notes"][0].startswith("beyond context: input_tokens + output_tokens")
+
+
+def test_a_dataset_whose_longest_request_is_beyond_the_context_is_refused() -> None:
+    # mlperf_llama3_405b: prompts up to 19,988 tokens and outputs up to 1,830, beyond Llama 3's 8,192
+    result = runner.invoke(app, ["serve", "llama3-8b", "--dataset", "mlperf_llama3_405b"])
+    assert result.exit_code == 2
+    assert "dataset (--dataset) mlperf_llama3_405b's longest request, 19,988 + 1,830, is 21,818 tokens" in result.stderr
+    assert runner.invoke(app, ["serve", "llama3.1-8b", "--dataset", "mlperf_llama3_405b"]).exit_code == 0

@@ -6,6 +6,7 @@ writes the inputs the run used, with a chosen tensor-parallel degree filled in.
 Registered in ``clustersim.cli.app``.
 """
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -24,6 +25,7 @@ from clustersim.cli.common import (
     replay_scenario,
     user_errors,
 )
+from clustersim.cli.job_options import BeyondContextOpt
 from clustersim.cli.level_option import DEFAULT_LEVEL, LevelOption
 from clustersim.errors import ClusterSimError
 from clustersim.units import MAX_DEGREE, MAX_LATENCY_S, MAX_RATE_PER_S, MAX_SEQUENCE_TOKENS, MAX_SEQUENCES
@@ -43,6 +45,7 @@ INPUTS = (
     "input_tokens",
     "output_tokens",
     "dataset",
+    "beyond_context",
     "batch",
     "precision",
     "kv_cache",
@@ -99,6 +102,7 @@ def serve_command(
             "where the set gives one); the generators fixed and random take --input/--output as their lengths.",
         ),
     ] = None,
+    beyond_context: BeyondContextOpt = False,
     batch: Annotated[
         int | None,
         typer.Option(
@@ -189,7 +193,7 @@ def serve_command(
                 output_tokens=output_tokens if dataset is None or "--output" in stated else None, dataset=dataset,
                 batch=batch, precision=precision, kv_cache=kv_cache, batching=batching, rate=rate,
                 ttft_target=ttft_target, tpot_target=tpot_target, models=models or [], catalog=catalog or [],
-                engine=engine,
+                engine=engine, beyond_context=beyond_context,
             )  # fmt: skip
         transformer, estimates, reasons = _estimate(spec, compare)
         spreads = _spreads(spec, estimates, compare, level)
@@ -265,6 +269,7 @@ def _scenario_of_options(
     models: list[Path],
     catalog: list[Path],
     engine: str | None,
+    beyond_context: bool = False,
 ) -> "ServingScenarioFile":
     """The scenario the options describe; without --tp the degree is chosen. ``input_tokens`` and
     ``output_tokens`` are None where not given beside a ``dataset``."""
@@ -295,6 +300,7 @@ def _scenario_of_options(
             precision=weights,
             kv_cache=kv,
             batching=batching,
+            beyond_context=beyond_context,
         )
         load = LoadSpec(batch=batch, rate_per_s=rate, ttft_target_s=ttft_target, tpot_target_s=tpot_target)
     return serving_scenario(
@@ -308,7 +314,7 @@ def _estimate(
     """The model, the estimate on the scenario's instance (and on ``compare``), and why they differ."""
     from clustersim.catalog.registry import load_catalog
     from clustersim.serving.engine import parse_precision, serving_system_for_instance
-    from clustersim.serving.estimate import Request, compare_offline
+    from clustersim.serving.estimate import Request, compare_offline, dataset_context_notes
     from clustersim.workload.zoo import load_model
 
     transformer = load_model(spec.model, extra_dirs=spec.options.models, use_env=False)
@@ -321,12 +327,15 @@ def _estimate(
         precision=parse_precision(wanted.precision, "--precision"),
         kv_precision=parse_precision(wanted.kv_cache, "--kv-cache") if wanted.kv_cache else None,
         batching=wanted.batching,
+        beyond_context=wanted.beyond_context,
     )
+    extra = dataset_context_notes(transformer, lengths.dataset, request)  # its longest request, refused or noted
     load = spec.load
     tp = None if spec.system.tp == "choose" else spec.system.tp
     instances = [spec.system.instance] + ([compare] if compare else [])
     mode = (load.batch, load.rate_per_s, load.ttft_target_s, load.tpot_target_s)
     estimates = [_run(transformer, cat, name, tp, spec.system.pp, request, mode, spec.engine) for name in instances]
+    estimates = [replace(e, notes=extra + e.notes) for e in estimates]
     reasons: tuple[str, ...] = ()
     if compare and load.rate_per_s is None and load.ttft_target_s is None and load.tpot_target_s is None:
         first, second = (serving_system_for_instance(cat, e.system, tp=e.tp, pp=e.pp, dp=e.dp) for e in estimates)

@@ -64,6 +64,7 @@ from clustersim.serving.memory import (
     decode_attention_flops_per_key,
     kv_bytes_per_token_layer,
     kv_heads_per_device,
+    layer_weight_bytes,
     matmul_params,
 )
 from clustersim.serving.memory import kv_bytes_per_token as kv_bytes_per_token
@@ -356,7 +357,7 @@ def step_times(
     compute = compute + 2.0 * (np.maximum(logits_tokens, 1.0) + half) * head / (tp * pp) / head_peak
 
     # Weights read once per step: the dense ones and the routed experts some token touches.
-    weights = ((dense + experts * expert) * bytes_per_element(precision) + head * ACTIVATION_BYTES) / (tp * pp)
+    weights = ((dense + experts * expert) * layer_weight_bytes(model, precision) + head * ACTIVATION_BYTES) / (tp * pp)
     memory = weights / bandwidth
 
     # Decode attention reads each sequence's cached token-layers (a window caps a windowed layer's) and

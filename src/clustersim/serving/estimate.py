@@ -24,6 +24,7 @@ from clustersim.catalog.schema import Dtype
 from clustersim.choices import Batching as Batching  # re-exported: defined with the light enums
 from clustersim.errors import ClusterSimError
 from clustersim.execution import check_model_split
+from clustersim.serving.datasets import request_dataset
 from clustersim.serving.engine import (
     FloatArray,
     InferenceCalibration,
@@ -128,6 +129,19 @@ class ServingEstimate:
         data = asdict(self)
         data["output_tokens_per_s_per_device"] = self.output_tokens_per_s_per_device
         return data
+
+
+def dataset_context_notes(model: Transformer, dataset: str | None, request: Request) -> tuple[str, ...]:
+    """A request set whose longest prompt + longest output (its stated maxima, else the request's means) is
+    beyond the model's context: refused unless ``request.beyond_context``, then the note saying so."""
+    if dataset is None:
+        return ()
+    stats = request_dataset(dataset)
+    longest_in = stats.input.max.value if stats.input.max is not None else request.input_tokens
+    longest_out = stats.output.max.value if stats.output.max is not None else request.output_tokens
+    what = f"dataset (--dataset) {stats.name}'s longest request, {longest_in:,.0f} + {longest_out:,.0f},"
+    note = model.check_context(longest_in + longest_out, what, beyond_context=request.beyond_context)
+    return () if note is None else (note,)
 
 
 # ---- batch limits ---------------------------------------------------------------------------------
