@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,7 +11,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from clustersim.cli.common import CatalogOption, JsonOption, emit_json, err_console, number, print_all, user_errors
+from clustersim.cli.common import CatalogOption, JsonOption, emit_json, number, print_all, user_errors
+from clustersim.cli.progress import MaxEventsOpt
 from clustersim.errors import ClusterSimError
 from clustersim.network.collectives import Algorithm
 from clustersim.units import MAX_COLLECTIVE_BYTES
@@ -20,6 +20,7 @@ from clustersim.units import MAX_COLLECTIVE_BYTES
 if TYPE_CHECKING:
     from clustersim.network.flowsim.results import CollectiveResult
     from clustersim.network.flowsim.topology import FatTree
+    from clustersim.network.work import WorkEstimate
 
 fabric_app = typer.Typer(
     help="Flow-level fabric simulation: rails, fat-tree tiers, ECMP against spraying.",
@@ -98,20 +99,37 @@ def _size(text: str) -> float:
 
 
 @contextmanager
-def _progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
-    """A transient progress bar on stderr (a terminal only) fed by the simulator's flow counts."""
-    if not enabled or not sys.stderr.isatty():
-        yield None
-        return
-    from rich.progress import Progress
+def _progress(estimate: WorkEstimate | None) -> Iterator[Callable[[int, int], None] | None]:
+    """A transient progress bar on stderr fed by the simulator's flow counts (``cli.progress``: a run
+    estimated over ~2 s, on a terminal), nothing on stdout."""
+    from clustersim.cli.progress import progress_bar
 
-    with Progress(console=err_console, transient=True) as bar:
-        task = bar.add_task("simulating flows", total=None)
-
-        def update(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
+    with progress_bar("simulating", "flows", estimate) as update:
         yield update
+
+
+def _work(
+    tree: FatTree,
+    hosts: Any,
+    op: Any,
+    size_bytes: float,
+    algorithm: Algorithm,
+    max_steps: int,
+    max_events: float | None,
+    *,
+    jobs: int = 1,
+    runs: int = 1,
+) -> WorkEstimate:
+    """The run's work, estimated before it starts, refused above ``--max-events`` (or its default)."""
+    from clustersim.network.flowsim.work import collective_work
+    from clustersim.network.work import check_work
+
+    first = hosts[0] if isinstance(hosts, list) else hosts
+    estimate = collective_work(
+        tree, first, op, size_bytes, algorithm=algorithm, max_steps=max_steps, jobs=jobs, runs=runs
+    )
+    check_work(estimate, max_events)
+    return estimate
 
 
 def _setup(
@@ -181,6 +199,7 @@ def simulate_command(
     radix: RadixOpt = 64,
     fabric_hosts: HostsOpt = None,
     max_steps: StepsOpt = 4,
+    max_events: MaxEventsOpt = None,
     plot: PlotOpt = None,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
@@ -196,8 +215,9 @@ def simulate_command(
             fabric_hosts, fail_switches, jobs, fail_leaves,
         )  # fmt: skip
         algo = _algorithm(cat, instance, nodes, op, size_bytes, algo)
+        estimate = _work(tree, hosts, op, size_bytes, algo, max_steps, max_events, jobs=jobs)
         shared: JobsResult | None = None
-        with _progress(not as_json) as progress:
+        with _progress(estimate) as progress:
             if jobs == 1:
                 result = simulate_collective(
                     tree, hosts, op, size_bytes, routing=route, algorithm=algo, seed=seed, max_steps=max_steps,
@@ -261,6 +281,7 @@ def compare_command(
     radix: RadixOpt = 64,
     fabric_hosts: HostsOpt = None,
     max_steps: StepsOpt = 4,
+    max_events: MaxEventsOpt = None,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -290,9 +311,10 @@ def compare_command(
             fail_leaves=fail_leaves,
         )
         algorithm = _algorithm(cat, instance, nodes, op, size_bytes, algo)
+        estimate = _work(tree, hosts, op, size_bytes, algorithm, max_steps, max_events, runs=len(Routing))
         runs: list[tuple[str, CollectiveResult | None, float, float]] = []
-        with _progress(not as_json) as progress:
-            for route in Routing:
+        with _progress(estimate) as progress:
+            for k, route in enumerate(Routing):
                 r = simulate_collective(
                     tree,
                     hosts,
@@ -302,7 +324,7 @@ def compare_command(
                     algorithm=algorithm,
                     seed=seed,
                     max_steps=max_steps,
-                    progress=progress,
+                    progress=_part(progress, k, len(Routing)),
                 )
                 runs.append((f"simulated {route.value}", r, r.time_s, r.busbw_bytes_per_s))
         ideal = _ideal_analytic(cat, instance, nodes, op, size_bytes, algorithm)
@@ -322,6 +344,18 @@ def compare_command(
         emit_json({"op": op.value, "nodes": nodes, "size_bytes": size_bytes, "rows": rows})
         return
     print_all(compare_view(rows, f"{op.value} of {size_bytes:,.0f} B on {nodes} x {instance}"))
+
+
+def _part(progress: Callable[[int, int], None] | None, k: int, parts: int) -> Callable[[int, int], None] | None:
+    """``progress`` for the ``k``-th of ``parts`` runs of the same flows."""
+    if progress is None:
+        return None
+    report = progress
+
+    def update(done: int, n: int) -> None:
+        report(k * n + done, parts * n)
+
+    return update
 
 
 def _algorithm(cat: Any, instance: str, nodes: int, op: Any, size_bytes: float, algo: Algorithm | None) -> Algorithm:

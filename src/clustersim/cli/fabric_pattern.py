@@ -25,6 +25,7 @@ from clustersim.cli.fabric import (
     _routing,
     _size,
 )
+from clustersim.cli.progress import MaxEventsOpt
 
 
 def pattern_command(
@@ -51,6 +52,7 @@ def pattern_command(
     seed: SeedOpt = 0,
     radix: RadixOpt = 64,
     fabric_hosts: HostsOpt = None,
+    max_events: MaxEventsOpt = None,
     plot: PlotOpt = None,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
@@ -68,6 +70,8 @@ def pattern_command(
     from clustersim.network.flowsim.failover import fail_job_leaves
     from clustersim.network.flowsim.patterns import parse_pattern, pattern_flows, simulate_pattern
     from clustersim.network.flowsim.routing import Routing
+    from clustersim.network.flowsim.work import estimate_flows
+    from clustersim.network.work import check_work
 
     with user_errors():
         kind = parse_pattern(pattern)
@@ -82,7 +86,9 @@ def pattern_command(
         tree = fail_job_switches(fail_job_links(tree, hosts, fail_links, seed), hosts, fail_switches, seed)
         tree = fail_job_leaves(tree, hosts, fail_leaves, seed)
         plan = pattern_flows(tree, hosts, kind, size_bytes, seed=seed, senders=senders, k=shift)
-        with _progress(not as_json) as progress:
+        estimate = estimate_flows(plan.flows, what=f"{kind.value} on {nodes:,} nodes, {plan.flows.num_flows:,} flows")
+        check_work(estimate, max_events)
+        with _progress(estimate) as progress:
             result = simulate_pattern(tree, hosts, plan, routing=route, seed=seed, progress=progress)
     from clustersim.present.fabric import fabric_dict
     from clustersim.present.fabric_pattern import pattern_view, plot_pattern

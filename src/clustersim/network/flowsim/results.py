@@ -17,6 +17,7 @@ from clustersim.network.flowsim.engine import FlowTimes, route_flows, run
 from clustersim.network.flowsim.failover import with_pxn
 from clustersim.network.flowsim.routing import Incidence, Routing
 from clustersim.network.flowsim.topology import TIER_NAMES, FatTree, FloatArray, IntArray, Tier
+from clustersim.network.flowsim.work import offset
 
 NETWORK_TIERS = (Tier.NIC_UP, Tier.NIC_DOWN, Tier.LEAF_UP, Tier.LEAF_DOWN, Tier.SPINE_UP, Tier.CORE_DOWN)
 HOT_LINKS = 5
@@ -267,22 +268,23 @@ def simulate_jobs(
         with_pxn(tree, collective_flows(tree, h, op, size_bytes, algorithm, max_steps=max_steps, chunks=chunks))
         for h in jobs
     ]
+    bounds = np.cumsum([0] + [p.flows.num_flows for p in plans])
+    total = 2 * int(bounds[-1])  # each job alone, then all at once: the flows progress counts
     alone = [
         summarize(
             tree,
             h,
             p,
-            run(tree, p.flows, route_flows(tree, p.flows, routing, seed)),
+            run(tree, p.flows, route_flows(tree, p.flows, routing, seed), progress=offset(progress, int(b), total)),
             routing,
             size_bytes,
         )
-        for h, p in zip(jobs, plans, strict=True)
+        for h, p, b in zip(jobs, plans, bounds[:-1], strict=True)
     ]
     flows = concatenate([p.flows for p in plans])
     inc = route_flows(tree, flows, routing, seed)
-    times = run(tree, flows, inc, progress=progress)
+    times = run(tree, flows, inc, progress=offset(progress, total // 2, total))
     links = link_report(tree, times)
-    bounds = np.cumsum([0] + [p.flows.num_flows for p in plans])
     together = []
     for k, (hosts, plan) in enumerate(zip(jobs, plans, strict=True)):
         mine = slice(int(bounds[k]), int(bounds[k + 1]))
