@@ -32,6 +32,7 @@ class Fabric:
     network_latency_s: float = 0.0
     network_ll_protocols: bool = True
     network_flush: bool = False
+    scaleup_link: str = "NVLink"  # the scale-up fabric's name, for labels only (the catalog's link type)
 
     @property
     def num_ranks(self) -> int:

@@ -13,7 +13,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from clustersim.catalog.registry import Catalog
-from clustersim.catalog.schema import Accelerator, Cluster, Domain, FormFactor, Instance, Kind, Network, Switch
+from clustersim.catalog.schema import (
+    Accelerator,
+    Cluster,
+    Domain,
+    FormFactor,
+    Instance,
+    Kind,
+    Link,
+    LinkType,
+    Network,
+    Switch,
+)
 from clustersim.errors import ClusterSimError
 from clustersim.network.fabric import Fabric
 
@@ -63,6 +74,7 @@ class Topology:
     network_latency_s: float = 0.0
     network_ll_protocols: bool = True
     network_flush: bool = False
+    scaleup_link: str = "NVLink"  # the scale-up fabric's name, for labels only (the catalog's link type)
     _fabrics: dict[tuple[int, int], Fabric] = field(
         default_factory=dict, init=False, repr=False, compare=False, hash=False
     )  # group_fabric's answers: a planner asks for the same few groups over and over
@@ -117,6 +129,7 @@ class Topology:
             network_latency_s=self.network_latency_s,
             network_ll_protocols=self.network_ll_protocols,
             network_flush=self.network_flush,
+            scaleup_link=self.scaleup_link,
         )
 
     def fabric(self) -> Fabric:
@@ -163,7 +176,20 @@ def build_topology(
         network_latency_s=adapter.latency_s.value if adapter and adapter.latency_s else 0.0,
         network_ll_protocols=bool(adapter.nccl_ll_protocols.value) if adapter and adapter.nccl_ll_protocols else True,
         network_flush=_needs_flush(accelerator),
+        scaleup_link=scaleup_link_name(catalog, accelerator),
     )
+
+
+# How each link family is written in output (the catalog's link_type).
+LINK_NAMES = {LinkType.NVLINK: "NVLink", LinkType.NEURONLINK: "NeuronLink", LinkType.PCIE: "PCIe"}
+
+
+def scaleup_link_name(catalog: Catalog, accelerator: Accelerator) -> str:
+    """The name of ``accelerator``'s scale-up fabric as output writes it (NVLink, NeuronLink), from the
+    catalog's link type; NVLink where the catalog names no link."""
+    if accelerator.scaleup_link is None or accelerator.scaleup_link not in catalog:
+        return LINK_NAMES[LinkType.NVLINK]
+    return LINK_NAMES[catalog.typed(accelerator.scaleup_link, Link).link_type]
 
 
 # GPU families whose network receives NCCL flushes before use (NVIDIA/nccl src/graph/paths.cc,

@@ -1,6 +1,11 @@
 """A collective's predicted sweep in nccl-tests' columns (size, count, type, time, algbw, busbw), as
 JSON rows and as a rich table, with NCCL's algorithm/protocol choice and the bounding link; given a
-``Spread`` (``clustersim.intervals``), each row's time and busbw with their interval."""
+``Spread`` (``clustersim.intervals``), each row's time and busbw with their interval.
+
+The words follow the fabric's scale-up link (the catalog's link type): a NeuronLink fabric's bound says
+NeuronLink, never NVLink, and its table names the algorithm (ring, tree) without NCCL's protocol
+names (LL, LL128, Simple), which Neuron's collectives do not have (the JSON keeps the cost model's
+``protocol``, as ``--proto`` takes it). Only words change; the numbers are the model's."""
 
 from __future__ import annotations
 
@@ -16,6 +21,19 @@ from clustersim.present.intervals import interval_line
 ELEMENT_BYTES = 4  # nccl-tests' default type, float
 
 
+NCCL_LINK = "NVLink"  # the scale-up link the cost model's bound words name
+
+
+def is_nccl_fabric(table: CollectiveTable) -> bool:
+    """Whether the fabric's scale-up link is NVLink (NCCL's words apply), not NeuronLink."""
+    return table.fabric.scaleup_link == NCCL_LINK
+
+
+def bound_label(bound: str, table: CollectiveTable) -> str:
+    """The model's bound in the words of the fabric's own scale-up link (NeuronLink, not NVLink)."""
+    return bound if is_nccl_fabric(table) else bound.replace(NCCL_LINK, table.fabric.scaleup_link)
+
+
 def rows(table: CollectiveTable, spread: Spread | None = None) -> list[dict[str, Any]]:
     """One row per size: nccl-tests' columns (time in us, bandwidths in GB/s), algorithm, protocol, bound;
     with ``spread``, ``intervals`` of the time, algbw and busbw (in their units)."""
@@ -29,7 +47,7 @@ def rows(table: CollectiveTable, spread: Spread | None = None) -> list[dict[str,
             "busbw_GBps": float(b / 1e9),
             "algorithm": al.value,
             "protocol": pr.value,
-            "bound": bound,
+            "bound": bound_label(bound, table),
             "busbw_exceeds_links": exceeds,
         }
         for size, t, a, b, al, pr, bound, exceeds in zip(
@@ -79,6 +97,7 @@ def collective_view(table: CollectiveTable, spread: Spread | None = None) -> lis
     out.add_column("algorithm", no_wrap=True)
     out.add_column("bound", min_width=12, overflow="fold")
     found = rows(table, spread)
+    nccl = is_nccl_fabric(table)
     for row in found:
         mark = " *" if row["busbw_exceeds_links"] else ""
         intervals = row.get("intervals", {})
@@ -93,16 +112,17 @@ def collective_view(table: CollectiveTable, spread: Spread | None = None) -> lis
             f"{row['algbw_GBps']:.2f}",
             f"{row['busbw_GBps']:.2f}{mark}",
             *busbw_range,
-            f"{row['algorithm']}/{row['protocol']}",
+            f"{row['algorithm']}/{row['protocol']}" if nccl else row["algorithm"],
             str(row["bound"]),
         )
     lines: list[RenderableType] = [out]
     if spread is not None:
         lines.append(interval_line(spread, "published nccl-tests runs"))
     if any(r["busbw_exceeds_links"] for r in found):
+        switch = "NVLS reduces in the switch and " if table.fabric.in_network_reduction else ""
         lines.append(
-            "* busbw above the raw link bandwidth: nccl-tests' formula assumes a ring, while NVLS reduces in "
-            "the switch and a 2-node tree halves the traffic (NVIDIA/nccl-tests#366, #22)."
+            f"* busbw above the raw link bandwidth: nccl-tests' formula assumes a ring, while {switch}a 2-node "
+            "tree halves the traffic (NVIDIA/nccl-tests#366, #22)."
         )
     return lines
 

@@ -1,0 +1,41 @@
+"""Words follow the catalog's scale-up link: a NeuronLink fabric is never labelled NVLink, and Trainium
+collectives are not described with NCCL's protocol or NVLS words; the numbers stay the model's."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from clustersim.catalog.registry import load_catalog
+from clustersim.cli.app import app
+from clustersim.network.topology import scaleup_link_name
+
+CATALOG = load_catalog(use_env=False)
+RUNNER = CliRunner(env={"CLUSTERSIM_CATALOG": "", "COLUMNS": "200"})
+SWEEP = ["--min", "1M", "--max", "1G", "--factor", "32"]
+
+
+@pytest.mark.parametrize(("chip", "name"), [("trainium1", "NeuronLink"), ("trainium2", "NeuronLink"),
+                                            ("h100-sxm", "NVLink"), ("b200", "NVLink")])  # fmt: skip
+def test_the_scale_up_fabric_is_named_from_the_catalogs_link_type(chip, name):
+    assert scaleup_link_name(CATALOG, CATALOG.accelerator(chip)) == name
+
+
+@pytest.mark.parametrize("nodes", ["1", "2"])
+def test_a_trainium_collective_says_neuronlink_and_no_nccl_protocol_or_nvls(nodes):
+    args = ["collective", "all_reduce", "--instance", "trn1.32xlarge", "--nodes", nodes, *SWEEP]
+    text = RUNNER.invoke(app, args).output
+    assert "NVLink" not in text and "NVLS" not in text
+    assert "/ll" not in text and "/simple" not in text  # NCCL's protocols are not Neuron's
+    rows = json.loads(RUNNER.invoke(app, [*args, "--json"]).output)["rows"]
+    assert all("NVLink" not in row["bound"] for row in rows)
+    if nodes == "1":
+        assert {row["bound"] for row in rows} == {"NeuronLink"}
+
+
+def test_a_gpu_collective_keeps_nccls_words_and_the_numbers_do_not_depend_on_the_words():
+    args = ["collective", "all_reduce", "--instance", "p5.48xlarge", "--nodes", "1", *SWEEP]
+    text = RUNNER.invoke(app, args).output
+    assert "NVLink" in text and "ring/" in text
+    gpu = json.loads(RUNNER.invoke(app, [*args, "--json"]).output)["rows"]
+    assert {row["bound"] for row in gpu} <= {"NVLink", "NVLink SHARP"}
