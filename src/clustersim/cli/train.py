@@ -277,7 +277,6 @@ def _scenario_of_options(
     seq: int | None,
     precision: str,
     offer: str,
-    beyond_context: bool,
     models: list[Path],
     efficiency: list[Path],
     catalog: list[Path],
@@ -285,6 +284,7 @@ def _scenario_of_options(
     software: list[Path],
     given: set[str],
     checkpoint: "CheckpointSpec | None" = None,
+    beyond_context: bool = False,
 ) -> "TrainingScenario":
     """The scenario the options describe: with --tp and --pp a given layout, the options not in ``given``
     (their flags) at the framework's defaults; otherwise a chosen one, the layout options in ``given``
