@@ -157,6 +157,43 @@ class CollectiveTable:
     bound: list[str]
     busbw_exceeds_links: list[bool]
 
+    @classmethod
+    def from_candidates(
+        cls,
+        op: Op,
+        fabric: Fabric,
+        sizes: FloatArray,
+        time_s: FloatArray,
+        chosen: Sequence[Candidate],
+        *,
+        note: str = "",
+    ) -> CollectiveTable:
+        """The columns at each size from its time and the candidate that ran it (``note`` after each bound):
+        the one construction, for every cost model."""
+        algbw = sizes / time_s
+        busbw = algbw * busbw_factor(op, fabric.num_ranks)
+        link_limit = link_busbw_limit(op, fabric)
+        return cls(
+            op=op,
+            fabric=fabric,
+            size_bytes=sizes,
+            time_s=time_s,
+            algbw_bytes_per_s=algbw,
+            busbw_bytes_per_s=busbw,
+            algorithm=[c.algorithm for c in chosen],
+            protocol=[c.protocol for c in chosen],
+            bound=[c.bound + note for c in chosen],
+            busbw_exceeds_links=[bool(b > link_limit) for b in busbw],
+        )
+
+
+def size_array(size_bytes: npt.ArrayLike) -> FloatArray:
+    """Message sizes as a 1-d array; ``ClusterSimError`` naming ``size`` when one is negative or not finite."""
+    sizes = np.atleast_1d(np.asarray(size_bytes, dtype=np.float64))
+    if np.any(sizes < 0) or not np.all(np.isfinite(sizes)):
+        raise ClusterSimError("sizes must be finite and non-negative", field="size")
+    return sizes
+
 
 def _family(op: Op) -> str:
     if op in (Op.ALL_REDUCE, Op.REDUCE):
@@ -279,9 +316,7 @@ def predict_collective(
     """Predict ``op`` at each size on ``fabric``: the fastest candidate, or the forced algorithm/protocol
     (default calibration: ``default_calibration()``)."""
     cal = default_calibration() if cal is None else cal
-    sizes = np.atleast_1d(np.asarray(size_bytes, dtype=np.float64))
-    if np.any(sizes < 0) or not np.all(np.isfinite(sizes)):
-        raise ClusterSimError("sizes must be finite and non-negative")
+    sizes = size_array(size_bytes)
     options = [
         c
         for c in candidates(op, fabric, cal)
@@ -293,23 +328,8 @@ def predict_collective(
         raise ClusterSimError(f"{op.value} on {fabric.name} cannot use {forced}; valid: {', '.join(valid)}")
     times = np.stack([candidate_time_s(c, sizes, cal) for c in options])
     best = np.argmin(times, axis=0)
-    time_s = times[best, np.arange(sizes.size)]
-    algbw = sizes / time_s
-    factor = busbw_factor(op, fabric.num_ranks)
-    chosen = [options[i] for i in best]
-    link_limit = link_busbw_limit(op, fabric)
-    busbw = algbw * factor
-    return CollectiveTable(
-        op=op,
-        fabric=fabric,
-        size_bytes=sizes,
-        time_s=time_s,
-        algbw_bytes_per_s=algbw,
-        busbw_bytes_per_s=busbw,
-        algorithm=[c.algorithm for c in chosen],
-        protocol=[c.protocol for c in chosen],
-        bound=[c.bound for c in chosen],
-        busbw_exceeds_links=[bool(b > link_limit) for b in busbw],
+    return CollectiveTable.from_candidates(
+        op, fabric, sizes, times[best, np.arange(sizes.size)], [options[i] for i in best]
     )
 
 

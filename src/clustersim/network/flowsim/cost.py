@@ -43,10 +43,10 @@ from clustersim.network.analytic import (
     candidate_time_s,
     candidates,
     default_calibration,
-    link_busbw_limit,
     predict_collective,
+    size_array,
 )
-from clustersim.network.collectives import Algorithm, Op, busbw_factor
+from clustersim.network.collectives import Algorithm, Op
 from clustersim.network.collectives import Protocol as NcclProtocol
 from clustersim.network.cost import COST_MODELS
 from clustersim.network.fabric import Fabric
@@ -182,24 +182,10 @@ class SimCost:
         protocol: NcclProtocol | None = None,
     ) -> CollectiveTable:
         """nccl-tests' columns at each size from the simulated algorithms."""
-        sizes = np.atleast_1d(np.asarray(size_bytes, dtype=np.float64))
-        if np.any(sizes < 0) or not np.all(np.isfinite(sizes)):
-            raise ClusterSimError("sizes must be finite and non-negative", field="size")
+        sizes = size_array(size_bytes)
         time_s, chosen = self._times(op, sizes, fabric, algorithm, protocol)
-        algbw = sizes / time_s
-        busbw = algbw * busbw_factor(op, fabric.num_ranks)
-        return CollectiveTable(
-            op=op,
-            fabric=fabric,
-            size_bytes=sizes,
-            time_s=time_s,
-            algbw_bytes_per_s=algbw,
-            busbw_bytes_per_s=busbw,
-            algorithm=[c.algorithm for c in chosen],
-            protocol=[c.protocol for c in chosen],
-            bound=[f"{c.bound}, simulated with {self.routing.value}" for c in chosen],
-            busbw_exceeds_links=[bool(b > link_busbw_limit(op, fabric)) for b in busbw],
-        )
+        note = f", simulated with {self.routing.value}"
+        return CollectiveTable.from_candidates(op, fabric, sizes, time_s, chosen, note=note)
 
 
 SIM = SimCost()
