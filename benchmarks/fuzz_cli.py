@@ -387,6 +387,60 @@ def _validate(draw: st.DrawFn, files: Files) -> list[str]:
     return args
 
 
+TRAINIUM_INSTANCES = ("trn1.32xlarge", "trn1n.32xlarge", "trn2.48xlarge")
+GPU_ONLY = {
+    "framework": ("megatron", "megatron-deepspeed", "deepspeed", "fsdp", "torchtitan"),
+    "engine": ("tensorrt-llm", "tensorrt-llm-2023", "vllm", "sglang"),
+}
+
+
+def _hardware_software(draw: st.DrawFn, files: Files) -> list[str]:
+    """Accelerator x framework x engine x data path (issue 20): pairs that cannot exist (neuronx on H100,
+    fsdp or a GPU serving engine on Trainium, GPUDirect Storage without GPUs) must be refused, and the
+    defaults must follow the accelerator."""
+    instance = draw(st.sampled_from([*TRAINIUM_INSTANCES, "p5.48xlarge", "p4d.24xlarge", "p6-b200.48xlarge"]))
+    kind = draw(st.sampled_from(["train", "serve", "storage", "collective"]))
+    if kind == "train":
+        args = ["train", draw(st.sampled_from(["llama3-8b", "gpt3-5b"])), "--instance", instance, "--nodes", "2"]
+        if draw(st.integers(0, 3)):
+            args += ["--framework", draw(st.sampled_from([*GPU_ONLY["framework"], "neuronx", "NeuronX"]))]
+    elif kind == "serve":
+        args = ["serve", "llama3-8b", "--instance", instance]
+        if draw(st.integers(0, 3)):
+            args += ["--engine", draw(st.sampled_from(GPU_ONLY["engine"]))]
+        if draw(st.integers(0, 4)) == 0:
+            args += ["--compare", draw(st.sampled_from([*TRAINIUM_INSTANCES, "p5.48xlarge"]))]
+    elif kind == "storage":
+        efa = draw(st.sampled_from(["fsx:PERSISTENT_2-1000:100800GiB:efa", "fsx:PERSISTENT_2-1000:100800GiB"]))
+        command = draw(st.sampled_from([["checkpoint", "llama3-8b"], ["striping"]]))
+        args = ["storage", *command, "--instance", instance, "--storage", efa]
+        if draw(st.integers(0, 2)):
+            args += ["--path", draw(st.sampled_from(["efa-gds", "efa", "ena"]))]
+    else:
+        args = ["collective", draw(st.sampled_from(["all_reduce", "all_gather"])), "--instance", instance]
+        args += ["--nodes", draw(st.sampled_from(["1", "2"])), "--min", "1M", "--max", "64M"]
+    if draw(st.booleans()):
+        args.append("--json")
+    return args
+
+
+def impossible_answer(args: list[str], stdout: str) -> str | None:
+    """Why an answer prices a hardware/software pair that cannot exist (or says NVLink on Trainium)."""
+    if "--instance" not in args or args[args.index("--instance") + 1] not in TRAINIUM_INSTANCES:
+        return None
+    given = {flag: args[args.index(flag) + 1].lower() for flag in ("--framework", "--engine", "--path") if flag in args}
+    if given.get("--framework") in GPU_ONLY["framework"]:
+        return f"framework {given['--framework']} priced on Trainium"
+    if args[0] == "serve":
+        return "a serving engine priced on Trainium (none is profiled there)"
+    gds_words = ('"path": "efa-gds"', "efa-gds to", "over efa-gds")
+    if given.get("--path") == "efa-gds" or any(word in stdout for word in gds_words):
+        return "GPUDirect Storage on Trainium"
+    if "NVLink" in stdout or "NVLS" in stdout:
+        return "NVLink/NVLS words on Trainium"
+    return None
+
+
 BUILDERS: dict[str, tuple[Builder, int]] = {
     "hw": (_hw, 3),
     "collective": (_collective, 3),
@@ -394,6 +448,7 @@ BUILDERS: dict[str, tuple[Builder, int]] = {
     "train": (_train, 6),
     "serve": (_serve, 5),
     "validate": (_validate, 2),
+    "hardware_software": (_hardware_software, 2),
 }
 
 
@@ -452,6 +507,9 @@ def _numbers(value: Any) -> Iterator[float]:
 
 def ill_defined(args: list[str], stdout: str) -> str | None:
     """Why an answered command's answer is not well-defined, or None."""
+    impossible = impossible_answer(args, stdout)
+    if impossible:
+        return impossible
     if "--json" in args and stdout.strip():
         try:
             payload = _strict_json(stdout)
