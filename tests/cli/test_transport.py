@@ -87,7 +87,7 @@ def test_sweep_incast_and_ring_print_tables_and_json():
         (["compare", "--background", "1.5"], "--background"),
         (["sweep", "--over", "jitter"], "--over: 'jitter'"),
         (["datapath", "--message", "2G"], "--message: '2G' is out of range"),
-        (["compare", "--message", "1G", "--messages", "17"], "17.0 GiB to simulate"),
+        (["compare", "--message", "1G", "--messages", "17"], "more than the default bound of 2e7 packet events"),
         (["nccl", "--sizes", ","], "--sizes: give 1 to 40 sizes, got 0"),
         (["nccl", "--sizes", "8,2G"], "--sizes: '2G' is out of range"),
         (["nccl", "--path", "rdma"], "--path: 'rdma' is not efa-gdr or efa-host"),

@@ -8,7 +8,8 @@ collective times over the instance's data path, beside published nccl-tests time
 """
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -24,6 +25,7 @@ from clustersim.cli.common import (
     print_all,
     user_errors,
 )
+from clustersim.cli.progress import MaxEventsOpt
 from clustersim.errors import ClusterSimError
 
 if TYPE_CHECKING:
@@ -39,7 +41,6 @@ transport_app = typer.Typer(
 
 MAX_MESSAGES = 100_000
 MAX_MESSAGE_BYTES = 1 << 30
-MAX_TOTAL_BYTES = 16 << 30  # payload one run may simulate (about 2 million packets, a minute or two)
 
 InstanceOption = Annotated[
     str, typer.Option("--instance", help="Instance id or alias; its NIC speed is the line rate.")
@@ -105,15 +106,38 @@ def _bytes(text: str, flag: str) -> int:
     return int(value)
 
 
-def _total(message_bytes: int, messages: int, flows: int = 1) -> None:
-    total = message_bytes * messages * flows
-    if total > MAX_TOTAL_BYTES:
-        raise ClusterSimError(
-            f"--messages: {flows} flow(s) x {messages} x {message_bytes:,} bytes is {total / 2**30:,.1f} GiB to "
-            f"simulate packet by packet (at most {MAX_TOTAL_BYTES >> 30} GiB); use fewer or smaller messages",
-            field="--messages",
-            value=messages,
-        )
+def _total(message_bytes: int, messages: int, max_events: float | None, *, flows: int = 1, runs: int = 1) -> Any:
+    """The run's work (``transport.work``), refused above ``--max-events`` (or its default)."""
+    from clustersim.network.transport.work import transport_work
+    from clustersim.network.work import check_work
+
+    estimate = transport_work(message_bytes, messages, flows=flows, runs=runs)
+    check_work(estimate, max_events)
+    return estimate
+
+
+@contextmanager
+def _progress(estimate: Any) -> Iterator[None]:
+    """A progress bar on stderr (``cli.progress``: a run estimated over ~2 s, on a terminal) fed by the
+    events every packet simulator runs inside (``engine.reporting``)."""
+    from clustersim.cli.progress import progress_bar
+    from clustersim.network.transport.engine import reporting
+
+    with progress_bar("simulating packets", "events", estimate) as update:
+        if update is None:
+            yield
+            return
+        report = update
+        total = int(estimate.events)
+        done = 0
+
+        def ran(events: int) -> None:
+            nonlocal done
+            done += events
+            report(done, total)
+
+        with reporting(ran):
+            yield
 
 
 def _seconds(text: str, flag: str) -> float:
@@ -200,6 +224,7 @@ def compare_command(
     rc_timeout: RcTimeoutOption = 14,
     tcp_kernel: KernelOption = True,
     tcp_congestion: CongestionOption = "newreno",
+    max_events: MaxEventsOpt = None,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
     plot: PlotOption = None,
@@ -223,8 +248,9 @@ def compare_command(
             tcp_kernel=tcp_kernel,
             tcp_congestion=tcp_congestion,
         )
-        _total(scenario.message_bytes, messages)
-        results = compare(scenario)
+        estimate = _total(scenario.message_bytes, messages, max_events)
+        with _progress(estimate):
+            results = compare(scenario)
     from clustersim.present import transport as present
 
     title = f"{node.id}: {messages} x {message} messages, loss {scenario.loss:.4g}, {paths} paths"
@@ -252,6 +278,7 @@ def sweep_command(
     message: MessageOption = "256K",
     messages: MessagesOption = 50,
     seed: SeedOption = 1,
+    max_events: MaxEventsOpt = None,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
     plot: PlotOption = None,
@@ -269,8 +296,9 @@ def sweep_command(
         if over == "background" and max(points) > 0.99:
             raise ClusterSimError("--values: a background load must be <= 0.99", field="--values", value=values)
         node, scenario = _flows(instance, catalog, paths=paths, message=message, messages=messages, seed=seed)
-        _total(scenario.message_bytes, messages, len(points))
-        rows = sweep(scenario, over, points)
+        estimate = _total(scenario.message_bytes, messages, max_events, runs=len(points))
+        with _progress(estimate):
+            rows = sweep(scenario, over, points)
     from clustersim.present import transport as present
 
     _finish(
@@ -295,6 +323,7 @@ def incast_command(
     messages: MessagesOption = 4,
     loss: LossOption = "0",
     seed: SeedOption = 1,
+    max_events: MaxEventsOpt = None,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
     plot: PlotOption = None,
@@ -306,8 +335,9 @@ def incast_command(
         node, scenario = _flows(
             instance, catalog, loss=loss, paths=paths, message=message, messages=messages, seed=seed
         )
-        _total(scenario.message_bytes, messages, senders)
-        results = incast(scenario, senders)
+        estimate = _total(scenario.message_bytes, messages, max_events, flows=senders)
+        with _progress(estimate):
+            results = incast(scenario, senders)
     from clustersim.present import transport as present
 
     title = f"incast: {senders} senders x {messages} x {message} to one receiver ({node.id} NICs)"

@@ -16,6 +16,8 @@ import heapq
 import itertools
 import math
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -27,6 +29,22 @@ UNIFORM_BATCH = 8192  # uniform draws fetched from the generator at a time
 
 Handler = Callable[[int, Any], "Iterable[Event] | None"]
 Event = tuple[int, int, Handler, Any]
+
+
+REPORT_EVERY = 1 << 16  # events between two progress reports
+_REPORTER: ContextVar[Callable[[int], None] | None] = ContextVar("transport_progress", default=None)
+
+
+@contextmanager
+def reporting(progress: Callable[[int], None] | None) -> Iterator[None]:
+    """Within it, every environment's ``run`` calls ``progress(n)`` after each ``REPORT_EVERY`` events
+    it runs (and once at its end) with the ``n`` run since its last call: a progress bar's feed, for
+    the experiments that make environments of their own (``None``: no reports)."""
+    token = _REPORTER.set(progress)
+    try:
+        yield
+    finally:
+        _REPORTER.reset(token)
 
 
 def ps(seconds: float) -> int:
@@ -81,7 +99,21 @@ class Environment:
 
     def run(self, until_ps: int | None = None, max_events: int | None = None) -> int:
         """Run events in (time, priority, seq) order until the heap empties, the next event lies after
-        ``until_ps``, or ``max_events`` have run; returns the number of events run."""
+        ``until_ps``, or ``max_events`` have run; returns the number of events run. Inside
+        ``reporting(progress)``, ``progress(n)`` hears of every ``REPORT_EVERY`` events run."""
+        report = _REPORTER.get()
+        if report is None:
+            return self._run(until_ps, max_events)
+        total = 0
+        while True:
+            step = REPORT_EVERY if max_events is None else min(REPORT_EVERY, max_events - total)
+            count = self._run(until_ps, step)
+            total += count
+            report(count)
+            if count < step or (max_events is not None and total >= max_events):
+                return total
+
+    def _run(self, until_ps: int | None, max_events: int | None) -> int:
         heap = self._heap
         pop = heapq.heappop
         push = heapq.heappush
