@@ -4,18 +4,41 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from clustersim.cli.common import CatalogOption, JsonOption, emit_json, number, print_all, user_errors
+from clustersim.cli.common import CatalogOption, JsonOption, emit_json, print_all, user_errors
+from clustersim.cli.fabric_options import (
+    AlgoOpt,
+    CollectiveOpt,
+    FailLeafOpt,
+    FailOpt,
+    FailSwitchOpt,
+    HostsOpt,
+    InstanceOpt,
+    JobsOpt,
+    NodesOpt,
+    OversubOpt,
+    PlacementOpt,
+    PlotOpt,
+    RadixOpt,
+    RoutingOpt,
+    SeedOpt,
+    SizeOpt,
+    StepsOpt,
+    flow_progress,
+    parse_routing,
+    parse_size,
+    write_plot,
+)
+from clustersim.cli.fabric_pattern import pattern_command
+from clustersim.cli.fabric_step import step_command
 from clustersim.cli.progress import MaxEventsOpt
 from clustersim.errors import ClusterSimError
 from clustersim.network.collectives import Algorithm
-from clustersim.units import MAX_COLLECTIVE_BYTES
 
 if TYPE_CHECKING:
     from clustersim.network.flowsim.results import CollectiveResult
@@ -27,85 +50,6 @@ fabric_app = typer.Typer(
     no_args_is_help=True,
     rich_markup_mode=None,
 )
-
-InstanceOpt = Annotated[str, typer.Option("--instance", help="Instance id or alias, e.g. p5.48xlarge.")]
-NodesOpt = Annotated[int, typer.Option("--nodes", min=1, max=50_000, help="Instances in the job.")]
-CollectiveOpt = Annotated[
-    str, typer.Option("--collective", help="all_reduce, all_gather, reduce_scatter, alltoall, sendrecv.")
-]
-SizeOpt = Annotated[str, typer.Option("--size", help="Bytes per rank (nccl-tests' size), e.g. 1G, 64MiB.")]
-AlgoOpt = Annotated[
-    Algorithm | None,
-    typer.Option(
-        "--algo",
-        case_sensitive=False,
-        help="ring, tree, hierarchical, nvls (one node), nvlstree (2+ nodes), pairwise, direct; "
-        "default: what NCCL's tuner picks for the size.",
-    ),
-]
-OversubOpt = Annotated[
-    float | None,
-    typer.Option(
-        "--oversubscription",
-        callback=number(ge=1, le=32),
-        help="Leaf-to-spine oversubscription (2 = 2:1); default: the cluster template's (1).",
-    ),
-]
-RoutingOpt = Annotated[str, typer.Option("--routing", help="ecmp (a hash per flow), spray (SRD), flowlet or adaptive.")]
-PlacementOpt = Annotated[str, typer.Option("--placement", help="packed, spread or random (seeded).")]
-FailOpt = Annotated[int, typer.Option("--fail-links", min=0, help="Leaf-spine cables of the job's leaves to fail.")]
-FailSwitchOpt = Annotated[
-    int,
-    typer.Option("--fail-switches", min=0, help="Spine switches of the job's pods to fail (seeded; all their links)."),
-]
-FailLeafOpt = Annotated[
-    int,
-    typer.Option(
-        "--fail-leaves",
-        min=0,
-        help="Leaf switches of the job to fail (seeded): their hosts lose those NICs; NCCL's PXN sends through a "
-        "peer GPU's NIC.",
-    ),
-]
-JobsOpt = Annotated[
-    int,
-    typer.Option(
-        "--jobs", min=1, max=1024, help="Copies of the job side by side (placed by --placement); each one's slowdown."
-    ),
-]
-SeedOpt = Annotated[int, typer.Option("--seed", min=0, help="Seed of ECMP's hash, placement and failures.")]
-RadixOpt = Annotated[int, typer.Option("--radix", min=4, max=1024, help="Switch ports (assumed; default 64).")]
-HostsOpt = Annotated[
-    int | None,
-    typer.Option("--fabric-hosts", min=1, max=50_000, help="Hosts of the whole fabric; default: the cluster's."),
-]
-StepsOpt = Annotated[
-    int,
-    typer.Option(
-        "--max-steps", min=1, max=64, help="Ring steps or all-to-all rounds simulated; the rest extrapolated."
-    ),
-]
-PlotOpt = Annotated[Path | None, typer.Option("--plot", help="Write link utilization and flow completion (PNG).")]
-
-
-def _size(text: str) -> float:
-    from clustersim.cli.collective import _bytes_suffix
-    from clustersim.units import parse_bytes
-
-    size = parse_bytes(_bytes_suffix(text))
-    if not 1 <= size <= MAX_COLLECTIVE_BYTES:
-        raise ClusterSimError(f"--size: {size:g} bytes is out of range (1 byte to 1 TiB)", field="--size", value=text)
-    return size
-
-
-@contextmanager
-def _progress(estimate: WorkEstimate | None) -> Iterator[Callable[[int, int], None] | None]:
-    """A transient progress bar on stderr fed by the simulator's flow counts (``cli.progress``: a run
-    estimated over ~2 s, on a terminal), nothing on stdout."""
-    from clustersim.cli.progress import progress_bar
-
-    with progress_bar("simulating", "flows", estimate) as update:
-        yield update
 
 
 def _work(
@@ -163,7 +107,7 @@ def _setup(
 
     cat = load_catalog(catalog or ())
     op = parse_op(collective)
-    size_bytes = _size(size)
+    size_bytes = parse_size(size)
     where = parse_placement(placement)
     if fabric_hosts is not None and nodes * num_jobs > fabric_hosts:
         raise ClusterSimError(
@@ -209,7 +153,7 @@ def simulate_command(
     from clustersim.network.flowsim.routing import Routing
 
     with user_errors():
-        route = Routing(_routing(routing))
+        route = Routing(parse_routing(routing))
         cat, tree, hosts, op, size_bytes = _setup(
             catalog, instance, nodes, collective, size, oversubscription, placement, fail_links, seed, radix,
             fabric_hosts, fail_switches, jobs, fail_leaves,
@@ -217,7 +161,7 @@ def simulate_command(
         algo = _algorithm(cat, instance, nodes, op, size_bytes, algo)
         estimate = _work(tree, hosts, op, size_bytes, algo, max_steps, max_events, jobs=jobs)
         shared: JobsResult | None = None
-        with _progress(estimate) as progress:
+        with flow_progress(estimate) as progress:
             if jobs == 1:
                 result = simulate_collective(
                     tree, hosts, op, size_bytes, routing=route, algorithm=algo, seed=seed, max_steps=max_steps,
@@ -234,7 +178,7 @@ def simulate_command(
 
     if plot is not None:
         with user_errors():
-            _plot(plot_fabric, result, plot)
+            write_plot(plot_fabric, result, plot)
     if as_json:
         out = fabric_json(result, tree, placement=placement, seed=seed, failed_links=fail_links)
         out |= {"failed_switches": fail_switches, "failed_leaves": fail_leaves, "num_jobs": jobs}
@@ -245,24 +189,6 @@ def simulate_command(
     print_all(*fabric_view(result, tree))
     if shared is not None:
         print_all(jobs_view(shared))
-
-
-def _plot(draw: Callable[[Any, Path], None], result: Any, path: Path) -> None:
-    """``draw(result, path)``, an unwritable path refused naming --plot."""
-    try:
-        draw(result, path)
-    except OSError as exc:
-        raise ClusterSimError(f"--plot: cannot write {path}: {exc.strerror}", field="--plot", value=str(path)) from None
-
-
-def _routing(name: str) -> str:
-    from clustersim.errors import UnknownNameError
-    from clustersim.network.flowsim.routing import Routing
-
-    key = name.strip().lower()
-    if key not in {r.value for r in Routing}:
-        raise UnknownNameError("routing", name, [r.value for r in Routing])
-    return key
 
 
 @fabric_app.command("compare")
@@ -313,7 +239,7 @@ def compare_command(
         algorithm = _algorithm(cat, instance, nodes, op, size_bytes, algo)
         estimate = _work(tree, hosts, op, size_bytes, algorithm, max_steps, max_events, runs=len(Routing))
         runs: list[tuple[str, CollectiveResult | None, float, float]] = []
-        with _progress(estimate) as progress:
+        with flow_progress(estimate) as progress:
             for k, route in enumerate(Routing):
                 r = simulate_collective(
                     tree,
@@ -397,10 +323,6 @@ def _ideal_analytic(
     return time_s, float(np.float64(size_bytes / time_s * busbw_factor(op, fabric.num_ranks)))
 
 
-# ``fabric step`` lives in its own module (it reads train's options); it imports the options above.
-from clustersim.cli.fabric_step import step_command  # noqa: E402
-
+# ``fabric step`` and ``fabric pattern`` live in their own modules, with the options of cli.fabric_options.
 fabric_app.command("step")(step_command)
-from clustersim.cli.fabric_pattern import pattern_command  # noqa: E402
-
 fabric_app.command("pattern")(pattern_command)

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from clustersim.cli.common import CatalogOption, JsonOption, emit_json, print_all, user_errors
-from clustersim.cli.fabric import (
+from clustersim.cli.fabric_options import (
     FailLeafOpt,
     FailOpt,
     FailSwitchOpt,
@@ -20,10 +20,10 @@ from clustersim.cli.fabric import (
     RadixOpt,
     RoutingOpt,
     SeedOpt,
-    _plot,
-    _progress,
-    _routing,
-    _size,
+    flow_progress,
+    parse_routing,
+    parse_size,
+    write_plot,
 )
 from clustersim.cli.progress import MaxEventsOpt
 
@@ -75,8 +75,8 @@ def pattern_command(
 
     with user_errors():
         kind = parse_pattern(pattern)
-        route = Routing(_routing(routing))
-        size_bytes = _size(size)
+        route = Routing(parse_routing(routing))
+        size_bytes = parse_size(size)
         where = parse_placement(placement)
         cat = load_catalog(catalog or ())
         tree = fat_tree_for_instance(
@@ -88,14 +88,14 @@ def pattern_command(
         plan = pattern_flows(tree, hosts, kind, size_bytes, seed=seed, senders=senders, k=shift)
         estimate = estimate_flows(plan.flows, what=f"{kind.value} on {nodes:,} nodes, {plan.flows.num_flows:,} flows")
         check_work(estimate, max_events)
-        with _progress(estimate) as progress:
+        with flow_progress(estimate) as progress:
             result = simulate_pattern(tree, hosts, plan, routing=route, seed=seed, progress=progress)
     from clustersim.present.fabric import fabric_dict
     from clustersim.present.fabric_pattern import pattern_view, plot_pattern
 
     if plot is not None:
         with user_errors():
-            _plot(plot_pattern, result, plot)
+            write_plot(plot_pattern, result, plot)
     if as_json:
         extra = {"placement": placement, "seed": seed, "failed_links": fail_links, "failed_switches": fail_switches}
         emit_json({**result.to_dict(), "fabric": fabric_dict(tree), **extra, "failed_leaves": fail_leaves})

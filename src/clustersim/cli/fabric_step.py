@@ -19,7 +19,7 @@ from clustersim.cli.common import (
     print_all,
     user_errors,
 )
-from clustersim.cli.fabric import (
+from clustersim.cli.fabric_options import (
     FailLeafOpt,
     FailOpt,
     FailSwitchOpt,
@@ -33,8 +33,8 @@ from clustersim.cli.fabric import (
     RoutingOpt,
     SeedOpt,
     StepsOpt,
-    _plot,
-    _routing,
+    parse_routing,
+    write_plot,
 )
 from clustersim.cli.job_options import (
     CpOpt,
@@ -113,7 +113,7 @@ def step_command(
     from clustersim.training.job import TrainingJob
 
     with user_errors():
-        route = Routing(_routing(routing))
+        route = Routing(parse_routing(routing))
         where = parse_placement(placement)
         spec = _scenario_of_options(
             model=model, instance=instance, nodes=nodes, devices_per_node=devices_per_node, tp=tp, pp=pp, vp=vp,
@@ -159,7 +159,7 @@ def step_command(
 
     if plot is not None:
         with user_errors():
-            _plot(plot_step, step, plot)
+            write_plot(plot_step, step, plot)
     if as_json:
         extra = {"placement": placement, "seed": seed, "failed_links": fail_links, "failed_switches": fail_switches}
         extra |= {"failed_leaves": fail_leaves, "devices_per_node": system.devices_per_node}
