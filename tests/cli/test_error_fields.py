@@ -13,7 +13,7 @@ BAD = [
     ("train llama3-70b --instance p5.48xlarge --nodes 16 --tokens 15X", "--tokens"),
     ("train llama3-70b --instance p5.48xlarge --nodes 16 --tp 8 --pp 2 --global-batch 7", "global_batch"),
     ("train llama3-70b --instance p5.48xlarge --nodes 16 --tp 8 --pp 2 --vp 3", "pp"),
-    ("train llama3-70b --instance p5.48xlarge --nodes 16 --precision fp4", "precision"),
+    ("train llama3-70b --instance p5.48xlarge --nodes 16 --precision fp4", "--precision"),
     ("train llama3-70b --instance p5.48xlarge --nodes 16 --bogus", "--bogus"),
     ("train llama3-70b --instance p5.48xlarge --nodes 16 --checkpoint-every 5x", "--checkpoint-every"),
     ("serve llama2-70b --instance p5.48xlarge --tp 3", "tp"),

@@ -296,7 +296,11 @@ def _scenario_of_options(
 
     dtype = _precision(precision)
     if dtype not in (Dtype.BF16, Dtype.FP16, Dtype.FP8):
-        raise ClusterSimError(f"precision {dtype.value!r} is not a training precision (valid: bf16, fp16, fp8)")
+        raise ClusterSimError(
+            f"precision {dtype.value!r} is not a training precision (valid: bf16, fp16, fp8)",
+            field="--precision",
+            value=dtype.value,
+        )
     budget = parse_count(tokens)
     if offer not in ("on_demand", "capacity_block"):
         raise ClusterSimError(f"unknown price offer {offer!r} (valid: on_demand, capacity_block)")
