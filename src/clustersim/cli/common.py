@@ -41,11 +41,35 @@ _LONG_RUN = re.compile(r"\S{200,}")
 
 
 def _width(stream: Any) -> int | None:
-    """The console width for ``stream``: the terminal's (or $COLUMNS) when one is set, else no wrapping."""
-    if os.environ.get("COLUMNS", "").isdigit():
-        return None  # rich reads $COLUMNS itself
+    """The console width for ``stream``: the terminal's (rich reads $COLUMNS, else asks the terminal), and
+    no wrapping where it is not a terminal (a pipe, a file), whatever $COLUMNS says."""
     isatty = getattr(stream, "isatty", None)
     return None if callable(isatty) and isatty() else PIPED_WIDTH
+
+
+def _titles_on_one_line(renderable: Any) -> None:
+    """Widen a table (and the tables of a group) to its title and caption, so that unwrapped output (a
+    pipe, a file) has each on one line: rich wraps them to the table's width otherwise."""
+    from rich.console import Group
+    from rich.errors import MarkupError
+    from rich.table import Table
+    from rich.text import Text
+
+    if isinstance(renderable, Group):
+        for part in renderable.renderables:
+            _titles_on_one_line(part)
+    if not isinstance(renderable, Table):
+        return
+    widths = [renderable.min_width or 0]
+    for text in (renderable.title, renderable.caption):
+        if isinstance(text, Text):
+            widths.append(text.cell_len)
+        elif isinstance(text, str):
+            try:
+                widths.append(Text.from_markup(text).cell_len)
+            except MarkupError:
+                widths.append(len(text))
+    renderable.min_width = max(widths) or None
 
 
 class _LazyConsole:
@@ -276,6 +300,8 @@ def print_all(*renderables: Any) -> None:
     """Print rich renderables (tables, lines of markup) on the console, in order; ``None`` is skipped."""
     for renderable in renderables:
         if renderable is not None:
+            if console.width >= PIPED_WIDTH:
+                _titles_on_one_line(renderable)
             console.print(renderable)
 
 
