@@ -424,6 +424,41 @@ def _hardware_software(draw: st.DrawFn, files: Files) -> list[str]:
     return args
 
 
+FABRIC_SHARED = {  # the options every fabric command takes from cli.fabric_options (issue 20: one block)
+    "--instance": texts(*INSTANCES),
+    "--size": quantities("1M", "64KiB", "8M"),
+    "--oversubscription": floats(1.0, 2.0, 4.0),
+    "--placement": texts("packed", "spread", "random"),
+    "--fail-links": ints(0, 1, 2),
+    "--fail-switches": ints(0, 1),
+    "--fail-leaves": ints(0, 1),
+    "--seed": ints(0, 7),
+    "--radix": ints(16, 64),
+    "--fabric-hosts": ints(8, 64),
+}
+
+
+def _fabric(draw: st.DrawFn, files: Files) -> list[str]:
+    """The four fabric commands on the same shared options (each must read and refuse them alike), on
+    small jobs bounded by --max-events so an example stays quick."""
+    sub = draw(st.sampled_from(["simulate", "compare", "pattern", "step"]))
+    args = ["fabric", sub, "--nodes", draw(st.sampled_from(["1", "2", "4"]))]
+    if sub == "step":
+        args[2:2] = [draw(st.sampled_from(["llama3-8b", "gpt3-5b"]))]
+    if sub in ("simulate", "compare"):
+        args += ["--collective", draw(texts("all_reduce", "all_gather", "alltoall")), "--max-steps", "2"]
+    if sub == "pattern":
+        args += ["--pattern", draw(texts("permutation", "shift", "incast", "all_to_all"))]
+    if sub != "compare" and draw(st.booleans()):
+        args += ["--routing", draw(texts("ecmp", "spray", "flowlet", "adaptive"))]
+    if sub in ("simulate", "pattern") and draw(st.integers(0, 5)) == 0:
+        args += ["--plot", draw(st.sampled_from([str(files.root / "f.png"), "/nonexistent/dir/f.png"]))]
+    args += options(draw, FABRIC_SHARED if sub != "step" else {"--routing": texts("ecmp", "spray")}, chance=0.25)
+    if sub != "step":  # (step is bounded by its one step of a small model)
+        args += ["--max-events", draw(st.sampled_from(["2e5", "2e5", "2e5", "1e3", "0"]))]
+    return args
+
+
 def impossible_answer(args: list[str], stdout: str) -> str | None:
     """Why an answer prices a hardware/software pair that cannot exist (or says NVLink on Trainium)."""
     if "--instance" not in args or args[args.index("--instance") + 1] not in TRAINIUM_INSTANCES:
@@ -449,6 +484,7 @@ BUILDERS: dict[str, tuple[Builder, int]] = {
     "serve": (_serve, 5),
     "validate": (_validate, 2),
     "hardware_software": (_hardware_software, 2),
+    "fabric": (_fabric, 1),
 }
 
 
