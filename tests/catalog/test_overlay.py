@@ -5,10 +5,10 @@ from pathlib import Path
 import pytest
 
 from clustersim.catalog.overlay import CalibrationFile, RecordFile
-from clustersim.compute import efficiency
+from clustersim.compute import efficiency, software
 from clustersim.errors import CatalogFileError
 from clustersim.network import analytic
-from clustersim.serving import engine
+from clustersim.serving import datasets, engine, engines
 
 
 @pytest.mark.parametrize("module", [analytic, engine])
@@ -39,3 +39,22 @@ def test_the_efficiency_table_is_read_by_the_one_loader(tmp_path: Path):
     bad.write_text("[hopper]\ngemm_max = 2.0\n")
     with pytest.raises(CatalogFileError, match=r"bad\.toml.*hopper.*gemm_max"):
         efficiency.efficiency_table([bad], use_env=False)
+
+
+@pytest.mark.parametrize(
+    ("source", "read"),
+    [
+        (datasets.DATASET_FILE, datasets.request_datasets),
+        (engines.ENGINE_FILE, engines.engine_profiles),
+        (software.SOFTWARE_FILE, software.software_profiles),
+    ],
+)
+def test_the_profiles_are_read_by_the_one_loader_and_know_their_names(source, read, tmp_path: Path):
+    assert isinstance(source, RecordFile) and source.named
+    packaged = read(use_env=False)
+    assert packaged is read(use_env=False) and all(record.name == name for name, record in packaged.items())
+    first = next(iter(packaged))
+    mine = tmp_path / "mine.toml"
+    mine.write_text(f'[mine]\nbased_on = "{first}"\n')
+    table = read([mine], use_env=False)
+    assert table["mine"].name == "mine" and set(table) == {*packaged, "mine"}

@@ -22,14 +22,13 @@ or ``extra`` paths) replaces the fields it gives; ``based_on`` starts a new prof
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from clustersim.catalog.tomlfiles import overlay_tables, user_paths, validate_tables
+from clustersim.catalog.overlay import RecordFile
 from clustersim.choices import Recompute
 from clustersim.errors import ClusterSimError, UnknownNameError
 
@@ -209,18 +208,15 @@ def resolve_layout(
     return fields, assumed
 
 
+# The file, its environment variable and the user's files over it (clustersim.catalog.overlay).
+SOFTWARE_FILE = RecordFile(
+    SoftwareProfile, PACKAGE, FILE_NAME, ENV_VAR, what="software profile file", entry="profile", named=True
+)
+
+
 def software_profiles(extra: Sequence[str | Path] = (), *, use_env: bool = True) -> dict[str, SoftwareProfile]:
     """The packaged profiles with the user's files (``CLUSTERSIM_SOFTWARE``, then ``extra``) over them."""
-    return _profiles(user_paths(ENV_VAR, extra, use_env=use_env))
-
-
-@functools.lru_cache(maxsize=32)
-def _profiles(user_files: tuple[str, ...]) -> dict[str, SoftwareProfile]:
-    tables = overlay_tables(PACKAGE, FILE_NAME, user_files, what="software profile file", entry="profile")
-    return {
-        name: profile.model_copy(update={"name": name})
-        for name, profile in validate_tables(tables, SoftwareProfile).items()
-    }
+    return SOFTWARE_FILE.records(extra, use_env=use_env)
 
 
 def frameworks_on(family: str, profiles: Mapping[str, SoftwareProfile] | None = None) -> list[str]:

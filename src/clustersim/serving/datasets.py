@@ -21,7 +21,6 @@ a fraction of a percent of a step for prompts of a few hundred tokens.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -31,7 +30,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from clustersim.catalog.figures import Confidence, CountFigure, Provenance, Record
-from clustersim.catalog.tomlfiles import overlay_tables, user_paths, validate_tables
+from clustersim.catalog.overlay import RecordFile
 from clustersim.errors import ClusterSimError, UnknownNameError
 
 ENV_VAR = "CLUSTERSIM_SERVING_DATASETS"
@@ -137,19 +136,16 @@ class RequestDataset(Record):
                 yield f"{side}.{name}", figure
 
 
+# The file, its environment variable and the user's files over it (clustersim.catalog.overlay).
+DATASET_FILE = RecordFile(
+    RequestDataset, PACKAGE, FILE_NAME, ENV_VAR, what="request dataset file", entry="dataset", named=True
+)
+
+
 def request_datasets(extra: Sequence[str | Path] = (), *, use_env: bool = True) -> dict[str, RequestDataset]:
     """The packaged request sets with the user's files (``CLUSTERSIM_SERVING_DATASETS``, then ``extra``)
     over them; a malformed file is a ``CatalogFileError`` naming the file, the set, the field and the rule."""
-    return _datasets(user_paths(ENV_VAR, extra, use_env=use_env))
-
-
-@functools.lru_cache(maxsize=32)
-def _datasets(user_files: tuple[str, ...]) -> dict[str, RequestDataset]:
-    tables = overlay_tables(PACKAGE, FILE_NAME, user_files, what="request dataset file", entry="dataset")
-    return {
-        name: dataset.model_copy(update={"name": name})
-        for name, dataset in validate_tables(tables, RequestDataset).items()
-    }
+    return DATASET_FILE.records(extra, use_env=use_env)
 
 
 def request_dataset(name: str, *, field: str = "dataset") -> RequestDataset:

@@ -27,14 +27,13 @@ Inference v4.0``) is no release of the engine. An unknown framework is an error 
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from clustersim.catalog.tomlfiles import overlay_tables, user_paths, validate_tables
+from clustersim.catalog.overlay import RecordFile
 from clustersim.choices import Batching
 from clustersim.errors import ClusterSimError, UnknownNameError
 
@@ -149,18 +148,15 @@ def parse_version(framework: str, version: str) -> tuple[tuple[int, ...] | None,
     return (release_number(found.group(1)) if found else None), (month.group(0) if month else None)
 
 
+# The file, its environment variable and the user's files over it (clustersim.catalog.overlay).
+ENGINE_FILE = RecordFile(
+    EngineProfile, PACKAGE, FILE_NAME, ENV_VAR, what="serving engine file", entry="engine", named=True
+)
+
+
 def engine_profiles(extra: Sequence[str | Path] = (), *, use_env: bool = True) -> dict[str, EngineProfile]:
     """The packaged profiles with the user's files (``CLUSTERSIM_SERVING_ENGINES``, then ``extra``) over them."""
-    return _profiles(user_paths(ENV_VAR, extra, use_env=use_env))
-
-
-@functools.lru_cache(maxsize=32)
-def _profiles(user_files: tuple[str, ...]) -> dict[str, EngineProfile]:
-    tables = overlay_tables(PACKAGE, FILE_NAME, user_files, what="serving engine file", entry="engine")
-    return {
-        name: profile.model_copy(update={"name": name})
-        for name, profile in validate_tables(tables, EngineProfile).items()
-    }
+    return ENGINE_FILE.records(extra, use_env=use_env)
 
 
 def engine_profile(engine: str | EngineProfile | None = None) -> EngineProfile:
