@@ -65,6 +65,15 @@ JobsOpt = Annotated[
     ),
 ]
 SeedOpt = Annotated[int, typer.Option("--seed", min=0, help="Seed of ECMP's hash, placement and failures.")]
+SeedsOpt = Annotated[
+    int,
+    typer.Option(
+        "--seeds",
+        min=1,
+        max=100,
+        help="Seeds to run (--seed, --seed + 1, ...) where the seed draws the answer: the median, with min-max.",
+    ),
+]
 RadixOpt = Annotated[int, typer.Option("--radix", min=4, max=1024, help="Switch ports (assumed; default 64).")]
 HostsOpt = Annotated[
     int | None,

@@ -154,8 +154,10 @@ def step_command(
         step = step_on_fabric(
             collectives, tree, hosts, layout=layout, title=title, routing=route, seed=seed, max_steps=max_steps
         )
-    from clustersim.present.fabric import fabric_dict
+    from clustersim.present.fabric import draw_json, draw_line, fabric_dict, seeded
     from clustersim.present.fabric_step import plot_step, step_view
+
+    drawn = seeded(route.value, placement, fail_links + fail_switches + fail_leaves)
 
     if plot is not None:
         with user_errors():
@@ -163,6 +165,7 @@ def step_command(
     if as_json:
         extra = {"placement": placement, "seed": seed, "failed_links": fail_links, "failed_switches": fail_switches}
         extra |= {"failed_leaves": fail_leaves, "devices_per_node": system.devices_per_node}
+        extra |= draw_json(drawn, [seed])
         emit_json({**step.to_dict(), "fabric": fabric_dict(tree), "layout_chosen": ran.layout_chosen, **extra})
         return
-    print_all(*step_view(step))
+    print_all(*step_view(step), draw_line(drawn, [seed]))

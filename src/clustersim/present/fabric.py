@@ -79,6 +79,28 @@ def fabric_view(result: CollectiveResult, tree: FatTree) -> list[Table]:
     return [summary, hot]
 
 
+def seeded(routing: str | None, placement: str, failures: int) -> list[str]:
+    """What of a run the seed draws: ECMP's and flowlets' hash, a random placement, failed links and switches."""
+    drawn = [f"the {routing.upper() if routing == 'ecmp' else routing} hash"] if routing in ("ecmp", "flowlet") else []
+    drawn += ["the random placement"] if placement == "random" else []
+    return drawn + (["the failures"] if failures else [])
+
+
+def draw_line(drawn: list[str], seeds: list[int]) -> str | None:
+    """Says whether a seeded answer is one draw or the spread over several (``None`` when nothing is drawn)."""
+    if not drawn:
+        return None
+    what = ", ".join(drawn)
+    if len(seeds) == 1:
+        return f"one draw (seed {seeds[0]}) of {what}: another seed gives another answer; --seeds N shows the spread"
+    return f"times drawn by {what}: the median of seeds {seeds[0]}-{seeds[-1]}, (min-max) beside it"
+
+
+def draw_json(drawn: list[str], seeds: list[int]) -> dict[str, Any]:
+    """``seeds`` run and what they draw; ``one_draw`` when the answer is a single seed's."""
+    return {"seeds": seeds, "seeded": drawn, "one_draw": bool(drawn) and len(seeds) == 1}
+
+
 def compare_rows(results: list[tuple[str, CollectiveResult | None, float, float]]) -> list[dict[str, Any]]:
     """Rows of ``fabric compare``: (model, result or None for analytic, time, busbw)."""
     rows = []
@@ -106,10 +128,12 @@ def compare_view(rows: list[dict[str, Any]], title: str) -> Table:
         table.add_column(name, justify="left" if name in ("model", "algorithm", "binding tier") else "right")
     for row in rows:
         util = row["max_link_utilization"]
+        spread = row.get("time_min_s") is not None and row["time_min_s"] != row["time_max_s"]
+        low_high = f" ({row['time_min_s'] * 1e3:.3f}-{row['time_max_s'] * 1e3:.3f})" if spread else ""
         table.add_row(
             row["model"],
             row["algorithm"] or "-",
-            f"{row['time_s'] * 1e3:.3f}",
+            f"{row['time_s'] * 1e3:.3f}{low_high}",
             f"{row['busbw_bytes_per_s'] / GB:.1f}",
             "-" if util is None else f"{util:.3f}",
             row["binding_tier"] or "-",

@@ -1,0 +1,49 @@
+"""A seeded fabric answer (ECMP's or flowlets' hash, a random placement, failures) is never shown as the
+answer: one seed is called one draw, in text and JSON, and --seeds N gives the median with min-max."""
+
+import json
+
+from typer.testing import CliRunner
+
+from clustersim.cli.app import app
+
+ENV = {"CLUSTERSIM_CATALOG": ""}
+SMALL = ["--instance", "p5.48xlarge", "--nodes", "8", "--fabric-hosts", "64", "--size", "16M"]
+
+
+def _run(*args: str) -> str:
+    result = CliRunner().invoke(app, ["fabric", *args], env=ENV)
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def test_compare_with_one_seed_says_it_is_one_draw():
+    text = _run("compare", *SMALL, "--collective", "alltoall", "--seed", "4")
+    assert "one draw (seed 4) of the ECMP hash, the flowlet hash" in text and "--seeds N" in text
+    out = json.loads(_run("compare", *SMALL, "--collective", "alltoall", "--seed", "4", "--json"))
+    assert out["one_draw"] is True and out["seeds"] == [4] and "the ECMP hash" in out["seeded"]
+
+
+def test_compare_over_seeds_shows_the_median_and_the_spread():
+    args = ["compare", *SMALL, "--collective", "alltoall", "--placement", "random", "--seeds", "3"]
+    out = json.loads(_run(*args, "--json"))
+    assert out["one_draw"] is False and out["seeds"] == [0, 1, 2]
+    ecmp = next(row for row in out["rows"] if row["routing"] == "ecmp")
+    assert ecmp["time_min_s"] < ecmp["time_max_s"] and ecmp["time_min_s"] <= ecmp["time_s"] <= ecmp["time_max_s"]
+    text = _run(*args)
+    assert "the median of seeds 0-2, (min-max) beside it" in text
+    assert f"({ecmp['time_min_s'] * 1e3:.3f}-{ecmp['time_max_s'] * 1e3:.3f})" in text
+
+
+def test_a_run_no_seed_draws_says_nothing_of_draws():
+    text = _run("simulate", *SMALL, "--routing", "spray")
+    assert "draw" not in text
+    out = json.loads(_run("simulate", *SMALL, "--routing", "spray", "--json"))
+    assert out["one_draw"] is False and out["seeded"] == []
+
+
+def test_simulate_and_step_with_ecmp_say_one_draw():
+    assert "one draw (seed 0) of the ECMP hash" in _run("simulate", *SMALL, "--routing", "ecmp")
+    step = ["step", "llama3-8b", "--instance", "p5.48xlarge", "--nodes", "4", "--tp", "8", "--pp", "1"]
+    out = json.loads(_run(*step, "--routing", "ecmp", "--placement", "random", "--json"))
+    assert out["one_draw"] is True and out["seeded"] == ["the ECMP hash", "the random placement"]
