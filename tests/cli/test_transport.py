@@ -161,3 +161,17 @@ def test_nccl_honours_forced_choices_and_the_host_staged_path():
     table = run("nccl", "--instance", "p4de.24xlarge", "--sizes", "8,1M")
     assert table.exit_code == 0, table.output
     assert "tree/Simple" in table.stdout and "164.3" in table.stdout and "network hops" in table.stdout
+
+
+@pytest.mark.parametrize("command", ["compare", "sweep", "incast", "ring"])
+def test_a_negative_seed_is_refused_naming_the_option(command):
+    result = run(command, "--seed", "-1")
+    assert result.exit_code == 2, result.output
+    assert "--seed" in result.output and "Traceback" not in result.output
+
+
+def test_loss_no_transport_delivers_through_is_a_one_line_refusal():
+    result = run("compare", "--loss", "90%", "--message", "1M", "--messages", "20", "--json")
+    assert result.exit_code == 2, result.output
+    payload = json.loads(result.output)
+    assert payload["field"] == "loss" and "messages delivered" in payload["error"]

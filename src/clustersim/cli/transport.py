@@ -59,7 +59,7 @@ BackgroundOption = Annotated[
         "--background", callback=number(ge=0, le=0.99), help="Poisson load on every switch link, share of its speed."
     ),
 ]
-SeedOption = Annotated[int, typer.Option("--seed", help="Random seed (loss, background).")]
+SeedOption = Annotated[int, typer.Option("--seed", min=0, help="Random seed (loss, background).")]
 CollisionOption = Annotated[
     bool, typer.Option("--collision", help="An elephant at 90% load on the path RC and TCP hash to.")
 ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import NoReturn
 
 import numpy as np
 
@@ -20,7 +21,7 @@ from clustersim.errors import ClusterSimError
 from clustersim.network.transport.datapath import load_constants
 from clustersim.network.transport.engine import Environment
 from clustersim.network.transport.flows import MessageFlow
-from clustersim.network.transport.links import Network, PortSpec
+from clustersim.network.transport.links import NO_LIMIT, Network, PortSpec
 from clustersim.network.transport.rc import RcFlow, RcParams
 from clustersim.network.transport.srd import SrdFlow, SrdParams
 from clustersim.network.transport.tcp import CONGESTION_CONTROLS, TcpFlow, TcpParams
@@ -28,6 +29,19 @@ from clustersim.network.transport.topology import FabricSpec, Topology, leaf_spi
 
 TRANSPORTS = ("srd", "rc", "tcp")
 COLLISION_LOAD = 0.9  # the colliding elephant's share of the path it shares with a single-path flow
+# Simulated time a run may reach (~53 days; well below links.NO_LIMIT, "never"): a transport whose messages
+# are not all delivered by then is refused, not reported.
+HORIZON_PS = min(1 << 62, NO_LIMIT >> 2)
+# Events a run may take: a loss-free run takes ~4 per message and ~1 per KiB; loss multiplies that (RC's
+# go-back-N most); past this budget (at least ~1-2 minutes of simulation) a run is refused, not left running.
+MIN_EVENT_BUDGET = 10_000_000
+EVENT_BUDGET_FACTOR = 16
+
+
+def event_budget(flows: Sequence[MessageFlow]) -> int:
+    """The events a run of ``flows`` may take before it is refused."""
+    loss_free = sum(4 * len(f.sizes) + sum(f.sizes) // 1024 for f in flows)
+    return max(MIN_EVENT_BUDGET, EVENT_BUDGET_FACTOR * loss_free)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +70,7 @@ class Scenario:
             ("message_bytes", self.message_bytes >= 1, "at least 1 byte"),
             ("num_messages", self.num_messages >= 1, "at least 1"),
             ("line_bits_per_s", self.line_bits_per_s > 0, "> 0"),
+            ("seed", self.seed >= 0, "an integer, zero or more"),
         )
         if self.tcp_congestion not in CONGESTION_CONTROLS:
             raise ClusterSimError(
@@ -161,11 +176,11 @@ def _window_packets(topo: Topology, src: int, dst: int, wire_bytes: int) -> int:
     return math.ceil(2 * round_trip_ps * rate_bytes_per_ps / wire_bytes)
 
 
-def _summary(transport: str, flows: Sequence[MessageFlow], env: Environment) -> TransportResult:
+def _summary(transport: str, flows: Sequence[MessageFlow], env: Environment, loss: float) -> TransportResult:
     times = np.array([t for f in flows for t in f.completions_ps], dtype=np.float64) / 1e12
     payload = sum(sum(f.sizes) for f in flows)
     if len(times) < sum(len(f.sizes) for f in flows):
-        raise RuntimeError(f"{transport}: the simulation ended with messages undelivered")
+        _undelivered(transport, flows, env, loss)
     p50, p99, p999 = np.percentile(times, [50, 99, 99.9])
     return TransportResult(
         transport,
@@ -177,6 +192,25 @@ def _summary(transport: str, flows: Sequence[MessageFlow], env: Environment) -> 
         sum(f.timeouts for f in flows),
         len(times),
         env.num_events,
+    )
+
+
+def _undelivered(transport: str, flows: Sequence[MessageFlow], env: Environment, loss: float) -> NoReturn:
+    """Refuse a run whose messages were not all delivered within the horizon (or at all)."""
+    delivered = sum(len(f.completions_ps) for f in flows)
+    total = sum(len(f.sizes) for f in flows)
+    days = env.now_ps / 1e12 / 86400
+    budget = event_budget(flows)
+    stop = (
+        f"after {env.num_events:,} events, the budget of a run this size"
+        if env.num_events >= budget
+        else f"a run stops at {HORIZON_PS / 1e12 / 86400:,.1f} simulated days"
+    )
+    raise ClusterSimError(
+        f"{transport}: {delivered:,} of {total:,} messages delivered in {days:,.4g} simulated days "
+        f"({sum(f.timeouts for f in flows):,} timeouts at loss {loss:.4g}; {stop}); lower the loss or the messages",
+        field="loss",
+        value=loss,
     )
 
 
@@ -199,8 +233,8 @@ def run_transport(transport: str, scenario: Scenario) -> TransportResult:
     if scenario.collision:
         for port in topo.path_ports(0):
             net.start_background(port, COLLISION_LOAD)
-    env.run()
-    return _summary(transport, [flow], env)
+    env.run(until_ps=HORIZON_PS, max_events=event_budget([flow]))
+    return _summary(transport, [flow], env, scenario.loss)
 
 
 def compare(scenario: Scenario, transports: Sequence[str] = TRANSPORTS) -> list[TransportResult]:
@@ -243,7 +277,9 @@ def _group(
     ]
     for port in topo_of.fabric_ports:
         topo_of.net.start_background(port, scenario.background)
-    env.run()
+    env.run(until_ps=HORIZON_PS, max_events=event_budget(flows))
+    if any(f.done_ps is None for f in flows):
+        _undelivered(transport, flows, env, scenario.loss)
     done = np.array([f.done_ps for f in flows], dtype=np.float64) / 1e12
     p50, p99 = np.percentile(done, [50, 99])
     return GroupResult(

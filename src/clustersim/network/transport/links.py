@@ -38,7 +38,7 @@ import numpy as np
 from clustersim.network.transport.engine import PRIORITY_BITS, UNIFORM_BATCH, Environment, Event, Stream
 
 ECN_BIT = 1 << 30
-NO_LIMIT = 1 << 62
+NO_LIMIT = 1 << 64  # beyond any time a run reaches (experiments stop at HORIZON_PS, 1 << 62)
 
 Route = tuple[int, ...]
 Packet = tuple[int, int, int, int, Route, int, int]
