@@ -498,6 +498,78 @@ def impossible_answer(args: list[str], stdout: str) -> str | None:
     return None
 
 
+# Issue 20, the model's own limits: each zoo model's context (max_context_tokens), and what is priced beyond it.
+CONTEXTS = {"llama3-8b": 8192, "llama2-7b": 4096, "gpt3-5b": 2048, "mixtral-8x7b": 32768, "llama3.1-8b": 131072}
+LONGEST_REQUEST = {"mlperf_llama3_405b": 19988 + 1830, "openorca": 1021 + 1024, "cnn_dailymail": 2540 + 128}
+QUANTIZATIONS: list[Any] = [
+    {"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": True},
+    {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True},
+    {"quant_method": "gptq", "bits": 8, "group_size": -1},
+    {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]},
+    {"quant_method": "compressed-tensors",
+     "config_groups": {"g": {"weights": {"num_bits": 4, "strategy": "group", "group_size": 128}}}},
+    {"quant_method": "gptq", "bits": 3, "group_size": 128},
+    {"quant_method": "bitsandbytes", "load_in_4bit": True},
+    {"quant_method": "gptq"},
+    "gptq",
+]  # fmt: skip
+QUANTIZED_LLAMA = {
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+    "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+    "max_position_embeddings": 8192,
+}  # fmt: skip
+
+
+def _model_limits(draw: st.DrawFn, files: Files) -> list[str]:
+    """Lengths at and beyond the model's context (train --seq, serve --input/--output/--dataset), with and
+    without --beyond-context; quantized config.json files served and trained; a checkpoint from nodes
+    that cannot hold it (issue 20)."""
+    kind = draw(st.sampled_from(["train", "serve", "serve", "quantized", "checkpoint"]))
+    if kind == "checkpoint":
+        args = ["storage", "checkpoint", draw(st.sampled_from(["llama3.1-405b", "llama3-70b"]))]
+        args += ["--nodes", draw(st.sampled_from(["1", "2", "4"]))]
+        return args + (["--format", draw(st.sampled_from(["megatron", "torch-dcp", "weights"]))] * draw(st.booleans()))
+    if kind == "quantized":
+        config = {**QUANTIZED_LLAMA, "quantization_config": draw(st.sampled_from(QUANTIZATIONS))}
+        args = [draw(st.sampled_from(["serve", "serve", "train"])), files.write("q/config.json", json.dumps(config))]
+        args += ["--nodes", "1"] if args[0] == "train" else []
+        return args + (["--precision", draw(st.sampled_from(["bf16", "fp8"]))] * draw(st.booleans()))
+    model = draw(st.sampled_from(sorted(CONTEXTS)))
+    length = str(draw(st.sampled_from([1, 2, 4, 1000])) * CONTEXTS[model] // 2 + draw(st.sampled_from([0, 1])))
+    if kind == "train":
+        args = ["train", model, "--nodes", "2", "--global-batch", "64", "--seq", length]
+    elif draw(st.integers(0, 3)) == 0:
+        args = ["serve", model, "--dataset", draw(st.sampled_from(sorted(LONGEST_REQUEST)))]
+    else:
+        args = ["serve", model, "--input", length, "--output", draw(st.sampled_from(["1", "128"]))]
+    return args + (["--beyond-context"] * draw(st.booleans()))
+
+
+def beyond_the_model(args: list[str], stdout: str) -> str | None:
+    """Why an answer ignores the model's own limits: a length beyond its context priced without
+    --beyond-context (or with it, unsaid), a quantized config not said at its width or trained, a checkpoint
+    priced from nodes that cannot hold it."""
+    if args[:3] == ["storage", "checkpoint", "llama3.1-405b"] and _given(args, "--nodes") == "1":
+        return None if _given(args, "--format") == "weights" else "a 405B training checkpoint priced from 1 node"
+    if len(args) > 1 and args[1].endswith("q/config.json"):
+        return (
+            "a quantized checkpoint trained" if args[0] == "train" else (None if "-bit" in stdout else "width unsaid")
+        )
+    if args[0] not in ("train", "serve") or len(args) < 2 or args[1] not in CONTEXTS:
+        return None
+    if args[0] == "train":
+        tokens = int(_given(args, "--seq") or 0)
+    elif "--dataset" in args:
+        tokens = LONGEST_REQUEST.get(_given(args, "--dataset"), 0)
+    else:
+        tokens = int(_given(args, "--input") or 2048) + int(_given(args, "--output") or 128)
+    if tokens <= CONTEXTS[args[1]]:
+        return None
+    if "--beyond-context" not in args:
+        return f"{tokens:,} tokens priced beyond the context of {args[1]} without --beyond-context"
+    return None if "beyond context" in stdout else "a length beyond the context priced without saying so"
+
+
 BUILDERS: dict[str, tuple[Builder, int]] = {
     "hw": (_hw, 3),
     "collective": (_collective, 3),
@@ -507,6 +579,7 @@ BUILDERS: dict[str, tuple[Builder, int]] = {
     "validate": (_validate, 2),
     "hardware_software": (_hardware_software, 2),
     "fabric": (_fabric, 1),
+    "model_limits": (_model_limits, 2),
 }
 
 
@@ -565,7 +638,7 @@ def _numbers(value: Any) -> Iterator[float]:
 
 def ill_defined(args: list[str], stdout: str) -> str | None:
     """Why an answered command's answer is not well-defined, or None."""
-    impossible = impossible_answer(args, stdout) or seeded_as_the_answer(args, stdout)
+    impossible = impossible_answer(args, stdout) or seeded_as_the_answer(args, stdout) or beyond_the_model(args, stdout)
     if impossible:
         return impossible
     if "--json" in args and stdout.strip():
