@@ -79,8 +79,9 @@ class CatalogFileError(ClusterSimError):
     def __init__(self, path: str, entry: str | None, field: str | None, value: object, rule: str) -> None:
         self.path = path
         self.entry = entry
-        self.field = field
-        self.value = value
+        # a problem with a whole entry or file names it (JSON errors never carry a null field)
+        self.field = field or ("entry" if entry else "file")
+        self.value = value if value is not None or field else (entry or path)
         self.rule = rule
         where = path
         if entry:

@@ -34,3 +34,17 @@ def test_a_json_error_names_its_field(command: str, field: str | None) -> None:
     assert error["field"] is not None, f"`clustersim {command} --json` names no field: {error}"
     if field is not None:
         assert error["field"] == field, error
+
+
+def test_a_bad_scenario_or_catalog_file_names_the_field_or_the_file(tmp_path) -> None:
+    scenario = tmp_path / "serve.toml"
+    scenario.write_text('kind = "serving"\n[system]\nnodes = 0\n', encoding="utf-8")
+    result = CliRunner().invoke(app, ["serve", "--scenario", str(scenario), "--json"])
+    error = json.loads(result.stderr.strip().splitlines()[-1])
+    assert result.exit_code == 2 and error["field"].startswith("scenario"), error
+    catalog = tmp_path / "catalog"
+    catalog.mkdir()
+    (catalog / "mine.toml").write_bytes(b"\xff\xfe not utf-8")
+    result = CliRunner().invoke(app, ["hw", "list", "--catalog", str(catalog), "--json"])
+    error = json.loads(result.stderr.strip().splitlines()[-1])
+    assert result.exit_code == 2 and error["field"] == "file" and error["value"].endswith("mine.toml"), error

@@ -57,7 +57,9 @@ class ScenarioFileError(ClusterSimError):
     def __init__(self, path: str | Path, problems: Iterable[str]) -> None:
         self.path = str(path)
         self.problems = list(problems)
-        super().__init__(f"scenario {self.path}: {'; '.join(self.problems)}")
+        first = re.match(r"field '([^']*)'", self.problems[0]) if self.problems else None
+        field = f"scenario.{first.group(1)}" if first else "scenario"
+        super().__init__(f"scenario {self.path}: {'; '.join(self.problems)}", field=field, value=self.path)
 
 
 def save_scenario(path: str | Path, scenario: TrainingScenario | ServingScenario, *, header: str = "") -> Path:
