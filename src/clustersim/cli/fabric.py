@@ -289,7 +289,7 @@ def compare_command(
         emit_json(out | draw_json(drawn, seed_list))
         return
     title = f"{op.value} of {size_bytes:,.0f} B on {nodes} x {instance}"
-    print_all(compare_view(rows, title), draw_line(drawn, seed_list))
+    print_all(compare_view(rows, title), draw_line(drawn, seed_list, seeds_option=True))
 
 
 def _part(progress: Callable[[int, int], None] | None, k: int, parts: int) -> Callable[[int, int], None] | None:

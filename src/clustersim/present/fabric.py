@@ -86,13 +86,15 @@ def seeded(routing: str | None, placement: str, failures: int) -> list[str]:
     return drawn + (["the failures"] if failures else [])
 
 
-def draw_line(drawn: list[str], seeds: list[int]) -> str | None:
-    """Says whether a seeded answer is one draw or the spread over several (``None`` when nothing is drawn)."""
+def draw_line(drawn: list[str], seeds: list[int], *, seeds_option: bool = False) -> str | None:
+    """Says whether a seeded answer is one draw or the spread over several (``None`` when nothing is drawn);
+    ``seeds_option``: the command takes --seeds."""
     if not drawn:
         return None
     what = ", ".join(drawn)
     if len(seeds) == 1:
-        return f"one draw (seed {seeds[0]}) of {what}: another seed gives another answer; --seeds N shows the spread"
+        how = "--seeds N shows the spread" if seeds_option else "run other --seed values for the spread"
+        return f"one draw (seed {seeds[0]}) of {what}: another seed gives another answer; {how}"
     return f"times drawn by {what}: the median of seeds {seeds[0]}-{seeds[-1]}, (min-max) beside it"
 
 
