@@ -247,6 +247,25 @@ def number(*, gt: float | None = None, ge: float | None = None, le: float | None
     return check
 
 
+# Figure formats --plot writes (matplotlib picks the format by the suffix; raw buffers, PGF and AVIF left out).
+PLOT_SUFFIXES = (".png", ".svg", ".svgz", ".pdf", ".eps", ".ps", ".jpg", ".jpeg", ".tif", ".tiff", ".webp", ".gif")
+
+
+def plot_path(value: Path | None) -> Path | None:
+    """The ``--plot`` callback every command shares: a file whose suffix names a format matplotlib writes,
+    not a directory (matplotlib would write ``DIR.png`` beside it) nor an empty name (a hidden ``.png``)."""
+    if value is None:
+        return None
+    formats = ", ".join(PLOT_SUFFIXES)
+    if str(value) in ("", ".") or value.is_dir():
+        shown_as = "an empty name is" if str(value) in ("", ".") else f"{str(value)!r} is a directory,"
+        raise typer.BadParameter(f"{shown_as} not a file to write; give a file name ending in one of {formats}")
+    if value.suffix.lower() not in PLOT_SUFFIXES:
+        given = f"suffix {value.suffix!r}" if value.suffix else "no suffix"
+        raise typer.BadParameter(f"{str(value)!r} has {given}; the figure's format comes from it: one of {formats}")
+    return value
+
+
 CatalogOption = Annotated[
     list[Path] | None,
     typer.Option(

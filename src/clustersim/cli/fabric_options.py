@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from clustersim.cli.common import number
+from clustersim.cli.common import number, plot_path
 from clustersim.errors import ClusterSimError
 from clustersim.network.collectives import Algorithm
 from clustersim.units import MAX_COLLECTIVE_BYTES
@@ -85,7 +85,10 @@ StepsOpt = Annotated[
         "--max-steps", min=1, max=64, help="Ring steps or all-to-all rounds simulated; the rest extrapolated."
     ),
 ]
-PlotOpt = Annotated[Path | None, typer.Option("--plot", help="Write link utilization and flow completion (PNG).")]
+PlotOpt = Annotated[
+    Path | None,
+    typer.Option("--plot", callback=plot_path, help="Write link utilization and flow completion (PNG, SVG, PDF)."),
+]
 
 
 def parse_size(text: str) -> float:

@@ -12,6 +12,7 @@ from clustersim.cli.common import (
     ModelsOption,
     emit_json,
     given_options,
+    plot_path,
     print_all,
     user_errors,
 )
@@ -72,7 +73,10 @@ def reliability_command(
     ] = 10_000,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the Monte-Carlo runs.")] = 0,
     plot: Annotated[
-        Path | None, typer.Option("--plot", help="Write a histogram of the simulated times to train (PNG, SVG, PDF).")
+        Path | None,
+        typer.Option(
+            "--plot", callback=plot_path, help="Write a histogram of the simulated times to train (PNG, SVG, PDF)."
+        ),
     ] = None,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,

@@ -22,6 +22,7 @@ from clustersim.cli.common import (
     console,
     emit_json,
     number,
+    plot_path,
     print_all,
     user_errors,
 )
@@ -73,7 +74,9 @@ KernelOption = Annotated[
 CongestionOption = Annotated[
     str, typer.Option("--tcp-congestion", help="TCP's congestion control: newreno or cubic (RFC 9438).")
 ]
-PlotOption = Annotated[Path | None, typer.Option("--plot", help="Write a figure (PNG, SVG, PDF) to this path.")]
+PlotOption = Annotated[
+    Path | None, typer.Option("--plot", callback=plot_path, help="Write a figure (PNG, SVG, PDF) to this path.")
+]
 
 
 def _fraction(text: str, flag: str) -> float:
