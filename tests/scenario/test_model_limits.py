@@ -141,3 +141,11 @@ def test_a_dataset_whose_longest_request_is_beyond_the_context_is_refused() -> N
     assert result.exit_code == 2
     assert "dataset (--dataset) mlperf_llama3_405b's longest request, 19,988 + 1,830, is 21,818 tokens" in result.stderr
     assert runner.invoke(app, ["serve", "llama3.1-8b", "--dataset", "mlperf_llama3_405b"]).exit_code == 0
+
+
+def test_models_shows_each_context() -> None:
+    result = runner.invoke(app, ["models", "llama3.1-8b", "--json"])
+    assert result.exit_code == 0, result.output
+    row = json.loads(result.stdout)
+    row = row[0] if isinstance(row, list) else row
+    assert (row["seq_len"], row["context_tokens"], row["max_context_tokens"]) == (8192, 131072, 131072)

@@ -19,6 +19,7 @@ def model_json(entry: ZooEntry) -> dict[str, Any]:
         "params": model.num_params(),
         "active_params": model.active_params(),
         "model_flops_per_token": model.model_flops_per_token(),
+        "context_tokens": model.context_tokens,
         "source": entry.source,
     }
 
@@ -38,6 +39,7 @@ def zoo_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
         "ffn",
         "vocab",
         "seq",
+        "context",
         "source",
     )
     for column in columns:
@@ -54,6 +56,7 @@ def zoo_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
             f"{row['ffn_hidden']} {row['ffn_type']}" + (f" x{row['moe']['experts']}" if row["moe"] else ""),
             str(row["vocab"]),
             str(row["seq_len"]),
+            f"{row['context_tokens']}" if row.get("context_tokens") else "-",
             row["source"],
         )
     return table

@@ -343,7 +343,7 @@ def _check_nodes_hold(
     raise ClusterSimError(
         f"nodes: {num_nodes} x {instance.id} hold {num_nodes * per_node / 2**40:,.2f} TiB ({devices_per_node} x "
         f"{device_memory_bytes / 2**30:,.0f} GiB device + {host / 2**30:,.0f} GiB host memory each), less than the "
-        f"{size / 2**40:,.2f} TiB {fmt.value} checkpoint ({BYTES_PER_PARAM[fmt]} B/param); use at least {needed} "
+        f"{size / 2**40:,.2f} TiB {fmt.value} checkpoint ({BYTES_PER_PARAM[fmt]:g} B/param); use at least {needed} "
         f"nodes",
         field="nodes",
         value=num_nodes,
