@@ -39,6 +39,11 @@ MODEL = {
 UNSTATED = {"micro_batch": None, "zero": None, "sequence_parallel": None, "recompute": None}
 
 
+# Each framework on hardware it runs on (neuronx: Trainium; the others: GPUs), 16 devices.
+TRAINIUM_SYSTEM = {"accelerator": "trainium1", "devices": 16, "devices_per_node": 16, "instance": "trn1.32xlarge"}
+GPU_SYSTEM = {"accelerator": "h100-sxm", "devices": 16, "devices_per_node": 8, "instance": "p5.48xlarge"}
+
+
 def _case(framework: str, **parallel: Any) -> dict[str, Any]:
     layout = {"tp": 2, "pp": 1, "dp": 8, "cp": 1, "ep": 1, "vp": 1, "global_batch": 64} | UNSTATED | parallel
     return {
@@ -47,7 +52,7 @@ def _case(framework: str, **parallel: Any) -> dict[str, Any]:
         "source": "test",
         "software": {"framework": framework, "version": "test"},
         "model": MODEL,
-        "system": {"accelerator": "h100-sxm", "devices": 16, "devices_per_node": 8, "instance": "p5.48xlarge"},
+        "system": TRAINIUM_SYSTEM if framework == "neuronx" else GPU_SYSTEM,
         "parallel": layout,
         "precision": "bf16",
         "measured": {"step_time_s": 1.0},
@@ -106,7 +111,9 @@ def test_validate_json_reports_what_each_case_assumed(tmp_path: Path):
 
 
 def _train(model_file: Path, framework: str, *layout: str) -> dict[str, Any]:
-    args = [*("train", str(model_file), "--instance", "p5.48xlarge", "--nodes", "2", "--tp", "2", "--pp", "1")]
+    system = TRAINIUM_SYSTEM if framework == "neuronx" else GPU_SYSTEM
+    nodes = "1" if framework == "neuronx" else "2"  # 16 devices, as the case
+    args = ["train", str(model_file), "--instance", str(system["instance"]), "--nodes", nodes, "--tp", "2", "--pp", "1"]
     args += ["--global-batch", "64", "--framework", framework, *layout, "--json"]
     result = CliRunner().invoke(app, args, env=ENV)
     assert result.exit_code == 0, result.output
