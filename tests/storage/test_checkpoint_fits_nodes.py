@@ -11,15 +11,13 @@ from clustersim.workload.transformer import Quantization
 
 CATALOG = load_catalog(use_env=False)
 P5 = CATALOG.instance("p5.48xlarge")
-H100_BYTES = CATALOG.accelerator(P5.accelerator).memory_bytes.value
+H100 = CATALOG.accelerator(P5.accelerator)
 FS = file_system(CATALOG, "PERSISTENT_2-1000", "100800GiB", efa=True)
 MODEL = zoo.load_model("llama3.1-405b", use_env=False)
 
 
 def _plan(nodes: int, fmt: CheckpointFormat = CheckpointFormat.MEGATRON, model=MODEL):
-    return plan_checkpoint(
-        model, FS, instance=P5, num_nodes=nodes, devices_per_node=8, fmt=fmt, device_memory_bytes=H100_BYTES
-    )
+    return plan_checkpoint(model, FS, instance=P5, num_nodes=nodes, devices_per_node=8, fmt=fmt, accelerator=H100)
 
 
 def test_a_405b_training_checkpoint_does_not_fit_one_node():
@@ -33,7 +31,7 @@ def test_its_weights_alone_fit_one_node():
     assert _plan(1, CheckpointFormat.WEIGHTS).checkpoint_bytes == pytest.approx(MODEL.num_params() * 2)
 
 
-def test_without_the_device_memory_the_nodes_are_not_checked():
+def test_without_the_accelerator_the_nodes_are_not_checked():
     timing = plan_checkpoint(MODEL, FS, instance=P5, num_nodes=1, devices_per_node=8)
     assert timing.checkpoint_bytes == pytest.approx(MODEL.num_params() * 14)
 

@@ -125,7 +125,6 @@ def checkpoint_command(
             return plan_checkpoint(
                 transformer, fs, instance=entry, num_nodes=nodes, devices_per_node=int(entry.num_accelerators.value),
                 fmt=save_format, pattern=write_pattern, mode=mode, path=client_path, stripes=stripes, nvme=drive,
-                device_memory_bytes=cat.accelerator(entry.accelerator).memory_bytes.value,
                 accelerator=cat.accelerator(entry.accelerator),
             )  # fmt: skip
 

@@ -247,7 +247,6 @@ def plan_checkpoint(
     path: ClientPath | None = None,
     stripes: int | None = None,
     nvme: Storage | None = None,
-    device_memory_bytes: float | None = None,
     accelerator: Accelerator | None = None,
 ) -> CheckpointTiming:
     """The checkpoint of ``model`` on ``num_nodes`` instances writing to ``fs`` (see the module docstring).
@@ -256,8 +255,8 @@ def plan_checkpoint(
     and ``instance`` (GPUDirect RDMA) can take it, plain EFA where only the tier can, else ENA; a path
     they cannot take is refused (``fsx.client_path_for``); ``stripes``
     replaces the file system's default (progressive) layout with that many stripes per file.
-    ``device_memory_bytes`` (one device's memory) with the instance's host memory bounds what the nodes
-    can hold: a checkpoint larger than their device and host memory together is refused.
+    With ``instance`` and ``accelerator``, a checkpoint larger than the nodes' device and host memory
+    together (what any layout, offloading included, can hold) is refused.
     """
     if num_nodes < 1 or devices_per_node < 1:
         raise ClusterSimError(f"nodes and devices per node must be at least 1, got {num_nodes}, {devices_per_node}")
@@ -269,7 +268,7 @@ def plan_checkpoint(
             value=model.name,
         )
     size = checkpoint_bytes(model, fmt)
-    _check_nodes_hold(size, fmt, instance, num_nodes, devices_per_node, device_memory_bytes)
+    _check_nodes_hold(size, fmt, instance, num_nodes, accelerator)
     path = client_path_for(fs, path, accelerator, instance)
     if stripes is not None:
         fs.check_stripes(stripes)
@@ -328,21 +327,21 @@ def _check_nodes_hold(
     fmt: CheckpointFormat,
     instance: Instance | None,
     num_nodes: int,
-    devices_per_node: int,
-    device_memory_bytes: float | None,
+    accelerator: Accelerator | None,
 ) -> None:
     """Refuse a checkpoint whose state does not fit in the nodes' device and host memory together (the
     most any layout, offloading included, can hold while it saves or after it loads)."""
-    if instance is None or device_memory_bytes is None:
+    if instance is None or accelerator is None:
         return
+    chips, chip_bytes = int(instance.num_accelerators.value), accelerator.memory_bytes.value
     host = 0.0 if instance.host_memory_bytes is None else instance.host_memory_bytes.value
-    per_node = devices_per_node * device_memory_bytes + host
+    per_node = chips * chip_bytes + host
     if size <= num_nodes * per_node:
         return
     needed = math.ceil(size / per_node)
     raise ClusterSimError(
-        f"nodes: {num_nodes} x {instance.id} hold {num_nodes * per_node / 2**40:,.2f} TiB ({devices_per_node} x "
-        f"{device_memory_bytes / 2**30:,.0f} GiB device + {host / 2**30:,.0f} GiB host memory each), less than the "
+        f"nodes: {num_nodes} x {instance.id} hold {num_nodes * per_node / 2**40:,.2f} TiB ({chips} x "
+        f"{chip_bytes / 2**30:,.0f} GiB device + {host / 2**30:,.0f} GiB host memory each), less than the "
         f"{size / 2**40:,.2f} TiB {fmt.value} checkpoint ({BYTES_PER_PARAM[fmt]:g} B/param); use at least {needed} "
         f"nodes",
         field="nodes",
