@@ -152,3 +152,8 @@ def test_a_gptq_checkpoint_is_served_at_its_stored_width(tmp_path: Path) -> None
     assert four_bit < 0.4 * full
     note = weights_note(gptq, Dtype.BF16)
     assert note is not None and "4-bit gptq, groups of 128" in note and weights_note(bf16, Dtype.BF16) is None
+
+
+def test_a_training_length_beyond_the_stated_context_is_refused() -> None:
+    with pytest.raises(ValueError, match="seq_len 8192 exceeds max_context_tokens 4096"):
+        Transformer(layers=2, hidden=64, ffn_hidden=128, heads=4, vocab=100, seq_len=8192, max_context_tokens=4096)

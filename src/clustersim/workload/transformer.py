@@ -225,6 +225,8 @@ class Transformer(BaseModel):
         return self
 
     def _check_extensions(self) -> None:
+        if self.max_context_tokens is not None and self.seq_len > self.max_context_tokens:
+            raise ValueError(f"seq_len {self.seq_len} exceeds max_context_tokens {self.max_context_tokens}")
         if self.window_layers and not self.sliding_window:
             raise ValueError(f"window_layers {self.window_layers} needs a sliding_window")
         if (self.window_layers or 0) > self.layers:
