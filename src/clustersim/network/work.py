@@ -9,9 +9,9 @@ Both simulators count their work in events, the unit ``--max-events`` bounds:
   message size / MTU, per transport) times the events each packet makes (a send, a hop, an ack).
 
 The rates that turn events into seconds, and flows into bytes, were measured on the reference machine
-(2 cores, 24 GiB): the default bounds keep a run to a few minutes there and its arrays to a few GiB. A
-given ``--max-events`` replaces the default bound on events; memory has a hard bound
-(``MEMORY_BOUND_BYTES``) that no option lifts, for a run past it would swap or be killed.
+(2 cores, 24 GiB): the default bounds (events, and ``DEFAULT_MAX_SECONDS`` of estimated time) keep a run
+to a few minutes there and its arrays to a few GiB. A given ``--max-events`` replaces both; memory has a
+hard bound (``MEMORY_BOUND_BYTES``) that no option lifts, for a run past it would swap or be killed.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from clustersim.errors import ClusterSimError
 MAX_EVENTS_OPTION = "--max-events"
 REFERENCE_MACHINE = "2-core, 24 GiB"
 MEMORY_BOUND_BYTES = 8 * 2**30  # a third of the reference machine's memory
+DEFAULT_MAX_SECONDS = 180.0  # without --max-events, a run estimated longer is refused too
 PROGRESS_AFTER_S = 2.0  # runs estimated longer than this show a progress bar
 
 
@@ -74,7 +75,8 @@ def duration(seconds: float) -> str:
 
 def check_work(estimate: WorkEstimate, max_events: float | None = None) -> None:
     """Refuse ``estimate`` in one line when its memory passes ``MEMORY_BOUND_BYTES`` or its events pass
-    ``max_events`` (``None``: the estimate's default bound), naming the bound and what lifts it."""
+    ``max_events``; without ``max_events``, when its events pass the estimate's default bound or its time
+    ``DEFAULT_MAX_SECONDS``. The line names the estimate, the bound and what lifts it."""
     if estimate.memory_bytes > MEMORY_BOUND_BYTES:
         raise ClusterSimError(
             f"{estimate.describe()}; more than the {MEMORY_BOUND_BYTES / 2**30:.0f} GiB of arrays a run may hold "
@@ -83,12 +85,19 @@ def check_work(estimate: WorkEstimate, max_events: float | None = None) -> None:
             value=max_events,
         )
     bound = estimate.default_bound if max_events is None else max_events
+    given = "given" if max_events is not None else "default"
+    lift = f"pass {MAX_EVENTS_OPTION} {count(_round_up(estimate.events))} to run it anyway, or make it smaller"
     if not math.isfinite(estimate.events) or estimate.events > bound:
-        given = "given" if max_events is not None else "default"
-        default = f" (default {count(estimate.default_bound)})" if max_events is not None else " (a few minutes here)"
+        default = f" (default {count(estimate.default_bound)})" if max_events is not None else ""
         raise ClusterSimError(
-            f"{estimate.describe()}; more than the {given} bound of {count(bound)} {estimate.unit}{default}: "
-            f"pass {MAX_EVENTS_OPTION} {count(_round_up(estimate.events))} to run it anyway, or make it smaller",
+            f"{estimate.describe()}; more than the {given} bound of {count(bound)} {estimate.unit}{default}: {lift}",
+            field=MAX_EVENTS_OPTION,
+            value=max_events,
+        )
+    if max_events is None and estimate.seconds > DEFAULT_MAX_SECONDS:
+        raise ClusterSimError(
+            f"{estimate.describe()}; longer than the default bound of {duration(DEFAULT_MAX_SECONDS)} here "
+            f"(and {count(bound)} {estimate.unit}): {lift}",
             field=MAX_EVENTS_OPTION,
             value=max_events,
         )
