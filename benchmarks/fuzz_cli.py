@@ -461,6 +461,37 @@ def _fabric(draw: st.DrawFn, files: Files) -> list[str]:
     return args
 
 
+HUGE_WORK = {  # issue 20's hangs: runs far past a 2-core, 24 GiB machine, each refused at once, never run
+    "fabric simulate": ["--nodes", "16", "--jobs", "1024"],
+    "fabric compare": ["--nodes", "16384"],
+    "transport compare": ["--message", "1G", "--messages", "16"],
+    "transport sweep": ["--message", "1G", "--messages", "100000"],
+    "transport incast": ["--senders", "64", "--message", "1G", "--messages", "100"],
+}
+HANG_S = 60.0  # an example that takes longer counts as a hang
+
+
+def _huge_work(draw: st.DrawFn, files: Files) -> list[str]:
+    """Work past the machine (issue 20: ``fabric simulate --jobs 1024`` ran 10 minutes to 23 GB): refused in
+    one line with the estimate, the bound and --max-events; a --max-events below the work is refused too."""
+    command = draw(st.sampled_from(sorted(HUGE_WORK)))
+    args = [*command.split(), *HUGE_WORK[command]]
+    if draw(st.integers(0, 3)) == 0:  # a given bound below even a small run's work
+        args = [*command.split(), "--max-events", draw(st.sampled_from(["1", "10", "1e3"]))]
+        args += ["--nodes", "2"] if command.startswith("fabric") else ["--messages", "2"]
+    return args
+
+
+def huge_work_ran(args: list[str]) -> str | None:
+    """Why an answer is wrong for an example of ``_huge_work``: it should have been refused."""
+    command = " ".join(args[:2])
+    if command in HUGE_WORK and (
+        args[2 : 2 + len(HUGE_WORK[command])] == HUGE_WORK[command] or "--max-events" in args[2:3]
+    ):
+        return "ran work past its bound instead of refusing it"
+    return None
+
+
 def _given(args: list[str], flag: str) -> str:
     return args[args.index(flag) + 1].lower() if flag in args[:-1] else ""
 
@@ -579,6 +610,7 @@ BUILDERS: dict[str, tuple[Builder, int]] = {
     "validate": (_validate, 2),
     "hardware_software": (_hardware_software, 2),
     "fabric": (_fabric, 1),
+    "huge_work": (_huge_work, 1),
     "model_limits": (_model_limits, 2),
 }
 
@@ -613,7 +645,7 @@ class Tally:
 
     @property
     def failures(self) -> int:
-        return sum(self.counts[k] for k in ("tracebacks", "bugs", "non_finite", "ill_defined", "bad_refusals"))
+        return sum(self.counts[k] for k in ("tracebacks", "bugs", "non_finite", "ill_defined", "bad_refusals", "hangs"))
 
 
 def _strict_json(text: str) -> Any:
@@ -639,6 +671,7 @@ def _numbers(value: Any) -> Iterator[float]:
 def ill_defined(args: list[str], stdout: str) -> str | None:
     """Why an answered command's answer is not well-defined, or None."""
     impossible = impossible_answer(args, stdout) or seeded_as_the_answer(args, stdout) or beyond_the_model(args, stdout)
+    impossible = impossible or huge_work_ran(args)
     if impossible:
         return impossible
     if "--json" in args and stdout.strip():
@@ -731,8 +764,12 @@ def run_examples(examples: int, seed: int | None = None, *, tally: Tally | None 
             files = Files(Path(tmp) / f"ex{next(counter)}")
             files.root.mkdir(parents=True)
             args = data.draw(invocations(files))
+            began = time.perf_counter()
             result = runner.invoke(app, args, env=ENV)
             classify(result, args, tally)
+            took = time.perf_counter() - began
+            if took > HANG_S:  # a hang: it should have been refused (or bounded) long before
+                tally.problem("hangs", args, f"{took:,.0f} s")
 
         if seed is not None:
             import hypothesis
@@ -756,7 +793,7 @@ def main() -> None:
         f"{counts['refused']:,}, tracebacks {counts['tracebacks']}, bugs (exit 3 or other) {counts['bugs']}, "
         f"non-finite numbers in output {counts['non_finite']}, ill-defined answers {counts['ill_defined']}, "
         f"refusals not on one line {counts['bad_refusals']}, JSON errors naming no field {counts['null_fields']}, "
-        f"field names as labels {counts['leaked_labels']}"
+        f"field names as labels {counts['leaked_labels']}, hangs (over {HANG_S:.0f} s) {counts['hangs']}"
     )
     for kind, lines in tally.problems.items():
         print(f"\n{kind} (first {len(lines)}):")

@@ -43,7 +43,7 @@ class WorkEstimate:
 
     def describe(self) -> str:
         """One phrase: the events, the time they take and the memory they hold."""
-        memory = f", ~{self.memory_bytes / 2**30:.2g} GiB of arrays" if self.memory_bytes >= 2**30 / 100 else ""
+        memory = f", ~{self.memory_bytes / 2**30:.2g} GiB of arrays" if self.memory_bytes >= 2**30 / 10 else ""
         return (
             f"{self.what}: ~{count(self.events)} {self.unit}, ~{duration(self.seconds)} on a {REFERENCE_MACHINE} "
             f"machine{memory}"
