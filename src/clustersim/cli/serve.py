@@ -289,8 +289,9 @@ def _scenario_of_options(
 
     weights = parse_precision(precision, "--precision").value
     kv = parse_precision(kv_cache, "--kv-cache").value if kv_cache else None
-    if rate is not None and (ttft_target is not None or tpot_target is not None):
-        raise ClusterSimError("--rate: give either a rate or latency targets (--ttft-target/--tpot-target)")
+    from clustersim.plan.serving import check_load
+
+    check_load(batch, rate, ttft_target, tpot_target)  # one mode, its options named
     with option_errors(_FLAGS):
         system = ServingSystemSpec(instance=instance, tp="choose" if tp is None else tp, pp=pp)
         request = RequestSpec(

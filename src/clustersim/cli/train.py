@@ -235,6 +235,12 @@ def train_command(
                 framework=framework, software=software or [], given=set(given_options(ctx, LAYOUT_OPTIONS)),
                 checkpoint=_checkpoint_spec(storage, checkpoint_every, async_checkpoint, failure_rate, nvme_checkpoint),
             )  # fmt: skip
+        if compare_nodes is not None and compare is None:
+            raise ClusterSimError(
+                "--compare-nodes: the node count of the --compare instance; give --compare too",
+                field="--compare-nodes",
+                value=compare_nodes,
+            )
         other = SystemSpec(instance=compare, nodes=compare_nodes or spec.system.nodes) if compare else None
         if network != "analytic" and save_scenario is not None:
             raise ClusterSimError(

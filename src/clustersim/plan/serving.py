@@ -34,13 +34,27 @@ class ServingScenario:
     tpot_target_s: float | None = None
 
     def __post_init__(self) -> None:
-        if self.rate_per_s is not None and (self.ttft_target_s is not None or self.tpot_target_s is not None):
-            raise ClusterSimError("--rate: give either a rate or latency targets (--ttft-target/--tpot-target)")
+        check_load(self.batch, self.rate_per_s, self.ttft_target_s, self.tpot_target_s)
 
     @property
     def has_targets(self) -> bool:
         """Latency targets are given: the answer is the highest rate that meets them."""
         return self.ttft_target_s is not None or self.tpot_target_s is not None
+
+
+def check_load(batch: int | None, rate_per_s: float | None, ttft_s: float | None, tpot_s: float | None) -> None:
+    """One mode: offline (a batch, or the best) or server (a rate, or latency targets, where the rate sets
+    the batch); options of both refused, named by their flags."""
+    if rate_per_s is not None and (ttft_s is not None or tpot_s is not None):
+        raise ClusterSimError("--rate: give either a rate or latency targets (--ttft-target/--tpot-target)")
+    server = [flag for flag, v in (("--rate", rate_per_s), ("--ttft-target", ttft_s), ("--tpot-target", tpot_s)) if v]
+    if batch is not None and server:
+        raise ClusterSimError(
+            f"--batch: offline mode's batch is not used with {', '.join(server)} (server mode: the request rate sets "
+            "the batch); give one or the other",
+            field="--batch",
+            value=batch,
+        )
 
 
 def estimate_scenario(

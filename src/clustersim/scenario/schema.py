@@ -313,6 +313,12 @@ class LoadSpec(_Record):
     def _rate_or_targets(self) -> LoadSpec:
         if self.rate_per_s is not None and (self.ttft_target_s is not None or self.tpot_target_s is not None):
             raise ValueError("give either a rate or latency targets (ttft_target_s/tpot_target_s)")
+        server = [name for name in ("rate_per_s", "ttft_target_s", "tpot_target_s") if getattr(self, name) is not None]
+        if self.batch is not None and server:
+            raise ValueError(
+                f"batch is offline mode's, not used with {', '.join(server)} (server mode: the rate sets the batch); "
+                "give one or the other"
+            )
         return self
 
 
