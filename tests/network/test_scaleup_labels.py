@@ -39,3 +39,17 @@ def test_a_gpu_collective_keeps_nccls_words_and_the_numbers_do_not_depend_on_the
     assert "NVLink" in text and "ring/" in text
     gpu = json.loads(RUNNER.invoke(app, [*args, "--json"]).output)["rows"]
     assert {row["bound"] for row in gpu} <= {"NVLink", "NVLink SHARP"}
+
+
+def test_a_forced_algorithm_trainium_cannot_run_lists_algorithms_without_nccl_protocols():
+    refused = RUNNER.invoke(app, ["collective", "all_reduce", "--instance", "trn1.32xlarge", "--nodes", "1",
+                                  "--algo", "nvls"])  # fmt: skip
+    assert refused.exit_code == 2 and "valid: ring, tree" in refused.output and "/ll" not in refused.output
+
+
+@pytest.mark.parametrize(("instance", "tier"), [("trn1.32xlarge", "neuronlink"), ("p5.48xlarge", "nvlink")])
+def test_the_flow_simulators_binding_tier_names_the_instances_own_scale_up_link(instance, tier):
+    args = ["fabric", "simulate", "--instance", instance, "--nodes", "1", "--size", "64MiB", "--json"]
+    result = RUNNER.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["binding_tier"] == tier

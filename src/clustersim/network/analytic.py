@@ -323,7 +323,13 @@ def predict_collective(
         if (algorithm is None or c.algorithm is algorithm) and (protocol is None or c.protocol is protocol)
     ]
     if not options:
-        valid = sorted({f"{c.algorithm.value}/{c.protocol.value}" for c in candidates(op, fabric, cal)})
+        nccl = fabric.scaleup_link == "NVLink"  # NCCL's protocol names only where NCCL runs (not on NeuronLink)
+        valid = sorted(
+            {
+                f"{c.algorithm.value}/{c.protocol.value}" if nccl else c.algorithm.value
+                for c in candidates(op, fabric, cal)
+            }
+        )
         forced = "/".join(x.value for x in (algorithm, protocol) if x is not None)
         raise ClusterSimError(f"{op.value} on {fabric.name} cannot use {forced}; valid: {', '.join(valid)}")
     times = np.stack([candidate_time_s(c, sizes, cal) for c in options])

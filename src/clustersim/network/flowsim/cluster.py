@@ -96,6 +96,7 @@ def fat_tree_for_instance(
         rail_optimized=rail_optimized,
         link_latency_s=link_latency_s,
         name=f"{hosts} x {instance}",
+        scaleup_link=topo.scaleup_link,
     )
     return build(spec)
 

@@ -201,14 +201,15 @@ def link_report(tree: FatTree, times: FlowTimes) -> LinkReport:
 
 
 def _binding(times: FlowTimes, tree: FatTree, util: FloatArray) -> str:
-    """The tier of the busiest resource (time-averaged), scale-up ports included."""
+    """The tier of the busiest resource (time-averaged), scale-up ports included (named as the tree's
+    scale-up link: nvlink, neuronlink)."""
     scaleup = np.arange(tree.scaleup0, tree.num_resources)
     cap = tree.capacity_bytes_per_s[scaleup]
     window = max(times.makespan_s, 1e-300)
     scaleup_util = times.resource_bytes[scaleup] / cap / window
     best_link = int(np.argmax(util)) if util.size else -1
     if scaleup_util.size and (best_link < 0 or scaleup_util.max() > util[best_link] * (1 + 1e-6)):
-        return "nvlink"
+        return tree.spec.scaleup_link.lower()
     return TIER_NAMES[Tier(int(tree.tier[best_link]))] if best_link >= 0 else "none"
 
 

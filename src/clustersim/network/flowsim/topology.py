@@ -78,6 +78,7 @@ class FatTreeSpec:
     rail_optimized: bool = True
     link_latency_s: float = 0.0
     name: str = "fat-tree"
+    scaleup_link: str = "NVLink"  # the scale-up fabric's name, for labels only (the catalog's link type)
 
     def __post_init__(self) -> None:
         for field, value in (
