@@ -72,6 +72,29 @@ def progress_bar(description: str, unit: str, estimate: WorkEstimate | None = No
         yield update
 
 
+@contextmanager
+def packet_progress(estimate: WorkEstimate) -> Iterator[None]:
+    """``progress_bar`` over the packet simulator's events: every environment run inside it reports
+    (``transport.engine.reporting``), counted against the estimate's events."""
+    from clustersim.network.transport.engine import reporting
+
+    with progress_bar("simulating packets", "events", estimate) as update:
+        if update is None:
+            yield
+            return
+        report = update
+        total = int(estimate.events)
+        done = 0
+
+        def ran(events: int) -> None:
+            nonlocal done
+            done += events
+            report(done, total)
+
+        with reporting(ran):
+            yield
+
+
 def _max_events_option() -> object:
     import typer
 
