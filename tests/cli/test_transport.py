@@ -55,7 +55,8 @@ def test_datapath_json_follows_the_instance_and_sums_its_steps():
 
 def test_datapath_table_and_figure(tmp_path):
     figure = tmp_path / "datapath.png"
-    result = run("datapath", "--instance", "trn2.48xlarge", "--message", "1M", "--nccl", "--plot", str(figure))
+    # NCCL on GPUs (on Trainium --nccl is refused: tests/network/test_scaleup_labels.py)
+    result = run("datapath", "--instance", "p5en.48xlarge", "--message", "1M", "--nccl", "--plot", str(figure))
     assert result.exit_code == 0, result.output
     assert "NCCL proxy" in result.stdout and "crossover" in result.stdout
     assert figure.stat().st_size > 10_000

@@ -53,3 +53,12 @@ def test_the_flow_simulators_binding_tier_names_the_instances_own_scale_up_link(
     result = RUNNER.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["binding_tier"] == tier
+
+
+def test_trainiums_data_paths_name_the_device_not_a_gpu_and_refuse_ncclss_overhead():
+    text = RUNNER.invoke(app, ["transport", "datapath", "--instance", "trn1.32xlarge"]).output
+    assert "GPU" not in text and "EFA RDMA to Trainium memory" in text and "copy Trainium to host" in text
+    refused = RUNNER.invoke(app, ["transport", "datapath", "--instance", "trn1.32xlarge", "--nccl"])
+    assert refused.exit_code == 2 and "NCCL runs on NVIDIA GPUs" in refused.output
+    gpu = RUNNER.invoke(app, ["transport", "datapath", "--instance", "p5.48xlarge", "--nccl"]).output
+    assert "GPUDirect RDMA" in gpu and "copy GPU to host" in gpu and "NCCL proxy" in gpu

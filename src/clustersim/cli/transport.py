@@ -400,12 +400,21 @@ def datapath_command(
     plot: PlotOption = None,
 ) -> None:
     """Each host data path's steps for one message (TCP over ENA, EFA host-staged, EFA GPUDirect RDMA)."""
+    from clustersim.catalog.registry import load_catalog
+    from clustersim.catalog.schema import Vendor
     from clustersim.network.transport.datapath import instance_paths
 
     with user_errors():
         node = _instance(instance, catalog)
+        chip = load_catalog(catalog or ()).accelerator(node.accelerator)
+        device = "GPU" if chip.vendor is Vendor.NVIDIA else chip.family.capitalize()
+        if nccl and device != "GPU":
+            raise ClusterSimError(
+                f"--nccl: NCCL runs on NVIDIA GPUs, and {node.id} has {chip.id} ({chip.family}) accelerators",
+                field="--nccl",
+            )
         size = _bytes(message, "--message")
-        paths = instance_paths(node, nccl=nccl)
+        paths = instance_paths(node, nccl=nccl, device=device)
     from clustersim.present import transport as present
 
     _finish(

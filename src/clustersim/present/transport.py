@@ -119,7 +119,8 @@ def datapath_json(paths: InstancePaths, message_bytes: float) -> dict[str, Any]:
 
 def datapath_tables(paths: InstancePaths, message_bytes: float) -> list[Table]:
     """A summary row per path, then each path's steps."""
-    gdr = "GPUDirect RDMA" if paths.gpudirect_rdma else "no GPUDirect RDMA (host-staged)"
+    direct = "GPUDirect RDMA" if paths.device == "GPU" else f"EFA RDMA to {paths.device} memory"
+    gdr = direct if paths.gpudirect_rdma else f"no {direct} (host-staged)"
     nitro = paths.nitro or "no Nitro generation"
     summary = Table(
         title=f"{paths.instance} ({nitro}; {gdr}): one {format_bytes(message_bytes)} message",

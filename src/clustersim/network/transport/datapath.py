@@ -146,11 +146,13 @@ def build_path(
     adapter: str = "",
     pcie_gen4: bool = False,
     nccl: bool = False,
+    device: str = "GPU",
 ) -> DataPath:
     """The steps of path ``kind`` for a NIC of ``line_bits_per_s``: ``buffer`` 'gpu' (copies to and
     from accelerator memory where the path needs them) or 'host'; ``adapter`` the catalog's adapter
     id (EFA v1 has a single-endpoint ceiling); ``pcie_gen4`` for A100-class hosts; ``nccl`` adds
-    NCCL's own overhead around the send."""
+    NCCL's own overhead around the send; ``device`` names the accelerator in the steps (GPU, Trainium: labels
+    only)."""
     try:
         kind = PathKind(kind)
     except ValueError:
@@ -170,7 +172,7 @@ def build_path(
     staged = buffer == "gpu" and kind is not PathKind.EFA_GDR
     steps: list[Step] = []
     if staged:
-        steps.append(Step("copy GPU to host", c["gpu_copy_s"], copy_rate, staged=True))
+        steps.append(Step(f"copy {device} to host", c["gpu_copy_s"], copy_rate, staged=True))
     if nccl:
         steps.append(Step("NCCL proxy and flags", c["nccl_overhead_s"]))
     if kind is PathKind.TCP_ENA:
@@ -192,18 +194,20 @@ def build_path(
         steps += [
             Step("libfabric post (no system call)", c["efa_post_s"]),
             Step(
-                "EFA read from GPU memory" if gdr else "EFA read from host memory",
+                f"EFA read from {device} memory" if gdr else "EFA read from host memory",
                 c["gdr_dma_s"] if gdr else 0.0,
                 endpoint,
             ),
             Step("EFA and SRD, send side", c["efa_nic_s"]),
             Step("wire and switches", c["fabric_latency_s"], wire_bytes_per_s),
             Step("EFA and SRD, receive side", c["efa_nic_s"]),
-            Step("EFA write to GPU memory" if gdr else "EFA write to host memory", c["gdr_dma_s"] if gdr else 0.0),
+            Step(
+                f"EFA write to {device} memory" if gdr else "EFA write to host memory", c["gdr_dma_s"] if gdr else 0.0
+            ),
             Step("completion polled", c["efa_completion_s"]),
         ]
     if staged:
-        steps.append(Step("copy host to GPU", c["gpu_copy_s"], copy_rate, staged=True))
+        steps.append(Step(f"copy host to {device}", c["gpu_copy_s"], copy_rate, staged=True))
     return DataPath(kind, tuple(steps), line_bits_per_s, c["staging_chunk_bytes"])
 
 
@@ -216,11 +220,13 @@ class InstancePaths:
     gpudirect_rdma: bool
     efa_path: PathKind
     paths: tuple[DataPath, ...]
+    device: str = "GPU"  # the accelerator as the labels name it (GPU, Trainium)
 
 
-def instance_paths(instance: Instance, *, nccl: bool = False) -> InstancePaths:
+def instance_paths(instance: Instance, *, nccl: bool = False, device: str = "GPU") -> InstancePaths:
     """Kernel TCP over ENA, and the instance's EFA path: GPUDirect RDMA where the catalog says the
-    instance has it, else host-staged; per NIC of the instance's scale-out network."""
+    instance has it, else host-staged; per NIC of the instance's scale-out network. ``device``: the
+    accelerator's name in the labels (Trainium's EFA DMA to device memory is not called GPUDirect)."""
     network = instance.network
     gdr = bool(network.gpudirect_rdma.value)
     line = float(network.card_bandwidth_bits_per_s.value)
@@ -228,6 +234,7 @@ def instance_paths(instance: Instance, *, nccl: bool = False) -> InstancePaths:
     efa_kind = PathKind.EFA_GDR if gdr else PathKind.EFA_HOST
     kinds = [PathKind.TCP_ENA, PathKind.EFA_HOST] + ([PathKind.EFA_GDR] if gdr else [])
     paths = tuple(
-        build_path(k, line_bits_per_s=line, adapter=network.adapter, pcie_gen4=gen4, nccl=nccl) for k in kinds
+        build_path(k, line_bits_per_s=line, adapter=network.adapter, pcie_gen4=gen4, nccl=nccl, device=device)
+        for k in kinds
     )
-    return InstancePaths(instance.id, network.nitro, gdr, efa_kind, paths)
+    return InstancePaths(instance.id, network.nitro, gdr, efa_kind, paths, device)
