@@ -399,7 +399,7 @@ def _hardware_software(draw: st.DrawFn, files: Files) -> list[str]:
     fsdp or a GPU serving engine on Trainium, GPUDirect Storage without GPUs) must be refused, and the
     defaults must follow the accelerator."""
     instance = draw(st.sampled_from([*TRAINIUM_INSTANCES, "p5.48xlarge", "p4d.24xlarge", "p6-b200.48xlarge"]))
-    kind = draw(st.sampled_from(["train", "serve", "storage", "collective"]))
+    kind = draw(st.sampled_from(["train", "serve", "storage", "collective", "datapath"]))
     if kind == "train":
         args = ["train", draw(st.sampled_from(["llama3-8b", "gpt3-5b"])), "--instance", instance, "--nodes", "2"]
         if draw(st.integers(0, 3)):
@@ -416,6 +416,8 @@ def _hardware_software(draw: st.DrawFn, files: Files) -> list[str]:
         args = ["storage", *command, "--instance", instance, "--storage", efa]
         if draw(st.integers(0, 2)):
             args += ["--path", draw(st.sampled_from(["efa-gds", "efa", "ena"]))]
+    elif kind == "datapath":
+        args = ["transport", "datapath", "--instance", instance, *(["--nccl"] if draw(st.booleans()) else [])]
     else:
         args = ["collective", draw(st.sampled_from(["all_reduce", "all_gather"])), "--instance", instance]
         args += ["--nodes", draw(st.sampled_from(["1", "2"])), "--min", "1M", "--max", "64M"]
@@ -526,6 +528,8 @@ def impossible_answer(args: list[str], stdout: str) -> str | None:
         return "GPUDirect Storage on Trainium"
     if "NVLink" in stdout or "NVLS" in stdout:
         return "NVLink/NVLS words on Trainium"
+    if args[:2] == ["transport", "datapath"] and ("--nccl" in args or "GPU" in stdout):
+        return "NCCL or GPU words on Trainium's data paths"
     return None
 
 
