@@ -717,9 +717,9 @@ def classify(result: Any, args: list[str], tally: Tally) -> None:
         why = ill_defined(args, result.stdout)
         if why:
             tally.problem("ill_defined", args, why)
-        leak = None if "--json" in args or args[:2] == ["hw", "show"] else LEAKED_LABEL.search(result.stdout)
+        leak = None if "--json" in args or args[:1] == ["hw"] else LEAKED_LABEL.search(result.stdout)
         if leak:  # counted, not (yet) a failure: a field name with its unit suffix as a label (issue 20;
-            # hw show lists the catalog's fields by name on purpose)
+            # hw show and hw compare list the catalog's fields by name on purpose)
             tally.problem("leaked_labels", args, leak.group(0))
     elif result.exit_code == 2:
         tally.counts["refused"] += 1

@@ -120,7 +120,9 @@ def system_for_instance(
         valid = ", ".join(str(chips * k) for k in range(1, cores + 1) if cores % k == 0)
         raise ClusterSimError(
             f"devices per node {per_node} does not split the {chips} x {cores}-core {accelerator.id} of "
-            f"{entry.id} evenly (valid: {valid})"
+            f"{entry.id} evenly (valid: {valid})",
+            field="devices_per_node",
+            value=per_node,
         )
     return _system(catalog, entry, per_node * num_nodes, per_node, f"{num_nodes} x {entry.id}")
 

@@ -48,3 +48,16 @@ def test_a_bad_scenario_or_catalog_file_names_the_field_or_the_file(tmp_path) ->
     result = CliRunner().invoke(app, ["hw", "list", "--catalog", str(catalog), "--json"])
     error = json.loads(result.stderr.strip().splitlines()[-1])
     assert result.exit_code == 2 and error["field"] == "file" and error["value"].endswith("mine.toml"), error
+
+
+def test_a_bad_ground_truth_file_or_device_split_names_a_field(tmp_path) -> None:
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("[1, 2]\n", encoding="utf-8")
+    for args, field in (
+        (["validate", str(cases)], "file"),
+        (["train", "llama3-8b", "--instance", "p5.48xlarge", "--nodes", "2", "--devices-per-node", "32"], None),
+    ):
+        result = CliRunner().invoke(app, [*args, "--json"])
+        error = json.loads(result.stderr.strip().splitlines()[-1])
+        assert result.exit_code == 2 and error["field"] is not None, error
+        assert field is None or error["field"] == field, error

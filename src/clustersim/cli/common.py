@@ -117,9 +117,16 @@ def _json_value(value: object) -> object:
 
 
 def _field_of(message: str) -> str | None:
-    """The option or field a message starts with (``--tp: ...``), where the raiser did not name it."""
+    """The option or field a message names, where the raiser did not: the option it starts with (``--tp:
+    ...``), else the first ``field 'x'`` it names, else ``file`` for a message about a file (``path, line
+    3: ...``)."""
     match = re.match(r"^(--[a-z][a-z0-9-]*|[A-Za-z_][\w.]*)(?=[:\s])", message)
-    return match.group(1) if match and match.group(1).startswith("--") else None
+    if match and match.group(1).startswith("--"):
+        return match.group(1)
+    named = re.search(r"\bfield '([^']{1,200})'", message)
+    if named:
+        return named.group(1)
+    return "file" if re.match(r"^[^\s:,]*[/\\][^\s:,]*[:,]", message) else None
 
 
 def report_error(message: str, *, field: str | None = None, value: object = None, as_json: bool = False) -> None:
