@@ -61,8 +61,10 @@ def held_out_software(
         if users.get(name, set()) <= {source}:
             reset[name] = profile.model_copy(update={key: PRIOR_VALUES[key] for key in fitted})
             notes.append(f"{names} fitted on it alone: held out at the priors")
-        else:
+        elif source in users.get(name, set()):
             notes.append(f"{names} fitted with it (not refit)")
+        else:
+            notes.append(f"{names} fitted without it (its cases are out of sample already)")
     if not reset:
         return own, "; ".join(notes)
     table.update(reset)
