@@ -47,3 +47,11 @@ def test_simulate_and_step_with_ecmp_say_one_draw():
     step = ["step", "llama3-8b", "--instance", "p5.48xlarge", "--nodes", "4", "--tp", "8", "--pp", "1"]
     out = json.loads(_run(*step, "--routing", "ecmp", "--placement", "random", "--json"))
     assert out["one_draw"] is True and out["seeded"] == ["the ECMP hash", "the random placement"]
+
+
+def test_transport_with_loss_says_one_draw_and_without_says_nothing():
+    args = ["transport", "compare", "--instance", "p5.48xlarge", "--message", "64K", "--messages", "20"]
+    lossy = CliRunner().invoke(app, [*args, "--loss", "1%", "--seed", "3"], env=ENV)
+    assert lossy.exit_code == 0 and "one draw (seed 3) of the losses" in lossy.stdout
+    clean = CliRunner().invoke(app, [*args, "--json"], env=ENV)
+    assert clean.exit_code == 0 and json.loads(clean.stdout)["one_draw"] is False

@@ -255,16 +255,19 @@ def compare_command(
         with _progress(estimate):
             results = compare(scenario)
     from clustersim.present import transport as present
+    from clustersim.present.fabric import draw_json, draw_line
 
     title = f"{node.id}: {messages} x {message} messages, loss {scenario.loss:.4g}, {paths} paths"
+    drawn = present.drawn_by_seed(scenario)
     _finish(
         as_json=as_json,
         payload=lambda: {
             "instance": node.id,
             "scenario": present.scenario_json(scenario),
             "results": present.results_json(results),
+            **draw_json(drawn, [seed]),
         },
-        tables=lambda: [present.results_table(results, title)],
+        tables=lambda: [present.results_table(results, title), draw_line(drawn, [seed])],
         plot=plot,
         draw=lambda out: present.plot_results(results, out, title),
     )
@@ -342,12 +345,19 @@ def incast_command(
         with _progress(estimate):
             results = incast(scenario, senders)
     from clustersim.present import transport as present
+    from clustersim.present.fabric import draw_json, draw_line
 
     title = f"incast: {senders} senders x {messages} x {message} to one receiver ({node.id} NICs)"
+    drawn = present.drawn_by_seed(scenario)
     _finish(
         as_json=as_json,
-        payload=lambda: {"instance": node.id, "senders": senders, "results": present.group_json(results)},
-        tables=lambda: [present.group_table(results, title)],
+        payload=lambda: {
+            "instance": node.id,
+            "senders": senders,
+            "results": present.group_json(results),
+            **draw_json(drawn, [seed]),
+        },
+        tables=lambda: [present.group_table(results, title), draw_line(drawn, [seed])],
         plot=plot,
         draw=lambda out: present.plot_group(results, out, title),
     )

@@ -235,3 +235,9 @@ def plot_group(results: Sequence[GroupResult], path: Path, title: str) -> None:
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+
+
+def drawn_by_seed(scenario: Any) -> list[str]:
+    """What the seed draws in a transport run: the packets lost and the background load's arrivals."""
+    drawn = ["the losses"] if scenario.loss > 0 else []
+    return drawn + (["the background load"] if scenario.background > 0 or scenario.collision else [])
