@@ -501,10 +501,11 @@ def _given(args: list[str], flag: str) -> str:
 def seeded_as_the_answer(args: list[str], stdout: str) -> str | None:
     """Why a fabric answer that a seed draws (ECMP or flowlet hash, random placement, failures) is shown as
     the answer: it must say it is one draw (seed N) or show the spread over seeds (issue 20)."""
-    if args[:1] != ["fabric"] or len(args) < 2 or args[1] not in ("simulate", "compare", "step"):
+    if args[:1] != ["fabric"] or len(args) < 2 or args[1] not in ("simulate", "compare", "step", "pattern"):
         return None
     failures = any(_given(args, f) not in ("", "0") for f in ("--fail-links", "--fail-switches", "--fail-leaves"))
     drawn = args[1] == "compare" or _given(args, "--routing") in ("ecmp", "flowlet") or failures
+    drawn = drawn or _given(args, "--pattern") == "permutation"
     if not (drawn or _given(args, "--placement") == "random"):
         return None
     said = ("one draw (seed", "the median of seeds", '"one_draw"')

@@ -55,3 +55,9 @@ def test_transport_with_loss_says_one_draw_and_without_says_nothing():
     assert lossy.exit_code == 0 and "one draw (seed 3) of the losses" in lossy.stdout
     clean = CliRunner().invoke(app, [*args, "--json"], env=ENV)
     assert clean.exit_code == 0 and json.loads(clean.stdout)["one_draw"] is False
+
+
+def test_a_random_permutation_says_it_is_one_draw():
+    text = _run("pattern", "--nodes", "4", "--pattern", "permutation", "--size", "1M")
+    assert "one draw (seed 0) of the permutation" in text
+    assert "draw" not in _run("pattern", "--nodes", "4", "--pattern", "shift", "--size", "1M")

@@ -96,8 +96,13 @@ def pattern_command(
     if plot is not None:
         with user_errors():
             write_plot(plot_pattern, result, plot)
+    from clustersim.present.fabric import draw_json, draw_line, seeded
+
+    drawn = seeded(route.value, placement, fail_links + fail_switches + fail_leaves)
+    drawn += ["the permutation"] if kind.value == "permutation" else []
     if as_json:
         extra = {"placement": placement, "seed": seed, "failed_links": fail_links, "failed_switches": fail_switches}
+        extra |= draw_json(drawn, [seed])
         emit_json({**result.to_dict(), "fabric": fabric_dict(tree), **extra, "failed_leaves": fail_leaves})
         return
-    print_all(*pattern_view(result, tree))
+    print_all(*pattern_view(result, tree), draw_line(drawn, [seed]))
