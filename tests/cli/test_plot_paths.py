@@ -69,3 +69,23 @@ def test_bad_plot_paths_refused_before_anything_is_written(tmp_path, monkeypatch
 def test_a_figure_name_is_kept(tmp_path):
     assert plot_path(None) is None
     assert plot_path(tmp_path / "spread.PDF") == tmp_path / "spread.PDF"
+
+
+TRANSPORT_PENDING = pytest.mark.xfail(reason="transport's own figure writer, moved to write_figure next", strict=True)
+
+
+@pytest.mark.parametrize(
+    "command", [c if c[0] != "transport" else pytest.param(c, marks=TRANSPORT_PENDING) for c in COMMANDS], ids=str
+)
+def test_an_unwritable_figure_is_refused_alike_by_every_command(tmp_path, command):
+    """One writer of figures (cli.common.write_figure): the same one-line message whatever the command."""
+    path = tmp_path / "missing" / "figure.png"
+    result = runner.invoke(app, [*command, "--plot", str(path)], env=ENV)
+    assert result.exit_code == 2, result.output
+    assert result.stderr == f"error: --plot: cannot write {path}: No such file or directory\n"
+    result = runner.invoke(app, [*command, "--plot", str(path), "--json"], env=ENV)
+    assert json.loads(result.output) == {
+        "error": f"--plot: cannot write {path}: No such file or directory",
+        "field": "--plot",
+        "value": str(path),
+    }

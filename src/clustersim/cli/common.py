@@ -15,7 +15,7 @@ import math
 import os
 import re
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
@@ -271,6 +271,18 @@ def plot_path(value: Path | None) -> Path | None:
         given = f"suffix {value.suffix!r}" if value.suffix else "no suffix"
         raise typer.BadParameter(f"{str(value)!r} has {given}; the figure's format comes from it: one of {formats}")
     return value
+
+
+def write_figure(draw: Callable[[], object], path: Path) -> None:
+    """``draw()`` (which writes the figure to ``path``); a path that cannot be written is refused naming
+    ``--plot``, the path and why, in the same words for every command."""
+    try:
+        draw()
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        raise ClusterSimError(f"--plot: cannot write {path}: {why}", field="--plot", value=str(path)) from None
+    except ValueError as exc:
+        raise ClusterSimError(f"--plot: cannot write {path}: {exc}", field="--plot", value=str(path)) from None
 
 
 CatalogOption = Annotated[

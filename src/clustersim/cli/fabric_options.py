@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from clustersim.cli.common import number, plot_path
+from clustersim.cli.common import number, plot_path, write_figure
 from clustersim.errors import ClusterSimError
 from clustersim.network.collectives import Algorithm
 from clustersim.units import MAX_COLLECTIVE_BYTES
@@ -112,11 +112,8 @@ def flow_progress(estimate: WorkEstimate | None) -> Iterator[Callable[[int, int]
 
 
 def write_plot(draw: Callable[[Any, Path], None], result: Any, path: Path) -> None:
-    """``draw(result, path)``, an unwritable path refused naming --plot."""
-    try:
-        draw(result, path)
-    except OSError as exc:
-        raise ClusterSimError(f"--plot: cannot write {path}: {exc.strerror}", field="--plot", value=str(path)) from None
+    """``draw(result, path)``, an unwritable path refused naming --plot (``cli.common.write_figure``)."""
+    write_figure(lambda: draw(result, path), path)
 
 
 def parse_routing(name: str) -> str:

@@ -15,6 +15,7 @@ from clustersim.cli.common import (
     plot_path,
     print_all,
     user_errors,
+    write_figure,
 )
 from clustersim.errors import ClusterSimError
 from clustersim.units import MAX_NODES
@@ -120,10 +121,7 @@ def reliability_command(
 
     if plot is not None and spread is not None:
         with user_errors():
-            try:
-                present.plot_spread(spread, run.expected_time_s, plot)
-            except (OSError, ValueError) as exc:
-                raise ClusterSimError(f"--plot: cannot write {plot}: {exc}", field="--plot", value=str(plot)) from None
+            write_figure(lambda: present.plot_spread(spread, run.expected_time_s, plot), plot)
     if as_json:
         payload = present.reliability_json(policy, rate, devices, nodes, spread, rows)
         if plot is not None:
