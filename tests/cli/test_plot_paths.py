@@ -71,12 +71,7 @@ def test_a_figure_name_is_kept(tmp_path):
     assert plot_path(tmp_path / "spread.PDF") == tmp_path / "spread.PDF"
 
 
-TRANSPORT_PENDING = pytest.mark.xfail(reason="transport's own figure writer, moved to write_figure next", strict=True)
-
-
-@pytest.mark.parametrize(
-    "command", [c if c[0] != "transport" else pytest.param(c, marks=TRANSPORT_PENDING) for c in COMMANDS], ids=str
-)
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c[:2]))
 def test_an_unwritable_figure_is_refused_alike_by_every_command(tmp_path, command):
     """One writer of figures (cli.common.write_figure): the same one-line message whatever the command."""
     path = tmp_path / "missing" / "figure.png"

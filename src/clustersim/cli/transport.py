@@ -25,6 +25,7 @@ from clustersim.cli.common import (
     plot_path,
     print_all,
     user_errors,
+    write_figure,
 )
 from clustersim.cli.progress import MaxEventsOpt
 from clustersim.errors import ClusterSimError
@@ -204,7 +205,7 @@ def _finish(
     path given), then JSON or the tables."""
     if plot is not None and draw is not None:
         with user_errors():
-            _write(lambda: draw(plot), plot)
+            write_figure(lambda: draw(plot), plot)
     if as_json:
         emit_json(payload())
         return
@@ -496,11 +497,3 @@ def nccl_command(
         },
         tables=lambda: present.nccl_tables(rows, title),
     )
-
-
-def _write(draw: Any, path: Path) -> None:
-    """Draw a figure, turning an unwritable path into a user error."""
-    try:
-        draw()
-    except (OSError, ValueError) as exc:
-        raise ClusterSimError(f"--plot: cannot write {path}: {exc}", field="--plot", value=str(path)) from None
