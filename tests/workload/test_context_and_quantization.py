@@ -133,6 +133,7 @@ def test_quantization_configs_are_read(
         ({"quant_method": "bitsandbytes", "load_in_4bit": True}, r"quant_method.*'bitsandbytes'.*known: gptq"),
         ({**GPTQ_4BIT, "bits": 3}, r"quantization_config.bits.*3.*4- or 8-bit"),
         ("gptq", r"quantization_config.*a JSON object"),
+        ({**FP8_BLOCK, "weight_block_size": ["a", "b"]}, r"quantization_config.weight_block_size.*two whole"),
     ],
 )
 def test_quantizations_not_priced_are_refused(tmp_path: Path, quantization: Any, match: str) -> None:

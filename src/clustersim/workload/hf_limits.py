@@ -54,7 +54,11 @@ def read_quantization(cfg: Config) -> dict[str, Any] | None:
         return {"method": method, "bits": _bits(q, "bits"), "group_size": group, "zero_point": zero}
     if method == "fp8":
         block = qc.get("weight_block_size")
-        size = block[0] * block[1] if isinstance(block, list) and len(block) == 2 else 0
+        if block is not None and not (
+            isinstance(block, list) and len(block) == 2 and all(type(n) is int and n > 0 for n in block)
+        ):
+            raise q.fail("weight_block_size", block, "two whole numbers of at least 1, e.g. [128, 128], or null")
+        size = block[0] * block[1] if block else 0
         return {"method": "fp8", "bits": 8, "group_size": size, "zero_point": False}
     if method == "compressed-tensors":
         return _compressed_tensors(q)
