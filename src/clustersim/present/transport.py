@@ -11,6 +11,7 @@ from rich.table import Table
 
 from clustersim.network.transport.datapath import DataPath, InstancePaths
 from clustersim.network.transport.experiments import GroupResult, Scenario, TransportResult
+from clustersim.present.figures import figure
 from clustersim.units import format_bytes
 
 
@@ -149,92 +150,77 @@ def datapath_tables(paths: InstancePaths, message_bytes: float) -> list[Table]:
     return out
 
 
-def _figure(width: float = 8.0, height: float = 4.0) -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt.subplots(1, 2, figsize=(width, height))
-
-
 def plot_results(results: Sequence[TransportResult], path: Path, title: str) -> None:
     """Throughput and p50/p99/p99.9 bars per transport."""
-    fig, (left, right) = _figure()
-    names = [r.transport for r in results]
-    left.bar(names, [r.throughput_bits_per_s / 1e9 for r in results], color="tab:blue")
-    left.set_ylabel("throughput (Gbit/s)")
-    width = 0.25
-    for k, (label, key) in enumerate((("p50", "p50_s"), ("p99", "p99_s"), ("p99.9", "p999_s"))):
-        right.bar(
-            [i + (k - 1) * width for i in range(len(results))],
-            [getattr(r, key) * 1e6 for r in results],
-            width,
-            label=label,
-        )
-    right.set_xticks(range(len(results)), names)
-    right.set_yscale("log")
-    right.set_ylabel("message time (us)")
-    right.legend()
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with figure(path, ncols=2, figsize=(8.0, 4.0), dpi=120) as (fig, (left, right)):
+        names = [r.transport for r in results]
+        left.bar(names, [r.throughput_bits_per_s / 1e9 for r in results], color="tab:blue")
+        left.set_ylabel("throughput (Gbit/s)")
+        width = 0.25
+        for k, (label, key) in enumerate((("p50", "p50_s"), ("p99", "p99_s"), ("p99.9", "p999_s"))):
+            right.bar(
+                [i + (k - 1) * width for i in range(len(results))],
+                [getattr(r, key) * 1e6 for r in results],
+                width,
+                label=label,
+            )
+        right.set_xticks(range(len(results)), names)
+        right.set_yscale("log")
+        right.set_ylabel("message time (us)")
+        right.legend()
+        fig.suptitle(title)
 
 
 def plot_sweep(field: str, rows: Sequence[tuple[float, Sequence[TransportResult]]], path: Path) -> None:
     """Throughput and p99 against the swept value, one line per transport."""
-    fig, (left, right) = _figure()
-    values = [v for v, _ in rows]
-    for i, name in enumerate(r.transport for r in rows[0][1]):
-        left.plot(values, [results[i].throughput_bits_per_s / 1e9 for _, results in rows], marker="o", label=name)
-        right.plot(values, [results[i].p99_s * 1e6 for _, results in rows], marker="o", label=name)
-    left.set_xlabel(field)
-    left.set_ylabel("throughput (Gbit/s)")
-    right.set_xlabel(field)
-    right.set_ylabel("p99 message time (us)")
-    right.set_yscale("log")
-    left.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with figure(path, ncols=2, figsize=(8.0, 4.0), dpi=120) as (_, (left, right)):
+        values = [v for v, _ in rows]
+        for i, name in enumerate(r.transport for r in rows[0][1]):
+            left.plot(values, [results[i].throughput_bits_per_s / 1e9 for _, results in rows], marker="o", label=name)
+            right.plot(values, [results[i].p99_s * 1e6 for _, results in rows], marker="o", label=name)
+        left.set_xlabel(field)
+        left.set_ylabel("throughput (Gbit/s)")
+        right.set_xlabel(field)
+        right.set_ylabel("p99 message time (us)")
+        right.set_yscale("log")
+        left.legend()
 
 
 def plot_datapath(paths: InstancePaths, message_bytes: float, path: Path) -> None:
     """Stacked step times per path, and achieved bandwidth against message size."""
     import numpy as np
 
-    fig, (left, right) = _figure(10.0, 4.5)
-    for i, data_path in enumerate(paths.paths):
-        bottom = 0.0
-        for name, seconds in data_path.breakdown(message_bytes):
-            left.bar(i, seconds * 1e6, bottom=bottom, label=name if i == 0 else None)
-            bottom += seconds * 1e6
-    left.set_xticks(range(len(paths.paths)), [p.kind.value for p in paths.paths])
-    left.set_ylabel(f"one way, {format_bytes(message_bytes)} (us)")
-    sizes = np.logspace(0, 30, 61, base=2)
-    for data_path in paths.paths:
-        right.plot(sizes, [data_path.bytes_per_s(s) * 8 / 1e9 for s in sizes], label=data_path.kind.value)
-    right.axhline(0.9 * paths.paths[0].line_bits_per_s / 1e9, color="grey", linestyle="--", label="90% of line rate")
-    right.set_xscale("log", base=2)
-    right.set_xlabel("message (bytes)")
-    right.set_ylabel("Gbit/s")
-    right.legend(fontsize="small")
-    fig.suptitle(paths.instance)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with figure(path, ncols=2, figsize=(10.0, 4.5), dpi=120) as (fig, (left, right)):
+        for i, data_path in enumerate(paths.paths):
+            bottom = 0.0
+            for name, seconds in data_path.breakdown(message_bytes):
+                left.bar(i, seconds * 1e6, bottom=bottom, label=name if i == 0 else None)
+                bottom += seconds * 1e6
+        left.set_xticks(range(len(paths.paths)), [p.kind.value for p in paths.paths])
+        left.set_ylabel(f"one way, {format_bytes(message_bytes)} (us)")
+        sizes = np.logspace(0, 30, 61, base=2)
+        for data_path in paths.paths:
+            right.plot(sizes, [data_path.bytes_per_s(s) * 8 / 1e9 for s in sizes], label=data_path.kind.value)
+        right.axhline(
+            0.9 * paths.paths[0].line_bits_per_s / 1e9, color="grey", linestyle="--", label="90% of line rate"
+        )
+        right.set_xscale("log", base=2)
+        right.set_xlabel("message (bytes)")
+        right.set_ylabel("Gbit/s")
+        right.legend(fontsize="small")
+        fig.suptitle(paths.instance)
 
 
 def plot_group(results: Sequence[GroupResult], path: Path, title: str) -> None:
     """Completion of the last flow and the p99 flow per transport."""
-    fig, (left, right) = _figure()
-    names = [r.transport for r in results]
-    left.bar(names, [r.completion_s * 1e6 for r in results])
-    left.set_ylabel("last flow done (us)")
-    left.set_yscale("log")
-    right.bar(names, [r.retransmissions for r in results])
-    right.set_ylabel("retransmissions")
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with figure(path, ncols=2, figsize=(8.0, 4.0), dpi=120) as (fig, (left, right)):
+        names = [r.transport for r in results]
+        left.bar(names, [r.completion_s * 1e6 for r in results])
+        left.set_ylabel("last flow done (us)")
+        left.set_yscale("log")
+        right.bar(names, [r.retransmissions for r in results])
+        right.set_ylabel("retransmissions")
+        fig.suptitle(title)
 
 
 def drawn_by_seed(scenario: Any) -> list[str]:
