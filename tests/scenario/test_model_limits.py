@@ -149,3 +149,15 @@ def test_models_shows_each_context() -> None:
     row = json.loads(result.stdout)
     row = row[0] if isinstance(row, list) else row
     assert (row["seq_len"], row["context_tokens"], row["max_context_tokens"]) == (8192, 131072, 131072)
+
+
+def test_a_generator_is_checked_at_its_lengths() -> None:
+    # vLLM's random generator (range ratio 0) draws every request at --input/--output
+    assert (
+        runner.invoke(
+            app, ["serve", "llama3-8b", "--dataset", "random", "--input", "8000", "--output", "100"]
+        ).exit_code
+        == 0
+    )
+    result = runner.invoke(app, ["serve", "llama3-8b", "--dataset", "random", "--input", "8100", "--output", "100"])
+    assert result.exit_code == 2 and "random's longest request, 8,100 + 100, is 8,200 tokens" in result.stderr
