@@ -75,6 +75,11 @@ PROSE: list[tuple[str, list[str]]] = [
         ["one dispatch takes 0.48 ms and one combine 0.94 ms"],
     ),
     (
+        "clustersim fabric pattern --pattern shift --shift 32 --nodes 128 --fabric-hosts 512 --size 64MiB"
+        " --routing ecmp",
+        ["takes 8.05 ms with ECMP against a bound of 1.34 ms (slowdown 6.0, p50 4.03 ms;"],
+    ),
+    (
         "--framework deepspeed --zero 1 --recompute full",  # in place of --precision fp8 in the command above
         ["1.01 ms each, with `--framework deepspeed"],
     ),
