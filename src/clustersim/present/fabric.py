@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from clustersim.network.flowsim.results import NETWORK_TIERS, CollectiveResult
 from clustersim.network.flowsim.topology import TIER_NAMES, FatTree
+from clustersim.present.figures import figure
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -145,22 +146,15 @@ def compare_view(rows: list[dict[str, Any]], title: str) -> Table:
 
 def plot_fabric(result: CollectiveResult, path: Path) -> None:
     """Link utilization by tier (box plot) and flow completion times (CDF) into ``path``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    tier_boxes(left, result.link_utilization, result.link_tier)
-    ends = np.sort(result.flow_end_s)
-    right.plot(ends * 1e3, np.arange(1, ends.size + 1) / ends.size)
-    right.set_xlabel("flow completion (ms, simulated steps)")
-    right.set_ylabel("fraction of flows")
-    right.set_title(f"{result.op.value}, {result.routing.value}")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    with figure(path, ncols=2, figsize=(11, 4)) as (_, (left, right)):
+        tier_boxes(left, result.link_utilization, result.link_tier)
+        ends = np.sort(result.flow_end_s)
+        right.plot(ends * 1e3, np.arange(1, ends.size + 1) / ends.size)
+        right.set_xlabel("flow completion (ms, simulated steps)")
+        right.set_ylabel("fraction of flows")
+        right.set_title(f"{result.op.value}, {result.routing.value}")
 
 
 def tier_boxes(axes: Any, utilization: Any, tier: Any) -> None:

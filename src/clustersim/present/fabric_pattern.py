@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from clustersim.present.figures import figure
+
 if TYPE_CHECKING:
     from rich.table import Table
 
@@ -50,23 +52,16 @@ def pattern_view(result: PatternResult, tree: FatTree) -> list[Table]:
 def plot_pattern(result: PatternResult, path: Path) -> None:
     """Link utilization by tier (box plot) and the flows' completion times (CDF, with the
     non-blocking bound) into ``path``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
 
     from clustersim.present.fabric import tier_boxes
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    tier_boxes(left, result.links.utilization, result.links.tier)
-    ends = np.sort(result.flow_end_s)
-    right.plot(ends * 1e3, np.arange(1, ends.size + 1) / ends.size, label="simulated")
-    right.axvline(result.ideal_s * 1e3, color="grey", linestyle="--", label="non-blocking bound")
-    right.set_xlabel("flow completion (ms)")
-    right.set_ylabel("fraction of flows")
-    right.set_title(f"{result.pattern.value}, {result.routing.value}")
-    right.legend(fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    with figure(path, ncols=2, figsize=(11, 4)) as (_, (left, right)):
+        tier_boxes(left, result.links.utilization, result.links.tier)
+        ends = np.sort(result.flow_end_s)
+        right.plot(ends * 1e3, np.arange(1, ends.size + 1) / ends.size, label="simulated")
+        right.axvline(result.ideal_s * 1e3, color="grey", linestyle="--", label="non-blocking bound")
+        right.set_xlabel("flow completion (ms)")
+        right.set_ylabel("fraction of flows")
+        right.set_title(f"{result.pattern.value}, {result.routing.value}")
+        right.legend(fontsize="small")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from clustersim.present.figures import figure
+
 if TYPE_CHECKING:
     from rich.table import Table
 
@@ -64,24 +66,17 @@ def step_view(step: StepOnFabric) -> list[Table]:
 def plot_step(step: StepOnFabric, path: Path) -> None:
     """The run with every kind at once into ``path``: link utilization by tier (box plot) and each
     kind's flow completion times (CDF)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
 
     from clustersim.present.fabric import tier_boxes
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    tier_boxes(left, step.together.utilization, step.together.tier)
-    for k, kind in enumerate(step.kinds):
-        ends = np.sort(step.flow_end_s[step.flow_kind == k])
-        if ends.size:
-            right.plot(ends * 1e3, np.arange(1, ends.size + 1) / ends.size, label=kind.collective.kind)
-    right.set_xlabel("flow completion (ms, simulated steps)")
-    right.set_ylabel("fraction of flows")
-    right.set_title(f"every kind at once, {step.routing}")
-    right.legend(fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    with figure(path, ncols=2, figsize=(11, 4)) as (_, (left, right)):
+        tier_boxes(left, step.together.utilization, step.together.tier)
+        for k, kind in enumerate(step.kinds):
+            ends = np.sort(step.flow_end_s[step.flow_kind == k])
+            if ends.size:
+                right.plot(ends * 1e3, np.arange(1, ends.size + 1) / ends.size, label=kind.collective.kind)
+        right.set_xlabel("flow completion (ms, simulated steps)")
+        right.set_ylabel("fraction of flows")
+        right.set_title(f"every kind at once, {step.routing}")
+        right.legend(fontsize="small")

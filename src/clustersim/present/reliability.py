@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import RenderableType
 from rich.table import Table
 
+from clustersim.present.figures import figure
 from clustersim.reliability.failures import DAY_S, FailureRate, Goodput
 from clustersim.reliability.montecarlo import RunSpread
 from clustersim.reliability.plan import Policy, SensitivityRow
@@ -120,21 +121,13 @@ def reliability_view(
 def plot_spread(spread: RunSpread, expected_s: float, path: Path) -> None:
     """A histogram of the simulated times to train with the formula's mean, as a PNG (or any format
     matplotlib writes by the file's suffix)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    ax.hist(spread.time_s / DAY_S, bins=60, color="#4C72B0")
-    ax.axvline(expected_s / DAY_S, color="#C44E52", label="expected (Daly)")
-    ax.set_xlabel("time to train (days)")
-    ax.set_ylabel("runs")
-    ax.set_title(f"{spread.time_s.size:,} simulated runs")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    with figure(path, figsize=(7, 4)) as (_, ax):
+        ax.hist(spread.time_s / DAY_S, bins=60, color="#4C72B0")
+        ax.axvline(expected_s / DAY_S, color="#C44E52", label="expected (Daly)")
+        ax.set_xlabel("time to train (days)")
+        ax.set_ylabel("runs")
+        ax.set_title(f"{spread.time_s.size:,} simulated runs")
+        ax.legend()
 
 
 def _tier(failures: FailureTotals) -> str:
