@@ -8,8 +8,7 @@ collective times over the instance's data path, beside published nccl-tests time
 """
 
 import math
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -27,7 +26,7 @@ from clustersim.cli.common import (
     user_errors,
     write_figure,
 )
-from clustersim.cli.progress import MaxEventsOpt
+from clustersim.cli.progress import MaxEventsOpt, packet_progress
 from clustersim.errors import ClusterSimError
 
 if TYPE_CHECKING:
@@ -118,30 +117,6 @@ def _total(message_bytes: int, messages: int, max_events: float | None, *, flows
     estimate = transport_work(message_bytes, messages, flows=flows, runs=runs)
     check_work(estimate, max_events)
     return estimate
-
-
-@contextmanager
-def _progress(estimate: Any) -> Iterator[None]:
-    """A progress bar on stderr (``cli.progress``: a run estimated over ~2 s, on a terminal) fed by the
-    events every packet simulator runs inside (``engine.reporting``)."""
-    from clustersim.cli.progress import progress_bar
-    from clustersim.network.transport.engine import reporting
-
-    with progress_bar("simulating packets", "events", estimate) as update:
-        if update is None:
-            yield
-            return
-        report = update
-        total = int(estimate.events)
-        done = 0
-
-        def ran(events: int) -> None:
-            nonlocal done
-            done += events
-            report(done, total)
-
-        with reporting(ran):
-            yield
 
 
 def _seconds(text: str, flag: str) -> float:
@@ -253,7 +228,7 @@ def compare_command(
             tcp_congestion=tcp_congestion,
         )
         estimate = _total(scenario.message_bytes, messages, max_events)
-        with _progress(estimate):
+        with packet_progress(estimate):
             results = compare(scenario)
     from clustersim.present import transport as present
     from clustersim.present.fabric import draw_json, draw_line
@@ -304,7 +279,7 @@ def sweep_command(
             raise ClusterSimError("--values: a background load must be <= 0.99", field="--values", value=values)
         node, scenario = _flows(instance, catalog, paths=paths, message=message, messages=messages, seed=seed)
         estimate = _total(scenario.message_bytes, messages, max_events, runs=len(points))
-        with _progress(estimate):
+        with packet_progress(estimate):
             rows = sweep(scenario, over, points)
     from clustersim.present import transport as present
 
@@ -343,7 +318,7 @@ def incast_command(
             instance, catalog, loss=loss, paths=paths, message=message, messages=messages, seed=seed
         )
         estimate = _total(scenario.message_bytes, messages, max_events, flows=senders)
-        with _progress(estimate):
+        with packet_progress(estimate):
             results = incast(scenario, senders)
     from clustersim.present import transport as present
     from clustersim.present.fabric import draw_json, draw_line
