@@ -161,3 +161,10 @@ def test_a_generator_is_checked_at_its_lengths() -> None:
     )
     result = runner.invoke(app, ["serve", "llama3-8b", "--dataset", "random", "--input", "8100", "--output", "100"])
     assert result.exit_code == 2 and "random's longest request, 8,100 + 100, is 8,200 tokens" in result.stderr
+
+
+def test_a_json_refusal_names_the_field() -> None:
+    result = runner.invoke(app, ["serve", "llama3-8b", "--input", "8192", "--json"])
+    assert result.exit_code == 2 and json.loads(result.stderr.strip() or result.stdout)["field"] == "input_tokens"
+    result = runner.invoke(app, ["train", "llama3-8b", "--seq", "9000", "--json"])
+    assert result.exit_code == 2 and json.loads(result.stderr.strip() or result.stdout)["field"] == "seq_len"
