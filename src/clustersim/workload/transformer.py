@@ -21,19 +21,24 @@ layer's scores and context cover ``min(s, window)`` keys per token in the model 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, Self
+from typing import Annotated, Any, Self
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
+    Strict,
     ValidationError,
     model_serializer,
     model_validator,
 )
 
 from clustersim.errors import ClusterSimError, validation_problems
+
+# Counts and switches are strict: a TOML ``layers = true`` (or ``"32"``, ``32.0``) is refused, not read as 1 (32).
+Count = Annotated[int, Strict()]
+Switch = Annotated[bool, Strict()]
 
 
 class FfnType(StrEnum):
@@ -69,10 +74,10 @@ class MoE(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    experts: int = Field(gt=0, description="Routed experts per layer.")
-    top_k: int = Field(gt=0, description="Routed experts each token goes to.")
-    shared_experts: int = Field(default=0, ge=0, description="Experts every token goes to.")
-    expert_ffn_hidden: int | None = Field(default=None, gt=0, description="Expert MLP width (default: ffn_hidden).")
+    experts: Count = Field(gt=0, description="Routed experts per layer.")
+    top_k: Count = Field(gt=0, description="Routed experts each token goes to.")
+    shared_experts: Count = Field(default=0, ge=0, description="Experts every token goes to.")
+    expert_ffn_hidden: Count | None = Field(default=None, gt=0, description="Expert MLP width (default: ffn_hidden).")
     capacity_factor: float = Field(default=1.0, gt=0, le=16, description="Token slots per expert / fair share.")
 
     @model_validator(mode="after")
@@ -101,9 +106,9 @@ class Quantization(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     method: QuantMethod = Field(description="The quantization method (the config's quant_method).")
-    bits: int = Field(description="Stored bits per weight: 4 or 8.")
-    group_size: int = Field(default=0, ge=0, description="Weights sharing one scale; 0 = per channel.")
-    zero_point: bool = Field(default=True, description="A zero point per group (asymmetric integer formats).")
+    bits: Count = Field(description="Stored bits per weight: 4 or 8.")
+    group_size: Count = Field(default=0, ge=0, description="Weights sharing one scale; 0 = per channel.")
+    zero_point: Switch = Field(default=True, description="A zero point per group (asymmetric integer formats).")
 
     @model_validator(mode="after")
     def _bits(self) -> Self:
@@ -132,10 +137,10 @@ class MLA(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    kv_lora_rank: int = Field(gt=0, description="Width of the compressed key/value latent.")
-    rope_head_dim: int = Field(gt=0, description="Width of the rotary key, one shared by all heads (part of head_dim).")
-    v_head_dim: int = Field(gt=0, description="Width of one value head (the attention output is heads x v_head_dim).")
-    q_lora_rank: int = Field(default=0, ge=0, description="Width of the compressed query; 0 = a full-rank projection.")
+    kv_lora_rank: Count = Field(gt=0, description="Width of the compressed key/value latent.")
+    rope_head_dim: Count = Field(gt=0, description="Width of the rotary key, shared by all heads (part of head_dim).")
+    v_head_dim: Count = Field(gt=0, description="Width of one value head (the attention output is heads x v_head_dim).")
+    q_lora_rank: Count = Field(default=0, ge=0, description="Width of the compressed query; 0 = full-rank projection.")
 
 
 # Optional architecture fields and the value that leaves a model as before; model_dump leaves them
@@ -160,32 +165,32 @@ class Transformer(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = Field(default="custom", description="Model id.")
-    layers: int = Field(gt=0, le=100_000, description="Transformer blocks.")
-    hidden: int = Field(gt=0, le=10_000_000, description="Model width h.")
-    ffn_hidden: int = Field(gt=0, description="MLP inner width (per expert for MoE).")
-    heads: int = Field(gt=0, description="Attention (query) heads.")
-    kv_heads: int = Field(default=0, ge=0, description="Key/value heads (GQA/MQA); 0 = heads.")
-    head_dim: int = Field(default=0, ge=0, description="Width of one head; 0 = hidden / heads.")
-    vocab: int = Field(gt=0, description="Vocabulary size (padded where the source pads).")
-    seq_len: int = Field(default=2048, gt=0, description="Default training sequence length, tokens.")
+    layers: Count = Field(gt=0, le=100_000, description="Transformer blocks.")
+    hidden: Count = Field(gt=0, le=10_000_000, description="Model width h.")
+    ffn_hidden: Count = Field(gt=0, description="MLP inner width (per expert for MoE).")
+    heads: Count = Field(gt=0, description="Attention (query) heads.")
+    kv_heads: Count = Field(default=0, ge=0, description="Key/value heads (GQA/MQA); 0 = heads.")
+    head_dim: Count = Field(default=0, ge=0, description="Width of one head; 0 = hidden / heads.")
+    vocab: Count = Field(gt=0, description="Vocabulary size (padded where the source pads).")
+    seq_len: Count = Field(default=2048, gt=0, description="Default training sequence length, tokens.")
     ffn_type: FfnType = Field(default=FfnType.GELU, description="MLP kind.")
     norm: Norm | None = Field(default=None, description="Normalization; default by ffn_type.")
     position: Position | None = Field(default=None, description="Position encoding; default by ffn_type.")
-    linear_bias: bool | None = Field(default=None, description="Biases on the linear layers; default by ffn_type.")
-    tied_embeddings: bool | None = Field(default=None, description="Logits share the embedding; default by ffn_type.")
+    linear_bias: Switch | None = Field(default=None, description="Biases on the linear layers; default by ffn_type.")
+    tied_embeddings: Switch | None = Field(default=None, description="Logits share the embedding; default by ffn_type.")
     moe: MoE | None = Field(default=None, description="Mixture of experts, if any.")
-    qkv_bias: bool | None = Field(default=None, description="Biases on Q, K and V (Qwen2); default linear_bias.")
-    layer_norms: int = Field(
+    qkv_bias: Switch | None = Field(default=None, description="Biases on Q, K and V (Qwen2); default linear_bias.")
+    layer_norms: Count = Field(
         default=2, ge=1, le=4, description="Norms per block: 2; 1 before a parallel attention and MLP; 4 (Gemma 2)."
     )
-    qk_norm: bool = Field(default=False, description="An RMSNorm on each query and key head (Qwen3, Gemma 3).")
+    qk_norm: Switch = Field(default=False, description="An RMSNorm on each query and key head (Qwen3, Gemma 3).")
     mla: MLA | None = Field(default=None, description="Multi-head latent attention (DeepSeek), if any.")
-    dense_layers: int = Field(default=0, ge=0, description="Leading MoE-model blocks with a dense MLP of ffn_hidden.")
-    sliding_window: int = Field(default=0, ge=0, description="Keys a windowed layer attends to; 0 = no window.")
-    window_layers: int | None = Field(
+    dense_layers: Count = Field(default=0, ge=0, description="Leading MoE-model blocks with a dense MLP of ffn_hidden.")
+    sliding_window: Count = Field(default=0, ge=0, description="Keys a windowed layer attends to; 0 = no window.")
+    window_layers: Count | None = Field(
         default=None, ge=0, description="Layers with the sliding window (the rest see the whole sequence); default all."
     )
-    max_context_tokens: int | None = Field(
+    max_context_tokens: Count | None = Field(
         default=None,
         gt=0,
         description="Longest sequence (prompt + output) the positions cover, tokens; None = not stated "
