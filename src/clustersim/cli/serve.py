@@ -330,8 +330,8 @@ def _estimate(
         batching=wanted.batching,
         beyond_context=wanted.beyond_context,
     )
-    request.notes(transformer)  # a length beyond the context is refused here, naming its field
     extra = dataset_context_notes(transformer, lengths.dataset, request)  # its longest request, refused or noted
+    request.notes(transformer)  # the mean lengths beyond the context are refused here, naming the field
     load = spec.load
     tp = None if spec.system.tp == "choose" else spec.system.tp
     instances = [spec.system.instance] + ([compare] if compare else [])
