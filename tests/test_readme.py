@@ -84,6 +84,10 @@ PROSE: list[tuple[str, list[str]]] = [
         ["takes 8.05 ms with ECMP against a bound of 1.34 ms (slowdown 6.0, p50 4.03 ms;"],
     ),
     (
+        "clustersim fabric pattern --pattern incast --senders 127 --nodes 128 --fabric-hosts 512 --size 64MiB",
+        ["= 170.5 ms (`clustersim"],
+    ),
+    (
         "--storage fsx:PERSISTENT_2-125:100800GiB",  # in place of the 405B table's --storage
         ["25.17 min of work between saves, 1.879 min stall each, goodput 76.6%, 129.59 d failure-free become 169.26"],
     ),
