@@ -49,6 +49,7 @@ def test_a_gigabyte_transport_compare_is_refused_by_default():
         ["fabric", "simulate", *SMALL_FABRIC, "--jobs", "2"],
         ["fabric", "compare", *SMALL_FABRIC],
         ["fabric", "pattern", "--nodes", "4", "--fabric-hosts", "64"],
+        ["fabric", "step", "llama3-8b", "--nodes", "2", "--fabric-hosts", "64", "--max-steps", "2"],
         ["transport", "compare", *SMALL_TRANSPORT],
         ["transport", "sweep", *SMALL_TRANSPORT, "--values", "0,1%"],
         ["transport", "incast", *SMALL_TRANSPORT, "--senders", "2"],
@@ -72,6 +73,7 @@ def test_a_bad_max_events_is_refused_naming_the_option():
     ("args", "unit"),
     [
         (["fabric", "simulate", *SMALL_FABRIC, "--jobs", "2"], "flows/s"),
+        (["fabric", "step", "llama3-8b", "--nodes", "2", "--fabric-hosts", "64", "--max-steps", "2"], "flows/s"),
         (["transport", "compare", "--message", "1M", "--messages", "30"], "events/s"),
     ],
 )

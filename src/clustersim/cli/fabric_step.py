@@ -33,6 +33,7 @@ from clustersim.cli.fabric_options import (
     RoutingOpt,
     SeedOpt,
     StepsOpt,
+    flow_progress,
     parse_routing,
     write_plot,
 )
@@ -51,6 +52,7 @@ from clustersim.cli.job_options import (
     VpOpt,
     ZeroOpt,
 )
+from clustersim.cli.progress import MaxEventsOpt
 
 
 def step_command(
@@ -87,6 +89,7 @@ def step_command(
     radix: RadixOpt = 64,
     fabric_hosts: HostsOpt = None,
     max_steps: StepsOpt = 4,
+    max_events: MaxEventsOpt = None,
     plot: PlotOpt = None,
     models: ModelsOption = None,
     catalog: CatalogOption = None,
@@ -105,8 +108,11 @@ def step_command(
         parse_placement,
         place,
     )
+    from clustersim.network.flowsim.engine import Flows
     from clustersim.network.flowsim.failover import fail_job_leaves
     from clustersim.network.flowsim.routing import Routing
+    from clustersim.network.flowsim.work import estimate_flows
+    from clustersim.network.work import check_work
     from clustersim.scenario.training import run_training
     from clustersim.system import system_for_instance
     from clustersim.training.fabric_step import step_collectives, step_on_fabric
@@ -151,9 +157,16 @@ def step_command(
         title = (
             f"{ran.model.name} ({layout.describe()}) on {nodes} x {system.instance.id if system.instance else instance}"
         )
-        step = step_on_fabric(
-            collectives, tree, hosts, layout=layout, title=title, routing=route, seed=seed, max_steps=max_steps
-        )
+
+        def refuse_past_the_bound(flows: Flows) -> None:
+            what = f"one training step on {nodes:,} nodes, {flows.num_flows:,} flows (each kind alone, then all)"
+            check_work(estimate_flows(flows, what=what, runs=2), max_events)
+
+        with flow_progress(None) as progress:
+            step = step_on_fabric(
+                collectives, tree, hosts, layout=layout, title=title, routing=route, seed=seed, max_steps=max_steps,
+                before_run=refuse_past_the_bound, progress=progress,
+            )  # fmt: skip
     from clustersim.present.fabric import draw_json, draw_line, fabric_dict, seeded
     from clustersim.present.fabric_step import plot_step, step_view
 

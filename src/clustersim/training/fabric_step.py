@@ -31,6 +31,7 @@ estimator charges: calibrated efficiencies, latency) and its link-bound term on 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +52,7 @@ from clustersim.network.flowsim.groups import concatenate, dispatch_flows, group
 from clustersim.network.flowsim.results import LinkReport, collective_time_s, job_times, link_report
 from clustersim.network.flowsim.routing import Incidence, Routing
 from clustersim.network.flowsim.topology import FatTree, FloatArray, IntArray
+from clustersim.network.flowsim.work import offset
 from clustersim.system import System
 from clustersim.training.job import TrainingJob
 from clustersim.training.pricing import collective_s
@@ -305,15 +307,18 @@ def step_on_fabric(
     routing: Routing = Routing.SPRAY,
     seed: int = 0,
     max_steps: int = 4,
+    before_run: Callable[[Flows], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> StepOnFabric:
     """Simulate each kind of ``collectives`` on the GPUs of ``hosts`` alone, then all of them at once
-    (a GPU whose NIC sits on a failed leaf sending through a peer's: ``failover.pxn_flows``)."""
+    (a GPU whose NIC sits on a failed leaf sending through a peer's: ``failover.pxn_flows``).
+    ``before_run(flows)`` sees every flow before any is simulated (a work estimate may refuse them);
+    ``progress(done, total)`` counts flows done over the runs alone and together."""
     if not collectives:
         raise ClusterSimError(f"layout {layout.describe()} has no communication to simulate", field="layout")
     gpu = rank_gpus(tree, hosts, layout.num_devices)
     g, cap = tree.spec.gpus_per_host, tree.capacity_bytes_per_s
     parts: list[list[CollectiveFlows]] = []
-    alone: list[tuple[float, LinkReport]] = []
     for c in collectives:
         if c.op is Op.SENDRECV:
             plans = [pair_flows(gpu[c.groups[:, 0]], gpu[c.groups[:, 1]], c.size_bytes)]
@@ -321,19 +326,23 @@ def step_on_fabric(
             plans = dispatch_flows(gpu[c.groups], g, c.size_bytes, c.copy_ratio, c.fan_out_ranks, max_steps=max_steps)
         else:
             plans = [group_flows(gpu[c.groups], g, c.op, c.size_bytes, max_steps=max_steps)]
-        plans = [with_pxn(tree, p) for p in plans]
-        flows = concatenate([p.flows for p in plans])
-        inc = route_flows(tree, flows, routing, seed)
-        times = run(tree, flows, inc)
-        parts.append(plans)
-        alone.append((_parts_time_s(plans, times, inc, flows, 0, cap), link_report(tree, times)))
+        parts.append([with_pxn(tree, p) for p in plans])
     flat = [p for plans in parts for p in plans]
     flows = concatenate([p.flows for p in flat])
+    if before_run is not None:
+        before_run(flows)
+    total = 2 * flows.num_flows
+    alone: list[tuple[float, LinkReport, int]] = []
+    for plans in parts:
+        mine = concatenate([p.flows for p in plans])
+        inc = route_flows(tree, mine, routing, seed)
+        times = run(tree, mine, inc, progress=offset(progress, sum(a[2] for a in alone), total))
+        alone.append((_parts_time_s(plans, times, inc, mine, 0, cap), link_report(tree, times), mine.num_flows))
     inc = route_flows(tree, flows, routing, seed)
-    times = run(tree, flows, inc)
+    times = run(tree, flows, inc, progress=offset(progress, total // 2, total))
     first = 0
     kinds = []
-    for c, plans, (time_s, links) in zip(collectives, parts, alone, strict=True):
+    for c, plans, (time_s, links, _) in zip(collectives, parts, alone, strict=True):
         together = _parts_time_s(plans, times, inc, flows, first, cap)
         first += sum(p.flows.num_flows for p in plans)
         main = plans[0]
