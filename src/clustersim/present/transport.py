@@ -19,6 +19,18 @@ def _us(seconds: float) -> str:
     return f"{seconds * 1e6:,.1f}"
 
 
+def _cells(r: TransportResult) -> tuple[str, ...]:
+    """A transport's cells in every table of flows: name, Gbit/s, p50, p99, p99.9 (us), retransmissions."""
+    return (
+        r.transport,
+        f"{r.throughput_bits_per_s / 1e9:,.2f}",
+        _us(r.p50_s),
+        _us(r.p99_s),
+        _us(r.p999_s),
+        f"{r.retransmissions:,}",
+    )
+
+
 def scenario_json(scenario: Scenario) -> dict[str, Any]:
     """The scenario's settings, SI units."""
     return asdict(scenario)
@@ -35,16 +47,7 @@ def results_table(results: Sequence[TransportResult], title: str) -> Table:
     for column in ("transport", "Gbit/s", "p50", "p99", "p99.9", "retransmissions", "timeouts", "events"):
         table.add_column(column, justify="left" if column == "transport" else "right", no_wrap=True)
     for r in results:
-        table.add_row(
-            r.transport,
-            f"{r.throughput_bits_per_s / 1e9:,.2f}",
-            _us(r.p50_s),
-            _us(r.p99_s),
-            _us(r.p999_s),
-            f"{r.retransmissions:,}",
-            f"{r.timeouts:,}",
-            f"{r.num_events:,}",
-        )
+        table.add_row(*_cells(r), f"{r.timeouts:,}", f"{r.num_events:,}")
     return table
 
 
@@ -55,15 +58,7 @@ def sweep_table(field: str, rows: Sequence[tuple[float, Sequence[TransportResult
         table.add_column(column, justify="right", no_wrap=True)
     for value, results in rows:
         for r in results:
-            table.add_row(
-                f"{value:.4g}",
-                r.transport,
-                f"{r.throughput_bits_per_s / 1e9:,.2f}",
-                _us(r.p50_s),
-                _us(r.p99_s),
-                _us(r.p999_s),
-                f"{r.retransmissions:,}",
-            )
+            table.add_row(f"{value:.4g}", *_cells(r))
     return table
 
 
