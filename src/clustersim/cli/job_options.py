@@ -23,23 +23,41 @@ VpOpt = Annotated[
 ]
 CpOpt = Annotated[int, typer.Option("--cp", min=1, max=MAX_DEGREE, help="Context parallel degree.")]
 EpOpt = Annotated[int, typer.Option("--ep", min=1, max=MAX_DEGREE, help="Expert parallel degree.")]
-# Layout options not given take the framework's documented defaults (compute/software.toml: default_*).
+# Layout options not given take the framework's documented defaults (compute/software.toml: default_*) where the
+# layout is given (--tp and --pp); where it is searched, each one not given is a dimension of the search.
+LAYOUT_DEFAULT = "(default: the framework's with --tp and --pp both given, else searched)"
 MicroBatchOpt = Annotated[
     int | None,
     typer.Option(
-        "--micro-batch", min=1, max=MAX_SEQUENCES, help="Sequences per micro-batch (default: the framework's)."
+        "--micro-batch",
+        min=1,
+        max=MAX_SEQUENCES,
+        help=f"Sequences per micro-batch {LAYOUT_DEFAULT}.",
     ),
 ]
 ZeroOpt = Annotated[
-    int | None, typer.Option("--zero", min=0, max=3, help="ZeRO stage 0-3, 3 = FSDP (default: the framework's).")
+    int | None,
+    typer.Option(
+        "--zero",
+        min=0,
+        max=3,
+        help=f"ZeRO stage 0-3, 3 = FSDP {LAYOUT_DEFAULT}.",
+    ),
 ]
 SpOpt = Annotated[
     bool | None,
-    typer.Option("--sp/--no-sp", help="Sequence parallelism where tp > 1 (default: the framework's)."),
+    typer.Option(
+        "--sp/--no-sp",
+        help=f"Sequence parallelism where tp > 1 {LAYOUT_DEFAULT}.",
+    ),
 ]
 RecomputeOpt = Annotated[
     Recompute | None,
-    typer.Option("--recompute", case_sensitive=False, help="Activation recompute (default: the framework's)."),
+    typer.Option(
+        "--recompute",
+        case_sensitive=False,
+        help=f"Activation recompute {LAYOUT_DEFAULT}.",
+    ),
 ]
 GlobalBatchOpt = Annotated[
     int, typer.Option("--global-batch", min=1, max=MAX_SEQUENCES, help="Sequences per optimizer step.")
