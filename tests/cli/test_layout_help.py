@@ -16,7 +16,7 @@ def _command(path):
     return command
 
 
-@pytest.mark.parametrize("path", [["train"]])
+@pytest.mark.parametrize("path", [["train"], ["fabric", "step"]])
 def test_layout_defaults_say_they_are_searched(path):
     params = {opt: p for p in _command(path).params for opt in getattr(p, "opts", ())}
     for flag in FLAGS:

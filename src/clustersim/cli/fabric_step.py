@@ -9,7 +9,6 @@ from typing import Annotated
 
 import typer
 
-from clustersim.choices import Recompute
 from clustersim.cli.common import (
     CatalogOption,
     JsonOption,
@@ -68,10 +67,10 @@ def step_command(
     vp: VpOpt = 1,
     cp: CpOpt = 1,
     ep: EpOpt = 1,
-    micro_batch: MicroBatchOpt = 1,
-    zero: ZeroOpt = 1,
+    micro_batch: MicroBatchOpt = None,
+    zero: ZeroOpt = None,
     sp: SpOpt = None,
-    recompute: RecomputeOpt = Recompute.SELECTIVE,
+    recompute: RecomputeOpt = None,
     global_batch: GlobalBatchOpt = 1024,
     seq: SeqOpt = None,
     precision: PrecisionOpt = "bf16",
