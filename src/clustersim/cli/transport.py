@@ -358,7 +358,10 @@ def ring_command(
         scenario = _scenario(node, loss=_fraction(loss, "--loss"), num_paths=paths, seed=seed)
         num_nics = int(node.network.num_cards.value)
         num_ranks = 2 * int(node.num_accelerators.value)
-        results = ring_step(scenario, num_nics=num_nics, num_ranks=num_ranks, buffer_bytes=_bytes(buffer, "--buffer"))
+        size = _bytes(buffer, "--buffer")
+        estimate = _total(max(1, size // num_ranks * (num_ranks // 2) // num_nics), 1, None, flows=num_nics)
+        with packet_progress(estimate):
+            results = ring_step(scenario, num_nics=num_nics, num_ranks=num_ranks, buffer_bytes=size)
     from clustersim.present import transport as present
 
     title = f"one ring all-reduce step, 2 x {node.id} ({num_ranks} ranks, {num_nics} NICs each), {buffer}, loss {loss}"
