@@ -49,6 +49,9 @@ def user_files(env_var: str, given: Sequence[str | Path]) -> tuple[Path, ...]:
 
 def model_spec(model: str) -> str:
     """A zoo id as is; a model file as its absolute path."""
+    if "\0" in model:
+        rule = "no model id or file name holds a NUL byte"
+        raise ClusterSimError(f"model: {model!r} is not a model ({rule})", field="model", value=model)
     return str(Path(model).expanduser().resolve()) if looks_like_path(model) else model
 
 
