@@ -14,6 +14,9 @@ calibrations.
   checked by :func:`check_metadata`), which the records themselves never see.
 * :func:`update_toml_file` writes fitted values back into such a file (a calibration script's job),
   keeping its header comment and every ``source``.
+
+A module that ships such a file names it once in :mod:`clustersim.catalog.overlay` (``RecordFile``,
+``CalibrationFile``), which reads it with the user's files from its environment variable over it.
 """
 
 from __future__ import annotations
