@@ -14,6 +14,12 @@ with its source. :func:`resolve_layout` fills a layout's unstated fields from th
 definition that both ``clustersim train`` (options not given) and the validation reader (null fields
 of a ground-truth case) use; it returns what it assumed, so that a report can say so.
 
+A profile names the accelerator families it runs on (``accelerator_families``, with
+``families_source``): :func:`software_for`, the one place a profile is chosen, refuses a framework on a
+family it does not run on (``neuronx`` on an H100, ``fsdp`` on Trainium), naming both and what runs
+there, and with no framework named takes the family's default (``default_on``: megatron on GPUs,
+neuronx on Trainium; :func:`default_framework`).
+
 The profiles live in ``software.toml`` beside this module, each with its sources. A profile may
 hold ``[<profile>.family.<family>]`` tables for what the framework did on one accelerator family
 (the Megatron-LM measured on A100 predates fused attention). A user's file (``CLUSTERSIM_SOFTWARE``

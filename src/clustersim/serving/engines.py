@@ -9,6 +9,11 @@ query head, how its own benchmarks batch, what fraction of the reference engine'
 it reaches, and its host-side costs per step and per sequence where they differ from the
 reference's.
 
+Each profile names the accelerator families it runs on (``accelerator_families``, with
+``families_source``); :func:`engine_for` refuses an engine on a family it does not run on and, with no
+engine named, takes the family's default (``default_on``: TensorRT-LLM on GPUs). No Neuron serving
+engine is profiled yet, so serving on Trainium is refused rather than priced as a GPU engine.
+
 The reference engine is TensorRT-LLM: the achieved fractions and overheads of ``calibration.toml``
 are fitted on its published runs, so its profile has ``kernel_efficiency = 1`` and no overhead of
 its own. The profiles live in ``engines.toml`` beside this module, each with its sources; a user's
