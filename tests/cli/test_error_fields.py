@@ -22,6 +22,9 @@ BAD = [
     ("fabric compare --instance p5.48xlarge --nodes 16 --routing ecmp", "--routing"),
     ("reliability --nodes 2048 --work 54x", "--work"),
     ("transport datapath --instance p5.48xlarge --message 4Q", "--message"),
+    ("collective all_gather --nodes 4 --algo tree", "algorithm"),
+    ("serve --instance p5.48xlarge --tp 1", "model"),
+    ("train --instance p5.48xlarge --nodes 2", "model"),
     ("storage checkpoint llama3-8b --nodes 2 --storage fsx:PERSISTENT_2-1000:1GiB", None),
 ]
 

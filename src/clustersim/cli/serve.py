@@ -184,7 +184,7 @@ def serve_command(
         if scenario is not None:
             spec = _replay(scenario, ["MODEL"] * (model is not None) + given_options(ctx, INPUTS))
         elif model is None:
-            raise ClusterSimError("give a MODEL (e.g. llama2-70b) or --scenario FILE")
+            raise ClusterSimError("give a MODEL (e.g. llama2-70b) or --scenario FILE", field="model")
         else:
             stated = given_options(ctx, ("input_tokens", "output_tokens"))  # with a dataset, only these count
             spec = _scenario_of_options(

@@ -225,7 +225,7 @@ def train_command(
         if scenario is not None:
             spec = _replay(scenario, ["MODEL"] * (model is not None) + given_options(ctx, INPUTS))
         elif model is None:
-            raise ClusterSimError("give a MODEL (e.g. llama3-70b) or --scenario FILE")
+            raise ClusterSimError("give a MODEL (e.g. llama3-70b) or --scenario FILE", field="model")
         else:
             spec = _scenario_of_options(
                 model=model, instance=instance, nodes=nodes, devices_per_node=devices_per_node,

@@ -331,7 +331,11 @@ def predict_collective(
             }
         )
         forced = "/".join(x.value for x in (algorithm, protocol) if x is not None)
-        raise ClusterSimError(f"{op.value} on {fabric.name} cannot use {forced}; valid: {', '.join(valid)}")
+        raise ClusterSimError(
+            f"{op.value} on {fabric.name} cannot use {forced}; valid: {', '.join(valid)}",
+            field="algorithm" if algorithm is not None else "protocol",
+            value=forced,
+        )
     times = np.stack([candidate_time_s(c, sizes, cal) for c in options])
     best = np.argmin(times, axis=0)
     return CollectiveTable.from_candidates(
