@@ -25,6 +25,9 @@ BAD = [
     ("collective all_gather --nodes 4 --algo tree", "algorithm"),
     ("serve --instance p5.48xlarge --tp 1", "model"),
     ("train --instance p5.48xlarge --nodes 2", "model"),
+    ("train llama3-8b --instance p5.48xlarge --nodes 1 --price bogus", "--price"),
+    ("train llama3-8b --instance p5.48xlarge --nodes 1 --precision fp9", "--precision"),
+    ("hw compare h100-sxm", "names"),
     ("storage checkpoint llama3-8b --nodes 2 --storage fsx:PERSISTENT_2-1000:1GiB", None),
 ]
 

@@ -72,13 +72,15 @@ def hw_compare(
     """Compare entries side by side, with each figure's ratio to the first entry."""
     with user_errors():
         if len(names) < 2:
-            raise ClusterSimError(f"compare needs at least two entries, got {len(names)}: {', '.join(names)}")
+            raise ClusterSimError(
+                f"compare needs at least two entries, got {len(names)}: {', '.join(names)}", field="names"
+            )
         cat = _catalog(catalog)
         entries = [cat.get(name) for name in names]
         kinds = {e.kind for e in entries}
         if len(kinds) > 1:
             listed = ", ".join(f"{e.id} ({e.kind.value})" for e in entries)
-            raise ClusterSimError(f"compare entries of one kind; got {listed}")
+            raise ClusterSimError(f"compare entries of one kind; got {listed}", field="names")
     from clustersim.present import catalog as present
 
     if as_json:

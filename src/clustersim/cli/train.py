@@ -309,7 +309,9 @@ def _scenario_of_options(
         )
     budget = parse_count(tokens)
     if offer not in ("on_demand", "capacity_block"):
-        raise ClusterSimError(f"unknown price offer {offer!r} (valid: on_demand, capacity_block)")
+        raise ClusterSimError(
+            f"unknown price offer {offer!r} (valid: on_demand, capacity_block)", field="--price", value=offer
+        )
     with option_errors(_FLAGS):
         system = SystemSpec(instance=instance, nodes=nodes, devices_per_node=devices_per_node)
         job = TrainingJobSpec(
@@ -387,7 +389,9 @@ def _precision(text: str) -> Dtype:
     try:
         return Dtype(text.lower())
     except ValueError:
-        raise ClusterSimError(f"unknown precision {text!r} (valid: bf16, fp16, fp8)") from None
+        raise ClusterSimError(
+            f"unknown precision {text!r} (valid: bf16, fp16, fp8)", field="--precision", value=text
+        ) from None
 
 
 def _header(run: "TrainingRun") -> str:
