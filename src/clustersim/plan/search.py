@@ -58,7 +58,8 @@ def rank_layouts(
     if len(layouts) == 0:
         raise ClusterSimError(
             f"no layout of {model.name} keeps the rules on {system.num_devices} devices with global batch "
-            f"{job.global_batch} and sequence {job.seq_len}: {why_no_layout(model, system, job, space)}"
+            f"{job.global_batch} and sequence {job.seq_len}: {why_no_layout(model, system, job, space)}",
+            field="layout",
         )
     terms, memory = evaluate_layouts(model, system, layouts, job, efficiency=efficiency, cost=cost, software=software)
     return Ranking(layouts, terms.step_s, memory.required, system.memory_bytes)
