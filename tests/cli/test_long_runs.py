@@ -25,14 +25,14 @@ def _refused(*args: str) -> str:
     return lines[0]
 
 
-def test_a_thousand_jobs_are_refused_at_once_naming_the_memory_they_would_take():
-    line = _refused("fabric", "simulate", "--nodes", "16", "--jobs", "1024")
-    assert "1,024 jobs" in line and "19 GiB of arrays" in line and "8 GiB" in line and " h on a 2-core" in line
+def test_a_run_past_the_machines_memory_is_refused_at_once_naming_the_memory_it_would_take():
+    line = _refused("fabric", "simulate", "--nodes", "2500", "--algo", "ring", "--max-steps", "64")
+    assert "10,240,000 flows" in line and "24 GiB of arrays" in line and "8 GiB" in line and " min on a 2-core" in line
 
 
-def test_two_hundred_jobs_are_refused_naming_the_bound_and_the_option_that_lifts_it():
-    line = _refused("fabric", "simulate", "--nodes", "16", "--jobs", "200")
-    assert "flow-events" in line and "default bound of 1e10" in line and "--max-events 4.4e10" in line
+def test_a_hundred_and_fifty_jobs_are_refused_naming_the_bound_and_the_option_that_lifts_it():
+    line = _refused("fabric", "simulate", "--nodes", "16", "--jobs", "150")
+    assert "flow-events" in line and "default bound of 1e10" in line and "--max-events 2.5e10" in line
     assert " min on a 2-core, 24 GiB machine" in line
 
 

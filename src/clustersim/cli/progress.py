@@ -103,8 +103,8 @@ def _max_events_option() -> object:
     return typer.Option(
         "--max-events",
         callback=number(gt=0),
-        help="Refuse a run estimated above this many events (fabric: flow-events, transport: packet events); "
-        "default: what a few minutes and a few GiB on a 2-core, 24 GiB machine hold (1e10 fabric, 2e7 transport).",
+        help="Run what is estimated at up to this many events (fabric: flow-events, transport: packet events), "
+        "refuse more; default: 1e10 fabric, 2e7 transport, and at most 3 min estimated on a 2-core, 24 GiB machine.",
     )
 
 
