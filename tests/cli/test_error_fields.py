@@ -29,6 +29,7 @@ BAD = [
     ("train llama3-8b --instance p5.48xlarge --nodes 1 --precision fp9", "--precision"),
     ("hw compare h100-sxm", "names"),
     ("train llama3-8b --instance p5.48xlarge --nodes 1 --tp 16", "layout"),
+    ("collective all_reduce --nodes 4 extra", "arguments"),
     ("storage checkpoint llama3-8b --nodes 2 --storage fsx:PERSISTENT_2-1000:1GiB", None),
 ]
 

@@ -224,6 +224,8 @@ def _usage_error(exc: click_errors.ClickException, argv: Sequence[str], *, as_js
             message += f" (got {shown(value)})"
     elif isinstance(exc, click_errors.NoSuchOption):
         field = value = exc.option_name
+    elif isinstance(exc, click_errors.UsageError):
+        field = "arguments"  # extra or missing arguments: the command line itself
     report_error(f"{where}{message}{hint}", field=field, value=value, as_json=as_json)
     sys.exit(USER_ERROR_EXIT if exc.exit_code in (1, 2) else exc.exit_code)
 
