@@ -44,8 +44,8 @@ from clustersim.validation.intervals import (
     inputs_fingerprint,
     left_out,
     residuals_of,
-    unfitted_residuals,
 )
+from clustersim.validation.unfitted import unfitted_residuals
 
 OVERLAYS = (
     "CLUSTERSIM_CATALOG",

@@ -74,7 +74,7 @@ def test_residuals_are_of_durations_and_rounded() -> None:
 def test_the_project_cases_of_sources_no_fit_used_are_held_out_residuals() -> None:
     from clustersim.catalog.registry import load_catalog
     from clustersim.validation.cases import project_case_files
-    from clustersim.validation.intervals import unfitted_residuals
+    from clustersim.validation.unfitted import unfitted_residuals
 
     rows, left = unfitted_residuals(project_case_files(), load_catalog(use_env=False))
     sources = {r.source for r in rows}

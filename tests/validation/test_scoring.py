@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clustersim.validation.cases import as_case
+from clustersim.validation.cases import as_case, source_key
 from clustersim.validation.scoring import (
     CaseScore,
     ValidationReport,
@@ -16,7 +16,6 @@ from clustersim.validation.scoring import (
     mape_by_source,
     rank_average,
     score_file,
-    source_key,
     spearman,
 )
 from tests.validation.helpers import collective, training

@@ -33,7 +33,7 @@ class Residual:
     """One left-out case: ``r = ln(measured / predicted)`` of its duration, and what it ran on."""
 
     id: str
-    source: str  # the first word of the case's source (``clustersim.validation.scoring.source_key``)
+    source: str  # the first word of the case's source (``clustersim.validation.cases.source_key``)
     kind: str  # training, inference or collective
     chip: str  # clustersim.intervals.lookup.chip_of(accelerator, family)
     accelerator: str

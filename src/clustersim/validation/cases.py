@@ -206,6 +206,12 @@ def primary_field(case: Case) -> str:
     raise ClusterSimError(f"case {shown(case.id)}: measured has none of {wanted} (has: {', '.join(case.measured)})")
 
 
+def source_key(source: str) -> str:
+    """The first word of a case's ``source``: cases citing one repository or paper share it."""
+    words = source.split()
+    return words[0] if words else "(no source)"
+
+
 def bundled_dir() -> Path:
     """The folder of the ground truth shipped inside the package (a copy of ``../shared/validation``)."""
     return Path(str(files(BUNDLED_PACKAGE).joinpath(BUNDLED_FOLDER)))

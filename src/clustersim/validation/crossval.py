@@ -1,7 +1,7 @@
 """Leave-one-source-out cross-validation: how well the fitted constants predict a source they never saw.
 
 For each file and each calibrated kind in it (``clustersim.validation.specs``), the spec is fitted on
-every selected case (the in-sample fit), then once per source (``scoring.source_key``) with that
+every selected case (the in-sample fit), then once per source (``cases.source_key``) with that
 source's cases left out (the held-out fit); each source's scored cases are then scored three ways:
 
 * ``shipped_mape``: with the constants as the calibration files give them (``validate``'s figure);
@@ -36,12 +36,11 @@ from typing import Any
 
 from clustersim.catalog.registry import Catalog
 from clustersim.errors import ClusterSimError
-from clustersim.validation.cases import read_cases
+from clustersim.validation.cases import read_cases, source_key
 from clustersim.validation.fit import Constant, Fit, FitSpec, Prepared, fit, prepare_cases
 from clustersim.validation.informing import Informed, informing, only_source
 from clustersim.validation.manifest import priors, read_manifest
 from clustersim.validation.profile import Profile, profile
-from clustersim.validation.scoring import source_key
 from clustersim.validation.software_holdout import held_out_software
 from clustersim.validation.specs import SPECS
 

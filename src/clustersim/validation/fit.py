@@ -26,9 +26,9 @@ from typing import Generic, Literal, TypeVar
 
 from clustersim.catalog.registry import Catalog
 from clustersim.errors import ClusterSimError
-from clustersim.validation.cases import Case, primary_field
+from clustersim.validation.cases import Case, primary_field, source_key
 from clustersim.validation.optimize import Method, minimize
-from clustersim.validation.scoring import Skipped, source_key
+from clustersim.validation.scoring import Skipped
 
 C = TypeVar("C")
 Loss = Literal["log-by-source", "log-by-case", "relative-by-case"]

@@ -27,7 +27,7 @@ from clustersim.errors import ClusterSimError
 from clustersim.intervals import Interval, Residual, ResidualTable, load_residuals, spread_for
 from clustersim.intervals.lookup import DEFAULT_FRAMEWORK, chip_of
 from clustersim.intervals.residuals import round_significant
-from clustersim.validation.cases import Case, bundled_dir, project_case_files, read_cases
+from clustersim.validation.cases import Case, bundled_dir, project_case_files
 
 DURATION_FIELDS = frozenset({"step_time_s", "time_us", "ttft_s", "tpot_s"})
 """Primary fields that are durations; every other (tokens/s, TFLOP/s, MFU, busbw, algbw) is a rate."""
@@ -147,41 +147,6 @@ class Prediction:
     held_out: float | None
 
 
-def unfitted_residuals(paths: Sequence[Path], catalog: Catalog) -> tuple[list[Residual], list[tuple[str, str]]]:
-    """The residuals of the cases of ``paths`` whose source no fit used (neither the case nor another
-    of its source in a manifest's ``fitted_on``): their prediction with the packaged constants is then
-    already held out (the project's own cases of new sources, held out until a fit uses them);
-    ``(id, reason)`` of the cases left out."""
-    from clustersim.validation.run import validate_cases  # run imports this module
-
-    report = validate_cases(paths, catalog)
-    cases = {c.id: c for path in paths for c in read_cases(path)}
-    fitted_sources = _fitted_sources(report.fitted_on)
-    held: list[Prediction] = []
-    left: list[tuple[str, str]] = [(s.id, s.reason) for s in report.skipped]
-    for score in report.cases:
-        fitted = report.fitted_on.get(score.kind, frozenset())
-        if fitted is None or score.id in fitted or score.source in fitted_sources.get(score.kind, set()):
-            left.append((score.id, f"its source, {score.source}, was fitted on: its prediction is not held out"))
-            continue
-        held.append(Prediction(score.id, score.kind, score.source, score.field, score.measured, score.predicted))
-    rows, unreadable = residuals_of(held, cases, catalog)
-    return rows, left + unreadable
-
-
-def _fitted_sources(fitted_on: Mapping[str, frozenset[str] | None]) -> dict[str, set[str]]:
-    """Per kind, the sources (``scoring.source_key``) of the bundled cases the packaged constants were
-    fitted on: another case of such a source is not held out, even where its own id was not fitted."""
-    from clustersim.validation.scoring import source_key
-
-    found: dict[str, set[str]] = {}
-    for name in CASE_FILES:
-        for case in read_cases(bundled_dir() / name):
-            if case.id in (fitted_on.get(case.kind) or ()):
-                found.setdefault(case.kind, set()).add(source_key(case.source))
-    return found
-
-
 def case_interval(
     case: Case,
     field: str,
@@ -193,7 +158,7 @@ def case_interval(
     table: ResidualTable | None = None,
 ) -> Interval | None:
     """The interval of a case's prediction of ``field`` from the residuals of every source but its own
-    (``source``: its ``scoring.source_key``); None where there are none (memory cases) or the case
+    (``source``: its ``cases.source_key``); None where there are none (memory cases) or the case
     names no known accelerator."""
     try:
         ctx = context_of(case, catalog)

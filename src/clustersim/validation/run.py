@@ -18,12 +18,12 @@ from typing import Any
 from clustersim.catalog.registry import Catalog
 from clustersim.errors import ClusterSimError
 from clustersim.intervals import DEFAULT_LEVEL, ResidualTable, check_level
-from clustersim.validation.cases import Case, default_case_files, primary_field, read_cases
+from clustersim.validation.cases import Case, default_case_files, primary_field, read_cases, source_key
 from clustersim.validation.collective import predict_collective_case
 from clustersim.validation.inference import predict_inference_case
 from clustersim.validation.intervals import case_interval
 from clustersim.validation.manifest import fitted_on_by_kind
-from clustersim.validation.scoring import CaseScore, Skipped, ValidationReport, group_key, score_file, source_key
+from clustersim.validation.scoring import CaseScore, Skipped, ValidationReport, group_key, score_file
 from clustersim.validation.training import case_assumptions, predict_memory_case, predict_training_case
 
 __all__ = [

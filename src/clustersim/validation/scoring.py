@@ -161,12 +161,6 @@ def fit_status(case_ids: Sequence[str], fitted: frozenset[str]) -> str:
     return "held-out" if count == 0 else f"in-sample {count}/{len(case_ids)}"
 
 
-def source_key(source: str) -> str:
-    """The first word of a case's ``source``: cases citing one repository or paper share it."""
-    words = source.split()
-    return words[0] if words else "(no source)"
-
-
 def group_key(case: Case) -> str:
     """Cases with the same key share a model and system (collectives: an op and system)."""
     system = json.dumps(case.system.model_dump(exclude_none=True) if case.system else None, sort_keys=True)
