@@ -15,7 +15,7 @@ from clustersim.catalog.registry import Catalog
 from clustersim.catalog.schema import Accelerator, Dtype, Instance, Kind
 from clustersim.errors import ClusterSimError
 from clustersim.network.fabric import Fabric
-from clustersim.network.topology import Topology, build_topology
+from clustersim.network.topology import Topology, build_topology, check_cluster_size
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +112,7 @@ def system_for_instance(
     if num_nodes < 1:
         raise ClusterSimError(f"nodes must be at least 1, got {num_nodes}")
     entry = catalog.instance(instance)
+    check_cluster_size(catalog, entry, num_nodes)
     chips = int(entry.num_accelerators.value)
     per_node = devices_per_node or chips
     accelerator = catalog.accelerator(entry.accelerator)

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from clustersim.catalog.registry import load_catalog
@@ -15,6 +15,7 @@ from clustersim.errors import ClusterSimError, UnknownNameError
 from clustersim.network import Algorithm, Op, Protocol, busbw_factor, fabric_for_instance, parse_op, predict_collective
 from clustersim.network.analytic import DEFAULT_CALIBRATION, collective_time_s
 from clustersim.network.fabric import Fabric
+from clustersim.network.topology import cluster_limit
 from clustersim.validation.cases import bundled_dir
 from clustersim.validation.collective import predict_collective_case
 
@@ -94,9 +95,16 @@ instances = st.sampled_from(["p4d.24xlarge", "p5.48xlarge", "p5en.48xlarge", "p6
 node_counts = st.sampled_from([1, 2, 3, 4, 16, 128, 2500])
 
 
+def _fits(instance, nodes):
+    """Within the instance's largest catalogued cluster (p4d: 500 instances), which a job may not exceed."""
+    limit = cluster_limit(CATALOG, instance)
+    return limit is None or nodes <= limit.max_nodes
+
+
 @settings(max_examples=60, deadline=None)
 @given(op=ops, instance=instances, nodes=node_counts)
 def test_time_never_falls_as_size_grows(op, instance, nodes):
+    assume(_fits(instance, nodes))
     fabric = fabric_for_instance(CATALOG, instance, nodes)
     sizes = np.logspace(0, 11, 60)
     times = predict_collective(op, sizes, fabric).time_s
@@ -117,6 +125,7 @@ def test_more_bandwidth_is_never_slower(op, nodes, size, scale):
 @settings(max_examples=60, deadline=None)
 @given(op=ops, instance=instances, nodes=node_counts, size=st.floats(1e3, 1e11))
 def test_busbw_exceeds_the_links_only_where_named(op, instance, nodes, size):
+    assume(_fits(instance, nodes))
     table = predict_collective(op, size, fabric_for_instance(CATALOG, instance, nodes))
     if table.busbw_exceeds_links[0]:
         assert table.algorithm[0] in (Algorithm.NVLS, Algorithm.NVLSTREE, Algorithm.TREE, Algorithm.HIERARCHICAL)

@@ -85,6 +85,7 @@ def reliability_command(
     """Checkpoint interval (Young/Daly), expected time to train and goodput, their spread over simulated
     runs, and how they move with the failure rate, the checkpoint time and the restart time."""
     from clustersim.catalog.registry import load_catalog
+    from clustersim.network.topology import check_cluster_size
     from clustersim.reliability.failures import daly_interval_s, job_mtbf_s
     from clustersim.reliability.failures import failure_rate as rate_of
     from clustersim.reliability.montecarlo import simulate_runs
@@ -93,7 +94,9 @@ def reliability_command(
     with user_errors():
         if plot is not None and runs == 0:
             raise ClusterSimError("--plot draws the Monte-Carlo runs; give --runs of at least 1", field="--plot")
-        entry = load_catalog(catalog or ()).instance(instance)
+        cat = load_catalog(catalog or ())
+        entry = cat.instance(instance)
+        check_cluster_size(cat, entry, nodes)
         devices = nodes * int(entry.num_accelerators.value)
         rate = rate_of(failure_rate)
         fixed = None if interval.strip().lower() == "auto" else _seconds(interval, "--interval")

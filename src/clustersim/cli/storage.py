@@ -99,6 +99,7 @@ def checkpoint_command(
     when saving synchronously, asynchronously or to local NVMe."""
     from clustersim.catalog.registry import load_catalog
     from clustersim.catalog.schema import Storage
+    from clustersim.network.topology import check_cluster_size
     from clustersim.storage.checkpoint import CheckpointFormat, SaveMode, WritePattern, plan_checkpoint
     from clustersim.storage.fsx import parse_storage
     from clustersim.units import parse_seconds
@@ -111,6 +112,7 @@ def checkpoint_command(
         fs = parse_storage(cat, storage)
         transformer = zoo.load_model(model, extra_dirs=models or ())
         entry = cat.instance(instance)
+        check_cluster_size(cat, entry, nodes)
         drive = cat.get("instance-nvme", "storage")
         assert isinstance(drive, Storage)
         save_format = _choice(fmt, CheckpointFormat, "--format")

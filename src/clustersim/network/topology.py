@@ -238,11 +238,55 @@ def _tiers(catalog: Catalog, instance: Instance | None) -> SwitchTiers | None:
     return None
 
 
+@dataclass(frozen=True)
+class ClusterLimit:
+    """The largest catalogued cluster of an instance: the template, its published size and source."""
+
+    cluster: str
+    instance: str
+    max_accelerators: int
+    max_nodes: int
+    source: str
+
+
+def cluster_limit(catalog: Catalog, instance: str | Instance) -> ClusterLimit | None:
+    """The largest cluster any catalogued template publishes for ``instance`` (None: no template lists
+    it); a user's catalog file with a larger cluster entry raises it."""
+    entry = catalog.instance(instance) if isinstance(instance, str) else instance
+    per_host = int(entry.num_accelerators.value)
+    best: ClusterLimit | None = None
+    for cluster in catalog.list(Kind.CLUSTER):
+        if not isinstance(cluster, Cluster):
+            continue
+        for generation in cluster.generations:
+            size = int(generation.max_accelerators.value)
+            if generation.instance == entry.id and (best is None or size > best.max_accelerators):
+                source = generation.max_accelerators.source
+                best = ClusterLimit(cluster.id, entry.id, size, size // per_host, source)
+    return best
+
+
+def check_cluster_size(catalog: Catalog, instance: str | Instance, num_nodes: int) -> None:
+    """Refuse a job of more instances than the largest catalogued cluster of ``instance`` holds."""
+    limit = cluster_limit(catalog, instance)
+    if limit is not None and num_nodes > limit.max_nodes:
+        raise ClusterSimError(
+            f"nodes: {num_nodes:,} x {limit.instance} is more than its largest catalogued cluster holds: "
+            f"{limit.cluster} publishes {limit.max_accelerators:,} accelerators, {limit.max_nodes:,} instances "
+            f"({limit.source}); give at most {limit.max_nodes:,} nodes, or a catalog file (--catalog DIR) with a "
+            f"larger [[cluster]] entry for {limit.instance}",
+            field="nodes",
+            value=num_nodes,
+        )
+
+
 def topology_for_instance(catalog: Catalog, instance: str | Instance, num_nodes: int) -> Topology:
-    """``num_nodes`` catalogued instances (e.g. ``p5.48xlarge``), one device per accelerator."""
+    """``num_nodes`` catalogued instances (e.g. ``p5.48xlarge``), one device per accelerator, no more
+    than the instance's largest catalogued cluster holds."""
     entry = catalog.instance(instance) if isinstance(instance, str) else instance
     if num_nodes < 1:
         raise ClusterSimError(f"nodes must be at least 1, got {num_nodes}")
+    check_cluster_size(catalog, entry, num_nodes)
     per_node = int(entry.num_accelerators.value)
     return build_topology(
         catalog,

@@ -17,7 +17,7 @@ import numpy as np
 from clustersim.catalog.registry import Catalog
 from clustersim.errors import ClusterSimError, UnknownNameError
 from clustersim.network.flowsim.topology import FatTree, FatTreeSpec, IntArray, build
-from clustersim.network.topology import Topology, topology_for_instance
+from clustersim.network.topology import Topology, check_cluster_size, cluster_limit, topology_for_instance
 
 MAX_FABRIC_HOSTS = 50_000
 
@@ -38,18 +38,14 @@ def parse_placement(name: str) -> Placement:
 
 
 def cluster_hosts(catalog: Catalog, instance: str, num_nodes: int) -> int:
-    """Hosts of the catalogued cluster of ``instance`` (its template's largest published size), at
-    least ``num_nodes``."""
-    from clustersim.catalog.schema import Cluster, Kind
-
-    entry = catalog.instance(instance)
-    per_host = int(entry.num_accelerators.value)
-    for cluster in catalog.list(Kind.CLUSTER):
-        if isinstance(cluster, Cluster):
-            for generation in cluster.generations:
-                if generation.instance == entry.id:
-                    return max(num_nodes, math.ceil(generation.max_accelerators.value / per_host))
-    return num_nodes
+    """Hosts of the catalogued cluster of ``instance`` (its templates' largest published size); a job of
+    more ``num_nodes`` than it holds is refused (``topology.check_cluster_size``), not given a larger one."""
+    check_cluster_size(catalog, instance, num_nodes)
+    limit = cluster_limit(catalog, instance)
+    if limit is None:
+        return num_nodes
+    per_host = int(catalog.instance(instance).num_accelerators.value)
+    return max(num_nodes, math.ceil(limit.max_accelerators / per_host))
 
 
 def fat_tree_for_instance(
