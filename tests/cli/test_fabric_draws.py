@@ -61,3 +61,10 @@ def test_a_random_permutation_says_it_is_one_draw():
     text = _run("pattern", "--nodes", "4", "--pattern", "permutation", "--size", "1M")
     assert "one draw (seed 0) of the permutation" in text
     assert "draw" not in _run("pattern", "--nodes", "4", "--pattern", "shift", "--size", "1M")
+
+
+def test_transport_sweep_and_ring_with_loss_say_one_draw():
+    sweep = ["transport", "sweep", "--over", "loss", "--values", "0,1%", "--messages", "20", "--message", "64K"]
+    for args in (sweep, ["transport", "ring", "--buffer", "1M"]):
+        result = CliRunner().invoke(app, args, env=ENV)
+        assert result.exit_code == 0 and "one draw (seed 1) of the losses" in result.stdout, result.output

@@ -282,15 +282,18 @@ def sweep_command(
         with packet_progress(estimate):
             rows = sweep(scenario, over, points)
     from clustersim.present import transport as present
+    from clustersim.present.fabric import draw_json, draw_line
 
+    drawn = ["the losses" if over == "loss" else "the background load"] if any(points) else []
     _finish(
         as_json=as_json,
         payload=lambda: {
             "instance": node.id,
             "over": over,
             "rows": [{over: v, "results": present.results_json(r)} for v, r in rows],
+            **draw_json(drawn, [seed]),
         },
-        tables=lambda: [present.sweep_table(over, rows)],
+        tables=lambda: [present.sweep_table(over, rows), draw_line(drawn, [seed])],
         plot=plot,
         draw=lambda out: present.plot_sweep(over, rows, out),
     )
@@ -363,8 +366,10 @@ def ring_command(
         with packet_progress(estimate):
             results = ring_step(scenario, num_nics=num_nics, num_ranks=num_ranks, buffer_bytes=size)
     from clustersim.present import transport as present
+    from clustersim.present.fabric import draw_json, draw_line
 
     title = f"one ring all-reduce step, 2 x {node.id} ({num_ranks} ranks, {num_nics} NICs each), {buffer}, loss {loss}"
+    drawn = present.drawn_by_seed(scenario)
     _finish(
         as_json=as_json,
         payload=lambda: {
@@ -372,8 +377,9 @@ def ring_command(
             "num_ranks": num_ranks,
             "num_nics": num_nics,
             "results": present.group_json(results),
+            **draw_json(drawn, [seed]),
         },
-        tables=lambda: [present.group_table(results, title)],
+        tables=lambda: [present.group_table(results, title), draw_line(drawn, [seed])],
         plot=plot,
         draw=lambda out: present.plot_group(results, out, title),
     )
