@@ -607,6 +607,66 @@ def beyond_the_model(args: list[str], stdout: str) -> str | None:
     return None if "beyond context" in stdout else "a length beyond the context priced without saying so"
 
 
+# Issue 20 round 2: extremes that crashed, flags ignored or misread, jobs beyond the catalogued cluster.
+CLUSTER_NODES = {"p5.48xlarge": 2500, "p4d.24xlarge": 500}  # max_accelerators / accelerators per instance
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def _edges(draw: st.DrawFn, files: Files) -> list[str]:
+    """Reliability's overflows and vanishing rates, transport at very high loss or a negative seed, --plot
+    paths (empty, a directory, no or an unknown suffix), --compare-nodes alone, serve --batch beside server
+    mode, a model TOML whose count is a boolean, and --nodes past the instance's catalogued cluster."""
+    plot = draw(st.sampled_from(["", str(files.root), str(files.root / "x.txt"), str(files.root / "f"),
+                                 str(files.root / "f.png")]))  # fmt: skip
+    kind = draw(st.sampled_from(["reliability", "transport", "fabric", "train", "serve", "model"]))
+    if kind == "reliability":
+        args = ["reliability", "--runs", draw(st.sampled_from(["0", "20"])), "--work", draw(texts("1d", "1e300s"))]
+        args += options(draw, {
+            "--checkpoint": texts("60s", "1e300s", "1e20d"), "--restart": texts("20min", "1e300s", "0s"),
+            "--interval": texts("auto", "2h", "1e300s"), "--failure-rate": texts("llama3", "0.999", "0.5", "1e-300"),
+            "--nodes": ints(16, 2500, 2501, 3000), "--plot": st.just(plot),
+        }, chance=0.4)  # fmt: skip
+    elif kind == "transport":
+        args = ["transport", "compare", "--message", "4K", "--messages", "2", "--loss", draw(texts("0", "90%", "0.99"))]
+        args += options(draw, {"--seed": ints(0, -1, 2**70), "--plot": st.just(plot)}, chance=0.5)
+    elif kind == "fabric":
+        args = ["fabric", "simulate", "--nodes", draw(ints(2, 2500, 3000, 100000)), "--max-steps", "2"]
+        args += ["--max-events", "2e5", *(["--plot", plot] if draw(st.booleans()) else [])]
+    elif kind == "train":
+        args = ["train", "llama3-8b", "--instance", draw(st.sampled_from(sorted(CLUSTER_NODES)))]
+        args += ["--nodes", draw(ints(2, 500, 501, 2500, 3000))]
+        args += options(draw, {"--compare": texts("p5en.48xlarge"), "--compare-nodes": ints(2, 4)}, chance=0.5)
+    elif kind == "serve":
+        args = ["serve", "llama3-8b", "--batch", draw(ints(1, 8))]
+        args += options(draw, {"--rate": floats(2.0), "--ttft-target": floats(1.0), "--tpot-target": floats(0.05)})
+    else:
+        field = draw(st.sampled_from(["layers", "heads", "vocab", "kv_heads", "seq_len"]))
+        value = draw(st.sampled_from(["true", "false", '"32"', "32.0"]))
+        body = {"layers": "32", "hidden": "4096", "ffn_hidden": "11008", "heads": "32", "vocab": "32000"}
+        body[field] = value
+        path = files.write("strict/model.toml", "[m]\n" + "".join(f"{k} = {v}\n" for k, v in body.items()))
+        args = ["train", path, "--nodes", "2"]
+    return args
+
+
+def edge_answered(args: list[str]) -> str | None:
+    """Why an answer to an example of ``_edges`` should have been a refusal."""
+    command = " ".join(args[:2])
+    plot = _given(args, "--plot") if "--plot" in args[:-1] else None
+    if plot is not None and not plot.endswith(PLOT_SUFFIXES):
+        return f"--plot {plot!r} written"
+    nodes, instance = _given(args, "--nodes"), _given(args, "--instance") or "p5.48xlarge"
+    if nodes.isdigit() and int(nodes) > CLUSTER_NODES.get(instance, 10**9):
+        return f"{nodes} x {instance} priced beyond its catalogued cluster"
+    if args[0] == "train" and "--compare-nodes" in args and "--compare" not in args:
+        return "--compare-nodes without --compare"
+    if command.startswith("serve") and "--batch" in args and {"--rate", "--ttft-target", "--tpot-target"} & set(args):
+        return "--batch beside server mode"
+    if args[0] == "train" and args[1].endswith("strict/model.toml"):
+        return "a model whose count is not an integer"
+    return None
+
+
 BUILDERS: dict[str, tuple[Builder, int]] = {
     "hw": (_hw, 3),
     "collective": (_collective, 3),
@@ -618,6 +678,7 @@ BUILDERS: dict[str, tuple[Builder, int]] = {
     "fabric": (_fabric, 1),
     "huge_work": (_huge_work, 1),
     "model_limits": (_model_limits, 2),
+    "edges": (_edges, 2),
 }
 
 
@@ -677,7 +738,7 @@ def _numbers(value: Any) -> Iterator[float]:
 def ill_defined(args: list[str], stdout: str) -> str | None:
     """Why an answered command's answer is not well-defined, or None."""
     impossible = impossible_answer(args, stdout) or seeded_as_the_answer(args, stdout) or beyond_the_model(args, stdout)
-    impossible = impossible or huge_work_ran(args)
+    impossible = impossible or huge_work_ran(args) or edge_answered(args)
     if impossible:
         return impossible
     if "--json" in args and stdout.strip():
