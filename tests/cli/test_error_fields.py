@@ -30,6 +30,7 @@ BAD = [
     ("hw compare h100-sxm", "names"),
     ("train llama3-8b --instance p5.48xlarge --nodes 1 --tp 16", "layout"),
     ("collective all_reduce --nodes 4 extra", "arguments"),
+    ("serve llama3.1-405b --instance p5.48xlarge --pp 2", "model"),
     ("storage checkpoint llama3-8b --nodes 2 --storage fsx:PERSISTENT_2-1000:1GiB", None),
 ]
 

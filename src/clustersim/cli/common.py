@@ -123,6 +123,9 @@ def _field_of(message: str) -> str | None:
     match = re.match(r"^(--[a-z][a-z0-9-]*|[A-Za-z_][\w.]*)(?=[:\s])", message)
     if match and match.group(1).startswith("--"):
         return match.group(1)
+    named = re.match(r"^([a-z][a-z0-9_.]*): ", message)  # "model: llama3.1-405b at bf16 needs ..."
+    if named:
+        return named.group(1)
     named = re.search(r"\bfield '([^']{1,200})'", message)
     if named:
         return named.group(1)
