@@ -120,3 +120,8 @@ def test_train_storage_with_a_vanishing_failure_rate():
         env=ENV,
     )  # fmt: skip
     assert result.exit_code == 0, result.output
+
+
+def test_an_interval_too_short_to_count_is_refused():
+    result = run("--interval", "1e-300s", "--work", "1e300s", "--runs", "0")
+    assert result.exit_code == 2 and "checkpoints; lengthen the interval" in result.output, result.output

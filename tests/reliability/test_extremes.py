@@ -53,3 +53,9 @@ def test_sensitivity_names_the_scaled_input_that_never_finishes():
 def test_a_given_interval_longer_than_the_work_prices_the_work_once():
     run = expected_run(30 * DAY, interval_s=1e300, checkpoint_s=60, restart_s=1200, mtbf_s=30 * DAY)
     assert run.num_checkpoints == 1 and math.isfinite(run.expected_time_s) and run.expected_time_s > 30 * DAY
+
+
+def test_more_checkpoints_than_a_float_counts_are_refused():
+    with pytest.raises(ClusterSimError, match=r"more than .* checkpoints") as err:
+        segments(1e20, 1e-300)
+    assert err.value.field == "interval_s"

@@ -161,6 +161,13 @@ def segments(work_s: float, interval_s: float) -> tuple[int, float]:
     """Full intervals of work and the remainder (0 when the work divides evenly)."""
     _check("work_s", work_s)
     _check("interval_s", interval_s)
+    if not math.isfinite(work_s / interval_s):
+        raise ClusterSimError(
+            f"interval_s: {format_seconds(work_s)} of work in intervals of {format_seconds(interval_s)} is more than "
+            f"{sys.float_info.max:.3g} checkpoints; lengthen the interval",
+            field="interval_s",
+            value=interval_s,
+        )
     full = math.floor(work_s / interval_s + 1e-12)
     rest = max(0.0, work_s - full * interval_s)
     return full, rest if rest > 1e-9 * min(work_s, interval_s) else 0.0
@@ -245,10 +252,10 @@ def expected_run(work_s: float, *, interval_s: float, checkpoint_s: float, resta
         segment_s = (interval_s if full else rest) + checkpoint_s
         raise ClusterSimError(
             f"the run never finishes: a job MTBF of {format_seconds(mtbf_s)} against a restart of "
-            f"{format_seconds(restart_s)} per failure and segments of {format_seconds(segment_s)} "
-            f"(work between checkpoints plus the checkpoint) put the expected time to train beyond "
-            f"{sys.float_info.max:.3g} s; lower the failure rate or the node count, or shorten the restart or the "
-            "checkpoint",
+            f"{format_seconds(restart_s)} per failure and {full + (1 if rest else 0):,.4g} segments of "
+            f"{format_seconds(segment_s)} (work between checkpoints plus the checkpoint) put the expected time to "
+            f"train beyond {sys.float_info.max:.3g} s; lower the failure rate or the node count, shorten the restart "
+            "or the checkpoint, or lengthen the interval",
             field="mtbf_s",
             value=mtbf_s,
         )
