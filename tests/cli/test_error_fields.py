@@ -31,6 +31,7 @@ BAD = [
     ("train llama3-8b --instance p5.48xlarge --nodes 1 --tp 16", "layout"),
     ("collective all_reduce --nodes 4 extra", "arguments"),
     ("serve llama3.1-405b --instance p5.48xlarge --pp 2", "model"),
+    ("train llama3.1-405b --instance p5.48xlarge --nodes 2", "nodes"),
     ("storage checkpoint llama3-8b --nodes 2 --storage fsx:PERSISTENT_2-1000:1GiB", None),
 ]
 

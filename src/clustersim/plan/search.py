@@ -82,7 +82,9 @@ def choose_layout(
         need = float(ranking.required_bytes.min()) / _GIB
         raise ClusterSimError(
             f"{model.name} does not fit on {system.name}: the leanest layout needs {need:.1f} GiB per device, "
-            f"the device has {system.memory_bytes / _GIB:.1f} GiB; use more devices or a larger-memory accelerator"
+            f"the device has {system.memory_bytes / _GIB:.1f} GiB; use more devices or a larger-memory accelerator",
+            field="nodes",
+            value=system.num_devices,
         )
     return best[0][0]
 
