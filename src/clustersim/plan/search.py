@@ -84,7 +84,6 @@ def choose_layout(
             f"{model.name} does not fit on {system.name}: the leanest layout needs {need:.1f} GiB per device, "
             f"the device has {system.memory_bytes / _GIB:.1f} GiB; use more devices or a larger-memory accelerator",
             field="nodes",
-            value=system.num_devices,
         )
     return best[0][0]
 
