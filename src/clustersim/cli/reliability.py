@@ -45,7 +45,12 @@ def _seconds(text: str, flag: str, *, allow_zero: bool = False) -> float:
 def reliability_command(
     ctx: typer.Context,
     instance: Annotated[str, typer.Option("--instance", help="Instance id, e.g. p5.48xlarge.")] = "p5.48xlarge",
-    nodes: Annotated[int, typer.Option("--nodes", min=1, max=MAX_NODES, help="Instances in the job.")] = 2048,
+    nodes: Annotated[
+        int,
+        typer.Option(
+            "--nodes", min=1, max=MAX_NODES, help="Instances in the job (at most its largest catalogued cluster)."
+        ),
+    ] = 2048,
     work: Annotated[str, typer.Option("--work", help="Failure-free time to train, e.g. 54d, 1000h.")] = "30d",
     checkpoint: Annotated[str, typer.Option("--checkpoint", help="Training stall per checkpoint, e.g. 60s.")] = "60s",
     restart: Annotated[
