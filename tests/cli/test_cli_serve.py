@@ -137,12 +137,17 @@ def test_engine_picks_the_serving_engine_and_a_scenario_keeps_it(tmp_path):
     assert unknown.exit_code == 2 and "did you mean vllm" in unknown.output
 
 
-def test_a_target_at_a_saturating_rate_is_answered_not_crashed():
-    # At the rate where the slots are always busy the queue is unbounded (found by the fuzz; the --batch 1 it
-    # was found with is refused now: server mode's rate sets the batch, tests/cli/test_flag_conflicts.py).
+def test_a_tpot_target_alone_is_refused_not_answered_at_an_unbounded_queue():
+    # llama2-7b's TPOT stays under 0.1 s up to the rate that saturates the replicas: the TTFT there was printed
+    # as 2.5e9 days. It needs a TTFT target then; with one the answer is finite. (A TPOT target that binds
+    # before saturation is answered alone: test_server_rate_and_targets.)
     result = runner.invoke(app, ["serve", "llama2-7b", "--tpot-target", "0.1", "--json"])
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["request_rate_per_s"] > 0
+    assert result.exit_code == 2, result.output
+    assert "--ttft-target" in json.loads(result.output.strip().splitlines()[-1])["error"]
+    both = runner.invoke(app, ["serve", "llama2-7b", "--tpot-target", "0.1", "--ttft-target", "2", "--json"])
+    assert both.exit_code == 0, both.output
+    payload = json.loads(both.stdout)
+    assert payload["request_rate_per_s"] > 0 and payload["ttft_s"] <= 2
 
 
 # ---- --dataset: the lengths of a request set ------------------------------------------------------------

@@ -157,5 +157,13 @@ def max_rate(
     batch, ttft, tpot = _latency(curve, system, request, low)
     at_high = _latency(curve, system, request, high, percentile)
     reason = "tpot target" if at_high[2] > tpot_target_s else "ttft target"
+    bound_tpot = _latency(curve, system, request, low, percentile)[2]  # as the search judged it
+    if not math.isfinite(ttft_target_s) and bound_tpot < tpot_target_s * (1 - 1e-3):  # TPOT never binds
+        raise ClusterSimError(
+            f"ttft_target_s: the TPOT target ({tpot_target_s:g} s) holds up to the rate that saturates the replicas, "
+            "where the queue and the TTFT grow without bound; give a TTFT target too (--ttft-target)",
+            field="ttft_target_s",
+            value=ttft_target_s,
+        )
     rate = low * system.dp
     return make_estimate(model, system, request, plan, batch, max_batch, reason, "server", cal, profile, rate, ttft)
