@@ -71,3 +71,17 @@ def test_a_bad_ground_truth_file_or_device_split_names_a_field(tmp_path) -> None
         error = json.loads(result.stderr.strip().splitlines()[-1])
         assert result.exit_code == 2 and error["field"] is not None, error
         assert field is None or error["field"] == field, error
+
+
+def test_a_scenario_layout_that_does_not_divide_the_devices_names_tp() -> None:
+    # Found by the fuzz: a scenario file with tp 3 on 8 devices and no dp gave "field": null.
+    from clustersim.catalog.registry import load_catalog
+    from clustersim.errors import ClusterSimError
+    from clustersim.scenario.schema import LayoutSpec
+    from clustersim.scenario.training import layout_for
+    from clustersim.system import system_for_instance
+
+    system = system_for_instance(load_catalog(use_env=False), "p5.48xlarge", 1)
+    with pytest.raises(ClusterSimError, match="does not divide the 8 devices") as info:
+        layout_for(LayoutSpec(tp=3, pp=1), system)
+    assert (info.value.field, info.value.value) == ("tp", 3)

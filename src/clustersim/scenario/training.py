@@ -105,7 +105,9 @@ def layout_for(spec: LayoutSpec, system: System) -> Layout:
         if system.num_devices % (t * p * c):
             raise ClusterSimError(
                 f"tp*pp*cp = {t}*{p}*{c} = {t * p * c} does not divide the {system.num_devices} devices of "
-                f"{system.name}"
+                f"{system.name}",
+                field="tp",
+                value=t,
             )
         dp = system.num_devices // (t * p * c)
     fields = spec.model_dump()
