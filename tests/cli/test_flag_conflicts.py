@@ -41,3 +41,32 @@ def test_the_api_refuses_a_batch_in_server_mode(server):
     with pytest.raises(ValueError, match="batch"):
         LoadSpec(batch=8, **server)
     assert ServingScenario(batch=8).batch == 8 and LoadSpec(**server).batch is None
+
+
+@pytest.mark.parametrize(
+    ("args", "option", "given"),
+    [
+        (
+            ["fabric", "step", "llama3-8b", "--nodes", "4", "--routing", "ecmp", "--routing", "spray"],
+            "--routing",
+            "ecmp, spray",
+        ),
+        (
+            ["train", "llama3-8b", "--instance", "p5.48xlarge", "--nodes", "1", "--sp", "--no-sp"],
+            "--sp",
+            "--sp, --no-sp",
+        ),
+        (["collective", "all_reduce", "--nodes", "2", "--max=8G", "--max", "1G"], "--max", "8G, 1G"),
+    ],
+)
+def test_an_option_given_twice_is_refused_naming_both_values(args: list[str], option: str, given: str) -> None:
+    # click keeps the last value and drops the first silently: --routing ecmp --routing spray ran spray.
+    result = CliRunner().invoke(app, [*args, "--json"])
+    assert result.exit_code == 2, result.output
+    error = json.loads(result.output.strip().splitlines()[-1])
+    assert error["field"] == option and f"given 2 times ({given})" in error["error"]
+
+
+def test_options_that_take_many_values_may_repeat() -> None:
+    result = CliRunner().invoke(app, ["hw", "compare", "h100-sxm", "h200-sxm", "--json"])
+    assert result.exit_code == 0, result.output

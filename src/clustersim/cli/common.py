@@ -185,6 +185,7 @@ class LightGroup(TyperGroup):
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         argv = list(sys.argv[1:] if args is None else args)
         try:
+            _refuse_repeated_options(self, argv)
             code = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
         except click_errors.NoArgsIsHelpError as exc:
             exc.show()
@@ -199,6 +200,30 @@ class LightGroup(TyperGroup):
                 raise
             _bug(exc, as_json="--json" in argv)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def _refuse_repeated_options(group: TyperGroup, argv: Sequence[str]) -> None:
+    """An option that takes one value, given twice, is refused naming both values: click keeps the last
+    and drops the first silently (``--routing ecmp --routing spray`` ran spray)."""
+    command: Any = group
+    for word in (a for a in argv if a != "--json"):
+        if word.startswith("-") or not hasattr(command, "get_command"):
+            break
+        command = command.get_command(command.make_context(command.name, [], resilient_parsing=True), word) or command
+    for param in getattr(command, "params", []):
+        if getattr(param, "param_type_name", "") != "option" or param.multiple or param.count:
+            continue
+        given = [
+            arg[len(opt) + 1 :] if "=" in arg else (argv[i + 1] if i + 1 < len(argv) and not param.is_flag else arg)
+            for i, arg in enumerate(argv)
+            for opt in [*param.opts, *param.secondary_opts]
+            if arg == opt or arg.startswith(opt + "=")
+        ]
+        if len(given) > 1:
+            name = max(param.opts, key=len)
+            raise click_errors.BadParameter(
+                f"given {len(given)} times ({', '.join(given)}); give it once", param=param, param_hint=name
+            )
 
 
 def _given_value(argv: Sequence[str], opts: Sequence[str]) -> str | None:
