@@ -408,11 +408,15 @@ def serving_system_for_instance(
     devices = int(entry.num_accelerators.value)
     if tp < 1 or pp < 1 or tp * pp > devices:
         raise ClusterSimError(
-            f"tp x pp: {tp} x {pp} must fit the {devices} devices of one {entry.id} (the scale-up domain)"
+            f"tp x pp: {tp} x {pp} must fit the {devices} devices of one {entry.id} (the scale-up domain)",
+            field="tp" if tp < 1 or tp > devices else "pp",
+            value=tp if tp < 1 or tp > devices else pp,
         )
     replicas = devices // (tp * pp) if dp is None else dp
     if replicas < 1 or replicas * tp * pp > devices:
-        raise ClusterSimError(f"dp: {replicas} replicas of tp {tp} x pp {pp} do not fit the {devices} devices")
+        raise ClusterSimError(
+            f"dp: {replicas} replicas of tp {tp} x pp {pp} do not fit the {devices} devices", field="dp", value=replicas
+        )
     return ServingSystem.on(system_for_instance(catalog, entry.id, 1), entry.id, tp=tp, pp=pp, dp=replicas)
 
 
