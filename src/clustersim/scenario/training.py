@@ -162,17 +162,6 @@ def _carried_ranks(catalog: registry.Catalog, first: SystemSpec, other: SystemSp
     return per_chip * int(entry.num_accelerators.value)
 
 
-def refuse_quantized(model: Transformer) -> None:
-    """Training prices 16-bit weights, their gradients and optimizer state: a quantized checkpoint is refused."""
-    if model.quantization is not None:
-        raise ClusterSimError(
-            f"model: {model.name} is a {model.quantization.describe()} checkpoint; training is priced for 16-bit "
-            f"weights and their optimizer state, not a quantized checkpoint: give its unquantized model",
-            field="model",
-            value=model.name,
-        )
-
-
 def run_training(
     scenario: TrainingScenario, *, compare: SystemSpec | None = None, network: str = "analytic"
 ) -> TrainingRun:
@@ -191,7 +180,7 @@ def run_training(
     table = efficiency_table(options.efficiency, use_env=False)
     profiles = software_profiles.software_profiles(options.software, use_env=False)
     spec = scenario.job
-    refuse_quantized(transformer)
+    transformer.check_unquantized("training")
     job = TrainingJob(
         global_batch=spec.global_batch,
         seq_len=spec.seq_len if spec.seq_len is not None else transformer.seq_len,

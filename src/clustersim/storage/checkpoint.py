@@ -260,13 +260,7 @@ def plan_checkpoint(
     """
     if num_nodes < 1 or devices_per_node < 1:
         raise ClusterSimError(f"nodes and devices per node must be at least 1, got {num_nodes}, {devices_per_node}")
-    if model.quantization is not None:
-        raise ClusterSimError(
-            f"model: {model.name} is a {model.quantization.describe()} checkpoint; checkpoints are priced for "
-            f"16-bit weights and their optimizer state, so a quantized one is not modelled: give its unquantized model",
-            field="model",
-            value=model.name,
-        )
+    model.check_unquantized("a checkpoint")
     size = checkpoint_bytes(model, fmt)
     _check_nodes_hold(size, fmt, instance, num_nodes, accelerator)
     path = client_path_for(fs, path, accelerator, instance)

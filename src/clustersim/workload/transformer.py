@@ -265,6 +265,18 @@ class Transformer(BaseModel):
             return self.max_context_tokens
         return self.seq_len if self.position is Position.LEARNED else None
 
+    def check_unquantized(self, priced: str) -> None:
+        """``ClusterSimError`` naming ``priced`` (what is priced for 16-bit weights and optimizer state,
+        e.g. "training") when the model is a quantized checkpoint."""
+        if self.quantization is not None:
+            raise ClusterSimError(
+                f"model: {self.name} is a {self.quantization.describe()} checkpoint; {priced} is priced for 16-bit "
+                "weights and their optimizer state, so a quantized checkpoint is not modelled: give its "
+                "unquantized model",
+                field="model",
+                value=self.name,
+            )
+
     def check_context(self, tokens: float, what: str, *, beyond_context: bool = False) -> str | None:
         """None when a sequence of ``tokens`` fits the context (or none is stated); with ``beyond_context``
         the note an estimate beyond it carries; otherwise ``ClusterSimError`` naming ``what`` (the field
