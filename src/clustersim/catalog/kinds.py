@@ -34,3 +34,5 @@ class Dtype(StrEnum):
     FP8 = "fp8"
     INT8 = "int8"
     FP4 = "fp4"
+    MXFP8 = "mxfp8"  # OCP microscaling FP8 (32-element blocks, E8M0 scale)
+    MXFP4 = "mxfp4"  # OCP microscaling FP4
