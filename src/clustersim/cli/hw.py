@@ -81,9 +81,14 @@ def hw_compare(
         if len(kinds) > 1:
             listed = ", ".join(f"{e.id} ({e.kind.value})" for e in entries)
             raise ClusterSimError(f"compare entries of one kind; got {listed}", field="names")
+    from clustersim.catalog.instance_figures import compare_instances, instances_of
     from clustersim.present import catalog as present
 
+    instances = instances_of(entries)
+    figures = compare_instances(cat, instances) if instances else []
     if as_json:
-        emit_json(present.compare_json(entries))
+        emit_json(present.compare_json(entries, figures))
         return
+    if figures:
+        print_all(present.figures_table([e.id for e in entries], figures))
     print_all(present.compare_table(entries))

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from clustersim.catalog.describe import compare, describe, headline
+from clustersim.catalog.instance_figures import InstanceFigure
 from clustersim.catalog.kinds import Kind
 from clustersim.catalog.schema import Entry
 
@@ -66,10 +67,33 @@ def show_view(entry: Entry) -> list[RenderableType]:
     return lines
 
 
-def compare_json(entries: Sequence[Entry]) -> dict[str, Any]:
-    """The ids and every field's values and ratios to the first."""
+def compare_json(entries: Sequence[Entry], figures: Sequence[InstanceFigure] = ()) -> dict[str, Any]:
+    """The ids and every field's values and ratios to the first; for instances, also the decision
+    ``figures`` (per instance and per device, with the reason for each ratio)."""
     ids = [e.id for e in entries]
-    return {"ids": ids, "fields": [row.as_json(ids) for row in compare(entries)]}
+    data: dict[str, Any] = {"ids": ids, "fields": [row.as_json(ids) for row in compare(entries)]}
+    if figures:
+        data["figures"] = [figure.as_json(ids) for figure in figures]
+    return data
+
+
+def figures_table(ids: Sequence[str], figures: Sequence[InstanceFigure]) -> Table:
+    """The decision figures side by side: each value, its ratio to the first and why."""
+    table = Table(title=f"{' vs '.join(ids)}: what you buy (ratios to {ids[0]}, and why)")
+    table.add_column("figure", overflow="fold")
+    for entry_id in ids:
+        table.add_column(entry_id, overflow="fold")
+    for row in figures:
+        cells = [row.texts[0]]
+        for text, ratio, reason in zip(row.texts[1:], row.ratios[1:], row.reasons[1:], strict=True):
+            if ratio is None:
+                cells.append(f"{text} ({reason})" if reason else text)
+            elif reason == "same":
+                cells.append(f"{text} (=)")
+            else:
+                cells.append(f"{text} ({reason})")
+        table.add_row(row.label, *cells)
+    return table
 
 
 def compare_table(entries: Sequence[Entry]) -> Table:
