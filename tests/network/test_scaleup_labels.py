@@ -44,7 +44,7 @@ def test_a_gpu_collective_keeps_nccls_words_and_the_numbers_do_not_depend_on_the
 def test_a_forced_algorithm_trainium_cannot_run_lists_algorithms_without_nccl_protocols():
     refused = RUNNER.invoke(app, ["collective", "all_reduce", "--instance", "trn1.32xlarge", "--nodes", "1",
                                   "--algo", "nvls"])  # fmt: skip
-    assert refused.exit_code == 2 and "valid: ring, tree" in refused.output and "/ll" not in refused.output
+    assert refused.exit_code == 2 and "valid: mesh, rdh, ring" in refused.output and "/ll" not in refused.output
 
 
 @pytest.mark.parametrize(("instance", "tier"), [("trn1.32xlarge", "neuronlink"), ("p5.48xlarge", "nvlink")])

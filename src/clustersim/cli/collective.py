@@ -70,8 +70,8 @@ def collective_command(
     each time and busbw with its interval (--level) from left-out residuals of published nccl-tests runs."""
     from clustersim.catalog.registry import load_catalog
     from clustersim.intervals import spread_for
-    from clustersim.network.analytic import predict_collective
     from clustersim.network.collectives import parse_op
+    from clustersim.network.cost import ANALYTIC
     from clustersim.network.topology import fabric_for_instance
 
     with user_errors():
@@ -79,7 +79,7 @@ def collective_command(
         sizes = sweep_sizes(_size(min_size, "--min"), _size(max_size, "--max"), factor)
         loaded = load_catalog(catalog or ())
         fabric = fabric_for_instance(loaded, instance, nodes)
-        table = predict_collective(operation, sizes, fabric, algorithm=algo, protocol=proto)
+        table = ANALYTIC.table(operation, sizes, fabric, algorithm=algo, protocol=proto)
         accelerator = loaded.accelerator(loaded.instance(instance).accelerator)
         spread = spread_for(
             "collective",

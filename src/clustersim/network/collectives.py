@@ -25,7 +25,8 @@ class Op(StrEnum):
 
 
 class Algorithm(StrEnum):
-    """How a collective moves data (NCCL's names, plus hierarchical and pairwise)."""
+    """How a collective moves data (NCCL's names, plus hierarchical and pairwise; mesh and rdh as the
+    Neuron runtime names its one-step routed and recursive doubling-halving algorithms)."""
 
     RING = "ring"
     TREE = "tree"
@@ -34,6 +35,8 @@ class Algorithm(StrEnum):
     HIERARCHICAL = "hierarchical"
     PAIRWISE = "pairwise"
     DIRECT = "direct"
+    MESH = "mesh"
+    RDH = "rdh"
 
 
 class Protocol(StrEnum):

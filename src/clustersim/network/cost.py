@@ -21,6 +21,7 @@ from clustersim.network.analytic import CollectiveTable, CommCalibration, collec
 from clustersim.network.collectives import Algorithm, Op
 from clustersim.network.collectives import Protocol as NcclProtocol
 from clustersim.network.fabric import Fabric
+from clustersim.network.torus import predict_torus, torus_time_s
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -53,13 +54,17 @@ class CollectiveCost(Protocol):
 @dataclass(frozen=True)
 class AnalyticCost:
     """The analytic model: NCCL's cost structure with fitted achieved-bandwidth fractions
-    (``calibration``: None for the packaged values with the user's overrides, see ``analytic``)."""
+    (``calibration``: None for the packaged values with the user's overrides, see ``analytic``) on a
+    switched fabric; on a NeuronLink torus the Neuron runtime's algorithms (``torus``), whose EFA
+    stage reads the same calibration's network efficiency."""
 
     calibration: CommCalibration | None = None
     name: str = "analytic"
 
     def time_s(self, op: Op, size_bytes: npt.ArrayLike, fabric: Fabric) -> FloatArray:
-        """The fastest candidate's time at each size (``collective_time_s``)."""
+        """The fastest candidate's time at each size (``collective_time_s``, ``torus_time_s`` on a torus)."""
+        if fabric.torus is not None:
+            return torus_time_s(op, size_bytes, fabric, net=self.calibration)
         return collective_time_s(op, size_bytes, fabric, self.calibration)
 
     def table(
@@ -71,7 +76,9 @@ class AnalyticCost:
         algorithm: Algorithm | None = None,
         protocol: NcclProtocol | None = None,
     ) -> CollectiveTable:
-        """``predict_collective``: the fastest or the forced algorithm and protocol."""
+        """``predict_collective`` (``predict_torus`` on a torus): the fastest or the forced algorithm and protocol."""
+        if fabric.torus is not None:
+            return predict_torus(op, size_bytes, fabric, algorithm=algorithm, protocol=protocol, net=self.calibration)
         return predict_collective(op, size_bytes, fabric, algorithm=algorithm, protocol=protocol, cal=self.calibration)
 
 

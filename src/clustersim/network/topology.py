@@ -26,7 +26,8 @@ from clustersim.catalog.schema import (
     Switch,
 )
 from clustersim.errors import ClusterSimError
-from clustersim.network.fabric import Fabric
+from clustersim.network.fabric import Fabric, Torus
+from clustersim.network.torus_catalog import instance_torus
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +76,7 @@ class Topology:
     network_ll_protocols: bool = True
     network_flush: bool = False
     scaleup_link: str = "NVLink"  # the scale-up fabric's name, for labels only (the catalog's link type)
+    torus: Torus | None = None  # NeuronLink's torus of one instance (network.torus prices it); None: switched
     _fabrics: dict[tuple[int, int], Fabric] = field(
         default_factory=dict, init=False, repr=False, compare=False, hash=False
     )  # group_fabric's answers: a planner asks for the same few groups over and over
@@ -130,6 +132,7 @@ class Topology:
             network_ll_protocols=self.network_ll_protocols,
             network_flush=self.network_flush,
             scaleup_link=self.scaleup_link,
+            torus=self.torus.group(per_node, max(stride, 1)) if self.torus else None,
         )
 
     def fabric(self) -> Fabric:
@@ -161,6 +164,7 @@ def build_topology(
     if instance is not None:
         rails = Rails(int(instance.network.num_cards.value), instance.network.card_bandwidth_bits_per_s.value)
         adapter = catalog.typed(instance.network.adapter, Network)
+    torus = instance_torus(catalog, accelerator, instance, devices_per_node)
     return Topology(
         name=name,
         num_devices=num_devices,
@@ -168,7 +172,8 @@ def build_topology(
         scaleup_bytes_per_s=scaleup.value * share,
         network_bytes_per_s=network_bytes_per_s,
         in_network_reduction=_in_network_reduction(catalog, accelerator, instance),
-        domain_devices=_multi_node_domain(catalog, accelerator, devices_per_node) if share == 1 else 0,
+        # A torus's instances are joined by its own ring (an UltraServer) or by the network, never one domain.
+        domain_devices=_multi_node_domain(catalog, accelerator, devices_per_node) if share == 1 and not torus else 0,
         rails=rails,
         tiers=_tiers(catalog, instance),
         # What the collective model reads of the adapter: its per-message latency (none listed: 0, as
@@ -177,6 +182,7 @@ def build_topology(
         network_ll_protocols=bool(adapter.nccl_ll_protocols.value) if adapter and adapter.nccl_ll_protocols else True,
         network_flush=_needs_flush(accelerator),
         scaleup_link=scaleup_link_name(catalog, accelerator),
+        torus=torus,
     )
 
 

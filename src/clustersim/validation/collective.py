@@ -7,10 +7,10 @@ from typing import Any
 
 from clustersim.catalog.registry import Catalog
 from clustersim.errors import ClusterSimError
-from clustersim.network.analytic import CommCalibration, predict_collective
+from clustersim.network.analytic import CommCalibration
 from clustersim.network.collectives import Algorithm, parse_op
-from clustersim.network.topology import fabric_for_instance
-from clustersim.system import system_for_accelerator
+from clustersim.network.cost import AnalyticCost
+from clustersim.system import system_for_accelerator, system_for_instance
 from clustersim.validation.cases import Case, CaseSystem, as_case
 
 _GB = 1e9
@@ -30,7 +30,9 @@ def predict_collective_case(
     per_node = system.devices_per_node or devices
     nodes = system.nodes or max(devices // max(per_node, 1), 1)
     if system.instance:
-        fabric = fabric_for_instance(catalog, system.instance, nodes)
+        # devices_per_node: a Trainium case counts NeuronCores (32 on trn1.32xlarge), not chips
+        per_instance = system.devices_per_node
+        fabric = system_for_instance(catalog, system.instance, nodes, devices_per_node=per_instance).topology.fabric()
     else:
         gbps = system.inter_node_Gbps_per_node
         if nodes > 1 and not gbps:
@@ -43,7 +45,7 @@ def predict_collective_case(
             network_bits_per_s=gbps * 1e9 if gbps else None,
         ).topology.fabric()
     algorithm = Algorithm(case.algorithm) if case.algorithm else None
-    table = predict_collective(op, size, fabric, algorithm=algorithm, cal=cal)
+    table = AnalyticCost(cal).table(op, size, fabric, algorithm=algorithm)
     if field == "busbw_GBps":
         return float(table.busbw_bytes_per_s[0]) / _GB
     if field == "algbw_GBps":
