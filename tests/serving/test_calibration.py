@@ -57,8 +57,12 @@ def test_the_fit_brings_a_perturbed_constant_back_to_the_packaged_value(fitted: 
 
 
 def test_every_value_reads_as_a_float():
-    """Integers in the file (workspace_bytes) come back as floats, as the model's arithmetic expects."""
-    assert all(type(value) is float for value in dataclasses.asdict(serving_calibration(use_env=False)).values())
+    """Integers in the file (workspace_bytes) come back as floats, as the model's arithmetic expects (a
+    per-family table as (family, float) pairs)."""
+    values = dataclasses.asdict(serving_calibration(use_env=False))
+    families = values.pop("family_flop_efficiency")
+    assert all(type(value) is float for value in values.values())
+    assert families and all(type(f) is str and type(v) is float for f, v in families)
 
 
 def test_every_entry_says_where_it_comes_from():

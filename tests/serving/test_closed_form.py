@@ -661,12 +661,15 @@ def test_precision_names():
     from clustersim.serving.engine import bytes_per_element, parse_precision
 
     assert parse_precision(" FP8 ") is Dtype.FP8 and parse_precision(Dtype.BF16) is Dtype.BF16
-    with pytest.raises(ClusterSimError, match=r"^precision: unknown value 'fp4' \(valid: bf16, fp16, fp8\)$"):
+    valid = r"\(valid: bf16, fp16, fp8, nvfp4, mxfp4\)$"
+    with pytest.raises(ClusterSimError, match=r"^precision: unknown value 'fp6' " + valid):
+        parse_precision("fp6")
+    with pytest.raises(ClusterSimError, match=r"^precision: 'fp4' is ambiguous: say nvfp4 .* or mxfp4 .*" + valid):
         parse_precision("fp4")
     with pytest.raises(ClusterSimError, match=r"^kv: unknown value"):
         parse_precision("int4", "kv")
     assert (bytes_per_element(Dtype.BF16), bytes_per_element(Dtype.FP16), bytes_per_element(Dtype.FP8)) == (2, 2, 1)
-    with pytest.raises(ClusterSimError, match=r"^precision: fp32 is not a serving format \(valid: bf16, fp16, fp8\)$"):
+    with pytest.raises(ClusterSimError, match=r"^precision: fp32 is not a serving format " + valid):
         bytes_per_element(Dtype.FP32)
 
 

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_validator
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from clustersim.catalog.overlay import CalibrationFile
@@ -54,6 +54,7 @@ from clustersim.network.collectives import Op
 from clustersim.network.cost import ANALYTIC, CollectiveCost
 from clustersim.network.fabric import Fabric
 from clustersim.serving.engines import EngineProfile, engine_profile
+from clustersim.serving.formats import ServingPrecision, attention_dtype, gemm_dtype
 from clustersim.serving.memory import ACTIVATION_BYTES as ACTIVATION_BYTES
 from clustersim.serving.memory import SERVING_DTYPES as SERVING_DTYPES
 from clustersim.serving.memory import FloatArray as FloatArray
@@ -91,6 +92,9 @@ class InferenceCalibration:
     """
 
     flop_efficiency: float = Field(gt=0, le=1, description="Achieved fraction of the dense peak on large GEMMs.")
+    family_flop_efficiency: tuple[tuple[str, float], ...] = Field(
+        description="flop_efficiency on the accelerator families whose GEMMs reach another fraction (family, value)."
+    )
     gemm_half_tokens: float = Field(
         ge=0, description="Tokens per step (GEMM rows) at which GEMMs reach half of flop_efficiency."
     )
@@ -106,6 +110,25 @@ class InferenceCalibration:
     power_clock_exponent: float = Field(
         ge=0, le=1, description="Sustained clock on compute-bound work goes as (board power / TDP) to this power."
     )
+
+    @field_validator("family_flop_efficiency", mode="before")
+    @classmethod
+    def _family_table(cls, value: object) -> object:
+        """A TOML table ``{blackwell = 0.43}`` as sorted (family, value) pairs (hashable)."""
+        return tuple(sorted(value.items())) if isinstance(value, dict) else value
+
+    @field_validator("family_flop_efficiency")
+    @classmethod
+    def _family_fractions(cls, value: tuple[tuple[str, float], ...]) -> tuple[tuple[str, float], ...]:
+        for family, fraction in value:
+            if not 0 < fraction <= 1:
+                raise ValueError(f"family_flop_efficiency.{family}: {fraction} is not a fraction in (0, 1]")
+        return value
+
+    def flop_efficiency_on(self, family: str) -> float:
+        """The achieved GEMM fraction on an accelerator ``family``: its own where the file gives one, else
+        ``flop_efficiency`` (fitted on the reference's Hopper runs)."""
+        return dict(self.family_flop_efficiency).get(family, self.flop_efficiency)
 
 
 # The file, its environment variable and the user's files over it (clustersim.catalog.overlay).
@@ -204,10 +227,11 @@ class ServingSystem:
         share = self.system.share
         return self.system.accelerator.id if share == 1 else f"{share:g} of {self.system.accelerator.id}"
 
-    def peak_flop_per_s(self, precision: Dtype) -> float:
-        """Dense peak of one device for ``precision``; ``ClusterSimError`` naming the formats it has."""
+    def peak_flop_per_s(self, precision: ServingPrecision) -> float:
+        """Dense peak of one device for GEMMs in ``precision`` (nvfp4 and mxfp4: the fp4 peak);
+        ``ClusterSimError`` naming the formats it has."""
         try:
-            return self.system.peak_flop_per_s(precision)
+            return self.system.peak_flop_per_s(gemm_dtype(precision))
         except ClusterSimError as exc:
             raise ClusterSimError(f"precision: {exc}") from None
 
@@ -232,8 +256,8 @@ class MemoryPlan:
 def memory_plan(
     model: Transformer,
     system: ServingSystem,
-    precision: Dtype,
-    kv_precision: Dtype,
+    precision: ServingPrecision,
+    kv_precision: ServingPrecision,
     cal: InferenceCalibration | None = None,
     engine: str | EngineProfile | None = None,
 ) -> MemoryPlan:
@@ -250,8 +274,8 @@ def memory_plan(
             advice = f"use a larger tp or pp (up to the {devices} devices of one instance), fp8, or more memory"
         else:
             fp8 = weight_bytes_per_device(model, Dtype.FP8, system.tp, system.pp)
-            if precision is Dtype.FP8:
-                lighter = "its weights are fp8 already"
+            if bytes_per_element(precision) <= 1:
+                lighter = f"its weights are {precision.value} already"
             elif fp8 + cal.workspace_bytes < usable:
                 lighter = f"fp8 weights ({fp8 / GIB:.1f} GiB per device) would fit"
             else:
@@ -306,8 +330,8 @@ class StepTimes:
 def step_times(
     model: Transformer,
     system: ServingSystem,
-    precision: Dtype,
-    kv_precision: Dtype,
+    precision: ServingPrecision,
+    kv_precision: ServingPrecision,
     *,
     decode_sequences: npt.ArrayLike,
     decode_context_tokens: npt.ArrayLike,
@@ -335,8 +359,9 @@ def step_times(
 
     # Compute runs at the engine's share of the fitted fraction, at the clock the board power allows.
     kernels = profile.kernel_efficiency * system.clock_ratio(cal.power_clock_exponent)
-    flops_peak = system.peak_flop_per_s(precision) * cal.flop_efficiency * kernels
-    head_peak = system.peak_flop_per_s(Dtype.BF16) * cal.flop_efficiency * kernels
+    gemm_fraction = cal.flop_efficiency_on(system.system.accelerator.family)
+    flops_peak = system.peak_flop_per_s(precision) * gemm_fraction * kernels
+    head_peak = system.peak_flop_per_s(Dtype.BF16) * gemm_fraction * kernels
     bandwidth = system.system.memory_bandwidth_bytes_per_s * cal.hbm_efficiency
     dense, expert = matmul_params(model)
     head = float(model.vocab * model.hidden)
@@ -368,10 +393,12 @@ def step_times(
     group = 1.0 if profile.gqa_decode_kernel else model.heads / tp / kv_heads_per_device(model, tp)
     kv_read = (b * keys * group + tokens * layers) * kv_layer
     attention_flops = decode_attention_flops_per_key(model) / tp * keys * b
-    decode_attention = np.maximum(kv_read / bandwidth, attention_flops / flops_peak)
+    # Attention computes at most at fp8 (4-bit GEMMs beside it): attention_dtype.
+    decode_peak = system.peak_flop_per_s(attention_dtype(precision)) * gemm_fraction * kernels
+    decode_attention = np.maximum(kv_read / bandwidth, attention_flops / decode_peak)
     pair_flops = 2.0 * (model.q_width + model.context_width) / tp  # scores and context of one (query, key) pair
     causal = causal_pairs(model, prompt_tokens) / pp * pair_flops  # per prompt, this stage's layers
-    attention_peak = system.peak_flop_per_s(precision) * cal.attention_flop_efficiency * kernels
+    attention_peak = system.peak_flop_per_s(attention_dtype(precision)) * cal.attention_flop_efficiency * kernels
     prefill_attention = prompts * causal / attention_peak
 
     elementwise = tokens * layers * cal.activation_passes * model.hidden * ACTIVATION_BYTES / bandwidth

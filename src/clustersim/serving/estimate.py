@@ -37,6 +37,7 @@ from clustersim.serving.engine import (
     step_times,
 )
 from clustersim.serving.engines import EngineProfile, engine_profile
+from clustersim.serving.formats import ServingPrecision, check_formats, default_kv
 from clustersim.serving.memory import weights_note
 from clustersim.workload.transformer import Transformer
 
@@ -49,8 +50,8 @@ class Request:
 
     input_tokens: float
     output_tokens: float
-    precision: Dtype = Dtype.BF16
-    kv_precision: Dtype | None = None  # default: the weights' precision
+    precision: ServingPrecision = Dtype.BF16
+    kv_precision: ServingPrecision | None = None  # default: the weights' precision (fp8 for 4-bit weights)
     batching: Batching = Batching.CONTINUOUS
     beyond_context: bool = False  # price prompts + outputs beyond the model's context anyway (notes say so)
 
@@ -61,9 +62,9 @@ class Request:
             raise ClusterSimError(f"output: must be at least 1 token, got {self.output_tokens}")
 
     @property
-    def kv(self) -> Dtype:
-        """Precision of the KV cache."""
-        return self.kv_precision or self.precision
+    def kv(self) -> ServingPrecision:
+        """Precision of the KV cache: as given, else the weights' (fp8 beside 4-bit weights)."""
+        return self.kv_precision or default_kv(self.precision)
 
     def notes(self, model: Transformer) -> tuple[str, ...]:
         """What the estimate of this request on ``model`` must say: a length beyond its context priced as
@@ -161,6 +162,7 @@ def batch_limit(
     profile = engine_profile(engine)
     request.notes(model)  # a length beyond the model's context is refused unless asked for
     check_model_split(model, tp=system.tp, pp=system.pp)
+    check_formats(request.precision, request.kv, system.system.accelerator, profile.framework)
     plan = memory_plan(model, system, request.precision, request.kv, cal, profile)
     per_sequence = reserved_tokens(request.input_tokens, request.output_tokens, profile, model)
     by_capacity = math.floor(plan.kv_capacity_tokens / per_sequence)

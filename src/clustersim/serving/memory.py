@@ -1,6 +1,7 @@
 """What serving holds in device memory and reads from it: number formats, weights and the KV cache.
 
-* **Weights**: the layers' matmul weights at the serving precision, or for a quantized checkpoint
+* **Weights**: the layers' matmul weights at the serving precision (``clustersim.serving.formats``: an
+  NVFP4 weight is 4.5 bits with its block scale, an MXFP4 one 4.25), or for a quantized checkpoint
   (GPTQ, AWQ, compressed-tensors, FP8: ``Transformer.quantization``) at the width it stores them,
   group scales and zero points included, whatever the GEMMs run at; the rest (embeddings, logits,
   norms) in bf16, split over ``tp x pp`` devices. A MoE model's leading dense layers hold a dense MLP,
@@ -23,36 +24,16 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from clustersim.catalog.schema import Dtype
 from clustersim.errors import ClusterSimError
 from clustersim.serving.engines import EngineProfile, engine_profile
+from clustersim.serving.formats import SERVING_DTYPES as SERVING_DTYPES
+from clustersim.serving.formats import ServingPrecision, is_fp4
+from clustersim.serving.formats import bytes_per_element as bytes_per_element
+from clustersim.serving.formats import parse_precision as parse_precision
 from clustersim.workload.transformer import Transformer
 
 FloatArray = npt.NDArray[np.float64]
-ACTIVATION_BYTES = 2  # activations and all-reduce payloads stay bf16, also with fp8 GEMMs
-SERVING_DTYPES = (Dtype.BF16, Dtype.FP16, Dtype.FP8)  # weights, GEMM inputs and KV cache (fp8: weights and activations)
-
-_BYTES_PER_ELEMENT = {Dtype.BF16: 2, Dtype.FP16: 2, Dtype.FP8: 1}
-
-
-def bytes_per_element(dtype: Dtype) -> int:
-    """Bytes one weight, activation or KV-cache element takes in a serving format."""
-    try:
-        return _BYTES_PER_ELEMENT[dtype]
-    except KeyError:
-        valid = ", ".join(d.value for d in SERVING_DTYPES)
-        raise ClusterSimError(f"precision: {dtype.value} is not a serving format (valid: {valid})") from None
-
-
-def parse_precision(value: str | Dtype, field_name: str = "precision") -> Dtype:
-    """A serving number format (bf16, fp16 or fp8) from the user's text; ``ClusterSimError`` naming
-    the field and the valid values."""
-    text = str(value).strip().lower()
-    for dtype in SERVING_DTYPES:
-        if dtype.value == text:
-            return dtype
-    valid = ", ".join(d.value for d in SERVING_DTYPES)
-    raise ClusterSimError(f"{field_name}: unknown value {value!r} (valid: {valid})")
+ACTIVATION_BYTES = 2  # activations and all-reduce payloads stay bf16, also with fp8 or fp4 GEMMs
 
 
 # ---- weights -------------------------------------------------------------------------------------
@@ -70,15 +51,23 @@ def matmul_params(model: Transformer) -> tuple[float, float]:
     return float(dense), float(model.moe_layers * model.mlp_matmul_params())
 
 
-def layer_weight_bytes(model: Transformer, precision: Dtype) -> float:
+def layer_weight_bytes(model: Transformer, precision: ServingPrecision) -> float:
     """Bytes one layer matmul weight takes: the checkpoint's stored width where it is quantized, else
-    ``precision``'s."""
+    ``precision``'s (a 4-bit float format with its block scales); a quantized checkpoint at a 4-bit float
+    precision is refused (its weights are in another format)."""
     if model.quantization is not None:
+        if is_fp4(precision):
+            raise ClusterSimError(
+                f"precision: {precision.value} prices weights stored as {precision.value}, but {model.name} is a "
+                f"{model.quantization.describe()} checkpoint (valid for it: bf16, fp16, fp8 GEMMs)",
+                field="precision",
+                value=precision.value,
+            )
         return model.quantization.bytes_per_weight
     return float(bytes_per_element(precision))
 
 
-def weight_bytes_per_device(model: Transformer, precision: Dtype, tp: int = 1, pp: int = 1) -> float:
+def weight_bytes_per_device(model: Transformer, precision: ServingPrecision, tp: int = 1, pp: int = 1) -> float:
     """Weights held by one device: layer matmuls at ``layer_weight_bytes``, the rest (embeddings, logits,
     norms) in bf16."""
     bytes_per_element(precision)  # an unknown serving format is refused, quantized or not
@@ -88,7 +77,7 @@ def weight_bytes_per_device(model: Transformer, precision: Dtype, tp: int = 1, p
     return (quantized * layer_weight_bytes(model, precision) + rest * ACTIVATION_BYTES) / (tp * pp)
 
 
-def weights_note(model: Transformer, precision: Dtype) -> str | None:
+def weights_note(model: Transformer, precision: ServingPrecision) -> str | None:
     """What a quantized checkpoint's weights are priced at (None for a 16-bit one)."""
     q = model.quantization
     if q is None:
@@ -108,13 +97,13 @@ def kv_heads_per_device(model: Transformer, tp: int) -> int:
     return max(model.kv_cache_heads // tp, 1)
 
 
-def kv_bytes_per_token_layer(model: Transformer, kv_precision: Dtype, tp: int = 1) -> float:
+def kv_bytes_per_token_layer(model: Transformer, kv_precision: ServingPrecision, tp: int = 1) -> float:
     """KV-cache bytes one token adds to one layer on one device."""
     per_head = model.kv_cache_elements // model.kv_cache_heads
     return float(kv_heads_per_device(model, tp) * per_head * bytes_per_element(kv_precision))
 
 
-def kv_bytes_per_token(model: Transformer, kv_precision: Dtype, tp: int = 1, pp: int = 1) -> float:
+def kv_bytes_per_token(model: Transformer, kv_precision: ServingPrecision, tp: int = 1, pp: int = 1) -> float:
     """KV-cache bytes one token adds on one device over its layers (every layer holding it: no window)."""
     return (model.layers / pp) * kv_bytes_per_token_layer(model, kv_precision, tp)
 

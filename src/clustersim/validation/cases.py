@@ -128,6 +128,7 @@ class Case(_Part):
     system: CaseSystem | None = None
     parallel: CaseParallel | None = None
     precision: str | None = None
+    kv_precision: str | None = None  # inference: the KV cache's format (null: the reader's default)
     workload: CaseWorkload | None = None
     op: str | None = None
     size_bytes: Count | None = None

@@ -7,7 +7,8 @@ Assumptions a case does not state:
   222.3 tokens over its 24,576 samples); with no dataset, or one that gives no mean for that length,
   no number is assumed: the case is skipped as "input unknown" (or "output unknown"), naming the
   field and the datasets known. ``assumed_lengths`` says per case what was taken from a dataset;
-* the KV cache has the precision of the weights (fp8 runs in TensorRT-LLM use an fp8 KV cache);
+* ``kv_precision`` null: the KV cache has the precision of the weights (fp8 runs in TensorRT-LLM use an
+  fp8 KV cache), fp8 beside 4-bit weights (``nvfp4``/``mxfp4``: NVIDIA's FP4 checkpoints quantize it so);
 * the engine is the profile of the case's ``software.framework`` whose release range holds the
   release or month ``software.version`` names (``clustersim.serving.engines.engine_for_software``),
   default TensorRT-LLM; a framework no profile serves is an error; batching is how that engine's
@@ -76,11 +77,13 @@ def case_estimate(
     except ClusterSimError as exc:
         raise ClusterSimError(f"{where}: {exc}", field=exc.field, value=exc.value) from None
     precision = parse_precision(str(case.precision or "bf16"), f"{where}: precision")
+    kv = parse_precision(case.kv_precision, f"{where}: kv_precision") if case.kv_precision else None
     input_tokens, output_tokens = workload_lengths(workload, where)
     request = Request(
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         precision=precision,
+        kv_precision=kv,
         batching=engine.benchmark_batching,
     )
     if workload.scenario == "server":
