@@ -32,7 +32,10 @@ def predict_collective_case(
     if system.instance:
         # devices_per_node: a Trainium case counts NeuronCores (32 on trn1.32xlarge), not chips
         per_instance = system.devices_per_node
-        fabric = system_for_instance(catalog, system.instance, nodes, devices_per_node=per_instance).topology.fabric()
+        topology = system_for_instance(catalog, system.instance, nodes, devices_per_node=per_instance).topology
+        # fewer devices than the instances hold (16 of a trn2's 64 ranks): the group of the first ones
+        group = topology.group_fabric(devices, 1) if 1 < devices < topology.num_devices else None
+        fabric = group or topology.fabric()
     else:
         gbps = system.inter_node_Gbps_per_node
         if nodes > 1 and not gbps:
