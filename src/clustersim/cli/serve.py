@@ -112,9 +112,21 @@ def serve_command(
             help="Sequences in flight per replica (default: the best that fits).",
         ),
     ] = None,
-    precision: Annotated[str, typer.Option("--precision", help="Weights and GEMMs: bf16, fp16 or fp8.")] = "bf16",
+    precision: Annotated[
+        str,
+        typer.Option(
+            "--precision",
+            help="Weights and GEMMs: bf16, fp16, fp8, or on Blackwell nvfp4 (4.5 bits with its block scales) or "
+            "mxfp4 (4.25 bits).",
+        ),
+    ] = "bf16",
     kv_cache: Annotated[
-        str | None, typer.Option("--kv-cache", help="KV cache precision (default: as --precision).")
+        str | None,
+        typer.Option(
+            "--kv-cache",
+            help="KV cache precision: bf16, fp16, fp8, or nvfp4 (TensorRT-LLM on Blackwell); default: as "
+            "--precision, fp8 beside 4-bit weights.",
+        ),
     ] = None,
     batching: Annotated[
         Batching, typer.Option("--batching", case_sensitive=False, help="continuous (in-flight) or static.")

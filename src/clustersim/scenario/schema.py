@@ -39,7 +39,7 @@ from clustersim.units import (
 )
 
 TRAINING_PRECISIONS = (Dtype.BF16, Dtype.FP16, Dtype.FP8)
-ServingPrecision = Literal["bf16", "fp16", "fp8"]
+ServingPrecision = Literal["bf16", "fp16", "fp8", "nvfp4", "mxfp4"]  # clustersim.serving.formats
 DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS = 2048, 128  # the command line's lengths without a dataset
 PriceOffer = Literal["on_demand", "capacity_block"]
 

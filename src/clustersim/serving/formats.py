@@ -56,16 +56,21 @@ class FormatSpec:
     bytes_per_element: float  # block scales included
     gemm_dtype: Dtype  # the peak its GEMMs run at
     attention_dtype: Dtype  # the peak attention runs at when the weights are in this format
-    vendors: tuple[str, ...] | None = None  # accelerator vendors with this format's tensor cores (None: any)
+    families: tuple[str, ...] | None = None  # accelerator families it is served on (None: any with its peak)
     kv_frameworks: tuple[str, ...] | None = None  # engine frameworks that store a KV cache in it (None: all)
 
+
+# Where 4-bit float checkpoints are served: Blackwell's fifth-generation tensor cores run NVFP4 and MXFP4
+# GEMMs at the FP4 rate. Trainium3 has an MXFP4 rate (the catalog's), but no Neuron serving engine here is
+# documented to load MXFP4 checkpoints, so it is not priced there.
+_FP4_FAMILIES = ("blackwell",)
 
 _SPECS: dict[ServingPrecision, FormatSpec] = {
     Dtype.BF16: FormatSpec(2.0, Dtype.BF16, Dtype.BF16),
     Dtype.FP16: FormatSpec(2.0, Dtype.FP16, Dtype.FP16),
     Dtype.FP8: FormatSpec(1.0, Dtype.FP8, Dtype.FP8),
-    BlockFp4.NVFP4: FormatSpec((16 * 4 + 8) / 16 / 8, Dtype.FP4, Dtype.FP8, ("nvidia",), ("tensorrt-llm",)),
-    BlockFp4.MXFP4: FormatSpec((32 * 4 + 8) / 32 / 8, Dtype.FP4, Dtype.FP8),
+    BlockFp4.NVFP4: FormatSpec((16 * 4 + 8) / 16 / 8, Dtype.FP4, Dtype.FP8, _FP4_FAMILIES, ("tensorrt-llm",)),
+    BlockFp4.MXFP4: FormatSpec((32 * 4 + 8) / 32 / 8, Dtype.FP4, Dtype.FP8, _FP4_FAMILIES),
 }
 
 
@@ -129,7 +134,7 @@ def parse_precision(value: str | ServingPrecision, field_name: str = "precision"
 
 def _runs_on(precision: ServingPrecision, accelerator: Accelerator) -> bool:
     spec = format_spec(precision)
-    if spec.vendors is not None and accelerator.vendor not in spec.vendors:
+    if spec.families is not None and accelerator.family not in spec.families:
         return False
     return accelerator.dense_flop_per_s.get(spec.gemm_dtype) is not None
 
@@ -143,9 +148,8 @@ def check_formats(weights: ServingPrecision, kv: ServingPrecision, accelerator: 
     """Refuse a weight or KV format the accelerator or the engine cannot run, naming the format, the
     accelerator (or engine) and what is valid; 4-bit GEMMs need FP4 tensor cores (NVFP4: NVIDIA's)."""
     if is_fp4(weights) and not _runs_on(weights, accelerator):
-        vendor = " NVIDIA" if format_spec(weights).vendors == ("nvidia",) else ""
         raise ClusterSimError(
-            f"precision: {weights.value} needs{vendor} FP4 tensor cores (Blackwell), which {accelerator.id} has not "
+            f"precision: {weights.value} is served on Blackwell's FP4 tensor cores, which {accelerator.id} has not "
             f"(valid on {accelerator.id}: {_names(formats_on(accelerator))})",
             field="precision",
             value=weights.value,
@@ -166,8 +170,8 @@ def check_formats(weights: ServingPrecision, kv: ServingPrecision, accelerator: 
         )
     if is_fp4(kv) and not _runs_on(kv, accelerator):
         raise ClusterSimError(
-            f"kv precision: a {kv.value} KV cache needs FP4 tensor cores (Blackwell), which {accelerator.id} has not "
-            f"(valid: bf16, fp16, fp8)",
+            f"kv precision: a {kv.value} KV cache is served on Blackwell's FP4 tensor cores, which "
+            f"{accelerator.id} has not (valid: bf16, fp16, fp8)",
             field="kv_precision",
             value=kv.value,
         )
