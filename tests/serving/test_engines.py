@@ -75,8 +75,9 @@ def test_a_case_gets_the_profile_of_its_framework_and_release(framework, version
 def test_unknown_engines_name_the_known_ones():
     with pytest.raises(UnknownNameError, match=r"unknown engine 'vlm'.*did you mean vllm"):
         engine_profile("vlm")
-    with pytest.raises(UnknownNameError, match=r"^unknown software.framework 'transformers-neuronx' .*known: sglang"):
-        engine_for_software("transformers-neuronx", "2.18")
+    unknown = r"^unknown software.framework 'neuronx-vllm'; did you mean vllm-neuron.*known: nxd-inference"
+    with pytest.raises(UnknownNameError, match=unknown):
+        engine_for_software("neuronx-vllm", "2.18")
     assert engine_profile(engine_profile("vllm")) is engine_profile("vllm")
 
 
@@ -186,7 +187,8 @@ def test_each_engine_names_the_accelerator_families_it_runs_on_with_a_source():
     for name, profile in engine_profiles(use_env=False).items():
         assert profile.accelerator_families and profile.families_source.strip(), name
         assert set(profile.accelerator_families) <= families, name
-        assert "trainium" not in profile.accelerator_families, name  # no Neuron serving engine is profiled yet
+        # an engine runs on GPUs or on Trainium, never both: their kernels and compilers differ
+        assert ("trainium" in profile.accelerator_families) == (profile.accelerator_families == ("trainium",)), name
 
 
 @pytest.mark.parametrize("family", ["ampere", "hopper", "blackwell"])
@@ -195,11 +197,11 @@ def test_the_default_engine_on_gpus_is_tensorrt_llm(family):
     assert engines_on(family) == ["sglang", "tensorrt-llm", "tensorrt-llm-2023", "vllm"]
 
 
-def test_serving_on_trainium_without_an_engine_is_refused_not_priced_as_tensorrt_llm():
+def test_a_family_without_an_engine_is_refused_not_priced_as_another_familys():
     with pytest.raises(ClusterSimError) as caught:
-        engine_for(None, "trainium", accelerator="trainium1")
+        engine_for(None, "gaudi", accelerator="gaudi3")
     message = str(caught.value)
-    assert "no serving engine is profiled for trainium1 (trainium) accelerators yet" in message
+    assert "no serving engine is profiled for gaudi3 (gaudi) accelerators yet" in message
     assert caught.value.field == "engine" and "\n" not in message
 
 
@@ -209,7 +211,8 @@ def test_a_gpu_engine_on_trainium_is_refused_naming_both_and_what_fits(engine):
         engine_for(engine, "trainium", accelerator="trainium2")
     message = str(caught.value)
     assert f"engine {engine!r} does not run on trainium2 (trainium) accelerators" in message
-    assert "ampere, hopper, blackwell" in message and "engines for trainium: none profiled yet" in message
+    engines = "engines for trainium: nxd-inference, optimum-neuron, transformers-neuronx, vllm-neuron"
+    assert "ampere, hopper, blackwell" in message and engines in message
 
 
 def test_a_user_engine_that_lists_trainium_is_accepted_there(tmp_path, monkeypatch):
@@ -220,6 +223,11 @@ def test_a_user_engine_that_lists_trainium_is_accepted_there(tmp_path, monkeypat
         encoding="utf-8",
     )
     monkeypatch.setenv(ENV_VAR, str(mine))
+    with pytest.raises(ClusterSimError, match=r"several profiles are the default on trainium \(my-neuron, vllm-neuron"):
+        engine_for(None, "trainium")
+    only = tmp_path / "only.toml"
+    only.write_text(mine.read_text(encoding="utf-8") + "\n[vllm-neuron]\ndefault_on = []\n", encoding="utf-8")
+    monkeypatch.setenv(ENV_VAR, str(only))
     assert engine_for(None, "trainium").name == "my-neuron"
     assert engine_for("my-neuron", "trainium").name == "my-neuron"
     bad = tmp_path / "bad.toml"
@@ -229,18 +237,24 @@ def test_a_user_engine_that_lists_trainium_is_accepted_there(tmp_path, monkeypat
         engine_profiles()
 
 
-def test_serve_on_trainium_refuses_before_and_with_a_gpu_engine_and_gpus_still_default_to_tensorrt_llm():
+def test_serve_on_trainium_runs_a_neuron_engine_and_refuses_a_gpu_one_and_gpus_still_default_to_tensorrt_llm():
     from typer.testing import CliRunner
 
     from clustersim.cli.app import app
 
     runner = CliRunner(env={"CLUSTERSIM_CATALOG": "", "CLUSTERSIM_MODELS": "", ENV_VAR: ""})
-    for extra in ([], ["--engine", "vllm"], ["--engine", "tensorrt-llm"]):
-        result = runner.invoke(app, ["serve", "llama3-8b", "--instance", "trn1.32xlarge", *extra])
+    neuron = runner.invoke(app, ["serve", "llama3-8b", "--instance", "trn1.32xlarge", "--json"])
+    assert neuron.exit_code == 0, neuron.output
+    assert '"engine": "vllm-neuron"' in neuron.output
+    for engine in ("vllm", "tensorrt-llm"):
+        result = runner.invoke(app, ["serve", "llama3-8b", "--instance", "trn1.32xlarge", "--engine", engine])
         assert result.exit_code == 2, result.output
-        assert "trainium1 (trainium)" in result.output and "tokens/s" not in result.output
+        assert f"engine '{engine}' does not run on trainium1 (trainium)" in result.output
+        assert "tokens/s" not in result.output
+    on_gpu = runner.invoke(app, ["serve", "llama3-8b", "--instance", "p5.48xlarge", "--engine", "transformers-neuronx"])
+    assert on_gpu.exit_code == 2 and "engine 'transformers-neuronx' does not run on h100-sxm (hopper)" in on_gpu.output
     compared = runner.invoke(app, ["serve", "llama3-8b", "--instance", "p5.48xlarge", "--compare", "trn1.32xlarge"])
-    assert compared.exit_code == 2 and "no serving engine is profiled for trainium1" in compared.output
+    assert compared.exit_code == 2 and "engine 'tensorrt-llm' does not run on trainium" in compared.output
     gpu = runner.invoke(app, ["serve", "llama3-8b", "--instance", "p5.48xlarge", "--json"])
     assert gpu.exit_code == 0, gpu.output
     assert '"engine": "tensorrt-llm"' in gpu.output

@@ -33,7 +33,18 @@ def test_the_case_is_served_by_the_profile_of_its_release(version: str, engine: 
 
 
 def test_an_unknown_framework_names_the_case_and_the_known_ones():
-    case = dict(BLOG, software={"framework": "transformers-neuronx", "version": "2.18"})
+    case = dict(BLOG, software={"framework": "lmdeploy", "version": "0.4"})
     with pytest.raises(ClusterSimError, match=r"^case trtllm_h200blog.*: unknown software.framework") as info:
         case_estimate(case, CATALOG)
     assert "tensorrt-llm" in str(info.value) and info.value.field == "software.framework"
+
+
+def test_a_neuron_framework_on_a_gpu_case_is_refused_naming_engine_and_family():
+    case = dict(BLOG, software={"framework": "transformers-neuronx", "version": "Neuron SDK 2.18.1"})
+    with pytest.raises(
+        ClusterSimError,
+        match=r"^case trtllm_h200blog.*: engine 'transformers-neuronx' does not run on "
+        r"h200-sxm \(hopper\)",
+    ) as info:
+        case_estimate(case, CATALOG)
+    assert info.value.field == "engine"

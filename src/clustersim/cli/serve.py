@@ -162,9 +162,9 @@ def serve_command(
         str | None,
         typer.Option(
             "--engine",
-            help="The serving engine's profile: tensorrt-llm, tensorrt-llm-2023, vllm, sglang (GPUs; also from "
-            "$CLUSTERSIM_SERVING_ENGINES); default: the accelerator's (tensorrt-llm on GPUs; none is profiled "
-            "for Trainium yet).",
+            help="The serving engine's profile: tensorrt-llm, tensorrt-llm-2023, vllm, sglang (GPUs); vllm-neuron, "
+            "nxd-inference, transformers-neuronx, optimum-neuron (Trainium); also from $CLUSTERSIM_SERVING_ENGINES; "
+            "default: the accelerator's (tensorrt-llm on GPUs, vllm-neuron on Trainium).",
         ),
     ] = None,
     scenario: Annotated[

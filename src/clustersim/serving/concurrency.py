@@ -63,7 +63,7 @@ def estimate_concurrency(
 ) -> ServingEstimate:
     """Output tokens/s, TTFT and TPOT of the whole system with ``concurrency`` requests kept in flight."""
     cal = default_calibration() if cal is None else cal
-    profile = engine_profile(engine)
+    profile = engine_profile(engine, system.family)
     if concurrency < 1:
         raise ClusterSimError(f"concurrency: must be at least 1 request in flight, got {concurrency}")
     if request.batching is not Batching.CONTINUOUS:

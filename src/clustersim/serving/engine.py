@@ -53,7 +53,7 @@ from clustersim.errors import ClusterSimError
 from clustersim.network.collectives import Op
 from clustersim.network.cost import ANALYTIC, CollectiveCost
 from clustersim.network.fabric import Fabric
-from clustersim.serving.engines import EngineProfile, engine_profile
+from clustersim.serving.engines import EngineProfile, bucket_tokens, engine_profile, mean_bucket_tokens
 from clustersim.serving.formats import ServingPrecision, attention_dtype, gemm_dtype
 from clustersim.serving.memory import ACTIVATION_BYTES as ACTIVATION_BYTES
 from clustersim.serving.memory import SERVING_DTYPES as SERVING_DTYPES
@@ -222,6 +222,11 @@ class ServingSystem:
         return self.tp * self.pp * self.dp
 
     @property
+    def family(self) -> str:
+        """The accelerator family (catalog ``family``): which serving engines run here."""
+        return self.system.accelerator.family
+
+    @property
     def device_name(self) -> str:
         """The accelerator id, or the share of one that a device is (``0.5 of trainium1``)."""
         share = self.system.share
@@ -264,7 +269,7 @@ def memory_plan(
     """Split one device's memory (the share the engine uses); ``ClusterSimError`` when the weights and
     workspace do not fit."""
     cal = default_calibration() if cal is None else cal
-    profile = engine_profile(engine)
+    profile = engine_profile(engine, system.family)
     usable = system.system.memory_bytes * (1.0 - profile.reserved_memory_fraction)
     weights = weight_bytes_per_device(model, precision, system.tp, system.pp)
     budget = (usable - weights - cal.workspace_bytes) * profile.kv_memory_fraction
@@ -344,14 +349,22 @@ def step_times(
     """One step of one stage (one device) on ``engine``: ``decode_sequences`` each read
     ``decode_context_tokens`` of KV cache and make one token; ``prefill_tokens`` prompt tokens of
     ``prefill_sequences`` prompts of ``prompt_tokens`` tokens each go through the same GEMMs. Arrays
-    broadcast."""
+    broadcast. An engine with static-shape buckets (``EngineProfile.bucket_min_tokens``) runs each prompt
+    padded to its bucket, and a decoding sequence, whose mean position ``decode_context_tokens`` is
+    halfway from its prompt to its last token, attends over each position's bucket."""
     cal = default_calibration() if cal is None else cal
-    profile = engine_profile(engine)
+    profile = engine_profile(engine, system.family)
     b = np.asarray(decode_sequences, dtype=np.float64)
     context = np.asarray(decode_context_tokens, dtype=np.float64)
     prefill = np.asarray(prefill_tokens, dtype=np.float64)
     prompts = np.asarray(prefill_sequences, dtype=np.float64)
     b, context, prefill, prompts = np.broadcast_arrays(b, context, prefill, prompts)
+    if profile.bucket_min_tokens is not None:
+        padded_prompt = float(bucket_tokens(prompt_tokens, profile))
+        prefill = prefill * padded_prompt / prompt_tokens
+        last = np.maximum(2.0 * context - prompt_tokens, context)  # the sequences' last positions
+        context = mean_bucket_tokens(np.minimum(prompt_tokens, context), last, profile)
+        prompt_tokens = padded_prompt
     tp, pp = system.tp, system.pp
     layers = model.layers / pp
     tokens = b + prefill

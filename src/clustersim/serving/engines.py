@@ -1,4 +1,4 @@
-"""The serving engine as an input: what TensorRT-LLM, vLLM or SGLang do, apart from what the chip can do.
+"""The serving engine as an input: what TensorRT-LLM, vLLM, SGLang or a Neuron engine does, apart from the chip.
 
 The same model on the same GPUs serves at different speeds under different engines, and under
 different releases of one engine. An ``EngineProfile`` says what one engine does: how it pages the
@@ -11,8 +11,13 @@ reference's.
 
 Each profile names the accelerator families it runs on (``accelerator_families``, with
 ``families_source``); :func:`engine_for` refuses an engine on a family it does not run on and, with no
-engine named, takes the family's default (``default_on``: TensorRT-LLM on GPUs). No Neuron serving
-engine is profiled yet, so serving on Trainium is refused rather than priced as a GPU engine.
+engine named, takes the family's default (``default_on``: TensorRT-LLM on GPUs, NxD Inference on
+Trainium). A GPU engine is never priced on Trainium, nor a Neuron engine on GPUs.
+
+Engines that compile static shapes (the Neuron ones: neuronx-cc builds one graph per shape) pad each
+prompt to the next of their context-encoding buckets and attend, while decoding, over the next of
+their token-generation buckets (``bucket_min_tokens``: powers of two from that many tokens, the
+defaults of transformers-neuronx and NxD Inference); :func:`bucket_tokens` gives the padded length.
 
 The reference engine is TensorRT-LLM: the achieved fractions and overheads of ``calibration.toml``
 are fitted on its published runs, so its profile has ``kernel_efficiency = 1`` and no overhead of
@@ -36,6 +41,8 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from clustersim.catalog.overlay import RecordFile
@@ -45,6 +52,7 @@ from clustersim.errors import ClusterSimError, UnknownNameError
 ENV_VAR = "CLUSTERSIM_SERVING_ENGINES"
 PACKAGE, FILE_NAME = "clustersim.serving", "engines.toml"
 DEFAULT_ENGINE = "tensorrt-llm"
+FloatArray = npt.NDArray[np.float64]
 
 
 class EngineProfile(BaseModel):
@@ -92,6 +100,12 @@ class EngineProfile(BaseModel):
     )
     sequence_overhead_s: float | None = Field(
         None, ge=0, le=1e-3, description="Host cost per sequence per step, seconds; absent: the calibration's."
+    )
+    bucket_min_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="Static-shape buckets: prompts and decode contexts are padded to the next power of two from "
+        "this many tokens; absent: no padding (dynamic shapes).",
     )
     name: str = Field("", description="The profile's name (filled in when loaded).")
 
@@ -164,8 +178,48 @@ def engine_profiles(extra: Sequence[str | Path] = (), *, use_env: bool = True) -
     return ENGINE_FILE.records(extra, use_env=use_env)
 
 
-def engine_profile(engine: str | EngineProfile | None = None) -> EngineProfile:
-    """The profile ``engine`` names (default: TensorRT-LLM), or ``engine`` itself when it is one."""
+def bucket_tokens(tokens: npt.ArrayLike, profile: EngineProfile, longest: npt.ArrayLike | None = None) -> FloatArray:
+    """``tokens`` padded to the engine's next bucket (a power of two times ``bucket_min_tokens``, at least
+    that many), at most ``longest`` (the last bucket is the compiled sequence length, whatever it is);
+    unchanged where the engine has no buckets."""
+    length = np.asarray(tokens, dtype=np.float64)
+    if profile.bucket_min_tokens is None:
+        return length
+    low = float(profile.bucket_min_tokens)
+    steps = np.ceil(np.log2(np.maximum(length, low) / low) - 1e-9)
+    padded = low * np.exp2(np.maximum(steps, 0.0))
+    if longest is not None:
+        padded = np.maximum(np.minimum(padded, np.asarray(longest, dtype=np.float64)), length)
+    return np.asarray(padded, dtype=np.float64)
+
+
+def mean_bucket_tokens(first: npt.ArrayLike, last: npt.ArrayLike, profile: EngineProfile) -> FloatArray:
+    """The mean padded length over the positions ``first..last`` (uniformly, as a sequence decodes from its
+    prompt to its last token), each padded to its bucket and at most ``last`` (the compiled sequence
+    length); the mean position where the engine has no buckets."""
+    lo, hi = np.broadcast_arrays(np.asarray(first, dtype=np.float64), np.asarray(last, dtype=np.float64))
+    if profile.bucket_min_tokens is None:
+        return np.asarray((lo + hi) / 2.0, dtype=np.float64)
+    span = np.maximum(hi - lo, 1e-9)
+    total = np.zeros_like(lo)
+    low, edge = 0.0, float(profile.bucket_min_tokens)
+    while np.any(hi > low):  # the positions in (low, edge] attend over min(edge, last) tokens
+        covered = np.clip(np.minimum(hi, edge) - np.maximum(lo, low), 0.0, None)
+        total = total + covered * np.minimum(edge, hi)
+        low, edge = edge, 2.0 * edge
+    padded = np.where(hi > lo, total / span, bucket_tokens(hi, profile, hi))
+    return np.asarray(padded, dtype=np.float64)
+
+
+def engine_profile(engine: str | EngineProfile | None = None, family: str | None = None) -> EngineProfile:
+    """The profile ``engine`` names, or ``engine`` itself when it is one. With ``family`` (the accelerator
+    family it serves on) it is :func:`engine_for`'s: none named is the family's default, and an engine
+    that does not run on the family is refused; without it, none named is TensorRT-LLM."""
+    if family is not None:
+        if isinstance(engine, EngineProfile):
+            check_runs_on(engine, family)
+            return engine
+        return engine_for(engine, family)
     if isinstance(engine, EngineProfile):
         return engine
     table = engine_profiles()
@@ -182,10 +236,10 @@ def engines_on(family: str) -> list[str]:
 
 def engine_for(engine: str | None, family: str, *, accelerator: str | None = None) -> EngineProfile:
     """The profile ``engine`` names on accelerators of ``family`` (none named: the profile whose
-    ``default_on`` holds the family: TensorRT-LLM on GPUs). An engine that does not run on the family is
-    refused naming both and the engines that do; a family with no engine profiled (Trainium: no Neuron
-    serving engine yet) is refused rather than priced as a GPU engine. ``accelerator``: the chip's id, for
-    the message."""
+    ``default_on`` holds the family: TensorRT-LLM on GPUs, NxD Inference on Trainium). An engine that
+    does not run on the family is refused naming both and the engines that do; a family with no engine
+    profiled is refused rather than priced as another family's engine. ``accelerator``: the chip's id,
+    for the message."""
     table = engine_profiles()
     chip = f"{accelerator} ({family})" if accelerator else family
     if engine is None:
@@ -201,18 +255,32 @@ def engine_for(engine: str | None, family: str, *, accelerator: str | None = Non
                 f"accelerator_families can be named with --engine",
                 field="engine",
             )
+        if len(defaults) > 1:
+            raise ClusterSimError(
+                f"engine: several profiles are the default on {family} ({', '.join(defaults)}); keep {family!r} in "
+                f"the default_on of one of them (a user file can set default_on = [] on the others)",
+                field="engine",
+            )
         return table[defaults[0]]
     profile = engine_profile(engine)
-    if family not in profile.accelerator_families:
-        fits = engines_on(family)
-        raise ClusterSimError(
-            f"engine {profile.name!r} does not run on {chip} accelerators (as profiled it runs on "
-            f"{', '.join(profile.accelerator_families)}); engines for {family}: "
-            f"{', '.join(fits) or 'none profiled yet'}",
-            field="engine",
-            value=profile.name,
-        )
+    check_runs_on(profile, family, accelerator=accelerator)
     return profile
+
+
+def check_runs_on(profile: EngineProfile, family: str, *, accelerator: str | None = None) -> None:
+    """Refuse ``profile`` on accelerators of ``family`` unless its ``accelerator_families`` hold it, naming
+    the engine, the family and the engines that run there."""
+    if family in profile.accelerator_families:
+        return
+    chip = f"{accelerator} ({family})" if accelerator else family
+    fits = engines_on(family)
+    raise ClusterSimError(
+        f"engine {profile.name!r} does not run on {chip} accelerators (as profiled it runs on "
+        f"{', '.join(profile.accelerator_families)}); engines for {family}: "
+        f"{', '.join(fits) or 'none profiled yet'}",
+        field="engine",
+        value=profile.name,
+    )
 
 
 def engine_for_software(framework: str | None, version: str | None = None) -> EngineProfile:

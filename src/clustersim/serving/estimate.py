@@ -159,7 +159,7 @@ def batch_limit(
 ) -> tuple[int, str, MemoryPlan]:
     """The largest batch per replica, what limits it (``capacity`` or ``scheduler``), and the memory plan."""
     cal = default_calibration() if cal is None else cal
-    profile = engine_profile(engine)
+    profile = engine_profile(engine, system.family)
     request.notes(model)  # a length beyond the model's context is refused unless asked for
     check_model_split(model, tp=system.tp, pp=system.pp)
     check_formats(request.precision, request.kv, system.system.accelerator, profile.framework)
@@ -260,7 +260,7 @@ def throughput_per_replica(
 ) -> FloatArray:
     """Output tokens/s of one replica at each batch (sequences in flight)."""
     cal = default_calibration() if cal is None else cal
-    profile = engine_profile(engine)
+    profile = engine_profile(engine, system.family)
     if request.batching is Batching.STATIC:
         prefill, decode = _static_steps(model, system, request, batch, cal, profile)
         o = request.output_tokens
@@ -290,7 +290,7 @@ def estimate_offline(
     """Output tokens/s of the whole system on ``engine`` (default: TensorRT-LLM) at ``batch`` sequences
     per replica, or at the best batch that fits."""
     cal = default_calibration() if cal is None else cal
-    profile = engine_profile(engine)
+    profile = engine_profile(engine, system.family)
     max_batch, limit, plan = batch_limit(model, system, request, cal, profile)
     if batch is not None:
         if batch < 1 or batch > max_batch:
@@ -418,7 +418,7 @@ def compare_offline(
 ) -> Comparison:
     """Offline throughput on two systems; why the second is faster or slower (bandwidth vs batch)."""
     cal = default_calibration() if cal is None else cal
-    profile = engine_profile(engine)
+    profile = engine_profile(engine, first.family)
     a = estimate_offline(model, first, request, batch=batch, cal=cal, engine=profile)
     b = estimate_offline(model, second, request, batch=batch, cal=cal, engine=profile)
     same = estimate_offline(model, second, request, batch=min(a.batch, b.max_batch), cal=cal, engine=profile)

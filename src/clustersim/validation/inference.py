@@ -11,8 +11,11 @@ Assumptions a case does not state:
   fp8 KV cache), fp8 beside 4-bit weights (``nvfp4``/``mxfp4``: NVIDIA's FP4 checkpoints quantize it so);
 * the engine is the profile of the case's ``software.framework`` whose release range holds the
   release or month ``software.version`` names (``clustersim.serving.engines.engine_for_software``),
-  default TensorRT-LLM; a framework no profile serves is an error; batching is how that engine's
-  benchmarks batch (in-flight, or static for TensorRT-LLM before v0.10);
+  default TensorRT-LLM; a framework no profile serves, or an engine that does not run on the case's
+  accelerator family (a GPU engine on Trainium), is an error; batching is how that engine's
+  benchmarks batch (in-flight, or static for TensorRT-LLM before v0.10 and transformers-neuronx); a
+  ``concurrency`` case on a static-batching engine is a loop of static batches of ``batch / dp``
+  sequences per replica (transformers-neuronx's 'Batch' benchmarks);
 * a ``system.power_W`` other than the catalogued TDP sets the board power (compute clocks follow it);
 * ``concurrency`` cases keep ``batch`` requests in flight on the whole system (over its ``dp``
   replicas), as a closed-loop load generator does;
@@ -37,7 +40,7 @@ from clustersim.serving.engine import (
     parse_precision,
     serving_system_for_accelerator,
 )
-from clustersim.serving.engines import engine_for_software
+from clustersim.serving.engines import EngineProfile, check_runs_on, engine_for_software
 from clustersim.serving.estimate import Request, ServingEstimate, estimate_offline
 from clustersim.serving.latency import max_rate
 from clustersim.validation.cases import Case, CaseModel, CaseParallel, CaseSystem, CaseWorkload, as_case
@@ -49,9 +52,13 @@ SERVER_PERCENTILE = 0.99
 
 
 def case_estimate(
-    case: Case | Mapping[str, Any], catalog: Catalog, cal: InferenceCalibration | None = None
+    case: Case | Mapping[str, Any],
+    catalog: Catalog,
+    cal: InferenceCalibration | None = None,
+    engine_override: EngineProfile | None = None,
 ) -> ServingEstimate:
-    """The serving estimate of a case (offline, or server at the highest rate meeting its targets)."""
+    """The serving estimate of a case (offline, or server at the highest rate meeting its targets), on the
+    profile of its ``software`` or on ``engine_override`` (a fit of the engine's own constants)."""
     case = as_case(case, "inference")
     where = f"case {case.id}"
     model = transformer_from_mapping((case.model or CaseModel()).shape(), where=f"{where}: model")
@@ -73,7 +80,10 @@ def case_estimate(
     )
     software = case.software
     try:
-        engine = engine_for_software(software.framework if software else None, software.version if software else None)
+        engine = engine_override or engine_for_software(
+            software.framework if software else None, software.version if software else None
+        )
+        check_runs_on(engine, serving.family, accelerator=serving.system.accelerator.id)
     except ClusterSimError as exc:
         raise ClusterSimError(f"{where}: {exc}", field=exc.field, value=exc.value) from None
     precision = parse_precision(str(case.precision or "bf16"), f"{where}: precision")
@@ -100,10 +110,32 @@ def case_estimate(
     if workload.scenario == "concurrency":
         if not workload.batch:
             raise ClusterSimError(f"{where}: workload.batch (requests in flight) is missing for a concurrency case")
+        if engine.benchmark_batching is Batching.STATIC:  # a closed loop of static batches, one after another
+            per_replica = workload.batch / dp
+            if per_replica != int(per_replica):
+                raise ClusterSimError(
+                    f"{where}: workload.batch {workload.batch} is not a whole number of static batches over dp {dp}",
+                    field="workload.batch",
+                    value=workload.batch,
+                )
+            return estimate_offline(model, serving, request, batch=int(per_replica), cal=cal, engine=engine)
         return estimate_concurrency(
             model, serving, replace(request, batching=Batching.CONTINUOUS), workload.batch, cal=cal, engine=engine
         )
     return estimate_offline(model, serving, request, batch=workload.batch or None, cal=cal, engine=engine)
+
+
+def fits_reference_calibration(case: Case | Mapping[str, Any]) -> bool:
+    """Whether the serving calibration (``calibration.toml``, fitted on GPU runs of the reference engine)
+    is fitted on this case: not where the case's engine runs on Trainium, whose kernel efficiency and step
+    overhead are the Neuron profiles' own (``benchmarks/calibrate_neuron_serving.py``). A framework no
+    profile serves is left in, to be skipped with its reason."""
+    software = as_case(case, "inference").software
+    try:
+        profile = engine_for_software(software.framework if software else None, software.version if software else None)
+    except ClusterSimError:
+        return True
+    return "trainium" not in profile.accelerator_families
 
 
 def predict_inference_case(

@@ -27,6 +27,7 @@ from pydantic import BaseModel
 from clustersim.catalog.registry import Catalog
 from clustersim.compute import efficiency
 from clustersim.compute.efficiency import FALLBACK_FAMILY, FamilyEfficiency, efficiency_table
+from clustersim.compute.precision import QUANTIZED_FORMATS
 from clustersim.network import analytic
 from clustersim.network.analytic import CommCalibration
 from clustersim.serving import engine
@@ -34,7 +35,7 @@ from clustersim.serving.engine import InferenceCalibration
 from clustersim.validation.cases import Case
 from clustersim.validation.collective import predict_collective_case
 from clustersim.validation.fit import ALL, Constant, FitSpec, Prepared
-from clustersim.validation.inference import predict_inference_case
+from clustersim.validation.inference import fits_reference_calibration, predict_inference_case
 from clustersim.validation.systems import system_from_case
 from clustersim.validation.training import case_estimator, training_value
 
@@ -98,7 +99,7 @@ def _training_prepare(
 def _training_constants(
     table: EfficiencyTable, family: str, cases: Sequence[Prepared[EfficiencyTable]]
 ) -> list[Constant]:
-    fp8 = [c for c in cases if c.case.precision == "fp8"]
+    fp8 = [c for c in cases if c.case.precision in QUANTIZED_FORMATS]  # 8- and 4-bit GEMMs
     fp8_moe = any(c.case.model is not None and c.case.model.moe is not None for c in fp8)  # expert_gemm_s is FP8's
     return [
         Constant(family, key, low, high)
@@ -263,7 +264,7 @@ INFERENCE: FitSpec[InferenceCalibration] = FitSpec(
     max_iterations=300,
     objective="mean absolute percentage error of output tokens per second over the cases",
     current=engine.default_calibration,
-    selects=lambda case: True,
+    selects=fits_reference_calibration,  # Trainium engines' cases fit the Neuron profiles, not this file
     prepare=_inference_prepare,
     constants=_inference_constants,
     get=lambda cal, c: float(getattr(cal, c.table)),
