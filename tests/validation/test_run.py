@@ -155,7 +155,11 @@ def test_the_validation_package_finds_no_predictor_by_name() -> None:
 
 
 BUNDLED_NAMES = ["collectives.jsonl", "inference.jsonl", "memory.jsonl", "training.jsonl"]
-PROJECT_NAMES = ["project/collectives.jsonl", "project/training.jsonl"]  # the project's own, after the shared copy
+PROJECT_NAMES = [  # the project's own, after the shared copy
+    "project/collectives.jsonl",
+    "project/inference.jsonl",
+    "project/training.jsonl",
+]
 
 
 def test_bundled_cases_score_with_the_real_models(catalog: Catalog) -> None:
