@@ -26,6 +26,7 @@ JSON_CASES = {
     "hw list": ["hw", "list", "--kind", "accelerator", "--json"],
     "hw show": ["hw", "show", "h100-sxm", "--json"],
     "hw compare": ["hw", "compare", "h100-sxm", "h200-sxm", "--json"],
+    "hw compare instances": ["hw", "compare", "p5en.48xlarge", "p6e-gb200.36xlarge", "--json"],
     "collective": ["collective", "all_reduce", "--nodes", "2", "--min", "1M", "--max", "2M", "--json"],
     "models": ["models", "--json"],
     "models MODEL": ["models", "llama3-8b", "--json"],

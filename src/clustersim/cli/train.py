@@ -10,6 +10,7 @@ command line gives (--tp or --pp alone included) holds that dimension fixed in t
 ``--scenario FILE`` replays it.
 """
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
     from clustersim.compute.software import SoftwareProfile
     from clustersim.scenario.schema import CheckpointSpec, TrainingScenario
     from clustersim.scenario.training import TrainingRun
+    from clustersim.training.comparison import TrainingComparison
 
 # The options that are inputs of the job (a scenario file holds them all).
 INPUTS = (
@@ -158,12 +160,20 @@ def train_command(
     ] = False,
     ops: Annotated[bool, typer.Option("--ops", help="Also show each operation's time per layer.")] = False,
     compare: Annotated[
-        str | None, typer.Option("--compare", help="Another instance type to run the same job on, side by side.")
+        list[str] | None,
+        typer.Option(
+            "--compare",
+            help="Other instance types to run the same job on, side by side with each term's ratio and its reason "
+            "(repeat it, or a comma list: p6-b200.48xlarge,trn2.48xlarge).",
+        ),
     ] = None,
     compare_nodes: Annotated[
         int | None,
         typer.Option(
-            "--compare-nodes", min=1, max=MAX_NODES, help="Instances of the --compare type (default: --nodes)."
+            "--compare-nodes",
+            min=1,
+            max=MAX_NODES,
+            help="Instances of each --compare type (default: as many as hold the first system's devices).",
         ),
     ] = None,
     scenario: Annotated[
@@ -217,8 +227,8 @@ def train_command(
     framework's defaults); otherwise the fastest layout that fits is chosen and named, every layout
     option given (--tp or --pp alone, --zero, --micro-batch, --sp/--no-sp, ...) held fixed.
     """
+    from clustersim.scenario.compare import compare_training
     from clustersim.scenario.files import save_scenario as save
-    from clustersim.scenario.schema import SystemSpec
     from clustersim.scenario.training import run_training
 
     with user_errors():
@@ -241,7 +251,7 @@ def train_command(
                 field="--compare-nodes",
                 value=compare_nodes,
             )
-        other = SystemSpec(instance=compare, nodes=compare_nodes or spec.system.nodes) if compare else None
+        others = _compared_instances(compare or [])
         if network != "analytic" and save_scenario is not None:
             raise ClusterSimError(
                 f"--network {network} is not part of a scenario file; run --save-scenario with the analytic model, "
@@ -249,10 +259,14 @@ def train_command(
                 field="--network",
                 value=network,
             )
-        run = run_training(spec, compare=other, network=network)
+        run = run_training(spec, network=network)
+        comparison = compare_training(spec, others, nodes=compare_nodes, network=network) if others else None
         if save_scenario is not None:
             save(save_scenario, run.scenario, header=_header(run))
-    _show(run, as_json=as_json, ops=ops, level=level, compare=compare)
+    if comparison is not None:
+        _show_comparison(comparison, as_json=as_json, level=level, catalog=run.scenario.options.catalog)
+        return
+    _show(run, as_json=as_json, ops=ops, level=level)
 
 
 def _replay(path: Path, given: list[str]) -> "TrainingScenario":
@@ -401,22 +415,37 @@ def _header(run: "TrainingRun") -> str:
     return "\n".join(lines)
 
 
-def _show(
-    run: "TrainingRun", *, as_json: bool, ops: bool, level: float = DEFAULT_LEVEL, compare: str | None = None
-) -> None:
+def _compared_instances(given: list[str]) -> list[str]:
+    """The --compare instances: repeated options and comma lists, in order, each once."""
+    names = [name.strip() for item in given for name in item.split(",")]
+    if any(not name for name in names):
+        raise ClusterSimError(
+            f"--compare: an empty instance name in {', '.join(given)!r} (give ids such as p6-b200.48xlarge, "
+            "repeated or comma-separated)",
+            field="--compare",
+            value=",".join(given),
+        )
+    return list(dict.fromkeys(names))
+
+
+def _show_comparison(comparison: "TrainingComparison", *, as_json: bool, level: float, catalog: Sequence[Path]) -> None:
+    from clustersim.cli.spreads import training_spread
+    from clustersim.present import training as present
+
+    if as_json:
+        spreads = [training_spread(s.estimate, s.instance, level, catalog) for s in comparison.systems]
+        emit_json(present.comparison_json(comparison, spreads))
+    else:
+        print_all(*present.comparison_view(comparison))
+
+
+def _show(run: "TrainingRun", *, as_json: bool, ops: bool, level: float = DEFAULT_LEVEL) -> None:
     from clustersim.cli.spreads import training_spread
     from clustersim.present import training as present
 
     estimate = run.estimate
     catalog = run.scenario.options.catalog
     spread = training_spread(estimate, run.scenario.system.instance, level, catalog)
-    if run.compared is not None:
-        other = training_spread(run.compared, compare, level, catalog) if compare else None
-        if as_json:
-            emit_json(present.comparison_json(estimate, run.compared, (spread, other)))
-        else:
-            print_all(*present.comparison_view(estimate, run.compared))
-        return
     if as_json:
         payload = present.estimate_json(estimate, spread)
         emit_json({"params": run.model.num_params(), "layout_chosen": run.layout_chosen, **payload})

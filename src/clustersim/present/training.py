@@ -9,8 +9,7 @@ scale with the step, so they take its relative range.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich.console import RenderableType
@@ -19,6 +18,7 @@ from rich.table import Table
 
 from clustersim.intervals import Interval, Spread
 from clustersim.present.intervals import interval_line, seconds_in_unit_of, with_range
+from clustersim.training.comparison import TrainingComparison
 from clustersim.training.estimate import Estimate
 from clustersim.training.job import JobTotals
 from clustersim.units import format_bytes, format_count, format_seconds
@@ -209,66 +209,76 @@ def ratios(first: Estimate, second: Estimate) -> dict[str, float]:
     }
 
 
-def comparison_json(
-    first: Estimate, second: Estimate, spreads: tuple[Spread | None, Spread | None] = (None, None)
-) -> dict[str, Any]:
-    """Both estimates (with ``spreads``, each one's intervals) and the ratios of the summary's figures,
-    second to first."""
+def comparison_json(comparison: TrainingComparison, spreads: Sequence[Spread | None] = ()) -> dict[str, Any]:
+    """Every system's estimate (with ``spreads``, each one's intervals), the systems as run (what was
+    adjusted), and each figure and term side by side with its ratio to the first and the reason.
+    ``second`` and ``ratios_second_to_first`` keep the two-system shape for the first compared system."""
+    estimates = [system.estimate for system in comparison.systems]
+    given = list(spreads) + [None] * (len(estimates) - len(spreads))
+    names = [e.system for e in estimates]
     return {
-        "first": estimate_json(first, spreads[0]),
-        "second": estimate_json(second, spreads[1]),
-        "ratios_second_to_first": ratios(first, second),
+        "first": estimate_json(estimates[0], given[0]),
+        "second": estimate_json(estimates[1], given[1]),
+        "ratios_second_to_first": ratios(estimates[0], estimates[1]),
+        "compared": [estimate_json(e, spread) for e, spread in zip(estimates[1:], given[1:], strict=True)],
+        "systems": [
+            {
+                "system": system.estimate.system,
+                "instance": system.instance,
+                "nodes": system.nodes,
+                "devices": system.estimate.num_devices,
+                "layout": system.estimate.layout.describe(),
+                "adjustments": list(system.adjustments),
+            }
+            for system in comparison.systems
+        ],
+        "rows": [
+            {
+                "figure": row.key,
+                "label": row.label,
+                "unit": row.unit,
+                "values": dict(zip(names, row.values, strict=True)),
+                "ratios_to_first": dict(zip(names, row.ratios, strict=True)),
+                "reasons": dict(zip(names, row.reasons, strict=True)),
+            }
+            for row in comparison.rows
+        ],
     }
 
 
-_FORMATS: dict[str, Callable[[float], str]] = {
-    "step_s": format_seconds,
-    "time_s": lambda v: f"{v / 86400:,.1f} days",
-    "memory_required_bytes": format_bytes,
-    "capacity_bytes": format_bytes,
-    "mfu": lambda v: f"{100 * v:.1f}%",
-    "cost_usd": lambda v: f"${v:,.0f}",
-    "energy_kwh": lambda v: f"{v / 1000:,.1f} MWh",
+_UNIT_FORMATS: dict[str, Callable[[float], str]] = {
+    "s": format_seconds,
+    "tokens_per_s": lambda v: f"{v:,.0f}",
+    "usd": lambda v: f"${v:,.0f}",
+    "fraction": lambda v: f"{100 * v:.1f}%",
+    "count": lambda v: f"{v:,.0f}",
 }
-
-
-# the words of each summary key (a key not named here is its own words, its unit suffix dropped)
-_LABELS: dict[str, str] = {
-    "step_s": "step",
-    "tokens_per_s_per_device": "tokens/s per device",
-    "tokens_per_s": "tokens/s",
-    "mfu": "MFU",
-    "memory_required_bytes": "memory required per device",
-    "capacity_bytes": "memory capacity per device",
-    "time_s": "time to train",
-    "cost_usd": "cost",
-    "energy_kwh": "energy",
-}
-_UNIT_SUFFIX = re.compile(r"_(s|bytes|bits|usd|kwh|per_s)$")
-
-
-def label(key: str) -> str:
-    """The words for a summary key (``time_s`` is "time to train", never "time s")."""
-    return _LABELS.get(key) or _UNIT_SUFFIX.sub("", key).replace("_", " ")
 
 
 def _plain(value: object) -> str:
     return f"{value:,.0f}" if isinstance(value, float) else str(value)
 
 
-def comparison_view(first: Estimate, second: Estimate) -> list[RenderableType]:
-    """The summary of both side by side with ratios, then each one's notes."""
-    a, b = summary(first), summary(second)
-    by_key = ratios(first, second)
-    table = Table(title=f"{first.model}: {a['system']} vs {b['system']}")
-    for column in ("", a["system"], b["system"], "ratio"):
-        table.add_column(column, overflow="fold")
-    for key in a:
-        show = _FORMATS.get(key, _plain)
-        cells = ["unknown" if v is None else show(v) for v in (a[key], b[key])]
-        ratio = f"{by_key[key]:.2f}x" if key in by_key else ""
-        table.add_row(label(key), *cells, ratio)
+def comparison_view(comparison: TrainingComparison) -> list[RenderableType]:
+    """The systems side by side: layout, step, throughput, cost and each term of the step, every value
+    of a compared system with its ratio to the first and the reason; then what was adjusted and the notes."""
+    systems = comparison.systems
+    names = [s.estimate.system for s in systems]
+    table = Table(title=f"{systems[0].estimate.model}: {' vs '.join(names)} (ratios to the first, and why)")
+    table.add_column("", overflow="fold")
+    for name in names:
+        table.add_column(name, overflow="fold")
+    table.add_row("layout", *(escape(s.estimate.layout.describe()) for s in systems))
+    for row in comparison.rows:
+        show = _UNIT_FORMATS.get(row.unit, _plain)
+        cells = ["unknown" if row.values[0] is None else show(row.values[0])]
+        for value, reason in zip(row.values[1:], row.reasons[1:], strict=True):
+            text = "unknown" if value is None else show(value)
+            cells.append(f"{text} ({escape('=' if reason == 'same' else reason)})" if reason else text)
+        table.add_row(row.label, *cells)
     lines: list[RenderableType] = [table]
-    for estimate in (first, second):
-        lines += [f"note ({estimate.system}): {note}" for note in estimate.notes]
+    for system in systems:
+        lines += [f"adjusted ({system.estimate.system}): {escape(a)}" for a in system.adjustments]
+    for system in systems:
+        lines += [f"note ({system.estimate.system}): {escape(note)}" for note in system.estimate.notes]
     return lines
