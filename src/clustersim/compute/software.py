@@ -115,6 +115,9 @@ class SoftwareSettings(BaseModel):
     layout_source: str | None = Field(
         None, min_length=1, description="Where the default_* layout fields come from (docs, arguments, recipes)."
     )
+    zero_stages: tuple[int, ...] | None = Field(
+        None, description="The ZeRO stages the framework implements (None: any); another is refused."
+    )
 
 
 class SoftwareProfile(SoftwareSettings):
@@ -143,6 +146,9 @@ class SoftwareProfile(SoftwareSettings):
     default_recompute: Recompute = Field(description="Activation recompute when the job does not say.")
     default_micro_batch: int = Field(ge=1, description="Sequences per micro-batch when the job does not say.")
     layout_source: str = Field(min_length=1, description="Where the default_* layout fields come from.")
+    zero_stages: tuple[int, ...] | None = Field(
+        None, description="The ZeRO stages the framework implements (None: any); another is refused."
+    )
     description: str = Field(min_length=1, description="Which software this profile describes.")
     source: str = Field(min_length=1, description="Where each setting comes from, or what it was fitted to.")
     accelerator_families: tuple[str, ...] = Field(
@@ -174,6 +180,16 @@ class SoftwareProfile(SoftwareSettings):
             return self
         return self.model_copy(update=override.model_dump(exclude_none=True))
 
+    def check_zero(self, zero: int) -> None:
+        """Refuse a ZeRO stage this framework does not implement, naming the stages it does."""
+        if self.zero_stages is not None and zero not in self.zero_stages:
+            stages = ", ".join(str(z) for z in self.zero_stages)
+            raise ClusterSimError(
+                f"zero: {self.name or 'this framework'} implements ZeRO stages {stages}, not {zero} (valid: {stages})",
+                field="zero",
+                value=zero,
+            )
+
     @property
     def layout_defaults(self) -> LayoutDefaults:
         """The layout this framework runs when the job does not say (see :func:`resolve_layout`)."""
@@ -198,7 +214,8 @@ def resolve_layout(
     """``(fields, assumed)``: the layout fields ``stated`` with each unstated one (None or absent) among
     ``vp``, ``cp``, ``ep`` (1) and ``FRAMEWORK_LAYOUT_FIELDS`` (``software``'s defaults) filled in, and
     the values so filled, by field (plain JSON values). Sequence parallelism needs tp > 1: with tp 1 it
-    is off and nothing is assumed. A stated value is never replaced."""
+    is off and nothing is assumed. A stated value is never replaced; a ZeRO stage the framework does not
+    implement (``zero_stages``) is refused."""
     fields = dict(stated)
     assumed: dict[str, int | bool | str] = {}
     defaults = software.layout_defaults
@@ -211,6 +228,7 @@ def resolve_layout(
         value = COMMON_LAYOUT_DEFAULTS[name] if name in COMMON_LAYOUT_DEFAULTS else getattr(defaults, name)
         fields[name] = value
         assumed[name] = value.value if isinstance(value, Recompute) else value
+    software.check_zero(int(fields["zero"]))
     return fields, assumed
 
 

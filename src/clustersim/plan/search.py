@@ -55,6 +55,8 @@ def rank_layouts(
 ) -> Ranking:
     """Evaluate every candidate of ``space`` in one vectorized call."""
     layouts = candidate_layouts(model, system, job, space)
+    if software is not None and software.zero_stages is not None:  # only the stages the framework implements
+        layouts = layouts.select(np.isin(layouts.zero, software.zero_stages))
     if len(layouts) == 0:
         raise ClusterSimError(
             f"no layout of {model.name} keeps the rules on {system.num_devices} devices with global batch "

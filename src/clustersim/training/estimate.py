@@ -194,6 +194,7 @@ def estimate_training(
     the estimate's own notes (e.g. how the layout was chosen)."""
     layout.check(model, num_devices=system.num_devices, global_batch=job.global_batch, seq_len=job.seq_len)
     sw = software or software_for(None, system.accelerator.family)
+    sw.check_zero(layout.zero)
     terms, memory = evaluate_layouts(
         model, system, LayoutArrays.of([layout]), job, efficiency=efficiency, cost=cost, software=sw
     )
