@@ -22,7 +22,7 @@ from clustersim.storage.dataload import DataLoading
 from clustersim.system import System
 from clustersim.units import MAX_SEQUENCE_TOKENS, MAX_SEQUENCES, MAX_TOKENS
 
-PRECISIONS = (Dtype.BF16, Dtype.FP16, Dtype.FP8)
+PRECISIONS = (Dtype.BF16, Dtype.FP16, Dtype.FP8, Dtype.FP4)  # fp4: NVFP4 / MXFP4 GEMMs (compute.precision)
 PRICE_OFFERS = ("on_demand", "capacity_block")
 
 

@@ -10,6 +10,7 @@ import numpy.typing as npt
 
 from clustersim.catalog.schema import Dtype
 from clustersim.compute.efficiency import FamilyEfficiency
+from clustersim.compute.precision import is_low_precision
 from clustersim.network.collectives import Op
 from clustersim.network.cost import CollectiveCost
 from clustersim.system import System
@@ -39,19 +40,25 @@ def operation_times(
     in_head: bool = False,
     kernel_efficiency: float = 1.0,
 ) -> list[OperationTimes]:
-    """Roofline time of each operation: GEMMs at the size-dependent fraction of the precision's peak,
-    the attention core at its own fraction of the 16-bit peak (both times the software's
-    ``kernel_efficiency``), memory traffic at the achieved HBM bandwidth."""
+    """Roofline time of each operation: GEMMs at the size-dependent fraction of the precision's peak
+    (8- and 4-bit GEMMs: their own peak plus the casts of an FP8 GEMM, ``fp8_efficiency_ratio``), the attention core
+    at its own fraction of the 16-bit peak (both times the software's ``kernel_efficiency``), memory
+    traffic at the achieved HBM bandwidth."""
     half = system.peak_flop_per_s(Dtype.FP16 if precision is Dtype.FP16 else Dtype.BF16)
-    gemm_peak = half
-    if precision is Dtype.FP8:
-        gemm_peak = system.peak_flop_per_s(Dtype.FP8) * eff.fp8_efficiency_ratio
+    quantized = is_low_precision(precision)
+    # s per FLOP at the ceiling: the format's tensor-core rate, plus for a quantized GEMM the casts and
+    # scaling an FP8 GEMM pays beyond its rate (1 / fp8_efficiency_ratio - 1 of its time), which do not
+    # shrink when a 4-bit format doubles the rate (for FP8 the sum is 1 / (FP8 peak x ratio) exactly)
+    per_flop = 1.0 / half
+    if quantized:
+        fp8 = system.peak_flop_per_s(Dtype.FP8)
+        per_flop = 1.0 / system.peak_flop_per_s(precision) + (1.0 / eff.fp8_efficiency_ratio - 1.0) / fp8
     hbm = system.memory_bandwidth_bytes_per_s * eff.memory_efficiency
     out = []
     for op in ops:
         if op.kind is OpKind.GEMM:
-            forward = op.flop / (gemm_peak * eff.gemm_fraction(np.maximum(op.gemm_flop, 1.0)) * kernel_efficiency)
-            if op.name == EXPERT_GEMMS and precision is Dtype.FP8:  # one slice per local expert and matrix
+            forward = op.flop * per_flop / (eff.gemm_fraction(np.maximum(op.gemm_flop, 1.0)) * kernel_efficiency)
+            if op.name == EXPERT_GEMMS and quantized:  # one slice per local expert and matrix
                 forward = forward + op.flop / np.maximum(op.gemm_flop, 1.0) * eff.expert_gemm_s
         elif op.kind is OpKind.ATTENTION:
             forward = op.flop / (half * eff.gemm_max * eff.attention * kernel_efficiency)

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from clustersim.catalog.registry import Catalog
-from clustersim.catalog.schema import Dtype
 from clustersim.compute.efficiency import FamilyEfficiency, efficiency_for
+from clustersim.compute.precision import training_dtype
 from clustersim.compute.software import SoftwareProfile, resolve_layout, software_for
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout, layout_from_mapping
@@ -62,9 +62,9 @@ def case_setup(
     if global_batch is None or global_batch < 1:
         raise ClusterSimError(f"{where}: parallel.global_batch must be a positive integer, got {global_batch!r}")
     try:
-        precision = Dtype(str(case.precision or "bf16"))
-    except ValueError:
-        raise ClusterSimError(f"{where}: unknown precision {case.precision!r} (valid: bf16, fp16, fp8)") from None
+        precision = training_dtype(case.precision or "bf16", system.accelerator)
+    except ClusterSimError as exc:
+        raise ClusterSimError(f"{where}: {exc}", field="precision", value=case.precision) from None
     job = TrainingJob(global_batch=global_batch, seq_len=model.seq_len, precision=precision)
     return CaseSetup(model, system, layout, job, software, assumed)
 
