@@ -45,8 +45,11 @@ from clustersim.catalog.tomlfiles import CalibrationEntry
 from clustersim.errors import ClusterSimError
 from clustersim.network.collectives import Algorithm, Op, Protocol, busbw_factor
 from clustersim.network.fabric import Fabric
+from clustersim.network.nvls import nvls_heads, nvls_ramp_bytes, nvls_tree
 
 FloatArray = npt.NDArray[np.float64]
+# latency, algbw, ramp size, and the algbw and ramp size NCCL chooses by (the same arrays where they agree)
+Arrays = tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]
 ENV_VAR = "CLUSTERSIM_COLLECTIVE_CALIBRATION"
 CALIBRATION_FILE = "calibration.toml"
 
@@ -94,6 +97,20 @@ class PerOpFamily:
 
 
 @pydantic_dataclass(frozen=True, slots=True, kw_only=True, config=_RECORD)
+class PerGeneration:
+    """One factor per accelerator family that NCCL's tables tell apart (``hopper``, ``blackwell``);
+    any other family takes 1."""
+
+    hopper: float = Field(gt=0, le=2, description="Hopper (H100, H200).")
+    blackwell: float = Field(gt=0, le=2, description="Blackwell (B200, GB200).")
+
+    def factor(self, family: str) -> float:
+        """The factor of ``family`` (1 for a family not listed)."""
+        value: float = getattr(self, family) if family in ("hopper", "blackwell") else 1.0
+        return value
+
+
+@pydantic_dataclass(frozen=True, slots=True, kw_only=True, config=_RECORD)
 class CommCalibration:
     """Achieved-bandwidth fractions and the message-size ramp; fitted once, never per case.
 
@@ -111,6 +128,12 @@ class CommCalibration:
     ramp_bytes: PerOpFamily = Field(description="Ramp half size S_half at 2 nodes per op family, bytes.")
     ramp_node_exponent: PerOpFamily = Field(description="Growth of the ramp size with nodes: (nodes / 2) ** this.")
     ramp_intra_node_bytes: float = Field(ge=0, description="Ramp half size S_half inside a node, bytes.")
+    nvls_generation: PerGeneration = Field(
+        description="NVLS algbw per generation relative to nvls_efficiency (NCCL's nvlsEfficiency ratios)."
+    )
+    nvls_ramp_loops: float = Field(
+        gt=0, description="NVLS ramp half size in loops of NCCL's NVLS kernel (channels x heads x 128 KiB)."
+    )
 
 
 # The file, its environment variable and the user's files over it (clustersim.catalog.overlay).
@@ -132,7 +155,11 @@ def calibration_entries(extra: Sequence[str | Path] = (), *, use_env: bool = Tru
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """One way to run a collective: its bandwidth bound (algbw), latency, and the links that bound it."""
+    """One way to run a collective: its bandwidth bound (algbw), latency, and the links that bound it.
+
+    ``choice_algbw_bytes_per_s`` and ``choice_ramp_bytes``: the algbw and ramp NCCL's tuner prices the
+    candidate at where they differ from what it achieves (NVLS tree on a multi-node NVLink domain: NCCL
+    knows neither the heads' slowdown nor the NVLS loops' ramp); NCCL chooses by them. 0 / None: the same."""
 
     algorithm: Algorithm
     protocol: Protocol
@@ -140,6 +167,18 @@ class Candidate:
     latency_s: float
     bound: str
     ramp_bytes: float
+    choice_algbw_bytes_per_s: float = 0.0
+    choice_ramp_bytes: float | None = None
+
+    @property
+    def choice_bytes_per_s(self) -> float:
+        """The algbw NCCL chooses by."""
+        return self.choice_algbw_bytes_per_s or self.algbw_bytes_per_s
+
+    @property
+    def choice_half_bytes(self) -> float:
+        """The ramp half size NCCL chooses by."""
+        return self.ramp_bytes if self.choice_ramp_bytes is None else self.choice_ramp_bytes
 
 
 @dataclass(frozen=True)
@@ -214,7 +253,7 @@ def candidates(op: Op, fabric: Fabric, cal: CommCalibration | None = None) -> li
     cal = default_calibration() if cal is None else cal
     g, nodes, n = fabric.devices_per_node, fabric.num_nodes, fabric.num_ranks
     nvlink = fabric.scaleup_bytes_per_s * cal.nvlink_efficiency
-    nvls = fabric.scaleup_bytes_per_s * cal.nvls_efficiency
+    nvls = fabric.scaleup_bytes_per_s * cal.nvls_efficiency * cal.nvls_generation.factor(fabric.family)
     network = fabric.network_bytes_per_s * cal.network_efficiency
     multi = nodes > 1
     adapter_us = fabric.network_latency_s / _US
@@ -263,17 +302,12 @@ def candidates(op: Op, fabric: Fabric, cal: CommCalibration | None = None) -> li
                 out.append((Algorithm.TREE, tree, "network (tree)", tree_latency(2)))
                 hier_time = 2 * (g - 1) / g / nvlink + 2 * (nodes - 1) / nodes / network
                 out.append((Algorithm.HIERARCHICAL, 1.0 / hier_time, "NVLink then network", ring_latency(2)))
-                if fabric.in_network_reduction:
-                    nvlstree = min(nvls, _tree_factor(nodes) * network)
-                    bound = "NVLink SHARP" if nvls <= _tree_factor(nodes) * network else "network (tree)"
-                    latency = _NVLS_NVLINK_US + 2 * math.log2(nodes) * (_NVLSTREE_NET_US + simple_adapter_us)
-                    out.append((Algorithm.NVLSTREE, nvlstree, bound, latency))
             else:
                 out.append((Algorithm.TREE, nvlink / 2, "NVLink (chain)", tree_latency(2)))
-                if fabric.in_network_reduction and g > 2:
-                    out.append((Algorithm.NVLS, nvls, "NVLink SHARP", _NVLS_NVLINK_US))
 
     result: list[Candidate] = []
+    if op is Op.ALL_REDUCE and fabric.in_network_reduction and (multi or g > 2):
+        result.append(_nvls_candidate(fabric, cal, nvls, network, ramp, simple_adapter_us))
     low_latency = not multi or fabric.network_ll_protocols
     for algorithm, algbw, bound, latency_us in out:
         result.append(Candidate(algorithm, Protocol.SIMPLE, algbw, latency_us * _US, bound, ramp))
@@ -294,13 +328,46 @@ def candidates(op: Op, fabric: Fabric, cal: CommCalibration | None = None) -> li
     return result
 
 
+def _nvls_candidate(
+    fabric: Fabric, cal: CommCalibration, nvls: float, network: float, ramp: float, simple_adapter_us: float
+) -> Candidate:
+    """NVLS inside one NVLink domain, or NVLS tree across domains (``clustersim.network.nvls``): NVLS's
+    algbw ``nvls``, the heads' share of the domain's achieved ``network``, and the ramp of NCCL's NVLS
+    loops (at least the multi-node ``ramp`` across domains)."""
+    g, nodes = fabric.devices_per_node, fabric.num_nodes
+    loops = nvls_ramp_bytes(fabric.family, g, cal.nvls_ramp_loops, nodes)
+    if nodes == 1:
+        return Candidate(Algorithm.NVLS, Protocol.SIMPLE, nvls, _NVLS_NVLINK_US * _US, "NVLink SHARP", loops)
+    heads_network = network * nvls_heads(g) / g  # each head sends over its own GPU's share of the NICs
+    mnnvl = fabric.servers_per_node > 1
+    tree = nvls_tree(nvls, heads_network, _tree_factor(nodes), mnnvl=mnnvl)
+    latency_us = _NVLS_NVLINK_US + 2 * math.log2(nodes) * (_NVLSTREE_NET_US + simple_adapter_us)
+    return Candidate(
+        Algorithm.NVLSTREE,
+        Protocol.SIMPLE,
+        tree.algbw_bytes_per_s,
+        latency_us * _US,
+        tree.bound,
+        max(ramp, loops),
+        tree.choice_algbw_bytes_per_s,
+        ramp if mnnvl else None,  # NCCL prices NVLS tree like any other pipeline: the multi-node ramp
+    )
+
+
 def candidate_time_s(candidate: Candidate, size_bytes: FloatArray, cal: CommCalibration | None = None) -> FloatArray:
     """Time of ``candidate`` for each size: latency + size / (algbw x size efficiency)."""
     cal = default_calibration() if cal is None else cal
+    return _time_s(candidate, size_bytes, cal)
+
+
+def _time_s(candidate: Candidate, size_bytes: FloatArray, cal: CommCalibration, *, choice: bool = False) -> FloatArray:
+    """Achieved time of ``candidate`` at each size, or (``choice``) the time NCCL's tuner prices it at."""
+    algbw = candidate.choice_bytes_per_s if choice else candidate.algbw_bytes_per_s
+    half = candidate.choice_half_bytes if choice else candidate.ramp_bytes
     sizes = np.maximum(size_bytes, 1.0)
-    transfer = sizes / candidate.algbw_bytes_per_s
-    if candidate.ramp_bytes > 0:
-        transfer = transfer * (1.0 + (candidate.ramp_bytes / sizes) ** cal.ramp_exponent)
+    transfer = sizes / algbw
+    if half > 0:
+        transfer = transfer * (1.0 + (half / sizes) ** cal.ramp_exponent)
     return candidate.latency_s + transfer
 
 
@@ -337,7 +404,9 @@ def predict_collective(
             value=forced,
         )
     times = np.stack([candidate_time_s(c, sizes, cal) for c in options])
-    best = np.argmin(times, axis=0)
+    # NCCL picks by its tuner's price, which differs from what is achieved only for NVLS tree on NVL72.
+    choice = np.stack([_time_s(c, sizes, cal, choice=True) for c in options])
+    best = np.argmin(choice, axis=0)
     return CollectiveTable.from_candidates(
         op, fabric, sizes, times[best, np.arange(sizes.size)], [options[i] for i in best]
     )
@@ -355,12 +424,17 @@ def link_busbw_limit(op: Op, fabric: Fabric) -> float:
     return min(fabric.scaleup_bytes_per_s, fabric.network_bytes_per_s)
 
 
-def _candidate_arrays(options: tuple[Candidate, ...] | list[Candidate]) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Latency, algbw and ramp size (0 without a ramp) of each candidate, as columns."""
+def _candidate_arrays(options: tuple[Candidate, ...] | list[Candidate]) -> Arrays:
+    """Latency, algbw, ramp size (0 without a ramp), and the algbw and ramp size NCCL chooses by of each
+    candidate, as columns (the last two are the algbw and ramp arrays themselves where they agree)."""
     latency = np.array([[c.latency_s] for c in options])
     algbw = np.array([[c.algbw_bytes_per_s] for c in options])
     half = np.array([[c.ramp_bytes] for c in options])
-    return latency, algbw, half
+    choice = np.array([[c.choice_bytes_per_s] for c in options])
+    choice_half = np.array([[c.choice_half_bytes] for c in options])
+    if np.array_equal(choice, algbw) and np.array_equal(choice_half, half):
+        return latency, algbw, half, algbw, half
+    return latency, algbw, half, choice, choice_half
 
 
 def default_calibration() -> CommCalibration:
@@ -370,14 +444,14 @@ def default_calibration() -> CommCalibration:
 
 
 @functools.lru_cache(maxsize=4096)
-def default_candidate_arrays(op: Op, fabric: Fabric) -> tuple[FloatArray, FloatArray, FloatArray]:
+def default_candidate_arrays(op: Op, fabric: Fabric) -> Arrays:
     """``_candidate_arrays`` of the packaged calibration, remembered per (op, fabric): a planner asks
     for the same few groups of the same system over and over."""
     return _candidate_arrays(candidates(op, fabric, DEFAULT_CALIBRATION))
 
 
 @functools.lru_cache(maxsize=1024)
-def candidate_arrays(op: Op, fabric: Fabric, cal: CommCalibration) -> tuple[FloatArray, FloatArray, FloatArray]:
+def candidate_arrays(op: Op, fabric: Fabric, cal: CommCalibration) -> Arrays:
     """``_candidate_arrays`` of any other calibration, remembered per (op, fabric, calibration)."""
     return _candidate_arrays(candidates(op, fabric, cal))
 
@@ -385,18 +459,24 @@ def candidate_arrays(op: Op, fabric: Fabric, cal: CommCalibration) -> tuple[Floa
 def collective_time_s(
     op: Op, size_bytes: npt.ArrayLike, fabric: Fabric, cal: CommCalibration | None = None
 ) -> FloatArray:
-    """Only the time of the fastest candidate at each size (what ``predict_collective`` picks), in one
-    array expression over candidates x sizes (``candidate_time_s`` for all candidates at once)."""
+    """Only the time of the candidate ``predict_collective`` picks at each size (the fastest by NCCL's
+    price), in one array expression over candidates x sizes (``candidate_time_s`` for all at once)."""
     cal = default_calibration() if cal is None else cal
     if cal is DEFAULT_CALIBRATION:
-        latency, algbw, half = default_candidate_arrays(op, fabric)
+        latency, algbw, half, choice, choice_half = default_candidate_arrays(op, fabric)
     else:
-        latency, algbw, half = candidate_arrays(op, fabric, cal)
+        latency, algbw, half, choice, choice_half = candidate_arrays(op, fabric, cal)
     sizes = np.asarray(size_bytes, dtype=np.float64)
     if sizes.size == 1:  # one size (a single estimate): the candidates as one column, fewer array calls
         size = max(float(sizes.flat[0]), 1.0)
         column = latency[:, 0] + size / algbw[:, 0] * (1.0 + (half[:, 0] / size) ** cal.ramp_exponent)
-        return np.array([column.min()])
+        if choice is algbw:
+            return np.array([column.min()])
+        priced = latency[:, 0] + size / choice[:, 0] * (1.0 + (choice_half[:, 0] / size) ** cal.ramp_exponent)
+        return np.array([column[np.argmin(priced)]])
     sizes = np.maximum(np.atleast_1d(sizes), 1.0)
     times = latency + sizes / algbw * (1.0 + (half / sizes) ** cal.ramp_exponent)
-    return np.asarray(times.min(axis=0), dtype=np.float64)
+    if choice is algbw:
+        return np.asarray(times.min(axis=0), dtype=np.float64)
+    picked = np.argmin(latency + sizes / choice * (1.0 + (choice_half / sizes) ** cal.ramp_exponent), axis=0)
+    return np.asarray(times[picked, np.arange(sizes.size)], dtype=np.float64)

@@ -132,6 +132,8 @@ class Fabric:
     network_flush: bool = False
     scaleup_link: str = "NVLink"  # the scale-up fabric's name, for labels only (the catalog's link type)
     torus: Torus | None = None  # NeuronLink's shape; None: a switched fabric (NVSwitch)
+    family: str = ""  # the accelerator's family (hopper, blackwell): NCCL's NVLS constants differ per generation
+    servers_per_node: int = 1  # servers one node of this fabric spans: > 1 on a multi-node NVLink domain (NVL72)
 
     @property
     def num_ranks(self) -> int:

@@ -77,6 +77,7 @@ class Topology:
     network_flush: bool = False
     scaleup_link: str = "NVLink"  # the scale-up fabric's name, for labels only (the catalog's link type)
     torus: Torus | None = None  # NeuronLink's torus of one instance (network.torus prices it); None: switched
+    family: str = ""  # the accelerator's family (catalog ``family``): NCCL's NVLS constants differ per generation
     _fabrics: dict[tuple[int, int], Fabric] = field(
         default_factory=dict, init=False, repr=False, compare=False, hash=False
     )  # group_fabric's answers: a planner asks for the same few groups over and over
@@ -133,6 +134,9 @@ class Topology:
             network_flush=self.network_flush,
             scaleup_link=self.scaleup_link,
             torus=self.torus.group(per_node, max(stride, 1)) if self.torus else None,
+            family=self.family,
+            # A group spanning servers of one NVLink domain (NVL72): NCCL fuses them into one node (MNNVL).
+            servers_per_node=-(-per_node // self.devices_per_node),
         )
 
     def fabric(self) -> Fabric:
@@ -183,6 +187,7 @@ def build_topology(
         network_flush=_needs_flush(accelerator),
         scaleup_link=scaleup_link_name(catalog, accelerator),
         torus=torus,
+        family=accelerator.family or "",
     )
 
 
