@@ -369,9 +369,13 @@ def _optimizer_reason(s: ComparedSystem, f: ComparedSystem, ratio: float | None)
     dp_s, dp_f = s.estimate.layout.dp, f.estimate.layout.dp
     parts = _moved(
         [
-            ("hbm", bw_s, bw_f, f"HBM {format_bytes_per_s(bw_s)} vs {format_bytes_per_s(bw_f)}"),
+            ("hbm", bw_s, bw_f, f"HBM {format_bytes_per_s(bw_s)} vs {format_bytes_per_s(bw_f)} ({bw_f / bw_s:.2f}x)"),
             ("shards", dp_s, dp_f, f"dp {dp_s} vs {dp_f}"),
             ("zero", zero_s, zero_f, f"ZeRO {zero_s} vs {zero_f}"),
         ]
     )
+    if ratio is not None:
+        rest = ratio * bw_s / bw_f
+        if abs(rest - 1) >= _SAME:
+            parts.append(f"optimizer work per device and the framework's achieved rate ({rest:.2f}x)")
     return _lead(ratio, parts)
