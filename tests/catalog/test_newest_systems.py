@@ -82,3 +82,24 @@ def test_more_p6e_gb200_than_the_catalogued_cluster_is_refused(catalog):
     with pytest.raises(ClusterSimError, match=r"^nodes: 6,251 x p6e-gb200.36xlarge is more than") as info:
         system_for_instance(catalog, "p6e-gb200.36xlarge", limit.max_nodes + 1)
     assert info.value.field == "nodes"
+
+
+def test_an_instance_in_a_switched_multi_server_domain_is_priced_as_that_domain(catalog):
+    """A p6e-gb200.36xlarge of an x72 UltraServer sees 72 GPUs on NVLink. An instance of the x36 offer
+    (domain u-p6e-gb200x36) must see 36, never 72: this fails if one is catalogued before the topology
+    reads an instance's own domain."""
+    from clustersim.catalog.schema import DomainTopology
+
+    checked = 0
+    for instance in catalog.list(Kind.INSTANCE):
+        if instance.intra_node.domain is None:
+            continue
+        domain = catalog.get(instance.intra_node.domain, Kind.DOMAIN)
+        per_node = int(instance.num_accelerators.value)
+        if domain.topology is not DomainTopology.CROSSBAR or domain.num_accelerators.value <= per_node:
+            continue
+        servers = int(domain.num_accelerators.value) // per_node
+        system = system_for_instance(catalog, instance.id, servers)
+        assert system.scaleup_devices == domain.num_accelerators.value, instance.id
+        checked += 1
+    assert checked >= 1
