@@ -23,8 +23,12 @@ For each candidate (algorithm, protocol) the model takes
   A user's file (``CLUSTERSIM_COLLECTIVE_CALIBRATION``, paths separated by ``os.pathsep``, or
   ``extra=``) replaces the fields it gives.
 
-Arrays of sizes are evaluated at once; the automatic choice is the fastest candidate, as NCCL's
-tuner picks the fastest predicted one.
+NVLS and NVLS tree (NVLink SHARP in the switch, one domain or a tree across domains, NVL72 racks
+included) take NCCL's loops, heads and per-generation constants from ``clustersim.network.nvls``.
+
+Arrays of sizes are evaluated at once; the automatic choice is the fastest candidate by NCCL's price,
+as NCCL's tuner picks the fastest predicted one. The price is what a candidate achieves, except NVLS
+tree on a multi-node NVLink domain, which NCCL prices above what it achieves (``Candidate.choice_*``).
 """
 
 from __future__ import annotations
