@@ -93,7 +93,8 @@ class InferenceCalibration:
 
     flop_efficiency: float = Field(gt=0, le=1, description="Achieved fraction of the dense peak on large GEMMs.")
     family_flop_efficiency: tuple[tuple[str, float], ...] = Field(
-        description="flop_efficiency on the accelerator families whose GEMMs reach another fraction (family, value)."
+        description="flop_efficiency where GEMMs of one format on one accelerator family reach another fraction "
+        "('family.format', value), e.g. ('blackwell.fp4', 0.43)."
     )
     gemm_half_tokens: float = Field(
         ge=0, description="Tokens per step (GEMM rows) at which GEMMs reach half of flop_efficiency."
@@ -114,21 +115,26 @@ class InferenceCalibration:
     @field_validator("family_flop_efficiency", mode="before")
     @classmethod
     def _family_table(cls, value: object) -> object:
-        """A TOML table ``{blackwell = 0.43}`` as sorted (family, value) pairs (hashable)."""
+        """A TOML table ``{"blackwell.fp4" = 0.43}`` as sorted (key, value) pairs (hashable)."""
         return tuple(sorted(value.items())) if isinstance(value, dict) else value
 
     @field_validator("family_flop_efficiency")
     @classmethod
     def _family_fractions(cls, value: tuple[tuple[str, float], ...]) -> tuple[tuple[str, float], ...]:
-        for family, fraction in value:
+        for key, fraction in value:
+            family, _, fmt = key.partition(".")
+            if not family or fmt not in {d.value for d in Dtype}:
+                valid = ", ".join(d.value for d in Dtype)
+                raise ValueError(f"family_flop_efficiency: key {key!r} is not 'family.format' (formats: {valid})")
             if not 0 < fraction <= 1:
-                raise ValueError(f"family_flop_efficiency.{family}: {fraction} is not a fraction in (0, 1]")
+                raise ValueError(f"family_flop_efficiency.{key}: {fraction} is not a fraction in (0, 1]")
         return value
 
-    def flop_efficiency_on(self, family: str) -> float:
-        """The achieved GEMM fraction on an accelerator ``family``: its own where the file gives one, else
-        ``flop_efficiency`` (fitted on the reference's Hopper runs)."""
-        return dict(self.family_flop_efficiency).get(family, self.flop_efficiency)
+    def flop_efficiency_on(self, family: str, dtype: Dtype) -> float:
+        """The achieved fraction of the ``dtype`` peak that GEMMs reach on an accelerator ``family``: the
+        file's ``family.format`` value where it gives one, else ``flop_efficiency`` (fitted on the
+        reference's Hopper runs)."""
+        return dict(self.family_flop_efficiency).get(f"{family}.{dtype.value}", self.flop_efficiency)
 
 
 # The file, its environment variable and the user's files over it (clustersim.catalog.overlay).
@@ -372,9 +378,9 @@ def step_times(
 
     # Compute runs at the engine's share of the fitted fraction, at the clock the board power allows.
     kernels = profile.kernel_efficiency * system.clock_ratio(cal.power_clock_exponent)
-    gemm_fraction = cal.flop_efficiency_on(system.system.accelerator.family)
-    flops_peak = system.peak_flop_per_s(precision) * gemm_fraction * kernels
-    head_peak = system.peak_flop_per_s(Dtype.BF16) * gemm_fraction * kernels
+    family = system.system.accelerator.family
+    flops_peak = system.peak_flop_per_s(precision) * cal.flop_efficiency_on(family, gemm_dtype(precision)) * kernels
+    head_peak = system.peak_flop_per_s(Dtype.BF16) * cal.flop_efficiency_on(family, Dtype.BF16) * kernels
     bandwidth = system.system.memory_bandwidth_bytes_per_s * cal.hbm_efficiency
     dense, expert = matmul_params(model)
     head = float(model.vocab * model.hidden)
@@ -407,7 +413,8 @@ def step_times(
     kv_read = (b * keys * group + tokens * layers) * kv_layer
     attention_flops = decode_attention_flops_per_key(model) / tp * keys * b
     # Attention computes at most at fp8 (4-bit GEMMs beside it): attention_dtype.
-    decode_peak = system.peak_flop_per_s(attention_dtype(precision)) * gemm_fraction * kernels
+    attention = attention_dtype(precision)
+    decode_peak = system.peak_flop_per_s(attention) * cal.flop_efficiency_on(family, attention) * kernels
     decode_attention = np.maximum(kv_read / bandwidth, attention_flops / decode_peak)
     pair_flops = 2.0 * (model.q_width + model.context_width) / tp  # scores and context of one (query, key) pair
     causal = causal_pairs(model, prompt_tokens) / pp * pair_flops  # per prompt, this stage's layers
