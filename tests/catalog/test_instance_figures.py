@@ -77,3 +77,14 @@ def test_cli_compare_of_instances_prints_the_figures_and_gives_them_in_json():
     assert rows["devices"]["reasons"]["trn2.48xlarge"] == "2.00x: 16 chips vs 8 GPUs"
     accelerators = runner.invoke(app, ["hw", "compare", "b200", "gb200", "--json"], env=env)
     assert "figures" not in json.loads(accelerators.stdout)  # instance figures are for instances only
+
+
+def test_scale_up_per_device_is_the_chips_share_of_its_instance_domain():
+    catalog = load_catalog()
+    ids = ["trn2.48xlarge", "trn2u.48xlarge"]
+    rows = {row.key: row for row in compare_instances(catalog, [catalog.instance(i) for i in ids])}
+    # Trainium2's 1.28 TB/s counts the UltraServer ring; a trn2.48xlarge joins its chips with 1,024 GB/s
+    assert rows["scaleup_bytes_per_s_per_device"].values == pytest.approx((512e9, 640e9))
+    assert rows["scaleup_domain_devices"].values == (16, 64)
+    scaleup = rows["scaleup_bytes_per_s_per_device"]
+    assert scaleup.reasons[1] == "1.25x: 640 GB/s each way vs 512 GB/s each way in trn2-16"

@@ -84,6 +84,7 @@ class _Machine:
     device: Accelerator
     domain_devices: int
     domain_text: str
+    domain: Domain | None
 
     @property
     def devices(self) -> Factor:
@@ -110,13 +111,13 @@ class _Machine:
 def _machine(catalog: Catalog, instance: Instance) -> _Machine:
     device = catalog.accelerator(instance.accelerator)
     per_node = int(instance.num_accelerators.value)
-    size, text = per_node, "one instance"
+    size, text, domain = per_node, "one instance", None
     if instance.intra_node.domain is not None:
         domain = catalog.typed(instance.intra_node.domain, Domain)
         size = int(domain.num_accelerators.value)
         if size > per_node:
             text = f"{domain.id} over {size // per_node} instances"
-    return _Machine(instance, device, size, text)
+    return _Machine(instance, device, size, text, domain)
 
 
 def _per(*factors: Factor | Missing) -> Factors:
@@ -132,10 +133,17 @@ def _inverse(factor: Factor | Missing, what: str = "") -> Factor | Missing:
 
 
 def _scaleup(m: _Machine) -> Factors:
+    """The chip's scale-up bandwidth each way, no more than its share of the instance's domain: a
+    Trainium2 has 1.28 TB/s of NeuronLink, of which a trn2.48xlarge (no UltraServer ring) joins 1,024 GB/s."""
     figure = m.device.scaleup_bandwidth_per_direction_bytes_per_s
     if figure is None:
         return Missing(f"no scale-up bandwidth for {m.device.id}")
-    return (Factor("scale-up per device", figure.value, f"{format_bytes_per_s(figure.value)} each way"),)
+    value, where = figure.value, ""
+    if m.domain is not None:
+        share = m.domain.aggregate_bandwidth_bidirectional_bytes_per_s.value / m.domain.num_accelerators.value / 2
+        if share < value * (1 - _SAME):
+            value, where = share, f" in {m.domain.id}"
+    return (Factor("scale-up per device", value, f"{format_bytes_per_s(value)} each way{where}"),)
 
 
 def _network(m: _Machine) -> Factor:
