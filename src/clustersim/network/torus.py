@@ -118,7 +118,8 @@ def levels(fabric: Fabric, cal: NeuronLinkCalibration, net: CommCalibration) -> 
         ring = min(nodes, torus.ring_nodes)
         if nodes % ring:
             raise ClusterSimError(
-                f"{fabric.name}: {nodes} instances do not fill UltraServers of {torus.ring_nodes}",
+                f"{fabric.name}: {nodes} instances do not fill UltraServers of {torus.ring_nodes} "
+                f"(give a multiple of {torus.ring_nodes}, or fewer instances of one UltraServer)",
                 field="nodes",
                 value=nodes,
             )
