@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clustersim.catalog.registry import load_catalog
-from clustersim.validation.cases import bundled_case_files, read_cases
+from clustersim.validation.cases import default_case_files, read_cases
 from clustersim.validation.fit import Constant, Prepared, fit, loss, prepare_cases
 from clustersim.validation.manifest import RESIDUAL_DIGITS, priors, read_manifest
 from clustersim.validation.specs import SPECS
@@ -64,7 +64,7 @@ def fitted_groups(kind: str, shipped: Any) -> dict[str, FittedGroup]:
     spec = SPECS[kind]
     manifest = read_manifest(spec, use_env=False)
     held = priors(manifest)
-    cases = [case for path in bundled_case_files() for case in read_cases(path)]
+    cases = [case for _, path in default_case_files() for case in read_cases(path)]  # the files the fits read
     prepared, _ = prepare_cases(spec, cases, load_catalog(use_env=False), shipped)
     out: dict[str, FittedGroup] = {}
     for group in dict.fromkeys(p.group for p in prepared):

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from clustersim.catalog.registry import load_catalog
 from clustersim.catalog.schema import Dtype
+from clustersim.compute.efficiency import efficiency_table
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout, LayoutArrays, Recompute
 from clustersim.plan.search import choose_layout
@@ -282,10 +283,14 @@ def test_more_network_or_memory_bandwidth_is_never_slower(factor, tp, pp, zero, 
 def test_a_chip_family_without_its_own_fit_says_whose_fractions_it_runs_on():
     job = TrainingJob(global_batch=64, seq_len=8192)
     model = load_model("llama3-70b", use_env=False)
-    borrowed = estimate_training(
-        model, system_for_instance(CATALOG, "p6-b200.48xlarge", 8), Layout(tp=8, pp=2, dp=4), job
+    b200 = system_for_instance(CATALOG, "p6-b200.48xlarge", 8)
+    # a family that borrows another's fractions (a user file's based_on) has no fit note of its own
+    stand_in = efficiency_table(use_env=False)["hopper"].model_copy(
+        update={"fitted": None, "source": "Hopper's fractions stand in"}
     )
+    borrowed = estimate_training(model, b200, Layout(tp=8, pp=2, dp=4), job, efficiency=stand_in)
     (note,) = [n for n in borrowed.notes if "compute fractions" in n]
     assert note.startswith("the blackwell compute fractions are not fitted") and "Hopper's fractions" in note
-    fitted = estimate_training(model, system_for_instance(CATALOG, "p5.48xlarge", 8), Layout(tp=8, pp=2, dp=4), job)
-    assert not [n for n in fitted.notes if "compute fractions" in n]
+    for instance in ("p5.48xlarge", "p6-b200.48xlarge"):  # Hopper and Blackwell have fits of their own
+        fitted = estimate_training(model, system_for_instance(CATALOG, instance, 8), Layout(tp=8, pp=2, dp=4), job)
+        assert not [n for n in fitted.notes if "compute fractions" in n]

@@ -5,7 +5,9 @@ GEMMs approach a ceiling (``gemm_max``), small ones lose to launch, tail and wav
 (half the ceiling at ``gemm_half_flop``). The attention core (scores, softmax, context) has its own
 fraction of the ceiling; element-wise work (norms, activations, residuals, dropout, the loss and the
 optimizer) streams through HBM at ``memory_efficiency`` of the datasheet bandwidth. FP8 GEMMs run
-at the FP8 peak times ``fp8_efficiency_ratio`` of the BF16 fraction (casts, scaling, smaller tiles).
+at the FP8 peak times ``fp8_efficiency_ratio`` of the BF16 fraction (casts, scaling, smaller tiles);
+4-bit GEMMs (NVFP4, MXFP4) at the FP4 peak plus the casts an FP8 GEMM pays, which do not shrink
+with the rate (``clustersim.compute.precision``, ``clustersim.training.pricing``).
 Each optimizer step also costs ``step_s`` whatever the model's size: the gradient-norm reduction and
 clipping, the optimizer's per-tensor kernels and the host synchronisation that ends a step. The
 experts of a MoE layer run as one grouped GEMM per matrix over the device's local experts; in FP8,

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from clustersim.catalog.registry import Catalog
-from clustersim.validation.cases import Case, bundled_dir, read_cases
+from clustersim.validation.cases import Case, default_paths, read_all
 from clustersim.validation.fit import FitSpec, prepare_cases
 from clustersim.validation.informing import informing
 from clustersim.validation.manifest import priors, read_manifest, single_source_exemptions
@@ -39,9 +38,9 @@ class Identification:
 
 def identify(spec: FitSpec[Any], catalog: Catalog, cases: Sequence[Case] | None = None) -> list[Identification]:
     """Every fitted constant of ``spec``'s shipped calibration with its identifying sources, over
-    ``cases`` (default: the bundled file of the spec's kind)."""
+    ``cases`` (default: the files of the spec's kind the fits read, the bundled copy's and the project's)."""
     if cases is None:
-        cases = read_cases(Path(bundled_dir()) / BUNDLED_FILE[spec.kind])
+        cases = read_all(default_paths(BUNDLED_FILE[spec.kind]))
     manifest = read_manifest(spec, use_env=False)
     fitted_on = {i for entry in manifest.values() for i in entry.fitted_on}
     start = spec.current()
