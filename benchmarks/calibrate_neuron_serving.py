@@ -59,6 +59,12 @@ def predictor(case: Case) -> Callable[[float, float], float]:
     return predict
 
 
+def engine_of(case: Case) -> str:
+    """The name of the profile that serves the case."""
+    framework, version = (case.software.framework, case.software.version) if case.software else (None, None)
+    return engine_for_software(framework, version).name
+
+
 def source_of(case: Case) -> str:
     """The source key: the first word of ``source``."""
     return case.source.split()[0]
@@ -106,6 +112,15 @@ def main(argv: list[str] | None = None) -> tuple[float, float]:
             left = mape(own, predictors, ko, so)
             line += f"; left out {100 * left:.1f}% (fitted on the others: {ko:.3g}, {so:.3g} s)"
         print(line)
+    left_out = {source: fit([c for c in cases if source_of(c) != source], predictors)[:2] for source in sources}
+    groups: dict[tuple[str, str], list[Case]] = {}
+    for case in cases:
+        groups.setdefault((engine_of(case), case.system.accelerator if case.system else "?"), []).append(case)
+    for (engine, chip), own in sorted(groups.items()):
+        inside = mape(own, predictors, k, s)
+        outside = float(np.mean([mape([c], predictors, *left_out[source_of(c)]) for c in own]))
+        where = f"{engine} on {chip}: {len(own)} cases"
+        print(f"  {where}, in sample {100 * inside:.1f}%, its source left out {100 * outside:.1f}%")
     for case in cases:
         print(f"  {100 * (predictors[case.id](k, s) / case.measured['output_tokens_per_s'] - 1):+6.1f}%  {case.id}")
     return k, s

@@ -211,7 +211,9 @@ def test_a_gpu_engine_on_trainium_is_refused_naming_both_and_what_fits(engine):
         engine_for(engine, "trainium", accelerator="trainium2")
     message = str(caught.value)
     assert f"engine {engine!r} does not run on trainium2 (trainium) accelerators" in message
-    engines = "engines for trainium: nxd-inference, optimum-neuron, transformers-neuronx, vllm-neuron"
+    engines = (
+        "engines for trainium: nxd-inference, optimum-neuron, optimum-neuron-tnx, transformers-neuronx, vllm-neuron"
+    )
     assert "ampere, hopper, blackwell" in message and engines in message
 
 

@@ -25,7 +25,7 @@ from clustersim.validation.inference import case_estimate, fits_reference_calibr
 from clustersim.workload.transformer import Transformer
 
 CATALOG = load_catalog(use_env=False)
-NEURON = ("nxd-inference", "optimum-neuron", "transformers-neuronx", "vllm-neuron")
+NEURON = ("nxd-inference", "optimum-neuron", "optimum-neuron-tnx", "transformers-neuronx", "vllm-neuron")
 LLAMA3_70B = Transformer(
     name="llama3-70b", layers=80, hidden=8192, ffn_hidden=28672, heads=64, kv_heads=8, vocab=128256, ffn_type="swiglu"
 )
@@ -57,7 +57,7 @@ def test_the_neuron_profiles_run_on_trainium_only_with_their_sources_and_the_fit
     assert engines_on("trainium") == list(NEURON)
     for name in NEURON:
         profile = profiles[name]
-        assert profile.accelerator_families == ("trainium",) and profile.framework == name
+        assert profile.accelerator_families == ("trainium",) and profile.framework == name.removesuffix("-tnx")
         assert "aws-neuron" in profile.families_source or "optimum-neuron" in profile.families_source
         # one pair fitted on Trainium runs of two sources, never the GPU reference's 1.0 and calibration overheads
         assert profile.kernel_efficiency < 1.0 and profile.step_overhead_s is not None
@@ -65,7 +65,7 @@ def test_the_neuron_profiles_run_on_trainium_only_with_their_sources_and_the_fit
     assert len({(profiles[n].kernel_efficiency, profiles[n].step_overhead_s) for n in NEURON}) == 1
     assert engine_for(None, "trainium").name == "vllm-neuron"  # AWS serves Trainium online through vLLM
     static = {n for n in NEURON if profiles[n].benchmark_batching is Batching.STATIC}
-    assert static == {"transformers-neuronx", "nxd-inference"}
+    assert static == {"transformers-neuronx", "nxd-inference", "optimum-neuron-tnx"}
     # optimum-neuron compiles one bucket at its sequence length by default: no power-of-two buckets
     assert profiles["optimum-neuron"].bucket_min_tokens is None
     assert {profiles[n].bucket_min_tokens for n in NEURON if n != "optimum-neuron"} == {128}
@@ -76,6 +76,9 @@ def test_a_case_of_each_neuron_framework_gets_its_profile():
     assert engine_for_software("transformers-neuronx", "Neuron SDK 2.18.1").name == "transformers-neuronx"
     assert engine_for_software("vllm-neuron", "Neuron SDK 2.21").name == "vllm-neuron"
     assert engine_for_software("optimum-neuron", "optimum-neuron 0.4.1.dev0").name == "optimum-neuron"
+    # before 0.2 optimum-neuron ran transformers-neuronx graphs (its TGI server)
+    tgi = engine_for_software("optimum-neuron", "optimum-neuron 0.0.25.dev0 (neuronx-tgi)")
+    assert tgi.name == "optimum-neuron-tnx"
 
 
 # --- refusals across families -------------------------------------------------------------------------------
@@ -88,9 +91,7 @@ def test_the_python_api_serves_trainium_on_the_neuron_default_never_on_tensorrt_
     for gpu in ("tensorrt-llm", "vllm", "sglang"):
         with pytest.raises(ClusterSimError, match=rf"^engine '{gpu}' does not run on trainium accelerators") as caught:
             estimate_offline(LLAMA3_70B, system, request, batch=4, engine=gpu)
-        assert "engines for trainium: nxd-inference, optimum-neuron, transformers-neuronx, vllm-neuron" in str(
-            caught.value
-        )
+        assert f"engines for trainium: {', '.join(NEURON)}" in str(caught.value)
     # a GPU profile object handed straight to the step physics is refused too
     with pytest.raises(ClusterSimError, match="engine 'tensorrt-llm' does not run on trainium"):
         step_times(
@@ -209,6 +210,8 @@ def test_the_trainium_cases_come_from_two_sources_and_are_scored():
         ("neuron218_trn1_llama2-7b_tp32_bs8_in128_out8064", 0.10),
         # vLLM on NxD Inference, Llama 3.1 405B on one trn2.48xlarge (TP 64): 25.46 tok/s measured
         ("nxdi_trn2_llama3.1-405b_tp64_c1_in10000_out1785", 0.25),
+        # optimum-neuron's TGI on transformers-neuronx, Llama 3 70B on trn1 (Neuron 2.18.0): 38.3 tok/s, another source
+        ("optimum_tgi_sdk2180_trn1_llama3-70b_tp32_bs1_c1_in1500_out245", 0.15),
     ],
 )
 def test_published_trainium_runs_within_tolerance(case_id, tolerance):
