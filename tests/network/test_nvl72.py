@@ -79,7 +79,7 @@ def test_nvls_tree_on_a_multi_node_domain_slows_the_heads_but_nccl_prices_it_as_
 def test_in_rack_nvls_runs_at_the_blackwell_fraction_of_nvlink():
     table = predict_collective(Op.ALL_REDUCE, 2.0**40, gb200(72))
     assert table.algorithm == [Algorithm.NVLS]
-    peak = NVLINK5 * CAL.nvls_efficiency * CAL.nvls_generation.blackwell
+    peak = NVLINK5 * CAL.nvls_efficiency * CAL.nvlink_generation.blackwell * CAL.nvls_generation.blackwell
     assert table.algbw_bytes_per_s[0] == pytest.approx(peak, rel=0.01)  # the ramp is spent at 1 TiB
     assert table.algbw_bytes_per_s[0] < peak
     # never above what NVLink carries per GPU and direction, nor above a ring's busbw by more than NVLS's gain
@@ -98,7 +98,7 @@ def test_busbw_grows_with_size_and_stays_under_the_nvls_bound(devices):
     # where NCCL switches to NVLS tree by its price, which is above what it achieves on 20 racks, busbw
     # may dip, never by more than a few percent
     assert np.all(busbw[1:] >= 0.95 * busbw[:-1])
-    nvls = NVLINK5 * CAL.nvls_efficiency * CAL.nvls_generation.blackwell
+    nvls = NVLINK5 * CAL.nvls_efficiency * CAL.nvlink_generation.blackwell * CAL.nvls_generation.blackwell
     assert np.all(table.algbw_bytes_per_s <= nvls * (1 + 1e-9))
 
 
@@ -113,7 +113,7 @@ def test_a_ring_across_racks_is_bound_by_nvlink_and_the_nics_it_uses():
     sizes = [2.0**36]
     fabric = gb200(1440)
     ring = predict_collective(Op.ALL_REDUCE, sizes, fabric, algorithm=Algorithm.RING).busbw_bytes_per_s[0]
-    nvlink = NVLINK5 * CAL.nvlink_efficiency
+    nvlink = NVLINK5 * CAL.nvlink_efficiency * CAL.nvlink_generation.blackwell
     assert ring <= min(nvlink, fabric.network_bytes_per_s * CAL.network_efficiency)
     narrow = Fabric("2 racks, 8 trays' NICs", 72, 2, NVLINK5, 8 * 200e9, True, family="blackwell", servers_per_node=18)
     ring = predict_collective(Op.ALL_REDUCE, sizes, narrow, algorithm=Algorithm.RING).busbw_bytes_per_s[0]
@@ -151,4 +151,13 @@ def test_hopper_nvls_is_unchanged_by_the_blackwell_constants():
     table = predict_collective(Op.ALL_REDUCE, 4 * GIB, h100)
     assert table.algorithm == [Algorithm.NVLS]
     assert table.busbw_bytes_per_s[0] / 1e9 == pytest.approx(480.0, rel=0.05)  # NVIDIA/nccl-tests#212: ~480
-    assert CAL.nvls_generation.hopper == 1.0
+    assert CAL.nvls_generation.hopper == CAL.nvlink_generation.hopper == 1.0
+
+
+def test_one_gb200_trays_ring_at_nccls_blackwell_nvlink():
+    """Azure ND GB200 v6 (Azure/AI-benchmarking-guide @ 2a370be, NCCL 2.25.1): 4 GPUs of one tray, ring
+    forced, in-place busbw 679.61 GB/s at 8 GiB and 646.87 at 1 GiB."""
+    table = predict_collective(Op.ALL_REDUCE, [GIB, 8 * GIB], gb200(4), algorithm=Algorithm.RING)
+    assert table.busbw_bytes_per_s[1] <= NVLINK5 * CAL.nvlink_efficiency * CAL.nvlink_generation.blackwell
+    errors = table.busbw_bytes_per_s / 1e9 / np.array([646.87, 679.61]) - 1
+    assert np.all(np.abs(errors) < 0.08), errors

@@ -132,6 +132,9 @@ class CommCalibration:
     ramp_bytes: PerOpFamily = Field(description="Ramp half size S_half at 2 nodes per op family, bytes.")
     ramp_node_exponent: PerOpFamily = Field(description="Growth of the ramp size with nodes: (nodes / 2) ** this.")
     ramp_intra_node_bytes: float = Field(ge=0, description="Ramp half size S_half inside a node, bytes.")
+    nvlink_generation: PerGeneration = Field(
+        description="Achieved NVLink per generation relative to nvlink_efficiency (NCCL's NVLink bandwidth per link)."
+    )
     nvls_generation: PerGeneration = Field(
         description="NVLS algbw per generation relative to nvls_efficiency (NCCL's nvlsEfficiency ratios)."
     )
@@ -256,8 +259,9 @@ def candidates(op: Op, fabric: Fabric, cal: CommCalibration | None = None) -> li
     ``default_calibration()``)."""
     cal = default_calibration() if cal is None else cal
     g, nodes, n = fabric.devices_per_node, fabric.num_nodes, fabric.num_ranks
-    nvlink = fabric.scaleup_bytes_per_s * cal.nvlink_efficiency
-    nvls = fabric.scaleup_bytes_per_s * cal.nvls_efficiency * cal.nvls_generation.factor(fabric.family)
+    generation = cal.nvlink_generation.factor(fabric.family)  # NCCL's NVLink per link: 20.6 of 25, 40 of 50 GB/s
+    nvlink = fabric.scaleup_bytes_per_s * cal.nvlink_efficiency * generation
+    nvls = fabric.scaleup_bytes_per_s * cal.nvls_efficiency * generation * cal.nvls_generation.factor(fabric.family)
     network = fabric.network_bytes_per_s * cal.network_efficiency
     multi = nodes > 1
     adapter_us = fabric.network_latency_s / _US
