@@ -85,7 +85,7 @@ def collective_command(
             "collective",
             accelerator=accelerator.id,
             family=accelerator.family,
-            framework="nccl-tests",
+            framework="nccl-tests" if fabric.torus is None else "nccom-test",  # Neuron's benchmark on NeuronLink
             devices=fabric.num_ranks,
             level=level,
         )
