@@ -1,0 +1,97 @@
+"""Blackwell training: its own fractions, identified by two sources, against published B200/GB200 runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from clustersim.catalog.registry import Catalog, load_catalog
+from clustersim.compute.efficiency import efficiency_table
+from clustersim.errors import ClusterSimError
+from clustersim.validation.cases import Case, default_paths, read_all
+from clustersim.validation.fit import Prepared, fit, prepare_cases
+from clustersim.validation.identification import identify
+from clustersim.validation.manifest import priors, read_manifest
+from clustersim.validation.specs import TRAINING
+from clustersim.validation.training import predict_training_case
+
+MEGATRON_BRIDGE, NEMO = "NVIDIA-NeMo/Megatron-Bridge", "NVIDIA/NeMo"
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    return load_catalog(use_env=False)
+
+
+@pytest.fixture(scope="module")
+def cases() -> dict[str, Case]:
+    return {c.id: c for c in read_all(default_paths("training.jsonl"))}
+
+
+@pytest.fixture(scope="module")
+def blackwell(catalog: Catalog, cases: dict[str, Case]) -> list[Prepared[object]]:
+    prepared, _ = prepare_cases(TRAINING, list(cases.values()), catalog, efficiency_table(use_env=False))
+    return [p for p in prepared if p.group == "blackwell"]
+
+
+def _mape(prepared: list[Prepared[object]], calibration: object) -> float:
+    return sum(abs(p.predict(calibration) / p.measured - 1) for p in prepared) / len(prepared)
+
+
+def test_every_fitted_blackwell_constant_is_informed_by_both_sources(catalog: Catalog):
+    found = {i.constant: i for i in identify(TRAINING, catalog) if i.constant.startswith("blackwell.")}
+    assert set(found) == {
+        f"blackwell.{k}"
+        for k in ("gemm_max", "attention", "memory_efficiency", "fp8_efficiency_ratio", "step_s", "expert_gemm_s")
+    }
+    for name, identification in found.items():
+        assert identification.sources == {MEGATRON_BRIDGE, NEMO} and identification.exemption is None, name
+
+
+def test_nemo_blackwell_runs_are_predicted_within_10_percent_by_a_fit_that_never_saw_them(blackwell):
+    """Left-out source: Blackwell's fractions refitted on Megatron-Bridge's B200/GB200 rows alone."""
+    shipped = efficiency_table(use_env=False)
+    held = fit(
+        TRAINING,
+        [p for p in blackwell if p.source == MEGATRON_BRIDGE],
+        shipped,
+        priors=priors(read_manifest(TRAINING, use_env=False)),
+        max_iterations=10,
+        only_groups=["blackwell"],
+    )
+    nemo = [p for p in blackwell if p.source == NEMO]
+    assert len(nemo) == 14
+    assert _mape(nemo, held.calibration) <= 0.10
+    assert _mape(nemo, shipped) <= 0.08  # in sample
+
+
+def test_nvfp4_speedup_over_mxfp8_at_one_layout(catalog, cases):
+    """Megatron-Bridge's Llama 3 70B on 64 GB200 (TP2 PP4 VP5), NVFP4 against MXFP8 of the same release
+    (26.02 to 26.04.01): measured 1.19-1.31x, where FP4 tensor cores double the GEMM peak but the casts and
+    the 16-bit attention do not speed up (the same fraction of the FP4 peak would say 1.5x)."""
+    field = "tokens_per_s_per_device"
+    measured, predicted = [], []
+    for release in ("2602", "260201", "2604", "260401"):
+        pair = {p: cases[f"mbridge{release}_llama3-70b_gb200_64gpu_tp2_pp4_vp5_{p}"] for p in ("nvfp4", "mxfp8")}
+        measured.append(pair["nvfp4"].measured[field] / pair["mxfp8"].measured[field])
+        fp4, fp8 = (predict_training_case(pair[p], field, catalog) for p in ("nvfp4", "mxfp8"))
+        predicted.append(fp4 / fp8)
+    assert all(1.0 < p < 2.0 for p in predicted)
+    assert all(p == pytest.approx(m, rel=0.15) for p, m in zip(predicted, measured, strict=True))
+    assert sum(predicted) / 4 == pytest.approx(sum(measured) / 4, rel=0.10)
+
+
+def test_a_case_in_a_format_its_chip_cannot_run_is_refused_naming_the_case(catalog, cases):
+    case = cases["mbridge2604_llama3-70b_gb200_64gpu_tp2_pp4_vp5_nvfp4"]
+    on_hopper = case.model_copy(update={"system": case.system.model_copy(update={"accelerator": "h100-sxm"})})
+    with pytest.raises(ClusterSimError, match=r"case mbridge2604_llama3-70b.*nvfp4 GEMMs need tensor cores that "
+                                              r"h100-sxm \(hopper\) does not have") as info:  # fmt: skip
+        predict_training_case(on_hopper, "tokens_per_s_per_device", catalog)
+    assert info.value.field == "precision"
+
+
+def test_mxfp8_and_fp8_cases_are_priced_alike(catalog, cases):
+    """MXFP8 runs at the FP8 tensor-core rate; its block-scale casts are part of the fitted FP8 ratio."""
+    case = cases["mbridge2604_llama3-70b_gb200_64gpu_tp2_pp4_vp5_mxfp8"]
+    as_fp8 = case.model_copy(update={"precision": "fp8"})
+    field = "tokens_per_s_per_device"
+    assert predict_training_case(case, field, catalog) == predict_training_case(as_fp8, field, catalog)
