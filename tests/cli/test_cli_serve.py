@@ -111,7 +111,9 @@ def test_server_rate_and_targets():
         (("llama3.1-405b", "--tp", "1"), "GiB of weights"),
         (("llama2-70b", "--instance", "p5x"), "unknown instance 'p5x'"),
         (("no-such-model",), "no-such-model"),
-        (("llama2-70b", "--precision", "fp4"), "--precision: unknown value 'fp4'"),
+        (("llama2-70b", "--precision", "fp6"), "--precision: unknown value 'fp6'"),
+        (("llama2-70b", "--precision", "fp4"), "--precision: 'fp4' is ambiguous: say nvfp4"),
+        (("llama2-70b", "--precision", "nvfp4"), "nvfp4 is served on Blackwell's FP4 tensor cores, which h100-sxm"),
         (("llama2-70b", "--rate", "1", "--tpot-target", "0.1"), "either a rate or latency targets"),
     ],
 )

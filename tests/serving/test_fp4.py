@@ -76,6 +76,16 @@ def test_an_nvfp4_kv_cache_is_9_16_of_an_fp8_one():
     assert kv_bytes_per_token(LLAMA3_70B, NVFP4) == pytest.approx(kv_bytes_per_token(LLAMA3_70B, Dtype.FP8) * 0.5625)
 
 
+def test_an_fp8_cache_taken_by_default_beside_fp4_weights_is_said():
+    (note,) = Request(1000, 1000, NVFP4).notes(LLAMA3_70B)
+    assert note.startswith("kv cache: fp8 beside nvfp4 weights") and "--kv-cache" in note
+    assert Request(1000, 1000, NVFP4, Dtype.FP8).notes(LLAMA3_70B) == ()
+    assert Request(1000, 1000, Dtype.FP8).notes(LLAMA3_70B) == ()
+    estimate = estimate_offline(LLAMA3_70B, b200(), Request(1000, 1000, MXFP4), batch=8)
+    assert estimate.kv_precision == "fp8" and estimate.notes == Request(1000, 1000, MXFP4).notes(LLAMA3_70B)
+    assert estimate.notes[0].startswith("kv cache: fp8 beside mxfp4 weights")
+
+
 def test_a_case_reads_its_kv_precision():
     (case,) = [c for c in read_cases(project_dir() / "inference.jsonl") if c.id == "mlperf50_llama2-70b_1xb200_offline"]
     assert case.kv_precision == "fp8" and case.precision == "nvfp4"

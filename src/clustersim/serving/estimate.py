@@ -37,7 +37,7 @@ from clustersim.serving.engine import (
     step_times,
 )
 from clustersim.serving.engines import EngineProfile, engine_profile
-from clustersim.serving.formats import ServingPrecision, check_formats, default_kv
+from clustersim.serving.formats import ServingPrecision, check_formats, default_kv, kv_default_note
 from clustersim.serving.memory import weights_note
 from clustersim.workload.transformer import Transformer
 
@@ -68,13 +68,14 @@ class Request:
 
     def notes(self, model: Transformer) -> tuple[str, ...]:
         """What the estimate of this request on ``model`` must say: a length beyond its context priced as
-        asked, weights at a quantized checkpoint's width; ``ClusterSimError`` for a length beyond the
-        context not asked for."""
+        asked, weights at a quantized checkpoint's width, an fp8 KV cache taken beside 4-bit weights;
+        ``ClusterSimError`` for a length beyond the context not asked for."""
         n, o = self.input_tokens, self.output_tokens
         what = f"input_tokens + output_tokens (--input + --output), {n:,.0f} + {o:,.0f},"
         found = (
             model.check_context(n + o, what, beyond_context=self.beyond_context),
             weights_note(model, self.precision),
+            kv_default_note(self.precision, self.kv_precision),
         )
         return tuple(note for note in found if note is not None)
 

@@ -113,6 +113,16 @@ def default_kv(precision: ServingPrecision) -> ServingPrecision:
     return Dtype.FP8 if is_fp4(precision) else precision
 
 
+def kv_default_note(precision: ServingPrecision, kv_precision: ServingPrecision | None) -> str | None:
+    """What an estimate says when 4-bit weights took an fp8 KV cache by default (None otherwise)."""
+    if kv_precision is not None or not is_fp4(precision):
+        return None
+    return (
+        f"kv cache: fp8 beside {precision.value} weights, as NVIDIA's FP4 checkpoints store it "
+        "(--kv-cache bf16 or nvfp4 to price another)"
+    )
+
+
 def parse_precision(value: str | ServingPrecision, field_name: str = "precision") -> ServingPrecision:
     """A serving number format (bf16, fp16, fp8, nvfp4 or mxfp4) from the user's text; ``ClusterSimError``
     naming the field and the valid values (a bare ``fp4`` is refused as ambiguous)."""
