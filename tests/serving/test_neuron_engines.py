@@ -2,6 +2,7 @@
 buckets, static batches, and the published Trainium runs they are fitted on."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -229,3 +230,14 @@ def test_trn1_tpot_is_weight_read_and_collective_bound_and_follows_the_model_siz
     assert large.memory_bound_share < 0.6 and large.communication_s > 0  # not HBM alone: 160 all-reduces a token
     assert json.loads(json.dumps(large.to_json()))["engine"] == "transformers-neuronx"
     assert np.isfinite(large.ttft_s)
+
+
+def test_the_recorded_fit_is_the_error_at_the_packaged_pair():
+    # engines.toml's fitted note records the MAPE of benchmarks/calibrate_neuron_serving.py over every Trainium
+    # case; a change to the physics or the cases that moves it means: rerun the script and update the notes
+    fitted = engine_profile("vllm-neuron").fitted or ""
+    recorded = float(re.search(r"MAPE of the output token rate ([\d.]+)% over all", fitted).group(1))  # type: ignore[union-attr]
+    cases = neuron_cases()
+    assert f"the {len(cases)} Trainium serving cases" in fitted
+    errors = [abs(case_estimate(c, CATALOG).output_tokens_per_s / c.measured["output_tokens_per_s"] - 1) for c in cases]
+    assert 100 * float(np.mean(errors)) == pytest.approx(recorded, abs=0.06)
