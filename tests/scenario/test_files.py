@@ -129,8 +129,8 @@ def test_saving_into_a_missing_directory_is_a_clear_error(tmp_path):
             ["field 'job.global_bath'", "did you mean global_batch", "valid: global_batch"],
         ),
         (
-            'kind = "training"\nmodel = "x"\n[system]\ninstance = "p5"\nnodes = 1\n[job]\nprecision = "fp4"\n',
-            ["field 'job.precision'", "'fp4'", "not a training precision"],
+            'kind = "training"\nmodel = "x"\n[system]\ninstance = "p5"\nnodes = 1\n[job]\nprecision = "int8"\n',
+            ["field 'job.precision'", "'int8'", "not a training precision"],
         ),
         (
             'kind = "training"\nmodel = "x"\n[system]\ninstance = "p5"\nnodes = 1\n[layout]\ntp = 0\n',

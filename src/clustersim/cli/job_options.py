@@ -66,7 +66,14 @@ SeqOpt = Annotated[
     int | None,
     typer.Option("--seq", min=1, max=MAX_SEQUENCE_TOKENS, help="Sequence length (default: the model's)."),
 ]
-PrecisionOpt = Annotated[str, typer.Option("--precision", help="bf16, fp16 or fp8.")]
+PrecisionOpt = Annotated[
+    str,
+    typer.Option(
+        "--precision",
+        help="The GEMMs' format: bf16, fp16, fp8, mxfp8 (Blackwell, Trainium3), nvfp4 (Blackwell) or mxfp4 "
+        "(Blackwell, Trainium3).",
+    ),
+]
 BeyondContextOpt = Annotated[
     bool,
     typer.Option(

@@ -314,13 +314,7 @@ def _scenario_of_options(
     from clustersim.scenario.training import training_scenario
     from clustersim.units import parse_count
 
-    dtype = _precision(precision)
-    if dtype not in (Dtype.BF16, Dtype.FP16, Dtype.FP8):
-        raise ClusterSimError(
-            f"precision {dtype.value!r} is not a training precision (valid: bf16, fp16, fp8)",
-            field="--precision",
-            value=dtype.value,
-        )
+    dtype = _precision(precision, instance, catalog)
     budget = parse_count(tokens)
     if offer not in ("on_demand", "capacity_block"):
         raise ClusterSimError(
@@ -399,13 +393,21 @@ def _checkpoint_spec(
         )
 
 
-def _precision(text: str) -> Dtype:
+def _precision(text: str, instance: str, catalog: list[Path]) -> Dtype:
+    """The job's GEMM format for ``--precision`` (bf16, fp16, fp8, mxfp8, nvfp4, mxfp4), refused where the
+    instance's accelerator has no tensor cores for it (clustersim.compute.precision)."""
+    from clustersim.catalog import registry
+    from clustersim.compute.precision import check_training_format, job_dtype, parse_training_format
+    from clustersim.scenario.training import user_files
+
+    fmt = parse_training_format(text, "--precision")
+    cat = registry.load_catalog(user_files(registry.ENV_VAR, catalog), use_env=False)
     try:
-        return Dtype(text.lower())
-    except ValueError:
-        raise ClusterSimError(
-            f"unknown precision {text!r} (valid: bf16, fp16, fp8)", field="--precision", value=text
-        ) from None
+        chip = cat.accelerator(cat.instance(instance).accelerator)
+    except ClusterSimError:  # an unknown instance is named where the system is built
+        return job_dtype(fmt)
+    check_training_format(fmt, chip, "--precision")
+    return job_dtype(fmt)
 
 
 def _header(run: "TrainingRun") -> str:

@@ -38,7 +38,7 @@ from clustersim.units import (
     parse_seconds,
 )
 
-TRAINING_PRECISIONS = (Dtype.BF16, Dtype.FP16, Dtype.FP8)
+TRAINING_PRECISIONS = (Dtype.BF16, Dtype.FP16, Dtype.FP8, Dtype.FP4)  # fp4: NVFP4 / MXFP4 GEMMs
 ServingPrecision = Literal["bf16", "fp16", "fp8", "nvfp4", "mxfp4"]  # clustersim.serving.formats
 DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS = 2048, 128  # the command line's lengths without a dataset
 PriceOffer = Literal["on_demand", "capacity_block"]
@@ -143,7 +143,7 @@ class TrainingJobSpec(_Record):
     seq_len: int | None = Field(
         default=None, ge=1, le=MAX_SEQUENCE_TOKENS, description="Sequence length (default: the model's)."
     )
-    precision: TrainingPrecision = Field(default=Dtype.BF16, description="Training precision: bf16, fp16 or fp8.")
+    precision: TrainingPrecision = Field(default=Dtype.BF16, description="Training precision: bf16, fp16, fp8 or fp4.")
     tokens: Tokens | None = Field(
         default=None,
         ge=1,
