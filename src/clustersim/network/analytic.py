@@ -49,7 +49,7 @@ from clustersim.catalog.tomlfiles import CalibrationEntry
 from clustersim.errors import ClusterSimError
 from clustersim.network.collectives import Algorithm, Op, Protocol, busbw_factor
 from clustersim.network.fabric import Fabric
-from clustersim.network.nvls import nvls_heads, nvls_ramp_bytes, nvls_tree
+from clustersim.network.nvls import PerGeneration, nvls_heads, nvls_ramp_bytes, nvls_tree
 
 FloatArray = npt.NDArray[np.float64]
 # latency, algbw, ramp size, and the algbw and ramp size NCCL chooses by (the same arrays where they agree)
@@ -97,20 +97,6 @@ class PerOpFamily:
 
     def __getitem__(self, family: str) -> float:
         value: float = getattr(self, family)
-        return value
-
-
-@pydantic_dataclass(frozen=True, slots=True, kw_only=True, config=_RECORD)
-class PerGeneration:
-    """One factor per accelerator family that NCCL's tables tell apart (``hopper``, ``blackwell``);
-    any other family takes 1."""
-
-    hopper: float = Field(gt=0, le=2, description="Hopper (H100, H200).")
-    blackwell: float = Field(gt=0, le=2, description="Blackwell (B200, GB200).")
-
-    def factor(self, family: str) -> float:
-        """The factor of ``family`` (1 for a family not listed)."""
-        value: float = getattr(self, family) if family in ("hopper", "blackwell") else 1.0
         return value
 
 

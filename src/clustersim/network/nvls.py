@@ -31,10 +31,27 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from pydantic import ConfigDict, Field
+from pydantic.dataclasses import dataclass as pydantic_dataclass
+
 NVLS_CHUNK_BYTES = 128 * 1024  # NCCL_NVLS_CHUNKSIZE default (src/transport/nvls.cc)
 MAX_NVLS_HEADS = 32  # NCCL_MAX_NVLS_ARITY (src/include/device.h)
 _NVLS_CHANNELS = {"hopper": 16, "blackwell": 32}  # NVLS_NCHANNELS_SM90 / _SM100 (src/transport/nvls.cc)
 _DEFAULT_NVLS_CHANNELS = 16  # a family NCCL's table does not name: Hopper's
+
+
+@pydantic_dataclass(frozen=True, slots=True, kw_only=True, config=ConfigDict(extra="forbid"))
+class PerGeneration:
+    """One factor per accelerator family that NCCL's tables tell apart (``hopper``, ``blackwell``),
+    relative to the calibration's Hopper-fitted value; any other family takes 1."""
+
+    hopper: float = Field(gt=0, le=2, description="Hopper (H100, H200).")
+    blackwell: float = Field(gt=0, le=2, description="Blackwell (B200, GB200).")
+
+    def factor(self, family: str) -> float:
+        """The factor of ``family`` (1 for a family not listed)."""
+        value: float = getattr(self, family) if family in ("hopper", "blackwell") else 1.0
+        return value
 
 
 def nvls_heads(devices_per_domain: int) -> int:
