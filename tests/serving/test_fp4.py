@@ -35,6 +35,8 @@ from clustersim.serving.formats import (
 from clustersim.serving.memory import kv_bytes_per_token, matmul_params, weight_bytes_per_device
 from clustersim.validation.cases import Case, project_dir, read_cases
 from clustersim.validation.inference import case_estimate, predict_inference_case
+from clustersim.validation.manifest import read_manifest
+from clustersim.validation.specs import INFERENCE
 from clustersim.workload.transformer import Quantization, QuantMethod, Transformer
 
 CATALOG = load_catalog(use_env=False)
@@ -240,6 +242,22 @@ def test_dense_blackwell_runs_of_both_sources_within_tolerance():
     # Hopper's fraction on Blackwell (both sources left out) is far worse, and too fast
     hopper = _with_blackwell(CAL.flop_efficiency)
     assert _mape(by_source[TRTLLM], hopper) > 0.3 and _mape(by_source[MLPERF], hopper) > 0.2
+
+
+def test_the_recorded_fit_is_the_scan_over_its_cases():
+    """calibration.toml's family entry: fitted on the dense Blackwell cases of both sources, its residual the
+    mean over sources of their MAPE at the shipped value, and the best value of a scan at that resolution."""
+    (entry,) = [e for name, e in read_manifest(INFERENCE, use_env=False).items() if name == "family_flop_efficiency"]
+    by_source = _dense_blackwell()
+    assert set(entry.fitted_on) == {c.id for cases in by_source.values() for c in cases}
+
+    def objective(cal: InferenceCalibration) -> float:
+        return float(np.mean([_mape(cases, cal) for cases in by_source.values()]))
+
+    assert entry.residual == pytest.approx(objective(CAL), rel=0.02)  # other terms of the model move it a little
+    shipped = CAL.flop_efficiency_on("blackwell", Dtype.FP4)
+    for step in (-0.01, 0.01):
+        assert objective(_with_blackwell(shipped + step)) > objective(CAL)
 
 
 def test_each_source_at_the_fraction_the_other_one_picks():
