@@ -2,9 +2,9 @@
 
 * ``TRAINING`` fits, per accelerator family (each family's cases fit that family's constants only),
   the fractions of ``compute/efficiency.toml``: ``gemm_max``, ``gemm_half_flop``, ``attention``,
-  ``memory_efficiency`` and, where the family has FP8 cases, ``fp8_efficiency_ratio``; objective:
-  the mean over sources of the mean |log error| of each case's primary field (every source weighs
-  the same); compass search.
+  ``memory_efficiency`` and, where the family has FP8 or FP4 cases (``compute.precision``),
+  ``fp8_efficiency_ratio``; objective: the mean over sources of the mean |log error| of each case's
+  primary field (every source weighs the same); compass search.
 * ``COLLECTIVE`` fits the network efficiency and the message-size ramp of
   ``network/calibration.toml`` to the busbw of the cases of at least 1 MiB (below, NCCL's small
   messages are latency-bound: the catalogued adapter latencies, not these constants); objective: the
