@@ -241,3 +241,34 @@ def test_the_recorded_fit_is_the_error_at_the_packaged_pair():
     assert f"the {len(cases)} Trainium serving cases" in fitted
     errors = [abs(case_estimate(c, CATALOG).output_tokens_per_s / c.measured["output_tokens_per_s"] - 1) for c in cases]
     assert 100 * float(np.mean(errors)) == pytest.approx(recorded, abs=0.06)
+
+
+def test_an_engine_that_never_mixes_prefill_and_decode_runs_them_as_two_launches():
+    system = trn1()
+    mixed = engine_profile("vllm-neuron").model_copy(update={"mixed_steps": True})
+    apart = engine_profile("vllm-neuron")
+    assert not apart.mixed_steps and engine_profile("vllm").mixed_steps
+
+    def step(engine, decoding: float, prompts: float):
+        return step_times(
+            LLAMA3_70B,
+            system,
+            Dtype.BF16,
+            Dtype.BF16,
+            decode_sequences=np.array([decoding]),
+            decode_context_tokens=1500.0,
+            prefill_tokens=np.array([prompts * 1024.0]),
+            prefill_sequences=np.array([prompts]),
+            prompt_tokens=1024.0,
+            engine=engine,
+        )
+
+    both = step(apart, 8.0, 2.0)
+    assert len(both.launches) == 2
+    # exactly a decode launch and a prefill launch, each paying its weight reads and step overhead
+    assert both.step_s == pytest.approx(step(mixed, 8.0, 0.0).step_s + step(mixed, 0.0, 2.0).step_s, rel=1e-12)
+    assert both.step_s > step(mixed, 8.0, 2.0).step_s
+    # a steady state's fraction of a prompt per step is one single-prompt launch on that share of the steps
+    share = step(apart, 8.0, 0.25)
+    assert share.step_s == pytest.approx(step(mixed, 8.0, 0.0).step_s + 0.25 * step(mixed, 0.0, 1.0).step_s, rel=1e-12)
+    assert step(apart, 8.0, 0.0).step_s == pytest.approx(step(mixed, 8.0, 0.0).step_s, rel=1e-12)  # nothing to split

@@ -37,7 +37,7 @@ the number of decoding sequences.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -319,11 +319,25 @@ class StepTimes:
     elementwise_s: FloatArray
     communication_s: FloatArray
     overhead_s: FloatArray
+    launches: tuple[StepTimes, ...] = ()  # separate graph launches one after the other; the fields are their sums
 
     @property
     def gemm_s(self) -> FloatArray:
-        """GEMMs: the larger of their compute and weight-read times."""
+        """GEMMs: the larger of their compute and weight-read times (of each launch, summed)."""
+        if self.launches:
+            return np.asarray(sum(launch.gemm_s for launch in self.launches), dtype=np.float64)
         return np.maximum(self.gemm_compute_s, self.gemm_memory_s)
+
+    def scaled(self, factor: FloatArray) -> StepTimes:
+        """Every time times ``factor`` (per batch entry): a launch that runs on that share of the steps."""
+        values = {f.name: getattr(self, f.name) * factor for f in fields(self) if f.name != "launches"}
+        return StepTimes(**values, launches=tuple(launch.scaled(factor) for launch in self.launches))
+
+    @classmethod
+    def in_sequence(cls, parts: Sequence[StepTimes]) -> StepTimes:
+        """Launches run one after the other: each kind of work summed, each launch's GEMM bound its own."""
+        values = {f.name: sum(getattr(part, f.name) for part in parts) for f in fields(cls) if f.name != "launches"}
+        return cls(**values, launches=tuple(parts))
 
     @property
     def step_s(self) -> FloatArray:
@@ -334,6 +348,8 @@ class StepTimes:
     @property
     def memory_bound_s(self) -> FloatArray:
         """Time spent in work bound by HBM bandwidth: memory-bound GEMMs, decode attention, elementwise."""
+        if self.launches:
+            return np.asarray(sum(launch.memory_bound_s for launch in self.launches), dtype=np.float64)
         gemm = np.where(self.gemm_memory_s >= self.gemm_compute_s, self.gemm_memory_s, 0.0)
         return gemm + self.decode_attention_s + self.elementwise_s
 
@@ -357,7 +373,9 @@ def step_times(
     ``prefill_sequences`` prompts of ``prompt_tokens`` tokens each go through the same GEMMs. Arrays
     broadcast. An engine with static-shape buckets (``EngineProfile.bucket_min_tokens``) runs each prompt
     padded to its bucket, and a decoding sequence, whose mean position ``decode_context_tokens`` is
-    halfway from its prompt to its last token, attends over each position's bucket."""
+    halfway from its prompt to its last token, attends over each position's bucket. An engine that never
+    mixes prefill and decode (``mixed_steps`` false: the Neuron engines) runs the step as two launches,
+    each reading the weights and paying the step overhead (``StepTimes.launches``)."""
     cal = default_calibration() if cal is None else cal
     profile = engine_profile(engine, system.family)
     b = np.asarray(decode_sequences, dtype=np.float64)
@@ -365,6 +383,41 @@ def step_times(
     prefill = np.asarray(prefill_tokens, dtype=np.float64)
     prompts = np.asarray(prefill_sequences, dtype=np.float64)
     b, context, prefill, prompts = np.broadcast_arrays(b, context, prefill, prompts)
+    if not profile.mixed_steps and np.any((b > 0) & (prefill > 0)):
+        # Prefill and decode never share a launch: a decode launch, then the prompts' own launch. Fewer than one
+        # prompt per step (a steady state's share) is one launch of one prompt on that share of the steps.
+        alone = profile.model_copy(update={"mixed_steps": True})
+        none = np.zeros_like(b)
+        decode = step_times(
+            model,
+            system,
+            precision,
+            kv_precision,
+            decode_sequences=b,
+            decode_context_tokens=context,
+            prefill_tokens=none,
+            prefill_sequences=none,
+            prompt_tokens=prompt_tokens,
+            cal=cal,
+            engine=alone,
+        )
+        per_launch = np.maximum(prompts, 1.0)
+        launch = step_times(
+            model,
+            system,
+            precision,
+            kv_precision,
+            decode_sequences=none,
+            decode_context_tokens=none,
+            prefill_tokens=prefill * per_launch / np.maximum(prompts, 1e-300),
+            prefill_sequences=per_launch,
+            prompt_tokens=prompt_tokens,
+            cal=cal,
+            engine=alone,
+        )
+        decoding = np.where((b > 0) | (prefill <= 0), 1.0, 0.0)
+        launched = np.where(prefill > 0, prompts / per_launch, 0.0)
+        return StepTimes.in_sequence((decode.scaled(decoding), launch.scaled(launched)))
     if profile.bucket_min_tokens is not None:
         padded_prompt = float(bucket_tokens(prompt_tokens, profile))
         prefill = prefill * padded_prompt / prompt_tokens

@@ -101,6 +101,11 @@ class EngineProfile(BaseModel):
     sequence_overhead_s: float | None = Field(
         None, ge=0, le=1e-3, description="Host cost per sequence per step, seconds; absent: the calibration's."
     )
+    mixed_steps: bool = Field(
+        True,
+        description="Prompt tokens share the decode step's launch (in-flight batching, chunked prefill); false: "
+        "prefill and decode run as separate launches, one after the other (Neuron).",
+    )
     bucket_min_tokens: int | None = Field(
         None,
         ge=1,
