@@ -161,3 +161,16 @@ def test_one_gb200_trays_ring_at_nccls_blackwell_nvlink():
     assert table.busbw_bytes_per_s[1] <= NVLINK5 * CAL.nvlink_efficiency * CAL.nvlink_generation.blackwell
     errors = table.busbw_bytes_per_s / 1e9 / np.array([646.87, 679.61]) - 1
     assert np.all(np.abs(errors) < 0.08), errors
+
+
+def test_an_instance_names_its_own_nvlink_domain_rather_than_the_largest_of_its_accelerator():
+    """A tray whose instance names a 36-GPU domain is priced in that domain, not the 72-GPU rack."""
+    from clustersim.network.topology import _multi_node_domain
+
+    catalog = load_catalog()
+    tray = catalog.instance("p6e-gb200.36xlarge")
+    gb200 = catalog.accelerator("gb200")
+    assert _multi_node_domain(catalog, gb200, 4, tray) == 72
+    half_rack = tray.model_copy(update={"intra_node": tray.intra_node.model_copy(update={"domain": "u-p6e-gb200x36"})})
+    assert _multi_node_domain(catalog, gb200, 4, half_rack) == 36
+    assert _multi_node_domain(catalog, gb200, 4, None) == 72

@@ -177,7 +177,9 @@ def build_topology(
         network_bytes_per_s=network_bytes_per_s,
         in_network_reduction=_in_network_reduction(catalog, accelerator, instance),
         # A torus's instances are joined by its own ring (an UltraServer) or by the network, never one domain.
-        domain_devices=_multi_node_domain(catalog, accelerator, devices_per_node) if share == 1 and not torus else 0,
+        domain_devices=(
+            _multi_node_domain(catalog, accelerator, devices_per_node, instance) if share == 1 and not torus else 0
+        ),
         rails=rails,
         tiers=_tiers(catalog, instance),
         # What the collective model reads of the adapter: its per-message latency (none listed: 0, as
@@ -214,9 +216,14 @@ def _needs_flush(accelerator: Accelerator) -> bool:
     return accelerator.family in _FLUSHING_FAMILIES or accelerator.form_factor is FormFactor.SUPERCHIP
 
 
-def _multi_node_domain(catalog: Catalog, accelerator: Accelerator, per_node: int) -> int:
-    """Devices of a catalogued scale-up domain of this accelerator that spans several servers of
-    ``per_node`` devices (GB200 NVL72 over 4-GPU trays), else 0."""
+def _multi_node_domain(catalog: Catalog, accelerator: Accelerator, per_node: int, instance: Instance | None) -> int:
+    """Devices of the scale-up domain that spans several servers of ``per_node`` devices (GB200 NVL72
+    over 4-GPU trays), else 0: the instance's own domain where it names one (a tray of a 36-GPU
+    UltraServer is in a 36-GPU domain, not the 72-GPU rack), else the largest catalogued domain of
+    the accelerator that spans servers."""
+    if instance is not None and instance.intra_node.domain is not None and instance.intra_node.domain in catalog:
+        size = int(catalog.typed(instance.intra_node.domain, Domain).num_accelerators.value)
+        return size if size > per_node and size % per_node == 0 else 0
     sizes = [
         int(d.num_accelerators.value)
         for d in catalog.list(Kind.DOMAIN)
