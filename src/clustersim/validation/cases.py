@@ -26,6 +26,10 @@ PRIMARY_FIELDS: dict[str, tuple[str, ...]] = {
     "memory": ("total_GiB_per_device", "weights_and_optimizer_GiB_per_device", "activations_GiB_per_device"),
 }
 MAX_ID_CHARS = 256
+PRECISIONS = ("bf16", "fp16", "fp8", "mxfp8", "nvfp4", "mxfp4")
+"""The number formats a case's ``precision`` names: ``fp8`` is FP8 with one scale per tensor (delayed or
+current scaling, or unstated); ``mxfp8`` OCP microscaling FP8 (an E8M0 scale per 32); ``nvfp4`` NVIDIA's
+FP4 (an E4M3 scale per 16 and one per tensor); ``mxfp4`` OCP microscaling FP4 (clustersim.compute.precision)."""
 BUNDLED_PACKAGE = "clustersim.validation"
 BUNDLED_FOLDER = "data"
 PROJECT_FOLDER = "project"
@@ -127,13 +131,20 @@ class Case(_Part):
     model: CaseModel | None = None
     system: CaseSystem | None = None
     parallel: CaseParallel | None = None
-    precision: str | None = None
+    precision: str | None = None  # one of PRECISIONS: the GEMMs' number format
     kv_precision: str | None = None  # inference: the KV cache's format (null: the reader's default)
     workload: CaseWorkload | None = None
     op: str | None = None
     size_bytes: Count | None = None
     algorithm: str | None = None
     software: CaseSoftware | None = None
+
+    @field_validator("precision", "kv_precision")
+    @classmethod
+    def _known_format(cls, value: str | None) -> str | None:
+        if value is not None and value not in PRECISIONS:
+            raise ValueError(f"unknown number format {value!r} (valid: {', '.join(PRECISIONS)})")
+        return value
 
     @field_validator("measured", mode="before")
     @classmethod
