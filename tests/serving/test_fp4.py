@@ -278,3 +278,36 @@ def test_the_h200_columns_of_the_same_table_are_predicted_out_of_sample():
     ]
     assert len(cases) == 30
     assert _mape(cases, CAL) < 0.08
+
+
+# ---- the command line ----------------------------------------------------------------------------------
+
+
+def test_serve_nvfp4_on_a_b200_instance_and_its_scenario_file(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from clustersim.cli.app import app
+
+    runner = CliRunner()
+    args = ["serve", "llama3.3-70b", "--instance", "p6-b200.48xlarge", "--tp", "1", "--precision", "nvfp4"]
+    result = runner.invoke(app, [*args, "--input", "1000", "--output", "1000", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert (out["precision"], out["kv_precision"], out["device"]) == ("nvfp4", "fp8", "b200")
+    assert any(note.startswith("kv cache: fp8 beside nvfp4") for note in out["notes"])
+    saved = tmp_path / "fp4.toml"
+    result = runner.invoke(app, [*args, "--kv-cache", "nvfp4", "--save-scenario", str(saved)])
+    assert result.exit_code == 0, result.output
+    assert 'precision = "nvfp4"' in saved.read_text() and 'kv_cache = "nvfp4"' in saved.read_text()
+    refused = runner.invoke(
+        app, ["serve", "llama3.3-70b", "--instance", "p5.48xlarge", "--precision", "mxfp4", "--json"]
+    )
+    assert refused.exit_code == 2
+    error = json.loads(refused.stderr or refused.output)
+    assert (
+        error["value"] == "mxfp4"
+        and "h100-sxm" in error["error"]
+        and "valid on h100-sxm: bf16, fp16, fp8" in error["error"]
+    )

@@ -130,15 +130,16 @@ def best_serving_layout(
         system = serving_system_for_instance(catalog, instance, tp=tp, pp=pp)
         return estimate_scenario(model, system, request, scenario, cal, engine)
     found: list[ServingEstimate] = []
-    problems: list[str] = []
+    problems: list[ClusterSimError] = []
     for degree in tp_candidates(model, catalog, instance, pp=pp):
         try:
             system = serving_system_for_instance(catalog, instance, tp=degree, pp=pp)
             found.append(estimate_scenario(model, system, request, scenario, cal, engine))
         except ClusterSimError as exc:
-            problems.append(str(exc))
+            problems.append(exc)
     if not found:
-        raise ClusterSimError(problems[-1] if problems else _why_no_degree(model, catalog, instance, pp))
+        last = problems[-1] if problems else ClusterSimError(_why_no_degree(model, catalog, instance, pp))
+        raise ClusterSimError(str(last), field=last.field, value=last.value)  # the option and value it names
     if scenario.rate_per_s is not None:
         return min(found, key=lambda e: e.tpot_s)
     return max(found, key=lambda e: e.output_tokens_per_s)
