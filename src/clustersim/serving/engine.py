@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from clustersim.catalog.overlay import CalibrationFile
@@ -54,7 +54,7 @@ from clustersim.network.collectives import Op
 from clustersim.network.cost import ANALYTIC, CollectiveCost
 from clustersim.network.fabric import Fabric
 from clustersim.serving.engines import EngineProfile, bucket_tokens, engine_profile, mean_bucket_tokens
-from clustersim.serving.formats import ServingPrecision, attention_dtype, gemm_dtype
+from clustersim.serving.formats import FamilyFractions, ServingPrecision, attention_dtype, gemm_dtype
 from clustersim.serving.memory import ACTIVATION_BYTES as ACTIVATION_BYTES
 from clustersim.serving.memory import SERVING_DTYPES as SERVING_DTYPES
 from clustersim.serving.memory import FloatArray as FloatArray
@@ -92,7 +92,7 @@ class InferenceCalibration:
     """
 
     flop_efficiency: float = Field(gt=0, le=1, description="Achieved fraction of the dense peak on large GEMMs.")
-    family_flop_efficiency: tuple[tuple[str, float], ...] = Field(
+    family_flop_efficiency: FamilyFractions = Field(
         description="flop_efficiency where GEMMs of one format on one accelerator family reach another fraction "
         "('family.format', value), e.g. ('blackwell.fp4', 0.43)."
     )
@@ -111,24 +111,6 @@ class InferenceCalibration:
     power_clock_exponent: float = Field(
         ge=0, le=1, description="Sustained clock on compute-bound work goes as (board power / TDP) to this power."
     )
-
-    @field_validator("family_flop_efficiency", mode="before")
-    @classmethod
-    def _family_table(cls, value: object) -> object:
-        """A TOML table ``{"blackwell.fp4" = 0.43}`` as sorted (key, value) pairs (hashable)."""
-        return tuple(sorted(value.items())) if isinstance(value, dict) else value
-
-    @field_validator("family_flop_efficiency")
-    @classmethod
-    def _family_fractions(cls, value: tuple[tuple[str, float], ...]) -> tuple[tuple[str, float], ...]:
-        for key, fraction in value:
-            family, _, fmt = key.partition(".")
-            if not family or fmt not in {d.value for d in Dtype}:
-                valid = ", ".join(d.value for d in Dtype)
-                raise ValueError(f"family_flop_efficiency: key {key!r} is not 'family.format' (formats: {valid})")
-            if not 0 < fraction <= 1:
-                raise ValueError(f"family_flop_efficiency.{key}: {fraction} is not a fraction in (0, 1]")
-        return value
 
     def flop_efficiency_on(self, family: str, dtype: Dtype) -> float:
         """The achieved fraction of the ``dtype`` peak that GEMMs reach on an accelerator ``family``: the

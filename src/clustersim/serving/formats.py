@@ -30,6 +30,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Annotated
+
+from pydantic import AfterValidator, BeforeValidator
 
 from clustersim.catalog.schema import Accelerator, Dtype
 from clustersim.errors import ClusterSimError
@@ -197,3 +200,24 @@ def check_formats(weights: ServingPrecision, kv: ServingPrecision, accelerator: 
 # GPU engines that load NVFP4 / MXFP4 checkpoints on Blackwell (TensorRT-LLM: ModelOpt NVFP4 and MXFP4
 # recipes, features/quantization.html; vLLM and SGLang: ModelOpt FP4 and MXFP4 (gpt-oss) checkpoints).
 _FP4_FRAMEWORKS = ("tensorrt-llm", "vllm", "sglang")
+
+
+def _as_pairs(value: object) -> object:
+    """A TOML table ``{"blackwell.fp4" = 0.43}`` as sorted (key, fraction) pairs (hashable)."""
+    return tuple(sorted(value.items())) if isinstance(value, dict) else value
+
+
+def _checked_pairs(value: tuple[tuple[str, float], ...]) -> tuple[tuple[str, float], ...]:
+    valid = {d.value for d in Dtype}
+    for key, fraction in value:
+        family, _, fmt = key.partition(".")
+        if not family or fmt not in valid:
+            formats = ", ".join(d.value for d in Dtype)
+            raise ValueError(f"family_flop_efficiency: key {key!r} is not 'family.format' (formats: {formats})")
+        if not 0 < fraction <= 1:
+            raise ValueError(f"family_flop_efficiency.{key}: {fraction} is not a fraction in (0, 1]")
+    return value
+
+
+# Achieved fractions per accelerator family and GEMM format, ('blackwell.fp4', 0.425): a calibration field.
+FamilyFractions = Annotated[tuple[tuple[str, float], ...], BeforeValidator(_as_pairs), AfterValidator(_checked_pairs)]
