@@ -37,7 +37,7 @@ the number of decoding sequences.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -72,6 +72,7 @@ from clustersim.serving.memory import kv_bytes_per_token as kv_bytes_per_token
 from clustersim.serving.memory import parse_precision as parse_precision
 from clustersim.serving.memory import reserved_tokens as reserved_tokens
 from clustersim.serving.memory import weight_bytes_per_device as weight_bytes_per_device
+from clustersim.serving.steps import StepTimes as StepTimes
 from clustersim.system import System, system_for_accelerator, system_for_instance
 from clustersim.workload.transformer import Transformer
 
@@ -288,52 +289,6 @@ def memory_plan(
 
 
 # ---- one step ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StepTimes:
-    """Time of one step of one pipeline stage by kind of work, seconds, one entry per batch."""
-
-    gemm_compute_s: FloatArray
-    gemm_memory_s: FloatArray
-    decode_attention_s: FloatArray
-    prefill_attention_s: FloatArray
-    elementwise_s: FloatArray
-    communication_s: FloatArray
-    overhead_s: FloatArray
-    launches: tuple[StepTimes, ...] = ()  # separate graph launches one after the other; the fields are their sums
-
-    @property
-    def gemm_s(self) -> FloatArray:
-        """GEMMs: the larger of their compute and weight-read times (of each launch, summed)."""
-        if self.launches:
-            return np.asarray(sum(launch.gemm_s for launch in self.launches), dtype=np.float64)
-        return np.maximum(self.gemm_compute_s, self.gemm_memory_s)
-
-    def scaled(self, factor: FloatArray) -> StepTimes:
-        """Every time times ``factor`` (per batch entry): a launch that runs on that share of the steps."""
-        values = {f.name: getattr(self, f.name) * factor for f in fields(self) if f.name != "launches"}
-        return StepTimes(**values, launches=tuple(launch.scaled(factor) for launch in self.launches))
-
-    @classmethod
-    def in_sequence(cls, parts: Sequence[StepTimes]) -> StepTimes:
-        """Launches run one after the other: each kind of work summed, each launch's GEMM bound its own."""
-        values = {f.name: sum(getattr(part, f.name) for part in parts) for f in fields(cls) if f.name != "launches"}
-        return cls(**values, launches=tuple(parts))
-
-    @property
-    def step_s(self) -> FloatArray:
-        """The whole step: the kinds of work one after the other."""
-        work = self.gemm_s + self.decode_attention_s + self.prefill_attention_s + self.elementwise_s
-        return work + self.communication_s + self.overhead_s
-
-    @property
-    def memory_bound_s(self) -> FloatArray:
-        """Time spent in work bound by HBM bandwidth: memory-bound GEMMs, decode attention, elementwise."""
-        if self.launches:
-            return np.asarray(sum(launch.memory_bound_s for launch in self.launches), dtype=np.float64)
-        gemm = np.where(self.gemm_memory_s >= self.gemm_compute_s, self.gemm_memory_s, 0.0)
-        return gemm + self.decode_attention_s + self.elementwise_s
 
 
 def step_times(
