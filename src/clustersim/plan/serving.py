@@ -65,7 +65,8 @@ def estimate_scenario(
     cal: InferenceCalibration | None = None,
     engine: str | EngineProfile | None = None,
 ) -> ServingEstimate:
-    """The estimate ``scenario`` asks for on ``system`` served by ``engine`` (default: TensorRT-LLM)."""
+    """The estimate ``scenario`` asks for on ``system`` served by ``engine`` (default: its accelerator
+    family's, ``clustersim.serving.engines.engine_for``)."""
     if scenario.rate_per_s is not None:
         return estimate_server(model, system, request, scenario.rate_per_s, cal, engine)
     if scenario.has_targets:
@@ -122,7 +123,7 @@ def best_serving_layout(
     engine: str | EngineProfile | None = None,
 ) -> ServingEstimate:
     """The estimate on one ``instance`` filled with replicas of ``tp x pp`` devices served by ``engine``
-    (a name from ``clustersim.serving.engines`` or a profile; default TensorRT-LLM); without ``tp``, the
+    (a name from ``clustersim.serving.engines`` or a profile; default: the family's); without ``tp``, the
     degree with the best result (most output tokens/s; at a fixed rate, the lowest TPOT). When no
     degree works, the last degree's error (the largest tried, the likeliest to fit) is raised."""
     scenario = scenario or ServingScenario()
