@@ -14,7 +14,7 @@ from clustersim.validation.manifest import priors, read_manifest
 from clustersim.validation.specs import TRAINING
 from clustersim.validation.training import predict_training_case
 
-MEGATRON_BRIDGE, NEMO = "NVIDIA-NeMo/Megatron-Bridge", "NVIDIA/NeMo"
+MEGATRON_BRIDGE, NEMO, MODEL_ZOO = "NVIDIA-NeMo/Megatron-Bridge", "NVIDIA/NeMo", "yanring/Megatron-MoE-ModelZoo"
 
 
 @pytest.fixture(scope="module")
@@ -37,31 +37,33 @@ def _mape(prepared: list[Prepared[object]], calibration: object) -> float:
     return sum(abs(p.predict(calibration) / p.measured - 1) for p in prepared) / len(prepared)
 
 
-def test_every_fitted_blackwell_constant_is_informed_by_both_sources(catalog: Catalog):
+def test_every_fitted_blackwell_constant_is_informed_by_two_sources_or_more(catalog: Catalog):
     found = {i.constant: i for i in identify(TRAINING, catalog) if i.constant.startswith("blackwell.")}
     assert set(found) == {
         f"blackwell.{k}"
         for k in ("gemm_max", "attention", "memory_efficiency", "fp8_efficiency_ratio", "step_s", "expert_gemm_s")
     }
     for name, identification in found.items():
-        assert identification.sources == {MEGATRON_BRIDGE, NEMO} and identification.exemption is None, name
+        assert {MEGATRON_BRIDGE, NEMO} <= identification.sources <= {MEGATRON_BRIDGE, NEMO, MODEL_ZOO}, name
+        assert identification.exemption is None, name
 
 
-def test_nemo_blackwell_runs_are_predicted_within_10_percent_by_a_fit_that_never_saw_them(blackwell):
-    """Left-out source: Blackwell's fractions refitted on Megatron-Bridge's B200/GB200 rows alone."""
+@pytest.mark.parametrize(("source", "count"), [(NEMO, 14), (MODEL_ZOO, 2)])
+def test_a_blackwell_source_is_predicted_within_12_percent_by_a_fit_that_never_saw_it(blackwell, source, count):
+    """Left-out source: Blackwell's fractions refitted on the other sources' B200/GB200 rows alone."""
     shipped = efficiency_table(use_env=False)
     held = fit(
         TRAINING,
-        [p for p in blackwell if p.source == MEGATRON_BRIDGE],
+        [p for p in blackwell if p.source != source],
         shipped,
         priors=priors(read_manifest(TRAINING, use_env=False)),
-        max_iterations=10,
+        max_iterations=40,
         only_groups=["blackwell"],
     )
-    nemo = [p for p in blackwell if p.source == NEMO]
-    assert len(nemo) == 14
-    assert _mape(nemo, held.calibration) <= 0.10
-    assert _mape(nemo, shipped) <= 0.08  # in sample
+    left_out = [p for p in blackwell if p.source == source]
+    assert len(left_out) == count
+    assert _mape(left_out, held.calibration) <= 0.12
+    assert _mape(left_out, shipped) <= 0.10  # in sample
 
 
 def test_nvfp4_speedup_over_mxfp8_at_one_layout(catalog, cases):
