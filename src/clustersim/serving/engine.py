@@ -10,7 +10,9 @@ kinds run one after the other (separate kernels), so the step time is their sum:
   are read once per step whatever the batch, so small batches are memory-bound and large ones
   compute-bound. A MoE layer reads and runs only the routed experts its tokens touch, each a GEMM of
   its share of the rows (``top_k x tokens / experts``), so a step with few tokens per expert is
-  slower than its FLOPs;
+  slower than its FLOPs; each routed row also pays ``expert_output_s`` per output element of its
+  experts' grouped GEMMs (``expert_outputs``: permutation, epilogues, re-quantization, the weighted
+  scatter back to the tokens), which makes many narrow experts cost more than their FLOPs say;
 * **decode attention**: every decoding sequence reads its KV cache (memory-bound): once per KV head
   with a GQA kernel, once per query head with an older per-head kernel (the engine's); a latent
   (MLA) cache once for all heads, a windowed layer at most its window (``clustersim.serving.memory``);
@@ -99,6 +101,13 @@ class InferenceCalibration:
     )
     gemm_half_tokens: float = Field(
         ge=0, description="Tokens per step (GEMM rows) at which GEMMs reach half of flop_efficiency."
+    )
+    expert_output_s: float = Field(
+        0.0,
+        ge=0,
+        le=1e-9,
+        description="Time per output element of a routed expert's grouped GEMMs beyond their FLOPs (the "
+        "epilogue: activation, re-quantization, the weighted scatter of the output rows), seconds.",
     )
     hbm_efficiency: float = Field(gt=0, le=1, description="Achieved fraction of HBM bandwidth on weight and KV reads.")
     attention_flop_efficiency: float = Field(
@@ -387,7 +396,7 @@ def step_times(
         experts = model.moe.experts * (1.0 - (1.0 - share) ** rows)
         routed_rows = model.moe.top_k * rows
     stage_flops = 2.0 * ((rows + half) * dense + (routed_rows + experts * half) * expert) / pp
-    compute = stage_flops / tp / flops_peak
+    compute = stage_flops / tp / flops_peak + routed_rows * expert_outputs(model, tp) / pp * cal.expert_output_s
     compute = compute + 2.0 * (np.maximum(logits_tokens, 1.0) + half) * head / (tp * pp) / head_peak
 
     # Weights read once per step: the dense ones and the routed experts some token touches.
@@ -432,6 +441,13 @@ def step_times(
         communication_s=comm,
         overhead_s=overhead,
     )
+
+
+def expert_outputs(model: Transformer, tp: int) -> float:
+    """Output elements a routed (token, expert) row writes on one device over the MoE layers: GEMM 1's
+    ``(matrices - 1) x expert_ffn / tp`` and GEMM 2's ``hidden`` (each TP rank's partial sum); 0 without MoE."""
+    first = (model.ffn_type.num_matrices - 1) * model.expert_ffn / tp
+    return 0.0 if model.moe is None else float(model.moe_layers * (first + model.hidden))
 
 
 # ---- systems from the catalog ----------------------------------------------------------------------
