@@ -22,7 +22,7 @@ kinds run one after the other (separate kernels), so the step time is their sum:
 * **tensor-parallel all-reduces**: two per layer of ``tokens x hidden x 2`` bytes, from the
   collectives model (``clustersim.network``), each plus a synchronization cost; pipeline stages add
   one send per step;
-* **overheads**: a fixed cost per step and a host-side cost per sequence.
+* **overheads**: a fixed cost per step and a host-side cost per sequence (its host CPU's: GB200's Grace).
 
 Achieved fractions of the dense peak and of the HBM bandwidth and the overheads are fitted once on
 the reference engine's (TensorRT-LLM's) runs (``benchmarks/calibrate_inference.py``, which writes
@@ -431,6 +431,7 @@ def step_times(
         comm = comm + system.cost.time_s(Op.SENDRECV, payload.ravel(), system.pp_fabric).reshape(b.shape)
     step_overhead = cal.step_overhead_s if profile.step_overhead_s is None else profile.step_overhead_s
     per_sequence = cal.sequence_overhead_s if profile.sequence_overhead_s is None else profile.sequence_overhead_s
+    per_sequence = profile.host_sequence_overhead_s.get(system.system.accelerator.id, per_sequence)  # its host CPU
     overhead = step_overhead + per_sequence * (b + prompts)
     return StepTimes(
         gemm_compute_s=compute,

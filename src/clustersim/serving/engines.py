@@ -101,6 +101,11 @@ class EngineProfile(BaseModel):
     sequence_overhead_s: float | None = Field(
         None, ge=0, le=1e-3, description="Host cost per sequence per step, seconds; absent: the calibration's."
     )
+    host_sequence_overhead_s: dict[str, float] = Field(
+        {},
+        description="Host cost per sequence per step, seconds, on the accelerators (catalog ids) whose host CPU is "
+        "not the x86 host of the runs the calibration was fitted on (gb200: a Grace CPU); others: sequence_overhead_s.",
+    )
     mixed_steps: bool = Field(
         True,
         description="Prompt tokens share the decode step's launch (in-flight batching, chunked prefill); false: "
@@ -130,6 +135,16 @@ class EngineProfile(BaseModel):
             raise ValueError(f"{list(value)}: give two months such as ['2023-10', '2024-03']")
         if value is not None and value[0] >= value[1]:
             raise ValueError(f"{list(value)}: the first month must come before the second")
+        return value
+
+    @field_validator("host_sequence_overhead_s")
+    @classmethod
+    def _host_costs(cls, value: dict[str, float]) -> dict[str, float]:
+        for accelerator, seconds in value.items():
+            if accelerator != accelerator.strip().lower() or not accelerator:
+                raise ValueError(f"{accelerator!r}: write a catalog accelerator id in lower case, e.g. 'gb200'")
+            if not 0 <= seconds <= 1e-3:
+                raise ValueError(f"{accelerator} = {seconds}: a host cost per sequence is 0 to 1e-3 seconds")
         return value
 
     @model_validator(mode="after")
