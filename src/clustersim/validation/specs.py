@@ -193,10 +193,25 @@ def _collective_replace(cal: CommCalibration, values: Mapping[Constant, float]) 
 COLLECTIVE_PRIOR_FAMILY = "reduce"
 
 
+# The all-reduce family's own stated priors, where it has one: held there when the only source that
+# informs it is left out.
+COLLECTIVE_FAMILY_PRIORS: dict[str, tuple[float, str]] = {
+    "ramp_node_exponent": (
+        1.0,
+        "a ring's pipeline: NCCL's ring all-reduce passes each chunk through 2(n - 1) steps, so the bytes in "
+        "flight that hide its per-step latency grow as the node count (a tree's as its log; rings carry large "
+        "messages)",
+    ),
+}
+
+
 def _collective_prior(cal: CommCalibration, constant: Constant) -> tuple[float, str] | None:
     """A per-op-family constant no case informs takes the all-reduce family's value (the same
-    channels, chunks and pipeline); a single-valued entry has no prior."""
-    if constant.key in ("value", COLLECTIVE_PRIOR_FAMILY):
+    channels, chunks and pipeline); the all-reduce family its stated prior where it has one
+    (``COLLECTIVE_FAMILY_PRIORS``); a single-valued entry has no prior."""
+    if constant.key == COLLECTIVE_PRIOR_FAMILY:
+        return COLLECTIVE_FAMILY_PRIORS.get(constant.table)
+    if constant.key == "value":
         return None
     value = _collective_get(cal, dataclasses.replace(constant, key=COLLECTIVE_PRIOR_FAMILY))
     return value, f"the {COLLECTIVE_PRIOR_FAMILY} family's value (the same channels, chunks and pipeline)"
