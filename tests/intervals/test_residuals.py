@@ -80,6 +80,6 @@ def test_the_project_cases_of_sources_no_fit_used_are_held_out_residuals() -> No
     sources = {r.source for r in rows}
     assert "aws-samples/awsome-distributed-training" not in sources  # its bundled cases were fitted on
     assert any("its source, aws-samples/awsome-distributed-training, was fitted on" in why for _, why in left)
-    assert {r.kind for r in rows} <= {"training", "collective"} and rows
+    assert {r.kind for r in rows} <= {"training", "collective", "inference"} and rows
     packaged = {r.id for r in load_residuals().residuals}
     assert {r.id for r in rows} <= packaged  # the packaged residuals include them
