@@ -36,10 +36,11 @@ from typing import Any
 from clustersim.catalog.registry import load_catalog
 from clustersim.intervals.lookup import MIN_CASES, SCALE_EDGES
 from clustersim.intervals.residuals import HeaderValue, default_path, residuals_toml
-from clustersim.validation.cases import bundled_dir, project_case_files, read_cases
+from clustersim.validation.cases import bundled_dir, default_paths, project_case_files, read_all, read_cases
 from clustersim.validation.intervals import (
     CASE_FILES,
     LeftOut,
+    Prediction,
     input_files,
     inputs_fingerprint,
     left_out,
@@ -72,6 +73,23 @@ def held_out_cases(max_iterations: int | None, from_json: Path | None) -> list[A
     result = cross_validate(files, load_catalog(use_env=False), max_iterations=max_iterations, on_progress=progress)
     print(file=sys.stderr)
     return list(result.cases)
+
+
+def neuron_held_out(rows: list[Any], catalog: Any) -> list[Any]:
+    """``rows`` with the Trainium serving cases' residuals made from the Neuron fit's leave-one-source-out
+    predictions (benchmarks/calibrate_neuron_serving.py): the Neuron engines' constants are fitted on
+    those cases outside the calibration files' manifests, so their packaged prediction is in sample."""
+    from calibrate_neuron_serving import held_out_rates, neuron_cases, source_of
+
+    neuron = neuron_cases(read_all(default_paths("inference.jsonl")))
+    held = held_out_rates(neuron)
+    ids = {c.id for c in neuron}
+    field = "output_tokens_per_s"
+    predictions = [
+        Prediction(c.id, "inference", source_of(c), field, c.measured[field], held.get(c.id)) for c in neuron
+    ]
+    redone, _ = residuals_of(predictions, {c.id: c for c in neuron}, catalog)
+    return [r for r in rows if r.id not in ids] + redone
 
 
 def summary_rows(judged: Sequence[LeftOut], key: Any) -> list[tuple[str, int, float, float, float]]:
@@ -121,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     cases = {c.id: c for name in CASE_FILES for c in read_cases(bundled_dir() / name)}
     rows, left = residuals_of(held_out_cases(args.max_iterations, args.from_json), cases, catalog)
     unfitted, unused = unfitted_residuals(project_case_files(), catalog)
-    rows, left = rows + unfitted, left + unused
+    rows, left = neuron_held_out(rows + unfitted, catalog), left + unused
     for case_id, reason in left:
         print(f"left out {case_id}: {reason}", file=sys.stderr)
     print_summary(left_out(rows, args.level), args.level)

@@ -103,6 +103,20 @@ def fit(cases: Sequence[Case], predictors: dict[str, Predictor]) -> tuple[Values
     return best
 
 
+def held_out_rates(cases: Sequence[Case]) -> dict[str, float]:
+    """Each case's output token rate predicted by the constants fitted on the other sources' cases only
+    (none for a source with no other beside it): the Neuron fit's leave-one-source-out predictions."""
+    predictors = {c.id: predictor(c) for c in cases}
+    out: dict[str, float] = {}
+    for source in sorted({source_of(c) for c in cases}):
+        others = [c for c in cases if source_of(c) != source]
+        if not others:
+            continue
+        values = fit(others, predictors)[0]
+        out.update({c.id: predictors[c.id](values) for c in cases if source_of(c) == source})
+    return out
+
+
 def show(values: Values) -> str:
     return ", ".join(f"{name} {v:.3g}" for (name, _, _), v in zip(CONSTANTS, values, strict=True))
 
