@@ -70,21 +70,42 @@ JOB_DTYPES: tuple[Dtype, ...] = (Dtype.BF16, Dtype.FP16, Dtype.FP8, Dtype.FP4)
 """The catalog formats a training job's GEMMs run at (``job_dtype`` of every training format)."""
 
 
+# Block-scaled formats: elements per block and bits of the block's scale, beside the element's own bits
+# (OCP Microscaling Formats (MX) Specification v1.0, section 5: k 32, E8M0 scales; NVFP4: blocks of 16
+# sharing an FP8 E4M3 scale, NVIDIA's "Introducing NVFP4" technical blog, 2025-06-24).
+BLOCK_SCALING: dict[str, tuple[int, int, int]] = {  # format: (element bits, block elements, scale bits)
+    "mxfp8": (8, 32, 8),
+    "nvfp4": (4, 16, 8),
+    "mxfp4": (4, 32, 8),
+}
+
+
+def bits_per_element(fmt: str) -> float:
+    """Bits one element of a block-scaled format takes, its share of the block's scale included."""
+    element, block, scale = BLOCK_SCALING[fmt]
+    return element + scale / block
+
+
 def _names(formats: tuple[TrainingFormat, ...]) -> str:
     return ", ".join(f.value for f in formats)
+
+
+def refuse_bare_fp4(text: str, field_name: str, valid: str) -> None:
+    """Refuse ``fp4`` as ambiguous (NVFP4 and MXFP4 scale their blocks differently), naming what is valid."""
+    if text.strip().lower() == "fp4":
+        raise ClusterSimError(
+            f"{field_name}: 'fp4' is ambiguous: say nvfp4 (blocks of 16, FP8 scales) or mxfp4 (blocks of 32, "
+            f"E8M0 scales) (valid: {valid})",
+            field=field_name,
+            value=text,
+        )
 
 
 def parse_training_format(value: str, field_name: str = "precision") -> TrainingFormat:
     """A training format from the user's text (any case); ``ClusterSimError`` naming the field and the
     valid values (a bare ``fp4`` is refused as ambiguous)."""
     text = str(value).strip().lower()
-    if text == "fp4":
-        raise ClusterSimError(
-            f"{field_name}: 'fp4' is ambiguous: say nvfp4 (blocks of 16, FP8 scales) or mxfp4 (blocks of 32, "
-            f"E8M0 scales) (valid: {_names(TRAINING_FORMATS)})",
-            field=field_name,
-            value=str(value),
-        )
+    refuse_bare_fp4(str(value), field_name, _names(TRAINING_FORMATS))
     try:
         return TrainingFormat(text)
     except ValueError:

@@ -35,6 +35,7 @@ from typing import Annotated
 from pydantic import AfterValidator, BeforeValidator
 
 from clustersim.catalog.schema import Accelerator, Dtype
+from clustersim.compute.precision import bits_per_element, refuse_bare_fp4
 from clustersim.errors import ClusterSimError
 
 
@@ -72,8 +73,8 @@ _SPECS: dict[ServingPrecision, FormatSpec] = {
     Dtype.BF16: FormatSpec(2.0, Dtype.BF16, Dtype.BF16),
     Dtype.FP16: FormatSpec(2.0, Dtype.FP16, Dtype.FP16),
     Dtype.FP8: FormatSpec(1.0, Dtype.FP8, Dtype.FP8),
-    BlockFp4.NVFP4: FormatSpec((16 * 4 + 8) / 16 / 8, Dtype.FP4, Dtype.FP8, _FP4_FAMILIES, ("tensorrt-llm",)),
-    BlockFp4.MXFP4: FormatSpec((32 * 4 + 8) / 32 / 8, Dtype.FP4, Dtype.FP8, _FP4_FAMILIES),
+    BlockFp4.NVFP4: FormatSpec(bits_per_element("nvfp4") / 8, Dtype.FP4, Dtype.FP8, _FP4_FAMILIES, ("tensorrt-llm",)),
+    BlockFp4.MXFP4: FormatSpec(bits_per_element("mxfp4") / 8, Dtype.FP4, Dtype.FP8, _FP4_FAMILIES),
 }
 
 
@@ -133,13 +134,7 @@ def parse_precision(value: str | ServingPrecision, field_name: str = "precision"
     for fmt in SERVING_DTYPES:
         if fmt.value == text:
             return fmt
-    if text == "fp4":
-        raise ClusterSimError(
-            f"{field_name}: 'fp4' is ambiguous: say nvfp4 (blocks of 16, FP8 scales) or mxfp4 (blocks of 32, "
-            f"E8M0 scales) (valid: {_names(SERVING_DTYPES)})",
-            field=field_name,
-            value=str(value),
-        )
+    refuse_bare_fp4(str(value), field_name, _names(SERVING_DTYPES))
     raise ClusterSimError(
         f"{field_name}: unknown value {value!r} (valid: {_names(SERVING_DTYPES)})", field=field_name, value=str(value)
     )
