@@ -147,7 +147,10 @@ def max_rate(
     if ttft0 > ttft_target_s or tpot0 > tpot_target_s:
         raise ClusterSimError(
             f"latency targets: even unloaded, TTFT is {ttft0:.3g} s (target {ttft_target_s:g}) and TPOT "
-            f"{tpot0:.3g} s (target {tpot_target_s:g}); relax the targets or use more devices per replica"
+            f"{tpot0:.3g} s (target {tpot_target_s:g}); relax the targets or use more devices per replica",
+            # the target missed (TTFT's where both are)
+            field="ttft_target_s" if ttft0 > ttft_target_s else "tpot_target_s",
+            value=ttft_target_s if ttft0 > ttft_target_s else tpot_target_s,
         )
     low, high = 0.0, float(curve.output_tokens_per_s[-1]) / request.output_tokens
     for _ in range(60):
