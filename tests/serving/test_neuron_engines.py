@@ -274,3 +274,17 @@ def test_an_engine_that_never_mixes_prefill_and_decode_runs_them_as_two_launches
     share = step(apart, 8.0, 0.25)
     assert share.step_s == pytest.approx(step(mixed, 8.0, 0.0).step_s + 0.25 * step(mixed, 0.0, 1.0).step_s, rel=1e-12)
     assert step(apart, 8.0, 0.0).step_s == pytest.approx(step(mixed, 8.0, 0.0).step_s, rel=1e-12)  # nothing to split
+
+
+def test_validate_counts_the_trainium_serving_cases_in_sample_as_the_neuron_pair_is_fitted_on_them():
+    """The Neuron pair lives in engines.toml, outside the calibration manifests: validate must not call
+    its cases held out (their left-out figures are calibrate_neuron_serving's, in the intervals)."""
+    from clustersim.validation.run import validate_cases
+
+    paths = [p for p in (*bundled_case_files(), *project_case_files()) if p.name == "inference.jsonl"]
+    report = validate_cases(paths, load_catalog(use_env=False))
+    fitted = report.fitted_on["inference"] or frozenset()
+    trainium = [s.id for s in report.cases if "trn" in s.id or "neuron" in s.id.split("_")[0]]
+    assert trainium and set(trainium) <= fitted
+    gpu_only = [s.id for s in report.cases if s.id.startswith("trtllm_perf_llama3.1-8b_h200")]
+    assert gpu_only and not set(gpu_only) & fitted  # the project's H200 columns stay held out

@@ -138,6 +138,17 @@ def fits_reference_calibration(case: Case | Mapping[str, Any]) -> bool:
     return "trainium" not in profile.accelerator_families
 
 
+def engine_fitted_case(case: Case | Mapping[str, Any]) -> bool:
+    """Whether the case's engine profile carries settings fitted on runs like it (its ``fitted`` note: the
+    Neuron engines' pair, fitted on every Trainium serving case), so its prediction is in sample."""
+    software = as_case(case, "inference").software
+    try:
+        profile = engine_for_software(software.framework if software else None, software.version if software else None)
+    except ClusterSimError:
+        return False
+    return profile.fitted is not None
+
+
 def predict_inference_case(
     case: Case | Mapping[str, Any], field: str, catalog: Catalog, cal: InferenceCalibration | None = None
 ) -> float:

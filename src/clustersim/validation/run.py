@@ -20,7 +20,7 @@ from clustersim.errors import ClusterSimError
 from clustersim.intervals import DEFAULT_LEVEL, ResidualTable, check_level
 from clustersim.validation.cases import Case, default_case_files, primary_field, read_cases, source_key
 from clustersim.validation.collective import predict_collective_case
-from clustersim.validation.inference import predict_inference_case
+from clustersim.validation.inference import engine_fitted_case, predict_inference_case
 from clustersim.validation.intervals import case_interval
 from clustersim.validation.manifest import fitted_on_by_kind
 from clustersim.validation.scoring import CaseScore, Skipped, ValidationReport, group_key, score_file
@@ -107,8 +107,10 @@ def _validate(
     if predictors is None:
         predictors = PREDICTORS
     report = ValidationReport(level=level)
+    engine_fitted: set[str] = set()
     for name, path in files:
         cases = read_cases(path)
+        engine_fitted |= {c.id for c in cases if c.kind == "inference" and engine_fitted_case(c)}
         scores: list[CaseScore] = []
         for case in cases:
             outcome = _score_case(case, catalog, predictors, min_size_bytes, name)
@@ -121,6 +123,8 @@ def _validate(
         report.cases.extend(scores)
         report.files.append(score_file(name, (c.kind for c in cases), scores))
     report.fitted_on = fitted_on_by_kind()
+    if engine_fitted:  # the Neuron engines' pair is fitted outside the calibration files' manifests
+        report.fitted_on["inference"] = frozenset(report.fitted_on.get("inference") or ()) | engine_fitted
     return report
 
 
