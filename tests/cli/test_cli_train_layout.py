@@ -78,6 +78,14 @@ def test_a_given_layout_that_does_not_fit_is_refused_with_need_and_capacity():
     line = refused(train(*args), "does not fit on 1 x p5.48xlarge", "GiB per device", "80.0 GiB")
     assert "days" not in line and "$" not in line
     refused(train("llama3.1-405b", "--instance", "p5.48xlarge", "--nodes", "1"), "does not fit")  # as when chosen
+    assert "ZeRO 3" in line  # Megatron's profile shards deeper
+
+
+def test_a_layout_that_does_not_fit_suggests_only_the_sharding_the_framework_implements():
+    """NxD Training shards the optimizer (ZeRO 1) and no deeper: the hint must not offer ZeRO 3."""
+    line = refused(train("llama3.1-405b", "--instance", "trn1.32xlarge", "--nodes", "2", "--tp", "8", "--pp", "2"),
+                   "does not fit on 2 x trn1.32xlarge", "full recompute")  # fmt: skip
+    assert "ZeRO" not in line.split(";", 1)[1]
 
 
 def given_layout(*args: str) -> dict:

@@ -129,13 +129,15 @@ def search_space(spec: LayoutSearchSpec) -> SearchSpace:
     return replace(SearchSpace(uneven_stages=spec.uneven_stages), **updates)
 
 
-def _refuse_unless_fits(estimate: Estimate) -> None:
+def _refuse_unless_fits(estimate: Estimate, software: software_profiles.SoftwareProfile) -> None:
     if not estimate.fits:
         need = estimate.memory.required_bytes / _GIB
+        deeper = max(software.zero_stages or (3,))  # the deepest sharding the framework implements
+        sharding = f"ZeRO {deeper}, " if deeper > estimate.layout.zero else ""
         raise ClusterSimError(
             f"{estimate.model} with layout {estimate.layout.describe()} does not fit on {estimate.system}: it needs "
             f"{need:.1f} GiB per device, the device has {estimate.capacity_bytes / _GIB:.1f} GiB; use more devices, "
-            f"a larger tp/pp, ZeRO 3 or full recompute, a larger-memory accelerator, or omit the layout to have "
+            f"a larger tp/pp, {sharding}full recompute, a larger-memory accelerator, or omit the layout to have "
             f"the fastest one that fits chosen",
             field="layout",
         )
@@ -215,7 +217,7 @@ def run_training(
             transformer, system, given, job, offer=spec.price, efficiency=fractions, software=software, notes=notes,
             cost=cost,
         )  # fmt: skip
-        _refuse_unless_fits(estimate)
+        _refuse_unless_fits(estimate, software)
         if scenario.checkpoint is None:
             return estimate
         return with_checkpoints(
