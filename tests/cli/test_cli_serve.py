@@ -88,6 +88,17 @@ def test_compare_gives_both_systems_the_ratio_and_the_reasons():
     assert any("HBM" in reason for reason in payload["reasons"])
 
 
+def test_compare_across_a_gpu_and_trainium_runs_each_on_its_family_engine_or_refuses_a_named_one():
+    base = ("llama3-8b", "--instance", "p5.48xlarge", "--input", "512", "--output", "128", "--compare", "trn1.32xlarge")
+    result = run(*base, "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert (payload["first"]["engine"], payload["second"]["engine"]) == ("tensorrt-llm", "vllm-neuron")
+    assert any("HBM" in reason for reason in payload["reasons"])
+    refused = run(*base, "--engine", "tensorrt-llm")
+    assert refused.exit_code == 2 and "does not run on trainium" in refused.output
+
+
 def test_compare_table_prints_why():
     result = run("llama2-70b", "--precision", "fp8", "--compare", "p5e.48xlarge")
     assert result.exit_code == 0, result.output

@@ -354,8 +354,7 @@ def _estimate(
     if compare and load.rate_per_s is None and load.ttft_target_s is None and load.tpot_target_s is None:
         first, second = (serving_system_for_instance(cat, e.system, tp=e.tp, pp=e.pp, dp=e.dp) for e in estimates)
         if (first.tp, first.pp) == (second.tp, second.pp):
-            engine = estimates[0].engine
-            reasons = compare_offline(transformer, first, second, request, batch=load.batch, engine=engine).reasons
+            reasons = compare_offline(transformer, first, second, request, batch=load.batch, engine=spec.engine).reasons
     return transformer, estimates, list(reasons)
 
 

@@ -417,12 +417,13 @@ def compare_offline(
     cal: InferenceCalibration | None = None,
     engine: str | EngineProfile | None = None,
 ) -> Comparison:
-    """Offline throughput on two systems; why the second is faster or slower (bandwidth vs batch)."""
+    """Offline throughput on two systems; why the second is faster or slower (bandwidth vs batch). Each
+    system runs ``engine`` (refused where it does not run), or without one its family's default engine."""
     cal = default_calibration() if cal is None else cal
-    profile = engine_profile(engine, first.family)
-    a = estimate_offline(model, first, request, batch=batch, cal=cal, engine=profile)
-    b = estimate_offline(model, second, request, batch=batch, cal=cal, engine=profile)
-    same = estimate_offline(model, second, request, batch=min(a.batch, b.max_batch), cal=cal, engine=profile)
+    profile_a, profile_b = (engine_profile(engine, system.family) for system in (first, second))
+    a = estimate_offline(model, first, request, batch=batch, cal=cal, engine=profile_a)
+    b = estimate_offline(model, second, request, batch=batch, cal=cal, engine=profile_b)
+    same = estimate_offline(model, second, request, batch=min(a.batch, b.max_batch), cal=cal, engine=profile_b)
     ratio = b.output_tokens_per_s / a.output_tokens_per_s
     same_ratio = same.output_tokens_per_s / a.output_tokens_per_s
     peak = second.peak_flop_per_s(request.precision) / first.peak_flop_per_s(request.precision)
