@@ -255,7 +255,9 @@ def test_serve_on_trainium_runs_a_neuron_engine_and_refuses_a_gpu_one_and_gpus_s
         assert "tokens/s" not in result.output
     on_gpu = runner.invoke(app, ["serve", "llama3-8b", "--instance", "p5.48xlarge", "--engine", "transformers-neuronx"])
     assert on_gpu.exit_code == 2 and "engine 'transformers-neuronx' does not run on h100-sxm (hopper)" in on_gpu.output
-    compared = runner.invoke(app, ["serve", "llama3-8b", "--instance", "p5.48xlarge", "--compare", "trn1.32xlarge"])
+    named = ["serve", "llama3-8b", "--instance", "p5.48xlarge", "--compare", "trn1.32xlarge"]
+    named += ["--engine", "tensorrt-llm"]
+    compared = runner.invoke(app, named)  # a named engine must run on both; unnamed, each runs its family's
     assert compared.exit_code == 2 and "engine 'tensorrt-llm' does not run on trainium" in compared.output
     gpu = runner.invoke(app, ["serve", "llama3-8b", "--instance", "p5.48xlarge", "--json"])
     assert gpu.exit_code == 0, gpu.output
