@@ -67,6 +67,10 @@ PROSE: list[tuple[str, list[str]]] = [
         ["`step 56.22 s (80%: 38.2-82.7 s)`"],
     ),
     (
+        "clustersim collective all_reduce --instance p6e-gb200.36xlarge --nodes 36 --min 64M --max 4G --factor 4",
+        ["busbw 580 GB/s"],
+    ),
+    (
         "clustersim storage checkpoint llama3-8b --nodes 2048"
         " --storage fsx:PERSISTENT_2-1000:100800GiB:efa:mdiops=1500",
         ["16,384 per-rank files from 2,048 p5 instances take 10.9 s"],
