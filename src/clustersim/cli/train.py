@@ -79,6 +79,7 @@ INPUTS = (
     "framework",
     "software",
     "uneven",
+    "headroom",
     "catalog",
     "storage",
     "checkpoint_every",
@@ -88,7 +89,7 @@ INPUTS = (
     "beyond_context",
 )
 # The layout options; any given one constrains the layout search (names of train_command's parameters).
-LAYOUT_OPTIONS = ("tp", "pp", "vp", "cp", "ep", "micro_batch", "zero", "sp", "recompute", "uneven")
+LAYOUT_OPTIONS = ("tp", "pp", "vp", "cp", "ep", "micro_batch", "zero", "sp", "recompute", "uneven", "headroom")
 _FLAGS = {
     "instance": "--instance",
     "nodes": "--nodes",
@@ -107,6 +108,7 @@ _FLAGS = {
     "zero": "--zero",
     "sequence_parallel": "--sp/--no-sp",
     "recompute": "--recompute",
+    "headroom": "--headroom",
 }
 
 
@@ -155,9 +157,22 @@ def train_command(
         typer.Option("--software", help="A TOML of framework profiles (overrides fields; also $CLUSTERSIM_SOFTWARE)."),
     ] = None,
     uneven: Annotated[
-        bool,
-        typer.Option("--uneven-stages", help="Allow layers that do not divide by pp*vp (fullest stage sets pace)."),
-    ] = False,
+        bool | None,
+        typer.Option(
+            "--uneven-stages/--even-stages",
+            help="Allow layers that do not divide by pp*vp (fullest stage sets pace); default: off for a given "
+            "layout, and in a search on where the framework supports them (megatron).",
+        ),
+    ] = None,
+    headroom: Annotated[
+        float | None,
+        typer.Option(
+            "--headroom",
+            min=0,
+            max=0.9,
+            help="Share of device memory a chosen layout leaves free (default 0.1; not with --tp and --pp).",
+        ),
+    ] = None,
     ops: Annotated[bool, typer.Option("--ops", help="Also show each operation's time per layer.")] = False,
     compare: Annotated[
         list[str] | None,
@@ -240,7 +255,7 @@ def train_command(
             spec = _scenario_of_options(
                 model=model, instance=instance, nodes=nodes, devices_per_node=devices_per_node,
                 tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, micro_batch=micro_batch, zero=zero, sp=sp, recompute=recompute,
-                uneven=uneven, tokens=tokens, global_batch=global_batch, seq=seq, precision=precision, offer=offer,
+                uneven=uneven, headroom=headroom, tokens=tokens, global_batch=global_batch, seq=seq, precision=precision, offer=offer,
                 beyond_context=beyond_context, models=models or [], efficiency=efficiency or [], catalog=catalog or [],
                 framework=framework, software=software or [], given=set(given_options(ctx, LAYOUT_OPTIONS)),
                 checkpoint=_checkpoint_spec(storage, checkpoint_every, async_checkpoint, failure_rate, nvme_checkpoint),
@@ -291,7 +306,7 @@ def _scenario_of_options(
     zero: int | None,
     sp: bool | None,
     recompute: Recompute | None,
-    uneven: bool,
+    uneven: bool | None,
     tokens: str,
     global_batch: int,
     seq: int | None,
@@ -305,6 +320,7 @@ def _scenario_of_options(
     given: set[str],
     checkpoint: "CheckpointSpec | None" = None,
     beyond_context: bool = False,
+    headroom: float | None = None,
 ) -> "TrainingScenario":
     """The scenario the options describe: with --tp and --pp a given layout, the options not in ``given``
     (their flags) at the framework's defaults; otherwise a chosen one, the layout options in ``given``
@@ -335,12 +351,19 @@ def _scenario_of_options(
                 "recompute": recompute if "--recompute" in given else None,
             }  # fmt: skip
             fields, _ = resolve_layout(stated, _framework_profile(framework, instance, software, catalog))
-            layout = LayoutSpec(**fields, uneven_stages=uneven)
+            if headroom is not None:
+                raise ClusterSimError(
+                    "--headroom is the memory a chosen layout leaves free; with --tp and --pp the layout is given "
+                    "(drop --headroom, or one of --tp/--pp to have the layout chosen)",
+                    field="--headroom",
+                    value=headroom,
+                )
+            layout = LayoutSpec(**fields, uneven_stages=bool(uneven))
         elif given:
             values = {"tp": tp, "pp": pp, "vp": vp, "cp": cp, "ep": ep, "micro_batch": micro_batch, "zero": zero}
             fixed = {name: value for name, value in values.items() if f"--{name.replace('_', '-')}" in given}
             layout = LayoutSearchSpec(
-                choose=True, **fixed, sequence_parallel=sp, uneven_stages=uneven,
+                choose=True, **fixed, sequence_parallel=sp, uneven_stages=uneven, headroom=headroom,
                 recompute=recompute if "--recompute" in given else None,
             )  # fmt: skip
     return training_scenario(

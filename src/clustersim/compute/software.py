@@ -118,6 +118,9 @@ class SoftwareSettings(BaseModel):
     zero_stages: tuple[int, ...] | None = Field(
         None, description="The ZeRO stages the framework implements (None: any); another is refused."
     )
+    uneven_stages: bool | None = Field(
+        None, description="Pipeline stages may hold different layer counts (a layout search then offers them)."
+    )
 
 
 class SoftwareProfile(SoftwareSettings):
@@ -148,6 +151,9 @@ class SoftwareProfile(SoftwareSettings):
     layout_source: str = Field(min_length=1, description="Where the default_* layout fields come from.")
     zero_stages: tuple[int, ...] | None = Field(
         None, description="The ZeRO stages the framework implements (None: any); another is refused."
+    )
+    uneven_stages: bool = Field(
+        False, description="Pipeline stages may hold different layer counts (a layout search then offers them)."
     )
     description: str = Field(min_length=1, description="Which software this profile describes.")
     source: str = Field(min_length=1, description="Where each setting comes from, or what it was fitted to.")

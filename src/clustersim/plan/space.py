@@ -21,6 +21,18 @@ from clustersim.workload.transformer import Transformer
 LONG_SEQUENCE_TOKENS = 16_384  # from here on, context parallelism joins the candidates
 POWERS_OF_TWO = (1, 2, 4, 8, 16, 32, 64)
 RECOMPUTE = ("none", "selective", "full")
+# The share of device memory a chosen layout leaves free beyond what the memory model counts (which already
+# holds 2.5 GiB of framework buffers and 5% fragmentation of the activations): a stated prior for what it
+# cannot see (allocator peaks, ranks that hold more than the modelled heaviest stage), as serving engines keep
+# one by default (vLLM gpu_memory_utilization 0.9, vllm/config CacheConfig; docs.vllm.ai, read 2026-12).
+DEFAULT_HEADROOM = 0.10
+
+
+def pipeline_degrees(model: Transformer, num_devices: int) -> tuple[int, ...]:
+    """Every pipeline degree worth trying: the divisors of the devices up to the layer count, powers of two or
+    not (MT-NLG's 105 layers ran at pp 35 on 2,240 GPUs, Narayanan et al. SC'21 Table 1); the layer rule then
+    keeps those that divide the layers unless uneven stages are allowed."""
+    return tuple(d for d in range(1, min(model.layers, num_devices) + 1) if num_devices % d == 0)
 
 
 @dataclass(frozen=True)
@@ -28,11 +40,13 @@ class SearchSpace:
     """The values each layout dimension may take; ``None`` lets the space pick its defaults.
 
     ``sp`` (sequence parallelism) defaults to on wherever tp > 1; ``(False,)`` keeps it off, ``(True,)``
-    on (which needs tp > 1). ``uneven_stages`` lets layers not divide by ``pp * vp``.
+    on (which needs tp > 1). ``pp`` defaults to :func:`pipeline_degrees`. ``uneven_stages`` lets layers not
+    divide by ``pp * vp`` (None: where the framework supports it, see ``plan.search``). ``headroom`` is the
+    share of device memory a chosen layout must leave free (0 to 0.9).
     """
 
     tp: tuple[int, ...] | None = None
-    pp: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+    pp: tuple[int, ...] | None = None
     vp: tuple[int, ...] = (1, 2, 4)
     cp: tuple[int, ...] | None = None
     ep: tuple[int, ...] | None = None
@@ -40,9 +54,16 @@ class SearchSpace:
     recompute: tuple[str, ...] = RECOMPUTE
     zero: tuple[int, ...] = (0, 1, 3)
     sp: tuple[bool, ...] | None = None
-    uneven_stages: bool = False
+    uneven_stages: bool | None = None
+    headroom: float = DEFAULT_HEADROOM
 
     def __post_init__(self) -> None:
+        if not 0 <= self.headroom <= 0.9:
+            raise ClusterSimError(
+                f"search space: headroom {self.headroom} must be a share of device memory from 0 to 0.9",
+                field="headroom",
+                value=self.headroom,
+            )
         for name in ("tp", "pp", "vp", "cp", "ep", "micro_batch", "zero", "recompute", "sp"):
             values = getattr(self, name)
             if values is not None and not values:
@@ -52,15 +73,18 @@ class SearchSpace:
             raise ClusterSimError(f"search space: unknown recompute {unknown[0]!r} (valid: {', '.join(RECOMPUTE)})")
 
     def resolved(self, model: Transformer, system: System, job: TrainingJob) -> SearchSpace:
-        """Defaults filled in: TP inside the scale-up domain, CP for long sequences, EP for MoE models."""
+        """Defaults filled in: TP inside the scale-up domain, pipeline degrees that divide the devices, CP for
+        long sequences, EP for MoE models."""
         devices = system.num_devices
         tp = self.tp or tuple(t for t in POWERS_OF_TWO if t <= system.scaleup_devices and devices % t == 0)
+        pp = self.pp or pipeline_degrees(model, devices)
         cp = self.cp or ((1, 2, 4, 8, 16) if job.seq_len >= LONG_SEQUENCE_TOKENS else (1,))
         moe = model.moe
         ep = self.ep or (tuple(e for e in POWERS_OF_TWO if moe and moe.experts % e == 0) or (1,))
         return SearchSpace(
-            tp, self.pp, self.vp, cp, ep, self.micro_batch, self.recompute, self.zero, self.sp, self.uneven_stages
-        )
+            tp, pp, self.vp, cp, ep, self.micro_batch, self.recompute, self.zero, self.sp, self.uneven_stages,
+            self.headroom,
+        )  # fmt: skip
 
 
 def _grid(model: Transformer, system: System, job: TrainingJob, space: SearchSpace | None) -> LayoutArrays:
@@ -87,7 +111,7 @@ def _grid(model: Transformer, system: System, job: TrainingJob, space: SearchSpa
         recompute_selective=recompute == 1,
         tp_overlap=np.full(n, np.nan),
         dp_overlap=np.ones(n, dtype=bool),
-        uneven_stages=np.full(n, dims.uneven_stages, dtype=bool),
+        uneven_stages=np.full(n, bool(dims.uneven_stages), dtype=bool),
     )
 
 

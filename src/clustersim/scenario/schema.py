@@ -131,8 +131,13 @@ class LayoutSearchSpec(_Record):
     zero: int | None = Field(default=None, ge=0, le=3, description="ZeRO stage 0-3 (3 = FSDP).")
     sequence_parallel: bool | None = Field(default=None, description="Sequence parallelism (default: tp > 1).")
     recompute: Recompute | None = Field(default=None, description="Activation recompute.")
-    uneven_stages: bool = Field(
-        default=False, description="Allow layers that do not divide by pp*vp (the fullest stage sets the pace)."
+    uneven_stages: bool | None = Field(
+        default=None,
+        description="Allow layers that do not divide by pp*vp (the fullest stage sets the pace); default: where "
+        "the framework supports them.",
+    )
+    headroom: float | None = Field(
+        default=None, ge=0, le=0.9, description="Share of device memory the chosen layout leaves free (default 0.1)."
     )
 
 

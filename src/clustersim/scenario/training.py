@@ -22,7 +22,7 @@ from clustersim.compute import software as software_profiles
 from clustersim.compute.efficiency import efficiency_for, efficiency_table
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout
-from clustersim.plan.search import choose_layout
+from clustersim.plan.search import choose_layout, chosen_note
 from clustersim.plan.space import SearchSpace
 from clustersim.scenario.resilience import with_checkpoints
 from clustersim.scenario.schema import (
@@ -126,6 +126,8 @@ def search_space(spec: LayoutSearchSpec) -> SearchSpace:
         updates["recompute"] = (spec.recompute.value,)
     if spec.sequence_parallel is not None:
         updates["sp"] = (spec.sequence_parallel,)
+    if spec.headroom is not None:
+        updates["headroom"] = spec.headroom
     return replace(SearchSpace(uneven_stages=spec.uneven_stages), **updates)
 
 
@@ -212,7 +214,7 @@ def run_training(
         else:
             space = search_space(layout) if isinstance(layout, LayoutSearchSpec) else None
             given = choose_layout(transformer, system, job, space=space, efficiency=fractions, software=software)
-        notes = context_notes + ((f"layout chosen (fastest that fits): {given.describe()}",) if chosen else ())
+        notes = context_notes + ((chosen_note(transformer, given),) if chosen else ())
         estimate = estimate_training(
             transformer, system, given, job, offer=spec.price, efficiency=fractions, software=software, notes=notes,
             cost=cost,
