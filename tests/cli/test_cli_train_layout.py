@@ -161,3 +161,28 @@ def test_energy_is_given_or_its_absence_explained():
     assert trn1.exit_code == 0 and "energy unknown" in trn1.stdout
     trn2 = train("llama2-7b", "--instance", "trn2.48xlarge", "--nodes", "2", "--tp", "8", "--pp", "1")
     assert trn2.exit_code == 0 and "MWh at board power" in trn2.stdout
+
+
+def test_a_search_says_when_it_chose_uneven_stages_and_even_stages_keep_them_even():
+    base = ("llama3.1-405b", "--instance", "p5.48xlarge", "--nodes", "2048", "--global-batch", "2048")
+    result = train(*base, "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    layout = payload["layout"]
+    assert (layout["tp"], layout["zero"]) == (8, 1) and layout["pp"] >= 8  # Meta: tp 8 pp 16, not tp 8 pp 2 ZeRO-3
+    uneven = 126 % (layout["pp"] * layout["vp"]) != 0
+    assert layout["uneven_stages"] is uneven
+    note = next(n for n in payload["notes"] if n.startswith("layout chosen"))
+    assert ("uneven pipeline stages: 126 layers" in note) is uneven
+    even = layout_of(*base, "--even-stages")
+    assert 126 % (even["pp"] * even["vp"]) == 0 and even["uneven_stages"] is False
+
+
+def test_headroom_belongs_to_a_chosen_layout_and_is_kept():
+    base = ("llama3-70b", "--instance", "trn1.32xlarge", "--nodes", "32")
+    refused(train(*base, "--tp", "8", "--pp", "4", "--headroom", "0.2"), "--headroom", "with --tp and --pp")
+    result = train(*base, "--headroom", "0.2", "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["memory_bytes"]["required"] <= 0.8 * payload["capacity_bytes"]
+    refused(train(*base, "--headroom", "0.9"), "does not fit", "kept free", "--headroom")
