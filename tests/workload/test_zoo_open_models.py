@@ -1,4 +1,4 @@
-"""Today's open models in the zoo (DeepSeek-V3, Qwen3, Gemma 3, Llama 4 Scout, Mixtral 8x22B): their
+"""Today's open models in the zoo (DeepSeek-V3, Qwen3, Gemma 3, Llama 4, Mixtral 8x22B): their
 parameter counts against the published ones, the shape features each family relies on, and agreement
 with the Hugging Face config reader and with the shapes the validation cases carry."""
 
@@ -17,7 +17,7 @@ from tests.workload.hf_configs import DEEPSEEK_V3, GEMMA3_27B, QWEN3_8B, QWEN3_3
 
 OPEN_MODELS = [
     "deepseek-v3", "qwen3-8b", "qwen3-32b", "qwen3-30b-a3b", "qwen3-235b-a22b",
-    "gemma3-27b", "llama4-scout", "mixtral-8x22b",
+    "gemma3-27b", "llama4-scout", "llama4-maverick", "mixtral-8x22b",
 ]  # fmt: skip
 
 # Llama 4's vision encoder (not in the zoo entry): 34 blocks of width 1408 with a 5632-wide GELU MLP
@@ -54,6 +54,8 @@ TOTALS: list[tuple[str, float, float, int]] = [
     # Llama 4 Scout: 109B total with its vision encoder (meta-llama/llama-models @ 038acb9f
     # models/llama4/MODEL_CARD.md): the text model plus the encoder's block matrices.
     ("llama4-scout", 109e9, 0.005, LLAMA4_VISION_BLOCKS),
+    # Llama 4 Maverick: 400B total with the same vision encoder (the model card): 400.71B text + 0.81B.
+    ("llama4-maverick", 400e9, 0.004, LLAMA4_VISION_BLOCKS),
     # Mixtral 8x22B: 141B (Mistral AI, https://mistral.ai/news/mixtral-8x22b, 2024-04-17; rounded).
     ("mixtral-8x22b", 141e9, 0.0036, 0),
 ]
@@ -114,10 +116,18 @@ def test_active_parameters_within_the_rounding_of_the_published_figure() -> None
     # Llama 4 Scout, "17B (Activated)" (model card): 17.17B with both embeddings, 1.0% over and inside
     # the rounding [16.5B, 17.5B).
     assert 16.5e9 <= _model("llama4-scout").active_params() < 17.5e9
+    # Llama 4 Maverick, "17B (Activated)": 17.18B (its dense blocks' MLPs, 16384 wide, are as wide as
+    # the routed and shared expert a MoE block runs).
+    assert 16.5e9 <= _model("llama4-maverick").active_params() < 17.5e9
 
 
 def test_moe_counts_follow_from_the_experts() -> None:
-    for model_id, routed_inactive in [("llama4-scout", 15), ("mixtral-8x22b", 6), ("qwen3-235b-a22b", 120)]:
+    for model_id, routed_inactive in [
+        ("llama4-scout", 15),
+        ("llama4-maverick", 127),
+        ("mixtral-8x22b", 6),
+        ("qwen3-235b-a22b", 120),
+    ]:
         model = _model(model_id)
         inactive = model.moe_layers * routed_inactive * model.mlp_params()
         assert model.num_params() - model.active_params() == inactive, model_id
@@ -149,6 +159,16 @@ def test_llama4_scout_chunked_layers_priced_as_a_window() -> None:
     assert scout.attended_keys(65536) == 12 * 65536 + 36 * 8192
 
 
+def test_llama4_maverick_alternates_dense_and_moe_blocks() -> None:
+    maverick, scout = _model("llama4-maverick"), _model("llama4-scout")
+    assert (maverick.moe_layer_step, maverick.moe_layers, maverick.dense_mlp_layers) == (2, 24, 24)
+    assert (maverick.ffn_hidden, maverick.expert_ffn, scout.expert_ffn) == (16384, 8192, 8192)
+    # Same attention, embeddings and active MLP width per block: the same active parameters but for
+    # Maverick's 128-expert routers on half the blocks.
+    router_difference = 24 * 5120 * 128 - 48 * 5120 * 16
+    assert maverick.active_params() - scout.active_params() == router_difference
+
+
 def test_qwen3_query_key_norms_and_heads_wider_than_hidden() -> None:
     for model_id in ["qwen3-8b", "qwen3-32b", "qwen3-30b-a3b", "qwen3-235b-a22b"]:
         model = _model(model_id)
@@ -165,7 +185,12 @@ def test_every_open_model_states_its_context() -> None:
 # ---- the same models read from their config.json ----------------------------------------------------------
 @pytest.mark.parametrize(
     ("model_id", "config"),
-    [("deepseek-v3", DEEPSEEK_V3), ("qwen3-8b", QWEN3_8B), ("qwen3-30b-a3b", QWEN3_30B_A3B), ("gemma3-27b", GEMMA3_27B)],
+    [
+        ("deepseek-v3", DEEPSEEK_V3),
+        ("qwen3-8b", QWEN3_8B),
+        ("qwen3-30b-a3b", QWEN3_30B_A3B),
+        ("gemma3-27b", GEMMA3_27B),
+    ],
 )
 def test_zoo_entry_counts_as_its_config_json(model_id: str, config: dict[str, Any], tmp_path: Path) -> None:
     path = tmp_path / "config.json"

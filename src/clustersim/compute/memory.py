@@ -100,8 +100,11 @@ def params_per_device(model: Transformer, lay: LayoutArrays) -> FloatArray:
     one_stage_output = 0.0 if model.tied_embeddings else embedding  # pp == 1: untied output matrix too
     ends = np.where(lay.pp == 1, embedding + positions + one_stage_output, embedding + positions)
     held = stage_layers(model, lay) * layer
+    dense = (model.attention_params() + model.dense_mlp_params()) / tp + model.layer_norm_params()
+    if model.moe_layer_step > 1:  # dense blocks between MoE ones: n blocks hold at most ceil(n / step) MoE ones
+        n = stage_layers(model, lay)
+        held = held + (n - np.ceil(n / model.moe_layer_step)) * (dense - layer)
     if model.dense_layers:  # on the first stage, in place of MoE layers
-        dense = (model.attention_params() + model.dense_mlp_params()) / tp + model.layer_norm_params()
         first = held + np.minimum(model.dense_layers, stage_layers(model, lay)) * (dense - layer)
         held = np.where(lay.pp == 1, first, np.maximum(first, held))
     return held + ends + model.norm_params()
@@ -136,9 +139,9 @@ def layer_activation_bytes(model: Transformer, lay: LayoutArrays, *, seq_len: in
     capacity = model.moe.capacity_factor if model.moe else 1.0
     attention = model.q_width + model.kv_width + model.value_width + model.context_width
     inside = b * tokens * attention + mlp_inner * model.active_mlps * capacity
-    if model.dense_layers:  # the layers' average MLP
+    if model.dense_mlp_layers:  # the layers' average MLP
         dense_inner = b * tokens * model.ffn_hidden * model.ffn_type.num_matrices
-        share = model.dense_layers / model.layers
+        share = model.dense_mlp_layers / model.layers
         inside = b * tokens * attention + (1 - share) * mlp_inner * model.active_mlps * capacity + share * dense_inner
     scores = 0.0 if fused else 5 * model.heads * seq_len * tokens
     scores = np.where(lay.recompute_selective, 0.0, scores)

@@ -47,7 +47,7 @@ def matmul_params(model: Transformer) -> tuple[float, float]:
     if model.moe is None:
         return float(attention + model.layers * model.mlp_matmul_params()), 0.0
     per_moe_layer = model.moe.shared_experts * model.mlp_matmul_params() + model.router_params()
-    dense = attention + model.moe_layers * per_moe_layer + model.dense_layers * model.dense_mlp_matmul_params()
+    dense = attention + model.moe_layers * per_moe_layer + model.dense_mlp_layers * model.dense_mlp_matmul_params()
     return float(dense), float(model.moe_layers * model.mlp_matmul_params())
 
 

@@ -131,7 +131,7 @@ def layer_operations(
                 ratio=SCORE_BYTES_BACKWARD / SCORE_BYTES_FORWARD,
             )
         )
-    share = model.moe_layers / model.layers if model.dense_layers else 1.0  # of layers with the experts
+    share = model.moe_layers / model.layers  # of layers with the experts
     ops += [
         _op("output projection", OpKind.GEMM, like, flop=2 * tokens * model.context_width * h / tp, ratio=2.0),
         _op(
@@ -146,8 +146,8 @@ def layer_operations(
     if model.moe:
         ops.append(_op("router", OpKind.GEMM, like, flop=2 * tokens * h * model.moe.experts * share, ratio=2.0))
     inner = (2 * (q + 2 * kv) + (matrices + 1) * f * model.active_mlps * capacity) / tp
-    if model.dense_layers:
-        dense_share, width = model.dense_layers / model.layers, model.ffn_hidden
+    if model.dense_mlp_layers:
+        dense_share, width = model.dense_mlp_layers / model.layers, model.ffn_hidden
         each = 2 * tokens * h * width / tp
         ops.append(_op("mlp", OpKind.GEMM, like, flop=each * matrices * dense_share, each=each, ratio=2.0))
         mlp_elements = (matrices + 1) * (f * model.active_mlps * capacity * share + width * dense_share)

@@ -14,7 +14,8 @@ Beyond the GPT and Llama blocks, a few optional fields describe what other famil
 counts (each default leaves a model as it was): ``geglu`` MLPs (Gemma), Q/K/V-only biases (Qwen2),
 one or four norms per block (Falcon-7B and Phi-2; Gemma 2 and 3), per-head query/key norms (Qwen3,
 Gemma 3), multi-head latent attention (DeepSeek-V2/V3, :class:`MLA`), leading dense layers in a MoE
-model (DeepSeek), and sliding-window attention (Mistral 7B v0.1, Gemma 2 and 3, Phi-3): a windowed
+model (DeepSeek), MoE blocks every n-th layer between dense ones (``moe_layer_step``, Llama 4 Maverick),
+and sliding-window attention (Mistral 7B v0.1, Gemma 2 and 3, Phi-3): a windowed
 layer's scores and context cover ``min(s, window)`` keys per token in the model FLOPs.
 """
 
@@ -150,6 +151,7 @@ _EXTENSIONS: dict[str, object] = {
     "qk_norm": False,
     "mla": None,
     "dense_layers": 0,
+    "moe_layer_step": 1,
     "sliding_window": 0,
     "window_layers": 0,
     "max_context_tokens": None,
@@ -186,6 +188,9 @@ class Transformer(BaseModel):
     qk_norm: Switch = Field(default=False, description="An RMSNorm on each query and key head (Qwen3, Gemma 3).")
     mla: MLA | None = Field(default=None, description="Multi-head latent attention (DeepSeek), if any.")
     dense_layers: Count = Field(default=0, ge=0, description="Leading MoE-model blocks with a dense MLP of ffn_hidden.")
+    moe_layer_step: Count = Field(
+        default=1, ge=1, description="Every n-th block is a MoE block (the last of each n), the rest dense MLPs."
+    )
     sliding_window: Count = Field(default=0, ge=0, description="Keys a windowed layer attends to; 0 = no window.")
     window_layers: Count | None = Field(
         default=None, ge=0, description="Layers with the sliding window (the rest see the whole sequence); default all."
@@ -238,6 +243,9 @@ class Transformer(BaseModel):
             raise ValueError(f"window_layers {self.window_layers} exceeds layers {self.layers}")
         if self.dense_layers and (self.moe is None or self.dense_layers >= self.layers):
             raise ValueError(f"dense_layers {self.dense_layers} needs a MoE model with more layers than that")
+        if self.moe_layer_step > 1 and (self.moe is None or self.dense_layers or self.moe_layer_step > self.layers):
+            rule = "a MoE model without dense_layers and with at least that many layers"
+            raise ValueError(f"moe_layer_step {self.moe_layer_step} needs {rule}")
         if self.mla is not None:
             if self.kv_heads != self.heads:
                 raise ValueError(f"latent attention has a key/value head per query head, not kv_heads {self.kv_heads}")
@@ -338,8 +346,14 @@ class Transformer(BaseModel):
 
     @property
     def moe_layers(self) -> int:
-        """Blocks whose MLP is the model's MLP or experts (all but the leading dense layers)."""
-        return self.layers - self.dense_layers
+        """Blocks whose MLP is the model's MLP or experts: all but the leading dense layers, every
+        moe_layer_step-th of them."""
+        return (self.layers - self.dense_layers) // self.moe_layer_step
+
+    @property
+    def dense_mlp_layers(self) -> int:
+        """Blocks of a MoE model with a dense MLP of ffn_hidden (leading or between MoE blocks); 0 without MoE."""
+        return self.layers - self.moe_layers
 
     @property
     def expert_ffn(self) -> int:
@@ -397,11 +411,11 @@ class Transformer(BaseModel):
         return self.mlp_matmul_params() + biases
 
     def dense_mlp_matmul_params(self) -> int:
-        """The weight matrices of the dense MLP (width ffn_hidden) of a leading dense layer."""
+        """The weight matrices of the dense MLP (width ffn_hidden) of a MoE model's dense block."""
         return self.ffn_type.num_matrices * self.hidden * self.ffn_hidden
 
     def dense_mlp_params(self) -> int:
-        """The dense MLP of one leading dense layer, with its biases."""
+        """The dense MLP of one dense block of a MoE model, with its biases."""
         biases = ((self.ffn_type.num_matrices - 1) * self.ffn_hidden + self.hidden) if self.linear_bias else 0
         return self.dense_mlp_matmul_params() + biases
 
@@ -427,7 +441,7 @@ class Transformer(BaseModel):
         )
 
     def dense_layer_params(self) -> int:
-        """All parameters of one leading dense block of a MoE model."""
+        """All parameters of one dense block of a MoE model (leading or between MoE blocks)."""
         return self.attention_params() + self.dense_mlp_params() + self.layer_norm_params()
 
     def embedding_params(self) -> int:
@@ -438,7 +452,7 @@ class Transformer(BaseModel):
 
     def num_params(self) -> int:
         """Total parameters (the final norm included)."""
-        blocks = self.moe_layers * self.layer_params() + self.dense_layers * self.dense_layer_params()
+        blocks = self.moe_layers * self.layer_params() + self.dense_mlp_layers * self.dense_layer_params()
         return blocks + self.embedding_params() + self.norm_params()
 
     def active_params(self) -> int:
@@ -451,7 +465,7 @@ class Transformer(BaseModel):
         """Weights a token multiplies: per layer QKV, output, active MLPs, router; then the logits."""
         mlp = self.active_mlps * self.mlp_matmul_params()
         attention = self.attention_matmul_params()
-        dense = self.dense_layers * (attention + self.dense_mlp_matmul_params())
+        dense = self.dense_mlp_layers * (attention + self.dense_mlp_matmul_params())
         return self.moe_layers * (attention + mlp + self.router_params()) + dense + self.vocab * self.hidden
 
     def attended_keys(self, seq_len: int | None = None) -> int:
