@@ -64,7 +64,7 @@ PROSE: list[tuple[str, list[str]]] = [
     ),
     (
         "clustersim train llama3-70b --instance p5en.48xlarge --nodes 16 --tp 8 --pp 2 --tokens 15T",
-        ["`step 56.22 s (80%: 38.2-82.7 s)`"],
+        ["`step 28.36 s (80%: 19.3-41.7 s)`"],
     ),
     (
         "clustersim collective all_reduce --instance p6e-gb200.36xlarge --nodes 36 --min 64M --max 4G --factor 4",

@@ -94,7 +94,7 @@ def test_json_never_holds_nan_it_is_reported_as_a_bug(capsys):
         (["serve", "llama2-70b", "--batch", "-5"], ["--batch", "-5"]),
         (["train", "llama3-8b", "--tokens", "0.5"], ["--tokens", "0.5"]),
         (["train", "llama3-8b", "--tokens", "nan"], ["nan"]),
-        (["train", "llama3-8b", "--tokens", "1M"], ["less than one step", "8,388,608"]),
+        (["train", "llama3-8b", "--tokens", "1M"], ["less than one step", "4,194,304"]),
         (["train", "llama3-8b", "--global-batch", "1000000000000"], ["--global-batch", "1000000000000"]),
         (["train", "llama3-8b", "--global-batch", "16000000", "--tokens", "100B"], ["less than one step"]),
         (["train", "llama3-8b", "--nodes", "0"], ["--nodes", "0"]),

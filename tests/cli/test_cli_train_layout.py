@@ -186,3 +186,11 @@ def test_headroom_belongs_to_a_chosen_layout_and_is_kept():
     payload = json.loads(result.stdout)
     assert payload["memory_bytes"]["required"] <= 0.8 * payload["capacity_bytes"]
     refused(train(*base, "--headroom", "0.9"), "does not fit", "kept free", "--headroom")
+
+
+def test_mixtral_at_32k_gets_a_step_of_about_four_million_tokens_not_thirty_three():
+    result = train("mixtral-8x7b", "--instance", "p5.48xlarge", "--nodes", "16", "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert (payload["seq_len"], payload["global_batch_sequences"]) == (32768, 128)
+    assert payload["global_batch_tokens"] == 2**22

@@ -20,7 +20,7 @@ from clustersim.plan.search import choose_layout, chosen_note, rank_layouts
 from clustersim.plan.space import DEFAULT_HEADROOM, SearchSpace, candidate_layouts, pipeline_degrees
 from clustersim.system import System, system_for_instance
 from clustersim.training.estimate import estimate_training
-from clustersim.training.job import TrainingJob
+from clustersim.training.job import DEFAULT_BATCH_TOKENS, TrainingJob, default_global_batch
 from clustersim.validation.training import case_setup
 from clustersim.workload.zoo import load_model
 
@@ -43,7 +43,9 @@ def test_pipeline_degrees_divide_the_devices_powers_of_two_or_not():
     assert all(A100_2240.num_devices % d == 0 for d in degrees)
     layouts = candidate_layouts(MT_NLG, A100_2240, TrainingJob(global_batch=1920, seq_len=2048))
     assert 35 in set(layouts.pp.tolist())  # the SC'21 layout of MT-NLG (tp 8, pp 35)
-    even = candidate_layouts(MT_NLG, A100_2240, TrainingJob(global_batch=1920, seq_len=2048), SearchSpace(uneven_stages=False))
+    even = candidate_layouts(
+        MT_NLG, A100_2240, TrainingJob(global_batch=1920, seq_len=2048), SearchSpace(uneven_stages=False)
+    )
     assert np.all(MT_NLG.layers % (even.pp * even.vp) == 0)
 
 
@@ -98,17 +100,22 @@ def test_the_chosen_layout_leaves_the_headroom_free():
     tight = choose_layout(model, system, job, space=SearchSpace(headroom=0.0), software=profile)
     ranking = rank_layouts(model, system, job, software=profile)
     assert ranking.usable_bytes == pytest.approx(0.9 * system.memory_bytes)
-    assert ranking.fits.sum() < rank_layouts(model, system, job, space=SearchSpace(headroom=0.0), software=profile).fits.sum()
+    assert (
+        ranking.fits.sum()
+        < rank_layouts(model, system, job, space=SearchSpace(headroom=0.0), software=profile).fits.sum()
+    )
     assert tight is not None
     with pytest.raises(ClusterSimError, match=r"less the 90% kept free .*--headroom"):
         choose_layout(model, system, job, space=SearchSpace(headroom=0.9), software=profile)
-    with pytest.raises(ClusterSimError, match="headroom 0.95 must be a share of device memory from 0 to 0.9"):
+    with pytest.raises(ClusterSimError, match=r"headroom 0\.95 must be a share of device memory from 0 to 0.9"):
         SearchSpace(headroom=0.95)
 
 
 @pytest.mark.parametrize("batch", [1920, 2240])
 def test_mt_nlg_on_2240_a100_gets_the_published_layout(batch):
-    layout = choose_layout(MT_NLG, A100_2240, TrainingJob(global_batch=batch, seq_len=2048), software=software(A100_2240))
+    layout = choose_layout(
+        MT_NLG, A100_2240, TrainingJob(global_batch=batch, seq_len=2048), software=software(A100_2240)
+    )
     assert (layout.tp, layout.pp, layout.dp) == (8, 35, 8) and layout.zero <= 1  # Narayanan et al. SC'21 Table 1
 
 
@@ -142,7 +149,7 @@ def test_on_published_runs_the_search_returns_their_layout_or_one_it_predicts_fa
     published = estimate_training(setup.model, setup.system, setup.layout, setup.job, software=setup.software)
     matched = SearchSpace(zero=(0,), recompute=("full",), sp=(False,), vp=(1,), micro_batch=(setup.layout.micro_batch,))
     ranking = rank_layouts(setup.model, setup.system, setup.job, space=matched, software=setup.software)
-    ((best, step),) = ranking.fastest(1)
+    ((_, step),) = ranking.fastest(1)
     assert step <= published.step_s * (1 + 1e-9)
     seen = (ranking.layouts.tp == setup.layout.tp) & (ranking.layouts.pp == setup.layout.pp) & ranking.fits
     assert seen.any(), "the published layout was a candidate that fits"
@@ -154,3 +161,11 @@ def test_on_published_runs_the_search_returns_their_layout_or_one_it_predicts_fa
 def test_the_search_space_keeps_its_defaults_when_replaced():
     space = replace(SearchSpace(), tp=(8,))
     assert space.headroom == DEFAULT_HEADROOM and space.pp is None and space.uneven_stages is None
+
+
+def test_the_default_batch_is_about_four_million_tokens_at_any_sequence_length():
+    assert [default_global_batch(s) for s in (2048, 4096, 8192, 32768, 131072)] == [2048, 1024, 512, 128, 32]
+    assert default_global_batch(2**23) == 1  # never below one sequence
+    for seq in (1000, 3000, 6000, 20000):
+        tokens = default_global_batch(seq) * seq
+        assert DEFAULT_BATCH_TOKENS / 2**0.5 <= tokens <= DEFAULT_BATCH_TOKENS * 2**0.5

@@ -142,7 +142,9 @@ def step_command(
         efficiency = efficiency_for(system.accelerator, efficiency_table(options.efficiency, use_env=False))
         job_spec = ran.scenario.job
         job = TrainingJob(
-            global_batch=job_spec.global_batch, seq_len=int(job_spec.seq_len or 0), precision=job_spec.precision
+            global_batch=int(job_spec.global_batch or 0),
+            seq_len=int(job_spec.seq_len or 0),
+            precision=job_spec.precision,
         )
         layout = ran.estimate.layout
         collectives = step_collectives(ran.model, system, layout, job, software=software, efficiency=efficiency)

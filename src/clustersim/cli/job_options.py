@@ -62,6 +62,16 @@ RecomputeOpt = Annotated[
 GlobalBatchOpt = Annotated[
     int, typer.Option("--global-batch", min=1, max=MAX_SEQUENCES, help="Sequences per optimizer step.")
 ]
+TrainGlobalBatchOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--global-batch",
+        min=1,
+        max=MAX_SEQUENCES,
+        help="Sequences per optimizer step (default: about 4M tokens, 2^22 / --seq rounded to a power of two: "
+        "1024 at 4k, 128 at 32k).",
+    ),
+]
 SeqOpt = Annotated[
     int | None,
     typer.Option("--seq", min=1, max=MAX_SEQUENCE_TOKENS, help="Sequence length (default: the model's)."),

@@ -144,7 +144,12 @@ class LayoutSearchSpec(_Record):
 class TrainingJobSpec(_Record):
     """What to train and at which price."""
 
-    global_batch: int = Field(default=1024, ge=1, le=MAX_SEQUENCES, description="Sequences per optimizer step.")
+    global_batch: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_SEQUENCES,
+        description="Sequences per optimizer step (default: about 4M tokens, training.job.default_global_batch).",
+    )
     seq_len: int | None = Field(
         default=None, ge=1, le=MAX_SEQUENCE_TOKENS, description="Sequence length (default: the model's)."
     )

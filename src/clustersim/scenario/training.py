@@ -37,7 +37,7 @@ from clustersim.scenario.schema import (
 )
 from clustersim.system import System, system_for_instance
 from clustersim.training.estimate import Estimate, estimate_training
-from clustersim.training.job import TrainingJob
+from clustersim.training.job import TrainingJob, default_global_batch
 from clustersim.workload import zoo
 from clustersim.workload.transformer import Transformer
 
@@ -185,9 +185,10 @@ def run_training(
     profiles = software_profiles.software_profiles(options.software, use_env=False)
     spec = scenario.job
     transformer.check_unquantized("training")
+    seq_len = spec.seq_len if spec.seq_len is not None else transformer.seq_len
     job = TrainingJob(
-        global_batch=spec.global_batch,
-        seq_len=spec.seq_len if spec.seq_len is not None else transformer.seq_len,
+        global_batch=spec.global_batch if spec.global_batch is not None else default_global_batch(seq_len),
+        seq_len=seq_len,
         precision=spec.precision,
         tokens=spec.tokens,
     )
@@ -237,7 +238,7 @@ def run_training(
     ran = scenario.model_copy(
         update={
             "layout": LayoutSpec(**estimate.layout.model_dump()),
-            "job": spec.model_copy(update={"seq_len": job.seq_len}),
+            "job": spec.model_copy(update={"seq_len": job.seq_len, "global_batch": job.global_batch}),
             "framework": scenario.framework or estimate.framework,  # the family's default, named
         }
     )

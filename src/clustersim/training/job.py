@@ -22,6 +22,22 @@ from clustersim.storage.dataload import DataLoading
 from clustersim.system import System
 from clustersim.units import MAX_SEQUENCE_TOKENS, MAX_SEQUENCES, MAX_TOKENS
 
+# Tokens per optimizer step when a job does not say: 2^22 (about 4M), between GPT-3 175B's 3.2M (Brown et al.
+# 2020, Table 2.1) and Llama 3 405B's first stage, 4M tokens as 1,024 sequences of 4,096 (later 8M and 16M;
+# arXiv 2407.21783 section 3.4.1).
+DEFAULT_BATCH_TOKENS = 2**22
+
+
+def default_global_batch(seq_len: int) -> int:
+    """Sequences per step when a job does not say: the power of two nearest ``DEFAULT_BATCH_TOKENS / seq_len``
+    (1,024 at 4,096 tokens, 128 at 32,768), at least one."""
+    if seq_len < 1:
+        raise ClusterSimError(
+            f"sequence length must be at least 1 token, got {seq_len}", field="seq_len", value=seq_len
+        )
+    return max(1, 1 << max(0, round(math.log2(DEFAULT_BATCH_TOKENS / seq_len))))
+
+
 PRECISIONS = (Dtype.BF16, Dtype.FP16, Dtype.FP8, Dtype.FP4)  # fp4: NVFP4 / MXFP4 GEMMs (compute.precision)
 PRICE_OFFERS = ("on_demand", "capacity_block")
 
