@@ -123,7 +123,7 @@ def step_command(
         spec = _scenario_of_options(
             model=model, instance=instance, nodes=nodes, devices_per_node=devices_per_node, tp=tp, pp=pp, vp=vp,
             cp=cp, ep=ep,
-            micro_batch=micro_batch, zero=zero, sp=sp, recompute=recompute, uneven=False, tokens="1T",
+            micro_batch=micro_batch, zero=zero, sp=sp, recompute=recompute, uneven=None, tokens="1T",
             global_batch=global_batch, seq=seq, precision=precision, offer="on_demand", models=models or [],
             efficiency=[], catalog=catalog or [], framework=framework, software=[],
             given=set(given_options(ctx, LAYOUT_OPTIONS)),
