@@ -18,7 +18,7 @@ Example (what ``clustersim train llama3-70b --nodes 16 --tp 8 --pp 2 --save-scen
     ...
 
     [job]
-    global_batch = 1024
+    global_batch = 512
     seq_len = 8192
     precision = "bf16"
     tokens = 1000000000000.0
