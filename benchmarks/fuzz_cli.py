@@ -388,6 +388,8 @@ def _validate(draw: st.DrawFn, files: Files) -> list[str]:
 
 
 TRAINIUM_INSTANCES = ("trn1.32xlarge", "trn1n.32xlarge", "trn2.48xlarge")
+# Serving engines that run on Trainium (serving/engines.toml, accelerator_families = ["trainium"]).
+NEURON_ENGINES = ("vllm-neuron", "nxd-inference", "transformers-neuronx", "optimum-neuron", "optimum-neuron-tnx")
 GPU_ONLY = {
     "framework": ("megatron", "megatron-deepspeed", "deepspeed", "fsdp", "torchtitan"),
     "engine": ("tensorrt-llm", "tensorrt-llm-2023", "vllm", "sglang"),
@@ -524,7 +526,10 @@ def impossible_answer(args: list[str], stdout: str) -> str | None:
     if given.get("--framework") in GPU_ONLY["framework"]:
         return f"framework {given['--framework']} priced on Trainium"
     if args[0] == "serve":
-        return "a serving engine priced on Trainium (none is profiled there)"
+        if given.get("--engine") in GPU_ONLY["engine"]:
+            return f"GPU engine {given['--engine']} priced on Trainium"
+        if '"engine": "' in stdout and not any(f'"engine": "{e}"' in stdout for e in NEURON_ENGINES):
+            return "a serving answer on Trainium from an engine that is not Neuron's"
     gds_words = ('"path": "efa-gds"', "efa-gds to", "over efa-gds")
     if given.get("--path") == "efa-gds" or any(word in stdout for word in gds_words):
         return "GPUDirect Storage on Trainium"
