@@ -40,7 +40,6 @@ from clustersim.cli.job_options import (
     CpOpt,
     DevicesPerNodeOpt,
     EpOpt,
-    GlobalBatchOpt,
     MicroBatchOpt,
     PpOpt,
     PrecisionOpt,
@@ -48,6 +47,7 @@ from clustersim.cli.job_options import (
     SeqOpt,
     SpOpt,
     TpOpt,
+    TrainGlobalBatchOpt,
     VpOpt,
     ZeroOpt,
 )
@@ -71,7 +71,7 @@ def step_command(
     zero: ZeroOpt = None,
     sp: SpOpt = None,
     recompute: RecomputeOpt = None,
-    global_batch: GlobalBatchOpt = 1024,
+    global_batch: TrainGlobalBatchOpt = None,
     seq: SeqOpt = None,
     precision: PrecisionOpt = "bf16",
     framework: Annotated[

@@ -59,9 +59,6 @@ RecomputeOpt = Annotated[
         help=f"Activation recompute {LAYOUT_DEFAULT}.",
     ),
 ]
-GlobalBatchOpt = Annotated[
-    int, typer.Option("--global-batch", min=1, max=MAX_SEQUENCES, help="Sequences per optimizer step.")
-]
 TrainGlobalBatchOpt = Annotated[
     int | None,
     typer.Option(
