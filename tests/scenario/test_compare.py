@@ -49,6 +49,13 @@ def test_each_ratio_is_the_ratio_of_the_runs(comparison):
     assert rows["cost_usd"].reasons[2].startswith(f"{rows['cost_usd'].ratios[2]:.2f}x: $42.33/h vs $54.92/h")
 
 
+def test_a_scale_up_reason_quotes_the_bandwidth_the_collectives_are_priced_at(comparison):
+    """A trn2.48xlarge's torus has 4 NeuronLinks of 128 GB/s per chip each way (the chip's 640 GB/s datasheet
+    figure counts the UltraServer link, which a trn2.48xlarge does not have)."""
+    reasons = [r for row in comparison.rows for r in row.reasons if "NeuronLink" in r]
+    assert reasons and all("NeuronLink 512 GB/s vs NVLink 450 GB/s" in r for r in reasons)
+
+
 def test_the_compute_ratio_is_work_over_peak_over_fraction(comparison):
     from clustersim.training.comparison import _split
 

@@ -332,13 +332,23 @@ def _bubble_reason(s: ComparedSystem, f: ComparedSystem, ratio: float | None) ->
     return _lead(ratio, parts, zero_first=_exposed(f.estimate, "pipeline bubble") == 0)
 
 
+def _scaleup_each_way(system: System) -> float:
+    """Scale-up bandwidth of one device, one direction, as the collective models price it: a NeuronLink
+    torus's own links (a trn2.48xlarge's 4 x 128 GB/s, not the chip's datasheet figure that counts the
+    UltraServer link), else the accelerator's."""
+    torus = system.topology.torus
+    if torus is None:
+        return system.scaleup_bytes_per_s
+    return torus.injection_links * torus.link_bytes_per_s / torus.ranks_per_chip
+
+
 def _comm_reason(term: str, s: ComparedSystem, f: ComparedSystem, ratio: float | None) -> str:
     a, b = s.estimate.layout, f.estimate.layout
     group = _SCALE_UP_GROUPS.get(term) or _NETWORK_GROUPS[term]
     degree_s, degree_f = getattr(a, group), getattr(b, group)
     pairs = [("degree", degree_s, degree_f, f"{group} {degree_s} vs {degree_f}")]
     if term in _SCALE_UP_GROUPS:
-        bw_s, bw_f = s.system.scaleup_bytes_per_s, f.system.scaleup_bytes_per_s
+        bw_s, bw_f = _scaleup_each_way(s.system), _scaleup_each_way(f.system)
         link_s, link_f = s.system.topology.scaleup_link, f.system.topology.scaleup_link
         pairs.append(
             ("scale-up", bw_s, bw_f, f"{link_s} {format_bytes_per_s(bw_s)} vs {link_f} {format_bytes_per_s(bw_f)} "
