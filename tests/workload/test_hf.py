@@ -205,6 +205,10 @@ def test_qwen_biases_norms_and_experts(tmp_path: Path) -> None:
     assert (windowed.sliding_window, windowed.window_layers) == (4096, 8)  # layers 20 to 27
     leading = _read(tmp_path, {**QWEN3_30B_A3B, "mlp_only_layers": [0, 1]})
     assert (leading.dense_layers, leading.ffn_hidden, leading.expert_ffn) == (2, 6144, 768)
+    sparse = _read(tmp_path, {**QWEN3_30B_A3B, "decoder_sparse_step": 2})  # layers 1, 3, ...: experts
+    assert (sparse.moe_layer_step, sparse.ffn_hidden, sparse.expert_ffn, sparse.dense_layers) == (2, 6144, 768, 0)
+    every = _read(tmp_path, QWEN3_30B_A3B)
+    assert sparse.num_params() < every.num_params()  # half the layers hold a 6144-wide MLP, not 128 experts
 
 
 def test_deepseek_latent_attention_and_dense_layers(tmp_path: Path) -> None:
@@ -324,7 +328,14 @@ REFUSALS = {
     "falcon alibi": ({**FALCON_7B, "alibi": True}, ["'alibi'", "ALiBi"]),
     "neox without attention bias": ({**PYTHIA_1_4B, "attention_bias": False}, ["'attention_bias'", "not modelled"]),
     "gpt2 cross-attention": ({**GPT2, "add_cross_attention": True}, ["'add_cross_attention'", "not modelled"]),
-    "sparse step": ({**QWEN3_30B_A3B, "decoder_sparse_step": 2}, ["'decoder_sparse_step'", "value 2"]),
+    "sparse step with mlp-only layers": (
+        {**QWEN3_30B_A3B, "decoder_sparse_step": 2, "mlp_only_layers": [0]},
+        ["'decoder_sparse_step'", "value 2", "mlp_only_layers"],
+    ),
+    "sparse step beyond the layers": (
+        {**QWEN3_30B_A3B, "decoder_sparse_step": 49},
+        ["'decoder_sparse_step'", "value 49", "beyond the 48 layers"],
+    ),
     "mlp-only layers not leading": ({**QWEN3_30B_A3B, "mlp_only_layers": [3]}, ["'mlp_only_layers'", "[3]"]),
     "shared expert width": (
         {**QWEN15_MOE, "shared_expert_intermediate_size": 2000},

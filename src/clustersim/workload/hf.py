@@ -222,12 +222,14 @@ def _qwen(cfg: Config, *, qwen3: bool, moe: bool) -> dict[str, Any]:
 
 
 def _qwen_moe(cfg: Config, fields: dict[str, Any], *, shared: bool) -> None:
-    """Qwen2-MoE (a shared expert) and Qwen3-MoE experts, on every layer but leading ``mlp_only_layers``."""
+    """Qwen2-MoE (a shared expert) and Qwen3-MoE experts, on every ``decoder_sparse_step``-th layer (layer i
+    when (i + 1) % step == 0, the others dense MLPs of ``intermediate_size``) but leading ``mlp_only_layers``."""
     layers, expert = fields["layers"], cfg.count("moe_intermediate_size")
-    if cfg.count("decoder_sparse_step", 1) != 1:
-        rule = "not modelled: experts on every layer (1)"
-        raise cfg.fail("decoder_sparse_step", cfg.raw("decoder_sparse_step"), rule)
+    step = cfg.count("decoder_sparse_step", 1)
     dense = cfg.raw("mlp_only_layers") or []
+    if step > 1 and (dense or step > layers):
+        rule = f"not modelled with mlp_only_layers, nor beyond the {layers} layers (every n-th layer a MoE block)"
+        raise cfg.fail("decoder_sparse_step", cfg.raw("decoder_sparse_step"), rule)
     if not isinstance(dense, list) or dense != list(range(len(dense))) or len(dense) >= layers:
         raise cfg.fail("mlp_only_layers", dense, "not modelled unless the leading layers 0, 1, ... (or none)")
     moe: dict[str, Any] = {"experts": cfg.count("num_experts"), "top_k": cfg.count("num_experts_per_tok")}
@@ -238,6 +240,8 @@ def _qwen_moe(cfg: Config, fields: dict[str, Any], *, shared: bool) -> None:
     moe["shared_experts"] = width // expert
     if dense:
         fields["dense_layers"], moe["expert_ffn_hidden"] = len(dense), expert
+    elif step > 1:
+        fields["moe_layer_step"], moe["expert_ffn_hidden"] = step, expert
     else:
         fields["ffn_hidden"] = expert
     fields["moe"] = moe
