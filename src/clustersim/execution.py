@@ -186,6 +186,11 @@ def expert_tp(tp: Any, cp: Any, dp: Any, ep: Any) -> Any:
     return np.where((dp * cp) % ep == 0, tp, (tp * cp * dp) // ep)
 
 
+PIPELINE_END_CHUNKS = 2
+"""Pipeline chunks uneven stages may spend on the embedding and the loss alone (Megatron-Core's
+account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split: each counts as a layer)."""
+
+
 @dataclass(frozen=True)
 class RuleInputs:
     """What the layout rules check a layout against."""
@@ -237,10 +242,20 @@ LAYOUT_RULES: tuple[LayoutRule, ...] = (
     ),
     LayoutRule(
         "layers",
-        lambda a, j: (j.model.layers % (a.pp * a.vp) == 0) | (a.uneven_stages & (j.model.layers >= a.pp * a.vp)),
+        # Uneven stages may also give the embedding and the loss a pipeline chunk each, as Megatron-Core's
+        # account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split do (Megatron-Bridge's
+        # Llama 3.1 405B on GB200: 126 layers over pp 16 x vp 8 = 128 chunks).
+        lambda a, j: (
+            (j.model.layers % (a.pp * a.vp) == 0)
+            | (a.uneven_stages & (j.model.layers + PIPELINE_END_CHUNKS >= a.pp * a.vp))
+        ),
         lambda x, j: (
             f"layers {j.model.layers} must divide by pp*vp = {x.pp * x.vp}"
-            + (" (or allow uneven stages)" if j.uneven_stages_allowed else "")
+            + (
+                f" (or allow uneven stages, with at most layers + {PIPELINE_END_CHUNKS} chunks)"
+                if j.uneven_stages_allowed
+                else ""
+            )
         ),
     ),
     LayoutRule(
