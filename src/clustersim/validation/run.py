@@ -135,7 +135,8 @@ def _score_case(
     if predictor is None:
         return Skipped(case.id, f"no model for kind '{case.kind}' yet", path)
     if min_size_bytes is not None and case.kind == "collective" and (case.size_bytes or 0) < min_size_bytes:
-        return Skipped(case.id, f"size_bytes below the minimum of {min_size_bytes:.0f} bytes", path)
+        size = "no size" if case.size_bytes is None else f"size {case.size_bytes:,.0f} bytes"
+        return Skipped(case.id, f"{size}, below --min-size ({min_size_bytes:,.0f} bytes)", path)
     try:
         name = primary_field(case)
         measured = case.measured[name]
