@@ -125,28 +125,29 @@ def case_estimate(
     return estimate_offline(model, serving, request, batch=workload.batch or None, cal=cal, engine=engine)
 
 
+def _case_engine(case: Case | Mapping[str, Any]) -> EngineProfile | None:
+    """The engine profile of the case's ``software`` (None: a framework no profile serves)."""
+    software = as_case(case, "inference").software
+    try:
+        return engine_for_software(software.framework if software else None, software.version if software else None)
+    except ClusterSimError:
+        return None
+
+
 def fits_reference_calibration(case: Case | Mapping[str, Any]) -> bool:
     """Whether the serving calibration (``calibration.toml``, fitted on GPU runs of the reference engine)
     is fitted on this case: not where the case's engine runs on Trainium, whose kernel efficiency and step
     overhead are the Neuron profiles' own (``benchmarks/calibrate_neuron_serving.py``). A framework no
     profile serves is left in, to be skipped with its reason."""
-    software = as_case(case, "inference").software
-    try:
-        profile = engine_for_software(software.framework if software else None, software.version if software else None)
-    except ClusterSimError:
-        return True
-    return "trainium" not in profile.accelerator_families
+    profile = _case_engine(case)
+    return profile is None or "trainium" not in profile.accelerator_families
 
 
 def engine_fitted_case(case: Case | Mapping[str, Any]) -> bool:
     """Whether the case's engine profile carries settings fitted on runs like it (its ``fitted`` note: the
     Neuron engines' pair, fitted on every Trainium serving case), so its prediction is in sample."""
-    software = as_case(case, "inference").software
-    try:
-        profile = engine_for_software(software.framework if software else None, software.version if software else None)
-    except ClusterSimError:
-        return False
-    return profile.fitted is not None
+    profile = _case_engine(case)
+    return profile is not None and profile.fitted is not None
 
 
 def predict_inference_case(
