@@ -161,7 +161,8 @@ def test_one_device_forward_backward_and_optimizer():
     gemm, core, memory = layer_parts(1024)
     head_fwd, head_bwd = head_parts(1024)
     forward = 2 * (4 * (gemm + core + memory) + head_fwd)
-    backward = 2 * (4 * (2 * gemm + 2 * core + 1.5 * memory) + head_bwd)  # GEMMs x2, element-wise x1.5
+    # backward: GEMMs x2, the fused attention core x2.5 (it recomputes the scores), element-wise x1.5
+    backward = 2 * (4 * (2 * gemm + 2.5 * core + 1.5 * memory) + head_bwd)
     optimizer = PARAMS * 30 / HBM  # Adam: 30 bytes of traffic per parameter
     t = terms(est)
     assert t["forward"] == pytest.approx((forward, forward), rel=REL)
@@ -190,7 +191,7 @@ def test_one_micro_batch_and_the_per_operation_times():
     }
     qkv = 2 * 1024 * H * (Q + 2 * KV) / GEMM
     assert ops[("qkv", "layer")] == pytest.approx((qkv, 2 * qkv), rel=REL)
-    assert ops[("attention core", "layer")] == pytest.approx((core, 2 * core), rel=REL)
+    assert ops[("attention core", "layer")] == pytest.approx((core, 2.5 * core), rel=REL)
     norms = 2 * 11 * 1024 * H / HBM
     assert ops[("norms and residuals", "layer")] == pytest.approx((norms, 1.5 * norms), rel=REL)
     logits = 2 * 1024 * V * H / GEMM
@@ -349,7 +350,7 @@ def test_pipeline_bubble_and_sends(vp):
     gemm, core, memory = layer_parts(1024)
     head_fwd, head_bwd = head_parts(1024)
     fwd_mb = 2 * (gemm + core + memory) + head_fwd  # the last stage: its layers and the head
-    bwd_mb = 2 * (2 * gemm + 2 * core + 1.5 * memory) + head_bwd
+    bwd_mb = 2 * (2 * gemm + 2.5 * core + 1.5 * memory) + head_bwd
     # Megatron sends T h / tp 16-bit activations, forward and backward, once per model chunk.
     send = t_coll(Op.SENDRECV, 1024 * H * 2, node_fabric(2))
     pp_mb = 2 * vp * send
@@ -381,7 +382,7 @@ def test_the_bubble_counts_the_exposed_communication_of_the_slowest_stage():
     tp_mb = 2 * 4 * t_coll(Op.ALL_REDUCE, 1024 * H * 2, node_fabric(2))  # 2 layers x 4 all-reduces
     # pp group: ranks 2 apart on a 4-device node, 2 members in the node
     pp_mb = 2 * t_coll(Op.SENDRECV, 1024 * H * 2 / 2, node_fabric(2))
-    per_mb = 2 * (gemm + core + memory) + 2 * (2 * gemm + 2 * core + 1.5 * memory)  # a stage without the head
+    per_mb = 2 * (gemm + core + memory) + 2 * (2 * gemm + 2.5 * core + 1.5 * memory)  # a stage without the head
     assert terms(est)["pipeline bubble"][1] == pytest.approx(per_mb + tp_mb + pp_mb, rel=REL)
     assert head_fwd + head_bwd > 0.01 * per_mb  # the head would show if the bubble counted it
 
@@ -395,7 +396,7 @@ def test_cp_gathers_keys_and_values_three_times_per_layer_behind_the_attention_c
     gather = t_coll(Op.ALL_GATHER, 2 * tokens * 2 * KV * 2, node_fabric(2))  # K and V of both ranks, 16-bit
     link = 2 * 4 * 3 * gather  # 2 micro-batches x 4 layers x (forward + 2 backward)
     _, core, _ = layer_parts(tokens)
-    exposed = max(link - 2 * 4 * 3 * core, 0.0)
+    exposed = max(link - 2 * 4 * 3.5 * core, 0.0)  # behind the core's forward and backward (2.5x)
     assert terms(est)["cp comm"] == pytest.approx((link, exposed), rel=REL, abs=1e-15)
     # Gradients are reduced over the cp ranks too.
     assert terms(est)["dp comm"][0] == pytest.approx(t_coll(Op.ALL_REDUCE, PARAMS * 2, node_fabric(2)), rel=REL)
@@ -405,9 +406,29 @@ def test_cp_exchange_shows_when_the_attention_core_is_too_short():
     est = estimate(Layout(cp=2), devices=2, nvlink=1e9)
     gather = t_coll(Op.ALL_GATHER, 2 * 512 * 2 * KV * 2, Fabric("hand", 2, 1, 1e9, 50e9, False))
     _, core, _ = layer_parts(512)
-    link, exposed = 2 * 4 * 3 * gather, 2 * 4 * 3 * (gather - core)
+    link, exposed = 2 * 4 * 3 * gather, 2 * 4 * (3 * gather - 3.5 * core)
     assert exposed > 0
     assert terms(est)["cp comm"] == pytest.approx((link, exposed), rel=REL)
+
+
+def test_the_attention_core_slows_as_each_query_meets_fewer_keys_in_one_kernel_call():
+    """At ``attention_half_keys`` keys per query and call the core runs at half its fraction; a CP ring
+    splits each query's keys over its ranks' calls (S = 1024, causal: 512 keys per query)."""
+    curve = EFF.model_copy(update={"attention_half_keys": 512.0})
+    _, core, _ = layer_parts(1024)
+    whole = {op.name: op.forward_s for op in estimate(Layout(), devices=1, eff=curve).operations}
+    assert whole["attention core"] == pytest.approx(core * (512 + 512) / 512, rel=REL)
+    _, core_cp, _ = layer_parts(512)  # each CP rank's queries: half the FLOPs, 256 keys per call
+    ring = {op.name: op.forward_s for op in estimate(Layout(cp=2), devices=2, eff=curve).operations}
+    assert ring["attention core"] == pytest.approx(core_cp * (256 + 512) / 256, rel=REL)
+
+
+def test_a_frameworks_attention_kernel_scales_the_core_only():
+    slower = SW.model_copy(update={"attention_kernel_efficiency": 0.5})
+    gemm, core, _ = layer_parts(1024)
+    ops = {op.name: op.forward_s for op in estimate(Layout(), devices=1, sw=slower).operations}
+    assert ops["attention core"] == pytest.approx(2 * core, rel=REL)
+    assert ops["qkv"] == pytest.approx(2 * 1024 * H * (Q + 2 * KV) / GEMM, rel=REL)
 
 
 # ---- expert parallelism -----------------------------------------------------------------------------------
@@ -488,7 +509,7 @@ NET = Fabric("hand", 1, 2, NVLINK, 1e9, False)
 def _mb_times():
     gemm, core, memory = layer_parts(1024)
     head_fwd, head_bwd = head_parts(1024)
-    return 4 * (gemm + core + memory) + head_fwd, 4 * (2 * gemm + 2 * core + 1.5 * memory) + head_bwd
+    return 4 * (gemm + core + memory) + head_fwd, 4 * (2 * gemm + 2.5 * core + 1.5 * memory) + head_bwd
 
 
 def test_dp_all_reduces_gradients_without_zero():

@@ -3,7 +3,10 @@
 A matrix multiply of ``F`` FLOPs runs at ``peak x gemm_max x F / (F + gemm_half_flop)``: large
 GEMMs approach a ceiling (``gemm_max``), small ones lose to launch, tail and wave quantization
 (half the ceiling at ``gemm_half_flop``). The attention core (scores, softmax, context) has its own
-fraction of the ceiling; element-wise work (norms, activations, residuals, dropout, the loss and the
+fraction of the ceiling (``attention``), reached as each query meets many keys in one kernel call:
+``K / (K + attention_half_keys)`` of it for ``K`` keys (a fused kernel's per-tile prologue, epilogue
+and causal diagonal are paid once per query tile; a context-parallel ring splits ``K`` over its
+steps); element-wise work (norms, activations, residuals, dropout, the loss and the
 optimizer) streams through HBM at ``memory_efficiency`` of the datasheet bandwidth. FP8 GEMMs run
 at the FP8 peak times ``fp8_efficiency_ratio`` of the BF16 fraction (casts, scaling, smaller tiles);
 4-bit GEMMs (NVFP4, MXFP4) at the FP4 peak plus the casts an FP8 GEMM pays, which do not shrink
@@ -51,6 +54,11 @@ class FamilyEfficiency(BaseModel):
     gemm_max: float = Field(gt=0, le=1, description="Ceiling of a large GEMM, fraction of the dense peak.")
     gemm_half_flop: float = Field(ge=0, description="GEMM size (FLOPs) at which half the ceiling is reached.")
     attention: float = Field(gt=0, le=1, description="Attention core, fraction of the GEMM ceiling.")
+    attention_half_keys: float = Field(
+        0.0,
+        ge=0,
+        description="Keys per query in one attention kernel call at which the core reaches half its fraction.",
+    )
     memory_efficiency: float = Field(gt=0, le=1, description="Element-wise kernels, fraction of HBM bandwidth.")
     fp8_efficiency_ratio: float = Field(gt=0, le=1, description="FP8 fraction of FP8 peak / BF16 fraction.")
     step_s: float = Field(
@@ -69,6 +77,12 @@ class FamilyEfficiency(BaseModel):
         """Achieved fraction of the dense peak for GEMMs of ``flop`` FLOPs each."""
         flop = np.asarray(flop, dtype=float)
         return self.gemm_max * flop / (flop + self.gemm_half_flop)
+
+    def attention_fraction(self, keys_per_call: FloatArray | float) -> FloatArray:
+        """Achieved fraction of the dense 16-bit peak of an attention core whose queries each meet
+        ``keys_per_call`` keys in one kernel call."""
+        keys = np.asarray(keys_per_call, dtype=float)
+        return self.gemm_max * self.attention / (1.0 + self.attention_half_keys / keys)
 
 
 # The file, its environment variable and the user's files over it (clustersim.catalog.overlay).

@@ -98,6 +98,12 @@ class SoftwareSettings(BaseModel):
     kernel_efficiency: float | None = Field(
         None, gt=0, le=1, description="Fraction of the hardware's GEMM and attention efficiency its kernels reach."
     )
+    attention_kernel_efficiency: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="Fraction of the family's fused-attention rate (the vendor's kernel) its attention kernel reaches.",
+    )
     layer_overhead_s: float | None = Field(
         None, ge=0, le=0.1, description="Host-side seconds per layer and micro-batch (hooks, launches), fwd + bwd."
     )
@@ -142,6 +148,9 @@ class SoftwareProfile(SoftwareSettings):
     grad_reduce_bytes_fp16: float = Field(gt=0, description="Bytes per gradient element reduced, FP16 training.")
     grad_reduce_bytes_bf16: float = Field(gt=0, description="Bytes per gradient element reduced, BF16/FP8 training.")
     kernel_efficiency: float = Field(gt=0, le=1, description="Fraction of the hardware's GEMM efficiency reached.")
+    attention_kernel_efficiency: float = Field(
+        1.0, gt=0, le=1, description="Fraction of the family's fused-attention rate its attention kernel reaches."
+    )
     layer_overhead_s: float = Field(ge=0, le=0.1, description="Host-side seconds per layer and micro-batch.")
     step_overhead_s: float = Field(ge=0, le=60, description="Host-side seconds per optimizer step.")
     default_zero: int = Field(ge=0, le=3, description="ZeRO stage when the job does not say.")

@@ -116,13 +116,19 @@ class StepContext:
             sp_split=np.where(lay.sequence_parallel, tp, 1.0),
             ep=lay.ep.astype(float),
             fused_attention=self.sw.fused_attention,
+            cp=lay.cp.astype(float),
         )
 
     @_derived
     def layer(self) -> list[OperationTimes]:
         """Roofline times of one layer's operations."""
         return operation_times(
-            self.layer_ops, self.system, self.eff, self.precision, kernel_efficiency=self.sw.kernel_efficiency
+            self.layer_ops,
+            self.system,
+            self.eff,
+            self.precision,
+            kernel_efficiency=self.sw.kernel_efficiency,
+            attention_kernel_efficiency=self.sw.attention_kernel_efficiency,
         )
 
     @_derived
@@ -154,6 +160,11 @@ class StepContext:
     def attention_fwd(self) -> FloatArray:
         """Forward time of one layer's attention core (what selective recompute repeats)."""
         return self._layer_sum(lambda t: t.name in ATTENTION_NAMES)
+
+    @_derived
+    def attention_fwd_bwd(self) -> FloatArray:
+        """Forward and backward time of one layer's attention core (what the CP exchange hides behind)."""
+        return self.attention_fwd + self._layer_sum(lambda t: t.name in ATTENTION_NAMES, backward=True)
 
     @_derived
     def layers_here(self) -> FloatArray:
@@ -209,12 +220,13 @@ class StepContext:
 
     @_derived
     def cp_mb(self) -> TermTimes:
-        """CP key/value exchange per micro-batch, hidden behind the attention core: the keys and values the
+        """CP key/value exchange per micro-batch (one gather forward, two backward), hidden behind the
+        attention core's forward and backward: the keys and values the
         attention kernel reads (latent attention's up-projected ones: TE's ring attention passes K and V)."""
         lay, m = self.lay, self.model
         kv_bytes = ACT_BYTES * self.tokens * (m.kv_width + m.kv_heads * m.value_head_dim) / lay.tp * lay.cp
         link = self.layers_here * 3 * self.collective_s(Op.ALL_GATHER, kv_bytes, lay.cp, lay.tp)
-        return TermTimes(link, np.maximum(link - self.layers_here * 3 * self.attention_fwd, 0.0))
+        return TermTimes(link, np.maximum(link - self.layers_here * self.attention_fwd_bwd, 0.0))
 
     @_derived
     def ep_mb(self) -> TermTimes:

@@ -22,9 +22,12 @@ loss (head)            memory      ``14 / 3`` bytes per FP32 logit forward (soft
 =====================  ==========  =====================================================
 
 Each operation carries the ratio of its backward work to its forward work: 2 for GEMMs (data and
-weight gradients) and the attention core, 15/13 for unfused scores, 1.5 for element-wise kernels
-(input and incoming gradient read, one gradient written, for the forward's read and write), 2 for
-the loss. Quantities are numpy arrays so that many layouts evaluate at once.
+weight gradients) and an unfused attention core, 2.5 for a fused one (its backward recomputes the
+scores), 15/13 for unfused scores, 1.5 for element-wise kernels (input and incoming gradient read,
+one gradient written, for the forward's read and write), 2 for the loss. The attention core also
+carries the keys one query meets in one kernel call (``keys_per_call``: all of them, or a ring
+step's share under context parallelism), which sets the kernel's efficiency. Quantities are numpy
+arrays so that many layouts evaluate at once.
 
 Other architectures (see ``Transformer``): latent attention's QKV GEMM is its down and up
 projections and its core ``2 T s (q + context) / t`` with the value width; a windowed layer's fused
@@ -53,6 +56,9 @@ SCORE_BYTES_BACKWARD = 15.0
 OUTSIDE_ELEMENTS = 11.0  # two norms (read, write: 4), two bias-dropout-residual adds (read 2, write 1, mask: 7)
 LOSS_BYTES_PER_LOGIT = 14.0  # softmax cross-entropy, forward and backward, over FP32 logits
 ELEMENTWISE_BACKWARD_RATIO = 1.5
+# A fused (flash) attention backward recomputes the scores: five matrix products to the forward's two,
+# 2.5x its FLOPs (Dao, FlashAttention-2, arXiv 2307.08691, section 4.1: "backward ... 2.5x forward FLOPs")
+FUSED_ATTENTION_BACKWARD_RATIO = 2.5
 
 
 class OpKind(StrEnum):
@@ -73,6 +79,7 @@ class Operation:
     gemm_flop: FloatArray
     bytes: FloatArray
     backward_ratio: float
+    keys_per_call: FloatArray | None = None  # attention: keys one query meets in one kernel call
 
 
 def _op(
@@ -84,11 +91,13 @@ def _op(
     each: object = None,
     nbytes: object = 0.0,
     ratio: float,
+    keys: object = None,
 ) -> Operation:
     """An operation whose arrays all have the shape of ``like`` (one element per layout)."""
     flop_array = like + np.asarray(flop, dtype=float)
     each_array = flop_array if each is None else like + np.asarray(each, dtype=float)
-    return Operation(name, kind, flop_array, each_array, like + np.asarray(nbytes, dtype=float), ratio)
+    keys_array = None if keys is None else like + np.asarray(keys, dtype=float)
+    return Operation(name, kind, flop_array, each_array, like + np.asarray(nbytes, dtype=float), ratio, keys_array)
 
 
 def layer_operations(
@@ -100,13 +109,18 @@ def layer_operations(
     sp_split: FloatArray,
     ep: FloatArray,
     fused_attention: bool,
+    cp: FloatArray | float = 1.0,
 ) -> list[Operation]:
-    """The forward operations of one layer on one device (see the module table)."""
+    """The forward operations of one layer on one device (see the module table); ``cp`` splits each
+    query's keys over that many ring-attention kernel calls."""
     h, q, kv, f = model.hidden, model.q_width, model.kv_width, model.expert_ffn
-    like = np.zeros(np.broadcast_shapes(np.shape(tokens), np.shape(tp), np.shape(sp_split), np.shape(ep)))
+    like = np.zeros(
+        np.broadcast_shapes(np.shape(tokens), np.shape(tp), np.shape(sp_split), np.shape(ep), np.shape(cp))
+    )
     matrices = model.ffn_type.num_matrices
     capacity = model.moe.capacity_factor if model.moe else 1.0
     causal = CAUSAL_FRACTION if fused_attention else 1.0
+    keys = _keys_per_query(model, seq_len, fused_attention)
     routed = tokens * model.active_mlps * capacity  # token-expert pairs
     # One expert's GEMM sees the EP group's tokens spread over its experts.
     per_expert = tokens * model.moe.top_k * capacity * ep / model.moe.experts if model.moe else tokens
@@ -115,10 +129,17 @@ def layer_operations(
         core = 4 * tokens * seq_len * q / tp * causal
     else:
         qkv = 2 * tokens * model.qkv_matmul_params() / tp
-        core = 2 * tokens * (q + model.context_width) * _keys_per_query(model, seq_len, fused_attention) / tp
+        core = 2 * tokens * (q + model.context_width) * keys / tp
     ops = [
         _op("qkv", OpKind.GEMM, like, flop=qkv, ratio=2.0),
-        _op("attention core", OpKind.ATTENTION, like, flop=core, ratio=2.0),
+        _op(
+            "attention core",
+            OpKind.ATTENTION,
+            like,
+            flop=core,
+            ratio=FUSED_ATTENTION_BACKWARD_RATIO if fused_attention else 2.0,
+            keys=keys / np.asarray(cp, dtype=float),
+        ),
     ]
     if not fused_attention:
         score_bytes = SCORE_BYTES_FORWARD * tokens * seq_len * model.heads / tp
