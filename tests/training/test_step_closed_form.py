@@ -425,7 +425,7 @@ def test_the_attention_core_slows_as_each_query_meets_fewer_keys_in_one_kernel_c
 
 def test_a_frameworks_attention_kernel_scales_the_core_only():
     slower = SW.model_copy(update={"attention_kernel_efficiency": 0.5})
-    gemm, core, _ = layer_parts(1024)
+    _, core, _ = layer_parts(1024)
     ops = {op.name: op.forward_s for op in estimate(Layout(), devices=1, sw=slower).operations}
     assert ops["attention core"] == pytest.approx(2 * core, rel=REL)
     assert ops["qkv"] == pytest.approx(2 * 1024 * H * (Q + 2 * KV) / GEMM, rel=REL)

@@ -42,11 +42,11 @@ def operation_times(
     attention_kernel_efficiency: float = 1.0,
 ) -> list[OperationTimes]:
     """Roofline time of each operation: GEMMs at the size-dependent fraction of the precision's peak
-    (8- and 4-bit GEMMs: their own peak plus the casts of an FP8 GEMM, ``fp8_efficiency_ratio``), the attention core
-    at its own fraction of the 16-bit peak (both times the software's ``kernel_efficiency``), memory
-    traffic at the achieved HBM bandwidth. The attention core's fraction grows with the keys each query
-meets in one kernel call (``FamilyEfficiency.attention_fraction``) and is scaled by the software's
-``attention_kernel_efficiency`` (its kernel against the family's fused one)."""
+        (8- and 4-bit GEMMs: their own peak plus the casts of an FP8 GEMM, ``fp8_efficiency_ratio``), the attention core
+        at its own fraction of the 16-bit peak (both times the software's ``kernel_efficiency``), memory
+        traffic at the achieved HBM bandwidth. The attention core's fraction grows with the keys each query
+    meets in one kernel call (``FamilyEfficiency.attention_fraction``) and is scaled by the software's
+    ``attention_kernel_efficiency`` (its kernel against the family's fused one)."""
     half = system.peak_flop_per_s(Dtype.FP16 if precision is Dtype.FP16 else Dtype.BF16)
     quantized = is_low_precision(precision)
     # s per FLOP at the ceiling: the format's tensor-core rate, plus for a quantized GEMM the casts and

@@ -114,9 +114,7 @@ def layer_operations(
     """The forward operations of one layer on one device (see the module table); ``cp`` splits each
     query's keys over that many ring-attention kernel calls."""
     h, q, kv, f = model.hidden, model.q_width, model.kv_width, model.expert_ffn
-    like = np.zeros(
-        np.broadcast_shapes(np.shape(tokens), np.shape(tp), np.shape(sp_split), np.shape(ep), np.shape(cp))
-    )
+    like = np.zeros(np.broadcast_shapes(np.shape(tokens), np.shape(tp), np.shape(sp_split), np.shape(ep), np.shape(cp)))
     matrices = model.ffn_type.num_matrices
     capacity = model.moe.capacity_factor if model.moe else 1.0
     causal = CAUSAL_FRACTION if fused_attention else 1.0
