@@ -52,8 +52,21 @@ class CaseMoE(_Part):
     shared_experts: Annotated[int, Field(ge=0)] | None = None
 
 
+class CaseMLA(_Part):
+    """``model.mla`` (extra context the format's cases carry): DeepSeek's latent attention, in
+    Megatron-Core's names (query/key head ``qk_head_dim`` plus the rotary ``qk_pos_emb_head_dim``)."""
+
+    q_lora_rank: Annotated[int, Field(ge=0)] | None = None
+    kv_lora_rank: Count
+    qk_head_dim: Count
+    qk_pos_emb_head_dim: Count
+    v_head_dim: Count
+
+
 class CaseModel(_Part):
-    """``model``: the transformer's shape (``seq_len`` of training and memory cases)."""
+    """``model``: the transformer's shape (``seq_len`` of training and memory cases). Extra context a
+    case may carry and ``shape`` reads: ``mla`` (latent attention), ``dense_layers`` (leading blocks
+    with a dense MLP) and ``dense_ffn_hidden`` (their width; ``ffn_hidden`` is then an expert's)."""
 
     name: str | None = None
     layers: Count | None = None
@@ -66,10 +79,28 @@ class CaseModel(_Part):
     seq_len: Count | None = None
     ffn_type: str | None = None
     moe: CaseMoE | None = None
+    mla: CaseMLA | None = None
+    dense_layers: Annotated[int, Field(ge=0)] | None = None
+    dense_ffn_hidden: Count | None = None
 
     def shape(self) -> dict[str, Any]:
-        """The fields present, as plain data (for ``transformer_from_mapping``)."""
-        return self.model_dump(exclude_none=True)
+        """The fields present, as plain data in ``Transformer``'s names (for ``transformer_from_mapping``):
+        latent attention's query/key head is ``head_dim`` with its rotary part; with ``dense_ffn_hidden``
+        the dense blocks' width is ``ffn_hidden`` and the case's ``ffn_hidden`` the experts'."""
+        data = self.model_dump(exclude_none=True, exclude={"mla", "dense_ffn_hidden"})
+        if self.mla is not None:
+            m = self.mla
+            data["head_dim"] = m.qk_head_dim + m.qk_pos_emb_head_dim
+            data["mla"] = {
+                "q_lora_rank": m.q_lora_rank or 0,
+                "kv_lora_rank": m.kv_lora_rank,
+                "rope_head_dim": m.qk_pos_emb_head_dim,
+                "v_head_dim": m.v_head_dim,
+            }
+        if self.dense_ffn_hidden is not None and "moe" in data:
+            data["moe"]["expert_ffn_hidden"] = data.get("ffn_hidden")
+            data["ffn_hidden"] = self.dense_ffn_hidden
+        return data
 
 
 class CaseSystem(_Part):
