@@ -42,6 +42,10 @@ class Layout(BaseModel):
     tp_overlap: bool | None = Field(
         default=None, description="Overlap tensor-parallel communication with GEMMs (None: the family's default)."
     )
+    ep_overlap: bool | None = Field(
+        default=None,
+        description="Overlap expert all-to-alls with another micro-batch's compute (None: the framework's default).",
+    )
     dp_overlap: bool = Field(default=True, description="Overlap data-parallel communication with compute.")
     uneven_stages: bool = Field(
         default=False, description="Allow pipeline stages with different layer counts (layers not divisible by pp*vp)."
@@ -108,6 +112,7 @@ class LayoutArrays:
     recompute_selective: BoolArray
     tp_overlap: npt.NDArray[np.float64]  # 1 on, 0 off, NaN: the accelerator family's default
     dp_overlap: BoolArray
+    ep_overlap: npt.NDArray[np.float64]  # 1 on, 0 off, NaN: the framework's default
     uneven_stages: BoolArray
 
     @classmethod
@@ -136,6 +141,7 @@ class LayoutArrays:
             recompute_selective=flags(lambda x: x.recompute is Recompute.SELECTIVE),
             tp_overlap=np.array([np.nan if x.tp_overlap is None else float(x.tp_overlap) for x in layouts]),
             dp_overlap=flags(lambda x: x.dp_overlap),
+            ep_overlap=np.array([np.nan if x.ep_overlap is None else float(x.ep_overlap) for x in layouts]),
             uneven_stages=flags(lambda x: x.uneven_stages),
         )
 
@@ -153,7 +159,7 @@ class LayoutArrays:
 
     def layout(self, index: int) -> Layout:
         """Layout number ``index`` as a ``Layout`` record."""
-        overlap = float(self.tp_overlap[index])
+        overlap, ep_overlap = float(self.tp_overlap[index]), float(self.ep_overlap[index])
         recompute = (
             Recompute.FULL
             if self.recompute_full[index]
@@ -174,6 +180,7 @@ class LayoutArrays:
             recompute=recompute,
             tp_overlap=None if np.isnan(overlap) else bool(overlap),
             dp_overlap=bool(self.dp_overlap[index]),
+            ep_overlap=None if np.isnan(ep_overlap) else bool(ep_overlap),
             uneven_stages=bool(self.uneven_stages[index]),
         )
 

@@ -33,8 +33,8 @@ def test_read_cases_skips_blank_lines_and_ignores_unknown_fields(tmp_path: Path)
 def test_sub_objects_are_typed_and_ignore_unknown_fields(tmp_path: Path) -> None:
     row = training("t", 2.0)
     row["model"] = MODEL | {
-        "mla": {"kv_lora_rank": 512},
-        "dense_layers": 3,
+        "rope_scaling": {"factor": 8.0},
+        "attention_variant": "flash",
         "moe": {"experts": 8, "top_k": 2, "router": "topk"},
     }
     row["system"] = {"accelerator": "h100-sxm", "devices": 16, "inter_node_Gbps_per_node": 3200, "rack": "A7"}

@@ -80,6 +80,7 @@ INPUTS = (
     "software",
     "uneven",
     "headroom",
+    "ep_overlap",
     "catalog",
     "storage",
     "checkpoint_every",
@@ -89,7 +90,9 @@ INPUTS = (
     "beyond_context",
 )
 # The layout options; any given one constrains the layout search (names of train_command's parameters).
-LAYOUT_OPTIONS = ("tp", "pp", "vp", "cp", "ep", "micro_batch", "zero", "sp", "recompute", "uneven", "headroom")
+LAYOUT_OPTIONS = (
+    "tp", "pp", "vp", "cp", "ep", "micro_batch", "zero", "sp", "recompute", "uneven", "headroom", "ep_overlap",
+)  # fmt: skip
 _FLAGS = {
     "instance": "--instance",
     "nodes": "--nodes",
@@ -109,6 +112,7 @@ _FLAGS = {
     "sequence_parallel": "--sp/--no-sp",
     "recompute": "--recompute",
     "headroom": "--headroom",
+    "ep_overlap": "--ep-overlap",
 }
 
 
@@ -162,6 +166,14 @@ def train_command(
             "--uneven-stages/--even-stages",
             help="Allow layers that do not divide by pp*vp (fullest stage sets pace); default: off for a given "
             "layout, and in a search on where the framework supports them (megatron).",
+        ),
+    ] = None,
+    ep_overlap: Annotated[
+        bool | None,
+        typer.Option(
+            "--ep-overlap/--no-ep-overlap",
+            help="Overlap the MoE expert all-to-alls with another micro-batch's compute (Megatron-Core's "
+            "--overlap-moe-expert-parallel-comm); default: the framework's (off).",
         ),
     ] = None,
     headroom: Annotated[
@@ -255,7 +267,8 @@ def train_command(
             spec = _scenario_of_options(
                 model=model, instance=instance, nodes=nodes, devices_per_node=devices_per_node,
                 tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, micro_batch=micro_batch, zero=zero, sp=sp, recompute=recompute,
-                uneven=uneven, headroom=headroom, tokens=tokens, global_batch=global_batch, seq=seq,
+                uneven=uneven, headroom=headroom, ep_overlap=ep_overlap, tokens=tokens, global_batch=global_batch,
+                seq=seq,
                 precision=precision, offer=offer,
                 beyond_context=beyond_context, models=models or [], efficiency=efficiency or [], catalog=catalog or [],
                 framework=framework, software=software or [], given=set(given_options(ctx, LAYOUT_OPTIONS)),
@@ -308,6 +321,7 @@ def _scenario_of_options(
     sp: bool | None,
     recompute: Recompute | None,
     uneven: bool | None,
+    ep_overlap: bool | None = None,
     tokens: str,
     global_batch: int | None,
     seq: int | None,
@@ -359,12 +373,13 @@ def _scenario_of_options(
                     field="--headroom",
                     value=headroom,
                 )
-            layout = LayoutSpec(**fields, uneven_stages=bool(uneven))
+            layout = LayoutSpec(**fields, uneven_stages=bool(uneven), ep_overlap=ep_overlap)
         elif given:
             values = {"tp": tp, "pp": pp, "vp": vp, "cp": cp, "ep": ep, "micro_batch": micro_batch, "zero": zero}
             fixed = {name: value for name, value in values.items() if f"--{name.replace('_', '-')}" in given}
             layout = LayoutSearchSpec(
                 choose=True, **fixed, sequence_parallel=sp, uneven_stages=uneven, headroom=headroom,
+                ep_overlap=ep_overlap,
                 recompute=recompute if "--recompute" in given else None,
             )  # fmt: skip
     return training_scenario(

@@ -76,6 +76,18 @@ class SoftwareSettings(BaseModel):
     ep_overlap: bool | None = Field(
         None, description="Expert all-to-alls overlapped with another micro-batch's compute (MoE A2A overlap)."
     )
+    ep_overlap_efficiency: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="Share of the all-to-all time the overlapped blocks could cover that the schedule hides.",
+    )
+    ep_overlap_sm_share: float | None = Field(
+        None,
+        ge=0,
+        lt=1,
+        description="Share of the SMs the expert dispatch and combine kernels hold while overlapped with compute.",
+    )
     ep_dispatch_bytes_fp8: float | None = Field(
         None, gt=0, le=2, description="Bytes per element of the token dispatch in FP8 training (combine stays 16-bit)."
     )
@@ -138,6 +150,12 @@ class SoftwareProfile(SoftwareSettings):
     zero3_collectives_per_layer: int = Field(ge=1, description="ZeRO-3/FSDP: collectives per layer per gather.")
     zero3_hierarchical: bool = Field(description="ZeRO-3/FSDP collectives use the scale-up fabric inside a node.")
     ep_overlap: bool = Field(description="Expert all-to-alls overlapped with another micro-batch's compute.")
+    ep_overlap_efficiency: float = Field(
+        1.0, ge=0, le=1, description="Share of the coverable all-to-all time the overlap schedule hides."
+    )
+    ep_overlap_sm_share: float = Field(
+        0.0, ge=0, lt=1, description="Share of the SMs overlapped expert dispatch and combine kernels hold."
+    )
     ep_dispatch_bytes_fp8: float = Field(gt=0, le=2, description="Bytes per element of the FP8 token dispatch.")
     ep_dispatch_per_node: bool = Field(
         False, description="Expert tokens cross the network once per remote node (DeepEP / HybridEP), not per expert."

@@ -42,7 +42,8 @@ class SearchSpace:
     ``sp`` (sequence parallelism) defaults to on wherever tp > 1; ``(False,)`` keeps it off, ``(True,)``
     on (which needs tp > 1). ``pp`` defaults to :func:`pipeline_degrees`. ``uneven_stages`` lets layers not
     divide by ``pp * vp`` (None: where the framework supports it, see ``plan.search``). ``headroom`` is the
-    share of device memory a chosen layout must leave free (0 to 0.9).
+    share of device memory a chosen layout must leave free (0 to 0.9). ``ep_overlap`` holds the expert
+    all-to-all overlap on or off in every layout (None: the framework's default).
     """
 
     tp: tuple[int, ...] | None = None
@@ -56,6 +57,7 @@ class SearchSpace:
     sp: tuple[bool, ...] | None = None
     uneven_stages: bool | None = None
     headroom: float = DEFAULT_HEADROOM
+    ep_overlap: bool | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.headroom <= 0.9:
@@ -83,7 +85,7 @@ class SearchSpace:
         ep = self.ep or (tuple(e for e in POWERS_OF_TWO if moe and moe.experts % e == 0) or (1,))
         return SearchSpace(
             tp, pp, self.vp, cp, ep, self.micro_batch, self.recompute, self.zero, self.sp, self.uneven_stages,
-            self.headroom,
+            self.headroom, self.ep_overlap,
         )  # fmt: skip
 
 
@@ -111,6 +113,7 @@ def _grid(model: Transformer, system: System, job: TrainingJob, space: SearchSpa
         recompute_selective=recompute == 1,
         tp_overlap=np.full(n, np.nan),
         dp_overlap=np.ones(n, dtype=bool),
+        ep_overlap=np.full(n, np.nan if dims.ep_overlap is None else float(dims.ep_overlap)),
         uneven_stages=np.full(n, bool(dims.uneven_stages), dtype=bool),
     )
 

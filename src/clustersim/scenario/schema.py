@@ -111,6 +111,9 @@ class LayoutSpec(_Record):
     tp_overlap: bool | None = Field(
         default=None, description="Overlap tensor-parallel communication with GEMMs (default: the family's)."
     )
+    ep_overlap: bool | None = Field(
+        default=None, description="Overlap the MoE all-to-alls with compute (default: the framework's)."
+    )
     dp_overlap: bool = Field(default=True, description="Overlap data-parallel communication with compute.")
     uneven_stages: bool = Field(
         default=False, description="Allow layers that do not divide by pp*vp (the fullest stage sets the pace)."
@@ -138,6 +141,9 @@ class LayoutSearchSpec(_Record):
     )
     headroom: float | None = Field(
         default=None, ge=0, le=0.9, description="Share of device memory the chosen layout leaves free (default 0.1)."
+    )
+    ep_overlap: bool | None = Field(
+        default=None, description="Overlap the MoE all-to-alls with compute (default: the framework's)."
     )
 
 

@@ -128,6 +128,8 @@ def search_space(spec: LayoutSearchSpec) -> SearchSpace:
         updates["sp"] = (spec.sequence_parallel,)
     if spec.headroom is not None:
         updates["headroom"] = spec.headroom
+    if spec.ep_overlap is not None:
+        updates["ep_overlap"] = spec.ep_overlap
     return replace(SearchSpace(uneven_stages=spec.uneven_stages), **updates)
 
 

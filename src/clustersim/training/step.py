@@ -47,6 +47,7 @@ FloatArray = npt.NDArray[np.float64]
 ACT_BYTES = 2.0  # activations and TP/PP messages in 16 bits (FP8 runs too)
 OPTIMIZER_BYTES_PER_PARAM = 30.0  # Adam: read grad, master, m, v (16); write master, m, v (12), weight (2)
 ATTENTION_NAMES = frozenset({"attention core", "attention scores"})  # what selective recompute repeats
+ATTENTION_BLOCK = ATTENTION_NAMES | {"qkv", "output projection"}  # a layer's attention, the rest its MLP
 
 
 T = TypeVar("T")
@@ -231,8 +232,15 @@ class StepContext:
     @_derived
     def ep_mb(self) -> TermTimes:
         """EP all-to-all per micro-batch: dispatch and combine, forward and backward (the dispatch in
-        FP8 where the framework sends it so). With the framework's A2A overlap, another micro-batch's
-        compute hides them."""
+        FP8 where the framework sends it so).
+
+        Overlapped (the layout's ``ep_overlap``, else the framework's), Megatron-Core's combined 1F1B
+        runs one micro-batch's forward beside another's backward, layer by layer, each all-to-all
+        behind one block of the other pass: the forward dispatch behind the MLP's backward, the forward
+        combine behind the attention's backward, the backward's combine and dispatch behind the
+        attention's and the MLP's forward. What a block cannot cover stays exposed; of what it could, the
+        schedule hides ``ep_overlap_efficiency``, and the hidden time slows the compute by the share of
+        the SMs the communication kernels hold (``ep_overlap_sm_share``)."""
         moe = self.model.moe
         if moe is None:
             zero = np.zeros_like(self.tokens)
@@ -245,11 +253,17 @@ class StepContext:
         group = (lay.ep, np.where((lay.dp * lay.cp) % lay.ep == 0, lay.tp * lay.cp, lay.etp))
         dispatch = self._ep_alltoall(dispatch_bytes * elements, *group)
         combine = self._ep_alltoall(ACT_BYTES * elements, *group)
-        moe_share = self.model.moe_layers / self.model.layers  # leading dense layers send no tokens
-        link = self.layers_here * moe_share * 2 * (dispatch + combine)
-        if not sw.ep_overlap:
-            return TermTimes(link, link)
-        return TermTimes(link, np.maximum(link - (self.fwd_mb + self.bwd_mb), 0.0))
+        moe_layers = self.layers_here * self.model.moe_layers / self.model.layers  # dense layers send no tokens
+        link = moe_layers * 2 * (dispatch + combine)
+        overlap = np.where(np.isnan(lay.ep_overlap), float(sw.ep_overlap), lay.ep_overlap) > 0
+        attention = self._layer_sum(lambda t: t.name in ATTENTION_BLOCK), self._layer_sum(
+            lambda t: t.name in ATTENTION_BLOCK, backward=True
+        )
+        mlp = self.layer_fwd - attention[0], self._layer_sum(lambda t: True, backward=True) - attention[1]
+        pairs = ((dispatch, mlp[1]), (combine, attention[1]), (combine, attention[0]), (dispatch, mlp[0]))
+        coverable = moe_layers * sum((np.minimum(comm, block) for comm, block in pairs), np.zeros_like(link))
+        hidden = np.where(overlap, sw.ep_overlap_efficiency * coverable, 0.0)
+        return TermTimes(link, link - hidden + hidden * sw.ep_overlap_sm_share)
 
     def _ep_alltoall(self, size_bytes: FloatArray, ranks: npt.NDArray[np.int64], stride: FloatArray) -> FloatArray:
         """One dispatch or combine. Per node (``ep_dispatch_per_node``), a group spanning nodes sends a

@@ -116,7 +116,8 @@ class CaseSystem(_Part):
 
 
 class CaseParallel(_Part):
-    """``parallel``: degrees, batches, ZeRO stage, sequence parallelism and recompute."""
+    """``parallel``: degrees, batches, ZeRO stage, sequence parallelism and recompute; and the extra
+    context a case may carry, ``ep_overlap`` (Megatron-Core's ``overlap_moe_expert_parallel_comm``)."""
 
     tp: Count | None = None
     pp: Count | None = None
@@ -129,6 +130,7 @@ class CaseParallel(_Part):
     zero: Annotated[int, Field(ge=0, le=3)] | None = None
     sequence_parallel: bool | None = None
     recompute: str | None = None
+    ep_overlap: bool | None = None  # extra context: expert all-to-alls overlapped with compute (null: the framework's)
 
 
 class CaseWorkload(_Part):

@@ -57,7 +57,10 @@ def case_setup(
     parallel = case.parallel or CaseParallel()
     fields, assumed = resolve_layout({k: getattr(parallel, k) for k in _LAYOUT_KEYS}, software)
     # Published runs balance uneven layer counts over stages (e.g. Llama 3 405B: 126 layers, pp 16).
-    layout = layout_from_mapping(fields | {"uneven_stages": True}, where=f"{where}: parallel")
+    if parallel.ep_overlap is None and model.moe is not None and int(fields["ep"]) > 1:
+        assumed["ep_overlap"] = software.ep_overlap  # the framework's default, said per case
+    extra = {"uneven_stages": True, "ep_overlap": parallel.ep_overlap}
+    layout = layout_from_mapping(fields | extra, where=f"{where}: parallel")
     global_batch = parallel.global_batch
     if global_batch is None or global_batch < 1:
         raise ClusterSimError(f"{where}: parallel.global_batch must be a positive integer, got {global_batch!r}")

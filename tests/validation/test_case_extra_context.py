@@ -1,0 +1,69 @@
+"""The extra context a case may carry beyond the format's fields, and the reader takes: latent attention
+(``model.mla``), dense-first MoE models (``dense_layers``, ``dense_ffn_hidden``) and the expert
+all-to-all overlap (``parallel.ep_overlap``). Without them the reader prices what the format says,
+and reports what it assumed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clustersim.catalog.registry import load_catalog
+from clustersim.validation.training import case_setup, predict_training_case
+from clustersim.workload.zoo import load_model
+
+CATALOG = load_catalog(use_env=False)
+# DeepSeek-V3 as the format's cases carry it (Megatron-Core's names), and as the zoo has it.
+DEEPSEEK_V3 = {
+    "name": "deepseek-v3",
+    "layers": 61,
+    "hidden": 7168,
+    "ffn_hidden": 2048,
+    "heads": 128,
+    "kv_heads": 128,
+    "head_dim": 128,
+    "vocab": 129280,
+    "seq_len": 4096,
+    "ffn_type": "swiglu",
+    "moe": {"experts": 256, "top_k": 8, "shared_experts": 1},
+    "mla": {"q_lora_rank": 1536, "kv_lora_rank": 512, "qk_head_dim": 128, "qk_pos_emb_head_dim": 64, "v_head_dim": 128},
+    "dense_layers": 3,
+    "dense_ffn_hidden": 18432,
+}
+
+
+def _case(model: dict[str, Any], **parallel: Any) -> dict[str, Any]:
+    layout = {"tp": 1, "pp": 8, "dp": 32, "cp": 1, "ep": 32, "vp": 2, "micro_batch": 1, "global_batch": 4096}
+    return {
+        "id": "t_extra",
+        "kind": "training",
+        "source": "test",
+        "model": model,
+        "system": {"accelerator": "h100-sxm", "devices": 256, "devices_per_node": 8},
+        "parallel": layout | parallel,
+        "precision": "bf16",
+        "measured": {"step_time_s": 1.0},
+        "software": {"framework": "megatron"},
+    }
+
+
+def test_latent_attention_and_dense_first_layers_make_the_zoos_deepseek_v3() -> None:
+    model = case_setup(_case(DEEPSEEK_V3), CATALOG).model
+    zoo = load_model("deepseek-v3", use_env=False)
+    assert model.mla == zoo.mla and model.head_dim == zoo.head_dim == 192
+    assert model.dense_layers == zoo.dense_layers == 3
+    assert model.ffn_hidden == zoo.ffn_hidden == 18432 and model.expert_ffn == zoo.expert_ffn == 2048
+    assert model.num_params() == zoo.num_params()
+    # Without the extra context the same case is a 128-head MHA model with every layer MoE: larger.
+    plain = {k: v for k, v in DEEPSEEK_V3.items() if k not in ("mla", "dense_layers", "dense_ffn_hidden")}
+    assert case_setup(_case(plain), CATALOG).model.num_params() > 1.05 * zoo.num_params()
+
+
+def test_ep_overlap_is_read_and_an_unstated_one_is_reported_as_assumed() -> None:
+    stated = case_setup(_case(DEEPSEEK_V3, ep_overlap=True), CATALOG)
+    assert stated.layout.ep_overlap is True and "ep_overlap" not in stated.assumed
+    unstated = case_setup(_case(DEEPSEEK_V3), CATALOG)
+    assert unstated.layout.ep_overlap is None and unstated.assumed["ep_overlap"] is False  # megatron's default
+    # The overlap hides cross-node all-to-alls: the same run is faster with it.
+    assert predict_training_case(_case(DEEPSEEK_V3, ep_overlap=True), "step_time_s", CATALOG) < predict_training_case(
+        _case(DEEPSEEK_V3, ep_overlap=False), "step_time_s", CATALOG
+    )
