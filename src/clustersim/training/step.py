@@ -256,8 +256,9 @@ class StepContext:
         moe_layers = self.layers_here * self.model.moe_layers / self.model.layers  # dense layers send no tokens
         link = moe_layers * 2 * (dispatch + combine)
         overlap = np.where(np.isnan(lay.ep_overlap), float(sw.ep_overlap), lay.ep_overlap) > 0
-        attention = self._layer_sum(lambda t: t.name in ATTENTION_BLOCK), self._layer_sum(
-            lambda t: t.name in ATTENTION_BLOCK, backward=True
+        attention = (
+            self._layer_sum(lambda t: t.name in ATTENTION_BLOCK),
+            self._layer_sum(lambda t: t.name in ATTENTION_BLOCK, backward=True),
         )
         mlp = self.layer_fwd - attention[0], self._layer_sum(lambda t: True, backward=True) - attention[1]
         pairs = ((dispatch, mlp[1]), (combine, attention[1]), (combine, attention[0]), (dispatch, mlp[0]))
