@@ -163,6 +163,15 @@ def test_the_search_space_keeps_its_defaults_when_replaced():
     assert space.headroom == DEFAULT_HEADROOM and space.pp is None and space.uneven_stages is None
 
 
+def test_the_default_batch_grows_with_the_cluster_past_four_million_tokens():
+    # Llama 3 405B's 16M tokens on 16,384 H100: 1,024 tokens per device.
+    assert default_global_batch(8192, 16384) == 2048
+    assert default_global_batch(8192, 4096) == default_global_batch(8192) == 512  # 4M tokens up to 4,096 devices
+    for devices in (1, 8, 1024, 4096, 8192, 32768):
+        tokens = default_global_batch(4096, devices) * 4096
+        assert tokens >= DEFAULT_BATCH_TOKENS and tokens >= 1024 * devices / 2**0.5
+
+
 def test_the_default_batch_is_about_four_million_tokens_at_any_sequence_length():
     assert [default_global_batch(s) for s in (2048, 4096, 8192, 32768, 131072)] == [2048, 1024, 512, 128, 32]
     assert default_global_batch(2**23) == 1  # never below one sequence

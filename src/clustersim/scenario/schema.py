@@ -154,7 +154,8 @@ class TrainingJobSpec(_Record):
         default=None,
         ge=1,
         le=MAX_SEQUENCES,
-        description="Sequences per optimizer step (default: about 4M tokens, training.job.default_global_batch).",
+        description="Sequences per optimizer step (default: about 4M tokens, or 1,024 per device on more than 4,096; "
+        "training.job.default_global_batch).",
     )
     seq_len: int | None = Field(
         default=None, ge=1, le=MAX_SEQUENCE_TOKENS, description="Sequence length (default: the model's)."

@@ -24,18 +24,23 @@ from clustersim.units import MAX_SEQUENCE_TOKENS, MAX_SEQUENCES, MAX_TOKENS
 
 # Tokens per optimizer step when a job does not say: 2^22 (about 4M), between GPT-3 175B's 3.2M (Brown et al.
 # 2020, Table 2.1) and Llama 3 405B's first stage, 4M tokens as 1,024 sequences of 4,096 (later 8M and 16M;
-# arXiv 2407.21783 section 3.4.1).
+# arXiv 2407.21783 section 3.4.1); on a larger cluster at least 1,024 tokens per device, as Llama 3 405B's
+# 16M tokens per step on 16K H100 (same section; 16,384 GPUs: section 3.3.1, Table 4), so that every
+# data-parallel replica keeps micro-batches for its pipeline.
 DEFAULT_BATCH_TOKENS = 2**22
+DEFAULT_BATCH_TOKENS_PER_DEVICE = 1024
 
 
-def default_global_batch(seq_len: int) -> int:
-    """Sequences per step when a job does not say: the power of two nearest ``DEFAULT_BATCH_TOKENS / seq_len``
-    (1,024 at 4,096 tokens, 128 at 32,768), at least one."""
+def default_global_batch(seq_len: int, devices: int = 1) -> int:
+    """Sequences per step when a job does not say: the power of two nearest ``tokens / seq_len`` (1,024 at
+    4,096 tokens, 128 at 32,768), at least one, for ``DEFAULT_BATCH_TOKENS`` or, on ``devices`` many
+    devices, ``DEFAULT_BATCH_TOKENS_PER_DEVICE`` each if that is more (2,048 sequences of 8,192 on 16,384)."""
     if seq_len < 1:
         raise ClusterSimError(
             f"sequence length must be at least 1 token, got {seq_len}", field="seq_len", value=seq_len
         )
-    return max(1, 1 << max(0, round(math.log2(DEFAULT_BATCH_TOKENS / seq_len))))
+    tokens = max(DEFAULT_BATCH_TOKENS, DEFAULT_BATCH_TOKENS_PER_DEVICE * devices)
+    return max(1, 1 << max(0, round(math.log2(tokens / seq_len))))
 
 
 PRECISIONS = (Dtype.BF16, Dtype.FP16, Dtype.FP8, Dtype.FP4)  # fp4: NVFP4 / MXFP4 GEMMs (compute.precision)
