@@ -1,5 +1,5 @@
 """The layout search offers what practitioners run: pipeline degrees that are not powers of two, uneven stages
-where the framework has them, only the framework's own ZeRO stages (and no ZeRO 2-3 with pipelining), TP inside
+where the framework has them, only the framework's own ZeRO stages (ZeRO 2-3 with pipelining where it shards so), TP inside
 the scale-up domain unless asked, a memory headroom; and on published runs it returns the published layout or one
 it predicts faster."""
 
@@ -31,6 +31,7 @@ LLAMA_405B = load_model("llama3.1-405b", use_env=False)
 A100_2240 = system_for_instance(CATALOG, "p4de.24xlarge", 280)
 H100_16K = system_for_instance(CATALOG, "p5.48xlarge", 2048)
 CASES = Path(clustersim.validation.__file__).with_name("data") / "training.jsonl"
+PROJECT_CASES = Path(clustersim.validation.__file__).with_name("project") / "training.jsonl"
 
 
 def software(system: System, framework: str | None = None):
@@ -65,7 +66,7 @@ def test_uneven_stages_are_searched_where_the_framework_has_them_and_the_output_
     assert ("--decoder-first-pipeline-num-layers" in note) == uneven and layout.describe() in note
 
 
-def test_only_the_framework_zero_stages_and_no_sharded_weights_with_pipelining():
+def test_only_the_framework_zero_stages_and_sharded_weights_with_pipelining_where_it_shards_so():
     llama = (LLAMA_405B, TrainingJob(global_batch=2048, seq_len=8192))
     mt_nlg = (MT_NLG, TrainingJob(global_batch=2240, seq_len=2048))
     for system, framework, (model, job) in ((H100_16K, "megatron", llama), (H100_16K, "deepspeed", llama),
@@ -78,6 +79,9 @@ def test_only_the_framework_zero_stages_and_no_sharded_weights_with_pipelining()
     trn = system_for_instance(CATALOG, "trn1.32xlarge", 32)
     neuron = rank_layouts(load_model("llama3-70b", use_env=False), trn, TrainingJob(1024, 4096), software=software(trn))
     assert set(neuron.layouts.zero.tolist()) <= {0, 1}  # NxD Training: ZeRO-1 at most
+    # FSDP2 stacks shard while they pipeline (torchtitan's 405B: FSDP 8 x TP 8 x PP 8).
+    titan = rank_layouts(*llama[:1], H100_16K, llama[1], software=software(H100_16K, "torchtitan"))
+    assert ((titan.layouts.zero >= 2) & (titan.layouts.pp > 1)).any()
 
 
 def test_tensor_parallelism_stays_inside_the_scaleup_domain_unless_asked():
@@ -178,3 +182,29 @@ def test_the_default_batch_is_about_four_million_tokens_at_any_sequence_length()
     for seq in (1000, 3000, 6000, 20000):
         tokens = default_global_batch(seq) * seq
         assert DEFAULT_BATCH_TOKENS / 2**0.5 <= tokens <= DEFAULT_BATCH_TOKENS * 2**0.5
+
+
+def test_every_published_layout_is_a_candidate_that_fits_unless_tp_leaves_the_scaleup_domain():
+    """Each run of the bundled and project training cases, in the space of its own micro-batch and its
+    degrees of interleaving, context and expert parallelism: its layout is one the search tries, and it fits
+    in memory (no headroom). The only exceptions are TP beyond the scale-up domain, which the search tries
+    only when asked (vTrain's TP 16 over two A100 servers)."""
+    rows = [json.loads(line) for path in (CASES, PROJECT_CASES) for line in path.read_text().splitlines() if line]
+    missed = []
+    for row in (r for r in rows if r["kind"] == "training"):
+        setup = case_setup(row, CATALOG)
+        lay = setup.layout
+        space = SearchSpace(
+            micro_batch=(lay.micro_batch,),
+            vp=tuple(sorted({1, 2, 4, lay.vp})),
+            cp=tuple(sorted({1, lay.cp})),
+            ep=tuple(sorted({1, lay.ep})),
+            headroom=0.0,
+        )
+        ranking = rank_layouts(setup.model, setup.system, setup.job, space=space, software=setup.software)
+        cand = ranking.layouts
+        same = (cand.tp == lay.tp) & (cand.pp == lay.pp) & (cand.vp == lay.vp) & (cand.dp == lay.dp)
+        same &= (cand.cp == lay.cp) & (cand.ep == lay.ep)
+        if not (same & ranking.fits).any() and lay.tp <= setup.system.scaleup_devices:
+            missed.append((row["id"], lay.describe()))
+    assert len(rows) > 300 and not missed

@@ -139,6 +139,9 @@ class SoftwareSettings(BaseModel):
     uneven_stages: bool | None = Field(
         None, description="Pipeline stages may hold different layer counts (a layout search then offers them)."
     )
+    sharded_pipeline: bool | None = Field(
+        None, description="ZeRO 2-3 (FSDP) sharding together with pipeline parallelism (a search then offers it)."
+    )
 
 
 class SoftwareProfile(SoftwareSettings):
@@ -181,6 +184,9 @@ class SoftwareProfile(SoftwareSettings):
     )
     uneven_stages: bool = Field(
         False, description="Pipeline stages may hold different layer counts (a layout search then offers them)."
+    )
+    sharded_pipeline: bool = Field(
+        False, description="ZeRO 2-3 (FSDP) sharding together with pipeline parallelism (a search then offers it)."
     )
     description: str = Field(min_length=1, description="Which software this profile describes.")
     source: str = Field(min_length=1, description="Where each setting comes from, or what it was fitted to.")

@@ -2,9 +2,10 @@
 
 The search offers only what the framework runs: its ZeRO stages (``zero_stages``), uneven pipeline stages
 where it supports them (``uneven_stages``: Megatron-Core's ``--decoder-first-pipeline-num-layers`` and
-``--decoder-last-pipeline-num-layers``), and ZeRO 2-3 only without pipelining: DeepSpeed refuses the
-combination ("ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism", deepspeed/runtime/pipe/engine.py)
-and sharded weights would be gathered again for every micro-batch. A layout fits when it leaves the space's
+``--decoder-last-pipeline-num-layers``), and ZeRO 2-3 with pipelining only where the framework shards
+while it pipelines (``sharded_pipeline``: the FSDP2 stacks, torchtitan and NeMo AutoModel): DeepSpeed
+refuses the combination ("ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism",
+deepspeed/runtime/pipe/engine.py) and Megatron-Core pipelines with its distributed optimizer. A layout fits when it leaves the space's
 ``headroom`` share of device memory free.
 """
 
@@ -91,8 +92,8 @@ def rank_layouts(
 
 
 def framework_runs(layouts: LayoutArrays, software: SoftwareProfile | None) -> npt.NDArray[np.bool_]:
-    """Which layouts the framework runs: its ZeRO stages, and ZeRO 2-3 only without pipelining."""
-    runs = (layouts.zero < 2) | (layouts.pp == 1)
+    """Which layouts the framework runs: its ZeRO stages, and ZeRO 2-3 with pipelining where it shards so."""
+    runs = (layouts.zero < 2) | (layouts.pp == 1) | bool(software is not None and software.sharded_pipeline)
     if software is not None and software.zero_stages is not None:
         runs &= np.isin(layouts.zero, software.zero_stages)
     return np.asarray(runs)

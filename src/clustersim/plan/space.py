@@ -53,7 +53,7 @@ class SearchSpace:
     ep: tuple[int, ...] | None = None
     micro_batch: tuple[int, ...] = (1, 2, 4)
     recompute: tuple[str, ...] = RECOMPUTE
-    zero: tuple[int, ...] = (0, 1, 3)
+    zero: tuple[int, ...] = (0, 1, 2, 3)
     sp: tuple[bool, ...] | None = None
     uneven_stages: bool | None = None
     headroom: float = DEFAULT_HEADROOM
