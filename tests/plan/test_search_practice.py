@@ -1,7 +1,7 @@
 """The layout search offers what practitioners run: pipeline degrees that are not powers of two, uneven stages
-where the framework has them, only the framework's own ZeRO stages (ZeRO 2-3 with pipelining where it shards so), TP inside
-the scale-up domain unless asked, a memory headroom; and on published runs it returns the published layout or one
-it predicts faster."""
+where the framework has them, only the framework's own ZeRO stages (ZeRO 2-3 with pipelining where it shards
+so), TP inside the scale-up domain unless asked, a memory headroom; and on published runs it returns the
+published layout or one it predicts faster."""
 
 from __future__ import annotations
 

@@ -5,8 +5,8 @@ where it supports them (``uneven_stages``: Megatron-Core's ``--decoder-first-pip
 ``--decoder-last-pipeline-num-layers``), and ZeRO 2-3 with pipelining only where the framework shards
 while it pipelines (``sharded_pipeline``: the FSDP2 stacks, torchtitan and NeMo AutoModel): DeepSpeed
 refuses the combination ("ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism",
-deepspeed/runtime/pipe/engine.py) and Megatron-Core pipelines with its distributed optimizer. A layout fits when it leaves the space's
-``headroom`` share of device memory free.
+deepspeed/runtime/pipe/engine.py) and Megatron-Core pipelines with its distributed optimizer. A layout
+fits when it leaves the space's ``headroom`` share of device memory free.
 """
 
 from __future__ import annotations
