@@ -194,3 +194,23 @@ def test_mixtral_at_32k_gets_a_step_of_about_four_million_tokens_not_thirty_thre
     payload = json.loads(result.stdout)
     assert (payload["seq_len"], payload["global_batch_sequences"]) == (32768, 128)
     assert payload["global_batch_tokens"] == 2**22
+
+
+def test_ep_overlap_is_honoured_on_a_moe_model_and_refused_on_a_dense_one():
+    given = ("mixtral-8x7b", "--instance", "p5.48xlarge", "--nodes", "4", "--seq", "4096")
+    layout = ("--tp", "2", "--pp", "4", "--ep", "8", "--json")
+
+    def ep_comm(*flag: str) -> tuple[float, float, dict]:
+        result = train(*given, *layout, *flag)
+        assert result.exit_code == 0, result.output
+        payload = json.loads(result.stdout)
+        (term,) = [t for t in payload["terms"] if t["name"] == "ep comm"]
+        return term["link_s"], term["exposed_s"], payload["layout"]
+
+    link_on, exposed_on, on = ep_comm("--ep-overlap")
+    link_off, exposed_off, off = ep_comm("--no-ep-overlap")
+    assert on["ep_overlap"] is True and off["ep_overlap"] is False
+    assert link_on == link_off > 0 and exposed_off == link_off and 0 < exposed_on < exposed_off
+    chosen = layout_of(*given, "--ep-overlap")  # a search holds it too
+    assert chosen["ep_overlap"] is True
+    refused(train("llama3-8b", "--instance", "p5.48xlarge", "--nodes", "1", "--ep-overlap"), "ep_overlap", "no experts")

@@ -201,6 +201,14 @@ def run_training(
     beyond = transformer.check_context(job.seq_len, "seq_len (--seq)", beyond_context=spec.beyond_context)
     context_notes = () if beyond is None else (beyond,)
     chosen = not isinstance(scenario.layout, LayoutSpec)
+    ep_overlap = None if isinstance(scenario.layout, str) else scenario.layout.ep_overlap
+    if ep_overlap is not None and transformer.moe is None:
+        raise ClusterSimError(
+            f"ep_overlap (--ep-overlap/--no-ep-overlap): {transformer.name} has no experts, so there is no expert "
+            "all-to-all to overlap (valid only for a MoE model)",
+            field="ep_overlap",
+            value=ep_overlap,
+        )
     micro_batch = None if isinstance(scenario.layout, str) else scenario.layout.micro_batch
     if micro_batch is not None and micro_batch > job.global_batch:
         raise ClusterSimError(
