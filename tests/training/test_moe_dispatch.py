@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from clustersim.catalog.schema import Dtype
-from clustersim.compute.dispatch import network_copy_ratio, node_miss_probability
+from clustersim.compute.dispatch import network_copy_ratio, node_miss_probability, nodes_reached
 from clustersim.compute.software import software_for
 from clustersim.execution import Layout
 from clustersim.network.collectives import Op
@@ -32,6 +32,31 @@ def test_two_of_four_experts_on_two_nodes_cross_five_sixths_as_often():
     # message per remote expert: 2 x 1/2 = 1 copy on average.
     assert node_miss_probability(4, 2, 2) == pytest.approx(1 / 6, rel=REL)
     assert network_copy_ratio(4, 2, 2) == pytest.approx(5 / 6, rel=REL)
+
+
+def test_node_limited_routing_keeps_a_deepseek_token_on_its_four_groups_nodes():
+    # DeepSeek-V3: 256 experts in 8 groups, top 8 within the best 4 groups. On 8 nodes (a group per node)
+    # the token's experts are among its groups' 128 on 4 nodes, each missed with C(96, 8) / C(128, 8);
+    # unlimited, any of the 8 nodes, each missed with C(224, 8) / C(256, 8).
+    limited = 4 * (1 - math.comb(96, 8) / math.comb(128, 8))
+    free = 8 * (1 - math.comb(224, 8) / math.comb(256, 8))
+    assert nodes_reached(256, 8, 8, 8, 4) == pytest.approx(limited, rel=REL)
+    assert nodes_reached(256, 8, 8) == pytest.approx(free, rel=REL)
+    assert network_copy_ratio(256, 8, 8, 8, 4) == pytest.approx(limited * 7 / 8 / (8 * 7 / 8), rel=REL)
+    # On 16 nodes a group spans two: the 4 groups' 8 nodes; on 2 nodes (4 groups each) the 4 groups land
+    # on both unless all 4 are one node's: 2 (1 - C(4, 4) / C(8, 4)).
+    assert nodes_reached(256, 8, 16, 8, 4) == pytest.approx(8 * (1 - math.comb(112, 8) / math.comb(128, 8)), rel=REL)
+    assert nodes_reached(256, 8, 2, 8, 4) == pytest.approx(2 * (1 - 1 / math.comb(8, 4)), rel=REL)
+
+
+@given(
+    nodes=st.sampled_from([2, 4, 8, 16, 32, 64]),
+    group_top_k=st.integers(1, 8),
+)
+def test_limiting_the_groups_never_reaches_more_nodes(nodes: int, group_top_k: int) -> None:
+    limited = float(nodes_reached(256, 8, nodes, 8, group_top_k))
+    assert 0 < limited <= float(nodes_reached(256, 8, nodes)) * (1 + 1e-12)
+    assert limited <= group_top_k * max(nodes / 8, 1) + 1e-9 or nodes < 8
 
 
 def test_qwen3_style_routing_on_two_nodes_sends_a_quarter_of_the_all_to_all():

@@ -241,6 +241,8 @@ DEEPSEEK_V3 = {  # https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/conf
     "n_routed_experts": 256,
     "n_shared_experts": 1,
     "num_experts_per_tok": 8,
+    "n_group": 8,
+    "topk_group": 4,
     "num_hidden_layers": 61,
     "num_nextn_predict_layers": 1,
     "vocab_size": 129280,

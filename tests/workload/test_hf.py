@@ -217,6 +217,7 @@ def test_deepseek_latent_attention_and_dense_layers(tmp_path: Path) -> None:
     assert (v3.mla.q_lora_rank, v3.mla.kv_lora_rank, v3.mla.rope_head_dim, v3.mla.v_head_dim) == (1536, 512, 64, 128)
     assert (v3.head_dim, v3.kv_heads, v3.dense_layers, v3.ffn_hidden, v3.expert_ffn) == (192, 128, 3, 18432, 2048)
     assert (v3.moe.experts, v3.moe.shared_experts, v3.moe.top_k) == (256, 1, 8)
+    assert (v3.moe.groups, v3.moe.group_top_k) == (8, 4)  # node-limited routing: n_group, topk_group
     # Attention of one layer: q 7168x1536 + 1536x(128x192), kv 7168x576 + 512x(128x256), out 16384x7168.
     assert v3.attention_matmul_params() == 7168 * 1536 + 1536 * 24576 + 7168 * 576 + 512 * 32768 + 16384 * 7168
     lite = _read(tmp_path, DEEPSEEK_V2_LITE)

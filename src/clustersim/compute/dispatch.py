@@ -8,6 +8,14 @@ node holding at least one of its experts and fans it out there over the scale-up
 gathers the same way. A node misses all ``k`` experts with probability ``C(E - E/N, k) / C(E, k)``, so
 ``(N - 1) (1 - C(E - E/N, k) / C(E, k))`` copies cross the network. ``network_copy_ratio`` is the
 ratio of the two: the factor on the network bytes of the dispatch and the combine.
+
+Group-limited routing (DeepSeek-V3's node-limited routing: its experts in ``G`` groups, each token's
+``k`` within the ``g`` groups it scores highest; arXiv 2412.19437 section 2.1.2, the config's
+``n_group`` 8 and ``topk_group`` 4) bounds the nodes a token reaches. With a group over ``N / G``
+nodes (``N >= G``) the token's experts lie on the ``g N / G`` nodes of its groups, each still missed
+with the probability above among those groups' ``g E / G`` experts; with ``G / N`` groups per node
+(``N < G``) the ``g`` groups land on ``N (1 - C(G - G/N, g) / C(G, g))`` nodes, each holding at least
+one of its experts. A node is the token's own as often as any other: ``(N - 1) / N`` of them are remote.
 """
 
 from __future__ import annotations
@@ -28,10 +36,28 @@ def node_miss_probability(experts: int, top_k: int, num_nodes: npt.ArrayLike) ->
     return np.asarray(miss, dtype=np.float64)
 
 
-def network_copy_ratio(experts: int, top_k: int, num_nodes: npt.ArrayLike) -> FloatArray:
-    """Network copies of a token with a per-node dispatch / with one message per routed expert (1 on one node)."""
+def nodes_reached(
+    experts: int, top_k: int, num_nodes: npt.ArrayLike, groups: int = 1, group_top_k: int | None = None
+) -> FloatArray:
+    """Expected nodes holding at least one of a token's experts, routing limited to ``group_top_k`` of
+    ``groups`` expert groups or not (None)."""
     nodes = np.asarray(num_nodes, dtype=float)
-    per_node = (nodes - 1) * (1.0 - node_miss_probability(experts, top_k, nodes))
+    free = nodes * (1.0 - node_miss_probability(experts, top_k, nodes))
+    if group_top_k is None or group_top_k >= groups:
+        return np.asarray(free, dtype=np.float64)
+    pool = group_top_k * np.maximum(nodes / groups, 1.0)  # the nodes of the token's groups (N >= G)
+    spread = pool * (1.0 - node_miss_probability(group_top_k * experts // groups, top_k, pool))
+    packed = nodes * (1.0 - node_miss_probability(groups, group_top_k, np.minimum(nodes, groups)))  # N < G
+    return np.asarray(np.minimum(free, np.where(nodes >= groups, spread, packed)), dtype=np.float64)
+
+
+def network_copy_ratio(
+    experts: int, top_k: int, num_nodes: npt.ArrayLike, groups: int = 1, group_top_k: int | None = None
+) -> FloatArray:
+    """Network copies of a token with a per-node dispatch / with one message per routed expert (1 on one
+    node); routing limited to ``group_top_k`` of ``groups`` expert groups where given."""
+    nodes = np.asarray(num_nodes, dtype=float)
+    per_node = (nodes - 1) / nodes * nodes_reached(experts, top_k, nodes, groups, group_top_k)
     per_expert = top_k * (nodes - 1) / nodes
     ratio = np.where(nodes > 1, per_node / np.maximum(per_expert, 1e-300), 1.0)
     return np.asarray(ratio, dtype=np.float64)

@@ -177,7 +177,7 @@ def ep_dispatch_shape(system: System, sw: SoftwareProfile, moe: MoE, ranks: int,
     nodes = -(-ranks // local)
     if not sw.ep_dispatch_per_node or nodes == 1:
         return 1.0, 1
-    return float(network_copy_ratio(moe.experts, moe.top_k, nodes)[()]), local
+    return float(network_copy_ratio(moe.experts, moe.top_k, nodes, moe.groups, moe.group_top_k)[()]), local
 
 
 def _ep_collective(

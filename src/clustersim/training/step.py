@@ -276,7 +276,7 @@ class StepContext:
             return self.collective_s(Op.ALLTOALL, size_bytes, ranks, stride)
         local = np.clip(self.system.scaleup_devices // np.maximum(np.asarray(stride, np.int64), 1), 1, ranks)
         nodes = np.ceil(ranks / local)
-        ratio = network_copy_ratio(moe.experts, moe.top_k, nodes)
+        ratio = network_copy_ratio(moe.experts, moe.top_k, nodes, moe.groups, moe.group_top_k)
         network = self.collective_s(Op.ALLTOALL, size_bytes * ratio, ranks, stride)
         fan_out = self.collective_s(Op.ALLTOALL, size_bytes, local, stride, where=nodes > 1)
         return np.maximum(network, fan_out)

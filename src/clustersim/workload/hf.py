@@ -294,7 +294,10 @@ def _deepseek(cfg: Config) -> dict[str, Any]:
             "top_k": cfg.count("num_experts_per_tok"),
             "shared_experts": cfg.count("n_shared_experts", 0, minimum=0),
             "expert_ffn_hidden": expert,
+            "groups": cfg.count("n_group", 1),
         }
+        if cfg.raw("topk_group") is not None:
+            fields["moe"]["group_top_k"] = cfg.count("topk_group")
         dense = cfg.count("first_k_dense_replace", 0, minimum=0)
         if dense >= fields["layers"]:
             raise cfg.fail("first_k_dense_replace", dense, f"fewer than num_hidden_layers {fields['layers']}")

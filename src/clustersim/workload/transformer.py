@@ -80,11 +80,25 @@ class MoE(BaseModel):
     shared_experts: Count = Field(default=0, ge=0, description="Experts every token goes to.")
     expert_ffn_hidden: Count | None = Field(default=None, gt=0, description="Expert MLP width (default: ffn_hidden).")
     capacity_factor: float = Field(default=1.0, gt=0, le=16, description="Token slots per expert / fair share.")
+    groups: Count = Field(default=1, gt=0, description="Expert groups of group-limited routing (DeepSeek n_group).")
+    group_top_k: Count | None = Field(
+        default=None, gt=0, description="Groups each token's experts are limited to (DeepSeek topk_group); None: all."
+    )
 
     @model_validator(mode="after")
     def _top_k_fits(self) -> Self:
         if self.top_k > self.experts:
             raise ValueError(f"top_k {self.top_k} exceeds experts {self.experts}")
+        if self.experts % self.groups:
+            raise ValueError(f"groups {self.groups} does not divide experts {self.experts}")
+        if self.group_top_k is not None:
+            if self.group_top_k > self.groups:
+                raise ValueError(f"group_top_k {self.group_top_k} exceeds groups {self.groups}")
+            if self.top_k > self.group_top_k * self.experts // self.groups:
+                raise ValueError(
+                    f"top_k {self.top_k} exceeds the {self.group_top_k * self.experts // self.groups} experts of "
+                    f"group_top_k {self.group_top_k} groups"
+                )
         return self
 
 
