@@ -129,10 +129,18 @@ def test_shape_rules_are_clear_errors():
         transformer_from_mapping({"layers": 1, "hidden": 65, "ffn_hidden": 4, "heads": 4, "vocab": 8})
     with pytest.raises(ClusterSimError, match="heads 8 is not a multiple of kv_heads 3"):
         transformer_from_mapping({"layers": 1, "hidden": 64, "ffn_hidden": 4, "heads": 8, "kv_heads": 3, "vocab": 8})
-    with pytest.raises(ClusterSimError, match="top_k 5 exceeds experts 4"):
+    with pytest.raises(ClusterSimError, match="top_k 5 exceeds the 4 experts a token may reach"):
         transformer_from_mapping(
             {"layers": 1, "hidden": 64, "ffn_hidden": 4, "heads": 8, "vocab": 8, "moe": {"experts": 4, "top_k": 5}}
         )
+    base = {"layers": 1, "hidden": 64, "ffn_hidden": 4, "heads": 8, "vocab": 8}
+    for moe, words in (
+        ({"experts": 8, "top_k": 2, "groups": 3}, "groups 3 must divide experts 8"),
+        ({"experts": 8, "top_k": 2, "groups": 4, "group_top_k": 5}, "group_top_k at most groups"),
+        ({"experts": 8, "top_k": 3, "groups": 4, "group_top_k": 1}, "top_k 3 exceeds the 2 experts a token may reach"),
+    ):
+        with pytest.raises(ClusterSimError, match=words):
+            transformer_from_mapping(base | {"moe": moe})
     with pytest.raises(ClusterSimError, match=r"^my model: "):
         transformer_from_mapping({"layers": 0, "hidden": 64, "ffn_hidden": 4, "heads": 8, "vocab": 8}, "my model")
     with pytest.raises(ClusterSimError, match=r"^model: field 'layers'"):

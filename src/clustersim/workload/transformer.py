@@ -15,31 +15,27 @@ counts (each default leaves a model as it was): ``geglu`` MLPs (Gemma), Q/K/V-on
 one or four norms per block (Falcon-7B and Phi-2; Gemma 2 and 3), per-head query/key norms (Qwen3,
 Gemma 3), multi-head latent attention (DeepSeek-V2/V3, :class:`MLA`), leading dense layers in a MoE
 model (DeepSeek), MoE blocks every n-th layer between dense ones (``moe_layer_step``, Llama 4 Maverick),
-and sliding-window attention (Mistral 7B v0.1, Gemma 2 and 3, Phi-3): a windowed
-layer's scores and context cover ``min(s, window)`` keys per token in the model FLOPs.
+group-limited expert routing (DeepSeek-V3) and sliding-window attention (Mistral 7B v0.1, Gemma 2 and
+3, Phi-3): a windowed layer's scores and context cover ``min(s, window)`` keys per token in the model FLOPs.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any, Self
+from typing import Any, Self
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
-    Strict,
     ValidationError,
     model_serializer,
     model_validator,
 )
 
 from clustersim.errors import ClusterSimError, validation_problems
-
-# Counts and switches are strict: a TOML ``layers = true`` (or ``"32"``, ``32.0``) is refused, not read as 1 (32).
-Count = Annotated[int, Strict()]
-Switch = Annotated[bool, Strict()]
+from clustersim.workload.moe import Count, MoE, Switch
 
 
 class FfnType(StrEnum):
@@ -68,38 +64,6 @@ class Position(StrEnum):
 
     LEARNED = "learned"
     ROTARY = "rotary"
-
-
-class MoE(BaseModel):
-    """Mixture of experts in every layer's MLP."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    experts: Count = Field(gt=0, description="Routed experts per layer.")
-    top_k: Count = Field(gt=0, description="Routed experts each token goes to.")
-    shared_experts: Count = Field(default=0, ge=0, description="Experts every token goes to.")
-    expert_ffn_hidden: Count | None = Field(default=None, gt=0, description="Expert MLP width (default: ffn_hidden).")
-    capacity_factor: float = Field(default=1.0, gt=0, le=16, description="Token slots per expert / fair share.")
-    groups: Count = Field(default=1, gt=0, description="Expert groups of group-limited routing (DeepSeek n_group).")
-    group_top_k: Count | None = Field(
-        default=None, gt=0, description="Groups each token's experts are limited to (DeepSeek topk_group); None: all."
-    )
-
-    @model_validator(mode="after")
-    def _top_k_fits(self) -> Self:
-        if self.top_k > self.experts:
-            raise ValueError(f"top_k {self.top_k} exceeds experts {self.experts}")
-        if self.experts % self.groups:
-            raise ValueError(f"groups {self.groups} does not divide experts {self.experts}")
-        if self.group_top_k is not None:
-            if self.group_top_k > self.groups:
-                raise ValueError(f"group_top_k {self.group_top_k} exceeds groups {self.groups}")
-            if self.top_k > self.group_top_k * self.experts // self.groups:
-                raise ValueError(
-                    f"top_k {self.top_k} exceeds the {self.group_top_k * self.experts // self.groups} experts of "
-                    f"group_top_k {self.group_top_k} groups"
-                )
-        return self
 
 
 class QuantMethod(StrEnum):
