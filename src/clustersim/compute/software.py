@@ -76,12 +76,7 @@ class SoftwareSettings(BaseModel):
     ep_overlap: bool | None = Field(
         None, description="Expert all-to-alls overlapped with another micro-batch's compute (MoE A2A overlap)."
     )
-    ep_overlap_efficiency: float | None = Field(
-        None,
-        ge=0,
-        le=1,
-        description="Share of the all-to-all time the overlapped blocks could cover that the schedule hides.",
-    )
+    ep_overlap_efficiency: float | None = Field(None, ge=0, le=1, description="Coverable all-to-all time hidden.")
     ep_overlap_sm_share: float | None = Field(
         None,
         ge=0,
@@ -111,10 +106,7 @@ class SoftwareSettings(BaseModel):
         None, gt=0, le=1, description="Fraction of the hardware's GEMM and attention efficiency its kernels reach."
     )
     attention_kernel_efficiency: float | None = Field(
-        None,
-        gt=0,
-        le=1,
-        description="Fraction of the family's fused-attention rate (the vendor's kernel) its attention kernel reaches.",
+        None, gt=0, le=1, description="Fraction of the family's fused-attention rate its attention kernel reaches."
     )
     layer_overhead_s: float | None = Field(
         None, ge=0, le=0.1, description="Host-side seconds per layer and micro-batch (hooks, launches), fwd + bwd."

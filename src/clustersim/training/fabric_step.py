@@ -57,7 +57,8 @@ from clustersim.system import System
 from clustersim.training.job import TrainingJob
 from clustersim.training.pricing import collective_s
 from clustersim.training.step import ACT_BYTES, StepContext
-from clustersim.workload.transformer import MoE, Transformer
+from clustersim.workload.moe import MoE
+from clustersim.workload.transformer import Transformer
 
 ALGORITHMS = {
     Op.ALL_REDUCE: Algorithm.RING,
