@@ -17,6 +17,19 @@ from clustersim.errors import ClusterSimError
 from clustersim.network.fabric import Fabric
 from clustersim.network.topology import Topology, build_topology, check_cluster_size
 
+# A power-capped chip's sustained clock on compute-bound work goes about as the cube root of its board power:
+# dynamic power is C V^2 f with the voltage following the clock on the DVFS curve (the serving calibration's
+# power_clock_exponent holds the same prior, checked there on MLPerf's H200 at 700 W vs 1000 W).
+POWER_CLOCK_EXPONENT = 1.0 / 3.0
+
+
+def power_clock_ratio(board_watts: float | None, tdp_watts: float | None, exponent: float) -> float:
+    """Sustained compute clock at ``board_watts`` relative to the catalogued TDP's: ``(board / TDP) ** exponent``;
+    1 without a board power of its own or a catalogued TDP."""
+    if board_watts is None or tdp_watts is None:
+        return 1.0
+    return float((board_watts / tdp_watts) ** exponent)
+
 
 @dataclass(frozen=True, slots=True)
 class System:
@@ -29,6 +42,7 @@ class System:
     topology: Topology
     instance: Instance | None = None
     network_note: str = ""
+    board_power_watts: float | None = None  # a device's power limit other than its TDP (None: the TDP)
 
     @property
     def num_devices(self) -> int:
@@ -92,6 +106,11 @@ class System:
         """Board power of one device (its share of a chip), if catalogued."""
         tdp = self.accelerator.tdp_watts
         return None if tdp is None else tdp.value * self.share
+
+    @property
+    def compute_clock_ratio(self) -> float:
+        """Sustained clock on compute-bound work at ``board_power_watts`` against the catalogued TDP's."""
+        return power_clock_ratio(self.board_power_watts, self.power_watts, POWER_CLOCK_EXPONENT)
 
     def price(self, offer: str) -> Price | None:
         """The instance's ``on_demand`` or ``capacity_block`` price, if any."""

@@ -16,6 +16,7 @@ many bytes, over which group, and how they overlap.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -421,6 +422,22 @@ def test_the_attention_core_slows_as_each_query_meets_fewer_keys_in_one_kernel_c
     _, core_cp, _ = layer_parts(512)  # each CP rank's queries: half the FLOPs, 256 keys per call
     ring = {op.name: op.forward_s for op in estimate(Layout(cp=2), devices=2, eff=curve).operations}
     assert ring["attention core"] == pytest.approx(core_cp * (256 + 512) / 256, rel=REL)
+
+
+def test_a_power_capped_device_computes_at_the_clock_its_board_power_allows():
+    """At an eighth of its 1,000 W TDP the round GPU's compute clock is (1/8)^(1/3) = 1/2: GEMMs and the
+    attention core take twice as long, memory traffic does not."""
+    capped = dataclasses.replace(system(1, 1, 50e9, NVLINK, None), board_power_watts=125.0)
+    assert capped.compute_clock_ratio == pytest.approx(0.5, rel=REL)
+    job = TrainingJob(global_batch=2, seq_len=S)
+    ops = {
+        o.name: o.forward_s
+        for o in estimate_training(TINY, capped, Layout(), job, efficiency=EFF, software=SW).operations
+    }
+    _, core, _ = layer_parts(1024)
+    assert ops["attention core"] == pytest.approx(2 * core, rel=REL)
+    assert ops["qkv"] == pytest.approx(2 * 2 * 1024 * H * (Q + 2 * KV) / GEMM, rel=REL)
+    assert ops["norms and residuals"] == pytest.approx(2 * 11 * 1024 * H / HBM, rel=REL)  # HBM-bound: unchanged
 
 
 def test_a_frameworks_attention_kernel_scales_the_core_only():

@@ -75,7 +75,7 @@ from clustersim.serving.memory import parse_precision as parse_precision
 from clustersim.serving.memory import reserved_tokens as reserved_tokens
 from clustersim.serving.memory import weight_bytes_per_device as weight_bytes_per_device
 from clustersim.serving.steps import StepTimes as StepTimes
-from clustersim.system import System, system_for_accelerator, system_for_instance
+from clustersim.system import System, power_clock_ratio, system_for_accelerator, system_for_instance
 from clustersim.workload.transformer import Transformer
 
 GIB = 2**30
@@ -209,10 +209,8 @@ class ServingSystem:
         """Sustained clock on compute-bound work relative to the catalogued TDP's: ``(power / TDP) ** exponent``
         (dynamic power goes about as the cube of the clock when voltage follows it: exponent 1/3); 1
         without a power limit of its own or a catalogued TDP."""
-        tdp = self.system.power_watts
-        if self.board_power_watts is None or tdp is None:
-            return 1.0
-        return float((self.board_power_watts * self.system.share / tdp) ** exponent)
+        board = None if self.board_power_watts is None else self.board_power_watts * self.system.share
+        return power_clock_ratio(board, self.system.power_watts, exponent)
 
     @property
     def num_devices(self) -> int:

@@ -44,18 +44,20 @@ def operation_times(
     """Roofline time of each operation: GEMMs at the size-dependent fraction of the precision's peak
         (8- and 4-bit GEMMs: their own peak plus the casts of an FP8 GEMM, ``fp8_efficiency_ratio``), the attention core
         at its own fraction of the 16-bit peak (both times the software's ``kernel_efficiency``), memory
-        traffic at the achieved HBM bandwidth. The attention core's fraction grows with the keys each query
+        traffic at the achieved HBM bandwidth. A device capped below its TDP computes at the clock its board
+    power allows (``System.compute_clock_ratio``). The attention core's fraction grows with the keys each query
     meets in one kernel call (``FamilyEfficiency.attention_fraction``) and is scaled by the software's
     ``attention_kernel_efficiency`` (its kernel against the family's fused one)."""
-    half = system.peak_flop_per_s(Dtype.FP16 if precision is Dtype.FP16 else Dtype.BF16)
+    clock = system.compute_clock_ratio  # a power-capped device's sustained clock
+    half = system.peak_flop_per_s(Dtype.FP16 if precision is Dtype.FP16 else Dtype.BF16) * clock
     quantized = is_low_precision(precision)
     # s per FLOP at the ceiling: the format's tensor-core rate, plus for a quantized GEMM the casts and
     # scaling an FP8 GEMM pays beyond its rate (1 / fp8_efficiency_ratio - 1 of its time), which do not
     # shrink when a 4-bit format doubles the rate (for FP8 the sum is 1 / (FP8 peak x ratio) exactly)
     per_flop = 1.0 / half
     if quantized:
-        fp8 = system.peak_flop_per_s(Dtype.FP8)
-        per_flop = 1.0 / system.peak_flop_per_s(precision) + (1.0 / eff.fp8_efficiency_ratio - 1.0) / fp8
+        fp8 = system.peak_flop_per_s(Dtype.FP8) * clock
+        per_flop = 1.0 / (system.peak_flop_per_s(precision) * clock) + (1.0 / eff.fp8_efficiency_ratio - 1.0) / fp8
     hbm = system.memory_bandwidth_bytes_per_s * eff.memory_efficiency
     out = []
     for op in ops:

@@ -7,6 +7,7 @@ accelerator stands in (``System.network_note`` says so).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,7 +31,7 @@ def system_from_case(catalog: Catalog, system: CaseSystem | Mapping[str, Any] | 
         _positive_int(system.devices_per_node, "devices_per_node") if system.devices_per_node else min(devices, 8)
     )
     gbps = system.inter_node_Gbps_per_node
-    return system_for_accelerator(
+    built = system_for_accelerator(
         catalog,
         str(system.accelerator),
         devices=devices,
@@ -38,6 +39,9 @@ def system_from_case(catalog: Catalog, system: CaseSystem | Mapping[str, Any] | 
         instance=system.instance or None,
         network_bits_per_s=gbps * 1e9 if gbps is not None and gbps > 0 else None,
     )
+    # A stated board power (power_W, per chip) other than the catalogued TDP caps the compute clock.
+    board = None if system.power_W is None else system.power_W * built.share
+    return dataclasses.replace(built, board_power_watts=board)
 
 
 def _positive_int(value: int | None, key: str) -> int:
