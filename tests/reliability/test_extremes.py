@@ -7,6 +7,7 @@ import pytest
 
 from clustersim.errors import ClusterSimError
 from clustersim.reliability.failures import expected_run, segments, young_interval_s
+from clustersim.reliability.montecarlo import simulate_runs
 from clustersim.reliability.plan import Policy, sensitivity
 
 DAY = 86400.0
@@ -59,3 +60,12 @@ def test_more_checkpoints_than_a_float_counts_are_refused():
     with pytest.raises(ClusterSimError, match=r"more than .* checkpoints") as err:
         segments(1e20, 1e-300)
     assert err.value.field == "interval_s"
+
+
+def test_more_segments_than_a_c_long_counts_draw_their_failures_from_the_poisson_limit():
+    """1e300 s of work in 2 h intervals is ~1.4e296 segments, past numpy's binomial (a C long of trials):
+    failures come from the Poisson limit, and with a vanishing rate every run is failure-free."""
+    spread = simulate_runs(1e300, interval_s=7200.0, checkpoint_s=1.0, restart_s=0.0, mtbf_s=1e305, num_runs=20)
+    assert spread.failures.max() == 0 and spread.time_s.min() == pytest.approx(1e300 * 7201 / 7200, rel=1e-9)
+    busy = simulate_runs(1e300, interval_s=7200.0, checkpoint_s=0.0, restart_s=0.0, mtbf_s=1e299, num_runs=200)
+    assert 5 < busy.failures.mean() < 15  # Poisson with a mean of work / MTBF = 10

@@ -58,6 +58,9 @@ class RunSpread:
         return self.work_s / self.time_s
 
 
+BINOMIAL_MAX_TRIALS = 2**62  # numpy's binomial takes its trials as a C long
+
+
 def _truncated_losses(
     rng: np.random.Generator, counts: npt.NDArray[np.int64], length_s: float, mtbf_s: float
 ) -> FloatArray:
@@ -77,7 +80,11 @@ def _segments(
     """Wall time and failures of ``count`` segments of ``length_s``, for each run."""
     if count == 0:
         return np.zeros(num_runs), np.zeros(num_runs, dtype=np.int64)
-    first = rng.binomial(count, -np.expm1(-length_s / mtbf_s), size=num_runs).astype(np.int64)
+    fails = -np.expm1(-length_s / mtbf_s)
+    if count < BINOMIAL_MAX_TRIALS:
+        first = rng.binomial(count, fails, size=num_runs).astype(np.int64)
+    else:  # beyond a C long's trials: the Poisson limit (the draw guard keeps count x fails small)
+        first = rng.poisson(float(count) * fails, size=num_runs).astype(np.int64)
     retry_survives = float(np.exp(-(restart_s + length_s) / mtbf_s))
     retries = np.zeros(num_runs, dtype=np.int64)
     failed = first > 0
