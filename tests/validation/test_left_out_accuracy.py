@@ -25,11 +25,6 @@ KNOWN_MISSES: dict[tuple[str, str], tuple[float, str]] = {
         "(issues 21 and 22)",
     ),
     ("training", "NVIDIA-NeMo/Automodel"): (0.17, "FSDP2 + expert parallel MoE rows predicted too slow (issue 22)"),
-    ("training", "pytorch/torchtitan"): (
-        0.16,
-        "held out, no fit used it: eager and compiled runs priced alike, float8 rowwise's slow baseline, and the "
-        "500 W HBM2e H100s of its Grand Teton runs priced as 700 W SXM5 (issue 22)",
-    ),
     ("inference", "NVIDIA/TensorRT-LLM"): (0.17, "two serving sources: left out, the other alone fits (issue 24)"),
     ("inference", "mlcommons/inference_results_v4.0"): (0.165, "as TensorRT-LLM's row (issue 24)"),
     ("inference", "aws-neuron/aws-neuron-sdk"): (
