@@ -151,9 +151,9 @@ def train_command(
         str | None,
         typer.Option(
             "--framework",
-            help="The training framework's profile: megatron, megatron-deepspeed, deepspeed, fsdp, torchtitan "
-            "(GPUs), neuronx (Trainium), or one of --software; default: the accelerator's (megatron on GPUs, "
-            "neuronx on Trainium).",
+            help="The training framework's profile: megatron, megatron-deepspeed, deepspeed, fsdp, torchtitan, "
+            "automodel (GPUs), neuronx (Trainium), or one of --software; default: the accelerator's (megatron on "
+            "GPUs, neuronx on Trainium).",
         ),
     ] = None,
     software: Annotated[
