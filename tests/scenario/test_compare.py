@@ -3,11 +3,14 @@ ratio is the figures' ratio, the compute ratio splits exactly into work, peak an
 and what was adjusted to run a system is said."""
 
 import json
+import math
 
 import pytest
 from typer.testing import CliRunner
 
 from clustersim.cli.app import app
+from clustersim.intervals import Spread
+from clustersim.present.training import ranking, ranking_line
 from clustersim.scenario.compare import compare_training
 from clustersim.scenario.schema import LayoutSpec, SystemSpec, TrainingJobSpec
 from clustersim.scenario.training import run_training, training_scenario
@@ -111,3 +114,18 @@ def test_cli_takes_repeated_and_comma_separated_instances():
     assert table.exit_code == 0 and "compute-bound work" in table.stdout and "ratios to the first" in table.stdout
     empty = runner.invoke(app, [*base, "--compare", "p6-b200.48xlarge,", "--json"], env=env)
     assert empty.exit_code == 2 and json.loads(empty.output)["field"] == "--compare"
+
+
+def test_the_ranking_puts_the_fastest_first_and_for_a_safe_choice_the_lowest_upper_bound(comparison):
+    steps = {s.estimate.system: s.estimate.step_s for s in comparison.systems}
+    by_step = sorted(steps, key=steps.get)
+    # The fastest gets a wide interval, every other a narrow one: the safest is the second fastest.
+    wide, narrow = Spread(-2.0, 2.0, 0.8), Spread(-0.01, 0.01, 0.8)
+    spreads = [wide if s.estimate.system == by_step[0] else narrow for s in comparison.systems]
+    ranked = ranking(comparison, spreads)
+    assert ranked["by_step"] == by_step and ranked["level"] == 0.8
+    assert ranked["by_upper_bound"][0] == by_step[1]
+    assert ranked["upper_bounds_s"][by_step[0]] == pytest.approx(steps[by_step[0]] * math.exp(2.0), rel=1e-12)
+    assert f"safest at 80%: {by_step[1]}" in ranking_line(comparison, spreads)
+    none = ranking(comparison, [None] * len(comparison.systems))
+    assert none["by_upper_bound"] and "no intervals" in ranking_line(comparison, [None] * len(comparison.systems))

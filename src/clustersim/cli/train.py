@@ -473,11 +473,11 @@ def _show_comparison(comparison: "TrainingComparison", *, as_json: bool, level: 
     from clustersim.cli.spreads import training_spread
     from clustersim.present import training as present
 
+    spreads = [training_spread(s.estimate, s.instance, level, catalog) for s in comparison.systems]
     if as_json:
-        spreads = [training_spread(s.estimate, s.instance, level, catalog) for s in comparison.systems]
         emit_json(present.comparison_json(comparison, spreads))
     else:
-        print_all(*present.comparison_view(comparison))
+        print_all(*present.comparison_view(comparison), present.ranking_line(comparison, spreads))
 
 
 def _show(run: "TrainingRun", *, as_json: bool, ops: bool, level: float = DEFAULT_LEVEL) -> None:

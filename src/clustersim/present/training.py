@@ -221,6 +221,7 @@ def comparison_json(comparison: TrainingComparison, spreads: Sequence[Spread | N
         "second": estimate_json(estimates[1], given[1]),
         "ratios_second_to_first": ratios(estimates[0], estimates[1]),
         "compared": [estimate_json(e, spread) for e, spread in zip(estimates[1:], given[1:], strict=True)],
+        "ranking": ranking(comparison, given),
         "systems": [
             {
                 "system": system.estimate.system,
@@ -257,6 +258,36 @@ _UNIT_FORMATS: dict[str, Callable[[float], str]] = {
 
 def _plain(value: object) -> str:
     return f"{value:,.0f}" if isinstance(value, float) else str(value)
+
+
+def ranking(comparison: TrainingComparison, spreads: Sequence[Spread | None]) -> dict[str, Any]:
+    """The systems from the fastest step to the slowest, by the prediction (``by_step``) and, for a safe
+    choice, by the upper end of each one's interval (``by_upper_bound``: a system without an interval
+    last); ``upper_bounds_s`` per system (None without an interval)."""
+    estimates = [system.estimate for system in comparison.systems]
+    given = list(spreads) + [None] * (len(estimates) - len(spreads))
+    upper = [None if s is None else s.duration(e.step_s).high for e, s in zip(estimates, given, strict=True)]
+    names = [e.system for e in estimates]
+    order = sorted(range(len(names)), key=lambda i: (upper[i] is None, upper[i] or 0.0))
+    return {
+        "by_step": [names[i] for i in sorted(range(len(names)), key=lambda i: estimates[i].step_s)],
+        "by_upper_bound": [names[i] for i in order],
+        "upper_bounds_s": dict(zip(names, upper, strict=True)),
+        "level": next((s.level for s in given if s is not None), None),
+    }
+
+
+def ranking_line(comparison: TrainingComparison, spreads: Sequence[Spread | None]) -> str:
+    """One line: the fastest by the prediction, and the safest by its interval's upper end."""
+    ranked = ranking(comparison, spreads)
+    steps = {s.estimate.system: s.estimate.step_s for s in comparison.systems}
+    fastest, safest = ranked["by_step"][0], ranked["by_upper_bound"][0]
+    line = f"fastest: {escape(fastest)} (step {format_seconds(steps[fastest])})"
+    bound = ranked["upper_bounds_s"][safest]
+    if bound is None:
+        return f"{line}; no intervals to rank a safe choice by"
+    level = f"{100 * ranked['level']:.0f}%"
+    return f"{line}; safest at {level}: {escape(safest)} (step at most {format_seconds(bound)})"
 
 
 def comparison_view(comparison: TrainingComparison) -> list[RenderableType]:
