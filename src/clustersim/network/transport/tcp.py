@@ -2,8 +2,9 @@
 
 Slow start from an initial window of 10 segments (RFC 6928), congestion avoidance (+1 segment per
 round trip), fast retransmit after three duplicate ACKs and NewReno fast recovery (RFC 6582: a partial
-ACK resends the next hole), and a retransmission timeout of max(min_rto, srtt + 4 rttvar) that backs
-off by doubling (RFC 6298; Linux's minimum is 200 ms). The receiver keeps out-of-order segments and
+ACK resends the next hole; ``_may_fast_retransmit`` says when three duplicate ACKs start it), and a
+retransmission timeout of max(min_rto, srtt + 4 rttvar) that backs off by doubling (RFC 6298; Linux's
+minimum is 200 ms). The receiver keeps out-of-order segments and
 acknowledges every segment cumulatively. With ``congestion="cubic"`` congestion avoidance and the
 reduction on loss follow CUBIC (RFC 9438, cubic.py) instead; slow start and recovery are the same.
 The kernel's costs ride on the topology's host stack ports (a cost per packet at each end, data and
@@ -88,7 +89,10 @@ class TcpFlow(MessageFlow):
         self.ssthresh = float("inf")
         self.snd_una = self.snd_nxt = self.high_sent = 0
         self.dupacks = 0
+        # RFC 6582's "recover": the highest segment sent when the last recovery or timeout began; at first
+        # "the initial send sequence number", -1 here (the first data segment is 0)
         self.recover = -1
+        self.highest_ack = self.prev_highest_ack = 0  # the last two cumulative ACKs (RFC 6582 section 4.1)
         self.in_recovery = False
         self.srtt_ps = 0.0
         self.rttvar_ps = 0.0
@@ -146,6 +150,25 @@ class TcpFlow(MessageFlow):
             return self.cubic.on_loss(self.cwnd, flight)
         return max(flight / 2, 2.0)
 
+    def _may_fast_retransmit(self, ack: int) -> bool:
+        """Whether the third duplicate ACK of ``ack`` starts a fast retransmit (RFC 6582).
+
+        Section 3.2, step 1: only if "the Cumulative Acknowledgment field covers more than recover",
+        ``recover`` being "the highest sequence number transmitted" when the last recovery or timeout
+        began, and an ACK covers more than recover when ``ack_number - 1 > recover`` (same section;
+        here in segments: ``ack`` is the next segment expected, ``recover`` the highest segment sent).
+        Duplicate ACKs of exactly ``recover + 1`` (every segment up to recover acknowledged, nothing
+        beyond) are ambiguous without SACK (section 4): a segment sent after it was lost, or segments
+        resent needlessly after a timeout arrived twice. Section 4.1's ACK heuristic, which a sender
+        MAY use, settles it: "check to see if the congestion window is greater than SMSS bytes and
+        the difference between highest_ack and prev_highest_ack is at most 4*SMSS bytes. If true,
+        duplicate ACKs indicate a lost segment (enter fast retransmit)" (needless resends after a
+        timeout move the cumulative ACK by more, and just after one the window is a segment). Else
+        the retransmission timer is the backup, as the RFC says."""
+        if ack - 1 > self.recover:
+            return True
+        return self.cwnd > 1 and self.highest_ack - self.prev_highest_ack <= 4
+
     def on_control(self, now_ps: int, packet: Packet) -> list[Event] | None:
         if self.done_ps is not None:
             return None  # a late acknowledgement after the last message
@@ -153,13 +176,14 @@ class TcpFlow(MessageFlow):
         events: list[Event] = []
         if ack > self.snd_una:
             acked = ack - self.snd_una
+            self.prev_highest_ack, self.highest_ack = self.snd_una, ack
             self._on_rtt(now_ps - stamp)
             self.snd_una = ack
             self.snd_nxt = max(self.snd_nxt, ack)
             self._deadline = now_ps + self.rto_ps
             self.dupacks = 0
             if self.in_recovery:
-                if ack >= self.recover:
+                if ack > self.recover:  # a full ACK: "all of the data up to and including recover"
                     self.in_recovery = False
                     self.cwnd = self.ssthresh
                 else:  # partial ACK: resend the next hole, deflate
@@ -175,9 +199,9 @@ class TcpFlow(MessageFlow):
                 return list(self._complete(now_ps) or ())
         elif ack == self.snd_una and self.snd_una < self.snd_nxt:
             self.dupacks += 1
-            if self.dupacks == 3 and not self.in_recovery and ack > self.recover:
+            if self.dupacks == 3 and not self.in_recovery and self._may_fast_retransmit(ack):
                 self.ssthresh = self._reduced(self.snd_nxt - self.snd_una)
-                self.recover = self.snd_nxt
+                self.recover = self.high_sent - 1
                 self.in_recovery = True
                 self._send(now_ps, ack, events)
                 self.cwnd = self.ssthresh + 3
@@ -198,7 +222,7 @@ class TcpFlow(MessageFlow):
         self.cwnd = 1.0
         self.in_recovery = False
         self.dupacks = 0
-        self.recover = self.snd_nxt
+        self.recover = self.high_sent - 1  # RFC 6582 step 4: "the highest sequence number transmitted"
         self.snd_nxt = self.snd_una
         self.rto_ps = min(2 * self.rto_ps, ps(MAX_RTO_S))
         self._deadline = now_ps + self.rto_ps
