@@ -133,7 +133,8 @@ def make_flow(
 ) -> MessageFlow:
     """A flow of ``transport`` from ``src`` to ``dst``; ``path`` pins RC and TCP to an ECMP path. SRD's
     and RC's windows cover twice the bandwidth-delay product of the route at its line rate (at least
-    their defaults), so a faster NIC is not window-bound."""
+    their defaults), so a faster NIC is not window-bound; SRD's first window is then cut to one
+    bandwidth-delay product (``SrdParams.bdp_initial_window``), its limit stays 4 of them."""
     if transport == "srd":
         base = SrdParams()
         bdp = _window_packets(topo, src, dst, base.payload_bytes + base.header_bytes)

@@ -4,11 +4,14 @@ Messages are cut into MTU packets (about 8 KiB on EFA) sprayed over every equal-
 packet takes the path with the least expected delay (packets in flight on it, weighted by its smoothed
 round-trip time), so congested or lossy paths are avoided. Packets may arrive out of order; the
 receiver acknowledges each one on the path it came by (reordering is left to the layer above, as
-libfabric's EFA provider does). A packet unacknowledged ``rto_s`` after it left the host is sent
-again, ``rto_s`` at least (the real timer is not public: tens of microseconds, a parameter) or the
-flow's smoothed round trip plus four deviations when queues make that longer (RFC 6298's rule). The deadlines wait in a
-queue in send order (the host link is FIFO, so they only grow) under one timer event per flow, armed
-at the earliest deadline of a packet still unacknowledged. Congestion control is
+libfabric's EFA provider does). A packet unacknowledged one RTO after it left the host is sent again.
+The RTO is the flow's smoothed round trip plus four deviations (RFC 6298's rule), never below a floor:
+the larger of ``rto_s`` (the real timer is not public: tens of microseconds, a parameter) and, with
+``queue_aware_rto``, ``queue_floor_ps``, the time a full buffer takes to drain at the worst port of the
+flow's routes plus the round trip without queues. The deadlines wait in a queue in send order (the
+host link is FIFO, so they only grow) under one timer event per flow, armed at the earliest deadline
+of a packet still unacknowledged. The first window is at most one bandwidth-delay product of the path
+(``initial_bdp_packets``, with ``bdp_initial_window``). Congestion control is
 delay-based, as Swift is: the window grows by one packet per round trip while the measured queueing
 delay stays under a target and shrinks in proportion to the excess (at most once per round trip) above
 it. The target grows as the window shrinks (Swift's flow-based scaling): with a fixed target a flow
@@ -16,6 +19,20 @@ facing a queue it cannot drain cuts to one packet and starves, far below the cap
 background at 90% of every spine port puts about 13 us of queueing into each round trip (four loaded
 ports, data and ACK, each an M/D/1 wait of 0.9 x 0.72 us / (2 x 0.1) for 9 kB packets at 100 Gbit/s),
 three times a 4 us target, whatever the flow's own rate.
+
+The RTO floor and the first window are this model's assumptions, not published SRD constants. The
+floor: ``RTO_min >= max(buffer_bytes / speed over the routes' finite-buffer ports) + base RTT``. On a
+drop-tail port a packet that is kept waits at most its buffer over the port's speed, so a timer below
+that plus the round trip cannot tell a queued packet from a lost one, and RFC 6298's estimate lags a
+queue that builds within one round trip (an incast's first windows): with a 50 us floor, 8 senders
+into one 4 MB port at 100 Gbit/s (up to 320 us of queue) resent 216 packets that were never dropped.
+It assumes one port is the bottleneck (a packet queued at several full ports can still time out) and
+costs real losses that much more wait (about 90 us at 1 MB, 330 us at 4 MB; TCP waits 200 ms).
+The first window is limited, not paced: the host link already serialises a burst at line rate, so
+pacing at line rate would change nothing and a lower pace needs a rate the sender cannot know before
+its first RTT sample; one bandwidth-delay product is what a lone flow needs to fill its path, and N
+synchronised senders then put N of them into a shared buffer in their first round trip instead of N
+x 64 packets, after which the delay-based control sizes the window from measured RTTs.
 
 Sources: Shalev et al., "A Cloud-Optimized Transport Protocol for Elastic and Scalable HPC", IEEE Micro
 40(6) 2020 (spraying, path avoidance, out-of-order delivery, RTT-driven rate control); fi_efa(7)
@@ -34,8 +51,8 @@ from dataclasses import dataclass
 from clustersim.errors import ClusterSimError
 from clustersim.network.transport.engine import Event, ps
 from clustersim.network.transport.flows import ACK, ACK_BYTES, DATA, TIMER_PRIORITY, MessageFlow
-from clustersim.network.transport.links import Packet
-from clustersim.network.transport.topology import Topology
+from clustersim.network.transport.links import NO_LIMIT, Packet
+from clustersim.network.transport.topology import Route, Topology
 
 ATTEMPT_SHIFT = 8  # tag = path + (attempt << 8): up to 256 paths
 PATH_PROBES = 4  # paths weighed for each packet
@@ -52,9 +69,11 @@ class SrdParams:
     target_delay_s: float = 4e-6  # queueing delay the congestion control aims under, at a full window
     flow_scaling_s: float = 20e-6  # extra target at a window of one packet (Swift's fs_range; 0: none)
     flow_scaling_window: float = 100.0  # window at and above which the extra target is zero (fs_max_cwnd)
-    initial_window: int = 64  # packets
+    initial_window: int = 64  # packets, at most one bandwidth-delay product of the path (bdp_initial_window)
     max_window: int = 256  # packets
     num_paths: int | None = None  # paths to spray over; None = every equal-cost route
+    queue_aware_rto: bool = True  # the RTO floor covers a full buffer's drain at the worst port (queue_floor_ps)
+    bdp_initial_window: bool = True  # the first window is at most one bandwidth-delay product (initial_bdp_packets)
 
     def __post_init__(self) -> None:
         for name in ("payload_bytes", "initial_window", "max_window"):
@@ -89,6 +108,34 @@ class SrdParams:
         return ps(self.target_delay_s + min(max(extra, 0.0), self.flow_scaling_s))
 
 
+def base_rtt_ps(topo: Topology, route: Route, back_route: Route, wire_bytes: int) -> int:
+    """The round trip of a ``wire_bytes`` packet out over ``route`` and its acknowledgement back over
+    ``back_route`` with every queue empty: propagation, the fixed cost and serialisation at each port."""
+    net = topo.net
+    out = sum(net.prop_ps[p] + net.fixed_ps[p] + round(wire_bytes * net.ps_per_byte[p]) for p in route)
+    back = sum(net.prop_ps[p] + net.fixed_ps[p] + round(ACK_BYTES * net.ps_per_byte[p]) for p in back_route)
+    return out + back
+
+
+def queue_floor_ps(topo: Topology, routes: Sequence[Route], back_routes: Sequence[Route], wire_bytes: int) -> int:
+    """The queue-aware RTO floor: the longest a full buffer takes to drain at any finite-buffer port of
+    the routes and back routes (``buffer_bytes / speed``, the longest a packet that is not dropped can
+    wait there) plus the longest round trip without queues over them. A host's own send queue is
+    unbounded but the timer starts when a packet leaves it, so it does not count."""
+    net = topo.net
+    ports = {p for route in (*routes, *back_routes) for p in route}
+    drain = max((net.buffer_ps[p] for p in ports if net.buffer_ps[p] < NO_LIMIT), default=0)
+    rtt = max(base_rtt_ps(topo, r, back_routes[i % len(back_routes)], wire_bytes) for i, r in enumerate(routes))
+    return drain + rtt
+
+
+def initial_bdp_packets(topo: Topology, route: Route, back_route: Route, wire_bytes: int) -> int:
+    """Packets of ``wire_bytes`` in one bandwidth-delay product of ``route``: its first port's speed
+    times the round trip without queues, rounded up (at least one)."""
+    rate_bytes_per_ps = 1 / topo.net.ps_per_byte[route[0]]
+    return max(1, math.ceil(base_rtt_ps(topo, route, back_route, wire_bytes) * rate_bytes_per_ps / wire_bytes))
+
+
 class SrdFlow(MessageFlow):
     """One SRD-like sender and receiver."""
 
@@ -112,13 +159,19 @@ class SrdFlow(MessageFlow):
                 f"num_paths: {self.params.num_paths} must be at least 1", field="num_paths", value=self.params.num_paths
             )
         self.num_paths = n_paths
+        wire = self.params.payload_bytes + self.params.header_bytes
         self.min_rto_ps = ps(self.params.rto_s)
-        self.rto_ps = self.min_rto_ps  # max(rto_s, srtt + 4 rttvar) over the flow's samples (RFC 6298's rule)
+        if self.params.queue_aware_rto:
+            self.min_rto_ps = max(self.min_rto_ps, queue_floor_ps(topo, self.routes, self.back_routes, wire))
+        self.rto_ps = self.min_rto_ps  # max(the floor, srtt + 4 rttvar) over the flow's samples (RFC 6298's rule)
         self._srtt = 0.0
         self._rttvar = 0.0
         self.target_ps = ps(self.params.target_delay_s)
         self._scaled = self.params.flow_scaling_s > 0
-        self.cwnd = float(self.params.initial_window)
+        window = self.params.initial_window
+        if self.params.bdp_initial_window:
+            window = min(window, initial_bdp_packets(topo, self.routes[0], self.back_routes[0], wire))
+        self.cwnd = float(window)
         self._max_window = float(self.params.max_window)
         self.path_inflight = [0] * n_paths
         self.path_packets = [0] * n_paths  # packets sent on each path
