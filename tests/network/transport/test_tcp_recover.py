@@ -72,7 +72,7 @@ def test_a_loss_right_after_a_recovery_episode_is_fast_retransmitted():
 
 def test_duplicate_acks_after_a_long_cumulative_jump_wait_for_the_timer():
     """One loss at FIRST_LOSS, then R: the full ACK jumps the whole window, more than 4 segments, so
-    by RFC 6582 (section 3.2 step 1, section 4.1) the duplicate ACKs of R do not start a fast
+    by RFC 6582 (section 3.2 step 2, section 4.1) the duplicate ACKs of R do not start a fast
     retransmit (they could be needless resends) and the retransmission timer repairs R."""
     r = _recover_point()
     flow = _run(frozenset({FIRST_LOSS, r}))

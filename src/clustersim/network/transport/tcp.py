@@ -153,7 +153,7 @@ class TcpFlow(MessageFlow):
     def _may_fast_retransmit(self, ack: int) -> bool:
         """Whether the third duplicate ACK of ``ack`` starts a fast retransmit (RFC 6582).
 
-        Section 3.2, step 1: only if "the Cumulative Acknowledgment field covers more than recover",
+        Section 3.2, step 2: only if "the Cumulative Acknowledgment field covers more than recover",
         ``recover`` being "the highest sequence number transmitted" when the last recovery or timeout
         began, and an ACK covers more than recover when ``ack_number - 1 > recover`` (same section;
         here in segments: ``ack`` is the next segment expected, ``recover`` the highest segment sent).
@@ -222,7 +222,7 @@ class TcpFlow(MessageFlow):
         self.cwnd = 1.0
         self.in_recovery = False
         self.dupacks = 0
-        self.recover = self.high_sent - 1  # RFC 6582 step 4: "the highest sequence number transmitted"
+        self.recover = self.high_sent - 1  # RFC 6582 section 3.2 step 4: "the highest sequence number transmitted"
         self.snd_nxt = self.snd_una
         self.rto_ps = min(2 * self.rto_ps, ps(MAX_RTO_S))
         self._deadline = now_ps + self.rto_ps
