@@ -64,7 +64,14 @@ SeedOption = Annotated[int, typer.Option("--seed", min=0, help="Random seed (los
 CollisionOption = Annotated[
     bool, typer.Option("--collision", help="An elephant at 90% load on the path RC and TCP hash to.")
 ]
-RtoOption = Annotated[str, typer.Option("--srd-rto", help="SRD's retransmission timeout (not public), e.g. 50us.")]
+RtoOption = Annotated[
+    str,
+    typer.Option(
+        "--srd-rto",
+        help="SRD's minimum retransmission timeout (not public), e.g. 50us; a full buffer's queueing delay plus the "
+        "round trip raises it (the queue-aware floor).",
+    ),
+]
 RcTimeoutOption = Annotated[
     int, typer.Option("--rc-timeout", min=0, max=31, help="IB local ACK timeout exponent: 4.096 us x 2^N.")
 ]
