@@ -67,3 +67,20 @@ def test_ep_overlap_is_read_and_an_unstated_one_is_reported_as_assumed() -> None
     assert predict_training_case(_case(DEEPSEEK_V3, ep_overlap=True), "step_time_s", CATALOG) < predict_training_case(
         _case(DEEPSEEK_V3, ep_overlap=False), "step_time_s", CATALOG
     )
+
+
+def test_a_stated_board_power_caps_the_training_clock() -> None:
+    """``system.power_W`` below the catalogued TDP (an H100 SXM at 500 W of 700) slows the compute-bound
+    work by (500 / 700)^(1/3); at the TDP, or unstated, nothing changes."""
+    dense = {k: v for k, v in DEEPSEEK_V3.items() if k not in ("moe", "mla", "dense_layers", "dense_ffn_hidden")}
+    dense |= {"layers": 8, "hidden": 4096, "ffn_hidden": 14336, "heads": 32, "kv_heads": 8, "vocab": 32000}
+    case = _case(dense, pp=1, dp=8, ep=1, vp=1, global_batch=64) | {
+        "system": {"accelerator": "h100-sxm", "devices": 8, "devices_per_node": 8}
+    }
+    capped = case | {"system": case["system"] | {"power_W": 500}}
+    at_tdp = case | {"system": case["system"] | {"power_W": 700}}
+    assert case_setup(capped, CATALOG).system.compute_clock_ratio == (500 / 700) ** (1 / 3)
+    plain = predict_training_case(case, "step_time_s", CATALOG)
+    assert predict_training_case(at_tdp, "step_time_s", CATALOG) == plain
+    slowed = predict_training_case(capped, "step_time_s", CATALOG)
+    assert plain < slowed < plain / (500 / 700) ** (1 / 3)  # memory-bound work and communication do not slow
