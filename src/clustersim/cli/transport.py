@@ -1,11 +1,10 @@
 """``clustersim transport``: SRD vs RC vs TCP at packet level, and the host data paths.
 
-Commands: ``compare`` (one flow per transport: throughput and message-time percentiles under loss,
-background load, an ECMP collision), ``sweep`` (compare as loss or load rises), ``incast`` (N senders
-to one receiver), ``ring`` (one ring all-reduce step across two nodes), ``datapath`` (each host
-data path's steps for one message, and its crossover size) and ``nccl`` (small-message NCCL
-collective times over the instance's data path, beside published nccl-tests times).
-"""
+Commands: ``compare`` (one flow per transport under loss, background load, an ECMP collision),
+``sweep`` (compare as loss or load rises), ``incast`` (N senders to one receiver), ``ring`` (a ring
+all-reduce step across two nodes): each over ``--seeds`` seeds where the seed draws the answer (the
+median, with min-max); ``datapath`` (each host data path's steps for one message, its crossover
+size) and ``nccl`` (small-message NCCL collective times beside published nccl-tests times)."""
 
 import math
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from clustersim.cli.common import (
 )
 from clustersim.cli.progress import MaxEventsOpt, packet_progress
 from clustersim.errors import ClusterSimError
+from clustersim.network.transport.seeds import over_seeds, seeds_to_run
 
 if TYPE_CHECKING:
     from clustersim.catalog.schema import Instance
@@ -60,7 +60,12 @@ BackgroundOption = Annotated[
         "--background", callback=number(ge=0, le=0.99), help="Poisson load on every switch link, share of its speed."
     ),
 ]
-SeedOption = Annotated[int, typer.Option("--seed", min=0, help="Random seed (loss, background).")]
+SeedOption = Annotated[int, typer.Option("--seed", min=0, help="Random seed (loss, background, ECMP hash).")]
+SEEDS_HELP = (
+    "Seeds to run where the seed draws the answer (--seed, --seed + 1, ... --seed + N - 1): each figure is the "
+    "median over them, with its min-max; 1: one run of --seed."
+)
+SeedsOption = Annotated[int, typer.Option("--seeds", min=1, max=100, help=SEEDS_HELP)]
 CollisionOption = Annotated[
     bool, typer.Option("--collision", help="An elephant at 90% load on the path RC and TCP hash to.")
 ]
@@ -183,8 +188,7 @@ def _finish(
     plot: Path | None = None,
     draw: Callable[[Path], None] | None = None,
 ) -> None:
-    """What every command ends with: the figure where ``--plot`` asks for one (``draw`` writes it to the
-    path given), then JSON or the tables."""
+    """What every command ends with: the figure ``--plot`` asks for (``draw`` writes it), then JSON or tables."""
     if plot is not None and draw is not None:
         with user_errors():
             write_figure(lambda: draw(plot), plot)
@@ -206,6 +210,7 @@ def compare_command(
     background: BackgroundOption = 0.0,
     collision: CollisionOption = False,
     seed: SeedOption = 1,
+    seeds: SeedsOption = 5,
     srd_rto: RtoOption = "50us",
     rc_timeout: RcTimeoutOption = 14,
     tcp_kernel: KernelOption = True,
@@ -217,6 +222,7 @@ def compare_command(
 ) -> None:
     """SRD vs RC vs TCP for one flow of messages: throughput, p50/p99/p99.9 message time, retransmissions."""
     from clustersim.network.transport.experiments import compare
+    from clustersim.present import transport as present
 
     with user_errors():
         node, scenario = _flows(
@@ -234,25 +240,23 @@ def compare_command(
             tcp_kernel=tcp_kernel,
             tcp_congestion=tcp_congestion,
         )
-        estimate = _total(scenario.message_bytes, messages, max_events)
+        drawn = present.drawn_by_seed(scenario)
+        runs = seeds_to_run(drawn, seed, seeds)
+        estimate = _total(scenario.message_bytes, messages, max_events, runs=len(runs))
         with packet_progress(estimate):
-            results = compare(scenario)
-    from clustersim.present import transport as present
-    from clustersim.present.fabric import draw_json, draw_line
-
+            results = over_seeds(compare, scenario, runs)
     title = f"{node.id}: {messages} x {message} messages, loss {scenario.loss:.4g}, {paths} paths"
-    drawn = present.drawn_by_seed(scenario)
     _finish(
         as_json=as_json,
         payload=lambda: {
             "instance": node.id,
             "scenario": present.scenario_json(scenario),
             "results": present.results_json(results),
-            **draw_json(drawn, [seed]),
+            **present.seeds_json(drawn, runs),
         },
-        tables=lambda: [present.results_table(results, title), draw_line(drawn, [seed])],
+        tables=lambda: [present.results_table(results, title), present.seeds_line(drawn, runs)],
         plot=plot,
-        draw=lambda out: present.plot_results(results, out, title),
+        draw=lambda out: present.plot_results([s.result for s in results], out, title),
     )
 
 
@@ -267,13 +271,15 @@ def sweep_command(
     message: MessageOption = "256K",
     messages: MessagesOption = 50,
     seed: SeedOption = 1,
+    seeds: SeedsOption = 5,
     max_events: MaxEventsOpt = None,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
     plot: PlotOption = None,
 ) -> None:
     """Compare the transports as loss or background load rises."""
-    from clustersim.network.transport.experiments import sweep
+    from clustersim.network.transport.experiments import at_point, compare
+    from clustersim.present import transport as present
 
     with user_errors():
         if over not in ("loss", "background"):
@@ -285,24 +291,24 @@ def sweep_command(
         if over == "background" and max(points) > 0.99:
             raise ClusterSimError("--values: a background load must be <= 0.99", field="--values", value=values)
         node, scenario = _flows(instance, catalog, paths=paths, message=message, messages=messages, seed=seed)
-        estimate = _total(scenario.message_bytes, messages, max_events, runs=len(points))
+        drawn = ["the losses" if over == "loss" else "the background load"] if any(points) else []
+        runs = seeds_to_run(drawn, seed, seeds)
+        # each point's scenario and seeds: a point of no loss or load draws nothing
+        plan = [(v, at_point(scenario, over, v), runs if v else [seed]) for v in points]
+        estimate = _total(scenario.message_bytes, messages, max_events, runs=sum(len(r) for _, _, r in plan))
         with packet_progress(estimate):
-            rows = sweep(scenario, over, points)
-    from clustersim.present import transport as present
-    from clustersim.present.fabric import draw_json, draw_line
-
-    drawn = ["the losses" if over == "loss" else "the background load"] if any(points) else []
+            rows = [(v, over_seeds(compare, at, draws)) for v, at, draws in plan]
     _finish(
         as_json=as_json,
         payload=lambda: {
             "instance": node.id,
             "over": over,
             "rows": [{over: v, "results": present.results_json(r)} for v, r in rows],
-            **draw_json(drawn, [seed]),
+            **present.seeds_json(drawn, runs),
         },
-        tables=lambda: [present.sweep_table(over, rows), draw_line(drawn, [seed])],
+        tables=lambda: [present.sweep_table(over, rows), present.seeds_line(drawn, runs)],
         plot=plot,
-        draw=lambda out: present.plot_sweep(over, rows, out),
+        draw=lambda out: present.plot_sweep(over, [(v, [s.result for s in r]) for v, r in rows], out),
     )
 
 
@@ -315,6 +321,7 @@ def incast_command(
     messages: MessagesOption = 4,
     loss: LossOption = "0",
     seed: SeedOption = 1,
+    seeds: SeedsOption = 5,
     max_events: MaxEventsOpt = None,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
@@ -322,30 +329,29 @@ def incast_command(
 ) -> None:
     """N senders on one leaf to one receiver on another: when the last finishes, drops, retransmissions."""
     from clustersim.network.transport.experiments import incast
+    from clustersim.present import transport as present
 
     with user_errors():
         node, scenario = _flows(
             instance, catalog, loss=loss, paths=paths, message=message, messages=messages, seed=seed
         )
-        estimate = _total(scenario.message_bytes, messages, max_events, flows=senders)
+        drawn = present.drawn_by_seed(scenario, senders)
+        runs = seeds_to_run(drawn, seed, seeds)
+        estimate = _total(scenario.message_bytes, messages, max_events, flows=senders, runs=len(runs))
         with packet_progress(estimate):
-            results = incast(scenario, senders)
-    from clustersim.present import transport as present
-    from clustersim.present.fabric import draw_json, draw_line
-
+            results = over_seeds(lambda at: incast(at, senders), scenario, runs)
     title = f"incast: {senders} senders x {messages} x {message} to one receiver ({node.id} NICs)"
-    drawn = present.drawn_by_seed(scenario)
     _finish(
         as_json=as_json,
         payload=lambda: {
             "instance": node.id,
             "senders": senders,
             "results": present.group_json(results),
-            **draw_json(drawn, [seed]),
+            **present.seeds_json(drawn, runs),
         },
-        tables=lambda: [present.group_table(results, title), draw_line(drawn, [seed])],
+        tables=lambda: [present.group_table(results, title), present.seeds_line(drawn, runs)],
         plot=plot,
-        draw=lambda out: present.plot_group(results, out, title),
+        draw=lambda out: present.plot_group([s.result for s in results], out, title),
     )
 
 
@@ -356,12 +362,16 @@ def ring_command(
     buffer: Annotated[str, typer.Option("--buffer", help="The all-reduce buffer, e.g. 16M.")] = "16M",
     paths: PathsOption = 16,
     seed: SeedOption = 1,
+    seeds: SeedsOption = 5,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
     plot: PlotOption = None,
 ) -> None:
     """One ring all-reduce step across two nodes: each rank's chunk over the node's NICs, per transport."""
+    from functools import partial
+
     from clustersim.network.transport.experiments import ring_step
+    from clustersim.present import transport as present
 
     with user_errors():
         node = _instance(instance, catalog)
@@ -369,14 +379,14 @@ def ring_command(
         num_nics = int(node.network.num_cards.value)
         num_ranks = 2 * int(node.num_accelerators.value)
         size = _bytes(buffer, "--buffer")
-        estimate = _total(max(1, size // num_ranks * (num_ranks // 2) // num_nics), 1, None, flows=num_nics)
+        drawn = present.drawn_by_seed(scenario, num_nics)
+        runs = seeds_to_run(drawn, seed, seeds)
+        per_flow = max(1, size // num_ranks * (num_ranks // 2) // num_nics)
+        estimate = _total(per_flow, 1, None, flows=num_nics, runs=len(runs))
         with packet_progress(estimate):
-            results = ring_step(scenario, num_nics=num_nics, num_ranks=num_ranks, buffer_bytes=size)
-    from clustersim.present import transport as present
-    from clustersim.present.fabric import draw_json, draw_line
-
+            ring = partial(ring_step, num_nics=num_nics, num_ranks=num_ranks, buffer_bytes=size)
+            results = over_seeds(ring, scenario, runs)
     title = f"one ring all-reduce step, 2 x {node.id} ({num_ranks} ranks, {num_nics} NICs each), {buffer}, loss {loss}"
-    drawn = present.drawn_by_seed(scenario)
     _finish(
         as_json=as_json,
         payload=lambda: {
@@ -384,11 +394,11 @@ def ring_command(
             "num_ranks": num_ranks,
             "num_nics": num_nics,
             "results": present.group_json(results),
-            **draw_json(drawn, [seed]),
+            **present.seeds_json(drawn, runs),
         },
-        tables=lambda: [present.group_table(results, title), draw_line(drawn, [seed])],
+        tables=lambda: [present.group_table(results, title), present.seeds_line(drawn, runs)],
         plot=plot,
-        draw=lambda out: present.plot_group(results, out, title),
+        draw=lambda out: present.plot_group([s.result for s in results], out, title),
     )
 
 

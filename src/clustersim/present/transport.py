@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -11,6 +11,7 @@ from rich.table import Table
 
 from clustersim.network.transport.datapath import DataPath, InstancePaths
 from clustersim.network.transport.experiments import GroupResult, Scenario, TransportResult
+from clustersim.network.transport.seeds import Seeded
 from clustersim.present.figures import figure
 from clustersim.units import format_bytes
 
@@ -19,16 +20,36 @@ def _us(seconds: float) -> str:
     return f"{seconds * 1e6:,.1f}"
 
 
-def _cells(r: TransportResult) -> tuple[str, ...]:
+def _count(value: float) -> str:
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
+
+
+def _gbit(value: float) -> str:
+    return f"{value / 1e9:,.2f}"
+
+
+def _cell(s: Seeded[Any], name: str, fmt: Callable[[float], str]) -> str:
+    """A figure's median, with its min-max over the seeds beside it where they differ as printed."""
+    low, high = (fmt(v) for v in s.low_high(name))
+    return fmt(getattr(s.result, name)) + (f" ({low}-{high})" if low != high else "")
+
+
+def _cells(s: Seeded[TransportResult]) -> tuple[str, ...]:
     """A transport's cells in every table of flows: name, Gbit/s, p50, p99, p99.9 (us), retransmissions."""
     return (
-        r.transport,
-        f"{r.throughput_bits_per_s / 1e9:,.2f}",
-        _us(r.p50_s),
-        _us(r.p99_s),
-        _us(r.p999_s),
-        f"{r.retransmissions:,}",
+        s.result.transport,
+        _cell(s, "throughput_bits_per_s", _gbit),
+        _cell(s, "p50_s", _us),
+        _cell(s, "p99_s", _us),
+        _cell(s, "p999_s", _us),
+        _cell(s, "retransmissions", _count),
     )
+
+
+def _seeded_json(results: Sequence[Seeded[Any]]) -> list[dict[str, Any]]:
+    """One object per transport: each figure's median under its own key, and ``spread``: per figure its
+    min, max, the seeds and the value at each."""
+    return [asdict(s.result) | {"spread": s.spread_json()} for s in results]
 
 
 def scenario_json(scenario: Scenario) -> dict[str, Any]:
@@ -36,22 +57,23 @@ def scenario_json(scenario: Scenario) -> dict[str, Any]:
     return asdict(scenario)
 
 
-def results_json(results: Sequence[TransportResult]) -> list[dict[str, Any]]:
-    """One object per transport: throughput, p50/p99/p99.9 message time, retransmissions, ..."""
-    return [asdict(r) for r in results]
+def results_json(results: Sequence[Seeded[TransportResult]]) -> list[dict[str, Any]]:
+    """One object per transport: throughput, p50/p99/p99.9 message time, retransmissions, ... (medians
+    over the seeds), and their ``spread``."""
+    return _seeded_json(results)
 
 
-def results_table(results: Sequence[TransportResult], title: str) -> Table:
+def results_table(results: Sequence[Seeded[TransportResult]], title: str) -> Table:
     """Throughput and message-time percentiles per transport."""
     table = Table(title=title, caption="throughput in Gbit/s of payload; message times in us")
     for column in ("transport", "Gbit/s", "p50", "p99", "p99.9", "retransmissions", "timeouts", "events"):
         table.add_column(column, justify="left" if column == "transport" else "right", no_wrap=True)
-    for r in results:
-        table.add_row(*_cells(r), f"{r.timeouts:,}", f"{r.num_events:,}")
+    for s in results:
+        table.add_row(*_cells(s), _cell(s, "timeouts", _count), _cell(s, "num_events", _count))
     return table
 
 
-def sweep_table(field: str, rows: Sequence[tuple[float, Sequence[TransportResult]]]) -> Table:
+def sweep_table(field: str, rows: Sequence[tuple[float, Sequence[Seeded[TransportResult]]]]) -> Table:
     """One row per swept value and transport."""
     table = Table(title=f"SRD vs RC vs TCP as {field} rises", caption="throughput in Gbit/s; message times in us")
     for column in (field, "transport", "Gbit/s", "p50", "p99", "p99.9", "retransmissions"):
@@ -62,25 +84,21 @@ def sweep_table(field: str, rows: Sequence[tuple[float, Sequence[TransportResult
     return table
 
 
-def group_json(results: Sequence[GroupResult]) -> list[dict[str, Any]]:
-    """One object per transport for a many-flow experiment."""
-    return [asdict(r) for r in results]
+def group_json(results: Sequence[Seeded[GroupResult]]) -> list[dict[str, Any]]:
+    """One object per transport for a many-flow experiment (medians over the seeds, and their ``spread``)."""
+    return _seeded_json(results)
 
 
-def group_table(results: Sequence[GroupResult], title: str) -> Table:
+def group_table(results: Sequence[Seeded[GroupResult]], title: str) -> Table:
     """When the last flow finishes, the flows' spread, retransmissions and drops, per transport."""
     table = Table(title=title, caption="times in us")
     for column in ("transport", "completion", "p50 flow", "p99 flow", "retransmissions", "timeouts", "drops"):
         table.add_column(column, justify="left" if column == "transport" else "right", no_wrap=True)
-    for r in results:
+    for s in results:
         table.add_row(
-            r.transport,
-            _us(r.completion_s),
-            _us(r.p50_flow_s),
-            _us(r.p99_flow_s),
-            f"{r.retransmissions:,}",
-            f"{r.timeouts:,}",
-            f"{r.drops:,}",
+            s.result.transport,
+            *(_cell(s, name, _us) for name in ("completion_s", "p50_flow_s", "p99_flow_s")),
+            *(_cell(s, name, _count) for name in ("retransmissions", "timeouts", "drops")),
         )
     return table
 
@@ -218,7 +236,23 @@ def plot_group(results: Sequence[GroupResult], path: Path, title: str) -> None:
         fig.suptitle(title)
 
 
-def drawn_by_seed(scenario: Any) -> list[str]:
-    """What the seed draws in a transport run: the packets lost and the background load's arrivals."""
+def drawn_by_seed(scenario: Any, flows: int = 1) -> list[str]:
+    """What the seed draws in a transport run: the packets lost, the background load's arrivals, and
+    where several flows share equal-cost paths, the paths RC's and TCP's hash gives them."""
     drawn = ["the losses"] if scenario.loss > 0 else []
-    return drawn + (["the background load"] if scenario.background > 0 or scenario.collision else [])
+    drawn += ["the background load"] if scenario.background > 0 or scenario.collision else []
+    return drawn + (["RC's and TCP's ECMP hash"] if flows > 1 and scenario.num_paths > 1 else [])
+
+
+def seeds_json(drawn: list[str], seeds: list[int]) -> dict[str, Any]:
+    """The seeds run and what they draw (``fabric.draw_json``)."""
+    from clustersim.present.fabric import draw_json
+
+    return draw_json(drawn, seeds)
+
+
+def seeds_line(drawn: list[str], seeds: list[int]) -> str | None:
+    """Whether the answer is one draw or the median over several seeds (``fabric.draw_line``; --seeds)."""
+    from clustersim.present.fabric import draw_line
+
+    return draw_line(drawn, seeds, seeds_option=True)

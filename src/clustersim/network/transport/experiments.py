@@ -249,11 +249,12 @@ def sweep(
     """``compare`` with ``field`` (loss, background) set to each of ``values``."""
     if field not in ("loss", "background"):
         raise ClusterSimError(f"sweep: {field!r} is not loss or background", field="sweep", value=field)
-    out = []
-    for v in values:
-        changed = replace(scenario, loss=v) if field == "loss" else replace(scenario, background=v)
-        out.append((v, compare(changed, transports)))
-    return out
+    return [(v, compare(at_point(scenario, field, v), transports)) for v in values]
+
+
+def at_point(scenario: Scenario, field: str, value: float) -> Scenario:
+    """``scenario`` with ``field`` (loss or background) set to ``value``: one point of a sweep."""
+    return replace(scenario, loss=value) if field == "loss" else replace(scenario, background=value)
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,14 +43,14 @@ def transport_work(
     runs: int = 1,
     what: str = "",
 ) -> WorkEstimate:
-    """The work of ``runs`` runs (sweep points) of each of ``transports``, ``flows`` flows of
+    """The work of ``runs`` runs (sweep points, seeds) of each of ``transports``, ``flows`` flows of
     ``messages`` messages of ``message_bytes`` each."""
     count = runs * flows * messages * sum(packets(message_bytes, t) for t in transports)
     events = EVENTS_PER_PACKET * count
     shape = (
         f"{flows:,} flows x {messages:,} x {message_bytes:,} B" if flows > 1 else f"{messages:,} x {message_bytes:,} B"
     )
-    label = what or f"{shape} over {', '.join(transports)}" + (f", {runs} points" if runs > 1 else "")
+    label = what or f"{shape} over {', '.join(transports)}" + (f", {runs} runs" if runs > 1 else "")
     return WorkEstimate(
         what=f"{label}: {count:,} packets",
         events=events,
