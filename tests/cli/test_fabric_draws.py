@@ -49,10 +49,12 @@ def test_simulate_and_step_with_ecmp_say_one_draw():
     assert out["one_draw"] is True and out["seeded"] == ["the ECMP hash", "the random placement"]
 
 
-def test_transport_with_loss_says_one_draw_and_without_says_nothing():
+def test_transport_with_loss_says_its_draws_and_without_says_nothing():
     args = ["transport", "compare", "--instance", "p5.48xlarge", "--message", "64K", "--messages", "20"]
-    lossy = CliRunner().invoke(app, [*args, "--loss", "1%", "--seed", "3"], env=ENV)
+    lossy = CliRunner().invoke(app, [*args, "--loss", "1%", "--seed", "3", "--seeds", "1"], env=ENV)
     assert lossy.exit_code == 0 and "one draw (seed 3) of the losses" in lossy.stdout
+    several = CliRunner().invoke(app, [*args, "--loss", "1%", "--seed", "3", "--seeds", "2"], env=ENV)
+    assert several.exit_code == 0 and "the median of seeds 3-4" in several.stdout, several.output
     clean = CliRunner().invoke(app, [*args, "--json"], env=ENV)
     assert clean.exit_code == 0 and json.loads(clean.stdout)["one_draw"] is False
 
@@ -66,5 +68,5 @@ def test_a_random_permutation_says_it_is_one_draw():
 def test_transport_sweep_and_ring_with_loss_say_one_draw():
     sweep = ["transport", "sweep", "--over", "loss", "--values", "0,1%", "--messages", "20", "--message", "64K"]
     for args in (sweep, ["transport", "ring", "--buffer", "1M"]):
-        result = CliRunner().invoke(app, args, env=ENV)
+        result = CliRunner().invoke(app, [*args, "--seeds", "1"], env=ENV)
         assert result.exit_code == 0 and "one draw (seed 1) of the losses" in result.stdout, result.output
