@@ -25,6 +25,7 @@ from clustersim.cli.common import (
     user_errors,
     write_figure,
 )
+from clustersim.cli.fabric_options import SeedsOpt
 from clustersim.cli.progress import MaxEventsOpt, packet_progress
 from clustersim.errors import ClusterSimError
 from clustersim.network.transport.seeds import over_seeds, seeds_to_run
@@ -61,11 +62,6 @@ BackgroundOption = Annotated[
     ),
 ]
 SeedOption = Annotated[int, typer.Option("--seed", min=0, help="Random seed (loss, background, ECMP hash).")]
-SEEDS_HELP = (
-    "Seeds to run where the seed draws the answer (--seed, --seed + 1, ... --seed + N - 1): each figure is the "
-    "median over them, with its min-max; 1: one run of --seed."
-)
-SeedsOption = Annotated[int, typer.Option("--seeds", min=1, max=100, help=SEEDS_HELP)]
 CollisionOption = Annotated[
     bool, typer.Option("--collision", help="An elephant at 90% load on the path RC and TCP hash to.")
 ]
@@ -210,7 +206,7 @@ def compare_command(
     background: BackgroundOption = 0.0,
     collision: CollisionOption = False,
     seed: SeedOption = 1,
-    seeds: SeedsOption = 5,
+    seeds: SeedsOpt = 5,
     srd_rto: RtoOption = "50us",
     rc_timeout: RcTimeoutOption = 14,
     tcp_kernel: KernelOption = True,
@@ -271,7 +267,7 @@ def sweep_command(
     message: MessageOption = "256K",
     messages: MessagesOption = 50,
     seed: SeedOption = 1,
-    seeds: SeedsOption = 5,
+    seeds: SeedsOpt = 5,
     max_events: MaxEventsOpt = None,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
@@ -321,7 +317,7 @@ def incast_command(
     messages: MessagesOption = 4,
     loss: LossOption = "0",
     seed: SeedOption = 1,
-    seeds: SeedsOption = 5,
+    seeds: SeedsOpt = 5,
     max_events: MaxEventsOpt = None,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
@@ -362,7 +358,7 @@ def ring_command(
     buffer: Annotated[str, typer.Option("--buffer", help="The all-reduce buffer, e.g. 16M.")] = "16M",
     paths: PathsOption = 16,
     seed: SeedOption = 1,
-    seeds: SeedsOption = 5,
+    seeds: SeedsOpt = 5,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
     plot: PlotOption = None,

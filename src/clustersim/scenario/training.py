@@ -188,12 +188,12 @@ def run_training(
     spec = scenario.job
     transformer.check_unquantized("training")
     seq_len = spec.seq_len if spec.seq_len is not None else transformer.seq_len
-    where = scenario.system
-    devices = system_for_instance(catalog, where.instance, where.nodes, devices_per_node=where.devices_per_node)
+    where = scenario.system  # the default batch scales with the first system's devices
+    first = system_for_instance(catalog, where.instance, where.nodes, devices_per_node=where.devices_per_node)
     job = TrainingJob(
         global_batch=spec.global_batch
         if spec.global_batch is not None
-        else default_global_batch(seq_len, devices.num_devices),
+        else default_global_batch(seq_len, first.num_devices),
         seq_len=seq_len,
         precision=spec.precision,
         tokens=spec.tokens,

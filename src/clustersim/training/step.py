@@ -152,6 +152,11 @@ class StepContext:
         return self._layer_sum(lambda t: True)
 
     @_derived
+    def layer_bwd(self) -> FloatArray:
+        """Backward time of one layer."""
+        return self._layer_sum(lambda t: True, backward=True)
+
+    @_derived
     def linear_fwd(self) -> FloatArray:
         """Forward time of one layer's GEMMs (what TP communication can hide behind)."""
         kinds = {op.name: op.kind for op in self.layer_ops}
@@ -180,7 +185,7 @@ class StepContext:
     @_derived
     def bwd_mb(self) -> FloatArray:
         """Backward time of one micro-batch on the slowest stage."""
-        return self.layers_here * self._layer_sum(lambda t: True, backward=True) + sum(t.backward_s for t in self.head)
+        return self.layers_here * self.layer_bwd + sum(t.backward_s for t in self.head)
 
     @_derived
     def rec_mb(self) -> FloatArray:
@@ -260,7 +265,7 @@ class StepContext:
             self._layer_sum(lambda t: t.name in ATTENTION_BLOCK),
             self._layer_sum(lambda t: t.name in ATTENTION_BLOCK, backward=True),
         )
-        mlp = self.layer_fwd - attention[0], self._layer_sum(lambda t: True, backward=True) - attention[1]
+        mlp = self.layer_fwd - attention[0], self.layer_bwd - attention[1]
         pairs = ((dispatch, mlp[1]), (combine, attention[1]), (combine, attention[0]), (dispatch, mlp[0]))
         coverable = moe_layers * sum((np.minimum(comm, block) for comm, block in pairs), np.zeros_like(link))
         hidden = np.where(overlap, sw.ep_overlap_efficiency * coverable, 0.0)
