@@ -515,6 +515,7 @@ def test_moe_layer_computes_top_k_experts_and_the_router():
     router = 2 * 1024 * H * 4 / GEMM  # 4 experts' logits
     gemm_moe = gemm - mlp + 2 * mlp + router  # two experts per token
     memory = (2 * 11 * 1024 * H + 2 * 1024 * (2 * (Q + 2 * KV) + 4 * F * 2)) / HBM  # SwiGLU I/O of 2 experts
+    memory += 4 * 2 * 2 * (1024 * 2) * H / HBM  # four read-write copies of each routed pair's 16-bit row
     head_fwd, _ = head_parts(1024)
     assert terms(est)["forward"][1] == pytest.approx(2 * (4 * (gemm_moe + core + memory) + head_fwd), rel=REL)
     # Each device holds half the routed experts: 2 of 4 MLPs, the router, attention and norms per layer.

@@ -128,8 +128,8 @@ def _ops(model, *, fused=False, tokens=256.0, seq_len=128, tp=1.0, ep=1.0):
 def test_operations_of_latent_attention_and_dense_layers_add_up_to_the_model_flops():
     ops = _ops(DEEPSEEK)
     assert list(ops) == [
-        "qkv", "attention core", "attention scores", "output projection", "experts", "router", "mlp",
-        "norms and residuals", "bias and activation",
+        "qkv", "attention core", "attention scores", "output projection", "experts", "router",
+        "token permutation", "mlp", "norms and residuals", "bias and activation",
     ]  # fmt: skip
     m = DEEPSEEK
     assert ops["qkv"].flop[0] == 2 * 256 * m.qkv_matmul_params()

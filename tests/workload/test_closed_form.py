@@ -208,12 +208,20 @@ def test_fused_attention_halves_the_core_and_drops_the_scores():
 def test_moe_layer_operations_by_hand():
     # T = 256, t = 1, ep = 2: 4 experts of width 32, top-2 + 1 shared, capacity 1.25.
     ops = _ops(MIX, tp=1.0, sp=1.0, ep=2.0, fused=True)
-    assert "mlp" not in ops and list(ops)[3:] == ["experts", "router", "norms and residuals", "bias and activation"]
+    assert "mlp" not in ops
+    assert list(ops)[3:] == ["experts", "router", "token permutation", "norms and residuals", "bias and activation"]
     routed = 256 * 3 * 1.25  # token-expert pairs, the shared expert counted
     assert ops["experts"].flop[0] == pytest.approx(2 * routed * 64 * 32 * 3)
     # One expert GEMM: the EP group's 2 x 256 tokens x top-2 x 1.25 spread over 4 experts.
     assert ops["experts"].gemm_flop[0] == pytest.approx(2 * (256 * 2 * 1.25 * 2 / 4) * 64 * 32)
     assert ops["router"].flop[0] == 2 * 256 * 64 * 4 and ops["router"].kind is OpKind.GEMM
+    # Four read-and-write copies of a 64-wide 16-bit row per routed pair (top-2 x capacity 1.25; the shared
+    # expert's tokens stay in place); its backward moves the gradients back through the same copies.
+    permutation = ops["token permutation"]
+    assert (permutation.kind, permutation.backward_ratio) == (OpKind.MEMORY, 1.0)
+    assert permutation.bytes[0] == pytest.approx(4 * 2 * 2 * (256 * 2 * 1.25) * 64)
+    sequence_parallel = _ops(MIX, tp=2.0, sp=2.0, ep=2.0, fused=True)["token permutation"]
+    assert sequence_parallel.bytes[0] == pytest.approx(permutation.bytes[0] / 2)  # each rank routes its own tokens
     assert ops["bias and activation"].bytes[0] == pytest.approx(2 * 256 * (2 * 96 + 4 * 32 * 3 * 1.25))
 
 

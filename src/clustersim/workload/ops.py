@@ -14,6 +14,9 @@ attention scores       memory      unfused kernels only: ``13`` bytes per score 
 output projection      gemm        ``2 T q h / t``
 mlp / experts          gemm        ``2 T h f x matrices / t`` per active expert (x capacity factor)
 router                 gemm        ``2 T h E`` (MoE only, replicated across TP)
+token permutation      memory      MoE only: ``4`` copies (read and write) of an ``h``-wide 16-bit row
+                                   per routed token-expert pair, ``T k / t`` pairs under sequence
+                                   parallelism (into expert order and back, around the all-to-all)
 norms and residuals    memory      ``11 T h`` 16-bit elements (two norms, two bias-dropout-adds),
                                    split by ``t`` under sequence parallelism
 bias and activation    memory      ``(2 (q + 2 kv) + (matrices + 1) f) T / t`` 16-bit elements
@@ -24,7 +27,8 @@ loss (head)            memory      ``14 / 3`` bytes per FP32 logit forward (soft
 Each operation carries the ratio of its backward work to its forward work: 2 for GEMMs (data and
 weight gradients) and an unfused attention core, 2.5 for a fused one (its backward recomputes the
 scores), 15/13 for unfused scores, 1.5 for element-wise kernels (input and incoming gradient read,
-one gradient written, for the forward's read and write), 2 for the loss. The attention core also
+one gradient written, for the forward's read and write), 1 for the token permutation (its backward
+moves the gradients through the inverse permutations), 2 for the loss. The attention core also
 carries the keys one query meets in one kernel call (``keys_per_call``: all of them, or a ring
 step's share under context parallelism), which sets the kernel's efficiency. Quantities are numpy
 arrays so that many layouts evaluate at once.
@@ -56,6 +60,12 @@ SCORE_BYTES_BACKWARD = 15.0
 OUTSIDE_ELEMENTS = 11.0  # two norms (read, write: 4), two bias-dropout-residual adds (read 2, write 1, mask: 7)
 LOSS_BYTES_PER_LOGIT = 14.0  # softmax cross-entropy, forward and backward, over FP32 logits
 ELEMENTWISE_BACKWARD_RATIO = 1.5
+# Megatron-Core's all-to-all token dispatcher copies each routed token's hidden row four times a layer:
+# permute into expert order before the dispatch, sort the received chunks by local expert, the inverse
+# sort before the combine, and unpermute (a weighted sum over the token's k rows) after it
+# (megatron/core/transformer/moe/token_dispatcher.py, MoEAlltoAllTokenDispatcher: dispatch_preprocess,
+# dispatch_postprocess, combine_preprocess, combine_postprocess; moe_utils.permute, sort_chunks_by_idxs).
+PERMUTE_ROW_COPIES = 4.0
 # A fused (flash) attention backward recomputes the scores: five matrix products to the forward's two,
 # 2.5x its FLOPs (Dao, FlashAttention-2, arXiv 2307.08691, section 4.1: "backward ... 2.5x forward FLOPs")
 FUSED_ATTENTION_BACKWARD_RATIO = 2.5
@@ -163,7 +173,17 @@ def layer_operations(
         ),
     ]
     if model.moe:
-        ops.append(_op("router", OpKind.GEMM, like, flop=2 * tokens * h * model.moe.experts * share, ratio=2.0))
+        pairs = tokens * model.moe.top_k * capacity * share / sp_split  # routed token-expert pairs this rank moves
+        ops += [
+            _op("router", OpKind.GEMM, like, flop=2 * tokens * h * model.moe.experts * share, ratio=2.0),
+            _op(
+                "token permutation",
+                OpKind.MEMORY,
+                like,
+                nbytes=PERMUTE_ROW_COPIES * 2 * ELEMENT_BYTES * pairs * h,
+                ratio=1.0,
+            ),
+        ]
     inner = (2 * (q + 2 * kv) + (matrices + 1) * f * model.active_mlps * capacity) / tp
     if model.dense_mlp_layers:
         dense_share, width = model.dense_mlp_layers / model.layers, model.ffn_hidden
