@@ -1,0 +1,248 @@
+"""The requests of a simulated serving run: their prompt and output lengths, and when they arrive.
+
+Lengths are drawn per request from a request set (``clustersim.serving.datasets``), one side at a time:
+
+* **percentiles given**: the piecewise-linear quantile function through them, from the set's minimum
+  (else its lowest percentile, flat below it) to its maximum (else the last two percentiles' line carried
+  on to the 100th); its mean differs from a stated mean by what linear interpolation makes of the shape
+  (OpenOrca's prompts: 233 vs 222 tokens), so the run reports the mean it drew;
+* **only a mean** (and maybe extremes): the distribution of largest entropy with that mean on the set's
+  range, a truncated exponential on [min or 1, max or unbounded] (ShareGPT's outputs: exponential, mean 203;
+  a mean past the middle of a bounded range: a rising one);
+* **a length stated** (``--input``/``--output``, the ``fixed`` generator): every request has it;
+* the ``random`` generator: vLLM's integer-uniform range ``[floor(L (1 - r)), ceil(L (1 + r))]``.
+
+Draws are rounded to whole tokens, at least one. Arrivals: Poisson at a rate, or a trace file of
+``arrival_s,input_tokens,output_tokens`` rows; a closed loop makes its arrivals as requests finish
+(``clustersim.serving.sim_scheduler``). Everything is seeded through a ``numpy.random.Generator``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from clustersim.errors import ClusterSimError
+from clustersim.serving.datasets import DatasetKind, LengthStats, RequestDataset, Which, request_dataset
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class LengthSource:
+    """How one side's lengths are drawn: ``kind`` is fixed, quantiles, exponential or uniform."""
+
+    kind: str
+    mean_tokens: float  # the stated or parameter mean (quantiles: the stated mean, else the curve's)
+    knots_q: tuple[float, ...] = ()  # quantiles: cumulative probabilities 0..1
+    knots_tokens: tuple[float, ...] = ()  # quantiles: lengths at them
+    low_tokens: float = 1.0  # exponential / uniform: the range
+    high_tokens: float = math.inf
+    rate_per_token: float = 0.0  # exponential: the decay (0: uniform on the range)
+
+    def draw(self, rng: np.random.Generator, count: int) -> IntArray:
+        """``count`` lengths in whole tokens, at least 1."""
+        if self.kind == "fixed":
+            values = np.full(count, self.mean_tokens)
+        elif self.kind == "quantiles":
+            values = np.interp(rng.random(count), self.knots_q, self.knots_tokens)
+        elif self.kind == "uniform":
+            values = rng.integers(int(self.low_tokens), int(self.high_tokens) + 1, count).astype(np.float64)
+        else:
+            values = _truncated_exponential(rng.random(count), self.low_tokens, self.high_tokens, self.rate_per_token)
+        return np.asarray(np.maximum(np.rint(values), 1), dtype=np.int64)
+
+    def describe(self) -> str:
+        """How the lengths are drawn, in a phrase."""
+        if self.kind == "fixed":
+            return f"every request {self.mean_tokens:g} tokens"
+        if self.kind == "quantiles":
+            return (
+                f"piecewise-linear through the set's percentiles, {self.knots_tokens[0]:g}..{self.knots_tokens[-1]:g}"
+            )
+        if self.kind == "uniform":
+            return f"integer-uniform {self.low_tokens:g}..{self.high_tokens:g}"
+        if self.rate_per_token == 0.0:
+            return f"uniform {self.low_tokens:g}..{self.high_tokens:g} (mean {self.mean_tokens:g})"
+        top = "" if math.isinf(self.high_tokens) else f" up to {self.high_tokens:g}"
+        return f"exponential from {self.low_tokens:g}{top}, mean {self.mean_tokens:g} (largest entropy)"
+
+    @property
+    def max_tokens(self) -> float:
+        """The longest length it can draw (inf: unbounded)."""
+        if self.kind == "fixed":
+            return self.mean_tokens
+        if self.kind == "quantiles":
+            return self.knots_tokens[-1]
+        return self.high_tokens
+
+
+def _truncated_exponential(u: FloatArray, low: float, high: float, rate: float) -> FloatArray:
+    """Inverse CDF of an exponential of ``rate`` from ``low``, cut at ``high`` (rate 0: uniform)."""
+    if rate == 0.0:
+        return low + u * (high - low)
+    if rate < 0.0:  # a rising density: the falling one mirrored about the middle of the range
+        return low + high - _truncated_exponential(1.0 - u, low, high, -rate)
+    mass = 1.0 if math.isinf(high) else -math.expm1(-rate * (high - low))
+    return low - np.log1p(-u * mass) / rate
+
+
+def _exponential_rate(mean: float, low: float, high: float) -> float:
+    """The decay whose exponential on [low, high] has ``mean``: negative (a rising density) where the mean is
+    past the middle, 0 (uniform) at it; unbounded above, ``1 / (mean - low)``."""
+    if math.isinf(high):
+        return 1.0 / (mean - low)
+    width = high - low
+    target = min(max((mean - low) / width, 1e-9), 1.0 - 1e-9)
+
+    def share(x: float) -> float:  # the mean's share of the range at decay x / width, falling from 1 to 0
+        if abs(x) < 1e-6:
+            return 0.5 - x / 12.0
+        return 1.0 / x - (1.0 / math.expm1(x) if x < 700.0 else 0.0)
+
+    lo, hi = -1e7, 1e7
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if share(mid) > target else (lo, mid)
+    x = 0.5 * (lo + hi)
+    return 0.0 if abs(x) < 1e-9 else x / width
+
+
+def length_source(
+    dataset: RequestDataset | None, which: Which, stated_tokens: float | None, mean_tokens: float
+) -> LengthSource:
+    """How ``which`` side's lengths are drawn for a run of ``dataset`` (None: none), the length stated
+    beside it (None: not stated) and the run's mean ``mean_tokens`` (the closed forms' input)."""
+    if dataset is None or (stated_tokens is not None and dataset.kind is DatasetKind.DATASET):
+        return LengthSource("fixed", float(mean_tokens))
+    if dataset.kind is DatasetKind.GENERATOR:
+        ratio = dataset.range_ratio.value if dataset.range_ratio is not None else 0.0
+        if ratio == 0.0:
+            return LengthSource("fixed", float(mean_tokens))
+        low = float(max(math.floor(mean_tokens * (1.0 - ratio)), 1))
+        return LengthSource(
+            "uniform", float(mean_tokens), low_tokens=low, high_tokens=math.ceil(mean_tokens * (1 + ratio))
+        )
+    stats: LengthStats = getattr(dataset, which)
+    if stats.percentiles is not None:
+        return _quantile_source(stats, mean_tokens)
+    low = stats.min.value if stats.min is not None else 1.0
+    high = stats.max.value if stats.max is not None else math.inf
+    if not low < mean_tokens < high:
+        return LengthSource("fixed", float(mean_tokens))
+    rate = _exponential_rate(mean_tokens, low, high)
+    return LengthSource("exponential", float(mean_tokens), low_tokens=low, high_tokens=high, rate_per_token=rate)
+
+
+def _quantile_source(stats: LengthStats, mean_tokens: float) -> LengthSource:
+    assert stats.percentiles is not None
+    q = [p / 100.0 for p in stats.percentiles.values]
+    v = [float(x) for x in stats.percentiles.values.values()]
+    low = stats.min.value if stats.min is not None else v[0]
+    if stats.max is not None:
+        high = float(stats.max.value)
+    elif len(v) > 1:
+        high = v[-1] + (v[-1] - v[-2]) * (1.0 - q[-1]) / (q[-1] - q[-2])
+    else:
+        high = v[-1]
+    return LengthSource("quantiles", float(mean_tokens), (0.0, *q, 1.0), (float(low), *v, high))
+
+
+@dataclass(frozen=True)
+class RequestLengthSampler:
+    """Both sides of a run's requests, and the set they come from (None: the lengths given)."""
+
+    input: LengthSource
+    output: LengthSource
+    dataset: str | None = None
+
+    def draw(self, rng: np.random.Generator, count: int) -> tuple[IntArray, IntArray]:
+        """Prompt and output lengths of ``count`` requests."""
+        return self.input.draw(rng, count), self.output.draw(rng, count)
+
+
+def request_sampler(
+    dataset: str | None,
+    input_tokens: float,
+    output_tokens: float,
+    *,
+    stated: tuple[bool, bool] = (False, False),
+) -> RequestLengthSampler:
+    """The lengths of a run: ``dataset`` (None: every request at ``input_tokens``/``output_tokens``), its
+    means ``input_tokens``/``output_tokens`` (``clustersim.serving.datasets.resolve_lengths``), and which of
+    them were stated beside it (a stated length is every request's)."""
+    found = None if dataset is None else request_dataset(dataset)
+    return RequestLengthSampler(
+        length_source(found, "input", input_tokens if stated[0] else None, input_tokens),
+        length_source(found, "output", output_tokens if stated[1] else None, output_tokens),
+        None if found is None else found.name,
+    )
+
+
+def poisson_arrivals(rng: np.random.Generator, rate_per_s: float, count: int) -> FloatArray:
+    """Arrival times (s, from 0) of ``count`` requests of a Poisson process at ``rate_per_s``."""
+    if not rate_per_s > 0 or not math.isfinite(rate_per_s):
+        raise ClusterSimError(f"rate: must be a positive number of requests/s, got {rate_per_s}", field="rate")
+    gaps = rng.exponential(1.0 / rate_per_s, count)
+    return np.asarray(np.cumsum(gaps) - gaps[0], dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Requests read from a trace: arrival times (s, sorted) and lengths (tokens)."""
+
+    arrival_s: FloatArray
+    input_tokens: IntArray
+    output_tokens: IntArray
+
+
+def read_trace(path: str | Path, field: str = "--trace") -> Trace:
+    """A CSV trace with a header naming ``arrival_s``, ``input_tokens`` and ``output_tokens`` (other columns
+    ignored), one request a row; ``ClusterSimError`` naming ``field``, the file and what is wrong."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ClusterSimError(
+            f"{field}: cannot read {path}: {exc.strerror or exc}", field=field, value=str(path)
+        ) from None
+    wanted = ("arrival_s", "input_tokens", "output_tokens")
+    header = [name.strip() for name in lines[0].split(",")] if lines else []
+    missing = [name for name in wanted if name not in header]
+    if missing:
+        raise ClusterSimError(
+            f"{field}: {path} needs a CSV header with {', '.join(wanted)}; missing {', '.join(missing)}",
+            field=field,
+            value=str(path),
+        )
+    columns = [header.index(name) for name in wanted]
+    rows: list[tuple[float, float, float]] = []
+    for number, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        cells = line.split(",")
+        try:
+            arrival, n, o = (float(cells[i]) for i in columns)
+        except (ValueError, IndexError):
+            raise ClusterSimError(
+                f"{field}: {path} line {number}: {line.strip()!r} is not numbers in {', '.join(wanted)}",
+                field=field,
+                value=str(path),
+            ) from None
+        if not (math.isfinite(arrival) and arrival >= 0 and n >= 1 and o >= 1):
+            raise ClusterSimError(
+                f"{field}: {path} line {number}: arrival_s must be >= 0 and input/output_tokens >= 1, "
+                f"got {line.strip()!r}",
+                field=field,
+                value=str(path),
+            )
+        rows.append((arrival, n, o))
+    if not rows:
+        raise ClusterSimError(f"{field}: {path} has no requests after its header", field=field, value=str(path))
+    table = np.asarray(sorted(rows), dtype=np.float64)
+    return Trace(table[:, 0], np.rint(table[:, 1]).astype(np.int64), np.rint(table[:, 2]).astype(np.int64))

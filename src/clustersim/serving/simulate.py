@@ -1,0 +1,245 @@
+"""A request-level serving simulator: a deployment's requests one by one, its engine step by step.
+
+Where the closed forms (``clustersim.serving.estimate``, ``.latency``, ``.concurrency``) take mean lengths
+and a steady state, this runs the requests themselves: lengths drawn per request from a request set
+(``clustersim.serving.sim_requests``), arrivals from a Poisson process at a rate, a closed loop of N
+clients each sending its next request when the last is done (as load generators' ``--max-concurrency``
+does), or a trace; each of the ``dp`` replicas runs its engine's scheduler (``.sim_scheduler``:
+continuous batching with chunked prefill under the engine's token budget and sequence cap, paged KV with
+preemption, or static batches) with every step priced by the roofline step model (``.sim_steps``). An
+open loop sends each request to a replica at random; a closed loop's clients are spread evenly over them.
+The run reports latency percentiles, throughput and goodput (``.sim_report``).
+
+Limits: one pipeline stage per replica (``pp`` 1), engines that mix prefill and decode in one step (the
+GPU profiles). The KV cache per replica is the memory plan's (``clustersim.serving.engine.memory_plan``),
+counted in the engine's blocks; a windowed layer's smaller holding is not credited. A request whose prompt
+and output reach the model's context stops there (as an engine stops at its ``max_model_len``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from clustersim.choices import Batching
+from clustersim.errors import ClusterSimError
+from clustersim.serving.engine import InferenceCalibration, ServingSystem, default_calibration, memory_plan
+from clustersim.serving.engines import EngineProfile, engine_profile
+from clustersim.serving.estimate import Request
+from clustersim.serving.formats import check_formats
+from clustersim.serving.sim_report import SimulationResult, Slo
+from clustersim.serving.sim_requests import RequestLengthSampler, Trace, poisson_arrivals, request_sampler
+from clustersim.serving.sim_scheduler import Arrivals, ReplicaLog, SchedulerLimits, run_replica
+from clustersim.serving.sim_steps import step_table
+from clustersim.workload.transformer import Transformer
+
+DEFAULT_REQUESTS = 2000
+MAX_REQUESTS = 10_000_000
+
+
+@dataclass(frozen=True)
+class Load:
+    """How requests arrive: at ``rate_per_s`` (Poisson), from ``concurrency`` clients in a closed loop
+    (their first requests spread evenly over ``ramp_up_s``), or as a ``trace`` says. Exactly one."""
+
+    rate_per_s: float | None = None
+    concurrency: int | None = None
+    trace: Trace | None = None
+    ramp_up_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        given = [name for name in ("rate_per_s", "concurrency", "trace") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ClusterSimError(
+                f"load: give exactly one of a rate (--rate), a concurrency (--concurrency) or a trace (--trace); "
+                f"got {', '.join(given) or 'none'}",
+                field="--rate",
+            )
+        if self.rate_per_s is not None and not (self.rate_per_s > 0 and math.isfinite(self.rate_per_s)):
+            raise ClusterSimError(f"--rate: must be positive requests/s, got {self.rate_per_s}", field="--rate")
+        if self.concurrency is not None and self.concurrency < 1:
+            raise ClusterSimError(
+                f"--concurrency: must be at least 1 client, got {self.concurrency}", field="--concurrency"
+            )
+        if not self.ramp_up_s >= 0:
+            raise ClusterSimError(f"ramp_up_s: must be >= 0 s, got {self.ramp_up_s}", field="ramp_up_s")
+
+    @property
+    def kind(self) -> str:
+        return "poisson" if self.rate_per_s is not None else "closed_loop" if self.concurrency else "trace"
+
+
+def simulate(
+    model: Transformer,
+    system: ServingSystem,
+    request: Request,
+    load: Load,
+    *,
+    requests: int = DEFAULT_REQUESTS,
+    sampler: RequestLengthSampler | None = None,
+    seed: int = 0,
+    prefix_hit_rate: float = 0.0,
+    max_batch: int | None = None,
+    kv_capacity_tokens: float | None = None,
+    slo: Slo | None = None,
+    cal: InferenceCalibration | None = None,
+    engine: str | EngineProfile | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> SimulationResult:
+    """Simulate ``requests`` requests (a trace: its own) on ``system`` served by ``engine``.
+
+    ``sampler`` draws the lengths (default: every request at ``request``'s lengths); ``max_batch`` caps
+    the sequences in flight per replica below the engine's cap (static batching: the batch);
+    ``kv_capacity_tokens`` replaces the memory plan's KV room per replica; ``progress(done, total)`` is
+    called as requests finish. Same inputs and ``seed``, same result.
+    """
+    started = time.perf_counter()
+    cal = default_calibration() if cal is None else cal
+    profile = engine_profile(engine, system.family)
+    _check(system, requests, prefix_hit_rate, max_batch, kv_capacity_tokens, load)
+    check_formats(request.precision, request.kv, system.system.accelerator, profile.framework)
+    rng = np.random.default_rng(seed)
+    sampler = sampler or request_sampler(None, request.input_tokens, request.output_tokens)
+    if load.trace is not None:
+        inputs, outputs = load.trace.input_tokens.copy(), load.trace.output_tokens.copy()
+    else:
+        inputs, outputs = sampler.draw(rng, requests)
+    count = inputs.size
+    context = model.context_tokens
+    if context is not None and not request.beyond_context:
+        inputs = np.minimum(inputs, context - 1)
+        outputs = np.maximum(np.minimum(outputs, context - inputs), 1)
+    if kv_capacity_tokens is None:
+        kv_capacity_tokens = memory_plan(model, system, request.precision, request.kv, cal, profile).kv_capacity_tokens
+    block = profile.kv_block_tokens
+    blocks = int(kv_capacity_tokens // block)
+    longest = int((-(-(inputs + outputs) // block)).max())
+    if longest > blocks:
+        raise ClusterSimError(
+            f"kv cache: the longest request ({int((inputs + outputs).max()):,} tokens) needs {longest * block:,} "
+            f"tokens of KV cache, more than the {blocks * block:,} a replica holds; use a larger tp, an fp8 KV cache "
+            "or shorter requests",
+            field="kv_capacity_tokens",
+        )
+    static = request.batching is Batching.STATIC
+    cap = min(profile.max_batch_sequences, max_batch or profile.max_batch_sequences)
+    limits = SchedulerLimits(profile.max_tokens_per_step, cap, block, blocks, prefix_hit_rate, static)
+    biggest = int(inputs.max()) * cap if static else profile.max_tokens_per_step
+    table = step_table(
+        model, system, request.precision, request.kv,
+        max_tokens=max(biggest, cap), max_sequences=cap, max_context=float((inputs + outputs).max()) + 2.0,
+        cal=cal, engine=profile,
+    )  # fmt: skip
+    logs = _run_replicas(table, limits, inputs, outputs, load, system.dp, count, rng, progress)
+    return _result(logs, inputs, outputs, count, started, slo, load)
+
+
+def _check(
+    system: ServingSystem,
+    requests: int,
+    hit: float,
+    max_batch: int | None,
+    kv_tokens: float | None,
+    load: Load,
+) -> None:
+    if system.pp != 1:
+        raise ClusterSimError(
+            f"pp: the simulator runs one pipeline stage per replica; got pp {system.pp} (use --pp 1, or the closed "
+            "forms without --simulate)",
+            field="--pp",
+            value=system.pp,
+        )
+    if load.trace is None and not 1 <= requests <= MAX_REQUESTS:
+        raise ClusterSimError(f"--requests: must be 1..{MAX_REQUESTS:,}, got {requests}", field="--requests")
+    if not 0.0 <= hit < 1.0:
+        raise ClusterSimError(
+            f"--prefix-hit: a prefix cache hit rate is a fraction of each prompt in [0, 1), got {hit}",
+            field="--prefix-hit",
+            value=hit,
+        )
+    if max_batch is not None and max_batch < 1:
+        raise ClusterSimError(f"--batch: must be at least 1 sequence, got {max_batch}", field="--batch")
+    if kv_tokens is not None and not kv_tokens > 0:
+        raise ClusterSimError(f"kv_capacity_tokens: must be positive, got {kv_tokens}", field="kv_capacity_tokens")
+
+
+def _run_replicas(
+    table: object,
+    limits: SchedulerLimits,
+    inputs: np.ndarray,
+    outputs: np.ndarray,
+    load: Load,
+    dp: int,
+    count: int,
+    rng: np.random.Generator,
+    progress: Callable[[int, int], None] | None,
+) -> list[ReplicaLog]:
+    """Each replica's share of the requests, served."""
+    if load.concurrency is not None:
+        clients = load.concurrency
+        client = np.arange(count) % clients  # request k is client k's (mod clients) next one
+        replica = client % dp
+        starts = np.arange(clients) * load.ramp_up_s / clients
+    else:
+        times = load.trace.arrival_s if load.trace is not None else poisson_arrivals(rng, load.rate_per_s or 1.0, count)
+        replica = rng.integers(0, dp, count) if dp > 1 else np.zeros(count, dtype=np.int64)
+    done = 0
+
+    def finished(n: int) -> None:
+        nonlocal done
+        done += n
+        if progress is not None and (done % 100 == 0 or done == count):
+            progress(done, count)
+
+    ins, outs = inputs.tolist(), outputs.tolist()
+    logs = []
+    for r in range(dp):
+        order = np.flatnonzero(replica == r)
+        if order.size == 0:
+            continue
+        if load.concurrency is not None:
+            mine = starts[np.arange(load.concurrency) % dp == r][: order.size]
+            arrivals = Arrivals(order.tolist(), None, mine.tolist())
+        else:
+            arrivals = Arrivals(order.tolist(), times[order].tolist(), None)
+        logs.append(run_replica(table, limits, ins, outs, arrivals, finished))  # type: ignore[arg-type]
+    return logs
+
+
+def _result(
+    logs: list[ReplicaLog],
+    inputs: np.ndarray,
+    outputs: np.ndarray,
+    count: int,
+    started: float,
+    slo: Slo | None,
+    load: Load,
+) -> SimulationResult:
+    arrival, first, finish = np.zeros(count), np.zeros(count), np.zeros(count)
+    preempted = np.zeros(count, dtype=np.int64)
+    for log in logs:
+        for target, values in ((arrival, log.arrival_s), (first, log.first_token_s), (finish, log.finish_s)):
+            keys = np.fromiter(values.keys(), dtype=np.int64, count=len(values))
+            target[keys] = np.fromiter(values.values(), dtype=np.float64, count=len(values))
+        for r, n in log.preemptions.items():
+            preempted[r] = n
+    order = np.argsort(arrival, kind="stable")
+    return SimulationResult(
+        arrival_s=arrival[order],
+        first_token_s=first[order],
+        finish_s=finish[order],
+        input_tokens=inputs[order],
+        output_tokens=outputs[order],
+        preemptions=preempted[order],
+        step_s=np.asarray([s for log in logs for s in log.step_s], dtype=np.float64),
+        step_tokens=np.asarray([b for log in logs for b in log.step_decoding], dtype=np.int64),
+        resume_gaps_s=np.asarray([g for log in logs for g in log.resume_gaps_s], dtype=np.float64),
+        steps=sum(log.steps for log in logs),
+        wall_s=time.perf_counter() - started,
+        slo=slo,
+        setup={"arrivals": load.kind, "rate_per_s": load.rate_per_s, "concurrency": load.concurrency},
+    )
