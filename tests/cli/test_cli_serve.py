@@ -221,3 +221,84 @@ def test_an_unknown_dataset_is_one_line_naming_the_known_ones():
     assert (
         "known: cnn_dailymail, fixed, mlperf_llama3_405b, mlperf_mixtral, openorca, random, sharegpt" in error["error"]
     )
+
+
+# ---- the request-level simulator (serve --simulate) -------------------------------------------------------------
+
+SIM_70B = ("llama2-70b", "--tp", "8", "--input", "512", "--output", "64")
+SIMULATION_KEYS = {"ttft_s", "itl_s", "tpot_s", "e2e_s", "throughput", "goodput", "requests", "sim_wall_s", "slo"}
+
+
+def test_a_simulation_prints_percentiles_and_goodput_as_json():
+    result = run("llama3.1-8b", "--dataset", "sharegpt", "--rate", "20", "--slo", "ttft=2s,itl=50ms", "--requests",
+                 "300", "--json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert set(payload) >= SIMULATION_KEYS and payload["mode"] == "simulation"
+    assert set(payload["ttft_s"]) == {"p50", "p90", "p99", "mean"}
+    assert payload["requests"] == 300 and payload["arrivals"] == "poisson" and payload["dataset"] == "sharegpt"
+    assert payload["slo"] == {"ttft_s": 2.0, "itl_s": 0.05}
+    assert 0 <= payload["goodput"]["fraction"] <= 1
+    assert payload["closed_form"]["scenario"] == "server"
+
+
+def test_concurrency_runs_the_closed_loop_beside_its_closed_form():
+    result = run(*SIM_70B, "--concurrency", "16", "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert (payload["arrivals"], payload["concurrency"], payload["requests"]) == ("closed_loop", 16, 2000)
+    assert payload["goodput"] is None and payload["closed_form"]["scenario"] == "concurrency"
+    assert payload["lengths"] == {"input": "every request 512 tokens", "output": "every request 64 tokens"}
+    table = run(
+        "llama2-70b", "--tp", "8", "--input", "512", "--output", "64", "--concurrency", "16", "--requests", "64"
+    )
+    assert table.exit_code == 0 and "simulated latency" in table.output and "closed loop, 16 clients" in table.output
+
+
+def test_a_trace_gives_the_arrivals_and_lengths(tmp_path):
+    trace = tmp_path / "trace.csv"
+    trace.write_text("arrival_s,input_tokens,output_tokens\n" + "".join(f"{i / 4},{100 + i},{20}\n" for i in range(40)))
+    payload = json.loads(run("llama3.1-8b", "--tp", "8", "--trace", str(trace), "--json").stdout)
+    assert (payload["arrivals"], payload["requests"], payload["output_tokens"]["mean"]) == ("trace", 40, 20)
+    refused = run("llama3.1-8b", "--trace", str(trace), "--dataset", "sharegpt", "--json")
+    assert refused.exit_code == 2 and json.loads(refused.stderr)["field"] == "--dataset"
+
+
+def test_the_simulator_settles_on_one_load():
+    none = run("llama2-70b", "--simulate", "--json")
+    assert none.exit_code == 2 and "give one load" in json.loads(none.stderr)["error"]
+    both = run("llama2-70b", "--rate", "2", "--concurrency", "4", "--json")
+    assert both.exit_code == 2 and "got --rate and --concurrency" in json.loads(both.stderr)["error"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "flag"),
+    [
+        (["--ttft-target", "1"], "--ttft-target"),
+        (["--compare", "p5e.48xlarge"], "--compare"),
+        (["--save-scenario", "x.toml"], "--save-scenario"),
+        (["--level", "0.8"], "--level"),
+    ],
+)
+def test_closed_form_options_are_refused_by_the_simulator(extra, flag):
+    result = run("llama2-70b", "--rate", "2", "--simulate", *extra, "--json")
+    assert result.exit_code == 2
+    error = json.loads(result.stderr)
+    assert error["field"] == flag and error["error"].startswith(f"{flag}: not used by the simulator")
+
+
+def test_a_bad_slo_is_one_line_naming_the_option_and_the_valid_forms():
+    result = run("llama2-70b", "--rate", "2", "--slo", "ttft=fast")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    (line,) = result.output.strip().splitlines()
+    assert "--slo: ttft: cannot read 'fast' as seconds" in line and "ttft=2s,itl=50ms" in line
+
+
+def test_the_simulators_options_have_one_default():
+    from clustersim.cli import serve_simulate
+    from clustersim.serving import simulate
+
+    assert (serve_simulate.DEFAULT_REQUESTS, serve_simulate.MAX_REQUESTS) == (
+        simulate.DEFAULT_REQUESTS,
+        simulate.MAX_REQUESTS,
+    )

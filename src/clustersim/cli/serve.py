@@ -27,6 +27,7 @@ from clustersim.cli.common import (
 )
 from clustersim.cli.job_options import BeyondContextOpt
 from clustersim.cli.level_option import DEFAULT_LEVEL, LevelOption
+from clustersim.cli.serve_simulate import DEFAULT_REQUESTS, MAX_REQUESTS, run_simulation, wanted
 from clustersim.errors import ClusterSimError
 from clustersim.units import MAX_DEGREE, MAX_LATENCY_S, MAX_RATE_PER_S, MAX_SEQUENCE_TOKENS, MAX_SEQUENCES
 
@@ -179,6 +180,38 @@ def serve_command(
         Path | None,
         typer.Option("--save-scenario", help="Write the inputs this run used (a chosen --tp filled in) to a TOML."),
     ] = None,
+    simulate: Annotated[
+        bool,
+        typer.Option(
+            "--simulate",
+            help="Run the request-level simulator (requests drawn from --dataset, every engine step priced) at "
+            "--rate, --concurrency or --trace; the options below imply it.",
+        ),
+    ] = False,
+    concurrency: Annotated[
+        int | None,
+        typer.Option("--concurrency", min=1, max=MAX_SEQUENCES, help="Simulate a closed loop of N clients."),
+    ] = None,
+    requests: Annotated[
+        int, typer.Option("--requests", min=1, max=MAX_REQUESTS, help="Requests to simulate.")
+    ] = DEFAULT_REQUESTS,
+    slo: Annotated[
+        str | None,
+        typer.Option("--slo", help="Goodput bounds, e.g. ttft=2s,itl=50ms,e2e=30s (itl: a request's mean; simulates)."),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the simulation's draws.")] = 0,
+    prefix_hit: Annotated[
+        float,
+        typer.Option(
+            "--prefix-hit",
+            callback=number(ge=0, le=1),
+            help="Share of each prompt found in the prefix cache, its prefill skipped (simulates; [0, 1)).",
+        ),
+    ] = 0.0,
+    trace: Annotated[
+        Path | None,
+        typer.Option("--trace", help="Simulate a CSV trace with columns arrival_s,input_tokens,output_tokens."),
+    ] = None,
     models: ModelsOption = None,
     level: LevelOption = DEFAULT_LEVEL,
     catalog: CatalogOption = None,
@@ -189,7 +222,12 @@ def serve_command(
     Offline: output tokens/s of the whole instance at the best batch that fits (dp replicas fill
     it). Server: --rate gives TTFT and TPOT at that rate; --ttft-target/--tpot-target give the
     highest rate that meets them. --compare shows a second instance and why it is faster or slower.
+    --simulate (or --concurrency, --slo, ...) runs the request-level simulator: TTFT, ITL and end-to-end
+    percentiles, throughput and goodput.
     """
+    if wanted(ctx, simulate):
+        run_simulation(ctx, ctx.params)
+        return
     from clustersim.scenario.files import save_scenario as save
 
     with user_errors():

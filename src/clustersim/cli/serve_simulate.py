@@ -1,0 +1,206 @@
+"""``clustersim serve --simulate``: the request-level simulator from the command line.
+
+``--simulate`` turns it on, and so does any option only it reads (``--concurrency``, ``--requests``,
+``--slo``, ``--seed``, ``--prefix-hit``, ``--trace``). The load is one of ``--rate`` (Poisson arrivals),
+``--concurrency`` (a closed loop) or ``--trace``. ``--batch`` caps the sequences in flight per replica
+(static batching: the batch). Options of the closed forms it cannot honour (``--ttft-target``,
+``--tpot-target``: give ``--slo``; ``--compare``, ``--scenario``, ``--save-scenario``, ``--level``) are
+refused by name. Without ``--tp`` the degree is the closed form's for the same question (at ``--rate``:
+the lowest TPOT; else, or past every degree's saturation, the most output tokens/s). The closed form of
+the same load is shown beside the simulation where one applies (``closed_form``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from clustersim.cli.common import emit_json, given_options, print_all, user_errors
+from clustersim.errors import ClusterSimError
+
+if TYPE_CHECKING:
+    from clustersim.catalog.registry import Catalog
+    from clustersim.serving.estimate import Request
+    from clustersim.serving.simulate import Load
+    from clustersim.workload.transformer import Transformer
+
+# Options only the simulator reads: any of them turns it on.
+SIMULATION_OPTIONS = ("simulate", "concurrency", "requests", "slo", "seed", "prefix_hit", "trace")
+# Options of the closed forms that a simulation cannot honour.
+REFUSED = ("ttft_target", "tpot_target", "compare", "scenario", "save_scenario", "level")
+DEFAULT_REQUESTS = 2000  # as clustersim.serving.simulate.DEFAULT_REQUESTS (a test holds them together)
+MAX_REQUESTS = 10_000_000
+SECONDS_PER_REQUEST = 3e-4  # simulated requests take about this long each on a 2-core machine
+
+
+def wanted(ctx: typer.Context, simulate: bool) -> bool:
+    """Whether the command line asks for a simulation."""
+    return simulate or bool(given_options(ctx, SIMULATION_OPTIONS[1:]))
+
+
+def run_simulation(ctx: typer.Context, p: dict[str, Any]) -> None:
+    """Simulate what the options ``p`` (the command's parameters by name) describe and print it."""
+    with user_errors():
+        refused = given_options(ctx, REFUSED)
+        if refused:
+            raise ClusterSimError(
+                f"{refused[0]}: not used by the simulator (--simulate, --concurrency, --slo, --requests, --seed, "
+                "--prefix-hit, --trace); latency bounds are --slo, and the closed forms run without those options",
+                field=refused[0],
+            )
+        stated = given_options(ctx, ("input_tokens", "output_tokens", "dataset"))
+        loads = given_options(ctx, ("rate", "concurrency", "trace"))
+        if len(loads) != 1:
+            what = "got " + " and ".join(loads) if loads else "none given"
+            raise ClusterSimError(
+                f"--simulate: give one load: --rate R (Poisson arrivals), --concurrency N (a closed loop of N "
+                f"clients) or --trace FILE ({what})",
+                field=loads[-1] if loads else "--rate",
+            )
+        if p["trace"] is not None and (stated or given_options(ctx, ("requests",))):
+            extra = (stated + given_options(ctx, ("requests",)))[0]
+            raise ClusterSimError(
+                f"{extra}: a trace gives each request's arrival and lengths; drop {extra} or --trace",
+                field=extra,
+            )
+        payload, notes = _simulate(p, stated)
+    if p["as_json"]:
+        emit_json(payload | {"notes": notes})
+        return
+    from clustersim.present.serving_simulation import simulation_view
+
+    print_all(*simulation_view(payload, notes))
+
+
+def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """The run's JSON payload and its notes."""
+    from clustersim.catalog.registry import ENV_VAR as CATALOG_ENV_VAR
+    from clustersim.catalog.registry import load_catalog
+    from clustersim.cli.progress import progress_bar
+    from clustersim.scenario.schema import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
+    from clustersim.scenario.training import model_spec, user_files
+    from clustersim.serving.datasets import resolve_lengths
+    from clustersim.serving.engine import parse_precision, serving_system_for_instance
+    from clustersim.serving.engines import engine_for
+    from clustersim.serving.estimate import Request, dataset_context_notes
+    from clustersim.serving.sim_report import parse_slo
+    from clustersim.serving.sim_requests import read_trace, request_sampler
+    from clustersim.serving.simulate import Load, simulate
+    from clustersim.workload import zoo
+
+    dataset = p["dataset"]
+    given_in, given_out = "--input" in stated, "--output" in stated
+    lengths = resolve_lengths(
+        dataset,
+        p["input_tokens"] if dataset is None or given_in else None,
+        p["output_tokens"] if dataset is None or given_out else None,
+        defaults=(DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS),
+    )
+    slo = parse_slo(p["slo"]) if p["slo"] is not None else None
+    trace = read_trace(p["trace"]) if p["trace"] is not None else None
+    load = Load(rate_per_s=p["rate"], concurrency=p["concurrency"], trace=trace)
+    model = zoo.load_model(model_spec(p["model"]), extra_dirs=user_files(zoo.ENV_VAR, p["models"] or []), use_env=False)
+    catalog = load_catalog(user_files(CATALOG_ENV_VAR, p["catalog"] or []), use_env=False)
+    request = Request(
+        input_tokens=lengths.input_tokens,
+        output_tokens=lengths.output_tokens,
+        precision=parse_precision(p["precision"], "--precision"),
+        kv_precision=parse_precision(p["kv_cache"], "--kv-cache") if p["kv_cache"] else None,
+        batching=p["batching"],
+        beyond_context=p["beyond_context"],
+    )
+    notes = list(dataset_context_notes(model, lengths.dataset, request)) + list(request.notes(model))
+    chip = catalog.accelerator(catalog.instance(p["instance"]).accelerator)
+    engine = engine_for(p["engine"], chip.family, accelerator=chip.id).name
+    tp = p["tp"] or _chosen_tp(model, catalog, p["instance"], p["pp"], request, load, engine)
+    system = serving_system_for_instance(catalog, p["instance"], tp=tp, pp=p["pp"])
+    sampler = request_sampler(
+        lengths.dataset, lengths.input_tokens, lengths.output_tokens, stated=(given_in, given_out)
+    )
+    count = trace.arrival_s.size if trace is not None else p["requests"]
+    with progress_bar("simulating requests", "requests", _work(count)) as progress:
+        result = simulate(
+            model, system, request, load, requests=p["requests"], sampler=sampler, seed=p["seed"],
+            prefix_hit_rate=p["prefix_hit"], max_batch=p["batch"], slo=slo, engine=engine, progress=progress,
+        )  # fmt: skip
+    payload = {
+        "mode": "simulation",
+        "model": model.name,
+        "params": model.num_params(),
+        "system": system.name,
+        "device": system.device_name,
+        "tp": system.tp,
+        "pp": system.pp,
+        "dp": system.dp,
+        "engine": engine,
+        "precision": request.precision.value,
+        "kv_precision": request.kv.value,
+        "batching": request.batching.value,
+        "dataset": lengths.dataset,
+        "lengths": {"input": sampler.input.describe(), "output": sampler.output.describe()}
+        if trace is None
+        else {"input": "from the trace", "output": "from the trace"},
+        "trace": None if p["trace"] is None else str(p["trace"]),
+        "seed": p["seed"],
+        "prefix_hit_rate": p["prefix_hit"],
+        "max_batch": p["batch"],
+        **result.to_json(),
+        "closed_form": _closed_form(model, system, request, load, engine),
+    }
+    return payload, notes
+
+
+def _work(requests: int) -> Any:
+    from clustersim.network.work import WorkEstimate
+
+    seconds = requests * SECONDS_PER_REQUEST
+    return WorkEstimate(
+        what=f"{requests:,} requests",
+        events=requests,
+        unit="requests",
+        seconds=seconds,
+        memory_bytes=0.0,
+        default_bound=float("inf"),
+    )
+
+
+def _chosen_tp(
+    model: Transformer, catalog: Catalog, instance: str, pp: int, request: Request, load: Load, engine: str
+) -> int:
+    """The closed form's degree for the same question: at a rate the lowest TPOT, else the most tokens/s."""
+    from clustersim.plan.serving import ServingScenario, best_serving_layout
+
+    if load.rate_per_s is not None:
+        try:
+            scenario = ServingScenario(rate_per_s=load.rate_per_s)
+            return best_serving_layout(model, catalog, instance, request, pp=pp, scenario=scenario, engine=engine).tp
+        except ClusterSimError:
+            pass  # saturated at every degree, or static batching: the offline choice
+    return best_serving_layout(model, catalog, instance, request, pp=pp, engine=engine).tp
+
+
+def _closed_form(model: Transformer, system: Any, request: Request, load: Load, engine: str) -> dict[str, Any] | None:
+    """The closed form of the same load at the mean lengths (server at a rate, concurrency), or None."""
+    from clustersim.serving.concurrency import estimate_concurrency
+    from clustersim.serving.latency import estimate_server
+
+    try:
+        if load.rate_per_s is not None:
+            found = estimate_server(model, system, request, load.rate_per_s, engine=engine)
+        elif load.concurrency is not None:
+            found = estimate_concurrency(model, system, request, load.concurrency, engine=engine)
+        else:
+            return None
+    except ClusterSimError as exc:
+        return {"scenario": "server" if load.rate_per_s is not None else "concurrency", "error": str(exc)}
+    return {
+        "scenario": found.scenario,
+        "input_tokens": found.input_tokens,
+        "output_tokens": found.output_tokens,
+        "ttft_s": found.ttft_s,
+        "tpot_s": found.tpot_s,
+        "output_tokens_per_s": found.output_tokens_per_s,
+        "request_rate_per_s": found.request_rate_per_s,
+        "batch": found.batch,
+    }
