@@ -52,8 +52,7 @@ def simulation_view(payload: dict[str, Any], notes: Sequence[str]) -> list[Rende
         lengths,
         table,
         f"throughput: {rate['output_tokens_per_s']:,.0f} output tokens/s, {rate['requests_per_s']:.3g} requests/s "
-        f"over {format_seconds(payload['duration_s'], digits=3)}; {payload['preemptions']:,} preemptions; "
-        f"{payload['steps']:,} engine steps simulated in {payload['sim_wall_s']:.2f} s",
+        f"over {format_seconds(payload['duration_s'], digits=3)}; {payload['preemptions']:,} preemptions",
     ]
     if payload["goodput"] is not None:
         bounds = ", ".join(
@@ -72,4 +71,5 @@ def simulation_view(payload: dict[str, Any], notes: Sequence[str]) -> list[Rende
             f"{closed['output_tokens_per_s']:,.0f} output tokens/s"
         )
     lines.extend(f"note: {escape(note)}" for note in notes)
+    lines.append(f"simulated {payload['steps']:,} engine steps in {payload['sim_wall_s']:.2f} s")
     return lines

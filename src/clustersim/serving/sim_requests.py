@@ -70,7 +70,7 @@ class LengthSource:
         if self.rate_per_token == 0.0:
             return f"uniform {self.low_tokens:g}..{self.high_tokens:g} (mean {self.mean_tokens:g})"
         top = "" if math.isinf(self.high_tokens) else f" up to {self.high_tokens:g}"
-        return f"exponential from {self.low_tokens:g}{top}, mean {self.mean_tokens:g} (largest entropy)"
+        return f"largest-entropy exponential from {self.low_tokens:g}{top}, mean {self.mean_tokens:g}"
 
     @property
     def max_tokens(self) -> float:
