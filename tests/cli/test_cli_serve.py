@@ -302,3 +302,14 @@ def test_the_simulators_options_have_one_default():
         simulate.DEFAULT_REQUESTS,
         simulate.MAX_REQUESTS,
     )
+
+
+def test_seeds_give_medians_with_their_spread():
+    one = json.loads(run(*SIM_70B, "--concurrency", "8", "--requests", "40", "--json").stdout)
+    assert (one["seeds"], one["spread"]) == ([0], None)
+    three = json.loads(run(*SIM_70B, "--rate", "2", "--requests", "40", "--seeds", "3", "--seed", "5", "--json").stdout)
+    assert three["seeds"] == [5, 6, 7] and three["seed"] == 5
+    low, high = three["spread"]["ttft_s"]["p99"]
+    assert low <= three["ttft_s"]["p99"] <= high and low < high
+    table = run(*SIM_70B, "--rate", "2", "--requests", "40", "--seeds", "3")
+    assert "medians over 3 seeds (0-2); min-max: TTFT p99" in table.output

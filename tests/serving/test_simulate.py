@@ -195,24 +195,29 @@ def test_the_batch_cap_bounds_the_decoding_sequences():
     assert result.step_tokens.max() <= 8
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     rate=st.floats(0.5, 200.0),
+    clients=st.sampled_from([None, 1, 5, 40]),
     n=st.integers(1, 3000),
     o=st.integers(1, 600),
     seed=st.integers(0, 2**31),
     kv=st.sampled_from([None, 8192.0]),
     hit=st.sampled_from([0.0, 0.5]),
     dataset=st.sampled_from([None, "sharegpt", "mlperf_mixtral"]),
+    batching=st.sampled_from([Batching.CONTINUOUS, Batching.STATIC]),
 )
-def test_any_run_serves_every_request_once_and_every_token(rate, n, o, seed, kv, hit, dataset):
+def test_any_run_serves_every_request_once_and_every_token(rate, clients, n, o, seed, kv, hit, dataset, batching):
     model, system = setup("llama3.1-8b", 8)
     sampler = request_sampler(dataset, n, o, stated=(dataset is None, dataset is None))
     if kv is not None and dataset is not None:
         kv = 1e5
-    result = simulate(model, system, Request(n, o), Load(rate_per_s=rate), requests=60, sampler=sampler, seed=seed,
+    load = Load(rate_per_s=rate) if clients is None else Load(concurrency=clients)
+    result = simulate(model, system, Request(n, o, batching=batching), load, requests=60, sampler=sampler, seed=seed,
                       kv_capacity_tokens=kv, prefix_hit_rate=hit)  # fmt: skip
     check_invariants(result, int(result.output_tokens.sum()))
+    if batching is Batching.STATIC:
+        assert result.preemptions.sum() == 0
 
 
 # ---- refusals ---------------------------------------------------------------------------------------------------

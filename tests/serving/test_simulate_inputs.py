@@ -124,3 +124,31 @@ def test_weighted_percentiles_are_those_of_the_repeated_values():
     weights = np.array([2, 5, 1, 3, 7])
     assert percentiles(values, weights.astype(float)) == pytest.approx(percentiles(np.repeat(values, weights)))
     assert percentiles(np.array([])) == {"p50": 0.0, "p90": 0.0, "p99": 0.0, "mean": 0.0}
+
+
+def test_runs_over_seeds_give_each_figure_its_median_and_range():
+    from clustersim.serving.sim_report import over_seeds
+
+    def run(ttft, steps):
+        figures = {"p50": ttft, "p90": ttft, "p99": ttft, "mean": ttft}
+        return {
+            "input_tokens": {"mean": 1.0, "max": 2},
+            "output_tokens": {"mean": 1.0, "max": 2},
+            "ttft_s": figures,
+            "itl_s": figures,
+            "tpot_s": figures,
+            "e2e_s": figures,
+            "throughput": {"output_tokens_per_s": ttft},
+            "goodput": None,
+            "preemptions": 0,
+            "preempted_requests": 0,
+            "duration_s": 1.0,
+            "steps": steps,
+            "sim_wall_s": 0.5,
+        }
+
+    combined = over_seeds([run(1.0, 10), run(3.0, 20), run(2.0, 30)], [4, 5, 6])
+    assert combined["ttft_s"]["p99"] == 2.0 and combined["spread"]["ttft_s"]["p99"] == [1.0, 3.0]
+    assert (combined["steps"], combined["sim_wall_s"], combined["goodput"]) == (60, 1.5, None)
+    assert "goodput" not in combined["spread"] and combined["seeds"] == [4, 5, 6]
+    assert over_seeds([run(1.0, 10)], [0])["spread"] is None

@@ -200,6 +200,12 @@ def serve_command(
         typer.Option("--slo", help="Goodput bounds, e.g. ttft=2s,itl=50ms,e2e=30s (itl: a request's mean; simulates)."),
     ] = None,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the simulation's draws.")] = 0,
+    seeds: Annotated[
+        int,
+        typer.Option(
+            "--seeds", min=1, max=100, help="Seeds to simulate (--seed, --seed + 1, ...): the median, with min-max."
+        ),
+    ] = 1,
     prefix_hit: Annotated[
         float,
         typer.Option(

@@ -1,13 +1,14 @@
 """``clustersim serve --simulate``: the request-level simulator from the command line.
 
 ``--simulate`` turns it on, and so does any option only it reads (``--concurrency``, ``--requests``,
-``--slo``, ``--seed``, ``--prefix-hit``, ``--trace``). The load is one of ``--rate`` (Poisson arrivals),
-``--concurrency`` (a closed loop) or ``--trace``. ``--batch`` caps the sequences in flight per replica
-(static batching: the batch). Options of the closed forms it cannot honour (``--ttft-target``,
-``--tpot-target``: give ``--slo``; ``--compare``, ``--scenario``, ``--save-scenario``, ``--level``) are
-refused by name. Without ``--tp`` the degree is the closed form's for the same question (at ``--rate``:
-the lowest TPOT; else, or past every degree's saturation, the most output tokens/s). The closed form of
-the same load is shown beside the simulation where one applies (``closed_form``).
+``--slo``, ``--seed``, ``--seeds``, ``--prefix-hit``, ``--trace``). The load is one of ``--rate`` (Poisson
+arrivals), ``--concurrency`` (a closed loop) or ``--trace``. ``--batch`` caps the sequences in flight per
+replica (static batching: the batch). ``--seeds N`` runs seeds ``--seed`` to ``--seed + N - 1``: each figure
+is the median over them, with its min-max (``spread``). Options of the closed forms it cannot honour
+(``--ttft-target``, ``--tpot-target``: give ``--slo``; ``--compare``, ``--scenario``, ``--save-scenario``,
+``--level``) are refused by name. Without ``--tp`` the degree is the closed form's for the same question
+(at ``--rate``: the lowest TPOT; else, or past every degree's saturation, the most output tokens/s). The
+closed form of the same load is shown beside the simulation where one applies (``closed_form``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from clustersim.workload.transformer import Transformer
 
 # Options only the simulator reads: any of them turns it on.
-SIMULATION_OPTIONS = ("simulate", "concurrency", "requests", "slo", "seed", "prefix_hit", "trace")
+SIMULATION_OPTIONS = ("simulate", "concurrency", "requests", "slo", "seed", "seeds", "prefix_hit", "trace")
 # Options of the closed forms that a simulation cannot honour.
 REFUSED = ("ttft_target", "tpot_target", "compare", "scenario", "save_scenario", "level")
 DEFAULT_REQUESTS = 2000  # as clustersim.serving.simulate.DEFAULT_REQUESTS (a test holds them together)
@@ -45,7 +46,7 @@ def run_simulation(ctx: typer.Context, p: dict[str, Any]) -> None:
         refused = given_options(ctx, REFUSED)
         if refused:
             raise ClusterSimError(
-                f"{refused[0]}: not used by the simulator (--simulate, --concurrency, --slo, --requests, --seed, "
+                f"{refused[0]}: not used by the simulator (--simulate, --concurrency, --slo, --requests, --seed(s), "
                 "--prefix-hit, --trace); latency bounds are --slo, and the closed forms run without those options",
                 field=refused[0],
             )
@@ -84,7 +85,7 @@ def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], lis
     from clustersim.serving.engine import parse_precision, serving_system_for_instance
     from clustersim.serving.engines import engine_for
     from clustersim.serving.estimate import Request, dataset_context_notes
-    from clustersim.serving.sim_report import parse_slo
+    from clustersim.serving.sim_report import over_seeds, parse_slo
     from clustersim.serving.sim_requests import read_trace, request_sampler
     from clustersim.serving.simulate import Load, simulate
     from clustersim.workload import zoo
@@ -119,11 +120,16 @@ def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], lis
         lengths.dataset, lengths.input_tokens, lengths.output_tokens, stated=(given_in, given_out)
     )
     count = trace.arrival_s.size if trace is not None else p["requests"]
-    with progress_bar("simulating requests", "requests", _work(count)) as progress:
-        result = simulate(
-            model, system, request, load, requests=p["requests"], sampler=sampler, seed=p["seed"],
-            prefix_hit_rate=p["prefix_hit"], max_batch=p["batch"], slo=slo, engine=engine, progress=progress,
-        )  # fmt: skip
+    seeds = list(range(p["seed"], p["seed"] + p["seeds"]))
+    runs = []
+    with progress_bar("simulating requests", "requests", _work(count * len(seeds))) as progress:
+        for number, seed in enumerate(seeds):
+            report = None if progress is None else _offset(progress, number * count, count * len(seeds))
+            result = simulate(
+                model, system, request, load, requests=p["requests"], sampler=sampler, seed=seed,
+                prefix_hit_rate=p["prefix_hit"], max_batch=p["batch"], slo=slo, engine=engine, progress=report,
+            )  # fmt: skip
+            runs.append(result.to_json())
     payload = {
         "mode": "simulation",
         "model": model.name,
@@ -145,10 +151,19 @@ def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], lis
         "seed": p["seed"],
         "prefix_hit_rate": p["prefix_hit"],
         "max_batch": p["batch"],
-        **result.to_json(),
+        **over_seeds(runs, seeds),
         "closed_form": _closed_form(model, system, request, load, engine),
     }
     return payload, notes
+
+
+def _offset(progress: Any, done_before: int, total: int) -> Any:
+    """A run's ``progress(done, its total)`` reported as the whole command's, after ``done_before``."""
+
+    def report(done: int, _: int) -> None:
+        progress(done_before + done, total)
+
+    return report
 
 
 def _work(requests: int) -> Any:

@@ -3,7 +3,7 @@ percentiles, throughput and goodput, and the closed form of the same load beside
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich.console import RenderableType
@@ -28,7 +28,7 @@ def simulation_view(payload: dict[str, Any], notes: Sequence[str]) -> list[Rende
         f"{payload['dp']}, {payload['engine']}, {payload['precision']} (KV {payload['kv_precision']}), "
         f"{payload['batching']} batching; {_load(payload)}; {payload['requests']:,} requests"
         + (f" of {payload['dataset']}" if payload["dataset"] else "")
-        + f", seed {payload['seed']}"
+        + (f", seed {payload['seed']}" if len(payload["seeds"]) == 1 else "")
     )
     lengths = (
         f"lengths: prompts {escape(payload['lengths']['input'])} (drawn mean {payload['input_tokens']['mean']:.1f}); "
@@ -52,7 +52,7 @@ def simulation_view(payload: dict[str, Any], notes: Sequence[str]) -> list[Rende
         lengths,
         table,
         f"throughput: {rate['output_tokens_per_s']:,.0f} output tokens/s, {rate['requests_per_s']:.3g} requests/s "
-        f"over {format_seconds(payload['duration_s'], digits=3)}; {payload['preemptions']:,} preemptions",
+        f"over {format_seconds(payload['duration_s'], digits=3)}; {payload['preemptions']:,.0f} preemptions",
     ]
     if payload["goodput"] is not None:
         bounds = ", ".join(
@@ -70,6 +70,19 @@ def simulation_view(payload: dict[str, Any], notes: Sequence[str]) -> list[Rende
             f"TTFT {format_seconds(closed['ttft_s'], digits=3)}, TPOT {format_seconds(closed['tpot_s'], digits=3)}, "
             f"{closed['output_tokens_per_s']:,.0f} output tokens/s"
         )
+    spread, seeds = payload["spread"], payload["seeds"]
+    if spread is not None:
+        ranges: list[tuple[str, list[float], Callable[..., str]]] = [
+            ("TTFT p99", spread["ttft_s"]["p99"], format_seconds),
+            ("TPOT mean", spread["tpot_s"]["mean"], format_seconds),
+            ("output tokens/s", spread["throughput"]["output_tokens_per_s"], lambda v, digits: f"{v:,.0f}"),
+        ]
+        if "goodput" in spread:
+            ranges.append(("goodput", spread["goodput"]["fraction"], lambda v, digits: f"{v:.1%}"))
+        shown = "; ".join(
+            f"{label} {show(low, digits=3)}-{show(high, digits=3)}" for label, (low, high), show in ranges
+        )
+        lines.append(f"medians over {len(seeds)} seeds ({seeds[0]}-{seeds[-1]}); min-max: {shown}")
     lines.extend(f"note: {escape(note)}" for note in notes)
     lines.append(f"simulated {payload['steps']:,} engine steps in {payload['sim_wall_s']:.2f} s")
     return lines

@@ -175,3 +175,30 @@ class SimulationResult:
             "duration_s": span,
             "sim_wall_s": self.wall_s,
         }
+
+
+GROUPS = ("input_tokens", "output_tokens", "ttft_s", "itl_s", "tpot_s", "e2e_s", "throughput", "goodput")
+SUMMED = ("steps", "sim_wall_s")  # work done over all the runs
+MEDIANS = ("preemptions", "preempted_requests", "duration_s")
+
+
+def over_seeds(runs: list[dict[str, Any]], seeds: list[int]) -> dict[str, Any]:
+    """Runs of one setup under ``seeds`` (``SimulationResult.to_json``) as one: each figure the median over
+    them, ``spread`` its [min, max] (None for one run), steps and wall time summed."""
+    first = dict(runs[0])
+    first.update(seeds=seeds, spread=None)
+    if len(runs) == 1:
+        return first
+    spread: dict[str, Any] = {}
+    for group in GROUPS:
+        if first[group] is None:
+            continue
+        values = {key: [float(run[group][key]) for run in runs] for key in first[group]}
+        first[group] = {key: float(np.median(found)) for key, found in values.items()}
+        spread[group] = {key: [min(found), max(found)] for key, found in values.items()}
+    for key in MEDIANS:
+        first[key] = float(np.median([run[key] for run in runs]))
+    for key in SUMMED:
+        first[key] = sum(run[key] for run in runs)
+    first["spread"] = spread
+    return first
