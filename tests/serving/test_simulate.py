@@ -17,6 +17,7 @@ from clustersim.serving.estimate import Request
 from clustersim.serving.latency import estimate_server
 from clustersim.serving.sim_report import Slo
 from clustersim.serving.sim_requests import request_sampler
+from clustersim.serving.sim_scheduler import Arrivals, SchedulerLimits, run_replica
 from clustersim.serving.sim_steps import max_error, step_table
 from clustersim.serving.simulate import Load, simulate
 from clustersim.workload.zoo import load_model
@@ -240,3 +241,33 @@ def test_what_the_simulator_cannot_run_is_refused_naming_the_option():
     )
     with pytest.raises(ClusterSimError, match="engine: the simulator models engines"):
         simulate(trn_model, trn, Request(128, 128), Load(rate_per_s=1), requests=5)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    block=st.sampled_from([1, 16, 64]),
+    blocks=st.integers(40, 400),
+    budget=st.sampled_from([64, 512, 8192]),
+    cap=st.sampled_from([2, 16, 256]),
+    clients=st.integers(1, 40),
+    seed=st.integers(0, 2**31),
+)
+def test_every_kv_block_comes_back_and_every_request_finishes(block, blocks, budget, cap, clients, seed):
+    """One replica's scheduler on its own: tight KV caches, budgets and caps, and preemptions among them."""
+    model, system = setup("llama3.1-8b", 8)
+    profile = engine_profile("vllm", system.family)
+    request = Request(1, 1)
+    table = step_table(model, system, request.precision, request.kv, max_tokens=budget, max_sequences=cap,
+                       max_context=64 * 40, cal=default_calibration(), engine=profile)  # fmt: skip
+    rng = np.random.default_rng(seed)
+    count = 80
+    longest = blocks * block // 2
+    inputs = rng.integers(1, max(longest // 2, 2), count).tolist()
+    outputs = [int(rng.integers(1, max(longest - n, 1) + 1)) for n in inputs]
+    limits = SchedulerLimits(budget, cap, block, blocks)
+    log = run_replica(table, limits, inputs, outputs, Arrivals(list(range(count)), None, [0.0] * clients))
+    assert log.blocks_left == blocks
+    assert sorted(log.finish_s) == list(range(count))
+    assert all(log.finish_s[r] >= log.first_token_s[r] >= log.arrival_s[r] for r in range(count))
+    made = count + sum(log.step_decoding) + len(log.resume_gaps_s)
+    assert made == sum(outputs)

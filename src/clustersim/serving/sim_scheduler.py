@@ -61,6 +61,7 @@ class ReplicaLog:
     step_decoding: list[int] = field(default_factory=list)  # and how many tokens their decoders made
     resume_gaps_s: list[float] = field(default_factory=list)  # a preempted request's wait for its next token
     steps: int = 0
+    blocks_left: int = 0  # free KV blocks at the end (all of them: every block given back)
 
 
 class Arrivals:
@@ -276,6 +277,7 @@ def _run_continuous(
             offset += length - tick + 1
             heapq.heappush(heap, (tick + outputs[r] - generated[r] - 1, r, version))
 
+    log.blocks_left = free
     return log
 
 
@@ -332,4 +334,5 @@ def _run_static(
             if done is not None:
                 done(1)
         clock = float(ends[-1])
+    log.blocks_left = limits.kv_blocks  # a batch's blocks are all given back when it ends
     return log
