@@ -34,7 +34,7 @@ TEXT = README.read_text(encoding="utf-8")
 
 # commands of ```console blocks that the suite does not run, each with its reason; CLUSTERSIM_README_ALL=1 runs them
 NOT_RUN: dict[str, str] = {
-    "clustersim fabric compare --instance p5.48xlarge --nodes 128 --collective alltoall --size 1G --seeds 3": (
+    "clustersim fabric compare --instance p5.48xlarge --nodes 128 --collective alltoall --size 1G --seeds 3 --ideal": (
         "simulates 127 all-to-all rounds over 1,024 GPUs 8 times (ECMP and flowlets over 3 seeds): 25-100 s"
     ),
 }
@@ -53,7 +53,7 @@ PROSE_BASE = {
     ),
     "--framework deepspeed --zero 1 --recompute full": (
         "clustersim fabric step mixtral-8x7b --instance p5.48xlarge --nodes 8 --tp 8 --pp 1 --ep 4"
-        " --framework deepspeed --zero 1 --recompute full"
+        " --framework deepspeed --zero 1 --recompute full --ideal"
     ),
 }
 # numbers in the prose: (the command shown beside them in the README, the quoted texts whose numbers it prints)
@@ -83,10 +83,11 @@ PROSE: list[tuple[str, list[str]]] = [
         " --recompute full --tokens 15.6T --global-batch 2048 --storage fsx:PERSISTENT_2-1000:100800GiB:efa",
         ["126.9 days failure-free", "| sync | 56.4 s (file system) | 18.1 min | 82.8% |"],
     ),
-    (_STEP_128 + " --seed 1", ["--placement random --seed 1`: 264 ms"]),  # and 352 ms at seeds 0 and 2
-    (_STEP_128 + " --oversubscription 2 --seed 2", ["--oversubscription 2 --seed 2`: 440 ms"]),  # 352 at 0, 1
+    (_STEP_128 + " --seed 1 --ideal", ["--placement random --seed 1 --ideal`: 264 ms"]),  # 352 ms at seeds 0, 2
+    (_STEP_128 + " --oversubscription 2 --seed 2 --ideal", ["--seed 2 --ideal`: 440 ms"]),  # 352 at 0, 1
     (
-        "clustersim fabric step mixtral-8x7b --instance p5.48xlarge --nodes 8 --tp 8 --pp 1 --ep 4 --precision fp8",
+        "clustersim fabric step mixtral-8x7b --instance p5.48xlarge --nodes 8 --tp 8 --pp 1 --ep 4 --precision fp8"
+        " --ideal",
         ["one dispatch takes 0.48 ms and one combine 0.94 ms"],
     ),
     (

@@ -20,8 +20,8 @@ def _json(*args: str) -> dict:
 
 
 def test_simulate_json_carries_time_busbw_utilization_and_routing():
-    out = _json("simulate", *BASE, "--routing", "ecmp", "--algo", "ring")
-    assert out["routing"] == "ecmp" and out["op"] == "all_reduce"
+    out = _json("simulate", *BASE, "--routing", "ecmp", "--algo", "ring", "--ideal")
+    assert out["routing"] == "ecmp" and out["op"] == "all_reduce" and out["links"] == "ideal"
     assert abs(out["busbw_bytes_per_s"] / 400e9 - 1) < 1e-9  # 32 x 100 Gb/s at line rate
     assert out["time_s"] > 0 and 0 < out["max_link_utilization"] <= 1 + 1e-9
     assert out["fabric"]["hosts"] == 64
@@ -53,7 +53,7 @@ def test_the_flags_are_honoured_and_the_same_seed_repeats():
 
 
 def test_compare_sets_ecmp_spray_and_the_analytic_model_side_by_side():
-    out = _json("compare", *BASE, "--collective", "alltoall")
+    out = _json("compare", *BASE, "--collective", "alltoall", "--ideal")
     rows = {row["model"]: row for row in out["rows"]}
     simulated = [f"simulated {r}" for r in ("ecmp", "spray", "flowlet", "adaptive")]
     assert list(rows) == [*simulated, "analytic, ideal links", "analytic, calibrated"]
@@ -101,7 +101,7 @@ STEP = ["step", "llama3-8b", "--nodes", "4", "--fabric-hosts", "64", "--global-b
 
 
 def test_step_json_carries_each_kinds_time_busbw_and_the_analytic_model():
-    out = _json(*STEP, "--tp", "8", "--pp", "2")
+    out = _json(*STEP, "--tp", "8", "--pp", "2", "--ideal")
     assert out["layout"]["tp"] == 8 and out["layout"]["dp"] == 2 and out["layout_chosen"] is False
     kinds = {c["kind"]: c for c in out["collectives"]}
     assert set(kinds) == {"tp", "pp", "dp reduce-scatter", "dp all-gather"}
@@ -155,8 +155,8 @@ def test_failed_switches_slow_a_cross_spine_alltoall_and_too_many_are_refused():
 def test_a_failed_leaf_halves_the_rails_of_the_gpu_that_lost_one():
     # p5: 4 rails per GPU; the failed leaf takes rail k of every job host, so GPU k // 4 sends through a
     # peer GPU (PXN) whose 4 rails then carry both GPUs' ring channels: half the busbw.
-    whole = _json("simulate", *BASE, "--algo", "ring")
-    broken = _json("simulate", *BASE, "--algo", "ring", "--fail-leaves", "1")
+    whole = _json("simulate", *BASE, "--algo", "ring", "--ideal")
+    broken = _json("simulate", *BASE, "--algo", "ring", "--fail-leaves", "1", "--ideal")
     assert broken["failed_leaves"] == 1 and broken["fabric"]["links_down"] == 2 * 32 + 2 * 32  # ports, spines
     assert abs(broken["busbw_bytes_per_s"] / whole["busbw_bytes_per_s"] - 0.5) < 1e-9
     result = runner.invoke(app, ["fabric", "simulate", *BASE, "--fail-leaves", "99", "--json"])
@@ -165,7 +165,7 @@ def test_a_failed_leaf_halves_the_rails_of_the_gpu_that_lost_one():
 
 def test_step_honours_failed_leaves_devices_per_node_and_plot(tmp_path: Path):
     target = tmp_path / "step.png"
-    out = _json(*STEP, "--tp", "8", "--pp", "2", "--fail-leaves", "1", "--plot", str(target))
+    out = _json(*STEP, "--tp", "8", "--pp", "2", "--fail-leaves", "1", "--plot", str(target), "--ideal")
     assert target.read_bytes()[:4] == b"\x89PNG" and out["failed_leaves"] == 1
     dp = next(c for c in out["collectives"] if c["kind"] == "dp reduce-scatter")
     assert abs(dp["sim_over_ideal"] - 2) < 1e-9  # one GPU's rails carry two GPUs' traffic

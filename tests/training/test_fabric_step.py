@@ -4,6 +4,7 @@ sharing the fabric never speeds a kind up."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -28,6 +29,9 @@ from clustersim.training.estimate import estimate_training
 from clustersim.training.fabric_step import rank_gpus, step_collectives, step_on_fabric, strided_groups
 from clustersim.training.job import TrainingJob
 from clustersim.workload import zoo
+
+# These tests check the link-bound view: datasheet links, no latency (``ideal``, ``--ideal``).
+step_on_fabric = functools.partial(step_on_fabric, ideal=True)
 
 CATALOG = load_catalog(use_env=False)
 MODEL = zoo.load_model("llama3-8b", use_env=False)

@@ -62,6 +62,8 @@ def test_a_kinds_record_carries_its_times_per_collective_and_per_step():
         "kind": "pp",
         "op": Op.SENDRECV.value,
         "algorithm": Algorithm.DIRECT.value,
+        "links": "ideal",
+        "bandwidth_time_s": 0.0,
         "num_groups": 2,
         "group_ranks": 2,
         "stride": 16,
@@ -72,6 +74,7 @@ def test_a_kinds_record_carries_its_times_per_collective_and_per_step():
         "ideal_time_s": 1e-5,
         "analytic_time_s": 2e-5,
         "sim_over_ideal": pytest.approx(3.0),
+        "sim_over_analytic": pytest.approx(1.5),
         "together_time_s": 4e-5,
         "step_time_s": pytest.approx(4 * 3e-5),  # a step runs the send 4 times
         "analytic_step_time_s": pytest.approx(4 * 2e-5),
@@ -94,6 +97,7 @@ def test_the_steps_record_names_the_run_with_every_kind_at_once():
         "title": "t",
         "layout": layout.model_dump(mode="json"),
         "routing": "spray",
+        "links": "ideal",
         "collectives": [kind.to_dict()],
         "together": {
             "makespan_s": 5e-5,
@@ -132,7 +136,9 @@ def test_the_routing_and_its_seed_reach_every_kind():
     hosts = place(tree, 16, Placement.RANDOM, seed=5)
 
     def times(routing: Routing, seed: int) -> dict[str, float]:
-        step = step_on_fabric(collectives, tree, hosts, layout=layout, title="t", routing=routing, seed=seed)
+        step = step_on_fabric(
+            collectives, tree, hosts, layout=layout, title="t", routing=routing, seed=seed, ideal=True
+        )
         return {k.collective.kind: k.time_s for k in step.kinds}
 
     spray, ecmp = times(Routing.SPRAY, 1), times(Routing.ECMP, 1)

@@ -18,6 +18,7 @@ from clustersim.cli.fabric_options import (
     FailOpt,
     FailSwitchOpt,
     HostsOpt,
+    IdealOpt,
     InstanceOpt,
     JobsOpt,
     NodesOpt,
@@ -31,6 +32,7 @@ from clustersim.cli.fabric_options import (
     SizeOpt,
     StepsOpt,
     flow_progress,
+    links_line,
     parse_routing,
     parse_size,
     write_plot,
@@ -145,11 +147,13 @@ def simulate_command(
     fabric_hosts: HostsOpt = None,
     max_steps: StepsOpt = 4,
     max_events: MaxEventsOpt = None,
+    ideal: IdealOpt = False,
     plot: PlotOpt = None,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Simulate one collective flow by flow on the cluster's fat-tree (with --jobs, several copies at once)."""
+    """Simulate one collective flow by flow on the cluster's fat-tree (with --jobs, several copies at once):
+    on the calibrated links with NCCL's latencies, or with --ideal on the datasheet links."""
     from clustersim.network.flowsim.results import JobsResult, simulate_collective, simulate_jobs
     from clustersim.network.flowsim.routing import Routing
 
@@ -160,18 +164,18 @@ def simulate_command(
             fabric_hosts, fail_switches, jobs, fail_leaves,
         )  # fmt: skip
         algo = _algorithm(cat, instance, nodes, op, size_bytes, algo)
-        estimate = _work(tree, hosts, op, size_bytes, algo, max_steps, max_events, jobs=jobs)
+        estimate = _work(tree, hosts, op, size_bytes, algo, max_steps, max_events, jobs=jobs, runs=1 if ideal else 2)
         shared: JobsResult | None = None
         with flow_progress(estimate) as progress:
             if jobs == 1:
                 result = simulate_collective(
                     tree, hosts, op, size_bytes, routing=route, algorithm=algo, seed=seed, max_steps=max_steps,
-                    progress=progress,
+                    progress=progress, ideal=ideal,
                 )  # fmt: skip
             else:
                 shared = simulate_jobs(
                     tree, hosts, op, size_bytes, routing=route, algorithm=algo, seed=seed, max_steps=max_steps,
-                    progress=progress,
+                    progress=progress, ideal=ideal,
                 )  # fmt: skip
                 result = max(shared.together, key=lambda r: r.time_s)  # the slowest job
     from clustersim.present.fabric import fabric_json, fabric_view, plot_fabric
@@ -193,7 +197,7 @@ def simulate_command(
     print_all(*fabric_view(result, tree))
     if shared is not None:
         print_all(jobs_view(shared))
-    print_all(draw_line(drawn, [seed]))
+    print_all(links_line(result.links, result.ramp), draw_line(drawn, [seed]))
 
 
 @fabric_app.command("compare")
@@ -214,10 +218,12 @@ def compare_command(
     fabric_hosts: HostsOpt = None,
     max_steps: StepsOpt = 4,
     max_events: MaxEventsOpt = None,
+    ideal: IdealOpt = False,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """ECMP against spraying, and the analytic model's link-bound (ideal) time against both."""
+    """ECMP against spraying (on the calibrated links, or with --ideal the datasheet ones), and the analytic
+    model's calibrated and link-bound (ideal) times against them."""
     import numpy as np
 
     from clustersim.network.analytic import predict_collective
@@ -241,7 +247,9 @@ def compare_command(
         # a routing whose answer no seed draws runs once
         plan = [(route, seed_list if seeded(route.value, placement, failures) else seed_list[:1]) for route in Routing]
         total = sum(len(draws) for _, draws in plan)
-        estimate = _work(tree, hosts, op, size_bytes, algorithm, max_steps, max_events, runs=total)
+        estimate = _work(
+            tree, hosts, op, size_bytes, algorithm, max_steps, max_events, runs=total * (1 if ideal else 2)
+        )
         runs: list[tuple[str, CollectiveResult | None, float, float]] = []
         spreads: list[tuple[float | None, float | None]] = []
         done = 0
@@ -261,6 +269,7 @@ def compare_command(
                             seed=draw,
                             max_steps=max_steps,
                             progress=_part(progress, done, total),
+                            ideal=ideal,
                         )
                     )
                     done += 1
@@ -268,7 +277,7 @@ def compare_command(
                 r = results[len(results) // 2]  # the median draw
                 runs.append((f"simulated {route.value}", r, r.time_s, r.busbw_bytes_per_s))
                 spreads.append((results[0].time_s, results[-1].time_s))
-        ideal = _ideal_analytic(cat, instance, nodes, op, size_bytes, algorithm)
+        bound = _ideal_analytic(cat, instance, nodes, op, size_bytes, algorithm)
         table = predict_collective(
             op,
             np.array([size_bytes]),
@@ -276,20 +285,25 @@ def compare_command(
             algorithm=algorithm,
             protocol=Protocol.SIMPLE,
         )
-        runs.append(("analytic, ideal links", None, ideal[0], ideal[1]))
+        runs.append(("analytic, ideal links", None, bound[0], bound[1]))
         runs.append(("analytic, calibrated", None, float(table.time_s[0]), float(table.busbw_bytes_per_s[0])))
     from clustersim.present.fabric import compare_rows, compare_view, draw_json, draw_line
 
+    simulated = "ideal" if ideal else "calibrated"
     rows = compare_rows(runs)
-    for row, (low, high) in zip(rows, [*spreads, (None, None), (None, None)], strict=True):
-        row |= {"time_min_s": low, "time_max_s": high}
+    # each row's links: a simulated run's own, the analytic rows' by their name
+    labels = [r.links if r else ("ideal" if "ideal" in model else "calibrated") for model, r, _, _ in runs]
+    for row, (low, high), label in zip(rows, [*spreads, (None, None), (None, None)], labels, strict=True):
+        row |= {"time_min_s": low, "time_max_s": high, "links": label}
     drawn = sorted({what for route in Routing for what in seeded(route.value, placement, failures)})
     if as_json:
-        out = {"op": op.value, "nodes": nodes, "size_bytes": size_bytes, "rows": rows}
+        out = {"op": op.value, "nodes": nodes, "size_bytes": size_bytes, "links": simulated, "rows": rows}
         emit_json(out | draw_json(drawn, seed_list))
         return
-    title = f"{op.value} of {size_bytes:,.0f} B on {nodes} x {instance}"
-    print_all(compare_view(rows, title), draw_line(drawn, seed_list, seeds_option=True))
+    title = f"{op.value} of {size_bytes:,.0f} B on {nodes} x {instance}, simulated on {simulated} links"
+    ramps = {r.ramp for _, r, _, _ in runs if r is not None}
+    ramp = ramps.pop() if len(ramps) == 1 else None
+    print_all(compare_view(rows, title), links_line(simulated, ramp), draw_line(drawn, seed_list, seeds_option=True))
 
 
 def _part(progress: Callable[[int, int], None] | None, k: int, parts: int) -> Callable[[int, int], None] | None:

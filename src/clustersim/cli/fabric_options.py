@@ -85,10 +85,30 @@ StepsOpt = Annotated[
         "--max-steps", min=1, max=64, help="Ring steps or all-to-all rounds simulated; the rest extrapolated."
     ),
 ]
+IdealOpt = Annotated[
+    bool,
+    typer.Option(
+        "--ideal",
+        help="Datasheet links without latency (the link-bound view); default: the calibrated links the analytic "
+        "model prices, with NCCL's per-step latencies and the fitted ramp, as nccl-tests would measure.",
+    ),
+]
 PlotOpt = Annotated[
     Path | None,
     typer.Option("--plot", callback=plot_path, help="Write link utilization and flow completion (PNG, SVG, PDF)."),
 ]
+
+
+def links_line(links: str, ramp: str | None = None) -> str:
+    """Says which links a simulation ran on (and, calibrated, where its message-size ramp came from)."""
+    if links == "ideal":
+        return "links: ideal (datasheet line rates, no latency: the link bound, not what nccl-tests measures)"
+    line = "links: calibrated (calibration.toml's achieved fractions"
+    if ramp == "fitted":
+        return line + "); latency and ramp: the analytic model's, fitted, over the simulated bandwidth"
+    if ramp == "simulated":
+        return line + ", NCCL's per-step latencies, Simple protocol); ramp: simulated (NCCL's structure)"
+    return line + ")"
 
 
 def parse_size(text: str) -> float:

@@ -23,6 +23,7 @@ from clustersim.cli.fabric_options import (
     FailOpt,
     FailSwitchOpt,
     HostsOpt,
+    IdealOpt,
     InstanceOpt,
     NodesOpt,
     OversubOpt,
@@ -33,6 +34,7 @@ from clustersim.cli.fabric_options import (
     SeedOpt,
     StepsOpt,
     flow_progress,
+    links_line,
     parse_routing,
     write_plot,
 )
@@ -89,13 +91,15 @@ def step_command(
     fabric_hosts: HostsOpt = None,
     max_steps: StepsOpt = 4,
     max_events: MaxEventsOpt = None,
+    ideal: IdealOpt = False,
     plot: PlotOpt = None,
     models: ModelsOption = None,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Simulate one training step's communication (TP, CP, EP, PP and DP groups as the estimator places
-    them) on the cluster's fat-tree: each kind alone and all at once, against the analytic model."""
+    them) on the cluster's fat-tree: each kind alone and all at once, against the analytic model (on the
+    calibrated links, priced with the analytic latency and ramp; --ideal: the datasheet links)."""
     from clustersim.catalog.registry import load_catalog
     from clustersim.cli.train import LAYOUT_OPTIONS, _scenario_of_options
     from clustersim.compute import software as profiles
@@ -166,7 +170,7 @@ def step_command(
         with flow_progress(None) as progress:
             step = step_on_fabric(
                 collectives, tree, hosts, layout=layout, title=title, routing=route, seed=seed, max_steps=max_steps,
-                before_run=refuse_past_the_bound, progress=progress,
+                before_run=refuse_past_the_bound, progress=progress, ideal=ideal,
             )  # fmt: skip
     from clustersim.present.fabric import draw_json, draw_line, fabric_dict, seeded
     from clustersim.present.fabric_step import plot_step, step_view
@@ -182,4 +186,5 @@ def step_command(
         extra |= draw_json(drawn, [seed])
         emit_json({**step.to_dict(), "fabric": fabric_dict(tree), "layout_chosen": ran.layout_chosen, **extra})
         return
-    print_all(*step_view(step), draw_line(drawn, [seed]))
+    ramp = None if ideal else "fitted"
+    print_all(*step_view(step), links_line(step.links, ramp), draw_line(drawn, [seed]))

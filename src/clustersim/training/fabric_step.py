@@ -23,10 +23,14 @@ the step terms price (``clustersim.training.step``):
 * ``dp``: the gradients (ZeRO 0: all-reduce; 1-2: reduce-scatter, then the parameters' all-gather;
   3: per-layer gathers and scatters) over ``dp x cp`` ranks ``tp`` apart.
 
-Each kind is simulated alone and, as a stress case, with every other kind at once. The analytic
-times are the ``CollectiveCost``'s price of the same collective on the group's fabric (what the
-estimator charges: calibrated efficiencies, latency) and its link-bound term on the datasheet links
-(``ideal``: the like-for-like figure for the simulator, which runs the datasheet links too).
+Each kind is simulated alone and, as a stress case, with every other kind at once. By default on the
+calibrated links (``network.flowsim.nccl``: the analytic model's achieved fractions), each kind's
+simulated bandwidth priced as the analytic model prices a collective (its latency and fitted Simple
+ramp for the group's fabric, ``StepCollective.latency_s`` and ``ramp_half_bytes``): so packed on a
+non-blocking fabric a kind costs what the estimator charges, and contention, routing and placement
+show as the difference. ``ideal``: the datasheet links, no latency or ramp. The analytic times are the
+``CollectiveCost``'s price of the same collective on the group's fabric (what the estimator charges)
+and its link-bound term on the datasheet links (``ideal_time_s``).
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from clustersim.network.flowsim.collectives import CollectiveFlows
 from clustersim.network.flowsim.engine import Flows, FlowTimes, route_flows, run
 from clustersim.network.flowsim.failover import with_pxn
 from clustersim.network.flowsim.groups import concatenate, dispatch_flows, group_flows, ideal_time_s, pair_flows
+from clustersim.network.flowsim.nccl import link_model, price_terms
 from clustersim.network.flowsim.results import LinkReport, collective_time_s, job_times, link_report
 from clustersim.network.flowsim.routing import Incidence, Routing
 from clustersim.network.flowsim.topology import FatTree, FloatArray, IntArray
@@ -84,6 +89,8 @@ class StepCollective:
     ideal_time_s: float
     copy_ratio: float = 1.0  # per-node EP dispatch: network bytes over the plain all-to-all's
     fan_out_ranks: int = 1  # per-node EP dispatch: a node's ranks of the group the tokens fan out to
+    latency_s: float = 0.0  # the analytic model's latency of the kind's algorithm on the group's fabric
+    ramp_half_bytes: float = 0.0  # and its fitted Simple ramp's half size (0: none)
 
     @property
     def group_ranks(self) -> int:
@@ -162,12 +169,17 @@ def step_collectives(
             out.append(_ep_collective(kind, size, groups, stride, per_step, system, sw, model.moe, cost))
             continue
         analytic = float(collective_s(system, cost, op, np.array([size]), ranks, stride)[0])
-        out.append(
-            StepCollective(
-                kind, op, size, groups, stride, per_step, analytic, _ideal_s(system, op, size, ranks, stride)
-            )
-        )
+        ideal = _ideal_s(system, op, size, ranks, stride)
+        latency, half = _price_terms(system, op, ranks, stride)
+        out.append(StepCollective(kind, op, size, groups, stride, per_step, analytic, ideal, 1.0, 1, latency, half))
     return out
+
+
+def _price_terms(system: System, op: Op, ranks: int, stride: int) -> tuple[float, float]:
+    """The analytic model's latency and ramp half size of ``op``'s simulated algorithm (Simple) on the
+    group's fabric (``nccl.price_terms``)."""
+    fabric = system.group_fabric(ranks, stride)
+    return (0.0, 0.0) if fabric is None else price_terms(fabric, op, ALGORITHMS[op])
 
 
 def ep_dispatch_shape(system: System, sw: SoftwareProfile, moe: MoE, ranks: int, stride: int) -> tuple[float, int]:
@@ -201,7 +213,8 @@ def _ep_collective(
     if fan > 1:
         analytic = max(analytic, float(collective_s(system, cost, Op.ALLTOALL, np.array([size]), fan, stride)[0]))
         ideal = max(ideal, _ideal_s(system, Op.ALLTOALL, size, fan, stride))
-    return StepCollective(kind, Op.ALLTOALL, size, groups, stride, per_step, analytic, ideal, ratio, fan)
+    latency, half = _price_terms(system, Op.ALLTOALL, ranks, stride)
+    return StepCollective(kind, Op.ALLTOALL, size, groups, stride, per_step, analytic, ideal, ratio, fan, latency, half)
 
 
 def _ideal_s(system: System, op: Op, size: float, ranks: int, stride: int) -> float:
@@ -221,6 +234,8 @@ class KindOnFabric:
     links: LinkReport
     steps_simulated: int
     steps_total: int
+    link_model: str = "ideal"  # "calibrated" or "ideal" (``network.flowsim.nccl``)
+    bandwidth_time_s: float = 0.0  # the simulated bandwidth term alone
 
     @property
     def busbw_bytes_per_s(self) -> float:
@@ -233,6 +248,8 @@ class KindOnFabric:
             "kind": c.kind,
             "op": c.op.value,
             "algorithm": self.algorithm.value,
+            "links": self.link_model,
+            "bandwidth_time_s": self.bandwidth_time_s,
             "num_groups": c.num_groups,
             "group_ranks": c.group_ranks,
             "stride": c.stride,
@@ -243,6 +260,7 @@ class KindOnFabric:
             "ideal_time_s": c.ideal_time_s,
             "analytic_time_s": c.analytic_time_s,
             "sim_over_ideal": self.time_s / c.ideal_time_s,
+            "sim_over_analytic": self.time_s / c.analytic_time_s,
             "together_time_s": self.together_time_s,
             "step_time_s": c.per_step * self.time_s,
             "analytic_step_time_s": c.per_step * c.analytic_time_s,
@@ -267,12 +285,14 @@ class StepOnFabric:
     together_makespan_s: float
     flow_end_s: FloatArray  # every flow of the run with all kinds at once
     flow_kind: IntArray  # index into ``kinds`` of each of those flows
+    links: str = "ideal"  # "calibrated" or "ideal"
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "title": self.title,
             "layout": self.layout.model_dump(mode="json"),
             "routing": self.routing,
+            "links": self.links,
             "collectives": [k.to_dict() for k in self.kinds],
             "together": {
                 "makespan_s": self.together_makespan_s,
@@ -310,14 +330,25 @@ def step_on_fabric(
     max_steps: int = 4,
     before_run: Callable[[Flows], None] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    ideal: bool = False,
 ) -> StepOnFabric:
     """Simulate each kind of ``collectives`` on the GPUs of ``hosts`` alone, then all of them at once
     (a GPU whose NIC sits on a failed leaf sending through a peer's: ``failover.pxn_flows``).
     ``before_run(flows)`` sees every flow before any is simulated (a work estimate may refuse them);
-    ``progress(done, total)`` counts flows done over the runs alone and together."""
+    ``progress(done, total)`` counts flows done over the runs alone and together. Calibrated links
+    (default) or ``ideal`` ones (see the module docstring)."""
     if not collectives:
         raise ClusterSimError(f"layout {layout.describe()} has no communication to simulate", field="layout")
     gpu = rank_gpus(tree, hosts, layout.num_devices)
+    model = link_model(tree.spec, ideal=ideal)
+    datasheet, tree = tree, model.tree(tree, Algorithm.RING)
+
+    def priced(c: StepCollective, bandwidth_s: float) -> float:
+        """The kind's simulated bandwidth term with its latency and fitted ramp (itself when ideal)."""
+        if model.ideal:
+            return bandwidth_s
+        return model.priced_s(c.latency_s, c.ramp_half_bytes, c.size_bytes * c.copy_ratio, bandwidth_s)
+
     g, cap = tree.spec.gpus_per_host, tree.capacity_bytes_per_s
     parts: list[list[CollectiveFlows]] = []
     for c in collectives:
@@ -338,7 +369,8 @@ def step_on_fabric(
         mine = concatenate([p.flows for p in plans])
         inc = route_flows(tree, mine, routing, seed)
         times = run(tree, mine, inc, progress=offset(progress, sum(a[2] for a in alone), total))
-        alone.append((_parts_time_s(plans, times, inc, mine, 0, cap), link_report(tree, times), mine.num_flows))
+        report = link_report(datasheet, times, cap)
+        alone.append((_parts_time_s(plans, times, inc, mine, 0, cap), report, mine.num_flows))
     inc = route_flows(tree, flows, routing, seed)
     times = run(tree, flows, inc, progress=offset(progress, total // 2, total))
     first = 0
@@ -347,12 +379,16 @@ def step_on_fabric(
         together = _parts_time_s(plans, times, inc, flows, first, cap)
         first += sum(p.flows.num_flows for p in plans)
         main = plans[0]
-        kinds.append(KindOnFabric(c, main.algorithm, time_s, together, links, main.num_steps, main.total_steps))
+        kinds.append(
+            KindOnFabric(
+                c, main.algorithm, priced(c, time_s), priced(c, together), links, main.num_steps, main.total_steps,
+                model.links, time_s,
+            )
+        )  # fmt: skip
     counts = [sum(p.flows.num_flows for p in plans) for plans in parts]
     owner = np.repeat(np.arange(len(parts), dtype=np.int64), counts)
-    return StepOnFabric(
-        title, layout, routing.value, kinds, link_report(tree, times), times.makespan_s, times.end_s, owner
-    )
+    shared = link_report(datasheet, times, cap)
+    return StepOnFabric(title, layout, routing.value, kinds, shared, times.makespan_s, times.end_s, owner, model.links)
 
 
 def _parts_time_s(

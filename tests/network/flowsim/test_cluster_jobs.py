@@ -3,6 +3,8 @@ with bounds derived by hand."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -18,6 +20,10 @@ from clustersim.network.flowsim.groups import concatenate, group_flows
 from clustersim.network.flowsim.results import collective_time_s, simulate_collective, simulate_jobs
 from clustersim.network.flowsim.routing import Routing, route
 from clustersim.network.flowsim.topology import FatTreeSpec, build
+
+# These tests check the link-bound view: datasheet links, no latency (``ideal``, ``--ideal``).
+simulate_jobs = functools.partial(simulate_jobs, ideal=True)
+simulate_collective = functools.partial(simulate_collective, ideal=True)
 
 RATE = 1e9  # bytes/s per NIC
 

@@ -3,6 +3,7 @@ model seam, and determinism."""
 
 from __future__ import annotations
 
+import functools
 import json
 
 import numpy as np
@@ -20,6 +21,9 @@ from clustersim.network.flowsim.results import simulate_collective
 from clustersim.network.flowsim.routing import Routing
 from clustersim.network.flowsim.topology import FatTreeSpec, build
 from clustersim.network.topology import fabric_for_instance
+
+# These tests check the link-bound view: datasheet links, no latency (``ideal``, ``--ideal``).
+simulate_collective = functools.partial(simulate_collective, ideal=True)
 
 CATALOG = load_catalog(use_env=False)
 GIB = float(1 << 30)

@@ -93,6 +93,9 @@ def fat_tree_for_instance(
         link_latency_s=link_latency_s,
         name=f"{hosts} x {instance}",
         scaleup_link=topo.scaleup_link,
+        family=topo.family,
+        adapter_latency_s=topo.network_latency_s,
+        network_flush=topo.network_flush,
     )
     return build(spec)
 

@@ -207,7 +207,7 @@ def _tree(tree: FatTree, hosts: IntArray, size: float, chunks: int) -> Collectiv
             current = [*chain, up, down, *back]
             if previous is not None:  # each edge of a channel sends its pieces in order
                 for now, before in zip(current, previous, strict=True):
-                    builder.wait(now, before)
+                    builder.wait(now, before, queue=True)
             previous = current
     weights = step_weights(chunks, total)
     return CollectiveFlows(Op.ALL_REDUCE, Algorithm.TREE, builder.flows(), chunks, total, weights, pipelined=True)

@@ -9,7 +9,7 @@ import numpy as np
 
 from clustersim.network.collectives import Algorithm, Op
 from clustersim.network.flowsim.engine import Flows
-from clustersim.network.flowsim.topology import IntArray
+from clustersim.network.flowsim.topology import BoolArray, IntArray
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -24,6 +24,7 @@ class CollectiveFlows:
     total_steps: int
     step_weights: list[float]
     pipelined: bool = False  # the rest runs at the busiest resource's pace per step (a pipeline)
+    base_latency_s: float = 0.0  # paid once by the whole collective (NCCL's launch latency; 0 on ideal links)
 
 
 def step_weights(simulated: int, total: int) -> list[float]:
@@ -65,6 +66,7 @@ class FlowBuilder:
         self._group: list[int] = []
         self._waiter: list[IntArray] = []
         self._dep: list[IntArray] = []
+        self._queue: list[BoolArray] = []
         self.num_flows = 0
 
     def add(self, src: IntArray, dst: IntArray, size: float, group: int) -> IntArray:
@@ -79,20 +81,24 @@ class FlowBuilder:
         self.num_flows += src.size
         return index
 
-    def wait(self, waiter: IntArray, dep: IntArray | None) -> None:
+    def wait(self, waiter: IntArray, dep: IntArray | None, *, queue: bool = False) -> None:
         """Each ``waiter`` flow starts after the ``dep`` flow beside it (broadcast) has arrived; a
-        negative ``dep`` (none) is skipped."""
+        negative ``dep`` (none) is skipped. ``queue``: the next piece on the same connection, which
+        may leave once ``dep`` has left (``Flows.dep_queue``; with per-step latencies only)."""
         if dep is None:
             return
         w, d = np.broadcast_arrays(np.asarray(waiter, dtype=np.int64), np.asarray(dep, dtype=np.int64))
         keep = (d >= 0) & (w >= 0)
         self._waiter.append(w[keep].reshape(-1))
         self._dep.append(d[keep].reshape(-1))
+        self._queue.append(np.full(int(keep.sum()), queue))
 
     def flows(self) -> Flows:
+        """The flows built; their ``dep_queue`` set where a wait was a queue's."""
         n = self.num_flows
         waiter = np.concatenate([np.zeros(0, np.int64), *self._waiter])
         dep = np.concatenate([np.zeros(0, np.int64), *self._dep])
+        queue = np.concatenate([np.zeros(0, bool), *self._queue])
         order = np.argsort(waiter, kind="stable")
         return Flows(
             src_gpu=np.concatenate(self._src),
@@ -102,6 +108,7 @@ class FlowBuilder:
             dep_ptr=np.searchsorted(waiter[order], np.arange(n + 1)).astype(np.int64),
             dep_idx=dep[order],
             group=np.repeat(np.array(self._group, dtype=np.int64), self._count),
+            dep_queue=queue[order] if queue.any() else np.zeros(0, dtype=bool),
         )
 
 

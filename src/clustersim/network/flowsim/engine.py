@@ -1,12 +1,14 @@
 """The event loop: flows start when released and their dependencies have arrived, share the fabric
 max-min fairly, and the rates are solved again only when a flow starts or completes.
 
-A flow's last byte leaves at ``tx_end_s``; it arrives ``hops x link_latency_s`` later
-(``end_s``), and flows that depend on it may start then. Between events every active flow moves at
-its solved rate, so the next event is the earliest release or the earliest completion. Each flow
-keeps its bytes left at its last rate change and the time it will finish at that rate, so an event
-touches only the flows whose rate changed; ``MaxMinState`` says which (those at or above the level
-where the allocation can first differ), and re-solves only them: exact, not approximated.
+A flow's last byte leaves at ``tx_end_s``; it arrives ``hops x link_latency_s`` plus its own
+``latency_s`` later (``end_s``), and flows that depend on it may start then; a dependency marked in
+``dep_queue`` (the sender's queue: the next piece on the same connection) releases at ``tx_end_s``.
+Between events every active flow moves at its solved rate, so the next event is the earliest release
+or the earliest completion. Each flow keeps its bytes left at its last rate change and the time it
+will finish at that rate, so an event touches only the flows whose rate changed; ``MaxMinState`` says
+which (those at or above the level where the allocation can first differ), and re-solves only them:
+exact, not approximated.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import numpy as np
 from clustersim.errors import ClusterSimError
 from clustersim.network.flowsim.routing import Incidence, Routing, route
 from clustersim.network.flowsim.solver import WARM_FRACTION, MaxMinState, distinct, prepare
-from clustersim.network.flowsim.topology import FatTree, FloatArray, IntArray
+from clustersim.network.flowsim.topology import BoolArray, FatTree, FloatArray, IntArray
 
 DONE_TOL = 1e-9  # a flow with less than this fraction of its bytes left has completed
 
@@ -30,7 +32,10 @@ class Flows:
     """Transfers between global GPU numbers, with sizes, release times and dependencies.
 
     ``dep_ptr``/``dep_idx`` (CSR): flow ``i`` waits for flows ``dep_idx[dep_ptr[i]:dep_ptr[i+1]]``
-    to arrive. ``group`` labels flows for results (a collective's step, a job).
+    to arrive (or, where ``dep_queue`` is set for that entry, to have sent their last byte).
+    ``group`` labels flows for results (a collective's step, a job). ``latency_s``: per flow, the
+    seconds from its last byte leaving to its arrival beyond the links' own (a protocol's per-step
+    latency); empty: none. ``dep_queue``: per dependency entry; empty: every dependency is data.
     """
 
     src_gpu: IntArray
@@ -40,6 +45,8 @@ class Flows:
     dep_ptr: IntArray
     dep_idx: IntArray
     group: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    latency_s: FloatArray = field(default_factory=lambda: np.zeros(0))
+    dep_queue: BoolArray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
     @property
     def num_flows(self) -> int:
@@ -53,6 +60,10 @@ class Flows:
             raise ClusterSimError("flow sizes must be positive and finite", field="size_bytes")
         if self.dep_idx.size and (self.dep_idx.min() < 0 or self.dep_idx.max() >= n):
             raise ClusterSimError("a dependency names a flow that does not exist", field="dep_idx")
+        if self.latency_s.size not in (0, n) or self.dep_queue.size not in (0, self.dep_idx.size):
+            raise ClusterSimError("latencies must be one per flow and queue flags one per dependency", field="flows")
+        if self.latency_s.size and not (np.all(self.latency_s >= 0) and np.all(np.isfinite(self.latency_s))):
+            raise ClusterSimError("flow latencies must be finite and at least 0 s", field="latency_s")
 
 
 def independent(
@@ -134,9 +145,12 @@ def run(
     prepared = prepare(inc.flow, inc.resource, inc.weight, n, cap.size)
     e_flow, e_res, e_w = prepared.flow, prepared.resource, prepared.weight
     latency = inc.hops * tree.spec.link_latency_s
+    if flows.latency_s.size:
+        latency = latency + flows.latency_s
     size = flows.size_bytes
     waiting_on = np.diff(flows.dep_ptr).astype(np.int64)
-    dependents_ptr, dependents = _reverse(flows.dep_ptr, flows.dep_idx, n)
+    dependents_ptr, dependents, order = _reverse(flows.dep_ptr, flows.dep_idx, n)
+    queue = flows.dep_queue[order] if flows.dep_queue.size else None
     ready = np.where(waiting_on == 0, flows.start_at_s, np.inf)
     pending = ready.copy()  # release times of the flows not started yet (inf: started, or waiting on others)
     dep_arrival = np.full(n, -np.inf)
@@ -163,8 +177,9 @@ def run(
             end[finished] = t + latency[finished]
             done += finished.size
             freed = _release(
-                finished, end, dependents_ptr, dependents, waiting_on, dep_arrival, ready, flows.start_at_s
-            )
+                finished, end, dependents_ptr, dependents, waiting_on, dep_arrival, ready, flows.start_at_s,
+                tx_end if queue is not None else None, queue,
+            )  # fmt: skip
             pending[freed] = ready[freed]
         now = t
         starting = np.flatnonzero(pending <= now)
@@ -202,12 +217,12 @@ def run(
     )
 
 
-def _reverse(dep_ptr: IntArray, dep_idx: IntArray, n: int) -> tuple[IntArray, IntArray]:
-    """CSR of dependents: who waits on each flow."""
+def _reverse(dep_ptr: IntArray, dep_idx: IntArray, n: int) -> tuple[IntArray, IntArray, IntArray]:
+    """CSR of dependents: who waits on each flow (and each entry's position among the dependencies)."""
     waiter = np.repeat(np.arange(n, dtype=np.int64), np.diff(dep_ptr))
     order = np.argsort(dep_idx, kind="stable")
     ptr = np.searchsorted(dep_idx[order], np.arange(n + 1))
-    return ptr, waiter[order]
+    return ptr, waiter[order], order
 
 
 def _release(
@@ -219,13 +234,19 @@ def _release(
     dep_arrival: FloatArray,
     ready: FloatArray,
     start_at: FloatArray,
+    tx_end: FloatArray | None = None,
+    queue: BoolArray | None = None,
 ) -> IntArray:
-    """Count ``finished`` off their dependents; those with nothing left become ready (returned)."""
+    """Count ``finished`` off their dependents; those with nothing left become ready (returned). A
+    ``queue`` entry (in dependents order) releases at the flow's ``tx_end``, not its arrival."""
     idx = _entries(ptr, finished)
     if not idx.size:
         return np.zeros(0, dtype=np.int64)
     waiters = dependents[idx]
-    arrivals = np.repeat(end[finished], ptr[finished + 1] - ptr[finished])
+    counts = ptr[finished + 1] - ptr[finished]
+    arrivals = np.repeat(end[finished], counts)
+    if queue is not None and tx_end is not None:
+        arrivals = np.where(queue[idx], np.repeat(tx_end[finished], counts), arrivals)
     np.maximum.at(dep_arrival, waiters, arrivals)
     np.subtract.at(waiting_on, waiters, 1)
     freed = distinct(waiters[waiting_on[waiters] == 0])

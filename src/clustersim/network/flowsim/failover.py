@@ -121,7 +121,8 @@ def pxn_flows(tree: FatTree, flows: Flows) -> Flows:
     leg_dst = np.concatenate([proxy[proxy != src[moved]], dst[last]])
     counts = flows.dep_ptr[legs + 1] - flows.dep_ptr[legs]
     starts = np.repeat(flows.dep_ptr[legs] - np.cumsum(counts) + counts, counts)
-    leg_deps = flows.dep_idx[starts + np.arange(int(counts.sum()))]
+    entries = starts + np.arange(int(counts.sum()))
+    leg_deps = flows.dep_idx[entries]
     return Flows(
         src_gpu=np.concatenate([new_src, leg_src]),
         dst_gpu=np.concatenate([dst, leg_dst]),
@@ -132,6 +133,11 @@ def pxn_flows(tree: FatTree, flows: Flows) -> Flows:
         group=np.concatenate([flows.group, flows.group[legs]]).astype(np.int64)
         if flows.group.size == flows.num_flows
         else flows.group,
+        # the NVLink legs go alongside the network flow (a pipeline): no latency of their own
+        latency_s=np.concatenate([flows.latency_s, np.zeros(legs.size)]) if flows.latency_s.size else flows.latency_s,
+        dep_queue=np.concatenate([flows.dep_queue, flows.dep_queue[entries]])
+        if flows.dep_queue.size
+        else flows.dep_queue,
     )
 
 

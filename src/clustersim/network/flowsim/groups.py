@@ -28,6 +28,7 @@ import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from clustersim.errors import ClusterSimError
 from clustersim.network.analytic import DEFAULT_CALIBRATION, candidates
@@ -56,7 +57,21 @@ def concatenate(parts: Sequence[Flows]) -> Flows:
         ),
         dep_idx=np.concatenate([p.dep_idx + o for p, o in zip(parts, offsets, strict=False)]).astype(np.int64),
         group=np.concatenate([p.group for p in parts]).astype(np.int64),
+        latency_s=np.concatenate([_latency(p) for p in parts]) if any(p.latency_s.size for p in parts) else _NONE,
+        dep_queue=np.concatenate([_queue(p) for p in parts]) if any(p.dep_queue.size for p in parts) else _NO_DEPS,
     )
+
+
+_NONE = np.zeros(0)
+_NO_DEPS = np.zeros(0, dtype=bool)
+
+
+def _latency(flows: Flows) -> FloatArray:
+    return flows.latency_s if flows.latency_s.size else np.zeros(flows.num_flows)
+
+
+def _queue(flows: Flows) -> npt.NDArray[np.bool_]:
+    return flows.dep_queue if flows.dep_queue.size else np.zeros(flows.dep_idx.size, dtype=bool)
 
 
 def ideal_time_s(op: Op, size_bytes: float, fabric: Fabric, algorithm: Algorithm) -> float:

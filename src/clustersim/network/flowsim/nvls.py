@@ -60,8 +60,8 @@ def nvls_flows(tree: FatTree, hosts: IntArray, size: float, chunks: int) -> Coll
         reduce_q = builder.add(np.full(g, switch), gpus, piece, q)
         multicast_q = builder.add(gpus, switch, piece, q)
         builder.wait(multicast_q, reduce_q)
-        builder.wait(reduce_q, reduce)
-        builder.wait(multicast_q, multicast)
+        builder.wait(reduce_q, reduce, queue=True)  # each GPU's pieces in order
+        builder.wait(multicast_q, multicast, queue=True)
         reduce, multicast = reduce_q, multicast_q
     flows = builder.flows()
     return CollectiveFlows(Op.ALL_REDUCE, Algorithm.NVLS, flows, count, total, step_weights(count, total), True)
@@ -108,7 +108,7 @@ def nvlstree_flows(tree: FatTree, hosts: IntArray, size: float, chunks: int) -> 
                 builder.wait(multicast[:, [root]], up[:, [k]])
             if previous is not None:  # each edge of a channel sends its pieces in order
                 for now, before in zip((reduce, up, down, multicast), previous, strict=True):
-                    builder.wait(now, before)
+                    builder.wait(now, before, queue=True)
             previous = (reduce, up, down, multicast)
     flows = builder.flows()
     weights = step_weights(count, total)

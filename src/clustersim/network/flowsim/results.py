@@ -1,5 +1,9 @@
 """Simulating a collective and what it reports: time, nccl-tests busbw, link utilization, the
-hottest links and the tier that bound the job."""
+hottest links and the tier that bound the job.
+
+By default a collective runs on calibrated links with NCCL's per-step latencies (``nccl``: what
+nccl-tests would measure); ``ideal=True`` runs the datasheet links without latency (the link-bound
+view). Utilization is reported against the datasheet capacities either way."""
 
 from __future__ import annotations
 
@@ -11,10 +15,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from clustersim.network.analytic import CommCalibration
 from clustersim.network.collectives import Algorithm, Op, busbw_factor
 from clustersim.network.flowsim.collectives import CollectiveFlows, collective_flows
 from clustersim.network.flowsim.engine import FlowTimes, route_flows, run
 from clustersim.network.flowsim.failover import with_pxn
+from clustersim.network.flowsim.nccl import LinkModel, bare, link_model
 from clustersim.network.flowsim.routing import Incidence, Routing
 from clustersim.network.flowsim.topology import TIER_NAMES, FatTree, FloatArray, IntArray, Tier
 from clustersim.network.flowsim.work import offset
@@ -51,6 +57,11 @@ class CollectiveResult:
     num_events: int
     num_rounds: int
     wall_s: float
+    links: str = "ideal"  # "calibrated" (achieved fractions, NCCL's latencies) or "ideal" (datasheet, none)
+    ramp: str = "none"  # calibrated: "simulated" (NCCL's structure) or "fitted" (the fitted ramp was slower)
+    structure_time_s: float = 0.0  # calibrated: the time NCCL's simulated structure gave
+    fitted_time_s: float = 0.0  # calibrated: the analytic latency and fitted ramp over the simulated bandwidth
+    bandwidth_s: float = 0.0  # the bandwidth term alone (a pipeline without its fill; ``bandwidth_time_s``)
 
     @property
     def max_link_utilization(self) -> float:
@@ -67,6 +78,11 @@ class CollectiveResult:
             "op": self.op.value,
             "algorithm": self.algorithm.value,
             "routing": self.routing.value,
+            "links": self.links,
+            "protocol": "simple",
+            "ramp": self.ramp,
+            "structure_time_s": self.structure_time_s,
+            "fitted_time_s": self.fitted_time_s,
             "num_nodes": self.num_nodes,
             "num_ranks": self.num_ranks,
             "size_bytes": self.size_bytes,
@@ -98,36 +114,117 @@ def simulate_collective(
     max_steps: int = 4,
     chunks: int = 8,
     progress: Callable[[int, int], None] | None = None,
+    ideal: bool = False,
+    calibration: CommCalibration | None = None,
 ) -> CollectiveResult:
-    """Simulate ``op`` of ``size_bytes`` per rank on the GPUs of ``hosts``."""
+    """Simulate ``op`` of ``size_bytes`` per rank on the GPUs of ``hosts``.
+
+    Calibrated (default): NCCL's structure on the achieved links (``nccl``), and the same flows without
+    latency priced as the analytic model prices them (its latency, the fitted ramp over the simulated
+    bandwidth); the slower of the two is the answer, ``ramp`` says which (the fitted ramp is a fitted
+    piece: where NCCL on the network ramps slower than its simulated structure). ``ideal``: the
+    datasheet links, no latency (the link-bound view)."""
     began = time.perf_counter()
-    plan = with_pxn(tree, collective_flows(tree, hosts, op, size_bytes, algorithm, max_steps=max_steps, chunks=chunks))
-    inc = route_flows(tree, plan.flows, routing, seed)
-    times = run(tree, plan.flows, inc, began=began, progress=progress)
-    return summarize(tree, hosts, plan, times, routing, size_bytes)
+    model = link_model(tree.spec, ideal=ideal, calibration=calibration)
+    plan, links = nccl_plan(tree, hosts, op, size_bytes, algorithm, model, max_steps=max_steps, chunks=chunks)
+    inc = route_flows(links, plan.flows, routing, seed)
+    parts = 1 if model.ideal else 2
+    times = run(links, plan.flows, inc, began=began, progress=_share(progress, 0, parts))
+    result = summarize(links, hosts, plan, times, routing, size_bytes, datasheet=tree, links_label=model.links)
+    if model.ideal:
+        return result
+    plain = bare(plan)
+    bandwidth = run(links, plain.flows, inc, progress=_share(progress, 1, parts))
+    bandwidth_s = bandwidth_time_s(plain, bandwidth, links.capacity_bytes_per_s)
+    fitted = model.fitted_time_s(tree.spec, int(np.size(hosts)), plan, size_bytes, bandwidth_s)
+    return slower_of(result, fitted, wall_s=time.perf_counter() - began)
+
+
+def slower_of(result: CollectiveResult, fitted_s: float, *, wall_s: float | None = None) -> CollectiveResult:
+    """``result`` (NCCL's simulated structure) or, where slower, the fitted price ``fitted_s``."""
+    structure = result.time_s
+    total = max(structure, fitted_s)
+    ratio = structure / total
+    return replace(
+        result,
+        time_s=total,
+        busbw_bytes_per_s=result.busbw_bytes_per_s * ratio,
+        algbw_bytes_per_s=result.algbw_bytes_per_s * ratio,
+        ramp="fitted" if fitted_s > structure else "simulated",
+        structure_time_s=structure,
+        fitted_time_s=fitted_s,
+        wall_s=result.wall_s if wall_s is None else wall_s,
+    )
+
+
+def _share(progress: Callable[[int, int], None] | None, k: int, parts: int) -> Callable[[int, int], None] | None:
+    """``progress`` for the ``k``-th of ``parts`` runs of the same flows."""
+    if progress is None:
+        return None
+    report = progress
+
+    def update(done: int, n: int) -> None:
+        report(k * n + done, parts * n)
+
+    return update
+
+
+def nccl_plan(
+    tree: FatTree,
+    hosts: IntArray,
+    op: Op,
+    size_bytes: float,
+    algorithm: Algorithm | None,
+    model: LinkModel,
+    *,
+    max_steps: int = 4,
+    chunks: int = 8,
+) -> tuple[CollectiveFlows, FatTree]:
+    """The flows of ``op`` with ``model``'s latencies (PXN where NICs are down), and the links they run on."""
+    plan = collective_flows(tree, hosts, op, size_bytes, algorithm, max_steps=max_steps, chunks=chunks)
+    links = model.tree(tree, plan.algorithm)
+    return with_pxn(links, model.schedule(tree, hosts, plan)), links
 
 
 def collective_time_s(plan: CollectiveFlows, times: FlowTimes, capacity: FloatArray) -> float:
-    """The whole collective: each simulated step's duration times the steps it stands for (a
-    pipeline: the simulated pieces, then the rest at the busiest resource's pace)."""
+    """The whole collective: NCCL's base latency, then each simulated step's duration times the steps
+    it stands for (a pipeline: the simulated pieces, then the rest at the busiest resource's pace)."""
     if plan.pipelined:
         busy = capacity > 0
         period = float((times.resource_bytes[busy] / capacity[busy]).max()) / plan.num_steps
-        return times.makespan_s + (plan.total_steps - plan.num_steps) * period
+        return plan.base_latency_s + times.makespan_s + (plan.total_steps - plan.num_steps) * period
     ends = np.zeros(plan.num_steps)
     np.maximum.at(ends, plan.flows.group, times.end_s)
     durations = np.diff(np.concatenate([[0.0], np.maximum.accumulate(ends)]))
-    return float(np.dot(durations, plan.step_weights))
+    return plan.base_latency_s + float(np.dot(durations, plan.step_weights))
+
+
+def bandwidth_time_s(plan: CollectiveFlows, times: FlowTimes, capacity: FloatArray) -> float:
+    """The collective's bandwidth term alone (``size / algbw``): a pipeline's every piece at its steady
+    pace, without the fill; otherwise ``collective_time_s``."""
+    if plan.pipelined:
+        busy = capacity > 0
+        return float((times.resource_bytes[busy] / capacity[busy]).max()) / plan.num_steps * plan.total_steps
+    return collective_time_s(plan, times, capacity)
 
 
 def summarize(
-    tree: FatTree, hosts: IntArray, plan: CollectiveFlows, times: FlowTimes, routing: Routing, size_bytes: float
+    tree: FatTree,
+    hosts: IntArray,
+    plan: CollectiveFlows,
+    times: FlowTimes,
+    routing: Routing,
+    size_bytes: float,
+    *,
+    datasheet: FatTree | None = None,
+    links_label: str = "ideal",
 ) -> CollectiveResult:
-    """Fold a run into a ``CollectiveResult``."""
+    """Fold a run on ``tree``'s links into a ``CollectiveResult`` (utilization against ``datasheet``'s
+    capacities, default ``tree``'s)."""
     total = collective_time_s(plan, times, tree.capacity_bytes_per_s)
     num_ranks = int(hosts.size * tree.spec.gpus_per_host)
     algbw = size_bytes / total
-    report = link_report(tree, times)
+    report = link_report(datasheet or tree, times, tree.capacity_bytes_per_s)
     return CollectiveResult(
         op=plan.op,
         algorithm=plan.algorithm,
@@ -152,6 +249,10 @@ def summarize(
         num_events=times.num_events,
         num_rounds=times.num_rounds,
         wall_s=times.wall_s,
+        links=links_label,
+        ramp="none" if links_label == "ideal" else "simulated",
+        structure_time_s=total,
+        bandwidth_s=bandwidth_time_s(plan, times, tree.capacity_bytes_per_s),
     )
 
 
@@ -172,10 +273,16 @@ class LinkReport:
         return float(self.peak_utilization.max()) if self.peak_utilization.size else 0.0
 
 
-def link_report(tree: FatTree, times: FlowTimes) -> LinkReport:
-    """The links' side of a run: a sprayed bundle's load is spread over its live links."""
+def link_report(tree: FatTree, times: FlowTimes, ran_on: FloatArray | None = None) -> LinkReport:
+    """The links' side of a run against ``tree``'s capacities, the run having been on ``ran_on``'s
+    (default the same; calibrated links run below the datasheet): a sprayed bundle's load is spread
+    over its live links."""
     links = np.arange(tree.num_links)
     cap = tree.capacity_bytes_per_s
+    if ran_on is not None and ran_on is not cap:  # the peaks were taken against the capacities run on
+        with np.errstate(divide="ignore", invalid="ignore"):
+            scale = np.where(cap > 0, ran_on / cap, 0.0)
+        times = replace(times, peak_utilization=times.peak_utilization * scale)
     window = max(times.makespan_s, 1e-300)
     bundle = tree.bundle_of
     in_bundle = bundle >= 0
@@ -261,14 +368,52 @@ def simulate_jobs(
     max_steps: int = 4,
     chunks: int = 8,
     progress: Callable[[int, int], None] | None = None,
+    ideal: bool = False,
+    calibration: CommCalibration | None = None,
 ) -> JobsResult:
-    """``op`` of ``size_bytes`` per rank in every job (the hosts of each) at once, and each alone."""
+    """``op`` of ``size_bytes`` per rank in every job (the hosts of each) at once, and each alone
+    (calibrated links with NCCL's latencies, or ``ideal`` ones, as ``simulate_collective``)."""
+    model = link_model(tree.spec, ideal=ideal, calibration=calibration)
+    built = [nccl_plan(tree, h, op, size_bytes, algorithm, model, max_steps=max_steps, chunks=chunks) for h in jobs]
+    plans = [p for p, _ in built]
+    links_tree = built[0][1]
+    parts = 1 if model.ideal else 2
+
+    def together_and_alone(
+        plans: list[CollectiveFlows], k: int
+    ) -> tuple[list[CollectiveResult], list[CollectiveResult], LinkReport]:
+        return _jobs_run(
+            links_tree, tree, jobs, plans, routing, seed, size_bytes, model.links, _share(progress, k, parts)
+        )
+
+    together, alone, links = together_and_alone(plans, 0)
+    if not model.ideal:  # the fitted price where slower, each job's from its bandwidth without latency
+        together_bw, alone_bw, _ = together_and_alone([bare(p) for p in plans], 1)
+
+        def fitted(h: IntArray, p: CollectiveFlows, bw: CollectiveResult) -> float:
+            return model.fitted_time_s(tree.spec, int(np.size(h)), p, size_bytes, bw.bandwidth_s)
+
+        together = [
+            slower_of(r, fitted(h, p, b)) for r, h, p, b in zip(together, jobs, plans, together_bw, strict=True)
+        ]
+        alone = [slower_of(r, fitted(h, p, b)) for r, h, p, b in zip(alone, jobs, plans, alone_bw, strict=True)]
+    return JobsResult(together, [r.time_s for r in alone], links)
+
+
+def _jobs_run(
+    tree: FatTree,
+    datasheet: FatTree,
+    jobs: list[IntArray],
+    plans: list[CollectiveFlows],
+    routing: Routing,
+    seed: int,
+    size_bytes: float,
+    links_label: str,
+    progress: Callable[[int, int], None] | None,
+) -> tuple[list[CollectiveResult], list[CollectiveResult], LinkReport]:
+    """Every job's ``plans`` alone and all at once on ``tree``'s links: (together, alone, the shared run's links)."""
     from clustersim.network.flowsim.groups import concatenate
 
-    plans = [
-        with_pxn(tree, collective_flows(tree, h, op, size_bytes, algorithm, max_steps=max_steps, chunks=chunks))
-        for h in jobs
-    ]
     bounds = np.cumsum([0] + [p.flows.num_flows for p in plans])
     total = 2 * int(bounds[-1])  # each job alone, then all at once: the flows progress counts
     alone = [
@@ -279,20 +424,22 @@ def simulate_jobs(
             run(tree, p.flows, route_flows(tree, p.flows, routing, seed), progress=offset(progress, int(b), total)),
             routing,
             size_bytes,
+            datasheet=datasheet,
+            links_label=links_label,
         )
         for h, p, b in zip(jobs, plans, bounds[:-1], strict=True)
     ]
     flows = concatenate([p.flows for p in plans])
     inc = route_flows(tree, flows, routing, seed)
     times = run(tree, flows, inc, progress=offset(progress, total // 2, total))
-    links = link_report(tree, times)
+    links = link_report(datasheet, times, tree.capacity_bytes_per_s)
     together = []
     for k, (hosts, plan) in enumerate(zip(jobs, plans, strict=True)):
         mine = slice(int(bounds[k]), int(bounds[k + 1]))
         part = job_times(times, inc, mine, tree.capacity_bytes_per_s)
-        result = summarize(tree, hosts, plan, part, routing, size_bytes)
+        result = summarize(tree, hosts, plan, part, routing, size_bytes, datasheet=datasheet, links_label=links_label)
         together.append(replace(result, hottest_links=links.hottest_links, binding_tier=links.binding_tier))
-    return JobsResult(together, [r.time_s for r in alone], links)
+    return together, alone, links
 
 
 def job_times(times: FlowTimes, inc: Incidence, mine: slice, capacity: FloatArray) -> FlowTimes:

@@ -79,6 +79,11 @@ class FatTreeSpec:
     link_latency_s: float = 0.0
     name: str = "fat-tree"
     scaleup_link: str = "NVLink"  # the scale-up fabric's name, for labels only (the catalog's link type)
+    # NCCL's structure on calibrated links (``nccl``): the accelerator family, the adapter's per-message
+    # latency (NCCL's latencyInter) and whether a network receive is flushed
+    family: str = ""
+    adapter_latency_s: float = 0.0
+    network_flush: bool = False
 
     def __post_init__(self) -> None:
         for field, value in (
