@@ -3,7 +3,8 @@
 Prints, in one run:
 
 1. wall time and solver events/s of one ring all-reduce step across 2,500 p5 nodes (20,000 GPUs,
-   32 EFA rails each) on the UltraCluster fat-tree, for every routing (target: under 10 s);
+   32 EFA rails each) on the UltraCluster fat-tree, for every routing (target: under 10 s), on ideal
+   links (one run; calibrated, ``fabric simulate``'s default, runs the flows twice);
 2. wall time and events/s of a 65,280-flow all-to-all of 1 MB flows on a 256-host fat-tree
    (target: under 0.2 s sprayed; SimGrid 4.1's flow model took 2.1 s on this machine), sprayed and
    with ECMP, each against the plain method (every active flow re-solved at every event:
@@ -11,7 +12,8 @@ Prints, in one run:
    completion time. The plain ECMP run takes about 3 minutes at 256 hosts, so by default it is
    checked at 128 hosts (16,256 flows); ``--full-check`` checks it at 256.
 
-The issue's ECMP-vs-spray and analytic-vs-simulated tables are ``benchmarks/fabric_tables.py``.
+The issue's ECMP-vs-spray and analytic-vs-simulated tables are ``benchmarks/fabric_tables.py``; the
+simulator against measured busbw is ``benchmarks/fabric_vs_measured.py``.
 
 Run: ``.venv/bin/python benchmarks/bench_fabric.py [--full-check]``
 """
@@ -41,8 +43,8 @@ def ring_step_20000_gpus() -> None:
     built = time.perf_counter() - began
     hosts = place(tree, 2500)
     for routing in Routing:
-        result = simulate_collective(
-            tree, hosts, Op.ALL_REDUCE, GIB, routing=routing, algorithm=Algorithm.RING, max_steps=1
+        result = simulate_collective(  # the solver's speed: one run on the datasheet links
+            tree, hosts, Op.ALL_REDUCE, GIB, routing=routing, algorithm=Algorithm.RING, max_steps=1, ideal=True
         )
         print(
             f"ring all-reduce step, 2,500 x p5 (20,000 GPUs), {routing.value}: fabric {tree.num_links:,} links "
