@@ -80,7 +80,15 @@ KernelOption = Annotated[
     bool, typer.Option("--tcp-kernel/--no-tcp-kernel", help="TCP pays the kernel's costs and ENA's flow ceiling.")
 ]
 CongestionOption = Annotated[
-    str, typer.Option("--tcp-congestion", help="TCP's congestion control: newreno or cubic (RFC 9438).")
+    str, typer.Option("--tcp-congestion", help="TCP's congestion control: cubic (RFC 9438, Linux's) or newreno.")
+]
+RecoveryOption = Annotated[
+    str,
+    typer.Option(
+        "--tcp-recovery",
+        help="TCP's loss recovery: rack (SACK, PRR and RACK-TLP: Linux's), sack (SACK and PRR with three "
+        "duplicates: ns-3's) or newreno (no SACK).",
+    ),
 ]
 PlotOption = Annotated[
     Path | None, typer.Option("--plot", callback=plot_path, help="Write a figure (PNG, SVG, PDF) to this path.")
@@ -210,7 +218,8 @@ def compare_command(
     srd_rto: RtoOption = "50us",
     rc_timeout: RcTimeoutOption = 14,
     tcp_kernel: KernelOption = True,
-    tcp_congestion: CongestionOption = "newreno",
+    tcp_congestion: CongestionOption = "cubic",
+    tcp_recovery: RecoveryOption = "rack",
     max_events: MaxEventsOpt = None,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
@@ -235,6 +244,7 @@ def compare_command(
             rc_timeout_exponent=rc_timeout,
             tcp_kernel=tcp_kernel,
             tcp_congestion=tcp_congestion,
+            tcp_recovery=tcp_recovery,
         )
         drawn = present.drawn_by_seed(scenario)
         runs = seeds_to_run(drawn, seed, seeds)

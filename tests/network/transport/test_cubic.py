@@ -66,7 +66,11 @@ def test_the_tcp_flow_reduces_to_beta_with_cubic_and_to_half_with_newreno():
         env = Environment(1)
         spec = FabricSpec(host_bits_per_s=100e9, fabric_bits_per_s=10e9, buffer_bytes=150_000)
         flow = TcpFlow(
-            dumbbell(Network(env), spec, hosts_per_side=1), 0, 1, [400 * 8949], TcpParams(congestion=congestion)
+            dumbbell(Network(env), spec, hosts_per_side=1),
+            0,
+            1,
+            [400 * 8949],
+            TcpParams(congestion=congestion, recovery="newreno"),
         )
         while flow.ssthresh == float("inf"):
             assert env.run(max_events=1) == 1

@@ -42,7 +42,7 @@ class LossyTcp(TcpFlow):
 def _run(drop: frozenset[int]) -> LossyTcp:
     env = Environment(1)
     topo = leaf_spine(Network(env), SPEC, hosts_per_leaf=1, num_paths=1)
-    flow = LossyTcp(topo, 0, 1, [SEGMENTS * 8949], TcpParams(), drop=drop)
+    flow = LossyTcp(topo, 0, 1, [SEGMENTS * 8949], TcpParams(congestion="newreno", recovery="newreno"), drop=drop)
     env.run()
     assert flow.done_ps is not None
     return flow

@@ -14,7 +14,8 @@ from clustersim.network.transport.flows import ACK_BYTES
 from clustersim.network.transport.links import Network
 from clustersim.network.transport.rc import RcFlow, RcParams, ecmp_path
 from clustersim.network.transport.srd import SrdFlow, SrdParams
-from clustersim.network.transport.tcp import TcpFlow, TcpParams
+from clustersim.network.transport.tcp import TcpParams
+from clustersim.network.transport.tcp_sack import tcp_flow
 from clustersim.network.transport.topology import FabricSpec, leaf_spine
 
 SPEC = FabricSpec(host_bits_per_s=100e9, host_latency_s=1e-6, hop_latency_s=0.5e-6)  # 80 ps per byte
@@ -48,13 +49,13 @@ def test_rc_message_time_is_the_store_and_forward_closed_form():
 
 
 def test_tcp_with_an_open_window_and_no_kernel_meets_the_closed_form():
-    flow = _one_message(lambda topo, m: TcpFlow(topo, 0, 1, [m], TcpParams(initial_window=1000)), 30 * 8949)
+    flow = _one_message(lambda topo, m: tcp_flow(topo, 0, 1, [m], TcpParams(initial_window=1000)), 30 * 8949)
     assert flow.completions_ps == [_closed_form_ps(30, 8949 + 90)]
 
 
 def test_tcp_slow_start_makes_the_first_message_slower_than_an_open_window():
-    slow = _one_message(lambda topo, m: TcpFlow(topo, 0, 1, [m]), 200 * 8949)
-    fast = _one_message(lambda topo, m: TcpFlow(topo, 0, 1, [m], TcpParams(initial_window=1000)), 200 * 8949)
+    slow = _one_message(lambda topo, m: tcp_flow(topo, 0, 1, [m]), 200 * 8949)
+    fast = _one_message(lambda topo, m: tcp_flow(topo, 0, 1, [m], TcpParams(initial_window=1000)), 200 * 8949)
     assert slow.completions_ps[0] > fast.completions_ps[0]
 
 
@@ -63,7 +64,7 @@ def test_tcp_slow_start_makes_the_first_message_slower_than_an_open_window():
     [
         (lambda topo, sizes: SrdFlow(topo, 0, 1, sizes), 8192, 84),
         (lambda topo, sizes: RcFlow(topo, 0, 1, sizes), 4096, 82),
-        (lambda topo, sizes: TcpFlow(topo, 0, 1, sizes, TcpParams(initial_window=1000)), 8949, 90),
+        (lambda topo, sizes: tcp_flow(topo, 0, 1, sizes, TcpParams(initial_window=1000)), 8949, 90),
     ],
 )
 def test_every_transport_reaches_line_rate_less_headers_on_one_clean_path(make, payload, header):
@@ -98,7 +99,7 @@ def test_more_paths_never_raise_srd_tail_latency_in_an_uncongested_fabric():
     [
         (lambda topo, sizes: SrdFlow(topo, 0, 1, sizes, SrdParams(rto_s=50e-6)), 50e-6),
         (lambda topo, sizes: RcFlow(topo, 0, 1, sizes, RcParams(timeout_exponent=8)), 4.096e-6 * 2**8),
-        (lambda topo, sizes: TcpFlow(topo, 0, 1, sizes), 0.2),
+        (lambda topo, sizes: tcp_flow(topo, 0, 1, sizes, TcpParams(recovery="newreno")), 0.2),
     ],
 )
 def test_a_retransmission_timeout_shows_in_a_message_time_exactly_when_one_fired(make, rto_s):

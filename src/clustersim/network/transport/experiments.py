@@ -24,7 +24,8 @@ from clustersim.network.transport.flows import MessageFlow
 from clustersim.network.transport.links import NO_LIMIT, Network, PortSpec
 from clustersim.network.transport.rc import RcFlow, RcParams
 from clustersim.network.transport.srd import SrdFlow, SrdParams
-from clustersim.network.transport.tcp import CONGESTION_CONTROLS, TcpFlow, TcpParams
+from clustersim.network.transport.tcp import TcpParams
+from clustersim.network.transport.tcp_sack import tcp_flow
 from clustersim.network.transport.topology import FabricSpec, Topology, leaf_spine
 
 TRANSPORTS = ("srd", "rc", "tcp")
@@ -60,7 +61,8 @@ class Scenario:
     srd_rto_s: float = 50e-6
     rc_timeout_exponent: int = 14
     tcp_kernel: bool = True
-    tcp_congestion: str = "newreno"  # or "cubic" (RFC 9438)
+    tcp_congestion: str = "cubic"  # Linux's default (RFC 9438), or "newreno"
+    tcp_recovery: str = "rack"  # Linux's default (SACK, PRR, RACK-TLP), "sack" (ns-3's default) or "newreno"
 
     def __post_init__(self) -> None:
         checks = (
@@ -72,12 +74,10 @@ class Scenario:
             ("line_bits_per_s", self.line_bits_per_s > 0, "> 0"),
             ("seed", self.seed >= 0, "an integer, zero or more"),
         )
-        if self.tcp_congestion not in CONGESTION_CONTROLS:
-            raise ClusterSimError(
-                f"tcp_congestion: {self.tcp_congestion!r} is not one of {', '.join(CONGESTION_CONTROLS)}",
-                field="tcp_congestion",
-                value=self.tcp_congestion,
-            )
+        try:
+            TcpParams(congestion=self.tcp_congestion, recovery=self.tcp_recovery)
+        except ClusterSimError as error:
+            raise ClusterSimError(f"tcp_{error}", field=f"tcp_{error.field}", value=error.value) from None
         for name, ok, valid in checks:
             if not ok:
                 value = getattr(self, name)
@@ -159,8 +159,10 @@ def make_flow(
         )
     if transport == "tcp":
         syscall = load_constants()["syscall_s"].value if scenario.tcp_kernel else 0.0
-        params = TcpParams(syscall_s=syscall, path=path, congestion=scenario.tcp_congestion)
-        return TcpFlow(topo, src, dst, sizes, params, seed=scenario.seed)
+        params = TcpParams(
+            syscall_s=syscall, path=path, congestion=scenario.tcp_congestion, recovery=scenario.tcp_recovery
+        )
+        return tcp_flow(topo, src, dst, sizes, params, seed=scenario.seed)
     raise ClusterSimError(
         f"transport: {transport!r} is not one of {', '.join(TRANSPORTS)}", field="transport", value=transport
     )

@@ -27,6 +27,9 @@ from clustersim.network.transport.topology import Topology
 
 MAX_RTO_S = 120.0  # Linux TCP_RTO_MAX
 CONGESTION_CONTROLS = ("newreno", "cubic")
+# Loss recovery: NewReno without SACK (RFC 6582, this module); SACK with PRR and duplicate-threshold
+# detection (RFC 6675, 6937: ns-3's default); SACK with PRR and RACK-TLP (RFC 8985: Linux's default)
+RECOVERIES = ("newreno", "sack", "rack")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,15 +44,17 @@ class TcpParams:
     syscall_s: float = 0.0  # one send() per message (the data-path model supplies it)
     max_window: int = 4096  # segments (receive window / buffer cap)
     path: int | None = None  # the ECMP path; None = a hash of the flow
-    congestion: str = "newreno"  # or "cubic"
+    congestion: str = "cubic"  # Linux's default (RFC 9438), or "newreno"
+    recovery: str = "rack"  # Linux's default: SACK, PRR and RACK-TLP; or "sack" or "newreno" (see RECOVERIES)
 
     def __post_init__(self) -> None:
-        if self.congestion not in CONGESTION_CONTROLS:
-            raise ClusterSimError(
-                f"congestion: {self.congestion!r} is not one of {', '.join(CONGESTION_CONTROLS)}",
-                field="congestion",
-                value=self.congestion,
-            )
+        for name, valid in (("congestion", CONGESTION_CONTROLS), ("recovery", RECOVERIES)):
+            if getattr(self, name) not in valid:
+                raise ClusterSimError(
+                    f"{name}: {getattr(self, name)!r} is not one of {', '.join(valid)}",
+                    field=name,
+                    value=getattr(self, name),
+                )
         for name in ("payload_bytes", "initial_window", "max_window"):
             if getattr(self, name) < 1:
                 raise ClusterSimError(
@@ -62,7 +67,10 @@ class TcpParams:
 
 
 class TcpFlow(MessageFlow):
-    """One TCP-like connection from ``src`` to ``dst``."""
+    """One TCP-like connection from ``src`` to ``dst`` recovering as NewReno (``tcp_sack.tcp_flow``
+    makes the connection that ``params.recovery`` names)."""
+
+    recoveries: tuple[str, ...] = ("newreno",)
 
     def __init__(
         self,
@@ -77,7 +85,14 @@ class TcpFlow(MessageFlow):
     ) -> None:
         from clustersim.network.transport.rc import ecmp_path
 
-        self.params = params or TcpParams()
+        self.params = params or TcpParams(recovery=self.recoveries[0])
+        if self.params.recovery not in self.recoveries:
+            raise ClusterSimError(
+                f"recovery: {self.params.recovery!r} is not run by {type(self).__name__} "
+                f"({', '.join(self.recoveries)}); tcp_sack.tcp_flow picks the connection for it",
+                field="recovery",
+                value=self.params.recovery,
+            )
         self.payload_bytes = self.params.payload_bytes
         self.header_bytes = self.params.header_bytes
         super().__init__(topo, src, dst, message_bytes, start_ps=start_ps)
@@ -230,6 +245,7 @@ class TcpFlow(MessageFlow):
 
     def on_data(self, now_ps: int, packet: Packet) -> list[Event] | None:
         seq, stamp = packet[2], packet[5]
+        sack = 0  # the first SACK block: the segment that triggered this ACK, plus one, when above the cumulative point
         if seq == self.rcv_nxt:
             self.rcv_nxt += 1
             while self.rcv_nxt in self._ooo:
@@ -237,5 +253,6 @@ class TcpFlow(MessageFlow):
                 self.rcv_nxt += 1
         elif seq > self.rcv_nxt:
             self._ooo.add(seq)
-        self.net.hop(now_ps, (self.flow, ACK, self.rcv_nxt, ACK_BYTES, self.back_route, stamp, 0))
+            sack = seq + 1
+        self.net.hop(now_ps, (self.flow, ACK, self.rcv_nxt, ACK_BYTES, self.back_route, stamp, sack))
         return None  # a route has ports: the hop schedules its own event
