@@ -22,6 +22,8 @@ from clustersim.validation.scoring import Skipped
 from clustersim.validation.training import predict_memory_case, predict_training_case
 from tests.validation.helpers import collective, times, training, write_jsonl
 
+PACKAGED_INFERENCE = Path(run_module.__file__).parent / "data" / "inference.jsonl"
+
 
 @pytest.fixture(scope="module")
 def catalog() -> Catalog:
@@ -244,3 +246,49 @@ def test_cli_help_says_what_no_files_means(cli: typer.Typer) -> None:
     result = CliRunner().invoke(cli, ["--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
     assert "bundled" in result.output
+
+
+# latency fields measured beside the primary one
+
+
+def test_measured_latency_fields_get_their_own_figures_beside_the_throughput(tmp_path: Path, catalog: Catalog) -> None:
+    """An inference case measuring tokens/s, TTFT and TPOT is scored on its primary field (tokens/s) in the
+    file's figures, and on TTFT and TPOT apart: per case, per file and field, per source and field."""
+    rows = [json.loads(line) for line in Path(PACKAGED_INFERENCE).read_text().splitlines() if line.strip()]
+    with_latency = [r for r in rows if r["measured"].get("ttft_s") and r["measured"].get("tpot_s")][:3]
+    assert len(with_latency) == 3
+    path = write_jsonl(tmp_path / "i.jsonl", with_latency)
+    halves = {"output_tokens_per_s": 2.0, "ttft_s": 0.5, "tpot_s": 4.0}
+
+    def predict(case: Case, field: str, catalog: Catalog) -> float:
+        return case.measured[field] * halves[field]
+
+    report = validate_cases([path], catalog, {"inference": predict})
+    assert [c.field for c in report.cases] == ["output_tokens_per_s"] * 3
+    assert report.files[0].mape == pytest.approx(1.0)  # throughput only: latency is not averaged in
+    assert [(c.id, c.field) for c in report.field_cases] == [
+        (r["id"], f) for r in with_latency for f in ("ttft_s", "tpot_s")
+    ]
+    by_field = {f.field: f for f in report.field_files}
+    assert by_field["ttft_s"].mape == pytest.approx(0.5) and by_field["tpot_s"].mape == pytest.approx(3.0)
+    assert by_field["ttft_s"].cases == 3 and by_field["ttft_s"].path == str(path)
+    payload = report.to_json()
+    assert {(f["field"], f["mape"]) for f in payload["fields"]} == {("ttft_s", 0.5), ("tpot_s", 3.0)}
+    assert {(s["field"], s["cases"]) for s in payload["field_sources"]} == {("ttft_s", 3), ("tpot_s", 3)}
+    assert payload["field_cases"][0]["error"] == pytest.approx(-0.5)
+
+
+def test_a_latency_field_the_model_cannot_predict_is_left_out_and_the_primary_score_stands(
+    tmp_path: Path, catalog: Catalog
+) -> None:
+    rows = [json.loads(line) for line in Path(PACKAGED_INFERENCE).read_text().splitlines() if line.strip()]
+    row = next(r for r in rows if r["measured"].get("ttft_s"))
+
+    def predict(case: Case, field: str, catalog: Catalog) -> float:
+        if field != "output_tokens_per_s":
+            raise ClusterSimError(f"cannot predict {field}")
+        return case.measured[field]
+
+    report = validate_cases([write_jsonl(tmp_path / "i.jsonl", [row])], catalog, {"inference": predict})
+    assert len(report.cases) == 1 and report.field_cases == [] and report.field_files == []
+    assert report.to_json()["fields"] == []

@@ -88,6 +88,7 @@ class Report(Protocol):
     def by_source(self) -> Sequence[tuple[str, str, int, float, ScoredCase]]: ...
     def fit_status(self, path: str, source: str) -> str: ...
     def interval_coverage(self, path: str, source: str | None = None) -> tuple[float, float] | None: ...
+    def field_sources(self) -> Sequence[tuple[str, str, str, int, float, ScoredCase]]: ...
 
 
 class SourceCrossValidation(Protocol):
@@ -148,7 +149,27 @@ def report_renderables(report: Report) -> list[RenderableType]:
             renderables.append(case_table(file.path, rows, report.level))
     renderables.append(summary_table(report.files, report.level))
     renderables.append(source_table(report.by_source(), report.fit_status, report.interval_coverage, report.level))
+    latency = report.field_sources()
+    if latency:
+        renderables.append(latency_table(latency))
     return renderables
+
+
+def latency_table(rows: Sequence[tuple[str, str, str, int, float, ScoredCase]]) -> Table:
+    """Per latency field (measured beside each case's primary field), file and source: cases, MAPE, worst."""
+    table = Table(title="latency fields measured beside the primary one, by source")
+    for column in ("field", "file", "source", "cases", "MAPE %", "worst"):
+        table.add_column(column, overflow="fold")
+    for name, path, source, count, mape, worst in rows:
+        table.add_row(
+            name,
+            escape(path),
+            escape(source),
+            str(count),
+            f"{100 * mape:.1f}",
+            f"{escape(worst.id)} ({percent(worst.error)})",
+        )
+    return table
 
 
 def case_table(path: str, rows: Sequence[ScoredCase], level: float = 0.8) -> Table:

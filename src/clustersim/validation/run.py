@@ -50,6 +50,10 @@ PREDICTORS: dict[str, Predictor] = {
 }
 """The adapter of each case kind."""
 
+LATENCY_FIELDS: dict[str, tuple[str, ...]] = {"inference": ("ttft_s", "tpot_s")}
+"""Per case kind, the measured fields scored beside the primary one (each its own figures per file and
+source: a latency error is not averaged into a throughput error)."""
+
 ASSUMPTIONS: dict[str, Callable[[Case, Catalog], Mapping[str, Any]]] = {
     "training": case_assumptions,
     "memory": case_assumptions,
@@ -112,20 +116,48 @@ def _validate(
         cases = read_cases(path)
         engine_fitted |= {c.id for c in cases if c.kind == "inference" and engine_fitted_case(c)}
         scores: list[CaseScore] = []
+        latency: list[CaseScore] = []
         for case in cases:
             outcome = _score_case(case, catalog, predictors, min_size_bytes, name)
             if isinstance(outcome, CaseScore):
                 interval = case_interval(case, outcome.field, outcome.predicted, outcome.source, catalog,
                                          level=level, table=residuals)  # fmt: skip
                 scores.append(dataclasses.replace(outcome, interval=interval))
+                latency += _score_latency(case, outcome, catalog, predictors)
             else:
                 report.skipped.append(outcome)
         report.cases.extend(scores)
         report.files.append(score_file(name, (c.kind for c in cases), scores))
+        report.field_cases.extend(latency)
+        for field in dict.fromkeys(s.field for s in latency):
+            of_field = [s for s in latency if s.field == field]
+            report.field_files.append(
+                dataclasses.replace(score_file(name, (s.kind for s in of_field), of_field), field=field)
+            )
     report.fitted_on = fitted_on_by_kind()
     if engine_fitted:  # the Neuron engines' pair is fitted outside the calibration files' manifests
         report.fitted_on["inference"] = frozenset(report.fitted_on.get("inference") or ()) | engine_fitted
     return report
+
+
+def _score_latency(
+    case: Case, primary: CaseScore, catalog: Catalog, predictors: Mapping[str, Predictor]
+) -> list[CaseScore]:
+    """The case's measured latency fields (``LATENCY_FIELDS``) other than its primary one, each scored
+    by the same predictor; one it cannot predict is left out (the primary score stands)."""
+    out = []
+    for field in LATENCY_FIELDS.get(case.kind, ()):
+        measured = case.measured.get(field)
+        if field == primary.field or not measured:
+            continue
+        try:
+            predicted = float(predictors[case.kind](case, field, catalog))
+        except ClusterSimError:
+            continue
+        if math.isfinite(predicted):
+            out.append(dataclasses.replace(primary, predicted=predicted, measured=measured,
+                                           error=predicted / measured - 1, field=field, interval=None))  # fmt: skip
+    return out
 
 
 def _score_case(

@@ -70,6 +70,7 @@ class FileScore:
     spearman: float | None
     coverage: float | None = None  # share of cases whose measured value is inside its interval
     median_width: float | None = None  # median (high - low) / predicted of the intervals
+    field: str | None = None  # a latency field's own figures (None: each case's primary field)
 
 
 @dataclass
@@ -82,6 +83,9 @@ class ValidationReport:
     skipped: list[Skipped] = field(default_factory=list)
     fitted_on: dict[str, frozenset[str] | None] = field(default_factory=dict)
     level: float = DEFAULT_LEVEL  # of the cases' intervals
+    # latency fields measured beside the primary one (run.LATENCY_FIELDS): per case, and per file and field
+    field_cases: list[CaseScore] = field(default_factory=list)
+    field_files: list[FileScore] = field(default_factory=list)
 
     def interval_coverage(self, path: str, source: str | None = None) -> tuple[float, float] | None:
         """Coverage and median relative width of the intervals of file ``path`` (and ``source``)."""
@@ -104,8 +108,16 @@ class ValidationReport:
             return NO_MANIFEST
         return fit_status([c.id for c in members], frozenset().union(*(ids for ids in known if ids is not None)))
 
+    def field_sources(self) -> list[tuple[str, str, str, int, float, CaseScore]]:
+        """Per latency field, file and source: (field, path, source, cases, MAPE as a fraction, worst case)."""
+        fields = dict.fromkeys(c.field for c in self.field_cases)
+        return [
+            (name, *row) for name in fields for row in mape_by_source(c for c in self.field_cases if c.field == name)
+        ]
+
     def to_json(self) -> dict[str, Any]:
-        """Plain JSON: a file with nothing scored has ``"mape": null`` and ``"worst": null``."""
+        """Plain JSON: a file with nothing scored has ``"mape": null`` and ``"worst": null``; ``fields``,
+        ``field_sources`` and ``field_cases`` score the latency fields measured beside the primary one."""
         return {
             "level": self.level,
             "files": [
@@ -134,6 +146,32 @@ class ValidationReport:
                 for c in self.cases
             ],
             "skipped": [{"id": s.id, "reason": s.reason} for s in self.skipped],
+            "fields": [
+                {
+                    "path": f.path,
+                    "field": f.field,
+                    "cases": f.cases,
+                    "mape": f.mape,
+                    "worst": None if f.worst_id is None else {"id": f.worst_id, "error": f.worst_error},
+                    "spearman": f.spearman,
+                }
+                for f in self.field_files
+            ],
+            "field_sources": [
+                {
+                    "field": name,
+                    "file": path,
+                    "source": source,
+                    "cases": count,
+                    "mape": mape,
+                    "worst": {"id": worst.id, "error": worst.error},
+                }
+                for name, path, source, count, mape, worst in self.field_sources()
+            ],
+            "field_cases": [
+                {"id": c.id, "field": c.field, "predicted": c.predicted, "measured": c.measured, "error": c.error}
+                for c in self.field_cases
+            ],
             "sources": [
                 {
                     "file": path,
