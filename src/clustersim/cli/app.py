@@ -15,6 +15,7 @@ from clustersim.cli.common import LightGroup
 from clustersim.cli.fabric import fabric_app
 from clustersim.cli.hw import hw_app
 from clustersim.cli.models import models_command
+from clustersim.cli.plan import plan_command
 from clustersim.cli.reliability import reliability_command
 from clustersim.cli.serve import serve_command
 from clustersim.cli.storage import storage_app
@@ -41,6 +42,7 @@ app.command("validate")(validate_command)
 app.command("serve")(serve_command)
 app.add_typer(storage_app, name="storage")
 app.command("reliability")(reliability_command)
+app.command("plan")(plan_command)
 
 
 def _version(value: bool) -> None:

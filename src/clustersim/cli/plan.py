@@ -1,0 +1,295 @@
+"""``clustersim plan``: what to rent and how to lay a training job out, over instance types x node counts x
+frameworks x precisions x batches x price offers x checkpoint policies x layouts (``clustersim.plan.planner``).
+
+The options become a ``PlanGrid`` (``plan.planner_grid``); checkpoint policies become the same function
+``train --storage`` uses (``scenario.resilience.with_checkpoints``); ``cli.plan_view`` draws the answer.
+Serving plans (a dataset, a request rate, latency targets) are not part of this command: ``serve`` plans
+one instance's deployment.
+"""
+
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from clustersim.cli.common import CatalogOption, JsonOption, ModelsOption, number, plot_path, user_errors
+from clustersim.cli.job_options import DevicesPerNodeOpt, SeqOpt
+from clustersim.cli.level_option import DEFAULT_LEVEL, LevelOption
+from clustersim.errors import ClusterSimError
+
+if TYPE_CHECKING:
+    from clustersim.catalog.registry import Catalog
+    from clustersim.plan.planner import Resilient
+    from clustersim.system import System
+    from clustersim.training.estimate import Estimate
+    from clustersim.workload.transformer import Transformer
+
+CHECKPOINT_MODES = ("sync", "async", "nvme")
+
+
+def plan_command(
+    model: Annotated[
+        str, typer.Argument(metavar="MODEL", help="Zoo id (e.g. llama3.1-405b), a model TOML or a HF config.json.")
+    ],
+    instances: Annotated[
+        list[str] | None,
+        typer.Option("--instances", help="Instance types to plan on (comma list or repeated; default p5en.48xlarge)."),
+    ] = None,
+    nodes: Annotated[
+        str,
+        typer.Option(
+            "--nodes", help="Node counts: 64, a list 16,24,32, or a range 128..2048 (its powers of two and both ends)."
+        ),
+    ] = "16",
+    devices_per_node: DevicesPerNodeOpt = None,
+    tokens: Annotated[str, typer.Option("--tokens", help="Training budget in tokens, e.g. 15T, 300B.")] = "1T",
+    global_batch: Annotated[
+        str | None,
+        typer.Option(
+            "--global-batch",
+            help="Sequences per step: a count, a list or a range (default: about 4M tokens, "
+            "1,024 tokens per device past 4,096 devices, as train).",
+        ),
+    ] = None,
+    batch_tokens: Annotated[
+        str | None,
+        typer.Option(
+            "--batch-tokens",
+            help="Tokens per step instead of --global-batch: a count, list or range, "
+            "e.g. 4M..16M (rounded to whole sequences).",
+        ),
+    ] = None,
+    seq: SeqOpt = None,
+    framework: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--framework",
+            help="Frameworks to try (comma list or repeated; default: each accelerator's). "
+            "A framework that does not run on a chip is skipped there, with a note.",
+        ),
+    ] = None,
+    precision: Annotated[
+        str, typer.Option("--precision", help="GEMM formats to try, comma list: bf16, fp16, fp8, mxfp8, nvfp4, mxfp4.")
+    ] = "bf16",
+    offer: Annotated[
+        str, typer.Option("--price", help="Price offers, comma list: on_demand, capacity_block.")
+    ] = "on_demand",
+    storage: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--storage",
+            help="Checkpoint file systems to try (repeat): fsx:TIER:CAPACITY[:efa], e.g. "
+            "fsx:PERSISTENT_2-1000:100800GiB:efa; adds failures, checkpoints and the storage's price.",
+        ),
+    ] = None,
+    checkpoint: Annotated[
+        str | None,
+        typer.Option(
+            "--checkpoint",
+            help="Checkpoint policies to try with --storage, comma list: sync (default), "
+            "async (host memory), nvme (local NVMe, drained).",
+        ),
+    ] = None,
+    checkpoint_every: Annotated[
+        str | None, typer.Option("--checkpoint-every", help="Work between checkpoints: auto (Young/Daly) or e.g. 2h.")
+    ] = None,
+    failure_rate: Annotated[
+        str | None, typer.Option("--failure-rate", help="llama3 (default), rsc1, rsc2, or failures per device-hour.")
+    ] = None,
+    objective: Annotated[
+        str,
+        typer.Option(
+            "--objective",
+            help="What to minimize: time, cost, energy, or goodput (the expected time "
+            "with failures and checkpoints; needs --storage).",
+        ),
+    ] = "time",
+    deadline: Annotated[str | None, typer.Option("--deadline", help="Longest wall time, e.g. 90d.")] = None,
+    budget: Annotated[
+        float | None, typer.Option("--budget", callback=number(gt=0, unit="USD"), help="Largest cost, USD.")
+    ] = None,
+    max_nodes: Annotated[int | None, typer.Option("--max-nodes", min=1, help="Most instances a plan may use.")] = None,
+    headroom: Annotated[
+        float | None,
+        typer.Option("--headroom", min=0, max=0.9, help="Share of device memory a layout leaves free (default 0.1)."),
+    ] = None,
+    top: Annotated[int, typer.Option("--top", min=1, max=1000, help="Rows of the ranking to show.")] = 5,
+    keep: Annotated[
+        int, typer.Option("--keep", min=1, max=100, help="Fastest layouts kept per point (the runner-ups).")
+    ] = 3,
+    plot: Annotated[
+        Path | None,
+        typer.Option("--plot", callback=plot_path, help="Draw time against cost, the Pareto front highlighted."),
+    ] = None,
+    models: ModelsOption = None,
+    efficiency: Annotated[
+        list[Path] | None, typer.Option("--efficiency", help="A TOML of achieved fractions per accelerator family.")
+    ] = None,
+    software: Annotated[
+        list[Path] | None, typer.Option("--software", help="A TOML of framework profiles (also $CLUSTERSIM_SOFTWARE).")
+    ] = None,
+    level: LevelOption = DEFAULT_LEVEL,
+    catalog: CatalogOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Plan a training job: instance types x node counts x frameworks x precisions x layouts, priced over the
+    token budget; prints the Pareto front of time against cost and the top rows by --objective, each with
+    its interval at --level, the term it shrinks against its runner-up and its margin."""
+    from clustersim.catalog import registry
+    from clustersim.cli.plan_view import plan_json, plan_view, plot_plan
+    from clustersim.cli.progress import progress_bar
+    from clustersim.compute import efficiency as efficiencies
+    from clustersim.compute import software as profiles
+    from clustersim.plan.planner import Constraints, plan_training
+    from clustersim.plan.planner_grid import PlanGrid, expand_counts, grid_points
+    from clustersim.plan.space import SearchSpace
+    from clustersim.scenario.training import model_spec, user_files
+    from clustersim.workload import zoo
+
+    with user_errors():
+        if global_batch is not None and batch_tokens is not None:
+            raise ClusterSimError(
+                "--global-batch and --batch-tokens both give the batch; give one", field="--batch-tokens",
+                value=batch_tokens,
+            )  # fmt: skip
+        cat = registry.load_catalog(user_files(registry.ENV_VAR, catalog or []), use_env=False)
+        table = profiles.software_profiles(user_files(profiles.ENV_VAR, software or []), use_env=False)
+        fractions = efficiencies.efficiency_table(user_files(efficiencies.ENV_VAR, efficiency or []), use_env=False)
+        transformer = zoo.load_model(model_spec(model), extra_dirs=user_files(zoo.ENV_VAR, models or []), use_env=False)
+        grid = PlanGrid(
+            instances=_listed(instances or ["p5en.48xlarge"], "--instances"),
+            nodes=expand_counts(nodes, "--nodes"),
+            tokens=_tokens(tokens),
+            seq_len=seq,
+            frameworks=_listed(framework, "--framework") if framework else (None,),
+            precisions=_listed([precision], "--precision"),
+            global_batches=None if global_batch is None else expand_counts(global_batch, "--global-batch"),
+            batch_tokens=None if batch_tokens is None else expand_counts(batch_tokens, "--batch-tokens", tokens=True),
+            offers=_listed([offer], "--price"),
+            checkpoints=_checkpoints(storage, checkpoint, checkpoint_every, failure_rate, transformer, cat),
+            devices_per_node=devices_per_node,
+        )
+        limits = Constraints(
+            deadline_s=None if deadline is None else _deadline(deadline),
+            budget_usd=budget,
+            max_nodes=max_nodes,
+        )
+        points, notes = grid_points(transformer, cat, grid, profiles=table, efficiency=fractions)
+        space = SearchSpace() if headroom is None else SearchSpace(headroom=headroom)
+        with progress_bar("plan", "points") as progress:
+            plan = plan_training(
+                transformer, points, objective=objective, constraints=limits, top=top, keep=keep, space=space,
+                level=level, notes=notes, progress=progress,
+            )  # fmt: skip
+        if plot is not None:
+            from clustersim.cli.common import write_figure
+
+            write_figure(lambda: plot_plan(plan, plot), plot)
+    if as_json:
+        from clustersim.cli.common import emit_json
+
+        emit_json(plan_json(plan, transformer))
+        return
+    from clustersim.cli.common import print_all
+
+    print_all(*plan_view(plan, transformer))
+
+
+def _listed(given: list[str], flag: str) -> tuple[str, ...]:
+    """Comma lists and repeated options, in order, each once; an empty entry is refused naming ``flag``."""
+    names = [name.strip() for item in given for name in item.split(",")]
+    if any(not name for name in names):
+        raise ClusterSimError(
+            f"{flag}: an empty entry in {','.join(given)!r} (give names separated by commas, or repeat {flag})",
+            field=flag,
+            value=",".join(given),
+        )
+    return tuple(dict.fromkeys(names))
+
+
+def _tokens(text: str) -> float:
+    from clustersim.units import parse_count
+
+    try:
+        return parse_count(text)
+    except ClusterSimError as exc:
+        raise ClusterSimError(f"--tokens: {exc}", field="--tokens", value=text) from None
+
+
+def _deadline(text: str) -> float:
+    from clustersim.units import parse_seconds
+
+    try:
+        value = parse_seconds(text)
+    except ClusterSimError as exc:
+        raise ClusterSimError(f"--deadline: {exc}", field="--deadline", value=text) from None
+    if not value > 0:
+        raise ClusterSimError(
+            f"--deadline: {text!r} must be a positive duration (e.g. 90d, 2000h)", field="--deadline", value=text
+        )
+    return value
+
+
+def _checkpoints(
+    storage: list[str] | None,
+    modes: str | None,
+    every: str | None,
+    rate: str | None,
+    model: "Transformer",
+    catalog: "Catalog",
+) -> tuple[tuple[str, "Resilient | None"], ...]:
+    """One (name, function) per storage tier and checkpoint mode; none without --storage (whose options
+    alone are refused, by name)."""
+    from clustersim.cli.common import option_errors
+    from clustersim.reliability.failures import failure_rate
+    from clustersim.scenario.schema import CheckpointSpec
+    from clustersim.storage.fsx import parse_storage
+
+    if not storage:
+        orphans = [flag for flag, value in (("--checkpoint", modes), ("--checkpoint-every", every),
+                                            ("--failure-rate", rate)) if value]  # fmt: skip
+        if orphans:
+            raise ClusterSimError(
+                f"{', '.join(orphans)} need --storage (where checkpoints go), e.g. --storage "
+                "fsx:PERSISTENT_2-1000:100800GiB",
+                field=orphans[0],
+            )
+        return (("none", None),)
+    chosen = _listed([modes or "sync"], "--checkpoint")
+    unknown = [m for m in chosen if m not in CHECKPOINT_MODES]
+    if unknown:
+        raise ClusterSimError(
+            f"--checkpoint: unknown policy {unknown[0]!r} (valid: {', '.join(CHECKPOINT_MODES)})",
+            field="--checkpoint",
+            value=unknown[0],
+        )
+    try:
+        failure_rate(rate or "llama3")
+    except ClusterSimError as exc:
+        raise ClusterSimError(f"--failure-rate: {exc}", field="--failure-rate", value=rate) from None
+    out: list[tuple[str, Resilient | None]] = []
+    for tier in storage:
+        try:
+            parse_storage(catalog, tier)
+        except ClusterSimError as exc:
+            raise ClusterSimError(f"--storage: {exc}", field="--storage", value=tier) from None
+        for mode in chosen:
+            with option_errors({"every": "--checkpoint-every", "failure_rate": "--failure-rate"}):
+                spec = CheckpointSpec(
+                    storage=tier, every=every or "auto", async_save=mode == "async", nvme=mode == "nvme",
+                    failure_rate=rate or "llama3",
+                )  # fmt: skip
+            out.append((f"{mode} on {tier}", partial(_resilient, spec=spec, model=model, catalog=catalog)))
+    return tuple(out)
+
+
+def _resilient(
+    estimate: "Estimate", system: "System", *, spec: object, model: "Transformer", catalog: "Catalog"
+) -> "Estimate":
+    """``estimate`` with failures and checkpoints, as ``train --storage`` computes them."""
+    from clustersim.scenario.resilience import with_checkpoints
+    from clustersim.scenario.schema import CheckpointSpec
+
+    assert isinstance(spec, CheckpointSpec)
+    return with_checkpoints(estimate, spec, model=model, system=system, catalog=catalog, framework=estimate.framework)
