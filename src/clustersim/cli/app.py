@@ -19,6 +19,7 @@ from clustersim.cli.plan import plan_command
 from clustersim.cli.reliability import reliability_command
 from clustersim.cli.serve import serve_command
 from clustersim.cli.storage import storage_app
+from clustersim.cli.sweep import sweep_app
 from clustersim.cli.train import train_command
 from clustersim.cli.transport import transport_app
 from clustersim.cli.validate import validate_command
@@ -42,6 +43,7 @@ app.command("validate")(validate_command)
 app.command("serve")(serve_command)
 app.add_typer(storage_app, name="storage")
 app.command("reliability")(reliability_command)
+app.add_typer(sweep_app, name="sweep")
 app.command("plan")(plan_command)
 
 

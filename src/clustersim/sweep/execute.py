@@ -1,0 +1,135 @@
+"""Run a sweep's pending points in partitions, by a local process pool or a Ray cluster, and hand each
+finished partition back (in the order they finish) to be committed.
+
+A runner is a module-level function ``runner(command, items) -> list[Outcome]`` over ``(id, inputs)``
+pairs, so that a worker process (spawned, or Ray's) imports it by name. A partition whose worker dies is
+tried again, up to ``retries`` more times.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Any
+
+from clustersim.errors import ClusterSimError
+from clustersim.sweep.spec import Point, Value
+from clustersim.sweep.store import Outcome
+
+Items = list[tuple[str, dict[str, Value]]]
+Runner = Callable[[str, Items], list[Outcome]]
+RAY_EXTRA = "pip install 'clustersim[ray]'"
+PARTITIONS_PER_WORKER = 4
+MAX_PARTITION_POINTS = 64
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A partition that finished: its index, its outcomes and how many tries it took."""
+
+    partition: int
+    outcomes: list[Outcome]
+    attempts: int
+
+
+def default_workers() -> int:
+    """Every core of this machine."""
+    return os.cpu_count() or 1
+
+
+def partition(points: list[Point], workers: int, size: int | None = None) -> list[list[Point]]:
+    """Consecutive slices of ``points`` (spec order), ``size`` points each; by default about
+    ``PARTITIONS_PER_WORKER`` per worker, at most ``MAX_PARTITION_POINTS`` points each."""
+    if size is None:
+        size = min(MAX_PARTITION_POINTS, max(1, math.ceil(len(points) / (max(workers, 1) * PARTITIONS_PER_WORKER))))
+    return [points[i : i + size] for i in range(0, len(points), size)]
+
+
+def _items(part: list[Point]) -> Items:
+    return [(point.id, point.inputs) for point in part]
+
+
+def run_local(runner: Runner, command: str, parts: list[list[Point]], workers: int, retries: int) -> Iterator[Finished]:
+    """Run ``parts`` on a pool of ``workers`` spawned processes (in this process for one worker)."""
+    if workers <= 1 or len(parts) <= 1:
+        for index, part in enumerate(parts):
+            yield Finished(index, runner(command, _items(part)), 1)
+        return
+    import multiprocessing
+
+    attempts = dict.fromkeys(range(len(parts)), 0)
+    pending = set(range(len(parts)))
+    while pending:
+        pool = ProcessPoolExecutor(min(workers, len(pending)), mp_context=multiprocessing.get_context("spawn"))
+        futures: dict[Future[list[Outcome]], int] = {}
+        try:
+            for index in sorted(pending):
+                attempts[index] += 1
+                futures[pool.submit(runner, command, _items(parts[index]))] = index
+            while futures:
+                done, _ = wait(futures, return_when=FIRST_COMPLETED)
+                for future in done:
+                    index = futures.pop(future)
+                    outcomes = future.result()
+                    pending.discard(index)
+                    yield Finished(index, outcomes, attempts[index])
+        except BrokenProcessPool:
+            tried_out = sorted(index for index in pending if attempts[index] > retries)
+            if tried_out:
+                raise ClusterSimError(
+                    f"--executor local: a worker died running partition {tried_out[0]} "
+                    f"{attempts[tried_out[0]]} times; giving up",
+                    field="--executor",
+                ) from None
+        finally:  # a sweep stopped early (an error, Ctrl-C) waits only for the partitions already running
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def run_ray(
+    runner: Runner, command: str, parts: list[list[Point]], address: str | None, workers: int | None, retries: int
+) -> Iterator[Finished]:
+    """Run ``parts`` as Ray tasks (a local Ray instance of ``workers`` CPUs without an ``address``); Ray
+    retries a task whose worker died or which raised, up to ``retries`` times."""
+    ray = import_ray()
+    started = not ray.is_initialized()
+    if started:
+        options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+        if address is None and workers is not None:
+            options["num_cpus"] = workers
+        try:
+            ray.init(address=address, **options)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise ClusterSimError(
+                f"--address: cannot join the Ray cluster at {address}: {exc}", field="--address"
+            ) from None
+    refs: dict[Any, int] = {}
+    try:
+        task = ray.remote(max_retries=retries, retry_exceptions=True)(runner)
+        refs = {task.remote(command, _items(part)): index for index, part in enumerate(parts)}
+        while refs:
+            done, _ = ray.wait(list(refs), num_returns=1)
+            for ref in done:
+                index = refs.pop(ref)
+                yield Finished(index, ray.get(ref), 1)
+    finally:
+        for ref in refs:  # left over when the sweep stops early
+            ray.cancel(ref, force=True)
+        if started:
+            ray.shutdown()
+
+
+def import_ray() -> Any:
+    """``ray``, or a one-line error naming the extra that installs it."""
+    import importlib
+
+    try:  # imported by name: ray is an extra, absent where only the base install is
+        ray = importlib.import_module("ray")
+    except ImportError:
+        raise ClusterSimError(
+            f"--executor ray needs Ray, which is not installed: {RAY_EXTRA}", field="--executor", value="ray"
+        ) from None
+    return ray
