@@ -141,16 +141,20 @@ def check(command: str, spec_keys: list[str], points: list[Point]) -> None:
         try:
             leaf.make_context(command.split()[-1], words, resilient_parsing=False)
         except click_errors.ClickException as exc:
-            raise ClusterSimError(_refusal(exc, params, point), field="sweep spec") from None
+            message, named = _refusal(exc, params, point)
+            raise ClusterSimError(message, field=named, value=point.inputs.get(named or "")) from None
 
 
-def _refusal(exc: click_errors.ClickException, params: dict[str, Any], point: Point) -> str:
+def _refusal(exc: click_errors.ClickException, params: dict[str, Any], point: Point) -> tuple[str, str | None]:
+    """The one-line refusal of a point the command line would refuse, and the spec key it names."""
     param = getattr(exc, "param", None)
-    key = next((k for k, p in params.items() if p is param and k in point.inputs), None)
+    key = next((k for k, p in params.items() if p is param), None)
     message = exc.format_message().replace("Value error, ", "")
+    if key is not None and key not in point.inputs:
+        return f"sweep spec: {key!r} is required by the command; set it under [options], [grid] or [[points]]", key
     if key is None:
-        return f"sweep spec, point {point.seq + 1}: {message}"
-    return f"sweep spec: {key} = {point.inputs[key]!r} (point {point.seq + 1}): {message}"
+        return f"sweep spec, point {point.seq + 1}: {message}", None
+    return f"sweep spec: {key} = {point.inputs[key]!r} (point {point.seq + 1}): {message}", key
 
 
 def run_partition(command: str, items: list[tuple[str, dict[str, Value]]]) -> list[Outcome]:

@@ -62,15 +62,15 @@ def columns(flat: list[dict[str, Scalar]]) -> list[str]:
 
 
 def headline(flat: list[dict[str, Scalar]], limit: int = 5) -> list[str]:
-    """The result's numbers that differ between points (the shallowest first, then in order), at most ``limit``;
-    intervals and sensitivity tables are left to the export."""
+    """The result's numbers that differ between points (every number where one point succeeded), the shallowest
+    first, then in order, at most ``limit``; intervals, sensitivity tables and sources are left to the export."""
     found = []
     for key in columns(flat):
         if not key.startswith("result.") or any(part in key for part in ("interval", "sensitivity", "source")):
             continue
         values = [record.get(key) for record in flat if record.get("status") == "ok"]
         numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
-        if numbers and len(numbers) == len(values) and len(set(numbers)) > 1:
+        if numbers and len(numbers) == len(values) and (len(set(numbers)) > 1 or len(values) == 1):
             found.append(key)
     found.sort(key=lambda key: key.count("."))
     return found[:limit]

@@ -116,16 +116,20 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
             value=command,
         )
     options = _table(data.get("options", {}), "options", source)
-    grid_table = _table(data.get("grid", {}), "grid", source)
+    grid_table = data.get("grid", {})
+    if not isinstance(grid_table, dict):
+        raise ClusterSimError(f"{source}: [grid] must be a table of option = [values]", field="grid")
     grid: dict[str, list[Value]] = {}
     for key, values in grid_table.items():
         if not isinstance(values, list) or not values:
             raise ClusterSimError(
                 f"{source}: grid.{key} must be a non-empty list of the values to take (got {shown(values)})",
                 field=f"grid.{key}",
-                value=values,
+                value=str(values),
             )
-        grid[key] = [_value(item, f"grid.{key}", source, allow_list=True) for item in values]
+        if normal_key(key) in grid:
+            raise ClusterSimError(f"{source}: grid sets {normal_key(key)!r} twice (as {key!r})", field=f"grid.{key}")
+        grid[normal_key(key)] = [_value(item, f"grid.{key}", source, allow_list=True) for item in values]
     raw_points = data.get("points", [])
     if not isinstance(raw_points, list) or not all(isinstance(p, dict) for p in raw_points):
         raise ClusterSimError(f"{source}: 'points' must be a list of tables, written [[points]]", field="points")
