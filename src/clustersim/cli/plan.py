@@ -145,6 +145,7 @@ def plan_command(
     from clustersim.plan.planner_grid import PlanGrid, expand_counts, grid_points
     from clustersim.plan.space import SearchSpace
     from clustersim.scenario.training import model_spec, user_files
+    from clustersim.units import MAX_SEQUENCES, MAX_TOKENS
     from clustersim.workload import zoo
 
     with user_errors():
@@ -164,8 +165,12 @@ def plan_command(
             seq_len=seq,
             frameworks=_listed(framework, "--framework") if framework else (None,),
             precisions=_listed([precision], "--precision"),
-            global_batches=None if global_batch is None else expand_counts(global_batch, "--global-batch"),
-            batch_tokens=None if batch_tokens is None else expand_counts(batch_tokens, "--batch-tokens", tokens=True),
+            global_batches=None
+            if global_batch is None
+            else expand_counts(global_batch, "--global-batch", limit=MAX_SEQUENCES),
+            batch_tokens=None
+            if batch_tokens is None
+            else expand_counts(batch_tokens, "--batch-tokens", limit=int(MAX_TOKENS), tokens=True),
             offers=_listed([offer], "--price"),
             checkpoints=_checkpoints(storage, checkpoint, checkpoint_every, failure_rate, transformer, cat),
             devices_per_node=devices_per_node,

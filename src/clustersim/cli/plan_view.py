@@ -17,6 +17,10 @@ def plan_json(plan: "Plan", model: "Transformer") -> dict[str, Any]:
     return {"model": model.name, "params": model.num_params(), **plan.to_json()}
 
 
+def _millions(usd: float) -> str:
+    return f"${usd / 1e6:,.1f}M"
+
+
 def _days(seconds: float) -> str:
     return f"{seconds / DAY_S:,.1f}"
 
@@ -54,8 +58,8 @@ def _table(title: str, rows: "tuple[PlanRow, ...]", *, reasons: bool) -> "Table"
             row.estimate.layout.describe(),
             f"{row.estimate.step_s:.2f} s",
             _days(row.wall_s) + _range(row, "time_s", _days),
-            f"${row.cost_usd / 1e6:,.1f}M" + _range(row, "cost_usd", lambda v: f"${v / 1e6:,.1f}M"),
-            f"{row.energy_j / 3.6e9:,.0f}",
+            "" if row.cost_usd is None else f"${row.cost_usd / 1e6:,.1f}M" + _range(row, "cost_usd", _millions),
+            "" if row.energy_j is None else f"{row.energy_j / 3.6e9:,.0f}",
         ]
         if reasons:
             cells += [row.why, _margin(row.margin)]
@@ -89,19 +93,21 @@ def plot_plan(plan: "Plan", path: Path) -> None:
     """Every plan that keeps the constraints as time against cost, the Pareto front drawn over them."""
     from clustersim.present.figures import figure
 
+    priced = [r for r in plan.rows if r.cost_usd is not None]
+
     with figure(path, figsize=(7, 4.5)) as (_, ax):
         ax.scatter(
-            [r.wall_s / DAY_S for r in plan.rows], [r.cost_usd / 1e6 for r in plan.rows], s=12, color="#999999",
+            [r.wall_s / DAY_S for r in priced], [(r.cost_usd or 0) / 1e6 for r in priced], s=12, color="#999999",
             label="plans",
         )  # fmt: skip
         front = plan.pareto
         ax.plot(
-            [r.wall_s / DAY_S for r in front], [r.cost_usd / 1e6 for r in front], "o-", color="#C44E52",
+            [r.wall_s / DAY_S for r in front], [(r.cost_usd or 0) / 1e6 for r in front], "o-", color="#C44E52",
             label="Pareto front",
         )  # fmt: skip
         for row in front:
             ax.annotate(
-                f"{row.point.nodes} x {row.point.instance}", (row.wall_s / DAY_S, row.cost_usd / 1e6), fontsize=7
+                f"{row.point.nodes} x {row.point.instance}", (row.wall_s / DAY_S, (row.cost_usd or 0) / 1e6), fontsize=7
             )
         ax.set_xlabel("time to train (days)")
         ax.set_ylabel("cost (million USD)")

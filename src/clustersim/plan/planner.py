@@ -14,6 +14,7 @@ the constraint that binds.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -109,33 +110,42 @@ class PlanRow:
         return self.time_s if goodput is None else goodput
 
     @property
-    def cost_usd(self) -> float:
-        """Instance cost at the offer's price over the wall time (with the storage's, under a policy)."""
+    def cost_usd(self) -> float | None:
+        """Instance cost at the offer's price over the wall time (with the storage's, under a policy); None
+        where the system has no price (a cluster that is not a catalogued instance)."""
         totals = self.estimate.totals
-        assert totals is not None and totals.cost_usd is not None
+        assert totals is not None
         return totals.cost_usd
 
     @property
-    def energy_j(self) -> float:
-        """Energy at board power over the wall time (waits at the idle fraction, under a policy)."""
+    def energy_j(self) -> float | None:
+        """Energy at board power over the wall time (waits at the idle fraction, under a policy); None where
+        the catalog gives no board power."""
         totals = self.estimate.totals
-        assert totals is not None and totals.energy_kwh is not None
-        return totals.energy_kwh * 3.6e6
+        assert totals is not None
+        return None if totals.energy_kwh is None else totals.energy_kwh * 3.6e6
 
     def value(self, objective: str) -> float:
-        """The figure ``objective`` minimizes."""
-        return {"time": self.time_s, "goodput": self.wall_s, "cost": self.cost_usd, "energy": self.energy_j}[objective]
+        """The figure ``objective`` minimizes (rows without an energy are left out before energy is ranked)."""
+        if objective == "energy":
+            assert self.energy_j is not None
+            return self.energy_j
+        if objective == "cost":
+            assert self.cost_usd is not None
+            return self.cost_usd
+        return {"time": self.time_s, "goodput": self.wall_s}[objective]
 
     @property
     def interval(self) -> dict[str, Interval]:
         """Intervals of the wall time, cost and energy (empty without residuals of the kind)."""
         if self.spread is None:
             return {}
-        return {
-            "time_s": self.spread.duration(self.wall_s),
-            "cost_usd": self.spread.duration(self.cost_usd),
-            "energy_j": self.spread.duration(self.energy_j),
-        }
+        found = {"time_s": self.spread.duration(self.wall_s)}
+        if self.cost_usd is not None:
+            found["cost_usd"] = self.spread.duration(self.cost_usd)
+        if self.energy_j is not None:
+            found["energy_j"] = self.spread.duration(self.energy_j)
+        return found
 
     @property
     def name(self) -> str:
@@ -257,8 +267,10 @@ def plan_training(
             field="--max-nodes",
             value=limits.max_nodes,
         )
+    needs = {"energy"} if objective == "energy" else set()
+    needs |= {"cost"} if objective == "cost" or limits.budget_usd is not None else set()
     for done, point in enumerate(wanted, start=1):
-        found, count, note = _point_rows(model, point, space, keep, spreads, level)
+        found, count, note = _point_rows(model, point, space, keep, spreads, level, needs=needs)
         evaluated += count
         rows.extend(found)
         if note:
@@ -271,8 +283,11 @@ def plan_training(
         )
     feasible = _constrained(rows, limits)
     ranked, distinct = _ranked(feasible, objective)
-    wall_cost = np.array([[row.wall_s, row.cost_usd] for row in ranked])
-    front = sorted((ranked[int(i)] for i in pareto_front(wall_cost)), key=lambda r: (r.wall_s, r.cost_usd))
+    priced = [row for row in ranked if row.cost_usd is not None]
+    wall_cost = np.array([[row.wall_s, row.cost_usd] for row in priced]).reshape(len(priced), 2)
+    front = sorted((priced[int(i)] for i in pareto_front(wall_cost)), key=lambda r: (r.wall_s, r.cost_usd or 0.0))
+    if len(priced) < len(ranked):
+        said.append(f"{len(ranked) - len(priced)} rows have no price and are left off the time-cost front")
     return Plan(
         objective=objective,
         rows=tuple(ranked),
@@ -293,8 +308,13 @@ def _point_rows(
     keep: int,
     spreads: dict[tuple[str, str, int], Spread | None],
     level: float,
+    *,
+    needs: set[str],
 ) -> tuple[list[PlanRow], int, str]:
-    """The priced rows of one point, the layouts evaluated, and a note where the point is skipped."""
+    """The priced rows of one point, the layouts evaluated, and a note where the point is skipped: an instance
+    not offered at the point's price, a system without a price where cost counts, no board power where energy
+    is the objective. A system that is no catalogued instance (a published run's cluster) keeps its rows
+    unpriced otherwise."""
     system, job, software = point.system, point.job, point.software
     try:
         ranking = rank_layouts(model, system, job, space=space, efficiency=point.efficiency, software=software)
@@ -328,10 +348,10 @@ def _point_rows(
         totals = estimate.totals
         if totals is None:
             raise ClusterSimError("plan: a training plan needs a token budget (tokens)", field="tokens")
-        if totals.cost_usd is None:
+        if totals.cost_usd is None and ("cost" in needs or system.instance is not None):  # not offered so
             return [], len(ranking.step_s), f"skipped {point.label}: {totals.price_note}"
-        if totals.energy_kwh is None:
-            return [], len(ranking.step_s), f"skipped {point.label}: no board power in the catalog for energy"
+        if totals.energy_kwh is None and "energy" in needs:
+            return [], len(ranking.step_s), f"skipped {point.label}: no board power in the catalog, so no energy"
         if point.resilience is not None:
             estimate = point.resilience(estimate, system)
         rows.append(PlanRow(point, estimate, spreads[key]))
@@ -341,12 +361,13 @@ def _point_rows(
 def _constrained(rows: list[PlanRow], limits: Constraints) -> list[PlanRow]:
     """The rows that keep the deadline and the budget; the error names the one that binds."""
     on_time = [r for r in rows if limits.deadline_s is None or r.wall_s <= limits.deadline_s]
-    in_budget = [r for r in rows if limits.budget_usd is None or r.cost_usd <= limits.budget_usd]
-    both = [r for r in on_time if limits.budget_usd is None or r.cost_usd <= limits.budget_usd]
+    budget = limits.budget_usd
+    in_budget = [r for r in rows if budget is None or (r.cost_usd is not None and r.cost_usd <= budget)]
+    both = [r for r in on_time if r in in_budget]
     if both:
         return both
     fastest = min(rows, key=lambda r: r.wall_s)
-    cheapest = min(rows, key=lambda r: r.cost_usd)
+    cheapest = min(rows, key=lambda r: math.inf if r.cost_usd is None else r.cost_usd)
     if not on_time:
         raise ClusterSimError(
             f"--deadline {format_seconds(limits.deadline_s or 0)}: no plan finishes in time; the fastest, "
@@ -357,7 +378,7 @@ def _constrained(rows: list[PlanRow], limits: Constraints) -> list[PlanRow]:
     if not in_budget:
         raise ClusterSimError(
             f"--budget ${limits.budget_usd:,.0f}: no plan costs that little; the cheapest, {cheapest.name}, costs "
-            f"${cheapest.cost_usd:,.0f} (raise --budget, or try other instances or --price)",
+            f"${cheapest.cost_usd or 0:,.0f} (raise --budget, or try other instances or --price)",
             field="--budget",
             value=limits.budget_usd,
         )
@@ -371,11 +392,11 @@ def _constrained(rows: list[PlanRow], limits: Constraints) -> list[PlanRow]:
 
 
 def _ranked(rows: list[PlanRow], objective: str) -> tuple[list[PlanRow], list[PlanRow]]:
-    """``rows`` best first by ``objective`` (ties: the shorter wall time, then the input order), and the best
+    """``rows`` best first by ``objective`` (ties: the shorter wall time, the lower cost, the input order), and the best
     row of each point among them; each row says why it beats its runner-up and by how much. The runner-up of
     a point's best row is the next point's best row (what else to rent), or, for the last point, its own next
     layout; of any other row, the next row."""
-    order = sorted(rows, key=lambda r: (r.value(objective), r.wall_s))
+    order = sorted(rows, key=lambda r: (r.value(objective), r.wall_s, math.inf if r.cost_usd is None else r.cost_usd))
     seen: set[int] = set()
     best: list[int] = []
     for i, row in enumerate(order):
@@ -391,9 +412,13 @@ def _ranked(rows: list[PlanRow], objective: str) -> tuple[list[PlanRow], list[Pl
             continue
         other = order[j]
         ours, theirs = row.value(objective), other.value(objective)
-        why = why_better(
-            objective_terms(row.estimate, objective, row.point.system),
-            objective_terms(other.estimate, objective, other.point.system),
+        why = (
+            f"ties the runner-up on {objective}"
+            if ours == theirs
+            else why_better(
+                objective_terms(row.estimate, objective, row.point.system),
+                objective_terms(other.estimate, objective, other.point.system),
+            )
         )
         ranked.append(replace(row, why=why, margin=theirs / ours - 1 if ours > 0 else None, runner_up=other.name))
     return ranked, [ranked[i] for i in best]

@@ -31,15 +31,18 @@ def expand_counts(text: str, field: str, *, limit: int = MAX_NODES, tokens: bool
     or ``"64"``, sorted, each once; ``tokens`` reads suffixes (``4M..16M``). An error names ``field``."""
     valid = f"a count, a list (16,24,32) or a range (128..2048) of whole numbers from 1 to {limit:,}"
 
+    def where(part: str) -> str:
+        return repr(part) if part == text else f"{part!r} in {text!r}"
+
     def one(part: str) -> int:
         try:
             value = parse_count(part) if tokens else float(part)
         except (ClusterSimError, ValueError):
             raise ClusterSimError(
-                f"{field}: {part!r} is not a count (valid: {valid})", field=field, value=text
+                f"{field}: {where(part)} is not a count (valid: {valid})", field=field, value=text
             ) from None
         if not math.isfinite(value) or value != int(value) or not 1 <= value <= limit:
-            raise ClusterSimError(f"{field}: {part!r} is out of range (valid: {valid})", field=field, value=text)
+            raise ClusterSimError(f"{field}: {where(part)} is out of range (valid: {valid})", field=field, value=text)
         return int(value)
 
     text = str(text).strip()

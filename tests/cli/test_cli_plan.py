@@ -1,0 +1,114 @@
+"""``clustersim plan``: the JSON has the fields issue 25 lists, --plot writes the front, every option is honoured
+or refused in one line naming it, and the binding constraint is named when nothing is left."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from clustersim.cli.app import app
+
+runner = CliRunner()
+ENV = {"CLUSTERSIM_CATALOG": "", "CLUSTERSIM_MODELS": "", "CLUSTERSIM_EFFICIENCY": "", "COLUMNS": "200"}
+BASE = ("llama3-70b", "--tokens", "2T", "--instances", "p5.48xlarge,p6-b200.48xlarge", "--nodes", "16..64")
+
+
+def plan(*args: str):
+    return runner.invoke(app, ["plan", *args], env=ENV)
+
+
+def planned(*args: str) -> dict:
+    result = plan(*args, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def refused(result, *parts: str) -> str:
+    assert result.exit_code == 2, result.output
+    line = result.stderr.strip()
+    assert "\n" not in line and "Traceback" not in result.output
+    for part in parts:
+        assert part in line, line
+    return line
+
+
+def test_the_json_has_the_front_the_top_rows_and_the_search_figures():
+    payload = planned(*BASE, "--objective", "cost", "--top", "3")
+    for key in ("pareto", "top", "evaluated", "elapsed_s", "layouts_per_s"):
+        assert key in payload
+    assert payload["evaluated"] > 0 and payload["elapsed_s"] > 0 and payload["layouts_per_s"] > 0
+    assert payload["pareto"] and len(payload["top"]) == 3
+    for row in payload["pareto"] + payload["top"]:
+        for key in ("instance", "nodes", "layout", "time_s", "cost_usd", "energy_j", "interval", "why", "margin"):
+            assert key in row
+        assert row["interval"]["time_s"]["low"] < row["time_s"] < row["interval"]["time_s"]["high"]
+        assert row["interval"]["level"] == 0.8
+    costs = [row["cost_usd"] for row in payload["top"]]
+    assert costs == sorted(costs)
+    assert {row["nodes"] for row in payload["top"]} <= {16, 32, 64}
+
+
+def test_the_table_shows_the_front_the_top_rows_and_the_speed():
+    result = plan(*BASE, "--deadline", "200d")
+    assert result.exit_code == 0, result.output
+    for words in ("Pareto front", "top", "why it wins", "layouts/s", "80%:"):
+        assert words in result.stdout
+
+
+def test_plot_writes_the_front(tmp_path):
+    path = tmp_path / "front.png"
+    result = plan(*BASE, "--plot", str(path))
+    assert result.exit_code == 0, result.output
+    assert path.stat().st_size > 1000
+    refused(plan(*BASE, "--plot", str(tmp_path / "front.txt")), "--plot")
+
+
+def test_a_framework_that_does_not_run_on_a_chip_is_skipped_with_a_note():
+    payload = planned(
+        "llama3-70b", "--instances", "p5.48xlarge,trn2.48xlarge", "--nodes", "16", "--framework", "megatron,neuronx",
+        "--price", "capacity_block",
+    )  # fmt: skip
+    assert any("'megatron' does not run on trainium2" in note for note in payload["notes"])
+    assert {row["framework"] for row in payload["top"]} == {"megatron", "neuronx"}
+
+
+def test_checkpoints_give_the_goodput_adjusted_time():
+    payload = planned(
+        *BASE, "--storage", "fsx:PERSISTENT_2-1000:100800GiB:efa", "--checkpoint", "sync,async", "--objective",
+        "goodput",
+    )  # fmt: skip
+    for row in payload["top"]:
+        assert row["goodput_time_s"] > row["time_s"] and row["checkpoint"].startswith(("sync", "async"))
+
+
+@pytest.mark.parametrize(
+    ("args", "parts"),
+    [
+        (("--deadline", "1d"), ("--deadline", "the fastest")),
+        (("--budget", "1000"), ("--budget", "the cheapest")),
+        (("--max-nodes", "8"), ("--max-nodes 8",)),
+        (("--objective", "speed"), ("objective", "speed", "time, cost, energy, goodput")),
+        (("--objective", "goodput"), ("goodput", "--storage")),
+        (("--price", "spot"), ("--price", "spot", "on_demand")),
+        (("--precision", "fp4"), ("--precision",)),
+        (("--framework", "jax"), ("--framework", "jax")),
+        (("--checkpoint", "sync"), ("--checkpoint", "--storage")),
+        (("--global-batch", "512", "--batch-tokens", "4M"), ("--batch-tokens",)),
+        (("--deadline", "soon"), ("--deadline", "soon")),
+        (("--dataset", "sharegpt"), ("--dataset",)),
+    ],
+)
+def test_bad_input_is_one_line_naming_the_option(args, parts):
+    refused(plan(*BASE, *args), *parts)
+
+
+@pytest.mark.parametrize("nodes", ["0..4", "64..16", "16,,32", "many"])
+def test_bad_node_counts_are_refused(nodes):
+    refused(plan("llama3-70b", "--nodes", nodes), "--nodes", nodes)
+
+
+def test_an_error_with_json_is_json():
+    result = plan(*BASE, "--deadline", "1d", "--json")
+    assert result.exit_code == 2
+    error = json.loads(result.stderr)
+    assert error["field"] == "--deadline"
