@@ -113,7 +113,7 @@ def collective_work(
     runs: int = 1,
 ) -> WorkEstimate:
     """The work of simulating ``op`` on ``hosts`` (one job's), ``jobs`` copies at once, ``runs`` times
-    (routings compared). No flow is simulated: the flows of the first ``SAMPLE_NODES`` hosts are built,
+    (routings and seeds compared, and calibrated links, whose flows run twice: ``results``). No flow is simulated: the flows of the first ``SAMPLE_NODES`` hosts are built,
     and a larger job's counted in proportion (its DAG deeper by the log of its ranks)."""
     nodes = int(np.size(hosts))
     sample = hosts[:SAMPLE_NODES]
@@ -125,7 +125,7 @@ def collective_work(
         levels *= math.log2(ranks * scale) / math.log2(ranks)
     f = plan.flows.num_flows * scale
     copies = f"{jobs:,} jobs x ~{f:,.0f} flows" if jobs > 1 else f"~{f:,.0f} flows"
-    what = f"{op.value} on {nodes:,} nodes, {copies}" + (f", {runs} routings" if runs > 1 else "")
+    what = f"{op.value} on {nodes:,} nodes, {copies}" + (f", {runs} runs" if runs > 1 else "")
     return estimate(f, levels, what=what, jobs=jobs, runs=runs)
 
 
