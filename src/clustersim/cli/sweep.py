@@ -1,6 +1,7 @@
 """``clustersim sweep``: run a spec's grid of points over one command's options into a SQLite store, by a
 local process pool or a Ray cluster, resumable after a kill; ``sweep show`` prints and exports a store."""
 
+import math
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -238,6 +239,9 @@ def _table(command: str, rows: list[dict[str, Any]], total: int, wanted: list[st
 
 
 def _cell(value: object) -> str:
-    if isinstance(value, float):
-        return f"{value:,.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
+    """A number to four significant digits, in fixed notation from 0.001 up (``4,702``, ``428.2``, ``0.8076``)."""
+    if isinstance(value, float) and not isinstance(value, bool):
+        if value == 0 or not 1e-3 <= abs(value) < 1e15:
+            return f"{value:.4g}"
+        return f"{value:,.{max(0, 3 - math.floor(math.log10(abs(value))))}f}"
     return "" if value is None else str(value)
