@@ -145,11 +145,13 @@ def test_every_command_is_in_the_snapshot():
         "reliability",
         "serve",
         "storage",
+        "sweep",
         "train",
         "transport",
         "validate",
     }
     assert set(top.commands["storage"].commands) == {"checkpoint", "striping"}
+    assert set(top.commands["sweep"].commands) == {"run", "show"}
     assert set(top.commands["hw"].commands) == {"list", "show", "compare"}
     assert set(top.commands["transport"].commands) == {"compare", "sweep", "incast", "ring", "datapath", "nccl"}
     assert set(top.commands["fabric"].commands) == {"simulate", "compare", "step", "pattern"}
