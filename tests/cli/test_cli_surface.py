@@ -142,6 +142,7 @@ def test_every_command_is_in_the_snapshot():
         "fabric",
         "hw",
         "models",
+        "plan",
         "reliability",
         "serve",
         "storage",

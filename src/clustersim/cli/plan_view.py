@@ -77,7 +77,7 @@ def plan_view(plan: "Plan", model: "Transformer") -> list[Any]:
         _table("Pareto front: time against cost (fastest first)", plan.pareto, reasons=False),
         _table(f"top {len(plan.top)} by {plan.objective}", plan.top, reasons=True),
         f"best: {first.name}; {first.why}"
-        + ("" if first.margin is None else f", {_margin(first.margin)} over the runner-up ({first.runner_up})"),
+        + ("" if first.margin is None else f", {_margin(first.margin)} over the runner-up (the next row)"),
         f"searched {plan.evaluated:,} layouts in {plan.elapsed_s:.2f} s ({plan.layouts_per_s:,.0f} layouts/s)",
     ]
     if first.spread is not None:

@@ -34,7 +34,8 @@ class ObjectiveTerms:
 
     terms: dict[str, float]
     unit: str  # "s", "$" or "J"
-    rate: str  # e.g. "$55.04/h per instance x 128"; empty for time
+    rate: str = ""  # what the objective pays per unit rented, e.g. "$55.04/h"; empty for time
+    per: str = ""  # the unit rented: "per instance", "per device"
 
     def show(self, value: float) -> str:
         """``value`` in the objective's unit."""
@@ -60,12 +61,12 @@ def objective_terms(estimate: Estimate, objective: str, system: System) -> Objec
         per_hour = totals.price_usd_per_hour or 0.0
         rate = per_hour * system.num_nodes / 3600
         extra = (totals.cost_usd or 0.0) - rate * free_s
-        words = f"${per_hour:,.2f}/h per instance x {system.num_nodes}"
-        return ObjectiveTerms(_with({k: v * rate for k, v in seconds.items()}, extra), "$", words)
+        words = f"${per_hour:,.2f}/h"
+        return ObjectiveTerms(_with({k: v * rate for k, v in seconds.items()}, extra), "$", words, "per instance")
     watts = (system.power_watts or 0.0) * system.num_devices
     extra = (totals.energy_kwh or 0.0) * 3.6e6 - watts * free_s
-    words = f"{watts / 1e3:,.0f} kW on {system.num_devices} devices"
-    return ObjectiveTerms(_with({k: v * watts for k, v in seconds.items()}, extra), "J", words)
+    words = f"{system.power_watts or 0.0:,.0f} W"
+    return ObjectiveTerms(_with({k: v * watts for k, v in seconds.items()}, extra), "J", words, "per device")
 
 
 def _with(terms: dict[str, float], extra: float) -> dict[str, float]:
@@ -83,5 +84,5 @@ def why_better(ours: ObjectiveTerms, theirs: ObjectiveTerms) -> str:
     mine, others = ours.show(ours.terms.get(best, 0.0)), theirs.show(theirs.terms.get(best, 0.0))
     reason = f"less {_WORDS.get(best, best)}: {mine} against {others}"
     if ours.rate != theirs.rate and ours.rate:
-        reason += f" ({ours.rate} against {theirs.rate})"
+        reason += f" ({ours.rate} against {theirs.rate} {ours.per})"
     return reason
