@@ -19,12 +19,16 @@ BAR = math.log(1.15)  # issue 10's per-source target, as a mean |log error|
 
 KNOWN_MISSES: dict[tuple[str, str], tuple[float, str]] = {
     ("training", "NVIDIA-NeMo/Megatron-Bridge"): (
-        0.21,
+        0.18,
         "left out, the FP8 cost per expert slice falls to its prior on Hopper; its MoE rows move with the release "
         "at one layout and its DeepSeek-V3 recipes overlap the expert all-to-alls, switches its rows do not record "
         "(issues 21 and 22)",
     ),
-    ("training", "NVIDIA-NeMo/Automodel"): (0.17, "FSDP2 + expert parallel MoE rows predicted too slow (issue 22)"),
+    ("training", "NVIDIA-NeMo/Automodel"): (
+        0.22,
+        "FSDP2 + expert parallel MoE rows predicted too slow, more so since the token permutation is priced "
+        "(0.17 before it): the profile's kernel and overlap figures are priors, not fitted (issue 22)",
+    ),
     ("inference", "NVIDIA/TensorRT-LLM"): (0.17, "two serving sources: left out, the other alone fits (issue 24)"),
     ("inference", "mlcommons/inference_results_v4.0"): (0.165, "as TensorRT-LLM's row (issue 24)"),
     ("inference", "aws-neuron/aws-neuron-sdk"): (
