@@ -164,6 +164,15 @@ def test_show_prints_a_table_and_exports_csv_and_json(tmp_path):
     odd = invoke("sweep", "show", str(store), "--output", str(tmp_path / "rows.txt"))
     assert odd.exit_code == 2 and "cannot tell the format from" in odd.stderr
 
+    picked = invoke("sweep", "show", str(store), "--columns", "rows.1.busbw_GBps")
+    assert picked.exit_code == 0 and "rows.1.busbw_GBps" in picked.stdout and "rows.0.time_us" not in picked.stdout
+    bogus = invoke("sweep", "show", str(store), "--columns", "bogus")
+    assert bogus.exit_code == 2 and "--columns: 'bogus' is not a result column (e.g. ranks," in bogus.stderr
+    not_a_store = invoke("sweep", "show", str(csv_path))
+    assert (
+        not_a_store.exit_code == 2 and "STORE: " in not_a_store.stderr and "is not a sweep store" in not_a_store.stderr
+    )
+
 
 @pytest.mark.skipif(importlib.util.find_spec("pyarrow") is None, reason="pyarrow is not installed")
 def test_show_exports_parquet(tmp_path):

@@ -143,7 +143,7 @@ def show_command(
         kind = _format(output_format, output, as_json)
         if not store.is_file():
             raise ClusterSimError(f"STORE: no sweep store at {store}", field="STORE", value=str(store))
-        opened = SweepStore(store)
+        opened = SweepStore(store, "STORE")
         try:
             meta, rows = opened.meta(), opened.rows()
         finally:
@@ -220,13 +220,24 @@ def _table(command: str, rows: list[dict[str, Any]], total: int, wanted: list[st
     inputs = [key for key in dict.fromkeys(k for r in flat for k in r if k.startswith("inputs."))]
     varying = [key for key in inputs if len({str(r.get(key)) for r in flat}) > 1] or inputs
     results = [f"result.{c.removeprefix('result.')}" for c in wanted] if wanted else headline(flat)
+    known = {key for record in flat for key in record}
+    unknown = [key for key in results if key not in known]
+    if unknown:
+        raise ClusterSimError(
+            f"--columns: {unknown[0].removeprefix('result.')!r} is not a result column (e.g. "
+            f"{', '.join(k.removeprefix('result.') for k in headline(flat)[:3]) or 'none: no point succeeded'})",
+            field="--columns",
+            value=unknown[0].removeprefix("result."),
+        )
     errors = any(r["status"] == "error" for r in flat)
     table = Table(title=f"sweep: clustersim {command}, {len(rows):,} of {total:,} points")
     table.add_column("#", justify="right")
     for key in varying:
         table.add_column(key.removeprefix("inputs."))
-    for key in results:
-        table.add_column(key.removeprefix("result."), justify="right")
+    names = {key.removeprefix("inputs.") for key in varying}
+    for key in results:  # a result named as an input keeps its prefix
+        short = key.removeprefix("result.")
+        table.add_column(key if short in names else short, justify="right")
     if errors:
         table.add_column("error")
     for record in flat:

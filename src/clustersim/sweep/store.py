@@ -52,7 +52,7 @@ class Outcome:
 class SweepStore:
     """A sweep's rows in SQLite (``:memory:`` keeps them for one run only)."""
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, option: str = "--store") -> None:
         self.path = str(path)
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
@@ -61,7 +61,7 @@ class SweepStore:
                 self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(SCHEMA)
         except sqlite3.DatabaseError as exc:
-            raise ClusterSimError(f"--store: {self.path} is not a sweep store: {exc}", field="--store") from None
+            raise ClusterSimError(f"{option}: {self.path} is not a sweep store: {exc}", field=option) from None
 
     def close(self) -> None:
         """Close the connection (SQLite folds the write-ahead log back into the file)."""
