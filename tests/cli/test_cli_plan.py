@@ -112,3 +112,27 @@ def test_an_error_with_json_is_json():
     assert result.exit_code == 2
     error = json.loads(result.stderr)
     assert error["field"] == "--deadline"
+
+
+def test_mt_nlg_on_its_own_hardware_and_batch_plans_the_published_layout():
+    """Narayanan et al. SC'21: MT-NLG 530B on 280 DGX A100 (2,240 GPUs), batch 1,920: tp 8 pp 35 dp 8."""
+    base = (
+        "mt-nlg-530b",
+        "--instances",
+        "p4de.24xlarge",
+        "--nodes",
+        "280",
+        "--global-batch",
+        "1920",
+        "--tokens",
+        "270B",
+    )
+    for space in ((), ("--micro-batch", "1,2", "--vp", "1")):
+        payload = planned(*base, *space, "--top", "1")
+        fields = payload["top"][0]["layout_fields"]
+        assert (fields["tp"], fields["pp"], fields["dp"]) == (8, 35, 8)
+    wide = planned(*base, "--top", "1")
+    narrow = planned(*base, "--micro-batch", "1,2", "--vp", "1", "--keep", "5")
+    assert 0 < narrow["evaluated"] < wide["evaluated"]
+    assert {row["layout_fields"]["micro_batch"] for row in narrow["top"]} <= {1, 2}
+    refused(plan(*base, "--vp", "0"), "--vp", "0")

@@ -9,7 +9,7 @@ one instance's deployment.
 
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -21,6 +21,7 @@ from clustersim.errors import ClusterSimError
 if TYPE_CHECKING:
     from clustersim.catalog.registry import Catalog
     from clustersim.plan.planner import Resilient
+    from clustersim.plan.space import SearchSpace
     from clustersim.system import System
     from clustersim.training.estimate import Estimate
     from clustersim.workload.transformer import Transformer
@@ -110,6 +111,18 @@ def plan_command(
         float | None, typer.Option("--budget", callback=number(gt=0, unit="USD"), help="Largest cost, USD.")
     ] = None,
     max_nodes: Annotated[int | None, typer.Option("--max-nodes", min=1, help="Most instances a plan may use.")] = None,
+    micro_batch: Annotated[
+        str | None, typer.Option("--micro-batch", help="Micro-batch sizes to search (list or range; default 1,2,4).")
+    ] = None,
+    vp: Annotated[str | None, typer.Option("--vp", help="Interleaving degrees to search (default 1,2,4).")] = None,
+    cp: Annotated[
+        str | None,
+        typer.Option("--cp", help="Context-parallel degrees to search (default 1, and 1-16 from 16k tokens)."),
+    ] = None,
+    ep: Annotated[
+        str | None,
+        typer.Option("--ep", help="Expert-parallel degrees to search (default: powers of two dividing the experts)."),
+    ] = None,
     headroom: Annotated[
         float | None,
         typer.Option("--headroom", min=0, max=0.9, help="Share of device memory a layout leaves free (default 0.1)."),
@@ -143,7 +156,6 @@ def plan_command(
     from clustersim.compute import software as profiles
     from clustersim.plan.planner import Constraints, plan_training
     from clustersim.plan.planner_grid import PlanGrid, expand_counts, grid_points
-    from clustersim.plan.space import SearchSpace
     from clustersim.scenario.training import model_spec, user_files
     from clustersim.units import MAX_SEQUENCES, MAX_TOKENS
     from clustersim.workload import zoo
@@ -181,7 +193,7 @@ def plan_command(
             max_nodes=max_nodes,
         )
         points, notes = grid_points(transformer, cat, grid, profiles=table, efficiency=fractions)
-        space = SearchSpace() if headroom is None else SearchSpace(headroom=headroom)
+        space = _space(headroom, micro_batch=micro_batch, vp=vp, cp=cp, ep=ep)
         with progress_bar("plan", "points") as progress:
             plan = plan_training(
                 transformer, points, objective=objective, constraints=limits, top=top, keep=keep, space=space,
@@ -199,6 +211,24 @@ def plan_command(
     from clustersim.cli.common import print_all
 
     print_all(*plan_view(plan, transformer))
+
+
+def _space(headroom: float | None, **axes: str | None) -> "SearchSpace":
+    """The layout space: the axes given (``--micro-batch 1,2,4,8``) replace the planner's defaults."""
+    from dataclasses import replace
+
+    from clustersim.plan.planner_grid import expand_counts
+    from clustersim.plan.space import DEFAULT_HEADROOM, SearchSpace
+    from clustersim.units import MAX_DEGREE, MAX_SEQUENCES
+
+    given: dict[str, Any] = {
+        name: expand_counts(
+            text, f"--{name.replace('_', '-')}", limit=MAX_SEQUENCES if name == "micro_batch" else MAX_DEGREE
+        )
+        for name, text in axes.items()
+        if text is not None
+    }
+    return replace(SearchSpace(headroom=DEFAULT_HEADROOM if headroom is None else headroom), **given)
 
 
 def _listed(given: list[str], flag: str) -> tuple[str, ...]:

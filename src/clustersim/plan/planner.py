@@ -293,12 +293,37 @@ def plan_training(
         rows=tuple(ranked),
         pareto=tuple(front),
         top=tuple(distinct[:top]),
-        notes=tuple(dict.fromkeys(said)),
+        notes=grouped_notes(said),
         evaluated=evaluated,
         elapsed_s=time.perf_counter() - started,
         points=len(wanted),
         priced=len(rows),
     )
+
+
+def grouped_notes(notes: Sequence[str]) -> tuple[str, ...]:
+    """``notes`` each once, the skips that share a reason in one note: ``skipped 5 points (A; B; ...): why``."""
+    reasons: dict[str, list[str]] = {}
+    order: list[tuple[bool, str]] = []  # (a skip's reason, text), in the order each first came
+    for note in dict.fromkeys(notes):
+        subject, sep, reason = note.removeprefix("skipped ").partition(": ")
+        if not note.startswith("skipped ") or not sep:
+            order.append((False, note))
+            continue
+        if reason not in reasons:
+            reasons[reason] = []
+            order.append((True, reason))
+        reasons[reason].append(subject)
+    out = []
+    for skip, text in order:
+        subjects = reasons[text] if skip else []
+        if not skip:
+            out.append(text)
+        elif len(subjects) == 1:
+            out.append(f"skipped {subjects[0]}: {text}")
+        else:
+            out.append(f"skipped {len(subjects)} points ({'; '.join(subjects)}): {text}")
+    return tuple(out)
 
 
 def _point_rows(
