@@ -388,7 +388,8 @@ def _constrained(rows: list[PlanRow], limits: Constraints) -> list[PlanRow]:
     on_time = [r for r in rows if limits.deadline_s is None or r.wall_s <= limits.deadline_s]
     budget = limits.budget_usd
     in_budget = [r for r in rows if budget is None or (r.cost_usd is not None and r.cost_usd <= budget)]
-    both = [r for r in on_time if r in in_budget]
+    affordable = {id(r) for r in in_budget}
+    both = [r for r in on_time if id(r) in affordable]
     if both:
         return both
     fastest = min(rows, key=lambda r: r.wall_s)
