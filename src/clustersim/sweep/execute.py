@@ -25,6 +25,7 @@ Runner = Callable[[str, Items], list[Outcome]]
 RAY_EXTRA = "pip install 'clustersim[ray]'"
 PARTITIONS_PER_WORKER = 4
 MAX_PARTITION_POINTS = 64
+PARENT_POLL_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,12 @@ def run_local(runner: Runner, command: str, parts: list[list[Point]], workers: i
     attempts = dict.fromkeys(range(len(parts)), 0)
     pending = set(range(len(parts)))
     while pending:
-        pool = ProcessPoolExecutor(min(workers, len(pending)), mp_context=multiprocessing.get_context("spawn"))
+        pool = ProcessPoolExecutor(
+            min(workers, len(pending)),
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_leave_with_parent,
+            initargs=(os.getpid(),),
+        )
         futures: dict[Future[list[Outcome]], int] = {}
         try:
             for index in sorted(pending):
@@ -87,6 +93,20 @@ def run_local(runner: Runner, command: str, parts: list[list[Point]], workers: i
                 ) from None
         finally:  # a sweep stopped early (an error, Ctrl-C) waits only for the partitions already running
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _leave_with_parent(parent: int) -> None:
+    """A pool worker's watch on the sweep: when the process that started it is gone (killed), the worker
+    exits rather than wait forever on a queue that it holds open itself."""
+    import threading
+    import time
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="sweep-parent-watch", daemon=True).start()
 
 
 def run_ray(
