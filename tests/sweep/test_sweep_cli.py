@@ -68,13 +68,17 @@ def test_every_collective_row_matches_its_own_command(tmp_path):
         ),
         (
             'command = "collective"\n[grid]\nop = ["all_reduce"]\nnodes = [2, 0]\n',
-            "sweep spec: nodes = 0 (point 2): Invalid value for '--nodes'",
+            "sweep spec: nodes = 0: Invalid value for '--nodes'",
         ),
         (
             'command = "collective"\n[grid]\nop = ["all_reduce"]\nalgo = ["ring", "fast"]\n',
-            "sweep spec: algo = 'fast' (point 2): Invalid value for '--algo': 'fast' is not one of 'ring', 'tree'",
+            "sweep spec: algo = 'fast': Invalid value for '--algo': 'fast' is not one of 'ring', 'tree'",
         ),
         ('command = "collective"\n[grid]\nnodes = [2]\n', "sweep spec: 'op' is required by the command"),
+        (
+            'command = "train"\n[options]\nmodel = "llama3-8b"\n[[points]]\ntp = 8\n[[points]]\ntp = 0\n',
+            "sweep spec: tp = 0 (points[1]): Invalid value for '--tp'",
+        ),
         ('command = "fabric"\n[grid]\nnodes = [2]\n', "command: 'fabric' needs a subcommand (valid: fabric compare,"),
         ('command = "hw"\n[grid]\nkind = ["x"]\n', "command: sweep has no command 'hw' (valid: train, serve,"),
         ('command = "collective"\n[grid]\nop = ["all_reduce"]\njson = [true]\n', "a sweep gives --json itself"),

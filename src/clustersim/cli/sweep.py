@@ -89,8 +89,7 @@ def run_command(
         if resume and store is None:
             raise ClusterSimError("--resume: needs the --store to resume", field="--resume")
         spec = load_spec(spec_path)
-        points = spec.expand()
-        check(spec.command, spec.keys(), points)
+        check(spec)
         opened = SweepStore(store if store is not None else MEMORY)
         try:
             with progress_bar(f"sweep ({executor.value})", "points") as progress:

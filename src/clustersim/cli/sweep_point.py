@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import time
+from collections.abc import Iterator
 from contextlib import redirect_stderr, redirect_stdout
 from functools import cache
 from typing import Any
@@ -27,7 +28,7 @@ from clustersim.cli.storage import storage_app
 from clustersim.cli.train import train_command
 from clustersim.cli.transport import transport_app
 from clustersim.errors import ClusterSimError, close_matches
-from clustersim.sweep.spec import Point, Value, normal_key
+from clustersim.sweep.spec import SweepSpec, Value, normal_key
 from clustersim.sweep.store import Outcome
 
 SWEEPABLE = ("train", "serve", "collective", "fabric", "transport", "storage", "reliability")
@@ -111,50 +112,76 @@ def argv(command: str, inputs: dict[str, Value]) -> list[str]:
     return [*command.split(), *options, "--json", *(["--", *positional] if positional else [])]
 
 
-def check(command: str, spec_keys: list[str], points: list[Point]) -> None:
-    """Refuse, before anything runs, a key the command does not take and a value its options refuse."""
-    leaf = resolve(command)
+def check(spec: SweepSpec) -> None:
+    """Refuse, before anything runs, a key the command does not take and a value its options refuse.
+
+    The command line parses each option on its own, so each value is parsed once, in the spec's first point
+    with that value put in (and each [[points]] entry once): a grid of a million points costs what its
+    lists cost."""
+    leaf = resolve(spec.command)
     params = keys(leaf)
-    for key in spec_keys:
-        if key in OWN_OPTIONS:
-            raise ClusterSimError(f"sweep spec: {key!r} is not set in a spec: a sweep gives --{key} itself", field=key)
-        if key not in params:
-            near = close_matches(key, params)
-            hint = f" (did you mean {near[0]!r}?)" if near else ""
-            raise ClusterSimError(
-                f"sweep spec: {key!r} is not an option of {command}{hint}; valid: {', '.join(params)}",
-                field=key,
-                value=key,
-            )
-        param = params[key]
-        multiple = param.nargs != 1 or getattr(param, "multiple", False)
-        for point in points:
-            value = point.inputs.get(key)
-            if isinstance(value, list) and not multiple:
-                raise ClusterSimError(f"sweep spec: {key} = {value!r}: --{key} takes one value", field=key, value=value)
-            if getattr(param, "is_flag", False) and value is not None and not isinstance(value, bool):
-                raise ClusterSimError(
-                    f"sweep spec: {key} = {value!r}: --{key} is a flag; give true or false", field=key, value=value
-                )
-    for point in points:
-        words = argv(command, point.inputs)[len(command.split()) :]
+    values: dict[str, list[Value]] = {}
+    for _where, probe in _probes(spec):
+        for key, value in probe.items():
+            values.setdefault(key, []).append(value)
+    for key, taken in values.items():
+        _check_key(spec.command, key, taken, params)
+    name = spec.command.split()[-1]
+    for where, probe in _probes(spec):
         try:
-            leaf.make_context(command.split()[-1], words, resilient_parsing=False)
+            leaf.make_context(name, argv(spec.command, probe)[len(spec.command.split()) :], resilient_parsing=False)
         except click_errors.ClickException as exc:
-            message, named = _refusal(exc, params, point)
-            raise ClusterSimError(message, field=named, value=point.inputs.get(named or "")) from None
+            message, named = _refusal(exc, params, probe, where)
+            raise ClusterSimError(message, field=named, value=probe.get(named or "")) from None
 
 
-def _refusal(exc: click_errors.ClickException, params: dict[str, Any], point: Point) -> tuple[str, str | None]:
+def _probes(spec: SweepSpec) -> Iterator[tuple[str, dict[str, Value]]]:
+    """The spec's first point, then it with each other grid value put in, then with each [[points]] entry."""
+    base = {**spec.options, **{key: values[0] for key, values in spec.grid.items()}}
+    first = spec.points[0] if spec.points else {}
+    yield "", {**base, **first}
+    for key, values in spec.grid.items():
+        for value in values[1:]:
+            yield "", {**base, **first, key: value}
+    for index, entry in enumerate(spec.points[1:], start=1):
+        yield f"points[{index}]", {**base, **entry}
+
+
+def _check_key(command: str, key: str, taken: list[Value], params: dict[str, Any]) -> None:
+    if key in OWN_OPTIONS:
+        raise ClusterSimError(f"sweep spec: {key!r} is not set in a spec: a sweep gives --{key} itself", field=key)
+    if key not in params:
+        near = close_matches(key, params)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise ClusterSimError(
+            f"sweep spec: {key!r} is not an option of {command}{hint}; valid: {', '.join(params)}",
+            field=key,
+            value=key,
+        )
+    param = params[key]
+    multiple = param.nargs != 1 or getattr(param, "multiple", False)
+    for value in taken:
+        if isinstance(value, list) and not multiple:
+            raise ClusterSimError(f"sweep spec: {key} = {value!r}: --{key} takes one value", field=key, value=value)
+        if getattr(param, "is_flag", False) and not isinstance(value, bool):
+            raise ClusterSimError(
+                f"sweep spec: {key} = {value!r}: --{key} is a flag; give true or false", field=key, value=value
+            )
+
+
+def _refusal(
+    exc: click_errors.ClickException, params: dict[str, Any], probe: dict[str, Value], where: str
+) -> tuple[str, str | None]:
     """The one-line refusal of a point the command line would refuse, and the spec key it names."""
     param = getattr(exc, "param", None)
     key = next((k for k, p in params.items() if p is param), None)
     message = exc.format_message().replace("Value error, ", "")
-    if key is not None and key not in point.inputs:
+    at = f" ({where})" if where else ""
+    if key is not None and key not in probe:
         return f"sweep spec: {key!r} is required by the command; set it under [options], [grid] or [[points]]", key
     if key is None:
-        return f"sweep spec, point {point.seq + 1}: {message}", None
-    return f"sweep spec: {key} = {point.inputs[key]!r} (point {point.seq + 1}): {message}", key
+        return f"sweep spec{at}: {message}", None
+    return f"sweep spec: {key} = {probe[key]!r}{at}: {message}", key
 
 
 def run_partition(command: str, items: list[tuple[str, dict[str, Value]]]) -> list[Outcome]:
