@@ -46,6 +46,17 @@ from clustersim.cli.job_options import (
     ZeroOpt,
 )
 from clustersim.cli.level_option import DEFAULT_LEVEL, LevelOption
+from clustersim.cli.train_inputs import (
+    NetworkOpt,
+    SimHostsOpt,
+    SimOversubOpt,
+    SimPlacementOpt,
+    SimRoutingOpt,
+    SimSeedOpt,
+    checkpoint_spec,
+    compared_instances,
+    fabric_placement,
+)
 from clustersim.errors import ClusterSimError
 from clustersim.units import MAX_NODES
 
@@ -240,9 +251,12 @@ def train_command(
         str | None,
         typer.Option("--failure-rate", help="llama3 (default), rsc1, rsc2, or failures per device-hour."),
     ] = None,
-    network: Annotated[
-        str, typer.Option("--network", help="Collective cost model: analytic, or sim (the flow-level simulator).")
-    ] = "analytic",
+    network: NetworkOpt = "analytic",
+    placement: SimPlacementOpt = None,
+    routing: SimRoutingOpt = None,
+    oversubscription: SimOversubOpt = None,
+    fabric_seed: SimSeedOpt = None,
+    fabric_hosts: SimHostsOpt = None,
     level: LevelOption = DEFAULT_LEVEL,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
@@ -272,7 +286,7 @@ def train_command(
                 precision=precision, offer=offer,
                 beyond_context=beyond_context, models=models or [], efficiency=efficiency or [], catalog=catalog or [],
                 framework=framework, software=software or [], given=set(given_options(ctx, LAYOUT_OPTIONS)),
-                checkpoint=_checkpoint_spec(storage, checkpoint_every, async_checkpoint, failure_rate, nvme_checkpoint),
+                checkpoint=checkpoint_spec(storage, checkpoint_every, async_checkpoint, failure_rate, nvme_checkpoint),
             )  # fmt: skip
         if compare_nodes is not None and compare is None:
             raise ClusterSimError(
@@ -280,7 +294,7 @@ def train_command(
                 field="--compare-nodes",
                 value=compare_nodes,
             )
-        others = _compared_instances(compare or [])
+        others = compared_instances(compare or [])
         if network != "analytic" and save_scenario is not None:
             raise ClusterSimError(
                 f"--network {network} is not part of a scenario file; run --save-scenario with the analytic model, "
@@ -288,7 +302,8 @@ def train_command(
                 field="--network",
                 value=network,
             )
-        run = run_training(spec, network=network)
+        where = fabric_placement(placement, routing, oversubscription, fabric_seed, fabric_hosts)
+        run = run_training(spec, network=network, fabric=where)
         comparison = compare_training(spec, others, nodes=compare_nodes, network=network) if others else None
         if save_scenario is not None:
             save(save_scenario, run.scenario, header=_header(run))
@@ -403,35 +418,6 @@ def _framework_profile(
     return profiles.software_for(framework, cat.accelerator(chip).family, table, accelerator=chip)
 
 
-def _checkpoint_spec(
-    storage: str | None, every: str | None, async_save: bool, rate: str | None, nvme: bool = False
-) -> "CheckpointSpec | None":
-    """The checkpoint policy the options give; its options without --storage are refused, by name."""
-    from clustersim.scenario.schema import CheckpointSpec
-
-    if async_save and nvme:
-        raise ClusterSimError(
-            "--async-checkpoint and --nvme-checkpoint: choose one way to take the save off the critical path",
-            field="--nvme-checkpoint",
-        )
-    if storage is None:
-        given = (("--checkpoint-every", every), ("--async-checkpoint", async_save), ("--nvme-checkpoint", nvme),
-                 ("--failure-rate", rate))  # fmt: skip
-        orphans = [flag for flag, value in given if value]
-        if orphans:
-            raise ClusterSimError(
-                f"{', '.join(orphans)} need --storage (where checkpoints go), e.g. "
-                f"--storage fsx:PERSISTENT_2-1000:100800GiB",
-                field=orphans[0],
-            )
-        return None
-    flags = {"storage": "--storage", "every": "--checkpoint-every", "failure_rate": "--failure-rate"}
-    with option_errors(flags):
-        return CheckpointSpec(
-            storage=storage, every=every or "auto", async_save=async_save, nvme=nvme, failure_rate=rate or "llama3"
-        )
-
-
 def _precision(text: str, instance: str, catalog: list[Path]) -> Dtype:
     """The job's GEMM format for ``--precision`` (bf16, fp16, fp8, mxfp8, nvfp4, mxfp4), refused where the
     instance's accelerator has no tensor cores for it (clustersim.compute.precision)."""
@@ -456,19 +442,6 @@ def _header(run: "TrainingRun") -> str:
     return "\n".join(lines)
 
 
-def _compared_instances(given: list[str]) -> list[str]:
-    """The --compare instances: repeated options and comma lists, in order, each once."""
-    names = [name.strip() for item in given for name in item.split(",")]
-    if any(not name for name in names):
-        raise ClusterSimError(
-            f"--compare: an empty instance name in {', '.join(given)!r} (give ids such as p6-b200.48xlarge, "
-            "repeated or comma-separated)",
-            field="--compare",
-            value=",".join(given),
-        )
-    return list(dict.fromkeys(names))
-
-
 def _show_comparison(comparison: "TrainingComparison", *, as_json: bool, level: float, catalog: Sequence[Path]) -> None:
     from clustersim.cli.spreads import training_spread
     from clustersim.present import training as present
@@ -489,7 +462,8 @@ def _show(run: "TrainingRun", *, as_json: bool, ops: bool, level: float = DEFAUL
     spread = training_spread(estimate, run.scenario.system.instance, level, catalog)
     if as_json:
         payload = present.estimate_json(estimate, spread)
-        emit_json({"params": run.model.num_params(), "layout_chosen": run.layout_chosen, **payload})
+        network = {"network": run.contention.to_dict()} if run.contention is not None else {}
+        emit_json({"params": run.model.num_params(), "layout_chosen": run.layout_chosen, **payload, **network})
         return
     print_all(*present.estimate_view(estimate, run.model.num_params(), spread))
     if estimate.totals is not None and estimate.totals.failures is not None:

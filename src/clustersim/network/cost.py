@@ -17,7 +17,8 @@ import numpy as np
 import numpy.typing as npt
 
 from clustersim.errors import UnknownNameError
-from clustersim.network.analytic import CollectiveTable, CommCalibration, collective_time_s, predict_collective
+from clustersim.network.analytic import CollectiveTable as CollectiveTable  # the interface's result: re-exported
+from clustersim.network.analytic import CommCalibration, collective_time_s, predict_collective
 from clustersim.network.collectives import Algorithm, Op
 from clustersim.network.collectives import Protocol as NcclProtocol
 from clustersim.network.fabric import Fabric

@@ -22,6 +22,7 @@ from clustersim.compute import software as software_profiles
 from clustersim.compute.efficiency import efficiency_for, efficiency_table
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout
+from clustersim.network.cost import ANALYTIC
 from clustersim.plan.search import choose_layout, chosen_note
 from clustersim.plan.space import SearchSpace
 from clustersim.scenario.resilience import with_checkpoints
@@ -36,6 +37,7 @@ from clustersim.scenario.schema import (
     looks_like_path,
 )
 from clustersim.system import System, system_for_instance
+from clustersim.training.contention import Contention, FabricPlacement, contention_factors
 from clustersim.training.estimate import Estimate, estimate_training
 from clustersim.training.job import TrainingJob, default_global_batch
 from clustersim.workload import zoo
@@ -95,6 +97,7 @@ class TrainingRun:
     estimate: Estimate
     layout_chosen: bool
     compared: Estimate | None = None
+    contention: Contention | None = None  # ``network="sim"``: what the job's place on the fabric costs the step
 
 
 def layout_for(spec: LayoutSpec, system: System) -> Layout:
@@ -169,17 +172,32 @@ def _carried_ranks(catalog: registry.Catalog, first: SystemSpec, other: SystemSp
 
 
 def run_training(
-    scenario: TrainingScenario, *, compare: SystemSpec | None = None, network: str = "analytic"
+    scenario: TrainingScenario,
+    *,
+    compare: SystemSpec | None = None,
+    network: str = "analytic",
+    fabric: FabricPlacement | None = None,
 ) -> TrainingRun:
     """The estimate of ``scenario``; with ``compare``, also the same job on that system (its layout
     chosen again, or the same degrees with ``dp`` filling its devices; ranks per chip as in the
     scenario). A given layout that does not fit in device memory is refused. ``network`` names the
-    collective cost model of the estimate (``analytic``, or ``sim``: the flow simulator); a layout is
-    still chosen with the analytic model."""
-    import clustersim.network.flowsim.cost  # noqa: F401  (registers the simulator as "sim")
-    from clustersim.network.cost import cost_model
-
-    cost = cost_model(network)
+    collective cost model of the estimate: ``analytic``, or ``sim``: the step's groups simulated on the
+    cluster's fabric where ``fabric`` places the job (``training.contention``; default packed, the
+    instance's routing), what that place costs against a packed, sprayed, non-blocking one scaling the
+    analytic times; a layout is still chosen with the
+    analytic model."""
+    if network not in ("analytic", "sim"):
+        raise ClusterSimError(f"network: {network!r} is not analytic or sim", field="network", value=network)
+    if fabric is not None and network != "sim":
+        raise ClusterSimError(
+            "--placement, --routing, --oversubscription and --fabric-seed place the job on the simulated fabric: "
+            "they need --network sim",
+            field="network",
+            value=network,
+        )
+    where_on_fabric = fabric or FabricPlacement()
+    cost = ANALYTIC
+    contentions: list[Contention] = []
     options = scenario.options
     transformer = zoo.load_model(scenario.model, extra_dirs=options.models, use_env=False)
     catalog = load_catalog(options.catalog, use_env=False)
@@ -234,6 +252,21 @@ def run_training(
             transformer, system, given, job, offer=spec.price, efficiency=fractions, software=software, notes=notes,
             cost=cost,
         )  # fmt: skip
+        if network == "sim":
+            contended, factors, routing, oversubscription = contention_factors(
+                transformer, system, given, job, catalog, where_on_fabric, software=software, efficiency=fractions
+            )
+            analytic_step_s = estimate.step_s
+            estimate = estimate_training(
+                transformer, system, given, job, offer=spec.price, efficiency=fractions, software=software,
+                notes=notes, cost=contended,
+            )  # fmt: skip
+            found = Contention(
+                where_on_fabric.placement, routing, oversubscription, where_on_fabric.seed, factors,
+                analytic_step_s, estimate.step_s,
+            )  # fmt: skip
+            contentions.append(found)
+            estimate = replace(estimate, notes=(*estimate.notes, found.describe()))
         _refuse_unless_fits(estimate, software)
         if scenario.checkpoint is None:
             return estimate
@@ -256,4 +289,7 @@ def run_training(
             "framework": scenario.framework or estimate.framework,  # the family's default, named
         }
     )
-    return TrainingRun(scenario=ran, model=transformer, estimate=estimate, layout_chosen=chosen, compared=compared)
+    return TrainingRun(
+        scenario=ran, model=transformer, estimate=estimate, layout_chosen=chosen, compared=compared,
+        contention=contentions[0] if contentions else None,
+    )  # fmt: skip
