@@ -113,8 +113,9 @@ def collective_work(
     runs: int = 1,
 ) -> WorkEstimate:
     """The work of simulating ``op`` on ``hosts`` (one job's), ``jobs`` copies at once, ``runs`` times
-    (routings and seeds compared, and calibrated links, whose flows run twice: ``results``). No flow is simulated: the flows of the first ``SAMPLE_NODES`` hosts are built,
-    and a larger job's counted in proportion (its DAG deeper by the log of its ranks)."""
+    (routings and seeds compared, and calibrated links, whose flows run twice: ``results``). No flow is
+    simulated: the flows of the first ``SAMPLE_NODES`` hosts are built, and a larger job's counted in
+    proportion (its DAG deeper by the log of its ranks)."""
     nodes = int(np.size(hosts))
     sample = hosts[:SAMPLE_NODES]
     plan = with_pxn(tree, collective_flows(tree, sample, op, size_bytes, algorithm, max_steps=max_steps, chunks=chunks))
