@@ -138,9 +138,11 @@ def test_json_keys_are_as_recorded(current, snapshot, case):
 def test_every_command_is_in_the_snapshot():
     top = typer.main.get_command(app)
     assert set(top.commands) == {
+        "calibrate",
         "collective",
         "fabric",
         "hw",
+        "ingest",
         "models",
         "plan",
         "reliability",

@@ -10,10 +10,12 @@ from typing import Annotated
 import typer
 
 from clustersim import __version__
+from clustersim.cli.calibrate import calibrate_command
 from clustersim.cli.collective import collective_command
 from clustersim.cli.common import LightGroup
 from clustersim.cli.fabric import fabric_app
 from clustersim.cli.hw import hw_app
+from clustersim.cli.ingest import ingest_command
 from clustersim.cli.models import models_command
 from clustersim.cli.plan import plan_command
 from clustersim.cli.reliability import reliability_command
@@ -45,6 +47,8 @@ app.add_typer(storage_app, name="storage")
 app.command("reliability")(reliability_command)
 app.add_typer(sweep_app, name="sweep")
 app.command("plan")(plan_command)
+app.command("ingest")(ingest_command)
+app.command("calibrate")(calibrate_command)
 
 
 def _version(value: bool) -> None:

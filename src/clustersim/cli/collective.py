@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from clustersim.cli.calibrate import CalibrationOption, calibration_overlay
 from clustersim.cli.common import CatalogOption, JsonOption, emit_json, number, print_all, user_errors
 from clustersim.cli.level_option import DEFAULT_LEVEL, LevelOption
 from clustersim.errors import ClusterSimError
@@ -64,6 +65,7 @@ def collective_command(
     proto: Annotated[Protocol | None, typer.Option("--proto", case_sensitive=False, help="Force a protocol.")] = None,
     level: LevelOption = DEFAULT_LEVEL,
     catalog: CatalogOption = None,
+    calibration: CalibrationOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Predict a collective over a size sweep, in nccl-tests' columns (size, count, type, time, algbw, busbw),
@@ -74,7 +76,7 @@ def collective_command(
     from clustersim.network.cost import ANALYTIC
     from clustersim.network.topology import fabric_for_instance
 
-    with user_errors():
+    with user_errors(), calibration_overlay(calibration):
         operation = parse_op(op)
         sizes = sweep_sizes(_size(min_size, "--min"), _size(max_size, "--max"), factor)
         loaded = load_catalog(catalog or ())

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from clustersim.cli.calibrate import CalibrationOption, calibration_overlay
 from clustersim.cli.common import (
     CatalogOption,
     JsonOption,
@@ -62,6 +63,7 @@ def validate_command(
         ),
     ] = None,
     level: LevelOption = DEFAULT_LEVEL,
+    calibration: CalibrationOption = None,
 ) -> None:
     """Compare predictions with measured cases: error per case, MAPE, worst case and Spearman per file,
     MAPE per source and whether the calibration was fitted on it (in-sample) or not (held-out).
@@ -79,7 +81,7 @@ def validate_command(
     from clustersim.validation.cases import default_case_files
     from clustersim.validation.run import validate_bundled, validate_cases
 
-    with user_errors():
+    with user_errors(), calibration_overlay(calibration):
         min_size_bytes = parse_bytes(min_size) if min_size is not None else None
         if min_size_bytes is not None and not min_size_bytes >= 0:
             raise ClusterSimError(f"--min-size: {min_size!r} is negative; give a size of 0 or more, e.g. 64MiB")

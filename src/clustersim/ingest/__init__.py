@@ -1,0 +1,57 @@
+"""Readers of what real tools print, turned into the case format of ``clustersim.validation`` (JSON Lines).
+
+``ingest_files`` reads nccl-tests output (``nccl_tests``) into collective cases (``cases``);
+``write_cases`` writes them whole or not at all (a temporary file renamed over the target).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from clustersim.catalog.registry import Catalog
+from clustersim.errors import ClusterSimError
+from clustersim.ingest.cases import SystemOptions, tables_cases
+from clustersim.ingest.nccl_tests import read_nccl_tests
+from clustersim.validation.cases import as_case
+
+__all__ = ["SystemOptions", "ingest_files", "write_cases"]
+
+
+def ingest_files(
+    paths: Sequence[str | Path], options: SystemOptions, catalog: Catalog, *, partial: bool = False
+) -> list[dict[str, Any]]:
+    """The cases of every nccl-tests output in ``paths``; each is checked against the case format."""
+    if not paths:
+        raise ClusterSimError("no files given: name one or more nccl-tests outputs", field="FILES")
+    tables = [table for path in paths for table in read_nccl_tests(path, partial=partial)]
+    cases = tables_cases(tables, options, catalog)
+    if not cases:
+        named = ", ".join(str(p) for p in paths)
+        raise ClusterSimError(f"{named}: no row to keep (every row has #wrong > 0 or moves 0 bytes)", field="FILES")
+    for case in cases:
+        as_case(case, "collective")  # the reader writes nothing the case format would refuse
+    return cases
+
+
+def write_cases(cases: Sequence[dict[str, Any]], path: str | Path) -> None:
+    """Write ``cases`` as JSON Lines to ``path``: to a temporary file beside it, renamed over it when whole."""
+    target = Path(path)
+    if target.is_dir():
+        raise ClusterSimError(f"-o: {target} is a directory; give a file name, e.g. cases.jsonl", field="-o")
+    directory = target.parent if str(target.parent) else Path(".")
+    if not directory.is_dir():
+        raise ClusterSimError(f"-o: no such directory {directory}", field="-o", value=str(target))
+    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            for case in cases:
+                stream.write(json.dumps(case) + "\n")
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
