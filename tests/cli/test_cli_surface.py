@@ -146,6 +146,7 @@ def test_every_command_is_in_the_snapshot():
         "models",
         "plan",
         "reliability",
+        "report",
         "serve",
         "storage",
         "sweep",

@@ -19,6 +19,7 @@ from clustersim.cli.ingest import ingest_command
 from clustersim.cli.models import models_command
 from clustersim.cli.plan import plan_command
 from clustersim.cli.reliability import reliability_command
+from clustersim.cli.report import report_command
 from clustersim.cli.serve import serve_command
 from clustersim.cli.storage import storage_app
 from clustersim.cli.sweep import sweep_app
@@ -49,6 +50,7 @@ app.add_typer(sweep_app, name="sweep")
 app.command("plan")(plan_command)
 app.command("ingest")(ingest_command)
 app.command("calibrate")(calibrate_command)
+app.command("report")(report_command)
 
 
 def _version(value: bool) -> None:

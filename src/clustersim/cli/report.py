@@ -1,0 +1,163 @@
+"""``clustersim report``: one self-contained HTML page (``clustersim.present.report_html``) for a training
+scenario (``--scenario``), a plan's JSON (``--plan``), a sweep store (``--from``) or the bundled validation
+(``--validate``). The page embeds, under ``cli``, the JSON the matching command prints with ``--json``
+(``train --scenario``, ``plan --json``, ``sweep show --json``, ``validate --json``), and draws its figures
+from the same numbers. Plotly and Jinja2 are the optional extra ``report``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from clustersim.cli.common import CatalogOption, user_errors
+from clustersim.cli.level_option import DEFAULT_LEVEL, LevelOption
+from clustersim.errors import ClusterSimError
+
+if TYPE_CHECKING:
+    from clustersim.present.report_html import Cell, Section
+    from clustersim.scenario.training import TrainingRun
+
+SOURCES = ("--scenario", "--plan", "--from", "--validate")
+
+
+def report_command(
+    output: Annotated[Path, typer.Option("--output", "-o", help="The HTML file to write (whole or not at all).")],
+    scenario: Annotated[
+        Path | None,
+        typer.Option("--scenario", help="A training scenario file (train --save-scenario): the job's report."),
+    ] = None,
+    plan: Annotated[
+        Path | None, typer.Option("--plan", help="The JSON of clustersim plan ... --json: its Pareto front and top.")
+    ] = None,
+    store: Annotated[
+        Path | None, typer.Option("--from", help="A sweep store (sweep --store): its rows, time against cost.")
+    ] = None,
+    validate: Annotated[
+        bool, typer.Option("--validate", help="The bundled validation: predicted against measured, coverage.")
+    ] = False,
+    level: LevelOption = DEFAULT_LEVEL,
+    catalog: CatalogOption = None,
+) -> None:
+    """Write one self-contained HTML report (interactive figures, each with its numbers in a table and in the
+    page's embedded JSON) for exactly one of --scenario, --plan, --from or --validate."""
+    from clustersim.present.report_html import render_page, require_report_libraries, write_page
+
+    with user_errors():
+        given = [flag for flag, value in zip(SOURCES, (scenario, plan, store, validate), strict=True) if value]
+        if len(given) != 1:
+            raise ClusterSimError(
+                f"report: give exactly one of {', '.join(SOURCES)} (got {', '.join(given) or 'none'})",
+                field="report",
+                value=",".join(given),
+            )
+        require_report_libraries()
+        if scenario is not None:
+            kind, title, summary, sections, cli = training_report(scenario, level, catalog or [])
+        elif plan is not None:
+            kind, title, summary, sections, cli = plan_report(plan)
+        elif store is not None:
+            kind, title, summary, sections, cli = sweep_report(store)
+        else:
+            kind, title, summary, sections, cli = validation_report(level, catalog or [])
+        written = write_page(output, render_page(kind, title, summary, sections, cli))
+    typer.echo(f"wrote {written} ({written.stat().st_size / 1e6:.1f} MB, {len(sections)} sections)")
+
+
+Report = tuple[str, str, "list[list[Cell]]", "list[Section]", dict[str, Any]]
+
+
+def train_json(run: TrainingRun, level: float) -> dict[str, Any]:
+    """What ``train --scenario FILE --json`` prints for ``run``."""
+    from clustersim.cli.spreads import training_spread
+    from clustersim.present.training import estimate_json
+
+    estimate = run.estimate
+    spread = training_spread(estimate, run.scenario.system.instance, level, run.scenario.options.catalog)
+    payload = estimate_json(estimate, spread)
+    found: dict[str, Any] = json.loads(
+        json.dumps({"params": run.model.num_params(), "layout_chosen": run.layout_chosen, **payload})
+    )
+    return found
+
+
+def training_report(path: Path, level: float, catalog: list[Path]) -> Report:
+    """A training scenario's report: its estimate (``train --json``) and the collectives of its step."""
+    from clustersim.cli.report_collectives import job_collectives
+    from clustersim.cli.train import _replay
+    from clustersim.present.report_training import summary_rows, training_sections
+    from clustersim.scenario.training import run_training
+
+    if catalog:
+        raise ClusterSimError("--catalog: a scenario file names its own catalog files", field="--catalog")
+    run = run_training(_replay(path, []))
+    train = train_json(run, level)
+    collectives = job_collectives(run, level)
+    title = f"clustersim report: {run.estimate.model} on {run.estimate.system}"
+    cli = {"train": train, "collectives": collectives}
+    return "training", title, summary_rows(train), training_sections(train, collectives), cli
+
+
+def plan_report(path: Path) -> Report:
+    """A plan's report from ``plan --json``'s output."""
+    from clustersim.present.report_tables import plan_sections, plan_summary
+
+    plan = _json_file(path, "--plan", ("pareto", "top", "objective", "model"))
+    return "plan", f"clustersim plan: {plan['model']}", plan_summary(plan), plan_sections(plan), {"plan": plan}
+
+
+def sweep_report(path: Path) -> Report:
+    """A sweep store's report: its rows (``sweep show``'s columns) and, for training rows, time against cost."""
+    from clustersim.present.report_tables import sweep_sections
+    from clustersim.sweep.export import headline, public, records
+    from clustersim.sweep.store import SweepStore
+
+    if not path.is_file():
+        raise ClusterSimError(f"--from: no sweep store at {path}", field="--from", value=str(path))
+    opened = SweepStore(path, "--from")
+    try:
+        meta, rows = opened.meta(), opened.rows()
+    finally:
+        opened.close()
+    if not meta:
+        raise ClusterSimError(f"--from: {path} holds no sweep", field="--from", value=str(path))
+    flat = records(rows)
+    inputs = list(dict.fromkeys(k for r in flat for k in r if k.startswith("inputs.")))
+    columns = ["seq", "id", "status", *inputs, *headline(flat, limit=8), "error"]
+    command = meta["command"]
+    summary: list[list[Cell]] = [["command", command], ["points", f"{len(rows)} of {meta.get('points', len(rows))}"]]
+    cli = {"sweep": {"rows": [public(row) for row in rows]}}
+    return "sweep", f"clustersim sweep: {command}", summary, sweep_sections(command, flat, columns), cli
+
+
+def validation_report(level: float, catalog: list[Path]) -> Report:
+    """The bundled validation's report: ``validate --json`` and each case's source."""
+    from clustersim.catalog.registry import load_catalog
+    from clustersim.present.report_tables import validation_sections, validation_summary
+    from clustersim.validation.run import validate_bundled
+
+    result = validate_bundled(load_catalog(catalog), level=level)
+    data = json.loads(json.dumps(result.to_json()))
+    sources = {case.id: case.source for case in result.cases}
+    title = "clustersim validation: predicted against measured"
+    return "validation", title, validation_summary(data), validation_sections(data, sources), {"validate": data}
+
+
+def _json_file(path: Path, flag: str, keys: tuple[str, ...]) -> dict[str, Any]:
+    try:
+        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ClusterSimError(f"{flag}: cannot read {path}: {exc.strerror or exc}", field=flag) from None
+    except ValueError as exc:
+        raise ClusterSimError(f"{flag}: {path} is not JSON ({exc})", field=flag, value=str(path)) from None
+    missing = [key for key in keys if not isinstance(data, dict) or key not in data]
+    if missing:
+        raise ClusterSimError(
+            f"{flag}: {path} lacks {', '.join(missing)} (valid: the output of clustersim plan ... --json)",
+            field=flag,
+            value=str(path),
+        )
+    return data
