@@ -1,4 +1,4 @@
-"""``clustersim ingest``: what nccl-tests printed, as cases that ``validate`` and ``calibrate`` read."""
+"""``clustersim ingest``: what nccl-tests and vLLM's benchmark printed, as cases ``validate`` and ``calibrate`` read."""
 
 from __future__ import annotations
 
@@ -43,14 +43,26 @@ def ingest_command(
     in_place: Annotated[
         bool, typer.Option("--in-place", help="Read the in-place columns (default: out-of-place, as the format says).")
     ] = False,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model", help="Serving runs: the model served (zoo id, model TOML or Hugging Face config.json)."
+        ),
+    ] = None,
+    tp: Annotated[int, typer.Option("--tp", min=1, max=1024, help="Serving runs: tensor parallel degree.")] = 1,
+    dp: Annotated[int, typer.Option("--dp", min=1, max=4096, help="Serving runs: model replicas.")] = 1,
+    precision: Annotated[
+        str | None, typer.Option("--precision", help="Serving runs: bf16 (default), fp16, fp8, ...")
+    ] = None,
     partial: Annotated[
         bool, typer.Option("--partial", help="Keep the complete rows of a table that ends without its footer.")
     ] = False,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Read nccl-tests output into collective cases (the format of clustersim/validation/data/README.md):
-    the system from the log's rank lines where it lists them, else from the options; written whole or not at all."""
+    """Read nccl-tests output into collective cases and vLLM's serving benchmark (its result block or JSON) into
+    inference cases (the format of clustersim/validation/data/README.md): the system from the log where it says,
+    else from the options (a serving run's model, devices and layout always); written whole or not at all."""
     from clustersim.catalog.registry import load_catalog
     from clustersim.ingest import SystemOptions, ingest_files, write_cases
     from clustersim.network.collectives import parse_op
@@ -64,10 +76,14 @@ def ingest_command(
             inter_node_gbps=inter_node_gbps,
             op=parse_op(op).value if op else None,
             in_place=in_place,
+            model=model,
+            tp=tp,
+            dp=dp,
+            precision=precision,
         )
         cases = ingest_files(files, options, loaded, partial=partial)
         write_cases(cases, output)
-    ops = sorted({str(case["op"]) for case in cases})
+    ops = sorted({str(case.get("op", case["kind"])) for case in cases})
     if as_json:
         emit_json({"output": str(output), "cases": len(cases), "ops": ops, "files": [str(f) for f in files]})
         return

@@ -40,6 +40,10 @@ class SystemOptions:
     inter_node_gbps: float | None = None
     op: str | None = None
     in_place: bool = False
+    model: str | None = None  # serving runs: the zoo id or config of the model served
+    tp: int = 1
+    dp: int = 1
+    precision: str | None = None
 
 
 def accelerator_from_name(catalog: Catalog, gpu_name: str) -> str | None:
