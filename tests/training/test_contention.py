@@ -53,7 +53,10 @@ def test_the_text_output_says_which_network_model_ran_and_what_contention_cost()
     result = runner.invoke(app, [*DP_HEAVY[:-1], "--network", "sim", "--placement", "spread", "--routing", "ecmp"])
     assert result.exit_code == 0, result.output
     flat = " ".join(result.output.split())
-    assert "network: the flow simulator ran the step's groups on the fabric (spread placement, seed 0, ecmp" in flat
+    assert (
+        "network: the flow simulator ran the step's groups on the fabric (spread placement, median of seeds 0-4, ecmp"
+        in flat
+    )
     assert "contention adds" in flat and "dp reduce-scatter x" in flat
 
 
@@ -79,3 +82,17 @@ def test_the_contention_line_reports_the_growth_of_the_step():
     assert found.added_fraction == pytest.approx(0.1)
     assert "contention adds 10.0% to the step (10 s analytic -> 11 s; dp x2.50)" in found.describe()
     assert found.to_dict()["factors"] == {"dp": 2.5}
+
+
+def test_a_drawn_answer_is_the_median_over_seeds_with_its_range_and_a_fixed_one_runs_once():
+    packed = _run("--network", "sim")["network"]
+    assert packed["seeds"] == [0] and packed["spread"] is None  # packed and sprayed: no seed draws anything
+    drawn = _run("--network", "sim", "--placement", "random", "--routing", "ecmp", "--fabric-seed", "3")["network"]
+    assert drawn["seeds"] == [3, 4, 5, 6, 7]
+    for kind, factor in drawn["factors"].items():
+        low, high = drawn["spread"][kind]["min"], drawn["spread"][kind]["max"]
+        assert low <= factor <= high
+    two = _run("--network", "sim", "--placement", "random", "--fabric-seeds", "2")["network"]
+    assert two["seeds"] == [0, 1]
+    result = runner.invoke(app, [*DP_HEAVY, "--fabric-seeds", "2"])
+    assert result.exit_code == 2 and "need --network sim" in result.output

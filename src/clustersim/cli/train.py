@@ -53,6 +53,7 @@ from clustersim.cli.train_inputs import (
     SimPlacementOpt,
     SimRoutingOpt,
     SimSeedOpt,
+    SimSeedsOpt,
     checkpoint_spec,
     compared_instances,
     fabric_placement,
@@ -256,6 +257,7 @@ def train_command(
     routing: SimRoutingOpt = None,
     oversubscription: SimOversubOpt = None,
     fabric_seed: SimSeedOpt = None,
+    fabric_seeds: SimSeedsOpt = None,
     fabric_hosts: SimHostsOpt = None,
     level: LevelOption = DEFAULT_LEVEL,
     catalog: CatalogOption = None,
@@ -302,7 +304,7 @@ def train_command(
                 field="--network",
                 value=network,
             )
-        where = fabric_placement(placement, routing, oversubscription, fabric_seed, fabric_hosts)
+        where = fabric_placement(placement, routing, oversubscription, fabric_seed, fabric_hosts, fabric_seeds)
         run = run_training(spec, network=network, fabric=where)
         comparison = compare_training(spec, others, nodes=compare_nodes, network=network) if others else None
         if save_scenario is not None:

@@ -44,6 +44,16 @@ SimOversubOpt = Annotated[
 SimSeedOpt = Annotated[
     int | None, typer.Option("--fabric-seed", min=0, help="With --network sim: seed of placement and ECMP's hash.")
 ]
+SimSeedsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--fabric-seeds",
+        min=1,
+        max=100,
+        help="With --network sim: seeds --fabric-seed.. where a seed draws the answer (random placement, a hash): "
+        "each kind's median factor, with min-max (default 5 then, else 1).",
+    ),
+]
 SimHostsOpt = Annotated[
     int | None,
     typer.Option("--fabric-hosts", min=1, max=50_000, help="With --network sim: hosts of the whole fabric."),
@@ -56,6 +66,7 @@ def fabric_placement(
     oversubscription: float | None,
     seed: int | None,
     fabric_hosts: int | None,
+    seeds: int | None = None,
 ) -> "FabricPlacement | None":
     """Where the job sits on the simulated fabric (None: no option given; ``run_training`` refuses them
     without ``--network sim``)."""
@@ -63,7 +74,7 @@ def fabric_placement(
     from clustersim.network.flowsim.cluster import parse_placement
     from clustersim.training.contention import FabricPlacement
 
-    if all(v is None for v in (placement, routing, oversubscription, seed, fabric_hosts)):
+    if all(v is None for v in (placement, routing, oversubscription, seed, fabric_hosts, seeds)):
         return None
     if placement is not None:
         parse_placement(placement)
@@ -72,6 +83,7 @@ def fabric_placement(
         routing=None if routing is None else parse_routing(routing),
         oversubscription=oversubscription,
         seed=seed or 0,
+        seeds=seeds,
         fabric_hosts=fabric_hosts,
     )
 

@@ -190,7 +190,8 @@ def run_training(
         raise ClusterSimError(f"network: {network!r} is not analytic or sim", field="network", value=network)
     if fabric is not None and network != "sim":
         raise ClusterSimError(
-            "--placement, --routing, --oversubscription and --fabric-seed place the job on the simulated fabric: "
+            "--placement, --routing, --oversubscription, --fabric-seed(s) and --fabric-hosts place the job on the "
+            "simulated fabric: "
             "they need --network sim",
             field="network",
             value=network,
@@ -253,7 +254,7 @@ def run_training(
             cost=cost,
         )  # fmt: skip
         if network == "sim":
-            contended, factors, routing, oversubscription = contention_factors(
+            contended, drawn, routing, oversubscription = contention_factors(
                 transformer, system, given, job, catalog, where_on_fabric, software=software, efficiency=fractions
             )
             analytic_step_s = estimate.step_s
@@ -262,8 +263,8 @@ def run_training(
                 notes=notes, cost=contended,
             )  # fmt: skip
             found = Contention(
-                where_on_fabric.placement, routing, oversubscription, where_on_fabric.seed, factors,
-                analytic_step_s, estimate.step_s,
+                where_on_fabric.placement, routing, oversubscription, where_on_fabric.seed, drawn.factors,
+                analytic_step_s, estimate.step_s, drawn.spread, drawn.seeds,
             )  # fmt: skip
             contentions.append(found)
             estimate = replace(estimate, notes=(*estimate.notes, found.describe()))

@@ -43,6 +43,16 @@ if TYPE_CHECKING:
 
 FloatArray = npt.NDArray[np.float64]
 SPRAYING_ADAPTERS = ("efa",)  # adapter ids (prefixes) whose transport sprays: SRD
+DEFAULT_SEEDS = 5  # seeds run where one draws the answer (random placement, a hash), unless given
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """Each kind's factor: the median over the seeds run, and (several seeds) its min and max."""
+
+    factors: dict[str, float]
+    spread: dict[str, tuple[float, float]] | None
+    seeds: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -53,6 +63,7 @@ class FabricPlacement:
     routing: str | None = None  # None: the instance's (``default_routing``)
     oversubscription: float | None = None  # None: the cluster's
     seed: int = 0
+    seeds: int | None = None  # seeds seed.. seed + seeds - 1 where the seed draws the answer (None: 5 then, else 1)
     fabric_hosts: int | None = None  # None: the cluster's
     radix: int = 64
     max_events: float | None = None  # the work bound (None: the default)
@@ -69,6 +80,8 @@ class Contention:
     factors: dict[str, float]  # kind -> simulated where placed / simulated packed, sprayed, non-blocking
     analytic_step_s: float
     step_s: float
+    spread: dict[str, tuple[float, float]] | None = None  # kind -> min, max factor over the seeds (None: one)
+    seeds: tuple[int, ...] = (0,)
 
     @property
     def added_fraction(self) -> float:
@@ -77,10 +90,15 @@ class Contention:
 
     def describe(self) -> str:
         """One line: the fabric the flows ran on and what contention cost."""
-        kinds = ", ".join(f"{kind} x{factor:.2f}" for kind, factor in self.factors.items())
+        ranges = self.spread or {}
+        kinds = ", ".join(
+            f"{kind} x{factor:.2f}" + (f" ({ranges[kind][0]:.2f}-{ranges[kind][1]:.2f})" if kind in ranges else "")
+            for kind, factor in self.factors.items()
+        )
+        drawn = f"seed {self.seed}" if len(self.seeds) == 1 else f"median of seeds {self.seeds[0]}-{self.seeds[-1]}"
         return (
-            f"network: the flow simulator ran the step's groups on the fabric ({self.placement} placement, seed "
-            f"{self.seed}, {self.routing}, {self.oversubscription:g}:1 leaf-to-spine) against packed, sprayed and "
+            f"network: the flow simulator ran the step's groups on the fabric ({self.placement} placement, {drawn}, "
+            f"{self.routing}, {self.oversubscription:g}:1 leaf-to-spine) against packed, sprayed and "
             f"non-blocking: contention adds "
             f"{100 * self.added_fraction:.1f}% to the step ({self.analytic_step_s:.4g} s analytic -> "
             f"{self.step_s:.4g} s; {kinds})"
@@ -93,7 +111,11 @@ class Contention:
             "routing": self.routing,
             "oversubscription": self.oversubscription,
             "seed": self.seed,
+            "seeds": list(self.seeds),
             "factors": dict(self.factors),
+            "spread": None
+            if self.spread is None
+            else {k: {"min": lo, "max": hi} for k, (lo, hi) in self.spread.items()},
             "analytic_step_s": self.analytic_step_s,
             "step_s": self.step_s,
             "added_fraction": self.added_fraction,
@@ -140,7 +162,7 @@ def contention_factors(
     *,
     software: SoftwareProfile | None = None,
     efficiency: FamilyEfficiency | None = None,
-) -> tuple[ContendedCost, dict[str, float], str, float]:
+) -> tuple[ContendedCost, Drawn, str, float]:
     """Simulate one step's groups where ``where`` puts the job and, unless that is already so, packed, sprayed
     and non-blocking: the cost model carrying each kind's factor (its time there over its time in the
     reference), the factors by kind, the routing that ran and the leaf-to-spine oversubscription."""
@@ -158,36 +180,43 @@ def contention_factors(
     nodes = system.num_nodes
     collectives = step_collectives(model, system, layout, job, software=software, efficiency=efficiency)
     if not collectives:
-        return ContendedCost({}), {}, routing.value, 1.0
+        return ContendedCost({}), Drawn({}, None, (where.seed,)), routing.value, 1.0
     instance = system.instance.id
 
     def bounded(flows: Flows) -> None:
         what = f"one training step's groups on {nodes:,} nodes"
         check_work(estimate_flows(flows, what=what, runs=2), where.max_events)
 
-    def alone_s(placement: str, route: Routing, oversubscription: float | None) -> tuple[dict[str, float], float]:
+    def alone_s(
+        placement: str, route: Routing, oversubscription: float | None, seed: int
+    ) -> tuple[dict[str, float], float]:
         """Each kind's simulated time alone on the job's hosts, and the fabric's oversubscription."""
         tree = fat_tree_for_instance(
             catalog, instance, nodes, fabric_hosts=where.fabric_hosts, radix=where.radix,
             oversubscription=oversubscription, topology=system.topology,
         )  # fmt: skip
-        hosts = place(tree, nodes, parse_placement(placement), where.seed)
+        hosts = place(tree, nodes, parse_placement(placement), seed)
         step = step_on_fabric(
-            collectives, tree, hosts, layout=layout, title=model.name, routing=route, seed=where.seed,
+            collectives, tree, hosts, layout=layout, title=model.name, routing=route, seed=seed,
             before_run=bounded,
         )  # fmt: skip
         return {k.collective.kind: k.time_s for k in step.kinds}, float(tree.spec.oversubscription)
 
-    asked, oversubscription = alone_s(where.placement, routing, where.oversubscription)
+    drawn = where.placement == "random" or routing in (Routing.ECMP, Routing.FLOWLET)  # what a seed decides
+    seeds = list(range(where.seed, where.seed + (where.seeds or DEFAULT_SEEDS))) if drawn else [where.seed]
+    runs = [alone_s(where.placement, routing, where.oversubscription, seed) for seed in seeds]
+    oversubscription = runs[0][1]
     reference = (where.placement == "packed", routing is Routing.SPRAY, oversubscription == 1.0)
-    base = asked if all(reference) else alone_s("packed", Routing.SPRAY, 1.0)[0]
-    by_kind: dict[str, float] = {}
+    base = runs[0][0] if all(reference) else alone_s("packed", Routing.SPRAY, 1.0, where.seed)[0]
+    by_seed = {
+        c.kind: [asked[c.kind] / base[c.kind] if base[c.kind] > 0 else 1.0 for asked, _ in runs] for c in collectives
+    }
+    by_kind = {kind: float(np.median(values)) for kind, values in by_seed.items()}
     by_shape: dict[tuple[Op, Fabric], float] = {}
     for c in collectives:
-        factor = asked[c.kind] / base[c.kind] if base[c.kind] > 0 else 1.0
-        by_kind[c.kind] = factor
         ranks = 2 if c.op is Op.SENDRECV else int(c.groups.shape[1])
         fabric = system.group_fabric(ranks, c.stride)
         if fabric is not None:
-            by_shape[(c.op, fabric)] = max(factor, by_shape.get((c.op, fabric), 0.0))
-    return ContendedCost(by_shape), by_kind, routing.value, oversubscription
+            by_shape[(c.op, fabric)] = max(by_kind[c.kind], by_shape.get((c.op, fabric), 0.0))
+    spread = {kind: (min(v), max(v)) for kind, v in by_seed.items()} if len(seeds) > 1 else None
+    return ContendedCost(by_shape), Drawn(by_kind, spread, tuple(seeds)), routing.value, oversubscription
