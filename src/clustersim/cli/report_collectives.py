@@ -68,6 +68,7 @@ def job_collectives(run: TrainingRun, level: float) -> list[dict[str, Any]]:
                 "per_step": c.per_step,
                 "size_bytes": c.size_bytes,
                 "time_us": float(at_job.time_s[0]) * 1e6,
+                "step_time_us": c.analytic_time_s * 1e6,  # as the estimate prices it (EP: per-node dispatch)
                 "busbw_GBps": float(at_job.busbw_bytes_per_s[0]) / 1e9,
                 "sweep": collective_json(ANALYTIC.table(c.op, sizes, fabric), spread),
                 "measured": measured,

@@ -157,6 +157,11 @@ def collective_section(index: int, item: dict[str, Any]) -> Section:
         f"({item['time_us']:.4g} us each by the model, {item['busbw_GBps']:.4g} GB/s busbw); "
         f"{item['groups']:,} groups of this shape at once."
     ]
+    if abs(item["step_time_us"] - item["time_us"]) > 0.01 * item["time_us"]:
+        notes.append(
+            f"The step prices it at {item['step_time_us']:.4g} us, not the curve's {item['time_us']:.4g} us: "
+            "the framework's dispatch (per node for EP) moves other bytes than a plain collective."
+        )
     if measured:
         notes.append(f"Measured: {len(measured)} nccl-tests cases of this shape ({', '.join(item['sources'])}).")
     else:
