@@ -165,6 +165,16 @@ class TcpFlow(MessageFlow):
             return self.cubic.on_loss(self.cwnd, flight)
         return max(flight / 2, 2.0)
 
+    def _grow(self, acked: int, now_ps: int) -> None:
+        """Open the window for ``acked`` segments acknowledged outside recovery: slow start below
+        ssthresh, then congestion avoidance (NewReno's one segment per window, or CUBIC's curve)."""
+        if self.cwnd < self.ssthresh:
+            self.cwnd += acked
+        elif self.cubic is not None:
+            self.cwnd = self.cubic.on_ack(self.cwnd, now_ps / 1e12, self.srtt_ps / 1e12, acked)
+        else:
+            self.cwnd += acked / self.cwnd
+
     def _may_fast_retransmit(self, ack: int) -> bool:
         """Whether the third duplicate ACK of ``ack`` starts a fast retransmit (RFC 6582).
 
@@ -204,12 +214,8 @@ class TcpFlow(MessageFlow):
                 else:  # partial ACK: resend the next hole, deflate
                     self._send(now_ps, ack, events)
                     self.cwnd = max(self.cwnd - acked + 1, 1.0)
-            elif self.cwnd < self.ssthresh:
-                self.cwnd += acked
-            elif self.cubic is not None:
-                self.cwnd = self.cubic.on_ack(self.cwnd, now_ps / 1e12, self.srtt_ps / 1e12, acked)
             else:
-                self.cwnd += acked / self.cwnd
+                self._grow(acked, now_ps)
             if self.snd_una >= self._end:
                 return list(self._complete(now_ps) or ())
         elif ack == self.snd_una and self.snd_una < self.snd_nxt:
@@ -233,6 +239,10 @@ class TcpFlow(MessageFlow):
             self._timer_armed = True
             return [(self._deadline, TIMER_PRIORITY, self._timer, None)]
         self.timeouts += 1
+        return self._on_timeout(now_ps)
+
+    def _on_timeout(self, now_ps: int) -> list[Event]:
+        """The retransmission timer fired: NewReno goes back to the first unacknowledged segment."""
         self.ssthresh = self._reduced(self.snd_nxt - self.snd_una)
         self.cwnd = 1.0
         self.in_recovery = False

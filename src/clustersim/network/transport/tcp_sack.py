@@ -171,14 +171,6 @@ class SackTcpFlow(TcpFlow):
         self.sent_ps.clear()
         self.quota = 0
 
-    def _grow(self, acked: int, now_ps: int) -> None:
-        if self.cwnd < self.ssthresh:
-            self.cwnd += acked
-        elif self.cubic is not None:
-            self.cwnd = self.cubic.on_ack(self.cwnd, now_ps / 1e12, self.srtt_ps / 1e12, acked)
-        else:
-            self.cwnd += acked / self.cwnd
-
     def _detect_and_recover(self, now_ps: int, delivered: int, events: list[Event]) -> None:
         """Mark losses, enter or leave recovery, and set PRR's quota for this acknowledgement."""
         newly_lost = self._detect(now_ps, events) if (self.sacked or self.in_recovery) else False
@@ -263,14 +255,8 @@ class SackTcpFlow(TcpFlow):
             self._deadline = now_ps + self.rto_ps
         return events
 
-    def _timer(self, now_ps: int, _: object) -> list[Event] | None:
-        self._timer_armed = False
-        if self.snd_una >= self._end or self._message >= len(self.sizes):
-            return None
-        if now_ps < self._deadline:
-            self._timer_armed = True
-            return [(self._deadline, TIMER_PRIORITY, self._timer, None)]
-        self.timeouts += 1
+    def _on_timeout(self, now_ps: int) -> list[Event]:
+        """RFC 6675 section 5.1: every outstanding segment not SACKed is lost; restart from a window of one."""
         self.ssthresh = self._reduced(self.high_sent - self.snd_una)
         self.cwnd = 1.0
         self.in_recovery = False
