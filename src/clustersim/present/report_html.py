@@ -101,7 +101,7 @@ td, th { border: 1px solid #ddd; padding: 2px 6px; text-align: right; }
 th { background: #f3f3f3; } td.text { text-align: left; }
 .block { display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; }
 .figure { flex: 1 1 640px; min-width: 480px; height: 380px; }
-.numbers { flex: 1 1 360px; max-height: 380px; overflow: auto; }
+.numbers { flex: 1 1 360px; max-height: 600px; overflow: auto; }
 .note { font-size: 0.85em; color: #555; }
 </style>
 <script>{{ plotly_js }}</script>
@@ -114,7 +114,8 @@ th { background: #f3f3f3; } td.text { text-align: left; }
 {% for section in sections %}
 <h2 id="{{ section.id }}">{{ section.title }}</h2>
 <div class="block">
-{% if section.figure %}<div class="figure" id="figure-{{ section.id }}"></div>{% endif %}
+{% if section.figure %}<div class="figure" id="figure-{{ section.id }}"
+ style="height: {{ section.figure.layout.get("height", 380) }}px"></div>{% endif %}
 <div class="numbers"><table>
 <tr>{% for column in section.columns %}<th>{{ column }}</th>{% endfor %}</tr>
 {% for row in section.rows %}<tr>{% for value in row %}

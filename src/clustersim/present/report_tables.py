@@ -100,15 +100,19 @@ def validation_sections(report: dict[str, Any], source_of: Mapping[str, str]) ->
     """Per source, coverage and MAPE; per case kind, predicted against measured coloured by source."""
     columns = ["file", "source", "cases", "mape", "coverage", "median_width", "fit"]
     coverage_rows: list[list[Cell]] = [[s.get(c) for c in columns] for s in report["sources"]]
-    labels = [f"{s['file']}: {s['source']}" for s in report["sources"]]
+    repeated = {s["source"] for s in report["sources"]}
+    repeated = {name for name in repeated if sum(s["source"] == name for s in report["sources"]) > 1}
+    labels = [s["source"] + (f" ({s['file']})" if s["source"] in repeated else "") for s in report["sources"]]
     coverage = {
-        "data": [{"type": "bar", "name": "coverage", "x": labels, "y": [s.get("coverage") for s in report["sources"]]}],
+        "data": [{"type": "bar", "orientation": "h", "name": "coverage", "y": labels,
+                  "x": [s.get("coverage") for s in report["sources"]]}],
         "layout": {
             "title": {"text": f"share of measured values inside the {report['level']:.0%} interval, per source"},
-            "yaxis": {"title": {"text": "coverage"}, "range": [0, 1]},
-            "xaxis": {"tickangle": 35, "automargin": True},
-            "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": report["level"],
-                        "y1": report["level"], "line": {"dash": "dash"}}],
+            "xaxis": {"title": {"text": "coverage"}, "range": [0, 1]},
+            "yaxis": {"automargin": True, "autorange": "reversed"},
+            "height": 160 + 18 * len(labels),
+            "shapes": [{"type": "line", "yref": "paper", "y0": 0, "y1": 1, "x0": report["level"],
+                        "x1": report["level"], "line": {"dash": "dash"}}],
         },
     }  # fmt: skip
     sections = [Section("coverage", "Interval coverage per source", columns, coverage_rows, coverage)]
