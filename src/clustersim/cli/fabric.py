@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -228,7 +227,7 @@ def compare_command(
 
     from clustersim.network.analytic import predict_collective
     from clustersim.network.collectives import Protocol
-    from clustersim.network.flowsim.results import simulate_collective
+    from clustersim.network.flowsim.results import progress_share, simulate_collective
     from clustersim.network.flowsim.routing import Routing
     from clustersim.network.topology import fabric_for_instance
     from clustersim.present.fabric import seeded
@@ -268,7 +267,7 @@ def compare_command(
                             algorithm=algorithm,
                             seed=draw,
                             max_steps=max_steps,
-                            progress=_part(progress, done, total),
+                            progress=progress_share(progress, done, total),
                             ideal=ideal,
                         )
                     )
@@ -304,18 +303,6 @@ def compare_command(
     ramps = {r.ramp for _, r, _, _ in runs if r is not None}
     ramp = ramps.pop() if len(ramps) == 1 else None
     print_all(compare_view(rows, title), links_line(simulated, ramp), draw_line(drawn, seed_list, seeds_option=True))
-
-
-def _part(progress: Callable[[int, int], None] | None, k: int, parts: int) -> Callable[[int, int], None] | None:
-    """``progress`` for the ``k``-th of ``parts`` runs of the same flows."""
-    if progress is None:
-        return None
-    report = progress
-
-    def update(done: int, n: int) -> None:
-        report(k * n + done, parts * n)
-
-    return update
 
 
 def _algorithm(cat: Any, instance: str, nodes: int, op: Any, size_bytes: float, algo: Algorithm | None) -> Algorithm:

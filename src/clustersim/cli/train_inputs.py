@@ -5,7 +5,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from clustersim.cli.common import number, option_errors
+from clustersim.cli.common import option_errors
+from clustersim.cli.fabric_options import HostsOpt, OversubOpt
 from clustersim.errors import ClusterSimError
 
 if TYPE_CHECKING:
@@ -33,14 +34,7 @@ SimRoutingOpt = Annotated[
         help="With --network sim: ecmp, spray, flowlet or adaptive (default: the instance's: EFA sprays, others hash).",
     ),
 ]
-SimOversubOpt = Annotated[
-    float | None,
-    typer.Option(
-        "--oversubscription",
-        callback=number(ge=1, le=32),
-        help="With --network sim: leaf-to-spine oversubscription (2 = 2:1; default: the cluster's).",
-    ),
-]
+SimOversubOpt = OversubOpt  # fabric simulate's option (with --network sim only)
 SimSeedOpt = Annotated[
     int | None, typer.Option("--fabric-seed", min=0, help="With --network sim: seed of placement and ECMP's hash.")
 ]
@@ -54,10 +48,7 @@ SimSeedsOpt = Annotated[
         "each kind's median factor, with min-max (default 5 then, else 1).",
     ),
 ]
-SimHostsOpt = Annotated[
-    int | None,
-    typer.Option("--fabric-hosts", min=1, max=50_000, help="With --network sim: hosts of the whole fabric."),
-]
+SimHostsOpt = HostsOpt  # fabric simulate's option (with --network sim only)
 
 
 def fabric_placement(

@@ -129,12 +129,12 @@ def simulate_collective(
     plan, links = nccl_plan(tree, hosts, op, size_bytes, algorithm, model, max_steps=max_steps, chunks=chunks)
     inc = route_flows(links, plan.flows, routing, seed)
     parts = 1 if model.ideal else 2
-    times = run(links, plan.flows, inc, began=began, progress=_share(progress, 0, parts))
+    times = run(links, plan.flows, inc, began=began, progress=progress_share(progress, 0, parts))
     result = summarize(links, hosts, plan, times, routing, size_bytes, datasheet=tree, links_label=model.links)
     if model.ideal:
         return result
     plain = bare(plan)
-    bandwidth = run(links, plain.flows, inc, progress=_share(progress, 1, parts))
+    bandwidth = run(links, plain.flows, inc, progress=progress_share(progress, 1, parts))
     bandwidth_s = bandwidth_time_s(plain, bandwidth, links.capacity_bytes_per_s)
     fitted = model.fitted_time_s(tree.spec, int(np.size(hosts)), plan, size_bytes, bandwidth_s)
     return slower_of(result, fitted, wall_s=time.perf_counter() - began)
@@ -157,7 +157,9 @@ def slower_of(result: CollectiveResult, fitted_s: float, *, wall_s: float | None
     )
 
 
-def _share(progress: Callable[[int, int], None] | None, k: int, parts: int) -> Callable[[int, int], None] | None:
+def progress_share(
+    progress: Callable[[int, int], None] | None, k: int, parts: int
+) -> Callable[[int, int], None] | None:
     """``progress`` for the ``k``-th of ``parts`` runs of the same flows."""
     if progress is None:
         return None
@@ -383,7 +385,7 @@ def simulate_jobs(
         plans: list[CollectiveFlows], k: int
     ) -> tuple[list[CollectiveResult], list[CollectiveResult], LinkReport]:
         return _jobs_run(
-            links_tree, tree, jobs, plans, routing, seed, size_bytes, model.links, _share(progress, k, parts)
+            links_tree, tree, jobs, plans, routing, seed, size_bytes, model.links, progress_share(progress, k, parts)
         )
 
     together, alone, links = together_and_alone(plans, 0)
