@@ -141,3 +141,12 @@ def test_the_factory_makes_the_connection_the_recovery_names_and_bad_names_are_r
     with pytest.raises(ClusterSimError, match="tcp_recovery: 'fack' is not one of newreno, sack, rack") as error:
         Scenario(tcp_recovery="fack")
     assert error.value.field == "tcp_recovery"
+
+
+def test_a_probe_timer_that_finds_nothing_due_probes_once_instead_of_rearming_forever():
+    """At 90% loss a SACKed segment can sit above holes that RACK cannot yet call lost (sent after it): the
+    probe timer then sends its one probe and leaves the rest to the retransmission timer, so the run ends
+    at the simulated horizon after its timeouts, not by burning the whole event budget on the timer."""
+    with pytest.raises(ClusterSimError) as error:
+        run_transport("tcp", Scenario(loss=0.9, num_messages=20, line_bits_per_s=400e9))
+    assert "a run stops at" in str(error.value) and "events" not in str(error.value)

@@ -241,10 +241,12 @@ class SackTcpFlow(TcpFlow):
             self._arm_aux(self._aux_deadline, events)
             return events
         if self.sacked or self.in_recovery:  # the reordering timer: losses may be due now
+            lost_before = len(self.lost)
             self._detect_and_recover(now_ps, 0, events)
-            events.extend(self._pump(now_ps))
-            return events
-        if self.snd_una < self.high_sent and not self._probe_out:  # the tail loss probe
+            if self.in_recovery or len(self.lost) > lost_before:
+                events.extend(self._pump(now_ps))
+                return events
+        if self.snd_una < self.high_sent and not self._probe_out:  # the tail loss probe (nothing was due)
             self._probe_out = True
             self.probes += 1
             if self.snd_nxt < self._end and self.snd_nxt - self.snd_una < self.params.max_window:
