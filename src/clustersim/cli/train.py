@@ -18,6 +18,7 @@ import typer
 
 from clustersim.catalog.kinds import Dtype
 from clustersim.choices import Recompute
+from clustersim.cli.calibrate import CalibrationOption, calibration_overlay
 from clustersim.cli.common import (
     CatalogOption,
     JsonOption,
@@ -259,6 +260,7 @@ def train_command(
     fabric_seed: SimSeedOpt = None,
     fabric_seeds: SimSeedsOpt = None,
     fabric_hosts: SimHostsOpt = None,
+    calibration: CalibrationOption = None,
     level: LevelOption = DEFAULT_LEVEL,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
@@ -304,9 +306,17 @@ def train_command(
                 field="--network",
                 value=network,
             )
+        if calibration and save_scenario is not None:
+            raise ClusterSimError(
+                "--calibration is not part of a scenario file; save the scenario without it, then replay it with "
+                "--scenario FILE --calibration OVERLAY",
+                field="--calibration",
+                value=",".join(str(p) for p in calibration),
+            )
         where = fabric_placement(placement, routing, oversubscription, fabric_seed, fabric_hosts, fabric_seeds)
-        run = run_training(spec, network=network, fabric=where)
-        comparison = compare_training(spec, others, nodes=compare_nodes, network=network) if others else None
+        with calibration_overlay(calibration):
+            run = run_training(spec, network=network, fabric=where)
+            comparison = compare_training(spec, others, nodes=compare_nodes, network=network) if others else None
         if save_scenario is not None:
             save(save_scenario, run.scenario, header=_header(run))
     if comparison is not None:
