@@ -113,17 +113,9 @@ def sweep_report(path: Path) -> Report:
     """A sweep store's report: its rows (``sweep show``'s columns) and, for training rows, time against cost."""
     from clustersim.present.report_tables import sweep_sections
     from clustersim.sweep.export import headline, public, records
-    from clustersim.sweep.store import SweepStore
+    from clustersim.sweep.store import read_store
 
-    if not path.is_file():
-        raise ClusterSimError(f"--from: no sweep store at {path}", field="--from", value=str(path))
-    opened = SweepStore(path, "--from")
-    try:
-        meta, rows = opened.meta(), opened.rows()
-    finally:
-        opened.close()
-    if not meta:
-        raise ClusterSimError(f"--from: {path} holds no sweep", field="--from", value=str(path))
+    meta, rows = read_store(path, "--from")
     flat = records(rows)
     inputs = list(dict.fromkeys(k for r in flat for k in r if k.startswith("inputs.")))
     columns = ["seq", "id", "status", *inputs, *headline(flat, limit=8), "error"]

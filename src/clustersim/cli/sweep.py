@@ -136,19 +136,11 @@ def show_command(
     import sys
 
     from clustersim.sweep.export import records, write_csv, write_json, write_parquet
-    from clustersim.sweep.store import SweepStore
+    from clustersim.sweep.store import read_store
 
     with user_errors():
         kind = _format(output_format, output, as_json)
-        if not store.is_file():
-            raise ClusterSimError(f"STORE: no sweep store at {store}", field="STORE", value=str(store))
-        opened = SweepStore(store, "STORE")
-        try:
-            meta, rows = opened.meta(), opened.rows()
-        finally:
-            opened.close()
-        if not meta:
-            raise ClusterSimError(f"STORE: {store} holds no sweep", field="STORE", value=str(store))
+        meta, rows = read_store(store, "STORE")
         total = int(meta.get("points", len(rows)))
         if len(rows) < total:
             sys.stderr.write(f"sweep show: {len(rows):,} of {total:,} points finished (resume with --resume)\n")

@@ -144,3 +144,18 @@ class _Transaction:
 
     def __exit__(self, kind: object, *_: object) -> None:
         self._db.execute("COMMIT" if kind is None else "ROLLBACK")
+
+
+def read_store(path: Path, option: str) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """A finished or partial sweep's metadata and rows, read from ``path`` (given as ``option``); a missing
+    file or one that holds no sweep is refused in one line naming the option."""
+    if not path.is_file():
+        raise ClusterSimError(f"{option}: no sweep store at {path}", field=option, value=str(path))
+    opened = SweepStore(path, option)
+    try:
+        meta, rows = opened.meta(), opened.rows()
+    finally:
+        opened.close()
+    if not meta:
+        raise ClusterSimError(f"{option}: {path} holds no sweep", field=option, value=str(path))
+    return meta, rows
