@@ -8,14 +8,13 @@ serving benchmark (``vllm_bench``) into inference cases (``serving_cases``), tel
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from clustersim.catalog.registry import Catalog
 from clustersim.errors import ClusterSimError
+from clustersim.files import write_whole
 from clustersim.ingest.cases import SystemOptions, tables_cases
 from clustersim.ingest.nccl_tests import read_nccl_tests
 from clustersim.ingest.serving_cases import model_fields, serving_system
@@ -66,19 +65,5 @@ def _serving_cases(paths: Sequence[Path], options: SystemOptions, catalog: Catal
 
 
 def write_cases(cases: Sequence[dict[str, Any]], path: str | Path) -> None:
-    """Write ``cases`` as JSON Lines to ``path``: to a temporary file beside it, renamed over it when whole."""
-    target = Path(path)
-    if target.is_dir():
-        raise ClusterSimError(f"-o: {target} is a directory; give a file name, e.g. cases.jsonl", field="-o")
-    directory = target.parent if str(target.parent) else Path(".")
-    if not directory.is_dir():
-        raise ClusterSimError(f"-o: no such directory {directory}", field="-o", value=str(target))
-    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            for case in cases:
-                stream.write(json.dumps(case) + "\n")
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    """Write ``cases`` as JSON Lines to ``path``, whole or not at all (``clustersim.files.write_whole``)."""
+    write_whole(path, "".join(json.dumps(case) + "\n" for case in cases), option="-o")

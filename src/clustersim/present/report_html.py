@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from clustersim.errors import ClusterSimError
+from clustersim.files import write_whole
 
 EXTRA_HINT = "pip install 'clustersim[report]'"
 Cell = str | int | float | bool | None
@@ -167,22 +166,5 @@ def render_page(kind: str, title: str, summary: list[list[Cell]], sections: list
 
 
 def write_page(path: Path, text: str) -> Path:
-    """Write ``text`` to ``path`` whole or not at all (a temporary file beside it, renamed over it)."""
-    target = path.expanduser()
-    try:
-        descriptor, temporary = tempfile.mkstemp(
-            dir=target.parent or Path("."), prefix=f".{target.name}.", suffix=".tmp"
-        )
-    except OSError as exc:
-        raise ClusterSimError(f"--output: cannot write {target}: {exc.strerror or exc}", field="--output") from None
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, target)
-    except BaseException as exc:
-        Path(temporary).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise ClusterSimError(f"--output: cannot write {target}: {exc.strerror or exc}", field="--output") from None
-        raise
-    return target
+    """Write ``text`` to ``path`` whole or not at all (``clustersim.files.write_whole``)."""
+    return write_whole(path, text, option="--output")

@@ -27,9 +27,7 @@ Example (what ``clustersim train llama3-70b --nodes 16 --tp 8 --pp 2 --save-scen
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 import types
 import typing
 from collections.abc import Iterable, Mapping
@@ -41,6 +39,7 @@ from pydantic import BaseModel, ValidationError
 
 from clustersim.catalog.tomlfiles import read_toml
 from clustersim.errors import ClusterSimError, close_matches
+from clustersim.files import WriteError, write_whole
 from clustersim.scenario.schema import ServingScenario, TrainingScenario
 
 KINDS: dict[str, type[TrainingScenario] | type[ServingScenario]] = {
@@ -73,32 +72,10 @@ def save_scenario(path: str | Path, scenario: TrainingScenario | ServingScenario
     text = "".join(f"# {line}".rstrip() + "\n" for line in header.splitlines())
     text += ("\n" if text else "") + tomli_w.dumps(data)
     try:
-        descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise ScenarioFileError(target, [f"cannot write the file: {exc.strerror or exc}"]) from None
-    try:
-        os.chmod(temporary, _mode(target))
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, target)
-    except BaseException as exc:
-        Path(temporary).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise ScenarioFileError(target, [f"cannot write the file: {exc.strerror or exc}"]) from None
-        raise
+        write_whole(target, text, option="--save-scenario")
+    except WriteError as exc:
+        raise ScenarioFileError(target, [f"cannot write the file: {exc.reason}"]) from None
     return target
-
-
-def _mode(target: Path) -> int:
-    """The permissions the saved file gets: the replaced file's, or what the umask gives a new file."""
-    try:
-        return target.stat().st_mode & 0o777
-    except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
 
 
 def load_scenario(path: str | Path) -> TrainingScenario | ServingScenario:

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import datetime
 import math
-import os
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +30,7 @@ import tomli_w
 from clustersim.catalog.registry import Catalog
 from clustersim.catalog.tomlfiles import packaged_path
 from clustersim.errors import ClusterSimError
+from clustersim.files import write_whole
 from clustersim.network.analytic import CALIBRATION_FILE, CommCalibration, collective_calibration
 from clustersim.validation.cases import Case
 from clustersim.validation.fit import Constant, Prepared, fit, prepare_cases
@@ -220,8 +219,6 @@ def write_overlay(result: UserCalibration, files: Sequence[str], path: str | Pat
     """Write the overlay TOML to ``path`` whole or not at all (a temporary file renamed over it); it is
     read back through the calibration loader before the rename, so a file that is written is one it reads."""
     target = Path(path)
-    if target.is_dir():
-        raise ClusterSimError(f"-o: {target} is a directory; give a file name, e.g. my-cluster.toml", field="-o")
     held = "\n".join(f"#   {h.name} = {h.value:g}: {h.why}" for h in result.fit.held)
     header = (
         "# A clustersim collective calibration overlay, written by `clustersim calibrate` "
@@ -230,15 +227,9 @@ def write_overlay(result: UserCalibration, files: Sequence[str], path: str | Pat
         f"{held or '#   (none)'}\n\n"
     )
     body = tomli_w.dumps(overlay_tables(result, [Path(f).name for f in files]))
-    directory = target.parent if str(target.parent) else Path(".")
-    if not directory.is_dir():
-        raise ClusterSimError(f"-o: no such directory {directory}", field="-o", value=str(target))
-    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".toml", dir=directory)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(header + body)
-        collective_calibration([temporary], use_env=False)
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_whole(target, header + body, option="-o", verify=_reads_back)
+
+
+def _reads_back(path: Path) -> None:
+    """Refuse an overlay the calibration loader would not read (before it replaces anything)."""
+    collective_calibration([path], use_env=False)
