@@ -2,7 +2,9 @@
 page embeds (read back from the DOM the browser built) equal to the CLI's ``--json``; a screenshot of each page
 is kept (in the test's temporary folder, or in ``$CLUSTERSIM_REPORT_SCREENSHOTS`` when set).
 
-Needs a ``chromium`` binary on PATH (Debian: ``apt-get install chromium``); without one these tests are skipped.
+Needs a ``chromium`` binary on PATH (Debian: ``apt-get install chromium``). Without one these tests are skipped,
+unless ``CLUSTERSIM_REQUIRE_BROWSER`` is set (``.ci/run`` sets it after installing the browser): then they fail,
+so CI never passes without having opened the pages.
 """
 
 import os
@@ -16,10 +18,22 @@ import pytest
 from tests.report.conftest import embedded
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+REQUIRE_ENV = "CLUSTERSIM_REQUIRE_BROWSER"
+MISSING = "no chromium on PATH (apt-get install chromium) to open the reports"
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install chromium) to open the reports"),
+    pytest.mark.skipif(CHROMIUM is None and not os.environ.get(REQUIRE_ENV), reason=MISSING),
 ]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def browser_present() -> None:
+    """With ``CLUSTERSIM_REQUIRE_BROWSER`` set, a missing browser fails each test, saying what to install
+    (session-scoped and automatic: checked before the reports are written)."""
+    if CHROMIUM is None:
+        pytest.fail(f"{REQUIRE_ENV} is set but there is {MISSING}", pytrace=False)
+
+
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--virtual-time-budget=10000")
 TIMEOUT_S = 120
 
