@@ -21,6 +21,7 @@ from clustersim.cli.common import (
     given_options,
     number,
     option_errors,
+    plot_path,
     print_all,
     replay_scenario,
     user_errors,
@@ -217,6 +218,23 @@ def serve_command(
     trace: Annotated[
         Path | None,
         typer.Option("--trace", help="Simulate a CSV trace with columns arrival_s,input_tokens,output_tokens."),
+    ] = None,
+    rates: Annotated[
+        str | None,
+        typer.Option(
+            "--rates",
+            help="Simulate a sweep over request rates: A:B doubles from A to B (1:64), A:B:STEP, or R1,R2,...; "
+            "one row per rate.",
+        ),
+    ] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            "--plot",
+            callback=plot_path,
+            help="Draw the simulation (PNG, SVG, PDF): TTFT and ITL distributions, or a sweep's latency against "
+            "throughput.",
+        ),
     ] = None,
     models: ModelsOption = None,
     level: LevelOption = DEFAULT_LEVEL,

@@ -1,14 +1,16 @@
 """``clustersim serve --simulate``: the request-level simulator from the command line.
 
-``--simulate`` turns it on, and so does any option only it reads (``--concurrency``, ``--requests``,
-``--slo``, ``--seed``, ``--seeds``, ``--prefix-hit``, ``--trace``). The load is one of ``--rate`` (Poisson
-arrivals), ``--concurrency`` (a closed loop) or ``--trace``. ``--batch`` caps the sequences in flight per
-replica (static batching: the batch). ``--seeds N`` runs seeds ``--seed`` to ``--seed + N - 1``: each figure
-is the median over them, with its min-max (``spread``). Options of the closed forms it cannot honour
-(``--ttft-target``, ``--tpot-target``: give ``--slo``; ``--compare``, ``--scenario``, ``--save-scenario``,
-``--level``) are refused by name. Without ``--tp`` the degree is the closed form's for the same question
-(at ``--rate``: the lowest TPOT; else, or past every degree's saturation, the most output tokens/s). The
-closed form of the same load is shown beside the simulation where one applies (``closed_form``).
+``--simulate`` turns it on, and so does any option only it reads (``--concurrency``, ``--requests``, ``--slo``,
+``--seed``, ``--seeds``, ``--prefix-hit``, ``--trace``, ``--rates``, ``--plot``). The load is one of ``--rate``
+(Poisson arrivals), ``--concurrency`` (a closed loop), ``--trace`` or ``--rates`` (a sweep: the same deployment
+simulated at each rate of a grid, ``clustersim.serving.rate_grid``, one row per rate). ``--plot FILE`` draws a run's
+TTFT and ITL distributions, or a sweep's latency against throughput. ``--batch`` caps the sequences in flight per
+replica (static batching: the batch). ``--seeds N`` runs seeds ``--seed`` to ``--seed + N - 1``: each figure is the
+median over them, with its min-max (``spread``). Options of the closed forms it cannot honour (``--ttft-target``,
+``--tpot-target``: give ``--slo``; ``--compare``, ``--scenario``, ``--save-scenario``, ``--level``) are refused by
+name. Without ``--tp`` the degree is the closed form's for the same question (at ``--rate``: the lowest TPOT; else,
+or past every degree's saturation, the most output tokens/s). The closed form of the same load is shown beside the
+simulation where one applies (``closed_form``).
 """
 
 from __future__ import annotations
@@ -21,13 +23,18 @@ from clustersim.cli.common import emit_json, given_options, print_all, user_erro
 from clustersim.errors import ClusterSimError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from clustersim.catalog.registry import Catalog
     from clustersim.serving.estimate import Request
+    from clustersim.serving.sim_report import SimulationResult
     from clustersim.serving.simulate import Load
     from clustersim.workload.transformer import Transformer
 
 # Options only the simulator reads: any of them turns it on.
-SIMULATION_OPTIONS = ("simulate", "concurrency", "requests", "slo", "seed", "seeds", "prefix_hit", "trace")
+SIMULATION_OPTIONS = (
+    "simulate", "concurrency", "requests", "slo", "seed", "seeds", "prefix_hit", "trace", "rates", "plot",
+)  # fmt: skip
 # Options of the closed forms that a simulation cannot honour.
 REFUSED = ("ttft_target", "tpot_target", "compare", "scenario", "save_scenario", "level")
 DEFAULT_REQUESTS = 2000  # as clustersim.serving.simulate.DEFAULT_REQUESTS (a test holds them together)
@@ -47,16 +54,17 @@ def run_simulation(ctx: typer.Context, p: dict[str, Any]) -> None:
         if refused:
             raise ClusterSimError(
                 f"{refused[0]}: not used by the simulator (--simulate, --concurrency, --slo, --requests, --seed(s), "
-                "--prefix-hit, --trace); latency bounds are --slo, and the closed forms run without those options",
+                "--prefix-hit, --trace, --rates); latency bounds are --slo, and the closed forms run without those "
+                "options",
                 field=refused[0],
             )
         stated = given_options(ctx, ("input_tokens", "output_tokens", "dataset"))
-        loads = given_options(ctx, ("rate", "concurrency", "trace"))
+        loads = given_options(ctx, ("rate", "concurrency", "trace", "rates"))
         if len(loads) != 1:
             what = "got " + " and ".join(loads) if loads else "none given"
             raise ClusterSimError(
                 f"--simulate: give one load: --rate R (Poisson arrivals), --concurrency N (a closed loop of N "
-                f"clients) or --trace FILE ({what})",
+                f"clients), --trace FILE or --rates A:B (a sweep) ({what})",
                 field=loads[-1] if loads else "--rate",
             )
         if p["trace"] is not None and (stated or given_options(ctx, ("requests",))):
@@ -65,17 +73,34 @@ def run_simulation(ctx: typer.Context, p: dict[str, Any]) -> None:
                 f"{extra}: a trace gives each request's arrival and lengths; drop {extra} or --trace",
                 field=extra,
             )
-        payload, notes = _simulate(p, stated)
+        payload, notes, results = _simulate(p, stated)
+        if p["plot"] is not None:
+            _plot(payload, results, p["plot"])
+    from clustersim.present.serving_simulation import simulation_view, sweep_view
+
     if p["as_json"]:
         emit_json(payload | {"notes": notes})
         return
-    from clustersim.present.serving_simulation import simulation_view
-
-    print_all(*simulation_view(payload, notes))
+    print_all(*(sweep_view if payload["mode"] == "sweep" else simulation_view)(payload, notes))
 
 
-def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], list[str]]:
-    """The run's JSON payload and its notes."""
+def _plot(payload: dict[str, Any], results: list[SimulationResult], path: Path) -> None:
+    """A sweep's latency against throughput, or a run's TTFT and ITL distributions, written to ``path``."""
+    from clustersim.cli.common import write_figure
+    from clustersim.present.serving_simulation import plot_latency_cdf, plot_rate_sweep
+
+    if payload["mode"] == "sweep":
+        write_figure(lambda: plot_rate_sweep(payload, path), path)
+    else:
+        write_figure(lambda: plot_latency_cdf(results, payload, path), path)
+
+
+# A sweep's row per rate: the figures a load generator's sweep reports.
+ROW_KEYS = ("requests", "ttft_s", "itl_s", "tpot_s", "e2e_s", "throughput", "goodput", "preemptions", "duration_s")
+
+
+def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], list[str], list[SimulationResult]]:
+    """The run's JSON payload, its notes and the runs themselves (a sweep: none kept)."""
     from clustersim.catalog.registry import ENV_VAR as CATALOG_ENV_VAR
     from clustersim.catalog.registry import load_catalog
     from clustersim.cli.progress import progress_bar
@@ -85,6 +110,7 @@ def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], lis
     from clustersim.serving.engine import parse_precision, serving_system_for_instance
     from clustersim.serving.engines import engine_for
     from clustersim.serving.estimate import Request, dataset_context_notes
+    from clustersim.serving.rate_grid import parse_rates
     from clustersim.serving.sim_report import over_seeds, parse_slo
     from clustersim.serving.sim_requests import read_trace, request_sampler
     from clustersim.serving.simulate import Load, simulate
@@ -100,7 +126,9 @@ def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], lis
     )
     slo = parse_slo(p["slo"]) if p["slo"] is not None else None
     trace = read_trace(p["trace"]) if p["trace"] is not None else None
-    load = Load(rate_per_s=p["rate"], concurrency=p["concurrency"], trace=trace)
+    rates = parse_rates(p["rates"]) if p["rates"] is not None else None
+    top = Load(rate_per_s=max(rates)) if rates else None
+    load = top or Load(rate_per_s=p["rate"], concurrency=p["concurrency"], trace=trace)
     model = zoo.load_model(model_spec(p["model"]), extra_dirs=user_files(zoo.ENV_VAR, p["models"] or []), use_env=False)
     catalog = load_catalog(user_files(CATALOG_ENV_VAR, p["catalog"] or []), use_env=False)
     request = Request(
@@ -121,17 +149,22 @@ def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], lis
     )
     count = trace.arrival_s.size if trace is not None else p["requests"]
     seeds = list(range(p["seed"], p["seed"] + p["seeds"]))
-    runs = []
-    with progress_bar("simulating requests", "requests", _work(count * len(seeds))) as progress:
-        for number, seed in enumerate(seeds):
-            report = None if progress is None else _offset(progress, number * count, count * len(seeds))
+    loads = [Load(rate_per_s=rate) for rate in rates] if rates else [load]
+    total = count * len(seeds) * len(loads)
+    rows, results = [], []
+    what = f"simulating {len(loads)} rates" if rates else "simulating requests"
+    with progress_bar(what, "requests", _work(total)) as progress:
+        for number, (each, seed) in enumerate((each, seed) for each in loads for seed in seeds):
+            report = None if progress is None else _offset(progress, number * count, total)
             result = simulate(
-                model, system, request, load, requests=p["requests"], sampler=sampler, seed=seed,
+                model, system, request, each, requests=p["requests"], sampler=sampler, seed=seed,
                 prefix_hit_rate=p["prefix_hit"], max_batch=p["batch"], slo=slo, engine=engine, progress=report,
             )  # fmt: skip
-            runs.append(result.to_json())
+            rows.append(result.to_json())
+            if not rates:
+                results.append(result)
     payload = {
-        "mode": "simulation",
+        "mode": "sweep" if rates else "simulation",
         "model": model.name,
         "params": model.num_params(),
         "system": system.name,
@@ -151,10 +184,21 @@ def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], lis
         "seed": p["seed"],
         "prefix_hit_rate": p["prefix_hit"],
         "max_batch": p["batch"],
-        **over_seeds(runs, seeds),
-        "closed_form": _closed_form(model, system, request, load, engine),
     }
-    return payload, notes
+    if rates:
+        sweep = []
+        for k, each in enumerate(loads):
+            merged = over_seeds(rows[k * len(seeds) : (k + 1) * len(seeds)], seeds)
+            closed = _closed_form(model, system, request, each, engine)
+            sweep.append(
+                {"rate_per_s": each.rate_per_s, **{key: merged[key] for key in ROW_KEYS}, "closed_form": closed}
+            )
+        extra = {"slo": None if slo is None else slo.to_json(), "seeds": seeds, "requests": count}
+        extra["sim_wall_s"] = sum(row["sim_wall_s"] for row in rows)
+        extra["steps"] = sum(row["steps"] for row in rows)
+        return payload | extra | {"rates": sweep}, notes, results
+    payload |= {**over_seeds(rows, seeds), "closed_form": _closed_form(model, system, request, load, engine)}
+    return payload, notes, results
 
 
 def _offset(progress: Any, done_before: int, total: int) -> Any:

@@ -4,6 +4,7 @@ percentiles, throughput and goodput, and the closed form of the same load beside
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from rich.console import RenderableType
@@ -86,3 +87,109 @@ def simulation_view(payload: dict[str, Any], notes: Sequence[str]) -> list[Rende
     lines.extend(f"note: {escape(note)}" for note in notes)
     lines.append(f"simulated {payload['steps']:,} engine steps in {payload['sim_wall_s']:.2f} s")
     return lines
+
+
+def sweep_view(payload: dict[str, Any], notes: Sequence[str]) -> list[RenderableType]:
+    """A rate sweep: the setup line and a row per rate (achieved throughput, TTFT and ITL, goodput)."""
+    head = (
+        f"[bold]{escape(payload['model'])}[/bold] on {escape(payload['system'])}: tp {payload['tp']} x dp "
+        f"{payload['dp']}, {payload['engine']}, {payload['precision']} (KV {payload['kv_precision']}); "
+        f"{payload['requests']:,} requests per rate" + (f" of {payload['dataset']}" if payload["dataset"] else "")
+    )
+    table = Table(title="simulated rate sweep (Poisson arrivals)")
+    columns = ["rate/s", "achieved req/s", "output tok/s", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "TPOT mean"]
+    columns += ["goodput"] if payload["slo"] is not None else []
+    for column in columns:
+        table.add_column(column, justify="right")
+    for row in payload["rates"]:
+        cells = [
+            f"{row['rate_per_s']:g}",
+            f"{row['throughput']['requests_per_s']:.3g}",
+            f"{row['throughput']['output_tokens_per_s']:,.0f}",
+            *(format_seconds(row[key][p], digits=3) for key, p in SWEEP_LATENCIES),
+            format_seconds(row["tpot_s"]["mean"], digits=3),
+        ]
+        if row["goodput"] is not None:
+            cells.append(f"{row['goodput']['fraction']:.1%}")
+        table.add_row(*cells)
+    lines: list[RenderableType] = [head, table]
+    if payload["slo"]:
+        bounds = ", ".join(
+            f"{k.removesuffix('_s')} <= {format_seconds(v, digits=3)}" for k, v in payload["slo"].items()
+        )
+        lines.append(f"goodput: the share of requests meeting {bounds}")
+    lines.extend(f"note: {escape(note)}" for note in notes)
+    lines.append(f"simulated {payload['steps']:,} engine steps in {payload['sim_wall_s']:.2f} s")
+    return lines
+
+
+SWEEP_LATENCIES = (("ttft_s", "p50"), ("ttft_s", "p99"), ("itl_s", "p50"), ("itl_s", "p99"))
+
+
+def _cdf(values: Any, weights: Any = None) -> tuple[Any, Any]:
+    """Sorted values and the share of the (weighted) population at or below each."""
+    import numpy as np
+
+    order = np.argsort(values, kind="stable")
+    counts = np.ones(len(values)) if weights is None else np.asarray(weights, dtype=float)[order]
+    return np.asarray(values)[order], np.cumsum(counts) / counts.sum()
+
+
+def plot_latency_cdf(results: Sequence[Any], payload: dict[str, Any], path: Path) -> None:
+    """One run's (its seeds' together) TTFT over requests and ITL over tokens as CDFs, the SLO bounds as
+    vertical lines; written to ``path``."""
+    import numpy as np
+
+    from clustersim.present.figures import figure
+
+    ttft = np.concatenate([r.ttft_s for r in results])
+    gaps = np.concatenate([np.concatenate((r.step_s, r.resume_gaps_s)) for r in results])
+    weights = np.concatenate(
+        [np.concatenate((r.step_tokens.astype(float), np.ones(r.resume_gaps_s.size))) for r in results]
+    )
+    keep = weights > 0
+    slo = payload.get("slo") or {}
+    with figure(path, ncols=2, figsize=(11, 4.2)) as (fig, (left, right)):
+        for ax, (values, w), label, bound in (
+            (left, (ttft, None), "TTFT (s), per request", slo.get("ttft_s")),
+            (right, (gaps[keep], weights[keep]), "inter-token latency (s), per token", slo.get("itl_s")),
+        ):
+            xs, ys = _cdf(values, w)
+            ax.step(xs, ys, where="post", color="tab:blue")
+            for q, style in ((0.5, ":"), (0.99, "--")):
+                ax.axhline(q, color="grey", linestyle=style, linewidth=0.8)
+            if bound is not None:
+                ax.axvline(bound, color="tab:red", linestyle="--", label=f"SLO {format_seconds(bound, digits=3)}")
+                ax.legend(loc="lower right")
+            ax.set_xlabel(label)
+            ax.set_ylabel("share at or below")
+            ax.set_xscale("log")
+            ax.grid(True, which="both", alpha=0.3)
+        fig.suptitle(
+            f"{payload['model']} on {payload['system']} (tp {payload['tp']} x dp {payload['dp']}): {_load(payload)}"
+        )
+
+
+def plot_rate_sweep(payload: dict[str, Any], path: Path) -> None:
+    """A sweep's p50 and p99 TTFT and ITL against the achieved output tokens/s, one point per rate, the SLO
+    bounds as horizontal lines; written to ``path``."""
+    from clustersim.present.figures import figure
+
+    rows = payload["rates"]
+    achieved = [row["throughput"]["output_tokens_per_s"] for row in rows]
+    slo = payload.get("slo") or {}
+    with figure(path, ncols=2, figsize=(11, 4.2)) as (fig, (left, right)):
+        for ax, key, label in ((left, "ttft_s", "TTFT"), (right, "itl_s", "inter-token latency")):
+            for p, style in (("p50", "o-"), ("p99", "s--")):
+                ax.plot(achieved, [row[key][p] for row in rows], style, label=f"{label} {p}")
+            for x, row in zip(achieved, rows, strict=True):
+                ax.annotate(f"{row['rate_per_s']:g}/s", (x, row[key]["p99"]), fontsize=7, xytext=(3, 3),
+                            textcoords="offset points")  # fmt: skip
+            if slo.get(key) is not None:
+                ax.axhline(slo[key], color="tab:red", linestyle=":", label=f"SLO {format_seconds(slo[key], digits=3)}")
+            ax.set_xlabel("achieved output tokens/s")
+            ax.set_ylabel(f"{label} (s)")
+            ax.set_yscale("log")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend()
+        fig.suptitle(f"{payload['model']} on {payload['system']} (tp {payload['tp']} x dp {payload['dp']}): rate sweep")
