@@ -351,7 +351,7 @@ def _point_rows(
         usable = ranking.usable_bytes / 2**30
         return (
             [],
-            len(ranking.step_s),
+            len(ranking.layouts),
             (
                 f"skipped {point.label}: does not fit, the leanest layout needs {need:.1f} GiB per device of "
                 f"{usable:.1f} GiB usable ({ranking.headroom:.0%} headroom)"
@@ -374,13 +374,13 @@ def _point_rows(
         if totals is None:
             raise ClusterSimError("plan: a training plan needs a token budget (tokens)", field="tokens")
         if totals.cost_usd is None and ("cost" in needs or system.instance is not None):  # not offered so
-            return [], len(ranking.step_s), f"skipped {point.label}: {totals.price_note}"
+            return [], len(ranking.layouts), f"skipped {point.label}: {totals.price_note}"
         if totals.energy_kwh is None and "energy" in needs:
-            return [], len(ranking.step_s), f"skipped {point.label}: no board power in the catalog, so no energy"
+            return [], len(ranking.layouts), f"skipped {point.label}: no board power in the catalog, so no energy"
         if point.resilience is not None:
             estimate = point.resilience(estimate, system)
         rows.append(PlanRow(point, estimate, spreads[key]))
-    return rows, len(ranking.step_s), ""
+    return rows, len(ranking.layouts), ""
 
 
 def _constrained(rows: list[PlanRow], limits: Constraints) -> list[PlanRow]:

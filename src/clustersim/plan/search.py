@@ -11,51 +11,83 @@ fits when it leaves the space's ``headroom`` share of device memory free.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
 
-from clustersim.compute.efficiency import FamilyEfficiency
-from clustersim.compute.software import SoftwareProfile
+from clustersim.compute.efficiency import FamilyEfficiency, efficiency_for
+from clustersim.compute.memory import memory_per_device
+from clustersim.compute.software import SoftwareProfile, software_for
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout, LayoutArrays
 from clustersim.network.cost import ANALYTIC, CollectiveCost
-from clustersim.plan.space import DEFAULT_HEADROOM, SearchSpace, candidate_layouts, why_no_layout
+from clustersim.plan.space import SearchSpace, candidate_layouts, why_no_layout
 from clustersim.system import System
-from clustersim.training.estimate import evaluate_layouts
 from clustersim.training.job import TrainingJob
+from clustersim.training.step import step_terms
 from clustersim.workload.transformer import Transformer
 
 FloatArray = npt.NDArray[np.float64]
 _GIB = 2**30
+CHUNK = 1 << 15  # layouts priced per vectorized call: large enough to amortize the call, small enough for cache
 
 
 @dataclass(frozen=True)
 class Ranking:
-    """Candidate layouts with their step time and memory need, one element each."""
+    """Candidate layouts with their memory need and step time, one element each.
+
+    Memory is checked first and only the layouts that fit are priced (``fit_step_s``); the step times of the
+    others are priced on first reading ``step_s`` (``price`` does it), so a search that asks only for the
+    fastest never pays for them.
+    """
 
     layouts: LayoutArrays
-    step_s: FloatArray
     required_bytes: FloatArray
     capacity_bytes: float
-    headroom: float = DEFAULT_HEADROOM  # share of device memory a layout must leave free
+    headroom: float  # share of device memory a layout must leave free
+    fit_step_s: FloatArray  # step times of the layouts that fit, in candidate order
+    price: Callable[[LayoutArrays], FloatArray] = field(repr=False, compare=False)
 
     @property
     def usable_bytes(self) -> float:
         """Device memory a layout may need: the capacity less the headroom."""
         return self.capacity_bytes * (1 - self.headroom)
 
-    @property
+    @cached_property
     def fits(self) -> npt.NDArray[np.bool_]:
         """Which layouts fit in device memory with the headroom left free."""
         return np.asarray(self.required_bytes <= self.usable_bytes)
 
+    @cached_property
+    def step_s(self) -> FloatArray:
+        """Step time of every candidate, those that do not fit included (priced on first use)."""
+        step = np.empty(len(self.layouts))
+        fits = self.fits
+        step[fits] = self.fit_step_s
+        if not fits.all():
+            step[~fits] = self.price(self.layouts.select(~fits))
+        return step
+
     def fastest(self, k: int) -> list[tuple[Layout, float]]:
         """The ``k`` fastest layouts that fit, fastest first, with their step times (ties: earlier first)."""
-        step = np.where(self.fits, self.step_s, np.inf)
-        order = np.argsort(step, kind="stable")[:k]
-        return [(self.layouts.layout(int(i)), float(step[i])) for i in order if np.isfinite(step[i])]
+        where = np.flatnonzero(self.fits)
+        order = _k_smallest(self.fit_step_s, k)
+        return [(self.layouts.layout(int(where[i])), float(self.fit_step_s[i])) for i in order]
+
+
+def _k_smallest(values: FloatArray, k: int) -> npt.NDArray[np.int64]:
+    """Indices of the ``k`` smallest finite values, smallest first (ties: earlier first), as a stable sort
+    would give them, without sorting all of ``values`` when ``k`` is small."""
+    if k < len(values) // 8:  # select the k-th value, then stable-sort only what is no larger
+        kth = np.partition(values, k - 1)[k - 1]
+        few = np.flatnonzero(values <= kth)
+        order = few[np.argsort(values[few], kind="stable")[:k]]
+    else:
+        order = np.argsort(values, kind="stable")[:k]
+    return order[np.isfinite(values[order])]
 
 
 def rank_layouts(
@@ -68,7 +100,9 @@ def rank_layouts(
     cost: CollectiveCost = ANALYTIC,
     software: SoftwareProfile | None = None,
 ) -> Ranking:
-    """Evaluate every candidate of ``space`` the framework runs (see the module's note) in one vectorized call."""
+    """Every candidate of ``space`` the framework runs (see the module's note), its memory checked in one
+    vectorized call and the step times of those that fit priced in a few more (``Ranking`` prices the others
+    when asked)."""
     space = space or SearchSpace()
     if space.uneven_stages is None:
         space = replace(space, uneven_stages=software is not None and software.uneven_stages)
@@ -87,8 +121,39 @@ def rank_layouts(
             f"runs: ZeRO stages {list(stages) if stages else [0, 1, 2, 3]}, ZeRO 2-3 only with pp 1",
             field="zero",
         )
-    terms, memory = evaluate_layouts(model, system, layouts, job, efficiency=efficiency, cost=cost, software=software)
-    return Ranking(layouts, terms.step_s, memory.required, system.memory_bytes, space.headroom)
+    sw = software or software_for(None, system.accelerator.family)
+    memory = memory_per_device(
+        model, layouts, seq_len=job.seq_len, global_batch=job.global_batch, fused_attention=sw.fused_attention
+    )
+    required = memory.required
+    fits = required <= system.memory_bytes * (1 - space.headroom)
+
+    def price(some: LayoutArrays) -> FloatArray:
+        return _step_s(model, system, some, job, efficiency=efficiency, cost=cost, software=sw)
+
+    return Ranking(layouts, required, system.memory_bytes, space.headroom, price(layouts.select(fits)), price)
+
+
+def _step_s(
+    model: Transformer,
+    system: System,
+    layouts: LayoutArrays,
+    job: TrainingJob,
+    *,
+    efficiency: FamilyEfficiency | None,
+    cost: CollectiveCost,
+    software: SoftwareProfile,
+) -> FloatArray:
+    """Step times of ``layouts``, priced in chunks of ``CHUNK`` layouts (a chunk's arrays stay in cache)."""
+    step = np.empty(len(layouts))
+    for start in range(0, len(layouts), CHUNK):
+        part = layouts if len(layouts) <= CHUNK else layouts.select(np.arange(start, min(start + CHUNK, len(layouts))))
+        terms = step_terms(
+            model, system, efficiency or efficiency_for(system.accelerator), part, seq_len=job.seq_len,
+            global_batch=job.global_batch, precision=job.precision, cost=cost, software=software,
+        )  # fmt: skip
+        step[start : start + CHUNK] = terms.step_s
+    return step
 
 
 def framework_runs(layouts: LayoutArrays, software: SoftwareProfile | None) -> npt.NDArray[np.bool_]:

@@ -9,11 +9,13 @@ rules, :func:`why_no_layout` names the first rule that every remaining candidate
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
+import numpy.typing as npt
 
 from clustersim.errors import ClusterSimError
-from clustersim.execution import LAYOUT_RULES, LayoutArrays, RuleInputs, layout_mask
+from clustersim.execution import LAYOUT_RULES, LayoutArrays, RuleInputs
 from clustersim.system import System
 from clustersim.training.job import TrainingJob
 from clustersim.workload.transformer import Transformer
@@ -89,17 +91,19 @@ class SearchSpace:
         )  # fmt: skip
 
 
-def _grid(model: Transformer, system: System, job: TrainingJob, space: SearchSpace | None) -> LayoutArrays:
-    """Every combination of the space's values as layouts, data parallelism filling the devices (at least
-    one rank, so that a degree that does not divide the devices is caught by the rules, not here)."""
+def _open_grid(
+    model: Transformer, system: System, job: TrainingJob, space: SearchSpace | None
+) -> tuple[SimpleNamespace, tuple[int, ...]]:
+    """The space's values as an open grid: each layout field an array that broadcasts over one axis per
+    dimension (``np.ix_``), data parallelism filling the devices (at least one rank, so that a degree that
+    does not divide the devices is caught by the rules, not here). Nothing of the full product is built."""
     dims = (space or SearchSpace()).resolved(model, system, job)
     recompute_codes = tuple(RECOMPUTE.index(r) for r in dims.recompute)
     sp_codes = (-1,) if dims.sp is None else tuple(int(s) for s in dims.sp)  # -1: on wherever tp > 1
     axes = (dims.tp, dims.pp, dims.vp, dims.cp, dims.ep, dims.micro_batch, recompute_codes, dims.zero, sp_codes)
-    grid = [g.ravel() for g in np.meshgrid(*(np.asarray(a, dtype=np.int64) for a in axes), indexing="ij")]
-    tp, pp, vp, cp, ep, mb, recompute, zero, sp = grid
-    n = len(tp)
-    return LayoutArrays(
+    open_axes = np.ix_(*(np.asarray(a, dtype=np.int64) for a in axes))
+    tp, pp, vp, cp, ep, mb, recompute, zero, sp = open_axes
+    fields = SimpleNamespace(
         tp=tp,
         pp=pp,
         dp=np.maximum(system.num_devices // (tp * pp * cp), 1),
@@ -111,11 +115,23 @@ def _grid(model: Transformer, system: System, job: TrainingJob, space: SearchSpa
         sequence_parallel=np.where(sp < 0, tp > 1, sp == 1),
         recompute_full=recompute == 2,
         recompute_selective=recompute == 1,
-        tp_overlap=np.full(n, np.nan),
-        dp_overlap=np.ones(n, dtype=bool),
-        ep_overlap=np.full(n, np.nan if dims.ep_overlap is None else float(dims.ep_overlap)),
-        uneven_stages=np.full(n, bool(dims.uneven_stages), dtype=bool),
+        tp_overlap=np.array(np.nan),
+        dp_overlap=np.array(True),
+        ep_overlap=np.array(np.nan if dims.ep_overlap is None else float(dims.ep_overlap)),
+        uneven_stages=np.array(bool(dims.uneven_stages)),
     )
+    return fields, tuple(a.size for a in open_axes)
+
+
+def _picked(fields: SimpleNamespace, shape: tuple[int, ...], which: tuple[npt.NDArray[np.int64], ...]) -> LayoutArrays:
+    """The layouts at grid positions ``which`` (one index array per axis; all of them: ``np.indices``)."""
+    return LayoutArrays(**{name: np.broadcast_to(value, shape)[which] for name, value in vars(fields).items()})
+
+
+def _grid(model: Transformer, system: System, job: TrainingJob, space: SearchSpace | None) -> LayoutArrays:
+    """Every combination of the space's values as layouts, in C order of the axes (tp slowest)."""
+    fields, shape = _open_grid(model, system, job, space)
+    return _picked(fields, shape, tuple(i.ravel() for i in np.indices(shape)))
 
 
 def candidate_layouts(
@@ -123,9 +139,16 @@ def candidate_layouts(
 ) -> LayoutArrays:
     """Every layout of ``space`` (the default space when None) that keeps the layout rules on ``system``,
     data parallelism filling the devices and sequence parallelism on wherever tp > 1 (unless the space
-    says otherwise)."""
-    arrays = _grid(model, system, job, space)
-    return arrays.select(layout_mask(arrays, RuleInputs(model, system.num_devices, job.global_batch, job.seq_len)))
+    says otherwise), in the order of :func:`_grid`.
+
+    The rules are evaluated over the open grid (``layout_mask``'s rules, each broadcast over only the axes it
+    reads) and only the layouts that keep them all are built."""
+    fields, shape = _open_grid(model, system, job, space)
+    inputs = RuleInputs(model, system.num_devices, job.global_batch, job.seq_len)
+    keeps = np.ones(shape, dtype=bool)
+    for rule in LAYOUT_RULES:
+        keeps &= np.asarray(rule.holds(fields, inputs), dtype=bool)
+    return _picked(fields, shape, np.nonzero(keeps))
 
 
 def why_no_layout(model: Transformer, system: System, job: TrainingJob, space: SearchSpace | None = None) -> str:

@@ -103,9 +103,11 @@ def collective_s(
     ranks = np.broadcast_to(ranks, sizes.shape)
     wanted = np.broadcast_to(wanted, sizes.shape)
     strides = np.broadcast_to(strides, sizes.shape)
-    for group, step in {(int(r), int(s)) for r, s in zip(ranks[wanted], strides[wanted], strict=True)}:
-        fabric = system.group_fabric(group, step)
+    shape = ranks * (int(strides.max()) + 1) + strides  # one integer per (ranks, stride) group
+    for key in np.unique(shape[wanted]):
+        mask = (shape == key) & wanted
+        first = np.argmax(mask)  # flat index of one layout of the group
+        fabric = system.group_fabric(int(ranks.flat[first]), int(strides.flat[first]))
         assert fabric is not None
-        mask = (ranks == group) & (strides == step) & wanted
         out[mask] = cost.time_s(op, sizes[mask], fabric)
     return out
