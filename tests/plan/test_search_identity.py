@@ -4,6 +4,8 @@ the layouts that do not fit priced only when asked."""
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -11,10 +13,10 @@ from hypothesis import strategies as st
 
 from clustersim.catalog.registry import load_catalog
 from clustersim.compute.software import software_for, software_profiles
-from clustersim.execution import LayoutArrays
+from clustersim.execution import LayoutArrays, RuleInputs, layout_mask
 from clustersim.plan import search
 from clustersim.plan.search import _k_smallest, rank_layouts
-from clustersim.plan.space import SearchSpace
+from clustersim.plan.space import SearchSpace, _grid, candidate_layouts
 from clustersim.system import system_for_instance
 from clustersim.training.estimate import evaluate_layouts
 from clustersim.training.job import TrainingJob
@@ -121,3 +123,30 @@ def test_the_k_smallest_are_those_a_stable_sort_gives(values, k):
     array = np.asarray(values, dtype=float)
     order = np.argsort(array, kind="stable")[:k]
     assert _k_smallest(array, k).tolist() == [int(i) for i in order if np.isfinite(array[i])]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    case=st.sampled_from(sorted(CASES)),
+    tp=st.sets(st.sampled_from([1, 2, 4, 8, 16]), min_size=1),
+    micro_batch=st.sets(st.sampled_from([1, 2, 3, 4]), min_size=1, max_size=2),
+    vp=st.sets(st.sampled_from([1, 2, 3]), min_size=1, max_size=2),
+    zero=st.sets(st.sampled_from([0, 1, 2, 3]), min_size=1),
+    sp=st.sampled_from([None, (False,), (True,), (False, True)]),
+    uneven=st.booleans(),
+)
+def test_the_open_grid_keeps_what_the_full_grid_and_its_mask_keep_in_the_same_order(
+    case, tp, micro_batch, vp, zero, sp, uneven
+):
+    """The candidates built from the open grid against the plain way: every combination built, then masked."""
+    model, system, job, _ = _setup(case)
+    space = SearchSpace(
+        tp=tuple(sorted(tp)), micro_batch=tuple(sorted(micro_batch)), vp=tuple(sorted(vp)), zero=tuple(sorted(zero)),
+        sp=sp, uneven_stages=uneven,
+    )  # fmt: skip
+    every = _grid(model, system, job, space)
+    plain = every.select(layout_mask(every, RuleInputs(model, system.num_devices, job.global_batch, job.seq_len)))
+    fast = candidate_layouts(model, system, job, space)
+    for name in (f.name for f in fields(LayoutArrays)):
+        np.testing.assert_array_equal(getattr(fast, name), getattr(plain, name), err_msg=name)
+        assert getattr(fast, name).dtype == getattr(plain, name).dtype

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -124,8 +125,16 @@ def _open_grid(
 
 
 def _picked(fields: SimpleNamespace, shape: tuple[int, ...], which: tuple[npt.NDArray[np.int64], ...]) -> LayoutArrays:
-    """The layouts at grid positions ``which`` (one index array per axis; all of them: ``np.indices``)."""
-    return LayoutArrays(**{name: np.broadcast_to(value, shape)[which] for name, value in vars(fields).items()})
+    """The layouts at grid positions ``which`` (one index array per axis; all of them: ``np.indices``), each
+    field read through only the axes it varies over."""
+    count = len(which[0])
+
+    def pick(value: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        if value.size == 1:  # the same in every layout (a 0-d flag, or a dimension of one value)
+            return np.full(count, value.flat[0], dtype=value.dtype)
+        return np.asarray(value[tuple(w if n > 1 else 0 for w, n in zip(which, value.shape, strict=True))])
+
+    return LayoutArrays(**{name: pick(value) for name, value in vars(fields).items()})
 
 
 def _grid(model: Transformer, system: System, job: TrainingJob, space: SearchSpace | None) -> LayoutArrays:
@@ -145,10 +154,24 @@ def candidate_layouts(
     reads) and only the layouts that keep them all are built."""
     fields, shape = _open_grid(model, system, job, space)
     inputs = RuleInputs(model, system.num_devices, job.global_batch, job.seq_len)
-    keeps = np.ones(shape, dtype=bool)
-    for rule in LAYOUT_RULES:
-        keeps &= np.asarray(rule.holds(fields, inputs), dtype=bool)
-    return _picked(fields, shape, np.nonzero(keeps))
+    held = [np.asarray(rule.holds(fields, inputs), dtype=bool) for rule in LAYOUT_RULES]
+    # the mask over only the axes some rule reads (the others, e.g. recompute and ZeRO, hold for every value)
+    read = tuple(max((h.shape[i] if h.ndim else 1) for h in held) for i in range(len(shape)))
+    keeps = np.ones(read, dtype=bool)
+    for holds in held:
+        keeps &= holds
+    # grid positions (C order) of the layouts kept: those of the mask, times every value of the unread axes
+    stride = [int(np.prod(shape[i + 1 :])) for i in range(len(shape))]
+    positions = np.nonzero(keeps)
+    kept = np.zeros(len(positions[0]), dtype=np.int64)
+    for axis, index in enumerate(positions):
+        kept += index * stride[axis]
+    offsets = np.zeros(1, dtype=np.int64)
+    for axis, n in enumerate(shape):
+        if read[axis] == 1 and n > 1:
+            offsets = (offsets[:, None] + np.arange(n, dtype=np.int64)[None, :] * stride[axis]).ravel()
+    flat = np.sort((kept[:, None] + offsets[None, :]).ravel())
+    return _picked(fields, shape, np.unravel_index(flat, shape))
 
 
 def why_no_layout(model: Transformer, system: System, job: TrainingJob, space: SearchSpace | None = None) -> str:
