@@ -1,4 +1,5 @@
-"""``clustersim ingest``: what nccl-tests and vLLM's benchmark printed, as cases ``validate`` and ``calibrate`` read."""
+"""``clustersim ingest``: what nccl-tests, vLLM's benchmark, Megatron and torchtitan printed, as cases ``validate``
+and ``calibrate`` read."""
 
 from __future__ import annotations
 
@@ -13,7 +14,11 @@ from clustersim.units import MAX_NODES
 
 def ingest_command(
     files: Annotated[
-        list[Path], typer.Argument(help="nccl-tests outputs (stdout of any *_perf binary, launcher prefixes and all).")
+        list[Path],
+        typer.Argument(
+            help="Tool outputs, each read by the reader its content calls for: nccl-tests stdout, vLLM benchmark "
+            "result or JSON, Megatron-LM/NeMo/Megatron-Bridge training log, torchtitan log."
+        ),
     ],
     output: Annotated[Path, typer.Option("-o", "--output", help="The cases file written (JSON Lines).")],
     instance: Annotated[
@@ -49,10 +54,40 @@ def ingest_command(
             "--model", help="Serving runs: the model served (zoo id, model TOML or Hugging Face config.json)."
         ),
     ] = None,
-    tp: Annotated[int, typer.Option("--tp", min=1, max=1024, help="Serving runs: tensor parallel degree.")] = 1,
-    dp: Annotated[int, typer.Option("--dp", min=1, max=4096, help="Serving runs: model replicas.")] = 1,
+    tp: Annotated[
+        int | None,
+        typer.Option("--tp", min=1, max=1024, help="Tensor parallel degree (serving: default 1; training: the log's)."),
+    ] = None,
+    dp: Annotated[
+        int | None,
+        typer.Option("--dp", min=1, max=65536, help="Model replicas (serving: default 1; training: the log's)."),
+    ] = None,
+    pp: Annotated[
+        int | None, typer.Option("--pp", min=1, max=1024, help="Training logs: pipeline degree, where not logged.")
+    ] = None,
+    cp: Annotated[
+        int | None, typer.Option("--cp", min=1, max=1024, help="Training logs: context parallel degree, if not logged.")
+    ] = None,
+    global_batch: Annotated[
+        int | None,
+        typer.Option("--global-batch", min=1, max=10_000_000, help="Training logs: sequences per step, if not logged."),
+    ] = None,
+    seq_len: Annotated[
+        int | None,
+        typer.Option("--seq-len", min=1, max=10_000_000, help="Training logs: sequence length, if not logged."),
+    ] = None,
+    warmup_steps: Annotated[
+        int | None,
+        typer.Option(
+            "--warmup-steps",
+            min=0,
+            max=1_000_000,
+            help="Training logs: steps numbered this or lower are warm-up, left out of the median (default 2).",
+        ),
+    ] = None,
     precision: Annotated[
-        str | None, typer.Option("--precision", help="Serving runs: bf16 (default), fp16, fp8, ...")
+        str | None,
+        typer.Option("--precision", help="Serving runs: bf16 (default), fp16, fp8, ...; training: the log's."),
     ] = None,
     partial: Annotated[
         bool, typer.Option("--partial", help="Keep the complete rows of a table that ends without its footer.")
@@ -60,11 +95,13 @@ def ingest_command(
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Read nccl-tests output into collective cases and vLLM's serving benchmark (its result block or JSON) into
-    inference cases (the format of clustersim/validation/data/README.md): the system from the log where it says,
-    else from the options (a serving run's model, devices and layout always); written whole or not at all."""
+    """Read tool outputs into cases (the format of clustersim/validation/data/README.md), each file by the reader its
+    content calls for: nccl-tests output into collective cases, vLLM's serving benchmark (result block or JSON)
+    into inference cases, a Megatron-LM/NeMo/Megatron-Bridge or torchtitan training log into one training case
+    (the median step after the warm-up; layout and model from the log's arguments where printed). What the log
+    does not say comes from the options, and where both say, they must agree; written whole or not at all."""
     from clustersim.catalog.registry import load_catalog
-    from clustersim.ingest import SystemOptions, ingest_files, write_cases
+    from clustersim.ingest import SystemOptions, read_files, write_cases
     from clustersim.network.collectives import parse_op
 
     with user_errors():
@@ -80,13 +117,24 @@ def ingest_command(
             tp=tp,
             dp=dp,
             precision=precision,
+            pp=pp,
+            cp=cp,
+            global_batch=global_batch,
+            seq_len=seq_len,
+            warmup_steps=warmup_steps,
         )
-        cases = ingest_files(files, options, loaded, partial=partial)
+        found = read_files(files, options, loaded, partial=partial)
+        cases = [case for item in found for case in item.cases]
         write_cases(cases, output)
     ops = sorted({str(case.get("op", case["kind"])) for case in cases})
     if as_json:
-        emit_json({"output": str(output), "cases": len(cases), "ops": ops, "files": [str(f) for f in files]})
+        per_file = [{"file": item.path, "reader": item.reader, "cases": len(item.cases)} for item in found]
+        emit_json(
+            {"output": str(output), "cases": len(cases), "ops": ops, "files": [str(f) for f in files], "read": per_file}
+        )
         return
+    for item in found:
+        console.print(f"{item.path}: {item.reader} reader, {len(item.cases)} cases", markup=False, highlight=False)
     console.print(
         f"wrote {len(cases)} cases ({', '.join(ops)}) from {len(files)} file{'s' if len(files) != 1 else ''} "
         f"to {output}",

@@ -1,14 +1,16 @@
 """Readers of what real tools print, turned into the case format of ``clustersim.validation`` (JSON Lines).
 
-``ingest_files`` reads nccl-tests output (``nccl_tests``) into collective cases (``cases``) and vLLM's
-serving benchmark (``vllm_bench``) into inference cases (``serving_cases``), telling them apart by content;
-``write_cases`` writes them whole or not at all (a temporary file renamed over the target).
+``read_files`` picks each file's reader from its content: vLLM's serving benchmark (``vllm_bench``) into
+inference cases (``serving_cases``), a Megatron training log (``megatron_log``) or a torchtitan log
+(``torchtitan_log``) into one training case each (``training_run``), anything else as nccl-tests output
+(``nccl_tests``) into collective cases (``cases``). ``write_cases`` writes them whole or not at all.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,38 +18,95 @@ from clustersim.catalog.registry import Catalog
 from clustersim.errors import ClusterSimError
 from clustersim.files import write_whole
 from clustersim.ingest.cases import SystemOptions, tables_cases
+from clustersim.ingest.megatron_log import looks_like_megatron, read_megatron_log
 from clustersim.ingest.nccl_tests import read_nccl_tests
 from clustersim.ingest.serving_cases import model_fields, serving_system
+from clustersim.ingest.torchtitan_log import looks_like_torchtitan, read_torchtitan_log
+from clustersim.ingest.training_run import TrainingRun, training_case
 from clustersim.ingest.vllm_bench import looks_like_vllm, read_vllm_bench, serving_case
 from clustersim.validation.cases import as_case
 from clustersim.workload.zoo import load_model
 
-__all__ = ["SystemOptions", "ingest_files", "write_cases"]
+__all__ = ["READERS", "FileCases", "SystemOptions", "ingest_files", "read_files", "write_cases"]
+
+READERS = ("nccl-tests", "vllm-bench", "megatron", "torchtitan")
+TRAINING_ONLY = {"pp": "--pp", "cp": "--cp", "global_batch": "--global-batch", "seq_len": "--seq-len"}
+
+
+@dataclass(frozen=True)
+class FileCases:
+    """The cases read from one file and the reader that read them (one of ``READERS``)."""
+
+    path: str
+    reader: str
+    cases: list[dict[str, Any]]
+
+
+def reader_of(path: Path) -> str:
+    """The reader for ``path``, from its content (nccl-tests where no other matches)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "nccl-tests"  # the nccl-tests reader says why it cannot read it
+    if looks_like_vllm(text):
+        return "vllm-bench"
+    if looks_like_megatron(text):
+        return "megatron"
+    if looks_like_torchtitan(text):
+        return "torchtitan"
+    return "nccl-tests"
+
+
+def read_files(
+    paths: Sequence[str | Path], options: SystemOptions, catalog: Catalog, *, partial: bool = False
+) -> list[FileCases]:
+    """The cases of every file in ``paths``, per file; each case is checked against the case format."""
+    if not paths:
+        raise ClusterSimError("no files given: name one or more tool outputs", field="FILES")
+    readers = {Path(p): reader_of(Path(p)) for p in paths}
+    _refuse_unused(options, set(readers.values()))
+    nccl = [p for p, r in readers.items() if r == "nccl-tests"]
+    tables = [table for path in nccl for table in read_nccl_tests(path, partial=partial)]
+    collective = tables_cases(tables, options, catalog) if tables else []
+    serving = _serving_cases([p for p, r in readers.items() if r == "vllm-bench"], options, catalog)
+    out = []
+    for path, reader in readers.items():
+        if reader == "nccl-tests":
+            cases = [c for c in collective if c["source"].startswith(path.name + " ")]
+        elif reader == "vllm-bench":
+            cases = [c for c in serving if c["source"].startswith(path.name + " ")]
+        else:
+            run = read_megatron_log(path) if reader == "megatron" else read_torchtitan_log(path)
+            cases = [_training_case(run, options, catalog)]
+        out.append(FileCases(str(path), reader, cases))
+    if not any(f.cases for f in out):
+        named = ", ".join(str(p) for p in paths)
+        raise ClusterSimError(f"{named}: no row to keep (every row has #wrong > 0 or moves 0 bytes)", field="FILES")
+    for found in out:
+        for case in found.cases:
+            as_case(case, str(case["kind"]))  # the reader writes nothing the case format would refuse
+    return out
 
 
 def ingest_files(
     paths: Sequence[str | Path], options: SystemOptions, catalog: Catalog, *, partial: bool = False
 ) -> list[dict[str, Any]]:
-    """The cases of every nccl-tests output in ``paths``; each is checked against the case format."""
-    if not paths:
-        raise ClusterSimError("no files given: name one or more nccl-tests outputs", field="FILES")
-    serving = [Path(p) for p in paths if _is_vllm(Path(p))]
-    tables = [table for path in paths if Path(path) not in serving for table in read_nccl_tests(path, partial=partial)]
-    cases = tables_cases(tables, options, catalog) if tables else []
-    cases += _serving_cases(serving, options, catalog)
-    if not cases:
-        named = ", ".join(str(p) for p in paths)
-        raise ClusterSimError(f"{named}: no row to keep (every row has #wrong > 0 or moves 0 bytes)", field="FILES")
-    for case in cases:
-        as_case(case, str(case["kind"]))  # the reader writes nothing the case format would refuse
-    return cases
+    """The cases of every file in ``paths`` (``read_files``, flattened)."""
+    return [case for found in read_files(paths, options, catalog, partial=partial) for case in found.cases]
 
 
-def _is_vllm(path: Path) -> bool:
-    try:
-        return looks_like_vllm(path.read_text(encoding="utf-8", errors="replace"))
-    except OSError:
-        return False  # the nccl-tests reader says why it cannot read it
+def _refuse_unused(options: SystemOptions, readers: set[str]) -> None:
+    training = bool(readers & {"megatron", "torchtitan"})
+    for key, option in TRAINING_ONLY.items():
+        if getattr(options, key) is not None and not training:
+            raise ClusterSimError(f"{option} applies to training logs, and none is among the files", field=option)
+    if options.warmup_steps is not None and not training:
+        raise ClusterSimError("--warmup-steps applies to training logs, and none is among the files")
+
+
+def _training_case(run: TrainingRun, options: SystemOptions, catalog: Catalog) -> dict[str, Any]:
+    model = model_fields(load_model(options.model)) if options.model is not None else None
+    return training_case(run, options, catalog, model)
 
 
 def _serving_cases(paths: Sequence[Path], options: SystemOptions, catalog: Catalog) -> list[dict[str, Any]]:

@@ -40,10 +40,15 @@ class SystemOptions:
     inter_node_gbps: float | None = None
     op: str | None = None
     in_place: bool = False
-    model: str | None = None  # serving runs: the zoo id or config of the model served
-    tp: int = 1
-    dp: int = 1
+    model: str | None = None  # serving runs and training logs: the zoo id or config of the model
+    tp: int | None = None  # None: the log's (training), 1 (serving)
+    dp: int | None = None
     precision: str | None = None
+    pp: int | None = None  # training logs: what the log does not state
+    cp: int | None = None
+    global_batch: int | None = None
+    seq_len: int | None = None
+    warmup_steps: int | None = None  # None: clustersim.ingest.training_run.DEFAULT_WARMUP_STEPS
 
 
 def accelerator_from_name(catalog: Catalog, gpu_name: str) -> str | None:

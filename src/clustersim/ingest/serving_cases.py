@@ -47,7 +47,8 @@ def model_fields(model: Transformer) -> dict[str, Any]:
 def serving_system(options: SystemOptions, catalog: Catalog, where: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The case's ``system`` and its ``parallel`` and ``precision``: ``tp x dp`` devices of the instance or
     accelerator the options name."""
-    devices = options.tp * options.dp
+    tp, dp = options.tp or 1, options.dp or 1
+    devices = tp * dp
     if options.instance is not None:
         instance = catalog.instance(options.instance)
         per_node = int(instance.num_accelerators.value)
@@ -67,4 +68,4 @@ def serving_system(options: SystemOptions, catalog: Catalog, where: str) -> tupl
         raise ClusterSimError(
             f"--precision {precision!r} is not one (valid: {', '.join(PRECISIONS)})", field="--precision"
         )
-    return system, {"parallel": {"tp": options.tp, "pp": 1, "dp": options.dp}, "precision": precision}
+    return system, {"parallel": {"tp": tp, "pp": 1, "dp": dp}, "precision": precision}

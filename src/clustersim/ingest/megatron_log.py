@@ -1,0 +1,194 @@
+"""Read a Megatron-LM / Megatron-Core training log (also what NeMo 2 and Megatron-Bridge print through
+Megatron's ``training_log``) into a ``TrainingRun``.
+
+Understood, with launcher prefixes (``0: ``, ``[1,0]<stdout>:``, ``[rank0]:``) and timestamps:
+
+* the step lines ``iteration N/ M | ... elapsed time per iteration (ms): X | throughput per GPU
+  (TFLOP/s/GPU): Y | ... global batch size: G | ...`` (the throughput where ``--log-throughput`` prints it);
+* the arguments block (``name ..... value`` lines, read wherever they are, so an excerpt of the block is
+  read too): ``num_layers``, ``hidden_size``, ``ffn_hidden_size``, ``num_attention_heads``,
+  ``num_query_groups`` (with ``group_query_attention``), ``kv_channels``, ``seq_length``, ``swiglu``,
+  ``num_experts``, ``moe_router_topk``, ``tensor/pipeline/context/expert_model_parallel_size``,
+  ``virtual_pipeline_model_parallel_size``, ``data_parallel_size``, ``world_size``, ``micro_batch_size``,
+  ``global_batch_size``, ``sequence_parallel``, ``use_distributed_optimizer``, ``recompute_granularity``
+  (or the older ``checkpoint_activations``), ``bf16``/``fp16``/``fp8``;
+* ``using world size: W, data-parallel size: D, ... tensor-model-parallel size: T, pipeline-model-parallel
+  size: P``, ``> initialized tensor/pipeline model parallel with size N``, ``> padded vocab (size: V) with N
+  dummy tokens (new size: P)`` and ``using torch.float16/bfloat16 for parameters``.
+
+Refused, naming the file and line: a step line cut before its time, a time or throughput that is not a
+positive number, two lines stating one setting differently. Megatron's TFLOP/s counts model FLOPs without
+recompute (``num_floating_point_operations`` in megatron/training/training.py), so it is read as
+``model_tflops_per_device``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+from clustersim.errors import ClusterSimError
+from clustersim.ingest.training_run import Step, TrainingRun
+
+STEP_MARK = "elapsed time per iteration (ms)"
+_PREFIX = re.compile(r"^\s*(?:\[[^\]]*\]<std(?:out|err)>:|\[rank\d+\]:|\d+:)\s?")
+_ARG = re.compile(r"^\s*([a-z][a-z0-9_]*) \.{3,} (.*?)\s*$")
+_ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|")
+_FIELD = re.compile(r"([A-Za-z][^|:]*?)\s*:\s*([^|]*?)\s*(?=\||$)")
+_WORLD = re.compile(r"using world size:\s*(\d+)")
+_SIZES = {
+    "dp": re.compile(r"data-parallel[- ]size:\s*(\d+)"),
+    "cp": re.compile(r"context-parallel size:\s*(\d+)"),
+    "tp": re.compile(r"tensor-model-parallel size:\s*(\d+)"),
+    "pp": re.compile(r"pipeline-model-parallel size:\s*(\d+)"),
+}
+_INITIALIZED = re.compile(r"> initiali[sz](?:ed|ing) (tensor|pipeline) model parallel with size (\d+)")
+_PADDED = re.compile(r"padded vocab \(size: \d+\) with \d+ dummy tokens \(new size: (\d+)\)")
+_PARAMS = re.compile(r"using torch\.(float16|bfloat16|float32) for parameters")
+_INT_ARGS = {
+    "num_layers": ("model", "layers"),
+    "hidden_size": ("model", "hidden"),
+    "ffn_hidden_size": ("model", "ffn_hidden"),
+    "num_attention_heads": ("model", "heads"),
+    "seq_length": ("model", "seq_len"),
+    "tensor_model_parallel_size": ("parallel", "tp"),
+    "pipeline_model_parallel_size": ("parallel", "pp"),
+    "context_parallel_size": ("parallel", "cp"),
+    "expert_model_parallel_size": ("parallel", "ep"),
+    "virtual_pipeline_model_parallel_size": ("parallel", "vp"),
+    "data_parallel_size": ("parallel", "dp"),
+    "micro_batch_size": ("parallel", "micro_batch"),
+    "global_batch_size": ("parallel", "global_batch"),
+}
+
+
+def looks_like_megatron(text: str) -> bool:
+    """Whether ``text`` is a Megatron training log (its step lines)."""
+    return STEP_MARK in text
+
+
+def read_megatron_log(path: str | Path) -> TrainingRun:
+    """The steps and stated settings of the Megatron log ``path`` (see the module's docstring)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise ClusterSimError(f"{path}: cannot read: {exc.strerror or exc}", field="FILES", value=str(path)) from None
+    run = TrainingRun(str(path), "megatron", "Megatron-LM training log")
+    args: dict[str, tuple[str, int]] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = _PREFIX.sub("", raw, count=1)
+        arg = _ARG.match(line)
+        if arg:
+            value = re.sub(r"\.{3,}\s*(default|updated)$", "", arg.group(2)).strip()
+            args.setdefault(arg.group(1), (value, number))
+            continue
+        if _ITERATION.search(line):
+            run.steps.append(_step(path, line, number))
+            continue
+        _init_line(run, line, number)
+    _apply_args(run, args)
+    return run
+
+
+def _init_line(run: TrainingRun, line: str, number: int) -> None:
+    world = _WORLD.search(line)
+    if world:
+        run.world_size = int(world.group(1))
+        run.lines["world_size"] = number
+        for key, pattern in _SIZES.items():
+            found = pattern.search(line)
+            if found:
+                run.state("parallel", key, int(found.group(1)), number)
+    initialized = _INITIALIZED.search(line)
+    if initialized:
+        run.state("parallel", "tp" if initialized.group(1) == "tensor" else "pp", int(initialized.group(2)), number)
+    padded = _PADDED.search(line)
+    if padded:
+        run.state("model", "vocab", int(padded.group(1)), number)
+    params = _PARAMS.search(line)
+    if params and params.group(1) != "float32":
+        run.precision = {"float16": "fp16", "bfloat16": "bf16"}[params.group(1)]
+        run.lines.setdefault("precision", number)
+
+
+def _step(path: Path, line: str, number: int) -> Step:
+    match = _ITERATION.search(line)
+    assert match is not None
+    fields = {key.strip(): value for key, value in _FIELD.findall(line[match.end() :])}
+    where = f"{path}, line {number}"
+    if "elapsed time per iteration (ms)" not in fields:
+        raise ClusterSimError(f"{where}: iteration {match.group(1)} has no elapsed time (a line cut short?)")
+    values = {"step_time_s": _positive(fields["elapsed time per iteration (ms)"], "elapsed time", where) / 1e3}
+    throughput = fields.get("throughput per GPU (TFLOP/s/GPU)")
+    if throughput is not None:
+        values["model_tflops_per_device"] = _positive(throughput, "throughput per GPU", where)
+    batch = fields.get("global batch size")
+    global_batch = int(_positive(batch, "global batch size", where)) if batch else None
+    return Step(int(match.group(1)), number, values, global_batch)
+
+
+def _positive(text: str, name: str, where: str) -> float:
+    try:
+        value = float(text.split("/")[0])  # a fork may print 'this rank/all ranks'
+    except ValueError:
+        raise ClusterSimError(f"{where}: {name} is {text!r}, not a number", field=name, value=text) from None
+    if not math.isfinite(value) or value <= 0:
+        raise ClusterSimError(f"{where}: {name} is {text!r}; valid: a number > 0", field=name, value=text)
+    return value
+
+
+def _apply_args(run: TrainingRun, args: dict[str, tuple[str, int]]) -> None:
+    for name, (group, key) in _INT_ARGS.items():
+        if name in args and args[name][0] not in ("None", ""):
+            value, line = args[name]
+            try:
+                run.state(group, key, int(value), line)
+            except ValueError:
+                raise ClusterSimError(f"{run.path}, line {line}: {name} is {value!r}, not an integer") from None
+    if "world_size" in args:
+        run.world_size, run.lines["world_size"] = int(args["world_size"][0]), args["world_size"][1]
+    flag = {name: (value == "True", line) for name, (value, line) in args.items() if value in ("True", "False")}
+    if "group_query_attention" in flag and "num_query_groups" in args:
+        value, line = args["num_query_groups"]
+        groups = int(value) if flag["group_query_attention"][0] and value != "None" else run.model.get("heads")
+        if groups is not None:
+            run.state("model", "kv_heads", groups, line)
+    if "swiglu" in flag:
+        run.state("model", "ffn_type", "swiglu" if flag["swiglu"][0] else "gelu", flag["swiglu"][1])
+    experts = args.get("num_experts")
+    if experts and experts[0] != "None":
+        topk = args.get("moe_router_topk", ("2", experts[1]))[0]
+        run.state("model", "moe", {"experts": int(experts[0]), "top_k": int(topk), "shared_experts": 0}, experts[1])
+    if "sequence_parallel" in flag:
+        run.state("parallel", "sequence_parallel", flag["sequence_parallel"][0], flag["sequence_parallel"][1])
+    if "use_distributed_optimizer" in flag:
+        sharded, line = flag["use_distributed_optimizer"]
+        run.state("parallel", "zero", 1 if sharded else 0, line)
+    _recompute(run, args)
+    _precision(run, args)
+
+
+def _recompute(run: TrainingRun, args: dict[str, tuple[str, int]]) -> None:
+    granularity = args.get("recompute_granularity")
+    if granularity is not None:
+        value = {"None": "none", "full": "full", "selective": "selective"}.get(granularity[0])
+        if value is None:
+            raise ClusterSimError(f"{run.path}, line {granularity[1]}: recompute_granularity {granularity[0]!r}")
+        run.state("parallel", "recompute", value, granularity[1])
+    elif "checkpoint_activations" in args:  # Megatron-LM before 2022
+        value, line = args["checkpoint_activations"]
+        run.state("parallel", "recompute", "full" if value == "True" else "none", line)
+
+
+def _precision(run: TrainingRun, args: dict[str, tuple[str, int]]) -> None:
+    fp8 = args.get("fp8")
+    if fp8 is not None and fp8[0] not in ("None", "False"):
+        run.precision, run.lines["precision"] = "fp8", fp8[1]
+        run.notes.append(f"fp8 recipe {fp8[0]} (line {fp8[1]})")
+        return
+    for name in ("bf16", "fp16"):
+        if args.get(name, ("",))[0] == "True":
+            run.precision, run.lines["precision"] = name, args[name][1]
+            return

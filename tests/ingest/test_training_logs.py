@@ -1,0 +1,151 @@
+"""The Megatron and torchtitan training-log readers on real published outputs (tests/data/ingest/SOURCES.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from clustersim.catalog.registry import load_catalog
+from clustersim.cli.app import app
+from clustersim.errors import ClusterSimError
+from clustersim.ingest import SystemOptions, ingest_files, read_files
+from clustersim.ingest.megatron_log import read_megatron_log
+from clustersim.ingest.torchtitan_log import read_torchtitan_log
+from clustersim.validation.cases import as_case, read_cases
+from clustersim.validation.training import predict_training_case
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "ingest"
+GPT3 = DATA / "megatron_gpt3_7b_tp8_awsome_k8s.log"
+SRUN = DATA / "megatron_gpt3_srun_awsome_slurm.log"
+MIXTRAL = DATA / "megatron_mixtral_8x7b_issue756_excerpt.log"
+CP2 = DATA / "torchtitan_llama3_8b_flex_cp2_pr1884.log"
+DEBUG = DATA / "torchtitan_flex_debug_pr1437.log"
+QWEN3 = DATA / "torchtitan_qwen3_32b_fsdp8_pr1690.log"
+CATALOG = load_catalog(use_env=False)
+GPT3_OPTIONS = SystemOptions(instance="p5.48xlarge", model=str(DATA / "gpt3-7.5b.toml"), seq_len=2048, dp=1)
+runner = CliRunner()
+
+
+def test_megatron_abbreviated_log_gives_layout_vocab_and_precision():
+    run = read_megatron_log(GPT3)  # the arguments block elided: the init lines say the layout
+    assert [(s.number, s.values["step_time_s"], s.global_batch) for s in run.steps] == [
+        (1, 255.9405, 288),
+        (2, 243.4383, 288),
+        (3, 243.3444, 288),
+    ]
+    assert run.parallel == {"tp": 8, "pp": 1} and run.model == {"vocab": 51200} and run.precision == "fp16"
+    assert run.lines["tp"] == 13 and run.lines["vocab"] == 11
+
+
+def test_megatron_case_is_the_median_after_warmup_and_scores():
+    (case,) = ingest_files([GPT3], GPT3_OPTIONS, CATALOG)
+    assert case["measured"] == {"step_time_s": 243.3444}  # iterations 1 and 2 are warm-up by default
+    assert case["parallel"] == {"tp": 8, "pp": 1, "global_batch": 288, "dp": 1}
+    assert case["model"]["vocab"] == 51200 and case["model"]["seq_len"] == 2048 and case["precision"] == "fp16"
+    assert case["system"] == {
+        "instance": "p5.48xlarge",
+        "accelerator": "h100-sxm",
+        "devices": 8,
+        "devices_per_node": 8,
+        "nodes": 1,
+    }
+    assert "median of 1 logged steps (3-3" in case["notes"]
+    every = ingest_files([GPT3], GPT3_OPTIONS.__class__(**{**GPT3_OPTIONS.__dict__, "warmup_steps": 0}), CATALOG)
+    assert every[0]["measured"]["step_time_s"] == 243.4383  # the median of all three
+    assert predict_training_case(as_case(case), "step_time_s", CATALOG) > 0
+
+
+def test_megatron_refuses_what_the_log_and_options_leave_open_or_contradict():
+    base = GPT3_OPTIONS.__dict__
+    with pytest.raises(ClusterSimError, match="does not state the model's seq_len; give --seq-len"):
+        ingest_files([GPT3], SystemOptions(**{**base, "seq_len": None}), CATALOG)
+    with pytest.raises(ClusterSimError, match="states no world size or data-parallel degree; give --dp"):
+        ingest_files([GPT3], SystemOptions(**{**base, "dp": None}), CATALOG)
+    with pytest.raises(ClusterSimError, match=r"line 13: the log says tp 8, --tp says 4"):
+        ingest_files([GPT3], SystemOptions(**{**base, "tp": 4}), CATALOG)
+    with pytest.raises(ClusterSimError, match=r"line 11: the log says vocab 51200, --model llama3-8b has 128256"):
+        ingest_files([GPT3], SystemOptions(**{**base, "model": "llama3-8b"}), CATALOG)
+    with pytest.raises(ClusterSimError, match="none past the 5 warm-up steps; give --warmup-steps below 3"):
+        ingest_files([GPT3], SystemOptions(**{**base, "warmup_steps": 5}), CATALOG)
+
+
+def test_megatron_srun_labels_and_an_arguments_excerpt():
+    run = read_megatron_log(SRUN)  # srun's '1: ' labels
+    assert [(s.number, s.values["step_time_s"]) for s in run.steps] == [(25, 0.087), (26, 0.0865), (27, 0.0884)]
+    with pytest.raises(ClusterSimError, match=r"does not state tp or pp .*give --tp and --pp"):
+        ingest_files([SRUN], SystemOptions(instance="p4de.24xlarge", model="llama3-8b", seq_len=2048), CATALOG)
+    mixtral = read_megatron_log(MIXTRAL)  # an excerpt of the arguments block, pasted in an issue
+    assert mixtral.parallel == {"ep": 8, "global_batch": 128}
+    assert mixtral.model == {"ffn_hidden": 14336, "hidden": 4096} and mixtral.precision is None
+    assert [s.values["model_tflops_per_device"] for s in mixtral.steps] == [243.6, 238.7, 224.0]
+    with pytest.raises(ClusterSimError, match="does not state tp or pp"):
+        ingest_files([MIXTRAL], SystemOptions(instance="p5.48xlarge", model="mixtral-8x7b"), CATALOG)
+
+
+def test_megatron_malformed_and_truncated_lines_name_the_line(tmp_path: Path):
+    lines = GPT3.read_text().splitlines()
+    cut = tmp_path / "cut.log"
+    cut.write_text("\n".join([*lines[:30], lines[30][:60]]) + "\n")
+    with pytest.raises(ClusterSimError, match=r"cut.log, line 31: iteration 2 has no elapsed time"):
+        read_megatron_log(cut)
+    bad = tmp_path / "bad.log"
+    bad.write_text(GPT3.read_text().replace("243438.3", "nan"))
+    with pytest.raises(ClusterSimError, match=r"bad.log, line 31: elapsed time is 'nan'; valid: a number > 0"):
+        read_megatron_log(bad)
+    both = tmp_path / "both.log"
+    stated = "  tensor_model_parallel_size .......... 4\nusing torch"
+    both.write_text(GPT3.read_text().replace("...\nusing torch", stated, 1))
+    with pytest.raises(ClusterSimError, match=r"line 1: tp is 4 here but 8 on line 13"):
+        read_megatron_log(both)
+
+
+def test_torchtitan_ranks_dedup_and_launch_line_config():
+    run = read_torchtitan_log(CP2)
+    steps = [(s.number, s.line, s.values["tokens_per_s_per_device"]) for s in run.steps]
+    assert steps == [(1, 3, 86.0), (10, 7, 5615.0)]
+    assert run.steps[1].values["mfu"] == pytest.approx(0.3288) and run.world_size == 4
+    assert run.parallel == {"recompute": "full", "cp": 2, "zero": 3} and run.precision == "bf16"
+    options = SystemOptions(accelerator="h100-sxm", model="llama3-8b", seq_len=8192, tp=1, pp=1, global_batch=2)
+    (case,) = ingest_files([CP2], options, CATALOG)
+    assert case["parallel"]["dp"] == 2 and case["system"]["devices"] == 4
+    assert case["software"]["framework"] == "torchtitan"
+    assert case["measured"] == {"mfu": 0.3288, "model_tflops_per_device": 325.2, "tokens_per_s_per_device": 5615.0}
+    predicted = predict_training_case(as_case(case), "tokens_per_s_per_device", CATALOG)
+    assert 0.5 < predicted / 5615.0 < 2.0
+    with pytest.raises(ClusterSimError, match=r"line 1: world size 4 is not dp 1 x tp 1 x pp 1 x cp 2"):
+        ingest_files([CP2], SystemOptions(**{**options.__dict__, "dp": 1}), CATALOG)
+
+
+def test_torchtitan_debug_and_single_line_outputs(tmp_path: Path):
+    run = read_torchtitan_log(DEBUG)
+    assert [s.number for s in run.steps] == list(range(3, 11))
+    assert run.steps[0].values["tokens_per_s_per_device"] == 30768
+    with pytest.raises(ClusterSimError, match="does not state the model's layers, hidden, ffn_hidden, heads, vocab"):
+        ingest_files([DEBUG], SystemOptions(accelerator="h100-sxm", tp=1, pp=1, dp=1, global_batch=8), CATALOG)
+    (qwen,) = read_torchtitan_log(QWEN3).steps
+    assert (qwen.number, qwen.values["model_tflops_per_device"], qwen.values["mfu"]) == (50, 389.87, 0.3942)
+    cut = tmp_path / "cut.log"
+    cut.write_text(DEBUG.read_text().splitlines()[0][:159] + "\n")
+    with pytest.raises(ClusterSimError, match=r"cut.log, line 1: step 3 has no 'tps: ... tflops: ... mfu: ...%'"):
+        read_torchtitan_log(cut)
+
+
+def test_reader_is_chosen_by_content_and_the_cli_says_which(tmp_path: Path):
+    renamed = tmp_path / "run.txt"
+    renamed.write_text(CP2.read_text())
+    options = SystemOptions(accelerator="h100-sxm", model="llama3-8b", seq_len=8192, tp=1, pp=1, global_batch=2)
+    assert [f.reader for f in read_files([renamed], options, CATALOG)] == ["torchtitan"]
+    with pytest.raises(ClusterSimError, match="--seq-len applies to training logs"):
+        read_files([DATA / "a3mega_2nodes_all_reduce.log"], SystemOptions(inter_node_gbps=1600, seq_len=4), CATALOG)
+    out = tmp_path / "cases.jsonl"
+    args = ["ingest", str(GPT3), str(CP2), "-o", str(out), "--accelerator", "h100-sxm", "--seq-len", "2048"]
+    refused = runner.invoke(app, [*args, "--json"])
+    assert refused.exit_code == 2 and not out.exists()  # nothing half-written
+    args = ["ingest", str(GPT3), "-o", str(out), "--instance", "p5.48xlarge", "--dp", "1", "--seq-len", "2048"]
+    result = runner.invoke(app, [*args, "--model", str(DATA / "gpt3-7.5b.toml"), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["read"] == [{"file": str(GPT3), "reader": "megatron", "cases": 1}]
+    assert [c.kind for c in read_cases(out)] == ["training"]
