@@ -132,7 +132,11 @@ def _picked(fields: SimpleNamespace, shape: tuple[int, ...], which: tuple[npt.ND
     def pick(value: npt.NDArray[Any]) -> npt.NDArray[Any]:
         if value.size == 1:  # the same in every layout (a 0-d flag, or a dimension of one value)
             return np.full(count, value.flat[0], dtype=value.dtype)
-        return np.asarray(value[tuple(w if n > 1 else 0 for w, n in zip(which, value.shape, strict=True))])
+        flat = np.zeros(count, dtype=np.int64)  # the position in ``value`` itself, through the axes it varies over
+        for axis, (index, n) in enumerate(zip(which, value.shape, strict=True)):
+            if n > 1:
+                flat += index * int(np.prod(value.shape[axis + 1 :]))
+        return np.asarray(np.take(value, flat))
 
     return LayoutArrays(**{name: pick(value) for name, value in vars(fields).items()})
 
@@ -171,7 +175,7 @@ def candidate_layouts(
         if read[axis] == 1 and n > 1:
             offsets = (offsets[:, None] + np.arange(n, dtype=np.int64)[None, :] * stride[axis]).ravel()
     flat = np.sort((kept[:, None] + offsets[None, :]).ravel())
-    return _picked(fields, shape, np.unravel_index(flat, shape))
+    return _picked(fields, shape, tuple((flat // stride[axis]) % n for axis, n in enumerate(shape)))
 
 
 def why_no_layout(model: Transformer, system: System, job: TrainingJob, space: SearchSpace | None = None) -> str:
