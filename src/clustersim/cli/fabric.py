@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from clustersim.cli.calibrate import CalibrationOption, calibration_overlay
 from clustersim.cli.common import CatalogOption, JsonOption, emit_json, print_all, user_errors
 from clustersim.cli.fabric_options import (
     AlgoOpt,
@@ -30,10 +31,13 @@ from clustersim.cli.fabric_options import (
     SeedsOpt,
     SizeOpt,
     StepsOpt,
+    calibration_in_force,
+    calibration_line,
     flow_progress,
     links_line,
     parse_routing,
     parse_size,
+    refuse_ideal_calibration,
     write_plot,
 )
 from clustersim.cli.fabric_pattern import pattern_command
@@ -148,6 +152,7 @@ def simulate_command(
     max_events: MaxEventsOpt = None,
     ideal: IdealOpt = False,
     plot: PlotOpt = None,
+    calibration: CalibrationOption = None,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -156,7 +161,9 @@ def simulate_command(
     from clustersim.network.flowsim.results import JobsResult, simulate_collective, simulate_jobs
     from clustersim.network.flowsim.routing import Routing
 
-    with user_errors():
+    with user_errors(), calibration_overlay(calibration):
+        refuse_ideal_calibration(ideal, calibration)
+        calibrated = calibration_in_force()
         route = Routing(parse_routing(routing))
         cat, tree, hosts, op, size_bytes = _setup(
             catalog, instance, nodes, collective, size, oversubscription, placement, fail_links, seed, radix,
@@ -189,6 +196,7 @@ def simulate_command(
     if as_json:
         out = fabric_json(result, tree, placement=placement, seed=seed, failed_links=fail_links)
         out |= {"failed_switches": fail_switches, "failed_leaves": fail_leaves, "num_jobs": jobs}
+        out |= {"calibration": calibrated}
         if shared is not None:
             out |= shared.to_dict()
         emit_json(out | draw_json(drawn, [seed]))
@@ -197,6 +205,8 @@ def simulate_command(
     if shared is not None:
         print_all(jobs_view(shared))
     print_all(links_line(result.links, result.ramp), draw_line(drawn, [seed]))
+    if not ideal:
+        print_all(calibration_line(calibrated))
 
 
 @fabric_app.command("compare")
@@ -218,6 +228,7 @@ def compare_command(
     max_steps: StepsOpt = 4,
     max_events: MaxEventsOpt = None,
     ideal: IdealOpt = False,
+    calibration: CalibrationOption = None,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -240,7 +251,9 @@ def compare_command(
 
     failures = fail_links + fail_switches + fail_leaves
     seed_list = list(range(seed, seed + seeds))
-    with user_errors():
+    with user_errors(), calibration_overlay(calibration):
+        refuse_ideal_calibration(ideal, calibration)
+        calibrated = calibration_in_force()
         cat, tree, hosts, op, size_bytes = setup(seed)
         algorithm = _algorithm(cat, instance, nodes, op, size_bytes, algo)
         # a routing whose answer no seed draws runs once
@@ -297,12 +310,14 @@ def compare_command(
     drawn = sorted({what for route in Routing for what in seeded(route.value, placement, failures)})
     if as_json:
         out = {"op": op.value, "nodes": nodes, "size_bytes": size_bytes, "links": simulated, "rows": rows}
+        out |= {"calibration": calibrated}
         emit_json(out | draw_json(drawn, seed_list))
         return
     title = f"{op.value} of {size_bytes:,.0f} B on {nodes} x {instance}, simulated on {simulated} links"
     ramps = {r.ramp for _, r, _, _ in runs if r is not None}
     ramp = ramps.pop() if len(ramps) == 1 else None
     print_all(compare_view(rows, title), links_line(simulated, ramp), draw_line(drawn, seed_list, seeds_option=True))
+    print_all(calibration_line(calibrated))
 
 
 def _algorithm(cat: Any, instance: str, nodes: int, op: Any, size_bytes: float, algo: Algorithm | None) -> Algorithm:

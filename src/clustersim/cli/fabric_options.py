@@ -4,6 +4,7 @@ the routing, the progress bar and the plot."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from clustersim.cli.calibrate import COLLECTIVE_ENV_VAR
 from clustersim.cli.common import number, plot_path, write_figure
 from clustersim.errors import ClusterSimError
 from clustersim.network.collectives import Algorithm
@@ -144,3 +146,28 @@ def parse_routing(name: str) -> str:
     if key not in {r.value for r in Routing}:
         raise UnknownNameError("routing", name, [r.value for r in Routing])
     return key
+
+
+def refuse_ideal_calibration(ideal: bool, calibration: list[Path] | None) -> None:
+    """``--calibration`` prices the calibrated links; ``--ideal`` runs on datasheet links that no calibration
+    touches: the pair is refused."""
+    if ideal and calibration:
+        raise ClusterSimError(
+            "--calibration prices the calibrated links; --ideal runs on the datasheet links, which no calibration "
+            "changes: drop one of them",
+            field="--calibration",
+            value=",".join(str(p) for p in calibration),
+        )
+
+
+def calibration_in_force() -> list[str]:
+    """The collective calibration overlays in force over the packaged values (``$CLUSTERSIM_COLLECTIVE_CALIBRATION``,
+    which ``--calibration`` extends for its command), for an answer to name; empty: the packaged values."""
+    return [path for path in os.environ.get(COLLECTIVE_ENV_VAR, "").split(os.pathsep) if path]
+
+
+def calibration_line(files: list[str]) -> str:
+    """Says which collective calibration priced the answer."""
+    if not files:
+        return "collective calibration: packaged"
+    return f"collective calibration: packaged, with {', '.join(files)} over it"

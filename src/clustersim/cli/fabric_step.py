@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from clustersim.cli.calibrate import CalibrationOption, calibration_overlay
 from clustersim.cli.common import (
     CatalogOption,
     JsonOption,
@@ -33,9 +34,12 @@ from clustersim.cli.fabric_options import (
     RoutingOpt,
     SeedOpt,
     StepsOpt,
+    calibration_in_force,
+    calibration_line,
     flow_progress,
     links_line,
     parse_routing,
+    refuse_ideal_calibration,
     write_plot,
 )
 from clustersim.cli.job_options import (
@@ -93,6 +97,7 @@ def step_command(
     max_events: MaxEventsOpt = None,
     ideal: IdealOpt = False,
     plot: PlotOpt = None,
+    calibration: CalibrationOption = None,
     models: ModelsOption = None,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
@@ -121,7 +126,9 @@ def step_command(
     from clustersim.training.fabric_step import step_collectives, step_on_fabric
     from clustersim.training.job import TrainingJob
 
-    with user_errors():
+    with user_errors(), calibration_overlay(calibration):
+        refuse_ideal_calibration(ideal, calibration)
+        calibrated = calibration_in_force()
         route = Routing(parse_routing(routing))
         where = parse_placement(placement)
         spec = _scenario_of_options(
@@ -183,8 +190,10 @@ def step_command(
     if as_json:
         extra = {"placement": placement, "seed": seed, "failed_links": fail_links, "failed_switches": fail_switches}
         extra |= {"failed_leaves": fail_leaves, "devices_per_node": system.devices_per_node}
-        extra |= draw_json(drawn, [seed])
+        extra |= draw_json(drawn, [seed]) | {"calibration": calibrated}
         emit_json({**step.to_dict(), "fabric": fabric_dict(tree), "layout_chosen": ran.layout_chosen, **extra})
         return
     ramp = None if ideal else "fitted"
     print_all(*step_view(step), links_line(step.links, ramp), draw_line(drawn, [seed]))
+    if not ideal:
+        print_all(calibration_line(calibrated))

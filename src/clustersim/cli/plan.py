@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from clustersim.cli.calibrate import CalibrationOption, calibration_overlay
 from clustersim.cli.common import CatalogOption, JsonOption, ModelsOption, number, plot_path, user_errors
 from clustersim.cli.job_options import DevicesPerNodeOpt, SeqOpt
 from clustersim.cli.level_option import DEFAULT_LEVEL, LevelOption
@@ -142,6 +143,7 @@ def plan_command(
     software: Annotated[
         list[Path] | None, typer.Option("--software", help="A TOML of framework profiles (also $CLUSTERSIM_SOFTWARE).")
     ] = None,
+    calibration: CalibrationOption = None,
     level: LevelOption = DEFAULT_LEVEL,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
@@ -150,6 +152,7 @@ def plan_command(
     token budget; prints the Pareto front of time against cost and the top rows by --objective, each with
     its interval at --level, the term it shrinks against its runner-up and its margin."""
     from clustersim.catalog import registry
+    from clustersim.cli.fabric_options import calibration_in_force, calibration_line
     from clustersim.cli.plan_view import plan_json, plan_view, plot_plan
     from clustersim.cli.progress import progress_bar
     from clustersim.compute import efficiency as efficiencies
@@ -160,7 +163,8 @@ def plan_command(
     from clustersim.units import MAX_SEQUENCES, MAX_TOKENS
     from clustersim.workload import zoo
 
-    with user_errors():
+    with user_errors(), calibration_overlay(calibration):
+        calibrated = calibration_in_force()
         if global_batch is not None and batch_tokens is not None:
             raise ClusterSimError(
                 "--global-batch and --batch-tokens both give the batch; give one", field="--batch-tokens",
@@ -206,11 +210,11 @@ def plan_command(
     if as_json:
         from clustersim.cli.common import emit_json
 
-        emit_json(plan_json(plan, transformer))
+        emit_json(plan_json(plan, transformer) | {"calibration": calibrated})
         return
     from clustersim.cli.common import print_all
 
-    print_all(*plan_view(plan, transformer))
+    print_all(*plan_view(plan, transformer), calibration_line(calibrated))
 
 
 def _space(headroom: float | None, **axes: str | None) -> "SearchSpace":
