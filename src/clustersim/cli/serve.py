@@ -236,6 +236,14 @@ def serve_command(
             "throughput.",
         ),
     ] = None,
+    disaggregate: Annotated[
+        str | None,
+        typer.Option(
+            "--disaggregate",
+            help="Simulate prefill and decode on separate pools, each request's KV cache sent between them: P:D "
+            "workers at --tp, or PxTP:DxTP (e.g. 1x4:2x2).",
+        ),
+    ] = None,
     models: ModelsOption = None,
     level: LevelOption = DEFAULT_LEVEL,
     catalog: CatalogOption = None,

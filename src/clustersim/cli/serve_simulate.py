@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 # Options only the simulator reads: any of them turns it on.
 SIMULATION_OPTIONS = (
     "simulate", "concurrency", "requests", "slo", "seed", "seeds", "prefix_hit", "trace", "rates", "plot",
+    "disaggregate",
 )  # fmt: skip
 # Options of the closed forms that a simulation cannot honour.
 REFUSED = ("ttft_target", "tpot_target", "compare", "scenario", "save_scenario", "level")
@@ -144,6 +145,18 @@ def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], lis
     engine = engine_for(p["engine"], chip.family, accelerator=chip.id).name
     tp = p["tp"] or _chosen_tp(model, catalog, p["instance"], p["pp"], request, load, engine)
     system = serving_system_for_instance(catalog, p["instance"], tp=tp, pp=p["pp"])
+    deployment = None
+    if p["disaggregate"] is not None:
+        from clustersim.serving.disaggregation import deploy, parse_pools
+
+        if p["pp"] != 1:
+            raise ClusterSimError(
+                f"--pp: the disaggregated pools run one pipeline stage per worker; got --pp {p['pp']}",
+                field="--pp",
+                value=p["pp"],
+            )
+        deployment = deploy(catalog, p["instance"], parse_pools(p["disaggregate"]), tp, model, request.kv)
+        system = deployment.decode
     sampler = request_sampler(
         lengths.dataset, lengths.input_tokens, lengths.output_tokens, stated=(given_in, given_out)
     )
@@ -156,10 +169,16 @@ def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], lis
     with progress_bar(what, "requests", _work(total)) as progress:
         for number, (each, seed) in enumerate((each, seed) for each in loads for seed in seeds):
             report = None if progress is None else _offset(progress, number * count, total)
-            result = simulate(
-                model, system, request, each, requests=p["requests"], sampler=sampler, seed=seed,
-                prefix_hit_rate=p["prefix_hit"], max_batch=p["batch"], slo=slo, engine=engine, progress=report,
+            options: dict[str, Any] = dict(
+                requests=p["requests"], sampler=sampler, seed=seed, prefix_hit_rate=p["prefix_hit"],
+                max_batch=p["batch"], slo=slo, engine=engine, progress=report,
             )  # fmt: skip
+            if deployment is not None:
+                from clustersim.serving.sim_disaggregated import simulate_disaggregated
+
+                result = simulate_disaggregated(model, deployment, request, each, **options)
+            else:
+                result = simulate(model, system, request, each, **options)
             rows.append(result.to_json())
             if not rates:
                 results.append(result)
@@ -189,15 +208,15 @@ def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], lis
         sweep = []
         for k, each in enumerate(loads):
             merged = over_seeds(rows[k * len(seeds) : (k + 1) * len(seeds)], seeds)
-            closed = _closed_form(model, system, request, each, engine)
-            sweep.append(
-                {"rate_per_s": each.rate_per_s, **{key: merged[key] for key in ROW_KEYS}, "closed_form": closed}
-            )
+            closed = None if deployment else _closed_form(model, system, request, each, engine)
+            row = {"rate_per_s": each.rate_per_s, **{key: merged[key] for key in ROW_KEYS}, "closed_form": closed}
+            sweep.append(row | ({"disaggregation": merged["disaggregation"]} if deployment else {}))
         extra = {"slo": None if slo is None else slo.to_json(), "seeds": seeds, "requests": count}
         extra["sim_wall_s"] = sum(row["sim_wall_s"] for row in rows)
         extra["steps"] = sum(row["steps"] for row in rows)
         return payload | extra | {"rates": sweep}, notes, results
-    payload |= {**over_seeds(rows, seeds), "closed_form": _closed_form(model, system, request, load, engine)}
+    closed = None if deployment else _closed_form(model, system, request, load, engine)  # colocated only
+    payload |= {**over_seeds(rows, seeds), "closed_form": closed}
     return payload, notes, results
 
 

@@ -35,6 +35,9 @@ def simulation_view(payload: dict[str, Any], notes: Sequence[str]) -> list[Rende
         f"lengths: prompts {escape(payload['lengths']['input'])} (drawn mean {payload['input_tokens']['mean']:.1f}); "
         f"outputs {escape(payload['lengths']['output'])} (drawn mean {payload['output_tokens']['mean']:.1f})"
     )
+    lines: list[RenderableType] = [head, lengths]
+    if payload.get("disaggregation"):
+        lines.extend(_pools(payload["disaggregation"]))
     table = Table(title="simulated latency")
     for column in ("", "p50", "p90", "p99", "mean"):
         table.add_column(column, justify="right" if column else "left")
@@ -48,9 +51,7 @@ def simulation_view(payload: dict[str, Any], notes: Sequence[str]) -> list[Rende
         values = payload[key]
         table.add_row(label, *(format_seconds(values[k], digits=3) for k in ("p50", "p90", "p99", "mean")))
     rate = payload["throughput"]
-    lines: list[RenderableType] = [
-        head,
-        lengths,
+    lines += [
         table,
         f"throughput: {rate['output_tokens_per_s']:,.0f} output tokens/s, {rate['requests_per_s']:.3g} requests/s "
         f"over {format_seconds(payload['duration_s'], digits=3)}; {payload['preemptions']:,.0f} preemptions",
@@ -113,6 +114,8 @@ def sweep_view(payload: dict[str, Any], notes: Sequence[str]) -> list[Renderable
             cells.append(f"{row['goodput']['fraction']:.1%}")
         table.add_row(*cells)
     lines: list[RenderableType] = [head, table]
+    if payload["rates"] and payload["rates"][0].get("disaggregation"):
+        lines.extend(_pools(payload["rates"][-1]["disaggregation"])[:1])
     if payload["slo"]:
         bounds = ", ".join(
             f"{k.removesuffix('_s')} <= {format_seconds(v, digits=3)}" for k, v in payload["slo"].items()
@@ -121,6 +124,19 @@ def sweep_view(payload: dict[str, Any], notes: Sequence[str]) -> list[Renderable
     lines.extend(f"note: {escape(note)}" for note in notes)
     lines.append(f"simulated {payload['steps']:,} engine steps in {payload['sim_wall_s']:.2f} s")
     return lines
+
+
+def _pools(found: dict[str, Any]) -> list[str]:
+    """A disaggregated run's pools and its KV transfers."""
+    pools = found["pools"]
+    shown = " and ".join(f"{name} {pool['workers']} x tp {pool['tp']}" for name, pool in pools.items())
+    moved, wire, wait = found["kv_bytes_per_request"], found["kv_transfer_s"], found["kv_link_wait_s"]
+    return [
+        f"disaggregated: {shown} on {found['instances']} instance(s), KV cache over {escape(found['link'])}",
+        f"KV transfer per request: {moved['mean'] / 1e6:,.1f} MB mean; on the wire p50 "
+        f"{format_seconds(wire['p50'], digits=3)}, p99 {format_seconds(wire['p99'], digits=3)}; waiting for the "
+        f"link p99 {format_seconds(wait['p99'], digits=3)} (all in TTFT)",
+    ]
 
 
 SWEEP_LATENCIES = (("ttft_s", "p50"), ("ttft_s", "p99"), ("itl_s", "p50"), ("itl_s", "p99"))

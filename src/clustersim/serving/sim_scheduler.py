@@ -8,7 +8,9 @@ prompt blocks are taken when it is admitted (``ceil(prompt / block)``); decoding
 time. When the decoders' next tokens need more blocks than are free, the latest admitted running request
 is preempted (recompute: its blocks are freed, it goes back to the head of the queue and, readmitted,
 prefills its prompt and the tokens it made, then carries on). A prefix-cache hit skips that share of a
-prompt's prefill (the tokens are still held). The step that completes a prompt makes its first token.
+prompt's prefill (the tokens are still held). The step that completes a prompt makes its first token. A
+disaggregated decode pool (``kv_arrives``) receives each prompt's KV cache with the request: admitted, it
+runs only the prompt's last position (a decode token's work) to make its next token.
 
 **Static batching**: an idle replica takes the waiting requests whose full lengths' blocks fit (up to the
 batch cap), prefills them in one step and decodes the whole batch until its longest request is done (the
@@ -47,6 +49,7 @@ class SchedulerLimits:
     kv_blocks: int
     prefix_hit_rate: float = 0.0
     static: bool = False
+    kv_arrives: bool = False  # a disaggregated decode pool: a prompt's KV comes with it, only its last token runs
 
 
 @dataclass
@@ -233,7 +236,10 @@ def _run_continuous(
             free -= blocks
             held[r] = blocks
             running[r] = None
-            start = min(int(hit * inputs[r]), length - 1)
+            # a handed-over request's first admission runs its last token on the KV it brought; a preempted one
+            # recomputes (its blocks were given back)
+            arrived = limits.kv_arrives and r not in log.preemptions
+            start = length - 1 if arrived else min(int(hit * inputs[r]), length - 1)
             prefilling[r] = start
             take = min(length - start, room)
             chunks.append((r, start, start + take))

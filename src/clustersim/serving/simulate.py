@@ -34,7 +34,7 @@ from clustersim.serving.formats import check_formats
 from clustersim.serving.sim_report import SimulationResult, Slo
 from clustersim.serving.sim_requests import RequestLengthSampler, Trace, poisson_arrivals, request_sampler
 from clustersim.serving.sim_scheduler import Arrivals, ReplicaLog, SchedulerLimits, run_replica
-from clustersim.serving.sim_steps import step_table
+from clustersim.serving.sim_steps import StepTable, step_table
 from clustersim.workload.transformer import Transformer
 
 DEFAULT_REQUESTS = 2000
@@ -100,19 +100,55 @@ def simulate(
     started = time.perf_counter()
     cal = default_calibration() if cal is None else cal
     profile = engine_profile(engine, system.family)
-    _check(system, requests, prefix_hit_rate, max_batch, kv_capacity_tokens, load)
+    check_run(system, requests, prefix_hit_rate, max_batch, kv_capacity_tokens, load)
     check_formats(request.precision, request.kv, system.system.accelerator, profile.framework)
     rng = np.random.default_rng(seed)
+    inputs, outputs = draw_lengths(model, request, load, sampler, rng, requests)
+    table, limits = replica_engine(
+        model, system, request, profile, cal, inputs, outputs,
+        prefix_hit_rate=prefix_hit_rate, max_batch=max_batch, kv_capacity_tokens=kv_capacity_tokens,
+    )  # fmt: skip
+    logs = run_replicas(table, limits, inputs, outputs, load, system.dp, inputs.size, rng, progress)
+    return merge_logs(logs, inputs, outputs, inputs.size, started, slo, load)
+
+
+def draw_lengths(
+    model: Transformer,
+    request: Request,
+    load: Load,
+    sampler: RequestLengthSampler | None,
+    rng: np.random.Generator,
+    requests: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each request's prompt and output tokens (a trace's own), cut to the model's context unless allowed."""
     sampler = sampler or request_sampler(None, request.input_tokens, request.output_tokens)
     if load.trace is not None:
         inputs, outputs = load.trace.input_tokens.copy(), load.trace.output_tokens.copy()
     else:
         inputs, outputs = sampler.draw(rng, requests)
-    count = inputs.size
     context = model.context_tokens
     if context is not None and not request.beyond_context:
         inputs = np.minimum(inputs, context - 1)
         outputs = np.maximum(np.minimum(outputs, context - inputs), 1)
+    return inputs, outputs
+
+
+def replica_engine(
+    model: Transformer,
+    system: ServingSystem,
+    request: Request,
+    profile: EngineProfile,
+    cal: InferenceCalibration,
+    inputs: np.ndarray,
+    outputs: np.ndarray,
+    *,
+    prefix_hit_rate: float = 0.0,
+    max_batch: int | None = None,
+    kv_capacity_tokens: float | None = None,
+    kv_arrives: bool = False,
+) -> tuple[StepTable, SchedulerLimits]:
+    """One replica's priced steps and scheduler limits for requests of these lengths; the longest request
+    must fit its KV cache (else a ``ClusterSimError``)."""
     if kv_capacity_tokens is None:
         kv_capacity_tokens = memory_plan(model, system, request.precision, request.kv, cal, profile).kv_capacity_tokens
     block = profile.kv_block_tokens
@@ -127,18 +163,17 @@ def simulate(
         )
     static = request.batching is Batching.STATIC
     cap = min(profile.max_batch_sequences, max_batch or profile.max_batch_sequences)
-    limits = SchedulerLimits(profile.max_tokens_per_step, cap, block, blocks, prefix_hit_rate, static)
+    limits = SchedulerLimits(profile.max_tokens_per_step, cap, block, blocks, prefix_hit_rate, static, kv_arrives)
     biggest = int(inputs.max()) * cap if static else profile.max_tokens_per_step
     table = step_table(
         model, system, request.precision, request.kv,
         max_tokens=max(biggest, cap), max_sequences=cap, max_context=float((inputs + outputs).max()) + 2.0,
         cal=cal, engine=profile,
     )  # fmt: skip
-    logs = _run_replicas(table, limits, inputs, outputs, load, system.dp, count, rng, progress)
-    return _result(logs, inputs, outputs, count, started, slo, load)
+    return table, limits
 
 
-def _check(
+def check_run(
     system: ServingSystem,
     requests: int,
     hit: float,
@@ -146,6 +181,7 @@ def _check(
     kv_tokens: float | None,
     load: Load,
 ) -> None:
+    """Refuse what the simulator cannot run, naming the option."""
     if system.pp != 1:
         raise ClusterSimError(
             f"pp: the simulator runs one pipeline stage per replica; got pp {system.pp} (use --pp 1, or the closed "
@@ -167,7 +203,7 @@ def _check(
         raise ClusterSimError(f"kv_capacity_tokens: must be positive, got {kv_tokens}", field="kv_capacity_tokens")
 
 
-def _run_replicas(
+def run_replicas(
     table: object,
     limits: SchedulerLimits,
     inputs: np.ndarray,
@@ -178,7 +214,7 @@ def _run_replicas(
     rng: np.random.Generator,
     progress: Callable[[int, int], None] | None,
 ) -> list[ReplicaLog]:
-    """Each replica's share of the requests, served."""
+    """Each of ``dp`` replicas' share of the requests, served (an open loop's sent to a replica at random)."""
     if load.concurrency is not None:
         clients = load.concurrency
         client = np.arange(count) % clients  # request k is client k's (mod clients) next one
@@ -210,15 +246,8 @@ def _run_replicas(
     return logs
 
 
-def _result(
-    logs: list[ReplicaLog],
-    inputs: np.ndarray,
-    outputs: np.ndarray,
-    count: int,
-    started: float,
-    slo: Slo | None,
-    load: Load,
-) -> SimulationResult:
+def per_request(logs: list[ReplicaLog], count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Arrival, first token and finish times and preemptions of requests ``0..count-1``, from the replicas' logs."""
     arrival, first, finish = np.zeros(count), np.zeros(count), np.zeros(count)
     preempted = np.zeros(count, dtype=np.int64)
     for log in logs:
@@ -227,6 +256,20 @@ def _result(
             target[keys] = np.fromiter(values.values(), dtype=np.float64, count=len(values))
         for r, n in log.preemptions.items():
             preempted[r] = n
+    return arrival, first, finish, preempted
+
+
+def merge_logs(
+    logs: list[ReplicaLog],
+    inputs: np.ndarray,
+    outputs: np.ndarray,
+    count: int,
+    started: float,
+    slo: Slo | None,
+    load: Load,
+) -> SimulationResult:
+    """The replicas' logs as one run, its requests in arrival order."""
+    arrival, first, finish, preempted = per_request(logs, count)
     order = np.argsort(arrival, kind="stable")
     return SimulationResult(
         arrival_s=arrival[order],

@@ -1,0 +1,174 @@
+"""The request-level simulator on a disaggregated deployment (``clustersim.serving.disaggregation``).
+
+Requests arrive (Poisson or a trace) at a prefill worker chosen at random; its engine (the same scheduler,
+``clustersim.serving.sim_scheduler``) runs their prompts in chunks and makes each one's first token. The KV
+cache then goes to a decode worker chosen at random, over the deployment's link, one transfer after another
+per prefill worker; the first token reaches the user when the transfer is done (the decode worker streams
+the reply), so **TTFT = queue + prefill + KV transfer**. The decode worker admits the request with its KV
+cache (``kv_arrives``: only the last position runs, a decode token's work) and makes the rest; its steps
+carry no prompt chunks but its own recomputations after a preemption. A one-token request ends at its
+prefill. A closed loop is not run (its clients would wait on two pools).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from clustersim.errors import ClusterSimError
+from clustersim.serving.disaggregation import Deployment
+from clustersim.serving.engine import InferenceCalibration, default_calibration, memory_plan
+from clustersim.serving.engines import EngineProfile, engine_profile
+from clustersim.serving.estimate import Request
+from clustersim.serving.formats import check_formats
+from clustersim.serving.sim_report import SimulationResult, Slo, percentiles
+from clustersim.serving.sim_requests import RequestLengthSampler, Trace
+from clustersim.serving.sim_scheduler import ReplicaLog
+from clustersim.serving.simulate import DEFAULT_REQUESTS, Load, check_run, draw_lengths, per_request, replica_engine
+from clustersim.serving.simulate import run_replicas as serve_replicas
+
+
+def simulate_disaggregated(
+    model: Any,
+    deployment: Deployment,
+    request: Request,
+    load: Load,
+    *,
+    requests: int = DEFAULT_REQUESTS,
+    sampler: RequestLengthSampler | None = None,
+    seed: int = 0,
+    prefix_hit_rate: float = 0.0,
+    max_batch: int | None = None,
+    slo: Slo | None = None,
+    cal: InferenceCalibration | None = None,
+    engine: str | EngineProfile | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> SimulationResult:
+    """Simulate ``requests`` requests on ``deployment``; the result's ``setup["disaggregation"]`` has the pools,
+    the KV bytes per request and the transfer times. Same inputs and ``seed``, same result."""
+    started = time.perf_counter()
+    cal = default_calibration() if cal is None else cal
+    prefill, decode = deployment.pools
+    profile = engine_profile(engine, prefill.family)
+    if load.concurrency is not None:
+        raise ClusterSimError(
+            "--disaggregate: the simulator runs a disaggregated deployment at --rate or on a --trace, not a closed "
+            "loop (--concurrency)",
+            field="--concurrency",
+        )
+    if request.batching.value == "static":
+        raise ClusterSimError(
+            "--disaggregate: the pools run continuous batching; drop --batching static", field="--batching"
+        )
+    for pool in deployment.pools:
+        check_run(pool, requests, prefix_hit_rate, max_batch, None, load)
+        check_formats(request.precision, request.kv, pool.system.accelerator, profile.framework)
+        _holds_weights(model, pool, request, cal, profile, "prefill" if pool is prefill else "decode")
+    rng = np.random.default_rng(seed)
+    inputs, outputs = draw_lengths(model, request, load, sampler, rng, requests)
+    count = inputs.size
+    ones = np.ones(count, dtype=np.int64)
+    table, limits = replica_engine(
+        model, prefill, request, profile, cal, inputs, ones, prefix_hit_rate=prefix_hit_rate, max_batch=max_batch
+    )
+    halves = _Progress(progress, count)
+    logs = serve_replicas(table, limits, inputs, ones, load, prefill.dp, count, rng, halves.first)
+    arrival, prefilled, _, _ = per_request(logs, count)
+    wire_s = deployment.transfer_s(inputs.astype(np.float64))
+    handed = _send(prefilled, wire_s, _prefill_worker(logs, count), outputs > 1)
+    going = np.flatnonzero(outputs > 1)
+    first, finish = prefilled.copy(), prefilled.copy()
+    first[going] = handed[going]
+    preempted = np.zeros(count, dtype=np.int64)
+    gaps: list[np.ndarray] = []
+    d_logs: list[ReplicaLog] = []
+    if going.size:
+        d_in, d_out = inputs[going] + 1, outputs[going] - 1
+        d_table, d_limits = replica_engine(
+            model, decode, request, profile, cal, d_in, d_out, prefix_hit_rate=prefix_hit_rate, max_batch=max_batch,
+            kv_arrives=True,
+        )  # fmt: skip
+        handover = Load(trace=Trace(handed[going], d_in, d_out))
+        d_logs = serve_replicas(d_table, d_limits, d_in, d_out, handover, decode.dp, going.size, rng, halves.second)
+        _, second, finish[going], preempted[going] = per_request(d_logs, going.size)
+        gaps = [second - handed[going], *(np.asarray(log.resume_gaps_s) for log in d_logs)]
+    wait_s = handed[going] - prefilled[going] - wire_s[going]  # behind its worker's earlier transfers
+    wait_s = np.where(wait_s > 1e-9 * (1.0 + handed[going]), wait_s, 0.0)  # none but rounding
+    setup = {
+        "arrivals": load.kind,
+        "rate_per_s": load.rate_per_s,
+        "concurrency": None,
+        "disaggregation": deployment.to_json()
+        | {
+            "kv_bytes_per_request": percentiles(deployment.request_bytes(inputs[going].astype(np.float64))),
+            "kv_transfer_s": percentiles(wire_s[going]),
+            "kv_link_wait_s": percentiles(wait_s),
+        },
+    }
+    back = np.argsort(arrival, kind="stable")
+    return SimulationResult(
+        arrival_s=arrival[back],
+        first_token_s=first[back],
+        finish_s=finish[back],
+        input_tokens=inputs[back],
+        output_tokens=outputs[back],
+        preemptions=preempted[back],
+        step_s=np.asarray([s for log in d_logs for s in log.step_s], dtype=np.float64),
+        step_tokens=np.asarray([b for log in d_logs for b in log.step_decoding], dtype=np.int64),
+        resume_gaps_s=np.concatenate(gaps) if gaps else np.zeros(0),
+        steps=sum(log.steps for log in logs + d_logs),
+        wall_s=time.perf_counter() - started,
+        slo=slo,
+        setup=setup,
+    )
+
+
+def _holds_weights(model: Any, pool: Any, request: Request, cal: InferenceCalibration, profile: Any, name: str) -> None:
+    """Refuse a pool whose devices cannot hold the weights, naming --disaggregate."""
+    try:
+        memory_plan(model, pool, request.precision, request.kv, cal, profile)
+    except ClusterSimError as exc:
+        raise ClusterSimError(
+            f"--disaggregate: the {name} pool's workers (tp {pool.tp}) cannot hold the model: {exc}",
+            field="--disaggregate",
+            value=pool.tp,
+        ) from None
+
+
+def _prefill_worker(logs: list[Any], count: int) -> np.ndarray:
+    """Which prefill worker (its log's index) served each request."""
+    worker = np.zeros(count, dtype=np.int64)
+    for k, log in enumerate(logs):
+        worker[np.fromiter(log.finish_s.keys(), dtype=np.int64, count=len(log.finish_s))] = k
+    return worker
+
+
+def _send(ready_s: np.ndarray, wire_s: np.ndarray, worker: np.ndarray, moving: np.ndarray) -> np.ndarray:
+    """When each moving request's KV cache has arrived: each worker's transfers in the order they are ready,
+    one at a time."""
+    arrived = ready_s.copy()
+    for k in np.unique(worker):
+        mine = np.flatnonzero((worker == k) & moving)
+        free = 0.0
+        for r in mine[np.argsort(ready_s[mine], kind="stable")].tolist():
+            free = max(free, float(ready_s[r])) + float(wire_s[r])
+            arrived[r] = free
+    return arrived
+
+
+class _Progress:
+    """One ``progress(done, total)`` over both pools: the prefill pool's requests then the decode pool's."""
+
+    def __init__(self, progress: Callable[[int, int], None] | None, count: int) -> None:
+        self.progress, self.count = progress, count
+
+    def first(self, done: int, _: int) -> None:
+        if self.progress is not None:
+            self.progress(done // 2, self.count)
+
+    def second(self, done: int, total: int) -> None:
+        if self.progress is not None:
+            self.progress(self.count // 2 + done * (self.count - self.count // 2) // max(total, 1), self.count)
