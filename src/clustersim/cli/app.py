@@ -18,6 +18,7 @@ from clustersim.cli.hw import hw_app
 from clustersim.cli.ingest import ingest_command
 from clustersim.cli.models import models_command
 from clustersim.cli.plan import plan_command
+from clustersim.cli.probe import probe_command
 from clustersim.cli.reliability import reliability_command
 from clustersim.cli.report import report_command
 from clustersim.cli.serve import serve_command
@@ -50,6 +51,7 @@ app.add_typer(sweep_app, name="sweep")
 app.command("plan")(plan_command)
 app.command("ingest")(ingest_command)
 app.command("calibrate")(calibrate_command)
+app.command("probe")(probe_command)
 app.command("report")(report_command)
 
 
