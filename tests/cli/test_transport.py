@@ -175,4 +175,7 @@ def test_loss_no_transport_delivers_through_is_a_one_line_refusal():
     result = run("compare", "--loss", "90%", "--message", "1M", "--messages", "20", "--json")
     assert result.exit_code == 2, result.output
     payload = json.loads(result.output)
-    assert payload["field"] == "loss" and "messages delivered" in payload["error"]
+    assert payload["field"] == "loss"
+    # RC's queue pair gives up after NCCL's 7 retries of its 4.3 s timeout; a transport that keeps trying runs out
+    error = payload["error"]
+    assert "went to the error state: 8 local ACK timeouts" in error or "messages delivered" in error

@@ -6,8 +6,8 @@ all-reduce step across two nodes): each over ``--seeds`` seeds where the seed dr
 median, with min-max); ``datapath`` (each host data path's steps for one message, its crossover
 size) and ``nccl`` (small-message NCCL collective times beside published nccl-tests times)."""
 
-import math
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -26,21 +26,31 @@ from clustersim.cli.common import (
 from clustersim.cli.fabric_options import SeedsOpt
 from clustersim.cli.progress import MaxEventsOpt, packet_progress
 from clustersim.cli.transport_options import (
-    MAX_MESSAGE_BYTES,
     BackgroundOption,
     CollisionOption,
     CongestionOption,
+    DcqcnOption,
+    FlowControlOption,
     InstanceOption,
     KernelOption,
     LossOption,
+    LossyOption,
     MessageOption,
     MessagesOption,
     PathsOption,
     PlotOption,
+    RcRecoveryOption,
+    RcRetryOption,
     RcTimeoutOption,
     RecoveryOption,
     RtoOption,
     SeedOption,
+    parse_bytes,
+    parse_fraction,
+    parse_seconds,
+    rc_label,
+    rc_options,
+    scenario_on,
 )
 from clustersim.errors import ClusterSimError
 from clustersim.network.transport.seeds import over_seeds, seeds_to_run
@@ -57,56 +67,15 @@ transport_app = typer.Typer(
 )
 
 
-def _fraction(text: str, flag: str) -> float:
-    raw = text.strip()
-    try:
-        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and 0 <= value < 1):
-        raise ClusterSimError(
-            f"{flag}: {text!r} is not a loss rate (valid: a fraction in [0, 1) or a percentage below 100%, e.g. 0.1%)",
-            field=flag,
-            value=text,
-        )
-    return value
-
-
-def _bytes(text: str, flag: str) -> int:
-    from clustersim.units import parse_bytes
-
-    stripped = text.strip()
-    if stripped and stripped[-1] in "KkMmGg":
-        stripped = stripped[:-1] + stripped[-1].upper() + "iB"  # 1M is 1 MiB, as in nccl-tests
-    try:
-        value = parse_bytes(stripped)
-    except ClusterSimError as exc:
-        raise ClusterSimError(f"{flag}: {exc}", field=flag, value=text) from None
-    if not 1 <= value <= MAX_MESSAGE_BYTES:
-        raise ClusterSimError(f"{flag}: {text!r} is out of range (valid: 1 byte to 1 GiB)", field=flag, value=text)
-    return int(value)
-
-
-def _total(message_bytes: int, messages: int, max_events: float | None, *, flows: int = 1, runs: int = 1) -> Any:
+def _total(scenario: "Scenario", messages: int, max_events: float | None, *, flows: int = 1, runs: int = 1) -> Any:
     """The run's work (``transport.work``), refused above ``--max-events`` (or its default)."""
     from clustersim.network.transport.work import transport_work
     from clustersim.network.work import check_work
 
-    estimate = transport_work(message_bytes, messages, flows=flows, runs=runs)
+    lossless = scenario.rc_flow_control != "none"
+    estimate = transport_work(scenario.message_bytes, messages, flows=flows, runs=runs, lossless_rc=lossless)
     check_work(estimate, max_events)
     return estimate
-
-
-def _seconds(text: str, flag: str) -> float:
-    from clustersim.units import parse_seconds
-
-    try:
-        value = parse_seconds(text)
-    except ClusterSimError as exc:
-        raise ClusterSimError(f"{flag}: {exc}", field=flag, value=text) from None
-    if not 0 < value <= 1:
-        raise ClusterSimError(f"{flag}: {text!r} is out of range (valid: > 0 s and <= 1 s)", field=flag, value=text)
-    return value
 
 
 def _instance(name: str, catalog: list[Path] | None) -> "Instance":
@@ -128,22 +97,16 @@ def _flows(
 ) -> tuple["Instance", "Scenario"]:
     """The instance and the scenario of a flow-level command, its options parsed (compare, sweep, incast)."""
     node = _instance(instance, catalog)
-    scenario = _scenario(
+    scenario = scenario_on(
         node,
-        loss=_fraction(loss, "--loss"),
+        loss=parse_fraction(loss, "--loss"),
         num_paths=paths,
-        message_bytes=_bytes(message, "--message"),
+        message_bytes=parse_bytes(message, "--message"),
         num_messages=messages,
         seed=seed,
         **options,
     )
     return node, scenario
-
-
-def _scenario(instance: "Instance", **options: Any) -> "Scenario":
-    from clustersim.network.transport.experiments import Scenario
-
-    return Scenario(line_bits_per_s=float(instance.network.card_bandwidth_bits_per_s.value), **options)
 
 
 def _finish(
@@ -178,7 +141,12 @@ def compare_command(
     seed: SeedOption = 1,
     seeds: SeedsOpt = 5,
     srd_rto: RtoOption = "50us",
-    rc_timeout: RcTimeoutOption = 14,
+    flow_control: FlowControlOption = None,
+    lossy: LossyOption = False,
+    rc_recovery: RcRecoveryOption = "selective",
+    dcqcn: DcqcnOption = None,
+    rc_timeout: RcTimeoutOption = 20,
+    rc_retry: RcRetryOption = 7,
     tcp_kernel: KernelOption = True,
     tcp_congestion: CongestionOption = "cubic",
     tcp_recovery: RecoveryOption = "rack",
@@ -202,18 +170,18 @@ def compare_command(
             seed=seed,
             background=background,
             collision=collision,
-            srd_rto_s=_seconds(srd_rto, "--srd-rto"),
-            rc_timeout_exponent=rc_timeout,
+            srd_rto_s=parse_seconds(srd_rto, "--srd-rto"),
+            rc=rc_options(flow_control, lossy, rc_recovery, dcqcn, rc_timeout, rc_retry),
             tcp_kernel=tcp_kernel,
             tcp_congestion=tcp_congestion,
             tcp_recovery=tcp_recovery,
         )
         drawn = present.drawn_by_seed(scenario)
         runs = seeds_to_run(drawn, seed, seeds)
-        estimate = _total(scenario.message_bytes, messages, max_events, runs=len(runs))
+        estimate = _total(scenario, messages, max_events, runs=len(runs))
         with packet_progress(estimate):
             results = over_seeds(compare, scenario, runs)
-    title = f"{node.id}: {messages} x {message} messages, loss {scenario.loss:.4g}, {paths} paths"
+    title = f"{node.id}: {messages} x {message} messages, loss {scenario.loss:.4g}, {paths} paths; {rc_label(scenario)}"
     _finish(
         as_json=as_json,
         payload=lambda: {
@@ -240,6 +208,12 @@ def sweep_command(
     messages: MessagesOption = 50,
     seed: SeedOption = 1,
     seeds: SeedsOpt = 5,
+    flow_control: FlowControlOption = None,
+    lossy: LossyOption = False,
+    rc_recovery: RcRecoveryOption = "selective",
+    dcqcn: DcqcnOption = None,
+    rc_timeout: RcTimeoutOption = 20,
+    rc_retry: RcRetryOption = 7,
     max_events: MaxEventsOpt = None,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
@@ -255,15 +229,23 @@ def sweep_command(
         parts = [v for v in values.split(",") if v.strip()]
         if not parts or len(parts) > 20:
             raise ClusterSimError(f"--values: give 1 to 20 values, got {len(parts)}", field="--values", value=values)
-        points = [_fraction(v, "--values") for v in parts]
+        points = [parse_fraction(v, "--values") for v in parts]
         if over == "background" and max(points) > 0.99:
             raise ClusterSimError("--values: a background load must be <= 0.99", field="--values", value=values)
-        node, scenario = _flows(instance, catalog, paths=paths, message=message, messages=messages, seed=seed)
+        node, scenario = _flows(
+            instance,
+            catalog,
+            paths=paths,
+            message=message,
+            messages=messages,
+            seed=seed,
+            rc=rc_options(flow_control, lossy, rc_recovery, dcqcn, rc_timeout, rc_retry),
+        )
         drawn = ["the losses" if over == "loss" else "the background load"] if any(points) else []
         runs = seeds_to_run(drawn, seed, seeds)
         # each point's scenario and seeds: a point of no loss or load draws nothing
         plan = [(v, at_point(scenario, over, v), runs if v else [seed]) for v in points]
-        estimate = _total(scenario.message_bytes, messages, max_events, runs=sum(len(r) for _, _, r in plan))
+        estimate = _total(scenario, messages, max_events, runs=sum(len(r) for _, _, r in plan))
         with packet_progress(estimate):
             rows = [(v, over_seeds(compare, at, draws)) for v, at, draws in plan]
     _finish(
@@ -290,6 +272,12 @@ def incast_command(
     loss: LossOption = "0",
     seed: SeedOption = 1,
     seeds: SeedsOpt = 5,
+    flow_control: FlowControlOption = None,
+    lossy: LossyOption = False,
+    rc_recovery: RcRecoveryOption = "selective",
+    dcqcn: DcqcnOption = None,
+    rc_timeout: RcTimeoutOption = 20,
+    rc_retry: RcRetryOption = 7,
     max_events: MaxEventsOpt = None,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
@@ -301,14 +289,21 @@ def incast_command(
 
     with user_errors():
         node, scenario = _flows(
-            instance, catalog, loss=loss, paths=paths, message=message, messages=messages, seed=seed
+            instance,
+            catalog,
+            loss=loss,
+            paths=paths,
+            message=message,
+            messages=messages,
+            seed=seed,
+            rc=rc_options(flow_control, lossy, rc_recovery, dcqcn, rc_timeout, rc_retry),
         )
         drawn = present.drawn_by_seed(scenario, senders)
         runs = seeds_to_run(drawn, seed, seeds)
-        estimate = _total(scenario.message_bytes, messages, max_events, flows=senders, runs=len(runs))
+        estimate = _total(scenario, messages, max_events, flows=senders, runs=len(runs))
         with packet_progress(estimate):
             results = over_seeds(lambda at: incast(at, senders), scenario, runs)
-    title = f"incast: {senders} senders x {messages} x {message} to one receiver ({node.id} NICs)"
+    title = f"incast: {senders} senders x {messages} x {message} to one receiver ({node.id} NICs); {rc_label(scenario)}"
     _finish(
         as_json=as_json,
         payload=lambda: {
@@ -331,6 +326,12 @@ def ring_command(
     paths: PathsOption = 16,
     seed: SeedOption = 1,
     seeds: SeedsOpt = 5,
+    flow_control: FlowControlOption = None,
+    lossy: LossyOption = False,
+    rc_recovery: RcRecoveryOption = "selective",
+    dcqcn: DcqcnOption = None,
+    rc_timeout: RcTimeoutOption = 20,
+    rc_retry: RcRetryOption = 7,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
     plot: PlotOption = None,
@@ -343,18 +344,22 @@ def ring_command(
 
     with user_errors():
         node = _instance(instance, catalog)
-        scenario = _scenario(node, loss=_fraction(loss, "--loss"), num_paths=paths, seed=seed)
+        rc = rc_options(flow_control, lossy, rc_recovery, dcqcn, rc_timeout, rc_retry)
+        scenario = scenario_on(node, loss=parse_fraction(loss, "--loss"), num_paths=paths, seed=seed, rc=rc)
         num_nics = int(node.network.num_cards.value)
         num_ranks = 2 * int(node.num_accelerators.value)
-        size = _bytes(buffer, "--buffer")
+        size = parse_bytes(buffer, "--buffer")
         drawn = present.drawn_by_seed(scenario, num_nics)
         runs = seeds_to_run(drawn, seed, seeds)
         per_flow = max(1, size // num_ranks * (num_ranks // 2) // num_nics)
-        estimate = _total(per_flow, 1, None, flows=num_nics, runs=len(runs))
+        estimate = _total(replace(scenario, message_bytes=per_flow), 1, None, flows=num_nics, runs=len(runs))
         with packet_progress(estimate):
             ring = partial(ring_step, num_nics=num_nics, num_ranks=num_ranks, buffer_bytes=size)
             results = over_seeds(ring, scenario, runs)
-    title = f"one ring all-reduce step, 2 x {node.id} ({num_ranks} ranks, {num_nics} NICs each), {buffer}, loss {loss}"
+    title = (
+        f"one ring all-reduce step, 2 x {node.id} ({num_ranks} ranks, {num_nics} NICs each), {buffer}, loss {loss}; "
+        f"{rc_label(scenario)}"
+    )
     _finish(
         as_json=as_json,
         payload=lambda: {
@@ -393,7 +398,7 @@ def datapath_command(
                 f"--nccl: NCCL runs on NVIDIA GPUs, and {node.id} has {chip.id} ({chip.family}) accelerators",
                 field="--nccl",
             )
-        size = _bytes(message, "--message")
+        size = parse_bytes(message, "--message")
         paths = instance_paths(node, nccl=nccl, device=device)
     from clustersim.present import transport as present
 
@@ -443,7 +448,7 @@ def nccl_command(
             raise ClusterSimError(
                 f"--sizes: give 1 to {MAX_NCCL_SIZES} sizes, got {len(parts)}", field="--sizes", value=sizes
             )
-        message_sizes = [_bytes(v, "--sizes") for v in parts]
+        message_sizes = [parse_bytes(v, "--sizes") for v in parts]
         if path is not None and path not in ("efa-gdr", "efa-host"):
             raise ClusterSimError(f"--path: {path!r} is not efa-gdr or efa-host", field="--path", value=path)
         fabric = instance_fabric(node, nodes, path=path)

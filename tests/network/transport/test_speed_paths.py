@@ -140,7 +140,13 @@ def _inline_off(monkeypatch: pytest.MonkeyPatch) -> None:
 @settings(max_examples=12, deadline=None)
 def test_an_inline_receiver_gives_the_results_of_a_receiver_in_its_own_event(transport, seed, loss, background, paths):
     scenario = Scenario(
-        message_bytes=24 << 10, num_messages=4, num_paths=paths, loss=loss, background=background, seed=seed
+        message_bytes=24 << 10,
+        num_messages=4,
+        num_paths=paths,
+        loss=loss,
+        background=background,
+        seed=seed,
+        rc_flow_control="none",  # inline receivers are the lossy network's
     )
     inline = asdict(run_transport(transport, scenario))
     with pytest.MonkeyPatch.context() as patch:

@@ -75,8 +75,17 @@ def test_every_transport_reaches_line_rate_less_headers_on_one_clean_path(make, 
     assert rate == pytest.approx(100e9 * payload / (payload + header), rel=1e-9)
 
 
-def test_rc_throughput_falls_faster_with_loss_than_srd():
-    base = Scenario(message_bytes=256 << 10, num_messages=20, num_paths=4, tcp_kernel=False)
+def test_go_back_n_rc_throughput_falls_faster_with_loss_than_srd():
+    """RC as older NICs run it (go-back-N, a 67 ms timeout) on drop-tail links."""
+    base = Scenario(
+        message_bytes=256 << 10,
+        num_messages=20,
+        num_paths=4,
+        tcp_kernel=False,
+        rc_flow_control="none",
+        rc_recovery="go-back-n",
+        rc_timeout_exponent=14,
+    )
     clean = {r.transport: r.throughput_bits_per_s for r in compare(base, ("srd", "rc"))}
     lossy = {r.transport: r.throughput_bits_per_s for r in compare(replace(base, loss=0.01), ("srd", "rc"))}
     assert lossy["rc"] / clean["rc"] < lossy["srd"] / clean["srd"] < 1

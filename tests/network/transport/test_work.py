@@ -3,20 +3,30 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from clustersim.errors import ClusterSimError
 from clustersim.network.transport.engine import REPORT_EVERY, Environment, reporting
 from clustersim.network.transport.experiments import Scenario, compare
-from clustersim.network.transport.work import DEFAULT_MAX_PACKET_EVENTS, EVENTS_PER_PACKET, packets, transport_work
+from clustersim.network.transport.work import (
+    DEFAULT_MAX_PACKET_EVENTS,
+    EVENTS_PER_PACKET,
+    LOSSLESS_RC_EVENTS_PER_PACKET,
+    packets,
+    transport_work,
+)
 from clustersim.network.work import MAX_EVENTS_OPTION, check_work
 
 
 def test_packets_are_messages_cut_at_each_transports_payload():
     assert packets(8192, "srd") == 1 and packets(8193, "srd") == 2
     assert packets(8192, "rc") == 2 and packets(1, "tcp") == 1
-    work = transport_work(1 << 20, 10)
+    work = transport_work(1 << 20, 10, lossless_rc=False)
     assert work.events == pytest.approx(EVENTS_PER_PACKET * 10 * (128 + 256 + 118))
+    lossless = transport_work(1 << 20, 10)  # RC's lossless links: an event per hop and per transmission
+    assert lossless.events == pytest.approx(EVENTS_PER_PACKET * 10 * (128 + 118) + LOSSLESS_RC_EVENTS_PER_PACKET * 2560)
 
 
 def test_the_estimate_scales_with_messages_flows_and_points():
@@ -31,10 +41,13 @@ def test_the_estimate_is_near_the_events_a_run_makes():
     scenario = Scenario(message_bytes=64 << 10, num_messages=20)
     ran = sum(r.num_events for r in compare(scenario))
     assert 0.7 < transport_work(64 << 10, 20).events / ran < 1.5
+    lossy = replace(scenario, rc_flow_control="none")
+    ran = sum(r.num_events for r in compare(lossy))
+    assert 0.7 < transport_work(64 << 10, 20, lossless_rc=False).events / ran < 1.5
 
 
 def test_a_gigabyte_run_is_refused_by_default_and_the_option_lifts_it():
-    big = transport_work(1 << 30, 16)
+    big = transport_work(1 << 30, 16, lossless_rc=False)
     assert big.events > DEFAULT_MAX_PACKET_EVENTS
     with pytest.raises(ClusterSimError) as err:
         check_work(big)

@@ -19,10 +19,12 @@ import numpy as np
 
 from clustersim.errors import ClusterSimError
 from clustersim.network.transport.datapath import load_constants
+from clustersim.network.transport.dcqcn import DcqcnParams
 from clustersim.network.transport.engine import Environment
 from clustersim.network.transport.flows import MessageFlow
 from clustersim.network.transport.links import NO_LIMIT, Network, PortSpec
-from clustersim.network.transport.rc import RcFlow, RcParams
+from clustersim.network.transport.lossless import FLOW_CONTROLS, LosslessNetwork, LosslessSpec
+from clustersim.network.transport.rc import NCCL_IB_RETRY_CNT, NCCL_IB_TIMEOUT, RECOVERIES, RcFlow, RcParams
 from clustersim.network.transport.srd import SrdFlow, SrdParams
 from clustersim.network.transport.tcp import TcpParams
 from clustersim.network.transport.tcp_sack import tcp_flow
@@ -59,7 +61,11 @@ class Scenario:
     seed: int = 1
     buffer_bytes: float = 1_000_000
     srd_rto_s: float = 50e-6
-    rc_timeout_exponent: int = 14
+    rc_timeout_exponent: int = NCCL_IB_TIMEOUT
+    rc_retry_count: int = NCCL_IB_RETRY_CNT
+    rc_flow_control: str = "pfc"  # RC's links: "pfc" (RoCE), "credit" (InfiniBand) or "none" (lossy drop-tail)
+    rc_recovery: str = "selective"  # ConnectX-6 Dx/7's, or "go-back-n" (older NICs)
+    rc_dcqcn: bool | None = None  # DCQCN on RC; None: as deployed, on with PFC (RoCE), off otherwise
     tcp_kernel: bool = True
     tcp_congestion: str = "cubic"  # Linux's default (RFC 9438), or "newreno"
     tcp_recovery: str = "rack"  # Linux's default (SACK, PRR, RACK-TLP), "sack" (ns-3's default) or "newreno"
@@ -82,6 +88,36 @@ class Scenario:
             if not ok:
                 value = getattr(self, name)
                 raise ClusterSimError(f"{name}: {value!r} is out of range (valid: {valid})", field=name, value=value)
+        self._check_rc()
+
+    def _check_rc(self) -> None:
+        for name, value, valid in (
+            ("rc_flow_control", self.rc_flow_control, FLOW_CONTROLS),
+            ("rc_recovery", self.rc_recovery, RECOVERIES),
+        ):
+            if value not in valid:
+                raise ClusterSimError(f"{name}: {value!r} is not one of {', '.join(valid)}", field=name, value=value)
+        if self.rc_dcqcn and self.rc_flow_control != "pfc":
+            raise ClusterSimError(
+                f"rc_dcqcn: DCQCN is RoCE's congestion control, modelled over PFC links (valid with rc_flow_control "
+                f"pfc, got {self.rc_flow_control})",
+                field="rc_dcqcn",
+                value=self.rc_dcqcn,
+            )
+        RcParams(timeout_exponent=self.rc_timeout_exponent, retry_count=self.rc_retry_count)
+
+    @property
+    def dcqcn(self) -> bool:
+        """Whether RC runs DCQCN (``rc_dcqcn``, or as deployed: with PFC)."""
+        return self.rc_flow_control == "pfc" if self.rc_dcqcn is None else self.rc_dcqcn
+
+
+def network_for(transport: str, scenario: Scenario, env: Environment) -> Network:
+    """The network a transport runs on: RC's lossless links (PFC, with ECN marking under DCQCN, or
+    credits) unless its flow control is none; SRD and TCP on lossy drop-tail Ethernet, as EFA and ENA."""
+    if transport != "rc" or scenario.rc_flow_control == "none":
+        return Network(env)
+    return LosslessNetwork(env, LosslessSpec(mode=scenario.rc_flow_control, ecn=scenario.dcqcn))
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +188,9 @@ def make_flow(
             sizes,
             RcParams(
                 timeout_exponent=scenario.rc_timeout_exponent,
+                retry_count=scenario.rc_retry_count,
+                recovery=scenario.rc_recovery,
+                dcqcn=DcqcnParams() if scenario.dcqcn else None,
                 path=path,
                 window=max(RcParams().window, _window_packets(topo, src, dst, 4096 + 82)),
             ),
@@ -200,6 +239,9 @@ def _summary(transport: str, flows: Sequence[MessageFlow], env: Environment, los
 
 def _undelivered(transport: str, flows: Sequence[MessageFlow], env: Environment, loss: float) -> NoReturn:
     """Refuse a run whose messages were not all delivered within the horizon (or at all)."""
+    for f in flows:
+        if f.failure is not None:
+            raise ClusterSimError(f"{f.failure}; lower the loss", field="loss", value=loss)
     delivered = sum(len(f.completions_ps) for f in flows)
     total = sum(len(f.sizes) for f in flows)
     days = env.now_ps / 1e12 / 86400
@@ -220,7 +262,7 @@ def _undelivered(transport: str, flows: Sequence[MessageFlow], env: Environment,
 def run_transport(transport: str, scenario: Scenario) -> TransportResult:
     """One flow of ``transport`` between two leaves: the scenario's messages, loss, load, collision."""
     env = Environment(scenario.seed)
-    net = Network(env)
+    net = network_for(transport, scenario, env)
     topo = leaf_spine(net, fabric_for(transport, scenario), hosts_per_leaf=1, num_paths=scenario.num_paths)
     flow = make_flow(
         transport,
@@ -305,7 +347,7 @@ def incast(scenario: Scenario, num_senders: int, transports: Sequence[str] = TRA
     for transport in transports:
         env = Environment(scenario.seed)
         topo = leaf_spine(
-            Network(env),
+            network_for(transport, scenario, env),
             fabric_for(transport, scenario, num_senders),
             hosts_per_leaf=num_senders,
             num_paths=scenario.num_paths,
@@ -334,7 +376,10 @@ def ring_step(
     for transport in transports:
         env = Environment(scenario.seed)
         topo = leaf_spine(
-            Network(env), fabric_for(transport, step, num_nics), hosts_per_leaf=num_nics, num_paths=scenario.num_paths
+            network_for(transport, step, env),
+            fabric_for(transport, step, num_nics),
+            hosts_per_leaf=num_nics,
+            num_paths=scenario.num_paths,
         )
         out.append(_group(transport, step, [(i, num_nics + i) for i in range(num_nics)], topo, env))
     return out

@@ -14,6 +14,7 @@ from clustersim.network.transport.topology import Route, Topology
 DATA = 0
 ACK = 1
 NAK = 2
+CNP = 3  # a congestion notification (DCQCN), receiver to sender
 TIMER_PRIORITY = 1  # at one instant, packets are handled before timers
 ACK_BYTES = 84  # an acknowledgement on the wire: headers and framing, no payload (Ethernet minimum + preamble)
 
@@ -54,6 +55,7 @@ class MessageFlow:
         self.timeouts = 0
         self.packets_sent = 0
         self.done_ps: int | None = None
+        self.failure: str | None = None  # why the flow gave up (an RC queue pair's retries exhausted)
         self._message = -1
         self._timeouts_before = 0
         self._posted_ps = 0

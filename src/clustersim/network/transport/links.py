@@ -75,7 +75,7 @@ class Network:
         self.busy_until: list[int] = []
         self.drops: list[int] = []
         self.losses: list[int] = []
-        self.receivers: list[tuple[Receiver, Receiver, Receiver]] = []  # by packet kind: data, ACK, NAK
+        self.receivers: list[tuple[Receiver, Receiver, Receiver, Receiver]] = []  # by packet kind: data, ACK, NAK, CNP
         self.bg_next_ps: list[int] = []  # next background arrival (NO_LIMIT: none)
         self.bg_gap_ps: list[float] = []
         self.bg_service_ps: list[int] = []
@@ -126,10 +126,10 @@ class Network:
 
     def add_receiver(self, on_data: Receiver, on_control: Receiver | None = None) -> int:
         """Register the handlers that packets of a new flow reach at the end of their route: data
-        packets (kind 0) go to ``on_data``, acknowledgements and NAKs (kinds 1, 2) to ``on_control``
-        (``on_data`` too when not given); returns the flow id."""
+        packets (kind 0) go to ``on_data``, acknowledgements, NAKs and congestion notifications (kinds
+        1-3) to ``on_control`` (``on_data`` too when not given); returns the flow id."""
         control = on_control or on_data
-        self.receivers.append((on_data, control, control))
+        self.receivers.append((on_data, control, control, control))
         self.inline.append(False)
         self._receiver_ports.append(())
         return len(self.receivers) - 1

@@ -19,6 +19,10 @@ from clustersim.network.transport.tcp import TcpParams
 from clustersim.network.work import WorkEstimate
 
 EVENTS_PER_PACKET = 3.5
+# RC on lossless links (lossless.py): every hop is two events (arrival, end of transmission) for the data
+# and for its acknowledgement, plus a pacing event (DCQCN) or a credit return: measured 17 (PFC and DCQCN)
+# and 19 (credits) a packet with ``transport compare --message 64K --messages 20``
+LOSSLESS_RC_EVENTS_PER_PACKET = 18.0
 PACKET_EVENTS_PER_S = 1.6e5
 DEFAULT_MAX_PACKET_EVENTS = 2e7  # ~2 min on the reference machine
 PAYLOAD_BYTES = {
@@ -34,6 +38,10 @@ def packets(message_bytes: int, transport: str) -> int:
     return max(1, math.ceil(message_bytes / PAYLOAD_BYTES[transport]))
 
 
+def _events_per_packet(transport: str, lossless_rc: bool) -> float:
+    return LOSSLESS_RC_EVENTS_PER_PACKET if transport == "rc" and lossless_rc else EVENTS_PER_PACKET
+
+
 def transport_work(
     message_bytes: int,
     messages: int,
@@ -42,11 +50,13 @@ def transport_work(
     flows: int = 1,
     runs: int = 1,
     what: str = "",
+    lossless_rc: bool = True,
 ) -> WorkEstimate:
     """The work of ``runs`` runs (sweep points, seeds) of each of ``transports``, ``flows`` flows of
-    ``messages`` messages of ``message_bytes`` each."""
-    count = runs * flows * messages * sum(packets(message_bytes, t) for t in transports)
-    events = EVENTS_PER_PACKET * count
+    ``messages`` messages of ``message_bytes`` each (RC on lossless links unless ``lossless_rc`` is off)."""
+    per_run = flows * messages
+    count = runs * per_run * sum(packets(message_bytes, t) for t in transports)
+    events = runs * per_run * sum(_events_per_packet(t, lossless_rc) * packets(message_bytes, t) for t in transports)
     shape = (
         f"{flows:,} flows x {messages:,} x {message_bytes:,} B" if flows > 1 else f"{messages:,} x {message_bytes:,} B"
     )
