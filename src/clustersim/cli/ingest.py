@@ -17,7 +17,8 @@ def ingest_command(
         list[Path],
         typer.Argument(
             help="Tool outputs, each read by the reader its content calls for: nccl-tests stdout, vLLM benchmark "
-            "result or JSON, Megatron-LM/NeMo/Megatron-Bridge training log, torchtitan log."
+            "result or JSON, trtllm-bench throughput output, genai-perf/AIPerf LLM metrics table, "
+            "Megatron-LM/NeMo/Megatron-Bridge training log, torchtitan log."
         ),
     ],
     output: Annotated[Path, typer.Option("-o", "--output", help="The cases file written (JSON Lines).")],
@@ -89,6 +90,22 @@ def ingest_command(
         str | None,
         typer.Option("--precision", help="Serving runs: bf16 (default), fp16, fp8, ...; training: the log's."),
     ] = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(
+            "--concurrency",
+            min=1,
+            max=1_000_000,
+            help="genai-perf/AIPerf and trtllm-bench: requests kept in flight, where the output does not say "
+            "(genai-perf/AIPerf default 1; trtllm-bench without it: offline).",
+        ),
+    ] = None,
+    framework: Annotated[
+        str | None,
+        typer.Option(
+            "--framework", help="genai-perf/AIPerf: the serving stack measured (vllm, tensorrt-llm, sglang, ...)."
+        ),
+    ] = None,
     partial: Annotated[
         bool, typer.Option("--partial", help="Keep the complete rows of a table that ends without its footer.")
     ] = False,
@@ -96,10 +113,11 @@ def ingest_command(
     as_json: JsonOption = False,
 ) -> None:
     """Read tool outputs into cases (the format of clustersim/validation/data/README.md), each file by the reader its
-    content calls for: nccl-tests output into collective cases, vLLM's serving benchmark (result block or JSON)
-    into inference cases, a Megatron-LM/NeMo/Megatron-Bridge or torchtitan training log into one training case
-    (the median step after the warm-up; layout and model from the log's arguments where printed). What the log
-    does not say comes from the options, and where both say, they must agree; written whole or not at all."""
+    content calls for: nccl-tests output into collective cases; vLLM's serving benchmark (result block or JSON),
+    trtllm-bench and genai-perf/AIPerf tables into inference cases; a Megatron-LM/NeMo/Megatron-Bridge or
+    torchtitan training log into one training case (the median step after the warm-up; layout and model from
+    the log where printed). What the output does not say comes from the options, and where both say, they must
+    agree; written whole or not at all."""
     from clustersim.catalog.registry import load_catalog
     from clustersim.ingest import SystemOptions, read_files, write_cases
     from clustersim.network.collectives import parse_op
@@ -122,6 +140,8 @@ def ingest_command(
             global_batch=global_batch,
             seq_len=seq_len,
             warmup_steps=warmup_steps,
+            concurrency=concurrency,
+            framework=framework,
         )
         found = read_files(files, options, loaded, partial=partial)
         cases = [case for item in found for case in item.cases]

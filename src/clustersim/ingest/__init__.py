@@ -1,9 +1,10 @@
 """Readers of what real tools print, turned into the case format of ``clustersim.validation`` (JSON Lines).
 
-``read_files`` picks each file's reader from its content: vLLM's serving benchmark (``vllm_bench``) into
-inference cases (``serving_cases``), a Megatron training log (``megatron_log``) or a torchtitan log
-(``torchtitan_log``) into one training case each (``training_run``), anything else as nccl-tests output
-(``nccl_tests``) into collective cases (``cases``). ``write_cases`` writes them whole or not at all.
+``read_files`` picks each file's reader from its content: vLLM's serving benchmark (``vllm_bench``),
+trtllm-bench (``trtllm_bench``) and genai-perf/AIPerf tables (``genai_perf``) into inference cases
+(``serving_cases``), a Megatron training log (``megatron_log``) or a torchtitan log (``torchtitan_log``) into
+one training case each (``training_run``), anything else as nccl-tests output (``nccl_tests``) into
+collective cases (``cases``). ``write_cases`` writes them whole or not at all.
 """
 
 from __future__ import annotations
@@ -18,18 +19,22 @@ from clustersim.catalog.registry import Catalog
 from clustersim.errors import ClusterSimError
 from clustersim.files import write_whole
 from clustersim.ingest.cases import SystemOptions, tables_cases
+from clustersim.ingest.genai_perf import looks_like_genai_perf, read_genai_perf
 from clustersim.ingest.megatron_log import looks_like_megatron, read_megatron_log
 from clustersim.ingest.nccl_tests import read_nccl_tests
-from clustersim.ingest.serving_cases import model_fields, serving_system
+from clustersim.ingest.serving_cases import ServingRun, model_fields, serving_case, serving_system
 from clustersim.ingest.torchtitan_log import looks_like_torchtitan, read_torchtitan_log
 from clustersim.ingest.training_run import TrainingRun, training_case
-from clustersim.ingest.vllm_bench import looks_like_vllm, read_vllm_bench, serving_case
+from clustersim.ingest.trtllm_bench import looks_like_trtllm_bench, read_trtllm_bench
+from clustersim.ingest.vllm_bench import looks_like_vllm, read_vllm_bench
+from clustersim.serving.engines import engine_for_software
 from clustersim.validation.cases import as_case
 from clustersim.workload.zoo import load_model
 
 __all__ = ["READERS", "FileCases", "SystemOptions", "ingest_files", "read_files", "write_cases"]
 
-READERS = ("nccl-tests", "vllm-bench", "megatron", "torchtitan")
+READERS = ("nccl-tests", "vllm-bench", "trtllm-bench", "genai-perf", "megatron", "torchtitan")
+SERVING = ("vllm-bench", "trtllm-bench", "genai-perf")
 TRAINING_ONLY = {"pp": "--pp", "cp": "--cp", "global_batch": "--global-batch", "seq_len": "--seq-len"}
 
 
@@ -50,6 +55,10 @@ def reader_of(path: Path) -> str:
         return "nccl-tests"  # the nccl-tests reader says why it cannot read it
     if looks_like_vllm(text):
         return "vllm-bench"
+    if looks_like_trtllm_bench(text):
+        return "trtllm-bench"
+    if looks_like_genai_perf(text):
+        return "genai-perf"
     if looks_like_megatron(text):
         return "megatron"
     if looks_like_torchtitan(text):
@@ -68,13 +77,12 @@ def read_files(
     nccl = [p for p, r in readers.items() if r == "nccl-tests"]
     tables = [table for path in nccl for table in read_nccl_tests(path, partial=partial)]
     collective = tables_cases(tables, options, catalog) if tables else []
-    serving = _serving_cases([p for p, r in readers.items() if r == "vllm-bench"], options, catalog)
     out = []
     for path, reader in readers.items():
         if reader == "nccl-tests":
             cases = [c for c in collective if c["source"].startswith(path.name + " ")]
-        elif reader == "vllm-bench":
-            cases = [c for c in serving if c["source"].startswith(path.name + " ")]
+        elif reader in SERVING:
+            cases = _serving_cases(path, reader, options, catalog)
         else:
             run = read_megatron_log(path) if reader == "megatron" else read_torchtitan_log(path)
             cases = [_training_case(run, options, catalog)]
@@ -97,6 +105,12 @@ def ingest_files(
 
 def _refuse_unused(options: SystemOptions, readers: set[str]) -> None:
     training = bool(readers & {"megatron", "torchtitan"})
+    if options.concurrency is not None and not readers & {"genai-perf", "trtllm-bench"}:
+        raise ClusterSimError("--concurrency applies to genai-perf/AIPerf and trtllm-bench outputs, and none is given")
+    if options.framework is not None:
+        if "genai-perf" not in readers:
+            raise ClusterSimError("--framework applies to genai-perf/AIPerf tables, and none is among the files")
+        engine_for_software(options.framework)  # one the serving model prices, or refused naming those it does
     for key, option in TRAINING_ONLY.items():
         if getattr(options, key) is not None and not training:
             raise ClusterSimError(f"{option} applies to training logs, and none is among the files", field=option)
@@ -109,18 +123,27 @@ def _training_case(run: TrainingRun, options: SystemOptions, catalog: Catalog) -
     return training_case(run, options, catalog, model)
 
 
-def _serving_cases(paths: Sequence[Path], options: SystemOptions, catalog: Catalog) -> list[dict[str, Any]]:
-    if not paths:
-        return []
+def _serving_runs(path: Path, reader: str, options: SystemOptions) -> list[ServingRun]:
+    if reader == "trtllm-bench":
+        return [read_trtllm_bench(path, options.concurrency)]
+    if reader == "genai-perf":
+        return read_genai_perf(path, options.concurrency, options.framework)
+    return read_vllm_bench(path)
+
+
+def _serving_cases(path: Path, reader: str, options: SystemOptions, catalog: Catalog) -> list[dict[str, Any]]:
     if options.model is None:
         raise ClusterSimError(
-            f"{paths[0]}: a serving benchmark does not print the model's shape; give --model (a zoo id or a "
+            f"{path}: a serving benchmark does not print the model's shape; give --model (a zoo id or a "
             f"Hugging Face config.json)",
             field="--model",
         )
     model = model_fields(load_model(options.model))
-    system, extra = serving_system(options, catalog, str(paths[0]))
-    return [serving_case(run, model, system, extra) for path in paths for run in read_vllm_bench(path)]
+    cases = []
+    for run in _serving_runs(path, reader, options):
+        system, extra = serving_system(options, catalog, str(path), run)
+        cases.append(serving_case(run, model, system, extra))
+    return cases
 
 
 def write_cases(cases: Sequence[dict[str, Any]], path: str | Path) -> None:

@@ -49,6 +49,8 @@ class SystemOptions:
     global_batch: int | None = None
     seq_len: int | None = None
     warmup_steps: int | None = None  # None: clustersim.ingest.training_run.DEFAULT_WARMUP_STEPS
+    concurrency: int | None = None  # load generators that do not print it (genai-perf, AIPerf, trtllm-bench)
+    framework: str | None = None  # the serving stack a load generator does not name
 
 
 def accelerator_from_name(catalog: Catalog, gpu_name: str) -> str | None:

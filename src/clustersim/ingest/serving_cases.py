@@ -1,9 +1,14 @@
-"""The model, system and layout of a serving run, which its benchmark output does not print: from the
-options (``--model``, ``--instance`` or ``--accelerator``, ``--tp``, ``--dp``, ``--precision``)."""
+"""A serving benchmark's run (``ServingRun``, what vLLM's benchmark, genai-perf/AIPerf and trtllm-bench print)
+as an inference case; the model, system and layout it does not print come from the options (``--model``,
+``--instance`` or ``--accelerator``, ``--tp``, ``--dp``, ``--precision``), and where a tool prints them
+(trtllm-bench: TP, PP, the quantization) the two must agree."""
 
 from __future__ import annotations
 
 import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from clustersim.catalog.registry import Catalog
@@ -11,6 +16,28 @@ from clustersim.errors import ClusterSimError
 from clustersim.ingest.cases import SystemOptions
 from clustersim.validation.cases import PRECISIONS
 from clustersim.workload.transformer import Transformer
+
+
+@dataclass(frozen=True)
+class ServingRun:
+    """One benchmark run. ``values`` in vLLM's result-file names: ``output_throughput`` (tokens/s),
+    ``mean_ttft_ms``, ``mean_tpot_ms`` (either may be absent), the mean lengths as ``mean_input_tokens`` /
+    ``mean_output_tokens`` or as ``total_input_tokens`` / ``total_output_tokens`` over ``completed``
+    requests, and ``max_concurrency`` (None with an infinite rate: every request at once)."""
+
+    path: str
+    line: int
+    values: dict[str, float]
+    request_rate: float = math.inf  # inf: no open-loop rate
+    model_id: str | None = None
+    tool: str = "vLLM benchmark_serving"
+    framework: str | None = "vllm"  # the case format's software.framework (None: not printed)
+    version: str = "vllm benchmark_serving"
+    offline: bool = False  # every request queued at once, the engine batching what fits (trtllm-bench)
+    notes: tuple[str, ...] = ()
+    parallel: dict[str, int] = field(default_factory=dict)  # degrees the tool prints (tp, pp, ep)
+    precision: str | None = None  # the GEMMs' format where the tool prints it
+    kv_precision: str | None = None
 
 
 def model_fields(model: Transformer) -> dict[str, Any]:
@@ -44,11 +71,27 @@ def model_fields(model: Transformer) -> dict[str, Any]:
     return fields
 
 
-def serving_system(options: SystemOptions, catalog: Catalog, where: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The case's ``system`` and its ``parallel`` and ``precision``: ``tp x dp`` devices of the instance or
-    accelerator the options name."""
-    tp, dp = options.tp or 1, options.dp or 1
-    devices = tp * dp
+def _agreed(run: ServingRun, key: str, given: Any, option: str) -> Any:
+    stated = run.parallel.get(key) if key in ("tp", "pp", "ep") else getattr(run, key)
+    if given is not None and stated is not None and given != stated:
+        raise ClusterSimError(
+            f"{run.path}, line {run.line}: the output says {key} {stated}, {option} says {given}",
+            field=option,
+            value=given,
+        )
+    return stated if stated is not None else given
+
+
+def serving_system(
+    options: SystemOptions, catalog: Catalog, where: str, run: ServingRun | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The case's ``system`` and its ``parallel``, ``precision`` and ``kv_precision``: ``tp x pp x dp``
+    devices of the instance or accelerator the options name."""
+    run = run or ServingRun(where, 1, {})
+    tp = _agreed(run, "tp", options.tp, "--tp") or 1
+    pp = run.parallel.get("pp", 1)
+    dp = options.dp or 1
+    devices = tp * pp * dp
     if options.instance is not None:
         instance = catalog.instance(options.instance)
         per_node = int(instance.num_accelerators.value)
@@ -63,9 +106,70 @@ def serving_system(options: SystemOptions, catalog: Catalog, where: str) -> tupl
         )
     nodes = math.ceil(devices / per_node)
     system |= {"devices": devices, "devices_per_node": min(per_node, devices), "nodes": nodes}
-    precision = options.precision or "bf16"
+    precision = _agreed(run, "precision", options.precision, "--precision") or "bf16"
     if precision not in PRECISIONS:
         raise ClusterSimError(
             f"--precision {precision!r} is not one (valid: {', '.join(PRECISIONS)})", field="--precision"
         )
-    return system, {"parallel": {"tp": tp, "pp": 1, "dp": dp}, "precision": precision}
+    parallel = {"tp": tp, "pp": pp, "dp": dp} | ({"ep": run.parallel["ep"]} if "ep" in run.parallel else {})
+    extra: dict[str, Any] = {"parallel": parallel, "precision": precision}
+    if run.kv_precision is not None:
+        extra["kv_precision"] = run.kv_precision
+    return system, extra
+
+
+def _mean_lengths(v: dict[str, float]) -> tuple[float, float]:
+    if "mean_input_tokens" in v:
+        return v["mean_input_tokens"], v["mean_output_tokens"]
+    return v["total_input_tokens"] / v["completed"], v["total_output_tokens"] / v["completed"]
+
+
+def serving_case(
+    run: ServingRun, model: dict[str, Any], system: dict[str, Any], extra: dict[str, Any]
+) -> dict[str, Any]:
+    """The inference case of ``run``: mean lengths per request; offline (the engine batches what fits), or a
+    closed loop of ``max_concurrency`` requests (every request at once where the rate is infinite and no
+    concurrency is given)."""
+    where = f"{run.path}, line {run.line}"
+    if math.isfinite(run.request_rate):
+        raise ClusterSimError(
+            f"{where}: request rate {run.request_rate:g}/s is an open loop, which the case format does not score; "
+            f"run with --request-rate inf (and --max-concurrency N)",
+            field="request_rate",
+        )
+    v = run.values
+    name = Path(run.path).name
+    stem = re.sub(r"[^A-Za-z0-9]+", "_", Path(run.path).stem).strip("_") or "serving"
+    input_tokens, output_tokens = _mean_lengths(v)
+    notes = [f"read by clustersim ingest from {name}", *run.notes]
+    if run.offline:
+        workload: dict[str, Any] = {"scenario": "offline", "batch": None}
+    elif "max_concurrency" in v:
+        workload = {"scenario": "concurrency", "batch": int(v["max_concurrency"])}
+    else:
+        completed = int(v["completed"])
+        notes.append(f"no concurrency limit and an infinite rate: all {completed} requests in flight at once")
+        workload = {"scenario": "concurrency", "batch": completed}
+    if "completed" in v:
+        notes.insert(1, f"mean lengths over {int(v['completed'])} requests")
+    measured = {"output_tokens_per_s": v["output_throughput"]}
+    if "mean_ttft_ms" in v:
+        measured["ttft_s"] = v["mean_ttft_ms"] / 1e3
+    if "mean_tpot_ms" in v:
+        measured["tpot_s"] = v["mean_tpot_ms"] / 1e3
+    return {
+        "id": f"{stem}_l{run.line}",
+        "kind": "inference",
+        "source": f"{name} line {run.line} ({run.tool} result)",
+        "notes": "; ".join(notes),
+        "model": model,
+        "system": system,
+        **extra,
+        "workload": {
+            "input_tokens": round(input_tokens, 1),
+            "output_tokens": round(output_tokens, 1),
+            **workload,
+        },
+        "measured": measured,
+        "software": {"framework": run.framework, "version": run.version},
+    }

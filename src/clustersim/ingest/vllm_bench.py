@@ -19,11 +19,10 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from clustersim.errors import ClusterSimError
+from clustersim.ingest.serving_cases import ServingRun
 
 BLOCK_START = "Serving Benchmark Result"
 _LINE = re.compile(r"^\s*#?\s*([A-Za-z][^:]*?)\s*:\s*(\S+)\s*$")  # a script may keep it as '# ' comments
@@ -38,17 +37,6 @@ NEEDED = {
     "Mean TPOT (ms)": "mean_tpot_ms",
 }
 OPTIONAL = {"Maximum request concurrency": "max_concurrency", "Benchmark duration (s)": "duration"}
-
-
-@dataclass(frozen=True)
-class ServingRun:
-    """One benchmark run: where it is, its numbers in the JSON file's names, the request rate and model."""
-
-    path: str
-    line: int
-    values: dict[str, float]
-    request_rate: float  # inf: every request sent at once
-    model_id: str | None
 
 
 def looks_like_vllm(text: str) -> bool:
@@ -155,49 +143,3 @@ def _number(text: str, name: str, where: str) -> float:
     if math.isnan(value) or value < 0:
         raise ClusterSimError(f"{where}: {name} is {text!r}; valid: a number >= 0", field=name, value=text)
     return value
-
-
-def serving_case(
-    run: ServingRun, model: dict[str, Any], system: dict[str, Any], extra: dict[str, Any]
-) -> dict[str, Any]:
-    """The inference case of ``run``: mean lengths per request, a closed loop of ``max_concurrency``
-    requests (every request at once where the rate is infinite and no concurrency is given)."""
-    where = f"{run.path}, line {run.line}"
-    if math.isfinite(run.request_rate):
-        raise ClusterSimError(
-            f"{where}: request rate {run.request_rate:g}/s is an open loop, which the case format does not score; "
-            f"run with --request-rate inf (and --max-concurrency N)",
-            field="request_rate",
-        )
-    v = run.values
-    completed = int(v["completed"])
-    batch = int(v.get("max_concurrency") or completed)
-    name = Path(run.path).name
-    stem = re.sub(r"[^A-Za-z0-9]+", "_", Path(run.path).stem).strip("_") or "vllm"
-    concurrency = "max_concurrency" in v
-    notes = f"read by clustersim ingest from {name}; mean lengths over {completed} requests" + (
-        ""
-        if concurrency
-        else f"; no concurrency limit and an infinite rate: all {completed} requests in flight at once"
-    )
-    return {
-        "id": f"{stem}_l{run.line}",
-        "kind": "inference",
-        "source": f"{name} line {run.line} (vLLM benchmark_serving result)",
-        "notes": notes,
-        "model": model,
-        "system": system,
-        **extra,
-        "workload": {
-            "input_tokens": round(v["total_input_tokens"] / completed, 1),
-            "output_tokens": round(v["total_output_tokens"] / completed, 1),
-            "scenario": "concurrency",
-            "batch": batch,
-        },
-        "measured": {
-            "output_tokens_per_s": v["output_throughput"],
-            "ttft_s": v["mean_ttft_ms"] / 1e3,
-            "tpot_s": v["mean_tpot_ms"] / 1e3,
-        },
-        "software": {"framework": "vllm", "version": "vllm benchmark_serving"},
-    }
