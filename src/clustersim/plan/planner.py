@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -26,8 +26,9 @@ from clustersim.compute.efficiency import FamilyEfficiency
 from clustersim.compute.software import SoftwareProfile
 from clustersim.errors import ClusterSimError
 from clustersim.intervals import DEFAULT_LEVEL, Interval, Spread, spread_for
+from clustersim.plan.parallel import Executor, partitions, run_here
 from clustersim.plan.planner_why import objective_terms, why_better
-from clustersim.plan.search import pareto_front, rank_layouts
+from clustersim.plan.search import Ranking, pareto_front, rank_layouts
 from clustersim.plan.space import SearchSpace
 from clustersim.system import System
 from clustersim.training.estimate import Estimate, estimate_training
@@ -40,6 +41,7 @@ DEFAULT_KEEP = 3  # layouts kept per point: the fastest that fit, so that each h
 DEFAULT_TOP = 5
 Resilient = Callable[[Estimate, System], Estimate]  # an estimate with checkpoints and failures in its totals
 Progress = Callable[[int, int], None]  # (points done, points in all)
+PointResult = tuple[list["PlanRow"], int, str]  # a point's priced rows, the layouts evaluated, a note
 
 
 @dataclass(frozen=True)
@@ -236,9 +238,12 @@ def plan_training(
     level: float = DEFAULT_LEVEL,
     notes: Sequence[str] = (),
     progress: Progress | None = None,
+    executor: Executor = run_here,
+    workers: int = 1,
 ) -> Plan:
     """Plan ``model``'s training over ``points`` (see the module's note); ``ClusterSimError`` when no row is
-    left, naming the constraint that binds."""
+    left, naming the constraint that binds. ``executor`` searches the points (``plan.parallel``: here, or on
+    Ray workers, partitions sized for ``workers``); the plan is the same either way."""
     if objective not in OBJECTIVES:
         raise ClusterSimError(
             f"objective: unknown objective {objective!r} (valid: {', '.join(OBJECTIVES)})",
@@ -258,7 +263,6 @@ def plan_training(
     said = list(notes)
     evaluated = 0
     rows: list[PlanRow] = []
-    spreads: dict[tuple[str, str, int], Spread | None] = {}
     wanted = [p for p in points if limits.max_nodes is None or p.nodes <= limits.max_nodes]
     if points and not wanted:
         raise ClusterSimError(
@@ -269,14 +273,18 @@ def plan_training(
         )
     needs = {"energy"} if objective == "energy" else set()
     needs |= {"cost"} if objective == "cost" or limits.budget_usd is not None else set()
-    for done, point in enumerate(wanted, start=1):
-        found, count, note = _point_rows(model, point, space, keep, spreads, level, needs=needs)
+    parts = partitions(wanted, workers)
+    results: dict[int, list[PointResult]] = {}
+    task = _PlanPoints(model, space, keep, level, frozenset(needs))
+    for index, found in executor(task, parts):
+        results[index] = found
+        if progress is not None:
+            progress(sum(len(parts[i]) for i in results), len(wanted))
+    for found_rows, count, note in (result for index in sorted(results) for result in results[index]):
         evaluated += count
-        rows.extend(found)
+        rows.extend(found_rows)
         if note:
             said.append(note)
-        if progress is not None:
-            progress(done, len(wanted))
     if not rows:
         raise ClusterSimError(
             "no point could be planned: " + ("; ".join(said) if said else "no points given"), field="plan"
@@ -326,32 +334,67 @@ def grouped_notes(notes: Sequence[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+@dataclass
+class _PlanPoints:
+    """The task an executor runs: ``_point_rows`` of each point it is given. Consecutive points that share their
+    system, job, framework and fractions (other offers or checkpoint policies) share one ranking, its layouts
+    counted once; only the latest ranking is kept (a large space's arrays are large)."""
+
+    model: Transformer
+    space: SearchSpace | None
+    keep: int
+    level: float
+    needs: frozenset[str]
+    spreads: dict[tuple[str, str, int], Spread | None] = field(default_factory=dict)
+    latest: tuple[tuple[int, ...], Ranking | ClusterSimError] | None = None
+
+    def __call__(self, points: list[PlanPoint]) -> list[PointResult]:
+        return [self.point_rows(point) for point in points]
+
+    def ranking(self, point: PlanPoint) -> tuple[Ranking | ClusterSimError, bool]:
+        """The point's ranking (or why it has none) and whether it was made for this point."""
+        shared = (id(point.system), id(point.job), id(point.software), id(point.efficiency))  # points are alive
+        if self.latest is not None and self.latest[0] == shared:
+            return self.latest[1], False
+        try:
+            found: Ranking | ClusterSimError = rank_layouts(
+                self.model, point.system, point.job, space=self.space, efficiency=point.efficiency,
+                software=point.software,
+            )  # fmt: skip
+        except ClusterSimError as exc:
+            found = exc
+        self.latest = (shared, found)
+        return found, True
+
+    def point_rows(self, point: PlanPoint) -> PointResult:
+        return _point_rows(self.model, point, self.ranking(point), self.keep, self.spreads, self.level, self.needs)
+
+
 def _point_rows(
     model: Transformer,
     point: PlanPoint,
-    space: SearchSpace | None,
+    ranked: tuple[Ranking | ClusterSimError, bool],
     keep: int,
     spreads: dict[tuple[str, str, int], Spread | None],
     level: float,
-    *,
-    needs: set[str],
-) -> tuple[list[PlanRow], int, str]:
-    """The priced rows of one point, the layouts evaluated, and a note where the point is skipped: an instance
-    not offered at the point's price, a system without a price where cost counts, no board power where energy
-    is the objective. A system that is no catalogued instance (a published run's cluster) keeps its rows
-    unpriced otherwise."""
+    needs: frozenset[str],
+) -> PointResult:
+    """The priced rows of one point, the layouts evaluated (none where its ranking was made for an earlier
+    point), and a note where the point is skipped: an instance not offered at the point's price, a system
+    without a price where cost counts, no board power where energy is the objective. A system that is no
+    catalogued instance (a published run's cluster) keeps its rows unpriced otherwise."""
     system, job, software = point.system, point.job, point.software
-    try:
-        ranking = rank_layouts(model, system, job, space=space, efficiency=point.efficiency, software=software)
-    except ClusterSimError as exc:
-        return [], 0, f"skipped {point.label}: {exc}"
+    ranking, fresh = ranked
+    if isinstance(ranking, ClusterSimError):
+        return [], 0, f"skipped {point.label}: {ranking}"
+    counted = len(ranking.layouts) if fresh else 0
     best = ranking.fastest(keep)
     if not best:
         need = float(ranking.required_bytes.min()) / 2**30
         usable = ranking.usable_bytes / 2**30
         return (
             [],
-            len(ranking.layouts),
+            counted,
             (
                 f"skipped {point.label}: does not fit, the leanest layout needs {need:.1f} GiB per device of "
                 f"{usable:.1f} GiB usable ({ranking.headroom:.0%} headroom)"
@@ -374,13 +417,13 @@ def _point_rows(
         if totals is None:
             raise ClusterSimError("plan: a training plan needs a token budget (tokens)", field="tokens")
         if totals.cost_usd is None and ("cost" in needs or system.instance is not None):  # not offered so
-            return [], len(ranking.layouts), f"skipped {point.label}: {totals.price_note}"
+            return [], counted, f"skipped {point.label}: {totals.price_note}"
         if totals.energy_kwh is None and "energy" in needs:
-            return [], len(ranking.layouts), f"skipped {point.label}: no board power in the catalog, so no energy"
+            return [], counted, f"skipped {point.label}: no board power in the catalog, so no energy"
         if point.resilience is not None:
             estimate = point.resilience(estimate, system)
         rows.append(PlanRow(point, estimate, spreads[key]))
-    return rows, len(ranking.layouts), ""
+    return rows, counted, ""
 
 
 def _constrained(rows: list[PlanRow], limits: Constraints) -> list[PlanRow]:
