@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from clustersim.cli.app import app
 from clustersim.cli.common import PLOT_SUFFIXES, plot_path
+from clustersim.validation.cases import default_case_files
 
 runner = CliRunner()
 ENV = {"CLUSTERSIM_CATALOG": "", "COLUMNS": "200"}
@@ -17,6 +18,11 @@ COMMANDS = [
     ["reliability", "--runs", "50"],
     ["transport", "compare", "--messages", "2", "--message", "4K"],
     ["fabric", "simulate"],
+    ["train", "llama3-8b", "--instance", "p5.48xlarge", "--nodes", "2", "--tp", "2", "--pp", "1"],
+    ["collective", "all_reduce", "--max", "1M"],
+    ["storage", "checkpoint", "llama3-8b"],
+    ["storage", "striping"],
+    ["validate", str(dict(default_case_files())["memory.jsonl"])],
 ]
 
 

@@ -1,19 +1,31 @@
 """``clustersim collective``: what nccl-tests would print for a catalogued cluster."""
 
 import math
-from typing import TYPE_CHECKING, Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from clustersim.cli.calibrate import CalibrationOption, calibration_overlay
-from clustersim.cli.common import CatalogOption, JsonOption, emit_json, number, print_all, user_errors
+from clustersim.cli.common import (
+    CatalogOption,
+    JsonOption,
+    emit_json,
+    number,
+    plot_path,
+    print_all,
+    user_errors,
+    write_figure,
+)
 from clustersim.cli.level_option import DEFAULT_LEVEL, LevelOption
 from clustersim.errors import ClusterSimError
-from clustersim.network.collectives import Algorithm, Protocol
+from clustersim.network.collectives import Algorithm, Op, Protocol
 from clustersim.units import MAX_COLLECTIVE_BYTES, MAX_NODES
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from clustersim.network.fabric import Fabric
 
 MAX_SIZES = 1_000  # rows of one sweep
 MAX_FACTOR = 1024.0
@@ -66,6 +78,15 @@ def collective_command(
     level: LevelOption = DEFAULT_LEVEL,
     catalog: CatalogOption = None,
     calibration: CalibrationOption = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            "--plot",
+            callback=plot_path,
+            help="Draw busbw against size: the interval as a band, the bundled nccl-tests cases of this instance, "
+            "operation and ranks as points.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Predict a collective over a size sweep, in nccl-tests' columns (size, count, type, time, algbw, busbw),
@@ -91,12 +112,25 @@ def collective_command(
             devices=fabric.num_ranks,
             level=level,
         )
-    from clustersim.present.collective import collective_json, collective_view
+        from clustersim.present.collective import collective_json, collective_view
+
+        if plot is not None:
+            _plot(collective_json(table, spread)["rows"], loaded.instance(instance).id, operation, fabric, plot)
 
     if as_json:
         emit_json(collective_json(table, spread))
         return
     print_all(*collective_view(table, spread))
+
+
+def _plot(rows: list[dict[str, Any]], instance: str, op: Op, fabric: "Fabric", path: Path) -> None:
+    """``--plot``: busbw against size (the report's figure) with the measured cases of the same shape."""
+    from clustersim.present.report_plots import plot_busbw
+
+    measured, _ = measured_points(instance, op.value, fabric)
+    shape = f"{fabric.num_ranks} ranks ({fabric.num_nodes} x {fabric.devices_per_node}) of {instance}"
+    write_figure(lambda: plot_busbw(f"{op.value} on {shape}", rows, measured, path), path)
+    typer.echo(f"figure written to {path}", err=True)
 
 
 def _size(text: str, option: str) -> float:
@@ -114,3 +148,25 @@ def _bytes_suffix(text: str) -> str:
     if stripped and stripped[-1] in "KkMmGgTt":
         return stripped[:-1] + stripped[-1].upper() + "iB"
     return stripped
+
+
+def measured_points(instance: str, op: str, fabric: "Fabric") -> tuple[list[dict[str, Any]], list[str]]:
+    """The bundled collective cases of ``op`` on ``instance`` with the group's ranks and ranks per node (run
+    with NCCL's own algorithm choice): their points, and their sources."""
+    from clustersim.network.collectives import parse_op
+    from clustersim.validation.cases import default_paths, read_all, source_key
+
+    points: list[dict[str, Any]] = []
+    for case in read_all(default_paths("collectives.jsonl")):
+        system = case.system
+        busbw = (case.measured or {}).get("busbw_GBps")
+        if system is None or system.instance != instance or busbw is None or case.size_bytes is None:
+            continue
+        per_node = system.devices_per_node or system.devices
+        if parse_op(str(case.op)).value != op or system.devices != fabric.num_ranks:
+            continue
+        if per_node != fabric.devices_per_node or case.algorithm:
+            continue
+        points.append({"id": case.id, "size_bytes": case.size_bytes, "busbw_GBps": float(busbw),
+                       "source": source_key(case.source)})  # fmt: skip
+    return points, sorted({str(p["source"]) for p in points})

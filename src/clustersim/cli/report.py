@@ -19,7 +19,6 @@ from clustersim.errors import ClusterSimError
 
 if TYPE_CHECKING:
     from clustersim.present.report_html import Cell, Section
-    from clustersim.scenario.training import TrainingRun
 
 SOURCES = ("--scenario", "--plan", "--from", "--validate")
 
@@ -70,23 +69,9 @@ def report_command(
 Report = tuple[str, str, "list[list[Cell]]", "list[Section]", dict[str, Any]]
 
 
-def train_json(run: TrainingRun, level: float) -> dict[str, Any]:
-    """What ``train --scenario FILE --json`` prints for ``run``."""
-    from clustersim.cli.spreads import training_spread
-    from clustersim.present.training import estimate_json
-
-    estimate = run.estimate
-    spread = training_spread(estimate, run.scenario.system.instance, level, run.scenario.options.catalog)
-    payload = estimate_json(estimate, spread)
-    found: dict[str, Any] = json.loads(
-        json.dumps({"params": run.model.num_params(), "layout_chosen": run.layout_chosen, **payload})
-    )
-    return found
-
-
 def training_report(path: Path, level: float, catalog: list[Path]) -> Report:
     """A training scenario's report: its estimate (``train --json``) and the collectives of its step."""
-    from clustersim.cli.report_collectives import job_collectives
+    from clustersim.cli.report_collectives import job_collectives, train_json
     from clustersim.cli.train import _replay
     from clustersim.present.report_training import summary_rows, training_sections
     from clustersim.scenario.training import run_training

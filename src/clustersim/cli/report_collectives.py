@@ -1,14 +1,20 @@
-"""The collectives a training run's step makes, for its report: per kind (TP, CP, EP, PP, DP), the analytic
+"""A training run's numbers for its report and for ``train --plot``: what ``train --json`` prints
+(``train_json``), and the collectives the run's step makes: per kind (TP, CP, EP, PP, DP), the analytic
 model's busbw over a size sweep on the job's group (``collective --json``'s rows, with the interval that
 ``collective`` prints at --level), the job's own message on that curve, and the bundled nccl-tests cases
 measured on the same instance, operation and group shape (ranks and ranks per node)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import typer
+
+from clustersim.errors import ClusterSimError
+
 if TYPE_CHECKING:
-    from clustersim.network.fabric import Fabric
     from clustersim.scenario.training import TrainingRun
 
 SWEEP = ("1KiB", "16GiB", 4.0)  # nccl-tests' -b, -e, -f of the curves
@@ -17,7 +23,7 @@ SWEEP = ("1KiB", "16GiB", 4.0)  # nccl-tests' -b, -e, -f of the curves
 def job_collectives(run: TrainingRun, level: float) -> list[dict[str, Any]]:
     """One entry per kind of the step's collectives (see the module docstring)."""
     from clustersim.catalog.registry import load_catalog
-    from clustersim.cli.collective import sweep_sizes
+    from clustersim.cli.collective import measured_points, sweep_sizes
     from clustersim.compute import software as profiles
     from clustersim.compute.efficiency import efficiency_for, efficiency_table
     from clustersim.intervals import spread_for
@@ -56,7 +62,7 @@ def job_collectives(run: TrainingRun, level: float) -> list[dict[str, Any]]:
             framework="nccl-tests" if fabric.torus is None else "nccom-test", devices=fabric.num_ranks, level=level,
         )  # fmt: skip
         at_job = ANALYTIC.table(c.op, [c.size_bytes], fabric)
-        measured, sources = _measured(where.instance, c.op.value, fabric)
+        measured, sources = measured_points(where.instance, c.op.value, fabric)
         out.append(
             {
                 "kind": c.kind,
@@ -80,22 +86,28 @@ def job_collectives(run: TrainingRun, level: float) -> list[dict[str, Any]]:
     return out
 
 
-def _measured(instance: str, op: str, fabric: Fabric) -> tuple[list[dict[str, Any]], list[str]]:
-    """The bundled collective cases of ``op`` on ``instance`` with the group's ranks and ranks per node."""
-    from clustersim.network.collectives import parse_op
-    from clustersim.validation.cases import default_paths, read_all, source_key
+def train_json(run: TrainingRun, level: float) -> dict[str, Any]:
+    """What ``train --scenario FILE --json`` prints for ``run``."""
+    from clustersim.cli.spreads import training_spread
+    from clustersim.present.training import estimate_json
 
-    points: list[dict[str, Any]] = []
-    for case in read_all(default_paths("collectives.jsonl")):
-        system = case.system
-        busbw = (case.measured or {}).get("busbw_GBps")
-        if system is None or system.instance != instance or busbw is None or case.size_bytes is None:
-            continue
-        per_node = system.devices_per_node or system.devices
-        if parse_op(str(case.op)).value != op or system.devices != fabric.num_ranks:
-            continue
-        if per_node != fabric.devices_per_node or case.algorithm:
-            continue
-        points.append({"id": case.id, "size_bytes": case.size_bytes, "busbw_GBps": float(busbw),
-                       "source": source_key(case.source)})  # fmt: skip
-    return points, sorted({str(p["source"]) for p in points})
+    estimate = run.estimate
+    spread = training_spread(estimate, run.scenario.system.instance, level, run.scenario.options.catalog)
+    payload = estimate_json(estimate, spread)
+    found: dict[str, Any] = json.loads(
+        json.dumps({"params": run.model.num_params(), "layout_chosen": run.layout_chosen, **payload})
+    )
+    return found
+
+
+def plot_training_run(run: TrainingRun, level: float, path: Path, *, comparing: bool) -> None:
+    """``train --plot``: the report's step and memory figures of ``run`` (from ``train --json``'s numbers),
+    refused with ``--compare`` (it draws one system)."""
+    from clustersim.cli.common import write_figure
+    from clustersim.present.report_plots import plot_training
+
+    if comparing:
+        raise ClusterSimError("--plot draws one system's step and memory; not with --compare", field="--plot")
+    train = train_json(run, level)
+    write_figure(lambda: plot_training(train, path), path)
+    typer.echo(f"figure written to {path}", err=True)

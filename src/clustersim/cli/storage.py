@@ -1,7 +1,9 @@
 """``clustersim storage``: what a checkpoint costs on FSx for Lustre or local NVMe, and how striping
 raises one client's throughput until a named bound stops it."""
 
+from collections.abc import Callable
 from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -12,8 +14,10 @@ from clustersim.cli.common import (
     LightGroup,
     ModelsOption,
     emit_json,
+    plot_path,
     print_all,
     user_errors,
+    write_figure,
 )
 from clustersim.errors import ClusterSimError
 from clustersim.units import MAX_DEGREE, MAX_NODES
@@ -47,6 +51,16 @@ PathOption = Annotated[
     ),
 ]
 InstanceOption = Annotated[str, typer.Option("--instance", help="Instance id, e.g. p5.48xlarge.")]
+PlotOption = Annotated[
+    Path | None, typer.Option("--plot", callback=plot_path, help="Draw what the command prints (PNG, SVG, PDF).")
+]
+
+
+def _plot(path: Path | None, draw: Callable[[Path], None]) -> None:
+    """``--plot``: ``draw(path)``, refused naming --plot when the file cannot be written."""
+    if path is not None:
+        write_figure(lambda: draw(path), path)
+        typer.echo(f"figure written to {path}", err=True)
 
 
 def _choice(text: str | None, enum: type[StrEnum], flag: str) -> object:
@@ -93,6 +107,7 @@ def checkpoint_command(
     ] = "1h",
     models: ModelsOption = None,
     catalog: CatalogOption = None,
+    plot: PlotOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """A checkpoint's size, its save and load time and the bound that binds, and what training waits for
@@ -138,10 +153,12 @@ def checkpoint_command(
                 modes[other.value] = at(other)
             except ClusterSimError:  # a mode this system cannot take (no NVMe, no room in host memory)
                 continue
-    from clustersim.present.storage import checkpoint_json, checkpoint_view
+        from clustersim.present.storage import checkpoint_json, checkpoint_view, plot_checkpoint
 
+        data = checkpoint_json(timing, fs, modes, interval_s)
+        _plot(plot, lambda out: plot_checkpoint(data, transformer.name, out))
     if as_json:
-        emit_json(checkpoint_json(timing, fs, modes, interval_s))
+        emit_json(data)
         return
     print_all(*checkpoint_view(timing, fs, modes, transformer.name, interval_s))
 
@@ -154,6 +171,7 @@ def striping_command(
     path: PathOption = None,
     read: Annotated[bool, typer.Option("--read", help="Read the file instead of writing it.")] = False,
     catalog: CatalogOption = None,
+    plot: PlotOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """One client writing (or reading) one file at 1, 2, ... stripes: the rate rises by one storage
@@ -172,9 +190,11 @@ def striping_command(
         entry = cat.instance(instance)
         chosen = client_path_for(fs, _path(path), cat.accelerator(entry.accelerator), entry)
         sweep = striping_sweep(fs, file_bytes, chosen, entry, write=not read)
-    from clustersim.present.storage import striping_json, striping_view
+        from clustersim.present.storage import plot_striping, striping_json, striping_view
 
+        data = striping_json(fs, sweep, chosen.value)
+        _plot(plot, lambda out: plot_striping(data, out))
     if as_json:
-        emit_json(striping_json(fs, sweep, chosen.value))
+        emit_json(data)
         return
     print_all(*striping_view(fs, sweep, chosen.value))

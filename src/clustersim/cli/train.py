@@ -26,6 +26,7 @@ from clustersim.cli.common import (
     emit_json,
     given_options,
     option_errors,
+    plot_path,
     print_all,
     replay_scenario,
     user_errors,
@@ -261,6 +262,9 @@ def train_command(
     fabric_seeds: SimSeedsOpt = None,
     fabric_hosts: SimHostsOpt = None,
     calibration: CalibrationOption = None,
+    plot: Annotated[
+        Path | None, typer.Option("--plot", callback=plot_path, help="Draw the step by term and memory per device.")
+    ] = None,
     level: LevelOption = DEFAULT_LEVEL,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
@@ -317,6 +321,10 @@ def train_command(
         with calibration_overlay(calibration):
             run = run_training(spec, network=network, fabric=where)
             comparison = compare_training(spec, others, nodes=compare_nodes, network=network) if others else None
+        if plot is not None:
+            from clustersim.cli.report_collectives import plot_training_run
+
+            plot_training_run(run, level, plot, comparing=comparison is not None)
         if save_scenario is not None:
             save(save_scenario, run.scenario, header=_header(run))
     if comparison is not None:

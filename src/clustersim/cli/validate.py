@@ -18,8 +18,10 @@ from clustersim.cli.common import (
     JsonOption,
     console,
     emit_json,
+    plot_path,
     print_all,
     user_errors,
+    write_figure,
 )
 from clustersim.cli.level_option import DEFAULT_LEVEL, LevelOption
 
@@ -64,6 +66,15 @@ def validate_command(
     ] = None,
     level: LevelOption = DEFAULT_LEVEL,
     calibration: CalibrationOption = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            "--plot",
+            callback=plot_path,
+            help="Draw predicted against measured per case kind (log-log, by source, each case's interval), with "
+            "each file's interval coverage.",
+        ),
+    ] = None,
 ) -> None:
     """Compare predictions with measured cases: error per case, MAPE, worst case and Spearman per file,
     MAPE per source and whether the calibration was fitted on it (in-sample) or not (held-out).
@@ -92,6 +103,12 @@ def validate_command(
             report = validate_bundled(loaded, min_size_bytes=min_size_bytes, level=level)
         named = [(str(f), f) for f in files] if files else default_case_files()
         crossed = _cross_validate(named, loaded, max_iterations, min_size_bytes) if cross_validate else None
+        if plot is not None:
+            from clustersim.present.report_plots import plot_validation
+
+            sources = {case.id: case.source for case in report.cases}
+            write_figure(lambda: plot_validation(report.to_json(), sources, plot), plot)
+            typer.echo(f"figure written to {plot}", err=True)
     if as_json:
         emit_json(report.to_json() | (crossed.to_json() if crossed else {}))
         return

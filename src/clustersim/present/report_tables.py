@@ -96,6 +96,15 @@ def sweep_sections(command: str, records: list[dict[str, Cell]], columns: list[s
     return sections
 
 
+def cases_by_kind(report: dict[str, Any], source_of: Mapping[str, str]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """The predicted-against-measured figures' numbers, from ``validate --json``: per case kind, per source
+    (``source_of``: case id to source), the cases in the order scored."""
+    by_kind: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for case in report["cases"]:
+        by_kind[case["kind"]][source_of.get(case["id"], "")].append(case)
+    return {kind: dict(sources) for kind, sources in by_kind.items()}
+
+
 def validation_sections(report: dict[str, Any], source_of: Mapping[str, str]) -> list[Section]:
     """Per source, coverage and MAPE; per case kind, predicted against measured coloured by source."""
     columns = ["file", "source", "cases", "mape", "coverage", "median_width", "fit"]
@@ -116,10 +125,7 @@ def validation_sections(report: dict[str, Any], source_of: Mapping[str, str]) ->
         },
     }  # fmt: skip
     sections = [Section("coverage", "Interval coverage per source", columns, coverage_rows, coverage)]
-    by_kind: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
-    for case in report["cases"]:
-        by_kind[case["kind"]][source_of.get(case["id"], "")].append(case)
-    for kind, sources in by_kind.items():
+    for kind, sources in cases_by_kind(report, source_of).items():
         data: list[dict[str, Any]] = []
         values = [c[k] for cases in sources.values() for c in cases for k in ("predicted", "measured")]
         low, high = min(values), max(values)
@@ -130,7 +136,8 @@ def validation_sections(report: dict[str, Any], source_of: Mapping[str, str]) ->
                 {"type": "scatter", "mode": "markers", "name": source, "x": [c["measured"] for c in cases],
                  "y": [c["predicted"] for c in cases], "text": [c["id"] for c in cases],
                  "error_y": {"type": "data", "symmetric": False,
-                             "array": [_above(c) for c in cases], "arrayminus": [_below(c) for c in cases]}}
+                             "array": [interval_above(c) for c in cases],
+                             "arrayminus": [interval_below(c) for c in cases]}}
             )  # fmt: skip
         figure = {
             "data": data,
@@ -152,12 +159,14 @@ def _bounds(case: dict[str, Any]) -> tuple[Cell, Cell]:
     return (interval["low"], interval["high"]) if interval else (None, None)
 
 
-def _above(case: dict[str, Any]) -> float:
+def interval_above(case: dict[str, Any]) -> float:
+    """How far a scored case's interval reaches above its prediction (0 without an interval)."""
     interval = case.get("interval")
     return float(interval["high"] - case["predicted"]) if interval else 0.0
 
 
-def _below(case: dict[str, Any]) -> float:
+def interval_below(case: dict[str, Any]) -> float:
+    """How far a scored case's interval reaches below its prediction (0 without an interval)."""
     interval = case.get("interval")
     return float(case["predicted"] - interval["low"]) if interval else 0.0
 

@@ -9,6 +9,7 @@ goes with checkpoints and failures, and the cost and energy of the token budget.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from clustersim.present.report_html import Cell, Section
@@ -39,12 +40,36 @@ def summary_rows(train: dict[str, Any]) -> list[list[Cell]]:
     return rows
 
 
+@dataclass(frozen=True)
+class StepBars:
+    """The step's terms that take time: each one's exposed seconds and the overlapped part of its link time."""
+
+    names: list[str]
+    link_s: list[float]
+    exposed_s: list[float]
+    overlapped_s: list[float]
+
+
+def step_bars(train: dict[str, Any]) -> StepBars:
+    """The step figure's numbers, from ``train --json``: the terms with link or exposed time, each one's
+    exposed time and its link time less the exposed time (the overlapped part)."""
+    terms = [t for t in train["terms"] if t["link_s"] > 0 or t["exposed_s"] > 0]
+    overlapped = [max(t["link_s"] - t["exposed_s"], 0.0) for t in terms]
+    return StepBars(
+        [t["name"] for t in terms], [t["link_s"] for t in terms], [t["exposed_s"] for t in terms], overlapped
+    )
+
+
+def memory_bars(train: dict[str, Any]) -> list[tuple[str, float]]:
+    """The memory figure's numbers, from ``train --json``: bytes per device of each kind present."""
+    memory = train["memory_bytes"]
+    return [(kind, float(memory[kind])) for kind in MEMORY_KINDS if kind in memory]
+
+
 def step_section(train: dict[str, Any]) -> Section:
     """Stacked bars per term: the exposed time and the overlapped part of its link time."""
-    terms = [t for t in train["terms"] if t["link_s"] > 0 or t["exposed_s"] > 0]
-    names = [t["name"] for t in terms]
-    exposed = [t["exposed_s"] for t in terms]
-    overlapped = [max(t["link_s"] - t["exposed_s"], 0.0) for t in terms]
+    bars = step_bars(train)
+    names, exposed, overlapped = bars.names, bars.exposed_s, bars.overlapped_s
     figure = {
         "data": [
             {"type": "bar", "name": "exposed_s", "x": names, "y": exposed, "marker": {"color": COLORS["exposed"]}},
@@ -63,8 +88,8 @@ def step_section(train: dict[str, Any]) -> Section:
         },
     }
     rows: list[list[Cell]] = [
-        [t["name"], t["link_s"], t["exposed_s"], o, t["exposed_s"] / train["step_s"]]
-        for t, o in zip(terms, overlapped, strict=True)
+        [name, link, e, o, e / train["step_s"]]
+        for name, link, e, o in zip(names, bars.link_s, exposed, overlapped, strict=True)
     ]
     return Section(
         "step", "Step time by term", ["term", "link_s", "exposed_s", "overlapped_s", "share_of_step"], rows, figure,
@@ -75,10 +100,10 @@ def step_section(train: dict[str, Any]) -> Section:
 def memory_section(train: dict[str, Any]) -> Section:
     """Bytes per device by kind, stacked, against the device's capacity."""
     memory, capacity = train["memory_bytes"], train["capacity_bytes"]
-    kinds = [k for k in MEMORY_KINDS if k in memory]
+    bars = memory_bars(train)
     gib = 2.0**30
     data: list[dict[str, Any]] = [
-        {"type": "bar", "name": kind, "x": ["per device"], "y": [memory[kind] / gib]} for kind in kinds
+        {"type": "bar", "name": kind, "x": ["per device"], "y": [value / gib]} for kind, value in bars
     ]
     figure = {
         "data": data,
@@ -99,24 +124,42 @@ def memory_section(train: dict[str, Any]) -> Section:
             ],
         },
     }
-    rows: list[list[Cell]] = [[kind, memory[kind], memory[kind] / capacity] for kind in kinds]
+    rows: list[list[Cell]] = [[kind, value, value / capacity] for kind, value in bars]
     rows += [["required", memory["required"], memory["required"] / capacity], ["capacity", capacity, 1.0]]
     notes = [f"fits: {'yes' if train['fits'] else 'no'}; the dashed line is the device's capacity."]
     return Section("memory", "Memory per device", ["kind", "bytes", "share_of_capacity"], rows, figure, notes)
+
+
+@dataclass(frozen=True)
+class BusbwCurve:
+    """busbw against size, as ``collective --json``'s rows give it, with their interval (``band``: low, high,
+    level; None: rows without intervals)."""
+
+    size_bytes: list[int]
+    busbw_GBps: list[float]
+    band: tuple[list[float], list[float], float] | None
+
+
+def busbw_curve(rows: list[dict[str, Any]]) -> BusbwCurve:
+    """The busbw figure's numbers from ``collective --json``'s ``rows``."""
+    band = None
+    if rows and "intervals" in rows[0]:
+        low = [r["intervals"]["busbw_GBps"]["low"] for r in rows]
+        high = [r["intervals"]["busbw_GBps"]["high"] for r in rows]
+        band = (low, high, float(rows[0]["intervals"]["busbw_GBps"]["level"]))
+    return BusbwCurve([r["size_bytes"] for r in rows], [r["busbw_GBps"] for r in rows], band)
 
 
 def collective_section(index: int, item: dict[str, Any]) -> Section:
     """busbw against size on one of the step's groups: the model's curve, its interval band, the job's message
     and the measured points of the same instance, operation and shape."""
     rows_in = item["sweep"]["rows"]
-    sizes = [r["size_bytes"] for r in rows_in]
-    busbw = [r["busbw_GBps"] for r in rows_in]
+    curve = busbw_curve(rows_in)
+    sizes, busbw = curve.size_bytes, curve.busbw_GBps
     label = f"{item['kind']}: {item['op']} on {item['ranks']} ranks ({item['nodes']} x {item['per_node']})"
     data: list[dict[str, Any]] = []
-    if rows_in and "intervals" in rows_in[0]:
-        low = [r["intervals"]["busbw_GBps"]["low"] for r in rows_in]
-        high = [r["intervals"]["busbw_GBps"]["high"] for r in rows_in]
-        level = rows_in[0]["intervals"]["busbw_GBps"]["level"]
+    if curve.band is not None:
+        low, high, level = curve.band
         data += [
             {"type": "scatter", "mode": "lines", "x": sizes, "y": low, "line": {"width": 0}, "showlegend": False,
              "name": "interval low", "hoverinfo": "skip"},

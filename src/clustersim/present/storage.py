@@ -3,11 +3,13 @@ modes side by side, and a striping sweep, as JSON and as rich tables."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from rich.console import RenderableType
 from rich.table import Table
 
+from clustersim.present.figures import figure
 from clustersim.storage import burst
 from clustersim.storage.checkpoint import CheckpointTiming, Transfer
 from clustersim.storage.fsx import Extent, FileSystem
@@ -165,3 +167,57 @@ def striping_view(fs: FileSystem, sweep: list[Transfer], path: str) -> list[Rend
             table.add_row(str(i), format_bytes_per_s(t.bytes_per_s), format_seconds(t.time_s), t.bound)
         previous = t.bound
     return [table]
+
+
+def plot_checkpoint(data: dict[str, Any], model: str, path: Path) -> None:
+    """``storage checkpoint --json`` drawn: each bound's rate for the save and the load (the binding one
+    darker), and per mode what training waits for beside the background drain, each bar labelled."""
+    import numpy as np
+
+    with figure(path, ncols=2, figsize=(12, 4.5)) as (_, (bounds, modes)):
+        names = list(data["save"]["bounds_bytes_per_s"])
+        y = np.arange(len(names))
+        for offset, key in ((-0.2, "save"), (0.2, "load")):
+            transfer = data[key]
+            rates = [transfer["bounds_bytes_per_s"][n] / 1e9 for n in names]
+            drawn = bounds.barh(y + offset, rates, height=0.4, label=f"{key} ({transfer['time_s']:.3g} s)",
+                                color="#4C72B0" if key == "save" else "#DD8452")  # fmt: skip
+            for name, patch in zip(names, drawn.patches, strict=True):
+                patch.set_gid(f"{key}-{name}")
+                patch.set_alpha(1.0 if name == transfer["bound"] else 0.45)
+        bounds.set_yticks(y, names)
+        bounds.set_xscale("log")
+        bounds.set_xlabel("GB/s (the lowest binds, drawn solid)")
+        size_tb = data["checkpoint_bytes"] / 1e12
+        bounds.set_title(f"{model}: {size_tb:.3g} TB checkpoint, {data['num_files']:,} files")
+        bounds.legend(fontsize="small")
+        mode_names = list(data["modes"])
+        y = np.arange(len(mode_names))
+        for offset, key, color in ((-0.2, "stall_s", "#C44E52"), (0.2, "drain_s", "#8FB1D9")):
+            values = [data["modes"][m][key] for m in mode_names]
+            drawn = modes.barh(y + offset, values, height=0.4, color=color, label=key)
+            for name, value, patch in zip(mode_names, values, drawn.patches, strict=True):
+                patch.set_gid(f"{key}-{name}")
+                modes.annotate(f"{value:.3g} s", (value, patch.get_y() + 0.2), xytext=(3, 0),
+                               textcoords="offset points", va="center", fontsize="small")  # fmt: skip
+        modes.set_yticks(y, [f"{m} ({data['modes'][m]['bound']})" for m in mode_names])
+        modes.set_xlabel("seconds per checkpoint")
+        longest = max((data["modes"][m][k] for m in mode_names for k in ("stall_s", "drain_s")), default=0.0)
+        modes.set_xlim(0, 1.18 * longest if longest > 0 else 1.0)
+        modes.set_title("training's stall and the background drain, by mode")
+        modes.legend(fontsize="small")
+
+
+def plot_striping(data: dict[str, Any], path: Path) -> None:
+    """``storage striping --json`` drawn: one client's rate against the stripe count, coloured by the bound."""
+    rows = data["rows"]
+    with figure(path, figsize=(8, 4.5)) as (_, ax):
+        ax.plot([r["stripes"] for r in rows], [r["bytes_per_s"] / 1e9 for r in rows], color="#888888", lw=0.8)
+        for bound in dict.fromkeys(r["bound"] for r in rows):
+            mine = [r for r in rows if r["bound"] == bound]
+            ax.plot([r["stripes"] for r in mine], [r["bytes_per_s"] / 1e9 for r in mine], "o", markersize=4,
+                    label=bound, gid=f"bound-{bound}")  # fmt: skip
+        ax.set_xlabel("stripes")
+        ax.set_ylabel("GB/s, one client")
+        ax.set_title(f"one {data['file_bytes'] / 1e9:.3g} GB file over {data['path']}")
+        ax.legend(fontsize="small")
