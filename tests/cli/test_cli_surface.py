@@ -145,6 +145,7 @@ def test_every_command_is_in_the_snapshot():
         "ingest",
         "models",
         "plan",
+        "probe",
         "reliability",
         "report",
         "serve",
