@@ -57,6 +57,10 @@ JSON_CASES = {
         *("--global-batch", "16", "--json"),
     ],
     "fabric pattern": ["fabric", "pattern", "--nodes", "2", "--fabric-hosts", "64", "--size", "1M", "--json"],
+    "explain": [
+        *("explain", "llama3-8b", "--instance", "p5.48xlarge", "--nodes", "1", "--tp", "8", "--pp", "1"),
+        *("--measured-step", "1.5", "--json"),
+    ],
 }
 
 
@@ -140,6 +144,7 @@ def test_every_command_is_in_the_snapshot():
     assert set(top.commands) == {
         "calibrate",
         "collective",
+        "explain",
         "fabric",
         "hw",
         "ingest",

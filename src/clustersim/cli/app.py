@@ -13,6 +13,7 @@ from clustersim import __version__
 from clustersim.cli.calibrate import calibrate_command
 from clustersim.cli.collective import collective_command
 from clustersim.cli.common import LightGroup
+from clustersim.cli.explain import explain_command
 from clustersim.cli.fabric import fabric_app
 from clustersim.cli.hw import hw_app
 from clustersim.cli.ingest import ingest_command
@@ -53,6 +54,7 @@ app.command("ingest")(ingest_command)
 app.command("calibrate")(calibrate_command)
 app.command("probe")(probe_command)
 app.command("report")(report_command)
+app.command("explain")(explain_command)
 
 
 def _version(value: bool) -> None:

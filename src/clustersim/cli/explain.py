@@ -1,0 +1,264 @@
+"""``clustersim explain``: set a measured training step against the prediction and rank the terms whose
+plausible ranges could explain the gap (``clustersim.diagnose``).
+
+The job and layout options are ``train``'s (parsed by its ``_scenario_of_options``; with --tp and --pp the
+layout is given, otherwise chosen as ``train`` chooses it); the measurement is one of --measured-step,
+--measured-tokens-per-s or --measured-mfu, turned into seconds per step with the estimate's own tokens,
+FLOPs and peak."""
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from clustersim.cli.calibrate import CalibrationOption, calibration_overlay
+from clustersim.cli.common import (
+    CatalogOption,
+    JsonOption,
+    ModelsOption,
+    emit_json,
+    given_options,
+    print_all,
+    user_errors,
+)
+from clustersim.cli.job_options import (
+    CpOpt,
+    DevicesPerNodeOpt,
+    EpOpt,
+    MicroBatchOpt,
+    PpOpt,
+    PrecisionOpt,
+    RecomputeOpt,
+    SeqOpt,
+    SpOpt,
+    TpOpt,
+    TrainGlobalBatchOpt,
+    VpOpt,
+    ZeroOpt,
+)
+from clustersim.cli.level_option import DEFAULT_LEVEL, LevelOption
+from clustersim.errors import ClusterSimError
+from clustersim.units import MAX_NODES
+
+if TYPE_CHECKING:
+    from clustersim.diagnose import Explanation, StepInputs
+    from clustersim.scenario.training import TrainingRun
+    from clustersim.training.estimate import Estimate
+
+MEASURED = ("--measured-step", "--measured-tokens-per-s", "--measured-mfu")
+
+
+def explain_command(
+    ctx: typer.Context,
+    model: Annotated[
+        str, typer.Argument(metavar="MODEL", help="Zoo id (e.g. llama3-70b), a model TOML or a HF config.json.")
+    ],
+    measured_step: Annotated[
+        float | None, typer.Option("--measured-step", help="The run's measured seconds per training step.")
+    ] = None,
+    measured_tokens_per_s: Annotated[
+        float | None,
+        typer.Option("--measured-tokens-per-s", help="The run's measured tokens per second, the whole job's."),
+    ] = None,
+    measured_mfu: Annotated[
+        float | None,
+        typer.Option("--measured-mfu", help="The run's measured model FLOPs utilization, a fraction (0.42, not 42)."),
+    ] = None,
+    instance: Annotated[str, typer.Option("--instance", help="Instance id, e.g. p5en.48xlarge.")] = "p5en.48xlarge",
+    nodes: Annotated[int, typer.Option("--nodes", min=1, max=MAX_NODES, help="Number of instances.")] = 16,
+    devices_per_node: DevicesPerNodeOpt = None,
+    tp: TpOpt = None,
+    pp: PpOpt = None,
+    vp: VpOpt = 1,
+    cp: CpOpt = 1,
+    ep: EpOpt = 1,
+    micro_batch: MicroBatchOpt = None,
+    zero: ZeroOpt = None,
+    sp: SpOpt = None,
+    recompute: RecomputeOpt = None,
+    global_batch: TrainGlobalBatchOpt = None,
+    seq: SeqOpt = None,
+    precision: PrecisionOpt = "bf16",
+    framework: Annotated[
+        str | None,
+        typer.Option("--framework", help="The training framework's profile (default: the accelerator's)."),
+    ] = None,
+    efficiency: Annotated[
+        list[Path] | None,
+        typer.Option("--efficiency", help="A TOML of achieved fractions per accelerator family (overrides fields)."),
+    ] = None,
+    software: Annotated[
+        list[Path] | None,
+        typer.Option("--software", help="A TOML of framework profiles (overrides fields; also $CLUSTERSIM_SOFTWARE)."),
+    ] = None,
+    models: ModelsOption = None,
+    calibration: CalibrationOption = None,
+    level: LevelOption = DEFAULT_LEVEL,
+    catalog: CatalogOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Explain a measured step: compare it with the prediction and its interval at --level, and rank the
+    terms (GEMMs, attention, memory-bound work, TP/CP/EP/PP/DP exposed communication, the bubble, the
+    optimizer, recompute, data loading) by how far into its plausible range each would have to move alone
+    to close the gap, with the step's sensitivity to each, re-estimated."""
+    from clustersim.cli.fabric_options import calibration_in_force
+    from clustersim.cli.train import LAYOUT_OPTIONS, _scenario_of_options
+    from clustersim.diagnose import explain_step
+    from clustersim.scenario.training import run_training
+
+    with user_errors():
+        given = _measurement(measured_step, measured_tokens_per_s, measured_mfu)
+        spec = _scenario_of_options(
+            model=model, instance=instance, nodes=nodes, devices_per_node=devices_per_node, tp=tp, pp=pp, vp=vp,
+            cp=cp, ep=ep, micro_batch=micro_batch, zero=zero, sp=sp, recompute=recompute, uneven=None,
+            tokens="1T", global_batch=global_batch, seq=seq, precision=precision, offer="on_demand",
+            models=models or [], efficiency=efficiency or [], catalog=catalog or [], framework=framework,
+            software=software or [], given=set(given_options(ctx, LAYOUT_OPTIONS)),
+        )  # fmt: skip
+        spec = spec.model_copy(update={"job": spec.job.model_copy(update={"tokens": None})})  # one step
+        with calibration_overlay(calibration):
+            calibrated = calibration_in_force()
+            run = run_training(spec)
+            inputs = _inputs(run)
+            measured_s = _step_s(run.estimate, *given)
+            explanation = explain_step(inputs, measured_s, bounds=_bounds(), level=level)
+    if as_json:
+        emit_json(
+            {
+                "model": run.model.name,
+                "system": run.estimate.system,
+                "layout": run.estimate.layout.model_dump(mode="json"),
+                "layout_chosen": run.layout_chosen,
+                "measured": {"option": given[0], "value": given[1]},
+                "calibration": calibrated,
+                **explanation.to_json(),
+            }
+        )
+        return
+    _show(run, explanation, given)
+
+
+def _measurement(step: float | None, tokens_per_s: float | None, mfu: float | None) -> tuple[str, float]:
+    """The one measurement given, as (its flag, its value); none, two, or a value out of range refused."""
+    given = [
+        (flag, value) for flag, value in zip(MEASURED, (step, tokens_per_s, mfu), strict=True) if value is not None
+    ]
+    if not given:
+        raise ClusterSimError(
+            f"give the run's measurement: one of {', '.join(MEASURED)} (e.g. --measured-step 14.2)",
+            field="--measured-step",
+        )
+    if len(given) > 1:
+        raise ClusterSimError(
+            f"{' and '.join(flag for flag, _ in given)} both give the measurement; give one",
+            field=given[1][0],
+            value=given[1][1],
+        )
+    flag, value = given[0]
+    import math
+
+    if not math.isfinite(value) or value <= 0:
+        raise ClusterSimError(f"{flag}: {value!r} is not a positive number", field=flag, value=value)
+    if flag == "--measured-mfu" and value > 1:
+        raise ClusterSimError(
+            f"{flag}: {value!r} is above 1 (give a fraction of the dense peak: 0.42 for 42%)", field=flag, value=value
+        )
+    return flag, value
+
+
+def _step_s(estimate: "Estimate", flag: str, value: float) -> float:
+    """Seconds per step the measurement means, with the estimate's tokens, model FLOPs and peak."""
+    if flag == "--measured-tokens-per-s":
+        return estimate.job.tokens_per_step / value
+    if flag == "--measured-mfu":
+        return estimate.model_flops_per_step / (value * estimate.num_devices * estimate.peak_flop_per_s)
+    return value
+
+
+def _inputs(run: "TrainingRun") -> "StepInputs":
+    """The inputs ``run_training`` priced the step with (the same files, system, profile and calibration)."""
+    from clustersim.catalog.registry import load_catalog
+    from clustersim.compute import software as profiles
+    from clustersim.compute.efficiency import efficiency_for, efficiency_table
+    from clustersim.diagnose import StepInputs
+    from clustersim.network.analytic import collective_calibration
+    from clustersim.system import system_for_instance
+
+    scenario, options = run.scenario, run.scenario.options
+    where = scenario.system
+    system = system_for_instance(
+        load_catalog(options.catalog, use_env=False),
+        where.instance,
+        where.nodes,
+        devices_per_node=where.devices_per_node,
+    )
+    software = profiles.software_for(
+        scenario.framework,
+        system.accelerator.family,
+        profiles.software_profiles(options.software, use_env=False),
+        accelerator=system.accelerator.id,
+    )
+    efficiency = efficiency_for(system.accelerator, efficiency_table(options.efficiency, use_env=False))
+    return StepInputs(
+        model=run.model, system=system, layout=run.estimate.layout, job=run.estimate.job, efficiency=efficiency,
+        software=software, calibration=collective_calibration(),
+    )  # fmt: skip
+
+
+def _bounds() -> Any:
+    """The fit bounds the plausible ranges use: the collective fit's network efficiency and the training fit's
+    fixed cost per step (``clustersim.validation.specs``, the bounds ``calibrate`` and the shipped fits use)."""
+    from clustersim.diagnose import Bounds
+    from clustersim.validation.specs import COLLECTIVE_BOUNDS, TRAINING_BOUNDS
+
+    return Bounds(
+        network_efficiency=COLLECTIVE_BOUNDS["network_efficiency"],
+        step_s=TRAINING_BOUNDS["step_s"],
+        source="clustersim.validation.specs",
+    )
+
+
+def _show(run: "TrainingRun", explanation: "Explanation", given: tuple[str, float]) -> None:
+    from rich.table import Table
+
+    estimate = run.estimate
+    chosen = " (chosen: the run's own layout should be given with --tp and --pp)" if run.layout_chosen else ""
+    lines = [
+        f"{run.model.name} on {estimate.system}, layout {estimate.layout.describe()}{chosen}",
+        f"measured ({given[0]} {given[1]:g}): {explanation.measured_step_s:.4g} s per step; "
+        f"predicted {explanation.predicted_step_s:.4g} s ({explanation.gap:+.1%})",
+        explanation.summary(),
+    ]
+    table = Table(title="what would close the gap, alone (ranked by the share of its plausible range it needs)")
+    columns = ("term", "seconds", "needs", "plausible range", "plausible", "d step / d parameter", "elasticity")
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("term", "plausible range") else "right")
+    for c in explanation.candidates:
+        r = c.plausible_range
+        slope = c.sensitivity.d_step_s_d_parameter
+        table.add_row(
+            c.term,
+            f"{c.seconds:.3g}",
+            _needs(c),
+            "unknown" if r is None else f"{r.low:.2f}-{r.high:.2f}x",
+            {True: "yes", False: "no", None: "?"}[c.plausible],
+            "" if slope is None else f"{slope:+.3g}",
+            f"{c.sensitivity.elasticity:+.3g}",
+        )
+    notes = [f"{i}. {c.line()}" for i, c in enumerate(explanation.candidates[:3], 1)]
+    sources = sorted({c.plausible_range.source for c in explanation.candidates if c.plausible_range is not None})
+    for line in lines:
+        print_all(_plain(line))
+    print_all(table, *(_plain(n) for n in notes), *(_plain(f"range: {s}") for s in sources))
+
+
+def _needs(candidate: Any) -> str:
+    if candidate.kind.value == "added":
+        return f"+{candidate.needed_s:.3g} s" if candidate.needed_s > 0 else "-"
+    return "-" if candidate.factor_needed is None else f"{candidate.factor_needed:.3g}x"
+
+
+def _plain(line: str) -> Any:
+    from rich.text import Text
+
+    return Text(line)

@@ -1,0 +1,97 @@
+"""``clustersim explain``: a measured step set against the prediction, the terms that could explain the gap
+ranked with their factors, ranges and sensitivities; the measurement given one way, refused otherwise."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from clustersim.cli.app import app
+
+runner = CliRunner()
+ENV = {"CLUSTERSIM_COLLECTIVE_CALIBRATION": "", "CLUSTERSIM_EFFICIENCY": "", "COLUMNS": "200"}
+JOB = ["llama3-8b", "--instance", "p5.48xlarge", "--nodes", "16", "--tp", "8", "--pp", "1", "--zero", "1",
+       "--global-batch", "128"]  # fmt: skip
+
+
+def _json(command: str, *args: str, job: list[str] = JOB) -> dict:
+    result = runner.invoke(app, [command, *job, *args, "--json"], env=ENV)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def _refused(*args: str) -> str:
+    result = runner.invoke(app, ["explain", *JOB, *args], env=ENV)
+    assert result.exit_code == 2, result.output
+    line = result.stderr.strip()
+    assert "\n" not in line and "Traceback" not in result.output
+    return line
+
+
+def test_a_step_slowed_by_a_slower_network_is_put_on_data_parallel_communication(tmp_path: Path) -> None:
+    """Train with an overlay of a network at 0.4 of line rate, take its step as measured, explain it with the
+    packaged calibration: DP communication comes first, needing 0.4 / 0.97 of the modelled busbw."""
+    slow = tmp_path / "slow.toml"
+    slow.write_text('[network_efficiency]\nvalue = 0.4\nsource = "a slower network than the packaged fit"\n')
+    measured = _json("train", "--calibration", str(slow))["step_s"]
+    out = _json("explain", "--measured-step", repr(measured))
+    assert out["measured_step_s"] == measured and out["gap"] > 0.05 and out["calibration"] == []
+    top = out["candidates"][0]
+    assert top["term"] == "DP exposed communication" and top["plausible"] is True
+    assert top["factor_needed"] == pytest.approx(0.4 / 0.97, rel=1e-5)
+    assert "NCCL" in top["hint"] and top["sensitivity"]["d_step_s_d_parameter"] < 0
+    assert {"low", "high", "source"} <= set(top["plausible_range"])
+    # explained with the same overlay, nothing is left to explain
+    same = _json("explain", "--measured-step", repr(measured), "--calibration", str(slow))
+    assert same["calibration"] == [str(slow)] and abs(same["gap"]) < 1e-9
+
+
+def test_a_step_slowed_by_slower_gemms_is_put_on_compute(tmp_path: Path) -> None:
+    """A job whose gradient reduce-scatter hides behind a long backward pass, its GEMMs at 0.92 of the fitted
+    ceiling (the attention core held): compute comes first, needing 0.92x the GEMM efficiency."""
+    slower = tmp_path / "gemm.toml"
+    slower.write_text(
+        '[hopper]\ngemm_max = 0.60628\nattention = 0.528261\nsource = "0.92 x 0.659; 0.659 x 0.486 held"\n'
+    )
+    job = [*JOB[:5], "--tp", "1", "--pp", "1", "--zero", "2", "--micro-batch", "1", "--global-batch", "128"]
+    measured = _json("train", "--efficiency", str(slower), job=job)["step_s"]
+    out = _json("explain", "--measured-step", repr(measured), job=job)
+    top = out["candidates"][0]
+    assert top["term"] == "compute (GEMMs)" and top["plausible"] is True
+    assert top["factor_needed"] == pytest.approx(0.92, rel=1e-4)
+
+
+def test_tokens_per_second_and_mfu_mean_the_same_step() -> None:
+    train = _json("train")
+    tokens_per_step = train["global_batch_tokens"]
+    by_step = _json("explain", "--measured-step", "1.2")
+    by_rate = _json("explain", "--measured-tokens-per-s", repr(tokens_per_step / 1.2))
+    assert by_rate["measured_step_s"] == pytest.approx(by_step["measured_step_s"], rel=1e-12)
+    at_prediction = _json("explain", "--measured-mfu", repr(train["mfu"]))
+    assert at_prediction["measured_step_s"] == pytest.approx(train["step_s"], rel=1e-12)
+    assert at_prediction["within_interval"] is True and abs(at_prediction["gap"]) < 1e-9
+
+
+def test_the_text_names_the_gap_the_interval_and_each_candidates_range() -> None:
+    result = runner.invoke(app, ["explain", *JOB, "--measured-step", "0.95"], env=ENV)
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "inside the prediction's 80% interval" in text and "the model's own uncertainty explains it" in text
+    assert "DP exposed communication" in text and "range: achieved fraction of line rate 0.3-1" in text
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        ((), "give the run's measurement: one of --measured-step"),
+        (("--measured-step", "1", "--measured-mfu", "0.4"), "--measured-step and --measured-mfu both give"),
+        (("--measured-step", "0"), "--measured-step: 0.0 is not a positive number"),
+        (("--measured-tokens-per-s", "-5"), "--measured-tokens-per-s: -5.0 is not a positive number"),
+        (("--measured-mfu", "42"), "--measured-mfu: 42.0 is above 1"),
+    ],
+)
+def test_a_missing_doubled_or_impossible_measurement_is_refused_in_one_line(args: tuple[str, ...], words: str) -> None:
+    assert words in _refused(*args)
