@@ -7,6 +7,7 @@ Serving plans (a dataset, a request rate, latency targets) are not part of this 
 one instance's deployment.
 """
 
+from contextlib import AbstractContextManager
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -17,6 +18,7 @@ from clustersim.cli.calibrate import CalibrationOption, calibration_overlay
 from clustersim.cli.common import CatalogOption, JsonOption, ModelsOption, number, plot_path, user_errors
 from clustersim.cli.job_options import DevicesPerNodeOpt, SeqOpt
 from clustersim.cli.level_option import DEFAULT_LEVEL, LevelOption
+from clustersim.cli.sweep import Executor
 from clustersim.errors import ClusterSimError
 
 if TYPE_CHECKING:
@@ -144,6 +146,21 @@ def plan_command(
         list[Path] | None, typer.Option("--software", help="A TOML of framework profiles (also $CLUSTERSIM_SOFTWARE).")
     ] = None,
     calibration: CalibrationOption = None,
+    executor: Annotated[
+        Executor,
+        typer.Option(
+            "--executor",
+            case_sensitive=False,
+            help="local (the points one after another here) or ray (the 'ray' "
+            "extra: partitions of points on Ray workers; the same plan).",
+        ),
+    ] = Executor.LOCAL,
+    address: Annotated[
+        str | None, typer.Option("--address", help="With --executor ray: the cluster to join (default: a local one).")
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option("--workers", min=1, max=4096, help="CPUs of a new local Ray (default: all cores).")
+    ] = None,
     level: LevelOption = DEFAULT_LEVEL,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
@@ -198,10 +215,13 @@ def plan_command(
         )
         points, notes = grid_points(transformer, cat, grid, profiles=table, efficiency=fractions)
         space = _space(headroom, micro_batch=micro_batch, vp=vp, cp=cp, ep=ep)
-        with progress_bar("plan", "points") as progress:
+        with (
+            _executor(executor, address, workers) as run,
+            progress_bar(f"plan ({executor.value})", "points") as progress,
+        ):
             plan = plan_training(
                 transformer, points, objective=objective, constraints=limits, top=top, keep=keep, space=space,
-                level=level, notes=notes, progress=progress,
+                level=level, notes=notes, progress=progress, executor=run, workers=getattr(run, "cpus", 1),
             )  # fmt: skip
         if plot is not None:
             from clustersim.cli.common import write_figure
@@ -210,11 +230,35 @@ def plan_command(
     if as_json:
         from clustersim.cli.common import emit_json
 
-        emit_json(plan_json(plan, transformer) | {"calibration": calibrated})
+        emit_json(plan_json(plan, transformer) | {"calibration": calibrated, "executor": executor.value})
         return
     from clustersim.cli.common import print_all
 
     print_all(*plan_view(plan, transformer), calibration_line(calibrated))
+
+
+def _executor(kind: Executor, address: str | None, workers: int | None) -> AbstractContextManager[Any]:
+    """Where the points are searched: here, or on Ray (``--address`` and ``--workers`` only there)."""
+    from contextlib import nullcontext
+
+    from clustersim.plan.parallel import RayPoints, run_here
+
+    if kind is Executor.LOCAL:
+        for flag, value in (("--address", address), ("--workers", workers)):
+            if value is not None:
+                raise ClusterSimError(
+                    f"{flag}: only with --executor ray (local searches the points in this process)", field=flag,
+                    value=value,
+                )  # fmt: skip
+        return nullcontext(run_here)
+    if address is not None and workers is not None:
+        raise ClusterSimError(
+            "--workers: sizes a new local Ray; the cluster at --address has its own CPUs", field="--workers",
+            value=workers,
+        )  # fmt: skip
+    from clustersim.sweep.execute import default_workers, import_ray
+
+    return RayPoints(import_ray(), address=address, workers=None if address else workers or default_workers())
 
 
 def _space(headroom: float | None, **axes: str | None) -> "SearchSpace":
