@@ -244,6 +244,20 @@ def serve_command(
             "workers at --tp, or PxTP:DxTP (e.g. 1x4:2x2).",
         ),
     ] = None,
+    speculative: Annotated[
+        int | None,
+        typer.Option("--speculative", min=1, max=16, help="Simulate speculative decoding: K draft tokens a step."),
+    ] = None,
+    acceptance: Annotated[
+        float | None,
+        typer.Option("--acceptance", callback=number(ge=0, le=1), help="Each draft token's acceptance rate, [0, 1]."),
+    ] = None,
+    draft_model: Annotated[
+        str | None,
+        typer.Option(
+            "--draft-model", help="A zoo id drafting for --speculative (default: a one-layer EAGLE/MTP head)."
+        ),
+    ] = None,
     models: ModelsOption = None,
     level: LevelOption = DEFAULT_LEVEL,
     catalog: CatalogOption = None,

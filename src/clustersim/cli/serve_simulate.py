@@ -29,12 +29,13 @@ if TYPE_CHECKING:
     from clustersim.serving.estimate import Request
     from clustersim.serving.sim_report import SimulationResult
     from clustersim.serving.simulate import Load
+    from clustersim.serving.speculative import Speculation
     from clustersim.workload.transformer import Transformer
 
 # Options only the simulator reads: any of them turns it on.
 SIMULATION_OPTIONS = (
     "simulate", "concurrency", "requests", "slo", "seed", "seeds", "prefix_hit", "trace", "rates", "plot",
-    "disaggregate",
+    "disaggregate", "speculative", "acceptance", "draft_model",
 )  # fmt: skip
 # Options of the closed forms that a simulation cannot honour.
 REFUSED = ("ttft_target", "tpot_target", "compare", "scenario", "save_scenario", "level")
@@ -145,6 +146,7 @@ def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], lis
     engine = engine_for(p["engine"], chip.family, accelerator=chip.id).name
     tp = p["tp"] or _chosen_tp(model, catalog, p["instance"], p["pp"], request, load, engine)
     system = serving_system_for_instance(catalog, p["instance"], tp=tp, pp=p["pp"])
+    speculation = _speculation(p, model)
     deployment = None
     if p["disaggregate"] is not None:
         from clustersim.serving.disaggregation import deploy, parse_pools
@@ -178,7 +180,7 @@ def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], lis
 
                 result = simulate_disaggregated(model, deployment, request, each, **options)
             else:
-                result = simulate(model, system, request, each, **options)
+                result = simulate(model, system, request, each, speculation=speculation, **options)
             rows.append(result.to_json())
             if not rates:
                 results.append(result)
@@ -208,14 +210,14 @@ def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], lis
         sweep = []
         for k, each in enumerate(loads):
             merged = over_seeds(rows[k * len(seeds) : (k + 1) * len(seeds)], seeds)
-            closed = None if deployment else _closed_form(model, system, request, each, engine)
+            closed = None if deployment else _closed_form(model, system, request, each, engine, speculation)
             row = {"rate_per_s": each.rate_per_s, **{key: merged[key] for key in ROW_KEYS}, "closed_form": closed}
             sweep.append(row | ({"disaggregation": merged["disaggregation"]} if deployment else {}))
         extra = {"slo": None if slo is None else slo.to_json(), "seeds": seeds, "requests": count}
         extra["sim_wall_s"] = sum(row["sim_wall_s"] for row in rows)
         extra["steps"] = sum(row["steps"] for row in rows)
         return payload | extra | {"rates": sweep}, notes, results
-    closed = None if deployment else _closed_form(model, system, request, load, engine)  # colocated only
+    closed = None if deployment else _closed_form(model, system, request, load, engine, speculation)
     payload |= {**over_seeds(rows, seeds), "closed_form": closed}
     return payload, notes, results
 
@@ -258,10 +260,47 @@ def _chosen_tp(
     return best_serving_layout(model, catalog, instance, request, pp=pp, engine=engine).tp
 
 
-def _closed_form(model: Transformer, system: Any, request: Request, load: Load, engine: str) -> dict[str, Any] | None:
+def _speculation(p: dict[str, Any], model: Transformer) -> Speculation | None:
+    """``--speculative K --acceptance A [--draft-model M]`` as a ``Speculation``, or None."""
+    from clustersim.scenario.training import model_spec, user_files
+    from clustersim.serving.speculative import Speculation, check_speculation
+    from clustersim.workload import zoo
+
+    check_speculation(p["speculative"], p["acceptance"])
+    if p["speculative"] is None:
+        if p["draft_model"] is not None:
+            raise ClusterSimError("--draft-model: drafts for --speculative K; give it too", field="--draft-model")
+        return None
+    if p["disaggregate"] is not None:
+        raise ClusterSimError(
+            "--speculative: the disaggregated simulation runs plain decoding; drop --speculative or --disaggregate",
+            field="--speculative",
+        )
+    draft = None
+    if p["draft_model"] is not None:
+        found = user_files(zoo.ENV_VAR, p["models"] or [])
+        draft = zoo.load_model(model_spec(p["draft_model"]), extra_dirs=found, use_env=False)
+        if draft.vocab != model.vocab:
+            raise ClusterSimError(
+                f"--draft-model: {draft.name}'s vocabulary ({draft.vocab:,}) is not {model.name}'s ({model.vocab:,}); "
+                "a draft proposes the target's tokens",
+                field="--draft-model",
+                value=p["draft_model"],
+            )
+    return Speculation(p["speculative"], p["acceptance"], draft)
+
+
+def _closed_form(
+    model: Transformer, system: Any, request: Request, load: Load, engine: str, speculation: Speculation | None = None
+) -> dict[str, Any] | None:
     """The closed form of the same load at the mean lengths (server at a rate, concurrency), or None."""
     from clustersim.serving.concurrency import estimate_concurrency
     from clustersim.serving.latency import estimate_server
+
+    if speculation is not None:
+        from clustersim.serving.speculative import speculative_closed_form
+
+        return speculative_closed_form(model, system, request, speculation, load, engine)
 
     try:
         if load.rate_per_s is not None:

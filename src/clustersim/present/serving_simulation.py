@@ -38,6 +38,12 @@ def simulation_view(payload: dict[str, Any], notes: Sequence[str]) -> list[Rende
     lines: list[RenderableType] = [head, lengths]
     if payload.get("disaggregation"):
         lines.extend(_pools(payload["disaggregation"]))
+    if payload.get("speculation"):
+        spec = payload["speculation"]
+        lines.append(
+            f"speculative decoding: {spec['draft_tokens']} draft tokens a step from {escape(spec['draft'])}, each "
+            f"accepted at {spec['acceptance']:g}: {spec['tokens_per_step']:.3g} tokens a target step"
+        )
     table = Table(title="simulated latency")
     for column in ("", "p50", "p90", "p99", "mean"):
         table.add_column(column, justify="right" if column else "left")

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from clustersim.errors import ClusterSimError
-from clustersim.serving.sim_steps import StepTable
+from clustersim.serving.sim_steps import Steps
 
 BATCH_STEPS = 512  # most decode-only steps priced in one call
 
@@ -96,7 +96,7 @@ Progress = Callable[[int], None]
 
 
 def run_replica(
-    table: StepTable,
+    table: Steps,
     limits: SchedulerLimits,
     inputs: list[int],
     outputs: list[int],
@@ -110,7 +110,7 @@ def run_replica(
 
 
 def _run_continuous(
-    table: StepTable,
+    table: Steps,
     limits: SchedulerLimits,
     inputs: list[int],
     outputs: list[int],
@@ -288,7 +288,7 @@ def _run_continuous(
 
 
 def _run_static(
-    table: StepTable,
+    table: Steps,
     limits: SchedulerLimits,
     inputs: list[int],
     outputs: list[int],

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -48,6 +49,16 @@ def _locate(points: list[float], x: float) -> tuple[int, float]:
     i = min(max(i, 0), len(points) - 2)
     lo = points[i]
     return i, (x - lo) / (points[i + 1] - lo)
+
+
+class Steps(Protocol):
+    """What the scheduler asks of its step prices (a ``StepTable``, or speculative decoding's wrapper)."""
+
+    def step_s(self, decoding: int, context: float, prefill_tokens: float, prompts: int, pairs: float) -> float: ...
+
+    def decode_steps_s(self, decoding: int, contexts: FloatArray) -> FloatArray: ...
+
+    def chunk_pairs(self, start: float, end: float) -> float: ...
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -34,7 +34,8 @@ from clustersim.serving.formats import check_formats
 from clustersim.serving.sim_report import SimulationResult, Slo
 from clustersim.serving.sim_requests import RequestLengthSampler, Trace, poisson_arrivals, request_sampler
 from clustersim.serving.sim_scheduler import Arrivals, ReplicaLog, SchedulerLimits, run_replica
-from clustersim.serving.sim_steps import StepTable, step_table
+from clustersim.serving.sim_steps import Steps, step_table
+from clustersim.serving.speculative import Speculation, SpeculativeSteps, head_profile, steps_for_outputs
 from clustersim.workload.transformer import Transformer
 
 DEFAULT_REQUESTS = 2000
@@ -89,13 +90,16 @@ def simulate(
     cal: InferenceCalibration | None = None,
     engine: str | EngineProfile | None = None,
     progress: Callable[[int, int], None] | None = None,
+    speculation: Speculation | None = None,
 ) -> SimulationResult:
     """Simulate ``requests`` requests (a trace: its own) on ``system`` served by ``engine``.
 
     ``sampler`` draws the lengths (default: every request at ``request``'s lengths); ``max_batch`` caps
     the sequences in flight per replica below the engine's cap (static batching: the batch);
     ``kv_capacity_tokens`` replaces the memory plan's KV room per replica; ``progress(done, total)`` is
-    called as requests finish. Same inputs and ``seed``, same result.
+    called as requests finish; ``speculation``: speculative decoding (``clustersim.serving.speculative``: a
+    scheduler step is a verify step, a request's output takes ``1 + ceil((output - 1) / E)`` of them, each
+    gap between its tokens a step over ``E``). Same inputs and ``seed``, same result.
     """
     started = time.perf_counter()
     cal = default_calibration() if cal is None else cal
@@ -107,9 +111,16 @@ def simulate(
     table, limits = replica_engine(
         model, system, request, profile, cal, inputs, outputs,
         prefix_hit_rate=prefix_hit_rate, max_batch=max_batch, kv_capacity_tokens=kv_capacity_tokens,
+        speculation=speculation,
     )  # fmt: skip
-    logs = run_replicas(table, limits, inputs, outputs, load, system.dp, inputs.size, rng, progress)
-    return merge_logs(logs, inputs, outputs, inputs.size, started, slo, load)
+    steps = outputs if speculation is None else steps_for_outputs(outputs, speculation)
+    logs = run_replicas(table, limits, inputs, steps, load, system.dp, inputs.size, rng, progress)
+    result = merge_logs(logs, inputs, outputs, inputs.size, started, slo, load)
+    if speculation is None:
+        return result
+    gap = speculation.tokens_per_step  # a verify step's tokens arrive together: their mean gap
+    setup = result.setup | {"speculation": speculation.to_json()}
+    return replace(result, step_s=result.step_s / gap, resume_gaps_s=result.resume_gaps_s, setup=setup)
 
 
 def draw_lengths(
@@ -146,7 +157,8 @@ def replica_engine(
     max_batch: int | None = None,
     kv_capacity_tokens: float | None = None,
     kv_arrives: bool = False,
-) -> tuple[StepTable, SchedulerLimits]:
+    speculation: Speculation | None = None,
+) -> tuple[Steps, SchedulerLimits]:
     """One replica's priced steps and scheduler limits for requests of these lengths; the longest request
     must fit its KV cache (else a ``ClusterSimError``)."""
     if kv_capacity_tokens is None:
@@ -165,12 +177,20 @@ def replica_engine(
     cap = min(profile.max_batch_sequences, max_batch or profile.max_batch_sequences)
     limits = SchedulerLimits(profile.max_tokens_per_step, cap, block, blocks, prefix_hit_rate, static, kv_arrives)
     biggest = int(inputs.max()) * cap if static else profile.max_tokens_per_step
+    verified = 0 if speculation is None else cap * speculation.draft_tokens  # the drafts the target verifies
+    longest_s = float((inputs + outputs).max()) + 2.0
     table = step_table(
         model, system, request.precision, request.kv,
-        max_tokens=max(biggest, cap), max_sequences=cap, max_context=float((inputs + outputs).max()) + 2.0,
-        cal=cal, engine=profile,
+        max_tokens=max(biggest, cap) + verified, max_sequences=cap, max_context=longest_s, cal=cal, engine=profile,
     )  # fmt: skip
-    return table, limits
+    if speculation is None:
+        return table, limits
+    draft = step_table(
+        speculation.drafter(model), system, request.precision, request.kv,
+        max_tokens=max(biggest, cap), max_sequences=cap, max_context=longest_s, cal=cal,
+        engine=profile if speculation.draft is not None else head_profile(profile),
+    )  # fmt: skip
+    return SpeculativeSteps(table, draft, speculation), limits
 
 
 def check_run(
