@@ -3,6 +3,8 @@ the incremental re-solve (``MaxMinState``) against a full solve."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -86,9 +88,11 @@ def test_rates_are_feasible_and_every_flow_has_a_bottleneck(
         assert bottleneck, (i, path, rate, load)
 
 
-def _state(entries: list[tuple[int, int, float]], capacity: list[float], num_flows: int, **kw: float) -> MaxMinState:
+def _state(
+    entries: list[tuple[int, int, float]], capacity: list[float], num_flows: int, *, table: bool = True, **kw: Any
+) -> MaxMinState:
     f, r, w = (np.array(x) for x in zip(*entries, strict=True))
-    p = prepare(f.astype(np.int64), r.astype(np.int64), w.astype(float), num_flows, len(capacity))
+    p = prepare(f.astype(np.int64), r.astype(np.int64), w.astype(float), num_flows, len(capacity), table=table)
     return MaxMinState(p, np.array(capacity), **kw)
 
 
@@ -134,7 +138,22 @@ def test_a_warm_fraction_outside_0_to_1_is_refused():
         _state([(0, 0, 1.0)], [1.0], 1, warm_fraction=1.5)
 
 
-@pytest.mark.parametrize("warm_fraction", [0.5, 1.0])
+# Every way a re-solve can go: from scratch past half the flows (0.5), or always warm (1.0); on the
+# flow x slot table or on entries sorted by flow; by local bottlenecks or level by level
+# (levels_min 0); re-solving every flow above the level or only the part connected to the change
+# (prune_min 0).
+SOLVES = [
+    {"warm_fraction": 0.5},
+    {"warm_fraction": 1.0},
+    {"warm_fraction": 1.0, "table": False},
+    {"warm_fraction": 1.0, "levels_min": 0},
+    {"warm_fraction": 1.0, "levels_min": 0, "table": False},
+    {"warm_fraction": 1.0, "prune_min": 0},
+    {"warm_fraction": 1.0, "prune_min": 0, "table": False},
+]
+
+
+@pytest.mark.parametrize("how", SOLVES, ids=lambda how: ",".join(f"{k}={v}" for k, v in how.items()))
 @settings(max_examples=40, deadline=None)
 @given(
     st.integers(2, 12).flatmap(
@@ -151,13 +170,13 @@ def test_a_warm_fraction_outside_0_to_1_is_refused():
     )
 )
 def test_the_incremental_re_solve_equals_a_full_solve_after_every_change(
-    warm_fraction: float, case: tuple[int, list[list[tuple[int, float]]], list[float], list[list[int]]]
+    how: dict[str, Any], case: tuple[int, list[list[tuple[int, float]]], list[float], list[list[int]]]
 ):
     """Flows toggle in and out (removed if active, added if not), in batches; after each batch the
     rates and resource loads equal those of solving the new active set from scratch."""
     n, paths, capacity, batches = case
     entries = [(i, r, w) for i, path in enumerate(paths) for r, w in dict(path).items()]
-    state = _state(entries, capacity, n, warm_fraction=warm_fraction)
+    state = _state(entries, capacity, n, **how)
     f, r, w = (np.array(x) for x in zip(*entries, strict=True))
     p = prepare(f.astype(np.int64), r.astype(np.int64), w.astype(float), n, len(capacity))
     for batch in batches:

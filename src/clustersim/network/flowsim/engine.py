@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from clustersim.errors import ClusterSimError
+from clustersim.network.flowsim.blockmin import BlockMin
 from clustersim.network.flowsim.routing import Incidence, Routing, route
 from clustersim.network.flowsim.solver import WARM_FRACTION, MaxMinState, distinct, prepare
 from clustersim.network.flowsim.topology import BoolArray, FatTree, FloatArray, IntArray
@@ -152,7 +153,7 @@ def run(
     dependents_ptr, dependents, order = _reverse(flows.dep_ptr, flows.dep_idx, n)
     queue = flows.dep_queue[order] if flows.dep_queue.size else None
     ready = np.where(waiting_on == 0, flows.start_at_s, np.inf)
-    pending = ready.copy()  # release times of the flows not started yet (inf: started, or waiting on others)
+    pending = BlockMin(ready)  # release times of the flows not started yet (inf: started, or waiting on others)
     dep_arrival = np.full(n, -np.inf)
     start = np.full(n, np.nan)
     tx_end = np.full(n, np.nan)
@@ -162,17 +163,17 @@ def run(
     rate = np.zeros(n)
     left = size.copy()  # bytes left at ``since``, when the flow's rate last changed
     since = np.zeros(n)
-    finish = np.full(n, np.inf)  # when an active flow's last byte leaves at its current rate
-    done_by = np.full(n, np.inf)  # from when it counts as done (``DONE_TOL`` of its bytes left)
+    finish = BlockMin(np.full(n, np.inf))  # when an active flow's last byte leaves at its current rate
+    done_by = BlockMin(np.full(n, np.inf))  # from when it counts as done (``DONE_TOL`` of its bytes left)
     now, events, done = 0.0, 0, 0
     while done < n:
-        t = min(float(pending.min()), float(finish.min()))
+        t = min(pending.min(), finish.min())
         if not np.isfinite(t):
             raise ClusterSimError("flows wait on each other in a cycle and can never start", field="dep_idx")
-        finished = np.flatnonzero(done_by <= t)
+        finished = done_by.at_most(t)
         if finished.size:
-            finish[finished] = np.inf
-            done_by[finished] = np.inf
+            finish.set(finished, np.inf)
+            done_by.set(finished, np.inf)
             tx_end[finished] = t
             end[finished] = t + latency[finished]
             done += finished.size
@@ -180,10 +181,10 @@ def run(
                 finished, end, dependents_ptr, dependents, waiting_on, dep_arrival, ready, flows.start_at_s,
                 tx_end if queue is not None else None, queue,
             )  # fmt: skip
-            pending[freed] = ready[freed]
+            pending.set(freed, ready[freed])
         now = t
-        starting = np.flatnonzero(pending <= now)
-        pending[starting] = np.inf
+        starting = pending.at_most(now)
+        pending.set(starting, np.inf)
         start[starting] = np.maximum(ready[starting], now)
         events += 1
         changed, touched = solver.update(finished, starting)
@@ -197,8 +198,9 @@ def run(
             left[changed] -= rate[changed] * (now - since[changed])
             since[changed] = now
             rate[changed] = new
-            finish[changed] = now + left[changed] / new
-            done_by[changed] = finish[changed] - DONE_TOL * size[changed] / new
+            ends = now + left[changed] / new
+            finish.set(changed, ends)
+            done_by.set(changed, ends - DONE_TOL * size[changed] / new)
             c = cap[touched]
             util = np.divide(solver.used[touched], c, out=np.zeros(touched.size), where=c > 0)
             peak[touched] = np.maximum(peak[touched], util)

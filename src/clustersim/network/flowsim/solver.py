@@ -1,18 +1,13 @@
-"""Max-min fair rates by progressive filling, vectorized over a sparse flow x resource incidence.
+"""Max-min fair rates by progressive filling (``filling``), vectorized over a sparse flow x
+resource incidence, and kept up to date between the events of a simulation (``MaxMinState``).
 
-Progressive filling raises every unfrozen flow together and freezes the flows of each resource as
-it fills. Done one bottleneck level at a time, a fabric with many distinct levels (ECMP's hash
-collisions make hundreds) needs as many rounds; so after a few such rounds (all a symmetric
-collective needs) each round freezes every resource that is a local bottleneck at once
-(``_local_rounds``): a few ``np.bincount`` / ``np.minimum.reduceat`` passes over the unfrozen
-entries (sorted by flow once, in ``prepare``), with rounds as deep as the chain of bottlenecks,
-not as many as the levels. The result is the unique max-min fair allocation: no flow can grow
-without shrinking one that is no faster. A solve touches only the active flows' entries and the
-resources they cross, whatever the fabric's size.
-
-Between events of a simulation, ``MaxMinState`` re-solves only the flows a change can move: those
-above the level where the old and new allocations first differ, connected to what changed (exact:
-the same allocation as a full solve)."""
+``prepare`` sorts the entries by flow and indexes them by resource once; where flows cross about as
+many resources each (ECMP), it also lays them out as a flow x slot table (``Prepared.table_res``).
+A solve touches only the active flows' entries and the resources they cross, whatever the fabric's
+size. Between events, ``MaxMinState`` re-solves only the flows a change can move: those at or above
+the level where the old and new allocations first differ (found through per-block maxima of the
+rates, without scanning every flow), and of those, when many, only the ones connected to what
+changed (exact: the same allocation as a full solve)."""
 
 from __future__ import annotations
 
@@ -21,25 +16,26 @@ from dataclasses import dataclass
 import numpy as np
 
 from clustersim.errors import ClusterSimError
+from clustersim.network.flowsim.filling import REL_TOL, dense_rounds, distinct, fill, level_rounds, local_rounds
+from clustersim.network.flowsim.filling import csr_rows as _rows
 from clustersim.network.flowsim.topology import BoolArray, FloatArray, IntArray
 
-REL_TOL = 1e-9  # a resource within this fraction of its capacity is full
-LOAD_TOL = 1e-9  # a weighted flow count below this is empty (rounding of the subtractions)
+__all__ = ["REL_TOL", "MaxMinState", "Prepared", "distinct", "max_min_rates", "prepare", "solve"]
+
+DENSE_SLACK = 2.0  # a flow x slot table when its padded size is at most this many times the entries
+
+
+def _order(keys: IntArray, size: int) -> IntArray:
+    """The stable sorting permutation of ``keys`` (all below ``size``): none to do when sorted already,
+    numpy's radix sort when they fit 16 bits (several times faster than its merge sort)."""
+    if keys.size < 2 or bool(np.all(keys[1:] >= keys[:-1])):
+        return np.arange(keys.size)
+    return np.argsort(keys.astype(np.uint16) if size <= 1 << 16 else keys, kind="stable")
 
 
 def _csr(keys: IntArray, size: int) -> tuple[IntArray, IntArray]:
-    order = np.argsort(keys, kind="stable")
+    order = _order(keys, size)
     return np.searchsorted(keys[order], np.arange(size + 1)), order
-
-
-def _rows(ptr: IntArray, order: IntArray | None, rows: IntArray) -> IntArray:
-    """Entries (indices into the incidence) of ``rows`` of a CSR (``ptr``, ``order``)."""
-    lens = ptr[rows + 1] - ptr[rows]
-    total = int(lens.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    first = np.repeat(ptr[rows] - np.cumsum(lens) + lens, lens) + np.arange(total, dtype=np.int64)
-    return first if order is None else order[first]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -54,23 +50,44 @@ class Prepared:
     res_order: IntArray
     num_flows: int
     num_resources: int
+    table_res: IntArray  # (flows, slots): each flow's resources, padded with ``num_resources``; (0, 0): none
+    table_weight: FloatArray  # the weights, 0 in the padding
+
+    @property
+    def has_table(self) -> bool:
+        return bool(self.table_res.shape[0] == self.num_flows > 0)
 
 
-def prepare(flow: IntArray, resource: IntArray, weight: FloatArray, num_flows: int, num_resources: int) -> Prepared:
-    """Sort the entries by flow and index them by resource."""
-    order = np.argsort(flow, kind="stable")
+def prepare(
+    flow: IntArray, resource: IntArray, weight: FloatArray, num_flows: int, num_resources: int, *, table: bool = True
+) -> Prepared:
+    """Sort the entries by flow and index them by resource; lay them out as a table too where that
+    fits (``DENSE_SLACK``) and ``table`` allows."""
+    order = _order(flow, num_flows)
     f, r, w = flow[order], resource[order], weight[order]
     if num_flows and np.bincount(f, minlength=num_flows).min() == 0:
         raise ClusterSimError("a flow touches no resource", field="flow")
     res_ptr, res_order = _csr(r, num_resources)
     flow_ptr = np.searchsorted(f, np.arange(num_flows + 1))
-    return Prepared(f, r, w, flow_ptr, res_ptr, res_order, num_flows, num_resources)
+    table_res, table_weight = _table(f, r, w, flow_ptr, num_resources, DENSE_SLACK if table else 0.0)
+    return Prepared(f, r, w, flow_ptr, res_ptr, res_order, num_flows, num_resources, table_res, table_weight)
 
 
-def distinct(values: IntArray) -> IntArray:
-    """The distinct values, sorted (by sorting: numpy 2.4's hashing ``np.unique`` is 50 times slower)."""
-    s = np.sort(values)
-    return s[np.concatenate([[True], s[1:] != s[:-1]])] if s.size else s
+def _table(
+    f: IntArray, r: IntArray, w: FloatArray, ptr: IntArray, pad: int, slack: float
+) -> tuple[IntArray, FloatArray]:
+    """The entries as a flow x slot table padded with resource ``pad`` (weight 0), or (0, 0) arrays
+    when that would take more than ``slack`` times the entries."""
+    lens = np.diff(ptr)
+    slots = int(lens.max()) if lens.size else 0
+    if not f.size or lens.size * slots > slack * f.size:
+        return np.zeros((0, 0), dtype=np.int64), np.zeros((0, 0))
+    col = np.arange(f.size) - np.repeat(ptr[:-1], lens)
+    res = np.full((lens.size, slots), pad, dtype=np.int64)
+    weight = np.zeros((lens.size, slots))
+    res[f, col] = r
+    weight[f, col] = w
+    return res, weight
 
 
 def _compact(values: IntArray, size: int) -> tuple[IntArray, IntArray]:
@@ -115,84 +132,23 @@ def solve(
     """Max-min rates of the ``active`` flows of ``p`` (0 for the others) and the filling rounds.
 
     The first ``global_rounds`` rounds fill to the lowest level everywhere (cheap, and enough for a
-    symmetric collective); if flows are still growing, ``_local_rounds`` finishes the job. Both work
+    symmetric collective); if flows are still growing, ``local_rounds`` finishes the job. Both work
     on the active flows' entries and the resources they touch only, whatever the fabric's size.
     """
     rate = np.zeros(p.num_flows)
     entries = _rows(p.flow_ptr, None, np.flatnonzero(active))
     res, r = _compact(p.resource[entries], p.num_resources)
-    rounds = _fill(p.flow[entries], r, p.weight[entries], capacity[res].astype(np.float64), rate, global_rounds)
+    rounds = fill(p.flow[entries], r, p.weight[entries], capacity[res].astype(np.float64), rate, global_rounds)
     return rate, rounds
 
 
-def _fill(f: IntArray, r: IntArray, w: FloatArray, cap: FloatArray, rate: FloatArray, global_rounds: int) -> int:
-    """Progressive filling of entries (``f``, ``r``, ``w``; sorted by flow) on resources ``0..cap.size-1``
-    from 0: sets ``rate``, returns the rounds."""
-    remaining = cap.copy()  # capacity less the frozen flows' load; the growing flows all run at ``level``
-    load = np.bincount(r, weights=w, minlength=cap.size)
-    level, rounds = 0.0, 0
-    while f.size:
-        if rounds == global_rounds:
-            remaining -= load * level  # the growing flows' share so far, then finish locally
-            return _local_rounds(f, r, w, remaining, rate, level, rounds)
-        busy = load > LOAD_TOL
-        if not busy.any():
-            break
-        rounds += 1
-        level = max(level, float((np.maximum(remaining[busy], 0.0) / load[busy]).min()))
-        full = busy & (remaining - load * level <= REL_TOL * cap)
-        starts = np.concatenate([[True], f[1:] != f[:-1]])
-        segment = np.cumsum(starts) - 1
-        frozen = np.zeros(int(segment[-1]) + 1, dtype=bool)
-        frozen[segment[full[r]]] = True  # a flow freezes with any resource of it that filled
-        rate[f[np.flatnonzero(starts)[frozen]]] = level
-        done = frozen[segment]
-        frozen_load = np.bincount(r[done], weights=w[done], minlength=cap.size)
-        load -= frozen_load
-        remaining -= frozen_load * level
-        load[full] = 0.0
-        keep = ~done
-        f, r, w = f[keep], r[keep], w[keep]
-    return rounds
-
-
-def _local_rounds(
-    f: IntArray, r: IntArray, w: FloatArray, remaining: FloatArray, rate: FloatArray, base: float, rounds: int
-) -> int:
-    """Finish entries (``f``, ``r``, ``w``, sorted by flow) of flows all at ``base``; ``remaining``
-    (indexed by ``r``): capacity less everything given so far. Sets ``rate``; returns the rounds.
-
-    Each round gives every resource its fair level (capacity left over the weighted count of its
-    unfrozen flows) and freezes, at once, every resource that is a local bottleneck: none of its
-    flows crosses a resource with a lower level. Levels only rise as other flows freeze, so such a
-    resource's flows can never get less, and the resource fills at its level: they get exactly that.
-    The lowest resource always qualifies, so each round makes progress; rounds are as many as the
-    chain of bottlenecks is deep, where filling level by level takes one per distinct level.
-    """
-    while f.size:
-        rounds += 1
-        load = np.bincount(r, weights=w, minlength=remaining.size)
-        level = np.maximum(remaining[r], 0.0) / load[r]  # per entry: its resource's extra fair level
-        starts = np.concatenate([[True], f[1:] != f[:-1]])
-        first = np.flatnonzero(starts)
-        segment = np.cumsum(starts) - 1
-        lowest = np.minimum.reduceat(level, first)  # per flow: its lowest level
-        undercut = lowest[segment] < level * (1 - REL_TOL)
-        blocked = np.zeros(remaining.size, dtype=bool)
-        blocked[r[undercut]] = True
-        frozen = np.zeros(first.size, dtype=bool)
-        frozen[segment[~blocked[r]]] = True
-        rate[f[first[frozen]]] = base + lowest[frozen]
-        done = frozen[segment]
-        remaining -= np.bincount(r[done], weights=w[done] * lowest[segment[done]], minlength=remaining.size)
-        keep = ~done
-        f, r, w = f[keep], r[keep], w[keep]
-    return rounds
-
-
-WARM_FRACTION = 0.5  # re-solve from scratch when more than this fraction of the active flows must move (0: always)
+WARM_FRACTION = 1.0  # re-solve from scratch when more than this fraction of the active flows must move (0: always)
 FILL_STEPS = 16  # Newton steps to the level at which an added flow's resource fills (fewer: a lower bound)
 TIE_TOL = 1e-9  # rates within this fraction below the restart level count as at it (rounding of ties)
+BLOCK = 256  # flows per block of the rate maxima that find the flows at or above a level
+PRUNE_MIN = 2048  # re-solve only the part connected to the change when at least this many flows are above
+PRUNE_DEPTH = 16  # the most breadth-first steps spent finding that part (past them, all are re-solved)
+LEVELS_MIN = 4096  # flows re-solved level by level (``level_rounds``) from this many, by local bottlenecks below
 
 
 class MaxMinState:
@@ -207,53 +163,75 @@ class MaxMinState:
     rate, it only gets emptier, and one crossed by an added flow does not fill below ``L`` by the
     definition of ``L``; every other resource sees the same flows. So the flows below ``L`` keep
     their rates. From ``L`` on, the flows above it (all at ``L``) share what the others leave: a
-    max-min problem of its own, which splits into the connected parts of the graph of those flows
-    and their resources. A part without an added flow or a resource of a removed one has the same
-    flows and the same capacities as before, so the same answer. Only the parts reached from the
-    changed resources are re-solved, from the state at ``L`` (``_local_rounds``): the same
-    allocation as a full ``solve`` (within the tolerances), at the cost of the flows that move. When
-    more than ``warm_fraction`` of the active flows would move, all are solved again (``solve``).
-    ``used`` carries each resource's load from update to update.
+    max-min problem of its own, re-solved from the state at ``L`` (``local_rounds``): the same
+    allocation as a full ``solve`` (within the tolerances), at the cost of the flows above ``L``.
+    Those are found through per-block maxima of the rates (an upper bound, made exact for each
+    block looked into), not by scanning every flow. The problem above ``L`` splits into the connected
+    parts of the graph of its flows and their resources; a part without an added flow or a resource
+    of a removed one has the same flows and capacities as before, so the same answer: when many flows
+    are above ``L``, only the parts reached from the changed resources are re-solved. When more than
+    ``warm_fraction`` of the active flows would move, all are solved again from 0 (``solve``; 0:
+    always, the plain method). ``used`` carries each resource's load from update to update.
     """
 
     __slots__ = (
-        "_seen_flow",
-        "_seen_res",
+        "_block_max",
+        "_cap_pad",
+        "_mark",
+        "_rate_blocks",
+        "_used_pad",
         "active",
         "capacity",
+        "levels_min",
         "num_active",
         "p",
+        "prune_min",
         "rate",
         "rounds",
         "used",
         "warm_fraction",
     )
 
-    def __init__(self, p: Prepared, capacity: FloatArray, *, warm_fraction: float = WARM_FRACTION) -> None:
+    def __init__(
+        self,
+        p: Prepared,
+        capacity: FloatArray,
+        *,
+        warm_fraction: float = WARM_FRACTION,
+        prune_min: int = PRUNE_MIN,
+        levels_min: int = LEVELS_MIN,
+    ) -> None:
         if not 0.0 <= warm_fraction <= 1.0:
             raise ClusterSimError(
                 f"warm_fraction must be in [0, 1], got {warm_fraction}", field="warm_fraction", value=warm_fraction
             )
         self.warm_fraction = warm_fraction
+        self.prune_min, self.levels_min = prune_min, levels_min
         self.p = p
-        self.capacity = capacity.astype(np.float64, copy=True)
-        self.active = np.zeros(p.num_flows, dtype=bool)
-        self.rate = np.zeros(p.num_flows)
-        self.used = np.zeros(p.num_resources)
+        n, size = p.num_flows, p.num_resources
+        self._cap_pad = np.zeros(size + 1)  # one more resource: the table's padding (no capacity, no load)
+        self._cap_pad[:size] = capacity
+        self._used_pad = np.zeros(size + 1)
+        self.capacity = self._cap_pad[:size]
+        self.used = self._used_pad[:size]
+        self.active = np.zeros(n, dtype=bool)
+        self._rate_blocks = np.zeros((-(-n // BLOCK), BLOCK))  # the rates, block by block (0 past the last flow)
+        self.rate = self._rate_blocks.reshape(-1)[:n]
+        self._block_max = np.zeros(self._rate_blocks.shape[0])  # at least the highest rate in each block
+        self._mark = np.zeros(size + 1, dtype=bool)  # scratch of ``_connected``, all False between calls
         self.rounds = 0
         self.num_active = 0
-        self._seen_flow = np.zeros(p.num_flows, dtype=bool)  # scratch of ``_reach``, all False between calls
-        self._seen_res = np.zeros(p.num_resources, dtype=bool)
 
     def update(self, removed: IntArray, added: IntArray) -> tuple[IntArray, IntArray]:
         """Deactivate ``removed``, activate ``added`` and re-solve; returns the flows whose rate may
         have changed (``added`` among them) and the resources whose load may have changed (repeats
         possible)."""
         p = self.p
+        none = np.zeros(0, dtype=np.int64)
         if not removed.size and not added.size:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+            return none, none
         level = np.inf
-        gone = np.zeros(0, dtype=np.int64)
+        gone = none
         if removed.size:
             level = float(self.rate[removed].min())
             hit = _rows(p.flow_ptr, None, removed)
@@ -270,62 +248,126 @@ class MaxMinState:
         self.num_active += added.size
         if not persisting or not self.warm_fraction or added.size > limit or level <= 0:
             return self._full(gone)
-        seeds = np.concatenate([gone, p.resource[_rows(p.flow_ptr, None, added)]])
-        growing = self._reach(seeds, level * (1 - TIE_TOL), limit)
-        if growing is None:
+        above = self._above(level * (1 - TIE_TOL))
+        if above.size + added.size > limit:
             return self._full(gone)
-        entries = _rows(p.flow_ptr, None, growing)
-        f, w = p.flow[entries], p.weight[entries]
-        res, local = _compact(p.resource[entries], p.num_resources)
-        old = self.rate[f]
+        growing = np.sort(np.concatenate([above, added])) if added.size else above
+        if growing.size >= self.prune_min:
+            growing = self._connected(growing, np.concatenate([gone, p.resource[_rows(p.flow_ptr, None, added)]]))
+        if not growing.size:
+            return none, gone
+        old = self.rate[growing]
         moving = old > 0
         base = min(level, float(old[moving].min())) if moving.any() else level
-        remaining = (
-            self.capacity[res]
-            - self.used[res]
+        res = self._warm(growing, old, base)
+        self._raise_block_max(growing)
+        return growing, np.concatenate([res, gone])
+
+    def _warm(self, growing: IntArray, old: FloatArray, base: float) -> IntArray:
+        """Re-solve the flows ``growing`` (sorted; rates ``old``) from level ``base``, the others
+        fixed; update ``used``; return the resources they cross. Many flows: level by level
+        (``level_rounds``); fewer: by local bottlenecks, on the table where there is one."""
+        p, size = self.p, self.p.num_resources
+        if p.has_table and growing.size < self.levels_min:
+            table = p.table_res[growing]
+            w = p.table_weight[growing]
+            res, local = _compact(table.ravel(), size + 1)
+            flat_w = w.ravel()
+            remaining = self._remaining(res, local, flat_w, np.repeat(old, w.shape[1]), base)
+            self.rounds = dense_rounds(growing, local.reshape(table.shape), w, remaining, self.rate, base, self.rounds)
+            delta = np.repeat(self.rate[growing] - old, w.shape[1])
+            self._used_pad[res] += np.bincount(local, weights=flat_w * delta, minlength=res.size)
+            return res[:-1] if res[-1] == size else res
+        if growing.size == p.num_flows:  # every flow: the incidence as it is
+            f, w, res, local = p.flow, p.weight, np.arange(size), p.resource
+        else:
+            entries = _rows(p.flow_ptr, None, growing)
+            f, w = p.flow[entries], p.weight[entries]
+            res, local = _compact(p.resource[entries], size)
+        old_e = self.rate[f]
+        remaining = self._remaining(res, local, w, old_e, base)
+        if growing.size < self.levels_min:
+            self.rounds = local_rounds(f, local, w, remaining, self.rate, base, self.rounds)
+        else:
+            if growing.size == p.num_flows:
+                by_flow, by_res = (f, local, w, p.flow_ptr), (p.res_ptr, p.res_order)
+            else:
+                lens = p.flow_ptr[growing + 1] - p.flow_ptr[growing]
+                by_flow = (np.repeat(np.arange(growing.size), lens), local, w, np.concatenate([[0], np.cumsum(lens)]))
+                counts = np.bincount(local, minlength=res.size)
+                by_res = (np.concatenate([[0], np.cumsum(counts)]), _order(local, res.size))
+            self.rounds = level_rounds(
+                by_flow, by_res, remaining, self._cap_pad[res], growing, self.rate, base, self.rounds
+            )
+        self._used_pad[res] += np.bincount(local, weights=w * (self.rate[f] - old_e), minlength=res.size)
+        return res
+
+    def _remaining(self, res: IntArray, local: IntArray, w: FloatArray, old: FloatArray, base: float) -> FloatArray:
+        """Capacity of ``res`` left to the flows re-solved (entries ``local``, ``w``, their old rates
+        ``old``) beyond ``base`` each."""
+        return (
+            self._cap_pad[res]
+            - self._used_pad[res]
             + np.bincount(local, weights=w * old, minlength=res.size)
             - base * np.bincount(local, weights=w, minlength=res.size)
         )
-        self.rounds = _local_rounds(f, local, w, remaining, self.rate, base, self.rounds)
-        self.used[res] += np.bincount(local, weights=w * (self.rate[f] - old), minlength=res.size)
-        return growing, np.concatenate([res, gone])
 
-    def _reach(self, seeds: IntArray, threshold: float, limit: int) -> IntArray | None:
-        """The active flows at or above ``threshold`` (or just added: at 0) connected to the ``seeds``
-        resources through resources they cross, sorted; None when more than ``limit``."""
-        p, seen_flow, seen_res = self.p, self._seen_flow, self._seen_res
-        found: list[IntArray] = []
-        count = 0
-        res = distinct(seeds)
-        visited = [res]
-        seen_res[res] = True
-        while res.size and count <= limit:
-            f = p.flow[_rows(p.res_ptr, p.res_order, res)]
-            x = self.rate[f]
-            f = distinct(f[self.active[f] & ~seen_flow[f] & ((x >= threshold) | (x == 0))])
-            seen_flow[f] = True
-            found.append(f)
-            count += f.size
-            r = p.resource[_rows(p.flow_ptr, None, f)]
-            res = distinct(r[~seen_res[r]])
-            seen_res[res] = True
-            visited.append(res)
-        flows = np.sort(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
-        seen_flow[flows] = False
-        for r in visited:
-            seen_res[r] = False
-        return flows if count <= limit else None
+    def _above(self, threshold: float) -> IntArray:
+        """The active flows at ``threshold`` or faster, sorted (inactive flows have rate 0, and
+        ``threshold`` > 0); each block looked into gets its exact maximum."""
+        blocks = np.flatnonzero(self._block_max >= threshold)
+        if not blocks.size:
+            return np.zeros(0, dtype=np.int64)
+        rates = self._rate_blocks[blocks]
+        self._block_max[blocks] = rates.max(axis=1)
+        k = np.flatnonzero(rates >= threshold)
+        return blocks[k // BLOCK] * BLOCK + k % BLOCK
+
+    def _raise_block_max(self, flows: IntArray) -> None:
+        """Keep ``_block_max`` an upper bound after new rates for ``flows`` (sorted)."""
+        block = flows // BLOCK
+        starts = np.flatnonzero(np.concatenate([[True], block[1:] != block[:-1]]))
+        top = np.maximum.reduceat(self.rate[flows], starts)
+        np.maximum(self._block_max[block[starts]], top, out=top)
+        self._block_max[block[starts]] = top
+
+    def _connected(self, flows: IntArray, seeds: IntArray) -> IntArray:
+        """Those of ``flows`` (sorted) connected to the ``seeds`` resources through resources they
+        cross; all of them when that takes more than ``PRUNE_DEPTH`` breadth-first steps."""
+        p, mark = self.p, self._mark
+        if p.has_table:
+            table = p.table_res[flows]
+        else:
+            entries = _rows(p.flow_ptr, None, flows)
+            lens = p.flow_ptr[flows + 1] - p.flow_ptr[flows]
+            res, first = p.resource[entries], np.cumsum(lens) - lens
+        seen = np.zeros(flows.size, dtype=bool)
+        mark[seeds] = True
+        for _ in range(PRUNE_DEPTH):
+            if p.has_table:
+                hit = mark[table].any(axis=1) & ~seen
+                if not hit.any():
+                    break
+                mark[table[hit]] = True
+            else:
+                hit = np.logical_or.reduceat(mark[res], first) & ~seen
+                if not hit.any():
+                    break
+                mark[res[np.repeat(hit, lens)]] = True
+            mark[-1] = False  # the table's padding joins nothing
+            seen |= hit
+        else:
+            seen[:] = True
+        mark[:] = False
+        return flows[seen]
 
     def _full(self, gone: IntArray) -> tuple[IntArray, IntArray]:
-        p = self.p
+        """Solve every active flow again from 0."""
         act = np.flatnonzero(self.active)
-        e = _rows(p.flow_ptr, None, act)
-        f, w = p.flow[e], p.weight[e]
-        res, local = _compact(p.resource[e], p.num_resources)
-        self.rate = np.zeros(p.num_flows)
-        self.rounds = _fill(f, local, w, self.capacity[res], self.rate, GLOBAL_ROUNDS) + self.rounds
-        self.used[gone] = 0.0
-        self.used[res] = np.bincount(local, weights=w * self.rate[f], minlength=res.size)
+        self.rate[:] = 0.0
+        self._used_pad[:] = 0.0
+        res = self._warm(act, np.zeros(act.size), 0.0) if act.size else np.zeros(0, dtype=np.int64)
+        self._block_max[:] = self._rate_blocks.max(axis=1)
         return act, np.concatenate([res, gone])
 
     def _fill_level(self, added: IntArray) -> float:
