@@ -8,6 +8,7 @@ rules, :func:`why_no_layout` names the first rule that every remaining candidate
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -124,18 +125,17 @@ def _open_grid(
     return fields, tuple(a.size for a in open_axes)
 
 
-def _picked(fields: SimpleNamespace, shape: tuple[int, ...], which: tuple[npt.NDArray[np.int64], ...]) -> LayoutArrays:
-    """The layouts at grid positions ``which`` (one index array per axis; all of them: ``np.indices``), each
-    field read through only the axes it varies over."""
-    count = len(which[0])
+def _picked(fields: SimpleNamespace, count: int, which: tuple[npt.NDArray[np.int64] | None, ...]) -> LayoutArrays:
+    """The ``count`` layouts at grid positions ``which`` (one index array per axis, None for an axis of one
+    value), each field read through only the axes it varies over."""
 
     def pick(value: npt.NDArray[Any]) -> npt.NDArray[Any]:
         if value.size == 1:  # the same in every layout (a 0-d flag, or a dimension of one value)
             return np.full(count, value.flat[0], dtype=value.dtype)
         flat = np.zeros(count, dtype=np.int64)  # the position in ``value`` itself, through the axes it varies over
         for axis, (index, n) in enumerate(zip(which, value.shape, strict=True)):
-            if n > 1:
-                flat += index * int(np.prod(value.shape[axis + 1 :]))
+            if n > 1 and index is not None:
+                flat += index * math.prod(value.shape[axis + 1 :])
         return np.asarray(np.take(value, flat))
 
     return LayoutArrays(**{name: pick(value) for name, value in vars(fields).items()})
@@ -144,7 +144,7 @@ def _picked(fields: SimpleNamespace, shape: tuple[int, ...], which: tuple[npt.ND
 def _grid(model: Transformer, system: System, job: TrainingJob, space: SearchSpace | None) -> LayoutArrays:
     """Every combination of the space's values as layouts, in C order of the axes (tp slowest)."""
     fields, shape = _open_grid(model, system, job, space)
-    return _picked(fields, shape, tuple(i.ravel() for i in np.indices(shape)))
+    return _picked(fields, math.prod(shape), tuple(i.ravel() for i in np.indices(shape)))
 
 
 def candidate_layouts(
@@ -165,7 +165,7 @@ def candidate_layouts(
     for holds in held:
         keeps &= holds
     # grid positions (C order) of the layouts kept: those of the mask, times every value of the unread axes
-    stride = [int(np.prod(shape[i + 1 :])) for i in range(len(shape))]
+    stride = [math.prod(shape[i + 1 :]) for i in range(len(shape))]
     positions = np.nonzero(keeps)
     kept = np.zeros(len(positions[0]), dtype=np.int64)
     for axis, index in enumerate(positions):
@@ -175,7 +175,8 @@ def candidate_layouts(
         if read[axis] == 1 and n > 1:
             offsets = (offsets[:, None] + np.arange(n, dtype=np.int64)[None, :] * stride[axis]).ravel()
     flat = np.sort((kept[:, None] + offsets[None, :]).ravel())
-    return _picked(fields, shape, tuple((flat // stride[axis]) % n for axis, n in enumerate(shape)))
+    which = tuple((flat // stride[axis]) % n if n > 1 else None for axis, n in enumerate(shape))
+    return _picked(fields, len(flat), which)
 
 
 def why_no_layout(model: Transformer, system: System, job: TrainingJob, space: SearchSpace | None = None) -> str:
