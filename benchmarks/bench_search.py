@@ -1,0 +1,211 @@
+"""Speed of the layout search end to end (enumerate, check the rules and memory, price, rank), in layouts per
+second: the small MT-NLG search, the 405B plan example of issue 25, a space of over a million candidates, and the
+plan split over 1 and 2 Ray workers.
+
+Run: ``python benchmarks/bench_search.py [--repeats N] [--no-ray] [--quick]``. Prints medians over repeats with
+their min-max spread and a pure-Python reference workload timed in the same rounds (this machine's speed moves
+by 2x under other load: compare figures through the reference). ``layouts`` are the candidates that keep the
+layout rules and that the framework runs (what ``plan`` reports as ``evaluated``); ``grid`` is every
+combination of the space's values before the rules. Not a test: the suite never times anything.
+
+Calculon's ``llm-optimal-execution`` took 39 minutes for 610k evaluations on this machine (issue 25).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from clustersim.catalog.registry import load_catalog
+from clustersim.compute.efficiency import efficiency_table
+from clustersim.compute.software import software_for, software_profiles
+from clustersim.plan.parallel import RayPoints, run_here
+from clustersim.plan.planner import Constraints, PlanPoint, plan_training
+from clustersim.plan.planner_grid import PlanGrid, expand_counts, grid_points
+from clustersim.plan.search import rank_layouts
+from clustersim.plan.space import SearchSpace
+from clustersim.system import system_for_instance
+from clustersim.training.job import TrainingJob
+from clustersim.workload.transformer import Transformer
+from clustersim.workload.zoo import load_model
+
+CATALOG = load_catalog(use_env=False)
+PROFILES = software_profiles(use_env=False)
+FRACTIONS = efficiency_table(use_env=False)
+
+
+@dataclass(frozen=True)
+class PlanCase:
+    """A plan to time: the model, its points, the layout space, the objective and the constraints."""
+
+    name: str
+    model: Transformer
+    points: list[PlanPoint]
+    notes: list[str]
+    space: SearchSpace
+    objective: str = "time"
+    limits: Constraints = field(default_factory=Constraints)
+
+    def grid(self) -> int:
+        """Combinations of the space's values over all points, before any rule."""
+        total = 0
+        for point in self.points:
+            dims = self.space.resolved(self.model, point.system, point.job)
+            axes = (dims.tp, dims.pp, dims.vp, dims.cp, dims.ep, dims.micro_batch, dims.recompute, dims.zero)
+            total += math.prod(len(a) for a in axes) * (1 if dims.sp is None else len(dims.sp))
+        return total
+
+
+def reference() -> None:
+    """A fixed pure-Python workload: how fast this machine runs right now."""
+    sum(range(10_000))
+
+
+def timed(func: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    func()
+    return time.perf_counter() - start
+
+
+def spread(samples: list[float]) -> str:
+    """Median, min and max of ``samples``, and how many."""
+    return f"{statistics.median(samples):.4g} (min {min(samples):.4g}, max {max(samples):.4g}, n={len(samples)})"
+
+
+def small_mt_nlg(repeats: int) -> None:
+    """MT-NLG 530B on 2,240 A100 (280 p4de) at batch 1,920: the layouts Megatron runs, the fastest that fits."""
+    model = load_model("mt-nlg-530b", use_env=False)
+    system = system_for_instance(CATALOG, "p4de.24xlarge", 280)
+    software = software_for(None, system.accelerator.family, PROFILES, accelerator=system.accelerator.id)
+    job = TrainingJob(global_batch=1920, seq_len=2048)
+
+    def search() -> object:
+        return rank_layouts(model, system, job, software=software).fastest(1)
+
+    ranking = rank_layouts(model, system, job, software=software)
+    n, fits = len(ranking.layouts), int(ranking.fits.sum())
+    for _ in range(20):
+        search()  # settle: caches, clocks
+    runs, refs = [], []
+    for _ in range(repeats):
+        runs.append(timed(search))
+        refs.append(timed(reference))
+    best = ranking.fastest(1)[0]
+    median = statistics.median(runs)
+    print(f"small MT-NLG search ({model.name}, {system.name}, batch 1920, {software.name}): {n} layouts, {fits} fit")
+    print(
+        f"  end to end {median * 1e3:.2f} ms median (min {min(runs) * 1e3:.2f}, max {max(runs) * 1e3:.2f}, n={repeats})"
+    )
+    print(f"  {n / median:,.0f} layouts/s median, {n / min(runs):,.0f} at the best run; picks {best[0].describe()}")
+    print(f"  reference {statistics.median(refs) * 1e3:.3f} ms; search = {median / statistics.median(refs):.1f} refs")
+
+
+def plan_cases(quick: bool) -> list[PlanCase]:
+    """The 405B plan example of issue 25, the same widened (Calculon-like knobs: micro-batch, interleaving,
+    sequence parallelism, several batches and node counts), and MT-NLG on A100 widened likewise."""
+    llama = load_model("llama3.1-405b", use_env=False)
+    instances = ("p5.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge", "trn2.48xlarge")
+    example = PlanGrid(instances=instances, nodes=expand_counts("128..2048", "--nodes"), tokens=15e12)
+    points, notes = grid_points(llama, CATALOG, example, profiles=PROFILES, efficiency=FRACTIONS)
+    deadline = Constraints(deadline_s=90 * 86400)
+    cases = [PlanCase("405B plan example", llama, points, notes, SearchSpace(), "cost", deadline)]
+    if quick:
+        return cases
+    wide = PlanGrid(
+        instances=instances[:3],
+        nodes=(128, 192, 256, 384, 512, 768, 1024, 1536, 2048),
+        tokens=15e12,
+        global_batches=(512, 1024, 2048, 4096),
+    )
+    points, notes = grid_points(llama, CATALOG, wide, profiles=PROFILES, efficiency=FRACTIONS)
+    space = SearchSpace(micro_batch=(1, 2, 3, 4, 6, 8, 12, 16), vp=tuple(range(1, 9)), sp=(False, True))
+    cases.append(PlanCase("405B plan, widened", llama, points, notes, space, "cost", deadline))
+    mt_nlg = load_model("mt-nlg-530b", use_env=False)
+    matched = PlanGrid(
+        instances=("p4d.24xlarge", "p4de.24xlarge"),
+        nodes=(140, 280),
+        tokens=270e9,
+        frameworks=("megatron-deepspeed",),
+        global_batches=(1920, 2240, 2560, 3840),
+    )
+    points, notes = grid_points(mt_nlg, CATALOG, matched, profiles=PROFILES, efficiency=FRACTIONS)
+    space = SearchSpace(
+        tp=(1, 2, 4, 8, 16, 32), micro_batch=(1, 2, 3, 4, 5, 6, 8, 10, 12, 16), vp=tuple(range(1, 9)),
+        sp=(False, True), uneven_stages=True,
+    )  # fmt: skip
+    cases.append(PlanCase("MT-NLG on A100, widened", mt_nlg, points, notes, space))
+    return cases
+
+
+def run_plan(case: PlanCase, executor=run_here, workers: int = 1) -> tuple[int, float]:  # type: ignore[no-untyped-def]
+    plan = plan_training(
+        case.model, case.points, objective=case.objective, constraints=case.limits, space=case.space,
+        notes=case.notes, executor=executor, workers=workers,
+    )  # fmt: skip
+    return plan.evaluated, plan.elapsed_s
+
+
+def plans(cases: list[PlanCase], repeats: int) -> None:
+    for case in cases:
+        run_plan(case)  # settle
+        samples, refs = [], []
+        evaluated = 0
+        for _ in range(repeats):
+            evaluated, elapsed = run_plan(case)
+            samples.append(elapsed)
+            refs.append(timed(reference))
+        median = statistics.median(samples)
+        print(
+            f"{case.name}: {len(case.points)} points, grid {case.grid():,} combinations, {evaluated:,} layouts "
+            f"keep the rules"
+        )
+        print(f"  end to end {spread(samples)} s")
+        print(
+            f"  {evaluated / median:,.0f} layouts/s median ({evaluated / min(samples):,.0f} best; "
+            f"{case.grid() / median:,.0f} grid combinations/s); reference {statistics.median(refs) * 1e3:.3f} ms"
+        )
+
+
+def ray_scaling(case: PlanCase, repeats: int) -> None:
+    """The plan on a local Ray instance of 1 and 2 CPUs (started once each, workers warmed before timing)."""
+    try:
+        import ray
+    except ImportError:
+        print("Ray scaling: skipped, ray is not installed (pip install 'clustersim[ray]')")
+        return
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    here = [run_plan(case)[1] for _ in range(repeats)]
+    print(f"Ray scaling on {case.name} ({os.cpu_count()} cores here; load {os.getloadavg()[0]:.1f}):")
+    print(f"  in process, no Ray: {spread(here)} s")
+    base = None
+    for workers in (1, 2):
+        with RayPoints(ray, workers=workers) as executor:
+            run_plan(case, executor, workers)  # workers import clustersim and load the catalog once
+            samples = [run_plan(case, executor, workers)[1] for _ in range(repeats)]
+        median = statistics.median(samples)
+        base = base or median
+        print(f"  Ray, {workers} worker(s): {spread(samples)} s; speed-up over 1 worker {base / median:.2f}x")
+    print(f"  load average after: {os.getloadavg()[0]:.1f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--no-ray", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="only the small search and the 405B example")
+    args = parser.parse_args()
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    small_mt_nlg(max(30, args.repeats))
+    cases = plan_cases(args.quick)
+    plans(cases, args.repeats)
+    if not args.no_ray:
+        ray_scaling(cases[-1], max(3, args.repeats // 2))
+
+
+if __name__ == "__main__":
+    main()
