@@ -12,6 +12,7 @@ import statistics
 from clustersim.catalog.registry import load_catalog
 from clustersim.execution import Layout, Recompute
 from clustersim.network.analytic import default_candidate_arrays
+from clustersim.plan.search import rank_layouts
 from clustersim.plan.space import candidate_layouts
 from clustersim.system import system_for_instance
 from clustersim.training.estimate import estimate_training, evaluate_layouts
@@ -68,6 +69,13 @@ def main() -> None:
         f"{n} layouts in one vectorized call: {batch * 1e3:.2f} ms median, "
         f"{batch / n * 1e6:.1f} us per layout, {n / batch:,.0f} layouts/s "
         f"({single / (batch / n):.0f}x a single estimate)"
+    )
+    ranking = rank_layouts(model, system, job)
+    search = median_s(lambda: rank_layouts(model, system, job).fastest(1), 20)
+    print(
+        f"the search end to end (enumerate, rules, memory, price the {int(ranking.fits.sum())} that fit, rank): "
+        f"{search * 1e3:.2f} ms median, {len(ranking.layouts) / search:,.0f} layouts/s (benchmarks/bench_search.py: "
+        f"more spaces)"
     )
 
 
