@@ -226,9 +226,6 @@ def test_any_run_serves_every_request_once_and_every_token(rate, clients, n, o, 
 
 def test_what_the_simulator_cannot_run_is_refused_naming_the_option():
     model, system = setup("llama2-70b", 8)
-    pipelined = serving_system_for_instance(load_catalog(use_env=False), "p5.48xlarge", tp=4, pp=2)
-    with pytest.raises(ClusterSimError, match="pp: the simulator runs one pipeline stage"):
-        simulate(model, pipelined, Request(128, 128), Load(rate_per_s=1))
     with pytest.raises(ClusterSimError, match=r"--prefix-hit: .* \[0, 1\), got 1.0"):
         simulate(model, system, Request(128, 128), Load(rate_per_s=1), prefix_hit_rate=1.0)
     with pytest.raises(ClusterSimError, match="kv cache: the longest request"):

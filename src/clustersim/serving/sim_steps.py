@@ -128,6 +128,23 @@ class StepTable:
         return causal_pairs(self.model, end) - causal_pairs(self.model, start)
 
 
+class PipelinedSteps:
+    """A micro-batch's step through ``pp`` pipeline stages: each stage's step (its layers, and its send to the
+    next stage) one after another, ``pp`` times one stage's (``steps`` prices one stage)."""
+
+    def __init__(self, steps: Steps, pp: int) -> None:
+        self.steps, self.pp = steps, pp
+
+    def step_s(self, decoding: int, context: float, prefill_tokens: float, prompts: int, pairs: float) -> float:
+        return self.pp * self.steps.step_s(decoding, context, prefill_tokens, prompts, pairs)
+
+    def decode_steps_s(self, decoding: int, contexts: FloatArray) -> FloatArray:
+        return self.pp * self.steps.decode_steps_s(decoding, contexts)
+
+    def chunk_pairs(self, start: float, end: float) -> float:
+        return self.steps.chunk_pairs(start, end)
+
+
 def step_table(
     model: Transformer,
     system: ServingSystem,

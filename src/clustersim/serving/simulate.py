@@ -10,9 +10,15 @@ preemption, or static batches) with every step priced by the roofline step model
 open loop sends each request to a replica at random; a closed loop's clients are spread evenly over them.
 The run reports latency percentiles, throughput and goodput (``.sim_report``).
 
-Limits: one pipeline stage per replica (``pp`` 1), engines that mix prefill and decode in one step (the
-GPU profiles). The KV cache per replica is the memory plan's (``clustersim.serving.engine.memory_plan``),
-counted in the engine's blocks; a windowed layer's smaller holding is not credited. A request whose prompt
+**Pipeline parallel** (``pp`` > 1): as vLLM runs it (one scheduler, a "virtual engine", per micro-batch in
+flight, ``pp`` of them keeping the stages busy), each replica is ``pp`` engines, each with its own batch, its
+share ``1 / pp`` of the replica's KV cache and the engine's caps, whose every step passes through the ``pp``
+stages one after another (``pp`` times a stage's step, each with its send to the next stage); requests go
+to them as to replicas. The closed forms' ``batch / pp`` sequences a stage and ``pp`` stage steps a token.
+
+Limits: engines that mix prefill and decode in one step (the GPU profiles). The KV cache per replica is the
+memory plan's (``clustersim.serving.engine.memory_plan``), counted in the engine's blocks; a windowed
+layer's smaller holding is not credited. A request whose prompt
 and output reach the model's context stops there (as an engine stops at its ``max_model_len``).
 """
 
@@ -34,7 +40,7 @@ from clustersim.serving.formats import check_formats
 from clustersim.serving.sim_report import SimulationResult, Slo
 from clustersim.serving.sim_requests import RequestLengthSampler, Trace, poisson_arrivals, request_sampler
 from clustersim.serving.sim_scheduler import Arrivals, ReplicaLog, SchedulerLimits, run_replica
-from clustersim.serving.sim_steps import Steps, step_table
+from clustersim.serving.sim_steps import PipelinedSteps, Steps, step_table
 from clustersim.serving.speculative import Speculation, SpeculativeSteps, head_profile, steps_for_outputs
 from clustersim.workload.transformer import Transformer
 
@@ -96,8 +102,8 @@ def simulate(
 
     ``sampler`` draws the lengths (default: every request at ``request``'s lengths); ``max_batch`` caps
     the sequences in flight per replica below the engine's cap (static batching: the batch);
-    ``kv_capacity_tokens`` replaces the memory plan's KV room per replica; ``progress(done, total)`` is
-    called as requests finish; ``speculation``: speculative decoding (``clustersim.serving.speculative``: a
+    ``kv_capacity_tokens`` replaces the memory plan's KV room per replica (a pipeline's engines share it);
+    ``progress(done, total)`` is called as requests finish; ``speculation``: speculative decoding (``clustersim.serving.speculative``: a
     scheduler step is a verify step, a request's output takes ``1 + ceil((output - 1) / E)`` of them, each
     gap between its tokens a step over ``E``). Same inputs and ``seed``, same result.
     """
@@ -114,7 +120,8 @@ def simulate(
         speculation=speculation,
     )  # fmt: skip
     steps = outputs if speculation is None else steps_for_outputs(outputs, speculation)
-    logs = run_replicas(table, limits, inputs, steps, load, system.dp, inputs.size, rng, progress)
+    engines = system.dp * system.pp  # a pipelined replica: one engine per micro-batch in flight
+    logs = run_replicas(table, limits, inputs, steps, load, engines, inputs.size, rng, progress)
     result = merge_logs(logs, inputs, outputs, inputs.size, started, slo, load)
     if speculation is None:
         return result
@@ -163,6 +170,7 @@ def replica_engine(
     must fit its KV cache (else a ``ClusterSimError``)."""
     if kv_capacity_tokens is None:
         kv_capacity_tokens = memory_plan(model, system, request.precision, request.kv, cal, profile).kv_capacity_tokens
+    kv_capacity_tokens /= system.pp  # each of a pipeline's micro-batch engines holds its share
     block = profile.kv_block_tokens
     blocks = int(kv_capacity_tokens // block)
     longest = int((-(-(inputs + outputs) // block)).max())
@@ -184,13 +192,14 @@ def replica_engine(
         max_tokens=max(biggest, cap) + verified, max_sequences=cap, max_context=longest_s, cal=cal, engine=profile,
     )  # fmt: skip
     if speculation is None:
-        return table, limits
+        return (PipelinedSteps(table, system.pp) if system.pp > 1 else table), limits
     draft = step_table(
         speculation.drafter(model), system, request.precision, request.kv,
         max_tokens=max(biggest, cap), max_sequences=cap, max_context=longest_s, cal=cal,
         engine=profile if speculation.draft is not None else head_profile(profile),
     )  # fmt: skip
-    return SpeculativeSteps(table, draft, speculation), limits
+    speculating = SpeculativeSteps(table, draft, speculation)
+    return (PipelinedSteps(speculating, system.pp) if system.pp > 1 else speculating), limits
 
 
 def check_run(
@@ -202,13 +211,6 @@ def check_run(
     load: Load,
 ) -> None:
     """Refuse what the simulator cannot run, naming the option."""
-    if system.pp != 1:
-        raise ClusterSimError(
-            f"pp: the simulator runs one pipeline stage per replica; got pp {system.pp} (use --pp 1, or the closed "
-            "forms without --simulate)",
-            field="--pp",
-            value=system.pp,
-        )
     if load.trace is None and not 1 <= requests <= MAX_REQUESTS:
         raise ClusterSimError(f"--requests: must be 1..{MAX_REQUESTS:,}, got {requests}", field="--requests")
     if not 0.0 <= hit < 1.0:
