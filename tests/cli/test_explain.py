@@ -95,3 +95,38 @@ def test_the_text_names_the_gap_the_interval_and_each_candidates_range() -> None
 )
 def test_a_missing_doubled_or_impossible_measurement_is_refused_in_one_line(args: tuple[str, ...], words: str) -> None:
     assert words in _refused(*args)
+
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "ingest"
+GPT3_LOG = DATA / "megatron_gpt3_7b_tp8_awsome_k8s.log"  # source: tests/data/ingest/SOURCES.md
+GPT3 = [str(DATA / "gpt3-7.5b.toml"), "--instance", "p5.48xlarge", "--nodes", "1", "--log", str(GPT3_LOG)]
+
+
+def test_a_megatron_log_gives_the_measured_step_and_the_settings_it_prints() -> None:
+    result = runner.invoke(app, ["explain", *GPT3, "--json"], env=ENV)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    # iterations 1 and 2 are warm-up: the median of iteration 3 alone (ingest reads the same)
+    assert out["measured_step_s"] == 243.3444 and out["measured"]["steps"] == 1
+    assert out["measured"]["settings"] == {"tp": 8, "pp": 1, "global_batch": 288, "precision": "fp16"}
+    assert out["layout"]["tp"] == 8 and out["layout"]["dp"] == 1 and out["layout_chosen"] is False
+    same = runner.invoke(app, ["explain", *GPT3, "--tp", "8", "--precision", "fp16", "--json"], env=ENV)
+    assert same.exit_code == 0 and json.loads(same.stdout)["predicted_step_s"] == out["predicted_step_s"]
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        ((*GPT3, "--tp", "4"), "line 13: the log says tp 8, --tp says 4"),
+        ((*GPT3, "--precision", "bf16"), "the log says precision fp16, --precision says bf16"),
+        ((*GPT3, "--measured-step", "3"), "--measured-step and --log both give the measurement"),
+        (("llama3-8b", *GPT3[1:]), "line 11: the log's model has vocab 51200, llama3-8b has 128256"),
+        ((*GPT3[:-1], str(DATA / "p5_2nodes_all_reduce_awsome.log")), "is not a Megatron-LM training log"),
+    ],
+)
+def test_a_log_that_disagrees_with_the_options_or_is_not_a_training_log_is_refused(
+    args: tuple[str, ...], words: str
+) -> None:
+    result = runner.invoke(app, ["explain", *args], env=ENV)
+    assert result.exit_code == 2, result.output
+    assert words in result.stderr and "\n" not in result.stderr.strip()

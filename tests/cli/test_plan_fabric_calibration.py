@@ -34,7 +34,7 @@ def _json(*args: str) -> dict:
     return json.loads(result.stdout)
 
 
-def test_a_slower_network_overlay_makes_a_plan_slower_and_the_json_names_it(slow: Path):
+def test_a_slower_network_overlay_makes_a_plan_slower_and_the_json_names_it(slow: Path) -> None:
     plain, slowed = _json(*PLAN), _json(*PLAN, "--calibration", str(slow))
     assert plain["calibration"] == [] and slowed["calibration"] == [str(slow)]
     assert slowed["top"][0]["step_s"] > plain["top"][0]["step_s"] * 1.02
@@ -43,7 +43,7 @@ def test_a_slower_network_overlay_makes_a_plan_slower_and_the_json_names_it(slow
 
 
 @pytest.mark.parametrize("command", ["simulate", "compare"])
-def test_a_slower_network_overlay_lengthens_fabric_simulate_and_compare(slow: Path, command: str):
+def test_a_slower_network_overlay_lengthens_fabric_simulate_and_compare(slow: Path, command: str) -> None:
     args = [command, *FABRIC, "--algo", "ring"]
     plain, slowed = _json("fabric", *args), _json("fabric", *args, "--calibration", str(slow))
     assert plain["calibration"] == [] and slowed["calibration"] == [str(slow)]
@@ -57,7 +57,7 @@ def test_a_slower_network_overlay_lengthens_fabric_simulate_and_compare(slow: Pa
                 assert after["time_s"] > before["time_s"] * 1.5, before["model"]
 
 
-def test_a_slower_network_overlay_lengthens_fabric_steps_data_parallel_groups(slow: Path):
+def test_a_slower_network_overlay_lengthens_fabric_steps_data_parallel_groups(slow: Path) -> None:
     plain, slowed = _json("fabric", *STEP), _json("fabric", *STEP, "--calibration", str(slow))
     assert slowed["calibration"] == [str(slow)]
     kinds = {c["kind"]: c for c in plain["collectives"]}
@@ -68,13 +68,13 @@ def test_a_slower_network_overlay_lengthens_fabric_steps_data_parallel_groups(sl
 
 
 @pytest.mark.parametrize("args", [["simulate", *FABRIC], ["compare", *FABRIC], STEP])
-def test_ideal_links_refuse_a_calibration_in_one_line(slow: Path, args: list[str]):
+def test_ideal_links_refuse_a_calibration_in_one_line(slow: Path, args: list[str]) -> None:
     result = runner.invoke(app, ["fabric", *args, "--ideal", "--calibration", str(slow)], env=ENV)
     assert result.exit_code == 2, result.output
     line = result.stderr.strip()
     assert "\n" not in line and "--ideal" in line and "--calibration" in line
 
 
-def test_a_missing_overlay_is_refused_naming_it(tmp_path: Path):
+def test_a_missing_overlay_is_refused_naming_it(tmp_path: Path) -> None:
     result = runner.invoke(app, [*PLAN, "--calibration", str(tmp_path / "none.toml")], env=ENV)
     assert result.exit_code == 2 and "no such file" in result.output

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from clustersim.scenario.training import TrainingRun
     from clustersim.training.estimate import Estimate
 
-MEASURED = ("--measured-step", "--measured-tokens-per-s", "--measured-mfu")
+MEASURED = ("--measured-step", "--measured-tokens-per-s", "--measured-mfu", "--log")
 
 
 def explain_command(
@@ -63,6 +63,14 @@ def explain_command(
     measured_mfu: Annotated[
         float | None,
         typer.Option("--measured-mfu", help="The run's measured model FLOPs utilization, a fraction (0.42, not 42)."),
+    ] = None,
+    log: Annotated[
+        Path | None,
+        typer.Option(
+            "--log",
+            help="A Megatron-LM training log: its median step after 2 warm-up steps is the measurement, and the "
+            "settings it prints (layout, batch, sequence, precision) fill the options not given (they must agree).",
+        ),
     ] = None,
     instance: Annotated[str, typer.Option("--instance", help="Instance id, e.g. p5en.48xlarge.")] = "p5en.48xlarge",
     nodes: Annotated[int, typer.Option("--nodes", min=1, max=MAX_NODES, help="Number of instances.")] = 16,
@@ -101,26 +109,39 @@ def explain_command(
     terms (GEMMs, attention, memory-bound work, TP/CP/EP/PP/DP exposed communication, the bubble, the
     optimizer, recompute, data loading) by how far into its plausible range each would have to move alone
     to close the gap, with the step's sensitivity to each, re-estimated."""
+    from clustersim.choices import Recompute
+    from clustersim.cli.explain_log import SETTINGS, check_run, merged, read_log
     from clustersim.cli.fabric_options import calibration_in_force
     from clustersim.cli.train import LAYOUT_OPTIONS, _scenario_of_options
     from clustersim.diagnose import explain_step
     from clustersim.scenario.training import run_training
 
     with user_errors():
-        given = _measurement(measured_step, measured_tokens_per_s, measured_mfu)
+        given = _measurement(measured_step, measured_tokens_per_s, measured_mfu, log)
+        job: dict[str, Any] = {
+            "tp": tp, "pp": pp, "vp": vp, "cp": cp, "ep": ep, "micro_batch": micro_batch, "zero": zero, "sp": sp,
+            "recompute": recompute, "global_batch": global_batch, "seq": seq, "precision": precision,
+        }  # fmt: skip
+        layout_given = set(given_options(ctx, LAYOUT_OPTIONS))
+        logged = None if log is None else read_log(log)
+        if logged is not None:
+            job = merged(logged, job, set(given_options(ctx, list(job))))
+            layout_given |= {flag for _, name, flag in SETTINGS if name in logged.settings and name in LAYOUT_OPTIONS}
+            if isinstance(job["recompute"], str):
+                job["recompute"] = Recompute(job["recompute"])
         spec = _scenario_of_options(
-            model=model, instance=instance, nodes=nodes, devices_per_node=devices_per_node, tp=tp, pp=pp, vp=vp,
-            cp=cp, ep=ep, micro_batch=micro_batch, zero=zero, sp=sp, recompute=recompute, uneven=None,
-            tokens="1T", global_batch=global_batch, seq=seq, precision=precision, offer="on_demand",
-            models=models or [], efficiency=efficiency or [], catalog=catalog or [], framework=framework,
-            software=software or [], given=set(given_options(ctx, LAYOUT_OPTIONS)),
+            model=model, instance=instance, nodes=nodes, devices_per_node=devices_per_node, **job, uneven=None,
+            tokens="1T", offer="on_demand", models=models or [], efficiency=efficiency or [], catalog=catalog or [],
+            framework=framework, software=software or [], given=layout_given,
         )  # fmt: skip
         spec = spec.model_copy(update={"job": spec.job.model_copy(update={"tokens": None})})  # one step
         with calibration_overlay(calibration):
             calibrated = calibration_in_force()
             run = run_training(spec)
+            if logged is not None:
+                check_run(logged, run.model, run.estimate.layout)
             inputs = _inputs(run)
-            measured_s = _step_s(run.estimate, *given)
+            measured_s = logged.step_s if logged is not None else _step_s(run.estimate, given[0], float(given[1]))
             explanation = explain_step(inputs, measured_s, bounds=_bounds(), level=level)
     if as_json:
         emit_json(
@@ -129,7 +150,7 @@ def explain_command(
                 "system": run.estimate.system,
                 "layout": run.estimate.layout.model_dump(mode="json"),
                 "layout_chosen": run.layout_chosen,
-                "measured": {"option": given[0], "value": given[1]},
+                "measured": {"option": given[0], "value": given[1]} if logged is None else logged.to_json(),
                 "calibration": calibrated,
                 **explanation.to_json(),
             }
@@ -138,10 +159,13 @@ def explain_command(
     _show(run, explanation, given)
 
 
-def _measurement(step: float | None, tokens_per_s: float | None, mfu: float | None) -> tuple[str, float]:
+def _measurement(
+    step: float | None, tokens_per_s: float | None, mfu: float | None, log: Path | None
+) -> tuple[str, float | str]:
     """The one measurement given, as (its flag, its value); none, two, or a value out of range refused."""
-    given = [
-        (flag, value) for flag, value in zip(MEASURED, (step, tokens_per_s, mfu), strict=True) if value is not None
+    values = (step, tokens_per_s, mfu, None if log is None else str(log))
+    given: list[tuple[str, float | str]] = [
+        (flag, value) for flag, value in zip(MEASURED, values, strict=True) if value is not None
     ]
     if not given:
         raise ClusterSimError(
@@ -155,6 +179,8 @@ def _measurement(step: float | None, tokens_per_s: float | None, mfu: float | No
             value=given[1][1],
         )
     flag, value = given[0]
+    if isinstance(value, str):  # a log: read where the job is built
+        return flag, value
     import math
 
     if not math.isfinite(value) or value <= 0:
@@ -218,14 +244,15 @@ def _bounds() -> Any:
     )
 
 
-def _show(run: "TrainingRun", explanation: "Explanation", given: tuple[str, float]) -> None:
+def _show(run: "TrainingRun", explanation: "Explanation", given: tuple[str, float | str]) -> None:
     from rich.table import Table
 
     estimate = run.estimate
     chosen = " (chosen: the run's own layout should be given with --tp and --pp)" if run.layout_chosen else ""
     lines = [
         f"{run.model.name} on {estimate.system}, layout {estimate.layout.describe()}{chosen}",
-        f"measured ({given[0]} {given[1]:g}): {explanation.measured_step_s:.4g} s per step; "
+        f"measured ({given[0]} {given[1] if isinstance(given[1], str) else format(given[1], 'g')}): "
+        f"{explanation.measured_step_s:.4g} s per step; "
         f"predicted {explanation.predicted_step_s:.4g} s ({explanation.gap:+.1%})",
         explanation.summary(),
     ]
