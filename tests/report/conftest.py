@@ -21,6 +21,11 @@ TRAIN = [
     *("train", "llama3-70b", "--instance", "p5.48xlarge", "--nodes", "16", "--tp", "8", "--pp", "2"),
     *("--tokens", "15T", "--storage", "fsx:PERSISTENT_2-1000:100800GiB:efa"),
 ]
+# The job on a 2:1 fabric, spread over it, ECMP-hashed (one seed): its step's DP and PP contend (train --network sim).
+FABRIC = [
+    *("--network", "sim", "--placement", "spread", "--routing", "ecmp", "--oversubscription", "2"),
+    *("--fabric-seeds", "1"),
+]
 PLAN = [
     "plan",
     "llama3-8b",
@@ -68,7 +73,8 @@ def embedded(path: Path) -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, dict[str, Any]]]:
-    """Per kind (training, plan, sweep, validation): the page written and the CLI's ``--json`` it stands for."""
+    """Per kind (training; fabric: the same job with --network sim; plan, sweep, validation): the page written and
+    the CLI's ``--json`` it stands for."""
     root = tmp_path_factory.mktemp("reports")
     out: dict[str, tuple[Path, dict[str, Any]]] = {}
     scenario = root / "job.toml"
@@ -77,6 +83,11 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, d
     out["training"] = (
         root / "training.html",
         {"train": json.loads(invoke("train", "--scenario", str(scenario), "--json"))},
+    )
+    invoke("report", "--scenario", str(scenario), *FABRIC, "-o", str(root / "fabric.html"))
+    out["fabric"] = (
+        root / "fabric.html",
+        {"train": json.loads(invoke("train", "--scenario", str(scenario), *FABRIC, "--json"))},
     )
     plan = root / "plan.json"
     plan.write_text(invoke(*PLAN, "--json"))

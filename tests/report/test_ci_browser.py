@@ -23,7 +23,7 @@ def test_a_missing_browser_fails_when_required(tmp_path):
     ran = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert ran.returncode == 1, ran.stdout[-2000:]
     assert "CLUSTERSIM_REQUIRE_BROWSER is set but there is no chromium on PATH" in ran.stdout
-    assert ran.stdout.count("ERROR tests/report/test_report_browser.py::") == 4 and "skipped" not in ran.stdout
+    assert ran.stdout.count("ERROR tests/report/test_report_browser.py::") == 5 and "skipped" not in ran.stdout
     env.pop("CLUSTERSIM_REQUIRE_BROWSER")
     ran = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
-    assert ran.returncode == 0 and ran.stdout.startswith("ssss"), ran.stdout[-2000:]
+    assert ran.returncode == 0 and ran.stdout.startswith("sssss"), ran.stdout[-2000:]

@@ -44,7 +44,7 @@ def chromium(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S, cwd=cwd, check=False)
 
 
-@pytest.mark.parametrize("kind", ["training", "plan", "sweep", "validation"])
+@pytest.mark.parametrize("kind", ["training", "fabric", "plan", "sweep", "validation"])
 def test_the_browser_draws_every_figure(reports, kind, tmp_path):
     path, cli = reports[kind]
     opened = chromium("--dump-dom", path.as_uri(), cwd=tmp_path)

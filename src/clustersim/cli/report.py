@@ -15,10 +15,21 @@ import typer
 
 from clustersim.cli.common import CatalogOption, user_errors
 from clustersim.cli.level_option import DEFAULT_LEVEL, LevelOption
+from clustersim.cli.train_inputs import (
+    NetworkOpt,
+    SimHostsOpt,
+    SimOversubOpt,
+    SimPlacementOpt,
+    SimRoutingOpt,
+    SimSeedOpt,
+    SimSeedsOpt,
+    fabric_placement,
+)
 from clustersim.errors import ClusterSimError
 
 if TYPE_CHECKING:
     from clustersim.present.report_html import Cell, Section
+    from clustersim.training.contention import FabricPlacement
 
 SOURCES = ("--scenario", "--plan", "--from", "--validate")
 
@@ -38,11 +49,20 @@ def report_command(
     validate: Annotated[
         bool, typer.Option("--validate", help="The bundled validation: predicted against measured, coverage.")
     ] = False,
+    network: NetworkOpt = "analytic",
+    placement: SimPlacementOpt = None,
+    routing: SimRoutingOpt = None,
+    oversubscription: SimOversubOpt = None,
+    fabric_seed: SimSeedOpt = None,
+    fabric_seeds: SimSeedsOpt = None,
+    fabric_hosts: SimHostsOpt = None,
     level: LevelOption = DEFAULT_LEVEL,
     catalog: CatalogOption = None,
 ) -> None:
     """Write one self-contained HTML report (interactive figures, each with its numbers in a table and in the
-    page's embedded JSON) for exactly one of --scenario, --plan, --from or --validate."""
+    page's embedded JSON) for exactly one of --scenario, --plan, --from or --validate. With --scenario,
+    --network sim (and train's fabric options) runs the job on the cluster's fabric as train does, and adds
+    the fabric view: utilization by tier and the hottest links."""
     from clustersim.present.report_html import render_page, require_report_libraries, write_page
 
     with user_errors():
@@ -53,9 +73,17 @@ def report_command(
                 field="report",
                 value=",".join(given),
             )
+        where = fabric_placement(placement, routing, oversubscription, fabric_seed, fabric_hosts, fabric_seeds)
+        if scenario is None and (network != "analytic" or where is not None):
+            raise ClusterSimError(
+                f"--network and the fabric options place a training job on the fabric; they need --scenario, "
+                f"not {given[0]}",
+                field="--network",
+                value=network,
+            )
         require_report_libraries()
         if scenario is not None:
-            kind, title, summary, sections, cli = training_report(scenario, level, catalog or [])
+            kind, title, summary, sections, cli = training_report(scenario, level, catalog or [], network, where)
         elif plan is not None:
             kind, title, summary, sections, cli = plan_report(plan)
         elif store is not None:
@@ -69,21 +97,35 @@ def report_command(
 Report = tuple[str, str, "list[list[Cell]]", "list[Section]", dict[str, Any]]
 
 
-def training_report(path: Path, level: float, catalog: list[Path]) -> Report:
-    """A training scenario's report: its estimate (``train --json``) and the collectives of its step."""
+def training_report(
+    path: Path,
+    level: float,
+    catalog: list[Path],
+    network: str = "analytic",
+    where: FabricPlacement | None = None,
+) -> Report:
+    """A training scenario's report: its estimate (``train --scenario FILE [--network sim ...] --json``), the
+    collectives of its step and, with ``network`` sim, the step on the fabric (``fabric``)."""
     from clustersim.cli.report_collectives import job_collectives, train_json
+    from clustersim.cli.report_fabric import job_on_fabric
     from clustersim.cli.train import _replay
+    from clustersim.present.report_fabric import fabric_sections
     from clustersim.present.report_training import summary_rows, training_sections
     from clustersim.scenario.training import run_training
+    from clustersim.training.contention import FabricPlacement
 
     if catalog:
         raise ClusterSimError("--catalog: a scenario file names its own catalog files", field="--catalog")
-    run = run_training(_replay(path, []))
+    run = run_training(_replay(path, []), network=network, fabric=where)
     train = train_json(run, level)
     collectives = job_collectives(run, level)
     title = f"clustersim report: {run.estimate.model} on {run.estimate.system}"
-    cli = {"train": train, "collectives": collectives}
-    return "training", title, summary_rows(train), training_sections(train, collectives), cli
+    cli: dict[str, Any] = {"train": train, "collectives": collectives}
+    fabric: list[Section] = []
+    if network == "sim":
+        cli["fabric"] = job_on_fabric(run, where or FabricPlacement())
+        fabric = fabric_sections(cli["fabric"])
+    return "training", title, summary_rows(train), training_sections(train, collectives, fabric), cli
 
 
 def plan_report(path: Path) -> Report:

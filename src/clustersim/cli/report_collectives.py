@@ -7,6 +7,7 @@ measured on the same instance, operation and group shape (ranks and ranks per no
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,24 +16,33 @@ import typer
 from clustersim.errors import ClusterSimError
 
 if TYPE_CHECKING:
+    from clustersim.catalog.registry import Catalog
     from clustersim.scenario.training import TrainingRun
+    from clustersim.system import System
+    from clustersim.training.fabric_step import StepCollective
 
 SWEEP = ("1KiB", "16GiB", 4.0)  # nccl-tests' -b, -e, -f of the curves
 
 
-def job_collectives(run: TrainingRun, level: float) -> list[dict[str, Any]]:
-    """One entry per kind of the step's collectives (see the module docstring)."""
+@dataclass(frozen=True)
+class JobContext:
+    """What a training run's step was priced with: the catalog, the system, and the step's collectives as the
+    estimator lays them out (``training.fabric_step.step_collectives``)."""
+
+    catalog: Catalog
+    system: System
+    collectives: list[StepCollective]
+
+
+def job_context(run: TrainingRun) -> JobContext:
+    """The catalog, system, software, efficiency and job of ``run``'s scenario, read as the run read them, and
+    its step's collectives."""
     from clustersim.catalog.registry import load_catalog
-    from clustersim.cli.collective import measured_points, sweep_sizes
     from clustersim.compute import software as profiles
     from clustersim.compute.efficiency import efficiency_for, efficiency_table
-    from clustersim.intervals import spread_for
-    from clustersim.network.cost import ANALYTIC
-    from clustersim.present.collective import collective_json
     from clustersim.system import system_for_instance
     from clustersim.training.fabric_step import step_collectives
     from clustersim.training.job import TrainingJob
-    from clustersim.units import parse_bytes
 
     scenario, options = run.scenario, run.scenario.options
     catalog = load_catalog(options.catalog, use_env=False)
@@ -50,6 +60,19 @@ def job_collectives(run: TrainingRun, level: float) -> list[dict[str, Any]]:
         global_batch=int(spec.global_batch or 0), seq_len=int(spec.seq_len or 0), precision=spec.precision
     )
     found = step_collectives(run.model, system, run.estimate.layout, job, software=software, efficiency=efficiency)
+    return JobContext(catalog, system, found)
+
+
+def job_collectives(run: TrainingRun, level: float) -> list[dict[str, Any]]:
+    """One entry per kind of the step's collectives (see the module docstring)."""
+    from clustersim.cli.collective import measured_points, sweep_sizes
+    from clustersim.intervals import spread_for
+    from clustersim.network.cost import ANALYTIC
+    from clustersim.present.collective import collective_json
+    from clustersim.units import parse_bytes
+
+    context = job_context(run)
+    where, system, found = run.scenario.system, context.system, context.collectives
     sizes = sweep_sizes(parse_bytes(SWEEP[0]), parse_bytes(SWEEP[1]), SWEEP[2])
     accelerator = system.accelerator
     out = []
@@ -87,15 +110,16 @@ def job_collectives(run: TrainingRun, level: float) -> list[dict[str, Any]]:
 
 
 def train_json(run: TrainingRun, level: float) -> dict[str, Any]:
-    """What ``train --scenario FILE --json`` prints for ``run``."""
+    """What ``train --scenario FILE [--network sim ...] --json`` prints for ``run``."""
     from clustersim.cli.spreads import training_spread
     from clustersim.present.training import estimate_json
 
     estimate = run.estimate
     spread = training_spread(estimate, run.scenario.system.instance, level, run.scenario.options.catalog)
     payload = estimate_json(estimate, spread)
+    network = {"network": run.contention.to_dict()} if run.contention is not None else {}
     found: dict[str, Any] = json.loads(
-        json.dumps({"params": run.model.num_params(), "layout_chosen": run.layout_chosen, **payload})
+        json.dumps({"params": run.model.num_params(), "layout_chosen": run.layout_chosen, **payload, **network})
     )
     return found
 

@@ -34,6 +34,13 @@ def summary_rows(train: dict[str, Any]) -> list[list[Cell]]:
         ["tokens_per_s_per_device", train["tokens_per_s_per_device"]],
         ["bottleneck", train["bottleneck"]],
     ]
+    network = train.get("network")
+    if network:
+        rows.append([
+            "network",
+            f"flow simulator: {network['placement']} placement, {network['routing']}, "
+            f"{network['oversubscription']:g}:1; contention adds {network['added_fraction']:.1%} to the step",
+        ])  # fmt: skip
     step = train.get("intervals", {}).get("step_s")
     if step:
         rows.append([f"step_s {step['level']:.0%} interval", f"{step['low']:.4g} - {step['high']:.4g}"])
@@ -262,9 +269,13 @@ def cost_section(train: dict[str, Any]) -> Section | None:
     return Section("cost", "Cost and energy", ["figure", "value", "low", "high"], rows, None, notes)
 
 
-def training_sections(train: dict[str, Any], collectives: list[dict[str, Any]]) -> list[Section]:
-    """Every section of a training report, in reading order."""
+def training_sections(
+    train: dict[str, Any], collectives: list[dict[str, Any]], fabric: list[Section] | None = None
+) -> list[Section]:
+    """Every section of a training report, in reading order (``fabric``: the fabric view, after the
+    collectives)."""
     found: list[Section | None] = [step_section(train), memory_section(train)]
     found += [collective_section(i, item) for i, item in enumerate(collectives)]
+    found += fabric or []
     found += [checkpoint_section(train), cost_section(train)]
     return [s for s in found if s is not None]
