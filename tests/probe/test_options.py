@@ -83,6 +83,7 @@ def test_sizes_as_nccl_tests_and_units_read_them():
         (ProbeOptions(system=SystemOptions(instance="p5.48xlarge")), CPU, "--instance", "give -o too"),
         (ProbeOptions(dtypes=("fp8",)), CPU, "--dtypes", "--dtypes fp8: CPU test has no FP8"),
         (ProbeOptions(dtypes=("int4",)), H100, "--dtypes", "--dtypes 'int4': valid: bf16, fp16, fp32, fp8"),
+        (ProbeOptions(gemm_sizes=(1000,)), H100, "--gemm-sizes", "need M = N = K a multiple of 16"),
         (ProbeOptions(repeats=0), CPU, "--repeats", "--repeats 0: valid: 1 to"),
         (ProbeOptions(warmup=-1), CPU, "--warmup", "--warmup -1"),
     ],

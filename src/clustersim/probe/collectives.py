@@ -175,9 +175,12 @@ def measure_collectives(torch: Any, plan: CollectivePlan, step: Callable[[], Non
         import torch.distributed as dist
 
         rank = int(os.environ["RANK"])
-        if not dist.is_initialized():
+        ours = not dist.is_initialized()
+        if ours:
             dist.init_process_group(plan.backend, init_method="env://")
         run_rank(torch, plan, rank, report)
+        if ours:
+            dist.destroy_process_group()
         return results if rank == 0 else None
     _local(plan, report)
     return results

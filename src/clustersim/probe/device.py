@@ -53,6 +53,18 @@ class Device:
         }
 
 
+def cpu_name() -> str:
+    """The processor's model name (``/proc/cpuinfo`` on Linux), else what ``platform`` says."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return f"CPU {platform.processor() or platform.machine() or 'unknown'}"
+
+
 def default_device(torch: Any) -> str:
     """``cuda`` where torch sees a GPU, else ``cpu``."""
     return "cuda" if torch.cuda.is_available() else "cpu"
@@ -64,8 +76,7 @@ def describe(torch: Any, kind: str, catalog: Catalog, accelerator: str | None = 
         raise ClusterSimError(f"--device {kind!r}: valid: {', '.join(DEVICES)}", field="--device", value=kind)
     host = socket.gethostname()
     if kind == "cpu":
-        name = platform.processor() or platform.machine() or "cpu"
-        return Device("cpu", f"CPU {name}", 1, host, None, False, str(torch.__version__))
+        return Device("cpu", cpu_name(), 1, host, None, False, str(torch.__version__))
     if not torch.cuda.is_available():
         raise ClusterSimError(
             f"--device cuda: torch {torch.__version__} sees no CUDA device; use --device cpu",

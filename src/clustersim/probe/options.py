@@ -20,6 +20,7 @@ _NCCL_TESTS_SIZE = re.compile(r"^(\d+)([KMGTkmgt])$")
 _SHORT = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 WHAT = ("gemm", "memory", "copy", "collectives", "storage")
 MAX_REPEATS = 100_000
+FP8_ALIGNMENT = 16  # torch._scaled_mm: every dimension a multiple of 16
 
 
 @dataclass(frozen=True)
@@ -188,6 +189,12 @@ def resolve(options: ProbeOptions, device: Device) -> Plan:
     for size in options.gemm_sizes or ():
         if size < 1:
             raise ClusterSimError(f"--gemm-sizes {size}: valid: M = N = K >= 1", field="--gemm-sizes", value=size)
+        if "fp8" in dtypes and size % FP8_ALIGNMENT:
+            raise ClusterSimError(
+                f"--gemm-sizes {size}: fp8 GEMMs (torch._scaled_mm) need M = N = K a multiple of {FP8_ALIGNMENT}",
+                field="--gemm-sizes",
+                value=size,
+            )
     repeats = options.repeats if options.repeats is not None else defaults.repeats
     warmup = options.warmup if options.warmup is not None else defaults.warmup
     if not 1 <= repeats <= MAX_REPEATS:
