@@ -3,23 +3,24 @@
 The switch marks (``lossless.LosslessSpec.ecn``), the receiving NIC answers a marked packet with a
 congestion notification (CNP) and the sender cuts its rate: the current rate falls by ``alpha / 2``
 and ``alpha`` (the congestion estimate) rises by ``g``, at most once per ``reduce_period_s``.
-The target takes the current rate only when the last increase came from the timer (ConnectX's
+The target takes the current rate at a cut when the rate rose since the last one (ConnectX:
 clamp_tgt_rate off, clamp_tgt_rate_after_time_inc on; the paper sets it at every cut, ``clamp_target``).
 Without CNPs ``alpha`` decays by ``1 - g`` every ``alpha_period_s`` and the rate climbs back in
-stages counted by a timer (``time_reset_s``) and a byte counter (``byte_reset_bytes``): fast recovery
-(current rate halfway to the target) while both counts are below ``threshold``, additive increase
-(target + ``ai``) when one is, hyper increase (target + i x ``hai``) when both are past it.
+stages counted by a timer (``time_reset_s``) and a byte counter (``byte_reset_bytes``), each stage
+taking the current rate halfway to the target: fast recovery while both counts are below
+``threshold``, then additive increase (target + ``ai``) and, once both are past it, hyper increase
+(target + ``hai``; the paper adds i x ``hai``).
 
 Sources: Zhu et al., "Congestion Control for Large-Scale RDMA Deployments", SIGCOMM 2015 (the
-algorithm: Fig. 8 and sec. 5); the constants are NVIDIA ConnectX's defaults (the NVIDIA community
-page "DCQCN parameters", as google/isekai rdma_roce_cc_dcqcn.h records them: dce_alpha_g 1019/1024,
-alpha update period 1 us, initial alpha 1023/1024, rpg_time_reset 300 us, rpg_byte_reset 32767,
-rpg_threshold 1, rpg_ai_rate 5 Mbit/s, rpg_hai_rate 50 Mbit/s, rpg_min_rate 1 Mbit/s, rate reduce
-monitor period 4 us). The notification point sends at most one CNP per queue pair every 50 us (the
-paper's N). The kernel's np_min_time_between_cnps debug parameter defaults to 0 (linux commit "IB/mlx5:
-Add np_min_time_between_cnps and rp_max_rate debug params", 2020), but with a CNP for every marked
-packet the reaction point cuts every 4 us for as long as a full window takes to drain (~300 us in an
-8-to-1 incast) and rates fall to Mbit/s: the 8 x 1 MiB incast then takes 13-34 ms instead of 0.7.
+algorithm: Fig. 8 and sec. 5). The constants are NVIDIA ConnectX's defaults (the NVIDIA community page
+"DCQCN parameters", as google/isekai host/rdma/rdma_roce_cc_dcqcn.h records them and its .cc reads them:
+dce_alpha_g 1019/1024 per 1 us, initial alpha 1023/1024, rpg_time_reset 300 us, rpg_byte_reset 32767
+x 64 B, rpg_threshold 1, rpg_ai_rate 5 Mbit/s, rpg_hai_rate 50 Mbit/s, rpg_min_rate 1 Mbit/s, rate
+reduce monitor period 4 us, clamp_tgt_rate off, clamp_tgt_rate_after_time_inc on) and the kernel's
+np_min_time_between_cnps default of 0 us (linux commit "IB/mlx5: Add np_min_time_between_cnps and
+rp_max_rate debug params", 2020): a CNP answers every marked packet and the reaction point cuts at
+most once per 4 us. (The paper's N = 50 us between CNPs leaves alpha, which decays every microsecond,
+near 0.02: cuts of ~1% and PFC, not DCQCN, then holds the queue.)
 """
 
 from __future__ import annotations
@@ -33,21 +34,21 @@ from clustersim.network.transport.engine import ps
 
 @dataclass(frozen=True, slots=True)
 class DcqcnParams:
-    """Reaction- and notification-point settings (NVIDIA ConnectX defaults; see the module's text)."""
+    """Reaction- and notification-point settings: NVIDIA ConnectX's defaults (see the module's text)."""
 
     g: float = 5 / 1024  # alpha gain: alpha x 1019/1024 per period (dce_alpha_g 1019)
-    alpha_period_s: float = 1e-6
+    alpha_period_s: float = 1e-6  # dce_alpha_update_period
     initial_alpha: float = 1023 / 1024
-    time_reset_s: float = 300e-6  # rate-increase timer
-    byte_reset_bytes: int = 32767  # rate-increase byte counter
-    threshold: int = 1  # F: stages of fast recovery
-    ai_bits_per_s: float = 5e6
-    hai_bits_per_s: float = 50e6
-    min_rate_bits_per_s: float = 1e6
-    reduce_period_s: float = 4e-6  # at most one cut per period
-    cnp_interval_s: float = 50e-6  # the receiver's least gap between two CNPs of a QP (the paper's N)
+    time_reset_s: float = 300e-6  # rate-increase timer (rpg_time_reset)
+    byte_reset_bytes: int = 32767 * 64  # rate-increase byte counter (rpg_byte_reset, in 64-byte units)
+    threshold: int = 1  # F: stages before additive increase (rpg_threshold)
+    ai_bits_per_s: float = 5e6  # rpg_ai_rate
+    hai_bits_per_s: float = 50e6  # rpg_hai_rate
+    min_rate_bits_per_s: float = 1e6  # rpg_min_rate
+    reduce_period_s: float = 4e-6  # at most one cut per period (rate_reduce_monitor_period)
+    cnp_interval_s: float = 0.0  # the receiver's least gap between two CNPs of a QP (np_min_time_between_cnps)
     clamp_target: bool = False  # clamp_tgt_rate: every cut sets the target to the current rate (the paper's rule)
-    clamp_target_after_timer: bool = True  # clamp_tgt_rate_after_time_inc: a cut after a timer increase does
+    clamp_target_after_timer: bool = True  # clamp_tgt_rate_after_time_inc
 
     def __post_init__(self) -> None:
         checks = (
@@ -85,7 +86,6 @@ class DcqcnRate:
         self.byte_count = 0
         self._bytes = 0
         self.cuts = 0
-        self._timer_raised = False  # the last increase came from the timer
 
     @property
     def at_line_rate(self) -> bool:
@@ -105,9 +105,9 @@ class DcqcnRate:
         if self._last_cut_ps is not None and now_ps - self._last_cut_ps < self._reduce_ps:
             return False
         self._last_cut_ps = now_ps
-        if self.params.clamp_target or (self.params.clamp_target_after_timer and self._timer_raised):
-            self.target = self.rate
-        self._timer_raised = False
+        raised_by_timer = self.params.clamp_target_after_timer and self.timer_count > 0
+        if self.params.clamp_target or self.byte_count > 0 or raised_by_timer:
+            self.target = self.rate  # not on a cut that follows a cut with no increase between
         self.rate = max(self.params.min_rate_bits_per_s, self.rate * (1 - self.alpha / 2))
         self.timer_count = self.byte_count = self._bytes = 0
         self.cuts += 1
@@ -120,24 +120,22 @@ class DcqcnRate:
         self._bytes += wire_bytes
         while self._bytes >= self.params.byte_reset_bytes and not self.at_line_rate:
             self._bytes -= self.params.byte_reset_bytes
-            self.byte_count += 1
             self._increase()
+            self.byte_count += 1
 
     def on_timer(self) -> None:
         """The rate-increase timer expired: one stage of the timer."""
-        self.timer_count += 1
-        self._timer_raised = True
         self._increase()
+        self.timer_count += 1
 
     def _increase(self) -> None:
         f = self.params.threshold
         low, high = min(self.timer_count, self.byte_count), max(self.timer_count, self.byte_count)
-        if high < f:
-            pass  # fast recovery: towards the target only
-        elif low > f:
-            self.target += (low - f) * self.params.hai_bits_per_s
-        else:
-            self.target += self.params.ai_bits_per_s
+        if low > f:
+            self.target += self.params.hai_bits_per_s  # hyper increase
+        elif high >= f:
+            self.target += self.params.ai_bits_per_s  # additive increase
+        # else fast recovery: towards the target only
         self.target = min(self.target, self.line)
         self.rate = min(self.line, (self.target + self.rate) / 2)
         if self.line - self.rate < 1e-3 * self.line:  # within 0.1%: back at line rate

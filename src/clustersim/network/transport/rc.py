@@ -134,6 +134,8 @@ class RcFlow(MessageFlow):
         self.rate = DcqcnRate(self.params.dcqcn, line) if self.params.dcqcn is not None else None
         self._next_tx_ps = 0
         self._pacer_armed = False
+        self._rate_timer_armed = False
+        self._rate_due_ps = 0
         self._last_cnp_ps: int | None = None
         self.cnps = 0
 
@@ -202,18 +204,24 @@ class RcFlow(MessageFlow):
 
     def _on_cnp(self, now_ps: int) -> list[Event] | None:
         assert self.rate is not None
-        was_at_line = self.rate.at_line_rate
-        if self.rate.on_cnp(now_ps) and was_at_line:
-            return [(now_ps + ps(self.rate.params.time_reset_s), TIMER_PRIORITY, self._rate_timer, None)]
-        return None
+        if not self.rate.on_cnp(now_ps):
+            return None
+        self._rate_due_ps = now_ps + ps(self.rate.params.time_reset_s)  # a cut restarts the increase timer
+        if self._rate_timer_armed:
+            return None
+        self._rate_timer_armed = True
+        return [(self._rate_due_ps, TIMER_PRIORITY, self._rate_timer, None)]
 
     def _rate_timer(self, now_ps: int, _: object) -> list[Event] | None:
-        """DCQCN's rate-increase timer: one stage every time_reset_s while below line rate."""
+        """DCQCN's rate-increase timer: one stage every time_reset_s after the last cut, while below line rate."""
         assert self.rate is not None
         if self.done_ps is not None or self.failure is not None or self.rate.at_line_rate:
+            self._rate_timer_armed = False
             return None
-        self.rate.on_timer()
-        return [(now_ps + ps(self.rate.params.time_reset_s), TIMER_PRIORITY, self._rate_timer, None)]
+        if now_ps >= self._rate_due_ps:
+            self.rate.on_timer()
+            self._rate_due_ps = now_ps + ps(self.rate.params.time_reset_s)
+        return [(self._rate_due_ps, TIMER_PRIORITY, self._rate_timer, None)]
 
     def _timer(self, now_ps: int, _: object) -> list[Event] | None:
         self._timer_armed = False
