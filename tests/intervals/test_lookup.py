@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from clustersim.intervals import Residual, ResidualTable, chip_of, interval_for, load_residuals, spread_for
+from clustersim.intervals.layout import layout_features
 from clustersim.intervals.lookup import MIN_CASES, scale_of
 
 
@@ -128,3 +131,51 @@ def test_the_packaged_residuals_give_an_interval_for_every_kind() -> None:
     with pytest.raises(Exception, match="--level"):
         interval_for("training", accelerator="h100-sxm", family="hopper", framework=None, devices=8, predicted=1.0,
                      level=1.0)  # fmt: skip
+
+
+def featured(rows_: list[Residual], *layout: str) -> list[Residual]:
+    return [dataclasses.replace(r, layout=layout) for r in rows_]
+
+
+def test_a_layout_is_judged_by_the_runs_sharing_its_features_where_they_are_wider() -> None:
+    # the chip's cases are tight; the pipelined expert-parallel runs (on another chip) are spread wide
+    tight = rows(MIN_CASES, devices=8, r=0.0, step=0.001, source="a")
+    wide = featured(rows(MIN_CASES, chip="ampere", r=0.0, step=0.05, source="b"), "pipeline", "experts")
+    table = ResidualTable(tuple(tight + wide))
+    ask = {"accelerator": "h100-sxm", "family": "hopper", "framework": "megatron", "devices": 8, "table": table}
+    plain = spread_for("training", **ask)
+    piped = spread_for("training", **ask, layout=("pipeline", "experts"))
+    assert plain is not None and piped is not None
+    assert piped.q_hi - piped.q_lo > 10 * (plain.q_hi - plain.q_lo)
+    assert piped.basis == f"training, every chip, layouts with pipeline, experts: {MIN_CASES} cases"
+    assert "widened to the 20 left-out cases whose layouts also have pipeline, experts" in piped.note
+    # a feature the wide runs lack, or one more than they have: not judged by them
+    assert spread_for("training", **ask, layout=("context",)) == plain
+    assert spread_for("training", **ask, layout=("pipeline", "experts", "fp8")) == plain
+    # a subset of their features is judged by them (they have it too)
+    piped_only = spread_for("training", **ask, layout=("pipeline",))
+    assert piped_only is not None and piped_only.q_hi == piped.q_hi
+
+
+def test_a_layout_group_narrower_than_the_chips_never_narrows_the_interval() -> None:
+    wide = rows(MIN_CASES, devices=8, r=0.0, step=0.05, source="a")
+    tight = featured(rows(MIN_CASES, chip="ampere", r=0.0, step=0.001, source="b"), "sharded")
+    table = ResidualTable(tuple(wide + tight))
+    ask = {"accelerator": "h100-sxm", "family": "hopper", "framework": "megatron", "devices": 8, "table": table}
+    assert spread_for("training", **ask, layout=("sharded",)) == spread_for("training", **ask)
+
+
+def test_too_few_runs_with_the_features_leave_the_interval_as_it_is() -> None:
+    tight = rows(MIN_CASES, devices=8, r=0.0, step=0.001, source="a")
+    wide = featured(rows(MIN_CASES - 1, chip="ampere", r=0.0, step=0.05, source="b"), "context")
+    table = ResidualTable(tuple(tight + wide))
+    ask = {"accelerator": "h100-sxm", "family": "hopper", "framework": "megatron", "devices": 8, "table": table}
+    assert spread_for("training", **ask, layout=("context",)) == spread_for("training", **ask)
+
+
+def test_layout_features_name_what_the_layout_runs() -> None:
+    assert layout_features(pp=1, cp=1, ep=1, zero=1, precision="bf16") == ()
+    assert layout_features(pp=8, cp=2, ep=64, zero=3, precision="fp8") == (
+        "pipeline", "context", "experts", "sharded", "fp8"
+    )  # fmt: skip
+    assert layout_features(pp=1, cp=1, ep=1, zero=2, precision="fp4") == ("fp8",)

@@ -29,7 +29,10 @@ def test_every_packaged_residual_has_a_case_and_a_known_kind() -> None:
 
 
 def test_a_file_written_reads_back_the_same(tmp_path: Path) -> None:
-    rows = [Residual('a "quoted" id', "src", "training", "hopper", "h100-sxm", "megatron", 8, "step_time_s", -0.01234)]
+    rows = [
+        Residual('a "quoted" id', "src", "training", "hopper", "h100-sxm", "megatron", 8, "step_time_s", -0.01234),
+        Residual("b", "src", "training", "hopper", "h100-sxm", "fsdp", 8, "step_time_s", 0.2, ("pipeline", "fp8")),
+    ]
     path = tmp_path / "r.toml"
     path.write_text(residuals_toml(rows, {"fingerprint": "sha256:x", "inputs": ["a", "b"], "min_cases": 20}))
     table = read_residuals(path)
@@ -55,6 +58,11 @@ def test_a_file_written_reads_back_the_same(tmp_path: Path) -> None:
             '{ id = "a", source = "s", kind = "training", chip = "c", accelerator = "x", framework = "f", field = "g", '
             "devices = 1, r = nan }",
             "r must be a finite number",
+        ),
+        (
+            '{ id = "a", source = "s", kind = "training", chip = "c", accelerator = "x", framework = "f", field = "g", '
+            'devices = 1, r = 0.1, layout = ["pipeline", "zero-bubble"] }',
+            r"layout \['pipeline', 'zero-bubble'\] \(valid: a list of pipeline, context, experts, sharded, fp8\)",
         ),
     ],
 )

@@ -20,8 +20,10 @@ def spread_on(
     devices: int,
     level: float,
     catalog: Sequence[str | Path] = (),
+    layout: Sequence[str] = (),
 ) -> "Spread | None":
-    """The spread of a ``kind`` job of ``framework`` on ``devices`` devices of ``instance``."""
+    """The spread of a ``kind`` job of ``framework`` on ``devices`` devices of ``instance`` (a training
+    layout with the features ``layout``)."""
     from clustersim.catalog.registry import load_catalog
     from clustersim.intervals import spread_for
 
@@ -34,13 +36,17 @@ def spread_on(
         framework=framework,
         devices=devices,
         level=level,
+        layout=layout,
     )
 
 
 def training_spread(
     estimate: "Estimate", instance: str, level: float, catalog: Sequence[str | Path] = ()
 ) -> "Spread | None":
-    """The spread of a training estimate's step on ``instance``."""
+    """The spread of a training estimate's step on ``instance``, widened by its layout's features."""
+    from clustersim.intervals.layout import layout_features
+
+    layout, precision = estimate.layout, estimate.job.precision.value
     return spread_on(
         "training",
         instance=instance,
@@ -48,6 +54,7 @@ def training_spread(
         devices=estimate.num_devices,
         level=level,
         catalog=catalog,
+        layout=layout_features(pp=layout.pp, cp=layout.cp, ep=layout.ep, zero=layout.zero, precision=precision),
     )
 
 

@@ -9,6 +9,11 @@ is used:
 4. the kind: every chip and stack (pooled);
 5. every kind, where the kind itself has too few cases (serving, scored on cases of other sources).
 
+Then, for a training layout (``layout``: its features, ``clustersim.intervals.layout``), the interval is
+never narrower than the spread of the left-out cases, of any chip, whose layouts have every one of
+those features (a pipelined, expert-parallel job is judged by the pipelined, expert-parallel runs as
+well as by its chip's), where there are enough of them.
+
 Enough is ``MIN_CASES`` (20), or more where the level needs more for its rank (``cases_needed``:
 99 at 99%). A chip with no validated case of the kind (Trainium2, which runs on Trainium1's fractions;
 a family of your own catalog), or too few, borrows: its interval is the widest of the pooled one and
@@ -61,15 +66,31 @@ def spread_for(
     level: float = DEFAULT_LEVEL,
     table: ResidualTable | None = None,
     exclude_source: str | None = None,
+    layout: Sequence[str] = (),
 ) -> Spread | None:
     """The log-spread for a ``kind`` job of ``framework`` on ``devices`` ``accelerator``s (of catalog
-    ``family``); ``exclude_source`` leaves that source's residuals out (a case's own, when scoring it).
-    None where there are no residuals of the kind at all."""
+    ``family``) whose layout has the features ``layout``; ``exclude_source`` leaves that source's
+    residuals out (a case's own, when scoring it). None where there are no residuals of the kind at all."""
     level = check_level(level)
     every = [r for r in (table or load_residuals()).residuals if exclude_source is None or r.source != exclude_source]
     rows = [r for r in every if r.kind == kind]
     if not rows:
         return None
+    found = _spread_of_system(kind, rows, every, accelerator, family, framework, devices, level)
+    return _widened_by_layout(found, kind, rows, tuple(layout), level)
+
+
+def _spread_of_system(
+    kind: str,
+    rows: list[Residual],
+    every: list[Residual],
+    accelerator: str,
+    family: str,
+    framework: str | None,
+    devices: int,
+    level: float,
+) -> Spread:
+    """The spread of the most similar system's residuals (the module's groups 1-5)."""
     chip = chip_of(accelerator, family)
     stack = framework or DEFAULT_FRAMEWORK.get(kind, "")
     scale = scale_of(devices)
@@ -135,6 +156,22 @@ def interval_for(
     if found is None:
         return None
     return found.rate(predicted) if rate else found.duration(predicted)
+
+
+def _widened_by_layout(found: Spread, kind: str, rows: list[Residual], layout: tuple[str, ...], level: float) -> Spread:
+    """``found``, or the spread of the ``rows`` whose layouts have every feature of ``layout`` where
+    there are enough of them and it is wider."""
+    if not layout:
+        return found
+    members = [r for r in rows if set(layout) <= set(r.layout)]
+    if len(members) < max(MIN_CASES, cases_needed(level)):
+        return found
+    features = ", ".join(layout)
+    by_layout = _spread(members, level, f"{kind}, every chip, layouts with {features}", "")
+    if by_layout.q_hi - by_layout.q_lo <= found.q_hi - found.q_lo:
+        return found
+    note = f"widened to the {len(members)} left-out cases whose layouts also have {features} (wider than {found.basis})"
+    return dataclasses.replace(by_layout, note=_joined(found.note, note))
 
 
 def _joined(*notes: str) -> str:

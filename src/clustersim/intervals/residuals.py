@@ -4,9 +4,9 @@
 of the bundled ground truth (``clustersim.validation.crossval``): per scored case, the log residual
 ``r = ln(measured / predicted)`` of its duration (a rate's residual has its sign flipped) with the
 prediction made by constants fitted without the case's source, and what the case ran on (kind, chip,
-accelerator, framework, devices). The file's header records when it was made and a ``fingerprint``
-(sha256) of the calibration and case files it was made from, so that a test notices when they change
-and the residuals were not made again.
+accelerator, framework, devices and, for training, its layout's features). The file's header records
+when it was made and a ``fingerprint`` (sha256) of the calibration and case files it was made from,
+so that a test notices when they change and the residuals were not made again.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any
 
 from clustersim.catalog.tomlfiles import read_toml
 from clustersim.errors import ClusterSimError
+from clustersim.intervals.layout import LAYOUT_FEATURES
 
 PACKAGE, FILE_NAME = "clustersim.intervals", "residuals.toml"
 KINDS = ("training", "inference", "collective")
@@ -41,11 +42,13 @@ class Residual:
     devices: int
     field: str  # the case's primary measured field
     r: float
+    layout: tuple[str, ...] = ()  # training: the features of the case's layout (clustersim.intervals.layout)
 
     def to_toml(self) -> str:
         """One inline table (a line of ``residuals.toml``)."""
         text = ", ".join(f"{name} = {_quoted(getattr(self, name))}" for name in _TEXT)
-        return f"{{ {text}, devices = {self.devices}, r = {self.r!r} }}"
+        layout = f", layout = [{', '.join(_quoted(f) for f in self.layout)}]" if self.layout else ""
+        return f"{{ {text}, devices = {self.devices}, r = {self.r!r}{layout} }}"
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,10 @@ def _row(path: str | Path, number: int, row: Any) -> Residual:
         raise ClusterSimError(f"{where}: r must be a finite number, got {r!r}")
     if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
         raise ClusterSimError(f"{where}: devices must be a positive integer, got {devices!r}")
-    return Residual(**{name: str(row[name]) for name in _TEXT}, devices=devices, r=float(r))
+    layout = row.get("layout", [])
+    if not isinstance(layout, list) or any(feature not in LAYOUT_FEATURES for feature in layout):
+        raise ClusterSimError(f"{where}: layout {layout!r} (valid: a list of {', '.join(LAYOUT_FEATURES)})")
+    return Residual(**{name: str(row[name]) for name in _TEXT}, devices=devices, r=float(r), layout=tuple(layout))
 
 
 def fingerprint(files: Iterable[tuple[str, Path]]) -> str:

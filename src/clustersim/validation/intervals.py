@@ -25,6 +25,7 @@ from typing import Protocol
 from clustersim.catalog.registry import Catalog
 from clustersim.errors import ClusterSimError
 from clustersim.intervals import Interval, Residual, ResidualTable, load_residuals, spread_for
+from clustersim.intervals.layout import layout_features
 from clustersim.intervals.lookup import DEFAULT_FRAMEWORK, chip_of
 from clustersim.intervals.residuals import round_significant
 from clustersim.validation.cases import Case, bundled_dir, project_case_files
@@ -66,17 +67,28 @@ class Context:
     family: str
     framework: str
     devices: int
+    layout: tuple[str, ...] = ()  # a training case's layout features (clustersim.intervals.layout)
 
 
 def context_of(case: Case, catalog: Catalog) -> Context:
     """The case's accelerator (its catalog id), family, framework (the kind's default where it names
-    none) and devices; ``ClusterSimError`` where the case names no known accelerator."""
+    none), devices and, for training, its layout's features (unstated fields resolved as the estimate
+    resolves them); ``ClusterSimError`` where the case names no known accelerator."""
     system = case.system
     if system is None or not system.accelerator:
         raise ClusterSimError(f"case {case.id}: no system.accelerator")
     accelerator = catalog.accelerator(system.accelerator)
     framework = (case.software.framework if case.software else None) or DEFAULT_FRAMEWORK.get(case.kind, "")
-    return Context(accelerator.id, accelerator.family, framework, system.devices or 1)
+    layout = _layout_of(case, catalog) if case.kind == "training" else ()
+    return Context(accelerator.id, accelerator.family, framework, system.devices or 1, layout)
+
+
+def _layout_of(case: Case, catalog: Catalog) -> tuple[str, ...]:
+    from clustersim.validation.training import case_setup
+
+    setup = case_setup(case, catalog)
+    layout, precision = setup.layout, setup.job.precision.value
+    return layout_features(pp=layout.pp, cp=layout.cp, ep=layout.ep, zero=layout.zero, precision=precision)
 
 
 def log_residual(field: str, measured: float, predicted: float) -> float:
@@ -130,6 +142,7 @@ def residuals_of(
                 devices=ctx.devices,
                 field=field,
                 r=round_significant(log_residual(field, measured, predicted)),
+                layout=ctx.layout,
             )
         )
     return rows, left
@@ -173,6 +186,7 @@ def case_interval(
         level=level,
         table=table or load_residuals(),
         exclude_source=source,
+        layout=ctx.layout,
     )
     if found is None:
         return None
@@ -206,6 +220,7 @@ def left_out(rows: Sequence[Residual], level: float) -> list[LeftOut]:
             level=level,
             table=table,
             exclude_source=row.source,
+            layout=row.layout,
         )
         if found is None:
             continue
