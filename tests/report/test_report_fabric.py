@@ -36,10 +36,14 @@ def test_the_fabric_figures_are_its_numbers(reports):
         assert dict(zip(trace["x"], trace["y"], strict=True)) == {t: shown.get(t, 0.0) for t in trace["x"]}
     assert list(runs) == [t["name"] for t in tiers["figure"]["data"]]
     assert "leaf->spine" in tiers["figure"]["data"][-1]["x"]
-    table = {(row[0], row[1]): row[2] for row in tiers["table"]["rows"]}
-    assert table == {
-        (name, tier): util for name, run in runs.items() for tier, util in run["tier_utilization"].items()
-    } | {(name, "none"): None for name, run in runs.items() if not run["tier_utilization"]}
+    columns, rows = tiers["table"]["columns"], tiers["table"]["rows"]
+    named = columns[1:-3]
+    assert named == tiers["figure"]["data"][0]["x"] and [row[0] for row in rows] == list(runs)
+    for row in rows:
+        run = runs[row[0]]
+        assert row[1:-3] == [run["tier_utilization"].get(t) for t in named]
+        assert row[-3:-1] == [run["max_link_utilization"], run["binding_tier"]]
+        assert row[-1] == fabric["factors"].get(row[0])
     (links,) = sections["fabric-links"]["figure"]["data"]
     hottest = fabric["together"]["hottest_links"]
     assert links["y"] == [h["link"] for h in hottest] and links["x"] == [h["utilization"] for h in hottest]

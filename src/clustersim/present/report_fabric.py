@@ -20,8 +20,9 @@ def fabric_runs(fabric: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def tier_section(fabric: dict[str, Any]) -> Section:
-    """Grouped bars: per network tier, its utilization in each run, with each run's binding tier, busiest link
-    and (alone) the kind's contention factor in the table."""
+    """Grouped bars: per network tier, its utilization in each run; the table has a row per run (its utilization
+    per tier, blank where it sends nothing, its busiest link's peak, binding tier and, alone, its contention
+    factor)."""
     runs = fabric_runs(fabric)
     tiers = list(dict.fromkeys(t for _, run in runs for t in run["tier_utilization"]))
     data = [
@@ -38,10 +39,10 @@ def tier_section(fabric: dict[str, Any]) -> Section:
     }
     factors = fabric.get("factors", {})
     rows: list[list[Cell]] = [
-        [name, tier, util, run["max_link_utilization"], run["binding_tier"], factors.get(name)]
+        [name, *(run["tier_utilization"].get(t) for t in tiers), run["max_link_utilization"], run["binding_tier"],
+         factors.get(name)]
         for name, run in runs
-        for tier, util in (list(run["tier_utilization"].items()) or [("none", None)])
-    ]
+    ]  # fmt: skip
     shape, seeds = fabric["fabric"], fabric.get("seeds", [fabric["seed"]])
     notes = [
         f"{fabric['title']}, placed {fabric['placement']} (seed {fabric['seed']}) on {shape['name']}: "
@@ -54,7 +55,7 @@ def tier_section(fabric: dict[str, Any]) -> Section:
             else "."
         ),
     ]
-    columns = ["run", "tier", "utilization", "max_link_utilization", "binding_tier", "factor"]
+    columns = ["run", *tiers, "max_link_utilization", "binding_tier", "factor"]
     return Section("fabric-tiers", "Fabric: utilization by tier", columns, rows, figure, notes)
 
 
