@@ -3,8 +3,9 @@
 Issue 24's target is "well under 10 s on this machine" (2 cores). Llama 3.1 8B on one p5.48xlarge at tp 1
 (8 replicas, vLLM's profile), Poisson arrivals, lengths drawn from ``sharegpt``; the wall time counts
 everything ``simulate`` does (drawing the requests, tabulating the step model, the replicas' runs, the
-result). Prints the median over a few runs (one process), and a 64-client closed loop beside it. Run:
-``python benchmarks/bench_serving_sim.py``.
+result). Prints the median over a few runs (one process), and a 64-client closed loop beside it; then the same
+Poisson load disaggregated (4 prefill + 4 decode workers, ``serving.sim_disaggregated``) and with speculative
+decoding (K 4, acceptance 0.7, a one-layer draft head). Run: ``python benchmarks/bench_serving_sim.py``.
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ import statistics
 import time
 
 from clustersim.catalog.registry import load_catalog
+from clustersim.serving.disaggregation import Pools, deploy
 from clustersim.serving.engine import serving_system_for_instance
 from clustersim.serving.estimate import Request
+from clustersim.serving.sim_disaggregated import simulate_disaggregated
 from clustersim.serving.sim_requests import request_sampler
 from clustersim.serving.simulate import Load, simulate
+from clustersim.serving.speculative import Speculation
 from clustersim.workload.zoo import load_model
 
 REQUESTS = 10_000
@@ -28,16 +32,23 @@ def main() -> None:
     system = serving_system_for_instance(load_catalog(use_env=False), "p5.48xlarge", tp=1)
     request = Request(229.7, 203.1)
     sampler = request_sampler("sharegpt", 229.7, 203.1)
-    for label, load in (
-        ("Poisson, 60 requests/s", Load(rate_per_s=60.0)),
-        ("closed loop, 64 clients", Load(concurrency=64)),
-    ):
+    pools = deploy(load_catalog(use_env=False), "p5.48xlarge", Pools(4, 4), 1, model, request.kv)
+    poisson = Load(rate_per_s=60.0)
+    common = {"requests": REQUESTS, "sampler": sampler, "engine": "vllm"}
+    runs = (
+        ("Poisson, 60 requests/s", lambda seed: simulate(model, system, request, poisson, seed=seed, **common)),
+        ("closed loop, 64 clients", lambda seed: simulate(model, system, request, Load(concurrency=64), seed=seed,
+                                                         **common)),
+        ("Poisson, disaggregated 4:4", lambda seed: simulate_disaggregated(model, pools, request, poisson, seed=seed,
+                                                                           **common)),
+        ("Poisson, speculative K4 A0.7", lambda seed: simulate(model, system, request, poisson, seed=seed,
+                                                              speculation=Speculation(4, 0.7), **common)),
+    )  # fmt: skip
+    for label, run in runs:
         walls, result = [], None
         for seed in range(RUNS):
             start = time.perf_counter()
-            result = simulate(
-                model, system, request, load, requests=REQUESTS, sampler=sampler, seed=seed, engine="vllm"
-            )
+            result = run(seed)
             walls.append(time.perf_counter() - start)
         assert result is not None
         summary = result.to_json()
