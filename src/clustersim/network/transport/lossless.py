@@ -18,7 +18,8 @@ switch.
 * Credits (InfiniBand link-level flow control, IBA vol. 1 sec. 7.9): a port sends a packet into the
   next switch only while it holds credit for it (``credit_bytes`` per link and class: the
   receiving buffer); the credit comes back one propagation delay after the packet leaves that
-  switch. A host's NIC always accepts, so the last hop needs none.
+  switch (or, for a packet corrupted on the wire, is discarded there). A host's NIC always accepts,
+  so the last hop needs none.
 
 Two classes: control (ACKs, NAKs, CNPs) is strict priority and not flow-controlled, as CNPs ride
 their own high priority on ConnectX NICs (cnp_802p_prio 6); RDMA data is the lossless class. (A
@@ -244,6 +245,8 @@ class LosslessNetwork(Network):
         elif self.loss[port] and self.streams[port].uniform() < self.loss[port]:  # type: ignore[union-attr]
             self.losses[port] += 1
             self.in_flight -= 1
+            if not self.pfc and packet[1] == 0 and k + 1 < len(packet[4]):
+                self._push(now_ps + self.prop_ps[port], self._credit, (port, size))  # the next hop discards it
         else:
             self._push(now_ps + self.prop_ps[port], self.hops[k + 1], packet)
         self._send(now_ps, port)
