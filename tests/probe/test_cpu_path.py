@@ -25,6 +25,12 @@ ENV = {"CLUSTERSIM_CATALOG": "", COLLECTIVE_ENV_VAR: "", "COLUMNS": "200", "CLUS
 CATALOG = load_catalog(use_env=False)
 
 
+@pytest.fixture(autouse=True)
+def _not_under_torchrun(monkeypatch):
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+
+
 def test_missing_torch_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # what `import torch` meets where it is not installed
     with pytest.raises(ClusterSimError, match=r"^clustersim probe needs torch: pip install 'clustersim\[probe\]'$"):
@@ -34,10 +40,8 @@ def test_missing_torch_names_the_extra(monkeypatch):
     assert "pip install 'clustersim[probe]'" in result.output and len(result.output.strip().splitlines()) == 1
 
 
-def test_cpu_probe_writes_cases_that_calibrate_reads(tmp_path: Path, monkeypatch):
+def test_cpu_probe_writes_cases_that_calibrate_reads(tmp_path: Path):
     pytest.importorskip("torch")
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
-        monkeypatch.delenv(name, raising=False)
     cases_path = tmp_path / "cases.jsonl"
     args = ["probe", "--device", "cpu", "--what", "collectives", "--ranks", "2", "--sizes", "1M,2M",
             "--repeats", "3", "--warmup", "1", "-o", str(cases_path), "--accelerator", "h100-sxm"]  # fmt: skip
@@ -96,6 +100,14 @@ def test_cpu_timing_measures_the_work():
         (
             ["--what", "collectives", "-o", "x.jsonl", "--device", "cpu", "--sizes", "4K", "--repeats", "1"],
             "-o: a CPU run has no catalogued accelerator",
+        ),
+        (
+            ["--what", "collectives", "-o", "x.jsonl", "--device", "cpu", "--instance", "p5.48xlarge"],
+            "--instance p5.48xlarge has 8 devices; the cases of 2 local ranks",
+        ),
+        (
+            ["--what", "collectives", "-o", "x.jsonl", "--device", "cpu", "--accelerator", "h100-sxm", "--nodes", "2"],
+            "--nodes 2: local ranks run on this one server",
         ),
     ],
 )

@@ -9,7 +9,14 @@ from typing import Any
 
 from clustersim.catalog.registry import Catalog
 from clustersim.errors import ClusterSimError
-from clustersim.probe.collectives import COLLECTIVES, CollectivePlan, CollectiveResult, backend_of, measure_collectives
+from clustersim.probe.collectives import (
+    COLLECTIVES,
+    CollectivePlan,
+    CollectiveResult,
+    backend_of,
+    measure_collectives,
+    under_torchrun,
+)
 from clustersim.probe.device import Device, default_device, describe, require_torch
 from clustersim.probe.gemm import GemmResult, measure_gemm
 from clustersim.probe.memory import COPIES, BandwidthResult, measure_copies, measure_memory
@@ -81,7 +88,6 @@ class ProbeResult:
     def cases(self, options: ProbeOptions, catalog: Catalog) -> list[dict[str, Any]]:
         """The collective cases of the run, the system from ``options.system`` or the machine."""
         system = options.system
-        check_cases_system(self.device, options)
         notes = "" if self.device.kind == "cuda" else f"ranks were CPU processes ({self.device.name}), not GPUs"
         return probe_cases(
             self.collectives,
@@ -95,16 +101,36 @@ class ProbeResult:
         )
 
 
-def check_cases_system(device: Device, options: ProbeOptions) -> None:
-    """Cases need a catalogued accelerator: the GPU's own, or on the CPU the one ``--accelerator`` or
-    ``--instance`` names (the system the cases are scored as)."""
+def check_cases_system(device: Device, plan: Plan, options: ProbeOptions, catalog: Catalog) -> None:
+    """Before anything runs: cases need a catalogued accelerator (the GPU's own, or on the CPU the one
+    ``--accelerator`` or ``--instance`` names, the system the cases are scored as), and local ranks run on
+    one server, all of ``--instance``'s devices (a torchrun launch is checked against the hosts it finds)."""
     system = options.system
-    if options.output is not None and device.kind == "cpu" and system.instance is None and system.accelerator is None:
+    if options.output is None:
+        return
+    if device.kind == "cpu" and system.instance is None and system.accelerator is None:
         raise ClusterSimError(
             "-o: a CPU run has no catalogued accelerator to name in its cases; give --accelerator ID or "
             "--instance ID (the system the cases are scored as)",
             field="--accelerator",
         )
+    if under_torchrun():
+        return
+    if system.nodes not in (None, 1):
+        raise ClusterSimError(
+            f"--nodes {system.nodes}: local ranks run on this one server (use torchrun across servers)",
+            field="--nodes",
+            value=system.nodes,
+        )
+    if system.instance is not None:
+        per_node = int(catalog.instance(system.instance).num_accelerators.value)
+        if per_node != plan.ranks:
+            raise ClusterSimError(
+                f"--instance {system.instance} has {per_node} devices; the cases of {plan.ranks} local ranks would "
+                f"not be that server (give --ranks {per_node}, or --accelerator)",
+                field="--instance",
+                value=system.instance,
+            )
 
 
 def _steps(plan: Plan) -> int:
@@ -135,7 +161,7 @@ def run_probe(options: ProbeOptions, catalog: Catalog, progress: Progress | None
         catalog.accelerator(options.system.accelerator)  # an unknown id is refused before anything runs
     if "storage" in plan.what and options.path is not None:
         check_directory(options.path)
-    check_cases_system(device, options)
+    check_cases_system(device, plan, options, catalog)
     result = ProbeResult(device, plan, software_version=_software(torch, device))
     total, done = _steps(plan), 0
 
