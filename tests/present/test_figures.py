@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from clustersim.cli.app import app
 from clustersim.present.figures import figure
+from clustersim.validation.cases import default_case_files
 
 runner = CliRunner()
 ENV = {"CLUSTERSIM_CATALOG": "", "COLUMNS": "200"}
@@ -21,6 +22,11 @@ COMMANDS = [
     ["reliability", "--runs", "50"],
     ["fabric", "simulate", "--nodes", "2", "--size", "1M"],
     ["fabric", "pattern", "--nodes", "2", "--size", "1M"],
+    ["train", "llama3-8b", "--instance", "p5.48xlarge", "--nodes", "2", "--tp", "2", "--pp", "1"],
+    ["collective", "all_reduce", "--max", "1M"],
+    ["storage", "checkpoint", "llama3-8b"],
+    ["storage", "striping"],
+    ["validate", str(dict(default_case_files())["memory.jsonl"])],
 ]
 
 
