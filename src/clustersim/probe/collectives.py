@@ -15,7 +15,6 @@ import os
 import queue as queues
 import socket
 import tempfile
-import traceback
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -154,9 +153,8 @@ def _worker(rank: int, plan: CollectivePlan, init_method: str, channel: Any) -> 
         dist.init_process_group(plan.backend, init_method=init_method, rank=rank, world_size=plan.ranks)
         run_rank(torch, plan, rank, lambda kind, payload: channel.put((kind, payload)))
         dist.destroy_process_group()
-    except Exception as exc:  # the parent turns it into one line
+    except Exception as exc:  # the parent turns it into one line (torch keeps the traceback in its exception)
         channel.put(("error", f"rank {rank}: {type(exc).__name__}: {exc}".splitlines()[0]))
-        traceback.print_exc()
         raise
 
 
@@ -214,15 +212,20 @@ def _local(plan: CollectivePlan, report: Callable[[str, object], None]) -> None:
             _worker, args=(plan, init, channel), nprocs=plan.ranks, join=False, start_method=method
         )
         failure: Exception | None = None
-        while True:
-            drain(POLL_S)
-            try:
-                if context.join(timeout=POLL_S):
+        try:
+            while True:
+                drain(POLL_S)
+                try:
+                    if context.join(timeout=POLL_S):
+                        break
+                except Exception as exc:  # a rank failed; the others were terminated
+                    failure = exc
                     break
-            except Exception as exc:  # a rank failed; the others were terminated
-                failure = exc
-                break
-        drain(POLL_S)
+            drain(POLL_S)
+        finally:  # an interrupt leaves no rank behind
+            for process in context.processes:
+                if process.is_alive():
+                    process.terminate()
     if failure is not None or errors:
         why = errors[0] if errors else str(failure).strip().splitlines()[-1]
         raise ClusterSimError(f"collectives ({plan.backend}, {plan.ranks} ranks) failed: {why}", field="--what")
