@@ -24,6 +24,7 @@ MULTIMODAL = DATA / "trtllm_bench_qwen2vl_multimodal_docs.log"
 GP_TRT = DATA / "genai_perf_gpt2_trtllm_readme.txt"
 GP_VLLM = DATA / "genai_perf_gpt2_vllm_tutorial.txt"
 GP_WRAPPED = DATA / "genai_perf_process_export_files.txt"
+AIPERF = DATA / "aiperf_qwen3_06b_readme.txt"
 GPT2 = str(DATA / "gpt2.toml")
 CATALOG = load_catalog(use_env=False)
 runner = CliRunner()
@@ -100,6 +101,15 @@ def test_genai_perf_tables_old_and_wrapped():
     (wrapped,) = read_genai_perf(GP_WRAPPED)  # 'Output Token Throughput Per User' wraps onto a second row
     assert wrapped.values["output_throughput"] == 443.39 and wrapped.values["completed"] == 20
     assert wrapped.values["mean_output_tokens"] == 15.95
+
+
+def test_aiperf_table_thousands_separators_and_options():
+    (run,) = read_genai_perf(AIPERF, concurrency=10)  # the README's command: --concurrency 10
+    assert run.values["output_throughput"] == 10944.03 and run.values["completed"] == 711
+    assert (run.values["mean_ttft_ms"], run.values["mean_tpot_ms"], run.values["max_concurrency"]) == (18.26, 11.23, 10)
+    assert run.tool == "AIPerf LLM metrics" and "concurrency 10 from --concurrency" in run.notes
+    with pytest.raises(ClusterSimError, match="give --model"):
+        ingest_files([AIPERF], SystemOptions(accelerator="h100-sxm", concurrency=10), CATALOG)
 
 
 def test_genai_perf_case_and_its_options(tmp_path: Path):
