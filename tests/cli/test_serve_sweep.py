@@ -91,6 +91,16 @@ def test_a_sweeps_row_is_the_single_run_at_that_rate():
     assert row["throughput"] == single["throughput"]
 
 
+def test_a_sweep_shows_its_progress_on_stderr_only():
+    result = runner.invoke(
+        app,
+        ["serve", *SMALL, "--rates", "2:4", "--json"],
+        env={"CLUSTERSIM_CATALOG": "", "CLUSTERSIM_MODELS": "", "CLUSTERSIM_PROGRESS": "1"},
+    )
+    assert result.exit_code == 0, result.output
+    assert "simulating 2 rates" in result.stderr and json.loads(result.stdout)["mode"] == "sweep"
+
+
 def test_the_sweep_table_has_a_row_per_rate():
     result = run(*SMALL, "--rates", "2:8", "--slo", "ttft=1s")
     assert result.exit_code == 0, result.output

@@ -205,6 +205,7 @@ def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], lis
         "seed": p["seed"],
         "prefix_hit_rate": p["prefix_hit"],
         "max_batch": p["batch"],
+        "pools": None if deployment is None else deployment.to_json()["pools"],
     }
     if rates:
         sweep = []

@@ -22,11 +22,20 @@ def _load(payload: dict[str, Any]) -> str:
     return f"trace {payload['trace']}"
 
 
+def _layout(payload: dict[str, Any]) -> str:
+    """``tp 2 x dp 4`` (pipelined: ``x pp 2``), or a disaggregated run's two pools."""
+    pools = payload.get("pools")
+    if pools:
+        return " + ".join(f"{name} {pool['workers']} x tp {pool['tp']}" for name, pool in pools.items())
+    pp = f" x pp {payload['pp']}" if payload.get("pp", 1) > 1 else ""
+    return f"tp {payload['tp']}{pp} x dp {payload['dp']}"
+
+
 def simulation_view(payload: dict[str, Any], notes: Sequence[str]) -> list[RenderableType]:
     """The run's setup line, the latency table and the throughput lines."""
     head = (
-        f"[bold]{escape(payload['model'])}[/bold] on {escape(payload['system'])}: tp {payload['tp']} x dp "
-        f"{payload['dp']}, {payload['engine']}, {payload['precision']} (KV {payload['kv_precision']}), "
+        f"[bold]{escape(payload['model'])}[/bold] on {escape(payload['system'])}: {_layout(payload)}, "
+        f"{payload['engine']}, {payload['precision']} (KV {payload['kv_precision']}), "
         f"{payload['batching']} batching; {_load(payload)}; {payload['requests']:,} requests"
         + (f" of {payload['dataset']}" if payload["dataset"] else "")
         + (f", seed {payload['seed']}" if len(payload["seeds"]) == 1 else "")
@@ -99,8 +108,8 @@ def simulation_view(payload: dict[str, Any], notes: Sequence[str]) -> list[Rende
 def sweep_view(payload: dict[str, Any], notes: Sequence[str]) -> list[RenderableType]:
     """A rate sweep: the setup line and a row per rate (achieved throughput, TTFT and ITL, goodput)."""
     head = (
-        f"[bold]{escape(payload['model'])}[/bold] on {escape(payload['system'])}: tp {payload['tp']} x dp "
-        f"{payload['dp']}, {payload['engine']}, {payload['precision']} (KV {payload['kv_precision']}); "
+        f"[bold]{escape(payload['model'])}[/bold] on {escape(payload['system'])}: {_layout(payload)}, "
+        f"{payload['engine']}, {payload['precision']} (KV {payload['kv_precision']}); "
         f"{payload['requests']:,} requests per rate" + (f" of {payload['dataset']}" if payload["dataset"] else "")
     )
     table = Table(title="simulated rate sweep (Poisson arrivals)")
