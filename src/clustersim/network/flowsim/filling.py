@@ -66,25 +66,42 @@ def level_rounds(
     res_ptr, res_order = by_res
     size = remaining.size
     load = np.bincount(ent_res, weights=ent_w, minlength=size)
+    slack = REL_TOL * cap
+    fair = np.full(size, np.inf)  # each resource's fill level with every flow on it growing
+    full_at = np.full(size, np.inf)  # the level from which it counts as full (within ``REL_TOL``)
+    _levels(np.arange(size), remaining, load, slack, fair, full_at)
     growing = np.ones(flows.size, dtype=bool)
     level = 0.0
     while True:
-        busy = load > LOAD_TOL
-        if not busy.any():
+        lowest = float(fair.min())
+        if lowest == np.inf:
             return rounds
         rounds += 1
-        fair = np.divide(np.maximum(remaining, 0.0), load, out=np.full(size, np.inf), where=busy)
-        level = max(level, float(fair.min()))
-        full = np.flatnonzero(busy & (remaining - load * level <= REL_TOL * cap))
+        level = max(level, lowest)
+        full = np.flatnonzero(full_at <= level)
         on = ent_flow[csr_rows(res_ptr, res_order, full)]
         frozen = distinct(on[growing[on]])
         growing[frozen] = False
         rate[flows[frozen]] = base + level
         e = csr_rows(flow_ptr, None, frozen)
-        frozen_load = np.bincount(ent_res[e], weights=ent_w[e], minlength=size)
-        load -= frozen_load
-        remaining -= frozen_load * level
+        touched = distinct(ent_res[e])  # ``full`` among them: every flow on a full resource froze
+        frozen_load = np.bincount(np.searchsorted(touched, ent_res[e]), weights=ent_w[e], minlength=touched.size)
+        load[touched] -= frozen_load
+        remaining[touched] -= frozen_load * level
         load[full] = 0.0
+        _levels(touched, remaining, load, slack, fair, full_at)
+
+
+def _levels(
+    res: IntArray, remaining: FloatArray, load: FloatArray, slack: FloatArray, fair: FloatArray, full_at: FloatArray
+) -> None:
+    """Set ``fair`` and ``full_at`` of resources ``res`` from their ``remaining`` and ``load`` (inf
+    where no flow grows)."""
+    busy = res[load[res] > LOAD_TOL]
+    fair[res] = np.inf
+    full_at[res] = np.inf
+    fair[busy] = np.maximum(remaining[busy], 0.0) / load[busy]
+    full_at[busy] = fair[busy] - slack[busy] / load[busy]
 
 
 def fill(f: IntArray, r: IntArray, w: FloatArray, cap: FloatArray, rate: FloatArray, global_rounds: int) -> int:

@@ -145,7 +145,7 @@ def solve(
 WARM_FRACTION = 1.0  # re-solve from scratch when more than this fraction of the active flows must move (0: always)
 FILL_STEPS = 16  # Newton steps to the level at which an added flow's resource fills (fewer: a lower bound)
 TIE_TOL = 1e-9  # rates within this fraction below the restart level count as at it (rounding of ties)
-BLOCK = 256  # flows per block of the rate maxima that find the flows at or above a level
+BLOCK = 64  # flows per block of the rate maxima that find the flows at or above a level
 PRUNE_MIN = 2048  # re-solve only the part connected to the change when at least this many flows are above
 PRUNE_DEPTH = 16  # the most breadth-first steps spent finding that part (past them, all are re-solved)
 LEVELS_MIN = 4096  # flows re-solved level by level (``level_rounds``) from this many, by local bottlenecks below
@@ -163,8 +163,9 @@ class MaxMinState:
     rate, it only gets emptier, and one crossed by an added flow does not fill below ``L`` by the
     definition of ``L``; every other resource sees the same flows. So the flows below ``L`` keep
     their rates. From ``L`` on, the flows above it (all at ``L``) share what the others leave: a
-    max-min problem of its own, re-solved from the state at ``L`` (``local_rounds``): the same
-    allocation as a full ``solve`` (within the tolerances), at the cost of the flows above ``L``.
+    max-min problem of its own, re-solved from the state at ``L`` (by local bottlenecks, or level by
+    level when large: ``_warm``): the same allocation as a full ``solve`` (within the tolerances),
+    at the cost of the flows above ``L``.
     Those are found through per-block maxima of the rates (an upper bound, made exact for each
     block looked into), not by scanning every flow. The problem above ``L`` splits into the connected
     parts of the graph of its flows and their resources; a part without an added flow or a resource
