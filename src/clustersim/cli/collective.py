@@ -115,7 +115,9 @@ def collective_command(
         from clustersim.present.collective import collective_json, collective_view
 
         if plot is not None:
-            _plot(collective_json(table, spread)["rows"], loaded.instance(instance).id, operation, fabric, plot)
+            forced = "/".join(str(choice.value) for choice in (algo, proto) if choice is not None)
+            rows = collective_json(table, spread)["rows"]
+            _plot(rows, loaded.instance(instance).id, operation, fabric, plot, forced)
 
     if as_json:
         emit_json(collective_json(table, spread))
@@ -123,13 +125,17 @@ def collective_command(
     print_all(*collective_view(table, spread))
 
 
-def _plot(rows: list[dict[str, Any]], instance: str, op: Op, fabric: "Fabric", path: Path) -> None:
-    """``--plot``: busbw against size (the report's figure) with the measured cases of the same shape."""
+def _plot(rows: list[dict[str, Any]], instance: str, op: Op, fabric: "Fabric", path: Path, forced: str) -> None:
+    """``--plot``: busbw against size (the report's figure) with the measured cases of the same shape (which ran
+    NCCL's own algorithm and protocol: said in the title when ``forced`` names others)."""
     from clustersim.present.report_plots import plot_busbw
 
     measured, _ = measured_points(instance, op.value, fabric)
     shape = f"{fabric.num_ranks} ranks ({fabric.num_nodes} x {fabric.devices_per_node}) of {instance}"
-    write_figure(lambda: plot_busbw(f"{op.value} on {shape}", rows, measured, path), path)
+    title = f"{op.value} on {shape}"
+    if forced:
+        title += f"\n{forced} forced; the measured cases ran NCCL's own choice"
+    write_figure(lambda: plot_busbw(title, rows, measured, path), path)
     typer.echo(f"figure written to {path}", err=True)
 
 
