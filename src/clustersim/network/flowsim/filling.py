@@ -65,7 +65,7 @@ def level_rounds(
     ent_flow, ent_res, ent_w, flow_ptr = by_flow
     res_ptr, res_order = by_res
     size = remaining.size
-    load = np.bincount(ent_res, weights=ent_w, minlength=size)
+    load = np.asarray(np.bincount(ent_res, weights=ent_w, minlength=size), dtype=np.float64)
     slack = REL_TOL * cap
     fair = np.full(size, np.inf)  # each resource's fill level with every flow on it growing
     full_at = np.full(size, np.inf)  # the level from which it counts as full (within ``REL_TOL``)
