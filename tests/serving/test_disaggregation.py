@@ -6,7 +6,7 @@ import functools
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clustersim.catalog.registry import load_catalog
@@ -166,3 +166,25 @@ def test_a_pool_that_cannot_hold_the_weights_is_refused_by_name():
         simulate_disaggregated(model("llama2-70b"), pools("1x1:1x8", tp=8, name="llama2-70b"), Request(512, 64),
                                Load(rate_per_s=1.0), requests=10)  # fmt: skip
     assert caught.value.field == "--disaggregate"
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.integers(1, 3),
+    st.integers(1, 3),
+    st.sampled_from([1, 2]),
+    st.floats(0.5, 40.0),
+    st.integers(1, 3000),
+    st.integers(1, 300),
+    st.integers(0, 2**16),
+)
+def test_any_disaggregated_run_serves_every_token_once_and_pays_each_transfer(p, d, tp, rate, n, o, seed):
+    found = pools(f"{p}x{tp}:{d}x{tp}")
+    result = simulate_disaggregated(model("llama3.1-8b"), found, Request(n, o), Load(rate_per_s=rate),
+                                    requests=40, seed=seed)  # fmt: skip
+    assert np.all(result.first_token_s > result.arrival_s) and np.all(result.finish_s >= result.first_token_s)
+    made = result.arrival_s.size + int(result.step_tokens.sum()) + result.resume_gaps_s.size
+    assert made == int(result.output_tokens.sum())
+    if o > 1:  # each request's first token waits for its transfer after its prefill
+        assert np.all(result.ttft_s >= float(found.transfer_s([float(n)])[0]))
+        assert result.setup["disaggregation"]["kv_link_wait_s"]["p50"] >= 0
