@@ -18,7 +18,7 @@ def ingest_command(
         typer.Argument(
             help="Tool outputs, each read by the reader its content calls for: nccl-tests stdout, vLLM benchmark "
             "result or JSON, trtllm-bench throughput output, genai-perf/AIPerf LLM metrics table, "
-            "Megatron-LM/NeMo/Megatron-Bridge training log, torchtitan log."
+            "Megatron-LM/NeMo/Megatron-Bridge training log, torchtitan log, osu_latency/osu_bw/osu_bibw output."
         ),
     ],
     output: Annotated[Path, typer.Option("-o", "--output", help="The cases file written (JSON Lines).")],
@@ -116,10 +116,13 @@ def ingest_command(
     content calls for: nccl-tests output into collective cases; vLLM's serving benchmark (result block or JSON),
     trtllm-bench and genai-perf/AIPerf tables into inference cases; a Megatron-LM/NeMo/Megatron-Bridge or
     torchtitan training log into one training case (the median step after the warm-up; layout and model from
-    the log where printed). What the output does not say comes from the options, and where both say, they must
-    agree; written whole or not at all."""
+    the log where printed); OSU point-to-point output into a transport measurement compared with the data-path
+    model of one NIC of --instance (printed, and under 'measurements' in --json; the case format has no transport
+    kind). What the output does not say comes from the options, and where both say, they must agree; written
+    whole or not at all."""
     from clustersim.catalog.registry import load_catalog
     from clustersim.ingest import SystemOptions, read_files, write_cases
+    from clustersim.ingest.osu import summary_line
     from clustersim.network.collectives import parse_op
 
     with user_errors():
@@ -145,16 +148,32 @@ def ingest_command(
         )
         found = read_files(files, options, loaded, partial=partial)
         cases = [case for item in found for case in item.cases]
-        write_cases(cases, output)
+        if cases:
+            write_cases(cases, output)
     ops = sorted({str(case.get("op", case["kind"])) for case in cases})
+    measured = [{"file": item.path} | item.measurement for item in found if item.measurement is not None]
     if as_json:
         per_file = [{"file": item.path, "reader": item.reader, "cases": len(item.cases)} for item in found]
         emit_json(
-            {"output": str(output), "cases": len(cases), "ops": ops, "files": [str(f) for f in files], "read": per_file}
+            {
+                "output": str(output) if cases else None,
+                "cases": len(cases),
+                "ops": ops,
+                "files": [str(f) for f in files],
+                "read": per_file,
+                "measurements": measured,
+            }
         )
         return
     for item in found:
         console.print(f"{item.path}: {item.reader} reader, {len(item.cases)} cases", markup=False, highlight=False)
+        if item.measurement is not None:
+            comparison = item.measurement["comparison"]
+            text = summary_line(comparison) if comparison else item.measurement["note"]
+            console.print(f"  {text}", markup=False, highlight=False, soft_wrap=True)
+    if not cases:
+        console.print(f"no cases to write (measurements only): {output} left as it was", markup=False)
+        return
     console.print(
         f"wrote {len(cases)} cases ({', '.join(ops)}) from {len(files)} file{'s' if len(files) != 1 else ''} "
         f"to {output}",

@@ -3,8 +3,9 @@
 ``read_files`` picks each file's reader from its content: vLLM's serving benchmark (``vllm_bench``),
 trtllm-bench (``trtllm_bench``) and genai-perf/AIPerf tables (``genai_perf``) into inference cases
 (``serving_cases``), a Megatron training log (``megatron_log``) or a torchtitan log (``torchtitan_log``) into
-one training case each (``training_run``), anything else as nccl-tests output (``nccl_tests``) into
-collective cases (``cases``). ``write_cases`` writes them whole or not at all.
+one training case each (``training_run``), OSU point-to-point output (``osu``) into a transport measurement
+set beside the data-path model (the case format has no transport kind), anything else as nccl-tests output
+(``nccl_tests``) into collective cases (``cases``). ``write_cases`` writes them whole or not at all.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from clustersim.ingest.cases import SystemOptions, tables_cases
 from clustersim.ingest.genai_perf import looks_like_genai_perf, read_genai_perf
 from clustersim.ingest.megatron_log import looks_like_megatron, read_megatron_log
 from clustersim.ingest.nccl_tests import read_nccl_tests
+from clustersim.ingest.osu import compare_osu, looks_like_osu, read_osu
 from clustersim.ingest.serving_cases import ServingRun, model_fields, serving_case, serving_system
 from clustersim.ingest.torchtitan_log import looks_like_torchtitan, read_torchtitan_log
 from clustersim.ingest.training_run import TrainingRun, training_case
@@ -33,18 +35,20 @@ from clustersim.workload.zoo import load_model
 
 __all__ = ["READERS", "FileCases", "SystemOptions", "ingest_files", "read_files", "write_cases"]
 
-READERS = ("nccl-tests", "vllm-bench", "trtllm-bench", "genai-perf", "megatron", "torchtitan")
+READERS = ("nccl-tests", "vllm-bench", "trtllm-bench", "genai-perf", "megatron", "torchtitan", "osu")
 SERVING = ("vllm-bench", "trtllm-bench", "genai-perf")
 TRAINING_ONLY = {"pp": "--pp", "cp": "--cp", "global_batch": "--global-batch", "seq_len": "--seq-len"}
 
 
 @dataclass(frozen=True)
 class FileCases:
-    """The cases read from one file and the reader that read them (one of ``READERS``)."""
+    """The cases read from one file and the reader that read them (one of ``READERS``); ``measurement``: a
+    record the case format has no kind for (OSU), with its comparison to the model where one was made."""
 
     path: str
     reader: str
     cases: list[dict[str, Any]]
+    measurement: dict[str, Any] | None = None
 
 
 def reader_of(path: Path) -> str:
@@ -63,6 +67,8 @@ def reader_of(path: Path) -> str:
         return "megatron"
     if looks_like_torchtitan(text):
         return "torchtitan"
+    if looks_like_osu(text):
+        return "osu"
     return "nccl-tests"
 
 
@@ -83,11 +89,14 @@ def read_files(
             cases = [c for c in collective if c["source"].startswith(path.name + " ")]
         elif reader in SERVING:
             cases = _serving_cases(path, reader, options, catalog)
+        elif reader == "osu":
+            out.append(FileCases(str(path), reader, [], _osu_measurement(path, options, catalog)))
+            continue
         else:
             run = read_megatron_log(path) if reader == "megatron" else read_torchtitan_log(path)
             cases = [_training_case(run, options, catalog)]
         out.append(FileCases(str(path), reader, cases))
-    if not any(f.cases for f in out):
+    if not any(f.cases or f.measurement for f in out):
         named = ", ".join(str(p) for p in paths)
         raise ClusterSimError(f"{named}: no row to keep (every row has #wrong > 0 or moves 0 bytes)", field="FILES")
     for found in out:
@@ -121,6 +130,15 @@ def _refuse_unused(options: SystemOptions, readers: set[str]) -> None:
 def _training_case(run: TrainingRun, options: SystemOptions, catalog: Catalog) -> dict[str, Any]:
     model = model_fields(load_model(options.model)) if options.model is not None else None
     return training_case(run, options, catalog, model)
+
+
+def _osu_measurement(path: Path, options: SystemOptions, catalog: Catalog) -> dict[str, Any]:
+    run = read_osu(path)
+    record = {"test": run.test, "version": run.version, "device_buffers": run.device_buffers}
+    record["rows"] = [{"size_bytes": size, "value": value, "line": line} for size, value, line in run.rows]
+    if options.instance is None:
+        return {"record": record, "comparison": None, "note": "give --instance to compare it with the model"}
+    return {"record": record, "comparison": compare_osu(run, catalog.instance(options.instance))}
 
 
 def _serving_runs(path: Path, reader: str, options: SystemOptions) -> list[ServingRun]:
