@@ -24,6 +24,8 @@ MIXTRAL = DATA / "megatron_mixtral_8x7b_issue756_excerpt.log"
 CP2 = DATA / "torchtitan_llama3_8b_flex_cp2_pr1884.log"
 DEBUG = DATA / "torchtitan_flex_debug_pr1437.log"
 QWEN3 = DATA / "torchtitan_qwen3_32b_fsdp8_pr1690.log"
+TP2PP2 = DATA / "megatron_gpt2_345m_tp2_pp2_a800_llm_action.log"
+DP4 = DATA / "megatron_gpt2_345m_dp4_a800_llm_action.log"
 CATALOG = load_catalog(use_env=False)
 GPT3_OPTIONS = SystemOptions(instance="p5.48xlarge", model=str(DATA / "gpt3-7.5b.toml"), seq_len=2048, dp=1)
 runner = CliRunner()
@@ -56,6 +58,37 @@ def test_megatron_case_is_the_median_after_warmup_and_scores():
     every = ingest_files([GPT3], GPT3_OPTIONS.__class__(**{**GPT3_OPTIONS.__dict__, "warmup_steps": 0}), CATALOG)
     assert every[0]["measured"]["step_time_s"] == 243.4383  # the median of all three
     assert predict_training_case(as_case(case), "step_time_s", CATALOG) > 0
+
+
+def test_megatron_full_arguments_block_gives_model_and_layout():
+    run = read_megatron_log(TP2PP2)
+    assert run.model == {
+        "vocab": 50432,
+        "layers": 24,
+        "hidden": 1024,
+        "ffn_hidden": 4096,
+        "heads": 16,
+        "seq_len": 1024,
+        "ffn_type": "gelu",
+    }
+    assert run.parallel == {
+        "dp": 1,
+        "tp": 2,
+        "pp": 2,
+        "micro_batch": 4,
+        "global_batch": 16,
+        "sequence_parallel": True,
+        "zero": 0,
+        "recompute": "none",
+    }
+    assert (run.world_size, run.precision) == (4, "fp16")
+    # nothing but the hardware from the options; iteration 100 holds the fp16 loss-scale search: skip it
+    (case,) = ingest_files([TP2PP2], SystemOptions(accelerator="a100-sxm4-80gb", warmup_steps=100), CATALOG)
+    assert case["measured"] == {"step_time_s": 1.05715}  # median of iterations 200, 1000, 1100, 2000
+    assert case["system"]["devices"] == 4 and case["model"]["layers"] == 24
+    (dp4,) = ingest_files([DP4], SystemOptions(accelerator="a100-sxm4-80gb", warmup_steps=100), CATALOG)
+    assert dp4["parallel"]["dp"] == 4 and dp4["model"]["vocab"] == 50304 and dp4["measured"]["step_time_s"] == 0.2909
+    assert predict_training_case(as_case(dp4), "step_time_s", CATALOG) > 0
 
 
 def test_megatron_refuses_what_the_log_and_options_leave_open_or_contradict():
