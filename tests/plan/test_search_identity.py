@@ -116,7 +116,7 @@ def test_the_layouts_that_do_not_fit_are_priced_only_when_asked():
 
 @settings(max_examples=200, deadline=None)
 @given(
-    values=st.lists(st.sampled_from([0.5, 1.0, 1.0, 2.0, 3.0, np.inf]), max_size=60),
+    values=st.lists(st.sampled_from([0.5, 1.0, 1.0, 2.0, 3.0, np.inf, np.nan]), max_size=60),
     k=st.integers(1, 70),
 )
 def test_the_k_smallest_are_those_a_stable_sort_gives(values, k):

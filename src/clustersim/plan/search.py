@@ -81,8 +81,8 @@ class Ranking:
 def _k_smallest(values: FloatArray, k: int) -> npt.NDArray[np.int64]:
     """Indices of the ``k`` smallest finite values, smallest first (ties: earlier first), as a stable sort
     would give them, without sorting all of ``values`` when ``k`` is small."""
-    if k < len(values) // 8:  # select the k-th value, then stable-sort only what is no larger
-        kth = np.partition(values, k - 1)[k - 1]
+    kth = np.partition(values, k - 1)[k - 1] if k < len(values) // 8 else np.nan
+    if np.isfinite(kth):  # stable-sort only what is no larger than the k-th value
         few = np.flatnonzero(values <= kth)
         order = few[np.argsort(values[few], kind="stable")[:k]]
     else:
