@@ -26,6 +26,7 @@ DEBUG = DATA / "torchtitan_flex_debug_pr1437.log"
 QWEN3 = DATA / "torchtitan_qwen3_32b_fsdp8_pr1690.log"
 TP2PP2 = DATA / "megatron_gpt2_345m_tp2_pp2_a800_llm_action.log"
 DP4 = DATA / "megatron_gpt2_345m_dp4_a800_llm_action.log"
+DEEPSPEED = DATA / "megatron_deepspeed_llama_tp2_pp2_llm_action.log"
 CATALOG = load_catalog(use_env=False)
 GPT3_OPTIONS = SystemOptions(instance="p5.48xlarge", model=str(DATA / "gpt3-7.5b.toml"), seq_len=2048, dp=1)
 runner = CliRunner()
@@ -89,6 +90,16 @@ def test_megatron_full_arguments_block_gives_model_and_layout():
     (dp4,) = ingest_files([DP4], SystemOptions(accelerator="a100-sxm4-80gb", warmup_steps=100), CATALOG)
     assert dp4["parallel"]["dp"] == 4 and dp4["model"]["vocab"] == 50304 and dp4["measured"]["step_time_s"] == 0.2909
     assert predict_training_case(as_case(dp4), "step_time_s", CATALOG) > 0
+
+
+def test_megatron_deepspeed_log_names_its_framework_and_zero_stage():
+    run = read_megatron_log(DEEPSPEED)  # Megatron-DeepSpeed: num_key_value_heads, num_experts [1], zero_stage
+    assert (run.framework, run.world_size, run.precision) == ("megatron-deepspeed", 8, "fp16")
+    assert run.model["ffn_type"] == "swiglu" and run.model["kv_heads"] == 16 and "moe" not in run.model
+    assert run.parallel["zero"] == 0 and (run.parallel["tp"], run.parallel["pp"], run.parallel["dp"]) == (2, 2, 2)
+    assert [s.number for s in run.steps] == [1, 2, 3, 2498, 2499, 2500]
+    (case,) = ingest_files([DEEPSPEED], SystemOptions(accelerator="a100-sxm4-80gb"), CATALOG)
+    assert case["software"]["framework"] == "megatron-deepspeed" and case["measured"] == {"step_time_s": 1.20835}
 
 
 def test_megatron_refuses_what_the_log_and_options_leave_open_or_contradict():

@@ -16,6 +16,9 @@ Understood, with launcher prefixes (``0: ``, ``[1,0]<stdout>:``, ``[rank0]:``) a
   size: P``, ``> initialized tensor/pipeline model parallel with size N``, ``> padded vocab (size: V) with N
   dummy tokens (new size: P)`` and ``using torch.float16/bfloat16 for parameters``.
 
+A ``deepspeed ... True`` argument makes it a Megatron-DeepSpeed run (``software.framework: megatron-deepspeed``,
+``zero_stage`` its ZeRO stage, ``num_key_value_heads`` its GQA groups, ``num_experts`` printed as a list).
+
 Refused, naming the file and line: a step line cut before its time, a time or throughput that is not a
 positive number, two lines stating one setting differently. Megatron's TFLOP/s counts model FLOPs without
 recompute (``num_floating_point_operations`` in megatron/training/training.py), so it is read as
@@ -157,10 +160,17 @@ def _apply_args(run: TrainingRun, args: dict[str, tuple[str, int]]) -> None:
             run.state("model", "kv_heads", groups, line)
     if "swiglu" in flag:
         run.state("model", "ffn_type", "swiglu" if flag["swiglu"][0] else "gelu", flag["swiglu"][1])
+    if "num_key_value_heads" in args and args["num_key_value_heads"][0].isdigit():  # Megatron-DeepSpeed's name
+        run.state("model", "kv_heads", int(args["num_key_value_heads"][0]), args["num_key_value_heads"][1])
     experts = args.get("num_experts")
-    if experts and experts[0] != "None":
+    count = re.findall(r"\d+", experts[0]) if experts else []  # Megatron-DeepSpeed prints a list: [1]
+    if experts and count and int(count[0]) > 1:
         topk = args.get("moe_router_topk", ("2", experts[1]))[0]
-        run.state("model", "moe", {"experts": int(experts[0]), "top_k": int(topk), "shared_experts": 0}, experts[1])
+        run.state("model", "moe", {"experts": int(count[0]), "top_k": int(topk), "shared_experts": 0}, experts[1])
+    if flag.get("deepspeed", (False, 0))[0]:
+        run.framework, run.version = "megatron-deepspeed", "Megatron-DeepSpeed training log"
+        if "zero_stage" in args and args["zero_stage"][0].isdigit():
+            run.state("parallel", "zero", int(args["zero_stage"][0]), args["zero_stage"][1])
     if "sequence_parallel" in flag:
         run.state("parallel", "sequence_parallel", flag["sequence_parallel"][0], flag["sequence_parallel"][1])
     if "use_distributed_optimizer" in flag:
