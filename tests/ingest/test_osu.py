@@ -50,6 +50,8 @@ def test_latency_is_compared_at_every_size_and_needs_an_instance(tmp_path: Path)
     (found,) = read_files([LATENCY], SystemOptions(), CATALOG)
     assert found.reader == "osu" and found.cases == [] and found.measurement is not None
     assert found.measurement["comparison"] is None and "give --instance" in found.measurement["note"]
+    with pytest.raises(ClusterSimError, match="--model applies to serving and training outputs"):
+        read_files([LATENCY], SystemOptions(model="llama3-8b"), CATALOG)
 
 
 def test_malformed_cut_and_mixed_outputs(tmp_path: Path):

@@ -59,6 +59,8 @@ def test_trtllm_bench_case_scores_near_the_published_h100_number():
         ingest_files([TRT], SystemOptions(instance="p5.48xlarge", model="llama3.1-8b", tp=2), CATALOG)
     with pytest.raises(ClusterSimError, match="the output says precision fp8, --precision says bf16"):
         ingest_files([TRT], SystemOptions(instance="p5.48xlarge", model="llama3.1-8b", precision="bf16"), CATALOG)
+    with pytest.raises(ClusterSimError, match=r"at 8 per node are 1 node\(s\), --nodes says 2"):
+        ingest_files([TRT], SystemOptions(instance="p5.48xlarge", model="llama3.1-8b", nodes=2), CATALOG)
     bounded = ingest_files([TRT], SystemOptions(instance="p5.48xlarge", model="llama3.1-8b", concurrency=64), CATALOG)
     assert bounded[0]["workload"]["scenario"] == "concurrency" and bounded[0]["workload"]["batch"] == 64
 

@@ -114,6 +114,12 @@ def ingest_files(
 
 def _refuse_unused(options: SystemOptions, readers: set[str]) -> None:
     training = bool(readers & {"megatron", "torchtitan"})
+    if not training and not readers & set(SERVING):
+        for key, option in (("model", "--model"), ("tp", "--tp"), ("dp", "--dp"), ("precision", "--precision")):
+            if getattr(options, key) is not None:
+                raise ClusterSimError(
+                    f"{option} applies to serving and training outputs, and none is given", field=option
+                )
     if options.concurrency is not None and not readers & {"genai-perf", "trtllm-bench"}:
         raise ClusterSimError("--concurrency applies to genai-perf/AIPerf and trtllm-bench outputs, and none is given")
     if options.framework is not None:

@@ -105,6 +105,13 @@ def serving_system(
             field="--instance",
         )
     nodes = math.ceil(devices / per_node)
+    if options.nodes is not None and options.nodes != nodes:
+        raise ClusterSimError(
+            f"{where}: {devices} devices (tp x pp x dp) at {per_node} per node are {nodes} node(s), --nodes says "
+            f"{options.nodes}",
+            field="--nodes",
+            value=options.nodes,
+        )
     system |= {"devices": devices, "devices_per_node": min(per_node, devices), "nodes": nodes}
     precision = _agreed(run, "precision", options.precision, "--precision") or "bf16"
     if precision not in PRECISIONS:
