@@ -34,16 +34,16 @@ class BlockMin:
             self._min = self._blocks.min(axis=1)
             return
         blocks = distinct(idx // self.block)
-        self._min[blocks] = self._blocks[blocks].min(axis=1)
+        self._min[blocks] = np.minimum.reduce(self._blocks[blocks], axis=1)
 
     def min(self) -> float:
-        return float(self._min.min())
+        return float(np.minimum.reduce(self._min))
 
     def at_most(self, bound: float) -> IntArray:
         """The indices whose value is at most ``bound``, sorted."""
-        blocks = np.flatnonzero(self._min <= bound)
+        blocks = (self._min <= bound).nonzero()[0]  # not np.flatnonzero: its Python wrapper costs as much
         if not blocks.size:
             return np.zeros(0, dtype=np.int64)
-        k = np.flatnonzero(self._blocks[blocks] <= bound)
-        idx = blocks[k // self.block] * self.block + k % self.block
+        k = (self._blocks[blocks] <= bound).ravel().nonzero()[0]
+        idx: IntArray = blocks[k // self.block] * self.block + k % self.block
         return idx[idx < self.values.size]  # not the padding (inf) past the last element

@@ -21,6 +21,7 @@ import numpy as np
 
 from clustersim.errors import ClusterSimError
 from clustersim.network.flowsim.blockmin import BlockMin
+from clustersim.network.flowsim.filling import csr_rows
 from clustersim.network.flowsim.routing import Incidence, Routing, route
 from clustersim.network.flowsim.solver import WARM_FRACTION, MaxMinState, distinct, prepare
 from clustersim.network.flowsim.topology import BoolArray, FatTree, FloatArray, IntArray
@@ -190,7 +191,7 @@ def run(
         changed, touched = solver.update(finished, starting)
         if changed.size:
             new = solver.rate[changed]
-            if np.any(new <= 0):
+            if np.logical_or.reduce(new <= 0):
                 stuck = int(changed[np.argmin(new)])
                 raise ClusterSimError(
                     f"flow {stuck} has no capacity left on its path (failed links?)", field="fail_links"
@@ -241,7 +242,7 @@ def _release(
 ) -> IntArray:
     """Count ``finished`` off their dependents; those with nothing left become ready (returned). A
     ``queue`` entry (in dependents order) releases at the flow's ``tx_end``, not its arrival."""
-    idx = _entries(ptr, finished)
+    idx = csr_rows(ptr, None, finished)
     if not idx.size:
         return np.zeros(0, dtype=np.int64)
     waiters = dependents[idx]
@@ -254,13 +255,3 @@ def _release(
     freed = distinct(waiters[waiting_on[waiters] == 0])
     ready[freed] = np.maximum(start_at[freed], dep_arrival[freed])
     return freed
-
-
-def _entries(ptr: IntArray, rows: IntArray) -> IntArray:
-    """Indices of the CSR entries of ``rows``, row by row."""
-    lens = ptr[rows + 1] - ptr[rows]
-    total = int(lens.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    offsets = np.repeat(ptr[rows] - np.cumsum(lens) + lens, lens)
-    return offsets + np.arange(total, dtype=np.int64)

@@ -26,19 +26,24 @@ UNREACHED = 1e250  # the table padding's capacity: a level no resource reaches (
 TINY = 1e-200  # added to every load before dividing: 0 for any real load, finite levels for empty ones
 
 
+# The helpers below run at every event on small arrays: they call ndarray methods and ufuncs, not
+# numpy's Python-level wrappers (np.sort, np.repeat, ndarray.sum), which cost as much as the work.
+
+
 def distinct(values: IntArray) -> IntArray:
     """The distinct values, sorted (by sorting: numpy 2.4's hashing ``np.unique`` is 50 times slower)."""
-    s = np.sort(values)
+    s = values.copy()
+    s.sort()
     return s[np.concatenate([[True], s[1:] != s[:-1]])] if s.size else s
 
 
 def csr_rows(ptr: IntArray, order: IntArray | None, rows: IntArray) -> IntArray:
-    """Entries (indices into the incidence) of ``rows`` of a CSR (``ptr``, ``order``)."""
+    """Entries (indices into the incidence) of ``rows`` of a CSR (``ptr``, ``order``), row by row."""
     lens = ptr[rows + 1] - ptr[rows]
-    total = int(lens.sum())
+    total = int(np.add.reduce(lens))
     if total == 0:
         return np.zeros(0, dtype=np.int64)
-    first = np.repeat(ptr[rows] - np.cumsum(lens) + lens, lens) + np.arange(total, dtype=np.int64)
+    first: IntArray = (ptr[rows] - lens.cumsum() + lens).repeat(lens) + np.arange(total, dtype=np.int64)
     return first if order is None else order[first]
 
 
@@ -182,21 +187,20 @@ def dense_rounds(
     pad = load == 0  # at the start only the padding carries nothing
     rem[pad] = UNREACHED
     load[pad] = 1.0
-    while flows.size:
+    while flows.size:  # ufunc reductions and .nonzero(): numpy's Python wrappers cost as much as the work here
         rounds += 1
         fair = rem / (load + TINY)  # TINY: a resource whose flows all froze divides by it, unread
         level = fair[r]
-        lowest = level.min(axis=1)
+        lowest = np.minimum.reduce(level, axis=1)
         blocked = np.zeros(size, dtype=bool)
-        blocked[r[level > lowest[:, None] * (1 + REL_TOL)]] = True
-        frozen = np.flatnonzero(~blocked[r].all(axis=1))
+        blocked[r[level > (lowest * (1 + REL_TOL))[:, None]]] = True
+        stay = np.logical_and.reduce(blocked[r], axis=1)
+        frozen = (~stay).nonzero()[0]
         low = lowest[frozen]
         rate[flows[frozen]] = base + low
         done_r, done_w = r[frozen].ravel(), w[frozen]
         rem -= np.bincount(done_r, weights=(done_w * low[:, None]).ravel(), minlength=size)
         load -= np.bincount(done_r, weights=done_w.ravel(), minlength=size)
         np.maximum(rem, 0.0, out=rem)
-        keep = np.ones(flows.size, dtype=bool)
-        keep[frozen] = False
-        flows, r, w = flows[keep], r[keep], w[keep]
+        flows, r, w = flows[stay], r[stay], w[stay]
     return rounds

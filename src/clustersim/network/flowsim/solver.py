@@ -95,7 +95,7 @@ def _compact(values: IntArray, size: int) -> tuple[IntArray, IntArray]:
     sorting when few, by marking when many."""
     if values.size * 16 < size:
         found = distinct(values)
-        return found, np.searchsorted(found, values).astype(np.int64)
+        return found, found.searchsorted(values)
     mark = np.zeros(size, dtype=bool)
     mark[values] = True
     found = np.flatnonzero(mark)
@@ -234,7 +234,7 @@ class MaxMinState:
         level = np.inf
         gone = none
         if removed.size:
-            level = float(self.rate[removed].min())
+            level = float(np.minimum.reduce(self.rate[removed]))
             hit = _rows(p.flow_ptr, None, removed)
             gone = p.resource[hit]
             np.subtract.at(self.used, gone, p.weight[hit] * self.rate[p.flow[hit]])
@@ -259,7 +259,7 @@ class MaxMinState:
             return none, gone
         old = self.rate[growing]
         moving = old > 0
-        base = min(level, float(old[moving].min())) if moving.any() else level
+        base = min(level, float(np.minimum.reduce(old[moving]))) if np.logical_or.reduce(moving) else level
         res = self._warm(growing, old, base)
         self._raise_block_max(growing)
         return growing, np.concatenate([res, gone])
@@ -316,18 +316,18 @@ class MaxMinState:
     def _above(self, threshold: float) -> IntArray:
         """The active flows at ``threshold`` or faster, sorted (inactive flows have rate 0, and
         ``threshold`` > 0); each block looked into gets its exact maximum."""
-        blocks = np.flatnonzero(self._block_max >= threshold)
+        blocks = (self._block_max >= threshold).nonzero()[0]
         if not blocks.size:
             return np.zeros(0, dtype=np.int64)
         rates = self._rate_blocks[blocks]
-        self._block_max[blocks] = rates.max(axis=1)
-        k = np.flatnonzero(rates >= threshold)
+        self._block_max[blocks] = np.maximum.reduce(rates, axis=1)
+        k = (rates >= threshold).ravel().nonzero()[0]
         return blocks[k // BLOCK] * BLOCK + k % BLOCK
 
     def _raise_block_max(self, flows: IntArray) -> None:
         """Keep ``_block_max`` an upper bound after new rates for ``flows`` (sorted)."""
         block = flows // BLOCK
-        starts = np.flatnonzero(np.concatenate([[True], block[1:] != block[:-1]]))
+        starts = np.concatenate([[True], block[1:] != block[:-1]]).nonzero()[0]
         top = np.maximum.reduceat(self.rate[flows], starts)
         np.maximum(self._block_max[block[starts]], top, out=top)
         self._block_max[block[starts]] = top
