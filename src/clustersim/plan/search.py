@@ -113,7 +113,8 @@ def rank_layouts(
             f"{job.global_batch} and sequence {job.seq_len}: {why_no_layout(model, system, job, space)}",
             field="layout",
         )
-    layouts = layouts.select(framework_runs(layouts, software))
+    runs = framework_runs(layouts, software)
+    layouts = layouts if runs.all() else layouts.select(runs)
     if len(layouts) == 0:
         stages = software.zero_stages if software is not None else None
         raise ClusterSimError(
@@ -131,7 +132,8 @@ def rank_layouts(
     def price(some: LayoutArrays) -> FloatArray:
         return _step_s(model, system, some, job, efficiency=efficiency, cost=cost, software=sw)
 
-    return Ranking(layouts, required, system.memory_bytes, space.headroom, price(layouts.select(fits)), price)
+    fit_step_s = price(layouts if fits.all() else layouts.select(fits))
+    return Ranking(layouts, required, system.memory_bytes, space.headroom, fit_step_s, price)
 
 
 def _step_s(
