@@ -160,5 +160,5 @@ def test_the_cli_names_the_reader_of_each_serving_file(tmp_path: Path):
     assert [(r["reader"], r["cases"]) for r in read] == [("genai-perf", 1), ("genai-perf", 1)]
     assert len(out.read_text().splitlines()) == 2
     printed = runner.invoke(app, args)
-    assert f"{GP_TRT}: genai-perf reader, 1 cases" in printed.output
+    assert f"{GP_TRT}: genai-perf reader, 1 case" in printed.output
     assert [reader_of(p) for p in (TRT, MULTIMODAL, GP_VLLM)] == ["trtllm-bench", "trtllm-bench", "genai-perf"]

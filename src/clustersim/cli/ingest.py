@@ -166,7 +166,8 @@ def ingest_command(
         )
         return
     for item in found:
-        console.print(f"{item.path}: {item.reader} reader, {len(item.cases)} cases", markup=False, highlight=False)
+        count = f"{len(item.cases)} case{'' if len(item.cases) == 1 else 's'}"
+        console.print(f"{item.path}: {item.reader} reader, {count}", markup=False, highlight=False)
         if item.measurement is not None:
             comparison = item.measurement["comparison"]
             text = summary_line(comparison) if comparison else item.measurement["note"]
