@@ -118,7 +118,8 @@ def small_mt_nlg(repeats: int) -> None:
 
 def plan_cases(quick: bool) -> list[PlanCase]:
     """The 405B plan example of issue 25, the same widened (Calculon-like knobs: micro-batch, interleaving,
-    sequence parallelism, several batches and node counts), and MT-NLG on A100 widened likewise."""
+    sequence parallelism, several batches and node counts), MT-NLG on A100 widened likewise, and DeepSeek-V3 (an
+    MoE: expert and context parallelism too) on 1,024 to 4,096 H100, over a million layouts in six points."""
     llama = load_model("llama3.1-405b", use_env=False)
     instances = ("p5.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge", "trn2.48xlarge")
     example = PlanGrid(instances=instances, nodes=expand_counts("128..2048", "--nodes"), tokens=15e12)
@@ -150,6 +151,17 @@ def plan_cases(quick: bool) -> list[PlanCase]:
         sp=(False, True), uneven_stages=True,
     )  # fmt: skip
     cases.append(PlanCase("MT-NLG on A100, widened", mt_nlg, points, notes, space))
+    deepseek = load_model("deepseek-v3", use_env=False)
+    moe = PlanGrid(
+        instances=("p5.48xlarge",), nodes=(128, 256, 512), tokens=14.8e12, frameworks=("torchtitan",),
+        global_batches=(2048, 4096), seq_len=4096,
+    )  # fmt: skip
+    points, notes = grid_points(deepseek, CATALOG, moe, profiles=PROFILES, efficiency=FRACTIONS)
+    space = SearchSpace(
+        tp=(1, 2, 4, 8), vp=tuple(range(1, 9)), micro_batch=(1, 2, 4, 8, 16), sp=(False, True), cp=(1, 2, 4),
+        uneven_stages=True,
+    )  # fmt: skip
+    cases.append(PlanCase("DeepSeek-V3 on H100 (over a million layouts)", deepseek, points, notes, space))
     return cases
 
 
@@ -219,7 +231,8 @@ def main() -> None:
     cases = plan_cases(args.quick)
     plans(cases, args.repeats)
     if not args.no_ray:
-        ray_scaling(cases[-1], max(3, args.repeats // 2))
+        for case in cases[-2:]:
+            ray_scaling(case, max(3, args.repeats // 2))
 
 
 if __name__ == "__main__":
