@@ -21,7 +21,7 @@ def test_a_missing_browser_fails_when_required(tmp_path):
     env = {**os.environ, "PATH": str(tmp_path), "CLUSTERSIM_REQUIRE_BROWSER": "1"}
     args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/report/test_report_browser.py"]
     ran = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
-    assert ran.returncode == 1, ran.stdout[-2000:]
+    assert ran.returncode == 1, (ran.returncode, ran.stdout[-3000:], ran.stderr[-2000:])
     assert "CLUSTERSIM_REQUIRE_BROWSER is set but there is no chromium on PATH" in ran.stdout
     assert ran.stdout.count("ERROR tests/report/test_report_browser.py::") == 5 and "skipped" not in ran.stdout
     env.pop("CLUSTERSIM_REQUIRE_BROWSER")
