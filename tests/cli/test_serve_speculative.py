@@ -63,3 +63,34 @@ def test_refusals_name_the_option(extra, field, words):
 def test_an_acceptance_outside_zero_one_is_refused():
     result = run(*BASE, "--speculative", "4", "--acceptance", "1.5")
     assert result.exit_code == 2 and "--acceptance" in result.output
+
+
+# ---- without a simulation: the closed form ------------------------------------------------------------------------
+
+CLOSED = ("llama3.1-70b", "--tp", "8", "--input", "512", "--output", "256", "--speculative", "4", "--acceptance")
+
+
+def test_offline_speculation_helps_a_small_batch_and_costs_a_full_one():
+    """At 8 sequences a 70B step is memory-bound: TPOT halves; at the largest batch that fits the step is
+    compute-bound, the K extra tokens verified cost more than the accepted ones save (tokens/s falls)."""
+    small = json.loads(run(*CLOSED, "0.7", "--batch", "8", "--json").stdout)
+    full = json.loads(run(*CLOSED, "0.7", "--json").stdout)
+    assert small["mode"] == "speculative closed form" and small["scenario"] == "offline, speculative"
+    assert small["batch"] == 8 and small["tpot_s"] < small["without_speculation"]["tpot_s"] / 2
+    assert full["batch"] == full["max_batch"]
+    assert full["output_tokens_per_s"] < full["without_speculation"]["output_tokens_per_s"]
+    table = run(*CLOSED, "0.7", "--batch", "8")
+    assert table.exit_code == 0 and "without speculation at that batch" in table.output
+
+
+def test_at_a_rate_the_closed_form_solves_the_batch():
+    payload = json.loads(run(*CLOSED, "0.7", "--rate", "2", "--json").stdout)
+    assert payload["scenario"] == "server, speculative" and payload["request_rate_per_s"] == pytest.approx(2.0)
+    # Little's law: sequences in flight = rate x output / E steps x the step
+    assert payload["batch"] == pytest.approx(2.0 * 256 * payload["tpot_s"], rel=1e-3)
+
+
+@pytest.mark.parametrize("extra", [("--compare", "p5e.48xlarge"), ("--ttft-target", "1")])
+def test_the_closed_form_refuses_what_it_does_not_price(extra):
+    result = run(*CLOSED, "0.7", *extra, "--json")
+    assert result.exit_code == 2 and json.loads(result.stderr)["field"] == extra[0]

@@ -28,7 +28,14 @@ from clustersim.cli.common import (
 )
 from clustersim.cli.job_options import BeyondContextOpt
 from clustersim.cli.level_option import DEFAULT_LEVEL, LevelOption
-from clustersim.cli.serve_simulate import DEFAULT_REQUESTS, MAX_REQUESTS, run_simulation, wanted
+from clustersim.cli.serve_simulate import (
+    DEFAULT_REQUESTS,
+    MAX_REQUESTS,
+    SPECULATIVE_OPTIONS,
+    run_simulation,
+    run_speculative_closed_form,
+    wanted,
+)
 from clustersim.errors import ClusterSimError
 from clustersim.units import MAX_DEGREE, MAX_LATENCY_S, MAX_RATE_PER_S, MAX_SEQUENCE_TOKENS, MAX_SEQUENCES
 
@@ -246,7 +253,12 @@ def serve_command(
     ] = None,
     speculative: Annotated[
         int | None,
-        typer.Option("--speculative", min=1, max=16, help="Simulate speculative decoding: K draft tokens a step."),
+        typer.Option(
+            "--speculative",
+            min=1,
+            max=16,
+            help="Speculative decoding: K draft tokens a step (closed form or simulated).",
+        ),
     ] = None,
     acceptance: Annotated[
         float | None,
@@ -273,6 +285,9 @@ def serve_command(
     """
     if wanted(ctx, simulate):
         run_simulation(ctx, ctx.params)
+        return
+    if given_options(ctx, SPECULATIVE_OPTIONS):
+        run_speculative_closed_form(ctx, ctx.params)
         return
     from clustersim.scenario.files import save_scenario as save
 

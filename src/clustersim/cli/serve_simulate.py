@@ -34,9 +34,20 @@ if TYPE_CHECKING:
 
 # Options only the simulator reads: any of them turns it on.
 SIMULATION_OPTIONS = (
-    "simulate", "concurrency", "requests", "slo", "seed", "seeds", "prefix_hit", "trace", "rates", "plot",
-    "disaggregate", "speculative", "acceptance", "draft_model",
-)  # fmt: skip
+    "simulate",
+    "concurrency",
+    "requests",
+    "slo",
+    "seed",
+    "seeds",
+    "prefix_hit",
+    "trace",
+    "rates",
+    "plot",
+    "disaggregate",
+)
+# Options of speculative decoding: with a simulation they change it; without one, the closed form prices them.
+SPECULATIVE_OPTIONS = ("speculative", "acceptance", "draft_model")  # fmt: skip
 # Options of the closed forms that a simulation cannot honour.
 REFUSED = ("ttft_target", "tpot_target", "compare", "scenario", "save_scenario", "level")
 DEFAULT_REQUESTS = 2000  # as clustersim.serving.simulate.DEFAULT_REQUESTS (a test holds them together)
@@ -101,21 +112,17 @@ def _plot(payload: dict[str, Any], results: list[SimulationResult], path: Path) 
 ROW_KEYS = ("requests", "ttft_s", "itl_s", "tpot_s", "e2e_s", "throughput", "goodput", "preemptions", "duration_s")
 
 
-def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], list[str], list[SimulationResult]]:
-    """The run's JSON payload, its notes and the runs themselves (a sweep: none kept)."""
+def _inputs(p: dict[str, Any], stated: list[str]) -> tuple[Any, Any, Request, Any, list[str], str]:
+    """The model, catalog, request (its lengths from --input/--output or --dataset), the lengths, the notes
+    on them and the engine's name that the options ``p`` name."""
     from clustersim.catalog.registry import ENV_VAR as CATALOG_ENV_VAR
     from clustersim.catalog.registry import load_catalog
-    from clustersim.cli.progress import progress_bar
     from clustersim.scenario.schema import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
     from clustersim.scenario.training import model_spec, user_files
     from clustersim.serving.datasets import resolve_lengths
-    from clustersim.serving.engine import parse_precision, serving_system_for_instance
+    from clustersim.serving.engine import parse_precision
     from clustersim.serving.engines import engine_for
     from clustersim.serving.estimate import Request, dataset_context_notes
-    from clustersim.serving.rate_grid import parse_rates
-    from clustersim.serving.sim_report import over_seeds, parse_slo
-    from clustersim.serving.sim_requests import read_trace, request_sampler
-    from clustersim.serving.simulate import Load, simulate
     from clustersim.workload import zoo
 
     dataset = p["dataset"]
@@ -126,11 +133,6 @@ def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], lis
         p["output_tokens"] if dataset is None or given_out else None,
         defaults=(DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS),
     )
-    slo = parse_slo(p["slo"]) if p["slo"] is not None else None
-    trace = read_trace(p["trace"]) if p["trace"] is not None else None
-    rates = parse_rates(p["rates"]) if p["rates"] is not None else None
-    top = Load(rate_per_s=max(rates)) if rates else None
-    load = top or Load(rate_per_s=p["rate"], concurrency=p["concurrency"], trace=trace)
     model = zoo.load_model(model_spec(p["model"]), extra_dirs=user_files(zoo.ENV_VAR, p["models"] or []), use_env=False)
     catalog = load_catalog(user_files(CATALOG_ENV_VAR, p["catalog"] or []), use_env=False)
     request = Request(
@@ -143,7 +145,65 @@ def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], lis
     )
     notes = list(dataset_context_notes(model, lengths.dataset, request)) + list(request.notes(model))
     chip = catalog.accelerator(catalog.instance(p["instance"]).accelerator)
-    engine = engine_for(p["engine"], chip.family, accelerator=chip.id).name
+    return model, catalog, request, lengths, notes, engine_for(p["engine"], chip.family, accelerator=chip.id).name
+
+
+def run_speculative_closed_form(ctx: typer.Context, p: dict[str, Any]) -> None:
+    """``--speculative`` without a simulation: the closed form at ``--rate`` (server) or offline."""
+    from clustersim.serving.engine import serving_system_for_instance
+    from clustersim.serving.simulate import Load
+    from clustersim.serving.speculative import speculative_closed_form, speculative_offline
+
+    with user_errors():
+        refused = given_options(ctx, ("compare", "scenario", "save_scenario", "ttft_target", "tpot_target", "level"))
+        if refused:
+            raise ClusterSimError(
+                f"{refused[0]}: the speculative closed form takes --rate (server) or no load (offline); drop "
+                f"{refused[0]}, or simulate (--simulate with --rate, --concurrency or --trace)",
+                field=refused[0],
+            )
+        stated = given_options(ctx, ("input_tokens", "output_tokens", "dataset"))
+        model, catalog, request, lengths, notes, engine = _inputs(p, stated)
+        speculation = _speculation(p, model)
+        assert speculation is not None  # the command comes here with --speculative/--acceptance given
+        load = Load(rate_per_s=p["rate"]) if p["rate"] is not None else Load(concurrency=1)
+        tp = p["tp"] or _chosen_tp(model, catalog, p["instance"], p["pp"], request, load, engine)
+        system = serving_system_for_instance(catalog, p["instance"], tp=tp, pp=p["pp"])
+        if p["rate"] is not None:
+            found = speculative_closed_form(model, system, request, speculation, load, engine) or {}
+        else:
+            found = speculative_offline(model, system, request, speculation, batch=p["batch"], engine=engine)
+        if "error" in found:
+            raise ClusterSimError(f"--rate: {found['error']}", field="--rate", value=p["rate"])
+    payload = {
+        "mode": "speculative closed form", "model": model.name, "system": system.name, "tp": system.tp,
+        "pp": system.pp, "dp": system.dp, "engine": engine, "dataset": lengths.dataset,
+        "speculation": speculation.to_json(), **found, "notes": notes,
+    }  # fmt: skip
+    if p["as_json"]:
+        emit_json(payload)
+        return
+    from clustersim.present.serving_simulation import speculative_view
+
+    print_all(*speculative_view(payload))
+
+
+def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], list[str], list[SimulationResult]]:
+    """The run's JSON payload, its notes and the runs themselves (a sweep: none kept)."""
+    from clustersim.cli.progress import progress_bar
+    from clustersim.serving.engine import serving_system_for_instance
+    from clustersim.serving.rate_grid import parse_rates
+    from clustersim.serving.sim_report import over_seeds, parse_slo
+    from clustersim.serving.sim_requests import read_trace, request_sampler
+    from clustersim.serving.simulate import Load, simulate
+
+    slo = parse_slo(p["slo"]) if p["slo"] is not None else None
+    trace = read_trace(p["trace"]) if p["trace"] is not None else None
+    rates = parse_rates(p["rates"]) if p["rates"] is not None else None
+    top = Load(rate_per_s=max(rates)) if rates else None
+    load = top or Load(rate_per_s=p["rate"], concurrency=p["concurrency"], trace=trace)
+    model, catalog, request, lengths, notes, engine = _inputs(p, stated)
+    given_in, given_out = "--input" in stated, "--output" in stated
     tp = p["tp"] or _chosen_tp(model, catalog, p["instance"], p["pp"], request, load, engine)
     system = serving_system_for_instance(catalog, p["instance"], tp=tp, pp=p["pp"])
     speculation = _speculation(p, model)

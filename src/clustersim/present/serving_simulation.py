@@ -224,3 +224,27 @@ def plot_rate_sweep(payload: dict[str, Any], path: Path) -> None:
             ax.grid(True, which="both", alpha=0.3)
             ax.legend()
         fig.suptitle(f"{payload['model']} on {payload['system']} (tp {payload['tp']} x dp {payload['dp']}): rate sweep")
+
+
+def speculative_view(payload: dict[str, Any]) -> list[RenderableType]:
+    """The speculative closed form: what ran, the step's parts and TPOT and throughput beside plain decoding."""
+    spec = payload["speculation"]
+    lines: list[RenderableType] = [
+        f"[bold]{escape(payload['model'])}[/bold] on {escape(payload['system'])}: {_layout(payload)}, "
+        f"{payload['engine']}; {payload['scenario']} at {payload['batch']:.4g} sequences a replica",
+        f"speculative decoding: {spec['draft_tokens']} draft tokens a step from {escape(spec['draft'])}, each "
+        f"accepted at {spec['acceptance']:g}: {spec['tokens_per_step']:.3g} tokens a target step",
+        f"step {format_seconds(payload['step_s'], digits=3)} (verify {format_seconds(payload['verify_s'], digits=3)}"
+        f", draft {format_seconds(payload['draft_s'], digits=3)}): TPOT {format_seconds(payload['tpot_s'], digits=3)}"
+        f", {payload['output_tokens_per_s']:,.0f} output tokens/s",
+    ]
+    if "without_speculation" in payload:
+        plain = payload["without_speculation"]
+        lines.append(
+            f"without speculation at that batch: TPOT {format_seconds(plain['tpot_s'], digits=3)}, "
+            f"{plain['output_tokens_per_s']:,.0f} output tokens/s"
+        )
+    if "ttft_s" in payload:
+        lines.append(f"TTFT {format_seconds(payload['ttft_s'], digits=3)} (one step with the whole prompt)")
+    lines.extend(f"note: {escape(note)}" for note in payload["notes"])
+    return lines

@@ -262,6 +262,52 @@ def speculative_closed_form(
     }
 
 
+def speculative_offline(
+    model: Transformer,
+    system: ServingSystem,
+    request: Any,
+    spec: Speculation,
+    *,
+    batch: int | None = None,
+    engine: str | None = None,
+) -> dict[str, Any]:
+    """The offline closed form with speculative decoding: output tokens/s of the whole system at ``batch``
+    sequences a replica, or at the best batch up to the one the KV cache holds (within 0.5% of the peak: the
+    smallest, as ``estimate_offline`` picks), with the plain estimate at the same batch beside it."""
+    from clustersim.serving.engine import default_calibration
+    from clustersim.serving.engines import engine_profile
+    from clustersim.serving.estimate import Batching, batch_limit, estimate_offline
+
+    cal, profile = default_calibration(), engine_profile(engine, system.family)
+    if system.pp != 1 or request.batching is Batching.STATIC:
+        field, why = ("--pp", "one pipeline stage") if system.pp != 1 else ("--batching", "continuous batching")
+        raise ClusterSimError(
+            f"{field}: the speculative closed form prices {why}; simulate it instead (--simulate with a load)",
+            field=field,
+        )
+    most, _, _ = batch_limit(model, system, request, cal, profile)
+    if batch is not None and not 1 <= batch <= most:
+        raise ClusterSimError(f"--batch: {batch} is outside 1..{most}, the sequences a replica holds", field="--batch")
+    grid = [float(batch)] if batch is not None else np.unique(np.round(np.geomspace(1, most, 40))).tolist()
+    lengths = {"input_tokens": request.input_tokens, "output_tokens": request.output_tokens}
+    found = [
+        speculative_tpot(
+            model, system, request.precision, request.kv, spec, batch=b, cal=cal, engine=profile, **lengths
+        )
+        for b in grid
+    ]
+    rates = [f["output_tokens_per_s"] for f in found]
+    best = next(k for k, r in enumerate(rates) if r >= max(rates) * 0.995)
+    plain = estimate_offline(model, system, request, batch=int(grid[best]), cal=cal, engine=profile)
+    return {
+        "scenario": "offline, speculative",
+        "batch": grid[best],
+        "max_batch": most,
+        **found[best],
+        "without_speculation": {"tpot_s": plain.tpot_s, "output_tokens_per_s": plain.output_tokens_per_s},
+    }
+
+
 def check_speculation(draft_tokens: int | None, acceptance: float | None) -> None:
     """Both of ``--speculative`` and ``--acceptance``, or neither."""
     if (draft_tokens is None) != (acceptance is None):
