@@ -10,7 +10,9 @@ median over them, with its min-max (``spread``). Options of the closed forms it 
 ``--tpot-target``: give ``--slo``; ``--compare``, ``--scenario``, ``--save-scenario``, ``--level``) are refused by
 name. Without ``--tp`` the degree is the closed form's for the same question (at ``--rate``: the lowest TPOT; else,
 or past every degree's saturation, the most output tokens/s). The closed form of the same load is shown beside the
-simulation where one applies (``closed_form``).
+simulation where one applies (``closed_form``). ``--disaggregate P:D`` runs separate prefill and decode pools
+(``clustersim.serving.sim_disaggregated``); ``--speculative K --acceptance A`` speculative decoding, simulated
+with a load, else priced by its closed form (``run_speculative_closed_form``); ``--pp`` pipelined replicas.
 """
 
 from __future__ import annotations
