@@ -149,6 +149,14 @@ def test_validate_draws_every_case_of_each_kind(tmp_path):
         assert by_id(root, f"{kind}-y=x")
 
 
+def test_validate_refuses_to_draw_no_case(tmp_path):
+    path = tmp_path / "validate.png"
+    collectives = str(dict(default_case_files())["collectives.jsonl"])
+    result = runner.invoke(app, ["validate", collectives, "--min-size", "1TiB", "--plot", str(path), "--json"], env=ENV)
+    assert result.exit_code == 2 and json.loads(result.output)["field"] == "--plot", result.output
+    assert "none was scored" in result.output and not path.exists()
+
+
 @pytest.mark.parametrize("name", list(COMMANDS))
 def test_every_plot_writes_a_png(tmp_path, name):
     path = tmp_path / "figure.png"

@@ -103,6 +103,12 @@ def validate_command(
             report = validate_bundled(loaded, min_size_bytes=min_size_bytes, level=level)
         named = [(str(f), f) for f in files] if files else default_case_files()
         crossed = _cross_validate(named, loaded, max_iterations, min_size_bytes) if cross_validate else None
+        if plot is not None and not report.cases:
+            raise ClusterSimError(
+                "--plot draws the scored cases, and none was scored (each one skipped: see validate without --plot)",
+                field="--plot",
+                value=str(plot),
+            )
         if plot is not None:
             from clustersim.present.report_plots import plot_validation
 
