@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
+from clustersim.choices import Batching
 from clustersim.errors import ClusterSimError
 from clustersim.serving.disaggregation import Deployment
-from clustersim.serving.engine import InferenceCalibration, default_calibration, memory_plan
+from clustersim.serving.engine import InferenceCalibration, ServingSystem, default_calibration, memory_plan
 from clustersim.serving.engines import EngineProfile, engine_profile
 from clustersim.serving.estimate import Request
 from clustersim.serving.formats import check_formats
@@ -29,10 +29,11 @@ from clustersim.serving.sim_requests import RequestLengthSampler, Trace
 from clustersim.serving.sim_scheduler import ReplicaLog
 from clustersim.serving.simulate import DEFAULT_REQUESTS, Load, check_run, draw_lengths, per_request, replica_engine
 from clustersim.serving.simulate import run_replicas as serve_replicas
+from clustersim.workload.transformer import Transformer
 
 
 def simulate_disaggregated(
-    model: Any,
+    model: Transformer,
     deployment: Deployment,
     request: Request,
     load: Load,
@@ -59,7 +60,7 @@ def simulate_disaggregated(
             "loop (--concurrency)",
             field="--concurrency",
         )
-    if request.batching.value == "static":
+    if request.batching is Batching.STATIC:
         raise ClusterSimError(
             "--disaggregate: the pools run continuous batching; drop --batching static", field="--batching"
         )
@@ -126,7 +127,14 @@ def simulate_disaggregated(
     )
 
 
-def _holds_weights(model: Any, pool: Any, request: Request, cal: InferenceCalibration, profile: Any, name: str) -> None:
+def _holds_weights(
+    model: Transformer,
+    pool: ServingSystem,
+    request: Request,
+    cal: InferenceCalibration,
+    profile: EngineProfile,
+    name: str,
+) -> None:
     """Refuse a pool whose devices cannot hold the weights, naming --disaggregate."""
     try:
         memory_plan(model, pool, request.precision, request.kv, cal, profile)
@@ -138,7 +146,7 @@ def _holds_weights(model: Any, pool: Any, request: Request, cal: InferenceCalibr
         ) from None
 
 
-def _prefill_worker(logs: list[Any], count: int) -> np.ndarray:
+def _prefill_worker(logs: list[ReplicaLog], count: int) -> np.ndarray:
     """Which prefill worker (its log's index) served each request."""
     worker = np.zeros(count, dtype=np.int64)
     for k, log in enumerate(logs):
