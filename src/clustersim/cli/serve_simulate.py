@@ -209,6 +209,11 @@ def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], lis
     tp = p["tp"] or _chosen_tp(model, catalog, p["instance"], p["pp"], request, load, engine)
     system = serving_system_for_instance(catalog, p["instance"], tp=tp, pp=p["pp"])
     speculation = _speculation(p, model)
+    if speculation is not None and speculation.tokens_per_step > 1:
+        notes.append(
+            "speculative decoding: the KV cache holds one slot a verify step, not the accepted tokens' "
+            f"{speculation.tokens_per_step:.3g}; a run near its KV capacity preempts less than an engine would"
+        )
     deployment = None
     if p["disaggregate"] is not None:
         from clustersim.serving.disaggregation import deploy, parse_pools
