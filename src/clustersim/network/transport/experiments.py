@@ -2,7 +2,10 @@
 collision), incast, and one ring all-reduce step across two nodes.
 
 Every transport runs in its own environment with the same seed, on a leaf-spine whose hosts are NICs
-of the instance (per-card line rate); SRD and RC pay the EFA NIC's latency at each end, TCP the ENA
+of the instance (per-card line rate): SRD and TCP on drop-tail Ethernet (EFA, ENA), RC on lossless
+links as deployed (``rc_flow_control``: PFC with DCQCN for RoCE, credits for InfiniBand; ``none`` is
+drop-tail) with selective repeat and NCCL's 4.3 s local ACK timeout by default. SRD and RC pay the EFA
+NIC's latency at each end, TCP the ENA
 and Nitro latency plus the kernel (a per-packet cost and ENA's single-flow ceiling, from the host
 data-path constants) unless ``tcp_kernel`` is off. Messages go one after another per flow; a message
 completes when its last byte is acknowledged to the sender.

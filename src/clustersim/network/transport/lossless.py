@@ -127,7 +127,6 @@ class LosslessNetwork(Network):
         self.bg_drops = 0
         self._ecn_stream: list[Stream] = []
         self.in_flight = 0  # flow packets in the network: background runs while there are any
-        self._background: list[Background] = []
         self._bg_at: dict[int, Background] = {}
         super().__init__(env)
 
@@ -180,9 +179,9 @@ class LosslessNetwork(Network):
         data = packet[1] == 0
         if not k:
             self.in_flight += 1
-            if self.in_flight == 1:
-                for background in self._background:
-                    background.wake(now_ps)
+        background = self._bg_at.get(port)
+        if background is not None and not background.running:
+            background.wake(now_ps)
         if data and k:
             link = route[k - 1]
             account = self.ingress_bytes[link] + size
@@ -286,13 +285,14 @@ class LosslessNetwork(Network):
             raise ValueError(f"background load must be in [0, 1), got {load}")
         if load > 0:
             self._bg_at[port] = Background(self, port, load, packet_bytes)
-            self._background.append(self._bg_at[port])
 
 
 class Background:
-    """Poisson background on one port of a ``LosslessNetwork``. Arrivals are events only while some
-    flow has a packet in the network; when none has (a flow waiting out a timeout) they stop, and when
-    the next flow packet enters they resume with the port's queue warmed: the backlog that
+    """Poisson background on one port of a ``LosslessNetwork``. Arrivals are events only from the first
+    flow packet that reaches the port (a port no flow crosses cannot delay one: background is not
+    accounted to an ingress link, so it pauses nothing upstream) and while some flow has a packet in
+    the network; when none has (a flow waiting out a timeout) they stop, and when a flow packet next
+    reaches the port they resume with its queue warmed: the backlog that
     ``BACKGROUND_WINDOW`` mean gaps of arrivals into an empty port leave (the stationary queue to
     within a packet), less the background still queued there, is queued at once."""
 
