@@ -57,6 +57,22 @@ def test_the_analytic_report_has_no_fabric_view(reports):
     assert "fabric" not in data["cli"] and not any(s["id"].startswith("fabric") for s in data["sections"])
 
 
+def test_a_step_inside_one_node_has_a_table_and_no_empty_figure():
+    from clustersim.present.report_fabric import fabric_sections
+
+    nvlink = {"kind": "tp", "tier_utilization": {}, "hottest_links": [], "max_link_utilization": 0.0,
+              "binding_tier": "nvlink"}  # fmt: skip
+    fabric = {
+        "title": "llama3-8b on 1 x p5.48xlarge", "routing": "spray", "placement": "packed", "seed": 0,
+        "collectives": [nvlink], "together": nvlink | {"kind": None}, "factors": {"tp": 1.0},
+        "fabric": {"name": "p5", "hosts": 2500, "tiers": 3, "oversubscription": 1.0},
+    }  # fmt: skip
+    (only,) = fabric_sections(fabric)
+    assert only.figure is None and [row[0] for row in only.rows] == ["tp", "every kind at once"]
+    assert "leaves its node" in only.notes[-1]
+    assert fabric_sections({}) == []
+
+
 def test_fabric_options_need_a_scenario(tmp_path):
     from typer.testing import CliRunner
 

@@ -6,6 +6,7 @@ carried traffic."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from clustersim.present.report_html import Cell, Section
@@ -81,7 +82,12 @@ def links_section(fabric: dict[str, Any]) -> Section:
 
 
 def fabric_sections(fabric: dict[str, Any]) -> list[Section]:
-    """The fabric view (nothing when the step has no collective to simulate)."""
+    """The fabric view (nothing when the step has no collective to simulate; the tier table alone when none
+    of them reaches the network)."""
     if not fabric:
         return []
-    return [tier_section(fabric), links_section(fabric)]
+    tiers = tier_section(fabric)
+    if not any(run["hottest_links"] for _, run in fabric_runs(fabric)):  # nothing left the nodes: a table only
+        note = "No collective of the step leaves its node: the network carries none of it (NVLink does)."
+        return [replace(tiers, figure=None, notes=[*tiers.notes, note])]
+    return [tiers, links_section(fabric)]
