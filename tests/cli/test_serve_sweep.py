@@ -101,6 +101,14 @@ def test_a_sweep_shows_its_progress_on_stderr_only():
     assert "simulating 2 rates" in result.stderr and json.loads(result.stdout)["mode"] == "sweep"
 
 
+def test_a_sweep_over_seeds_gives_each_rows_medians_and_spread():
+    payload = json.loads(run(*SMALL, "--rates", "2,8", "--seeds", "2", "--json").stdout)
+    assert payload["seeds"] == [0, 1]
+    for row in payload["rates"]:
+        low, high = row["spread"]["ttft_s"]["p99"]
+        assert low <= row["ttft_s"]["p99"] <= high
+
+
 def test_the_sweep_table_has_a_row_per_rate():
     result = run(*SMALL, "--rates", "2:8", "--slo", "ttft=1s")
     assert result.exit_code == 0, result.output

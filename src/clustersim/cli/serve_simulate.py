@@ -111,7 +111,9 @@ def _plot(payload: dict[str, Any], results: list[SimulationResult], path: Path) 
 
 
 # A sweep's row per rate: the figures a load generator's sweep reports.
-ROW_KEYS = ("requests", "ttft_s", "itl_s", "tpot_s", "e2e_s", "throughput", "goodput", "preemptions", "duration_s")
+ROW_KEYS = (
+    "requests", "ttft_s", "itl_s", "tpot_s", "e2e_s", "throughput", "goodput", "preemptions", "duration_s", "spread",
+)  # fmt: skip
 
 
 def _inputs(p: dict[str, Any], stated: list[str]) -> tuple[Any, Any, Request, Any, list[str], str]:
