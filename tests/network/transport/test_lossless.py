@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from clustersim.errors import ClusterSimError
 from clustersim.network.transport.engine import Environment
-from clustersim.network.transport.experiments import Scenario, incast, run_transport
+from clustersim.network.transport.experiments import Scenario, event_budget, incast, run_transport
 from clustersim.network.transport.links import Network, PortSpec
 from clustersim.network.transport.lossless import MTU_FRAME_BYTES, LosslessNetwork, LosslessSpec, headroom
 from clustersim.network.transport.rc import RcFlow
@@ -133,3 +133,13 @@ def test_bad_lossless_settings_are_refused_with_the_field():
         with pytest.raises(ClusterSimError) as error:
             LosslessSpec(**kwargs)  # type: ignore[arg-type]
         assert error.value.field == field
+
+
+def test_the_event_budget_grows_with_background_on_lossless_links_only():
+    """Background packets are events on lossless links, as many as the run lasts."""
+    flows = []
+    for net in (LosslessNetwork(Environment(), LosslessSpec()), Network(Environment())):
+        flows.append(RcFlow(leaf_spine(net, SPEC, hosts_per_leaf=1), 0, 1, [1 << 20]))
+    lossless, lossy = flows
+    assert event_budget([lossless], 0.9) == pytest.approx(10 * event_budget([lossless]), rel=1e-9)
+    assert event_budget([lossy], 0.9) == event_budget([lossy])

@@ -44,10 +44,14 @@ MIN_EVENT_BUDGET = 10_000_000
 EVENT_BUDGET_FACTOR = 16
 
 
-def event_budget(flows: Sequence[MessageFlow]) -> int:
-    """The events a run of ``flows`` may take before it is refused."""
+def event_budget(flows: Sequence[MessageFlow], background: float = 0.0) -> int:
+    """The events a run of ``flows`` may take before it is refused. On lossless links background packets
+    are events (``lossless.Background``), as many as the run lasts: ``1 / (1 - background)`` times more."""
     loss_free = sum(4 * len(f.sizes) + sum(f.sizes) // 1024 for f in flows)
-    return max(MIN_EVENT_BUDGET, EVENT_BUDGET_FACTOR * loss_free)
+    budget = max(MIN_EVENT_BUDGET, EVENT_BUDGET_FACTOR * loss_free)
+    if flows and isinstance(flows[0].net, LosslessNetwork) and background > 0:
+        budget = int(budget / (1 - background))
+    return budget
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,11 +225,13 @@ def _window_packets(topo: Topology, src: int, dst: int, wire_bytes: int) -> int:
     return math.ceil(2 * round_trip_ps * rate_bytes_per_ps / wire_bytes)
 
 
-def _summary(transport: str, flows: Sequence[MessageFlow], env: Environment, loss: float) -> TransportResult:
+def _summary(
+    transport: str, flows: Sequence[MessageFlow], env: Environment, loss: float, budget: int
+) -> TransportResult:
     times = np.array([t for f in flows for t in f.completions_ps], dtype=np.float64) / 1e12
     payload = sum(sum(f.sizes) for f in flows)
     if len(times) < sum(len(f.sizes) for f in flows):
-        _undelivered(transport, flows, env, loss)
+        _undelivered(transport, flows, env, loss, budget)
     p50, p99, p999 = np.percentile(times, [50, 99, 99.9])
     return TransportResult(
         transport,
@@ -240,7 +246,7 @@ def _summary(transport: str, flows: Sequence[MessageFlow], env: Environment, los
     )
 
 
-def _undelivered(transport: str, flows: Sequence[MessageFlow], env: Environment, loss: float) -> NoReturn:
+def _undelivered(transport: str, flows: Sequence[MessageFlow], env: Environment, loss: float, budget: int) -> NoReturn:
     """Refuse a run whose messages were not all delivered within the horizon (or at all)."""
     for f in flows:
         if f.failure is not None:
@@ -248,7 +254,6 @@ def _undelivered(transport: str, flows: Sequence[MessageFlow], env: Environment,
     delivered = sum(len(f.completions_ps) for f in flows)
     total = sum(len(f.sizes) for f in flows)
     days = env.now_ps / 1e12 / 86400
-    budget = event_budget(flows)
     stop = (
         f"after {env.num_events:,} events, the budget of a run this size"
         if env.num_events >= budget
@@ -281,8 +286,9 @@ def run_transport(transport: str, scenario: Scenario) -> TransportResult:
     if scenario.collision:
         for port in topo.path_ports(0):
             net.start_background(port, COLLISION_LOAD)
-    env.run(until_ps=HORIZON_PS, max_events=event_budget([flow]))
-    return _summary(transport, [flow], env, scenario.loss)
+    budget = event_budget([flow], max(scenario.background, COLLISION_LOAD if scenario.collision else 0.0))
+    env.run(until_ps=HORIZON_PS, max_events=budget)
+    return _summary(transport, [flow], env, scenario.loss, budget)
 
 
 def compare(scenario: Scenario, transports: Sequence[str] = TRANSPORTS) -> list[TransportResult]:
@@ -326,9 +332,10 @@ def _group(
     ]
     for port in topo_of.fabric_ports:
         topo_of.net.start_background(port, scenario.background)
-    env.run(until_ps=HORIZON_PS, max_events=event_budget(flows))
+    budget = event_budget(flows, scenario.background)
+    env.run(until_ps=HORIZON_PS, max_events=budget)
     if any(f.done_ps is None for f in flows):
-        _undelivered(transport, flows, env, scenario.loss)
+        _undelivered(transport, flows, env, scenario.loss, budget)
     done = np.array([f.done_ps for f in flows], dtype=np.float64) / 1e12
     p50, p99 = np.percentile(done, [50, 99])
     return GroupResult(
