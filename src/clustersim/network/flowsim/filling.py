@@ -78,23 +78,32 @@ def level_rounds(
     growing = np.ones(flows.size, dtype=bool)
     level = 0.0
     while True:
-        lowest = float(fair.min())
+        lowest = float(np.minimum.reduce(fair))
         if lowest == np.inf:
             return rounds
         rounds += 1
         level = max(level, lowest)
-        full = np.flatnonzero(full_at <= level)
+        full = (full_at <= level).nonzero()[0]
         on = ent_flow[csr_rows(res_ptr, res_order, full)]
-        frozen = distinct(on[growing[on]])
+        frozen = _marked(on[growing[on]], flows.size)
         growing[frozen] = False
         rate[flows[frozen]] = base + level
         e = csr_rows(flow_ptr, None, frozen)
-        touched = distinct(ent_res[e])  # ``full`` among them: every flow on a full resource froze
-        frozen_load = np.bincount(np.searchsorted(touched, ent_res[e]), weights=ent_w[e], minlength=touched.size)
+        touched = _marked(ent_res[e], size)  # ``full`` among them: every flow on a full resource froze
+        frozen_load = np.bincount(touched.searchsorted(ent_res[e]), weights=ent_w[e], minlength=touched.size)
         load[touched] -= frozen_load
         remaining[touched] -= frozen_load * level
         load[full] = 0.0
         _levels(touched, remaining, load, slack, fair, full_at)
+
+
+def _marked(values: IntArray, size: int) -> IntArray:
+    """The distinct ``values`` (< ``size``), sorted: by sorting when few, by marking when many."""
+    if values.size * 8 < size:
+        return distinct(values)
+    mark = np.zeros(size, dtype=bool)
+    mark[values] = True
+    return mark.nonzero()[0]
 
 
 def _levels(
