@@ -15,7 +15,8 @@ each pool gets its own instances (the transfer over the instances' network, e.g.
 so a link carries the larger of a device's shares at the two tensor-parallel degrees (``kv_bytes_per_token
 _layer``; a windowed layer holds at most its window), priced as a point-to-point ``sendrecv`` on that fabric
 by the project's collective cost model (``clustersim.network.cost``: latency plus bytes over the achieved
-bandwidth, NVLink's or one device's network share). A prefill worker's transfers go out one after another.
+bandwidth, NVLink's or one device's network share). A transfer holds its prefill and its decode worker's
+links: each worker sends or receives one at a time (``clustersim.serving.sim_disaggregated``).
 """
 
 from __future__ import annotations

@@ -2,9 +2,10 @@
 
 Requests arrive (Poisson or a trace) at a prefill worker chosen at random; its engine (the same scheduler,
 ``clustersim.serving.sim_scheduler``) runs their prompts in chunks and makes each one's first token. The KV
-cache then goes to a decode worker chosen at random, over the deployment's link, one transfer after another
-per prefill worker; the first token reaches the user when the transfer is done (the decode worker streams
-the reply), so **TTFT = queue + prefill + KV transfer**. The decode worker admits the request with its KV
+cache then goes to a decode worker chosen at random, over the deployment's link; a transfer holds both
+workers' links (each sends or receives one at a time, the first ready first); the first token reaches the
+user when the transfer is done (the decode worker streams the reply), so **TTFT = queue + prefill + KV
+transfer**. The decode worker admits the request with its KV
 cache (``kv_arrives``: only the last position runs, a decode token's work) and makes the rest; its steps
 carry no prompt chunks but its own recomputations after a preemption. A one-token request ends at its
 prefill. A closed loop is not run (its clients would wait on two pools).
@@ -25,8 +26,9 @@ from clustersim.serving.engines import EngineProfile, engine_profile
 from clustersim.serving.estimate import Request
 from clustersim.serving.formats import check_formats
 from clustersim.serving.sim_report import SimulationResult, Slo, percentiles
-from clustersim.serving.sim_requests import RequestLengthSampler, Trace
-from clustersim.serving.sim_scheduler import ReplicaLog
+from clustersim.serving.sim_requests import RequestLengthSampler
+from clustersim.serving.sim_scheduler import Arrivals, ReplicaLog, SchedulerLimits, run_replica
+from clustersim.serving.sim_steps import Steps
 from clustersim.serving.simulate import DEFAULT_REQUESTS, Load, check_run, draw_lengths, per_request, replica_engine
 from clustersim.serving.simulate import run_replicas as serve_replicas
 from clustersim.workload.transformer import Transformer
@@ -79,7 +81,8 @@ def simulate_disaggregated(
     logs = serve_replicas(table, limits, inputs, ones, load, prefill.dp, count, rng, halves.first)
     arrival, prefilled, _, _ = per_request(logs, count)
     wire_s = deployment.transfer_s(inputs.astype(np.float64))
-    handed = _send(prefilled, wire_s, _prefill_worker(logs, count), outputs > 1)
+    receiver = rng.integers(0, decode.dp, count) if decode.dp > 1 else np.zeros(count, dtype=np.int64)
+    handed = _send(prefilled, wire_s, _prefill_worker(logs, count), receiver, outputs > 1)
     going = np.flatnonzero(outputs > 1)
     first, finish = prefilled.copy(), prefilled.copy()
     first[going] = handed[going]
@@ -92,8 +95,7 @@ def simulate_disaggregated(
             model, decode, request, profile, cal, d_in, d_out, prefix_hit_rate=prefix_hit_rate, max_batch=max_batch,
             kv_arrives=True,
         )  # fmt: skip
-        handover = Load(trace=Trace(handed[going], d_in, d_out))
-        d_logs = serve_replicas(d_table, d_limits, d_in, d_out, handover, decode.dp, going.size, rng, halves.second)
+        d_logs = _decode(d_table, d_limits, d_in, d_out, handed[going], receiver[going], halves.second)
         _, second, finish[going], preempted[going] = per_request(d_logs, going.size)
         gaps = [second - handed[going], *(np.asarray(log.resume_gaps_s) for log in d_logs)]
     wait_s = handed[going] - prefilled[going] - wire_s[going]  # behind its worker's earlier transfers
@@ -154,17 +156,47 @@ def _prefill_worker(logs: list[ReplicaLog], count: int) -> np.ndarray:
     return worker
 
 
-def _send(ready_s: np.ndarray, wire_s: np.ndarray, worker: np.ndarray, moving: np.ndarray) -> np.ndarray:
-    """When each moving request's KV cache has arrived: each worker's transfers in the order they are ready,
-    one at a time."""
+def _send(
+    ready_s: np.ndarray, wire_s: np.ndarray, sender: np.ndarray, receiver: np.ndarray, moving: np.ndarray
+) -> np.ndarray:
+    """When each moving request's KV cache has arrived: a transfer holds its prefill worker's and its decode
+    worker's links, so each worker sends (receives) one at a time, the first ready first."""
     arrived = ready_s.copy()
-    for k in np.unique(worker):
-        mine = np.flatnonzero((worker == k) & moving)
-        free = 0.0
-        for r in mine[np.argsort(ready_s[mine], kind="stable")].tolist():
-            free = max(free, float(ready_s[r])) + float(wire_s[r])
-            arrived[r] = free
+    sending: dict[int, float] = {}
+    receiving: dict[int, float] = {}
+    order = np.flatnonzero(moving)
+    for r in order[np.argsort(ready_s[order], kind="stable")].tolist():
+        s, d = int(sender[r]), int(receiver[r])
+        start = max(float(ready_s[r]), sending.get(s, 0.0), receiving.get(d, 0.0))
+        sending[s] = receiving[d] = arrived[r] = start + float(wire_s[r])
     return arrived
+
+
+def _decode(
+    table: Steps,
+    limits: SchedulerLimits,
+    inputs: np.ndarray,
+    outputs: np.ndarray,
+    handed_s: np.ndarray,
+    worker: np.ndarray,
+    progress: Callable[[int, int], None],
+) -> list[ReplicaLog]:
+    """Each decode worker's requests (those its transfers brought), served from their handover."""
+    count, done = inputs.size, 0
+
+    def finished(n: int) -> None:
+        nonlocal done
+        done += n
+        if done % 100 == 0 or done == count:
+            progress(done, count)
+
+    ins, outs, logs = inputs.tolist(), outputs.tolist(), []
+    for k in np.unique(worker).tolist():
+        order = np.flatnonzero(worker == k)
+        logs.append(
+            run_replica(table, limits, ins, outs, Arrivals(order.tolist(), handed_s[order].tolist(), None), finished)
+        )
+    return logs
 
 
 class _Progress:

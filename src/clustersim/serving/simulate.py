@@ -103,9 +103,10 @@ def simulate(
     ``sampler`` draws the lengths (default: every request at ``request``'s lengths); ``max_batch`` caps
     the sequences in flight per replica below the engine's cap (static batching: the batch);
     ``kv_capacity_tokens`` replaces the memory plan's KV room per replica (a pipeline's engines share it);
-    ``progress(done, total)`` is called as requests finish; ``speculation``: speculative decoding (``clustersim.serving.speculative``: a
-    scheduler step is a verify step, a request's output takes ``1 + ceil((output - 1) / E)`` of them, each
-    gap between its tokens a step over ``E``). Same inputs and ``seed``, same result.
+    ``progress(done, total)`` is called as requests finish; ``speculation``: speculative decoding
+    (``clustersim.serving.speculative``: a scheduler step is a verify step, a request's output takes
+    ``1 + ceil((output - 1) / E)`` of them, each gap between its tokens a step over ``E``). Same inputs and
+    ``seed``, same result.
     """
     started = time.perf_counter()
     cal = default_calibration() if cal is None else cal
