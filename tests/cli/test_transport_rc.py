@@ -70,6 +70,17 @@ def test_impossible_rc_options_are_refused_in_one_line(args, option, text):
         assert payload["field"] == option and text in payload["error"], payload
 
 
+def test_outstanding_messages_show_in_the_title_and_the_scenario():
+    payload = json.loads(
+        run("compare", "--message", "16K", "--messages", "8", "--rc-outstanding", "4", "--json").stdout
+    )
+    assert payload["scenario"]["rc_outstanding"] == 4
+    assert (
+        "timeout 2^20, 4 outstanding"
+        in run("compare", "--message", "16K", "--messages", "8", "--rc-outstanding", "4").stdout
+    )
+
+
 def test_the_retry_count_is_a_3_bit_field():
     result = run("compare", "--rc-retry", "8")
     assert result.exit_code == 2 and "--rc-retry" in result.output

@@ -39,6 +39,7 @@ from clustersim.cli.transport_options import (
     MessagesOption,
     PathsOption,
     PlotOption,
+    RcOutstandingOption,
     RcRecoveryOption,
     RcRetryOption,
     RcTimeoutOption,
@@ -147,6 +148,7 @@ def compare_command(
     dcqcn: DcqcnOption = None,
     rc_timeout: RcTimeoutOption = 20,
     rc_retry: RcRetryOption = 7,
+    rc_outstanding: RcOutstandingOption = 1,
     tcp_kernel: KernelOption = True,
     tcp_congestion: CongestionOption = "cubic",
     tcp_recovery: RecoveryOption = "rack",
@@ -171,7 +173,7 @@ def compare_command(
             background=background,
             collision=collision,
             srd_rto_s=parse_seconds(srd_rto, "--srd-rto"),
-            rc=rc_options(flow_control, lossy, rc_recovery, dcqcn, rc_timeout, rc_retry),
+            rc=rc_options(flow_control, lossy, rc_recovery, dcqcn, rc_timeout, rc_retry, rc_outstanding),
             tcp_kernel=tcp_kernel,
             tcp_congestion=tcp_congestion,
             tcp_recovery=tcp_recovery,
@@ -214,6 +216,7 @@ def sweep_command(
     dcqcn: DcqcnOption = None,
     rc_timeout: RcTimeoutOption = 20,
     rc_retry: RcRetryOption = 7,
+    rc_outstanding: RcOutstandingOption = 1,
     max_events: MaxEventsOpt = None,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
@@ -239,7 +242,7 @@ def sweep_command(
             message=message,
             messages=messages,
             seed=seed,
-            rc=rc_options(flow_control, lossy, rc_recovery, dcqcn, rc_timeout, rc_retry),
+            rc=rc_options(flow_control, lossy, rc_recovery, dcqcn, rc_timeout, rc_retry, rc_outstanding),
         )
         drawn = ["the losses" if over == "loss" else "the background load"] if any(points) else []
         runs = seeds_to_run(drawn, seed, seeds)
@@ -278,6 +281,7 @@ def incast_command(
     dcqcn: DcqcnOption = None,
     rc_timeout: RcTimeoutOption = 20,
     rc_retry: RcRetryOption = 7,
+    rc_outstanding: RcOutstandingOption = 1,
     max_events: MaxEventsOpt = None,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
@@ -296,7 +300,7 @@ def incast_command(
             message=message,
             messages=messages,
             seed=seed,
-            rc=rc_options(flow_control, lossy, rc_recovery, dcqcn, rc_timeout, rc_retry),
+            rc=rc_options(flow_control, lossy, rc_recovery, dcqcn, rc_timeout, rc_retry, rc_outstanding),
         )
         drawn = present.drawn_by_seed(scenario, senders)
         runs = seeds_to_run(drawn, seed, seeds)
@@ -332,6 +336,7 @@ def ring_command(
     dcqcn: DcqcnOption = None,
     rc_timeout: RcTimeoutOption = 20,
     rc_retry: RcRetryOption = 7,
+    rc_outstanding: RcOutstandingOption = 1,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
     plot: PlotOption = None,
@@ -344,7 +349,7 @@ def ring_command(
 
     with user_errors():
         node = _instance(instance, catalog)
-        rc = rc_options(flow_control, lossy, rc_recovery, dcqcn, rc_timeout, rc_retry)
+        rc = rc_options(flow_control, lossy, rc_recovery, dcqcn, rc_timeout, rc_retry, rc_outstanding)
         scenario = scenario_on(node, loss=parse_fraction(loss, "--loss"), num_paths=paths, seed=seed, rc=rc)
         num_nics = int(node.network.num_cards.value)
         num_ranks = 2 * int(node.num_accelerators.value)

@@ -71,6 +71,15 @@ FlowControlOption = Annotated[
         "the instance's fabric: credit on InfiniBand NICs, pfc on Ethernet ones. SRD and TCP run on lossy Ethernet.",
     ),
 ]
+RcOutstandingOption = Annotated[
+    int,
+    typer.Option(
+        "--rc-outstanding",
+        min=1,
+        max=64,
+        help="RC's messages in flight per queue pair (1: each after the previous completes; NCCL keeps up to 8).",
+    ),
+]
 LossyOption = Annotated[bool, typer.Option("--lossy", help="RC on drop-tail links: --flow-control none.")]
 RcRecoveryOption = Annotated[
     str,
@@ -122,6 +131,7 @@ def rc_settings(
     dcqcn: bool | None,
     timeout: int,
     retry: int,
+    outstanding: int = 1,
 ) -> dict[str, Any]:
     """The ``Scenario`` fields of RC's options, checked against each other and the instance's fabric."""
     from clustersim.network.transport.lossless import FLOW_CONTROLS
@@ -166,6 +176,7 @@ def rc_settings(
         "rc_dcqcn": dcqcn,
         "rc_timeout_exponent": timeout,
         "rc_retry_count": retry,
+        "rc_outstanding": outstanding,
     }
 
 
@@ -173,7 +184,8 @@ def rc_label(scenario: Any) -> str:
     """How RC ran, for a table's title: its links, congestion control and recovery."""
     links = {"pfc": "PFC", "credit": "credit", "none": "lossy"}[scenario.rc_flow_control]
     cc = " + DCQCN" if scenario.dcqcn else ""
-    return f"RC: {links}{cc}, {scenario.rc_recovery}, timeout 2^{scenario.rc_timeout_exponent}"
+    depth = f", {scenario.rc_outstanding} outstanding" if scenario.rc_outstanding > 1 else ""
+    return f"RC: {links}{cc}, {scenario.rc_recovery}, timeout 2^{scenario.rc_timeout_exponent}{depth}"
 
 
 def parse_fraction(text: str, flag: str) -> float:
@@ -219,7 +231,13 @@ def parse_seconds(text: str, flag: str) -> float:
 
 
 def rc_options(
-    flow_control: str | None, lossy: bool, recovery: str, dcqcn: bool | None, timeout: int, retry: int
+    flow_control: str | None,
+    lossy: bool,
+    recovery: str,
+    dcqcn: bool | None,
+    timeout: int,
+    retry: int,
+    outstanding: int = 1,
 ) -> dict[str, Any]:
     """RC's options as given, checked against the instance in ``_scenario`` (``rc_settings``)."""
     return {
@@ -229,6 +247,7 @@ def rc_options(
         "dcqcn": dcqcn,
         "timeout": timeout,
         "retry": retry,
+        "outstanding": outstanding,
     }
 
 

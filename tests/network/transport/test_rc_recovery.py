@@ -82,3 +82,24 @@ def test_impossible_rc_scenarios_are_refused(kwargs, field, text):
 def test_dcqcn_is_on_with_pfc_as_deployed_and_off_elsewhere():
     assert Scenario().dcqcn and not Scenario(rc_dcqcn=False).dcqcn
     assert not Scenario(rc_flow_control="credit").dcqcn and not Scenario(rc_flow_control="none").dcqcn
+
+
+def _pipelined(outstanding: int, seed: int) -> tuple[int, int]:
+    """Thirty 16 KiB messages, 3% of the sender's packets lost: the flow's timeouts and finish (ps)."""
+    env = Environment(seed)
+    net = LosslessNetwork(env, LosslessSpec(mode="credit"))
+    topo = leaf_spine(net, FabricSpec(loss=0.03), hosts_per_leaf=1, num_paths=1)
+    net.loss[topo.uplinks[1]] = 0.0
+    flow = RcFlow(topo, 0, 1, [16 << 10] * 30, RcParams(outstanding=outstanding, timeout_exponent=8))
+    env.run()
+    assert flow.done_ps is not None and len(flow.completions_ps) == 30
+    return flow.timeouts, flow.done_ps
+
+
+def test_messages_in_flight_let_the_next_message_reveal_a_lost_tail():
+    """One message at a time, a lost last packet has nothing behind it to draw a NAK: only the timer finds
+    it. With four in flight the next message's packets do, and no round trip is lost between messages."""
+    one = [_pipelined(1, seed) for seed in range(6)]
+    four = [_pipelined(4, seed) for seed in range(6)]
+    assert sum(t for t, _ in four) < sum(t for t, _ in one)
+    assert all(f4 < f1 for (_, f4), (_, f1) in zip(four, one, strict=True))

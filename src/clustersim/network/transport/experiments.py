@@ -73,6 +73,7 @@ class Scenario:
     rc_flow_control: str = "pfc"  # RC's links: "pfc" (RoCE), "credit" (InfiniBand) or "none" (lossy drop-tail)
     rc_recovery: str = "selective"  # ConnectX-6 Dx/7's, or "go-back-n" (older NICs)
     rc_dcqcn: bool | None = None  # DCQCN on RC; None: as deployed, on with PFC (RoCE), off otherwise
+    rc_outstanding: int = 1  # RC's messages in flight per queue pair (NCCL keeps up to 8 chunks: NCCL_STEPS)
     tcp_kernel: bool = True
     tcp_congestion: str = "cubic"  # Linux's default (RFC 9438), or "newreno"
     tcp_recovery: str = "rack"  # Linux's default (SACK, PRR, RACK-TLP), "sack" (ns-3's default) or "newreno"
@@ -111,7 +112,9 @@ class Scenario:
                 field="rc_dcqcn",
                 value=self.rc_dcqcn,
             )
-        RcParams(timeout_exponent=self.rc_timeout_exponent, retry_count=self.rc_retry_count)
+        RcParams(
+            timeout_exponent=self.rc_timeout_exponent, retry_count=self.rc_retry_count, outstanding=self.rc_outstanding
+        )
 
     @property
     def dcqcn(self) -> bool:
@@ -198,6 +201,7 @@ def make_flow(
                 retry_count=scenario.rc_retry_count,
                 recovery=scenario.rc_recovery,
                 dcqcn=DcqcnParams() if scenario.dcqcn else None,
+                outstanding=scenario.rc_outstanding,
                 path=path,
                 window=max(RcParams().window, _window_packets(topo, src, dst, 4096 + 82)),
             ),

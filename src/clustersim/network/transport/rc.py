@@ -55,6 +55,7 @@ class RcParams:
     recovery: str = "selective"  # or "go-back-n"
     retry_count: int = NCCL_IB_RETRY_CNT  # timeouts in a row without progress before the QP fails
     dcqcn: DcqcnParams | None = None  # DCQCN's rate control (RoCE); None: none
+    outstanding: int = 1  # messages (work requests) in flight: 1 sends each after the previous completes
 
     def __post_init__(self) -> None:
         if not 0 <= self.timeout_exponent <= 31:
@@ -75,7 +76,7 @@ class RcParams:
                 field="retry_count",
                 value=self.retry_count,
             )
-        for name in ("payload_bytes", "window"):
+        for name in ("payload_bytes", "window", "outstanding"):
             if getattr(self, name) < 1:
                 raise ClusterSimError(
                     f"{name}: {getattr(self, name)} must be at least 1", field=name, value=getattr(self, name)
@@ -119,6 +120,12 @@ class RcFlow(MessageFlow):
         self.route = self.routes[self.path]
         self.back_route = self.back_routes[self.path % len(self.back_routes)]
         self.rto_ps = ps(self.params.timeout_s)
+        self._ends: list[int] = []  # one past each message's last PSN
+        self._tail_bytes: dict[int, int] = {}  # each message's last PSN -> its bytes on the wire
+        for size in self.sizes:
+            end = (self._ends[-1] if self._ends else 0) + self.num_packets(size)
+            self._ends.append(end)
+            self._tail_bytes[end - 1] = size - (self.num_packets(size) - 1) * self.payload_bytes + self.header_bytes
         self.selective = self.params.recovery == "selective"
         self.snd_una = 0
         self.snd_nxt = 0
@@ -140,7 +147,11 @@ class RcFlow(MessageFlow):
         self.cnps = 0
 
     def post(self, now_ps: int) -> list[Event]:
-        self.snd_una = self.snd_nxt = self._base
+        # with several messages outstanding, this one's packets may be out (or acknowledged) already
+        self.snd_una = max(self.snd_una, self._base)
+        self.snd_nxt = max(self.snd_nxt, self._base)
+        if self.snd_una >= self._end:
+            return list(self._complete(now_ps) or ())
         self._deadline = now_ps + self.rto_ps
         self._retries = 0
         return self._pump(now_ps)
@@ -151,7 +162,7 @@ class RcFlow(MessageFlow):
         else:
             self.high_sent = seq + 1
         full = self.payload_bytes + self.header_bytes
-        wire = full if seq < self._end - 1 else self.wire_bytes(seq)
+        wire = self._tail_bytes.get(seq, full)
         self.net.hop(now_ps, (self.flow, DATA, seq, wire, self.route, now_ps, 0))
         self.packets_sent += 1
         if self.rate is not None:
@@ -160,7 +171,8 @@ class RcFlow(MessageFlow):
 
     def _pump(self, now_ps: int) -> list[Event]:
         events: list[Event] = []
-        seq, limit = self.snd_nxt, min(self._end, self.snd_una + self.params.window)
+        last = min(self._message + self.params.outstanding, len(self.sizes)) - 1
+        seq, limit = self.snd_nxt, min(self._ends[last], self.snd_una + self.params.window)
         paced = self.rate is not None
         while seq < limit:
             if paced and self._next_tx_ps > now_ps:
