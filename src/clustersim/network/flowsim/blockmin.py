@@ -10,6 +10,7 @@ from clustersim.network.flowsim.filling import distinct
 from clustersim.network.flowsim.topology import FloatArray, IntArray
 
 BLOCK = 64  # elements per block: an event sets and finds a few hundred scattered flows of up to millions
+ONE_BLOCK = 4096  # up to this many elements, one block: a pass over them is cheaper than the bookkeeping
 
 
 class BlockMin:
@@ -19,7 +20,7 @@ class BlockMin:
 
     def __init__(self, values: FloatArray, block: int | None = None) -> None:
         n = values.size
-        self.block = BLOCK if block is None else block
+        self.block = (max(n, 1) if n <= ONE_BLOCK else BLOCK) if block is None else block
         self._blocks = np.full((max(1, -(-n // self.block)), self.block), np.inf)  # inf past the last element
         self.values = self._blocks.reshape(-1)[:n]
         self.values[:] = values
@@ -31,7 +32,7 @@ class BlockMin:
             return
         self.values[idx] = new
         if idx.size * self.block >= self.values.size:
-            self._min = self._blocks.min(axis=1)
+            self._min = np.minimum.reduce(self._blocks, axis=1)
             return
         blocks = distinct(idx // self.block)
         self._min[blocks] = np.minimum.reduce(self._blocks[blocks], axis=1)
@@ -41,6 +42,8 @@ class BlockMin:
 
     def at_most(self, bound: float) -> IntArray:
         """The indices whose value is at most ``bound``, sorted."""
+        if self._min.size == 1:
+            return (self.values <= bound).nonzero()[0]
         blocks = (self._min <= bound).nonzero()[0]  # not np.flatnonzero: its Python wrapper costs as much
         if not blocks.size:
             return np.zeros(0, dtype=np.int64)
