@@ -75,3 +75,47 @@ def test_memory_cases_within_ten_percent():
     ]
     assert np.mean(np.abs(errors)) <= 0.10, errors
     assert max(abs(e) for e in errors) <= 0.15, errors
+
+
+@pytest.mark.parametrize(
+    ("model_id", "layout"),
+    [
+        ("mixtral-8x7b", Layout(tp=2, dp=32, ep=8, zero=1)),
+        ("mixtral-8x7b", Layout(tp=1, dp=64, ep=8, zero=3)),
+        ("qwen3-30b-a3b", Layout(tp=1, dp=16, ep=16, zero=2)),
+        ("qwen3-30b-a3b", Layout(tp=4, dp=4, ep=8, zero=1)),  # ep wider than dp: folded over tp x dp
+        ("deepseek-v3", Layout(tp=1, dp=512, ep=64, zero=1)),
+    ],
+)
+def test_sharded_state_over_every_device_is_the_whole_models(model_id: str, layout: Layout) -> None:
+    """ZeRO shards each parameter's state over the ranks that hold it: summed over the devices, the sharded
+    state is the whole model's (routed experts sharded over the expert data-parallel group, not over all
+    of dp, which would keep only 1/ep of them anywhere)."""
+    model = load_model(model_id, use_env=False)
+    lay = LayoutArrays.of([layout])
+    memory = memory_per_device(model, lay, seq_len=4096, global_batch=layout.dp, fused_attention=True)
+    devices = layout.num_devices
+    replicated_norms = model.layers * model.layer_norm_params() * (layout.tp - 1)  # norms held on every tp rank
+    assert memory.optimizer[0] * devices == pytest.approx(12 * (model.num_params() + replicated_norms), rel=1e-6)
+    if layout.zero >= 3:
+        assert memory.weights[0] * devices == pytest.approx(2 * (model.num_params() + replicated_norms), rel=1e-6)
+
+
+def test_a_framework_keeps_its_own_bytes_per_parameter() -> None:
+    """Megatron keeps 2 + 4 + 12 bytes per parameter; FSDP keeps fp32 parameters and gradients and no
+    separate master copy, 4 + 4 + 8: at ZeRO 3 its state is 16/18 of Megatron's."""
+    from clustersim.compute.software import software_profiles
+
+    profiles = software_profiles()
+    assert profiles["megatron"].state_bytes == (2.0, 4.0, 12.0)
+    for name in ("fsdp", "torchtitan", "automodel"):
+        assert profiles[name].state_bytes == (4.0, 4.0, 8.0), name
+    lay = LayoutArrays.of([Layout(tp=1, dp=8, zero=3)])
+    model = load_model("llama3-8b", use_env=False)
+    memory = {
+        name: memory_per_device(
+            model, lay, seq_len=4096, global_batch=8, fused_attention=True, state_bytes=profiles[name].state_bytes
+        )
+        for name in ("megatron", "fsdp")
+    }
+    assert memory["fsdp"].model_state[0] == pytest.approx(memory["megatron"].model_state[0] * 16 / 18, rel=1e-12)

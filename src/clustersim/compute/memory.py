@@ -1,10 +1,14 @@
 """Memory per device of a training layout: weights, gradients, optimizer state, activations.
 
-Model state uses mixed-precision Adam as Megatron-LM keeps it: 16-bit weights (2 bytes; FP8
-training keeps them too), FP32 gradients (4) and FP32 master weights, momentum and variance (12),
-so 18 bytes per parameter; ZeRO stage 1 shards the 12, stage 2 also the gradients, stage 3 also the
-weights over the ``dp * cp`` ranks. The heaviest pipeline stage is counted: its share of the layers
-plus the embedding (first stage) or the output matrix (last stage).
+Model state uses mixed-precision Adam as Megatron-LM keeps it unless the framework keeps it otherwise
+(``SoftwareProfile.state_bytes``: FSDP holds fp32 parameters and gradients and no separate master, 4 + 4 +
+8): 16-bit weights (2 bytes; FP8 training keeps them too), FP32 gradients (4) and FP32 master weights,
+momentum and variance (12), so 18 bytes per parameter; ZeRO stage 1 shards the 12, stage 2 also the
+gradients, stage 3 also the weights over the ranks that hold the same parameters: ``dp * cp`` for the
+dense ones, and for a routed expert's the expert data-parallel group, ``tp * cp * dp / (ep * etp)``
+(Megatron-Core's distributed optimizer shards expert parameters over its expert data-parallel group,
+``expert_data_parallel_size``). The heaviest pipeline stage is counted: its share of the layers plus
+the embedding (first stage) or the output matrix (last stage).
 
 Activations follow Korthikanti et al. 2022 (arXiv 2205.05198, section 4), generalized to GQA and
 gated MLPs: per layer and micro-batch, with ``S = s b`` tokens (``s`` divided by ``cp``), bytes
@@ -89,10 +93,22 @@ def stage_layers(model: Transformer, lay: LayoutArrays) -> FloatArray:
 
 def params_per_device(model: Transformer, lay: LayoutArrays) -> FloatArray:
     """Parameters on a device of the heaviest stage (before ZeRO sharding)."""
+    # Routed experts: ``experts / ep`` of them, each split over the expert tensor-parallel ranks.
+    routed = (model.moe.experts * model.mlp_params() / lay.ep / lay.etp) if model.moe else 0.0
+    return _stage_params(model, lay, routed)
+
+
+def expert_params_per_device(model: Transformer, lay: LayoutArrays) -> FloatArray:
+    """The routed experts' share of ``params_per_device``: what the expert data-parallel group shards."""
+    if model.moe is None:
+        return np.zeros(len(lay))
+    return params_per_device(model, lay) - _stage_params(model, lay, 0.0)
+
+
+def _stage_params(model: Transformer, lay: LayoutArrays, routed: FloatArray | float) -> FloatArray:
+    """Parameters on a device of the heaviest stage with ``routed`` routed-expert parameters per MoE layer."""
     tp = lay.tp.astype(float)
     mlp = model.mlp_params()
-    # Routed experts: ``experts / ep`` of them, each split over the expert tensor-parallel ranks.
-    routed = (model.moe.experts * mlp / lay.ep / lay.etp) if model.moe else 0.0
     shared = (model.moe.shared_experts * mlp) if model.moe else mlp
     layer = (model.attention_params() + model.router_params() + shared) / tp + routed + model.layer_norm_params()
     embedding = model.vocab * model.hidden / tp
@@ -111,14 +127,30 @@ def params_per_device(model: Transformer, lay: LayoutArrays) -> FloatArray:
 
 
 def memory_per_device(
-    model: Transformer, lay: LayoutArrays, *, seq_len: int, global_batch: int, fused_attention: bool
+    model: Transformer,
+    lay: LayoutArrays,
+    *,
+    seq_len: int,
+    global_batch: int,
+    fused_attention: bool,
+    state_bytes: tuple[float, float, float] = (WEIGHT_BYTES, GRADIENT_BYTES, OPTIMIZER_BYTES),
 ) -> MemoryArrays:
-    """Memory of each layout (see the module docstring for the accounting)."""
+    """Memory of each layout (see the module docstring for the accounting); ``state_bytes``: bytes per
+    parameter of the weights, gradients and optimizer state (the framework's: ``SoftwareProfile.state_bytes``)."""
+    weight_bytes, gradient_bytes, optimizer_bytes = state_bytes
     params = params_per_device(model, lay)
-    shards = (lay.dp * lay.cp).astype(float)
-    weights = params * WEIGHT_BYTES / np.where(lay.zero >= 3, shards, 1.0)
-    gradients = params * GRADIENT_BYTES / np.where(lay.zero >= 2, shards, 1.0)
-    optimizer = params * OPTIMIZER_BYTES / np.where(lay.zero >= 1, shards, 1.0)
+    experts = expert_params_per_device(model, lay)
+    dense_shards = (lay.dp * lay.cp).astype(float)
+    expert_shards = (lay.tp * lay.cp * lay.dp / (lay.ep * lay.etp)).astype(float)
+
+    def sharded(nbytes: float, stage: int) -> FloatArray:
+        """Bytes per device of state that ZeRO ``stage`` and above shard."""
+        dense = (params - experts) / np.where(lay.zero >= stage, dense_shards, 1.0)
+        return np.asarray(nbytes * (dense + experts / np.where(lay.zero >= stage, expert_shards, 1.0)))
+
+    weights = sharded(weight_bytes, 3)
+    gradients = sharded(gradient_bytes, 2)
+    optimizer = sharded(optimizer_bytes, 1)
     return MemoryArrays(
         weights=weights,
         gradients=gradients,

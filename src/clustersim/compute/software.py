@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from clustersim.catalog.overlay import RecordFile
 from clustersim.choices import Recompute
+from clustersim.compute.memory import GRADIENT_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES
 from clustersim.errors import ClusterSimError, UnknownNameError
 
 ENV_VAR = "CLUSTERSIM_SOFTWARE"
@@ -180,6 +181,21 @@ class SoftwareProfile(SoftwareSettings):
     sharded_pipeline: bool = Field(
         False, description="ZeRO 2-3 (FSDP) sharding together with pipeline parallelism (a search then offers it)."
     )
+    weight_bytes_per_param: float = Field(
+        WEIGHT_BYTES, gt=0, le=8, description="Bytes of each parameter's stored weights (ZeRO 3 shards them)."
+    )
+    gradient_bytes_per_param: float = Field(
+        GRADIENT_BYTES, gt=0, le=8, description="Bytes of each parameter's gradient (ZeRO 2 and 3 shard them)."
+    )
+    optimizer_bytes_per_param: float = Field(
+        OPTIMIZER_BYTES, gt=0, le=16, description="Bytes of each parameter's optimizer state (ZeRO 1-3 shard them)."
+    )
+    state_bytes_source: str = Field(
+        "Megatron-LM's mixed-precision Adam: bf16 weights, fp32 gradient buffers, fp32 master weights, momentum and "
+        "variance (Korthikanti et al. 2022, arXiv 2205.05198; Megatron-Core distributed optimizer docs)",
+        min_length=1,
+        description="Where the state bytes per parameter come from.",
+    )
     description: str = Field(min_length=1, description="Which software this profile describes.")
     source: str = Field(min_length=1, description="Where each setting comes from, or what it was fitted to.")
     accelerator_families: tuple[str, ...] = Field(
@@ -196,6 +212,11 @@ class SoftwareProfile(SoftwareSettings):
         default_factory=dict, description="Settings that differ on one accelerator family."
     )
     name: str = Field("", description="The profile's name (filled in when loaded).")
+
+    @property
+    def state_bytes(self) -> tuple[float, float, float]:
+        """Bytes per parameter of the weights, gradients and optimizer state (what ZeRO 3, 2 and 1 shard)."""
+        return self.weight_bytes_per_param, self.gradient_bytes_per_param, self.optimizer_bytes_per_param
 
     @model_validator(mode="after")
     def _defaults_run_there(self) -> SoftwareProfile:

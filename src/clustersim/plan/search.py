@@ -124,7 +124,12 @@ def rank_layouts(
         )
     sw = software or software_for(None, system.accelerator.family)
     memory = memory_per_device(
-        model, layouts, seq_len=job.seq_len, global_batch=job.global_batch, fused_attention=sw.fused_attention
+        model,
+        layouts,
+        seq_len=job.seq_len,
+        global_batch=job.global_batch,
+        fused_attention=sw.fused_attention,
+        state_bytes=sw.state_bytes,
     )
     required = memory.required
     fits = required <= system.memory_bytes * (1 - space.headroom)

@@ -173,7 +173,12 @@ def evaluate_layouts(
         software=sw,
     )
     memory = memory_per_device(
-        model, layouts, seq_len=job.seq_len, global_batch=job.global_batch, fused_attention=sw.fused_attention
+        model,
+        layouts,
+        seq_len=job.seq_len,
+        global_batch=job.global_batch,
+        fused_attention=sw.fused_attention,
+        state_bytes=sw.state_bytes,
     )
     return terms, memory
 
