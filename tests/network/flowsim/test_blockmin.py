@@ -14,11 +14,11 @@ _VALUES = st.floats(0.0, 10.0) | st.just(float("inf"))
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(_VALUES, min_size=1, max_size=40),
-    st.sampled_from([1, 4, 64]),
+    st.sampled_from([None, 1, 4, 64]),  # None: the default, one block for so few
     st.lists(st.tuples(st.lists(st.integers(0, 39), max_size=12), _VALUES, st.floats(0.0, 10.0)), max_size=10),
 )
 def test_minimum_and_indices_at_most_a_bound_follow_every_change(
-    values: list[float], block: int, changes: list[tuple[list[int], float, float]]
+    values: list[float], block: int | None, changes: list[tuple[list[int], float, float]]
 ):
     plain = np.array(values)
     kept = BlockMin(plain.copy(), block)

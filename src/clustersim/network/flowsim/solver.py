@@ -146,6 +146,7 @@ WARM_FRACTION = 1.0  # re-solve from scratch when more than this fraction of the
 FILL_STEPS = 16  # Newton steps to the level at which an added flow's resource fills (fewer: a lower bound)
 TIE_TOL = 1e-9  # rates within this fraction below the restart level count as at it (rounding of ties)
 BLOCK = 64  # flows per block of the rate maxima that find the flows at or above a level
+BLOCK_FROM = 4096  # flows from which those maxima are kept (below, a pass over the rates is cheaper)
 PRUNE_MIN = 2048  # re-solve only the part connected to the change when at least this many flows are above
 PRUNE_DEPTH = 16  # the most breadth-first steps spent finding that part (past them, all are re-solved)
 LEVELS_MIN = 4096  # flows re-solved level by level (``level_rounds``) from this many, by local bottlenecks below
@@ -315,7 +316,10 @@ class MaxMinState:
 
     def _above(self, threshold: float) -> IntArray:
         """The active flows at ``threshold`` or faster, sorted (inactive flows have rate 0, and
-        ``threshold`` > 0); each block looked into gets its exact maximum."""
+        ``threshold`` > 0); each block looked into gets its exact maximum. Up to ``BLOCK_FROM``
+        flows, one pass over the rates (cheaper than the bookkeeping)."""
+        if self.p.num_flows <= BLOCK_FROM:
+            return (self.rate >= threshold).nonzero()[0]
         blocks = (self._block_max >= threshold).nonzero()[0]
         if not blocks.size:
             return np.zeros(0, dtype=np.int64)
@@ -326,6 +330,8 @@ class MaxMinState:
 
     def _raise_block_max(self, flows: IntArray) -> None:
         """Keep ``_block_max`` an upper bound after new rates for ``flows`` (sorted)."""
+        if self.p.num_flows <= BLOCK_FROM:
+            return
         block = flows // BLOCK
         starts = np.concatenate([[True], block[1:] != block[:-1]]).nonzero()[0]
         top = np.maximum.reduceat(self.rate[flows], starts)
