@@ -275,9 +275,9 @@ class MaxMinState:
             w = p.table_weight[growing]
             res, local = _compact(table.ravel(), size + 1)
             flat_w = w.ravel()
-            remaining = self._remaining(res, local, flat_w, np.repeat(old, w.shape[1]), base)
+            remaining = self._remaining(res, local, flat_w, old.repeat(w.shape[1]), base)
             self.rounds = dense_rounds(growing, local.reshape(table.shape), w, remaining, self.rate, base, self.rounds)
-            delta = np.repeat(self.rate[growing] - old, w.shape[1])
+            delta = (self.rate[growing] - old).repeat(w.shape[1])
             self._used_pad[res] += np.bincount(local, weights=flat_w * delta, minlength=res.size)
             return res[:-1] if res[-1] == size else res
         if growing.size == p.num_flows:  # every flow: the incidence as it is
