@@ -17,9 +17,11 @@ import argparse
 import math
 import os
 import statistics
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from clustersim.catalog.registry import load_catalog
 from clustersim.compute.efficiency import efficiency_table
@@ -198,25 +200,65 @@ def plans(cases: list[PlanCase], repeats: int) -> None:
         )
 
 
+@dataclass
+class Metered:
+    """A plan task that also reports, per partition, the worker's process id and the CPU seconds it took."""
+
+    task: Callable[[list[Any]], list[Any]]
+
+    def __call__(self, part: list[Any]) -> tuple[int, float, list[Any]]:
+        cpu = time.process_time()
+        found = self.task(part)
+        return os.getpid(), time.process_time() - cpu, found
+
+
+@dataclass
+class MeteredRay:
+    """``RayPoints`` with each partition's worker and CPU seconds recorded (``cpu_by_worker``)."""
+
+    ray_points: RayPoints[Any, Any]
+    cpu_by_worker: dict[int, float] = field(default_factory=dict)
+
+    def __call__(self, task: Callable[[list[Any]], list[Any]], parts: Any) -> Iterator[tuple[int, list[Any]]]:
+        for index, (pid, cpu, found) in self.ray_points(Metered(task), parts):
+            self.cpu_by_worker[pid] = self.cpu_by_worker.get(pid, 0.0) + cpu
+            yield index, found
+
+
 def ray_scaling(case: PlanCase, repeats: int) -> None:
-    """The plan on a local Ray instance of 1 and 2 CPUs (started once each, workers warmed before timing)."""
+    """The plan on a local Ray instance of 1 and 2 CPUs (started once each, workers warmed before timing).
+
+    Wall time here says little when other jobs share the cores (Linux gives each session's group of processes
+    its share, and Ray's workers form one group), so the CPU seconds each worker spent are reported too: their
+    sum is the work, the busiest worker's the critical path, and their ratio the speed-up the partitions allow."""
     try:
         import ray
     except ImportError:
         print("Ray scaling: skipped, ray is not installed (pip install 'clustersim[ray]')")
         return
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
-    here = [run_plan(case)[1] for _ in range(repeats)]
+    if __name__ != "__main__":  # imported (not run): ship Metered to the workers by value, as __main__'s is
+        ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    here = [run_plan(case)[1:] for _ in range(repeats)]
     print(f"Ray scaling on {case.name} ({os.cpu_count()} cores here; load {os.getloadavg()[0]:.1f}):")
-    print(f"  in process, no Ray: {spread(here)} s")
+    print(f"  in process, no Ray: wall {spread([w for w, _ in here])} s; CPU {spread([c for _, c in here])} s")
     base = None
     for workers in (1, 2):
         with RayPoints(ray, workers=workers) as executor:
             run_plan(case, executor, workers)  # workers import clustersim and load the catalog once
-            samples = [run_plan(case, executor, workers)[1] for _ in range(repeats)]
+            samples, totals, busiest = [], [], []
+            for _ in range(repeats):
+                metered = MeteredRay(executor)
+                samples.append(run_plan(case, metered, workers)[1])
+                totals.append(sum(metered.cpu_by_worker.values()))
+                busiest.append(max(metered.cpu_by_worker.values()))
         median = statistics.median(samples)
         base = base or median
-        print(f"  Ray, {workers} worker(s): {spread(samples)} s; speed-up over 1 worker {base / median:.2f}x")
+        print(
+            f"  Ray, {workers} worker(s): wall {spread(samples)} s ({base / median:.2f}x 1 worker); worker CPU "
+            f"{statistics.median(totals):.3f} s in all, {statistics.median(busiest):.3f} s on the busiest "
+            f"(the partitions allow {statistics.median(totals) / statistics.median(busiest):.2f}x)"
+        )
     print(f"  load average after: {os.getloadavg()[0]:.1f}")
 
 
