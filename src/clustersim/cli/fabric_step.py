@@ -58,6 +58,7 @@ from clustersim.cli.job_options import (
     ZeroOpt,
 )
 from clustersim.cli.progress import MaxEventsOpt
+from clustersim.cli.train_inputs import BackgroundOpt
 
 
 def step_command(
@@ -97,6 +98,7 @@ def step_command(
     max_events: MaxEventsOpt = None,
     ideal: IdealOpt = False,
     plot: PlotOpt = None,
+    background: BackgroundOpt = None,
     calibration: CalibrationOption = None,
     models: ModelsOption = None,
     catalog: CatalogOption = None,
@@ -123,6 +125,7 @@ def step_command(
     from clustersim.network.work import check_work
     from clustersim.scenario.training import run_training
     from clustersim.system import system_for_instance
+    from clustersim.training.background import other_hosts, parse_background
     from clustersim.training.fabric_step import step_collectives, step_on_fabric
     from clustersim.training.job import TrainingJob
 
@@ -131,6 +134,7 @@ def step_command(
         calibrated = calibration_in_force()
         route = Routing(parse_routing(routing))
         where = parse_placement(placement)
+        load = None if background is None else parse_background(background)
         spec = _scenario_of_options(
             model=model, instance=instance, nodes=nodes, devices_per_node=devices_per_node, tp=tp, pp=pp, vp=vp,
             cp=cp, ep=ep,
@@ -166,6 +170,7 @@ def step_command(
         hosts = place(tree, nodes, where, seed)
         tree = fail_job_switches(fail_job_links(tree, hosts, fail_links, seed), hosts, fail_switches, seed)
         tree = fail_job_leaves(tree, hosts, fail_leaves, seed)
+        tenants = 0 if load is None or not load.active else int(other_hosts(tree, hosts).size)
         title = (
             f"{ran.model.name} ({layout.describe()}) on {nodes} x {system.instance.id if system.instance else instance}"
         )
@@ -177,12 +182,15 @@ def step_command(
         with flow_progress(None) as progress:
             step = step_on_fabric(
                 collectives, tree, hosts, layout=layout, title=title, routing=route, seed=seed, max_steps=max_steps,
-                before_run=refuse_past_the_bound, progress=progress, ideal=ideal,
+                before_run=refuse_past_the_bound, progress=progress, ideal=ideal, background=load,
             )  # fmt: skip
     from clustersim.present.fabric import draw_json, draw_line, fabric_dict, seeded
     from clustersim.present.fabric_step import plot_step, step_view
 
     drawn = seeded(route.value, placement, fail_links + fail_switches + fail_leaves)
+    if tenants and load is not None and load.pattern.value == "permutation":
+        drawn.append("the background's permutation")
+    loaded = None if load is None else {**load.to_dict(), "hosts": tenants}
 
     if plot is not None:
         with user_errors():
@@ -190,10 +198,12 @@ def step_command(
     if as_json:
         extra = {"placement": placement, "seed": seed, "failed_links": fail_links, "failed_switches": fail_switches}
         extra |= {"failed_leaves": fail_leaves, "devices_per_node": system.devices_per_node}
-        extra |= draw_json(drawn, [seed]) | {"calibration": calibrated}
+        extra |= draw_json(drawn, [seed]) | {"calibration": calibrated, "background": loaded}
         emit_json({**step.to_dict(), "fabric": fabric_dict(tree), "layout_chosen": ran.layout_chosen, **extra})
         return
     ramp = None if ideal else "fitted"
     print_all(*step_view(step), links_line(step.links, ramp), draw_line(drawn, [seed]))
+    if load is not None:
+        print_all(f"background: {load.describe()}, {tenants:,} hosts, in every run above" if tenants else None)
     if not ideal:
         print_all(calibration_line(calibrated))

@@ -49,6 +49,7 @@ from clustersim.cli.job_options import (
 )
 from clustersim.cli.level_option import DEFAULT_LEVEL, LevelOption
 from clustersim.cli.train_inputs import (
+    BackgroundOpt,
     NetworkOpt,
     SimHostsOpt,
     SimOversubOpt,
@@ -261,6 +262,7 @@ def train_command(
     fabric_seed: SimSeedOpt = None,
     fabric_seeds: SimSeedsOpt = None,
     fabric_hosts: SimHostsOpt = None,
+    background: BackgroundOpt = None,
     calibration: CalibrationOption = None,
     plot: Annotated[
         Path | None, typer.Option("--plot", callback=plot_path, help="Draw the step by term and memory per device.")
@@ -317,7 +319,9 @@ def train_command(
                 field="--calibration",
                 value=",".join(str(p) for p in calibration),
             )
-        where = fabric_placement(placement, routing, oversubscription, fabric_seed, fabric_hosts, fabric_seeds)
+        where = fabric_placement(
+            placement, routing, oversubscription, fabric_seed, fabric_hosts, fabric_seeds, background, network
+        )
         with calibration_overlay(calibration):
             run = run_training(spec, network=network, fabric=where)
             comparison = compare_training(spec, others, nodes=compare_nodes, network=network) if others else None

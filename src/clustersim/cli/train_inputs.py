@@ -49,6 +49,17 @@ SimSeedsOpt = Annotated[
     ),
 ]
 SimHostsOpt = HostsOpt  # fabric simulate's option (with --network sim only)
+BackgroundOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--background",
+        metavar="SHARE[:PATTERN]",
+        help="With --network sim (and in fabric step): other tenants' traffic on the fabric's other hosts (the "
+        "cluster's, or --fabric-hosts, less the job's), a steady PATTERN (permutation, default; shift, incast, "
+        "all-to-all) rate-limited to SHARE (0-0.99) of each of their NICs, sharing the links max-min fairly with "
+        "the job's flows, e.g. 0.5 or 0.5:all-to-all.",
+    ),
+]
 
 
 def fabric_placement(
@@ -58,14 +69,23 @@ def fabric_placement(
     seed: int | None,
     fabric_hosts: int | None,
     seeds: int | None = None,
+    background: str | None = None,
+    network: str = "sim",
 ) -> "FabricPlacement | None":
-    """Where the job sits on the simulated fabric (None: no option given; ``run_training`` refuses them
-    without ``--network sim``)."""
+    """Where the job sits on the simulated fabric and the other tenants' traffic there (None: no option
+    given; ``run_training`` refuses the placement options without ``--network sim``, this --background)."""
     from clustersim.cli.fabric_options import parse_routing
     from clustersim.network.flowsim.cluster import parse_placement
+    from clustersim.training.background import parse_background
     from clustersim.training.contention import FabricPlacement
 
-    if all(v is None for v in (placement, routing, oversubscription, seed, fabric_hosts, seeds)):
+    if background is not None and network != "sim":
+        raise ClusterSimError(
+            f"--background {background}: other tenants' traffic runs on the simulated fabric; it needs --network sim",
+            field="--background",
+            value=background,
+        )
+    if all(v is None for v in (placement, routing, oversubscription, seed, fabric_hosts, seeds, background)):
         return None
     if placement is not None:
         parse_placement(placement)
@@ -76,6 +96,7 @@ def fabric_placement(
         seed=seed or 0,
         seeds=seeds,
         fabric_hosts=fabric_hosts,
+        background=None if background is None else parse_background(background),
     )
 
 

@@ -264,7 +264,7 @@ def run_training(
             )  # fmt: skip
             found = Contention(
                 where_on_fabric.placement, routing, oversubscription, where_on_fabric.seed, drawn.factors,
-                analytic_step_s, estimate.step_s, drawn.spread, drawn.seeds,
+                analytic_step_s, estimate.step_s, drawn.spread, drawn.seeds, drawn.loaded,
             )  # fmt: skip
             contentions.append(found)
             estimate = replace(estimate, notes=(*estimate.notes, found.describe()))

@@ -35,6 +35,7 @@ from clustersim.network.collectives import Protocol as NcclProtocol
 from clustersim.network.cost import ANALYTIC, CollectiveCost, CollectiveTable
 from clustersim.network.fabric import Fabric
 from clustersim.system import System
+from clustersim.training.background import Background, refuse_no_other_hosts
 from clustersim.training.job import TrainingJob
 from clustersim.workload.transformer import Transformer
 
@@ -53,6 +54,34 @@ class Drawn:
     factors: dict[str, float]
     spread: dict[str, tuple[float, float]] | None
     seeds: tuple[int, ...]
+    loaded: Loaded | None = None  # with other tenants' traffic: the background and the factors without it
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """Other tenants' traffic the step ran with: the background, its hosts, each kind's factor without it."""
+
+    background: Background
+    hosts: int  # the fabric's hosts that are not the job's: where the background runs
+    unloaded: dict[str, float]  # kind -> median factor with no background (same fabric, placement, seeds)
+    unloaded_spread: dict[str, tuple[float, float]] | None = None
+
+    def describe(self) -> str:
+        kinds = ", ".join(f"{kind} x{factor:.2f}" for kind, factor in self.unloaded.items())
+        return (
+            f"background: {self.background.describe()}, {self.hosts:,} hosts; without it {kinds} "
+            f"(the factors above are with it)"
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            **self.background.to_dict(),
+            "hosts": self.hosts,
+            "factors_without": dict(self.unloaded),
+            "spread_without": None
+            if self.unloaded_spread is None
+            else {k: {"min": lo, "max": hi} for k, (lo, hi) in self.unloaded_spread.items()},
+        }
 
 
 @dataclass(frozen=True)
@@ -67,6 +96,7 @@ class FabricPlacement:
     fabric_hosts: int | None = None  # None: the cluster's
     radix: int = 64
     max_events: float | None = None  # the work bound (None: the default)
+    background: Background | None = None  # other tenants' traffic on the fabric's other hosts (None: none)
 
 
 @dataclass(frozen=True)
@@ -82,6 +112,7 @@ class Contention:
     step_s: float
     spread: dict[str, tuple[float, float]] | None = None  # kind -> min, max factor over the seeds (None: one)
     seeds: tuple[int, ...] = (0,)
+    loaded: Loaded | None = None  # the other tenants' traffic the factors are with (None: none)
 
     @property
     def added_fraction(self) -> float:
@@ -101,7 +132,7 @@ class Contention:
             f"{self.routing}, {self.oversubscription:g}:1 leaf-to-spine) against packed, sprayed and "
             f"non-blocking: contention adds "
             f"{100 * self.added_fraction:.1f}% to the step ({self.analytic_step_s:.4g} s analytic -> "
-            f"{self.step_s:.4g} s; {kinds})"
+            f"{self.step_s:.4g} s; {kinds})" + ("" if self.loaded is None else f"; {self.loaded.describe()}")
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -119,6 +150,7 @@ class Contention:
             "analytic_step_s": self.analytic_step_s,
             "step_s": self.step_s,
             "added_fraction": self.added_fraction,
+            "background": None if self.loaded is None else self.loaded.to_dict(),
         }
 
 
@@ -167,6 +199,7 @@ def contention_factors(
     and non-blocking: the cost model carrying each kind's factor (its time there over its time in the
     reference), the factors by kind, the routing that ran and the leaf-to-spine oversubscription."""
     from clustersim.network.flowsim.cluster import fat_tree_for_instance, parse_placement, place
+    from clustersim.network.flowsim.patterns import Pattern
     from clustersim.network.flowsim.routing import Routing
     from clustersim.network.flowsim.work import estimate_flows
     from clustersim.network.work import check_work
@@ -187,10 +220,13 @@ def contention_factors(
         what = f"one training step's groups on {nodes:,} nodes"
         check_work(estimate_flows(flows, what=what, runs=2), where.max_events)
 
+    fabric_hosts: list[int] = []  # the fabric's size, as built
+
     def alone_s(
-        placement: str, route: Routing, oversubscription: float | None, seed: int
+        placement: str, route: Routing, oversubscription: float | None, seed: int, background: Background | None = None
     ) -> tuple[dict[str, float], float]:
-        """Each kind's simulated time alone on the job's hosts, and the fabric's oversubscription."""
+        """Each kind's simulated time alone on the job's hosts (with ``background`` on the others), and the
+        fabric's oversubscription."""
         tree = fat_tree_for_instance(
             catalog, instance, nodes, fabric_hosts=where.fabric_hosts, radix=where.radix,
             oversubscription=oversubscription, topology=system.topology,
@@ -198,19 +234,37 @@ def contention_factors(
         hosts = place(tree, nodes, parse_placement(placement), seed)
         step = step_on_fabric(
             collectives, tree, hosts, layout=layout, title=model.name, routing=route, seed=seed,
-            before_run=bounded,
+            before_run=bounded, background=background,
         )  # fmt: skip
+        fabric_hosts.append(tree.spec.num_hosts)
         return {k.collective.kind: k.time_s for k in step.kinds}, float(tree.spec.oversubscription)
 
-    drawn = where.placement == "random" or routing in (Routing.ECMP, Routing.FLOWLET)  # what a seed decides
+    given = where.background
+    background = given if given is not None and given.active else None
+    hashed = where.placement == "random" or routing in (Routing.ECMP, Routing.FLOWLET)  # what a seed decides
+    drawn = hashed or (background is not None and background.pattern is Pattern.PERMUTATION)
     seeds = list(range(where.seed, where.seed + (where.seeds or DEFAULT_SEEDS))) if drawn else [where.seed]
-    runs = [alone_s(where.placement, routing, where.oversubscription, seed) for seed in seeds]
+    runs = [
+        alone_s(where.placement, routing, where.oversubscription, seed) for seed in (seeds if hashed else seeds[:1])
+    ]
+    runs = runs if hashed else runs * len(seeds)  # the same answer for every seed the background draws
     oversubscription = runs[0][1]
     reference = (where.placement == "packed", routing is Routing.SPRAY, oversubscription == 1.0)
     base = runs[0][0] if all(reference) else alone_s("packed", Routing.SPRAY, 1.0, where.seed)[0]
-    by_seed = {
-        c.kind: [asked[c.kind] / base[c.kind] if base[c.kind] > 0 else 1.0 for asked, _ in runs] for c in collectives
-    }
+
+    def factors(found: list[tuple[dict[str, float], float]]) -> dict[str, list[float]]:
+        return {c.kind: [t[c.kind] / base[c.kind] if base[c.kind] > 0 else 1.0 for t, _ in found] for c in collectives}
+
+    by_seed = factors(runs)
+    loaded = None
+    if given is not None:
+        hosts = fabric_hosts[0] - nodes
+        if hosts == 0:
+            refuse_no_other_hosts(fabric_hosts[0])
+        unloaded = by_seed
+        if background is not None:
+            by_seed = factors([alone_s(where.placement, routing, where.oversubscription, s, background) for s in seeds])
+        loaded = Loaded(given, hosts, {k: float(np.median(v)) for k, v in unloaded.items()}, _spread(unloaded))
     by_kind = {kind: float(np.median(values)) for kind, values in by_seed.items()}
     by_shape: dict[tuple[Op, Fabric], float] = {}
     for c in collectives:
@@ -218,5 +272,11 @@ def contention_factors(
         fabric = system.group_fabric(ranks, c.stride)
         if fabric is not None:
             by_shape[(c.op, fabric)] = max(by_kind[c.kind], by_shape.get((c.op, fabric), 0.0))
-    spread = {kind: (min(v), max(v)) for kind, v in by_seed.items()} if len(seeds) > 1 else None
-    return ContendedCost(by_shape), Drawn(by_kind, spread, tuple(seeds)), routing.value, oversubscription
+    drawn_factors = Drawn(by_kind, _spread(by_seed), tuple(seeds), loaded)
+    return ContendedCost(by_shape), drawn_factors, routing.value, oversubscription
+
+
+def _spread(by_seed: dict[str, list[float]]) -> dict[str, tuple[float, float]] | None:
+    """Each kind's min and max over the seeds (None: one seed)."""
+    several = any(len(v) > 1 for v in by_seed.values())
+    return {kind: (min(v), max(v)) for kind, v in by_seed.items()} if several else None

@@ -59,6 +59,7 @@ from clustersim.network.flowsim.routing import Incidence, Routing
 from clustersim.network.flowsim.topology import FatTree, FloatArray, IntArray
 from clustersim.network.flowsim.work import offset
 from clustersim.system import System
+from clustersim.training.background import Background, limited, other_hosts, run_loaded
 from clustersim.training.job import TrainingJob
 from clustersim.training.pricing import collective_s
 from clustersim.training.step import ACT_BYTES, StepContext
@@ -331,12 +332,14 @@ def step_on_fabric(
     before_run: Callable[[Flows], None] | None = None,
     progress: Callable[[int, int], None] | None = None,
     ideal: bool = False,
+    background: Background | None = None,
 ) -> StepOnFabric:
     """Simulate each kind of ``collectives`` on the GPUs of ``hosts`` alone, then all of them at once
     (a GPU whose NIC sits on a failed leaf sending through a peer's: ``failover.pxn_flows``).
     ``before_run(flows)`` sees every flow before any is simulated (a work estimate may refuse them);
     ``progress(done, total)`` counts flows done over the runs alone and together. Calibrated links
-    (default) or ``ideal`` ones (see the module docstring)."""
+    (default) or ``ideal`` ones (see the module docstring). ``background``: other tenants' traffic on
+    the fabric's other hosts during every run (``training.background``)."""
     if not collectives:
         raise ClusterSimError(f"layout {layout.describe()} has no communication to simulate", field="layout")
     gpu = rank_gpus(tree, hosts, layout.num_devices)
@@ -364,15 +367,24 @@ def step_on_fabric(
     if before_run is not None:
         before_run(flows)
     total = 2 * flows.num_flows
+    others = None if background is None or not background.active else other_hosts(tree, hosts)
+    if background is not None and others is not None:
+        tree = limited(tree, others, background.share)
+        cap = tree.capacity_bytes_per_s  # the run's (links against the datasheet's, as ``link_report`` takes them)
+
+    def simulate(mine: Flows, done: int) -> tuple[FlowTimes, Incidence]:
+        if background is not None and others is not None:
+            return run_loaded(tree, mine, routing, seed, others, background, offset(progress, done, total))
+        inc = route_flows(tree, mine, routing, seed)
+        return run(tree, mine, inc, progress=offset(progress, done, total)), inc
+
     alone: list[tuple[float, LinkReport, int]] = []
     for plans in parts:
         mine = concatenate([p.flows for p in plans])
-        inc = route_flows(tree, mine, routing, seed)
-        times = run(tree, mine, inc, progress=offset(progress, sum(a[2] for a in alone), total))
+        times, inc = simulate(mine, sum(a[2] for a in alone))
         report = link_report(datasheet, times, cap)
         alone.append((_parts_time_s(plans, times, inc, mine, 0, cap), report, mine.num_flows))
-    inc = route_flows(tree, flows, routing, seed)
-    times = run(tree, flows, inc, progress=offset(progress, total // 2, total))
+    times, inc = simulate(flows, total // 2)
     first = 0
     kinds = []
     for c, plans, (time_s, links, _) in zip(collectives, parts, alone, strict=True):
