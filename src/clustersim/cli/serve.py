@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from clustersim.choices import Batching
+from clustersim.cli.calibrate import CalibrationOption, calibration_overlay
 from clustersim.cli.common import (
     CatalogOption,
     JsonOption,
@@ -271,6 +272,7 @@ def serve_command(
         ),
     ] = None,
     models: ModelsOption = None,
+    calibration: CalibrationOption = None,
     level: LevelOption = DEFAULT_LEVEL,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
@@ -283,6 +285,15 @@ def serve_command(
     --simulate (or --concurrency, --slo, ...) runs the request-level simulator: TTFT, ITL and end-to-end
     percentiles, throughput and goodput.
     """
+    with user_errors():
+        if calibration and save_scenario is not None:
+            raise ClusterSimError(
+                "--calibration is not part of a scenario file; save the scenario without it, then replay it with "
+                "--scenario FILE --calibration OVERLAY",
+                field="--calibration",
+                value=",".join(str(p) for p in calibration),
+            )
+        ctx.with_resource(calibration_overlay(calibration))  # the collectives of every path below, until exit
     if wanted(ctx, simulate):
         run_simulation(ctx, ctx.params)
         return
