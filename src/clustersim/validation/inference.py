@@ -27,7 +27,7 @@ Assumptions a case does not state:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from clustersim.catalog.registry import Catalog
@@ -37,6 +37,7 @@ from clustersim.serving.concurrency import estimate_concurrency
 from clustersim.serving.datasets import SIDES, request_datasets
 from clustersim.serving.engine import (
     InferenceCalibration,
+    ServingSystem,
     parse_precision,
     serving_system_for_accelerator,
 )
@@ -44,21 +45,31 @@ from clustersim.serving.engines import EngineProfile, check_runs_on, engine_for_
 from clustersim.serving.estimate import Request, ServingEstimate, estimate_offline
 from clustersim.serving.latency import max_rate
 from clustersim.validation.cases import Case, CaseModel, CaseParallel, CaseSystem, CaseWorkload, as_case
-from clustersim.workload.transformer import transformer_from_mapping
+from clustersim.workload.transformer import Transformer, transformer_from_mapping
 
 SERVER_TTFT_TARGET_S = 2.0
 SERVER_TPOT_TARGET_S = 0.2
 SERVER_PERCENTILE = 0.99
 
 
-def case_estimate(
-    case: Case | Mapping[str, Any],
-    catalog: Catalog,
-    cal: InferenceCalibration | None = None,
-    engine_override: EngineProfile | None = None,
-) -> ServingEstimate:
-    """The serving estimate of a case (offline, or server at the highest rate meeting its targets), on the
-    profile of its ``software`` or on ``engine_override`` (a fit of the engine's own constants)."""
+@dataclass(frozen=True)
+class CaseDeployment:
+    """What a case runs: its model, serving system, request (mean lengths, precisions, the engine's batching),
+    engine profile and workload, each resolved as the module's assumptions say."""
+
+    model: Transformer
+    serving: ServingSystem
+    request: Request
+    engine: EngineProfile
+    workload: CaseWorkload
+    where: str
+
+
+def case_deployment(
+    case: Case | Mapping[str, Any], catalog: Catalog, engine_override: EngineProfile | None = None
+) -> CaseDeployment:
+    """The deployment of a case (``case_estimate`` prices it with the closed forms, ``serving_latency``
+    simulates it); an error names the case and the field."""
     case = as_case(case, "inference")
     where = f"case {case.id}"
     model = transformer_from_mapping((case.model or CaseModel()).shape(), where=f"{where}: model")
@@ -67,13 +78,12 @@ def case_estimate(
     workload = case.workload or CaseWorkload()
     if not system.accelerator:
         raise ClusterSimError(f"{where}: system.accelerator is missing")
-    tp, pp, dp = parallel.tp or 1, parallel.pp or 1, parallel.dp or 1
     serving = serving_system_for_accelerator(
         catalog,
         system.accelerator,
-        tp=tp,
-        pp=pp,
-        dp=dp,
+        tp=parallel.tp or 1,
+        pp=parallel.pp or 1,
+        dp=parallel.dp or 1,
         devices_per_node=system.devices_per_node or None,
         instance=system.instance or None,
         board_power_watts=system.power_W or None,
@@ -96,6 +106,34 @@ def case_estimate(
         kv_precision=kv,
         batching=engine.benchmark_batching,
     )
+    return CaseDeployment(model, serving, request, engine, workload, where)
+
+
+def static_batch(deployment: CaseDeployment) -> int:
+    """The static batch per replica of a ``concurrency`` case on a static-batching engine: ``batch / dp``,
+    which must be whole."""
+    workload, dp = deployment.workload, deployment.serving.dp
+    per_replica = (workload.batch or 1) / dp
+    if per_replica != int(per_replica):
+        raise ClusterSimError(
+            f"{deployment.where}: workload.batch {workload.batch} is not a whole number of static batches over dp {dp}",
+            field="workload.batch",
+            value=workload.batch,
+        )
+    return int(per_replica)
+
+
+def case_estimate(
+    case: Case | Mapping[str, Any],
+    catalog: Catalog,
+    cal: InferenceCalibration | None = None,
+    engine_override: EngineProfile | None = None,
+) -> ServingEstimate:
+    """The serving estimate of a case (offline, or server at the highest rate meeting its targets), on the
+    profile of its ``software`` or on ``engine_override`` (a fit of the engine's own constants)."""
+    deployment = case_deployment(case, catalog, engine_override)
+    model, serving, request, engine = deployment.model, deployment.serving, deployment.request, deployment.engine
+    workload, where = deployment.workload, deployment.where
     if workload.scenario == "server":
         return max_rate(
             model,
@@ -111,14 +149,8 @@ def case_estimate(
         if not workload.batch:
             raise ClusterSimError(f"{where}: workload.batch (requests in flight) is missing for a concurrency case")
         if engine.benchmark_batching is Batching.STATIC:  # a closed loop of static batches, one after another
-            per_replica = workload.batch / dp
-            if per_replica != int(per_replica):
-                raise ClusterSimError(
-                    f"{where}: workload.batch {workload.batch} is not a whole number of static batches over dp {dp}",
-                    field="workload.batch",
-                    value=workload.batch,
-                )
-            return estimate_offline(model, serving, request, batch=int(per_replica), cal=cal, engine=engine)
+            batch = static_batch(deployment)
+            return estimate_offline(model, serving, request, batch=batch, cal=cal, engine=engine)
         return estimate_concurrency(
             model, serving, replace(request, batching=Batching.CONTINUOUS), workload.batch, cal=cal, engine=engine
         )

@@ -1,0 +1,67 @@
+"""The simulated server latency (``validation.serving_latency``): the search meets the MLPerf targets it is
+given, one replica stands for ``dp`` of them, and cases the simulator cannot run keep the closed forms."""
+
+from __future__ import annotations
+
+import pytest
+
+from clustersim.catalog.registry import Catalog, load_catalog
+from clustersim.errors import ClusterSimError
+from clustersim.validation.cases import Case, default_paths, read_all
+from clustersim.validation.inference import (
+    SERVER_TPOT_TARGET_S,
+    SERVER_TTFT_TARGET_S,
+    case_deployment,
+    case_estimate,
+    predict_inference_case,
+)
+from clustersim.validation.serving_latency import (
+    server_latency,
+    simulated_latency_predictor,
+    simulates_latency,
+    steady_means,
+)
+
+REQUESTS, STEPS = 800, 3  # a short search: the invariants hold for any length
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    return load_catalog()
+
+
+@pytest.fixture(scope="module")
+def cases() -> dict[str, Case]:
+    return {case.id: case for case in read_all(default_paths("inference.jsonl")) if case.kind == "inference"}
+
+
+def test_search_meets_the_targets_at_p99(catalog: Catalog, cases: dict[str, Case]) -> None:
+    case = cases["mlperf40_llama2-70b_8xh200_server"]
+    found = server_latency(case, catalog, requests=REQUESTS, steps=STEPS)
+    closed_rate = case_estimate(case, catalog).request_rate_per_s / 8
+    assert 0.5 * closed_rate <= found.rate_per_replica_s <= 2.0 * closed_rate
+    assert found.ttft_p99_s <= SERVER_TTFT_TARGET_S and found.tpot_p99_s <= SERVER_TPOT_TARGET_S
+    assert 0 < found.ttft_mean_s <= found.ttft_p99_s and 0 < found.tpot_mean_s <= found.tpot_p99_s
+
+
+def test_more_load_slows_each_token(catalog: Catalog, cases: dict[str, Case]) -> None:
+    deployment = case_deployment(cases["mlperf40_llama2-70b_8xh200_server"], catalog)
+    light, heavy = (steady_means(deployment, rate, REQUESTS) for rate in (2.0, 12.0))
+    assert heavy.tpot_mean_s > light.tpot_mean_s and heavy.ttft_mean_s > light.ttft_mean_s
+
+
+def test_one_replica_stands_for_dp(catalog: Catalog, cases: dict[str, Case]) -> None:
+    one, eight = cases["mlperf50_llama2-70b_1xb200_server"], cases["mlperf50_llama2-70b_8xb200_server"]
+    assert one.parallel is not None and eight.parallel is not None and one.parallel.dp != eight.parallel.dp
+    assert server_latency(one, catalog, requests=REQUESTS, steps=STEPS) == server_latency(
+        eight, catalog, requests=REQUESTS, steps=STEPS
+    )
+
+
+def test_neuron_and_closed_loop_cases_keep_the_closed_forms(catalog: Catalog, cases: dict[str, Case]) -> None:
+    neuron = cases["neuron218_trn1_llama2-70b_tp32_bs4_in1024_out1024"]
+    assert not simulates_latency(neuron, catalog)
+    for field in ("ttft_s", "tpot_s", "output_tokens_per_s"):
+        assert simulated_latency_predictor(neuron, field, catalog) == predict_inference_case(neuron, field, catalog)
+    with pytest.raises(ClusterSimError, match="server case"):
+        server_latency(neuron, catalog)
