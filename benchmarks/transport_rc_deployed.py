@@ -2,7 +2,8 @@
 
 Rows: RC on drop-tail links with go-back-N (older NICs) and with selective repeat (ConnectX-6 Dx/7),
 RC over PFC links (RoCE) with and without DCQCN, RC over credit links (InfiniBand), and SRD; every RC
-row with NCCL's local ACK timeout (NCCL_IB_TIMEOUT=20: 4.3 s) unless it says otherwise. Tables, each
+row with NCCL's local ACK timeout (NCCL_IB_TIMEOUT=20: 4.3 s) unless it says otherwise, one message in
+flight per queue pair unless it says 8 (NCCL keeps up to NCCL_STEPS = 8 chunks in flight). Tables, each
 figure the median over seeds 1-N with its min-max:
 
 1. the 8-sender incast of ``clustersim transport incast`` (4 x 256 KiB per sender, 1 MB switch buffers);
@@ -37,6 +38,7 @@ ROWS: list[tuple[str, str, dict[str, Any]]] = [
     ("RC PFC, selective", "rc", {"rc_flow_control": "pfc", "rc_dcqcn": False}),
     ("RC PFC + DCQCN, selective", "rc", {"rc_flow_control": "pfc", "rc_dcqcn": True}),
     ("RC credit (IB), selective", "rc", {"rc_flow_control": "credit"}),
+    ("RC PFC + DCQCN, 8 outstanding", "rc", {"rc_flow_control": "pfc", "rc_dcqcn": True, "rc_outstanding": 8}),
     ("SRD", "srd", {}),
 ]
 
