@@ -12,6 +12,10 @@ stride) priced at the analytic time times its kind's factor, so the exposed part
 communication, and only that, grows. Kinds are not run against each other: in a step they mostly take
 turns (a reduce-scatter, then the all-gather), and ``fabric step`` shows the worst case of all at once.
 
+With other tenants' traffic (``FabricPlacement.background``, ``training.background``) each kind runs with
+it on the fabric's other hosts; its factor is then its time there over the same reference (no
+background), and the factors without it (same fabric, placement and seeds) are kept beside (``Loaded``).
+
 Routing by default is the instance's: EFA sprays each message over many paths (SRD, the catalog's ``srd``
 transport: multipath), InfiniBand and RoCE hash each flow onto one (the catalog's ``ib-rc`` and ``rocev2``:
 one path per queue pair) unless adaptive routing is asked for.
