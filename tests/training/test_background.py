@@ -116,3 +116,10 @@ def test_a_fabric_of_the_jobs_hosts_only_has_no_room_for_tenants():
     with pytest.raises(ClusterSimError, match="the fabric's 8 hosts are all the job's") as found:
         other_hosts(tree, np.arange(8))
     assert found.value.field == "--background"
+
+
+def test_an_all_to_all_of_too_many_tenants_is_refused_naming_the_option():
+    tree = build(FatTreeSpec(num_hosts=200, gpus_per_host=8, nics_per_host=1, nic_bytes_per_s=LINE,
+                             scaleup_bytes_per_s=LINE))  # fmt: skip
+    with pytest.raises(ClusterSimError, match=r"--background: an all-to-all of the 199 other hosts' 1,592 GPUs is"):
+        background_flows(tree, np.arange(1, 200), Background(0.5, Pattern.ALL_TO_ALL), 1.0, seed=0, group=0)

@@ -28,7 +28,7 @@ import numpy as np
 from clustersim.errors import ClusterSimError
 from clustersim.network.flowsim.engine import Flows, FlowTimes, route_flows, run
 from clustersim.network.flowsim.groups import concatenate
-from clustersim.network.flowsim.patterns import Pattern, parse_pattern, pattern_flows
+from clustersim.network.flowsim.patterns import MAX_PATTERN_FLOWS, Pattern, parse_pattern, pattern_flows
 from clustersim.network.flowsim.routing import Incidence, Routing
 from clustersim.network.flowsim.topology import BoolArray, FatTree, FloatArray, IntArray
 
@@ -114,6 +114,15 @@ def background_flows(
     NICs' bandwidth (``tree``'s, before the limit) for ``horizon_s``; intra-host flows dropped; ``group``
     labels them all (adaptive routing balances them apart from the job's)."""
     spec = tree.spec
+    gpus = int(others.size) * spec.gpus_per_host
+    if background.pattern is Pattern.ALL_TO_ALL and gpus * (gpus - 1) > MAX_PATTERN_FLOWS:
+        raise ClusterSimError(
+            f"--background: an all-to-all of the {others.size:,} other hosts' {gpus:,} GPUs is "
+            f"{gpus * (gpus - 1):,} flows, more than {MAX_PATTERN_FLOWS:,}: give --fabric-hosts (fewer tenants' "
+            "hosts) or another pattern",
+            field="--background",
+            value=background.pattern.value,
+        )
     plan = pattern_flows(tree, others, background.pattern, 1.0, seed=seed).flows
     g = spec.gpus_per_host
     crossing = plan.src_gpu // g != plan.dst_gpu // g
