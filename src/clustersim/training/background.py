@@ -175,11 +175,12 @@ def window_bytes(times: FlowTimes, inc: Incidence, flows: Flows, num_job_flows: 
 
 
 def first_horizon_s(tree: FatTree, flows: Flows) -> float:
-    """A first guess at how long the job's flows take: twice the busiest GPU's bytes at its NICs' rate."""
+    """A first guess at how long the job's flows take, generous (a longer horizon costs no more events, a
+    short one a rerun): eight times the busiest GPU's bytes at its NICs' rate."""
     spec = tree.spec
     per_gpu = spec.nics_per_host * spec.nic_bytes_per_s / spec.gpus_per_host
     sent = np.bincount(flows.src_gpu, weights=flows.size_bytes)
-    return 2.0 * float(sent.max()) / per_gpu
+    return 8.0 * float(sent.max()) / per_gpu
 
 
 def run_loaded(
@@ -214,6 +215,13 @@ def run_loaded(
         if outlasted(times, n):
             break
         horizon_s *= 2.0
+    else:
+        raise ClusterSimError(
+            f"--background: the tenants' flows ended before the job's {MAX_HORIZON_TRIES} times over (horizon up to "
+            f"{horizon_s / 2:.3g} s); the job's flows cannot finish beside them",
+            field="--background",
+            value=background.share,
+        )
     return window_bytes(times, inc, both, n), inc
 
 
