@@ -1,7 +1,8 @@
 """Latency of a published server run through the request-level simulator, the way MLPerf's server scenario
-is run: the submitter raises the Poisson rate as far as the p99 TTFT and p99 TPOT still meet their targets, and the log
-reports the mean TTFT and TPOT at that rate (MLPerf Inference v4.0/v5.0 Llama 2 70B server: TTFT <= 2 s,
-TPOT <= 200 ms at the 99th percentile, https://github.com/mlcommons/inference/blob/master/language/llama2-70b/README.md).
+is run: the submitter raises the Poisson rate as far as the p99 TTFT and p99 TPOT still meet their targets,
+and the log reports the mean TTFT and TPOT at that rate (MLPerf Inference v4.0/v5.0 Llama 2 70B server:
+TTFT <= 2 s, TPOT <= 200 ms at the 99th percentile,
+https://github.com/mlcommons/inference/blob/master/language/llama2-70b/README.md).
 
 ``server_latency`` searches that rate on one replica (a Poisson stream sent to ``dp`` replicas at random
 is ``dp`` Poisson streams at ``rate / dp``), scores the requests of the steady middle half (by arrival) of a
