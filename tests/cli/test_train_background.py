@@ -96,3 +96,6 @@ def test_fabric_step_takes_the_same_option_and_reports_the_background():
     times = [{c["kind"]: c["time_s"] for c in run["collectives"]} for run in (quiet, loaded)]
     assert times[1]["dp reduce-scatter"] > times[0]["dp reduce-scatter"]
     assert times[1]["tp"] == pytest.approx(times[0]["tp"])
+    # the tenants' bytes count for the job's window only: no link is busier than its line rate
+    assert 0.9 < loaded["max_link_utilization"] <= 1.0 + 1e-9
+    assert all(c["max_link_utilization"] <= 1.0 + 1e-9 for c in loaded["collectives"])

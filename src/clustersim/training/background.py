@@ -13,7 +13,9 @@ Every background flow starts with the job's and is sized to outlast the job's fl
 NIC for ``horizon_s`` seconds; ``step_on_fabric`` lengthens the horizon until it does), so the job
 sees the load for its whole run. A pipelined collective's remaining pieces go at the pace of the busiest
 resource it shares (``results.collective_time_s``): there the background's bytes are counted for the
-job's window only (``window_bytes``), each flow's bytes pro rata to the part of its life in the window.
+job's window only (``window_bytes``): each flow's bytes pro rata to the part of its life in the window
+(an upper bound, as a tenant sharing links with the job goes faster once the job is done), no resource
+carrying more than its capacity over the window.
 """
 
 from __future__ import annotations
@@ -155,15 +157,19 @@ def outlasted(times: FlowTimes, num_job_flows: int) -> bool:
     return bool(np.min(times.tx_end_s[num_job_flows:]) >= job_end)
 
 
-def window_bytes(times: FlowTimes, inc: Incidence, flows: Flows, num_job_flows: int) -> FlowTimes:
+def window_bytes(
+    times: FlowTimes, inc: Incidence, flows: Flows, num_job_flows: int, capacity_bytes_per_s: FloatArray
+) -> FlowTimes:
     """The job's flows' times (the first ``num_job_flows``), each resource's bytes those of the job's
-    window: the job's flows in full, each background flow's pro rata to its life before the job ended."""
+    window: the job's flows in full, each background flow's pro rata to its life before the job ended,
+    at most the resource's capacity over the window."""
     job_end = float(np.max(times.end_s[:num_job_flows]))
     life = np.maximum(times.tx_end_s - times.start_s, 1e-300)
     part: FloatArray = np.clip((job_end - times.start_s) / life, 0.0, 1.0)
     part[:num_job_flows] = 1.0
     carried = inc.weight * (flows.size_bytes * part)[inc.flow]
     resource_bytes = np.bincount(inc.resource, weights=carried, minlength=times.resource_bytes.size)
+    resource_bytes = np.minimum(resource_bytes, np.maximum(capacity_bytes_per_s * job_end, 0.0))
     mine = slice(0, num_job_flows)
     return dataclasses.replace(
         times,
@@ -222,7 +228,7 @@ def run_loaded(
             field="--background",
             value=background.share,
         )
-    return window_bytes(times, inc, both, n), inc
+    return window_bytes(times, inc, both, n, tree.capacity_bytes_per_s), inc
 
 
 def sharing(inc: Incidence, n: int, num_background: int) -> tuple[BoolArray, Incidence]:
