@@ -170,7 +170,7 @@ def step_command(
         hosts = place(tree, nodes, where, seed)
         tree = fail_job_switches(fail_job_links(tree, hosts, fail_links, seed), hosts, fail_switches, seed)
         tree = fail_job_leaves(tree, hosts, fail_leaves, seed)
-        tenants = 0 if load is None or not load.active else int(other_hosts(tree, hosts).size)
+        tenants = 0 if load is None else int(other_hosts(tree, hosts).size)  # refused: no other host
         title = (
             f"{ran.model.name} ({layout.describe()}) on {nodes} x {system.instance.id if system.instance else instance}"
         )
@@ -188,7 +188,7 @@ def step_command(
     from clustersim.present.fabric_step import plot_step, step_view
 
     drawn = seeded(route.value, placement, fail_links + fail_switches + fail_leaves)
-    if tenants and load is not None and load.pattern.value == "permutation":
+    if load is not None and load.active and load.pattern.value == "permutation":
         drawn.append("the background's permutation")
     loaded = None if load is None else {**load.to_dict(), "hosts": tenants}
 
@@ -204,6 +204,6 @@ def step_command(
     ramp = None if ideal else "fitted"
     print_all(*step_view(step), links_line(step.links, ramp), draw_line(drawn, [seed]))
     if load is not None:
-        print_all(f"background: {load.describe()}, {tenants:,} hosts, in every run above" if tenants else None)
+        print_all(f"background: {load.describe()}, {tenants:,} hosts, in every run above")
     if not ideal:
         print_all(calibration_line(calibrated))
