@@ -66,6 +66,14 @@ def validate_command(
     ] = None,
     level: LevelOption = DEFAULT_LEVEL,
     calibration: CalibrationOption = None,
+    latency: Annotated[
+        str,
+        typer.Option(
+            "--latency",
+            help="How measured TTFT/TPOT are predicted: closed (the closed forms) or simulated (MLPerf-style "
+            "server cases through the request simulator at the highest rate meeting their p99 targets; slower).",
+        ),
+    ] = "closed",
     plot: Annotated[
         Path | None,
         typer.Option(
@@ -96,11 +104,18 @@ def validate_command(
         min_size_bytes = parse_bytes(min_size) if min_size is not None else None
         if min_size_bytes is not None and not min_size_bytes >= 0:
             raise ClusterSimError(f"--min-size: {min_size!r} is negative; give a size of 0 or more, e.g. 64MiB")
+        if latency not in ("closed", "simulated"):
+            raise ClusterSimError(
+                f"--latency: {latency!r} is not closed or simulated", field="--latency", value=latency
+            )
+        from clustersim.validation.serving_latency import simulated_latency_predictors
+
+        predictors = simulated_latency_predictors() if latency == "simulated" else None
         loaded = load_catalog(catalog or ())
         if files:
-            report = validate_cases(files, loaded, min_size_bytes=min_size_bytes, level=level)
+            report = validate_cases(files, loaded, predictors, min_size_bytes=min_size_bytes, level=level)
         else:
-            report = validate_bundled(loaded, min_size_bytes=min_size_bytes, level=level)
+            report = validate_bundled(loaded, predictors, min_size_bytes=min_size_bytes, level=level)
         named = [(str(f), f) for f in files] if files else default_case_files()
         crossed = _cross_validate(named, loaded, max_iterations, min_size_bytes) if cross_validate else None
         if plot is not None and not report.cases:
