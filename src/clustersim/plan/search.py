@@ -19,13 +19,13 @@ import numpy as np
 import numpy.typing as npt
 
 from clustersim.compute.efficiency import FamilyEfficiency, efficiency_for
-from clustersim.compute.memory import memory_per_device
 from clustersim.compute.software import SoftwareProfile, software_for
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout, LayoutArrays
 from clustersim.network.cost import ANALYTIC, CollectiveCost
 from clustersim.plan.space import SearchSpace, candidate_layouts, why_no_layout
 from clustersim.system import System
+from clustersim.training.estimate import layouts_memory
 from clustersim.training.job import TrainingJob
 from clustersim.training.step import step_terms
 from clustersim.workload.transformer import Transformer
@@ -123,14 +123,7 @@ def rank_layouts(
             field="zero",
         )
     sw = software or software_for(None, system.accelerator.family)
-    memory = memory_per_device(
-        model,
-        layouts,
-        seq_len=job.seq_len,
-        global_batch=job.global_batch,
-        fused_attention=sw.fused_attention,
-        state_bytes=sw.state_bytes,
-    )
+    memory = layouts_memory(model, layouts, job, sw)
     required = memory.required
     fits = required <= system.memory_bytes * (1 - space.headroom)
 

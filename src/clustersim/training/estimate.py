@@ -172,7 +172,13 @@ def evaluate_layouts(
         cost=cost,
         software=sw,
     )
-    memory = memory_per_device(
+    return terms, layouts_memory(model, layouts, job, sw)
+
+
+def layouts_memory(model: Transformer, layouts: LayoutArrays, job: TrainingJob, sw: SoftwareProfile) -> MemoryArrays:
+    """Memory per device of each layout of ``job`` under the framework ``sw`` (its attention kernel and the
+    bytes it keeps per parameter): the one place the estimate and the layout search size it."""
+    return memory_per_device(
         model,
         layouts,
         seq_len=job.seq_len,
@@ -180,7 +186,6 @@ def evaluate_layouts(
         fused_attention=sw.fused_attention,
         state_bytes=sw.state_bytes,
     )
-    return terms, memory
 
 
 def estimate_training(
