@@ -26,6 +26,7 @@ from clustersim.compute.efficiency import FamilyEfficiency
 from clustersim.compute.software import SoftwareProfile
 from clustersim.errors import ClusterSimError
 from clustersim.intervals import DEFAULT_LEVEL, Interval, Spread, spread_for
+from clustersim.intervals.layout import layout_features
 from clustersim.plan.parallel import Executor, partitions, run_here
 from clustersim.plan.planner_why import objective_terms, why_better
 from clustersim.plan.search import Ranking, pareto_front, rank_layouts
@@ -42,6 +43,8 @@ DEFAULT_TOP = 5
 Resilient = Callable[[Estimate, System], Estimate]  # an estimate with checkpoints and failures in its totals
 Progress = Callable[[int, int], None]  # (points done, points in all)
 PointResult = tuple[list["PlanRow"], int, str]  # a point's priced rows, the layouts evaluated, a note
+
+SpreadKey = tuple[str, str, int, tuple[str, ...]]  # accelerator, framework, devices, layout features
 
 
 @dataclass(frozen=True)
@@ -345,7 +348,7 @@ class _PlanPoints:
     keep: int
     level: float
     needs: frozenset[str]
-    spreads: dict[tuple[str, str, int], Spread | None] = field(default_factory=dict)
+    spreads: dict[SpreadKey, Spread | None] = field(default_factory=dict)
     latest: tuple[tuple[int, ...], Ranking | ClusterSimError] | None = None
 
     def __call__(self, points: list[PlanPoint]) -> list[PointResult]:
@@ -375,7 +378,7 @@ def _point_rows(
     point: PlanPoint,
     ranked: tuple[Ranking | ClusterSimError, bool],
     keep: int,
-    spreads: dict[tuple[str, str, int], Spread | None],
+    spreads: dict[SpreadKey, Spread | None],
     level: float,
     needs: frozenset[str],
 ) -> PointResult:
@@ -400,16 +403,19 @@ def _point_rows(
                 f"{usable:.1f} GiB usable ({ranking.headroom:.0%} headroom)"
             ),
         )
-    key = (system.accelerator.id, software.name, system.num_devices)
-    if key not in spreads:
-        spreads[key] = spread_for(
-            "training", accelerator=system.accelerator.id, family=system.accelerator.family,
-            framework=software.name, devices=system.num_devices, level=level,
-        )  # fmt: skip
     rows = []
     for layout, _ in best:
         uneven = model.layers % (layout.pp * layout.vp) != 0
         chosen = layout.model_copy(update={"uneven_stages": uneven})
+        features = layout_features(
+            pp=chosen.pp, cp=chosen.cp, ep=chosen.ep, zero=chosen.zero, precision=job.precision.value
+        )
+        key = (system.accelerator.id, software.name, system.num_devices, features)
+        if key not in spreads:
+            spreads[key] = spread_for(
+                "training", accelerator=system.accelerator.id, family=system.accelerator.family,
+                framework=software.name, devices=system.num_devices, level=level, layout=features,
+            )  # fmt: skip
         estimate = estimate_training(
             model, system, chosen, job, offer=point.offer, efficiency=point.efficiency, software=software
         )
