@@ -52,6 +52,19 @@ def calibration_overlay(paths: list[Path] | None) -> Iterator[None]:
             os.environ[COLLECTIVE_ENV_VAR] = before
 
 
+def refuse_with_save_scenario(paths: list[Path] | None, save_scenario: Path | None) -> None:
+    """A scenario file does not carry ``--calibration``: the pair is refused in one line."""
+    if paths and save_scenario is not None:
+        from clustersim.errors import ClusterSimError
+
+        raise ClusterSimError(
+            "--calibration is not part of a scenario file; save the scenario without it, then replay it with "
+            "--scenario FILE --calibration OVERLAY",
+            field="--calibration",
+            value=",".join(str(p) for p in paths),
+        )
+
+
 def calibrate_command(
     cases: Annotated[
         list[Path], typer.Argument(help="Case files (JSON Lines), e.g. written by clustersim ingest.", metavar="CASES")

@@ -25,6 +25,7 @@ from clustersim.cli.job_options import (
     CpOpt,
     DevicesPerNodeOpt,
     EpOpt,
+    FrameworkOpt,
     MicroBatchOpt,
     PpOpt,
     PrecisionOpt,
@@ -87,10 +88,7 @@ def explain_command(
     global_batch: TrainGlobalBatchOpt = None,
     seq: SeqOpt = None,
     precision: PrecisionOpt = "bf16",
-    framework: Annotated[
-        str | None,
-        typer.Option("--framework", help="The training framework's profile (default: the accelerator's)."),
-    ] = None,
+    framework: FrameworkOpt = None,
     efficiency: Annotated[
         list[Path] | None,
         typer.Option("--efficiency", help="A TOML of achieved fractions per accelerator family (overrides fields)."),

@@ -88,3 +88,7 @@ BeyondContextOpt = Annotated[
         help="Price a sequence longer than the model's context anyway (refused otherwise; the output says so).",
     ),
 ]
+FrameworkOpt = Annotated[
+    str | None,
+    typer.Option("--framework", help="The training framework's profile (default: the accelerator's)."),
+]

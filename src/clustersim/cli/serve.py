@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from clustersim.choices import Batching
-from clustersim.cli.calibrate import CalibrationOption, calibration_overlay
+from clustersim.cli.calibrate import CalibrationOption, calibration_overlay, refuse_with_save_scenario
 from clustersim.cli.common import (
     CatalogOption,
     JsonOption,
@@ -286,13 +286,7 @@ def serve_command(
     percentiles, throughput and goodput.
     """
     with user_errors():
-        if calibration and save_scenario is not None:
-            raise ClusterSimError(
-                "--calibration is not part of a scenario file; save the scenario without it, then replay it with "
-                "--scenario FILE --calibration OVERLAY",
-                field="--calibration",
-                value=",".join(str(p) for p in calibration),
-            )
+        refuse_with_save_scenario(calibration, save_scenario)
         ctx.with_resource(calibration_overlay(calibration))  # the collectives of every path below, until exit
     if wanted(ctx, simulate):
         run_simulation(ctx, ctx.params)

@@ -18,7 +18,7 @@ import typer
 
 from clustersim.catalog.kinds import Dtype
 from clustersim.choices import Recompute
-from clustersim.cli.calibrate import CalibrationOption, calibration_overlay
+from clustersim.cli.calibrate import CalibrationOption, calibration_overlay, refuse_with_save_scenario
 from clustersim.cli.common import (
     CatalogOption,
     JsonOption,
@@ -312,13 +312,7 @@ def train_command(
                 field="--network",
                 value=network,
             )
-        if calibration and save_scenario is not None:
-            raise ClusterSimError(
-                "--calibration is not part of a scenario file; save the scenario without it, then replay it with "
-                "--scenario FILE --calibration OVERLAY",
-                field="--calibration",
-                value=",".join(str(p) for p in calibration),
-            )
+        refuse_with_save_scenario(calibration, save_scenario)
         where = fabric_placement(
             placement, routing, oversubscription, fabric_seed, fabric_hosts, fabric_seeds, background, network
         )
