@@ -36,8 +36,10 @@ def test_a_lossless_fabric_never_drops_a_packet(mode, senders, kib, seed):
     scenario = Scenario(message_bytes=kib << 10, num_messages=2, num_paths=4, seed=seed, rc_flow_control=mode)
     (rc,) = incast(scenario, senders, ("rc",))
     assert (rc.drops, rc.retransmissions, rc.timeouts) == (0, 0, 0)
-    lossy = incast(replace(scenario, rc_flow_control="none"), 6, ("rc",))[0] if senders == 6 and kib == 256 else None
-    assert lossy is None or lossy.drops > 0  # the same incast on drop-tail links does drop
+    # the same incast on drop-tail links, its flows on one path (no hash collision upstream to pace them), drops
+    one_path = replace(scenario, rc_flow_control="none", num_paths=1)
+    lossy = incast(one_path, 6, ("rc",))[0] if senders == 6 and kib == 256 else None
+    assert lossy is None or lossy.drops > 0
 
 
 def test_credits_all_come_back_even_when_the_wire_corrupts_packets():
