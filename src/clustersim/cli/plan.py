@@ -109,6 +109,14 @@ def plan_command(
             "with failures and checkpoints; needs --storage).",
         ),
     ] = "time",
+    safe: Annotated[
+        bool,
+        typer.Option(
+            "--safe",
+            help="Rank by the upper end of each row's interval of the objective (what it costs if the model errs as "
+            "on the left-out published runs whose layouts share its features) instead of the prediction.",
+        ),
+    ] = False,
     deadline: Annotated[str | None, typer.Option("--deadline", help="Longest wall time, e.g. 90d.")] = None,
     budget: Annotated[
         float | None, typer.Option("--budget", callback=number(gt=0, unit="USD"), help="Largest cost, USD.")
@@ -220,8 +228,9 @@ def plan_command(
             progress_bar(f"plan ({executor.value})", "points") as progress,
         ):
             plan = plan_training(
-                transformer, points, objective=objective, constraints=limits, top=top, keep=keep, space=space,
-                level=level, notes=notes, progress=progress, executor=run, workers=getattr(run, "cpus", 1),
+                transformer, points, objective=objective, safe=safe, constraints=limits, top=top, keep=keep,
+                space=space, level=level, notes=notes, progress=progress, executor=run,
+                workers=getattr(run, "cpus", 1),
             )  # fmt: skip
         if plot is not None:
             from clustersim.cli.common import write_figure

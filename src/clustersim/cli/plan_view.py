@@ -11,6 +11,8 @@ if TYPE_CHECKING:
 
 DAY_S = 86400.0
 
+UPPER_END = " (the upper end of its interval)"
+
 
 def plan_json(plan: "Plan", model: "Transformer") -> dict[str, Any]:
     """The plan's JSON with the model it is for."""
@@ -73,9 +75,10 @@ def plan_view(plan: "Plan", model: "Transformer") -> list[Any]:
     days = "expected days with failures and checkpoints" if first.goodput_time_s is not None else "days"
     lines: list[Any] = [
         f"[bold]{model.name}[/]: {len(plan.rows)} plans keep the constraints of {plan.priced} priced "
-        f"({plan.points} points); objective {plan.objective}; {days}, cost at the offer's price, energy at board power",
+        f"({plan.points} points); objective {plan.objective}{UPPER_END if plan.safe else ''}; {days}, cost at the "
+        "offer's price, energy at board power",
         _table("Pareto front: time against cost (fastest first)", plan.pareto, reasons=False),
-        _table(f"top {len(plan.top)} by {plan.objective}", plan.top, reasons=True),
+        _table(f"top {len(plan.top)} by {plan.objective}{UPPER_END if plan.safe else ''}", plan.top, reasons=True),
         f"best: {first.name}; {first.why}"
         + ("" if first.margin is None else f", {_margin(first.margin)} over the runner-up (the next row)"),
         f"searched {plan.evaluated:,} layouts in {plan.elapsed_s:.2f} s ({plan.layouts_per_s:,.0f} layouts/s)",

@@ -28,7 +28,7 @@ from clustersim.errors import ClusterSimError
 from clustersim.intervals import DEFAULT_LEVEL, Interval, Spread, spread_for
 from clustersim.intervals.layout import layout_features
 from clustersim.plan.parallel import Executor, partitions, run_here
-from clustersim.plan.planner_why import objective_terms, why_better
+from clustersim.plan.planner_why import grouped_notes, objective_terms, why_better
 from clustersim.plan.search import Ranking, pareto_front, rank_layouts
 from clustersim.plan.space import SearchSpace
 from clustersim.system import System
@@ -130,15 +130,13 @@ class PlanRow:
         assert totals is not None
         return None if totals.energy_kwh is None else totals.energy_kwh * 3.6e6
 
-    def value(self, objective: str) -> float:
-        """The figure ``objective`` minimizes (rows without an energy are left out before energy is ranked)."""
-        if objective == "energy":
-            assert self.energy_j is not None
-            return self.energy_j
-        if objective == "cost":
-            assert self.cost_usd is not None
-            return self.cost_usd
-        return {"time": self.time_s, "goodput": self.wall_s}[objective]
+    def value(self, objective: str, safe: bool = False) -> float:
+        """The figure ``objective`` minimizes (rows without an energy are left out before energy is ranked);
+        ``safe``: its interval's upper end (the figure if the model errs as its left-out runs did)."""
+        figures = {"energy": self.energy_j, "cost": self.cost_usd, "time": self.time_s, "goodput": self.wall_s}
+        figure = figures[objective]
+        assert figure is not None
+        return figure * math.exp(self.spread.q_hi) if safe and self.spread is not None else figure
 
     @property
     def interval(self) -> dict[str, Interval]:
@@ -199,6 +197,7 @@ class Plan:
     """The rows that keep every constraint (best first by the objective), the front and the top rows."""
 
     objective: str
+    safe: bool  # ranked by the upper end of each row's interval
     rows: tuple[PlanRow, ...]
     pareto: tuple[PlanRow, ...]  # by wall time, fastest first
     top: tuple[PlanRow, ...]  # the best row of each point, best first
@@ -217,6 +216,7 @@ class Plan:
         """``pareto``, ``top``, the search's own figures and the notes."""
         return {
             "objective": self.objective,
+            "safe": self.safe,
             "pareto": [row.to_json() for row in self.pareto],
             "top": [row.to_json() for row in self.top],
             "evaluated": self.evaluated,
@@ -234,6 +234,7 @@ def plan_training(
     points: Sequence[PlanPoint],
     *,
     objective: str = "time",
+    safe: bool = False,
     constraints: Constraints | None = None,
     top: int = DEFAULT_TOP,
     keep: int = DEFAULT_KEEP,
@@ -244,9 +245,10 @@ def plan_training(
     executor: Executor = run_here,
     workers: int = 1,
 ) -> Plan:
-    """Plan ``model``'s training over ``points`` (see the module's note); ``ClusterSimError`` when no row is
-    left, naming the constraint that binds. ``executor`` searches the points (``plan.parallel``: here, or on
-    Ray workers, partitions sized for ``workers``); the plan is the same either way."""
+    """Plan ``model``'s training over ``points`` (see the module's note), ranked by ``objective`` (``safe``: by
+    its interval's upper end); ``ClusterSimError`` when no row is left, naming the constraint that binds.
+    ``executor`` searches the points (``plan.parallel``: here, or on Ray workers, partitions sized for
+    ``workers``); the plan is the same either way."""
     if objective not in OBJECTIVES:
         raise ClusterSimError(
             f"objective: unknown objective {objective!r} (valid: {', '.join(OBJECTIVES)})",
@@ -293,7 +295,7 @@ def plan_training(
             "no point could be planned: " + ("; ".join(said) if said else "no points given"), field="plan"
         )
     feasible = _constrained(rows, limits)
-    ranked, distinct = _ranked(feasible, objective)
+    ranked, distinct = _ranked(feasible, objective, safe)
     priced = [row for row in ranked if row.cost_usd is not None]
     wall_cost = np.array([[row.wall_s, row.cost_usd] for row in priced]).reshape(len(priced), 2)
     front = sorted((priced[int(i)] for i in pareto_front(wall_cost)), key=lambda r: (r.wall_s, r.cost_usd or 0.0))
@@ -301,6 +303,7 @@ def plan_training(
         said.append(f"{len(ranked) - len(priced)} rows have no price and are left off the time-cost front")
     return Plan(
         objective=objective,
+        safe=safe,
         rows=tuple(ranked),
         pareto=tuple(front),
         top=tuple(distinct[:top]),
@@ -310,31 +313,6 @@ def plan_training(
         points=len(wanted),
         priced=len(rows),
     )
-
-
-def grouped_notes(notes: Sequence[str]) -> tuple[str, ...]:
-    """``notes`` each once, the skips that share a reason in one note: ``skipped 5 points (A; B; ...): why``."""
-    reasons: dict[str, list[str]] = {}
-    order: list[tuple[bool, str]] = []  # (a skip's reason, text), in the order each first came
-    for note in dict.fromkeys(notes):
-        subject, sep, reason = note.removeprefix("skipped ").partition(": ")
-        if not note.startswith("skipped ") or not sep:
-            order.append((False, note))
-            continue
-        if reason not in reasons:
-            reasons[reason] = []
-            order.append((True, reason))
-        reasons[reason].append(subject)
-    out = []
-    for skip, text in order:
-        subjects = reasons[text] if skip else []
-        if not skip:
-            out.append(text)
-        elif len(subjects) == 1:
-            out.append(f"skipped {subjects[0]}: {text}")
-        else:
-            out.append(f"skipped {len(subjects)} points ({'; '.join(subjects)}): {text}")
-    return tuple(out)
 
 
 @dataclass
@@ -466,12 +444,14 @@ def _constrained(rows: list[PlanRow], limits: Constraints) -> list[PlanRow]:
     )
 
 
-def _ranked(rows: list[PlanRow], objective: str) -> tuple[list[PlanRow], list[PlanRow]]:
+def _ranked(rows: list[PlanRow], objective: str, safe: bool) -> tuple[list[PlanRow], list[PlanRow]]:
     """``rows`` best first by ``objective`` (ties: the shorter wall time, the lower cost, the input order), and the best
     row of each point among them; each row says why it beats its runner-up and by how much. The runner-up of
     a point's best row is the next point's best row (what else to rent), or, for the last point, its own next
     layout; of any other row, the next row."""
-    order = sorted(rows, key=lambda r: (r.value(objective), r.wall_s, math.inf if r.cost_usd is None else r.cost_usd))
+    order = sorted(
+        rows, key=lambda r: (r.value(objective, safe), r.wall_s, math.inf if r.cost_usd is None else r.cost_usd)
+    )
     seen: set[int] = set()
     best: list[int] = []
     for i, row in enumerate(order):
@@ -486,7 +466,7 @@ def _ranked(rows: list[PlanRow], objective: str) -> tuple[list[PlanRow], list[Pl
             ranked.append(replace(row, why="no runner-up: the only feasible row left"))
             continue
         other = order[j]
-        ours, theirs = row.value(objective), other.value(objective)
+        ours, theirs = row.value(objective, safe), other.value(objective, safe)
         why = (
             f"ties the runner-up on {objective}"
             if ours == theirs

@@ -8,6 +8,7 @@ failure-free run. The reason a row wins is the term whose share falls the most a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from clustersim.system import System
@@ -86,3 +87,28 @@ def why_better(ours: ObjectiveTerms, theirs: ObjectiveTerms) -> str:
     if ours.rate != theirs.rate and ours.rate:
         reason += f" ({ours.rate} against {theirs.rate} {ours.per})"
     return reason
+
+
+def grouped_notes(notes: Sequence[str]) -> tuple[str, ...]:
+    """``notes`` each once, the skips that share a reason in one note: ``skipped 5 points (A; B; ...): why``."""
+    reasons: dict[str, list[str]] = {}
+    order: list[tuple[bool, str]] = []  # (a skip's reason, text), in the order each first came
+    for note in dict.fromkeys(notes):
+        subject, sep, reason = note.removeprefix("skipped ").partition(": ")
+        if not note.startswith("skipped ") or not sep:
+            order.append((False, note))
+            continue
+        if reason not in reasons:
+            reasons[reason] = []
+            order.append((True, reason))
+        reasons[reason].append(subject)
+    out = []
+    for skip, text in order:
+        subjects = reasons[text] if skip else []
+        if not skip:
+            out.append(text)
+        elif len(subjects) == 1:
+            out.append(f"skipped {subjects[0]}: {text}")
+        else:
+            out.append(f"skipped {len(subjects)} points ({'; '.join(subjects)}): {text}")
+    return tuple(out)
