@@ -35,19 +35,16 @@ class GemmResult:
 
     def as_dict(self) -> dict[str, Any]:
         """The result for JSON: TFLOP/s at the median and its spread, and the achieved fraction of the peak."""
-        rate = self.stats.rate(self.flop)
+        rates = self.stats.rate_fields(self.flop, "tflops", 1e12)
+        peak = self.peak_flop_per_s / 1e12 if self.peak_flop_per_s else None
         return {
             "dtype": self.dtype,
             "m": self.size,
             "n": self.size,
             "k": self.size,
-            "tflops": rate["median"] / 1e12,
-            "tflops_min": rate["min"] / 1e12,
-            "tflops_max": rate["max"] / 1e12,
-            "tflops_p10": rate["p10"] / 1e12,
-            "tflops_p90": rate["p90"] / 1e12,
-            "peak_tflops": self.peak_flop_per_s / 1e12 if self.peak_flop_per_s else None,
-            "fraction_of_peak": rate["median"] / self.peak_flop_per_s if self.peak_flop_per_s else None,
+            **rates,
+            "peak_tflops": peak,
+            "fraction_of_peak": rates["tflops"] / peak if peak else None,
             "time": self.stats.as_dict(),
         }
 

@@ -37,18 +37,15 @@ class BandwidthResult:
 
     def as_dict(self) -> dict[str, Any]:
         """The result for JSON: GB/s at the median and its spread, and the fraction of the peak."""
-        rate = self.stats.rate(self.moved_bytes)
+        rates = self.stats.rate_fields(self.moved_bytes, "GBps", 1e9)
+        peak = self.peak_bytes_per_s / 1e9 if self.peak_bytes_per_s else None
         return {
             "name": self.name,
             "buffer_bytes": self.buffer_bytes,
             "moved_bytes": self.moved_bytes,
-            "GBps": rate["median"] / 1e9,
-            "GBps_min": rate["min"] / 1e9,
-            "GBps_max": rate["max"] / 1e9,
-            "GBps_p10": rate["p10"] / 1e9,
-            "GBps_p90": rate["p90"] / 1e9,
-            "peak_GBps": self.peak_bytes_per_s / 1e9 if self.peak_bytes_per_s else None,
-            "fraction_of_peak": rate["median"] / self.peak_bytes_per_s if self.peak_bytes_per_s else None,
+            **rates,
+            "peak_GBps": peak,
+            "fraction_of_peak": rates["GBps"] / peak if peak else None,
             "time": self.stats.as_dict(),
         }
 

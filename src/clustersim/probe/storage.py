@@ -35,17 +35,12 @@ class StorageResult:
 
     def as_dict(self) -> dict[str, Any]:
         """The result for JSON: aggregate GB/s at the median and its spread."""
-        rate = self.stats.rate(self.writers * self.file_bytes)
         return {
             "name": self.name,
             "writers": self.writers,
             "file_bytes": self.file_bytes,
             "total_bytes": self.writers * self.file_bytes,
-            "GBps": rate["median"] / 1e9,
-            "GBps_min": rate["min"] / 1e9,
-            "GBps_max": rate["max"] / 1e9,
-            "GBps_p10": rate["p10"] / 1e9,
-            "GBps_p90": rate["p90"] / 1e9,
+            **self.stats.rate_fields(self.writers * self.file_bytes, "GBps", 1e9),
             "page_cache_dropped": self.cache_dropped,
             "time": self.stats.as_dict(),
         }

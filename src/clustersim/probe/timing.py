@@ -37,6 +37,12 @@ class Stats:
             "p90": work / self.p10_s,
         }
 
+    def rate_fields(self, work: float, key: str, unit: float) -> dict[str, float]:
+        """``rate(work)`` in ``unit`` per second for JSON: ``key`` (the median), ``key_min``, ``key_max``,
+        ``key_p10`` and ``key_p90``."""
+        rate = self.rate(work)
+        return {key: rate["median"] / unit} | {f"{key}_{q}": rate[q] / unit for q in ("min", "max", "p10", "p90")}
+
     def as_dict(self) -> dict[str, float | int]:
         """The fields, for JSON."""
         return {
