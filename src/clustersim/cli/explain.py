@@ -201,28 +201,11 @@ def _step_s(estimate: "Estimate", flag: str, value: float) -> float:
 
 def _inputs(run: "TrainingRun") -> "StepInputs":
     """The inputs ``run_training`` priced the step with (the same files, system, profile and calibration)."""
-    from clustersim.catalog.registry import load_catalog
-    from clustersim.compute import software as profiles
-    from clustersim.compute.efficiency import efficiency_for, efficiency_table
     from clustersim.diagnose import StepInputs
     from clustersim.network.analytic import collective_calibration
-    from clustersim.system import system_for_instance
+    from clustersim.scenario.training import run_system
 
-    scenario, options = run.scenario, run.scenario.options
-    where = scenario.system
-    system = system_for_instance(
-        load_catalog(options.catalog, use_env=False),
-        where.instance,
-        where.nodes,
-        devices_per_node=where.devices_per_node,
-    )
-    software = profiles.software_for(
-        scenario.framework,
-        system.accelerator.family,
-        profiles.software_profiles(options.software, use_env=False),
-        accelerator=system.accelerator.id,
-    )
-    efficiency = efficiency_for(system.accelerator, efficiency_table(options.efficiency, use_env=False))
+    _, system, software, efficiency = run_system(run)
     return StepInputs(
         model=run.model, system=system, layout=run.estimate.layout, job=run.estimate.job, efficiency=efficiency,
         software=software, calibration=collective_calibration(),

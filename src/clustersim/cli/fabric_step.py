@@ -105,10 +105,7 @@ def step_command(
     """Simulate one training step's communication (TP, CP, EP, PP and DP groups as the estimator places
     them) on the cluster's fat-tree: each kind alone and all at once, against the analytic model (on the
     calibrated links, priced with the analytic latency and ramp; --ideal: the datasheet links)."""
-    from clustersim.catalog.registry import load_catalog
     from clustersim.cli.train import LAYOUT_OPTIONS, _scenario_of_options
-    from clustersim.compute import software as profiles
-    from clustersim.compute.efficiency import efficiency_for, efficiency_table
     from clustersim.network.flowsim.cluster import (
         fail_job_links,
         fail_job_switches,
@@ -121,8 +118,7 @@ def step_command(
     from clustersim.network.flowsim.routing import Routing
     from clustersim.network.flowsim.work import estimate_flows
     from clustersim.network.work import check_work
-    from clustersim.scenario.training import run_training
-    from clustersim.system import system_for_instance
+    from clustersim.scenario.training import run_system, run_training
     from clustersim.training.background import other_hosts, parse_background
     from clustersim.training.fabric_step import step_collectives, step_on_fabric
     from clustersim.training.job import TrainingJob
@@ -143,16 +139,7 @@ def step_command(
         )  # fmt: skip
         spec = spec.model_copy(update={"job": spec.job.model_copy(update={"tokens": None})})  # one step
         ran = run_training(spec)  # the layout as train gives or chooses it (and refuses it if it does not fit)
-        options = ran.scenario.options
-        cat = load_catalog(options.catalog, use_env=False)
-        system = system_for_instance(cat, instance, nodes, devices_per_node=devices_per_node)
-        software = profiles.software_for(
-            spec.framework,
-            system.accelerator.family,
-            profiles.software_profiles(options.software, use_env=False),
-            accelerator=system.accelerator.id,
-        )
-        efficiency = efficiency_for(system.accelerator, efficiency_table(options.efficiency, use_env=False))
+        cat, system, software, efficiency = run_system(ran)
         job_spec = ran.scenario.job
         job = TrainingJob(
             global_batch=int(job_spec.global_batch or 0),

@@ -37,25 +37,12 @@ class JobContext:
 def job_context(run: TrainingRun) -> JobContext:
     """The catalog, system, software, efficiency and job of ``run``'s scenario, read as the run read them, and
     its step's collectives."""
-    from clustersim.catalog.registry import load_catalog
-    from clustersim.compute import software as profiles
-    from clustersim.compute.efficiency import efficiency_for, efficiency_table
-    from clustersim.system import system_for_instance
+    from clustersim.scenario.training import run_system
     from clustersim.training.fabric_step import step_collectives
     from clustersim.training.job import TrainingJob
 
-    scenario, options = run.scenario, run.scenario.options
-    catalog = load_catalog(options.catalog, use_env=False)
-    where = scenario.system
-    system = system_for_instance(catalog, where.instance, where.nodes, devices_per_node=where.devices_per_node)
-    software = profiles.software_for(
-        scenario.framework,
-        system.accelerator.family,
-        profiles.software_profiles(options.software, use_env=False),
-        accelerator=system.accelerator.id,
-    )
-    efficiency = efficiency_for(system.accelerator, efficiency_table(options.efficiency, use_env=False))
-    spec = scenario.job
+    catalog, system, software, efficiency = run_system(run)
+    spec = run.scenario.job
     job = TrainingJob(
         global_batch=int(spec.global_batch or 0), seq_len=int(spec.seq_len or 0), precision=spec.precision
     )

@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from clustersim.catalog import registry
-from clustersim.catalog.registry import load_catalog
+from clustersim.catalog.registry import Catalog, load_catalog
 from clustersim.catalog.tomlfiles import user_paths
 from clustersim.compute import efficiency as efficiencies
 from clustersim.compute import software as software_profiles
-from clustersim.compute.efficiency import efficiency_for, efficiency_table
+from clustersim.compute.efficiency import FamilyEfficiency, efficiency_for, efficiency_table
+from clustersim.compute.software import SoftwareProfile
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout
 from clustersim.network.cost import ANALYTIC
@@ -98,6 +99,23 @@ class TrainingRun:
     layout_chosen: bool
     compared: Estimate | None = None
     contention: Contention | None = None  # ``network="sim"``: what the job's place on the fabric costs the step
+
+
+def run_system(run: TrainingRun) -> tuple[Catalog, System, SoftwareProfile, FamilyEfficiency]:
+    """The catalog, system, software profile and hardware fractions ``run``'s first system was priced with,
+    read from the scenario's own files as ``run_training`` read them."""
+    scenario, options = run.scenario, run.scenario.options
+    catalog = load_catalog(options.catalog, use_env=False)
+    where = scenario.system
+    system = system_for_instance(catalog, where.instance, where.nodes, devices_per_node=where.devices_per_node)
+    software = software_profiles.software_for(
+        scenario.framework,
+        system.accelerator.family,
+        software_profiles.software_profiles(options.software, use_env=False),
+        accelerator=system.accelerator.id,
+    )
+    efficiency = efficiency_for(system.accelerator, efficiency_table(options.efficiency, use_env=False))
+    return catalog, system, software, efficiency
 
 
 def layout_for(spec: LayoutSpec, system: System) -> Layout:
