@@ -109,6 +109,7 @@ def test_a_megatron_log_gives_the_measured_step_and_the_settings_it_prints() -> 
     # iterations 1 and 2 are warm-up: the median of iteration 3 alone (ingest reads the same)
     assert out["measured_step_s"] == 243.3444 and out["measured"]["steps"] == 1
     assert out["measured"]["settings"] == {"tp": 8, "pp": 1, "global_batch": 288, "precision": "fp16"}
+    assert out["measured"]["framework"] == out["framework"] == "megatron"
     assert out["layout"]["tp"] == 8 and out["layout"]["dp"] == 1 and out["layout_chosen"] is False
     same = runner.invoke(app, ["explain", *GPT3, "--tp", "8", "--precision", "fp16", "--json"], env=ENV)
     assert same.exit_code == 0 and json.loads(same.stdout)["predicted_step_s"] == out["predicted_step_s"]
@@ -121,7 +122,8 @@ def test_a_megatron_log_gives_the_measured_step_and_the_settings_it_prints() -> 
         ((*GPT3, "--precision", "bf16"), "the log says precision fp16, --precision says bf16"),
         ((*GPT3, "--measured-step", "3"), "--measured-step and --log both give the measurement"),
         (("llama3-8b", *GPT3[1:]), "line 11: the log's model has vocab 51200, llama3-8b has 128256"),
-        ((*GPT3[:-1], str(DATA / "p5_2nodes_all_reduce_awsome.log")), "is not a Megatron-LM training log"),
+        ((*GPT3[:-1], str(DATA / "p5_2nodes_all_reduce_awsome.log")), "is neither a Megatron-LM training log"),
+        ((*GPT3, "--framework", "torchtitan"), "the log is a megatron run, --framework says torchtitan"),
     ],
 )
 def test_a_log_that_disagrees_with_the_options_or_is_not_a_training_log_is_refused(

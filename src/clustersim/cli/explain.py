@@ -1,10 +1,15 @@
 """``clustersim explain``: set a measured training step against the prediction and rank the terms whose
 plausible ranges could explain the gap (``clustersim.diagnose``).
 
-The job and layout options are ``train``'s (parsed by its ``_scenario_of_options``; with --tp and --pp the
-layout is given, otherwise chosen as ``train`` chooses it); the measurement is one of --measured-step,
+The job and layout options are ``train``'s, declared once in ``cli.job_options`` and parsed by its
+``_scenario_of_options`` (with --tp and --pp the layout is given, otherwise chosen as ``train`` chooses it:
+--uneven-stages, --ep-overlap and --headroom as there); the measurement is one of --measured-step,
 --measured-tokens-per-s or --measured-mfu, turned into seconds per step with the estimate's own tokens,
-FLOPs and peak."""
+FLOPs and peak, or a Megatron-LM or torchtitan log (``cli.explain_log``). ``train``'s options that do not
+change a step (--tokens, --price, the checkpoint and failure options, --compare, --ops, --plot,
+--save-scenario) are not offered; --network sim is refused: the diagnosis re-prices the step's terms with the
+analytic collective model.
+"""
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -12,20 +17,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from clustersim.cli.calibrate import CalibrationOption, calibration_overlay
-from clustersim.cli.common import (
-    CatalogOption,
-    JsonOption,
-    ModelsOption,
-    emit_json,
-    given_options,
-    print_all,
-    user_errors,
-)
+from clustersim.cli.common import CatalogOption, JsonOption, ModelsOption, emit_json, given_options, user_errors
 from clustersim.cli.job_options import (
+    BeyondContextOpt,
     CpOpt,
     DevicesPerNodeOpt,
     EpOpt,
+    EpOverlapOpt,
     FrameworkOpt,
+    HeadroomOpt,
     MicroBatchOpt,
     PpOpt,
     PrecisionOpt,
@@ -34,15 +34,17 @@ from clustersim.cli.job_options import (
     SpOpt,
     TpOpt,
     TrainGlobalBatchOpt,
+    UnevenStagesOpt,
     VpOpt,
     ZeroOpt,
 )
 from clustersim.cli.level_option import DEFAULT_LEVEL, LevelOption
+from clustersim.cli.train_inputs import NetworkOpt
 from clustersim.errors import ClusterSimError
 from clustersim.units import MAX_NODES
 
 if TYPE_CHECKING:
-    from clustersim.diagnose import Explanation, StepInputs
+    from clustersim.diagnose import StepInputs
     from clustersim.scenario.training import TrainingRun
     from clustersim.training.estimate import Estimate
 
@@ -69,8 +71,9 @@ def explain_command(
         Path | None,
         typer.Option(
             "--log",
-            help="A Megatron-LM training log: its median step after 2 warm-up steps is the measurement, and the "
-            "settings it prints (layout, batch, sequence, precision) fill the options not given (they must agree).",
+            help="A Megatron-LM or torchtitan training log: the median after 2 warm-up steps of its step time "
+            "(Megatron) or tokens/s per device (torchtitan) is the measurement, and the settings it prints (layout, "
+            "batch, sequence, precision, framework) fill the options not given (they must agree).",
         ),
     ] = None,
     instance: Annotated[str, typer.Option("--instance", help="Instance id, e.g. p5en.48xlarge.")] = "p5en.48xlarge",
@@ -85,8 +88,12 @@ def explain_command(
     zero: ZeroOpt = None,
     sp: SpOpt = None,
     recompute: RecomputeOpt = None,
+    uneven: UnevenStagesOpt = None,
+    ep_overlap: EpOverlapOpt = None,
+    headroom: HeadroomOpt = None,
     global_batch: TrainGlobalBatchOpt = None,
     seq: SeqOpt = None,
+    beyond_context: BeyondContextOpt = False,
     precision: PrecisionOpt = "bf16",
     framework: FrameworkOpt = None,
     efficiency: Annotated[
@@ -97,6 +104,7 @@ def explain_command(
         list[Path] | None,
         typer.Option("--software", help="A TOML of framework profiles (overrides fields; also $CLUSTERSIM_SOFTWARE)."),
     ] = None,
+    network: NetworkOpt = "analytic",
     models: ModelsOption = None,
     calibration: CalibrationOption = None,
     level: LevelOption = DEFAULT_LEVEL,
@@ -108,13 +116,15 @@ def explain_command(
     optimizer, recompute, data loading) by how far into its plausible range each would have to move alone
     to close the gap, with the step's sensitivity to each, re-estimated."""
     from clustersim.choices import Recompute
-    from clustersim.cli.explain_log import SETTINGS, check_run, merged, read_log
+    from clustersim.cli.explain_log import SETTINGS, check_run, framework_of, merged, read_log
+    from clustersim.cli.explain_show import show
     from clustersim.cli.fabric_options import calibration_in_force
     from clustersim.cli.train import LAYOUT_OPTIONS, _scenario_of_options
     from clustersim.diagnose import explain_step
     from clustersim.scenario.training import run_training
 
     with user_errors():
+        _refuse_network(network)
         given = _measurement(measured_step, measured_tokens_per_s, measured_mfu, log)
         job: dict[str, Any] = {
             "tp": tp, "pp": pp, "vp": vp, "cp": cp, "ep": ep, "micro_batch": micro_batch, "zero": zero, "sp": sp,
@@ -127,10 +137,12 @@ def explain_command(
             layout_given |= {flag for _, name, flag in SETTINGS if name in logged.settings and name in LAYOUT_OPTIONS}
             if isinstance(job["recompute"], str):
                 job["recompute"] = Recompute(job["recompute"])
+            framework = framework_of(logged, framework, software or [])
         spec = _scenario_of_options(
-            model=model, instance=instance, nodes=nodes, devices_per_node=devices_per_node, **job, uneven=None,
-            tokens="1T", offer="on_demand", models=models or [], efficiency=efficiency or [], catalog=catalog or [],
-            framework=framework, software=software or [], given=layout_given,
+            model=model, instance=instance, nodes=nodes, devices_per_node=devices_per_node, **job, uneven=uneven,
+            ep_overlap=ep_overlap, headroom=headroom, beyond_context=beyond_context, tokens="1T", offer="on_demand",
+            models=models or [], efficiency=efficiency or [], catalog=catalog or [], framework=framework,
+            software=software or [], given=layout_given,
         )  # fmt: skip
         spec = spec.model_copy(update={"job": spec.job.model_copy(update={"tokens": None})})  # one step
         with calibration_overlay(calibration):
@@ -139,13 +151,17 @@ def explain_command(
             if logged is not None:
                 check_run(logged, run.model, run.estimate.layout)
             inputs = _inputs(run)
-            measured_s = logged.step_s if logged is not None else _step_s(run.estimate, given[0], float(given[1]))
+            if logged is not None:
+                measured_s = logged.step_s(run.estimate)
+            else:
+                measured_s = _step_s(run.estimate, given[0], float(given[1]))
             explanation = explain_step(inputs, measured_s, bounds=_bounds(), level=level)
     if as_json:
         emit_json(
             {
                 "model": run.model.name,
                 "system": run.estimate.system,
+                "framework": run.estimate.framework,
                 "layout": run.estimate.layout.model_dump(mode="json"),
                 "layout_chosen": run.layout_chosen,
                 "measured": {"option": given[0], "value": given[1]} if logged is None else logged.to_json(),
@@ -154,7 +170,27 @@ def explain_command(
             }
         )
         return
-    _show(run, explanation, given)
+    show(run, explanation, _said(given, logged))
+
+
+def _refuse_network(network: str) -> None:
+    """Only the analytic collective model: the levers re-price each term with it, many times over."""
+    if network != "analytic":
+        raise ClusterSimError(
+            f"--network {network}: explain re-prices the step's terms with the analytic collective model only (valid: "
+            "analytic); to see what the fabric adds, run `clustersim train ... --network sim` and explain the "
+            "measured step against the analytic prediction",
+            field="--network",
+            value=network,
+        )
+
+
+def _said(given: tuple[str, float | str], logged: Any) -> str:
+    """The measurement in words, for the text."""
+    if logged is None:
+        return f"{given[0]} {format(float(given[1]), 'g')}"
+    what = {"step_time_s": "s per step", "tokens_per_s_per_device": "tokens/s per device"}[logged.measure]
+    return f"--log {logged.path}, {logged.framework}: {logged.value:,.6g} {what}, median of {logged.steps} step(s)"
 
 
 def _measurement(
@@ -223,50 +259,3 @@ def _bounds() -> Any:
         step_s=TRAINING_BOUNDS["step_s"],
         source="clustersim.validation.specs",
     )
-
-
-def _show(run: "TrainingRun", explanation: "Explanation", given: tuple[str, float | str]) -> None:
-    from rich.table import Table
-
-    estimate = run.estimate
-    chosen = " (chosen: the run's own layout should be given with --tp and --pp)" if run.layout_chosen else ""
-    lines = [
-        f"{run.model.name} on {estimate.system}, layout {estimate.layout.describe()}{chosen}",
-        f"measured ({given[0]} {given[1] if isinstance(given[1], str) else format(given[1], 'g')}): "
-        f"{explanation.measured_step_s:.4g} s per step; "
-        f"predicted {explanation.predicted_step_s:.4g} s ({explanation.gap:+.1%})",
-        explanation.summary(),
-    ]
-    table = Table(title="what would close the gap, alone (ranked by the share of its plausible range it needs)")
-    columns = ("term", "seconds", "needs", "plausible range", "plausible", "d step / d parameter", "elasticity")
-    for column in columns:
-        table.add_column(column, justify="left" if column in ("term", "plausible range") else "right")
-    for c in explanation.candidates:
-        r = c.plausible_range
-        slope = c.sensitivity.d_step_s_d_parameter
-        table.add_row(
-            c.term,
-            f"{c.seconds:.3g}",
-            _needs(c),
-            "unknown" if r is None else f"{r.low:.2f}-{r.high:.2f}x",
-            {True: "yes", False: "no", None: "?"}[c.plausible],
-            "" if slope is None else f"{slope:+.3g}",
-            f"{c.sensitivity.elasticity:+.3g}",
-        )
-    notes = [f"{i}. {c.line()}" for i, c in enumerate(explanation.candidates[:3], 1)]
-    sources = sorted({c.plausible_range.source for c in explanation.candidates if c.plausible_range is not None})
-    for line in lines:
-        print_all(_plain(line))
-    print_all(table, *(_plain(n) for n in notes), *(_plain(f"range: {s}") for s in sources))
-
-
-def _needs(candidate: Any) -> str:
-    if candidate.kind.value == "added":
-        return f"+{candidate.needed_s:.3g} s" if candidate.needed_s > 0 else "-"
-    return "-" if candidate.factor_needed is None else f"{candidate.factor_needed:.3g}x"
-
-
-def _plain(line: str) -> Any:
-    from rich.text import Text
-
-    return Text(line)

@@ -1,10 +1,14 @@
-"""``explain --log FILE``: a Megatron-LM training log as the measurement and as the job's stated settings.
+"""``explain --log FILE``: a Megatron-LM or torchtitan training log as the measurement and as the job's
+stated settings.
 
-The log is read by ``clustersim.ingest.megatron_log`` (the reader ``clustersim ingest`` uses); its measured
-step is the median of the logged steps after the warm-up (``ingest.training_run.median_after_warmup``). What
-the log states (TP, PP, CP, EP, VP, micro-batch, ZeRO-1 from the distributed optimizer, sequence parallelism,
-recompute, global batch, sequence length, precision) fills the options the command line does not give; where
-both state a value they must agree, and the model's shape and the data-parallel degree must match the log's.
+The log is read by the reader ``clustersim ingest`` uses (``clustersim.ingest.megatron_log`` or
+``torchtitan_log``, chosen by content); the measurement is the median of the logged steps after the warm-up
+(``ingest.training_run.median_after_warmup``): Megatron's elapsed time per iteration, torchtitan's tokens per
+second per device (``tps``, turned into seconds per step with the job's tokens per step and devices). What the
+log states (TP, PP, CP, EP, VP, micro-batch, ZeRO, sequence parallelism, recompute, global batch, sequence
+length, precision, the framework) fills the options the command line does not give; where both state a value
+they must agree, and the model's shape, the world size and the data-parallel degree must match the log's.
+A file neither reader understands is refused, naming it.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from clustersim.errors import ClusterSimError
 
 if TYPE_CHECKING:
     from clustersim.execution import Layout
+    from clustersim.ingest.training_run import TrainingRun
+    from clustersim.training.estimate import Estimate
     from clustersim.workload.transformer import Transformer
 
 # the log's settings: (its key in ``TrainingRun.parallel``/``model``, explain's parameter, the flag)
@@ -35,27 +41,43 @@ SETTINGS = (
     ("precision", "precision", "--precision"),
 )
 SHAPE = ("layers", "hidden", "ffn_hidden", "heads", "kv_heads", "vocab")
+# the measured value each framework's log gives, as the case format names it
+MEASURE = {"megatron": "step_time_s", "megatron-deepspeed": "step_time_s", "torchtitan": "tokens_per_s_per_device"}
 
 
 @dataclass(frozen=True)
 class LoggedRun:
-    """What ``explain`` takes from a log: the measured step and the settings it states."""
+    """What ``explain`` takes from a log: the measured value and the settings it states."""
 
     path: str
-    step_s: float
-    steps: int  # logged steps after the warm-up, whose median ``step_s`` is
+    framework: str  # the software profile the log's framework runs as (megatron, megatron-deepspeed, torchtitan)
+    measure: str  # what the log measures: step_time_s or tokens_per_s_per_device
+    value: float  # its median after the warm-up
+    steps: int  # logged steps after the warm-up, whose median ``value`` is
     settings: dict[str, Any]  # explain's parameter name -> the log's value
-    lines: dict[str, int]  # explain's parameter name (or a model field) -> the log's line
+    lines: dict[str, int]  # explain's parameter name (or a model field, world_size) -> the log's line
     dp: int | None
+    world_size: int | None
     model: dict[str, Any]
 
+    def step_s(self, estimate: Estimate) -> float:
+        """Seconds per step the measurement means (tokens per second with the estimate's tokens and devices)."""
+        if self.measure == "tokens_per_s_per_device":
+            return estimate.job.tokens_per_step / (self.value * estimate.num_devices)
+        return self.value
+
     def to_json(self) -> dict[str, Any]:
-        return {"option": "--log", "value": self.path, "steps": self.steps, "settings": self.settings}
+        return {
+            "option": "--log", "value": self.path, "framework": self.framework, "measure": self.measure,
+            "measured": self.value, "steps": self.steps, "settings": self.settings,
+        }  # fmt: skip
 
 
 def read_log(path: Path) -> LoggedRun:
-    """The measured step and stated settings of the Megatron-LM log ``path``; another file is refused."""
+    """The measurement and stated settings of the Megatron-LM or torchtitan log ``path``; another file is
+    refused, naming it."""
     from clustersim.ingest.megatron_log import looks_like_megatron, read_megatron_log
+    from clustersim.ingest.torchtitan_log import looks_like_torchtitan, read_torchtitan_log
     from clustersim.ingest.training_run import DEFAULT_WARMUP_STEPS, median_after_warmup
 
     try:
@@ -64,15 +86,31 @@ def read_log(path: Path) -> LoggedRun:
         raise ClusterSimError(
             f"--log: cannot read {path}: {exc.strerror or exc}", field="--log", value=str(path)
         ) from None
-    if not looks_like_megatron(text):
+    if looks_like_megatron(text):
+        run = read_megatron_log(path)
+    elif looks_like_torchtitan(text):
+        run = read_torchtitan_log(path)
+    else:
         raise ClusterSimError(
-            f"--log: {path} is not a Megatron-LM training log (no 'elapsed time per iteration (ms)' line); "
-            "give the run's step with --measured-step instead",
+            f"--log: {path} is neither a Megatron-LM training log (no 'elapsed time per iteration (ms)' line) nor a "
+            "torchtitan one (no 'step: N  loss: ...  tps: ...  mfu: ...' line); give the run's step with "
+            "--measured-step instead",
             field="--log",
             value=str(path),
         )
-    run = read_megatron_log(path)
     measured, kept = median_after_warmup(run, DEFAULT_WARMUP_STEPS)
+    measure = MEASURE[run.framework]
+    if measure not in measured:
+        raise ClusterSimError(f"--log: {path}: no step past the warm-up logs its {measure}", field="--log")
+    settings, lines = _settings(run, kept)
+    lines |= {key: run.lines.get(key, 1) for key in (*SHAPE, "world_size")}
+    return LoggedRun(
+        str(path), run.framework, measure, measured[measure], len(kept), settings, lines, run.parallel.get("dp"),
+        run.world_size, run.model,
+    )  # fmt: skip
+
+
+def _settings(run: TrainingRun, kept: list[Any]) -> tuple[dict[str, Any], dict[str, int]]:
     stated = dict(run.parallel) | {"seq_len": run.model.get("seq_len"), "precision": run.precision}
     batches = {step.global_batch for step in kept if step.global_batch is not None}
     if "global_batch" not in stated and len(batches) == 1:
@@ -82,13 +120,13 @@ def read_log(path: Path) -> LoggedRun:
         if stated.get(key) is not None:
             settings[name] = stated[key]
             lines[name] = run.lines.get(key, 1)
-    lines |= {key: run.lines.get(key, 1) for key in SHAPE}
-    return LoggedRun(str(path), measured["step_time_s"], len(kept), settings, lines, run.parallel.get("dp"), run.model)
+    return settings, lines
 
 
 def merged(log: LoggedRun, values: dict[str, Any], given: set[str]) -> dict[str, Any]:
     """explain's options with the log's settings where the command line gives none (``given``: the flags it
-    gives); a flag that states another value than the log is refused, naming the log's line."""
+    gives); a flag that states another value than the log is refused, naming the log's line. The global
+    batch, which turns a rate into a step, must come from one of them."""
     out = dict(values)
     for _, name, flag in SETTINGS:
         if name not in log.settings:
@@ -104,11 +142,36 @@ def merged(log: LoggedRun, values: dict[str, Any], given: set[str]) -> dict[str,
                 )
             continue
         out[name] = stated
+    if out.get("global_batch") is None:
+        raise ClusterSimError(
+            f"{log.path}: the log does not state the global batch (torchtitan prints it only on its 'Training "
+            "starts at step 1, with local batch size ...' line); give --global-batch",
+            field="--global-batch",
+        )
     return out
 
 
+def framework_of(log: LoggedRun, framework: str | None, software: list[Path]) -> str | None:
+    """The framework the run is priced as: the log's where --framework names none; a --framework that names
+    another packaged framework is refused (a profile of the user's own ``--software`` files is taken as
+    theirs of the log's framework)."""
+    from clustersim.compute.software import software_profiles
+
+    if framework is None:
+        return log.framework
+    packaged = software_profiles((), use_env=False)
+    if framework.strip().lower() != log.framework and framework.strip().lower() in packaged:
+        raise ClusterSimError(
+            f"{log.path}: the log is a {log.framework} run, --framework says {framework}",
+            field="--framework",
+            value=framework,
+        )
+    return framework
+
+
 def check_run(log: LoggedRun, model: Transformer, layout: Layout) -> None:
-    """The model's shape and the data-parallel degree the system gives, against what the log states."""
+    """The model's shape, the world size and the data-parallel degree the system gives, against what the log
+    states."""
     for key in SHAPE:
         mine = (model.kv_heads or model.heads) if key == "kv_heads" else getattr(model, key)  # 0: one per head
         if key in log.model and mine != log.model[key]:
@@ -118,6 +181,13 @@ def check_run(log: LoggedRun, model: Transformer, layout: Layout) -> None:
                 field="MODEL",
                 value=model.name,
             )
+    if log.world_size is not None and log.world_size != layout.num_devices:
+        raise ClusterSimError(
+            f"{log.path}, line {log.lines['world_size']}: the log ran {log.world_size} ranks, the system given has "
+            f"{layout.num_devices} (--nodes, --devices-per-node)",
+            field="--nodes",
+            value=layout.num_devices,
+        )
     if log.dp is not None and log.dp != layout.dp:
         raise ClusterSimError(
             f"{log.path}: the log ran data-parallel size {log.dp}, the system given makes it {layout.dp} "

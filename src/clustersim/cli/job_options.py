@@ -1,4 +1,4 @@
-"""The job and layout options ``train`` and ``fabric step`` share (typer aliases; light to import)."""
+"""The job and layout options ``train``, ``explain`` and ``fabric step`` share (typer aliases; light to import)."""
 
 from typing import Annotated
 
@@ -91,4 +91,29 @@ BeyondContextOpt = Annotated[
 FrameworkOpt = Annotated[
     str | None,
     typer.Option("--framework", help="The training framework's profile (default: the accelerator's)."),
+]
+UnevenStagesOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--uneven-stages/--even-stages",
+        help="Allow layers that do not divide by pp*vp (fullest stage sets pace); default: off for a given "
+        "layout, and in a search on where the framework supports them (megatron).",
+    ),
+]
+EpOverlapOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--ep-overlap/--no-ep-overlap",
+        help="Overlap the MoE expert all-to-alls with another micro-batch's compute (Megatron-Core's "
+        "--overlap-moe-expert-parallel-comm); default: the framework's (off).",
+    ),
+]
+HeadroomOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--headroom",
+        min=0,
+        max=0.9,
+        help="Share of device memory a chosen layout leaves free (default 0.1; not with --tp and --pp).",
+    ),
 ]

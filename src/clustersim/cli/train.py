@@ -36,6 +36,8 @@ from clustersim.cli.job_options import (
     CpOpt,
     DevicesPerNodeOpt,
     EpOpt,
+    EpOverlapOpt,
+    HeadroomOpt,
     MicroBatchOpt,
     PpOpt,
     PrecisionOpt,
@@ -44,6 +46,7 @@ from clustersim.cli.job_options import (
     SpOpt,
     TpOpt,
     TrainGlobalBatchOpt,
+    UnevenStagesOpt,
     VpOpt,
     ZeroOpt,
 )
@@ -175,31 +178,9 @@ def train_command(
         list[Path] | None,
         typer.Option("--software", help="A TOML of framework profiles (overrides fields; also $CLUSTERSIM_SOFTWARE)."),
     ] = None,
-    uneven: Annotated[
-        bool | None,
-        typer.Option(
-            "--uneven-stages/--even-stages",
-            help="Allow layers that do not divide by pp*vp (fullest stage sets pace); default: off for a given "
-            "layout, and in a search on where the framework supports them (megatron).",
-        ),
-    ] = None,
-    ep_overlap: Annotated[
-        bool | None,
-        typer.Option(
-            "--ep-overlap/--no-ep-overlap",
-            help="Overlap the MoE expert all-to-alls with another micro-batch's compute (Megatron-Core's "
-            "--overlap-moe-expert-parallel-comm); default: the framework's (off).",
-        ),
-    ] = None,
-    headroom: Annotated[
-        float | None,
-        typer.Option(
-            "--headroom",
-            min=0,
-            max=0.9,
-            help="Share of device memory a chosen layout leaves free (default 0.1; not with --tp and --pp).",
-        ),
-    ] = None,
+    uneven: UnevenStagesOpt = None,
+    ep_overlap: EpOverlapOpt = None,
+    headroom: HeadroomOpt = None,
     ops: Annotated[bool, typer.Option("--ops", help="Also show each operation's time per layer.")] = False,
     compare: Annotated[
         list[str] | None,

@@ -1,0 +1,87 @@
+"""``clustersim explain`` honours ``train``'s options that change a step (uneven stages, the MoE all-to-all
+overlap, memory headroom, a sequence beyond the context) and refuses --network sim in one line: each
+predicted step equals ``train``'s, and the ranked terms move as the option moves the step."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from clustersim.cli.app import app
+
+runner = CliRunner()
+ENV = {"CLUSTERSIM_COLLECTIVE_CALIBRATION": "", "CLUSTERSIM_EFFICIENCY": "", "COLUMNS": "200"}
+UNEVEN = ["llama3-8b", "--instance", "p5.48xlarge", "--nodes", "3", "--tp", "8", "--pp", "3", "--global-batch", "96",
+          "--uneven-stages"]  # 32 layers on 3 stages  # fmt: skip
+MOE = ["mixtral-8x7b", "--instance", "p5.48xlarge", "--nodes", "4", "--tp", "2", "--pp", "1", "--ep", "8", "--zero",
+       "3", "--recompute", "full", "--global-batch", "64"]  # fmt: skip
+CHOSEN = ["llama3-70b", "--instance", "p5.48xlarge", "--nodes", "4", "--global-batch", "64"]
+
+
+def _invoke(*args: str) -> dict:
+    result = runner.invoke(app, [*args, "--json"], env=ENV)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def _refused(*args: str) -> str:
+    result = runner.invoke(app, ["explain", *args], env=ENV)
+    assert result.exit_code == 2, result.output
+    assert "\n" not in result.stderr.strip() and "Traceback" not in result.output
+    return result.stderr
+
+
+def _term(out: dict, term: str) -> dict:
+    (found,) = [c for c in out["candidates"] if c["term"] == term]
+    return found
+
+
+def test_uneven_stages_are_priced_as_train_prices_them_and_the_bubble_closes_what_it_alone_adds() -> None:
+    train = _invoke("train", *UNEVEN)
+    bubble_s = next(t["exposed_s"] for t in train["terms"] if t["name"] == "pipeline bubble")
+    at = _invoke("explain", *UNEVEN, "--measured-step", repr(train["step_s"]))
+    assert at["layout"]["uneven_stages"] is True and abs(at["gap"]) < 1e-9
+    assert _term(at, "pipeline bubble")["seconds"] == pytest.approx(bubble_s, rel=1e-6)
+    # half a bubble more: the bubble term alone needs 1.5x its idle seconds, and the step's slope in it is 1
+    slower = _invoke("explain", *UNEVEN, "--measured-step", repr(train["step_s"] + 0.5 * bubble_s))
+    bubble = _term(slower, "pipeline bubble")
+    assert bubble["factor_needed"] == pytest.approx(1.5, rel=1e-6)
+    assert bubble["sensitivity"]["d_step_s_d_parameter"] == pytest.approx(1.0, rel=1e-6)
+    even = _refused(*UNEVEN[:-1], "--measured-step", "4")
+    assert "layers 32 must divide by pp*vp = 3 (or allow uneven stages" in even
+
+
+@pytest.mark.parametrize("overlap", ["--ep-overlap", "--no-ep-overlap"])
+def test_the_expert_all_to_all_overlap_moves_the_prediction_and_the_ep_term_as_in_train(overlap: str) -> None:
+    train = _invoke("train", *MOE, overlap)
+    out = _invoke("explain", *MOE, overlap, "--measured-step", repr(1.1 * train["step_s"]))
+    assert out["layout"]["ep_overlap"] is (overlap == "--ep-overlap")
+    assert out["predicted_step_s"] == pytest.approx(train["step_s"], rel=1e-12)
+    exposed = next(t["exposed_s"] for t in train["terms"] if t["name"] == "ep comm")
+    link = next(t["link_s"] for t in train["terms"] if t["name"] == "ep comm")
+    assert (exposed < 0.8 * link) is (overlap == "--ep-overlap")  # overlapped: part of it hidden
+    assert _term(out, "EP exposed communication")["seconds"] == pytest.approx(exposed, rel=0.05)
+
+
+def test_memory_headroom_chooses_the_layout_train_chooses() -> None:
+    lean = _invoke("explain", *CHOSEN, "--headroom", "0.3", "--measured-step", "18")
+    assert lean["layout_chosen"] is True
+    assert lean["layout"] == _invoke("train", *CHOSEN, "--headroom", "0.3")["layout"]
+    assert lean["layout"] != _invoke("explain", *CHOSEN, "--measured-step", "18")["layout"]
+    assert "--headroom is the memory a chosen layout leaves free" in _refused(
+        *CHOSEN, "--tp", "8", "--pp", "4", "--headroom", "0.3", "--measured-step", "18"
+    )
+
+
+def test_a_sequence_beyond_the_context_is_refused_unless_asked_for() -> None:
+    job = ["llama3-8b", "--instance", "p5.48xlarge", "--nodes", "16", "--tp", "8", "--pp", "1", "--seq", "16384"]
+    assert "beyond the context of llama3-8b" in _refused(*job, "--measured-step", "3")
+    out = _invoke("explain", *job, "--beyond-context", "--measured-step", "3")
+    assert out["predicted_step_s"] == pytest.approx(_invoke("train", *job, "--beyond-context")["step_s"], rel=1e-12)
+
+
+def test_the_simulated_fabric_is_refused_naming_the_analytic_model() -> None:
+    words = _refused(*CHOSEN, "--network", "sim", "--measured-step", "18")
+    assert "--network sim: explain re-prices the step's terms with the analytic collective model only" in words

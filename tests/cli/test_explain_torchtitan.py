@@ -1,0 +1,67 @@
+"""``clustersim explain --log`` on real torchtitan logs (tests/data/ingest/SOURCES.md): tokens per second per
+device as the measurement, the config the log prints as options, torchtitan as the framework; logs that
+cannot be priced, refused in one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from clustersim.cli.app import app
+
+runner = CliRunner()
+ENV = {"CLUSTERSIM_COLLECTIVE_CALIBRATION": "", "CLUSTERSIM_EFFICIENCY": "", "COLUMNS": "200"}
+DATA = Path(__file__).resolve().parents[1] / "data" / "ingest"
+QWEN3_LOG = DATA / "torchtitan_qwen3_32b_fsdp8_pr1690.log"  # step 50: 1,874 tps, 389.87 TFLOP/s, 39.42% MFU
+CP2_LOG = DATA / "torchtitan_llama3_8b_flex_cp2_pr1884.log"  # NGPU=4, context parallel 2, full AC
+DEBUG_LOG = DATA / "torchtitan_flex_debug_pr1437.log"  # no batch or config line
+# torchtitan's qwen3_32b preset (8 H100s): local batch 2, seq_len 4096, full activation checkpointing
+# (https://github.com/pytorch/torchtitan/blob/main/torchtitan/models/qwen3/train_configs/qwen3_32b.py)
+QWEN3 = ["qwen3-32b", "--instance", "p5.48xlarge", "--nodes", "1", "--tp", "1", "--pp", "1", "--micro-batch", "2",
+         "--global-batch", "16", "--seq", "4096", "--recompute", "full"]  # fmt: skip
+
+
+def _invoke(*args: str) -> dict:
+    result = runner.invoke(app, [*args, "--json"], env=ENV)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_a_torchtitan_log_is_measured_by_its_tokens_per_second_and_priced_as_torchtitan() -> None:
+    out = _invoke("explain", *QWEN3, "--log", str(QWEN3_LOG))
+    # 16 sequences x 4096 tokens at 1,874 tokens/s on each of 8 devices
+    assert out["measured_step_s"] == pytest.approx(16 * 4096 / (1874 * 8), rel=1e-12)
+    measured = out["measured"]
+    assert (measured["framework"], measured["measure"], measured["measured"], measured["steps"]) == (
+        "torchtitan", "tokens_per_s_per_device", 1874.0, 1)  # fmt: skip
+    assert measured["settings"] == {"zero": 3, "precision": "bf16"}  # FSDP by default, no float8 converter
+    assert out["framework"] == "torchtitan" and out["layout"]["zero"] == 3 and out["layout"]["dp"] == 8
+    # the same job as train prices it with torchtitan's profile, and the log's MFU is near the predicted one
+    train = _invoke("train", *QWEN3, "--zero", "3", "--framework", "torchtitan")
+    assert out["predicted_step_s"] == pytest.approx(train["step_s"], rel=1e-12)
+    assert train["mfu"] == pytest.approx(0.3942 * out["measured_step_s"] / out["predicted_step_s"], rel=0.05)
+    # faster than predicted, inside the interval: the GEMMs, moved up, explain it best
+    top = out["candidates"][0]
+    assert out["gap"] < 0 and out["within_interval"] is True
+    assert top["term"] == "compute (GEMMs)" and top["factor_needed"] > 1 and top["plausible"] is True
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        ((*QWEN3, "--log", str(QWEN3_LOG), "--framework", "megatron"),
+         "the log is a torchtitan run, --framework says megatron"),
+        ((*QWEN3, "--log", str(QWEN3_LOG), "--zero", "1"), "the log says zero 3, --zero says 1"),
+        (("llama3-8b", "--instance", "p5.48xlarge", "--nodes", "1", "--tp", "1", "--pp", "1", "--global-batch", "8",
+          "--log", str(CP2_LOG)), "line 1: the log ran 4 ranks, the system given has 8"),
+        (("llama3-8b", "--instance", "p5.48xlarge", "--nodes", "1", "--log", str(DEBUG_LOG)),
+         "the log does not state the global batch"),
+    ],
+)  # fmt: skip
+def test_a_torchtitan_log_that_cannot_be_this_job_is_refused_in_one_line(args: tuple[str, ...], words: str) -> None:
+    result = runner.invoke(app, ["explain", *args], env=ENV)
+    assert result.exit_code == 2, result.output
+    assert words in result.stderr and "\n" not in result.stderr.strip()
