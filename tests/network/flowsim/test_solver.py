@@ -190,17 +190,17 @@ def test_the_incremental_re_solve_equals_a_full_solve_after_every_change(
 
 
 def test_flows_of_like_path_length_get_a_table_and_a_ragged_incidence_does_not():
-    # Three flows of two resources each (ECMP-like): a 3 x 2 table, padded nowhere. Add one flow
-    # crossing 8 resources: 3 x 8 + 8 slots for 14 entries is more than DENSE_SLACK times them.
+    # Three flows of two resources each (ECMP-like): a 2 x 3 table (a column per flow), padded nowhere.
+    # Add one flow crossing 8 resources: 8 x 4 slots for 14 entries is more than DENSE_SLACK times them.
     f = np.array([0, 0, 1, 1, 2, 2], dtype=np.int64)
     r = np.array([0, 1, 1, 2, 2, 3], dtype=np.int64)
     p = prepare(f, r, np.ones(6), 3, 4)
-    assert p.has_table and p.table_res.tolist() == [[0, 1], [1, 2], [2, 3]]
+    assert p.has_table and p.table_res.T.tolist() == [[0, 1], [1, 2], [2, 3]]
     assert not prepare(f, r, np.ones(6), 3, 4, table=False).has_table
     wide_f = np.concatenate([f, np.full(8, 3)])
     wide_r = np.concatenate([r, np.arange(8)])
     assert not prepare(wide_f, wide_r, np.ones(14), 4, 8).has_table
     # Entries given out of flow order are sorted by flow first: the same rows (in any slot order).
     order = np.array([5, 2, 0, 4, 1, 3])
-    rows = np.sort(prepare(f[order], r[order], np.ones(6), 3, 4).table_res, axis=1)
+    rows = np.sort(prepare(f[order], r[order], np.ones(6), 3, 4).table_res.T, axis=1)
     assert rows.tolist() == [[0, 1], [1, 2], [2, 3]]

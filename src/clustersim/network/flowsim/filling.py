@@ -9,8 +9,8 @@ deep as the chain of bottlenecks, not as many as the levels. The result is the u
 allocation: no flow can grow without shrinking one that is no faster.
 
 Where every flow crosses about as many resources as the next (ECMP: one path each), the entries are
-a table, one row per flow padded with a resource of no load (``dense_rounds``): a flow's lowest
-level is a row minimum, which numpy does many times faster than the segmented ``minimum.reduceat``
+a table, one column per flow padded with a resource of no load (``dense_rounds``): a flow's lowest
+level is a column minimum, which numpy does many times faster than the segmented ``minimum.reduceat``
 the ragged layout needs (``local_rounds``); the allocation is the same.
 """
 
@@ -187,29 +187,35 @@ def local_rounds(
 def dense_rounds(
     flows: IntArray, r: IntArray, w: FloatArray, remaining: FloatArray, rate: FloatArray, base: float, rounds: int
 ) -> int:
-    """``local_rounds`` on a table: row ``i`` holds the resources (``r``) and weights (``w``) of flow
-    ``flows[i]``, padded with a resource that no flow loads (given a level no resource reaches, so it
-    never binds and never freezes a flow). Same rounds, same allocation, fewer numpy calls a round."""
+    """``local_rounds`` on a table: column ``i`` holds the resources (``r``) and weights (``w``) of
+    flow ``flows[i]``, padded with a resource that no flow loads (given a level no resource reaches,
+    so it never binds and never freezes a flow). Same rounds, same allocation, fewer numpy calls a
+    round; the reductions run down the columns (slots x flows: numpy reduces along the first axis of a
+    short, wide table several times faster than along the second of a tall, narrow one)."""
+    if not flows.size:
+        return rounds
     size = remaining.size
     rem = np.maximum(remaining, 0.0)
     load = np.bincount(r.ravel(), weights=w.ravel(), minlength=size)
     pad = load == 0  # at the start only the padding carries nothing
     rem[pad] = UNREACHED
     load[pad] = 1.0
-    while flows.size:  # ufunc reductions and .nonzero(): numpy's Python wrappers cost as much as the work here
+    up = 1 + REL_TOL
+    while True:  # ufunc methods and .compress/.take: numpy's Python wrappers cost as much as the work here
         rounds += 1
-        fair = rem / (load + TINY)  # TINY: a resource whose flows all froze divides by it, unread
-        level = fair[r]
-        lowest = np.minimum.reduce(level, axis=1)
+        level = (rem / (load + TINY)).take(r)  # TINY: a resource whose flows all froze divides by it, unread
+        lowest = np.minimum.reduce(level, axis=0)
         blocked = np.zeros(size, dtype=bool)
-        blocked[r[level > (lowest * (1 + REL_TOL))[:, None]]] = True
-        stay = np.logical_and.reduce(blocked[r], axis=1)
-        frozen = (~stay).nonzero()[0]
-        low = lowest[frozen]
-        rate[flows[frozen]] = base + low
-        done_r, done_w = r[frozen].ravel(), w[frozen]
-        rem -= np.bincount(done_r, weights=(done_w * low[:, None]).ravel(), minlength=size)
+        blocked[r[level > lowest * up]] = True
+        stay = np.logical_and.reduce(blocked.take(r), axis=0)
+        if not np.logical_or.reduce(stay):  # every flow left freezes: the last round
+            rate[flows] = base + lowest
+            return rounds
+        go = ~stay
+        low = lowest.compress(go)
+        rate[flows.compress(go)] = base + low
+        done_r, done_w = r.compress(go, axis=1).ravel(), w.compress(go, axis=1)
+        rem -= np.bincount(done_r, weights=(done_w * low).ravel(), minlength=size)
         load -= np.bincount(done_r, weights=done_w.ravel(), minlength=size)
         np.maximum(rem, 0.0, out=rem)
-        flows, r, w = flows[stay], r[stay], w[stay]
-    return rounds
+        flows, r, w = flows.compress(stay), r.compress(stay, axis=1), w.compress(stay, axis=1)

@@ -2,7 +2,7 @@
 resource incidence, and kept up to date between the events of a simulation (``MaxMinState``).
 
 ``prepare`` sorts the entries by flow and indexes them by resource once; where flows cross about as
-many resources each (ECMP), it also lays them out as a flow x slot table (``Prepared.table_res``).
+many resources each (ECMP), it also lays them out as a slot x flow table (``Prepared.table_res``).
 A solve touches only the active flows' entries and the resources they cross, whatever the fabric's
 size. Between events, ``MaxMinState`` re-solves only the flows a change can move: those at or above
 the level where the old and new allocations first differ (found through per-block maxima of the
@@ -22,7 +22,7 @@ from clustersim.network.flowsim.topology import BoolArray, FloatArray, IntArray
 
 __all__ = ["REL_TOL", "MaxMinState", "Prepared", "distinct", "max_min_rates", "prepare", "solve"]
 
-DENSE_SLACK = 2.0  # a flow x slot table when its padded size is at most this many times the entries
+DENSE_SLACK = 2.0  # a slot x flow table when its padded size is at most this many times the entries
 
 
 def _order(keys: IntArray, size: int) -> IntArray:
@@ -50,12 +50,12 @@ class Prepared:
     res_order: IntArray
     num_flows: int
     num_resources: int
-    table_res: IntArray  # (flows, slots): each flow's resources, padded with ``num_resources``; (0, 0): none
-    table_weight: FloatArray  # the weights, 0 in the padding
+    table_res: IntArray  # (slots, flows): each flow's resources down a column, padded with ``num_resources``
+    table_weight: FloatArray  # the weights, 0 in the padding; both (0, 0) where there is no table
 
     @property
     def has_table(self) -> bool:
-        return bool(self.table_res.shape[0] == self.num_flows > 0)
+        return bool(self.table_res.shape[1] == self.num_flows > 0)
 
 
 def prepare(
@@ -76,17 +76,17 @@ def prepare(
 def _table(
     f: IntArray, r: IntArray, w: FloatArray, ptr: IntArray, pad: int, slack: float
 ) -> tuple[IntArray, FloatArray]:
-    """The entries as a flow x slot table padded with resource ``pad`` (weight 0), or (0, 0) arrays
-    when that would take more than ``slack`` times the entries."""
+    """The entries as a slot x flow table (a column per flow) padded with resource ``pad`` (weight 0), or
+    (0, 0) arrays when that would take more than ``slack`` times the entries."""
     lens = np.diff(ptr)
     slots = int(lens.max()) if lens.size else 0
     if not f.size or lens.size * slots > slack * f.size:
         return np.zeros((0, 0), dtype=np.int64), np.zeros((0, 0))
     col = np.arange(f.size) - np.repeat(ptr[:-1], lens)
-    res = np.full((lens.size, slots), pad, dtype=np.int64)
-    weight = np.zeros((lens.size, slots))
-    res[f, col] = r
-    weight[f, col] = w
+    res = np.full((slots, lens.size), pad, dtype=np.int64)
+    weight = np.zeros((slots, lens.size))
+    res[col, f] = r
+    weight[col, f] = w
     return res, weight
 
 
@@ -271,14 +271,13 @@ class MaxMinState:
         (``level_rounds``); fewer: by local bottlenecks, on the table where there is one."""
         p, size = self.p, self.p.num_resources
         if p.has_table and growing.size < self.levels_min:
-            table = p.table_res[growing]
-            w = p.table_weight[growing]
+            table = p.table_res.take(growing, axis=1)
+            w = p.table_weight.take(growing, axis=1)
             res, local = _compact(table.ravel(), size + 1)
-            flat_w = w.ravel()
-            remaining = self._remaining(res, local, flat_w, old.repeat(w.shape[1]), base)
+            remaining = self._remaining(res, local, (w * (old - base)).ravel())
             self.rounds = dense_rounds(growing, local.reshape(table.shape), w, remaining, self.rate, base, self.rounds)
-            delta = (self.rate[growing] - old).repeat(w.shape[1])
-            self._used_pad[res] += np.bincount(local, weights=flat_w * delta, minlength=res.size)
+            delta = (w * (self.rate.take(growing) - old)).ravel()
+            self._used_pad[res] += np.bincount(local, weights=delta, minlength=res.size)
             return res[:-1] if res[-1] == size else res
         if growing.size == p.num_flows:  # every flow: the incidence as it is
             f, w, res, local = p.flow, p.weight, np.arange(size), p.resource
@@ -287,7 +286,7 @@ class MaxMinState:
             f, w = p.flow[entries], p.weight[entries]
             res, local = _compact(p.resource[entries], size)
         old_e = self.rate[f]
-        remaining = self._remaining(res, local, w, old_e, base)
+        remaining = self._remaining(res, local, w * (old_e - base))
         if growing.size < self.levels_min:
             self.rounds = local_rounds(f, local, w, remaining, self.rate, base, self.rounds)
         else:
@@ -304,15 +303,10 @@ class MaxMinState:
         self._used_pad[res] += np.bincount(local, weights=w * (self.rate[f] - old_e), minlength=res.size)
         return res
 
-    def _remaining(self, res: IntArray, local: IntArray, w: FloatArray, old: FloatArray, base: float) -> FloatArray:
-        """Capacity of ``res`` left to the flows re-solved (entries ``local``, ``w``, their old rates
-        ``old``) beyond ``base`` each."""
-        return (
-            self._cap_pad[res]
-            - self._used_pad[res]
-            + np.bincount(local, weights=w * old, minlength=res.size)
-            - base * np.bincount(local, weights=w, minlength=res.size)
-        )
+    def _remaining(self, res: IntArray, local: IntArray, above: FloatArray) -> FloatArray:
+        """Capacity of ``res`` left to the flows re-solved beyond ``base`` each: ``above`` is each of
+        their entries' (``local``) weight times the flow's old rate less ``base``."""
+        return self._cap_pad[res] - self._used_pad[res] + np.bincount(local, weights=above, minlength=res.size)
 
     def _above(self, threshold: float) -> IntArray:
         """The active flows at ``threshold`` or faster, sorted (inactive flows have rate 0, and
@@ -343,7 +337,7 @@ class MaxMinState:
         cross; all of them when that takes more than ``PRUNE_DEPTH`` breadth-first steps."""
         p, mark = self.p, self._mark
         if p.has_table:
-            table = p.table_res[flows]
+            table = p.table_res.take(flows, axis=1)
         else:
             entries = _rows(p.flow_ptr, None, flows)
             lens = p.flow_ptr[flows + 1] - p.flow_ptr[flows]
@@ -352,10 +346,10 @@ class MaxMinState:
         mark[seeds] = True
         for _ in range(PRUNE_DEPTH):
             if p.has_table:
-                hit = mark[table].any(axis=1) & ~seen
+                hit = np.logical_or.reduce(mark[table], axis=0) & ~seen
                 if not hit.any():
                     break
-                mark[table[hit]] = True
+                mark[table[:, hit]] = True
             else:
                 hit = np.logical_or.reduceat(mark[res], first) & ~seen
                 if not hit.any():
