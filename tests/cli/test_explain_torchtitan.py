@@ -47,6 +47,7 @@ def test_a_torchtitan_log_is_measured_by_its_tokens_per_second_and_priced_as_tor
     top = out["candidates"][0]
     assert out["gap"] < 0 and out["within_interval"] is True
     assert top["term"] == "compute (GEMMs)" and top["factor_needed"] > 1 and top["plausible"] is True
+    assert "(torchtitan: torch.compile (--compile.enable" in top["hint"] and "NVTE_" not in top["hint"]
 
 
 @pytest.mark.parametrize(

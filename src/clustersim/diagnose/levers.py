@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from clustersim.diagnose.hints import hint
 from clustersim.diagnose.inputs import StepInputs
 from clustersim.network.analytic import CommCalibration
 
@@ -48,40 +49,13 @@ class Lever:
     network: bool = False  # a collective whose groups cross the scale-out network
 
 
-HINTS = {
-    "gemm": "check GPU clocks and throttling (nvidia-smi -q -d PERFORMANCE,CLOCK), a straggler GPU, the "
-    "cuBLAS/Transformer Engine versions and the FP8 recipe",
-    "attention": "check the attention backend (fused/flash attention on: NVTE_FUSED_ATTN, NVTE_FLASH_ATTN) and "
-    "the head dimension it supports",
-    "memory": "check kernel fusion of the element-wise work (fused LayerNorm, bias-GeLU/SwiGLU, RoPE: "
-    "--apply-rope-fusion, --bias-swiglu-fusion) and HBM clocks",
-    "optimizer": "check the optimizer step: a fused or distributed optimizer (--use-distributed-optimizer), "
-    "gradient-norm clipping, and host synchronisation (logging or .item() every step)",
-    "tp comm": "check NVLink/NVSwitch health (nvidia-smi nvlink -s), NCCL_NVLS_ENABLE, TP comm overlap "
-    "(--tp-comm-overlap) and that each TP group stays inside one node",
-    "cp comm": "check that the context-parallel ring stays inside a node and NCCL's settings (NCCL_PROTO)",
-    "ep comm": "check the all-to-all path: NCCL/EFA settings (NCCL_PROTO, FI_EFA_USE_DEVICE_RDMA=1), the token "
-    "dispatcher (--moe-token-dispatcher-type) and expert placement",
-    "pp comm": "check the send/recv path between stages: FI_EFA_USE_DEVICE_RDMA=1, NCCL_P2P_NET_CHUNKSIZE and "
-    "that neighbouring stages sit on neighbouring hosts",
-    "dp comm": "check NCCL/EFA settings (NCCL_PROTO, FI_PROVIDER=efa, FI_EFA_USE_DEVICE_RDMA=1, "
-    "NCCL_NET_GDR_LEVEL), gradient-reduce overlap (--overlap-grad-reduce) and the bucket size",
-    "recompute": "check what the framework recomputes (--recompute-granularity, --recompute-method, "
-    "--recompute-num-layers) against the layout's --recompute",
-    "pipeline bubble": "check the pipeline schedule: interleaving (--num-layers-per-virtual-pipeline-stage), "
-    "micro-batches per step and evenly split stages",
-    "data loading": "not in the model: check data-loader workers and prefetch, on-the-fly tokenization and the "
-    "storage's read throughput (clustersim storage)",
-}
-
-
 def _total(terms: dict[str, float]) -> float:
     return float(sum(terms.values()))
 
 
 def compute_levers(inputs: StepInputs) -> list[Lever]:
     """GEMMs, attention, element-wise work and the optimizer's fixed cost: the whole step re-estimated."""
-    eff = inputs.efficiency
+    eff, fw = inputs.efficiency, inputs.software.name
 
     def scaled(**fields: float) -> Callable[[dict[str, float], float], float]:
         def step_s(base: dict[str, float], factor: float) -> float:
@@ -94,16 +68,16 @@ def compute_levers(inputs: StepInputs) -> list[Lever]:
     levers = [
         # the attention core runs at gemm_max x attention: its own lever holds it there
         Lever("gemm", "compute (GEMMs)", "GEMM efficiency (gemm_max)", eff.gemm_max, Kind.RATE, compute,
-              HINTS["gemm"], scaled(gemm_max=1, attention=-1)),
+              hint("gemm", fw), scaled(gemm_max=1, attention=-1)),
         Lever("attention", "attention core", "attention efficiency (attention)", eff.attention, Kind.RATE,
-              compute, HINTS["attention"], scaled(attention=1)),
+              compute, hint("attention", fw), scaled(attention=1)),
         Lever("memory", "memory-bound operations", "HBM efficiency (memory_efficiency)", eff.memory_efficiency,
-              Kind.RATE, (*compute, "optimizer"), HINTS["memory"], scaled(memory_efficiency=1)),
+              Kind.RATE, (*compute, "optimizer"), hint("memory", fw), scaled(memory_efficiency=1)),
     ]  # fmt: skip
     if eff.step_s > 0:
         levers.append(
             Lever("optimizer", "optimizer step", "fixed seconds per optimizer step (step_s)", eff.step_s, Kind.TIME,
-                  ("optimizer",), HINTS["optimizer"], scaled(step_s=1))
+                  ("optimizer",), hint("optimizer", fw), scaled(step_s=1))
         )  # fmt: skip
     return levers
 
@@ -121,7 +95,7 @@ def scaled_bandwidth(cal: CommCalibration, factor: float) -> CommCalibration:
 def comm_levers(inputs: StepInputs, base: dict[str, float]) -> list[Lever]:
     """One lever per parallel dimension whose collectives are on the critical path: their achieved
     bandwidth (every calibrated fraction, each at most line rate) for that term alone."""
-    cal = inputs.calibration
+    cal, fw = inputs.calibration, inputs.software.name
     line_rate = 1.0 / min(cal.nvlink_efficiency, cal.nvls_efficiency, cal.network_efficiency)  # all at 1 beyond it
     labels = {"tp comm": "TP", "cp comm": "CP", "ep comm": "EP", "pp comm": "PP", "dp comm": "DP"}
     links = inputs.terms_s(link=True)  # a term with time on its links, hidden or not, a slower fabric can expose
@@ -140,7 +114,7 @@ def comm_levers(inputs: StepInputs, base: dict[str, float]) -> list[Lever]:
         anchor = "network_efficiency" if network else "nvlink_efficiency"
         levers.append(
             Lever(term, f"{labels[term]} exposed communication", f"modelled busbw ({anchor} and the other fractions)",
-                  getattr(cal, anchor), Kind.RATE, (term,), HINTS[term], step_s, max_factor=line_rate,
+                  getattr(cal, anchor), Kind.RATE, (term,), hint(term, fw), step_s, max_factor=line_rate,
                   network=network)
         )  # fmt: skip
     return levers
@@ -148,7 +122,7 @@ def comm_levers(inputs: StepInputs, base: dict[str, float]) -> list[Lever]:
 
 def term_levers(inputs: StepInputs, base: dict[str, float]) -> list[Lever]:
     """Recompute and the pipeline bubble, scaled as they stand; data loading, added."""
-    levers = []
+    levers, fw = [], inputs.software.name
     if base.get("recompute", 0.0) > 0:
         share = inputs.with_bubble("recompute")
 
@@ -157,7 +131,7 @@ def term_levers(inputs: StepInputs, base: dict[str, float]) -> list[Lever]:
 
         levers.append(
             Lever("recompute", "recompute", "recomputed seconds", base["recompute"], Kind.TIME, ("recompute",),
-                  HINTS["recompute"], recompute)
+                  hint("recompute", fw), recompute)
         )  # fmt: skip
     if base.get("pipeline bubble", 0.0) > 0:
 
@@ -166,7 +140,7 @@ def term_levers(inputs: StepInputs, base: dict[str, float]) -> list[Lever]:
 
         levers.append(
             Lever("pipeline bubble", "pipeline bubble", "idle seconds of the schedule", base["pipeline bubble"],
-                  Kind.TIME, ("pipeline bubble",), HINTS["pipeline bubble"], bubble)
+                  Kind.TIME, ("pipeline bubble",), hint("pipeline bubble", fw), bubble)
         )  # fmt: skip
 
     def loading(now: dict[str, float], added_s: float) -> float:
@@ -174,7 +148,7 @@ def term_levers(inputs: StepInputs, base: dict[str, float]) -> list[Lever]:
 
     levers.append(
         Lever("data loading", "data loading", "seconds per step waiting for data (not modelled: 0)", 0.0, Kind.ADDED,
-              (), HINTS["data loading"], loading)
+              (), hint("data loading", fw), loading)
     )  # fmt: skip
     return levers
 
