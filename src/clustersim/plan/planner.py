@@ -27,12 +27,13 @@ from clustersim.compute.software import SoftwareProfile
 from clustersim.errors import ClusterSimError
 from clustersim.intervals import DEFAULT_LEVEL, Interval, Spread, spread_for
 from clustersim.intervals.layout import layout_features
+from clustersim.intervals.lookup import scale_of
 from clustersim.plan.parallel import Executor, partitions, run_here
 from clustersim.plan.planner_why import grouped_notes, objective_terms, why_better
 from clustersim.plan.search import Ranking, pareto_front, rank_layouts
 from clustersim.plan.space import SearchSpace
 from clustersim.system import System
-from clustersim.training.estimate import Estimate, estimate_training
+from clustersim.training.estimate import Estimate, estimate_layouts
 from clustersim.training.job import TrainingJob
 from clustersim.units import format_seconds
 from clustersim.workload.transformer import Transformer
@@ -44,7 +45,7 @@ Resilient = Callable[[Estimate, System], Estimate]  # an estimate with checkpoin
 Progress = Callable[[int, int], None]  # (points done, points in all)
 PointResult = tuple[list["PlanRow"], int, str]  # a point's priced rows, the layouts evaluated, a note
 
-SpreadKey = tuple[str, str, int, tuple[str, ...]]  # accelerator, framework, devices, layout features
+SpreadKey = tuple[str, str, str, tuple[str, ...]]  # accelerator, framework, scale bucket, layout features
 
 
 @dataclass(frozen=True)
@@ -369,7 +370,7 @@ def _point_rows(
     if isinstance(ranking, ClusterSimError):
         return [], 0, f"skipped {point.label}: {ranking}"
     counted = len(ranking.layouts) if fresh else 0
-    best = ranking.fastest(keep)
+    best, evaluated = ranking.fastest_evaluated(keep)
     if not best:
         need = float(ranking.required_bytes.min()) / 2**30
         usable = ranking.usable_bytes / 2**30
@@ -381,22 +382,15 @@ def _point_rows(
                 f"{usable:.1f} GiB usable ({ranking.headroom:.0%} headroom)"
             ),
         )
+    chosen = [
+        layout.model_copy(update={"uneven_stages": model.layers % (layout.pp * layout.vp) != 0}) for layout in best
+    ]  # the flag counts in the rules only: the ranking's terms and memory hold for the chosen layouts
+    estimates = estimate_layouts(
+        model, system, chosen, job, offer=point.offer, efficiency=point.efficiency, software=software,
+        evaluated=evaluated,
+    )  # fmt: skip
     rows = []
-    for layout, _ in best:
-        uneven = model.layers % (layout.pp * layout.vp) != 0
-        chosen = layout.model_copy(update={"uneven_stages": uneven})
-        features = layout_features(
-            pp=chosen.pp, cp=chosen.cp, ep=chosen.ep, zero=chosen.zero, precision=job.precision.value
-        )
-        key = (system.accelerator.id, software.name, system.num_devices, features)
-        if key not in spreads:
-            spreads[key] = spread_for(
-                "training", accelerator=system.accelerator.id, family=system.accelerator.family,
-                framework=software.name, devices=system.num_devices, level=level, layout=features,
-            )  # fmt: skip
-        estimate = estimate_training(
-            model, system, chosen, job, offer=point.offer, efficiency=point.efficiency, software=software
-        )
+    for layout, estimate in zip(chosen, estimates, strict=True):
         totals = estimate.totals
         if totals is None:
             raise ClusterSimError("plan: a training plan needs a token budget (tokens)", field="tokens")
@@ -404,6 +398,16 @@ def _point_rows(
             return [], counted, f"skipped {point.label}: {totals.price_note}"
         if totals.energy_kwh is None and "energy" in needs:
             return [], counted, f"skipped {point.label}: no board power in the catalog, so no energy"
+        features = layout_features(
+            pp=layout.pp, cp=layout.cp, ep=layout.ep, zero=layout.zero, precision=job.precision.value
+        )
+        # the spread reads the devices only through their scale bucket: one lookup per bucket, not per count
+        key = (system.accelerator.id, software.name, scale_of(system.num_devices), features)
+        if key not in spreads:
+            spreads[key] = spread_for(
+                "training", accelerator=system.accelerator.id, family=system.accelerator.family,
+                framework=software.name, devices=system.num_devices, level=level, layout=features,
+            )  # fmt: skip
         if point.resilience is not None:
             estimate = point.resilience(estimate, system)
         rows.append(PlanRow(point, estimate, spreads[key]))

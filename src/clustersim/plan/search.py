@@ -12,13 +12,14 @@ fits when it leaves the space's ``headroom`` share of device memory free.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
 
 from clustersim.compute.efficiency import FamilyEfficiency, efficiency_for
+from clustersim.compute.memory import MemoryArrays
 from clustersim.compute.software import SoftwareProfile, software_for
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout, LayoutArrays
@@ -28,6 +29,7 @@ from clustersim.system import System
 from clustersim.training.estimate import layouts_memory
 from clustersim.training.job import TrainingJob
 from clustersim.training.step import step_terms
+from clustersim.training.terms import StepTerms, TermTimes
 from clustersim.workload.transformer import Transformer
 
 FloatArray = npt.NDArray[np.float64]
@@ -50,6 +52,11 @@ class Ranking:
     headroom: float  # share of device memory a layout must leave free
     fit_step_s: FloatArray  # step times of the layouts that fit, in candidate order
     price: Callable[[LayoutArrays], FloatArray] = field(repr=False, compare=False)
+    # every layout's memory, and the step terms of those that fit where they were priced in one call (a space of
+    # up to ``CHUNK`` that fit: a larger one's terms would hold tens of arrays of its size); the estimates of the
+    # layouts a planner keeps read them instead of pricing those layouts again
+    memory: MemoryArrays | None = field(default=None, repr=False, compare=False)
+    fit_terms: StepTerms | None = field(default=None, repr=False, compare=False)
 
     @property
     def usable_bytes(self) -> float:
@@ -76,6 +83,35 @@ class Ranking:
         where = np.flatnonzero(self.fits)
         order = _k_smallest(self.fit_step_s, k)
         return [(self.layouts.layout(int(where[i])), float(self.fit_step_s[i])) for i in order]
+
+    def fastest_evaluated(self, k: int) -> tuple[list[Layout], Evaluated | None]:
+        """The ``k`` fastest layouts that fit (as ``fastest``) with their step terms and memory, one element
+        each, where the ranking kept them (None: price them again)."""
+        where = np.flatnonzero(self.fits)
+        order = _k_smallest(self.fit_step_s, k)
+        layouts = [self.layouts.layout(int(where[i])) for i in order]
+        if self.fit_terms is None or self.memory is None or not layouts:
+            return layouts, None
+        return layouts, (_terms_at(self.fit_terms, order), _memory_at(self.memory, where[order]))
+
+
+Evaluated = tuple[StepTerms, MemoryArrays]  # step terms and memory of some layouts, one element each
+
+
+def _terms_at(terms: StepTerms, index: npt.NDArray[np.int64]) -> StepTerms:
+    """The step terms of the layouts at ``index``."""
+    return StepTerms(
+        times={name: TermTimes(t.link_s[index], t.exposed_s[index]) for name, t in terms.times.items()},
+        micro_batches=terms.micro_batches[index],
+        operations=[
+            replace(op, forward_s=op.forward_s[index], backward_s=op.backward_s[index]) for op in terms.operations
+        ],
+    )
+
+
+def _memory_at(memory: MemoryArrays, index: npt.NDArray[np.int64]) -> MemoryArrays:
+    """The memory of the layouts at ``index``."""
+    return MemoryArrays(**{f.name: getattr(memory, f.name)[index] for f in fields(memory)})
 
 
 def _k_smallest(values: FloatArray, k: int) -> npt.NDArray[np.int64]:
@@ -128,10 +164,14 @@ def rank_layouts(
     fits = required <= system.memory_bytes * (1 - space.headroom)
 
     def price(some: LayoutArrays) -> FloatArray:
-        return _step_s(model, system, some, job, efficiency=efficiency, cost=cost, software=sw)
+        return _step_s(model, system, some, job, efficiency=efficiency, cost=cost, software=sw)[0]
 
-    fit_step_s = price(layouts if fits.all() else layouts.select(fits))
-    return Ranking(layouts, required, system.memory_bytes, space.headroom, fit_step_s, price)
+    fit_step_s, fit_terms = _step_s(
+        model, system, layouts if fits.all() else layouts.select(fits), job, efficiency=efficiency, cost=cost,
+        software=sw,
+    )  # fmt: skip
+    kept = memory if fit_terms is not None else None
+    return Ranking(layouts, required, system.memory_bytes, space.headroom, fit_step_s, price, kept, fit_terms)
 
 
 def _step_s(
@@ -143,9 +183,11 @@ def _step_s(
     efficiency: FamilyEfficiency | None,
     cost: CollectiveCost,
     software: SoftwareProfile,
-) -> FloatArray:
-    """Step times of ``layouts``, priced in chunks of ``CHUNK`` layouts (a chunk's arrays stay in cache)."""
+) -> tuple[FloatArray, StepTerms | None]:
+    """Step times of ``layouts``, priced in chunks of ``CHUNK`` layouts (a chunk's arrays stay in cache), and
+    their step terms where one chunk held them all."""
     step = np.empty(len(layouts))
+    terms: StepTerms | None = None
     for start in range(0, len(layouts), CHUNK):
         part = layouts if len(layouts) <= CHUNK else layouts.select(np.arange(start, min(start + CHUNK, len(layouts))))
         terms = step_terms(
@@ -153,7 +195,7 @@ def _step_s(
             global_batch=job.global_batch, precision=job.precision, cost=cost, software=software,
         )  # fmt: skip
         step[start : start + CHUNK] = terms.step_s
-    return step
+    return step, terms if len(layouts) <= CHUNK else None
 
 
 def framework_runs(layouts: LayoutArrays, software: SoftwareProfile | None) -> npt.NDArray[np.bool_]:

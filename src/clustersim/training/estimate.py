@@ -6,6 +6,7 @@ vectorized call (what ``clustersim.plan`` searches with).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -202,53 +203,85 @@ def estimate_training(
 ) -> Estimate:
     """The estimate for one layout; ``ClusterSimError`` if the layout is impossible. ``notes`` lead
     the estimate's own notes (e.g. how the layout was chosen)."""
-    layout.check(model, num_devices=system.num_devices, global_batch=job.global_batch, seq_len=job.seq_len)
+    found = estimate_layouts(
+        model, system, [layout], job, offer=offer, efficiency=efficiency, cost=cost, software=software, notes=notes
+    )
+    return found[0]
+
+
+def estimate_layouts(
+    model: Transformer,
+    system: System,
+    layouts: Sequence[Layout],
+    job: TrainingJob,
+    *,
+    offer: str = "on_demand",
+    efficiency: FamilyEfficiency | None = None,
+    cost: CollectiveCost = ANALYTIC,
+    software: SoftwareProfile | None = None,
+    notes: tuple[str, ...] = (),
+    evaluated: tuple[StepTerms, MemoryArrays] | None = None,
+) -> list[Estimate]:
+    """``estimate_training`` of each of ``layouts`` on one system and job, their terms evaluated in one
+    vectorized call (what a planner does for the few layouts it keeps of each system); ``evaluated``: their
+    step terms and memory (one element each, ``evaluate_layouts``'s) where a search has them already."""
     sw = software or software_for(None, system.accelerator.family)
-    sw.check_zero(layout.zero)
-    terms, memory = evaluate_layouts(
-        model, system, LayoutArrays.of([layout]), job, efficiency=efficiency, cost=cost, software=sw
+    for layout in layouts:
+        layout.check(model, num_devices=system.num_devices, global_batch=job.global_batch, seq_len=job.seq_len)
+        sw.check_zero(layout.zero)
+    terms, memory = evaluated or evaluate_layouts(
+        model, system, LayoutArrays.of(list(layouts)), job, efficiency=efficiency, cost=cost, software=sw
     )
-    breakdown = MemoryBreakdown(
-        weights_bytes=float(memory.weights[0]),
-        gradients_bytes=float(memory.gradients[0]),
-        optimizer_bytes=float(memory.optimizer[0]),
-        activations_bytes=float(memory.activations[0]),
-        overhead_bytes=float(memory.overhead[0]),
-    )
+    eff = efficiency or efficiency_for(system.accelerator)
     model_flops = model.model_flops_per_token(job.seq_len) * job.tokens_per_step
     recompute_per_token = {
         Recompute.NONE: 0.0,
         Recompute.SELECTIVE: model.attention_flops_per_token(job.seq_len),
         Recompute.FULL: model.forward_flops_per_token(job.seq_len) - 2.0 * model.vocab * model.hidden,
-    }[layout.recompute]
-    step_s = float(terms.step_s[0])
-    top, top_times = max(terms.times.items(), key=lambda item: float(item[1].exposed_s[0]))
-    bottleneck = f"{bottleneck_words(top)} ({100 * float(top_times.exposed_s[0]) / step_s:.0f}% of the step)"
-    return Estimate(
-        model=model.name,
-        system=system.name,
-        layout=layout,
-        job=job,
-        step_s=step_s,
-        terms=tuple(Term(name, float(t.link_s[0]), float(t.exposed_s[0])) for name, t in terms.times.items()),
-        memory=breakdown,
-        capacity_bytes=system.memory_bytes,
-        model_flops_per_step=model_flops,
-        hardware_flops_per_step=model_flops + recompute_per_token * job.tokens_per_step,
-        peak_flop_per_s=system.peak_flop_per_s(job.precision),
-        num_devices=system.num_devices,
-        bottleneck=bottleneck,
-        network_model=cost.name,
-        framework=sw.name,
-        notes=notes + _notes(system, layout, breakdown, efficiency or efficiency_for(system.accelerator)),
-        totals=job_totals(system, job, step_s, offer),
-        operations=tuple(
-            OperationTime(
-                op.name, "head (last stage)" if op.in_head else "layer", float(op.forward_s[0]), float(op.backward_s[0])
+    }
+    found = []
+    for i, layout in enumerate(layouts):
+        breakdown = MemoryBreakdown(
+            weights_bytes=float(memory.weights[i]),
+            gradients_bytes=float(memory.gradients[i]),
+            optimizer_bytes=float(memory.optimizer[i]),
+            activations_bytes=float(memory.activations[i]),
+            overhead_bytes=float(memory.overhead[i]),
+        )
+        step_s = float(terms.step_s[i])
+        top, top_times = max(terms.times.items(), key=lambda item: float(item[1].exposed_s[i]))
+        bottleneck = f"{bottleneck_words(top)} ({100 * float(top_times.exposed_s[i]) / step_s:.0f}% of the step)"
+        found.append(
+            Estimate(
+                model=model.name,
+                system=system.name,
+                layout=layout,
+                job=job,
+                step_s=step_s,
+                terms=tuple(Term(name, float(t.link_s[i]), float(t.exposed_s[i])) for name, t in terms.times.items()),
+                memory=breakdown,
+                capacity_bytes=system.memory_bytes,
+                model_flops_per_step=model_flops,
+                hardware_flops_per_step=model_flops + recompute_per_token[layout.recompute] * job.tokens_per_step,
+                peak_flop_per_s=system.peak_flop_per_s(job.precision),
+                num_devices=system.num_devices,
+                bottleneck=bottleneck,
+                network_model=cost.name,
+                framework=sw.name,
+                notes=notes + _notes(system, layout, breakdown, eff),
+                totals=job_totals(system, job, step_s, offer),
+                operations=tuple(
+                    OperationTime(
+                        op.name,
+                        "head (last stage)" if op.in_head else "layer",
+                        float(op.forward_s[i]),
+                        float(op.backward_s[i]),
+                    )
+                    for op in terms.operations
+                ),
             )
-            for op in terms.operations
-        ),
-    )
+        )
+    return found
 
 
 def _notes(system: System, layout: Layout, memory: MemoryBreakdown, eff: FamilyEfficiency) -> tuple[str, ...]:

@@ -86,8 +86,8 @@ def collective_s(
 ) -> FloatArray:
     """Time of one collective per layout where ``where`` holds (0 elsewhere and for a group of one rank).
 
-    Layouts whose groups have the same shape share one vectorized call; one layout (every argument
-    of one element, as a single estimate has) takes one call without masks.
+    Layouts whose groups have the same shape share one vectorized call (the groups found by one sort, not a
+    mask per group); one layout (every argument of one element, as a single estimate has) takes one call.
     """
     sizes = np.asarray(size_bytes, dtype=float)
     ranks = np.asarray(num_ranks, np.int64)
@@ -100,14 +100,17 @@ def collective_s(
         assert fabric is not None
         return np.asarray(cost.time_s(op, sizes.reshape(1), fabric), dtype=np.float64).reshape(sizes.shape)
     out = np.zeros(sizes.shape)
-    ranks = np.broadcast_to(ranks, sizes.shape)
-    wanted = np.broadcast_to(wanted, sizes.shape)
-    strides = np.broadcast_to(strides, sizes.shape)
-    shape = ranks * (int(strides.max()) + 1) + strides  # one integer per (ranks, stride) group
-    for key in np.unique(shape[wanted]):
-        mask = (shape == key) & wanted
-        first = np.argmax(mask)  # flat index of one layout of the group
-        fabric = system.group_fabric(int(ranks.flat[first]), int(strides.flat[first]))
+    flat_sizes = sizes.reshape(-1)
+    ranks = np.broadcast_to(ranks, sizes.shape).reshape(-1)
+    strides = np.broadcast_to(strides, sizes.shape).reshape(-1)
+    chosen = np.flatnonzero(np.broadcast_to(wanted, sizes.shape))  # the layouts that have this collective
+    shape = ranks[chosen] * (int(strides[chosen].max()) + 1) + strides[chosen]  # one integer per (ranks, stride)
+    order = np.argsort(shape, kind="stable")  # each group's layouts together, in layout order
+    bounds = np.flatnonzero(np.diff(shape[order])) + 1
+    flat_out = out.reshape(-1)
+    for group in np.split(chosen[order], bounds):
+        first = int(group[0])
+        fabric = system.group_fabric(int(ranks[first]), int(strides[first]))
         assert fabric is not None
-        out[mask] = cost.time_s(op, sizes[mask], fabric)
+        flat_out[group] = cost.time_s(op, flat_sizes[group], fabric)
     return out
