@@ -18,7 +18,8 @@ def ingest_command(
         typer.Argument(
             help="Tool outputs, each read by the reader its content calls for: nccl-tests stdout, vLLM benchmark "
             "result or JSON, trtllm-bench throughput output, genai-perf/AIPerf LLM metrics table, "
-            "Megatron-LM/NeMo/Megatron-Bridge training log, torchtitan log, osu_latency/osu_bw/osu_bibw output."
+            "Megatron-LM/NeMo/Megatron-Bridge training log, torchtitan log, osu_latency/osu_bw/osu_bibw output, "
+            "fi_pingpong table, fio JSON, IOR output, genai-perf/AIPerf CSV or JSON export."
         ),
     ],
     output: Annotated[Path, typer.Option("-o", "--output", help="The cases file written (JSON Lines).")],
@@ -28,7 +29,11 @@ def ingest_command(
     nodes: Annotated[
         int | None,
         typer.Option(
-            "--nodes", min=1, max=MAX_NODES, help="Servers, where the log lists no '# Rank ... on HOST' lines."
+            "--nodes",
+            min=1,
+            max=MAX_NODES,
+            help="Servers, where the log lists no '# Rank ... on HOST' lines; fio/IOR: client machines, where the "
+            "output does not say (default 1).",
         ),
     ] = None,
     accelerator: Annotated[
@@ -109,6 +114,27 @@ def ingest_command(
     partial: Annotated[
         bool, typer.Option("--partial", help="Keep the complete rows of a table that ends without its footer.")
     ] = False,
+    storage: Annotated[
+        str | None,
+        typer.Option(
+            "--storage",
+            help="fio/IOR: compare with this file system, fsx:TIER:CAPACITY[:efa][:mdiops=N] (as 'storage' spells "
+            "it), e.g. fsx:SCRATCH_1:14400GiB; without it the measurement alone.",
+        ),
+    ] = None,
+    path: Annotated[
+        str | None,
+        typer.Option("--path", help="With --storage: the client path, ena, efa or efa-gds (default as 'storage')."),
+    ] = None,
+    stripes: Annotated[
+        int | None,
+        typer.Option(
+            "--stripes",
+            min=1,
+            max=10_000,
+            help="With --storage: stripes per file (default: the newest default layout).",
+        ),
+    ] = None,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -116,13 +142,13 @@ def ingest_command(
     content calls for: nccl-tests output into collective cases; vLLM's serving benchmark (result block or JSON),
     trtllm-bench and genai-perf/AIPerf tables into inference cases; a Megatron-LM/NeMo/Megatron-Bridge or
     torchtitan training log into one training case (the median step after the warm-up; layout and model from
-    the log where printed); OSU point-to-point output into a transport measurement compared with the data-path
-    model of one NIC of --instance (printed, and under 'measurements' in --json; the case format has no transport
-    kind). What the output does not say comes from the options, and where both say, they must agree; written
-    whole or not at all."""
+    the log where printed); OSU point-to-point output and fi_pingpong tables into a transport measurement compared
+    with the data-path model of one NIC of --instance; fio JSON and IOR output into a storage measurement compared
+    with the FSx for Lustre model of --storage (printed, and under 'measurements' in --json; the case format has
+    no transport or storage kind). What the output does not say comes from the options, and where both say, they
+    must agree; written whole or not at all."""
     from clustersim.catalog.registry import load_catalog
-    from clustersim.ingest import SystemOptions, read_files, write_cases
-    from clustersim.ingest.osu import summary_line
+    from clustersim.ingest import StorageOptions, SystemOptions, read_files, write_cases
     from clustersim.network.collectives import parse_op
 
     with user_errors():
@@ -146,7 +172,8 @@ def ingest_command(
             concurrency=concurrency,
             framework=framework,
         )
-        found = read_files(files, options, loaded, partial=partial)
+        storage_options = StorageOptions(storage=storage, path=path, stripes=stripes)
+        found = read_files(files, options, loaded, partial=partial, storage=storage_options)
         cases = [case for item in found for case in item.cases]
         if cases:
             write_cases(cases, output)
@@ -168,9 +195,7 @@ def ingest_command(
     for item in found:
         count = f"{len(item.cases)} case{'' if len(item.cases) == 1 else 's'}"
         console.print(f"{item.path}: {item.reader} reader, {count}", markup=False, highlight=False)
-        if item.measurement is not None:
-            comparison = item.measurement["comparison"]
-            text = summary_line(comparison) if comparison else item.measurement["note"]
+        for text in (item.measurement or {}).get("lines", []):
             console.print(f"  {text}", markup=False, highlight=False, soft_wrap=True)
     if not cases:
         console.print(f"no cases to write (measurements only): {output} left as it was", markup=False)

@@ -11,12 +11,23 @@ printed: ``--framework`` names it, else the case's framework is left null.
 
 Refused, naming the file and line: a table cut before its closing ``└`` row, a needed row missing, a value
 that is not a number, an artifact path of a request-rate run (an open loop the case format does not score).
+
+The files genai-perf writes beside the table are read the same way (``read_genai_perf_export``):
+``profile_export_genai_perf.csv`` (its ``Metric,avg,...`` and ``Metric,Value`` blocks, thousands separators
+in quotes) and ``profile_export_genai_perf.json`` (and AIPerf's ``profile_export_aiperf.json``: one
+``{"unit", "avg", ...}`` object per metric, named as the table's rows with the unit in brackets), their
+concurrency from ``input_config`` where the JSON holds it, else from the artifact directory in the file's
+path (``...-concurrency8/``), else as for the table. Refused as well: broken JSON or CSV, a JSON with a
+request rate in ``input_config``.
 """
 
 from __future__ import annotations
 
+import csv
+import json
 import re
 from pathlib import Path
+from typing import Any
 
 from clustersim.errors import ClusterSimError
 from clustersim.ingest.serving_cases import ServingRun
@@ -142,3 +153,94 @@ def _concurrency(path: Path, near: list[str], start: int, given: int | None, too
     if given is not None:
         return [f"concurrency {given} from --concurrency"], given
     return [f"concurrency not printed: {tool}'s default 1 assumed (give --concurrency)"], 1
+
+
+CSV_HEAD = "Metric,avg,"
+
+
+def looks_like_genai_perf_export(text: str) -> bool:
+    """Whether ``text`` is a genai-perf/AIPerf export: the CSV or the JSON profile summary."""
+    if text.lstrip().startswith(CSV_HEAD):
+        return True
+    head = text.lstrip()[:1] == "{"
+    return head and '"output_token_throughput"' in text and '"unit"' in text and '"fio version"' not in text
+
+
+def read_genai_perf_export(
+    path: str | Path, concurrency: int | None = None, framework: str | None = None
+) -> ServingRun:
+    """The run in a genai-perf/AIPerf export file (see the module's docstring)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise ClusterSimError(f"{path}: cannot read: {exc.strerror or exc}", field="FILES", value=str(path)) from None
+    if text.lstrip().startswith(CSV_HEAD):
+        rows, given, tool = _csv_rows(path, text), None, "GenAI-Perf"
+    else:
+        rows, given, tool = _json_rows(path, text)
+    values = _values(path, rows, 0)
+    if given is not None:
+        notes, batch = _agreed(path, given, concurrency)
+    else:
+        notes, batch = _concurrency(path, [str(path.resolve().parent)], 0, concurrency, tool)
+    values["max_concurrency"] = batch
+    notes.append(
+        "the serving stack is not printed: software.framework left null (give --framework)"
+        if framework is None
+        else f"serving stack {framework} from --framework"
+    )
+    return ServingRun(
+        str(path), 1, values, tool=f"{tool} export", framework=framework, version=f"{tool} export", notes=tuple(notes)
+    )
+
+
+def _csv_rows(path: Path, text: str) -> list[list[str]]:
+    rows: list[list[str]] = []
+    try:
+        for number, cells in enumerate(csv.reader(text.splitlines()), start=1):
+            if len(cells) >= 2 and cells[0] != "Metric":
+                rows.append([cells[0], cells[1], str(number)])
+    except csv.Error as exc:
+        raise ClusterSimError(f"{path}: not a CSV file: {exc}", field="FILES") from None
+    return rows
+
+
+def _json_rows(path: Path, text: str) -> tuple[list[list[str]], float | None, str]:
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ClusterSimError(f"{path}, line {exc.lineno}: the export is cut or broken ({exc.msg})") from None
+    if not isinstance(document, dict):
+        raise ClusterSimError(f"{path}, line 1: the export is not a JSON object", field="FILES")
+    lines = text.splitlines()
+    rows = []
+    for key, stats in document.items():
+        if isinstance(stats, dict) and "avg" in stats and "unit" in stats:
+            line = next((n for n, t in enumerate(lines, 1) if f'"{key}"' in t), 1)
+            rows.append([f"{key.replace('_', ' ')} ({stats['unit']})", str(stats["avg"]), str(line)])
+    tool = "AIPerf" if "aiperf_version" in document else "GenAI-Perf"
+    return rows, _configured(path, document.get("input_config") or {}), tool
+
+
+def _configured(path: Path, config: dict[str, Any]) -> float | None:
+    loadgen = config.get("loadgen")
+    load: dict[str, Any] = loadgen if isinstance(loadgen, dict) else config
+    if load.get("request_rate"):
+        raise ClusterSimError(
+            f"{path}: input_config has request_rate {load['request_rate']}: an open loop, which the case format "
+            f"does not score; run with --concurrency",
+            field="request_rate",
+        )
+    value = load.get("concurrency")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _agreed(path: Path, stated: float, given: int | None) -> tuple[list[str], float]:
+    if given is not None and given != stated:
+        raise ClusterSimError(
+            f"{path}: input_config says concurrency {stated:g}, --concurrency says {given}",
+            field="--concurrency",
+            value=given,
+        )
+    return [f"concurrency {stated:g} from input_config"], stated

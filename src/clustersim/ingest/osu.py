@@ -25,7 +25,7 @@ from typing import Any
 
 from clustersim.catalog.schema import Instance
 from clustersim.errors import ClusterSimError
-from clustersim.network.transport.datapath import PathKind, build_path
+from clustersim.network.transport.datapath import DataPath, PathKind, build_path
 
 _HEADER = re.compile(r"^# OSU MPI(-CUDA)? (Latency|Bandwidth|Bi-Directional Bandwidth) Test (v\S+)")
 _PREFIX = re.compile(r"^\s*(?:\[[^\]]*\]<std(?:out|err)>:|\d+:)\s?")
@@ -98,47 +98,59 @@ def _row(path: Path, line: str, number: int, rows: list[tuple[int, float, int]])
     return size, value, number
 
 
-def compare_osu(run: OsuRun, instance: Instance) -> dict[str, Any]:
-    """``run`` beside the data-path model of one of ``instance``'s NICs (see the module's docstring): the
-    path, and per compared size the measured and modelled value and their ratio less one."""
+def nic_path(instance: Instance, kind: PathKind, device_buffers: bool) -> DataPath:
+    """The data-path model of one of ``instance``'s NICs on path ``kind`` (host or device buffers)."""
     network = instance.network
-    line_bits = float(network.card_bandwidth_bits_per_s.value)
-    gdr = bool(network.gpudirect_rdma.value)
-    kind = (PathKind.EFA_GDR if gdr else PathKind.EFA_HOST) if run.device_buffers else PathKind.EFA_HOST
-    path = build_path(
+    return build_path(
         kind,
-        line_bits_per_s=line_bits,
-        buffer="gpu" if run.device_buffers else "host",
+        line_bits_per_s=float(network.card_bandwidth_bits_per_s.value),
+        buffer="gpu" if device_buffers else "host",
         adapter=network.adapter,
         pcie_gen4=instance.accelerator.startswith("a100"),
     )
-    compared = []
+
+
+def compare_one_way(
+    test: str, rows: tuple[tuple[int, float, int], ...], instance: Instance, kind: PathKind, device_buffers: bool
+) -> dict[str, Any]:
+    """Measured one-way microseconds per (size, value, line) row beside one message's modelled one-way time
+    on ``kind`` (osu_latency, fi_pingpong's usec/xfer)."""
+    path = nic_path(instance, kind, device_buffers)
+    compared = [(size, value, path.one_way_s(max(size, 1)) * 1e6, line) for size, value, line in rows]
+    return _comparison(test, instance, kind, device_buffers, "us one-way", compared)
+
+
+def compare_osu(run: OsuRun, instance: Instance) -> dict[str, Any]:
+    """``run`` beside the data-path model of one of ``instance``'s NICs (see the module's docstring): the
+    path, and per compared size the measured and modelled value and their ratio less one."""
+    gdr = bool(instance.network.gpudirect_rdma.value)
+    kind = (PathKind.EFA_GDR if gdr else PathKind.EFA_HOST) if run.device_buffers else PathKind.EFA_HOST
     if run.test == "osu_latency":
-        for size, value, line in run.rows:
-            compared.append((size, value, path.one_way_s(max(size, 1)) * 1e6, line))
-        unit = "us one-way"
-    else:
-        size, value, line = run.rows[-1]
-        per_direction = value / 2 if run.test == "osu_bibw" else value
-        compared.append((size, per_direction, path.ceiling_bytes_per_s / 1e6, line))
-        unit = "MB/s per direction"
+        return compare_one_way(run.test, run.rows, instance, kind, run.device_buffers)
+    size, value, line = run.rows[-1]
+    per_direction = value / 2 if run.test == "osu_bibw" else value
+    ceiling = nic_path(instance, kind, run.device_buffers).ceiling_bytes_per_s / 1e6
+    return _comparison(
+        run.test, instance, kind, run.device_buffers, "MB/s per direction", [(size, per_direction, ceiling, line)]
+    )
+
+
+def _comparison(
+    test: str,
+    instance: Instance,
+    kind: PathKind,
+    device_buffers: bool,
+    unit: str,
+    compared: list[tuple[int, float, float, int]],
+) -> dict[str, Any]:
     return {
-        "test": run.test,
+        "test": test,
         "instance": instance.id,
         "path": kind.value,
-        "buffers": "device" if run.device_buffers else "host",
-        "nic_gbps": line_bits / 1e9,
+        "buffers": "device" if device_buffers else "host",
+        "nic_gbps": float(instance.network.card_bandwidth_bits_per_s.value) / 1e9,
         "unit": unit,
-        "rows": [
-            {
-                "size_bytes": s,
-                "line": n,
-                "measured": m,
-                "model": round(p, 3),
-                "error": round(p / m - 1, 4) if m else None,
-            }
-            for s, m, p, n in compared
-        ],
+        "rows": [_row_out(s, m, p, n) for s, m, p, n in compared],
     }
 
 
