@@ -23,7 +23,6 @@ from clustersim.network.flowsim.topology import FloatArray, IntArray
 REL_TOL = 1e-9  # a resource within this fraction of its capacity is full
 LOAD_TOL = 1e-9  # a weighted flow count below this is empty (rounding of the subtractions)
 UNREACHED = 1e250  # the table padding's capacity: a level no resource reaches (finite: no inf / 0)
-TINY = 1e-200  # added to every load before dividing: 0 for any real load, finite levels for empty ones
 
 
 # The helpers below run at every event on small arrays: they call ndarray methods and ufuncs, not
@@ -196,26 +195,27 @@ def dense_rounds(
         return rounds
     size = remaining.size
     rem = np.maximum(remaining, 0.0)
-    load = np.bincount(r.ravel(), weights=w.ravel(), minlength=size)
-    pad = load == 0  # at the start only the padding carries nothing
-    rem[pad] = UNREACHED
-    load[pad] = 1.0
+    rem[np.bincount(r.ravel(), weights=w.ravel(), minlength=size) == 0] = UNREACHED  # the padding: level inf
     up = 1 + REL_TOL
-    while True:  # ufunc methods and .compress/.take: numpy's Python wrappers cost as much as the work here
-        rounds += 1
-        level = (rem / (load + TINY)).take(r)  # TINY: a resource whose flows all froze divides by it, unread
-        lowest = np.minimum.reduce(level, axis=0)
-        blocked = np.zeros(size, dtype=bool)
-        blocked[r[level > lowest * up]] = True
-        stay = np.logical_and.reduce(blocked.take(r), axis=0)
-        if not np.logical_or.reduce(stay):  # every flow left freezes: the last round
-            rate[flows] = base + lowest
-            return rounds
-        go = ~stay
-        low = lowest.compress(go)
-        rate[flows.compress(go)] = base + low
-        done_r, done_w = r.compress(go, axis=1).ravel(), w.compress(go, axis=1)
-        rem -= np.bincount(done_r, weights=(done_w * low).ravel(), minlength=size)
-        load -= np.bincount(done_r, weights=done_w.ravel(), minlength=size)
-        np.maximum(rem, 0.0, out=rem)
-        flows, r, w = flows.compress(stay), r.compress(stay, axis=1), w.compress(stay, axis=1)
+    frozen_flows, frozen_levels = [], []
+    with np.errstate(divide="ignore", invalid="ignore"):  # resources whose flows all froze: 0 / 0, unread
+        while True:  # ufunc methods, .take, .compress: numpy's Python wrappers cost as much as the work here
+            rounds += 1
+            entries = r.ravel()
+            level = (rem / np.bincount(entries, weights=w.ravel(), minlength=size)).take(r)
+            lowest = np.minimum.reduce(level, axis=0)
+            blocked = np.zeros(size, dtype=bool)
+            blocked[r[level > lowest * up]] = True
+            stay = np.logical_and.reduce(blocked.take(r), axis=0)
+            if not np.logical_or.reduce(stay):  # every flow left freezes: the last round
+                break
+            go = ~stay
+            frozen_flows.append(flows.compress(go))
+            frozen_levels.append(lowest.compress(go))
+            rem -= np.bincount(entries, weights=(w * (lowest * go)).ravel(), minlength=size)
+            np.maximum(rem, 0.0, out=rem)
+            flows, r, w = flows.compress(stay), r.compress(stay, axis=1), w.compress(stay, axis=1)
+    frozen_flows.append(flows)
+    frozen_levels.append(lowest)
+    rate[np.concatenate(frozen_flows)] = base + np.concatenate(frozen_levels)
+    return rounds
