@@ -11,11 +11,12 @@ import pytest
 from clustersim.catalog.registry import load_catalog
 from clustersim.errors import ClusterSimError
 from clustersim.ingest import SystemOptions, ingest_files, reader_of
-from clustersim.ingest.genai_perf import ROWS, read_genai_perf_export
+from clustersim.ingest.genai_perf import ROWS, read_genai_perf, read_genai_perf_export
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "ingest"
 DYNAMO = DATA / "genai_perf_export_ai_dynamo_cloudai.csv"
 NIM = DATA / "genai_perf_export_deepseek_r1_nim_dgxc.csv"
+AIPERF_DOCS = DATA / "aiperf_qwen3_06b_custom_dataset_docs.txt"
 GPT2 = str(DATA / "gpt2.toml")
 CATALOG = load_catalog(use_env=False)
 
@@ -88,3 +89,22 @@ def test_missing_rows_and_cases(tmp_path: Path):
         ingest_files([NIM], SystemOptions(instance="p5.48xlarge"), CATALOG)
     (case,) = ingest_files([NIM], SystemOptions(instance="p5.48xlarge", model=GPT2), CATALOG)
     assert case["kind"] == "inference" and case["workload"]["input_tokens"] == 127.50
+
+
+def test_a_second_aiperf_table_with_three_row_names():
+    """AIPerf's newer table wraps a metric's name over three rows ('Output Token / Throughput / (tokens/sec)')
+    and keeps 'Output Token Throughput Per User' apart; the concurrency comes from the export paths printed
+    under it."""
+    (run,) = read_genai_perf(AIPERF_DOCS)
+    assert run.values == {
+        "mean_ttft_ms": 19.99,
+        "mean_tpot_ms": 3.52,
+        "mean_output_tokens": 833.40,
+        "mean_input_tokens": 5.0,
+        "output_throughput": 527.06,
+        "completed": 10.0,
+        "max_concurrency": 2,
+    }
+    # two streams at 3.52 ms per token bound the rate at 2 x 284 tokens/s; the measured 527 sits under it
+    assert run.values["output_throughput"] < 2 * 1000 / run.values["mean_tpot_ms"]
+    assert run.notes[0] == "concurrency 2 from the artifact path" and run.tool == "AIPerf LLM metrics"
