@@ -4,9 +4,12 @@ with the FSx for Lustre model."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from clustersim.catalog.registry import load_catalog
@@ -165,3 +168,13 @@ def test_comparison_options_and_the_cli(tmp_path: Path):
     comparison = found.measurement["comparisons"][0] if found.measurement else {}
     # one 4 GiB-ish file striped over the one target of 1,200 GiB: the file system's 240 MB/s read baseline
     assert comparison["clients"] == 2 and comparison["model_mb_s"] == pytest.approx(240.0)
+
+
+@settings(max_examples=25, deadline=None)
+@given(clients=st.integers(min_value=1, max_value=64), stripes=st.integers(min_value=1, max_value=12))
+def test_the_model_never_falls_with_more_clients_and_never_passes_the_file_system(clients: int, stripes: int):
+    (run,) = read_fio(FIO_4M, clients=clients)
+    fewer = replace(run, clients=max(1, clients // 2))
+    options = StorageOptions("fsx:SCRATCH_1:14400GiB", stripes=stripes)
+    more_rate = compare_storage(run, options, CATALOG, None)["model_mb_s"]
+    assert compare_storage(fewer, options, CATALOG, None)["model_mb_s"] <= more_rate <= 2880.0 + 1e-6
