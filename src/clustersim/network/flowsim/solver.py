@@ -150,6 +150,7 @@ BLOCK_FROM = 4096  # flows from which those maxima are kept (below, a pass over 
 PRUNE_MIN = 2048  # re-solve only the part connected to the change when at least this many flows are above
 PRUNE_DEPTH = 16  # the most breadth-first steps spent finding that part (past them, all are re-solved)
 LEVELS_MIN = 4096  # flows re-solved level by level (``level_rounds``) from this many, by local bottlenecks below
+WHOLE_FABRIC = 8  # a re-solve works on every resource, not only those it touches, up to this many per table cell
 
 
 class MaxMinState:
@@ -177,6 +178,7 @@ class MaxMinState:
     """
 
     __slots__ = (
+        "_all",
         "_block_max",
         "_cap_pad",
         "_mark",
@@ -221,6 +223,7 @@ class MaxMinState:
         self.rate = self._rate_blocks.reshape(-1)[:n]
         self._block_max = np.zeros(self._rate_blocks.shape[0])  # at least the highest rate in each block
         self._mark = np.zeros(size + 1, dtype=bool)  # scratch of ``_connected``, all False between calls
+        self._all = np.arange(size + 1)  # every resource and the table's padding
         self.rounds = 0
         self.num_active = 0
 
@@ -235,10 +238,17 @@ class MaxMinState:
         level = np.inf
         gone = none
         if removed.size:
-            level = float(np.minimum.reduce(self.rate[removed]))
-            hit = _rows(p.flow_ptr, None, removed)
-            gone = p.resource[hit]
-            np.subtract.at(self.used, gone, p.weight[hit] * self.rate[p.flow[hit]])
+            rate = self.rate.take(removed)
+            level = float(np.minimum.reduce(rate))
+            if p.has_table:  # the padding's load stays 0 (weight 0); it is no resource to report
+                table = p.table_res.take(removed, axis=1)
+                np.subtract.at(self._used_pad, table, p.table_weight.take(removed, axis=1) * rate)
+                gone = table.ravel()
+                gone = gone.compress(gone < p.num_resources)
+            else:
+                hit = _rows(p.flow_ptr, None, removed)
+                gone = p.resource[hit]
+                np.subtract.at(self.used, gone, p.weight[hit] * self.rate[p.flow[hit]])
             self.active[removed] = False
             self.rate[removed] = 0.0
             self.num_active -= removed.size
@@ -258,9 +268,12 @@ class MaxMinState:
             growing = self._connected(growing, np.concatenate([gone, p.resource[_rows(p.flow_ptr, None, added)]]))
         if not growing.size:
             return none, gone
-        old = self.rate[growing]
-        moving = old > 0
-        base = min(level, float(np.minimum.reduce(old[moving]))) if np.logical_or.reduce(moving) else level
+        old = self.rate.take(growing)
+        if added.size:  # the added flows' 0 is no level to restart from
+            moving = old > 0
+            base = min(level, float(np.minimum.reduce(old[moving]))) if np.logical_or.reduce(moving) else level
+        else:
+            base = min(level, float(np.minimum.reduce(old)))
         res = self._warm(growing, old, base)
         self._raise_block_max(growing)
         return growing, np.concatenate([res, gone])
@@ -273,9 +286,13 @@ class MaxMinState:
         if p.has_table and growing.size < self.levels_min:
             table = p.table_res.take(growing, axis=1)
             w = p.table_weight.take(growing, axis=1)
-            res, local = _compact(table.ravel(), size + 1)
+            if size > WHOLE_FABRIC * table.size:  # a large fabric: only the resources these flows cross
+                res, local = _compact(table.ravel(), size + 1)
+                table = local.reshape(table.shape)
+            else:  # a small one: all its resources, no compaction to pay for
+                res, local = self._all, table.ravel()
             remaining = self._remaining(res, local, (w * (old - base)).ravel())
-            self.rounds = dense_rounds(growing, local.reshape(table.shape), w, remaining, self.rate, base, self.rounds)
+            self.rounds = dense_rounds(growing, table, w, remaining, self.rate, base, self.rounds)
             delta = (w * (self.rate.take(growing) - old)).ravel()
             self._used_pad[res] += np.bincount(local, weights=delta, minlength=res.size)
             return res[:-1] if res[-1] == size else res
