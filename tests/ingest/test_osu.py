@@ -89,3 +89,12 @@ def test_the_cli_prints_the_comparison_and_writes_no_case_file(tmp_path: Path):
     data = json.loads(result.output)
     assert data["output"] is None and data["read"] == [{"file": str(OPENMPI), "reader": "osu", "cases": 0}]
     assert data["measurements"][0]["comparison"]["rows"][0]["size_bytes"] == 4194304
+
+
+def test_a_second_latency_run_with_another_mpi():
+    """Intel MPI's osu_latency in the same results folder: 0.49 us at 1 byte, a shared-memory time (both ranks
+    on one host; the file does not say), which the reader reads as printed."""
+    run = read_osu(DATA / "osu_latency_c5n_intelmpi_pcluster.txt")
+    assert (run.test, run.version, len(run.rows)) == ("osu_latency", "v5.7.1", 24)
+    assert run.rows[1] == (1, 0.49, 4) and run.rows[-1] == (4194304, 688.99, 26)
+    assert run.rows[1][1] < read_osu(LATENCY).rows[1][1] / 10  # far below the Open MPI run over EFA
