@@ -1,6 +1,7 @@
 """``clustersim explain`` honours ``train``'s options that change a step (uneven stages, the MoE all-to-all
-overlap, memory headroom, a sequence beyond the context) and refuses --network sim in one line: each
-predicted step equals ``train``'s, and the ranked terms move as the option moves the step."""
+overlap, memory headroom, a sequence beyond the context, the simulated fabric's contention): each predicted
+step equals ``train``'s, and the ranked terms move as the option moves the step; fabric options without
+--network sim are refused in one line."""
 
 from __future__ import annotations
 
@@ -82,6 +83,35 @@ def test_a_sequence_beyond_the_context_is_refused_unless_asked_for() -> None:
     assert out["predicted_step_s"] == pytest.approx(_invoke("train", *job, "--beyond-context")["step_s"], rel=1e-12)
 
 
-def test_the_simulated_fabric_is_refused_naming_the_analytic_model() -> None:
-    words = _refused(*CHOSEN, "--network", "sim", "--measured-step", "18")
-    assert "--network sim: explain re-prices the step's terms with the analytic collective model only" in words
+SIM = ["llama3-8b", "--instance", "p5.48xlarge", "--nodes", "16", "--tp", "8", "--pp", "1", "--zero", "1",
+       "--global-batch", "128", "--network", "sim", "--placement", "random", "--routing", "ecmp",
+       "--oversubscription", "2", "--fabric-seeds", "1"]  # fmt: skip
+
+
+def test_the_simulated_fabric_s_contention_is_priced_as_train_prices_it_and_held_while_a_lever_moves() -> None:
+    train = _invoke("train", *SIM)
+    out = _invoke("explain", *SIM, "--measured-step", "1.2")
+    assert out["network"] == "sim" and out["predicted_step_s"] == pytest.approx(train["step_s"], rel=1e-9)
+    contention = out["contention"]
+    assert contention["placement"] == "random" and contention["routing"] == "ecmp"
+    assert contention["step_s"] == pytest.approx(out["predicted_step_s"], rel=1e-12)
+    assert contention["analytic_step_s"] < contention["step_s"]  # 2:1 and hashed paths slow the DP collectives
+    assert min(v for k, v in contention["factors"].items() if k.startswith("dp")) > 1.2
+    # the same measurement against the analytic prediction asks more of the network than its range allows; with
+    # the fabric's contention priced, what is left is inside it, and DP communication comes first
+    analytic = _invoke("explain", *SIM[: SIM.index("--network")], "--measured-step", "1.2")
+    dp_sim, dp_analytic = _term(out, "DP exposed communication"), _term(analytic, "DP exposed communication")
+    assert out["candidates"][0]["term"] == "DP exposed communication" and dp_sim["plausible"] is True
+    assert dp_analytic["plausible"] is False and dp_analytic["factor_needed"] < dp_sim["factor_needed"] < 1
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("--placement", "random"), "place the job on the simulated fabric: they need --network sim"),
+        (("--background", "0.5"), "--background 0.5: other tenants' traffic runs on the simulated fabric"),
+        (("--network", "ns3"), "network: 'ns3' is not analytic or sim"),
+    ],
+)
+def test_fabric_options_without_the_simulated_fabric_are_refused(args: tuple[str, ...], words: str) -> None:
+    assert words in _refused(*SIM[: SIM.index("--network")], *args, "--measured-step", "1.2")

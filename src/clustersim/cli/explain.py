@@ -7,10 +7,13 @@ The job and layout options are ``train``'s, declared once in ``cli.job_options``
 --measured-tokens-per-s or --measured-mfu, turned into seconds per step with the estimate's own tokens,
 FLOPs and peak, or a Megatron-LM or torchtitan log (``cli.explain_log``). ``train``'s options that do not
 change a step (--tokens, --price, the checkpoint and failure options, --compare, --ops, --plot,
---save-scenario) are not offered; --network sim is refused: the diagnosis re-prices the step's terms with the
-analytic collective model.
+--save-scenario) are not offered. With --network sim the job's groups are simulated once on the fabric where
+--placement and the other fabric options put it, and each group shape's contention factor is held while a
+lever moves the analytic model under it (``diagnose.StepInputs.contention``): the prediction is ``train
+--network sim``'s.
 """
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -39,13 +42,23 @@ from clustersim.cli.job_options import (
     ZeroOpt,
 )
 from clustersim.cli.level_option import DEFAULT_LEVEL, LevelOption
-from clustersim.cli.train_inputs import NetworkOpt
+from clustersim.cli.train_inputs import (
+    BackgroundOpt,
+    NetworkOpt,
+    SimHostsOpt,
+    SimOversubOpt,
+    SimPlacementOpt,
+    SimRoutingOpt,
+    SimSeedOpt,
+    SimSeedsOpt,
+)
 from clustersim.errors import ClusterSimError
 from clustersim.units import MAX_NODES
 
 if TYPE_CHECKING:
     from clustersim.diagnose import StepInputs
     from clustersim.scenario.training import TrainingRun
+    from clustersim.training.contention import Contention, FabricPlacement
     from clustersim.training.estimate import Estimate
 
 MEASURED = ("--measured-step", "--measured-tokens-per-s", "--measured-mfu", "--log")
@@ -105,6 +118,13 @@ def explain_command(
         typer.Option("--software", help="A TOML of framework profiles (overrides fields; also $CLUSTERSIM_SOFTWARE)."),
     ] = None,
     network: NetworkOpt = "analytic",
+    placement: SimPlacementOpt = None,
+    routing: SimRoutingOpt = None,
+    oversubscription: SimOversubOpt = None,
+    fabric_seed: SimSeedOpt = None,
+    fabric_seeds: SimSeedsOpt = None,
+    fabric_hosts: SimHostsOpt = None,
+    background: BackgroundOpt = None,
     models: ModelsOption = None,
     calibration: CalibrationOption = None,
     level: LevelOption = DEFAULT_LEVEL,
@@ -120,11 +140,15 @@ def explain_command(
     from clustersim.cli.explain_show import show
     from clustersim.cli.fabric_options import calibration_in_force
     from clustersim.cli.train import LAYOUT_OPTIONS, _scenario_of_options
+    from clustersim.cli.train_inputs import fabric_placement
     from clustersim.diagnose import explain_step
     from clustersim.scenario.training import run_training
+    from clustersim.training.contention import FabricPlacement
 
     with user_errors():
-        _refuse_network(network)
+        where = fabric_placement(
+            placement, routing, oversubscription, fabric_seed, fabric_hosts, fabric_seeds, background, network
+        )
         given = _measurement(measured_step, measured_tokens_per_s, measured_mfu, log)
         job: dict[str, Any] = {
             "tp": tp, "pp": pp, "vp": vp, "cp": cp, "ep": ep, "micro_batch": micro_batch, "zero": zero, "sp": sp,
@@ -147,10 +171,11 @@ def explain_command(
         spec = spec.model_copy(update={"job": spec.job.model_copy(update={"tokens": None})})  # one step
         with calibration_overlay(calibration):
             calibrated = calibration_in_force()
-            run = run_training(spec)
+            simulated = network == "sim"  # simulated once below, on the layout run_training gives
+            run = run_training(spec, network="analytic" if simulated else network, fabric=None if simulated else where)
             if logged is not None:
                 check_run(logged, run.model, run.estimate.layout)
-            inputs = _inputs(run)
+            inputs, contention = _inputs(run, (where or FabricPlacement()) if simulated else None)
             if logged is not None:
                 measured_s = logged.step_s(run.estimate)
             else:
@@ -166,23 +191,13 @@ def explain_command(
                 "layout_chosen": run.layout_chosen,
                 "measured": {"option": given[0], "value": given[1]} if logged is None else logged.to_json(),
                 "calibration": calibrated,
+                "network": network,
+                "contention": None if contention is None else contention.to_dict(),
                 **explanation.to_json(),
             }
         )
         return
-    show(run, explanation, _said(given, logged))
-
-
-def _refuse_network(network: str) -> None:
-    """Only the analytic collective model: the levers re-price each term with it, many times over."""
-    if network != "analytic":
-        raise ClusterSimError(
-            f"--network {network}: explain re-prices the step's terms with the analytic collective model only (valid: "
-            "analytic); to see what the fabric adds, run `clustersim train ... --network sim` and explain the "
-            "measured step against the analytic prediction",
-            field="--network",
-            value=network,
-        )
+    show(run, explanation, _said(given, logged), [] if contention is None else [contention.describe()])
 
 
 def _said(given: tuple[str, float | str], logged: Any) -> str:
@@ -235,17 +250,31 @@ def _step_s(estimate: "Estimate", flag: str, value: float) -> float:
     return value
 
 
-def _inputs(run: "TrainingRun") -> "StepInputs":
-    """The inputs ``run_training`` priced the step with (the same files, system, profile and calibration)."""
+def _inputs(run: "TrainingRun", where: "FabricPlacement | None") -> tuple["StepInputs", "Contention | None"]:
+    """The inputs ``run_training`` priced the step with (the same files, system, profile and calibration); with
+    ``where`` (--network sim), the contention of the job's groups simulated there, as ``run_training`` finds it."""
     from clustersim.diagnose import StepInputs
     from clustersim.network.analytic import collective_calibration
     from clustersim.scenario.training import run_system
+    from clustersim.training.contention import Contention, contention_factors
 
-    _, system, software, efficiency = run_system(run)
-    return StepInputs(
-        model=run.model, system=system, layout=run.estimate.layout, job=run.estimate.job, efficiency=efficiency,
+    catalog, system, software, efficiency = run_system(run)
+    estimate = run.estimate
+    inputs = StepInputs(
+        model=run.model, system=system, layout=estimate.layout, job=estimate.job, efficiency=efficiency,
         software=software, calibration=collective_calibration(),
     )  # fmt: skip
+    if where is None:
+        return inputs, None
+    cost, drawn, routing, oversubscription = contention_factors(
+        run.model, system, estimate.layout, estimate.job, catalog, where, software=software, efficiency=efficiency
+    )
+    inputs = replace(inputs, contention=cost.factors)
+    found = Contention(
+        where.placement, routing, oversubscription, where.seed, drawn.factors, estimate.step_s,
+        float(sum(inputs.terms_s().values())), drawn.spread, drawn.seeds, drawn.loaded,
+    )  # fmt: skip
+    return inputs, found
 
 
 def _bounds() -> Any:

@@ -11,15 +11,17 @@ if TYPE_CHECKING:
     from clustersim.scenario.training import TrainingRun
 
 
-def show(run: TrainingRun, explanation: Explanation, measured: str) -> None:
-    """Print the explanation: the job, `measured` (what was measured, in words) against the prediction, the
-    candidates ranked with their ranges and slopes, the top three in a sentence each."""
+def show(run: TrainingRun, explanation: Explanation, measured: str, notes: list[str]) -> None:
+    """Print the explanation: the job (and ``notes`` on how it was priced), ``measured`` (what was measured, in
+    words) against the prediction, the candidates ranked with their ranges and slopes, the top three in a
+    sentence each."""
     from rich.table import Table
 
     estimate = run.estimate
     chosen = " (chosen: the run's own layout should be given with --tp and --pp)" if run.layout_chosen else ""
     lines = [
         f"{run.model.name} on {estimate.system}, layout {estimate.layout.describe()}{chosen}",
+        *notes,
         f"measured ({measured}): {explanation.measured_step_s:.4g} s per step; "
         f"predicted {explanation.predicted_step_s:.4g} s ({explanation.gap:+.1%})",
         explanation.summary(),

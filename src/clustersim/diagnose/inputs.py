@@ -1,22 +1,27 @@
 """What a diagnosis re-runs: one training step's inputs, and its terms with a parameter moved.
 
 ``StepInputs`` holds what ``training.estimate.estimate_training`` was given (model, system, layout, job,
-the family's efficiency fractions, the framework profile and the collective calibration). ``terms_s``
-prices every registered step term (``training.terms.STEP_TERMS``) through ``training.step.step_terms``,
-the estimator's own function, with any of the three calibrations replaced: nothing here re-derives a
-term.
+the family's efficiency fractions, the framework profile, the collective calibration and, where the job was
+placed on the simulated fabric (``--network sim``), each group shape's contention factor on the analytic
+time, held while a calibration moves). ``terms_s`` prices every registered step term
+(``training.terms.STEP_TERMS``) through ``training.step.step_terms``, the estimator's own function, with any
+of the three calibrations replaced: nothing here re-derives a term.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from clustersim.compute.efficiency import FamilyEfficiency
 from clustersim.compute.software import SoftwareProfile
 from clustersim.execution import Layout, LayoutArrays
 from clustersim.network.analytic import CommCalibration
-from clustersim.network.cost import AnalyticCost
+from clustersim.network.collectives import Op
+from clustersim.network.cost import AnalyticCost, CollectiveCost
+from clustersim.network.fabric import Fabric
 from clustersim.system import System
+from clustersim.training.contention import ContendedCost
 from clustersim.training.job import TrainingJob
 from clustersim.training.step import step_terms
 from clustersim.workload.transformer import Transformer
@@ -24,7 +29,8 @@ from clustersim.workload.transformer import Transformer
 
 @dataclass(frozen=True)
 class StepInputs:
-    """One estimate's inputs; the analytic collective model prices its collectives with ``calibration``."""
+    """One estimate's inputs; the analytic collective model prices its collectives with ``calibration`` (times
+    ``contention``'s factor of their group shape, where given)."""
 
     model: Transformer
     system: System
@@ -33,6 +39,7 @@ class StepInputs:
     efficiency: FamilyEfficiency
     software: SoftwareProfile
     calibration: CommCalibration
+    contention: Mapping[tuple[Op, Fabric], float] | None = None
 
     def terms_s(
         self,
@@ -52,10 +59,14 @@ class StepInputs:
             seq_len=self.job.seq_len,
             global_batch=self.job.global_batch,
             precision=self.job.precision,
-            cost=AnalyticCost(calibration=calibration or self.calibration),
+            cost=self._cost(calibration or self.calibration),
             software=software or self.software,
         )
         return {name: float((times.link_s if link else times.exposed_s)[0]) for name, times in terms.times.items()}
+
+    def _cost(self, calibration: CommCalibration) -> CollectiveCost:
+        analytic = AnalyticCost(calibration=calibration)
+        return analytic if self.contention is None else ContendedCost(dict(self.contention), base=analytic)
 
     @property
     def micro_batches(self) -> int:
