@@ -55,7 +55,9 @@ def test_packaged_profiles_state_their_sources():
         ("tensorrt-llm", "TensorRT-LLM (H200 launch blog, 2023-11)", "tensorrt-llm-2023"),
         ("tensorrt-llm", "TensorRT-LLM v0.7.1", "tensorrt-llm-2023"),
         ("tensorrt-llm", "TensorRT-LLM 1.0 era (perf-overview)", "tensorrt-llm"),
-        ("tensorrt-llm", "MLPerf Inference v4.0, NVIDIA submission", "tensorrt-llm"),  # v4.0 is MLPerf's
+        # v4.0 is MLPerf's, not a release of the engine; the MLPerf harness runs it its own way
+        ("tensorrt-llm", "MLPerf Inference v4.0, NVIDIA submission", "tensorrt-llm-mlperf"),
+        ("tensorrt-llm", "TensorRT-LLM v0.9.0 in MLPerf Inference v4.0", "tensorrt-llm"),  # a release wins
         ("tensorrt-llm", "TensorRT-LLM v0.8.0 (2023-12 build)", "tensorrt-llm"),  # a release wins over a month
         ("tensorrt-llm", "TensorRT-LLM v0.5", "tensorrt-llm-2023"),
         ("tensorrt-llm", "v0.5.0", "tensorrt-llm-2023"),
@@ -194,7 +196,7 @@ def test_each_engine_names_the_accelerator_families_it_runs_on_with_a_source():
 @pytest.mark.parametrize("family", ["ampere", "hopper", "blackwell"])
 def test_the_default_engine_on_gpus_is_tensorrt_llm(family):
     assert engine_for(None, family).name == "tensorrt-llm"
-    assert engines_on(family) == ["sglang", "tensorrt-llm", "tensorrt-llm-2023", "vllm"]
+    assert engines_on(family) == ["sglang", "tensorrt-llm", "tensorrt-llm-2023", "tensorrt-llm-mlperf", "vllm"]
 
 
 def test_a_family_without_an_engine_is_refused_not_priced_as_another_familys():

@@ -146,8 +146,9 @@ def test_preemption_happens_when_the_kv_cache_is_tiny_and_never_when_it_is_huge(
     model, system = setup("llama3.1-8b", 8)
     request = Request(256, 256)
     load = Load(concurrency=32)
-    tiny = simulate(model, system, request, load, requests=200, kv_capacity_tokens=2048)
-    huge = simulate(model, system, request, load, requests=200, kv_capacity_tokens=1e9)
+    # paged admission (vLLM's, TensorRT-LLM's MAX_UTILIZATION); a reservation never preempts (test_admission)
+    tiny = simulate(model, system, request, load, requests=200, kv_capacity_tokens=2048, admission="paged")
+    huge = simulate(model, system, request, load, requests=200, kv_capacity_tokens=1e9, admission="paged")
     assert tiny.preemptions.sum() > 0 and tiny.resume_gaps_s.size > 0
     assert huge.preemptions.sum() == 0
     check_invariants(tiny, 200 * 256)

@@ -223,6 +223,14 @@ def serve_command(
             help="Share of each prompt found in the prefix cache, its prefill skipped (simulates; [0, 1)).",
         ),
     ] = 0.0,
+    admission: Annotated[
+        str | None,
+        typer.Option(
+            "--admission",
+            help="KV admission (simulates): paged (the blocks a request holds now; preempts when they run out) or "
+            "reserve (its prompt and whole output cap; TensorRT-LLM's GUARANTEED_NO_EVICT). Default: the engine's.",
+        ),
+    ] = None,
     trace: Annotated[
         Path | None,
         typer.Option("--trace", help="Simulate a CSV trace with columns arrival_s,input_tokens,output_tokens."),

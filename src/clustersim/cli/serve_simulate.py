@@ -43,6 +43,7 @@ SIMULATION_OPTIONS = (
     "seed",
     "seeds",
     "prefix_hit",
+    "admission",
     "trace",
     "rates",
     "plot",
@@ -196,6 +197,7 @@ def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], lis
     """The run's JSON payload, its notes and the runs themselves (a sweep: none kept)."""
     from clustersim.cli.progress import progress_bar
     from clustersim.serving.engine import serving_system_for_instance
+    from clustersim.serving.engines import engine_profile
     from clustersim.serving.rate_grid import parse_rates
     from clustersim.serving.sim_report import over_seeds, parse_slo
     from clustersim.serving.sim_requests import read_trace, request_sampler
@@ -226,11 +228,19 @@ def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], lis
                 field="--pp",
                 value=p["pp"],
             )
+        if p["admission"] is not None:
+            raise ClusterSimError(
+                "--admission: the disaggregated pools admit paged (a decode pool takes each prompt's KV as it "
+                "comes); drop --admission or --disaggregate",
+                field="--admission",
+                value=p["admission"],
+            )
         deployment = deploy(catalog, p["instance"], parse_pools(p["disaggregate"]), tp, model, request.kv)
         system = deployment.decode
     sampler = request_sampler(
         lengths.dataset, lengths.input_tokens, lengths.output_tokens, stated=(given_in, given_out)
     )
+    admission = p["admission"] or ("paged" if deployment else engine_profile(engine, system.family).kv_admission)
     count = trace.arrival_s.size if trace is not None else p["requests"]
     seeds = list(range(p["seed"], p["seed"] + p["seeds"]))
     loads = [Load(rate_per_s=rate) for rate in rates] if rates else [load]
@@ -249,7 +259,7 @@ def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], lis
 
                 result = simulate_disaggregated(model, deployment, request, each, **options)
             else:
-                result = simulate(model, system, request, each, speculation=speculation, **options)
+                result = simulate(model, system, request, each, speculation=speculation, admission=admission, **options)
             rows.append(result.to_json())
             if not rates:
                 results.append(result)
@@ -273,6 +283,7 @@ def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], lis
         "trace": None if p["trace"] is None else str(p["trace"]),
         "seed": p["seed"],
         "prefix_hit_rate": p["prefix_hit"],
+        "admission": admission,
         "max_batch": p["batch"],
         "pools": None if deployment is None else deployment.to_json()["pools"],
     }

@@ -30,7 +30,8 @@ A ground-truth case names its engine in ``software.framework`` and the release i
 numbers (``releases = [from, until)``) and the months of publication (``released = ["YYYY-MM",
 "YYYY-MM")``) it covers; :func:`engine_for_software` reads a release number written after the
 framework's name (``TensorRT-LLM v0.7.1``, ``TensorRT-LLM 1.0``, or a bare ``0.9.2``), else a month
-(``2023-11``), from the text, and picks the profile of that framework whose range holds it, else the
+(``2023-11``), from the text, and picks the profile of that framework whose range holds it, else one whose
+``harnesses`` the text names (a benchmark harness that sets the engine's options its own way), else the
 profile named like the framework (its current releases). A version number of something else (``MLPerf
 Inference v4.0``) is no release of the engine. An unknown framework is an error naming the known ones.
 """
@@ -40,6 +41,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -77,6 +79,11 @@ class EngineProfile(BaseModel):
     released: tuple[str, str] | None = Field(
         None, description="Months of publication this profile covers: [from, until), e.g. ['2023-10', '2024-03']."
     )
+    harnesses: tuple[str, ...] = Field(
+        (),
+        description="Benchmark harnesses whose runs this profile describes (they set the engine's options their "
+        "own way), matched as text in a case's software.version, e.g. 'MLPerf Inference'.",
+    )
     kv_block_tokens: int = Field(ge=1, description="Tokens per paged KV-cache block (a page).")
     reserved_memory_fraction: float = Field(
         ge=0,
@@ -105,6 +112,12 @@ class EngineProfile(BaseModel):
         {},
         description="Host cost per sequence per step, seconds, on the accelerators (catalog ids) whose host CPU is "
         "not the x86 host of the runs the calibration was fitted on (gb200: a Grace CPU); others: sequence_overhead_s.",
+    )
+    kv_admission: Literal["paged", "reserve"] = Field(
+        "paged",
+        description="How continuous batching admits a request: paged (the blocks of what it holds now; decoding "
+        "takes more, preempting when they run out) or reserve (the blocks of its prompt and whole output cap, "
+        "never preempted: TensorRT-LLM's GUARANTEED_NO_EVICT).",
     )
     mixed_steps: bool = Field(
         True,
@@ -306,7 +319,9 @@ def check_runs_on(profile: EngineProfile, family: str, *, accelerator: str | Non
 def engine_for_software(framework: str | None, version: str | None = None) -> EngineProfile:
     """The profile of a case's ``software`` (see the module): the framework's profile whose ``releases``
     (or ``released`` months) hold the release ``version`` names, else the profile named like the
-    framework (default: TensorRT-LLM); ``UnknownNameError`` for a framework no profile serves."""
+    framework (default: TensorRT-LLM); with no release named, the profile of a harness the version names
+    (``harnesses``: MLPerf's runs TensorRT-LLM with its own scheduler policy); ``UnknownNameError`` for a
+    framework no profile serves."""
     table = engine_profiles()
     name = (framework or DEFAULT_ENGINE).strip().lower()
     frameworks = {profile.framework for profile in table.values()}
@@ -321,6 +336,9 @@ def engine_for_software(framework: str | None, version: str | None = None) -> En
             f"make their releases/released ranges disjoint",
             field="software.version",
         )
+    if not matches and release is None:  # no release named: a harness the version names runs the engine its way
+        text = (version or "").lower()
+        matches = [p for p in table.values() if p.framework == name and any(h.lower() in text for h in p.harnesses)]
     if matches:
         return matches[0]
     if name not in table:

@@ -7,7 +7,10 @@ sequence cap, the token budget and the free KV blocks allow, each starting its f
 prompt blocks are taken when it is admitted (``ceil(prompt / block)``); decoding grows it a block at a
 time. When the decoders' next tokens need more blocks than are free, the latest admitted running request
 is preempted (recompute: its blocks are freed, it goes back to the head of the queue and, readmitted,
-prefills its prompt and the tokens it made, then carries on). A prefix-cache hit skips that share of a
+prefills its prompt and the tokens it made, then carries on). With a reservation (``reserve_tokens``, TensorRT-LLM's
+GUARANTEED_NO_EVICT capacity policy) a request is admitted only when the blocks of its prompt and its whole
+output cap (the ``max_tokens`` it asked for) are free: it takes them all at admission, its decoding takes no
+more, nothing is ever preempted, and it gives them back when it is done. A prefix-cache hit skips that share of a
 prompt's prefill (the tokens are still held). The step that completes a prompt makes its first token. A
 disaggregated decode pool (``kv_arrives``) receives each prompt's KV cache with the request: admitted, it
 runs only the prompt's last position (a decode token's work) to make its next token.
@@ -50,6 +53,7 @@ class SchedulerLimits:
     prefix_hit_rate: float = 0.0
     static: bool = False
     kv_arrives: bool = False  # a disaggregated decode pool: a prompt's KV comes with it, only its last token runs
+    reserve_tokens: tuple[int, ...] = ()  # per request (run index): KV tokens reserved at admission; empty: paged
 
 
 @dataclass
@@ -134,6 +138,13 @@ def _run_continuous(
     decoding, offset = 0, 0  # decoders; sum over them of (m - t0 + 1)
     clock, tick = 0.0, 0
     pairs_of = table.chunk_pairs
+    reserving = bool(limits.reserve_tokens)
+    reserved: dict[int, int] = {}  # a reserving decoder's blocks
+
+    def blocks_of(r: int) -> int:
+        """Blocks an admission takes: the prompt and what it made (paged), or its whole reservation."""
+        tokens = limits.reserve_tokens[r] if reserving else inputs[r] + generated[r]
+        return -(-tokens // block)
 
     def finished(r: int) -> None:
         del running[r]
@@ -145,10 +156,11 @@ def _run_continuous(
     def finish_decoder(r: int) -> None:
         nonlocal free, decoding, offset
         m, t0, _ = entry.pop(r)
-        residues[(m - t0) % block] -= 1
+        if not reserving:
+            residues[(m - t0) % block] -= 1
         decoding -= 1
         offset -= m - t0 + 1
-        free += -(-(m + tick - t0) // block)
+        free += reserved.pop(r) if reserving else -(-(m + tick - t0) // block)
         generated[r] = outputs[r]
         finished(r)
 
@@ -182,7 +194,7 @@ def _run_continuous(
         head_blocked = True
         if waiting and len(running) < seq_cap and room > 0:
             r = waiting[0]
-            head_blocked = -(-(inputs[r] + generated[r]) // block) > free
+            head_blocked = blocks_of(r) > free
         if decoding and not prefilling and head_blocked:
             # decode-only steps up to the next event, priced together
             until = arrivals.next_s() if not waiting and len(running) < seq_cap and room > 0 else math.inf
@@ -229,7 +241,7 @@ def _run_continuous(
         while waiting and len(running) < seq_cap and room > 0:
             r = waiting[0]
             length = inputs[r] + generated[r]
-            blocks = -(-length // block)
+            blocks = blocks_of(r)
             if blocks > free:
                 break
             waiting.popleft()
@@ -275,10 +287,13 @@ def _run_continuous(
                 free += held.pop(r)
                 finished(r)
                 continue
-            held.pop(r)
+            if reserving:
+                reserved[r] = held.pop(r)
+            else:
+                held.pop(r)
+                residues[(length - tick) % block] += 1
             version += 1
             entry[r] = (length, tick, version)
-            residues[(length - tick) % block] += 1
             decoding += 1
             offset += length - tick + 1
             heapq.heappush(heap, (tick + outputs[r] - generated[r] - 1, r, version))

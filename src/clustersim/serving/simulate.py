@@ -97,6 +97,7 @@ def simulate(
     engine: str | EngineProfile | None = None,
     progress: Callable[[int, int], None] | None = None,
     speculation: Speculation | None = None,
+    admission: str | None = None,
 ) -> SimulationResult:
     """Simulate ``requests`` requests (a trace: its own) on ``system`` served by ``engine``.
 
@@ -115,10 +116,12 @@ def simulate(
     check_formats(request.precision, request.kv, system.system.accelerator, profile.framework)
     rng = np.random.default_rng(seed)
     inputs, outputs = draw_lengths(model, request, load, sampler, rng, requests)
+    cap = 0.0 if load.trace is not None else output_cap(request, sampler)
+    reserve = reserve_tokens(model, request, admission or profile.kv_admission, inputs, outputs, cap)
     table, limits = replica_engine(
         model, system, request, profile, cal, inputs, outputs,
         prefix_hit_rate=prefix_hit_rate, max_batch=max_batch, kv_capacity_tokens=kv_capacity_tokens,
-        speculation=speculation,
+        speculation=speculation, reserve=reserve,
     )  # fmt: skip
     steps = outputs if speculation is None else steps_for_outputs(outputs, speculation)
     engines = system.dp * system.pp  # a pipelined replica: one engine per micro-batch in flight
@@ -152,6 +155,34 @@ def draw_lengths(
     return inputs, outputs
 
 
+ADMISSIONS = ("paged", "reserve")
+
+
+def output_cap(request: Request, sampler: RequestLengthSampler | None) -> float:
+    """The output cap a request asks for (``max_tokens``): its set's longest output where that is bounded (the
+    benchmark's generation cap: MLPerf Llama 2 70B's 1,024), else 0 (each request asks for its own length)."""
+    found = (sampler or request_sampler(None, request.input_tokens, request.output_tokens)).output.max_tokens
+    return found if math.isfinite(found) else 0.0
+
+
+def reserve_tokens(
+    model: Transformer, request: Request, admission: str, inputs: np.ndarray, outputs: np.ndarray, cap: float
+) -> np.ndarray | None:
+    """Per request, the KV tokens a ``reserve`` admission takes (its prompt and the larger of its output and
+    ``cap``, within the model's context); None for ``paged``."""
+    if admission not in ADMISSIONS:
+        raise ClusterSimError(
+            f"--admission: {admission!r} is not one of {', '.join(ADMISSIONS)}", field="--admission", value=admission
+        )
+    if admission == "paged":
+        return None
+    tokens = inputs + np.maximum(outputs, int(cap))
+    context = model.context_tokens
+    if context is not None and not request.beyond_context:
+        tokens = np.minimum(tokens, np.maximum(context, inputs + outputs))
+    return np.asarray(tokens, dtype=np.int64)
+
+
 def replica_engine(
     model: Transformer,
     system: ServingSystem,
@@ -166,9 +197,11 @@ def replica_engine(
     kv_capacity_tokens: float | None = None,
     kv_arrives: bool = False,
     speculation: Speculation | None = None,
+    reserve: np.ndarray | None = None,
 ) -> tuple[Steps, SchedulerLimits]:
-    """One replica's priced steps and scheduler limits for requests of these lengths; the longest request
-    must fit its KV cache (else a ``ClusterSimError``)."""
+    """One replica's priced steps and scheduler limits for requests of these lengths (``reserve``: each one's
+    KV reservation, ``reserve_tokens``); the longest request, or reservation, must fit its KV cache (else a
+    ``ClusterSimError``)."""
     if kv_capacity_tokens is None:
         kv_capacity_tokens = memory_plan(model, system, request.precision, request.kv, cal, profile).kv_capacity_tokens
     kv_capacity_tokens /= system.pp  # each of a pipeline's micro-batch engines holds its share
@@ -182,9 +215,19 @@ def replica_engine(
             "or shorter requests",
             field="kv_capacity_tokens",
         )
+    if reserve is not None and int((-(-reserve // block)).max()) > blocks:
+        raise ClusterSimError(
+            f"--admission reserve: a request's prompt and output cap ({int(reserve.max()):,} tokens) need more KV "
+            f"cache than the {blocks * block:,} tokens a replica holds; use --admission paged or a larger tp",
+            field="--admission",
+            value="reserve",
+        )
     static = request.batching is Batching.STATIC
     cap = min(profile.max_batch_sequences, max_batch or profile.max_batch_sequences)
-    limits = SchedulerLimits(profile.max_tokens_per_step, cap, block, blocks, prefix_hit_rate, static, kv_arrives)
+    held = () if reserve is None else tuple(reserve.tolist())
+    limits = SchedulerLimits(
+        profile.max_tokens_per_step, cap, block, blocks, prefix_hit_rate, static, kv_arrives, held
+    )  # fmt: skip
     biggest = int(inputs.max()) * cap if static else profile.max_tokens_per_step
     verified = 0 if speculation is None else cap * speculation.draft_tokens  # the drafts the target verifies
     longest_s = float((inputs + outputs).max()) + 2.0
