@@ -2,11 +2,13 @@
 second: the small MT-NLG search, the 405B plan example of issue 25, a space of over a million candidates, and the
 plan split over 1 and 2 Ray workers.
 
-Run: ``python benchmarks/bench_search.py [--repeats N] [--no-ray] [--quick]``. Prints medians over repeats with
-their min-max spread and a pure-Python reference workload timed in the same rounds (this machine's speed moves
-by 2x under other load: compare figures through the reference). ``layouts`` are the candidates that keep the
-layout rules and that the framework runs (what ``plan`` reports as ``evaluated``); ``grid`` is every
-combination of the space's values before the rules. Not a test: the suite never times anything.
+Run: ``python benchmarks/bench_search.py [--repeats N] [--no-ray] [--no-cli] [--quick]``. Prints medians over
+repeats with their min-max spread and a pure-Python reference workload timed in the same rounds (this machine's
+speed moves by 2x under other load: compare figures through the reference). ``layouts`` are the candidates that
+keep the layout rules and that the framework runs (what ``plan`` reports as ``evaluated``); ``grid`` is every
+combination of the space's values before the rules. A table puts the cases side by side, and the 405B example
+also runs as a user runs it (a new ``clustersim plan`` process each time). Not a test: the suite never times
+anything.
 
 Calculon's ``llm-optimal-execution`` took 39 minutes for 610k evaluations on this machine (issue 25).
 """
@@ -14,13 +16,16 @@ Calculon's ``llm-optimal-execution`` took 39 minutes for 610k evaluations on thi
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from clustersim.catalog.registry import load_catalog
@@ -177,7 +182,19 @@ def run_plan(case: PlanCase, executor=run_here, workers: int = 1) -> tuple[int, 
     return plan.evaluated, plan.elapsed_s, time.process_time() - cpu
 
 
-def plans(cases: list[PlanCase], repeats: int) -> None:
+@dataclass(frozen=True)
+class Timed:
+    """One case's figures over the timed repeats: layouts evaluated, wall (the plan's ``elapsed_s``) and CPU."""
+
+    case: PlanCase
+    evaluated: int
+    walls: list[float]
+    cpus: list[float]
+
+
+def plans(cases: list[PlanCase], repeats: int) -> list[Timed]:
+    """Each case planned ``repeats`` times after one settling run; prints each and returns the figures."""
+    found = []
     for case in cases:
         run_plan(case)  # settle
         samples, cpus, refs = [], [], []
@@ -198,6 +215,53 @@ def plans(cases: list[PlanCase], repeats: int) -> None:
             f"{evaluated / statistics.median(cpus):,.0f} per CPU second; {case.grid() / median:,.0f} grid "
             f"combinations/s); reference {statistics.median(refs) * 1e3:.3f} ms"
         )
+        found.append(Timed(case, evaluated, samples, cpus))
+    return found
+
+
+def side_by_side(results: list[Timed]) -> None:
+    """The cases in one table: points, layouts evaluated, median wall and CPU seconds, layouts per second."""
+    print(f"side by side (median of {len(results[0].walls)} runs each):")
+    print(
+        f"  {'case':<46} {'points':>6} {'layouts':>10} {'wall s':>8} {'CPU s':>8} {'layouts/s':>11} "
+        f"{'per CPU-s':>11} {'ms/point':>9}"
+    )
+    for r in results:
+        wall, cpu = statistics.median(r.walls), statistics.median(r.cpus)
+        print(
+            f"  {r.case.name:<46} {len(r.case.points):>6} {r.evaluated:>10,} {wall:>8.3f} {cpu:>8.3f} "
+            f"{r.evaluated / wall:>11,.0f} {r.evaluated / cpu:>11,.0f} {cpu / len(r.case.points) * 1e3:>9.2f}"
+        )
+
+
+EXAMPLE = (
+    "plan llama3.1-405b --tokens 15T --instances p5.48xlarge,p5en.48xlarge,p6-b200.48xlarge,trn2.48xlarge "
+    "--nodes 128..2048 --deadline 90d --objective cost --json"
+)
+
+
+def cli_example(repeats: int) -> None:
+    """The issue's example as a user runs it: a new process each time (imports, catalog, plan, JSON); the
+    plan's own figures from its JSON beside the process's wall time."""
+    script = Path(sys.executable).with_name("clustersim")
+    command = (
+        [str(script)] if script.exists() else [sys.executable, "-c", "from clustersim.cli.app import main; main()"]
+    )
+    walls, elapsed, rates = [], [], []
+    evaluated = 0
+    for _ in range(repeats):
+        start = time.perf_counter()
+        done = subprocess.run([*command, *EXAMPLE.split()], capture_output=True, text=True, check=True)
+        walls.append(time.perf_counter() - start)
+        found = json.loads(done.stdout)
+        evaluated = found["evaluated"]
+        elapsed.append(found["elapsed_s"])
+        rates.append(found["layouts_per_s"])
+    print(f"CLI: clustersim {EXAMPLE}")
+    print(
+        f"  evaluated {evaluated:,}; plan elapsed_s {spread(elapsed)}; layouts_per_s median "
+        f"{statistics.median(rates):,.0f}; process wall {spread(walls)} s (imports and catalog included)"
+    )
 
 
 @dataclass
@@ -266,14 +330,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-ray", action="store_true")
+    parser.add_argument("--no-cli", action="store_true", help="skip the issue's example run as a new process")
     parser.add_argument("--quick", action="store_true", help="only the small search and the 405B example")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     small_mt_nlg(max(30, args.repeats))
     cases = plan_cases(args.quick)
-    plans(cases, args.repeats)
+    side_by_side(plans(cases, args.repeats))
+    if not args.no_cli:
+        cli_example(max(3, args.repeats // 2))
     if not args.no_ray:
-        for case in cases[-2:]:
+        for case in [c for c in cases if c.name.startswith(("405B plan, widened", "DeepSeek"))]:
             ray_scaling(case, max(3, args.repeats // 2))
 
 
