@@ -124,6 +124,7 @@ def test_a_megatron_log_gives_the_measured_step_and_the_settings_it_prints() -> 
         (("llama3-8b", *GPT3[1:]), "line 11: the log's model has vocab 51200, llama3-8b has 128256"),
         ((*GPT3[:-1], str(DATA / "p5_2nodes_all_reduce_awsome.log")), "is neither a Megatron-LM training log"),
         ((*GPT3, "--framework", "torchtitan"), "the log is a megatron run, --framework says torchtitan"),
+        ((*GPT3, "--headroom", "0.2"), "line 13: the log gives the layout (tp 8, pp 1); --headroom is the memory"),
     ],
 )
 def test_a_log_that_disagrees_with_the_options_or_is_not_a_training_log_is_refused(

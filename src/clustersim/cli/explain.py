@@ -136,7 +136,7 @@ def explain_command(
     optimizer, recompute, data loading) by how far into its plausible range each would have to move alone
     to close the gap, with the step's sensitivity to each, re-estimated."""
     from clustersim.choices import Recompute
-    from clustersim.cli.explain_log import SETTINGS, check_run, framework_of, merged, read_log
+    from clustersim.cli.explain_log import SETTINGS, check_run, framework_of, merged, read_log, refuse_headroom
     from clustersim.cli.explain_show import show
     from clustersim.cli.fabric_options import calibration_in_force
     from clustersim.cli.train import LAYOUT_OPTIONS, _scenario_of_options
@@ -162,6 +162,7 @@ def explain_command(
             if isinstance(job["recompute"], str):
                 job["recompute"] = Recompute(job["recompute"])
             framework = framework_of(logged, framework, software or [])
+            refuse_headroom(logged, headroom)
         spec = _scenario_of_options(
             model=model, instance=instance, nodes=nodes, devices_per_node=devices_per_node, **job, uneven=uneven,
             ep_overlap=ep_overlap, headroom=headroom, beyond_context=beyond_context, tokens="1T", offer="on_demand",

@@ -151,6 +151,17 @@ def merged(log: LoggedRun, values: dict[str, Any], given: set[str]) -> dict[str,
     return out
 
 
+def refuse_headroom(log: LoggedRun, headroom: float | None) -> None:
+    """--headroom shapes a chosen layout; a log that states TP and PP gives the layout."""
+    if headroom is not None and {"tp", "pp"} <= set(log.settings):
+        raise ClusterSimError(
+            f"{log.path}, line {log.lines['tp']}: the log gives the layout (tp {log.settings['tp']}, pp "
+            f"{log.settings['pp']}); --headroom is the memory a chosen layout leaves free: drop it",
+            field="--headroom",
+            value=headroom,
+        )
+
+
 def framework_of(log: LoggedRun, framework: str | None, software: list[Path]) -> str | None:
     """The framework the run is priced as: the log's where --framework names none; a --framework that names
     another packaged framework is refused (a profile of the user's own ``--software`` files is taken as
