@@ -41,11 +41,11 @@ def test_fio_json_is_read_per_direction():
     details = run.details
     assert (details["bs_bytes"], details["iodepth"], details["direct"], details["ioengine"]) == (MIB, 1, True, "rbd")
     assert (details["clat_p50_us"], details["clat_p99_us"]) == (pytest.approx(2801.664), pytest.approx(4751.36))
-    assert details["version"] == "fio-3.39-30-g58818" and "one client machine assumed" in run.notes[0]
-    (deeper,) = read_fio(FIO_4M, clients=1)  # 4 MiB sequential reads, two in flight: more than twice the rate
+    assert details["version"] == "fio-3.39-30-g58818" and run.notes == ()
+    (deeper,) = read_fio(FIO_4M)  # 4 MiB sequential reads, two in flight: more than twice the rate
     assert deeper.measured_bytes_per_s == 817069786.0 and deeper.details["bs_bytes"] == 4 * MIB
     assert deeper.details["iodepth"] == 2 and deeper.measured_bytes_per_s > 2 * run.measured_bytes_per_s
-    assert deeper.notes == () and reader_of(FIO_4M) == "fio"
+    assert reader_of(FIO_4M) == "fio"
 
 
 def test_fio_with_normal_output_around_and_before_3_0(tmp_path: Path):
@@ -164,16 +164,18 @@ def test_comparison_options_and_the_cli(tmp_path: Path):
     assert lone.exit_code != 0 and "--stripes shapes the comparison with a file system" in lone.output
     with pytest.raises(ClusterSimError, match="--storage applies to fio and IOR outputs"):
         read_files([DATA / "osu_bibw_p5_openmpi_pcluster.txt"], SystemOptions(), CATALOG, storage=SCRATCH_1)
-    (found,) = read_files([FIO_4M], SystemOptions(nodes=2), CATALOG, storage=StorageOptions("fsx:SCRATCH_2:1200GiB"))
+    with pytest.raises(ClusterSimError, match="--nodes: fio's JSON is one machine's jobs"):
+        read_files([FIO_4M], SystemOptions(nodes=2), CATALOG)
+    (found,) = read_files([FIO_4M], SystemOptions(), CATALOG, storage=StorageOptions("fsx:SCRATCH_2:1200GiB"))
     comparison = found.measurement["comparisons"][0] if found.measurement else {}
     # one 4 GiB-ish file striped over the one target of 1,200 GiB: the file system's 240 MB/s read baseline
-    assert comparison["clients"] == 2 and comparison["model_mb_s"] == pytest.approx(240.0)
+    assert comparison["clients"] == 1 and comparison["model_mb_s"] == pytest.approx(240.0)
 
 
 @settings(max_examples=25, deadline=None)
 @given(clients=st.integers(min_value=1, max_value=64), stripes=st.integers(min_value=1, max_value=12))
 def test_the_model_never_falls_with_more_clients_and_never_passes_the_file_system(clients: int, stripes: int):
-    (run,) = read_fio(FIO_4M, clients=clients)
+    run = replace(read_fio(FIO_4M)[0], clients=clients)
     fewer = replace(run, clients=max(1, clients // 2))
     options = StorageOptions("fsx:SCRATCH_1:14400GiB", stripes=stripes)
     more_rate = compare_storage(run, options, CATALOG, None)["model_mb_s"]

@@ -32,7 +32,7 @@ def ingest_command(
             "--nodes",
             min=1,
             max=MAX_NODES,
-            help="Servers, where the log lists no '# Rank ... on HOST' lines; fio/IOR: client machines, where the "
+            help="Servers, where the log lists no '# Rank ... on HOST' lines; IOR: client machines, where the "
             "output does not say (default 1).",
         ),
     ] = None,

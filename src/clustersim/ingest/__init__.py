@@ -135,7 +135,7 @@ def read_files(
     storage = storage or StorageOptions()
     readers = {Path(p): reader_of(Path(p)) for p in paths}
     _refuse_unused(options, set(readers.values()))
-    _refuse_unused_storage(storage, set(readers.values()))
+    _refuse_unused_storage(storage, set(readers.values()), options.nodes)
     nccl = [p for p, r in readers.items() if r == "nccl-tests"]
     tables = [table for path in nccl for table in read_nccl_tests(path, partial=partial)]
     collective = tables_cases(tables, options, catalog) if tables else []
@@ -194,8 +194,15 @@ def _training_case(run: TrainingRun, options: SystemOptions, catalog: Catalog) -
     return training_case(run, options, catalog, model)
 
 
-def _refuse_unused_storage(storage: StorageOptions, readers: set[str]) -> None:
+def _refuse_unused_storage(storage: StorageOptions, readers: set[str], nodes: int | None) -> None:
     storage.check()
+    if nodes is not None and "fio" in readers and not readers & {"nccl-tests", "ior"}:
+        raise ClusterSimError(
+            "--nodes: fio's JSON is one machine's jobs (its client/server output is not read); --nodes applies to "
+            "nccl-tests and IOR outputs",
+            field="--nodes",
+            value=nodes,
+        )
     if storage.storage is not None and not readers & set(STORAGE):
         raise ClusterSimError(
             "--storage applies to fio and IOR outputs, and none is among the files", field="--storage"
@@ -206,7 +213,7 @@ def _measurement(
     path: Path, reader: str, options: SystemOptions, storage: StorageOptions, catalog: Catalog
 ) -> dict[str, Any]:
     if reader in STORAGE:
-        runs = read_fio(path, options.nodes) if reader == "fio" else read_ior(path, options.nodes)
+        runs = read_fio(path) if reader == "fio" else read_ior(path, options.nodes)
         return _storage_measurement(runs, storage, options, catalog)
     if reader == "fi-pingpong":
         return _pingpong_measurement(path, options, catalog)

@@ -6,8 +6,8 @@ merged under each job's ``job options``, per direction ``io_bytes``, ``bw_bytes`
 ``bw`` in KiB/s), ``iops``, ``runtime`` and completion-latency percentiles (``clat_ns``, older ``clat`` in
 microseconds), and of the options ``rw``, ``bs``, ``numjobs``, ``nrfiles``, ``filename``, ``filesize`` or
 ``size``, ``direct``, ``ioengine``, ``iodepth`` and ``group_reporting``. A group's jobs run together, so their
-rates add; one file per job (``nrfiles`` each) unless ``filename`` names a shared one. The clients: one,
-unless ``--nodes`` says how many machines ran the same job file at once.
+rates add; one file per job (``nrfiles`` each) unless ``filename`` names a shared one. The output is one
+machine's jobs, so a run is one client's (``--nodes`` does not apply to it).
 
 Refused, naming the file and line: no JSON object, JSON cut or broken, no ``jobs``, a job that ended with
 an error, a direction with bytes but no rate, fio client/server output (``client_stats``: run fio on each
@@ -32,7 +32,7 @@ def looks_like_fio(text: str) -> bool:
     return MARK in text
 
 
-def read_fio(path: str | Path, clients: int | None = None) -> list[StorageRun]:
+def read_fio(path: str | Path) -> list[StorageRun]:
     """The storage runs in ``path`` (see the module's docstring)."""
     path = Path(path)
     try:
@@ -68,7 +68,7 @@ def read_fio(path: str | Path, clients: int | None = None) -> list[StorageRun]:
     if not groups:
         raise ClusterSimError(f"{path}, line {start}: no job read or wrote a byte", field="FILES", value=str(path))
     version = str(document.get("fio version", "fio"))
-    return [_run(path, version, op, members, clients) for (_, op), members in sorted(groups.items())]
+    return [_run(path, version, op, members) for (_, op), members in sorted(groups.items())]
 
 
 def _document(path: Path, text: str) -> tuple[dict[str, Any], int]:
@@ -93,9 +93,7 @@ def _job_lines(text: str, start: int) -> list[int]:
     return [n for n, line in enumerate(lines, start=1) if n >= start and line.strip().startswith('"jobname"')]
 
 
-def _run(
-    path: Path, version: str, op: str, members: list[tuple[dict[str, Any], dict[str, Any], int]], clients: int | None
-) -> StorageRun:
+def _run(path: Path, version: str, op: str, members: list[tuple[dict[str, Any], dict[str, Any], int]]) -> StorageRun:
     rate = total = iops = 0.0
     files = 0
     first_options, first_stats, line = members[0]
@@ -105,7 +103,6 @@ def _run(
         iops += float(stats.get("iops", 0.0) or 0.0)
         jobs = int(options.get("numjobs", 1)) if _on(options.get("group_reporting")) else 1
         files += 1 if options.get("filename") else jobs * int(options.get("nrfiles", 1))
-    notes = [] if clients is not None else ["one client machine assumed (give --nodes if several ran the job file)"]
     details = {
         "version": version,
         "rw": first_options.get("rw", "read" if op == "read" else "write"),
@@ -119,7 +116,7 @@ def _run(
         "iops": round(iops, 3),
         **_percentiles(first_stats),
     }
-    return StorageRun(str(path), line, "fio", op, rate, total, max(files, 1), clients or 1, details, tuple(notes))
+    return StorageRun(str(path), line, "fio", op, rate, total, max(files, 1), 1, details)
 
 
 def _rate(path: Path, op: str, stats: dict[str, Any], line: int) -> float:
