@@ -133,3 +133,13 @@ def test_a_log_that_disagrees_with_the_options_or_is_not_a_training_log_is_refus
     result = runner.invoke(app, ["explain", *args], env=ENV)
     assert result.exit_code == 2, result.output
     assert words in result.stderr and "\n" not in result.stderr.strip()
+
+
+def test_a_megatron_deepspeed_log_is_priced_as_megatron_deepspeed() -> None:
+    from clustersim.cli.explain_log import read_log
+
+    logged = read_log(DATA / "megatron_deepspeed_llama_tp2_pp2_llm_action.log")  # iterations 1-3 and 2498-2500
+    assert (logged.framework, logged.measure, logged.world_size, logged.dp) == ("megatron-deepspeed", "step_time_s",
+                                                                                 8, 2)  # fmt: skip
+    assert logged.settings["tp"] == logged.settings["pp"] == 2 and logged.settings["global_batch"] == 32
+    assert logged.steps == 4  # iteration 3 and 2498-2500: the median of the last four logged

@@ -5,9 +5,13 @@ cannot be priced, refused in one line."""
 from __future__ import annotations
 
 import json
+import statistics
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from clustersim.cli.app import app
@@ -66,3 +70,22 @@ def test_a_torchtitan_log_that_cannot_be_this_job_is_refused_in_one_line(args: t
     result = runner.invoke(app, ["explain", *args], env=ENV)
     assert result.exit_code == 2, result.output
     assert words in result.stderr and "\n" not in result.stderr.strip()
+
+
+LINE = (
+    "[rank0]:[titan] 2025-09-11 15:23:55,616 - root - INFO - step: {step:2d}  loss:  7.1291  grad_norm:  8.3760  "
+    "memory: 81.85GiB(86.17%)  tps: {tps:,}  tflops: 389.87  mfu: 39.42%"
+)  # the format of QWEN3_LOG's line
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(min_value=1, max_value=10**6), min_size=3, max_size=9))
+def test_the_measurement_is_the_median_tokens_per_second_after_two_warm_up_steps(tps: list[int]) -> None:
+    from clustersim.cli.explain_log import read_log
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "titan.log"
+        path.write_text("\n".join(LINE.format(step=n, tps=t) for n, t in enumerate(tps, start=1)) + "\n")
+        logged = read_log(path)
+    assert (logged.framework, logged.measure, logged.steps) == ("torchtitan", "tokens_per_s_per_device", len(tps) - 2)
+    assert logged.value == statistics.median(tps[2:])
