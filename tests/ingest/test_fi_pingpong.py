@@ -104,3 +104,13 @@ def test_the_cli_prints_the_comparison(tmp_path: Path):
     assert "fi_pingpong vs the efa-host data path" in printed.output and "1048576 B: measured 479.75" in printed.output
     data = json.loads(runner.invoke(app, [*args, "--json"]).output)
     assert data["measurements"][0]["record"]["provider"] == "efa" and not out.exists()
+
+
+def test_another_fabtest_with_the_same_table_is_refused(tmp_path: Path):
+    bandwidth = tmp_path / "bw.txt"
+    bandwidth.write_text(EFA.read_text().replace("fi_pingpong -e rdm -p efa", "fi_rdm_tagged_bw -e rdm -p efa"))
+    with pytest.raises(ClusterSimError, match=r"bw.txt, line 1: fi_rdm_tagged_bw's table, not fi_pingpong's"):
+        read_fi_pingpong(bandwidth)
+    rdm = tmp_path / "rdm.txt"  # the rdm pingpong prints the same one-way time
+    rdm.write_text(EFA.read_text().replace("fi_pingpong -e rdm", "fi_rdm_pingpong"))
+    assert read_fi_pingpong(rdm).provider == "efa"

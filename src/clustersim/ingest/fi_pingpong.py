@@ -13,7 +13,9 @@ from a printed command line (``fi_pingpong -p efa``, ``-p "tcp;ofi_rxm"``: the c
 ``--instance``: ``efa`` on the EFA host path, ``tcp`` and ``sockets`` on the TCP/ENA path; other providers
 (verbs, cxi, psm3, shm) are read but have no path in the model. Refused, naming the file and line: a row
 that is not the header's fields or not numbers, sizes out of order, a header with no row (a cut run), a
-second table in one file (server and client logs: split them), command lines naming different providers.
+second table in one file (server and client logs: split them), command lines naming different providers, a
+command line of another fabtest (``fi_msg_bw``, ``fi_rdm_tagged_bw``: the same table, but their usec/xfer is
+not a one-way time).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from clustersim.network.transport.datapath import PathKind
 
 _PREFIX = re.compile(r"^\s*(?:\[rank \d+\]|\[[^\]]*\]<std(?:out|err)>:|\d+:)\s?")
 _HEADER = re.compile(r"^bytes\s+(?:iters|#sent)\s")
+_PROGRAM = re.compile(r"\b(fi_[a-z_]+(?:pingpong|_bw|_lat))\b")
 _DEBUG = re.compile(r"-\s*provider\s*:\s*\[?([\w;]+)\]?")
 PATHS = {"efa": PathKind.EFA_HOST, "tcp": PathKind.TCP_ENA, "sockets": PathKind.TCP_ENA}
 
@@ -71,6 +74,7 @@ def read_fi_pingpong(path: str | Path) -> PingpongRun:
                 raise ClusterSimError(f"{path}, line {number}: a second fi_pingpong table in one file; split them")
             header = (number, line.split())
             continue
+        _refuse_other_test(path, number, line)
         provider = _provider(line)
         if provider is not None:
             providers.setdefault(provider, number)
@@ -95,11 +99,23 @@ def read_fi_pingpong(path: str | Path) -> PingpongRun:
     return PingpongRun(str(path), header[0], provider, tuple(rows), tuple(details))
 
 
+def _refuse_other_test(path: Path, number: int, line: str) -> None:
+    """fabtests' bandwidth tests print the same table; their usec/xfer is time / iterations, one way at a time
+    but back to back, not a ping-pong's half round trip."""
+    for program in _PROGRAM.findall(line):
+        if "pingpong" not in program:
+            raise ClusterSimError(
+                f"{path}, line {number}: {program}'s table, not fi_pingpong's: its usec/xfer is no one-way "
+                f"latency (only pingpong tests are read)",
+                field="FILES",
+            )
+
+
 def _provider(line: str) -> str | None:
     debug = _DEBUG.search(line)
     if debug and "pingpong" in line:
         return debug.group(1).split(";")[0].lower()
-    if "fi_pingpong" not in line:
+    if not re.search(r"\bfi_\w*pingpong\b", line):
         return None
     try:
         words = shlex.split(line)
