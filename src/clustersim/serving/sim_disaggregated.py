@@ -8,7 +8,8 @@ user when the transfer is done (the decode worker streams the reply), so **TTFT 
 transfer**. The decode worker admits the request with its KV
 cache (``kv_arrives``: only the last position runs, a decode token's work) and makes the rest; its steps
 carry no prompt chunks but its own recomputations after a preemption. A one-token request ends at its
-prefill. A closed loop is not run (its clients would wait on two pools).
+prefill. A closed loop is not run (its clients would wait on two pools). Both pools admit paged, whatever the
+engine's ``kv_admission`` (a reservation of the output cap is not modelled here).
 """
 
 from __future__ import annotations
