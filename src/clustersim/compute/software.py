@@ -63,6 +63,11 @@ class SoftwareSettings(BaseModel):
 
     fused_attention: bool | None = Field(None, description="Attention in one fused kernel (no score matrix stored).")
     tp_overlap: bool | None = Field(None, description="Tensor-parallel communication overlapped with GEMMs.")
+    eager_elementwise: bool | None = Field(
+        None,
+        description="Norms, rotary embeddings and activations run as PyTorch eager ops, one kernel each "
+        "(no torch.compile or fused kernels).",
+    )
     zero3_prefetch: bool | None = Field(
         None, description="ZeRO-3/FSDP: the next layer's parameters are gathered during this layer's compute."
     )
@@ -142,6 +147,7 @@ class SoftwareProfile(SoftwareSettings):
 
     fused_attention: bool = Field(description="Attention in one fused kernel (no score matrix stored).")
     tp_overlap: bool = Field(description="Tensor-parallel communication overlapped with GEMMs.")
+    eager_elementwise: bool = Field(False, description="Element-wise ops as PyTorch eager kernels, one per op.")
     zero3_prefetch: bool = Field(description="ZeRO-3/FSDP: next layer's parameters gathered during compute.")
     zero3_collectives_per_layer: int = Field(ge=1, description="ZeRO-3/FSDP: collectives per layer per gather.")
     zero3_hierarchical: bool = Field(description="ZeRO-3/FSDP collectives use the scale-up fabric inside a node.")

@@ -118,6 +118,7 @@ class StepContext:
             ep=lay.ep.astype(float),
             fused_attention=self.sw.fused_attention,
             cp=lay.cp.astype(float),
+            eager_elementwise=self.sw.eager_elementwise,
         )
 
     @_derived

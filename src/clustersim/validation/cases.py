@@ -147,10 +147,12 @@ class CaseWorkload(_Part):
 
 
 class CaseSoftware(_Part):
-    """``software``: the stack that produced the result (``framework`` from the format's list)."""
+    """``software``: the stack that produced the result (``framework`` from the format's list); ``compiled``,
+    the project's extra context, says whether a PyTorch-native stack ran under torch.compile."""
 
     framework: str | None = None
     version: str | None = None
+    compiled: bool | None = None  # extra context: torch.compile on or off (null: the framework's default)
 
 
 class Case(_Part):

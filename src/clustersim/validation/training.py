@@ -56,6 +56,11 @@ def case_setup(
     software = software_for(case_framework(case), system.accelerator.family, profiles)
     parallel = case.parallel or CaseParallel()
     fields, assumed = resolve_layout({k: getattr(parallel, k) for k in _LAYOUT_KEYS}, software)
+    compiled = case.software.compiled if case.software else None
+    if compiled:  # torch.compile fuses what the stack would run eagerly; without it, the stack's own kernels
+        software = software.model_copy(update={"eager_elementwise": False})
+    elif compiled is None and software.eager_elementwise:
+        assumed["compiled"] = False  # the framework's default (eager), said per case
     # Published runs balance uneven layer counts over stages (e.g. Llama 3 405B: 126 layers, pp 16).
     if parallel.ep_overlap is None and model.moe is not None and int(fields["ep"]) > 1:
         assumed["ep_overlap"] = software.ep_overlap  # the framework's default, said per case

@@ -20,6 +20,9 @@ token permutation      memory      MoE only: ``4`` copies (read and write) of an
 norms and residuals    memory      ``11 T h`` 16-bit elements (two norms, two bias-dropout-adds),
                                    split by ``t`` under sequence parallelism
 bias and activation    memory      ``(2 (q + 2 kv) + (matrices + 1) f) T / t`` 16-bit elements
+eager element-wise     memory      PyTorch eager stacks only (no torch.compile): what running the
+                                   norms, rotary embeddings, GQA key/value expansion, attention
+                                   layout and SwiGLU as one kernel per op adds to the fused counts
 logits (head)          gemm        ``2 T h V / t`` on the last pipeline stage
 loss (head)            memory      ``14 / 3`` bytes per FP32 logit forward (softmax cross-entropy)
 =====================  ==========  =====================================================
@@ -66,6 +69,19 @@ ELEMENTWISE_BACKWARD_RATIO = 1.5
 # (megatron/core/transformer/moe/token_dispatcher.py, MoEAlltoAllTokenDispatcher: dispatch_preprocess,
 # dispatch_postprocess, combine_preprocess, combine_postprocess; moe_utils.permute, sort_chunks_by_idxs).
 PERMUTE_ROW_COPIES = 4.0
+# PyTorch eager Llama block, one kernel per op (pytorch/torchtitan torchtitan/models/llama/model.py and
+# models/norms.py, end of 2024), extra bytes per element over the fused counts above:
+# RMSNorm upcasts, squares, averages, scales, casts back and applies the weight (bf16 -> fp32 read 2 write 4,
+# pow 4+4, mean 4, multiply 4+4, cast 4+2, weight 2+2: 36 bytes) where a fused norm reads 2 and writes 2;
+EAGER_NORM_EXTRA_BYTES = 32.0
+# rotary embedding on q and k through complex64: upcast 2+4, complex multiply 4+4, cast back 4+2 (20 bytes)
+# where a fused kernel reads 2 and writes 2;
+EAGER_ROPE_EXTRA_BYTES = 16.0
+# repeat_kv materialises keys and values at the query width (read kv, write q, 2 bytes each, twice) and the
+# attention output is made contiguous after its transpose (read 2, write 2 per query element);
+EAGER_LAYOUT_BYTES = 2.0 * ELEMENT_BYTES
+# SwiGLU as silu (2+2) then a product (4+2) where a fused kernel reads the two halves and writes one (6).
+EAGER_SWIGLU_EXTRA_BYTES = 2.0
 # A fused (flash) attention backward recomputes the scores: five matrix products to the forward's two,
 # 2.5x its FLOPs (Dao, FlashAttention-2, arXiv 2307.08691, section 4.1: "backward ... 2.5x forward FLOPs")
 FUSED_ATTENTION_BACKWARD_RATIO = 2.5
@@ -120,9 +136,11 @@ def layer_operations(
     ep: FloatArray,
     fused_attention: bool,
     cp: FloatArray | float = 1.0,
+    eager_elementwise: bool = False,
 ) -> list[Operation]:
     """The forward operations of one layer on one device (see the module table); ``cp`` splits each
-    query's keys over that many ring-attention kernel calls."""
+    query's keys over that many ring-attention kernel calls; ``eager_elementwise``: the element-wise ops
+    run as PyTorch eager kernels, one per op."""
     h, q, kv, f = model.hidden, model.q_width, model.kv_width, model.expert_ffn
     like = np.zeros(np.broadcast_shapes(np.shape(tokens), np.shape(tp), np.shape(sp_split), np.shape(ep), np.shape(cp)))
     matrices = model.ffn_type.num_matrices
@@ -207,7 +225,21 @@ def layer_operations(
             ratio=ELEMENTWISE_BACKWARD_RATIO,
         ),
     ]
+    if eager_elementwise:
+        ops.append(_eager_elementwise(model, like, tokens=tokens, tp=tp, sp_split=sp_split))
     return ops
+
+
+def _eager_elementwise(
+    model: Transformer, like: FloatArray, *, tokens: FloatArray, tp: FloatArray, sp_split: FloatArray
+) -> Operation:
+    """The traffic one-kernel-per-op element-wise work adds to the fused counts (constants above)."""
+    q, kv = model.q_width, model.kv_width
+    expanded = (q + kv) * EAGER_LAYOUT_BYTES if kv < q else 0.0  # GQA: keys and values repeated
+    attention = EAGER_ROPE_EXTRA_BYTES * (q + kv) + expanded + EAGER_LAYOUT_BYTES * q
+    gated = EAGER_SWIGLU_EXTRA_BYTES * model.expert_ffn * model.active_mlps if model.ffn_type.num_matrices == 3 else 0.0
+    per_token = 2 * EAGER_NORM_EXTRA_BYTES * model.hidden / sp_split + (attention + gated) / tp
+    return _op("eager element-wise", OpKind.MEMORY, like, nbytes=tokens * per_token, ratio=ELEMENTWISE_BACKWARD_RATIO)
 
 
 def _keys_per_query(model: Transformer, seq_len: int, fused: bool) -> float:
