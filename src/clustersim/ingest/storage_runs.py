@@ -125,10 +125,10 @@ def compare_storage(
         "layout": layout_text,
         "clients": run.clients,
         "files": run.files,
-        "measured_mb_s": round(run.measured_bytes_per_s / 1e6, 2),
-        "model_mb_s": round(model / 1e6, 2),
+        "measured_bytes_per_s": run.measured_bytes_per_s,
+        "model_bytes_per_s": model,
         "bound": moved.bound,
-        "bounds_mb_s": {name: round(rate / 1e6, 2) for name, rate in moved.bounds_bytes_per_s.items()},
+        "bounds_bytes_per_s": dict(moved.bounds_bytes_per_s),
         "error": round(model / run.measured_bytes_per_s - 1, 4) if run.measured_bytes_per_s > 0 else None,
     }
 
@@ -153,7 +153,7 @@ def storage_summary(run: StorageRun, comparison: dict[str, Any] | None) -> str:
         return f"{measured} ({shape}); give --storage fsx:TIER:CAPACITY to compare it with the model"
     error = comparison["error"]
     return (
-        f"{measured}, model {comparison['model_mb_s']:,.1f} MB/s"
+        f"{measured}, model {comparison['model_bytes_per_s'] / 1e6:,.1f} MB/s"
         + (f" ({error:+.1%})" if error is not None else "")
         + f", bound by {comparison['bound']} ({shape}, {comparison['file_system']}, {comparison['path']})"
     )
