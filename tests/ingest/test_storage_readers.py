@@ -110,6 +110,14 @@ def test_ior_excerpt_takes_its_layout_from_the_command_line():
     assert "maximum" in write.notes[0] and reader_of(FSX_2) == "ior"
 
 
+def test_ior_excerpt_takes_its_layout_from_the_options_block(tmp_path: Path):
+    head = tmp_path / "head.txt"  # the akrr output up to its Max Write line, the summary cut away
+    head.write_text("\n".join(AKRR.read_text().splitlines()[:36]))
+    (run,) = read_ior(head)
+    assert (run.files, run.clients, run.total_bytes) == (1, 2, 16 * 200 * MIB)  # 16 tasks, 8 per node, shared
+    assert run.measured_bytes_per_s == 104.26 * MIB and len(run.notes) == 1
+
+
 def test_ior_refusals(tmp_path: Path):
     lines = AKRR.read_text().splitlines()
     garbled = tmp_path / "garbled.txt"

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import re
 import shlex
+from itertools import pairwise
 from pathlib import Path
 
 from clustersim.errors import ClusterSimError
@@ -102,7 +103,7 @@ def _command(lines: list[str]) -> dict[str, str]:
         if at is None:
             continue
         out: dict[str, str] = {}
-        for flag, value in zip(words[:at], [*words[1:at], ""], strict=True):
+        for flag, value in pairwise(words[: at + 1]):
             if flag in _LAUNCH and value:
                 out[_LAUNCH[flag]] = value
         ior = words[at + 1 :]
@@ -202,6 +203,8 @@ def _max_run(
         raise ClusterSimError(f"{path}, line {line}: {exc}", field="FILES") from None
     segments = int(layout.get("segments", 1))
     printed = int(layout["nodes"]) if "nodes" in layout else None
+    if printed is None and "clients per node" in layout:  # IOR 3 prints tasks and clients per node
+        printed = math.ceil(tasks / max(int(layout["clients per node"]), 1))
     if printed is not None:
         _agree(path, line, printed, nodes)
     clients = printed or nodes or 1
