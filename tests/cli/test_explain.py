@@ -143,3 +143,23 @@ def test_a_megatron_deepspeed_log_is_priced_as_megatron_deepspeed() -> None:
                                                                                  8, 2)  # fmt: skip
     assert logged.settings["tp"] == logged.settings["pp"] == 2 and logged.settings["global_batch"] == 32
     assert logged.steps == 4  # iteration 3 and 2498-2500: the median of the last four logged
+
+
+def test_a_scenario_file_is_explained_as_its_job_and_a_log_must_agree_with_it(tmp_path: Path) -> None:
+    saved, other = tmp_path / "gpt3.toml", tmp_path / "half.toml"
+    job = [*GPT3[:-2], "--tp", "8", "--pp", "1", "--precision", "fp16", "--global-batch"]
+    for path, batch in ((saved, "288"), (other, "144")):
+        result = runner.invoke(app, ["train", *job, batch, "--save-scenario", str(path)], env=ENV)
+        assert result.exit_code == 0, result.output
+    by_options = _json("explain", job=GPT3)
+    replayed = _json("explain", "--log", str(GPT3_LOG), job=["--scenario", str(saved)])
+    assert replayed["predicted_step_s"] == by_options["predicted_step_s"]
+    assert replayed["measured_step_s"] == by_options["measured_step_s"] == 243.3444
+    assert replayed["candidates"] == by_options["candidates"]
+    result = runner.invoke(app, ["explain", "--scenario", str(other), "--log", str(GPT3_LOG)], env=ENV)
+    assert result.exit_code == 2 and "\n" not in result.stderr.strip()
+    assert f"the log says global_batch 288, the scenario {other} runs 144" in result.stderr
+    result = runner.invoke(app, ["explain", "--scenario", str(saved), "--tp", "8", "--measured-step", "9"], env=ENV)
+    assert result.exit_code == 2 and "--tp cannot be combined with a scenario file" in result.stderr
+    result = runner.invoke(app, ["explain", "--measured-step", "9"], env=ENV)
+    assert result.exit_code == 2 and "give a MODEL (e.g. llama3-70b) or --scenario FILE" in result.stderr

@@ -67,8 +67,11 @@ MEASURED = ("--measured-step", "--measured-tokens-per-s", "--measured-mfu", "--l
 def explain_command(
     ctx: typer.Context,
     model: Annotated[
-        str, typer.Argument(metavar="MODEL", help="Zoo id (e.g. llama3-70b), a model TOML or a HF config.json.")
-    ],
+        str | None,
+        typer.Argument(
+            metavar="MODEL", help="Zoo id (e.g. llama3-70b), a model TOML or a HF config.json (not with --scenario)."
+        ),
+    ] = None,
     measured_step: Annotated[
         float | None, typer.Option("--measured-step", help="The run's measured seconds per training step.")
     ] = None,
@@ -117,6 +120,14 @@ def explain_command(
         list[Path] | None,
         typer.Option("--software", help="A TOML of framework profiles (overrides fields; also $CLUSTERSIM_SOFTWARE)."),
     ] = None,
+    scenario: Annotated[
+        Path | None,
+        typer.Option(
+            "--scenario",
+            help="Explain the job a scenario file describes (train --save-scenario); it holds every input, so MODEL "
+            "and the job's options are refused with it (a --log must agree with it).",
+        ),
+    ] = None,
     network: NetworkOpt = "analytic",
     placement: SimPlacementOpt = None,
     routing: SimRoutingOpt = None,
@@ -136,10 +147,18 @@ def explain_command(
     optimizer, recompute, data loading) by how far into its plausible range each would have to move alone
     to close the gap, with the step's sensitivity to each, re-estimated."""
     from clustersim.choices import Recompute
-    from clustersim.cli.explain_log import SETTINGS, check_run, framework_of, merged, read_log, refuse_headroom
+    from clustersim.cli.explain_log import (
+        SETTINGS,
+        check_replayed,
+        check_run,
+        framework_of,
+        merged,
+        read_log,
+        refuse_headroom,
+    )
     from clustersim.cli.explain_show import show
     from clustersim.cli.fabric_options import calibration_in_force
-    from clustersim.cli.train import LAYOUT_OPTIONS, _scenario_of_options
+    from clustersim.cli.train import INPUTS, LAYOUT_OPTIONS, _replay, _scenario_of_options
     from clustersim.cli.train_inputs import fabric_placement
     from clustersim.diagnose import explain_step
     from clustersim.scenario.training import run_training
@@ -150,32 +169,40 @@ def explain_command(
             placement, routing, oversubscription, fabric_seed, fabric_hosts, fabric_seeds, background, network
         )
         given = _measurement(measured_step, measured_tokens_per_s, measured_mfu, log)
-        job: dict[str, Any] = {
-            "tp": tp, "pp": pp, "vp": vp, "cp": cp, "ep": ep, "micro_batch": micro_batch, "zero": zero, "sp": sp,
-            "recompute": recompute, "global_batch": global_batch, "seq": seq, "precision": precision,
-        }  # fmt: skip
-        layout_given = set(given_options(ctx, LAYOUT_OPTIONS))
         logged = None if log is None else read_log(log)
-        if logged is not None:
-            job = merged(logged, job, set(given_options(ctx, list(job))))
-            layout_given |= {flag for _, name, flag in SETTINGS if name in logged.settings and name in LAYOUT_OPTIONS}
-            if isinstance(job["recompute"], str):
-                job["recompute"] = Recompute(job["recompute"])
-            framework = framework_of(logged, framework, software or [])
-            refuse_headroom(logged, headroom)
-        spec = _scenario_of_options(
-            model=model, instance=instance, nodes=nodes, devices_per_node=devices_per_node, **job, uneven=uneven,
-            ep_overlap=ep_overlap, headroom=headroom, beyond_context=beyond_context, tokens="1T", offer="on_demand",
-            models=models or [], efficiency=efficiency or [], catalog=catalog or [], framework=framework,
-            software=software or [], given=layout_given,
-        )  # fmt: skip
-        spec = spec.model_copy(update={"job": spec.job.model_copy(update={"tokens": None})})  # one step
+        if scenario is not None:
+            spec = _replay(scenario, ["MODEL"] * (model is not None) + given_options(ctx, INPUTS))
+        elif model is None:
+            raise ClusterSimError("give a MODEL (e.g. llama3-70b) or --scenario FILE", field="model")
+        else:
+            job: dict[str, Any] = {
+                "tp": tp, "pp": pp, "vp": vp, "cp": cp, "ep": ep, "micro_batch": micro_batch, "zero": zero, "sp": sp,
+                "recompute": recompute, "global_batch": global_batch, "seq": seq, "precision": precision,
+            }  # fmt: skip
+            layout_given = set(given_options(ctx, LAYOUT_OPTIONS))
+            if logged is not None:
+                job = merged(logged, job, set(given_options(ctx, list(job))))
+                layout_given |= {f for _, name, f in SETTINGS if name in logged.settings and name in LAYOUT_OPTIONS}
+                if isinstance(job["recompute"], str):
+                    job["recompute"] = Recompute(job["recompute"])
+                framework = framework_of(logged, framework, software or [])
+                refuse_headroom(logged, headroom)
+            spec = _scenario_of_options(
+                model=model, instance=instance, nodes=nodes, devices_per_node=devices_per_node, **job, uneven=uneven,
+                ep_overlap=ep_overlap, headroom=headroom, beyond_context=beyond_context, tokens="1T",
+                offer="on_demand", models=models or [], efficiency=efficiency or [], catalog=catalog or [],
+                framework=framework, software=software or [], given=layout_given,
+            )  # fmt: skip
+        # one step: no token budget, so no checkpoints either
+        spec = spec.model_copy(update={"job": spec.job.model_copy(update={"tokens": None}), "checkpoint": None})
         with calibration_overlay(calibration):
             calibrated = calibration_in_force()
             simulated = network == "sim"  # simulated once below, on the layout run_training gives
             run = run_training(spec, network="analytic" if simulated else network, fabric=None if simulated else where)
             if logged is not None:
                 check_run(logged, run.model, run.estimate.layout)
+                if scenario is not None:
+                    check_replayed(logged, run, scenario)
             inputs, contention = _inputs(run, (where or FabricPlacement()) if simulated else None)
             if logged is not None:
                 measured_s = logged.step_s(run.estimate)

@@ -21,7 +21,8 @@ from clustersim.errors import ClusterSimError
 
 if TYPE_CHECKING:
     from clustersim.execution import Layout
-    from clustersim.ingest.training_run import TrainingRun
+    from clustersim.ingest.training_run import TrainingRun as LoggedSteps
+    from clustersim.scenario.training import TrainingRun
     from clustersim.training.estimate import Estimate
     from clustersim.workload.transformer import Transformer
 
@@ -110,7 +111,7 @@ def read_log(path: Path) -> LoggedRun:
     )  # fmt: skip
 
 
-def _settings(run: TrainingRun, kept: list[Any]) -> tuple[dict[str, Any], dict[str, int]]:
+def _settings(run: LoggedSteps, kept: list[Any]) -> tuple[dict[str, Any], dict[str, int]]:
     stated = dict(run.parallel) | {"seq_len": run.model.get("seq_len"), "precision": run.precision}
     batches = {step.global_batch for step in kept if step.global_batch is not None}
     if "global_batch" not in stated and len(batches) == 1:
@@ -178,6 +179,35 @@ def framework_of(log: LoggedRun, framework: str | None, software: list[Path]) ->
             value=framework,
         )
     return framework
+
+
+def check_replayed(log: LoggedRun, run: TrainingRun, scenario: Path) -> None:
+    """A scenario file's job (``--scenario``) against what the log states: layout, batch, sequence, precision
+    and framework."""
+    from clustersim.compute.precision import job_dtype, parse_training_format
+    from clustersim.compute.software import software_profiles
+
+    layout, job = run.estimate.layout, run.estimate.job
+    runs = {
+        "tp": layout.tp, "pp": layout.pp, "cp": layout.cp, "ep": layout.ep, "vp": layout.vp,
+        "micro_batch": layout.micro_batch, "zero": layout.zero, "sp": layout.sequence_parallel,
+        "recompute": layout.recompute.value, "global_batch": job.global_batch, "seq": job.seq_len,
+    }  # fmt: skip
+    stated = dict(log.settings)
+    if "precision" in stated:
+        precision = stated.pop("precision")
+        if job_dtype(parse_training_format(str(precision), "--log")) != job.precision:
+            runs["precision"], stated["precision"] = str(job.precision), precision
+    if run.estimate.framework != log.framework and run.estimate.framework in software_profiles((), use_env=False):
+        runs["framework"], stated["framework"] = run.estimate.framework, log.framework
+    for name, value in stated.items():
+        if name in runs and runs[name] != value:
+            where = f", line {log.lines[name]}" if name in log.lines else ""
+            raise ClusterSimError(
+                f"{log.path}{where}: the log says {name} {value}, the scenario {scenario} runs {runs[name]}",
+                field="--scenario",
+                value=str(scenario),
+            )
 
 
 def check_run(log: LoggedRun, model: Transformer, layout: Layout) -> None:
