@@ -106,6 +106,15 @@ def headroom(spec: PortSpec, frame_bytes: int = MTU_FRAME_BYTES) -> int:
     return int(2 * spec.propagation_s * spec.bits_per_s / 8) + 2 * frame_bytes + 2 * 84
 
 
+def _unbuilt(k: int) -> Callable[[int, Packet], Iterable[Event] | None]:
+    """What ``Network``'s constructor gets for hop ``k`` before ``_build_hot_path`` replaces it."""
+
+    def hop(now_ps: int, packet: Packet) -> None:
+        raise RuntimeError(f"hop {k} of a lossless network ran before its handlers were built")
+
+    return hop
+
+
 class LosslessNetwork(Network):
     """``Network`` with explicit queues under PFC or credit flow control (see the module's text)."""
 
@@ -128,7 +137,13 @@ class LosslessNetwork(Network):
         self._ecn_stream: list[Stream] = []
         self.in_flight = 0  # flow packets in the network: background runs while there are any
         self._bg_at: dict[int, Background] = {}
+        self._heap, self._counter = env.heap, env.counter
+        self._service: list[tuple[int, int]] = []  # by port: (fixed_ps, ps_per_kib)
+        self._hop_for: Callable[[int], Callable[[int, Packet], Iterable[Event] | None]] = _unbuilt  # _build_hot_path's
+        self._send: Callable[[int, int], None] = lambda now_ps, port: None
+        self._sent: Callable[[int, tuple[int, Packet, int]], None] = lambda now_ps, arg: None
         super().__init__(env)
+        self._build_hot_path()
 
     def add_port(self, spec: PortSpec) -> int:
         port = super().add_port(spec)
@@ -145,6 +160,7 @@ class LosslessNetwork(Network):
         self.paused_ps.append(0)
         self._paused_since.append(0)
         self._ecn_stream.append(Stream(self.env.rng_for(ECN_KEY | port)))
+        self._service.append((self.fixed_ps[port], self.ps_per_kib[port]))
         return port
 
     def set_routes(self, routes: Iterable[tuple[int, ...]]) -> None:
@@ -156,51 +172,12 @@ class LosslessNetwork(Network):
             self.inline[f] = False
 
     def _make_hop(self, k: int) -> Callable[[int, Packet], Iterable[Event] | None]:
-        """The handler of a packet reaching the ``k``-th node of its route: its receiver at the end,
-        else port ``route[k]``'s queue (accounted to the link it came over)."""
-
-        def hop(now_ps: int, packet: Packet) -> Iterable[Event] | None:
-            route = packet[4]
-            if k == len(route):
-                self.in_flight -= 1
-                return self.receivers[packet[0]][packet[1]](now_ps, packet)
-            self._arrive(now_ps, packet, k)
-            return None
-
-        return hop
+        """The handler of a packet reaching the ``k``-th node of its route (``_build_hot_path``'s)."""
+        return self._hop_for(k)
 
     def _push(self, at_ps: int, handler: Callable[[int, Any], object], arg: object) -> None:
-        entry: tuple[int, int, Any, Any] = (at_ps << PRIORITY_BITS, next(self.env.counter), handler, arg)
-        heappush(self.env.heap, entry)
-
-    def _arrive(self, now_ps: int, packet: Packet, k: int) -> None:
-        route, size = packet[4], packet[3]
-        port = route[k]
-        data = packet[1] == 0
-        if not k:
-            self.in_flight += 1
-        background = self._bg_at.get(port)
-        if background is not None and not background.running:
-            background.wake(now_ps)
-        if data and k:
-            link = route[k - 1]
-            account = self.ingress_bytes[link] + size
-            if account > self.limit_bytes[link]:
-                self.drops[port] += 1  # headroom overrun: the one drop a lossless fabric can make
-                self.in_flight -= 1
-                return
-            self.ingress_bytes[link] = account
-            if self.pfc and account >= self.spec.xoff_bytes and not self.pause_sent[link]:
-                self.pause_sent[link] = True
-                self.pause_frames += 1
-                self._push(now_ps + self.prop_ps[link], self._set_pause, (link, True))
-        if data and k and self.spec.ecn and self._marks(port):  # switches mark; a host's own queue does not
-            packet = (*packet[:6], packet[6] | ECN_BIT)
-            self.ecn_marks += 1
-        self.backlog_bytes[port] += size
-        self.queues[port][DATA_CLASS if data else CONTROL].append((packet, k))
-        if not self.sending[port]:
-            self._send(now_ps, port)
+        entry: tuple[int, int, Any, Any] = (at_ps << PRIORITY_BITS, next(self._counter), handler, arg)
+        heappush(self._heap, entry)
 
     def _marks(self, port: int) -> bool:
         spec, backlog = self.spec, self.backlog_bytes[port]
@@ -211,55 +188,109 @@ class LosslessNetwork(Network):
         p = spec.pmax * (backlog - spec.kmin_bytes) / (spec.kmax_bytes - spec.kmin_bytes)
         return self._ecn_stream[port].uniform() < p
 
-    def _send(self, now_ps: int, port: int) -> None:
-        """Start the next packet on ``port`` if it is free: control first, then data unless paused or
-        short of credit (the head waits, and everything behind it)."""
-        control, data = self.queues[port]
-        if control:
-            packet, k = control.popleft()
-        elif data and not self.paused[port]:
-            packet, k = data[0]
-            route = packet[4]
-            if not self.pfc and k + 1 < len(route) and packet[0] >= 0:
-                if self.credits[port] < packet[3]:
-                    return  # blocked until credit returns (_credit)
-                self.credits[port] -= packet[3]
-            data.popleft()
-        else:
-            return
-        self.sending[port] = True
-        fixed, per_kib = self.fixed_ps[port], self.ps_per_kib[port]
-        self._push(now_ps + fixed + (packet[3] * per_kib >> 10), self._sent, (port, packet, k))
+    def _build_hot_path(self) -> None:
+        """The per-packet handlers (``hops[k]``: a packet joins its ``k``-th port's queue; ``_send``: the
+        port starts its next packet; ``_sent``: a packet has left the port) as closures over the port lists: the
+        inner loop, two events per packet and port, reads no attribute but the run's counters."""
+        heap, counter, shift = self.env.heap, self.env.counter, PRIORITY_BITS
+        queues, backlog, sending, paused = self.queues, self.backlog_bytes, self.sending, self.paused
+        ingress, limit, pause_sent, credits = self.ingress_bytes, self.limit_bytes, self.pause_sent, self.credits
+        prop, loss, streams, hops, service = self.prop_ps, self.loss, self.streams, self.hops, self._service
+        drops, losses, bg_at, marks, push = self.drops, self.losses, self._bg_at, self._marks, self._push
+        pfc, xoff, xon, ecn, kmin = self.pfc, self.spec.xoff_bytes, self.spec.xon, self.spec.ecn, self.spec.kmin_bytes
+        set_pause, credit, receivers = self._set_pause, self._credit, self.receivers
 
-    def _sent(self, now_ps: int, arg: tuple[int, Packet, int]) -> None:
-        port, packet, k = arg
-        self.sending[port] = False
-        size = packet[3]
-        self.backlog_bytes[port] -= size
-        if packet[1] == 0 and k and packet[0] >= 0:
-            self._leave(now_ps, packet[4][k - 1], size)
-        if packet[0] < 0:
-            self.bg_packets += 1  # background leaves the simulation here
-            self._bg_at[port].queued -= 1
-        elif self.loss[port] and self.streams[port].uniform() < self.loss[port]:  # type: ignore[union-attr]
-            self.losses[port] += 1
-            self.in_flight -= 1
-            if not self.pfc and packet[1] == 0 and k + 1 < len(packet[4]):
-                self._push(now_ps + self.prop_ps[port], self._credit, (port, size))  # the next hop discards it
-        else:
-            self._push(now_ps + self.prop_ps[port], self.hops[k + 1], packet)
-        self._send(now_ps, port)
+        def send(now_ps: int, port: int) -> None:
+            control, data = queues[port]
+            if control:
+                packet, k = control.popleft()
+            elif data and not paused[port]:
+                packet, k = data[0]
+                if not pfc and k + 1 < len(packet[4]) and packet[0] >= 0:
+                    if credits[port] < packet[3]:
+                        return  # blocked until credit returns (_credit)
+                    credits[port] -= packet[3]
+                data.popleft()
+            else:
+                return
+            sending[port] = True
+            fixed, per_kib = service[port]
+            at_ps = now_ps + fixed + (packet[3] * per_kib >> 10)
+            heappush(heap, (at_ps << shift, next(counter), sent, (port, packet, k)))
 
-    def _leave(self, now_ps: int, link: int, size: int) -> None:
-        """A data packet that came over ``link`` has left the switch: its account falls, a resume or
-        the credit goes back upstream."""
-        self.ingress_bytes[link] -= size
-        if self.pfc:
-            if self.pause_sent[link] and self.ingress_bytes[link] <= self.spec.xon:
-                self.pause_sent[link] = False
-                self._push(now_ps + self.prop_ps[link], self._set_pause, (link, False))
-        else:
-            self._push(now_ps + self.prop_ps[link], self._credit, (link, size))
+        def sent(now_ps: int, arg: tuple[int, Packet, int]) -> None:
+            port, packet, k = arg
+            sending[port] = False
+            size = packet[3]
+            backlog[port] -= size
+            if packet[0] < 0:
+                self.bg_packets += 1  # background leaves the simulation here
+                bg_at[port].queued -= 1
+            else:
+                if k and not packet[1]:  # a data packet has left the switch: its ingress link's account falls
+                    link = packet[4][k - 1]
+                    ingress[link] -= size
+                    if not pfc:  # the credit goes back upstream
+                        push(now_ps + prop[link], credit, (link, size))
+                    elif pause_sent[link] and ingress[link] <= xon:
+                        pause_sent[link] = False
+                        push(now_ps + prop[link], set_pause, (link, False))
+                if loss[port] and streams[port].uniform() < loss[port]:  # type: ignore[union-attr]
+                    losses[port] += 1
+                    self.in_flight -= 1
+                    if not pfc and packet[1] == 0 and k + 1 < len(packet[4]):
+                        push(now_ps + prop[port], credit, (port, size))  # the next hop discards it
+                else:
+                    heappush(heap, ((now_ps + prop[port]) << shift, next(counter), hops[k + 1], packet))
+            control, data = queues[port]
+            if control or data:
+                send(now_ps, port)
+
+        def hop_for(k: int) -> Callable[[int, Packet], Iterable[Event] | None]:
+            def hop(now_ps: int, packet: Packet) -> Iterable[Event] | None:
+                """A packet reaches the ``k``-th node of its route: its receiver at the end, else port
+                ``route[k]``'s queue (a data packet accounted to the link it came over)."""
+                route, size = packet[4], packet[3]
+                if k == len(route):
+                    self.in_flight -= 1
+                    return receivers[packet[0]][packet[1]](now_ps, packet)
+                port = route[k]
+                if not k:
+                    self.in_flight += 1
+                if bg_at:
+                    background = bg_at.get(port)
+                    if background is not None and not background.running:
+                        background.wake(now_ps)
+                if packet[1]:
+                    queue = queues[port][CONTROL]
+                else:
+                    queue = queues[port][DATA_CLASS]
+                    if k:
+                        link = route[k - 1]
+                        account = ingress[link] + size
+                        if account > limit[link]:
+                            drops[port] += 1  # headroom overrun: the one drop a lossless fabric can make
+                            self.in_flight -= 1
+                            return None
+                        ingress[link] = account
+                        if pfc and account >= xoff and not pause_sent[link]:
+                            pause_sent[link] = True
+                            self.pause_frames += 1
+                            push(now_ps + prop[link], set_pause, (link, True))
+                        if ecn and backlog[port] > kmin and marks(port):  # switches mark; a host's queue does not
+                            packet = (*packet[:6], packet[6] | ECN_BIT)
+                            self.ecn_marks += 1
+                backlog[port] += size
+                queue.append((packet, k))
+                if not sending[port]:
+                    send(now_ps, port)
+                return None
+
+            return hop
+
+        self._send, self._sent, self._hop_for = send, sent, hop_for
+        self.hops[:] = [hop_for(k) for k in range(len(self.hops))]
+        self.hop = self.hops[0]
 
     def _set_pause(self, now_ps: int, arg: tuple[int, bool]) -> None:
         port, on = arg
