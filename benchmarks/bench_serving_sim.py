@@ -5,7 +5,8 @@ Issue 24's target is "well under 10 s on this machine" (2 cores). Llama 3.1 8B o
 everything ``simulate`` does (drawing the requests, tabulating the step model, the replicas' runs, the
 result). Prints the median over a few runs (one process), and a 64-client closed loop beside it; then the same
 Poisson load disaggregated (4 prefill + 4 decode workers, ``serving.sim_disaggregated``) and with speculative
-decoding (K 4, acceptance 0.7, a one-layer draft head). Run: ``python benchmarks/bench_serving_sim.py``.
+decoding (K 4, acceptance 0.7, a one-layer draft head), and with TensorRT-LLM's KV reservation
+(``admission="reserve"``). Run: ``python benchmarks/bench_serving_sim.py``.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ def main() -> None:
                                                                            **common)),
         ("Poisson, speculative K4 A0.7", lambda seed: simulate(model, system, request, poisson, seed=seed,
                                                               speculation=Speculation(4, 0.7), **common)),
+        ("Poisson, reserving KV (GUARANTEED_NO_EVICT)", lambda seed: simulate(model, system, request, poisson,
+                                                                             seed=seed, admission="reserve", **common)),
     )  # fmt: skip
     for label, run in runs:
         walls, result = [], None
