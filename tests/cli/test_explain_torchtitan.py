@@ -54,6 +54,17 @@ def test_a_torchtitan_log_is_measured_by_its_tokens_per_second_and_priced_as_tor
     assert "(torchtitan: torch.compile (--compile.enable" in top["hint"] and "NVTE_" not in top["hint"]
 
 
+def test_a_compiled_run_is_explained_with_a_software_file_that_says_so(tmp_path: Path) -> None:
+    """PR #1690's run used torch.compile (SOURCES.md); torchtitan's profile is eager unless told: a --software
+    file that turns eager element-wise kernels off prices the run as it ran, and most of the gap closes."""
+    compiled = tmp_path / "compiled.toml"
+    compiled.write_text('[torchtitan]\neager_elementwise = false\nsource = "the run used torch.compile"\n')
+    eager = _invoke("explain", *QWEN3, "--log", str(QWEN3_LOG))
+    fused = _invoke("explain", *QWEN3, "--log", str(QWEN3_LOG), "--software", str(compiled))
+    assert fused["measured_step_s"] == eager["measured_step_s"]
+    assert fused["predicted_step_s"] < eager["predicted_step_s"] and abs(fused["gap"]) < abs(eager["gap"]) / 2
+
+
 @pytest.mark.parametrize(
     ("args", "words"),
     [
