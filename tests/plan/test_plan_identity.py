@@ -180,3 +180,21 @@ def test_a_collective_over_many_layouts_is_each_alone(op, instance, groups):
         alone = collective_s(system, ANALYTIC, op, sizes[i : i + 1], ranks[i : i + 1], strides[i : i + 1], where[i])
         assert together[i] == pytest.approx(float(alone[0]), rel=1e-12, abs=0.0), groups[i]
         assert (together[i] == 0.0) == (not where[i] or ranks[i] == 1)
+
+
+def test_instance_types_of_one_node_count_share_their_candidates():
+    memo: dict = {}
+    job = TrainingJob(512, 8192)
+    for instance in ("p5.48xlarge", "p5en.48xlarge"):  # H100 and H200: 8 a node, one Hopper profile
+        system = system_for_instance(CATALOG, instance, 16)
+        software = software_for(None, system.accelerator.family, PROFILES, accelerator=system.accelerator.id)
+        shared = rank_layouts(LLAMA_70B, system, job, software=software, memo=memo)
+        alone = rank_layouts(LLAMA_70B, system, job, software=software)
+        np.testing.assert_array_equal(shared.fit_step_s, alone.fit_step_s)
+        np.testing.assert_array_equal(shared.required_bytes, alone.required_bytes)
+        assert shared.fastest(3) == alone.fastest(3)
+    assert len(memo) == 1  # the same devices, domain, batch and framework: one set of candidates
+    trn2 = system_for_instance(CATALOG, "trn2.48xlarge", 16)
+    neuron = software_for(None, trn2.accelerator.family, PROFILES, accelerator=trn2.accelerator.id)
+    rank_layouts(LLAMA_70B, trn2, job, software=neuron, memo=memo)
+    assert len(memo) == 2  # other devices per node, another framework: its own candidates

@@ -30,7 +30,7 @@ from clustersim.intervals.layout import layout_features
 from clustersim.intervals.lookup import scale_of
 from clustersim.plan.parallel import Executor, partitions, run_here
 from clustersim.plan.planner_why import grouped_notes, objective_terms, why_better
-from clustersim.plan.search import Ranking, pareto_front, rank_layouts
+from clustersim.plan.search import CandidateMemo, Ranking, pareto_front, rank_layouts
 from clustersim.plan.space import SearchSpace
 from clustersim.system import System
 from clustersim.training.estimate import Estimate, estimate_layouts
@@ -328,6 +328,7 @@ class _PlanPoints:
     level: float
     needs: frozenset[str]
     spreads: dict[SpreadKey, Spread | None] = field(default_factory=dict)
+    candidates: CandidateMemo = field(default_factory=dict)  # shared by the points of one node count
     latest: tuple[tuple[int, ...], Ranking | ClusterSimError] | None = None
 
     def __call__(self, points: list[PlanPoint]) -> list[PointResult]:
@@ -341,7 +342,7 @@ class _PlanPoints:
         try:
             found: Ranking | ClusterSimError = rank_layouts(
                 self.model, point.system, point.job, space=self.space, efficiency=point.efficiency,
-                software=point.software,
+                software=point.software, memo=self.candidates,
             )  # fmt: skip
         except ClusterSimError as exc:
             found = exc

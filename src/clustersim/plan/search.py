@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -126,6 +127,10 @@ def _k_smallest(values: FloatArray, k: int) -> npt.NDArray[np.int64]:
     return order[np.isfinite(values[order])]
 
 
+CandidateMemo = dict[tuple[Any, ...], tuple[SoftwareProfile, LayoutArrays, MemoryArrays]]
+MEMO_ENTRIES = 64  # candidate sets a memo keeps (each of at most CHUNK layouts)
+
+
 def rank_layouts(
     model: Transformer,
     system: System,
@@ -135,13 +140,49 @@ def rank_layouts(
     efficiency: FamilyEfficiency | None = None,
     cost: CollectiveCost = ANALYTIC,
     software: SoftwareProfile | None = None,
+    memo: CandidateMemo | None = None,
 ) -> Ranking:
     """Every candidate of ``space`` the framework runs (see the module's note), its memory checked in one
     vectorized call and the step times of those that fit priced in a few more (``Ranking`` prices the others
-    when asked)."""
+    when asked). ``memo`` keeps the candidates of ``model`` and their memory between calls that share all they
+    depend on (devices, scale-up domain, batch, sequence, space and framework): a planner's instance types of one
+    node count share them; sets of up to ``CHUNK`` layouts, ``MEMO_ENTRIES`` of them."""
     space = space or SearchSpace()
     if space.uneven_stages is None:
         space = replace(space, uneven_stages=software is not None and software.uneven_stages)
+    sw = software or software_for(None, system.accelerator.family)
+    key = (system.num_devices, system.scaleup_devices, job.global_batch, job.seq_len, space, id(sw))
+    known = memo.get(key) if memo is not None and software is not None else None
+    if known is not None and known[0] is sw:
+        layouts, memory = known[1], known[2]
+    else:
+        layouts, memory = _framework_candidates(model, system, job, space, software, sw)
+        if memo is not None and software is not None and len(layouts) <= CHUNK and len(memo) < MEMO_ENTRIES:
+            memo[key] = (sw, layouts, memory)
+    required = memory.required
+    fits = required <= system.memory_bytes * (1 - space.headroom)
+
+    def price(some: LayoutArrays) -> FloatArray:
+        return _step_s(model, system, some, job, efficiency=efficiency, cost=cost, software=sw)[0]
+
+    fit_step_s, fit_terms = _step_s(
+        model, system, layouts if fits.all() else layouts.select(fits), job, efficiency=efficiency, cost=cost,
+        software=sw,
+    )  # fmt: skip
+    kept = memory if fit_terms is not None else None
+    return Ranking(layouts, required, system.memory_bytes, space.headroom, fit_step_s, price, kept, fit_terms)
+
+
+def _framework_candidates(
+    model: Transformer,
+    system: System,
+    job: TrainingJob,
+    space: SearchSpace,
+    software: SoftwareProfile | None,
+    sw: SoftwareProfile,
+) -> tuple[LayoutArrays, MemoryArrays]:
+    """The candidates of ``space`` that keep the rules and that the framework runs, with their memory; the error
+    says why there are none."""
     layouts = candidate_layouts(model, system, job, space)
     if len(layouts) == 0:
         raise ClusterSimError(
@@ -158,20 +199,7 @@ def rank_layouts(
             f"runs: ZeRO stages {list(stages) if stages else [0, 1, 2, 3]}, ZeRO 2-3 only with pp 1",
             field="zero",
         )
-    sw = software or software_for(None, system.accelerator.family)
-    memory = layouts_memory(model, layouts, job, sw)
-    required = memory.required
-    fits = required <= system.memory_bytes * (1 - space.headroom)
-
-    def price(some: LayoutArrays) -> FloatArray:
-        return _step_s(model, system, some, job, efficiency=efficiency, cost=cost, software=sw)[0]
-
-    fit_step_s, fit_terms = _step_s(
-        model, system, layouts if fits.all() else layouts.select(fits), job, efficiency=efficiency, cost=cost,
-        software=sw,
-    )  # fmt: skip
-    kept = memory if fit_terms is not None else None
-    return Ranking(layouts, required, system.memory_bytes, space.headroom, fit_step_s, price, kept, fit_terms)
+    return layouts, layouts_memory(model, layouts, job, sw)
 
 
 def _step_s(
