@@ -144,3 +144,5 @@ def test_the_cli_takes_the_engines_admission_or_the_flag_and_refuses_others():
     assert bad.exit_code != 0 and "--admission: 'evict' is not one of paged, reserve" in bad.output
     split = _serve("--rate", "5", "--disaggregate", "1:1", "--admission", "reserve")
     assert split.exit_code != 0 and "--admission: the disaggregated pools admit paged" in split.output
+    static = _serve("--rate", "5", "--batching", "static", "--admission", "paged")
+    assert static.exit_code != 0 and "--admission: a static batch takes the blocks" in static.output

@@ -195,6 +195,7 @@ def run_speculative_closed_form(ctx: typer.Context, p: dict[str, Any]) -> None:
 
 def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], list[str], list[SimulationResult]]:
     """The run's JSON payload, its notes and the runs themselves (a sweep: none kept)."""
+    from clustersim.choices import Batching
     from clustersim.cli.progress import progress_bar
     from clustersim.serving.engine import serving_system_for_instance
     from clustersim.serving.engines import engine_profile
@@ -240,6 +241,13 @@ def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], lis
     sampler = request_sampler(
         lengths.dataset, lengths.input_tokens, lengths.output_tokens, stated=(given_in, given_out)
     )
+    if p["admission"] is not None and request.batching is Batching.STATIC:
+        raise ClusterSimError(
+            "--admission: a static batch takes the blocks of its requests' whole lengths; drop --admission or "
+            "--batching static",
+            field="--admission",
+            value=p["admission"],
+        )
     admission = p["admission"] or ("paged" if deployment else engine_profile(engine, system.family).kv_admission)
     count = trace.arrival_s.size if trace is not None else p["requests"]
     seeds = list(range(p["seed"], p["seed"] + p["seeds"]))
