@@ -69,3 +69,14 @@ def test_update_keeps_the_header_and_the_other_tables(tmp_path: Path):
         "a": {"value": 1.5, "source": "s", "fitted": "2030-01-01"},
         "b": {"value": 2, "source": "t"},
     }
+
+
+def test_a_table_based_on_another_is_not_overridden_by_the_bases_subtable_of_a_field_it_sets():
+    """automodel is based on fsdp and states its own attention rate; fsdp's Hopper table must not replace it."""
+    packaged = {
+        "fsdp": {"rate": 1.0, "other": 2, "family": {"hopper": {"rate": 0.62, "other": 3}, "ampere": {"rate": 0.9}}}
+    }
+    user = {"automodel": {"based_on": "fsdp", "rate": 1.0}, "titan": {"based_on": "fsdp"}}
+    merged = merge_tables([("packaged.toml", packaged), ("user.toml", user)])
+    assert merged["automodel"].fields["family"] == {"hopper": {"other": 3}}  # ampere's table held only rate
+    assert merged["titan"].fields["family"] == packaged["fsdp"]["family"]  # a table that sets nothing inherits all

@@ -117,8 +117,10 @@ def merge_tables(
     """Merge documents ``(path, data)`` of named tables, later ones over earlier ones, field by field.
 
     ``based_on = "<name>"`` starts a table from an earlier one (its ``fitted`` note is not carried
-    over). With ``own_provenance``, a later file that changes a table and gives no ``source`` makes
-    its own path the source, and drops the earlier ``fitted`` note: a value says where it came from.
+    over, nor the base's sub-table values of fields the new table sets itself: a profile that states its
+    own attention rate is not overridden by its base's per-family one). With ``own_provenance``, a later
+    file that changes a table and gives no ``source`` makes its own path the source, and drops the earlier
+    ``fitted`` note: a value says where it came from.
     """
     merged: dict[str, Table] = {}
     for path, data in documents:
@@ -136,11 +138,24 @@ def merge_tables(
                     raise CatalogFileError(path, name, "based_on", base, rule)
                 fit_only = ("fitted", "fitted_on", "residual", "single_source")
                 start = {k: v for k, v in merged[base].fields.items() if k not in fit_only}
+                start = _without_shadowed_subtables(start, fields)
             if own_provenance and name in merged and fields:
                 start = {k: v for k, v in start.items() if k not in PROVENANCE}
                 fields.setdefault("source", f"set in {path}")
             merged[name] = Table({**start, **fields}, path)
     return merged
+
+
+def _without_shadowed_subtables(start: dict[str, Any], own: Mapping[str, Any]) -> dict[str, Any]:
+    """``start`` with each sub-table (e.g. ``family.<name>``) stripped of the fields ``own`` sets at top level."""
+    out = dict(start)
+    for key, value in start.items():
+        if key in own or not isinstance(value, dict):
+            continue
+        subs = {name: {k: v for k, v in sub.items() if k not in own} if isinstance(sub, dict) else sub
+                for name, sub in value.items()}  # fmt: skip
+        out[key] = {name: sub for name, sub in subs.items() if sub != {}}
+    return out
 
 
 def overlay_tables(
