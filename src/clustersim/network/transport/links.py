@@ -3,7 +3,7 @@ ECN marking, random loss and Poisson background traffic.
 
 Background packets are not events: a port with background load replays its Poisson arrivals up to
 the instant a packet of a flow reaches it (in arrival order, so the FIFO backlog is exact), and
-starts the replay at most ``BACKGROUND_WINDOW`` mean gaps back after a long idle spell (the queue
+starts the replay at most ``replay.BACKGROUND_WINDOW`` mean gaps back after a long idle spell (the queue
 forgets older arrivals long before then at any load below 1).
 
 A port is an index into flat lists (speed as picoseconds per byte, a fixed cost per packet, propagation
@@ -33,9 +33,8 @@ from dataclasses import dataclass
 from heapq import heappush
 from itertools import pairwise
 
-import numpy as np
-
-from clustersim.network.transport.engine import PRIORITY_BITS, UNIFORM_BATCH, Environment, Event, Stream
+from clustersim.network.transport.engine import PRIORITY_BITS, Environment, Event, Stream
+from clustersim.network.transport.replay import BackgroundReplay
 
 ECN_BIT = 1 << 30
 NO_LIMIT = 1 << 64  # beyond any time a run reaches (experiments stop at HORIZON_PS, 1 << 62)
@@ -43,7 +42,6 @@ NO_LIMIT = 1 << 64  # beyond any time a run reaches (experiments stop at HORIZON
 Route = tuple[int, ...]
 Packet = tuple[int, int, int, int, Route, int, int]
 MAX_HOPS = 8
-BACKGROUND_WINDOW = 2000  # mean gaps replayed at most after an idle spell
 BACKGROUND_KEY = 1 << 40  # background streams' keys, apart from the ports' loss streams
 Receiver = Callable[[int, Packet], "Iterable[Event] | None"]
 
@@ -81,9 +79,7 @@ class Network:
         self.bg_service_ps: list[int] = []
         self.bg_packets = 0
         self.streams: list[Stream | None] = []  # each port's own loss draws
-        self._bg_rng: dict[int, np.random.Generator] = {}  # each background port's own arrivals
-        self._bg_gaps: dict[int, list[int]] = {}
-        self._bg_gap_at: dict[int, int] = {}
+        self.background: dict[int, BackgroundReplay] = {}  # each background port's own arrivals
         # each port's (fixed_ps, ps_per_kib, buffer_ps, ecn_ps, prop_ps, loss), read in one go by the hops
         self.consts: list[tuple[int, int, int, int, int, float]] = []
         self.solo: list[bool] = []  # fed by one port only, over every registered route (see set_routes)
@@ -121,7 +117,6 @@ class Network:
         )
         port = len(self.ps_per_byte) - 1
         self.streams.append(Stream(self.env.rng_for(port)) if spec.loss else None)
-        self._bg_gap_at[port] = 0
         return port
 
     def add_receiver(self, on_data: Receiver, on_control: Receiver | None = None) -> int:
@@ -245,46 +240,17 @@ class Network:
             return
         self.bg_gap_ps[port] = packet_bytes * self.ps_per_byte[port] / load
         self.bg_service_ps[port] = self.fixed_ps[port] + (packet_bytes * self.ps_per_kib[port] >> 10)
-        self._bg_rng[port] = self.env.rng_for(BACKGROUND_KEY | port)
-        self._bg_gaps[port] = []
-        self.bg_next_ps[port] = self.env.now_ps + self._next_gap(port)
-
-    def _refill_gaps(self, port: int) -> list[int]:
-        """A fresh batch of background gaps for ``port``: exponential, whole picoseconds, at least 1."""
-        draws = self._bg_rng[port].standard_exponential(UNIFORM_BATCH) * self.bg_gap_ps[port]
-        gaps: list[int] = np.maximum(draws.astype(np.int64), 1).tolist()
-        self._bg_gaps[port] = gaps
-        self._bg_gap_at[port] = 0
-        return gaps
-
-    def _next_gap(self, port: int) -> int:
-        i = self._bg_gap_at[port]
-        gaps = self._bg_gaps[port]
-        if i >= len(gaps):
-            gaps, i = self._refill_gaps(port), 0
-        self._bg_gap_at[port] = i + 1
-        return gaps[i]
+        rng = self.env.rng_for(BACKGROUND_KEY | port)
+        self.background[port] = BackgroundReplay(
+            rng, self.bg_gap_ps[port], self.bg_service_ps[port], self.buffer_ps[port]
+        )
+        self.bg_next_ps[port] = self.background[port].first(self.env.now_ps)
 
     def _replay_background(self, port: int, now_ps: int) -> None:
         """Apply the background arrivals on ``port`` up to ``now_ps`` to its backlog, in order."""
-        service, limit = self.bg_service_ps[port], self.buffer_ps[port]
-        arrival = max(self.bg_next_ps[port], now_ps - int(BACKGROUND_WINDOW * self.bg_gap_ps[port]))
-        busy = self.busy_until[port]
-        gaps, i, sent, dropped = self._bg_gaps[port], self._bg_gap_at[port], 0, 0
-        while arrival <= now_ps:
-            if busy < arrival:
-                busy = arrival
-            if busy - arrival + service > limit:
-                dropped += 1
-            else:
-                busy += service
-                sent += 1
-            if i == len(gaps):
-                gaps, i = self._refill_gaps(port), 0
-            arrival += gaps[i]
-            i += 1
-        self._bg_gap_at[port] = i
-        self.bg_packets += sent
-        self.drops[port] += dropped
+        busy, self.bg_next_ps[port], queued, dropped = self.background[port].replay(
+            now_ps, self.bg_next_ps[port], self.busy_until[port]
+        )
         self.busy_until[port] = busy
-        self.bg_next_ps[port] = arrival
+        self.bg_packets += queued
+        self.drops[port] += dropped

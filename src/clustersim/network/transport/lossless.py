@@ -44,7 +44,8 @@ from typing import Any
 
 from clustersim.errors import ClusterSimError
 from clustersim.network.transport.engine import PRIORITY_BITS, Environment, Event, Stream
-from clustersim.network.transport.links import BACKGROUND_KEY, BACKGROUND_WINDOW, ECN_BIT, Network, Packet, PortSpec
+from clustersim.network.transport.links import BACKGROUND_KEY, ECN_BIT, Network, Packet, PortSpec
+from clustersim.network.transport.replay import BACKGROUND_WINDOW
 
 FLOW_CONTROLS = ("none", "pfc", "credit")
 CONTROL, DATA_CLASS = 0, 1  # traffic classes: strict-priority control, lossless data
