@@ -162,6 +162,9 @@ def run(
     tx_end = np.full(n, np.nan)
     end = np.full(n, np.nan)
     peak = np.zeros(cap.size)
+    inv_cap = np.divide(1.0, cap, out=np.zeros(cap.size), where=cap > 0)  # 0 for a failed link: no utilization
+    done_slack = DONE_TOL * size  # bytes short of the end from which a flow counts as done
+    has_deps = bool(flows.dep_idx.size)
     solver = MaxMinState(prepared, cap, warm_fraction=warm_fraction)
     rate = np.zeros(n)
     left = size.copy()  # bytes left at ``since``, when the flow's rate last changed
@@ -170,7 +173,8 @@ def run(
     done_by = BlockMin(np.full(n, np.inf))  # from when it counts as done (``DONE_TOL`` of its bytes left)
     now, events, done = 0.0, 0, 0
     while done < n:
-        t = min(pending.min(), finish.min())
+        next_start = pending.min()
+        t = min(next_start, finish.min())
         if not np.isfinite(t):
             raise ClusterSimError("flows wait on each other in a cycle and can never start", field="dep_idx")
         finished = done_by.at_most(t)
@@ -180,33 +184,35 @@ def run(
             tx_end[finished] = t
             end[finished] = t + latency[finished]
             done += finished.size
-            freed = _release(
-                finished, end, dependents_ptr, dependents, waiting_on, dep_arrival, ready, flows.start_at_s,
-                tx_end if queue is not None else None, queue,
-            )  # fmt: skip
-            pending.set(freed, ready[freed])
+            if has_deps:
+                freed = _release(
+                    finished, end, dependents_ptr, dependents, waiting_on, dep_arrival, ready, flows.start_at_s,
+                    tx_end if queue is not None else None, queue,
+                )  # fmt: skip
+                pending.set(freed, ready[freed])
+                next_start = min(next_start, pending.min())
         now = t
-        starting = pending.at_most(now)
-        pending.set(starting, np.inf)
-        start[starting] = np.maximum(ready[starting], now)
+        starting = pending.at_most(now) if next_start <= now else np.zeros(0, dtype=np.int64)
+        if starting.size:
+            pending.set(starting, np.inf)
+            start[starting] = np.maximum(ready[starting], now)
         events += 1
         changed, touched = solver.update(finished, starting)
         if changed.size:
-            new = solver.rate[changed]
+            new = solver.rate.take(changed)
             if np.logical_or.reduce(new <= 0):
                 stuck = int(changed[np.argmin(new)])
                 raise ClusterSimError(
                     f"flow {stuck} has no capacity left on its path (failed links?)", field="fail_links"
                 )
-            left[changed] -= rate[changed] * (now - since[changed])
+            now_left = left.take(changed) - rate.take(changed) * (now - since.take(changed))
+            left[changed] = now_left
             since[changed] = now
             rate[changed] = new
-            ends = now + left[changed] / new
+            ends = now + now_left / new
             finish.set(changed, ends)
-            done_by.set(changed, ends - DONE_TOL * size[changed] / new)
-            c = cap[touched]
-            util = np.divide(solver.used[touched], c, out=np.zeros(touched.size), where=c > 0)
-            peak[touched] = np.maximum(peak[touched], util)
+            done_by.set(changed, ends - done_slack.take(changed) / new)
+            peak[touched] = np.maximum(peak.take(touched), solver.used.take(touched) * inv_cap.take(touched))
         if progress is not None:
             progress(done, n)
     resource_bytes = np.bincount(e_res, weights=e_w * size[e_flow], minlength=cap.size).astype(np.float64)
