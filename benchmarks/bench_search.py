@@ -289,12 +289,17 @@ class MeteredRay:
             yield index, found
 
 
+RAY_PARTS = 2  # the Ray runs' partitions: as plan_training makes them for this many workers
+
+
 def ray_scaling(case: PlanCase, repeats: int) -> None:
     """The plan on a local Ray instance of 1 and 2 CPUs (started once each, workers warmed before timing).
 
     Wall time here says little when other jobs share the cores (Linux gives each session's group of processes
     its share, and Ray's workers form one group), so the CPU seconds each worker spent are reported too: their
-    sum is the work, the busiest worker's the critical path, and their ratio the speed-up the partitions allow."""
+    sum is the work, the busiest worker's the critical path, and their ratio the speed-up the partitions allow.
+    Both use the partitions ``plan`` makes for 2 workers (for 1 it makes one task per point, each a fresh copy of
+    the task, so the points would lose what they share: the candidates of a node count, the spreads)."""
     try:
         import ray
     except ImportError:
@@ -309,11 +314,11 @@ def ray_scaling(case: PlanCase, repeats: int) -> None:
     base = None
     for workers in (1, 2):
         with RayPoints(ray, workers=workers) as executor:
-            run_plan(case, executor, workers)  # workers import clustersim and load the catalog once
+            run_plan(case, executor, RAY_PARTS)  # workers import clustersim and load the catalog once
             samples, totals, busiest = [], [], []
             for _ in range(repeats):
                 metered = MeteredRay(executor)
-                samples.append(run_plan(case, metered, workers)[1])
+                samples.append(run_plan(case, metered, RAY_PARTS)[1])
                 totals.append(sum(metered.cpu_by_worker.values()))
                 busiest.append(max(metered.cpu_by_worker.values()))
         median = statistics.median(samples)
