@@ -139,12 +139,14 @@ def test_a_warm_fraction_outside_0_to_1_is_refused():
 
 
 # Every way a re-solve can go: from scratch past half the flows (0.5), or always warm (1.0); on the
-# flow x slot table or on entries sorted by flow; by local bottlenecks or level by level
+# slot x flow table or on entries sorted by flow; by local bottlenecks or level by level
 # (levels_min 0); re-solving every flow above the level or only the part connected to the change
-# (prune_min 0).
+# (prune_min 0); on the table, over every resource of the fabric (the default on these small ones)
+# or only those the re-solved flows cross (whole_fabric 0).
 SOLVES = [
     {"warm_fraction": 0.5},
     {"warm_fraction": 1.0},
+    {"warm_fraction": 1.0, "whole_fabric": 0},
     {"warm_fraction": 1.0, "table": False},
     {"warm_fraction": 1.0, "levels_min": 0},
     {"warm_fraction": 1.0, "levels_min": 0, "table": False},

@@ -194,6 +194,7 @@ class MaxMinState:
         "rounds",
         "used",
         "warm_fraction",
+        "whole_fabric",
     )
 
     def __init__(
@@ -204,13 +205,14 @@ class MaxMinState:
         warm_fraction: float = WARM_FRACTION,
         prune_min: int = PRUNE_MIN,
         levels_min: int = LEVELS_MIN,
+        whole_fabric: float = WHOLE_FABRIC,
     ) -> None:
         if not 0.0 <= warm_fraction <= 1.0:
             raise ClusterSimError(
                 f"warm_fraction must be in [0, 1], got {warm_fraction}", field="warm_fraction", value=warm_fraction
             )
         self.warm_fraction = warm_fraction
-        self.prune_min, self.levels_min = prune_min, levels_min
+        self.prune_min, self.levels_min, self.whole_fabric = prune_min, levels_min, whole_fabric
         self.p = p
         n, size = p.num_flows, p.num_resources
         self._cap_pad = np.zeros(size + 1)  # one more resource: the table's padding (no capacity, no load)
@@ -286,7 +288,7 @@ class MaxMinState:
         if p.has_table and growing.size < self.levels_min:
             table = p.table_res.take(growing, axis=1)
             w = p.table_weight.take(growing, axis=1)
-            if size > WHOLE_FABRIC * table.size:  # a large fabric: only the resources these flows cross
+            if size > self.whole_fabric * table.size:  # a large fabric: only the resources these flows cross
                 res, local = _compact(table.ravel(), size + 1)
                 table = local.reshape(table.shape)
             else:  # a small one: all its resources, no compaction to pay for
