@@ -178,9 +178,9 @@ class MaxMinState:
     """
 
     __slots__ = (
-        "_all",
         "_block_max",
         "_cap_pad",
+        "_every",
         "_mark",
         "_rate_blocks",
         "_used_pad",
@@ -225,7 +225,7 @@ class MaxMinState:
         self.rate = self._rate_blocks.reshape(-1)[:n]
         self._block_max = np.zeros(self._rate_blocks.shape[0])  # at least the highest rate in each block
         self._mark = np.zeros(size + 1, dtype=bool)  # scratch of ``_connected``, all False between calls
-        self._all = np.arange(size + 1)  # every resource and the table's padding
+        self._every = np.arange(size)  # every resource (what a re-solve on the whole fabric touched)
         self.rounds = 0
         self.num_active = 0
 
@@ -278,7 +278,7 @@ class MaxMinState:
             base = min(level, float(np.minimum.reduce(old)))
         res = self._warm(growing, old, base)
         self._raise_block_max(growing)
-        return growing, np.concatenate([res, gone])
+        return growing, res if res is self._every else np.concatenate([res, gone])
 
     def _warm(self, growing: IntArray, old: FloatArray, base: float) -> IntArray:
         """Re-solve the flows ``growing`` (sorted; rates ``old``) from level ``base``, the others
@@ -288,13 +288,17 @@ class MaxMinState:
         if p.has_table and growing.size < self.levels_min:
             table = p.table_res.take(growing, axis=1)
             w = p.table_weight.take(growing, axis=1)
-            if size > self.whole_fabric * table.size:  # a large fabric: only the resources these flows cross
-                res, local = _compact(table.ravel(), size + 1)
-                table = local.reshape(table.shape)
-            else:  # a small one: all its resources, no compaction to pay for
-                res, local = self._all, table.ravel()
-            remaining = self._remaining(res, local, (w * (old - base)).ravel())
-            self.rounds = dense_rounds(growing, table, w, remaining, self.rate, base, self.rounds)
+            above = (w * (old - base)).ravel()
+            if size <= self.whole_fabric * table.size:  # a small fabric: all its resources, nothing to compact
+                local = table.ravel()
+                remaining = self._cap_pad - self._used_pad + np.bincount(local, weights=above, minlength=size + 1)
+                self.rounds = dense_rounds(growing, table, w, remaining, self.rate, base, self.rounds)
+                delta = (w * (self.rate.take(growing) - old)).ravel()
+                self._used_pad += np.bincount(local, weights=delta, minlength=size + 1)
+                return self._every
+            res, local = _compact(table.ravel(), size + 1)  # a large one: only the resources these flows cross
+            remaining = self._remaining(res, local, above)
+            self.rounds = dense_rounds(growing, local.reshape(table.shape), w, remaining, self.rate, base, self.rounds)
             delta = (w * (self.rate.take(growing) - old)).ravel()
             self._used_pad[res] += np.bincount(local, weights=delta, minlength=res.size)
             return res[:-1] if res[-1] == size else res
