@@ -63,6 +63,44 @@ def test_a_compiled_run_is_explained_with_a_software_file_that_says_so(tmp_path:
     fused = _invoke("explain", *QWEN3, "--log", str(QWEN3_LOG), "--software", str(compiled))
     assert fused["measured_step_s"] == eager["measured_step_s"]
     assert fused["predicted_step_s"] < eager["predicted_step_s"] and abs(fused["gap"]) < abs(eager["gap"]) / 2
+    # --torch-compile says the same without a file (the README's example: 4.449 s predicted, -1.7%)
+    flagged = _invoke("explain", *QWEN3, "--log", str(QWEN3_LOG), "--torch-compile")
+    assert flagged["predicted_step_s"] == pytest.approx(fused["predicted_step_s"], rel=1e-12)
+    assert (flagged["torch_compile"], eager["torch_compile"]) == (True, False)
+    assert flagged["predicted_step_s"] == pytest.approx(4.449, abs=5e-4)
+    assert flagged["gap"] == pytest.approx(-0.0175, abs=1e-3)
+
+
+def test_a_log_that_says_it_compiled_is_priced_compiled(tmp_path: Path) -> None:
+    """torchtitan prints ``Compiling each TransformerBlock with torch.compile`` (apply_compile) when it compiles;
+    PR #1690's metric line after that line (the format of torchtitan_agpt_2b_xpu_2nodes_compiled_ezpz.log) is
+    priced as --torch-compile prices it, and a flag that disagrees is refused naming the line."""
+    said = tmp_path / "compiled.log"
+    compiling = (
+        "[rank0]:[titan] 2025-09-11 15:20:01,871 - root - INFO - Compiling each TransformerBlock with torch.compile"
+    )
+    said.write_text(compiling + "\n" + QWEN3_LOG.read_text())
+    out = _invoke("explain", *QWEN3, "--log", str(said))
+    flagged = _invoke("explain", *QWEN3, "--log", str(QWEN3_LOG), "--torch-compile")
+    assert out["measured"]["settings"]["torch_compile"] is True and out["torch_compile"] is True
+    assert out["predicted_step_s"] == flagged["predicted_step_s"]
+    agreed = _invoke("explain", *QWEN3, "--log", str(said), "--torch-compile")  # the flag may repeat the log
+    assert agreed["predicted_step_s"] == out["predicted_step_s"]
+    result = runner.invoke(app, ["explain", *QWEN3, "--log", str(said), "--no-torch-compile"], env=ENV)
+    assert result.exit_code == 2, result.output
+    assert "compiled.log, line 1: the log ran torch.compile on, --no-torch-compile says off" in result.stderr
+    assert "\n" not in result.stderr.strip()
+
+
+def test_a_multi_node_log_runs_its_ranks_per_node_times_the_nodes() -> None:
+    """run_train.sh's NGPU is per node: issue #1232's Llama 3 70B, PP 16 on 2 nodes of 8 GPUs, prints NGPU=8."""
+    from clustersim.cli.explain_log import read_log
+
+    logged = read_log(DATA / "torchtitan_llama3_70b_pp16_2nodes_issue1232.log")
+    assert logged.world_size is None and logged.settings["global_batch"] == 2 and logged.settings["seq"] == 4096
+    assert logged.world(2) == (16, "line 1: the log ran 8 ranks per node x 2 node(s) (--nodes) = 16 ranks")
+    assert logged.world(1)[0] == 8
+    assert read_log(QWEN3_LOG).world(4)[0] is None  # one metric line: no mesh, no NGPU
 
 
 @pytest.mark.parametrize(
@@ -72,7 +110,8 @@ def test_a_compiled_run_is_explained_with_a_software_file_that_says_so(tmp_path:
          "the log is a torchtitan run, --framework says megatron"),
         ((*QWEN3, "--log", str(QWEN3_LOG), "--zero", "1"), "the log says zero 3, --zero says 1"),
         (("llama3-8b", "--instance", "p5.48xlarge", "--nodes", "1", "--tp", "1", "--pp", "1", "--global-batch", "8",
-          "--log", str(CP2_LOG)), "line 1: the log ran 4 ranks, the system given has 8"),
+          "--log", str(CP2_LOG)),
+         "line 1: the log ran 4 ranks per node x 1 node(s) (--nodes) = 4 ranks, the system given has 8"),
         (("llama3-8b", "--instance", "p5.48xlarge", "--nodes", "1", "--log", str(DEBUG_LOG)),
          "the log does not state the global batch"),
     ],

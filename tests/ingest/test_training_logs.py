@@ -150,7 +150,8 @@ def test_torchtitan_ranks_dedup_and_launch_line_config():
     run = read_torchtitan_log(CP2)
     steps = [(s.number, s.line, s.values["tokens_per_s_per_device"]) for s in run.steps]
     assert steps == [(1, 3, 86.0), (10, 7, 5615.0)]
-    assert run.steps[1].values["mfu"] == pytest.approx(0.3288) and run.world_size == 4
+    assert run.steps[1].values["mfu"] == pytest.approx(0.3288) and run.world(None) == 4
+    assert run.world_size is None and run.system == {"ranks_per_node": 4}  # NGPU=4: ranks per node, no mesh printed
     assert run.parallel == {"recompute": "full", "cp": 2, "zero": 3} and run.precision == "bf16"
     options = SystemOptions(accelerator="h100-sxm", model="llama3-8b", seq_len=8192, tp=1, pp=1, global_batch=2)
     (case,) = ingest_files([CP2], options, CATALOG)
@@ -159,7 +160,8 @@ def test_torchtitan_ranks_dedup_and_launch_line_config():
     assert case["measured"] == {"mfu": 0.3288, "model_tflops_per_device": 325.2, "tokens_per_s_per_device": 5615.0}
     predicted = predict_training_case(as_case(case), "tokens_per_s_per_device", CATALOG)
     assert 0.5 < predicted / 5615.0 < 2.0
-    with pytest.raises(ClusterSimError, match=r"line 1: world size 4 is not dp 1 x tp 1 x pp 1 x cp 2"):
+    said = r"line 1: the log ran 4 ranks per node x 1 node\(s\) \(one node: no --nodes\) = 4 ranks, not dp 1 x tp 1"
+    with pytest.raises(ClusterSimError, match=said):
         ingest_files([CP2], SystemOptions(**{**options.__dict__, "dp": 1}), CATALOG)
 
 
@@ -193,3 +195,64 @@ def test_reader_is_chosen_by_content_and_the_cli_says_which(tmp_path: Path):
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["read"] == [{"file": str(GPT3), "reader": "megatron", "cases": 1}]
     assert [c.kind for c in read_cases(out)] == ["training"]
+
+
+MULTI_NODE = DATA / "torchtitan_llama3_70b_pp16_2nodes_issue1232.log"  # NGPU=8 on 2 nodes, PP 16
+COMPILED = DATA / "torchtitan_agpt_2b_xpu_2nodes_compiled_ezpz.log"  # --compile.enable, 2 nodes of 12 XPUs
+
+
+def test_torchtitan_multi_node_log_takes_ngpu_per_node_times_the_nodes(tmp_path: Path):
+    run = read_torchtitan_log(MULTI_NODE)
+    assert run.system == {"ranks_per_node": 8} and run.world_size is None and run.world(2) == 16
+    assert (run.parallel["global_batch"], run.model["seq_len"]) == (2, 4096)  # 'Trainer is initialized with ...'
+    options = SystemOptions(instance="p4de.24xlarge", nodes=2, model="llama3-70b", tp=1, pp=16)
+    (case,) = ingest_files([MULTI_NODE], options, CATALOG)
+    assert case["system"] | {"accelerator": None} == {
+        "instance": "p4de.24xlarge", "accelerator": None, "devices": 16, "devices_per_node": 8, "nodes": 2}  # fmt: skip
+    assert case["parallel"]["dp"] == 1 and case["measured"]["tokens_per_s_per_device"] == 8.0
+    assert case["software"] == {"framework": "torchtitan", "version": "torchtitan training log", "compiled": None}
+    # one node of 8 ranks cannot hold pp 16: refused naming where the 8 come from
+    said = r"line 1: the log ran 8 ranks per node x 1 node\(s\) \(--nodes\) = 8 ranks, which tp 1 x pp 16 x cp 1 = 16 "
+    with pytest.raises(ClusterSimError, match=said):
+        ingest_files([MULTI_NODE], SystemOptions(**{**options.__dict__, "nodes": 1}), CATALOG)
+    # torchrun's own flags say the same as NGPU and --nodes
+    launched = tmp_path / "torchrun.log"
+    launched.write_text(
+        "+ torchrun --nnodes 2 --nproc_per_node=8 --rdzv_backend c10d -m torchtitan.train\n" + MULTI_NODE.read_text()
+    )
+    assert read_torchtitan_log(launched).world(None) == 16 and read_torchtitan_log(launched).world(4) == 16
+
+
+def test_torchtitan_log_says_whether_it_compiled(tmp_path: Path):
+    run = read_torchtitan_log(COMPILED)
+    assert run.compiled is True and run.lines["compiled"] == 1  # the launch line's --compile.enable
+    assert run.parallel["global_batch"] == 48 and run.model["seq_len"] == 8192
+    assert "torch.compile on: line 1" in run.notes
+    # the same log without the flag and the compile line: wrapped in FSDP with no block compiled, eager
+    eager = tmp_path / "eager.log"
+    lines = [line for line in COMPILED.read_text().splitlines() if "Compiling each TransformerBlock" not in line]
+    eager.write_text("\n".join(line.replace(" --compile.enable", "") for line in lines) + "\n")
+    quiet = read_torchtitan_log(eager)
+    assert quiet.compiled is False and "Applied FSDP to the model" in lines[quiet.lines["compiled"] - 1]
+    assert read_torchtitan_log(QWEN3).compiled is None  # one metric line says nothing
+    clashing = tmp_path / "clash.log"
+    clashing.write_text("--training.compile=false\n" + COMPILED.read_text())
+    with pytest.raises(ClusterSimError, match=r"clash.log, line 2: compiled is True here but False on line 1"):
+        read_torchtitan_log(clashing)
+
+
+@pytest.mark.parametrize(
+    ("line", "compiled"),
+    [
+        ("[rank0]:[titan] 2024-12-03 - root - INFO - Compiled each TransformerBlock with torch.compile", True),
+        ("NGPU=8 ./run_train.sh --training.compile", True),
+        ("NGPU=8 ./run_train.sh --compile.enable=False", False),
+        ('NGPU=8 ./run_train.sh --compile.enable="true" --training.steps 10', True),
+        ("NGPU=8 ./run_train.sh --compile.enable_loss", None),  # another flag
+        ("[rank0]:[titan] - root - INFO - Compiling the loss function with torch.compile", None),  # not the blocks
+    ],
+)
+def test_torchtitan_compile_lines_and_flags(tmp_path: Path, line: str, compiled: bool | None):
+    log = tmp_path / "titan.log"
+    log.write_text(line + "\n" + QWEN3.read_text())
+    assert read_torchtitan_log(log).compiled is compiled

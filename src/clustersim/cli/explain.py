@@ -36,6 +36,7 @@ from clustersim.cli.job_options import (
     RecomputeOpt,
     SeqOpt,
     SpOpt,
+    TorchCompileOpt,
     TpOpt,
     TrainGlobalBatchOpt,
     UnevenStagesOpt,
@@ -107,6 +108,7 @@ def explain_command(
     recompute: RecomputeOpt = None,
     uneven: UnevenStagesOpt = None,
     ep_overlap: EpOverlapOpt = None,
+    torch_compile: TorchCompileOpt = None,
     headroom: HeadroomOpt = None,
     global_batch: TrainGlobalBatchOpt = None,
     seq: SeqOpt = None,
@@ -152,6 +154,7 @@ def explain_command(
         SETTINGS,
         check_replayed,
         check_run,
+        compiled_of,
         framework_of,
         merged,
         read_log,
@@ -187,12 +190,13 @@ def explain_command(
                 if isinstance(job["recompute"], str):
                     job["recompute"] = Recompute(job["recompute"])
                 framework = framework_of(logged, framework, software or [])
+                torch_compile = compiled_of(logged, torch_compile)
                 refuse_headroom(logged, headroom)
             spec = _scenario_of_options(
                 model=model, instance=instance, nodes=nodes, devices_per_node=devices_per_node, **job, uneven=uneven,
                 ep_overlap=ep_overlap, headroom=headroom, beyond_context=beyond_context, tokens="1T",
                 offer="on_demand", models=models or [], efficiency=efficiency or [], catalog=catalog or [],
-                framework=framework, software=software or [], given=layout_given,
+                framework=framework, software=software or [], given=layout_given, torch_compile=torch_compile,
             )  # fmt: skip
         # one step: no token budget, so no checkpoints either
         spec = spec.model_copy(update={"job": spec.job.model_copy(update={"tokens": None}), "checkpoint": None})
@@ -201,7 +205,7 @@ def explain_command(
             simulated = network == "sim"  # simulated once below, on the layout run_training gives
             run = run_training(spec, network="analytic" if simulated else network, fabric=None if simulated else where)
             if logged is not None:
-                check_run(logged, run.model, run.estimate.layout)
+                check_run(logged, run.model, run.estimate.layout, run.scenario.system.nodes)
                 if scenario is not None:
                     check_replayed(logged, run, scenario)
             inputs, contention = _inputs(run, (where or FabricPlacement()) if simulated else None)
@@ -216,6 +220,7 @@ def explain_command(
                 "model": run.model.name,
                 "system": run.estimate.system,
                 "framework": run.estimate.framework,
+                "torch_compile": run.scenario.torch_compile,  # none: not a setting of the framework
                 "layout": run.estimate.layout.model_dump(mode="json"),
                 "layout_chosen": run.layout_chosen,
                 "measured": {"option": given[0], "value": given[1]} if logged is None else logged.to_json(),

@@ -58,8 +58,16 @@ class LoggedRun:
     settings: dict[str, Any]  # explain's parameter name -> the log's value
     lines: dict[str, int]  # explain's parameter name (or a model field, world_size) -> the log's line
     dp: int | None
-    world_size: int | None
+    world_size: int | None  # as the log prints it (a device mesh, Megatron's world size)
     model: dict[str, Any]
+    launched: LoggedSteps | None = None  # the log as read: its ranks per node x nodes where it prints no world
+
+    def world(self, nodes: int) -> tuple[int | None, str]:
+        """The ranks the log ran with ``nodes`` (--nodes) where it prints only its ranks per node (torchtitan's
+        NGPU), and where that comes from in words."""
+        if self.launched is None or self.launched.world(nodes) is None:
+            return self.world_size, f"line {self.lines.get('world_size', 1)}: the log ran {self.world_size} ranks"
+        return self.launched.world(nodes), self.launched.world_said(nodes)
 
     def step_s(self, estimate: Estimate) -> float:
         """Seconds per step the measurement means (tokens per second with the estimate's tokens and devices)."""
@@ -105,9 +113,11 @@ def read_log(path: Path) -> LoggedRun:
         raise ClusterSimError(f"--log: {path}: no step past the warm-up logs its {measure}", field="--log")
     settings, lines = _settings(run, kept)
     lines |= {key: run.lines.get(key, 1) for key in (*SHAPE, "world_size")}
+    if run.compiled is not None:
+        settings["torch_compile"], lines["torch_compile"] = run.compiled, run.lines["compiled"]
     return LoggedRun(
         str(path), run.framework, measure, measured[measure], len(kept), settings, lines, run.parallel.get("dp"),
-        run.world_size, run.model,
+        run.world_size, run.model, run,
     )  # fmt: skip
 
 
@@ -152,6 +162,23 @@ def merged(log: LoggedRun, values: dict[str, Any], given: set[str]) -> dict[str,
     return out
 
 
+def compiled_of(log: LoggedRun, torch_compile: bool | None) -> bool | None:
+    """--torch-compile/--no-torch-compile, or the log's torch.compile where the command line gives neither; a
+    flag that says otherwise than the log is refused, naming its line."""
+    stated: bool | None = log.settings.get("torch_compile")
+    if stated is None or torch_compile is None:
+        return stated if torch_compile is None else torch_compile
+    if stated != torch_compile:
+        flag = "--torch-compile" if torch_compile else "--no-torch-compile"
+        raise ClusterSimError(
+            f"{log.path}, line {log.lines['torch_compile']}: the log ran torch.compile {'on' if stated else 'off'}, "
+            f"{flag} says {'on' if torch_compile else 'off'}",
+            field=flag,
+            value=torch_compile,
+        )
+    return stated
+
+
 def refuse_headroom(log: LoggedRun, headroom: float | None) -> None:
     """--headroom shapes a chosen layout; a log that states TP and PP gives the layout."""
     if headroom is not None and {"tp", "pp"} <= set(log.settings):
@@ -192,6 +219,7 @@ def check_replayed(log: LoggedRun, run: TrainingRun, scenario: Path) -> None:
         "tp": layout.tp, "pp": layout.pp, "cp": layout.cp, "ep": layout.ep, "vp": layout.vp,
         "micro_batch": layout.micro_batch, "zero": layout.zero, "sp": layout.sequence_parallel,
         "recompute": layout.recompute.value, "global_batch": job.global_batch, "seq": job.seq_len,
+        "torch_compile": run.scenario.torch_compile,
     }  # fmt: skip
     stated = dict(log.settings)
     if "precision" in stated:
@@ -210,9 +238,9 @@ def check_replayed(log: LoggedRun, run: TrainingRun, scenario: Path) -> None:
             )
 
 
-def check_run(log: LoggedRun, model: Transformer, layout: Layout) -> None:
-    """The model's shape, the world size and the data-parallel degree the system gives, against what the log
-    states."""
+def check_run(log: LoggedRun, model: Transformer, layout: Layout, nodes: int) -> None:
+    """The model's shape, the world size and the data-parallel degree the system gives (``nodes``: --nodes),
+    against what the log states."""
     for key in SHAPE:
         mine = (model.kv_heads or model.heads) if key == "kv_heads" else getattr(model, key)  # 0: one per head
         if key in log.model and mine != log.model[key]:
@@ -222,10 +250,10 @@ def check_run(log: LoggedRun, model: Transformer, layout: Layout) -> None:
                 field="MODEL",
                 value=model.name,
             )
-    if log.world_size is not None and log.world_size != layout.num_devices:
+    world, said = log.world(nodes)
+    if world is not None and world != layout.num_devices:
         raise ClusterSimError(
-            f"{log.path}, line {log.lines['world_size']}: the log ran {log.world_size} ranks, the system given has "
-            f"{layout.num_devices} (--nodes, --devices-per-node)",
+            f"{log.path}, {said}, the system given has {layout.num_devices} (--nodes, --devices-per-node)",
             field="--nodes",
             value=layout.num_devices,
         )

@@ -117,3 +117,12 @@ HeadroomOpt = Annotated[
         help="Share of device memory a chosen layout leaves free (default 0.1; not with --tp and --pp).",
     ),
 ]
+TorchCompileOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--torch-compile/--no-torch-compile",
+        help="A PyTorch eager stack (torchtitan) run under torch.compile: its element-wise ops priced fused, or "
+        "one eager kernel per op; default: the framework's (torchtitan: eager). Refused for a framework with its "
+        "own fused kernels (megatron, deepspeed, fsdp, neuronx...).",
+    ),
+]

@@ -16,14 +16,16 @@ import typer
 
 from clustersim.cli.calibrate import CalibrationOption, calibration_overlay
 from clustersim.cli.common import CatalogOption, JsonOption, ModelsOption, number, plot_path, user_errors
-from clustersim.cli.job_options import DevicesPerNodeOpt, SeqOpt
+from clustersim.cli.job_options import DevicesPerNodeOpt, SeqOpt, TorchCompileOpt
 from clustersim.cli.level_option import DEFAULT_LEVEL, LevelOption
 from clustersim.cli.sweep import Executor
 from clustersim.errors import ClusterSimError
 
 if TYPE_CHECKING:
     from clustersim.catalog.registry import Catalog
+    from clustersim.compute.software import SoftwareProfile
     from clustersim.plan.planner import Resilient
+    from clustersim.plan.planner_grid import PlanGrid
     from clustersim.plan.space import SearchSpace
     from clustersim.system import System
     from clustersim.training.estimate import Estimate
@@ -153,6 +155,7 @@ def plan_command(
     software: Annotated[
         list[Path] | None, typer.Option("--software", help="A TOML of framework profiles (also $CLUSTERSIM_SOFTWARE).")
     ] = None,
+    torch_compile: TorchCompileOpt = None,
     calibration: CalibrationOption = None,
     executor: Annotated[
         Executor,
@@ -221,7 +224,9 @@ def plan_command(
             budget_usd=budget,
             max_nodes=max_nodes,
         )
+        table, compiled = _compiled(table, torch_compile, grid, cat)
         points, notes = grid_points(transformer, cat, grid, profiles=table, efficiency=fractions)
+        notes += compiled
         space = _space(headroom, micro_batch=micro_batch, vp=vp, cp=cp, ep=ep)
         with (
             _executor(executor, address, workers) as run,
@@ -244,6 +249,30 @@ def plan_command(
     from clustersim.cli.common import print_all
 
     print_all(*plan_view(plan, transformer), calibration_line(calibrated))
+
+
+def _compiled(
+    table: dict[str, "SoftwareProfile"], torch_compile: bool | None, grid: "PlanGrid", cat: "Catalog"
+) -> tuple[dict[str, "SoftwareProfile"], list[str]]:
+    """The profiles with --torch-compile/--no-torch-compile applied, and a note saying so; refused where a
+    framework the plan tries prices its own fused kernels (``scenario.training.compiled_software``)."""
+    from clustersim.compute.software import software_for
+    from clustersim.scenario.training import compile_note, compiled_software
+
+    if torch_compile is None:
+        return table, []
+    said: list[str] = []
+    for instance in grid.instances:
+        chip = cat.accelerator(cat.instance(instance).accelerator)
+        for framework in grid.frameworks:
+            try:
+                software = software_for(framework, chip.family, table, accelerator=chip.id)
+            except ClusterSimError:
+                continue  # a framework that does not run on the chip: grid_points skips it, with a note
+            note = compile_note(compiled_software(software, torch_compile, table), torch_compile)
+            said += [note] if note and note not in said else []
+    compiled = {name: compiled_software(p, torch_compile) if p.eager_elementwise else p for name, p in table.items()}
+    return compiled, said
 
 
 def _executor(kind: Executor, address: str | None, workers: int | None) -> AbstractContextManager[Any]:

@@ -44,6 +44,7 @@ from clustersim.cli.job_options import (
     RecomputeOpt,
     SeqOpt,
     SpOpt,
+    TorchCompileOpt,
     TpOpt,
     TrainGlobalBatchOpt,
     UnevenStagesOpt,
@@ -99,6 +100,7 @@ INPUTS = (
     "uneven",
     "headroom",
     "ep_overlap",
+    "torch_compile",
     "catalog",
     "storage",
     "checkpoint_every",
@@ -180,6 +182,7 @@ def train_command(
     ] = None,
     uneven: UnevenStagesOpt = None,
     ep_overlap: EpOverlapOpt = None,
+    torch_compile: TorchCompileOpt = None,
     headroom: HeadroomOpt = None,
     ops: Annotated[bool, typer.Option("--ops", help="Also show each operation's time per layer.")] = False,
     compare: Annotated[
@@ -277,6 +280,7 @@ def train_command(
                 precision=precision, offer=offer,
                 beyond_context=beyond_context, models=models or [], efficiency=efficiency or [], catalog=catalog or [],
                 framework=framework, software=software or [], given=set(given_options(ctx, LAYOUT_OPTIONS)),
+                torch_compile=torch_compile,
                 checkpoint=checkpoint_spec(storage, checkpoint_every, async_checkpoint, failure_rate, nvme_checkpoint),
             )  # fmt: skip
         if compare_nodes is not None and compare is None:
@@ -350,6 +354,7 @@ def _scenario_of_options(
     checkpoint: "CheckpointSpec | None" = None,
     beyond_context: bool = False,
     headroom: float | None = None,
+    torch_compile: bool | None = None,
 ) -> "TrainingScenario":
     """The scenario the options describe: with --tp and --pp a given layout, the options not in ``given``
     (their flags) at the framework's defaults; otherwise a chosen one, the layout options in ``given``
@@ -398,7 +403,7 @@ def _scenario_of_options(
             )  # fmt: skip
     return training_scenario(
         model=model, system=system, layout=layout, job=job, efficiency=efficiency, catalog=catalog, models=models,
-        framework=framework, software=software, checkpoint=checkpoint,
+        framework=framework, software=software, checkpoint=checkpoint, torch_compile=torch_compile,
     )  # fmt: skip
 
 
@@ -462,7 +467,9 @@ def _show(run: "TrainingRun", *, as_json: bool, ops: bool, level: float = DEFAUL
     if as_json:
         payload = present.estimate_json(estimate, spread)
         network = {"network": run.contention.to_dict()} if run.contention is not None else {}
-        emit_json({"params": run.model.num_params(), "layout_chosen": run.layout_chosen, **payload, **network})
+        said: dict[str, object] = {"params": run.model.num_params(), "layout_chosen": run.layout_chosen}
+        said["torch_compile"] = run.scenario.torch_compile  # none: not a setting of the framework
+        emit_json({**said, **payload, **network})
         return
     print_all(*present.estimate_view(estimate, run.model.num_params(), spread))
     if estimate.totals is not None and estimate.totals.failures is not None:

@@ -46,14 +46,42 @@ class TrainingRun:
     steps: list[Step] = field(default_factory=list)
     model: dict[str, Any] = field(default_factory=dict)
     parallel: dict[str, Any] = field(default_factory=dict)
-    world_size: int | None = None
+    world_size: int | None = None  # every rank, as the log prints it (a device mesh, Megatron's world size)
     precision: str | None = None
     lines: dict[str, int] = field(default_factory=dict)  # setting -> line stating it
     notes: list[str] = field(default_factory=list)
+    system: dict[str, int] = field(default_factory=dict)  # ranks_per_node (NGPU), nodes (--nnodes), as launched
+    software: dict[str, Any] = field(default_factory=dict)  # compiled: torch.compile on or off
+
+    @property
+    def compiled(self) -> bool | None:
+        """Whether the run was compiled with torch.compile (None: the log does not say)."""
+        return self.software.get("compiled")
+
+    def world(self, nodes: int | None) -> int | None:
+        """The ranks the log ran: its printed world size, else its ranks per node times its node count or
+        ``nodes`` (the command line's; one where neither says); None where it states neither."""
+        if self.world_size is not None:
+            return self.world_size
+        per_node = self.system.get("ranks_per_node")
+        return None if per_node is None else per_node * (self.system.get("nodes") or nodes or 1)
+
+    def world_said(self, nodes: int | None) -> str:
+        """Where ``world`` comes from, in words, for errors."""
+        if self.world_size is not None:
+            return f"line {self.lines.get('world_size', 1)}: the log ran {self.world_size} ranks"
+        count = self.system.get("nodes") or nodes or 1
+        said = "its --nnodes" if "nodes" in self.system else "--nodes" if nodes else "one node: no --nodes"
+        return (
+            f"line {self.lines['ranks_per_node']}: the log ran {self.system['ranks_per_node']} ranks per node x "
+            f"{count} node(s) ({said}) = {self.world(nodes)} ranks"
+        )
 
     def state(self, group: str, key: str, value: Any, line: int) -> None:
-        """Record ``key`` of ``group`` (``model``, ``parallel``), refusing a second line that disagrees."""
-        target = self.model if group == "model" else self.parallel
+        """Record ``key`` of ``group`` (``model``, ``parallel``, ``system``, ``software``), refusing a second line
+        that disagrees."""
+        groups = {"model": self.model, "parallel": self.parallel, "system": self.system, "software": self.software}
+        target = groups[group]
         if key in target and target[key] != value:
             raise ClusterSimError(
                 f"{self.path}, line {line}: {key} is {value!r} here but {target[key]!r} on line {self.lines[key]}",
@@ -112,19 +140,22 @@ def resolved_layout(run: TrainingRun, options: SystemOptions) -> tuple[dict[str,
     if p.get("global_batch") is None:
         raise ClusterSimError(f"{run.path}: the log does not state the global batch; give --global-batch")
     model_parallel = p["tp"] * p["pp"] * (p.get("cp") or 1)
-    world = run.world_size
+    world = run.world(options.nodes)
     if world is None and p.get("dp") is not None:
         world = p["dp"] * model_parallel
+    said = run.world_said(options.nodes) if run.world(None) is not None else f"world size {world}"
+    degrees = f"tp {p['tp']} x pp {p['pp']} x cp {p.get('cp') or 1}"
     if p.get("dp") is not None:
         dp = _agreed(run, "dp", p["dp"], options.dp, "--dp")
+    elif options.dp is None and world is not None and world % model_parallel:
+        raise ClusterSimError(
+            f"{run.path}, {said}, which {degrees} = {model_parallel} does not divide (--nodes, --tp, --pp, --cp)",
+            field="--nodes" if "ranks_per_node" in run.system else "FILES",
+        )
     else:
         dp = options.dp or (world // model_parallel if world else None)
     if world is not None and dp is not None and dp * model_parallel != world:
-        raise ClusterSimError(
-            f"{run.path}, line {run.lines.get('world_size', 1)}: world size {world} is not dp {dp} x tp {p['tp']} x "
-            f"pp {p['pp']} x cp {p.get('cp') or 1}",
-            field="--dp" if options.dp else "FILES",
-        )
+        raise ClusterSimError(f"{run.path}, {said}, not dp {dp} x {degrees}", field="--dp" if options.dp else "FILES")
     if dp is None:
         raise ClusterSimError(f"{run.path}: the log states no world size or data-parallel degree; give --dp")
     p["dp"] = dp
@@ -227,5 +258,6 @@ def training_case(
         "parallel": parallel,
         "precision": precision,
         "measured": {k: round(v, 6) for k, v in measured.items()},
-        "software": {"framework": run.framework, "version": run.version},
+        "software": {"framework": run.framework, "version": run.version}
+        | ({"compiled": run.compiled} if run.framework == "torchtitan" else {}),
     }

@@ -232,6 +232,12 @@ class TrainingScenario(_Record):
         description="The training framework's profile (compute/software.toml); none: the accelerator family's "
         "default (megatron on GPUs, neuronx on Trainium).",
     )
+    torch_compile: bool | None = Field(
+        default=None,
+        description="A PyTorch eager stack (torchtitan) run under torch.compile: true prices its element-wise ops "
+        "fused, false one eager kernel per op; none: the framework's default (torchtitan: eager). Refused for a "
+        "framework whose profile prices its own fused kernels (megatron, deepspeed, fsdp, neuronx...).",
+    )
     checkpoint: CheckpointSpec | None = Field(
         default=None, description="Checkpoints and failures (none: the failure-free time and cost)."
     )

@@ -74,6 +74,7 @@ def training_scenario(
     framework: str | None = None,
     software: Sequence[Path] = (),
     checkpoint: CheckpointSpec | None = None,
+    torch_compile: bool | None = None,
 ) -> TrainingScenario:
     """The scenario of a command line's inputs; the files in ``CLUSTERSIM_EFFICIENCY``,
     ``CLUSTERSIM_CATALOG`` and ``CLUSTERSIM_MODELS`` come first in its options, as a run reads them."""
@@ -85,7 +86,7 @@ def training_scenario(
     )
     return TrainingScenario(
         model=model_spec(model), system=system, layout=layout, job=job, framework=framework, options=options,
-        checkpoint=checkpoint,
+        checkpoint=checkpoint, torch_compile=torch_compile,
     )  # fmt: skip
 
 
@@ -114,8 +115,39 @@ def run_system(run: TrainingRun) -> tuple[Catalog, System, SoftwareProfile, Fami
         software_profiles.software_profiles(options.software, use_env=False),
         accelerator=system.accelerator.id,
     )
+    software = compiled_software(software, scenario.torch_compile)
     efficiency = efficiency_for(system.accelerator, efficiency_table(options.efficiency, use_env=False))
     return catalog, system, software, efficiency
+
+
+def compiled_software(
+    software: SoftwareProfile, torch_compile: bool | None, profiles: dict[str, SoftwareProfile] | None = None
+) -> SoftwareProfile:
+    """``software`` as a run with ``torch_compile`` prices it: true fuses a PyTorch eager stack's element-wise
+    ops (``eager_elementwise`` off), false keeps its eager kernels, none its default; a profile that prices its
+    own fused kernels (not eager by default) is refused for either value (``profiles``: named in the message)."""
+    if torch_compile is None:
+        return software
+    if not software.eager_elementwise:
+        flag = "--torch-compile" if torch_compile else "--no-torch-compile"
+        eager = sorted(name for name, p in (profiles or {}).items() if p.eager_elementwise) or ["torchtitan"]
+        raise ClusterSimError(
+            f"torch_compile ({flag}): {software.name}'s profile prices its own fused kernels; torch.compile does not "
+            f"change it (valid only with a PyTorch eager framework: {', '.join(eager)})",
+            field="torch_compile",
+            value=torch_compile,
+        )
+    return software.model_copy(update={"eager_elementwise": False}) if torch_compile else software
+
+
+def compile_note(software: SoftwareProfile, torch_compile: bool | None) -> str | None:
+    """How the run's element-wise ops were priced, for a framework where torch.compile changes them."""
+    if torch_compile is None and not software.eager_elementwise:
+        return None  # a profile with its own fused kernels
+    if torch_compile:
+        return f"{software.name} priced compiled (torch.compile): its element-wise ops fused, as a compiled run's"
+    said = "--no-torch-compile" if torch_compile is False else "its default; --torch-compile prices a compiled run"
+    return f"{software.name} priced eager ({said}): element-wise ops one PyTorch kernel each"
 
 
 def layout_for(spec: LayoutSpec, system: System) -> Layout:
@@ -217,6 +249,7 @@ def run_training(
     where_on_fabric = fabric or FabricPlacement()
     cost = ANALYTIC
     contentions: list[Contention] = []
+    compiled: list[bool | None] = []  # each system's torch.compile setting as priced (none: not a setting there)
     options = scenario.options
     transformer = zoo.load_model(scenario.model, extra_dirs=options.models, use_env=False)
     catalog = load_catalog(options.catalog, use_env=False)
@@ -261,12 +294,16 @@ def run_training(
         software = software_profiles.software_for(
             scenario.framework, system.accelerator.family, profiles, accelerator=system.accelerator.id
         )
+        eager_default = False if software.eager_elementwise else None
+        compiled.append(eager_default if scenario.torch_compile is None else scenario.torch_compile)
+        software = compiled_software(software, scenario.torch_compile, profiles)
         if isinstance(layout, LayoutSpec):
             given = layout_for(layout, system)
         else:
             space = search_space(layout) if isinstance(layout, LayoutSearchSpec) else None
             given = choose_layout(transformer, system, job, space=space, efficiency=fractions, software=software)
-        notes = context_notes + ((chosen_note(transformer, given),) if chosen else ())
+        said = compile_note(software, scenario.torch_compile)
+        notes = context_notes + ((chosen_note(transformer, given),) if chosen else ()) + ((said,) if said else ())
         estimate = estimate_training(
             transformer, system, given, job, offer=spec.price, efficiency=fractions, software=software, notes=notes,
             cost=cost,
@@ -306,6 +343,7 @@ def run_training(
             "layout": LayoutSpec(**estimate.layout.model_dump()),
             "job": spec.model_copy(update={"seq_len": job.seq_len, "global_batch": job.global_batch}),
             "framework": scenario.framework or estimate.framework,  # the family's default, named
+            "torch_compile": compiled[0],  # torchtitan's default (eager), named
         }
     )
     return TrainingRun(
