@@ -44,11 +44,11 @@ from typing import Any
 
 from clustersim.errors import ClusterSimError
 from clustersim.network.transport.engine import PRIORITY_BITS, Environment, Event, Stream
-from clustersim.network.transport.links import BACKGROUND_KEY, ECN_BIT, Network, Packet, PortSpec
+from clustersim.network.transport.links import BACKGROUND_KEY, Network, Packet, PortSpec
+from clustersim.network.transport.lossless_path import DATA_CLASS, hot_path
 from clustersim.network.transport.replay import BACKGROUND_WINDOW
 
 FLOW_CONTROLS = ("none", "pfc", "credit")
-CONTROL, DATA_CLASS = 0, 1  # traffic classes: strict-priority control, lossless data
 ECN_KEY = 1 << 41  # the ports' marking streams, apart from loss (port) and background (BACKGROUND_KEY | port)
 MTU_FRAME_BYTES = 4096 + 82
 
@@ -108,7 +108,7 @@ def headroom(spec: PortSpec, frame_bytes: int = MTU_FRAME_BYTES) -> int:
 
 
 def _unbuilt(k: int) -> Callable[[int, Packet], Iterable[Event] | None]:
-    """What ``Network``'s constructor gets for hop ``k`` before ``_build_hot_path`` replaces it."""
+    """What ``Network``'s constructor gets for hop ``k`` before ``lossless_path.hot_path`` replaces it."""
 
     def hop(now_ps: int, packet: Packet) -> None:
         raise RuntimeError(f"hop {k} of a lossless network ran before its handlers were built")
@@ -140,11 +140,12 @@ class LosslessNetwork(Network):
         self._bg_at: dict[int, Background] = {}
         self._heap, self._counter = env.heap, env.counter
         self._service: list[tuple[int, int]] = []  # by port: (fixed_ps, ps_per_kib)
-        self._hop_for: Callable[[int], Callable[[int, Packet], Iterable[Event] | None]] = _unbuilt  # _build_hot_path's
+        self._hop_for: Callable[[int], Callable[[int, Packet], Iterable[Event] | None]] = _unbuilt
         self._send: Callable[[int, int], None] = lambda now_ps, port: None
-        self._sent: Callable[[int, tuple[int, Packet, int]], None] = lambda now_ps, arg: None
         super().__init__(env)
-        self._build_hot_path()
+        self._send, self._hop_for = hot_path(self)  # the inner loop (lossless_path)
+        self.hops[:] = [self._hop_for(k) for k in range(len(self.hops))]
+        self.hop = self.hops[0]
 
     def add_port(self, spec: PortSpec) -> int:
         port = super().add_port(spec)
@@ -173,7 +174,7 @@ class LosslessNetwork(Network):
             self.inline[f] = False
 
     def _make_hop(self, k: int) -> Callable[[int, Packet], Iterable[Event] | None]:
-        """The handler of a packet reaching the ``k``-th node of its route (``_build_hot_path``'s)."""
+        """The handler of a packet reaching the ``k``-th node of its route (``lossless_path.hot_path``'s)."""
         return self._hop_for(k)
 
     def _push(self, at_ps: int, handler: Callable[[int, Any], object], arg: object) -> None:
@@ -188,110 +189,6 @@ class LosslessNetwork(Network):
             return True
         p = spec.pmax * (backlog - spec.kmin_bytes) / (spec.kmax_bytes - spec.kmin_bytes)
         return self._ecn_stream[port].uniform() < p
-
-    def _build_hot_path(self) -> None:
-        """The per-packet handlers (``hops[k]``: a packet joins its ``k``-th port's queue; ``_send``: the
-        port starts its next packet; ``_sent``: a packet has left the port) as closures over the port lists: the
-        inner loop, two events per packet and port, reads no attribute but the run's counters."""
-        heap, counter, shift = self.env.heap, self.env.counter, PRIORITY_BITS
-        queues, backlog, sending, paused = self.queues, self.backlog_bytes, self.sending, self.paused
-        ingress, limit, pause_sent, credits = self.ingress_bytes, self.limit_bytes, self.pause_sent, self.credits
-        prop, loss, streams, hops, service = self.prop_ps, self.loss, self.streams, self.hops, self._service
-        drops, losses, bg_at, marks, push = self.drops, self.losses, self._bg_at, self._marks, self._push
-        pfc, xoff, xon, ecn, kmin = self.pfc, self.spec.xoff_bytes, self.spec.xon, self.spec.ecn, self.spec.kmin_bytes
-        set_pause, credit, receivers = self._set_pause, self._credit, self.receivers
-
-        def send(now_ps: int, port: int) -> None:
-            control, data = queues[port]
-            if control:
-                packet, k = control.popleft()
-            elif data and not paused[port]:
-                packet, k = data[0]
-                if not pfc and k + 1 < len(packet[4]) and packet[0] >= 0:
-                    if credits[port] < packet[3]:
-                        return  # blocked until credit returns (_credit)
-                    credits[port] -= packet[3]
-                data.popleft()
-            else:
-                return
-            sending[port] = True
-            fixed, per_kib = service[port]
-            at_ps = now_ps + fixed + (packet[3] * per_kib >> 10)
-            heappush(heap, (at_ps << shift, next(counter), sent, (port, packet, k)))
-
-        def sent(now_ps: int, arg: tuple[int, Packet, int]) -> None:
-            port, packet, k = arg
-            sending[port] = False
-            size = packet[3]
-            backlog[port] -= size
-            if packet[0] < 0:
-                self.bg_packets += 1  # background leaves the simulation here
-                bg_at[port].queued -= 1
-            else:
-                if k and not packet[1]:  # a data packet has left the switch: its ingress link's account falls
-                    link = packet[4][k - 1]
-                    ingress[link] -= size
-                    if not pfc:  # the credit goes back upstream
-                        push(now_ps + prop[link], credit, (link, size))
-                    elif pause_sent[link] and ingress[link] <= xon:
-                        pause_sent[link] = False
-                        push(now_ps + prop[link], set_pause, (link, False))
-                if loss[port] and streams[port].uniform() < loss[port]:  # type: ignore[union-attr]
-                    losses[port] += 1
-                    self.in_flight -= 1
-                    if not pfc and packet[1] == 0 and k + 1 < len(packet[4]):
-                        push(now_ps + prop[port], credit, (port, size))  # the next hop discards it
-                else:
-                    heappush(heap, ((now_ps + prop[port]) << shift, next(counter), hops[k + 1], packet))
-            control, data = queues[port]
-            if control or data:
-                send(now_ps, port)
-
-        def hop_for(k: int) -> Callable[[int, Packet], Iterable[Event] | None]:
-            def hop(now_ps: int, packet: Packet) -> Iterable[Event] | None:
-                """A packet reaches the ``k``-th node of its route: its receiver at the end, else port
-                ``route[k]``'s queue (a data packet accounted to the link it came over)."""
-                route, size = packet[4], packet[3]
-                if k == len(route):
-                    self.in_flight -= 1
-                    return receivers[packet[0]][packet[1]](now_ps, packet)
-                port = route[k]
-                if not k:
-                    self.in_flight += 1
-                if bg_at:
-                    background = bg_at.get(port)
-                    if background is not None and not background.running:
-                        background.wake(now_ps)
-                if packet[1]:
-                    queue = queues[port][CONTROL]
-                else:
-                    queue = queues[port][DATA_CLASS]
-                    if k:
-                        link = route[k - 1]
-                        account = ingress[link] + size
-                        if account > limit[link]:
-                            drops[port] += 1  # headroom overrun: the one drop a lossless fabric can make
-                            self.in_flight -= 1
-                            return None
-                        ingress[link] = account
-                        if pfc and account >= xoff and not pause_sent[link]:
-                            pause_sent[link] = True
-                            self.pause_frames += 1
-                            push(now_ps + prop[link], set_pause, (link, True))
-                        if ecn and backlog[port] > kmin and marks(port):  # switches mark; a host's queue does not
-                            packet = (*packet[:6], packet[6] | ECN_BIT)
-                            self.ecn_marks += 1
-                backlog[port] += size
-                queue.append((packet, k))
-                if not sending[port]:
-                    send(now_ps, port)
-                return None
-
-            return hop
-
-        self._send, self._sent, self._hop_for = send, sent, hop_for
-        self.hops[:] = [hop_for(k) for k in range(len(self.hops))]
-        self.hop = self.hops[0]
 
     def _set_pause(self, now_ps: int, arg: tuple[int, bool]) -> None:
         port, on = arg

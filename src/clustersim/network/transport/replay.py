@@ -26,7 +26,8 @@ import numpy as np
 from clustersim.network.transport.engine import UNIFORM_BATCH
 
 BACKGROUND_WINDOW = 2000  # mean gaps replayed at most after an idle spell
-JUMP_GAPS = 16  # a replay over fewer mean gaps than this goes one arrival at a time
+JUMP_GAPS = 6  # a replay over fewer mean gaps than this goes one arrival at a time (as fast, there)
+REBASE_SPAN = 256  # positions the running maxima cover at least (more as replays reach further)
 _LOW = -(1 << 62)  # below any c[t]: "no arrival before"
 
 
@@ -73,10 +74,11 @@ class BackgroundReplay:
         self._floor = _int64s(np.minimum.accumulate(c[::-1])[::-1])
         self._base = -1
 
-    def _rebase(self, base: int) -> None:
-        """Running maxima from ``base``: ``_peak`` of c, ``_dip`` of (the peak before t) - c[t]."""
-        n = len(self._sums)
-        c = np.frombuffer(self._sums, dtype=np.int64)[base:] - np.arange(base, n, dtype=np.int64) * self.service_ps
+    def _rebase(self, base: int, upto: int) -> None:
+        """Running maxima from ``base`` through at least position ``upto - 1`` (or the batch's end):
+        ``_peak`` of c, ``_dip`` of (the peak before t) - c[t]."""
+        stop = min(len(self._sums), max(upto, base + REBASE_SPAN))
+        c = np.frombuffer(self._sums, dtype=np.int64)[base:stop] - np.arange(base, stop) * self.service_ps
         peak = np.maximum.accumulate(c)
         dip = np.empty_like(c)
         dip[0] = _LOW
@@ -95,21 +97,24 @@ class BackgroundReplay:
         service, room, queued = self.service_ps, self.room_ps, 0
         few = now_ps - next_ps < JUMP_GAPS * self.mean_gap_ps  # cheaper one at a time
         while self.jumps and room >= 0 and not few:
-            i, end = self.at, len(self._sums) - 1
-            if self._base < 0:
-                self._rebase(i)
-            sums, base, offset = self._sums, self._base, self.offset
-            last = min(bisect_right(sums, now_ps - offset, i), end + 1)  # positions i..last-1 are due
+            i, end, offset = self.at, len(self._sums) - 1, self.offset
             lead = busy_ps - i * service - offset  # B'
-            if lead - self._floor[i] > room or self._dip[last - 1 - base] > room:
+            if lead - self._floor[i] > room:
+                break  # the backlog now may overrun the buffer: one at a time
+            last = min(bisect_right(self._sums, now_ps - offset, i), end + 1)  # positions i..last-1 are due
+            base = self._base
+            if base < 0 or last - base > len(self._peak):
+                base = i if base < 0 else base
+                self._rebase(base, base + 2 * (last - base))
+            if self._dip[last - 1 - base] > room:
                 break  # one of them may be dropped: one at a time
             peak = self._peak[last - 1 - base]
             busy_ps = last * service + offset + (lead if lead > peak else peak)
             queued += last - i
             if last <= end:
                 self.at = last
-                return busy_ps, offset + sums[last], queued, 0
-            self.offset = offset + sums[end]  # through the batch: the next one starts there
+                return busy_ps, offset + self._sums[last], queued, 0
+            self.offset = offset + self._sums[end]  # through the batch: the next one starts there
             self._refill()
             self.at = 1
             if self.offset + self._sums[1] > now_ps:
