@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from clustersim.catalog.registry import load_catalog
@@ -256,3 +258,24 @@ def test_torchtitan_compile_lines_and_flags(tmp_path: Path, line: str, compiled:
     log = tmp_path / "titan.log"
     log.write_text(line + "\n" + QWEN3.read_text())
     assert read_torchtitan_log(log).compiled is compiled
+
+
+MESH = (
+    "[rank0]:[titan] 2025-06-26 18:12:46,592 - root - INFO - Building 2-D device mesh with ['dp_shard', 'tp'], [{}, {}]"
+)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 16), st.integers(1, 64), st.integers(1, 64), st.integers(1, 8), st.booleans())
+def test_the_world_is_the_mesh_else_ranks_per_node_times_nodes(
+    per_node: int, nodes: int, shard: int, tp: int, mesh: bool
+):
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        log = Path(folder) / "titan.log"
+        lines = [f"NGPU={per_node} ./run_train.sh", *([MESH.format(shard, tp)] if mesh else []), QWEN3.read_text()]
+        log.write_text("\n".join(lines))
+        run = read_torchtitan_log(log)
+    assert run.world(nodes) == (shard * tp if mesh else per_node * nodes)
+    assert run.world(None) == (shard * tp if mesh else per_node)  # one node where no --nodes is given
