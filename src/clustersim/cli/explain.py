@@ -3,8 +3,8 @@ plausible ranges could explain the gap (``clustersim.diagnose``).
 
 The job and layout options are ``train``'s, declared once in ``cli.job_options`` and parsed by its
 ``_scenario_of_options`` (with --tp and --pp the layout is given, otherwise chosen as ``train`` chooses it:
---uneven-stages, --ep-overlap and --headroom as there), or a ``train --save-scenario`` file (--scenario,
-replayed as ``train`` replays it); the measurement is one of --measured-step,
+--uneven-stages, --ep-overlap, --torch-compile and --headroom as there), or a ``train --save-scenario`` file
+(--scenario, replayed as ``train`` replays it); the measurement is one of --measured-step,
 --measured-tokens-per-s or --measured-mfu, turned into seconds per step with the estimate's own tokens,
 FLOPs and peak, or a Megatron-LM or torchtitan log (``cli.explain_log``). ``train``'s options that do not
 change a step (--tokens, --price, the checkpoint and failure options, --compare, --ops, --plot,

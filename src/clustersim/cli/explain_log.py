@@ -6,8 +6,9 @@ The log is read by the reader ``clustersim ingest`` uses (``clustersim.ingest.me
 (``ingest.training_run.median_after_warmup``): Megatron's elapsed time per iteration, torchtitan's tokens per
 second per device (``tps``, turned into seconds per step with the job's tokens per step and devices). What the
 log states (TP, PP, CP, EP, VP, micro-batch, ZeRO, sequence parallelism, recompute, global batch, sequence
-length, precision, the framework) fills the options the command line does not give; where both state a value
-they must agree, and the model's shape, the world size and the data-parallel degree must match the log's.
+length, precision, the framework, torchtitan's torch.compile) fills the options the command line does not give;
+where both state a value they must agree, and the model's shape, the world size (torchtitan's NGPU is per node:
+times --nodes) and the data-parallel degree must match the log's.
 A file neither reader understands is refused, naming it.
 """
 
