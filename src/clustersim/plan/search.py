@@ -29,6 +29,7 @@ from clustersim.plan.space import SearchSpace, candidate_layouts, why_no_layout
 from clustersim.system import System
 from clustersim.training.estimate import layouts_memory
 from clustersim.training.job import TrainingJob
+from clustersim.training.pricing import OperationTimes
 from clustersim.training.step import step_terms
 from clustersim.training.terms import StepTerms, TermTimes
 from clustersim.workload.transformer import Transformer
@@ -105,7 +106,7 @@ def _terms_at(terms: StepTerms, index: npt.NDArray[np.int64]) -> StepTerms:
         times={name: TermTimes(t.link_s[index], t.exposed_s[index]) for name, t in terms.times.items()},
         micro_batches=terms.micro_batches[index],
         operations=[
-            replace(op, forward_s=op.forward_s[index], backward_s=op.backward_s[index]) for op in terms.operations
+            OperationTimes(op.name, op.forward_s[index], op.backward_s[index], op.in_head) for op in terms.operations
         ],
     )
 
