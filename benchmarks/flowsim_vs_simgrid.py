@@ -6,8 +6,9 @@ latency is plain max-min sharing too, so on the same links, capacities and route
 same completion time for every flow. This script routes four workloads on a fat-tree with ECMP (one path
 per flow: every flow crosses each of its links whole), hands SimGrid the very links, capacities and
 routes (a star zone: each flow its own source host, whose route is the flow's links), and prints per
-workload the largest relative difference in any flow's completion time, the makespans and both wall
-times (SimGrid's platform building apart from its run).
+workload the largest relative difference in any flow's completion time, the makespans, both wall
+times (SimGrid's platform building apart from its run) and both CPU times (steadier on a shared machine;
+``bench_flowsim_speed.py`` takes medians of several runs).
 
 Workloads, on ``--hosts`` hosts of one NIC each: an all-to-all (every host to every other, equal sizes),
 a random permutation, one NCCL ring step (host i to i + 1), and many distinct completions (``--flows``
@@ -159,7 +160,7 @@ def main(argv: list[str] | None = None) -> None:
         theirs = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout.splitlines()[-1])
     print(f"{args.hosts} hosts, one 400 Gbit/s NIC each, radix-16 fat-tree at 2:1, ECMP (seed {args.seed})")
     header = ("workload", "flows", "events", "max |rel diff|", "makespan s", "SimGrid makespan", "ours s",
-              "SimGrid run s", "(+ build s)", "speed-up")  # fmt: skip
+              "SimGrid run s", "(+ build s)", "speed-up", "ours CPU s", "SimGrid CPU s", "CPU speed-up")  # fmt: skip
     print(" | ".join(header))
     for name, case in ours.items():
         other = theirs[name]
@@ -167,7 +168,8 @@ def main(argv: list[str] | None = None) -> None:
         print(
             f"{name} | {len(case['size']):,} | {case['events']:,} | {max(diffs):.1e} | {max(case['end_s']):.6g} | "
             f"{max(other['end_s']):.6g} | {case['wall_s']:.3f} | {other['run_s']:.3f} | {other['build_s']:.3f} | "
-            f"{other['run_s'] / case['wall_s']:.1f}x"
+            f"{other['run_s'] / case['wall_s']:.1f}x | {case['cpu_s']:.3f} | {other['cpu_s']:.3f} | "
+            f"{other['cpu_s'] / case['cpu_s']:.2f}x"
         )
 
 
