@@ -25,8 +25,8 @@ near 0.02: cuts of ~1% and PFC, not DCQCN, then holds the queue.)
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+from math import ceil
 
 from clustersim.errors import ClusterSimError
 from clustersim.network.transport.engine import ps
@@ -143,4 +143,4 @@ class DcqcnRate:
 
     def gap_ps(self, wire_bytes: int) -> int:
         """The pacing gap after a packet of ``wire_bytes`` at the current rate."""
-        return math.ceil(wire_bytes * 8e12 / self.rate)
+        return ceil(wire_bytes * 8e12 / self.rate)

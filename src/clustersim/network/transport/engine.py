@@ -26,6 +26,7 @@ PS_PER_S = 10**12
 PRIORITY_BITS = 2
 MAX_PRIORITY = (1 << PRIORITY_BITS) - 1
 UNIFORM_BATCH = 8192  # uniform draws fetched from the generator at a time
+NEVER = 1 << 126  # beyond any event key or event count: no bound
 
 Handler = Callable[[int, Any], "Iterable[Event] | None"]
 Event = tuple[int, int, Handler, Any]
@@ -118,25 +119,16 @@ class Environment:
         pop = heapq.heappop
         push = heapq.heappush
         counter = self._counter
-        limit = math.inf if until_ps is None else (until_ps << PRIORITY_BITS | MAX_PRIORITY)
-        budget = math.inf if max_events is None else max_events
+        limit = NEVER if until_ps is None else (until_ps << PRIORITY_BITS | MAX_PRIORITY)
+        budget = NEVER if max_events is None else max_events
         count = 0
-        if until_ps is None and max_events is None:
-            while heap:  # the common case, without the two checks
-                key, _, handler, arg = pop(heap)
-                time_ps = key >> PRIORITY_BITS
-                self.now_ps = time_ps
-                follow = handler(time_ps, arg)
-                count += 1
-                if follow:
-                    for at_ps, priority, next_handler, next_arg in follow:
-                        push(heap, (at_ps << PRIORITY_BITS | priority, next(counter), next_handler, next_arg))
-            self.num_events += count
-            return count
-        while heap and count < budget:
-            if heap[0][0] > limit:
+        if budget <= 0:
+            return 0
+        while heap:  # (integer bounds: an int compares fastest with an int)
+            key, seq, handler, arg = pop(heap)
+            if key > limit:
+                push(heap, (key, seq, handler, arg))  # not yet: back where it was
                 break
-            key, _, handler, arg = pop(heap)
             time_ps = key >> PRIORITY_BITS
             self.now_ps = time_ps
             follow = handler(time_ps, arg)
@@ -144,6 +136,8 @@ class Environment:
             if follow:
                 for at_ps, priority, next_handler, next_arg in follow:
                     push(heap, (at_ps << PRIORITY_BITS | priority, next(counter), next_handler, next_arg))
+            if count >= budget:
+                break
         self.num_events += count
         return count
 

@@ -179,7 +179,7 @@ class Network:
         scheduled where the chain ends. The port lists are closure variables: this is the inner loop."""
         busy_until, consts, inline = self.busy_until, self.consts, self.inline
         drops, losses, receivers, streams = self.drops, self.losses, self.receivers, self.streams
-        bg_next, replay, solo, hops = self.bg_next_ps, self._replay_background, self.solo, self.hops
+        bg_next, background, solo, hops = self.bg_next_ps, self.background, self.solo, self.hops
         heap, counter, shift = self.env.heap, self.env.counter, PRIORITY_BITS
 
         def hop(now_ps: int, packet: Packet) -> Iterable[Event] | None:
@@ -191,8 +191,12 @@ class Network:
             size = packet[3]
             while True:
                 port = route[j]
-                if bg_next[port] <= now_ps:
-                    replay(port, now_ps)
+                if bg_next[port] <= now_ps:  # background arrivals due: into the backlog first (_replay_background)
+                    busy_until[port], bg_next[port], queued, dropped = background[port].replay(
+                        now_ps, bg_next[port], busy_until[port]
+                    )
+                    self.bg_packets += queued
+                    drops[port] += dropped
                 fixed, per_kib, buffer, ecn, prop, p = consts[port]
                 busy = busy_until[port]
                 service = fixed + (size * per_kib >> 10)

@@ -145,6 +145,8 @@ class RcFlow(MessageFlow):
         self._rate_due_ps = 0
         self._last_cnp_ps: int | None = None
         self.cnps = 0
+        self._full_bytes = self.payload_bytes + self.header_bytes  # a full packet on the wire
+        self._outstanding, self._window, self._hop = self.params.outstanding, self.params.window, self.net.hop
 
     def post(self, now_ps: int) -> list[Event]:
         # with several messages outstanding, this one's packets may be out (or acknowledged) already
@@ -161,18 +163,19 @@ class RcFlow(MessageFlow):
             self.retransmissions += 1
         else:
             self.high_sent = seq + 1
-        full = self.payload_bytes + self.header_bytes
-        wire = self._tail_bytes.get(seq, full)
-        self.net.hop(now_ps, (self.flow, DATA, seq, wire, self.route, now_ps, 0))
+        wire = self._tail_bytes.get(seq, self._full_bytes)
+        self._hop(now_ps, (self.flow, DATA, seq, wire, self.route, now_ps, 0))
         self.packets_sent += 1
-        if self.rate is not None:
-            self._next_tx_ps = max(self._next_tx_ps, now_ps) + self.rate.gap_ps(wire)
-            self.rate.on_sent(wire)
+        rate = self.rate
+        if rate is not None:
+            self._next_tx_ps = max(self._next_tx_ps, now_ps) + rate.gap_ps(wire)
+            if rate.rate < rate.line:  # below line rate: the byte counter counts
+                rate.on_sent(wire)
 
     def _pump(self, now_ps: int) -> list[Event]:
         events: list[Event] = []
-        last = min(self._message + self.params.outstanding, len(self.sizes)) - 1
-        seq, limit = self.snd_nxt, min(self._ends[last], self.snd_una + self.params.window)
+        last = min(self._message + self._outstanding, len(self.sizes)) - 1
+        seq, limit = self.snd_nxt, min(self._ends[last], self.snd_una + self._window)
         paced = self.rate is not None
         while seq < limit:
             if paced and self._next_tx_ps > now_ps:
@@ -260,7 +263,7 @@ class RcFlow(MessageFlow):
             self._notify(now_ps, stamp)
         kind = self._accept_selective(seq) if self.selective else self._accept_go_back(seq)
         if kind is not None:
-            self.net.hop(now_ps, (self.flow, kind, self.epsn, ACK_BYTES, self.back_route, stamp, 0))
+            self._hop(now_ps, (self.flow, kind, self.epsn, ACK_BYTES, self.back_route, stamp, 0))
         return None  # a route has ports: the hop schedules its own event
 
     def _notify(self, now_ps: int, stamp: int) -> None:
