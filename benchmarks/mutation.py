@@ -130,7 +130,7 @@ def _toml_list(values: list[str]) -> str:
     return "[" + ", ".join(json.dumps(v) for v in values) + "]"
 
 
-PYTEST_ARGS = ["--hypothesis-seed=0", "-p", "no:cacheprovider"]
+PYTEST_ARGS = ["--hypothesis-seed=0", "-n", "0", "-p", "no:cacheprovider"]  # one process: mutmut runs many small suites
 PRELOAD_FILE = "mutmut_preload.txt"
 # What the fork server imports once: third-party modules only (see the module docstring).
 PRELOAD = ["numpy", "numpy.typing", "pydantic", "pydantic.dataclasses", "hypothesis", "hypothesis.strategies"]

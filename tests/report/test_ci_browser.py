@@ -19,7 +19,17 @@ def test_ci_installs_the_browser_and_requires_it():
 
 def test_a_missing_browser_fails_when_required(tmp_path):
     env = {**os.environ, "PATH": str(tmp_path), "CLUSTERSIM_REQUIRE_BROWSER": "1"}
-    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/report/test_report_browser.py"]
+    args = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-n",
+        "0",
+        "-p",
+        "no:cacheprovider",
+        "tests/report/test_report_browser.py",
+    ]
     ran = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert ran.returncode == 1, (ran.returncode, ran.stdout[-3000:], ran.stderr[-2000:])
     assert "CLUSTERSIM_REQUIRE_BROWSER is set but there is no chromium on PATH" in ran.stdout
