@@ -84,7 +84,13 @@ def memory_bound_share(model: Transformer, estimate: Estimate) -> float:
         op.name: op.kind
         for fused in (True, False)
         for op in layer_operations(
-            model, tokens=one, seq_len=estimate.job.seq_len, tp=one, sp_split=one, ep=one, fused_attention=fused,
+            model,
+            tokens=one,
+            seq_len=estimate.job.seq_len,
+            tp=one,
+            sp_split=one,
+            ep=one,
+            fused_attention=fused,
             eager_elementwise=True,
         )
     }
