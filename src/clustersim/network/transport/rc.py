@@ -139,8 +139,9 @@ class RcFlow(MessageFlow):
         self._held: set[int] = set()  # selective repeat: PSNs kept beyond the first gap
         line = 8e12 / self.net.ps_per_byte[self.route[0]]
         self.rate = DcqcnRate(self.params.dcqcn, line) if self.params.dcqcn is not None else None
-        self._next_tx_ps = 0
-        self._pacer_armed = False
+        self._next_tx_ps = 0  # the pacer lets the next packet go from here
+        self._slot_ps, self._slot_wire = 0, 0  # the last paced packet's slot and its bytes on the wire
+        self._pacer_at_ps: int | None = None  # when the armed pacer fires (None: not armed)
         self._rate_timer_armed = False
         self._rate_due_ps = 0
         self._last_cnp_ps: int | None = None
@@ -168,9 +169,13 @@ class RcFlow(MessageFlow):
         self.packets_sent += 1
         rate = self.rate
         if rate is not None:
-            self._next_tx_ps = max(self._next_tx_ps, now_ps) + rate.gap_ps(wire)
+            self._slot_ps, self._slot_wire = max(self._next_tx_ps, now_ps), wire
+            self._next_tx_ps = self._slot_ps + rate.gap_ps(wire)
             if rate.rate < rate.line:  # below line rate: the byte counter counts
+                before = rate.rate
                 rate.on_sent(wire)
+                if rate.rate > before:
+                    self._repace()
 
     def _pump(self, now_ps: int) -> list[Event]:
         events: list[Event] = []
@@ -179,8 +184,8 @@ class RcFlow(MessageFlow):
         paced = self.rate is not None
         while seq < limit:
             if paced and self._next_tx_ps > now_ps:
-                if not self._pacer_armed:
-                    self._pacer_armed = True
+                if self._pacer_at_ps is None or self._pacer_at_ps > self._next_tx_ps:
+                    self._pacer_at_ps = self._next_tx_ps
                     events.append((self._next_tx_ps, 0, self._paced, None))
                 break
             self._send(now_ps, seq)
@@ -191,8 +196,16 @@ class RcFlow(MessageFlow):
             events.append((self._deadline, TIMER_PRIORITY, self._timer, None))
         return events
 
+    def _repace(self) -> None:
+        """The rate rose: the last paced packet's gap shrinks to the new rate's (a NIC's rate limiter
+        applies a new rate at once; the packet waiting for the pacer need not wait out the old gap)."""
+        assert self.rate is not None
+        self._next_tx_ps = min(self._next_tx_ps, self._slot_ps + self.rate.gap_ps(self._slot_wire))
+
     def _paced(self, now_ps: int, _: object) -> list[Event] | None:
-        self._pacer_armed = False
+        if now_ps != self._pacer_at_ps:
+            return None  # a pacer the rate's rise brought forward has fired already
+        self._pacer_at_ps = None
         if self.done_ps is not None or self.failure is not None:
             return None
         return self._pump(now_ps)
@@ -233,10 +246,16 @@ class RcFlow(MessageFlow):
         if self.done_ps is not None or self.failure is not None or self.rate.at_line_rate:
             self._rate_timer_armed = False
             return None
+        events: list[Event] = []
         if now_ps >= self._rate_due_ps:
             self.rate.on_timer()
             self._rate_due_ps = now_ps + ps(self.rate.params.time_reset_s)
-        return [(self._rate_due_ps, TIMER_PRIORITY, self._rate_timer, None)]
+            self._repace()
+            if self._pacer_at_ps is not None and self._pacer_at_ps > max(now_ps, self._next_tx_ps):
+                self._pacer_at_ps = max(now_ps, self._next_tx_ps)  # the waiting packet goes earlier
+                events.append((self._pacer_at_ps, 0, self._paced, None))
+        events.append((self._rate_due_ps, TIMER_PRIORITY, self._rate_timer, None))
+        return events
 
     def _timer(self, now_ps: int, _: object) -> list[Event] | None:
         self._timer_armed = False
