@@ -134,3 +134,28 @@ def test_dcqcn_incast_finishes_near_pfc_alone():
     dcqcn = incast(replace(base, rc_dcqcn=True), 8, ("rc",))[0].completion_s
     pfc = incast(replace(base, rc_dcqcn=False), 8, ("rc",))[0].completion_s
     assert pfc < dcqcn < 2 * pfc
+
+
+# NVIDIA's published defaults (DOCA SDK documentation, "DCQCN CC Parameters", ConnectX-4 and later:
+# https://networking-docs.nvidia.com/doca/archive/3-4-0/dcqcn-cc-parameters): dce_tcp_g 1019 (fixed point,
+# 10 fraction bits), dce_tcp_rtt 1 us, initial_alpha_value 1023, rpg_min_rate 1 Mb/s, the period between
+# rate reductions 4 us, rpg_min_dec_fac 50 % (one cut keeps at least half the rate) and rpg_gd 11 (2.0 in
+# fixed point: the cut is alpha / 2)
+def test_the_defaults_are_nvidias_published_ones():
+    params = DcqcnParams()
+    assert params.g == pytest.approx((1024 - 1019) / 1024)
+    assert params.alpha_period_s == pytest.approx(1e-6)
+    assert params.initial_alpha == pytest.approx(1023 / 1024)
+    assert params.min_rate_bits_per_s == pytest.approx(1e6)
+    assert params.reduce_period_s == pytest.approx(4e-6)
+
+
+@given(cnps=st.lists(st.integers(0, 400), min_size=1, max_size=40))
+@settings(max_examples=40, deadline=None)
+def test_one_cut_keeps_at_least_half_the_rate(cnps):
+    """rpg_min_dec_fac 50 with rpg_gd 11: a cut is rate x (1 - alpha / 2), alpha <= 1."""
+    rate = DcqcnRate(DcqcnParams(), LINE)
+    for at in sorted(cnps):
+        before = rate.rate
+        if rate.on_cnp(at * US):
+            assert rate.rate >= max(DcqcnParams().min_rate_bits_per_s, 0.5 * before) * (1 - 1e-12)

@@ -19,8 +19,13 @@ x 64 B, rpg_threshold 1, rpg_ai_rate 5 Mbit/s, rpg_hai_rate 50 Mbit/s, rpg_min_r
 reduce monitor period 4 us, clamp_tgt_rate off, clamp_tgt_rate_after_time_inc on) and the kernel's
 np_min_time_between_cnps default of 0 us (linux commit "IB/mlx5: Add np_min_time_between_cnps and
 rp_max_rate debug params", 2020): a CNP answers every marked packet and the reaction point cuts at
-most once per 4 us. (The paper's N = 50 us between CNPs leaves alpha, which decays every microsecond,
-near 0.02: cuts of ~1% and PFC, not DCQCN, then holds the queue.)
+most once per 4 us. NVIDIA's DOCA documentation lists the same defaults ("DCQCN CC Parameters",
+https://networking-docs.nvidia.com/doca/archive/3-4-0/dcqcn-cc-parameters: dce_tcp_g 1019, dce_tcp_rtt 1 us,
+initial_alpha_value 1023, rpg_min_rate 1 Mb/s, 4 us between rate reductions, rpg_min_dec_fac 50 %, rpg_gd
+11: a cut is alpha / 2; tests/network/transport/test_dcqcn.py holds them). A rate rise applies to the packet
+waiting for the pacer at once (``rc.RcFlow._repace``), as a NIC's rate limiter does. (The paper's N = 50 us
+between CNPs leaves alpha, which decays every microsecond, near 0.02: cuts of ~1% and PFC, not DCQCN,
+then holds the queue.)
 """
 
 from __future__ import annotations
