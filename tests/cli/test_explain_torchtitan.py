@@ -51,7 +51,10 @@ def test_a_torchtitan_log_is_measured_by_its_tokens_per_second_and_priced_as_tor
     top = out["candidates"][0]
     assert out["gap"] < 0 and out["within_interval"] is True
     assert top["term"] == "compute (GEMMs)" and top["factor_needed"] > 1 and top["plausible"] is True
-    assert "(torchtitan: torch.compile (--compile.enable" in top["hint"] and "NVTE_" not in top["hint"]
+    assert "priced eager: if the run compiled, explain it with --torch-compile" in top["hint"]
+    assert "NVTE_" not in top["hint"]
+    memory = next(c for c in out["candidates"] if c["term"] == "memory-bound operations")
+    assert "torch.compile fuses them (--compile.enable" in memory["hint"]
 
 
 def test_a_compiled_run_is_explained_with_a_software_file_that_says_so(tmp_path: Path) -> None:
@@ -69,6 +72,10 @@ def test_a_compiled_run_is_explained_with_a_software_file_that_says_so(tmp_path:
     assert (flagged["torch_compile"], eager["torch_compile"]) == (True, False)
     assert flagged["predicted_step_s"] == pytest.approx(4.449, abs=5e-4)
     assert flagged["gap"] == pytest.approx(-0.0175, abs=1e-3)
+    # priced compiled: no lever is told to turn torch.compile on
+    assert not any("--compile.enable" in c["hint"] or "--torch-compile" in c["hint"] for c in flagged["candidates"])
+    memory = next(c for c in flagged["candidates"] if c["term"] == "memory-bound operations")
+    assert "priced compiled" in memory["hint"] and "graph breaks" in memory["hint"]
 
 
 def test_a_log_that_says_it_compiled_is_priced_compiled(tmp_path: Path) -> None:

@@ -5,6 +5,12 @@ we know them: Megatron-LM's command-line arguments (megatron/training/arguments.
 https://github.com/NVIDIA/Megatron-LM) for megatron and megatron-deepspeed, torchtitan's job config
 (torchtitan/config/job_config.py, https://github.com/pytorch/torchtitan) for torchtitan. Another framework
 gets the neutral check alone rather than another framework's flags.
+
+A PyTorch eager stack's hints also depend on how the run was priced (``SoftwareProfile.eager_elementwise``,
+``--torch-compile``): an eager-priced run is told that torch.compile fuses its element-wise ops (the "eager
+element-wise" operation of the memory-bound work) and how to price it compiled if it compiled; a compiled-priced
+run is not told to turn torch.compile on (torchtitan's Compile options: ``enable``, ``components``,
+torchtitan/config/job_config.py; graph breaks: PyTorch's ``TORCH_LOGS=graph_breaks``).
 """
 
 from __future__ import annotations
@@ -47,10 +53,10 @@ FLAGS: dict[str, dict[str, str]] = {
     "megatron": _MEGATRON,
     "megatron-deepspeed": _MEGATRON,
     "torchtitan": {
-        "gemm": "torch.compile (--compile.enable; --training.compile before 2025) and the float8 converter "
-        "(--model.converters float8)",
+        "gemm": "the float8 converter (--model.converters float8)",
         "attention": "SDPA or FlexAttention (a *_flex_attn --model.flavor)",
-        "memory": "torch.compile fuses it (--compile.enable)",
+        "memory": "priced compiled: torch.compile's coverage (--compile.components model,loss) and graph breaks "
+        "(TORCH_LOGS=graph_breaks)",
         "optimizer": "--optimizer.implementation fused, --training.max_norm",
         "tp comm": "--parallelism.enable_async_tensor_parallel (with torch.compile)",
         "cp comm": "--parallelism.context_parallel_rotate_method (allgather or alltoall)",
@@ -62,9 +68,19 @@ FLAGS: dict[str, dict[str, str]] = {
         "--parallelism.pipeline_parallel_microbatch_size",
     },
 }
+_PRICE_COMPILED = "if the run compiled, explain it with --torch-compile"
+# a run priced eager (element-wise ops one PyTorch kernel each): in place of FLAGS' compiled-run checks
+EAGER: dict[str, dict[str, str]] = {
+    "torchtitan": {
+        "gemm": f"the float8 converter (--model.converters float8); priced eager: {_PRICE_COMPILED}",
+        "memory": "priced eager, one kernel per element-wise op: torch.compile fuses them (--compile.enable; "
+        f"--training.compile before 2025); {_PRICE_COMPILED}",
+    },
+}
 
 
-def hint(key: str, framework: str) -> str:
-    """What to check for the lever ``key`` (a step term or compute part) of a run on ``framework``."""
-    flags = FLAGS.get(framework, {}).get(key)
+def hint(key: str, framework: str, eager: bool = False) -> str:
+    """What to check for the lever ``key`` (a step term or compute part) of a run on ``framework``, priced with
+    its element-wise ops as eager kernels (``eager``) or fused."""
+    flags = (EAGER.get(framework, {}) if eager else {}).get(key) or FLAGS.get(framework, {}).get(key)
     return NEUTRAL[key] if flags is None else f"{NEUTRAL[key]} ({framework}: {flags})"

@@ -55,7 +55,7 @@ def _total(terms: dict[str, float]) -> float:
 
 def compute_levers(inputs: StepInputs) -> list[Lever]:
     """GEMMs, attention, element-wise work and the optimizer's fixed cost: the whole step re-estimated."""
-    eff, fw = inputs.efficiency, inputs.software.name
+    eff, fw, eager = inputs.efficiency, inputs.software.name, inputs.software.eager_elementwise
 
     def scaled(**fields: float) -> Callable[[dict[str, float], float], float]:
         def step_s(base: dict[str, float], factor: float) -> float:
@@ -68,16 +68,16 @@ def compute_levers(inputs: StepInputs) -> list[Lever]:
     levers = [
         # the attention core runs at gemm_max x attention: its own lever holds it there
         Lever("gemm", "compute (GEMMs)", "GEMM efficiency (gemm_max)", eff.gemm_max, Kind.RATE, compute,
-              hint("gemm", fw), scaled(gemm_max=1, attention=-1)),
+              hint("gemm", fw, eager), scaled(gemm_max=1, attention=-1)),
         Lever("attention", "attention core", "attention efficiency (attention)", eff.attention, Kind.RATE,
-              compute, hint("attention", fw), scaled(attention=1)),
+              compute, hint("attention", fw, eager), scaled(attention=1)),
         Lever("memory", "memory-bound operations", "HBM efficiency (memory_efficiency)", eff.memory_efficiency,
-              Kind.RATE, (*compute, "optimizer"), hint("memory", fw), scaled(memory_efficiency=1)),
+              Kind.RATE, (*compute, "optimizer"), hint("memory", fw, eager), scaled(memory_efficiency=1)),
     ]  # fmt: skip
     if eff.step_s > 0:
         levers.append(
             Lever("optimizer", "optimizer step", "fixed seconds per optimizer step (step_s)", eff.step_s, Kind.TIME,
-                  ("optimizer",), hint("optimizer", fw), scaled(step_s=1))
+                  ("optimizer",), hint("optimizer", fw, eager), scaled(step_s=1))
         )  # fmt: skip
     return levers
 
@@ -95,7 +95,7 @@ def scaled_bandwidth(cal: CommCalibration, factor: float) -> CommCalibration:
 def comm_levers(inputs: StepInputs, base: dict[str, float]) -> list[Lever]:
     """One lever per parallel dimension whose collectives are on the critical path: their achieved
     bandwidth (every calibrated fraction, each at most line rate) for that term alone."""
-    cal, fw = inputs.calibration, inputs.software.name
+    cal, fw, eager = inputs.calibration, inputs.software.name, inputs.software.eager_elementwise
     line_rate = 1.0 / min(cal.nvlink_efficiency, cal.nvls_efficiency, cal.network_efficiency)  # all at 1 beyond it
     labels = {"tp comm": "TP", "cp comm": "CP", "ep comm": "EP", "pp comm": "PP", "dp comm": "DP"}
     links = inputs.terms_s(link=True)  # a term with time on its links, hidden or not, a slower fabric can expose
@@ -114,7 +114,7 @@ def comm_levers(inputs: StepInputs, base: dict[str, float]) -> list[Lever]:
         anchor = "network_efficiency" if network else "nvlink_efficiency"
         levers.append(
             Lever(term, f"{labels[term]} exposed communication", f"modelled busbw ({anchor} and the other fractions)",
-                  getattr(cal, anchor), Kind.RATE, (term,), hint(term, fw), step_s, max_factor=line_rate,
+                  getattr(cal, anchor), Kind.RATE, (term,), hint(term, fw, eager), step_s, max_factor=line_rate,
                   network=network)
         )  # fmt: skip
     return levers
@@ -122,7 +122,7 @@ def comm_levers(inputs: StepInputs, base: dict[str, float]) -> list[Lever]:
 
 def term_levers(inputs: StepInputs, base: dict[str, float]) -> list[Lever]:
     """Recompute and the pipeline bubble, scaled as they stand; data loading, added."""
-    levers, fw = [], inputs.software.name
+    levers, fw, eager = [], inputs.software.name, inputs.software.eager_elementwise
     if base.get("recompute", 0.0) > 0:
         share = inputs.with_bubble("recompute")
 
@@ -131,7 +131,7 @@ def term_levers(inputs: StepInputs, base: dict[str, float]) -> list[Lever]:
 
         levers.append(
             Lever("recompute", "recompute", "recomputed seconds", base["recompute"], Kind.TIME, ("recompute",),
-                  hint("recompute", fw), recompute)
+                  hint("recompute", fw, eager), recompute)
         )  # fmt: skip
     if base.get("pipeline bubble", 0.0) > 0:
 
@@ -140,7 +140,7 @@ def term_levers(inputs: StepInputs, base: dict[str, float]) -> list[Lever]:
 
         levers.append(
             Lever("pipeline bubble", "pipeline bubble", "idle seconds of the schedule", base["pipeline bubble"],
-                  Kind.TIME, ("pipeline bubble",), hint("pipeline bubble", fw), bubble)
+                  Kind.TIME, ("pipeline bubble",), hint("pipeline bubble", fw, eager), bubble)
         )  # fmt: skip
 
     def loading(now: dict[str, float], added_s: float) -> float:
@@ -148,7 +148,7 @@ def term_levers(inputs: StepInputs, base: dict[str, float]) -> list[Lever]:
 
     levers.append(
         Lever("data loading", "data loading", "seconds per step waiting for data (not modelled: 0)", 0.0, Kind.ADDED,
-              (), hint("data loading", fw), loading)
+              (), hint("data loading", fw, eager), loading)
     )  # fmt: skip
     return levers
 
