@@ -146,3 +146,15 @@ def test_the_measurement_is_the_median_tokens_per_second_after_two_warm_up_steps
         logged = read_log(path)
     assert (logged.framework, logged.measure, logged.steps) == ("torchtitan", "tokens_per_s_per_device", len(tps) - 2)
     assert logged.value == statistics.median(tps[2:])
+
+
+@pytest.mark.parametrize("flag", ["--torch-compile", "--no-torch-compile"])
+def test_the_text_prints_the_estimate_s_notes_as_train_does(flag: str) -> None:
+    """How the run was priced (compiled or eager) is said in explain's text, in train's own lines."""
+    explained = runner.invoke(app, ["explain", *QWEN3, "--log", str(QWEN3_LOG), flag], env=ENV)
+    trained = runner.invoke(app, ["train", *QWEN3, "--zero", "3", "--framework", "torchtitan", flag], env=ENV)
+    assert explained.exit_code == 0 and trained.exit_code == 0, explained.output + trained.output
+    notes = [line for line in trained.stdout.splitlines() if line.startswith("note: ")]
+    said = "compiled (torch.compile)" if flag == "--torch-compile" else "eager (--no-torch-compile)"
+    assert any(f"note: torchtitan priced {said}" in line for line in notes)
+    assert notes == [line for line in explained.stdout.splitlines() if line.startswith("note: ")]

@@ -12,16 +12,19 @@ if TYPE_CHECKING:
 
 
 def show(run: TrainingRun, explanation: Explanation, measured: str, notes: list[str]) -> None:
-    """Print the explanation: the job (and ``notes`` on how it was priced), ``measured`` (what was measured, in
-    words) against the prediction, the candidates ranked with their ranges and slopes, the top three in a
-    sentence each."""
+    """Print the explanation: the job (with ``notes`` on the fabric and the estimate's own notes, as ``train``
+    prints them), ``measured`` (what was measured, in words) against the prediction, the candidates ranked with
+    their ranges and slopes, the top three in a sentence each."""
     from rich.table import Table
+
+    from clustersim.present.training import note_lines
 
     estimate = run.estimate
     chosen = " (chosen: the run's own layout should be given with --tp and --pp)" if run.layout_chosen else ""
     lines = [
         f"{run.model.name} on {estimate.system}, layout {estimate.layout.describe()}{chosen}",
         *notes,
+        *note_lines(estimate),
         f"measured ({measured}): {explanation.measured_step_s:.4g} s per step; "
         f"predicted {explanation.predicted_step_s:.4g} s ({explanation.gap:+.1%})",
         explanation.summary(),

@@ -161,8 +161,12 @@ def estimate_view(estimate: Estimate, params: int, spread: Spread | None = None)
         lines.append(totals)
     if spread is not None:
         lines.append(escape(interval_line(spread, "published training runs")))
-    lines += [f"note: {note}" for note in estimate.notes]
-    return lines
+    return lines + note_lines(estimate)
+
+
+def note_lines(estimate: Estimate) -> list[str]:
+    """The estimate's notes (how it was priced), one line each, as ``clustersim train`` prints them."""
+    return [f"note: {note}" for note in estimate.notes]
 
 
 def operations_table(estimate: Estimate) -> Table:
