@@ -8,30 +8,30 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from heapq import heappush
-from typing import TYPE_CHECKING
+from typing import Any
 
-from clustersim.network.transport.engine import PRIORITY_BITS, Event
-from clustersim.network.transport.links import ECN_BIT, MAX_HOPS, Packet
-
-if TYPE_CHECKING:
-    from clustersim.network.transport.lossless import LosslessNetwork
+from clustersim.network.transport.engine import PRIORITY_BITS, Event, Stream
+from clustersim.network.transport.links import ECN_BIT, MAX_HOPS, Packet, Receiver
 
 Hop = Callable[[int, Packet], "Iterable[Event] | None"]
 CONTROL, DATA_CLASS = 0, 1  # traffic classes: strict-priority control, lossless data
 
 
-def hot_path(net: LosslessNetwork) -> tuple[Callable[[int, int], None], Callable[[int], Hop]]:
-    """``send(now_ps, port)``: start the port's next packet if it is free (control first, then data
-    unless paused or short of credit); ``hop_for(k)``: the handler of a packet reaching the ``k``-th
+def hot_path(net: Any) -> tuple[Callable[[int, int], None], Callable[[int], Hop]]:
+    """For ``net``, a ``lossless.LosslessNetwork`` (not imported here: it imports this module):
+    ``send(now_ps, port)``, start the port's next packet if it is free (control first, then data
+    unless paused or short of credit); ``hop_for(k)``, the handler of a packet reaching the ``k``-th
     node of its route."""
     heap, counter, shift = net.env.heap, net.env.counter, PRIORITY_BITS
     queues, backlog, sending, paused = net.queues, net.backlog_bytes, net.sending, net.paused
     ingress, limit, pause_sent, credits = net.ingress_bytes, net.limit_bytes, net.pause_sent, net.credits
-    prop, loss, streams, hops, service = net.prop_ps, net.loss, net.streams, net.hops, net._service
+    prop, loss, hops, service = net.prop_ps, net.loss, net.hops, net._service
     drops, losses, bg_at, marks, push = net.drops, net.losses, net._bg_at, net._marks, net._push
     pfc, xoff, xon, ecn, kmin = net.pfc, net.spec.xoff_bytes, net.spec.xon, net.spec.ecn, net.spec.kmin_bytes
-    set_pause, credit, receivers = net._set_pause, net._credit, net.receivers
+    set_pause, credit = net._set_pause, net._credit
     sents: list[Callable[[int, Packet], None]] = []
+    receivers: list[tuple[Receiver, Receiver, Receiver, Receiver]] = net.receivers  # by flow and packet kind
+    streams: list[Stream | None] = net.streams
 
     def send(now_ps: int, port: int) -> None:
         control, data = queues[port]
