@@ -2,8 +2,9 @@
 group as the estimator lays the job out, simulated and set against the analytic model.
 
 The job and layout options are ``train``'s (parsed by its ``_scenario_of_options``; with --tp and
---pp the layout is given, otherwise chosen as ``train`` chooses it); the fabric options are
-``fabric simulate``'s."""
+--pp the layout is given, otherwise chosen as ``train`` chooses it; --uneven-stages, --ep-overlap,
+--torch-compile, --headroom and --beyond-context as there: the layout, its stages' layers and the profile
+it is chosen with are ``train``'s); the fabric options are ``fabric simulate``'s."""
 
 from typing import Annotated
 
@@ -43,18 +44,23 @@ from clustersim.cli.fabric_options import (
     write_plot,
 )
 from clustersim.cli.job_options import (
+    BeyondContextOpt,
     CpOpt,
     DevicesPerNodeOpt,
     EpOpt,
+    EpOverlapOpt,
     FrameworkOpt,
+    HeadroomOpt,
     MicroBatchOpt,
     PpOpt,
     PrecisionOpt,
     RecomputeOpt,
     SeqOpt,
     SpOpt,
+    TorchCompileOpt,
     TpOpt,
     TrainGlobalBatchOpt,
+    UnevenStagesOpt,
     VpOpt,
     ZeroOpt,
 )
@@ -79,8 +85,13 @@ def step_command(
     zero: ZeroOpt = None,
     sp: SpOpt = None,
     recompute: RecomputeOpt = None,
+    uneven: UnevenStagesOpt = None,
+    ep_overlap: EpOverlapOpt = None,
+    torch_compile: TorchCompileOpt = None,
+    headroom: HeadroomOpt = None,
     global_batch: TrainGlobalBatchOpt = None,
     seq: SeqOpt = None,
+    beyond_context: BeyondContextOpt = False,
     precision: PrecisionOpt = "bf16",
     framework: FrameworkOpt = None,
     routing: RoutingOpt = "spray",
@@ -131,11 +142,11 @@ def step_command(
         load = None if background is None else parse_background(background)
         spec = _scenario_of_options(
             model=model, instance=instance, nodes=nodes, devices_per_node=devices_per_node, tp=tp, pp=pp, vp=vp,
-            cp=cp, ep=ep,
-            micro_batch=micro_batch, zero=zero, sp=sp, recompute=recompute, uneven=None, tokens="1T",
+            cp=cp, ep=ep, micro_batch=micro_batch, zero=zero, sp=sp, recompute=recompute, uneven=uneven,
+            ep_overlap=ep_overlap, headroom=headroom, beyond_context=beyond_context, tokens="1T",
             global_batch=global_batch, seq=seq, precision=precision, offer="on_demand", models=models or [],
             efficiency=[], catalog=catalog or [], framework=framework, software=[],
-            given=set(given_options(ctx, LAYOUT_OPTIONS)),
+            given=set(given_options(ctx, LAYOUT_OPTIONS)), torch_compile=torch_compile,
         )  # fmt: skip
         spec = spec.model_copy(update={"job": spec.job.model_copy(update={"tokens": None})})  # one step
         ran = run_training(spec)  # the layout as train gives or chooses it (and refuses it if it does not fit)
@@ -171,6 +182,7 @@ def step_command(
             )  # fmt: skip
     from clustersim.present.fabric import draw_json, draw_line, fabric_dict, seeded
     from clustersim.present.fabric_step import plot_step, step_view
+    from clustersim.present.training import note_lines
 
     drawn = seeded(route.value, placement, fail_links + fail_switches + fail_leaves)
     if load is not None and load.active and load.pattern.value == "permutation":
@@ -184,6 +196,7 @@ def step_command(
         extra = {"placement": placement, "seed": seed, "failed_links": fail_links, "failed_switches": fail_switches}
         extra |= {"failed_leaves": fail_leaves, "devices_per_node": system.devices_per_node}
         extra |= draw_json(drawn, [seed]) | {"calibration": calibrated, "background": loaded}
+        extra["torch_compile"] = ran.scenario.torch_compile  # as train says it (none: not a setting there)
         emit_json({**step.to_dict(), "fabric": fabric_dict(tree), "layout_chosen": ran.layout_chosen, **extra})
         return
     ramp = None if ideal else "fitted"
@@ -192,3 +205,4 @@ def step_command(
         print_all(f"background: {load.describe()}, {tenants:,} hosts, in every run above")
     if not ideal:
         print_all(calibration_line(calibrated))
+    print_all(*note_lines(ran.estimate))  # how the layout was chosen and priced, as train says it
