@@ -30,6 +30,7 @@ from clustersim.catalog.schema import Instance
 from clustersim.errors import ClusterSimError
 from clustersim.ingest.osu import compare_one_way
 from clustersim.ingest.storage_runs import binary_bytes
+from clustersim.ingest.text import read_output
 from clustersim.network.transport.datapath import PathKind
 
 _PREFIX = re.compile(r"^\s*(?:\[rank \d+\]|\[[^\]]*\]<std(?:out|err)>:|\d+:)\s?")
@@ -59,10 +60,7 @@ def looks_like_fi_pingpong(text: str) -> bool:
 def read_fi_pingpong(path: str | Path) -> PingpongRun:
     """The fi_pingpong run in ``path`` (see the module's docstring)."""
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError as exc:
-        raise ClusterSimError(f"{path}: cannot read: {exc.strerror or exc}", field="FILES", value=str(path)) from None
+    lines = read_output(path).splitlines()
     header: tuple[int, list[str]] | None = None
     providers: dict[str, int] = {}
     rows: list[tuple[int, float, int]] = []

@@ -22,6 +22,7 @@ from typing import Any
 
 from clustersim.errors import ClusterSimError
 from clustersim.ingest.storage_runs import StorageRun, binary_bytes
+from clustersim.ingest.text import read_output
 
 MARK = '"fio version"'
 PERCENTILES = {"clat_p50_us": "50.000000", "clat_p99_us": "99.000000"}
@@ -35,10 +36,7 @@ def looks_like_fio(text: str) -> bool:
 def read_fio(path: str | Path) -> list[StorageRun]:
     """The storage runs in ``path`` (see the module's docstring)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise ClusterSimError(f"{path}: cannot read: {exc.strerror or exc}", field="FILES", value=str(path)) from None
+    text = read_output(path)
     document, start = _document(path, text)
     if "client_stats" in document:
         raise ClusterSimError(

@@ -31,6 +31,7 @@ from typing import Any
 
 from clustersim.errors import ClusterSimError
 from clustersim.ingest.serving_cases import ServingRun
+from clustersim.ingest.text import read_output
 
 TITLE = re.compile(r"NVIDIA (GenAI-Perf|AIPerf) \| LLM Metrics\s*$")
 _ARTIFACT = re.compile(r"-(concurrency|request_rate)(\d+(?:\.\d+)?)\b")
@@ -57,10 +58,7 @@ def looks_like_genai_perf(text: str) -> bool:
 def read_genai_perf(path: str | Path, concurrency: int | None = None, framework: str | None = None) -> list[ServingRun]:
     """Every LLM-metrics table in ``path`` (see the module's docstring)."""
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError as exc:
-        raise ClusterSimError(f"{path}: cannot read: {exc.strerror or exc}", field="FILES", value=str(path)) from None
+    lines = read_output(path).splitlines()
     starts = [index for index, line in enumerate(lines) if TITLE.search(line)]
     if not starts:
         raise ClusterSimError(f"{path}: no 'NVIDIA GenAI-Perf | LLM Metrics' table", field="FILES", value=str(path))
@@ -171,10 +169,7 @@ def read_genai_perf_export(
 ) -> ServingRun:
     """The run in a genai-perf/AIPerf export file (see the module's docstring)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise ClusterSimError(f"{path}: cannot read: {exc.strerror or exc}", field="FILES", value=str(path)) from None
+    text = read_output(path)
     if text.lstrip().startswith(CSV_HEAD):
         rows, given, tool = _csv_rows(path, text), None, "GenAI-Perf"
     else:

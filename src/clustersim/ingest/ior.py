@@ -23,6 +23,7 @@ from pathlib import Path
 
 from clustersim.errors import ClusterSimError
 from clustersim.ingest.storage_runs import StorageRun, binary_bytes
+from clustersim.ingest.text import read_output
 
 MIB = 2**20
 _BANNER = re.compile(r"^IOR-(\S+): MPI Coordinated Test of Parallel I/O")
@@ -51,10 +52,7 @@ def looks_like_ior(text: str) -> bool:
 def read_ior(path: str | Path, nodes: int | None = None) -> list[StorageRun]:
     """The storage runs in ``path`` (see the module's docstring)."""
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError as exc:
-        raise ClusterSimError(f"{path}: cannot read: {exc.strerror or exc}", field="FILES", value=str(path)) from None
+    lines = read_output(path).splitlines()
     version = next((m.group(1) for line in lines if (m := _BANNER.match(line.strip()))), None)
     options = _options(lines)
     rows = _summary(path, lines)

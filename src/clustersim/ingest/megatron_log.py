@@ -32,6 +32,7 @@ import re
 from pathlib import Path
 
 from clustersim.errors import ClusterSimError
+from clustersim.ingest.text import read_output
 from clustersim.ingest.training_run import Step, TrainingRun
 
 STEP_MARK = "elapsed time per iteration (ms)"
@@ -74,10 +75,7 @@ def looks_like_megatron(text: str) -> bool:
 def read_megatron_log(path: str | Path) -> TrainingRun:
     """The steps and stated settings of the Megatron log ``path`` (see the module's docstring)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise ClusterSimError(f"{path}: cannot read: {exc.strerror or exc}", field="FILES", value=str(path)) from None
+    text = read_output(path)
     run = TrainingRun(str(path), "megatron", "Megatron-LM training log")
     args: dict[str, tuple[str, int]] = {}
     for number, raw in enumerate(text.splitlines(), start=1):

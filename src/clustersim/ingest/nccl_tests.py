@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clustersim.errors import ClusterSimError
+from clustersim.ingest.text import read_output
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
 UNMODELLED = ("gather", "scatter", "hypercube")
@@ -89,10 +90,7 @@ def _strip(line: str) -> str:
 def read_nccl_tests(path: str | Path, *, partial: bool = False) -> list[NcclTable]:
     """Every table in the nccl-tests output ``path`` (see the module's docstring for what is read)."""
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError as exc:
-        raise ClusterSimError(f"{path}: cannot read: {exc.strerror or exc}", field="FILES", value=str(path)) from None
+    lines = read_output(path).splitlines()
     tables: list[NcclTable] = []
     current: NcclTable | None = None
     versions: dict[str, str | None] = {"tests_version": None, "nccl_version": None}

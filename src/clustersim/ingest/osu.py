@@ -25,6 +25,7 @@ from typing import Any
 
 from clustersim.catalog.schema import Instance
 from clustersim.errors import ClusterSimError
+from clustersim.ingest.text import read_output
 from clustersim.network.transport.datapath import DataPath, PathKind, build_path
 
 _HEADER = re.compile(r"^# OSU MPI(-CUDA)? (Latency|Bandwidth|Bi-Directional Bandwidth) Test (v\S+)")
@@ -54,10 +55,7 @@ def looks_like_osu(text: str) -> bool:
 def read_osu(path: str | Path) -> OsuRun:
     """The OSU run in ``path`` (see the module's docstring)."""
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError as exc:
-        raise ClusterSimError(f"{path}: cannot read: {exc.strerror or exc}", field="FILES", value=str(path)) from None
+    lines = read_output(path).splitlines()
     header: tuple[int, re.Match[str]] | None = None
     device = False
     rows: list[tuple[int, float, int]] = []

@@ -28,6 +28,7 @@ import re
 from pathlib import Path
 
 from clustersim.errors import ClusterSimError
+from clustersim.ingest.text import read_output
 from clustersim.ingest.training_run import Step, TrainingRun
 
 _STEP = re.compile(r"\bstep:\s*(\d+)\s+loss:")
@@ -73,10 +74,7 @@ def looks_like_torchtitan(text: str) -> bool:
 def read_torchtitan_log(path: str | Path) -> TrainingRun:
     """The steps and stated settings of the torchtitan log ``path`` (see the module's docstring)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise ClusterSimError(f"{path}: cannot read: {exc.strerror or exc}", field="FILES", value=str(path)) from None
+    text = read_output(path)
     run = TrainingRun(str(path), "torchtitan", "torchtitan training log")
     degrees: dict[str, int] = {}
     seen: set[int] = set()

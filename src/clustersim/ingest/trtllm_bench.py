@@ -22,6 +22,7 @@ from pathlib import Path
 
 from clustersim.errors import ClusterSimError
 from clustersim.ingest.serving_cases import ServingRun
+from clustersim.ingest.text import read_output
 
 OVERVIEW = "= PERFORMANCE OVERVIEW"
 _SETTING = re.compile(r"^([A-Za-z][A-Za-z /+\-\[\]().]*?):\s+(\S+)\s*$")
@@ -48,10 +49,7 @@ def read_trtllm_bench(path: str | Path, given_concurrency: int | None = None) ->
     """The run in the trtllm-bench output ``path`` (see the module's docstring); ``given_concurrency``: the
     ``--concurrency`` the run used where its command line is not in the file (must agree where it is)."""
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError as exc:
-        raise ClusterSimError(f"{path}: cannot read: {exc.strerror or exc}", field="FILES", value=str(path)) from None
+    lines = read_output(path).splitlines()
     overviews = [i + 1 for i, line in enumerate(lines) if line.strip() == OVERVIEW]
     if not overviews:
         raise ClusterSimError(f"{path}, line {len(lines)}: no '{OVERVIEW}' section (a cut output?)", field="FILES")

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from clustersim.errors import ClusterSimError
 from clustersim.ingest.serving_cases import ServingRun
+from clustersim.ingest.text import read_output
 
 BLOCK_START = "Serving Benchmark Result"
 _LINE = re.compile(r"^\s*#?\s*([A-Za-z][^:]*?)\s*:\s*(\S+)\s*$")  # a script may keep it as '# ' comments
@@ -47,10 +48,7 @@ def looks_like_vllm(text: str) -> bool:
 def read_vllm_bench(path: str | Path) -> list[ServingRun]:
     """Every run in the vLLM benchmark output ``path`` (see the module's docstring)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise ClusterSimError(f"{path}: cannot read: {exc.strerror or exc}", field="FILES", value=str(path)) from None
+    text = read_output(path)
     if text.lstrip().startswith("{"):
         return [_json_run(path, text)]
     runs: list[ServingRun] = []
