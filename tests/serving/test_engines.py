@@ -56,7 +56,9 @@ def test_packaged_profiles_state_their_sources():
         ("tensorrt-llm", "TensorRT-LLM v0.7.1", "tensorrt-llm-2023"),
         ("tensorrt-llm", "TensorRT-LLM 1.0 era (perf-overview)", "tensorrt-llm"),
         # v4.0 is MLPerf's, not a release of the engine; the MLPerf harness runs it its own way
-        ("tensorrt-llm", "MLPerf Inference v4.0, NVIDIA submission", "tensorrt-llm-mlperf"),
+        ("tensorrt-llm", "MLPerf Inference v4.0, NVIDIA submission", "tensorrt-llm-mlperf-v4"),
+        ("tensorrt-llm", "MLPerf Inference v5.0, NVIDIA submission", "tensorrt-llm-mlperf-v5"),
+        ("tensorrt-llm", "MLPerf Inference v4.1, NVIDIA submission", "tensorrt-llm-mlperf"),  # no round of its own
         ("tensorrt-llm", "TensorRT-LLM v0.9.0 in MLPerf Inference v4.0", "tensorrt-llm"),  # a release wins
         ("tensorrt-llm", "TensorRT-LLM v0.8.0 (2023-12 build)", "tensorrt-llm"),  # a release wins over a month
         ("tensorrt-llm", "TensorRT-LLM v0.5", "tensorrt-llm-2023"),
@@ -196,7 +198,10 @@ def test_each_engine_names_the_accelerator_families_it_runs_on_with_a_source():
 @pytest.mark.parametrize("family", ["ampere", "hopper", "blackwell"])
 def test_the_default_engine_on_gpus_is_tensorrt_llm(family):
     assert engine_for(None, family).name == "tensorrt-llm"
-    assert engines_on(family) == ["sglang", "tensorrt-llm", "tensorrt-llm-2023", "tensorrt-llm-mlperf", "vllm"]
+    assert engines_on(family) == [
+        "sglang", "tensorrt-llm", "tensorrt-llm-2023", "tensorrt-llm-mlperf", "tensorrt-llm-mlperf-v4",
+        "tensorrt-llm-mlperf-v5", "vllm",
+    ]  # fmt: skip
 
 
 def test_a_family_without_an_engine_is_refused_not_priced_as_another_familys():
@@ -264,3 +269,31 @@ def test_serve_on_trainium_runs_a_neuron_engine_and_refuses_a_gpu_one_and_gpus_s
     gpu = runner.invoke(app, ["serve", "llama3-8b", "--instance", "p5.48xlarge", "--json"])
     assert gpu.exit_code == 0, gpu.output
     assert '"engine": "tensorrt-llm"' in gpu.output
+
+
+@pytest.mark.parametrize(
+    ("version", "chip", "tokens", "sequences"),
+    [
+        # mlcommons/inference_results_v4.0 builder.py: --max_num_tokens default 16384; Server gpu_batch_size
+        ("MLPerf Inference v4.0, NVIDIA submission", "h100-sxm", 16384, 1024),
+        ("MLPerf Inference v4.0, NVIDIA submission", "h200-sxm", 16384, 896),
+        # mlcommons/inference_results_v5.0 configs/llama2-70b: max_num_tokens 3584 (B200), 1536 (H200); batch 2048
+        ("MLPerf Inference v5.0, NVIDIA submission", "b200", 3584, 2048),
+        ("MLPerf Inference v5.0, NVIDIA submission", "h200-sxm", 1536, 2048),
+        # not set per system: the profile's own (trtllm-bench's caps, inherited)
+        ("MLPerf Inference v5.0, NVIDIA submission", "h100-sxm", 32768, 4096),
+    ],
+)
+def test_the_mlperf_harness_sets_the_token_budget_and_batch_per_system(version, chip, tokens, sequences):
+    profile = engine_for_software("tensorrt-llm", version)
+    assert (profile.token_budget(chip), profile.sequence_cap(chip)) == (tokens, sequences)
+    assert profile.kv_admission == "paged"  # the harness's max_util, inherited from tensorrt-llm-mlperf
+
+
+def test_a_per_accelerator_cap_names_a_catalog_id_and_is_positive(tmp_path, monkeypatch):
+    for bad, says in (("{ B200 = 3584 }", "catalog accelerator id in lower case"), ("{ b200 = 0 }", "at least 1")):
+        path = tmp_path / "engines.toml"
+        path.write_text(f"[tensorrt-llm]\nmax_tokens_per_step_on = {bad}\n")
+        monkeypatch.setenv("CLUSTERSIM_SERVING_ENGINES", str(path))
+        with pytest.raises(ClusterSimError, match=says):
+            engine_profiles()

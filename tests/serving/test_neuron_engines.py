@@ -116,7 +116,9 @@ def test_a_neuron_engine_on_a_gpu_is_refused_naming_engine_family_and_the_valid_
         estimate_offline(LLAMA3_70B, system, Request(128, 128, Dtype.BF16), engine=engine)
     message = str(caught.value)
     assert message.startswith(f"engine '{engine}' does not run on hopper accelerators (as profiled it runs on trainium")
-    assert "engines for hopper: sglang, tensorrt-llm, tensorrt-llm-2023, tensorrt-llm-mlperf, vllm" in message
+    mlperf = "tensorrt-llm-mlperf, tensorrt-llm-mlperf-v4, tensorrt-llm-mlperf-v5"
+    engines = f"sglang, tensorrt-llm, tensorrt-llm-2023, {mlperf}, vllm"
+    assert f"engines for hopper: {engines}" in message
     assert "\n" not in message
     assert caught.value.field == "engine" and caught.value.value == engine
 

@@ -31,7 +31,8 @@ numbers (``releases = [from, until)``) and the months of publication (``released
 "YYYY-MM")``) it covers; :func:`engine_for_software` reads a release number written after the
 framework's name (``TensorRT-LLM v0.7.1``, ``TensorRT-LLM 1.0``, or a bare ``0.9.2``), else a month
 (``2023-11``), from the text, and picks the profile of that framework whose range holds it, else one whose
-``harnesses`` the text names (a benchmark harness that sets the engine's options its own way), else the
+``harnesses`` the text names (a benchmark harness that sets the engine's options its own way; the longest
+name it holds: ``MLPerf Inference v5.0`` before ``MLPerf Inference``), else the
 profile named like the framework (its current releases). A version number of something else (``MLPerf
 Inference v4.0``) is no release of the engine. An unknown framework is an error naming the known ones.
 """
@@ -95,6 +96,12 @@ class EngineProfile(BaseModel):
     )
     max_batch_sequences: int = Field(ge=1, description="Most sequences in flight per engine (its scheduler's cap).")
     max_tokens_per_step: int = Field(ge=1, description="Most tokens (prompt and decode) per engine step.")
+    max_batch_sequences_on: dict[str, int] = Field(
+        {}, description="max_batch_sequences on these accelerators (catalog ids), where a harness sets it per system."
+    )
+    max_tokens_per_step_on: dict[str, int] = Field(
+        {}, description="max_tokens_per_step on these accelerators (catalog ids), where a harness sets it per system."
+    )
     gqa_decode_kernel: bool = Field(
         description="Decode attention reads each KV head once for its query group; false: once per query head."
     )
@@ -159,6 +166,24 @@ class EngineProfile(BaseModel):
             if not 0 <= seconds <= 1e-3:
                 raise ValueError(f"{accelerator} = {seconds}: a host cost per sequence is 0 to 1e-3 seconds")
         return value
+
+    @field_validator("max_batch_sequences_on", "max_tokens_per_step_on")
+    @classmethod
+    def _per_accelerator(cls, value: dict[str, int]) -> dict[str, int]:
+        for accelerator, count in value.items():
+            if accelerator != accelerator.strip().lower() or not accelerator:
+                raise ValueError(f"{accelerator!r}: write a catalog accelerator id in lower case, e.g. 'b200'")
+            if count < 1:
+                raise ValueError(f"{accelerator} = {count}: a cap is at least 1")
+        return value
+
+    def sequence_cap(self, accelerator: str) -> int:
+        """Most sequences in flight per engine on ``accelerator`` (a catalog id)."""
+        return self.max_batch_sequences_on.get(accelerator, self.max_batch_sequences)
+
+    def token_budget(self, accelerator: str) -> int:
+        """Most tokens (prompt chunks and decodes) per engine step on ``accelerator`` (a catalog id)."""
+        return self.max_tokens_per_step_on.get(accelerator, self.max_tokens_per_step)
 
     @model_validator(mode="after")
     def _framework_id(self) -> EngineProfile:
@@ -338,7 +363,9 @@ def engine_for_software(framework: str | None, version: str | None = None) -> En
         )
     if not matches and release is None:  # no release named: a harness the version names runs the engine its way
         text = (version or "").lower()
-        matches = [p for p in table.values() if p.framework == name and any(h.lower() in text for h in p.harnesses)]
+        named = {p.name: max((len(h) for h in p.harnesses if h.lower() in text), default=0) for p in table.values()}
+        matches = [p for p in table.values() if p.framework == name and named[p.name]]
+        matches.sort(key=lambda p: -named[p.name])  # the most specific harness named (MLPerf Inference v5.0)
     if matches:
         return matches[0]
     if name not in table:

@@ -175,8 +175,9 @@ def batch_limit(
             f"use a larger tp or pp, an fp8 KV cache, or shorter sequences"
         )
     tokens_per_sequence = 1.0 + request.input_tokens / request.output_tokens
-    by_tokens = math.floor(profile.max_tokens_per_step / tokens_per_sequence) * system.pp
-    by_scheduler = max(min(profile.max_batch_sequences, by_tokens), 1)
+    chip = system.system.accelerator.id
+    by_tokens = math.floor(profile.token_budget(chip) / tokens_per_sequence) * system.pp
+    by_scheduler = max(min(profile.sequence_cap(chip), by_tokens), 1)
     if by_capacity <= by_scheduler:
         return by_capacity, "capacity", plan
     return by_scheduler, "scheduler", plan

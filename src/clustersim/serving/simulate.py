@@ -223,12 +223,13 @@ def replica_engine(
             value="reserve",
         )
     static = request.batching is Batching.STATIC
-    cap = min(profile.max_batch_sequences, max_batch or profile.max_batch_sequences)
+    chip = system.system.accelerator.id
+    cap = min(profile.sequence_cap(chip), max_batch or profile.sequence_cap(chip))
     held = () if reserve is None else tuple(reserve.tolist())
     limits = SchedulerLimits(
-        profile.max_tokens_per_step, cap, block, blocks, prefix_hit_rate, static, kv_arrives, held
+        profile.token_budget(chip), cap, block, blocks, prefix_hit_rate, static, kv_arrives, held
     )  # fmt: skip
-    biggest = int(inputs.max()) * cap if static else profile.max_tokens_per_step
+    biggest = int(inputs.max()) * cap if static else profile.token_budget(chip)
     verified = 0 if speculation is None else cap * speculation.draft_tokens  # the drafts the target verifies
     longest_s = float((inputs + outputs).max()) + 2.0
     table = step_table(

@@ -236,8 +236,8 @@ def speculative_closed_form(
         per_replica, batch, scenario = load.rate_per_s / system.dp, 1.0, "server"
         for _ in range(60):
             batch = max(per_replica * o * at(batch)["tpot_s"], 1e-3)
-            if batch > profile.max_batch_sequences:
-                cap = profile.max_batch_sequences
+            cap = profile.sequence_cap(system.system.accelerator.id)
+            if batch > cap:
                 why = f"{load.rate_per_s:g} requests/s saturates the replicas (over {cap} sequences in flight)"
                 return {"scenario": scenario, "error": why}
     else:

@@ -9,11 +9,14 @@ is ``dp`` Poisson streams at ``rate / dp``), scores the requests of the steady m
 seeded run, and returns the means there; ``simulated_latency_predictor`` scores a case's ``ttft_s`` /
 ``tpot_s`` with it where the case is a server case on an engine the simulator runs (the GPU profiles), else
 with the closed forms (``predict_inference_case``). It is not the packaged predictor: on the five MLPerf
-server cases (seeds 0-2) TPOT MAPE v4.0 21.9% -> 8.0-9.9%, v5.0 42.0% -> 13.6-17.6%, TTFT v4.0 26.0% ->
-31.5-33.3%, v5.0 30.3% -> 15.7-32.3%, and a deployment's search costs about 5 s of CPU
+server cases (seeds 0-2) TPOT MAPE v4.0 21.9% -> 3.2-5.1%, v5.0 42.0% -> 2.7-5.6%, TTFT v4.0 26.0% ->
+23.1-34.5%, v5.0 30.3% -> 20.0-21.4%, and a deployment's search costs about 5 s of CPU
 (``validate_cases(paths, catalog, simulated_latency_predictors())`` scores it). The MLPerf cases run on the
-MLPerf harness's TensorRT-LLM profile (``tensorrt-llm-mlperf``: max_util, paged KV admission); reserving each
-request's KV at admission (TensorRT-LLM's own default) instead moves TTFT v4.0 to 13.6-26.8%, v5.0 to 38.5-45.9%.
+MLPerf harness's TensorRT-LLM profiles (``tensorrt-llm-mlperf-v4`` / ``-v5``: max_util, paged KV admission,
+each round's per-system token budget and batch cap: v4.0 16,384 tokens, 1,024 sequences on H100 and 896 on
+H200; v5.0 B200 3,584 and 2,048); with trtllm-bench's caps instead (32,768 and 4,096) TPOT was v4.0 8.0-9.9%,
+v5.0 13.6-17.6%, TTFT v4.0 31.5-33.3%, v5.0 15.6-32.2%. Reserving each request's KV at admission
+(TensorRT-LLM's own default) moved TTFT v4.0 to 13.6-26.8%, v5.0 to 38.5-45.9% (before the caps).
 """
 
 from __future__ import annotations
