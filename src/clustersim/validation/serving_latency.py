@@ -14,8 +14,8 @@ server cases (seeds 0-2) TPOT MAPE v4.0 21.9% -> 3.2-5.1%, v5.0 42.0% -> 2.7-5.6
 (``validate_cases(paths, catalog, simulated_latency_predictors())`` scores it). The MLPerf cases run on the
 MLPerf harness's TensorRT-LLM profiles (``tensorrt-llm-mlperf-v4`` / ``-v5``: max_util, paged KV admission,
 each round's per-system token budget and batch cap: v4.0 16,384 tokens, 1,024 sequences on H100 and 896 on
-H200; v5.0 B200 3,584 and 2,048); with trtllm-bench's caps instead (32,768 and 4,096) TPOT was v4.0 8.0-9.9%,
-v5.0 13.6-17.6%, TTFT v4.0 31.5-33.3%, v5.0 15.6-32.2%. Reserving each request's KV at admission
+H200; v5.0 B200 3,584 and 2,048); with trtllm-bench's caps instead (32,768 and 4,096) TPOT was v4.0
+8.0-9.9%, v5.0 13.6-17.6%, TTFT v4.0 31.5-33.3%, v5.0 15.6-32.2%. Reserving each request's KV at admission
 (TensorRT-LLM's own default) moved TTFT v4.0 to 13.6-26.8%, v5.0 to 38.5-45.9% (before the caps).
 """
 
