@@ -105,9 +105,9 @@ def train_json(run: TrainingRun, level: float) -> dict[str, Any]:
     spread = training_spread(estimate, run.scenario.system.instance, level, run.scenario.options.catalog)
     payload = estimate_json(estimate, spread)
     network = {"network": run.contention.to_dict()} if run.contention is not None else {}
-    found: dict[str, Any] = json.loads(
-        json.dumps({"params": run.model.num_params(), "layout_chosen": run.layout_chosen, **payload, **network})
-    )
+    said: dict[str, Any] = {"params": run.model.num_params(), "layout_chosen": run.layout_chosen}
+    said["torch_compile"] = run.scenario.torch_compile  # none: not a setting of the framework
+    found: dict[str, Any] = json.loads(json.dumps({**said, **payload, **network}))
     return found
 
 

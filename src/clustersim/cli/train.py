@@ -458,19 +458,15 @@ def _show_comparison(comparison: "TrainingComparison", *, as_json: bool, level: 
 
 
 def _show(run: "TrainingRun", *, as_json: bool, ops: bool, level: float = DEFAULT_LEVEL) -> None:
+    from clustersim.cli.report_collectives import train_json
     from clustersim.cli.spreads import training_spread
     from clustersim.present import training as present
 
-    estimate = run.estimate
-    catalog = run.scenario.options.catalog
-    spread = training_spread(estimate, run.scenario.system.instance, level, catalog)
     if as_json:
-        payload = present.estimate_json(estimate, spread)
-        network = {"network": run.contention.to_dict()} if run.contention is not None else {}
-        said: dict[str, object] = {"params": run.model.num_params(), "layout_chosen": run.layout_chosen}
-        said["torch_compile"] = run.scenario.torch_compile  # none: not a setting of the framework
-        emit_json({**said, **payload, **network})
+        emit_json(train_json(run, level))  # the one definition of train's JSON (the report embeds it too)
         return
+    estimate = run.estimate
+    spread = training_spread(estimate, run.scenario.system.instance, level, run.scenario.options.catalog)
     print_all(*present.estimate_view(estimate, run.model.num_params(), spread))
     if estimate.totals is not None and estimate.totals.failures is not None:
         from clustersim.present.reliability import failures_line
