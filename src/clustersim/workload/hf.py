@@ -14,12 +14,13 @@ uses, with the defaults its ``transformers`` configuration class gives a missing
   embedding scale has no weights); Gemma 2 and 3 have four norms per block and window alternate
   layers (Gemma 2) or five in six (Gemma 3), Gemma 3 per-head query/key norms. Gemma 3's text
   config takes ``Gemma3TextConfig``'s defaults, as published configs leave most fields out;
-* ``deepseek_v2``, ``deepseek_v3``: latent attention (``q_lora_rank``, ``kv_lora_rank``,
-  ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``), ``first_k_dense_replace`` dense
-  layers of ``intermediate_size``, then ``n_routed_experts`` + ``n_shared_experts`` experts of
-  ``moe_intermediate_size``. DeepSeek-V3's multi-token-prediction module
-  (``num_nextn_predict_layers``) is not part of the 671B total and is not counted, nor is its
-  router's score-correction bias (``n_routed_experts`` per MoE layer);
+* ``deepseek_v2``, ``deepseek_v3`` and ``kimi_k2`` (Kimi K2, the DeepSeek-V3 architecture): latent
+  attention (``q_lora_rank``, ``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``,
+  ``v_head_dim``), then DeepSeek-style experts (:mod:`~clustersim.workload.hf_moe`). DeepSeek-V3's
+  multi-token-prediction module (``num_nextn_predict_layers``) is not part of the 671B total and is
+  not counted, nor is its router's score-correction bias (``n_routed_experts`` per MoE layer);
+* ``gpt_oss`` (gpt-oss) and ``glm4_moe`` (GLM-4.5): see :mod:`~clustersim.workload.hf_moe` for what
+  each reads, and what it does not count or price (attention sinks, MXFP4 experts, partial rotary);
 * ``gpt2`` (learned positions of ``n_positions``), ``gpt_neox``, ``falcon`` (parallel attention
   and MLP after one norm, multi-query or ``new_decoder_architecture``), ``phi`` (Phi-1/2: one norm,
   biases; the output layer's bias, ``vocab`` weights, is not counted): GELU MLPs, LayerNorm.
@@ -51,11 +52,15 @@ from pathlib import Path
 from typing import Any
 
 from clustersim.errors import CatalogFileError
+from clustersim.workload.hf_fields import MAX_DEFAULT_SEQ_LEN, SILU
+from clustersim.workload.hf_fields import Config as Config
+from clustersim.workload.hf_fields import no_extra_biases as _no_extra_biases
+from clustersim.workload.hf_fields import rotary_fields as _rotary
+from clustersim.workload.hf_fields import window_fields as _window
 from clustersim.workload.hf_limits import context_tokens, read_quantization
+from clustersim.workload.hf_moe import deepseek_experts, glm4_moe, gpt_oss, is_gpt_oss_mxfp4_release
 from clustersim.workload.transformer import Transformer, transformer_from_mapping
 
-MAX_DEFAULT_SEQ_LEN = 8192
-SILU = ("silu", "swish")
 GELU = ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "gelu_accurate", "quick_gelu")
 ELEMENTWISE = (*GELU, "relu")
 CAUSAL_LM_SUFFIXES = ("ForCausalLM", "LMHeadModel")
@@ -74,115 +79,7 @@ GEMMA3_TEXT_DEFAULTS: dict[str, Any] = {  # transformers' Gemma3TextConfig
     "sliding_window_pattern": 6,
 }
 MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size")
-MOE_FAMILIES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3")
-_ABSENT = object()
-
-
-class Config:
-    """The fields of one config (or its ``text_config``) with checked access: every problem is a
-    ``CatalogFileError`` naming the file, the field, the value and the rule."""
-
-    def __init__(self, path: str, data: dict[str, Any], prefix: str = "", defaults: dict[str, Any] | None = None):
-        self.path, self.data, self.prefix, self.defaults = path, data, prefix, defaults or {}
-
-    def fail(self, key: str | None, value: object, rule: str) -> CatalogFileError:
-        """The error for ``key`` (shown with the text config's prefix)."""
-        return CatalogFileError(self.path, None, None if key is None else self.prefix + key, value, rule)
-
-    def raw(self, key: str) -> Any:
-        """The value, the family default when absent, or None; JSON null counts as absent."""
-        value = self.data.get(key)
-        return self.defaults.get(key) if value is None else value
-
-    def count(self, key: str, default: Any = _ABSENT, minimum: int = 1) -> int:
-        """A whole number of at least ``minimum``; a missing key takes ``default`` or is refused."""
-        value = self.raw(key)
-        if value is None:
-            if default is _ABSENT:
-                raise self.fail(key, None, "required field missing from the config")
-            return int(default)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise self.fail(key, value, f"must be a whole number of at least {minimum} (not a boolean or a string)")
-        if value < minimum:
-            raise self.fail(key, value, f"must be at least {minimum}")
-        return value
-
-    def flag(self, key: str, default: bool) -> bool:
-        """A JSON boolean, ``default`` when absent."""
-        value = self.raw(key)
-        if value is None:
-            return default
-        if not isinstance(value, bool):
-            raise self.fail(key, value, "must be true or false")
-        return value
-
-    def text(self, key: str, default: str) -> str:
-        """A string (lower case), ``default`` when absent."""
-        value = self.raw(key)
-        if value is None:
-            return default
-        if not isinstance(value, str):
-            raise self.fail(key, value, "must be a string")
-        return value.lower()
-
-    def refuse_if(self, key: str, value: object, why: str) -> None:
-        """Refuse an option the count does not model when the config sets it to ``value``."""
-        if self.raw(key) == value:
-            raise self.fail(key, value, f"not modelled: {why}")
-
-    def activation(self, keys: tuple[str, ...], default: str, valid: tuple[str, ...]) -> str:
-        """The first activation field present (or ``default``), which must be one of ``valid``."""
-        key = next((k for k in keys if self.raw(k) is not None), keys[0])
-        act = self.text(key, default)
-        if act not in valid:
-            raise self.fail(key, act, f"this family's MLP takes {', '.join(valid)}")
-        return act
-
-
-# ---- shared pieces ---------------------------------------------------------------------------------
-
-
-def _rotary(cfg: Config, ffn_type: str, *, tied: bool, head_dim: int | None = None) -> dict[str, Any]:
-    """The fields every rotary decoder shares: shape, vocabulary, sequence length and tying."""
-    heads = cfg.count("num_attention_heads")
-    fields: dict[str, Any] = {
-        "layers": cfg.count("num_hidden_layers"),
-        "hidden": cfg.count("hidden_size"),
-        "ffn_hidden": cfg.count("intermediate_size"),
-        "heads": heads,
-        "kv_heads": cfg.count("num_key_value_heads", heads),
-        "head_dim": cfg.count("head_dim", head_dim or 0),
-        "vocab": cfg.count("vocab_size"),
-        "seq_len": min(cfg.count("max_position_embeddings", 2048), MAX_DEFAULT_SEQ_LEN),
-        "max_context_tokens": context_tokens(cfg),
-        "ffn_type": ffn_type,
-        "position": "rotary",
-        "tied_embeddings": cfg.flag("tie_word_embeddings", tied),
-    }
-    return fields
-
-
-def _window(cfg: Config, layers: int, windowed: Callable[[int], bool] | None) -> dict[str, Any]:
-    """``sliding_window`` and how many layers use it: from ``layer_types`` when given, else the
-    family's rule ``windowed(layer index)`` (None: no window)."""
-    types = cfg.raw("layer_types")
-    if types is not None:
-        kinds = ("full_attention", "sliding_attention")
-        if not isinstance(types, list) or len(types) != layers or any(t not in kinds for t in types):
-            raise cfg.fail("layer_types", types, f"a list of {layers} entries, each one of {', '.join(kinds)}")
-        count = types.count("sliding_attention")
-    else:
-        count = sum(1 for i in range(layers) if windowed(i)) if windowed else 0
-    if not count:
-        return {}
-    return {"sliding_window": cfg.count("sliding_window"), "window_layers": count}
-
-
-def _no_extra_biases(cfg: Config) -> None:
-    cfg.refuse_if("attention_bias", True, "biases on the attention projections")
-    cfg.refuse_if("mlp_bias", True, "biases on the MLP")
-
-
+MOE_FAMILIES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe", "gpt_oss")
 # ---- families ----------------------------------------------------------------------------------------
 
 
@@ -286,25 +183,7 @@ def _deepseek(cfg: Config) -> dict[str, Any]:
         },
     }
     if cfg.raw("n_routed_experts") is not None:
-        if cfg.count("moe_layer_freq", 1) != 1:
-            raise cfg.fail("moe_layer_freq", cfg.raw("moe_layer_freq"), "not modelled: experts on every layer (1)")
-        expert = cfg.count("moe_intermediate_size")
-        fields["moe"] = {
-            "experts": cfg.count("n_routed_experts"),
-            "top_k": cfg.count("num_experts_per_tok"),
-            "shared_experts": cfg.count("n_shared_experts", 0, minimum=0),
-            "expert_ffn_hidden": expert,
-            "groups": cfg.count("n_group", 1),
-        }
-        if cfg.raw("topk_group") is not None:
-            fields["moe"]["group_top_k"] = cfg.count("topk_group")
-        dense = cfg.count("first_k_dense_replace", 0, minimum=0)
-        if dense >= fields["layers"]:
-            raise cfg.fail("first_k_dense_replace", dense, f"fewer than num_hidden_layers {fields['layers']}")
-        if dense:
-            fields["dense_layers"] = dense
-        else:
-            fields["ffn_hidden"] = expert
+        deepseek_experts(cfg, fields)
     return fields
 
 
@@ -392,6 +271,9 @@ FAMILIES: dict[str, Callable[[Config], dict[str, Any]]] = {
     "gemma3_text": lambda cfg: _gemma(cfg, 3),
     "deepseek_v2": _deepseek,
     "deepseek_v3": _deepseek,
+    "kimi_k2": _deepseek,  # Kimi K2: the DeepSeek-V3 architecture (architectures DeepseekV3ForCausalLM)
+    "glm4_moe": glm4_moe,
+    "gpt_oss": gpt_oss,
     "gpt2": _gpt2,
     "gpt_neox": _gpt_neox,
     "falcon": _falcon,
@@ -434,7 +316,8 @@ def read_hf_config(path: Path) -> Transformer:
             raise cfg.fail(key, cfg.raw(key), f"model_type {model_type!r} has no experts: write a MoE model_type")
     fields = FAMILIES[model_type](cfg)
     fields["name"] = model_name(path, data)
-    quantization = read_quantization(Config(where, data))
+    whole = Config(where, data)
+    quantization = None if model_type == "gpt_oss" and is_gpt_oss_mxfp4_release(whole) else read_quantization(whole)
     if quantization is not None:
         fields["quantization"] = quantization
     return transformer_from_mapping(fields, where=where)
