@@ -1,10 +1,12 @@
 """``clustersim fabric step`` honours train's job options that shape the layout as ``train`` does (the same
 flags, parsed by ``train._scenario_of_options``): --uneven-stages/--even-stages, --torch-compile/--no-torch-compile,
---ep-overlap, --headroom and --beyond-context; what train refuses, it refuses in the same line."""
+--ep-overlap, --headroom, --beyond-context and the --software and --efficiency files; what train refuses, it
+refuses in the same line."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -91,3 +93,30 @@ def test_ep_overlap_headroom_and_beyond_context_as_train() -> None:
     long = [*given, "--seq", "16384", "--global-batch", "16"]
     assert "beyond_context (--beyond-context)" in _refused("fabric", *long)
     assert _run("fabric", *long, "--beyond-context")["layout"] == _run("train", *long, "--beyond-context")["layout"]
+
+
+def test_software_and_efficiency_files_are_read_as_train_reads_them(tmp_path: Path) -> None:
+    """Without fused attention (a --software file) llama3-8b's attention scores no longer fit at tp 1, and with a
+    GEMM's fixed cost 10,000x the prior's (an --efficiency file) bigger micro-batches pay: each file moves the
+    chosen layout on fabric step as on train, and the note says so; a missing file is refused in train's words."""
+    unfused = tmp_path / "unfused.toml"
+    unfused.write_text('[megatron]\nfused_attention = false\nsource = "a stack without flash attention"\n')
+    slow = tmp_path / "slow.toml"
+    slow.write_text('[hopper]\ngemm_half_flop = 1e13\nsource = "GEMMs with a large fixed cost"\n')
+    job = ["llama3-8b", "--instance", "p5.48xlarge", "--nodes", "2"]
+    plain = _run("fabric", *job)
+    assert plain["layout"] == _run("train", *job)["layout"]
+    assert (plain["layout"]["tp"], plain["layout"]["micro_batch"]) == (1, 1)
+    moves = (
+        ("--software", unfused, "tp", 8, "tp 8 pp 1 dp 2 mb 1 zero 1 sp recompute none"),
+        ("--efficiency", slow, "micro_batch", 4, "tp 1 pp 1 dp 16 mb 4 zero 2 recompute full"),
+    )
+    for flag, path, field, value, described in moves:
+        given = _run("fabric", *job, flag, str(path))
+        assert given["layout"] == _run("train", *job, flag, str(path))["layout"] and given["layout"][field] == value
+        text = runner.invoke(app, ["fabric", "step", *job, flag, str(path), *FABRIC], env=ENV)
+        assert text.exit_code == 0, text.output
+        assert f"note: layout chosen (fastest that fits): {described}" in text.stdout
+    missing = [*job, "--software", str(tmp_path / "missing.toml")]
+    refused = _refused("fabric", *missing)
+    assert "missing.toml" in refused and refused == _refused("train", *missing)

@@ -26,6 +26,7 @@ from clustersim.cli.job_options import (
     BeyondContextOpt,
     CpOpt,
     DevicesPerNodeOpt,
+    EfficiencyOpt,
     EpOpt,
     EpOverlapOpt,
     FrameworkOpt,
@@ -35,6 +36,7 @@ from clustersim.cli.job_options import (
     PrecisionOpt,
     RecomputeOpt,
     SeqOpt,
+    SoftwareOpt,
     SpOpt,
     TorchCompileOpt,
     TpOpt,
@@ -115,14 +117,8 @@ def explain_command(
     beyond_context: BeyondContextOpt = False,
     precision: PrecisionOpt = "bf16",
     framework: FrameworkOpt = None,
-    efficiency: Annotated[
-        list[Path] | None,
-        typer.Option("--efficiency", help="A TOML of achieved fractions per accelerator family (overrides fields)."),
-    ] = None,
-    software: Annotated[
-        list[Path] | None,
-        typer.Option("--software", help="A TOML of framework profiles (overrides fields; also $CLUSTERSIM_SOFTWARE)."),
-    ] = None,
+    efficiency: EfficiencyOpt = None,
+    software: SoftwareOpt = None,
     scenario: Annotated[
         Path | None,
         typer.Option(

@@ -3,8 +3,9 @@ group as the estimator lays the job out, simulated and set against the analytic 
 
 The job and layout options are ``train``'s (parsed by its ``_scenario_of_options``; with --tp and
 --pp the layout is given, otherwise chosen as ``train`` chooses it; --uneven-stages, --ep-overlap,
---torch-compile, --headroom and --beyond-context as there: the layout, its stages' layers and the profile
-it is chosen with are ``train``'s); the fabric options are ``fabric simulate``'s."""
+--torch-compile, --headroom and --beyond-context as there, and its --framework, --software and --efficiency
+files: the layout, its stages' layers and the profile it is chosen and priced with are ``train``'s); the fabric
+options are ``fabric simulate``'s."""
 
 from typing import Annotated
 
@@ -47,6 +48,7 @@ from clustersim.cli.job_options import (
     BeyondContextOpt,
     CpOpt,
     DevicesPerNodeOpt,
+    EfficiencyOpt,
     EpOpt,
     EpOverlapOpt,
     FrameworkOpt,
@@ -56,6 +58,7 @@ from clustersim.cli.job_options import (
     PrecisionOpt,
     RecomputeOpt,
     SeqOpt,
+    SoftwareOpt,
     SpOpt,
     TorchCompileOpt,
     TpOpt,
@@ -94,6 +97,8 @@ def step_command(
     beyond_context: BeyondContextOpt = False,
     precision: PrecisionOpt = "bf16",
     framework: FrameworkOpt = None,
+    efficiency: EfficiencyOpt = None,
+    software: SoftwareOpt = None,
     routing: RoutingOpt = "spray",
     oversubscription: OversubOpt = None,
     placement: PlacementOpt = "packed",
@@ -145,12 +150,12 @@ def step_command(
             cp=cp, ep=ep, micro_batch=micro_batch, zero=zero, sp=sp, recompute=recompute, uneven=uneven,
             ep_overlap=ep_overlap, headroom=headroom, beyond_context=beyond_context, tokens="1T",
             global_batch=global_batch, seq=seq, precision=precision, offer="on_demand", models=models or [],
-            efficiency=[], catalog=catalog or [], framework=framework, software=[],
+            efficiency=efficiency or [], catalog=catalog or [], framework=framework, software=software or [],
             given=set(given_options(ctx, LAYOUT_OPTIONS)), torch_compile=torch_compile,
         )  # fmt: skip
         spec = spec.model_copy(update={"job": spec.job.model_copy(update={"tokens": None})})  # one step
         ran = run_training(spec)  # the layout as train gives or chooses it (and refuses it if it does not fit)
-        cat, system, software, efficiency = run_system(ran)
+        cat, system, profile, fractions = run_system(ran)  # the files read as train read them
         job_spec = ran.scenario.job
         job = TrainingJob(
             global_batch=int(job_spec.global_batch or 0),
@@ -158,7 +163,7 @@ def step_command(
             precision=job_spec.precision,
         )
         layout = ran.estimate.layout
-        collectives = step_collectives(ran.model, system, layout, job, software=software, efficiency=efficiency)
+        collectives = step_collectives(ran.model, system, layout, job, software=profile, efficiency=fractions)
         tree = fat_tree_for_instance(
             cat, instance, nodes, fabric_hosts=fabric_hosts, radix=radix, oversubscription=oversubscription,
             topology=system.topology,

@@ -1,5 +1,6 @@
 """The job and layout options ``train``, ``explain`` and ``fabric step`` share (typer aliases; light to import)."""
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -88,9 +89,22 @@ BeyondContextOpt = Annotated[
         help="Price a sequence longer than the model's context anyway (refused otherwise; the output says so).",
     ),
 ]
+EfficiencyOpt = Annotated[
+    list[Path] | None,
+    typer.Option("--efficiency", help="A TOML of achieved fractions per accelerator family (overrides fields)."),
+]
+SoftwareOpt = Annotated[
+    list[Path] | None,
+    typer.Option("--software", help="A TOML of framework profiles (overrides fields; also $CLUSTERSIM_SOFTWARE)."),
+]
 FrameworkOpt = Annotated[
     str | None,
-    typer.Option("--framework", help="The training framework's profile (default: the accelerator's)."),
+    typer.Option(
+        "--framework",
+        help="The training framework's profile: megatron, megatron-deepspeed, deepspeed, fsdp, torchtitan, "
+        "automodel (GPUs), neuronx (Trainium), or one of --software; default: the accelerator's (megatron on "
+        "GPUs, neuronx on Trainium).",
+    ),
 ]
 UnevenStagesOpt = Annotated[
     bool | None,
