@@ -5,10 +5,13 @@ reads and what it refuses."""
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from clustersim.errors import ClusterSimError
 from clustersim.workload.hf import read_hf_config
@@ -101,6 +104,31 @@ def test_gpt_oss_reads_its_windows_biases_and_training_length(tmp_path: Path) ->
     full = _read(tmp_path, {**GPT_OSS_120B, "layer_types": ["full_attention"] * 36})
     assert full.window_layers == 0 and full.num_params() == model.num_params()
     assert full.model_flops_per_token(8192) > model.model_flops_per_token(8192)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.sampled_from(["sliding_attention", "full_attention"]), min_size=24, max_size=24))
+def test_gpt_oss_windows_follow_layer_types(types: list[str]) -> None:
+    """Any pattern of windowed layers: as many as it names, the same parameters, and at a sequence beyond the
+    window each windowed layer attends to 128 keys instead of all of them."""
+    path = Path(tempfile.mkdtemp()) / "config.json"
+    path.write_text(json.dumps({**GPT_OSS_20B, "layer_types": types}))
+    model = read_hf_config(path)
+    windowed = types.count("sliding_attention")
+    assert model.window_layers == windowed and model.num_params() == 20_914_754_880
+    assert model.attended_keys(4096) == windowed * 128 + (24 - windowed) * 4096
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(min_value=0, max_value=45))
+def test_glm_air_dense_layers_follow_first_k_dense_replace(dense: int) -> None:
+    """Each leading dense layer trades a MoE block (128 + 1 experts of 1408 and a router) for a 10944-wide MLP."""
+    path = Path(tempfile.mkdtemp()) / "config.json"
+    path.write_text(json.dumps({**GLM_45_AIR, "first_k_dense_replace": dense}))
+    model, air = read_hf_config(path), load_model("glm-4.5-air", use_env=False)
+    assert (model.dense_layers, model.moe_layers) == (dense, 46 - dense)
+    per_layer = 129 * 3 * 4096 * 1408 + 128 * 4096 - 3 * 4096 * 10944
+    assert model.num_params() == air.num_params() - (dense - 1) * per_layer
 
 
 def test_glm45_reads_qkv_biases_qk_norm_and_leading_dense_layers(tmp_path: Path) -> None:
