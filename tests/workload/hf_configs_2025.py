@@ -1,12 +1,13 @@
 """The 2025 open MoE models' published Hugging Face ``config.json`` files, for test_hf_moe_2025.py.
 
 Every field of each file is kept (token ids and ``transformers_version`` included), so the reader meets the
-files as published. gpt-oss-120b's is as quoted whole in public code (the stored kiln repository's gpt_oss test,
-"https://huggingface.co/openai/gpt-oss-120b/raw/main/config.json", and circuit-tracer's gpt_oss test for the 20b,
-whose ``_name_or_path`` it adds is left out); the GLM-4.5 and Kimi K2 files are as recalled and checked against
-the shapes NVIDIA-NeMo/Megatron-Bridge and THUDM/slime state for them (glm45_provider.py, kimi_provider.py,
-scripts/models/glm4.5-*.sh) and Moonshot's deployment guide (MoonshotAI/Kimi-K2 docs/deploy_guidance.md:
-``model_type`` ``kimi_k2`` on the DeepSeek-V3 architecture).
+files as published. The gpt-oss files are as quoted whole in public code (the 120b's in the stored kiln
+repository's gpt_oss test, "https://huggingface.co/openai/gpt-oss-120b/raw/main/config.json"; the 20b's in
+circuit-tracer's gpt_oss test, whose added ``_name_or_path`` is left out), Qwen3-Coder's as quoted whole in the
+stored vllm-kunlun docs (their added quantization left out). The GLM-4.5 and Kimi K2 files are as recalled and
+checked against the shapes NVIDIA-NeMo/Megatron-Bridge and THUDM/slime state for them (glm45_provider.py,
+kimi_provider.py, scripts/models/glm4.5-*.sh) and Moonshot's deployment guide (MoonshotAI/Kimi-K2
+docs/deploy_guidance.md: ``model_type`` ``kimi_k2`` on the DeepSeek-V3 architecture).
 """
 
 from __future__ import annotations
@@ -182,4 +183,42 @@ KIMI_K2_INSTRUCT = {  # https://huggingface.co/moonshotai/Kimi-K2-Instruct/blob/
     "use_cache": True,
     "v_head_dim": 128,
     "vocab_size": 163840,
+}
+QWEN3_CODER_480B = {  # https://huggingface.co/Qwen/Qwen3-Coder-480B-A35B-Instruct/blob/main/config.json
+    # (as quoted whole in the stored vllm-kunlun docs, which append a quantization of their own, left out here)
+    "architectures": ["Qwen3MoeForCausalLM"],
+    "attention_dropout": 0.0,
+    "decoder_sparse_step": 1,
+    "eos_token_id": 151645,
+    "head_dim": 128,
+    "hidden_act": "silu",
+    "hidden_size": 6144,
+    "initializer_range": 0.02,
+    "intermediate_size": 8192,
+    "max_position_embeddings": 262144,
+    "max_window_layers": 62,
+    "mlp_only_layers": [],
+    "model_type": "qwen3_moe",
+    "moe_intermediate_size": 2560,
+    "norm_topk_prob": True,
+    "num_attention_heads": 96,
+    "num_experts": 160,
+    "num_experts_per_tok": 8,
+    "num_hidden_layers": 62,
+    "num_key_value_heads": 8,
+    "output_router_logits": False,
+    "qkv_bias": False,
+    "rms_norm_eps": 1e-06,
+    "rope_scaling": None,
+    "rope_theta": 10000000,
+    "router_aux_loss_coef": 0.0,
+    "shared_expert_intermediate_size": 0,
+    "sliding_window": None,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "transformers_version": "4.51.0",
+    "use_cache": True,
+    "use_qk_norm": True,
+    "use_sliding_window": False,
+    "vocab_size": 151936,
 }

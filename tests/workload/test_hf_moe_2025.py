@@ -17,7 +17,14 @@ from clustersim.errors import ClusterSimError
 from clustersim.workload.hf import read_hf_config
 from clustersim.workload.transformer import QuantMethod, Transformer
 from clustersim.workload.zoo import load_model
-from tests.workload.hf_configs_2025 import GLM_45, GLM_45_AIR, GPT_OSS_20B, GPT_OSS_120B, KIMI_K2_INSTRUCT
+from tests.workload.hf_configs_2025 import (
+    GLM_45,
+    GLM_45_AIR,
+    GPT_OSS_20B,
+    GPT_OSS_120B,
+    KIMI_K2_INSTRUCT,
+    QWEN3_CODER_480B,
+)
 
 
 def _read(tmp_path: Path, config: dict[str, Any], name: str = "config.json") -> Transformer:
@@ -43,6 +50,7 @@ CONFIGS = {
     "glm-4.5": GLM_45,
     "glm-4.5-air": GLM_45_AIR,
     "kimi-k2": KIMI_K2_INSTRUCT,
+    "qwen3-coder-480b-a35b": QWEN3_CODER_480B,
 }
 # Where the config and the zoo entry differ, and why: seq_len is the config's initial_context_length for gpt-oss
 # (4096, as the zoo), else max_position_embeddings capped at 8192 (the zoo's 4096 is the papers' pre-training
@@ -51,6 +59,7 @@ CONFIGS = {
 DIFFERENCES: dict[str, dict[str, Any]] = {
     "glm-4.5": {"seq_len": (8192, 4096)},
     "glm-4.5-air": {"seq_len": (8192, 4096)},
+    "qwen3-coder-480b-a35b": {"seq_len": (8192, 4096)},
     "kimi-k2": {
         "seq_len": (8192, 4096),
         "quantization": ({"method": QuantMethod.FP8, "bits": 8, "group_size": 128 * 128, "zero_point": False}, None),
