@@ -163,3 +163,27 @@ def test_a_scenario_file_is_explained_as_its_job_and_a_log_must_agree_with_it(tm
     assert result.exit_code == 2 and "--tp cannot be combined with a scenario file" in result.stderr
     result = runner.invoke(app, ["explain", "--measured-step", "9"], env=ENV)
     assert result.exit_code == 2 and "give a MODEL (e.g. llama3-70b) or --scenario FILE" in result.stderr
+
+
+def test_the_text_says_a_chosen_layout_once_and_each_ranges_source_once() -> None:
+    """A chosen layout is said on the first line with what to do about it, not again as a note; the training
+    residuals the compute terms and the optimizer share are named once, the optimizer's step_s bound after them."""
+    job = [*JOB[:5], "--global-batch", "128"]  # no --tp, --pp: the layout is chosen
+    result = runner.invoke(app, ["explain", *job, "--measured-step", "1.5"], env=ENV)
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert _json("explain", "--measured-step", "1.5", job=job)["layout_chosen"] is True
+    assert text.startswith("llama3-8b on 16 x p5.48xlarge, layout chosen (fastest that fits): tp ")
+    assert text.count("layout chosen (fastest that fits)") == 1 and "note: layout chosen" not in text
+    assert text.count("the run's own layout should be given with --tp and --pp") == 1
+    ranges = [line for line in result.output.splitlines() if line.startswith("range: ")]
+    training = [line for line in ranges if "left-out residuals (training, hopper, megatron" in line]
+    assert len(training) == 1, ranges
+    assert training[0].endswith(
+        "at 80%; optimizer step: within step_s 0.001-0.3 s (the training fit's range, clustersim.validation.specs)"
+    )
+    given = runner.invoke(app, ["explain", *JOB, "--measured-step", "1.5"], env=ENV)
+    assert given.exit_code == 0, given.output
+    first = "llama3-8b on 16 x p5.48xlarge, layout tp 8 pp 1 dp 16 mb 1 zero 1 sp recompute none"
+    assert given.output.splitlines()[0] == first
+    assert "chosen" not in given.output and "should be given" not in given.output

@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from clustersim.cli.common import print_all
 
+GIVE_THE_LAYOUT = "the run's own layout should be given with --tp and --pp"
+
 if TYPE_CHECKING:
     from clustersim.diagnose import Candidate, Explanation
     from clustersim.scenario.training import TrainingRun
@@ -17,17 +19,22 @@ def show(run: TrainingRun, explanation: Explanation, measured: str, notes: list[
     their ranges and slopes, the top three in a sentence each."""
     from rich.table import Table
 
+    from clustersim.plan.search import chosen_note
     from clustersim.present.training import note_lines
 
     estimate = run.estimate
-    chosen = " (chosen: the run's own layout should be given with --tp and --pp)" if run.layout_chosen else ""
+    # a chosen layout is said once, on the first line, with what to do about it (not again in the notes)
+    chosen = chosen_note(run.model, estimate.layout) if run.layout_chosen else None
+    said = f"layout {estimate.layout.describe()}" if chosen is None else f"{chosen}; {GIVE_THE_LAYOUT}"
     lines = [
-        f"{run.model.name} on {estimate.system}, layout {estimate.layout.describe()}{chosen}",
-        *notes,
-        *note_lines(estimate),
-        f"measured ({measured}): {explanation.measured_step_s:.4g} s per step; "
-        f"predicted {explanation.predicted_step_s:.4g} s ({explanation.gap:+.1%})",
-        explanation.summary(),
+        _plain(f"{run.model.name} on {estimate.system}, {said}"),
+        *(_plain(n) for n in notes),
+        *note_lines(estimate, leave_out=() if chosen is None else (chosen,)),  # markup, escaped
+        _plain(
+            f"measured ({measured}): {explanation.measured_step_s:.4g} s per step; "
+            f"predicted {explanation.predicted_step_s:.4g} s ({explanation.gap:+.1%})"
+        ),
+        _plain(explanation.summary()),
     ]
     table = Table(title="what would close the gap, alone (ranked by the share of its plausible range it needs)")
     columns = ("term", "seconds", "needs", "plausible range", "plausible", "d step / d parameter", "elasticity")
@@ -45,11 +52,25 @@ def show(run: TrainingRun, explanation: Explanation, measured: str, notes: list[
             "" if slope is None else f"{slope:+.3g}",
             f"{c.sensitivity.elasticity:+.3g}",
         )
-    notes = [f"{i}. {c.line()}" for i, c in enumerate(explanation.candidates[:3], 1)]
-    sources = sorted({c.plausible_range.source for c in explanation.candidates if c.plausible_range is not None})
-    for line in lines:
-        print_all(_plain(line))
-    print_all(table, *(_plain(n) for n in notes), *(_plain(f"range: {s}") for s in sources))
+    top = [f"{i}. {c.line()}" for i, c in enumerate(explanation.candidates[:3], 1)]
+    print_all(*lines, table, *(_plain(n) for n in top), *(_plain(f"range: {s}") for s in range_lines(explanation)))
+
+
+def range_lines(explanation: Explanation) -> list[str]:
+    """Where the plausible ranges come from, each source once: a range that narrows another (the optimizer's,
+    the model's own error within the training fit's step_s bounds) is said after the one it narrows, with its
+    term."""
+    used: dict[str, list[str]] = {}
+    for c in explanation.candidates:
+        if c.plausible_range is not None:
+            used.setdefault(c.plausible_range.source, []).append(c.term)
+    lines = []
+    for source in sorted(used):
+        narrower = [s for s in sorted(used) if s.startswith(f"{source}, ")]
+        if any(source.startswith(f"{wider}, ") for wider in used):
+            continue  # said with the range it narrows
+        lines.append("; ".join([source, *(f"{', '.join(used[s])}: {s.removeprefix(f'{source}, ')}" for s in narrower)]))
+    return lines
 
 
 def _needs(candidate: Candidate) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 from rich.console import RenderableType
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from clustersim.intervals import Interval, Spread
 from clustersim.present.intervals import interval_line, seconds_in_unit_of, with_range
@@ -30,7 +31,7 @@ def headline(estimate: Estimate, params: int) -> str:
     """The model, system, layout and batch in one line."""
     layout, job = estimate.layout, estimate.job
     return (
-        f"[bold]{estimate.model}[/] ({format_count(params)} parameters) on {estimate.system}: "
+        f"[bold]{escape(estimate.model)}[/] ({format_count(params)} parameters) on {escape(estimate.system)}: "
         f"{layout.describe()}, global batch {job.global_batch} sequences = {format_count(job.tokens_per_step)} "
         f"tokens of {job.seq_len}, {job.precision.value}"
     )
@@ -164,9 +165,16 @@ def estimate_view(estimate: Estimate, params: int, spread: Spread | None = None)
     return lines + note_lines(estimate)
 
 
-def note_lines(estimate: Estimate) -> list[str]:
-    """The estimate's notes (how it was priced), one line each, as ``clustersim train`` prints them."""
-    return [f"note: {note}" for note in estimate.notes]
+def note_lines(estimate: Estimate, *, leave_out: Sequence[str] = ()) -> list[Text]:
+    """The estimate's notes (how it was priced), one line each, as ``clustersim train`` prints them; the notes
+    in ``leave_out`` are said elsewhere."""
+    return [note_line(note) for note in estimate.notes if note not in leave_out]
+
+
+def note_line(note: str, system: str | None = None) -> Text:
+    """A note as plain text, never read as markup (a note may hold ``[...]``: a path, a model's name; rich's
+    ``escape`` doubles a trailing backslash), with the system it belongs to where several are shown."""
+    return Text(f"note{'' if system is None else f' ({system})'}: {note}")
 
 
 def operations_table(estimate: Estimate) -> Table:
@@ -299,10 +307,11 @@ def comparison_view(comparison: TrainingComparison) -> list[RenderableType]:
     of a compared system with its ratio to the first and the reason; then what was adjusted and the notes."""
     systems = comparison.systems
     names = [s.estimate.system for s in systems]
-    table = Table(title=f"{systems[0].estimate.model}: {' vs '.join(names)} (ratios to the first, and why)")
+    title = escape(f"{systems[0].estimate.model}: {' vs '.join(names)}")
+    table = Table(title=f"{title} (ratios to the first, and why)")
     table.add_column("", overflow="fold")
     for name in names:
-        table.add_column(name, overflow="fold")
+        table.add_column(escape(name), overflow="fold")
     table.add_row("layout", *(escape(s.estimate.layout.describe()) for s in systems))
     for row in comparison.rows:
         show = _UNIT_FORMATS.get(row.unit, _plain)
@@ -313,7 +322,7 @@ def comparison_view(comparison: TrainingComparison) -> list[RenderableType]:
         table.add_row(row.label, *cells)
     lines: list[RenderableType] = [table]
     for system in systems:
-        lines += [f"adjusted ({system.estimate.system}): {escape(a)}" for a in system.adjustments]
+        lines += [f"adjusted ({escape(system.estimate.system)}): {escape(a)}" for a in system.adjustments]
     for system in systems:
-        lines += [f"note ({system.estimate.system}): {escape(note)}" for note in system.estimate.notes]
+        lines += [note_line(note, system.estimate.system) for note in system.estimate.notes]
     return lines
