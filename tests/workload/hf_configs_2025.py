@@ -1,13 +1,14 @@
-"""The 2025 open MoE models' published Hugging Face ``config.json`` files, for test_hf_moe_2025.py.
+"""The 2025 open MoE models' Hugging Face ``config.json`` files, for test_hf_moe_2025.py.
 
-Every field of each file is kept (token ids and ``transformers_version`` included), so the reader meets the
-files as published. The gpt-oss files are as quoted whole in public code (the 120b's in the stored kiln
-repository's gpt_oss test, "https://huggingface.co/openai/gpt-oss-120b/raw/main/config.json"; the 20b's in
-circuit-tracer's gpt_oss test, whose added ``_name_or_path`` is left out), Qwen3-Coder's as quoted whole in the
-stored vllm-kunlun docs (their added quantization left out). The GLM-4.5 and Kimi K2 files are as recalled and
-checked against the shapes NVIDIA-NeMo/Megatron-Bridge and THUDM/slime state for them (glm45_provider.py,
-kimi_provider.py, scripts/models/glm4.5-*.sh) and Moonshot's deployment guide (MoonshotAI/Kimi-K2
-docs/deploy_guidance.md: ``model_type`` ``kimi_k2`` on the DeepSeek-V3 architecture).
+Two kinds. Copied whole, every field kept (token ids and ``transformers_version`` included): the gpt-oss files as
+quoted in public code (the 120b's in the stored kiln repository's gpt_oss test,
+"https://huggingface.co/openai/gpt-oss-120b/raw/main/config.json"; the 20b's in circuit-tracer's gpt_oss test,
+whose added ``_name_or_path`` is left out) and Qwen3-Coder's as quoted in the stored vllm-kunlun docs (their
+added quantization left out). Reconstructed, not copied (no verbatim copy was found): the GLM-4.5, GLM-4.5-Air
+and Kimi K2 files, whose shape fields are checked against what NVIDIA-NeMo/Megatron-Bridge and THUDM/slime state
+for them (glm45_provider.py, kimi_provider.py, scripts/models/glm4.5-*.sh) and Moonshot's deployment guide
+(MoonshotAI/Kimi-K2 docs/deploy_guidance.md: ``model_type`` ``kimi_k2`` on the DeepSeek-V3 architecture); their
+other fields (token ids, versions) may differ from the Hub's, and they should be diffed against it.
 """
 
 from __future__ import annotations
