@@ -172,8 +172,9 @@ def serve_command(
         str | None,
         typer.Option(
             "--engine",
-            help="The serving engine's profile: tensorrt-llm, tensorrt-llm-2023, vllm, sglang (GPUs); vllm-neuron, "
-            "nxd-inference, transformers-neuronx, optimum-neuron (Trainium); also from $CLUSTERSIM_SERVING_ENGINES; "
+            help="The serving engine's profile: tensorrt-llm, tensorrt-llm-2023, tensorrt-llm-mlperf(-v4, -v5: "
+            "NVIDIA's MLPerf harness), vllm, sglang (GPUs); vllm-neuron, nxd-inference, transformers-neuronx, "
+            "optimum-neuron (Trainium); also from $CLUSTERSIM_SERVING_ENGINES; "
             "default: the accelerator's (tensorrt-llm on GPUs, vllm-neuron on Trainium).",
         ),
     ] = None,

@@ -49,7 +49,10 @@ _BOLD = {"output_tokens_per_s", "output_tokens_per_s_per_device"}
 _TIMES = {field for _, field in ROWS if field.endswith("_s") and "_per_s" not in field}
 RATES = ("output_tokens_per_s", "output_tokens_per_s_per_device")  # the fields with an interval: rates,
 DURATIONS = ("ttft_s", "tpot_s")  # and durations (the throughput's relative range)
-LATENCY_NOTE = "TTFT and TPOT take the throughput's relative range: there are no validated latency cases yet"
+LATENCY_NOTE = (
+    "TTFT and TPOT take the throughput's relative range: the interval residuals are of throughput only "
+    "(validate --latency scores the published TTFT and TPOT)"
+)
 
 
 def serving_intervals(estimate: ServingEstimate, spread: Spread) -> dict[str, Interval]:
