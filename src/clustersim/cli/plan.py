@@ -16,7 +16,7 @@ import typer
 
 from clustersim.cli.calibrate import CalibrationOption, calibration_overlay
 from clustersim.cli.common import CatalogOption, JsonOption, ModelsOption, number, plot_path, user_errors
-from clustersim.cli.job_options import DevicesPerNodeOpt, SeqOpt, TorchCompileOpt
+from clustersim.cli.job_options import DevicesPerNodeOpt, EfficiencyOpt, SeqOpt, SoftwareOpt, TorchCompileOpt
 from clustersim.cli.level_option import DEFAULT_LEVEL, LevelOption
 from clustersim.cli.sweep import Executor
 from clustersim.errors import ClusterSimError
@@ -67,6 +67,8 @@ def plan_command(
         ),
     ] = None,
     seq: SeqOpt = None,
+    # Not job_options.FrameworkOpt (one framework, default the accelerator's): the plan searches over frameworks,
+    # so this takes a comma list or repeats, and a framework that does not run on a chip is skipped with a note.
     framework: Annotated[
         list[str] | None,
         typer.Option(
@@ -149,12 +151,8 @@ def plan_command(
         typer.Option("--plot", callback=plot_path, help="Draw time against cost, the Pareto front highlighted."),
     ] = None,
     models: ModelsOption = None,
-    efficiency: Annotated[
-        list[Path] | None, typer.Option("--efficiency", help="A TOML of achieved fractions per accelerator family.")
-    ] = None,
-    software: Annotated[
-        list[Path] | None, typer.Option("--software", help="A TOML of framework profiles (also $CLUSTERSIM_SOFTWARE).")
-    ] = None,
+    efficiency: EfficiencyOpt = None,
+    software: SoftwareOpt = None,
     torch_compile: TorchCompileOpt = None,
     calibration: CalibrationOption = None,
     executor: Annotated[
