@@ -1,6 +1,6 @@
 """The 2025 open models in the zoo (gpt-oss, Kimi K2, GLM-4.5, Qwen3-Coder): the shape features each relies
-on, and agreement with the Hugging Face config reader where it reads the family. Their parameter counts
-against the published ones are in test_zoo_open_models.py."""
+on, and agreement with the Hugging Face config reader on their published configs (``hf_configs_2025.py``).
+Their parameter counts against the published ones are in test_zoo_open_models.py."""
 
 from __future__ import annotations
 
@@ -12,54 +12,7 @@ import pytest
 
 from clustersim.workload.transformer import Transformer
 from clustersim.workload.zoo import load_model, read_hf_config
-
-# https://huggingface.co/Qwen/Qwen3-Coder-480B-A35B-Instruct/blob/main/config.json (fields that change no count
-# left out).
-QWEN3_CODER_480B = {
-    "architectures": ["Qwen3MoeForCausalLM"],
-    "head_dim": 128,
-    "hidden_act": "silu",
-    "hidden_size": 6144,
-    "intermediate_size": 8192,
-    "max_position_embeddings": 262144,
-    "model_type": "qwen3_moe",
-    "moe_intermediate_size": 2560,
-    "num_attention_heads": 96,
-    "num_experts": 160,
-    "num_experts_per_tok": 8,
-    "num_hidden_layers": 62,
-    "num_key_value_heads": 8,
-    "tie_word_embeddings": False,
-    "vocab_size": 151936,
-}
-# https://huggingface.co/moonshotai/Kimi-K2-Instruct/blob/main/config.json with model_type "deepseek_v3" in
-# place of "kimi_k2", as Moonshot's deployment guide (MoonshotAI/Kimi-K2 docs/deploy_guidance.md) says to run
-# it on a framework without kimi_k2 (architectures DeepseekV3ForCausalLM).
-KIMI_K2_AS_DEEPSEEK_V3 = {
-    "architectures": ["DeepseekV3ForCausalLM"],
-    "first_k_dense_replace": 1,
-    "hidden_act": "silu",
-    "hidden_size": 7168,
-    "intermediate_size": 18432,
-    "kv_lora_rank": 512,
-    "max_position_embeddings": 131072,
-    "model_type": "deepseek_v3",
-    "moe_intermediate_size": 2048,
-    "n_group": 1,
-    "n_routed_experts": 384,
-    "n_shared_experts": 1,
-    "num_attention_heads": 64,
-    "num_experts_per_tok": 8,
-    "num_hidden_layers": 61,
-    "num_key_value_heads": 64,
-    "q_lora_rank": 1536,
-    "qk_nope_head_dim": 128,
-    "qk_rope_head_dim": 64,
-    "tie_word_embeddings": False,
-    "topk_group": 1,
-    "v_head_dim": 128,
-    "vocab_size": 163840,
-}
+from tests.workload.hf_configs_2025 import KIMI_K2_INSTRUCT, QWEN3_CODER_480B
 
 
 def _model(model_id: str) -> Transformer:
@@ -125,7 +78,7 @@ def test_every_2025_entry_states_its_pretraining_length_and_context() -> None:
 
 @pytest.mark.parametrize(
     ("model_id", "config"),
-    [("qwen3-coder-480b-a35b", QWEN3_CODER_480B), ("kimi-k2", KIMI_K2_AS_DEEPSEEK_V3)],
+    [("qwen3-coder-480b-a35b", QWEN3_CODER_480B), ("kimi-k2", KIMI_K2_INSTRUCT)],
 )
 def test_zoo_entry_counts_as_its_config_json(model_id: str, config: dict[str, Any], tmp_path: Path) -> None:
     path = tmp_path / "config.json"
