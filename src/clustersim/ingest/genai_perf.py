@@ -140,14 +140,7 @@ def _concurrency(path: Path, near: list[str], start: int, given: int | None, too
                 field="request_rate",
             )
         if found:
-            stated = int(float(found.group(2)))
-            if given is not None and given != stated:
-                raise ClusterSimError(
-                    f"{path}: the artifact path says concurrency {stated}, --concurrency says {given}",
-                    field="--concurrency",
-                    value=given,
-                )
-            return [f"concurrency {stated} from the artifact path"], stated
+            return _agreed(path, int(float(found.group(2))), given, "the artifact path")
     if given is not None:
         return [f"concurrency {given} from --concurrency"], given
     return [f"concurrency not printed: {tool}'s default 1 assumed (give --concurrency)"], 1
@@ -176,7 +169,7 @@ def read_genai_perf_export(
         rows, given, tool = _json_rows(path, text)
     values = _values(path, rows, 0)
     if given is not None:
-        notes, batch = _agreed(path, given, concurrency)
+        notes, batch = _agreed(path, given, concurrency, "input_config")
     else:
         notes, batch = _concurrency(path, [str(path.resolve().parent)], 0, concurrency, tool)
     values["max_concurrency"] = batch
@@ -231,11 +224,12 @@ def _configured(path: Path, config: dict[str, Any]) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _agreed(path: Path, stated: float, given: int | None) -> tuple[list[str], float]:
+def _agreed(path: Path, stated: float, given: int | None, where: str) -> tuple[list[str], float]:
+    """The concurrency ``where`` (the artifact path, input_config) states, refused if --concurrency differs."""
     if given is not None and given != stated:
         raise ClusterSimError(
-            f"{path}: input_config says concurrency {stated:g}, --concurrency says {given}",
+            f"{path}: {where} says concurrency {stated:g}, --concurrency says {given}",
             field="--concurrency",
             value=given,
         )
-    return [f"concurrency {stated:g} from input_config"], stated
+    return [f"concurrency {stated:g} from {where}"], stated
