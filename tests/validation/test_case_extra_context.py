@@ -84,3 +84,25 @@ def test_a_stated_board_power_caps_the_training_clock() -> None:
     assert predict_training_case(at_tdp, "step_time_s", CATALOG) == plain
     slowed = predict_training_case(capped, "step_time_s", CATALOG)
     assert plain < slowed < plain / (500 / 700) ** (1 / 3)  # memory-bound work and communication do not slow
+
+
+def test_a_case_named_after_the_zoos_deepseek_v3_is_routed_to_at_most_four_of_its_eight_groups() -> None:
+    """The format has no field for group-limited routing; the zoo's entry of the same name and routing
+    gives it (config.json n_group 8, topk_group 4), and the case's assumptions say so."""
+    setup = case_setup(_case(DEEPSEEK_V3), CATALOG)
+    assert setup.model.moe is not None and (setup.model.moe.groups, setup.model.moe.group_top_k) == (8, 4)
+    assert setup.assumed["moe_groups"] == "8 groups, top 4, from the zoo's deepseek-v3"
+    # Fewer nodes per token: the expert all-to-all over 4 nodes (ep 32) is cheaper than plain top-8 routing.
+    other = DEEPSEEK_V3 | {"name": "not-in-the-zoo"}
+    plain = case_setup(_case(other), CATALOG)
+    assert plain.model.moe is not None and plain.model.moe.group_top_k is None and "moe_groups" not in plain.assumed
+    routed = predict_training_case(_case(DEEPSEEK_V3), "step_time_s", CATALOG)
+    unrouted = predict_training_case(_case(other), "step_time_s", CATALOG)
+    assert routed < 0.99 * unrouted
+
+
+def test_a_case_that_differs_from_the_zoo_entry_it_is_named_after_keeps_plain_routing() -> None:
+    for changed in ({"moe": {"experts": 128, "top_k": 8, "shared_experts": 1}}, {"layers": 27}, {"hidden": 2048}):
+        setup = case_setup(_case(DEEPSEEK_V3 | changed), CATALOG)
+        assert setup.model.moe is not None and setup.model.moe.group_top_k is None, changed
+        assert "moe_groups" not in setup.assumed

@@ -24,9 +24,10 @@ from clustersim.execution import Layout, layout_from_mapping
 from clustersim.system import System
 from clustersim.training.estimate import Estimate, estimate_training
 from clustersim.training.job import TrainingJob
-from clustersim.validation.cases import Case, CaseModel, CaseParallel, as_case
+from clustersim.validation.case_model import case_transformer
+from clustersim.validation.cases import Case, CaseParallel, as_case
 from clustersim.validation.systems import system_from_case
-from clustersim.workload.transformer import Transformer, transformer_from_mapping
+from clustersim.workload.transformer import Transformer
 
 _GIB = 2**30
 _LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "zero", "sequence_parallel", "recompute")
@@ -51,11 +52,12 @@ def case_setup(
     profiles in place of the packaged ones."""
     case = as_case(case)
     where = f"case {case.id}"
-    model = transformer_from_mapping((case.model or CaseModel()).shape(), where=f"{where}: model")
+    model, model_assumed = case_transformer(case.model, where)
     system = system_from_case(catalog, case.system)
     software = software_for(case_framework(case), system.accelerator.family, profiles)
     parallel = case.parallel or CaseParallel()
     fields, assumed = resolve_layout({k: getattr(parallel, k) for k in _LAYOUT_KEYS}, software)
+    assumed.update(model_assumed)
     compiled = case.software.compiled if case.software else None
     if compiled:  # torch.compile fuses what the stack would run eagerly; without it, the stack's own kernels
         software = software.model_copy(update={"eager_elementwise": False})

@@ -1,0 +1,49 @@
+"""The transformer a case describes, with the router fields its format cannot state taken from the zoo.
+
+The case format's ``model.moe`` holds experts, experts per token and shared experts, not group-limited
+routing (DeepSeek-V3's 8 expert groups of which a token's experts keep to 4, which bounds the nodes its
+dispatch reaches). A case whose model is named after an entry of the packaged zoo, states no router groups and agrees
+with that entry on every routing field it does state (layers, hidden, experts, experts per token) is
+routed as the entry is; the case's assumptions say so (``moe_groups``). A case that disagrees on any of
+those fields is another model of the same name and keeps plain top-k routing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clustersim.validation.cases import CaseModel
+from clustersim.workload.transformer import Transformer, transformer_from_mapping
+from clustersim.workload.zoo import zoo
+
+_ROUTING_KEYS = ("experts", "top_k")
+_SHAPE_KEYS = ("layers", "hidden")
+
+
+def case_transformer(model: CaseModel | None, where: str) -> tuple[Transformer, dict[str, str]]:
+    """The case's transformer and what was assumed for it (``moe_groups``: the zoo entry the router's
+    groups come from, as "G groups, top T, from the zoo's NAME"; empty when nothing was)."""
+    shape = (model or CaseModel()).shape()
+    assumed: dict[str, str] = {}
+    routing = _zoo_routing(shape)
+    if routing is not None:
+        groups, group_top_k, name = routing
+        shape["moe"] = {**shape["moe"], "groups": groups, "group_top_k": group_top_k}
+        assumed["moe_groups"] = f"{groups} groups, top {group_top_k}, from the zoo's {name}"
+    return transformer_from_mapping(shape, where=f"{where}: model"), assumed
+
+
+def _zoo_routing(shape: dict[str, Any]) -> tuple[int, int, str] | None:
+    """The zoo entry's (groups, group_top_k, id) where the case names it and agrees with its routing."""
+    name, moe = shape.get("name"), shape.get("moe")
+    if not isinstance(name, str) or not isinstance(moe, dict) or "groups" in moe:
+        return None
+    entry = zoo(use_env=False).get(name.strip().lower())  # the packaged zoo: a case reads the same everywhere
+    known = entry.model if entry is not None else None
+    if known is None or known.moe is None or known.moe.group_top_k is None:
+        return None
+    if any(shape.get(k) is not None and shape[k] != getattr(known, k) for k in _SHAPE_KEYS):
+        return None
+    if any(moe.get(k) is not None and moe[k] != getattr(known.moe, k) for k in _ROUTING_KEYS):
+        return None
+    return known.moe.groups, known.moe.group_top_k, known.name
