@@ -16,6 +16,7 @@ import typer
 from clustersim.cli.common import CatalogOption, user_errors
 from clustersim.cli.level_option import DEFAULT_LEVEL, LevelOption
 from clustersim.cli.train_inputs import (
+    BackgroundOpt,
     NetworkOpt,
     SimHostsOpt,
     SimOversubOpt,
@@ -56,13 +57,14 @@ def report_command(
     fabric_seed: SimSeedOpt = None,
     fabric_seeds: SimSeedsOpt = None,
     fabric_hosts: SimHostsOpt = None,
+    background: BackgroundOpt = None,
     level: LevelOption = DEFAULT_LEVEL,
     catalog: CatalogOption = None,
 ) -> None:
     """Write one self-contained HTML report (interactive figures, each with its numbers in a table and in the
     page's embedded JSON) for exactly one of --scenario, --plan, --from or --validate. With --scenario,
-    --network sim (and train's fabric options) runs the job on the cluster's fabric as train does, and adds
-    the fabric view: utilization by tier and the hottest links."""
+    --network sim (and train's fabric options, --background included) runs the job on the cluster's fabric as
+    train does, and adds the fabric view: utilization by tier and the hottest links."""
     from clustersim.present.report_html import render_page, require_report_libraries, write_page
 
     with user_errors():
@@ -73,7 +75,9 @@ def report_command(
                 field="report",
                 value=",".join(given),
             )
-        where = fabric_placement(placement, routing, oversubscription, fabric_seed, fabric_hosts, fabric_seeds)
+        where = fabric_placement(
+            placement, routing, oversubscription, fabric_seed, fabric_hosts, fabric_seeds, background, network
+        )
         if scenario is None and (network != "analytic" or where is not None):
             raise ClusterSimError(
                 f"--network and the fabric options place a training job on the fabric; they need --scenario, "

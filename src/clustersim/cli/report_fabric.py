@@ -1,7 +1,8 @@
 """The fabric view of a training report (``report --scenario FILE --network sim``): the job's step simulated on
 the cluster's fat-tree where ``train --network sim`` placed it (its placement, routing, oversubscription and
-first seed), each kind of collective alone and every kind at once, with each network tier's utilization and the
-hottest links: the JSON ``fabric step --json`` prints for the same job, layout and fabric."""
+first seed, and other tenants' traffic where ``--background`` gives it), each kind of collective alone and every
+kind at once, with each network tier's utilization and the hottest links: the JSON ``fabric step --json`` prints
+for the same job, layout, fabric and background."""
 
 from __future__ import annotations
 
@@ -48,7 +49,9 @@ def job_on_fabric(run: TrainingRun, where: FabricPlacement) -> dict[str, Any]:
     with flow_progress(None) as progress:
         step = step_on_fabric(
             context.collectives, tree, hosts, layout=layout, title=title, routing=Routing(contention.routing),
-            seed=contention.seed, before_run=bounded, progress=progress,
+            seed=contention.seed, before_run=bounded, progress=progress, background=where.background,
         )  # fmt: skip
     found = {**step.to_dict(), "fabric": fabric_dict(tree), "placement": contention.placement}
-    return found | {"seed": contention.seed, "seeds": list(contention.seeds), "factors": dict(contention.factors)}
+    loaded = None if contention.loaded is None else contention.loaded.to_dict()  # with the factors without it
+    found |= {"seed": contention.seed, "seeds": list(contention.seeds), "factors": dict(contention.factors)}
+    return found | {"background": loaded}

@@ -1,8 +1,8 @@
 """The fabric view of a training report, from the JSON of the job's step on its fabric
 (``StepOnFabric.to_dict()``, what ``fabric step --json`` prints): each network tier's utilization per kind of
 collective alone (what the contention factor of ``train --network sim`` comes from) and with every kind at once,
-and the hottest links. Utilization is time-averaged over each run: a tier's is the mean over its links that
-carried traffic."""
+and the hottest links, with other tenants' traffic where the report was asked for one (``--background``).
+Utilization is time-averaged over each run: a tier's is the mean over its links that carried traffic."""
 
 from __future__ import annotations
 
@@ -56,8 +56,22 @@ def tier_section(fabric: dict[str, Any]) -> Section:
             else "."
         ),
     ]
+    notes += background_notes(fabric.get("background"))
     columns = ["run", *tiers, "max_link_utilization", "binding_tier", "factor"]
     return Section("fabric-tiers", "Fabric: utilization by tier", columns, rows, figure, notes)
+
+
+def background_notes(background: dict[str, Any] | None) -> list[str]:
+    """The other tenants' traffic the runs shared the fabric with (``Loaded.to_dict()``; none: no note)."""
+    if background is None:
+        return []
+    pattern = str(background["pattern"]).replace("_", "-")
+    without = ", ".join(f"{kind} x{factor:.2f}" for kind, factor in background["factors_without"].items())
+    return [
+        f"background: {background['share']:g} of the other hosts' NICs busy ({pattern}), {background['hosts']:,} "
+        f"hosts, in every run above (their flows share the links max-min fairly with the job's); the factors "
+        f"without it: {without}."
+    ]
 
 
 def links_section(fabric: dict[str, Any]) -> Section:
