@@ -61,7 +61,7 @@ def test_three_seeds_give_each_figures_median_of_the_three_single_runs():
 
 def test_the_json_keeps_each_key_and_adds_a_spread_per_figure():
     out = payload("incast", "--senders", "3", "--message", "32K", "--messages", "2", "--paths", "2", "--seeds", "2")
-    assert out["seeds"] == [1, 2] and out["seeded"] == ["RC's and TCP's ECMP hash"]
+    assert out["seeds"] == [1, 2] and out["seeded"] == ["RC's and TCP's ECMP hash", "DCQCN's ECN marks"]
     for row in out["results"]:
         figures = {"completion_s", "p50_flow_s", "p99_flow_s", "retransmissions", "timeouts", "drops"}
         assert set(row) == {"transport", "spread", *figures} and set(row["spread"]) == figures
@@ -89,3 +89,17 @@ def test_a_bad_seed_count_is_a_one_line_refusal_naming_the_option(command, value
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "--seeds" in lines[0], result.stderr
     assert valid in lines[0] and f"(got '{value}')" in lines[0]
+
+
+def test_dcqcns_random_marks_are_drawn_by_the_seed_even_on_one_path():
+    """Eight senders on one path: no loss and no hash to draw, but RC over PFC runs DCQCN, whose switches mark
+    with RED's probability between Kmin and Kmax, so the seeds are run and RC's times differ between them;
+    SRD and TCP draw nothing here and are the same for every seed. Without DCQCN one run is the answer."""
+    out = payload("incast", "--senders", "8", "--paths", "1", "--seeds", "2")
+    assert out["seeds"] == [1, 2] and out["seeded"] == ["DCQCN's ECN marks"] and out["one_draw"] is False
+    rows = {row["transport"]: row["spread"]["completion_s"] for row in out["results"]}
+    assert rows["rc"]["min"] < rows["rc"]["max"]  # the marks, drawn apart, cut the senders' rates apart
+    assert rows["srd"]["min"] == rows["srd"]["max"] and rows["tcp"]["min"] == rows["tcp"]["max"]
+    plain = payload("incast", "--senders", "8", "--paths", "1", "--seeds", "2", "--no-dcqcn")
+    assert plain["seeds"] == [1] and plain["seeded"] == []
+    assert "DCQCN's ECN marks" in run("incast", "--senders", "8", "--paths", "1", "--seeds", "2").stdout

@@ -237,11 +237,15 @@ def plot_group(results: Sequence[GroupResult], path: Path, title: str) -> None:
 
 
 def drawn_by_seed(scenario: Any, flows: int = 1) -> list[str]:
-    """What the seed draws in a transport run: the packets lost, the background load's arrivals, and
-    where several flows share equal-cost paths, the paths RC's and TCP's hash gives them."""
+    """What the seed draws in a transport run: the packets lost, the background load's arrivals, where
+    several flows share equal-cost paths the paths RC's and TCP's hash gives them, and where RC runs
+    DCQCN and a queue can build (several flows, or other traffic on the path) the switches' random
+    RED/ECN marks (``lossless.LosslessNetwork._marks``: probability rising from 0 at Kmin to Pmax at Kmax)."""
     drawn = ["the losses"] if scenario.loss > 0 else []
-    drawn += ["the background load"] if scenario.background > 0 or scenario.collision else []
-    return drawn + (["RC's and TCP's ECMP hash"] if flows > 1 and scenario.num_paths > 1 else [])
+    loaded = scenario.background > 0 or scenario.collision
+    drawn += ["the background load"] if loaded else []
+    drawn += ["RC's and TCP's ECMP hash"] if flows > 1 and scenario.num_paths > 1 else []
+    return drawn + (["DCQCN's ECN marks"] if scenario.dcqcn and (flows > 1 or loaded) else [])
 
 
 def seeds_json(drawn: list[str], seeds: list[int]) -> dict[str, Any]:
