@@ -56,10 +56,25 @@ def test_compare_sets_ecmp_spray_and_the_analytic_model_side_by_side():
     out = _json("compare", *BASE, "--collective", "alltoall", "--ideal")
     rows = {row["model"]: row for row in out["rows"]}
     simulated = [f"simulated {r}" for r in ("ecmp", "spray", "flowlet", "adaptive")]
-    assert list(rows) == [*simulated, "analytic, ideal links", "analytic, calibrated"]
+    # --ideal: every row is on the datasheet links; the analytic row is the link bound, no calibrated time
+    assert list(rows) == [*simulated, "analytic, ideal links"] and out["links"] == "ideal"
+    assert {row["links"] for row in out["rows"]} == {"ideal"}
     spray, ideal = rows["simulated spray"], rows["analytic, ideal links"]
     assert abs(spray["time_s"] / ideal["time_s"] - 1) < 0.05
     assert all(rows[name]["time_s"] >= spray["time_s"] * (1 - 1e-9) for name in simulated)  # spraying is best
+
+
+def test_compare_on_calibrated_links_sets_the_calibrated_model_beside_them_and_the_link_bound_labelled():
+    """Without --ideal the simulated rows run on the calibrated links, so the analytic model's calibrated time
+    is their like; the link bound stays as the ceiling, labelled ideal. The table says the same."""
+    out = _json("compare", *BASE, "--collective", "alltoall")
+    rows = {row["model"]: row for row in out["rows"]}
+    assert list(rows)[-2:] == ["analytic, ideal links", "analytic, calibrated"] and out["links"] == "calibrated"
+    assert rows["analytic, ideal links"]["links"] == "ideal" and rows["analytic, calibrated"]["links"] == "calibrated"
+    assert all(rows[f"simulated {r}"]["links"] == "calibrated" for r in ("ecmp", "spray", "flowlet", "adaptive"))
+    assert rows["analytic, calibrated"]["time_s"] > rows["analytic, ideal links"]["time_s"]  # below line rate
+    table = runner.invoke(app, ["fabric", "compare", *BASE, "--collective", "alltoall", "--ideal"]).stdout
+    assert "analytic, ideal links" in table and "analytic, calibrated" not in table and "simulated on ideal" in table
 
 
 def test_plot_writes_a_png(tmp_path: Path):

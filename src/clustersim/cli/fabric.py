@@ -232,8 +232,8 @@ def compare_command(
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """ECMP against spraying (on the calibrated links, or with --ideal the datasheet ones), and the analytic
-    model's calibrated and link-bound (ideal) times against them."""
+    """ECMP against spraying on the calibrated links, with the analytic model's calibrated time and its link
+    bound (ideal links) beside them; with --ideal on the datasheet links, against the link bound alone."""
     import numpy as np
 
     from clustersim.network.analytic import predict_collective
@@ -290,22 +290,24 @@ def compare_command(
                 runs.append((f"simulated {route.value}", r, r.time_s, r.busbw_bytes_per_s))
                 spreads.append((results[0].time_s, results[-1].time_s))
         bound = _ideal_analytic(cat, instance, nodes, op, size_bytes, algorithm)
-        table = predict_collective(
-            op,
-            np.array([size_bytes]),
-            fabric_for_instance(cat, instance, nodes),
-            algorithm=algorithm,
-            protocol=Protocol.SIMPLE,
-        )
         runs.append(("analytic, ideal links", None, bound[0], bound[1]))
-        runs.append(("analytic, calibrated", None, float(table.time_s[0]), float(table.busbw_bytes_per_s[0])))
+        if not ideal:  # --ideal compares link bounds only: the calibrated model prices other links than were run
+            table = predict_collective(
+                op,
+                np.array([size_bytes]),
+                fabric_for_instance(cat, instance, nodes),
+                algorithm=algorithm,
+                protocol=Protocol.SIMPLE,
+            )
+            runs.append(("analytic, calibrated", None, float(table.time_s[0]), float(table.busbw_bytes_per_s[0])))
     from clustersim.present.fabric import compare_rows, compare_view, draw_json, draw_line
 
     simulated = "ideal" if ideal else "calibrated"
     rows = compare_rows(runs)
     # each row's links: a simulated run's own, the analytic rows' by their name
     labels = [r.links if r else ("ideal" if "ideal" in model else "calibrated") for model, r, _, _ in runs]
-    for row, (low, high), label in zip(rows, [*spreads, (None, None), (None, None)], labels, strict=True):
+    analytic = [(None, None)] * (len(runs) - len(spreads))
+    for row, (low, high), label in zip(rows, [*spreads, *analytic], labels, strict=True):
         row |= {"time_min_s": low, "time_max_s": high, "links": label}
     drawn = sorted({what for route in Routing for what in seeded(route.value, placement, failures)})
     if as_json:
