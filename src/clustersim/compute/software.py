@@ -38,6 +38,7 @@ from clustersim.catalog.overlay import RecordFile
 from clustersim.choices import Recompute
 from clustersim.compute.memory import GRADIENT_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES
 from clustersim.errors import ClusterSimError, UnknownNameError
+from clustersim.workload.float8 import Float8Recipe
 
 ENV_VAR = "CLUSTERSIM_SOFTWARE"
 PACKAGE, FILE_NAME = "clustersim.compute", "software.toml"
@@ -140,6 +141,9 @@ class SoftwareSettings(BaseModel):
     sharded_pipeline: bool | None = Field(
         None, description="ZeRO 2-3 (FSDP) sharding together with pipeline parallelism (a search then offers it)."
     )
+    float8_recipe: Float8Recipe | None = Field(
+        None, description="FP8 jobs' scaling recipe (torchao's names: tensorwise, rowwise, rowwise_with_gw_hp)."
+    )
 
 
 class SoftwareProfile(SoftwareSettings):
@@ -186,6 +190,12 @@ class SoftwareProfile(SoftwareSettings):
     )
     sharded_pipeline: bool = Field(
         False, description="ZeRO 2-3 (FSDP) sharding together with pipeline parallelism (a search then offers it)."
+    )
+    float8_recipe: Float8Recipe = Field(
+        Float8Recipe.TENSORWISE,
+        description="FP8 jobs' scaling recipe; tensorwise (per-tensor scales, as Transformer Engine's and torchao's "
+        "defaults) is what the family's fitted FP8 rate holds, the others add their casts and kernels "
+        "(clustersim.workload.float8).",
     )
     weight_bytes_per_param: float = Field(
         WEIGHT_BYTES, gt=0, le=8, description="Bytes of each parameter's stored weights (ZeRO 3 shards them)."

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from clustersim.errors import ClusterSimError, shown, validation_problems
+from clustersim.workload.float8 import Float8Recipe
 
 KINDS = ("training", "inference", "collective", "memory")
 PRIMARY_FIELDS: dict[str, tuple[str, ...]] = {
@@ -147,12 +148,22 @@ class CaseWorkload(_Part):
 
 
 class CaseSoftware(_Part):
-    """``software``: the stack that produced the result (``framework`` from the format's list); ``compiled``,
-    the project's extra context, says whether a PyTorch-native stack ran under torch.compile."""
+    """``software``: the stack that produced the result (``framework`` from the format's list); ``compiled``
+    and ``float8_recipe``, the project's extra context, say whether a PyTorch-native stack ran under
+    torch.compile and which float8 scaling recipe an FP8 run used (torchao's names)."""
 
     framework: str | None = None
     version: str | None = None
     compiled: bool | None = None  # extra context: torch.compile on or off (null: the framework's default)
+    float8_recipe: str | None = None  # extra context: an FP8 run's recipe (null: the framework's default)
+
+    @field_validator("float8_recipe")
+    @classmethod
+    def _known_recipe(cls, value: str | None) -> str | None:
+        valid = [recipe.value for recipe in Float8Recipe]
+        if value is not None and value not in valid:
+            raise ValueError(f"unknown float8 recipe {value!r} (valid: {', '.join(valid)})")
+        return value
 
 
 class Case(_Part):

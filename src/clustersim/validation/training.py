@@ -27,6 +27,7 @@ from clustersim.training.job import TrainingJob
 from clustersim.validation.case_model import case_transformer
 from clustersim.validation.cases import Case, CaseParallel, as_case
 from clustersim.validation.systems import system_from_case
+from clustersim.workload.float8 import Float8Recipe
 from clustersim.workload.transformer import Transformer
 
 _GIB = 2**30
@@ -63,6 +64,15 @@ def case_setup(
         software = software.model_copy(update={"eager_elementwise": False})
     elif compiled is None and software.eager_elementwise:
         assumed["compiled"] = False  # the framework's default (eager), said per case
+    recipe = case.software.float8_recipe if case.software else None
+    if recipe is not None:  # an FP8 run's scaling recipe (null: the profile's, tensorwise in every packaged one)
+        if case.precision != "fp8":
+            raise ClusterSimError(
+                f"{where}: software.float8_recipe {recipe!r} needs precision 'fp8', got {case.precision or 'bf16'!r}",
+                field="software.float8_recipe",
+                value=recipe,
+            )
+        software = software.model_copy(update={"float8_recipe": Float8Recipe(recipe)})
     # Published runs balance uneven layer counts over stages (e.g. Llama 3 405B: 126 layers, pp 16).
     if parallel.ep_overlap is None and model.moe is not None and int(fields["ep"]) > 1:
         assumed["ep_overlap"] = software.ep_overlap  # the framework's default, said per case

@@ -23,8 +23,15 @@ bias and activation    memory      ``(2 (q + 2 kv) + (matrices + 1) f) T / t`` 1
 eager element-wise     memory      PyTorch eager stacks only (no torch.compile): what running the
                                    norms, rotary embeddings, GQA key/value expansion, attention
                                    layout and SwiGLU as one kernel per op adds to the fused counts
+float8 casts           memory      FP8 jobs under a recipe other than tensorwise: the recipe's cast
+                                   and rescale bytes beyond tensorwise (``clustersim.workload.float8``)
+float8 scaled GEMMs    gemm        the same recipes' GEMM time beyond tensorwise cuBLAS, as FLOPs at
+                                   the FP8 rate (``clustersim.workload.float8``)
 logits (head)          gemm        ``2 T h V / t`` on the last pipeline stage
 loss (head)            memory      ``14 / 3`` bytes per FP32 logit forward (softmax cross-entropy)
+eager loss (head)      memory      PyTorch eager stacks only: the unfused upcast, log-softmax and NLL
+                                   kernels' bytes beyond the fused count, ``22 - 14 / 3`` per logit
+                                   forward and ``26 - 28 / 3`` backward
 =====================  ==========  =====================================================
 
 Each operation carries the ratio of its backward work to its forward work: 2 for GEMMs (data and
@@ -52,6 +59,7 @@ from enum import StrEnum
 import numpy as np
 import numpy.typing as npt
 
+from clustersim.workload.float8 import Float8Recipe, float8_extra_bytes, scaled_gemm_surcharge
 from clustersim.workload.transformer import Transformer
 
 FloatArray = npt.NDArray[np.float64]
@@ -62,6 +70,15 @@ SCORE_BYTES_FORWARD = 13.0  # QK^T writes 2; softmax reads 2, writes 2; dropout 
 SCORE_BYTES_BACKWARD = 15.0
 OUTSIDE_ELEMENTS = 11.0  # two norms (read, write: 4), two bias-dropout-residual adds (read 2, write 1, mask: 7)
 LOSS_BYTES_PER_LOGIT = 14.0  # softmax cross-entropy, forward and backward, over FP32 logits
+# PyTorch eager cross-entropy over upcast logits (torchtitan's loss: cross_entropy(pred.flatten(0, 1).float(),
+# labels), pytorch/torchtitan train.py @9dec370, components/loss.py @820504e), bytes per FP32 logit, from
+# ATen's kernels (aten/src/ATen/native/cuda/SoftMax.cu: a wide row's log-softmax reads it for the max, for
+# the sum of exponentials and once more to write; its backward reads the gradient for its sum, then the
+# gradient and the output to write): forward, the upcast (read 2, write 4) and log-softmax (read 3 x 4,
+# write 4); backward, NLL's dense gradient (write 4), the log-softmax backward (read 3 x 4, write 4) and the
+# cast back (read 4, write 2). The eager op is what these add to the fused count above.
+EAGER_LOSS_FORWARD_BYTES = 6.0 + 16.0
+EAGER_LOSS_BACKWARD_BYTES = 4.0 + 16.0 + 6.0
 ELEMENTWISE_BACKWARD_RATIO = 1.5
 # Megatron-Core's all-to-all token dispatcher copies each routed token's hidden row four times a layer:
 # permute into expert order before the dispatch, sort the received chunks by local expert, the inverse
@@ -85,6 +102,9 @@ EAGER_SWIGLU_EXTRA_BYTES = 2.0
 # A fused (flash) attention backward recomputes the scores: five matrix products to the forward's two,
 # 2.5x its FLOPs (Dao, FlashAttention-2, arXiv 2307.08691, section 4.1: "backward ... 2.5x forward FLOPs")
 FUSED_ATTENTION_BACKWARD_RATIO = 2.5
+# The GEMMs torchao's float8 training converts (nn.Linear layers; a MoE model's grouped expert GEMMs and router
+# are not converted by its Float8Linear recipes).
+FLOAT8_LINEARS = frozenset({"qkv", "output projection", "mlp"})
 
 
 class OpKind(StrEnum):
@@ -137,10 +157,12 @@ def layer_operations(
     fused_attention: bool,
     cp: FloatArray | float = 1.0,
     eager_elementwise: bool = False,
+    float8_recipe: Float8Recipe | None = None,
 ) -> list[Operation]:
     """The forward operations of one layer on one device (see the module table); ``cp`` splits each
     query's keys over that many ring-attention kernel calls; ``eager_elementwise``: the element-wise ops
-    run as PyTorch eager kernels, one per op."""
+    run as PyTorch eager kernels, one per op; ``float8_recipe``: an FP8 job's scaling recipe (None or
+    tensorwise: what the FP8 rate holds)."""
     h, q, kv, f = model.hidden, model.q_width, model.kv_width, model.expert_ffn
     like = np.zeros(np.broadcast_shapes(np.shape(tokens), np.shape(tp), np.shape(sp_split), np.shape(ep), np.shape(cp)))
     matrices = model.ffn_type.num_matrices
@@ -227,7 +249,40 @@ def layer_operations(
     ]
     if eager_elementwise:
         ops.append(_eager_elementwise(model, like, tokens=tokens, tp=tp, sp_split=sp_split))
+    if float8_recipe is not None and float8_recipe is not Float8Recipe.TENSORWISE:
+        ops += _float8_operations(model, ops, like, recipe=float8_recipe, tokens=tokens, tp=tp, sp_split=sp_split)
     return ops
+
+
+def _float8_operations(
+    model: Transformer,
+    ops: list[Operation],
+    like: FloatArray,
+    *,
+    recipe: Float8Recipe,
+    tokens: FloatArray,
+    tp: FloatArray,
+    sp_split: FloatArray,
+) -> list[Operation]:
+    """What ``recipe`` adds over tensorwise (``clustersim.workload.float8``): its extra cast and rescale
+    bytes, split as the GEMMs they feed (one forward, two backward), and its GEMMs' extra time, as FLOPs at
+    the FP8 rate of the layer's largest GEMM call."""
+    gemms = [op for op in ops if op.name in FLOAT8_LINEARS]
+    forward_share, backward_share = scaled_gemm_surcharge(recipe)
+    linear = sum((op.flop for op in gemms), like)
+    largest = np.max(np.stack([op.gemm_flop for op in gemms]), axis=0)
+    cast_bytes = float8_extra_bytes(model, recipe, tokens=tokens, tp=tp, sp_split=sp_split)
+    return [
+        _op("float8 casts", OpKind.MEMORY, like, nbytes=cast_bytes / 3.0, ratio=2.0),
+        _op(
+            "float8 scaled GEMMs",
+            OpKind.GEMM,
+            like,
+            flop=forward_share * linear,
+            each=largest,
+            ratio=backward_share / forward_share,
+        ),
+    ]
 
 
 def _eager_elementwise(
@@ -253,11 +308,19 @@ def _keys_per_query(model: Transformer, seq_len: int, fused: bool) -> float:
     return ((model.layers - windowed) * seq_len * CAUSAL_FRACTION + windowed * window_keys) / model.layers
 
 
-def head_operations(model: Transformer, *, tokens: FloatArray, tp: FloatArray) -> list[Operation]:
-    """The output head on the last pipeline stage: logits and the loss."""
+def head_operations(
+    model: Transformer, *, tokens: FloatArray, tp: FloatArray, eager_elementwise: bool = False
+) -> list[Operation]:
+    """The output head on the last pipeline stage: logits and the loss (under ``eager_elementwise``, also
+    what PyTorch's unfused cross-entropy kernels add)."""
     logits = tokens * model.vocab / tp
     like = np.zeros(np.shape(logits))
-    return [
+    ops = [
         _op("logits", OpKind.GEMM, like, flop=2 * logits * model.hidden, ratio=2.0),
         _op("loss", OpKind.MEMORY, like, nbytes=LOSS_BYTES_PER_LOGIT / 3 * logits, ratio=2.0),
     ]
+    if eager_elementwise:
+        forward = EAGER_LOSS_FORWARD_BYTES - LOSS_BYTES_PER_LOGIT / 3
+        backward = EAGER_LOSS_BACKWARD_BYTES - 2 * LOSS_BYTES_PER_LOGIT / 3
+        ops.append(_op("eager loss", OpKind.MEMORY, like, nbytes=forward * logits, ratio=backward / forward))
+    return ops
