@@ -65,14 +65,14 @@ CAST_BYTES: dict[str, tuple[float, float]] = {  # recipe: (an activation or grad
 # tensorwise cuBLAS kernel with unit scales and multiply the output afterwards; Float8LinearConfig keeps
 # fast accumulation for the output GEMM only, so both gradient GEMMs pay it).
 RESCALE_BYTES = 4.0
-# Prior, identified from one source that no case here comes from: the share of the roofline bandwidth the row-scaled
-# recipes' extra casts and rescales reach. torchao's published 8 x H100 Llama 3 8B FSDP2 run (torch.compile, per-op
-# SAC, batch 1, sequence 8192: pytorch/ao docs/source/workflows/training.md, "e2e training benchmarks", NVIDIA H100)
-# measured rowwise at 6768 tokens/s against tensorwise's 7689.5 (0.880); this model gives that ratio on that job with
-# 0.28 (tests/workload/test_float8.py checks it), against 0.96 at the roofline. What slows them is not separated in
-# the sources: column-wise amax reductions, the unfused rescale kernels (pytorch/ao issue 2184) and the Inductor
-# setting emulate_precision_casts that torchtitan turns on for rowwise (pytorch/torchtitan
-# torchtitan/components/quantization/float8.py @820504e, for pytorch/pytorch issue 150859).
+# Prior, identified from one source that no case here comes from: the share of the roofline bandwidth the
+# row-scaled recipes' extra casts and rescales reach. torchao's published 8 x H100 Llama 3 8B FSDP2 run
+# (torch.compile, per-op SAC, batch 1, sequence 8192: pytorch/ao docs/source/workflows/training.md, "e2e training
+# benchmarks", NVIDIA H100) measured rowwise at 6768 tokens/s against tensorwise's 7689.5 (0.880); this model
+# gives that ratio on that job with 0.28 (tests/validation/test_float8_recipe_effect.py checks it), 0.96 at the
+# roofline. What slows them is not separated in the sources: column-wise amax reductions, the unfused rescale
+# kernels (pytorch/ao issue 2184) and the Inductor setting emulate_precision_casts that torchtitan turns on for
+# rowwise (pytorch/torchtitan torchtitan/components/quantization/float8.py @820504e, pytorch/pytorch issue 150859).
 CAST_ROOFLINE_FRACTION = 0.28
 # Prior, one source: PyTorch's CUTLASS rowwise _scaled_mm with fast accumulation reaches "90-100% of
 # tensor-wise efficiency" for most shapes on H100, with a long tail to 50% on small ones (pytorch/pytorch
