@@ -38,6 +38,7 @@ from clustersim.cli.serve_simulate import (
     wanted,
 )
 from clustersim.errors import ClusterSimError
+from clustersim.serving.engine_names import engine_help
 from clustersim.units import MAX_DEGREE, MAX_LATENCY_S, MAX_RATE_PER_S, MAX_SEQUENCE_TOKENS, MAX_SEQUENCES
 
 if TYPE_CHECKING:
@@ -172,10 +173,8 @@ def serve_command(
         str | None,
         typer.Option(
             "--engine",
-            help="The serving engine's profile: tensorrt-llm, tensorrt-llm-2023, tensorrt-llm-mlperf(-v4, -v5: "
-            "NVIDIA's MLPerf harness), vllm, sglang (GPUs); vllm-neuron, nxd-inference, transformers-neuronx, "
-            "optimum-neuron (Trainium); also from $CLUSTERSIM_SERVING_ENGINES; "
-            "default: the accelerator's (tensorrt-llm on GPUs, vllm-neuron on Trainium).",
+            help=f"The serving engine's profile (serving/engines.toml; more from $CLUSTERSIM_SERVING_ENGINES): "
+            f"{engine_help()}.",
         ),
     ] = None,
     scenario: Annotated[

@@ -55,7 +55,7 @@ from clustersim.errors import ClusterSimError
 from clustersim.network.collectives import Op
 from clustersim.network.cost import ANALYTIC, CollectiveCost
 from clustersim.network.fabric import Fabric
-from clustersim.serving.engines import EngineProfile, bucket_tokens, engine_profile, mean_bucket_tokens
+from clustersim.serving.engines import EngineProfile, engine_profile, mean_bucket_tokens, prompt_bucket_tokens
 from clustersim.serving.formats import FamilyFractions, ServingPrecision, attention_dtype, gemm_dtype
 from clustersim.serving.memory import ACTIVATION_BYTES as ACTIVATION_BYTES
 from clustersim.serving.memory import SERVING_DTYPES as SERVING_DTYPES
@@ -352,7 +352,7 @@ def step_times(
             precision,
             kv_precision,
             decode_sequences=none,
-            decode_context_tokens=none,
+            decode_context_tokens=context,  # no decode: the sequences' length, for the prompts' bucket
             prefill_tokens=prefill * per_launch / np.maximum(prompts, 1e-300),
             prefill_sequences=per_launch,
             prompt_tokens=prompt_tokens,
@@ -363,9 +363,9 @@ def step_times(
         launched = np.where(prefill > 0, prompts / per_launch, 0.0)
         return StepTimes.in_sequence((decode.scaled(decoding), launch.scaled(launched)))
     if profile.bucket_min_tokens is not None:
-        padded_prompt = float(bucket_tokens(prompt_tokens, profile))
+        last = np.maximum(2.0 * context - prompt_tokens, context)  # the sequences' last positions (compiled)
+        padded_prompt = prompt_bucket_tokens(prompt_tokens, profile, float(np.max(last)))
         prefill = prefill * padded_prompt / prompt_tokens
-        last = np.maximum(2.0 * context - prompt_tokens, context)  # the sequences' last positions
         context = mean_bucket_tokens(np.minimum(prompt_tokens, context), last, profile)
         prompt_tokens = padded_prompt
     tp, pp = system.tp, system.pp

@@ -51,9 +51,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from clustersim.catalog.overlay import RecordFile
 from clustersim.choices import Batching
 from clustersim.errors import ClusterSimError, UnknownNameError
+from clustersim.serving.engine_names import FILE_NAME, PACKAGE
 
 ENV_VAR = "CLUSTERSIM_SERVING_ENGINES"
-PACKAGE, FILE_NAME = "clustersim.serving", "engines.toml"
 DEFAULT_ENGINE = "tensorrt-llm"
 FloatArray = npt.NDArray[np.float64]
 
@@ -136,6 +136,12 @@ class EngineProfile(BaseModel):
         ge=1,
         description="Static-shape buckets: prompts and decode contexts are padded to the next power of two from "
         "this many tokens; absent: no padding (dynamic shapes).",
+    )
+    bucket_rule: Literal["doubling", "rounded"] = Field(
+        "doubling",
+        description="Which powers of two are buckets below the compiled sequence length L (the last bucket): "
+        "doubling, every one from bucket_min_tokens (transformers-neuronx); rounded, those below "
+        "2**round(log2 L) (NxD Inference's automatic buckets, so a length just past a power of two pads to L).",
     )
     name: str = Field("", description="The profile's name (filled in when loaded).")
 
@@ -238,8 +244,9 @@ def engine_profiles(extra: Sequence[str | Path] = (), *, use_env: bool = True) -
 
 def bucket_tokens(tokens: npt.ArrayLike, profile: EngineProfile, longest: npt.ArrayLike | None = None) -> FloatArray:
     """``tokens`` padded to the engine's next bucket (a power of two times ``bucket_min_tokens``, at least
-    that many), at most ``longest`` (the last bucket is the compiled sequence length, whatever it is);
-    unchanged where the engine has no buckets."""
+    that many), at most ``longest`` (the last bucket is the compiled sequence length, whatever it is; under
+    the ``rounded`` rule the powers of two from ``2**round(log2 longest)`` up are no buckets, so a length
+    past the last one below pads to ``longest``); unchanged where the engine has no buckets."""
     length = np.asarray(tokens, dtype=np.float64)
     if profile.bucket_min_tokens is None:
         return length
@@ -247,8 +254,28 @@ def bucket_tokens(tokens: npt.ArrayLike, profile: EngineProfile, longest: npt.Ar
     steps = np.ceil(np.log2(np.maximum(length, low) / low) - 1e-9)
     padded = low * np.exp2(np.maximum(steps, 0.0))
     if longest is not None:
-        padded = np.maximum(np.minimum(padded, np.asarray(longest, dtype=np.float64)), length)
+        last = np.asarray(longest, dtype=np.float64)
+        padded = np.where(padded < _top_power(last, profile), padded, last)
+        padded = np.maximum(np.minimum(padded, last), length)
     return np.asarray(padded, dtype=np.float64)
+
+
+def _top_power(longest: FloatArray, profile: EngineProfile) -> FloatArray:
+    """The first power of two that is no bucket below ``longest``: none (inf) under the ``doubling`` rule;
+    ``2**round(log2 longest)`` under NxD Inference's (``rounded``)."""
+    if profile.bucket_rule == "doubling":
+        return np.full_like(longest, np.inf)
+    low = float(profile.bucket_min_tokens or 1)
+    return np.asarray(np.exp2(np.round(np.log2(np.maximum(longest, low)))), dtype=np.float64)
+
+
+def prompt_bucket_tokens(prompt_tokens: float, profile: EngineProfile, sequence_tokens: float) -> float:
+    """The prompt's context-encoding bucket when the engine compiles ``sequence_tokens`` positions: under the
+    ``rounded`` rule (NxD Inference) the bucket at most ``sequence_tokens`` (its last context bucket is the
+    max context length, the sequence length by default); under ``doubling`` (transformers-neuronx, whose
+    context buckets are its token buckets halved, which a long prompt outgrows) the next power of two."""
+    longest = sequence_tokens if profile.bucket_rule == "rounded" and sequence_tokens >= prompt_tokens else None
+    return float(bucket_tokens(prompt_tokens, profile, longest))
 
 
 def mean_bucket_tokens(first: npt.ArrayLike, last: npt.ArrayLike, profile: EngineProfile) -> FloatArray:
@@ -260,10 +287,11 @@ def mean_bucket_tokens(first: npt.ArrayLike, last: npt.ArrayLike, profile: Engin
         return np.asarray((lo + hi) / 2.0, dtype=np.float64)
     span = np.maximum(hi - lo, 1e-9)
     total = np.zeros_like(lo)
+    top = _top_power(hi, profile)
     low, edge = 0.0, float(profile.bucket_min_tokens)
-    while np.any(hi > low):  # the positions in (low, edge] attend over min(edge, last) tokens
+    while np.any(hi > low):  # the positions in (low, edge] attend over min(edge, last) tokens, or last past top
         covered = np.clip(np.minimum(hi, edge) - np.maximum(lo, low), 0.0, None)
-        total = total + covered * np.minimum(edge, hi)
+        total = total + covered * np.where(edge < top, np.minimum(edge, hi), hi)
         low, edge = edge, 2.0 * edge
     padded = np.where(hi > lo, total / span, bucket_tokens(hi, profile, hi))
     return np.asarray(padded, dtype=np.float64)

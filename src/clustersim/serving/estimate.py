@@ -229,7 +229,7 @@ def _static_steps(
         request.precision,
         request.kv,
         decode_sequences=0.0 * b,
-        decode_context_tokens=0.0,
+        decode_context_tokens=n + o / 2.0,  # no decode: the sequences' length, for the prompts' bucket
         prefill_tokens=b * n,
         prefill_sequences=b,
         prompt_tokens=n,
