@@ -16,6 +16,7 @@ Wall times on a shared machine move with its load; the CPU seconds move less, an
 ratio are measured in the same minutes.
 
     .venv/bin/python benchmarks/bench_flowsim_speed.py [--flows 1000 4000] [--repeats 3] [--a2a-hosts 1024]
+        [--kernel auto|numba|numpy]
 """
 
 from __future__ import annotations
@@ -34,18 +35,18 @@ import numpy as np
 from clustersim.network.flowsim.engine import independent, route_flows, run
 from clustersim.network.flowsim.routing import Routing
 from clustersim.network.flowsim.topology import FatTreeSpec, build
-from flowsim_vs_simgrid import flowsim_side
+from flowsim_vs_simgrid import KERNELS, flowsim_side, load_kernel
 
 SIMGRID_SCRIPT = Path(__file__).with_name("flowsim_vs_simgrid.py")
 
 
-def ours(hosts: int, flows: int, seed: int, repeats: int) -> dict[str, dict[str, Any]]:
+def ours(hosts: int, flows: int, seed: int, repeats: int, kernel: bool) -> dict[str, dict[str, Any]]:
     """Each workload's routes and times (``flowsim_side``), with the medians of ``repeats`` runs."""
     walls: dict[str, list[float]] = {}
     cpus: dict[str, list[float]] = {}
     cases: dict[str, dict[str, Any]] = {}
     for _ in range(repeats):
-        for name, case in flowsim_side(hosts, flows, seed).items():
+        for name, case in flowsim_side(hosts, flows, seed, kernel).items():
             walls.setdefault(name, []).append(case["wall_s"])
             cpus.setdefault(name, []).append(case["cpu_s"])
             cases[name] = case
@@ -75,14 +76,14 @@ def simgrid(cases: dict[str, dict[str, Any]], python: str, repeats: int) -> dict
     return out
 
 
-def side_by_side(hosts: int, flow_counts: list[int], seed: int, repeats: int, python: str) -> None:
+def side_by_side(hosts: int, flow_counts: list[int], seed: int, repeats: int, python: str, kernel: bool) -> None:
     print(f"{hosts} hosts, one 400 Gbit/s NIC each, radix-16 fat-tree at 2:1, ECMP (seed {seed}); medians of {repeats}")
     print(
         "workload | flows | events | max |rel diff| | ours wall s | SimGrid run s | SimGrid/ours wall | "
         "ours CPU s | SimGrid CPU s | SimGrid/ours CPU"
     )
     for i, flows in enumerate(flow_counts):
-        mine = ours(hosts, flows, seed, repeats)
+        mine = ours(hosts, flows, seed, repeats, kernel)
         if i:  # the other workloads do not depend on --flows: once is enough
             mine = {"distinct completions": mine["distinct completions"]}
         theirs = simgrid(mine, python, repeats)
@@ -97,7 +98,7 @@ def side_by_side(hosts: int, flow_counts: list[int], seed: int, repeats: int, py
             )
 
 
-def ecmp_all_to_all(hosts: int, seed: int) -> None:
+def ecmp_all_to_all(hosts: int, seed: int, kernel: bool) -> None:
     spec = FatTreeSpec(
         num_hosts=hosts, gpus_per_host=1, nics_per_host=1, nic_bytes_per_s=12.5e9, scaleup_bytes_per_s=1e12, radix=32
     )
@@ -109,7 +110,7 @@ def ecmp_all_to_all(hosts: int, seed: int) -> None:
     inc = route_flows(tree, flows, Routing.ECMP, seed)
     route_wall, route_cpu = time.perf_counter() - wall, time.process_time() - cpu
     wall, cpu = time.perf_counter(), time.process_time()
-    times = run(tree, flows, inc)
+    times = run(tree, flows, inc, kernel=kernel)
     run_wall, run_cpu = time.perf_counter() - wall, time.process_time() - cpu
     bound = (hosts - 1) * 1e6 / 12.5e9
     print(
@@ -129,10 +130,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--a2a-hosts", type=int, default=1024, help="hosts of the ECMP all-to-all (0: skip it)")
     parser.add_argument("--simgrid-python", default="/usr/bin/python3")
+    parser.add_argument(
+        "--kernel", choices=KERNELS, default="auto", help="the solver's re-solve (auto: numba if installed)"
+    )
     args = parser.parse_args(argv)
-    side_by_side(args.hosts, args.flows, args.seed, args.repeats, args.simgrid_python)
+    kernel, path = load_kernel(args.kernel)
+    print(path)
+    side_by_side(args.hosts, args.flows, args.seed, args.repeats, args.simgrid_python, kernel)
     if args.a2a_hosts:
-        ecmp_all_to_all(args.a2a_hosts, args.seed)
+        ecmp_all_to_all(args.a2a_hosts, args.seed, kernel)
 
 
 if __name__ == "__main__":

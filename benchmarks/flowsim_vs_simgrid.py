@@ -17,7 +17,8 @@ random pairs with sizes spread over two decades, so nearly every completion is i
 SimGrid comes from Debian (``apt-get install python3-simgrid``) for the system Python, so the SimGrid side
 runs this file under ``--simgrid-python`` (default ``/usr/bin/python3``); not in CI:
 
-    .venv/bin/python benchmarks/flowsim_vs_simgrid.py [--hosts 64] [--flows 1000] [--simgrid-python PATH]
+    .venv/bin/python benchmarks/flowsim_vs_simgrid.py [--hosts 64] [--flows 1000] [--kernel auto|numba|numpy]
+        [--simgrid-python PATH]
 """
 
 from __future__ import annotations
@@ -54,8 +55,29 @@ def workloads(hosts: int, flows: int, seed: int) -> dict[str, tuple[list[int], l
     return out
 
 
-def flowsim_side(hosts: int, flows: int, seed: int) -> dict[str, dict]:
-    """Run each workload in clustersim's flow simulator; return its routes, capacities and times."""
+KERNELS = ("auto", "numba", "numpy")  # --kernel: numba's re-solve where installed, it (refused if absent), numpy's
+
+
+def load_kernel(choice: str) -> tuple[bool, str]:
+    """``run``'s ``kernel`` for ``--kernel`` and a line saying which re-solve runs. Numba's is loaded
+    here (imported, compiled or read from its cache), before any timing, as SimGrid's library is
+    loaded before its run is timed; the line gives what loading cost."""
+    from clustersim.network.flowsim.kernel import load
+
+    if choice == "numpy":
+        return False, "re-solve: numpy"
+    cpu, wall = time.process_time(), time.perf_counter()
+    if load() is None:
+        if choice == "numba":
+            raise SystemExit("--kernel numba: numba is not installed (pip install 'clustersim[fast]')")
+        return False, "re-solve: numpy (numba not installed)"
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    return True, f"re-solve: numba kernel, loaded once in {wall:.2f} s wall ({cpu:.2f} s CPU) before the timed runs"
+
+
+def flowsim_side(hosts: int, flows: int, seed: int, kernel: bool | None = None) -> dict[str, dict]:
+    """Run each workload in clustersim's flow simulator (``kernel``: as ``run`` takes it); return its
+    routes, capacities and times."""
     import numpy as np
 
     from clustersim.network.flowsim.engine import independent, route_flows, run
@@ -73,7 +95,7 @@ def flowsim_side(hosts: int, flows: int, seed: int) -> dict[str, dict]:
         inc = route_flows(tree, batch, Routing.ECMP, seed)
         assert np.all(inc.weight == 1.0), "ECMP gives every flow one whole path"
         began, cpu = time.perf_counter(), time.process_time()
-        times = run(tree, batch, inc)
+        times = run(tree, batch, inc, kernel=kernel)
         wall, cpu = time.perf_counter() - began, time.process_time() - cpu
         used = np.unique(inc.resource)
         index = {int(r): i for i, r in enumerate(used)}
@@ -143,6 +165,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--flows", type=int, default=1000, help="flows of the distinct-completions workload")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--simgrid-python", default="/usr/bin/python3")
+    parser.add_argument(
+        "--kernel", choices=KERNELS, default="auto", help="the solver's re-solve (auto: numba if installed)"
+    )
     parser.add_argument("--simgrid-side", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--simgrid-one", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -152,13 +177,14 @@ def main(argv: list[str] | None = None) -> None:
     if args.simgrid_side:
         simgrid_side(args.simgrid_side)
         return
-    ours = flowsim_side(args.hosts, args.flows, args.seed)
+    kernel, path = load_kernel(args.kernel)
+    ours = flowsim_side(args.hosts, args.flows, args.seed, kernel)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "cases.json"
         path.write_text(json.dumps(ours))
         command = [args.simgrid_python, __file__, "--simgrid-side", str(path)]
         theirs = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout.splitlines()[-1])
-    print(f"{args.hosts} hosts, one 400 Gbit/s NIC each, radix-16 fat-tree at 2:1, ECMP (seed {args.seed})")
+    print(f"{args.hosts} hosts, one 400 Gbit/s NIC each, radix-16 fat-tree at 2:1, ECMP (seed {args.seed}); {path}")
     header = ("workload", "flows", "events", "max |rel diff|", "makespan s", "SimGrid makespan", "ours s",
               "SimGrid run s", "(+ build s)", "speed-up", "ours CPU s", "SimGrid CPU s", "CPU speed-up")  # fmt: skip
     print(" | ".join(header))

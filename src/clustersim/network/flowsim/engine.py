@@ -139,10 +139,12 @@ def run(
     began: float | None = None,
     progress: Callable[[int, int], None] | None = None,
     warm_fraction: float = WARM_FRACTION,
+    kernel: bool | None = None,
 ) -> FlowTimes:
     """The event loop over routed flows (``simulate`` routes them first). At each event only the
     flows whose rate can change are re-solved, unless more than ``warm_fraction`` of the active
-    flows move (then all are; 0: all at every event, the plain method, for checks)."""
+    flows move (then all are; 0: all at every event, the plain method, for checks). ``kernel``: the
+    compiled re-solve always (True), never (False), or once it pays (None; ``flowsim.kernel``)."""
     began = time.perf_counter() if began is None else began
     n = flows.num_flows
     cap = tree.capacity_bytes_per_s
@@ -165,7 +167,7 @@ def run(
     inv_cap = np.divide(1.0, cap, out=np.zeros(cap.size), where=cap > 0)  # 0 for a failed link: no utilization
     done_slack = DONE_TOL * size  # bytes short of the end from which a flow counts as done
     has_deps = bool(flows.dep_idx.size)
-    solver = MaxMinState(prepared, cap, warm_fraction=warm_fraction)
+    solver = MaxMinState(prepared, cap, warm_fraction=warm_fraction, kernel=kernel)
     rate = np.zeros(n)
     left = size.copy()  # bytes left at ``since``, when the flow's rate last changed
     since = np.zeros(n)

@@ -18,6 +18,7 @@ import numpy as np
 from clustersim.errors import ClusterSimError
 from clustersim.network.flowsim.filling import REL_TOL, dense_rounds, distinct, fill, level_rounds, local_rounds
 from clustersim.network.flowsim.filling import csr_rows as _rows
+from clustersim.network.flowsim.kernel import choose
 from clustersim.network.flowsim.topology import BoolArray, FloatArray, IntArray
 
 __all__ = ["REL_TOL", "MaxMinState", "Prepared", "distinct", "max_min_rates", "prepare", "solve"]
@@ -181,11 +182,13 @@ class MaxMinState:
         "_block_max",
         "_cap_pad",
         "_every",
+        "_index",
         "_mark",
         "_rate_blocks",
         "_used_pad",
         "active",
         "capacity",
+        "kernel",
         "levels_min",
         "num_active",
         "p",
@@ -206,6 +209,7 @@ class MaxMinState:
         prune_min: int = PRUNE_MIN,
         levels_min: int = LEVELS_MIN,
         whole_fabric: float = WHOLE_FABRIC,
+        kernel: bool | None = None,
     ) -> None:
         if not 0.0 <= warm_fraction <= 1.0:
             raise ClusterSimError(
@@ -213,6 +217,7 @@ class MaxMinState:
             )
         self.warm_fraction = warm_fraction
         self.prune_min, self.levels_min, self.whole_fabric = prune_min, levels_min, whole_fabric
+        self.kernel = kernel  # the compiled table re-solve: True always, False never, None when it pays (``kernel``)
         self.p = p
         n, size = p.num_flows, p.num_resources
         self._cap_pad = np.zeros(size + 1)  # one more resource: the table's padding (no capacity, no load)
@@ -226,6 +231,7 @@ class MaxMinState:
         self._block_max = np.zeros(self._rate_blocks.shape[0])  # at least the highest rate in each block
         self._mark = np.zeros(size + 1, dtype=bool)  # scratch of ``_connected``, all False between calls
         self._every = np.arange(size)  # every resource (what a re-solve on the whole fabric touched)
+        self._index = np.full(size + 1, -1, dtype=np.int64)  # scratch of the compiled re-solve, -1 between calls
         self.rounds = 0
         self.num_active = 0
 
@@ -286,6 +292,13 @@ class MaxMinState:
         (``level_rounds``); fewer: by local bottlenecks, on the table where there is one."""
         p, size = self.p, self.p.num_resources
         if p.has_table and growing.size < self.levels_min:
+            compiled = choose(self.kernel, growing.size * p.table_res.shape[0])
+            if compiled is not None:
+                rounds, crossed = compiled(
+                    p.table_res, p.table_weight, growing, base, self._cap_pad, self._used_pad, self.rate, self._index
+                )
+                self.rounds += rounds
+                return crossed
             table = p.table_res.take(growing, axis=1)
             w = p.table_weight.take(growing, axis=1)
             above = (w * (old - base)).ravel()
