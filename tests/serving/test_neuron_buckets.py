@@ -1,6 +1,7 @@
 """Static-shape buckets by engine: NxD Inference's automatic rule (powers of two below 2**round(log2 L), then
 the max length L, neuronx_distributed_inference/modules/autobucketing.py generate_buckets) against
-transformers-neuronx's doubling; and the engine list the CLI's help reads from engines.toml."""
+transformers-neuronx's doubling; NxD Inference's sequence-parallel prefill; and the engine list the CLI's
+help reads from engines.toml."""
 
 import math
 
@@ -8,14 +9,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from clustersim.catalog.registry import load_catalog
+from clustersim.catalog.schema import Dtype
+from clustersim.serving.engine import serving_system_for_accelerator, step_times
 from clustersim.serving.engine_names import engine_help
 from clustersim.serving.engines import (
+    EngineProfile,
     bucket_tokens,
     engine_profile,
     engine_profiles,
     mean_bucket_tokens,
     prompt_bucket_tokens,
 )
+from clustersim.workload.transformer import Transformer
 
 NXD = engine_profile("nxd-inference")
 TNX = engine_profile("transformers-neuronx")
@@ -63,3 +69,24 @@ def test_the_engine_help_lists_every_packaged_profile_from_the_file() -> None:
         assert f" {name}," in f" {text}" or f" {name} (" in f" {text}", name
     assert "tensorrt-llm-mlperf-v4" in text and "tensorrt-llm-mlperf-v5" in text
     assert "default: the accelerator's (tensorrt-llm on GPUs, vllm-neuron on Trainium)" in text
+
+
+def test_sequence_parallel_prefill_splits_the_prompt_norms_over_the_tp_ranks() -> None:
+    catalog = load_catalog(use_env=False)
+    system = serving_system_for_accelerator(catalog, "trainium2", tp=64, devices_per_node=64, instance="trn2.48xlarge")
+    llama = Transformer(name="llama3-70b", layers=80, hidden=8192, ffn_hidden=28672, heads=64, kv_heads=8, vocab=128256)
+    assert NXD.sequence_parallel_prefill and not TNX.sequence_parallel_prefill
+    replicated = NXD.model_copy(update={"sequence_parallel_prefill": False})
+
+    def step(engine: EngineProfile, decoding: float, prompt: float):  # type: ignore[no-untyped-def]
+        return step_times(
+            llama, system, Dtype.BF16, Dtype.BF16, decode_sequences=decoding, decode_context_tokens=2048.0,
+            prefill_tokens=prompt, prefill_sequences=1.0 if prompt else 0.0, prompt_tokens=1024.0, engine=engine,
+        )  # fmt: skip
+
+    split, whole = step(NXD, 0.0, 1024.0), step(replicated, 0.0, 1024.0)
+    assert float(split.elementwise_s) == pytest.approx(float(whole.elementwise_s) / 64)
+    assert float(split.gemm_compute_s) == float(whole.gemm_compute_s)  # the GEMMs are the same
+    assert float(split.step_s) < float(whole.step_s)
+    # decode tokens are not split: token generation has no sequence parallelism
+    assert float(step(NXD, 4.0, 0.0).elementwise_s) == float(step(replicated, 4.0, 0.0).elementwise_s)

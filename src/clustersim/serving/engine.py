@@ -418,7 +418,8 @@ def step_times(
     attention_peak = system.peak_flop_per_s(attention_dtype(precision)) * cal.attention_flop_efficiency * kernels
     prefill_attention = prompts * causal / attention_peak
 
-    elementwise = tokens * layers * cal.activation_passes * model.hidden * ACTIVATION_BYTES / bandwidth
+    rowwise = b + prefill / tp if profile.sequence_parallel_prefill else tokens  # tokens each rank norms and adds
+    elementwise = rowwise * layers * cal.activation_passes * model.hidden * ACTIVATION_BYTES / bandwidth
 
     comm = np.zeros_like(b)
     payload = tokens * model.hidden * ACTIVATION_BYTES

@@ -131,6 +131,11 @@ class EngineProfile(BaseModel):
         description="Prompt tokens share the decode step's launch (in-flight batching, chunked prefill); false: "
         "prefill and decode run as separate launches, one after the other (Neuron).",
     )
+    sequence_parallel_prefill: bool = Field(
+        False,
+        description="Prompt tokens' norms and residual adds are split over the TP ranks (sequence parallelism in "
+        "context encoding: reduce-scatter and all-gather in place of each all-reduce); false: every rank does all.",
+    )
     bucket_min_tokens: int | None = Field(
         None,
         ge=1,
