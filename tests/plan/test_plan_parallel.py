@@ -4,13 +4,16 @@ extra); points that differ only in their price offer share one ranking, its layo
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from clustersim.catalog.registry import load_catalog
 from clustersim.compute.software import software_profiles
 from clustersim.errors import ClusterSimError
-from clustersim.plan.parallel import PARTITIONS_PER_WORKER, RayPoints, partitions, run_here
-from clustersim.plan.planner import Plan, plan_training
+from clustersim.plan import search
+from clustersim.plan.parallel import PARTITIONS_PER_WORKER, POINTS_PER_PARTITION, RayPoints, partitions, run_here
+from clustersim.plan.planner import Plan, batch_key, plan_training, shared_key
 from clustersim.plan.planner_grid import PlanGrid, grid_points
 from clustersim.workload.zoo import load_model
 
@@ -30,10 +33,44 @@ def _same(a: Plan, b: Plan) -> None:
 
 def test_partitions_are_consecutive_and_cover_every_point_once():
     items = list(range(23))
-    assert partitions(items, 1) == [[i] for i in items]  # one point each: the progress bar moves per point
+    assert partitions(items, 1) == [[i] for i in items]  # no keys: one point each
     parts = partitions(items, 2)
     assert [i for part in parts for i in part] == items
     assert len(parts) <= 2 * PARTITIONS_PER_WORKER and max(map(len, parts)) - min(map(len, parts)) <= 3
+
+
+def test_partitions_keep_what_points_share_together():
+    items = list(range(40))
+    family = lambda i: i // 20  # noqa: E731  (what can be priced in one call: a chip family)
+    system = lambda i: i // 2  # noqa: E731  (what shares a ranking: two price offers of one system)
+    one = partitions(items, 1, together=system, batch=family)
+    assert [len(p) for p in one] == [
+        POINTS_PER_PARTITION,
+        20 - POINTS_PER_PARTITION,
+    ] * 2  # cut where the family changes
+    for workers in (2, 3):
+        parts = partitions(items, workers, together=system, batch=family)
+        assert [i for part in parts for i in part] == items
+        assert all(len({family(i) for i in part}) == 1 for part in parts)
+        assert all(system(part[0]) != system(before[-1]) for before, part in itertools.pairwise(parts))
+        assert len(parts) >= workers
+    odd = partitions(list(range(9)), 4, together=lambda i: i // 3)  # runs of 3 never split, even past the size
+    assert odd == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
+
+
+def test_the_points_of_a_plan_are_priced_in_few_calls(monkeypatch):
+    parts = partitions(POINTS, 1, together=shared_key, batch=batch_key)
+    assert [len(p) for p in parts] == [len(POINTS)]  # H100 and H200 (one family, one framework): one partition
+    calls = []
+    real = search.step_terms
+
+    def counted(*args, **kwargs):  # the real step, its calls counted
+        calls.append(len(args[3]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(search, "step_terms", counted)
+    plan = plan_training(LLAMA_70B, POINTS, notes=NOTES)
+    assert len(calls) == 1 and calls[0] > 0 and plan.evaluated >= calls[0]  # six systems, one vectorized call
 
 
 def test_partitions_in_any_order_give_the_plan_of_one_point_after_another():

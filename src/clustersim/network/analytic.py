@@ -469,8 +469,16 @@ def collective_time_s(
         priced = latency[:, 0] + size / choice[:, 0] * (1.0 + (choice_half[:, 0] / size) ** cal.ramp_exponent)
         return np.array([column[np.argmin(priced)]])
     sizes = np.maximum(np.atleast_1d(sizes), 1.0)
-    times = latency + sizes / algbw * (1.0 + (half / sizes) ** cal.ramp_exponent)
+    times = ramp_time_s(latency, algbw, half, sizes, cal.ramp_exponent)
     if choice is algbw:
         return np.asarray(times.min(axis=0), dtype=np.float64)
-    picked = np.argmin(latency + sizes / choice * (1.0 + (choice_half / sizes) ** cal.ramp_exponent), axis=0)
+    picked = np.argmin(ramp_time_s(latency, choice, choice_half, sizes, cal.ramp_exponent), axis=0)
     return np.asarray(times[picked, np.arange(sizes.size)], dtype=np.float64)
+
+
+def ramp_time_s(
+    latency: FloatArray, algbw: FloatArray, half: FloatArray, sizes: FloatArray, exponent: float
+) -> FloatArray:
+    """Latency plus the size at the algbw, slowed by the Simple ramp ``1 + (S_half / S) ** p`` (the candidates'
+    columns against the sizes, broadcast)."""
+    return np.asarray(latency + sizes / algbw * (1.0 + (half / sizes) ** exponent), dtype=np.float64)

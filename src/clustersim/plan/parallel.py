@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from types import TracebackType
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -20,6 +20,7 @@ from clustersim.errors import ClusterSimError
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 PARTITIONS_PER_WORKER = 4  # a few per worker, so that a slow partition does not leave the others idle
+POINTS_PER_PARTITION = 16  # one worker: items per partition (each a progress step; a plan's batch of points)
 ENV_PREFIX = "CLUSTERSIM_"  # the settings a worker must read as this process does (calibration, overlays)
 
 
@@ -39,12 +40,31 @@ def run_here(
         yield index, task(part)
 
 
-def partitions(items: Sequence[Item], workers: int) -> list[list[Item]]:
-    """Consecutive slices of ``items``, about ``PARTITIONS_PER_WORKER`` per worker (one item each for one worker)."""
-    if workers <= 1:
+def partitions(
+    items: Sequence[Item],
+    workers: int,
+    *,
+    together: Callable[[Item], Hashable] | None = None,
+    batch: Callable[[Item], Hashable] | None = None,
+) -> list[list[Item]]:
+    """Consecutive slices of ``items``: a run of items with equal ``together`` keys is never cut (they share
+    work: a plan's points of one system share a ranking), and a slice ends where the ``batch`` key changes
+    (what can be computed in one call: a plan's points of one framework and chip family). One worker: one slice
+    per run of equal ``batch`` keys, at most ``POINTS_PER_PARTITION`` items where it can be cut (one item each
+    without keys); more: about ``PARTITIONS_PER_WORKER`` slices per worker."""
+    if workers <= 1 and batch is None:
         return [[item] for item in items]
-    size = max(1, math.ceil(len(items) / (workers * PARTITIONS_PER_WORKER)))
-    return [list(items[i : i + size]) for i in range(0, len(items), size)]
+    size = POINTS_PER_PARTITION if workers <= 1 else max(1, math.ceil(len(items) / (workers * PARTITIONS_PER_WORKER)))
+    parts: list[list[Item]] = []
+    previous: tuple[Hashable, Hashable] = (None, None)
+    for item in items:
+        keys = (None if together is None else together(item), None if batch is None else batch(item))
+        shares = together is not None and keys[0] == previous[0]
+        if not parts or (not shares and (keys[1] != previous[1] or len(parts[-1]) >= size)):
+            parts.append([])
+        parts[-1].append(item)
+        previous = keys
+    return parts
 
 
 def _run_part(task: Callable[[list[Any]], list[Any]], part: list[Any]) -> list[Any]:

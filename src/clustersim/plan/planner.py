@@ -30,7 +30,7 @@ from clustersim.intervals.layout import layout_features
 from clustersim.intervals.lookup import scale_of
 from clustersim.plan.parallel import Executor, partitions, run_here
 from clustersim.plan.planner_why import grouped_notes, objective_terms, why_better
-from clustersim.plan.search import CandidateMemo, Ranking, pareto_front, rank_layouts
+from clustersim.plan.search import CandidateMemo, Ranking, RankRequest, pareto_front, rank_each
 from clustersim.plan.space import SearchSpace
 from clustersim.system import System
 from clustersim.training.estimate import Estimate, estimate_layouts
@@ -279,7 +279,7 @@ def plan_training(
         )
     needs = {"energy"} if objective == "energy" else set()
     needs |= {"cost"} if objective == "cost" or limits.budget_usd is not None else set()
-    parts = partitions(wanted, workers)
+    parts = partitions(wanted, workers, together=shared_key, batch=batch_key)
     results: dict[int, list[PointResult]] = {}
     task = _PlanPoints(model, space, keep, level, frozenset(needs))
     for index, found in executor(task, parts):
@@ -318,9 +318,10 @@ def plan_training(
 
 @dataclass
 class _PlanPoints:
-    """The task an executor runs: ``_point_rows`` of each point it is given. Consecutive points that share their
-    system, job, framework and fractions (other offers or checkpoint policies) share one ranking, its layouts
-    counted once; only the latest ranking is kept (a large space's arrays are large)."""
+    """The task an executor runs: ``_point_rows`` of each point it is given. Points that share their system, job,
+    framework and fractions (other offers or checkpoint policies) share one ranking, its layouts counted once,
+    kept until the last of them; consecutive points on one framework, fractions, precision and sequence length
+    are ranked together (``plan.search.rank_each``: their layouts priced in one vectorized call)."""
 
     model: Transformer
     space: SearchSpace | None
@@ -329,28 +330,40 @@ class _PlanPoints:
     needs: frozenset[str]
     spreads: dict[SpreadKey, Spread | None] = field(default_factory=dict)
     candidates: CandidateMemo = field(default_factory=dict)  # shared by the points of one node count
-    latest: tuple[tuple[int, ...], Ranking | ClusterSimError] | None = None
 
     def __call__(self, points: list[PlanPoint]) -> list[PointResult]:
-        return [self.point_rows(point) for point in points]
+        keys = [shared_key(point) for point in points]
+        last = {key: i for i, key in enumerate(keys)}
+        firsts: dict[tuple[int, ...], PlanPoint] = {}
+        for key, point in zip(keys, points, strict=True):
+            firsts.setdefault(key, point)
+        requests = (RankRequest(p.system, p.job, p.efficiency, p.software) for p in firsts.values())
+        ranked = rank_each(self.model, requests, space=self.space, memo=self.candidates)
+        live: dict[tuple[int, ...], Ranking | ClusterSimError] = {}
+        found = []
+        for i, (key, point) in enumerate(zip(keys, points, strict=True)):
+            fresh = key not in live
+            if fresh:
+                live[key] = next(ranked)
+            found.append(
+                _point_rows(self.model, point, (live[key], fresh), self.keep, self.spreads, self.level, self.needs)
+            )
+            if last[key] == i:  # a large space's arrays are large: keep a ranking only while a point needs it
+                del live[key]
+        return found
 
-    def ranking(self, point: PlanPoint) -> tuple[Ranking | ClusterSimError, bool]:
-        """The point's ranking (or why it has none) and whether it was made for this point."""
-        shared = (id(point.system), id(point.job), id(point.software), id(point.efficiency))  # points are alive
-        if self.latest is not None and self.latest[0] == shared:
-            return self.latest[1], False
-        try:
-            found: Ranking | ClusterSimError = rank_layouts(
-                self.model, point.system, point.job, space=self.space, efficiency=point.efficiency,
-                software=point.software, memo=self.candidates,
-            )  # fmt: skip
-        except ClusterSimError as exc:
-            found = exc
-        self.latest = (shared, found)
-        return found, True
 
-    def point_rows(self, point: PlanPoint) -> PointResult:
-        return _point_rows(self.model, point, self.ranking(point), self.keep, self.spreads, self.level, self.needs)
+def shared_key(point: PlanPoint) -> tuple[int, ...]:
+    """Points with equal keys share one ranking: the same system, job, framework and fractions (points are alive
+    while a plan runs, so their objects' ids stay theirs)."""
+    return id(point.system), id(point.job), id(point.software), id(point.efficiency)
+
+
+def batch_key(point: PlanPoint) -> tuple[Any, ...]:
+    """Points with equal keys can be ranked in one vectorized call: one framework, set of fractions (the family's
+    where none is given), precision and sequence length."""
+    fractions = point.system.accelerator.family if point.efficiency is None else id(point.efficiency)
+    return id(point.software), fractions, point.job.precision, point.job.seq_len
 
 
 def _point_rows(

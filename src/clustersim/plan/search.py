@@ -11,7 +11,7 @@ fits when it leaves the space's ``headroom`` share of device memory free.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from typing import Any
@@ -29,7 +29,7 @@ from clustersim.plan.space import SearchSpace, candidate_layouts, why_no_layout
 from clustersim.system import System
 from clustersim.training.estimate import layouts_memory
 from clustersim.training.job import TrainingJob
-from clustersim.training.pricing import OperationTimes
+from clustersim.training.pricing import OperationTimes, Systems
 from clustersim.training.step import step_terms
 from clustersim.training.terms import StepTerms, TermTimes
 from clustersim.workload.transformer import Transformer
@@ -100,7 +100,7 @@ class Ranking:
 Evaluated = tuple[StepTerms, MemoryArrays]  # step terms and memory of some layouts, one element each
 
 
-def _terms_at(terms: StepTerms, index: npt.NDArray[np.int64]) -> StepTerms:
+def _terms_at(terms: StepTerms, index: npt.NDArray[np.int64] | slice) -> StepTerms:
     """The step terms of the layouts at ``index``."""
     return StepTerms(
         times={name: TermTimes(t.link_s[index], t.exposed_s[index]) for name, t in terms.times.items()},
@@ -132,6 +132,17 @@ CandidateMemo = dict[tuple[Any, ...], tuple[SoftwareProfile, LayoutArrays, Memor
 MEMO_ENTRIES = 64  # candidate sets a memo keeps (each of at most CHUNK layouts)
 
 
+@dataclass(frozen=True)
+class RankRequest:
+    """One system and job to rank layouts on, with the fractions (None: the family's) and the framework (None:
+    Megatron's profile on the family, which no memo shares)."""
+
+    system: System
+    job: TrainingJob
+    efficiency: FamilyEfficiency | None = None
+    software: SoftwareProfile | None = None
+
+
 def rank_layouts(
     model: Transformer,
     system: System,
@@ -148,7 +159,74 @@ def rank_layouts(
     when asked). ``memo`` keeps the candidates of ``model`` and their memory between calls that share all they
     depend on (devices, scale-up domain, batch, sequence, space and framework): a planner's instance types of one
     node count share them; sets of up to ``CHUNK`` layouts, ``MEMO_ENTRIES`` of them."""
-    space = space or SearchSpace()
+    found = next(rank_each(model, [RankRequest(system, job, efficiency, software)], space=space, cost=cost, memo=memo))
+    if isinstance(found, ClusterSimError):
+        raise found
+    return found
+
+
+def rank_each(
+    model: Transformer,
+    requests: Iterable[RankRequest],
+    *,
+    space: SearchSpace | None = None,
+    cost: CollectiveCost = ANALYTIC,
+    memo: CandidateMemo | None = None,
+) -> Iterator[Ranking | ClusterSimError]:
+    """``rank_layouts`` of each request, in order, or the error that says why it has no candidates. Consecutive
+    requests on one framework, set of fractions, precision and sequence length have the layouts that fit priced
+    together, in one vectorized call over their systems (``training.pricing.Systems``) of up to ``CHUNK``
+    layouts, each as it would be alone; a request with more is priced alone, in chunks."""
+    pending: list[_Candidates] = []
+    for request in requests:
+        try:
+            found = _candidates(model, request, space or SearchSpace(), memo)
+        except ClusterSimError as exc:
+            yield from _price_together(model, pending, cost)
+            pending = []
+            yield exc
+            continue
+        if pending and (found.together != pending[0].together or _fitting(pending) + found.fitting > CHUNK):
+            yield from _price_together(model, pending, cost)
+            pending = []
+        pending.append(found)
+    yield from _price_together(model, pending, cost)
+
+
+@dataclass(frozen=True)
+class _Candidates:
+    """A request's candidates and memory, which fit, and the inputs its step is priced with."""
+
+    system: System
+    job: TrainingJob
+    eff: FamilyEfficiency
+    sw: SoftwareProfile
+    headroom: float
+    layouts: LayoutArrays
+    memory: MemoryArrays
+    fits: npt.NDArray[np.bool_]
+
+    @property
+    def fitting(self) -> int:
+        """Layouts that fit (those priced now)."""
+        return int(self.fits.sum())
+
+    @property
+    def together(self) -> tuple[int, int, Any, int]:
+        """What requests priced in one call share: framework and fractions (the same objects), precision and
+        sequence length."""
+        return id(self.sw), id(self.eff), self.job.precision, self.job.seq_len
+
+
+def _fitting(pending: list[_Candidates]) -> int:
+    return sum(found.fitting for found in pending)
+
+
+def _candidates(
+    model: Transformer, request: RankRequest, space: SearchSpace, memo: CandidateMemo | None
+) -> _Candidates:
+    """The request's candidates the framework runs and their memory (from ``memo`` where it has them)."""
+    system, job, software = request.system, request.job, request.software
     if space.uneven_stages is None:
         space = replace(space, uneven_stages=software is not None and software.uneven_stages)
     sw = software or software_for(None, system.accelerator.family)
@@ -160,18 +238,9 @@ def rank_layouts(
         layouts, memory = _framework_candidates(model, system, job, space, software, sw)
         if memo is not None and software is not None and len(layouts) <= CHUNK and len(memo) < MEMO_ENTRIES:
             memo[key] = (sw, layouts, memory)
-    required = memory.required
-    fits = required <= system.memory_bytes * (1 - space.headroom)
-
-    def price(some: LayoutArrays) -> FloatArray:
-        return _step_s(model, system, some, job, efficiency=efficiency, cost=cost, software=sw)[0]
-
-    fit_step_s, fit_terms = _step_s(
-        model, system, layouts if fits.all() else layouts.select(fits), job, efficiency=efficiency, cost=cost,
-        software=sw,
-    )  # fmt: skip
-    kept = memory if fit_terms is not None else None
-    return Ranking(layouts, required, system.memory_bytes, space.headroom, fit_step_s, price, kept, fit_terms)
+    fits = memory.required <= system.memory_bytes * (1 - space.headroom)
+    eff = request.efficiency or efficiency_for(system.accelerator)
+    return _Candidates(system, job, eff, sw, space.headroom, layouts, memory, np.asarray(fits))
 
 
 def _framework_candidates(
@@ -209,7 +278,7 @@ def _step_s(
     layouts: LayoutArrays,
     job: TrainingJob,
     *,
-    efficiency: FamilyEfficiency | None,
+    eff: FamilyEfficiency,
     cost: CollectiveCost,
     software: SoftwareProfile,
 ) -> tuple[FloatArray, StepTerms | None]:
@@ -220,11 +289,58 @@ def _step_s(
     for start in range(0, len(layouts), CHUNK):
         part = layouts if len(layouts) <= CHUNK else layouts.select(np.arange(start, min(start + CHUNK, len(layouts))))
         terms = step_terms(
-            model, system, efficiency or efficiency_for(system.accelerator), part, seq_len=job.seq_len,
+            model, system, eff, part, seq_len=job.seq_len,
             global_batch=job.global_batch, precision=job.precision, cost=cost, software=software,
         )  # fmt: skip
         step[start : start + CHUNK] = terms.step_s
     return step, terms if len(layouts) <= CHUNK else None
+
+
+def _price_together(model: Transformer, pending: list[_Candidates], cost: CollectiveCost) -> Iterator[Ranking]:
+    """The rankings of ``pending``: the layouts that fit priced in one call (one request: on its system, in
+    chunks), each request's step times and terms its own slice; the others priced alone when asked."""
+    if not pending:
+        return
+    first = pending[0]
+    if len(pending) == 1:
+        some = first.layouts if first.fits.all() else first.layouts.select(first.fits)
+        step, terms = _step_s(model, first.system, some, first.job, eff=first.eff, cost=cost, software=first.sw)
+        yield _ranking(model, first, step, terms, cost)
+        return
+    parts = [found.layouts if found.fits.all() else found.layouts.select(found.fits) for found in pending]
+    counts = [len(part) for part in parts]
+    owner = np.repeat(np.arange(len(pending)), counts)
+    systems = Systems(tuple(found.system for found in pending), owner)
+    batches = np.array([found.job.global_batch for found in pending], dtype=np.int64)[owner]
+    terms = step_terms(
+        model, systems, first.eff, _joined(parts), seq_len=first.job.seq_len, global_batch=batches,
+        precision=first.job.precision, cost=cost, software=first.sw,
+    )  # fmt: skip
+    step = terms.step_s
+    ends = np.cumsum(counts)
+    for found, end, count in zip(pending, ends, counts, strict=True):
+        mine = slice(int(end) - count, int(end))
+        yield _ranking(model, found, step[mine], _terms_at(terms, mine), cost)
+
+
+def _ranking(
+    model: Transformer, found: _Candidates, fit_step_s: FloatArray, fit_terms: StepTerms | None, cost: CollectiveCost
+) -> Ranking:
+    """A request's ranking from the step times (and terms, where kept) of its layouts that fit."""
+
+    def price(some: LayoutArrays) -> FloatArray:
+        return _step_s(model, found.system, some, found.job, eff=found.eff, cost=cost, software=found.sw)[0]
+
+    kept = found.memory if fit_terms is not None else None
+    return Ranking(
+        found.layouts, found.memory.required, found.system.memory_bytes, found.headroom, fit_step_s, price, kept,
+        fit_terms,
+    )  # fmt: skip
+
+
+def _joined(parts: list[LayoutArrays]) -> LayoutArrays:
+    """The layouts of ``parts``, one after another."""
+    return LayoutArrays(**{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(LayoutArrays)})
 
 
 def framework_runs(layouts: LayoutArrays, software: SoftwareProfile | None) -> npt.NDArray[np.bool_]:

@@ -1,22 +1,28 @@
 """What one step's pieces cost on the hardware, per layout: the roofline time of each operation and
-the time of a collective on the group's fabric (through the ``CollectiveCost`` interface)."""
+the time of a collective on the group's fabric (through the ``CollectiveCost`` interface). The layouts run on
+one ``System``, or each on its own member of ``Systems`` (a planner's node counts and instance types priced in
+one vectorized call)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from clustersim.catalog.schema import Dtype
+from clustersim.catalog.schema import Accelerator, Dtype
 from clustersim.compute.efficiency import FamilyEfficiency
 from clustersim.compute.precision import is_low_precision
+from clustersim.errors import ClusterSimError
+from clustersim.network.analytic_many import collective_times_s
 from clustersim.network.collectives import Op
-from clustersim.network.cost import CollectiveCost
+from clustersim.network.cost import AnalyticCost, CollectiveCost
 from clustersim.system import System
 from clustersim.workload.ops import Operation, OpKind
 
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
 
 EXPERT_GEMMS = "experts"  # the grouped GEMMs of the routed and shared experts
 
@@ -31,9 +37,57 @@ class OperationTimes:
     in_head: bool  # the output head (last pipeline stage) rather than every layer
 
 
+@dataclass(frozen=True)
+class Systems:
+    """Several systems of one accelerator family, one per layout: layout ``i`` runs on ``members[index[i]]``.
+
+    It reads as a ``System`` where the step reads one (the per-device figures and the scale-up domain), each
+    figure one element per layout, so that a step prices the layouts of many systems in one call and gives
+    each the figures it would get alone."""
+
+    members: tuple[System, ...]
+    index: IntArray
+
+    def __post_init__(self) -> None:
+        families = sorted({s.accelerator.family for s in self.members})
+        if len(families) != 1:
+            raise ClusterSimError(
+                f"systems priced together must share one accelerator family, got {', '.join(families) or 'none'}",
+                field="systems",
+                value=families,
+            )
+
+    def _each(self, figure: Callable[[System], float]) -> FloatArray:
+        return np.array([figure(s) for s in self.members], dtype=np.float64)[self.index]
+
+    @property
+    def accelerator(self) -> Accelerator:
+        """The first member's accelerator (every member's family is the same)."""
+        return self.members[0].accelerator
+
+    @property
+    def scaleup_devices(self) -> IntArray:
+        """Devices one scale-up fabric joins, per layout."""
+        return np.array([s.scaleup_devices for s in self.members], dtype=np.int64)[self.index]
+
+    @property
+    def memory_bandwidth_bytes_per_s(self) -> FloatArray:
+        """Device memory bandwidth of one device, per layout."""
+        return self._each(lambda s: s.memory_bandwidth_bytes_per_s)
+
+    @property
+    def compute_clock_ratio(self) -> FloatArray:
+        """Sustained clock against the TDP's, per layout."""
+        return self._each(lambda s: s.compute_clock_ratio)
+
+    def peak_flop_per_s(self, dtype: Dtype) -> FloatArray:
+        """Dense peak of one device for ``dtype``, per layout."""
+        return self._each(lambda s: s.peak_flop_per_s(dtype))
+
+
 def operation_times(
     ops: list[Operation],
-    system: System,
+    system: System | Systems,
     eff: FamilyEfficiency,
     precision: Dtype,
     *,
@@ -76,7 +130,7 @@ def operation_times(
 
 
 def collective_s(
-    system: System,
+    system: System | Systems,
     cost: CollectiveCost,
     op: Op,
     size_bytes: npt.ArrayLike,
@@ -86,8 +140,9 @@ def collective_s(
 ) -> FloatArray:
     """Time of one collective per layout where ``where`` holds (0 elsewhere and for a group of one rank).
 
-    Layouts whose groups have the same shape share one vectorized call (the groups found by one sort, not a
-    mask per group); one layout (every argument of one element, as a single estimate has) takes one call.
+    Layouts whose groups have the same shape on the same system share one vectorized call (the groups found by
+    one sort, not a mask per group); one layout on one system (every argument of one element, as a single
+    estimate has) takes one call.
     """
     sizes = np.asarray(size_bytes, dtype=float)
     ranks = np.asarray(num_ranks, np.int64)
@@ -95,7 +150,7 @@ def collective_s(
     if not wanted.any():  # no layout has this collective (e.g. no ZeRO-3): nothing to price
         return np.zeros(sizes.shape)
     strides = np.asarray(stride, np.int64)
-    if sizes.size == 1 and ranks.size == 1 and strides.size == 1:
+    if isinstance(system, System) and sizes.size == 1 and ranks.size == 1 and strides.size == 1:
         fabric = system.group_fabric(int(ranks.flat[0]), int(strides.flat[0]))
         assert fabric is not None
         return np.asarray(cost.time_s(op, sizes.reshape(1), fabric), dtype=np.float64).reshape(sizes.shape)
@@ -105,12 +160,38 @@ def collective_s(
     strides = np.broadcast_to(strides, sizes.shape).reshape(-1)
     chosen = np.flatnonzero(np.broadcast_to(wanted, sizes.shape))  # the layouts that have this collective
     shape = ranks[chosen] * (int(strides[chosen].max()) + 1) + strides[chosen]  # one integer per (ranks, stride)
+    owner = np.zeros(0, np.int64)
+    if isinstance(system, Systems):  # and per system
+        owner = np.broadcast_to(system.index, sizes.shape).reshape(-1)
+        shape = owner[chosen] * (int(shape.max()) + 1) + shape
     order = np.argsort(shape, kind="stable")  # each group's layouts together, in layout order
     bounds = np.flatnonzero(np.diff(shape[order])) + 1
-    flat_out = out.reshape(-1)
-    for group in np.split(chosen[order], bounds):
-        first = int(group[0])
-        fabric = system.group_fabric(int(ranks[first]), int(strides[first]))
+    placed = chosen[order]  # each group's layouts together
+    starts = np.concatenate(([0], bounds)).astype(np.int64)
+    ends = np.append(starts[1:], len(placed))
+    group = np.zeros(len(placed), np.int64)
+    group[bounds] = 1
+    group = np.cumsum(group)  # the group of each placed layout
+    fabrics = []
+    for first in placed[starts].tolist():
+        on = system if isinstance(system, System) else system.members[int(owner[first])]
+        fabric = on.group_fabric(int(ranks[first]), int(strides[first]))
         assert fabric is not None
-        flat_out[group] = cost.time_s(op, flat_sizes[group], fabric)
+        fabrics.append(fabric)
+    flat_out = out.reshape(-1)
+    # the analytic model prices the groups on switched fabrics in one expression; a torus's (or another model's)
+    # are priced group by group, as is a lone group
+    together = np.array([isinstance(cost, AnalyticCost) and fabric.torus is None for fabric in fabrics])
+    if together.sum() > 1:
+        assert isinstance(cost, AnalyticCost)
+        mine = together[group]
+        flat_out[placed[mine]] = collective_times_s(
+            op, flat_sizes[placed[mine]], [f for f, joins in zip(fabrics, together, strict=True) if joins],
+            (np.cumsum(together) - 1)[group[mine]], cost.calibration,
+        )  # fmt: skip
+    else:
+        together[:] = False
+    for k in np.flatnonzero(~together).tolist():
+        layouts = placed[starts[k] : ends[k]]
+        flat_out[layouts] = cost.time_s(op, flat_sizes[layouts], fabrics[k])
     return out

@@ -37,7 +37,7 @@ from clustersim.execution import LayoutArrays
 from clustersim.network.collectives import Op
 from clustersim.network.cost import ANALYTIC, CollectiveCost
 from clustersim.system import System
-from clustersim.training.pricing import OperationTimes, collective_s, operation_times
+from clustersim.training.pricing import OperationTimes, Systems, collective_s, operation_times
 from clustersim.training.terms import STEP_TERMS, StepTerms, TermTimes, step_term
 from clustersim.workload.ops import Operation, OpKind, head_operations, layer_operations
 from clustersim.workload.transformer import Transformer
@@ -76,15 +76,16 @@ class _derived(Generic[T]):
 
 @dataclass(frozen=True)
 class StepContext:
-    """What every term reads: the inputs, and per-micro-batch times derived once (cached)."""
+    """What every term reads: the inputs, and per-micro-batch times derived once (cached). The layouts run on
+    one system, or each on its own of ``Systems`` with its own global batch (one element per layout)."""
 
     model: Transformer
-    system: System
+    system: System | Systems
     eff: FamilyEfficiency
     sw: SoftwareProfile
     lay: LayoutArrays
     seq_len: int
-    global_batch: int
+    global_batch: int | npt.NDArray[np.int64]
     precision: Dtype
     cost: CollectiveCost
 
@@ -342,18 +343,19 @@ class StepContext:
 
 def step_terms(
     model: Transformer,
-    system: System,
+    system: System | Systems,
     eff: FamilyEfficiency,
     lay: LayoutArrays,
     *,
     seq_len: int,
-    global_batch: int,
+    global_batch: int | npt.NDArray[np.int64],
     precision: Dtype,
     cost: CollectiveCost = ANALYTIC,
     software: SoftwareProfile | None = None,
 ) -> StepTerms:
     """Every registered term of the step for each layout (see the module docstring); ``software``
-    defaults to the Megatron profile on this accelerator family."""
+    defaults to the Megatron profile on this accelerator family. With ``Systems``, each layout is priced on its
+    own system and ``global_batch`` (one per layout) as it would be alone."""
     sw = software or software_for(None, system.accelerator.family)
     ctx = StepContext(model, system, eff, sw, lay, seq_len, global_batch, precision, cost)
     return StepTerms(

@@ -1,0 +1,112 @@
+"""One step priced over many systems at once (``training.pricing.Systems``: a planner's node counts and instance
+types in one vectorized call) gives each layout what its own system gives it alone: every term, the micro-batch
+count and every operation's time equal, on switched fabrics (Hopper, Blackwell), a torus (Trainium) and an MoE
+model with expert parallelism; systems of two families are refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from clustersim.catalog.registry import load_catalog
+from clustersim.compute.efficiency import efficiency_for
+from clustersim.compute.software import software_for, software_profiles
+from clustersim.errors import ClusterSimError
+from clustersim.plan.search import framework_runs
+from clustersim.plan.space import SearchSpace, candidate_layouts
+from clustersim.system import system_for_instance
+from clustersim.training.job import TrainingJob
+from clustersim.training.pricing import Systems
+from clustersim.training.step import step_terms
+from clustersim.workload.zoo import load_model
+
+CATALOG = load_catalog(use_env=False)
+PROFILES = software_profiles(use_env=False)
+FAMILIES = {  # instance types of one family (one set of fractions, one framework profile)
+    "hopper": ("p5.48xlarge", "p5en.48xlarge"),
+    "blackwell": ("p6-b200.48xlarge",),
+    "trainium": ("trn2.48xlarge",),
+}
+MODELS = {
+    "llama3-70b": load_model("llama3-70b", use_env=False),
+    "mixtral-8x7b": load_model("mixtral-8x7b", use_env=False),
+}
+
+
+def _members(family: str, picks: list[tuple[int, int, int]]):
+    """(system, job, layouts) of each pick: instance index, node count, global batch."""
+    found = []
+    for instance_index, nodes, batch in picks:
+        instances = FAMILIES[family]
+        system = system_for_instance(CATALOG, instances[instance_index % len(instances)], nodes)
+        found.append((system, TrainingJob(batch, 4096)))
+    return found
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    family=st.sampled_from(sorted(FAMILIES)),
+    model_id=st.sampled_from(sorted(MODELS)),
+    picks=st.lists(
+        st.tuples(st.integers(0, 1), st.sampled_from([2, 4, 8, 16]), st.sampled_from([64, 128, 256])),
+        min_size=2,
+        max_size=4,
+    ),
+)
+def test_a_step_over_many_systems_is_each_system_alone(family, model_id, picks):
+    model = MODELS[model_id]
+    members = _members(family, picks)
+    accelerator = members[0][0].accelerator
+    software = software_for(None, accelerator.family, PROFILES, accelerator=accelerator.id)
+    eff = efficiency_for(accelerator)
+    space = SearchSpace(micro_batch=(1, 2), vp=(1, 2), ep=(1, 2, 4, 8))
+    alone, parts = [], []
+    for system, job in members:
+        layouts = candidate_layouts(model, system, job, space)
+        layouts = layouts.select(framework_runs(layouts, software))
+        parts.append(layouts)
+        alone.append(
+            step_terms(
+                model, system, eff, layouts, seq_len=job.seq_len, global_batch=job.global_batch,
+                precision=job.precision, software=software,
+            )
+        )  # fmt: skip
+    counts = [len(p) for p in parts]
+    owner = np.repeat(np.arange(len(members)), counts)
+    joined = type(parts[0])(**{name: np.concatenate([getattr(p, name) for p in parts]) for name in vars(parts[0])})
+    batches = np.array([job.global_batch for _, job in members])[owner]
+    together = step_terms(
+        model, Systems(tuple(s for s, _ in members), owner), eff, joined, seq_len=4096, global_batch=batches,
+        precision=members[0][1].precision, software=software,
+    )  # fmt: skip
+    ends = np.cumsum(counts)
+    for terms, end, count in zip(alone, ends, counts, strict=True):
+        mine = slice(int(end) - count, int(end))
+        np.testing.assert_allclose(together.step_s[mine], terms.step_s, rtol=1e-12, atol=0)
+        np.testing.assert_array_equal(together.micro_batches[mine], terms.micro_batches)
+        for name, times in terms.times.items():
+            np.testing.assert_allclose(together.times[name].link_s[mine], times.link_s, rtol=1e-12, atol=1e-300)
+            np.testing.assert_allclose(together.times[name].exposed_s[mine], times.exposed_s, rtol=1e-12, atol=1e-300)
+        for batched, single in zip(together.operations, terms.operations, strict=True):
+            assert batched.name == single.name
+            np.testing.assert_allclose(batched.forward_s[mine], single.forward_s, rtol=1e-12, atol=0)
+            np.testing.assert_allclose(batched.backward_s[mine], single.backward_s, rtol=1e-12, atol=0)
+
+
+def test_systems_read_each_members_figures_per_layout():
+    h100, h200 = (system_for_instance(CATALOG, name, 4) for name in FAMILIES["hopper"])
+    systems = Systems((h100, h200), np.array([1, 0, 1]))
+    assert systems.memory_bandwidth_bytes_per_s.tolist() == [
+        h200.memory_bandwidth_bytes_per_s, h100.memory_bandwidth_bytes_per_s, h200.memory_bandwidth_bytes_per_s
+    ]  # fmt: skip
+    assert h200.memory_bandwidth_bytes_per_s > h100.memory_bandwidth_bytes_per_s  # HBM3e against HBM3
+    assert systems.scaleup_devices.tolist() == [8, 8, 8]
+
+
+def test_systems_of_two_families_are_refused():
+    h100 = system_for_instance(CATALOG, "p5.48xlarge", 4)
+    trn2 = system_for_instance(CATALOG, "trn2.48xlarge", 4)
+    with pytest.raises(ClusterSimError, match="share one accelerator family, got hopper, trainium"):
+        Systems((h100, trn2), np.array([0, 1]))
