@@ -120,6 +120,7 @@ class StepContext:
             fused_attention=self.sw.fused_attention,
             cp=lay.cp.astype(float),
             eager_elementwise=self.sw.eager_elementwise,
+            float8_recipe=self.sw.float8_recipe if self.precision is Dtype.FP8 else None,
         )
 
     @_derived
@@ -137,7 +138,8 @@ class StepContext:
     @_derived
     def head(self) -> list[OperationTimes]:
         """Roofline times of the output head (last stage)."""
-        ops = head_operations(self.model, tokens=self.tokens, tp=self.lay.tp.astype(float))
+        tp = self.lay.tp.astype(float)
+        ops = head_operations(self.model, tokens=self.tokens, tp=tp, eager_elementwise=self.sw.eager_elementwise)
         return operation_times(
             ops, self.system, self.eff, self.precision, in_head=True, kernel_efficiency=self.sw.kernel_efficiency
         )
