@@ -5,6 +5,7 @@ when it prices the layouts of many node counts and instance types in one call. E
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Sequence
 
@@ -13,7 +14,6 @@ import numpy.typing as npt
 
 from clustersim.network.analytic import (
     DEFAULT_CALIBRATION,
-    Arrays,
     CommCalibration,
     candidate_arrays,
     default_calibration,
@@ -26,21 +26,37 @@ from clustersim.network.fabric import Fabric
 FloatArray = npt.NDArray[np.float64]
 
 
-def _arrays(op: Op, fabric: Fabric, cal: CommCalibration) -> Arrays:
-    """The remembered candidate columns of ``op`` on ``fabric`` under ``cal``."""
-    return default_candidate_arrays(op, fabric) if cal is DEFAULT_CALIBRATION else candidate_arrays(op, fabric, cal)
+_SHAPE = tuple(f.name for f in dataclasses.fields(Fabric) if f.name != "name")  # what the candidates read
+_BY_SHAPE: dict[tuple[object, ...], tuple[FloatArray, bool]] = {}
+_SHAPES_KEPT = 8192
 
 
 @functools.lru_cache(maxsize=8192)
-def _padded(op: Op, fabric: Fabric, cal: CommCalibration, width: int) -> FloatArray:
-    """The five candidate columns of ``op`` on ``fabric`` as rows of ``width`` entries, those past its candidates
-    ones that never win (infinite latency)."""
-    rows = np.stack([column[:, 0] for column in _arrays(op, fabric, cal)])
-    padded = np.ones((5, width))
-    padded[0] = np.inf
-    padded[2] = padded[4] = 0.0
-    padded[:, : rows.shape[1]] = rows
-    return padded
+def _default_rows(op: Op, fabric: Fabric) -> tuple[FloatArray, bool]:
+    """``_rows`` under the packaged calibration (its own cache: no calibration to hash on each call)."""
+    return _rows(op, fabric, DEFAULT_CALIBRATION)
+
+
+def _rows(op: Op, fabric: Fabric, cal: CommCalibration) -> tuple[FloatArray, bool]:
+    """The five candidate columns of ``op`` on ``fabric`` as rows, and whether NCCL prices each candidate at what
+    it achieves; remembered by the fabric's shape without its name (the candidates never read it), so that the
+    groups of one shape on systems of other sizes share them."""
+    key = (op, cal, *(getattr(fabric, name) for name in _SHAPE))
+    found = _BY_SHAPE.get(key)
+    if found is None:
+        arrays = (
+            default_candidate_arrays(op, fabric) if cal is DEFAULT_CALIBRATION else candidate_arrays(op, fabric, cal)
+        )
+        rows = np.stack([column[:, 0] for column in arrays])
+        found = rows, bool(np.array_equal(rows[3], rows[1]) and np.array_equal(rows[4], rows[2]))
+        if len(_BY_SHAPE) >= _SHAPES_KEPT:
+            _BY_SHAPE.clear()
+        _BY_SHAPE[key] = found
+    return found
+
+
+# a column past a fabric's candidates: one that never wins (infinite latency, no ramp)
+_NEVER = np.array([[np.inf], [1.0], [0.0], [1.0], [0.0]])
 
 
 def collective_times_s(
@@ -52,14 +68,21 @@ def collective_times_s(
 ) -> FloatArray:
     """The time of the candidate NCCL's price picks for size ``i`` on ``fabrics[which[i]]`` (switched fabrics:
     a torus is ``torus.torus_time_s``'s), the calibration read once (None: the packaged values with the user's
-    files, ``analytic.default_calibration``)."""
+    files, ``analytic.default_calibration``). Each fabric's candidates sit side by side, padded with ones that
+    never win."""
     cal = default_calibration() if cal is None else cal
-    width = max(_arrays(op, fabric, cal)[0].shape[0] for fabric in fabrics)
-    table = np.stack([_padded(op, fabric, cal, width) for fabric in fabrics])[np.asarray(which, np.int64)]
-    latency, algbw, half, choice, choice_half = (table[:, k] for k in range(5))
+    found = (
+        [_default_rows(op, f) for f in fabrics] if cal is DEFAULT_CALIBRATION else [_rows(op, f, cal) for f in fabrics]
+    )
+    counts = np.array([rows.shape[1] for rows, _ in found])
+    flat = np.concatenate([rows for rows, _ in found] + [_NEVER], axis=1)
+    offsets = np.cumsum(counts) - counts
+    column = np.arange(int(counts.max()))
+    columns = np.where(column < counts[:, None], offsets[:, None] + column, flat.shape[1] - 1)  # fabric x width
+    latency, algbw, half, choice, choice_half = flat[:, columns[np.asarray(which, np.int64)]]  # each sizes x width
     sizes = np.maximum(np.asarray(size_bytes, dtype=np.float64).reshape(-1, 1), 1.0)
     times = ramp_time_s(latency, algbw, half, sizes, cal.ramp_exponent)
-    if np.array_equal(choice, algbw) and np.array_equal(choice_half, half):  # NCCL prices what is achieved
+    if all(same for _, same in found):  # NCCL prices what each candidate achieves
         return np.asarray(times.min(axis=1), dtype=np.float64)
     picked = np.argmin(ramp_time_s(latency, choice, choice_half, sizes, cal.ramp_exponent), axis=1)
     return np.asarray(times[np.arange(len(times)), picked], dtype=np.float64)
