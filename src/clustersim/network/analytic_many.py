@@ -6,7 +6,6 @@ when it prices the layouts of many node counts and instance types in one call. E
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -31,10 +30,20 @@ _BY_SHAPE: dict[tuple[object, ...], tuple[FloatArray, bool]] = {}
 _SHAPES_KEPT = 8192
 
 
-@functools.lru_cache(maxsize=8192)
+_BY_FABRIC: dict[tuple[Op, int], tuple[Fabric, tuple[FloatArray, bool]]] = {}
+
+
 def _default_rows(op: Op, fabric: Fabric) -> tuple[FloatArray, bool]:
-    """``_rows`` under the packaged calibration (its own cache: no calibration to hash on each call)."""
-    return _rows(op, fabric, DEFAULT_CALIBRATION)
+    """``_rows`` under the packaged calibration, remembered by the fabric object itself (a topology hands out one
+    object per group shape; hashing a fabric's fields on every call costs more than the lookup saves)."""
+    known = _BY_FABRIC.get((op, id(fabric)))
+    if known is not None and known[0] is fabric:
+        return known[1]
+    found = _rows(op, fabric, DEFAULT_CALIBRATION)
+    if len(_BY_FABRIC) >= _SHAPES_KEPT:
+        _BY_FABRIC.clear()
+    _BY_FABRIC[op, id(fabric)] = (fabric, found)  # the fabric kept alive with its id
+    return found
 
 
 def _rows(op: Op, fabric: Fabric, cal: CommCalibration) -> tuple[FloatArray, bool]:
