@@ -122,6 +122,81 @@ def ecmp_all_to_all(hosts: int, seed: int, kernel: bool) -> None:
     )
 
 
+WORK_CASES = (  # (nodes, jobs, algorithm: None for NCCL's pick, as fabric simulate makes it)
+    *((n, 1, None) for n in (16, 64, 256, 1024)),
+    *((16, j, None) for j in (4, 16, 64)),
+    (64, 8, None),
+    *((n, 1, "ring") for n in (16, 128)),
+    (16, 8, "ring"),
+)
+
+
+def work_rates(cases: tuple[tuple[int, int, str | None], ...] = WORK_CASES) -> None:
+    """3. What ``flowsim.work``'s rates should be: ``fabric simulate``'s runs (a 1 GiB all-reduce on p5
+    nodes, calibrated links: each flow set runs twice; ``--jobs`` side by side and each alone) timed in CPU
+    seconds, the flows and events their event loops ran counted, beside the estimate; then the three rates
+    (per flow, per event, per flow-event, over the estimate's own counts) whose estimates spread least
+    around the measured times, scaled so that no run is estimated short."""
+    from clustersim.catalog.registry import load_catalog
+    from clustersim.network.collectives import Algorithm, Op
+    from clustersim.network.flowsim import results, work
+    from clustersim.network.flowsim.cluster import fat_tree_for_instance, place_jobs
+    from clustersim.network.flowsim.collectives import default_algorithm
+    from clustersim.network.topology import fabric_for_instance
+
+    counted = np.zeros(3)  # flows, events, flow-events of the runs so far
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        times = run(*args, **kwargs)
+        counted[:] += (times.end_s.size, times.num_events, times.end_s.size * times.num_events)
+        return times
+
+    def terms(*args: Any, **kwargs: Any) -> list[float]:
+        """The estimate's seconds at one second per flow, per event, per flow-event in turn (the rates
+        are module constants: set them a moment, then put them back)."""
+        rates = work.SECONDS_PER_FLOW, work.SECONDS_PER_EVENT, work.FLOW_EVENTS_PER_S
+        out = []
+        for unit in ((1.0, 0.0, np.inf), (0.0, 1.0, np.inf), (0.0, 0.0, 1.0)):
+            work.SECONDS_PER_FLOW, work.SECONDS_PER_EVENT, work.FLOW_EVENTS_PER_S = unit
+            out.append(work.collective_work(*args, **kwargs).seconds)
+        work.SECONDS_PER_FLOW, work.SECONDS_PER_EVENT, work.FLOW_EVENTS_PER_S = rates
+        return out
+
+    results.run = counting  # type: ignore[assignment]  # every event loop ``fabric simulate`` runs
+    catalog = load_catalog(())
+    rows, cpu_s = [], []
+    print("nodes | jobs | algorithm | flows | events | flow-events | CPU s | estimated s")
+    for nodes, jobs, name in cases:
+        tree = fat_tree_for_instance(catalog, "p5.48xlarge", nodes * jobs)
+        hosts = place_jobs(tree, nodes, jobs)
+        fabric = fabric_for_instance(catalog, "p5.48xlarge", nodes)
+        algo = default_algorithm(Op.ALL_REDUCE, fabric, 2**30) if name is None else Algorithm(name)
+        guess = work.collective_work(tree, hosts[0], Op.ALL_REDUCE, 2**30, algorithm=algo, jobs=jobs, runs=2)
+        rows.append(terms(tree, hosts[0], Op.ALL_REDUCE, 2**30, algorithm=algo, jobs=jobs, runs=2))
+        counted[:] = 0
+        cpu = time.process_time()
+        if jobs == 1:
+            results.simulate_collective(tree, hosts[0], Op.ALL_REDUCE, 2**30, algorithm=algo)
+        else:
+            results.simulate_jobs(tree, hosts, Op.ALL_REDUCE, 2**30, algorithm=algo)
+        cpu_s.append(time.process_time() - cpu)
+        flows, events, flow_events = counted
+        print(
+            f"{nodes} | {jobs} | {algo.value} | {flows:,.0f} | {events:,.0f} | {flow_events:.3g} "
+            f"({guess.events:.3g} estimated) | {cpu_s[-1]:.2f} | {guess.seconds:.2f} ({guess.seconds / cpu_s[-1]:.2f}x)"
+        )
+    a, b = np.array(rows), np.array(cpu_s)
+    grid = [(f, e, fe) for f in np.geomspace(1e-6, 3e-5, 30) for e in np.geomspace(1e-5, 5e-3, 31) for fe in
+            np.geomspace(1e-10, 1e-7, 40)]  # fmt: skip
+    ratios = np.array(grid) @ a.T / b  # estimate / measured, per rates and run
+    best = int(np.argmin(np.log(ratios.max(axis=1) / ratios.min(axis=1))))
+    fit = np.array(grid[best]) / ratios[best].min()
+    print(
+        f"rates: {fit[0]:.3g} s a flow, {fit[1]:.3g} s an event, {1 / fit[2]:.3g} flow-events a second; the estimate "
+        f"then 1.00-{ratios[best].max() / ratios[best].min():.2f}x the runs"
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--hosts", type=int, default=64)
@@ -133,7 +208,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--kernel", choices=KERNELS, default="auto", help="the solver's re-solve (auto: numba if installed)"
     )
+    parser.add_argument("--work", action="store_true", help="only measure flowsim.work's rates (section 3)")
     args = parser.parse_args(argv)
+    if args.work:
+        work_rates()
+        return
     kernel, path = load_kernel(args.kernel)
     print(path)
     side_by_side(args.hosts, args.flows, args.seed, args.repeats, args.simgrid_python, kernel)

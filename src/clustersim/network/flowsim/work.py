@@ -8,11 +8,15 @@ nodes), so the estimate takes ``EVENTS_PER_LEVEL`` per level. Copies of a job si
 can fall out of step, so their events add up while their flows share each event: ``J`` jobs cost
 ``J**2`` one job's flow-events, plus each job alone.
 
-The constants were measured on the reference machine (2 cores, 24 GiB) with ``fabric simulate --nodes N
---jobs J --json`` (N 16 to 2048, J 1 to 64; 64 jobs of 16 nodes: 74 s and 1.27 GB peak resident memory
-for 508k flows held) and ``fabric pattern --pattern all_to_all`` (64 and 128 nodes: 261k flows in 4 s,
-1.05M in 24 s). The estimate is within a factor of about two of those runs' times, above more often than
-below.
+The rates were fitted on the reference machine (2 cores, 24 GiB, loaded by other work) to the CPU time of
+``fabric simulate``'s runs (a 1 GiB all-reduce on p5 nodes, calibrated links, NCCL's pick of algorithm, NVLS
+tree, and ring) over the estimate's own counts: ``benchmarks/bench_flowsim_speed.py --work`` (16 to 1,024
+nodes alone, 4 to 64 jobs of 16 nodes, 8 of 64; 0.08 s to 52 s). No choice of the three rates brings all
+eleven runs closer than a factor of 3.3 to each other (the model's form: the events of an NVLS tree and
+of a ring cost differently); these are the rates of the smallest such spread, scaled so that none is
+estimated short: the estimate is 1.0-3.4x those runs' times (the rates before, 25 us a flow, 1 ms an
+event, 1e8 flow-events a second, gave 1.2-5.9x). Memory: 64 jobs of 16 nodes held 508k flows in 1.27
+GB peak resident memory.
 """
 
 from __future__ import annotations
@@ -29,12 +33,12 @@ from clustersim.network.flowsim.failover import with_pxn
 from clustersim.network.flowsim.topology import FatTree, IntArray
 from clustersim.network.work import WorkEstimate
 
-FLOW_EVENTS_PER_S = 1e8  # flows scanned per second over all events
-SECONDS_PER_EVENT = 1e-3  # an event's fixed cost (the solver's update), whatever the flows
-SECONDS_PER_FLOW = 2.5e-5  # a flow's own cost: routed, its rate solved
+FLOW_EVENTS_PER_S = 1.2e8  # flows held x events per second (fitted: see above)
+SECONDS_PER_EVENT = 2.1e-3  # an estimated event's own cost, its re-solves' overhead
+SECONDS_PER_FLOW = 1.25e-5  # a flow's own cost: built, routed, its rate solved
 EVENTS_PER_LEVEL = 8  # events per level of the flow DAG (the most measured: 8.4, NVLS tree on 16 nodes)
 BYTES_PER_FLOW = 2_500  # peak memory per flow held (its arrays, its routes when sprayed, the solver's)
-DEFAULT_MAX_FLOW_EVENTS = 1e10  # ~2 min of scans on the reference machine; 96 jobs of 16 nodes, ~2 GiB
+DEFAULT_MAX_FLOW_EVENTS = 1e10  # the --jobs guard (jobs squared): 64 jobs of 16 nodes estimate 9e9, 52 s run
 SAMPLE_NODES = 512  # a larger job's flows are counted from its first 512 nodes'
 MAX_LEVELS = 1_000_000  # a DAG deeper than this is counted as this deep (the estimate is a bound then)
 
