@@ -16,8 +16,9 @@ Trainium). A GPU engine is never priced on Trainium, nor a Neuron engine on GPUs
 
 Engines that compile static shapes (the Neuron ones: neuronx-cc builds one graph per shape) pad each
 prompt to the next of their context-encoding buckets and attend, while decoding, over the next of
-their token-generation buckets (``bucket_min_tokens``: powers of two from that many tokens, the
-defaults of transformers-neuronx and NxD Inference); :func:`bucket_tokens` gives the padded length.
+their token-generation buckets (``bucket_min_tokens``: powers of two from that many tokens, the last
+bucket the compiled sequence length; ``bucket_rule``: every power of two below it, transformers-neuronx's
+default, or those below ``2**round(log2 L)``, NxD Inference's); :func:`bucket_tokens` gives the padded length.
 
 The reference engine is TensorRT-LLM: the achieved fractions and overheads of ``calibration.toml``
 are fitted on its published runs, so its profile has ``kernel_efficiency = 1`` and no overhead of
