@@ -1,5 +1,6 @@
 """An FP8 case may say its float8 scaling recipe (``software.float8_recipe``, torchao's names); the reader
-takes it into the case's software profile, and refuses an unknown recipe or a recipe on a non-FP8 run."""
+takes it into the case's software profile, and refuses an unknown recipe or a recipe on a non-FP8 run; a
+software file (``--software``) may set a profile's recipe the same way."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import json
 import pytest
 
 from clustersim.catalog.registry import load_catalog
-from clustersim.errors import ClusterSimError
+from clustersim.compute.software import software_profiles
+from clustersim.errors import CatalogFileError, ClusterSimError
 from clustersim.validation.cases import project_dir
 from clustersim.validation.training import case_setup
 from clustersim.workload.float8 import Float8Recipe
@@ -60,3 +62,19 @@ def test_a_recipe_on_a_run_that_is_not_fp8_is_refused():
     case = dict(_with_software(_rowwise_case()), precision="bf16")
     with pytest.raises(ClusterSimError, match=r"software\.float8_recipe 'rowwise' needs precision 'fp8', got 'bf16'"):
         case_setup(case, CATALOG)
+
+
+def test_a_software_file_sets_a_profiles_recipe_and_an_unknown_one_is_refused(tmp_path):
+    ours = tmp_path / "ours.toml"
+    ours.write_text(
+        '[titan-rowwise]\nbased_on = "torchtitan"\ndescription = "torchtitan, rowwise float8"\n'
+        'float8_recipe = "rowwise"\nsource = "our runs"\n',
+        encoding="utf-8",
+    )
+    profiles = software_profiles([ours], use_env=False)
+    assert profiles["titan-rowwise"].float8_recipe is Float8Recipe.ROWWISE
+    assert profiles["torchtitan"].float8_recipe is Float8Recipe.TENSORWISE
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[torchtitan]\nfloat8_recipe = "blockwise"\nsource = "x"\n', encoding="utf-8")
+    with pytest.raises(CatalogFileError, match="float8_recipe"):
+        software_profiles([bad], use_env=False)
