@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from clustersim.catalog.toml_cache import parse_toml
 from clustersim.errors import CatalogFileError, close_matches, validation_problems
 
 M = TypeVar("M", bound=BaseModel)
@@ -49,8 +50,7 @@ PROVENANCE = ("source", "fitted", *METADATA)
 def read_toml(path: str | Path, what: str = "file") -> dict[str, Any]:
     """The parsed TOML document at ``path``; ``CatalogFileError`` naming the file and the problem."""
     try:
-        with Path(path).expanduser().open("rb") as handle:
-            return tomllib.load(handle)
+        return parse_toml(Path(path).expanduser().read_bytes().decode("utf-8"))
     except FileNotFoundError:
         raise CatalogFileError(str(path), None, None, None, f"no such {what}") from None
     except tomllib.TOMLDecodeError as exc:
@@ -66,7 +66,7 @@ def packaged_toml(package: str, name: str) -> tuple[str, dict[str, Any]]:
     """``(path, document)`` of the TOML file ``name`` shipped in ``package``."""
     item = resources.files(package).joinpath(name)
     try:
-        return str(item), tomllib.loads(item.read_text("utf-8"))
+        return str(item), parse_toml(item.read_text("utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise CatalogFileError(str(item), None, None, None, f"cannot read the file: not valid TOML: {exc}") from None
 
