@@ -213,8 +213,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.work:
         work_rates()
         return
-    kernel, path = load_kernel(args.kernel)
-    print(path)
+    kernel, solver_line = load_kernel(args.kernel)
+    print(solver_line)
     side_by_side(args.hosts, args.flows, args.seed, args.repeats, args.simgrid_python, kernel)
     if args.a2a_hosts:
         ecmp_all_to_all(args.a2a_hosts, args.seed, kernel)

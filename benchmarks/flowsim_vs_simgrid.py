@@ -177,14 +177,15 @@ def main(argv: list[str] | None = None) -> None:
     if args.simgrid_side:
         simgrid_side(args.simgrid_side)
         return
-    kernel, path = load_kernel(args.kernel)
+    kernel, solver_line = load_kernel(args.kernel)
     ours = flowsim_side(args.hosts, args.flows, args.seed, kernel)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "cases.json"
         path.write_text(json.dumps(ours))
         command = [args.simgrid_python, __file__, "--simgrid-side", str(path)]
         theirs = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout.splitlines()[-1])
-    print(f"{args.hosts} hosts, one 400 Gbit/s NIC each, radix-16 fat-tree at 2:1, ECMP (seed {args.seed}); {path}")
+    print(f"{args.hosts} hosts, one 400 Gbit/s NIC each, radix-16 fat-tree at 2:1, ECMP (seed {args.seed})")
+    print(solver_line)
     header = ("workload", "flows", "events", "max |rel diff|", "makespan s", "SimGrid makespan", "ours s",
               "SimGrid run s", "(+ build s)", "speed-up", "ours CPU s", "SimGrid CPU s", "CPU speed-up")  # fmt: skip
     print(" | ".join(header))
