@@ -14,11 +14,13 @@ from clustersim.catalog.registry import load_catalog
 from clustersim.compute.efficiency import efficiency_for
 from clustersim.compute.software import software_for, software_profiles
 from clustersim.errors import ClusterSimError
+from clustersim.network.collectives import Op
+from clustersim.network.cost import ANALYTIC
 from clustersim.plan.search import framework_runs
 from clustersim.plan.space import SearchSpace, candidate_layouts
 from clustersim.system import system_for_instance
 from clustersim.training.job import TrainingJob
-from clustersim.training.pricing import Systems
+from clustersim.training.pricing import ALONE_FROM, Systems, collective_s
 from clustersim.training.step import step_terms
 from clustersim.workload.zoo import load_model
 
@@ -110,3 +112,42 @@ def test_systems_of_two_families_are_refused():
     trn2 = system_for_instance(CATALOG, "trn2.48xlarge", 4)
     with pytest.raises(ClusterSimError, match="share one accelerator family, got hopper, trainium"):
         Systems((h100, trn2), np.array([0, 1]))
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    op=st.sampled_from(list(Op)),
+    shapes=st.lists(
+        st.tuples(
+            st.integers(0, 2),
+            st.sampled_from([1, 2, 8, 16, 64]),
+            st.sampled_from([1, 8]),
+            st.integers(1, ALONE_FROM + 100),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    seed=st.integers(0, 2**16),
+)
+def test_a_collective_over_many_systems_is_each_alone(op, shapes, seed):
+    """Groups small and large (one call for the small ones, a call each for those of ``ALONE_FROM`` or more
+    layouts), on a switched fabric and a torus, each equal to the layout priced alone on its own system."""
+    members = (
+        system_for_instance(CATALOG, "p5.48xlarge", 16),
+        system_for_instance(CATALOG, "p5en.48xlarge", 64),
+        system_for_instance(CATALOG, "p5.48xlarge", 256),
+    )
+    rng = np.random.default_rng(seed)
+    owner = np.concatenate([np.full(n, s) for s, _, _, n in shapes])
+    ranks = np.concatenate([np.full(n, r) for _, r, _, n in shapes])
+    strides = np.concatenate([np.full(n, d) for _, _, d, n in shapes])
+    sizes = rng.uniform(1.0, 4e9, len(owner))
+    together = collective_s(Systems(members, owner), ANALYTIC, op, sizes, ranks, strides)
+    for i in rng.choice(len(owner), size=min(len(owner), 25), replace=False):
+        alone = collective_s(members[owner[i]], ANALYTIC, op, sizes[i : i + 1], ranks[i : i + 1], strides[i : i + 1])
+        assert together[i] == pytest.approx(float(alone[0]), rel=1e-12, abs=0.0)
+    trn2 = system_for_instance(CATALOG, "trn2.48xlarge", 8)
+    on_torus = collective_s(Systems((trn2, trn2), owner % 2), ANALYTIC, op, sizes, ranks, strides)
+    for i in rng.choice(len(owner), size=min(len(owner), 10), replace=False):
+        alone = collective_s(trn2, ANALYTIC, op, sizes[i : i + 1], ranks[i : i + 1], strides[i : i + 1])
+        assert on_torus[i] == pytest.approx(float(alone[0]), rel=1e-12, abs=0.0)

@@ -24,6 +24,7 @@ from clustersim.workload.ops import Operation, OpKind
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
+ALONE_FROM = 256  # layouts of one group that are priced in a call of their own (padding costs them more)
 EXPERT_GEMMS = "experts"  # the grouped GEMMs of the routed and shared experts
 
 
@@ -179,9 +180,10 @@ def collective_s(
         assert fabric is not None
         fabrics.append(fabric)
     flat_out = out.reshape(-1)
-    # the analytic model prices the groups on switched fabrics in one expression; a torus's (or another model's)
-    # are priced group by group, as is a lone group
-    together = np.array([isinstance(cost, AnalyticCost) and fabric.torus is None for fabric in fabrics])
+    # the analytic model prices the small groups on switched fabrics in one expression (a call per group would cost
+    # more than its arithmetic); a large group, a torus's, another model's or a lone group are priced one by one
+    small = (ends - starts) < ALONE_FROM
+    together = np.array([isinstance(cost, AnalyticCost) and fabric.torus is None for fabric in fabrics]) & small
     if together.sum() > 1:
         assert isinstance(cost, AnalyticCost)
         mine = together[group]
