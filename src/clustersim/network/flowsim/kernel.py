@@ -8,7 +8,7 @@ rates to the last bit in the tests) in ~60 us an event: the 1,000-flow distinct-
 ``benchmarks/bench_flowsim_speed.py`` goes from 0.47 s to 0.17 s of CPU (SimGrid: 0.27 s; 2,000 flows
 0.96 -> 0.50 s, 4,000 flows 3.3 -> 1.7 s).
 
-Loading it costs ~0.7 s of CPU once per process (importing numba ~0.45 s, reading the compiled code from
+Loading it costs 0.7-1 s of CPU once per process (importing numba ~0.45 s, reading the compiled code from
 numba's cache ~0.3 s; the first compile ever, which writes that cache, ~4-5 s). So a process runs numpy's
 path until it has re-solved ``KERNEL_FROM_ENTRIES`` table entries, about as much numpy time as the load
 costs, then loads the kernel: a short simulation never pays for it, a long one at most doubles what it

@@ -289,7 +289,8 @@ class MaxMinState:
     def _warm(self, growing: IntArray, old: FloatArray, base: float) -> IntArray:
         """Re-solve the flows ``growing`` (sorted; rates ``old``) from level ``base``, the others
         fixed; update ``used``; return the resources they cross. Many flows: level by level
-        (``level_rounds``); fewer: by local bottlenecks, on the table where there is one."""
+        (``level_rounds``); fewer: by local bottlenecks, on the table where there is one (numba's
+        compiled loop where ``kernel.choose`` picks it: the same arithmetic, the same rates)."""
         p, size = self.p, self.p.num_resources
         if p.has_table and growing.size < self.levels_min:
             compiled = choose(self.kernel, growing.size * p.table_res.shape[0])
