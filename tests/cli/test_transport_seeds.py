@@ -103,3 +103,15 @@ def test_dcqcns_random_marks_are_drawn_by_the_seed_even_on_one_path():
     plain = payload("incast", "--senders", "8", "--paths", "1", "--seeds", "2", "--no-dcqcn")
     assert plain["seeds"] == [1] and plain["seeded"] == []
     assert "DCQCN's ECN marks" in run("incast", "--senders", "8", "--paths", "1", "--seeds", "2").stdout
+
+
+def test_flows_to_distinct_receivers_on_one_path_queue_nowhere_so_no_mark_is_drawn():
+    """A ring step on one path: each NIC's flow goes to its own receiver and the leaf's uplinks carry every NIC
+    at once, so no queue builds and DCQCN marks nothing: one run is the answer, and another seed gives it too."""
+    args = ["ring", "--instance", "p5.48xlarge", "--buffer", "4M", "--paths", "1", "--loss", "0"]
+    out = payload(*args)
+    assert out["seeds"] == [1] and out["seeded"] == []
+    other = payload(*args, "--seed", "2", "--seeds", "1")
+    assert [r["completion_s"] for r in other["results"]] == [r["completion_s"] for r in out["results"]]
+    hashed = payload(*args[:-4], "--paths", "4", "--loss", "0", "--seeds", "2")
+    assert hashed["seeded"] == ["RC's and TCP's ECMP hash", "DCQCN's ECN marks"]

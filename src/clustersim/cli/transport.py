@@ -302,7 +302,7 @@ def incast_command(
             seed=seed,
             rc=rc_options(flow_control, lossy, rc_recovery, dcqcn, rc_timeout, rc_retry, rc_outstanding),
         )
-        drawn = present.drawn_by_seed(scenario, senders)
+        drawn = present.drawn_by_seed(scenario, senders, one_receiver=True)
         runs = seeds_to_run(drawn, seed, seeds)
         estimate = _total(scenario, messages, max_events, flows=senders, runs=len(runs))
         with packet_progress(estimate):

@@ -236,16 +236,20 @@ def plot_group(results: Sequence[GroupResult], path: Path, title: str) -> None:
         fig.suptitle(title)
 
 
-def drawn_by_seed(scenario: Any, flows: int = 1) -> list[str]:
+def drawn_by_seed(scenario: Any, flows: int = 1, *, one_receiver: bool = False) -> list[str]:
     """What the seed draws in a transport run: the packets lost, the background load's arrivals, where
     several flows share equal-cost paths the paths RC's and TCP's hash gives them, and where RC runs
-    DCQCN and a queue can build (several flows, or other traffic on the path) the switches' random
-    RED/ECN marks (``lossless.LosslessNetwork._marks``: probability rising from 0 at Kmin to Pmax at Kmax)."""
+    DCQCN and a queue can build the switches' random RED/ECN marks (``lossless.LosslessNetwork._marks``:
+    probability rising from 0 at Kmin to Pmax at Kmax). A queue builds where several flows go to
+    ``one_receiver`` (an incast), where several may hash onto one path, or where other traffic loads it;
+    flows to distinct receivers on one path do not queue (the leaf's uplinks carry every NIC at once)."""
     drawn = ["the losses"] if scenario.loss > 0 else []
     loaded = scenario.background > 0 or scenario.collision
+    hashed = flows > 1 and scenario.num_paths > 1
     drawn += ["the background load"] if loaded else []
-    drawn += ["RC's and TCP's ECMP hash"] if flows > 1 and scenario.num_paths > 1 else []
-    return drawn + (["DCQCN's ECN marks"] if scenario.dcqcn and (flows > 1 or loaded) else [])
+    drawn += ["RC's and TCP's ECMP hash"] if hashed else []
+    queues = loaded or hashed or (flows > 1 and one_receiver)
+    return drawn + (["DCQCN's ECN marks"] if scenario.dcqcn and queues else [])
 
 
 def seeds_json(drawn: list[str], seeds: list[int]) -> dict[str, Any]:
