@@ -19,6 +19,7 @@ import numpy as np
 from clustersim.system import System
 from clustersim.training.estimate import Estimate
 from clustersim.units import format_bits_per_s, format_bytes_per_s, format_flop_per_s, format_seconds
+from clustersim.workload.float8 import Float8Recipe
 from clustersim.workload.ops import OpKind, head_operations, layer_operations
 from clustersim.workload.transformer import Transformer
 
@@ -92,9 +93,10 @@ def memory_bound_share(model: Transformer, estimate: Estimate) -> float:
             ep=one,
             fused_attention=fused,
             eager_elementwise=True,
+            float8_recipe=Float8Recipe.ROWWISE,
         )
     }
-    kinds |= {op.name: op.kind for op in head_operations(model, tokens=one, tp=one)}
+    kinds |= {op.name: op.kind for op in head_operations(model, tokens=one, tp=one, eager_elementwise=True)}
     layers = model.layers / estimate.layout.pp
     total = memory = 0.0
     for op in estimate.operations:
