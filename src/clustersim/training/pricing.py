@@ -173,10 +173,13 @@ def collective_s(
     group = np.zeros(len(placed), np.int64)
     group[bounds] = 1
     group = np.cumsum(group)  # the group of each placed layout
+    firsts = placed[starts]
+    owners = (
+        [system] * len(firsts) if isinstance(system, System) else [system.members[k] for k in owner[firsts].tolist()]
+    )
     fabrics = []
-    for first in placed[starts].tolist():
-        on = system if isinstance(system, System) else system.members[int(owner[first])]
-        fabric = on.group_fabric(int(ranks[first]), int(strides[first]))
+    for on, group_ranks, group_stride in zip(owners, ranks[firsts].tolist(), strides[firsts].tolist(), strict=True):
+        fabric = on.group_fabric(group_ranks, group_stride)
         assert fabric is not None
         fabrics.append(fabric)
     flat_out = out.reshape(-1)
