@@ -37,6 +37,15 @@ def documented_buckets(longest: int, low: int = 128) -> list[int]:
 def test_the_nxd_engines_bucket_by_the_rounded_rule_and_transformers_neuronx_by_doubling() -> None:
     assert NXD.bucket_rule == engine_profile("vllm-neuron").bucket_rule == "rounded"
     assert TNX.bucket_rule == engine_profile("optimum-neuron-tnx").bucket_rule == "doubling"
+    assert engine_profile("optimum-neuron").bucket_rule == "single"  # enable_bucketing False: one bucket
+
+
+def test_a_single_bucket_pads_every_prompt_and_decode_to_the_compiled_length() -> None:
+    one = engine_profile("optimum-neuron")
+    assert prompt_bucket_tokens(1500, one, 1750) == 1750
+    assert prompt_bucket_tokens(100, one, 1750) == 1750
+    assert float(mean_bucket_tokens(1500, 1750, one)) == pytest.approx(1750.0)
+    assert float(bucket_tokens(1500, one)) == 1500  # the compiled length unknown: no padding
 
 
 def test_a_long_prompt_pads_to_the_max_length_not_the_next_power_of_two() -> None:

@@ -68,8 +68,8 @@ def test_the_neuron_profiles_run_on_trainium_only_with_their_sources_and_the_fit
     static = {n for n in NEURON if profiles[n].benchmark_batching is Batching.STATIC}
     assert static == {"transformers-neuronx", "nxd-inference", "optimum-neuron-tnx"}
     # optimum-neuron compiles one bucket at its sequence length by default: no power-of-two buckets
-    assert profiles["optimum-neuron"].bucket_min_tokens is None
-    assert {profiles[n].bucket_min_tokens for n in NEURON if n != "optimum-neuron"} == {128}
+    assert profiles["optimum-neuron"].bucket_rule == "single"
+    assert {profiles[n].bucket_min_tokens for n in NEURON} == {128}
     assert profiles["vllm-neuron"].kv_block_tokens == 32  # vllm-neuron's block_size default
 
 
@@ -160,11 +160,14 @@ def test_buckets_are_powers_of_two_from_128_up_to_the_compiled_length():
     tnx = engine_profile("transformers-neuronx")
     assert list(bucket_tokens([1, 128, 129, 1500, 2048, 2049], tnx)) == [128, 128, 256, 2048, 2048, 4096]
     assert float(bucket_tokens(1500, tnx, longest=1750)) == 1750  # the last bucket is the sequence length
-    assert list(bucket_tokens([129, 1500], engine_profile("optimum-neuron"))) == [129, 1500]  # no buckets
+    # optimum-neuron's one bucket is the compiled length: unknown, no padding; known, every length pads to it
+    assert list(bucket_tokens([129, 1500], engine_profile("optimum-neuron"))) == [129, 1500]
+    assert list(bucket_tokens([129, 1500], engine_profile("optimum-neuron"), 1750)) == [1750, 1750]
     # positions 128..1152 attend over 256, 512, 1024 and the compiled 1152:
     # (128 x 256 + 256 x 512 + 512 x 1024 + 128 x 1152) / 1024
     assert float(mean_bucket_tokens(128, 1152, tnx)) == pytest.approx(816.0)
-    assert float(mean_bucket_tokens(128, 1152, engine_profile("optimum-neuron"))) == pytest.approx(640.0)
+    assert float(mean_bucket_tokens(128, 1152, engine_profile("optimum-neuron"))) == pytest.approx(1152.0)
+    assert float(mean_bucket_tokens(128, 1152, tnx.model_copy(update={"bucket_min_tokens": None}))) == 640.0
 
 
 def test_a_prompt_just_past_a_bucket_costs_the_whole_next_bucket():

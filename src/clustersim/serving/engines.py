@@ -143,11 +143,12 @@ class EngineProfile(BaseModel):
         description="Static-shape buckets: prompts and decode contexts are padded to the next power of two from "
         "this many tokens; absent: no padding (dynamic shapes).",
     )
-    bucket_rule: Literal["doubling", "rounded"] = Field(
+    bucket_rule: Literal["doubling", "rounded", "single"] = Field(
         "doubling",
         description="Which powers of two are buckets below the compiled sequence length L (the last bucket): "
         "doubling, every one from bucket_min_tokens (transformers-neuronx); rounded, those below "
-        "2**round(log2 L) (NxD Inference's automatic buckets, so a length just past a power of two pads to L).",
+        "2**round(log2 L) (NxD Inference's automatic buckets, so a length just past a power of two pads to L); "
+        "single, none: L is the only bucket (bucketing off; bucket_min_tokens then only turns padding on).",
     )
     name: str = Field("", description="The profile's name (filled in when loaded).")
 
@@ -254,8 +255,8 @@ def bucket_tokens(tokens: npt.ArrayLike, profile: EngineProfile, longest: npt.Ar
     the ``rounded`` rule the powers of two from ``2**round(log2 longest)`` up are no buckets, so a length
     past the last one below pads to ``longest``); unchanged where the engine has no buckets."""
     length = np.asarray(tokens, dtype=np.float64)
-    if profile.bucket_min_tokens is None:
-        return length
+    if profile.bucket_min_tokens is None or (profile.bucket_rule == "single" and longest is None):
+        return length  # no buckets, or the one bucket's length unknown
     low = float(profile.bucket_min_tokens)
     steps = np.ceil(np.log2(np.maximum(length, low) / low) - 1e-9)
     padded = low * np.exp2(np.maximum(steps, 0.0))
@@ -268,9 +269,11 @@ def bucket_tokens(tokens: npt.ArrayLike, profile: EngineProfile, longest: npt.Ar
 
 def _top_power(longest: FloatArray, profile: EngineProfile) -> FloatArray:
     """The first power of two that is no bucket below ``longest``: none (inf) under the ``doubling`` rule;
-    ``2**round(log2 longest)`` under NxD Inference's (``rounded``)."""
+    ``2**round(log2 longest)`` under NxD Inference's (``rounded``); every one (0) under ``single``."""
     if profile.bucket_rule == "doubling":
         return np.full_like(longest, np.inf)
+    if profile.bucket_rule == "single":
+        return np.zeros_like(longest)
     low = float(profile.bucket_min_tokens or 1)
     return np.asarray(np.exp2(np.round(np.log2(np.maximum(longest, low)))), dtype=np.float64)
 
@@ -278,9 +281,11 @@ def _top_power(longest: FloatArray, profile: EngineProfile) -> FloatArray:
 def prompt_bucket_tokens(prompt_tokens: float, profile: EngineProfile, sequence_tokens: float) -> float:
     """The prompt's context-encoding bucket when the engine compiles ``sequence_tokens`` positions: under the
     ``rounded`` rule (NxD Inference) the bucket at most ``sequence_tokens`` (its last context bucket is the
-    max context length, the sequence length by default); under ``doubling`` (transformers-neuronx, whose
-    context buckets are its token buckets halved, which a long prompt outgrows) the next power of two."""
-    longest = sequence_tokens if profile.bucket_rule == "rounded" and sequence_tokens >= prompt_tokens else None
+    max context length, the sequence length by default), under ``single`` that length itself; under
+    ``doubling`` (transformers-neuronx, whose context buckets are its token buckets halved, which a long
+    prompt outgrows) the next power of two."""
+    capped = profile.bucket_rule != "doubling" and sequence_tokens >= prompt_tokens
+    longest = sequence_tokens if capped else None
     return float(bucket_tokens(prompt_tokens, profile, longest))
 
 
