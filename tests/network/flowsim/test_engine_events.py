@@ -12,6 +12,7 @@ from clustersim.network.flowsim.engine import DONE_TOL, Flows, independent, run
 from clustersim.network.flowsim.routing import Incidence, Routing, route
 from clustersim.network.flowsim.solver import prepare, solve
 from clustersim.network.flowsim.topology import FatTree, FatTreeSpec, build
+from tests.network.flowsim.drawn import dependent_transfers
 
 RATE = 1e9  # bytes/s per NIC
 
@@ -99,17 +100,8 @@ def test_incremental_events_give_the_plain_loops_times(
     """Random transfers (equal sizes and start times on purpose: ties), each waiting on up to two
     earlier ones, routed by ECMP (collisions: many distinct rates) or spraying."""
     pairs, sizes, starts, waits = case
-    src = np.array([a for a, _ in pairs])
-    dst = (src + np.array([b for _, b in pairs])) % 16
-    deps = [sorted(d for d in w if d < i) for i, w in enumerate(waits)]
-    flows = Flows(
-        src_gpu=src,
-        dst_gpu=dst,
-        size_bytes=np.array(sizes),
-        start_at_s=np.array(starts),
-        dep_ptr=np.concatenate([[0], np.cumsum([len(d) for d in deps])]).astype(np.int64),
-        dep_idx=np.array([x for d in deps for x in d], dtype=np.int64),
-    )
+    flows = dependent_transfers(pairs, sizes, starts, waits)
+    src, dst = flows.src_gpu, flows.dst_gpu
     tree = _tree(latency=1e-6)
     inc = route(tree, src, dst, routing, seed)
     times = run(tree, flows, inc)

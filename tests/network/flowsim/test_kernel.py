@@ -12,10 +12,11 @@ from hypothesis import strategies as st
 
 from clustersim.errors import ClusterSimError
 from clustersim.network.flowsim import kernel
-from clustersim.network.flowsim.engine import Flows, run
+from clustersim.network.flowsim.engine import run
 from clustersim.network.flowsim.routing import Routing, route
 from clustersim.network.flowsim.solver import MaxMinState, prepare
 from clustersim.network.flowsim.topology import FatTreeSpec, build
+from tests.network.flowsim.drawn import dependent_transfers, toggled_flows
 
 
 def _needs_numba() -> None:
@@ -47,17 +48,8 @@ def test_the_kernel_gives_numpys_completions(
     and round count of the compiled path equals numpy's."""
     _needs_numba()
     pairs, sizes, starts, waits = case
-    src = np.array([a for a, _ in pairs])
-    dst = (src + np.array([b for _, b in pairs])) % 16
-    deps = [sorted(d for d in w if d < i) for i, w in enumerate(waits)]
-    flows = Flows(
-        src_gpu=src,
-        dst_gpu=dst,
-        size_bytes=np.array(sizes),
-        start_at_s=np.array(starts),
-        dep_ptr=np.concatenate([[0], np.cumsum([len(d) for d in deps])]).astype(np.int64),
-        dep_idx=np.array([x for d in deps for x in d], dtype=np.int64),
-    )
+    flows = dependent_transfers(pairs, sizes, starts, waits)
+    src, dst = flows.src_gpu, flows.dst_gpu
     spec = FatTreeSpec(
         num_hosts=16, gpus_per_host=1, nics_per_host=1, nic_bytes_per_s=1e9, scaleup_bytes_per_s=1e12, radix=8
     )
@@ -72,20 +64,7 @@ def test_the_kernel_gives_numpys_completions(
 
 @pytest.mark.parametrize("how", [{}, {"whole_fabric": 0}], ids=["whole fabric", "crossed resources"])
 @settings(max_examples=40, deadline=None)
-@given(
-    st.integers(2, 12).flatmap(
-        lambda n: st.tuples(
-            st.just(n),
-            st.lists(
-                st.lists(st.tuples(st.integers(0, 5), st.sampled_from([0.25, 0.5, 1.0])), min_size=2, max_size=2),
-                min_size=n,
-                max_size=n,
-            ),
-            st.lists(st.floats(0.5, 20.0), min_size=6, max_size=6),
-            st.lists(st.lists(st.integers(0, n - 1), max_size=4), min_size=1, max_size=8),
-        )
-    )
-)
+@given(toggled_flows(2, 2))
 def test_the_kernel_gives_numpys_rates_and_loads_after_every_change(
     how: dict[str, Any], case: tuple[int, list[list[tuple[int, float]]], list[float], list[list[int]]]
 ):

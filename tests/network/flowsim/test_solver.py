@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from clustersim.errors import ClusterSimError
 from clustersim.network.flowsim.solver import REL_TOL, MaxMinState, max_min_rates, prepare, solve
+from tests.network.flowsim.drawn import toggled_flows
 
 
 def _rates(entries: list[tuple[int, int, float]], capacity: list[float], num_flows: int) -> np.ndarray:
@@ -157,20 +158,7 @@ SOLVES = [
 
 @pytest.mark.parametrize("how", SOLVES, ids=lambda how: ",".join(f"{k}={v}" for k, v in how.items()))
 @settings(max_examples=40, deadline=None)
-@given(
-    st.integers(2, 12).flatmap(
-        lambda n: st.tuples(
-            st.just(n),
-            st.lists(
-                st.lists(st.tuples(st.integers(0, 5), st.sampled_from([0.25, 0.5, 1.0])), min_size=1, max_size=3),
-                min_size=n,
-                max_size=n,
-            ),
-            st.lists(st.floats(0.5, 20.0), min_size=6, max_size=6),
-            st.lists(st.lists(st.integers(0, n - 1), max_size=4), min_size=1, max_size=8),
-        )
-    )
-)
+@given(toggled_flows(1, 3))
 def test_the_incremental_re_solve_equals_a_full_solve_after_every_change(
     how: dict[str, Any], case: tuple[int, list[list[tuple[int, float]]], list[float], list[list[int]]]
 ):
