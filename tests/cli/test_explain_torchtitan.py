@@ -47,10 +47,11 @@ def test_a_torchtitan_log_is_measured_by_its_tokens_per_second_and_priced_as_tor
     train = _invoke("train", *QWEN3, "--zero", "3", "--framework", "torchtitan")
     assert out["predicted_step_s"] == pytest.approx(train["step_s"], rel=1e-12)
     assert train["mfu"] == pytest.approx(0.3942 * out["measured_step_s"] / out["predicted_step_s"], rel=0.05)
-    # faster than predicted, inside the interval: the GEMMs, moved up, explain it best
+    # faster than predicted, inside the interval: the GEMMs, moved up, explain it best (priced eager, the run is
+    # 9% faster than predicted: 1.16x the GEMM rate, just past torchtitan's own left-out spread)
     top = out["candidates"][0]
     assert out["gap"] < 0 and out["within_interval"] is True
-    assert top["term"] == "compute (GEMMs)" and top["factor_needed"] > 1 and top["plausible"] is True
+    assert top["term"] == "compute (GEMMs)" and 1.1 < top["factor_needed"] < 1.25
     assert "priced eager: if the run compiled, explain it with --torch-compile" in top["hint"]
     assert "NVTE_" not in top["hint"]
     memory = next(c for c in out["candidates"] if c["term"] == "memory-bound operations")

@@ -72,7 +72,8 @@ def test_a_slower_network_is_explained_by_data_parallel_communication_at_the_fac
     assert top.lever == "dp comm" and top.plausible is True
     assert top.factor_needed == pytest.approx(0.4 / DP_HEAVY.calibration.network_efficiency, rel=1e-6)
     by_lever = {c.lever: c for c in explained.candidates}
-    assert by_lever["gemm"].plausible is False  # a GEMM 13% slower is outside the model's own error
+    gemm = by_lever["gemm"]  # the GEMMs alone would have to run 13% slower
+    assert gemm.factor_needed is not None and gemm.factor_needed < 0.9
     assert explained.gap > 0.05 and "DP exposed communication" in explained.summary()
 
 
