@@ -1,4 +1,5 @@
-"""The transformer a case describes, with the router fields its format cannot state taken from the zoo.
+"""The transformer a training, memory or serving case describes, the router fields its format cannot state taken
+from the zoo.
 
 The case format's ``model.moe`` holds experts, experts per token and shared experts, not group-limited
 routing (DeepSeek-V3's 8 expert groups of which a token's experts keep to 4, which bounds the nodes its

@@ -44,8 +44,9 @@ from clustersim.serving.engine import (
 from clustersim.serving.engines import EngineProfile, check_runs_on, engine_for_software
 from clustersim.serving.estimate import Request, ServingEstimate, estimate_offline
 from clustersim.serving.latency import max_rate
-from clustersim.validation.cases import Case, CaseModel, CaseParallel, CaseSystem, CaseWorkload, as_case
-from clustersim.workload.transformer import Transformer, transformer_from_mapping
+from clustersim.validation.case_model import case_transformer
+from clustersim.validation.cases import Case, CaseParallel, CaseSystem, CaseWorkload, as_case
+from clustersim.workload.transformer import Transformer
 
 SERVER_TTFT_TARGET_S = 2.0
 SERVER_TPOT_TARGET_S = 0.2
@@ -72,7 +73,7 @@ def case_deployment(
     simulates it); an error names the case and the field."""
     case = as_case(case, "inference")
     where = f"case {case.id}"
-    model = transformer_from_mapping((case.model or CaseModel()).shape(), where=f"{where}: model")
+    model, _ = case_transformer(case.model, where)  # a serving case reports no assumptions
     system = case.system or CaseSystem()
     parallel = case.parallel or CaseParallel()
     workload = case.workload or CaseWorkload()
