@@ -5,9 +5,11 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from clustersim.intervals import Residual, ResidualTable, chip_of, interval_for, load_residuals, spread_for
-from clustersim.intervals.layout import layout_features
+from clustersim.intervals.layout import LAYOUT_FEATURES, layout_features
 from clustersim.intervals.lookup import MIN_CASES, scale_of
 
 
@@ -149,9 +151,11 @@ def test_a_layout_is_judged_by_the_runs_sharing_its_features_where_they_are_wide
     assert piped.q_hi - piped.q_lo > 10 * (plain.q_hi - plain.q_lo)
     assert piped.basis == f"training, every chip, layouts with pipeline, experts: {MIN_CASES} cases"
     assert "widened to the 20 left-out cases whose layouts also have pipeline, experts" in piped.note
-    # a feature the wide runs lack, or one more than they have: not judged by them
+    # a feature the wide runs lack: not judged by them; one more than they have: judged by them all the same (a
+    # feature added to a layout never narrows its interval, though too few runs have all three)
     assert spread_for("training", **ask, layout=("context",)) == plain
-    assert spread_for("training", **ask, layout=("pipeline", "experts", "fp8")) == plain
+    more = spread_for("training", **ask, layout=("pipeline", "experts", "fp8"))
+    assert more is not None and more.q_hi == piped.q_hi and "also have pipeline, experts" in more.note
     # a subset of their features is judged by them (they have it too)
     piped_only = spread_for("training", **ask, layout=("pipeline",))
     assert piped_only is not None and piped_only.q_hi == piped.q_hi
@@ -179,3 +183,18 @@ def test_layout_features_name_what_the_layout_runs() -> None:
         "pipeline", "context", "experts", "sharded", "fp8"
     )  # fmt: skip
     assert layout_features(pp=1, cp=1, ep=1, zero=2, precision="fp4") == ("fp8",)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.sampled_from(LAYOUT_FEATURES), unique=True),
+    st.lists(st.sampled_from(LAYOUT_FEATURES), unique=True),
+)
+def test_a_feature_added_to_a_layout_never_narrows_its_interval(base: list[str], extra: list[str]) -> None:
+    """On the packaged residuals: a layout's interval is at least as wide as that of any layout with a subset of
+    its features."""
+    ask = {"accelerator": "h100-sxm", "family": "hopper", "framework": "megatron", "devices": 256}
+    fewer = spread_for("training", **ask, layout=tuple(f for f in LAYOUT_FEATURES if f in base))
+    more = spread_for("training", **ask, layout=tuple(f for f in LAYOUT_FEATURES if f in set(base) | set(extra)))
+    assert fewer is not None and more is not None
+    assert more.q_hi - more.q_lo >= fewer.q_hi - fewer.q_lo - 1e-12

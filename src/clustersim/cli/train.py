@@ -102,6 +102,7 @@ INPUTS = (
     "software",
     "uneven",
     "headroom",
+    "safe",
     "ep_overlap",
     "torch_compile",
     "catalog",
@@ -114,7 +115,8 @@ INPUTS = (
 )
 # The layout options; any given one constrains the layout search (names of train_command's parameters).
 LAYOUT_OPTIONS = (
-    "tp", "pp", "vp", "cp", "ep", "micro_batch", "zero", "sp", "recompute", "uneven", "headroom", "ep_overlap",
+    "tp", "pp", "vp", "cp", "ep", "micro_batch", "zero", "sp", "recompute", "uneven", "headroom", "safe",
+    "ep_overlap",
 )  # fmt: skip
 _FLAGS = {
     "instance": "--instance",
@@ -135,6 +137,7 @@ _FLAGS = {
     "sequence_parallel": "--sp/--no-sp",
     "recompute": "--recompute",
     "headroom": "--headroom",
+    "safe": "--safe",
     "ep_overlap": "--ep-overlap",
 }
 
@@ -173,6 +176,14 @@ def train_command(
     ep_overlap: EpOverlapOpt = None,
     torch_compile: TorchCompileOpt = None,
     headroom: HeadroomOpt = None,
+    safe: Annotated[
+        bool,
+        typer.Option(
+            "--safe",
+            help="Choose, of the fastest layouts that fit, the one whose step is lowest at the upper end of its 80% "
+            "interval (as plan --safe ranks; not with --tp and --pp).",
+        ),
+    ] = False,
     ops: Annotated[bool, typer.Option("--ops", help="Also show each operation's time per layer.")] = False,
     compare: Annotated[
         list[str] | None,
@@ -264,7 +275,8 @@ def train_command(
             spec = _scenario_of_options(
                 model=model, instance=instance, nodes=nodes, devices_per_node=devices_per_node,
                 tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, micro_batch=micro_batch, zero=zero, sp=sp, recompute=recompute,
-                uneven=uneven, headroom=headroom, ep_overlap=ep_overlap, tokens=tokens, global_batch=global_batch,
+                uneven=uneven, headroom=headroom, safe=safe, ep_overlap=ep_overlap, tokens=tokens,
+                global_batch=global_batch,
                 seq=seq,
                 precision=precision, offer=offer,
                 beyond_context=beyond_context, models=models or [], efficiency=efficiency or [], catalog=catalog or [],
@@ -298,7 +310,7 @@ def train_command(
 
             plot_training_run(run, level, plot, comparing=comparison is not None)
         if save_scenario is not None:
-            save(save_scenario, run.scenario, header=_header(run))
+            save(save_scenario, run.scenario, header=_header(run, safe))
     if comparison is not None:
         _show_comparison(comparison, as_json=as_json, level=level, catalog=run.scenario.options.catalog)
         return
@@ -343,6 +355,7 @@ def _scenario_of_options(
     checkpoint: "CheckpointSpec | None" = None,
     beyond_context: bool = False,
     headroom: float | None = None,
+    safe: bool = False,
     torch_compile: bool | None = None,
 ) -> "TrainingScenario":
     """The scenario the options describe: with --tp and --pp a given layout, the options not in ``given``
@@ -381,13 +394,20 @@ def _scenario_of_options(
                     field="--headroom",
                     value=headroom,
                 )
+            if safe:
+                raise ClusterSimError(
+                    "--safe chooses a layout by the upper end of its interval; with --tp and --pp the layout is given "
+                    "(drop --safe, or one of --tp/--pp to have the layout chosen)",
+                    field="--safe",
+                    value=True,
+                )
             layout = LayoutSpec(**fields, uneven_stages=bool(uneven), ep_overlap=ep_overlap)
         elif given:
             values = {"tp": tp, "pp": pp, "vp": vp, "cp": cp, "ep": ep, "micro_batch": micro_batch, "zero": zero}
             fixed = {name: value for name, value in values.items() if f"--{name.replace('_', '-')}" in given}
             layout = LayoutSearchSpec(
                 choose=True, **fixed, sequence_parallel=sp, uneven_stages=uneven, headroom=headroom,
-                ep_overlap=ep_overlap,
+                safe=safe or None, ep_overlap=ep_overlap,
                 recompute=recompute if "--recompute" in given else None,
             )  # fmt: skip
     return training_scenario(
@@ -428,10 +448,11 @@ def _precision(text: str, instance: str, catalog: list[Path]) -> Dtype:
     return job_dtype(fmt)
 
 
-def _header(run: "TrainingRun") -> str:
+def _header(run: "TrainingRun", safe: bool) -> str:
     lines = ["clustersim training scenario: replay with `clustersim train --scenario FILE`."]
     if run.layout_chosen:
-        lines.append("The layout was chosen by clustersim (the fastest that fits) for this job and system.")
+        how = "the lowest upper end of its 80% interval, --safe" if safe else "the fastest that fits"
+        lines.append(f"The layout was chosen by clustersim ({how}) for this job and system.")
     return "\n".join(lines)
 
 

@@ -29,6 +29,7 @@ family in the efficiency table but are other silicon: Trainium1, 2 and 3 each st
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Callable, Sequence
 
 from clustersim.intervals.conformal import DEFAULT_LEVEL, Interval, Spread, cases_needed, check_level, spread
@@ -159,18 +160,24 @@ def interval_for(
 
 
 def _widened_by_layout(found: Spread, kind: str, rows: list[Residual], layout: tuple[str, ...], level: float) -> Spread:
-    """``found``, or the spread of the ``rows`` whose layouts have every feature of ``layout`` where
-    there are enough of them and it is wider."""
-    if not layout:
+    """``found``, or the widest spread of the ``rows`` whose layouts have every feature of some subset of
+    ``layout``, over the subsets with enough of them, where it is wider: a feature added to a layout never
+    narrows its interval (runs with experts and FSDP together too few to judge by, the runs with experts are)."""
+    need = max(MIN_CASES, cases_needed(level))
+    widest: tuple[Spread, int, str] | None = None
+    for size in range(len(layout), 0, -1):  # the most specific first: it names a tie
+        for subset in itertools.combinations(layout, size):
+            members = [r for r in rows if set(subset) <= set(r.layout)]
+            if len(members) < need:
+                continue
+            features = ", ".join(subset)
+            candidate = _spread(members, level, f"{kind}, every chip, layouts with {features}", "")
+            if widest is None or candidate.q_hi - candidate.q_lo > widest[0].q_hi - widest[0].q_lo:
+                widest = (candidate, len(members), features)
+    if widest is None or widest[0].q_hi - widest[0].q_lo <= found.q_hi - found.q_lo:
         return found
-    members = [r for r in rows if set(layout) <= set(r.layout)]
-    if len(members) < max(MIN_CASES, cases_needed(level)):
-        return found
-    features = ", ".join(layout)
-    by_layout = _spread(members, level, f"{kind}, every chip, layouts with {features}", "")
-    if by_layout.q_hi - by_layout.q_lo <= found.q_hi - found.q_lo:
-        return found
-    note = f"widened to the {len(members)} left-out cases whose layouts also have {features} (wider than {found.basis})"
+    by_layout, count, features = widest
+    note = f"widened to the {count} left-out cases whose layouts also have {features} (wider than {found.basis})"
     return dataclasses.replace(by_layout, note=_joined(found.note, note))
 
 

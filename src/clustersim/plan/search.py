@@ -11,6 +11,7 @@ fits when it leaves the space's ``headroom`` share of device memory free.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
@@ -24,6 +25,8 @@ from clustersim.compute.memory import MemoryArrays
 from clustersim.compute.software import SoftwareProfile, software_for
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout, LayoutArrays
+from clustersim.intervals import DEFAULT_LEVEL, spread_for
+from clustersim.intervals.layout import layout_features
 from clustersim.network.cost import ANALYTIC, CollectiveCost
 from clustersim.plan.space import SearchSpace, candidate_layouts, why_no_layout
 from clustersim.system import System
@@ -360,10 +363,15 @@ def choose_layout(
     efficiency: FamilyEfficiency | None = None,
     cost: CollectiveCost = ANALYTIC,
     software: SoftwareProfile | None = None,
+    safe: bool = False,
 ) -> Layout:
-    """The fastest candidate layout that fits in memory (``ClusterSimError`` when none fits)."""
+    """The fastest candidate layout that fits in memory (``ClusterSimError`` when none fits); ``safe``: of the
+    ``SAFE_CANDIDATES`` fastest, the one whose step is lowest at the upper end of its interval (``safest``)."""
     ranking = rank_layouts(model, system, job, space=space, efficiency=efficiency, cost=cost, software=software)
-    best = ranking.fastest(1)
+    best = ranking.fastest(SAFE_CANDIDATES if safe else 1)
+    if safe and best:
+        sw = software or software_for(None, system.accelerator.family)
+        best = [safest(best, system, job, framework=sw.name)]
     if not best:
         need = float(ranking.required_bytes.min()) / _GIB
         kept = (
@@ -383,9 +391,38 @@ def choose_layout(
     return layout if layout.uneven_stages == uneven else layout.model_copy(update={"uneven_stages": uneven})
 
 
-def chosen_note(model: Transformer, layout: Layout) -> str:
+SAFE_CANDIDATES = 32
+"""How many of the fastest layouts that fit ``choose_layout(safe=True)`` weighs by their intervals."""
+
+
+def safest(
+    ranked: list[tuple[Layout, float]], system: System, job: TrainingJob, *, framework: str
+) -> tuple[Layout, float]:
+    """Of ``ranked`` (layout, step), the one whose step is lowest at the upper end of its 80% interval: the
+    left-out residuals of runs like it (``intervals.spread_for``: chip, framework, scale, and the layout's
+    features, whose spread widens a pipelined, expert-parallel or sharded layout), as ``plan --safe`` ranks."""
+    spreads: dict[tuple[str, ...], float] = {}
+
+    def upper_s(item: tuple[Layout, float]) -> float:
+        layout, step_s = item
+        features = tuple(
+            layout_features(pp=layout.pp, cp=layout.cp, ep=layout.ep, zero=layout.zero, precision=job.precision.value)
+        )
+        if features not in spreads:
+            found = spread_for(
+                "training", accelerator=system.accelerator.id, family=system.accelerator.family,
+                framework=framework, devices=system.num_devices, level=DEFAULT_LEVEL, layout=features,
+            )  # fmt: skip
+            spreads[features] = 0.0 if found is None else found.q_hi
+        return step_s * math.exp(spreads[features])
+
+    return min(ranked, key=upper_s)  # ties: the faster, as ranked
+
+
+def chosen_note(model: Transformer, layout: Layout, safe: bool = False) -> str:
     """What the output says of a chosen layout: its degrees and, with uneven stages, how the layers split."""
-    note = f"layout chosen (fastest that fits): {layout.describe()}"
+    how = "lowest upper end of its 80% interval among the fastest that fit" if safe else "fastest that fits"
+    note = f"layout chosen ({how}): {layout.describe()}"
     if not layout.uneven_stages:
         return note
     chunks = layout.pp * layout.vp

@@ -142,6 +142,11 @@ class LayoutSearchSpec(_Record):
     headroom: float | None = Field(
         default=None, ge=0, le=0.9, description="Share of device memory the chosen layout leaves free (default 0.1)."
     )
+    safe: bool | None = Field(
+        default=None,
+        description="Choose, of the fastest layouts that fit, the one whose step is lowest at the upper end of its "
+        "80% interval (default: the fastest).",
+    )
     ep_overlap: bool | None = Field(
         default=None, description="Overlap the MoE all-to-alls with compute (default: the framework's)."
     )

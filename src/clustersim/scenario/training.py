@@ -271,6 +271,7 @@ def run_training(
     beyond = transformer.check_context(job.seq_len, "seq_len (--seq)", beyond_context=spec.beyond_context)
     context_notes = () if beyond is None else (beyond,)
     chosen = not isinstance(scenario.layout, LayoutSpec)
+    safe = isinstance(scenario.layout, LayoutSearchSpec) and bool(scenario.layout.safe)
     ep_overlap = None if isinstance(scenario.layout, str) else scenario.layout.ep_overlap
     if ep_overlap is not None and transformer.moe is None:
         raise ClusterSimError(
@@ -301,9 +302,12 @@ def run_training(
             given = layout_for(layout, system)
         else:
             space = search_space(layout) if isinstance(layout, LayoutSearchSpec) else None
-            given = choose_layout(transformer, system, job, space=space, efficiency=fractions, software=software)
+            given = choose_layout(
+                transformer, system, job, space=space, efficiency=fractions, software=software, safe=safe
+            )
         said = compile_note(software, scenario.torch_compile)
-        notes = context_notes + ((chosen_note(transformer, given),) if chosen else ()) + ((said,) if said else ())
+        chose = (chosen_note(transformer, given, safe),) if chosen else ()
+        notes = context_notes + chose + ((said,) if said else ())
         estimate = estimate_training(
             transformer, system, given, job, offer=spec.price, efficiency=fractions, software=software, notes=notes,
             cost=cost,
