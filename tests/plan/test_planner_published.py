@@ -5,7 +5,7 @@ returns the published layout or one it predicts faster, with the reason it wins 
 The plan searches the planner's space with the run's own degrees added where the space lacks them (its
 micro-batch, interleaving, context and expert degrees: Megatron-Bridge's vp 8, MosaicML's micro-batch 56) and
 no memory headroom (the run ran, so it fit). ``test_search_practice`` holds the single-system search to the
-same claim on the SC'21 runs; this holds the planner to it on all of them (about 10 s for the 338 runs, so
+same claim on the SC'21 runs; this holds the planner to it on all of them (about 10 s for the 371 runs, so
 no sample is needed). The only runs exempt are those whose published layout the memory model says does not
 fit the device at all (it over-counts their memory): the planner cannot propose those, and the test names
 them and checks that each is such a run.
