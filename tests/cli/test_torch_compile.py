@@ -44,6 +44,8 @@ def test_compiled_torchtitan_is_faster_and_its_default_is_eager_said_so() -> Non
     eager_only = {"eager element-wise", "eager loss"}
     assert eager_only <= set(ops["e"]) and not eager_only & set(ops["c"])
     assert ops["c"] == {name: s for name, s in ops["e"].items() if name not in eager_only}
+    kinds = {op["name"]: op["kind"] for op in eager["operations"]}  # what bounds each, as the comparison reads it
+    assert kinds["eager loss"] == kinds["eager element-wise"] == "memory" and kinds["mlp"] == "gemm"
     assert any("torchtitan priced compiled (torch.compile)" in note for note in compiled["notes"])
     assert any("torchtitan priced eager (its default; --torch-compile" in note for note in default["notes"])
     assert any("torchtitan priced eager (--no-torch-compile)" in note for note in eager["notes"])

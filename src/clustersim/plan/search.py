@@ -109,7 +109,8 @@ def _terms_at(terms: StepTerms, index: npt.NDArray[np.int64] | slice) -> StepTer
         times={name: TermTimes(t.link_s[index], t.exposed_s[index]) for name, t in terms.times.items()},
         micro_batches=terms.micro_batches[index],
         operations=[
-            OperationTimes(op.name, op.forward_s[index], op.backward_s[index], op.in_head) for op in terms.operations
+            OperationTimes(op.name, op.forward_s[index], op.backward_s[index], op.in_head, op.kind)
+            for op in terms.operations
         ],
     )
 

@@ -14,13 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 from clustersim.system import System
 from clustersim.training.estimate import Estimate
 from clustersim.units import format_bits_per_s, format_bytes_per_s, format_flop_per_s, format_seconds
-from clustersim.workload.float8 import Float8Recipe
-from clustersim.workload.ops import OpKind, head_operations, layer_operations
+from clustersim.workload.ops import OpKind
 from clustersim.workload.transformer import Transformer
 
 _SAME = 0.005  # factors within half a percent are "the same"
@@ -80,30 +77,13 @@ def memory_bound_share(model: Transformer, estimate: Estimate) -> float:
     """The share of the forward, backward and recompute time spent in memory-bound operations (norms,
     activations, unfused attention scores, the loss), from the estimate's per-operation times: layer
     operations weighted by the layers of one pipeline stage, the head's once."""
-    one = np.ones(1)
-    kinds = {
-        op.name: op.kind
-        for fused in (True, False)
-        for op in layer_operations(
-            model,
-            tokens=one,
-            seq_len=estimate.job.seq_len,
-            tp=one,
-            sp_split=one,
-            ep=one,
-            fused_attention=fused,
-            eager_elementwise=True,
-            float8_recipe=Float8Recipe.ROWWISE,
-        )
-    }
-    kinds |= {op.name: op.kind for op in head_operations(model, tokens=one, tp=one, eager_elementwise=True)}
     layers = model.layers / estimate.layout.pp
     total = memory = 0.0
     for op in estimate.operations:
         weight = layers if op.scope == "layer" else 1.0
         seconds = weight * (op.forward_s + op.backward_s)
         total += seconds
-        if kinds.get(op.name) is OpKind.MEMORY:
+        if op.kind is OpKind.MEMORY:
             memory += seconds
     return memory / total if total > 0 else 0.0
 

@@ -19,6 +19,7 @@ from clustersim.system import System
 from clustersim.training.job import JobTotals, TrainingJob, job_totals
 from clustersim.training.step import step_terms
 from clustersim.training.terms import StepTerms, bottleneck_words
+from clustersim.workload.ops import OpKind
 from clustersim.workload.transformer import Transformer
 
 _GIB = 2**30
@@ -74,6 +75,7 @@ class OperationTime:
     scope: str  # "layer" or "head (last stage)"
     forward_s: float
     backward_s: float
+    kind: OpKind  # what bounds it: GEMM, attention core or memory traffic
 
 
 @dataclass(frozen=True)
@@ -276,6 +278,7 @@ def estimate_layouts(
                         "head (last stage)" if op.in_head else "layer",
                         float(op.forward_s[i]),
                         float(op.backward_s[i]),
+                        op.kind,
                     )
                     for op in terms.operations
                 ),

@@ -36,6 +36,7 @@ class OperationTimes:
     forward_s: FloatArray
     backward_s: FloatArray
     in_head: bool  # the output head (last pipeline stage) rather than every layer
+    kind: OpKind  # what bounds it: GEMM, attention core or memory traffic
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,7 @@ def operation_times(
             forward = op.flop / (half * fraction)
         else:
             forward = op.bytes / hbm
-        out.append(OperationTimes(op.name, forward, op.backward_ratio * forward, in_head))
+        out.append(OperationTimes(op.name, forward, op.backward_ratio * forward, in_head, op.kind))
     return out
 
 
