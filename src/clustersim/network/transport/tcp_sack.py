@@ -17,7 +17,10 @@ Each segment outstanding is in one state: delivered (SACKed), lost (not yet rese
 the data in the network (RFC 6675's ``pipe``) is the segments outstanding less the SACKed and the lost.
 Outside recovery the sender keeps ``pipe`` at the window; in recovery PRR sends, per acknowledgement,
 its share of what was delivered (``ssthresh / RecoverFS`` of it while ``pipe`` is above ``ssthresh``,
-then up to ``ssthresh`` by slow start), lost segments first, lowest first. A timeout marks every
+then up to ``ssthresh`` by slow start), lost segments first, lowest first. Entering recovery cuts the
+window at the loss (beta x cwnd, as Linux and ns-3 do), not RFC 5681's FlightSize: a hole that outlives
+its episode (a segment sent in it lost) leaves FlightSize counting every segment SACKed above it, so a
+reduction from it could leave the window nearly where it was. A timeout marks every
 outstanding segment not SACKed as lost and restarts from a window of one (RFC 6675 section 5.1).
 """
 
@@ -179,11 +182,14 @@ class SackTcpFlow(TcpFlow):
             self.cwnd = self.ssthresh
         if newly_lost and not self.in_recovery and self.snd_una > self.recover:
             flight = self.high_sent - self.snd_una
-            self.ssthresh = self._reduced(flight)
+            # the reduction applies to the window at the loss (Linux: tcp_reno_ssthresh, bictcp_recalc_ssthresh;
+            # ns-3: pipe), not to FlightSize, which after a hole outlives its recovery counts the segments SACKed
+            # above it; never more than FlightSize (RFC 9438 section 4.6, where cwnd is used)
+            self.ssthresh = self._reduced(min(flight, int(self.cwnd)))
             self.recover = self.high_sent - 1
             self.in_recovery = True
             self.prr_delivered = self.prr_out = 0
-            self.recover_fs = flight
+            self.recover_fs = flight  # RFC 6937: snd.nxt - snd.una (ns-3 likewise)
             self.resent.clear()
         if self.in_recovery:
             self.prr_delivered += delivered
