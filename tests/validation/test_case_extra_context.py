@@ -106,3 +106,22 @@ def test_a_case_that_differs_from_the_zoo_entry_it_is_named_after_keeps_plain_ro
         setup = case_setup(_case(DEEPSEEK_V3 | changed), CATALOG)
         assert setup.model.moe is not None and setup.model.moe.group_top_k is None, changed
         assert "moe_groups" not in setup.assumed
+
+
+def test_a_stated_mtp_module_costs_the_last_stage_a_block_a_projection_and_a_second_head() -> None:
+    """``model.mtp_layers`` (DeepSeek-V3's multi-token prediction) is priced where a case states it; a case
+    named after the zoo's DeepSeek-V3 that states none trains none, and its assumptions say so."""
+    stated = case_setup(_case(DEEPSEEK_V3 | {"mtp_layers": 1}), CATALOG)
+    assert stated.model.mtp_layers == 1 and "mtp_layers" not in stated.assumed
+    unstated = case_setup(_case(DEEPSEEK_V3), CATALOG)
+    assert unstated.model.mtp_layers == 0
+    assert unstated.assumed["mtp_layers"] == "none priced: the case states none (the zoo's deepseek-v3 trains 1)"
+    assert stated.model.num_params() == unstated.model.num_params()  # not in the 671B, as the paper counts
+    with_mtp = predict_training_case(_case(DEEPSEEK_V3 | {"mtp_layers": 1}), "step_time_s", CATALOG)
+    without = predict_training_case(_case(DEEPSEEK_V3 | {"mtp_layers": 0}), "step_time_s", CATALOG)
+    assert without == predict_training_case(_case(DEEPSEEK_V3), "step_time_s", CATALOG)
+    # The last stage runs the 7168 x 129280 output GEMM twice per micro-batch (1.85 GFLOP a token each way):
+    # a few percent of a 61-layer step, not nothing and not a whole stage.
+    assert 1.01 * without < with_mtp < 1.3 * without
+    named_otherwise = case_setup(_case(DEEPSEEK_V3 | {"name": "not-in-the-zoo"}), CATALOG)
+    assert "mtp_layers" not in named_otherwise.assumed

@@ -259,3 +259,19 @@ def test_operations_broadcast_over_layouts():
         args = {**scalars, name: np.full(3, float(scalars[name]))}
         for op in layer_operations(MIX, seq_len=128, fused_attention=False, **args):
             assert op.flop.shape == op.gemm_flop.shape == op.bytes.shape == (3,), (name, op.name)
+
+
+def test_each_mtp_module_adds_a_pass_through_the_head_and_a_2h_to_h_projection():
+    """DeepSeek-V3's multi-token prediction (arXiv 2412.19437 section 2.2): per module, the logits and the loss
+    once more (kernel by kernel: each GEMM is one pass) and a projection of the concatenated 2h-wide input."""
+    mtp = LLAMA.model_copy(update={"mtp_layers": 2})
+    tokens, tp = np.array([256.0]), np.array([4.0])
+    plain = {op.name: op for op in head_operations(LLAMA, tokens=tokens, tp=tp)}
+    head = {op.name: op for op in head_operations(mtp, tokens=tokens, tp=tp)}
+    assert head["logits"].flop[0] == 3 * plain["logits"].flop[0]
+    assert head["logits"].gemm_flop[0] == plain["logits"].flop[0]
+    assert head["loss"].bytes[0] == pytest.approx(3 * plain["loss"].bytes[0])
+    projection = head["mtp projection"]
+    assert (projection.kind, projection.backward_ratio) == (OpKind.GEMM, 2.0)
+    assert projection.flop[0] == 2 * (2 * 256 * 2 * 64 * 64 / 4)
+    assert "mtp projection" not in plain

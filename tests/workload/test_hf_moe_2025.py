@@ -210,3 +210,11 @@ def test_refusals_name_the_field_the_value_and_the_rule(case: str, tmp_path: Pat
 
 def test_the_unknown_model_type_lists_the_new_families(tmp_path: Path) -> None:
     _refused(tmp_path, {**GLM_45, "model_type": "glm4"}, "'glm4'", "glm4_moe", "gpt_oss", "kimi_k2")
+
+
+def test_the_mtp_modules_are_read_for_training_and_left_out_of_the_count(tmp_path: Path) -> None:
+    """``num_nextn_predict_layers`` becomes ``mtp_layers`` (GLM-4.5: 1; Kimi K2: 0), which changes no count."""
+    glm, kimi = _read(tmp_path, GLM_45), _read(tmp_path, KIMI_K2_INSTRUCT)
+    assert (glm.mtp_layers, kimi.mtp_layers) == (1, 0)
+    assert _read(tmp_path, {**GLM_45, "num_nextn_predict_layers": 0}).mtp_layers == 0
+    assert load_model("deepseek-v3", use_env=False).mtp_layers == 1

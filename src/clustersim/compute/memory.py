@@ -86,9 +86,11 @@ class MemoryArrays:
 
 def stage_layers(model: Transformer, lay: LayoutArrays) -> FloatArray:
     """Layers on the fullest pipeline rank: ``layers / pp``, rounded up to whole layers per model chunk
-    when the stages are uneven (as Megatron's first/last-stage layer options make them)."""
+    when the stages are uneven (as Megatron's first/last-stage layer options make them). A
+    multi-token-prediction module's block counts as one more layer (Megatron-Core places it on the last
+    stage, which an uneven split gives a layer fewer: Megatron-Bridge's DeepSeek-V3 layout 'Et|(tt|)*30mL')."""
     chunks = (lay.pp * lay.vp).astype(float)
-    return np.asarray(np.ceil(model.layers / chunks) * lay.vp, dtype=float)
+    return np.asarray(np.ceil((model.layers + model.mtp_layers) / chunks) * lay.vp, dtype=float)
 
 
 def params_per_device(model: Transformer, lay: LayoutArrays) -> FloatArray:
@@ -123,7 +125,8 @@ def _stage_params(model: Transformer, lay: LayoutArrays, routed: FloatArray | fl
     if model.dense_layers:  # on the first stage, in place of MoE layers
         first = held + np.minimum(model.dense_layers, stage_layers(model, lay)) * (dense - layer)
         held = np.where(lay.pp == 1, first, np.maximum(first, held))
-    return held + ends + model.norm_params()
+    mtp = model.mtp_layers * model.mtp_module_params() / tp  # beyond its block, which stage_layers counts
+    return held + ends + model.norm_params() + mtp
 
 
 def memory_per_device(

@@ -7,6 +7,10 @@ dispatch reaches). A case whose model is named after an entry of the packaged zo
 with that entry on every routing field it does state (layers, hidden, experts, experts per token) is
 routed as the entry is; the case's assumptions say so (``moe_groups``). A case that disagrees on any of
 those fields is another model of the same name and keeps plain top-k routing.
+
+Multi-token prediction is a choice of the run, not of the model: a case trains the MTP modules it states
+(``mtp_layers``) and none where it states none; where the zoo entry it is named after has them, the
+assumptions say none were priced (``mtp_layers``).
 """
 
 from __future__ import annotations
@@ -31,16 +35,25 @@ def case_transformer(model: CaseModel | None, where: str) -> tuple[Transformer, 
         groups, group_top_k, name = routing
         shape["moe"] = {**shape["moe"], "groups": groups, "group_top_k": group_top_k}
         assumed["moe_groups"] = f"{groups} groups, top {group_top_k}, from the zoo's {name}"
+    known = _zoo_model(shape)
+    if "mtp_layers" not in shape and known is not None and known.mtp_layers:
+        assumed["mtp_layers"] = f"none priced: the case states none (the zoo's {known.name} trains {known.mtp_layers})"
     return transformer_from_mapping(shape, where=f"{where}: model"), assumed
+
+
+def _zoo_model(shape: dict[str, Any]) -> Transformer | None:
+    """The packaged zoo's entry the case is named after, if any (a case reads the same everywhere)."""
+    name = shape.get("name")
+    entry = zoo(use_env=False).get(name.strip().lower()) if isinstance(name, str) else None
+    return entry.model if entry is not None else None
 
 
 def _zoo_routing(shape: dict[str, Any]) -> tuple[int, int, str] | None:
     """The zoo entry's (groups, group_top_k, id) where the case names it and agrees with its routing."""
-    name, moe = shape.get("name"), shape.get("moe")
-    if not isinstance(name, str) or not isinstance(moe, dict) or "groups" in moe:
+    moe = shape.get("moe")
+    if not isinstance(moe, dict) or "groups" in moe:
         return None
-    entry = zoo(use_env=False).get(name.strip().lower())  # the packaged zoo: a case reads the same everywhere
-    known = entry.model if entry is not None else None
+    known = _zoo_model(shape)
     if known is None or known.moe is None or known.moe.group_top_k is None:
         return None
     if any(shape.get(k) is not None and shape[k] != getattr(known, k) for k in _SHAPE_KEYS):

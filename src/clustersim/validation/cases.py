@@ -67,7 +67,8 @@ class CaseMLA(_Part):
 class CaseModel(_Part):
     """``model``: the transformer's shape (``seq_len`` of training and memory cases). Extra context a
     case may carry and ``shape`` reads: ``mla`` (latent attention), ``dense_layers`` (leading blocks
-    with a dense MLP) and ``dense_ffn_hidden`` (their width; ``ffn_hidden`` is then an expert's)."""
+    with a dense MLP), ``dense_ffn_hidden`` (their width; ``ffn_hidden`` is then an expert's) and
+    ``mtp_layers`` (multi-token-prediction modules the run trained; null: none stated, none priced)."""
 
     name: str | None = None
     layers: Count | None = None
@@ -83,6 +84,7 @@ class CaseModel(_Part):
     mla: CaseMLA | None = None
     dense_layers: Annotated[int, Field(ge=0)] | None = None
     dense_ffn_hidden: Count | None = None
+    mtp_layers: Annotated[int, Field(ge=0, le=8)] | None = None
 
     def shape(self) -> dict[str, Any]:
         """The fields present, as plain data in ``Transformer``'s names (for ``transformer_from_mapping``):

@@ -18,7 +18,8 @@ uses, with the defaults its ``transformers`` configuration class gives a missing
   attention (``q_lora_rank``, ``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``,
   ``v_head_dim``), then DeepSeek-style experts (:mod:`~clustersim.workload.hf_moe`). DeepSeek-V3's
   multi-token-prediction module (``num_nextn_predict_layers``) is not part of the 671B total and is
-  not counted, nor is its router's score-correction bias (``n_routed_experts`` per MoE layer);
+  not counted (a training step prices it: ``mtp_layers``), nor is its router's score-correction bias
+  (``n_routed_experts`` per MoE layer);
 * ``gpt_oss`` (gpt-oss) and ``glm4_moe`` (GLM-4.5): see :mod:`~clustersim.workload.hf_moe` for what
   each reads, and what it does not count or price (attention sinks, MXFP4 experts, partial rotary);
 * ``gpt2`` (learned positions of ``n_positions``), ``gpt_neox``, ``falcon`` (parallel attention

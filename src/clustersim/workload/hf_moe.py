@@ -16,11 +16,13 @@ experts that DeepSeek-V2/V3, Kimi K2 (``kimi_k2``) and GLM-4.5 share.
 * ``glm4_moe`` (GLM-4.5, GLM-4.5-Air; ``Glm4MoeConfig``): GQA of ``head_dim`` heads, biases on Q, K and V only
   (``attention_bias``; the output projection has none), an RMSNorm on each query and key head when
   ``use_qk_norm``, then DeepSeek-style experts. ``partial_rotary_factor`` (rotary on half of each head) has no
-  parameters and no FLOPs clustersim counts; a factor outside (0, 1] is refused. The multi-token-prediction
-  layer (``num_nextn_predict_layers``) and the router's score-correction bias are not counted, as for DeepSeek-V3.
+  parameters and no FLOPs clustersim counts; a factor outside (0, 1] is refused. The router's score-correction
+  bias is not counted, as for DeepSeek-V3.
 * DeepSeek-style experts: ``first_k_dense_replace`` dense layers of ``intermediate_size``, then
   ``n_routed_experts`` + ``n_shared_experts`` experts of ``moe_intermediate_size``, ``num_experts_per_tok`` a
-  token, group-limited routing over ``n_group`` groups keeping ``topk_group`` (none when ``n_group`` is 1).
+  token, group-limited routing over ``n_group`` groups keeping ``topk_group`` (none when ``n_group`` is 1);
+  ``num_nextn_predict_layers`` multi-token-prediction modules (``mtp_layers``: trained beside the model, out of
+  its parameter count).
 """
 
 from __future__ import annotations
@@ -59,6 +61,9 @@ def deepseek_experts(cfg: Config, fields: dict[str, Any]) -> None:
     else:
         fields["ffn_hidden"] = expert
     fields["moe"] = moe
+    mtp = cfg.count("num_nextn_predict_layers", 0, minimum=0)
+    if mtp:
+        fields["mtp_layers"] = mtp
 
 
 def glm4_moe(cfg: Config) -> dict[str, Any]:

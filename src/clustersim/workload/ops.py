@@ -27,8 +27,9 @@ float8 casts           memory      FP8 jobs under a recipe other than tensorwise
                                    and rescale bytes beyond tensorwise (``clustersim.workload.float8``)
 float8 scaled GEMMs    gemm        the same recipes' GEMM time beyond tensorwise cuBLAS, as FLOPs at
                                    the FP8 rate (``clustersim.workload.float8``)
-logits (head)          gemm        ``2 T h V / t`` on the last pipeline stage
+logits (head)          gemm        ``2 T h V / t`` on the last pipeline stage, once more per MTP module
 loss (head)            memory      ``14 / 3`` bytes per FP32 logit forward (softmax cross-entropy)
+mtp projection (head)  gemm        ``2 T (2h) h / t`` per multi-token-prediction module
 eager loss (head)      memory      PyTorch eager stacks only: the unfused upcast, log-softmax and NLL
                                    kernels' bytes beyond the fused count, ``22 - 14 / 3`` per logit
                                    forward and ``26 - 28 / 3`` backward
@@ -312,15 +313,25 @@ def head_operations(
     model: Transformer, *, tokens: FloatArray, tp: FloatArray, eager_elementwise: bool = False
 ) -> list[Operation]:
     """The output head on the last pipeline stage: logits and the loss (under ``eager_elementwise``, also
-    what PyTorch's unfused cross-entropy kernels add)."""
+    what PyTorch's unfused cross-entropy kernels add), once for the model and once more for each
+    multi-token-prediction module, which also projects its ``2h``-wide input (the hidden state and the
+    next token's embedding, concatenated) to ``h`` (DeepSeek-AI 2024, arXiv 2412.19437 section 2.2; its
+    block is priced as one more layer of the stage, ``clustersim.compute.memory.stage_layers``)."""
     logits = tokens * model.vocab / tp
     like = np.zeros(np.shape(logits))
+    passes = 1 + model.mtp_layers
+    one_pass = 2 * logits * model.hidden
     ops = [
-        _op("logits", OpKind.GEMM, like, flop=2 * logits * model.hidden, ratio=2.0),
-        _op("loss", OpKind.MEMORY, like, nbytes=LOSS_BYTES_PER_LOGIT / 3 * logits, ratio=2.0),
+        _op("logits", OpKind.GEMM, like, flop=passes * one_pass, each=one_pass, ratio=2.0),
+        _op("loss", OpKind.MEMORY, like, nbytes=passes * LOSS_BYTES_PER_LOGIT / 3 * logits, ratio=2.0),
     ]
+    if model.mtp_layers:
+        projection = 2 * tokens * 2 * model.hidden * model.hidden / tp
+        ops.append(
+            _op("mtp projection", OpKind.GEMM, like, flop=model.mtp_layers * projection, each=projection, ratio=2.0)
+        )
     if eager_elementwise:
         forward = EAGER_LOSS_FORWARD_BYTES - LOSS_BYTES_PER_LOGIT / 3
         backward = EAGER_LOSS_BACKWARD_BYTES - 2 * LOSS_BYTES_PER_LOGIT / 3
-        ops.append(_op("eager loss", OpKind.MEMORY, like, nbytes=forward * logits, ratio=backward / forward))
+        ops.append(_op("eager loss", OpKind.MEMORY, like, nbytes=passes * forward * logits, ratio=backward / forward))
     return ops

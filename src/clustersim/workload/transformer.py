@@ -15,8 +15,12 @@ counts (each default leaves a model as it was): ``geglu`` MLPs (Gemma), Q/K/V-on
 one or four norms per block (Falcon-7B and Phi-2; Gemma 2 and 3), per-head query/key norms (Qwen3,
 Gemma 3), multi-head latent attention (DeepSeek-V2/V3, :class:`MLA`), leading dense layers in a MoE
 model (DeepSeek), MoE blocks every n-th layer between dense ones (``moe_layer_step``, Llama 4 Maverick),
-group-limited expert routing (DeepSeek-V3) and sliding-window attention (Mistral 7B v0.1, Gemma 2 and
-3, Phi-3): a windowed layer's scores and context cover ``min(s, window)`` keys per token in the model FLOPs.
+group-limited expert routing (DeepSeek-V3), sliding-window attention (Mistral 7B v0.1, Gemma 2 and
+3, Phi-3: a windowed layer's scores and context cover ``min(s, window)`` keys per token in the model FLOPs)
+and multi-token-prediction modules trained beside the model (``mtp_layers``, DeepSeek-V3 and GLM-4.5: each
+one more block, a ``2h -> h`` projection and one more pass through the shared output head and loss). Like
+the papers' parameter counts, the parameters and model FLOPs leave the MTP modules out; what they cost a
+training step is priced by ``clustersim.workload.ops`` and ``clustersim.compute.memory``.
 """
 
 from __future__ import annotations
@@ -134,6 +138,7 @@ _EXTENSIONS: dict[str, object] = {
     "window_layers": 0,
     "max_context_tokens": None,
     "quantization": None,
+    "mtp_layers": 0,
 }
 
 
@@ -181,6 +186,13 @@ class Transformer(BaseModel):
     )
     quantization: Quantization | None = Field(
         default=None, description="How a quantized checkpoint stores its layer weights; None = 16-bit."
+    )
+    mtp_layers: Count = Field(
+        default=0,
+        ge=0,
+        le=8,
+        description="Multi-token-prediction modules trained beside the model (DeepSeek-V3: 1): each one more block "
+        "on the last pipeline stage and one more pass through the output head; not in the parameter count.",
     )
 
     @model_validator(mode="after")
@@ -428,8 +440,13 @@ class Transformer(BaseModel):
         output = 0 if self.tied_embeddings else self.vocab * self.hidden
         return self.vocab * self.hidden + positions + output
 
+    def mtp_module_params(self) -> int:
+        """One multi-token-prediction module beyond its block (a block of the model's last kind): the
+        ``2h x h`` projection and its three norms; it shares the embedding and the output head."""
+        return 2 * self.hidden * self.hidden + 3 * self.norm_params()
+
     def num_params(self) -> int:
-        """Total parameters (the final norm included)."""
+        """Total parameters (the final norm included; the multi-token-prediction modules not)."""
         blocks = self.moe_layers * self.layer_params() + self.dense_mlp_layers * self.dense_layer_params()
         return blocks + self.embedding_params() + self.norm_params()
 
