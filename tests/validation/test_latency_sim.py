@@ -65,3 +65,15 @@ def test_neuron_and_closed_loop_cases_keep_the_closed_forms(catalog: Catalog, ca
         assert simulated_latency_predictor(neuron, field, catalog) == predict_inference_case(neuron, field, catalog)
     with pytest.raises(ClusterSimError, match="server case"):
         server_latency(neuron, catalog)
+
+
+def test_seeds_pool_their_steady_requests(catalog: Catalog, cases: dict[str, Case]) -> None:
+    deployment = case_deployment(cases["mlperf40_llama2-70b_8xh200_server"], catalog)
+    each = [steady_means(deployment, 10.0, REQUESTS, (seed,)) for seed in (0, 1)]
+    pooled = steady_means(deployment, 10.0, REQUESTS, (0, 1))
+    assert pooled.ttft_mean_s == pytest.approx(sum(one.ttft_mean_s for one in each) / 2, rel=1e-12)
+    assert pooled.tpot_mean_s == pytest.approx(sum(one.tpot_mean_s for one in each) / 2, rel=1e-12)
+    assert min(one.ttft_p99_s for one in each) <= pooled.ttft_p99_s <= max(one.ttft_p99_s for one in each)
+    assert each[0] != each[1]  # the seeds draw different runs
+    with pytest.raises(ClusterSimError, match="seeds: give at least one seed"):
+        steady_means(deployment, 10.0, REQUESTS, ())
