@@ -383,7 +383,7 @@ def _point_rows(
     ranking, fresh = ranked
     if isinstance(ranking, ClusterSimError):
         return [], 0, f"skipped {point.label}: {ranking}"
-    counted = len(ranking.layouts) if fresh else 0
+    counted = ranking.count if fresh else 0
     best, evaluated = ranking.fastest_evaluated(keep)
     if not best:
         need = float(ranking.required_bytes.min()) / 2**30

@@ -28,7 +28,7 @@ from clustersim.execution import Layout, LayoutArrays
 from clustersim.intervals import DEFAULT_LEVEL, spread_for
 from clustersim.intervals.layout import layout_features
 from clustersim.network.cost import ANALYTIC, CollectiveCost
-from clustersim.plan.space import SearchSpace, candidate_layouts, why_no_layout
+from clustersim.plan.space import CandidateGrid, SearchSpace, candidate_grid, why_no_layout
 from clustersim.system import System
 from clustersim.training.estimate import layouts_memory
 from clustersim.training.job import TrainingJob
@@ -44,22 +44,26 @@ CHUNK = 1 << 15  # layouts priced per vectorized call: large enough to amortize 
 
 @dataclass(frozen=True)
 class Ranking:
-    """Candidate layouts with their memory need and step time, one element each.
+    """Candidate layouts with their memory need and step time.
 
-    Memory is checked first and only the layouts that fit are priced (``fit_step_s``); the step times of the
-    others are priced on first reading ``step_s`` (``price`` does it), so a search that asks only for the
-    fastest never pays for them.
+    Memory is checked first, over the space's open grid (``plan.space.CandidateGrid``), and only the layouts
+    that fit are built and priced (``fit_layouts``, ``fit_step_s``); every candidate (``layouts``) with its
+    memory (``required_bytes``) is built on first reading, and the step times of those that do not fit are
+    priced on first reading ``step_s`` (``price`` does it), so a search that asks only for the fastest never
+    pays for them.
     """
 
-    layouts: LayoutArrays
-    required_bytes: FloatArray
+    grid: CandidateGrid = field(repr=False)
+    required_grid: FloatArray = field(repr=False)  # memory need of every grid position (``grid.arrays``'s)
     capacity_bytes: float
     headroom: float  # share of device memory a layout must leave free
+    fit_positions: npt.NDArray[np.int64]  # grid positions of the layouts that fit, in candidate order
+    fit_layouts: LayoutArrays
     fit_step_s: FloatArray  # step times of the layouts that fit, in candidate order
     price: Callable[[LayoutArrays], FloatArray] = field(repr=False, compare=False)
-    # every layout's memory, and the step terms of those that fit where they were priced in one call (a space of
-    # up to ``CHUNK`` that fit: a larger one's terms would hold tens of arrays of its size); the estimates of the
-    # layouts a planner keeps read them instead of pricing those layouts again
+    # the memory of every grid position (``grid.arrays``'s), and the step terms of the layouts that fit where they
+    # were priced in one call (up to ``CHUNK`` of them: a larger set's terms would hold tens of arrays of its
+    # size); the estimates of the layouts a planner keeps read them instead of pricing those layouts again
     memory: MemoryArrays | None = field(default=None, repr=False, compare=False)
     fit_terms: StepTerms | None = field(default=None, repr=False, compare=False)
 
@@ -68,15 +72,34 @@ class Ranking:
         """Device memory a layout may need: the capacity less the headroom."""
         return self.capacity_bytes * (1 - self.headroom)
 
+    @property
+    def count(self) -> int:
+        """How many candidates (what a search reports as evaluated)."""
+        return self.grid.count
+
+    @cached_property
+    def _positions(self) -> npt.NDArray[np.int64]:
+        return self.grid.positions()
+
+    @cached_property
+    def layouts(self) -> LayoutArrays:
+        """Every candidate, those that do not fit included (built on first use)."""
+        return self.grid.layouts(self._positions)
+
+    @cached_property
+    def required_bytes(self) -> FloatArray:
+        """Memory each candidate needs per device (read on first use)."""
+        return np.asarray(self.grid.at(self.required_grid, self._positions), dtype=np.float64)
+
     @cached_property
     def fits(self) -> npt.NDArray[np.bool_]:
-        """Which layouts fit in device memory with the headroom left free."""
+        """Which candidates fit in device memory with the headroom left free."""
         return np.asarray(self.required_bytes <= self.usable_bytes)
 
     @cached_property
     def step_s(self) -> FloatArray:
         """Step time of every candidate, those that do not fit included (priced on first use)."""
-        step = np.empty(len(self.layouts))
+        step = np.empty(self.count)
         fits = self.fits
         step[fits] = self.fit_step_s
         if not fits.all():
@@ -85,19 +108,20 @@ class Ranking:
 
     def fastest(self, k: int) -> list[tuple[Layout, float]]:
         """The ``k`` fastest layouts that fit, fastest first, with their step times (ties: earlier first)."""
-        where = np.flatnonzero(self.fits)
         order = _k_smallest(self.fit_step_s, k)
-        return [(self.layouts.layout(int(where[i])), float(self.fit_step_s[i])) for i in order]
+        return [(self.fit_layouts.layout(int(i)), float(self.fit_step_s[i])) for i in order]
 
     def fastest_evaluated(self, k: int) -> tuple[list[Layout], Evaluated | None]:
         """The ``k`` fastest layouts that fit (as ``fastest``) with their step terms and memory, one element
         each, where the ranking kept them (None: price them again)."""
-        where = np.flatnonzero(self.fits)
         order = _k_smallest(self.fit_step_s, k)
-        layouts = [self.layouts.layout(int(where[i])) for i in order]
+        layouts = [self.fit_layouts.layout(int(i)) for i in order]
         if self.fit_terms is None or self.memory is None or not layouts:
             return layouts, None
-        return layouts, (_terms_at(self.fit_terms, order), _memory_at(self.memory, where[order]))
+        return layouts, (
+            _terms_at(self.fit_terms, order),
+            _memory_at(self.grid, self.memory, self.fit_positions[order]),
+        )
 
 
 Evaluated = tuple[StepTerms, MemoryArrays]  # step terms and memory of some layouts, one element each
@@ -115,9 +139,9 @@ def _terms_at(terms: StepTerms, index: npt.NDArray[np.int64] | slice) -> StepTer
     )
 
 
-def _memory_at(memory: MemoryArrays, index: npt.NDArray[np.int64]) -> MemoryArrays:
-    """The memory of the layouts at ``index``."""
-    return MemoryArrays(**{f.name: getattr(memory, f.name)[index] for f in fields(memory)})
+def _memory_at(grid: CandidateGrid, memory: MemoryArrays, positions: npt.NDArray[np.int64]) -> MemoryArrays:
+    """The memory of the layouts at grid ``positions``, of the memory of every grid position."""
+    return MemoryArrays(**{f.name: grid.at(getattr(memory, f.name), positions) for f in fields(memory)})
 
 
 def _k_smallest(values: FloatArray, k: int) -> npt.NDArray[np.int64]:
@@ -132,8 +156,15 @@ def _k_smallest(values: FloatArray, k: int) -> npt.NDArray[np.int64]:
     return order[np.isfinite(values[order])]
 
 
-CandidateMemo = dict[tuple[Any, ...], tuple[SoftwareProfile, LayoutArrays, MemoryArrays]]
-MEMO_ENTRIES = 64  # candidate sets a memo keeps (each of at most CHUNK layouts)
+# a request's candidates on their grid, the memory of every grid position and its need: what the instance types of
+# one node count share (memory reads no system)
+CandidateMemo = dict[tuple[Any, ...], tuple[SoftwareProfile, CandidateGrid, MemoryArrays, FloatArray]]
+MEMO_ENTRIES = 64  # candidate grids a memo keeps (each of at most MEMO_GRID positions)
+MEMO_GRID = 8 * CHUNK
+# memory is sized over the open grid while its candidates are at least 1 / GRID_SHARE of its positions (the
+# figures most memory terms read span a few axes, their last sums all: some 8 passes over the grid against
+# some 100 over the candidates), else over the candidates themselves
+GRID_SHARE = 8
 
 
 @dataclass(frozen=True)
@@ -199,21 +230,27 @@ def rank_each(
 
 @dataclass(frozen=True)
 class _Candidates:
-    """A request's candidates and memory, which fit, and the inputs its step is priced with."""
+    """A request's candidates and memory, those that fit, and the inputs its step is priced with."""
 
     system: System
     job: TrainingJob
     eff: FamilyEfficiency
     sw: SoftwareProfile
     headroom: float
-    layouts: LayoutArrays
-    memory: MemoryArrays
-    fits: npt.NDArray[np.bool_]
+    grid: CandidateGrid
+    memory: MemoryArrays  # of every grid position
+    required: FloatArray  # of every grid position
+    fit_positions: npt.NDArray[np.int64]
 
     @property
     def fitting(self) -> int:
         """Layouts that fit (those priced now)."""
-        return int(self.fits.sum())
+        return len(self.fit_positions)
+
+    @cached_property
+    def fit_layouts(self) -> LayoutArrays:
+        """The layouts that fit, in candidate order."""
+        return self.grid.layouts(self.fit_positions)
 
     @property
     def together(self) -> tuple[int, int, Any, int]:
@@ -229,7 +266,8 @@ def _fitting(pending: list[_Candidates]) -> int:
 def _candidates(
     model: Transformer, request: RankRequest, space: SearchSpace, memo: CandidateMemo | None
 ) -> _Candidates:
-    """The request's candidates the framework runs and their memory (from ``memo`` where it has them)."""
+    """The request's candidates the framework runs and their memory (from ``memo`` where it has them), and the
+    grid positions of those that fit."""
     system, job, software = request.system, request.job, request.software
     if space.uneven_stages is None:
         space = replace(space, uneven_stages=software is not None and software.uneven_stages)
@@ -237,14 +275,16 @@ def _candidates(
     key = (system.num_devices, system.scaleup_devices, job.global_batch, job.seq_len, space, id(sw))
     known = memo.get(key) if memo is not None and software is not None else None
     if known is not None and known[0] is sw:
-        layouts, memory = known[1], known[2]
+        grid, memory, required = known[1], known[2], known[3]
     else:
-        layouts, memory = _framework_candidates(model, system, job, space, software, sw)
-        if memo is not None and software is not None and len(layouts) <= CHUNK and len(memo) < MEMO_ENTRIES:
-            memo[key] = (sw, layouts, memory)
-    fits = memory.required <= system.memory_bytes * (1 - space.headroom)
+        grid, memory = _framework_candidates(model, system, job, space, software, sw)
+        required = memory.required
+        if memo is not None and software is not None and required.size <= MEMO_GRID and len(memo) < MEMO_ENTRIES:
+            memo[key] = (sw, grid, memory, required)
+    with np.errstate(invalid="ignore"):  # positions outside the rules may hold no figure
+        fit_positions = grid.positions(required[0] <= system.memory_bytes * (1 - space.headroom))
     eff = request.efficiency or efficiency_for(system.accelerator)
-    return _Candidates(system, job, eff, sw, space.headroom, layouts, memory, np.asarray(fits))
+    return _Candidates(system, job, eff, sw, space.headroom, grid, memory, required, fit_positions)
 
 
 def _framework_candidates(
@@ -254,26 +294,32 @@ def _framework_candidates(
     space: SearchSpace,
     software: SoftwareProfile | None,
     sw: SoftwareProfile,
-) -> tuple[LayoutArrays, MemoryArrays]:
-    """The candidates of ``space`` that keep the rules and that the framework runs, with their memory; the error
-    says why there are none."""
-    layouts = candidate_layouts(model, system, job, space)
-    if len(layouts) == 0:
+) -> tuple[CandidateGrid, MemoryArrays]:
+    """The candidates of ``space`` that keep the rules and that the framework runs, with the memory of every
+    position of their grid; the error says why there are none."""
+    grid = candidate_grid(model, system, job, space)
+    if grid.count == 0:
         raise ClusterSimError(
             f"no layout of {model.name} keeps the rules on {system.num_devices} devices with global batch "
             f"{job.global_batch} and sequence {job.seq_len}: {why_no_layout(model, system, job, space)}",
             field="layout",
         )
-    runs = framework_runs(layouts, software)
-    layouts = layouts if runs.all() else layouts.select(runs)
-    if len(layouts) == 0:
+    if grid.count * GRID_SHARE < math.prod(grid.shape):  # the rules prune hard: the candidates as their own grid
+        layouts = grid.layouts(grid.positions())
+        runs = framework_runs(layouts, software)
+        grid = CandidateGrid.of(layouts if runs.all() else layouts.select(runs))
+    else:
+        grid = grid.narrowed(framework_runs(grid.fields, software))  # type: ignore[arg-type]  # open grid's fields
+    if grid.count == 0:
         stages = software.zero_stages if software is not None else None
         raise ClusterSimError(
             f"no layout of {model.name} in the search space is one {software.name if software else 'the framework'} "
             f"runs: ZeRO stages {list(stages) if stages else [0, 1, 2, 3]}, ZeRO 2-3 only with pp 1",
             field="zero",
         )
-    return layouts, layouts_memory(model, layouts, job, sw)
+    # positions outside the rules may divide by zero (an expert group wider than its ranks): never read
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return grid, layouts_memory(model, grid.arrays(), job, sw)
 
 
 def _step_s(
@@ -307,11 +353,12 @@ def _price_together(model: Transformer, pending: list[_Candidates], cost: Collec
         return
     first = pending[0]
     if len(pending) == 1:
-        some = first.layouts if first.fits.all() else first.layouts.select(first.fits)
-        step, terms = _step_s(model, first.system, some, first.job, eff=first.eff, cost=cost, software=first.sw)
+        step, terms = _step_s(
+            model, first.system, first.fit_layouts, first.job, eff=first.eff, cost=cost, software=first.sw
+        )
         yield _ranking(model, first, step, terms, cost)
         return
-    parts = [found.layouts if found.fits.all() else found.layouts.select(found.fits) for found in pending]
+    parts = [found.fit_layouts for found in pending]
     counts = [len(part) for part in parts]
     owner = np.repeat(np.arange(len(pending)), counts)
     systems = Systems(tuple(found.system for found in pending), owner)
@@ -335,10 +382,9 @@ def _ranking(
     def price(some: LayoutArrays) -> FloatArray:
         return _step_s(model, found.system, some, found.job, eff=found.eff, cost=cost, software=found.sw)[0]
 
-    kept = found.memory if fit_terms is not None else None
     return Ranking(
-        found.layouts, found.memory.required, found.system.memory_bytes, found.headroom, fit_step_s, price, kept,
-        fit_terms,
+        found.grid, found.required, found.system.memory_bytes, found.headroom, found.fit_positions,
+        found.fit_layouts, fit_step_s, price, found.memory, fit_terms,
     )  # fmt: skip
 
 

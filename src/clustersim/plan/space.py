@@ -8,8 +8,10 @@ rules, :func:`why_no_layout` names the first rule that every remaining candidate
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from types import SimpleNamespace
 from typing import Any
 
@@ -121,8 +123,14 @@ def _open_grid(
         dp_overlap=np.array(True),
         ep_overlap=np.array(np.nan if dims.ep_overlap is None else float(dims.ep_overlap)),
         uneven_stages=np.array(bool(dims.uneven_stages)),
+        etp_stated=np.array(0),  # the expert TP degree derived, never stated, in every candidate
     )
     return fields, tuple(a.size for a in open_axes)
+
+
+def _layout_fields(fields: SimpleNamespace) -> dict[str, npt.NDArray[Any]]:
+    """The grid's arrays that are fields of ``LayoutArrays`` (the rules may read more)."""
+    return {f.name: getattr(fields, f.name) for f in dataclasses.fields(LayoutArrays) if hasattr(fields, f.name)}
 
 
 def _picked(fields: SimpleNamespace, count: int, which: tuple[npt.NDArray[np.int64] | None, ...]) -> LayoutArrays:
@@ -138,7 +146,7 @@ def _picked(fields: SimpleNamespace, count: int, which: tuple[npt.NDArray[np.int
                 flat += index * math.prod(value.shape[axis + 1 :])
         return np.asarray(np.take(value, flat))
 
-    return LayoutArrays(**{name: pick(value) for name, value in vars(fields).items()})
+    return LayoutArrays(**{name: pick(value) for name, value in _layout_fields(fields).items()})
 
 
 def _grid(model: Transformer, system: System, job: TrainingJob, space: SearchSpace | None) -> LayoutArrays:
@@ -147,15 +155,80 @@ def _grid(model: Transformer, system: System, job: TrainingJob, space: SearchSpa
     return _picked(fields, math.prod(shape), tuple(i.ravel() for i in np.indices(shape)))
 
 
-def candidate_layouts(
-    model: Transformer, system: System, job: TrainingJob, space: SearchSpace | None = None
-) -> LayoutArrays:
-    """Every layout of ``space`` (the default space when None) that keeps the layout rules on ``system``,
-    data parallelism filling the devices and sequence parallelism on wherever tp > 1 (unless the space
-    says otherwise), in the order of :func:`_grid`.
+@dataclass(frozen=True)
+class CandidateGrid:
+    """A space's candidates where its open grid holds them: the layout fields (each over only the axes it varies
+    over, ``_open_grid``), the grid's shape, and which grid positions are candidates (a mask over only the axes
+    its tests read). Figures of every grid position (memory, ``arrays``) cost a fraction of the candidates'
+    own: most read a few axes, and only their last sums span the grid; a candidate's figure is read at its
+    position (``at``)."""
 
-    The rules are evaluated over the open grid (``layout_mask``'s rules, each broadcast over only the axes it
-    reads) and only the layouts that keep them all are built."""
+    fields: SimpleNamespace
+    shape: tuple[int, ...]
+    mask: npt.NDArray[np.bool_]
+
+    @classmethod
+    def of(cls, layouts: LayoutArrays) -> CandidateGrid:
+        """``layouts`` as a grid of one axis, one position each (the figures of a grid the rules prune hard cost
+        less over its candidates than over all its positions)."""
+        fields = SimpleNamespace(**{f.name: getattr(layouts, f.name) for f in dataclasses.fields(layouts)})
+        return cls(fields, (len(layouts),), np.ones(len(layouts), dtype=bool))
+
+    @cached_property
+    def count(self) -> int:
+        """How many candidates."""
+        unread = math.prod(n for n, m in zip(self.shape, self.mask.shape, strict=True) if m == 1)
+        return int(np.count_nonzero(self.mask)) * unread
+
+    def narrowed(self, keeps: npt.ArrayLike) -> CandidateGrid:
+        """The candidates that also keep ``keeps`` (a mask that broadcasts over the grid)."""
+        return CandidateGrid(self.fields, self.shape, self.mask & np.asarray(keeps, dtype=bool))
+
+    def positions(self, keeps: npt.ArrayLike | None = None) -> npt.NDArray[np.int64]:
+        """Grid positions (C order, ascending: the candidates' order) of the candidates where ``keeps`` holds
+        (None: every candidate, found without spanning the axes the mask does not read)."""
+        if keeps is not None:
+            return np.flatnonzero(np.broadcast_to(self.mask & np.asarray(keeps), self.shape))
+        stride = [math.prod(self.shape[i + 1 :]) for i in range(len(self.shape))]
+        kept = np.zeros(1, dtype=np.int64)
+        for axis, index in enumerate(np.nonzero(self.mask)):
+            kept = kept + index * stride[axis]
+        # those of the mask, times every value of the axes it does not read
+        offsets = np.zeros(1, dtype=np.int64)
+        for axis, (n, m) in enumerate(zip(self.shape, self.mask.shape, strict=True)):
+            if m == 1 and n > 1:
+                offsets = (offsets[:, None] + np.arange(n, dtype=np.int64)[None, :] * stride[axis]).ravel()
+        if len(offsets) == 1:
+            return np.asarray(kept + offsets[0], dtype=np.int64)
+        return np.sort((kept[:, None] + offsets[None, :]).ravel())
+
+    def layouts(self, positions: npt.NDArray[np.int64]) -> LayoutArrays:
+        """The layouts at grid ``positions``."""
+        if len(self.shape) == 1:  # a grid of the candidates themselves
+            return LayoutArrays(**{name: value[positions] for name, value in _layout_fields(self.fields).items()})
+        stride = [math.prod(self.shape[i + 1 :]) for i in range(len(self.shape))]
+        which = tuple((positions // stride[axis]) % n if n > 1 else None for axis, n in enumerate(self.shape))
+        return _picked(self.fields, len(positions), which)
+
+    def arrays(self) -> LayoutArrays:
+        """The grid's fields as layout arrays that broadcast over it, each led by one more axis of one element
+        (so that one layout's ``len`` is 1 and what a function of layouts makes of it broadcasts too)."""
+        return LayoutArrays(**{name: np.asarray(value)[None] for name, value in _layout_fields(self.fields).items()})
+
+    def at(self, value: npt.ArrayLike, positions: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
+        """A figure of ``arrays`` (led by its axis of one element) at grid ``positions``."""
+        full = (1, *self.shape)
+        if len(self.shape) == 1:
+            return np.asarray(np.broadcast_to(value, full)[0, positions])
+        return np.asarray(np.broadcast_to(value, full)[np.unravel_index(positions, full)])
+
+
+def candidate_grid(
+    model: Transformer, system: System, job: TrainingJob, space: SearchSpace | None = None
+) -> CandidateGrid:
+    """The layouts of ``space`` (the default space when None) that keep the layout rules on ``system``, data
+    parallelism filling the devices and sequence parallelism on wherever tp > 1 (unless the space says
+    otherwise), on the space's open grid: each rule evaluated over only the axes it reads."""
     fields, shape = _open_grid(model, system, job, space)
     inputs = RuleInputs(model, system.num_devices, job.global_batch, job.seq_len)
     held = [np.asarray(rule.holds(fields, inputs), dtype=bool) for rule in LAYOUT_RULES]
@@ -164,19 +237,16 @@ def candidate_layouts(
     keeps = np.ones(read, dtype=bool)
     for holds in held:
         keeps &= holds
-    # grid positions (C order) of the layouts kept: those of the mask, times every value of the unread axes
-    stride = [math.prod(shape[i + 1 :]) for i in range(len(shape))]
-    positions = np.nonzero(keeps)
-    kept = np.zeros(len(positions[0]), dtype=np.int64)
-    for axis, index in enumerate(positions):
-        kept += index * stride[axis]
-    offsets = np.zeros(1, dtype=np.int64)
-    for axis, n in enumerate(shape):
-        if read[axis] == 1 and n > 1:
-            offsets = (offsets[:, None] + np.arange(n, dtype=np.int64)[None, :] * stride[axis]).ravel()
-    flat = np.sort((kept[:, None] + offsets[None, :]).ravel())
-    which = tuple((flat // stride[axis]) % n if n > 1 else None for axis, n in enumerate(shape))
-    return _picked(fields, len(flat), which)
+    return CandidateGrid(fields, shape, keeps)
+
+
+def candidate_layouts(
+    model: Transformer, system: System, job: TrainingJob, space: SearchSpace | None = None
+) -> LayoutArrays:
+    """Every layout of ``space`` that keeps the layout rules (``candidate_grid``'s), in the order of
+    :func:`_grid`; only the layouts that keep them all are built."""
+    grid = candidate_grid(model, system, job, space)
+    return grid.layouts(grid.positions())
 
 
 def why_no_layout(model: Transformer, system: System, job: TrainingJob, space: SearchSpace | None = None) -> str:

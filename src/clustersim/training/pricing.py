@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -142,8 +143,9 @@ def collective_s(
 ) -> FloatArray:
     """Time of one collective per layout where ``where`` holds (0 elsewhere and for a group of one rank).
 
-    Layouts whose groups have the same shape on the same system share one vectorized call (the groups found by
-    one sort, not a mask per group); one layout on one system (every argument of one element, as a single
+    Each distinct (system, group shape, size) is priced once, however many layouts share it (a search's layouts
+    differ in few of the figures one collective reads): the distinct ones found by two sorts, those of the small
+    groups priced in one vectorized call; one layout on one system (every argument of one element, as a single
     estimate has) takes one call.
     """
     sizes = np.asarray(size_bytes, dtype=float)
@@ -157,33 +159,39 @@ def collective_s(
         assert fabric is not None
         return np.asarray(cost.time_s(op, sizes.reshape(1), fabric), dtype=np.float64).reshape(sizes.shape)
     out = np.zeros(sizes.shape)
-    flat_sizes = sizes.reshape(-1)
     ranks = np.broadcast_to(ranks, sizes.shape).reshape(-1)
     strides = np.broadcast_to(strides, sizes.shape).reshape(-1)
     chosen = np.flatnonzero(np.broadcast_to(wanted, sizes.shape))  # the layouts that have this collective
-    shape = ranks[chosen] * (int(strides[chosen].max()) + 1) + strides[chosen]  # one integer per (ranks, stride)
+    chosen_ranks, chosen_strides = ranks[chosen], strides[chosen]
+    shape = chosen_ranks * (int(chosen_strides.max()) + 1) + chosen_strides  # one integer per (ranks, stride)
     owner = np.zeros(0, np.int64)
     if isinstance(system, Systems):  # and per system
-        owner = np.broadcast_to(system.index, sizes.shape).reshape(-1)
-        shape = owner[chosen] * (int(shape.max()) + 1) + shape
-    order = np.argsort(shape, kind="stable")  # each group's layouts together, in layout order
-    bounds = np.flatnonzero(np.diff(shape[order])) + 1
-    placed = chosen[order]  # each group's layouts together
+        owner = np.broadcast_to(system.index, sizes.shape).reshape(-1)[chosen]
+        shape = owner * (int(shape.max()) + 1) + shape
+    chosen_sizes = sizes.reshape(-1)[chosen]
+    size_rank, _, distinct_sizes = _distinct(chosen_sizes)
+    if int(shape.max()) >= np.iinfo(np.int64).max // distinct_sizes:  # no room for both in one integer
+        shape = _distinct(shape)[0]
+    pair, firsts, _ = _distinct(shape * distinct_sizes + size_rank)  # each distinct (system, group, size)
+    # the distinct pairs in order of (system, group, size): each group's sizes together
+    pair_shape = shape[firsts]
+    bounds = np.flatnonzero(np.diff(pair_shape)) + 1
     starts = np.concatenate(([0], bounds)).astype(np.int64)
-    ends = np.append(starts[1:], len(placed))
-    group = np.zeros(len(placed), np.int64)
+    ends = np.append(starts[1:], len(firsts))
+    group = np.zeros(len(firsts), np.int64)
     group[bounds] = 1
-    group = np.cumsum(group)  # the group of each placed layout
-    firsts = placed[starts]
-    owners = (
-        [system] * len(firsts) if isinstance(system, System) else [system.members[k] for k in owner[firsts].tolist()]
-    )
+    group = np.cumsum(group)  # the group of each distinct pair
+    heads = firsts[starts]  # one layout (of ``chosen``) of each group
+    owners = [system] * len(heads) if isinstance(system, System) else [system.members[k] for k in owner[heads].tolist()]
     fabrics = []
-    for on, group_ranks, group_stride in zip(owners, ranks[firsts].tolist(), strides[firsts].tolist(), strict=True):
+    for on, group_ranks, group_stride in zip(
+        owners, chosen_ranks[heads].tolist(), chosen_strides[heads].tolist(), strict=True
+    ):
         fabric = on.group_fabric(group_ranks, group_stride)
         assert fabric is not None
         fabrics.append(fabric)
-    flat_out = out.reshape(-1)
+    pair_sizes = chosen_sizes[firsts]
+    priced = np.zeros(len(firsts))
     # the analytic model prices the small groups on switched fabrics in one expression (a call per group would cost
     # more than its arithmetic); a large group, a torus's, another model's or a lone group are priced one by one
     small = (ends - starts) < ALONE_FROM
@@ -191,13 +199,28 @@ def collective_s(
     if together.sum() > 1:
         assert isinstance(cost, AnalyticCost)
         mine = together[group]
-        flat_out[placed[mine]] = collective_times_s(
-            op, flat_sizes[placed[mine]], [f for f, joins in zip(fabrics, together, strict=True) if joins],
+        priced[mine] = collective_times_s(
+            op, pair_sizes[mine], [f for f, joins in zip(fabrics, together, strict=True) if joins],
             (np.cumsum(together) - 1)[group[mine]], cost.calibration,
         )  # fmt: skip
     else:
         together[:] = False
     for k in np.flatnonzero(~together).tolist():
-        layouts = placed[starts[k] : ends[k]]
-        flat_out[layouts] = cost.time_s(op, flat_sizes[layouts], fabrics[k])
+        priced[starts[k] : ends[k]] = cost.time_s(op, pair_sizes[starts[k] : ends[k]], fabrics[k])
+    out.reshape(-1)[chosen] = priced[pair]
     return out
+
+
+def _distinct(values: npt.NDArray[Any]) -> tuple[IntArray, IntArray, int]:
+    """Each element's rank among the distinct values (ascending), the position of one element of each distinct
+    value (in that order), and how many there are: ``np.unique`` with its inverse, by one unstable sort (which of
+    equal elements comes first does not matter here)."""
+    order = np.argsort(values)
+    ordered = values[order]
+    new = np.empty(len(values), dtype=bool)
+    new[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    rank = np.cumsum(new) - 1
+    inverse = np.empty(len(values), dtype=np.int64)
+    inverse[order] = rank
+    return inverse, order[new], int(rank[-1]) + 1
