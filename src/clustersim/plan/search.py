@@ -162,9 +162,9 @@ CandidateMemo = dict[tuple[Any, ...], tuple[SoftwareProfile, CandidateGrid, Memo
 MEMO_ENTRIES = 64  # candidate grids a memo keeps (each of at most MEMO_GRID positions)
 MEMO_GRID = 8 * CHUNK
 # memory is sized over the open grid while its candidates are at least 1 / GRID_SHARE of its positions (the
-# figures most memory terms read span a few axes, their last sums all: some 8 passes over the grid against
-# some 100 over the candidates), else over the candidates themselves
-GRID_SHARE = 8
+# figures most memory terms read span a few axes, their last sums all: some 10 passes over the grid against
+# building the candidates and some 100 passes over them), else over the candidates themselves
+GRID_SHARE = 4
 
 
 @dataclass(frozen=True)

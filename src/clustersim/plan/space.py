@@ -140,10 +140,12 @@ def _picked(fields: SimpleNamespace, count: int, which: tuple[npt.NDArray[np.int
     def pick(value: npt.NDArray[Any]) -> npt.NDArray[Any]:
         if value.size == 1:  # the same in every layout (a 0-d flag, or a dimension of one value)
             return np.full(count, value.flat[0], dtype=value.dtype)
+        varies = [axis for axis, n in enumerate(value.shape) if n > 1 and which[axis] is not None]
+        if len(varies) == 1:  # one axis (most fields): its values at the layouts' indices on it
+            return np.asarray(value.reshape(-1)[which[varies[0]]])
         flat = np.zeros(count, dtype=np.int64)  # the position in ``value`` itself, through the axes it varies over
-        for axis, (index, n) in enumerate(zip(which, value.shape, strict=True)):
-            if n > 1 and index is not None:
-                flat += index * math.prod(value.shape[axis + 1 :])
+        for axis in varies:
+            flat += which[axis] * math.prod(value.shape[axis + 1 :])  # type: ignore[operator]  # not None: varies
         return np.asarray(np.take(value, flat))
 
     return LayoutArrays(**{name: pick(value) for name, value in _layout_fields(fields).items()})
@@ -206,8 +208,8 @@ class CandidateGrid:
         """The layouts at grid ``positions``."""
         if len(self.shape) == 1:  # a grid of the candidates themselves
             return LayoutArrays(**{name: value[positions] for name, value in _layout_fields(self.fields).items()})
-        stride = [math.prod(self.shape[i + 1 :]) for i in range(len(self.shape))]
-        which = tuple((positions // stride[axis]) % n if n > 1 else None for axis, n in enumerate(self.shape))
+        indices = np.unravel_index(positions, self.shape)
+        which = tuple(index if n > 1 else None for index, n in zip(indices, self.shape, strict=True))
         return _picked(self.fields, len(positions), which)
 
     def arrays(self) -> LayoutArrays:
@@ -217,10 +219,12 @@ class CandidateGrid:
 
     def at(self, value: npt.ArrayLike, positions: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
         """A figure of ``arrays`` (led by its axis of one element) at grid ``positions``."""
-        full = (1, *self.shape)
+        full, found = (1, *self.shape), np.asarray(value)
+        if found.shape != full:
+            found = np.broadcast_to(found, full)
         if len(self.shape) == 1:
-            return np.asarray(np.broadcast_to(value, full)[0, positions])
-        return np.asarray(np.broadcast_to(value, full)[np.unravel_index(positions, full)])
+            return np.asarray(found[0, positions])
+        return np.asarray(found[np.unravel_index(positions, full)])
 
 
 def candidate_grid(

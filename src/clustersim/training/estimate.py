@@ -241,18 +241,27 @@ def estimate_layouts(
         Recompute.SELECTIVE: model.attention_flops_per_token(job.seq_len),
         Recompute.FULL: model.forward_flops_per_token(job.seq_len) - 2.0 * model.vocab * model.hidden,
     }
+    # each array read as Python floats once (a float of one element at a time costs more than the estimate's
+    # arithmetic when a planner estimates a few layouts of each of many systems)
+    weights, gradients, optimizer = memory.weights.tolist(), memory.gradients.tolist(), memory.optimizer.tolist()
+    activations, overhead = memory.activations.tolist(), memory.overhead.tolist()
+    steps = terms.step_s.tolist()
+    times = [(name, t.link_s.tolist(), t.exposed_s.tolist()) for name, t in terms.times.items()]
+    scopes = [("head (last stage)" if op.in_head else "layer") for op in terms.operations]
+    passes = [(op.forward_s.tolist(), op.backward_s.tolist()) for op in terms.operations]
+    peak = system.peak_flop_per_s(job.precision)
     found = []
     for i, layout in enumerate(layouts):
         breakdown = MemoryBreakdown(
-            weights_bytes=float(memory.weights[i]),
-            gradients_bytes=float(memory.gradients[i]),
-            optimizer_bytes=float(memory.optimizer[i]),
-            activations_bytes=float(memory.activations[i]),
-            overhead_bytes=float(memory.overhead[i]),
+            weights_bytes=weights[i],
+            gradients_bytes=gradients[i],
+            optimizer_bytes=optimizer[i],
+            activations_bytes=activations[i],
+            overhead_bytes=overhead[i],
         )
-        step_s = float(terms.step_s[i])
-        top, top_times = max(terms.times.items(), key=lambda item: float(item[1].exposed_s[i]))
-        bottleneck = f"{bottleneck_words(top)} ({100 * float(top_times.exposed_s[i]) / step_s:.0f}% of the step)"
+        step_s = steps[i]
+        top, _, top_exposed = max(times, key=lambda item: item[2][i])
+        bottleneck = f"{bottleneck_words(top)} ({100 * top_exposed[i] / step_s:.0f}% of the step)"
         found.append(
             Estimate(
                 model=model.name,
@@ -260,12 +269,12 @@ def estimate_layouts(
                 layout=layout,
                 job=job,
                 step_s=step_s,
-                terms=tuple(Term(name, float(t.link_s[i]), float(t.exposed_s[i])) for name, t in terms.times.items()),
+                terms=tuple(Term(name, link[i], exposed[i]) for name, link, exposed in times),
                 memory=breakdown,
                 capacity_bytes=system.memory_bytes,
                 model_flops_per_step=model_flops,
                 hardware_flops_per_step=model_flops + recompute_per_token[layout.recompute] * job.tokens_per_step,
-                peak_flop_per_s=system.peak_flop_per_s(job.precision),
+                peak_flop_per_s=peak,
                 num_devices=system.num_devices,
                 bottleneck=bottleneck,
                 network_model=cost.name,
@@ -273,14 +282,8 @@ def estimate_layouts(
                 notes=notes + _notes(system, layout, breakdown, eff),
                 totals=job_totals(system, job, step_s, offer),
                 operations=tuple(
-                    OperationTime(
-                        op.name,
-                        "head (last stage)" if op.in_head else "layer",
-                        float(op.forward_s[i]),
-                        float(op.backward_s[i]),
-                        op.kind,
-                    )
-                    for op in terms.operations
+                    OperationTime(op.name, scope, forward[i], backward[i], op.kind)
+                    for op, scope, (forward, backward) in zip(terms.operations, scopes, passes, strict=True)
                 ),
             )
         )
