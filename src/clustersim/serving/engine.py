@@ -368,6 +368,7 @@ def step_times(
         prefill = prefill * padded_prompt / prompt_tokens
         context = mean_bucket_tokens(np.minimum(prompt_tokens, context), last, profile)
         prompt_tokens = padded_prompt
+    real, b = b, profile.decode_slots(b)  # a compiled batch computes every slot; the host serves the real ones
     tp, pp = system.tp, system.pp
     layers = model.layers / pp
     tokens = b + prefill
@@ -431,7 +432,7 @@ def step_times(
     step_overhead = cal.step_overhead_s if profile.step_overhead_s is None else profile.step_overhead_s
     per_sequence = cal.sequence_overhead_s if profile.sequence_overhead_s is None else profile.sequence_overhead_s
     per_sequence = profile.host_sequence_overhead_s.get(system.system.accelerator.id, per_sequence)  # its host CPU
-    overhead = step_overhead + per_sequence * (b + prompts)
+    overhead = step_overhead + per_sequence * (real + prompts)
     return StepTimes(
         gemm_compute_s=compute,
         gemm_memory_s=np.broadcast_to(memory, b.shape).astype(np.float64),

@@ -19,6 +19,9 @@ prompt to the next of their context-encoding buckets and attend, while decoding,
 their token-generation buckets (``bucket_min_tokens``: powers of two from that many tokens, the last
 bucket the compiled sequence length; ``bucket_rule``: every power of two below it, transformers-neuronx's
 default, or those below ``2**round(log2 L)``, NxD Inference's); :func:`bucket_tokens` gives the padded length.
+A deployment's compiled shapes, where known, are profile fields too (a user's profile ``based_on`` the engine):
+``compiled_batch`` (every decode step computes all its slots; at most that many sequences run) and
+``compiled_sequence_tokens`` (the last bucket; absent: the longest request's length; a longer request is refused).
 
 The reference engine is TensorRT-LLM: the achieved fractions and overheads of ``calibration.toml``
 are fitted on its published runs, so its profile has ``kernel_efficiency = 1`` and no overhead of
@@ -150,6 +153,18 @@ class EngineProfile(BaseModel):
         "2**round(log2 L) (NxD Inference's automatic buckets, so a length just past a power of two pads to L); "
         "single, none: L is the only bucket (bucketing off; bucket_min_tokens then only turns padding on).",
     )
+    compiled_batch: int | None = Field(
+        None,
+        ge=1,
+        description="Static shapes: the batch the token-generation graph is compiled for; every decode step "
+        "computes all its slots (idle ones padded) and at most that many sequences run; absent: the live batch.",
+    )
+    compiled_sequence_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="Static shapes: the positions compiled (the last bucket, the only one under bucket_rule "
+        "single); no request may be longer; absent: the deployment's longest request.",
+    )
     name: str = Field("", description="The profile's name (filled in when loaded).")
 
     @field_validator("releases")
@@ -191,8 +206,15 @@ class EngineProfile(BaseModel):
         return value
 
     def sequence_cap(self, accelerator: str) -> int:
-        """Most sequences in flight per engine on ``accelerator`` (a catalog id)."""
-        return self.max_batch_sequences_on.get(accelerator, self.max_batch_sequences)
+        """Most sequences in flight per engine on ``accelerator`` (a catalog id), at most the compiled batch."""
+        cap = self.max_batch_sequences_on.get(accelerator, self.max_batch_sequences)
+        return cap if self.compiled_batch is None else min(cap, self.compiled_batch)
+
+    def decode_slots(self, sequences: FloatArray) -> FloatArray:
+        """Sequences a decode step computes: all of a compiled batch's slots whenever one of them decodes."""
+        if self.compiled_batch is None:
+            return sequences
+        return np.where(sequences > 0, np.maximum(sequences, float(self.compiled_batch)), sequences)
 
     def token_budget(self, accelerator: str) -> int:
         """Most tokens (prompt chunks and decodes) per engine step on ``accelerator`` (a catalog id)."""
@@ -284,6 +306,14 @@ def prompt_bucket_tokens(prompt_tokens: float, profile: EngineProfile, sequence_
     max context length, the sequence length by default), under ``single`` that length itself; under
     ``doubling`` (transformers-neuronx, whose context buckets are its token buckets halved, which a long
     prompt outgrows) the next power of two."""
+    compiled = profile.compiled_sequence_tokens
+    if compiled is not None and prompt_tokens > compiled:
+        raise ClusterSimError(
+            f"a prompt of {prompt_tokens:g} tokens is longer than the engine's compiled_sequence_tokens {compiled}",
+            field="compiled_sequence_tokens",
+            value=compiled,
+        )
+    sequence_tokens = sequence_tokens if compiled is None else float(compiled)
     capped = profile.bucket_rule != "doubling" and sequence_tokens >= prompt_tokens
     longest = sequence_tokens if capped else None
     return float(bucket_tokens(prompt_tokens, profile, longest))
@@ -296,15 +326,24 @@ def mean_bucket_tokens(first: npt.ArrayLike, last: npt.ArrayLike, profile: Engin
     lo, hi = np.broadcast_arrays(np.asarray(first, dtype=np.float64), np.asarray(last, dtype=np.float64))
     if profile.bucket_min_tokens is None:
         return np.asarray((lo + hi) / 2.0, dtype=np.float64)
+    compiled = profile.compiled_sequence_tokens
+    if compiled is not None and np.any(hi > compiled + 1e-9):
+        raise ClusterSimError(
+            f"a request of {float(np.max(hi)):g} tokens is longer than the engine's compiled_sequence_tokens "
+            f"{compiled}",
+            field="compiled_sequence_tokens",
+            value=compiled,
+        )
+    cap = hi if compiled is None else np.full_like(hi, float(compiled))  # the last bucket
     span = np.maximum(hi - lo, 1e-9)
     total = np.zeros_like(lo)
-    top = _top_power(hi, profile)
+    top = _top_power(cap, profile)
     low, edge = 0.0, float(profile.bucket_min_tokens)
-    while np.any(hi > low):  # the positions in (low, edge] attend over min(edge, last) tokens, or last past top
+    while np.any(hi > low):  # the positions in (low, edge] attend over min(edge, cap) tokens, or cap past top
         covered = np.clip(np.minimum(hi, edge) - np.maximum(lo, low), 0.0, None)
-        total = total + covered * np.where(edge < top, np.minimum(edge, hi), hi)
+        total = total + covered * np.where(edge < top, np.minimum(edge, cap), cap)
         low, edge = edge, 2.0 * edge
-    padded = np.where(hi > lo, total / span, bucket_tokens(hi, profile, hi))
+    padded = np.where(hi > lo, total / span, bucket_tokens(hi, profile, cap))
     return np.asarray(padded, dtype=np.float64)
 
 
