@@ -1,6 +1,7 @@
-"""The loss reduction of the SACK connection: ssthresh comes from the window at the loss, as Linux and ns-3
+"""The loss reductions of the SACK connection: ssthresh comes from the window at the loss, as Linux and ns-3
 take it, not from every segment between the cumulative point and the highest sent (RFC 5681's FlightSize),
-which counts the segments SACKed above a hole that outlived its recovery episode."""
+which counts the segments SACKed above a hole that outlived its recovery episode; and a loss in data sent
+during a recovery episode, which that episode repairs, still starts the next episode once it ends."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from clustersim.network.transport.links import Network
 from clustersim.network.transport.tcp import TcpParams
 from clustersim.network.transport.tcp_sack import SackTcpFlow
 from clustersim.network.transport.topology import FabricSpec, leaf_spine
+from tests.network.transport.test_tcp_sack import _run
 
 # the path of benchmarks/tcp_vs_ns3.py: four 100 Gbit/s links, 10 us one way, 1% loss on each host's uplink
 LOSSY = FabricSpec(host_bits_per_s=100e9, hop_latency_s=2.5e-6, host_latency_s=0.0, loss=0.01)
@@ -24,9 +26,9 @@ class Recorded(SackTcpFlow):
         self.cuts: list[tuple[float, float]] = []
         super().__init__(*args, **kwargs)
 
-    def _detect_and_recover(self, now_ps, delivered, events):
+    def _detect_and_recover(self, now_ps, delivered, events, **kwargs):
         window, was = self.cwnd, self.in_recovery
-        super()._detect_and_recover(now_ps, delivered, events)
+        super()._detect_and_recover(now_ps, delivered, events, **kwargs)
         if self.in_recovery and not was:
             self.cuts.append((window, self.ssthresh))
 
@@ -51,3 +53,18 @@ def test_each_reduction_leaves_ssthresh_at_most_beta_times_the_window_at_the_los
     assert len(cuts) > 10
     worst = max(ssthresh / max(window * beta, 2.0) for window, ssthresh in cuts)
     assert worst <= 1.0 + 1e-9
+
+
+def test_a_loss_in_data_sent_during_recovery_costs_a_second_reduction_once_that_recovery_ends():
+    """600 segments, segment 200 lost: one episode, which halves the window (210 -> 105). Segments 405 (in the
+    same window) and 413 (sent during the recovery, after its recovery point 411) lost as well: the episode
+    resends 413 itself, and when it ends (405 repaired) 413's copy is still in flight with SACKs arriving above
+    it. RFC 6675 section 5 counts those duplicate ACKs afresh and enters a new recovery (IsLost(HighACK + 1)),
+    as Linux (lost_out > 0) and ns-3 do: the window is halved again. Waiting for a newly marked loss instead
+    kept the window at 105 segments."""
+    one = _run("sack", {200: 1}, segments=600)
+    assert one.timeouts == 0 and one.ssthresh == 105
+    same_window = _run("sack", {200: 1, 405: 1}, segments=600)
+    assert same_window.ssthresh == one.ssthresh  # two losses in one window: one reduction
+    later = _run("sack", {200: 1, 405: 1, 413: 1}, segments=600)
+    assert later.timeouts == 0 and later.ssthresh == one.ssthresh / 2

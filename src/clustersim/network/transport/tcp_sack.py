@@ -157,7 +157,7 @@ class SackTcpFlow(TcpFlow):
         if self.snd_una >= self._end:
             self._after_message()
             return list(self._complete(now_ps) or ())
-        self._detect_and_recover(now_ps, delivered, events)
+        self._detect_and_recover(now_ps, delivered, events, sacked_now=delivered > acked)
         if not self.in_recovery and acked:
             self._grow(acked, now_ps)
         events.extend(self._pump(now_ps))
@@ -174,13 +174,23 @@ class SackTcpFlow(TcpFlow):
         self.sent_ps.clear()
         self.quota = 0
 
-    def _detect_and_recover(self, now_ps: int, delivered: int, events: list[Event]) -> None:
-        """Mark losses, enter or leave recovery, and set PRR's quota for this acknowledgement."""
+    def _detect_and_recover(
+        self, now_ps: int, delivered: int, events: list[Event], *, sacked_now: bool = False
+    ) -> None:
+        """Mark losses, enter or leave recovery, and set PRR's quota for this acknowledgement (which SACKs a
+        segment newly when ``sacked_now``)."""
         newly_lost = self._detect(now_ps, events) if (self.sacked or self.in_recovery) else False
         if self.in_recovery and self.snd_una > self.recover:
             self.in_recovery = False  # every segment outstanding when recovery began is delivered
             self.cwnd = self.ssthresh
-        if newly_lost and not self.in_recovery and self.snd_una > self.recover:
+        # a new episode starts on a newly marked loss, or on a SACK while a segment already deemed lost (resent in
+        # the last episode: data sent during it) is still outstanding: RFC 6675 section 5 steps (1)-(2) count such
+        # duplicate ACKs afresh once recovery ends, Linux enters recovery while lost_out > 0, ns-3 likewise
+        if (
+            (newly_lost or (sacked_now and self._loss_outstanding()))
+            and not self.in_recovery
+            and self.snd_una > self.recover
+        ):
             flight = self.high_sent - self.snd_una
             # the reduction applies to the window at the loss (Linux: tcp_reno_ssthresh, bictcp_recalc_ssthresh;
             # ns-3: pipe), not to FlightSize, which after a hole outlives its recovery counts the segments SACKed
@@ -202,6 +212,11 @@ class SackTcpFlow(TcpFlow):
                 quota = max(quota, 1)  # the fast retransmit goes out on entering recovery
             self.quota = max(quota, 0)
             self.cwnd = float(pipe + self.quota)
+
+    def _loss_outstanding(self) -> bool:
+        """Whether a segment deemed lost is still outstanding: marked lost, or resent and neither SACKed nor
+        acknowledged."""
+        return bool(self.lost) or any(seq not in self.sacked for seq in self.resent)
 
     def _detect(self, now_ps: int, events: list[Event]) -> bool:
         """Mark the segments now deemed lost; with RACK, arm the reordering timer for the earliest one
