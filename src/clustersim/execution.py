@@ -1,7 +1,9 @@
 """How a training job is laid out on its devices, and the checks that make a layout possible.
 
 ``tp * pp * dp * cp`` ranks cover the devices; expert parallelism (``ep``) is carved out of the
-data-parallel ranks (Megatron-LM), so ``ep`` divides ``dp``. ``vp`` model chunks per pipeline rank
+data-parallel ranks (Megatron-LM), or where ``ep`` is wider than ``dp * cp`` or the layout states an
+expert tensor-parallel degree (``etp``), folded over all ``tp * cp * dp`` ranks of a stage (Megatron-Core's
+MoE parallel folding: ``ep * etp`` divides them). ``vp`` model chunks per pipeline rank
 give the interleaved 1F1B schedule. Gradient accumulation follows: ``global_batch / (dp * micro_batch)``
 micro-batches per step.
 """
@@ -34,6 +36,12 @@ class Layout(BaseModel):
     dp: int = Field(default=1, ge=1, description="Data parallel degree (model replicas).")
     cp: int = Field(default=1, ge=1, description="Context parallel degree (sequence split for attention).")
     ep: int = Field(default=1, ge=1, description="Expert parallel degree (within the data-parallel ranks).")
+    etp: int | None = Field(
+        default=None,
+        ge=1,
+        description="Expert tensor-parallel degree (Megatron-Core's expert_tensor_parallel_size); None: derived "
+        "(tp, or tp*cp*dp/ep where ep is wider than dp*cp).",
+    )
     vp: int = Field(default=1, ge=1, description="Model chunks per pipeline rank (interleaved 1F1B).")
     micro_batch: int = Field(default=1, ge=1, description="Sequences per micro-batch.")
     zero: int = Field(default=0, ge=0, le=3, description="ZeRO stage: 1 optimizer, 2 +gradients, 3 +weights (FSDP).")
@@ -67,6 +75,7 @@ class Layout(BaseModel):
         parts += [f"dp {self.dp}"]
         parts += [f"cp {self.cp}"] if self.cp > 1 else []
         parts += [f"ep {self.ep}"] if self.ep > 1 else []
+        parts += [f"etp {self.etp}"] if self.etp is not None else []
         parts += [f"mb {self.micro_batch}", f"zero {self.zero}"]
         parts += ["sp"] if self.sequence_parallel else []
         parts += [f"recompute {self.recompute.value}"]
@@ -114,6 +123,11 @@ class LayoutArrays:
     dp_overlap: BoolArray
     ep_overlap: npt.NDArray[np.float64]  # 1 on, 0 off, NaN: the framework's default
     uneven_stages: BoolArray
+    etp_stated: IntArray | None = None  # a layout's stated expert TP degree, 0 where derived (None: all derived)
+
+    def __post_init__(self) -> None:
+        if self.etp_stated is None:
+            object.__setattr__(self, "etp_stated", np.zeros(len(self.tp), dtype=np.int64))
 
     @classmethod
     def of(cls, layouts: Sequence[Layout]) -> LayoutArrays:
@@ -143,6 +157,7 @@ class LayoutArrays:
             dp_overlap=flags(lambda x: x.dp_overlap),
             ep_overlap=np.array([np.nan if x.ep_overlap is None else float(x.ep_overlap) for x in layouts]),
             uneven_stages=flags(lambda x: x.uneven_stages),
+            etp_stated=np.array([layout.etp or 0 for layout in layouts], dtype=np.int64),
         )
 
     def __len__(self) -> int:
@@ -150,8 +165,23 @@ class LayoutArrays:
 
     @property
     def etp(self) -> IntArray:
-        """Expert tensor-parallel degree (``expert_tp``), one per layout."""
-        return np.asarray(expert_tp(self.tp, self.cp, self.dp, self.ep), dtype=np.int64)
+        """Expert tensor-parallel degree, one per layout: the stated one, else ``expert_tp``'s."""
+        derived = expert_tp(self.tp, self.cp, self.dp, self.ep)
+        return np.asarray(np.where(self._stated_etp > 0, self._stated_etp, derived), dtype=np.int64)
+
+    @property
+    def ep_stride(self) -> IntArray:
+        """How many ranks apart the members of one expert-parallel group are: ``tp * cp`` where the experts
+        are carved out of the data-parallel ranks; ``etp`` under Megatron-Core's MoE parallel folding (the
+        expert groups built from a stage's ranks in the order etp, ep, expert dp), which ``ep`` wider than
+        ``dp * cp`` or a stated ``etp`` implies."""
+        inside_dp = ((self.dp * self.cp) % self.ep == 0) & (self._stated_etp == 0)
+        return np.asarray(np.where(inside_dp, self.tp * self.cp, self.etp), dtype=np.int64)
+
+    @property
+    def _stated_etp(self) -> IntArray:
+        assert self.etp_stated is not None  # set by __post_init__
+        return self.etp_stated
 
     def select(self, which: npt.NDArray[np.bool_] | npt.NDArray[np.int64]) -> LayoutArrays:
         """The layouts a boolean mask or an index array picks, in that order."""
@@ -182,6 +212,7 @@ class LayoutArrays:
             dp_overlap=bool(self.dp_overlap[index]),
             ep_overlap=None if np.isnan(ep_overlap) else bool(ep_overlap),
             uneven_stages=bool(self.uneven_stages[index]),
+            etp=int(self._stated_etp[index]) or None,
         )
 
 
@@ -222,6 +253,11 @@ class LayoutRule:
 
 def _moe_experts(job: RuleInputs) -> int:
     return job.model.moe.experts if job.model.moe else 1
+
+
+def _stated_etp(layouts: Any) -> Any:
+    """A ``Layout``'s stated expert TP degree or the ``LayoutArrays``' (0 where derived)."""
+    return (layouts.etp or 0) if isinstance(layouts, Layout) else layouts.etp_stated
 
 
 # Every rule a layout must keep, in the order they are reported. Layout.check raises the first broken
@@ -299,6 +335,18 @@ LAYOUT_RULES: tuple[LayoutRule, ...] = (
         lambda x, j: f"ep {x.ep} must divide the ranks the experts fold over, tp*cp*dp = {x.tp * x.cp * x.dp}",
     ),
     LayoutRule(
+        "etp",
+        lambda a, j: (
+            (_stated_etp(a) == 0)
+            | ((j.model.moe is not None) & ((a.tp * a.cp * a.dp) % (a.ep * np.maximum(_stated_etp(a), 1)) == 0))
+        ),
+        lambda x, j: (
+            f"etp {x.etp} needs a mixture-of-experts model"
+            if j.model.moe is None
+            else f"ep*etp = {x.ep}*{x.etp} must divide the ranks the experts fold over, tp*cp*dp = {x.tp * x.cp * x.dp}"
+        ),
+    ),
+    LayoutRule(
         "ep_experts",
         lambda a, j: _moe_experts(j) % a.ep == 0,
         lambda x, j: f"ep {x.ep} must divide experts {_moe_experts(j)}",
@@ -327,6 +375,7 @@ RULE_FIELDS = {
     "sp_seq": "seq_len",
     "ep_moe": "ep",
     "ep_ranks": "ep",
+    "etp": "etp",
     "ep_experts": "ep",
     "interleave": "vp",
 }

@@ -214,3 +214,22 @@ def test_ep_overlap_is_honoured_on_a_moe_model_and_refused_on_a_dense_one():
     chosen = layout_of(*given, "--ep-overlap")  # a search holds it too
     assert chosen["ep_overlap"] is True
     refused(train("llama3-8b", "--instance", "p5.48xlarge", "--nodes", "1", "--ep-overlap"), "ep_overlap", "no experts")
+
+
+def test_etp_is_held_with_a_given_layout_and_refused_where_the_search_would_drop_it():
+    given = ("mixtral-8x7b", "--instance", "p5.48xlarge", "--nodes", "4", "--seq", "4096", "--global-batch", "128")
+    layout = ("--tp", "4", "--pp", "1", "--ep", "8", "--json")
+
+    def ep_link(*flag: str) -> tuple[float, dict]:
+        result = train(*given, *layout, *flag)
+        assert result.exit_code == 0, result.output
+        payload = json.loads(result.stdout)
+        (term,) = [t for t in payload["terms"] if t["name"] == "ep comm"]
+        return term["link_s"], payload["layout"]
+
+    whole, stated = ep_link("--etp", "1")
+    split, derived = ep_link()
+    assert stated["etp"] == 1 and derived["etp"] is None
+    assert whole < split  # the expert group inside one node instead of across four
+    refused(train(*given, "--etp", "1"), "--etp", "give --tp and --pp")
+    refused(train(*given, *layout[:-1], "--etp", "3"), "etp", "ep*etp = 8*3 must divide")

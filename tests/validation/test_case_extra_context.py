@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from clustersim.catalog.registry import load_catalog
+from clustersim.errors import ClusterSimError
 from clustersim.validation.training import case_setup, predict_training_case
 from clustersim.workload.zoo import load_model
 
@@ -125,3 +128,12 @@ def test_a_stated_mtp_module_costs_the_last_stage_a_block_a_projection_and_a_sec
     assert 1.01 * without < with_mtp < 1.3 * without
     named_otherwise = case_setup(_case(DEEPSEEK_V3 | {"name": "not-in-the-zoo"}), CATALOG)
     assert "mtp_layers" not in named_otherwise.assumed
+
+
+def test_a_stated_expert_tp_degree_is_read_and_an_impossible_one_refused() -> None:
+    """``parallel.etp`` (Megatron-Core's expert_tensor_parallel_size, e.g. DGX Cloud's Grok-1 on H100: TP4 ETP1)."""
+    stated = case_setup(_case(DEEPSEEK_V3, tp=2, dp=16, etp=1), CATALOG)
+    assert stated.layout.etp == 1
+    assert case_setup(_case(DEEPSEEK_V3), CATALOG).layout.etp is None  # null: derived, as a layout derives it
+    with pytest.raises(ClusterSimError, match=r"ep\*etp = 32\*3 must divide"):
+        predict_training_case(_case(DEEPSEEK_V3, tp=2, dp=16, etp=3), "step_time_s", CATALOG)

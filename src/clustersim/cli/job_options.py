@@ -24,6 +24,16 @@ VpOpt = Annotated[
 ]
 CpOpt = Annotated[int, typer.Option("--cp", min=1, max=MAX_DEGREE, help="Context parallel degree.")]
 EpOpt = Annotated[int, typer.Option("--ep", min=1, max=MAX_DEGREE, help="Expert parallel degree.")]
+EtpOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--etp",
+        min=1,
+        max=MAX_DEGREE,
+        help="Expert tensor-parallel degree, with --tp and --pp (default: tp, or tp*cp*dp/ep where ep is wider "
+        "than dp*cp); the experts fold over the stage's ranks (ep*etp must divide tp*cp*dp).",
+    ),
+]
 # Layout options not given take the framework's documented defaults (compute/software.toml: default_*) where the
 # layout is given (--tp and --pp); where it is searched, each one not given is a dimension of the search.
 LAYOUT_DEFAULT = "(default: the framework's with --tp and --pp both given, else searched)"

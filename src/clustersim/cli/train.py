@@ -38,6 +38,7 @@ from clustersim.cli.job_options import (
     EfficiencyOpt,
     EpOpt,
     EpOverlapOpt,
+    EtpOpt,
     FrameworkOpt,
     HeadroomOpt,
     MicroBatchOpt,
@@ -115,7 +116,7 @@ INPUTS = (
 )
 # The layout options; any given one constrains the layout search (names of train_command's parameters).
 LAYOUT_OPTIONS = (
-    "tp", "pp", "vp", "cp", "ep", "micro_batch", "zero", "sp", "recompute", "uneven", "headroom", "safe",
+    "tp", "pp", "vp", "cp", "ep", "etp", "micro_batch", "zero", "sp", "recompute", "uneven", "headroom", "safe",
     "ep_overlap",
 )  # fmt: skip
 _FLAGS = {
@@ -132,6 +133,7 @@ _FLAGS = {
     "vp": "--vp",
     "cp": "--cp",
     "ep": "--ep",
+    "etp": "--etp",
     "micro_batch": "--micro-batch",
     "zero": "--zero",
     "sequence_parallel": "--sp/--no-sp",
@@ -158,6 +160,7 @@ def train_command(
     vp: VpOpt = 1,
     cp: CpOpt = 1,
     ep: EpOpt = 1,
+    etp: EtpOpt = None,
     micro_batch: MicroBatchOpt = None,
     zero: ZeroOpt = None,
     sp: SpOpt = None,
@@ -274,8 +277,8 @@ def train_command(
         else:
             spec = _scenario_of_options(
                 model=model, instance=instance, nodes=nodes, devices_per_node=devices_per_node,
-                tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, micro_batch=micro_batch, zero=zero, sp=sp, recompute=recompute,
-                uneven=uneven, headroom=headroom, safe=safe, ep_overlap=ep_overlap, tokens=tokens,
+                tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, etp=etp, micro_batch=micro_batch, zero=zero, sp=sp,
+                recompute=recompute, uneven=uneven, headroom=headroom, safe=safe, ep_overlap=ep_overlap, tokens=tokens,
                 global_batch=global_batch,
                 seq=seq,
                 precision=precision, offer=offer,
@@ -341,6 +344,7 @@ def _scenario_of_options(
     recompute: Recompute | None,
     uneven: bool | None,
     ep_overlap: bool | None = None,
+    etp: int | None = None,
     tokens: str,
     global_batch: int | None,
     seq: int | None,
@@ -401,7 +405,14 @@ def _scenario_of_options(
                     field="--safe",
                     value=True,
                 )
-            layout = LayoutSpec(**fields, uneven_stages=bool(uneven), ep_overlap=ep_overlap)
+            layout = LayoutSpec(**fields, uneven_stages=bool(uneven), ep_overlap=ep_overlap, etp=etp)
+        elif etp is not None:
+            raise ClusterSimError(
+                "--etp is held with a given layout; the layout search derives it from tp (give --tp and --pp, or drop "
+                "--etp)",
+                field="--etp",
+                value=etp,
+            )
         elif given:
             values = {"tp": tp, "pp": pp, "vp": vp, "cp": cp, "ep": ep, "micro_batch": micro_batch, "zero": zero}
             fixed = {name: value for name, value in values.items() if f"--{name.replace('_', '-')}" in given}

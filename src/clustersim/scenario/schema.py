@@ -103,6 +103,9 @@ class LayoutSpec(_Record):
     ep: int = Field(
         default=1, ge=1, le=MAX_DEGREE, description="Expert parallel degree (within the data-parallel ranks)."
     )
+    etp: int | None = Field(
+        default=None, ge=1, le=MAX_DEGREE, description="Expert tensor-parallel degree (default: derived from tp)."
+    )
     vp: int = Field(default=1, ge=1, le=MAX_DEGREE, description="Model chunks per pipeline rank (interleaved 1F1B).")
     micro_batch: int = Field(default=1, ge=1, le=MAX_SEQUENCES, description="Sequences per micro-batch.")
     zero: int = Field(default=1, ge=0, le=3, description="ZeRO stage 0-3 (3 = FSDP).")

@@ -11,7 +11,8 @@ the step terms price (``clustersim.training.step``):
 * ``cp``: all-gather of the keys and values over ``cp`` ranks ``tp`` apart;
 * ``ep dispatch`` and ``ep combine``: all-to-all of the routed tokens (the dispatch in FP8 bytes
   where the precision and framework send it so) over ``ep`` ranks ``tp x cp`` apart (Megatron-Core's
-  folding: ``etp`` apart when ``ep`` does not divide ``dp x cp``), forward and backward. Where the
+  folding: ``etp`` apart when ``ep`` does not divide ``dp x cp`` or the layout states ``etp``:
+  ``LayoutArrays.ep_stride``), forward and backward. Where the
   framework dispatches per node (``ep_dispatch_per_node``: DeepEP, HybridEP) and the group spans
   ``N`` nodes of ``L`` of its ranks each, as the estimator prices it: a token crosses the network
   once per remote node holding one of its experts (an all-to-all of ``network_copy_ratio`` times the
@@ -141,7 +142,7 @@ def step_collectives(
         kv = ACT_BYTES * tokens * (model.kv_width + model.kv_heads * model.value_head_dim) / tp * cp
         found.append(("cp", Op.ALL_GATHER, kv, strided_groups(world, cp, tp, stage), tp, m * layers * 3))
     if ep > 1 and model.moe is not None:
-        stride = tp * cp if (dp * cp) % ep == 0 else int(lay.etp[0])
+        stride = int(lay.ep_stride[0])
         elements = tokens / tp * model.moe.top_k * model.hidden
         dispatch = sw.ep_dispatch_bytes_fp8 if job.precision is Dtype.FP8 else ACT_BYTES
         groups, n = strided_groups(world, ep, stride, stage), m * layers * model.moe_layers / model.layers * 2

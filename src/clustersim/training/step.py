@@ -258,8 +258,7 @@ class StepContext:
         # Megatron-Core dispatches the sequence-parallel shard: each TP rank sends its tokens / tp.
         elements = self.tokens / lay.tp.astype(float) * moe.top_k * self.model.hidden
         dispatch_bytes = sw.ep_dispatch_bytes_fp8 if self.precision is Dtype.FP8 else ACT_BYTES
-        # EP groups inside the data-parallel ranks are tp * cp apart; folded over all ranks, etp apart.
-        group = (lay.ep, np.where((lay.dp * lay.cp) % lay.ep == 0, lay.tp * lay.cp, lay.etp))
+        group = (lay.ep, lay.ep_stride)
         dispatch = self._ep_alltoall(dispatch_bytes * elements, *group)
         combine = self._ep_alltoall(ACT_BYTES * elements, *group)
         moe_layers = self.layers_here * self.model.moe_layers / self.model.layers  # dense layers send no tokens

@@ -120,7 +120,8 @@ class CaseSystem(_Part):
 
 class CaseParallel(_Part):
     """``parallel``: degrees, batches, ZeRO stage, sequence parallelism and recompute; and the extra
-    context a case may carry, ``ep_overlap`` (Megatron-Core's ``overlap_moe_expert_parallel_comm``)."""
+    context a case may carry, ``ep_overlap`` (Megatron-Core's ``overlap_moe_expert_parallel_comm``) and
+    ``etp`` (its ``expert_tensor_parallel_size``; null: derived from tp, as a layout derives it)."""
 
     tp: Count | None = None
     pp: Count | None = None
@@ -134,6 +135,7 @@ class CaseParallel(_Part):
     sequence_parallel: bool | None = None
     recompute: str | None = None
     ep_overlap: bool | None = None  # extra context: expert all-to-alls overlapped with compute (null: the framework's)
+    etp: Count | None = None  # extra context: expert tensor-parallel degree (null: derived)
 
 
 class CaseWorkload(_Part):

@@ -76,7 +76,7 @@ def case_setup(
     # Published runs balance uneven layer counts over stages (e.g. Llama 3 405B: 126 layers, pp 16).
     if parallel.ep_overlap is None and model.moe is not None and int(fields["ep"]) > 1:
         assumed["ep_overlap"] = software.ep_overlap  # the framework's default, said per case
-    extra = {"uneven_stages": True, "ep_overlap": parallel.ep_overlap}
+    extra = {"uneven_stages": True, "ep_overlap": parallel.ep_overlap, "etp": parallel.etp}
     layout = layout_from_mapping(fields | extra, where=f"{where}: parallel")
     global_batch = parallel.global_batch
     if global_batch is None or global_batch < 1:
