@@ -274,7 +274,9 @@ class StepContext:
         hidden = np.where(overlap, sw.ep_overlap_efficiency * coverable, 0.0)
         return TermTimes(link, link - hidden + hidden * sw.ep_overlap_sm_share)
 
-    def _ep_alltoall(self, size_bytes: FloatArray, ranks: npt.NDArray[np.int64], stride: FloatArray) -> FloatArray:
+    def _ep_alltoall(
+        self, size_bytes: FloatArray, ranks: npt.NDArray[np.int64], stride: npt.NDArray[np.int64]
+    ) -> FloatArray:
         """One dispatch or combine. Per node (``ep_dispatch_per_node``), a group spanning nodes sends a
         token over the network once per remote node holding its experts (``network_copy_ratio`` of the
         all-to-all's bytes) and fans it out over the node's scale-up fabric, pipelined: the slower of
