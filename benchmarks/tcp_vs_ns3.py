@@ -20,7 +20,8 @@ ns-3 comes from the ``ns3`` wheel (its Python bindings through cppyy), installed
 environment of its own (not in CI: it is 70 MB and its first import compiles for half a minute):
 
     python3 -m venv /tmp/ns3venv && /tmp/ns3venv/bin/pip install ns3
-    .venv/bin/python benchmarks/tcp_vs_ns3.py --ns3-python /tmp/ns3venv/bin/python [--seeds 5] [--mib 64]
+    .venv/bin/python benchmarks/tcp_vs_ns3.py --ns3-python /tmp/ns3venv/bin/python [--seeds 5] [--mib 64] \\
+        [--loss 0.01] [--recovery sack]
 
 The ns-3 side runs this file under that interpreter with ``--ns3-side``; it prints JSON.
 """
@@ -185,12 +186,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ns3-side", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--mib", type=int, default=64, help="MiB per transfer")
+    parser.add_argument("--loss", type=float, action="append", choices=LOSSES, help="only this loss (repeatable)")
+    parser.add_argument("--recovery", action="append", choices=RECOVERIES, help="only this recovery of ours")
     args = parser.parse_args(argv)
+    losses = tuple(args.loss or LOSSES)
+    recoveries = tuple(args.recovery or RECOVERIES)
     message = args.mib << 20
     seeds = range(1, args.seeds + 1)
     if args.ns3_side:
         out = {}
-        for loss in LOSSES:
+        for loss in losses:
             for congestion in CONGESTION:
                 out[f"{loss} {congestion}"] = [ns3_goodput(loss, congestion, s, message) for s in seeds]
         print(json.dumps(out))
@@ -200,6 +205,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.ns3_python:
         start = time.perf_counter()
         command = [args.ns3_python, __file__, "--ns3-side", "--seeds", str(args.seeds), "--mib", str(args.mib)]
+        command += [f"--loss={loss}" for loss in losses]
         ns3 = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout.splitlines()[-1])
         ns3_wall = time.perf_counter() - start
     print(
@@ -211,10 +217,10 @@ def main(argv: list[str] | None = None) -> None:
         f"{'ratio':>5} | {'ns-3 without RTO':>20} {'clustersim':>20} {'ratio':>5}"
     )
     start = time.perf_counter()
-    for loss in LOSSES:
+    for loss in losses:
         for congestion in CONGESTION:
             theirs = _summary(ns3[f"{loss} {congestion}"]) if ns3 else ("-", "-", "-", None, None)
-            for recovery in RECOVERIES:
+            for recovery in recoveries:
                 ours = _summary([clustersim_goodput(loss, congestion, recovery, s, message) for s in seeds])
                 print(
                     f"{loss:>6} {congestion:>7} {theirs[0]:>20} {theirs[1]:>5} {recovery:>8} {ours[0]:>20} "
