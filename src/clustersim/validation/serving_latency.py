@@ -26,25 +26,29 @@ engine, measure a mean TTFT of 0.365 and 0.526 s.
 
 What the v4.0 harness sets and what the simulator does with it (the MLPerf harness's TensorRT-LLM profiles,
 ``tensorrt-llm-mlperf-v4`` / ``-v5``): the batch scheduler policy MAX_UTILIZATION (main_llm.cc's
-``trtllm_batch_sched_policy`` default ``max_util``; the Server configs set none): paged admission on the
-blocks a request holds, the latest paused when they run out, as simulated; 16,384 tokens a step
-(builder.py's ``max_num_tokens`` default, not set by the configs), prompts of at most 1,024 tokens
-(``--max_input_len=1024``) and no chunked context (no ``--use_paged_context_fmha``, no chunking flag in the
-harness): a prompt runs whole in the step that admits it, as simulated; the sequence caps (gpu_batch_size
-896 on H200, 1,024 on H100 TP2) and the KV share (kvcache_free_gpu_mem_frac 0.90), as simulated; the
-configs' ``server_target_qps`` (H200x8 91.5, H100 TP2x4 17.8 x 4; mlcommons/inference_results_v4.0
-closed/NVIDIA/configs/llama2-70b/Server/__init__.py @8121a811) is the load the published runs carry, not
-a setting of the engine. What stays open: the simulated v4.0 TTFT is 1.7-1.8 of its own mean TPOT in every
-run (the wait for the step under way, about half a step, and the step that runs the prompt) where the logs
-measure 2.5-2.8; simulated at the configs' own rates (11.3 and 17.6 requests/s per replica) the TPOT is
-43-66% below the logs', so the gap is not the rate. Not modelled and not checkable here: the harness's hops
-between the LoadGen process and each TensorRT-LLM group (requests, first tokens and responses over MPI,
-main_llm.cc) and when the batch manager of that release returns a streamed first token (its source was not
-public then: "These parts are not open sourced", https://github.com/NVIDIA/TensorRT-LLM/issues/1135, 2024-02).
-The MLPerf cases run the harness's profiles: with trtllm-bench's caps (32,768 tokens, 4,096 sequences) TPOT
-was v4.0 8.0-9.9%, v5.0 13.6-17.6%, TTFT v4.0 31.5-33.3%, v5.0 15.6-32.2%; reserving each
-request's KV at admission (TensorRT-LLM's own default) moved TTFT v4.0 to 13.6-26.8%, v5.0 to 38.5-45.9%
-(one 4,000-request run per seed, before the caps).
+``trtllm_batch_sched_policy`` default ``max_util``; the Server configs set none): paged admission on the blocks
+a request holds, the latest paused when they run out, as simulated; 16,384 tokens a step (builder.py's
+``max_num_tokens`` default, not set by the configs), prompts of at most 1,024 tokens (``--max_input_len=1024``)
+and no chunked context (no ``--use_paged_context_fmha``, no chunking flag in the harness): a prompt runs whole
+in the step that admits it, as simulated; the sequence caps (gpu_batch_size 896 on H200, 1,024 on H100 TP2) and
+the KV share (kvcache_free_gpu_mem_frac 0.90), as simulated; the batch manager's loop reads new requests at the
+start of each iteration and sends each response (a streamed token) at its end ("The worker thread invokes
+GetInferenceRequestsCallback at the start of each loop iteration ... It invokes SendResponseCallback at the end
+of each iteration", NVIDIA/TensorRT-LLM docs/source/batch_manager.md @27712aa7; its two micro-batches,
+enableTrtOverlap, are off: main_llm.cc ``enable_trt_overlap`` false), as simulated; the configs'
+``server_target_qps`` (H200x8 91.5, H100 TP2x4 17.8 x 4; mlcommons/inference_results_v4.0
+closed/NVIDIA/configs/llama2-70b/Server/__init__.py @8121a811) is the load the published runs carry, not a
+setting of the engine. What stays open: the simulated v4.0 TTFT is 1.7-1.8 of its own mean TPOT in every run
+(the wait for the step under way and the step that runs the prompt) where the logs measure 2.5-2.8; simulated at
+the configs' own rates (11.3 and 17.6 requests/s per replica) the TPOT is 43-66% below the logs', so the gap is
+not the rate. Not modelled and not checkable here: the harness's hops between the LoadGen process and each
+TensorRT-LLM group (requests, first tokens and responses over MPI, main_llm.cc), and whether the batch manager
+of that release, whose source was not public ("These parts are not open sourced",
+https://github.com/NVIDIA/TensorRT-LLM/issues/1135, 2024-02), keeps to its documented loop.
+The MLPerf cases run the harness's profiles: with trtllm-bench's caps (32,768 tokens, 4,096 sequences) TPOT was
+v4.0 8.0-9.9%, v5.0 13.6-17.6%, TTFT v4.0 31.5-33.3%, v5.0 15.6-32.2%; reserving each request's KV at admission
+(TensorRT-LLM's own default) moved TTFT v4.0 to 13.6-26.8%, v5.0 to 38.5-45.9% (one 4,000-request run per seed,
+before the caps).
 """
 
 from __future__ import annotations
