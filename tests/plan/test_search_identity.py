@@ -15,7 +15,8 @@ from clustersim.catalog.registry import load_catalog
 from clustersim.compute.software import software_for, software_profiles
 from clustersim.execution import LayoutArrays, RuleInputs, layout_mask
 from clustersim.plan import search
-from clustersim.plan.search import _k_smallest, rank_layouts
+from clustersim.plan.ranking import _k_smallest
+from clustersim.plan.search import rank_layouts
 from clustersim.plan.space import SearchSpace, _grid, candidate_layouts
 from clustersim.system import system_for_instance
 from clustersim.training.estimate import evaluate_layouts

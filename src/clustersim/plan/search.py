@@ -12,8 +12,8 @@ fits when it leaves the space's ``headroom`` share of device memory free.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, fields, replace
 from functools import cached_property
 from typing import Any
 
@@ -28,13 +28,15 @@ from clustersim.execution import Layout, LayoutArrays
 from clustersim.intervals import DEFAULT_LEVEL, spread_for
 from clustersim.intervals.layout import layout_features
 from clustersim.network.cost import ANALYTIC, CollectiveCost
+from clustersim.plan.ranking import Ranking as Ranking
+from clustersim.plan.ranking import terms_at
 from clustersim.plan.space import CandidateGrid, SearchSpace, candidate_grid, why_no_layout
 from clustersim.system import System
 from clustersim.training.estimate import layouts_memory
 from clustersim.training.job import TrainingJob
-from clustersim.training.pricing import OperationTimes, Systems
+from clustersim.training.pricing import Systems
 from clustersim.training.step import step_terms
-from clustersim.training.terms import StepTerms, TermTimes
+from clustersim.training.terms import StepTerms
 from clustersim.workload.transformer import Transformer
 
 FloatArray = npt.NDArray[np.float64]
@@ -42,123 +44,9 @@ _GIB = 2**30
 CHUNK = 1 << 15  # layouts priced per vectorized call: large enough to amortize the call, small enough for cache
 
 
-@dataclass(frozen=True)
-class Ranking:
-    """Candidate layouts with their memory need and step time.
-
-    Memory is checked first, over the space's open grid (``plan.space.CandidateGrid``), and only the layouts
-    that fit are built and priced (``fit_layouts``, ``fit_step_s``); every candidate (``layouts``) with its
-    memory (``required_bytes``) is built on first reading, and the step times of those that do not fit are
-    priced on first reading ``step_s`` (``price`` does it), so a search that asks only for the fastest never
-    pays for them.
-    """
-
-    grid: CandidateGrid = field(repr=False)
-    required_grid: FloatArray = field(repr=False)  # memory need of every grid position (``grid.arrays``'s)
-    capacity_bytes: float
-    headroom: float  # share of device memory a layout must leave free
-    fit_positions: npt.NDArray[np.int64]  # grid positions of the layouts that fit, in candidate order
-    fit_layouts: LayoutArrays
-    fit_step_s: FloatArray  # step times of the layouts that fit, in candidate order
-    price: Callable[[LayoutArrays], FloatArray] = field(repr=False, compare=False)
-    # the memory of every grid position (``grid.arrays``'s), and the step terms of the layouts that fit where they
-    # were priced in one call (up to ``CHUNK`` of them: a larger set's terms would hold tens of arrays of its
-    # size); the estimates of the layouts a planner keeps read them instead of pricing those layouts again
-    memory: MemoryArrays | None = field(default=None, repr=False, compare=False)
-    fit_terms: StepTerms | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def usable_bytes(self) -> float:
-        """Device memory a layout may need: the capacity less the headroom."""
-        return self.capacity_bytes * (1 - self.headroom)
-
-    @property
-    def count(self) -> int:
-        """How many candidates (what a search reports as evaluated)."""
-        return self.grid.count
-
-    @cached_property
-    def _positions(self) -> npt.NDArray[np.int64]:
-        return self.grid.positions()
-
-    @cached_property
-    def layouts(self) -> LayoutArrays:
-        """Every candidate, those that do not fit included (built on first use)."""
-        return self.grid.layouts(self._positions)
-
-    @cached_property
-    def required_bytes(self) -> FloatArray:
-        """Memory each candidate needs per device (read on first use)."""
-        return np.asarray(self.grid.at(self.required_grid, self._positions), dtype=np.float64)
-
-    @cached_property
-    def fits(self) -> npt.NDArray[np.bool_]:
-        """Which candidates fit in device memory with the headroom left free."""
-        return np.asarray(self.required_bytes <= self.usable_bytes)
-
-    @cached_property
-    def step_s(self) -> FloatArray:
-        """Step time of every candidate, those that do not fit included (priced on first use)."""
-        step = np.empty(self.count)
-        fits = self.fits
-        step[fits] = self.fit_step_s
-        if not fits.all():
-            step[~fits] = self.price(self.layouts.select(~fits))
-        return step
-
-    def fastest(self, k: int) -> list[tuple[Layout, float]]:
-        """The ``k`` fastest layouts that fit, fastest first, with their step times (ties: earlier first)."""
-        order = _k_smallest(self.fit_step_s, k)
-        return [(self.fit_layouts.layout(int(i)), float(self.fit_step_s[i])) for i in order]
-
-    def fastest_evaluated(self, k: int) -> tuple[list[Layout], Evaluated | None]:
-        """The ``k`` fastest layouts that fit (as ``fastest``) with their step terms and memory, one element
-        each, where the ranking kept them (None: price them again)."""
-        order = _k_smallest(self.fit_step_s, k)
-        layouts = [self.fit_layouts.layout(int(i)) for i in order]
-        if self.fit_terms is None or self.memory is None or not layouts:
-            return layouts, None
-        return layouts, (
-            _terms_at(self.fit_terms, order),
-            _memory_at(self.grid, self.memory, self.fit_positions[order]),
-        )
-
-
-Evaluated = tuple[StepTerms, MemoryArrays]  # step terms and memory of some layouts, one element each
-
-
-def _terms_at(terms: StepTerms, index: npt.NDArray[np.int64] | slice) -> StepTerms:
-    """The step terms of the layouts at ``index``."""
-    return StepTerms(
-        times={name: TermTimes(t.link_s[index], t.exposed_s[index]) for name, t in terms.times.items()},
-        micro_batches=terms.micro_batches[index],
-        operations=[
-            OperationTimes(op.name, op.forward_s[index], op.backward_s[index], op.in_head, op.kind)
-            for op in terms.operations
-        ],
-    )
-
-
-def _memory_at(grid: CandidateGrid, memory: MemoryArrays, positions: npt.NDArray[np.int64]) -> MemoryArrays:
-    """The memory of the layouts at grid ``positions``, of the memory of every grid position."""
-    return MemoryArrays(**{f.name: grid.at(getattr(memory, f.name), positions) for f in fields(memory)})
-
-
-def _k_smallest(values: FloatArray, k: int) -> npt.NDArray[np.int64]:
-    """Indices of the ``k`` smallest finite values, smallest first (ties: earlier first), as a stable sort
-    would give them, without sorting all of ``values`` when ``k`` is small."""
-    kth = np.partition(values, k - 1)[k - 1] if k < len(values) // 8 else np.nan
-    if np.isfinite(kth):  # stable-sort only what is no larger than the k-th value
-        few = np.flatnonzero(values <= kth)
-        order = few[np.argsort(values[few], kind="stable")[:k]]
-    else:
-        order = np.argsort(values, kind="stable")[:k]
-    return order[np.isfinite(values[order])]
-
-
 # a request's candidates on their grid, the memory of every grid position and its need: what the instance types of
 # one node count share (memory reads no system)
-CandidateMemo = dict[tuple[Any, ...], tuple[SoftwareProfile, CandidateGrid, MemoryArrays, FloatArray]]
+CandidateMemo = dict[tuple[Any, ...], tuple[CandidateGrid, MemoryArrays, FloatArray]]
 MEMO_ENTRIES = 64  # candidate grids a memo keeps (each of at most MEMO_GRID positions)
 MEMO_GRID = 8 * CHUNK
 # memory is sized over the open grid while its candidates are at least 1 / GRID_SHARE of its positions (the
@@ -192,8 +80,9 @@ def rank_layouts(
     """Every candidate of ``space`` the framework runs (see the module's note), its memory checked in one
     vectorized call and the step times of those that fit priced in a few more (``Ranking`` prices the others
     when asked). ``memo`` keeps the candidates of ``model`` and their memory between calls that share all they
-    depend on (devices, scale-up domain, batch, sequence, space and framework): a planner's instance types of one
-    node count share them; sets of up to ``CHUNK`` layouts, ``MEMO_ENTRIES`` of them."""
+    depend on (devices, scale-up domain, batch, sequence, space, and the framework's ZeRO stages, sharded
+    pipelining, attention kernel and bytes per parameter): a planner's instance types of one node count share them;
+    grids of up to ``MEMO_GRID`` positions, ``MEMO_ENTRIES`` of them."""
     found = next(rank_each(model, [RankRequest(system, job, efficiency, software)], space=space, cost=cost, memo=memo))
     if isinstance(found, ClusterSimError):
         raise found
@@ -272,15 +161,18 @@ def _candidates(
     if space.uneven_stages is None:
         space = replace(space, uneven_stages=software is not None and software.uneven_stages)
     sw = software or software_for(None, system.accelerator.family)
-    key = (system.num_devices, system.scaleup_devices, job.global_batch, job.seq_len, space, id(sw))
+    # what the candidates and their memory read: the devices and the scale-up domain (their degrees), the job, the
+    # space, and of the framework what it runs and how it holds memory (instance types of one node count share it)
+    runs = (sw.zero_stages, sw.sharded_pipeline, sw.fused_attention, sw.state_bytes)
+    key = (system.num_devices, system.scaleup_devices, job.global_batch, job.seq_len, space, runs)
     known = memo.get(key) if memo is not None and software is not None else None
-    if known is not None and known[0] is sw:
-        grid, memory, required = known[1], known[2], known[3]
+    if known is not None:
+        grid, memory, required = known
     else:
         grid, memory = _framework_candidates(model, system, job, space, software, sw)
         required = memory.required
         if memo is not None and software is not None and required.size <= MEMO_GRID and len(memo) < MEMO_ENTRIES:
-            memo[key] = (sw, grid, memory, required)
+            memo[key] = (grid, memory, required)
     with np.errstate(invalid="ignore"):  # positions outside the rules may hold no figure
         fit_positions = grid.positions(required[0] <= system.memory_bytes * (1 - space.headroom))
     eff = request.efficiency or efficiency_for(system.accelerator)
@@ -371,7 +263,7 @@ def _price_together(model: Transformer, pending: list[_Candidates], cost: Collec
     ends = np.cumsum(counts)
     for found, end, count in zip(pending, ends, counts, strict=True):
         mine = slice(int(end) - count, int(end))
-        yield _ranking(model, found, step[mine], _terms_at(terms, mine), cost)
+        yield _ranking(model, found, step[mine], terms_at(terms, mine), cost)
 
 
 def _ranking(
