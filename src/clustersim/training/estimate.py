@@ -226,9 +226,10 @@ def estimate_layouts(
 ) -> list[Estimate]:
     """``estimate_training`` of each of ``layouts`` on one system and job, their terms evaluated in one
     vectorized call (what a planner does for the few layouts it keeps of each system); ``evaluated``: their
-    step terms and memory (one element each, ``evaluate_layouts``'s) where a search has them already."""
+    step terms and memory (one element each, ``evaluate_layouts``'s) where a search has them already (its layouts
+    kept the rules and run on the framework: not checked again)."""
     sw = software or software_for(None, system.accelerator.family)
-    for layout in layouts:
+    for layout in layouts if evaluated is None else ():
         layout.check(model, num_devices=system.num_devices, global_batch=job.global_batch, seq_len=job.seq_len)
         sw.check_zero(layout.zero)
     terms, memory = evaluated or evaluate_layouts(
