@@ -8,7 +8,8 @@ compiled graph, on-device sampling, the host round trip). One set serves every N
 compiler and runtime), fitted over every source of Trainium serving cases at once, so that each constant
 is informed by at least two sources; the script prints the in-sample mean absolute percentage error of the
 output token rate per source and per engine and chip, and for each source the error on it when the
-constants are fitted on the other sources only.
+constants are fitted on the other sources only; beside it, the TTFT and TPOT MAPE of each source's cases that
+measure them, in sample and left out (scored, not fitted).
 
 A grid search over ``CONSTANTS`` (9 points per axis), refined twice around the best point (numpy only).
 It prints the values to write into ``engines.toml`` by hand (each Neuron profile's ``fitted`` note).
@@ -36,6 +37,8 @@ CONSTANTS = (("kernel_efficiency", 0.2, 1.0), ("step_overhead_s", 0.0, 0.02))
 beyond the collectives model (a Neuron ``sync_overhead_s``), went to zero in a three-constant fit (MAPE 10.3%
 -> 9.8%, 2026-12-01): not identified by these cases, so the calibration's applies."""
 POINTS = 9
+FITTED_FIELD = "output_tokens_per_s"  # the fit's objective; TTFT and TPOT are scored beside it, never fitted
+LATENCIES = ("ttft_s", "tpot_s")
 
 Values = tuple[float, ...]
 Predictor = Callable[[Values], float]
@@ -57,14 +60,14 @@ def neuron_cases(cases: Sequence[Case]) -> list[Case]:
     return out
 
 
-def predictor(case: Case) -> Predictor:
-    """The case's predicted output tokens/s as a function of the ``CONSTANTS`` values."""
+def predictor(case: Case, field: str = FITTED_FIELD) -> Predictor:
+    """The case's predicted ``field`` (output tokens/s, TTFT or TPOT) as a function of the ``CONSTANTS`` values."""
     catalog = load_catalog(use_env=False)
     base = engine_for_software(*((case.software.framework, case.software.version) if case.software else (None, None)))
 
     def predict(values: Values) -> float:
         profile = base.model_copy(update={name: v for (name, _, _), v in zip(CONSTANTS, values, strict=True)})
-        return case_estimate(case, catalog, engine_override=profile).output_tokens_per_s
+        return float(getattr(case_estimate(case, catalog, engine_override=profile), field))
 
     return predict
 
@@ -80,9 +83,25 @@ def source_of(case: Case) -> str:
     return case.source.split()[0]
 
 
-def mape(cases: Sequence[Case], predictors: dict[str, Predictor], values: Values) -> float:
-    """Mean absolute percentage error of the output token rate over ``cases`` at ``values``."""
-    return float(np.mean([abs(predictors[c.id](values) / c.measured["output_tokens_per_s"] - 1.0) for c in cases]))
+def mape(cases: Sequence[Case], predictors: dict[str, Predictor], values: Values, field: str = FITTED_FIELD) -> float:
+    """Mean absolute percentage error of ``field`` (the output token rate) over ``cases`` at ``values``."""
+    return float(np.mean([abs(predictors[c.id](values) / c.measured[field] - 1.0) for c in cases]))
+
+
+def latency_lines(own: Sequence[Case], values: Values, left_out: Values | None) -> list[str]:
+    """Per latency field the cases measure: its MAPE at the fitted ``values`` and at ``left_out`` (the
+    constants fitted without these cases' source)."""
+    lines = []
+    for field in LATENCIES:
+        measured = [c for c in own if c.measured.get(field)]
+        if not measured:
+            continue
+        predictors = {c.id: predictor(c, field) for c in measured}
+        line = f"    {field}: {len(measured)} cases, in sample {100 * mape(measured, predictors, values, field):.1f}%"
+        if left_out is not None:
+            line += f"; left out {100 * mape(measured, predictors, left_out, field):.1f}%"
+        lines.append(line)
+    return lines
 
 
 def fit(cases: Sequence[Case], predictors: dict[str, Predictor]) -> tuple[Values, float]:
@@ -142,9 +161,10 @@ def main(argv: list[str] | None = None) -> Values:
             line += f"; left out {100 * mape(own, predictors, left_out[source]):.1f}% (fitted on the others: "
             line += f"{show(left_out[source])})"
         print(line)
+        print("\n".join(latency_lines(own, values, left_out.get(source))))
     groups: dict[tuple[str, str], list[Case]] = {}
     for case in cases:
-        groups.setdefault((engine_of(case), case.system.accelerator if case.system else "?"), []).append(case)
+        groups.setdefault((engine_of(case), (case.system.accelerator if case.system else None) or "?"), []).append(case)
     for (engine, chip), own in sorted(groups.items()):
         inside = mape(own, predictors, values)
         outside = float(np.mean([mape([c], predictors, left_out.get(source_of(c), values)) for c in own]))
