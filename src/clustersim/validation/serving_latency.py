@@ -14,7 +14,7 @@ case on an engine the simulator runs (the GPU profiles), else with the closed fo
 
 The run's length and the seeds (2026-12-02, on the five MLPerf server cases): with one 4,000-request run
 the B200 replica's highest rate was 53-58 requests/s (seeds 0-2) and fell with the run's length to 47-48
-(8,000) and 45-46 (16,000-32,000), where the published runs sit (44.3 and 45.1 per replica; the closed
+(8,000) and 44.6-45.6 (16,000-32,000), where the published runs sit (44.3 and 45.1 per replica; the closed
 forms' 44.4): a short run ends before the queue of a rate past the edge has grown. The v4.0 rates were the
 same at every length (H200 12.5-12.8). Near the edge the mean TTFT is steep in the rate, so one run's mean
 moved by a third with its seed (v4.0 H100 TTFT -38% to +10% over seeds 0-3 at 16,000 requests); three
@@ -77,7 +77,7 @@ from clustersim.validation.inference import (
 )
 from clustersim.validation.run import Predictor, default_predictors
 
-SEARCH_REQUESTS = 16000  # per run: at 4,000 the v5.0 B200 edge was 53-58 requests/s, at 16,000-32,000 45-46
+SEARCH_REQUESTS = 16000  # per run: at 4,000 the v5.0 B200 edge was 53-58 requests/s, at 16,000-32,000 44.6-45.6
 SEARCH_STEPS = 7  # halvings of the rate bracket [cf / 2, 2 cf]: 1/2**7 of it (~2% of the rate)
 SEEDS = (0, 1, 2)  # runs pooled per rate (48,000 requests): p99s from 24,000 steady requests
 
