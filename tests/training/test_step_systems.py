@@ -151,3 +151,29 @@ def test_a_collective_over_many_systems_is_each_alone(op, shapes, seed):
     for i in rng.choice(len(owner), size=min(len(owner), 10), replace=False):
         alone = collective_s(trn2, ANALYTIC, op, sizes[i : i + 1], ranks[i : i + 1], strides[i : i + 1])
         assert on_torus[i] == pytest.approx(float(alone[0]), rel=1e-12, abs=0.0)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    op=st.sampled_from(list(Op)),
+    distinct=st.integers(1, 6),
+    count=st.integers(2, 3 * ALONE_FROM),
+    seed=st.integers(0, 2**16),
+)
+def test_a_collective_prices_each_distinct_size_once_as_each_alone(op, distinct, count, seed):
+    """Layouts that share a system, a group and a size (a search's layouts share few of each) are priced once
+    for all of them: each layout's time is still its own alone, and a layout without the
+    collective (``where``) or with a group of one rank costs nothing. Against the lone layout's path (one
+    size: its own arithmetic) to 1e-12, as the other tests here."""
+    members = (system_for_instance(CATALOG, "p5.48xlarge", 16), system_for_instance(CATALOG, "p5en.48xlarge", 64))
+    rng = np.random.default_rng(seed)
+    sizes = rng.choice(rng.uniform(1.0, 4e9, distinct), count)
+    ranks = rng.choice([1, 2, 8, 64], count)
+    strides = rng.choice([1, 8], count)
+    owner = rng.integers(0, 2, count)
+    where = rng.random(count) < 0.8
+    together = collective_s(Systems(members, owner), ANALYTIC, op, sizes, ranks, strides, where)
+    for i in rng.choice(count, size=min(count, 20), replace=False):
+        alone = collective_s(members[owner[i]], ANALYTIC, op, sizes[i : i + 1], ranks[i : i + 1], strides[i : i + 1])
+        expected = float(alone[0]) if where[i] and ranks[i] > 1 else 0.0
+        assert together[i] == pytest.approx(expected, rel=1e-12, abs=0.0)
