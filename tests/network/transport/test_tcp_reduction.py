@@ -7,23 +7,25 @@ from __future__ import annotations
 
 import pytest
 
+from clustersim.errors import ClusterSimError
 from clustersim.network.transport.cubic import CUBIC_BETA
 from clustersim.network.transport.engine import Environment
 from clustersim.network.transport.links import Network
 from clustersim.network.transport.tcp import TcpParams
 from clustersim.network.transport.tcp_sack import SackTcpFlow
 from clustersim.network.transport.topology import FabricSpec, leaf_spine
-from tests.network.transport.test_tcp_sack import _run
+from tests.network.transport.test_tcp_sack import SPEC, DroppingSack, _run
 
 # the path of benchmarks/tcp_vs_ns3.py: four 100 Gbit/s links, 10 us one way, 1% loss on each host's uplink
 LOSSY = FabricSpec(host_bits_per_s=100e9, hop_latency_s=2.5e-6, host_latency_s=0.0, loss=0.01)
 
 
-class Recorded(SackTcpFlow):
-    """A SACK connection that notes (window before, ssthresh after) at each entry into recovery."""
+class Recording:
+    """A SACK connection that notes (window before, ssthresh after, pipe) at each entry into recovery."""
 
     def __init__(self, *args, **kwargs) -> None:
         self.cuts: list[tuple[float, float]] = []
+        self.pipes: list[int] = []
         super().__init__(*args, **kwargs)
 
     def _detect_and_recover(self, now_ps, delivered, events, **kwargs):
@@ -31,6 +33,15 @@ class Recorded(SackTcpFlow):
         super()._detect_and_recover(now_ps, delivered, events, **kwargs)
         if self.in_recovery and not was:
             self.cuts.append((window, self.ssthresh))
+            self.pipes.append(self.pipe)  # before PRR sends anything
+
+
+class Recorded(Recording, SackTcpFlow):
+    pass
+
+
+class RecordedDropping(Recording, DroppingSack):
+    pass
 
 
 def _cuts(congestion: str, seed: int, mib: int) -> list[tuple[float, float]]:
@@ -68,3 +79,27 @@ def test_a_loss_in_data_sent_during_recovery_costs_a_second_reduction_once_that_
     assert same_window.ssthresh == one.ssthresh  # two losses in one window: one reduction
     later = _run("sack", {200: 1, 405: 1, 413: 1}, segments=600)
     assert later.timeouts == 0 and later.ssthresh == one.ssthresh / 2
+
+
+def test_the_pipe_basis_halves_the_data_in_the_network_as_ns3_newreno_does_and_needs_sack():
+    """Segment 60 of 400 lost: at the third SACK the window counts the hole and the three segments SACKed
+    above it, pipe does not; ns-3's NewReno halves pipe (its BytesInFlight), Linux the window, so the pipe
+    basis leaves the lower ssthresh. Without a scoreboard there is no pipe: refused."""
+
+    def cut(basis: str) -> RecordedDropping:
+        topo = leaf_spine(Network(Environment(1)), SPEC, hosts_per_leaf=1, num_paths=1)
+        params = TcpParams(congestion="newreno", recovery="sack", reduction_basis=basis)
+        flow = RecordedDropping(topo, 0, 1, [400 * 8949], params, drops={60: 1})
+        topo.net.env.run()
+        assert flow.done_ps is not None and flow.timeouts == 0 and len(flow.cuts) == 1
+        return flow
+
+    window, pipe = cut("cwnd"), cut("pipe")
+    assert window.ssthresh == max(int(window.cuts[0][0]), 2) / 2
+    assert pipe.ssthresh == max(pipe.pipes[0], 2) / 2
+    assert pipe.ssthresh < window.ssthresh
+    with pytest.raises(ClusterSimError, match="reduction_basis: 'pipe' needs a SACK scoreboard") as error:
+        TcpParams(recovery="newreno", reduction_basis="pipe")
+    assert error.value.field == "reduction_basis"
+    with pytest.raises(ClusterSimError, match="reduction_basis: 'flight' is not one of cwnd, pipe"):
+        TcpParams(reduction_basis="flight")

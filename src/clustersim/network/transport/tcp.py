@@ -30,6 +30,10 @@ CONGESTION_CONTROLS = ("newreno", "cubic")
 # Loss recovery: NewReno without SACK (RFC 6582, this module); SACK with PRR and duplicate-threshold
 # detection (RFC 6675, 6937: ns-3's default); SACK with PRR and RACK-TLP (RFC 8985: Linux's default)
 RECOVERIES = ("newreno", "sack", "rack")
+# What a loss reduction scales, with a SACK scoreboard: the window at the loss (Linux's tcp_reno_ssthresh and
+# CUBIC's bictcp_recalc_ssthresh; ns-3's TcpCubic) or RFC 6675's pipe, the data still in the network, which
+# leaves out the segments SACKed and deemed lost (ns-3's TcpNewReno halves BytesInFlight, that pipe)
+REDUCTION_BASES = ("cwnd", "pipe")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,9 +50,14 @@ class TcpParams:
     path: int | None = None  # the ECMP path; None = a hash of the flow
     congestion: str = "cubic"  # Linux's default (RFC 9438), or "newreno"
     recovery: str = "rack"  # Linux's default: SACK, PRR and RACK-TLP; or "sack" or "newreno" (see RECOVERIES)
+    reduction_basis: str = "cwnd"  # Linux's; "pipe" as ns-3's NewReno (see REDUCTION_BASES; SACK recoveries only)
 
     def __post_init__(self) -> None:
-        for name, valid in (("congestion", CONGESTION_CONTROLS), ("recovery", RECOVERIES)):
+        for name, valid in (
+            ("congestion", CONGESTION_CONTROLS),
+            ("recovery", RECOVERIES),
+            ("reduction_basis", REDUCTION_BASES),
+        ):
             if getattr(self, name) not in valid:
                 raise ClusterSimError(
                     f"{name}: {getattr(self, name)!r} is not one of {', '.join(valid)}",
@@ -60,6 +69,12 @@ class TcpParams:
                 raise ClusterSimError(
                     f"{name}: {getattr(self, name)} must be at least 1", field=name, value=getattr(self, name)
                 )
+        if self.reduction_basis == "pipe" and self.recovery == "newreno":
+            raise ClusterSimError(
+                "reduction_basis: 'pipe' needs a SACK scoreboard (recovery sack or rack), not recovery newreno",
+                field="reduction_basis",
+                value=self.reduction_basis,
+            )
         if not self.min_rto_s > 0:
             raise ClusterSimError(
                 f"min_rto_s: {self.min_rto_s!r} must be > 0 s", field="min_rto_s", value=self.min_rto_s

@@ -192,10 +192,11 @@ class SackTcpFlow(TcpFlow):
             and self.snd_una > self.recover
         ):
             flight = self.high_sent - self.snd_una
-            # the reduction applies to the window at the loss (Linux: tcp_reno_ssthresh, bictcp_recalc_ssthresh;
-            # ns-3: pipe), not to FlightSize, which after a hole outlives its recovery counts the segments SACKed
-            # above it; never more than FlightSize (RFC 9438 section 4.6, where cwnd is used)
-            self.ssthresh = self._reduced(min(flight, int(self.cwnd)))
+            # the reduction applies to the window at the loss (Linux: tcp_reno_ssthresh, bictcp_recalc_ssthresh)
+            # or to pipe (ns-3's NewReno), not to FlightSize, which after a hole outlives its recovery counts the
+            # segments SACKed above it; never more than FlightSize (RFC 9438 section 4.6, where cwnd is used)
+            window = self.pipe if self.params.reduction_basis == "pipe" else int(self.cwnd)
+            self.ssthresh = self._reduced(min(flight, window))
             self.recover = self.high_sent - 1
             self.in_recovery = True
             self.prr_delivered = self.prr_out = 0
