@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from clustersim.errors import ClusterSimError
-from clustersim.intervals import DEFAULT_LEVEL, Spread, spread_for
+from clustersim.intervals import DEFAULT_LEVEL, ResidualTable, Spread, load_residuals, spread_for
 from clustersim.intervals.layout import layout_features
 from clustersim.intervals.lookup import scale_of
 from clustersim.plan.parallel import Executor, partitions, run_here
@@ -44,7 +44,20 @@ DEFAULT_TOP = 5
 Progress = Callable[[int, int], None]  # (points done, points in all)
 PointResult = tuple[list[PlanRow], int, str]  # a point's priced rows, the layouts evaluated, a note
 
-SpreadKey = tuple[str, str, str, tuple[str, ...]]  # accelerator, framework, scale bucket, layout features
+SpreadKey = tuple[str, str, str, tuple[str, ...], float]  # accelerator, framework, scale bucket, features, level
+# the spreads of the packaged residuals looked up so far in this process (a pure function of the table, read once):
+# plans after the first (a sweep's, a worker's) read them here
+_SPREADS: dict[SpreadKey, Spread | None] = {}
+_SPREADS_OF: list[ResidualTable] = []  # the table they were read from
+
+
+def _spreads() -> dict[SpreadKey, Spread | None]:
+    """The spreads looked up so far, of the residual table read now (emptied when it is another)."""
+    table = load_residuals()
+    if not _SPREADS_OF or _SPREADS_OF[0] is not table:
+        _SPREADS.clear()
+        _SPREADS_OF[:] = [table]
+    return _SPREADS
 
 
 def plan_training(
@@ -145,7 +158,6 @@ class _PlanPoints:
     keep: int
     level: float
     needs: frozenset[str]
-    spreads: dict[SpreadKey, Spread | None] = field(default_factory=dict)
     candidates: CandidateMemo = field(default_factory=dict)  # shared by the points of one node count
 
     def __call__(self, points: list[PlanPoint]) -> list[PointResult]:
@@ -155,6 +167,7 @@ class _PlanPoints:
         for key, point in zip(keys, points, strict=True):
             firsts.setdefault(key, point)
         requests = (RankRequest(p.system, p.job, p.efficiency, p.software) for p in firsts.values())
+        spreads = _spreads()
         ranked = rank_each(self.model, requests, space=self.space, memo=self.candidates)
         live: dict[tuple[int, ...], Ranking | ClusterSimError] = {}
         found = []
@@ -162,9 +175,7 @@ class _PlanPoints:
             fresh = key not in live
             if fresh:
                 live[key] = next(ranked)
-            found.append(
-                _point_rows(self.model, point, (live[key], fresh), self.keep, self.spreads, self.level, self.needs)
-            )
+            found.append(_point_rows(self.model, point, (live[key], fresh), self.keep, spreads, self.level, self.needs))
             if last[key] == i:  # a large space's arrays are large: keep a ranking only while a point needs it
                 del live[key]
         return found
@@ -233,7 +244,7 @@ def _point_rows(
             pp=layout.pp, cp=layout.cp, ep=layout.ep, zero=layout.zero, precision=job.precision.value
         )
         # the spread reads the devices only through their scale bucket: one lookup per bucket, not per count
-        key = (system.accelerator.id, software.name, scale_of(system.num_devices), features)
+        key = (system.accelerator.id, software.name, scale_of(system.num_devices), features, level)
         if key not in spreads:
             spreads[key] = spread_for(
                 "training", accelerator=system.accelerator.id, family=system.accelerator.family,
