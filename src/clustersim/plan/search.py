@@ -48,7 +48,7 @@ CHUNK = 1 << 15  # layouts priced per vectorized call: large enough to amortize 
 # one node count share (memory reads no system)
 CandidateMemo = dict[tuple[Any, ...], tuple[CandidateGrid, MemoryArrays, FloatArray]]
 MEMO_ENTRIES = 64  # candidate grids a memo keeps (each of at most MEMO_GRID positions)
-MEMO_GRID = 8 * CHUNK
+MEMO_GRID = 4 * CHUNK  # a grid's memory need alone is 8 bytes a position
 # memory is sized over the open grid while its candidates are at least 1 / GRID_SHARE of its positions (the
 # figures most memory terms read span a few axes, their last sums all: some 10 passes over the grid against
 # building the candidates and some 100 passes over them), else over the candidates themselves
