@@ -1,9 +1,10 @@
 """Make the residuals clustersim's prediction intervals come from (src/clustersim/intervals/residuals.toml).
 
-Runs leave-one-source-out cross-validation over the bundled ground truth (training, inference and
-collectives: ``clustersim.validation.crossval``, a few minutes), adds the project's own cases of
-sources no fit used (``validation/project``: the packaged constants never saw them, so their
-prediction is held out already), and keeps, per scored case with a held-out prediction,
+Runs leave-one-source-out cross-validation over the bundled ground truth and the project's own cases
+(training, inference and collectives: ``clustersim.validation.crossval``, several minutes): a project case
+whose source a fit used (another of its cases in a ``fitted_on``) takes the prediction of the fit without
+that source, one of a source no fit used the packaged constants' (they never saw it, so it is held out
+already). It keeps, per scored case with a held-out prediction,
 ``r = ln(measured / predicted)`` of its duration (a rate's residual with its sign flipped), rounded to
 4 significant digits, with its id, source, kind, chip, accelerator, framework and devices. Prints how
 intervals at ``--level`` built from those residuals fare on the cases they leave out (each case judged
@@ -58,14 +59,19 @@ OVERLAYS = (
 )
 
 
+def case_files() -> list[tuple[str, Path]]:
+    """The bundled files cross-validated and the project's own of the same kinds, named as ``validate`` names them."""
+    project = [(f"project/{path.name}", path) for path in project_case_files() if path.name in CASE_FILES]
+    return [(name, bundled_dir() / name) for name in CASE_FILES] + project
+
+
 def held_out_cases(max_iterations: int | None, from_json: Path | None) -> list[Any]:
-    """``CrossValidation.cases`` of the bundled files (or read from a saved ``--json`` output)."""
+    """``CrossValidation.cases`` of ``case_files`` (or read from a saved ``--json`` output of them)."""
     if from_json is not None:
-        saved = json.loads(from_json.read_text())["held_out_cases"]
-        return [SimpleNamespace(**c) for c in saved if c["file"] in CASE_FILES]  # not the project's own
+        return [SimpleNamespace(**c) for c in json.loads(from_json.read_text())["held_out_cases"]]
     from clustersim.validation.crossval import cross_validate
 
-    files = [(name, bundled_dir() / name) for name in CASE_FILES]
+    files = case_files()
 
     def progress(what: str, done: int, total: int) -> None:
         print(f"\r[{done}/{total}] {what[:70]:<70}", end="", file=sys.stderr, flush=True)
@@ -136,10 +142,14 @@ def main(argv: list[str] | None = None) -> int:
 
     fingerprint = inputs_fingerprint()  # before the slow part: the files must not change under it
     catalog = load_catalog(use_env=False)
-    cases = {c.id: c for name in CASE_FILES for c in read_cases(bundled_dir() / name)}
-    rows, left = residuals_of(held_out_cases(args.max_iterations, args.from_json), cases, catalog)
+    cases = {c.id: c for _, path in case_files() for c in read_cases(path)}
     unfitted, unused = unfitted_residuals(project_case_files(), catalog)
-    rows, left = neuron_held_out(rows + unfitted, catalog), left + unused
+    packaged = {r.id for r in unfitted}  # a source no fit used: the packaged prediction is held out
+    refitted = [c for c in held_out_cases(args.max_iterations, args.from_json) if c.id not in packaged]
+    rows, left = residuals_of(refitted, cases, catalog)
+    rows = neuron_held_out(rows + unfitted, catalog)
+    kept = {r.id for r in rows}
+    left += [(case_id, reason) for case_id, reason in unused if case_id not in kept]
     for case_id, reason in left:
         print(f"left out {case_id}: {reason}", file=sys.stderr)
     print_summary(left_out(rows, args.level), args.level)
@@ -160,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
             "min_cases": MIN_CASES,
             "scale_edges_devices": list(SCALE_EDGES),
             "unfitted": "the project's own cases (validation/project) that no fit used: their residual is of the "
-            "packaged constants' prediction, already held out",
+            "packaged constants' prediction, already held out; those of a source a fit used, as the bundled ones",
             "left_out": len(left),
         }
         args.toml.write_text(residuals_toml(rows, header), encoding="utf-8")

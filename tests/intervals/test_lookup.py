@@ -10,16 +10,18 @@ from hypothesis import strategies as st
 
 from clustersim.intervals import Residual, ResidualTable, chip_of, interval_for, load_residuals, spread_for
 from clustersim.intervals.layout import LAYOUT_FEATURES, layout_features
-from clustersim.intervals.lookup import MIN_CASES, scale_of
+from clustersim.intervals.lookup import MIN_CASES, MIN_SOURCES, scale_of
 
 
 def rows(n: int, *, kind: str = "training", chip: str = "hopper", framework: str = "megatron", devices: int = 8,
-         source: str = "s", r: float = 0.0, step: float = 0.01) -> list[Residual]:  # fmt: skip
+         source: str = "s", r: float = 0.0, step: float = 0.01,
+         sources: int = MIN_SOURCES) -> list[Residual]:  # fmt: skip
+    """``n`` residuals spread over ``sources`` publications (``source/0``, ``source/1``, ...; one: ``source``)."""
     accelerator = {"hopper": "h100-sxm", "ampere": "a100-sxm4-80gb"}.get(chip, chip)
     return [
         Residual(
             f"{source}-{chip}-{framework}-{devices}-{k}",
-            source,
+            source if sources == 1 else f"{source}/{k % sources}",
             kind,
             chip,
             accelerator,
@@ -102,13 +104,24 @@ def test_a_thin_kind_borrows_every_kind_and_a_missing_kind_has_none() -> None:
 
 
 def test_excluding_a_source_removes_its_residuals() -> None:
-    table = ResidualTable(tuple(rows(30, r=2.0, source="own") + rows(30, r=0.0, source="other")))
+    table = ResidualTable(tuple(rows(30, r=2.0, source="own", sources=1) + rows(30, r=0.0, source="other")))
     with_own = spread_for("training", accelerator="h100-sxm", family="hopper", framework="megatron", devices=8,
                           table=table)  # fmt: skip
     without = spread_for("training", accelerator="h100-sxm", family="hopper", framework="megatron", devices=8,
                          table=table, exclude_source="own")  # fmt: skip
     assert with_own is not None and without is not None
     assert without.cases == 30 and without.q_hi < 0.5 < with_own.q_hi
+
+
+def test_a_group_of_too_few_publications_does_not_judge_a_new_one() -> None:
+    """Cases enough but from fewer than MIN_SOURCES sources: one publication's agreement with the model (here
+    a tight one) is not the model's error on another; the chip's cases of every scale judge instead."""
+    one = rows(MIN_CASES, devices=8, r=0.0, step=0.001, source="tight", sources=MIN_SOURCES - 1)
+    table = ResidualTable(tuple(one + rows(MIN_CASES, devices=1024, r=0.0, step=0.05, source="wide")))
+    found = spread_for("training", accelerator="h100-sxm", family="hopper", framework="megatron", devices=8,
+                       table=table)  # fmt: skip
+    assert found is not None and found.basis == f"training, hopper, megatron: {2 * MIN_CASES} cases"
+    assert found.q_hi > 0.3
 
 
 def test_a_higher_level_needs_more_cases_and_goes_up_the_hierarchy() -> None:

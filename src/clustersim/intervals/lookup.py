@@ -15,10 +15,13 @@ those features (a pipelined, expert-parallel job is judged by the pipelined, exp
 well as by its chip's), where there are enough of them.
 
 Enough is ``MIN_CASES`` (20), or more where the level needs more for its rank (``cases_needed``:
-99 at 99%). A chip with no validated case of the kind (Trainium2, which runs on Trainium1's fractions;
-a family of your own catalog), or too few, borrows: its interval is the widest of the pooled one and
-each chip's own (never narrower than any chip with evidence: the pooled training cases, mostly A100
-runs the model meets within a few percent, are narrower than Hopper's), and a note says so. A
+99 at 99%), from at least ``MIN_SOURCES`` publications: one source's residuals measure how well the
+model meets that source, not a new one (a group of one source's runs that the model happens to meet
+closely would judge every other source by that closeness). A chip with no validated case of the kind
+(Trainium2, which runs on Trainium1's fractions; a family of your own catalog), or too few, borrows: its
+interval is the widest of the pooled one and each chip's own (never narrower than any chip with evidence:
+the pooled training cases, mostly A100 runs the model meets within a few percent, are narrower than
+Hopper's), and a note says so. A
 framework with no case on the chip gets the chip's cases of other stacks, and a note.
 
 A chip is the accelerator's catalog family (H100 and H200 are one Hopper die, A100 40 and 80 GB one
@@ -36,6 +39,7 @@ from clustersim.intervals.conformal import DEFAULT_LEVEL, Interval, Spread, case
 from clustersim.intervals.residuals import Residual, ResidualTable, load_residuals
 
 MIN_CASES = 20
+MIN_SOURCES = 3
 SCALE_EDGES = (64, 512)  # devices: up to 64, 65 to 512, more than 512
 SEPARATE_CHIPS = frozenset({"trainium1", "trainium2", "trainium3"})
 DEFAULT_FRAMEWORK = {"training": "megatron", "inference": "tensorrt-llm", "collective": "nccl-tests"}
@@ -105,7 +109,7 @@ def _spread_of_system(
     on_chip = [r for r in rows if r.chip == chip]
     for basis, keep in groups:
         members = [r for r in rows if keep(r)]
-        if len(members) >= need:
+        if _enough(members, need):
             note = ""
             if not any(r.framework == stack for r in on_chip):
                 note = f"no validated {what} cases with {stack} on {chip}: interval from {chip}'s cases of other stacks"
@@ -120,7 +124,9 @@ def _spread_of_system(
     pooled = _spread(rows, level, f"{kind}, every chip and stack", "")
     chips = sorted({r.chip for r in rows} - {chip})
     own = [
-        (c, _spread(m, level, f"{kind}, {c}", "")) for c in chips if len(m := [r for r in rows if r.chip == c]) >= need
+        (c, _spread(m, level, f"{kind}, {c}", ""))
+        for c in chips
+        if _enough(m := [r for r in rows if r.chip == c], need)
     ]
     widest, spread_of = max([("", pooled), *own], key=lambda pair: pair[1].q_hi)
     if not widest:
@@ -168,7 +174,7 @@ def _widened_by_layout(found: Spread, kind: str, rows: list[Residual], layout: t
     for size in range(len(layout), 0, -1):  # the most specific first: it names a tie
         for subset in itertools.combinations(layout, size):
             members = [r for r in rows if set(subset) <= set(r.layout)]
-            if len(members) < need:
+            if not _enough(members, need):
                 continue
             features = ", ".join(subset)
             candidate = _spread(members, level, f"{kind}, every chip, layouts with {features}", "")
@@ -179,6 +185,11 @@ def _widened_by_layout(found: Spread, kind: str, rows: list[Residual], layout: t
     by_layout, count, features = widest
     note = f"widened to the {count} left-out cases whose layouts also have {features} (wider than {found.basis})"
     return dataclasses.replace(by_layout, note=_joined(found.note, note))
+
+
+def _enough(members: Sequence[Residual], need: int) -> bool:
+    """Whether ``members`` are enough to judge by: ``need`` cases from ``MIN_SOURCES`` sources or more."""
+    return len(members) >= need and len({r.source for r in members}) >= MIN_SOURCES
 
 
 def _joined(*notes: str) -> str:
