@@ -140,7 +140,9 @@ class CaseParallel(_Part):
 
 class CaseWorkload(_Part):
     """``workload`` of an inference case; ``ttft_target_s`` / ``tpot_target_s`` are optional extras, ``dataset``
-    names the request set (a null length is then the set's mean)."""
+    names the request set (a null length is then the set's mean); ``compiled_batch`` and
+    ``compiled_sequence_tokens``, optional extra context, the static shapes a compiling engine (Neuron) was built
+    with (null: not stated, the engine profile's)."""
 
     input_tokens: Annotated[float, Field(ge=1)] | None = None
     output_tokens: Annotated[float, Field(ge=1)] | None = None
@@ -149,6 +151,8 @@ class CaseWorkload(_Part):
     dataset: str | None = None  # the request set the lengths come from (clustersim.serving.datasets)
     ttft_target_s: Positive | None = None
     tpot_target_s: Positive | None = None
+    compiled_batch: Count | None = None  # extra context: the batch the token-generation graph was compiled for
+    compiled_sequence_tokens: Count | None = None  # extra context: the positions compiled (the last bucket)
 
 
 class CaseSoftware(_Part):

@@ -16,6 +16,8 @@ Assumptions a case does not state:
   benchmarks batch (in-flight, or static for TensorRT-LLM before v0.10 and transformers-neuronx); a
   ``concurrency`` case on a static-batching engine is a loop of static batches of ``batch / dp``
   sequences per replica (transformers-neuronx's 'Batch' benchmarks);
+* ``workload.compiled_batch`` / ``compiled_sequence_tokens`` null: the engine profile's (packaged: the live
+  batch and the request's own length); stated, they are copied onto the profile (``compiled_engine``);
 * a ``system.power_W`` other than the catalogued TDP sets the board power (compute clocks follow it);
 * ``concurrency`` cases keep ``batch`` requests in flight on the whole system (over its ``dp``
   replicas), as a closed-loop load generator does;
@@ -100,6 +102,7 @@ def case_deployment(
     precision = parse_precision(str(case.precision or "bf16"), f"{where}: precision")
     kv = parse_precision(case.kv_precision, f"{where}: kv_precision") if case.kv_precision else None
     input_tokens, output_tokens = workload_lengths(workload, where)
+    engine = compiled_engine(engine, workload, input_tokens, output_tokens, parallel.dp or 1, where)
     request = Request(
         input_tokens=input_tokens,
         output_tokens=output_tokens,
@@ -108,6 +111,47 @@ def case_deployment(
         batching=engine.benchmark_batching,
     )
     return CaseDeployment(model, serving, request, engine, workload, where)
+
+
+def compiled_engine(
+    engine: EngineProfile, workload: CaseWorkload, input_tokens: float, output_tokens: float, dp: int, where: str
+) -> EngineProfile:
+    """``engine`` with the compiled shapes the workload states (``compiled_batch``, ``compiled_sequence_tokens``;
+    null: the profile's); refused on an engine that compiles no static shapes (no buckets), and where the
+    requests in flight per replica exceed the compiled batch or a request (input + output) the compiled length."""
+    stated = {
+        name: value
+        for name in ("compiled_batch", "compiled_sequence_tokens")
+        if (value := getattr(workload, name)) is not None
+    }
+    if not stated:
+        return engine
+    name, value = next(iter(stated.items()))
+    if engine.bucket_min_tokens is None:
+        raise ClusterSimError(
+            f"{where}: workload.{name} {value}: engine {engine.name!r} compiles no static shapes (it has no "
+            f"bucket_min_tokens); compiled shapes apply to the Neuron engines",
+            field=f"workload.{name}",
+            value=value,
+        )
+    batch = workload.batch or 1
+    compiled_batch = stated.get("compiled_batch")
+    if compiled_batch is not None and batch > compiled_batch * dp:
+        raise ClusterSimError(
+            f"{where}: workload.compiled_batch {compiled_batch}: workload.batch {batch} over dp {dp} is more "
+            f"sequences per replica than the compiled batch runs (at most {compiled_batch})",
+            field="workload.compiled_batch",
+            value=compiled_batch,
+        )
+    compiled_tokens = stated.get("compiled_sequence_tokens")
+    if compiled_tokens is not None and input_tokens + output_tokens > compiled_tokens:
+        raise ClusterSimError(
+            f"{where}: workload.compiled_sequence_tokens {compiled_tokens}: a request of {input_tokens:g} input + "
+            f"{output_tokens:g} output tokens is longer than the compiled positions",
+            field="workload.compiled_sequence_tokens",
+            value=compiled_tokens,
+        )
+    return engine.model_copy(update=stated)
 
 
 def static_batch(deployment: CaseDeployment) -> int:
