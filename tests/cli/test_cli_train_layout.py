@@ -216,7 +216,7 @@ def test_ep_overlap_is_honoured_on_a_moe_model_and_refused_on_a_dense_one():
     refused(train("llama3-8b", "--instance", "p5.48xlarge", "--nodes", "1", "--ep-overlap"), "ep_overlap", "no experts")
 
 
-def test_etp_is_held_with_a_given_layout_and_refused_where_the_search_would_drop_it():
+def test_etp_is_held_with_a_given_layout_and_in_the_search():
     given = ("mixtral-8x7b", "--instance", "p5.48xlarge", "--nodes", "4", "--seq", "4096", "--global-batch", "128")
     layout = ("--tp", "4", "--pp", "1", "--ep", "8", "--json")
 
@@ -231,5 +231,12 @@ def test_etp_is_held_with_a_given_layout_and_refused_where_the_search_would_drop
     split, derived = ep_link()
     assert stated["etp"] == 1 and derived["etp"] is None
     assert whole < split  # the expert group inside one node instead of across four
-    refused(train(*given, "--etp", "1"), "--etp", "give --tp and --pp")
     refused(train(*given, *layout[:-1], "--etp", "3"), "etp", "ep*etp = 8*3 must divide")
+    # the search holds it: with --tp 4 --ep 8 it keeps the expert group inside a node
+    searched = layout_of(*given, "--tp", "4", "--ep", "8", "--etp", "1")
+    assert (searched["tp"], searched["ep"], searched["etp"]) == (4, 8, 1)
+    free = layout_of(*given, "--tp", "4", "--ep", "8")  # the search tries etp 1 itself and picks it here
+    assert free["etp"] == 1 and free["pp"] == searched["pp"]
+    refused(
+        train("llama3-8b", "--instance", "p5.48xlarge", "--nodes", "1", "--etp", "1"), "etp 1", "mixture-of-experts"
+    )

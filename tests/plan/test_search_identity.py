@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 from clustersim.catalog.registry import load_catalog
 from clustersim.compute.software import software_for, software_profiles
-from clustersim.execution import LayoutArrays, RuleInputs, layout_mask
+from clustersim.execution import LayoutArrays, RuleInputs, expert_tp, layout_mask
 from clustersim.plan import search
 from clustersim.plan.ranking import _k_smallest
 from clustersim.plan.search import rank_layouts
-from clustersim.plan.space import SearchSpace, _grid, candidate_layouts
+from clustersim.plan.space import SearchSpace, _grid, candidate_layouts, distinct_etp
 from clustersim.system import system_for_instance
 from clustersim.training.estimate import evaluate_layouts
 from clustersim.training.job import TrainingJob
@@ -96,12 +96,38 @@ def test_the_whole_mt_nlg_space_prices_as_one_vectorized_call_does():
     np.testing.assert_allclose(ranking.required_bytes, memory.required, rtol=1e-12, atol=0)
 
 
+@pytest.mark.parametrize("case", ["mixtral-8x7b on 128 H100"])
+def test_the_expert_tp_1_candidates_price_as_they_do_alone(case):
+    """The MoE search's whole experts (a stated etp 1, where the derived degree is not 1) against the single-layout
+    path, one by one, and the whole space against one unchunked call."""
+    model, system, job, software = _setup(case)
+    ranking = rank_layouts(model, system, job, software=software)
+    layouts = ranking.layouts
+    stated = np.flatnonzero(layouts.etp_stated == 1)
+    derived = np.flatnonzero(layouts.etp_stated == 0)
+    assert len(stated) > 100 and len(derived) > 100
+    assert (layouts.etp[stated] == 1).all() and (layouts.etp[derived][layouts.tp[derived] > 1] > 1).any()
+    # never the same layout twice: a stated 1 only where the derived degree is not 1
+    assert (expert_tp(layouts.tp, layouts.cp, layouts.dp, layouts.ep)[stated] != 1).all()
+    terms, memory = evaluate_layouts(model, system, layouts, job, software=software)
+    np.testing.assert_allclose(ranking.step_s, terms.step_s, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(ranking.required_bytes, memory.required, rtol=1e-12, atol=0)
+    rng = np.random.default_rng(7)
+    fit_stated = np.intersect1d(stated, np.flatnonzero(ranking.fits))
+    picks = set(rng.choice(stated, size=6, replace=False).tolist()) | set(fit_stated[:3].tolist())
+    for i in sorted(picks):
+        assert layouts.layout(i).etp == 1
+        alone_step, alone_bytes = _alone(model, system, layouts, job, software, i)
+        assert ranking.step_s[i] == pytest.approx(alone_step, rel=1e-12, abs=0)
+        assert ranking.required_bytes[i] == pytest.approx(alone_bytes, rel=1e-12, abs=0)
+
+
 def test_chunks_change_nothing(monkeypatch):
     model, system, job, software = _setup("mixtral-8x7b on 128 H100")
     whole = rank_layouts(model, system, job, software=software)
-    monkeypatch.setattr(search, "CHUNK", 997)  # three chunks, the last one short
+    monkeypatch.setattr(search, "CHUNK", 1499)  # three chunks, the last one short
     chunked = rank_layouts(model, system, job, software=software)
-    assert 2 * 997 < len(whole.fit_step_s) < 3 * 997
+    assert 2 * 1499 < len(whole.fit_step_s) < 3 * 1499
     np.testing.assert_array_equal(chunked.fit_step_s, whole.fit_step_s)
     assert chunked.fastest(5) == whole.fastest(5)
 
@@ -146,7 +172,8 @@ def test_the_open_grid_keeps_what_the_full_grid_and_its_mask_keep_in_the_same_or
         sp=sp, uneven_stages=uneven,
     )  # fmt: skip
     every = _grid(model, system, job, space)
-    plain = every.select(layout_mask(every, RuleInputs(model, system.num_devices, job.global_batch, job.seq_len)))
+    inputs = RuleInputs(model, system.num_devices, job.global_batch, job.seq_len)
+    plain = every.select(layout_mask(every, inputs) & distinct_etp(every))
     fast = candidate_layouts(model, system, job, space)
     for name in (f.name for f in fields(LayoutArrays)):
         np.testing.assert_array_equal(getattr(fast, name), getattr(plain, name), err_msg=name)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from clustersim.catalog.registry import load_catalog
 from clustersim.errors import ClusterSimError
-from clustersim.execution import Layout, LayoutArrays, Recompute, RuleInputs, layout_mask
+from clustersim.execution import Layout, LayoutArrays, Recompute, RuleInputs, expert_tp, layout_mask
 from clustersim.plan.space import SearchSpace, candidate_layouts, why_no_layout
 from clustersim.system import system_for_instance
 from clustersim.training.job import TrainingJob
@@ -42,14 +42,17 @@ def test_the_array_space_is_exactly_the_layouts_that_keep_the_rules(model_id, in
     job = TrainingJob(global_batch=512, seq_len=seq)
     dims = SearchSpace().resolved(model, system, job)
     expected = []
-    for tp, pp, vp, cp, ep, mb, recompute, zero in itertools.product(
-        dims.tp, dims.pp, dims.vp, dims.cp, dims.ep, dims.micro_batch, dims.recompute, dims.zero
+    for tp, pp, vp, cp, ep, mb, recompute, zero, etp in itertools.product(
+        dims.tp, dims.pp, dims.vp, dims.cp, dims.ep, dims.micro_batch, dims.recompute, dims.zero, dims.etp
     ):
         if system.num_devices % (tp * pp * cp):
             continue
+        dp = system.num_devices // (tp * pp * cp)
+        if etp and etp == expert_tp(tp, cp, dp, ep):  # the derived degree stated: the same layout twice
+            continue
         layout = Layout(
-            tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, dp=system.num_devices // (tp * pp * cp), micro_batch=mb,
-            recompute=Recompute(recompute), zero=zero, sequence_parallel=tp > 1,
+            tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, dp=dp, micro_batch=mb, recompute=Recompute(recompute), zero=zero,
+            sequence_parallel=tp > 1, etp=etp or None,
         )  # fmt: skip
         if _keeps_rules(layout, model, system.num_devices, job):
             expected.append(layout)
@@ -138,3 +141,26 @@ def test_an_empty_dimension_is_refused():
         SearchSpace(zero=())
     with pytest.raises(ClusterSimError, match="unknown recompute"):
         SearchSpace(recompute=("some",))
+    with pytest.raises(ClusterSimError, match="etp -1 is not a degree"):
+        SearchSpace(etp=(0, -1))
+    with pytest.raises(ClusterSimError, match="etp needs at least one value"):
+        SearchSpace(etp=())
+
+
+def test_a_moe_space_tries_whole_experts_where_the_derived_degree_splits_them():
+    """etp 1 beside the derived degree for a MoE model (never the derived degree twice), none for a dense one."""
+    system = system_for_instance(CATALOG, "p5.48xlarge", 4)
+    job = TrainingJob(global_batch=128, seq_len=4096)
+    moe = load_model("mixtral-8x7b", use_env=False)
+    both = candidate_layouts(moe, system, job)
+    stated = both.etp_stated == 1
+    assert stated.any() and (both.tp[stated] > 1).all()  # tp 1 derives 1 already
+    assert (expert_tp(both.tp, both.cp, both.dp, both.ep)[stated] != 1).all()
+    derived = candidate_layouts(moe, system, job, SearchSpace(etp=(0,)))
+    assert len(derived) == int((~stated).sum()) and not derived.etp_stated.any()
+    held = candidate_layouts(moe, system, job, SearchSpace(etp=(1,)))  # held: every layout states it, tp 1 too
+    assert (held.etp_stated == 1).all() and (held.tp == 1).any()
+    dense = candidate_layouts(load_model("llama3-8b", use_env=False), system, job)
+    assert not dense.etp_stated.any()
+    reason = why_no_layout(load_model("llama3-8b", use_env=False), system, job, SearchSpace(etp=(1,)))
+    assert "needs a mixture-of-experts model" in reason

@@ -406,15 +406,10 @@ def _scenario_of_options(
                     value=True,
                 )
             layout = LayoutSpec(**fields, uneven_stages=bool(uneven), ep_overlap=ep_overlap, etp=etp)
-        elif etp is not None:
-            raise ClusterSimError(
-                "--etp is held with a given layout; the layout search derives it from tp (give --tp and --pp, or drop "
-                "--etp)",
-                field="--etp",
-                value=etp,
-            )
         elif given:
-            values = {"tp": tp, "pp": pp, "vp": vp, "cp": cp, "ep": ep, "micro_batch": micro_batch, "zero": zero}
+            values = {
+                "tp": tp, "pp": pp, "vp": vp, "cp": cp, "ep": ep, "etp": etp, "micro_batch": micro_batch, "zero": zero,
+            }  # fmt: skip
             fixed = {name: value for name, value in values.items() if f"--{name.replace('_', '-')}" in given}
             layout = LayoutSearchSpec(
                 choose=True, **fixed, sequence_parallel=sp, uneven_stages=uneven, headroom=headroom,

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from clustersim.errors import ClusterSimError
-from clustersim.execution import LAYOUT_RULES, LayoutArrays, RuleInputs
+from clustersim.execution import LAYOUT_RULES, LayoutArrays, RuleInputs, expert_tp
 from clustersim.system import System
 from clustersim.training.job import TrainingJob
 from clustersim.workload.transformer import Transformer
@@ -27,6 +27,12 @@ from clustersim.workload.transformer import Transformer
 LONG_SEQUENCE_TOKENS = 16_384  # from here on, context parallelism joins the candidates
 POWERS_OF_TWO = (1, 2, 4, 8, 16, 32, 64)
 RECOMPUTE = ("none", "selective", "full")
+# On the etp axis: the expert tensor-parallel degree derived as a layout without one derives it (execution.expert_tp).
+ETP_DERIVED = 0
+# The expert TP degrees a MoE search tries besides the derived one: each expert whole on a GPU, as NVIDIA's DGX Cloud
+# Grok-1 recipe on H100 (TP4 ETP1, github.com/NVIDIA/dgxc-benchmarking grok1/README.md) and Megatron-MoE-ModelZoo's
+# Qwen3-235B rows (TP2/TP4 with ETP1, github.com/yanring/Megatron-MoE-ModelZoo) run them.
+MOE_ETP = (ETP_DERIVED, 1)
 # The share of device memory a chosen layout leaves free beyond what the memory model counts (which already
 # holds 2.5 GiB of framework buffers and 5% fragmentation of the activations): a stated prior for what it
 # cannot see (allocator peaks, ranks that hold more than the modelled heaviest stage), as serving engines keep
@@ -49,7 +55,10 @@ class SearchSpace:
     on (which needs tp > 1). ``pp`` defaults to :func:`pipeline_degrees`. ``uneven_stages`` lets layers not
     divide by ``pp * vp`` (None: where the framework supports it, see ``plan.search``). ``headroom`` is the
     share of device memory a chosen layout must leave free (0 to 0.9). ``ep_overlap`` holds the expert
-    all-to-all overlap on or off in every layout (None: the framework's default).
+    all-to-all overlap on or off in every layout (None: the framework's default). ``etp`` the expert
+    tensor-parallel degrees, ``ETP_DERIVED`` (0) for the degree a layout without one derives (None: ``MOE_ETP``
+    for a mixture-of-experts model, the derived one only for a dense one); a stated degree equal to the derived
+    one is left out where the derived one is searched too (the same layout twice).
     """
 
     tp: tuple[int, ...] | None = None
@@ -64,6 +73,7 @@ class SearchSpace:
     uneven_stages: bool | None = None
     headroom: float = DEFAULT_HEADROOM
     ep_overlap: bool | None = None
+    etp: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.headroom <= 0.9:
@@ -72,27 +82,32 @@ class SearchSpace:
                 field="headroom",
                 value=self.headroom,
             )
-        for name in ("tp", "pp", "vp", "cp", "ep", "micro_batch", "zero", "recompute", "sp"):
+        for name in ("tp", "pp", "vp", "cp", "ep", "micro_batch", "zero", "recompute", "sp", "etp"):
             values = getattr(self, name)
             if values is not None and not values:
                 raise ClusterSimError(f"search space: {name} needs at least one value", field=name)
+        if self.etp is not None and min(self.etp) < 0:
+            raise ClusterSimError(
+                f"search space: etp {min(self.etp)} is not a degree (valid: {ETP_DERIVED} for the derived one, or 1 "
+                "and up)",
+                field="etp",
+                value=min(self.etp),
+            )
         unknown = [r for r in self.recompute if r not in RECOMPUTE]
         if unknown:
             raise ClusterSimError(f"search space: unknown recompute {unknown[0]!r} (valid: {', '.join(RECOMPUTE)})")
 
     def resolved(self, model: Transformer, system: System, job: TrainingJob) -> SearchSpace:
         """Defaults filled in: TP inside the scale-up domain, pipeline degrees that divide the devices, CP for
-        long sequences, EP for MoE models."""
+        long sequences, EP and expert TP 1 for MoE models."""
         devices = system.num_devices
         tp = self.tp or tuple(t for t in POWERS_OF_TWO if t <= system.scaleup_devices and devices % t == 0)
         pp = self.pp or pipeline_degrees(model, devices)
         cp = self.cp or ((1, 2, 4, 8, 16) if job.seq_len >= LONG_SEQUENCE_TOKENS else (1,))
         moe = model.moe
         ep = self.ep or (tuple(e for e in POWERS_OF_TWO if moe and moe.experts % e == 0) or (1,))
-        return SearchSpace(
-            tp, pp, self.vp, cp, ep, self.micro_batch, self.recompute, self.zero, self.sp, self.uneven_stages,
-            self.headroom, self.ep_overlap,
-        )  # fmt: skip
+        etp = self.etp or (MOE_ETP if moe else (ETP_DERIVED,))
+        return dataclasses.replace(self, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp)
 
 
 def _open_grid(
@@ -104,9 +119,10 @@ def _open_grid(
     dims = (space or SearchSpace()).resolved(model, system, job)
     recompute_codes = tuple(RECOMPUTE.index(r) for r in dims.recompute)
     sp_codes = (-1,) if dims.sp is None else tuple(int(s) for s in dims.sp)  # -1: on wherever tp > 1
-    axes = (dims.tp, dims.pp, dims.vp, dims.cp, dims.ep, dims.micro_batch, recompute_codes, dims.zero, sp_codes)
+    etp = dims.etp or (ETP_DERIVED,)
+    axes = (dims.tp, dims.pp, dims.vp, dims.cp, dims.ep, dims.micro_batch, recompute_codes, dims.zero, sp_codes, etp)
     open_axes = np.ix_(*(np.asarray(a, dtype=np.int64) for a in axes))
-    tp, pp, vp, cp, ep, mb, recompute, zero, sp = open_axes
+    tp, pp, vp, cp, ep, mb, recompute, zero, sp, etp_stated = open_axes
     fields = SimpleNamespace(
         tp=tp,
         pp=pp,
@@ -123,7 +139,7 @@ def _open_grid(
         dp_overlap=np.array(True),
         ep_overlap=np.array(np.nan if dims.ep_overlap is None else float(dims.ep_overlap)),
         uneven_stages=np.array(bool(dims.uneven_stages)),
-        etp_stated=np.array(0),  # the expert TP degree derived, never stated, in every candidate
+        etp_stated=etp_stated,
     )
     return fields, tuple(a.size for a in open_axes)
 
@@ -241,7 +257,17 @@ def candidate_grid(
     keeps = np.ones(read, dtype=bool)
     for holds in held:
         keeps &= holds
-    return CandidateGrid(fields, shape, keeps)
+    return CandidateGrid(fields, shape, keeps & np.asarray(distinct_etp(fields), dtype=bool))
+
+
+def distinct_etp(fields: Any) -> npt.NDArray[np.bool_]:
+    """Which layouts (``LayoutArrays`` or an open grid's fields) are not another of the space twice: a stated
+    expert TP degree equal to the derived one (``expert_tp``) where the derived one is on the axis too."""
+    stated = np.asarray(fields.etp_stated)
+    if not (stated == ETP_DERIVED).any():  # only stated degrees searched: each is its own layout
+        return np.ones_like(stated, dtype=bool)
+    derived = expert_tp(fields.tp, fields.cp, fields.dp, fields.ep)
+    return np.asarray((stated == ETP_DERIVED) | (stated != derived))
 
 
 def candidate_layouts(

@@ -153,6 +153,12 @@ class LayoutSearchSpec(_Record):
     ep_overlap: bool | None = Field(
         default=None, description="Overlap the MoE all-to-alls with compute (default: the framework's)."
     )
+    etp: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_DEGREE,
+        description="Expert tensor-parallel degree (default: the derived one and, for a MoE model, 1 are searched).",
+    )
 
 
 class TrainingJobSpec(_Record):

@@ -172,7 +172,7 @@ def search_space(spec: LayoutSearchSpec) -> SearchSpace:
     """The planner's space with the values ``spec`` holds fixed as the only ones searched."""
     updates: dict[str, Any] = {
         name: (getattr(spec, name),)
-        for name in ("tp", "pp", "vp", "cp", "ep", "micro_batch", "zero")
+        for name in ("tp", "pp", "vp", "cp", "ep", "micro_batch", "zero", "etp")
         if getattr(spec, name) is not None
     }
     if spec.recompute is not None:
