@@ -64,7 +64,7 @@ class PlanCase:
         for point in self.points:
             dims = self.space.resolved(self.model, point.system, point.job)
             axes = (dims.tp, dims.pp, dims.vp, dims.cp, dims.ep, dims.micro_batch, dims.recompute, dims.zero)
-            total += math.prod(len(a) for a in axes) * (1 if dims.sp is None else len(dims.sp))
+            total += math.prod(len(a) for a in axes) * (1 if dims.sp is None else len(dims.sp)) * len(dims.etp or (0,))
         return total
 
 
@@ -126,7 +126,8 @@ def small_mt_nlg(repeats: int) -> None:
 def plan_cases(quick: bool) -> list[PlanCase]:
     """The 405B plan example of issue 25, the same widened (Calculon-like knobs: micro-batch, interleaving,
     sequence parallelism, several batches and node counts), MT-NLG on A100 widened likewise, and DeepSeek-V3 (an
-    MoE: expert and context parallelism too) on 1,024 to 4,096 H100, over a million layouts in six points."""
+    MoE: expert and context parallelism, and expert TP derived or 1, too) on 1,024 to 4,096 H100, over a million
+    layouts in six points."""
     llama = load_model("llama3.1-405b", use_env=False)
     instances = ("p5.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge", "trn2.48xlarge")
     example = PlanGrid(instances=instances, nodes=expand_counts("128..2048", "--nodes"), tokens=15e12)
