@@ -16,6 +16,7 @@ import clustersim.validation
 from clustersim.catalog.registry import load_catalog
 from clustersim.compute.software import software_for, software_profiles
 from clustersim.errors import ClusterSimError
+from clustersim.execution import LayoutArrays
 from clustersim.plan.search import choose_layout, chosen_note, rank_layouts
 from clustersim.plan.space import DEFAULT_HEADROOM, SearchSpace, candidate_layouts, pipeline_degrees
 from clustersim.system import System, system_for_instance
@@ -186,7 +187,8 @@ def test_the_default_batch_is_about_four_million_tokens_at_any_sequence_length()
 
 def test_every_published_layout_is_a_candidate_that_fits_unless_tp_leaves_the_scaleup_domain():
     """Each run of the bundled and project training cases, in the space of its own micro-batch and its
-    degrees of interleaving, context and expert parallelism: its layout is one the search tries, and it fits
+    degrees of interleaving, context, expert and expert tensor parallelism (the expert groups as far apart as
+    the run's): its layout is one the search tries, and it fits
     in memory (no headroom). The only exceptions are TP beyond the scale-up domain, which the search tries
     only when asked (vTrain's TP 16 over two A100 servers)."""
     rows = [json.loads(line) for path in (CASES, PROJECT_CASES) for line in path.read_text().splitlines() if line]
@@ -199,12 +201,36 @@ def test_every_published_layout_is_a_candidate_that_fits_unless_tp_leaves_the_sc
             vp=tuple(sorted({1, 2, 4, lay.vp})),
             cp=tuple(sorted({1, lay.cp})),
             ep=tuple(sorted({1, lay.ep})),
+            etp=tuple(sorted({0, 1, lay.etp or 0})) if setup.model.moe else None,
             headroom=0.0,
         )
         ranking = rank_layouts(setup.model, setup.system, setup.job, space=space, software=setup.software)
-        cand = ranking.layouts
+        cand, one = ranking.layouts, LayoutArrays.of([lay])
         same = (cand.tp == lay.tp) & (cand.pp == lay.pp) & (cand.vp == lay.vp) & (cand.dp == lay.dp)
-        same &= (cand.cp == lay.cp) & (cand.ep == lay.ep)
+        same &= (
+            (cand.cp == lay.cp) & (cand.ep == lay.ep) & (cand.etp == one.etp[0]) & (cand.ep_stride == one.ep_stride[0])
+        )
         if not (same & ranking.fits).any() and lay.tp <= setup.system.scaleup_devices:
             missed.append((row["id"], lay.describe()))
     assert len(rows) > 300 and not missed
+
+
+def test_grok_1_on_512_h100_keeps_each_expert_whole_as_nvidia_runs_it():
+    """NVIDIA's DGX Cloud Grok-1 recipe on 512 H100 runs TP4 ETP1 (dgxc-benchmarking grok1/README.md): with its own
+    degrees in the space and no headroom, the search's fastest keeps each expert whole on a GPU (etp 1, the EP group
+    inside a node) and beats the fastest with the expert TP derived from tp; the published layout is no faster."""
+    rows = [json.loads(line) for line in PROJECT_CASES.read_text().splitlines() if line]
+    (row,) = [r for r in rows if r["id"] == "dgxc_grok1-314b_h100_512gpu_tp4_pp8_cp2_vp8_ep8_bf16"]
+    setup = case_setup(row, CATALOG)
+    assert setup.layout.etp == 1
+    space = SearchSpace(micro_batch=(1, 2, 4), vp=(1, 2, 4, 8), cp=(1, 2), headroom=0.0)
+    best = {}
+    for etp in (None, (0,)):
+        ranking = rank_layouts(
+            setup.model, setup.system, setup.job, space=replace(space, etp=etp), software=setup.software
+        )
+        ((best[etp], best[etp, "s"]),) = ranking.fastest(1)
+    assert best[None].etp == 1 and best[None].tp > 1 and best[(0,)].etp is None
+    assert best[None, "s"] < best[(0,), "s"]
+    published = estimate_training(setup.model, setup.system, setup.layout, setup.job, software=setup.software)
+    assert best[None, "s"] <= published.step_s
