@@ -3,8 +3,8 @@ frameworks x precisions x batches x price offers x checkpoint policies x layouts
 
 The options become a ``PlanGrid`` (``plan.planner_grid``); checkpoint policies become the same function
 ``train --storage`` uses (``scenario.resilience.with_checkpoints``); ``cli.plan_view`` draws the answer.
-Serving plans (a dataset, a request rate, latency targets) are not part of this command: ``serve`` plans
-one instance's deployment.
+``--dataset`` plans a serving deployment instead (``cli.plan_serving``): instances x nodes x tp x pp at
+``--rate``/``--concurrency`` within ``--slo``.
 """
 
 from contextlib import AbstractContextManager
@@ -18,6 +18,7 @@ from clustersim.cli.calibrate import CalibrationOption, calibration_overlay
 from clustersim.cli.common import CatalogOption, JsonOption, ModelsOption, number, plot_path, user_errors
 from clustersim.cli.job_options import DevicesPerNodeOpt, EfficiencyOpt, SeqOpt, SoftwareOpt, TorchCompileOpt
 from clustersim.cli.level_option import DEFAULT_LEVEL, LevelOption
+from clustersim.cli.plan_serving import listed as _listed
 from clustersim.cli.sweep import Executor
 from clustersim.errors import ClusterSimError
 
@@ -35,6 +36,7 @@ CHECKPOINT_MODES = ("sync", "async", "nvme")
 
 
 def plan_command(
+    ctx: typer.Context,
     model: Annotated[
         str, typer.Argument(metavar="MODEL", help="Zoo id (e.g. llama3.1-405b), a model TOML or a HF config.json.")
     ],
@@ -170,13 +172,49 @@ def plan_command(
     workers: Annotated[
         int | None, typer.Option("--workers", min=1, max=4096, help="CPUs of a new local Ray (default: all cores).")
     ] = None,
+    dataset: Annotated[
+        str | None,
+        typer.Option("--dataset", help="Plan a serving deployment for this request set (as serve --dataset)."),
+    ] = None,
+    rate: Annotated[
+        float | None,
+        typer.Option("--rate", callback=number(gt=0, unit="requests/s"), help="Serving: requests/s, all nodes."),
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option("--concurrency", min=1, help="Serving: clients in a closed loop, all nodes.")
+    ] = None,
+    slo: Annotated[
+        str | None,
+        typer.Option(
+            "--slo",
+            help="Serving: bounds on the mean ttft, itl, e2e, e.g. ttft=2s,itl=50ms "
+            "(without --rate/--concurrency: each deployment's highest rate meeting them).",
+        ),
+    ] = None,
+    engine: Annotated[str | None, typer.Option("--engine", help="Serving engine (default: each family's).")] = None,
+    simulate_top: Annotated[
+        int | None, typer.Option("--simulate-top", min=0, max=50, help="Serving: top rows simulated (default 3).")
+    ] = None,
+    requests: Annotated[
+        int | None, typer.Option("--requests", min=10, max=100_000, help="Serving: requests a simulation draws.")
+    ] = None,
     level: LevelOption = DEFAULT_LEVEL,
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Plan a training job: instance types x node counts x frameworks x precisions x layouts, priced over the
     token budget; prints the Pareto front of time against cost and the top rows by --objective, each with
-    its interval at --level, the term it shrinks against its runner-up and its margin."""
+    its interval at --level, the term it shrinks against its runner-up and its margin. With --dataset, a serving
+    deployment: instances x nodes x tp x pp at --rate or --concurrency within --slo, ranked by cost per token
+    (default), latency or energy per token."""
+    from clustersim.cli.plan_serving import run_serving_plan, serving_mode
+
+    with user_errors():
+        serving = serving_mode(ctx, dataset)
+    if serving:
+        with user_errors(), calibration_overlay(calibration):
+            run_serving_plan(ctx, ctx.params)
+        return
     from clustersim.catalog import registry
     from clustersim.cli.fabric_options import calibration_in_force, calibration_line
     from clustersim.cli.plan_view import plan_json, plan_view, plot_plan
@@ -313,18 +351,6 @@ def _space(headroom: float | None, **axes: str | None) -> "SearchSpace":
         if text is not None
     }
     return replace(SearchSpace(headroom=DEFAULT_HEADROOM if headroom is None else headroom), **given)
-
-
-def _listed(given: list[str], flag: str) -> tuple[str, ...]:
-    """Comma lists and repeated options, in order, each once; an empty entry is refused naming ``flag``."""
-    names = [name.strip() for item in given for name in item.split(",")]
-    if any(not name for name in names):
-        raise ClusterSimError(
-            f"{flag}: an empty entry in {','.join(given)!r} (give names separated by commas, or repeat {flag})",
-            field=flag,
-            value=",".join(given),
-        )
-    return tuple(dict.fromkeys(names))
 
 
 def _tokens(text: str) -> float:
