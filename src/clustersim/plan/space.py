@@ -58,7 +58,7 @@ class SearchSpace:
     all-to-all overlap on or off in every layout (None: the framework's default). ``etp`` the expert
     tensor-parallel degrees, ``ETP_DERIVED`` (0) for the degree a layout without one derives (None: ``MOE_ETP``
     for a mixture-of-experts model, the derived one only for a dense one); a stated degree equal to the derived
-    one is left out where the derived one is searched too (the same layout twice).
+    one is left out where the derived one is searched too (``distinct_etp``).
     """
 
     tp: tuple[int, ...] | None = None
@@ -261,8 +261,10 @@ def candidate_grid(
 
 
 def distinct_etp(fields: Any) -> npt.NDArray[np.bool_]:
-    """Which layouts (``LayoutArrays`` or an open grid's fields) are not another of the space twice: a stated
-    expert TP degree equal to the derived one (``expert_tp``) where the derived one is on the axis too."""
+    """Which layouts (``LayoutArrays`` or an open grid's fields) the search keeps: all but a stated expert TP
+    degree equal to the derived one (``expert_tp``) where the derived one is on the axis too, the same degree
+    (and the same layout, but at tp 1 with cp > 1, where a stated etp 1 would fold the expert groups cp times
+    closer: a layout the search tries only where the degree is held, ``--etp``)."""
     stated = np.asarray(fields.etp_stated)
     if not (stated == ETP_DERIVED).any():  # only stated degrees searched: each is its own layout
         return np.ones_like(stated, dtype=bool)
