@@ -17,6 +17,7 @@ from clustersim.catalog.registry import load_catalog
 from clustersim.compute.software import software_for, software_profiles
 from clustersim.errors import ClusterSimError
 from clustersim.execution import LayoutArrays
+from clustersim.plan.planner import PlanPoint, plan_training
 from clustersim.plan.search import choose_layout, chosen_note, rank_layouts
 from clustersim.plan.space import DEFAULT_HEADROOM, SearchSpace, candidate_layouts, pipeline_degrees
 from clustersim.system import System, system_for_instance
@@ -234,3 +235,8 @@ def test_grok_1_on_512_h100_keeps_each_expert_whole_as_nvidia_runs_it():
     assert best[None, "s"] < best[(0,), "s"]
     published = estimate_training(setup.model, setup.system, setup.layout, setup.job, software=setup.software)
     assert best[None, "s"] <= published.step_s
+    # plan searches the same space: its best row is that layout, etp 1 in its description
+    job = replace(setup.job, tokens=float(setup.job.tokens_per_step * 1000))
+    point = PlanPoint(setup.system, "p5.48xlarge", setup.system.num_nodes, job, setup.software)
+    (row,) = plan_training(setup.model, [point], top=1, space=space).top
+    assert row.estimate.layout.describe() == best[None].describe() and "etp 1" in best[None].describe()
