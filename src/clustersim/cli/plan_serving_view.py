@@ -72,7 +72,9 @@ def serving_plan_view(plan: ServingPlan, model: Transformer) -> list[Any]:
     first, load = plan.top[0], plan.load
     at = {"rate": f"{load.rate_per_s:g} requests/s", "concurrency": f"{load.concurrency} clients",
           "max_rate": "the highest rate meeting the SLO"}[load.mode]  # fmt: skip
-    slo = "" if load.slo is None else ", SLO " + ", ".join(f"{k} <= {_ms(v)} ms" for k, v in load.slo.to_json().items())
+    bounds = {} if load.slo is None else load.slo.to_json()
+    slo = "".join(f"{', SLO ' if i == 0 else ', '}{k.removesuffix('_s')} <= {_ms(v)} ms" for i, (k, v) in
+                  enumerate(bounds.items()))  # fmt: skip
     simulated = sum(row.simulated is not None for row in plan.top)
     lines: list[Any] = [
         f"[bold]{model.name}[/] serving {plan.dataset} (mean {plan.input_tokens:,.1f} in / {plan.output_tokens:,.1f} "

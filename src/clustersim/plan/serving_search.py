@@ -43,6 +43,7 @@ LEFT_OUT = {
     "latency targets": "miss the SLO even unloaded",
     "concurrency": "concurrency",
     "ttft_target_s": "the ITL bound holds to saturation",
+    "precision": "a precision the chip or engine lacks",
 }
 SpreadOf = Callable[[ServingEstimate, str], "Spread | None"]  # an estimate on an instance -> serve's spread
 
@@ -235,6 +236,8 @@ def _explained(rows: list[ServingRow], objective: str) -> list[ServingRow]:
 def why_wins(row: ServingRow, runner: ServingRow, objective: str) -> str:
     """The term of the objective that shrinks most against ``runner`` (the larger log ratio)."""
     a, b = row.estimate, runner.estimate
+    if objective != "time" and row.value(objective) == runner.value(objective):
+        return f"ties on {objective}; lower latency: {row.latency_s:.3g} vs {runner.latency_s:.3g} s a request"
     tokens = f"{a.output_tokens_per_s:,.0f} vs {b.output_tokens_per_s:,.0f} output tokens/s"
     if objective == "time":
         later = a.output_tokens - 1.0
