@@ -102,7 +102,7 @@ def test_without_a_load_each_deployment_serves_its_highest_rate_within_the_slo()
     payload = planned(*BASE, "--nodes", "1", "--slo", "ttft=500ms,itl=20ms")
     assert payload["load"]["kind"] == "max_rate"
     for row in payload["top"]:
-        assert row["ttft_s"] <= 0.5 * (1 + 1e-9) and row["tpot_s"] <= 0.02 * (1 + 1e-9)
+        assert row["ttft_s"] <= 0.5 * (1 + 1e-3) and row["tpot_s"] <= 0.02 * (1 + 1e-3)  # max_rate's whole batch
         assert row["request_rate_per_s"] > 0
 
 

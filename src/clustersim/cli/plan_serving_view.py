@@ -70,8 +70,13 @@ def serving_plan_view(plan: ServingPlan, model: Transformer) -> list[Any]:
     from clustersim.plan.serving_rows import LATENCY
 
     first, load = plan.top[0], plan.load
-    at = {"rate": f"{load.rate_per_s:g} requests/s", "concurrency": f"{load.concurrency} clients",
-          "max_rate": "the highest rate meeting the SLO"}[load.mode]  # fmt: skip
+    at = (
+        f"{load.rate_per_s:g} requests/s"
+        if load.rate_per_s is not None
+        else f"{load.concurrency} clients"
+        if load.concurrency is not None
+        else "the highest rate meeting the SLO"
+    )
     bounds = {} if load.slo is None else load.slo.to_json()
     slo = "".join(f"{', SLO ' if i == 0 else ', '}{k.removesuffix('_s')} <= {_ms(v)} ms" for i, (k, v) in
                   enumerate(bounds.items()))  # fmt: skip
