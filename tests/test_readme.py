@@ -63,7 +63,7 @@ PROSE: list[tuple[str, list[str]]] = [
         " go-back-n --rc-timeout 14",
         [
             "it sends 13.76 Gbit/s (13.70-14.01) against RC's 3.70 (2.31-5.15; one hashed path)",
-            "TCP's 8.17 (8.11-8.20)",
+            "TCP's 8.18 (8.11-8.20)",
         ],
     ),
     (
