@@ -54,6 +54,7 @@ def test_the_cheaper_instance_wins_and_its_figures_are_serves():
     first, second = payload["top"][:2]
     assert first["instance"] == "p4de.24xlarge" and second["instance"] == "p5.48xlarge"  # $27.45/h against $55.04/h
     assert first["cost_usd_per_mtok"] < second["cost_usd_per_mtok"]
+    assert first["why"] == "$27.45 vs $55.04 an hour" and first["runner_up"].startswith("1 x p5.48xlarge")
     assert math.isclose(first["margin"], second["cost_usd_per_mtok"] / first["cost_usd_per_mtok"] - 1, rel_tol=1e-12)
     for row in (first, second):
         fields = row["layout_fields"]
@@ -119,6 +120,7 @@ def test_without_a_load_each_deployment_serves_its_highest_rate_within_the_slo()
         ((*BASE, "--rate", "5", "--objective", "goodput"), ["--objective", "goodput"]),
         ((*BASE, "--rate", "5", "--slo", "ttft=fast"), ["--slo"]),
         ((*BASE, "--rate", "5", "--slo", "ttft=1ms"), ["--slo", "none of the"]),
+        ((*BASE, "--rate", "5", "--requests", "100"), ["--requests", "--simulate-top 0"]),
     ],
 )
 def test_options_of_the_other_mode_and_bad_input_are_one_line(args, parts):
@@ -156,3 +158,10 @@ def test_the_front_is_non_dominated(rate, instances):
             assert not (cost <= f_cost and latency <= f_latency and (cost, latency) != (f_cost, f_latency))
         if point(row) not in front:  # and every other row is beaten by one on the front
             assert any(fc <= cost and fl <= latency for fc, fl in front)
+
+
+def test_plot_draws_cost_against_latency(tmp_path):
+    path = tmp_path / "serving.png"
+    result = plan(*BASE, "--rate", "8", "--nodes", "1", "--plot", str(path))
+    assert result.exit_code == 0, result.output
+    assert path.stat().st_size > 10_000 and "Pareto front: cost per token against latency" in result.stdout

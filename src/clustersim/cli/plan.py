@@ -112,7 +112,8 @@ def plan_command(
         typer.Option(
             "--objective",
             help="What to minimize: time, cost, energy, or goodput (the expected time "
-            "with failures and checkpoints; needs --storage).",
+            "with failures and checkpoints; needs --storage). Serving (--dataset): cost (default, per 1M output "
+            "tokens), time (mean end-to-end latency) or energy (per output token).",
         ),
     ] = "time",
     safe: Annotated[

@@ -90,6 +90,9 @@ def run_serving_plan(ctx: typer.Context, p: dict[str, Any]) -> None:
         )  # fmt: skip
         catalogs = p["catalog"] or []
         simulate_top = DEFAULT_SIMULATED if p["simulate_top"] is None else p["simulate_top"]
+        if simulate_top == 0 and p["requests"] is not None:
+            raise ClusterSimError("--requests: sizes the simulations of the top rows; --simulate-top 0 runs none",
+                                  field="--requests", value=p["requests"])  # fmt: skip
         sampler = request_sampler(lengths.dataset, lengths.input_tokens, lengths.output_tokens)
         with progress_bar("plan (serving)", "deployments") as progress:
             plan = plan_serving(
