@@ -115,3 +115,18 @@ def test_the_simulated_fabric_s_contention_is_priced_as_train_prices_it_and_held
 )
 def test_fabric_options_without_the_simulated_fabric_are_refused(args: tuple[str, ...], words: str) -> None:
     assert words in _refused(*SIM[: SIM.index("--network")], *args, "--measured-step", "1.2")
+
+
+def test_safe_and_etp_choose_and_hold_the_layout_train_does() -> None:
+    moe = ["mixtral-8x7b", "--instance", "p5.48xlarge", "--nodes", "4", "--global-batch", "128", "--seq", "4096"]
+    safe = _invoke("explain", *moe, "--safe", "--measured-step", "3")
+    assert safe["layout_chosen"] is True and safe["layout"] == _invoke("train", *moe, "--safe")["layout"]
+    given = [*moe, "--tp", "4", "--pp", "1", "--ep", "8"]
+    whole = _invoke("explain", *given, "--etp", "1", "--measured-step", "3")
+    split = _invoke("explain", *given, "--measured-step", "3")
+    assert (whole["layout"]["etp"], split["layout"]["etp"]) == (1, None)
+    assert whole["predicted_step_s"] == pytest.approx(_invoke("train", *given, "--etp", "1")["step_s"], rel=1e-12)
+    assert whole["predicted_step_s"] < split["predicted_step_s"]  # the expert group inside one node
+    assert "--safe chooses a layout by the upper end of its interval" in _refused(
+        *given, "--safe", "--measured-step", "3"
+    )

@@ -29,12 +29,14 @@ from clustersim.cli.job_options import (
     EfficiencyOpt,
     EpOpt,
     EpOverlapOpt,
+    EtpOpt,
     FrameworkOpt,
     HeadroomOpt,
     MicroBatchOpt,
     PpOpt,
     PrecisionOpt,
     RecomputeOpt,
+    SafeOpt,
     SeqOpt,
     SoftwareOpt,
     SpOpt,
@@ -104,6 +106,7 @@ def explain_command(
     vp: VpOpt = 1,
     cp: CpOpt = 1,
     ep: EpOpt = 1,
+    etp: EtpOpt = None,
     micro_batch: MicroBatchOpt = None,
     zero: ZeroOpt = None,
     sp: SpOpt = None,
@@ -112,6 +115,7 @@ def explain_command(
     ep_overlap: EpOverlapOpt = None,
     torch_compile: TorchCompileOpt = None,
     headroom: HeadroomOpt = None,
+    safe: SafeOpt = False,
     global_batch: TrainGlobalBatchOpt = None,
     seq: SeqOpt = None,
     beyond_context: BeyondContextOpt = False,
@@ -176,8 +180,8 @@ def explain_command(
             raise ClusterSimError("give a MODEL (e.g. llama3-70b) or --scenario FILE", field="model")
         else:
             job: dict[str, Any] = {
-                "tp": tp, "pp": pp, "vp": vp, "cp": cp, "ep": ep, "micro_batch": micro_batch, "zero": zero, "sp": sp,
-                "recompute": recompute, "global_batch": global_batch, "seq": seq, "precision": precision,
+                "tp": tp, "pp": pp, "vp": vp, "cp": cp, "ep": ep, "etp": etp, "micro_batch": micro_batch, "zero": zero,
+                "sp": sp, "recompute": recompute, "global_batch": global_batch, "seq": seq, "precision": precision,
             }  # fmt: skip
             layout_given = set(given_options(ctx, LAYOUT_OPTIONS))
             if logged is not None:
@@ -190,7 +194,7 @@ def explain_command(
                 refuse_headroom(logged, headroom)
             spec = _scenario_of_options(
                 model=model, instance=instance, nodes=nodes, devices_per_node=devices_per_node, **job, uneven=uneven,
-                ep_overlap=ep_overlap, headroom=headroom, beyond_context=beyond_context, tokens="1T",
+                ep_overlap=ep_overlap, headroom=headroom, safe=safe, beyond_context=beyond_context, tokens="1T",
                 offer="on_demand", models=models or [], efficiency=efficiency or [], catalog=catalog or [],
                 framework=framework, software=software or [], given=layout_given, torch_compile=torch_compile,
             )  # fmt: skip
@@ -227,7 +231,7 @@ def explain_command(
             }
         )
         return
-    show(run, explanation, _said(given, logged), [] if contention is None else [contention.describe()])
+    show(run, explanation, _said(given, logged), [] if contention is None else [contention.describe()], safe=safe)
 
 
 def _said(given: tuple[str, float | str], logged: Any) -> str:

@@ -13,10 +13,10 @@ if TYPE_CHECKING:
     from clustersim.scenario.training import TrainingRun
 
 
-def show(run: TrainingRun, explanation: Explanation, measured: str, notes: list[str]) -> None:
+def show(run: TrainingRun, explanation: Explanation, measured: str, notes: list[str], safe: bool = False) -> None:
     """Print the explanation: the job (with ``notes`` on the fabric and the estimate's own notes, as ``train``
-    prints them), ``measured`` (what was measured, in words) against the prediction, the candidates ranked with
-    their ranges and slopes, the top three in a sentence each."""
+    prints them; ``safe``: the layout was chosen by --safe), ``measured`` (what was measured, in words) against
+    the prediction, the candidates ranked with their ranges and slopes, the top three in a sentence each."""
     from rich.table import Table
 
     from clustersim.plan.search import chosen_note
@@ -24,7 +24,7 @@ def show(run: TrainingRun, explanation: Explanation, measured: str, notes: list[
 
     estimate = run.estimate
     # a chosen layout is said once, on the first line, with what to do about it (not again in the notes)
-    chosen = chosen_note(run.model, estimate.layout) if run.layout_chosen else None
+    chosen = chosen_note(run.model, estimate.layout, safe=safe) if run.layout_chosen else None
     said = f"layout {estimate.layout.describe()}" if chosen is None else f"{chosen}; {GIVE_THE_LAYOUT}"
     lines = [
         _plain(f"{run.model.name} on {estimate.system}, {said}"),

@@ -151,3 +151,11 @@ TorchCompileOpt = Annotated[
         "own fused kernels (megatron, deepspeed, fsdp, neuronx...).",
     ),
 ]
+SafeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--safe",
+        help="Choose, of the fastest layouts that fit, the one whose step is lowest at the upper end of its 80% "
+        "interval (as plan --safe ranks; not with --tp and --pp).",
+    ),
+]

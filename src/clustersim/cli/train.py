@@ -45,6 +45,7 @@ from clustersim.cli.job_options import (
     PpOpt,
     PrecisionOpt,
     RecomputeOpt,
+    SafeOpt,
     SeqOpt,
     SoftwareOpt,
     SpOpt,
@@ -88,6 +89,7 @@ INPUTS = (
     "vp",
     "cp",
     "ep",
+    "etp",
     "micro_batch",
     "zero",
     "sp",
@@ -179,14 +181,7 @@ def train_command(
     ep_overlap: EpOverlapOpt = None,
     torch_compile: TorchCompileOpt = None,
     headroom: HeadroomOpt = None,
-    safe: Annotated[
-        bool,
-        typer.Option(
-            "--safe",
-            help="Choose, of the fastest layouts that fit, the one whose step is lowest at the upper end of its 80% "
-            "interval (as plan --safe ranks; not with --tp and --pp).",
-        ),
-    ] = False,
+    safe: SafeOpt = False,
     ops: Annotated[bool, typer.Option("--ops", help="Also show each operation's time per layer.")] = False,
     compare: Annotated[
         list[str] | None,
