@@ -46,6 +46,8 @@ LEFT_OUT = {
     "ttft_target_s": "the ITL bound holds to saturation",
     "precision": "a precision the chip or engine lacks",
 }
+# Refusals that hold at every node count (per-device memory, formats, latency with no load): priced once a layout.
+NODES_NEVER_HELP = frozenset({"model", "precision", "latency targets"})
 SpreadOf = Callable[[ServingEstimate, str], "Spread | None"]  # an estimate on an instance -> serve's spread
 
 
@@ -67,9 +69,10 @@ def pp_candidates(model: Transformer, catalog: Catalog, instance: str) -> list[i
     return [1 << k for k in range(devices.bit_length()) if tp_candidates(model, catalog, instance, pp=1 << k)]
 
 
-def deployment_system(catalog: Catalog, d: Deployment) -> ServingSystem:
-    """``serve``'s system on one instance with the replicas of every node: they share the load evenly."""
-    one = serving_system_for_instance(catalog, d.instance, tp=d.tp, pp=d.pp)
+def deployment_system(catalog: Catalog, d: Deployment, one: ServingSystem | None = None) -> ServingSystem:
+    """``serve``'s system on one instance (``one``, if built already) with the replicas of every node: they share
+    the load evenly."""
+    one = one or serving_system_for_instance(catalog, d.instance, tp=d.tp, pp=d.pp)
     return replace(one, dp=d.replicas)
 
 
@@ -113,9 +116,18 @@ def _deployments(
 
 
 def _row(
-    model: Transformer, catalog: Catalog, d: Deployment, request: Request, load: ServingLoad, offer: str
+    model: Transformer,
+    catalog: Catalog,
+    d: Deployment,
+    request: Request,
+    load: ServingLoad,
+    offer: str,
+    systems: dict[tuple[str, int, int], ServingSystem],
 ) -> ServingRow:
-    system = deployment_system(catalog, d)
+    key = (d.instance, d.tp, d.pp)
+    if key not in systems:
+        systems[key] = serving_system_for_instance(catalog, d.instance, tp=d.tp, pp=d.pp)
+    system = deployment_system(catalog, d, systems[key])
     estimate = price_deployment(model, system, request, load, d.engine)
     price = system.system.price(offer)
     watts = system.system.power_watts
@@ -151,13 +163,22 @@ def plan_serving(
     todo = list(_deployments(model, catalog, grid, notes))
     rows: list[ServingRow] = []
     failed: dict[str, int] = {}
+    systems: dict[tuple[str, int, int], ServingSystem] = {}
+    refused: dict[tuple[str, int, int, str], str] = {}  # a layout refused whatever its node count, and why
     for done, (d, request) in enumerate(todo, start=1):
+        layout = (d.instance, d.tp, d.pp, d.precision)
         try:
-            row = _row(model, catalog, d, request, load, grid.offer)
+            if layout in refused:
+                reason = refused[layout]
+                failed[reason] += 1
+                continue
+            row = _row(model, catalog, d, request, load, grid.offer, systems)
         except ClusterSimError as exc:  # does not fit, saturates at the rate, or misses the SLO even unloaded
             opening = str(exc).split(":")[0]
             reason = LEFT_OUT.get(opening, opening[:60])
             failed[reason] = failed.get(reason, 0) + 1
+            if opening in NODES_NEVER_HELP:
+                refused[layout] = reason
             continue
         finally:
             if progress is not None:
