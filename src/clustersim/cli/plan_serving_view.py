@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from clustersim.cli.plan_view import _margin
+from clustersim.cli.plan_view import margin_text
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -60,7 +60,7 @@ def _table(title: str, rows: tuple[ServingRow, ...], *, reasons: bool) -> Table:
             "" if energy is None else f"{energy:.3g}",
         ]  # fmt: skip
         if reasons:
-            cells += [row.why, _margin(row.margin)]
+            cells += [row.why, margin_text(row.margin)]
         table.add_row(*cells)
     return table
 
@@ -88,7 +88,7 @@ def serving_plan_view(plan: ServingPlan, model: Transformer) -> list[Any]:
         _table("Pareto front: cost per token against latency (lowest latency first)", plan.pareto, reasons=False),
         _table(f"top {len(plan.top)} by {plan.objective}", plan.top, reasons=True),
         f"best: {first.deployment.name}; {first.why}"
-        + ("" if first.margin is None else f", {_margin(first.margin)} over the runner-up (the next row)"),
+        + ("" if first.margin is None else f", {margin_text(first.margin)} over the runner-up (the next row)"),
         f"TTFT and ITL: the closed forms' means (the SLO applies to them); latency: {LATENCY}; p99 and goodput: the "
         f"request-level simulator on the top {simulated} rows"
         + ("" if not simulated else f" ({plan.top[0].simulated.requests if plan.top[0].simulated else 0:,} requests)"),

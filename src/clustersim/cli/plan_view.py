@@ -27,7 +27,7 @@ def _days(seconds: float) -> str:
     return f"{seconds / DAY_S:,.1f}"
 
 
-def _margin(margin: float | None) -> str:
+def margin_text(margin: float | None) -> str:
     """A margin as a signed percentage, to two significant figures below 1%."""
     if margin is None:
         return ""
@@ -64,7 +64,7 @@ def _table(title: str, rows: "tuple[PlanRow, ...]", *, reasons: bool) -> "Table"
             "" if row.energy_j is None else f"{row.energy_j / 3.6e9:,.0f}",
         ]
         if reasons:
-            cells += [row.why, _margin(row.margin)]
+            cells += [row.why, margin_text(row.margin)]
         table.add_row(*cells)
     return table
 
@@ -80,7 +80,7 @@ def plan_view(plan: "Plan", model: "Transformer") -> list[Any]:
         _table("Pareto front: time against cost (fastest first)", plan.pareto, reasons=False),
         _table(f"top {len(plan.top)} by {plan.objective}{UPPER_END if plan.safe else ''}", plan.top, reasons=True),
         f"best: {first.name}; {first.why}"
-        + ("" if first.margin is None else f", {_margin(first.margin)} over the runner-up (the next row)"),
+        + ("" if first.margin is None else f", {margin_text(first.margin)} over the runner-up (the next row)"),
         f"searched {plan.evaluated:,} layouts in {plan.elapsed_s:.2f} s ({plan.layouts_per_s:,.0f} layouts/s)",
     ]
     if first.spread is not None:
