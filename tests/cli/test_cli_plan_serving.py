@@ -121,6 +121,11 @@ def test_without_a_load_each_deployment_serves_its_highest_rate_within_the_slo()
         ((*BASE, "--rate", "5", "--slo", "ttft=fast"), ["--slo"]),
         ((*BASE, "--rate", "5", "--slo", "ttft=1ms"), ["--slo", "none of the"]),
         ((*BASE, "--rate", "5", "--requests", "100"), ["--requests", "--simulate-top 0"]),
+        ((*BASE, "--rate", "5", "--engine", "nope"), ["--engine", "unknown engine 'nope'"]),
+        (
+            ("llama3.1-8b", "--dataset", "sharegpt", "--rate", "5", "--engine", "vllm", "--instances", "trn1.32xlarge"),
+            ["no deployment to price", "does not run on trainium1"],
+        ),
     ],
 )
 def test_options_of_the_other_mode_and_bad_input_are_one_line(args, parts):

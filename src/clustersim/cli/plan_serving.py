@@ -69,6 +69,13 @@ def run_serving_plan(ctx: typer.Context, p: dict[str, Any]) -> None:
             )
         objective = p["objective"] if given_options(ctx, ("objective",)) else "cost"
         load = _load(p)
+        if p["engine"] is not None:
+            from clustersim.serving.engines import engine_profile
+
+            try:
+                engine_profile(p["engine"])
+            except ClusterSimError as exc:
+                raise ClusterSimError(f"--engine: {exc}", field="--engine", value=p["engine"]) from None
         cat = registry.load_catalog(user_files(registry.ENV_VAR, p["catalog"] or []), use_env=False)
         model = zoo.load_model(
             model_spec(p["model"]), extra_dirs=user_files(zoo.ENV_VAR, p["models"] or []), use_env=False

@@ -161,6 +161,10 @@ def plan_serving(
     started = time.perf_counter()
     notes: list[str] = []
     todo = list(_deployments(model, catalog, grid, notes))
+    if not todo:
+        raise ClusterSimError(
+            f"plan: no deployment to price: {'; '.join(notes)}", field="--engine" if grid.engine else "--instances"
+        )
     rows: list[ServingRow] = []
     failed: dict[str, int] = {}
     systems: dict[tuple[str, int, int], ServingSystem] = {}
