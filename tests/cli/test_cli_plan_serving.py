@@ -92,7 +92,8 @@ def test_the_json_keys():
         assert key in payload
     row = payload["top"][0]
     for key in ("instance", "nodes", "layout", "output_tokens_per_s", "ttft_s", "tpot_s", "cost_usd_per_hour",
-                "cost_usd_per_mtok", "energy_j_per_token", "interval", "why", "margin", "runner_up"):  # fmt: skip
+                "cost_usd_per_mtok", "energy_j_per_token", "interval", "why", "margin", "runner_up",
+                "price_offer"):  # fmt: skip
         assert key in row
     simulated = row["simulated"]
     assert simulated["ttft_p99_s"] >= simulated["ttft_mean_s"] > 0 and 0 <= simulated["goodput_share"] <= 1

@@ -80,7 +80,10 @@ def serving_plan_view(plan: ServingPlan, model: Transformer) -> list[Any]:
     bounds = {} if load.slo is None else load.slo.to_json()
     slo = "".join(f"{', SLO ' if i == 0 else ', '}{k.removesuffix('_s')} <= {_ms(v)} ms" for i, (k, v) in
                   enumerate(bounds.items()))  # fmt: skip
-    simulated = sum(row.simulated is not None for row in plan.top)
+    simulated = [i + 1 for i, row in enumerate(plan.top) if row.simulated is not None]
+    requests = next((row.simulated.requests for row in plan.top if row.simulated is not None), 0)
+    rows = "no rows" if not simulated else f"row {simulated[0]}" if len(simulated) == 1 else (
+        f"rows {', '.join(map(str, simulated[:-1]))} and {simulated[-1]}")  # fmt: skip
     lines: list[Any] = [
         f"[bold]{model.name}[/] serving {plan.dataset} (mean {plan.input_tokens:,.1f} in / {plan.output_tokens:,.1f} "
         f"out tokens) at {at}{slo}: {len(plan.rows)} deployments keep it of {plan.evaluated} priced "
@@ -90,8 +93,8 @@ def serving_plan_view(plan: ServingPlan, model: Transformer) -> list[Any]:
         f"best: {first.deployment.name}; {first.why}"
         + ("" if first.margin is None else f", {margin_text(first.margin)} over the runner-up (the next row)"),
         f"TTFT and ITL: the closed forms' means (the SLO applies to them); latency: {LATENCY}; p99 and goodput: the "
-        f"request-level simulator on the top {simulated} rows"
-        + ("" if not simulated else f" ({plan.top[0].simulated.requests if plan.top[0].simulated else 0:,} requests)"),
+        f"request-level simulator on {rows} of the top table"
+        + ("" if not simulated else f" ({requests:,} requests each)"),
         f"priced {plan.evaluated:,} deployments in {plan.priced_s:.2f} s ({plan.priced_per_s:,.0f} deployments/s); "
         f"{plan.elapsed_s:.2f} s in all with the intervals and simulations",
     ]

@@ -98,6 +98,7 @@ class ServingRow:
     estimate: ServingEstimate
     price_usd_per_hour: float | None  # all the nodes
     power_watts: float | None  # every device of the nodes at board power
+    offer: str = "on_demand"  # the price offer of price_usd_per_hour
     spread: Spread | None = None
     why: str = ""
     margin: float | None = None  # the runner-up's objective over this row's, less one
@@ -171,6 +172,7 @@ class ServingRow:
             "tpot_s": e.tpot_s,
             "latency_s": self.latency_s,
             "simulated": None if self.simulated is None else self.simulated.to_json(),
+            "price_offer": self.offer,
             "cost_usd_per_hour": self.price_usd_per_hour,
             "cost_usd_per_mtok": self.cost_usd_per_mtok,
             "energy_j_per_token": self.energy_j_per_token,

@@ -138,6 +138,7 @@ def _row(
         estimate=estimate,
         price_usd_per_hour=None if price is None or price.usd_per_hour is None else price.usd_per_hour * d.nodes,
         power_watts=None if watts is None else watts * system.system.num_devices * d.nodes,
+        offer=offer,
     )
 
 
