@@ -375,7 +375,7 @@ def step_times(
     logits_tokens = b + prompts  # the logits of decode tokens and of each prompt's last token
 
     # Compute runs at the engine's share of the fitted fraction, at the clock the board power allows.
-    kernels = profile.kernel_efficiency * system.clock_ratio(cal.power_clock_exponent)
+    kernels = profile.kernel_efficiency_for(system.system.accelerator.id) * system.clock_ratio(cal.power_clock_exponent)
     family = system.system.accelerator.family
     flops_peak = system.peak_flop_per_s(precision) * cal.flop_efficiency_on(family, gemm_dtype(precision)) * kernels
     head_peak = system.peak_flop_per_s(Dtype.BF16) * cal.flop_efficiency_on(family, Dtype.BF16) * kernels
@@ -386,7 +386,7 @@ def step_times(
     # and each kernel's fixed cost, weigh more when there are few rows. Dense GEMMs see the step's tokens;
     # each routed expert that some token touches sees its share, top_k x tokens / experts (grouped GEMMs).
     rows = np.maximum(tokens, 1.0)
-    half = cal.gemm_half_tokens
+    half = cal.gemm_half_tokens if profile.gemm_half_tokens is None else profile.gemm_half_tokens  # the engine's own
     experts = np.zeros_like(rows)  # routed experts some token of the step touches
     routed_rows = np.zeros_like(rows)
     if model.moe is not None:

@@ -113,8 +113,18 @@ class EngineProfile(BaseModel):
     kernel_efficiency: float = Field(
         gt=0, le=1, description="Fraction of the reference engine's GEMM and attention efficiency its kernels reach."
     )
+    kernel_efficiency_on: dict[str, float] = Field(
+        {}, description="kernel_efficiency on these accelerators (catalog ids), where the runs there reach another."
+    )
     step_overhead_s: float | None = Field(
         None, ge=0, le=0.1, description="Host cost per step, seconds; absent: the calibration's (TensorRT-LLM's)."
+    )
+    gemm_half_tokens: float | None = Field(
+        None,
+        ge=0,
+        le=4096,
+        description="GEMM rows per step at which this engine's GEMMs reach half their fraction (its kernels' cost "
+        "at small batches); absent: the calibration's (TensorRT-LLM's).",
     )
     sequence_overhead_s: float | None = Field(
         None, ge=0, le=1e-3, description="Host cost per sequence per step, seconds; absent: the calibration's."
@@ -204,6 +214,20 @@ class EngineProfile(BaseModel):
             if count < 1:
                 raise ValueError(f"{accelerator} = {count}: a cap is at least 1")
         return value
+
+    @field_validator("kernel_efficiency_on")
+    @classmethod
+    def _per_accelerator_fraction(cls, value: dict[str, float]) -> dict[str, float]:
+        for accelerator, fraction in value.items():
+            if accelerator != accelerator.strip().lower() or not accelerator:
+                raise ValueError(f"{accelerator!r}: write a catalog accelerator id in lower case, e.g. 'trainium2'")
+            if not 0 < fraction <= 1:
+                raise ValueError(f"{accelerator} = {fraction}: a kernel efficiency is above 0 and at most 1")
+        return value
+
+    def kernel_efficiency_for(self, accelerator: str) -> float:
+        """The fraction of the reference's kernel efficiency this engine reaches on ``accelerator`` (a catalog id)."""
+        return self.kernel_efficiency_on.get(accelerator, self.kernel_efficiency)
 
     def sequence_cap(self, accelerator: str) -> int:
         """Most sequences in flight per engine on ``accelerator`` (a catalog id), at most the compiled batch."""
