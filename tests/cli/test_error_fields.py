@@ -18,7 +18,7 @@ BAD = [
     ("train llama3-70b --instance p5.48xlarge --nodes 16 --checkpoint-every 5x", "--checkpoint-every"),
     ("serve llama2-70b --instance p5.48xlarge --tp 3", "tp"),
     ("serve llama3-8b --instance p5.48xlarge --tp 4 --pp 3 --output 128", "pp"),
-    ("serve llama3-70b --output 1024 --ttft-target 0.5 --tpot-target 0.1 --compare trn1.32xlarge", "ttft_target_s"),
+    ("serve llama3-70b --output 1024 --ttft-target 0.3 --tpot-target 0.1 --compare trn1.32xlarge", "ttft_target_s"),
     ("collective all_reduce --instance p5.48xlarge --nodes 16 --min 8 --max 8X", "--max"),
     ("fabric compare --instance p5.48xlarge --nodes 16 --size 1X", "--size"),
     ("fabric compare --instance p5.48xlarge --nodes 16 --routing ecmp", "--routing"),
