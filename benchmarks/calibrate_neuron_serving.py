@@ -181,6 +181,17 @@ def left_out_values(cases: Sequence[Case], predictors: dict[str, Predictor]) -> 
     return out
 
 
+def held_out_rates(cases: Sequence[Case]) -> dict[str, float]:
+    """Each case's output token rate predicted by the constants fitted on the other sources' cases only
+    (none for a source with no other beside it): the Neuron fit's leave-one-source-out predictions, which
+    ``benchmarks/calibrate_intervals.py`` makes the Trainium serving cases' residuals from."""
+    predictors = {c.id: predictor(c) for c in cases}
+    out: dict[str, float] = {}
+    for source, values in left_out_values(cases, predictors).items():
+        out.update({c.id: predictors[c.id](values).output_tokens_per_s for c in cases if source_of(c) == source})
+    return out
+
+
 def show(values: Values) -> str:
     return ", ".join(f"{name} {v:.4g}" for (name, _, _), v in zip(CONSTANTS, values, strict=True))
 
