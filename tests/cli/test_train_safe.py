@@ -15,8 +15,8 @@ from clustersim.intervals.layout import layout_features
 
 runner = CliRunner()
 ENV = {"CLUSTERSIM_COLLECTIVE_CALIBRATION": "", "CLUSTERSIM_EFFICIENCY": "", "CLUSTERSIM_SOFTWARE": ""}
-# Mixtral 8x7B on 4 p5: the fastest layout splits the experts (ep 2), whose left-out runs err the most
-MIXTRAL = ["mixtral-8x7b", "--instance", "p5.48xlarge", "--nodes", "4", "--tokens", "1T", "--seq", "4096",
+# Mixtral 8x7B on 2 p5: the fastest layout splits the experts (ep 4), whose left-out runs err the most
+MIXTRAL = ["mixtral-8x7b", "--instance", "p5.48xlarge", "--nodes", "2", "--tokens", "1T", "--seq", "4096",
            "--global-batch", "128"]  # fmt: skip
 
 

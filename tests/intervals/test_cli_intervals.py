@@ -59,7 +59,10 @@ def test_collective_text_shows_the_ranges_and_where_they_come_from() -> None:
 def test_a_chip_with_too_few_validated_collectives_says_so() -> None:
     result = run("collective", "all_reduce", "--instance", "trn2.48xlarge", "--min", "1G", "--max", "1G")
     assert result.exit_code == 0, result.output
-    assert re.search(r"only \d+ collective cases on trainium2: interval from all \d+ collective cases", result.stdout)
+    assert re.search(
+        r"only \d+ collective cases from \d+ sources? on trainium2: interval from all \d+ collective cases",
+        result.stdout,
+    )
 
 
 TRAIN = ("train", "llama3-8b", "--instance", "p5.48xlarge", "--nodes", "1", "--tp", "8", "--pp", "1")
@@ -97,11 +100,15 @@ def test_serve_gives_throughput_and_latency_their_interval() -> None:
     assert set(intervals) == {"output_tokens_per_s", "output_tokens_per_s_per_device", "ttft_s", "tpot_s"}
     for key, interval in intervals.items():
         assert interval["low"] < payload[key] < interval["high"] and interval["level"] == 0.8
-    assert intervals["output_tokens_per_s"]["basis"].startswith("inference, hopper, tensorrt-llm")
+    # Hopper's serving residuals come from two publications (TensorRT-LLM's and MLPerf v4.0's): too few to judge
+    # a third by, so every serving case judges it, and the note says why
+    throughput = intervals["output_tokens_per_s"]
+    assert throughput["basis"].startswith("inference, every chip and stack")
+    assert "serving cases from 2 sources on hopper" in throughput["note"]
     vllm = run("serve", "llama3.1-8b", "--tp", "1", "--engine", "vllm", "--level", "0.9")
     assert vllm.exit_code == 0, vllm.output
     shown = " ".join(vllm.stdout.split())
-    assert "(90%: " in shown and "no validated serving cases with vllm on hopper" in shown
+    assert "(90%: " in shown and "serving cases from 2 sources on hopper" in shown
     assert "TTFT and TPOT take the throughput's relative range" in shown
     compared = json.loads(run("serve", "llama3.1-8b", "--tp", "1", "--compare", "p5e.48xlarge", "--json").stdout)
     assert "intervals" in compared["first"] and "intervals" in compared["second"]

@@ -89,7 +89,9 @@ def test_a_chip_without_validated_cases_borrows_the_widest_and_says_so() -> None
     thin = ResidualTable(tuple(rows(30, source="a") + rows(5, chip="trainium1", framework="neuronx", source="t")))
     trn1 = spread_for("training", accelerator="trainium1", family="trainium", framework="neuronx", devices=64,
                       table=thin)  # fmt: skip
-    assert trn1 is not None and trn1.note.startswith("only 5 training cases on trainium1: interval from ")
+    assert trn1 is not None and trn1.note.startswith(
+        "only 5 training cases from 3 sources on trainium1: interval from "
+    )
 
 
 def test_a_thin_kind_borrows_every_kind_and_a_missing_kind_has_none() -> None:
@@ -98,7 +100,8 @@ def test_a_thin_kind_borrows_every_kind_and_a_missing_kind_has_none() -> None:
                       table=table)  # fmt: skip
     assert thin is not None and thin.basis == "every kind, chip and stack: 35 cases"
     assert thin.note == (
-        "only 5 serving cases on hopper and 5 of any chip: interval from all 35 cases of every kind, pooled, wider"
+        "only 5 serving cases from 3 sources on hopper and 5 of any chip: interval from all 35 cases of every kind, "
+        "pooled, wider"
     )
     assert spread_for("memory", accelerator="h100-sxm", family="hopper", framework=None, devices=8, table=table) is None
 

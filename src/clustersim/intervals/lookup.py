@@ -114,8 +114,11 @@ def _spread_of_system(
             if not any(r.framework == stack for r in on_chip):
                 note = f"no validated {what} cases with {stack} on {chip}: interval from {chip}'s cases of other stacks"
             return _spread(members, level, basis, note)
+    sources = len({r.source for r in on_chip})
     why = (
-        f"no validated {what} cases on {accelerator}" if not on_chip else f"only {len(on_chip)} {what} cases on {chip}"
+        f"no validated {what} cases on {accelerator}"
+        if not on_chip
+        else f"only {len(on_chip)} {what} cases from {sources} source{'s' * (sources > 1)} on {chip}"
     )
     if len(rows) < need <= len(every):
         note = f"{why} and {len(rows)} of any chip: interval from all {len(every)} cases of every kind, pooled, wider"
