@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clustersim.cli.plan_view import margin_text
+from clustersim.present.intervals import interval_line
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -99,10 +100,7 @@ def serving_plan_view(plan: ServingPlan, model: Transformer) -> list[Any]:
         f"{plan.elapsed_s:.2f} s in all with the intervals and simulations",
     ]
     if first.spread is not None:
-        lines.append(
-            f"{first.spread.level:.0%} intervals from left-out residuals of published serving runs "
-            f"({first.spread.basis})" + (f"; {first.spread.note}" if first.spread.note else "")
-        )
+        lines.append(interval_line(first.spread, "published serving runs"))
     lines += [f"note: {note}" for note in plan.notes]
     return lines
 
