@@ -122,3 +122,19 @@ def test_a_framework_keeps_its_own_bytes_per_parameter() -> None:
         for name in ("megatron", "fsdp")
     }
     assert memory["fsdp"].model_state[0] == pytest.approx(memory["megatron"].model_state[0] * 16 / 18, rel=1e-12)
+
+
+def test_a_dense_models_expert_share_is_zero_in_the_shape_an_open_grid_broadcasts_to() -> None:
+    """Layout fields as an open grid (tp down one axis, dp across another): the experts' share of a dense model
+    takes the shape the parameters do (what broadcasts over the grid), not one element per leading row."""
+    from dataclasses import replace as with_fields
+
+    from clustersim.compute.memory import expert_params_per_device, params_per_device
+
+    model = load_model("llama3-8b", use_env=False)
+    one = LayoutArrays.of([Layout()])
+    grid = with_fields(one, tp=np.array([[1], [2], [4]]), dp=np.array([[1, 2]]))
+    params = params_per_device(model, grid)
+    experts = expert_params_per_device(model, grid)
+    assert experts.shape == params.shape == (3, 1) and not experts.any()
+    assert np.broadcast_shapes(experts.shape, (3, 2)) == (3, 2)

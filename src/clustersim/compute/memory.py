@@ -102,8 +102,8 @@ def params_per_device(model: Transformer, lay: LayoutArrays) -> FloatArray:
 
 def expert_params_per_device(model: Transformer, lay: LayoutArrays) -> FloatArray:
     """The routed experts' share of ``params_per_device``: what the expert data-parallel group shards."""
-    if model.moe is None:
-        return np.zeros(len(lay))
+    if model.moe is None:  # none, in the shape the layout fields broadcast to (an open grid's too)
+        return np.zeros_like(_stage_params(model, lay, 0.0))
     return params_per_device(model, lay) - _stage_params(model, lay, 0.0)
 
 
