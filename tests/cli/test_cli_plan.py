@@ -136,3 +136,14 @@ def test_mt_nlg_on_its_own_hardware_and_batch_plans_the_published_layout():
     assert 0 < narrow["evaluated"] < wide["evaluated"]
     assert {row["layout_fields"]["micro_batch"] for row in narrow["top"]} <= {1, 2}
     refused(plan(*base, "--vp", "0"), "--vp", "0")
+
+
+def test_etp_chooses_the_expert_tp_degrees_searched():
+    """``--etp`` replaces the MoE default (derived and 1): stated degrees, or 'derived' for tp's."""
+    job = ("mixtral-8x7b", "--instances", "p5.48xlarge", "--nodes", "4", "--global-batch", "128", "--seq", "4096")
+    whole, derived, both = (planned(*job, "--etp", etp) for etp in ("1", "derived", "derived,1"))
+    assert all(row["layout_fields"]["etp"] == 1 for row in whole["top"])
+    assert all(row["layout_fields"]["etp"] is None for row in derived["top"])
+    assert both["evaluated"] > derived["evaluated"] and both["evaluated"] == planned(*job)["evaluated"]
+    refused = plan("llama3-8b", "--instances", "p5.48xlarge", "--nodes", "1", "--etp", "1")
+    assert refused.exit_code == 2 and "etp 1 needs a mixture-of-experts model" in refused.stderr

@@ -113,6 +113,7 @@ def test_without_a_load_each_deployment_serves_its_highest_rate_within_the_slo()
     [
         ((*BASE, "--rate", "5", "--tokens", "1T"), ["--tokens", "training plan"]),
         ((*BASE, "--rate", "5", "--framework", "megatron"), ["--framework", "training plan"]),
+        ((*BASE, "--rate", "5", "--etp", "1"), ["--etp", "training plan"]),
         (("llama3.1-8b", "--rate", "5"), ["--rate", "--dataset"]),
         (("llama3.1-8b", "--slo", "ttft=1s"), ["--slo", "--dataset"]),
         ((*BASE, "--rate", "5", "--concurrency", "4"), ["--concurrency", "one load"]),

@@ -141,6 +141,13 @@ def plan_command(
         str | None,
         typer.Option("--ep", help="Expert-parallel degrees to search (default: powers of two dividing the experts)."),
     ] = None,
+    etp: Annotated[
+        str | None,
+        typer.Option(
+            "--etp",
+            help="Expert tensor-parallel degrees to search, 'derived' for tp's (default for MoE: derived,1).",
+        ),
+    ] = None,
     headroom: Annotated[
         float | None,
         typer.Option("--headroom", min=0, max=0.9, help="Share of device memory a layout leaves free (default 0.1)."),
@@ -264,7 +271,7 @@ def plan_command(
         table, compiled = _compiled(table, torch_compile, grid, cat)
         points, notes = grid_points(transformer, cat, grid, profiles=table, efficiency=fractions)
         notes += compiled
-        space = _space(headroom, micro_batch=micro_batch, vp=vp, cp=cp, ep=ep)
+        space = _space(headroom, micro_batch=micro_batch, vp=vp, cp=cp, ep=ep, etp=etp)
         with (
             _executor(executor, address, workers) as run,
             progress_bar(f"plan ({executor.value})", "points") as progress,
@@ -341,9 +348,10 @@ def _space(headroom: float | None, **axes: str | None) -> "SearchSpace":
     from dataclasses import replace
 
     from clustersim.plan.planner_grid import expand_counts
-    from clustersim.plan.space import DEFAULT_HEADROOM, SearchSpace
+    from clustersim.plan.space import DEFAULT_HEADROOM, ETP_DERIVED, SearchSpace
     from clustersim.units import MAX_DEGREE, MAX_SEQUENCES
 
+    etp = axes.pop("etp", None)
     given: dict[str, Any] = {
         name: expand_counts(
             text, f"--{name.replace('_', '-')}", limit=MAX_SEQUENCES if name == "micro_batch" else MAX_DEGREE
@@ -351,6 +359,11 @@ def _space(headroom: float | None, **axes: str | None) -> "SearchSpace":
         for name, text in axes.items()
         if text is not None
     }
+    if etp is not None:  # 'derived' (tp's degree, or folded) and stated degrees
+        words = [w.strip() for w in etp.split(",")]
+        stated = ",".join(w for w in words if w != "derived")
+        degrees = expand_counts(stated, "--etp", limit=MAX_DEGREE) if stated else ()
+        given["etp"] = tuple(sorted(({ETP_DERIVED} if "derived" in words else set()) | set(degrees)))
     return replace(SearchSpace(headroom=DEFAULT_HEADROOM if headroom is None else headroom), **given)
 
 

@@ -24,7 +24,8 @@ SERVING_ONLY = ("rate", "concurrency", "slo", "engine", "simulate_top", "request
 # The training plan's options a serving plan does not read.
 TRAINING_ONLY = (
     "devices_per_node", "tokens", "global_batch", "batch_tokens", "seq", "framework", "storage", "checkpoint",
-    "checkpoint_every", "failure_rate", "safe", "deadline", "budget", "micro_batch", "vp", "cp", "ep", "headroom",
+    "checkpoint_every", "failure_rate", "safe", "deadline", "budget", "micro_batch", "vp", "cp", "ep", "etp",
+    "headroom",
     "keep", "efficiency", "software", "torch_compile", "executor", "address", "workers",
 )  # fmt: skip
 DEFAULT_NODES = "1..8"
