@@ -37,14 +37,20 @@ def serving_mode(ctx: typer.Context, dataset: str | None) -> bool:
     """Whether ``plan`` plans a serving deployment; a serving option without ``--dataset`` is refused."""
     if dataset is not None:
         return True
-    serving = given_options(ctx, SERVING_ONLY)
-    if serving:
-        raise ClusterSimError(
-            f"{serving[0]}: a serving plan's option; plan a serving deployment with --dataset NAME (e.g. sharegpt), "
-            "or drop it for a training plan",
-            field=serving[0],
-        )
+    _refuse_given(
+        ctx,
+        SERVING_ONLY,
+        "a serving plan's option; plan a serving deployment with --dataset NAME (e.g. sharegpt), or drop it for a "
+        "training plan",
+    )
     return False
+
+
+def _refuse_given(ctx: typer.Context, names: tuple[str, ...], why: str) -> None:
+    """Refuse, in one line naming it, the first of the options ``names`` the command line gives."""
+    given = given_options(ctx, names)
+    if given:
+        raise ClusterSimError(f"{given[0]}: {why}", field=given[0])
 
 
 def run_serving_plan(ctx: typer.Context, p: dict[str, Any]) -> None:
@@ -61,13 +67,12 @@ def run_serving_plan(ctx: typer.Context, p: dict[str, Any]) -> None:
     from clustersim.workload import zoo
 
     with user_errors():
-        refused = given_options(ctx, TRAINING_ONLY)
-        if refused:
-            raise ClusterSimError(
-                f"{refused[0]}: a training plan's option; a serving plan (--dataset) searches instances, nodes, "
-                "precisions and tp x pp layouts at --rate/--concurrency within --slo",
-                field=refused[0],
-            )
+        _refuse_given(
+            ctx,
+            TRAINING_ONLY,
+            "a training plan's option; a serving plan (--dataset) searches instances, nodes, precisions and tp x pp "
+            "layouts at --rate/--concurrency within --slo",
+        )
         objective = p["objective"] if given_options(ctx, ("objective",)) else "cost"
         load = _load(p)
         if p["engine"] is not None:
