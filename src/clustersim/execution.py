@@ -166,8 +166,8 @@ class LayoutArrays:
     @property
     def etp(self) -> IntArray:
         """Expert tensor-parallel degree, one per layout: the stated one, else ``expert_tp``'s."""
-        derived = expert_tp(self.tp, self.cp, self.dp, self.ep)
-        return np.asarray(np.where(self._stated_etp > 0, self._stated_etp, derived), dtype=np.int64)
+        stated = _stated_etp(self)
+        return np.asarray(np.where(stated > 0, stated, expert_tp(self.tp, self.cp, self.dp, self.ep)), dtype=np.int64)
 
     @property
     def ep_stride(self) -> IntArray:
@@ -175,13 +175,8 @@ class LayoutArrays:
         are carved out of the data-parallel ranks; ``etp`` under Megatron-Core's MoE parallel folding (the
         expert groups built from a stage's ranks in the order etp, ep, expert dp), which ``ep`` wider than
         ``dp * cp`` or a stated ``etp`` implies."""
-        inside_dp = ((self.dp * self.cp) % self.ep == 0) & (self._stated_etp == 0)
+        inside_dp = ((self.dp * self.cp) % self.ep == 0) & (_stated_etp(self) == 0)
         return np.asarray(np.where(inside_dp, self.tp * self.cp, self.etp), dtype=np.int64)
-
-    @property
-    def _stated_etp(self) -> IntArray:
-        assert self.etp_stated is not None  # set by __post_init__
-        return self.etp_stated
 
     def select(self, which: npt.NDArray[np.bool_] | npt.NDArray[np.int64]) -> LayoutArrays:
         """The layouts a boolean mask or an index array picks, in that order."""
@@ -212,7 +207,7 @@ class LayoutArrays:
             dp_overlap=bool(self.dp_overlap[index]),
             ep_overlap=None if np.isnan(ep_overlap) else bool(ep_overlap),
             uneven_stages=bool(self.uneven_stages[index]),
-            etp=int(self._stated_etp[index]) or None,
+            etp=int(_stated_etp(self)[index]) or None,
         )
 
 
