@@ -87,8 +87,8 @@ PROSE: list[tuple[str, list[str]]] = [
     (_STEP_128 + " --seed 1 --ideal", ["--placement random --seed 1 --ideal`: 264 ms"]),  # 352 ms at seeds 0, 2
     (_STEP_128 + " --oversubscription 2 --seed 2 --ideal", ["--seed 2 --ideal`: 440 ms"]),  # 352 at 0, 1
     (
-        "clustersim fabric step mixtral-8x7b --instance p5.48xlarge --nodes 8 --tp 8 --pp 1 --ep 4 --precision fp8"
-        " --ideal",
+        "clustersim fabric step mixtral-8x7b --instance p5.48xlarge --nodes 8 --tp 8 --pp 1 --ep 4 --etp 8"
+        " --precision fp8 --ideal",
         ["one dispatch takes 0.48 ms and one combine 0.94 ms"],
     ),
     (

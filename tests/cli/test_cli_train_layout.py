@@ -228,8 +228,9 @@ def test_etp_is_held_with_a_given_layout_and_in_the_search():
         return term["link_s"], payload["layout"]
 
     whole, stated = ep_link("--etp", "1")
-    split, derived = ep_link()
-    assert stated["etp"] == 1 and derived["etp"] is None
+    split, tps = ep_link("--etp", "4")
+    default, recipes = ep_link()  # unstated: megatron's recipes run whole experts
+    assert stated["etp"] == 1 and tps["etp"] == 4 and recipes["etp"] == 1 and default == whole
     assert whole < split  # the expert group inside one node instead of across four
     refused(train(*given, *layout[:-1], "--etp", "3"), "etp", "ep*etp = 8*3 must divide")
     # the search holds it: with --tp 4 --ep 8 it keeps the expert group inside a node

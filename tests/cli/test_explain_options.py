@@ -123,8 +123,9 @@ def test_safe_and_etp_choose_and_hold_the_layout_train_does() -> None:
     assert safe["layout_chosen"] is True and safe["layout"] == _invoke("train", *moe, "--safe")["layout"]
     given = [*moe, "--tp", "4", "--pp", "1", "--ep", "8"]
     whole = _invoke("explain", *given, "--etp", "1", "--measured-step", "3")
-    split = _invoke("explain", *given, "--measured-step", "3")
-    assert (whole["layout"]["etp"], split["layout"]["etp"]) == (1, None)
+    split = _invoke("explain", *given, "--etp", "4", "--measured-step", "3")
+    default = _invoke("explain", *given, "--measured-step", "3")  # megatron's recipes: whole experts
+    assert (whole["layout"]["etp"], split["layout"]["etp"], default["layout"]["etp"]) == (1, 4, 1)
     assert whole["predicted_step_s"] == pytest.approx(_invoke("train", *given, "--etp", "1")["step_s"], rel=1e-12)
     assert whole["predicted_step_s"] < split["predicted_step_s"]  # the expert group inside one node
     assert "--safe chooses a layout by the upper end of its interval" in _refused(

@@ -109,6 +109,32 @@ def test_resolve_layout_fills_only_what_is_not_stated():
     assert "sequence_parallel" not in resolve_layout({"tp": 1}, megatron)[1]  # nothing to choose without TP
 
 
+def test_megatron_runs_whole_experts_where_a_moe_layout_does_not_say():
+    megatron = software_for("megatron", "hopper")
+    fields, assumed = resolve_layout({"tp": 2, "pp": 8, "ep": 64}, megatron)
+    assert fields["etp"] == 1 and assumed["etp"] == 1  # the recipes' expert_tensor_parallel_size=1, said so
+    fields, assumed = resolve_layout({"tp": 2, "pp": 8, "ep": 64, "etp": 2}, megatron)
+    assert fields["etp"] == 2 and "etp" not in assumed  # a stated degree is kept
+    for unsplit in ({"tp": 4, "pp": 1}, {"tp": 4, "pp": 1, "ep": 1}, {"tp": 1, "pp": 1, "ep": 8}):  # nothing to split
+        fields, assumed = resolve_layout(unsplit, megatron)
+        assert fields.get("etp") is None and "etp" not in assumed
+    for other in ("fsdp", "torchtitan", "megatron-deepspeed"):  # library defaults: tp's degree (derived)
+        fields, assumed = resolve_layout({"tp": 2, "pp": 1, "ep": 8}, software_for(other, "hopper"))
+        assert fields.get("etp") is None and "etp" not in assumed
+
+
+def test_a_default_expert_tp_that_does_not_divide_tp_is_left_derived(tmp_path):
+    ours = tmp_path / "ours.toml"
+    ours.write_text('[ours]\nbased_on = "megatron"\ndescription = "x"\nsource = "x"\ndefault_etp = 4\n', "utf-8")
+    profile = software_profiles([ours], use_env=False)["ours"].on("hopper")
+    assert resolve_layout({"tp": 8, "pp": 1, "ep": 8}, profile)[0]["etp"] == 4
+    assert resolve_layout({"tp": 2, "pp": 1, "ep": 8}, profile)[0].get("etp") is None
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[megatron]\ndefault_etp = 0\nsource = "x"\n', encoding="utf-8")
+    with pytest.raises(CatalogFileError, match="default_etp"):
+        software_profiles([bad], use_env=False)
+
+
 def test_a_user_file_can_change_a_frameworks_layout_defaults(tmp_path):
     ours = tmp_path / "ours.toml"
     ours.write_text(

@@ -134,6 +134,10 @@ def test_a_stated_expert_tp_degree_is_read_and_an_impossible_one_refused() -> No
     """``parallel.etp`` (Megatron-Core's expert_tensor_parallel_size, e.g. DGX Cloud's Grok-1 on H100: TP4 ETP1)."""
     stated = case_setup(_case(DEEPSEEK_V3, tp=2, dp=16, etp=1), CATALOG)
     assert stated.layout.etp == 1
-    assert case_setup(_case(DEEPSEEK_V3), CATALOG).layout.etp is None  # null: derived, as a layout derives it
+    assert case_setup(_case(DEEPSEEK_V3), CATALOG).layout.etp is None  # null at tp 1: nothing to split
+    # null at tp 2: the framework's recipes' degree (Megatron's: whole experts), said per case
+    null = case_setup(_case(DEEPSEEK_V3, tp=2, dp=16), CATALOG)
+    assert null.layout.etp == 1 and null.assumed["etp"] == 1
+    assert case_setup(_case(DEEPSEEK_V3, tp=2, dp=16, etp=2), CATALOG).layout.etp == 2
     with pytest.raises(ClusterSimError, match=r"ep\*etp = 32\*3 must divide"):
         predict_training_case(_case(DEEPSEEK_V3, tp=2, dp=16, etp=3), "step_time_s", CATALOG)

@@ -51,6 +51,7 @@ from clustersim.cli.job_options import (
     EfficiencyOpt,
     EpOpt,
     EpOverlapOpt,
+    EtpOpt,
     FrameworkOpt,
     HeadroomOpt,
     MicroBatchOpt,
@@ -84,6 +85,7 @@ def step_command(
     vp: VpOpt = 1,
     cp: CpOpt = 1,
     ep: EpOpt = 1,
+    etp: EtpOpt = None,
     micro_batch: MicroBatchOpt = None,
     zero: ZeroOpt = None,
     sp: SpOpt = None,
@@ -147,7 +149,7 @@ def step_command(
         load = None if background is None else parse_background(background)
         spec = _scenario_of_options(
             model=model, instance=instance, nodes=nodes, devices_per_node=devices_per_node, tp=tp, pp=pp, vp=vp,
-            cp=cp, ep=ep, micro_batch=micro_batch, zero=zero, sp=sp, recompute=recompute, uneven=uneven,
+            cp=cp, ep=ep, etp=etp, micro_batch=micro_batch, zero=zero, sp=sp, recompute=recompute, uneven=uneven,
             ep_overlap=ep_overlap, headroom=headroom, beyond_context=beyond_context, tokens="1T",
             global_batch=global_batch, seq=seq, precision=precision, offer="on_demand", models=models or [],
             efficiency=efficiency or [], catalog=catalog or [], framework=framework, software=software or [],

@@ -30,9 +30,9 @@ EtpOpt = Annotated[
         "--etp",
         min=1,
         max=MAX_DEGREE,
-        help="Expert tensor-parallel degree, held in a search too (default: tp, or tp*cp*dp/ep where ep is wider "
-        "than dp*cp; a search of a MoE model also tries 1); the experts fold over the stage's ranks (ep*etp must "
-        "divide tp*cp*dp).",
+        help="Expert tensor-parallel degree, held in a search too (default with --tp and --pp: the framework's, "
+        "megatron 1 as its recipes, others tp (or tp*cp*dp/ep where ep is wider than dp*cp); a search of a MoE model "
+        "tries both); the experts fold over the stage's ranks (ep*etp must divide tp*cp*dp).",
     ),
 ]
 # Layout options not given take the framework's documented defaults (compute/software.toml: default_*) where the

@@ -380,7 +380,7 @@ def _scenario_of_options(
         layout: LayoutSpec | LayoutSearchSpec | Literal["choose"] = "choose"
         if tp is not None and pp is not None:
             stated = {
-                "tp": tp, "pp": pp, "vp": vp, "cp": cp, "ep": ep, "sequence_parallel": sp,
+                "tp": tp, "pp": pp, "vp": vp, "cp": cp, "ep": ep, "etp": etp, "sequence_parallel": sp,
                 "micro_batch": micro_batch if "--micro-batch" in given else None,
                 "zero": zero if "--zero" in given else None,
                 "recompute": recompute if "--recompute" in given else None,
@@ -400,7 +400,7 @@ def _scenario_of_options(
                     field="--safe",
                     value=True,
                 )
-            layout = LayoutSpec(**fields, uneven_stages=bool(uneven), ep_overlap=ep_overlap, etp=etp)
+            layout = LayoutSpec(**fields, uneven_stages=bool(uneven), ep_overlap=ep_overlap)
         elif given:
             values = {
                 "tp": tp, "pp": pp, "vp": vp, "cp": cp, "ep": ep, "etp": etp, "micro_batch": micro_batch, "zero": zero,

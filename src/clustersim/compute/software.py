@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -43,6 +43,12 @@ from clustersim.workload.float8 import Float8Recipe
 ENV_VAR = "CLUSTERSIM_SOFTWARE"
 PACKAGE, FILE_NAME = "clustersim.compute", "software.toml"
 DEFAULT_FRAMEWORK = "megatron"  # the default on GPUs; see default_framework() for any family
+DERIVED = "derived"  # an expert tensor-parallel degree left to the layout (tp's, Megatron-Core's own default)
+ExpertTp = Annotated[int, Field(ge=1)] | Literal["derived"]
+_DEFAULT_ETP = (
+    "Expert tensor-parallel degree of a MoE layout with ep > 1 when the job does not say: 'derived' (tp's, as "
+    "Megatron-Core's expert_tensor_parallel_size defaults) or a degree, used where it divides tp."
+)
 
 
 class LayoutDefaults(BaseModel):
@@ -54,6 +60,7 @@ class LayoutDefaults(BaseModel):
     sequence_parallel: bool = Field(description="Sequence parallelism wherever tp > 1.")
     recompute: Recompute = Field(description="Activation recompute.")
     micro_batch: int = Field(ge=1, description="Sequences per micro-batch.")
+    etp: ExpertTp = Field(DERIVED, description="Expert tensor-parallel degree of a MoE layout with ep > 1.")
     source: str = Field(min_length=1, description="Where these come from.")
 
 
@@ -129,6 +136,7 @@ class SoftwareSettings(BaseModel):
     default_micro_batch: int | None = Field(
         None, ge=1, description="Sequences per micro-batch when the job does not say."
     )
+    default_etp: ExpertTp | None = Field(None, description=_DEFAULT_ETP)
     layout_source: str | None = Field(
         None, min_length=1, description="Where the default_* layout fields come from (docs, arguments, recipes)."
     )
@@ -181,6 +189,7 @@ class SoftwareProfile(SoftwareSettings):
     default_sequence_parallel: bool = Field(description="Sequence parallelism when tp > 1 and the job does not say.")
     default_recompute: Recompute = Field(description="Activation recompute when the job does not say.")
     default_micro_batch: int = Field(ge=1, description="Sequences per micro-batch when the job does not say.")
+    default_etp: ExpertTp = Field(DERIVED, description=_DEFAULT_ETP)
     layout_source: str = Field(min_length=1, description="Where the default_* layout fields come from.")
     zero_stages: tuple[int, ...] | None = Field(
         None, description="The ZeRO stages the framework implements (None: any); another is refused."
@@ -266,6 +275,7 @@ class SoftwareProfile(SoftwareSettings):
             sequence_parallel=self.default_sequence_parallel,
             recompute=self.default_recompute,
             micro_batch=self.default_micro_batch,
+            etp=self.default_etp,
             source=self.layout_source,
         )
 
@@ -282,8 +292,10 @@ def resolve_layout(
     """``(fields, assumed)``: the layout fields ``stated`` with each unstated one (None or absent) among
     ``vp``, ``cp``, ``ep`` (1) and ``FRAMEWORK_LAYOUT_FIELDS`` (``software``'s defaults) filled in, and
     the values so filled, by field (plain JSON values). Sequence parallelism needs tp > 1: with tp 1 it
-    is off and nothing is assumed. A stated value is never replaced; a ZeRO stage the framework does not
-    implement (``zero_stages``) is refused."""
+    is off and nothing is assumed. An unstated ``etp`` is filled only for a layout with ``ep`` > 1 and ``tp`` > 1
+    whose framework names a degree (``default_etp``) dividing ``tp``; elsewhere it stays None (derived).
+    A stated value is never replaced; a ZeRO stage the framework does not implement (``zero_stages``) is
+    refused."""
     fields = dict(stated)
     assumed: dict[str, int | bool | str] = {}
     defaults = software.layout_defaults
@@ -296,6 +308,9 @@ def resolve_layout(
         value = COMMON_LAYOUT_DEFAULTS[name] if name in COMMON_LAYOUT_DEFAULTS else getattr(defaults, name)
         fields[name] = value
         assumed[name] = value.value if isinstance(value, Recompute) else value
+    etp, tp = defaults.etp, int(fields.get("tp") or 1)
+    if fields.get("etp") is None and int(fields["ep"]) > 1 and tp > 1 and etp != DERIVED and tp % int(etp) == 0:
+        fields["etp"] = assumed["etp"] = int(etp)
     software.check_zero(int(fields["zero"]))
     return fields, assumed
 

@@ -31,7 +31,7 @@ from clustersim.workload.float8 import Float8Recipe
 from clustersim.workload.transformer import Transformer
 
 _GIB = 2**30
-_LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "zero", "sequence_parallel", "recompute")
+_LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "micro_batch", "zero", "sequence_parallel", "recompute")
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ def case_setup(
     # Published runs balance uneven layer counts over stages (e.g. Llama 3 405B: 126 layers, pp 16).
     if parallel.ep_overlap is None and model.moe is not None and int(fields["ep"]) > 1:
         assumed["ep_overlap"] = software.ep_overlap  # the framework's default, said per case
-    extra = {"uneven_stages": True, "ep_overlap": parallel.ep_overlap, "etp": parallel.etp}
+    extra = {"uneven_stages": True, "ep_overlap": parallel.ep_overlap}
     layout = layout_from_mapping(fields | extra, where=f"{where}: parallel")
     global_batch = parallel.global_batch
     if global_batch is None or global_batch < 1:
