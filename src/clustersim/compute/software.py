@@ -43,7 +43,7 @@ from clustersim.workload.float8 import Float8Recipe
 ENV_VAR = "CLUSTERSIM_SOFTWARE"
 PACKAGE, FILE_NAME = "clustersim.compute", "software.toml"
 DEFAULT_FRAMEWORK = "megatron"  # the default on GPUs; see default_framework() for any family
-DERIVED = "derived"  # an expert tensor-parallel degree left to the layout (tp's, Megatron-Core's own default)
+DERIVED: Literal["derived"] = "derived"  # an expert TP degree left to the layout (tp's: Megatron-Core's default)
 ExpertTp = Annotated[int, Field(ge=1)] | Literal["derived"]
 _DEFAULT_ETP = (
     "Expert tensor-parallel degree of a MoE layout with ep > 1 when the job does not say: 'derived' (tp's, as "
