@@ -13,7 +13,10 @@ output cap (the ``max_tokens`` it asked for) are free: it takes them all at admi
 more, nothing is ever preempted, and it gives them back when it is done. A prefix-cache hit skips that share of a
 prompt's prefill (the tokens are still held). The step that completes a prompt makes its first token. A
 disaggregated decode pool (``kv_arrives``) receives each prompt's KV cache with the request: admitted, it
-runs only the prompt's last position (a decode token's work) to make its next token.
+runs only the prompt's last position (a decode token's work) to make its next token. A serving stack whose
+first streamed response leaves ``first_token_lag_steps`` iterations after the one that computed the token
+(``SchedulerLimits.first_token_lag_steps``; 0: at the end of that iteration) reports it at the end of that
+later step, or when the request finishes if that comes first; the engine's work is unchanged.
 
 **Static batching**: an idle replica takes the waiting requests whose full lengths' blocks fit (up to the
 batch cap), prefills them in one step and decodes the whole batch until its longest request is done (the
@@ -31,7 +34,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -54,6 +57,7 @@ class SchedulerLimits:
     static: bool = False
     kv_arrives: bool = False  # a disaggregated decode pool: a prompt's KV comes with it, only its last token runs
     reserve_tokens: tuple[int, ...] = ()  # per request (run index): KV tokens reserved at admission; empty: paged
+    first_token_lag_steps: int = 0  # a first token is reported at the end of this many steps after its own
 
 
 @dataclass
@@ -140,6 +144,17 @@ def _run_continuous(
     pairs_of = table.chunk_pairs
     reserving = bool(limits.reserve_tokens)
     reserved: dict[int, int] = {}  # a reserving decoder's blocks
+    lag = limits.first_token_lag_steps
+    started: set[int] = set()  # requests whose first token has been computed
+    unreported: dict[int, int] = {}  # request -> the step at whose end its first token is reported (lag > 0)
+    reports: deque[tuple[int, int]] = deque()  # (that step, request), in step order
+
+    def report(first: int, ends_s: Sequence[float] | np.ndarray) -> None:
+        """Report the first tokens due at the end of steps ``first``, ``first + 1``, ... (ending at ``ends_s``)."""
+        while reports and reports[0][0] < first + len(ends_s):
+            step, r = reports.popleft()
+            if unreported.pop(r, None) is not None:
+                log.first_token_s[r] = float(ends_s[step - first])
 
     def blocks_of(r: int) -> int:
         """Blocks an admission takes: the prompt and what it made (paged), or its whole reservation."""
@@ -149,6 +164,8 @@ def _run_continuous(
     def finished(r: int) -> None:
         del running[r]
         log.finish_s[r] = clock
+        if unreported.pop(r, None) is not None:  # its last response carries the first token too
+            log.first_token_s[r] = clock
         arrivals.send(clock)
         if done is not None:
             done(1)
@@ -214,6 +231,7 @@ def _run_continuous(
                 log.step_decoding.extend([decoding] * steps)
                 free -= int(demand[steps - 1])
                 clock = float(ends[steps - 1])
+                report(tick, ends[:steps])
                 tick += steps
                 log.steps += steps
                 while heap and heap[0][0] < tick:
@@ -268,6 +286,7 @@ def _run_continuous(
             log.step_decoding.append(decoding)
         log.steps += 1
         tick += 1
+        report(tick - 1, (clock,))
         while heap and heap[0][0] < tick:
             _, r, v = heapq.heappop(heap)
             if r in entry and entry[r][2] == v:
@@ -279,8 +298,13 @@ def _run_continuous(
                 continue
             del prefilling[r]
             generated[r] += 1
-            if r not in log.first_token_s:
-                log.first_token_s[r] = clock
+            if r not in started:
+                started.add(r)
+                if lag:
+                    unreported[r] = tick - 1 + lag
+                    reports.append((tick - 1 + lag, r))
+                else:
+                    log.first_token_s[r] = clock
             else:
                 log.resume_gaps_s.append(clock - last_token[r])
             if generated[r] >= outputs[r]:
@@ -336,8 +360,7 @@ def _run_static(
         pairs = sum(table.chunk_pairs(a, b) for a, b in zip(starts.tolist(), n.tolist(), strict=True))
         clock += table.step_s(0, 0.0, float((n - starts).sum()), len(batch), pairs)
         log.steps += 1
-        for r in batch:
-            log.first_token_s[r] = clock
+        prefilled = clock
         steps = int(o.max()) - 1
         ends = np.array([clock])
         if steps > 0:  # every slot computes until the longest is done; contexts grow a token a step
@@ -348,8 +371,11 @@ def _run_static(
             log.step_s.extend(durations.tolist())
             log.step_decoding.extend(making.tolist())
             log.steps += steps
+        lag = min(limits.first_token_lag_steps, steps)  # reported at the end of a later decode step
+        reported = float(ends[lag - 1]) if lag else prefilled
         for r, length in zip(batch, o.tolist(), strict=True):
-            finish = float(ends[length - 2]) if length >= 2 else clock
+            finish = float(ends[length - 2]) if length >= 2 else prefilled
+            log.first_token_s[r] = min(reported, finish)
             log.finish_s[r] = finish
             arrivals.send(finish)
             if done is not None:

@@ -98,6 +98,7 @@ def simulate(
     progress: Callable[[int, int], None] | None = None,
     speculation: Speculation | None = None,
     admission: str | None = None,
+    first_token_lag_steps: int = 0,
 ) -> SimulationResult:
     """Simulate ``requests`` requests (a trace: its own) on ``system`` served by ``engine``.
 
@@ -106,13 +107,14 @@ def simulate(
     ``kv_capacity_tokens`` replaces the memory plan's KV room per replica (a pipeline's engines share it);
     ``progress(done, total)`` is called as requests finish; ``speculation``: speculative decoding
     (``clustersim.serving.speculative``: a scheduler step is a verify step, a request's output takes
-    ``1 + ceil((output - 1) / E)`` of them, each gap between its tokens a step over ``E``). Same inputs and
-    ``seed``, same result.
+    ``1 + ceil((output - 1) / E)`` of them, each gap between its tokens a step over ``E``);
+    ``first_token_lag_steps``: the serving stack sends a request's first token with the responses of that many
+    steps later (``SchedulerLimits.first_token_lag_steps``). Same inputs and ``seed``, same result.
     """
     started = time.perf_counter()
     cal = default_calibration() if cal is None else cal
     profile = engine_profile(engine, system.family)
-    check_run(system, requests, prefix_hit_rate, max_batch, kv_capacity_tokens, load)
+    check_run(system, requests, prefix_hit_rate, max_batch, kv_capacity_tokens, load, first_token_lag_steps)
     check_formats(request.precision, request.kv, system.system.accelerator, profile.framework)
     rng = np.random.default_rng(seed)
     inputs, outputs = draw_lengths(model, request, load, sampler, rng, requests)
@@ -121,7 +123,7 @@ def simulate(
     table, limits = replica_engine(
         model, system, request, profile, cal, inputs, outputs,
         prefix_hit_rate=prefix_hit_rate, max_batch=max_batch, kv_capacity_tokens=kv_capacity_tokens,
-        speculation=speculation, reserve=reserve,
+        speculation=speculation, reserve=reserve, first_token_lag_steps=first_token_lag_steps,
     )  # fmt: skip
     steps = outputs if speculation is None else steps_for_outputs(outputs, speculation)
     engines = system.dp * system.pp  # a pipelined replica: one engine per micro-batch in flight
@@ -198,6 +200,7 @@ def replica_engine(
     kv_arrives: bool = False,
     speculation: Speculation | None = None,
     reserve: np.ndarray | None = None,
+    first_token_lag_steps: int = 0,
 ) -> tuple[Steps, SchedulerLimits]:
     """One replica's priced steps and scheduler limits for requests of these lengths (``reserve``: each one's
     KV reservation, ``reserve_tokens``); the longest request, or reservation, must fit its KV cache (else a
@@ -227,7 +230,7 @@ def replica_engine(
     cap = min(profile.sequence_cap(chip), max_batch or profile.sequence_cap(chip))
     held = () if reserve is None else tuple(reserve.tolist())
     limits = SchedulerLimits(
-        profile.token_budget(chip), cap, block, blocks, prefix_hit_rate, static, kv_arrives, held
+        profile.token_budget(chip), cap, block, blocks, prefix_hit_rate, static, kv_arrives, held, first_token_lag_steps
     )  # fmt: skip
     biggest = int(inputs.max()) * cap if static else profile.token_budget(chip)
     verified = 0 if speculation is None else cap * speculation.draft_tokens  # the drafts the target verifies
@@ -254,8 +257,15 @@ def check_run(
     max_batch: int | None,
     kv_tokens: float | None,
     load: Load,
+    lag: int = 0,
 ) -> None:
     """Refuse what the simulator cannot run, naming the option."""
+    if isinstance(lag, bool) or not isinstance(lag, int) or lag < 0:
+        raise ClusterSimError(
+            f"first_token_lag_steps: must be a whole number of steps >= 0, got {lag!r}",
+            field="first_token_lag_steps",
+            value=lag,
+        )
     if load.trace is None and not 1 <= requests <= MAX_REQUESTS:
         raise ClusterSimError(f"--requests: must be 1..{MAX_REQUESTS:,}, got {requests}", field="--requests")
     if not 0.0 <= hit < 1.0:
