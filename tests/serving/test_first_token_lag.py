@@ -10,7 +10,10 @@ from clustersim.catalog.registry import load_catalog
 from clustersim.choices import Batching
 from clustersim.errors import ClusterSimError
 from clustersim.serving.engine import serving_system_for_instance
+from clustersim.serving.engines import engine_profile
 from clustersim.serving.estimate import Request
+from clustersim.serving.first_token import FIRST_TOKEN_LAG_STEPS, check_lag, first_token_lag_steps
+from clustersim.serving.latency import estimate_server
 from clustersim.serving.sim_requests import request_sampler
 from clustersim.serving.simulate import Load, simulate
 from clustersim.workload.zoo import load_model
@@ -78,3 +81,37 @@ def test_a_lag_that_is_not_a_whole_number_of_steps_is_refused(bad):
         simulate(model, system, Request(128, 4), Load(concurrency=1), requests=1, engine="vllm",
                  first_token_lag_steps=bad)  # fmt: skip
     assert "\n" not in str(e.value)
+
+
+def test_an_engine_named_for_its_lag_gets_it_unless_a_run_says_otherwise():
+    """``first_token_lag_steps=None`` takes the engine's (MLPerf v4.0's TensorRT-LLM build: one step)."""
+    model, system = setup()
+    request, load = Request(300, 64), Load(rate_per_s=20.0)
+    engine = "tensorrt-llm-mlperf-v4"
+    assert first_token_lag_steps(engine_profile(engine)) == 1
+    own, one, none = (
+        simulate(model, system, request, load, requests=300, engine=engine, first_token_lag_steps=lag)
+        for lag in (None, 1, 0)
+    )
+    np.testing.assert_array_equal(own.first_token_s, one.first_token_s)
+    assert (own.first_token_s > none.first_token_s).all()
+    plain = simulate(model, system, request, load, requests=300, engine="tensorrt-llm-mlperf-v5")
+    assert first_token_lag_steps(engine_profile("tensorrt-llm-mlperf-v5")) == 0
+    assert plain.ttft_s.mean() < own.ttft_s.mean()
+
+
+def test_every_engine_given_a_lag_is_a_profile():
+    for name, lag in FIRST_TOKEN_LAG_STEPS.items():
+        assert engine_profile(name).name == name and check_lag(lag) == lag > 0
+
+
+def test_the_server_closed_form_adds_the_lag_in_steps(monkeypatch):
+    """At a rate, the closed form's TTFT with the engine's lag is its TTFT without it plus that many TPOTs;
+    TPOT and the batch are unchanged."""
+    model, system = setup()
+    request, engine = Request(300, 64), "tensorrt-llm-mlperf-v4"
+    late = estimate_server(model, system, request, 40.0, engine=engine)
+    monkeypatch.setitem(FIRST_TOKEN_LAG_STEPS, engine, 0)
+    prompt = estimate_server(model, system, request, 40.0, engine=engine)
+    assert late.tpot_s == prompt.tpot_s and late.batch == prompt.batch
+    assert late.ttft_s == pytest.approx(prompt.ttft_s + prompt.tpot_s, rel=1e-12)

@@ -2,7 +2,8 @@
 
 At ``rate`` requests/s the decoding batch is the one whose output rate matches it (Little's law);
 TPOT is its step time; TTFT is the wait for a free slot (an M/D/c queue with one slot per sequence
-the KV cache holds), half a step, and the step that carries the prompt. Targets apply to means.
+the KV cache holds), half a step, the step that carries the prompt, and the steps a stack waits before it
+sends the first token (``clustersim.serving.first_token``; none for most). Targets apply to means.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from clustersim.serving.estimate import (
     continuous_step,
     make_estimate,
 )
+from clustersim.serving.first_token import first_token_lag_steps
 from clustersim.workload.transformer import Transformer
 
 
@@ -50,6 +52,7 @@ class _ServerCurve:
     first_step_s: FloatArray
     output_tokens_per_s: FloatArray
     max_batch: int
+    first_token_lag_steps: int = 0  # the engine's (``clustersim.serving.first_token``)
 
 
 def _server_curve(
@@ -66,7 +69,7 @@ def _server_curve(
     step = continuous_step(model, system, request, grid, cal, engine=engine).step_s
     first = continuous_step(model, system, request, grid, cal, extra_prompts=1.0, engine=engine).step_s
     rate = np.maximum.accumulate(grid / system.pp / step)
-    return _ServerCurve(grid, step, first, rate, max_batch)
+    return _ServerCurve(grid, step, first, rate, max_batch, first_token_lag_steps(engine))
 
 
 def _latency(
@@ -95,7 +98,8 @@ def _latency(
         wait = waits * scale
     else:  # P(wait > t) = C exp(-t / scale): the quantile, 0 when fewer than 1 - p arrivals wait at all
         wait = scale * math.log(waits / (1.0 - percentile)) if waits > 1.0 - percentile else 0.0
-    return batch, wait + 0.5 * step + system.pp * first, system.pp * step
+    reported = curve.first_token_lag_steps * system.pp * step  # the steps before the first token is sent
+    return batch, wait + 0.5 * step + system.pp * first + reported, system.pp * step
 
 
 def estimate_server(

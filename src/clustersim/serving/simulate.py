@@ -36,6 +36,8 @@ from clustersim.errors import ClusterSimError
 from clustersim.serving.engine import InferenceCalibration, ServingSystem, default_calibration, memory_plan
 from clustersim.serving.engines import EngineProfile, engine_profile
 from clustersim.serving.estimate import Request
+from clustersim.serving.first_token import check_lag
+from clustersim.serving.first_token import first_token_lag_steps as first_token_lag_steps_of
 from clustersim.serving.formats import check_formats
 from clustersim.serving.sim_report import SimulationResult, Slo
 from clustersim.serving.sim_requests import RequestLengthSampler, Trace, poisson_arrivals, request_sampler
@@ -98,7 +100,7 @@ def simulate(
     progress: Callable[[int, int], None] | None = None,
     speculation: Speculation | None = None,
     admission: str | None = None,
-    first_token_lag_steps: int = 0,
+    first_token_lag_steps: int | None = None,
 ) -> SimulationResult:
     """Simulate ``requests`` requests (a trace: its own) on ``system`` served by ``engine``.
 
@@ -109,12 +111,14 @@ def simulate(
     (``clustersim.serving.speculative``: a scheduler step is a verify step, a request's output takes
     ``1 + ceil((output - 1) / E)`` of them, each gap between its tokens a step over ``E``);
     ``first_token_lag_steps``: the serving stack sends a request's first token with the responses of that many
-    steps later (``SchedulerLimits.first_token_lag_steps``). Same inputs and ``seed``, same result.
+    steps later (``SchedulerLimits.first_token_lag_steps``; None: the engine's, ``clustersim.serving.first_token``).
+    Same inputs and ``seed``, same result.
     """
     started = time.perf_counter()
     cal = default_calibration() if cal is None else cal
     profile = engine_profile(engine, system.family)
-    check_run(system, requests, prefix_hit_rate, max_batch, kv_capacity_tokens, load, first_token_lag_steps)
+    check_run(system, requests, prefix_hit_rate, max_batch, kv_capacity_tokens, load)
+    lag = first_token_lag_steps_of(profile) if first_token_lag_steps is None else check_lag(first_token_lag_steps)
     check_formats(request.precision, request.kv, system.system.accelerator, profile.framework)
     rng = np.random.default_rng(seed)
     inputs, outputs = draw_lengths(model, request, load, sampler, rng, requests)
@@ -123,7 +127,7 @@ def simulate(
     table, limits = replica_engine(
         model, system, request, profile, cal, inputs, outputs,
         prefix_hit_rate=prefix_hit_rate, max_batch=max_batch, kv_capacity_tokens=kv_capacity_tokens,
-        speculation=speculation, reserve=reserve, first_token_lag_steps=first_token_lag_steps,
+        speculation=speculation, reserve=reserve, first_token_lag_steps=lag,
     )  # fmt: skip
     steps = outputs if speculation is None else steps_for_outputs(outputs, speculation)
     engines = system.dp * system.pp  # a pipelined replica: one engine per micro-batch in flight
@@ -257,15 +261,8 @@ def check_run(
     max_batch: int | None,
     kv_tokens: float | None,
     load: Load,
-    lag: int = 0,
 ) -> None:
     """Refuse what the simulator cannot run, naming the option."""
-    if isinstance(lag, bool) or not isinstance(lag, int) or lag < 0:
-        raise ClusterSimError(
-            f"first_token_lag_steps: must be a whole number of steps >= 0, got {lag!r}",
-            field="first_token_lag_steps",
-            value=lag,
-        )
     if load.trace is None and not 1 <= requests <= MAX_REQUESTS:
         raise ClusterSimError(f"--requests: must be 1..{MAX_REQUESTS:,}, got {requests}", field="--requests")
     if not 0.0 <= hit < 1.0:

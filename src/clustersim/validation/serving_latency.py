@@ -12,17 +12,17 @@ case on an engine the simulator runs (the GPU profiles), else with the closed fo
 (``predict_inference_case``). It is not the packaged predictor: a deployment's search costs about 10 s of CPU
 (``validate_cases(paths, catalog, simulated_latency_predictors())`` scores it).
 
-The run's length and the seeds (2026-12-02, on the five MLPerf server cases): with one 4,000-request run
-the B200 replica's highest rate was 53-58 requests/s (seeds 0-2) and fell with the run's length to 47-48
-(8,000) and 44.6-45.6 (16,000-32,000), where the published runs sit (44.3 and 45.1 per replica; the closed
-forms' 44.4): a short run ends before the queue of a rate past the edge has grown. The v4.0 rates were the
-same at every length (H200 12.5-12.8). Near the edge the mean TTFT is steep in the rate, so one run's mean
-moved by a third with its seed (v4.0 H100 TTFT -38% to +10% over seeds 0-3 at 16,000 requests); three
-pooled runs give TTFT MAPE v4.0 32.8% (seeds 0-2) and 34.9% (3-5), v5.0 18.2% and 16.1%; TPOT v4.0 3.3%
+The run's length and the seeds (2026-12-02, on the five MLPerf server cases): with one 4,000-request run the
+B200 replica's highest rate was 53-58 requests/s (seeds 0-2) and fell with the run's length to 47-48 (8,000) and
+44.6-45.6 (16,000-32,000), where the published runs sit (44.3 and 45.1 per replica; the closed forms' 44.4): a
+short run ends before the queue of a rate past the edge has grown. The v4.0 rates were the same at every length
+(H200 12.5-12.8). Near the edge the mean TTFT is steep in the rate, so one run's mean moved by a third with its
+seed (v4.0 H100 TTFT -38% to +10% over seeds 0-3 at 16,000 requests); before the v4.0 first-token lag (below)
+three pooled runs gave TTFT MAPE v4.0 32.8% (seeds 0-2) and 34.9% (3-5), v5.0 18.2% and 16.1%; TPOT v4.0 3.3%
 and 5.0%, v5.0 3.0% and 11.6% (closed forms: TTFT 27.1% and 30.3%, TPOT 24.6% and 42.0%; the single 4,000
-request runs gave TTFT v4.0 23.8-30.4% and v5.0 20.0-21.4%, by the luck of the seed). The published v5.0
-pair is itself that steep: the 1- and 8-GPU B200 runs, at 44.3 and 45.1 requests/s per replica of the same
-engine, measure a mean TTFT of 0.365 and 0.526 s.
+request runs gave TTFT v4.0 23.8-30.4% and v5.0 20.0-21.4%, by the luck of the seed). The published v5.0 pair is
+itself that steep: the 1- and 8-GPU B200 runs, at 44.3 and 45.1 requests/s per replica of the same engine,
+measure a mean TTFT of 0.365 and 0.526 s.
 
 What the v4.0 harness sets and what the simulator does with it (the MLPerf harness's TensorRT-LLM profiles,
 ``tensorrt-llm-mlperf-v4`` / ``-v5``): the batch scheduler policy MAX_UTILIZATION (main_llm.cc's
@@ -38,13 +38,18 @@ of each iteration", NVIDIA/TensorRT-LLM docs/source/batch_manager.md @27712aa7; 
 enableTrtOverlap, are off: main_llm.cc ``enable_trt_overlap`` false), as simulated; the configs'
 ``server_target_qps`` (H200x8 91.5, H100 TP2x4 17.8 x 4; mlcommons/inference_results_v4.0
 closed/NVIDIA/configs/llama2-70b/Server/__init__.py @8121a811) is the load the published runs carry, not a
-setting of the engine. What stays open: the simulated v4.0 TTFT is 1.7-1.8 of its own mean TPOT in every run
-(the wait for the step under way and the step that runs the prompt) where the logs measure 2.5-2.8; simulated at
-the configs' own rates (11.3 and 17.6 requests/s per replica) the TPOT is 43-66% below the logs', so the gap is
-not the rate. Not modelled and not checkable here: the harness's hops between the LoadGen process and each
-TensorRT-LLM group (requests, first tokens and responses over MPI, main_llm.cc), and whether the batch manager
-of that release, whose source was not public ("These parts are not open sourced",
-https://github.com/NVIDIA/TensorRT-LLM/issues/1135, 2024-02), keeps to its documented loop.
+setting of the engine. The simulated v4.0 TTFT was 1.7-1.8 of its own mean TPOT where the logs measure 2.5-2.8
+(simulated at the configs' own rates, 11.3 and 17.6 requests/s per replica, the TPOT is 43-66% below the logs',
+so the gap is not the rate); the v4.1 logs of the same harness on the same systems measure 1.6-1.8, so the extra
+iteration is the v4.0 TensorRT-LLM build's, and its profile reports a first token one step late
+(``clustersim.serving.first_token``, the evidence there). MAPE, seeds 0-2 / 3-5 (2026-12-02): v4.0 TTFT 32.9 /
+34.9% without the lag, 7.9 / 7.9% with it; TPOT 3.3 / 5.0% and 3.2 / 5.3%; v5.0 (no lag) unchanged. The closed
+forms carry the same lag (``clustersim.serving.latency``): v4.0 TTFT 27.1% -> 2.5%, TPOT 24.6% -> 25.5%.
+Not modelled: the harness's hops between the LoadGen process and each TensorRT-LLM group (requests, first
+tokens and responses over MPI, main_llm.cc; milliseconds against 120-165 ms steps), and how each harness spreads
+requests over its replicas (the simulator sends each to one at random; v4.0's H100 LoadGen rank sends each to
+the group with the fewest in flight, traffic_distribution_policy 2, and its single-process H200 run keeps one
+request queue that every GPU's batch manager drains at its loop's start, LLMServer's constructor).
 The MLPerf cases run the harness's profiles: with trtllm-bench's caps (32,768 tokens, 4,096 sequences) TPOT was
 v4.0 8.0-9.9%, v5.0 13.6-17.6%, TTFT v4.0 31.5-33.3%, v5.0 15.6-32.2%; reserving each request's KV at admission
 (TensorRT-LLM's own default) moved TTFT v4.0 to 13.6-26.8%, v5.0 to 38.5-45.9% (one 4,000-request run per seed,
