@@ -16,8 +16,8 @@ kinds run one after the other (separate kernels), so the step time is their sum:
 * **decode attention**: every decoding sequence reads its KV cache (memory-bound): once per KV head
   with a GQA kernel, once per query head with an older per-head kernel (the engine's); a latent
   (MLA) cache once for all heads, a windowed layer at most its window (``clustersim.serving.memory``);
-* **prefill attention**: causal ``(q_width + context_width) x n^2`` FLOPs per prompt and layer
-  (compute-bound), a windowed layer's keys capped at its window;
+* **prefill attention**: causal ``(q_width + context_width) x n^2`` FLOPs per prompt and layer, a windowed
+  layer's keys capped at its window; a native (non-flash) kernel's n^2 scores through HBM (``score_bytes``);
 * **elementwise** work (norms, residuals, rotary): hidden-vector reads and writes per token;
 * **tensor-parallel all-reduces**: two per layer of ``tokens x hidden x 2`` bytes, from the
   collectives model (``clustersim.network``), each plus a synchronization cost; pipeline stages add
@@ -417,7 +417,8 @@ def step_times(
     pair_flops = 2.0 * (model.q_width + model.context_width) / tp  # scores and context of one (query, key) pair
     causal = causal_pairs(model, prompt_tokens) / pp * pair_flops  # per prompt, this stage's layers
     attention_peak = system.peak_flop_per_s(attention_dtype(precision)) * cal.attention_flop_efficiency * kernels
-    prefill_attention = prompts * causal / attention_peak
+    native = profile.native_score_bytes(prompt_tokens, model.heads / tp * layers)  # a non-flash kernel's scores
+    prefill_attention = prompts * causal / attention_peak + prompts * native / bandwidth
 
     rowwise = b + prefill / tp if profile.sequence_parallel_prefill else tokens  # tokens each rank norms and adds
     elementwise = rowwise * layers * cal.activation_passes * model.hidden * ACTIVATION_BYTES / bandwidth

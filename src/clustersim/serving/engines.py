@@ -150,6 +150,14 @@ class EngineProfile(BaseModel):
         description="Prompt tokens' norms and residual adds are split over the TP ranks (sequence parallelism in "
         "context encoding: reduce-scatter and all-gather in place of each all-reduce); false: every rank does all.",
     )
+    score_bytes: float | None = Field(
+        None,
+        ge=0,
+        le=64,
+        description="Native (non-flash) context attention: HBM bytes moved per attention score it materializes (one "
+        "query x key x head of a padded prompt on one device: the passes of its mask and softmax over the scores); "
+        "absent: none (a flash kernel keeps the scores on chip).",
+    )
     bucket_min_tokens: int | None = Field(
         None,
         ge=1,
@@ -233,6 +241,11 @@ class EngineProfile(BaseModel):
         """Most sequences in flight per engine on ``accelerator`` (a catalog id), at most the compiled batch."""
         cap = self.max_batch_sequences_on.get(accelerator, self.max_batch_sequences)
         return cap if self.compiled_batch is None else min(cap, self.compiled_batch)
+
+    def native_score_bytes(self, prompt_tokens: float, head_layers: float) -> float:
+        """HBM bytes one prompt of ``prompt_tokens`` (padded) moves for the scores its native attention materializes:
+        ``prompt_tokens**2`` per head and layer on the device (``head_layers`` of them); 0 without ``score_bytes``."""
+        return 0.0 if not self.score_bytes else self.score_bytes * head_layers * prompt_tokens**2
 
     def decode_slots(self, sequences: FloatArray) -> FloatArray:
         """Sequences a decode step computes: all of a compiled batch's slots whenever one of them decodes."""
