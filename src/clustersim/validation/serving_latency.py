@@ -42,9 +42,11 @@ setting of the engine. The simulated v4.0 TTFT was 1.7-1.8 of its own mean TPOT 
 (simulated at the configs' own rates, 11.3 and 17.6 requests/s per replica, the TPOT is 43-66% below the logs',
 so the gap is not the rate); the v4.1 logs of the same harness on the same systems measure 1.6-1.8, so the extra
 iteration is the v4.0 TensorRT-LLM build's, and its profile reports a first token one step late
-(``clustersim.serving.first_token``, the evidence there). MAPE, seeds 0-2 / 3-5 (2026-12-02): v4.0 TTFT 32.9 /
-34.9% without the lag, 7.9 / 7.9% with it; TPOT 3.3 / 5.0% and 3.2 / 5.3%; v5.0 (no lag) unchanged. The closed
-forms carry the same lag (``clustersim.serving.latency``): v4.0 TTFT 27.1% -> 2.5%, TPOT 24.6% -> 25.5%.
+(``clustersim.serving.first_token``, the evidence there). MAPE, seeds 0-2 / 3-5 (2026-12-02): v4.0 TTFT 32.8 /
+34.9% without the lag, 10.1 / 7.2% with it; TPOT 3.3 / 5.0% and 1.7 / 6.5%; v5.0 (no lag) unchanged. The closed
+forms carry the same lag (``clustersim.serving.latency``): v4.0 TTFT 27.1% -> 2.5%, TPOT 24.6% -> 25.5%; their
+rate, the centre of the search's bracket, moves by 0.2%, which alone moves a v4.0 row's simulated TTFT by up to
+10 points (H200-CTS +7.2% -> +17.2% at seeds 0-2): near the highest rate the means are that steep.
 Not modelled: the harness's hops between the LoadGen process and each TensorRT-LLM group (requests, first
 tokens and responses over MPI, main_llm.cc; milliseconds against 120-165 ms steps), and how each harness spreads
 requests over its replicas (the simulator sends each to one at random; v4.0's H100 LoadGen rank sends each to
