@@ -99,7 +99,9 @@ def test_json_shape_is_exact() -> None:
     report = ValidationReport(cases=[score("a", 9, 10)])
     report.files.append(score_file("f", ["collective"], report.cases))
     payload = report.to_json()
-    assert set(payload) == {"level", "files", "cases", "skipped", "sources", "fields", "field_sources", "field_cases"}
+    assert set(payload) == {
+        "level", "files", "cases", "skipped", "sources", "fields", "field_sources", "field_cases", "layout_features"
+    }  # fmt: skip
     assert set(payload["files"][0]) == {
         "path",
         "kind",

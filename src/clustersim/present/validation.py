@@ -74,6 +74,21 @@ class SkippedCase(Protocol):
     def reason(self) -> str: ...
 
 
+class FeatureGroup(Protocol):
+    """Training cases with one layout feature (``clustersim.validation.by_layout.LayoutGroup``)."""
+
+    @property
+    def feature(self) -> str: ...
+    @property
+    def cases(self) -> int: ...
+    @property
+    def mape(self) -> float | None: ...
+    @property
+    def left_out_cases(self) -> int: ...
+    @property
+    def left_out_mape(self) -> float | None: ...
+
+
 class Report(Protocol):
     """A validation report (``clustersim.validation.scoring.ValidationReport``)."""
 
@@ -89,6 +104,8 @@ class Report(Protocol):
     def fit_status(self, path: str, source: str) -> str: ...
     def interval_coverage(self, path: str, source: str | None = None) -> tuple[float, float] | None: ...
     def field_sources(self) -> Sequence[tuple[str, str, str, int, float, ScoredCase]]: ...
+    @property
+    def layout_groups(self) -> Sequence[FeatureGroup]: ...
 
 
 class SourceCrossValidation(Protocol):
@@ -152,7 +169,20 @@ def report_renderables(report: Report) -> list[RenderableType]:
     latency = report.field_sources()
     if latency:
         renderables.append(latency_table(latency))
+    if report.layout_groups:
+        renderables.append(layout_table(report.layout_groups))
     return renderables
+
+
+def layout_table(groups: Sequence[FeatureGroup]) -> Table:
+    """Training cases by layout feature: cases and MAPE now, and the same cases' left-out MAPE."""
+    table = Table(title="training by layout feature: MAPE now and left out (each case predicted without its source)")
+    for column in ("feature", "cases", "MAPE %", "left-out cases", "left-out MAPE %"):
+        table.add_column(column, justify="left" if column == "feature" else "right")
+    for g in groups:
+        left = "-" if g.left_out_mape is None else f"{100 * g.left_out_mape:.1f}"
+        table.add_row(g.feature, str(g.cases), f"{100 * (g.mape or 0.0):.1f}", str(g.left_out_cases), left)
+    return table
 
 
 def latency_table(rows: Sequence[tuple[str, str, str, int, float, ScoredCase]]) -> Table:

@@ -79,16 +79,23 @@ def context_of(case: Case, catalog: Catalog) -> Context:
         raise ClusterSimError(f"case {case.id}: no system.accelerator")
     accelerator = catalog.accelerator(system.accelerator)
     framework = (case.software.framework if case.software else None) or DEFAULT_FRAMEWORK.get(case.kind, "")
-    layout = _layout_of(case, catalog) if case.kind == "training" else ()
+    layout = training_layout(case, catalog) if case.kind == "training" else ()
     return Context(accelerator.id, accelerator.family, framework, system.devices or 1, layout)
 
 
-def _layout_of(case: Case, catalog: Catalog) -> tuple[str, ...]:
+def training_layout(case: Case, catalog: Catalog) -> tuple[str, ...]:
+    """A training case's layout features (``clustersim.intervals.layout``), its unstated fields resolved as
+    the estimate resolves them."""
     from clustersim.validation.training import case_setup
 
     setup = case_setup(case, catalog)
     layout, precision = setup.layout, setup.job.precision.value
     return layout_features(pp=layout.pp, cp=layout.cp, ep=layout.ep, zero=layout.zero, precision=precision)
+
+
+def predicted_over_measured(row: Residual) -> float:
+    """The residual's held-out prediction over the measured value, in its field's own terms."""
+    return math.exp(-row.r) if row.field in DURATION_FIELDS else math.exp(row.r)
 
 
 def log_residual(field: str, measured: float, predicted: float) -> float:
@@ -229,8 +236,8 @@ def left_out(rows: Sequence[Residual], level: float) -> list[LeftOut]:
         # width is that of its own interval
         rate = found.rate(1.0)
         half = (duration.high - duration.low) / 2 if row.field in DURATION_FIELDS else (rate.high - rate.low) / 2
-        ratio = math.exp(-row.r) if row.field in DURATION_FIELDS else math.exp(row.r)  # predicted / measured
-        judged.append(LeftOut(row, duration.contains(math.exp(row.r)), half, abs(ratio - 1), found.basis))
+        error = abs(predicted_over_measured(row) - 1)
+        judged.append(LeftOut(row, duration.contains(math.exp(row.r)), half, error, found.basis))
     return judged
 
 

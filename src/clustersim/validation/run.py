@@ -17,11 +17,12 @@ from typing import Any
 
 from clustersim.catalog.registry import Catalog
 from clustersim.errors import ClusterSimError
-from clustersim.intervals import DEFAULT_LEVEL, ResidualTable, check_level
+from clustersim.intervals import DEFAULT_LEVEL, ResidualTable, check_level, load_residuals
+from clustersim.validation.by_layout import layout_groups
 from clustersim.validation.cases import Case, default_case_files, primary_field, read_cases, source_key
 from clustersim.validation.collective import predict_collective_case
 from clustersim.validation.inference import engine_fitted_case, predict_inference_case
-from clustersim.validation.intervals import case_interval
+from clustersim.validation.intervals import case_interval, training_layout
 from clustersim.validation.manifest import fitted_on_by_kind
 from clustersim.validation.scoring import CaseScore, Skipped, ValidationReport, group_key, score_file
 from clustersim.validation.training import case_assumptions, predict_memory_case, predict_training_case
@@ -134,6 +135,7 @@ def _validate(
             report.field_files.append(
                 dataclasses.replace(score_file(name, (s.kind for s in of_field), of_field), field=field)
             )
+    report.layout_groups = layout_groups(report.cases, load_residuals() if residuals is None else residuals)
     report.fitted_on = fitted_on_by_kind()
     if engine_fitted:  # the Neuron engines' pair is fitted outside the calibration files' manifests
         report.fitted_on["inference"] = frozenset(report.fitted_on.get("inference") or ()) | engine_fitted
@@ -177,11 +179,13 @@ def _score_case(
         predicted = float(predictor(case, name, catalog))
         packaged = predictor is PREDICTORS.get(case.kind) and case.kind in ASSUMPTIONS
         assumed = dict(ASSUMPTIONS[case.kind](case, catalog)) if packaged else {}
+        layout = training_layout(case, catalog) if packaged and case.kind == "training" else ()
     except ClusterSimError as exc:
         return Skipped(case.id, str(exc), path)
     if not math.isfinite(predicted):
         return Skipped(case.id, f"predicted {name} is {predicted}", path)
     error = predicted / measured - 1
     return CaseScore(
-        case.id, case.kind, predicted, measured, error, name, group_key(case), path, source_key(case.source), assumed
-    )
+        case.id, case.kind, predicted, measured, error, name, group_key(case), path, source_key(case.source), assumed,
+        layout=layout,
+    )  # fmt: skip

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from clustersim.intervals import DEFAULT_LEVEL, Interval
+from clustersim.validation.by_layout import LayoutGroup
 from clustersim.validation.cases import Case
 from clustersim.validation.intervals import coverage
 
@@ -41,6 +42,7 @@ class CaseScore:
     # the fields the case leaves null -> the values assumed for them (``field`` above shadows dataclasses.field)
     assumed: dict[str, Any] = dataclasses.field(default_factory=dict)
     interval: Interval | None = None  # from the residuals of every other source (validation.intervals)
+    layout: tuple[str, ...] = ()  # a training case's layout features (clustersim.intervals.layout)
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,7 @@ class ValidationReport:
     # latency fields measured beside the primary one (run.LATENCY_FIELDS): per case, and per file and field
     field_cases: list[CaseScore] = field(default_factory=list)
     field_files: list[FileScore] = field(default_factory=list)
+    layout_groups: list[LayoutGroup] = field(default_factory=list)  # training MAPE by layout feature
 
     def interval_coverage(self, path: str, source: str | None = None) -> tuple[float, float] | None:
         """Coverage and median relative width of the intervals of file ``path`` (and ``source``)."""
@@ -172,6 +175,7 @@ class ValidationReport:
                 {"id": c.id, "field": c.field, "predicted": c.predicted, "measured": c.measured, "error": c.error}
                 for c in self.field_cases
             ],
+            "layout_features": [g.to_json() for g in self.layout_groups],
             "sources": [
                 {
                     "file": path,
