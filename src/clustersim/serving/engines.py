@@ -18,7 +18,8 @@ Engines that compile static shapes (the Neuron ones: neuronx-cc builds one graph
 prompt to the next of their context-encoding buckets and attend, while decoding, over the next of
 their token-generation buckets (``bucket_min_tokens``: powers of two from that many tokens, the last
 bucket the compiled sequence length; ``bucket_rule``: every power of two below it, transformers-neuronx's
-default, or those below ``2**round(log2 L)``, NxD Inference's); :func:`bucket_tokens` gives the padded length.
+default, or those below ``2**round(log2 L)``, NxD Inference's; ``context_buckets``: a compile's own list of
+context-encoding buckets); ``clustersim.serving.buckets`` gives the padded lengths.
 A deployment's compiled shapes, where known, are profile fields too (a user's profile ``based_on`` the engine):
 ``compiled_batch`` (every decode step computes all its slots; at most that many sequences run) and
 ``compiled_sequence_tokens`` (the last bucket; absent: the longest request's length; a longer request is refused).
@@ -43,6 +44,7 @@ Inference v4.0``) is no release of the engine. An unknown framework is an error 
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -55,6 +57,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from clustersim.catalog.overlay import RecordFile
 from clustersim.choices import Batching
 from clustersim.errors import ClusterSimError, UnknownNameError
+from clustersim.serving.buckets import bucket_tokens as bucket_tokens
+from clustersim.serving.buckets import mean_bucket_tokens as mean_bucket_tokens
+from clustersim.serving.buckets import prompt_bucket_tokens as prompt_bucket_tokens
 from clustersim.serving.engine_names import FILE_NAME, PACKAGE
 
 ENV_VAR = "CLUSTERSIM_SERVING_ENGINES"
@@ -171,6 +176,12 @@ class EngineProfile(BaseModel):
         "2**round(log2 L) (NxD Inference's automatic buckets, so a length just past a power of two pads to L); "
         "single, none: L is the only bucket (bucketing off; bucket_min_tokens then only turns padding on).",
     )
+    context_buckets: tuple[int, ...] | None = Field(
+        None,
+        description="Static shapes: the context-encoding buckets a compile lists itself (NxD Inference's "
+        "context_encoding_buckets), ascending; a prompt pads to the smallest that holds it (none: refused); "
+        "absent: bucket_rule's.",
+    )
     compiled_batch: int | None = Field(
         None,
         ge=1,
@@ -201,6 +212,13 @@ class EngineProfile(BaseModel):
             raise ValueError(f"{list(value)}: give two months such as ['2023-10', '2024-03']")
         if value is not None and value[0] >= value[1]:
             raise ValueError(f"{list(value)}: the first month must come before the second")
+        return value
+
+    @field_validator("context_buckets")
+    @classmethod
+    def _context_buckets(cls, value: tuple[int, ...] | None) -> tuple[int, ...] | None:
+        if value is not None and (not value or value[0] < 1 or any(b <= a for a, b in itertools.pairwise(value))):
+            raise ValueError(f"{list(value)}: give token counts of at least 1 in ascending order, e.g. [2048, 4096]")
         return value
 
     @field_validator("host_sequence_overhead_s")
@@ -261,6 +279,13 @@ class EngineProfile(BaseModel):
     def _framework_id(self) -> EngineProfile:
         if self.framework != self.framework.strip().lower():
             raise ValueError(f"framework {self.framework!r}: write it in lower case, as software.framework")
+        if self.context_buckets and self.bucket_min_tokens is None:
+            raise ValueError("context_buckets: only an engine with static shapes (bucket_min_tokens) pads prompts")
+        last = self.context_buckets[-1] if self.context_buckets else 0
+        if self.compiled_sequence_tokens is not None and last > self.compiled_sequence_tokens:
+            raise ValueError(
+                f"context_buckets: the last, {last}, is beyond compiled_sequence_tokens {self.compiled_sequence_tokens}"
+            )
         stray = sorted(set(self.default_on) - set(self.accelerator_families))
         if stray:
             raise ValueError(f"default_on {stray}: not among accelerator_families {list(self.accelerator_families)}")
@@ -306,82 +331,6 @@ ENGINE_FILE = RecordFile(
 def engine_profiles(extra: Sequence[str | Path] = (), *, use_env: bool = True) -> dict[str, EngineProfile]:
     """The packaged profiles with the user's files (``CLUSTERSIM_SERVING_ENGINES``, then ``extra``) over them."""
     return ENGINE_FILE.records(extra, use_env=use_env)
-
-
-def bucket_tokens(tokens: npt.ArrayLike, profile: EngineProfile, longest: npt.ArrayLike | None = None) -> FloatArray:
-    """``tokens`` padded to the engine's next bucket (a power of two times ``bucket_min_tokens``, at least
-    that many), at most ``longest`` (the last bucket is the compiled sequence length, whatever it is; under
-    the ``rounded`` rule the powers of two from ``2**round(log2 longest)`` up are no buckets, so a length
-    past the last one below pads to ``longest``); unchanged where the engine has no buckets."""
-    length = np.asarray(tokens, dtype=np.float64)
-    if profile.bucket_min_tokens is None or (profile.bucket_rule == "single" and longest is None):
-        return length  # no buckets, or the one bucket's length unknown
-    low = float(profile.bucket_min_tokens)
-    steps = np.ceil(np.log2(np.maximum(length, low) / low) - 1e-9)
-    padded = low * np.exp2(np.maximum(steps, 0.0))
-    if longest is not None:
-        last = np.asarray(longest, dtype=np.float64)
-        padded = np.where(padded < _top_power(last, profile), padded, last)
-        padded = np.maximum(np.minimum(padded, last), length)
-    return np.asarray(padded, dtype=np.float64)
-
-
-def _top_power(longest: FloatArray, profile: EngineProfile) -> FloatArray:
-    """The first power of two that is no bucket below ``longest``: none (inf) under the ``doubling`` rule;
-    ``2**round(log2 longest)`` under NxD Inference's (``rounded``); every one (0) under ``single``."""
-    if profile.bucket_rule == "doubling":
-        return np.full_like(longest, np.inf)
-    if profile.bucket_rule == "single":
-        return np.zeros_like(longest)
-    low = float(profile.bucket_min_tokens or 1)
-    return np.asarray(np.exp2(np.round(np.log2(np.maximum(longest, low)))), dtype=np.float64)
-
-
-def prompt_bucket_tokens(prompt_tokens: float, profile: EngineProfile, sequence_tokens: float) -> float:
-    """The prompt's context-encoding bucket when the engine compiles ``sequence_tokens`` positions: under the
-    ``rounded`` rule (NxD Inference) the bucket at most ``sequence_tokens`` (its last context bucket is the
-    max context length, the sequence length by default), under ``single`` that length itself; under
-    ``doubling`` (transformers-neuronx, whose context buckets are its token buckets halved, which a long
-    prompt outgrows) the next power of two."""
-    compiled = profile.compiled_sequence_tokens
-    if compiled is not None and prompt_tokens > compiled:
-        raise ClusterSimError(
-            f"a prompt of {prompt_tokens:g} tokens is longer than the engine's compiled_sequence_tokens {compiled}",
-            field="compiled_sequence_tokens",
-            value=compiled,
-        )
-    sequence_tokens = sequence_tokens if compiled is None else float(compiled)
-    capped = profile.bucket_rule != "doubling" and sequence_tokens >= prompt_tokens
-    longest = sequence_tokens if capped else None
-    return float(bucket_tokens(prompt_tokens, profile, longest))
-
-
-def mean_bucket_tokens(first: npt.ArrayLike, last: npt.ArrayLike, profile: EngineProfile) -> FloatArray:
-    """The mean padded length over the positions ``first..last`` (uniformly, as a sequence decodes from its
-    prompt to its last token), each padded to its bucket and at most ``last`` (the compiled sequence
-    length); the mean position where the engine has no buckets."""
-    lo, hi = np.broadcast_arrays(np.asarray(first, dtype=np.float64), np.asarray(last, dtype=np.float64))
-    if profile.bucket_min_tokens is None:
-        return np.asarray((lo + hi) / 2.0, dtype=np.float64)
-    compiled = profile.compiled_sequence_tokens
-    if compiled is not None and np.any(hi > compiled + 1e-9):
-        raise ClusterSimError(
-            f"a request of {float(np.max(hi)):g} tokens is longer than the engine's compiled_sequence_tokens "
-            f"{compiled}",
-            field="compiled_sequence_tokens",
-            value=compiled,
-        )
-    cap = hi if compiled is None else np.full_like(hi, float(compiled))  # the last bucket
-    span = np.maximum(hi - lo, 1e-9)
-    total = np.zeros_like(lo)
-    top = _top_power(cap, profile)
-    low, edge = 0.0, float(profile.bucket_min_tokens)
-    while np.any(hi > low):  # the positions in (low, edge] attend over min(edge, cap) tokens, or cap past top
-        covered = np.clip(np.minimum(hi, edge) - np.maximum(lo, low), 0.0, None)
-        total = total + covered * np.where(edge < top, np.minimum(edge, cap), cap)
-        low, edge = edge, 2.0 * edge
-    padded = np.where(hi > lo, total / span, bucket_tokens(hi, profile, cap))
-    return np.asarray(padded, dtype=np.float64)
 
 
 def engine_profile(engine: str | EngineProfile | None = None, family: str | None = None) -> EngineProfile:
