@@ -7,6 +7,7 @@ import pytest
 
 from clustersim.catalog.registry import Catalog, load_catalog
 from clustersim.errors import ClusterSimError
+from clustersim.serving.first_token import FIRST_TOKEN_LAG_STEPS
 from clustersim.validation.cases import Case, default_paths, read_all
 from clustersim.validation.inference import (
     SERVER_TPOT_TARGET_S,
@@ -77,3 +78,16 @@ def test_seeds_pool_their_steady_requests(catalog: Catalog, cases: dict[str, Cas
     assert each[0] != each[1]  # the seeds draw different runs
     with pytest.raises(ClusterSimError, match="seeds: give at least one seed"):
         steady_means(deployment, 10.0, REQUESTS, ())
+
+
+def test_the_v4_harness_reports_first_tokens_a_step_late(
+    catalog: Catalog, cases: dict[str, Case], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The v4.0 cases' engine (tensorrt-llm-mlperf-v4) sends a first token one step after the one computing it
+    (``clustersim.serving.first_token``): the simulated TTFT grows by about a TPOT, the TPOT stays."""
+    deployment = case_deployment(cases["mlperf40_llama2-70b_8xh200_server"], catalog)
+    late = steady_means(deployment, 10.0, REQUESTS)
+    monkeypatch.setitem(FIRST_TOKEN_LAG_STEPS, "tensorrt-llm-mlperf-v4", 0)
+    prompt = steady_means(deployment, 10.0, REQUESTS)
+    assert late.tpot_mean_s == pytest.approx(prompt.tpot_mean_s, rel=0.05)
+    assert 0.5 * prompt.tpot_mean_s < late.ttft_mean_s - prompt.ttft_mean_s < 2.0 * prompt.tpot_mean_s
