@@ -52,10 +52,11 @@ get worse (aws-neuron-sdk throughput 13.7% -> 18.0%), so the cases do not identi
 A Neuron cost per all-reduce (``sync_overhead_s``) went to zero in a fit on throughput (2026-12-01) and moved
 the objective by 0.005 beside these (2026-12-02): not identified, so the calibration's applies.
 transformers-neuronx's HBM bytes per materialized attention score (``score_bytes``, its profile's) are held at
-their prior, 25, counted from its HLO: fitted freely beside these three (2026-12-02, range 0-64) they go to 55.7
-(objective 0.1946 -> 0.1901), but the fit on optimum-neuron's cases alone, whose only transformers-neuronx rows are
-two 2,048-token prompts, cannot tell them from the Trainium1 efficiency and sends aws-neuron-sdk's left-out
-throughput and TPOT MAPE from 11.2% / 9.9% to 31.0% / 23.7%."""
+their prior, 25, counted from its HLO: fitted freely beside these three (2026-12-02, on the 28 cases before
+optimum-neuron's trn1 NxD row, range 0-64) they go to 55.7 (objective 0.1946 -> 0.1901), but the fit on
+optimum-neuron's cases alone, whose only transformers-neuronx rows are two 2,048-token prompts, cannot tell them
+from the Trainium1 efficiency and sends aws-neuron-sdk's left-out throughput and TPOT MAPE from 11.2% / 9.9% to
+31.0% / 23.7%."""
 POINTS = 7
 FITTED_FIELDS = ("output_tokens_per_s", "ttft_s")
 SCORED_FIELDS = ("output_tokens_per_s", "ttft_s", "tpot_s")
