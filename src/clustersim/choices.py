@@ -23,3 +23,19 @@ class Batching(StrEnum):
 
     CONTINUOUS = "continuous"
     STATIC = "static"
+
+
+class EpDispatcher(StrEnum):
+    """A MoE layer's token dispatcher: Megatron-Core's alltoall dispatcher (NCCL's all-to-all, each
+    token-expert copy on its own), or the flex dispatcher with DeepEP or HybridEP (a token sent once per
+    remote node holding its experts, then fanned out over NVLink)."""
+
+    ALLTOALL = "alltoall"
+    DEEPEP = "deepep"
+
+
+EP_DISPATCHER_HELP = (
+    "MoE token dispatch: 'alltoall' (Megatron-Core's alltoall dispatcher over NCCL: each token-expert copy "
+    "crosses the network) or 'deepep' (the flex dispatcher with DeepEP or HybridEP: a token once per remote node, "
+    "then NVLink); default: the framework's."
+)

@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from clustersim.choices import EP_DISPATCHER_HELP, EpDispatcher
 from clustersim.choices import Recompute as Recompute  # re-exported: defined with the light enums
 from clustersim.errors import ClusterSimError, validation_problems
 from clustersim.workload.transformer import Transformer
@@ -54,6 +55,7 @@ class Layout(BaseModel):
         default=None,
         description="Overlap expert all-to-alls with another micro-batch's compute (None: the framework's default).",
     )
+    ep_dispatcher: EpDispatcher | None = Field(default=None, description=EP_DISPATCHER_HELP)
     dp_overlap: bool = Field(default=True, description="Overlap data-parallel communication with compute.")
     uneven_stages: bool = Field(
         default=False, description="Allow pipeline stages with different layer counts (layers not divisible by pp*vp)."
@@ -124,10 +126,13 @@ class LayoutArrays:
     ep_overlap: npt.NDArray[np.float64]  # 1 on, 0 off, NaN: the framework's default
     uneven_stages: BoolArray
     etp_stated: IntArray | None = None  # a layout's stated expert TP degree, 0 where derived (None: all derived)
+    ep_per_node: npt.NDArray[np.float64] | None = None  # 1 deepep, 0 alltoall, NaN: the framework's (None: all NaN)
 
     def __post_init__(self) -> None:
         if self.etp_stated is None:
             object.__setattr__(self, "etp_stated", np.zeros(len(self.tp), dtype=np.int64))
+        if self.ep_per_node is None:
+            object.__setattr__(self, "ep_per_node", np.full(len(self.tp), np.nan))
 
     @classmethod
     def of(cls, layouts: Sequence[Layout]) -> LayoutArrays:
@@ -158,6 +163,7 @@ class LayoutArrays:
             ep_overlap=np.array([np.nan if x.ep_overlap is None else float(x.ep_overlap) for x in layouts]),
             uneven_stages=flags(lambda x: x.uneven_stages),
             etp_stated=np.array([layout.etp or 0 for layout in layouts], dtype=np.int64),
+            ep_per_node=np.array([_per_node(x.ep_dispatcher) for x in layouts]),
         )
 
     def __len__(self) -> int:
@@ -208,6 +214,7 @@ class LayoutArrays:
             ep_overlap=None if np.isnan(ep_overlap) else bool(ep_overlap),
             uneven_stages=bool(self.uneven_stages[index]),
             etp=int(_stated_etp(self)[index]) or None,
+            ep_dispatcher=_dispatcher(float(self.ep_per_node[index])),  # type: ignore[index]
         )
 
 
@@ -248,6 +255,16 @@ class LayoutRule:
 
 def _moe_experts(job: RuleInputs) -> int:
     return job.model.moe.experts if job.model.moe else 1
+
+
+def _per_node(dispatcher: EpDispatcher | None) -> float:
+    """A dispatcher as ``LayoutArrays.ep_per_node`` holds it."""
+    return np.nan if dispatcher is None else float(dispatcher is EpDispatcher.DEEPEP)
+
+
+def _dispatcher(per_node: float) -> EpDispatcher | None:
+    """``LayoutArrays.ep_per_node``'s value as a dispatcher name."""
+    return None if np.isnan(per_node) else (EpDispatcher.DEEPEP if per_node else EpDispatcher.ALLTOALL)
 
 
 def _stated_etp(layouts: Any) -> Any:

@@ -241,3 +241,28 @@ def test_etp_is_held_with_a_given_layout_and_in_the_search():
     refused(
         train("llama3-8b", "--instance", "p5.48xlarge", "--nodes", "1", "--etp", "1"), "etp 1", "mixture-of-experts"
     )
+
+
+def test_the_token_dispatcher_is_priced_held_in_a_search_and_refused_without_experts():
+    given = (
+        "deepseek-v3", "--instance", "p5.48xlarge", "--nodes", "128", "--global-batch", "8192", "--precision", "fp8",
+        "--tp", "2", "--pp", "8", "--ep", "64", "--uneven-stages", "--recompute", "selective", "--json",
+    )  # fmt: skip
+
+    def ep_exposed(*flag: str) -> tuple[float, dict]:
+        result = train(*given, *flag)
+        assert result.exit_code == 0, result.output
+        payload = json.loads(result.stdout)
+        (term,) = [t for t in payload["terms"] if t["name"] == "ep comm"]
+        return term["exposed_s"], payload["layout"]
+
+    nccl, stated = ep_exposed("--ep-dispatcher", "alltoall")
+    deepep, default = ep_exposed()  # megatron's: the flex dispatcher, one copy per remote node
+    assert stated["ep_dispatcher"] == "alltoall" and default["ep_dispatcher"] is None
+    assert nccl > 1.5 * deepep  # 8 nodes: each token-expert copy on the network against one per node reached
+    assert ep_exposed("--ep-dispatcher", "deepep")[0] == deepep
+    searched = layout_of("mixtral-8x7b", "--instance", "p5.48xlarge", "--nodes", "4", "--seq", "4096",
+                         "--global-batch", "128", "--ep", "8", "--ep-dispatcher", "alltoall")  # fmt: skip
+    assert searched["ep_dispatcher"] == "alltoall"
+    refused(train("llama3-8b", "--instance", "p5.48xlarge", "--nodes", "1", "--ep-dispatcher", "alltoall"),
+            "ep_dispatcher", "no experts")  # fmt: skip

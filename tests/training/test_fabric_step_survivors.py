@@ -20,8 +20,7 @@ from clustersim.training.fabric_step import KindOnFabric, StepCollective, StepOn
 from clustersim.workload.transformer import MoE
 
 SYSTEM = system_for_instance(load_catalog(use_env=False), "p5.48xlarge", 4)  # 8 GPUs a node
-PER_NODE = software_for(None, SYSTEM.accelerator.family)
-PER_EXPERT = PER_NODE.model_copy(update={"ep_dispatch_per_node": False})
+PER_NODE, PER_EXPERT = True, False  # DeepEP / HybridEP against NCCL's all-to-all
 MOE = MoE(experts=64, top_k=6)
 
 
@@ -30,7 +29,7 @@ def _ratio(nodes: int) -> float:
 
 
 def test_a_group_fans_out_to_its_ranks_on_one_node():
-    assert PER_NODE.ep_dispatch_per_node and SYSTEM.scaleup_devices == 8
+    assert software_for(None, SYSTEM.accelerator.family).ep_dispatch_per_node and SYSTEM.scaleup_devices == 8
     # 16 consecutive ranks: 8 a node over 2 nodes; 12 still need 2 nodes (8 + 4).
     assert ep_dispatch_shape(SYSTEM, PER_NODE, MOE, 16, 1) == (pytest.approx(_ratio(2)), 8)
     assert ep_dispatch_shape(SYSTEM, PER_NODE, MOE, 12, 1) == (pytest.approx(_ratio(2)), 8)

@@ -107,6 +107,18 @@ def test_an_expert_group_across_nodes_sends_each_token_once_per_remote_node():
     assert terms(spread)["ep comm"][0] < terms(plain)["ep comm"][0]
 
 
+def test_a_layouts_dispatcher_overrides_the_frameworks():
+    layout = Layout(dp=4, ep=4)
+    framework = estimate(layout, devices=4, per_node=2, global_batch=8, model=MOE, sw=SW)  # megatron: per node
+    nccl = estimate(
+        layout.model_copy(update={"ep_dispatcher": "alltoall"}), devices=4, per_node=2, global_batch=8, model=MOE, sw=SW
+    )
+    plain = estimate(layout, devices=4, per_node=2, global_batch=8, model=MOE, sw=SW.model_copy(
+        update={"ep_dispatch_per_node": False}))  # fmt: skip
+    assert terms(nccl)["ep comm"] == pytest.approx(terms(plain)["ep comm"], rel=REL)
+    assert terms(framework)["ep comm"][0] < terms(nccl)["ep comm"][0]
+
+
 def test_an_expert_group_inside_one_node_dispatches_the_same_either_way():
     per_node = SW.model_copy(update={"ep_dispatch_per_node": True})
     a = estimate(Layout(dp=2, ep=2), devices=2, global_batch=4, model=MOE, sw=per_node)

@@ -141,3 +141,19 @@ def test_a_stated_expert_tp_degree_is_read_and_an_impossible_one_refused() -> No
     assert case_setup(_case(DEEPSEEK_V3, tp=2, dp=16, etp=2), CATALOG).layout.etp == 2
     with pytest.raises(ClusterSimError, match=r"ep\*etp = 32\*3 must divide"):
         predict_training_case(_case(DEEPSEEK_V3, tp=2, dp=16, etp=3), "step_time_s", CATALOG)
+
+
+def test_a_stated_token_dispatcher_is_read_and_priced() -> None:
+    """``parallel.ep_dispatcher``: Megatron-Core's alltoall dispatcher, or the flex one's DeepEP / HybridEP."""
+    null = case_setup(_case(DEEPSEEK_V3), CATALOG)
+    assert null.layout.ep_dispatcher is None and null.assumed["ep_dispatcher"] == "deepep"  # megatron's, said so
+    for stated, read in (("alltoall", "alltoall"), ("deepep", "deepep"), ("hybridep", "deepep")):
+        setup = case_setup(_case(DEEPSEEK_V3, ep_dispatcher=stated), CATALOG)
+        assert setup.layout.ep_dispatcher == read and "ep_dispatcher" not in setup.assumed
+    # 32 ranks over 4 nodes: every token-expert copy on the network (NCCL) is slower than one copy per node
+    nccl = predict_training_case(_case(DEEPSEEK_V3, ep_dispatcher="alltoall"), "step_time_s", CATALOG)
+    deepep = predict_training_case(_case(DEEPSEEK_V3, ep_dispatcher="deepep"), "step_time_s", CATALOG)
+    assert nccl > 1.05 * deepep
+    assert deepep == predict_training_case(_case(DEEPSEEK_V3), "step_time_s", CATALOG)
+    with pytest.raises(ClusterSimError, match="ep_dispatcher"):
+        case_setup(_case(DEEPSEEK_V3, ep_dispatcher="nvshmem"), CATALOG)

@@ -27,6 +27,7 @@ from clustersim.cli.job_options import (
     CpOpt,
     DevicesPerNodeOpt,
     EfficiencyOpt,
+    EpDispatcherOpt,
     EpOpt,
     EpOverlapOpt,
     EtpOpt,
@@ -113,6 +114,7 @@ def explain_command(
     recompute: RecomputeOpt = None,
     uneven: UnevenStagesOpt = None,
     ep_overlap: EpOverlapOpt = None,
+    ep_dispatcher: EpDispatcherOpt = None,
     torch_compile: TorchCompileOpt = None,
     headroom: HeadroomOpt = None,
     safe: SafeOpt = False,
@@ -194,7 +196,8 @@ def explain_command(
                 refuse_headroom(logged, headroom)
             spec = _scenario_of_options(
                 model=model, instance=instance, nodes=nodes, devices_per_node=devices_per_node, **job, uneven=uneven,
-                ep_overlap=ep_overlap, headroom=headroom, safe=safe, beyond_context=beyond_context, tokens="1T",
+                ep_overlap=ep_overlap, ep_dispatcher=ep_dispatcher, headroom=headroom, safe=safe,
+                beyond_context=beyond_context, tokens="1T",
                 offer="on_demand", models=models or [], efficiency=efficiency or [], catalog=catalog or [],
                 framework=framework, software=software or [], given=layout_given, torch_compile=torch_compile,
             )  # fmt: skip

@@ -5,7 +5,7 @@ from typing import Annotated
 
 import typer
 
-from clustersim.choices import Recompute
+from clustersim.choices import EP_DISPATCHER_HELP, EpDispatcher, Recompute
 from clustersim.units import MAX_DEGREE, MAX_SEQUENCE_TOKENS, MAX_SEQUENCES
 
 DevicesPerNodeOpt = Annotated[
@@ -132,6 +132,10 @@ EpOverlapOpt = Annotated[
         help="Overlap the MoE expert all-to-alls with another micro-batch's compute (Megatron-Core's "
         "--overlap-moe-expert-parallel-comm); default: the framework's (off).",
     ),
+]
+EpDispatcherOpt = Annotated[
+    EpDispatcher | None,
+    typer.Option("--ep-dispatcher", case_sensitive=False, help=EP_DISPATCHER_HELP + " Held in a search too."),
 ]
 HeadroomOpt = Annotated[
     float | None,

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import typer
 
 from clustersim.catalog.kinds import Dtype
-from clustersim.choices import Recompute
+from clustersim.choices import EpDispatcher, Recompute
 from clustersim.cli.calibrate import CalibrationOption, calibration_overlay, refuse_with_save_scenario
 from clustersim.cli.common import (
     CatalogOption,
@@ -36,6 +36,7 @@ from clustersim.cli.job_options import (
     CpOpt,
     DevicesPerNodeOpt,
     EfficiencyOpt,
+    EpDispatcherOpt,
     EpOpt,
     EpOverlapOpt,
     EtpOpt,
@@ -107,6 +108,7 @@ INPUTS = (
     "headroom",
     "safe",
     "ep_overlap",
+    "ep_dispatcher",
     "torch_compile",
     "catalog",
     "storage",
@@ -119,7 +121,7 @@ INPUTS = (
 # The layout options; any given one constrains the layout search (names of train_command's parameters).
 LAYOUT_OPTIONS = (
     "tp", "pp", "vp", "cp", "ep", "etp", "micro_batch", "zero", "sp", "recompute", "uneven", "headroom", "safe",
-    "ep_overlap",
+    "ep_overlap", "ep_dispatcher",
 )  # fmt: skip
 _FLAGS = {
     "instance": "--instance",
@@ -143,6 +145,7 @@ _FLAGS = {
     "headroom": "--headroom",
     "safe": "--safe",
     "ep_overlap": "--ep-overlap",
+    "ep_dispatcher": "--ep-dispatcher",
 }
 
 
@@ -179,6 +182,7 @@ def train_command(
     software: SoftwareOpt = None,
     uneven: UnevenStagesOpt = None,
     ep_overlap: EpOverlapOpt = None,
+    ep_dispatcher: EpDispatcherOpt = None,
     torch_compile: TorchCompileOpt = None,
     headroom: HeadroomOpt = None,
     safe: SafeOpt = False,
@@ -274,7 +278,7 @@ def train_command(
                 model=model, instance=instance, nodes=nodes, devices_per_node=devices_per_node,
                 tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, etp=etp, micro_batch=micro_batch, zero=zero, sp=sp,
                 recompute=recompute, uneven=uneven, headroom=headroom, safe=safe, ep_overlap=ep_overlap, tokens=tokens,
-                global_batch=global_batch,
+                ep_dispatcher=ep_dispatcher, global_batch=global_batch,
                 seq=seq,
                 precision=precision, offer=offer,
                 beyond_context=beyond_context, models=models or [], efficiency=efficiency or [], catalog=catalog or [],
@@ -340,6 +344,7 @@ def _scenario_of_options(
     uneven: bool | None,
     ep_overlap: bool | None = None,
     etp: int | None = None,
+    ep_dispatcher: EpDispatcher | None = None,
     tokens: str,
     global_batch: int | None,
     seq: int | None,
@@ -400,7 +405,9 @@ def _scenario_of_options(
                     field="--safe",
                     value=True,
                 )
-            layout = LayoutSpec(**fields, uneven_stages=bool(uneven), ep_overlap=ep_overlap)
+            layout = LayoutSpec(
+                **fields, uneven_stages=bool(uneven), ep_overlap=ep_overlap, ep_dispatcher=ep_dispatcher
+            )
         elif given:
             values = {
                 "tp": tp, "pp": pp, "vp": vp, "cp": cp, "ep": ep, "etp": etp, "micro_batch": micro_batch, "zero": zero,
@@ -408,7 +415,7 @@ def _scenario_of_options(
             fixed = {name: value for name, value in values.items() if f"--{name.replace('_', '-')}" in given}
             layout = LayoutSearchSpec(
                 choose=True, **fixed, sequence_parallel=sp, uneven_stages=uneven, headroom=headroom,
-                safe=safe or None, ep_overlap=ep_overlap,
+                safe=safe or None, ep_overlap=ep_overlap, ep_dispatcher=ep_dispatcher,
                 recompute=recompute if "--recompute" in given else None,
             )  # fmt: skip
     return training_scenario(

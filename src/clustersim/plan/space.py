@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from clustersim.choices import EpDispatcher
 from clustersim.errors import ClusterSimError
 from clustersim.execution import LAYOUT_RULES, LayoutArrays, RuleInputs, expert_tp
 from clustersim.system import System
@@ -55,7 +56,8 @@ class SearchSpace:
     on (which needs tp > 1). ``pp`` defaults to :func:`pipeline_degrees`. ``uneven_stages`` lets layers not
     divide by ``pp * vp`` (None: where the framework supports it, see ``plan.search``). ``headroom`` is the
     share of device memory a chosen layout must leave free (0 to 0.9). ``ep_overlap`` holds the expert
-    all-to-all overlap on or off in every layout (None: the framework's default). ``etp`` the expert
+    all-to-all overlap on or off in every layout (None: the framework's default), ``ep_dispatcher`` the token
+    dispatcher (None: the framework's). ``etp`` the expert
     tensor-parallel degrees, ``ETP_DERIVED`` (0) for the degree a layout without one derives (None: ``MOE_ETP``
     for a mixture-of-experts model, the derived one only for a dense one); a stated degree equal to the derived
     one is left out where the derived one is searched too (``distinct_etp``).
@@ -74,6 +76,7 @@ class SearchSpace:
     headroom: float = DEFAULT_HEADROOM
     ep_overlap: bool | None = None
     etp: tuple[int, ...] | None = None
+    ep_dispatcher: EpDispatcher | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.headroom <= 0.9:
@@ -138,6 +141,9 @@ def _open_grid(
         tp_overlap=np.array(np.nan),
         dp_overlap=np.array(True),
         ep_overlap=np.array(np.nan if dims.ep_overlap is None else float(dims.ep_overlap)),
+        ep_per_node=np.array(
+            np.nan if dims.ep_dispatcher is None else float(dims.ep_dispatcher is EpDispatcher.DEEPEP)
+        ),
         uneven_stages=np.array(bool(dims.uneven_stages)),
         etp_stated=etp_stated,
     )

@@ -23,7 +23,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from clustersim.catalog.kinds import Dtype
-from clustersim.choices import Batching, Recompute
+from clustersim.choices import EP_DISPATCHER_HELP, Batching, EpDispatcher, Recompute
 from clustersim.errors import ClusterSimError
 from clustersim.serving.datasets import RequestLengths, resolve_lengths
 from clustersim.units import (
@@ -117,6 +117,7 @@ class LayoutSpec(_Record):
     ep_overlap: bool | None = Field(
         default=None, description="Overlap the MoE all-to-alls with compute (default: the framework's)."
     )
+    ep_dispatcher: EpDispatcher | None = Field(default=None, description=EP_DISPATCHER_HELP)
     dp_overlap: bool = Field(default=True, description="Overlap data-parallel communication with compute.")
     uneven_stages: bool = Field(
         default=False, description="Allow layers that do not divide by pp*vp (the fullest stage sets the pace)."
@@ -153,6 +154,7 @@ class LayoutSearchSpec(_Record):
     ep_overlap: bool | None = Field(
         default=None, description="Overlap the MoE all-to-alls with compute (default: the framework's)."
     )
+    ep_dispatcher: EpDispatcher | None = Field(default=None, description=EP_DISPATCHER_HELP)
     etp: int | None = Field(
         default=None,
         ge=1,

@@ -183,6 +183,8 @@ def search_space(spec: LayoutSearchSpec) -> SearchSpace:
         updates["headroom"] = spec.headroom
     if spec.ep_overlap is not None:
         updates["ep_overlap"] = spec.ep_overlap
+    if spec.ep_dispatcher is not None:
+        updates["ep_dispatcher"] = spec.ep_dispatcher
     return replace(SearchSpace(uneven_stages=spec.uneven_stages), **updates)
 
 
@@ -279,6 +281,14 @@ def run_training(
             "all-to-all to overlap (valid only for a MoE model)",
             field="ep_overlap",
             value=ep_overlap,
+        )
+    dispatcher = None if isinstance(scenario.layout, str) else scenario.layout.ep_dispatcher
+    if dispatcher is not None and transformer.moe is None:
+        raise ClusterSimError(
+            f"ep_dispatcher (--ep-dispatcher): {transformer.name} has no experts, so there are no tokens to dispatch "
+            "(valid only for a MoE model)",
+            field="ep_dispatcher",
+            value=str(dispatcher),
         )
     micro_batch = None if isinstance(scenario.layout, str) else scenario.layout.micro_batch
     if micro_batch is not None and micro_batch > job.global_batch:

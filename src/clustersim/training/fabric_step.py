@@ -168,7 +168,8 @@ def step_collectives(
     for kind, op, size, groups, stride, per_step in found:
         ranks = 2 if op is Op.SENDRECV else int(groups.shape[1])
         if kind.startswith("ep") and model.moe is not None:
-            out.append(_ep_collective(kind, size, groups, stride, per_step, system, sw, model.moe, cost))
+            per_node = bool(ctx.ep_per_node[0])
+            out.append(_ep_collective(kind, size, groups, stride, per_step, system, per_node, model.moe, cost))
             continue
         analytic = float(collective_s(system, cost, op, np.array([size]), ranks, stride)[0])
         ideal = _ideal_s(system, op, size, ranks, stride)
@@ -184,13 +185,19 @@ def _price_terms(system: System, op: Op, ranks: int, stride: int) -> tuple[float
     return (0.0, 0.0) if fabric is None else price_terms(fabric, op, ALGORITHMS[op])
 
 
-def ep_dispatch_shape(system: System, sw: SoftwareProfile, moe: MoE, ranks: int, stride: int) -> tuple[float, int]:
-    """(network copy ratio, fan-out ranks) of an EP group of ``ranks`` ranks ``stride`` apart as the
-    estimator prices its dispatch: (1, 1) for a plain all-to-all or a group on one node; per node,
-    ``network_copy_ratio`` over the group's nodes and the group's ranks per node."""
+def _group_nodes(system: System, ranks: int, stride: int) -> tuple[int, int]:
+    """(ranks per scale-up domain, domains) of a group of ``ranks`` ranks ``stride`` apart."""
     local = int(np.clip(system.scaleup_devices // max(stride, 1), 1, ranks))
-    nodes = -(-ranks // local)
-    if not sw.ep_dispatch_per_node or nodes == 1:
+    return local, -(-ranks // local)
+
+
+def ep_dispatch_shape(system: System, per_node: bool, moe: MoE, ranks: int, stride: int) -> tuple[float, int]:
+    """(network copy ratio, fan-out ranks) of an EP group of ``ranks`` ranks ``stride`` apart as the
+    estimator prices its dispatch: (1, 1) for a plain all-to-all or a group on one node; per node
+    (``per_node``: DeepEP, HybridEP), ``network_copy_ratio`` over the group's nodes and the group's ranks
+    per node."""
+    local, nodes = _group_nodes(system, ranks, stride)
+    if not per_node or nodes == 1:
         return 1.0, 1
     return float(network_copy_ratio(moe.experts, moe.top_k, nodes, moe.groups, moe.group_top_k)[()]), local
 
@@ -202,14 +209,15 @@ def _ep_collective(
     stride: int,
     per_step: float,
     system: System,
-    sw: SoftwareProfile,
+    per_node: bool,
     moe: MoE,
     cost: CollectiveCost,
 ) -> StepCollective:
-    """An EP dispatch or combine priced as ``StepContext._ep_alltoall`` does: the network all-to-all of
-    the copies and the fan-out over the node's ranks, the slower of the two."""
+    """An EP dispatch or combine priced as ``StepContext._ep_alltoall`` does: NCCL's all-to-all, or per node
+    (``per_node``: DeepEP, HybridEP) the all-to-all of the copies and the fan-out over the node's ranks, the
+    slower of the two."""
     ranks = int(groups.shape[1])
-    ratio, fan = ep_dispatch_shape(system, sw, moe, ranks, stride)
+    ratio, fan = ep_dispatch_shape(system, per_node, moe, ranks, stride)
     analytic = float(collective_s(system, cost, Op.ALLTOALL, np.array([size * ratio]), ranks, stride)[0])
     ideal = _ideal_s(system, Op.ALLTOALL, size * ratio, ranks, stride)
     if fan > 1:

@@ -277,19 +277,32 @@ class StepContext:
     def _ep_alltoall(
         self, size_bytes: FloatArray, ranks: npt.NDArray[np.int64], stride: npt.NDArray[np.int64]
     ) -> FloatArray:
-        """One dispatch or combine. Per node (``ep_dispatch_per_node``), a group spanning nodes sends a
-        token over the network once per remote node holding its experts (``network_copy_ratio`` of the
-        all-to-all's bytes) and fans it out over the node's scale-up fabric, pipelined: the slower of
-        the two."""
+        """One dispatch or combine. Megatron-Core's alltoall dispatcher: NCCL's all-to-all of every
+        token-expert copy. DeepEP or HybridEP (the layout's ``ep_dispatcher``, else the framework's
+        ``ep_dispatch_per_node``): a group spanning nodes sends a token over the network once per remote
+        node holding its experts (an all-to-all of ``network_copy_ratio`` of the bytes, on the calibrated
+        all-to-all's cost) and fans it out over the node's scale-up fabric, pipelined: the slower of the
+        two; a group inside one scale-up domain runs the all-to-all over it."""
         moe = self.model.moe
-        if not self.sw.ep_dispatch_per_node or moe is None:
-            return self.collective_s(Op.ALLTOALL, size_bytes, ranks, stride)
+        plain = self.collective_s(Op.ALLTOALL, size_bytes, ranks, stride)
+        per_node = self.ep_per_node
+        if moe is None or not per_node.any():
+            return plain
         local = np.clip(self.system.scaleup_devices // np.maximum(np.asarray(stride, np.int64), 1), 1, ranks)
         nodes = np.ceil(ranks / local)
         ratio = network_copy_ratio(moe.experts, moe.top_k, nodes, moe.groups, moe.group_top_k)
-        network = self.collective_s(Op.ALLTOALL, size_bytes * ratio, ranks, stride)
-        fan_out = self.collective_s(Op.ALLTOALL, size_bytes, local, stride, where=nodes > 1)
-        return np.maximum(network, fan_out)
+        spans = per_node & (nodes > 1)
+        network = self.collective_s(Op.ALLTOALL, size_bytes * ratio, ranks, stride, where=spans)
+        fan_out = self.collective_s(Op.ALLTOALL, size_bytes, local, stride, where=spans)
+        return np.where(spans, np.maximum(network, fan_out), plain)
+
+    @_derived
+    def ep_per_node(self) -> npt.NDArray[np.bool_]:
+        """Whether each layout dispatches per node (DeepEP, HybridEP): its ``ep_dispatcher``, else the
+        framework's ``ep_dispatch_per_node``."""
+        stated = self.lay.ep_per_node
+        assert stated is not None
+        return np.where(np.isnan(stated), float(self.sw.ep_dispatch_per_node), stated) > 0
 
     @_derived
     def pp_mb(self) -> FloatArray:

@@ -121,7 +121,8 @@ class CaseSystem(_Part):
 class CaseParallel(_Part):
     """``parallel``: degrees, batches, ZeRO stage, sequence parallelism and recompute; and the extra
     context a case may carry, ``ep_overlap`` (Megatron-Core's ``overlap_moe_expert_parallel_comm``) and
-    ``etp`` (its ``expert_tensor_parallel_size``; null: derived from tp, as a layout derives it)."""
+    ``etp`` (its ``expert_tensor_parallel_size``; null: the framework's default, ``resolve_layout``) and
+    ``ep_dispatcher`` (its token dispatcher: ``alltoall``, or ``deepep`` / ``hybridep``, priced alike)."""
 
     tp: Count | None = None
     pp: Count | None = None
@@ -136,6 +137,9 @@ class CaseParallel(_Part):
     recompute: str | None = None
     ep_overlap: bool | None = None  # extra context: expert all-to-alls overlapped with compute (null: the framework's)
     etp: Count | None = None  # extra context: expert tensor-parallel degree (null: derived)
+    # extra context: the MoE token dispatcher (Megatron-Core's alltoall over NCCL, or the flex dispatcher's DeepEP or
+    # HybridEP backend, both per node; null: the framework's)
+    ep_dispatcher: Literal["alltoall", "deepep", "hybridep"] | None = None
 
 
 class CaseWorkload(_Part):

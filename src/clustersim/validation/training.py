@@ -74,9 +74,13 @@ def case_setup(
             )
         software = software.model_copy(update={"float8_recipe": Float8Recipe(recipe)})
     # Published runs balance uneven layer counts over stages (e.g. Llama 3 405B: 126 layers, pp 16).
-    if parallel.ep_overlap is None and model.moe is not None and int(fields["ep"]) > 1:
+    experts = model.moe is not None and int(fields["ep"]) > 1
+    if parallel.ep_overlap is None and experts:
         assumed["ep_overlap"] = software.ep_overlap  # the framework's default, said per case
-    extra = {"uneven_stages": True, "ep_overlap": parallel.ep_overlap}
+    dispatcher = {"hybridep": "deepep"}.get(parallel.ep_dispatcher or "", parallel.ep_dispatcher)  # both per node
+    if dispatcher is None and experts:
+        assumed["ep_dispatcher"] = "deepep" if software.ep_dispatch_per_node else "alltoall"
+    extra = {"uneven_stages": True, "ep_overlap": parallel.ep_overlap, "ep_dispatcher": dispatcher}
     layout = layout_from_mapping(fields | extra, where=f"{where}: parallel")
     global_batch = parallel.global_batch
     if global_batch is None or global_batch < 1:
