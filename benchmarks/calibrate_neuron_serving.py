@@ -49,6 +49,10 @@ The step overhead is held at the profiles' ``step_overhead_s`` (4.37 ms, fitted 
 2026-12-01): freed beside these three it goes to 7.8 ms (objective 0.202 -> 0.200), above the 6.70 ms TPOT
 measured for Llama-2-7b at batch 1 (a step cannot cost less than its fixed overhead), and the left-out figures
 get worse (aws-neuron-sdk throughput 13.7% -> 18.0%), so the cases do not identify it beside the GEMM constants.
+Freed again after transformers-neuronx's native attention and per-query-head KV reads (2026-12-02, 29 cases, range
+2-10 ms) it goes to 6.0 ms, below that TPOT (objective 0.2000 -> 0.1956; in sample aws-neuron-sdk throughput / TPOT
+7.9% / 6.8% -> 6.1% / 5.3%), but left out optimum-neuron's TTFT goes 34.8% -> 39.3% and aws-neuron-sdk's TPOT
+11.9% -> 13.4%: still held.
 A Neuron cost per all-reduce (``sync_overhead_s``) went to zero in a fit on throughput (2026-12-01) and moved
 the objective by 0.005 beside these (2026-12-02): not identified, so the calibration's applies.
 transformers-neuronx's HBM bytes per materialized attention score (``score_bytes``, its profile's) are held at
