@@ -288,3 +288,19 @@ def test_a_per_accelerator_token_budget_chunks_prompts_on_that_chip_only():
     whole = ttft_s(base)
     assert ttft_s(base.model_copy(update={"max_tokens_per_step_on": {"b200": 256}})) == whole
     assert ttft_s(base.model_copy(update={"max_tokens_per_step_on": {chip: 256}})) > 1.2 * whole
+
+
+@pytest.mark.parametrize(("name", "tp"), [("llama3.1-8b", 1), ("llama2-70b", 8)])
+def test_a_lone_clients_ttft_is_its_prompt_alone_in_the_closed_form_and_the_simulator(name, tp):
+    """One request in flight per replica: when it finishes, the client's next prompt finds the engine idle and
+    runs at once, with no other sequence decoding beside it."""
+    model, system = setup(name, tp)
+    request = Request(2048, 64)
+    alone = step_times(
+        model, system, request.precision, request.kv, decode_sequences=0.0, decode_context_tokens=0.0,
+        prefill_tokens=2048.0, prefill_sequences=1.0, prompt_tokens=2048.0,
+    ).step_s  # fmt: skip
+    closed = estimate_concurrency(model, system, request, system.dp)
+    assert closed.ttft_s == pytest.approx(system.pp * float(alone), rel=1e-9)
+    result = simulate(model, system, request, Load(concurrency=system.dp), requests=20 * system.dp)
+    assert float(result.ttft_s.mean()) == pytest.approx(closed.ttft_s, rel=0.05)

@@ -9,7 +9,9 @@ decode steps. In the steady state a replica holding ``B`` requests therefore run
 makes ``B`` tokens: the output rate is ``B / step`` and the request rate ``B / (output x step)``.
 
 The engine holds at most its batch limit (KV capacity, scheduler caps); requests beyond it wait at
-the engine, which adds their wait (Little's law) to the time to first token but no throughput.
+the engine, which adds their wait (Little's law) to the time to first token but no throughput. A new
+request's first token comes from a step that carries its prompt beside the ``B - 1`` other requests; a
+lone client (``B = 1``) finds its engine idle, so its prompt runs at once and alone.
 """
 
 from __future__ import annotations
@@ -74,11 +76,14 @@ def estimate_concurrency(
     step = closed_loop_step(model, system, request, batch, cal, profile)
     step_s = float(step.step_s[0])
     rate_per_replica = batch / (request.output_tokens * system.pp * step_s)  # requests/s
-    # A new request: the wait for a slot (the requests beyond the engine's limit, by Little's law),
-    # half a step to the next step boundary, then the step that carries its prompt through every stage.
+    # A new request: the wait for a slot (the requests beyond the engine's limit, by Little's law), half a
+    # step to the next step boundary while other requests keep the engine busy (none for a lone client: its
+    # engine is idle when the request arrives), then the step that carries its prompt beside the other
+    # requests in flight (batch - 1 of them, decoding or in their own prompt step) through every stage.
     wait = (wanted - batch) / rate_per_replica
-    first = float(closed_loop_step(model, system, request, batch, cal, profile, extra_prompts=1.0).step_s[0])
-    ttft = wait + 0.5 * step_s + system.pp * first
+    others = max(batch - 1.0, 0.0)
+    first_step = closed_loop_step(model, system, request, others, cal, profile, extra_prompts=1.0)
+    ttft = wait + 0.5 * min(others, 1.0) * step_s + system.pp * float(first_step.step_s[0])
     reason = "concurrency" if math.isclose(batch, wanted) else limit
     return make_estimate(
         model,
