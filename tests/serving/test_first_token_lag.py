@@ -10,9 +10,9 @@ from clustersim.catalog.registry import load_catalog
 from clustersim.choices import Batching
 from clustersim.errors import ClusterSimError
 from clustersim.serving.engine import serving_system_for_instance
-from clustersim.serving.engines import engine_profile
+from clustersim.serving.engines import ENV_VAR, engine_profile, engine_profiles
 from clustersim.serving.estimate import Request
-from clustersim.serving.first_token import FIRST_TOKEN_LAG_STEPS, check_lag, first_token_lag_steps
+from clustersim.serving.first_token import check_lag, first_token_lag_steps
 from clustersim.serving.latency import estimate_server
 from clustersim.serving.sim_requests import request_sampler
 from clustersim.serving.simulate import Load, simulate
@@ -100,18 +100,26 @@ def test_an_engine_named_for_its_lag_gets_it_unless_a_run_says_otherwise():
     assert plain.ttft_s.mean() < own.ttft_s.mean()
 
 
-def test_every_engine_given_a_lag_is_a_profile():
-    for name, lag in FIRST_TOKEN_LAG_STEPS.items():
-        assert engine_profile(name).name == name and check_lag(lag) == lag > 0
+def test_only_the_v4_harness_reports_first_tokens_late():
+    lags = {name: p.first_token_lag_steps for name, p in engine_profiles(use_env=False).items()}
+    assert {name for name, lag in lags.items() if lag} == {"tensorrt-llm-mlperf-v4"}
+    assert check_lag(lags["tensorrt-llm-mlperf-v4"]) == 1
 
 
-def test_the_server_closed_form_adds_the_lag_in_steps(monkeypatch):
+def without_lag(monkeypatch, tmp_path, engine: str) -> None:
+    """A user engine file that gives ``engine`` no first-token lag (the env var the profiles read)."""
+    path = tmp_path / "engines.toml"
+    path.write_text(f'[{engine}]\nfirst_token_lag_steps = 0\nsource = "test"\n', encoding="utf-8")
+    monkeypatch.setenv(ENV_VAR, str(path))
+
+
+def test_the_server_closed_form_adds_the_lag_in_steps(monkeypatch, tmp_path):
     """At a rate, the closed form's TTFT with the engine's lag is its TTFT without it plus that many TPOTs;
     TPOT and the batch are unchanged."""
     model, system = setup()
     request, engine = Request(300, 64), "tensorrt-llm-mlperf-v4"
     late = estimate_server(model, system, request, 40.0, engine=engine)
-    monkeypatch.setitem(FIRST_TOKEN_LAG_STEPS, engine, 0)
+    without_lag(monkeypatch, tmp_path, engine)
     prompt = estimate_server(model, system, request, 40.0, engine=engine)
     assert late.tpot_s == prompt.tpot_s and late.batch == prompt.batch
     assert late.ttft_s == pytest.approx(prompt.ttft_s + prompt.tpot_s, rel=1e-12)

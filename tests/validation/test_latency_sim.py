@@ -3,11 +3,13 @@ given, one replica stands for ``dp`` of them, and cases the simulator cannot run
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from clustersim.catalog.registry import Catalog, load_catalog
 from clustersim.errors import ClusterSimError
-from clustersim.serving.first_token import FIRST_TOKEN_LAG_STEPS
+from clustersim.serving.engines import ENV_VAR
 from clustersim.validation.cases import Case, default_paths, read_all
 from clustersim.validation.inference import (
     SERVER_TPOT_TARGET_S,
@@ -81,13 +83,15 @@ def test_seeds_pool_their_steady_requests(catalog: Catalog, cases: dict[str, Cas
 
 
 def test_the_v4_harness_reports_first_tokens_a_step_late(
-    catalog: Catalog, cases: dict[str, Case], monkeypatch: pytest.MonkeyPatch
+    catalog: Catalog, cases: dict[str, Case], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """The v4.0 cases' engine (tensorrt-llm-mlperf-v4) sends a first token one step after the one computing it
     (``clustersim.serving.first_token``): the simulated TTFT grows by about a TPOT, the TPOT stays."""
     deployment = case_deployment(cases["mlperf40_llama2-70b_8xh200_server"], catalog)
     late = steady_means(deployment, 10.0, REQUESTS)
-    monkeypatch.setitem(FIRST_TOKEN_LAG_STEPS, "tensorrt-llm-mlperf-v4", 0)
-    prompt = steady_means(deployment, 10.0, REQUESTS)
+    engines = tmp_path / "engines.toml"  # the same engine reporting first tokens at once
+    engines.write_text('[tensorrt-llm-mlperf-v4]\nfirst_token_lag_steps = 0\nsource = "test"\n', encoding="utf-8")
+    monkeypatch.setenv(ENV_VAR, str(engines))
+    prompt = steady_means(case_deployment(cases["mlperf40_llama2-70b_8xh200_server"], catalog), 10.0, REQUESTS)
     assert late.tpot_mean_s == pytest.approx(prompt.tpot_mean_s, rel=0.05)
     assert 0.5 * prompt.tpot_mean_s < late.ttft_mean_s - prompt.ttft_mean_s < 2.0 * prompt.tpot_mean_s

@@ -114,6 +114,13 @@ class EngineProfile(BaseModel):
     gqa_decode_kernel: bool = Field(
         description="Decode attention reads each KV head once for its query group; false: once per query head."
     )
+    first_token_lag_steps: int = Field(
+        0,
+        ge=0,
+        le=16,
+        description="Steps after the one that computes it at whose end the stack reports a request's first token "
+        "(clustersim.serving.first_token).",
+    )
     benchmark_batching: Batching = Field(description="How the engine's own throughput benchmarks batch requests.")
     kernel_efficiency: float = Field(
         gt=0, le=1, description="Fraction of the reference engine's GEMM and attention efficiency its kernels reach."

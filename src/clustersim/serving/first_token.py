@@ -5,7 +5,8 @@ the prompt (the token is computed, the report waits). ``first_token_lag_steps`` 
 the request simulator (``simulate``'s ``first_token_lag_steps``) and the server closed form
 (``clustersim.serving.latency``) add that many steps to a request's time to first token and nothing else.
 
-**tensorrt-llm-mlperf-v4: one iteration** (a prior: informed by one source's logs; no code states it, the
+**tensorrt-llm-mlperf-v4: one iteration** (``engines.toml``'s ``first_token_lag_steps``; a prior: informed by
+one source's logs; no code states it, the
 TensorRT-LLM batch manager of that build was not open source). What the logs show (simulated figures: three
 pooled 16,000-request runs at the simulated highest rate, 2026-12-02):
 
@@ -42,12 +43,11 @@ from __future__ import annotations
 from clustersim.errors import ClusterSimError
 from clustersim.serving.engines import EngineProfile
 
-FIRST_TOKEN_LAG_STEPS: dict[str, int] = {"tensorrt-llm-mlperf-v4": 1}  # profile name -> iterations; see above
-
 
 def first_token_lag_steps(profile: EngineProfile) -> int:
-    """The iterations after the one computing it at whose end ``profile``'s stack reports a first token."""
-    return FIRST_TOKEN_LAG_STEPS.get(profile.name, 0)
+    """The iterations after the one computing it at whose end ``profile``'s stack reports a first token (the
+    profile's ``first_token_lag_steps``, set in ``engines.toml``: 1 for ``tensorrt-llm-mlperf-v4``, see above)."""
+    return profile.first_token_lag_steps
 
 
 def check_lag(lag: object) -> int:
