@@ -50,9 +50,27 @@ def test_the_405b_tutorials_buckets_price_its_prompt_as_it_ran() -> None:
     catalog = load_catalog(use_env=False)
     case = next(c for c in read_all(default_paths("inference.jsonl")) if c.id.startswith("nxdi_trn2_llama3.1-405b"))
     assert case.software is not None
+    assert case.workload is not None and case.workload.context_buckets == list(TUTORIAL["context_buckets"])
     base = engine_for_software(case.software.framework, case.software.version)
     listed = EngineProfile.model_validate({**base.model_dump(), **TUTORIAL})
-    automatic = case_estimate(case, catalog).ttft_s
-    compiled = case_estimate(case, catalog, engine_override=listed).ttft_s
+    unstated = case.model_copy(
+        update={
+            "workload": case.workload.model_copy(update={"context_buckets": None, "compiled_sequence_tokens": None})
+        }
+    )
+    automatic = case_estimate(unstated, catalog).ttft_s  # the engine's own rule pads it to the request's 11,785
+    compiled = case_estimate(case, catalog).ttft_s  # the case states its compile's buckets, as an override would
+    assert compiled == pytest.approx(case_estimate(unstated, catalog, engine_override=listed).ttft_s, rel=1e-12)
     assert compiled == pytest.approx(automatic * 10240 / 11785, rel=0.05)  # the prefill launch scales with its bucket
     assert abs(compiled / case.measured["ttft_s"] - 1) < abs(automatic / case.measured["ttft_s"] - 1)
+
+
+def test_a_cases_bucket_list_is_refused_in_one_line_naming_the_field() -> None:
+    catalog = load_catalog(use_env=False)
+    case = next(c for c in read_all(default_paths("inference.jsonl")) if c.id.startswith("nxdi_trn2_llama3.1-405b"))
+    assert case.workload is not None
+    for bad, words in (([4096, 2048], "ascending"), ([2048, 20000], "beyond compiled_sequence_tokens 12800")):
+        wrong = case.model_copy(update={"workload": case.workload.model_copy(update={"context_buckets": bad})})
+        with pytest.raises(ClusterSimError, match=words) as caught:
+            case_estimate(wrong, catalog)
+        assert caught.value.field == "workload.context_buckets" and "\n" not in str(caught.value)

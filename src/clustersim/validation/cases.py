@@ -146,7 +146,8 @@ class CaseWorkload(_Part):
     """``workload`` of an inference case; ``ttft_target_s`` / ``tpot_target_s`` are optional extras, ``dataset``
     names the request set (a null length is then the set's mean); ``compiled_batch`` and
     ``compiled_sequence_tokens``, optional extra context, the static shapes a compiling engine (Neuron) was built
-    with (null: not stated, the engine profile's)."""
+    with (null: not stated, the engine profile's), and ``context_buckets`` its own context-encoding buckets where the
+    compile lists them (NxD Inference's ``--context-encoding-buckets``)."""
 
     input_tokens: Annotated[float, Field(ge=1)] | None = None
     output_tokens: Annotated[float, Field(ge=1)] | None = None
@@ -157,6 +158,7 @@ class CaseWorkload(_Part):
     tpot_target_s: Positive | None = None
     compiled_batch: Count | None = None  # extra context: the batch the token-generation graph was compiled for
     compiled_sequence_tokens: Count | None = None  # extra context: the positions compiled (the last bucket)
+    context_buckets: list[Count] | None = None  # extra context: a compile's own context-encoding buckets (ascending)
 
 
 class CaseSoftware(_Part):

@@ -32,6 +32,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pydantic import ValidationError
+
 from clustersim.catalog.registry import Catalog
 from clustersim.choices import Batching
 from clustersim.errors import ClusterSimError
@@ -116,12 +118,13 @@ def case_deployment(
 def compiled_engine(
     engine: EngineProfile, workload: CaseWorkload, input_tokens: float, output_tokens: float, dp: int, where: str
 ) -> EngineProfile:
-    """``engine`` with the compiled shapes the workload states (``compiled_batch``, ``compiled_sequence_tokens``;
-    null: the profile's); refused on an engine that compiles no static shapes (no buckets), and where the
-    requests in flight per replica exceed the compiled batch or a request (input + output) the compiled length."""
-    stated = {
+    """``engine`` with the compiled shapes the workload states (``compiled_batch``, ``compiled_sequence_tokens``,
+    ``context_buckets``; null: the profile's); refused on an engine that compiles no static shapes (no buckets),
+    where the requests in flight per replica exceed the compiled batch or a request (input + output) the compiled
+    length, and where the buckets are not ascending or outgrow the compiled length."""
+    stated: dict[str, Any] = {
         name: value
-        for name in ("compiled_batch", "compiled_sequence_tokens")
+        for name in ("compiled_batch", "compiled_sequence_tokens", "context_buckets")
         if (value := getattr(workload, name)) is not None
     }
     if not stated:
@@ -151,6 +154,18 @@ def compiled_engine(
             field="workload.compiled_sequence_tokens",
             value=compiled_tokens,
         )
+    buckets = stated.get("context_buckets")
+    if buckets is not None:
+        stated["context_buckets"] = tuple(buckets)
+        try:  # the profile's own rules for its buckets (ascending, within the compiled length)
+            return EngineProfile.model_validate(engine.model_dump() | stated)
+        except ValidationError as exc:
+            problem = exc.errors()[0]["msg"].removeprefix("Value error, ").removeprefix(f"{list(buckets)}: ")
+            raise ClusterSimError(
+                f"{where}: workload.context_buckets {list(buckets)}: {problem}",
+                field="workload.context_buckets",
+                value=list(buckets),
+            ) from None
     return engine.model_copy(update=stated)
 
 
