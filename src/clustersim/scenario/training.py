@@ -150,6 +150,13 @@ def compile_note(software: SoftwareProfile, torch_compile: bool | None) -> str |
     return f"{software.name} priced eager ({said}): element-wise ops one PyTorch kernel each"
 
 
+# The layout settings of a MoE layer's token exchange: (field, option, what a dense model lacks).
+_EXPERT_OPTIONS = (
+    ("ep_overlap", "--ep-overlap/--no-ep-overlap", "there is no expert all-to-all to overlap"),
+    ("ep_dispatcher", "--ep-dispatcher", "there are no tokens to dispatch"),
+)
+
+
 def layout_for(spec: LayoutSpec, system: System) -> Layout:
     """The layout ``spec`` gives on ``system``: ``dp`` fills the devices when omitted, SP follows tp > 1."""
     t, p, c = spec.tp, spec.pp, spec.cp
@@ -274,22 +281,14 @@ def run_training(
     context_notes = () if beyond is None else (beyond,)
     chosen = not isinstance(scenario.layout, LayoutSpec)
     safe = isinstance(scenario.layout, LayoutSearchSpec) and bool(scenario.layout.safe)
-    ep_overlap = None if isinstance(scenario.layout, str) else scenario.layout.ep_overlap
-    if ep_overlap is not None and transformer.moe is None:
-        raise ClusterSimError(
-            f"ep_overlap (--ep-overlap/--no-ep-overlap): {transformer.name} has no experts, so there is no expert "
-            "all-to-all to overlap (valid only for a MoE model)",
-            field="ep_overlap",
-            value=ep_overlap,
-        )
-    dispatcher = None if isinstance(scenario.layout, str) else scenario.layout.ep_dispatcher
-    if dispatcher is not None and transformer.moe is None:
-        raise ClusterSimError(
-            f"ep_dispatcher (--ep-dispatcher): {transformer.name} has no experts, so there are no tokens to dispatch "
-            "(valid only for a MoE model)",
-            field="ep_dispatcher",
-            value=str(dispatcher),
-        )
+    for name, flag, what in _EXPERT_OPTIONS:  # settings of the expert all-to-all: refused without experts
+        value = None if isinstance(scenario.layout, str) else getattr(scenario.layout, name)
+        if value is not None and transformer.moe is None:
+            raise ClusterSimError(
+                f"{name} ({flag}): {transformer.name} has no experts, so {what} (valid only for a MoE model)",
+                field=name,
+                value=value if isinstance(value, bool) else str(value),
+            )
     micro_batch = None if isinstance(scenario.layout, str) else scenario.layout.micro_batch
     if micro_batch is not None and micro_batch > job.global_batch:
         raise ClusterSimError(
