@@ -78,6 +78,7 @@ class Layout(BaseModel):
         parts += [f"cp {self.cp}"] if self.cp > 1 else []
         parts += [f"ep {self.ep}"] if self.ep > 1 else []
         parts += [f"etp {self.etp}"] if self.etp is not None else []
+        parts += [f"dispatch {self.ep_dispatcher.value}"] if self.ep_dispatcher is not None else []
         parts += [f"mb {self.micro_batch}", f"zero {self.zero}"]
         parts += ["sp"] if self.sequence_parallel else []
         parts += [f"recompute {self.recompute.value}"]

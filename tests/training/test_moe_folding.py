@@ -81,3 +81,10 @@ def test_whole_experts_inside_a_node_send_their_tokens_over_nvlink_and_hold_tp_t
     routed = MIXTRAL.moe_layers * MIXTRAL.mlp_params()  # one expert per rank (8 experts, ep 8)
     spread_params, whole_params = params_per_device(MIXTRAL, LayoutArrays.of([spread.layout, whole.layout]))
     assert whole_params - spread_params == pytest.approx(routed * (1 - 1 / 4), rel=1e-9)
+
+
+def test_a_stated_token_dispatcher_survives_the_arrays_and_is_shown():
+    stated = [Layout(tp=4, dp=8, ep=8, ep_dispatcher=d) for d in ("alltoall", "deepep")]
+    arrays = LayoutArrays.of([*stated, Layout(tp=4, dp=8, ep=8)])
+    assert [arrays.layout(i) for i in range(2)] == stated and arrays.layout(2).ep_dispatcher is None
+    assert "dispatch alltoall" in stated[0].describe() and "dispatch" not in arrays.layout(2).describe()
