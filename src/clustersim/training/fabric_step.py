@@ -185,18 +185,13 @@ def _price_terms(system: System, op: Op, ranks: int, stride: int) -> tuple[float
     return (0.0, 0.0) if fabric is None else price_terms(fabric, op, ALGORITHMS[op])
 
 
-def _group_nodes(system: System, ranks: int, stride: int) -> tuple[int, int]:
-    """(ranks per scale-up domain, domains) of a group of ``ranks`` ranks ``stride`` apart."""
-    local = int(np.clip(system.scaleup_devices // max(stride, 1), 1, ranks))
-    return local, -(-ranks // local)
-
-
 def ep_dispatch_shape(system: System, per_node: bool, moe: MoE, ranks: int, stride: int) -> tuple[float, int]:
     """(network copy ratio, fan-out ranks) of an EP group of ``ranks`` ranks ``stride`` apart as the
     estimator prices its dispatch: (1, 1) for a plain all-to-all or a group on one node; per node
     (``per_node``: DeepEP, HybridEP), ``network_copy_ratio`` over the group's nodes and the group's ranks
     per node."""
-    local, nodes = _group_nodes(system, ranks, stride)
+    local = int(np.clip(system.scaleup_devices // max(stride, 1), 1, ranks))
+    nodes = -(-ranks // local)
     if not per_node or nodes == 1:
         return 1.0, 1
     return float(network_copy_ratio(moe.experts, moe.top_k, nodes, moe.groups, moe.group_top_k)[()]), local

@@ -284,16 +284,16 @@ class StepContext:
         all-to-all's cost) and fans it out over the node's scale-up fabric, pipelined: the slower of the
         two; a group inside one scale-up domain runs the all-to-all over it."""
         moe = self.model.moe
-        plain = self.collective_s(Op.ALLTOALL, size_bytes, ranks, stride)
         per_node = self.ep_per_node
         if moe is None or not per_node.any():
-            return plain
+            return self.collective_s(Op.ALLTOALL, size_bytes, ranks, stride)
         local = np.clip(self.system.scaleup_devices // np.maximum(np.asarray(stride, np.int64), 1), 1, ranks)
         nodes = np.ceil(ranks / local)
         ratio = network_copy_ratio(moe.experts, moe.top_k, nodes, moe.groups, moe.group_top_k)
         spans = per_node & (nodes > 1)
         network = self.collective_s(Op.ALLTOALL, size_bytes * ratio, ranks, stride, where=spans)
         fan_out = self.collective_s(Op.ALLTOALL, size_bytes, local, stride, where=spans)
+        plain = self.collective_s(Op.ALLTOALL, size_bytes, ranks, stride, where=~spans)  # only where priced so
         return np.where(spans, np.maximum(network, fan_out), plain)
 
     @_derived
