@@ -116,8 +116,9 @@ def test_a_neuron_engine_on_a_gpu_is_refused_naming_engine_family_and_the_valid_
         estimate_offline(LLAMA3_70B, system, Request(128, 128, Dtype.BF16), engine=engine)
     message = str(caught.value)
     assert message.startswith(f"engine '{engine}' does not run on hopper accelerators (as profiled it runs on trainium")
-    mlperf = "tensorrt-llm-mlperf, tensorrt-llm-mlperf-v4, tensorrt-llm-mlperf-v5"
-    engines = f"sglang, tensorrt-llm, tensorrt-llm-2023, {mlperf}, vllm"
+    rounds = ("v4", "v4-1", "v5", "v5-1")
+    mlperf = ", ".join(["tensorrt-llm-mlperf", *(f"tensorrt-llm-mlperf-{r}" for r in rounds)])
+    engines = f"sglang, tensorrt-llm, tensorrt-llm-2023, {mlperf}, vllm, vllm-v0"
     assert f"engines for hopper: {engines}" in message
     assert "\n" not in message
     assert caught.value.field == "engine" and caught.value.value == engine
@@ -145,7 +146,9 @@ def test_a_case_with_a_gpu_engine_on_trainium_is_refused_naming_the_case():
     case["model"] = model | {"ffn_type": "swiglu"}
     with pytest.raises(ClusterSimError, match=r"^case x: engine 'vllm' does not run on trainium1 \(trainium\)"):
         case_estimate(case, CATALOG)
-    assert fits_reference_calibration(case)  # a GPU engine's case is the GPU fit's (and refused when scored)
+    assert not fits_reference_calibration(case)  # vLLM's runs judge its profile's priors, never the reference fit
+    case["software"] = {"framework": "tensorrt-llm", "version": "TensorRT-LLM 0.15.0"}
+    assert fits_reference_calibration(case)  # the reference engine's case is the GPU fit's (and refused when scored)
     case["software"] = {"framework": "transformers-neuronx", "version": "Neuron SDK 2.18.1"}
     assert not fits_reference_calibration(case)  # Trainium runs never move the GPU calibration
     case["parallel"], case["workload"]["batch"] = {"tp": 16, "dp": 2}, 3

@@ -25,7 +25,7 @@ BLOG = CASES["trtllm_h200blog_llama2-70b_h200_tp1_bs32_isl2048_osl128"]
         ("TensorRT-LLM (H200 launch blog, 2023-11)", "tensorrt-llm-2023", "static"),
         ("TensorRT-LLM v0.9.0", "tensorrt-llm", "continuous"),
         ("MLPerf Inference v4.0, NVIDIA submission", "tensorrt-llm-mlperf-v4", "continuous"),  # its harness's round
-        ("MLPerf Inference v4.1, NVIDIA submission", "tensorrt-llm-mlperf", "continuous"),  # the harness, no round
+        ("MLPerf Inference v3.1, NVIDIA submission", "tensorrt-llm-mlperf", "continuous"),  # the harness, no round
     ],
 )
 def test_the_case_is_served_by_the_profile_of_its_release(version: str, engine: str, batching: str):

@@ -114,6 +114,11 @@ class EngineProfile(BaseModel):
     gqa_decode_kernel: bool = Field(
         description="Decode attention reads each KV head once for its query group; false: once per query head."
     )
+    kv_cache_default: Literal["weights", "activations"] = Field(
+        "weights",
+        description="A run's KV cache format where it is not stated: the 8-bit weights' (a quantized checkpoint's "
+        "KV scales), or the activations' (bf16: --kv-cache-dtype auto); beside 4-bit weights fp8 either way.",
+    )
     first_token_lag_steps: int = Field(
         0,
         ge=0,

@@ -9,7 +9,9 @@ Lengths are drawn per request from a request set (``clustersim.serving.datasets`
 * **only a mean** (and maybe extremes): the distribution of largest entropy with that mean on the set's
   range, a truncated exponential on [min or 1, max or unbounded] (ShareGPT's outputs: exponential, mean 203;
   a mean past the middle of a bounded range: a rising one);
-* **a length stated** (``--input``/``--output``, the ``fixed`` generator): every request has it;
+* **a length stated** (``--input``/``--output``, the ``fixed`` generator): every request has it, except where
+  it is a run's mean beside a request set (a ground-truth case's lengths, ``stated_means``): the set's shape
+  (its percentiles scaled, or the exponential above) with that mean;
 * the ``random`` generator: vLLM's integer-uniform range ``[floor(L (1 - r)), ceil(L (1 + r))]``.
 
 Draws are rounded to whole tokens, at least one. Arrivals: Poisson at a rate, or a trace file of
@@ -114,11 +116,17 @@ def _exponential_rate(mean: float, low: float, high: float) -> float:
 
 
 def length_source(
-    dataset: RequestDataset | None, which: Which, stated_tokens: float | None, mean_tokens: float
+    dataset: RequestDataset | None,
+    which: Which,
+    stated_tokens: float | None,
+    mean_tokens: float,
+    *,
+    stated_is_mean: bool = False,
 ) -> LengthSource:
     """How ``which`` side's lengths are drawn for a run of ``dataset`` (None: none), the length stated
-    beside it (None: not stated) and the run's mean ``mean_tokens`` (the closed forms' input)."""
-    if dataset is None or (stated_tokens is not None and dataset.kind is DatasetKind.DATASET):
+    beside it (None: not stated) and the run's mean ``mean_tokens`` (the closed forms' input). A stated
+    length is every request's, or with ``stated_is_mean`` the mean of the set's lengths in that run."""
+    if dataset is None or (stated_tokens is not None and dataset.kind is DatasetKind.DATASET and not stated_is_mean):
         return LengthSource("fixed", float(mean_tokens))
     if dataset.kind is DatasetKind.GENERATOR:
         ratio = dataset.range_ratio.value if dataset.range_ratio is not None else 0.0
@@ -130,7 +138,8 @@ def length_source(
         )
     stats: LengthStats = getattr(dataset, which)
     if stats.percentiles is not None:
-        return _quantile_source(stats, mean_tokens)
+        curve = _quantile_source(stats, mean_tokens)
+        return curve if stated_tokens is None else _scaled(curve, float(stated_tokens))
     low = stats.min.value if stats.min is not None else 1.0
     high = stats.max.value if stats.max is not None else math.inf
     if not low < mean_tokens < high:
@@ -153,6 +162,14 @@ def _quantile_source(stats: LengthStats, mean_tokens: float) -> LengthSource:
     return LengthSource("quantiles", float(mean_tokens), (0.0, *q, 1.0), (float(low), *v, high))
 
 
+def _scaled(curve: LengthSource, mean_tokens: float) -> LengthSource:
+    """A quantile curve stretched to ``mean_tokens`` (its own mean: the trapezoids under it)."""
+    q, v = np.asarray(curve.knots_q), np.asarray(curve.knots_tokens)
+    own = float(np.sum(np.diff(q) * (v[1:] + v[:-1]) / 2))
+    factor = mean_tokens / own
+    return LengthSource("quantiles", mean_tokens, curve.knots_q, tuple(float(x) * factor for x in v))
+
+
 @dataclass(frozen=True)
 class RequestLengthSampler:
     """Both sides of a run's requests, and the set they come from (None: the lengths given)."""
@@ -172,14 +189,18 @@ def request_sampler(
     output_tokens: float,
     *,
     stated: tuple[bool, bool] = (False, False),
+    stated_means: bool = False,
 ) -> RequestLengthSampler:
     """The lengths of a run: ``dataset`` (None: every request at ``input_tokens``/``output_tokens``), its
     means ``input_tokens``/``output_tokens`` (``clustersim.serving.datasets.resolve_lengths``), and which of
-    them were stated beside it (a stated length is every request's)."""
+    them were stated beside it (a stated length is every request's; with ``stated_means``, as a ground-truth
+    case's lengths are, the run's mean of the set's lengths)."""
     found = None if dataset is None else request_dataset(dataset)
     return RequestLengthSampler(
-        length_source(found, "input", input_tokens if stated[0] else None, input_tokens),
-        length_source(found, "output", output_tokens if stated[1] else None, output_tokens),
+        length_source(found, "input", input_tokens if stated[0] else None, input_tokens, stated_is_mean=stated_means),
+        length_source(
+            found, "output", output_tokens if stated[1] else None, output_tokens, stated_is_mean=stated_means
+        ),
         None if found is None else found.name,
     )
 

@@ -142,12 +142,26 @@ class CaseParallel(_Part):
     ep_dispatcher: Literal["alltoall", "deepep", "hybridep"] | None = None
 
 
+class CaseEngineSettings(BaseModel):
+    """``workload.engine_settings``, the project's extra context: the engine settings a run's harness or launch
+    line set, by the engine profile's field names (``clustersim.serving.engines``); an unknown name is refused."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    max_batch_sequences: Count | None = None  # the scheduler's cap on sequences in flight per replica
+    max_tokens_per_step: Count | None = None  # the token budget of one step (prompt chunks and decodes)
+    kv_memory_fraction: Annotated[float, Field(gt=0, le=1)] | None = None  # the KV cache's share of free memory
+
+
 class CaseWorkload(_Part):
     """``workload`` of an inference case; ``ttft_target_s`` / ``tpot_target_s`` are optional extras, ``dataset``
     names the request set (a null length is then the set's mean); ``compiled_batch`` and
     ``compiled_sequence_tokens``, optional extra context, the static shapes a compiling engine (Neuron) was built
     with (null: not stated, the engine profile's), and ``context_buckets`` its own context-encoding buckets where the
-    compile lists them (NxD Inference's ``--context-encoding-buckets``)."""
+    compile lists them (NxD Inference's ``--context-encoding-buckets``); ``requests``, optional extra context, the
+    requests of a finite run (offline: all sent at once, as ``--request-rate inf --num-prompts N`` does),
+    ``request_rate_per_s`` a server run's stated Poisson rate (null: the highest rate meeting its targets), and
+    ``engine_settings`` the engine's caps the run set (``CaseEngineSettings``)."""
 
     input_tokens: Annotated[float, Field(ge=1)] | None = None
     output_tokens: Annotated[float, Field(ge=1)] | None = None
@@ -159,6 +173,9 @@ class CaseWorkload(_Part):
     compiled_batch: Count | None = None  # extra context: the batch the token-generation graph was compiled for
     compiled_sequence_tokens: Count | None = None  # extra context: the positions compiled (the last bucket)
     context_buckets: list[Count] | None = None  # extra context: a compile's own context-encoding buckets (ascending)
+    requests: Count | None = None  # extra context: the requests of a finite run (offline: sent at once)
+    request_rate_per_s: Positive | None = None  # extra context: a server run's stated Poisson rate (whole system)
+    engine_settings: CaseEngineSettings | None = None  # extra context: the engine's caps the run set
 
 
 class CaseSoftware(_Part):

@@ -35,6 +35,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from clustersim.catalog.registry import Catalog
+from clustersim.catalog.schema import Dtype
 from clustersim.choices import Batching
 from clustersim.errors import ClusterSimError
 from clustersim.serving.concurrency import estimate_concurrency
@@ -45,11 +46,12 @@ from clustersim.serving.engine import (
     parse_precision,
     serving_system_for_accelerator,
 )
-from clustersim.serving.engines import EngineProfile, check_runs_on, engine_for_software
+from clustersim.serving.engines import DEFAULT_ENGINE, EngineProfile, check_runs_on, engine_for_software
 from clustersim.serving.estimate import Request, ServingEstimate, estimate_offline
-from clustersim.serving.latency import max_rate
+from clustersim.serving.latency import estimate_server, max_rate
 from clustersim.validation.case_model import case_transformer
 from clustersim.validation.cases import Case, CaseParallel, CaseSystem, CaseWorkload, as_case
+from clustersim.validation.finite_runs import finite_run, finite_run_requests, simulates
 from clustersim.workload.transformer import Transformer
 
 SERVER_TTFT_TARGET_S = 2.0
@@ -103,8 +105,11 @@ def case_deployment(
         raise ClusterSimError(f"{where}: {exc}", field=exc.field, value=exc.value) from None
     precision = parse_precision(str(case.precision or "bf16"), f"{where}: precision")
     kv = parse_precision(case.kv_precision, f"{where}: kv_precision") if case.kv_precision else None
+    if kv is None and engine.kv_cache_default == "activations" and precision is Dtype.FP8:
+        kv = Dtype.BF16  # the engine's auto: the model's 16-bit dtype beside 8-bit weights
     input_tokens, output_tokens = workload_lengths(workload, where)
     engine = compiled_engine(engine, workload, input_tokens, output_tokens, parallel.dp or 1, where)
+    engine = engine_with_settings(engine, workload)
     request = Request(
         input_tokens=input_tokens,
         output_tokens=output_tokens,
@@ -169,6 +174,19 @@ def compiled_engine(
     return engine.model_copy(update=stated)
 
 
+def engine_with_settings(engine: EngineProfile, workload: CaseWorkload) -> EngineProfile:
+    """``engine`` with the caps the run states (``workload.engine_settings``), in place of the profile's and its
+    per-accelerator values."""
+    settings = workload.engine_settings
+    if settings is None:
+        return engine
+    update: dict[str, Any] = {k: v for k, v in settings.model_dump().items() if v is not None}
+    for cap in ("max_batch_sequences", "max_tokens_per_step"):
+        if cap in update:
+            update[f"{cap}_on"] = {}
+    return engine.model_copy(update=update)
+
+
 def static_batch(deployment: CaseDeployment) -> int:
     """The static batch per replica of a ``concurrency`` case on a static-batching engine: ``batch / dp``,
     which must be whole."""
@@ -191,9 +209,16 @@ def case_estimate(
 ) -> ServingEstimate:
     """The serving estimate of a case (offline, or server at the highest rate meeting its targets), on the
     profile of its ``software`` or on ``engine_override`` (a fit of the engine's own constants)."""
-    deployment = case_deployment(case, catalog, engine_override)
+    return deployment_estimate(case_deployment(case, catalog, engine_override), cal)
+
+
+def deployment_estimate(deployment: CaseDeployment, cal: InferenceCalibration | None = None) -> ServingEstimate:
+    """``case_estimate`` of a resolved deployment."""
     model, serving, request, engine = deployment.model, deployment.serving, deployment.request, deployment.engine
     workload, where = deployment.workload, deployment.where
+    if workload.scenario == "server" and workload.request_rate_per_s is not None:
+        continuous = replace(request, batching=Batching.CONTINUOUS)
+        return estimate_server(model, serving, continuous, workload.request_rate_per_s, cal=cal, engine=engine)
     if workload.scenario == "server":
         return max_rate(
             model,
@@ -227,12 +252,13 @@ def _case_engine(case: Case | Mapping[str, Any]) -> EngineProfile | None:
 
 
 def fits_reference_calibration(case: Case | Mapping[str, Any]) -> bool:
-    """Whether the serving calibration (``calibration.toml``, fitted on GPU runs of the reference engine)
-    is fitted on this case: not where the case's engine runs on Trainium, whose kernel efficiency and step
-    overhead are the Neuron profiles' own (``benchmarks/calibrate_neuron_serving.py``). A framework no
-    profile serves is left in, to be skipped with its reason."""
+    """Whether the serving calibration (``calibration.toml``, the achieved fractions and overheads of the reference
+    engine, TensorRT-LLM) is fitted on this case: a run of the reference engine (its harness profiles included). Not
+    another GPU engine's (vLLM, SGLang: their profiles' settings are stated priors, which their runs judge) nor a
+    Trainium engine's (the Neuron profiles' own constants, ``benchmarks/calibrate_neuron_serving.py``). A framework
+    no profile serves is left in, to be skipped with its reason."""
     profile = _case_engine(case)
-    return profile is None or "trainium" not in profile.accelerator_families
+    return profile is None or profile.framework == DEFAULT_ENGINE
 
 
 def engine_fitted_case(case: Case | Mapping[str, Any]) -> bool:
@@ -245,8 +271,22 @@ def engine_fitted_case(case: Case | Mapping[str, Any]) -> bool:
 def predict_inference_case(
     case: Case | Mapping[str, Any], field: str, catalog: Catalog, cal: InferenceCalibration | None = None
 ) -> float:
-    """The case's ``field`` (output_tokens_per_s, ttft_s or tpot_s) as the model predicts it."""
-    estimate = case_estimate(case, catalog, cal)
+    """The case's ``field`` (output_tokens_per_s, ttft_s or tpot_s) as the model predicts it: an offline run of a
+    known number of requests on an engine the simulator runs through the simulator (``finite_runs``), any other
+    through the closed forms."""
+    d = case_deployment(case, catalog)
+    requests = finite_run_requests(d.workload)
+    if requests is not None:
+        if not simulates(d.engine):
+            raise ClusterSimError(
+                f"{d.where}: workload.requests {requests}: engine {d.engine.name!r} runs prompts and decodes in "
+                "separate steps, compiles static shapes or batches statically, which the simulator does not run, "
+                "and the closed forms price a steady state, not a finite run",
+                field="workload.requests",
+                value=requests,
+            )
+        return finite_run(d.model, d.serving, d.request, d.engine, d.workload, requests, cal).value(field)
+    estimate = deployment_estimate(d, cal)
     if field == "output_tokens_per_s":
         return estimate.output_tokens_per_s
     if field == "ttft_s":
