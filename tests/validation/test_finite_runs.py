@@ -1,0 +1,127 @@
+"""A serving case's finite run (``workload.requests``), its stated rate, its engine's caps and its KV default."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from clustersim.catalog.registry import load_catalog
+from clustersim.catalog.schema import Dtype
+from clustersim.errors import ClusterSimError
+from clustersim.serving.concurrency import estimate_concurrency
+from clustersim.serving.datasets import request_dataset
+from clustersim.serving.sim_requests import length_source, request_sampler
+from clustersim.validation.cases import as_case
+from clustersim.validation.inference import case_deployment, case_estimate, predict_inference_case
+
+CATALOG = load_catalog(use_env=False)
+
+
+def _case(workload: dict, *, framework: str = "vllm", version: str = "0.11.0", precision: str = "bf16") -> dict:
+    """Llama 3.1 8B on one H100, as the load generators' published runs state it."""
+    return {
+        "id": "x",
+        "kind": "inference",
+        "source": "test",
+        "model": {
+            "name": "llama3.1-8b",
+            "layers": 32,
+            "hidden": 4096,
+            "ffn_hidden": 14336,
+            "heads": 32,
+            "kv_heads": 8,
+            "vocab": 128256,
+            "ffn_type": "swiglu",
+        },
+        "system": {"accelerator": "h100-sxm", "devices": 1, "devices_per_node": 8},
+        "parallel": {"tp": 1, "dp": 1},
+        "precision": precision,
+        "workload": {"input_tokens": 1000, "output_tokens": 200, "dataset": "random"} | workload,
+        "measured": {"output_tokens_per_s": 1.0},
+        "software": {"framework": framework, "version": version},
+    }
+
+
+def _rate(workload: dict, **kwargs: str) -> float:
+    return predict_inference_case(_case(workload, **kwargs), "output_tokens_per_s", CATALOG)
+
+
+def test_a_burst_is_slower_than_the_steady_state_and_approaches_it_as_it_grows():
+    steady = _rate({"scenario": "offline"})
+    bursts = [_rate({"scenario": "offline", "requests": n}) for n in (64, 512, 4096)]
+    assert bursts[0] < bursts[1] < bursts[2] < steady  # the ramp and the drain weigh less in a longer run
+    assert bursts[0] < 0.85 * steady and bursts[2] > 0.9 * steady  # measured: 0.82, 0.92, 0.94
+
+
+def test_a_bursts_mean_ttft_is_its_queue():
+    ttft = [
+        predict_inference_case(_case({"scenario": "offline", "requests": n}), "ttft_s", CATALOG) for n in (100, 1000)
+    ]
+    steady = case_estimate(_case({"scenario": "offline"}), CATALOG).ttft_s
+    assert ttft[1] > 5 * ttft[0] > 5 * steady  # ten times the requests wait about ten times as long
+
+
+def test_clients_that_start_together_stay_in_step_below_the_staggered_closed_form():
+    """A load generator's clients start at once: at fixed lengths their prompts keep arriving together, so steps
+    alternate between prompts and decodes instead of mixing them evenly (measured: 15% below the closed form, whose
+    steady state a staggered start reaches, tests/serving/test_simulate.py)."""
+    d = case_deployment(_case({"scenario": "concurrency", "batch": 8, "dataset": "fixed"}), CATALOG)
+    closed = estimate_concurrency(d.model, d.serving, d.request, 8, engine=d.engine).output_tokens_per_s
+    simulated = _rate({"scenario": "concurrency", "batch": 8, "dataset": "fixed", "requests": 2000})
+    assert 0.75 * closed < simulated < closed
+
+
+def test_a_server_run_at_a_stated_rate_is_priced_at_that_rate_not_at_the_highest_meeting_targets():
+    at_rate = case_estimate(_case({"scenario": "server", "request_rate_per_s": 2.0}), CATALOG)
+    searched = case_estimate(_case({"scenario": "server"}), CATALOG)
+    assert at_rate.request_rate_per_s == pytest.approx(2.0)
+    assert at_rate.output_tokens_per_s == pytest.approx(2.0 * 200, rel=1e-6)
+    assert at_rate.output_tokens_per_s < searched.output_tokens_per_s
+    finite = _rate({"scenario": "server", "request_rate_per_s": 2.0, "requests": 400})
+    assert finite == pytest.approx(2.0 * 200, rel=0.15)  # a Poisson stream's 400 requests, the last one's tail
+
+
+def test_requests_are_refused_where_no_finite_run_is_priced():
+    with pytest.raises(ClusterSimError, match=r"workload\.requests 50: a finite run is an offline") as caught:
+        _rate({"scenario": "server", "requests": 50})
+    assert caught.value.field == "workload.requests"
+    neuron = _case({"scenario": "offline", "requests": 50, "batch": 4}, framework="transformers-neuronx")
+    neuron["system"] = {"accelerator": "trainium1", "devices": 32, "devices_per_node": 32}
+    neuron["parallel"] = {"tp": 32, "dp": 1}
+    with pytest.raises(ClusterSimError, match=r"^case x: workload\.requests 50: engine 'transformers-neuronx'"):
+        predict_inference_case(neuron, "output_tokens_per_s", CATALOG)
+
+
+def test_the_runs_engine_caps_replace_the_profiles_and_an_unknown_one_is_refused():
+    settings = {"max_batch_sequences": 8, "max_tokens_per_step": 2048, "kv_memory_fraction": 0.5}
+    engine = case_deployment(_case({"scenario": "offline", "engine_settings": settings}), CATALOG).engine
+    assert (engine.sequence_cap("h100-sxm"), engine.token_budget("h100-sxm"), engine.kv_memory_fraction) == (
+        8, 2048, 0.5,
+    )  # fmt: skip
+    capped = case_estimate(_case({"scenario": "offline", "engine_settings": settings}), CATALOG)
+    assert capped.batch == 8 < case_estimate(_case({"scenario": "offline"}), CATALOG).batch
+    with pytest.raises(ClusterSimError, match="engine_settings") as caught:
+        as_case(_case({"scenario": "offline", "engine_settings": {"max_num_seqs": 8}}), "inference")
+    assert "max_num_seqs" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("framework", "version", "kv"),
+    [("vllm", "0.11.0", Dtype.BF16), ("sglang", "0.5.3", Dtype.BF16), ("tensorrt-llm", "TensorRT-LLM 1.0", Dtype.FP8)],
+)
+def test_an_unstated_kv_cache_is_the_engines_default_beside_fp8_weights(framework, version, kv):
+    d = case_deployment(_case({"scenario": "offline"}, framework=framework, version=version, precision="fp8"), CATALOG)
+    assert d.request.kv is kv
+
+
+def test_a_stated_mean_beside_a_request_set_draws_the_sets_shape_at_that_mean():
+    openorca = request_dataset("openorca")
+    spread = request_sampler("openorca", 222.0, 300.0, stated=(False, True), stated_means=True)
+    fixed = request_sampler("openorca", 222.0, 300.0, stated=(False, True))
+    _, outputs = spread.draw(np.random.default_rng(0), 20000)
+    assert outputs.mean() == pytest.approx(300, rel=0.03) and outputs.std() > 100 and outputs.max() <= 1024
+    assert set(fixed.draw(np.random.default_rng(0), 100)[1]) == {300}  # a length the user gives: every request's
+    scaled = length_source(openorca, "input", 400.0, 400.0, stated_is_mean=True)
+    assert scaled.kind == "quantiles" and np.mean(scaled.draw(np.random.default_rng(1), 20000)) == pytest.approx(
+        400, rel=0.03
+    )
