@@ -10,9 +10,9 @@ kinds run one after the other (separate kernels), so the step time is their sum:
   are read once per step whatever the batch, so small batches are memory-bound and large ones
   compute-bound. A MoE layer reads and runs only the routed experts its tokens touch, each a GEMM of
   its share of the rows (``top_k x tokens / experts``), so a step with few tokens per expert is
-  slower than its FLOPs; each routed row also pays ``expert_output_s`` per output element of its
-  experts' grouped GEMMs (``expert_outputs``: permutation, epilogues, re-quantization, the weighted
-  scatter back to the tokens), which makes many narrow experts cost more than their FLOPs say;
+  slower than its FLOPs; each token also pays ``moe_token_layer_s`` in each MoE layer it passes
+  (``moe_token_layers``: routing, permutation, the grouped GEMMs' shortfall, the weighted combine), a
+  cost two sources fit alike whatever the top_k, hidden or expert width (calibration.toml);
 * **decode attention**: every decoding sequence reads its KV cache (memory-bound): once per KV head
   with a GQA kernel, once per query head with an older per-head kernel (the engine's); a latent
   (MLA) cache once for all heads, a windowed layer at most its window (``clustersim.serving.memory``);
@@ -102,12 +102,12 @@ class InferenceCalibration:
     gemm_half_tokens: float = Field(
         ge=0, description="Tokens per step (GEMM rows) at which GEMMs reach half of flop_efficiency."
     )
-    expert_output_s: float = Field(
+    moe_token_layer_s: float = Field(
         0.0,
         ge=0,
-        le=1e-9,
-        description="Time per output element of a routed expert's grouped GEMMs beyond their FLOPs (the "
-        "epilogue: activation, re-quantization, the weighted scatter of the output rows), seconds.",
+        le=1e-6,
+        description="Time per token per MoE layer beyond its routed experts' FLOPs (routing, permutation, the "
+        "grouped GEMMs' shortfall, the weighted combine), seconds; each TP rank pays it for every token.",
     )
     hbm_efficiency: float = Field(gt=0, le=1, description="Achieved fraction of HBM bandwidth on weight and KV reads.")
     attention_flop_efficiency: float = Field(
@@ -395,7 +395,7 @@ def step_times(
         experts = model.moe.experts * (1.0 - (1.0 - share) ** rows)
         routed_rows = model.moe.top_k * rows
     stage_flops = 2.0 * ((rows + half) * dense + (routed_rows + experts * half) * expert) / pp
-    compute = stage_flops / tp / flops_peak + routed_rows * expert_outputs(model, tp) / pp * cal.expert_output_s
+    compute = stage_flops / tp / flops_peak + rows * moe_token_layers(model) / pp * cal.moe_token_layer_s
     compute = compute + 2.0 * (np.maximum(logits_tokens, 1.0) + half) * head / (tp * pp) / head_peak
 
     # Weights read once per step: the dense ones and the routed experts some token touches.
@@ -445,11 +445,9 @@ def step_times(
     )
 
 
-def expert_outputs(model: Transformer, tp: int) -> float:
-    """Output elements a routed (token, expert) row writes on one device over the MoE layers: GEMM 1's
-    ``(matrices - 1) x expert_ffn / tp`` and GEMM 2's ``hidden`` (each TP rank's partial sum); 0 without MoE."""
-    first = (model.ffn_type.num_matrices - 1) * model.expert_ffn / tp
-    return 0.0 if model.moe is None else float(model.moe_layers * (first + model.hidden))
+def moe_token_layers(model: Transformer) -> float:
+    """The MoE layers a token passes through (each pays ``moe_token_layer_s``); 0 without MoE."""
+    return 0.0 if model.moe is None else float(model.moe_layers)
 
 
 # ---- systems from the catalog ----------------------------------------------------------------------
