@@ -24,7 +24,7 @@ from clustersim.serving.estimate import Request, estimate_offline
 from clustersim.validation.cases import bundled_dir
 from clustersim.validation.fit import ALL
 from clustersim.validation.manifest import priors, read_manifest
-from clustersim.validation.specs import INFERENCE
+from clustersim.validation.specs import INFERENCE, MOE_GROUP
 from clustersim.workload.transformer import Transformer
 from tests.calibration_fits import FittedGroup, check_brought_back, check_recorded_residual, fitted_groups, refit_one
 
@@ -39,11 +39,24 @@ FITTED = [c.name for c in INFERENCE.constants(DEFAULT_CALIBRATION, ALL, []) if (
 
 
 @pytest.fixture(scope="module")
-def fitted() -> FittedGroup:
-    """The packaged file's one serving group with the bundled cases it was fitted on."""
+def groups() -> dict[str, FittedGroup]:
+    """The packaged file's serving groups (the dense cases', the MoE cases') with the cases each was fitted on."""
     assert serving_calibration(use_env=False) is DEFAULT_CALIBRATION  # no user files: the packaged values
-    (group,) = fitted_groups("inference", DEFAULT_CALIBRATION).values()
-    return group
+    found = fitted_groups("inference", DEFAULT_CALIBRATION)
+    assert set(found) == {ALL, MOE_GROUP}
+    return found
+
+
+@pytest.fixture(scope="module")
+def fitted(groups: dict[str, FittedGroup]) -> FittedGroup:
+    return groups[ALL]
+
+
+def test_the_moe_group_fits_its_cost_per_token_alone_and_it_comes_back(groups: dict[str, FittedGroup]):
+    moe = groups[MOE_GROUP]
+    check_recorded_residual(moe)
+    assert set(moe.constants) == {"moe_token_layer_s"} and len(moe.cases) == 30
+    check_brought_back(refit_one(moe, "moe_token_layer_s"), "moe_token_layer_s")
 
 
 def test_the_recorded_residual_is_the_objective_at_the_packaged_constants(fitted: FittedGroup):

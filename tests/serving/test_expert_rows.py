@@ -52,7 +52,8 @@ def test_the_two_sources_are_what_the_entry_says_it_was_fitted_on() -> None:
     assert {c.source.split()[0] for c in MIXTRAL} == rounds
     entry = read_manifest(INFERENCE, use_env=False)["moe_token_layer_s"]
     assert set(entry.fitted_on) == {c.id for c in QWEN3 + MIXTRAL}
-    assert entry.residual == pytest.approx(_objective(CAL), rel=0.02)  # other terms of the model move it a little
+    # the residual is calibrate_inference.py's objective over the 30 cases (its MoE group); the scan's, per source
+    assert entry.residual == pytest.approx(_mape(QWEN3 + MIXTRAL), rel=0.02)
 
 
 def test_both_sources_within_tolerance_in_sample() -> None:

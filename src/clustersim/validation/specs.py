@@ -10,7 +10,9 @@
   messages are latency-bound: the catalogued adapter latencies, not these constants); objective: the
   mean over sources of the mean |log error|; compass search.
 * ``INFERENCE`` fits the GEMM fraction and its size curve, the attention fraction and the three
-  overheads of ``serving/calibration.toml`` to every serving case; objective: the MAPE; Nelder-Mead.
+  overheads of ``serving/calibration.toml`` to the reference engine's dense serving cases, and the MoE
+  layer's cost per token (``moe_token_layer_s``) to its MoE cases (group ``moe``); objective: the MAPE;
+  Nelder-Mead.
 
 Bounds are physical: fractions within (0, 1] (and above what any published run reaches at the low
 end), times within what a kernel launch, a host step or a collective's ramp can plausibly take.
@@ -245,14 +247,23 @@ INFERENCE_BOUNDS: dict[str, tuple[float, float]] = {
     "step_overhead_s": (1e-5, 2e-2),
     "sync_overhead_s": (1e-7, 5e-4),
     "sequence_overhead_s": (1e-8, 1e-4),
+    "moe_token_layer_s": (1e-8, 2e-6),  # a MoE layer's routing work per token: nanoseconds to microseconds
 }
 """The fitted entries of the serving calibration, those it has; every other entry is a stated value."""
+
+
+MOE_GROUP = "moe"
+"""The serving cases of MoE models: they fit ``moe_token_layer_s`` alone, the dense cases every other constant."""
 
 
 def _inference_constants(
     cal: InferenceCalibration, group: str, cases: Sequence[Prepared[InferenceCalibration]]
 ) -> list[Constant]:
-    return [Constant(name, "value", low, high) for name, (low, high) in INFERENCE_BOUNDS.items() if hasattr(cal, name)]
+    return [
+        Constant(name, "value", low, high)
+        for name, (low, high) in INFERENCE_BOUNDS.items()
+        if hasattr(cal, name) and (name == "moe_token_layer_s") == (group == MOE_GROUP)
+    ]
 
 
 def _inference_prepare(
@@ -261,7 +272,7 @@ def _inference_prepare(
     def predict(candidate: InferenceCalibration) -> float:
         return predict_inference_case(case, field, catalog, candidate)
 
-    return ALL, predict
+    return (MOE_GROUP if case.model is not None and case.model.moe is not None else ALL), predict
 
 
 def _inference_replace(cal: InferenceCalibration, values: Mapping[Constant, float]) -> InferenceCalibration:
