@@ -58,6 +58,7 @@ class SchedulerLimits:
     kv_arrives: bool = False  # a disaggregated decode pool: a prompt's KV comes with it, only its last token runs
     reserve_tokens: tuple[int, ...] = ()  # per request (run index): KV tokens reserved at admission; empty: paged
     first_token_lag_steps: int = 0  # a first token is reported at the end of this many steps after its own
+    mixed_steps: bool = True  # false: a step runs prompts or decodes, never both, prompts first (vLLM V0)
 
 
 @dataclass
@@ -207,7 +208,7 @@ def _run_continuous(
         if not running and not waiting:
             clock = arrivals.heap[0][0]
             continue
-        room = budget_cap - decoding
+        room = budget_cap - (decoding if limits.mixed_steps else 0)  # prompts apart: the whole budget is theirs
         head_blocked = True
         if waiting and len(running) < seq_cap and room > 0:
             r = waiting[0]
@@ -239,15 +240,17 @@ def _run_continuous(
                     if r in entry and entry[r][2] == v:
                         finish_decoder(r)
                 continue
-        # one step: the decoders' new blocks, preempting the latest admitted while they do not fit
-        need = int(residues[(-tick) % block])
+        # one step: the decoders' new blocks, preempting the latest admitted while they do not fit. An engine that
+        # never mixes runs the prompts it can admit in a step of their own, the decoders waiting (the tick stays)
+        prompts_only = not limits.mixed_steps and bool(prefilling or not head_blocked)
+        need = 0 if prompts_only else int(residues[(-tick) % block])
         while need > free:
             victim = next(reversed(running))
             if victim in entry and (entry[victim][0] - entry[victim][1] + tick) % block == 0:
                 need -= 1
             preempt(victim)
         free -= need
-        room = budget_cap - decoding
+        room = budget_cap - (0 if prompts_only else decoding)
         chunks: list[tuple[int, int, int]] = []  # (request, start, end)
         for r, start in prefilling.items():
             if room <= 0:
@@ -277,16 +280,18 @@ def _run_continuous(
         prefill = sum(end - start for _, start, end in chunks)
         if not decoding and not chunks:  # the head of the queue fits no KV cache: refused before the run
             raise ClusterSimError(f"request {waiting[0]}: its prompt does not fit the {limits.kv_blocks} KV blocks")
-        context = (offset + decoding * tick) / decoding if decoding else 0.0
+        stepping = 0 if prompts_only else decoding  # the decoders this step advances
+        context = (offset + stepping * tick) / stepping if stepping else 0.0
         pairs = sum(pairs_of(start, end) for _, start, end in chunks)
-        dt = table.step_s(decoding, context, prefill, len(chunks), pairs)
+        dt = table.step_s(stepping, context, prefill, len(chunks), pairs)
         clock += dt
-        if decoding:
+        if stepping:
             log.step_s.append(dt)
-            log.step_decoding.append(decoding)
+            log.step_decoding.append(stepping)
         log.steps += 1
-        tick += 1
-        report(tick - 1, (clock,))
+        if not prompts_only:
+            tick += 1
+            report(tick - 1, (clock,))
         while heap and heap[0][0] < tick:
             _, r, v = heapq.heappop(heap)
             if r in entry and entry[r][2] == v:

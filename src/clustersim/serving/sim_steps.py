@@ -159,13 +159,15 @@ def step_table(
 ) -> StepTable:
     """The step model on ``system`` tabulated up to ``max_tokens`` per step, ``max_sequences`` per step and
     a mean decode context of ``max_context`` tokens; ``ClusterSimError`` for engines it cannot tabulate."""
-    if not engine.mixed_steps or engine.bucket_min_tokens is not None:
+    if engine.bucket_min_tokens is not None:
         raise ClusterSimError(
-            f"engine: the simulator models engines that run prompt chunks and decode tokens in one step without "
-            f"static-shape buckets (tensorrt-llm, vllm, sglang); {engine.name} does not",
+            f"engine: the simulator models engines without static-shape buckets (tensorrt-llm, vllm, vllm-v0, "
+            f"sglang); {engine.name} pads to compiled buckets",
             field="engine",
             value=engine.name,
         )
+    # an engine that never mixes gets steps of one kind from the scheduler, priced alike with or without the flag
+    engine = engine.model_copy(update={"mixed_steps": True})
     tokens = axis(max_tokens, 1.04)
     sequences = axis(max_sequences, 1.08)
     t_grid, l_grid = np.meshgrid(tokens, sequences, indexing="ij")

@@ -16,10 +16,12 @@ share ``1 / pp`` of the replica's KV cache and the engine's caps, whose every st
 stages one after another (``pp`` times a stage's step, each with its send to the next stage); requests go
 to them as to replicas. The closed forms' ``batch / pp`` sequences a stage and ``pp`` stage steps a token.
 
-Limits: engines that mix prefill and decode in one step (the GPU profiles). The KV cache per replica is the
-memory plan's (``clustersim.serving.engine.memory_plan``), counted in the engine's blocks; a windowed
-layer's smaller holding is not credited. A request whose prompt
-and output reach the model's context stops there (as an engine stops at its ``max_model_len``).
+An engine that never mixes prompts and decodes in a step (``mixed_steps`` false: vLLM V0 without chunked
+prefill) runs the prompts it can admit in a step of their own, its decoders waiting, and decodes when no prompt
+fits. Limits: engines without static-shape buckets (the GPU profiles; the Neuron ones pad to compiled shapes).
+The KV cache per replica is the memory plan's (``clustersim.serving.engine.memory_plan``), counted in the engine's
+blocks; a windowed layer's smaller holding is not credited. A request whose prompt and output reach the model's
+context stops there (as an engine stops at its ``max_model_len``).
 """
 
 from __future__ import annotations
@@ -234,7 +236,8 @@ def replica_engine(
     cap = min(profile.sequence_cap(chip), max_batch or profile.sequence_cap(chip))
     held = () if reserve is None else tuple(reserve.tolist())
     limits = SchedulerLimits(
-        profile.token_budget(chip), cap, block, blocks, prefix_hit_rate, static, kv_arrives, held, first_token_lag_steps
+        profile.token_budget(chip), cap, block, blocks, prefix_hit_rate, static, kv_arrives, held,
+        first_token_lag_steps, profile.mixed_steps,
     )  # fmt: skip
     biggest = int(inputs.max()) * cap if static else profile.token_budget(chip)
     verified = 0 if speculation is None else cap * speculation.draft_tokens  # the drafts the target verifies

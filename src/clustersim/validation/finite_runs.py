@@ -68,9 +68,9 @@ def finite_run_requests(workload: CaseWorkload) -> int | None:
 
 
 def simulates(engine: EngineProfile) -> bool:
-    """Whether the simulator runs the engine: one that mixes prompt chunks and decodes in a step and compiles
-    no static shapes (``sim_steps.step_table``), batching continuously."""
-    return engine.mixed_steps and engine.bucket_min_tokens is None and engine.benchmark_batching is Batching.CONTINUOUS
+    """Whether the simulator runs the engine: one that compiles no static shapes (``sim_steps.step_table``),
+    batching continuously."""
+    return engine.bucket_min_tokens is None and engine.benchmark_batching is Batching.CONTINUOUS
 
 
 def finite_run(

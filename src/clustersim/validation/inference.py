@@ -279,9 +279,9 @@ def predict_inference_case(
     if requests is not None:
         if not simulates(d.engine):
             raise ClusterSimError(
-                f"{d.where}: workload.requests {requests}: engine {d.engine.name!r} runs prompts and decodes in "
-                "separate steps, compiles static shapes or batches statically, which the simulator does not run, "
-                "and the closed forms price a steady state, not a finite run",
+                f"{d.where}: workload.requests {requests}: engine {d.engine.name!r} compiles static shapes or "
+                "batches statically, which the simulator does not run, and the closed forms price a steady state, "
+                "not a finite run",
                 field="workload.requests",
                 value=requests,
             )

@@ -179,12 +179,12 @@ def server_latency(
 
 def simulates_latency(case: Case | Mapping[str, Any], catalog: Catalog) -> bool:
     """Whether ``simulated_latency_predictor`` simulates the case: a server case whose engine the simulator
-    runs (engines that mix prompt chunks and decode tokens in one step; it refuses the Neuron ones)."""
+    runs (engines without static-shape buckets; it refuses the Neuron ones)."""
     case = as_case(case, "inference")
     if case.workload is None or case.workload.scenario != "server":
         return False
     engine = case_deployment(case, catalog).engine
-    return engine.mixed_steps and engine.bucket_min_tokens is None  # what ``sim_steps.step_table`` tabulates
+    return engine.bucket_min_tokens is None  # what ``sim_steps.step_table`` tabulates
 
 
 def simulated_latency_predictor(case: Case, field: str, catalog: Catalog) -> float:
