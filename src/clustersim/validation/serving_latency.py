@@ -73,6 +73,7 @@ from clustersim.errors import ClusterSimError
 from clustersim.serving.sim_requests import request_sampler
 from clustersim.serving.simulate import Load, simulate
 from clustersim.validation.cases import Case, as_case
+from clustersim.validation.finite_runs import simulates
 from clustersim.validation.inference import (
     SERVER_PERCENTILE,
     SERVER_TPOT_TARGET_S,
@@ -183,8 +184,7 @@ def simulates_latency(case: Case | Mapping[str, Any], catalog: Catalog) -> bool:
     case = as_case(case, "inference")
     if case.workload is None or case.workload.scenario != "server":
         return False
-    engine = case_deployment(case, catalog).engine
-    return engine.bucket_min_tokens is None  # what ``sim_steps.step_table`` tabulates
+    return simulates(case_deployment(case, catalog).engine)
 
 
 def simulated_latency_predictor(case: Case, field: str, catalog: Catalog) -> float:
