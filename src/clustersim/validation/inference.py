@@ -7,8 +7,10 @@ Assumptions a case does not state:
   222.3 tokens over its 24,576 samples); with no dataset, or one that gives no mean for that length,
   no number is assumed: the case is skipped as "input unknown" (or "output unknown"), naming the
   field and the datasets known. ``assumed_lengths`` says per case what was taken from a dataset;
-* ``kv_precision`` null: the KV cache has the precision of the weights (fp8 runs in TensorRT-LLM use an
-  fp8 KV cache), fp8 beside 4-bit weights (``nvfp4``/``mxfp4``: NVIDIA's FP4 checkpoints quantize it so);
+* ``kv_precision`` null: the engine's default (``kv_cache_default``): the precision of the weights in
+  TensorRT-LLM (its fp8 runs use an fp8 KV cache), 16-bit beside fp8 weights in vLLM and SGLang
+  (``--kv-cache-dtype auto``), fp8 beside 4-bit weights (``nvfp4``/``mxfp4``: NVIDIA's FP4 checkpoints
+  quantize it so);
 * the engine is the profile of the case's ``software.framework`` whose release range holds the
   release or month ``software.version`` names (``clustersim.serving.engines.engine_for_software``),
   default TensorRT-LLM; a framework no profile serves, or an engine that does not run on the case's
@@ -23,7 +25,10 @@ Assumptions a case does not state:
   replicas), as a closed-loop load generator does;
 * server cases meet ``SERVER_TTFT_TARGET_S`` / ``SERVER_TPOT_TARGET_S`` (MLPerf v4.0 Llama 2 70B:
   TTFT <= 2 s, TPOT <= 200 ms) unless the workload gives ``ttft_target_s`` / ``tpot_target_s``, at
-  the 99th percentile as MLPerf applies them (``SERVER_PERCENTILE``: the TTFT's queueing tail);
+  the 99th percentile as MLPerf applies them (``SERVER_PERCENTILE``: the TTFT's queueing tail); a server case
+  with ``request_rate_per_s`` is priced at that rate;
+* ``workload.requests`` stated: a finite run, simulated (``clustersim.validation.finite_runs``); null: the
+  closed forms' steady state. ``workload.engine_settings`` replaces the profile's caps (``engine_with_settings``).
 """
 
 from __future__ import annotations
@@ -271,8 +276,8 @@ def engine_fitted_case(case: Case | Mapping[str, Any]) -> bool:
 def predict_inference_case(
     case: Case | Mapping[str, Any], field: str, catalog: Catalog, cal: InferenceCalibration | None = None
 ) -> float:
-    """The case's ``field`` (output_tokens_per_s, ttft_s or tpot_s) as the model predicts it: an offline run of a
-    known number of requests on an engine the simulator runs through the simulator (``finite_runs``), any other
+    """The case's ``field`` (output_tokens_per_s, ttft_s or tpot_s) as the model predicts it: a run of a stated
+    number of requests through the simulator (``finite_runs``; refused on an engine it does not run), any other
     through the closed forms."""
     d = case_deployment(case, catalog)
     requests = finite_run_requests(d.workload)
