@@ -21,14 +21,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-import numpy as np
-
 from clustersim.choices import Batching
 from clustersim.errors import ClusterSimError
 from clustersim.serving.engine import InferenceCalibration, ServingSystem
 from clustersim.serving.engines import EngineProfile
 from clustersim.serving.estimate import Request
-from clustersim.serving.sim_requests import Trace, request_sampler
+from clustersim.serving.sim_requests import request_sampler
 from clustersim.serving.simulate import Load, simulate
 from clustersim.validation.cases import CaseWorkload
 from clustersim.workload.transformer import Transformer
@@ -92,19 +90,15 @@ def finite_run(
     sampler = request_sampler(
         workload.dataset, request.input_tokens, request.output_tokens, stated=stated, stated_means=True
     )
-    one = replace(serving, dp=1)
-    if workload.scenario in ("concurrency", "server"):
-        if workload.scenario == "server":  # a Poisson stream sent to dp replicas at random: dp streams at rate / dp
-            load = Load(rate_per_s=float(workload.request_rate_per_s or 0.0) / dp)
-        else:
-            load = Load(concurrency=max(-(-(workload.batch or 1) // dp), 1))
-        run = simulate(
-            model, one, request, load, requests=per_replica, sampler=sampler, seed=SEED, cal=cal, engine=engine
-        )
-    else:
-        inputs, outputs = sampler.draw(np.random.default_rng(SEED), per_replica)
-        trace = Trace(np.zeros(per_replica), inputs, outputs)
-        run = simulate(model, one, request, Load(trace=trace), seed=SEED, cal=cal, engine=engine)
+    if workload.scenario == "server":  # a Poisson stream sent to dp replicas at random: dp streams at rate / dp
+        load = Load(rate_per_s=float(workload.request_rate_per_s or 0.0) / dp)
+    else:  # clients that all start at once: a burst is as many clients as requests
+        clients = per_replica if workload.scenario == "offline" else -(-(workload.batch or 1) // dp)
+        load = Load(concurrency=max(clients, 1))
+    run = simulate(
+        model, replace(serving, dp=1), request, load, requests=per_replica, sampler=sampler, seed=SEED, cal=cal,
+        engine=engine,
+    )  # fmt: skip
     span = float(run.finish_s.max() - run.arrival_s.min())
     return FiniteRun(
         output_tokens_per_s=dp * float(run.output_tokens.sum()) / span,
