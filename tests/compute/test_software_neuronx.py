@@ -37,7 +37,7 @@ def test_a_zero_stage_nxd_does_not_implement_is_refused_naming_the_field(zero):
 
 def test_other_frameworks_keep_every_stage():
     for name, profile in PROFILES.items():
-        if name != "neuronx":
+        if name not in ("neuronx", "meta"):  # meta: the Llama 3 paper's FSDP, stage 2 only (test_software_meta)
             assert profile.zero_stages is None, name
     fields, _ = resolve_layout({"tp": 8, "zero": 3}, PROFILES["megatron"])
     assert fields["zero"] == 3

@@ -91,8 +91,13 @@ def test_without_tensor_parallelism_nothing_is_assumed_about_sequence_parallelis
 
 
 def test_unstated_interleaving_and_degrees_are_one_and_said_so():
-    assumed = case_assumptions(_case("megatron", vp=None, cp=None, ep=None), CATALOG)
+    assumed = case_assumptions(_case("megatron", pp=2, dp=4, vp=None, cp=None, ep=None), CATALOG)
     assert {k: assumed[k] for k in ("vp", "cp", "ep")} == {"vp": 1, "cp": 1, "ep": 1}
+
+
+def test_without_a_pipeline_there_is_no_interleaving_to_assume():
+    setup = case_setup(_case("megatron", vp=None), CATALOG)
+    assert "vp" not in setup.assumed and setup.layout.vp == 1
 
 
 def test_validate_json_reports_what_each_case_assumed(tmp_path: Path):

@@ -83,7 +83,7 @@ def step_command(
     devices_per_node: DevicesPerNodeOpt = None,
     tp: TpOpt = None,
     pp: PpOpt = None,
-    vp: VpOpt = 1,
+    vp: VpOpt = None,
     cp: CpOpt = 1,
     ep: EpOpt = 1,
     etp: EtpOpt = None,

@@ -20,7 +20,14 @@ DevicesPerNodeOpt = Annotated[
 TpOpt = Annotated[int | None, typer.Option("--tp", min=1, max=MAX_DEGREE, help="Tensor parallel degree.")]
 PpOpt = Annotated[int | None, typer.Option("--pp", min=1, max=MAX_DEGREE, help="Pipeline parallel degree.")]
 VpOpt = Annotated[
-    int, typer.Option("--vp", min=1, max=MAX_DEGREE, help="Model chunks per pipeline rank (interleaved 1F1B).")
+    int | None,
+    typer.Option(
+        "--vp",
+        min=1,
+        max=MAX_DEGREE,
+        help="Model chunks per pipeline rank (interleaved 1F1B); default: the framework's where pp > 1 (1; meta 2), "
+        "searched where the layout is chosen.",
+    ),
 ]
 CpOpt = Annotated[int, typer.Option("--cp", min=1, max=MAX_DEGREE, help="Context parallel degree.")]
 EpOpt = Annotated[int, typer.Option("--ep", min=1, max=MAX_DEGREE, help="Expert parallel degree.")]

@@ -162,7 +162,7 @@ def train_command(
     devices_per_node: DevicesPerNodeOpt = None,
     tp: TpOpt = None,
     pp: PpOpt = None,
-    vp: VpOpt = 1,
+    vp: VpOpt = None,
     cp: CpOpt = 1,
     ep: EpOpt = 1,
     etp: EtpOpt = None,
@@ -334,7 +334,7 @@ def _scenario_of_options(
     devices_per_node: int | None,
     tp: int | None,
     pp: int | None,
-    vp: int,
+    vp: int | None,
     cp: int,
     ep: int,
     micro_batch: int | None,
@@ -385,8 +385,8 @@ def _scenario_of_options(
         layout: LayoutSpec | LayoutSearchSpec | Literal["choose"] = "choose"
         if tp is not None and pp is not None:
             stated = {
-                "tp": tp, "pp": pp, "vp": vp, "cp": cp, "ep": ep, "etp": etp, "sequence_parallel": sp,
-                "micro_batch": micro_batch if "--micro-batch" in given else None,
+                "tp": tp, "pp": pp, "vp": vp if "--vp" in given else None, "cp": cp, "ep": ep, "etp": etp,
+                "sequence_parallel": sp, "micro_batch": micro_batch if "--micro-batch" in given else None,
                 "zero": zero if "--zero" in given else None,
                 "recompute": recompute if "--recompute" in given else None,
             }  # fmt: skip

@@ -49,6 +49,10 @@ _DEFAULT_ETP = (
     "Expert tensor-parallel degree of a MoE layout with ep > 1 when the job does not say: 'derived' (tp's, as "
     "Megatron-Core's expert_tensor_parallel_size defaults) or a degree, used where it divides tp."
 )
+_DEFAULT_VP = (
+    "Model chunks per pipeline rank (the interleaved schedule's degree) of a layout with pp > 1 when the job does "
+    "not say: 1, no interleaving, as Megatron-LM without --num-layers-per-virtual-pipeline-stage."
+)
 
 
 class LayoutDefaults(BaseModel):
@@ -61,6 +65,7 @@ class LayoutDefaults(BaseModel):
     recompute: Recompute = Field(description="Activation recompute.")
     micro_batch: int = Field(ge=1, description="Sequences per micro-batch.")
     etp: ExpertTp = Field(DERIVED, description="Expert tensor-parallel degree of a MoE layout with ep > 1.")
+    vp: int = Field(1, ge=1, description="Model chunks per pipeline rank (interleaving) where pp > 1.")
     source: str = Field(min_length=1, description="Where these come from.")
 
 
@@ -137,6 +142,7 @@ class SoftwareSettings(BaseModel):
         None, ge=1, description="Sequences per micro-batch when the job does not say."
     )
     default_etp: ExpertTp | None = Field(None, description=_DEFAULT_ETP)
+    default_vp: int | None = Field(None, ge=1, le=64, description=_DEFAULT_VP)
     layout_source: str | None = Field(
         None, min_length=1, description="Where the default_* layout fields come from (docs, arguments, recipes)."
     )
@@ -190,6 +196,7 @@ class SoftwareProfile(SoftwareSettings):
     default_recompute: Recompute = Field(description="Activation recompute when the job does not say.")
     default_micro_batch: int = Field(ge=1, description="Sequences per micro-batch when the job does not say.")
     default_etp: ExpertTp = Field(DERIVED, description=_DEFAULT_ETP)
+    default_vp: int = Field(1, ge=1, le=64, description=_DEFAULT_VP)
     layout_source: str = Field(min_length=1, description="Where the default_* layout fields come from.")
     zero_stages: tuple[int, ...] | None = Field(
         None, description="The ZeRO stages the framework implements (None: any); another is refused."
@@ -276,24 +283,26 @@ class SoftwareProfile(SoftwareSettings):
             recompute=self.default_recompute,
             micro_batch=self.default_micro_batch,
             etp=self.default_etp,
+            vp=self.default_vp,
             source=self.layout_source,
         )
 
 
 # The layout fields a framework profile gives a default for, and those whose default is the same in every
-# framework (and in the ground-truth format): no interleaved pipeline, no context or expert parallelism.
-FRAMEWORK_LAYOUT_FIELDS = ("zero", "sequence_parallel", "recompute", "micro_batch")
-COMMON_LAYOUT_DEFAULTS: Mapping[str, int] = {"vp": 1, "cp": 1, "ep": 1}
+# framework (and in the ground-truth format): no context or expert parallelism.
+FRAMEWORK_LAYOUT_FIELDS = ("zero", "sequence_parallel", "recompute", "micro_batch", "vp")
+COMMON_LAYOUT_DEFAULTS: Mapping[str, int] = {"cp": 1, "ep": 1}
 
 
 def resolve_layout(
     stated: Mapping[str, Any], software: SoftwareProfile
 ) -> tuple[dict[str, Any], dict[str, int | bool | str]]:
     """``(fields, assumed)``: the layout fields ``stated`` with each unstated one (None or absent) among
-    ``vp``, ``cp``, ``ep`` (1) and ``FRAMEWORK_LAYOUT_FIELDS`` (``software``'s defaults) filled in, and
-    the values so filled, by field (plain JSON values). Sequence parallelism needs tp > 1: with tp 1 it
-    is off and nothing is assumed. An unstated ``etp`` is filled only for a layout with ``ep`` > 1 and ``tp`` > 1
-    whose framework names a degree (``default_etp``) dividing ``tp``; elsewhere it stays None (derived).
+    ``cp``, ``ep`` (1) and ``FRAMEWORK_LAYOUT_FIELDS`` (``software``'s defaults) filled in, and
+    the values so filled, by field (plain JSON values). Sequence parallelism needs tp > 1 and interleaving
+    pp > 1: without, each is off (vp 1) and nothing is assumed. An unstated ``etp`` is filled only for a
+    layout with ``ep`` > 1 and ``tp`` > 1 whose framework names a degree (``default_etp``) dividing ``tp``;
+    elsewhere it stays None (derived).
     A stated value is never replaced; a ZeRO stage the framework does not implement (``zero_stages``) is
     refused."""
     fields = dict(stated)
@@ -304,6 +313,9 @@ def resolve_layout(
             continue
         if name == "sequence_parallel" and int(fields.get("tp") or 1) <= 1:
             fields[name] = False
+            continue
+        if name == "vp" and int(fields.get("pp") or 1) <= 1:
+            fields[name] = 1
             continue
         value = COMMON_LAYOUT_DEFAULTS[name] if name in COMMON_LAYOUT_DEFAULTS else getattr(defaults, name)
         fields[name] = value
