@@ -26,7 +26,7 @@ CAL = default_calibration()
 CASES = read_cases(project_dir() / "inference.jsonl")
 QWEN3 = [c for c in CASES if c.id.startswith("trtllm_perf_qwen3-30b-a3b_")]
 MIXTRAL = [c for c in CASES if c.id.startswith("mlperf") and "mixtral-8x7b" in c.id]
-GRID = np.arange(1.90e-7, 2.501e-7, 5e-9)  # the recorded scan's range, at a coarser step
+GRID = np.arange(1.50e-7, 2.601e-7, 5e-9)  # the recorded scan's range, at its coarser step
 
 
 def _mape(cases: list[Case], cal: InferenceCalibration = CAL) -> float:
@@ -57,13 +57,13 @@ def test_the_two_sources_are_what_the_entry_says_it_was_fitted_on() -> None:
 
 
 def test_both_sources_within_tolerance_in_sample() -> None:
-    # 14.4% and 3.0% at the shipped 2.2e-7; the former per-output-element prior left Mixtral at 25.7%, every row
+    # 11.4% and 4.2% at the shipped 1.84e-7; the former per-output-element prior left Mixtral at 25.7%, every row
     # 17-38% too slow
-    assert _mape(QWEN3) < 0.16
+    assert _mape(QWEN3) < 0.13
     assert _mape(MIXTRAL) < 0.05
     # without the term both are far too fast: the cost is real on both
     off = _at(0.0)
-    assert _mape(QWEN3, off) > 0.8 and _mape(MIXTRAL, off) > 0.3
+    assert _mape(QWEN3, off) > 0.5 and _mape(MIXTRAL, off) > 0.3
 
 
 def test_the_shipped_value_is_the_best_of_the_scan() -> None:
@@ -73,14 +73,17 @@ def test_the_shipped_value_is_the_best_of_the_scan() -> None:
 
 
 def test_each_source_at_the_value_the_other_alone_picks() -> None:
-    """Left out: 14.4% (Qwen3 at Mixtral's 2.18e-7) and 3.2% (Mixtral at Qwen3's 2.26e-7)."""
+    """Left out: 15.3% (Qwen3 at Mixtral's 2.13e-7) and 6.6% (Mixtral at Qwen3's 1.62e-7)."""
     qwen3 = np.array([_mape(QWEN3, _at(v)) for v in GRID])
     mixtral = np.array([_mape(MIXTRAL, _at(v)) for v in GRID])
     assert qwen3[int(np.argmin(mixtral))] < 0.16
-    assert mixtral[int(np.argmin(qwen3))] < 0.05
-    # the two sources pick values within 10% of each other: the constant is identified by both
-    picked = GRID[int(np.argmin(qwen3))], GRID[int(np.argmin(mixtral))]
-    assert abs(picked[0] - picked[1]) < 0.1 * CAL.moe_token_layer_s
+    assert mixtral[int(np.argmin(qwen3))] < 0.07
+    # each source alone picks a value within a third of the other's (they were within 4% until Blackwell's decode
+    # attention got its own HBM fraction: the Blackwell-only Qwen3 rows then need less), and the shipped value
+    # lies between the two picks: neither source alone sets it
+    picked = sorted((GRID[int(np.argmin(qwen3))], GRID[int(np.argmin(mixtral))]))
+    assert picked[1] - picked[0] < picked[1] / 3
+    assert picked[0] < CAL.moe_token_layer_s < picked[1]
 
 
 def test_dense_rows_do_not_depend_on_it() -> None:

@@ -15,7 +15,9 @@ kinds run one after the other (separate kernels), so the step time is their sum:
   cost two sources fit alike whatever the top_k, hidden or expert width (calibration.toml);
 * **decode attention**: every decoding sequence reads its KV cache (memory-bound): once per KV head
   with a GQA kernel, once per query head with an older per-head kernel (the engine's); a latent
-  (MLA) cache once for all heads, a windowed layer at most its window (``clustersim.serving.memory``);
+  (MLA) cache once for all heads, a windowed layer at most its window (``clustersim.serving.memory``),
+  at the HBM fraction of the family's decode kernels (``kv_read_efficiency_on``: Blackwell's reach less
+  of their bandwidth than Hopper's);
 * **prefill attention**: causal ``(q_width + context_width) x n^2`` FLOPs per prompt and layer, a windowed
   layer's keys capped at its window; a native (non-flash) kernel's n^2 scores through HBM (``score_bytes``);
 * **elementwise** work (norms, residuals, rotary): hidden-vector reads and writes per token;
@@ -56,7 +58,7 @@ from clustersim.network.collectives import Op
 from clustersim.network.cost import ANALYTIC, CollectiveCost
 from clustersim.network.fabric import Fabric
 from clustersim.serving.engines import EngineProfile, engine_profile, mean_bucket_tokens, prompt_bucket_tokens
-from clustersim.serving.formats import FamilyFractions, ServingPrecision, attention_dtype, gemm_dtype
+from clustersim.serving.formats import FamilyFractions, FamilyValues, ServingPrecision, attention_dtype, gemm_dtype
 from clustersim.serving.memory import ACTIVATION_BYTES as ACTIVATION_BYTES
 from clustersim.serving.memory import SERVING_DTYPES as SERVING_DTYPES
 from clustersim.serving.memory import FloatArray as FloatArray
@@ -110,6 +112,11 @@ class InferenceCalibration:
         "grouped GEMMs' shortfall, the weighted combine), seconds; each TP rank pays it for every token.",
     )
     hbm_efficiency: float = Field(gt=0, le=1, description="Achieved fraction of HBM bandwidth on weight and KV reads.")
+    decode_attention_hbm_efficiency: FamilyValues = Field(
+        (),
+        description="hbm_efficiency of decode attention's KV-cache reads on the accelerator families (family, "
+        "fraction) whose decode kernels reach another share of the HBM bandwidth, e.g. ('blackwell', 0.585).",
+    )
     attention_flop_efficiency: float = Field(
         gt=0, le=1, description="Achieved fraction of the dense peak on causal prefill attention."
     )
@@ -127,6 +134,11 @@ class InferenceCalibration:
         file's ``family.format`` value where it gives one, else ``flop_efficiency`` (fitted on the
         reference's Hopper runs)."""
         return dict(self.family_flop_efficiency).get(f"{family}.{dtype.value}", self.flop_efficiency)
+
+    def kv_read_efficiency_on(self, family: str) -> float:
+        """The achieved fraction of the HBM bandwidth that decode attention's KV-cache reads reach on an
+        accelerator ``family``: the file's value for the family where it gives one, else ``hbm_efficiency``."""
+        return dict(self.decode_attention_hbm_efficiency).get(family, self.hbm_efficiency)
 
 
 # The file, its environment variable and the user's files over it (clustersim.catalog.overlay).
@@ -413,7 +425,8 @@ def step_times(
     # Attention computes at most at fp8 (4-bit GEMMs beside it): attention_dtype.
     attention = attention_dtype(precision)
     decode_peak = system.peak_flop_per_s(attention) * cal.flop_efficiency_on(family, attention) * kernels
-    decode_attention = np.maximum(kv_read / bandwidth, attention_flops / decode_peak)
+    kv_bandwidth = system.system.memory_bandwidth_bytes_per_s * cal.kv_read_efficiency_on(family)
+    decode_attention = np.maximum(kv_read / kv_bandwidth, attention_flops / decode_peak)
     pair_flops = 2.0 * (model.q_width + model.context_width) / tp  # scores and context of one (query, key) pair
     causal = causal_pairs(model, prompt_tokens) / pp * pair_flops  # per prompt, this stage's layers
     attention_peak = system.peak_flop_per_s(attention_dtype(precision)) * cal.attention_flop_efficiency * kernels

@@ -216,3 +216,18 @@ def _checked_pairs(value: tuple[tuple[str, float], ...]) -> tuple[tuple[str, flo
 
 # Achieved fractions per accelerator family and GEMM format, ('blackwell.fp4', 0.425): a calibration field.
 FamilyFractions = Annotated[tuple[tuple[str, float], ...], BeforeValidator(_as_pairs), AfterValidator(_checked_pairs)]
+
+
+def _checked_family_values(value: tuple[tuple[str, float], ...]) -> tuple[tuple[str, float], ...]:
+    for family, fraction in value:
+        if not family or family != family.strip().lower() or "." in family:
+            raise ValueError(f"{family!r} is not an accelerator family in lower case (e.g. 'blackwell')")
+        if not 0 < fraction <= 1:
+            raise ValueError(f"{family}: {fraction} is not a fraction in (0, 1]")
+    return value
+
+
+# Achieved fractions per accelerator family, ('blackwell', 0.585): a calibration field.
+FamilyValues = Annotated[
+    tuple[tuple[str, float], ...], BeforeValidator(_as_pairs), AfterValidator(_checked_family_values)
+]
