@@ -48,7 +48,7 @@ class InferenceCalibration:
     decode_attention_hbm_efficiency: FamilyValues = Field(
         (),
         description="hbm_efficiency of decode attention's KV-cache reads on the accelerator families (family, "
-        "fraction) whose decode kernels reach another share of the HBM bandwidth, e.g. ('blackwell', 0.585).",
+        "fraction) whose decode kernels reach another share of the HBM bandwidth, e.g. ('blackwell', 0.56).",
     )
     attention_flop_efficiency: float = Field(
         gt=0, le=1, description="Achieved fraction of the dense peak on causal prefill attention."

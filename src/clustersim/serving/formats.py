@@ -227,7 +227,7 @@ def _checked_family_values(value: tuple[tuple[str, float], ...]) -> tuple[tuple[
     return value
 
 
-# Achieved fractions per accelerator family, ('blackwell', 0.585): a calibration field.
+# Achieved fractions per accelerator family, ('blackwell', 0.56): a calibration field.
 FamilyValues = Annotated[
     tuple[tuple[str, float], ...], BeforeValidator(_as_pairs), AfterValidator(_checked_family_values)
 ]
