@@ -55,7 +55,7 @@ def fitted(groups: dict[str, FittedGroup]) -> FittedGroup:
 def test_the_moe_group_fits_its_cost_per_token_alone_and_it_comes_back(groups: dict[str, FittedGroup]):
     moe = groups[MOE_GROUP]
     check_recorded_residual(moe)
-    assert set(moe.constants) == {"moe_token_layer_s"} and len(moe.cases) == 30
+    assert set(moe.constants) == {"moe_token_layer_s"} and len(moe.cases) == 50
     check_brought_back(refit_one(moe, "moe_token_layer_s"), "moe_token_layer_s")
 
 
