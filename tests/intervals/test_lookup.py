@@ -94,27 +94,6 @@ def test_a_chip_without_validated_cases_borrows_the_widest_and_says_so() -> None
     )
 
 
-def test_a_chip_with_too_few_cases_is_judged_by_its_stacks_runs_on_other_chips() -> None:
-    """TensorRT-LLM on a chip with two sources of its own: its runs on every chip, not another stack's wider ones."""
-    table = ResidualTable(tuple(
-        rows(30, kind="inference", framework="tensorrt-llm", r=0.0, step=0.002, source="trt")
-        + rows(10, kind="inference", chip="blackwell", framework="tensorrt-llm", r=0.0, step=0.002, source="b",
-               sources=2)
-        + rows(30, kind="inference", framework="vllm", r=0.8, step=0.0, source="v")
-    ))  # fmt: skip
-    found = spread_for("inference", accelerator="b200", family="blackwell", framework="tensorrt-llm", devices=1,
-                       table=table)  # fmt: skip
-    assert found is not None and found.basis == "inference, tensorrt-llm, every chip: 40 cases"
-    assert (
-        found.note
-        == "only 10 serving cases from 2 sources on blackwell: interval from tensorrt-llm's cases on every chip"
-    )
-    assert found.q_hi < 0.1  # not the vLLM runs' 0.8
-    # a stack with too few runs anywhere borrows the widest, as before
-    vllm = spread_for("inference", accelerator="b200", family="blackwell", framework="sglang", devices=1, table=table)
-    assert vllm is not None and vllm.q_hi == pytest.approx(0.8)
-
-
 def test_a_thin_kind_borrows_every_kind_and_a_missing_kind_has_none() -> None:
     table = ResidualTable(tuple(rows(5, kind="inference", framework="tensorrt-llm", source="x") + rows(30, source="a")))
     thin = spread_for("inference", accelerator="h100-sxm", family="hopper", framework="tensorrt-llm", devices=8,

@@ -6,10 +6,8 @@ is used:
 1. the kind, the chip, the framework and the scale (devices: up to 64, 65 to 512, more);
 2. the kind, the chip and the framework;
 3. the kind and the chip;
-4. the kind and the framework on every chip (a chip with too few cases of its own judged by its stack's runs on
-   the others: TensorRT-LLM on Blackwell by TensorRT-LLM's runs on Hopper and Blackwell, not by vLLM's);
-5. the kind: every chip and stack (pooled);
-6. every kind, where the kind itself has too few cases (serving, scored on cases of other sources).
+4. the kind: every chip and stack (pooled);
+5. every kind, where the kind itself has too few cases (serving, scored on cases of other sources).
 
 Then, for a training layout (``layout``: its features, ``clustersim.intervals.layout``), the interval is
 never narrower than the spread of the left-out cases, of any chip, whose layouts have every one of
@@ -20,8 +18,7 @@ Enough is ``MIN_CASES`` (20), or more where the level needs more for its rank (`
 99 at 99%), from at least ``MIN_SOURCES`` publications: one source's residuals measure how well the
 model meets that source, not a new one (a group of one source's runs that the model happens to meet
 closely would judge every other source by that closeness). A chip with no validated case of the kind
-(Trainium2, which runs on Trainium1's fractions; a family of your own catalog), or too few, and no stack's runs
-on other chips that are enough, borrows: its
+(Trainium2, which runs on Trainium1's fractions; a family of your own catalog), or too few, borrows: its
 interval is the widest of the pooled one and each chip's own (never narrower than any chip with evidence:
 the pooled training cases, mostly A100 runs the model meets within a few percent, are narrower than
 Hopper's), and a note says so. A
@@ -123,11 +120,6 @@ def _spread_of_system(
         if not on_chip
         else f"only {len(on_chip)} {what} cases from {sources} source{'s' * (sources > 1)} on {chip}"
     )
-    same_stack = [r for r in rows if r.framework == stack]
-    if _enough(same_stack, need):
-        return _spread(
-            same_stack, level, f"{kind}, {stack}, every chip", f"{why}: interval from {stack}'s cases on every chip"
-        )
     if len(rows) < need <= len(every):
         note = f"{why} and {len(rows)} of any chip: interval from all {len(every)} cases of every kind, pooled, wider"
         return _spread(every, level, "every kind, chip and stack", note)
