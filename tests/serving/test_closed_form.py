@@ -50,6 +50,7 @@ CAL = dataclasses.replace(
     attention_flop_efficiency=0.25,
     activation_passes=10.0,
     step_overhead_s=2e-5,
+    layer_overhead_s=0.0,  # test_a_layer_overhead_is_paid_per_layer_of_each_stage_per_step prices it
     sync_overhead_s=1e-5,
     sequence_overhead_s=1e-6,
     workspace_bytes=1.0 * GIB,
@@ -869,3 +870,21 @@ def test_comparing_two_devices_at_the_same_batch():
     best = compare_offline(TINY, serving(), second, request, cal=CAL, engine=host)
     assert best.first.batch == estimate_offline(TINY, serving(), request, cal=CAL, engine=host).batch
     assert best.ratio == pytest.approx(best.same_batch_ratio * best.batch_ratio, rel=REL)
+
+
+def test_a_layer_overhead_is_paid_per_layer_of_each_stage_per_step():
+    """calibration.toml's layer_overhead_s: each step pays it once per layer its stage runs, whatever the batch;
+    an engine profile's own value (the Neuron profiles' 0) replaces the calibration's."""
+    per_layer = 5e-5
+    cal = dataclasses.replace(CAL, layer_overhead_s=per_layer)
+    for pp in (1, 2):
+        for batch in (1, 64):
+            base = estimate_offline(TINY, serving(pp=pp), Request(1000, 200), batch=batch, cal=CAL, engine=ENGINE)
+            paid = estimate_offline(TINY, serving(pp=pp), Request(1000, 200), batch=batch, cal=cal, engine=ENGINE)
+            assert paid.overhead_s - base.overhead_s == pytest.approx(TINY.layers / pp * per_layer, rel=REL)
+            assert paid.step_s - base.step_s == pytest.approx(TINY.layers / pp * per_layer, rel=REL)
+    own = ENGINE.model_copy(update={"layer_overhead_s": 0.0})
+    assert estimate_offline(TINY, serving(), Request(1000, 200), batch=1, cal=cal, engine=own) == estimate_offline(
+        TINY, serving(), Request(1000, 200), batch=1, cal=CAL, engine=own
+    )
+    assert all(engine_profile(name).layer_overhead_s == 0.0 for name in ("transformers-neuronx", "vllm-neuron"))

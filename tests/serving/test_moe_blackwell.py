@@ -108,7 +108,7 @@ def test_gb200_sequences_pay_the_grace_hosts_cost_and_b200_ones_the_calibrations
     assert grace > 10 * CAL.sequence_overhead_s
     for accelerator, per_sequence in (("gb200", grace), ("b200", CAL.sequence_overhead_s)):
         step = _step(DENSE, accelerator)
-        expected = CAL.step_overhead_s + per_sequence * (512 + 1)
+        expected = CAL.step_overhead_s + DENSE.layers * CAL.layer_overhead_s + per_sequence * (512 + 1)
         assert float(step.overhead_s[()]) == pytest.approx(expected, rel=1e-9)
 
 

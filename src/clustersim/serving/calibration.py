@@ -55,6 +55,13 @@ class InferenceCalibration:
     )
     activation_passes: float = Field(ge=0, description="Hidden-vector reads and writes per token per layer.")
     step_overhead_s: float = Field(ge=0, description="Fixed cost per engine step, seconds.")
+    layer_overhead_s: float = Field(
+        0.0,
+        ge=0,
+        le=1e-3,
+        description="Fixed cost per layer per engine step (its kernels' launch gaps, ramps and tails, which do "
+        "not shrink with the batch), seconds.",
+    )
     sync_overhead_s: float = Field(ge=0, description="Cost each TP all-reduce adds beyond the collective, seconds.")
     sequence_overhead_s: float = Field(ge=0, description="Host-side cost per sequence per step, seconds.")
     workspace_bytes: float = Field(ge=0, description="Activations, graphs, buffers and context per device, bytes.")

@@ -24,7 +24,9 @@ kinds run one after the other (separate kernels), so the step time is their sum:
 * **tensor-parallel all-reduces**: two per layer of ``tokens x hidden x 2`` bytes, from the
   collectives model (``clustersim.network``), each plus a synchronization cost; pipeline stages add
   one send per step;
-* **overheads**: a fixed cost per step and a host-side cost per sequence (its host CPU's: GB200's Grace).
+* **overheads**: a fixed cost per step, a fixed cost per layer per step (its kernels' launch gaps, ramps and
+  tails: what a step at batch 1 costs beyond its weight reads) and a host-side cost per sequence (its host
+  CPU's: GB200's Grace).
 
 Achieved fractions of the dense peak and of the HBM bandwidth and the overheads are fitted once on
 the reference engine's (TensorRT-LLM's) runs (``benchmarks/calibrate_inference.py``, which writes
@@ -367,7 +369,8 @@ def step_times(
     step_overhead = cal.step_overhead_s if profile.step_overhead_s is None else profile.step_overhead_s
     per_sequence = cal.sequence_overhead_s if profile.sequence_overhead_s is None else profile.sequence_overhead_s
     per_sequence = profile.host_sequence_overhead_s.get(system.system.accelerator.id, per_sequence)  # its host CPU
-    overhead = step_overhead + per_sequence * (real + prompts)
+    per_layer = cal.layer_overhead_s if profile.layer_overhead_s is None else profile.layer_overhead_s
+    overhead = step_overhead + layers * per_layer + per_sequence * (real + prompts)
     return StepTimes(
         gemm_compute_s=compute,
         gemm_memory_s=np.broadcast_to(memory, b.shape).astype(np.float64),

@@ -136,6 +136,12 @@ class EngineProfile(BaseModel):
     step_overhead_s: float | None = Field(
         None, ge=0, le=0.1, description="Host cost per step, seconds; absent: the calibration's (TensorRT-LLM's)."
     )
+    layer_overhead_s: float | None = Field(
+        None,
+        ge=0,
+        le=1e-3,
+        description="Fixed cost per layer per step, seconds; absent: the calibration's (TensorRT-LLM's).",
+    )
     gemm_half_tokens: float | None = Field(
         None,
         ge=0,
