@@ -37,12 +37,6 @@ KNOWN_MISSES: dict[tuple[str, str], tuple[float, str]] = {
         "predicted within 4%; 0.165 before the project's own TensorRT-LLM runs were cross-validated with them "
         "(issue 24)",
     ),
-    ("inference", "huggingface/optimum-neuron"): (
-        0.15,
-        "left out, its Trainium2 efficiency comes from the Neuron SDK's two trn2 rows alone, and its sixth run (trn1, "
-        "its NxD backend) is 21% too fast: 0.140 (0.128 before that run joined, 0.139 before the 405B row stated its "
-        "compile's buckets, which moved the trn2 fit; issue 24)",
-    ),
     ("inference", "gpustack/gpustack"): (
         0.56,
         "vLLM and SGLang on one H100 behind an API server: each decode step about 2.2 ms longer than modelled in "
@@ -55,11 +49,6 @@ KNOWN_MISSES: dict[tuple[str, str], tuple[float, str]] = {
         "DeepSeek-R1 on 8 H200 under vLLM 0.8.4 and SGLang 0.4.5, 50 Poisson requests: 14-120% too fast "
         "(block-scaled FP8 and MLA; 0.554, 0.528 before the MoE cost per token was scanned again beside "
         "Blackwell's decode-attention fraction, 0.37 before a MoE layer's cost became one per token; issue 24)",
-    ),
-    ("inference", "sgl-project/sglang"): (
-        0.15,
-        "four bursts of 5,000 ShareGPT requests, vLLM 0.6.0 and SGLang 0.3.0 on one A100 and four H100: vLLM's "
-        "runs 20% and 12% below the model, SGLang's 70B run 17% above (0.140; issue 24)",
     ),
     ("collective", "crazyguitar/aws-gpu-communication-benchmark"): (
         0.17,
