@@ -35,7 +35,8 @@ from clustersim.serving.engine import (
 )
 from clustersim.serving.engines import engine_profile
 from clustersim.serving.estimate import Batching, Request, batch_limit, estimate_offline
-from clustersim.serving.latency import erlang_c, estimate_server, max_rate
+from clustersim.serving.latency import estimate_server, max_rate
+from clustersim.serving.queueing import erlang_c
 from clustersim.system import System
 from clustersim.workload.transformer import MoE, Transformer
 

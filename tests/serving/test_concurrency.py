@@ -8,9 +8,10 @@ import pytest
 from clustersim.catalog.registry import load_catalog
 from clustersim.catalog.schema import Dtype
 from clustersim.errors import ClusterSimError
-from clustersim.serving.concurrency import closed_loop_step, estimate_concurrency, prompt_queue_wait_s
+from clustersim.serving.concurrency import closed_loop_step, estimate_concurrency
 from clustersim.serving.engine import serving_system_for_accelerator
 from clustersim.serving.estimate import Batching, Request, estimate_offline
+from clustersim.serving.queueing import prompt_queue_wait_s
 from clustersim.validation.cases import bundled_dir, project_dir, read_cases
 from clustersim.validation.inference import predict_inference_case
 from clustersim.workload.transformer import Transformer

@@ -15,7 +15,7 @@ lone client (``B = 1``) finds its engine idle, so its prompt runs at once and al
 
 Prompts are whole, not the fluid share of a step the throughput uses: a replica runs the prompts' work one
 after another (a step's token budget takes one long prompt at a time), so a new prompt also waits for those
-of the other clients ahead of it, an M/D/1 queue (``prompt_queue_wait_s``). It matters where prompts are long:
+of the other clients ahead of it, an M/D/1 queue (``clustersim.serving.queueing``). It matters where prompts are long:
 NVIDIA NIM's Llama 3.3 70B TP2 on two H100s with 5,000-token prompts measures a TTFT of 0.41, 0.55, 0.69
 and 0.83 s at 1, 5, 25 and 50 clients, where one prompt's own step takes about 0.4 s.
 """
@@ -30,6 +30,7 @@ from clustersim.errors import ClusterSimError
 from clustersim.serving.engine import InferenceCalibration, ServingSystem, StepTimes, default_calibration, step_times
 from clustersim.serving.engines import EngineProfile, engine_profile
 from clustersim.serving.estimate import Batching, Request, ServingEstimate, batch_limit, make_estimate
+from clustersim.serving.queueing import prompt_queue_wait_s
 from clustersim.workload.transformer import Transformer
 
 
@@ -110,17 +111,3 @@ def estimate_concurrency(
         ttft,
         steady=step,
     )
-
-
-def prompt_queue_wait_s(arrivals_per_s: float, prompt_s: float, ahead_at_most: float) -> float:
-    """Mean wait of a prompt for the prompts ahead of it when a replica runs them one after another,
-    ``prompt_s`` each, as the other clients' ``arrivals_per_s`` come: an M/D/1 queue (Pollaczek-Khinchine,
-    ``load x prompt_s / (2 (1 - load))``), never more than ``ahead_at_most`` prompts' worth (a closed loop
-    has no more requests than its clients)."""
-    if arrivals_per_s <= 0.0 or prompt_s <= 0.0:
-        return 0.0
-    cap = ahead_at_most * prompt_s
-    load = arrivals_per_s * prompt_s
-    if load >= 1.0:
-        return cap
-    return min(load * prompt_s / (2.0 * (1.0 - load)), cap)
