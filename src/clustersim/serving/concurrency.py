@@ -14,10 +14,11 @@ request's first token comes from a step that carries its prompt beside the ``B -
 lone client (``B = 1``) finds its engine idle, so its prompt runs at once and alone.
 
 Prompts are whole, not the fluid share of a step the throughput uses: a replica runs the prompts' work one
-after another (a step's token budget takes one long prompt at a time), so a new prompt also waits for those
-of the other clients ahead of it, an M/D/1 queue (``clustersim.serving.queueing``). It matters where prompts are long:
-NVIDIA NIM's Llama 3.3 70B TP2 on two H100s with 5,000-token prompts measures a TTFT of 0.41, 0.55, 0.69
-and 0.83 s at 1, 5, 25 and 50 clients, where one prompt's own step takes about 0.4 s.
+after another (prefill is compute-bound: two prompts in one step take about as long as two steps of one), so
+a new prompt also waits for those of the other clients ahead of it, an M/D/1 queue
+(``clustersim.serving.queueing``). It matters where prompts are long: NVIDIA NIM's Llama 3.3 70B TP2 on two
+H100s with 5,000-token prompts measures a TTFT of 0.41, 0.55, 0.69 and 0.83 s at 1, 5, 25 and 50 clients,
+where one prompt's own step takes about 0.4 s.
 """
 
 from __future__ import annotations
