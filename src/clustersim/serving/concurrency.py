@@ -31,6 +31,7 @@ from clustersim.errors import ClusterSimError
 from clustersim.serving.engine import InferenceCalibration, ServingSystem, StepTimes, default_calibration, step_times
 from clustersim.serving.engines import EngineProfile, engine_profile
 from clustersim.serving.estimate import Batching, Request, ServingEstimate, batch_limit, make_estimate
+from clustersim.serving.first_token import admission_wait_steps, admitted_prompts
 from clustersim.serving.queueing import prompt_queue_wait_s
 from clustersim.workload.transformer import Transformer
 
@@ -84,18 +85,20 @@ def estimate_concurrency(
     step = closed_loop_step(model, system, request, batch, cal, profile)
     step_s = float(step.step_s[0])
     rate_per_replica = batch / (request.output_tokens * system.pp * step_s)  # requests/s
-    # A new request: the wait for a slot (the requests beyond the engine's limit, by Little's law), half a
-    # step to the next step boundary while other requests keep the engine busy (none for a lone client: its
-    # engine is idle when the request arrives), then the step that carries its prompt beside the other
-    # requests in flight (batch - 1 of them, decoding or in their own prompt step) through every stage.
+    # A new request: the wait for a slot (the requests beyond the engine's limit, by Little's law), half the
+    # steps between two schedulings to the next one while other requests keep the engine busy (none for a lone
+    # client: its engine is idle when the request arrives), then the step that carries its prompt beside the
+    # other requests in flight (batch - 1 of them, decoding or in their own prompt step) through every stage.
     wait = (wanted - batch) / rate_per_replica
     others = max(batch - 1.0, 0.0)
-    first_step = closed_loop_step(model, system, request, others, cal, profile, extra_prompts=1.0)
-    first_s = float(first_step.step_s[0])
+    admitted = float(admitted_prompts(profile, others / system.pp / request.output_tokens))  # its own, those gathered
+    first_s = float(closed_loop_step(model, system, request, others, cal, profile, extra_prompts=admitted).step_s[0])
     # the prompts of the other clients ahead of this one: each takes what it adds to a stage's step
-    prompt_s = first_s - float(closed_loop_step(model, system, request, others, cal, profile).step_s[0])
+    steady_s = float(closed_loop_step(model, system, request, others, cal, profile).step_s[0])
+    prompt_s = float(closed_loop_step(model, system, request, others, cal, profile, extra_prompts=1.0).step_s[0])
+    prompt_s -= steady_s
     queued = prompt_queue_wait_s(rate_per_replica * others / batch, prompt_s, others)
-    ttft = wait + queued + 0.5 * min(others, 1.0) * step_s + system.pp * first_s
+    ttft = wait + queued + admission_wait_steps(profile) * min(others, 1.0) * step_s + system.pp * first_s
     reason = "concurrency" if math.isclose(batch, wanted) else limit
     return make_estimate(
         model,

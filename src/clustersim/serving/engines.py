@@ -168,6 +168,14 @@ class EngineProfile(BaseModel):
         description="Prompt tokens share the decode step's launch (in-flight batching, chunked prefill); false: "
         "prefill and decode run as separate launches, one after the other (Neuron).",
     )
+    scheduler_steps: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Decode steps the engine runs from one scheduling to the next (vLLM V0's --num-scheduler-steps, "
+        "multi-step scheduling): waiting prompts are admitted only at a scheduling, so they gather over that many "
+        "steps and an arrival waits half of them on average; 1: every step schedules.",
+    )
     sequence_parallel_prefill: bool = Field(
         False,
         description="Prompt tokens' norms and residual adds are split over the TP ranks (sequence parallelism in "

@@ -37,6 +37,7 @@ from clustersim.serving.engine import (
     step_times,
 )
 from clustersim.serving.engines import EngineProfile, engine_profile
+from clustersim.serving.first_token import admission_wait_steps, admitted_prompts
 from clustersim.serving.formats import ServingPrecision, check_formats, default_kv, kv_default_note
 from clustersim.serving.memory import weights_note
 from clustersim.workload.transformer import Transformer
@@ -341,9 +342,10 @@ def make_estimate(
         per_replica = batch / system.pp * o / (float(prefill.step_s[0]) + o * step_s)
     else:
         # The steady step, and the step that also carries one new prompt (the first token's).
-        step = continuous_step(model, system, request, np.full(2, batch), cal, np.asarray([0.0, 1.0]), engine)
+        admitted = admitted_prompts(engine, batch / system.pp / o)  # its own and those gathered
+        step = continuous_step(model, system, request, np.full(2, batch), cal, np.asarray([0.0, admitted]), engine)
         step_s = float(step.step_s[0])
-        first = float(step.step_s[1]) * system.pp + 0.5 * step_s
+        first = float(step.step_s[1]) * system.pp + admission_wait_steps(engine) * step_s
         per_replica = batch / system.pp / step_s
     return ServingEstimate(
         model=model.name,

@@ -3,7 +3,9 @@
 **Continuous batching** (vLLM V1 / TensorRT-LLM in-flight batching). Each step first serves the running
 requests: every decoding one makes a token (one token of the budget), every one still in its prompt gets
 the next chunk the budget leaves; then waiting requests are admitted first-come first-served while the
-sequence cap, the token budget and the free KV blocks allow, each starting its first chunk. A request's
+sequence cap, the token budget and the free KV blocks allow, each starting its first chunk. An engine that
+schedules once every ``scheduler_steps`` decode steps (vLLM V0's multi-step scheduling) admits only at those
+steps: prompts that arrive or find room between two schedulings wait for the next one. A request's
 prompt blocks are taken when it is admitted (``ceil(prompt / block)``); decoding grows it a block at a
 time. When the decoders' next tokens need more blocks than are free, the latest admitted running request
 is preempted (recompute: its blocks are freed, it goes back to the head of the queue and, readmitted,
@@ -59,6 +61,7 @@ class SchedulerLimits:
     reserve_tokens: tuple[int, ...] = ()  # per request (run index): KV tokens reserved at admission; empty: paged
     first_token_lag_steps: int = 0  # a first token is reported at the end of this many steps after its own
     mixed_steps: bool = True  # false: a step runs prompts or decodes, never both, prompts first (vLLM V0)
+    scheduler_steps: int = 1  # decode steps from one scheduling to the next (vLLM V0's --num-scheduler-steps)
 
 
 @dataclass
@@ -142,6 +145,8 @@ def _run_continuous(
     version = 0
     decoding, offset = 0, 0  # decoders; sum over them of (m - t0 + 1)
     clock, tick = 0.0, 0
+    scheduled = 0  # the tick of the last scheduling: the next one is scheduler_steps decode steps after it
+    every = limits.scheduler_steps
     pairs_of = table.chunk_pairs
     reserving = bool(limits.reserve_tokens)
     reserved: dict[int, int] = {}  # a reserving decoder's blocks
@@ -213,15 +218,16 @@ def _run_continuous(
         if waiting and len(running) < seq_cap and room > 0:
             r = waiting[0]
             head_blocked = blocks_of(r) > free
-        if decoding and not prefilling and head_blocked:
+        gate = (scheduled - tick) % every if decoding else 0  # decode steps before the engine schedules again
+        if decoding and not prefilling and (head_blocked or gate):
             # decode-only steps up to the next event, priced together
-            until = arrivals.next_s() if not waiting and len(running) < seq_cap and room > 0 else math.inf
+            until = arrivals.next_s() if not gate and not waiting and len(running) < seq_cap and room > 0 else math.inf
             while heap and (heap[0][1] not in entry or entry[heap[0][1]][2] != heap[0][2]):
                 heapq.heappop(heap)
             steps = min(heap[0][0] - tick + 1, BATCH_STEPS)
             demand = np.cumsum(residues[(-(tick + np.arange(steps))) % block])
             short = int(np.searchsorted(demand, free, side="right"))
-            steps = min(steps, short)
+            steps = min(steps, short, gate or steps)
             if steps > 0:
                 contexts = (offset + decoding * (tick + np.arange(steps, dtype=np.float64))) / decoding
                 durations = table.decode_steps_s(decoding, contexts)
@@ -242,7 +248,7 @@ def _run_continuous(
                 continue
         # one step: the decoders' new blocks, preempting the latest admitted while they do not fit. An engine that
         # never mixes runs the prompts it can admit in a step of their own, the decoders waiting (the tick stays)
-        prompts_only = not limits.mixed_steps and bool(prefilling or not head_blocked)
+        prompts_only = not limits.mixed_steps and bool(prefilling or not (head_blocked or gate))
         need = 0 if prompts_only else int(residues[(-tick) % block])
         while need > free:
             victim = next(reversed(running))
@@ -259,7 +265,7 @@ def _run_continuous(
             take = min(length - start, room)
             chunks.append((r, start, start + take))
             room -= take
-        while waiting and len(running) < seq_cap and room > 0:
+        while waiting and not gate and len(running) < seq_cap and room > 0:
             r = waiting[0]
             length = inputs[r] + generated[r]
             blocks = blocks_of(r)
@@ -289,6 +295,8 @@ def _run_continuous(
             log.step_s.append(dt)
             log.step_decoding.append(stepping)
         log.steps += 1
+        if not gate:  # this step was a scheduling
+            scheduled = tick
         if not prompts_only:
             tick += 1
             report(tick - 1, (clock,))

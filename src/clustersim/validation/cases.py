@@ -151,6 +151,7 @@ class CaseEngineSettings(BaseModel):
     max_batch_sequences: Count | None = None  # the scheduler's cap on sequences in flight per replica
     max_tokens_per_step: Count | None = None  # the token budget of one step (prompt chunks and decodes)
     kv_memory_fraction: Annotated[float, Field(gt=0, le=1)] | None = None  # the KV cache's share of free memory
+    scheduler_steps: Annotated[int, Field(ge=1, le=64)] | None = None  # decode steps per scheduling (multi-step)
 
 
 class CaseWorkload(_Part):
