@@ -34,7 +34,10 @@ def test_every_neuron_profile_carries_the_same_constants() -> None:
     neuron = [p for p in engine_profiles(use_env=False).values() if "trainium" in p.accelerator_families]
     assert len(neuron) >= 5 and {FIT.packaged_values(c) for c in CASES} == {PACKAGED}
     assert len({(p.kernel_efficiency, tuple(p.kernel_efficiency_on.items()), p.gemm_half_tokens) for p in neuron}) == 1
-    assert len({p.fitted for p in neuron}) == 1
+    # one fit: its record is vllm-neuron's `fitted`, each other profile's points there
+    notes = {p.name: p.fitted or "" for p in neuron}
+    assert "calibrate_neuron_serving.py" in notes["vllm-neuron"]
+    assert all(note == notes["vllm-neuron"] or "the vllm-neuron profile's fitted" in note for note in notes.values())
 
 
 def test_the_recorded_objective_is_the_packaged_ones() -> None:

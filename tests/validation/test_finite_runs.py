@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 
@@ -11,6 +13,7 @@ from clustersim.errors import ClusterSimError
 from clustersim.serving.concurrency import estimate_concurrency
 from clustersim.serving.datasets import request_dataset
 from clustersim.serving.sim_requests import length_source, request_sampler
+from clustersim.validation import finite_runs, inference
 from clustersim.validation.cases import as_case
 from clustersim.validation.inference import case_deployment, case_estimate, predict_inference_case
 
@@ -125,3 +128,43 @@ def test_a_stated_mean_beside_a_request_set_draws_the_sets_shape_at_that_mean():
     assert scaled.kind == "quantiles" and np.mean(scaled.draw(np.random.default_rng(1), 20000)) == pytest.approx(
         400, rel=0.03
     )
+
+
+def test_a_run_whose_lengths_are_drawn_is_the_median_of_its_draws():
+    """ShareGPT's lengths vary: each seed's run ends when its longest requests do; the prediction is the median of
+    the runs of ``SEEDS``, and a run whose every length is fixed and sent at once is simulated once."""
+    case = as_case(_case({"scenario": "offline", "requests": 200, "dataset": "sharegpt"}))
+    d = case_deployment(case, CATALOG)
+    runs = []
+    for seed in finite_runs.SEEDS:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(finite_runs, "SEEDS", (seed,))
+            runs.append(finite_runs.finite_run(d.model, d.serving, d.request, d.engine, d.workload, 200))
+    both = finite_runs.finite_run(d.model, d.serving, d.request, d.engine, d.workload, 200)
+    rates = sorted(run.output_tokens_per_s for run in runs)
+    assert rates[0] < rates[-1]  # the draws differ
+    assert both.output_tokens_per_s == rates[len(rates) // 2]
+    assert both.ttft_s == float(np.median([run.ttft_s for run in runs]))
+
+    fixed = as_case(_case({"scenario": "offline", "requests": 200}))
+    f = case_deployment(fixed, CATALOG)
+    calls = []
+    with pytest.MonkeyPatch.context() as patch:
+        original = finite_runs.simulate
+        patch.setattr(finite_runs, "simulate", lambda *a, **k: calls.append(k["seed"]) or original(*a, **k))
+        finite_runs.finite_run(f.model, f.serving, f.request, f.engine, f.workload, 200)
+    assert calls == [finite_runs.SEEDS[0]]
+
+
+def test_each_field_of_a_case_reads_one_simulated_run():
+    case = _case({"scenario": "offline", "requests": 300, "dataset": "sharegpt"}) | {"id": "remembered"}
+    calls = []
+    with pytest.MonkeyPatch.context() as patch:
+        original = finite_runs.finite_run
+        patch.setattr(finite_runs, "_RUNS", finite_runs.OrderedDict())
+        patch.setattr(inference, "finite_run", lambda *a: calls.append(1) or original(*a))
+        rate = predict_inference_case(case, "output_tokens_per_s", CATALOG)
+        ttft = predict_inference_case(case, "ttft_s", CATALOG)
+        assert len(calls) == 1 and rate > 0 and ttft > 0
+        predict_inference_case(case, "ttft_s", copy.copy(CATALOG))  # another catalog: run again
+        assert len(calls) == 2

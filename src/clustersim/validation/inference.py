@@ -33,6 +33,7 @@ Assumptions a case does not state:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -56,7 +57,7 @@ from clustersim.serving.estimate import Request, ServingEstimate, estimate_offli
 from clustersim.serving.latency import estimate_server, max_rate
 from clustersim.validation.case_model import case_transformer
 from clustersim.validation.cases import Case, CaseParallel, CaseSystem, CaseWorkload, as_case
-from clustersim.validation.finite_runs import finite_run, finite_run_requests, simulates
+from clustersim.validation.finite_runs import finite_run, finite_run_requests, remembered_run, simulates
 from clustersim.workload.transformer import Transformer
 
 SERVER_TTFT_TARGET_S = 2.0
@@ -290,7 +291,11 @@ def predict_inference_case(
                 field="workload.requests",
                 value=requests,
             )
-        return finite_run(d.model, d.serving, d.request, d.engine, d.workload, requests, cal).value(field)
+        key = case.model_dump_json() if isinstance(case, Case) else json.dumps(case, sort_keys=True)
+        run = remembered_run(
+            key, catalog, cal, lambda: finite_run(d.model, d.serving, d.request, d.engine, d.workload, requests, cal)
+        )
+        return run.value(field)
     estimate = deployment_estimate(d, cal)
     if field == "output_tokens_per_s":
         return estimate.output_tokens_per_s
