@@ -88,3 +88,17 @@ def test_cost_models_by_name():
     assert set(COST_MODELS) >= {"analytic"}
     with pytest.raises(UnknownNameError, match="unknown network model 'flowsim'"):
         cost_model("flowsim")
+
+
+def test_tp_communication_advice_keeps_tp_inside_the_scaleup_domain_only_where_it_is_not():
+    """Llama 3 8B at 16-way TP, TP-bound either way: over two trn1 (32 chips, past one instance's 16-chip
+    NeuronLink domain) the advice is to keep TP inside it; on one trn1, inside already, a smaller TP or overlap."""
+    job = TrainingJob(global_batch=4, seq_len=8192)
+
+    def bottleneck(nodes: int, tp: int) -> str:
+        system = system_for_instance(CATALOG, "trn1.32xlarge", nodes)
+        assert system.scaleup_devices == 16
+        return estimate_training(MODEL, system, Layout(tp=tp, dp=1, zero=1, sequence_parallel=True), job).bottleneck
+
+    assert bottleneck(2, 32).startswith("tensor-parallel communication: keep TP inside the scale-up domain or overlap")
+    assert bottleneck(1, 16).startswith("tensor-parallel communication, inside the scale-up domain already: a smaller")

@@ -17,7 +17,7 @@ from clustersim.execution import Layout, LayoutArrays, Recompute
 from clustersim.network.cost import ANALYTIC, CollectiveCost
 from clustersim.system import System
 from clustersim.training.job import JobTotals, TrainingJob, job_totals
-from clustersim.training.step import step_terms
+from clustersim.training.step import TP_COMM, TP_COMM_INSIDE_WORDS, step_terms
 from clustersim.training.terms import StepTerms, bottleneck_words
 from clustersim.workload.ops import OpKind
 from clustersim.workload.transformer import Transformer
@@ -262,7 +262,10 @@ def estimate_layouts(
         )
         step_s = steps[i]
         top, _, top_exposed = max(times, key=lambda item: item[2][i])
-        bottleneck = f"{bottleneck_words(top)} ({100 * top_exposed[i] / step_s:.0f}% of the step)"
+        words = bottleneck_words(top)
+        if top == TP_COMM and layout.tp <= system.scaleup_devices:
+            words = TP_COMM_INSIDE_WORDS
+        bottleneck = f"{words} ({100 * top_exposed[i] / step_s:.0f}% of the step)"
         found.append(
             Estimate(
                 model=model.name,

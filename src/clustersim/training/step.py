@@ -419,7 +419,12 @@ def _bubble(ctx: StepContext) -> TermTimes:
     return _same(share * per_mb)
 
 
-@step_term("tp comm", "tensor-parallel communication: keep TP inside the scale-up domain or overlap it")
+TP_COMM = "tp comm"
+TP_COMM_INSIDE_WORDS = "tensor-parallel communication, inside the scale-up domain already: a smaller TP, or overlap it"
+"""The bottleneck's words where the layout's TP already fits the scale-up domain (keeping it inside is no advice)."""
+
+
+@step_term(TP_COMM, "tensor-parallel communication: keep TP inside the scale-up domain or overlap it")
 def _tp(ctx: StepContext) -> TermTimes:
     return TermTimes(ctx.micro_batches * ctx.tp_mb.link_s, ctx.micro_batches * ctx.tp_mb.exposed_s)
 
