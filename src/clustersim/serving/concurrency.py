@@ -28,11 +28,11 @@ import math
 import numpy as np
 
 from clustersim.errors import ClusterSimError
-from clustersim.serving.engine import InferenceCalibration, ServingSystem, StepTimes, default_calibration, step_times
+from clustersim.serving.engine import InferenceCalibration, ServingSystem, default_calibration
 from clustersim.serving.engines import EngineProfile, engine_profile
 from clustersim.serving.estimate import Batching, Request, ServingEstimate, batch_limit, make_estimate
-from clustersim.serving.first_token import admission_wait_steps, admitted_prompts
 from clustersim.serving.queueing import prompt_queue_wait_s
+from clustersim.serving.whole_prompts import StepMix, step_mix
 from clustersim.workload.transformer import Transformer
 
 
@@ -43,25 +43,15 @@ def closed_loop_step(
     batch: float,
     cal: InferenceCalibration | None = None,
     engine: str | EngineProfile | None = None,
-    extra_prompts: float = 0.0,
-) -> StepTimes:
-    """The steady step of one stage with ``batch`` requests in flight per replica (``batch / pp`` per
-    stage), each in its prompt step or decoding, and ``extra_prompts`` more prompts in it (one entry)."""
+) -> StepMix:
+    """The steady steps of one stage with ``batch`` requests in flight per replica (``batch / pp`` per stage),
+    each in its prompt step or decoding, their prompts whole (``clustersim.serving.whole_prompts``); one entry."""
+    cal = default_calibration() if cal is None else cal
+    profile = engine_profile(engine, system.family)
     b = batch / system.pp
     n, o = request.input_tokens, request.output_tokens
-    return step_times(
-        model,
-        system,
-        request.precision,
-        request.kv,
-        decode_sequences=np.asarray([b * (o - 1.0) / o]),
-        decode_context_tokens=n + o / 2.0,
-        prefill_tokens=(b / o + extra_prompts) * n,
-        prefill_sequences=b / o + extra_prompts,
-        prompt_tokens=n,
-        cal=cal,
-        engine=engine,
-    )
+    decoding = np.asarray([b * (o - 1.0) / o])
+    return step_mix(model, system, (n, o), (request.precision, request.kv), decoding, b / o, cal, profile)
 
 
 def estimate_concurrency(
@@ -82,23 +72,21 @@ def estimate_concurrency(
     max_batch, limit, plan = batch_limit(model, system, request, cal, profile)
     wanted = concurrency / system.dp
     batch = min(wanted, float(max_batch))
-    step = closed_loop_step(model, system, request, batch, cal, profile)
-    step_s = float(step.step_s[0])
+    mix = closed_loop_step(model, system, request, batch, cal, profile)
+    step, step_s = mix.mean, float(mix.mean.step_s[0])
     rate_per_replica = batch / (request.output_tokens * system.pp * step_s)  # requests/s
-    # A new request: the wait for a slot (the requests beyond the engine's limit, by Little's law), half the
-    # steps between two schedulings to the next one while other requests keep the engine busy (none for a lone
-    # client: its engine is idle when the request arrives), then the step that carries its prompt beside the
-    # other requests in flight (batch - 1 of them, decoding or in their own prompt step) through every stage.
+    # A new request: the wait for a slot (the requests beyond the engine's limit, by Little's law), the wait for
+    # the next scheduling while other requests keep the engine busy (none for a lone client: its engine is idle
+    # when the request arrives), then the scheduling step that carries its prompt beside the other requests in
+    # flight (batch - 1 of them, decoding or in their own prompt step) through every stage.
     wait = (wanted - batch) / rate_per_replica
     others = max(batch - 1.0, 0.0)
-    admitted = float(admitted_prompts(profile, others / system.pp / request.output_tokens))  # its own, those gathered
-    first_s = float(closed_loop_step(model, system, request, others, cal, profile, extra_prompts=admitted).step_s[0])
-    # the prompts of the other clients ahead of this one: each takes what it adds to a stage's step
-    steady_s = float(closed_loop_step(model, system, request, others, cal, profile).step_s[0])
-    prompt_s = float(closed_loop_step(model, system, request, others, cal, profile, extra_prompts=1.0).step_s[0])
-    prompt_s -= steady_s
-    queued = prompt_queue_wait_s(rate_per_replica * others / batch, prompt_s, others)
-    ttft = wait + queued + admission_wait_steps(profile) * min(others, 1.0) * step_s + system.pp * first_s
+    around = closed_loop_step(model, system, request, others, cal, profile)
+    first_s = float(around.admitting.step_s[0])
+    # the prompts of the other clients ahead of this one: each takes what it adds to a scheduling step
+    alone_s = float(around.scheduling.step_s[0])
+    queued = prompt_queue_wait_s(rate_per_replica * others / batch, first_s - alone_s, others)
+    ttft = wait + queued + min(others, 1.0) * float(around.wait_s[0]) + system.pp * first_s
     reason = "concurrency" if math.isclose(batch, wanted) else limit
     return make_estimate(
         model,

@@ -254,8 +254,7 @@ def step_times(
     padded to its bucket, and a decoding sequence, whose mean position ``decode_context_tokens`` is
     halfway from its prompt to its last token, attends over each position's bucket. An engine that never
     mixes prefill and decode (``mixed_steps`` false: the Neuron engines, vLLM V0) runs the step as two launches,
-    each reading the weights and paying the step overhead (``StepTimes.launches``); one that schedules every
-    ``scheduler_steps`` steps launches the prompts those steps gathered together."""
+    each reading the weights and paying the step overhead (``StepTimes.launches``)."""
     cal = default_calibration() if cal is None else cal
     profile = engine_profile(engine, system.family)
     b = np.asarray(decode_sequences, dtype=np.float64)
@@ -265,7 +264,7 @@ def step_times(
     b, context, prefill, prompts = np.broadcast_arrays(b, context, prefill, prompts)
     if not profile.mixed_steps and np.any((b > 0) & (prefill > 0)):
         # Prefill and decode never share a launch: a decode launch, then the prompts' own launch. Fewer than one
-        # prompt per scheduling (a steady state's share) is one launch of one prompt on that share of the steps.
+        # prompt per step (a mean share) is one launch of one prompt on that share of the steps.
         alone = profile.model_copy(update={"mixed_steps": True})
         none = np.zeros_like(b)
         decode = step_times(
@@ -281,7 +280,7 @@ def step_times(
             cal=cal,
             engine=alone,
         )
-        per_launch = np.maximum(prompts * profile.scheduler_steps, 1.0)  # the prompts one scheduling gathers
+        per_launch = np.maximum(prompts, 1.0)
         launch = step_times(
             model,
             system,

@@ -37,9 +37,9 @@ from clustersim.serving.engine import (
     step_times,
 )
 from clustersim.serving.engines import EngineProfile, engine_profile
-from clustersim.serving.first_token import admission_wait_steps, admitted_prompts
 from clustersim.serving.formats import ServingPrecision, check_formats, default_kv, kv_default_note
 from clustersim.serving.memory import weights_note
+from clustersim.serving.whole_prompts import StepMix, step_mix
 from clustersim.workload.transformer import Transformer
 
 GRID_POINTS = 96
@@ -193,25 +193,16 @@ def continuous_step(
     request: Request,
     batch: FloatArray | float,
     cal: InferenceCalibration | None = None,
-    extra_prompts: FloatArray | float = 0.0,
     engine: str | EngineProfile | None = None,
-) -> StepTimes:
-    """A steady-state step of one stage with ``batch / pp`` decoding sequences and their share of prompts."""
-    b = np.asarray(batch, dtype=np.float64) / system.pp
-    n, o = request.input_tokens, request.output_tokens
-    return step_times(
-        model,
-        system,
-        request.precision,
-        request.kv,
-        decode_sequences=b,
-        decode_context_tokens=n + o / 2.0,
-        prefill_tokens=b * n / o + extra_prompts * n,
-        prefill_sequences=b / o + extra_prompts,
-        prompt_tokens=n,
-        cal=cal,
-        engine=engine,
-    )
+) -> StepMix:
+    """The steady steps of one stage with ``batch / pp`` decoding sequences (one entry per batch) and their
+    share of prompts, whole (``clustersim.serving.whole_prompts``): the mean step, an arrival's wait and the
+    step that admits it."""
+    cal = default_calibration() if cal is None else cal
+    profile = engine_profile(engine, system.family)
+    b = np.asarray(batch, dtype=np.float64).reshape(-1) / system.pp
+    lengths, formats = (request.input_tokens, request.output_tokens), (request.precision, request.kv)
+    return step_mix(model, system, lengths, formats, b, b / request.output_tokens, cal, profile)
 
 
 def _static_steps(
@@ -268,7 +259,7 @@ def throughput_per_replica(
         prefill, decode = _static_steps(model, system, request, batch, cal, profile)
         o = request.output_tokens
         return np.asarray(batch / system.pp * o / (prefill.step_s + o * decode.step_s), dtype=np.float64)
-    step = continuous_step(model, system, request, batch, cal, engine=profile)
+    step = continuous_step(model, system, request, batch, cal, engine=profile).mean
     return np.asarray(batch / system.pp / step.step_s)
 
 
@@ -341,11 +332,10 @@ def make_estimate(
         step_s = float(step.step_s[0])
         per_replica = batch / system.pp * o / (float(prefill.step_s[0]) + o * step_s)
     else:
-        # The steady step, and the step that also carries one new prompt (the first token's).
-        admitted = admitted_prompts(engine, batch / system.pp / o)  # its own and those gathered
-        step = continuous_step(model, system, request, np.full(2, batch), cal, np.asarray([0.0, admitted]), engine)
-        step_s = float(step.step_s[0])
-        first = float(step.step_s[1]) * system.pp + admission_wait_steps(engine) * step_s
+        # The steady step, and the step that admits one more request (its first token's).
+        mix = continuous_step(model, system, request, batch, cal, engine)
+        step, step_s = mix.mean, float(mix.mean.step_s[0])
+        first = float(mix.admitting.step_s[0]) * system.pp + float(mix.wait_s[0])
         per_replica = batch / system.pp / step_s
     return ServingEstimate(
         model=model.name,

@@ -1,17 +1,11 @@
-"""Serving stacks that send a request's first token later than the iteration that computes it, and the wait
-for the iteration that admits a request.
-
-A request that arrives while the engine is busy waits for the next scheduling: the end of the current step,
-or with multi-step scheduling (``scheduler_steps`` N, vLLM V0's ``--num-scheduler-steps``) the end of the N
-steps the engine runs between two schedulings. Its arrival falls anywhere in that span, so the closed forms
-add half of it (``admission_wait_steps``), and the step that admits it carries, beside its own prompt, the
-prompts that arrived over the steps before it (``admitted_prompts``); the simulator admits at the schedulings
-themselves.
+"""Serving stacks that send a request's first token later than the iteration that computes it.
 
 A stack's first streamed response can leave with the responses of a later iteration than the one that ran
 the prompt (the token is computed, the report waits). ``first_token_lag_steps`` is how many iterations later;
 the request simulator (``simulate``'s ``first_token_lag_steps``) and the server closed form
-(``clustersim.serving.latency``) add that many steps to a request's time to first token and nothing else.
+(``clustersim.serving.latency``) add that many steps to a request's time to first token and nothing else. (The
+wait before the step that admits a request, and that step's other prompts, are
+``clustersim.serving.whole_prompts``'.)
 
 **tensorrt-llm-mlperf-v4: one iteration** (``engines.toml``'s ``first_token_lag_steps``; a prior: informed by
 one source's logs; no code states it, the
@@ -48,31 +42,14 @@ pooled 16,000-request runs at the simulated highest rate, 2026-12-02):
 
 from __future__ import annotations
 
-import numpy as np
-import numpy.typing as npt
-
 from clustersim.errors import ClusterSimError
 from clustersim.serving.engines import EngineProfile
-
-FloatArray = npt.NDArray[np.float64]
 
 
 def first_token_lag_steps(profile: EngineProfile) -> int:
     """The iterations after the one computing it at whose end ``profile``'s stack reports a first token (the
     profile's ``first_token_lag_steps``, set in ``engines.toml``: 1 for ``tensorrt-llm-mlperf-v4``, see above)."""
     return profile.first_token_lag_steps
-
-
-def admission_wait_steps(profile: EngineProfile) -> float:
-    """Mean steps a request arriving at a busy engine waits for the scheduling that admits it: half of the
-    profile's ``scheduler_steps`` (half a step where every step schedules)."""
-    return 0.5 * profile.scheduler_steps
-
-
-def admitted_prompts(profile: EngineProfile, prompts_per_step: FloatArray | float) -> FloatArray | float:
-    """The prompts the step that admits a request carries beyond a steady step's share (``prompts_per_step``):
-    its own, and those the other arrivals gathered over the ``scheduler_steps - 1`` steps before it."""
-    return 1.0 + (profile.scheduler_steps - 1) * prompts_per_step
 
 
 def check_lag(lag: object) -> int:

@@ -31,7 +31,7 @@ from clustersim.serving.estimate import (
     continuous_step,
     make_estimate,
 )
-from clustersim.serving.first_token import admission_wait_steps, admitted_prompts, first_token_lag_steps
+from clustersim.serving.first_token import first_token_lag_steps
 from clustersim.serving.queueing import erlang_c
 from clustersim.workload.transformer import Transformer
 
@@ -45,8 +45,8 @@ class _ServerCurve:
     first_step_s: FloatArray
     output_tokens_per_s: FloatArray
     max_batch: int
+    wait_s: FloatArray  # an arrival's wait for the next scheduling (``clustersim.serving.whole_prompts``)
     first_token_lag_steps: int = 0  # the engine's (``clustersim.serving.first_token``)
-    admission_wait_steps: float = 0.5  # the engine's (``clustersim.serving.first_token``)
 
 
 def _server_curve(
@@ -60,11 +60,10 @@ def _server_curve(
     if request.batching is not Batching.CONTINUOUS:
         raise ClusterSimError("batching: the server scenario is modelled with continuous batching only")
     grid = np.unique(np.concatenate((np.geomspace(1e-3, max_batch, 4 * GRID_POINTS), [float(max_batch)])))
-    step = continuous_step(model, system, request, grid, cal, engine=engine).step_s
-    admitted = admitted_prompts(engine, grid / system.pp / request.output_tokens)  # its own and those gathered
-    first = continuous_step(model, system, request, grid, cal, extra_prompts=admitted, engine=engine).step_s
+    mix = continuous_step(model, system, request, grid, cal, engine)
+    step, first = mix.mean.step_s, mix.admitting.step_s
     rate = np.maximum.accumulate(grid / system.pp / step)
-    return _ServerCurve(grid, step, first, rate, max_batch, first_token_lag_steps(engine), admission_wait_steps(engine))
+    return _ServerCurve(grid, step, first, rate, max_batch, mix.wait_s, first_token_lag_steps(engine))
 
 
 def _latency(
@@ -94,7 +93,7 @@ def _latency(
     else:  # P(wait > t) = C exp(-t / scale): the quantile, 0 when fewer than 1 - p arrivals wait at all
         wait = scale * math.log(waits / (1.0 - percentile)) if waits > 1.0 - percentile else 0.0
     reported = curve.first_token_lag_steps * system.pp * step  # the steps before the first token is sent
-    admitted = curve.admission_wait_steps * step  # to the scheduling that admits it
+    admitted = float(np.interp(batch, curve.batch, curve.wait_s))  # to the scheduling that admits it
     return batch, wait + admitted + system.pp * first + reported, system.pp * step
 
 
