@@ -43,11 +43,6 @@ class StepTimes:
         values = {f.name: getattr(self, f.name) * factor for f in fields(self) if f.name != "launches"}
         return StepTimes(**values, launches=tuple(launch.scaled(factor) for launch in self.launches))
 
-    def column(self, j: int) -> StepTimes:
-        """Entry ``j`` along the last axis of every time (and of each launch's)."""
-        values = {f.name: getattr(self, f.name)[..., j] for f in fields(self) if f.name != "launches"}
-        return StepTimes(**values, launches=tuple(launch.column(j) for launch in self.launches))
-
     @classmethod
     def in_sequence(cls, parts: Sequence[StepTimes]) -> StepTimes:
         """Launches run one after the other: each kind of work summed, each launch's GEMM bound its own."""
