@@ -921,3 +921,18 @@ def test_a_layer_overhead_is_paid_per_layer_of_each_stage_per_step():
         TINY, serving(), Request(1000, 200), batch=1, cal=CAL, engine=own
     )
     assert all(engine_profile(name).layer_overhead_s == 0.0 for name in ("transformers-neuronx", "vllm-neuron"))
+
+
+def test_the_server_curve_is_made_once_per_replica():
+    """Four replicas at four times the rate are one replica at the rate, from the same curve; another request
+    makes its own."""
+    from clustersim.serving import latency
+
+    latency._CURVES.clear()
+    request, system = Request(1000, 200), serving()
+    one = estimate_server(TINY, system, request, 10.0, cal=CAL, engine=ENGINE)
+    four = estimate_server(TINY, dataclasses.replace(system, dp=4), request, 40.0, cal=CAL, engine=ENGINE)
+    assert len(latency._CURVES) == 1
+    assert (four.ttft_s, four.tpot_s, four.batch) == (one.ttft_s, one.tpot_s, one.batch)
+    shorter = estimate_server(TINY, system, Request(1000, 100), 10.0, cal=CAL, engine=ENGINE)
+    assert len(latency._CURVES) == 2 and shorter.tpot_s != one.tpot_s

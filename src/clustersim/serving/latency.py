@@ -15,6 +15,7 @@ tail then caps the rate meeting the 6 s p99 target 20% below the measured one (2
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,6 +48,33 @@ class _ServerCurve:
     max_batch: int
     wait_s: FloatArray  # an arrival's wait for the next scheduling (``clustersim.serving.whole_prompts``)
     first_token_lag_steps: int = 0  # the engine's (``clustersim.serving.first_token``)
+
+
+CURVES_KEPT = 64  # the most server curves ``_replica_curve`` keeps
+_CURVES: OrderedDict[tuple[object, ...], tuple[tuple[object, ...], _ServerCurve]] = OrderedDict()
+
+
+def _replica_curve(
+    model: Transformer,
+    system: ServingSystem,
+    request: Request,
+    max_batch: int,
+    cal: InferenceCalibration,
+    engine: EngineProfile,
+) -> _ServerCurve:
+    """``_server_curve``, made once per replica: the same model, devices, layout, fabrics, request, calibration
+    and engine give the same curve whatever the replicas (a plan's node counts differ only in them)."""
+    held = (model, system.system, system.tp_fabric, system.pp_fabric, system.cost, cal, engine)
+    key = (*(id(part) for part in held), system.tp, system.pp, system.board_power_watts, request, max_batch)
+    found = _CURVES.get(key)
+    if found is not None and all(a is b for a, b in zip(found[0], held, strict=True)):  # not others at reused ids
+        _CURVES.move_to_end(key)
+        return found[1]
+    curve = _server_curve(model, system, request, max_batch, cal, engine)
+    _CURVES[key] = (held, curve)
+    if len(_CURVES) > CURVES_KEPT:
+        _CURVES.popitem(last=False)
+    return curve
 
 
 def _server_curve(
@@ -111,7 +139,7 @@ def estimate_server(
     if not rate_per_s > 0:
         raise ClusterSimError(f"rate: must be positive requests/s, got {rate_per_s}")
     max_batch, _, plan = batch_limit(model, system, request, cal, profile)
-    curve = _server_curve(model, system, request, max_batch, cal, profile)
+    curve = _replica_curve(model, system, request, max_batch, cal, profile)
     batch, ttft, _ = _latency(curve, system, request, rate_per_s / system.dp)
     if math.isinf(ttft):
         limit = float(curve.output_tokens_per_s[-1]) * system.dp / request.output_tokens
@@ -141,7 +169,7 @@ def max_rate(
         raise ClusterSimError(f"percentile: must be between 0 and 1 (e.g. 0.99), got {percentile}")
     profile = engine_profile(engine, system.family)
     max_batch, _, plan = batch_limit(model, system, request, cal, profile)
-    curve = _server_curve(model, system, request, max_batch, cal, profile)
+    curve = _replica_curve(model, system, request, max_batch, cal, profile)
     _, ttft0, tpot0 = _latency(curve, system, request, 0.0, percentile)
     if ttft0 > ttft_target_s or tpot0 > tpot_target_s:
         raise ClusterSimError(
