@@ -2,8 +2,10 @@
 
 At ``rate`` requests/s the decoding batch is the one whose output rate matches it (Little's law);
 TPOT is its step time; TTFT is the wait for a free slot (an M/D/c queue with one slot per sequence
-the KV cache holds, ``clustersim.serving.queueing``), half a step, the step that carries the prompt, and the
-steps a stack waits before it sends the first token (``clustersim.serving.first_token``; none for most).
+the KV cache holds, ``clustersim.serving.queueing``), the rest of the step in progress, the step that carries
+the prompt (both over the whole prompts the steps carry, ``clustersim.serving.whole_prompts``), and the steps a
+stack waits before it sends the first token (``clustersim.serving.first_token``; none for most). A replica's
+curve of steps over its batch is made once for every replica count (``_replica_curve``).
 Targets apply to means.
 
 Not here: the wait for the prompts ahead, which the concurrency scenario prices (an M/D/1 queue on the
