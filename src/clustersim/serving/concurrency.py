@@ -43,15 +43,19 @@ def closed_loop_step(
     batch: float,
     cal: InferenceCalibration | None = None,
     engine: str | EngineProfile | None = None,
+    *,
+    prompting: float | None = None,
 ) -> StepMix:
     """The steady steps of one stage with ``batch`` requests in flight per replica (``batch / pp`` per stage),
-    each in its prompt step or decoding, their prompts whole (``clustersim.serving.whole_prompts``); one entry."""
+    each in its prompt step or decoding, the prompts of ``prompting`` of them (None: all) whole
+    (``clustersim.serving.whole_prompts``); one entry."""
     cal = default_calibration() if cal is None else cal
     profile = engine_profile(engine, system.family)
     b = batch / system.pp
     n, o = request.input_tokens, request.output_tokens
     decoding = np.asarray([b * (o - 1.0) / o])
-    return step_mix(model, system, (n, o), (request.precision, request.kv), decoding, b / o, cal, profile)
+    prompts = (batch if prompting is None else prompting) / system.pp / o
+    return step_mix(model, system, (n, o), (request.precision, request.kv), decoding, prompts, cal, profile)
 
 
 def estimate_concurrency(
@@ -73,7 +77,7 @@ def estimate_concurrency(
     wanted = concurrency / system.dp
     batch = min(wanted, float(max_batch))
     mix = closed_loop_step(model, system, request, batch, cal, profile)
-    step, step_s = mix.mean, float(mix.mean.step_s[0])
+    step_s = float(mix.mean.step_s[0])
     rate_per_replica = batch / (request.output_tokens * system.pp * step_s)  # requests/s
     # A new request: the wait for a slot (the requests beyond the engine's limit, by Little's law), the wait for
     # the next scheduling while other requests keep the engine busy (none for a lone client: its engine is idle
@@ -87,6 +91,8 @@ def estimate_concurrency(
     alone_s = float(around.scheduling.step_s[0])
     queued = prompt_queue_wait_s(rate_per_replica * others / batch, first_s - alone_s, others)
     ttft = wait + queued + min(others, 1.0) * float(around.wait_s[0]) + system.pp * first_s
+    # a request's own prompt is not among the steps between its tokens: the other clients' are (its TPOT)
+    seen = closed_loop_step(model, system, request, batch, cal, profile, prompting=max(batch - 1.0, 0.0)).mean
     reason = "concurrency" if math.isclose(batch, wanted) else limit
     return make_estimate(
         model,
@@ -101,5 +107,5 @@ def estimate_concurrency(
         profile,
         rate_per_replica * system.dp,
         ttft,
-        steady=step,
+        steady=seen,
     )
