@@ -5,7 +5,7 @@ TPOT is its step time; TTFT is the wait for a free slot (an M/D/c queue with one
 the KV cache holds, ``clustersim.serving.queueing``), the rest of the step in progress, the step that carries
 the prompt (both over the whole prompts the steps carry, ``clustersim.serving.whole_prompts``), and the steps a
 stack waits before it sends the first token (``clustersim.serving.first_token``; none for most). A replica's
-curve of steps over its batch is made once for every replica count (``_replica_curve``).
+curve of steps over its batch is made once for every replica count (``_server_curve``).
 Targets apply to means.
 
 Not here: the wait for the prompts ahead, which the concurrency scenario prices (an M/D/1 queue on the
@@ -52,31 +52,8 @@ class _ServerCurve:
     first_token_lag_steps: int = 0  # the engine's (``clustersim.serving.first_token``)
 
 
-CURVES_KEPT = 64  # the most server curves ``_replica_curve`` keeps
+CURVES_KEPT = 64  # the most server curves ``_server_curve`` keeps
 _CURVES: OrderedDict[tuple[object, ...], tuple[tuple[object, ...], _ServerCurve]] = OrderedDict()
-
-
-def _replica_curve(
-    model: Transformer,
-    system: ServingSystem,
-    request: Request,
-    max_batch: int,
-    cal: InferenceCalibration,
-    engine: EngineProfile,
-) -> _ServerCurve:
-    """``_server_curve``, made once per replica: the same model, devices, layout, fabrics, request, calibration
-    and engine give the same curve whatever the replicas (a plan's node counts differ only in them)."""
-    held = (model, system.system, system.tp_fabric, system.pp_fabric, system.cost, cal, engine)
-    key = (*(id(part) for part in held), system.tp, system.pp, system.board_power_watts, request, max_batch)
-    found = _CURVES.get(key)
-    if found is not None and all(a is b for a, b in zip(found[0], held, strict=True)):  # not others at reused ids
-        _CURVES.move_to_end(key)
-        return found[1]
-    curve = _server_curve(model, system, request, max_batch, cal, engine)
-    _CURVES[key] = (held, curve)
-    if len(_CURVES) > CURVES_KEPT:
-        _CURVES.popitem(last=False)
-    return curve
 
 
 def _server_curve(
@@ -87,13 +64,26 @@ def _server_curve(
     cal: InferenceCalibration,
     engine: EngineProfile,
 ) -> _ServerCurve:
+    """The steps over a grid of batches of one replica, made once: the same model, devices, layout, fabrics,
+    request, calibration and engine give the same curve whatever the replicas (a plan's node counts differ only
+    in them)."""
+    held = (model, system.system, system.tp_fabric, system.pp_fabric, system.cost, cal, engine)
+    key = (*(id(part) for part in held), system.tp, system.pp, system.board_power_watts, request, max_batch)
+    found = _CURVES.get(key)
+    if found is not None and all(a is b for a, b in zip(found[0], held, strict=True)):  # not others at reused ids
+        _CURVES.move_to_end(key)
+        return found[1]
     if request.batching is not Batching.CONTINUOUS:
         raise ClusterSimError("batching: the server scenario is modelled with continuous batching only")
     grid = np.unique(np.concatenate((np.geomspace(1e-3, max_batch, 4 * GRID_POINTS), [float(max_batch)])))
     mix = continuous_step(model, system, request, grid, cal, engine)
     step, first = mix.mean.step_s, mix.admitting.step_s
     rate = np.maximum.accumulate(grid / system.pp / step)
-    return _ServerCurve(grid, step, first, rate, max_batch, mix.wait_s, first_token_lag_steps(engine))
+    curve = _ServerCurve(grid, step, first, rate, max_batch, mix.wait_s, first_token_lag_steps(engine))
+    _CURVES[key] = (held, curve)
+    if len(_CURVES) > CURVES_KEPT:
+        _CURVES.popitem(last=False)
+    return curve
 
 
 def _latency(
@@ -141,7 +131,7 @@ def estimate_server(
     if not rate_per_s > 0:
         raise ClusterSimError(f"rate: must be positive requests/s, got {rate_per_s}")
     max_batch, _, plan = batch_limit(model, system, request, cal, profile)
-    curve = _replica_curve(model, system, request, max_batch, cal, profile)
+    curve = _server_curve(model, system, request, max_batch, cal, profile)
     batch, ttft, _ = _latency(curve, system, request, rate_per_s / system.dp)
     if math.isinf(ttft):
         limit = float(curve.output_tokens_per_s[-1]) * system.dp / request.output_tokens
@@ -171,7 +161,7 @@ def max_rate(
         raise ClusterSimError(f"percentile: must be between 0 and 1 (e.g. 0.99), got {percentile}")
     profile = engine_profile(engine, system.family)
     max_batch, _, plan = batch_limit(model, system, request, cal, profile)
-    curve = _replica_curve(model, system, request, max_batch, cal, profile)
+    curve = _server_curve(model, system, request, max_batch, cal, profile)
     _, ttft0, tpot0 = _latency(curve, system, request, 0.0, percentile)
     if ttft0 > ttft_target_s or tpot0 > tpot_target_s:
         raise ClusterSimError(
