@@ -174,7 +174,8 @@ class EngineProfile(BaseModel):
         le=64,
         description="Decode steps the engine runs from one scheduling to the next (vLLM V0's --num-scheduler-steps, "
         "multi-step scheduling): waiting prompts are admitted only at a scheduling, so they gather over that many "
-        "steps and an arrival waits half of them on average; 1: every step schedules.",
+        "steps and an arrival waits for the next scheduling (clustersim.serving.whole_prompts); 1: every step "
+        "schedules.",
     )
     sequence_parallel_prefill: bool = Field(
         False,
