@@ -10,6 +10,7 @@ import pytest
 from clustersim.catalog.registry import load_catalog
 from clustersim.catalog.schema import Dtype
 from clustersim.errors import ClusterSimError
+from clustersim.memo import IdentityMemo
 from clustersim.serving.concurrency import estimate_concurrency
 from clustersim.serving.datasets import request_dataset
 from clustersim.serving.sim_requests import length_source, request_sampler
@@ -161,7 +162,7 @@ def test_each_field_of_a_case_reads_one_simulated_run():
     calls = []
     with pytest.MonkeyPatch.context() as patch:
         original = finite_runs.finite_run
-        patch.setattr(finite_runs, "_RUNS", finite_runs.OrderedDict())
+        patch.setattr(finite_runs, "_RUNS", IdentityMemo(keep=256))
         patch.setattr(inference, "finite_run", lambda *a: calls.append(1) or original(*a))
         rate = predict_inference_case(case, "output_tokens_per_s", CATALOG)
         ttft = predict_inference_case(case, "ttft_s", CATALOG)

@@ -17,12 +17,12 @@ tail then caps the rate meeting the 6 s p99 target 20% below the measured one (2
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 
 from clustersim.errors import ClusterSimError
+from clustersim.memo import IdentityMemo
 from clustersim.serving.engine import FloatArray, InferenceCalibration, ServingSystem, default_calibration
 from clustersim.serving.engines import EngineProfile, engine_profile
 from clustersim.serving.estimate import (
@@ -52,8 +52,7 @@ class _ServerCurve:
     first_token_lag_steps: int = 0  # the engine's (``clustersim.serving.first_token``)
 
 
-CURVES_KEPT = 64  # the most server curves ``_server_curve`` keeps
-_CURVES: OrderedDict[tuple[object, ...], tuple[tuple[object, ...], _ServerCurve]] = OrderedDict()
+_CURVES: IdentityMemo[_ServerCurve] = IdentityMemo(keep=64)
 
 
 def _server_curve(
@@ -67,23 +66,18 @@ def _server_curve(
     """The steps over a grid of batches of one replica, made once: the same model, devices, layout, fabrics,
     request, calibration and engine give the same curve whatever the replicas (a plan's node counts differ only
     in them)."""
+
+    def make() -> _ServerCurve:
+        if request.batching is not Batching.CONTINUOUS:
+            raise ClusterSimError("batching: the server scenario is modelled with continuous batching only")
+        grid = np.unique(np.concatenate((np.geomspace(1e-3, max_batch, 4 * GRID_POINTS), [float(max_batch)])))
+        mix = continuous_step(model, system, request, grid, cal, engine)
+        step, first = mix.mean.step_s, mix.admitting.step_s
+        rate = np.maximum.accumulate(grid / system.pp / step)
+        return _ServerCurve(grid, step, first, rate, max_batch, mix.wait_s, first_token_lag_steps(engine))
+
     held = (model, system.system, system.tp_fabric, system.pp_fabric, system.cost, cal, engine)
-    key = (*(id(part) for part in held), system.tp, system.pp, system.board_power_watts, request, max_batch)
-    found = _CURVES.get(key)
-    if found is not None and all(a is b for a, b in zip(found[0], held, strict=True)):  # not others at reused ids
-        _CURVES.move_to_end(key)
-        return found[1]
-    if request.batching is not Batching.CONTINUOUS:
-        raise ClusterSimError("batching: the server scenario is modelled with continuous batching only")
-    grid = np.unique(np.concatenate((np.geomspace(1e-3, max_batch, 4 * GRID_POINTS), [float(max_batch)])))
-    mix = continuous_step(model, system, request, grid, cal, engine)
-    step, first = mix.mean.step_s, mix.admitting.step_s
-    rate = np.maximum.accumulate(grid / system.pp / step)
-    curve = _ServerCurve(grid, step, first, rate, max_batch, mix.wait_s, first_token_lag_steps(engine))
-    _CURVES[key] = (held, curve)
-    if len(_CURVES) > CURVES_KEPT:
-        _CURVES.popitem(last=False)
-    return curve
+    return _CURVES.get(held, (system.tp, system.pp, system.board_power_watts, request, max_batch), make)
 
 
 def _latency(

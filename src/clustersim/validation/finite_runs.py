@@ -22,7 +22,6 @@ short run ends: over seven draws the vLLM 0.6.0 blog's 500-request ShareGPT burs
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -30,6 +29,7 @@ import numpy as np
 
 from clustersim.choices import Batching
 from clustersim.errors import ClusterSimError
+from clustersim.memo import IdentityMemo
 from clustersim.serving.engine import InferenceCalibration, ServingSystem
 from clustersim.serving.engines import EngineProfile
 from clustersim.serving.estimate import Request
@@ -39,8 +39,6 @@ from clustersim.validation.cases import CaseWorkload
 from clustersim.workload.transformer import Transformer
 
 SEEDS = (0, 1, 2, 3, 4)
-REMEMBERED_RUNS = 256  # the most simulated runs ``remembered_run`` keeps
-_RUNS: OrderedDict[tuple[str, int, InferenceCalibration | None], tuple[object, FiniteRun]] = OrderedDict()
 
 
 @dataclass(frozen=True)
@@ -105,9 +103,9 @@ def finite_run(
     else:  # clients that all start at once: a burst is as many clients as requests
         clients = per_replica if workload.scenario == "offline" else -(-(workload.batch or 1) // dp)
         load = Load(concurrency=max(clients, 1))
-    random = workload.scenario == "server" or {sampler.input.kind, sampler.output.kind} != {"fixed"}
+    drawn = workload.scenario == "server" or {sampler.input.kind, sampler.output.kind} != {"fixed"}
     figures = []
-    for seed in SEEDS if random else SEEDS[:1]:  # fixed lengths, all sent at once or in a closed loop: one run
+    for seed in SEEDS if drawn else SEEDS[:1]:  # fixed lengths, all sent at once or in a closed loop: one run
         run = simulate(
             model, replace(serving, dp=1), request, load, requests=per_replica, sampler=sampler, seed=seed, cal=cal,
             engine=engine,
@@ -123,13 +121,7 @@ def remembered_run(
 ) -> FiniteRun:
     """``run()``, simulated once per case (``case_key``: its JSON), catalog and calibration: a case's throughput,
     TTFT and TPOT are each predicted from the same run."""
-    key = (case_key, id(catalog), cal)
-    found = _RUNS.get(key)
-    if found is not None and found[0] is catalog:  # the same catalog, not another at a reused address
-        _RUNS.move_to_end(key)
-        return found[1]
-    result = run()
-    _RUNS[key] = (catalog, result)
-    if len(_RUNS) > REMEMBERED_RUNS:
-        _RUNS.popitem(last=False)
-    return result
+    return _RUNS.get((catalog,), (case_key, cal), run)
+
+
+_RUNS: IdentityMemo[FiniteRun] = IdentityMemo(keep=256)
