@@ -98,7 +98,7 @@ def _through_knots(u: FloatArray, knots_q: tuple[float, ...], knots: tuple[float
     segment = np.clip(np.searchsorted(q, u, side="right") - 1, 0, len(q) - 2)
     width = q[segment + 1] - q[segment]
     fraction = np.clip((u - q[segment]) / np.where(width > 0, width, 1.0), 0.0, 1.0)
-    return v[segment] + (v[segment + 1] - v[segment]) * fraction**power
+    return np.asarray(v[segment] + (v[segment + 1] - v[segment]) * fraction**power, dtype=np.float64)
 
 
 def curve_mean(knots_q: Sequence[float], knots: Sequence[float], power: float = 1.0) -> float:
