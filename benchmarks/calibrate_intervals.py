@@ -36,7 +36,7 @@ from typing import Any
 
 from clustersim.catalog.registry import load_catalog
 from clustersim.intervals.lookup import MIN_CASES, SCALE_EDGES
-from clustersim.intervals.residuals import HeaderValue, default_path, residuals_toml
+from clustersim.intervals.residuals import LATENCY_FIELDS, HeaderValue, default_path, residuals_toml
 from clustersim.validation.cases import bundled_dir, default_paths, project_case_files, read_all, read_cases
 from clustersim.validation.intervals import (
     CASE_FILES,
@@ -82,17 +82,20 @@ def held_out_cases(max_iterations: int | None, from_json: Path | None) -> list[A
 
 
 def neuron_held_out(rows: list[Any], catalog: Any) -> list[Any]:
-    """``rows`` with the Trainium serving cases' residuals made from the Neuron fit's leave-one-source-out
-    predictions (benchmarks/calibrate_neuron_serving.py): the Neuron engines' constants are fitted on
-    those cases outside the calibration files' manifests, so their packaged prediction is in sample."""
-    from calibrate_neuron_serving import held_out_rates, neuron_cases, source_of
+    """``rows`` with the Trainium serving cases' residuals (throughput, TTFT, TPOT) made from the Neuron fit's
+    leave-one-source-out predictions (benchmarks/calibrate_neuron_serving.py): the Neuron engines' constants
+    are fitted on those cases outside the calibration files' manifests, so their packaged prediction is in
+    sample."""
+    from calibrate_neuron_serving import SCORED_FIELDS, held_out_figures, neuron_cases, source_of
 
     neuron = neuron_cases(read_all(default_paths("inference.jsonl")))
-    held = held_out_rates(neuron)
+    held = held_out_figures(neuron)
     ids = {c.id for c in neuron}
-    field = "output_tokens_per_s"
     predictions = [
-        Prediction(c.id, "inference", source_of(c), field, c.measured[field], held.get(c.id)) for c in neuron
+        Prediction(c.id, "inference", source_of(c), field, c.measured[field], held.get(c.id, {}).get(field))
+        for c in neuron
+        for field in SCORED_FIELDS
+        if c.measured.get(field)
     ]
     redone, _ = residuals_of(predictions, {c.id: c for c in neuron}, catalog)
     return [r for r in rows if r.id not in ids] + redone
@@ -115,14 +118,21 @@ def summary_rows(judged: Sequence[LeftOut], key: Any) -> list[tuple[str, int, fl
     ]
 
 
+def _figure(row: Any) -> str:
+    """The kind, and a latency field's name where the residual is of one (its intervals are its own)."""
+    return row.kind if row.field not in LATENCY_FIELDS else f"{row.kind} {LATENCY_FIELDS[row.field]}"
+
+
 def print_summary(judged: Sequence[LeftOut], level: float) -> None:
     print(
         f"intervals at {level:.0%} on the cases they leave out (leave-one-source-out, both the fit and the residuals)"
     )
     header = f"{'':44} {'cases':>5} {'coverage':>9} {'half-width':>10} {'median |err|':>12} {'ratio':>6}"
-    for title, key in (("per kind", lambda r: r.kind), ("per kind and source", lambda r: f"{r.kind}: {r.source}")):
+    for title, key in (("per kind", _figure), ("per kind and source", lambda r: f"{_figure(r)}: {r.source}")):
         print(f"\n{title}\n{header}")
-        rows = summary_rows(judged, key) + (summary_rows(judged, lambda r: "every kind") if title == "per kind" else [])
+        primary = [j for j in judged if j.row.field not in LATENCY_FIELDS]
+        every = summary_rows(primary, lambda r: "every kind") if title == "per kind" else []
+        rows = summary_rows(judged, key) + every
         for name, n, cov, half, err in rows:
             ratio = f"{half / err:6.2f}" if err > 0 else "     -"
             print(f"{name[:44]:44} {n:5d} {cov:9.1%} {half:10.1%} {err:12.1%} {ratio}")

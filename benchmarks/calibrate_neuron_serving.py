@@ -191,14 +191,17 @@ def left_out_values(cases: Sequence[Case], predictors: dict[str, Predictor]) -> 
     return out
 
 
-def held_out_rates(cases: Sequence[Case]) -> dict[str, float]:
-    """Each case's output token rate predicted by the constants fitted on the other sources' cases only
-    (none for a source with no other beside it): the Neuron fit's leave-one-source-out predictions, which
-    ``benchmarks/calibrate_intervals.py`` makes the Trainium serving cases' residuals from."""
+def held_out_figures(cases: Sequence[Case]) -> dict[str, dict[str, float]]:
+    """Each case's measured ``SCORED_FIELDS`` (output token rate, TTFT, TPOT) predicted by the constants fitted
+    on the other sources' cases only (none for a source with no other beside it): the Neuron fit's
+    leave-one-source-out predictions, which ``benchmarks/calibrate_intervals.py`` makes the Trainium serving
+    cases' residuals from."""
     predictors = {c.id: predictor(c) for c in cases}
-    out: dict[str, float] = {}
+    out: dict[str, dict[str, float]] = {}
     for source, values in left_out_values(cases, predictors).items():
-        out.update({c.id: predictors[c.id](values).output_tokens_per_s for c in cases if source_of(c) == source})
+        for case in (c for c in cases if source_of(c) == source):
+            estimate = predictors[case.id](values)
+            out[case.id] = {f: float(getattr(estimate, f)) for f in SCORED_FIELDS if case.measured.get(f)}
     return out
 
 

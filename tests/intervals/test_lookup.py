@@ -15,7 +15,7 @@ from clustersim.intervals.lookup import MIN_CASES, MIN_SOURCES, scale_of
 
 def rows(n: int, *, kind: str = "training", chip: str = "hopper", framework: str = "megatron", devices: int = 8,
          source: str = "s", r: float = 0.0, step: float = 0.01,
-         sources: int = MIN_SOURCES) -> list[Residual]:  # fmt: skip
+         sources: int = MIN_SOURCES, field: str = "step_time_s") -> list[Residual]:  # fmt: skip
     """``n`` residuals spread over ``sources`` publications (``source/0``, ``source/1``, ...; one: ``source``)."""
     accelerator = {"hopper": "h100-sxm", "ampere": "a100-sxm4-80gb"}.get(chip, chip)
     return [
@@ -27,7 +27,7 @@ def rows(n: int, *, kind: str = "training", chip: str = "hopper", framework: str
             accelerator,
             framework,
             devices,
-            "step_time_s",
+            field,
             r + step * (k - n / 2),
         )
         for k in range(n)
@@ -104,6 +104,30 @@ def test_a_thin_kind_borrows_every_kind_and_a_missing_kind_has_none() -> None:
         "pooled, wider"
     )
     assert spread_for("memory", accelerator="h100-sxm", family="hopper", framework=None, devices=8, table=table) is None
+
+
+def test_a_latency_field_is_judged_by_its_own_residuals_and_throughput_never_by_them() -> None:
+    serving = {"kind": "inference", "framework": "tensorrt-llm"}
+    table = ResidualTable(tuple(
+        rows(30, **serving, field="output_tokens_per_s", r=0.0, step=0.001, source="a")
+        + rows(30, **serving, field="ttft_s", r=1.0, step=0.0, source="b")
+        + rows(30, **serving, field="tpot_s", r=-0.3, step=0.0, source="c")
+    ))  # fmt: skip
+    where = {"accelerator": "h100-sxm", "family": "hopper", "framework": "tensorrt-llm", "devices": 8, "table": table}
+    throughput = spread_for("inference", **where, field="output_tokens_per_s")
+    ttft = spread_for("inference", **where, field="ttft_s")
+    tpot = spread_for("inference", **where, field="tpot_s")
+    assert throughput is not None and ttft is not None and tpot is not None
+    assert throughput == spread_for("inference", **where) and throughput.cases == 30 and throughput.q_hi < 0.05
+    assert ttft.basis == "inference TTFT, hopper, tensorrt-llm, 1-64 devices: 30 cases"
+    assert ttft.q_hi == pytest.approx(1.0) and tpot.q_lo == pytest.approx(-0.3)
+    # too few of a latency field: its own pooled, never the other figures' (a chip with none borrows the widest)
+    thin = ResidualTable(tuple(rows(30, **serving, field="output_tokens_per_s", source="a")
+                               + rows(3, **serving, field="ttft_s", r=1.0, step=0.0, source="b")))  # fmt: skip
+    pooled = spread_for("inference", **(where | {"table": thin}), field="ttft_s")
+    assert pooled is not None and pooled.cases == 3 and pooled.q_hi == pytest.approx(1.0)
+    assert "only 3 serving TTFT cases" in pooled.note
+    assert spread_for("inference", **(where | {"table": thin}), field="tpot_s") is None
 
 
 def test_excluding_a_source_removes_its_residuals() -> None:

@@ -73,3 +73,26 @@ def test_the_text_shows_the_ranges_and_their_basis(estimate: Estimate) -> None:
     )
     plain = text(estimate_view(estimate, 8_000_000_000))
     assert "80%" not in plain
+
+
+def test_serving_latency_takes_its_own_spread_or_says_it_borrows_the_throughputs() -> None:
+    from clustersim.present.serving import ServingSpreads, interval_lines, intervals_json, serving_intervals
+    from clustersim.serving.engine import serving_system_for_instance
+    from clustersim.serving.estimate import Request, estimate_offline
+
+    system = serving_system_for_instance(load_catalog(use_env=False), "p5.48xlarge", tp=1)
+    served = estimate_offline(load_model("llama3-8b"), system, Request(input_tokens=512, output_tokens=128))
+    throughput = Spread(-0.1, 0.1, 0.8, "inference, hopper, tensorrt-llm: 40 cases", 40, "")
+    ttft = Spread(-0.5, 0.3, 0.8, "inference TTFT, hopper, every stack: 30 cases", 30, "")
+    spreads = ServingSpreads(throughput, {"ttft_s": ttft, "tpot_s": None})
+    found = serving_intervals(served, spreads)
+    assert found["ttft_s"].low == pytest.approx(served.ttft_s * math.exp(-0.5))  # its own residuals
+    assert found["tpot_s"].high == pytest.approx(served.tpot_s * math.exp(0.1))  # the throughput's range
+    assert found["output_tokens_per_s"].high == pytest.approx(served.output_tokens_per_s * math.exp(0.1))
+    notes = intervals_json(served, spreads)["intervals"]
+    assert notes["ttft_s"]["basis"].startswith("inference TTFT") and not notes["ttft_s"]["note"]
+    assert "TPOT take the throughput's relative range" in notes["tpot_s"]["note"]
+    lines = interval_lines(spreads)
+    assert lines[1].startswith("80% intervals from left-out residuals of published TTFT (inference TTFT")
+    assert lines[-1].startswith("TPOT take the throughput's relative range")
+    assert interval_lines(ServingSpreads(throughput, {"ttft_s": ttft, "tpot_s": ttft}))[-1].startswith("80% interval")

@@ -13,7 +13,7 @@ import math
 
 import pytest
 
-from clustersim.intervals.residuals import load_residuals
+from clustersim.intervals.residuals import LATENCY_FIELDS, load_residuals, measure_of
 
 BAR = math.log(1.15)  # issue 10's per-source target, as a mean |log error|
 
@@ -65,10 +65,60 @@ KNOWN_MISSES: dict[tuple[str, str], tuple[float, str]] = {
 """(kind, source) -> (mean |log error| bar, why and which issue owns it)."""
 
 
-def _by_source() -> dict[tuple[str, str], list[float]]:
+LATENCY_BAR = math.log(1.2)  # issue 24's per-source TTFT / TPOT target, as a mean |log error|
+
+MLPERF_TPOT = (
+    "a server's mean TPOT is 85-95% of its offline step; the closed forms place the highest rate meeting the p99 "
+    "targets where their batch is 20-35% smaller, the real step at a server's batch being some 15% slower than "
+    "the model's (cause unknown; the request simulator, not packaged, meets v4.1's H100 run within 10%; issue 24)"
+)
+MLPERF_TTFT = (
+    "near the highest rate the mean TTFT is steep in the rate, and the model's highest rate and the submitter's "
+    "margin differ: v5.0's 1- and 8-GPU B200 runs, at 44.3 and 45.1 requests/s per replica of one engine, "
+    "measure 0.365 and 0.526 s (issue 24)"
+)
+KNOWN_LATENCY_MISSES: dict[tuple[str, str], tuple[float, str]] = {
+    ("tpot_s", "mlcommons/inference_results_v4.0"): (0.35, MLPERF_TPOT),
+    ("tpot_s", "mlcommons/inference_results_v4.1"): (0.25, MLPERF_TPOT),
+    ("tpot_s", "mlcommons/inference_results_v5.0"): (0.28, MLPERF_TPOT),
+    ("tpot_s", "mlcommons/inference_results_v5.1"): (0.22, MLPERF_TPOT),
+    ("ttft_s", "mlcommons/inference_results_v4.1"): (0.34, MLPERF_TTFT),
+    ("ttft_s", "mlcommons/inference_results_v5.0"): (0.37, MLPERF_TTFT),
+    ("ttft_s", "mlcommons/inference_results_v5.1"): (0.25, MLPERF_TTFT),
+    ("ttft_s", "https://docs.nvidia.com/nim/benchmarking/llm/1.0.0/performance"): (
+        0.23,
+        "its 100-client run waits 8.0 s for a first token where the closed loop's queue of prompts gives 2.7 s; "
+        "the 1-50 client runs are within 15% (issue 24)",
+    ),
+    ("ttft_s", "aws-neuron/aws-neuron-sdk"): (
+        0.2,
+        "transformers-neuronx's batch-4 and batch-8 runs and the 8,192-token Mistral run wait 24-61% longer for "
+        "their first token than the model's context encoding takes; its batch-1 runs of Llama 2 and 3 70B are "
+        "within 2-24% (issue 24)",
+    ),
+    ("ttft_s", "huggingface/optimum-neuron"): (
+        0.29,
+        "its 29-client Trainium2 run waits 1.25 s where the model's static batches give 0.45 s (issue 24)",
+    ),
+    ("ttft_s", "gpustack/gpustack"): (
+        1.08,
+        "its saturated bursts send 1,000 requests at once and the first tokens come as fast as the API server "
+        "admits them (the 128-token run: 44 requests/s); its 1-8 client runs wait 27-75 ms for a first token where "
+        "one step takes 10-15 ms (issue 24)",
+    ),
+    ("tpot_s", "gpustack/gpustack"): (0.43, "as its throughput (KNOWN_MISSES), and its bursts' steps carry prompts"),
+    ("ttft_s", "Michaelvll/llm-ie-benchmarks"): (1.05, "as its throughput (KNOWN_MISSES), and queueing behind it"),
+    ("tpot_s", "Michaelvll/llm-ie-benchmarks"): (0.44, "as its throughput (KNOWN_MISSES)"),
+}
+"""(latency field, source) -> (mean |log error| bar, why and which issue owns it)."""
+
+
+def _by_source(fields: tuple[str, ...] = ()) -> dict[tuple[str, str], list[float]]:
+    """Per (kind, source), or with ``fields`` per (field, source) of those fields, the |log errors|."""
     out: dict[tuple[str, str], list[float]] = {}
     for row in load_residuals().residuals:
-        out.setdefault((row.kind, row.source), []).append(abs(row.r))
+        if (row.field in fields) if fields else measure_of(row.field) == "primary":
+            out.setdefault((row.field if fields else row.kind, row.source), []).append(abs(row.r))
     return out
 
 
@@ -83,13 +133,30 @@ def test_every_source_predicted_without_its_own_cases_meets_its_bar() -> None:
     assert not over, f"left-out mean |log error| over the bar: {over}"
 
 
-def test_a_known_miss_is_still_a_miss() -> None:
+def test_every_sources_latency_predicted_without_its_own_cases_meets_its_bar() -> None:
+    figures = {key: sum(rs) / len(rs) for key, rs in _by_source(tuple(LATENCY_FIELDS)).items()}
+    assert {field for field, _ in figures} == set(LATENCY_FIELDS) and len(figures) >= 16
+    over = {
+        f"{field} {source}": round(value, 3)
+        for (field, source), value in figures.items()
+        if value > KNOWN_LATENCY_MISSES.get((field, source), (LATENCY_BAR, ""))[0]
+    }
+    assert not over, f"left-out mean |log error| of TTFT / TPOT over the bar: {over}"
+
+
+@pytest.mark.parametrize(
+    ("misses", "fields", "bar"),
+    [(KNOWN_MISSES, (), BAR), (KNOWN_LATENCY_MISSES, tuple(LATENCY_FIELDS), LATENCY_BAR)],
+    ids=["primary", "latency"],
+)
+def test_a_known_miss_is_still_a_miss(misses: dict[tuple[str, str], tuple[float, str]], fields: tuple[str, ...],
+                                      bar: float) -> None:  # fmt: skip
     """A bar above the issue's target is kept only while the source still needs it."""
-    figures = {key: sum(rs) / len(rs) for key, rs in _by_source().items()}
-    for key, (bar, why) in KNOWN_MISSES.items():
-        assert key in figures, f"{key}: no residuals (remove it from KNOWN_MISSES)"
-        assert figures[key] > BAR, f"{key} now meets the issue's bar: remove it from KNOWN_MISSES ({why})"
-        assert bar > BAR and why
+    figures = {key: sum(rs) / len(rs) for key, rs in _by_source(fields).items()}
+    for key, (own, why) in misses.items():
+        assert key in figures, f"{key}: no residuals (remove it from the known misses)"
+        assert figures[key] > bar, f"{key} now meets the issue's bar: remove it from the known misses ({why})"
+        assert own > bar and why
 
 
 @pytest.mark.parametrize("kind", ["training", "inference", "collective"])

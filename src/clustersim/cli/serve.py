@@ -43,7 +43,7 @@ from clustersim.units import MAX_DEGREE, MAX_LATENCY_S, MAX_RATE_PER_S, MAX_SEQU
 
 if TYPE_CHECKING:
     from clustersim.catalog.registry import Catalog
-    from clustersim.intervals import Spread
+    from clustersim.present.serving import ServingSpreads
     from clustersim.scenario.schema import ServingScenario as ServingScenarioFile
     from clustersim.serving.estimate import Request, ServingEstimate
     from clustersim.workload.transformer import Transformer
@@ -356,13 +356,13 @@ def serve_command(
 
 def _spreads(
     spec: "ServingScenarioFile", estimates: "list[ServingEstimate]", compare: str | None, level: float
-) -> "list[Spread | None]":
-    """The spread of each estimate's throughput (the scenario's instance, then --compare's)."""
-    from clustersim.cli.spreads import serving_spread
+) -> "list[ServingSpreads | None]":
+    """The spreads of each estimate's figures (the scenario's instance, then --compare's)."""
+    from clustersim.cli.spreads import serving_spreads
 
     instances = [spec.system.instance, *([compare] if compare else [])]
     return [
-        serving_spread(estimate, instance, level, spec.options.catalog)
+        serving_spreads(estimate, instance, level, spec.options.catalog)
         for estimate, instance in zip(estimates, instances, strict=True)
     ]
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from clustersim.intervals import Spread
+    from clustersim.present.serving import ServingSpreads
     from clustersim.serving.estimate import ServingEstimate
     from clustersim.training.estimate import Estimate
 
@@ -21,9 +22,10 @@ def spread_on(
     level: float,
     catalog: Sequence[str | Path] = (),
     layout: Sequence[str] = (),
+    field: str = "",
 ) -> "Spread | None":
     """The spread of a ``kind`` job of ``framework`` on ``devices`` devices of ``instance`` (a training
-    layout with the features ``layout``)."""
+    layout with the features ``layout``; ``field``: a serving latency field, sized by its own residuals)."""
     from clustersim.catalog.registry import load_catalog
     from clustersim.intervals import spread_for
 
@@ -37,6 +39,7 @@ def spread_on(
         devices=devices,
         level=level,
         layout=layout,
+        field=field,
     )
 
 
@@ -59,9 +62,10 @@ def training_spread(
 
 
 def serving_spread(
-    estimate: "ServingEstimate", instance: str, level: float, catalog: Sequence[str | Path] = ()
+    estimate: "ServingEstimate", instance: str, level: float, catalog: Sequence[str | Path] = (), field: str = ""
 ) -> "Spread | None":
-    """The spread of a serving estimate's throughput on ``instance`` (its engine's framework)."""
+    """The spread of a serving estimate's throughput on ``instance`` (its engine's framework), or of its
+    latency ``field`` (``ttft_s``, ``tpot_s``)."""
     from clustersim.errors import ClusterSimError
     from clustersim.serving.engines import engine_profile
 
@@ -76,4 +80,18 @@ def serving_spread(
         devices=estimate.tp * estimate.pp * estimate.dp,
         level=level,
         catalog=catalog,
+        field=field,
     )
+
+
+def serving_spreads(
+    estimate: "ServingEstimate", instance: str, level: float, catalog: Sequence[str | Path] = ()
+) -> "ServingSpreads | None":
+    """The spreads of a serving estimate's throughput, TTFT and TPOT (``clustersim.present.serving``)."""
+    from clustersim.present.serving import DURATIONS, ServingSpreads
+
+    throughput = serving_spread(estimate, instance, level, catalog)
+    if throughput is None:
+        return None
+    latency = {name: serving_spread(estimate, instance, level, catalog, name) for name in DURATIONS}
+    return ServingSpreads(throughput, latency)

@@ -9,6 +9,9 @@ is used:
 4. the kind: every chip and stack (pooled);
 5. every kind, where the kind itself has too few cases (serving, scored on cases of other sources).
 
+A serving latency figure (TTFT, TPOT) is sized by the residuals of that figure only, in the same groups; the
+other figures of every kind by the primary figures' (a case's throughput, step time, bus bandwidth).
+
 Then, for a training layout (``layout``: its features, ``clustersim.intervals.layout``), the interval is
 never narrower than the spread of the left-out cases, of any chip, whose layouts have every one of
 those features (a pipelined, expert-parallel job is judged by the pipelined, expert-parallel runs as
@@ -36,7 +39,7 @@ import itertools
 from collections.abc import Callable, Sequence
 
 from clustersim.intervals.conformal import DEFAULT_LEVEL, Interval, Spread, cases_needed, check_level, spread
-from clustersim.intervals.residuals import Residual, ResidualTable, load_residuals
+from clustersim.intervals.residuals import LATENCY_FIELDS, Residual, ResidualTable, load_residuals, measure_of
 
 MIN_CASES = 20
 MIN_SOURCES = 3
@@ -72,20 +75,29 @@ def spread_for(
     table: ResidualTable | None = None,
     exclude_source: str | None = None,
     layout: Sequence[str] = (),
+    field: str = "",
 ) -> Spread | None:
     """The log-spread for a ``kind`` job of ``framework`` on ``devices`` ``accelerator``s (of catalog
     ``family``) whose layout has the features ``layout``; ``exclude_source`` leaves that source's
-    residuals out (a case's own, when scoring it). None where there are no residuals of the kind at all."""
+    residuals out (a case's own, when scoring it). ``field``: a latency field (``LATENCY_FIELDS``) is sized
+    by its own residuals only, any other by the primary figures'. None where there are none of the kind."""
     level = check_level(level)
-    every = [r for r in (table or load_residuals()).residuals if exclude_source is None or r.source != exclude_source]
+    measure = measure_of(field)
+    every = [
+        r
+        for r in (table or load_residuals()).residuals
+        if (exclude_source is None or r.source != exclude_source) and measure_of(r.field) == measure
+    ]
     rows = [r for r in every if r.kind == kind]
     if not rows:
         return None
-    found = _spread_of_system(kind, rows, every, accelerator, family, framework, devices, level)
+    label = kind if measure == "primary" else f"{kind} {LATENCY_FIELDS[field]}"
+    found = _spread_of_system(label, kind, rows, every, accelerator, family, framework, devices, level)
     return _widened_by_layout(found, kind, rows, tuple(layout), level)
 
 
 def _spread_of_system(
+    label: str,
     kind: str,
     rows: list[Residual],
     every: list[Residual],
@@ -95,16 +107,17 @@ def _spread_of_system(
     devices: int,
     level: float,
 ) -> Spread:
-    """The spread of the most similar system's residuals (the module's groups 1-5)."""
+    """The spread of the most similar system's residuals (the module's groups 1-5); ``label`` names the kind
+    (and a latency field) in the bases."""
     chip = chip_of(accelerator, family)
     stack = framework or DEFAULT_FRAMEWORK.get(kind, "")
     scale = scale_of(devices)
     need = max(MIN_CASES, cases_needed(level))
-    what = _PLURAL.get(kind, kind)
+    what = _PLURAL.get(kind, kind) + label.removeprefix(kind)
     groups: list[tuple[str, Callable[[Residual], bool]]] = [
-        (f"{kind}, {chip}, {stack}, {scale}", lambda r: r.chip == chip and r.framework == stack and _in(r, scale)),
-        (f"{kind}, {chip}, {stack}", lambda r: r.chip == chip and r.framework == stack),
-        (f"{kind}, {chip}, every stack", lambda r: r.chip == chip),
+        (f"{label}, {chip}, {stack}, {scale}", lambda r: r.chip == chip and r.framework == stack and _in(r, scale)),
+        (f"{label}, {chip}, {stack}", lambda r: r.chip == chip and r.framework == stack),
+        (f"{label}, {chip}, every stack", lambda r: r.chip == chip),
     ]
     on_chip = [r for r in rows if r.chip == chip]
     for basis, keep in groups:
@@ -124,10 +137,10 @@ def _spread_of_system(
         note = f"{why} and {len(rows)} of any chip: interval from all {len(every)} cases of every kind, pooled, wider"
         return _spread(every, level, "every kind, chip and stack", note)
     # Borrowed evidence is never narrower than any chip's own: the widest of the pooled cases and each chip's.
-    pooled = _spread(rows, level, f"{kind}, every chip and stack", "")
+    pooled = _spread(rows, level, f"{label}, every chip and stack", "")
     chips = sorted({r.chip for r in rows} - {chip})
     own = [
-        (c, _spread(m, level, f"{kind}, {c}", ""))
+        (c, _spread(m, level, f"{label}, {c}", ""))
         for c in chips
         if _enough(m := [r for r in rows if r.chip == c], need)
     ]
@@ -151,8 +164,10 @@ def interval_for(
     level: float = DEFAULT_LEVEL,
     table: ResidualTable | None = None,
     exclude_source: str | None = None,
+    field: str = "",
 ) -> Interval | None:
-    """The interval of ``predicted`` (a duration; ``rate``: its inverse, such as tokens/s or busbw)."""
+    """The interval of ``predicted`` (a duration; ``rate``: its inverse, such as tokens/s or busbw) of
+    ``field`` (``spread_for``)."""
     found = spread_for(
         kind,
         accelerator=accelerator,
@@ -162,6 +177,7 @@ def interval_for(
         level=level,
         table=table,
         exclude_source=exclude_source,
+        field=field,
     )
     if found is None:
         return None

@@ -26,6 +26,16 @@ from clustersim.intervals.layout import LAYOUT_FEATURES
 
 PACKAGE, FILE_NAME = "clustersim.intervals", "residuals.toml"
 KINDS = ("training", "inference", "collective")
+LATENCY_FIELDS = {"ttft_s": "TTFT", "tpot_s": "TPOT"}
+"""Serving latency fields (and their names in words): their residuals size only their own field's intervals
+(a case's other residual is of its primary figure, throughput)."""
+
+
+def measure_of(field: str) -> str:
+    """The figure whose intervals a residual of ``field`` sizes: a latency field its own, any other the primary."""
+    return field if field in LATENCY_FIELDS else "primary"
+
+
 _TEXT = ("id", "source", "kind", "chip", "accelerator", "framework", "field")
 
 
@@ -59,8 +69,9 @@ class ResidualTable:
     header: Mapping[str, Any] = field(default_factory=dict)
     path: str = ""
 
-    def of_kind(self, kind: str) -> list[Residual]:
-        return [r for r in self.residuals if r.kind == kind]
+    def of_kind(self, kind: str, field: str = "") -> list[Residual]:
+        """The residuals of ``kind`` that size ``field``'s intervals (default: the primary figure's)."""
+        return [r for r in self.residuals if r.kind == kind and measure_of(r.field) == measure_of(field)]
 
 
 def _quoted(text: str) -> str:

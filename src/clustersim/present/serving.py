@@ -1,14 +1,17 @@
 """Serving estimates as rich renderables: the breakdown table (one or two systems, with ratios) and
 the reasons a second system is faster or slower.
 
-Given a ``Spread`` per system (``clustersim.intervals``: left-out residuals of published serving
-throughput), output tokens/s carry their interval, and TTFT and TPOT the same relative range (no
-validated latency cases: the throughput's residuals stand in, and the line under the table says so).
+Given ``ServingSpreads`` per system (``clustersim.intervals``: left-out residuals of published serving
+runs), output tokens/s carry the interval of the throughput residuals, and TTFT and TPOT those of their own
+field's residuals (published TTFT and TPOT); where a latency field has too few, the throughput's relative
+range stands in and the line under the table says so.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from rich.console import RenderableType
@@ -17,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from clustersim.intervals import Interval, Spread
+from clustersim.intervals.residuals import LATENCY_FIELDS
 from clustersim.present.intervals import interval_line, seconds_in_unit_of, with_range
 from clustersim.serving.estimate import ServingEstimate
 from clustersim.units import format_bytes, format_count, format_seconds
@@ -48,24 +52,60 @@ ROWS: tuple[tuple[str, str], ...] = (
 _BOLD = {"output_tokens_per_s", "output_tokens_per_s_per_device"}
 _TIMES = {field for _, field in ROWS if field.endswith("_s") and "_per_s" not in field}
 RATES = ("output_tokens_per_s", "output_tokens_per_s_per_device")  # the fields with an interval: rates,
-DURATIONS = ("ttft_s", "tpot_s")  # and durations (the throughput's relative range)
+DURATIONS = tuple(LATENCY_FIELDS)  # and durations (their own residuals', or the throughput's relative range)
 LATENCY_NOTE = (
-    "TTFT and TPOT take the throughput's relative range: the interval residuals are of throughput only "
-    "(validate --latency scores the published TTFT and TPOT)"
+    "{fields} take the throughput's relative range: too few left-out residuals of published {fields} "
+    "for their own (validate scores them)"
 )
 
 
-def serving_intervals(estimate: ServingEstimate, spread: Spread) -> dict[str, Interval]:
+@dataclass(frozen=True)
+class ServingSpreads:
+    """Where a serving estimate's intervals come from: its throughput's spread, and per latency field
+    (``DURATIONS``) its own (None or absent: too few of that field's residuals)."""
+
+    throughput: Spread
+    latency: Mapping[str, Spread | None] = dataclasses.field(default_factory=dict)
+
+    def of(self, name: str) -> Spread:
+        """The spread of figure ``name``: a latency field's own, else the throughput's."""
+        return self.latency.get(name) or self.throughput
+
+    def borrowed(self) -> list[str]:
+        """The latency fields whose intervals borrow the throughput's range."""
+        return [name for name in DURATIONS if self.latency.get(name) is None]
+
+
+def serving_intervals(estimate: ServingEstimate, spreads: ServingSpreads) -> dict[str, Interval]:
     """The interval of output tokens/s (system and per device), TTFT and TPOT."""
-    found = {field: spread.rate(getattr(estimate, field)) for field in RATES}
-    return found | {field: spread.duration(getattr(estimate, field)) for field in DURATIONS}
+    found = {name: spreads.throughput.rate(getattr(estimate, name)) for name in RATES}
+    return found | {name: spreads.of(name).duration(getattr(estimate, name)) for name in DURATIONS}
 
 
-def intervals_json(estimate: ServingEstimate, spread: Spread | None) -> dict[str, Any]:
-    """``{"intervals": {figure: {low, high, level, basis, cases, note}}}`` (empty without ``spread``)."""
-    if spread is None:
+def intervals_json(estimate: ServingEstimate, spreads: ServingSpreads | None) -> dict[str, Any]:
+    """``{"intervals": {figure: {low, high, level, basis, cases, note}}}`` (empty without ``spreads``)."""
+    if spreads is None:
         return {}
-    return {"intervals": {key: i.to_json() for key, i in serving_intervals(estimate, spread).items()}}
+    found = serving_intervals(estimate, spreads)
+    out = {key: i.to_json() for key, i in found.items()}
+    for name in spreads.borrowed():
+        words = LATENCY_FIELDS[name]
+        out[name]["note"] = "; ".join(n for n in (out[name]["note"], LATENCY_NOTE.format(fields=words)) if n)
+    return {"intervals": out}
+
+
+def interval_lines(spreads: ServingSpreads) -> list[str]:
+    """Where the intervals come from: the throughput's residuals, then each latency field's (or that it borrows)."""
+    lines = [interval_line(spreads.throughput, "published serving throughput")]
+    lines += [
+        interval_line(own, f"published {LATENCY_FIELDS[name]}")
+        for name in DURATIONS
+        if (own := spreads.latency.get(name)) is not None
+    ]
+    borrowed = spreads.borrowed()
+    if borrowed:
+        lines.append(LATENCY_NOTE.format(fields=" and ".join(LATENCY_FIELDS[name] for name in borrowed)))
+    return lines
 
 
 def generic_reasons(first: ServingEstimate, second: ServingEstimate) -> list[str]:
@@ -85,10 +125,10 @@ def generic_reasons(first: ServingEstimate, second: ServingEstimate) -> list[str
     return reasons
 
 
-def cell(estimate: ServingEstimate, field: str, spread: Spread | None = None) -> str:
-    """One table cell: ``field`` of ``estimate`` in its unit (with ``spread``, its interval where it has one)."""
-    if spread is not None and field in (*RATES, *DURATIONS):
-        interval = serving_intervals(estimate, spread)[field]
+def cell(estimate: ServingEstimate, field: str, spreads: ServingSpreads | None = None) -> str:
+    """One table cell: ``field`` of ``estimate`` in its unit (with ``spreads``, its interval where it has one)."""
+    if spreads is not None and field in (*RATES, *DURATIONS):
+        interval = serving_intervals(estimate, spreads)[field]
         show = seconds_in_unit_of(getattr(estimate, field)) if field in DURATIONS else _rate
         return with_range(cell(estimate, field), interval, show)
     if field == "layout":
@@ -127,7 +167,7 @@ def serving_view(
     model: Transformer,
     estimates: list[ServingEstimate],
     reasons: list[str],
-    spreads: Sequence[Spread | None] = (),
+    spreads: Sequence[ServingSpreads | None] = (),
 ) -> list[RenderableType]:
     """The scenario line, the breakdown of one or two systems (with ratios), and the reasons; with
     ``spreads`` (one per estimate), the intervals and where they come from."""
@@ -153,7 +193,7 @@ def serving_view(
     for estimate, spread in zip(estimates, given, strict=True):
         if spread is not None:
             where = f"{estimate.system}: " if len(estimates) > 1 else ""
-            lines.append(escape(where + interval_line(spread, "published serving runs") + f"; {LATENCY_NOTE}"))
+            lines += [escape(where + line) for line in interval_lines(spread)]
     lines += [Text.from_markup(f"why: {reason}") for reason in reasons]
     lines += [Text(f"note: {note}") for note in dict.fromkeys(n for e in estimates for n in e.notes)]
     return lines

@@ -104,6 +104,7 @@ class Report(Protocol):
     def fit_status(self, path: str, source: str) -> str: ...
     def interval_coverage(self, path: str, source: str | None = None) -> tuple[float, float] | None: ...
     def field_sources(self) -> Sequence[tuple[str, str, str, int, float, ScoredCase]]: ...
+    def field_coverage(self, name: str, path: str, source: str) -> tuple[float, float] | None: ...
     @property
     def layout_groups(self) -> Sequence[FeatureGroup]: ...
 
@@ -168,7 +169,7 @@ def report_renderables(report: Report) -> list[RenderableType]:
     renderables.append(source_table(report.by_source(), report.fit_status, report.interval_coverage, report.level))
     latency = report.field_sources()
     if latency:
-        renderables.append(latency_table(latency))
+        renderables.append(latency_table(latency, report.field_coverage, report.level))
     if report.layout_groups:
         renderables.append(layout_table(report.layout_groups))
     return renderables
@@ -185,10 +186,23 @@ def layout_table(groups: Sequence[FeatureGroup]) -> Table:
     return table
 
 
-def latency_table(rows: Sequence[tuple[str, str, str, int, float, ScoredCase]]) -> Table:
-    """Per latency field (measured beside each case's primary field), file and source: cases, MAPE, worst."""
+def latency_table(
+    rows: Sequence[tuple[str, str, str, int, float, ScoredCase]],
+    coverage: Callable[[str, str, str], tuple[float, float] | None] | None = None,
+    level: float = 0.8,
+) -> Table:
+    """Per latency field (measured beside each case's primary field), file and source: cases, MAPE, worst and
+    (given ``coverage``) the coverage and median width of that field's intervals."""
     table = Table(title="latency fields measured beside the primary one, by source")
-    for column in ("field", "file", "source", "cases", "MAPE %", "worst"):
+    for column in (
+        "field",
+        "file",
+        "source",
+        "cases",
+        "MAPE %",
+        "worst",
+        *(_interval_columns(level) if coverage else ()),
+    ):
         table.add_column(column, overflow="fold")
     for name, path, source, count, mape, worst in rows:
         table.add_row(
@@ -198,6 +212,7 @@ def latency_table(rows: Sequence[tuple[str, str, str, int, float, ScoredCase]]) 
             str(count),
             f"{100 * mape:.1f}",
             f"{escape(worst.id)} ({percent(worst.error)})",
+            *(_interval_cells(coverage(name, path, source)) if coverage else ()),
         )
     return table
 

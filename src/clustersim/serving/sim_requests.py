@@ -72,9 +72,10 @@ class LengthSource:
         if self.kind == "fixed":
             return f"every request {self.mean_tokens:g} tokens"
         if self.kind == "quantiles":
-            return (
-                f"piecewise-linear through the set's percentiles, {self.knots_tokens[0]:g}..{self.knots_tokens[-1]:g}"
-            )
+            ends = f"{self.knots_tokens[0]:g}..{self.knots_tokens[-1]:g}"
+            if self.segment_power == 1.0:
+                return f"piecewise-linear through the set's percentiles, {ends}"
+            return f"through the set's percentiles, {ends}, curved to the set's mean (power {self.segment_power:.2f})"
         if self.kind == "uniform":
             return f"integer-uniform {self.low_tokens:g}..{self.high_tokens:g}"
         if self.rate_per_token == 0.0:

@@ -22,8 +22,9 @@ No held-out fit may keep what the left-out source taught: a constant whose infor
 (``FitSpec.prior``) and the row lists it in ``held_at_prior``; a constant with no stated prior leaves
 the source with no held-out figure. Cases that cannot be predicted are listed per source in
 ``skipped`` with the reason, never dropped silently. ``held_out_cases`` gives every scored case's
-prediction with the shipped and the held-out constants: the left-out residuals that intervals
-(``clustersim.validation.intervals``) are built from.
+prediction with the shipped and the held-out constants, and so each measured serving TTFT and TPOT beside
+it (``LATENCY_FIELDS``): the left-out residuals that intervals (``clustersim.validation.intervals``) are
+built from.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from clustersim.validation.fit import Constant, Fit, FitSpec, Prepared, fit, pre
 from clustersim.validation.informing import Informed, informing, only_source
 from clustersim.validation.manifest import priors, read_manifest
 from clustersim.validation.profile import Profile, profile
+from clustersim.validation.run import LATENCY_FIELDS
 from clustersim.validation.software_holdout import held_out_software
 from clustersim.validation.specs import SPECS
 
@@ -317,7 +319,32 @@ def _result(
         )
         for shipped, held in zip(cases, held_cases, strict=True)
     ]
+    per_case += _latency_cases(job, cases, job.start, held_out, catalog)
     return row, per_case
+
+
+def _latency_cases(
+    job: _Job, cases: Sequence[Prepared[Any]], shipped: Any, held_out: Any, catalog: Catalog
+) -> list[HeldOutCase]:
+    """The measured latency fields of ``cases`` (serving TTFT and TPOT, ``LATENCY_FIELDS``), each predicted
+    with the shipped and the held-out constants as the primary field is: the residuals of the latency
+    intervals. A field its predictor refuses is left out."""
+    out: list[HeldOutCase] = []
+    for prepared in cases:
+        case = prepared.case
+        for name in LATENCY_FIELDS.get(job.spec.kind, ()):
+            measured = case.measured.get(name)
+            if not measured or name == prepared.field:
+                continue
+            try:
+                _, predict = job.spec.prepare(case, name, catalog, job.start)
+            except ClusterSimError:
+                continue
+            latency = dataclasses.replace(prepared, field=name, measured=float(measured), predict=predict)
+            held = None if held_out is None else _predicted(latency, held_out)
+            where = (job.file_of[case.id], job.spec.kind, case.id, prepared.source, prepared.group)
+            out.append(HeldOutCase(*where, name, float(measured), _predicted(latency, shipped), held))
+    return out
 
 
 def _predicted(case: Prepared[Any], calibration: Any) -> float | None:

@@ -178,8 +178,8 @@ def case_interval(
     table: ResidualTable | None = None,
 ) -> Interval | None:
     """The interval of a case's prediction of ``field`` from the residuals of every source but its own
-    (``source``: its ``cases.source_key``); None where there are none (memory cases) or the case
-    names no known accelerator."""
+    (``source``: its ``cases.source_key``; a latency field from that field's residuals); None where there are
+    none (memory cases) or the case names no known accelerator."""
     try:
         ctx = context_of(case, catalog)
     except ClusterSimError:
@@ -194,6 +194,7 @@ def case_interval(
         table=table or load_residuals(),
         exclude_source=source,
         layout=ctx.layout,
+        field=field,
     )
     if found is None:
         return None
@@ -228,6 +229,7 @@ def left_out(rows: Sequence[Residual], level: float) -> list[LeftOut]:
             table=table,
             exclude_source=row.source,
             layout=row.layout,
+            field=row.field,
         )
         if found is None:
             continue

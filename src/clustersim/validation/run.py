@@ -18,6 +18,7 @@ from typing import Any
 from clustersim.catalog.registry import Catalog
 from clustersim.errors import ClusterSimError
 from clustersim.intervals import DEFAULT_LEVEL, ResidualTable, check_level, load_residuals
+from clustersim.intervals.residuals import LATENCY_FIELDS as SERVING_LATENCY_FIELDS
 from clustersim.validation.by_layout import layout_groups
 from clustersim.validation.cases import Case, default_case_files, primary_field, read_cases, source_key
 from clustersim.validation.collective import predict_collective_case
@@ -51,7 +52,7 @@ PREDICTORS: dict[str, Predictor] = {
 }
 """The adapter of each case kind."""
 
-LATENCY_FIELDS: dict[str, tuple[str, ...]] = {"inference": ("ttft_s", "tpot_s")}
+LATENCY_FIELDS: dict[str, tuple[str, ...]] = {"inference": tuple(SERVING_LATENCY_FIELDS)}
 """Per case kind, the measured fields scored beside the primary one (each its own figures per file and
 source: a latency error is not averaged into a throughput error)."""
 
@@ -124,7 +125,7 @@ def _validate(
                 interval = case_interval(case, outcome.field, outcome.predicted, outcome.source, catalog,
                                          level=level, table=residuals)  # fmt: skip
                 scores.append(dataclasses.replace(outcome, interval=interval))
-                latency += _score_latency(case, outcome, catalog, predictors)
+                latency += _score_latency(case, outcome, catalog, predictors, level, residuals)
             else:
                 report.skipped.append(outcome)
         report.cases.extend(scores)
@@ -143,10 +144,16 @@ def _validate(
 
 
 def _score_latency(
-    case: Case, primary: CaseScore, catalog: Catalog, predictors: Mapping[str, Predictor]
+    case: Case,
+    primary: CaseScore,
+    catalog: Catalog,
+    predictors: Mapping[str, Predictor],
+    level: float,
+    residuals: ResidualTable | None,
 ) -> list[CaseScore]:
     """The case's measured latency fields (``LATENCY_FIELDS``) other than its primary one, each scored
-    by the same predictor; one it cannot predict is left out (the primary score stands)."""
+    by the same predictor with its interval from that field's residuals of the other sources; one it cannot
+    predict is left out (the primary score stands)."""
     out = []
     for field in LATENCY_FIELDS.get(case.kind, ()):
         measured = case.measured.get(field)
@@ -157,8 +164,9 @@ def _score_latency(
         except ClusterSimError:
             continue
         if math.isfinite(predicted):
+            interval = case_interval(case, field, predicted, primary.source, catalog, level=level, table=residuals)
             out.append(dataclasses.replace(primary, predicted=predicted, measured=measured,
-                                           error=predicted / measured - 1, field=field, interval=None))  # fmt: skip
+                                           error=predicted / measured - 1, field=field, interval=interval))  # fmt: skip
     return out
 
 

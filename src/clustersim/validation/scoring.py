@@ -95,6 +95,11 @@ class ValidationReport:
         members = [c for c in self.cases if c.path == path and (source is None or c.source == source)]
         return coverage([(c.measured, c.predicted, c.interval) for c in members])
 
+    def field_coverage(self, name: str, path: str, source: str) -> tuple[float, float] | None:
+        """Coverage and median relative width of latency field ``name``'s intervals in file ``path`` from ``source``."""
+        members = [c for c in self.field_cases if c.field == name and c.path == path and c.source == source]
+        return coverage([(c.measured, c.predicted, c.interval) for c in members])
+
     def by_source(self) -> list[tuple[str, str, int, float, CaseScore]]:
         """``mape_by_source`` of the scored cases."""
         return mape_by_source(self.cases)
@@ -157,6 +162,8 @@ class ValidationReport:
                     "mape": f.mape,
                     "worst": None if f.worst_id is None else {"id": f.worst_id, "error": f.worst_error},
                     "spearman": f.spearman,
+                    "coverage": f.coverage,
+                    "median_width": f.median_width,
                 }
                 for f in self.field_files
             ],
@@ -168,11 +175,19 @@ class ValidationReport:
                     "cases": count,
                     "mape": mape,
                     "worst": {"id": worst.id, "error": worst.error},
+                    **_coverage_json(self.field_coverage(name, path, source)),
                 }
                 for name, path, source, count, mape, worst in self.field_sources()
             ],
             "field_cases": [
-                {"id": c.id, "field": c.field, "predicted": c.predicted, "measured": c.measured, "error": c.error}
+                {
+                    "id": c.id,
+                    "field": c.field,
+                    "predicted": c.predicted,
+                    "measured": c.measured,
+                    "error": c.error,
+                    "interval": None if c.interval is None else c.interval.short_json(),
+                }
                 for c in self.field_cases
             ],
             "layout_features": [g.to_json() for g in self.layout_groups],

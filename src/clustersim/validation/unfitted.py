@@ -17,17 +17,19 @@ from clustersim.validation.run import validate_cases
 def unfitted_residuals(paths: Sequence[Path], catalog: Catalog) -> tuple[list[Residual], list[tuple[str, str]]]:
     """The residuals of the cases of ``paths`` whose source no fit used (neither the case nor another
     of its source in a manifest's ``fitted_on``): their prediction with the packaged constants is then
-    already held out (the project's own cases of new sources, held out until a fit uses them);
-    ``(id, reason)`` of the cases left out."""
+    already held out (the project's own cases of new sources, held out until a fit uses them), and so the
+    residuals of their measured latency fields; ``(id, reason)`` of the cases left out."""
     report = validate_cases(paths, catalog)
     cases = {c.id: c for path in paths for c in read_cases(path)}
     fitted_sources = _fitted_sources(report.fitted_on)
     held: list[Prediction] = []
     left: list[tuple[str, str]] = [(s.id, s.reason) for s in report.skipped]
-    for score in report.cases:
+    scores = [(s, True) for s in report.cases] + [(s, False) for s in report.field_cases]  # then the latencies
+    for score, primary in scores:
         fitted = report.fitted_on.get(score.kind, frozenset())
         if fitted is None or score.id in fitted or score.source in fitted_sources.get(score.kind, set()):
-            left.append((score.id, f"its source, {score.source}, was fitted on: its prediction is not held out"))
+            if primary:  # a case is listed once, by its primary figure
+                left.append((score.id, f"its source, {score.source}, was fitted on: its prediction is not held out"))
             continue
         held.append(Prediction(score.id, score.kind, score.source, score.field, score.measured, score.predicted))
     rows, unreadable = residuals_of(held, cases, catalog)
