@@ -3,10 +3,11 @@
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clustersim.serving.whole_prompts import MEAN_FIELD, prompt_counts
+from clustersim.serving.whole_prompts import MEAN_FIELD, chained_counts, prompt_counts
 
 MEANS = st.lists(st.floats(min_value=0.0, max_value=1e4, allow_nan=False), min_size=1, max_size=6)
 
@@ -29,3 +30,38 @@ def test_a_few_prompts_are_poisson_and_many_their_mean():
     # every ten steps: ten steps' prompts gather on the scheduling step, Poisson(3) there
     counts, weights = prompt_counts(np.asarray([0.3]), 10)
     assert np.isclose(weights[0, 0], math.exp(-3.0), rtol=1e-12)
+
+
+def _chain_fixed_point(gathered: float, span: np.ndarray) -> np.ndarray:
+    """The stationary count of the chain itself: N' ~ Poisson(rate W(N)), the rate holding the mean count."""
+    k = np.arange(len(span))
+    pmf = np.exp(k * math.log(gathered) - gathered - np.array([math.lgamma(x + 1) for x in k]))
+    for _ in range(2000):
+        rate = gathered / np.sum(pmf * span)
+        lam = rate * span[:, None]
+        moves = np.exp(k * np.log(lam) - lam - np.array([math.lgamma(x + 1) for x in k]))
+        moves[:, -1] += 1 - moves.sum(axis=1)
+        pmf = pmf @ moves
+    return pmf
+
+
+@pytest.mark.parametrize("gathered", [0.2, 1.0, 3.0])
+@pytest.mark.parametrize("shape", ["linear", "roofline"])
+def test_chained_counts_stand_for_the_chain_at_its_fixed_point(gathered: float, shape: str):
+    """Prompts arriving in time: a long span is followed by a step with more prompts. The negative binomial keeps the
+    mean count and meets the chain's fixed point in its mean span, its spread and the admitting step's count."""
+    k = np.arange(40.0)
+    span = 0.01 + 0.008 * k if shape == "linear" else np.maximum(0.01, 0.006 + 0.009 * k)
+    pmf, tail, admitting, admitting_tail = chained_counts(np.asarray([gathered]), span[None, :])
+    exact = _chain_fixed_point(gathered, span)
+    assert np.sum(pmf[0, :-1] * k[:-1]) + pmf[0, -1] * tail[0] == pytest.approx(gathered, rel=1e-9)
+    assert np.sum(pmf[0] * span) == pytest.approx(np.sum(exact * span), rel=5e-3)
+    assert np.sum(pmf[0] * span**2) == pytest.approx(np.sum(exact * span**2), rel=2e-2)
+    assert np.sum(pmf[0] * k**2) > gathered + gathered**2  # overdispersed: a Poisson's second moment is below
+    rate = gathered / np.sum(exact * span)
+    landed = exact * span / np.sum(exact * span)
+    admitted = 1 + rate * np.sum(landed * span)  # the arrival, and the others of the span it landed in
+    counts = np.arange(admitting.shape[1])
+    mean = np.sum(admitting[0, :-1] * counts[:-1]) + admitting[0, -1] * admitting_tail[0]
+    assert mean == pytest.approx(admitted, rel=1e-2) and admitting[0, 0] == 0.0
+    assert admitted > 1 + gathered  # the arrival likelier lands in a long span, after which more come

@@ -194,15 +194,17 @@ def continuous_step(
     batch: FloatArray | float,
     cal: InferenceCalibration | None = None,
     engine: str | EngineProfile | None = None,
+    arrivals_in_time: bool = False,
 ) -> StepMix:
     """The steady steps of one stage with ``batch / pp`` decoding sequences (one entry per batch) and their
     share of prompts, whole (``clustersim.serving.whole_prompts``): the mean step, an arrival's wait and the
-    step that admits it."""
+    step that admits it; ``arrivals_in_time``: prompts arrive in time (a server's Poisson stream), not as
+    requests finish."""
     cal = default_calibration() if cal is None else cal
     profile = engine_profile(engine, system.family)
     b = np.asarray(batch, dtype=np.float64).reshape(-1) / system.pp
     lengths, formats = (request.input_tokens, request.output_tokens), (request.precision, request.kv)
-    return step_mix(model, system, lengths, formats, b, b / request.output_tokens, cal, profile)
+    return step_mix(model, system, lengths, formats, b, b / request.output_tokens, cal, profile, arrivals_in_time)
 
 
 def _static_steps(
@@ -333,7 +335,7 @@ def make_estimate(
         per_replica = batch / system.pp * o / (float(prefill.step_s[0]) + o * step_s)
     else:
         # The steady step, and the step that admits one more request (its first token's).
-        mix = continuous_step(model, system, request, batch, cal, engine)
+        mix = continuous_step(model, system, request, batch, cal, engine, arrivals_in_time=scenario == "server")
         step, step_s = mix.mean, float(mix.mean.step_s[0])
         first = float(mix.admitting.step_s[0]) * system.pp + float(mix.wait_s[0])
         per_replica = batch / system.pp / step_s

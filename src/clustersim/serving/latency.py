@@ -71,7 +71,7 @@ def _server_curve(
         if request.batching is not Batching.CONTINUOUS:
             raise ClusterSimError("batching: the server scenario is modelled with continuous batching only")
         grid = np.unique(np.concatenate((np.geomspace(1e-3, max_batch, 4 * GRID_POINTS), [float(max_batch)])))
-        mix = continuous_step(model, system, request, grid, cal, engine)
+        mix = continuous_step(model, system, request, grid, cal, engine, arrivals_in_time=True)
         step, first = mix.mean.step_s, mix.admitting.step_s
         rate = np.maximum.accumulate(grid / system.pp / step)
         return _ServerCurve(grid, step, first, rate, max_batch, mix.wait_s, first_token_lag_steps(engine))
