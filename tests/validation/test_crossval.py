@@ -206,3 +206,25 @@ def test_files_of_one_kind_are_fitted_together(collectives: Path, tmp_path: Path
             other.in_sample_mape,
         )
     assert {c.file for c in split.cases} == {"a.jsonl", "b.jsonl"}
+
+
+def test_measured_latencies_are_held_out_beside_the_throughput(tmp_path: Path, catalog: Catalog) -> None:
+    """A serving case's TTFT and TPOT are predicted with the constants fitted without its source, as its
+    throughput is: the residuals of the latency intervals, and the latency table of --cross-validate."""
+    shared = _rows("inference.jsonl", 4, lambda c: "inference_results_v4.0" in c.source)
+    others = _rows("inference.jsonl", 4, lambda c: "TensorRT-LLM" in c.source)
+    path = write_jsonl(tmp_path / "inference.jsonl", [*shared, *others])
+    result = cross_validate([("i.jsonl", path)], catalog, max_iterations=1)
+    latency = [c for c in result.cases if c.field in ("ttft_s", "tpot_s")]
+    measured = {(row["id"], name) for row in shared for name in ("ttft_s", "tpot_s") if row["measured"].get(name)}
+    assert measured and {(c.id, c.field) for c in latency} == measured
+    assert all(c.held_out is not None and c.shipped is not None for c in latency)
+    scored = validate_cases([path], catalog)
+    shipped = {(s.id, s.field): s.predicted for s in scored.field_cases}
+    assert all(c.shipped == pytest.approx(shipped[(c.id, c.field)], rel=1e-9) for c in latency)
+    rows = {(r.field, r.source): r for r in result.latency_sources()}
+    assert set(rows) == {(name, "mlcommons/inference_results_v4.0") for _, name in measured}
+    for (name, _), row in rows.items():
+        own = [c for c in latency if c.field == name]
+        assert row.cases == len(own)
+        assert row.held_out_mape == pytest.approx(sum(abs(c.held_out / c.measured - 1) for c in own) / len(own))

@@ -137,9 +137,16 @@ def validate_command(
     for line in skipped_lines(report.skipped):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     if crossed:
-        from clustersim.present.validation import cross_validation_table, profile_table
+        from clustersim.present.validation import (
+            cross_validation_table,
+            latency_cross_validation_table,
+            profile_table,
+        )
 
-        print_all(cross_validation_table(crossed.sources), profile_table(crossed.profiles))
+        left_out_latency = crossed.latency_sources()
+        tables = [cross_validation_table(crossed.sources)]
+        tables += [latency_cross_validation_table(left_out_latency)] if left_out_latency else []
+        print_all(*tables, profile_table(crossed.profiles))
 
 
 def _cross_validate(

@@ -130,6 +130,23 @@ class SourceCrossValidation(Protocol):
     def note(self) -> str: ...
 
 
+class LatencyCrossValidation(Protocol):
+    """One source's latency field left out (``clustersim.validation.crossval.LatencySource``)."""
+
+    @property
+    def field(self) -> str: ...
+    @property
+    def file(self) -> str: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def cases(self) -> int: ...
+    @property
+    def shipped_mape(self) -> float | None: ...
+    @property
+    def held_out_mape(self) -> float | None: ...
+
+
 class NamedConstant(Protocol):
     """A fitted constant (``clustersim.validation.fit.Constant``)."""
 
@@ -301,6 +318,18 @@ def cross_validation_table(rows: Sequence[SourceCrossValidation]) -> Table:
             _mape(r.held_out_mape),
             escape(r.note),
         )
+    return table
+
+
+def latency_cross_validation_table(rows: Sequence[LatencyCrossValidation]) -> Table:
+    """Per latency field, file and source: the MAPE with the shipped constants and with those fitted without the
+    source (left out), as the primary field's table gives them."""
+    table = Table(title="leave-one-source-out cross-validation of the latency fields (MAPE %)")
+    for column in ("field", "file", "source", "cases", "shipped", "left out"):
+        table.add_column(column, overflow="fold", justify="left" if column in ("field", "file", "source") else "right")
+    for r in rows:
+        cells = (r.field, escape(r.file), escape(r.source), str(r.cases))
+        table.add_row(*cells, _mape(r.shipped_mape), _mape(r.held_out_mape))
     return table
 
 

@@ -113,6 +113,25 @@ class HeldOutCase:
         return dataclasses.asdict(self)
 
 
+@dataclass(frozen=True)
+class LatencySource:
+    """One source's MAPE of a latency field (TTFT, TPOT) with the shipped constants and left out (its refit)."""
+
+    field: str
+    file: str
+    source: str
+    cases: int
+    shipped_mape: float | None
+    held_out_mape: float | None
+
+
+def _mean_error(cases: Sequence[HeldOutCase], which: str) -> float | None:
+    """Mean |predicted / measured - 1| of ``cases`` predicted by ``which`` constants (None: any unpredicted)."""
+    predicted: list[float | None] = [getattr(c, which) for c in cases]
+    errors = [abs(p / c.measured - 1) for p, c in zip(predicted, cases, strict=True) if p is not None]
+    return sum(errors) / len(errors) if len(errors) == len(cases) else None
+
+
 @dataclass
 class CrossValidation:
     """Per source the three MAPEs, per case the held-out prediction, and the profiles of the
@@ -123,9 +142,23 @@ class CrossValidation:
     fits: list[tuple[str, Fit[Any]]] = field(default_factory=list)
     cases: list[HeldOutCase] = field(default_factory=list)
 
+    def latency_sources(self) -> list[LatencySource]:
+        """Per latency field, file and source, the MAPE of its held-out cases with the shipped constants and with
+        the constants fitted without the source (None: no held-out figure)."""
+        groups: dict[tuple[str, str, str], list[HeldOutCase]] = {}
+        for case in self.cases:
+            if case.field in LATENCY_FIELDS.get(case.kind, ()):
+                groups.setdefault((case.field, case.file, case.source), []).append(case)
+        rows = []
+        for (name, file, source), members in groups.items():
+            shipped, held = _mean_error(members, "shipped"), _mean_error(members, "held_out")
+            rows.append(LatencySource(name, file, source, len(members), shipped, held))
+        return rows
+
     def to_json(self) -> dict[str, Any]:
         return {
             "cross_validation": [s.to_json() for s in self.sources],
+            "latency_cross_validation": [dataclasses.asdict(row) for row in self.latency_sources()],
             "held_out_cases": [c.to_json() for c in self.cases],
             "profiles": [
                 {
