@@ -68,9 +68,10 @@ KNOWN_MISSES: dict[tuple[str, str], tuple[float, str]] = {
 LATENCY_BAR = math.log(1.2)  # issue 24's per-source TTFT / TPOT target, as a mean |log error|
 
 MLPERF_TPOT = (
-    "a server's mean TPOT is 85-95% of its offline step; the closed forms place the highest rate meeting the p99 "
-    "targets where their batch is 20-35% smaller, the real step at a server's batch being some 15% slower than "
-    "the model's (cause unknown; the request simulator, not packaged, meets v4.1's H100 run within 10%; issue 24)"
+    "at the batch each server ran (Little's law) the model's step is within a median 4.5% of its mean TPOT "
+    "(benchmarks/sim_vs_published.py), but the servers run at 85-97% of their capacity, where the batch a rate "
+    "holds is about 1 / (1 - utilization): the closed forms' highest rate meeting the p99 targets holds a batch "
+    "20-35% smaller than the published one (issue 24)"
 )
 MLPERF_TTFT = (
     "near the highest rate the mean TTFT is steep in the rate, and the model's highest rate and the submitter's "
