@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from clustersim.errors import ClusterSimError
 from clustersim.serving.datasets import request_dataset
+from clustersim.serving.estimate import Request
 from clustersim.serving.sim_report import Slo, parse_slo, percentiles
 from clustersim.serving.sim_requests import (
     POWER_RANGE,
@@ -14,6 +15,7 @@ from clustersim.serving.sim_requests import (
     _power_for_mean,
     _truncated_exponential,
     curve_mean,
+    in_flight_output_tokens,
     length_source,
     poisson_arrivals,
     read_trace,
@@ -183,3 +185,23 @@ def test_runs_over_seeds_give_each_figure_its_median_and_range():
     assert (combined["steps"], combined["sim_wall_s"], combined["goodput"]) == (60, 1.5, None)
     assert "goodput" not in combined["spread"] and combined["seeds"] == [4, 5, 6]
     assert over_seeds([run(1.0, 10)], [0])["spread"] is None
+
+
+@pytest.mark.parametrize("name", ["sharegpt", "openorca", "mlperf_llama3_405b", "random"])
+def test_the_in_flight_output_is_the_length_biased_mean_of_the_draws(name):
+    """A request is in flight for as long as its output: the mean output of those in flight is E[o^2] / E[o]."""
+    sampler = request_sampler(name, 512.0, 256.0)
+    drawn = sampler.output.draw(np.random.default_rng(2), 400_000).astype(float)
+    in_flight = in_flight_output_tokens(sampler)
+    if sampler.output.kind == "fixed":
+        assert in_flight is None
+        return
+    assert in_flight == pytest.approx(np.sum(drawn**2) / np.sum(drawn), rel=0.01)
+    assert in_flight > drawn.mean()  # longer requests are in flight longer
+
+
+def test_a_request_refuses_an_in_flight_output_below_its_mean():
+    assert Request(100, 200, output_tokens_in_flight=400).decode_context_tokens == 300
+    assert Request(100, 200).decode_context_tokens == 200
+    with pytest.raises(ClusterSimError, match=r"output_tokens_in_flight: 150 is below the mean output 200"):
+        Request(100, 200, output_tokens_in_flight=150)

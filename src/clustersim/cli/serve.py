@@ -440,12 +440,15 @@ def _estimate(
     from clustersim.catalog.registry import load_catalog
     from clustersim.serving.engine import parse_precision, serving_system_for_instance
     from clustersim.serving.estimate import Request, compare_offline, dataset_context_notes
+    from clustersim.serving.sim_requests import in_flight_output_tokens, request_sampler
     from clustersim.workload.zoo import load_model
 
     transformer = load_model(spec.model, extra_dirs=spec.options.models, use_env=False)
     cat = load_catalog(spec.options.catalog, use_env=False)
     wanted = spec.request
     lengths = wanted.lengths()
+    stated = (wanted.input_tokens is not None, wanted.output_tokens is not None)
+    drawn = request_sampler(lengths.dataset, lengths.input_tokens, lengths.output_tokens, stated=stated)
     request = Request(
         input_tokens=lengths.input_tokens,
         output_tokens=lengths.output_tokens,
@@ -453,6 +456,7 @@ def _estimate(
         kv_precision=parse_precision(wanted.kv_cache, "--kv-cache") if wanted.kv_cache else None,
         batching=wanted.batching,
         beyond_context=wanted.beyond_context,
+        output_tokens_in_flight=in_flight_output_tokens(drawn),
     )
     extra = dataset_context_notes(transformer, lengths.dataset, request)  # its longest request, refused or noted
     request.notes(transformer)  # the mean lengths beyond the context are refused here, naming the field

@@ -128,6 +128,7 @@ def _inputs(p: dict[str, Any], stated: list[str]) -> tuple[Any, Any, Request, An
     from clustersim.serving.engine import parse_precision
     from clustersim.serving.engines import engine_for
     from clustersim.serving.estimate import Request, dataset_context_notes
+    from clustersim.serving.sim_requests import in_flight_output_tokens, request_sampler
     from clustersim.workload import zoo
 
     dataset = p["dataset"]
@@ -140,6 +141,7 @@ def _inputs(p: dict[str, Any], stated: list[str]) -> tuple[Any, Any, Request, An
     )
     model = zoo.load_model(model_spec(p["model"]), extra_dirs=user_files(zoo.ENV_VAR, p["models"] or []), use_env=False)
     catalog = load_catalog(user_files(CATALOG_ENV_VAR, p["catalog"] or []), use_env=False)
+    drawn = request_sampler(lengths.dataset, lengths.input_tokens, lengths.output_tokens, stated=(given_in, given_out))
     request = Request(
         input_tokens=lengths.input_tokens,
         output_tokens=lengths.output_tokens,
@@ -147,6 +149,7 @@ def _inputs(p: dict[str, Any], stated: list[str]) -> tuple[Any, Any, Request, An
         kv_precision=parse_precision(p["kv_cache"], "--kv-cache") if p["kv_cache"] else None,
         batching=p["batching"],
         beyond_context=p["beyond_context"],
+        output_tokens_in_flight=in_flight_output_tokens(drawn),
     )
     notes = list(dataset_context_notes(model, lengths.dataset, request)) + list(request.notes(model))
     chip = catalog.accelerator(catalog.instance(p["instance"]).accelerator)

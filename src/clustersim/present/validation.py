@@ -109,8 +109,8 @@ class Report(Protocol):
     def layout_groups(self) -> Sequence[FeatureGroup]: ...
 
 
-class SourceCrossValidation(Protocol):
-    """One source's leave-one-source-out result (``clustersim.validation.crossval.SourceResult``)."""
+class LeftOutSource(Protocol):
+    """One source's MAPE with the shipped constants and left out (its cases' refit without it)."""
 
     @property
     def file(self) -> str: ...
@@ -119,32 +119,27 @@ class SourceCrossValidation(Protocol):
     @property
     def cases(self) -> int: ...
     @property
-    def fitted_cases(self) -> int: ...
-    @property
     def shipped_mape(self) -> float | None: ...
     @property
-    def in_sample_mape(self) -> float | None: ...
-    @property
     def held_out_mape(self) -> float | None: ...
+
+
+class SourceCrossValidation(LeftOutSource, Protocol):
+    """One source's leave-one-source-out result (``clustersim.validation.crossval.SourceResult``)."""
+
+    @property
+    def fitted_cases(self) -> int: ...
+    @property
+    def in_sample_mape(self) -> float | None: ...
     @property
     def note(self) -> str: ...
 
 
-class LatencyCrossValidation(Protocol):
+class LatencyCrossValidation(LeftOutSource, Protocol):
     """One source's latency field left out (``clustersim.validation.crossval.LatencySource``)."""
 
     @property
     def field(self) -> str: ...
-    @property
-    def file(self) -> str: ...
-    @property
-    def source(self) -> str: ...
-    @property
-    def cases(self) -> int: ...
-    @property
-    def shipped_mape(self) -> float | None: ...
-    @property
-    def held_out_mape(self) -> float | None: ...
 
 
 class NamedConstant(Protocol):

@@ -55,7 +55,9 @@ def closed_loop_step(
     n, o = request.input_tokens, request.output_tokens
     decoding = np.asarray([b * (o - 1.0) / o])
     prompts = (batch if prompting is None else prompting) / system.pp / o
-    return step_mix(model, system, (n, o), (request.precision, request.kv), decoding, prompts, cal, profile)
+    formats = (request.precision, request.kv)
+    return step_mix(model, system, (n, o), formats, decoding, prompts, cal, profile,
+                    decode_context_tokens=request.decode_context_tokens)  # fmt: skip
 
 
 def estimate_concurrency(

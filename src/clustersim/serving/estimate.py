@@ -55,12 +55,27 @@ class Request:
     kv_precision: ServingPrecision | None = None  # default: the weights' precision (fp8 for 4-bit weights)
     batching: Batching = Batching.CONTINUOUS
     beyond_context: bool = False  # price prompts + outputs beyond the model's context anyway (notes say so)
+    # the mean output of the requests in flight, E[o^2] / E[o] over the request set (a longer request stays longer);
+    # None: every request's output is the mean (``clustersim.serving.sim_requests.in_flight_output_tokens``)
+    output_tokens_in_flight: float | None = None
 
     def __post_init__(self) -> None:
         if not self.input_tokens >= 1:
             raise ClusterSimError(f"input: must be at least 1 token, got {self.input_tokens}")
         if not self.output_tokens >= 1:
             raise ClusterSimError(f"output: must be at least 1 token, got {self.output_tokens}")
+        if self.output_tokens_in_flight is not None and not self.output_tokens_in_flight >= self.output_tokens:
+            raise ClusterSimError(
+                f"output_tokens_in_flight: {self.output_tokens_in_flight} is below the mean output "
+                f"{self.output_tokens} (it is E[o^2] / E[o], at least E[o])"
+            )
+
+    @property
+    def decode_context_tokens(self) -> float:
+        """The mean context of a decoding sequence: its prompt and half its output, the output of the requests
+        in flight (a longer request is in flight longer, so over a request set they average E[o^2] / E[o])."""
+        output = self.output_tokens if self.output_tokens_in_flight is None else self.output_tokens_in_flight
+        return self.input_tokens + output / 2.0
 
     @property
     def kv(self) -> ServingPrecision:
@@ -204,7 +219,8 @@ def continuous_step(
     profile = engine_profile(engine, system.family)
     b = np.asarray(batch, dtype=np.float64).reshape(-1) / system.pp
     lengths, formats = (request.input_tokens, request.output_tokens), (request.precision, request.kv)
-    return step_mix(model, system, lengths, formats, b, b / request.output_tokens, cal, profile, arrivals_in_time)
+    return step_mix(model, system, lengths, formats, b, b / request.output_tokens, cal, profile, arrivals_in_time,
+                    decode_context_tokens=request.decode_context_tokens)  # fmt: skip
 
 
 def _static_steps(

@@ -37,6 +37,7 @@ from clustersim.errors import ClusterSimError
 from clustersim.serving.datasets import DatasetKind, LengthStats, RequestDataset, Which, request_dataset
 
 POWER_RANGE = (1.0 / 8.0, 8.0)  # the segment power of a quantile curve (module docstring)
+IN_FLIGHT_POINTS = 4096  # of the midpoint rule over a length's quantile function (LengthSource.in_flight_mean)
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -59,13 +60,29 @@ class LengthSource:
         """``count`` lengths in whole tokens, at least 1."""
         if self.kind == "fixed":
             values = np.full(count, self.mean_tokens)
-        elif self.kind == "quantiles":
-            values = _through_knots(rng.random(count), self.knots_q, self.knots_tokens, self.segment_power)
         elif self.kind == "uniform":
             values = rng.integers(int(self.low_tokens), int(self.high_tokens) + 1, count).astype(np.float64)
         else:
-            values = _truncated_exponential(rng.random(count), self.low_tokens, self.high_tokens, self.rate_per_token)
+            values = self._quantile(rng.random(count))
         return np.asarray(np.maximum(np.rint(values), 1), dtype=np.int64)
+
+    def _quantile(self, u: FloatArray) -> FloatArray:
+        """The continuous length at cumulative probability ``u`` (quantiles or exponential)."""
+        if self.kind == "quantiles":
+            return _through_knots(u, self.knots_q, self.knots_tokens, self.segment_power)
+        return _truncated_exponential(u, self.low_tokens, self.high_tokens, self.rate_per_token)
+
+    def in_flight_mean(self) -> float:
+        """``E[L^2] / E[L]`` of the lengths drawn: the mean output of the requests in flight, each in flight for as
+        long as its output (the inspection paradox), where ``E[L]`` is a request's."""
+        if self.kind == "fixed":
+            return self.mean_tokens
+        if self.kind == "uniform":
+            values = np.arange(int(self.low_tokens), int(self.high_tokens) + 1, dtype=np.float64)
+        else:
+            values = self._quantile((np.arange(IN_FLIGHT_POINTS) + 0.5) / IN_FLIGHT_POINTS)  # the midpoint rule
+        values = np.maximum(values, 1.0)
+        return float(np.sum(values**2) / np.sum(values))
 
     def describe(self) -> str:
         """How the lengths are drawn, in a phrase."""
@@ -302,3 +319,9 @@ def read_trace(path: str | Path, field: str = "--trace") -> Trace:
         raise ClusterSimError(f"{field}: {path} has no requests after its header", field=field, value=str(path))
     table = np.asarray(sorted(rows), dtype=np.float64)
     return Trace(table[:, 0], np.rint(table[:, 1]).astype(np.int64), np.rint(table[:, 2]).astype(np.int64))
+
+
+def in_flight_output_tokens(sampler: RequestLengthSampler) -> float | None:
+    """The mean output of a run's requests in flight, ``E[o^2] / E[o]`` (``Request.output_tokens_in_flight``);
+    None where every request has the same output."""
+    return None if sampler.output.kind == "fixed" else sampler.output.in_flight_mean()

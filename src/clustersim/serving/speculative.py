@@ -193,13 +193,16 @@ def speculative_tpot(
     output_tokens: float,
     cal: InferenceCalibration,
     engine: EngineProfile,
+    context_tokens: float | None = None,
 ) -> dict[str, float]:
     """The closed form at ``batch`` sequences per replica in the steady state: each step carries the prompts
-    of the ``batch x E / output`` sequences that replace the finished ones; TPOT is the step over ``E``."""
+    of the ``batch x E / output`` sequences that replace the finished ones; TPOT is the step over ``E``;
+    decoders at ``context_tokens`` (None: the prompt and half the output; ``Request.decode_context_tokens``)."""
     e, n, o = spec.tokens_per_step, input_tokens, output_tokens
+    context = n + o / 2.0 if context_tokens is None else context_tokens
     share = batch * e / max(o, 1.0)
     verify, draft = speculative_step_s(
-        model, system, precision, kv_precision, spec, decode_sequences=batch, decode_context_tokens=n + o / 2.0,
+        model, system, precision, kv_precision, spec, decode_sequences=batch, decode_context_tokens=context,
         prefill_tokens=share * n, prefill_sequences=share, prompt_tokens=n, cal=cal, engine=engine,
     )  # fmt: skip
     step = verify + draft
@@ -228,7 +231,8 @@ def speculative_closed_form(
     args = (model, system, request.precision, request.kv, spec)
 
     def at(batch: float) -> dict[str, float]:
-        return speculative_tpot(*args, batch=batch, input_tokens=n, output_tokens=o, cal=cal, engine=profile)
+        return speculative_tpot(*args, batch=batch, input_tokens=n, output_tokens=o, cal=cal, engine=profile,
+                                context_tokens=request.decode_context_tokens)  # fmt: skip
 
     if load.concurrency is not None:
         batch, scenario = load.concurrency / system.dp, "concurrency"
@@ -245,7 +249,7 @@ def speculative_closed_form(
     found = at(batch)
     ttft = sum(
         speculative_step_s(
-            *args, decode_sequences=batch, decode_context_tokens=n + o / 2.0, prefill_tokens=n,
+            *args, decode_sequences=batch, decode_context_tokens=request.decode_context_tokens, prefill_tokens=n,
             prefill_sequences=1.0, prompt_tokens=n, cal=cal, engine=profile,
         )
     )  # fmt: skip
@@ -289,7 +293,8 @@ def speculative_offline(
     if batch is not None and not 1 <= batch <= most:
         raise ClusterSimError(f"--batch: {batch} is outside 1..{most}, the sequences a replica holds", field="--batch")
     grid = [float(batch)] if batch is not None else np.unique(np.round(np.geomspace(1, most, 40))).tolist()
-    lengths = {"input_tokens": request.input_tokens, "output_tokens": request.output_tokens}
+    lengths = {"input_tokens": request.input_tokens, "output_tokens": request.output_tokens,
+               "context_tokens": request.decode_context_tokens}  # fmt: skip
     found = [
         speculative_tpot(
             model, system, request.precision, request.kv, spec, batch=b, cal=cal, engine=profile, **lengths

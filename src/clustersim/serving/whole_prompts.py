@@ -171,6 +171,8 @@ def step_mix(
     cal: InferenceCalibration,
     engine: EngineProfile,
     arrivals_in_time: bool = False,
+    *,
+    decode_context_tokens: float | None = None,
 ) -> StepMix:
     """The steps of one stage (one entry per ``decode_sequences``) over the whole prompts they carry
     (``prompt_counts``); ``lengths`` the mean (prompt, output) tokens, ``formats`` the weights' and the KV
@@ -180,8 +182,10 @@ def step_mix(
     and the tail's mean and one past it: a scheduling step's counts are 0 to K - 2 and the tail, the admitting
     step's one more. ``arrivals_in_time`` (a server's Poisson arrivals): the counts of ``chained_counts`` where a
     prompt fits the engine's token budget, where the closed loop's finishes (offline, concurrency) come per step,
-    independent of how long the last one took."""
+    independent of how long the last one took. Decoders are at ``decode_context_tokens`` (None: the prompt and
+    half the output)."""
     n, o = lengths
+    context = n + o / 2.0 if decode_context_tokens is None else decode_context_tokens
     every = engine.scheduler_steps
     # a prompt over the step's token budget runs in chunks, and the prompts that came meanwhile queue behind it
     # rather than join its step: the chain stands where a step takes whole prompts
@@ -200,7 +204,7 @@ def step_mix(
         integers = np.broadcast_to(np.arange(width, dtype=np.float64), counts.shape)
         carried = np.concatenate((integers, counts[:, -1:], counts[:, -1:] + 1.0), axis=1)  # K + 2 columns
         parts = step_times(
-            model, system, *formats, decode_sequences=decoding[where, None], decode_context_tokens=n + o / 2.0,
+            model, system, *formats, decode_sequences=decoding[where, None], decode_context_tokens=context,
             prefill_tokens=carried * n, prefill_sequences=carried, prompt_tokens=n, cal=cal, engine=engine,
         )  # fmt: skip
         span = parts.step_s + (every - 1) * parts.step_s[:, :1]  # a scheduling step and the decode steps after it

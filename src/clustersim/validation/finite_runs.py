@@ -33,7 +33,7 @@ from clustersim.memo import IdentityMemo
 from clustersim.serving.engine import InferenceCalibration, ServingSystem
 from clustersim.serving.engines import EngineProfile
 from clustersim.serving.estimate import Request
-from clustersim.serving.sim_requests import request_sampler
+from clustersim.serving.sim_requests import RequestLengthSampler, request_sampler
 from clustersim.serving.simulate import Load, simulate
 from clustersim.validation.cases import CaseWorkload
 from clustersim.workload.transformer import Transformer
@@ -94,10 +94,7 @@ def finite_run(
     median over the draws of ``SEEDS``."""
     dp = serving.dp
     per_replica = -(-requests // dp)
-    stated = (workload.input_tokens is not None, workload.output_tokens is not None)
-    sampler = request_sampler(
-        workload.dataset, request.input_tokens, request.output_tokens, stated=stated, stated_means=True
-    )
+    sampler = workload_sampler(workload, request.input_tokens, request.output_tokens)
     if workload.scenario == "server":  # a Poisson stream sent to dp replicas at random: dp streams at rate / dp
         load = Load(rate_per_s=float(workload.request_rate_per_s or 0.0) / dp)
     else:  # clients that all start at once: a burst is as many clients as requests
@@ -125,3 +122,10 @@ def remembered_run(
 
 
 _RUNS: IdentityMemo[FiniteRun] = IdentityMemo(keep=256)
+
+
+def workload_sampler(workload: CaseWorkload, input_tokens: float, output_tokens: float) -> RequestLengthSampler:
+    """The lengths of a case's requests: the workload's request set at the case's means (``input_tokens``,
+    ``output_tokens``: stated, or the set's), a stated mean being the run's mean of the set's lengths."""
+    stated = (workload.input_tokens is not None, workload.output_tokens is not None)
+    return request_sampler(workload.dataset, input_tokens, output_tokens, stated=stated, stated_means=True)

@@ -55,9 +55,16 @@ from clustersim.serving.engine import (
 from clustersim.serving.engines import DEFAULT_ENGINE, EngineProfile, check_runs_on, engine_for_software
 from clustersim.serving.estimate import Request, ServingEstimate, estimate_offline
 from clustersim.serving.latency import estimate_server, max_rate
+from clustersim.serving.sim_requests import in_flight_output_tokens
 from clustersim.validation.case_model import case_transformer
 from clustersim.validation.cases import Case, CaseParallel, CaseSystem, CaseWorkload, as_case
-from clustersim.validation.finite_runs import finite_run, finite_run_requests, remembered_run, simulates
+from clustersim.validation.finite_runs import (
+    finite_run,
+    finite_run_requests,
+    remembered_run,
+    simulates,
+    workload_sampler,
+)
 from clustersim.workload.transformer import Transformer
 
 SERVER_TTFT_TARGET_S = 2.0
@@ -122,6 +129,7 @@ def case_deployment(
         precision=precision,
         kv_precision=kv,
         batching=engine.benchmark_batching,
+        output_tokens_in_flight=in_flight_output_tokens(workload_sampler(workload, input_tokens, output_tokens)),
     )
     return CaseDeployment(model, serving, request, engine, workload, where)
 

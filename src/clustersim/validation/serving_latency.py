@@ -70,10 +70,9 @@ import numpy as np
 from clustersim.catalog.registry import Catalog
 from clustersim.choices import Batching
 from clustersim.errors import ClusterSimError
-from clustersim.serving.sim_requests import request_sampler
 from clustersim.serving.simulate import Load, simulate
 from clustersim.validation.cases import Case, as_case
-from clustersim.validation.finite_runs import simulates
+from clustersim.validation.finite_runs import simulates, workload_sampler
 from clustersim.validation.inference import (
     SERVER_PERCENTILE,
     SERVER_TPOT_TARGET_S,
@@ -122,8 +121,7 @@ def steady_means(
         raise ClusterSimError("seeds: give at least one seed", field="seeds", value=seeds)
     workload = deployment.workload
     request = replace(deployment.request, batching=Batching.CONTINUOUS)
-    stated = (workload.input_tokens is not None, workload.output_tokens is not None)
-    sampler = request_sampler(workload.dataset, request.input_tokens, request.output_tokens, stated=stated)
+    sampler = workload_sampler(workload, request.input_tokens, request.output_tokens)
     one = replace(deployment.serving, dp=1)
     middle = slice(requests // 4, 3 * requests // 4)
     ttfts, tpots = [], []
