@@ -163,6 +163,18 @@ def _rate(value: float) -> str:
     return f"{value:,.4g}" if value < 100 else f"{value:,.0f}"
 
 
+def _in_flight(estimate: ServingEstimate) -> str:
+    """Where a decoder's context is not its prompt and half the mean output: the request set's in-flight mean."""
+    half = estimate.input_tokens + estimate.output_tokens / 2.0
+    if abs(estimate.decode_context_tokens - half) < 0.5:
+        return ""
+    held = estimate.decode_context_tokens - estimate.input_tokens
+    return (
+        f"; decoders at {estimate.input_tokens:,.0f} + {held:,.0f} tokens (half the outputs in flight: "
+        "a longer request is in flight longer)"
+    )
+
+
 def serving_view(
     model: Transformer,
     estimates: list[ServingEstimate],
@@ -177,6 +189,7 @@ def serving_view(
     lines: list[RenderableType] = [
         f"[bold]{model.name}[/] ({format_count(model.num_params())} parameters), {scenario}, "
         f"{head.input_tokens:,.0f} in / {head.output_tokens:,.0f} out tokens, {head.batching} batching"
+        + _in_flight(head)
     ]
     table = Table(title=" vs ".join(e.system for e in estimates))
     table.add_column("")

@@ -116,6 +116,7 @@ class ServingEstimate:
     scenario: str
     input_tokens: float
     output_tokens: float
+    decode_context_tokens: float  # a decoder's mean context (Request.decode_context_tokens; static: n + o / 2)
     batch: int
     max_batch: int
     batch_limited_by: str
@@ -339,12 +340,13 @@ def make_estimate(
     """The estimate at ``batch`` sequences per replica; a server scenario passes its rate and TTFT, a
     closed loop its rate, TTFT and ``steady`` step (one entry)."""
     o = request.output_tokens
+    static = steady is None and request.batching is Batching.STATIC
     if steady is not None:
         step = steady
         step_s = float(step.step_s[0])
         first = float("nan")  # the caller's ttft_s
         per_replica = batch / system.pp / step_s
-    elif request.batching is Batching.STATIC:
+    elif static:
         prefill, step = _static_steps(model, system, request, np.asarray([batch]), cal, engine)
         first = float(prefill.step_s[0]) * system.pp
         step_s = float(step.step_s[0])
@@ -369,6 +371,7 @@ def make_estimate(
         scenario=scenario,
         input_tokens=request.input_tokens,
         output_tokens=o,
+        decode_context_tokens=request.input_tokens + o / 2.0 if static else request.decode_context_tokens,
         batch=round(batch),
         max_batch=max_batch,
         batch_limited_by=reason,
