@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clustersim.serving.whole_prompts import MEAN_FIELD, chained_counts, prompt_counts
+from clustersim.serving.whole_prompts import MEAN_FIELD, _negative_binomial_lumped, chained_counts, prompt_counts
 
 MEANS = st.lists(st.floats(min_value=0.0, max_value=1e4, allow_nan=False), min_size=1, max_size=6)
 
@@ -65,3 +65,13 @@ def test_chained_counts_stand_for_the_chain_at_its_fixed_point(gathered: float, 
     mean = np.sum(admitting[0, :-1] * counts[:-1]) + admitting[0, -1] * admitting_tail[0]
     assert mean == pytest.approx(admitted, rel=1e-2) and admitting[0, 0] == 0.0
     assert admitted > 1 + gathered  # the arrival likelier lands in a long span, after which more come
+
+
+@given(mean=st.floats(0.01, 30.0), spread=st.floats(1.0, 10.0))
+def test_the_negative_binomial_has_the_mean_and_variance_asked_for(mean: float, spread: float):
+    k = np.arange(np.ceil(mean + 40 * np.sqrt(mean * spread) + 200))  # the tail lumped into the last is negligible
+    pmf = _negative_binomial_lumped(np.asarray([mean]), np.asarray([mean * spread]), k)[0]
+    assert pmf.sum() == pytest.approx(1.0, abs=1e-9) and (pmf >= 0).all()
+    first = float(np.sum(pmf * k))
+    assert first == pytest.approx(mean, rel=1e-4, abs=1e-9)
+    assert float(np.sum(pmf * k**2)) - first**2 == pytest.approx(mean * spread, rel=1e-3, abs=1e-9)
