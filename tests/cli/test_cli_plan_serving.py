@@ -69,6 +69,12 @@ def test_the_cheaper_instance_wins_and_its_figures_are_serves():
         low, high = row["interval"]["output_tokens_per_s"].values()
         assert math.isclose(low, serve["intervals"]["output_tokens_per_s"]["low"], rel_tol=1e-9)
         assert math.isclose(high, serve["intervals"]["output_tokens_per_s"]["high"], rel_tol=1e-9)
+        # a request's latency (TTFT + (output - 1) x TPOT) takes the TPOT's range, from its own residuals
+        low, high = row["interval"]["latency_s"].values()
+        tpot = serve["intervals"]["tpot_s"]
+        assert math.isclose(low / row["latency_s"], tpot["low"] / serve["tpot_s"], rel_tol=1e-9)
+        assert math.isclose(high / row["latency_s"], tpot["high"] / serve["tpot_s"], rel_tol=1e-9)
+        assert row["interval"]["latency_basis"] == tpot["basis"] and tpot["basis"].startswith("inference TPOT")
 
 
 def test_nodes_share_the_rate_evenly():

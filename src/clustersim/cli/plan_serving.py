@@ -110,7 +110,8 @@ def run_serving_plan(ctx: typer.Context, p: dict[str, Any]) -> None:
         with progress_bar("plan (serving)", "deployments") as progress:
             plan = plan_serving(
                 model, cat, grid, load, objective=objective, top=p["top"], simulate_top=simulate_top,
-                spread_of=lambda estimate, instance: serving_spread(estimate, instance, p["level"], catalogs),
+                spread_of=lambda estimate, instance, field: serving_spread(estimate, instance, p["level"], catalogs,
+                                                                           field),
                 sampler=sampler, sim_requests=p["requests"] or DEFAULT_SIM_REQUESTS, dataset=p["dataset"],
                 progress=progress,
             )  # fmt: skip

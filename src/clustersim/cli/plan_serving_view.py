@@ -101,6 +101,8 @@ def serving_plan_view(plan: ServingPlan, model: Transformer) -> list[Any]:
     ]
     if first.spread is not None:
         lines.append(interval_line(first.spread, "published serving runs"))
+    if first.latency_spread is not None:
+        lines.append("latency: " + interval_line(first.latency_spread, "published TPOT"))
     lines += [f"note: {note}" for note in plan.notes]
     return lines
 

@@ -100,6 +100,7 @@ class ServingRow:
     power_watts: float | None  # every device of the nodes at board power
     offer: str = "on_demand"  # the price offer of price_usd_per_hour
     spread: Spread | None = None
+    latency_spread: Spread | None = None  # the TPOT's (a request's latency is mostly its output's steps)
     why: str = ""
     margin: float | None = None  # the runner-up's objective over this row's, less one
     runner_up: str = ""
@@ -140,12 +141,13 @@ class ServingRow:
 
     @property
     def interval(self) -> dict[str, Interval]:
-        """``serve``'s spread of throughput applied to the throughput and to what scales with its inverse."""
+        """``serve``'s spread of throughput applied to the throughput and to what scales with its inverse, and the
+        TPOT's to the mean latency (the throughput's where there is no TPOT spread)."""
         if self.spread is None:
             return {}
         found = {
             "output_tokens_per_s": self.spread.rate(self.output_tokens_per_s),
-            "latency_s": self.spread.duration(self.latency_s),
+            "latency_s": (self.latency_spread or self.spread).duration(self.latency_s),
         }
         for key in ("cost_usd_per_mtok", "energy_j_per_token"):
             figure = getattr(self, key)
@@ -182,6 +184,7 @@ class ServingRow:
                 "level": self.spread.level,
                 "basis": self.spread.basis,
                 "note": self.spread.note,
+                "latency_basis": (self.latency_spread or self.spread).basis,
                 **{key: {"low": i.low, "high": i.high} for key, i in found.items()},
             },
             "why": self.why,

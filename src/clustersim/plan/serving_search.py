@@ -48,7 +48,7 @@ LEFT_OUT = {
 }
 # Refusals that hold at every node count (per-device memory, formats, latency with no load): priced once a layout.
 NODES_NEVER_HELP = frozenset({"model", "precision", "latency targets"})
-SpreadOf = Callable[[ServingEstimate, str], "Spread | None"]  # an estimate on an instance -> serve's spread
+SpreadOf = Callable[[ServingEstimate, str, str], "Spread | None"]  # an estimate on an instance, a field -> its spread
 
 
 @dataclass(frozen=True)
@@ -284,7 +284,12 @@ def why_wins(row: ServingRow, runner: ServingRow, objective: str) -> str:
 
 
 def _spread(row: ServingRow, spread_of: SpreadOf | None) -> ServingRow:
-    return row if spread_of is None else replace(row, spread=spread_of(row.estimate, row.deployment.instance))
+    if spread_of is None:
+        return row
+    estimate, instance = row.estimate, row.deployment.instance
+    return replace(
+        row, spread=spread_of(estimate, instance, ""), latency_spread=spread_of(estimate, instance, "tpot_s")
+    )
 
 
 def _front(ranked: list[ServingRow], spread_of: SpreadOf | None) -> list[ServingRow]:
