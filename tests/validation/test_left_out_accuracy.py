@@ -68,7 +68,7 @@ KNOWN_MISSES: dict[tuple[str, str], tuple[float, str]] = {
 LATENCY_BAR = math.log(1.2)  # issue 24's per-source TTFT / TPOT target, as a mean |log error|
 
 MLPERF_TPOT = (
-    "at the batch each server ran (Little's law) the model's step is within a median 4.5% of its mean TPOT "
+    "at the batch each server ran (Little's law) the model's step is within a median 6.2% of its mean TPOT "
     "(benchmarks/sim_vs_published.py), but the servers run at 85-97% of their capacity, where the batch a rate "
     "holds is about 1 / (1 - utilization): the closed forms' highest rate meeting the p99 targets holds a batch "
     "20-35% smaller than the published one (issue 24)"
@@ -84,7 +84,12 @@ KNOWN_LATENCY_MISSES: dict[tuple[str, str], tuple[float, str]] = {
     ("tpot_s", "mlcommons/inference_results_v4.0"): (0.35, MLPERF_TPOT),
     ("tpot_s", "mlcommons/inference_results_v4.1"): (0.25, MLPERF_TPOT),
     ("tpot_s", "mlcommons/inference_results_v5.0"): (0.28, MLPERF_TPOT),
-    ("tpot_s", "mlcommons/inference_results_v5.1"): (0.22, MLPERF_TPOT),
+    ("tpot_s", "mlcommons/inference_results_v5.1"): (
+        0.28,
+        MLPERF_TPOT + "; 0.22 before Red Hat's vLLM server run joined (2026-12-03): its TPOT is predicted 108% too "
+        "long at the model's highest rate, 25% above the published one, where a queue in front of the engine (the "
+        "log's TTFT p99 1.9 s) binds the real rate",
+    ),
     ("ttft_s", "mlcommons/inference_results_v4.1"): (0.35, MLPERF_TTFT),
     ("ttft_s", "mlcommons/inference_results_v5.0"): (0.37, MLPERF_TTFT),
     ("ttft_s", "mlcommons/inference_results_v5.1"): (0.26, MLPERF_TTFT),
