@@ -68,6 +68,7 @@ GROUPS: dict[str, list[str]] = {
     "latency": ["src/clustersim/serving/latency.py"],
     "engine": ["src/clustersim/serving/engine.py"],
     "serving_estimate": ["src/clustersim/serving/estimate.py"],
+    "whole_prompts": ["src/clustersim/serving/whole_prompts.py"],
     "training_estimate": ["src/clustersim/training/estimate.py", "src/clustersim/training/job.py"],
     "step": ["src/clustersim/training/step.py"],
     "analytic": ["src/clustersim/network/analytic.py"],
@@ -91,6 +92,12 @@ TEST_SELECTION = [
 # imports the module or a module built on it (the CLI commands over it included).
 GROUP_TESTS: dict[str, list[str]] = {
     "nccl_small": ["tests/network/transport", "tests/cli/test_transport.py"],
+    "whole_prompts": [
+        "tests/serving/test_whole_prompts.py",
+        "tests/serving/test_multi_step.py",
+        "tests/serving/test_closed_form.py",
+        "tests/serving/test_simulate.py",
+    ],
     "datapath": ["tests/network/transport", "tests/cli/test_transport.py"],
     "fabric_step": ["tests/training/test_fabric_step.py", "tests/cli/test_fabric.py"],
     "flowsim_groups": ["tests/network/flowsim", "tests/training/test_fabric_step.py", "tests/cli/test_fabric.py"],

@@ -75,3 +75,46 @@ def test_the_negative_binomial_has_the_mean_and_variance_asked_for(mean: float, 
     first = float(np.sum(pmf * k))
     assert first == pytest.approx(mean, rel=1e-4, abs=1e-9)
     assert float(np.sum(pmf * k**2)) - first**2 == pytest.approx(mean * spread, rel=1e-3, abs=1e-9)
+
+
+def _server_mix(prompt_tokens: float, *, in_time: bool, context: float | None = None, budget: int = 8192):
+    """The steps of one H100 replica of Llama 3.1 8B, 64 decoders, half a prompt a step on average."""
+    from clustersim.catalog.registry import load_catalog
+    from clustersim.serving.engine import default_calibration, serving_system_for_instance
+    from clustersim.serving.engines import engine_profile
+    from clustersim.serving.formats import parse_precision
+    from clustersim.serving.whole_prompts import step_mix
+    from clustersim.workload.zoo import load_model
+
+    model = load_model("llama3.1-8b", use_env=False)
+    system = serving_system_for_instance(load_catalog(use_env=False), "p5.48xlarge", tp=1)
+    engine = engine_profile("vllm").model_copy(update={"max_tokens_per_step": budget})
+    bf16 = parse_precision("bf16")
+    return step_mix(model, system, (prompt_tokens, 256.0), (bf16, bf16), np.asarray([64.0]), 0.5,
+                    default_calibration(), engine, in_time, decode_context_tokens=context)  # fmt: skip
+
+
+def test_chained_counts_keep_the_mean_prompt_work_where_the_steps_are_compute_bound():
+    """4,096-token prompts keep every step compute-bound, where a step's GEMM time is linear in its tokens: the
+    mean step's GEMM time is then the step's at the mean count, chained or not (the lumped tail at its mean)."""
+    chained, poisson = _server_mix(4096.0, in_time=True), _server_mix(4096.0, in_time=False)
+    assert float(chained.mean.gemm_compute_s[0]) == pytest.approx(float(poisson.mean.gemm_compute_s[0]), rel=1e-6)
+    # chained, a long step is followed by more prompts: the arrival's admitting step carries more than 1 + 0.5
+    assert float(chained.admitting.gemm_compute_s[0]) > float(poisson.admitting.gemm_compute_s[0]) * 1.05
+    assert float(chained.wait_s[0]) > float(poisson.wait_s[0])  # and the spans vary more
+
+
+def test_a_prompt_over_the_token_budget_is_not_chained_and_decoders_sit_at_the_context_given():
+    over = _server_mix(4096.0, in_time=True, budget=4095)
+    assert float(over.admitting.step_s[0]) == pytest.approx(
+        float(_server_mix(4096.0, in_time=False).admitting.step_s[0])
+    )
+    at = _server_mix(4096.0, in_time=True, budget=4096)
+    assert float(at.admitting.step_s[0]) > float(over.admitting.step_s[0])
+    half = _server_mix(1024.0, in_time=False)
+    assert float(half.mean.decode_attention_s[0]) == float(
+        _server_mix(1024.0, in_time=False, context=1152.0).mean.decode_attention_s[0]
+    )
+    longer = _server_mix(1024.0, in_time=False, context=1536.0)
+    ratio = float(longer.mean.decode_attention_s[0]) / float(half.mean.decode_attention_s[0])
+    assert 1.25 < ratio <= 1536 / 1152  # the KV reads grow with the context (a fixed part per sequence aside)
