@@ -117,9 +117,9 @@ ROW_KEYS = (
 )  # fmt: skip
 
 
-def _inputs(p: dict[str, Any], stated: list[str]) -> tuple[Any, Any, Request, Any, list[str], str]:
-    """The model, catalog, request (its lengths from --input/--output or --dataset), the lengths, the notes
-    on them and the engine's name that the options ``p`` name."""
+def _inputs(p: dict[str, Any], stated: list[str]) -> tuple[Any, Any, Request, Any, Any, list[str], str]:
+    """The model, catalog, request (its lengths from --input/--output or --dataset), the lengths, how a run
+    draws them (the sampler), the notes on them and the engine's name that the options ``p`` name."""
     from clustersim.catalog.registry import ENV_VAR as CATALOG_ENV_VAR
     from clustersim.catalog.registry import load_catalog
     from clustersim.scenario.schema import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
@@ -153,7 +153,8 @@ def _inputs(p: dict[str, Any], stated: list[str]) -> tuple[Any, Any, Request, An
     )
     notes = list(dataset_context_notes(model, lengths.dataset, request)) + list(request.notes(model))
     chip = catalog.accelerator(catalog.instance(p["instance"]).accelerator)
-    return model, catalog, request, lengths, notes, engine_for(p["engine"], chip.family, accelerator=chip.id).name
+    engine = engine_for(p["engine"], chip.family, accelerator=chip.id).name
+    return model, catalog, request, lengths, drawn, notes, engine
 
 
 def run_speculative_closed_form(ctx: typer.Context, p: dict[str, Any]) -> None:
@@ -171,7 +172,7 @@ def run_speculative_closed_form(ctx: typer.Context, p: dict[str, Any]) -> None:
                 field=refused[0],
             )
         stated = given_options(ctx, ("input_tokens", "output_tokens", "dataset"))
-        model, catalog, request, lengths, notes, engine = _inputs(p, stated)
+        model, catalog, request, lengths, _, notes, engine = _inputs(p, stated)
         speculation = _speculation(p, model)
         assert speculation is not None  # the command comes here with --speculative/--acceptance given
         load = Load(rate_per_s=p["rate"]) if p["rate"] is not None else Load(concurrency=1)
@@ -204,7 +205,7 @@ def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], lis
     from clustersim.serving.engines import engine_profile
     from clustersim.serving.rate_grid import parse_rates
     from clustersim.serving.sim_report import over_seeds, parse_slo
-    from clustersim.serving.sim_requests import read_trace, request_sampler
+    from clustersim.serving.sim_requests import read_trace
     from clustersim.serving.simulate import Load, simulate
 
     slo = parse_slo(p["slo"]) if p["slo"] is not None else None
@@ -212,8 +213,7 @@ def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], lis
     rates = parse_rates(p["rates"]) if p["rates"] is not None else None
     top = Load(rate_per_s=max(rates)) if rates else None
     load = top or Load(rate_per_s=p["rate"], concurrency=p["concurrency"], trace=trace)
-    model, catalog, request, lengths, notes, engine = _inputs(p, stated)
-    given_in, given_out = "--input" in stated, "--output" in stated
+    model, catalog, request, lengths, sampler, notes, engine = _inputs(p, stated)
     tp = p["tp"] or _chosen_tp(model, catalog, p["instance"], p["pp"], request, load, engine)
     system = serving_system_for_instance(catalog, p["instance"], tp=tp, pp=p["pp"])
     speculation = _speculation(p, model)
@@ -241,9 +241,6 @@ def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], lis
             )
         deployment = deploy(catalog, p["instance"], parse_pools(p["disaggregate"]), tp, model, request.kv)
         system = deployment.decode
-    sampler = request_sampler(
-        lengths.dataset, lengths.input_tokens, lengths.output_tokens, stated=(given_in, given_out)
-    )
     if p["admission"] is not None and request.batching is Batching.STATIC:
         raise ClusterSimError(
             "--admission: a static batch takes the blocks of its requests' whole lengths; drop --admission or "

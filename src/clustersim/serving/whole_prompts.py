@@ -74,15 +74,10 @@ def prompt_counts(prompts_per_step: FloatArray, every: int, width: int | None = 
     if width is None:
         width = int(max(_widths(gathered).max(), 2))
     k = np.arange(width, dtype=np.float64)
-    log_pmf = k * np.log(np.maximum(gathered, 1e-300))[:, None] - gathered[:, None] - _log_factorial(k)
-    pmf = np.where(spread[:, None], np.exp(log_pmf), 0.0)
+    pmf = _poisson_lumped(gathered[:, None], k)
     counts = np.broadcast_to(k, pmf.shape).copy()
     # the last column is the tail, from its count on, at the tail's mean count: the mean stays the Poisson's
-    tail = np.maximum(1.0 - pmf[:, :-1].sum(axis=1), 0.0)
-    beyond = gathered - (pmf[:, :-1] * k[:-1]).sum(axis=1)
-    tail_mean = beyond / np.maximum(tail, 1e-300)
-    counts[:, -1] = np.where(tail > 1e-12, np.maximum(tail_mean, k[-1]), k[-1])  # no tail to speak of: its count
-    pmf[:, -1] = tail
+    counts[:, -1] = _tail_count(pmf, gathered)
     pmf[~spread] = 0.0  # concentrated: the mean count, always, in the tail's column
     pmf[~spread, -1] = 1.0
     counts[~spread, -1] = gathered[~spread]
@@ -92,10 +87,6 @@ def prompt_counts(prompts_per_step: FloatArray, every: int, width: int | None = 
 def _widths(gathered: FloatArray) -> FloatArray:
     """The counts each entry needs: up to its mean and TAIL_SDS deviations and TAIL_PAD (2 at the mean field)."""
     return np.where(gathered < MEAN_FIELD, np.ceil(gathered + TAIL_SDS * np.sqrt(gathered) + TAIL_PAD), 2.0)
-
-
-def _log_factorial(k: FloatArray) -> FloatArray:
-    return np.concatenate(([0.0], np.cumsum(np.log(np.maximum(k[1:], 1.0)))))
 
 
 def chained_counts(gathered: FloatArray, span_s: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
