@@ -223,9 +223,8 @@ def test_an_unknown_dataset_is_one_line_naming_the_known_ones():
     assert "unknown --dataset 'orca'" in line and "did you mean openorca" in line and "sharegpt" in line
     error = json.loads(run("llama2-70b", "--dataset", "orca", "--json").stderr)
     assert (error["field"], error["value"]) == ("--dataset", "orca")
-    assert (
-        "known: cnn_dailymail, fixed, mlperf_llama3_405b, mlperf_mixtral, openorca, random, sharegpt" in error["error"]
-    )
+    known = "cnn_dailymail, fixed, mlperf_llama3_405b, mlperf_mixtral, mooncake_conversation, mooncake_synthetic, "
+    assert f"known: {known}mooncake_toolagent, openorca, random, sharegpt" in error["error"]
 
 
 # ---- the request-level simulator (serve --simulate) -------------------------------------------------------------
@@ -267,6 +266,25 @@ def test_a_trace_gives_the_arrivals_and_lengths(tmp_path):
     assert (payload["arrivals"], payload["requests"], payload["output_tokens"]["mean"]) == ("trace", 40, 20)
     refused = run("llama3.1-8b", "--trace", str(trace), "--dataset", "sharegpt", "--json")
     assert refused.exit_code == 2 and json.loads(refused.stderr)["field"] == "--dataset"
+
+
+def test_a_mooncake_trace_replays_its_prefix_cache_unless_a_hit_rate_is_given(tmp_path):
+    rows = [
+        {"timestamp": 250 * k, "input_length": 1024 * (1 + k % 3), "output_length": 16, "hash_ids": []}
+        for k in range(30)
+    ]
+    for k, row in enumerate(rows):  # three-turn conversations: each turn extends the one before
+        row["hash_ids"] = [100 * (k // 3) + b for b in range(2 * (1 + k % 3))]
+    trace = tmp_path / "mooncake.jsonl"
+    trace.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    replayed = json.loads(run("llama3.1-8b", "--tp", "8", "--trace", str(trace), "--json").stdout)
+    assert replayed["prefix_cache"] == {"source": "trace", "cached_share": pytest.approx(6 / 12)}
+    assert replayed["prefix_hit_rate"] is None and replayed["requests"] == 30
+    cold = json.loads(run("llama3.1-8b", "--tp", "8", "--trace", str(trace), "--prefix-hit", "0", "--json").stdout)
+    assert cold["prefix_cache"] == {"source": "rate", "cached_share": 0.0} and cold["prefix_hit_rate"] == 0.0
+    assert replayed["ttft_s"]["mean"] < cold["ttft_s"]["mean"]
+    table = run("llama3.1-8b", "--tp", "8", "--trace", str(trace))
+    assert "prefix cache: 50.0% of prompt tokens found cached (the trace's prompt blocks" in table.output
 
 
 def test_the_simulator_settles_on_one_load():

@@ -30,6 +30,8 @@ JSON_CASES = {
     "collective": ["collective", "all_reduce", "--nodes", "2", "--min", "1M", "--max", "2M", "--json"],
     "models": ["models", "--json"],
     "models MODEL": ["models", "llama3-8b", "--json"],
+    "datasets": ["datasets", "--json"],
+    "datasets DATASET": ["datasets", "random", "--json"],
     "train": ["train", "llama3-8b", "--instance", "p5.48xlarge", "--nodes", "1", "--tp", "8", "--pp", "1", "--json"],
     "train --compare": [
         *("train", "llama3-8b", "--instance", "p5.48xlarge", "--nodes", "1", "--tp", "8", "--pp", "1"),
@@ -103,6 +105,7 @@ def key_paths(value: Any, prefix: str = "") -> list[str]:
 def json_lines() -> list[str]:
     """One line per key path of each command's --json output: ``json train: layout.tp``."""
     env = {"CLUSTERSIM_CATALOG": "", "CLUSTERSIM_MODELS": "", "CLUSTERSIM_EFFICIENCY": "", "COLUMNS": "200"}
+    env["CLUSTERSIM_SERVING_DATASETS"] = ""  # the packaged request sets only
     lines = []
     for name, args in JSON_CASES.items():
         result = runner.invoke(app, args, env=env)
@@ -144,6 +147,7 @@ def test_every_command_is_in_the_snapshot():
     assert set(top.commands) == {
         "calibrate",
         "collective",
+        "datasets",
         "explain",
         "fabric",
         "hw",

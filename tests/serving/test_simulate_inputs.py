@@ -18,9 +18,9 @@ from clustersim.serving.sim_requests import (
     in_flight_output_tokens,
     length_source,
     poisson_arrivals,
-    read_trace,
     request_sampler,
 )
+from clustersim.serving.traces import read_trace
 
 
 def test_a_set_with_percentiles_is_drawn_through_them():

@@ -13,6 +13,7 @@ from clustersim import __version__
 from clustersim.cli.calibrate import calibrate_command
 from clustersim.cli.collective import collective_command
 from clustersim.cli.common import LightGroup
+from clustersim.cli.datasets import datasets_command
 from clustersim.cli.explain import explain_command
 from clustersim.cli.fabric import fabric_app
 from clustersim.cli.hw import hw_app
@@ -43,6 +44,7 @@ app.add_typer(fabric_app, name="fabric")
 app.add_typer(transport_app, name="transport")
 app.command("collective")(collective_command)
 app.command("models")(models_command)
+app.command("datasets")(datasets_command)
 app.command("train")(train_command)
 app.command("validate")(validate_command)
 app.command("serve")(serve_command)

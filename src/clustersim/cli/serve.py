@@ -216,13 +216,15 @@ def serve_command(
         ),
     ] = 1,
     prefix_hit: Annotated[
-        float,
+        float | None,
         typer.Option(
             "--prefix-hit",
             callback=number(ge=0, le=1),
-            help="Share of each prompt found in the prefix cache, its prefill skipped (simulates; [0, 1)).",
+            help="Share of each prompt found in the prefix cache, its prefill skipped (simulates; [0, 1)). "
+            "Default: a --trace's own where it names its prompt blocks (hash_ids: each request's leading blocks "
+            "still in a cache of the replica's KV capacity), else 0.",
         ),
-    ] = 0.0,
+    ] = None,
     admission: Annotated[
         str | None,
         typer.Option(
@@ -233,7 +235,11 @@ def serve_command(
     ] = None,
     trace: Annotated[
         Path | None,
-        typer.Option("--trace", help="Simulate a CSV trace with columns arrival_s,input_tokens,output_tokens."),
+        typer.Option(
+            "--trace",
+            help="Simulate a trace: CSV with columns arrival_s,input_tokens,output_tokens, or JSON Lines with those "
+            "keys or Mooncake's (timestamp in ms, input_length, output_length, hash_ids).",
+        ),
     ] = None,
     rates: Annotated[
         str | None,

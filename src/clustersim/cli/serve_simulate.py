@@ -205,8 +205,8 @@ def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], lis
     from clustersim.serving.engines import engine_profile
     from clustersim.serving.rate_grid import parse_rates
     from clustersim.serving.sim_report import over_seeds, parse_slo
-    from clustersim.serving.sim_requests import read_trace
     from clustersim.serving.simulate import Load, simulate
+    from clustersim.serving.traces import read_trace
 
     slo = parse_slo(p["slo"]) if p["slo"] is not None else None
     trace = read_trace(p["trace"]) if p["trace"] is not None else None

@@ -45,6 +45,13 @@ def simulation_view(payload: dict[str, Any], notes: Sequence[str]) -> list[Rende
         f"outputs {escape(payload['lengths']['output'])} (drawn mean {payload['output_tokens']['mean']:.1f})"
     )
     lines: list[RenderableType] = [head, lengths]
+    prefix = payload.get("prefix_cache") or {}
+    if prefix.get("source") == "trace" or prefix.get("cached_share"):
+        trace = prefix["source"] == "trace"
+        how = "the trace's prompt blocks, least recently used evicted" if trace else "--prefix-hit"
+        if trace and payload["dp"] > 1:
+            how += f"; each of the {payload['dp']} replicas has its own cache and gets requests at random"
+        lines.append(f"prefix cache: {prefix['cached_share']:.1%} of prompt tokens found cached ({how})")
     if payload.get("disaggregation"):
         lines.extend(_pools(payload["disaggregation"]))
     if payload.get("speculation"):

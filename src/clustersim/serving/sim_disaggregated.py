@@ -44,7 +44,7 @@ def simulate_disaggregated(
     requests: int = DEFAULT_REQUESTS,
     sampler: RequestLengthSampler | None = None,
     seed: int = 0,
-    prefix_hit_rate: float = 0.0,
+    prefix_hit_rate: float | None = None,
     max_batch: int | None = None,
     slo: Slo | None = None,
     cal: InferenceCalibration | None = None,
@@ -52,7 +52,8 @@ def simulate_disaggregated(
     progress: Callable[[int, int], None] | None = None,
 ) -> SimulationResult:
     """Simulate ``requests`` requests on ``deployment``; the result's ``setup["disaggregation"]`` has the pools,
-    the KV bytes per request and the transfer times. Same inputs and ``seed``, same result."""
+    the KV bytes per request and the transfer times; ``prefix_hit_rate`` as ``simulate``'s (the prefill pool's
+    caches). Same inputs and ``seed``, same result."""
     started = time.perf_counter()
     cal = default_calibration() if cal is None else cal
     prefill, decode = deployment.pools
@@ -67,8 +68,10 @@ def simulate_disaggregated(
         raise ClusterSimError(
             "--disaggregate: the pools run continuous batching; drop --batching static", field="--batching"
         )
+    hashes = load.trace.prefix_hashes if load.trace is not None and prefix_hit_rate is None else None
+    hit = prefix_hit_rate or 0.0
     for pool in deployment.pools:
-        check_run(pool, requests, prefix_hit_rate, max_batch, None, load)
+        check_run(pool, requests, hit, max_batch, None, load)
         check_formats(request.precision, request.kv, pool.system.accelerator, profile.framework)
         _holds_weights(model, pool, request, cal, profile, "prefill" if pool is prefill else "decode")
     rng = np.random.default_rng(seed)
@@ -76,10 +79,10 @@ def simulate_disaggregated(
     count = inputs.size
     ones = np.ones(count, dtype=np.int64)
     table, limits = replica_engine(
-        model, prefill, request, profile, cal, inputs, ones, prefix_hit_rate=prefix_hit_rate, max_batch=max_batch
+        model, prefill, request, profile, cal, inputs, ones, prefix_hit_rate=hit, max_batch=max_batch
     )
     halves = _Progress(progress, count)
-    logs = serve_replicas(table, limits, inputs, ones, load, prefill.dp, count, rng, halves.first)
+    logs = serve_replicas(table, limits, inputs, ones, load, prefill.dp, count, rng, halves.first, hashes)
     arrival, prefilled, _, _ = per_request(logs, count)
     wire_s = deployment.transfer_s(inputs.astype(np.float64))
     receiver = rng.integers(0, decode.dp, count) if decode.dp > 1 else np.zeros(count, dtype=np.int64)
@@ -93,7 +96,7 @@ def simulate_disaggregated(
     if going.size:
         d_in, d_out = inputs[going] + 1, outputs[going] - 1
         d_table, d_limits = replica_engine(
-            model, decode, request, profile, cal, d_in, d_out, prefix_hit_rate=prefix_hit_rate, max_batch=max_batch,
+            model, decode, request, profile, cal, d_in, d_out, prefix_hit_rate=hit, max_batch=max_batch,
             kv_arrives=True,
         )  # fmt: skip
         d_logs = _decode(d_table, d_limits, d_in, d_out, handed[going], receiver[going], halves.second)
@@ -101,10 +104,12 @@ def simulate_disaggregated(
         gaps = [second - handed[going], *(np.asarray(log.resume_gaps_s) for log in d_logs)]
     wait_s = handed[going] - prefilled[going] - wire_s[going]  # behind its worker's earlier transfers
     wait_s = np.where(wait_s > 1e-9 * (1.0 + handed[going]), wait_s, 0.0)  # none but rounding
+    cached = sum(log.prefix_cached_tokens for log in logs)
     setup = {
         "arrivals": load.kind,
         "rate_per_s": load.rate_per_s,
         "concurrency": None,
+        "prefix_cache": {"source": "trace" if hashes is not None else "rate", "cached_share": cached / inputs.sum()},
         "disaggregation": deployment.to_json()
         | {
             "kv_bytes_per_request": percentiles(deployment.request_bytes(inputs[going].astype(np.float64))),

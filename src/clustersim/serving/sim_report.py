@@ -200,5 +200,8 @@ def over_seeds(runs: list[dict[str, Any]], seeds: list[int]) -> dict[str, Any]:
         first[key] = float(np.median([run[key] for run in runs]))
     for key in SUMMED:
         first[key] = sum(run[key] for run in runs)
+    if first.get("prefix_cache"):  # replicas draw their requests at random: each seed finds its own share
+        shares = [run["prefix_cache"]["cached_share"] for run in runs]
+        first["prefix_cache"] = first["prefix_cache"] | {"cached_share": float(np.median(shares))}
     first["spread"] = spread
     return first

@@ -18,8 +18,8 @@ Lengths are drawn per request from a request set (``clustersim.serving.datasets`
   (its percentiles scaled, or the exponential above) with that mean;
 * the ``random`` generator: vLLM's integer-uniform range ``[floor(L (1 - r)), ceil(L (1 + r))]``.
 
-Draws are rounded to whole tokens, at least one. Arrivals: Poisson at a rate, or a trace file of
-``arrival_s,input_tokens,output_tokens`` rows; a closed loop makes its arrivals as requests finish
+Draws are rounded to whole tokens, at least one. Arrivals: Poisson at a rate, or a trace file
+(``clustersim.serving.traces``); a closed loop makes its arrivals as requests finish
 (``clustersim.serving.sim_scheduler``). Everything is seeded through a ``numpy.random.Generator``.
 """
 
@@ -28,7 +28,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
@@ -263,62 +262,6 @@ def poisson_arrivals(rng: np.random.Generator, rate_per_s: float, count: int) ->
         raise ClusterSimError(f"rate: must be a positive number of requests/s, got {rate_per_s}", field="rate")
     gaps = rng.exponential(1.0 / rate_per_s, count)
     return np.asarray(np.cumsum(gaps) - gaps[0], dtype=np.float64)
-
-
-@dataclass(frozen=True)
-class Trace:
-    """Requests read from a trace: arrival times (s, sorted) and lengths (tokens)."""
-
-    arrival_s: FloatArray
-    input_tokens: IntArray
-    output_tokens: IntArray
-
-
-def read_trace(path: str | Path, field: str = "--trace") -> Trace:
-    """A CSV trace with a header naming ``arrival_s``, ``input_tokens`` and ``output_tokens`` (other columns
-    ignored), one request a row; ``ClusterSimError`` naming ``field``, the file and what is wrong."""
-    path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise ClusterSimError(
-            f"{field}: cannot read {path}: {exc.strerror or exc}", field=field, value=str(path)
-        ) from None
-    wanted = ("arrival_s", "input_tokens", "output_tokens")
-    header = [name.strip() for name in lines[0].split(",")] if lines else []
-    missing = [name for name in wanted if name not in header]
-    if missing:
-        raise ClusterSimError(
-            f"{field}: {path} needs a CSV header with {', '.join(wanted)}; missing {', '.join(missing)}",
-            field=field,
-            value=str(path),
-        )
-    columns = [header.index(name) for name in wanted]
-    rows: list[tuple[float, float, float]] = []
-    for number, line in enumerate(lines[1:], start=2):
-        if not line.strip():
-            continue
-        cells = line.split(",")
-        try:
-            arrival, n, o = (float(cells[i]) for i in columns)
-        except (ValueError, IndexError):
-            raise ClusterSimError(
-                f"{field}: {path} line {number}: {line.strip()!r} is not numbers in {', '.join(wanted)}",
-                field=field,
-                value=str(path),
-            ) from None
-        if not (math.isfinite(arrival) and arrival >= 0 and n >= 1 and o >= 1):
-            raise ClusterSimError(
-                f"{field}: {path} line {number}: arrival_s must be >= 0 and input/output_tokens >= 1, "
-                f"got {line.strip()!r}",
-                field=field,
-                value=str(path),
-            )
-        rows.append((arrival, n, o))
-    if not rows:
-        raise ClusterSimError(f"{field}: {path} has no requests after its header", field=field, value=str(path))
-    table = np.asarray(sorted(rows), dtype=np.float64)
-    return Trace(table[:, 0], np.rint(table[:, 1]).astype(np.int64), np.rint(table[:, 2]).astype(np.int64))
 
 
 def in_flight_output_tokens(sampler: RequestLengthSampler) -> float | None:

@@ -13,7 +13,8 @@ prefills its prompt and the tokens it made, then carries on). With a reservation
 GUARANTEED_NO_EVICT capacity policy) a request is admitted only when the blocks of its prompt and its whole
 output cap (the ``max_tokens`` it asked for) are free: it takes them all at admission, its decoding takes no
 more, nothing is ever preempted, and it gives them back when it is done. A prefix-cache hit skips that share of a
-prompt's prefill (the tokens are still held). The step that completes a prompt makes its first token. A
+prompt's prefill, or the request's own count of cached tokens (``cached_tokens``, from a trace's block hashes:
+``clustersim.serving.traces``); the tokens are still held. The step that completes a prompt makes its first token. A
 disaggregated decode pool (``kv_arrives``) receives each prompt's KV cache with the request: admitted, it
 runs only the prompt's last position (a decode token's work) to make its next token. A serving stack whose
 first streamed response leaves ``first_token_lag_steps`` iterations after the one that computed the token
@@ -62,6 +63,12 @@ class SchedulerLimits:
     first_token_lag_steps: int = 0  # a first token is reported at the end of this many steps after its own
     mixed_steps: bool = True  # false: a step runs prompts or decodes, never both, prompts first (vLLM V0)
     scheduler_steps: int = 1  # decode steps from one scheduling to the next (vLLM V0's --num-scheduler-steps)
+    cached_tokens: tuple[int, ...] = ()  # per request (run index): its prompt tokens in the prefix cache; empty:
+    # prefix_hit_rate of each prompt
+
+    def cached(self, r: int, prompt_tokens: int) -> int:
+        """Request ``r``'s prompt tokens found in the prefix cache: its own count, else the hit rate's share."""
+        return self.cached_tokens[r] if self.cached_tokens else int(self.prefix_hit_rate * prompt_tokens)
 
 
 @dataclass
@@ -77,6 +84,7 @@ class ReplicaLog:
     resume_gaps_s: list[float] = field(default_factory=list)  # a preempted request's wait for its next token
     steps: int = 0
     blocks_left: int = 0  # free KV blocks at the end (all of them: every block given back)
+    prefix_cached_tokens: int = 0  # prompt tokens its requests found in the prefix cache
 
 
 class Arrivals:
@@ -132,7 +140,7 @@ def _run_continuous(
     log = ReplicaLog()
     block = limits.block_tokens
     free = limits.kv_blocks
-    budget_cap, seq_cap, hit = limits.token_budget, limits.max_sequences, limits.prefix_hit_rate
+    budget_cap, seq_cap = limits.token_budget, limits.max_sequences
     waiting: deque[int] = deque()
     running: dict[int, None] = {}  # admission order
     prefilling: dict[int, int] = {}  # request -> prompt tokens done (of its current admission)
@@ -278,7 +286,7 @@ def _run_continuous(
             # a handed-over request's first admission runs its last token on the KV it brought; a preempted one
             # recomputes (its blocks were given back)
             arrived = limits.kv_arrives and r not in log.preemptions
-            start = length - 1 if arrived else min(int(hit * inputs[r]), length - 1)
+            start = length - 1 if arrived else min(limits.cached(r, inputs[r]), length - 1)
             prefilling[r] = start
             take = min(length - start, room)
             chunks.append((r, start, start + take))
@@ -369,7 +377,7 @@ def _run_static(
             batch.append(waiting.popleft())
         n = np.array([inputs[r] for r in batch], dtype=np.float64)
         o = np.array([outputs[r] for r in batch], dtype=np.int64)
-        starts = np.minimum(np.floor(limits.prefix_hit_rate * n), n - 1)
+        starts = np.minimum(np.array([limits.cached(r, inputs[r]) for r in batch], dtype=np.float64), n - 1)
         pairs = sum(table.chunk_pairs(a, b) for a, b in zip(starts.tolist(), n.tolist(), strict=True))
         clock += table.step_s(0, 0.0, float((n - starts).sum()), len(batch), pairs)
         log.steps += 1

@@ -42,10 +42,11 @@ from clustersim.serving.first_token import check_lag
 from clustersim.serving.first_token import first_token_lag_steps as first_token_lag_steps_of
 from clustersim.serving.formats import check_formats
 from clustersim.serving.sim_report import SimulationResult, Slo
-from clustersim.serving.sim_requests import RequestLengthSampler, Trace, poisson_arrivals, request_sampler
+from clustersim.serving.sim_requests import RequestLengthSampler, poisson_arrivals, request_sampler
 from clustersim.serving.sim_scheduler import Arrivals, ReplicaLog, SchedulerLimits, run_replica
 from clustersim.serving.sim_steps import PipelinedSteps, Steps, step_table
 from clustersim.serving.speculative import Speculation, SpeculativeSteps, head_profile, steps_for_outputs
+from clustersim.serving.traces import HASH_BLOCK_TOKENS, Trace, cached_prefix_tokens
 from clustersim.workload.transformer import Transformer
 
 DEFAULT_REQUESTS = 2000
@@ -93,7 +94,7 @@ def simulate(
     requests: int = DEFAULT_REQUESTS,
     sampler: RequestLengthSampler | None = None,
     seed: int = 0,
-    prefix_hit_rate: float = 0.0,
+    prefix_hit_rate: float | None = None,
     max_batch: int | None = None,
     kv_capacity_tokens: float | None = None,
     slo: Slo | None = None,
@@ -112,6 +113,9 @@ def simulate(
     ``progress(done, total)`` is called as requests finish; ``speculation``: speculative decoding
     (``clustersim.serving.speculative``: a scheduler step is a verify step, a request's output takes
     ``1 + ceil((output - 1) / E)`` of them, each gap between its tokens a step over ``E``);
+    ``prefix_hit_rate``: the share of each prompt found in the prefix cache; None: a trace's own, each request's
+    leading blocks still cached when it arrives (``traces.cached_prefix_tokens`` over each replica's KV cache),
+    where the trace names its prompt blocks, else 0;
     ``first_token_lag_steps``: the serving stack sends a request's first token with the responses of that many
     steps later (``SchedulerLimits.first_token_lag_steps``; None: the engine's, ``clustersim.serving.first_token``).
     Same inputs and ``seed``, same result.
@@ -119,7 +123,9 @@ def simulate(
     started = time.perf_counter()
     cal = default_calibration() if cal is None else cal
     profile = engine_profile(engine, system.family)
-    check_run(system, requests, prefix_hit_rate, max_batch, kv_capacity_tokens, load)
+    hashes = load.trace.prefix_hashes if load.trace is not None and prefix_hit_rate is None else None
+    hit = prefix_hit_rate or 0.0
+    check_run(system, requests, hit, max_batch, kv_capacity_tokens, load)
     lag = first_token_lag_steps_of(profile) if first_token_lag_steps is None else check_lag(first_token_lag_steps)
     check_formats(request.precision, request.kv, system.system.accelerator, profile.framework)
     rng = np.random.default_rng(seed)
@@ -128,13 +134,16 @@ def simulate(
     reserve = reserve_tokens(model, request, admission or profile.kv_admission, inputs, outputs, cap)
     table, limits = replica_engine(
         model, system, request, profile, cal, inputs, outputs,
-        prefix_hit_rate=prefix_hit_rate, max_batch=max_batch, kv_capacity_tokens=kv_capacity_tokens,
+        prefix_hit_rate=hit, max_batch=max_batch, kv_capacity_tokens=kv_capacity_tokens,
         speculation=speculation, reserve=reserve, first_token_lag_steps=lag,
     )  # fmt: skip
     steps = outputs if speculation is None else steps_for_outputs(outputs, speculation)
     engines = system.dp * system.pp  # a pipelined replica: one engine per micro-batch in flight
-    logs = run_replicas(table, limits, inputs, steps, load, engines, inputs.size, rng, progress)
+    logs = run_replicas(table, limits, inputs, steps, load, engines, inputs.size, rng, progress, hashes)
     result = merge_logs(logs, inputs, outputs, inputs.size, started, slo, load)
+    cached = sum(log.prefix_cached_tokens for log in logs)
+    prefix = {"source": "trace" if hashes is not None else "rate", "cached_share": cached / float(inputs.sum())}
+    result = replace(result, setup=result.setup | {"prefix_cache": prefix})
     if speculation is None:
         return result
     gap = speculation.tokens_per_step  # a verify step's tokens arrive together: their mean gap
@@ -290,8 +299,10 @@ def run_replicas(
     count: int,
     rng: np.random.Generator,
     progress: Callable[[int, int], None] | None,
+    hashes: tuple[tuple[int, ...], ...] | None = None,
 ) -> list[ReplicaLog]:
-    """Each of ``dp`` replicas' share of the requests, served (an open loop's sent to a replica at random)."""
+    """Each of ``dp`` replicas' share of the requests, served (an open loop's sent to a replica at random);
+    ``hashes``: each request's prompt blocks (a trace's), whose cached prefix each replica's cache gives."""
     if load.concurrency is not None:
         clients = load.concurrency
         client = np.arange(count) % clients  # request k is client k's (mod clients) next one
@@ -319,8 +330,26 @@ def run_replicas(
             arrivals = Arrivals(order.tolist(), None, mine.tolist())
         else:
             arrivals = Arrivals(order.tolist(), times[order].tolist(), None)
-        logs.append(run_replica(table, limits, ins, outs, arrivals, finished))  # type: ignore[arg-type]
+        mine, cached = replica_prefix(limits, order, inputs, hashes)
+        log = run_replica(table, mine, ins, outs, arrivals, finished)  # type: ignore[arg-type]
+        log.prefix_cached_tokens = cached
+        logs.append(log)
     return logs
+
+
+def replica_prefix(
+    limits: SchedulerLimits, order: np.ndarray, inputs: np.ndarray, hashes: tuple[tuple[int, ...], ...] | None
+) -> tuple[SchedulerLimits, int]:
+    """A replica's limits with its requests' cached prompt tokens (from ``hashes``, under a cache of its KV
+    capacity; else the hit rate's share of each prompt), and their sum."""
+    if hashes is None:
+        mine = inputs[order]
+        return limits, int(np.minimum(np.floor(limits.prefix_hit_rate * mine), mine - 1).sum())
+    capacity_blocks = limits.kv_blocks * limits.block_tokens / HASH_BLOCK_TOKENS
+    found = cached_prefix_tokens([hashes[r] for r in order.tolist()], inputs[order].tolist(), capacity_blocks)
+    cached = np.zeros(inputs.size, dtype=np.int64)
+    cached[order] = found
+    return replace(limits, cached_tokens=tuple(cached.tolist())), int(found.sum())
 
 
 def per_request(logs: list[ReplicaLog], count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
