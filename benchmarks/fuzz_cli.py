@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gzip
 import json
 import math
 import re
@@ -372,8 +373,48 @@ def _serve(draw: st.DrawFn, files: Files) -> list[str]:
         },
         chance=0.25,
     )
+    if draw(st.integers(0, 6)) == 0:
+        name, content = draw(trace_file())
+        args += ["--trace", files.write(name, content)]
+        if draw(st.booleans()):
+            args += ["--prefix-hit", draw(floats(0.0, 0.5))]
     if draw(st.integers(0, 12)) == 0:
         args += ["--catalog", files.write("cat.toml", draw(catalog_file()))]
+    return args
+
+
+@st.composite
+def trace_file(draw: st.DrawFn) -> tuple[str, str | bytes]:
+    """A request trace: Mooncake JSON Lines (block hashes or not), the CSV columns, gzipped, or broken."""
+    rows = []
+    for k in range(draw(st.integers(0, 6))):
+        n = draw(st.sampled_from([1, 100, 512, 513, 4000, 0, -3]))
+        row: dict[str, object] = {
+            "timestamp": draw(st.sampled_from([0, 250 * k, -1, 1e300])),
+            "input_length": n,
+            "output_length": draw(st.sampled_from([1, 16, 0, "x"])),
+        }
+        if draw(st.booleans()):
+            blocks = max(1, -(-max(n, 1) // 512)) + draw(st.sampled_from([0, 0, 0, 1]))
+            row["hash_ids"] = [draw(st.integers(0, 3)) for _ in range(blocks)]
+        rows.append(row)
+    text = "".join(json.dumps(row) + "\n" for row in rows)
+    kind = draw(st.integers(0, 4))
+    if kind == 1:
+        return "t.csv", "arrival_s,input_tokens,output_tokens\n" + "".join(
+            f"{k / 10},{100 + k},8\n" for k in range(len(rows))
+        )
+    if kind == 2:
+        return "t.jsonl.gz", gzip.compress(text.encode())
+    if kind == 3:
+        return "t.jsonl.gz", text.encode()  # not gzip
+    return "t.jsonl", text if kind == 0 else text + "{not json\n"
+
+
+def _datasets(draw: st.DrawFn, files: Files) -> list[str]:
+    args = ["datasets"]
+    if draw(st.booleans()):
+        args.append(draw(texts("sharegpt", "openorca", "mooncake_conversation", "random")))
     return args
 
 
@@ -676,6 +717,7 @@ BUILDERS: dict[str, tuple[Builder, int]] = {
     "hw": (_hw, 3),
     "collective": (_collective, 3),
     "models": (_models, 2),
+    "datasets": (_datasets, 1),
     "train": (_train, 6),
     "serve": (_serve, 5),
     "validate": (_validate, 2),

@@ -194,13 +194,52 @@ def test_a_bad_jsonl_trace_is_refused_naming_the_file_and_the_line(tmp_path, tex
     with pytest.raises(ClusterSimError, match=r"^--trace: ") as found:
         read_trace(path)
     assert message in str(found.value) and "\n" not in str(found.value)
+    assert (found.value.field, found.value.value) == ("--trace", str(path))
 
 
-def test_a_corrupt_gzip_trace_is_refused(tmp_path):
-    path = tmp_path / "bad.jsonl.gz"
-    path.write_bytes(b"not gzip at all")
-    with pytest.raises(ClusterSimError, match=r"^--trace: cannot read"):
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("bad.jsonl.gz", b"not gzip at all", "cannot read"),
+        ("absent.jsonl", None, "No such file"),
+        ("empty.csv", b"", "needs a CSV header with arrival_s, input_tokens, output_tokens"),
+        ("lines.json", b"[1, 2]\n", "line 1: each line must be a JSON object"),  # .json: JSON Lines, not CSV
+        ("lines.jsonl.gz", gzip.compress(b"[1, 2]\n"), "line 1: each line must be a JSON object"),
+        ("hashes.jsonl", b'{"timestamp": 0, "input_length": 10, "output_length": 2}\n', None),
+    ],
+)
+def test_a_trace_file_is_read_by_its_kind_or_refused_with_the_reason(tmp_path, name, content, message):
+    path = tmp_path / name
+    if content is not None:
+        path.write_bytes(content)
+    if message is None:
+        assert read_trace(path).prefix_hashes is None
+        return
+    with pytest.raises(ClusterSimError, match=r"^--trace: ") as found:
         read_trace(path)
+    assert message in str(found.value)
+    assert (found.value.field, found.value.value) == ("--trace", str(path))
+
+
+def test_blank_lines_are_skipped_one_token_is_a_prompt_and_ties_keep_the_files_order(tmp_path):
+    csv = tmp_path / "t.csv"
+    csv.write_text("arrival_s,input_tokens,output_tokens\n1,300,2\n\n1,1,1\n0,5,5\n")
+    trace = read_trace(csv)
+    assert trace.input_tokens.tolist() == [5, 300, 1] and trace.output_tokens.tolist() == [5, 2, 1]
+    jsonl = tmp_path / "t.jsonl"
+    rows = [(0, 1024, [4, 5]), (0, 512, [4])]
+    jsonl.write_text(
+        "\n\n".join(
+            json.dumps({"timestamp": t, "input_length": n, "output_length": 1, "hash_ids": h}) for t, n, h in rows
+        )
+    )
+    trace = read_trace(jsonl)
+    assert trace.input_tokens.tolist() == [1024, 512] and trace.prefix_hashes == ((4, 5), (4,))
+
+
+def test_the_cache_needs_a_length_for_every_request():
+    with pytest.raises(ValueError):
+        cached_prefix_tokens([(1,), (2,)], [600], float("inf"))
 
 
 # ---- the simulator replays a trace's prefix cache --------------------------------------------------------------
