@@ -285,6 +285,12 @@ def test_a_mooncake_trace_replays_its_prefix_cache_unless_a_hit_rate_is_given(tm
     assert replayed["ttft_s"]["mean"] < cold["ttft_s"]["mean"]
     table = run("llama3.1-8b", "--tp", "8", "--trace", str(trace))
     assert "prefix cache: 50.0% of prompt tokens found cached (the trace's prompt blocks" in table.output
+    routed = json.loads(
+        run("llama3.1-8b", "--tp", "2", "--trace", str(trace), "--routing", "cache-aware", "--json").stdout
+    )
+    assert routed["routing"] == "cache-aware" and routed["prefix_cache"]["cached_share"] == pytest.approx(6 / 12)
+    table = run("llama3.1-8b", "--tp", "2", "--trace", str(trace), "--routing", "cache-aware")
+    assert "each of the 4 replicas has its own cache and gets requests by --routing cache-aware" in table.output
 
 
 def test_the_simulator_settles_on_one_load():

@@ -225,6 +225,15 @@ def serve_command(
             "still in a cache of the replica's KV capacity), else 0.",
         ),
     ] = None,
+    routing: Annotated[
+        str,
+        typer.Option(
+            "--routing",
+            help="Which replica an open loop's request goes to (simulates): random, or cache-aware (the one with "
+            "the soonest first token: its queued prefill work and the prompt past its cached prefix, as "
+            "Mooncake's Conductor schedules).",
+        ),
+    ] = "random",
     admission: Annotated[
         str | None,
         typer.Option(

@@ -43,6 +43,7 @@ SIMULATION_OPTIONS = (
     "seed",
     "seeds",
     "prefix_hit",
+    "routing",
     "admission",
     "trace",
     "rates",
@@ -260,7 +261,7 @@ def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], lis
             report = None if progress is None else _offset(progress, number * count, total)
             options: dict[str, Any] = dict(
                 requests=p["requests"], sampler=sampler, seed=seed, prefix_hit_rate=p["prefix_hit"],
-                max_batch=p["batch"], slo=slo, engine=engine, progress=report,
+                max_batch=p["batch"], slo=slo, engine=engine, progress=report, routing=p["routing"],
             )  # fmt: skip
             if deployment is not None:
                 from clustersim.serving.sim_disaggregated import simulate_disaggregated
@@ -291,6 +292,7 @@ def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], lis
         "trace": None if p["trace"] is None else str(p["trace"]),
         "seed": p["seed"],
         "prefix_hit_rate": p["prefix_hit"],
+        "routing": p["routing"],
         "admission": admission,
         "max_batch": p["batch"],
         "pools": None if deployment is None else deployment.to_json()["pools"],

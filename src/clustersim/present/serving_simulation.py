@@ -50,7 +50,8 @@ def simulation_view(payload: dict[str, Any], notes: Sequence[str]) -> list[Rende
         trace = prefix["source"] == "trace"
         how = "the trace's prompt blocks, least recently used evicted" if trace else "--prefix-hit"
         if trace and payload["dp"] > 1:
-            how += f"; each of the {payload['dp']} replicas has its own cache and gets requests at random"
+            sent = "at random" if payload.get("routing", "random") == "random" else "by --routing cache-aware"
+            how += f"; each of the {payload['dp']} replicas has its own cache and gets requests {sent}"
         lines.append(f"prefix cache: {prefix['cached_share']:.1%} of prompt tokens found cached ({how})")
     if payload.get("disaggregation"):
         lines.extend(_pools(payload["disaggregation"]))

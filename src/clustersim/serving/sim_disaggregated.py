@@ -50,10 +50,12 @@ def simulate_disaggregated(
     cal: InferenceCalibration | None = None,
     engine: str | EngineProfile | None = None,
     progress: Callable[[int, int], None] | None = None,
+    routing: str = "random",
 ) -> SimulationResult:
     """Simulate ``requests`` requests on ``deployment``; the result's ``setup["disaggregation"]`` has the pools,
     the KV bytes per request and the transfer times; ``prefix_hit_rate`` as ``simulate``'s (the prefill pool's
-    caches). Same inputs and ``seed``, same result."""
+    caches); ``routing``: which prefill worker a request goes to (``simulate``'s). Same inputs and ``seed``, same
+    result."""
     started = time.perf_counter()
     cal = default_calibration() if cal is None else cal
     prefill, decode = deployment.pools
@@ -71,7 +73,7 @@ def simulate_disaggregated(
     hashes = load.trace.prefix_hashes if load.trace is not None and prefix_hit_rate is None else None
     hit = prefix_hit_rate or 0.0
     for pool in deployment.pools:
-        check_run(pool, requests, hit, max_batch, None, load)
+        check_run(pool, requests, hit, max_batch, None, load, routing)
         check_formats(request.precision, request.kv, pool.system.accelerator, profile.framework)
         _holds_weights(model, pool, request, cal, profile, "prefill" if pool is prefill else "decode")
     rng = np.random.default_rng(seed)
@@ -82,7 +84,7 @@ def simulate_disaggregated(
         model, prefill, request, profile, cal, inputs, ones, prefix_hit_rate=hit, max_batch=max_batch
     )
     halves = _Progress(progress, count)
-    logs = serve_replicas(table, limits, inputs, ones, load, prefill.dp, count, rng, halves.first, hashes)
+    logs = serve_replicas(table, limits, inputs, ones, load, prefill.dp, count, rng, halves.first, hashes, routing)
     arrival, prefilled, _, _ = per_request(logs, count)
     wire_s = deployment.transfer_s(inputs.astype(np.float64))
     receiver = rng.integers(0, decode.dp, count) if decode.dp > 1 else np.zeros(count, dtype=np.int64)
@@ -110,6 +112,7 @@ def simulate_disaggregated(
         "rate_per_s": load.rate_per_s,
         "concurrency": None,
         "prefix_cache": {"source": "trace" if hashes is not None else "rate", "cached_share": cached / inputs.sum()},
+        "routing": routing,
         "disaggregation": deployment.to_json()
         | {
             "kv_bytes_per_request": percentiles(deployment.request_bytes(inputs[going].astype(np.float64))),

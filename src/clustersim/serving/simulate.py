@@ -41,12 +41,13 @@ from clustersim.serving.estimate import Request
 from clustersim.serving.first_token import check_lag
 from clustersim.serving.first_token import first_token_lag_steps as first_token_lag_steps_of
 from clustersim.serving.formats import check_formats
+from clustersim.serving.routing import check_routing, prefill_price, route
 from clustersim.serving.sim_report import SimulationResult, Slo
 from clustersim.serving.sim_requests import RequestLengthSampler, poisson_arrivals, request_sampler
 from clustersim.serving.sim_scheduler import Arrivals, ReplicaLog, SchedulerLimits, run_replica
 from clustersim.serving.sim_steps import PipelinedSteps, Steps, step_table
 from clustersim.serving.speculative import Speculation, SpeculativeSteps, head_profile, steps_for_outputs
-from clustersim.serving.traces import HASH_BLOCK_TOKENS, Trace, cached_prefix_tokens
+from clustersim.serving.traces import HASH_BLOCK_TOKENS, Trace
 from clustersim.workload.transformer import Transformer
 
 DEFAULT_REQUESTS = 2000
@@ -104,6 +105,7 @@ def simulate(
     speculation: Speculation | None = None,
     admission: str | None = None,
     first_token_lag_steps: int | None = None,
+    routing: str = "random",
 ) -> SimulationResult:
     """Simulate ``requests`` requests (a trace: its own) on ``system`` served by ``engine``.
 
@@ -116,6 +118,8 @@ def simulate(
     ``prefix_hit_rate``: the share of each prompt found in the prefix cache; None: a trace's own, each request's
     leading blocks still cached when it arrives (``traces.cached_prefix_tokens`` over each replica's KV cache),
     where the trace names its prompt blocks, else 0;
+    ``routing``: which replica an open loop's request goes to (``clustersim.serving.routing``: ``random`` or
+    ``cache-aware``);
     ``first_token_lag_steps``: the serving stack sends a request's first token with the responses of that many
     steps later (``SchedulerLimits.first_token_lag_steps``; None: the engine's, ``clustersim.serving.first_token``).
     Same inputs and ``seed``, same result.
@@ -125,7 +129,7 @@ def simulate(
     profile = engine_profile(engine, system.family)
     hashes = load.trace.prefix_hashes if load.trace is not None and prefix_hit_rate is None else None
     hit = prefix_hit_rate or 0.0
-    check_run(system, requests, hit, max_batch, kv_capacity_tokens, load)
+    check_run(system, requests, hit, max_batch, kv_capacity_tokens, load, routing)
     lag = first_token_lag_steps_of(profile) if first_token_lag_steps is None else check_lag(first_token_lag_steps)
     check_formats(request.precision, request.kv, system.system.accelerator, profile.framework)
     rng = np.random.default_rng(seed)
@@ -139,11 +143,11 @@ def simulate(
     )  # fmt: skip
     steps = outputs if speculation is None else steps_for_outputs(outputs, speculation)
     engines = system.dp * system.pp  # a pipelined replica: one engine per micro-batch in flight
-    logs = run_replicas(table, limits, inputs, steps, load, engines, inputs.size, rng, progress, hashes)
+    logs = run_replicas(table, limits, inputs, steps, load, engines, inputs.size, rng, progress, hashes, routing)
     result = merge_logs(logs, inputs, outputs, inputs.size, started, slo, load)
     cached = sum(log.prefix_cached_tokens for log in logs)
     prefix = {"source": "trace" if hashes is not None else "rate", "cached_share": cached / float(inputs.sum())}
-    result = replace(result, setup=result.setup | {"prefix_cache": prefix})
+    result = replace(result, setup=result.setup | {"prefix_cache": prefix, "routing": routing})
     if speculation is None:
         return result
     gap = speculation.tokens_per_step  # a verify step's tokens arrive together: their mean gap
@@ -273,8 +277,16 @@ def check_run(
     max_batch: int | None,
     kv_tokens: float | None,
     load: Load,
+    routing: str = "random",
 ) -> None:
     """Refuse what the simulator cannot run, naming the option."""
+    if check_routing(routing) != "random" and load.concurrency is not None:
+        raise ClusterSimError(
+            f"--routing {routing}: a closed loop's clients each keep to one replica; route an open loop (--rate or "
+            "--trace)",
+            field="--routing",
+            value=routing,
+        )
     if load.trace is None and not 1 <= requests <= MAX_REQUESTS:
         raise ClusterSimError(f"--requests: must be 1..{MAX_REQUESTS:,}, got {requests}", field="--requests")
     if not 0.0 <= hit < 1.0:
@@ -290,7 +302,7 @@ def check_run(
 
 
 def run_replicas(
-    table: object,
+    table: Steps,
     limits: SchedulerLimits,
     inputs: np.ndarray,
     outputs: np.ndarray,
@@ -300,9 +312,12 @@ def run_replicas(
     rng: np.random.Generator,
     progress: Callable[[int, int], None] | None,
     hashes: tuple[tuple[int, ...], ...] | None = None,
+    routing: str = "random",
 ) -> list[ReplicaLog]:
-    """Each of ``dp`` replicas' share of the requests, served (an open loop's sent to a replica at random);
-    ``hashes``: each request's prompt blocks (a trace's), whose cached prefix each replica's cache gives."""
+    """Each of ``dp`` replicas' share of the requests, served: a closed loop's clients spread over the replicas,
+    an open loop's requests sent as ``routing`` says (``clustersim.serving.routing``); ``hashes``: each
+    request's prompt blocks (a trace's), whose cached prefix its replica's cache gives."""
+    cached = None
     if load.concurrency is not None:
         clients = load.concurrency
         client = np.arange(count) % clients  # request k is client k's (mod clients) next one
@@ -310,7 +325,11 @@ def run_replicas(
         starts = np.arange(clients) * load.ramp_up_s / clients
     else:
         times = load.trace.arrival_s if load.trace is not None else poisson_arrivals(rng, load.rate_per_s or 1.0, count)
-        replica = rng.integers(0, dp, count) if dp > 1 else np.zeros(count, dtype=np.int64)
+        capacity_blocks = limits.kv_blocks * limits.block_tokens / HASH_BLOCK_TOKENS
+        price = prefill_price(table, limits.token_budget)
+        routed = route(routing, times, inputs, dp, rng, hashes=hashes, capacity_blocks=capacity_blocks, prefill_s=price)
+        replica = routed.replica
+        cached = routed.cached_tokens if hashes is not None else None
     done = 0
 
     def finished(n: int) -> None:
@@ -320,36 +339,23 @@ def run_replicas(
             progress(done, count)
 
     ins, outs = inputs.tolist(), outputs.tolist()
+    mine = limits if cached is None else replace(limits, cached_tokens=tuple(cached.tolist()))
     logs = []
     for r in range(dp):
         order = np.flatnonzero(replica == r)
         if order.size == 0:
             continue
         if load.concurrency is not None:
-            mine = starts[np.arange(load.concurrency) % dp == r][: order.size]
-            arrivals = Arrivals(order.tolist(), None, mine.tolist())
+            first = starts[np.arange(load.concurrency) % dp == r][: order.size]
+            arrivals = Arrivals(order.tolist(), None, first.tolist())
         else:
             arrivals = Arrivals(order.tolist(), times[order].tolist(), None)
-        mine, cached = replica_prefix(limits, order, inputs, hashes)
-        log = run_replica(table, mine, ins, outs, arrivals, finished)  # type: ignore[arg-type]
-        log.prefix_cached_tokens = cached
+        log = run_replica(table, mine, ins, outs, arrivals, finished)
+        prompts = inputs[order]
+        found = cached[order] if cached is not None else np.floor(limits.prefix_hit_rate * prompts)
+        log.prefix_cached_tokens = int(np.minimum(found, prompts - 1).sum())
         logs.append(log)
     return logs
-
-
-def replica_prefix(
-    limits: SchedulerLimits, order: np.ndarray, inputs: np.ndarray, hashes: tuple[tuple[int, ...], ...] | None
-) -> tuple[SchedulerLimits, int]:
-    """A replica's limits with its requests' cached prompt tokens (from ``hashes``, under a cache of its KV
-    capacity; else the hit rate's share of each prompt), and their sum."""
-    if hashes is None:
-        mine = inputs[order]
-        return limits, int(np.minimum(np.floor(limits.prefix_hit_rate * mine), mine - 1).sum())
-    capacity_blocks = limits.kv_blocks * limits.block_tokens / HASH_BLOCK_TOKENS
-    found = cached_prefix_tokens([hashes[r] for r in order.tolist()], inputs[order].tolist(), capacity_blocks)
-    cached = np.zeros(inputs.size, dtype=np.int64)
-    cached[order] = found
-    return replace(limits, cached_tokens=tuple(cached.tolist())), int(found.sum())
 
 
 def per_request(logs: list[ReplicaLog], count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -176,6 +176,33 @@ def _hash_ids(value: object, n: int, where: str, field: str, path: Path) -> tupl
     return tuple(value)
 
 
+class PrefixCache:
+    """One engine's prefix cache: ``capacity_blocks`` blocks of ``HASH_BLOCK_TOKENS``, the least recently
+    used evicted first (``inf``: nothing evicted)."""
+
+    def __init__(self, capacity_blocks: float) -> None:
+        self.capacity_blocks = capacity_blocks
+        self.blocks: OrderedDict[int, None] = OrderedDict()
+
+    def found_tokens(self, blocks: Sequence[int], prompt_tokens: int) -> int:
+        """The prompt tokens the cache holds now: its leading blocks found, at most all but the last token."""
+        found = 0
+        for h in blocks:
+            if h not in self.blocks:
+                break
+            found += 1
+        return min(found * HASH_BLOCK_TOKENS, int(prompt_tokens) - 1)
+
+    def use(self, blocks: Sequence[int]) -> None:
+        """A request uses ``blocks`` (found or added): they become the most recently used."""
+        cache = self.blocks
+        for h in blocks:
+            cache[h] = None
+            cache.move_to_end(h)
+        while len(cache) > self.capacity_blocks:
+            cache.popitem(last=False)
+
+
 def cached_prefix_tokens(
     hashes: Sequence[Sequence[int]], input_tokens: Sequence[int], capacity_blocks: float
 ) -> npt.NDArray[np.int64]:
@@ -185,18 +212,9 @@ def cached_prefix_tokens(
 
     ``capacity_blocks`` ``inf``: nothing is evicted (every repeat is found). Each request then uses all its
     blocks, the ones it found and the ones it adds, which become the most recently used."""
-    cache: OrderedDict[int, None] = OrderedDict()
+    cache = PrefixCache(capacity_blocks)
     cached = np.zeros(len(hashes), dtype=np.int64)
     for r, (blocks, n) in enumerate(zip(hashes, input_tokens, strict=True)):
-        found = 0
-        for h in blocks:
-            if h not in cache:
-                break
-            found += 1
-        cached[r] = min(found * HASH_BLOCK_TOKENS, int(n) - 1)
-        for h in blocks:
-            cache[h] = None
-            cache.move_to_end(h)
-        while len(cache) > capacity_blocks:
-            cache.popitem(last=False)
+        cached[r] = cache.found_tokens(blocks, n)
+        cache.use(blocks)
     return cached
