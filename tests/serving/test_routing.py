@@ -9,9 +9,11 @@ from hypothesis import strategies as st
 
 from clustersim.catalog.registry import load_catalog
 from clustersim.errors import ClusterSimError
-from clustersim.serving.engine import serving_system_for_instance
+from clustersim.serving.engine import default_calibration, serving_system_for_instance
+from clustersim.serving.engines import engine_profile
 from clustersim.serving.estimate import Request
-from clustersim.serving.routing import ROUTINGS, check_routing, route
+from clustersim.serving.routing import ROUTINGS, check_routing, prefill_price, route
+from clustersim.serving.sim_steps import step_table
 from clustersim.serving.simulate import Load, simulate
 from clustersim.serving.traces import HASH_BLOCK_TOKENS, Trace, cached_prefix_tokens
 from clustersim.workload.zoo import load_model
@@ -99,3 +101,36 @@ def test_a_closed_loop_is_not_routed():
     model, system = four_replicas()
     with pytest.raises(ClusterSimError, match=r"^--routing cache-aware: a closed loop"):
         simulate(model, system, Request(512, 32), Load(concurrency=8), requests=16, routing="cache-aware")
+
+
+def test_random_routing_uses_every_replica():
+    trace = conversations(400, 0.01)
+    for replicas in (2, 3, 8):
+        routed = route("random", trace.arrival_s, trace.input_tokens, replicas, np.random.default_rng(1))
+        assert sorted(set(routed.replica.tolist())) == list(range(replicas))
+        assert routed.replica.dtype == np.int64 and routed.cached_tokens.dtype == np.int64
+
+
+def test_cache_aware_routing_needs_a_prefill_price():
+    trace = conversations(6, 0.1)
+    with pytest.raises(ClusterSimError, match="cache-aware routing needs the replicas' prefill price"):
+        route("cache-aware", trace.arrival_s, trace.input_tokens, 2, np.random.default_rng(0))
+
+
+def test_the_prefill_price_is_the_step_models_prompt_steps():
+    model, system = four_replicas()
+    request, profile = Request(1, 1), engine_profile(None, system.family)
+    steps = step_table(model, system, request.precision, request.kv, max_tokens=8192, max_sequences=64,
+                       max_context=70_000.0, cal=default_calibration(), engine=profile)  # fmt: skip
+    budget = 4096
+    price = prefill_price(steps, budget)
+
+    def prompt_step(start: int, end: int) -> float:
+        return steps.step_s(0, 0.0, float(end - start), 1, steps.chunk_pairs(start, end))
+
+    assert price(0, budget) == pytest.approx(prompt_step(0, budget), rel=1e-6)
+    assert price(budget, 2 * budget) == pytest.approx(prompt_step(budget, 2 * budget), rel=1e-6)
+    assert price(0, 2 * budget) == pytest.approx(prompt_step(0, budget) + prompt_step(budget, 2 * budget), rel=1e-6)
+    longer = [price(0, n) for n in (1024, 8192, 32768, 65536)]
+    assert longer == sorted(longer) and longer[-1] > 2 * longer[-2]  # attention: more than linear
+    assert price(30_000, 32768) < price(0, 32768)
