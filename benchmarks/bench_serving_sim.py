@@ -14,15 +14,19 @@ tokens on average, ``tests/data/mooncake``) replayed with its prefix cache, its 
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from clustersim.catalog.registry import load_catalog
 from clustersim.serving.disaggregation import Pools, deploy
 from clustersim.serving.engine import serving_system_for_instance
 from clustersim.serving.estimate import Request
 from clustersim.serving.sim_disaggregated import simulate_disaggregated
+from clustersim.serving.sim_report import SimulationResult
 from clustersim.serving.sim_requests import request_sampler
 from clustersim.serving.simulate import Load, simulate
 from clustersim.serving.speculative import Speculation
@@ -32,6 +36,7 @@ from clustersim.workload.zoo import load_model
 REQUESTS = 10_000
 RUNS = 5
 MOONCAKE = Path(__file__).resolve().parents[1] / "tests" / "data" / "mooncake" / "conversation_trace.jsonl.gz"
+REPLAYED = 12_031  # the trace's requests
 
 
 def main() -> None:
@@ -54,35 +59,34 @@ def main() -> None:
                                                                              seed=seed, admission="reserve", **common)),
     )  # fmt: skip
     for label, run in runs:
-        walls, result = [], None
-        for seed in range(RUNS):
-            start = time.perf_counter()
-            result = run(seed)
-            walls.append(time.perf_counter() - start)
-        assert result is not None
-        summary = result.to_json()
+        walls, summary = timed(run, RUNS)
         print(
             f"{REQUESTS:,} sharegpt requests, {label}, {model.name} on {system.dp} x tp{system.tp} "
-            f"{system.device_name}: "
-            f"median {statistics.median(walls):.2f} s (min {min(walls):.2f}, max {max(walls):.2f}; {RUNS} seeds), "
+            f"{system.device_name}: {walls}; {RUNS} seeds), "
             f"{summary['steps']:,} engine steps, {summary['throughput']['output_tokens_per_s']:,.0f} output tokens/s"
         )
     trace = Load(trace=read_trace(MOONCAKE))
     for routing in ("random", "cache-aware"):
-        walls, result = [], None
-        for _ in range(3):
-            start = time.perf_counter()
-            result = simulate(model, system, Request(12035, 343), trace, routing=routing)
-            walls.append(time.perf_counter() - start)
-        assert result is not None
-        summary = result.to_json()
+        replay = functools.partial(simulate, model, system, Request(12035, 343), trace, routing=routing)
+        walls, summary = timed(lambda _, run=replay: run(), 3)
         print(
-            f"Mooncake conversation trace, {trace.trace.arrival_s.size:,} requests, routing {routing}, {model.name} "
-            f"on {system.dp} x tp{system.tp} {system.device_name}: median {statistics.median(walls):.2f} s "
-            f"(min {min(walls):.2f}, max {max(walls):.2f}; 3 runs), {summary['steps']:,} engine steps, "
-            f"{summary['prefix_cache']['cached_share']:.1%} of prompt tokens cached, mean TTFT "
+            f"Mooncake conversation trace, {REPLAYED:,} requests, routing {routing}, {model.name} "
+            f"on {system.dp} x tp{system.tp} {system.device_name}: {walls}; 3 runs), {summary['steps']:,} engine "
+            f"steps, {summary['prefix_cache']['cached_share']:.1%} of prompt tokens cached, mean TTFT "
             f"{summary['ttft_s']['mean']:.3f} s"
         )
+
+
+def timed(run: Callable[[int], SimulationResult], times: int) -> tuple[str, dict[str, Any]]:
+    """``run(seed)`` for seeds ``0..times-1``: its wall times as "median M s (min A, max B" and its last result."""
+    walls, result = [], None
+    for seed in range(times):
+        start = time.perf_counter()
+        result = run(seed)
+        walls.append(time.perf_counter() - start)
+    assert result is not None
+    spread = f"median {statistics.median(walls):.2f} s (min {min(walls):.2f}, max {max(walls):.2f}"
+    return spread, result.to_json()
 
 
 if __name__ == "__main__":

@@ -56,6 +56,11 @@ class Trace:
 Row = tuple[float, int, int, tuple[int, ...] | None]
 
 
+def _refused(field: str, path: Path, message: str) -> ClusterSimError:
+    """The error for a trace file that cannot be read as one: ``field: message``, naming the file."""
+    return ClusterSimError(f"{field}: {message}", field=field, value=str(path))
+
+
 def read_trace(path: str | Path, field: str = "--trace") -> Trace:
     """The trace in ``path`` (CSV or JSON Lines, see the module), sorted by arrival; ``ClusterSimError``
     naming ``field``, the file, the line and what is wrong."""
@@ -65,19 +70,17 @@ def read_trace(path: str | Path, field: str = "--trace") -> Trace:
         text = gzip.decompress(path.read_bytes()).decode("utf-8") if zipped else path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError, EOFError, zlib.error) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        raise ClusterSimError(f"{field}: cannot read {path}: {reason}", field=field, value=str(path)) from None
+        raise _refused(field, path, f"cannot read {path}: {reason}") from None
     lines = text.splitlines()
     inner = path.with_suffix("") if zipped else path
     is_jsonl = inner.suffix.lower() in (".jsonl", ".json") or text.lstrip().startswith("{")
     rows = _jsonl_rows(lines, path, field) if is_jsonl else _csv_rows(lines, path, field)
     if not rows:
-        raise ClusterSimError(f"{field}: {path} has no requests", field=field, value=str(path))
+        raise _refused(field, path, f"{path} has no requests")
     hashed = [row[3] is not None for row in rows]
     if any(hashed) and not all(hashed):
         line = hashed.index(not hashed[0]) + 1
-        raise ClusterSimError(
-            f"{field}: {path} line {line}: hash_ids must be on every request or on none", field=field, value=str(path)
-        )
+        raise _refused(field, path, f"{path} line {line}: hash_ids must be on every request or on none")
     rows.sort(key=lambda row: row[0])  # stable: requests at the same time keep the file's order
     arrival = np.array([row[0] for row in rows], dtype=np.float64)
     inputs = np.array([row[1] for row in rows], dtype=np.int64)
@@ -91,10 +94,8 @@ def _checked(
 ) -> tuple[float, int, int]:
     arrival, n, o = values
     if not (math.isfinite(arrival) and arrival >= 0 and math.isfinite(n) and n >= 1 and math.isfinite(o) and o >= 1):
-        raise ClusterSimError(
-            f"{field}: {where}: {keys[0]} must be >= 0 and {keys[1]}/{keys[2]} >= 1, got {arrival:g}, {n:g}, {o:g}",
-            field=field,
-            value=str(path),
+        raise _refused(
+            field, path, f"{where}: {keys[0]} must be >= 0 and {keys[1]}/{keys[2]} >= 1, got {arrival:g}, {n:g}, {o:g}"
         )
     return arrival, round(n), round(o)
 
@@ -103,11 +104,11 @@ def _csv_rows(lines: list[str], path: Path, field: str) -> list[Row]:
     header = [name.strip() for name in lines[0].split(",")] if lines else []
     missing = [name for name in COLUMNS if name not in header]
     if missing:
-        raise ClusterSimError(
-            f"{field}: {path} needs a CSV header with {', '.join(COLUMNS)} (or JSON Lines, see clustersim serve "
+        raise _refused(
+            field,
+            path,
+            f"{path} needs a CSV header with {', '.join(COLUMNS)} (or JSON Lines, see clustersim serve "
             f"--help); missing {', '.join(missing)}",
-            field=field,
-            value=str(path),
         )
     columns = [header.index(name) for name in COLUMNS]
     rows: list[Row] = []
@@ -118,10 +119,8 @@ def _csv_rows(lines: list[str], path: Path, field: str) -> list[Row]:
         try:
             arrival, n, o = (float(cells[i]) for i in columns)
         except (ValueError, IndexError):
-            raise ClusterSimError(
-                f"{field}: {path} line {number}: {line.strip()!r} is not numbers in {', '.join(COLUMNS)}",
-                field=field,
-                value=str(path),
+            raise _refused(
+                field, path, f"{path} line {number}: {line.strip()!r} is not numbers in {', '.join(COLUMNS)}"
             ) from None
         rows.append((*_checked((arrival, n, o), COLUMNS, f"{path} line {number}", field, path), None))
     return rows
@@ -136,23 +135,21 @@ def _jsonl_rows(lines: list[str], path: Path, field: str) -> list[Row]:
         try:
             item = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ClusterSimError(f"{field}: {where}: not JSON ({exc.msg})", field=field, value=str(path)) from None
+            raise _refused(field, path, f"{where}: not JSON ({exc.msg})") from None
         if not isinstance(item, dict):
-            raise ClusterSimError(f"{field}: {where}: each line must be a JSON object", field=field, value=str(path))
+            raise _refused(field, path, f"{where}: each line must be a JSON object")
         keys, scale = (COLUMNS, 1.0) if all(k in item for k in COLUMNS) else (MOONCAKE_KEYS, 1e-3)
         missing = [k for k in keys if k not in item]
         if missing:
-            raise ClusterSimError(
-                f"{field}: {where}: needs {', '.join(COLUMNS)} or Mooncake's {', '.join(MOONCAKE_KEYS)}; "
+            raise _refused(
+                field,
+                path,
+                f"{where}: needs {', '.join(COLUMNS)} or Mooncake's {', '.join(MOONCAKE_KEYS)}; "
                 f"missing {', '.join(missing)}",
-                field=field,
-                value=str(path),
             )
         values = [item[k] for k in keys]
         if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
-            raise ClusterSimError(
-                f"{field}: {where}: {', '.join(keys)} must be numbers, got {values}", field=field, value=str(path)
-            )
+            raise _refused(field, path, f"{where}: {', '.join(keys)} must be numbers, got {values}")
         arrival, n, o = _checked((values[0], values[1], values[2]), keys, where, field, path)
         arrival *= scale
         rows.append((arrival, n, o, _hash_ids(item.get("hash_ids"), n, where, field, path)))
@@ -164,14 +161,14 @@ def _hash_ids(value: object, n: int, where: str, field: str, path: Path) -> tupl
     if value is None:
         return None
     if not isinstance(value, list) or not all(isinstance(h, int) and not isinstance(h, bool) for h in value):
-        raise ClusterSimError(f"{field}: {where}: hash_ids must be a list of integers", field=field, value=str(path))
+        raise _refused(field, path, f"{where}: hash_ids must be a list of integers")
     blocks = -(-n // HASH_BLOCK_TOKENS)
     if len(value) != blocks:
-        raise ClusterSimError(
-            f"{field}: {where}: {len(value)} hash_ids for a {n:,}-token prompt; blocks of {HASH_BLOCK_TOKENS} "
+        raise _refused(
+            field,
+            path,
+            f"{where}: {len(value)} hash_ids for a {n:,}-token prompt; blocks of {HASH_BLOCK_TOKENS} "
             f"tokens make {blocks}",
-            field=field,
-            value=str(path),
         )
     return tuple(value)
 
