@@ -211,17 +211,20 @@ def continuous_step(
     cal: InferenceCalibration | None = None,
     engine: str | EngineProfile | None = None,
     arrivals_in_time: bool = False,
+    seen_by_a_decoder: bool = False,
 ) -> StepMix:
     """The steady steps of one stage with ``batch / pp`` decoding sequences (one entry per batch) and their
     share of prompts, whole (``clustersim.serving.whole_prompts``): the mean step, an arrival's wait and the
     step that admits it; ``arrivals_in_time``: prompts arrive in time (a server's Poisson stream), not as
-    requests finish."""
+    requests finish; ``seen_by_a_decoder``: the steps as one decoding request sees them, itself and the others in
+    flight decoding, the prompts as many (``clustersim.serving.latency.seen_batch``)."""
     cal = default_calibration() if cal is None else cal
     profile = engine_profile(engine, system.family)
     b = np.asarray(batch, dtype=np.float64).reshape(-1) / system.pp
     lengths, formats = (request.input_tokens, request.output_tokens), (request.precision, request.kv)
-    return step_mix(model, system, lengths, formats, b, b / request.output_tokens, cal, profile, arrivals_in_time,
-                    decode_context_tokens=request.decode_context_tokens)  # fmt: skip
+    decoders = b + 1.0 if seen_by_a_decoder else b
+    return step_mix(model, system, lengths, formats, decoders, b / request.output_tokens, cal, profile,
+                    arrivals_in_time, decode_context_tokens=request.decode_context_tokens)  # fmt: skip
 
 
 def _static_steps(
@@ -337,8 +340,9 @@ def make_estimate(
     ttft_s: float | None = None,
     steady: StepTimes | None = None,
 ) -> ServingEstimate:
-    """The estimate at ``batch`` sequences per replica; a server scenario passes its rate and TTFT, a
-    closed loop its rate, TTFT and ``steady`` step (one entry)."""
+    """The estimate at ``batch`` sequences per replica; a server scenario passes its rate and TTFT (its step, the
+    TPOT, is the one a decoding request sees: itself and the others in flight, ``continuous_step``); a closed loop
+    its rate, TTFT and ``steady`` step (one entry)."""
     o = request.output_tokens
     static = steady is None and request.batching is Batching.STATIC
     if steady is not None:
@@ -353,7 +357,8 @@ def make_estimate(
         per_replica = batch / system.pp * o / (float(prefill.step_s[0]) + o * step_s)
     else:
         # The steady step, and the step that admits one more request (its first token's).
-        mix = continuous_step(model, system, request, batch, cal, engine, arrivals_in_time=scenario == "server")
+        server = scenario == "server"
+        mix = continuous_step(model, system, request, batch, cal, engine, server, seen_by_a_decoder=server)
         step, step_s = mix.mean, float(mix.mean.step_s[0])
         first = float(mix.admitting.step_s[0]) * system.pp + float(mix.wait_s[0])
         per_replica = batch / system.pp / step_s

@@ -1,17 +1,25 @@
 """The server scenario: latency at a request rate, and the highest rate that meets latency targets.
 
-At ``rate`` requests/s the decoding batch is the one whose output rate matches it (Little's law);
-TPOT is its step time; TTFT is the wait for a free slot (an M/D/c queue with one slot per sequence
-the KV cache holds, ``clustersim.serving.queueing``), the rest of the step in progress, the step that carries
-the prompt (both over the whole prompts the steps carry, ``clustersim.serving.whole_prompts``), and the steps a
-stack waits before it sends the first token (``clustersim.serving.first_token``; none for most). A replica's
-curve of steps over its batch is made once for every replica count (``_server_curve``).
-Targets apply to means.
+At ``rate`` requests/s the decoding batch is the one whose output rate matches it (Little's law); TPOT is the
+step a decoding request sees: the batch in flight and itself (the decoders of independent arrivals are Poisson
+about their mean, so one of them sees one more than the mean; at a low rate a lone request still reads its own
+context's KV every step, which the mean batch, a fraction of one, leaves out: 16,000-token prompts on one H100,
+6.7 ms a token at the mean batch against 7.37 for a lone client). TTFT is the wait for a free slot (an M/D/c
+queue with one slot per sequence the KV cache holds, ``clustersim.serving.queueing``), the rest of the step in
+progress, the step that carries the prompt (both over the whole prompts the steps carry,
+``clustersim.serving.whole_prompts``), and the steps a stack waits before it sends the first token
+(``clustersim.serving.first_token``; none for most). A replica's curve of steps over its batch is made once for
+every replica count (``_server_curve``). Targets apply to means.
 
-Not here: the wait for the prompts ahead, which the concurrency scenario prices (an M/D/1 queue on the
-prompts' work). MLPerf's Llama 3.1 405B server runs show it (9,429-token prompts at 0.45 requests/s on eight
-H200s: TTFT p50 1.54 s, p99 5.64 s), but with the model's 1.3 s per prompt an M/D/1 queue overstates it: its
-tail then caps the rate meeting the 6 s p99 target 20% below the measured one (2026-12-02, tried).
+A prompt longer than a step's token budget runs in chunks, and the prompts behind it wait until it is done: an
+M/D/1 queue on a prompt's own prefill time (its step less the decode step). Llama 3.1 405B on eight H200s, vLLM's
+8,192-token steps, 9,429-token prompts: TTFT -0.6% and +1.1% of the request simulator's at 0.1 and 0.2
+requests/s (-11.5% and -22.6% without the queue). Shorter prompts share steps (the whole prompts' chained
+counts). MLPerf's Llama 3.1 405B server runs are chunked (2,048-2,560-token steps): on B200 and GB200 the queue
+takes their TTFT from -26% and -21% to +9% and +15% at the model's highest rate, on H200 from +4% to +54%, where
+the model's step is already 26-32% too long (its TPOT); its mean only enters the rate searches (the p99 targets
+take the slot queue's tail), which move by 1%: an M/D/1 tail there put the rate meeting the 6 s p99 target 20%
+below the measured one (2026-12-02, tried).
 """
 
 from __future__ import annotations
@@ -46,10 +54,12 @@ class _ServerCurve:
     batch: FloatArray
     step_s: FloatArray
     first_step_s: FloatArray
-    output_tokens_per_s: FloatArray
     max_batch: int
     wait_s: FloatArray  # an arrival's wait for the next scheduling (``clustersim.serving.whole_prompts``)
+    seen_step_s: FloatArray  # the step a decoding request sees: the batch and itself (``continuous_step``)
+    seen_rate: FloatArray  # output tokens/s of a replica whose requests decode at ``seen_step_s``
     first_token_lag_steps: int = 0  # the engine's (``clustersim.serving.first_token``)
+    chunked: bool = False  # a prompt is longer than a step's token budget: it runs in chunks (``_latency``)
 
 
 _CURVES: IdentityMemo[_ServerCurve] = IdentityMemo(keep=64)
@@ -73,8 +83,11 @@ def _server_curve(
         grid = np.unique(np.concatenate((np.geomspace(1e-3, max_batch, 4 * GRID_POINTS), [float(max_batch)])))
         mix = continuous_step(model, system, request, grid, cal, engine, arrivals_in_time=True)
         step, first = mix.mean.step_s, mix.admitting.step_s
-        rate = np.maximum.accumulate(grid / system.pp / step)
-        return _ServerCurve(grid, step, first, rate, max_batch, mix.wait_s, first_token_lag_steps(engine))
+        seen_step = continuous_step(model, system, request, grid, cal, engine, True, seen_by_a_decoder=True).mean.step_s
+        seen = np.maximum.accumulate(grid / system.pp / seen_step)
+        chunked = request.input_tokens > engine.token_budget(system.system.accelerator.id)
+        lag = first_token_lag_steps(engine)
+        return _ServerCurve(grid, step, first, max_batch, mix.wait_s, seen_step, seen, lag, chunked)
 
     held = (model, system.system, system.tp_fabric, system.pp_fabric, system.cost, cal, engine)
     return _CURVES.get(held, (system.tp, system.pp, system.board_power_watts, request, max_batch), make)
@@ -90,10 +103,10 @@ def _latency(
     """(batch, TTFT, TPOT) at ``rate_per_replica`` requests/s, mean or at ``percentile`` (TTFT: the wait's
     tail); infinite latencies past saturation."""
     demand = rate_per_replica * request.output_tokens
-    if demand >= curve.output_tokens_per_s[-1]:
+    if demand >= curve.seen_rate[-1]:
         return float(curve.max_batch), math.inf, math.inf
-    batch = float(np.interp(demand, curve.output_tokens_per_s, curve.batch))
-    step = float(np.interp(batch, curve.batch, curve.step_s))
+    batch = float(np.interp(demand, curve.seen_rate, curve.batch))
+    step = float(np.interp(batch, curve.batch, curve.seen_step_s))
     first = float(np.interp(batch, curve.batch, curve.first_step_s))
     holding_s = request.output_tokens * system.pp * float(curve.step_s[-1])  # a slot's time per request
     load = rate_per_replica * holding_s
@@ -108,7 +121,14 @@ def _latency(
         wait = scale * math.log(waits / (1.0 - percentile)) if waits > 1.0 - percentile else 0.0
     reported = curve.first_token_lag_steps * system.pp * step  # the steps before the first token is sent
     admitted = float(np.interp(batch, curve.batch, curve.wait_s))  # to the scheduling that admits it
-    return batch, wait + admitted + system.pp * first + reported, system.pp * step
+    ahead = 0.0
+    if curve.chunked:  # prompts in chunks take the budget in turn: an M/D/1 queue on the prompts' own time
+        service = system.pp * max(first - float(np.interp(batch, curve.batch, curve.step_s)), 0.0)
+        busy = rate_per_replica * service
+        if busy >= 1.0:
+            return float(curve.max_batch), math.inf, math.inf
+        ahead = rate_per_replica * service**2 / (2.0 * (1.0 - busy))
+    return batch, wait + ahead + admitted + system.pp * first + reported, system.pp * step
 
 
 def estimate_server(
@@ -128,7 +148,7 @@ def estimate_server(
     curve = _server_curve(model, system, request, max_batch, cal, profile)
     batch, ttft, _ = _latency(curve, system, request, rate_per_s / system.dp)
     if math.isinf(ttft):
-        limit = float(curve.output_tokens_per_s[-1]) * system.dp / request.output_tokens
+        limit = float(curve.seen_rate[-1]) * system.dp / request.output_tokens
         raise ClusterSimError(f"rate: {rate_per_s:g} requests/s exceeds the saturation rate of {limit:.3g} requests/s")
     reason = "request rate"
     return make_estimate(
@@ -165,7 +185,7 @@ def max_rate(
             field="ttft_target_s" if ttft0 > ttft_target_s else "tpot_target_s",
             value=ttft_target_s if ttft0 > ttft_target_s else tpot_target_s,
         )
-    low, high = 0.0, float(curve.output_tokens_per_s[-1]) / request.output_tokens
+    low, high = 0.0, float(curve.seen_rate[-1]) / request.output_tokens
     for _ in range(60):
         mid = 0.5 * (low + high)
         _, ttft, tpot = _latency(curve, system, request, mid, percentile)
