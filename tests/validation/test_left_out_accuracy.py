@@ -91,7 +91,14 @@ KNOWN_LATENCY_MISSES: dict[tuple[str, str], tuple[float, str]] = {
         "log's TTFT p99 1.9 s) binds the real rate",
     ),
     ("ttft_s", "mlcommons/inference_results_v4.1"): (0.35, MLPERF_TTFT),
-    ("ttft_s", "mlcommons/inference_results_v5.0"): (0.37, MLPERF_TTFT),
+    ("ttft_s", "mlcommons/inference_results_v5.0"): (
+        0.42,
+        MLPERF_TTFT + "; 0.37 before prompts longer than a step's token budget queued for it (an M/D/1 queue, "
+        "2026-12-03, which brought the closed form within 1.1% of the simulator's TTFT on chunked prompts, 22.6% "
+        "before): its Llama 3.1 405B H200 row went +4% -> +54%, its step already 32% long at the model's highest "
+        "rate (its TPOT), as v5.1's H200 row (+5% -> +54%), while v5.1's B200 and GB200 rows went -26% and -21% to "
+        "+9% and +15%",
+    ),
     ("ttft_s", "mlcommons/inference_results_v5.1"): (0.26, MLPERF_TTFT),
     ("ttft_s", "https://docs.nvidia.com/nim/benchmarking/llm/1.0.0/performance"): (
         0.23,

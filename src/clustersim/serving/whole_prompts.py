@@ -24,9 +24,9 @@ Prompts that arrive in time (a server's Poisson stream) are chained: a schedulin
 during the span before it, so a long span (one with prompts) is followed by more prompts (``chained_counts``:
 the count overdispersed, and the step admitting an arrival carrying those of the long span it likely landed in).
 Finishes (a closed loop, offline) come per step and stay Poisson. A prompt over the engine's token budget runs
-in chunks that later prompts queue behind (``clustersim.serving.latency``'s M/D/1 queue), and is not chained. On the H100 above the server's TTFT went from
-0.7-12.9% short of the simulator's at 4-16 requests/s to 0.7-2.4% (the middle half of 4,000 requests, two
-seeds), its TPOT 1.2-4.2% short as before.
+in chunks that later prompts queue behind (``clustersim.serving.latency``'s M/D/1 queue), and is not chained. On
+the H100 above the server's TTFT went from 0.7-12.9% short of the simulator's at 4-16 requests/s to 0.7-2.4% (the
+middle half of 4,000 requests, two seeds), its TPOT 1.2-4.2% short as before.
 
 Against the request simulator in a steady state (one H100, Llama 3.1 8B, 1,024 + 256 tokens, Poisson arrivals at
 4, 8, 12 and 16 requests/s, the middle half of 4,000 requests): the mean gap between tokens 7.84, 9.54, 12.30 and
