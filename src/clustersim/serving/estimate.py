@@ -211,18 +211,18 @@ def continuous_step(
     cal: InferenceCalibration | None = None,
     engine: str | EngineProfile | None = None,
     arrivals_in_time: bool = False,
-    seen_by_a_decoder: bool = False,
+    seen_by_a_decoder: bool | FloatArray = False,
 ) -> StepMix:
     """The steady steps of one stage with ``batch / pp`` decoding sequences (one entry per batch) and their
     share of prompts, whole (``clustersim.serving.whole_prompts``): the mean step, an arrival's wait and the
     step that admits it; ``arrivals_in_time``: prompts arrive in time (a server's Poisson stream), not as
     requests finish; ``seen_by_a_decoder``: the steps as one decoding request sees them, itself and the others in
-    flight decoding, the prompts as many (``clustersim.serving.latency.seen_batch``)."""
+    flight decoding, the prompts as many (``clustersim.serving.latency``); per entry where an array."""
     cal = default_calibration() if cal is None else cal
     profile = engine_profile(engine, system.family)
     b = np.asarray(batch, dtype=np.float64).reshape(-1) / system.pp
     lengths, formats = (request.input_tokens, request.output_tokens), (request.precision, request.kv)
-    decoders = b + 1.0 if seen_by_a_decoder else b
+    decoders = b + np.asarray(seen_by_a_decoder, dtype=np.float64)
     return step_mix(model, system, lengths, formats, decoders, b / request.output_tokens, cal, profile,
                     arrivals_in_time, decode_context_tokens=request.decode_context_tokens)  # fmt: skip
 

@@ -81,13 +81,14 @@ def _server_curve(
         if request.batching is not Batching.CONTINUOUS:
             raise ClusterSimError("batching: the server scenario is modelled with continuous batching only")
         grid = np.unique(np.concatenate((np.geomspace(1e-3, max_batch, 4 * GRID_POINTS), [float(max_batch)])))
-        mix = continuous_step(model, system, request, grid, cal, engine, arrivals_in_time=True)
-        step, first = mix.mean.step_s, mix.admitting.step_s
-        seen_step = continuous_step(model, system, request, grid, cal, engine, True, seen_by_a_decoder=True).mean.step_s
+        n = grid.size  # the mean batch's steps and, in the same call, those a decoder sees (itself in them)
+        both, own_seat = np.concatenate((grid, grid)), np.repeat([0.0, 1.0], n)
+        mix = continuous_step(model, system, request, both, cal, engine, True, seen_by_a_decoder=own_seat)
+        step, first, seen_step = mix.mean.step_s[:n], mix.admitting.step_s[:n], mix.mean.step_s[n:]
         seen = np.maximum.accumulate(grid / system.pp / seen_step)
         chunked = request.input_tokens > engine.token_budget(system.system.accelerator.id)
         lag = first_token_lag_steps(engine)
-        return _ServerCurve(grid, step, first, max_batch, mix.wait_s, seen_step, seen, lag, chunked)
+        return _ServerCurve(grid, step, first, max_batch, mix.wait_s[:n], seen_step, seen, lag, chunked)
 
     held = (model, system.system, system.tp_fabric, system.pp_fabric, system.cost, cal, engine)
     return _CURVES.get(held, (system.tp, system.pp, system.board_power_watts, request, max_batch), make)
