@@ -223,8 +223,8 @@ def test_an_unknown_dataset_is_one_line_naming_the_known_ones():
     assert "unknown --dataset 'orca'" in line and "did you mean openorca" in line and "sharegpt" in line
     error = json.loads(run("llama2-70b", "--dataset", "orca", "--json").stderr)
     assert (error["field"], error["value"]) == ("--dataset", "orca")
-    known = "cnn_dailymail, fixed, mlperf_llama3_405b, mlperf_mixtral, mooncake_conversation, mooncake_synthetic, "
-    assert f"known: {known}mooncake_toolagent, openorca, random, sharegpt" in error["error"]
+    known = "azure_code_2023, azure_conversation_2023, cnn_dailymail, fixed, mlperf_llama3_405b, mlperf_mixtral, "
+    assert f"known: {known}mooncake_conversation, mooncake_synthetic, mooncake_toolagent, openorca" in error["error"]
 
 
 # ---- the request-level simulator (serve --simulate) -------------------------------------------------------------

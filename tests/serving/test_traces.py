@@ -21,6 +21,7 @@ from clustersim.serving.traces import HASH_BLOCK_TOKENS, Trace, cached_prefix_to
 from clustersim.workload.zoo import load_model
 
 MOONCAKE = Path(__file__).parent.parent / "data" / "mooncake"
+AZURE = Path(__file__).parent.parent / "data" / "azure"
 # Qin et al., FAST'25, Table 2 (and FAST25-release/README.md): requests, mean input and output, "Cache Ratio"
 PUBLISHED = {
     "conversation": (12031, 12035, 343, 0.40),
@@ -88,6 +89,35 @@ def test_the_dataset_figures_are_the_traces_own(name, entry):
         assert (stats.min.value, stats.max.value) == (lengths.min(), lengths.max())
         for percent, tokens in stats.percentiles.values.items():
             assert tokens == pytest.approx(float(np.percentile(lengths, percent)), abs=0.05)
+
+
+@pytest.mark.parametrize(
+    ("name", "entry", "requests", "span_s"),
+    [("code", "azure_code_2023", 8819, 3435.948), ("conv", "azure_conversation_2023", 19366, 3501.722)],
+)
+def test_azures_traces_are_read_from_their_timestamps_and_give_their_sets_figures(name, entry, requests, span_s):
+    trace = read_trace(AZURE / f"AzureLLMInferenceTrace_{name}.csv.gz")
+    assert trace.arrival_s.size == requests and trace.prefix_hashes is None
+    assert trace.arrival_s[0] == 0.0 and trace.arrival_s[-1] == pytest.approx(span_s, abs=1e-3)
+    assert np.all(np.diff(trace.arrival_s) >= 0)
+    found = request_datasets(use_env=False)[entry]
+    assert found.samples is not None and found.samples.value == requests
+    for side, lengths in (("input", trace.input_tokens), ("output", trace.output_tokens)):
+        stats = getattr(found, side)
+        assert stats.mean.value == pytest.approx(float(lengths.mean()), abs=0.005)
+        assert (stats.min.value, stats.max.value) == (lengths.min(), lengths.max())
+        for percent, tokens in stats.percentiles.values.items():
+            assert tokens == pytest.approx(float(np.percentile(lengths, percent)), abs=0.05)
+
+
+def test_an_azure_timestamp_that_is_not_a_date_is_refused(tmp_path):
+    path = tmp_path / "azure.csv"
+    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.97,100,5\nyesterday,100,5\n")
+    with pytest.raises(ClusterSimError, match=r"line 3: 'yesterday,100,5' is not numbers in TIMESTAMP"):
+        read_trace(path)
+    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:04.5,100,5\n2023-11-16 18:17:03,7,2\n")
+    trace = read_trace(path)
+    assert trace.arrival_s.tolist() == [0.0, 1.5] and trace.input_tokens.tolist() == [7, 100]
 
 
 # ---- the prefix cache ------------------------------------------------------------------------------------------
@@ -202,7 +232,7 @@ def test_a_bad_jsonl_trace_is_refused_naming_the_file_and_the_line(tmp_path, tex
     [
         ("bad.jsonl.gz", b"not gzip at all", "cannot read"),
         ("absent.jsonl", None, "No such file"),
-        ("empty.csv", b"", "needs a CSV header with arrival_s, input_tokens, output_tokens"),
+        ("empty.csv", b"", "needs a CSV header with arrival_s, input_tokens, output_tokens or Azure's TIMESTAMP"),
         ("lines.json", b"[1, 2]\n", "line 1: each line must be a JSON object"),  # .json: JSON Lines, not CSV
         ("lines.jsonl.gz", gzip.compress(b"[1, 2]\n"), "line 1: each line must be a JSON object"),
         ("hashes.jsonl", b'{"timestamp": 0, "input_length": 10, "output_length": 2}\n', None),

@@ -41,8 +41,9 @@ TraceOpt = Annotated[
     Path | None,
     typer.Option(
         "--trace",
-        help="Simulate a trace: CSV with columns arrival_s,input_tokens,output_tokens, or JSON Lines with those "
-        "keys or Mooncake's (timestamp in ms, input_length, output_length, hash_ids).",
+        help="Simulate a trace: CSV with columns arrival_s,input_tokens,output_tokens (or Azure's TIMESTAMP,"
+        "ContextTokens,GeneratedTokens), or JSON Lines with those keys or Mooncake's (timestamp in ms, input_length, "
+        "output_length, hash_ids); .gz too.",
     ),
 ]
 

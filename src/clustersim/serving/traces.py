@@ -3,7 +3,9 @@ it shares with earlier requests.
 
 Two formats, one request a row:
 
-* **CSV** with a header naming ``arrival_s``, ``input_tokens`` and ``output_tokens`` (other columns ignored);
+* **CSV** with a header naming ``arrival_s``, ``input_tokens`` and ``output_tokens`` (other columns ignored), or
+  the Azure LLM inference traces' ``TIMESTAMP`` (a date and time; arrivals counted from the first),
+  ``ContextTokens`` and ``GeneratedTokens`` (Azure/AzurePublicDataset, the Splitwise paper's, ISCA 2024);
 * **JSON Lines** (a ``.jsonl`` file, or any file whose first character is ``{``), each line an object with
   either those three keys or the keys of the Mooncake traces (kvcache-ai/Mooncake ``FAST25-release/traces``,
   the FAST'25 paper's conversation, tool-and-agent and synthetic workloads): ``timestamp`` (ms),
@@ -30,6 +32,7 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +42,7 @@ from clustersim.errors import ClusterSimError
 
 HASH_BLOCK_TOKENS = 512  # Mooncake's hash_ids: "The block size is 512 tokens" (FAST25-release/README.md)
 COLUMNS = ("arrival_s", "input_tokens", "output_tokens")
+AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")  # TIMESTAMP: e.g. 2023-11-16 18:17:03.9799600
 MOONCAKE_KEYS = ("timestamp", "input_length", "output_length")  # timestamp in ms
 
 
@@ -102,28 +106,39 @@ def _checked(
 
 def _csv_rows(lines: list[str], path: Path, field: str) -> list[Row]:
     header = [name.strip() for name in lines[0].split(",")] if lines else []
-    missing = [name for name in COLUMNS if name not in header]
-    if missing:
+    names = next((names for names in (COLUMNS, AZURE_COLUMNS) if all(name in header for name in names)), None)
+    if names is None:
+        missing = [name for name in COLUMNS if name not in header]
         raise _refused(
             field,
             path,
-            f"{path} needs a CSV header with {', '.join(COLUMNS)} (or JSON Lines, see clustersim serve "
-            f"--help); missing {', '.join(missing)}",
+            f"{path} needs a CSV header with {', '.join(COLUMNS)} or Azure's {', '.join(AZURE_COLUMNS)} (or JSON "
+            f"Lines, see clustersim serve --help); missing {', '.join(missing)}",
         )
-    columns = [header.index(name) for name in COLUMNS]
+    columns = [header.index(name) for name in names]
     rows: list[Row] = []
     for number, line in enumerate(lines[1:], start=2):
         if not line.strip():
             continue
         cells = line.split(",")
         try:
-            arrival, n, o = (float(cells[i]) for i in columns)
+            when, n, o = (cells[i].strip() for i in columns)
+            arrival = float(when) if names is COLUMNS else _seconds(when)
+            values = (arrival, float(n), float(o))
         except (ValueError, IndexError):
             raise _refused(
-                field, path, f"{path} line {number}: {line.strip()!r} is not numbers in {', '.join(COLUMNS)}"
+                field, path, f"{path} line {number}: {line.strip()!r} is not numbers in {', '.join(names)}"
             ) from None
-        rows.append((*_checked((arrival, n, o), COLUMNS, f"{path} line {number}", field, path), None))
+        rows.append((*_checked(values, names, f"{path} line {number}", field, path), None))
+    if names is AZURE_COLUMNS:  # arrivals from the first request
+        start = min(row[0] for row in rows) if rows else 0.0
+        rows = [(arrival - start, n, o, hashes) for arrival, n, o, hashes in rows]
     return rows
+
+
+def _seconds(timestamp: str) -> float:
+    """A date and time (ISO 8601, UTC taken) as seconds since the epoch."""
+    return datetime.fromisoformat(timestamp).replace(tzinfo=UTC).timestamp()
 
 
 def _jsonl_rows(lines: list[str], path: Path, field: str) -> list[Row]:
