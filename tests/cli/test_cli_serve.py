@@ -289,6 +289,9 @@ def test_a_mooncake_trace_replays_its_prefix_cache_unless_a_hit_rate_is_given(tm
         run("llama3.1-8b", "--tp", "2", "--trace", str(trace), "--routing", "cache-aware", "--json").stdout
     )
     assert routed["routing"] == "cache-aware" and routed["prefix_cache"]["cached_share"] == pytest.approx(6 / 12)
+    for policy in ("random", "cache-aware"):  # a closed loop keeps each client on its replica: refused, not dropped
+        closed = run("llama3.1-8b", "--tp", "2", "--concurrency", "4", "--routing", policy, "--json")
+        assert closed.exit_code == 2 and json.loads(closed.stderr)["field"] == "--routing"
     table = run("llama3.1-8b", "--tp", "2", "--trace", str(trace), "--routing", "cache-aware")
     assert "each of the 4 replicas has its own cache and gets requests by --routing cache-aware" in table.output
 

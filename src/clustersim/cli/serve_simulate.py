@@ -84,6 +84,13 @@ def run_simulation(ctx: typer.Context, p: dict[str, Any]) -> None:
                 f"clients), --trace FILE or --rates A:B (a sweep) ({what})",
                 field=loads[-1] if loads else "--rate",
             )
+        if p["concurrency"] is not None and given_options(ctx, ("routing",)):
+            raise ClusterSimError(
+                f"--routing {p['routing']}: a closed loop's clients each keep to one replica, spread over them in "
+                "turn; route an open loop (--rate, --trace or --rates)",
+                field="--routing",
+                value=p["routing"],
+            )
         if p["trace"] is not None and (stated or given_options(ctx, ("requests",))):
             extra = (stated + given_options(ctx, ("requests",)))[0]
             raise ClusterSimError(
