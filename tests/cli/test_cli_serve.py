@@ -296,6 +296,18 @@ def test_a_mooncake_trace_replays_its_prefix_cache_unless_a_hit_rate_is_given(tm
     assert "each of the 4 replicas has its own cache and gets requests by --routing cache-aware" in table.output
 
 
+def test_a_trace_past_the_models_context_is_refused_or_priced_as_asked(tmp_path):
+    trace = tmp_path / "long.csv"
+    trace.write_text("arrival_s,input_tokens,output_tokens\n0,1000,10\n1,140000,100\n")
+    refused = run("llama3.1-8b", "--tp", "8", "--trace", str(trace), "--json")
+    assert refused.exit_code == 2 and json.loads(refused.stderr)["field"] == "--trace"
+    assert (
+        "longest request, 140,000 + 100, is 140,100 tokens, beyond the context" in json.loads(refused.stderr)["error"]
+    )
+    asked = json.loads(run("llama3.1-8b", "--tp", "8", "--trace", str(trace), "--beyond-context", "--json").stdout)
+    assert asked["input_tokens"]["max"] == 140000 and any("beyond context" in note for note in asked["notes"])
+
+
 def test_the_simulator_settles_on_one_load():
     none = run("llama2-70b", "--simulate", "--json")
     assert none.exit_code == 2 and "give one load" in json.loads(none.stderr)["error"]

@@ -222,6 +222,12 @@ def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], lis
     top = Load(rate_per_s=max(rates)) if rates else None
     load = top or Load(rate_per_s=p["rate"], concurrency=p["concurrency"], trace=trace)
     model, catalog, request, lengths, sampler, notes, engine = _inputs(p, stated)
+    if trace is not None:  # refused (or priced as asked) past the model's context, as a request set's longest is
+        longest = int((trace.input_tokens + trace.output_tokens).argmax())
+        n, o = int(trace.input_tokens[longest]), int(trace.output_tokens[longest])
+        what = f"--trace {p['trace']}'s longest request, {n:,} + {o:,},"
+        beyond = model.check_context(n + o, what, beyond_context=p["beyond_context"])
+        notes.extend([beyond] if beyond else [])
     tp = p["tp"] or _chosen_tp(model, catalog, p["instance"], p["pp"], request, load, engine)
     system = serving_system_for_instance(catalog, p["instance"], tp=tp, pp=p["pp"])
     speculation = _speculation(p, model)
