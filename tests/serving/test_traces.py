@@ -234,9 +234,10 @@ def test_a_bad_jsonl_trace_is_refused_naming_the_file_and_the_line(tmp_path, tex
         ("absent.jsonl", None, "No such file"),
         ("empty.csv", b"", "needs a CSV header with arrival_s, input_tokens, output_tokens or Azure's TIMESTAMP"),
         ("lines.json", b"[1, 2]\n", "line 1: each line must be a JSON object"),  # .json: JSON Lines, not CSV
-        ("lines.jsonl.gz", gzip.compress(b"[1, 2]\n"), "line 1: each line must be a JSON object"),
+        ("lines.jsonl.gz", gzip.compress(b"[1, 2]\n", mtime=0), "line 1: each line must be a JSON object"),
         ("hashes.jsonl", b'{"timestamp": 0, "input_length": 10, "output_length": 2}\n', None),
     ],
+    ids=["corrupt-gzip", "absent", "empty-csv", "json-lines-named-json", "gzipped-json-lines", "no-hashes"],
 )
 def test_a_trace_file_is_read_by_its_kind_or_refused_with_the_reason(tmp_path, name, content, message):
     path = tmp_path / name
