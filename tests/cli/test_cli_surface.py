@@ -91,14 +91,16 @@ def surface() -> list[str]:
 
 
 def key_paths(value: Any, prefix: str = "") -> list[str]:
-    """The dotted key paths of a JSON value (a list's items as ``[]``, its first item's keys)."""
+    """The dotted key paths of a JSON value (a list's items as ``[]``: every item's keys, in first-seen order, a
+    leaf only where no item has keys below it, so the paths do not depend on which item comes first)."""
     if isinstance(value, dict):
         out = [prefix] if prefix and not value else []
         for key, item in value.items():
             out += key_paths(item, f"{prefix}.{key}" if prefix else key)
         return out
     if isinstance(value, list) and value:
-        return key_paths(value[0], f"{prefix}[]")
+        paths = list(dict.fromkeys(path for item in value for path in key_paths(item, f"{prefix}[]")))
+        return [path for path in paths if not any(other.startswith((path + ".", path + "[]")) for other in paths)]
     return [prefix]
 
 
