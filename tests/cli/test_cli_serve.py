@@ -308,6 +308,15 @@ def test_a_trace_past_the_models_context_is_refused_or_priced_as_asked(tmp_path)
     assert asked["input_tokens"]["max"] == 140000 and any("beyond context" in note for note in asked["notes"])
 
 
+def test_a_request_set_with_prompts_past_the_token_budget_says_the_closed_forms_leave_them_out():
+    heavy = json.loads(run("llama3.1-8b", "--tp", "1", "--dataset", "mooncake_conversation", "--rate", "3",
+                           "--engine", "vllm", "--json").stdout)  # fmt: skip
+    (note,) = [note for note in heavy["notes"] if "past the engine's" in note]
+    assert "over 85,400 tokens" in note and "8,192-token steps" in note and "--simulate" in note
+    light = json.loads(run("llama3.1-8b", "--tp", "1", "--dataset", "sharegpt", "--rate", "3", "--json").stdout)
+    assert not any("past the engine's" in note for note in light["notes"])
+
+
 def test_the_simulator_settles_on_one_load():
     none = run("llama2-70b", "--simulate", "--json")
     assert none.exit_code == 2 and "give one load" in json.loads(none.stderr)["error"]

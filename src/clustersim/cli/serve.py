@@ -404,6 +404,19 @@ def _scenario_of_options(
     )
 
 
+def _spread(
+    cat: "Catalog", estimate: "ServingEstimate", dataset: str | None, request: "Request", engine: str | None
+) -> tuple[str, ...]:
+    """The note of a request set whose long prompts the closed forms leave out (``dataset_spread_notes``)."""
+    from clustersim.serving.engine import serving_system_for_instance
+    from clustersim.serving.engines import engine_profile
+    from clustersim.serving.estimate import dataset_spread_notes
+
+    system = serving_system_for_instance(cat, estimate.system, tp=estimate.tp, pp=estimate.pp, dp=estimate.dp)
+    budget = engine_profile(engine, system.family).token_budget(system.system.accelerator.id)
+    return dataset_spread_notes(dataset, request, budget)
+
+
 def _estimate(
     spec: "ServingScenarioFile", compare: str | None
 ) -> "tuple[Transformer, list[ServingEstimate], list[str]]":
@@ -436,7 +449,8 @@ def _estimate(
     instances = [spec.system.instance] + ([compare] if compare else [])
     mode = (load.batch, load.rate_per_s, load.ttft_target_s, load.tpot_target_s)
     estimates = [_run(transformer, cat, name, tp, spec.system.pp, request, mode, spec.engine) for name in instances]
-    estimates = [replace(e, notes=extra + e.notes) for e in estimates]
+    estimates = [replace(e, notes=extra + _spread(cat, e, lengths.dataset, request, spec.engine) + e.notes)
+                 for e in estimates]  # fmt: skip
     reasons: tuple[str, ...] = ()
     if compare and load.rate_per_s is None and load.ttft_target_s is None and load.tpot_target_s is None:
         first, second = (serving_system_for_instance(cat, e.system, tp=e.tp, pp=e.pp, dp=e.dp) for e in estimates)
