@@ -116,8 +116,8 @@ def simulate(
     (``clustersim.serving.speculative``: a scheduler step is a verify step, a request's output takes
     ``1 + ceil((output - 1) / E)`` of them, each gap between its tokens a step over ``E``);
     ``prefix_hit_rate``: the share of each prompt found in the prefix cache; None: a trace's own, each request's
-    leading blocks still cached when it arrives (``traces.cached_prefix_tokens`` over each replica's KV cache),
-    where the trace names its prompt blocks, else 0;
+    leading blocks still in its replica's prefix cache when it arrives (``traces.PrefixCache`` of the replica's KV
+    capacity, ``routing.route``), where the trace names its prompt blocks, else 0;
     ``routing``: which replica an open loop's request goes to (``clustersim.serving.routing``: ``random`` or
     ``cache-aware``);
     ``first_token_lag_steps``: the serving stack sends a request's first token with the responses of that many
