@@ -30,7 +30,15 @@ from clustersim.serving.sim_report import SimulationResult, Slo, percentiles
 from clustersim.serving.sim_requests import RequestLengthSampler
 from clustersim.serving.sim_scheduler import Arrivals, ReplicaLog, SchedulerLimits, run_replica
 from clustersim.serving.sim_steps import Steps
-from clustersim.serving.simulate import DEFAULT_REQUESTS, Load, check_run, draw_lengths, per_request, replica_engine
+from clustersim.serving.simulate import (
+    DEFAULT_REQUESTS,
+    Load,
+    check_run,
+    draw_lengths,
+    per_request,
+    prefix_cache_summary,
+    replica_engine,
+)
 from clustersim.serving.simulate import run_replicas as serve_replicas
 from clustersim.workload.transformer import Transformer
 
@@ -106,12 +114,11 @@ def simulate_disaggregated(
         gaps = [second - handed[going], *(np.asarray(log.resume_gaps_s) for log in d_logs)]
     wait_s = handed[going] - prefilled[going] - wire_s[going]  # behind its worker's earlier transfers
     wait_s = np.where(wait_s > 1e-9 * (1.0 + handed[going]), wait_s, 0.0)  # none but rounding
-    cached = sum(log.prefix_cached_tokens for log in logs)
     setup = {
         "arrivals": load.kind,
         "rate_per_s": load.rate_per_s,
         "concurrency": None,
-        "prefix_cache": {"source": "trace" if hashes is not None else "rate", "cached_share": cached / inputs.sum()},
+        "prefix_cache": prefix_cache_summary(logs, inputs, traced=hashes is not None),
         "routing": routing,
         "disaggregation": deployment.to_json()
         | {

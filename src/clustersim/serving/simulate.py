@@ -145,8 +145,7 @@ def simulate(
     engines = system.dp * system.pp  # a pipelined replica: one engine per micro-batch in flight
     logs = run_replicas(table, limits, inputs, steps, load, engines, inputs.size, rng, progress, hashes, routing)
     result = merge_logs(logs, inputs, outputs, inputs.size, started, slo, load)
-    cached = sum(log.prefix_cached_tokens for log in logs)
-    prefix = {"source": "trace" if hashes is not None else "rate", "cached_share": cached / float(inputs.sum())}
+    prefix = prefix_cache_summary(logs, inputs, traced=hashes is not None)
     result = replace(result, setup=result.setup | {"prefix_cache": prefix, "routing": routing})
     if speculation is None:
         return result
@@ -356,6 +355,13 @@ def run_replicas(
         log.prefix_cached_tokens = int(np.minimum(found, prompts - 1).sum())
         logs.append(log)
     return logs
+
+
+def prefix_cache_summary(logs: list[ReplicaLog], inputs: np.ndarray, *, traced: bool) -> dict[str, object]:
+    """The run's prefix cache as its result reports it: where the hits came from (a trace's block hashes or a
+    hit rate) and the share of all prompt tokens found cached."""
+    cached = sum(log.prefix_cached_tokens for log in logs)
+    return {"source": "trace" if traced else "rate", "cached_share": cached / float(inputs.sum())}
 
 
 def per_request(logs: list[ReplicaLog], count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
