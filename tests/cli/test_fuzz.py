@@ -26,4 +26,6 @@ def test_generated_command_lines_are_answered_well_or_refused_in_one_line():
     assert tally.failures == 0, report
     counts = tally.counts
     assert counts["examples"] == EXAMPLES
-    assert counts["exit_0"] >= EXAMPLES // 10 and counts["refused"] >= EXAMPLES // 2  # both paths exercised
+    # both paths exercised; the share answered depends on hypothesis's derandomized draws, which change with its
+    # version (27 of 300 with 6.170, at least 30 with the versions before)
+    assert counts["exit_0"] >= EXAMPLES // 20 and counts["refused"] >= EXAMPLES // 2
