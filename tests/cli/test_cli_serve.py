@@ -308,13 +308,15 @@ def test_a_trace_past_the_models_context_is_refused_or_priced_as_asked(tmp_path)
     assert asked["input_tokens"]["max"] == 140000 and any("beyond context" in note for note in asked["notes"])
 
 
-def test_a_request_set_with_prompts_past_the_token_budget_says_the_closed_forms_leave_them_out():
-    heavy = json.loads(run("llama3.1-8b", "--tp", "1", "--dataset", "mooncake_conversation", "--rate", "3",
-                           "--engine", "vllm", "--json").stdout)  # fmt: skip
-    (note,) = [note for note in heavy["notes"] if "past the engine's" in note]
-    assert "over 85,400 tokens" in note and "8,192-token steps" in note and "--simulate" in note
-    light = json.loads(run("llama3.1-8b", "--tp", "1", "--dataset", "sharegpt", "--rate", "3", "--json").stdout)
-    assert not any("past the engine's" in note for note in light["notes"])
+def test_a_heavy_tailed_request_set_gets_the_same_latency_closed_form_and_simulated():
+    """Mooncake's conversation set (p99 prompt 85,400 tokens) on eight H100s at 3 requests/s: the closed forms take
+    the prompts' spread (their attention, the wait behind the long ones, the prompts after a first token): mean TTFT
+    965 ms against 949 ms simulated (457 ms before 2026-12-03), TPOT 14.2 ms against 13.3 (9.15 before)."""
+    both = json.loads(run("llama3.1-8b", "--tp", "1", "--dataset", "mooncake_conversation", "--rate", "3",
+                          "--engine", "vllm", "--simulate", "--requests", "20000", "--json").stdout)  # fmt: skip
+    closed = both["closed_form"]
+    assert closed["ttft_s"] == pytest.approx(both["ttft_s"]["mean"], rel=0.05)
+    assert closed["tpot_s"] == pytest.approx(both["tpot_s"]["mean"], rel=0.10)
 
 
 def test_the_simulator_settles_on_one_load():

@@ -123,5 +123,6 @@ def test_the_server_closed_form_adds_the_lag_in_steps(monkeypatch, tmp_path):
     prompt = estimate_server(model, system, request, 40.0, engine=engine)
     assert late.tpot_s == prompt.tpot_s and late.batch == prompt.batch
     # the lag is priced from the server curve's step, interpolated over its grid of batches; TPOT is the step at
-    # the batch itself
-    assert late.ttft_s == pytest.approx(prompt.ttft_s + prompt.tpot_s, rel=1e-6)
+    # the batch itself and the prompts that came while a request's own ran (a few parts in 10,000 here)
+    assert late.ttft_s == pytest.approx(prompt.ttft_s + prompt.tpot_s, rel=1e-3)
+    assert late.ttft_s < prompt.ttft_s + prompt.tpot_s

@@ -169,16 +169,16 @@ def _requests(
     from clustersim.serving.datasets import resolve_lengths
     from clustersim.serving.engine import parse_precision
     from clustersim.serving.estimate import Request, dataset_context_notes
-    from clustersim.serving.sim_requests import in_flight_output_tokens, request_sampler
+    from clustersim.serving.sim_requests import request_sampler, request_spread
 
     lengths = resolve_lengths(dataset, None, None, defaults=(DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS))
-    in_flight = in_flight_output_tokens(request_sampler(lengths.dataset, lengths.input_tokens, lengths.output_tokens))
+    spread = request_spread(request_sampler(lengths.dataset, lengths.input_tokens, lengths.output_tokens))
     requests = tuple(
         Request(
             lengths.input_tokens,
             lengths.output_tokens,
             precision=parse_precision(name, "--precision"),
-            output_tokens_in_flight=in_flight,
+            **spread,
         )
         for name in precisions
     )

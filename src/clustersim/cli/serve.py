@@ -404,19 +404,6 @@ def _scenario_of_options(
     )
 
 
-def _spread(
-    cat: "Catalog", estimate: "ServingEstimate", dataset: str | None, request: "Request", engine: str | None
-) -> tuple[str, ...]:
-    """The note of a request set whose long prompts the closed forms leave out (``dataset_spread_notes``)."""
-    from clustersim.serving.engine import serving_system_for_instance
-    from clustersim.serving.engines import engine_profile
-    from clustersim.serving.estimate import dataset_spread_notes
-
-    system = serving_system_for_instance(cat, estimate.system, tp=estimate.tp, pp=estimate.pp, dp=estimate.dp)
-    budget = engine_profile(engine, system.family).token_budget(system.system.accelerator.id)
-    return dataset_spread_notes(dataset, request, budget)
-
-
 def _estimate(
     spec: "ServingScenarioFile", compare: str | None
 ) -> "tuple[Transformer, list[ServingEstimate], list[str]]":
@@ -424,7 +411,7 @@ def _estimate(
     from clustersim.catalog.registry import load_catalog
     from clustersim.serving.engine import parse_precision, serving_system_for_instance
     from clustersim.serving.estimate import Request, compare_offline, dataset_context_notes
-    from clustersim.serving.sim_requests import in_flight_output_tokens, request_sampler
+    from clustersim.serving.sim_requests import request_sampler, request_spread
     from clustersim.workload.zoo import load_model
 
     transformer = load_model(spec.model, extra_dirs=spec.options.models, use_env=False)
@@ -440,7 +427,7 @@ def _estimate(
         kv_precision=parse_precision(wanted.kv_cache, "--kv-cache") if wanted.kv_cache else None,
         batching=wanted.batching,
         beyond_context=wanted.beyond_context,
-        output_tokens_in_flight=in_flight_output_tokens(drawn),
+        **request_spread(drawn),
     )
     extra = dataset_context_notes(transformer, lengths.dataset, request)  # its longest request, refused or noted
     request.notes(transformer)  # the mean lengths beyond the context are refused here, naming the field
@@ -449,8 +436,7 @@ def _estimate(
     instances = [spec.system.instance] + ([compare] if compare else [])
     mode = (load.batch, load.rate_per_s, load.ttft_target_s, load.tpot_target_s)
     estimates = [_run(transformer, cat, name, tp, spec.system.pp, request, mode, spec.engine) for name in instances]
-    estimates = [replace(e, notes=extra + _spread(cat, e, lengths.dataset, request, spec.engine) + e.notes)
-                 for e in estimates]  # fmt: skip
+    estimates = [replace(e, notes=extra + e.notes) for e in estimates]
     reasons: tuple[str, ...] = ()
     if compare and load.rate_per_s is None and load.ttft_target_s is None and load.tpot_target_s is None:
         first, second = (serving_system_for_instance(cat, e.system, tp=e.tp, pp=e.pp, dp=e.dp) for e in estimates)

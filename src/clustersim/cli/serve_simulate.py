@@ -136,7 +136,7 @@ def _inputs(p: dict[str, Any], stated: list[str]) -> tuple[Any, Any, Request, An
     from clustersim.serving.engine import parse_precision
     from clustersim.serving.engines import engine_for
     from clustersim.serving.estimate import Request, dataset_context_notes
-    from clustersim.serving.sim_requests import in_flight_output_tokens, request_sampler
+    from clustersim.serving.sim_requests import request_sampler, request_spread
     from clustersim.workload import zoo
 
     dataset = p["dataset"]
@@ -157,7 +157,7 @@ def _inputs(p: dict[str, Any], stated: list[str]) -> tuple[Any, Any, Request, An
         kv_precision=parse_precision(p["kv_cache"], "--kv-cache") if p["kv_cache"] else None,
         batching=p["batching"],
         beyond_context=p["beyond_context"],
-        output_tokens_in_flight=in_flight_output_tokens(drawn),
+        **request_spread(drawn),
     )
     notes = list(dataset_context_notes(model, lengths.dataset, request)) + list(request.notes(model))
     chip = catalog.accelerator(catalog.instance(p["instance"]).accelerator)

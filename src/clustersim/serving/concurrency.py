@@ -57,7 +57,8 @@ def closed_loop_step(
     prompts = (batch if prompting is None else prompting) / system.pp / o
     formats = (request.precision, request.kv)
     return step_mix(model, system, (n, o), formats, decoding, prompts, cal, profile,
-                    decode_context_tokens=request.decode_context_tokens)  # fmt: skip
+                    decode_context_tokens=request.decode_context_tokens,
+                    prompt_pairs=request.prompt_pairs(model))  # fmt: skip
 
 
 def estimate_concurrency(

@@ -12,11 +12,12 @@ do not give stays unknown: whoever uses the set states it); a ``generator`` make
 whose lengths are its parameters (``fixed``: exactly the lengths given; ``random``: vLLM's uniform range
 around them, whose mean is the length given).
 
-Why the mean is the right summary for the serving model: an engine step's cost is linear in the
-context it holds (KV reads and cache capacity scale with the sum of the sequences' lengths, GEMMs with
-their tokens), so a batch of mixed lengths costs what a batch at the mean length costs, except for the
-prefill attention term, which grows with the square of a prompt (``E[L^2] = mean^2 (1 + cv^2)``) and is
-a fraction of a percent of a step for prompts of a few hundred tokens.
+What the serving model takes of a set: its means, and its lengths at quantiles
+(``sim_requests.request_spread``). An engine step's cost is linear in the context it holds (KV reads and cache
+capacity scale with the sum of the sequences' lengths, GEMMs with their tokens), so a batch of mixed lengths costs
+what a batch at the mean length costs, except for the prefill attention term, which grows with the square of a
+prompt (``E[L^2] = mean^2 (1 + cv^2)``). Latency is not linear: the wait behind long prompts and the prompts that
+run between a short output's tokens depend on the spread (``clustersim.serving.latency``).
 """
 
 from __future__ import annotations

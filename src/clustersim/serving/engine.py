@@ -246,6 +246,7 @@ def step_times(
     prompt_tokens: float,
     cal: InferenceCalibration | None = None,
     engine: str | EngineProfile | None = None,
+    prompt_pairs: float | None = None,
 ) -> StepTimes:
     """One step of one stage (one device) on ``engine``: ``decode_sequences`` each read
     ``decode_context_tokens`` of KV cache and make one token; ``prefill_tokens`` prompt tokens of
@@ -254,7 +255,9 @@ def step_times(
     padded to its bucket, and a decoding sequence, whose mean position ``decode_context_tokens`` is
     halfway from its prompt to its last token, attends over each position's bucket. An engine that never
     mixes prefill and decode (``mixed_steps`` false: the Neuron engines, vLLM V0) runs the step as two launches,
-    each reading the weights and paying the step overhead (``StepTimes.launches``)."""
+    each reading the weights and paying the step overhead (``StepTimes.launches``). ``prompt_pairs``: a prompt's
+    mean causal (query, key) pairs over a request set's lengths (``Request.prompt_pairs``; None: those of
+    ``prompt_tokens``); an engine with buckets pads every prompt to the mean's bucket."""
     cal = default_calibration() if cal is None else cal
     profile = engine_profile(engine, system.family)
     b = np.asarray(decode_sequences, dtype=np.float64)
@@ -279,6 +282,7 @@ def step_times(
             prompt_tokens=prompt_tokens,
             cal=cal,
             engine=alone,
+            prompt_pairs=prompt_pairs,
         )
         per_launch = np.maximum(prompts, 1.0)
         launch = step_times(
@@ -293,6 +297,7 @@ def step_times(
             prompt_tokens=prompt_tokens,
             cal=cal,
             engine=alone,
+            prompt_pairs=prompt_pairs,
         )
         decoding = np.where((b > 0) | (prefill <= 0), 1.0, 0.0)
         launched = np.where(prefill > 0, prompts / per_launch, 0.0)
@@ -302,7 +307,7 @@ def step_times(
         padded_prompt = prompt_bucket_tokens(prompt_tokens, profile, float(np.max(last)))
         prefill = prefill * padded_prompt / prompt_tokens
         context = mean_bucket_tokens(np.minimum(prompt_tokens, context), last, profile)
-        prompt_tokens = padded_prompt
+        prompt_tokens, prompt_pairs = padded_prompt, None
     real, b = b, profile.decode_slots(b)  # a compiled batch computes every slot; the host serves the real ones
     tp, pp = system.tp, system.pp
     layers = model.layers / pp
@@ -351,7 +356,8 @@ def step_times(
     kv_bandwidth = system.system.memory_bandwidth_bytes_per_s * cal.kv_read_efficiency_on(family)
     decode_attention = np.maximum(kv_read / kv_bandwidth, attention_flops / decode_peak)
     pair_flops = 2.0 * (model.q_width + model.context_width) / tp  # scores and context of one (query, key) pair
-    causal = causal_pairs(model, prompt_tokens) / pp * pair_flops  # per prompt, this stage's layers
+    pairs = causal_pairs(model, prompt_tokens) if prompt_pairs is None else prompt_pairs
+    causal = pairs / pp * pair_flops  # per prompt, this stage's layers
     attention_peak = system.peak_flop_per_s(attention_dtype(precision)) * cal.attention_flop_efficiency * kernels
     native = profile.native_score_bytes(prompt_tokens, model.heads / tp * layers)  # a non-flash kernel's scores
     prefill_attention = prompts * causal / attention_peak + prompts * native / bandwidth

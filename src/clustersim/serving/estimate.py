@@ -14,6 +14,7 @@ token takes ``pp`` stage steps.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -38,11 +39,23 @@ from clustersim.serving.engine import (
 )
 from clustersim.serving.engines import EngineProfile, engine_profile
 from clustersim.serving.formats import ServingPrecision, check_formats, default_kv, kv_default_note
-from clustersim.serving.memory import weights_note
+from clustersim.serving.memory import causal_pairs, weights_note
 from clustersim.serving.whole_prompts import StepMix, step_mix
 from clustersim.workload.transformer import Transformer
 
 GRID_POINTS = 96
+
+
+def _check_quantiles(name: str, points: tuple[float, ...] | None, mean_tokens: float) -> None:
+    """``ClusterSimError`` unless ``points`` (None: none) are rising positive lengths whose mean is ``mean_tokens``."""
+    if points is None:
+        return
+    if not points or min(points) <= 0 or any(b < a for a, b in itertools.pairwise(points)):
+        raise ClusterSimError(
+            f"{name}: lengths at rising quantiles, each positive, got {len(points)} from {min(points, default=0):g}"
+        )
+    if not math.isclose(sum(points) / len(points), mean_tokens, rel_tol=1e-6):
+        raise ClusterSimError(f"{name}: their mean {sum(points) / len(points):g} is not the mean {mean_tokens:g}")
 
 
 @dataclass(frozen=True)
@@ -58,6 +71,10 @@ class Request:
     # the mean output of the requests in flight, E[o^2] / E[o] over the request set (a longer request stays longer);
     # None: every request's output is the mean (``clustersim.serving.sim_requests.in_flight_output_tokens``)
     output_tokens_in_flight: float | None = None
+    # the prompts' lengths at evenly spaced quantiles of the request set, their mean ``input_tokens``
+    # (``clustersim.serving.sim_requests.length_quantiles``); None: every prompt at the mean
+    input_tokens_quantiles: tuple[float, ...] | None = None
+    output_tokens_quantiles: tuple[float, ...] | None = None  # the outputs' likewise
 
     def __post_init__(self) -> None:
         if not self.input_tokens >= 1:
@@ -69,6 +86,8 @@ class Request:
                 f"output_tokens_in_flight: {self.output_tokens_in_flight} is below the mean output "
                 f"{self.output_tokens} (it is E[o^2] / E[o], at least E[o])"
             )
+        _check_quantiles("input_tokens_quantiles", self.input_tokens_quantiles, self.input_tokens)
+        _check_quantiles("output_tokens_quantiles", self.output_tokens_quantiles, self.output_tokens)
 
     @property
     def decode_context_tokens(self) -> float:
@@ -76,6 +95,14 @@ class Request:
         in flight (a longer request is in flight longer, so over a request set they average E[o^2] / E[o])."""
         output = self.output_tokens if self.output_tokens_in_flight is None else self.output_tokens_in_flight
         return self.input_tokens + output / 2.0
+
+    def prompt_pairs(self, model: Transformer) -> float | None:
+        """The mean (query, key) pairs of a prompt's causal attention over the layers, ``E[n^2] / 2`` on full layers
+        (a prompt's attention grows with its square, so a spread of lengths costs more than prompts at the mean);
+        None where every prompt is at the mean."""
+        if self.input_tokens_quantiles is None:
+            return None
+        return float(np.mean(causal_pairs(model, np.asarray(self.input_tokens_quantiles, dtype=np.float64))))
 
     @property
     def kv(self) -> ServingPrecision:
@@ -165,24 +192,6 @@ def dataset_context_notes(model: Transformer, dataset: str | None, request: Requ
     return () if note is None else (note,)
 
 
-def dataset_spread_notes(dataset: str | None, request: Request, token_budget: int) -> tuple[str, ...]:
-    """A request set whose 99th-percentile prompt is over the engine's ``token_budget``: the closed forms take
-    every prompt at the mean, and the long ones, which run in chunks that later prompts wait behind, are left out
-    (Llama 3.1 8B on eight H100s, TP 1, vLLM, Mooncake's conversation set at 3 requests/s: mean TTFT 457 ms closed
-    form, 946 ms simulated over its drawn lengths); the note says so and points to the simulator."""
-    if dataset is None:
-        return ()
-    stats = request_dataset(dataset)
-    tail = stats.input.percentiles.values.get(99) if stats.input.percentiles is not None else None
-    if tail is None or tail <= token_budget:
-        return ()
-    return (
-        f"dataset {stats.name}: 1% of its prompts are over {tail:,.0f} tokens (mean {request.input_tokens:,.0f}), "
-        f"past the engine's {token_budget:,}-token steps; the closed forms take every prompt at the mean, leaving "
-        "out the long ones' chunks and the wait behind them: --simulate draws each request's length",
-    )
-
-
 # ---- batch limits ---------------------------------------------------------------------------------
 
 
@@ -242,7 +251,8 @@ def continuous_step(
     lengths, formats = (request.input_tokens, request.output_tokens), (request.precision, request.kv)
     decoders = b + np.asarray(seen_by_a_decoder, dtype=np.float64)
     return step_mix(model, system, lengths, formats, decoders, b / request.output_tokens, cal, profile,
-                    arrivals_in_time, decode_context_tokens=request.decode_context_tokens)  # fmt: skip
+                    arrivals_in_time, decode_context_tokens=request.decode_context_tokens,
+                    prompt_pairs=request.prompt_pairs(model))  # fmt: skip
 
 
 def _static_steps(
@@ -357,10 +367,11 @@ def make_estimate(
     rate_per_s: float | None = None,
     ttft_s: float | None = None,
     steady: StepTimes | None = None,
+    tpot_s: float | None = None,
 ) -> ServingEstimate:
-    """The estimate at ``batch`` sequences per replica; a server scenario passes its rate and TTFT (its step, the
-    TPOT, is the one a decoding request sees: itself and the others in flight, ``continuous_step``); a closed loop
-    its rate, TTFT and ``steady`` step (one entry)."""
+    """The estimate at ``batch`` sequences per replica; a server scenario passes its rate, TTFT and TPOT (its step
+    is the one a decoding request sees: itself and the others in flight, ``continuous_step``); a closed loop its
+    rate, TTFT and ``steady`` step (one entry). ``tpot_s`` None: the step's."""
     o = request.output_tokens
     static = steady is None and request.batching is Batching.STATIC
     if steady is not None:
@@ -412,7 +423,7 @@ def make_estimate(
         memory_bound_share=float(step.memory_bound_s[0]) / step_s,
         output_tokens_per_s=(per_replica * system.dp if rate_per_s is None else rate_per_s * o),
         ttft_s=first if ttft_s is None else ttft_s,
-        tpot_s=step_s * system.pp,
+        tpot_s=step_s * system.pp if tpot_s is None else tpot_s,
         request_rate_per_s=(per_replica * system.dp / o if rate_per_s is None else rate_per_s),
         notes=request.notes(model),
     )

@@ -12,26 +12,52 @@ progress, the step that carries the prompt (both over the whole prompts the step
 every replica count (``_server_curve``). Targets apply to means.
 
 A prompt longer than a step's token budget runs in chunks, and the prompts behind it wait until it is done: an
-M/D/1 queue on a prompt's own prefill time (its step less the decode step). Llama 3.1 405B on eight H200s, vLLM's
+M/G/1 queue on the prompts' own prefill times (Pollaczek-Khinchine: ``lambda E[S^2] / (2 (1 - rho))``). Where the
+mean prompt is over the budget every prompt queues; where it fits, the prompts over the budget do (a request set's
+long tail) and the rest share steps (the whole prompts' chained counts). Llama 3.1 405B on eight H200s, vLLM's
 8,192-token steps, 9,429-token prompts: TTFT -0.6% and +1.1% of the request simulator's at 0.1 and 0.2
-requests/s (-11.5% and -22.6% without the queue). Shorter prompts share steps (the whole prompts' chained
-counts). MLPerf's Llama 3.1 405B server runs are chunked (2,048-2,560-token steps): on B200 and GB200 the queue
-takes their TTFT from -26% and -21% to +9% and +15% at the model's highest rate, on H200 from +4% to +54%, where
-the model's step is already 26-32% too long (its TPOT); its mean only enters the rate searches (the p99 targets
-take the slot queue's tail), which move by 1%: an M/D/1 tail there put the rate meeting the 6 s p99 target 20%
-below the measured one (2026-12-02, tried).
+requests/s (-11.5% and -22.6% without the queue). MLPerf's Llama 3.1 405B server runs are chunked (2,048-2,560-token
+steps): on B200 and GB200 the queue takes their TTFT from -26% and -21% to +18% and +25% at the model's highest rate,
+on H200 from +4% to +66%, where the model's step is already 26-44% too long (its TPOT); its mean only enters the rate
+searches (the p99 targets take the slot queue's tail): an M/D/1 tail there put the rate meeting the 6 s p99 target
+20% below the measured one (2026-12-02, tried).
+
+A request set's spread of lengths (``Request.input_tokens_quantiles``, ``output_tokens_quantiles``) enters three
+ways: a prompt's attention is the mean over its lengths' (it grows with the square of a prompt), the queue's
+``E[S^2]`` is over them, and the prompts that came while a request's own prompt waited and ran are served between its
+first tokens. That work, ``rho`` times its wait and first step, runs in the next steps while more prompts come (a
+share ``rho`` each time), ``(1 - rho^g) / (1 - rho)`` of it within ``g = o - 1`` gaps, at most a step's token budget
+a step; TPOT is the step a decoder sees plus that work over its gaps, averaged over the outputs (those of one token
+have none). Llama 3.1 8B on one H100 (2026-12-03, against the simulator's mean over 10,000-12,000 requests):
+
+* 2,048-token prompts, 28-token outputs at 4 and 6 requests/s: TPOT -0.9% and -1.9% (-6.5% and -10.5% before);
+* Azure's 2023 code trace (outputs: median 13) at 4 requests/s: TPOT -1.0% (-16.3%), TTFT -9.4% (whole prompts of
+  different lengths in one step: not taken);
+* Mooncake's conversation set (prompts: mean 12,035, p99 85,400) on vLLM at 0.1-0.4 requests/s: TTFT +0.1% to +1.7%
+  (-29% to -42% with every prompt at the mean), TPOT +1.3% to +11.4% (-7% to -25%); on TensorRT-LLM's 32,768-token
+  steps, where only the long prompts queue: TTFT -0.5% to 0.0% (-12% to -36%);
+* fixed 12,000-token prompts in two chunks at 0.4-1.2 requests/s: TPOT -2.4% to -14.7% (-4.0% to -18.2%). The rest
+  is the decoders' own bunching: a burst of arrivals brings both more decoders and more prompt steps (over the
+  simulator's steps the decoders' variance is 4.6 times their mean, where independent arrivals give 1), not
+  modelled.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from clustersim.errors import ClusterSimError
 from clustersim.memo import IdentityMemo
-from clustersim.serving.engine import FloatArray, InferenceCalibration, ServingSystem, default_calibration
+from clustersim.serving.engine import (
+    FloatArray,
+    InferenceCalibration,
+    ServingSystem,
+    default_calibration,
+    step_times,
+)
 from clustersim.serving.engines import EngineProfile, engine_profile
 from clustersim.serving.estimate import (
     GRID_POINTS,
@@ -43,8 +69,11 @@ from clustersim.serving.estimate import (
     make_estimate,
 )
 from clustersim.serving.first_token import first_token_lag_steps
+from clustersim.serving.memory import causal_pairs
 from clustersim.serving.queueing import erlang_c
 from clustersim.workload.transformer import Transformer
+
+SPREAD_POINTS = 32  # prompt and output lengths over which a request's time after its first token is averaged
 
 
 @dataclass(frozen=True)
@@ -59,7 +88,34 @@ class _ServerCurve:
     seen_step_s: FloatArray  # the step a decoding request sees: the batch and itself (``continuous_step``)
     seen_rate: FloatArray  # output tokens/s of a replica whose requests decode at ``seen_step_s``
     first_token_lag_steps: int = 0  # the engine's (``clustersim.serving.first_token``)
-    chunked: bool = False  # a prompt is longer than a step's token budget: it runs in chunks (``_latency``)
+    queued: FloatArray = field(default_factory=lambda: np.zeros(1))  # per prompt length: 1 where it queues (_queued)
+    own_prompt_s: FloatArray = field(default_factory=lambda: np.zeros(1))  # one prompt more in a step, per batch
+    own_attention_s: FloatArray = field(default_factory=lambda: np.zeros(1))  # its attention
+    service_shape: tuple[FloatArray, FloatArray] | None = None  # per prompt length: its tokens and pairs / the means
+    gaps: FloatArray = field(default_factory=lambda: np.ones(1))  # the gaps between tokens of the outputs (o - 1 > 0)
+    budget_prompts: float = math.inf  # mean prompts' worth of tokens in a step's token budget
+
+    def after_first_token_s(self, busy: float, wait_s: float, first_s: FloatArray, step_cap_s: float) -> float:
+        """The mean time per gap between tokens that a request's outputs spend on the prompts that came while its own
+        prompt waited and ran: that work runs after its first token, in the next steps, and more prompts come while
+        it does (a share ``busy`` of the time each time), ``busy (w + F) (1 - busy^g) / (1 - busy)`` over ``g = o - 1``
+        gaps, at most ``step_cap_s`` of it a step (a step's token budget). Over the request set's prompts (``F``,
+        ``first_s``: its first step beyond a decode step) and outputs, and the wait ``w`` of an M/G/1 queue: none
+        with probability ``1 - busy``, else ``wait_s / busy`` on average (``wait_s`` its mean; 0 where prompts
+        share steps)."""
+        g, own = _representatives(self.gaps)[:, None, None], _representatives(first_s)
+        waits, odds = np.array([0.0, wait_s / busy if busy > 0 else 0.0]), np.array([1.0 - busy, busy])
+        held = own[None, :, None] + waits[None, None, :]
+        work = busy * held * (1.0 - busy**g) / (1.0 - busy)
+        per_gap = np.minimum(work, g * step_cap_s) / g
+        return float(np.mean(np.sum(per_gap * odds, axis=2)))
+
+
+def _representatives(values: FloatArray) -> FloatArray:
+    """At most ``SPREAD_POINTS`` of sorted ``values``: the middle one of each of as many equal groups."""
+    if values.size <= SPREAD_POINTS:
+        return values
+    return values[((np.arange(SPREAD_POINTS) + 0.5) * values.size / SPREAD_POINTS).astype(np.int64)]
 
 
 _CURVES: IdentityMemo[_ServerCurve] = IdentityMemo(keep=64)
@@ -86,12 +142,78 @@ def _server_curve(
         mix = continuous_step(model, system, request, both, cal, engine, True, seen_by_a_decoder=own_seat)
         step, first, seen_step = mix.mean.step_s[:n], mix.admitting.step_s[:n], mix.mean.step_s[n:]
         seen = np.maximum.accumulate(grid / system.pp / seen_step)
-        chunked = request.input_tokens > engine.token_budget(system.system.accelerator.id)
+        budget = engine.token_budget(system.system.accelerator.id)
         lag = first_token_lag_steps(engine)
-        return _ServerCurve(grid, step, first, max_batch, mix.wait_s[:n], seen_step, seen, lag, chunked)
+        own, attention = _own_prompt_s(model, system, request, grid, cal, engine)
+        shape, gaps = _service_shape(model, request), _gaps(request)
+        queued = _queued(request, budget)
+        return _ServerCurve(grid, step, first, max_batch, mix.wait_s[:n], seen_step, seen, lag, queued,
+                            own, attention, shape, gaps, budget / request.input_tokens)  # fmt: skip
 
     held = (model, system.system, system.tp_fabric, system.pp_fabric, system.cost, cal, engine)
     return _CURVES.get(held, (system.tp, system.pp, system.board_power_watts, request, max_batch), make)
+
+
+def _queued(request: Request, budget_tokens: int) -> FloatArray:
+    """Per prompt length of the request set (one entry: the mean), 1 where the prompts wait for one another in an
+    M/G/1 queue, 0 where the whole-prompt steps' chained counts hold their wait (``whole_prompts``): every prompt
+    where the mean prompt is over the step's token budget (the prompts run in chunks, taking the budget in turn);
+    else the prompts over the budget, whose chunks hold up the ones behind them."""
+    if request.input_tokens > budget_tokens:
+        return np.ones(1 if request.input_tokens_quantiles is None else len(request.input_tokens_quantiles))
+    if request.input_tokens_quantiles is None:
+        return np.zeros(1)
+    return (np.asarray(request.input_tokens_quantiles) > budget_tokens).astype(np.float64)
+
+
+def _own_prompt_s(
+    model: Transformer,
+    system: ServingSystem,
+    request: Request,
+    batch: FloatArray,
+    cal: InferenceCalibration,
+    engine: EngineProfile,
+) -> tuple[FloatArray, FloatArray]:
+    """What one prompt adds to a step of one stage with ``batch / pp`` decoders (per entry), and its attention."""
+    decoders = batch[:, None] / system.pp
+    prompts = np.array([[0.0, 1.0]])
+    parts = step_times(
+        model, system, request.precision, request.kv, decode_sequences=decoders,
+        decode_context_tokens=request.decode_context_tokens, prefill_tokens=prompts * request.input_tokens,
+        prefill_sequences=prompts, prompt_tokens=request.input_tokens, cal=cal, engine=engine,
+        prompt_pairs=request.prompt_pairs(model),
+    )  # fmt: skip
+    step, attention = np.diff(parts.step_s, axis=1)[:, 0], np.diff(parts.prefill_attention_s, axis=1)[:, 0]
+    return np.maximum(step, 0.0), np.maximum(attention, 0.0)
+
+
+def _gaps(request: Request) -> FloatArray:
+    """The gaps between tokens (``o - 1``) of the request set's outputs of more than one token (those of one token
+    have no time per output token); the mean output's where every output is the mean."""
+    points = request.output_tokens_quantiles or (request.output_tokens,)
+    gaps = np.maximum(np.rint(np.asarray(points, dtype=np.float64)), 1.0) - 1.0
+    gaps = gaps[gaps > 0]
+    return gaps if gaps.size else np.ones(1)
+
+
+def _service_shape(model: Transformer, request: Request) -> tuple[FloatArray, FloatArray] | None:
+    """Each prompt length of the request set (``Request.input_tokens_quantiles``) as a multiple of the mean prompt,
+    and its attention pairs as a multiple of the mean pairs; None where every prompt is at the mean."""
+    pairs = request.prompt_pairs(model)
+    if request.input_tokens_quantiles is None or not pairs:
+        return None
+    lengths = np.asarray(request.input_tokens_quantiles, dtype=np.float64)
+    return lengths / request.input_tokens, causal_pairs(model, lengths) / pairs
+
+
+def _prompt_services(curve: _ServerCurve, service_s: float, attention_s: float) -> FloatArray:
+    """A prompt's own prefill time per length of the request set: ``service_s`` at the mean, of which ``attention_s``
+    grows with the prompt's pairs and the rest with its tokens (one entry where every prompt is at the mean)."""
+    if curve.service_shape is None:
+        return np.array([service_s])
+    tokens, pairs = curve.service_shape
+    attention_s = min(max(attention_s, 0.0), service_s)
+    return (service_s - attention_s) * tokens + attention_s * pairs
 
 
 def _latency(
@@ -122,14 +244,21 @@ def _latency(
         wait = scale * math.log(waits / (1.0 - percentile)) if waits > 1.0 - percentile else 0.0
     reported = curve.first_token_lag_steps * system.pp * step  # the steps before the first token is sent
     admitted = float(np.interp(batch, curve.batch, curve.wait_s))  # to the scheduling that admits it
-    ahead = 0.0
-    if curve.chunked:  # prompts in chunks take the budget in turn: an M/D/1 queue on the prompts' own time
-        service = system.pp * max(first - float(np.interp(batch, curve.batch, curve.step_s)), 0.0)
-        busy = rate_per_replica * service
-        if busy >= 1.0:
-            return float(curve.max_batch), math.inf, math.inf
-        ahead = rate_per_replica * service**2 / (2.0 * (1.0 - busy))
-    return batch, wait + ahead + admitted + system.pp * first + reported, system.pp * step
+    service = system.pp * float(np.interp(batch, curve.batch, curve.own_prompt_s))  # a prompt's own prefill
+    attention = system.pp * float(np.interp(batch, curve.batch, curve.own_attention_s))
+    services = _prompt_services(curve, service, attention)
+    mean_s = float(np.mean(services))
+    busy = rate_per_replica * mean_s  # the share of time the replica spends on prompts
+    if busy >= 1.0:
+        return float(curve.max_batch), math.inf, math.inf
+    # prompts in chunks take the budget in turn: an M/G/1 queue on the prompts' own time (Pollaczek-Khinchine's
+    # mean wait, the queued prompts' share of E[S^2])
+    ahead = rate_per_replica * float(np.mean(services**2 * curve.queued)) / (2.0 * (1.0 - busy))
+    # a request's first step holds its own prompt and those that came over the span before it (chained counts)
+    admitting_s = max(system.pp * (first - float(np.interp(batch, curve.batch, curve.step_s))), service)
+    held_s = services + (admitting_s - service)
+    tpot = system.pp * step + curve.after_first_token_s(busy, ahead, held_s, curve.budget_prompts * mean_s)
+    return batch, wait + ahead + admitted + system.pp * first + reported, tpot
 
 
 def estimate_server(
@@ -147,13 +276,13 @@ def estimate_server(
         raise ClusterSimError(f"rate: must be positive requests/s, got {rate_per_s}")
     max_batch, _, plan = batch_limit(model, system, request, cal, profile)
     curve = _server_curve(model, system, request, max_batch, cal, profile)
-    batch, ttft, _ = _latency(curve, system, request, rate_per_s / system.dp)
+    batch, ttft, tpot = _latency(curve, system, request, rate_per_s / system.dp)
     if math.isinf(ttft):
         limit = float(curve.seen_rate[-1]) * system.dp / request.output_tokens
         raise ClusterSimError(f"rate: {rate_per_s:g} requests/s exceeds the saturation rate of {limit:.3g} requests/s")
     reason = "request rate"
     return make_estimate(
-        model, system, request, plan, batch, max_batch, reason, "server", cal, profile, rate_per_s, ttft
+        model, system, request, plan, batch, max_batch, reason, "server", cal, profile, rate_per_s, ttft, tpot_s=tpot
     )
 
 
@@ -203,4 +332,6 @@ def max_rate(
             value=ttft_target_s,
         )
     rate = low * system.dp
-    return make_estimate(model, system, request, plan, batch, max_batch, reason, "server", cal, profile, rate, ttft)
+    return make_estimate(
+        model, system, request, plan, batch, max_batch, reason, "server", cal, profile, rate, ttft, tpot_s=tpot
+    )

@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import math
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -34,6 +35,8 @@ from clustersim.workload.transformer import Transformer
 
 FloatArray = npt.NDArray[np.float64]
 ACTIVATION_BYTES = 2  # activations and all-reduce payloads stay bf16, also with fp8 or fp4 GEMMs
+
+T = TypeVar("T", float, npt.NDArray[np.float64])  # a length, or an array of them
 
 
 # ---- weights -------------------------------------------------------------------------------------
@@ -116,15 +119,20 @@ def cached_token_layers(model: Transformer, tokens: npt.ArrayLike, pp: int = 1) 
     return np.asarray(((model.layers - windowed) * t + windowed * np.minimum(t, model.sliding_window)) / pp)
 
 
-def causal_pairs(model: Transformer, prompt_tokens: float) -> float:
+def causal_pairs(model: Transformer, prompt_tokens: T) -> T:
     """(query, key) pairs of one prompt's causal attention summed over the layers: ``n^2 / 2`` on a full
-    layer; on a windowed one each query meets at most ``w`` keys, ``n w - w^2 / 2`` once ``n > w``."""
+    layer; on a windowed one each query meets at most ``w`` keys, ``n w - w^2 / 2`` once ``n > w``. Per
+    element of an array of lengths."""
     n = prompt_tokens
     windowed = model.window_layers or 0
     w = float(model.sliding_window)
     full = n * n / 2.0
-    window = full if n <= w else n * w - w * w / 2.0
-    return (model.layers - windowed) * full + windowed * window
+    window = (
+        np.where(n <= w, full, n * w - w * w / 2.0)
+        if isinstance(n, np.ndarray)
+        else (full if n <= w else n * w - w * w / 2.0)
+    )
+    return (model.layers - windowed) * full + windowed * window  # type: ignore[no-any-return]
 
 
 def decode_attention_flops_per_key(model: Transformer) -> float:

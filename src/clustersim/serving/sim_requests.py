@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -37,6 +38,7 @@ from clustersim.serving.datasets import DatasetKind, LengthStats, RequestDataset
 
 POWER_RANGE = (1.0 / 8.0, 8.0)  # the segment power of a quantile curve (module docstring)
 IN_FLIGHT_POINTS = 4096  # of the midpoint rule over a length's quantile function (LengthSource.in_flight_mean)
+QUANTILE_POINTS = 512  # lengths the closed forms carry per side (Request.input_tokens_quantiles)
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -79,9 +81,19 @@ class LengthSource:
         if self.kind == "uniform":
             values = np.arange(int(self.low_tokens), int(self.high_tokens) + 1, dtype=np.float64)
         else:
-            values = self._quantile((np.arange(IN_FLIGHT_POINTS) + 0.5) / IN_FLIGHT_POINTS)  # the midpoint rule
-        values = np.maximum(values, 1.0)
+            values = self.at_quantiles(IN_FLIGHT_POINTS)  # the midpoint rule
         return float(np.sum(values**2) / np.sum(values))
+
+    def at_quantiles(self, points: int) -> FloatArray:
+        """The lengths at ``points`` evenly spaced quantiles (midpoints), at least 1 token each."""
+        u = (np.arange(points) + 0.5) / points
+        if self.kind == "fixed":
+            values = np.full(points, self.mean_tokens)
+        elif self.kind == "uniform":
+            values = np.floor(self.low_tokens + (self.high_tokens - self.low_tokens + 1.0) * u)
+        else:
+            values = self._quantile(u)
+        return np.asarray(np.maximum(values, 1.0), dtype=np.float64)
 
     def describe(self) -> str:
         """How the lengths are drawn, in a phrase."""
@@ -268,3 +280,33 @@ def in_flight_output_tokens(sampler: RequestLengthSampler) -> float | None:
     """The mean output of a run's requests in flight, ``E[o^2] / E[o]`` (``Request.output_tokens_in_flight``);
     None where every request has the same output."""
     return None if sampler.output.kind == "fixed" else sampler.output.in_flight_mean()
+
+
+def length_quantiles(source: LengthSource) -> tuple[float, ...] | None:
+    """One side's lengths at ``QUANTILE_POINTS`` evenly spaced quantiles, scaled to the run's mean
+    (``Request.input_tokens_quantiles``, ``output_tokens_quantiles``: the closed forms price a prompt's attention,
+    which grows with its square, the wait behind long prompts, and the prompts after a request's first token
+    over them); None where every request has the same length."""
+    if source.kind == "fixed":
+        return None
+    values = source.at_quantiles(QUANTILE_POINTS)
+    values = values * (source.mean_tokens / float(np.mean(values)))  # the midpoint rule's mean is near it
+    return tuple(float(v) for v in values)
+
+
+class RequestSpread(TypedDict):
+    """The fields of ``Request`` that describe a run's spread of lengths (``request_spread``)."""
+
+    output_tokens_in_flight: float | None
+    input_tokens_quantiles: tuple[float, ...] | None
+    output_tokens_quantiles: tuple[float, ...] | None
+
+
+def request_spread(sampler: RequestLengthSampler) -> RequestSpread:
+    """What the closed forms take of a run's spread of lengths (``Request(..., **request_spread(sampler))``): the
+    mean output in flight and both sides' lengths at evenly spaced quantiles (None where all are the mean)."""
+    return RequestSpread(
+        output_tokens_in_flight=in_flight_output_tokens(sampler),
+        input_tokens_quantiles=length_quantiles(sampler.input),
+        output_tokens_quantiles=length_quantiles(sampler.output),
+    )

@@ -164,6 +164,7 @@ def step_mix(
     arrivals_in_time: bool = False,
     *,
     decode_context_tokens: float | None = None,
+    prompt_pairs: float | None = None,
 ) -> StepMix:
     """The steps of one stage (one entry per ``decode_sequences``) over the whole prompts they carry
     (``prompt_counts``); ``lengths`` the mean (prompt, output) tokens, ``formats`` the weights' and the KV
@@ -174,7 +175,7 @@ def step_mix(
     step's one more. ``arrivals_in_time`` (a server's Poisson arrivals): the counts of ``chained_counts`` where a
     prompt fits the engine's token budget, where the closed loop's finishes (offline, concurrency) come per step,
     independent of how long the last one took. Decoders are at ``decode_context_tokens`` (None: the prompt and
-    half the output)."""
+    half the output); a prompt's attention at ``prompt_pairs`` (``Request.prompt_pairs``; None: at the mean length)."""
     n, o = lengths
     context = n + o / 2.0 if decode_context_tokens is None else decode_context_tokens
     every = engine.scheduler_steps
@@ -197,6 +198,7 @@ def step_mix(
         parts = step_times(
             model, system, *formats, decode_sequences=decoding[where, None], decode_context_tokens=context,
             prefill_tokens=carried * n, prefill_sequences=carried, prompt_tokens=n, cal=cal, engine=engine,
+            prompt_pairs=prompt_pairs,
         )  # fmt: skip
         span = parts.step_s + (every - 1) * parts.step_s[:, :1]  # a scheduling step and the decode steps after it
         scheduling = np.zeros(carried.shape)

@@ -55,7 +55,7 @@ from clustersim.serving.engine import (
 from clustersim.serving.engines import DEFAULT_ENGINE, EngineProfile, check_runs_on, engine_for_software
 from clustersim.serving.estimate import Request, ServingEstimate, estimate_offline
 from clustersim.serving.latency import estimate_server, max_rate
-from clustersim.serving.sim_requests import in_flight_output_tokens
+from clustersim.serving.sim_requests import request_spread
 from clustersim.validation.case_model import case_transformer
 from clustersim.validation.cases import Case, CaseParallel, CaseSystem, CaseWorkload, as_case
 from clustersim.validation.finite_runs import (
@@ -129,7 +129,7 @@ def case_deployment(
         precision=precision,
         kv_precision=kv,
         batching=engine.benchmark_batching,
-        output_tokens_in_flight=in_flight_output_tokens(workload_sampler(workload, input_tokens, output_tokens)),
+        **request_spread(workload_sampler(workload, input_tokens, output_tokens)),
     )
     return CaseDeployment(model, serving, request, engine, workload, where)
 
