@@ -46,6 +46,12 @@ from clustersim.workload.transformer import Transformer
 GRID_POINTS = 96
 
 
+@functools.lru_cache(maxsize=64)
+def _mean_pairs(model: Transformer, lengths: tuple[float, ...]) -> float:
+    """The mean causal pairs of prompts of ``lengths`` (a plan asks for the same request's over and over)."""
+    return float(np.mean(causal_pairs(model, np.asarray(lengths, dtype=np.float64))))
+
+
 def _check_quantiles(name: str, points: tuple[float, ...] | None, mean_tokens: float) -> None:
     """``ClusterSimError`` unless ``points`` (None: none) are rising positive lengths whose mean is ``mean_tokens``."""
     if points is None:
@@ -102,7 +108,7 @@ class Request:
         None where every prompt is at the mean."""
         if self.input_tokens_quantiles is None:
             return None
-        return float(np.mean(causal_pairs(model, np.asarray(self.input_tokens_quantiles, dtype=np.float64))))
+        return _mean_pairs(model, self.input_tokens_quantiles)
 
     @property
     def kv(self) -> ServingPrecision:
