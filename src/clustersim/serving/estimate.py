@@ -261,6 +261,26 @@ def continuous_step(
                     prompt_pairs=request.prompt_pairs(model))  # fmt: skip
 
 
+def request_steps(
+    model: Transformer,
+    system: ServingSystem,
+    request: Request,
+    decoders: FloatArray | float,
+    prompts: FloatArray | float,
+    context_tokens: float,
+    cal: InferenceCalibration,
+    engine: EngineProfile,
+) -> StepTimes:
+    """One stage's steps of ``decoders`` decoding sequences at ``context_tokens`` and ``prompts`` whole prompts of
+    ``request`` (their attention over the request set's lengths, ``Request.prompt_pairs``); arrays broadcast."""
+    n = request.input_tokens
+    return step_times(
+        model, system, request.precision, request.kv, decode_sequences=decoders, decode_context_tokens=context_tokens,
+        prefill_tokens=np.multiply(prompts, n), prefill_sequences=prompts, prompt_tokens=n, cal=cal, engine=engine,
+        prompt_pairs=request.prompt_pairs(model),
+    )  # fmt: skip
+
+
 def _static_steps(
     model: Transformer,
     system: ServingSystem,
@@ -270,33 +290,9 @@ def _static_steps(
     engine: EngineProfile,
 ) -> tuple[StepTimes, StepTimes]:
     b = batch / system.pp
-    n, o = request.input_tokens, request.output_tokens
-    prefill = step_times(
-        model,
-        system,
-        request.precision,
-        request.kv,
-        decode_sequences=0.0 * b,
-        decode_context_tokens=n + o / 2.0,  # no decode: the sequences' length, for the prompts' bucket
-        prefill_tokens=b * n,
-        prefill_sequences=b,
-        prompt_tokens=n,
-        cal=cal,
-        engine=engine,
-    )
-    decode = step_times(
-        model,
-        system,
-        request.precision,
-        request.kv,
-        decode_sequences=b,
-        decode_context_tokens=n + o / 2.0,
-        prefill_tokens=0.0,
-        prefill_sequences=0.0,
-        prompt_tokens=n,
-        cal=cal,
-        engine=engine,
-    )
+    context = request.input_tokens + request.output_tokens / 2.0  # no decode in the prefill: for the prompts' bucket
+    prefill = request_steps(model, system, request, 0.0 * b, b, context, cal, engine)
+    decode = request_steps(model, system, request, b, 0.0, context, cal, engine)
     return prefill, decode
 
 

@@ -56,7 +56,6 @@ from clustersim.serving.engine import (
     InferenceCalibration,
     ServingSystem,
     default_calibration,
-    step_times,
 )
 from clustersim.serving.engines import EngineProfile, engine_profile
 from clustersim.serving.estimate import (
@@ -67,6 +66,7 @@ from clustersim.serving.estimate import (
     batch_limit,
     continuous_step,
     make_estimate,
+    request_steps,
 )
 from clustersim.serving.first_token import first_token_lag_steps
 from clustersim.serving.memory import causal_pairs
@@ -167,22 +167,14 @@ def _queued(request: Request, budget_tokens: int) -> FloatArray:
 
 
 def _own_prompt_s(
-    model: Transformer,
-    system: ServingSystem,
-    request: Request,
-    batch: FloatArray,
-    cal: InferenceCalibration,
+    model: Transformer, system: ServingSystem, request: Request, batch: FloatArray, cal: InferenceCalibration,
     engine: EngineProfile,
-) -> tuple[FloatArray, FloatArray]:
+) -> tuple[FloatArray, FloatArray]:  # fmt: skip
     """What one prompt adds to a step of one stage with ``batch / pp`` decoders (per entry), and its attention."""
-    decoders = batch[:, None] / system.pp
     prompts = np.array([[0.0, 1.0]])
-    parts = step_times(
-        model, system, request.precision, request.kv, decode_sequences=decoders,
-        decode_context_tokens=request.decode_context_tokens, prefill_tokens=prompts * request.input_tokens,
-        prefill_sequences=prompts, prompt_tokens=request.input_tokens, cal=cal, engine=engine,
-        prompt_pairs=request.prompt_pairs(model),
-    )  # fmt: skip
+    parts = request_steps(
+        model, system, request, batch[:, None] / system.pp, prompts, request.decode_context_tokens, cal, engine
+    )
     step, attention = np.diff(parts.step_s, axis=1)[:, 0], np.diff(parts.prefill_attention_s, axis=1)[:, 0]
     return np.maximum(step, 0.0), np.maximum(attention, 0.0)
 
