@@ -27,19 +27,22 @@ ways: a prompt's attention is the mean over its lengths' (it grows with the squa
 ``E[S^2]`` is over them, and the prompts that came while a request's own prompt waited and ran are served between its
 first tokens. That work, ``rho`` times its wait and first step, runs in the next steps while more prompts come (a
 share ``rho`` each time), ``(1 - rho^g) / (1 - rho)`` of it within ``g = o - 1`` gaps, at most a step's token budget
-a step; TPOT is the step a decoder sees plus that work over its gaps, averaged over the outputs (those of one token
-have none). Llama 3.1 8B on one H100 (2026-12-03, against the simulator's mean over 10,000-12,000 requests):
+a step, less what the budget left in its own last chunk's step ran before its first token; averaged over the outputs
+(those of one token have none). And the decoders come in bursts: arrivals that come while prompts run start decoding
+together, a branching process whose count has a variance ``1 / (1 - rho)^2`` times its mean where independent
+arrivals give 1 (the simulator's steps: 4.6 at ``rho`` 0.46), so one of them sees the mean batch and that many more.
+TPOT is that step plus the prompts' work over its gaps. Llama 3.1 8B on one H100 (2026-12-03, against the
+simulator's mean over 6,000-12,000 requests; before: the step a decoder sees, every prompt at the mean):
 
-* 2,048-token prompts, 28-token outputs at 4 and 6 requests/s: TPOT -0.9% and -1.9% (-6.5% and -10.5% before);
-* Azure's 2023 code trace (outputs: median 13) at 4 requests/s: TPOT -1.0% (-16.3%), TTFT -9.4% (whole prompts of
+* 2,048-token prompts, 28-token outputs at 4 and 6 requests/s: TPOT -0.3% and -1.0% (-6.5% and -10.5%);
+* 1,024 + 256 tokens at 8, 12 and 16 requests/s: TPOT -0.6%, -1.2%, -2.5%;
+* Azure's 2023 code trace (outputs: median 13) at 4 requests/s: TPOT -1.4% (-17%), TTFT -9.4% (whole prompts of
   different lengths in one step: not taken);
 * Mooncake's conversation set (prompts: mean 12,035, p99 85,400) on vLLM at 0.1-0.4 requests/s: TTFT +0.1% to +1.7%
-  (-29% to -42% with every prompt at the mean), TPOT +1.3% to +11.4% (-7% to -25%); on TensorRT-LLM's 32,768-token
-  steps, where only the long prompts queue: TTFT -0.5% to 0.0% (-12% to -36%);
-* fixed 12,000-token prompts in two chunks at 0.4-1.2 requests/s: TPOT -2.4% to -14.7% (-4.0% to -18.2%). The rest
-  is the decoders' own bunching: a burst of arrivals brings both more decoders and more prompt steps (over the
-  simulator's steps the decoders' variance is 4.6 times their mean, where independent arrivals give 1), not
-  modelled.
+  (-36% to -53%), TPOT -3.8% to +2.7% (-8% to -31%); on TensorRT-LLM's 32,768-token steps, where only the long
+  prompts queue: TTFT -0.8% to 0.0%, TPOT -2.3% and +3.8% at 0.2 and 0.4;
+* fixed 12,000-token prompts in two chunks at 0.4, 0.8 and 1.2 requests/s: TPOT -3.3%, -7.4%, -12.8% (-4.0%,
+  -11.5%, -18.2%): the bursts are larger than the branching estimate (4.6 against 3.4 at 1.2 requests/s).
 """
 
 from __future__ import annotations
@@ -95,7 +98,9 @@ class _ServerCurve:
     gaps: FloatArray = field(default_factory=lambda: np.ones(1))  # the gaps between tokens of the outputs (o - 1 > 0)
     budget_prompts: float = math.inf  # mean prompts' worth of tokens in a step's token budget
 
-    def after_first_token_s(self, busy: float, wait_s: float, first_s: FloatArray, step_cap_s: float) -> float:
+    def after_first_token_s(
+        self, busy: float, wait_s: float, first_s: FloatArray, absorbed_s: FloatArray, step_cap_s: float
+    ) -> float:
         """The mean time per gap between tokens that a request's outputs spend on the prompts that came while its own
         prompt waited and ran: that work runs after its first token, in the next steps, and more prompts come while
         it does (a share ``busy`` of the time each time), ``busy (w + F) (1 - busy^g) / (1 - busy)`` over ``g = o - 1``
@@ -104,9 +109,10 @@ class _ServerCurve:
         with probability ``1 - busy``, else ``wait_s / busy`` on average (``wait_s`` its mean; 0 where prompts
         share steps)."""
         g, own = _representatives(self.gaps)[:, None, None], _representatives(first_s)
+        absorbed = _representatives(absorbed_s)[None, :, None]
         waits, odds = np.array([0.0, wait_s / busy if busy > 0 else 0.0]), np.array([1.0 - busy, busy])
         held = own[None, :, None] + waits[None, None, :]
-        work = busy * held * (1.0 - busy**g) / (1.0 - busy)
+        work = np.maximum(busy * held - absorbed, 0.0) * (1.0 - busy**g) / (1.0 - busy)
         per_gap = np.minimum(work, g * step_cap_s) / g
         return float(np.mean(np.sum(per_gap * odds, axis=2)))
 
@@ -246,11 +252,36 @@ def _latency(
     # prompts in chunks take the budget in turn: an M/G/1 queue on the prompts' own time (Pollaczek-Khinchine's
     # mean wait, the queued prompts' share of E[S^2])
     ahead = rate_per_replica * float(np.mean(services**2 * curve.queued)) / (2.0 * (1.0 - busy))
-    # a request's first step holds its own prompt and those that came over the span before it (chained counts)
-    admitting_s = max(system.pp * (first - float(np.interp(batch, curve.batch, curve.step_s))), service)
-    held_s = services + (admitting_s - service)
-    tpot = system.pp * step + curve.after_first_token_s(busy, ahead, held_s, curve.budget_prompts * mean_s)
+    tpot = _time_per_token(curve, system.pp, batch, step, first, busy, ahead, services, service, attention)
     return batch, wait + ahead + admitted + system.pp * first + reported, tpot
+
+
+def _time_per_token(
+    curve: _ServerCurve,
+    pp: int,
+    batch: float,
+    seen_step: float,
+    first: float,
+    busy: float,
+    wait_s: float,
+    services: FloatArray,
+    service: float,
+    attention: float,
+) -> float:
+    """TPOT at ``batch``: the step a decoder sees with its batch in bursts, and the prompts that came while its own
+    waited and ran, over its gaps (the module docstring); ``services`` each prompt length's own prefill, ``service``
+    and ``attention`` the mean prompt's and its attention's (per replica, every stage)."""
+    mean_step = float(np.interp(batch, curve.batch, curve.step_s))
+    # the decoders come in bursts: one of them sees the mean batch and 1 / (1 - busy)^2 more (Poisson's: 1)
+    step = mean_step + (seen_step - mean_step) / (1.0 - busy) ** 2
+    # its first step holds its own prompt and those that came over the span before it (chained counts)
+    first_s = services + max(pp * (first - mean_step), service) - service
+    # a prompt in chunks shares its last step with the prompts behind it: the budget it leaves runs them
+    tokens = curve.service_shape[0] if curve.service_shape is not None else np.ones(1)
+    left = curve.budget_prompts * np.ceil(tokens / curve.budget_prompts) - tokens  # mean prompts' worth of tokens
+    absorbed_s = left * max(service - attention, 0.0) * curve.queued
+    cap_s = curve.budget_prompts * float(np.mean(services))  # a step's budget of prompt work
+    return pp * step + curve.after_first_token_s(busy, wait_s, first_s, absorbed_s, cap_s)
 
 
 def estimate_server(
