@@ -110,6 +110,7 @@ GROUP_TESTS: dict[str, list[str]] = {
         "tests/serving/test_first_token_lag.py",
         "tests/serving/test_multi_step.py",
         "tests/serving/test_request_spread.py",
+        "tests/serving/test_after_first_token.py",
         "tests/serving/test_engine.py",
         "tests/serving/test_pipeline_sim.py",
         "tests/plan/test_serving_plan.py",
