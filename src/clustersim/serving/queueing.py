@@ -1,5 +1,6 @@
-"""Queueing formulas of the serving closed forms: the wait for a free slot (Erlang C) and the wait of a prompt
-for the prompts ahead of it (M/D/1).
+"""Queueing formulas of the serving closed forms: the wait for a free slot (Erlang C) and, in a closed loop, the
+wait of a prompt for the other clients' prompts ahead of it (M/D/1; the server scenario's own queue, over a request
+set's lengths, is in ``clustersim.serving.latency``).
 
 A replica runs its prompts' work one after another: a step that carries two prompts takes about as long as
 two steps that carry one each (prefill is compute-bound), so a new prompt waits for the prompt work ahead of

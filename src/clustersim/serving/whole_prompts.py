@@ -24,7 +24,7 @@ Prompts that arrive in time (a server's Poisson stream) are chained: a schedulin
 during the span before it, so a long span (one with prompts) is followed by more prompts (``chained_counts``:
 the count overdispersed, and the step admitting an arrival carrying those of the long span it likely landed in).
 Finishes (a closed loop, offline) come per step and stay Poisson. A prompt over the engine's token budget runs
-in chunks that later prompts queue behind (``clustersim.serving.latency``'s M/D/1 queue), and is not chained. On
+in chunks that later prompts queue behind (``clustersim.serving.latency``'s M/G/1 queue), and is not chained. On
 the H100 above the server's TTFT went from 0.7-12.9% short of the simulator's at 4-16 requests/s to 0.7-2.4% (the
 middle half of 4,000 requests, two seeds), its TPOT 1.2-4.2% short as before.
 
