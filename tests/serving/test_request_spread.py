@@ -91,3 +91,14 @@ def test_lengths_that_cannot_be_the_sets_are_refused_naming_the_field(points, wa
 def test_outputs_whose_mean_is_not_the_requests_are_refused():
     with pytest.raises(ClusterSimError, match="output_tokens_quantiles: their mean 20 is not the mean 10"):
         Request(100.0, 10.0, output_tokens_quantiles=(10.0, 30.0))
+
+
+def test_the_prompts_that_run_whole_spread_the_steps_an_arrival_waits_out():
+    """``Request.prompt_cv2``: the relative variance of the prompts a step takes whole; the chunked ones queue
+    instead (``latency``), and a mean over the step's budget chunks them all."""
+    lengths = (500.0, 1500.0, 7000.0)  # mean 3,000
+    request = Request(3000.0, 100.0, input_tokens_quantiles=lengths)
+    every = sum((n - 3000.0) ** 2 for n in lengths) / 3 / 3000.0**2
+    assert request.prompt_cv2(8192) == pytest.approx(every)
+    assert request.prompt_cv2(4096) == pytest.approx(every - (7000.0 - 3000.0) ** 2 / 3 / 3000.0**2)
+    assert request.prompt_cv2(2048) == 0.0 and Request(3000.0, 100.0).prompt_cv2(8192) == 0.0

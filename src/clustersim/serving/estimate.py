@@ -102,6 +102,16 @@ class Request:
         output = self.output_tokens if self.output_tokens_in_flight is None else self.output_tokens_in_flight
         return self.input_tokens + output / 2.0
 
+    def prompt_cv2(self, budget_tokens: float) -> float:
+        """The relative variance of the prompts that run whole in a step, ``E[(n - E[n])^2; n <= budget] / E[n]^2``
+        over the request set (0 where all are the mean, or the mean is over the step's ``budget_tokens``: those
+        prompts run in chunks and queue, ``clustersim.serving.latency``)."""
+        if self.input_tokens_quantiles is None or self.input_tokens > budget_tokens:
+            return 0.0
+        lengths = np.asarray(self.input_tokens_quantiles, dtype=np.float64)
+        whole = lengths <= budget_tokens
+        return float(np.sum((lengths[whole] - self.input_tokens) ** 2) / lengths.size) / self.input_tokens**2
+
     def prompt_pairs(self, model: Transformer) -> float | None:
         """The mean (query, key) pairs of a prompt's causal attention over the layers, ``E[n^2] / 2`` on full layers
         (a prompt's attention grows with its square, so a spread of lengths costs more than prompts at the mean);
@@ -258,7 +268,8 @@ def continuous_step(
     decoders = b + np.asarray(seen_by_a_decoder, dtype=np.float64)
     return step_mix(model, system, lengths, formats, decoders, b / request.output_tokens, cal, profile,
                     arrivals_in_time, decode_context_tokens=request.decode_context_tokens,
-                    prompt_pairs=request.prompt_pairs(model))  # fmt: skip
+                    prompt_pairs=request.prompt_pairs(model),
+                    prompt_cv2=request.prompt_cv2(profile.token_budget(system.system.accelerator.id)))  # fmt: skip
 
 
 def request_steps(
