@@ -84,7 +84,12 @@ KNOWN_LATENCY_MISSES: dict[tuple[str, str], tuple[float, str]] = {
         "long at the model's highest rate, 25% above the published one, where a queue in front of the engine (the "
         "log's TTFT p99 1.9 s) binds the real rate",
     ),
-    ("ttft_s", "mlcommons/inference_results_v4.1"): (0.35, MLPERF_TTFT),
+    ("ttft_s", "mlcommons/inference_results_v4.1"): (
+        0.36,
+        MLPERF_TTFT + "; 0.35 before whole prompts of a spread of lengths lengthened the span an arrival waits out "
+        "(2026-12-03: Azure's code trace TTFT -9.4% -> -3.4% of the simulator's), which put these rows' TTFT up "
+        "1-3%, where all but one are already long (Mixtral +71% and +107%)",
+    ),
     ("ttft_s", "mlcommons/inference_results_v5.0"): (
         0.44,
         MLPERF_TTFT + "; 0.42 before the closed forms took a request set's spread of lengths (2026-12-03: each "

@@ -36,8 +36,8 @@ simulator's mean over 6,000-12,000 requests; before: the step a decoder sees, ev
 
 * 2,048-token prompts, 28-token outputs at 4 and 6 requests/s: TPOT -0.3% and -1.0% (-6.5% and -10.5%);
 * 1,024 + 256 tokens at 8, 12 and 16 requests/s: TPOT -0.6%, -1.2%, -2.5%;
-* Azure's 2023 code trace (outputs: median 13) at 4 requests/s: TPOT -1.4% (-17%), TTFT -9.4% (whole prompts of
-  different lengths in one step: not taken);
+* Azure's 2023 code trace (outputs: median 13) at 4 requests/s: TPOT -1.4% (-17%), TTFT -3.4% (-13%; whole
+  prompts of a spread of lengths lengthen the span an arrival waits out, ``whole_prompts``);
 * Mooncake's conversation set (prompts: mean 12,035, p99 85,400) on vLLM at 0.1-0.4 requests/s: TTFT +0.1% to +1.7%
   (-36% to -53%), TPOT -3.8% to +2.7% (-8% to -31%); on TensorRT-LLM's 32,768-token steps, where only the long
   prompts queue: TTFT -0.8% to 0.0%, TPOT -2.3% and +3.8% at 0.2 and 0.4;
