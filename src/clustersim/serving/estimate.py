@@ -108,9 +108,8 @@ class Request:
         prompts run in chunks and queue, ``clustersim.serving.latency``)."""
         if self.input_tokens_quantiles is None or self.input_tokens > budget_tokens:
             return 0.0
-        lengths = np.asarray(self.input_tokens_quantiles, dtype=np.float64)
-        whole = lengths <= budget_tokens
-        return float(np.sum((lengths[whole] - self.input_tokens) ** 2) / lengths.size) / self.input_tokens**2
+        n = np.asarray(self.input_tokens_quantiles, dtype=np.float64) / self.input_tokens
+        return float(np.mean(np.where(n * self.input_tokens <= budget_tokens, n - 1.0, 0.0) ** 2))
 
     def prompt_pairs(self, model: Transformer) -> float | None:
         """The mean (query, key) pairs of a prompt's causal attention over the layers, ``E[n^2] / 2`` on full layers
@@ -293,13 +292,9 @@ def request_steps(
 
 
 def _static_steps(
-    model: Transformer,
-    system: ServingSystem,
-    request: Request,
-    batch: FloatArray,
-    cal: InferenceCalibration,
+    model: Transformer, system: ServingSystem, request: Request, batch: FloatArray, cal: InferenceCalibration,
     engine: EngineProfile,
-) -> tuple[StepTimes, StepTimes]:
+) -> tuple[StepTimes, StepTimes]:  # fmt: skip
     b = batch / system.pp
     context = request.input_tokens + request.output_tokens / 2.0  # no decode in the prefill: for the prompts' bucket
     prefill = request_steps(model, system, request, 0.0 * b, b, context, cal, engine)
