@@ -114,3 +114,22 @@ def test_the_simulator_agrees_with_its_closed_form_in_the_steady_state(k, a, dra
     assert run.to_json()["tpot_s"]["mean"] == pytest.approx(closed(spec, 8.0)["tpot_s"], rel=0.05)
     assert int(run.output_tokens.sum()) == 200 * 256 and np.all(run.finish_s > run.first_token_s)
     assert run.setup["speculation"]["tokens_per_step"] == pytest.approx(expected_tokens(k, a))
+
+
+def test_a_spread_of_prompt_lengths_costs_the_verify_and_draft_steps_their_mean_attention():
+    """The closed form prices a prompt's attention at the request set's mean pairs (``Request.prompt_pairs``), as the
+    plain closed forms do, the draft's in the same ratio to its own; at the mean length it is unchanged."""
+    model, system = setup()
+    spec = Speculation(4, 0.7)
+    lengths = (1000.0, 3000.0, 8000.0)  # mean 4,000: n^2 is convex, so the mean pairs are above the mean's
+    spread = Request(4000.0, 256.0, input_tokens_quantiles=lengths)
+
+    def priced(pairs):
+        return speculative_tpot(
+            model, system, spread.precision, spread.kv, spec, batch=64.0, input_tokens=4000.0, output_tokens=256.0,
+            cal=default_calibration(), engine=engine_profile(None, system.family), prompt_pairs=pairs,
+        )["step_s"]  # fmt: skip
+
+    at_mean = priced(None)
+    assert priced(spread.prompt_pairs(model)) > at_mean
+    assert priced(Request(4000.0, 256.0).prompt_pairs(model)) == at_mean

@@ -118,19 +118,24 @@ def speculative_step_s(
     prompt_tokens: float,
     cal: InferenceCalibration,
     engine: EngineProfile,
+    prompt_pairs: float | None = None,
 ) -> tuple[float, float]:
-    """One speculative step (seconds): the target's verify step and the draft's work, as a pair."""
+    """One speculative step (seconds): the target's verify step and the draft's work, as a pair; a prompt's
+    attention at ``prompt_pairs`` of the target (``Request.prompt_pairs``; None: at the mean length), the draft's in
+    the same ratio to its own at the mean."""
     k, b, context, n = spec.draft_tokens, decode_sequences, decode_context_tokens, prompt_tokens
     verify = step_times(
         model, system, precision, kv_precision, decode_sequences=b, decode_context_tokens=context,
         prefill_tokens=prefill_tokens + b * k, prefill_sequences=prefill_sequences, prompt_tokens=n, cal=cal,
-        engine=engine,
+        engine=engine, prompt_pairs=prompt_pairs,
     ).step_s  # fmt: skip
     drafter = spec.drafter(model)
     profile = engine if spec.draft is not None else head_profile(engine)
+    spread = None if prompt_pairs is None else prompt_pairs * causal_pairs(drafter, n) / causal_pairs(model, n)
     first = step_times(
         drafter, system, precision, kv_precision, decode_sequences=b, decode_context_tokens=context,
         prefill_tokens=prefill_tokens, prefill_sequences=prefill_sequences, prompt_tokens=n, cal=cal, engine=profile,
+        prompt_pairs=spread,
     ).step_s  # fmt: skip
     more = step_times(
         drafter, system, precision, kv_precision, decode_sequences=b, decode_context_tokens=context,
@@ -194,6 +199,7 @@ def speculative_tpot(
     cal: InferenceCalibration,
     engine: EngineProfile,
     context_tokens: float | None = None,
+    prompt_pairs: float | None = None,
 ) -> dict[str, float]:
     """The closed form at ``batch`` sequences per replica in the steady state: each step carries the prompts
     of the ``batch x E / output`` sequences that replace the finished ones; TPOT is the step over ``E``;
@@ -204,6 +210,7 @@ def speculative_tpot(
     verify, draft = speculative_step_s(
         model, system, precision, kv_precision, spec, decode_sequences=batch, decode_context_tokens=context,
         prefill_tokens=share * n, prefill_sequences=share, prompt_tokens=n, cal=cal, engine=engine,
+        prompt_pairs=prompt_pairs,
     )  # fmt: skip
     step = verify + draft
     return {
@@ -229,10 +236,11 @@ def speculative_closed_form(
     cal, profile = default_calibration(), engine_profile(engine, system.family)
     n, o = request.input_tokens, request.output_tokens
     args = (model, system, request.precision, request.kv, spec)
+    pairs = request.prompt_pairs(model)
 
     def at(batch: float) -> dict[str, float]:
         return speculative_tpot(*args, batch=batch, input_tokens=n, output_tokens=o, cal=cal, engine=profile,
-                                context_tokens=request.decode_context_tokens)  # fmt: skip
+                                context_tokens=request.decode_context_tokens, prompt_pairs=pairs)  # fmt: skip
 
     if load.concurrency is not None:
         batch, scenario = load.concurrency / system.dp, "concurrency"
@@ -250,7 +258,7 @@ def speculative_closed_form(
     ttft = sum(
         speculative_step_s(
             *args, decode_sequences=batch, decode_context_tokens=request.decode_context_tokens, prefill_tokens=n,
-            prefill_sequences=1.0, prompt_tokens=n, cal=cal, engine=profile,
+            prefill_sequences=1.0, prompt_tokens=n, cal=cal, engine=profile, prompt_pairs=pairs,
         )
     )  # fmt: skip
     return {
@@ -295,6 +303,7 @@ def speculative_offline(
     grid = [float(batch)] if batch is not None else np.unique(np.round(np.geomspace(1, most, 40))).tolist()
     lengths = {"input_tokens": request.input_tokens, "output_tokens": request.output_tokens,
                "context_tokens": request.decode_context_tokens}  # fmt: skip
+    lengths["prompt_pairs"] = request.prompt_pairs(model)
     found = [
         speculative_tpot(
             model, system, request.precision, request.kv, spec, batch=b, cal=cal, engine=profile, **lengths
