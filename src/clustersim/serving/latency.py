@@ -40,7 +40,7 @@ simulator's mean over 6,000-12,000 requests; before: the step a decoder sees, ev
   prompts of a spread of lengths lengthen the span an arrival waits out, ``whole_prompts``);
 * Mooncake's conversation set (prompts: mean 12,035, p99 85,400) on vLLM at 0.1-0.4 requests/s: TTFT +0.1% to +1.7%
   (-36% to -53%), TPOT -3.8% to +2.7% (-8% to -31%); on TensorRT-LLM's 32,768-token steps, where only the long
-  prompts queue: TTFT -0.8% to 0.0%, TPOT -2.3% and +3.8% at 0.2 and 0.4;
+  prompts queue: TTFT +1.0% and +2.7%, TPOT -2.3% and +3.8% at 0.2 and 0.4;
 * fixed 12,000-token prompts in two chunks at 0.4, 0.8 and 1.2 requests/s: TPOT -3.3%, -7.4%, -12.8% (-4.0%,
   -11.5%, -18.2%): the bursts are larger than the branching estimate (4.6 against 3.4 at 1.2 requests/s).
 """
@@ -54,12 +54,7 @@ import numpy as np
 
 from clustersim.errors import ClusterSimError
 from clustersim.memo import IdentityMemo
-from clustersim.serving.engine import (
-    FloatArray,
-    InferenceCalibration,
-    ServingSystem,
-    default_calibration,
-)
+from clustersim.serving.engine import FloatArray, InferenceCalibration, ServingSystem, default_calibration
 from clustersim.serving.engines import EngineProfile, engine_profile
 from clustersim.serving.estimate import (
     GRID_POINTS,
