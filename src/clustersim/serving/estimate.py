@@ -108,8 +108,8 @@ class Request:
         prompts run in chunks and queue, ``clustersim.serving.latency``)."""
         if self.input_tokens_quantiles is None or self.input_tokens > budget_tokens:
             return 0.0
-        n = np.asarray(self.input_tokens_quantiles, dtype=np.float64) / self.input_tokens
-        return float(np.mean(np.where(n * self.input_tokens <= budget_tokens, n - 1.0, 0.0) ** 2))
+        n = np.asarray(self.input_tokens_quantiles, dtype=np.float64)
+        return float(np.mean(np.where(n <= budget_tokens, n / self.input_tokens - 1.0, 0.0) ** 2))
 
     def prompt_pairs(self, model: Transformer) -> float | None:
         """The mean (query, key) pairs of a prompt's causal attention over the layers, ``E[n^2] / 2`` on full layers

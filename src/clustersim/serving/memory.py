@@ -127,12 +127,8 @@ def causal_pairs(model: Transformer, prompt_tokens: T) -> T:
     windowed = model.window_layers or 0
     w = float(model.sliding_window)
     full = n * n / 2.0
-    window = (
-        np.where(n <= w, full, n * w - w * w / 2.0)
-        if isinstance(n, np.ndarray)
-        else (full if n <= w else n * w - w * w / 2.0)
-    )
-    return (model.layers - windowed) * full + windowed * window  # type: ignore[no-any-return]
+    met = np.minimum(n, w)  # keys a query meets on a windowed layer, at most: n m - m^2 / 2 is n^2 / 2 below w
+    return (model.layers - windowed) * full + windowed * (n * met - met * met / 2.0)  # type: ignore[no-any-return]
 
 
 def decode_attention_flops_per_key(model: Transformer) -> float:
