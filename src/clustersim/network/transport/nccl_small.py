@@ -53,7 +53,8 @@ Constants and sources:
   Simple ``DEFAULT_BUFFSIZE`` 4 MiB / 8 (``src/include/device.h``, ``src/init.cc``).
 - ``SIMPLE_FLUSH_S``: aws-ofi-nccl ``TUNER_NET_COMP_OVERHEAD`` default, 3 us (``nccl_ofi_param.h``).
 - ``NVLINK_CHANNEL_BYTES_PER_S``: NCCL's per-link NVLink speeds (``src/graph/topo.h``: SM80 20.0,
-  SM90 20.6, SM100 40.1 GB/s).
+  SM90 20.6, SM100 40.1 GB/s; ``nvlinkBw`` gives every compute capability from 10.0 up SM100's, so B300's
+  10.3 too).
 - ``local_read_s``: composed of the data path's constants (``datapath.toml``), nothing fitted here.
 
 Two constants are fitted, each on one case of ``nccl_published.toml`` (2 x p5.48xlarge all-reduce,
@@ -107,7 +108,7 @@ THREADS = {"LL": 512, "LL128": 640, "Simple": 512}
 THREAD_THRESHOLD_BYTES = {"LL": 8, "LL128": 8, "Simple": 64}
 STEP_PAYLOAD_BYTES = {"LL": 8 * 512 * 8, "LL128": 120 * 640 * 8 * 120 // 128, "Simple": (4 << 20) // 8}
 SIMPLE_FLUSH_S = 3.0e-6
-NVLINK_CHANNEL_BYTES_PER_S = {"a100": 20.0e9, "h100": 20.6e9, "h200": 20.6e9, "b200": 40.1e9}
+NVLINK_CHANNEL_BYTES_PER_S = {"a100": 20.0e9, "h100": 20.6e9, "h200": 20.6e9, "b200": 40.1e9, "b300": 40.1e9}
 PROXY_START_S = 13.92e-6  # fitted: see the module docstring
 PROXY_OP_S = 0.894e-6  # fitted: see the module docstring
 PRE_HOPPER = ("a100",)  # NCCL flushes every GPUDirect receive before Hopper (NCCL_NET_FORCE_FLUSH)
