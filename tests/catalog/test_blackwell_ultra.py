@@ -1,10 +1,14 @@
 """Blackwell Ultra (B300 on p6-b300.48xlarge and HGX B300; GB300 in GB300 NVL72): each figure against its published
 relation to Blackwell, and the model running on it end to end."""
 
+import json
+
 import pytest
+from typer.testing import CliRunner
 
 from clustersim.catalog.kinds import Dtype, Kind
 from clustersim.catalog.registry import load_catalog
+from clustersim.cli.app import app
 from clustersim.execution import Layout
 from clustersim.ingest.cases import accelerator_from_name
 from clustersim.serving.engine import serving_system_for_instance
@@ -85,3 +89,15 @@ def test_the_extra_memory_holds_more_kv_and_the_same_peaks_train_alike(catalog):
     }
     # BF16 peaks and HBM bandwidth within 4% of each other: a training step within 5%, not faster by FP4's 1.46x
     assert steps["p6-b300.48xlarge"] == pytest.approx(steps["p6-b200.48xlarge"], rel=0.05)
+
+
+def test_twice_the_efa_per_gpu_carries_a_large_all_reduce_across_nodes_about_twice_as_fast():
+    busbw = {}
+    for name in ("p6-b200.48xlarge", "p6-b300.48xlarge"):
+        args = ["collective", "all_reduce", "--instance", name, "--nodes", "4", "--min", "8G", "--max", "8G", "--json"]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+        (row,) = json.loads(result.stdout)["rows"]
+        assert row["bound"].startswith("network")  # 8 GiB over 4 nodes: the EFA, not NVLink, sets the pace
+        busbw[name] = row["busbw_GBps"]
+    assert 1.6 < busbw["p6-b300.48xlarge"] / busbw["p6-b200.48xlarge"] <= 2.0 + 1e-9

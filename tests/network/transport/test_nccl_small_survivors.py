@@ -94,7 +94,7 @@ def test_ring_ll_raises_the_thread_threshold_by_the_rank_count_and_no_other_pair
             "instance",
             "trn1.32xlarge",
             "instance: trn1.32xlarge has trainium1, not an NVLink GPU this model covers"
-            " (valid: a100, b200, h100, h200)",
+            " (valid: a100, b200, b300, h100, h200)",
         ),
     ],
 )
