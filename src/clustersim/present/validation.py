@@ -74,6 +74,23 @@ class SkippedCase(Protocol):
     def reason(self) -> str: ...
 
 
+class ChipGroup(Protocol):
+    """The cases of one kind on one accelerator (``clustersim.validation.by_accelerator.AcceleratorGroup``)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def accelerator(self) -> str: ...
+    @property
+    def cases(self) -> int: ...
+    @property
+    def mape(self) -> float: ...
+    @property
+    def left_out_cases(self) -> int: ...
+    @property
+    def left_out_mape(self) -> float | None: ...
+
+
 class FeatureGroup(Protocol):
     """Training cases with one layout feature (``clustersim.validation.by_layout.LayoutGroup``)."""
 
@@ -107,6 +124,8 @@ class Report(Protocol):
     def field_coverage(self, name: str, path: str, source: str) -> tuple[float, float] | None: ...
     @property
     def layout_groups(self) -> Sequence[FeatureGroup]: ...
+    @property
+    def accelerator_groups(self) -> Sequence[ChipGroup]: ...
 
 
 class LeftOutSource(Protocol):
@@ -184,6 +203,8 @@ def report_renderables(report: Report) -> list[RenderableType]:
         renderables.append(latency_table(latency, report.field_coverage, report.level))
     if report.layout_groups:
         renderables.append(layout_table(report.layout_groups))
+    if report.accelerator_groups:
+        renderables.append(accelerator_table(report.accelerator_groups))
     return renderables
 
 
@@ -195,6 +216,17 @@ def layout_table(groups: Sequence[FeatureGroup]) -> Table:
     for g in groups:
         left = "-" if g.left_out_mape is None else f"{100 * g.left_out_mape:.1f}"
         table.add_row(g.feature, str(g.cases), f"{100 * (g.mape or 0.0):.1f}", str(g.left_out_cases), left)
+    return table
+
+
+def accelerator_table(groups: Sequence[ChipGroup]) -> Table:
+    """Cases by kind and accelerator: cases and MAPE now, and the same cases' left-out MAPE."""
+    table = Table(title="by accelerator: MAPE now and left out (each case predicted without its source)")
+    for column in ("kind", "accelerator", "cases", "MAPE %", "left-out cases", "left-out MAPE %"):
+        table.add_column(column, justify="left" if column in ("kind", "accelerator") else "right")
+    for g in groups:
+        left = "-" if g.left_out_mape is None else f"{100 * g.left_out_mape:.1f}"
+        table.add_row(g.kind, g.accelerator, str(g.cases), f"{100 * g.mape:.1f}", str(g.left_out_cases), left)
     return table
 
 

@@ -19,6 +19,7 @@ from clustersim.catalog.registry import Catalog
 from clustersim.errors import ClusterSimError
 from clustersim.intervals import DEFAULT_LEVEL, ResidualTable, check_level, load_residuals
 from clustersim.intervals.residuals import LATENCY_FIELDS as SERVING_LATENCY_FIELDS
+from clustersim.validation.by_accelerator import accelerator_groups
 from clustersim.validation.by_layout import layout_groups
 from clustersim.validation.cases import Case, default_case_files, primary_field, read_cases, source_key
 from clustersim.validation.collective import predict_collective_case
@@ -136,7 +137,9 @@ def _validate(
             report.field_files.append(
                 dataclasses.replace(score_file(name, (s.kind for s in of_field), of_field), field=field)
             )
-    report.layout_groups = layout_groups(report.cases, load_residuals() if residuals is None else residuals)
+    table = load_residuals() if residuals is None else residuals
+    report.layout_groups = layout_groups(report.cases, table)
+    report.accelerator_groups = accelerator_groups(report.cases, table)
     report.fitted_on = fitted_on_by_kind()
     if engine_fitted:  # the Neuron engines' pair is fitted outside the calibration files' manifests
         report.fitted_on["inference"] = frozenset(report.fitted_on.get("inference") or ()) | engine_fitted
@@ -195,5 +198,5 @@ def _score_case(
     error = predicted / measured - 1
     return CaseScore(
         case.id, case.kind, predicted, measured, error, name, group_key(case), path, source_key(case.source), assumed,
-        layout=layout,
+        layout=layout, accelerator=case.system.accelerator if case.system and case.system.accelerator else "",
     )  # fmt: skip

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from clustersim.intervals import DEFAULT_LEVEL, Interval
+from clustersim.validation.by_accelerator import AcceleratorGroup
 from clustersim.validation.by_layout import LayoutGroup
 from clustersim.validation.cases import Case
 from clustersim.validation.intervals import coverage
@@ -43,6 +44,7 @@ class CaseScore:
     assumed: dict[str, Any] = dataclasses.field(default_factory=dict)
     interval: Interval | None = None  # from the residuals of every other source (validation.intervals)
     layout: tuple[str, ...] = ()  # a training case's layout features (clustersim.intervals.layout)
+    accelerator: str = ""  # the case's system.accelerator as written (collectives and memory too)
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,7 @@ class ValidationReport:
     field_cases: list[CaseScore] = field(default_factory=list)
     field_files: list[FileScore] = field(default_factory=list)
     layout_groups: list[LayoutGroup] = field(default_factory=list)  # training MAPE by layout feature
+    accelerator_groups: list[AcceleratorGroup] = field(default_factory=list)  # MAPE by kind and accelerator
 
     def interval_coverage(self, path: str, source: str | None = None) -> tuple[float, float] | None:
         """Coverage and median relative width of the intervals of file ``path`` (and ``source``)."""
@@ -191,6 +194,7 @@ class ValidationReport:
                 for c in self.field_cases
             ],
             "layout_features": [g.to_json() for g in self.layout_groups],
+            "accelerators": [g.to_json() for g in self.accelerator_groups],
             "sources": [
                 {
                     "file": path,

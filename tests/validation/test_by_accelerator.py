@@ -1,0 +1,70 @@
+"""Error by kind and accelerator: now and left out, each case in the group of the chip it ran on."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from typer.testing import CliRunner
+
+from clustersim.cli.app import app
+from clustersim.intervals import Residual, ResidualTable
+from clustersim.validation.by_accelerator import accelerator_groups
+from clustersim.validation.scoring import CaseScore
+
+
+def _score(case_id: str, error: float, accelerator: str, kind: str = "training") -> CaseScore:
+    return CaseScore(case_id, kind, 1.0 + error, 1.0, error, "step_time_s", "g", accelerator=accelerator)
+
+
+def _residual(case_id: str, kind: str, field: str, r: float) -> Residual:
+    return Residual(case_id, "src", kind, "blackwell", "b300", "megatron", 8, field, r)
+
+
+def test_each_case_counts_in_its_kind_and_accelerator_in_order():
+    scores = [
+        _score("b300_a", 0.20, "b300"),
+        _score("b300_b", -0.40, "b300"),
+        _score("h100", 0.05, "h100-sxm"),
+        _score("served", 0.10, "b300", kind="inference"),
+        _score("nowhere", 0.50, ""),
+    ]
+    groups = [(g.kind, g.accelerator, g.cases, g.mape) for g in accelerator_groups(scores, ResidualTable(()))]
+    assert groups == [
+        ("training", "b300", 2, pytest.approx(0.30)),
+        ("training", "h100-sxm", 1, pytest.approx(0.05)),
+        ("training", "unstated", 1, pytest.approx(0.50)),
+        ("inference", "b300", 1, pytest.approx(0.10)),
+    ]
+
+
+def test_the_left_out_error_is_of_the_cases_own_primary_field():
+    # r = ln(measured / predicted) of the duration; a rate's residual has its sign flipped
+    scores = [_score("step", 0.0, "b300"), _score("served", 0.0, "b300", kind="inference")]
+    table = ResidualTable(
+        (
+            _residual("step", "training", "step_time_s", math.log(2)),  # predicted at half: 50% off
+            _residual("served", "inference", "output_tokens_per_s", math.log(1.25)),  # a rate 25% high
+            _residual("served", "inference", "ttft_s", 3.0),  # a latency field sizes only its own intervals
+            _residual("other", "training", "step_time_s", 5.0),  # not scored: counts nowhere
+        )
+    )
+    training, inference = accelerator_groups(scores, table)
+    assert (training.left_out_cases, training.left_out_mape) == (1, pytest.approx(0.5))
+    assert (inference.left_out_cases, inference.left_out_mape) == (1, pytest.approx(0.25))
+
+
+def test_validate_reports_the_newest_chips_held_out_in_json_and_on_the_console():
+    runner = CliRunner()
+    result = runner.invoke(app, ["validate", "--json"])
+    assert result.exit_code == 0, result.output
+    groups = {(g["kind"], g["accelerator"]): g for g in json.loads(result.stdout)["accelerators"]}
+    # Blackwell Ultra's published runs, held out of every fit: Megatron-Bridge's 10 GB300 and 2 B300 training
+    # rows and MLPerf v5.1's two GB300 NVL72 serving runs, each with a left-out residual
+    for key, cases in ((("training", "gb300"), 10), (("training", "b300"), 2), (("inference", "gb300"), 2)):
+        assert groups[key]["cases"] == groups[key]["left_out_cases"] == cases
+        assert 0 < groups[key]["mape"] < 1 and 0 < groups[key]["left_out_mape"] < 1
+    assert groups[("memory", "a100-sxm4-80gb")]["left_out_mape"] is None  # memory cases have no residuals
+    console = runner.invoke(app, ["validate"], env={"COLUMNS": "200"})
+    assert "by accelerator: MAPE now and left out" in console.stdout
