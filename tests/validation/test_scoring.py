@@ -100,7 +100,8 @@ def test_json_shape_is_exact() -> None:
     report.files.append(score_file("f", ["collective"], report.cases))
     payload = report.to_json()
     assert set(payload) == {
-        "level", "files", "cases", "skipped", "sources", "fields", "field_sources", "field_cases", "layout_features"
+        "level", "files", "cases", "skipped", "sources", "fields", "field_sources", "field_cases", "layout_features",
+        "accelerators",
     }  # fmt: skip
     assert set(payload["files"][0]) == {
         "path",
