@@ -11,25 +11,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from clustersim.intervals import ResidualTable
+from clustersim.validation.by_layout import Scored
 from clustersim.validation.intervals import predicted_over_measured
 
 KIND_ORDER = ("training", "inference", "collective", "memory")
-
-
-class Scored(Protocol):
-    """What a group reads of a scored case (``clustersim.validation.scoring.CaseScore``)."""
-
-    @property
-    def id(self) -> str: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def error(self) -> float: ...
-    @property
-    def accelerator(self) -> str: ...
 
 
 @dataclass(frozen=True)
