@@ -17,6 +17,7 @@ ESTIMATE_KEYS = {
     "tp",
     "pp",
     "dp",
+    "attention_dp",
     "precision",
     "kv_precision",
     "batching",

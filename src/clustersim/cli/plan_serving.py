@@ -166,9 +166,10 @@ def _requests(
     """One request per weight precision at the dataset's mean lengths (as ``serve --dataset``), with the
     dataset's notes (its longest request beyond the context is refused, as there)."""
     from clustersim.scenario.schema import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
+    from clustersim.serving.dataset_context import dataset_context_notes
     from clustersim.serving.datasets import resolve_lengths
     from clustersim.serving.engine import parse_precision
-    from clustersim.serving.estimate import Request, dataset_context_notes
+    from clustersim.serving.estimate import Request
     from clustersim.serving.sim_requests import request_sampler, request_spread
 
     lengths = resolve_lengths(dataset, None, None, defaults=(DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS))

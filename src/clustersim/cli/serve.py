@@ -54,6 +54,7 @@ INPUTS = (
     "instance",
     "tp",
     "pp",
+    "attention_dp",
     "input_tokens",
     "output_tokens",
     "dataset",
@@ -73,6 +74,7 @@ _FLAGS = {
     "instance": "--instance",
     "tp": "--tp",
     "pp": "--pp",
+    "attention_dp": "--attention-dp",
     "input_tokens": "--input",
     "output_tokens": "--output",
     "dataset": "--dataset",
@@ -99,6 +101,17 @@ def serve_command(
         typer.Option("--tp", min=1, max=MAX_DEGREE, help="Tensor parallel degree (default: the best that fits)."),
     ] = None,
     pp: Annotated[int, typer.Option("--pp", min=1, max=MAX_DEGREE, help="Pipeline parallel degree.")] = 1,
+    attention_dp: Annotated[
+        int,
+        typer.Option(
+            "--attention-dp",
+            min=1,
+            max=MAX_DEGREE,
+            help="A MoE model's replica as that many groups of --tp devices, each serving its own requests through "
+            "attention with the dense weights whole, the experts split over every group (TensorRT-LLM's DEP "
+            "layouts: --tp 1 --attention-dp 4 is DEP4). Closed forms only.",
+        ),
+    ] = 1,
     input_tokens: Annotated[
         int, typer.Option("--input", min=1, max=MAX_SEQUENCE_TOKENS, help="Prompt tokens per request (mean).")
     ] = 2048,
@@ -267,6 +280,13 @@ def serve_command(
     with user_errors():
         refuse_with_save_scenario(calibration, save_scenario)
         ctx.with_resource(calibration_overlay(calibration))  # the collectives of every path below, until exit
+        if attention_dp > 1 and (wanted(ctx, simulate) or given_options(ctx, SPECULATIVE_OPTIONS)):
+            raise ClusterSimError(
+                f"--attention-dp: {attention_dp} groups are priced by the closed forms only (not with --simulate, "
+                "its load options or --speculative)",
+                field="--attention-dp",
+                value=attention_dp,
+            )
     if wanted(ctx, simulate):
         run_simulation(ctx, ctx.params)
         return
@@ -283,7 +303,7 @@ def serve_command(
         else:
             stated = given_options(ctx, ("input_tokens", "output_tokens"))  # with a dataset, only these count
             spec = _scenario_of_options(
-                model=model, instance=instance, tp=tp, pp=pp,
+                model=model, instance=instance, tp=tp, pp=pp, attention_dp=attention_dp,
                 input_tokens=input_tokens if dataset is None or "--input" in stated else None,
                 output_tokens=output_tokens if dataset is None or "--output" in stated else None, dataset=dataset,
                 batch=batch, precision=precision, kv_cache=kv_cache, batching=batching, rate=rate,
@@ -351,6 +371,7 @@ def _scenario_of_options(
     instance: str,
     tp: int | None,
     pp: int,
+    attention_dp: int = 1,
     input_tokens: int | None,
     output_tokens: int | None,
     dataset: str | None,
@@ -388,7 +409,9 @@ def _scenario_of_options(
 
     check_load(batch, rate, ttft_target, tpot_target)  # one mode, its options named
     with option_errors(_FLAGS):
-        system = ServingSystemSpec(instance=instance, tp="choose" if tp is None else tp, pp=pp)
+        system = ServingSystemSpec(
+            instance=instance, tp="choose" if tp is None else tp, pp=pp, attention_dp=attention_dp
+        )
         request = RequestSpec(
             input_tokens=input_tokens,
             output_tokens=output_tokens,
@@ -409,8 +432,9 @@ def _estimate(
 ) -> "tuple[Transformer, list[ServingEstimate], list[str]]":
     """The model, the estimate on the scenario's instance (and on ``compare``), and why they differ."""
     from clustersim.catalog.registry import load_catalog
+    from clustersim.serving.dataset_context import dataset_context_notes
     from clustersim.serving.engine import parse_precision, serving_system_for_instance
-    from clustersim.serving.estimate import Request, compare_offline, dataset_context_notes
+    from clustersim.serving.estimate import Request, compare_offline
     from clustersim.serving.sim_requests import request_sampler, request_spread
     from clustersim.workload.zoo import load_model
 
@@ -435,11 +459,15 @@ def _estimate(
     tp = None if spec.system.tp == "choose" else spec.system.tp
     instances = [spec.system.instance] + ([compare] if compare else [])
     mode = (load.batch, load.rate_per_s, load.ttft_target_s, load.tpot_target_s)
-    estimates = [_run(transformer, cat, name, tp, spec.system.pp, request, mode, spec.engine) for name in instances]
+    layout = (tp, spec.system.pp, spec.system.attention_dp)
+    estimates = [_run(transformer, cat, name, layout, request, mode, spec.engine) for name in instances]
     estimates = [replace(e, notes=extra + e.notes) for e in estimates]
     reasons: tuple[str, ...] = ()
     if compare and load.rate_per_s is None and load.ttft_target_s is None and load.tpot_target_s is None:
-        first, second = (serving_system_for_instance(cat, e.system, tp=e.tp, pp=e.pp, dp=e.dp) for e in estimates)
+        first, second = (
+            serving_system_for_instance(cat, e.system, tp=e.tp, pp=e.pp, dp=e.dp, attention_dp=e.attention_dp)
+            for e in estimates
+        )
         if (first.tp, first.pp) == (second.tp, second.pp):
             reasons = compare_offline(transformer, first, second, request, batch=load.batch, engine=spec.engine).reasons
     return transformer, estimates, list(reasons)
@@ -449,15 +477,14 @@ def _run(
     model: "Transformer",
     catalog: "Catalog",
     instance: str,
-    tp: int | None,
-    pp: int,
+    layout: tuple[int | None, int, int],
     request: "Request",
     scenario: tuple[int | None, float | None, float | None, float | None],
     engine: str | None,
 ) -> "ServingEstimate":
-    """The estimate on ``instance``; ``scenario`` is (batch, rate, ttft target, tpot target); no ``tp``:
-    the best degree (``clustersim.plan.serving``). ``engine``: checked against the instance's accelerator
-    family (none: the family's default engine; ``clustersim.serving.engines.engine_for``)."""
+    """The estimate on ``instance``; ``layout`` is (tp, pp, attention dp); ``scenario`` is (batch, rate, ttft
+    target, tpot target); no ``tp``: the best degree (``clustersim.plan.serving``). ``engine``: checked against the
+    instance's accelerator family (none: the family's default engine; ``clustersim.serving.engines.engine_for``)."""
     from clustersim.plan.serving import ServingScenario, best_serving_layout
     from clustersim.serving.engines import engine_for
 
@@ -466,4 +493,7 @@ def _run(
 
     batch, rate, ttft_target, tpot_target = scenario
     wanted = ServingScenario(batch=batch, rate_per_s=rate, ttft_target_s=ttft_target, tpot_target_s=tpot_target)
-    return best_serving_layout(model, catalog, instance, request, tp=tp, pp=pp, scenario=wanted, engine=engine)
+    tp, pp, groups = layout
+    return best_serving_layout(
+        model, catalog, instance, request, tp=tp, pp=pp, scenario=wanted, engine=engine, attention_dp=groups
+    )

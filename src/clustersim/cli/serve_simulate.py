@@ -132,10 +132,11 @@ def _inputs(p: dict[str, Any], stated: list[str]) -> tuple[Any, Any, Request, An
     from clustersim.catalog.registry import load_catalog
     from clustersim.scenario.schema import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
     from clustersim.scenario.training import model_spec, user_files
+    from clustersim.serving.dataset_context import dataset_context_notes
     from clustersim.serving.datasets import resolve_lengths
     from clustersim.serving.engine import parse_precision
     from clustersim.serving.engines import engine_for
-    from clustersim.serving.estimate import Request, dataset_context_notes
+    from clustersim.serving.estimate import Request
     from clustersim.serving.sim_requests import request_sampler, request_spread
     from clustersim.workload import zoo
 

@@ -121,14 +121,23 @@ def best_serving_layout(
     scenario: ServingScenario | None = None,
     cal: InferenceCalibration | None = None,
     engine: str | EngineProfile | None = None,
+    attention_dp: int = 1,
 ) -> ServingEstimate:
     """The estimate on one ``instance`` filled with replicas of ``tp x pp`` devices served by ``engine``
     (a name from ``clustersim.serving.engines`` or a profile; default: the family's); without ``tp``, the
     degree with the best result (most output tokens/s; at a fixed rate, the lowest TPOT). When no
-    degree works, the last degree's error (the largest tried, the likeliest to fit) is raised."""
+    degree works, the last degree's error (the largest tried, the likeliest to fit) is raised.
+    ``attention_dp`` > 1 (given with ``tp``): that many groups of ``tp x pp`` devices a replica
+    (``clustersim.serving.attention_dp``)."""
     scenario = scenario or ServingScenario()
+    if attention_dp > 1 and tp is None:
+        raise ClusterSimError(
+            f"--attention-dp: {attention_dp} groups need --tp (the ranks of each group)",
+            field="--attention-dp",
+            value=attention_dp,
+        )
     if tp is not None:
-        system = serving_system_for_instance(catalog, instance, tp=tp, pp=pp)
+        system = serving_system_for_instance(catalog, instance, tp=tp, pp=pp, attention_dp=attention_dp)
         return estimate_scenario(model, system, request, scenario, cal, engine)
     found: list[ServingEstimate] = []
     problems: list[ClusterSimError] = []

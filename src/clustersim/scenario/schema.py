@@ -282,6 +282,12 @@ class ServingSystemSpec(_Record):
         default="choose", description="Tensor parallel degree, or 'choose' for the best that fits."
     )
     pp: int = Field(default=1, ge=1, le=MAX_DEGREE, description="Pipeline parallel degree.")
+    attention_dp: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_DEGREE,
+        description="Attention data-parallel groups of tp x pp devices sharing a MoE model's experts (1: none).",
+    )
 
 
 class RequestSpec(_Record):

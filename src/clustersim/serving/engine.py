@@ -94,7 +94,8 @@ GIB = 2**30
 class ServingSystem:
     """``dp`` replicas of a ``tp x pp`` model on devices of ``system``, with the fabrics of the TP group
     and of the PP sends (``System.group_fabric``). Per-device figures are the system's: a NeuronCore's
-    share of a chip where cores count as devices."""
+    share of a chip where cores count as devices. ``attention_dp`` > 1: a replica of that many groups of ranks
+    that share a MoE model's experts over ``ep_fabric`` (``clustersim.serving.attention_dp``)."""
 
     name: str
     system: System
@@ -103,15 +104,19 @@ class ServingSystem:
     dp: int = 1
     tp_fabric: Fabric | None = None
     pp_fabric: Fabric | None = None
-    cost: CollectiveCost = ANALYTIC  # prices the TP all-reduces and PP sends
+    cost: CollectiveCost = ANALYTIC  # prices the TP all-reduces, PP sends and expert all-to-alls
     board_power_watts: float | None = None  # a power limit other than the catalogued TDP (None: the TDP)
+    attention_dp: int = 1  # attention data-parallel groups of one replica, its experts split over them
+    ep_fabric: Fabric | None = None  # the fabric of a stage's tp x attention_dp ranks (the experts' exchange)
 
     def __post_init__(self) -> None:
-        for name in ("tp", "pp", "dp"):
+        for name in ("tp", "pp", "dp", "attention_dp"):
             if getattr(self, name) < 1:
                 raise ClusterSimError(f"{name}: must be at least 1, got {getattr(self, name)}")
         if self.tp > 1 and self.tp_fabric is None:
             raise ClusterSimError(f"tp {self.tp} needs a fabric for its all-reduces")
+        if self.attention_dp > 1 and self.ep_fabric is None:
+            raise ClusterSimError(f"attention_dp {self.attention_dp} needs a fabric for its experts' exchange")
         if self.board_power_watts is not None and not self.board_power_watts > 0:
             raise ClusterSimError(f"board power: must be positive watts, got {self.board_power_watts}")
 
@@ -126,8 +131,11 @@ class ServingSystem:
         dp: int = 1,
         cost: CollectiveCost = ANALYTIC,
         board_power_watts: float | None = None,
+        attention_dp: int = 1,
     ) -> ServingSystem:
-        """Replicas of tp x pp devices of ``system``: TP all-reduces among neighbours, PP sends ``tp`` apart."""
+        """Replicas of tp x pp devices of ``system`` (times ``attention_dp``): TP all-reduces among neighbours,
+        the experts' exchange among a stage's ``tp x attention_dp`` neighbours, PP sends that far apart."""
+        stage = tp * attention_dp
         return cls(
             name=name,
             system=system,
@@ -135,9 +143,11 @@ class ServingSystem:
             pp=pp,
             dp=dp,
             tp_fabric=system.group_fabric(tp, 1),
-            pp_fabric=system.group_fabric(2 if pp > 1 else 1, tp),
+            pp_fabric=system.group_fabric(2 if pp > 1 else 1, stage),
             cost=cost,
             board_power_watts=board_power_watts,
+            attention_dp=attention_dp,
+            ep_fabric=system.group_fabric(stage, 1) if attention_dp > 1 else None,
         )
 
     def clock_ratio(self, exponent: float) -> float:
@@ -148,9 +158,20 @@ class ServingSystem:
         return power_clock_ratio(board, self.system.power_watts, exponent)
 
     @property
+    def layout(self) -> str:
+        """One replica's layout in words: ``tp 4 x pp 1``, with ``x attention dp 4`` where it has one."""
+        adp = f" x attention dp {self.attention_dp}" if self.attention_dp > 1 else ""
+        return f"tp {self.tp} x pp {self.pp}{adp}"
+
+    @property
+    def replica_devices(self) -> int:
+        """Devices of one replica: ``tp x pp x attention_dp``."""
+        return self.tp * self.pp * self.attention_dp
+
+    @property
     def num_devices(self) -> int:
         """Devices of all replicas."""
-        return self.tp * self.pp * self.dp
+        return self.replica_devices * self.dp
 
     @property
     def family(self) -> str:
@@ -202,14 +223,14 @@ def memory_plan(
     cal = default_calibration() if cal is None else cal
     profile = engine_profile(engine, system.family)
     usable = system.system.memory_bytes * (1.0 - profile.reserved_memory_fraction)
-    weights = weight_bytes_per_device(model, precision, system.tp, system.pp)
+    weights = weight_bytes_per_device(model, precision, system.tp, system.pp, system.attention_dp)
     budget = (usable - weights - cal.workspace_bytes) * profile.kv_memory_fraction
     if budget <= 0:
         devices = system.system.num_devices  # one instance (serving_system_for_instance)
-        if system.tp * system.pp < devices:
+        if system.replica_devices < devices:
             advice = f"use a larger tp or pp (up to the {devices} devices of one instance), fp8, or more memory"
         else:
-            fp8 = weight_bytes_per_device(model, Dtype.FP8, system.tp, system.pp)
+            fp8 = weight_bytes_per_device(model, Dtype.FP8, system.tp, system.pp, system.attention_dp)
             if bytes_per_element(precision) <= 1:
                 lighter = f"its weights are {precision.value} already"
             elif fp8 + cal.workspace_bytes < usable:
@@ -223,7 +244,7 @@ def memory_plan(
         raise ClusterSimError(
             f"model: {model.name} at {precision.value} needs {weights / GIB:.1f} GiB of weights + "
             f"{cal.workspace_bytes / GIB:.1f} GiB workspace per device, more than the "
-            f"{usable / GIB:.1f} GiB of {system.device_name} at tp {system.tp} x pp {system.pp}; {advice}",
+            f"{usable / GIB:.1f} GiB of {system.device_name} at {system.layout}; {advice}",
             field="model",
         )
     per_token = kv_bytes_per_token(model, kv_precision, system.tp, system.pp)
@@ -310,6 +331,7 @@ def step_times(
         prompt_tokens, prompt_pairs = padded_prompt, None
     real, b = b, profile.decode_slots(b)  # a compiled batch computes every slot; the host serves the real ones
     tp, pp = system.tp, system.pp
+    own = 1.0 / system.attention_dp  # an attention group's share of the stage's sequences (1: the whole stage)
     layers = model.layers / pp
     tokens = b + prefill
     logits_tokens = b + prompts  # the logits of decode tokens and of each prompt's last token
@@ -325,7 +347,11 @@ def step_times(
     # GEMMs of M rows reach flop_efficiency x M / (M + gemm_half_tokens): tiles and waves left part-empty,
     # and each kernel's fixed cost, weigh more when there are few rows. Dense GEMMs see the step's tokens;
     # each routed expert that some token touches sees its share, top_k x tokens / experts (grouped GEMMs).
+    # An attention group's dense GEMMs see its own tokens; the routed experts, split over the groups, see the whole
+    # stage's, gathered onto every rank, whose routing and permutation each rank runs (attention data parallel,
+    # clustersim.serving.attention_dp; one group: the same rows).
     rows = np.maximum(tokens, 1.0)
+    own_rows = np.maximum(tokens * own, 1.0)
     half = cal.gemm_half_tokens if profile.gemm_half_tokens is None else profile.gemm_half_tokens  # the engine's own
     experts = np.zeros_like(rows)  # routed experts some token of the step touches
     routed_rows = np.zeros_like(rows)
@@ -334,12 +360,13 @@ def step_times(
         share = model.moe.top_k / model.moe.experts
         experts = model.moe.experts * (1.0 - (1.0 - share) ** rows)
         routed_rows = model.moe.top_k * rows
-    stage_flops = 2.0 * ((rows + half) * dense + (routed_rows + experts * half) * expert) / pp
+    stage_flops = 2.0 * ((own_rows + half) * dense + (routed_rows + experts * half) * own * expert) / pp
     compute = stage_flops / tp / flops_peak + rows * moe_token_layers(model) / pp * cal.moe_token_layer_s
-    compute = compute + 2.0 * (np.maximum(logits_tokens, 1.0) + half) * head / (tp * pp) / head_peak
+    compute = compute + 2.0 * (np.maximum(logits_tokens * own, 1.0) + half) * head / (tp * pp) / head_peak
 
-    # Weights read once per step: the dense ones and the routed experts some token touches.
-    weights = ((dense + experts * expert) * layer_weight_bytes(model, precision) + head * ACTIVATION_BYTES) / (tp * pp)
+    # Weights read once per step: the dense ones and the routed experts some token touches (a group's share).
+    routed_bytes = experts * own * expert
+    weights = ((dense + routed_bytes) * layer_weight_bytes(model, precision) + head * ACTIVATION_BYTES) / (tp * pp)
     memory = weights / bandwidth
 
     # Decode attention reads each sequence's cached token-layers (a window caps a windowed layer's) and
@@ -348,8 +375,8 @@ def step_times(
     kv_layer = kv_bytes_per_token_layer(model, kv_precision, tp)
     keys = cached_token_layers(model, context, pp)
     group = 1.0 if profile.gqa_decode_kernel else model.heads / tp / kv_heads_per_device(model, tp)
-    kv_read = (b * keys * group + tokens * layers) * kv_layer
-    attention_flops = decode_attention_flops_per_key(model) / tp * keys * b
+    kv_read = (b * keys * group + tokens * layers) * own * kv_layer
+    attention_flops = decode_attention_flops_per_key(model) / tp * keys * b * own
     # Attention computes at most at fp8 (4-bit GEMMs beside it): attention_dtype.
     attention = attention_dtype(precision)
     decode_peak = system.peak_flop_per_s(attention) * cal.flop_efficiency_on(family, attention) * kernels
@@ -360,23 +387,30 @@ def step_times(
     causal = pairs / pp * pair_flops  # per prompt, this stage's layers
     attention_peak = system.peak_flop_per_s(attention_dtype(precision)) * cal.attention_flop_efficiency * kernels
     native = profile.native_score_bytes(prompt_tokens, model.heads / tp * layers)  # a non-flash kernel's scores
-    prefill_attention = prompts * causal / attention_peak + prompts * native / bandwidth
+    prefill_attention = prompts * own * (causal / attention_peak + native / bandwidth)
 
     rowwise = b + prefill / tp if profile.sequence_parallel_prefill else tokens  # tokens each rank norms and adds
-    elementwise = rowwise * layers * cal.activation_passes * model.hidden * ACTIVATION_BYTES / bandwidth
+    elementwise = rowwise * own * layers * cal.activation_passes * model.hidden * ACTIVATION_BYTES / bandwidth
 
     comm = np.zeros_like(b)
-    payload = tokens * model.hidden * ACTIVATION_BYTES
+    payload = tokens * own * model.hidden * ACTIVATION_BYTES
     if tp > 1 and system.tp_fabric is not None:
         all_reduce = system.cost.time_s(Op.ALL_REDUCE, payload.ravel(), system.tp_fabric)
         comm = comm + 2.0 * layers * (all_reduce.reshape(b.shape) + cal.sync_overhead_s)
+    if system.attention_dp > 1 and system.ep_fabric is not None and model.moe is not None:
+        # each MoE layer gathers every group's tokens onto every rank and reduce-scatters the experts' outputs back
+        # (16-bit activations)
+        gathered = (tokens * model.hidden * ACTIVATION_BYTES).ravel()
+        gather = system.cost.time_s(Op.ALL_GATHER, gathered, system.ep_fabric).reshape(b.shape)
+        scatter = system.cost.time_s(Op.REDUCE_SCATTER, gathered, system.ep_fabric).reshape(b.shape)
+        comm = comm + model.moe_layers / pp * (gather + scatter)
     if pp > 1 and system.pp_fabric is not None:
         comm = comm + system.cost.time_s(Op.SENDRECV, payload.ravel(), system.pp_fabric).reshape(b.shape)
     step_overhead = cal.step_overhead_s if profile.step_overhead_s is None else profile.step_overhead_s
     per_sequence = cal.sequence_overhead_s if profile.sequence_overhead_s is None else profile.sequence_overhead_s
     per_sequence = profile.host_sequence_overhead_s.get(system.system.accelerator.id, per_sequence)  # its host CPU
     per_layer = cal.layer_overhead_s if profile.layer_overhead_s is None else profile.layer_overhead_s
-    overhead = step_overhead + layers * per_layer + per_sequence * (real + prompts)
+    overhead = step_overhead + layers * per_layer + per_sequence * (real + prompts) * own
     return StepTimes(
         gemm_compute_s=compute,
         gemm_memory_s=np.broadcast_to(memory, b.shape).astype(np.float64),
@@ -397,9 +431,16 @@ def moe_token_layers(model: Transformer) -> float:
 
 
 def serving_system_for_instance(
-    catalog: Catalog, instance: str | Instance, *, tp: int, pp: int = 1, dp: int | None = None
+    catalog: Catalog,
+    instance: str | Instance,
+    *,
+    tp: int,
+    pp: int = 1,
+    dp: int | None = None,
+    attention_dp: int = 1,
 ) -> ServingSystem:
-    """``dp`` replicas (default: as many as fill the instance) of ``tp x pp`` devices in one instance."""
+    """``dp`` replicas (default: as many as fill the instance) of ``tp x pp x attention_dp`` devices in one
+    instance."""
     entry = catalog.instance(instance) if isinstance(instance, str) else instance
     devices = int(entry.num_accelerators.value)
     if tp < 1 or pp < 1 or tp * pp > devices:
@@ -408,12 +449,24 @@ def serving_system_for_instance(
             field="tp" if tp < 1 or tp > devices else "pp",
             value=tp if tp < 1 or tp > devices else pp,
         )
-    replicas = devices // (tp * pp) if dp is None else dp
-    if replicas < 1 or replicas * tp * pp > devices:
+    if attention_dp < 1 or tp * pp * attention_dp > devices:
         raise ClusterSimError(
-            f"dp: {replicas} replicas of tp {tp} x pp {pp} do not fit the {devices} devices", field="dp", value=replicas
+            f"attention_dp: {attention_dp} groups of tp {tp} x pp {pp} must fit the {devices} devices of one "
+            f"{entry.id}",
+            field="attention_dp",
+            value=attention_dp,
         )
-    return ServingSystem.on(system_for_instance(catalog, entry.id, 1), entry.id, tp=tp, pp=pp, dp=replicas)
+    per_replica = tp * pp * attention_dp
+    replicas = devices // per_replica if dp is None else dp
+    if replicas < 1 or replicas * per_replica > devices:
+        groups = f" x attention dp {attention_dp}" if attention_dp > 1 else ""
+        raise ClusterSimError(
+            f"dp: {replicas} replicas of tp {tp} x pp {pp}{groups} do not fit the {devices} devices",
+            field="dp",
+            value=replicas,
+        )
+    system = system_for_instance(catalog, entry.id, 1)
+    return ServingSystem.on(system, entry.id, tp=tp, pp=pp, dp=replicas, attention_dp=attention_dp)
 
 
 def serving_system_for_accelerator(
@@ -426,6 +479,7 @@ def serving_system_for_accelerator(
     devices_per_node: int | None = None,
     instance: str | None = None,
     board_power_watts: float | None = None,
+    attention_dp: int = 1,
 ) -> ServingSystem:
     """A system from an accelerator id, as ground-truth cases give it: one node of ``devices_per_node``
     devices (default: the replicas' devices), each chip at ``board_power_watts`` (default: its TDP).
@@ -433,9 +487,12 @@ def serving_system_for_accelerator(
     Where ``devices_per_node`` counts the cores of a catalogued instance's chips (NeuronCores on
     Trainium), each device is a core's share of a chip (see ``clustersim.system``).
     """
-    per_node = devices_per_node or max(tp * pp * dp, 1)
+    per_node = devices_per_node or max(tp * pp * attention_dp * dp, 1)
     system = system_for_accelerator(
         catalog, accelerator, devices=per_node, devices_per_node=per_node, instance=instance
     )
-    name = f"{dp} x tp{tp} pp{pp} {system.accelerator.id}"
-    return ServingSystem.on(system, name, tp=tp, pp=pp, dp=dp, board_power_watts=board_power_watts)
+    adp = f" adp{attention_dp}" if attention_dp > 1 else ""
+    name = f"{dp} x tp{tp} pp{pp}{adp} {system.accelerator.id}"
+    return ServingSystem.on(
+        system, name, tp=tp, pp=pp, dp=dp, board_power_watts=board_power_watts, attention_dp=attention_dp
+    )

@@ -25,7 +25,7 @@ from clustersim.catalog.schema import Dtype
 from clustersim.choices import Batching as Batching  # re-exported: defined with the light enums
 from clustersim.errors import ClusterSimError
 from clustersim.execution import check_model_split
-from clustersim.serving.datasets import request_dataset
+from clustersim.serving.attention_dp import check_attention_dp
 from clustersim.serving.engine import (
     FloatArray,
     InferenceCalibration,
@@ -179,32 +179,18 @@ class ServingEstimate:
     tpot_s: float
     request_rate_per_s: float
     notes: tuple[str, ...] = ()  # a length beyond the context priced as asked, quantized weights
+    attention_dp: int = 1  # attention data-parallel groups of a replica (ServingSystem.attention_dp)
 
     @property
     def output_tokens_per_s_per_device(self) -> float:
         """System output rate per device."""
-        return self.output_tokens_per_s / (self.tp * self.pp * self.dp)
+        return self.output_tokens_per_s / (self.tp * self.pp * self.attention_dp * self.dp)
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON, SI units."""
         data = asdict(self)
         data["output_tokens_per_s_per_device"] = self.output_tokens_per_s_per_device
         return data
-
-
-def dataset_context_notes(model: Transformer, dataset: str | None, request: Request) -> tuple[str, ...]:
-    """A request set whose longest prompt + longest output (its stated maxima, else the request's means, x (1 +
-    range_ratio) for a generator that draws around them) is beyond the model's context: refused unless
-    ``request.beyond_context``, then the note saying so."""
-    if dataset is None:
-        return ()
-    stats = request_dataset(dataset)
-    spread = 1.0 + (stats.range_ratio.value if stats.range_ratio is not None else 0.0)  # a generator's widest draw
-    longest_in = stats.input.max.value if stats.input.max is not None else math.ceil(request.input_tokens * spread)
-    longest_out = stats.output.max.value if stats.output.max is not None else math.ceil(request.output_tokens * spread)
-    what = f"dataset (--dataset) {stats.name}'s longest request, {longest_in:,.0f} + {longest_out:,.0f},"
-    note = model.check_context(longest_in + longest_out, what, beyond_context=request.beyond_context)
-    return () if note is None else (note,)
 
 
 # ---- batch limits ---------------------------------------------------------------------------------
@@ -222,10 +208,12 @@ def batch_limit(
     profile = engine_profile(engine, system.family)
     request.notes(model)  # a length beyond the model's context is refused unless asked for
     check_model_split(model, tp=system.tp, pp=system.pp)
+    check_attention_dp(model, system, profile)
     check_formats(request.precision, request.kv, system.system.accelerator, profile.framework)
     plan = memory_plan(model, system, request.precision, request.kv, cal, profile)
     per_sequence = reserved_tokens(request.input_tokens, request.output_tokens, profile, model)
-    by_capacity = math.floor(plan.kv_capacity_tokens / per_sequence)
+    groups = system.attention_dp  # each attention group caches and schedules its own sequences
+    by_capacity = math.floor(plan.kv_capacity_tokens / per_sequence) * groups
     if by_capacity < 1:
         raise ClusterSimError(
             f"input/output: one sequence of {request.input_tokens:g} + {request.output_tokens:g} tokens needs "
@@ -235,8 +223,8 @@ def batch_limit(
         )
     tokens_per_sequence = 1.0 + request.input_tokens / request.output_tokens
     chip = system.system.accelerator.id
-    by_tokens = math.floor(profile.token_budget(chip) / tokens_per_sequence) * system.pp
-    by_scheduler = max(min(profile.sequence_cap(chip), by_tokens), 1)
+    by_tokens = math.floor(profile.token_budget(chip) / tokens_per_sequence) * system.pp * groups
+    by_scheduler = max(min(profile.sequence_cap(chip) * groups, by_tokens), 1)
     if by_capacity <= by_scheduler:
         return by_capacity, "capacity", plan
     return by_scheduler, "scheduler", plan
@@ -406,6 +394,7 @@ def make_estimate(
         tp=system.tp,
         pp=system.pp,
         dp=system.dp,
+        attention_dp=system.attention_dp,
         precision=request.precision.value,
         kv_precision=request.kv.value,
         batching=request.batching.value,

@@ -152,7 +152,8 @@ def _server_curve(
                             own, attention, shape, gaps, budget / request.input_tokens)  # fmt: skip
 
     held = (model, system.system, system.tp_fabric, system.pp_fabric, system.cost, cal, engine)
-    return _CURVES.get(held, (system.tp, system.pp, system.board_power_watts, request, max_batch), make)
+    shape = (system.tp, system.pp, system.attention_dp, system.board_power_watts, request, max_batch)
+    return _CURVES.get(held, shape, make)
 
 
 def _queued(request: Request, budget_tokens: int) -> FloatArray:

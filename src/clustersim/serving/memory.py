@@ -70,14 +70,18 @@ def layer_weight_bytes(model: Transformer, precision: ServingPrecision) -> float
     return float(bytes_per_element(precision))
 
 
-def weight_bytes_per_device(model: Transformer, precision: ServingPrecision, tp: int = 1, pp: int = 1) -> float:
+def weight_bytes_per_device(
+    model: Transformer, precision: ServingPrecision, tp: int = 1, pp: int = 1, attention_dp: int = 1
+) -> float:
     """Weights held by one device: layer matmuls at ``layer_weight_bytes``, the rest (embeddings, logits,
-    norms) in bf16."""
+    norms) in bf16; with ``attention_dp`` groups of ``tp`` ranks (attention data parallel) every group holds the
+    dense weights and the routed experts are split over all ``tp x attention_dp`` ranks (expert parallel)."""
     bytes_per_element(precision)  # an unknown serving format is refused, quantized or not
     dense, expert = matmul_params(model)
-    quantized = dense + (model.moe.experts if model.moe else 0) * expert
-    rest = model.num_params() - quantized
-    return (quantized * layer_weight_bytes(model, precision) + rest * ACTIVATION_BYTES) / (tp * pp)
+    routed = (model.moe.experts if model.moe else 0) * expert
+    rest = model.num_params() - dense - routed
+    per_layer_weight = layer_weight_bytes(model, precision)
+    return ((dense + routed / attention_dp) * per_layer_weight + rest * ACTIVATION_BYTES) / (tp * pp)
 
 
 def weights_note(model: Transformer, precision: ServingPrecision) -> str | None:

@@ -124,6 +124,13 @@ def simulate(
     steps later (``SchedulerLimits.first_token_lag_steps``; None: the engine's, ``clustersim.serving.first_token``).
     Same inputs and ``seed``, same result.
     """
+    if system.attention_dp > 1:  # its groups schedule their own requests: not this scheduler's one queue
+        raise ClusterSimError(
+            f"attention_dp: the request simulator schedules one queue per replica; attention dp "
+            f"{system.attention_dp} (groups scheduling their own requests) is priced by the closed forms only",
+            field="attention_dp",
+            value=system.attention_dp,
+        )
     started = time.perf_counter()
     cal = default_calibration() if cal is None else cal
     profile = engine_profile(engine, system.family)

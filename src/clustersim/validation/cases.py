@@ -136,6 +136,8 @@ class CaseParallel(_Part):
     sequence_parallel: bool | None = None
     recompute: str | None = None
     ep_overlap: bool | None = None  # extra context: expert all-to-alls overlapped with compute (null: the framework's)
+    # extra context, serving: attention data-parallel groups of a MoE replica sharing its experts (null: 1)
+    attention_dp: Count | None = None
     etp: Count | None = None  # extra context: expert tensor-parallel degree (null: derived)
     # extra context: the MoE token dispatcher (Megatron-Core's alltoall over NCCL, or the flex dispatcher's DeepEP or
     # HybridEP backend, both per node; null: the framework's)

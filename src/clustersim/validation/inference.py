@@ -107,6 +107,7 @@ def case_deployment(
         devices_per_node=system.devices_per_node or None,
         instance=system.instance or None,
         board_power_watts=system.power_W or None,
+        attention_dp=parallel.attention_dp or 1,
     )
     software = case.software
     try:
