@@ -94,3 +94,22 @@ def test_groups_that_do_not_fit_the_instance_and_the_simulator_are_refused():
         _system(1, 16)
     with pytest.raises(ClusterSimError, match="the request simulator schedules one queue per replica"):
         simulate(QWEN, _system(1, 4), Request(input_tokens=100, output_tokens=10), Load(concurrency=4), requests=8)
+
+
+def test_attention_dp_residuals_size_only_attention_dp_deployments_intervals():
+    from clustersim.intervals import Residual, ResidualTable, spread_for
+
+    def rows(r: float, layout: tuple[str, ...]) -> list[Residual]:
+        return [
+            Residual(f"{layout}{i}", f"src{i % 3}", "inference", "blackwell", "b200", "tensorrt-llm", 8,
+                     "output_tokens_per_s", r * (1 if i % 2 else -1), layout)
+            for i in range(30)
+        ]  # fmt: skip
+
+    table = ResidualTable((*rows(0.05, ()), *rows(0.5, ("attention_dp",))))
+    query = {"accelerator": "b200", "family": "blackwell", "framework": "tensorrt-llm", "devices": 8, "table": table}
+    plain = spread_for("inference", **query)
+    dep = spread_for("inference", **query, layout=("attention_dp",))
+    assert plain is not None and dep is not None
+    assert plain.q_hi == pytest.approx(0.05) and plain.cases == 30  # the tensor-parallel runs only
+    assert dep.q_hi == pytest.approx(0.5) and dep.cases == 60  # both: its own runs and the plain ones

@@ -73,13 +73,16 @@ def serving_spread(
         framework = engine_profile(estimate.engine).framework
     except ClusterSimError:  # a profile of the user's own, no longer in force
         framework = estimate.engine
+    from clustersim.intervals.layout import serving_features
+
     return spread_on(
         "inference",
         instance=instance,
         framework=framework,
-        devices=estimate.tp * estimate.pp * estimate.dp,
+        devices=estimate.tp * estimate.pp * estimate.attention_dp * estimate.dp,
         level=level,
         catalog=catalog,
+        layout=serving_features(estimate.attention_dp),
         field=field,
     )
 

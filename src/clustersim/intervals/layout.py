@@ -1,4 +1,5 @@
-"""The features of a training layout that an interval is widened by.
+"""The features of a training layout that an interval is widened by, and of a serving deployment that picks its
+residuals.
 
 The model's error is not the same for every layout: a pipeline's bubble and stage balance, a ring of
 context-parallel attention, expert all-to-alls, FSDP's per-layer gathers and FP8's casts each add
@@ -20,3 +21,13 @@ def layout_features(*, pp: int, cp: int, ep: int, zero: int, precision: str) -> 
     low = precision in LOW_PRECISIONS
     present = {"pipeline": pp > 1, "context": cp > 1, "experts": ep > 1, "sharded": zero >= 3, "fp8": low}
     return tuple(name for name in LAYOUT_FEATURES if present[name])
+
+
+ATTENTION_DP = "attention_dp"
+"""A serving deployment's feature: groups of ranks sharing a MoE model's experts (``clustersim.serving.attention_dp``),
+priced by another mechanism than tensor parallelism: its residuals size only such deployments' intervals."""
+
+
+def serving_features(attention_dp: int) -> tuple[str, ...]:
+    """The features of a serving deployment with ``attention_dp`` groups a replica."""
+    return (ATTENTION_DP,) if attention_dp > 1 else ()

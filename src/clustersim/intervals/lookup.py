@@ -12,6 +12,10 @@ is used:
 A serving latency figure (TTFT, TPOT) is sized by the residuals of that figure only, in the same groups; the
 other figures of every kind by the primary figures' (a case's throughput, step time, bus bandwidth).
 
+A serving deployment's features (``layout``: attention data parallel) select: its interval is sized by the residuals
+of the deployments whose features are among its own, so a tensor-parallel deployment is not judged by the
+attention-DP runs' errors (another mechanism), while an attention-DP one is judged by both.
+
 Then, for a training layout (``layout``: its features, ``clustersim.intervals.layout``), the interval is
 never narrower than the spread of the left-out cases, of any chip, whose layouts have every one of
 those features (a pipelined, expert-parallel job is judged by the pipelined, expert-parallel runs as
@@ -88,12 +92,14 @@ def spread_for(
         for r in (table or load_residuals()).residuals
         if (exclude_source is None or r.source != exclude_source) and measure_of(r.field) == measure
     ]
-    rows = [r for r in every if r.kind == kind]
+    # a serving deployment's features (attention data parallel) name another mechanism: its residuals size only the
+    # deployments that have them (a training layout's features widen instead, below)
+    rows = [r for r in every if r.kind == kind and (kind != "inference" or set(r.layout) <= set(layout))]
     if not rows:
         return None
     label = kind if measure == "primary" else f"{kind} {LATENCY_FIELDS[field]}"
     found = _spread_of_system(label, kind, rows, every, accelerator, family, framework, devices, level)
-    return _widened_by_layout(found, kind, rows, tuple(layout), level)
+    return _widened_by_layout(found, kind, rows, tuple(layout), level) if kind == "training" else found
 
 
 def _spread_of_system(

@@ -25,7 +25,7 @@ from typing import Protocol
 from clustersim.catalog.registry import Catalog
 from clustersim.errors import ClusterSimError
 from clustersim.intervals import Interval, Residual, ResidualTable, load_residuals, spread_for
-from clustersim.intervals.layout import layout_features
+from clustersim.intervals.layout import layout_features, serving_features
 from clustersim.intervals.lookup import DEFAULT_FRAMEWORK, chip_of
 from clustersim.intervals.residuals import round_significant
 from clustersim.validation.cases import Case, bundled_dir, project_case_files
@@ -67,7 +67,7 @@ class Context:
     family: str
     framework: str
     devices: int
-    layout: tuple[str, ...] = ()  # a training case's layout features (clustersim.intervals.layout)
+    layout: tuple[str, ...] = ()  # a training layout's or a serving deployment's features (clustersim.intervals.layout)
 
 
 def context_of(case: Case, catalog: Catalog) -> Context:
@@ -79,7 +79,8 @@ def context_of(case: Case, catalog: Catalog) -> Context:
         raise ClusterSimError(f"case {case.id}: no system.accelerator")
     accelerator = catalog.accelerator(system.accelerator)
     framework = (case.software.framework if case.software else None) or DEFAULT_FRAMEWORK.get(case.kind, "")
-    layout = training_layout(case, catalog) if case.kind == "training" else ()
+    groups = case.parallel.attention_dp if case.parallel is not None and case.parallel.attention_dp else 1
+    layout = training_layout(case, catalog) if case.kind == "training" else serving_features(groups)
     return Context(accelerator.id, accelerator.family, framework, system.devices or 1, layout)
 
 
