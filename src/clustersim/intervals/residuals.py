@@ -22,7 +22,7 @@ from typing import Any
 
 from clustersim.catalog.tomlfiles import read_toml
 from clustersim.errors import ClusterSimError
-from clustersim.intervals.layout import LAYOUT_FEATURES
+from clustersim.intervals.layout import ATTENTION_DP, LAYOUT_FEATURES
 
 PACKAGE, FILE_NAME = "clustersim.intervals", "residuals.toml"
 KINDS = ("training", "inference", "collective")
@@ -122,8 +122,9 @@ def _row(path: str | Path, number: int, row: Any) -> Residual:
     if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
         raise ClusterSimError(f"{where}: devices must be a positive integer, got {devices!r}")
     layout = row.get("layout", [])
-    if not isinstance(layout, list) or any(feature not in LAYOUT_FEATURES for feature in layout):
-        raise ClusterSimError(f"{where}: layout {layout!r} (valid: a list of {', '.join(LAYOUT_FEATURES)})")
+    features = (*LAYOUT_FEATURES, ATTENTION_DP)
+    if not isinstance(layout, list) or any(feature not in features for feature in layout):
+        raise ClusterSimError(f"{where}: layout {layout!r} (valid: a list of {', '.join(features)})")
     return Residual(**{name: str(row[name]) for name in _TEXT}, devices=devices, r=float(r), layout=tuple(layout))
 
 
