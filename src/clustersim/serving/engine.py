@@ -104,7 +104,7 @@ class ServingSystem:
     dp: int = 1
     tp_fabric: Fabric | None = None
     pp_fabric: Fabric | None = None
-    cost: CollectiveCost = ANALYTIC  # prices the TP all-reduces, PP sends and expert all-to-alls
+    cost: CollectiveCost = ANALYTIC  # prices the TP all-reduces, PP sends and the experts' gathers and scatters
     board_power_watts: float | None = None  # a power limit other than the catalogued TDP (None: the TDP)
     attention_dp: int = 1  # attention data-parallel groups of one replica, its experts split over them
     ep_fabric: Fabric | None = None  # the fabric of a stage's tp x attention_dp ranks (the experts' exchange)
