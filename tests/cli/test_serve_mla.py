@@ -25,9 +25,10 @@ def test_deepseek_v3_on_p5en_sizes_its_kv_cache_by_the_latent(tmp_path: Path):
     # 61 layers x (512 latent + 64 rotary) fp8 bytes, whole on every rank: not 61 x 2 x 16 heads x 192
     assert out["kv_bytes_per_token_per_device"] == 61 * 576
     assert 80e9 < out["weights_bytes_per_device"] < 86e9
-    # 2000 tokens reserve 63 blocks of 32; the batch is what the KV room holds
-    assert out["max_batch"] == math.floor(out["kv_capacity_tokens_per_device"] / 2016)
-    assert out["batch_limited_by"] == "capacity" and 500 < out["max_batch"] < 1500
+    # 2000 tokens reserve 63 blocks of 32: the KV room holds over 500 sequences, but trtllm-bench counts the cache
+    # as 128 heads of 56 (25x the latent) and sizes max_batch_size 384 (clustersim.serving.bench_sizing)
+    room = math.floor(out["kv_capacity_tokens_per_device"] / 2016)
+    assert 500 < room < 1500 and out["max_batch"] == 384 < room and out["batch_limited_by"] == "scheduler"
     assert out["decode_attention_s"] < out["gemm_compute_s"]  # the latent keeps attention reads small
 
 

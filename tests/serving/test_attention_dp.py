@@ -9,6 +9,7 @@ from clustersim.catalog.kinds import Dtype
 from clustersim.catalog.registry import load_catalog
 from clustersim.errors import ClusterSimError
 from clustersim.serving.engine import serving_system_for_instance, step_times
+from clustersim.serving.engines import engine_profile
 from clustersim.serving.estimate import Request, batch_limit
 from clustersim.serving.formats import BlockFp4
 from clustersim.serving.memory import kv_bytes_per_token, matmul_params, weight_bytes_per_device
@@ -44,8 +45,9 @@ def test_a_group_holds_the_dense_weights_whole_and_its_share_of_the_experts():
 
 def test_each_group_caches_its_own_sequences_so_a_latent_is_held_once_per_rank():
     request = Request(input_tokens=1000, output_tokens=1000, precision=BlockFp4.NVFP4, kv_precision=Dtype.FP8)
-    dep, _, dep_plan = batch_limit(DSV3, _system(1, 8), request)
-    tp, _, tp_plan = batch_limit(DSV3, _system(8), request)
+    fixed = engine_profile("tensorrt-llm").model_copy(update={"benchmark_sizing": "fixed"})  # caps 4096 per rank
+    dep, _, dep_plan = batch_limit(DSV3, _system(1, 8), request, engine=fixed)
+    tp, _, tp_plan = batch_limit(DSV3, _system(8), request, engine=fixed)
     # MLA's latent is whole on every TP rank; under DEP each rank caches only its group's sequences
     assert dep_plan.kv_bytes_per_token == kv_bytes_per_token(DSV3, Dtype.FP8) == tp_plan.kv_bytes_per_token
     per_rank = dep_plan.kv_capacity_tokens // 2000

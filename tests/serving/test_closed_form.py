@@ -57,9 +57,16 @@ CAL = dataclasses.replace(
     workspace_bytes=1.0 * GIB,
     moe_token_layer_s=1e-7,
 )
-# The engine: KV cache in 16-token blocks, 90% of the memory left, 4096 sequences and 32768 tokens per step.
+# The engine: KV cache in 16-token blocks, 90% of the memory left, 4096 sequences and 32768 tokens per step (fixed:
+# not sized by trtllm-bench's heuristic, tests/serving/test_bench_sizing.py).
 ENGINE = engine_profile("tensorrt-llm").model_copy(
-    update={"kv_memory_fraction": 0.9, "kv_block_tokens": 16, "max_batch_sequences": 4096, "max_tokens_per_step": 32768}
+    update={
+        "kv_memory_fraction": 0.9,
+        "kv_block_tokens": 16,
+        "max_batch_sequences": 4096,
+        "max_tokens_per_step": 32768,
+        "benchmark_sizing": "fixed",
+    }
 )
 GEMM, HBM = 5e14, 1e12  # FLOP/s and B/s achieved
 TINY = Transformer(

@@ -29,8 +29,15 @@ import numpy as np
 
 from clustersim.errors import ClusterSimError
 from clustersim.serving.engine import InferenceCalibration, ServingSystem, default_calibration
-from clustersim.serving.engines import EngineProfile, engine_profile
-from clustersim.serving.estimate import Batching, Request, ServingEstimate, batch_limit, make_estimate
+from clustersim.serving.engines import EngineProfile
+from clustersim.serving.estimate import (
+    Batching,
+    Request,
+    ServingEstimate,
+    batch_limit,
+    deployment_profile,
+    make_estimate,
+)
 from clustersim.serving.queueing import prompt_queue_wait_s
 from clustersim.serving.whole_prompts import StepMix, step_mix
 from clustersim.workload.transformer import Transformer
@@ -50,7 +57,7 @@ def closed_loop_step(
     each in its prompt step or decoding, the prompts of ``prompting`` of them (None: all) whole
     (``clustersim.serving.whole_prompts``); one entry."""
     cal = default_calibration() if cal is None else cal
-    profile = engine_profile(engine, system.family)
+    profile = deployment_profile(engine, model, system, request)
     b = batch / system.pp
     n, o = request.input_tokens, request.output_tokens
     decoding = np.asarray([b * (o - 1.0) / o])
@@ -71,7 +78,7 @@ def estimate_concurrency(
 ) -> ServingEstimate:
     """Output tokens/s, TTFT and TPOT of the whole system with ``concurrency`` requests kept in flight."""
     cal = default_calibration() if cal is None else cal
-    profile = engine_profile(engine, system.family)
+    profile = deployment_profile(engine, model, system, request)
     if concurrency < 1:
         raise ClusterSimError(f"concurrency: must be at least 1 request in flight, got {concurrency}")
     if request.batching is not Batching.CONTINUOUS:

@@ -105,6 +105,12 @@ class EngineProfile(BaseModel):
     )
     max_batch_sequences: int = Field(ge=1, description="Most sequences in flight per engine (its scheduler's cap).")
     max_tokens_per_step: int = Field(ge=1, description="Most tokens (prompt and decode) per engine step.")
+    benchmark_sizing: Literal["fixed", "trtllm-bench"] = Field(
+        "fixed",
+        description="Where the caps of a deployment come from: fixed (max_batch_sequences and max_tokens_per_step, "
+        "per accelerator where given) or trtllm-bench (its heuristic from the model, the memory and the mean "
+        "lengths, clustersim.serving.bench_sizing; a run that states its caps is fixed).",
+    )
     max_batch_sequences_on: dict[str, int] = Field(
         {}, description="max_batch_sequences on these accelerators (catalog ids), where a harness sets it per system."
     )

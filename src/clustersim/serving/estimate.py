@@ -26,6 +26,7 @@ from clustersim.choices import Batching as Batching  # re-exported: defined with
 from clustersim.errors import ClusterSimError
 from clustersim.execution import check_model_split
 from clustersim.serving.attention_dp import check_attention_dp
+from clustersim.serving.bench_sizing import sized_engine
 from clustersim.serving.engine import (
     FloatArray,
     InferenceCalibration,
@@ -193,6 +194,16 @@ class ServingEstimate:
         return data
 
 
+def deployment_profile(
+    engine: str | EngineProfile | None, model: Transformer, system: ServingSystem, request: Request
+) -> EngineProfile:
+    """The profile of ``engine`` on ``system`` with the caps its benchmark gives this deployment
+    (``clustersim.serving.bench_sizing``; a profile of fixed caps as it is)."""
+    longest = max(request.input_tokens_quantiles or (request.input_tokens,))
+    lengths = (request.input_tokens, request.output_tokens, longest)
+    return sized_engine(engine, model, system, request.precision, request.kv, *lengths)
+
+
 # ---- batch limits ---------------------------------------------------------------------------------
 
 
@@ -205,7 +216,7 @@ def batch_limit(
 ) -> tuple[int, str, MemoryPlan]:
     """The largest batch per replica, what limits it (``capacity`` or ``scheduler``), and the memory plan."""
     cal = default_calibration() if cal is None else cal
-    profile = engine_profile(engine, system.family)
+    profile = deployment_profile(engine, model, system, request)
     request.notes(model)  # a length beyond the model's context is refused unless asked for
     check_model_split(model, tp=system.tp, pp=system.pp)
     check_attention_dp(model, system, profile)
@@ -249,7 +260,7 @@ def continuous_step(
     requests finish; ``seen_by_a_decoder``: the steps as one decoding request sees them, itself and the others in
     flight decoding, the prompts as many (``clustersim.serving.latency``); per entry where an array."""
     cal = default_calibration() if cal is None else cal
-    profile = engine_profile(engine, system.family)
+    profile = deployment_profile(engine, model, system, request)
     b = np.asarray(batch, dtype=np.float64).reshape(-1) / system.pp
     lengths, formats = (request.input_tokens, request.output_tokens), (request.precision, request.kv)
     decoders = b + np.asarray(seen_by_a_decoder, dtype=np.float64)
@@ -300,7 +311,7 @@ def throughput_per_replica(
 ) -> FloatArray:
     """Output tokens/s of one replica at each batch (sequences in flight)."""
     cal = default_calibration() if cal is None else cal
-    profile = engine_profile(engine, system.family)
+    profile = deployment_profile(engine, model, system, request)
     if request.batching is Batching.STATIC:
         prefill, decode = _static_steps(model, system, request, batch, cal, profile)
         o = request.output_tokens
@@ -330,7 +341,7 @@ def estimate_offline(
     """Output tokens/s of the whole system on ``engine`` (default: TensorRT-LLM) at ``batch`` sequences
     per replica, or at the best batch that fits."""
     cal = default_calibration() if cal is None else cal
-    profile = engine_profile(engine, system.family)
+    profile = deployment_profile(engine, model, system, request)
     max_batch, limit, plan = batch_limit(model, system, request, cal, profile)
     if batch is not None:
         if batch < 1 or batch > max_batch:

@@ -55,7 +55,7 @@ import numpy as np
 from clustersim.errors import ClusterSimError
 from clustersim.memo import IdentityMemo
 from clustersim.serving.engine import FloatArray, InferenceCalibration, ServingSystem, default_calibration
-from clustersim.serving.engines import EngineProfile, engine_profile
+from clustersim.serving.engines import EngineProfile
 from clustersim.serving.estimate import (
     GRID_POINTS,
     Batching,
@@ -63,6 +63,7 @@ from clustersim.serving.estimate import (
     ServingEstimate,
     batch_limit,
     continuous_step,
+    deployment_profile,
     make_estimate,
     request_steps,
 )
@@ -290,7 +291,7 @@ def estimate_server(
 ) -> ServingEstimate:
     """TTFT, TPOT and the batch at ``rate_per_s`` requests/s for the whole system (``dp`` replicas share it)."""
     cal = default_calibration() if cal is None else cal
-    profile = engine_profile(engine, system.family)
+    profile = deployment_profile(engine, model, system, request)
     if not rate_per_s > 0:
         raise ClusterSimError(f"rate: must be positive requests/s, got {rate_per_s}")
     max_batch, _, plan = batch_limit(model, system, request, cal, profile)
@@ -322,7 +323,7 @@ def max_rate(
     cal = default_calibration() if cal is None else cal
     if percentile is not None and not 0.0 < percentile < 1.0:
         raise ClusterSimError(f"percentile: must be between 0 and 1 (e.g. 0.99), got {percentile}")
-    profile = engine_profile(engine, system.family)
+    profile = deployment_profile(engine, model, system, request)
     max_batch, _, plan = batch_limit(model, system, request, cal, profile)
     curve = _server_curve(model, system, request, max_batch, cal, profile)
     _, ttft0, tpot0 = _latency(curve, system, request, 0.0, percentile)

@@ -36,8 +36,8 @@ import numpy as np
 from clustersim.choices import Batching
 from clustersim.errors import ClusterSimError
 from clustersim.serving.engine import InferenceCalibration, ServingSystem, default_calibration, memory_plan
-from clustersim.serving.engines import EngineProfile, engine_profile
-from clustersim.serving.estimate import Request
+from clustersim.serving.engines import EngineProfile
+from clustersim.serving.estimate import Request, deployment_profile
 from clustersim.serving.first_token import check_lag
 from clustersim.serving.first_token import first_token_lag_steps as first_token_lag_steps_of
 from clustersim.serving.formats import check_formats
@@ -133,7 +133,7 @@ def simulate(
         )
     started = time.perf_counter()
     cal = default_calibration() if cal is None else cal
-    profile = engine_profile(engine, system.family)
+    profile = deployment_profile(engine, model, system, request)
     hashes = load.trace.prefix_hashes if load.trace is not None and prefix_hit_rate is None else None
     hit = prefix_hit_rate or 0.0
     check_run(system, requests, hit, max_batch, kv_capacity_tokens, load, routing)

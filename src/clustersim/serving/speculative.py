@@ -231,9 +231,9 @@ def speculative_closed_form(
     steps a request decodes x the step, solved by iteration); TTFT is one step carrying a whole prompt beside
     that batch. None for a trace; past the engine's sequence cap, the error."""
     from clustersim.serving.engine import default_calibration
-    from clustersim.serving.engines import engine_profile
+    from clustersim.serving.estimate import deployment_profile
 
-    cal, profile = default_calibration(), engine_profile(engine, system.family)
+    cal, profile = default_calibration(), deployment_profile(engine, model, system, request)
     n, o = request.input_tokens, request.output_tokens
     args = (model, system, request.precision, request.kv, spec)
     pairs = request.prompt_pairs(model)
@@ -287,10 +287,9 @@ def speculative_offline(
     sequences a replica, or at the best batch up to the one the KV cache holds (within 0.5% of the peak: the
     smallest, as ``estimate_offline`` picks), with the plain estimate at the same batch beside it."""
     from clustersim.serving.engine import default_calibration
-    from clustersim.serving.engines import engine_profile
-    from clustersim.serving.estimate import Batching, batch_limit, estimate_offline
+    from clustersim.serving.estimate import Batching, batch_limit, deployment_profile, estimate_offline
 
-    cal, profile = default_calibration(), engine_profile(engine, system.family)
+    cal, profile = default_calibration(), deployment_profile(engine, model, system, request)
     if system.pp != 1 or request.batching is Batching.STATIC:
         field, why = ("--pp", "one pipeline stage") if system.pp != 1 else ("--batching", "continuous batching")
         raise ClusterSimError(

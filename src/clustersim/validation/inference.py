@@ -190,8 +190,8 @@ def compiled_engine(
 
 
 def engine_with_settings(engine: EngineProfile, workload: CaseWorkload) -> EngineProfile:
-    """``engine`` with the caps the run states (``workload.engine_settings``), in place of the profile's and its
-    per-accelerator values."""
+    """``engine`` with the caps the run states (``workload.engine_settings``), in place of the profile's, its
+    per-accelerator values and its benchmark's sizing (a run that states a cap is not sized by the heuristic)."""
     settings = workload.engine_settings
     if settings is None:
         return engine
@@ -199,6 +199,7 @@ def engine_with_settings(engine: EngineProfile, workload: CaseWorkload) -> Engin
     for cap in ("max_batch_sequences", "max_tokens_per_step"):
         if cap in update:
             update[f"{cap}_on"] = {}
+            update["benchmark_sizing"] = "fixed"
     return engine.model_copy(update=update)
 
 
