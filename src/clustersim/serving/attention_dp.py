@@ -14,8 +14,8 @@ data-parallel attention with expert parallelism). ``ServingSystem.attention_dp``
   set: closed/NVIDIA/configs/GB300-NVL72_GB300-288GB_aarch64x72_TRT/Offline/deepseek-r1.py), so every rank also
   pays the per-token routing and permutation cost (``moe_token_layer_s``) on the gathered tokens;
 * the batch: each group caches and schedules its own sequences, so a replica holds ``attention_dp`` times a
-  rank's KV capacity and engine caps (trtllm-bench sizes ``max_batch_size`` per rank under attention DP:
-  tensorrt_llm/bench/tuning/heuristics.py ``calc_engine_setting``).
+  rank's KV capacity and engine caps (trtllm-bench sizes ``max_batch_size`` per rank under attention DP, its
+  ``--tp`` the whole group: ``clustersim.serving.bench_sizing``).
 
 Not modelled: the groups' imbalance (a rank with more sequences holds the others at each exchange) and the
 experts' (routing skew); TensorRT-LLM's perf overview (@03e27c7d, its DEP columns) is the evidence
