@@ -6,7 +6,6 @@ writes the inputs the run used, with a chosen tensor-parallel degree filled in.
 Registered in ``clustersim.cli.app``.
 """
 
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -29,7 +28,17 @@ from clustersim.cli.common import (
 )
 from clustersim.cli.job_options import BeyondContextOpt
 from clustersim.cli.level_option import DEFAULT_LEVEL, LevelOption
-from clustersim.cli.serve_options import AdmissionOpt, DisaggregateOpt, PrefixHitOpt, RatesOpt, RoutingOpt, TraceOpt
+from clustersim.cli.serve_estimate import serve_estimates
+from clustersim.cli.serve_options import (
+    AdmissionOpt,
+    AttentionDpOpt,
+    DisaggregateOpt,
+    MoeExchangeOpt,
+    PrefixHitOpt,
+    RatesOpt,
+    RoutingOpt,
+    TraceOpt,
+)
 from clustersim.cli.serve_simulate import (
     DEFAULT_REQUESTS,
     MAX_REQUESTS,
@@ -43,11 +52,9 @@ from clustersim.serving.engine_names import engine_help
 from clustersim.units import MAX_DEGREE, MAX_LATENCY_S, MAX_RATE_PER_S, MAX_SEQUENCE_TOKENS, MAX_SEQUENCES
 
 if TYPE_CHECKING:
-    from clustersim.catalog.registry import Catalog
     from clustersim.present.serving import ServingSpreads
     from clustersim.scenario.schema import ServingScenario as ServingScenarioFile
-    from clustersim.serving.estimate import Request, ServingEstimate
-    from clustersim.workload.transformer import Transformer
+    from clustersim.serving.estimate import ServingEstimate
 
 # The options that are inputs of the run (a scenario file holds them all).
 INPUTS = (
@@ -55,6 +62,7 @@ INPUTS = (
     "tp",
     "pp",
     "attention_dp",
+    "moe_exchange",
     "input_tokens",
     "output_tokens",
     "dataset",
@@ -75,6 +83,7 @@ _FLAGS = {
     "tp": "--tp",
     "pp": "--pp",
     "attention_dp": "--attention-dp",
+    "moe_exchange": "--moe-exchange",
     "input_tokens": "--input",
     "output_tokens": "--output",
     "dataset": "--dataset",
@@ -101,17 +110,8 @@ def serve_command(
         typer.Option("--tp", min=1, max=MAX_DEGREE, help="Tensor parallel degree (default: the best that fits)."),
     ] = None,
     pp: Annotated[int, typer.Option("--pp", min=1, max=MAX_DEGREE, help="Pipeline parallel degree.")] = 1,
-    attention_dp: Annotated[
-        int,
-        typer.Option(
-            "--attention-dp",
-            min=1,
-            max=MAX_DEGREE,
-            help="A MoE model's replica as that many groups of --tp devices, each serving its own requests through "
-            "attention with the dense weights whole, the experts split over every group (TensorRT-LLM's DEP "
-            "layouts: --tp 1 --attention-dp 4 is DEP4). Closed forms only.",
-        ),
-    ] = 1,
+    attention_dp: AttentionDpOpt = 1,
+    moe_exchange: MoeExchangeOpt = "gather",
     input_tokens: Annotated[
         int, typer.Option("--input", min=1, max=MAX_SEQUENCE_TOKENS, help="Prompt tokens per request (mean).")
     ] = 2048,
@@ -303,14 +303,14 @@ def serve_command(
         else:
             stated = given_options(ctx, ("input_tokens", "output_tokens"))  # with a dataset, only these count
             spec = _scenario_of_options(
-                model=model, instance=instance, tp=tp, pp=pp, attention_dp=attention_dp,
+                model=model, instance=instance, tp=tp, pp=pp, attention_dp=attention_dp, moe_exchange=moe_exchange,
                 input_tokens=input_tokens if dataset is None or "--input" in stated else None,
                 output_tokens=output_tokens if dataset is None or "--output" in stated else None, dataset=dataset,
                 batch=batch, precision=precision, kv_cache=kv_cache, batching=batching, rate=rate,
                 ttft_target=ttft_target, tpot_target=tpot_target, models=models or [], catalog=catalog or [],
                 engine=engine, beyond_context=beyond_context,
             )  # fmt: skip
-        transformer, estimates, reasons = _estimate(spec, compare)
+        transformer, estimates, reasons = serve_estimates(spec, compare)
         spreads = _spreads(spec, estimates, compare, level)
         if save_scenario is not None:
             ran = spec.model_copy(
@@ -372,6 +372,7 @@ def _scenario_of_options(
     tp: int | None,
     pp: int,
     attention_dp: int = 1,
+    moe_exchange: str = "gather",
     input_tokens: int | None,
     output_tokens: int | None,
     dataset: str | None,
@@ -410,8 +411,9 @@ def _scenario_of_options(
     check_load(batch, rate, ttft_target, tpot_target)  # one mode, its options named
     with option_errors(_FLAGS):
         system = ServingSystemSpec(
-            instance=instance, tp="choose" if tp is None else tp, pp=pp, attention_dp=attention_dp
-        )
+            instance=instance, tp="choose" if tp is None else tp, pp=pp, attention_dp=attention_dp,
+            moe_exchange=moe_exchange,
+        )  # fmt: skip
         request = RequestSpec(
             input_tokens=input_tokens,
             output_tokens=output_tokens,
@@ -424,76 +426,4 @@ def _scenario_of_options(
         load = LoadSpec(batch=batch, rate_per_s=rate, ttft_target_s=ttft_target, tpot_target_s=tpot_target)
     return serving_scenario(
         model=model, system=system, request=request, load=load, catalog=catalog, models=models, engine=engine
-    )
-
-
-def _estimate(
-    spec: "ServingScenarioFile", compare: str | None
-) -> "tuple[Transformer, list[ServingEstimate], list[str]]":
-    """The model, the estimate on the scenario's instance (and on ``compare``), and why they differ."""
-    from clustersim.catalog.registry import load_catalog
-    from clustersim.serving.dataset_context import dataset_context_notes
-    from clustersim.serving.engine import parse_precision, serving_system_for_instance
-    from clustersim.serving.estimate import Request, compare_offline
-    from clustersim.serving.sim_requests import request_sampler, request_spread
-    from clustersim.workload.zoo import load_model
-
-    transformer = load_model(spec.model, extra_dirs=spec.options.models, use_env=False)
-    cat = load_catalog(spec.options.catalog, use_env=False)
-    wanted = spec.request
-    lengths = wanted.lengths()
-    stated = (wanted.input_tokens is not None, wanted.output_tokens is not None)
-    drawn = request_sampler(lengths.dataset, lengths.input_tokens, lengths.output_tokens, stated=stated)
-    request = Request(
-        input_tokens=lengths.input_tokens,
-        output_tokens=lengths.output_tokens,
-        precision=parse_precision(wanted.precision, "--precision"),
-        kv_precision=parse_precision(wanted.kv_cache, "--kv-cache") if wanted.kv_cache else None,
-        batching=wanted.batching,
-        beyond_context=wanted.beyond_context,
-        **request_spread(drawn),
-    )
-    extra = dataset_context_notes(transformer, lengths.dataset, request)  # its longest request, refused or noted
-    request.notes(transformer)  # the mean lengths beyond the context are refused here, naming the field
-    load = spec.load
-    tp = None if spec.system.tp == "choose" else spec.system.tp
-    instances = [spec.system.instance] + ([compare] if compare else [])
-    mode = (load.batch, load.rate_per_s, load.ttft_target_s, load.tpot_target_s)
-    layout = (tp, spec.system.pp, spec.system.attention_dp)
-    estimates = [_run(transformer, cat, name, layout, request, mode, spec.engine) for name in instances]
-    estimates = [replace(e, notes=extra + e.notes) for e in estimates]
-    reasons: tuple[str, ...] = ()
-    if compare and load.rate_per_s is None and load.ttft_target_s is None and load.tpot_target_s is None:
-        first, second = (
-            serving_system_for_instance(cat, e.system, tp=e.tp, pp=e.pp, dp=e.dp, attention_dp=e.attention_dp)
-            for e in estimates
-        )
-        if (first.tp, first.pp) == (second.tp, second.pp):
-            reasons = compare_offline(transformer, first, second, request, batch=load.batch, engine=spec.engine).reasons
-    return transformer, estimates, list(reasons)
-
-
-def _run(
-    model: "Transformer",
-    catalog: "Catalog",
-    instance: str,
-    layout: tuple[int | None, int, int],
-    request: "Request",
-    scenario: tuple[int | None, float | None, float | None, float | None],
-    engine: str | None,
-) -> "ServingEstimate":
-    """The estimate on ``instance``; ``layout`` is (tp, pp, attention dp); ``scenario`` is (batch, rate, ttft
-    target, tpot target); no ``tp``: the best degree (``clustersim.plan.serving``). ``engine``: checked against the
-    instance's accelerator family (none: the family's default engine; ``clustersim.serving.engines.engine_for``)."""
-    from clustersim.plan.serving import ServingScenario, best_serving_layout
-    from clustersim.serving.engines import engine_for
-
-    chip = catalog.accelerator(catalog.instance(instance).accelerator)
-    engine = engine_for(engine, chip.family, accelerator=chip.id).name
-
-    batch, rate, ttft_target, tpot_target = scenario
-    wanted = ServingScenario(batch=batch, rate_per_s=rate, ttft_target_s=ttft_target, tpot_target_s=tpot_target)
-    tp, pp, groups = layout
-    return best_serving_layout(
-        model, catalog, instance, request, tp=tp, pp=pp, scenario=wanted, engine=engine, attention_dp=groups
     )

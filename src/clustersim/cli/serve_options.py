@@ -6,6 +6,7 @@ from typing import Annotated
 import typer
 
 from clustersim.cli.common import number
+from clustersim.units import MAX_DEGREE
 
 PrefixHitOpt = Annotated[
     float | None,
@@ -62,5 +63,26 @@ DisaggregateOpt = Annotated[
         "--disaggregate",
         help="Simulate prefill and decode on separate pools, each request's KV cache sent between them: P:D "
         "workers at --tp, or PxTP:DxTP (e.g. 1x4:2x2).",
+    ),
+]
+
+AttentionDpOpt = Annotated[
+    int,
+    typer.Option(
+        "--attention-dp",
+        min=1,
+        max=MAX_DEGREE,
+        help="A MoE model's replica as that many groups of --tp devices, each serving its own requests through "
+        "attention with the dense weights whole, the experts split over every group (TensorRT-LLM's DEP "
+        "layouts: --tp 1 --attention-dp 4 is DEP4). Closed forms only.",
+    ),
+]
+
+MoeExchangeOpt = Annotated[
+    str,
+    typer.Option(
+        "--moe-exchange",
+        help="How --attention-dp groups bring tokens to the experts: gather (all-gather and reduce-scatter, "
+        "TensorRT-LLM's default) or alltoall (each token to the ranks holding its experts: WIDEEP, DeepEP).",
     ),
 ]

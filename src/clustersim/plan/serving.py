@@ -19,6 +19,7 @@ from clustersim.serving.engine import InferenceCalibration, ServingSystem, servi
 from clustersim.serving.engines import EngineProfile
 from clustersim.serving.estimate import Request, ServingEstimate, estimate_offline
 from clustersim.serving.latency import estimate_server, max_rate
+from clustersim.serving.moe_exchange import MoeExchange
 from clustersim.workload.transformer import Transformer
 
 
@@ -122,14 +123,21 @@ def best_serving_layout(
     cal: InferenceCalibration | None = None,
     engine: str | EngineProfile | None = None,
     attention_dp: int = 1,
+    moe_exchange: MoeExchange = "gather",
 ) -> ServingEstimate:
     """The estimate on one ``instance`` filled with replicas of ``tp x pp`` devices served by ``engine``
     (a name from ``clustersim.serving.engines`` or a profile; default: the family's); without ``tp``, the
     degree with the best result (most output tokens/s; at a fixed rate, the lowest TPOT). When no
     degree works, the last degree's error (the largest tried, the likeliest to fit) is raised.
     ``attention_dp`` > 1 (given with ``tp``): that many groups of ``tp x pp`` devices a replica
-    (``clustersim.serving.attention_dp``)."""
+    (``clustersim.serving.attention_dp``), its experts reached by ``moe_exchange``."""
     scenario = scenario or ServingScenario()
+    if moe_exchange != "gather" and attention_dp == 1:
+        raise ClusterSimError(
+            f"--moe-exchange: {moe_exchange} moves tokens between attention data-parallel groups; give --attention-dp",
+            field="--moe-exchange",
+            value=moe_exchange,
+        )
     if attention_dp > 1 and tp is None:
         raise ClusterSimError(
             f"--attention-dp: {attention_dp} groups need --tp (the ranks of each group)",
@@ -137,7 +145,9 @@ def best_serving_layout(
             value=attention_dp,
         )
     if tp is not None:
-        system = serving_system_for_instance(catalog, instance, tp=tp, pp=pp, attention_dp=attention_dp)
+        system = serving_system_for_instance(
+            catalog, instance, tp=tp, pp=pp, attention_dp=attention_dp, moe_exchange=moe_exchange
+        )
         return estimate_scenario(model, system, request, scenario, cal, engine)
     found: list[ServingEstimate] = []
     problems: list[ClusterSimError] = []

@@ -132,7 +132,8 @@ def cell(estimate: ServingEstimate, field: str, spreads: ServingSpreads | None =
         show = seconds_in_unit_of(getattr(estimate, field)) if field in DURATIONS else _rate
         return with_range(cell(estimate, field), interval, show)
     if field == "layout":
-        groups = f" x attention dp {estimate.attention_dp}" if estimate.attention_dp > 1 else ""
+        exchange = ", all-to-all" if estimate.moe_exchange == "alltoall" else ""
+        groups = f" x attention dp {estimate.attention_dp}{exchange}" if estimate.attention_dp > 1 else ""
         return f"{estimate.dp} x (tp {estimate.tp} x pp {estimate.pp}{groups}) on {estimate.device}"
     if field == "precisions":
         return f"{estimate.precision} / {estimate.kv_precision}"

@@ -288,6 +288,11 @@ class ServingSystemSpec(_Record):
         le=MAX_DEGREE,
         description="Attention data-parallel groups of tp x pp devices sharing a MoE model's experts (1: none).",
     )
+    moe_exchange: Literal["gather", "alltoall"] = Field(
+        default="gather",
+        description="How attention-DP groups bring tokens to the experts: gather (all-gather and reduce-scatter) or "
+        "alltoall (each token to the ranks holding its experts); clustersim.serving.moe_exchange.",
+    )
 
 
 class RequestSpec(_Record):

@@ -42,8 +42,6 @@ the number of decoding sequences.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import numpy.typing as npt
 
@@ -51,8 +49,6 @@ from clustersim.catalog.registry import Catalog
 from clustersim.catalog.schema import Dtype, Instance
 from clustersim.errors import ClusterSimError
 from clustersim.network.collectives import Op
-from clustersim.network.cost import ANALYTIC, CollectiveCost
-from clustersim.network.fabric import Fabric
 from clustersim.serving.calibration import CALIBRATION as CALIBRATION
 from clustersim.serving.calibration import CALIBRATION_FILE as CALIBRATION_FILE
 from clustersim.serving.calibration import DEFAULT_CALIBRATION as DEFAULT_CALIBRATION
@@ -80,176 +76,14 @@ from clustersim.serving.memory import kv_bytes_per_token as kv_bytes_per_token
 from clustersim.serving.memory import parse_precision as parse_precision
 from clustersim.serving.memory import reserved_tokens as reserved_tokens
 from clustersim.serving.memory import weight_bytes_per_device as weight_bytes_per_device
+from clustersim.serving.memory_plan import MemoryPlan as MemoryPlan
+from clustersim.serving.memory_plan import memory_plan as memory_plan
+from clustersim.serving.moe_exchange import exchange_s, routed_token_share
+from clustersim.serving.serving_system import MoeExchange as MoeExchange
+from clustersim.serving.serving_system import ServingSystem as ServingSystem
 from clustersim.serving.steps import StepTimes as StepTimes
-from clustersim.system import System, power_clock_ratio, system_for_accelerator, system_for_instance
+from clustersim.system import system_for_accelerator, system_for_instance
 from clustersim.workload.transformer import Transformer
-
-GIB = 2**30
-
-
-# ---- the system --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ServingSystem:
-    """``dp`` replicas of a ``tp x pp`` model on devices of ``system``, with the fabrics of the TP group
-    and of the PP sends (``System.group_fabric``). Per-device figures are the system's: a NeuronCore's
-    share of a chip where cores count as devices. ``attention_dp`` > 1: a replica of that many groups of ranks
-    that share a MoE model's experts over ``ep_fabric`` (``clustersim.serving.attention_dp``)."""
-
-    name: str
-    system: System
-    tp: int = 1
-    pp: int = 1
-    dp: int = 1
-    tp_fabric: Fabric | None = None
-    pp_fabric: Fabric | None = None
-    cost: CollectiveCost = ANALYTIC  # prices the TP all-reduces, PP sends and the experts' gathers and scatters
-    board_power_watts: float | None = None  # a power limit other than the catalogued TDP (None: the TDP)
-    attention_dp: int = 1  # attention data-parallel groups of one replica, its experts split over them
-    ep_fabric: Fabric | None = None  # the fabric of a stage's tp x attention_dp ranks (the experts' exchange)
-
-    def __post_init__(self) -> None:
-        for name in ("tp", "pp", "dp", "attention_dp"):
-            if getattr(self, name) < 1:
-                raise ClusterSimError(f"{name}: must be at least 1, got {getattr(self, name)}")
-        if self.tp > 1 and self.tp_fabric is None:
-            raise ClusterSimError(f"tp {self.tp} needs a fabric for its all-reduces")
-        if self.attention_dp > 1 and self.ep_fabric is None:
-            raise ClusterSimError(f"attention_dp {self.attention_dp} needs a fabric for its experts' exchange")
-        if self.board_power_watts is not None and not self.board_power_watts > 0:
-            raise ClusterSimError(f"board power: must be positive watts, got {self.board_power_watts}")
-
-    @classmethod
-    def on(
-        cls,
-        system: System,
-        name: str,
-        *,
-        tp: int,
-        pp: int = 1,
-        dp: int = 1,
-        cost: CollectiveCost = ANALYTIC,
-        board_power_watts: float | None = None,
-        attention_dp: int = 1,
-    ) -> ServingSystem:
-        """Replicas of tp x pp devices of ``system`` (times ``attention_dp``): TP all-reduces among neighbours,
-        the experts' exchange among a stage's ``tp x attention_dp`` neighbours, PP sends that far apart."""
-        stage = tp * attention_dp
-        return cls(
-            name=name,
-            system=system,
-            tp=tp,
-            pp=pp,
-            dp=dp,
-            tp_fabric=system.group_fabric(tp, 1),
-            pp_fabric=system.group_fabric(2 if pp > 1 else 1, stage),
-            cost=cost,
-            board_power_watts=board_power_watts,
-            attention_dp=attention_dp,
-            ep_fabric=system.group_fabric(stage, 1) if attention_dp > 1 else None,
-        )
-
-    def clock_ratio(self, exponent: float) -> float:
-        """Sustained clock on compute-bound work relative to the catalogued TDP's: ``(power / TDP) ** exponent``
-        (dynamic power goes about as the cube of the clock when voltage follows it: exponent 1/3); 1
-        without a power limit of its own or a catalogued TDP."""
-        board = None if self.board_power_watts is None else self.board_power_watts * self.system.share
-        return power_clock_ratio(board, self.system.power_watts, exponent)
-
-    @property
-    def layout(self) -> str:
-        """One replica's layout in words: ``tp 4 x pp 1``, with ``x attention dp 4`` where it has one."""
-        adp = f" x attention dp {self.attention_dp}" if self.attention_dp > 1 else ""
-        return f"tp {self.tp} x pp {self.pp}{adp}"
-
-    @property
-    def replica_devices(self) -> int:
-        """Devices of one replica: ``tp x pp x attention_dp``."""
-        return self.tp * self.pp * self.attention_dp
-
-    @property
-    def num_devices(self) -> int:
-        """Devices of all replicas."""
-        return self.replica_devices * self.dp
-
-    @property
-    def family(self) -> str:
-        """The accelerator family (catalog ``family``): which serving engines run here."""
-        return self.system.accelerator.family
-
-    @property
-    def device_name(self) -> str:
-        """The accelerator id, or the share of one that a device is (``0.5 of trainium1``)."""
-        share = self.system.share
-        return self.system.accelerator.id if share == 1 else f"{share:g} of {self.system.accelerator.id}"
-
-    def peak_flop_per_s(self, precision: ServingPrecision) -> float:
-        """Dense peak of one device for GEMMs in ``precision`` (nvfp4 and mxfp4: the fp4 peak);
-        ``ClusterSimError`` naming the formats it has."""
-        try:
-            return self.system.peak_flop_per_s(gemm_dtype(precision))
-        except ClusterSimError as exc:
-            raise ClusterSimError(f"precision: {exc}") from None
-
-
-# ---- bytes -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryPlan:
-    """Memory of one device: what is held, what is left for the KV cache, and how many tokens that is
-    (``kv_bytes_per_token`` and ``kv_capacity_tokens`` count a token on every layer; a windowed layer
-    keeps at most its window of each sequence, which ``reserved_tokens`` counts per sequence)."""
-
-    memory_bytes: float
-    weights_bytes: float
-    workspace_bytes: float
-    kv_budget_bytes: float
-    kv_bytes_per_token: float
-    kv_capacity_tokens: float
-
-
-def memory_plan(
-    model: Transformer,
-    system: ServingSystem,
-    precision: ServingPrecision,
-    kv_precision: ServingPrecision,
-    cal: InferenceCalibration | None = None,
-    engine: str | EngineProfile | None = None,
-) -> MemoryPlan:
-    """Split one device's memory (the share the engine uses); ``ClusterSimError`` when the weights and
-    workspace do not fit."""
-    cal = default_calibration() if cal is None else cal
-    profile = engine_profile(engine, system.family)
-    usable = system.system.memory_bytes * (1.0 - profile.reserved_memory_fraction)
-    weights = weight_bytes_per_device(model, precision, system.tp, system.pp, system.attention_dp)
-    budget = (usable - weights - cal.workspace_bytes) * profile.kv_memory_fraction
-    if budget <= 0:
-        devices = system.system.num_devices  # one instance (serving_system_for_instance)
-        if system.replica_devices < devices:
-            advice = f"use a larger tp or pp (up to the {devices} devices of one instance), fp8, or more memory"
-        else:
-            fp8 = weight_bytes_per_device(model, Dtype.FP8, system.tp, system.pp, system.attention_dp)
-            if bytes_per_element(precision) <= 1:
-                lighter = f"its weights are {precision.value} already"
-            elif fp8 + cal.workspace_bytes < usable:
-                lighter = f"fp8 weights ({fp8 / GIB:.1f} GiB per device) would fit"
-            else:
-                lighter = "fp8 would not fit either"
-            advice = (
-                f"it does not fit one instance even over all its {devices} devices: {lighter}; or use an instance "
-                f"with more memory per device"
-            )
-        raise ClusterSimError(
-            f"model: {model.name} at {precision.value} needs {weights / GIB:.1f} GiB of weights + "
-            f"{cal.workspace_bytes / GIB:.1f} GiB workspace per device, more than the "
-            f"{usable / GIB:.1f} GiB of {system.device_name} at {system.layout}; {advice}",
-            field="model",
-        )
-    per_token = kv_bytes_per_token(model, kv_precision, system.tp, system.pp)
-    return MemoryPlan(usable, weights, cal.workspace_bytes, budget, per_token, budget / per_token)
-
 
 # ---- one step ------------------------------------------------------------------------------------
 
@@ -361,7 +195,8 @@ def step_times(
         experts = model.moe.experts * (1.0 - (1.0 - share) ** rows)
         routed_rows = model.moe.top_k * rows
     stage_flops = 2.0 * ((own_rows + half) * dense + (routed_rows + experts * half) * own * expert) / pp
-    compute = stage_flops / tp / flops_peak + rows * moe_token_layers(model) / pp * cal.moe_token_layer_s
+    routed = rows * routed_token_share(model, system)  # the tokens whose routing and permutation a rank runs
+    compute = stage_flops / tp / flops_peak + routed * moe_token_layers(model) / pp * cal.moe_token_layer_s
     compute = compute + 2.0 * (np.maximum(logits_tokens * own, 1.0) + half) * head / (tp * pp) / head_peak
 
     # Weights read once per step: the dense ones and the routed experts some token touches (a group's share).
@@ -397,13 +232,7 @@ def step_times(
     if tp > 1 and system.tp_fabric is not None:
         all_reduce = system.cost.time_s(Op.ALL_REDUCE, payload.ravel(), system.tp_fabric)
         comm = comm + 2.0 * layers * (all_reduce.reshape(b.shape) + cal.sync_overhead_s)
-    if system.attention_dp > 1 and system.ep_fabric is not None and model.moe is not None:
-        # each MoE layer gathers every group's tokens onto every rank and reduce-scatters the experts' outputs back
-        # (16-bit activations)
-        gathered = (tokens * model.hidden * ACTIVATION_BYTES).ravel()
-        gather = system.cost.time_s(Op.ALL_GATHER, gathered, system.ep_fabric).reshape(b.shape)
-        scatter = system.cost.time_s(Op.REDUCE_SCATTER, gathered, system.ep_fabric).reshape(b.shape)
-        comm = comm + model.moe_layers / pp * (gather + scatter)
+    comm = comm + exchange_s(model, system, tokens)  # the experts' tokens under attention data parallel
     if pp > 1 and system.pp_fabric is not None:
         comm = comm + system.cost.time_s(Op.SENDRECV, payload.ravel(), system.pp_fabric).reshape(b.shape)
     step_overhead = cal.step_overhead_s if profile.step_overhead_s is None else profile.step_overhead_s
@@ -438,9 +267,10 @@ def serving_system_for_instance(
     pp: int = 1,
     dp: int | None = None,
     attention_dp: int = 1,
+    moe_exchange: MoeExchange = "gather",
 ) -> ServingSystem:
     """``dp`` replicas (default: as many as fill the instance) of ``tp x pp x attention_dp`` devices in one
-    instance."""
+    instance (``moe_exchange``: how attention-DP ranks reach the experts)."""
     entry = catalog.instance(instance) if isinstance(instance, str) else instance
     devices = int(entry.num_accelerators.value)
     if tp < 1 or pp < 1 or tp * pp > devices:
@@ -466,7 +296,9 @@ def serving_system_for_instance(
             value=replicas,
         )
     system = system_for_instance(catalog, entry.id, 1)
-    return ServingSystem.on(system, entry.id, tp=tp, pp=pp, dp=replicas, attention_dp=attention_dp)
+    return ServingSystem.on(
+        system, entry.id, tp=tp, pp=pp, dp=replicas, attention_dp=attention_dp, moe_exchange=moe_exchange
+    )
 
 
 def serving_system_for_accelerator(
@@ -480,6 +312,7 @@ def serving_system_for_accelerator(
     instance: str | None = None,
     board_power_watts: float | None = None,
     attention_dp: int = 1,
+    moe_exchange: MoeExchange = "gather",
 ) -> ServingSystem:
     """A system from an accelerator id, as ground-truth cases give it: one node of ``devices_per_node``
     devices (default: the replicas' devices), each chip at ``board_power_watts`` (default: its TDP).
@@ -494,5 +327,6 @@ def serving_system_for_accelerator(
     adp = f" adp{attention_dp}" if attention_dp > 1 else ""
     name = f"{dp} x tp{tp} pp{pp}{adp} {system.accelerator.id}"
     return ServingSystem.on(
-        system, name, tp=tp, pp=pp, dp=dp, board_power_watts=board_power_watts, attention_dp=attention_dp
-    )
+        system, name, tp=tp, pp=pp, dp=dp, board_power_watts=board_power_watts, attention_dp=attention_dp,
+        moe_exchange=moe_exchange,
+    )  # fmt: skip

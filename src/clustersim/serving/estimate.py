@@ -41,6 +41,7 @@ from clustersim.serving.engine import (
 from clustersim.serving.engines import EngineProfile, engine_profile
 from clustersim.serving.formats import ServingPrecision, check_formats, default_kv, kv_default_note
 from clustersim.serving.memory import causal_pairs, weights_note
+from clustersim.serving.moe_exchange import MoeExchange
 from clustersim.serving.whole_prompts import StepMix, step_mix
 from clustersim.workload.transformer import Transformer
 
@@ -181,6 +182,7 @@ class ServingEstimate:
     request_rate_per_s: float
     notes: tuple[str, ...] = ()  # a length beyond the context priced as asked, quantized weights
     attention_dp: int = 1  # attention data-parallel groups of a replica (ServingSystem.attention_dp)
+    moe_exchange: MoeExchange = "gather"  # how its ranks' tokens reach the experts (ServingSystem.moe_exchange)
 
     @property
     def output_tokens_per_s_per_device(self) -> float:
@@ -406,6 +408,7 @@ def make_estimate(
         pp=system.pp,
         dp=system.dp,
         attention_dp=system.attention_dp,
+        moe_exchange=system.moe_exchange,
         precision=request.precision.value,
         kv_precision=request.kv.value,
         batching=request.batching.value,

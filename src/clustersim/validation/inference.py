@@ -55,6 +55,7 @@ from clustersim.serving.engine import (
 from clustersim.serving.engines import DEFAULT_ENGINE, EngineProfile, check_runs_on, engine_for_software
 from clustersim.serving.estimate import Request, ServingEstimate, estimate_offline
 from clustersim.serving.latency import estimate_server, max_rate
+from clustersim.serving.moe_exchange import MoeExchange
 from clustersim.serving.sim_requests import request_spread
 from clustersim.validation.case_model import case_transformer
 from clustersim.validation.cases import Case, CaseParallel, CaseSystem, CaseWorkload, as_case
@@ -108,6 +109,7 @@ def case_deployment(
         instance=system.instance or None,
         board_power_watts=system.power_W or None,
         attention_dp=parallel.attention_dp or 1,
+        moe_exchange=serving_exchange(parallel, where),
     )
     software = case.software
     try:
@@ -133,6 +135,22 @@ def case_deployment(
         **request_spread(workload_sampler(workload, input_tokens, output_tokens)),
     )
     return CaseDeployment(model, serving, request, engine, workload, where)
+
+
+def serving_exchange(parallel: CaseParallel, where: str) -> MoeExchange:
+    """How a serving case's attention-DP ranks reach the experts: ``parallel.ep_dispatcher`` alltoall, deepep or
+    hybridep is an all-to-all (``clustersim.serving.moe_exchange``), none TensorRT-LLM's gather; a dispatcher
+    without attention data parallel is refused (plain tensor parallelism exchanges no tokens)."""
+    if parallel.ep_dispatcher is None:
+        return "gather"
+    if (parallel.attention_dp or 1) == 1:
+        raise ClusterSimError(
+            f"{where}: parallel.ep_dispatcher {parallel.ep_dispatcher!r}: a serving case's experts exchange tokens "
+            "only under attention data parallel (give parallel.attention_dp)",
+            field="parallel.ep_dispatcher",
+            value=parallel.ep_dispatcher,
+        )
+    return "alltoall"
 
 
 def compiled_engine(

@@ -1,0 +1,71 @@
+"""One device's memory under serving: the weights held, the workspace, and what is left for the KV cache."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from clustersim.catalog.schema import Dtype
+from clustersim.errors import ClusterSimError
+from clustersim.serving.calibration import InferenceCalibration, default_calibration
+from clustersim.serving.engines import EngineProfile, engine_profile
+from clustersim.serving.formats import ServingPrecision
+from clustersim.serving.memory import bytes_per_element, kv_bytes_per_token, weight_bytes_per_device
+from clustersim.serving.serving_system import ServingSystem
+from clustersim.workload.transformer import Transformer
+
+GIB = 2**30
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryPlan:
+    """Memory of one device: what is held, what is left for the KV cache, and how many tokens that is
+    (``kv_bytes_per_token`` and ``kv_capacity_tokens`` count a token on every layer; a windowed layer
+    keeps at most its window of each sequence, which ``reserved_tokens`` counts per sequence)."""
+
+    memory_bytes: float
+    weights_bytes: float
+    workspace_bytes: float
+    kv_budget_bytes: float
+    kv_bytes_per_token: float
+    kv_capacity_tokens: float
+
+
+def memory_plan(
+    model: Transformer,
+    system: ServingSystem,
+    precision: ServingPrecision,
+    kv_precision: ServingPrecision,
+    cal: InferenceCalibration | None = None,
+    engine: str | EngineProfile | None = None,
+) -> MemoryPlan:
+    """Split one device's memory (the share the engine uses); ``ClusterSimError`` when the weights and
+    workspace do not fit."""
+    cal = default_calibration() if cal is None else cal
+    profile = engine_profile(engine, system.family)
+    usable = system.system.memory_bytes * (1.0 - profile.reserved_memory_fraction)
+    weights = weight_bytes_per_device(model, precision, system.tp, system.pp, system.attention_dp)
+    budget = (usable - weights - cal.workspace_bytes) * profile.kv_memory_fraction
+    if budget <= 0:
+        devices = system.system.num_devices  # one instance (serving_system_for_instance)
+        if system.replica_devices < devices:
+            advice = f"use a larger tp or pp (up to the {devices} devices of one instance), fp8, or more memory"
+        else:
+            fp8 = weight_bytes_per_device(model, Dtype.FP8, system.tp, system.pp, system.attention_dp)
+            if bytes_per_element(precision) <= 1:
+                lighter = f"its weights are {precision.value} already"
+            elif fp8 + cal.workspace_bytes < usable:
+                lighter = f"fp8 weights ({fp8 / GIB:.1f} GiB per device) would fit"
+            else:
+                lighter = "fp8 would not fit either"
+            advice = (
+                f"it does not fit one instance even over all its {devices} devices: {lighter}; or use an instance "
+                f"with more memory per device"
+            )
+        raise ClusterSimError(
+            f"model: {model.name} at {precision.value} needs {weights / GIB:.1f} GiB of weights + "
+            f"{cal.workspace_bytes / GIB:.1f} GiB workspace per device, more than the "
+            f"{usable / GIB:.1f} GiB of {system.device_name} at {system.layout}; {advice}",
+            field="model",
+        )
+    per_token = kv_bytes_per_token(model, kv_precision, system.tp, system.pp)
+    return MemoryPlan(usable, weights, cal.workspace_bytes, budget, per_token, budget / per_token)
