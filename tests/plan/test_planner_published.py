@@ -31,7 +31,8 @@ STEPS = 1000  # any budget: the ranking does not depend on it
 
 
 def with_published_degrees(setup) -> SearchSpace:
-    """The planner's space with the run's own micro-batch, vp, cp and ep added, and no headroom."""
+    """The planner's space with the run's own micro-batch, vp, cp and ep added, its expert all-to-all overlap and
+    token dispatcher (software switches the planner holds fixed, as a user's --ep-overlap would), and no headroom."""
     lay, model, seq = setup.layout, setup.model, setup.job.seq_len
     cp = {1, lay.cp} | ({2, 4, 8, 16} if seq >= LONG_SEQUENCE_TOKENS else set())
     ep = {1, lay.ep} | {e for e in POWERS_OF_TWO if model.moe and model.moe.experts % e == 0}
@@ -41,6 +42,8 @@ def with_published_degrees(setup) -> SearchSpace:
         cp=tuple(sorted(cp)),
         ep=tuple(sorted(ep)),
         headroom=0.0,
+        ep_overlap=lay.ep_overlap,
+        ep_dispatcher=lay.ep_dispatcher,
     )
 
 

@@ -40,7 +40,7 @@ def test_a_dense_model_by_hand():
     assert engine_gib(LLAMA, Dtype.FP8) == pytest.approx(engine)
     assert 228 < requests < 229
     # under 256: rounded up to 32 (256); tokens 2 x 228.9 = 458, raised to the 2,048 floor
-    assert bench_caps(LLAMA, _system(), Dtype.FP8, Dtype.FP8, 1024, 1024, 1024, 0.95) == (256, 2048)
+    assert bench_caps(LLAMA, _system(), Dtype.FP8, Dtype.FP8, (1024, 1024, 1024), 0.95) == (256, 2048)
 
 
 def test_a_latent_cache_counts_as_heads_of_hidden_over_heads():
@@ -48,7 +48,7 @@ def test_a_latent_cache_counts_as_heads_of_hidden_over_heads():
     assert kv_gib_per_token(DSV3, Dtype.FP8, 8) * GIB == 2 * 61 * 128 * 56
     assert kv_gib_per_token(DSV3, Dtype.FP8, 8) * GIB / (61 * 576) == pytest.approx(24.9, abs=0.1)
     # 8 H200 at 1024/8192: (8 x 141 - 624.9 GiB) x 0.95 / (7.51 GiB a request) = 63.7 requests -> 64, 2,048 tokens
-    assert bench_caps(DSV3, _system(1, 8), Dtype.FP8, Dtype.FP8, 1024, 8192, 1024, 0.95) == (64, 2048)
+    assert bench_caps(DSV3, _system(1, 8), Dtype.FP8, Dtype.FP8, (1024, 8192, 1024), 0.95) == (64, 2048)
 
 
 def test_an_nvfp4_checkpoint_counts_its_packed_bytes_as_elements():
@@ -58,16 +58,12 @@ def test_an_nvfp4_checkpoint_counts_its_packed_bytes_as_elements():
 
 
 def test_quantizations_it_does_not_tune_take_buildconfigs_defaults():
-    assert bench_caps(
-        LLAMA, _system(instance="p6-b200.48xlarge"), BlockFp4.MXFP4, Dtype.FP8, 1024, 1024, 1024, 0.95
-    ) == (
-        2048,
-        8192,
-    )
+    b200 = _system(instance="p6-b200.48xlarge")
+    assert bench_caps(LLAMA, b200, BlockFp4.MXFP4, Dtype.FP8, (1024, 1024, 1024), 0.95) == (2048, 8192)
 
 
 def test_without_chunked_prefill_a_step_holds_the_longest_prompt_and_the_batch():
-    batch, tokens = bench_caps(LLAMA, _system(2), Dtype.FP8, Dtype.FP8, 8192, 1024, 9000, 0.95)
+    batch, tokens = bench_caps(LLAMA, _system(2), Dtype.FP8, Dtype.FP8, (8192, 1024, 9000), 0.95)
     assert tokens == 9000 + batch
 
 
@@ -79,17 +75,17 @@ def test_without_chunked_prefill_a_step_holds_the_longest_prompt_and_the_batch()
 )
 def test_the_rounding_rules_hold_everywhere(isl, osl, tp):
     system = _system(tp)
-    batch, tokens = bench_caps(LLAMA, system, Dtype.FP8, Dtype.FP8, isl, osl, isl, 0.95)
+    batch, tokens = bench_caps(LLAMA, system, Dtype.FP8, Dtype.FP8, (isl, osl, isl), 0.95)
     assert batch >= 64 and batch % 32 == 0 and (batch < 256 or batch % 128 == 0) and (batch < 1024 or batch % 256 == 0)
     assert tokens >= max(2048, isl + batch)
     # a longer output never buys a larger batch (each request holds more of the cache)
-    longer, _ = bench_caps(LLAMA, system, Dtype.FP8, Dtype.FP8, isl, osl * 2, isl, 0.95)
+    longer, _ = bench_caps(LLAMA, system, Dtype.FP8, Dtype.FP8, (isl, osl * 2, isl), 0.95)
     assert longer <= batch
 
 
 def test_the_sized_profile_stays_within_the_profiles_caps_and_is_sized_once():
     request = Request(input_tokens=1024, output_tokens=8192, precision=Dtype.FP8, kv_precision=Dtype.FP8)
-    args = (DSV3, _system(1, 8), request.precision, request.kv, 1024, 8192)
+    args = (DSV3, _system(1, 8), request.precision, request.kv, (1024, 8192, 1024))
     sized = sized_engine("tensorrt-llm", *args)
     assert (sized.max_batch_sequences, sized.max_tokens_per_step, sized.benchmark_sizing) == (64, 2048, "fixed")
     assert sized_engine(sized, *args) == sized

@@ -123,8 +123,9 @@ def serve_command(
         typer.Option(
             "--dataset",
             help="Take the lengths from a request set (serving/datasets.toml): openorca, cnn_dailymail, "
-            "mlperf_mixtral, mlperf_llama3_405b, sharegpt give their mean lengths (--input/--output are refused "
-            "where the set gives one); the generators fixed and random take --input/--output as their lengths.",
+            "mlperf_mixtral, mlperf_llama3_405b, mlperf_deepseek_r1, sharegpt give their mean lengths "
+            "(--input/--output are refused where the set gives one); the generators fixed and random take "
+            "--input/--output as their lengths.",
         ),
     ] = None,
     beyond_context: BeyondContextOpt = False,

@@ -8,18 +8,21 @@ data-parallel attention with expert parallelism). ``ServingSystem.attention_dp``
   attention_dp`` of the stage's), with the dense weights whole (``tp`` splits them as before) and every KV head of
   its sequences (a latent, MLA's, held once per rank instead of once per TP rank);
 * the routed experts: each rank holds ``experts / (tp x attention_dp)`` and runs them on every token of the stage
-  routed to them; each MoE layer gathers the groups' tokens onto every rank and reduce-scatters the experts'
-  outputs back (16-bit), the exchange TensorRT-LLM's fused MoE runs with attention DP unless the all-to-all is
-  asked for (``TRTLLM_MOE_ENABLE_ALLTOALL_WITHOUT_ALLGATHER``, which NVIDIA's MLPerf v5.1 DeepSeek-R1 configs
-  set: closed/NVIDIA/configs/GB300-NVL72_GB300-288GB_aarch64x72_TRT/Offline/deepseek-r1.py), so every rank also
-  pays the per-token routing and permutation cost (``moe_token_layer_s``) on the gathered tokens;
+  routed to them; each MoE layer brings the tokens to the experts and back (``ServingSystem.moe_exchange``,
+  ``clustersim.serving.moe_exchange``): by default it gathers the groups' tokens onto every rank and
+  reduce-scatters the experts' outputs back (16-bit), the exchange TensorRT-LLM's fused MoE runs with attention DP,
+  every rank then paying the per-token routing and permutation cost (``moe_token_layer_s``) on the gathered
+  tokens; with the all-to-all (``TRTLLM_MOE_ENABLE_ALLTOALL_WITHOUT_ALLGATHER``, which NVIDIA's MLPerf v5.1
+  DeepSeek-R1 configs set: closed/NVIDIA/configs/GB300-NVL72_GB300-288GB_aarch64x72_TRT/Offline/deepseek-r1.py)
+  each rank routes only the tokens it receives;
 * the batch: each group caches and schedules its own sequences, so a replica holds ``attention_dp`` times a
   rank's KV capacity and engine caps (trtllm-bench sizes ``max_batch_size`` per rank under attention DP, its
   ``--tp`` the whole group: ``clustersim.serving.bench_sizing``).
 
 Not modelled: the groups' imbalance (a rank with more sequences holds the others at each exchange) and the
-experts' (routing skew); TensorRT-LLM's perf overview (@03e27c7d, its DEP columns) is the evidence
-(``validation/project/inference.jsonl``, ``trtllm_perf2_*``)."""
+experts' (routing skew); TensorRT-LLM's perf overview (@03e27c7d, its DEP columns, the gather) and MLPerf
+Inference v5.1's DeepSeek-R1 runs (the all-to-all) are the evidence (``validation/project/inference.jsonl``,
+``trtllm_perf2_*``, ``mlperf51_deepseek-r1_*``)."""
 
 from __future__ import annotations
 

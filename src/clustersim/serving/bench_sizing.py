@@ -92,15 +92,14 @@ def bench_caps(
     system: ServingSystem,
     precision: ServingPrecision,
     kv_precision: ServingPrecision,
-    input_tokens: float,
-    output_tokens: float,
-    longest_input_tokens: float,
+    lengths: tuple[float, float, float],
     kv_fraction: float,
 ) -> tuple[int, int]:
-    """(max_batch_size, max_num_tokens) per rank as trtllm-bench sizes them for mean lengths ``input_tokens`` and
-    ``output_tokens`` (its dataset's averages) and the longest prompt."""
+    """(max_batch_size, max_num_tokens) per rank as trtllm-bench sizes them for ``lengths``: the mean input and
+    output (its dataset's averages) and the longest prompt."""
     if not tuned(model, precision):
         return UNTUNED_CAPS
+    input_tokens, output_tokens, longest_input_tokens = lengths
     bench_tp = system.tp * system.attention_dp
     devices = bench_tp * system.pp
     free_gib = devices * system.system.memory_bytes / 2**30 - engine_gib(model, precision)
@@ -118,20 +117,16 @@ def sized_engine(
     system: ServingSystem,
     precision: ServingPrecision,
     kv_precision: ServingPrecision,
-    input_tokens: float,
-    output_tokens: float,
-    longest_input_tokens: float | None = None,
+    lengths: tuple[float, float, float],
 ) -> EngineProfile:
-    """The profile of ``engine`` on ``system``, its caps as the engine's benchmark sizes them for this deployment
-    (``benchmark_sizing``): trtllm-bench's for ``trtllm-bench``, within the profile's own caps (the packaged ones
-    are the bench's 4,096 and 32,768; a profile that lowers them is honoured); the profile as it is for ``fixed``."""
+    """The profile of ``engine`` on ``system``, its caps as the engine's benchmark sizes them for this deployment and
+    its ``lengths`` (mean input, mean output, longest input; ``benchmark_sizing``): trtllm-bench's for
+    ``trtllm-bench``, within the profile's own caps (the packaged ones are the bench's 4,096 and 32,768; a profile
+    that lowers them is honoured); the profile as it is for ``fixed``."""
     profile = engine_profile(engine, system.family)
     if profile.benchmark_sizing != "trtllm-bench":
         return profile
-    batch, tokens = bench_caps(
-        model, system, precision, kv_precision, input_tokens, output_tokens,
-        input_tokens if longest_input_tokens is None else longest_input_tokens, profile.kv_memory_fraction,
-    )  # fmt: skip
+    batch, tokens = bench_caps(model, system, precision, kv_precision, lengths, profile.kv_memory_fraction)
     chip = system.system.accelerator.id
     return profile.model_copy(
         update={

@@ -203,7 +203,7 @@ def deployment_profile(
     (``clustersim.serving.bench_sizing``; a profile of fixed caps as it is)."""
     longest = max(request.input_tokens_quantiles or (request.input_tokens,))
     lengths = (request.input_tokens, request.output_tokens, longest)
-    return sized_engine(engine, model, system, request.precision, request.kv, *lengths)
+    return sized_engine(engine, model, system, request.precision, request.kv, lengths)
 
 
 # ---- batch limits ---------------------------------------------------------------------------------

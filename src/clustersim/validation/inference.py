@@ -287,10 +287,19 @@ def _case_engine(case: Case | Mapping[str, Any]) -> EngineProfile | None:
 
 def fits_reference_calibration(case: Case | Mapping[str, Any]) -> bool:
     """Whether the serving calibration (``calibration.toml``, the achieved fractions and overheads of the reference
-    engine, TensorRT-LLM) is fitted on this case: a run of the reference engine (its harness profiles included). Not
-    another GPU engine's (vLLM, SGLang: their profiles' settings are stated priors, which their runs judge) nor a
-    Trainium engine's (the Neuron profiles' own constants, ``benchmarks/calibrate_neuron_serving.py``). A framework
-    no profile serves is left in, to be skipped with its reason."""
+    engine, TensorRT-LLM) is fitted on this case: a tensor-parallel run of the reference engine (its harness
+    profiles included). Not another GPU engine's (vLLM, SGLang: their profiles' settings are stated priors, which
+    their runs judge) nor a Trainium engine's (the Neuron profiles' own constants,
+    ``benchmarks/calibrate_neuron_serving.py``), nor an attention-data-parallel deployment (``parallel.attention_dp``:
+    every constant was fitted on tensor-parallel runs, and such runs judge them with the groups' exchange and
+    imbalance beside; in a cross-validation fold they would move the MoE cost per token to stand in for what the
+    model lacks there). A framework no profile serves is left in, to be skipped with its reason."""
+    if isinstance(case, Case):
+        groups = case.parallel.attention_dp if case.parallel is not None else None
+    else:
+        groups = (case.get("parallel") or {}).get("attention_dp")
+    if (groups or 1) > 1:
+        return False
     profile = _case_engine(case)
     return profile is None or profile.framework == DEFAULT_ENGINE
 
