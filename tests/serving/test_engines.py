@@ -60,6 +60,7 @@ def test_packaged_profiles_state_their_sources():
         ("tensorrt-llm", "MLPerf Inference v5.0, NVIDIA submission", "tensorrt-llm-mlperf-v5"),
         ("tensorrt-llm", "MLPerf Inference v4.1, NVIDIA submission", "tensorrt-llm-mlperf-v4-1"),
         ("tensorrt-llm", "MLPerf Inference v5.1 llama2-70b Server, HPE submission", "tensorrt-llm-mlperf-v5-1"),
+        ("tensorrt-llm", "MLPerf Inference v6.0 llama2-70b Offline, NVIDIA submission", "tensorrt-llm-mlperf-v6-0"),
         ("tensorrt-llm", "MLPerf Inference v3.1, NVIDIA submission", "tensorrt-llm-mlperf"),  # no round of its own
         ("vllm", "vLLM v0.6.0 (V0 engine)", "vllm-v0"),
         ("vllm", "vLLM v0.11.0", "vllm"),
@@ -204,7 +205,8 @@ def test_the_default_engine_on_gpus_is_tensorrt_llm(family):
     assert engine_for(None, family).name == "tensorrt-llm"
     assert engines_on(family) == [
         "sglang", "tensorrt-llm", "tensorrt-llm-2023", "tensorrt-llm-mlperf", "tensorrt-llm-mlperf-v4",
-        "tensorrt-llm-mlperf-v4-1", "tensorrt-llm-mlperf-v5", "tensorrt-llm-mlperf-v5-1", "vllm", "vllm-v0",
+        "tensorrt-llm-mlperf-v4-1", "tensorrt-llm-mlperf-v5", "tensorrt-llm-mlperf-v5-1", "tensorrt-llm-mlperf-v6-0",
+        "vllm", "vllm-v0",
     ]  # fmt: skip
 
 

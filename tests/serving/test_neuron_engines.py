@@ -116,7 +116,7 @@ def test_a_neuron_engine_on_a_gpu_is_refused_naming_engine_family_and_the_valid_
         estimate_offline(LLAMA3_70B, system, Request(128, 128, Dtype.BF16), engine=engine)
     message = str(caught.value)
     assert message.startswith(f"engine '{engine}' does not run on hopper accelerators (as profiled it runs on trainium")
-    rounds = ("v4", "v4-1", "v5", "v5-1")
+    rounds = ("v4", "v4-1", "v5", "v5-1", "v6-0")
     mlperf = ", ".join(["tensorrt-llm-mlperf", *(f"tensorrt-llm-mlperf-{r}" for r in rounds)])
     engines = f"sglang, tensorrt-llm, tensorrt-llm-2023, {mlperf}, vllm, vllm-v0"
     assert f"engines for hopper: {engines}" in message
