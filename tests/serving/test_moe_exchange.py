@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -9,12 +10,16 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
 from clustersim.catalog.kinds import Dtype
 from clustersim.catalog.registry import load_catalog
+from clustersim.cli.app import app
 from clustersim.errors import ClusterSimError
 from clustersim.serving.engine import serving_system_for_instance, step_times
+from clustersim.serving.estimate import Request
 from clustersim.serving.formats import BlockFp4
+from clustersim.serving.latency import estimate_server
 from clustersim.serving.moe_exchange import exchange_s, ranks_reached, routed_token_share
 from clustersim.validation.inference import case_deployment
 from clustersim.workload.zoo import load_model
@@ -80,3 +85,33 @@ def test_a_case_states_its_exchange_as_its_dispatcher():
     case["parallel"].update(attention_dp=None, ep_dispatcher="deepep", dp=72)
     with pytest.raises(ClusterSimError, match=r"parallel.ep_dispatcher 'deepep'.*only under attention data parallel"):
         case_deployment(case, CATALOG)
+
+
+def test_a_servers_latency_curve_is_its_own_exchanges():
+    # the server curve is memoized per deployment: a gather and an all-to-all of one layout are two curves
+    request = Request(input_tokens=1000, output_tokens=1000, precision=BlockFp4.NVFP4, kv_precision=Dtype.FP8)
+    gather = _system("gather")
+    alltoall = dataclasses.replace(gather, moe_exchange="alltoall")  # the same devices and fabrics
+    tpot = [estimate_server(DSV3, system, request, 2.0).tpot_s for system in (gather, alltoall)]
+    assert tpot[1] < tpot[0]
+
+
+@pytest.mark.parametrize(
+    ("extra", "flag"),
+    [(["--moe-exchange", "alltoall"], "--moe-exchange"), (["--tp", "1", "--attention-dp", "8"], "--attention-dp")],
+)
+def test_the_simulator_refuses_attention_dp_and_its_exchange_naming_the_flag(extra, flag):
+    args = [
+        "serve",
+        "deepseek-v3",
+        "--instance",
+        "p6-b200.48xlarge",
+        "--precision",
+        "nvfp4",
+        "--simulate",
+        "--rate",
+        "1",
+    ]
+    result = CliRunner().invoke(app, [*args, *extra], env={"CLUSTERSIM_CATALOG": ""})
+    assert result.exit_code == 2
+    assert f"{flag}: " in result.output and "priced by the closed forms only" in result.output

@@ -281,13 +281,15 @@ def serve_command(
     with user_errors():
         refuse_with_save_scenario(calibration, save_scenario)
         ctx.with_resource(calibration_overlay(calibration))  # the collectives of every path below, until exit
-        if attention_dp > 1 and (wanted(ctx, simulate) or given_options(ctx, SPECULATIVE_OPTIONS)):
-            raise ClusterSimError(
-                f"--attention-dp: {attention_dp} groups are priced by the closed forms only (not with --simulate, "
-                "its load options or --speculative)",
-                field="--attention-dp",
-                value=attention_dp,
-            )
+        if wanted(ctx, simulate) or given_options(ctx, SPECULATIVE_OPTIONS):
+            for flag, value in (("--attention-dp", attention_dp), ("--moe-exchange", moe_exchange)):
+                if value not in (1, "gather"):  # attention data parallel and its exchange: closed forms only
+                    raise ClusterSimError(
+                        f"{flag}: {value} is priced by the closed forms only (not with --simulate, its load "
+                        "options or --speculative)",
+                        field=flag,
+                        value=value,
+                    )
     if wanted(ctx, simulate):
         run_simulation(ctx, ctx.params)
         return

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from clustersim.catalog.registry import Catalog
     from clustersim.scenario.schema import ServingScenario as ServingScenarioFile
     from clustersim.serving.estimate import Request, ServingEstimate
-    from clustersim.serving.moe_exchange import MoeExchange
+    from clustersim.serving.serving_system import MoeExchange
     from clustersim.workload.transformer import Transformer
 
 

@@ -19,7 +19,7 @@ from clustersim.serving.engine import InferenceCalibration, ServingSystem, servi
 from clustersim.serving.engines import EngineProfile
 from clustersim.serving.estimate import Request, ServingEstimate, estimate_offline
 from clustersim.serving.latency import estimate_server, max_rate
-from clustersim.serving.moe_exchange import MoeExchange
+from clustersim.serving.serving_system import MoeExchange
 from clustersim.workload.transformer import Transformer
 
 

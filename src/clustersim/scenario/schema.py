@@ -26,6 +26,7 @@ from clustersim.catalog.kinds import Dtype
 from clustersim.choices import EP_DISPATCHER_HELP, Batching, EpDispatcher, Recompute
 from clustersim.errors import ClusterSimError
 from clustersim.serving.datasets import RequestLengths, resolve_lengths
+from clustersim.serving.serving_system import MoeExchange
 from clustersim.units import (
     MAX_DEGREE,
     MAX_LATENCY_S,
@@ -288,7 +289,7 @@ class ServingSystemSpec(_Record):
         le=MAX_DEGREE,
         description="Attention data-parallel groups of tp x pp devices sharing a MoE model's experts (1: none).",
     )
-    moe_exchange: Literal["gather", "alltoall"] = Field(
+    moe_exchange: MoeExchange = Field(
         default="gather",
         description="How attention-DP groups bring tokens to the experts: gather (all-gather and reduce-scatter) or "
         "alltoall (each token to the ranks holding its experts); clustersim.serving.moe_exchange.",

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 
 from clustersim.catalog.schema import Dtype
+from clustersim.memo import IdentityMemo
 from clustersim.serving.engine import ServingSystem
 from clustersim.serving.engines import EngineProfile, engine_profile
 from clustersim.serving.formats import BlockFp4, ServingPrecision
@@ -37,6 +38,7 @@ BENCH_MAX_SEQUENCES = 4096  # finetune_setting's cap on the batch (decoder buffe
 BENCH_MAX_TOKENS = 32768  # and on the tokens per step (activation buffers)
 BENCH_MIN_TOKENS = 2048  # its floor on the tokens per step (context and generation overlap)
 UNTUNED_CAPS = (2048, 8192)  # BuildConfig's max_batch_size and max_num_tokens for a quantization it does not tune
+_SIZED: IdentityMemo[EngineProfile] = IdentityMemo(keep=256)
 
 
 def _element_bytes(precision: ServingPrecision) -> float:
@@ -126,14 +128,20 @@ def sized_engine(
     profile = engine_profile(engine, system.family)
     if profile.benchmark_sizing != "trtllm-bench":
         return profile
-    batch, tokens = bench_caps(model, system, precision, kv_precision, lengths, profile.kv_memory_fraction)
-    chip = system.system.accelerator.id
-    return profile.model_copy(
-        update={
-            "max_batch_sequences": min(batch, profile.sequence_cap(chip)),
-            "max_tokens_per_step": min(tokens, profile.token_budget(chip)),
-            "max_batch_sequences_on": {},
-            "max_tokens_per_step_on": {},
-            "benchmark_sizing": "fixed",
-        }
-    )
+
+    def size() -> EngineProfile:
+        batch, tokens = bench_caps(model, system, precision, kv_precision, lengths, profile.kv_memory_fraction)
+        chip = system.system.accelerator.id
+        return profile.model_copy(
+            update={
+                "max_batch_sequences": min(batch, profile.sequence_cap(chip)),
+                "max_tokens_per_step": min(tokens, profile.token_budget(chip)),
+                "max_batch_sequences_on": {},
+                "max_tokens_per_step_on": {},
+                "benchmark_sizing": "fixed",
+            }
+        )
+
+    # one sized profile per deployment: memos keyed by the profile's identity (the server curve) hit again
+    shape = (system.tp, system.pp, system.attention_dp, precision, kv_precision, lengths)
+    return _SIZED.get((profile, model, system.system), shape, size)

@@ -41,7 +41,7 @@ from clustersim.serving.engine import (
 from clustersim.serving.engines import EngineProfile, engine_profile
 from clustersim.serving.formats import ServingPrecision, check_formats, default_kv, kv_default_note
 from clustersim.serving.memory import causal_pairs, weights_note
-from clustersim.serving.moe_exchange import MoeExchange
+from clustersim.serving.serving_system import MoeExchange
 from clustersim.serving.whole_prompts import StepMix, step_mix
 from clustersim.workload.transformer import Transformer
 

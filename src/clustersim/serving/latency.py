@@ -153,7 +153,15 @@ def _server_curve(
                             own, attention, shape, gaps, budget / request.input_tokens)  # fmt: skip
 
     held = (model, system.system, system.tp_fabric, system.pp_fabric, system.cost, cal, engine)
-    shape = (system.tp, system.pp, system.attention_dp, system.board_power_watts, request, max_batch)
+    shape = (
+        system.tp,
+        system.pp,
+        system.attention_dp,
+        system.moe_exchange,
+        system.board_power_watts,
+        request,
+        max_batch,
+    )
     return _CURVES.get(held, shape, make)
 
 

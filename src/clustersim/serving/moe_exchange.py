@@ -20,8 +20,6 @@ import numpy.typing as npt
 
 from clustersim.network.collectives import Op
 from clustersim.serving.memory import ACTIVATION_BYTES
-from clustersim.serving.serving_system import MOE_EXCHANGES as MOE_EXCHANGES
-from clustersim.serving.serving_system import MoeExchange as MoeExchange
 from clustersim.serving.serving_system import ServingSystem
 from clustersim.workload.transformer import Transformer
 

@@ -55,7 +55,7 @@ from clustersim.serving.engine import (
 from clustersim.serving.engines import DEFAULT_ENGINE, EngineProfile, check_runs_on, engine_for_software
 from clustersim.serving.estimate import Request, ServingEstimate, estimate_offline
 from clustersim.serving.latency import estimate_server, max_rate
-from clustersim.serving.moe_exchange import MoeExchange
+from clustersim.serving.serving_system import MoeExchange
 from clustersim.serving.sim_requests import request_spread
 from clustersim.validation.case_model import case_transformer
 from clustersim.validation.cases import Case, CaseParallel, CaseSystem, CaseWorkload, as_case
@@ -294,11 +294,8 @@ def fits_reference_calibration(case: Case | Mapping[str, Any]) -> bool:
     every constant was fitted on tensor-parallel runs, and such runs judge them with the groups' exchange and
     imbalance beside; in a cross-validation fold they would move the MoE cost per token to stand in for what the
     model lacks there). A framework no profile serves is left in, to be skipped with its reason."""
-    if isinstance(case, Case):
-        groups = case.parallel.attention_dp if case.parallel is not None else None
-    else:
-        groups = (case.get("parallel") or {}).get("attention_dp")
-    if (groups or 1) > 1:
+    case = as_case(case, "inference")
+    if case.parallel is not None and (case.parallel.attention_dp or 1) > 1:
         return False
     profile = _case_engine(case)
     return profile is None or profile.framework == DEFAULT_ENGINE
