@@ -151,6 +151,28 @@ def test_a_group_of_too_few_publications_does_not_judge_a_new_one() -> None:
     assert found.q_hi > 0.3
 
 
+def test_a_stack_too_thin_to_judge_alone_still_widens_the_chips_interval() -> None:
+    """vLLM's few left-out runs (under MIN_CASES, from two sources) do not size its interval alone, but the chip's
+    cases of another stack, met closely, do not narrow it below theirs; fewer than the level's rank leave it be."""
+    reference = rows(MIN_CASES, kind="inference", framework="tensorrt-llm", r=0.0, step=0.001, source="trt",
+                     field="output_tokens_per_s")  # fmt: skip
+    vllm = rows(8, kind="inference", framework="vllm", r=0.6, step=0.05, source="v", sources=2,
+                field="output_tokens_per_s")  # fmt: skip
+    kwargs = {"accelerator": "h100-sxm", "family": "hopper", "framework": "vllm", "devices": 1}
+    widened = spread_for("inference", table=ResidualTable(tuple(reference + vllm)), **kwargs)
+    assert widened is not None and widened.basis == "inference, hopper, vllm: 8 cases"
+    assert widened.q_hi > 0.6 and "widened to vllm's own 8 left-out cases" in widened.note
+    trt = spread_for("inference", table=ResidualTable(tuple(reference + vllm)), **(kwargs | {"framework": "tensorrt-llm"}))
+    assert trt is not None and trt.q_hi < 0.05  # the reference stack's own group, untouched
+    one_source = rows(8, kind="inference", framework="vllm", r=0.6, source="v", sources=1, field="output_tokens_per_s")
+    alone = spread_for("inference", table=ResidualTable(tuple(reference + one_source)), **kwargs)
+    assert alone is not None and "widened" not in alone.note  # one publication's runs do not widen on their own
+    close = rows(8, kind="inference", framework="vllm", r=0.0, step=0.0001, source="v", sources=2,
+                 field="output_tokens_per_s")  # fmt: skip
+    kept = spread_for("inference", table=ResidualTable(tuple(reference + close)), **kwargs)
+    assert kept is not None and kept.basis.startswith("inference, hopper, every stack")  # never narrowed
+
+
 def test_a_higher_level_needs_more_cases_and_goes_up_the_hierarchy() -> None:
     table = ResidualTable(tuple(rows(60, source="a") + rows(60, chip="ampere", source="b")))
     at_80 = spread_for("training", accelerator="h100-sxm", family="hopper", framework="megatron", devices=8,

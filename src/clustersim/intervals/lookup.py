@@ -47,6 +47,7 @@ from clustersim.intervals.residuals import LATENCY_FIELDS, Residual, ResidualTab
 
 MIN_CASES = 20
 MIN_SOURCES = 3
+STACK_SOURCES = 2  # a stack's own cases widen another group's interval from this many sources (never narrow it)
 SCALE_EDGES = (64, 512)  # devices: up to 64, 65 to 512, more than 512
 SEPARATE_CHIPS = frozenset({"trainium1", "trainium2", "trainium3"})
 DEFAULT_FRAMEWORK = {"training": "megatron", "inference": "tensorrt-llm", "collective": "nccl-tests"}
@@ -126,13 +127,14 @@ def _spread_of_system(
         (f"{label}, {chip}, every stack", lambda r: r.chip == chip),
     ]
     on_chip = [r for r in rows if r.chip == chip]
-    for basis, keep in groups:
+    for index, (basis, keep) in enumerate(groups):
         members = [r for r in rows if keep(r)]
         if _enough(members, need):
             note = ""
             if not any(r.framework == stack for r in on_chip):
                 note = f"no validated {what} cases with {stack} on {chip}: interval from {chip}'s cases of other stacks"
-            return _spread(members, level, basis, note)
+            found = _spread(members, level, basis, note)
+            return found if index < 2 else _widened_by_stack(found, label, rows, chip, stack, level)
     sources = len({r.source for r in on_chip})
     why = (
         f"no validated {what} cases on {accelerator}"
@@ -155,7 +157,28 @@ def _spread_of_system(
         note = f"{why}: interval from all {len(rows)} {what} cases, pooled (no chip's own is wider)"
     else:
         note = f"{why}: interval from {widest}'s {spread_of.cases} cases, the widest of any chip's and the pooled"
-    return dataclasses.replace(spread_of, note=_joined(note, spread_of.note))
+    found = dataclasses.replace(spread_of, note=_joined(note, spread_of.note))
+    return _widened_by_stack(found, label, rows, chip, stack, level)
+
+
+def _widened_by_stack(found: Spread, label: str, rows: list[Residual], chip: str, stack: str, level: float) -> Spread:
+    """``found`` (other stacks' cases), or the spread of the stack's own left-out cases where it is wider: on the chip,
+    else on any chip, where they are too few to judge by alone (under ``MIN_CASES`` or ``MIN_SOURCES``) but enough
+    for the level's rank from ``STACK_SOURCES`` sources. Another stack's closeness never narrows this one's interval
+    (vLLM's runs are not judged by TensorRT-LLM's alone)."""
+    need = cases_needed(level)
+    for where, members in (
+        (f"{chip}, {stack}", [r for r in rows if r.chip == chip and r.framework == stack]),
+        (f"every chip, {stack}", [r for r in rows if r.framework == stack]),
+    ):
+        if len(members) < need or len({r.source for r in members}) < STACK_SOURCES:
+            continue
+        own = _spread(members, level, f"{label}, {where}", "")
+        if own.q_hi - own.q_lo <= found.q_hi - found.q_lo:
+            return found
+        note = f"widened to {stack}'s own {len(members)} left-out cases (wider than {found.basis})"
+        return dataclasses.replace(own, note=_joined(found.note, note))
+    return found
 
 
 def interval_for(
