@@ -212,9 +212,10 @@ def step_times(
     group = 1.0 if profile.gqa_decode_kernel else model.heads / tp / kv_heads_per_device(model, tp)
     kv_read = (b * keys * group + tokens * layers) * own * kv_layer
     attention_flops = decode_attention_flops_per_key(model) / tp * keys * b * own
-    # Attention computes at most at fp8 (4-bit GEMMs beside it): attention_dtype.
+    # Attention computes at most at fp8 (4-bit GEMMs beside it): attention_dtype. Latent attention's decode
+    # kernels are attention kernels in 16 bits (decode_attention_peak_flop_per_s).
     attention = attention_dtype(precision)
-    decode_peak = system.peak_flop_per_s(attention) * cal.flop_efficiency_on(family, attention) * kernels
+    decode_peak = decode_attention_peak_flop_per_s(model, system, precision, cal) * kernels
     kv_bandwidth = system.system.memory_bandwidth_bytes_per_s * cal.kv_read_efficiency_on(family)
     decode_attention = np.maximum(kv_read / kv_bandwidth, attention_flops / decode_peak)
     pair_flops = 2.0 * (model.q_width + model.context_width) / tp  # scores and context of one (query, key) pair
@@ -257,6 +258,26 @@ def moe_token_layers(model: Transformer) -> float:
 
 
 # ---- systems from the catalog ----------------------------------------------------------------------
+
+
+def decode_attention_peak_flop_per_s(
+    model: Transformer, system: ServingSystem, precision: ServingPrecision, cal: InferenceCalibration
+) -> float:
+    """The FLOP rate decode attention's math reaches on one device (before the engine's kernel share).
+
+    Grouped-query and multi-head kernels: the attention format's peak at the GEMMs' fraction (their reads bind at
+    any batch). Latent attention (MLA, the up-projections absorbed): a query's 128 heads share one 576-wide latent
+    per key, so its decode is compute-bound, and its kernels are attention kernels in 16 bits: the 16-bit peak at
+    ``attention_flop_efficiency``. FlashMLA reaches 660 TFLOP/s on an H800 (0.67 of the dense BF16 peak; its README,
+    2025-04-22); CUTLASS MLA moves 4.1 TB/s of 16-bit latent on a B200 at batch 256 and 8,192 tokens
+    (sgl-project/sglang PR #6929), about 1.0 PFLOP/s (0.44); TensorRT-LLM's trtllm-gen kernel with an FP8 cache
+    reaches 0.59 PFLOP/s at 16 heads and 4 queries (vllm-project/vllm PR #41778). At the FP8 peak and the GEMMs'
+    fraction (2.6 PFLOP/s on a B200) DeepSeek-R1's longest-output runs were 47-110% too fast."""
+    family = system.system.accelerator.family
+    if model.mla is None:
+        attention = attention_dtype(precision)
+        return system.peak_flop_per_s(attention) * cal.flop_efficiency_on(family, attention)
+    return system.peak_flop_per_s(Dtype.BF16) * cal.attention_flop_efficiency
 
 
 def serving_system_for_instance(

@@ -60,6 +60,7 @@ from clustersim.serving.sim_requests import request_spread
 from clustersim.validation.case_model import case_transformer
 from clustersim.validation.cases import Case, CaseParallel, CaseSystem, CaseWorkload, as_case
 from clustersim.validation.finite_runs import (
+    FiniteRun,
     finite_run,
     finite_run_requests,
     remembered_run,
@@ -309,12 +310,17 @@ def engine_fitted_case(case: Case | Mapping[str, Any]) -> bool:
 
 
 def predict_inference_case(
-    case: Case | Mapping[str, Any], field: str, catalog: Catalog, cal: InferenceCalibration | None = None
+    case: Case | Mapping[str, Any],
+    field: str,
+    catalog: Catalog,
+    cal: InferenceCalibration | None = None,
+    engine_override: EngineProfile | None = None,
 ) -> float:
     """The case's ``field`` (output_tokens_per_s, ttft_s or tpot_s) as the model predicts it: a run of a stated
     number of requests through the simulator (``finite_runs``; refused on an engine it does not run), any other
-    through the closed forms."""
-    d = case_deployment(case, catalog)
+    through the closed forms. ``engine_override``: another profile in place of the case's (an engine fit's trial
+    settings; its runs are not remembered)."""
+    d = case_deployment(case, catalog, engine_override)
     requests = finite_run_requests(d.workload)
     if requests is not None:
         if not simulates(d.engine):
@@ -325,11 +331,13 @@ def predict_inference_case(
                 field="workload.requests",
                 value=requests,
             )
+        def simulated() -> FiniteRun:
+            return finite_run(d.model, d.serving, d.request, d.engine, d.workload, requests, cal)
+
+        if engine_override is not None:
+            return simulated().value(field)
         key = case.model_dump_json() if isinstance(case, Case) else json.dumps(case, sort_keys=True)
-        run = remembered_run(
-            key, catalog, cal, lambda: finite_run(d.model, d.serving, d.request, d.engine, d.workload, requests, cal)
-        )
-        return run.value(field)
+        return remembered_run(key, catalog, cal, simulated).value(field)
     estimate = deployment_estimate(d, cal)
     if field == "output_tokens_per_s":
         return estimate.output_tokens_per_s
