@@ -162,7 +162,8 @@ def test_a_stack_too_thin_to_judge_alone_still_widens_the_chips_interval() -> No
     widened = spread_for("inference", table=ResidualTable(tuple(reference + vllm)), **kwargs)
     assert widened is not None and widened.basis == "inference, hopper, vllm: 8 cases"
     assert widened.q_hi > 0.6 and "widened to vllm's own 8 left-out cases" in widened.note
-    trt = spread_for("inference", table=ResidualTable(tuple(reference + vllm)), **(kwargs | {"framework": "tensorrt-llm"}))
+    table = ResidualTable(tuple(reference + vllm))
+    trt = spread_for("inference", table=table, **(kwargs | {"framework": "tensorrt-llm"}))
     assert trt is not None and trt.q_hi < 0.05  # the reference stack's own group, untouched
     one_source = rows(8, kind="inference", framework="vllm", r=0.6, source="v", sources=1, field="output_tokens_per_s")
     alone = spread_for("inference", table=ResidualTable(tuple(reference + one_source)), **kwargs)

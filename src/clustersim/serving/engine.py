@@ -212,9 +212,8 @@ def step_times(
     group = 1.0 if profile.gqa_decode_kernel else model.heads / tp / kv_heads_per_device(model, tp)
     kv_read = (b * keys * group + tokens * layers) * own * kv_layer
     attention_flops = decode_attention_flops_per_key(model) / tp * keys * b * own
-    # Attention computes at most at fp8 (4-bit GEMMs beside it): attention_dtype. Latent attention's decode
-    # kernels are attention kernels in 16 bits (decode_attention_peak_flop_per_s).
-    attention = attention_dtype(precision)
+    # Attention computes at most at fp8 (4-bit GEMMs beside it); latent attention's decode kernels are attention
+    # kernels in 16 bits (decode_attention_peak_flop_per_s).
     decode_peak = decode_attention_peak_flop_per_s(model, system, precision, cal) * kernels
     kv_bandwidth = system.system.memory_bandwidth_bytes_per_s * cal.kv_read_efficiency_on(family)
     decode_attention = np.maximum(kv_read / kv_bandwidth, attention_flops / decode_peak)

@@ -331,6 +331,7 @@ def predict_inference_case(
                 field="workload.requests",
                 value=requests,
             )
+
         def simulated() -> FiniteRun:
             return finite_run(d.model, d.serving, d.request, d.engine, d.workload, requests, cal)
 
