@@ -265,13 +265,13 @@ def decode_attention_peak_flop_per_s(
     """The FLOP rate decode attention's math reaches on one device (before the engine's kernel share).
 
     Grouped-query and multi-head kernels: the attention format's peak at the GEMMs' fraction (their reads bind at
-    any batch). Latent attention (MLA, the up-projections absorbed): a query's 128 heads share one 576-wide latent
-    per key, so its decode is compute-bound, and its kernels are attention kernels in 16 bits: the 16-bit peak at
-    ``attention_flop_efficiency``. FlashMLA reaches 660 TFLOP/s on an H800 (0.67 of the dense BF16 peak; its README,
-    2025-04-22); CUTLASS MLA moves 4.1 TB/s of 16-bit latent on a B200 at batch 256 and 8,192 tokens
-    (sgl-project/sglang PR #6929), about 1.0 PFLOP/s (0.44); TensorRT-LLM's trtllm-gen kernel with an FP8 cache
-    reaches 0.59 PFLOP/s at 16 heads and 4 queries (vllm-project/vllm PR #41778). At the FP8 peak and the GEMMs'
-    fraction (2.6 PFLOP/s on a B200) DeepSeek-R1's longest-output runs were 47-110% too fast."""
+    any batch). Latent attention (MLA, the up-projections absorbed): a query's heads (DeepSeek-V3's 128) share one
+    latent per key (576 wide), so its decode is compute-bound, and its kernels are attention kernels in 16 bits:
+    the 16-bit peak at ``attention_flop_efficiency``. FlashMLA reaches 660 TFLOP/s on an H800 (0.67 of the dense
+    BF16 peak; its README, 2025-04-22); CUTLASS MLA moves 4.1 TB/s of 16-bit latent on a B200 at batch 256 and
+    8,192 tokens (sgl-project/sglang PR #6929), about 1.0 PFLOP/s (0.44); TensorRT-LLM's trtllm-gen kernel with an
+    FP8 cache reaches 0.59 PFLOP/s at 16 heads and 4 queries (vllm-project/vllm PR #41778). At the FP8 peak and
+    the GEMMs' fraction (2.6 PFLOP/s on a B200) DeepSeek-R1's longest-output runs were 47-110% too fast."""
     family = system.system.accelerator.family
     if model.mla is None:
         attention = attention_dtype(precision)
