@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from calibrate_neuron_serving import left_out, source_of
 from clustersim.catalog.registry import load_catalog
 from clustersim.errors import ClusterSimError
 from clustersim.serving.engines import DEFAULT_ENGINE, engine_for_software
@@ -47,11 +48,6 @@ FITTED_FIELD = "output_tokens_per_s"
 SCORED_FIELDS = ("output_tokens_per_s", "ttft_s", "tpot_s")
 
 Predictor = Callable[[float, str], float]
-
-
-def engine_of(case: Case) -> str:
-    """The name of the profile that serves the case."""
-    return engine_for_software(*_software(case)).name
 
 
 def gpu_engine_cases(cases: Sequence[Case]) -> dict[str, list[Case]]:
@@ -89,11 +85,6 @@ def predictor(case: Case) -> Predictor:
     return predict
 
 
-def source_of(case: Case) -> str:
-    """The source key: the first word of ``source``."""
-    return case.source.split()[0]
-
-
 def objective(cases: Sequence[Case], predictors: dict[str, Predictor], efficiency: float) -> float:
     """The mean over sources of each one's mean |log error| of the output token rate."""
     errors: dict[str, list[float]] = {}
@@ -115,12 +106,7 @@ def fit(cases: Sequence[Case], predictors: dict[str, Predictor]) -> tuple[float,
 
 def left_out_values(cases: Sequence[Case], predictors: dict[str, Predictor]) -> dict[str, float]:
     """Per source, the efficiency fitted on the profile's other sources' cases only (none for a source alone)."""
-    out: dict[str, float] = {}
-    for source in sorted({source_of(c) for c in cases}):
-        others = [c for c in cases if source_of(c) != source]
-        if others:
-            out[source] = fit(others, predictors)[0]
-    return out
+    return left_out(cases, lambda others: fit(others, predictors)[0])
 
 
 def mape(cases: Sequence[Case], predictors: dict[str, Predictor], efficiency: float, field: str) -> float | None:
@@ -140,7 +126,7 @@ def report(name: str, cases: list[Case]) -> float:
     predictors = {c.id: predictor(c) for c in cases}
     packaged = engine_for_software(*(_software(cases[0]))).kernel_efficiency
     efficiency, err = fit(cases, predictors)
-    left_out = left_out_values(cases, predictors)
+    held_out = left_out_values(cases, predictors)
     sources = sorted({source_of(c) for c in cases})
     print(f"{name}: {len(cases)} cases from {len(sources)} sources")
     print(f"  packaged kernel_efficiency {packaged:.2f}: objective {objective(cases, predictors, packaged):.4f}")
@@ -148,10 +134,10 @@ def report(name: str, cases: list[Case]) -> float:
     print("  MAPE per source and field: packaged | fitted in sample | left out")
     for source in sources:
         own = [c for c in cases if source_of(c) == source]
-        held = f"; left out: {left_out[source]:.2f}" if source in left_out else ""
+        held = f"; left out: {held_out[source]:.2f}" if source in held_out else ""
         print(f"    {source}: {len(own)} cases{held}")
         for field in SCORED_FIELDS:
-            out = mape(own, predictors, left_out[source], field) if source in left_out else None
+            out = mape(own, predictors, held_out[source], field) if source in held_out else None
             now, fitted = mape(own, predictors, packaged, field), mape(own, predictors, efficiency, field)
             inside = f"{percent(now)} | {percent(fitted)}"
             print(f"      {field:20s} {inside} | {percent(out)}")

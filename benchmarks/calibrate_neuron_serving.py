@@ -27,6 +27,7 @@ import argparse
 import itertools
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -66,6 +67,7 @@ FITTED_FIELDS = ("output_tokens_per_s", "ttft_s")
 SCORED_FIELDS = ("output_tokens_per_s", "ttft_s", "tpot_s")
 
 Values = tuple[float, ...]
+T = TypeVar("T")
 Predictor = Callable[[Values], ServingEstimate]
 
 
@@ -181,14 +183,19 @@ def fit(cases: Sequence[Case], predictors: dict[str, Predictor]) -> tuple[Values
     return best
 
 
-def left_out_values(cases: Sequence[Case], predictors: dict[str, Predictor]) -> dict[str, Values]:
-    """Per source, the constants fitted on the other sources' cases only (none for a source alone)."""
-    out: dict[str, Values] = {}
+def left_out(cases: Sequence[Case], fit_on: Callable[[list[Case]], T]) -> dict[str, T]:
+    """Per source, ``fit_on`` the other sources' cases only (none for a source alone)."""
+    out: dict[str, T] = {}
     for source in sorted({source_of(c) for c in cases}):
         others = [c for c in cases if source_of(c) != source]
         if others:
-            out[source] = fit(others, predictors)[0]
+            out[source] = fit_on(others)
     return out
+
+
+def left_out_values(cases: Sequence[Case], predictors: dict[str, Predictor]) -> dict[str, Values]:
+    """Per source, the constants fitted on the other sources' cases only (none for a source alone)."""
+    return left_out(cases, lambda others: fit(others, predictors)[0])
 
 
 def held_out_figures(cases: Sequence[Case]) -> dict[str, dict[str, float]]:
@@ -223,16 +230,16 @@ def main(argv: list[str] | None = None) -> Values:
     sources = sorted({source_of(c) for c in cases})
     packaged = packaged_values(cases[0])
     values, err = fit(cases, predictors)
-    left_out = left_out_values(cases, predictors)
+    held_out = left_out_values(cases, predictors)
     print(f"{len(cases)} Trainium serving cases from {len(sources)} sources: {', '.join(sources)}")
     print(f"packaged: {show(packaged)}; objective {objective(cases, predictors, packaged):.4f}")
     print(f"fitted on all: {show(values)}; objective {err:.4f}")
     print("MAPE per source and field: packaged (in sample) | fitted in sample | left out")
     for source in sources:
         own = [c for c in cases if source_of(c) == source]
-        print(f"  {source}: {len(own)} cases" + (f"; left out: {show(left_out[source])}" if source in left_out else ""))
+        print(f"  {source}: {len(own)} cases" + (f"; left out: {show(held_out[source])}" if source in held_out else ""))
         for field in SCORED_FIELDS:
-            out = mape(own, predictors, left_out[source], field) if source in left_out else None
+            out = mape(own, predictors, held_out[source], field) if source in held_out else None
             line = (
                 f"{percent(mape(own, predictors, packaged, field))} | {percent(mape(own, predictors, values, field))}"
             )
@@ -244,7 +251,7 @@ def main(argv: list[str] | None = None) -> Values:
         figures = []
         for field in SCORED_FIELDS:
             inside = mape(own, predictors, values, field)
-            outs = [mape([c], predictors, left_out.get(source_of(c), values), field) for c in own]
+            outs = [mape([c], predictors, held_out.get(source_of(c), values), field) for c in own]
             outside = float(np.mean([o for o in outs if o is not None])) if inside is not None else None
             figures.append(f"{field} {percent(inside)} / {percent(outside)}")
         print(f"  {engine} on {chip}, {len(own)} cases (in sample / left out): {'; '.join(figures)}")
