@@ -31,6 +31,7 @@ from clustersim.serving.engine import (
     kv_bytes_per_token,
     memory_plan,
     reserved_tokens,
+    step_times,
     weight_bytes_per_device,
 )
 from clustersim.serving.engines import engine_profile
@@ -241,6 +242,19 @@ def test_fp8_reads_half_the_layer_weights_and_computes_at_the_fp8_peak():
     assert est.gemm_memory_s == pytest.approx((4 * DENSE * 1 + HEAD * 2) / HBM, rel=REL)
     assert est.gemm_compute_s == pytest.approx(2 * 4 * DENSE / 1e15 + 2 * HEAD / GEMM, rel=REL)  # logits in BF16
     assert est.kv_bytes_per_token_per_device == 8192
+
+
+@pytest.mark.parametrize("weights", [Dtype.BF16, Dtype.FP8])
+def test_prefill_attention_computes_in_the_cache_format(weights: Dtype):
+    """Causal attention 2 L heads d n^2 at a quarter of the peak of the KV cache's format, whatever the weights':
+    FP8 weights beside a 16-bit cache (vLLM's and SGLang's default for an FP8 checkpoint) keep the BF16 peak."""
+    causal = 2 * 4 * 8 * 128 * 1000**2
+    for kv, peak in ((Dtype.BF16, 1e15), (Dtype.FP8, 2e15)):
+        step = step_times(
+            TINY, serving(), weights, kv, decode_sequences=0.0, decode_context_tokens=0.0, prefill_tokens=1000.0,
+            prefill_sequences=1.0, prompt_tokens=1000.0, cal=CAL, engine=ENGINE,
+        )  # fmt: skip
+        assert float(step.prefill_attention_s) == pytest.approx(causal / (0.25 * peak), rel=REL)
 
 
 def test_continuous_step_mixes_decode_and_prefill():

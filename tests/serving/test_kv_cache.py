@@ -99,7 +99,7 @@ def test_latent_decode_reads_the_latent_once_and_works_in_it():
 def test_latent_decode_computes_at_the_16_bit_attention_rate():
     """With 512 heads to one latent the decode is compute-bound (922 FLOPs per byte read), and its kernels are
     attention kernels in 16 bits: the BF16 peak at attention_flop_efficiency (0.25 here: 2.5e14 FLOP/s), whatever
-    the weights' format; a grouped-query model's decode attention keeps the GEMMs' rate in its own format."""
+    the cache's format; a grouped-query model's decode attention keeps the GEMMs' rate in its cache's format."""
     wide = LATENT.model_copy(update={"heads": 512})
     flops = decode_attention_flops_per_key(wide) * 4 * 1100 * 4  # 4 sequences x 1100 keys x 4 layers
     read = (4 * 1100 * 4 + 4 * 4) * 160 * 2 / HBM
@@ -107,8 +107,8 @@ def test_latent_decode_computes_at_the_16_bit_attention_rate():
     assert flops / attention_rate > 2 * read
     assert _decode(wide).decode_attention_s[0] == pytest.approx(flops / attention_rate, rel=REL)
     device = serving()
-    for weights in (Dtype.BF16, Dtype.FP8):
-        assert decode_attention_peak_flop_per_s(wide, device, weights, CAL) == pytest.approx(attention_rate, rel=REL)
+    for cache in (Dtype.BF16, Dtype.FP8):
+        assert decode_attention_peak_flop_per_s(wide, device, cache, CAL) == pytest.approx(attention_rate, rel=REL)
     fp8 = device.peak_flop_per_s(Dtype.FP8) * CAL.flop_efficiency_on(device.family, Dtype.FP8)
     assert fp8 > attention_rate and decode_attention_peak_flop_per_s(TINY, device, Dtype.FP8, CAL) == fp8
 

@@ -212,15 +212,15 @@ def step_times(
     group = 1.0 if profile.gqa_decode_kernel else model.heads / tp / kv_heads_per_device(model, tp)
     kv_read = (b * keys * group + tokens * layers) * own * kv_layer
     attention_flops = decode_attention_flops_per_key(model) / tp * keys * b * own
-    # Attention computes at most at fp8 (4-bit GEMMs beside it); latent attention's decode kernels are attention
+    # Attention computes in its cache's format, at most fp8; latent attention's decode kernels are attention
     # kernels in 16 bits (decode_attention_peak_flop_per_s).
-    decode_peak = decode_attention_peak_flop_per_s(model, system, precision, cal) * kernels
+    decode_peak = decode_attention_peak_flop_per_s(model, system, kv_precision, cal) * kernels
     kv_bandwidth = system.system.memory_bandwidth_bytes_per_s * cal.kv_read_efficiency_on(family)
     decode_attention = np.maximum(kv_read / kv_bandwidth, attention_flops / decode_peak)
     pair_flops = 2.0 * (model.q_width + model.context_width) / tp  # scores and context of one (query, key) pair
     pairs = causal_pairs(model, prompt_tokens) if prompt_pairs is None else prompt_pairs
     causal = pairs / pp * pair_flops  # per prompt, this stage's layers
-    attention_peak = system.peak_flop_per_s(attention_dtype(precision)) * cal.attention_flop_efficiency * kernels
+    attention_peak = system.peak_flop_per_s(attention_dtype(kv_precision)) * cal.attention_flop_efficiency * kernels
     native = profile.native_score_bytes(prompt_tokens, model.heads / tp * layers)  # a non-flash kernel's scores
     prefill_attention = prompts * own * (causal / attention_peak + native / bandwidth)
 
@@ -260,21 +260,22 @@ def moe_token_layers(model: Transformer) -> float:
 
 
 def decode_attention_peak_flop_per_s(
-    model: Transformer, system: ServingSystem, precision: ServingPrecision, cal: InferenceCalibration
+    model: Transformer, system: ServingSystem, kv_precision: ServingPrecision, cal: InferenceCalibration
 ) -> float:
     """The FLOP rate decode attention's math reaches on one device (before the engine's kernel share).
 
-    Grouped-query and multi-head kernels: the attention format's peak at the GEMMs' fraction (their reads bind at
-    any batch). Latent attention (MLA, the up-projections absorbed): a query's heads (DeepSeek-V3's 128) share one
-    latent per key (576 wide), so its decode is compute-bound, and its kernels are attention kernels in 16 bits:
-    the 16-bit peak at ``attention_flop_efficiency``. FlashMLA reaches 660 TFLOP/s on an H800 (0.67 of the dense
-    BF16 peak; its README, 2025-04-22); CUTLASS MLA moves 4.1 TB/s of 16-bit latent on a B200 at batch 256 and
-    8,192 tokens (sgl-project/sglang PR #6929), about 1.0 PFLOP/s (0.44); TensorRT-LLM's trtllm-gen kernel with an
-    FP8 cache reaches 0.59 PFLOP/s at 16 heads and 4 queries (vllm-project/vllm PR #41778). At the FP8 peak and
-    the GEMMs' fraction (2.6 PFLOP/s on a B200) DeepSeek-R1's longest-output runs were 47-110% too fast."""
+    Grouped-query and multi-head kernels: the peak of the cache's format (``attention_dtype``) at the GEMMs'
+    fraction (their reads bind at any batch). Latent attention (MLA, the up-projections absorbed): a query's heads
+    (DeepSeek-V3's 128) share one latent per key (576 wide), so its decode is compute-bound, and its kernels are
+    attention kernels in 16 bits: the 16-bit peak at ``attention_flop_efficiency``. FlashMLA reaches 660 TFLOP/s on
+    an H800 (0.67 of the dense BF16 peak; its README, 2025-04-22); CUTLASS MLA moves 4.1 TB/s of 16-bit latent on a
+    B200 at batch 256 and 8,192 tokens (sgl-project/sglang PR #6929), about 1.0 PFLOP/s (0.44); TensorRT-LLM's
+    trtllm-gen kernel with an FP8 cache reaches 0.59 PFLOP/s at 16 heads and 4 queries (vllm-project/vllm PR
+    #41778). At the FP8 peak and the GEMMs' fraction (2.6 PFLOP/s on a B200) DeepSeek-R1's longest-output runs were
+    47-110% too fast."""
     family = system.system.accelerator.family
     if model.mla is None:
-        attention = attention_dtype(precision)
+        attention = attention_dtype(kv_precision)
         return system.peak_flop_per_s(attention) * cal.flop_efficiency_on(family, attention)
     return system.peak_flop_per_s(Dtype.BF16) * cal.attention_flop_efficiency
 

@@ -14,9 +14,11 @@ GEMMs run at, and where it runs.
   2023-09, section 5: MXFP4 = k 32, scale E8M0, element FP4 E2M1). Priced as W4A4 at the accelerator's
   FP4 peak, as the MX block format defines both operands.
 
-A 4-bit format keeps attention in FP8 (the engines' attention kernels read and compute at most at FP8;
-TensorRT-LLM's FMHA/XQA kernels take an FP8 or NVFP4 KV cache and compute in FP8), and the embeddings,
-logits and norms in bf16 (ModelOpt leaves them unquantized).
+Attention computes in its KV cache's format, at most FP8: its kernels take the keys and values as stored
+(TensorRT-LLM's FP8 context FMHA and XQA kernels need an FP8 cache, and an NVFP4 cache is computed in FP8),
+so FP8 weights beside a 16-bit cache (vLLM's and SGLang's ``--kv-cache-dtype auto`` for an FP8 checkpoint)
+leave attention at the 16-bit peak. A 4-bit format keeps the embeddings, logits and norms in bf16 (ModelOpt
+leaves them unquantized).
 
 KV cache: ``bf16``, ``fp16``, ``fp8`` and ``nvfp4`` (TensorRT-LLM's "NVFP4 KV Cache" recipe, a ModelOpt
 checkpoint option, on Blackwell: nvidia.github.io/TensorRT-LLM/features/quantization.html); no engine
@@ -59,7 +61,7 @@ class FormatSpec:
 
     bytes_per_element: float  # block scales included
     gemm_dtype: Dtype  # the peak its GEMMs run at
-    attention_dtype: Dtype  # the peak attention runs at when the weights are in this format
+    attention_dtype: Dtype  # the peak attention runs at over a KV cache in this format
     families: tuple[str, ...] | None = None  # accelerator families it is served on (None: any with its peak)
     kv_frameworks: tuple[str, ...] | None = None  # engine frameworks that store a KV cache in it (None: all)
 
@@ -102,9 +104,9 @@ def gemm_dtype(precision: ServingPrecision) -> Dtype:
     return format_spec(precision).gemm_dtype
 
 
-def attention_dtype(precision: ServingPrecision) -> Dtype:
-    """The catalog format whose dense peak attention runs at beside ``precision`` GEMMs (fp8 for 4-bit)."""
-    return format_spec(precision).attention_dtype
+def attention_dtype(kv_precision: ServingPrecision) -> Dtype:
+    """The catalog format whose dense peak attention runs at over a ``kv_precision`` cache (fp8 for 4-bit)."""
+    return format_spec(kv_precision).attention_dtype
 
 
 def is_fp4(precision: ServingPrecision) -> bool:
