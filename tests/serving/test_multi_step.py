@@ -161,3 +161,31 @@ def test_over_sharegpts_lengths_the_server_closed_form_agrees_with_the_simulator
     assert closed.tpot_s == pytest.approx(float(np.mean(run.request_itl_s[middle])), rel=0.05)
     at_half = estimate_server(model, one, Request(229.7, 203.1), 20.0, engine="vllm")
     assert at_half.tpot_s < closed.tpot_s  # the longer contexts in flight read more KV cache
+
+
+def test_attention_dp_balancing_admits_prompts_every_its_steps_and_only_under_attention_dp():
+    """TensorRT-LLM's attention-DP balancing with sparse arrivals: prompts are admitted once every
+    ``adp_balance_steps`` steps, the closed form's wait growing as scheduling every that many steps does (the request
+    simulator refuses attention DP); without attention DP the setting changes nothing."""
+    model = load_model("qwen3-30b-a3b", use_env=False)
+    catalog = load_catalog(use_env=False)
+    grouped = serving_system_for_instance(catalog, "p5.48xlarge", tp=1, attention_dp=8)
+    plain = serving_system_for_instance(catalog, "p5.48xlarge", tp=1)
+    base = engine_profile("tensorrt-llm")
+    held = base.model_copy(update={"adp_balance_steps": 9})
+    assert (held.admission_steps(8), held.admission_steps(1), base.admission_steps(8)) == (9, 1, 1)
+    every = base.model_copy(update={"scheduler_steps": 9})
+    rate = 1e-3
+    one = estimate_server(model, grouped, REQUEST, rate, engine=base)
+    balanced = estimate_server(model, grouped, REQUEST, rate, engine=held)
+    assert balanced.ttft_s == pytest.approx(estimate_server(model, grouped, REQUEST, rate, engine=every).ttft_s)
+    assert balanced.ttft_s - one.ttft_s == pytest.approx(4.0 * one.tpot_s, rel=0.02)
+    unaffected = estimate_server(model, plain, REQUEST, rate, engine=held)
+    assert unaffected.ttft_s == estimate_server(model, plain, REQUEST, rate, engine=base).ttft_s
+
+
+def test_a_case_states_its_attention_dp_balancing_and_a_bad_value_is_refused():
+    workload = CaseWorkload(scenario="server", engine_settings=CaseEngineSettings(adp_balance_steps=9))
+    assert engine_with_settings(engine_profile("tensorrt-llm"), workload).adp_balance_steps == 9
+    with pytest.raises(ValueError, match="adp_balance_steps"):
+        CaseEngineSettings(adp_balance_steps=-1)

@@ -183,6 +183,17 @@ class EngineProfile(BaseModel):
         "steps and an arrival waits for the next scheduling (clustersim.serving.whole_prompts); 1: every step "
         "schedules.",
     )
+    adp_balance_steps: int = Field(
+        0,
+        ge=0,
+        le=1000,
+        description="Under attention data parallelism, the steps between admissions of waiting prompts when the "
+        "engine balances them over the ranks (TensorRT-LLM's AttentionDpConfig enable_balance: a context request is "
+        "held until every rank has one, or for timeout_iters iterations): where each rank's arrivals are sparse (few "
+        "in that many steps) the holds end at the timeout, every timeout_iters steps, and prompts gather over them as "
+        "under scheduler_steps; where every rank holds a prompt sooner the period is batching_wait_iters + 1, which "
+        "is then the value to give. 0: no balancing (TensorRT-LLM's default); no effect without attention DP.",
+    )
     sequence_parallel_prefill: bool = Field(
         False,
         description="Prompt tokens' norms and residual adds are split over the TP ranks (sequence parallelism in "
@@ -303,6 +314,11 @@ class EngineProfile(BaseModel):
         if self.compiled_batch is None:
             return sequences
         return np.where(sequences > 0, np.maximum(sequences, float(self.compiled_batch)), sequences)
+
+    def admission_steps(self, attention_dp: int) -> int:
+        """Steps from one admission of waiting prompts to the next on a replica of ``attention_dp`` attention
+        groups: ``scheduler_steps``, or the balancing hold ``adp_balance_steps`` where attention DP is on."""
+        return max(self.scheduler_steps, self.adp_balance_steps if attention_dp > 1 else 1)
 
     def token_budget(self, accelerator: str) -> int:
         """Most tokens (prompt chunks and decodes) per engine step on ``accelerator`` (a catalog id)."""

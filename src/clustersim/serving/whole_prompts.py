@@ -10,7 +10,9 @@ simulator's mean gap between tokens at that load (12 requests/s) 10.0 ms.
 
 The count is Poisson: independent arrivals (a server's), or finishes of many independent requests (a closed
 loop's, offline). An engine that schedules every ``scheduler_steps`` N steps (vLLM V0's multi-step) gathers N
-steps' prompts onto its scheduling step: Poisson(N b / o) there and none on the other N - 1. The step that
+steps' prompts onto its scheduling step: Poisson(N b / o) there and none on the other N - 1 (TensorRT-LLM's
+attention-DP balancing with sparse arrivals admits prompts so too, every ``adp_balance_steps``:
+``EngineProfile.admission_steps``). The step that
 admits a request is a scheduling step carrying its prompt beside the others gathered. From ``MEAN_FIELD``
 prompts on a scheduling step the count's spread is small beside its mean, and the step is priced at the mean.
 A prompt longer than the engine's token budget is still taken whole, as the closed forms take it.
@@ -182,7 +184,7 @@ def step_mix(
     half the output); a prompt's attention at ``prompt_pairs`` (``Request.prompt_pairs``; None: at the mean length)."""
     n, o = lengths
     context = n + o / 2.0 if decode_context_tokens is None else decode_context_tokens
-    every = engine.scheduler_steps
+    every = engine.admission_steps(system.attention_dp)
     # a prompt over the step's token budget runs in chunks, and the prompts that came meanwhile queue behind it
     # rather than join its step: the chain stands where a step takes whole prompts
     in_time = arrivals_in_time and n <= engine.token_budget(system.system.accelerator.id)
