@@ -261,3 +261,29 @@ def test_a_feature_added_to_a_layout_never_narrows_its_interval(base: list[str],
     more = spread_for("training", **ask, layout=tuple(f for f in LAYOUT_FEATURES if f in set(base) | set(extra)))
     assert fewer is not None and more is not None
     assert more.q_hi - more.q_lo >= fewer.q_hi - fewer.q_lo - 1e-12
+
+
+def test_a_moe_deployment_is_widened_by_the_moe_runs_and_a_dense_one_keeps_every_run() -> None:
+    """Serving: ``experts`` widens (a MoE deployment's interval is never narrower than the MoE runs' spread) and does
+    not select (a dense deployment is judged by the MoE runs on its chip beside the dense ones); attention DP
+    selects (a tensor-parallel deployment never sees the attention-DP runs)."""
+    serving = {"kind": "inference", "framework": "tensorrt-llm", "field": "output_tokens_per_s"}
+    dense = rows(MIN_CASES, **serving, r=0.0, step=0.001, source="a")
+    moe = featured(rows(MIN_CASES // 4, **serving, r=0.0, step=0.04, source="b"), "experts")
+    elsewhere = featured(rows(MIN_CASES, **serving, chip="ampere", r=0.0, step=0.05, source="c"), "experts")
+    grouped = featured(
+        rows(MIN_CASES, **serving, chip="ampere", r=0.0, step=0.2, source="d"), "experts", "attention_dp"
+    )
+    ask = {"accelerator": "h100-sxm", "family": "hopper", "framework": "tensorrt-llm", "devices": 8}
+    table = ResidualTable(tuple(dense + moe + elsewhere + grouped))
+    alone = spread_for("inference", **ask, table=ResidualTable(tuple(dense)))
+    plain = spread_for("inference", **ask, table=table)
+    wide = spread_for("inference", **ask, table=table, layout=("experts",))
+    widest = spread_for("inference", **ask, table=table, layout=("experts", "attention_dp"))
+    assert alone is not None and plain is not None and wide is not None and widest is not None
+    assert plain.basis == f"inference, hopper, tensorrt-llm, 1-64 devices: {MIN_CASES + MIN_CASES // 4} cases"
+    assert plain.q_hi - plain.q_lo > 2 * (alone.q_hi - alone.q_lo)  # the MoE runs on the chip count for dense ones
+    assert wide.basis == f"inference, every chip, layouts with experts: {MIN_CASES + MIN_CASES // 4} cases"
+    assert wide.q_hi - wide.q_lo > plain.q_hi - plain.q_lo and "also have experts" in wide.note
+    assert widest.basis == f"inference, every chip, layouts with experts, attention_dp: {MIN_CASES} cases"
+    assert widest.q_hi - widest.q_lo > 3 * (wide.q_hi - wide.q_lo)

@@ -111,7 +111,7 @@ def run_serving_plan(ctx: typer.Context, p: dict[str, Any]) -> None:
             plan = plan_serving(
                 model, cat, grid, load, objective=objective, top=p["top"], simulate_top=simulate_top,
                 spread_of=lambda estimate, instance, field: serving_spread(estimate, instance, p["level"], catalogs,
-                                                                           field),
+                                                                           field, experts=model.moe is not None),
                 sampler=sampler, sim_requests=p["requests"] or DEFAULT_SIM_REQUESTS, dataset=p["dataset"],
                 progress=progress,
             )  # fmt: skip

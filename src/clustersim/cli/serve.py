@@ -314,7 +314,7 @@ def serve_command(
                 engine=engine, beyond_context=beyond_context,
             )  # fmt: skip
         transformer, estimates, reasons = serve_estimates(spec, compare)
-        spreads = _spreads(spec, estimates, compare, level)
+        spreads = _spreads(spec, estimates, compare, level, experts=transformer.moe is not None)
         if save_scenario is not None:
             ran = spec.model_copy(
                 update={"system": spec.system.model_copy(update={"tp": estimates[0].tp}), "engine": estimates[0].engine}
@@ -349,14 +349,14 @@ def serve_command(
 
 
 def _spreads(
-    spec: "ServingScenarioFile", estimates: "list[ServingEstimate]", compare: str | None, level: float
+    spec: "ServingScenarioFile", estimates: "list[ServingEstimate]", compare: str | None, level: float, *, experts: bool
 ) -> "list[ServingSpreads | None]":
-    """The spreads of each estimate's figures (the scenario's instance, then --compare's)."""
+    """The spreads of each estimate's figures (the scenario's instance, then --compare's; ``experts``: MoE)."""
     from clustersim.cli.spreads import serving_spreads
 
     instances = [spec.system.instance, *([compare] if compare else [])]
     return [
-        serving_spreads(estimate, instance, level, spec.options.catalog)
+        serving_spreads(estimate, instance, level, spec.options.catalog, experts=experts)
         for estimate, instance in zip(estimates, instances, strict=True)
     ]
 

@@ -62,10 +62,16 @@ def training_spread(
 
 
 def serving_spread(
-    estimate: "ServingEstimate", instance: str, level: float, catalog: Sequence[str | Path] = (), field: str = ""
+    estimate: "ServingEstimate",
+    instance: str,
+    level: float,
+    catalog: Sequence[str | Path] = (),
+    field: str = "",
+    *,
+    experts: bool,
 ) -> "Spread | None":
     """The spread of a serving estimate's throughput on ``instance`` (its engine's framework), or of its
-    latency ``field`` (``ttft_s``, ``tpot_s``)."""
+    latency ``field`` (``ttft_s``, ``tpot_s``); ``experts``: of a MoE model."""
     from clustersim.errors import ClusterSimError
     from clustersim.serving.engines import engine_profile
 
@@ -82,19 +88,20 @@ def serving_spread(
         devices=estimate.tp * estimate.pp * estimate.attention_dp * estimate.dp,
         level=level,
         catalog=catalog,
-        layout=serving_features(estimate.attention_dp),
+        layout=serving_features(estimate.attention_dp, experts=experts),
         field=field,
     )
 
 
 def serving_spreads(
-    estimate: "ServingEstimate", instance: str, level: float, catalog: Sequence[str | Path] = ()
+    estimate: "ServingEstimate", instance: str, level: float, catalog: Sequence[str | Path] = (), *, experts: bool
 ) -> "ServingSpreads | None":
-    """The spreads of a serving estimate's throughput, TTFT and TPOT (``clustersim.present.serving``)."""
+    """The spreads of a serving estimate's throughput, TTFT and TPOT (``clustersim.present.serving``); ``experts``:
+    of a MoE model."""
     from clustersim.present.serving import DURATIONS, ServingSpreads
 
-    throughput = serving_spread(estimate, instance, level, catalog)
+    throughput = serving_spread(estimate, instance, level, catalog, experts=experts)
     if throughput is None:
         return None
-    latency = {name: serving_spread(estimate, instance, level, catalog, name) for name in DURATIONS}
+    latency = {name: serving_spread(estimate, instance, level, catalog, name, experts=experts) for name in DURATIONS}
     return ServingSpreads(throughput, latency)

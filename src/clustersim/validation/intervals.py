@@ -80,7 +80,8 @@ def context_of(case: Case, catalog: Catalog) -> Context:
     accelerator = catalog.accelerator(system.accelerator)
     framework = (case.software.framework if case.software else None) or DEFAULT_FRAMEWORK.get(case.kind, "")
     groups = case.parallel.attention_dp if case.parallel is not None and case.parallel.attention_dp else 1
-    layout = training_layout(case, catalog) if case.kind == "training" else serving_features(groups)
+    moe = case.model is not None and case.model.moe is not None and bool(case.model.moe.experts)
+    layout = training_layout(case, catalog) if case.kind == "training" else serving_features(groups, experts=moe)
     return Context(accelerator.id, accelerator.family, framework, system.devices or 1, layout)
 
 
