@@ -96,8 +96,8 @@ def spread_for(
         for r in (table or load_residuals()).residuals
         if (exclude_source is None or r.source != exclude_source) and measure_of(r.field) == measure
     ]
-    # a serving deployment's features (attention data parallel) name another mechanism: its residuals size only the
-    # deployments that have them (a training layout's features widen instead, below)
+    # a serving deployment's selecting features (attention data parallel) name another mechanism: its residuals size
+    # only the deployments that have them (its other features, and a training layout's, widen below)
     rows = [r for r in every if r.kind == kind and (kind != "inference" or set(r.layout) & SELECTING <= set(layout))]
     if not rows:
         return None
