@@ -70,6 +70,15 @@ def test_neuron_and_closed_loop_cases_keep_the_closed_forms(catalog: Catalog, ca
         server_latency(neuron, catalog)
 
 
+def test_attention_dp_server_cases_keep_the_closed_forms(catalog: Catalog, cases: dict[str, Case]) -> None:
+    """The simulator schedules one queue a replica: an attention-DP server run's latency is the closed forms', not
+    dropped from the scores."""
+    grouped = cases["mlperf51_deepseek-r1_8xb200_server"]
+    assert not simulates_latency(grouped, catalog)
+    for field in ("ttft_s", "tpot_s"):
+        assert simulated_latency_predictor(grouped, field, catalog) == predict_inference_case(grouped, field, catalog)
+
+
 def test_seeds_pool_their_steady_requests(catalog: Catalog, cases: dict[str, Case]) -> None:
     deployment = case_deployment(cases["mlperf40_llama2-70b_8xh200_server"], catalog)
     each = [steady_means(deployment, 10.0, REQUESTS, (seed,)) for seed in (0, 1)]

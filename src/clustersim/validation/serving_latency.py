@@ -178,11 +178,13 @@ def server_latency(
 
 def simulates_latency(case: Case | Mapping[str, Any], catalog: Catalog) -> bool:
     """Whether ``simulated_latency_predictor`` simulates the case: a server case whose engine the simulator
-    runs (engines without static-shape buckets; it refuses the Neuron ones)."""
+    runs (engines without static-shape buckets; it refuses the Neuron ones) on a deployment it schedules (one
+    queue a replica: not attention data parallel, whose groups the closed forms price)."""
     case = as_case(case, "inference")
     if case.workload is None or case.workload.scenario != "server":
         return False
-    return simulates(case_deployment(case, catalog).engine)
+    deployment = case_deployment(case, catalog)
+    return simulates(deployment.engine) and deployment.serving.attention_dp == 1
 
 
 def simulated_latency_predictor(case: Case, field: str, catalog: Catalog) -> float:
