@@ -278,7 +278,7 @@ def test_measured_latency_fields_get_their_own_figures_beside_the_throughput(tmp
     assert payload["field_cases"][0]["error"] == pytest.approx(-0.5)
 
 
-def test_a_latency_field_the_model_cannot_predict_is_left_out_and_the_primary_score_stands(
+def test_a_latency_field_the_model_cannot_predict_is_skipped_with_its_reason_and_the_primary_score_stands(
     tmp_path: Path, catalog: Catalog
 ) -> None:
     rows = [json.loads(line) for line in Path(PACKAGED_INFERENCE).read_text().splitlines() if line.strip()]
@@ -289,6 +289,11 @@ def test_a_latency_field_the_model_cannot_predict_is_left_out_and_the_primary_sc
             raise ClusterSimError(f"cannot predict {field}")
         return case.measured[field]
 
-    report = validate_cases([write_jsonl(tmp_path / "i.jsonl", [row])], catalog, {"inference": predict})
+    path = write_jsonl(tmp_path / "i.jsonl", [row])
+    report = validate_cases([path], catalog, {"inference": predict})
     assert len(report.cases) == 1 and report.field_cases == [] and report.field_files == []
     assert report.to_json()["fields"] == []
+    measured = [f for f in ("ttft_s", "tpot_s") if row["measured"].get(f)]
+    assert report.skipped == [
+        Skipped(f"{row['id']} {f}", f"{f}: cannot predict {f}", str(path)) for f in measured
+    ]  # fmt: skip

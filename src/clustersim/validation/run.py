@@ -126,7 +126,9 @@ def _validate(
                 interval = case_interval(case, outcome.field, outcome.predicted, outcome.source, catalog,
                                          level=level, table=residuals)  # fmt: skip
                 scores.append(dataclasses.replace(outcome, interval=interval))
-                latency += _score_latency(case, outcome, catalog, predictors, level, residuals)
+                fields, unscored = _score_latency(case, outcome, catalog, predictors, level, residuals, name)
+                latency += fields
+                report.skipped.extend(unscored)
             else:
                 report.skipped.append(outcome)
         report.cases.extend(scores)
@@ -153,24 +155,26 @@ def _score_latency(
     predictors: Mapping[str, Predictor],
     level: float,
     residuals: ResidualTable | None,
-) -> list[CaseScore]:
+    path: str,
+) -> tuple[list[CaseScore], list[Skipped]]:
     """The case's measured latency fields (``LATENCY_FIELDS``) other than its primary one, each scored
     by the same predictor with its interval from that field's residuals of the other sources; one it cannot
-    predict is left out (the primary score stands)."""
-    out = []
+    predict is reported skipped, as ``case-id field`` with the reason (the primary score stands)."""
+    out, skipped = [], []
     for field in LATENCY_FIELDS.get(case.kind, ()):
         measured = case.measured.get(field)
         if field == primary.field or not measured:
             continue
         try:
             predicted = float(predictors[case.kind](case, field, catalog))
-        except ClusterSimError:
+        except ClusterSimError as exc:
+            skipped.append(Skipped(f"{case.id} {field}", f"{field}: {exc}", path))
             continue
         if math.isfinite(predicted):
             interval = case_interval(case, field, predicted, primary.source, catalog, level=level, table=residuals)
             out.append(dataclasses.replace(primary, predicted=predicted, measured=measured,
                                            error=predicted / measured - 1, field=field, interval=interval))  # fmt: skip
-    return out
+    return out, skipped
 
 
 def _score_case(
