@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from calibrate_neuron_serving import left_out, source_of
+from calibrate_neuron_serving import left_out, percent, source_of
 from clustersim.catalog.registry import load_catalog
 from clustersim.errors import ClusterSimError
 from clustersim.serving.engines import DEFAULT_ENGINE, engine_for_software
@@ -115,10 +115,6 @@ def mape(cases: Sequence[Case], predictors: dict[str, Predictor], efficiency: fl
     if not own:
         return None
     return float(np.mean([abs(predictors[c.id](efficiency, field) / c.measured[field] - 1.0) for c in own]))
-
-
-def percent(value: float | None) -> str:
-    return "  -  " if value is None else f"{100 * value:5.1f}%"
 
 
 def report(name: str, cases: list[Case]) -> float:
