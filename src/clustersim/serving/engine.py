@@ -59,6 +59,7 @@ from clustersim.serving.calibration import default_calibration as default_calibr
 from clustersim.serving.calibration import serving_calibration as serving_calibration
 from clustersim.serving.engines import EngineProfile, engine_profile, mean_bucket_tokens, prompt_bucket_tokens
 from clustersim.serving.formats import ServingPrecision, attention_dtype, gemm_dtype
+from clustersim.serving.graphs import graph_rows
 from clustersim.serving.memory import ACTIVATION_BYTES as ACTIVATION_BYTES
 from clustersim.serving.memory import SERVING_DTYPES as SERVING_DTYPES
 from clustersim.serving.memory import FloatArray as FloatArray
@@ -164,11 +165,13 @@ def step_times(
         context = mean_bucket_tokens(np.minimum(prompt_tokens, context), last, profile)
         prompt_tokens, prompt_pairs = padded_prompt, None
     real, b = b, profile.decode_slots(b)  # a compiled batch computes every slot; the host serves the real ones
+    # a step of decoders alone replays a captured CUDA graph: its padding rows run the GEMMs, not attention
+    rows_b = np.where(prefill > 0, b, graph_rows(profile.graph_batch_sizes, b, system.attention_dp))
     tp, pp = system.tp, system.pp
     own = 1.0 / system.attention_dp  # an attention group's share of the stage's sequences (1: the whole stage)
     layers = model.layers / pp
-    tokens = b + prefill
-    logits_tokens = b + prompts  # the logits of decode tokens and of each prompt's last token
+    tokens = rows_b + prefill
+    logits_tokens = rows_b + prompts  # the logits of decode tokens and of each prompt's last token
 
     # Compute runs at the engine's share of the fitted fraction, at the clock the board power allows.
     kernels = profile.kernel_efficiency_for(system.system.accelerator.id) * system.clock_ratio(cal.power_clock_exponent)
@@ -224,7 +227,7 @@ def step_times(
     native = profile.native_score_bytes(prompt_tokens, model.heads / tp * layers)  # a non-flash kernel's scores
     prefill_attention = prompts * own * (causal / attention_peak + native / bandwidth)
 
-    rowwise = b + prefill / tp if profile.sequence_parallel_prefill else tokens  # tokens each rank norms and adds
+    rowwise = rows_b + prefill / tp if profile.sequence_parallel_prefill else tokens  # tokens each rank norms and adds
     elementwise = rowwise * own * layers * cal.activation_passes * model.hidden * ACTIVATION_BYTES / bandwidth
 
     comm = np.zeros_like(b)

@@ -194,6 +194,13 @@ class EngineProfile(BaseModel):
         "under scheduler_steps; where every rank holds a prompt sooner the period is batching_wait_iters + 1, which "
         "is then the value to give. 0: no balancing (TensorRT-LLM's default); no effect without attention DP.",
     )
+    graph_batch_sizes: tuple[int, ...] | None = Field(
+        None,
+        description="CUDA graphs captured with padding on (TensorRT-LLM's cuda_graph_config batch_sizes, vLLM's "
+        "cudagraph_capture_sizes), ascending: a step of decoders alone runs at the smallest size holding its batch "
+        "(a rank's under attention DP), the padding rows in its GEMMs, expert exchange and row-wise work; a step with "
+        "a prompt, or over the largest size, runs as it is (clustersim.serving.graphs); absent: the live batch.",
+    )
     sequence_parallel_prefill: bool = Field(
         False,
         description="Prompt tokens' norms and residual adds are split over the TP ranks (sequence parallelism in "
@@ -258,11 +265,11 @@ class EngineProfile(BaseModel):
             raise ValueError(f"{list(value)}: the first month must come before the second")
         return value
 
-    @field_validator("context_buckets")
+    @field_validator("context_buckets", "graph_batch_sizes")
     @classmethod
-    def _context_buckets(cls, value: tuple[int, ...] | None) -> tuple[int, ...] | None:
+    def _ascending_sizes(cls, value: tuple[int, ...] | None) -> tuple[int, ...] | None:
         if value is not None and (not value or value[0] < 1 or any(b <= a for a, b in itertools.pairwise(value))):
-            raise ValueError(f"{list(value)}: give token counts of at least 1 in ascending order, e.g. [2048, 4096]")
+            raise ValueError(f"{list(value)}: give counts of at least 1 in ascending order, e.g. [128, 256, 512]")
         return value
 
     @field_validator("host_sequence_overhead_s")

@@ -30,6 +30,7 @@ from clustersim.errors import ClusterSimError
 from clustersim.serving.engine import FloatArray, InferenceCalibration, ServingSystem, step_times
 from clustersim.serving.engines import EngineProfile
 from clustersim.serving.formats import ServingPrecision
+from clustersim.serving.graphs import graph_rows
 from clustersim.serving.memory import causal_pairs
 from clustersim.workload.transformer import Transformer
 
@@ -76,6 +77,7 @@ class StepTable:
     pair_s: float  # prefill attention per (query, key) pair summed over layers (causal_pairs' unit)
     cube: list[list[list[float]]] = field(default_factory=list)  # attention as nested lists (fast scalar reads)
     lines: dict[int, FloatArray] = field(default_factory=dict)  # decode-only steps by decoders, over contexts
+    graph_sizes: tuple[int, ...] | None = None  # captured CUDA graphs a decode-only step pads to (serving.graphs)
 
     def __post_init__(self) -> None:
         if not self.cube:
@@ -106,8 +108,16 @@ class StepTable:
         """One step: ``decoding`` sequences at mean ``context`` and ``prefill_tokens`` of ``prompts`` chunks
         whose attention covers ``pairs`` (query, key) pairs."""
         tokens = decoding + prefill_tokens
-        rest = self.rest_s(tokens, decoding + prompts)
+        if prefill_tokens > 0:
+            rest = self.rest_s(tokens, decoding + prompts)
+        else:  # a decode step's padding rows (a CUDA graph's) run the GEMMs and the logits
+            rows = self.decode_rows(decoding)
+            rest = self.rest_s(rows, rows)
         return rest + self.attention_s(decoding, context, tokens) + self.pair_s * pairs
+
+    def decode_rows(self, decoding: int) -> float:
+        """The rows a step of ``decoding`` sequences alone runs through its GEMMs (a CUDA graph's padding)."""
+        return float(graph_rows(self.graph_sizes, decoding)) if self.graph_sizes else float(decoding)
 
     def decode_steps_s(self, decoding: int, contexts: FloatArray) -> FloatArray:
         """Decode-only steps of ``decoding`` sequences at each mean context in ``contexts`` (vectorized)."""
@@ -119,7 +129,8 @@ class StepTable:
             mixed = (1 - x) * ((1 - z) * planes[0, :, 0] + z * planes[0, :, 1]) + x * (
                 (1 - z) * planes[1, :, 0] + z * planes[1, :, 1]
             )
-            line = mixed + self.rest_s(decoding, decoding)
+            rows = self.decode_rows(decoding)
+            line = mixed + self.rest_s(rows, rows)
             self.lines[decoding] = line
         return np.interp(contexts, self.context_axis, line)
 
@@ -195,7 +206,7 @@ def step_table(
     pair_s = float(prefill.prefill_attention_s) / causal_pairs(model, probe)
     return StepTable(
         model, tokens, sequences, rest.tolist(), decoding, contexts, written,
-        np.asarray(two.decode_attention_s, dtype=np.float64), pair_s,
+        np.asarray(two.decode_attention_s, dtype=np.float64), pair_s, graph_sizes=engine.graph_batch_sizes,
     )  # fmt: skip
 
 

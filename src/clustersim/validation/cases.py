@@ -8,6 +8,7 @@ when absent: an adapter decides what a missing value means and says so in its er
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Mapping, Sequence
 from importlib.resources import files
@@ -155,6 +156,14 @@ class CaseEngineSettings(BaseModel):
     kv_memory_fraction: Annotated[float, Field(gt=0, le=1)] | None = None  # the KV cache's share of free memory
     scheduler_steps: Annotated[int, Field(ge=1, le=64)] | None = None  # decode steps per scheduling (multi-step)
     adp_balance_steps: Annotated[int, Field(ge=0, le=1000)] | None = None  # attention-DP balancing's admission period
+    graph_batch_sizes: tuple[Count, ...] | None = None  # the captured CUDA graphs' batch sizes, padding on
+
+    @field_validator("graph_batch_sizes")
+    @classmethod
+    def _ascending(cls, value: tuple[int, ...] | None) -> tuple[int, ...] | None:
+        if value is not None and (not value or any(b <= a for a, b in itertools.pairwise(value))):
+            raise ValueError(f"{list(value)}: give the captured batch sizes in ascending order, e.g. [128, 256, 512]")
+        return value
 
 
 class CaseWorkload(_Part):
