@@ -397,12 +397,21 @@ RULE_FIELDS = {
 MODEL_SPLIT_RULES = tuple(rule for rule in LAYOUT_RULES if rule.name in ("heads", "kv_heads", "layers"))
 
 
-def check_model_split(model: Transformer, *, tp: int, pp: int) -> None:
-    """Raise ``ClusterSimError`` naming the first of ``MODEL_SPLIT_RULES`` that ``tp x pp`` breaks."""
+def check_model_split(model: Transformer, *, tp: int, pp: int, uneven_stages: bool = False) -> None:
+    """Raise ``ClusterSimError`` naming the first of ``MODEL_SPLIT_RULES`` that ``tp x pp`` breaks; with
+    ``uneven_stages`` (a serving engine's split, some stages a layer more) the layers need not divide by ``pp``,
+    but every stage holds at least one."""
     if tp < 1 or pp < 1:
         raise ClusterSimError(f"tp and pp must be at least 1, got tp {tp} and pp {pp}")
-    layout = Layout(tp=tp, pp=pp)
-    inputs = RuleInputs(model, layout.num_devices, 1, 1, uneven_stages_allowed=False)
+    if uneven_stages and pp > model.layers:
+        raise ClusterSimError(
+            f"impossible layout (tp {tp}, pp {pp}) of {model.name}: pp {pp} exceeds its {model.layers} layers "
+            "(each pipeline stage holds at least one)",
+            field="pp",
+            value=pp,
+        )
+    layout = Layout(tp=tp, pp=pp, uneven_stages=uneven_stages and model.layers % pp != 0)
+    inputs = RuleInputs(model, layout.num_devices, 1, 1, uneven_stages_allowed=uneven_stages)
     for rule in MODEL_SPLIT_RULES:
         if not bool(rule.holds(layout, inputs)):
             field = RULE_FIELDS.get(rule.name, rule.name)

@@ -90,7 +90,7 @@ def tp_candidates(model: Transformer, catalog: Catalog, instance: str, *, pp: in
     tp = 1
     while tp * pp <= devices:
         try:
-            check_model_split(model, tp=tp, pp=pp)
+            check_model_split(model, tp=tp, pp=pp, uneven_stages=True)
             out.append(tp)
         except ClusterSimError:
             pass
@@ -100,12 +100,12 @@ def tp_candidates(model: Transformer, catalog: Catalog, instance: str, *, pp: in
 
 def _why_no_degree(model: Transformer, catalog: Catalog, instance: str, pp: int) -> str:
     """Why no tensor-parallel degree can be tried with ``pp`` on one ``instance``: the pipeline degree
-    itself (more than the devices, or not dividing the layers), else the heads."""
+    itself (more than the devices, or more stages than layers), else the heads."""
     devices = int(catalog.instance(instance).num_accelerators.value)
     if pp > devices:
         return f"--pp {pp} is more than the {devices} devices of one {instance} (serving runs on one instance)"
     try:
-        check_model_split(model, tp=1, pp=pp)
+        check_model_split(model, tp=1, pp=pp, uneven_stages=True)
     except ClusterSimError as exc:
         return f"--pp {pp}: {exc}"
     return f"--tp: no power-of-two degree up to {devices // pp} divides the heads of {model.name}"

@@ -72,6 +72,7 @@ from clustersim.serving.memory import (
     kv_heads_per_device,
     layer_weight_bytes,
     matmul_params,
+    stage_share,
 )
 from clustersim.serving.memory import kv_bytes_per_token as kv_bytes_per_token
 from clustersim.serving.memory import parse_precision as parse_precision
@@ -169,7 +170,8 @@ def step_times(
     rows_b = np.where(prefill > 0, b, graph_rows(profile.graph_batch_sizes, b, system.attention_dp))
     tp, pp = system.tp, system.pp
     own = 1.0 / system.attention_dp  # an attention group's share of the stage's sequences (1: the whole stage)
-    layers = model.layers / pp
+    share = stage_share(model, pp)  # of the layers, the largest stage's (1 / pp where they divide)
+    layers = model.layers * share
     tokens = rows_b + prefill
     logits_tokens = rows_b + prompts  # the logits of decode tokens and of each prompt's last token
 
@@ -197,14 +199,16 @@ def step_times(
         share = model.moe.top_k / model.moe.experts
         experts = model.moe.experts * (1.0 - (1.0 - share) ** rows)
         routed_rows = model.moe.top_k * rows
-    stage_flops = 2.0 * ((own_rows + half) * dense + (routed_rows + experts * half) * own * expert) / pp
+    stage_flops = 2.0 * ((own_rows + half) * dense + (routed_rows + experts * half) * own * expert) * share
     routed = rows * routed_token_share(model, system)  # the tokens whose routing and permutation a rank runs
-    compute = stage_flops / tp / flops_peak + routed * moe_token_layers(model) / pp * cal.moe_token_layer_s
+    compute = stage_flops / tp / flops_peak + routed * moe_token_layers(model) * share * cal.moe_token_layer_s
     compute = compute + 2.0 * (np.maximum(logits_tokens * own, 1.0) + half) * head / (tp * pp) / head_peak
 
     # Weights read once per step: the dense ones and the routed experts some token touches (a group's share).
     routed_bytes = experts * own * expert
-    weights = ((dense + routed_bytes) * layer_weight_bytes(model, precision) + head * ACTIVATION_BYTES) / (tp * pp)
+    weights = (
+        (dense + routed_bytes) * layer_weight_bytes(model, precision) * share + head * ACTIVATION_BYTES / pp
+    ) / tp
     memory = weights / bandwidth
 
     # Decode attention reads each sequence's cached token-layers (a window caps a windowed layer's) and
@@ -222,7 +226,7 @@ def step_times(
     decode_attention = np.maximum(kv_read / kv_bandwidth, attention_flops / decode_peak)
     pair_flops = 2.0 * (model.q_width + model.context_width) / tp  # scores and context of one (query, key) pair
     pairs = causal_pairs(model, prompt_tokens) if prompt_pairs is None else prompt_pairs
-    causal = pairs / pp * pair_flops  # per prompt, this stage's layers
+    causal = pairs * share * pair_flops  # per prompt, this stage's layers
     attention_peak = system.peak_flop_per_s(attention_dtype(kv_precision)) * cal.attention_flop_efficiency * kernels
     native = profile.native_score_bytes(prompt_tokens, model.heads / tp * layers)  # a non-flash kernel's scores
     prefill_attention = prompts * own * (causal / attention_peak + native / bandwidth)

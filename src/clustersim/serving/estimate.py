@@ -40,7 +40,7 @@ from clustersim.serving.engine import (
 )
 from clustersim.serving.engines import EngineProfile, engine_profile
 from clustersim.serving.formats import ServingPrecision, check_formats, default_kv, kv_default_note
-from clustersim.serving.memory import causal_pairs, weights_note
+from clustersim.serving.memory import causal_pairs, stages_note, weights_note
 from clustersim.serving.serving_system import MoeExchange
 from clustersim.serving.whole_prompts import StepMix, step_mix
 from clustersim.workload.transformer import Transformer
@@ -220,7 +220,7 @@ def batch_limit(
     cal = default_calibration() if cal is None else cal
     profile = deployment_profile(engine, model, system, request)
     request.notes(model)  # a length beyond the model's context is refused unless asked for
-    check_model_split(model, tp=system.tp, pp=system.pp)
+    check_model_split(model, tp=system.tp, pp=system.pp, uneven_stages=True)
     check_attention_dp(model, system, profile)
     check_formats(request.precision, request.kv, system.system.accelerator, profile.framework)
     plan = memory_plan(model, system, request.precision, request.kv, cal, profile)
@@ -436,7 +436,7 @@ def make_estimate(
         ttft_s=first if ttft_s is None else ttft_s,
         tpot_s=step_s * system.pp if tpot_s is None else tpot_s,
         request_rate_per_s=(per_replica * system.dp / o if rate_per_s is None else rate_per_s),
-        notes=request.notes(model),
+        notes=request.notes(model) + stages_note(model, system.pp),
     )
 
 

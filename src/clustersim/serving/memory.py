@@ -81,7 +81,8 @@ def weight_bytes_per_device(
     routed = (model.moe.experts if model.moe else 0) * expert
     rest = model.num_params() - dense - routed
     per_layer_weight = layer_weight_bytes(model, precision)
-    return ((dense + routed / attention_dp) * per_layer_weight + rest * ACTIVATION_BYTES) / (tp * pp)
+    layers = (dense + routed / attention_dp) * per_layer_weight * stage_share(model, pp)
+    return (layers + rest * ACTIVATION_BYTES / pp) / tp
 
 
 def weights_note(model: Transformer, precision: ServingPrecision) -> str | None:
@@ -110,9 +111,29 @@ def kv_bytes_per_token_layer(model: Transformer, kv_precision: ServingPrecision,
     return float(kv_heads_per_device(model, tp) * per_head * bytes_per_element(kv_precision))
 
 
+def stage_share(model: Transformer, pp: int) -> float:
+    """The share of the layers the largest of ``pp`` pipeline stages holds: ``ceil(layers / pp) / layers``
+    (``1 / pp`` where they divide). Serving engines split layers that do not divide unevenly, some stages a layer
+    more (vLLM's default partition, TensorRT-LLM's ``pp_layers``); the largest stage sets the pipeline's step
+    and holds the most weights and cache."""
+    return math.ceil(model.layers / pp) / model.layers
+
+
+def stages_note(model: Transformer, pp: int) -> tuple[str, ...]:
+    """What an estimate says of a pipeline whose stages are uneven (nothing where the layers divide)."""
+    if model.layers % pp == 0:
+        return ()
+    more = model.layers % pp
+    low = model.layers // pp
+    return (
+        f"pipeline: {model.layers} layers over pp {pp}: {more} stage(s) of {low + 1} layers and {pp - more} of {low}; "
+        f"the largest sets the step and holds the most weights and cache",
+    )
+
+
 def kv_bytes_per_token(model: Transformer, kv_precision: ServingPrecision, tp: int = 1, pp: int = 1) -> float:
     """KV-cache bytes one token adds on one device over its layers (every layer holding it: no window)."""
-    return (model.layers / pp) * kv_bytes_per_token_layer(model, kv_precision, tp)
+    return model.layers * stage_share(model, pp) * kv_bytes_per_token_layer(model, kv_precision, tp)
 
 
 def cached_token_layers(model: Transformer, tokens: npt.ArrayLike, pp: int = 1) -> FloatArray:
@@ -120,7 +141,8 @@ def cached_token_layers(model: Transformer, tokens: npt.ArrayLike, pp: int = 1) 
     stages: every token on a full-attention layer, at most ``sliding_window`` on a windowed one."""
     t = np.asarray(tokens, dtype=np.float64)
     windowed = model.window_layers or 0
-    return np.asarray(((model.layers - windowed) * t + windowed * np.minimum(t, model.sliding_window)) / pp)
+    held = (model.layers - windowed) * t + windowed * np.minimum(t, model.sliding_window)
+    return np.asarray(held * stage_share(model, pp))
 
 
 def causal_pairs(model: Transformer, prompt_tokens: T) -> T:

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from clustersim.network.collectives import Op
-from clustersim.serving.memory import ACTIVATION_BYTES
+from clustersim.serving.memory import ACTIVATION_BYTES, stage_share
 from clustersim.serving.serving_system import ServingSystem
 from clustersim.workload.transformer import Transformer
 
@@ -55,4 +55,5 @@ def exchange_s(model: Transformer, system: ServingSystem, tokens: FloatArray) ->
         moved = system.cost.time_s(Op.ALL_GATHER, gathered, system.ep_fabric) + system.cost.time_s(
             Op.REDUCE_SCATTER, gathered, system.ep_fabric
         )
-    return np.asarray(model.moe_layers / system.pp * moved, dtype=np.float64).reshape(np.shape(tokens))
+    layers = model.moe_layers * stage_share(model, system.pp)
+    return np.asarray(layers * moved, dtype=np.float64).reshape(np.shape(tokens))
