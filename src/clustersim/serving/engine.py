@@ -170,8 +170,8 @@ def step_times(
     rows_b = np.where(prefill > 0, b, graph_rows(profile.graph_batch_sizes, b, system.attention_dp))
     tp, pp = system.tp, system.pp
     own = 1.0 / system.attention_dp  # an attention group's share of the stage's sequences (1: the whole stage)
-    share = stage_share(model, pp)  # of the layers, the largest stage's (1 / pp where they divide)
-    layers = model.layers * share
+    stage = stage_share(model, pp)  # of the layers, the largest stage's (1 / pp where they divide)
+    layers = model.layers * stage
     tokens = rows_b + prefill
     logits_tokens = rows_b + prompts  # the logits of decode tokens and of each prompt's last token
 
@@ -199,15 +199,15 @@ def step_times(
         share = model.moe.top_k / model.moe.experts
         experts = model.moe.experts * (1.0 - (1.0 - share) ** rows)
         routed_rows = model.moe.top_k * rows
-    stage_flops = 2.0 * ((own_rows + half) * dense + (routed_rows + experts * half) * own * expert) * share
+    stage_flops = 2.0 * ((own_rows + half) * dense + (routed_rows + experts * half) * own * expert) * stage
     routed = rows * routed_token_share(model, system)  # the tokens whose routing and permutation a rank runs
-    compute = stage_flops / tp / flops_peak + routed * moe_token_layers(model) * share * cal.moe_token_layer_s
+    compute = stage_flops / tp / flops_peak + routed * moe_token_layers(model) * stage * cal.moe_token_layer_s
     compute = compute + 2.0 * (np.maximum(logits_tokens * own, 1.0) + half) * head / (tp * pp) / head_peak
 
     # Weights read once per step: the dense ones and the routed experts some token touches (a group's share).
     routed_bytes = experts * own * expert
     weights = (
-        (dense + routed_bytes) * layer_weight_bytes(model, precision) * share + head * ACTIVATION_BYTES / pp
+        (dense + routed_bytes) * layer_weight_bytes(model, precision) * stage + head * ACTIVATION_BYTES / pp
     ) / tp
     memory = weights / bandwidth
 
@@ -226,7 +226,7 @@ def step_times(
     decode_attention = np.maximum(kv_read / kv_bandwidth, attention_flops / decode_peak)
     pair_flops = 2.0 * (model.q_width + model.context_width) / tp  # scores and context of one (query, key) pair
     pairs = causal_pairs(model, prompt_tokens) if prompt_pairs is None else prompt_pairs
-    causal = pairs * share * pair_flops  # per prompt, this stage's layers
+    causal = pairs * stage * pair_flops  # per prompt, this stage's layers
     attention_peak = system.peak_flop_per_s(attention_dtype(kv_precision)) * cal.attention_flop_efficiency * kernels
     native = profile.native_score_bytes(prompt_tokens, model.heads / tp * layers)  # a non-flash kernel's scores
     prefill_attention = prompts * own * (causal / attention_peak + native / bandwidth)
