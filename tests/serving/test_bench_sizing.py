@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from clustersim.catalog.kinds import Dtype
 from clustersim.catalog.registry import load_catalog
+from clustersim.errors import ClusterSimError
 from clustersim.serving.bench_sizing import bench_caps, engine_gib, kv_gib_per_token, sized_engine
 from clustersim.serving.engine import serving_system_for_instance
 from clustersim.serving.engines import engine_profile
@@ -106,6 +108,21 @@ def test_a_case_that_states_its_caps_is_not_sized():
     case["workload"]["engine_settings"] = {"max_batch_sequences": 200}
     engine = case_deployment(case, CATALOG).engine
     assert (engine.benchmark_sizing, engine.max_batch_sequences) == ("fixed", 200)
+
+
+def test_a_case_states_the_memory_its_engine_leaves_unused():
+    # InferenceMAX's SGLang DeepSeek-R1 FP8 run on 4 B200 sets --mem-fraction-static 0.95: the weights, 156.7 GiB a
+    # GPU, fit only beside the 5% it leaves (SGLang's own default at TP4, 0.85, leaves no room for them)
+    case = _case("imax_deepseek-r1-0528_b200_sglang_fp8_tp4_isl8192_osl1024_c4")
+    assert case["workload"]["engine_settings"]["reserved_memory_fraction"] == 0.05
+    assert case_deployment(case, CATALOG).engine.reserved_memory_fraction == 0.05
+    assert predict_inference_case(case, "output_tokens_per_s", CATALOG) > 0
+    del case["workload"]["engine_settings"]["reserved_memory_fraction"]
+    with pytest.raises(ClusterSimError, match="weights"):
+        predict_inference_case(case, "output_tokens_per_s", CATALOG)
+    case["workload"]["engine_settings"]["reserved_memory_fraction"] = 1.0
+    with pytest.raises((ClusterSimError, ValidationError), match="reserved_memory_fraction"):
+        case_deployment(case, CATALOG)
 
 
 def test_deepseek_r1_at_long_outputs_is_held_to_the_benchs_batch():

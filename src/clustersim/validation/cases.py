@@ -154,6 +154,7 @@ class CaseEngineSettings(BaseModel):
     max_batch_sequences: Count | None = None  # the scheduler's cap on sequences in flight per replica
     max_tokens_per_step: Count | None = None  # the token budget of one step (prompt chunks and decodes)
     kv_memory_fraction: Annotated[float, Field(gt=0, le=1)] | None = None  # the KV cache's share of free memory
+    reserved_memory_fraction: Annotated[float, Field(ge=0, lt=1)] | None = None  # device memory the engine leaves
     scheduler_steps: Annotated[int, Field(ge=1, le=64)] | None = None  # decode steps per scheduling (multi-step)
     adp_balance_steps: Annotated[int, Field(ge=0, le=1000)] | None = None  # attention-DP balancing's admission period
     graph_batch_sizes: tuple[Count, ...] | None = None  # the captured CUDA graphs' batch sizes, padding on
