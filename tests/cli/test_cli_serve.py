@@ -225,7 +225,8 @@ def test_an_unknown_dataset_is_one_line_naming_the_known_ones():
     assert "unknown --dataset 'orca'" in line and "did you mean openorca" in line and "sharegpt" in line
     error = json.loads(run("llama2-70b", "--dataset", "orca", "--json").stderr)
     assert (error["field"], error["value"]) == ("--dataset", "orca")
-    known = "azure_code_2023, azure_conversation_2023, cnn_dailymail, fixed, mlperf_deepseek_r1, mlperf_llama3_405b, "
+    known = "azure_code_2023, azure_conversation_2023, bench_serving_random, cnn_dailymail, fixed, mlperf_deepseek_r1, "
+    known += "mlperf_llama3_405b, "
     known += "mlperf_mixtral, "
     assert f"known: {known}mooncake_conversation, mooncake_synthetic, mooncake_toolagent, openorca" in error["error"]
 

@@ -45,7 +45,6 @@ Inference v4.0``) is no release of the engine. An unknown framework is an error 
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
@@ -61,6 +60,8 @@ from clustersim.serving.buckets import bucket_tokens as bucket_tokens
 from clustersim.serving.buckets import mean_bucket_tokens as mean_bucket_tokens
 from clustersim.serving.buckets import prompt_bucket_tokens as prompt_bucket_tokens
 from clustersim.serving.engine_names import FILE_NAME, PACKAGE
+from clustersim.serving.versions import MONTH, RELEASE, release_number
+from clustersim.serving.versions import parse_version as parse_version
 
 ENV_VAR = "CLUSTERSIM_SERVING_ENGINES"
 DEFAULT_ENGINE = "tensorrt-llm"
@@ -183,6 +184,15 @@ class EngineProfile(BaseModel):
         "steps and an arrival waits for the next scheduling (clustersim.serving.whole_prompts); 1: every step "
         "schedules.",
     )
+    receive_steps: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Decode steps between two intakes of new requests (SGLang's --scheduler-recv-interval: its "
+        "scheduler takes arrivals in after that many decode steps, or right after a step that ran a prompt; "
+        "python/sglang/srt/managers/scheduler_recv_skipper.py); requests already taken in are admitted every step. "
+        "1: every step.",
+    )
     adp_balance_steps: int = Field(
         0,
         ge=0,
@@ -250,7 +260,7 @@ class EngineProfile(BaseModel):
     @field_validator("releases")
     @classmethod
     def _release_range(cls, value: tuple[str, str] | None) -> tuple[str, str] | None:
-        if value is not None and not all(_RELEASE.fullmatch(v) for v in value):
+        if value is not None and not all(RELEASE.fullmatch(v) for v in value):
             raise ValueError(f"{list(value)}: give two release numbers such as ['0.5', '0.8']")
         if value is not None and release_number(value[0]) >= release_number(value[1]):
             raise ValueError(f"{list(value)}: the first release must come before the second")
@@ -259,7 +269,7 @@ class EngineProfile(BaseModel):
     @field_validator("released")
     @classmethod
     def _month_range(cls, value: tuple[str, str] | None) -> tuple[str, str] | None:
-        if value is not None and not all(_MONTH.fullmatch(v) for v in value):
+        if value is not None and not all(MONTH.fullmatch(v) for v in value):
             raise ValueError(f"{list(value)}: give two months such as ['2023-10', '2024-03']")
         if value is not None and value[0] >= value[1]:
             raise ValueError(f"{list(value)}: the first month must come before the second")
@@ -324,8 +334,10 @@ class EngineProfile(BaseModel):
 
     def admission_steps(self, attention_dp: int) -> int:
         """Steps from one admission of waiting prompts to the next on a replica of ``attention_dp`` attention
-        groups: ``scheduler_steps``, or the balancing hold ``adp_balance_steps`` where attention DP is on."""
-        return max(self.scheduler_steps, self.adp_balance_steps if attention_dp > 1 else 1)
+        groups: ``scheduler_steps``, ``receive_steps`` (the intake, as the closed forms take it: at light load a
+        step that ran a prompt is rarely followed by another arrival), or the balancing hold ``adp_balance_steps``
+        where attention DP is on."""
+        return max(self.scheduler_steps, self.receive_steps, self.adp_balance_steps if attention_dp > 1 else 1)
 
     def token_budget(self, accelerator: str) -> int:
         """Most tokens (prompt chunks and decodes) per engine step on ``accelerator`` (a catalog id)."""
@@ -354,28 +366,6 @@ class EngineProfile(BaseModel):
                 release_number(self.releases[0]) <= release < release_number(self.releases[1])
             )
         return month is not None and self.released is not None and self.released[0] <= month < self.released[1]
-
-
-_RELEASE = re.compile(r"\d+(?:\.\d+){1,2}")
-_MONTH = re.compile(r"20\d\d-(?:0[1-9]|1[0-2])")
-
-
-def release_number(text: str) -> tuple[int, ...]:
-    """``'0.7.1'`` as ``(0, 7, 1)``; shorter numbers pad with zeros, so ``0.8`` = ``0.8.0``."""
-    parts = tuple(int(part) for part in text.split("."))
-    return parts + (0,) * (3 - len(parts))
-
-
-def parse_version(framework: str, version: str) -> tuple[tuple[int, ...] | None, str | None]:
-    """(the framework's release number, the month) a free-text ``software.version`` names, each None
-    where it names none: a release is a number after the framework's name (``TensorRT-LLM v0.7.1``) or
-    the whole text (``0.9.2``); a month is ``YYYY-MM``."""
-    text = version.strip().lower()
-    whole = re.fullmatch(r"v?(" + _RELEASE.pattern + ")", text)
-    named = re.search(re.escape(framework) + r"\s*v?(" + _RELEASE.pattern + r")\b", text)
-    found = whole or named
-    month = _MONTH.search(text)
-    return (release_number(found.group(1)) if found else None), (month.group(0) if month else None)
 
 
 # The file, its environment variable and the user's files over it (clustersim.catalog.overlay).

@@ -5,7 +5,10 @@ requests: every decoding one makes a token (one token of the budget), every one 
 the next chunk the budget leaves; then waiting requests are admitted first-come first-served while the
 sequence cap, the token budget and the free KV blocks allow, each starting its first chunk. An engine that
 schedules once every ``scheduler_steps`` decode steps (vLLM V0's multi-step scheduling) admits only at those
-steps: prompts that arrive or find room between two schedulings wait for the next one. A request's
+steps: prompts that arrive or find room between two schedulings wait for the next one. An engine that takes
+arrivals in once every ``receive_steps`` decode steps, or right after a step that ran a prompt (SGLang's
+``--scheduler-recv-interval``), leaves an arrival outside until then; what it has taken in is admitted at any step.
+A request's
 prompt blocks are taken when it is admitted (``ceil(prompt / block)``); decoding grows it a block at a
 time. When the decoders' next tokens need more blocks than are free, the latest admitted running request
 is preempted (recompute: its blocks are freed, it goes back to the head of the queue and, readmitted,
@@ -63,6 +66,7 @@ class SchedulerLimits:
     first_token_lag_steps: int = 0  # a first token is reported at the end of this many steps after its own
     mixed_steps: bool = True  # false: a step runs prompts or decodes, never both, prompts first (vLLM V0)
     scheduler_steps: int = 1  # decode steps from one scheduling to the next (vLLM V0's --num-scheduler-steps)
+    receive_steps: int = 1  # decode steps between intakes of arrivals (SGLang's --scheduler-recv-interval)
     cached_tokens: tuple[int, ...] = ()  # per request (run index): its prompt tokens in the prefix cache; empty:
     # prefix_hit_rate of each prompt
 
@@ -155,6 +159,8 @@ def _run_continuous(
     clock, tick = 0.0, 0
     scheduled = 0  # the tick of the last scheduling: the next one is scheduler_steps decode steps after it
     every = limits.scheduler_steps
+    intake = limits.receive_steps
+    since_intake = intake  # decode steps since arrivals were last taken in (none yet: the first step takes them)
     pairs_of = table.chunk_pairs
     reserving = bool(limits.reserve_tokens)
     reserved: dict[int, int] = {}  # a reserving decoder's blocks
@@ -213,11 +219,13 @@ def _run_continuous(
         waiting.appendleft(victim)
 
     while arrivals.heap or waiting or running:
-        while arrivals.heap and arrivals.heap[0][0] <= clock:
-            t_in, r = heapq.heappop(arrivals.heap)
-            log.arrival_s[r] = t_in
-            generated[r] = 0
-            waiting.append(r)
+        if since_intake >= intake or not running:  # an intake: the arrivals so far come in
+            since_intake = 0
+            while arrivals.heap and arrivals.heap[0][0] <= clock:
+                t_in, r = heapq.heappop(arrivals.heap)
+                log.arrival_s[r] = t_in
+                generated[r] = 0
+                waiting.append(r)
         if not running and not waiting:
             clock = arrivals.heap[0][0]
             continue
@@ -227,15 +235,17 @@ def _run_continuous(
             r = waiting[0]
             head_blocked = blocks_of(r) > free
         gate = (scheduled - tick) % every if decoding else 0  # decode steps before the engine schedules again
+        closed = intake - since_intake if intake > 1 else 0  # decode steps before the next intake
         if decoding and not prefilling and (head_blocked or gate):
             # decode-only steps up to the next event, priced together
-            until = arrivals.next_s() if not gate and not waiting and len(running) < seq_cap and room > 0 else math.inf
+            admits = not gate and not closed and not waiting and len(running) < seq_cap and room > 0
+            until = arrivals.next_s() if admits else math.inf
             while heap and (heap[0][1] not in entry or entry[heap[0][1]][2] != heap[0][2]):
                 heapq.heappop(heap)
             steps = min(heap[0][0] - tick + 1, BATCH_STEPS)
             demand = np.cumsum(residues[(-(tick + np.arange(steps))) % block])
             short = int(np.searchsorted(demand, free, side="right"))
-            steps = min(steps, short, gate or steps)
+            steps = min(steps, short, gate or steps, closed or steps)
             if steps > 0:
                 contexts = (offset + decoding * (tick + np.arange(steps, dtype=np.float64))) / decoding
                 durations = table.decode_steps_s(decoding, contexts)
@@ -249,6 +259,7 @@ def _run_continuous(
                 report(tick, ends[:steps])
                 tick += steps
                 log.steps += steps
+                since_intake += steps
                 while heap and heap[0][0] < tick:
                     _, r, v = heapq.heappop(heap)
                     if r in entry and entry[r][2] == v:
@@ -305,6 +316,7 @@ def _run_continuous(
         log.steps += 1
         if not gate:  # this step was a scheduling
             scheduled = tick
+        since_intake = intake if chunks else since_intake + 1  # after a prompt's step, an intake
         if not prompts_only:
             tick += 1
             report(tick - 1, (clock,))

@@ -256,7 +256,7 @@ def replica_engine(
     held = () if reserve is None else tuple(reserve.tolist())
     limits = SchedulerLimits(
         profile.token_budget(chip), cap, block, blocks, prefix_hit_rate, static, kv_arrives, held,
-        first_token_lag_steps, profile.mixed_steps, profile.scheduler_steps,
+        first_token_lag_steps, profile.mixed_steps, profile.scheduler_steps, profile.receive_steps,
     )  # fmt: skip
     biggest = int(inputs.max()) * cap if static else profile.token_budget(chip)
     verified = 0 if speculation is None else cap * speculation.draft_tokens  # the drafts the target verifies

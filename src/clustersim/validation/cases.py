@@ -156,6 +156,7 @@ class CaseEngineSettings(BaseModel):
     kv_memory_fraction: Annotated[float, Field(gt=0, le=1)] | None = None  # the KV cache's share of free memory
     reserved_memory_fraction: Annotated[float, Field(ge=0, lt=1)] | None = None  # device memory the engine leaves
     scheduler_steps: Annotated[int, Field(ge=1, le=64)] | None = None  # decode steps per scheduling (multi-step)
+    receive_steps: Annotated[int, Field(ge=1, le=64)] | None = None  # decode steps between intakes of arrivals
     adp_balance_steps: Annotated[int, Field(ge=0, le=1000)] | None = None  # attention-DP balancing's admission period
     graph_batch_sizes: tuple[Count, ...] | None = None  # the captured CUDA graphs' batch sizes, padding on
 
