@@ -8,8 +8,7 @@ schedules once every ``scheduler_steps`` decode steps (vLLM V0's multi-step sche
 steps: prompts that arrive or find room between two schedulings wait for the next one. An engine that takes
 arrivals in once every ``receive_steps`` decode steps, or right after a step that ran a prompt (SGLang's
 ``--scheduler-recv-interval``), leaves an arrival outside until then; what it has taken in is admitted at any step.
-A request's
-prompt blocks are taken when it is admitted (``ceil(prompt / block)``); decoding grows it a block at a
+A request's prompt blocks are taken when it is admitted (``ceil(prompt / block)``); decoding grows it a block at a
 time. When the decoders' next tokens need more blocks than are free, the latest admitted running request
 is preempted (recompute: its blocks are freed, it goes back to the head of the queue and, readmitted,
 prefills its prompt and the tokens it made, then carries on). With a reservation (``reserve_tokens``, TensorRT-LLM's
