@@ -51,12 +51,14 @@ KNOWN_MISSES: dict[tuple[str, str], tuple[float, str]] = {
         "attention rate (23-61% and 128-171%); its 18 other runs stay at 0.088 (issue 24)",
     ),
     ("inference", "gbeezybez/inference_results_v6.0"): (
-        0.18,
+        0.21,
         "MLPerf v6.0's DeepSeek-R1 offline runs (8 B300, GB200 and GB300 NVL72 racks, 2026-12-04) are 27-41% too "
         "slow while their server runs are met within 10%: the release's MoE and attention kernels (CuTe DSL) halve "
         "the cost a sequence adds to a step against v5.1's on the same GB200 rack, which the one TensorRT-LLM step "
         "model, fitted on earlier releases, does not separate; its 8 other runs stay at 0.09 (0.12 before the racks' "
-        "DeepSeek-R1 and Llama 3.1 405B runs joined; issue 24)",
+        "DeepSeek-R1 and Llama 3.1 405B runs joined; 0.18 before the partners' 30 runs, whose 9 DeepSeek-R1 offline "
+        "runs are 29-39% slow and whose server runs are the rates each submitter chose, 35,436-60,413 tokens/s on "
+        "one 8-B300 stack against the model's 41,300; issue 24)",
     ),
     ("inference", "gpustack/gpustack"): (
         0.40,
@@ -142,12 +144,12 @@ KNOWN_LATENCY_MISSES: dict[tuple[str, str], tuple[float, str]] = {
         "+18% and +25%, whose TPOT is 8-12% short); 0.31 before the DeepSeek-R1 configs' CUDA graph sizes (2026-12-04)",
     ),
     ("tpot_s", "gbeezybez/inference_results_v6.0"): (
-        0.28,
+        0.25,
         MLPERF_TPOT + "; its B300 Llama 2 70B run is within 12%, its B300 Llama 3.1 405B run 35% short (119 ms a "
         "token at 2.29 requests/s, the model's step 77 ms), its three DeepSeek-R1 runs (8 B300, GB200 and GB300 "
         "racks) 35% long (the model meets the 80 ms target at the published rate, the runs measure 56-59 ms); 0.60 "
         "until the GB300 rack's Llama 2 70B server run, served disaggregated and recorded as aggregated, was removed "
-        "(2026-12-04: a 27 ms TPOT where the model's rate holds 117 ms)",
+        "(2026-12-04: a 27 ms TPOT where the model's rate holds 117 ms); 0.28 before the partners' 30 runs joined",
     ),
     ("ttft_s", "gminneci/mantile"): (
         0.85,
