@@ -35,8 +35,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from clustersim.catalog.overlay import RecordFile
+from clustersim.catalog.schema import Accelerator, Dtype
 from clustersim.choices import Recompute
 from clustersim.compute.memory import GRADIENT_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES
+from clustersim.compute.precision import is_low_precision
 from clustersim.errors import ClusterSimError, UnknownNameError
 from clustersim.workload.float8 import Float8Recipe
 
@@ -186,6 +188,17 @@ class SoftwareProfile(SoftwareSettings):
     grad_reduce_bytes_fp16: float = Field(gt=0, description="Bytes per gradient element reduced, FP16 training.")
     grad_reduce_bytes_bf16: float = Field(gt=0, description="Bytes per gradient element reduced, BF16/FP8 training.")
     kernel_efficiency: float = Field(gt=0, le=1, description="Fraction of the hardware's GEMM efficiency reached.")
+    fp8_attention: bool = Field(
+        False,
+        description="FP8 and 4-bit jobs: the attention core computes in FP8, at the FP8 rate (Transformer Engine's "
+        "fp8_dot_product_attention); false: in 16 bits.",
+    )
+    fused_expert_mlp: bool = Field(
+        False,
+        description="MoE jobs: each routed expert MLP runs as grouped GEMMs that apply the activation and quantize "
+        "in their epilogues (Transformer Engine's CuTe DSL fused grouped MLP): no separate activation pass and "
+        "no quantization kernel per expert slice.",
+    )
     attention_kernel_efficiency: float = Field(
         1.0, gt=0, le=1, description="Fraction of the family's fused-attention rate its attention kernel reaches."
     )
@@ -389,3 +402,17 @@ def software_for(
             value=name,
         )
     return profile.on(family)
+
+
+# Transformer Engine's CuTe DSL fused grouped MLP runs on compute capability 10 only, with an MXFP8 or NVFP4
+# recipe (NVIDIA/TransformerEngine pytorch/ops/fused: is_supported() requires NVTE_CUTEDSL_FUSED_GROUPED_MLP=1
+# and get_device_compute_capability()[0] == 10; its docs: "On SM100-class GPUs the routed experts fuse into a
+# single CuTe grouped-GEMM MLP ... with an MXFP8/NVFP4 recipe; elsewhere the same modules run unfused").
+FUSED_EXPERT_MLP_FAMILY = "blackwell"
+
+
+def fused_expert_mlp_runs(software: SoftwareProfile, moe: bool, precision: Dtype, accelerator: Accelerator) -> bool:
+    """Whether ``software``'s fused expert MLP runs for a job: a MoE model in an 8- or 4-bit format on a
+    Blackwell GPU; elsewhere the experts run unfused, as Transformer Engine falls back."""
+    fused = software.fused_expert_mlp and moe and is_low_precision(precision)
+    return fused and accelerator.family == FUSED_EXPERT_MLP_FAMILY

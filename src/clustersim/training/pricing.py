@@ -97,6 +97,8 @@ def operation_times(
     in_head: bool = False,
     kernel_efficiency: float = 1.0,
     attention_kernel_efficiency: float = 1.0,
+    fp8_attention: bool = False,
+    fused_expert_mlp: bool = False,
 ) -> list[OperationTimes]:
     """Roofline time of each operation: GEMMs at the size-dependent fraction of the precision's peak
         (8- and 4-bit GEMMs: their own peak plus the casts of an FP8 GEMM, ``fp8_efficiency_ratio``), the attention core
@@ -104,7 +106,9 @@ def operation_times(
         traffic at the achieved HBM bandwidth. A device capped below its TDP computes at the clock its board
     power allows (``System.compute_clock_ratio``). The attention core's fraction grows with the keys each query
     meets in one kernel call (``FamilyEfficiency.attention_fraction``) and is scaled by the software's
-    ``attention_kernel_efficiency`` (its kernel against the family's fused one)."""
+    ``attention_kernel_efficiency`` (its kernel against the family's fused one). ``fp8_attention``: a quantized
+    job's attention core at the FP8 peak instead; ``fused_expert_mlp``: the expert slices' quantization is in the
+    grouped GEMMs (no ``expert_gemm_s``)."""
     clock = system.compute_clock_ratio  # a power-capped device's sustained clock
     half = system.peak_flop_per_s(Dtype.FP16 if precision is Dtype.FP16 else Dtype.BF16) * clock
     quantized = is_low_precision(precision)
@@ -115,17 +119,19 @@ def operation_times(
     if quantized:
         fp8 = system.peak_flop_per_s(Dtype.FP8) * clock
         per_flop = 1.0 / (system.peak_flop_per_s(precision) * clock) + (1.0 / eff.fp8_efficiency_ratio - 1.0) / fp8
+    attention_peak = system.peak_flop_per_s(Dtype.FP8) * clock if quantized and fp8_attention else half
+    slice_s = 0.0 if fused_expert_mlp else eff.expert_gemm_s
     hbm = system.memory_bandwidth_bytes_per_s * eff.memory_efficiency
     out = []
     for op in ops:
         if op.kind is OpKind.GEMM:
             forward = op.flop * per_flop / (eff.gemm_fraction(np.maximum(op.gemm_flop, 1.0)) * kernel_efficiency)
             if op.name == EXPERT_GEMMS and quantized:  # one slice per local expert and matrix
-                forward = forward + op.flop / np.maximum(op.gemm_flop, 1.0) * eff.expert_gemm_s
+                forward = forward + op.flop / np.maximum(op.gemm_flop, 1.0) * slice_s
         elif op.kind is OpKind.ATTENTION:
             keys = np.inf if op.keys_per_call is None else op.keys_per_call
             fraction = eff.attention_fraction(keys) * kernel_efficiency * attention_kernel_efficiency
-            forward = op.flop / (half * fraction)
+            forward = op.flop / (attention_peak * fraction)
         else:
             forward = op.bytes / hbm
         out.append(OperationTimes(op.name, forward, op.backward_ratio * forward, in_head, op.kind))

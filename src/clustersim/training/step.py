@@ -32,7 +32,7 @@ from clustersim.catalog.schema import Dtype
 from clustersim.compute.dispatch import network_copy_ratio
 from clustersim.compute.efficiency import FamilyEfficiency
 from clustersim.compute.memory import params_per_device, stage_layers
-from clustersim.compute.software import SoftwareProfile, software_for
+from clustersim.compute.software import SoftwareProfile, fused_expert_mlp_runs, software_for
 from clustersim.execution import LayoutArrays
 from clustersim.network.collectives import Op
 from clustersim.network.cost import ANALYTIC, CollectiveCost
@@ -121,7 +121,13 @@ class StepContext:
             cp=lay.cp.astype(float),
             eager_elementwise=self.sw.eager_elementwise,
             float8_recipe=self.sw.float8_recipe if self.precision is Dtype.FP8 else None,
+            fused_expert_mlp=self.fused_expert_mlp,
         )
+
+    @_derived
+    def fused_expert_mlp(self) -> bool:
+        """Whether the profile's fused expert MLP runs for this job (``fused_expert_mlp_runs``)."""
+        return fused_expert_mlp_runs(self.sw, self.model.moe is not None, self.precision, self.system.accelerator)
 
     @_derived
     def layer(self) -> list[OperationTimes]:
@@ -133,6 +139,8 @@ class StepContext:
             self.precision,
             kernel_efficiency=self.sw.kernel_efficiency,
             attention_kernel_efficiency=self.sw.attention_kernel_efficiency,
+            fp8_attention=self.sw.fp8_attention,
+            fused_expert_mlp=self.fused_expert_mlp,
         )
 
     @_derived

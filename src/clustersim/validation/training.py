@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from clustersim.catalog.registry import Catalog
+from clustersim.catalog.schema import Dtype
 from clustersim.compute.efficiency import FamilyEfficiency, efficiency_for
-from clustersim.compute.precision import training_dtype
-from clustersim.compute.software import SoftwareProfile, resolve_layout, software_for
+from clustersim.compute.precision import is_low_precision, training_dtype
+from clustersim.compute.software import FUSED_EXPERT_MLP_FAMILY, SoftwareProfile, resolve_layout, software_for
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout, layout_from_mapping
 from clustersim.system import System
@@ -89,8 +90,37 @@ def case_setup(
         precision = training_dtype(case.precision or "bf16", system.accelerator)
     except ClusterSimError as exc:
         raise ClusterSimError(f"{where}: {exc}", field="precision", value=case.precision) from None
+    software = _stated_kernels(case, model, system, precision, software)
     job = TrainingJob(global_batch=global_batch, seq_len=model.seq_len, precision=precision)
     return CaseSetup(model, system, layout, job, software, assumed)
+
+
+def _stated_kernels(
+    case: Case, model: Transformer, system: System, precision: Dtype, software: SoftwareProfile
+) -> SoftwareProfile:
+    """The profile with the kernels a case states (``software.fp8_attention``, ``software.fused_expert_mlp``);
+    refused where the run could not have used them: both need an 8- or 4-bit job, the fused MLP a MoE model
+    on a Blackwell GPU (``compute.software.FUSED_EXPERT_MLP_FAMILY``)."""
+    stated = {k: getattr(case.software, k) for k in ("fp8_attention", "fused_expert_mlp")} if case.software else {}
+    where = f"case {case.id}: software"
+    for name, value in stated.items():
+        if value and not is_low_precision(precision):
+            raise ClusterSimError(
+                f"{where}.{name} needs an FP8 or 4-bit precision, got {case.precision or 'bf16'!r}",
+                field=f"software.{name}",
+                value=value,
+            )
+    if stated.get("fused_expert_mlp"):
+        if model.moe is None:
+            raise ClusterSimError(f"{where}.fused_expert_mlp needs a MoE model", field="software.fused_expert_mlp")
+        if system.accelerator.family != FUSED_EXPERT_MLP_FAMILY:
+            raise ClusterSimError(
+                f"{where}.fused_expert_mlp runs on {FUSED_EXPERT_MLP_FAMILY} GPUs only, not {system.accelerator.id!r}",
+                field="software.fused_expert_mlp",
+                value=system.accelerator.id,
+            )
+    given = {k: v for k, v in stated.items() if v is not None}
+    return software.model_copy(update=given) if given else software
 
 
 def case_inputs(

@@ -159,6 +159,7 @@ def layer_operations(
     cp: FloatArray | float = 1.0,
     eager_elementwise: bool = False,
     float8_recipe: Float8Recipe | None = None,
+    fused_expert_mlp: bool = False,
 ) -> list[Operation]:
     """The forward operations of one layer on one device (see the module table); ``cp`` splits each
     query's keys over that many ring-attention kernel calls; ``eager_elementwise``: the element-wise ops
@@ -225,12 +226,14 @@ def layer_operations(
                 ratio=1.0,
             ),
         ]
-    inner = (2 * (q + 2 * kv) + (matrices + 1) * f * model.active_mlps * capacity) / tp
+    # MLPs whose activation is a pass of its own: a fused expert MLP applies the routed experts' in its GEMMs
+    passes = model.active_mlps - (model.moe.top_k if model.moe and fused_expert_mlp else 0)
+    inner = (2 * (q + 2 * kv) + (matrices + 1) * f * passes * capacity) / tp
     if model.dense_mlp_layers:
         dense_share, width = model.dense_mlp_layers / model.layers, model.ffn_hidden
         each = 2 * tokens * h * width / tp
         ops.append(_op("mlp", OpKind.GEMM, like, flop=each * matrices * dense_share, each=each, ratio=2.0))
-        mlp_elements = (matrices + 1) * (f * model.active_mlps * capacity * share + width * dense_share)
+        mlp_elements = (matrices + 1) * (f * passes * capacity * share + width * dense_share)
         inner = (2 * (q + 2 * kv) + mlp_elements) / tp
     ops += [
         _op(
