@@ -44,9 +44,9 @@ KNOWN_MISSES: dict[tuple[str, str], tuple[float, str]] = {
         "latent attention's decode runs at the 16-bit attention rate (28.4% since trtllm-bench's own batch caps, 31% "
         "before), too fast with long outputs on Hopper and too slow with long "
         "prompts on Blackwell, the groups' and the experts' imbalance not modelled; its 147 tensor-parallel runs "
-        "stay at 0.089; 0.15 (0.148) until MLPerf v6.0's eight more tensor-parallel partner runs (2026-12-03: Llama 2 70B on "
-        "8 B300 +17% and +26%, Llama 3.1 405B on 8 B200 +18% and +19%) joined the Blackwell folds that leave it out: "
-        "0.151 (issue 24)",
+        "stay at 0.089; 0.15 (0.148) until MLPerf v6.0's eight more tensor-parallel partner runs "
+        "(2026-12-03: Llama 2 70B on 8 B300 +17% and +26%, Llama 3.1 405B on 8 B200 +18% and +19%) joined the "
+        "Blackwell folds that leave it out: 0.151 (issue 24)",
     ),
     ("inference", "mlcommons/inference_results_v5.1"): (
         0.19,
@@ -63,9 +63,9 @@ KNOWN_MISSES: dict[tuple[str, str], tuple[float, str]] = {
         "model, fitted on earlier releases, does not separate; its 8 other runs stay at 0.09 (0.12 before the racks' "
         "DeepSeek-R1 and Llama 3.1 405B runs joined; 0.18 before the partners' 30 runs, whose 9 DeepSeek-R1 offline "
         "runs are 29-39% slow and whose server runs are the rates each submitter chose, 35,436-60,413 tokens/s on "
-        "one 8-B300 stack against the model's 41,300; 0.21 (0.207) before 18 more partner and NVIDIA runs (2026-12-03), "
-        "whose 5 DeepSeek-R1 offline runs on GB300 and GB200 (trays, racks, 288 GPUs) are 33-46% slow: 0.223; "
-        "issue 24)",
+        "one 8-B300 stack against the model's 41,300; 0.21 (0.207) before 18 more partner and NVIDIA runs "
+        "(2026-12-03), whose 5 DeepSeek-R1 offline runs on GB300 and GB200 (trays, racks, 288 GPUs) are 33-46% "
+        "slow: 0.223; issue 24)",
     ),
     ("inference", "gpustack/gpustack"): (
         0.40,
@@ -156,8 +156,8 @@ KNOWN_LATENCY_MISSES: dict[tuple[str, str], tuple[float, str]] = {
         "token at 2.29 requests/s, the model's step 77 ms), its three DeepSeek-R1 runs (8 B300, GB200 and GB300 "
         "racks) 35% long (the model meets the 80 ms target at the published rate, the runs measure 56-59 ms); 0.60 "
         "until the GB300 rack's Llama 2 70B server run, served disaggregated and recorded as aggregated, was removed "
-        "(2026-12-04: a 27 ms TPOT where the model's rate holds 117 ms); 0.28 before the partners' 30 runs joined; 0.25 "
-        "(0.247) before 18 more (2026-12-03): 0.239",
+        "(2026-12-04: a 27 ms TPOT where the model's rate holds 117 ms); 0.28 before the partners' 30 runs joined; "
+        "0.25 (0.247) before 18 more (2026-12-03): 0.239",
     ),
     ("ttft_s", "gminneci/mantile"): (
         0.85,

@@ -19,7 +19,9 @@ token permutation      memory      MoE only: ``4`` copies (read and write) of an
                                    parallelism (into expert order and back, around the all-to-all)
 norms and residuals    memory      ``11 T h`` 16-bit elements (two norms, two bias-dropout-adds),
                                    split by ``t`` under sequence parallelism
-bias and activation    memory      ``(2 (q + 2 kv) + (matrices + 1) f) T / t`` 16-bit elements
+bias and activation    memory      ``(2 (q + 2 kv) + (matrices + 1) f) T / t`` 16-bit elements per MLP a
+                                   token passes (a fused expert MLP's routed experts apply theirs inside
+                                   their GEMMs: ``fused_expert_mlp``)
 eager element-wise     memory      PyTorch eager stacks only (no torch.compile): what running the
                                    norms, rotary embeddings, GQA key/value expansion, attention
                                    layout and SwiGLU as one kernel per op adds to the fused counts
