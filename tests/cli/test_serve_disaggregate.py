@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from clustersim.cli.app import app
@@ -29,7 +30,12 @@ def test_the_json_has_the_pools_and_the_transfers():
     # Llama 3.1 8B: 32 layers x 8 KV heads x 128 x K and V x 2 bytes a token
     assert found["kv_bytes_per_request"]["p50"] == 4096 * 32 * 8 * 128 * 2 * 2
     assert 0 < found["kv_transfer_s"]["p50"] <= payload["ttft_s"]["p50"]
-    assert payload["closed_form"] is None and (payload["tp"], payload["dp"]) == (4, 1)
+    assert (payload["tp"], payload["dp"]) == (4, 1)
+    # the pools' closed form at the same rate (serving.disaggregated_rate): 200 requests' TPOT within 2%
+    closed = payload["closed_form"]
+    assert closed["scenario"] == "server" and closed["rate_per_s"] == 4.0 and closed["output_tokens_per_s"] == 512.0
+    assert closed["tpot_s"] == pytest.approx(payload["tpot_s"]["mean"], rel=0.02)
+    assert closed["ttft_s"] > found["kv_transfer_s"]["p50"]
 
 
 def test_the_table_and_a_sweep_show_the_pools():

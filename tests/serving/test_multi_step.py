@@ -17,7 +17,7 @@ from clustersim.serving.sim_requests import in_flight_output_tokens, request_sam
 from clustersim.serving.simulate import Load, simulate
 from clustersim.serving.whole_prompts import step_mix
 from clustersim.validation.cases import CaseEngineSettings, CaseWorkload
-from clustersim.validation.inference import engine_with_settings
+from clustersim.validation.engine_settings import engine_with_settings
 from clustersim.workload.zoo import load_model
 
 REQUEST = Request(1024, 256)
@@ -139,7 +139,7 @@ def test_the_closed_form_launches_the_prompts_one_scheduling_gathered_together()
 
 def test_a_case_states_its_scheduler_steps_and_a_bad_value_is_refused():
     workload = CaseWorkload(scenario="offline", engine_settings=CaseEngineSettings(scheduler_steps=10))
-    assert engine_with_settings(engine_profile("vllm-v0"), workload).scheduler_steps == 10
+    assert engine_with_settings(engine_profile("vllm-v0"), workload.engine_settings).scheduler_steps == 10
     with pytest.raises(ValueError, match="scheduler_steps"):
         CaseEngineSettings(scheduler_steps=0)
     with pytest.raises(ValueError, match="scheduler_steps"):
@@ -186,6 +186,6 @@ def test_attention_dp_balancing_admits_prompts_every_its_steps_and_only_under_at
 
 def test_a_case_states_its_attention_dp_balancing_and_a_bad_value_is_refused():
     workload = CaseWorkload(scenario="server", engine_settings=CaseEngineSettings(adp_balance_steps=9))
-    assert engine_with_settings(engine_profile("tensorrt-llm"), workload).adp_balance_steps == 9
+    assert engine_with_settings(engine_profile("tensorrt-llm"), workload.engine_settings).adp_balance_steps == 9
     with pytest.raises(ValueError, match="adp_balance_steps"):
         CaseEngineSettings(adp_balance_steps=-1)

@@ -17,7 +17,7 @@ from clustersim.serving.estimate import Request
 from clustersim.serving.latency import estimate_server
 from clustersim.serving.simulate import Load, simulate
 from clustersim.validation.cases import CaseWorkload
-from clustersim.validation.inference import engine_with_settings
+from clustersim.validation.engine_settings import engine_with_settings
 from clustersim.workload.zoo import load_model
 
 REQUEST = Request(1024, 256)
@@ -76,7 +76,7 @@ def test_the_server_closed_form_waits_half_the_intake_interval():
 
 def test_a_case_states_its_intake_interval_and_a_bad_value_is_refused():
     workload = CaseWorkload.model_validate({"engine_settings": {"receive_steps": 30}})
-    assert engine_with_settings(engine_profile("sglang"), workload).receive_steps == 30
+    assert engine_with_settings(engine_profile("sglang"), workload.engine_settings).receive_steps == 30
     for bad in (0, 65):
         with pytest.raises((ValidationError, ClusterSimError), match="receive_steps"):
             CaseWorkload.model_validate({"engine_settings": {"receive_steps": bad}})

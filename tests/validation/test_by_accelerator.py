@@ -66,11 +66,12 @@ def test_validate_reports_the_newest_chips_held_out_in_json_and_on_the_console()
     # NVL72 rack (offline), Llama 3.1 405B (8 B300 offline and server, the GB300 NVL72 rack offline) and DeepSeek-R1
     # (8 B300 and the GB300 NVL72 rack, offline and server), the partners' 26 runs on 8 B300 (ASUSTeK, Cisco, Dell,
     # GigaComputing, Quanta, Nebius) and 8 on GB300 (Nebius's and CoreWeave's two trays, Nebius's rack) and NVIDIA's
-    # 288 GB300 (offline and server), each with a left-out residual
+    # 288 GB300 (offline and server), and the GB300 rack's three disaggregated runs (Llama 2 70B server and
+    # interactive, Llama 3.1 405B interactive), each with a left-out residual
     expected = {
         ("training", "gb300"): 11,
         ("training", "b300"): 2,
-        ("inference", "gb300"): 16,
+        ("inference", "gb300"): 19,
         ("inference", "b300"): 32,
     }
     for key, cases in expected.items():

@@ -315,14 +315,14 @@ def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], lis
         sweep = []
         for k, each in enumerate(loads):
             merged = over_seeds(rows[k * len(seeds) : (k + 1) * len(seeds)], seeds)
-            closed = None if deployment else _closed_form(model, system, request, each, engine, speculation)
+            closed = _closed_form(model, system, request, each, engine, speculation, deployment)
             row = {"rate_per_s": each.rate_per_s, **{key: merged[key] for key in ROW_KEYS}, "closed_form": closed}
             sweep.append(row | ({"disaggregation": merged["disaggregation"]} if deployment else {}))
         extra = {"slo": None if slo is None else slo.to_json(), "seeds": seeds, "requests": count}
         extra["sim_wall_s"] = sum(row["sim_wall_s"] for row in rows)
         extra["steps"] = sum(row["steps"] for row in rows)
         return payload | extra | {"rates": sweep}, notes, results
-    closed = None if deployment else _closed_form(model, system, request, load, engine, speculation)
+    closed = _closed_form(model, system, request, load, engine, speculation, deployment)
     payload |= {**over_seeds(rows, seeds), "closed_form": closed}
     return payload, notes, results
 
@@ -396,12 +396,21 @@ def _speculation(p: dict[str, Any], model: Transformer) -> Speculation | None:
 
 
 def _closed_form(
-    model: Transformer, system: Any, request: Request, load: Load, engine: str, speculation: Speculation | None = None
+    model: Transformer,
+    system: Any,
+    request: Request,
+    load: Load,
+    engine: str,
+    speculation: Speculation | None = None,
+    deployment: Any = None,
 ) -> dict[str, Any] | None:
-    """The closed form of the same load at the mean lengths (server at a rate, concurrency), or None."""
+    """The closed form of the same load at the mean lengths (server at a rate, concurrency; a disaggregated
+    ``deployment``'s pools at a rate, ``serving.disaggregated_rate``), or None."""
     from clustersim.serving.concurrency import estimate_concurrency
     from clustersim.serving.latency import estimate_server
 
+    if deployment is not None:
+        return _disaggregated_closed_form(model, deployment, request, load, engine)
     if speculation is not None:
         from clustersim.serving.speculative import speculative_closed_form
 
@@ -426,3 +435,23 @@ def _closed_form(
         "request_rate_per_s": found.request_rate_per_s,
         "batch": found.batch,
     }
+
+
+def _disaggregated_closed_form(
+    model: Transformer, deployment: Any, request: Request, load: Load, engine: str
+) -> dict[str, Any] | None:
+    """The disaggregated pools' closed form at the load's rate (the KV transfer at the mean prompt), or None."""
+    from clustersim.serving.disaggregated_rate import disaggregated_server
+
+    if load.rate_per_s is None:
+        return None
+    transfer_s = float(deployment.transfer_s(request.input_tokens).reshape(-1)[0])
+    try:
+        found = disaggregated_server(
+            model, deployment.prefill, deployment.decode, request, load.rate_per_s, transfer_s=transfer_s,
+            prefill_engine=engine, decode_engine=engine,
+        )  # fmt: skip
+    except ClusterSimError as exc:
+        return {"scenario": "server", "error": str(exc)}
+    lengths = {"input_tokens": request.input_tokens, "output_tokens": request.output_tokens}
+    return {"scenario": "server", **lengths, **found.to_json(), "request_rate_per_s": found.rate_per_s}

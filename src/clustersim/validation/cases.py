@@ -119,6 +119,46 @@ class CaseSystem(_Part):
     power_W: Positive | None = None
 
 
+class CaseEngineSettings(BaseModel):
+    """``workload.engine_settings``, the project's extra context: the engine settings a run's harness or launch
+    line set, by the engine profile's field names (``clustersim.serving.engines``); an unknown name is refused."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    max_batch_sequences: Count | None = None  # the scheduler's cap on sequences in flight per replica
+    max_tokens_per_step: Count | None = None  # the token budget of one step (prompt chunks and decodes)
+    kv_memory_fraction: Annotated[float, Field(gt=0, le=1)] | None = None  # the KV cache's share of free memory
+    reserved_memory_fraction: Annotated[float, Field(ge=0, lt=1)] | None = None  # device memory the engine leaves
+    scheduler_steps: Annotated[int, Field(ge=1, le=64)] | None = None  # decode steps per scheduling (multi-step)
+    receive_steps: Annotated[int, Field(ge=1, le=64)] | None = None  # decode steps between intakes of arrivals
+    adp_balance_steps: Annotated[int, Field(ge=0, le=1000)] | None = None  # attention-DP balancing's admission period
+    graph_batch_sizes: tuple[Count, ...] | None = None  # the captured CUDA graphs' batch sizes, padding on
+
+    @field_validator("graph_batch_sizes")
+    @classmethod
+    def _ascending(cls, value: tuple[int, ...] | None) -> tuple[int, ...] | None:
+        if value is not None and (not value or any(b <= a for a, b in itertools.pairwise(value))):
+            raise ValueError(f"{list(value)}: give the captured batch sizes in ascending order, e.g. [128, 256, 512]")
+        return value
+
+
+class CasePool(_Part):
+    """One pool of a disaggregated deployment (``parallel.disaggregate``): its workers, each one replica of ``tp``
+    devices, and the caps its engine set (``engine_settings``, as ``workload.engine_settings``; null: the run's)."""
+
+    workers: Count
+    tp: Count = 1
+    engine_settings: CaseEngineSettings | None = None
+
+
+class CaseDisaggregation(_Part):
+    """``parallel.disaggregate``, the project's extra context: prefill and decode on pools of their own
+    (``clustersim.serving.disaggregation``), the KV cache moved between them."""
+
+    prefill: CasePool
+    decode: CasePool
+
+
 class CaseParallel(_Part):
     """``parallel``: degrees, batches, ZeRO stage, sequence parallelism and recompute; and the extra
     context a case may carry, ``ep_overlap`` (Megatron-Core's ``overlap_moe_expert_parallel_comm``) and
@@ -143,29 +183,7 @@ class CaseParallel(_Part):
     # extra context: the MoE token dispatcher (Megatron-Core's alltoall over NCCL, or the flex dispatcher's DeepEP or
     # HybridEP backend, both per node; null: the framework's)
     ep_dispatcher: Literal["alltoall", "deepep", "hybridep"] | None = None
-
-
-class CaseEngineSettings(BaseModel):
-    """``workload.engine_settings``, the project's extra context: the engine settings a run's harness or launch
-    line set, by the engine profile's field names (``clustersim.serving.engines``); an unknown name is refused."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
-
-    max_batch_sequences: Count | None = None  # the scheduler's cap on sequences in flight per replica
-    max_tokens_per_step: Count | None = None  # the token budget of one step (prompt chunks and decodes)
-    kv_memory_fraction: Annotated[float, Field(gt=0, le=1)] | None = None  # the KV cache's share of free memory
-    reserved_memory_fraction: Annotated[float, Field(ge=0, lt=1)] | None = None  # device memory the engine leaves
-    scheduler_steps: Annotated[int, Field(ge=1, le=64)] | None = None  # decode steps per scheduling (multi-step)
-    receive_steps: Annotated[int, Field(ge=1, le=64)] | None = None  # decode steps between intakes of arrivals
-    adp_balance_steps: Annotated[int, Field(ge=0, le=1000)] | None = None  # attention-DP balancing's admission period
-    graph_batch_sizes: tuple[Count, ...] | None = None  # the captured CUDA graphs' batch sizes, padding on
-
-    @field_validator("graph_batch_sizes")
-    @classmethod
-    def _ascending(cls, value: tuple[int, ...] | None) -> tuple[int, ...] | None:
-        if value is not None and (not value or any(b <= a for a, b in itertools.pairwise(value))):
-            raise ValueError(f"{list(value)}: give the captured batch sizes in ascending order, e.g. [128, 256, 512]")
-        return value
+    disaggregate: CaseDisaggregation | None = None  # extra context, serving: separate prefill and decode pools
 
 
 class CaseWorkload(_Part):

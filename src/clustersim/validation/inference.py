@@ -59,6 +59,8 @@ from clustersim.serving.serving_system import MoeExchange
 from clustersim.serving.sim_requests import request_spread
 from clustersim.validation.case_model import case_transformer
 from clustersim.validation.cases import Case, CaseParallel, CaseSystem, CaseWorkload, as_case
+from clustersim.validation.disaggregated_cases import disaggregated_case_rate, disaggregation
+from clustersim.validation.engine_settings import engine_with_settings
 from clustersim.validation.finite_runs import (
     FiniteRun,
     finite_run,
@@ -126,7 +128,7 @@ def case_deployment(
         kv = Dtype.BF16  # the engine's auto: the model's 16-bit dtype beside 8-bit weights
     input_tokens, output_tokens = workload_lengths(workload, where)
     engine = compiled_engine(engine, workload, input_tokens, output_tokens, parallel.dp or 1, where)
-    engine = engine_with_settings(engine, workload)
+    engine = engine_with_settings(engine, workload.engine_settings)
     request = Request(
         input_tokens=input_tokens,
         output_tokens=output_tokens,
@@ -208,20 +210,6 @@ def compiled_engine(
     return engine.model_copy(update=stated)
 
 
-def engine_with_settings(engine: EngineProfile, workload: CaseWorkload) -> EngineProfile:
-    """``engine`` with the caps the run states (``workload.engine_settings``), in place of the profile's, its
-    per-accelerator values and its benchmark's sizing (a run that states a cap is not sized by the heuristic)."""
-    settings = workload.engine_settings
-    if settings is None:
-        return engine
-    update: dict[str, Any] = {k: v for k, v in settings.model_dump().items() if v is not None}
-    for cap in ("max_batch_sequences", "max_tokens_per_step"):
-        if cap in update:
-            update[f"{cap}_on"] = {}
-            update["benchmark_sizing"] = "fixed"
-    return engine.model_copy(update=update)
-
-
 def static_batch(deployment: CaseDeployment) -> int:
     """The static batch per replica of a ``concurrency`` case on a static-batching engine: ``batch / dp``,
     which must be whole."""
@@ -294,9 +282,10 @@ def fits_reference_calibration(case: Case | Mapping[str, Any]) -> bool:
     ``benchmarks/calibrate_neuron_serving.py``), nor an attention-data-parallel deployment (``parallel.attention_dp``:
     every constant was fitted on tensor-parallel runs, and such runs judge them with the groups' exchange and
     imbalance beside; in a cross-validation fold they would move the MoE cost per token to stand in for what the
-    model lacks there). A framework no profile serves is left in, to be skipped with its reason."""
+    model lacks there), nor a disaggregated one (``parallel.disaggregate``: its pools are priced by the same
+    constants, and judge them). A framework no profile serves is left in, to be skipped with its reason."""
     case = as_case(case, "inference")
-    if case.parallel is not None and (case.parallel.attention_dp or 1) > 1:
+    if case.parallel is not None and ((case.parallel.attention_dp or 1) > 1 or case.parallel.disaggregate):
         return False
     profile = _case_engine(case)
     return profile is None or profile.framework == DEFAULT_ENGINE
@@ -321,6 +310,13 @@ def predict_inference_case(
     through the closed forms. ``engine_override``: another profile in place of the case's (an engine fit's trial
     settings; its runs are not remembered)."""
     d = case_deployment(case, catalog, engine_override)
+    if disaggregation(case) is not None:
+        found = disaggregated_case_rate(
+            as_case(case, "inference"), d.model, d.request, d.engine, catalog, cal=cal, percentile=SERVER_PERCENTILE,
+            ttft_target_s=d.workload.ttft_target_s or SERVER_TTFT_TARGET_S,
+            tpot_target_s=d.workload.tpot_target_s or SERVER_TPOT_TARGET_S,
+        )  # fmt: skip
+        return _field(found.output_tokens_per_s, found.ttft_s, found.tpot_s, field)
     requests = finite_run_requests(d.workload)
     if requests is not None:
         if not simulates(d.engine):
@@ -340,13 +336,15 @@ def predict_inference_case(
         key = case.model_dump_json() if isinstance(case, Case) else json.dumps(case, sort_keys=True)
         return remembered_run(key, catalog, cal, simulated).value(field)
     estimate = deployment_estimate(d, cal)
-    if field == "output_tokens_per_s":
-        return estimate.output_tokens_per_s
-    if field == "ttft_s":
-        return estimate.ttft_s
-    if field == "tpot_s":
-        return estimate.tpot_s
-    raise ClusterSimError(f"cannot predict inference field {field!r} (output_tokens_per_s, ttft_s, tpot_s)")
+    return _field(estimate.output_tokens_per_s, estimate.ttft_s, estimate.tpot_s, field)
+
+
+def _field(output_tokens_per_s: float, ttft_s: float, tpot_s: float, field: str) -> float:
+    """The predicted ``field`` of a serving case among its three."""
+    values = {"output_tokens_per_s": output_tokens_per_s, "ttft_s": ttft_s, "tpot_s": tpot_s}
+    if field not in values:
+        raise ClusterSimError(f"cannot predict inference field {field!r} (output_tokens_per_s, ttft_s, tpot_s)")
+    return values[field]
 
 
 def workload_lengths(workload: CaseWorkload, where: str = "case") -> tuple[float, float]:

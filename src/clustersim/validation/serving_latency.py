@@ -72,6 +72,7 @@ from clustersim.choices import Batching
 from clustersim.errors import ClusterSimError
 from clustersim.serving.simulate import Load, simulate
 from clustersim.validation.cases import Case, as_case
+from clustersim.validation.disaggregated_cases import disaggregation
 from clustersim.validation.finite_runs import simulates, workload_sampler
 from clustersim.validation.inference import (
     SERVER_PERCENTILE,
@@ -177,11 +178,12 @@ def server_latency(
 
 
 def simulates_latency(case: Case | Mapping[str, Any], catalog: Catalog) -> bool:
-    """Whether ``simulated_latency_predictor`` simulates the case: a server case whose engine the simulator
+    """Whether ``simulated_latency_predictor`` simulates the case: a server case, not disaggregated (its closed form
+    scores it), whose engine the simulator
     runs (engines without static-shape buckets; it refuses the Neuron ones) on a deployment it schedules (one
     queue a replica: not attention data parallel, whose groups the closed forms price)."""
     case = as_case(case, "inference")
-    if case.workload is None or case.workload.scenario != "server":
+    if case.workload is None or case.workload.scenario != "server" or disaggregation(case) is not None:
         return False
     deployment = case_deployment(case, catalog)
     return simulates(deployment.engine) and deployment.serving.attention_dp == 1
