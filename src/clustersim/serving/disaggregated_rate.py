@@ -152,7 +152,7 @@ def disaggregated_server(
         profile = deployment_profile(decode_engine, model, decode, request)
         curve = _decode_curve(model, decode, request, cal, profile)
         per_worker = curve.rate_per_worker(decode_tokens)
-        if rate_per_s / decode.dp > per_worker[-1]:
+        if rate_per_s / decode.dp > per_worker[-1] * (1.0 + 1e-9):
             raise ClusterSimError(
                 f"rate: {rate_per_s:g} requests/s exceeds the decode pool's saturation rate of "
                 f"{per_worker[-1] * decode.dp:.3g} requests/s ({curve.cap} sequences a worker, its "
@@ -211,19 +211,20 @@ def disaggregated_max_rate(
     per_worker = curve.rate_per_worker(max(decode_tokens, 1.0))
     decode_rate = math.inf if decode_tokens <= 0 else float(per_worker[top]) * decode.dp
     rate = min(prefill_rate, decode_rate)
-    bound = "prefill" if prefill_rate <= decode_rate else "decode"
-    ttft = estimate_server(model, prefill, one_token, rate, cal=cal, engine=prefill_engine).ttft_s + transfer_s
-    batch, tpot = _decode_at(curve, per_worker, rate / decode.dp) if decode_tokens > 0 else (0.0, 0.0)
+    at = disaggregated_server(
+        model, prefill, decode, request, rate, transfer_s=transfer_s, prefill_engine=prefill_engine,
+        decode_engine=decode_engine, cal=cal,
+    )  # fmt: skip
     return DisaggregatedRate(
         rate_per_s=rate,
         prefill_rate_per_s=prefill_rate,
         decode_rate_per_s=decode_rate,
-        bound=bound,
-        output_tokens_per_s=rate * request.output_tokens,
-        ttft_s=ttft,
-        tpot_s=tpot,
+        bound="prefill" if prefill_rate <= decode_rate else "decode",
+        output_tokens_per_s=at.output_tokens_per_s,
+        ttft_s=at.ttft_s,
+        tpot_s=at.tpot_s,
         transfer_s=transfer_s,
-        decode_batch=batch,
+        decode_batch=at.decode_batch,
         decode_max_batch=curve.cap,
         decode_limited_by=limited_by,
     )
