@@ -574,7 +574,9 @@ def impossible_answer(args: list[str], stdout: str) -> str | None:
     gds_words = ('"path": "efa-gds"', "efa-gds to", "over efa-gds")
     if given.get("--path") == "efa-gds" or any(word in stdout for word in gds_words):
         return "GPUDirect Storage on Trainium"
-    if "NVLink" in stdout or "NVLS" in stdout:
+    compared = _given(args, "--compare").split(",") if "--compare" in args else []
+    gpus_beside = any(name and name not in TRAINIUM_INSTANCES for name in compared)  # their rows name NVLink rightly
+    if ("NVLink" in stdout or "NVLS" in stdout) and not gpus_beside:
         return "NVLink/NVLS words on Trainium"
     if args[:2] == ["transport", "datapath"] and ("--nccl" in args or "GPU" in stdout):
         return "NCCL or GPU words on Trainium's data paths"
