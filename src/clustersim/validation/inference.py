@@ -306,9 +306,10 @@ def predict_inference_case(
     engine_override: EngineProfile | None = None,
 ) -> float:
     """The case's ``field`` (output_tokens_per_s, ttft_s or tpot_s) as the model predicts it: a run of a stated
-    number of requests through the simulator (``finite_runs``; refused on an engine it does not run), any other
-    through the closed forms. ``engine_override``: another profile in place of the case's (an engine fit's trial
-    settings; its runs are not remembered)."""
+    number of requests through the simulator (``finite_runs``; refused on an engine it does not run), a
+    disaggregated one by its pools' closed form (``disaggregated_cases``), any other through the closed forms.
+    ``engine_override``: another profile in place of the case's (an engine fit's trial settings; its runs are not
+    remembered)."""
     d = case_deployment(case, catalog, engine_override)
     if disaggregation(case) is not None:
         found = disaggregated_case_rate(
