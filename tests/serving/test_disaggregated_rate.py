@@ -34,7 +34,7 @@ def _deployment(prefill_workers: int, decode_workers: int):
 def _rate(prefill_workers: int, decode_workers: int, tpot_target_s: float = 0.02):
     d = _deployment(prefill_workers, decode_workers)
     return disaggregated_max_rate(
-        MODEL, d.prefill, d.decode, REQUEST, transfer_s=float(d.transfer_s(REQUEST.input_tokens)[0]),
+        MODEL, d.prefill, d.decode, REQUEST, transfer_s=d.transfer_one_s(REQUEST.input_tokens),
         ttft_target_s=1.0, tpot_target_s=tpot_target_s, prefill_engine=ENGINE, decode_engine=ENGINE,
     )  # fmt: skip
 
@@ -50,7 +50,7 @@ def test_the_deployment_serves_the_smaller_pools_rate_and_more_decoders_move_the
 
 def test_the_prefill_pools_rate_is_a_one_token_server_within_the_ttft_target_less_the_transfer():
     d = _deployment(2, 6)
-    transfer = float(d.transfer_s(REQUEST.input_tokens)[0])
+    transfer = d.transfer_one_s(REQUEST.input_tokens)
     found = _rate(2, 6)
     one = Request(1024.0, 1.0)
     alone = max_rate(
@@ -80,7 +80,7 @@ def test_a_decode_bound_rate_is_littles_law_at_the_largest_batch_meeting_the_tpo
 
 def test_the_closed_forms_tpot_meets_the_disaggregated_simulators():
     d = _deployment(2, 6)
-    transfer = float(d.transfer_s(REQUEST.input_tokens)[0])
+    transfer = d.transfer_one_s(REQUEST.input_tokens)
     for rate in (8.0, 16.0):
         closed = disaggregated_server(
             MODEL, d.prefill, d.decode, REQUEST, rate, transfer_s=transfer, prefill_engine=ENGINE, decode_engine=ENGINE
@@ -91,7 +91,7 @@ def test_the_closed_forms_tpot_meets_the_disaggregated_simulators():
 
 def test_rates_and_targets_out_of_reach_are_refused_in_one_line():
     d = _deployment(4, 1)
-    transfer = float(d.transfer_s(REQUEST.input_tokens)[0])
+    transfer = d.transfer_one_s(REQUEST.input_tokens)
     with pytest.raises(ClusterSimError, match=r"^prefill pool: rate: 10000 requests/s exceeds the saturation rate"):
         disaggregated_server(
             MODEL, d.prefill, d.decode, REQUEST, 1e4, transfer_s=transfer, prefill_engine=ENGINE, decode_engine=ENGINE

@@ -445,7 +445,7 @@ def _disaggregated_closed_form(
 
     if load.rate_per_s is None:
         return None
-    transfer_s = float(deployment.transfer_s(request.input_tokens).reshape(-1)[0])
+    transfer_s = deployment.transfer_one_s(request.input_tokens)
     try:
         found = disaggregated_server(
             model, deployment.prefill, deployment.decode, request, load.rate_per_s, transfer_s=transfer_s,

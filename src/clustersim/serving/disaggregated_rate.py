@@ -88,9 +88,14 @@ class _DecodeCurve:
 
 
 def _decode_curve(
-    model: Transformer, pool: ServingSystem, request: Request, cal: InferenceCalibration, engine: EngineProfile
+    model: Transformer,
+    pool: ServingSystem,
+    request: Request,
+    cal: InferenceCalibration,
+    decode_engine: str | EngineProfile | None,
 ) -> _DecodeCurve:
     """The decode worker's steps from one sequence to its cap (KV capacity, sequence cap, token budget)."""
+    engine = deployment_profile(decode_engine, model, pool, request)
     plan = memory_plan(model, pool, request.precision, request.kv, cal, engine)
     per_sequence = reserved_tokens(request.input_tokens, request.output_tokens, engine, model)
     groups, chip = pool.attention_dp, pool.system.accelerator.id
@@ -140,18 +145,31 @@ def disaggregated_server(
     """The mean TTFT and TPOT of ``request`` at ``rate_per_s`` requests/s on the two pools (the module's closed
     form); a rate past either pool's saturation is refused in one line."""
     cal = default_calibration() if cal is None else cal
+    curve = _decode_curve(model, decode, request, cal, decode_engine) if request.output_tokens > 1 else None
+    return _at_rate(model, prefill, decode, request, rate_per_s, transfer_s, prefill_engine, curve, cal)
+
+
+def _at_rate(
+    model: Transformer,
+    prefill: ServingSystem,
+    decode: ServingSystem,
+    request: Request,
+    rate_per_s: float,
+    transfer_s: float,
+    prefill_engine: str | EngineProfile | None,
+    curve: _DecodeCurve | None,
+    cal: InferenceCalibration,
+) -> DisaggregatedLatency:
+    """``disaggregated_server`` on a decode worker's curve made once (None: one-token requests never decode)."""
     if not rate_per_s > 0:
         raise ClusterSimError(f"rate: must be positive requests/s, got {rate_per_s}", field="rate", value=rate_per_s)
     try:
         first = estimate_server(model, prefill, _one_token(request), rate_per_s, cal=cal, engine=prefill_engine)
     except ClusterSimError as exc:
         raise ClusterSimError(f"prefill pool: {exc}", field=exc.field, value=exc.value) from None
-    decode_tokens = request.output_tokens - 1.0
     batch, tpot = 0.0, 0.0
-    if decode_tokens > 0:
-        profile = deployment_profile(decode_engine, model, decode, request)
-        curve = _decode_curve(model, decode, request, cal, profile)
-        per_worker = curve.rate_per_worker(decode_tokens)
+    if curve is not None:
+        per_worker = curve.rate_per_worker(request.output_tokens - 1.0)
         if rate_per_s / decode.dp > per_worker[-1] * (1.0 + 1e-9):
             raise ClusterSimError(
                 f"rate: {rate_per_s:g} requests/s exceeds the decode pool's saturation rate of "
@@ -196,8 +214,7 @@ def disaggregated_max_rate(
     )  # fmt: skip
     prefill_rate = first.request_rate_per_s
     decode_tokens = request.output_tokens - 1.0
-    profile = deployment_profile(decode_engine, model, decode, request)
-    curve = _decode_curve(model, decode, request, cal, profile)
+    curve = _decode_curve(model, decode, request, cal, decode_engine)
     meets = curve.seen_s <= tpot_target_s
     if not meets.any():
         raise ClusterSimError(
@@ -211,10 +228,9 @@ def disaggregated_max_rate(
     per_worker = curve.rate_per_worker(max(decode_tokens, 1.0))
     decode_rate = math.inf if decode_tokens <= 0 else float(per_worker[top]) * decode.dp
     rate = min(prefill_rate, decode_rate)
-    at = disaggregated_server(
-        model, prefill, decode, request, rate, transfer_s=transfer_s, prefill_engine=prefill_engine,
-        decode_engine=decode_engine, cal=cal,
-    )  # fmt: skip
+    at = _at_rate(
+        model, prefill, decode, request, rate, transfer_s, prefill_engine, curve if decode_tokens > 0 else None, cal
+    )
     return DisaggregatedRate(
         rate_per_s=rate,
         prefill_rate_per_s=prefill_rate,

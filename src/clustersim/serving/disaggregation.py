@@ -97,6 +97,10 @@ class Deployment:
         size = np.atleast_1d(self.link_bytes(tokens))
         return np.asarray(self.cost.time_s(Op.SENDRECV, size, self.fabric), dtype=np.float64).reshape(size.shape)
 
+    def transfer_one_s(self, tokens: float) -> float:
+        """Seconds to move the KV cache of one prompt of ``tokens`` (alone on its links)."""
+        return float(self.transfer_s(tokens).reshape(-1)[0])
+
     @property
     def pools(self) -> tuple[ServingSystem, ServingSystem]:
         return self.prefill, self.decode

@@ -88,7 +88,7 @@ def disaggregated_case_rate(
     assert fabric is not None  # two ranks
     link = Deployment(model, prefill, decode, 1, fabric, not inside, request.kv)
     return disaggregated_max_rate(
-        model, prefill, decode, request, transfer_s=float(link.transfer_s(request.input_tokens).reshape(-1)[0]),
+        model, prefill, decode, request, transfer_s=link.transfer_one_s(request.input_tokens),
         ttft_target_s=ttft_target_s, tpot_target_s=tpot_target_s, prefill_engine=prefill_engine,
         decode_engine=decode_engine, cal=cal, percentile=percentile,
     )  # fmt: skip
