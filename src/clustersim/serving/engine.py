@@ -57,6 +57,7 @@ from clustersim.serving.calibration import InferenceCalibration as InferenceCali
 from clustersim.serving.calibration import calibration_entries as calibration_entries
 from clustersim.serving.calibration import default_calibration as default_calibration
 from clustersim.serving.calibration import serving_calibration as serving_calibration
+from clustersim.serving.eager_launches import eager_floor_s
 from clustersim.serving.engines import EngineProfile, engine_profile, mean_bucket_tokens, prompt_bucket_tokens
 from clustersim.serving.formats import ServingPrecision, attention_dtype, gemm_dtype
 from clustersim.serving.graphs import graph_rows
@@ -247,6 +248,12 @@ def step_times(
     per_sequence = profile.host_sequence_overhead_s.get(system.system.accelerator.id, per_sequence)  # its host CPU
     per_layer = cal.layer_overhead_s if profile.layer_overhead_s is None else profile.layer_overhead_s
     overhead = step_overhead + layers * per_layer + per_sequence * (real + prompts) * own
+    if profile.eager_launch_s is not None:
+        # a step with prompts runs eagerly past the captured graphs: at least its kernels' launches (host-bound)
+        eager = (prefill > 0) & (tokens > profile.graphed_prompt_tokens)
+        floor = eager_floor_s(model, layers, precision, tp, profile.eager_launch_s)
+        device = np.maximum(compute, memory) + decode_attention + prefill_attention + elementwise + comm + overhead
+        overhead = overhead + np.where(eager, np.maximum(floor - device, 0.0), 0.0)
     return StepTimes(
         gemm_compute_s=compute,
         gemm_memory_s=np.broadcast_to(memory, b.shape).astype(np.float64),

@@ -27,11 +27,12 @@ from typing import Protocol
 import numpy as np
 
 from clustersim.errors import ClusterSimError
+from clustersim.serving.eager_launches import eager_floor_s
 from clustersim.serving.engine import FloatArray, InferenceCalibration, ServingSystem, step_times
 from clustersim.serving.engines import EngineProfile
 from clustersim.serving.formats import ServingPrecision
 from clustersim.serving.graphs import graph_rows
-from clustersim.serving.memory import causal_pairs
+from clustersim.serving.memory import causal_pairs, stage_share
 from clustersim.workload.transformer import Transformer
 
 
@@ -78,6 +79,8 @@ class StepTable:
     cube: list[list[list[float]]] = field(default_factory=list)  # attention as nested lists (fast scalar reads)
     lines: dict[int, FloatArray] = field(default_factory=dict)  # decode-only steps by decoders, over contexts
     graph_sizes: tuple[int, ...] | None = None  # captured CUDA graphs a decode-only step pads to (serving.graphs)
+    eager_floor_s: float = 0.0  # the least time of a step with prompts run eagerly (serving.eager_launches)
+    graphed_prompt_tokens: int = 0  # steps with prompts of at most this many tokens replay graphs (no floor)
 
     def __post_init__(self) -> None:
         if not self.cube:
@@ -113,7 +116,10 @@ class StepTable:
         else:  # a decode step's padding rows (a CUDA graph's) run the GEMMs and the logits
             rows = self.decode_rows(decoding)
             rest = self.rest_s(rows, rows)
-        return rest + self.attention_s(decoding, context, tokens) + self.pair_s * pairs
+        step = rest + self.attention_s(decoding, context, tokens) + self.pair_s * pairs
+        if prefill_tokens > 0 and tokens > self.graphed_prompt_tokens:
+            return max(step, self.eager_floor_s)
+        return step
 
     def decode_rows(self, decoding: int) -> float:
         """The rows a step of ``decoding`` sequences alone runs through its GEMMs (a CUDA graph's padding)."""
@@ -179,6 +185,11 @@ def step_table(
         )
     # an engine that never mixes gets steps of one kind from the scheduler, priced alike with or without the flag
     engine = engine.model_copy(update={"mixed_steps": True})
+    floor = 0.0  # an eager step's launches, priced apart: the table's cells are steps with prompts, graphed or not
+    if engine.eager_launch_s is not None:
+        layers = model.layers * stage_share(model, system.pp)
+        floor = eager_floor_s(model, layers, precision, system.tp, engine.eager_launch_s)
+        engine = engine.model_copy(update={"eager_launch_s": None})
     tokens = axis(max_tokens, 1.04)
     sequences = axis(max_sequences, 1.08)
     t_grid, l_grid = np.meshgrid(tokens, sequences, indexing="ij")
@@ -207,6 +218,7 @@ def step_table(
     return StepTable(
         model, tokens, sequences, rest.tolist(), decoding, contexts, written,
         np.asarray(two.decode_attention_s, dtype=np.float64), pair_s, graph_sizes=engine.graph_batch_sizes,
+        eager_floor_s=floor, graphed_prompt_tokens=engine.graphed_prompt_tokens,
     )  # fmt: skip
 
 
