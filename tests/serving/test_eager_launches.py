@@ -80,7 +80,8 @@ def test_the_simulator_table_prices_eager_steps_as_the_step_model():
 
 
 def _cases(prefix: str) -> list[dict]:
-    rows = [json.loads(line) for path in project_case_files() if path.name == "inference.jsonl" for line in path.read_text().splitlines()]
+    files = [path for path in project_case_files() if path.name == "inference.jsonl"]
+    rows = [json.loads(line) for path in files for line in path.read_text().splitlines()]
     return [r for r in rows if r["id"].startswith(prefix) and r["measured"].get("ttft_s")]
 
 
