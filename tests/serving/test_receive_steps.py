@@ -31,7 +31,8 @@ def _setup():
 
 
 def _engine(**update):
-    return engine_profile("sglang").model_copy(update=update)
+    """SGLang with --enable-mixed-chunk (prompts share the decoders' step), the intake's mechanics alone."""
+    return engine_profile("sglang").model_copy(update={"mixed_steps": True, **update})
 
 
 @functools.cache
