@@ -9,7 +9,8 @@ alone and runs a context step eagerly). The GPU waits when its kernels are short
 a thousand tokens through a 61-layer MoE model is host-bound, a prompt of eight thousand is not. So an eager step
 takes the larger of its device time and its launches' host time (the device runs each kernel as the host queues
 it): ``eager_floor_s``, with the launches counted per layer by ``kernels_per_layer`` and one host time per launch
-(``EngineProfile.eager_launch_s``).
+(``EngineProfile.eager_launch_s``). Only SGLang's profile sets one (``engines.toml`` gives its evidence and why
+vLLM's and TensorRT-LLM's do not); a user's profile may set its own.
 
 The count follows the model's blocks as the engines write them (one launch per GEMM, norm, rotary embedding,
 cache write, attention call, activation and all-reduce; the counts are this module's, a prior: fused kernels lower
