@@ -212,20 +212,13 @@ class EngineProfile(BaseModel):
         "a prompt, or over the largest size, runs as it is (clustersim.serving.graphs); absent: the live batch.",
     )
     eager_launch_s: float | None = Field(
-        None,
-        ge=0,
-        le=1e-3,
-        description="Host time per kernel launch of a step that carries prompt tokens and runs eagerly (no CUDA "
-        "graph: SGLang, vLLM, TensorRT-LLM's PyTorch backend): such a step takes at least its launches' time "
-        "(clustersim.serving.eager_launches); absent: every step replays graphs or a compiled engine.",
-    )
+        None, ge=0, le=1e-3, description="Host time per kernel launch of a step with prompt tokens run eagerly (no "
+        "CUDA graph): it takes at least its launches' time (clustersim.serving.eager_launches); absent: no floor.",
+    )  # fmt: skip
     graphed_prompt_tokens: int = Field(
-        0,
-        ge=0,
-        le=65536,
-        description="Steps with prompts of at most this many tokens (prompt and decode) replay captured graphs and "
-        "are not host-bound (vLLM V1's piecewise graphs up to its largest capture size); 0: none.",
-    )
+        0, ge=0, le=65536, description="Steps with prompts of at most this many tokens (prompt and decode) replay "
+        "captured graphs, no launch floor (vLLM V1's piecewise graphs up to its largest capture size); 0: none.",
+    )  # fmt: skip
     sequence_parallel_prefill: bool = Field(
         False,
         description="Prompt tokens' norms and residual adds are split over the TP ranks (sequence parallelism in "
