@@ -13,6 +13,7 @@ from clustersim.catalog.registry import load_catalog
 from clustersim.serving.eager_launches import eager_floor_s, kernels_per_layer
 from clustersim.serving.engine import default_calibration, serving_system_for_instance, step_times
 from clustersim.serving.engines import engine_profile
+from clustersim.serving.estimate import Request, estimate_offline
 from clustersim.serving.sim_steps import max_error, step_table
 from clustersim.validation.cases import project_case_files
 from clustersim.validation.inference import predict_inference_case
@@ -103,3 +104,16 @@ def test_held_out_deepseek_r1_first_tokens_on_h200_come_closer():
         )  # fmt: skip
     assert errors["graphed"] > 0.45
     assert errors["eager"] < 0.4
+
+
+def test_an_estimate_says_when_its_prompt_steps_wait_for_the_host():
+    system = serving_system_for_instance(CATALOG, "p5.48xlarge", tp=1)
+
+    def notes(engine: str, prompt: int) -> str:
+        estimate = estimate_offline(QWEN, system, Request(prompt, 200), engine=engine_profile(engine, "hopper"))
+        return " ".join(estimate.notes)
+
+    said = notes("sglang", 230)
+    assert "prompt steps host-bound on sglang" in said and "11.0 kernels a layer over 36 layers" in said
+    assert "host-bound" not in notes("tensorrt-llm", 230)  # graphs or a compiled engine: no floor
+    assert "host-bound" not in notes("sglang", 16384)  # the GPU's work outlasts the launches

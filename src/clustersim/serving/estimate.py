@@ -27,6 +27,7 @@ from clustersim.errors import ClusterSimError
 from clustersim.execution import check_model_split
 from clustersim.serving.attention_dp import check_attention_dp
 from clustersim.serving.bench_sizing import sized_engine
+from clustersim.serving.eager_note import eager_note
 from clustersim.serving.engine import (
     FloatArray,
     InferenceCalibration,
@@ -436,7 +437,7 @@ def make_estimate(
         ttft_s=first if ttft_s is None else ttft_s,
         tpot_s=step_s * system.pp if tpot_s is None else tpot_s,
         request_rate_per_s=(per_replica * system.dp / o if rate_per_s is None else rate_per_s),
-        notes=request.notes(model) + stages_note(model, system.pp),
+        notes=request.notes(model) + stages_note(model, system.pp) + eager_note(model, system, request, cal, engine),
     )
 
 
