@@ -1,7 +1,7 @@
 """The extra context a case may carry beyond the format's fields, and the reader takes: latent attention
-(``model.mla``), dense-first MoE models (``dense_layers``, ``dense_ffn_hidden``) and the expert
-all-to-all overlap (``parallel.ep_overlap``). Without them the reader prices what the format says,
-and reports what it assumed."""
+(``model.mla``), dense-first MoE models (``dense_layers``, ``dense_ffn_hidden``), sliding windows
+(``sliding_window``, ``window_layers``) and the expert all-to-all overlap (``parallel.ep_overlap``). Without
+them the reader prices what the format says, and reports what it assumed."""
 
 from __future__ import annotations
 
@@ -157,3 +157,41 @@ def test_a_stated_token_dispatcher_is_read_and_priced() -> None:
     assert deepep == predict_training_case(_case(DEEPSEEK_V3), "step_time_s", CATALOG)
     with pytest.raises(ClusterSimError, match="ep_dispatcher"):
         case_setup(_case(DEEPSEEK_V3, ep_dispatcher="nvshmem"), CATALOG)
+
+
+GPT_OSS_120B = {
+    "name": "gpt-oss-120b",
+    "layers": 36,
+    "hidden": 2880,
+    "ffn_hidden": 2880,
+    "heads": 64,
+    "kv_heads": 8,
+    "head_dim": 64,
+    "vocab": 201088,
+    "seq_len": 4096,
+    "ffn_type": "swiglu",
+    "moe": {"experts": 128, "top_k": 4, "shared_experts": 0},
+}
+
+
+FLAT = {"pp": 1, "dp": 256, "ep": 8, "vp": 1, "global_batch": 256}
+
+
+def test_a_stated_sliding_window_shortens_the_windowed_layers_attention_and_nothing_else() -> None:
+    """``model.sliding_window`` and ``window_layers`` (gpt-oss: 128 keys on 18 of 36 layers, the zoo's entry)."""
+    windowed = GPT_OSS_120B | {"sliding_window": 128, "window_layers": 18}
+    model = case_setup(_case(windowed, **FLAT), CATALOG).model
+    plain = case_setup(_case(GPT_OSS_120B, **FLAT), CATALOG).model
+    zoo = load_model("gpt-oss-120b", use_env=False)
+    assert (model.sliding_window, model.window_layers) == (zoo.sliding_window, zoo.window_layers) == (128, 18)
+    assert (plain.sliding_window, plain.window_layers) == (0, 0)
+    # 18 layers' scores and context over 128 keys instead of 4,096 (the model-FLOPs convention counts every key),
+    # forward and backward: 18 x 12 x 64 heads x 64 x (4,096 - 128) FLOPs a token fewer, 3.5 GFLOP of the 38
+    saved = plain.model_flops_per_token(4096) - model.model_flops_per_token(4096)
+    assert saved == pytest.approx(18 * 12 * 64 * 64 * (4096 - 128), rel=1e-9)
+    assert model.num_params() == plain.num_params()
+    fast = predict_training_case(_case(windowed, **FLAT), "step_time_s", CATALOG)
+    slow = predict_training_case(_case(GPT_OSS_120B, **FLAT), "step_time_s", CATALOG)
+    assert fast < slow
+    with pytest.raises(ClusterSimError, match="window_layers 40 exceeds layers 36"):
+        case_setup(_case(windowed | {"window_layers": 40}, **FLAT), CATALOG)

@@ -68,8 +68,10 @@ class CaseMLA(_Part):
 class CaseModel(_Part):
     """``model``: the transformer's shape (``seq_len`` of training and memory cases). Extra context a
     case may carry and ``shape`` reads: ``mla`` (latent attention), ``dense_layers`` (leading blocks
-    with a dense MLP), ``dense_ffn_hidden`` (their width; ``ffn_hidden`` is then an expert's) and
-    ``mtp_layers`` (multi-token-prediction modules the run trained; null: none stated, none priced)."""
+    with a dense MLP), ``dense_ffn_hidden`` (their width; ``ffn_hidden`` is then an expert's),
+    ``mtp_layers`` (multi-token-prediction modules the run trained; null: none stated, none priced) and
+    ``sliding_window`` with ``window_layers`` (the keys a windowed layer attends to, and how many layers are
+    windowed; null: every layer sees the whole sequence)."""
 
     name: str | None = None
     layers: Count | None = None
@@ -86,6 +88,8 @@ class CaseModel(_Part):
     dense_layers: Annotated[int, Field(ge=0)] | None = None
     dense_ffn_hidden: Count | None = None
     mtp_layers: Annotated[int, Field(ge=0, le=8)] | None = None
+    sliding_window: Count | None = None
+    window_layers: Annotated[int, Field(ge=0)] | None = None
 
     def shape(self) -> dict[str, Any]:
         """The fields present, as plain data in ``Transformer``'s names (for ``transformer_from_mapping``):
