@@ -26,7 +26,7 @@ from clustersim.catalog.schema import Dtype
 from clustersim.compute.efficiency import FamilyEfficiency
 from clustersim.compute.software import software_for
 from clustersim.errors import ClusterSimError
-from clustersim.execution import Layout
+from clustersim.execution import EpDispatcher, Layout
 from clustersim.network.analytic import collective_time_s
 from clustersim.network.collectives import Op
 from clustersim.network.fabric import Fabric
@@ -515,9 +515,14 @@ def test_moe_layer_computes_top_k_experts_and_the_router():
     router = 2 * 1024 * H * 4 / GEMM  # 4 experts' logits
     gemm_moe = gemm - mlp + 2 * mlp + router  # two experts per token
     memory = (2 * 11 * 1024 * H + 2 * 1024 * (2 * (Q + 2 * KV) + 4 * F * 2)) / HBM  # SwiGLU I/O of 2 experts
-    memory += 4 * 2 * 2 * (1024 * 2) * H / HBM  # four read-write copies of each routed pair's 16-bit row
+    # the flex dispatcher (Megatron's default, DeepEP) moves each routed pair's 16-bit row twice (read and write);
+    # Megatron-Core's alltoall dispatcher four times
+    permutation = 2 * 2 * 2 * (1024 * 2) * H / HBM
     head_fwd, _ = head_parts(1024)
-    assert terms(est)["forward"][1] == pytest.approx(2 * (4 * (gemm_moe + core + memory) + head_fwd), rel=REL)
+    expected = 2 * (4 * (gemm_moe + core + memory + permutation) + head_fwd)
+    assert terms(est)["forward"][1] == pytest.approx(expected, rel=REL)
+    alltoall = estimate(Layout(dp=2, ep=2, ep_dispatcher=EpDispatcher.ALLTOALL), devices=2, global_batch=4, model=MOE)
+    assert terms(alltoall)["forward"][1] == pytest.approx(expected + 2 * 4 * permutation, rel=REL)
     # Each device holds half the routed experts: 2 of 4 MLPs, the router, attention and norms per layer.
     params = 4 * (3_145_728 + 2 * 12_582_912 + H * 4 + 2 * H) + 2 * V * H + H
     dp = t_coll(Op.ALL_REDUCE, params * 2, node_fabric(2))

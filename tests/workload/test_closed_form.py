@@ -154,7 +154,7 @@ def test_shape_rules_are_clear_errors():
 # ---- operations of one layer on one device ------------------------------------------------------------------
 
 
-def _ops(model, *, tokens=256.0, seq_len=128, tp=2.0, sp=2.0, ep=1.0, fused=False):
+def _ops(model, *, tokens=256.0, seq_len=128, tp=2.0, sp=2.0, ep=1.0, fused=False, flex=False):
     arrays = [np.array([x]) for x in (tokens, tp, sp, ep)]
     layer = layer_operations(
         model,
@@ -164,6 +164,7 @@ def _ops(model, *, tokens=256.0, seq_len=128, tp=2.0, sp=2.0, ep=1.0, fused=Fals
         sp_split=arrays[2],
         ep=arrays[3],
         fused_attention=fused,
+        flex_dispatch=np.array([flex]),
     )
     return {op.name: op for op in layer}
 
@@ -222,6 +223,10 @@ def test_moe_layer_operations_by_hand():
     assert permutation.bytes[0] == pytest.approx(4 * 2 * 2 * (256 * 2 * 1.25) * 64)
     sequence_parallel = _ops(MIX, tp=2.0, sp=2.0, ep=2.0, fused=True)["token permutation"]
     assert sequence_parallel.bytes[0] == pytest.approx(permutation.bytes[0] / 2)  # each rank routes its own tokens
+    # The flex dispatcher (DeepEP, HybridEP) sends and combines from the tokens' own order: two copies are left
+    flex = _ops(MIX, tp=1.0, sp=1.0, ep=2.0, fused=True, flex=True)
+    assert flex["token permutation"].bytes[0] == pytest.approx(permutation.bytes[0] / 2)
+    assert all(flex[name].bytes[0] == ops[name].bytes[0] for name in ops if name != "token permutation")
     assert ops["bias and activation"].bytes[0] == pytest.approx(2 * 256 * (2 * 96 + 4 * 32 * 3 * 1.25))
 
 

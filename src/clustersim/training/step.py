@@ -122,6 +122,7 @@ class StepContext:
             eager_elementwise=self.sw.eager_elementwise,
             float8_recipe=self.sw.float8_recipe if self.precision is Dtype.FP8 else None,
             fused_expert_mlp=self.fused_expert_mlp,
+            flex_dispatch=self.ep_per_node & (lay.ep > 1),
         )
 
     @_derived

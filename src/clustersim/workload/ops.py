@@ -16,7 +16,8 @@ mlp / experts          gemm        ``2 T h f x matrices / t`` per active expert 
 router                 gemm        ``2 T h E`` (MoE only, replicated across TP)
 token permutation      memory      MoE only: ``4`` copies (read and write) of an ``h``-wide 16-bit row
                                    per routed token-expert pair, ``T k / t`` pairs under sequence
-                                   parallelism (into expert order and back, around the all-to-all)
+                                   parallelism (into expert order and back, around the all-to-all);
+                                   ``2`` through the flex dispatcher (DeepEP, HybridEP)
 norms and residuals    memory      ``11 T h`` 16-bit elements (two norms, two bias-dropout-adds),
                                    split by ``t`` under sequence parallelism
 bias and activation    memory      ``(2 (q + 2 kv) + (matrices + 1) f) T / t`` 16-bit elements per MLP a
@@ -89,6 +90,13 @@ ELEMENTWISE_BACKWARD_RATIO = 1.5
 # (megatron/core/transformer/moe/token_dispatcher.py, MoEAlltoAllTokenDispatcher: dispatch_preprocess,
 # dispatch_postprocess, combine_preprocess, combine_postprocess; moe_utils.permute, sort_chunks_by_idxs).
 PERMUTE_ROW_COPIES = 4.0
+# Its flex dispatcher (DeepEP, HybridEP) sends the tokens from their own order and combines them with their
+# weights inside the communication kernels: two copies remain, the received rows permuted into expert order
+# and back (the same file's MoEFlexTokenDispatcher; _DeepepManager.get_permuted_hidden_states_by_experts and
+# get_restored_hidden_states_by_experts; NVIDIA's DeepSeek-V3 GB200 write-up, Megatron-LM
+# docs/discussions/deepseek-v3-gb200-optimization, section 2.1.1: "fuses the global permute into the
+# communication kernel ... but still requires a permute kernel" for the local experts).
+FLEX_PERMUTE_ROW_COPIES = 2.0
 # PyTorch eager Llama block, one kernel per op (pytorch/torchtitan torchtitan/models/llama/model.py and
 # models/norms.py, end of 2024), extra bytes per element over the fused counts above:
 # RMSNorm upcasts, squares, averages, scales, casts back and applies the weight (bf16 -> fp32 read 2 write 4,
@@ -162,11 +170,13 @@ def layer_operations(
     eager_elementwise: bool = False,
     float8_recipe: Float8Recipe | None = None,
     fused_expert_mlp: bool = False,
+    flex_dispatch: npt.ArrayLike = False,
 ) -> list[Operation]:
     """The forward operations of one layer on one device (see the module table); ``cp`` splits each
     query's keys over that many ring-attention kernel calls; ``eager_elementwise``: the element-wise ops
     run as PyTorch eager kernels, one per op; ``float8_recipe``: an FP8 job's scaling recipe (None or
-    tensorwise: what the FP8 rate holds)."""
+    tensorwise: what the FP8 rate holds); ``flex_dispatch``: where the expert tokens go through the flex
+    dispatcher (DeepEP, HybridEP), which moves each row twice, not four times."""
     h, q, kv, f = model.hidden, model.q_width, model.kv_width, model.expert_ffn
     like = np.zeros(np.broadcast_shapes(np.shape(tokens), np.shape(tp), np.shape(sp_split), np.shape(ep), np.shape(cp)))
     matrices = model.ffn_type.num_matrices
@@ -224,7 +234,11 @@ def layer_operations(
                 "token permutation",
                 OpKind.MEMORY,
                 like,
-                nbytes=PERMUTE_ROW_COPIES * 2 * ELEMENT_BYTES * pairs * h,
+                nbytes=np.where(flex_dispatch, FLEX_PERMUTE_ROW_COPIES, PERMUTE_ROW_COPIES)
+                * 2
+                * ELEMENT_BYTES
+                * pairs
+                * h,
                 ratio=1.0,
             ),
         ]
