@@ -11,8 +11,10 @@ from clustersim.catalog.registry import load_catalog
 from clustersim.errors import ClusterSimError
 from clustersim.ingest import SystemOptions, ingest_files
 from clustersim.ingest.vllm_bench import read_vllm_bench
+from clustersim.validation.case_model import case_transformer
 from clustersim.validation.cases import as_case
 from clustersim.validation.inference import predict_inference_case
+from clustersim.workload.zoo import load_model
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "ingest"
 QWEN = DATA / "vllm_qwen2_7b_2xa100_dennislee22.txt"
@@ -66,3 +68,27 @@ def test_what_a_serving_run_does_not_print_must_be_given(tmp_path: Path):
     rate.write_text(json.dumps({**dict.fromkeys(keys, 10), "mean_tpot_ms": 40.0, "request_rate": 4.0}))
     with pytest.raises(ClusterSimError, match="request rate 4/s is an open loop"):
         ingest_files([rate], SystemOptions(instance="p5.48xlarge", model="llama3.1-8b"), CATALOG)
+
+
+@pytest.mark.parametrize("name", ["deepseek-v3", "gpt-oss-120b", "llama4-maverick"])
+def test_a_zoo_model_with_latent_attention_windows_or_dense_blocks_is_carried_by_the_case(name: str):
+    """The case's model states the extra context the reader takes (latent attention, dense MLP blocks,
+    sliding windows): read back, it has the zoo's KV cache and, within the norms and biases no field holds,
+    its parameters and FLOPs (Maverick's every-other-layer MoE as 24 dense blocks: priced alike)."""
+    options = SystemOptions(instance="p5en.48xlarge", model=name, tp=8, precision="fp8")
+    case = as_case(ingest_files([QWEN], options, CATALOG)[0], "inference")
+    zoo = load_model(name, use_env=False)
+    read, _ = case_transformer(case.model, "test")
+    assert read.kv_cache_elements == zoo.kv_cache_elements and read.mla == zoo.mla
+    assert (read.sliding_window, read.window_layers) == (zoo.sliding_window, zoo.window_layers)
+    assert read.num_params() == pytest.approx(zoo.num_params(), rel=0.01)
+    assert read.model_flops_per_token(4096) == pytest.approx(zoo.model_flops_per_token(4096), rel=0.01)
+    assert predict_inference_case(case, "output_tokens_per_s", CATALOG) > 0
+
+
+def test_a_zoo_model_a_case_cannot_carry_is_refused():
+    # Gemma 3's four norms a block and tied 262k-token embeddings have no case field: 27.0B as the zoo has it
+    with pytest.raises(
+        ClusterSimError, match=r"--model gemma3-27b: a case's model cannot carry its shape \(parameters"
+    ):
+        ingest_files([QWEN], SystemOptions(instance="p5.48xlarge", model="gemma3-27b", tp=8), CATALOG)

@@ -14,7 +14,8 @@ from typing import Any
 from clustersim.catalog.registry import Catalog
 from clustersim.errors import ClusterSimError
 from clustersim.ingest.cases import SystemOptions
-from clustersim.validation.cases import PRECISIONS
+from clustersim.validation.case_model import case_transformer
+from clustersim.validation.cases import PRECISIONS, CaseModel
 from clustersim.workload.transformer import Transformer
 
 
@@ -40,20 +41,22 @@ class ServingRun:
     kv_precision: str | None = None
 
 
+CARRIED_TOLERANCE = 0.01
+KV_WHAT = "KV cache elements per token and layer"
+
+
 def model_fields(model: Transformer) -> dict[str, Any]:
-    """The case format's ``model`` of a zoo model; refused where the format cannot carry its shape."""
-    if model.mla is not None or model.sliding_window:
-        raise ClusterSimError(
-            f"--model {model.name}: latent attention or sliding windows are not fields of a case's model "
-            f"(data/README.md); a dense or MoE model with full attention is",
-            field="--model",
-            value=model.name,
-        )
+    """The case format's ``model`` of a zoo model, with the extra context clustersim's reader takes (latent
+    attention, dense-first MoE blocks, sliding windows; the project's ``validation/project/README.md``);
+    refused where a case could not carry its shape: the case's model read back must have its parameters and FLOPs
+    per token within ``CARRIED_TOLERANCE`` (norm weights and biases, which have no field, are less) and its KV
+    cache per token exactly (a MoE block every n-th layer or Gemma's four norms a block have no field)."""
+    moe = model.moe
     fields: dict[str, Any] = {
         "name": model.name,
         "layers": model.layers,
         "hidden": model.hidden,
-        "ffn_hidden": model.moe.expert_ffn_hidden or model.ffn_hidden if model.moe else model.ffn_hidden,
+        "ffn_hidden": model.expert_ffn if moe is not None else model.ffn_hidden,
         "heads": model.heads,
         "vocab": model.vocab,
         "ffn_type": model.ffn_type.value,
@@ -62,13 +65,43 @@ def model_fields(model: Transformer) -> dict[str, Any]:
         fields["kv_heads"] = model.kv_heads
     if model.head_dim:
         fields["head_dim"] = model.head_dim
-    if model.moe is not None:
-        fields["moe"] = {
-            "experts": model.moe.experts,
-            "top_k": model.moe.top_k,
-            "shared_experts": model.moe.shared_experts,
+    if moe is not None:
+        fields["moe"] = {"experts": moe.experts, "top_k": moe.top_k, "shared_experts": moe.shared_experts}
+        if model.dense_mlp_layers:  # leading or between MoE blocks (Llama 4 Maverick's every other): priced alike
+            fields |= {"dense_layers": model.dense_mlp_layers, "dense_ffn_hidden": model.ffn_hidden}
+    if model.mla is not None:  # in Megatron-Core's names, as the cases write it: head_dim without the rotary part
+        mla = model.mla
+        fields["head_dim"] = model.head_dim - mla.rope_head_dim
+        fields["mla"] = {
+            "q_lora_rank": mla.q_lora_rank or None,
+            "kv_lora_rank": mla.kv_lora_rank,
+            "qk_head_dim": model.head_dim - mla.rope_head_dim,
+            "qk_pos_emb_head_dim": mla.rope_head_dim,
+            "v_head_dim": mla.v_head_dim,
         }
+    if model.sliding_window:
+        fields |= {"sliding_window": model.sliding_window, "window_layers": model.window_layers}
+    _check_carried(model, fields)
     return fields
+
+
+def _check_carried(model: Transformer, fields: dict[str, Any]) -> None:
+    """Refuse a model whose case (``fields``) reads back as another shape."""
+    read, _ = case_transformer(CaseModel.model_validate(fields), f"--model {model.name}")
+    seq = model.seq_len
+    for what, ours, theirs in (
+        ("parameters", model.num_params(), read.num_params()),
+        ("FLOPs per token", model.model_flops_per_token(seq), read.model_flops_per_token(seq)),
+        (KV_WHAT, model.kv_cache_elements, read.kv_cache_elements),
+    ):
+        if not math.isclose(ours, theirs, rel_tol=CARRIED_TOLERANCE if what != KV_WHAT else 0.0):
+            raise ClusterSimError(
+                f"--model {model.name}: a case's model cannot carry its shape ({what} {ours:.4g}, {theirs:.4g} as "
+                "a case); a case states layers, widths, heads, experts, latent attention, dense MLP blocks and "
+                "sliding windows (validation/data/README.md and the project's extra context)",
+                field="--model",
+                value=model.name,
+            )
 
 
 def _agreed(run: ServingRun, key: str, given: Any, option: str) -> Any:
