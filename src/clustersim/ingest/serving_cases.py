@@ -42,7 +42,6 @@ class ServingRun:
 
 
 CARRIED_TOLERANCE = 0.01
-KV_WHAT = "KV cache elements per token and layer"
 
 
 def model_fields(model: Transformer) -> dict[str, Any]:
@@ -75,7 +74,7 @@ def model_fields(model: Transformer) -> dict[str, Any]:
         fields["mla"] = {
             "q_lora_rank": mla.q_lora_rank or None,
             "kv_lora_rank": mla.kv_lora_rank,
-            "qk_head_dim": model.head_dim - mla.rope_head_dim,
+            "qk_head_dim": fields["head_dim"],
             "qk_pos_emb_head_dim": mla.rope_head_dim,
             "v_head_dim": mla.v_head_dim,
         }
@@ -89,12 +88,12 @@ def _check_carried(model: Transformer, fields: dict[str, Any]) -> None:
     """Refuse a model whose case (``fields``) reads back as another shape."""
     read, _ = case_transformer(CaseModel.model_validate(fields), f"--model {model.name}")
     seq = model.seq_len
-    for what, ours, theirs in (
-        ("parameters", model.num_params(), read.num_params()),
-        ("FLOPs per token", model.model_flops_per_token(seq), read.model_flops_per_token(seq)),
-        (KV_WHAT, model.kv_cache_elements, read.kv_cache_elements),
+    for what, ours, theirs, tolerance in (
+        ("parameters", model.num_params(), read.num_params(), CARRIED_TOLERANCE),
+        ("FLOPs per token", model.model_flops_per_token(seq), read.model_flops_per_token(seq), CARRIED_TOLERANCE),
+        ("KV cache elements per token and layer", model.kv_cache_elements, read.kv_cache_elements, 0.0),
     ):
-        if not math.isclose(ours, theirs, rel_tol=CARRIED_TOLERANCE if what != KV_WHAT else 0.0):
+        if not math.isclose(ours, theirs, rel_tol=tolerance):
             raise ClusterSimError(
                 f"--model {model.name}: a case's model cannot carry its shape ({what} {ours:.4g}, {theirs:.4g} as "
                 "a case); a case states layers, widths, heads, experts, latent attention, dense MLP blocks and "

@@ -228,17 +228,14 @@ def layer_operations(
     ]
     if model.moe:
         pairs = tokens * model.moe.top_k * capacity * share / sp_split  # routed token-expert pairs this rank moves
+        copies = np.where(flex_dispatch, FLEX_PERMUTE_ROW_COPIES, PERMUTE_ROW_COPIES)
         ops += [
             _op("router", OpKind.GEMM, like, flop=2 * tokens * h * model.moe.experts * share, ratio=2.0),
             _op(
                 "token permutation",
                 OpKind.MEMORY,
                 like,
-                nbytes=np.where(flex_dispatch, FLEX_PERMUTE_ROW_COPIES, PERMUTE_ROW_COPIES)
-                * 2
-                * ELEMENT_BYTES
-                * pairs
-                * h,
+                nbytes=copies * 2 * ELEMENT_BYTES * pairs * h,
                 ratio=1.0,
             ),
         ]
