@@ -60,16 +60,16 @@ def test_validate_reports_the_newest_chips_held_out_in_json_and_on_the_console()
     result = runner.invoke(app, ["validate", "--json"])
     assert result.exit_code == 0, result.output
     groups = {(g["kind"], g["accelerator"]): g for g in json.loads(result.stdout)["accelerators"]}
-    # Blackwell Ultra's published runs, held out of every fit: Megatron-Bridge's 10 GB300 and 2 B300 training
-    # rows and the Megatron-Core MoE model zoo's GB300 row; MLPerf v5.1's four GB300 NVL72 serving runs (Llama 3.1
-    # 405B and DeepSeek-R1, offline and server) and v6.0's Llama 2 70B on 8 B300 (offline and server) and the GB300
-    # NVL72 rack (offline), Llama 3.1 405B (8 B300 offline and server, the GB300 NVL72 rack offline) and DeepSeek-R1
-    # (8 B300 and the GB300 NVL72 rack, offline and server), the partners' 26 runs on 8 B300 (ASUSTeK, Cisco, Dell,
-    # GigaComputing, Quanta, Nebius) and 8 on GB300 (Nebius's and CoreWeave's two trays, Nebius's rack) and NVIDIA's
-    # 288 GB300 (offline and server), and the GB300 rack's three disaggregated runs (Llama 2 70B server and
-    # interactive, Llama 3.1 405B interactive), each with a left-out residual
+    # Blackwell Ultra's published runs, held out of every fit: Megatron-Bridge's 14 GB300 (26.04.01 to 26.08) and 2 B300
+    # training rows and the Megatron-Core MoE model zoo's GB300 row; MLPerf v5.1's four GB300 NVL72 serving runs (Llama
+    # 3.1 405B and DeepSeek-R1, offline and server) and v6.0's Llama 2 70B on 8 B300 (offline and server) and the GB300
+    # NVL72 rack (offline), Llama 3.1 405B (8 B300 offline and server, the GB300 NVL72 rack offline) and DeepSeek-R1 (8
+    # B300 and the GB300 NVL72 rack, offline and server), the partners' 26 runs on 8 B300 (ASUSTeK, Cisco, Dell,
+    # GigaComputing, Quanta, Nebius) and 8 on GB300 (Nebius's and CoreWeave's two trays, Nebius's rack) and NVIDIA's 288
+    # GB300 (offline and server), and the GB300 rack's three disaggregated runs (Llama 2 70B server and interactive,
+    # Llama 3.1 405B interactive), each with a left-out residual
     expected = {
-        ("training", "gb300"): 11,
+        ("training", "gb300"): 15,
         ("training", "b300"): 2,
         ("inference", "gb300"): 19,
         ("inference", "b300"): 32,
