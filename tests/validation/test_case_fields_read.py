@@ -2,24 +2,22 @@
 
 The format lets readers ignore unknown fields, and clustersim's case models do (``extra="ignore"``); so the
 Llama 4 rows' ``sliding_window`` was dropped for two days (2026-12-02 to 12-04) while their notes said it was
-priced. This walks every case of the shared and the project files through the case models and fails on a key no
-model field holds, unless it is listed here with why dropping it changes nothing.
+priced. Every case of the shared and the project files goes through the case models here, and a key no model
+field holds fails the test unless it is listed with why dropping it changes nothing; ``validate`` names such
+fields per file, for a user's own files too.
 """
 
 from __future__ import annotations
 
 import json
-import typing
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
-from pydantic import BaseModel
+from typer.testing import CliRunner
 
-import clustersim.validation
-from clustersim.validation.cases import Case, project_dir
-
-DATA = Path(clustersim.validation.__file__).with_name("data")
+from clustersim.cli.app import app
+from clustersim.validation.cases import default_case_files
+from clustersim.validation.unread import unread_fields, unread_in_file, unread_lines
 
 DROPPED_ON_PURPOSE = {
     "model.moe_layer_step": (
@@ -30,42 +28,45 @@ DROPPED_ON_PURPOSE = {
 }
 
 
-def _model_in(annotation: Any) -> type[BaseModel] | None:
-    """The case model a field's annotation holds (through Optional and Annotated), if any."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for argument in typing.get_args(annotation):
-        found = _model_in(argument)
-        if found is not None:
-            return found
-    return None
-
-
-def _dropped(value: dict[str, Any], model: type[BaseModel], path: str, found: Counter[str]) -> None:
-    for key, item in value.items():
-        field = model.model_fields.get(key)
-        if field is None:
-            found[f"{path}{key}"] += 1
-            continue
-        inner = _model_in(field.annotation)
-        if inner is not None and isinstance(item, dict):
-            _dropped(item, inner, f"{path}{key}.", found)
-
-
 def test_every_field_a_bundled_case_states_is_read_or_dropped_on_purpose():
     found: Counter[str] = Counter()
-    files = sorted(DATA.glob("*.jsonl")) + sorted(project_dir().glob("*.jsonl"))
+    files = default_case_files()
     assert len(files) == 7
-    for path in files:
-        for line in path.read_text().splitlines():
-            _dropped(json.loads(line), Case, "", found)
+    for _, path in files:
+        found.update(unread_in_file(path))
     assert set(found) <= set(DROPPED_ON_PURPOSE), {k: n for k, n in found.items() if k not in DROPPED_ON_PURPOSE}
     assert found["model.moe_layer_step"] == 25  # the Maverick rows, each also stating dense_layers 24
 
 
-def test_the_walk_finds_a_dropped_field():
-    found: Counter[str] = Counter()
-    _dropped(
-        {"id": "x", "model": {"layers": 2, "windw": 4}, "parallel": {"tp": 1, "ep_overlapp": True}}, Case, "", found
-    )
-    assert found == Counter({"model.windw": 1, "parallel.ep_overlapp": 1})
+def test_misspelled_fields_are_found_at_any_depth():
+    case = {"id": "x", "model": {"layers": 2, "windw": 4, "moe": {"experts": 8, "topk": 2}}, "parallel": {"tp": 1}}
+    assert unread_fields(case | {"notez": "", "parallel": {"tp": 1, "ep_overlapp": True}}) == [
+        "model.windw",
+        "model.moe.topk",
+        "parallel.ep_overlapp",
+        "notez",
+    ]
+    assert unread_lines({"f.jsonl": {"model.windw": 2}, "g.jsonl": {}}) == [
+        "note: f.jsonl: fields no reader takes, ignored as the format allows: model.windw (2)"
+    ]
+
+
+def test_validate_names_a_user_files_unread_fields(tmp_path: Path):
+    case = {
+        "id": "mine",
+        "kind": "collective",
+        "source": "test",
+        "system": {"accelerator": "h100-sxm", "devices": 8, "devices_per_node": 8},
+        "op": "all_reduce",
+        "size_bytes": 1 << 30,
+        "measured": {"busbw_GBps": 400.0},
+        "sofware": {"framework": "nccl-tests"},
+    }
+    path = tmp_path / "mine.jsonl"
+    path.write_text(json.dumps(case) + "\n")
+    runner = CliRunner()
+    console = runner.invoke(app, ["validate", str(path)], env={"COLUMNS": "200"})
+    assert console.exit_code == 0, console.output
+    assert f"note: {path}: fields no reader takes, ignored as the format allows: sofware (1)" in console.stdout
+    payload = json.loads(runner.invoke(app, ["validate", str(path), "--json"]).stdout)
+    assert payload["unread_fields"] == {str(path): {"sofware": 1}}
