@@ -160,10 +160,12 @@ def validation_report(level: float, catalog: list[Path]) -> Report:
     """The bundled validation's report: ``validate --json`` and each case's source."""
     from clustersim.catalog.registry import load_catalog
     from clustersim.present.report_tables import validation_sections, validation_summary
+    from clustersim.validation.cases import default_case_files
     from clustersim.validation.run import validate_bundled
+    from clustersim.validation.unread import unread_by_file
 
     result = validate_bundled(load_catalog(catalog), level=level)
-    data = json.loads(json.dumps(result.to_json()))
+    data = json.loads(json.dumps(result.to_json() | {"unread_fields": unread_by_file(default_case_files())}))
     sources = {case.id: case.source for case in result.cases}
     title = "clustersim validation: predicted against measured"
     return "validation", title, validation_summary(data), validation_sections(data, sources), {"validate": data}

@@ -99,7 +99,7 @@ def validate_command(
     from clustersim.units import parse_bytes
     from clustersim.validation.cases import default_case_files
     from clustersim.validation.run import validate_bundled, validate_cases
-    from clustersim.validation.unread import unread_in_file, unread_lines
+    from clustersim.validation.unread import unread_by_file, unread_lines
 
     with user_errors(), calibration_overlay(calibration):
         min_size_bytes = parse_bytes(min_size) if min_size is not None else None
@@ -131,7 +131,7 @@ def validate_command(
             sources = {case.id: case.source for case in report.cases}
             write_figure(lambda: plot_validation(report.to_json(), sources, plot), plot)
             typer.echo(f"figure written to {plot}", err=True)
-    unread = {name: dict(found) for name, path in named if (found := unread_in_file(path))}
+    unread = unread_by_file(named)
     if as_json:
         emit_json(report.to_json() | {"unread_fields": unread} | (crossed.to_json() if crossed else {}))
         return

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import typing
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,11 @@ def unread_in_file(path: str | Path) -> Counter[str]:
         if isinstance(raw, dict):
             found.update(unread_fields(raw))
     return found
+
+
+def unread_by_file(files: Sequence[tuple[str, Path]]) -> dict[str, dict[str, int]]:
+    """``validate --json``'s ``unread_fields``: per named file that states any, its unread fields and counts."""
+    return {name: dict(found) for name, path in files if (found := unread_in_file(path))}
 
 
 def unread_lines(unread: Mapping[str, Mapping[str, int]]) -> list[str]:
