@@ -28,8 +28,6 @@ Example (what ``clustersim train llama3-70b --nodes 16 --tp 8 --pp 2 --save-scen
 from __future__ import annotations
 
 import re
-import types
-import typing
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -40,6 +38,7 @@ from pydantic import BaseModel, ValidationError
 from clustersim.catalog.tomlfiles import read_toml
 from clustersim.errors import ClusterSimError, close_matches
 from clustersim.files import WriteError, write_whole
+from clustersim.records import record_type
 from clustersim.scenario.schema import ServingScenario, TrainingScenario
 
 KINDS: dict[str, type[TrainingScenario] | type[ServingScenario]] = {
@@ -147,16 +146,5 @@ def _fields_at(model: type[BaseModel], loc: list[str]) -> dict[str, Any]:
     current: type[BaseModel] | None = model
     for name in loc:
         field = current.model_fields.get(name) if current is not None else None
-        current = _record_type(field.annotation) if field is not None else None
+        current = record_type(field.annotation) if field is not None else None
     return dict(current.model_fields) if current is not None else {}
-
-
-def _record_type(annotation: Any) -> type[BaseModel] | None:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType, typing.Annotated):
-        for arg in typing.get_args(annotation):
-            found = _record_type(arg)
-            if found is not None:
-                return found
-    return None

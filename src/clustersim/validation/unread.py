@@ -7,7 +7,6 @@ or unsupported field would be dropped without a word: ``validate`` names them pe
 from __future__ import annotations
 
 import json
-import typing
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -15,18 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from clustersim.records import record_type
 from clustersim.validation.cases import Case
-
-
-def _model_in(annotation: Any) -> type[BaseModel] | None:
-    """The case model a field's annotation holds (through Optional and Annotated), if any."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for argument in typing.get_args(annotation):
-        found = _model_in(argument)
-        if found is not None:
-            return found
-    return None
 
 
 def unread_fields(value: Mapping[str, Any], model: type[BaseModel] = Case, prefix: str = "") -> list[str]:
@@ -37,7 +26,7 @@ def unread_fields(value: Mapping[str, Any], model: type[BaseModel] = Case, prefi
         if field is None:
             unread.append(f"{prefix}{key}")
             continue
-        inner = _model_in(field.annotation)
+        inner = record_type(field.annotation)
         if inner is not None and isinstance(item, Mapping):
             unread += unread_fields(item, inner, f"{prefix}{key}.")
     return unread
