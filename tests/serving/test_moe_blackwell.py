@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from clustersim.catalog.registry import load_catalog
-from clustersim.errors import CatalogFileError
+from clustersim.errors import CatalogFileError, ClusterSimError
 from clustersim.serving.engine import (
     default_calibration,
     moe_token_layers,
@@ -25,7 +25,8 @@ from clustersim.serving.engine import (
 )
 from clustersim.serving.engines import engine_profile, engine_profiles
 from clustersim.serving.formats import BlockFp4, default_kv
-from clustersim.validation.cases import Case, project_dir, read_cases
+from clustersim.validation.cases import Case, CaseEngineSettings, project_dir, read_cases
+from clustersim.validation.engine_settings import engine_with_settings
 from clustersim.validation.inference import case_estimate
 from clustersim.workload.transformer import MoE, Transformer
 
@@ -47,7 +48,7 @@ QWEN3_30B_A3B = Transformer(
 DENSE = QWEN3_30B_A3B.model_copy(update={"moe": None, "ffn_hidden": 6144})
 
 
-def _step(model: Transformer, accelerator: str = "b200", tp: int = 1, cal=CAL, decode: float = 512.0):
+def _step(model: Transformer, accelerator: str = "b200", tp: int = 1, cal=CAL, decode: float = 512.0, engine=TRTLLM):
     system = serving_system_for_accelerator(CATALOG, accelerator, tp=tp, devices_per_node=8)
     return step_times(
         model,
@@ -60,7 +61,7 @@ def _step(model: Transformer, accelerator: str = "b200", tp: int = 1, cal=CAL, d
         prefill_sequences=1.0,
         prompt_tokens=2048.0,
         cal=cal,
-        engine=TRTLLM,
+        engine=engine,
     )
 
 
@@ -110,6 +111,47 @@ def test_gb200_sequences_pay_the_grace_hosts_cost_and_b200_ones_the_calibrations
         step = _step(DENSE, accelerator)
         expected = CAL.step_overhead_s + DENSE.layers * CAL.layer_overhead_s + per_sequence * (512 + 1)
         assert float(step.overhead_s[()]) == pytest.approx(expected, rel=1e-9)
+
+
+def test_the_cpp_sampler_leaves_a_grace_host_the_calibrations_cost_per_sequence():
+    """TRTLLMSampler samples in C++: the Python sampler's per-request work the Grace prior prices is not run."""
+    cpp = TRTLLM.model_copy(update={"cpp_sampler": True})
+    grace = dict(TRTLLM.host_sequence_overhead_s)["gb200"]
+    saved = float(_step(DENSE, "gb200").overhead_s[()] - _step(DENSE, "gb200", engine=cpp).overhead_s[()])
+    assert saved == pytest.approx((grace - CAL.sequence_overhead_s) * (512 + 1), rel=1e-9)
+    on_x86 = [float(_step(DENSE, "b200", engine=e).overhead_s[()]) for e in (TRTLLM, cpp)]
+    assert on_x86[0] == on_x86[1]  # an x86 host pays the calibration's cost either way
+
+
+def test_a_case_states_the_cpp_sampler_and_an_engine_without_it_refuses_it():
+    settings = CaseEngineSettings(cpp_sampler=True)
+    assert engine_with_settings(TRTLLM, settings).cpp_sampler
+    assert engine_with_settings(engine_profile("tensorrt-llm-mlperf-v6-0"), settings).cpp_sampler
+    with pytest.raises(ClusterSimError, match=r"engine_settings.cpp_sampler: .*'vllm' runs vllm, valid only with") as e:
+        engine_with_settings(engine_profile("vllm"), settings)
+    assert e.value.field == "engine_settings.cpp_sampler" and "\n" not in str(e.value)
+
+
+def test_mlperf_v6_llama2_pairs_on_one_harness_keep_grace_and_x86_at_their_peaks_ratio():
+    """NVIDIA's v6.0 llama2-70b configs sample in C++ on every system: per GPU offline, GB300 x72 measures 1.11x
+    B300 x8 (FP4 peaks 1.14x); with the Grace prior the model gave 0.84x."""
+    rows = {c.id: c for c in read_cases(project_dir() / "inference.jsonl") if c.id.startswith("mlperf60_llama2-70b")}
+    grace, x86 = rows["mlperf60_llama2-70b_72xgb300_offline"], rows["mlperf60_llama2-70b_8xb300_offline"]
+    assert grace.workload is not None and grace.workload.engine_settings is not None
+    assert grace.workload.engine_settings.cpp_sampler
+
+    def per_gpu(case: Case) -> float:
+        assert case.system is not None and case.system.devices is not None
+        return case_estimate(case, CATALOG).output_tokens_per_s / case.system.devices
+
+    measured = grace.measured["output_tokens_per_s"] / 72 / (x86.measured["output_tokens_per_s"] / 8)
+    assert measured == pytest.approx(15651 / 14119, rel=1e-3)
+    assert per_gpu(grace) / per_gpu(x86) == pytest.approx(measured, abs=0.05)
+    python_sampler = grace.workload.engine_settings.model_copy(update={"cpp_sampler": None})
+    without = grace.model_copy(
+        update={"workload": grace.workload.model_copy(update={"engine_settings": python_sampler})}
+    )
+    assert per_gpu(without) / per_gpu(x86) < 0.9  # the Grace prior's price on the same run
 
 
 @pytest.mark.parametrize(

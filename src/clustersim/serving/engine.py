@@ -245,7 +245,8 @@ def step_times(
         comm = comm + system.cost.time_s(Op.SENDRECV, payload.ravel(), system.pp_fabric).reshape(b.shape)
     step_overhead = cal.step_overhead_s if profile.step_overhead_s is None else profile.step_overhead_s
     per_sequence = cal.sequence_overhead_s if profile.sequence_overhead_s is None else profile.sequence_overhead_s
-    per_sequence = profile.host_sequence_overhead_s.get(system.system.accelerator.id, per_sequence)  # its host CPU
+    if not profile.cpp_sampler:  # the Python sampler's per-request work, slower on a non-x86 host
+        per_sequence = profile.host_sequence_overhead_s.get(system.system.accelerator.id, per_sequence)
     per_layer = cal.layer_overhead_s if profile.layer_overhead_s is None else profile.layer_overhead_s
     overhead = step_overhead + layers * per_layer + per_sequence * (real + prompts) * own
     if profile.eager_launch_s is not None:

@@ -164,6 +164,11 @@ class EngineProfile(BaseModel):
         description="Host cost per sequence per step, seconds, on the accelerators (catalog ids) whose host CPU is "
         "not the x86 host of the runs the calibration was fitted on (gb200: a Grace CPU); others: sequence_overhead_s.",
     )
+    cpp_sampler: bool = Field(
+        False,
+        description="TensorRT-LLM samples in C++ (sampler_type TRTLLMSampler), not in the Python TorchSampler: the "
+        "per-request Python work host_sequence_overhead_s prices is not run; the host costs sequence_overhead_s.",
+    )
     kv_admission: Literal["paged", "reserve"] = Field(
         "paged",
         description="How continuous batching admits a request: paged (the blocks of what it holds now; decoding "

@@ -137,6 +137,7 @@ class CaseEngineSettings(BaseModel):
     receive_steps: Annotated[int, Field(ge=1, le=64)] | None = None  # decode steps between intakes of arrivals
     adp_balance_steps: Annotated[int, Field(ge=0, le=1000)] | None = None  # attention-DP balancing's admission period
     graph_batch_sizes: tuple[Count, ...] | None = None  # the captured CUDA graphs' batch sizes, padding on
+    cpp_sampler: bool | None = None  # TensorRT-LLM's sampler_type TRTLLMSampler (C++), not the Python TorchSampler
 
     @field_validator("graph_batch_sizes")
     @classmethod

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from clustersim.serving.engines import EngineProfile
+from clustersim.errors import ClusterSimError
+from clustersim.serving.engines import DEFAULT_ENGINE, EngineProfile
 from clustersim.validation.cases import CaseEngineSettings
 
 
@@ -15,6 +16,13 @@ def engine_with_settings(engine: EngineProfile, settings: CaseEngineSettings | N
     if settings is None:
         return engine
     update: dict[str, Any] = {k: v for k, v in settings.model_dump().items() if v is not None}
+    if update.get("cpp_sampler") and engine.framework != DEFAULT_ENGINE:
+        raise ClusterSimError(
+            f"engine_settings.cpp_sampler: TensorRT-LLM's sampler_type TRTLLMSampler; engine {engine.name!r} runs "
+            f"{engine.framework}, valid only with {DEFAULT_ENGINE}",
+            field="engine_settings.cpp_sampler",
+            value=True,
+        )
     for cap in ("max_batch_sequences", "max_tokens_per_step"):
         if cap in update:
             update[f"{cap}_on"] = {}
