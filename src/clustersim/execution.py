@@ -60,6 +60,13 @@ class Layout(BaseModel):
     uneven_stages: bool = Field(
         default=False, description="Allow pipeline stages with different layer counts (layers not divisible by pp*vp)."
     )
+    last_stage_layers: int | None = Field(
+        default=None,
+        ge=1,
+        description="Decoder layers on the last pipeline rank, which also runs the output head and any MTP block "
+        "(Megatron-Core's --decoder-last-pipeline-num-layers or a pipeline layout's last rank); the other ranks "
+        "share the rest evenly. None: an even split.",
+    )
 
     @property
     def num_devices(self) -> int:
@@ -74,6 +81,7 @@ class Layout(BaseModel):
         """One line, e.g. ``tp 8 pp 4 vp 2 dp 16 mb 1 zero 1 sp recompute selective``."""
         parts = [f"tp {self.tp}", f"pp {self.pp}"]
         parts += [f"vp {self.vp}"] if self.vp > 1 else []
+        parts += [f"last stage {self.last_stage_layers} layers"] if self.last_stage_layers else []
         parts += [f"dp {self.dp}"]
         parts += [f"cp {self.cp}"] if self.cp > 1 else []
         parts += [f"ep {self.ep}"] if self.ep > 1 else []
@@ -128,10 +136,13 @@ class LayoutArrays:
     uneven_stages: BoolArray
     etp_stated: IntArray | None = None  # a layout's stated expert TP degree, 0 where derived (None: all derived)
     ep_per_node: npt.NDArray[np.float64] | None = None  # 1 deepep, 0 alltoall, NaN: the framework's (None: all NaN)
+    last_stage_layers: IntArray | None = None  # a layout's stated last-stage layers, 0 for an even split (None: all)
 
     def __post_init__(self) -> None:
         if self.etp_stated is None:
             object.__setattr__(self, "etp_stated", np.zeros(len(self.tp), dtype=np.int64))
+        if self.last_stage_layers is None:
+            object.__setattr__(self, "last_stage_layers", np.zeros(len(self.tp), dtype=np.int64))
         if self.ep_per_node is None:
             object.__setattr__(self, "ep_per_node", np.full(len(self.tp), np.nan))
 
@@ -165,6 +176,7 @@ class LayoutArrays:
             uneven_stages=flags(lambda x: x.uneven_stages),
             etp_stated=np.array([layout.etp or 0 for layout in layouts], dtype=np.int64),
             ep_per_node=np.array([_per_node(x.ep_dispatcher) for x in layouts]),
+            last_stage_layers=np.array([x.last_stage_layers or 0 for x in layouts], dtype=np.int64),
         )
 
     def __len__(self) -> int:
@@ -216,6 +228,7 @@ class LayoutArrays:
             uneven_stages=bool(self.uneven_stages[index]),
             etp=int(_stated_etp(self)[index]) or None,
             ep_dispatcher=_dispatcher(float(self.ep_per_node[index])),  # type: ignore[index]
+            last_stage_layers=int(_stated_last(self)[index]) or None,
         )
 
 
@@ -273,6 +286,11 @@ def _stated_etp(layouts: Any) -> Any:
     return (layouts.etp or 0) if isinstance(layouts, Layout) else layouts.etp_stated
 
 
+def _stated_last(layouts: Any) -> Any:
+    """A ``Layout``'s stated last-stage layers or the ``LayoutArrays``' (0 for an even split)."""
+    return (layouts.last_stage_layers or 0) if isinstance(layouts, Layout) else layouts.last_stage_layers
+
+
 # Every rule a layout must keep, in the order they are reported. Layout.check raises the first broken
 # one; a planner evaluates them all as masks over thousands of candidates (``layout_mask``).
 LAYOUT_RULES: tuple[LayoutRule, ...] = (
@@ -312,6 +330,14 @@ LAYOUT_RULES: tuple[LayoutRule, ...] = (
                 if j.uneven_stages_allowed
                 else ""
             )
+        ),
+    ),
+    LayoutRule(
+        "last_stage_layers",
+        lambda a, j: (_stated_last(a) == 0) | ((a.pp > 1) & (_stated_last(a) <= j.model.layers - (a.pp - 1) * a.vp)),
+        lambda x, j: (
+            f"last_stage_layers {x.last_stage_layers} needs pipeline parallelism (pp > 1) and must leave each of the "
+            f"other pp*vp - vp = {(x.pp - 1) * x.vp} model chunks a layer of the {j.model.layers}"
         ),
     ),
     LayoutRule(

@@ -17,8 +17,8 @@ from clustersim.compute.memory import (
     RESERVED_BYTES,
     memory_per_device,
     params_per_device,
-    stage_layers,
 )
+from clustersim.compute.stages import stage_layers
 from clustersim.execution import Layout, LayoutArrays
 from clustersim.workload.transformer import MoE, Transformer
 

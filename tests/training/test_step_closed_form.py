@@ -364,6 +364,25 @@ def test_pipeline_bubble_and_sends(vp):
     assert est.step_s == pytest.approx(4 * (fwd_mb + bwd_mb + pp_mb) + bubble + PP_OPTIMIZER, rel=REL)
 
 
+@pytest.mark.parametrize(("layers", "last", "on_last"), [(4, 1, True), (8, 1, False), (8, 3, True)])
+def test_a_stated_last_stage_sets_the_pace_with_the_head_or_leaves_it_to_the_other(layers, last, on_last):
+    """pp 2 with the last rank's layers stated; the head costs about 2.3 layers here."""
+    model = TINY.model_copy(update={"layers": layers})
+    est = estimate(Layout(pp=2, last_stage_layers=last, uneven_stages=True), devices=2, global_batch=4, model=model)
+    gemm, core, memory = layer_parts(1024)
+    head_fwd, head_bwd = head_parts(1024)
+    layer_fwd, layer_bwd = gemm + core + memory, 2 * gemm + 2.5 * core + 1.5 * memory
+    other = layers - last
+    assert on_last == (last * (layer_fwd + layer_bwd) + head_fwd + head_bwd >= other * (layer_fwd + layer_bwd))
+    slow = last if on_last else other
+    t = terms(est)
+    assert t["forward"][1] == pytest.approx(4 * (slow * layer_fwd + on_last * head_fwd), rel=REL)
+    assert t["backward"][1] == pytest.approx(4 * (slow * layer_bwd + on_last * head_bwd), rel=REL)
+    # The fill and drain keep the pace of the rank before the last: its layers, no head.
+    pp_mb = 2 * t_coll(Op.SENDRECV, 1024 * H * 2, node_fabric(2))
+    assert t["pipeline bubble"][1] == pytest.approx(other * (layer_fwd + layer_bwd) + pp_mb, rel=REL)
+
+
 # The last stage holds 2 layers, the output matrix and the final norm (the first stage: the embedding).
 PP_OPTIMIZER = (2 * LAYER_PARAMS + V * H + 1024) * 30 / HBM
 

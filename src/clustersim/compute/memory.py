@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from clustersim.compute.stages import stage_layers
 from clustersim.execution import LayoutArrays
 from clustersim.workload.transformer import Transformer
 
@@ -82,15 +83,6 @@ class MemoryArrays:
     def required(self) -> FloatArray:
         """What a run needs: total plus overhead."""
         return self.total + self.overhead
-
-
-def stage_layers(model: Transformer, lay: LayoutArrays) -> FloatArray:
-    """Layers on the fullest pipeline rank: ``layers / pp``, rounded up to whole layers per model chunk
-    when the stages are uneven (as Megatron's first/last-stage layer options make them). A
-    multi-token-prediction module's block counts as one more layer (Megatron-Core places it on the last
-    stage, which an uneven split gives a layer fewer: Megatron-Bridge's DeepSeek-V3 layout 'Et|(tt|)*30mL')."""
-    chunks = (lay.pp * lay.vp).astype(float)
-    return np.asarray(np.ceil((model.layers + model.mtp_layers) / chunks) * lay.vp, dtype=float)
 
 
 def params_per_device(model: Transformer, lay: LayoutArrays) -> FloatArray:

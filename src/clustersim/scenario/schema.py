@@ -123,6 +123,11 @@ class LayoutSpec(_Record):
     uneven_stages: bool = Field(
         default=False, description="Allow layers that do not divide by pp*vp (the fullest stage sets the pace)."
     )
+    last_stage_layers: int | None = Field(
+        default=None,
+        ge=1,
+        description="Decoder layers on the last pipeline rank, beside the output head (default: an even split).",
+    )
 
 
 class LayoutSearchSpec(_Record):

@@ -31,8 +31,9 @@ import numpy.typing as npt
 from clustersim.catalog.schema import Dtype
 from clustersim.compute.dispatch import network_copy_ratio
 from clustersim.compute.efficiency import FamilyEfficiency
-from clustersim.compute.memory import params_per_device, stage_layers
+from clustersim.compute.memory import params_per_device
 from clustersim.compute.software import SoftwareProfile, fused_expert_mlp_runs, software_for
+from clustersim.compute.stages import slowest_stage
 from clustersim.execution import LayoutArrays
 from clustersim.network.collectives import Op
 from clustersim.network.cost import ANALYTIC, CollectiveCost
@@ -186,28 +187,31 @@ class StepContext:
         return self.attention_fwd + self._layer_sum(lambda t: t.name in ATTENTION_NAMES, backward=True)
 
     @_derived
+    def stage(self) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """The slowest stage's layers, 1 where it runs the head, the layers before the last (``slowest_stage``)."""
+        head = sum((t.forward_s + t.backward_s for t in self.head), np.zeros_like(self.tokens))
+        return slowest_stage(self.model, self.lay, self.layer_fwd + self.layer_bwd, head)
+
+    @_derived
     def layers_here(self) -> FloatArray:
-        """Layers of the fullest pipeline stage."""
-        return stage_layers(self.model, self.lay)
+        """Layers of the slowest pipeline stage."""
+        return self.stage[0]
 
     @_derived
     def fwd_mb(self) -> FloatArray:
-        """Forward time of one micro-batch on the slowest stage (its layers and the head)."""
-        return self.layers_here * self.layer_fwd + sum(t.forward_s for t in self.head)
+        """Forward time of one micro-batch on the slowest stage (its layers, and the head on the last)."""
+        return self.layers_here * self.layer_fwd + self.stage[1] * sum(t.forward_s for t in self.head)
 
     @_derived
     def bwd_mb(self) -> FloatArray:
         """Backward time of one micro-batch on the slowest stage."""
-        return self.layers_here * self.layer_bwd + sum(t.backward_s for t in self.head)
+        return self.layers_here * self.layer_bwd + self.stage[1] * sum(t.backward_s for t in self.head)
 
     @_derived
     def rec_mb(self) -> FloatArray:
         """Recomputed forward time of one micro-batch: whole layers (full) or the attention core (selective)."""
-        lay = self.lay
-        per_layer = np.where(
-            lay.recompute_full, self.layer_fwd, np.where(lay.recompute_selective, self.attention_fwd, 0.0)
-        )
-        return self.layers_here * per_layer
+        full, selective = self.lay.recompute_full, self.lay.recompute_selective
+        return self.layers_here * np.where(full, self.layer_fwd, np.where(selective, self.attention_fwd, 0.0))
 
     @_derived
     def micro_batches(self) -> FloatArray:
@@ -412,20 +416,14 @@ def _recompute(ctx: StepContext) -> TermTimes:
 @step_term("pipeline bubble", "the pipeline bubble: more micro-batches or interleaving shrink it")
 def _bubble(ctx: StepContext) -> TermTimes:
     """The bubble idles for (pp - 1) / vp micro-batch times of the stages before the last (the output head
-    runs on the last stage only, inside its own m micro-batches), communication on the critical path included."""
+    runs on the last stage only, inside its own m micro-batches), communication on the critical path included;
+    a stated last stage's layers set the others' (``stages``), its per-layer terms scaled to theirs."""
     share = (ctx.lay.pp.astype(float) - 1) / ctx.lay.vp.astype(float)
-    head = sum((t.forward_s + t.backward_s for t in ctx.head), np.zeros_like(ctx.tokens))
-    per_mb = (
-        ctx.fwd_mb
-        + ctx.bwd_mb
-        - head
-        + ctx.rec_mb
-        + ctx.tp_mb.exposed_s
-        + ctx.cp_mb.exposed_s
-        + ctx.ep_mb.exposed_s
-        + ctx.pp_mb
-    )
-    return _same(share * per_mb)
+    layers, on_last, before_last = ctx.stage
+    head = on_last * sum((t.forward_s + t.backward_s for t in ctx.head), np.zeros_like(ctx.tokens))
+    exposed = ctx.tp_mb.exposed_s + ctx.cp_mb.exposed_s + ctx.ep_mb.exposed_s  # per layer of the stage, as compute
+    per_layer = (ctx.fwd_mb + ctx.bwd_mb - head + ctx.rec_mb + exposed) / layers
+    return _same(share * (per_layer * before_last + ctx.pp_mb))
 
 
 TP_COMM = "tp comm"

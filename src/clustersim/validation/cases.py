@@ -168,7 +168,8 @@ class CaseParallel(_Part):
     """``parallel``: degrees, batches, ZeRO stage, sequence parallelism and recompute; and the extra
     context a case may carry, ``ep_overlap`` (Megatron-Core's ``overlap_moe_expert_parallel_comm``) and
     ``etp`` (its ``expert_tensor_parallel_size``; null: the framework's default, ``resolve_layout``) and
-    ``ep_dispatcher`` (its token dispatcher: ``alltoall``, or ``deepep`` / ``hybridep``, priced alike)."""
+    ``ep_dispatcher`` (its token dispatcher: ``alltoall``, or ``deepep`` / ``hybridep``, priced alike) and
+    ``last_stage_layers`` (the decoder layers a pipeline layout gives the last rank, ``Layout.last_stage_layers``)."""
 
     tp: Count | None = None
     pp: Count | None = None
@@ -185,6 +186,7 @@ class CaseParallel(_Part):
     # extra context, serving: attention data-parallel groups of a MoE replica sharing its experts (null: 1)
     attention_dp: Count | None = None
     etp: Count | None = None  # extra context: expert tensor-parallel degree (null: derived)
+    last_stage_layers: Count | None = None  # extra context: decoder layers on the last pipeline rank (null: even)
     # extra context: the MoE token dispatcher (Megatron-Core's alltoall over NCCL, or the flex dispatcher's DeepEP or
     # HybridEP backend, both per node; null: the framework's)
     ep_dispatcher: Literal["alltoall", "deepep", "hybridep"] | None = None

@@ -32,7 +32,10 @@ from clustersim.workload.float8 import Float8Recipe
 from clustersim.workload.transformer import Transformer
 
 _GIB = 2**30
-_LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "micro_batch", "zero", "sequence_parallel", "recompute")
+_LAYOUT_KEYS = (
+    *("tp", "pp", "dp", "cp", "ep", "etp", "vp", "micro_batch", "zero", "sequence_parallel", "recompute"),
+    "last_stage_layers",
+)
 
 
 @dataclass(frozen=True)

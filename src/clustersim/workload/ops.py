@@ -332,7 +332,7 @@ def head_operations(
     what PyTorch's unfused cross-entropy kernels add), once for the model and once more for each
     multi-token-prediction module, which also projects its ``2h``-wide input (the hidden state and the
     next token's embedding, concatenated) to ``h`` (DeepSeek-AI 2024, arXiv 2412.19437 section 2.2; its
-    block is priced as one more layer of the stage, ``clustersim.compute.memory.stage_layers``)."""
+    block is priced as one more layer of the stage, ``clustersim.compute.stages.stage_layers``)."""
     logits = tokens * model.vocab / tp
     like = np.zeros(np.shape(logits))
     passes = 1 + model.mtp_layers
