@@ -322,6 +322,7 @@ LAYOUT_RULES: tuple[LayoutRule, ...] = (
         lambda a, j: (
             (j.model.layers % (a.pp * a.vp) == 0)
             | (a.uneven_stages & (j.model.layers + PIPELINE_END_CHUNKS >= a.pp * a.vp))
+            | (_stated_last(a) > 0)  # a stated split is uneven by design (its own rule checks it)
         ),
         lambda x, j: (
             f"layers {j.model.layers} must divide by pp*vp = {x.pp * x.vp}"
@@ -334,10 +335,11 @@ LAYOUT_RULES: tuple[LayoutRule, ...] = (
     ),
     LayoutRule(
         "last_stage_layers",
-        lambda a, j: (_stated_last(a) == 0) | ((a.pp > 1) & (_stated_last(a) <= j.model.layers - (a.pp - 1) * a.vp)),
+        # Megatron-Core's account_for_embedding_in_pipeline_split may leave the first chunk the embedding alone.
+        lambda a, j: (_stated_last(a) == 0) | ((a.pp > 1) & (_stated_last(a) <= j.model.layers - (a.pp - 1))),
         lambda x, j: (
             f"last_stage_layers {x.last_stage_layers} needs pipeline parallelism (pp > 1) and must leave each of the "
-            f"other pp*vp - vp = {(x.pp - 1) * x.vp} model chunks a layer of the {j.model.layers}"
+            f"other pp - 1 = {x.pp - 1} ranks a layer of the {j.model.layers}"
         ),
     ),
     LayoutRule(

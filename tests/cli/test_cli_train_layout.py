@@ -266,3 +266,17 @@ def test_the_token_dispatcher_is_priced_held_in_a_search_and_refused_without_exp
     assert searched["ep_dispatcher"] == "alltoall"
     refused(train("llama3-8b", "--instance", "p5.48xlarge", "--nodes", "1", "--ep-dispatcher", "alltoall"),
             "ep_dispatcher", "no experts")  # fmt: skip
+
+
+def test_a_given_pipeline_takes_a_stated_last_stage_and_a_search_refuses_one():
+    base = ("deepseek-v3", "--instance", "p6e-gb200.36xlarge", "--nodes", "64", "--precision", "fp8")
+    given = ("--tp", "1", "--pp", "4", "--vp", "4", "--ep", "64", "--global-batch", "4096", "--seq", "4096")
+    even = train(*base, *given, "--uneven-stages", "--json")
+    split = train(*base, *given, "--last-stage-layers", "13", "--json")
+    assert even.exit_code == 0 and split.exit_code == 0, even.output + split.output
+    stated, plain = json.loads(split.stdout), json.loads(even.stdout)
+    assert stated["layout"]["last_stage_layers"] == 13 and plain["layout"]["last_stage_layers"] is None
+    assert stated["step_s"] < plain["step_s"]  # three layers off the rank that also runs the head and MTP block
+    refused(train(*base, "--last-stage-layers", "13"), "--last-stage-layers 13", "give --tp and --pp")
+    too_many = train(*base, "--tp", "1", "--pp", "4", "--last-stage-layers", "59")
+    refused(too_many, "last_stage_layers 59", "other pp - 1 = 3 ranks")

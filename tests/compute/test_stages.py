@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import assume, given
+from hypothesis import given
 from hypothesis import strategies as st
 
 from clustersim.catalog.registry import load_catalog
@@ -64,11 +64,10 @@ def test_the_slower_rank_sets_the_pace_and_only_the_last_runs_the_head():
     last=st.integers(1, 200),
 )
 def test_a_stated_last_stage_leaves_room_for_every_layer_and_no_more_than_a_chunk_of_slack(layers, pp, vp, last):
-    assume(layers + 2 >= pp * vp)  # uneven stages' own rule
     model = DSV3.model_copy(update={"layers": layers, "mtp_layers": 0, "dense_layers": 0})
-    if last > layers - (pp - 1) * vp:  # the layout rule: every other chunk keeps a layer
+    if last > layers - (pp - 1):  # the layout rule: every other rank keeps a layer
         with pytest.raises(ClusterSimError, match="last_stage_layers"):
-            Layout(pp=pp, vp=vp, dp=1, last_stage_layers=last, uneven_stages=True).check(
+            Layout(pp=pp, vp=vp, dp=1, last_stage_layers=last).check(
                 model, num_devices=pp, global_batch=1, seq_len=4096
             )
         return
@@ -76,6 +75,7 @@ def test_a_stated_last_stage_leaves_room_for_every_layer_and_no_more_than_a_chun
     assert on_last == last
     assert others * (pp - 1) >= layers - last  # the other ranks hold the rest
     assert (others - vp) * (pp - 1) < layers - last  # whole layers per chunk, rounded up once
+    assert others <= layers - last
 
 
 def test_a_last_stage_needs_a_pipeline_and_round_trips_through_the_arrays():
@@ -95,3 +95,10 @@ def test_the_deepseek_cases_carry_their_recipes_last_stage_into_the_layout():
         ("mbridge2606_deepseek-v3_b300_256gpu_pp8_ep8_mxfp8", 5),
     ):
         assert case_setup(cases[case_id], CATALOG).layout.last_stage_layers == last
+
+
+def test_a_stated_split_needs_no_uneven_flag_and_the_search_splits_evenly():
+    layout = Layout(pp=4, vp=4, dp=64, ep=64, last_stage_layers=13)  # 61 layers do not divide by 16
+    layout.check(DSV3, num_devices=256, global_batch=4096, seq_len=4096)
+    with pytest.raises(ClusterSimError, match="layers 61 must divide by pp\\*vp = 16"):
+        Layout(pp=4, vp=4, dp=64, ep=64).check(DSV3, num_devices=256, global_batch=4096, seq_len=4096)

@@ -60,7 +60,7 @@ def test_validate_reports_the_newest_chips_held_out_in_json_and_on_the_console()
     result = runner.invoke(app, ["validate", "--json"])
     assert result.exit_code == 0, result.output
     groups = {(g["kind"], g["accelerator"]): g for g in json.loads(result.stdout)["accelerators"]}
-    # Blackwell Ultra's published runs, held out of every fit: Megatron-Bridge's 14 GB300 (26.04.01 to 26.08) and 2 B300
+    # Blackwell Ultra's published runs, held out of every fit: Megatron-Bridge's 21 GB300 (26.04.01 to 26.08) and 6 B300
     # training rows and the Megatron-Core MoE model zoo's GB300 row; MLPerf v5.1's four GB300 NVL72 serving runs (Llama
     # 3.1 405B and DeepSeek-R1, offline and server) and v6.0's Llama 2 70B on 8 B300 (offline and server) and the GB300
     # NVL72 rack (offline), Llama 3.1 405B (8 B300 offline and server, the GB300 NVL72 rack offline) and DeepSeek-R1 (8
@@ -69,8 +69,8 @@ def test_validate_reports_the_newest_chips_held_out_in_json_and_on_the_console()
     # GB300 (offline and server), and the GB300 rack's three disaggregated runs (Llama 2 70B server and interactive,
     # Llama 3.1 405B interactive), each with a left-out residual
     expected = {
-        ("training", "gb300"): 15,
-        ("training", "b300"): 2,
+        ("training", "gb300"): 22,
+        ("training", "b300"): 6,
         ("inference", "gb300"): 19,
         ("inference", "b300"): 32,
     }

@@ -3,9 +3,9 @@ plausible ranges could explain the gap (``clustersim.diagnose``).
 
 The job and layout options are ``train``'s, declared once in ``cli.job_options`` and parsed by its
 ``_scenario_of_options`` (with --tp and --pp the layout is given, otherwise chosen as ``train`` chooses it:
---uneven-stages, --ep-overlap, --torch-compile and --headroom as there), or a ``train --save-scenario`` file
-(--scenario, replayed as ``train`` replays it); the measurement is one of --measured-step,
---measured-tokens-per-s or --measured-mfu, turned into seconds per step with the estimate's own tokens,
+--uneven-stages, --last-stage-layers, --ep-overlap, --torch-compile and --headroom as there), or a
+``train --save-scenario`` file (--scenario, replayed as ``train`` replays it); the measurement is one of
+--measured-step, --measured-tokens-per-s or --measured-mfu, turned into seconds per step with the estimate's own tokens,
 FLOPs and peak, or a Megatron-LM or torchtitan log (``cli.explain_log``). ``train``'s options that do not
 change a step (--tokens, --price, the checkpoint and failure options, --compare, --ops, --plot,
 --save-scenario) are not offered. With --network sim the job's groups are simulated once on the fabric where
@@ -33,6 +33,7 @@ from clustersim.cli.job_options import (
     EtpOpt,
     FrameworkOpt,
     HeadroomOpt,
+    LastStageLayersOpt,
     MicroBatchOpt,
     PpOpt,
     PrecisionOpt,
@@ -113,6 +114,7 @@ def explain_command(
     sp: SpOpt = None,
     recompute: RecomputeOpt = None,
     uneven: UnevenStagesOpt = None,
+    last_stage_layers: LastStageLayersOpt = None,
     ep_overlap: EpOverlapOpt = None,
     ep_dispatcher: EpDispatcherOpt = None,
     torch_compile: TorchCompileOpt = None,
@@ -196,7 +198,8 @@ def explain_command(
                 refuse_headroom(logged, headroom)
             spec = _scenario_of_options(
                 model=model, instance=instance, nodes=nodes, devices_per_node=devices_per_node, **job, uneven=uneven,
-                ep_overlap=ep_overlap, ep_dispatcher=ep_dispatcher, headroom=headroom, safe=safe,
+                last_stage_layers=last_stage_layers, ep_overlap=ep_overlap, ep_dispatcher=ep_dispatcher,
+                headroom=headroom, safe=safe,
                 beyond_context=beyond_context, tokens="1T",
                 offer="on_demand", models=models or [], efficiency=efficiency or [], catalog=catalog or [],
                 framework=framework, software=software or [], given=layout_given, torch_compile=torch_compile,

@@ -2,7 +2,7 @@
 group as the estimator lays the job out, simulated and set against the analytic model.
 
 The job and layout options are ``train``'s (parsed by its ``_scenario_of_options``; with --tp and
---pp the layout is given, otherwise chosen as ``train`` chooses it; --uneven-stages, --ep-overlap,
+--pp the layout is given, otherwise chosen as ``train`` chooses it; --uneven-stages, --last-stage-layers, --ep-overlap,
 --torch-compile, --headroom and --beyond-context as there, and its --framework, --software and --efficiency
 files: the layout, its stages' layers and the profile it is chosen and priced with are ``train``'s); the fabric
 options are ``fabric simulate``'s."""
@@ -55,6 +55,7 @@ from clustersim.cli.job_options import (
     EtpOpt,
     FrameworkOpt,
     HeadroomOpt,
+    LastStageLayersOpt,
     MicroBatchOpt,
     PpOpt,
     PrecisionOpt,
@@ -92,6 +93,7 @@ def step_command(
     sp: SpOpt = None,
     recompute: RecomputeOpt = None,
     uneven: UnevenStagesOpt = None,
+    last_stage_layers: LastStageLayersOpt = None,
     ep_overlap: EpOverlapOpt = None,
     ep_dispatcher: EpDispatcherOpt = None,
     torch_compile: TorchCompileOpt = None,
@@ -153,7 +155,7 @@ def step_command(
             model=model, instance=instance, nodes=nodes, devices_per_node=devices_per_node, tp=tp, pp=pp, vp=vp,
             cp=cp, ep=ep, etp=etp, micro_batch=micro_batch, zero=zero, sp=sp, recompute=recompute, uneven=uneven,
             ep_overlap=ep_overlap, ep_dispatcher=ep_dispatcher, headroom=headroom, beyond_context=beyond_context,
-            tokens="1T",
+            tokens="1T", last_stage_layers=last_stage_layers,
             global_batch=global_batch, seq=seq, precision=precision, offer="on_demand", models=models or [],
             efficiency=efficiency or [], catalog=catalog or [], framework=framework, software=software or [],
             given=set(given_options(ctx, LAYOUT_OPTIONS)), torch_compile=torch_compile,

@@ -132,6 +132,16 @@ UnevenStagesOpt = Annotated[
         "layout, and in a search on where the framework supports them (megatron).",
     ),
 ]
+LastStageLayersOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--last-stage-layers",
+        min=1,
+        help="Decoder layers on the last pipeline rank, beside the output head and any MTP block (Megatron-Core's "
+        "--decoder-last-pipeline-num-layers, or that rank's share of a pipeline layout); the other ranks share the "
+        "rest. Needs --tp and --pp (a given layout); default: an even split.",
+    ),
+]
 EpOverlapOpt = Annotated[
     bool | None,
     typer.Option(

@@ -42,6 +42,7 @@ from clustersim.cli.job_options import (
     EtpOpt,
     FrameworkOpt,
     HeadroomOpt,
+    LastStageLayersOpt,
     MicroBatchOpt,
     PpOpt,
     PrecisionOpt,
@@ -82,46 +83,16 @@ if TYPE_CHECKING:
 
 # The options that are inputs of the job (a scenario file holds them all).
 INPUTS = (
-    "instance",
-    "nodes",
-    "devices_per_node",
-    "tp",
-    "pp",
-    "vp",
-    "cp",
-    "ep",
-    "etp",
-    "micro_batch",
-    "zero",
-    "sp",
-    "recompute",
-    "tokens",
-    "global_batch",
-    "seq",
-    "precision",
-    "offer",
-    "models",
-    "efficiency",
-    "framework",
-    "software",
-    "uneven",
-    "headroom",
-    "safe",
-    "ep_overlap",
-    "ep_dispatcher",
-    "torch_compile",
-    "catalog",
-    "storage",
-    "checkpoint_every",
-    "async_checkpoint",
-    "nvme_checkpoint",
-    "failure_rate",
+    "instance", "nodes", "devices_per_node", "tp", "pp", "vp", "cp", "ep", "etp", "micro_batch", "zero", "sp",
+    "recompute", "tokens", "global_batch", "seq", "precision", "offer", "models", "efficiency", "framework",
+    "software", "uneven", "last_stage_layers", "headroom", "safe", "ep_overlap", "ep_dispatcher", "torch_compile",
+    "catalog", "storage", "checkpoint_every", "async_checkpoint", "nvme_checkpoint", "failure_rate",
     "beyond_context",
-)
+)  # fmt: skip
 # The layout options; any given one constrains the layout search (names of train_command's parameters).
 LAYOUT_OPTIONS = (
     "tp", "pp", "vp", "cp", "ep", "etp", "micro_batch", "zero", "sp", "recompute", "uneven", "headroom", "safe",
-    "ep_overlap", "ep_dispatcher",
+    "ep_overlap", "ep_dispatcher", "last_stage_layers",
 )  # fmt: skip
 _FLAGS = {
     "instance": "--instance",
@@ -181,6 +152,7 @@ def train_command(
     framework: FrameworkOpt = None,
     software: SoftwareOpt = None,
     uneven: UnevenStagesOpt = None,
+    last_stage_layers: LastStageLayersOpt = None,
     ep_overlap: EpOverlapOpt = None,
     ep_dispatcher: EpDispatcherOpt = None,
     torch_compile: TorchCompileOpt = None,
@@ -278,7 +250,7 @@ def train_command(
                 model=model, instance=instance, nodes=nodes, devices_per_node=devices_per_node,
                 tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, etp=etp, micro_batch=micro_batch, zero=zero, sp=sp,
                 recompute=recompute, uneven=uneven, headroom=headroom, safe=safe, ep_overlap=ep_overlap, tokens=tokens,
-                ep_dispatcher=ep_dispatcher, global_batch=global_batch,
+                ep_dispatcher=ep_dispatcher, global_batch=global_batch, last_stage_layers=last_stage_layers,
                 seq=seq,
                 precision=precision, offer=offer,
                 beyond_context=beyond_context, models=models or [], efficiency=efficiency or [], catalog=catalog or [],
@@ -344,6 +316,7 @@ def _scenario_of_options(
     uneven: bool | None,
     ep_overlap: bool | None = None,
     etp: int | None = None,
+    last_stage_layers: int | None = None,
     ep_dispatcher: EpDispatcher | None = None,
     tokens: str,
     global_batch: int | None,
@@ -406,7 +379,15 @@ def _scenario_of_options(
                     value=True,
                 )
             layout = LayoutSpec(
-                **fields, uneven_stages=bool(uneven), ep_overlap=ep_overlap, ep_dispatcher=ep_dispatcher
+                **fields, uneven_stages=bool(uneven), ep_overlap=ep_overlap, ep_dispatcher=ep_dispatcher,
+                last_stage_layers=last_stage_layers,
+            )  # fmt: skip
+        elif last_stage_layers is not None:
+            raise ClusterSimError(
+                f"--last-stage-layers {last_stage_layers} splits a given pipeline; the search splits its own evenly "
+                "(give --tp and --pp with it, or drop it)",
+                field="--last-stage-layers",
+                value=last_stage_layers,
             )
         elif given:
             values = {

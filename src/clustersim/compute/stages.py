@@ -26,7 +26,8 @@ def stage_split(model: Transformer, lay: LayoutArrays) -> tuple[FloatArray, Floa
     even = np.ceil((model.layers + model.mtp_layers) / chunks) * vp
     assert lay.last_stage_layers is not None  # LayoutArrays fills it
     last = lay.last_stage_layers.astype(float)
-    others = np.ceil((model.layers - last) / np.maximum(chunks - vp, 1.0)) * vp
+    rest = model.layers - last  # whole layers per chunk, but no more than there are (a chunk may hold none)
+    others = np.minimum(np.ceil(rest / np.maximum(chunks - vp, 1.0)) * vp, rest)
     stated = last > 0
     return np.where(stated, others, even), np.where(stated, last + model.mtp_layers, even)
 
