@@ -31,6 +31,7 @@ from clustersim.network.cost import ANALYTIC, CollectiveCost
 from clustersim.plan.ranking import Ranking as Ranking
 from clustersim.plan.ranking import terms_at
 from clustersim.plan.space import CandidateGrid, SearchSpace, candidate_grid, why_no_layout
+from clustersim.plan.stage_balance import balance_last_stages, uneven_allowed
 from clustersim.system import System
 from clustersim.training.estimate import layouts_memory
 from clustersim.training.job import TrainingJob
@@ -327,7 +328,14 @@ def choose_layout(
         )
     layout = best[0][0]
     uneven = model.layers % (layout.pp * layout.vp) != 0
-    return layout if layout.uneven_stages == uneven else layout.model_copy(update={"uneven_stages": uneven})
+    layout = layout if layout.uneven_stages == uneven else layout.model_copy(update={"uneven_stages": uneven})
+    if not uneven_allowed((space or SearchSpace()).uneven_stages, software):
+        return layout
+    (balanced,) = balance_last_stages(
+        model, system, job, [layout], usable_bytes=ranking.usable_bytes, software=software, efficiency=efficiency,
+        cost=cost,
+    )  # fmt: skip
+    return balanced
 
 
 SAFE_CANDIDATES = 32
@@ -366,9 +374,14 @@ def chosen_note(model: Transformer, layout: Layout, safe: bool = False) -> str:
         return note
     chunks = layout.pp * layout.vp
     fullest = -(-model.layers // chunks)
+    last = (
+        f", the last rank {layout.last_stage_layers} beside the output head, which makes the step shortest"
+        if layout.last_stage_layers
+        else ""
+    )
     return (
         f"{note}; uneven pipeline stages: {model.layers} layers over pp*vp = {chunks} model chunks, at most "
-        f"{fullest} layers each (Megatron-Core --decoder-first-pipeline-num-layers / "
+        f"{fullest} layers each{last} (Megatron-Core --decoder-first-pipeline-num-layers / "
         f"--decoder-last-pipeline-num-layers; --even-stages to keep them even)"
     )
 

@@ -1,0 +1,75 @@
+"""A chosen pipeline's last stage made lighter by the output head's worth, as Megatron recipes make it.
+
+An even split gives the last rank its share of the layers and the output head (and any MTP block) on top, so it
+sets the pipeline's pace. Megatron-Core can give it fewer decoder layers (``--decoder-last-pipeline-num-layers``,
+or a ``pipeline_model_parallel_layout``; Megatron-Bridge's DeepSeek-V3 recipes take 3 off the last rank, its Llama
+3.1 405B and Qwen3-235B ones 1 by counting the loss as a layer). Where the framework runs uneven stages and the
+search may use them, each chosen layout with a pipeline is priced again with its last rank 1 to
+``MAX_LAYERS_OFF`` layers lighter (``Layout.last_stage_layers``), and the fastest that fits is kept: a few
+estimates per chosen layout, after the vectorized search, so the search's speed is unchanged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from clustersim.compute.efficiency import FamilyEfficiency
+from clustersim.compute.software import SoftwareProfile
+from clustersim.compute.stages import stage_split
+from clustersim.execution import Layout, LayoutArrays
+from clustersim.network.cost import ANALYTIC, CollectiveCost
+from clustersim.system import System
+from clustersim.training.estimate import evaluate_layouts
+from clustersim.training.job import TrainingJob
+from clustersim.workload.transformer import Transformer
+
+MAX_LAYERS_OFF = 6
+"""The most decoder layers taken off the last rank (an output head of a large vocabulary is worth a few)."""
+
+
+def lighter_last_stages(model: Transformer, layout: Layout) -> list[Layout]:
+    """``layout`` with its last rank 1, 2, ... layers lighter than an even split gives it, each leaving every
+    other rank a layer (none where the layout has no pipeline or already states its split)."""
+    if layout.pp < 2 or layout.last_stage_layers is not None:
+        return []
+    _, last = stage_split(model, LayoutArrays.of([layout]))
+    even = int(last[0]) - model.mtp_layers  # decoder layers an even split leaves the last rank
+    most = model.layers - (layout.pp - 1)
+    counts = [n for n in range(even - 1, max(even - 1 - MAX_LAYERS_OFF, 0), -1) if 1 <= n <= most]
+    return [layout.model_copy(update={"last_stage_layers": n, "uneven_stages": True}) for n in counts]
+
+
+def uneven_allowed(space_uneven: bool | None, software: SoftwareProfile | None) -> bool:
+    """Whether a search may split stages unevenly: as asked (``--uneven-stages/--even-stages``), else where the
+    framework runs it (``SoftwareProfile.uneven_stages``)."""
+    return bool(software is not None and software.uneven_stages) if space_uneven is None else space_uneven
+
+
+def balance_last_stages(
+    model: Transformer,
+    system: System,
+    job: TrainingJob,
+    layouts: list[Layout],
+    *,
+    usable_bytes: float,
+    software: SoftwareProfile | None = None,
+    efficiency: FamilyEfficiency | None = None,
+    cost: CollectiveCost = ANALYTIC,
+) -> list[Layout]:
+    """Each of ``layouts`` or, where one is faster and needs no more than ``usable_bytes`` a device, the lighter
+    last stage (``lighter_last_stages``) that makes its step shortest; every variant priced in one call."""
+    groups = [[layout, *lighter_last_stages(model, layout)] for layout in layouts]
+    if all(len(group) == 1 for group in groups):
+        return list(layouts)
+    tried = [layout for group in groups for layout in group]
+    terms, memory = evaluate_layouts(
+        model, system, LayoutArrays.of(tried), job, efficiency=efficiency, cost=cost, software=software
+    )
+    step_s = np.where(memory.required <= usable_bytes, terms.step_s, np.inf)
+    out, start = [], 0
+    for group in groups:
+        mine = step_s[start : start + len(group)].copy()
+        mine[0] = terms.step_s[start]  # the layout as chosen (it fit the search's memory) stays a candidate
+        out.append(group[int(np.argmin(mine))])
+        start += len(group)
+    return out
