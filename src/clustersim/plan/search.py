@@ -160,7 +160,7 @@ def _candidates(
     grid positions of those that fit."""
     system, job, software = request.system, request.job, request.software
     if space.uneven_stages is None:
-        space = replace(space, uneven_stages=software is not None and software.uneven_stages)
+        space = replace(space, uneven_stages=uneven_allowed(None, software))
     sw = software or software_for(None, system.accelerator.family)
     # what the candidates and their memory read: the devices and the scale-up domain (their degrees), the job, the
     # space, and of the framework what it runs and how it holds memory (instance types of one node count share it)
