@@ -139,7 +139,7 @@ LastStageLayersOpt = Annotated[
         min=1,
         help="Decoder layers on the last pipeline rank, beside the output head and any MTP block (Megatron-Core's "
         "--decoder-last-pipeline-num-layers, or that rank's share of a pipeline layout); the other ranks share the "
-        "rest. Needs --tp and --pp (a given layout); default: an even split.",
+        "rest. Needs --tp and --pp (a given layout; default: an even split); a search balances its own.",
     ),
 ]
 EpOverlapOpt = Annotated[

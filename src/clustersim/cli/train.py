@@ -384,7 +384,7 @@ def _scenario_of_options(
             )  # fmt: skip
         elif last_stage_layers is not None:
             raise ClusterSimError(
-                f"--last-stage-layers {last_stage_layers} splits a given pipeline; the search splits its own evenly "
+                f"--last-stage-layers {last_stage_layers} splits a given pipeline; a search chooses its own split "
                 "(give --tp and --pp with it, or drop it)",
                 field="--last-stage-layers",
                 value=last_stage_layers,
