@@ -35,7 +35,7 @@ from clustersim.plan.planner_rank import constrained, ranked
 from clustersim.plan.planner_why import grouped_notes
 from clustersim.plan.search import CandidateMemo, Ranking, RankRequest, pareto_front, rank_each
 from clustersim.plan.space import SearchSpace
-from clustersim.plan.stage_balance import balance_last_stages, uneven_allowed
+from clustersim.plan.stage_balance import chosen_layouts
 from clustersim.training.estimate import estimate_layouts
 from clustersim.workload.transformer import Transformer
 
@@ -176,9 +176,9 @@ class _PlanPoints:
             fresh = key not in live
             if fresh:
                 live[key] = next(ranked)
-            balance = uneven_allowed((self.space or SearchSpace()).uneven_stages, point.software)
+            uneven = (self.space or SearchSpace()).uneven_stages
             found.append(
-                _point_rows(self.model, point, (live[key], fresh), self.keep, spreads, self.level, self.needs, balance)
+                _point_rows(self.model, point, (live[key], fresh), self.keep, spreads, self.level, self.needs, uneven)
             )
             if last[key] == i:  # a large space's arrays are large: keep a ranking only while a point needs it
                 del live[key]
@@ -206,7 +206,7 @@ def _point_rows(
     spreads: dict[SpreadKey, Spread | None],
     level: float,
     needs: frozenset[str],
-    balance: bool = False,
+    space_uneven: bool | None = None,
 ) -> PointResult:
     """The priced rows of one point, the layouts evaluated (none where its ranking was made for an earlier
     point), and a note where the point is skipped: an instance not offered at the point's price, a system
@@ -229,16 +229,12 @@ def _point_rows(
                 f"{usable:.1f} GiB usable ({ranking.headroom:.0%} headroom)"
             ),
         )
-    chosen = [
-        layout.model_copy(update={"uneven_stages": model.layers % (layout.pp * layout.vp) != 0}) for layout in best
-    ]  # the flag counts in the rules only: the ranking's terms and memory hold for the chosen layouts
-    if balance:  # the last stage lighter by the head's worth where that is faster (``stage_balance``)
-        balanced = balance_last_stages(
-            model, system, job, chosen, usable_bytes=ranking.usable_bytes, software=software,
-            efficiency=point.efficiency,
-        )  # fmt: skip
-        evaluated = evaluated if balanced == chosen else None
-        chosen = balanced
+    chosen = chosen_layouts(
+        model, system, job, best, space_uneven=space_uneven, usable_bytes=ranking.usable_bytes, software=software,
+        efficiency=point.efficiency,
+    )  # fmt: skip
+    if any(a.last_stage_layers != b.last_stage_layers for a, b in zip(chosen, best, strict=True)):
+        evaluated = None  # a balanced stage is priced again; the ranking's terms and memory hold for the others
     estimates = estimate_layouts(
         model, system, chosen, job, offer=point.offer, efficiency=point.efficiency, software=software,
         evaluated=evaluated,

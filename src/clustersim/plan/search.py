@@ -31,7 +31,7 @@ from clustersim.network.cost import ANALYTIC, CollectiveCost
 from clustersim.plan.ranking import Ranking as Ranking
 from clustersim.plan.ranking import terms_at
 from clustersim.plan.space import CandidateGrid, SearchSpace, candidate_grid, why_no_layout
-from clustersim.plan.stage_balance import balance_last_stages, uneven_allowed
+from clustersim.plan.stage_balance import chosen_layouts, uneven_allowed
 from clustersim.system import System
 from clustersim.training.estimate import layouts_memory
 from clustersim.training.job import TrainingJob
@@ -326,16 +326,11 @@ def choose_layout(
             f"accelerator",
             field="nodes",
         )
-    layout = best[0][0]
-    uneven = model.layers % (layout.pp * layout.vp) != 0
-    layout = layout if layout.uneven_stages == uneven else layout.model_copy(update={"uneven_stages": uneven})
-    if not uneven_allowed((space or SearchSpace()).uneven_stages, software):
-        return layout
-    (balanced,) = balance_last_stages(
-        model, system, job, [layout], usable_bytes=ranking.usable_bytes, software=software, efficiency=efficiency,
-        cost=cost,
+    (layout,) = chosen_layouts(
+        model, system, job, [best[0][0]], space_uneven=(space or SearchSpace()).uneven_stages,
+        usable_bytes=ranking.usable_bytes, software=software, efficiency=efficiency, cost=cost,
     )  # fmt: skip
-    return balanced
+    return layout
 
 
 SAFE_CANDIDATES = 32

@@ -73,3 +73,27 @@ def balance_last_stages(
         out.append(group[int(np.argmin(mine))])
         start += len(group)
     return out
+
+
+def chosen_layouts(
+    model: Transformer,
+    system: System,
+    job: TrainingJob,
+    layouts: list[Layout],
+    *,
+    space_uneven: bool | None,
+    usable_bytes: float,
+    software: SoftwareProfile | None = None,
+    efficiency: FamilyEfficiency | None = None,
+    cost: CollectiveCost = ANALYTIC,
+) -> list[Layout]:
+    """A search's chosen layouts as it reports them: each flagged uneven where its layers do not divide by its
+    chunks (the flag counts in the rules only), and, where uneven stages are allowed, its last stage balanced."""
+    flagged = [
+        layout.model_copy(update={"uneven_stages": model.layers % (layout.pp * layout.vp) != 0}) for layout in layouts
+    ]
+    if not uneven_allowed(space_uneven, software):
+        return flagged
+    return balance_last_stages(
+        model, system, job, flagged, usable_bytes=usable_bytes, software=software, efficiency=efficiency, cost=cost
+    )
