@@ -335,6 +335,7 @@ def _train(draw: st.DrawFn, files: Files) -> list[str]:
             "--precision": texts("bf16", "fp8", "fp16", "fp32"),
             "--price": texts("on_demand", "capacity_block"),
             "--uneven-stages": None,
+            "--offload-layers": ints(1, 4, 40),
             "--compare": texts(*INSTANCES),
             "--compare-nodes": ints(1, 2),
             "--ops": None,

@@ -67,6 +67,12 @@ class Layout(BaseModel):
         "(Megatron-Core's --decoder-last-pipeline-num-layers or a pipeline layout's last rank); the other ranks "
         "share the rest evenly. None: an even split.",
     )
+    offload_layers: int | None = Field(
+        default=None,
+        ge=1,
+        description="Decoder layers whose activations go to host memory in the forward pass and come back for the "
+        "backward (Megatron-Core's cpu_offloading_num_layers); None: none. Needs pp 1 and no recompute.",
+    )
 
     @property
     def num_devices(self) -> int:
@@ -90,6 +96,7 @@ class Layout(BaseModel):
         parts += [f"mb {self.micro_batch}", f"zero {self.zero}"]
         parts += ["sp"] if self.sequence_parallel else []
         parts += [f"recompute {self.recompute.value}"]
+        parts += [f"offload {self.offload_layers} layers"] if self.offload_layers else []
         return " ".join(parts)
 
     def check(self, model: Transformer, *, num_devices: int, global_batch: int, seq_len: int) -> None:
@@ -137,12 +144,12 @@ class LayoutArrays:
     etp_stated: IntArray | None = None  # a layout's stated expert TP degree, 0 where derived (None: all derived)
     ep_per_node: npt.NDArray[np.float64] | None = None  # 1 deepep, 0 alltoall, NaN: the framework's (None: all NaN)
     last_stage_layers: IntArray | None = None  # a layout's stated last-stage layers, 0 for an even split (None: all)
+    offload_layers: IntArray | None = None  # layers whose activations go to host memory, 0 for none (None: all 0)
 
     def __post_init__(self) -> None:
-        if self.etp_stated is None:
-            object.__setattr__(self, "etp_stated", np.zeros(len(self.tp), dtype=np.int64))
-        if self.last_stage_layers is None:
-            object.__setattr__(self, "last_stage_layers", np.zeros(len(self.tp), dtype=np.int64))
+        for name in ("etp_stated", "last_stage_layers", "offload_layers"):  # unstated counts: 0 for every layout
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, np.zeros(len(self.tp), dtype=np.int64))
         if self.ep_per_node is None:
             object.__setattr__(self, "ep_per_node", np.full(len(self.tp), np.nan))
 
@@ -177,6 +184,7 @@ class LayoutArrays:
             etp_stated=np.array([layout.etp or 0 for layout in layouts], dtype=np.int64),
             ep_per_node=np.array([_per_node(x.ep_dispatcher) for x in layouts]),
             last_stage_layers=np.array([x.last_stage_layers or 0 for x in layouts], dtype=np.int64),
+            offload_layers=np.array([x.offload_layers or 0 for x in layouts], dtype=np.int64),
         )
 
     def __len__(self) -> int:
@@ -196,6 +204,16 @@ class LayoutArrays:
         ``dp * cp`` or a stated ``etp`` implies."""
         inside_dp = ((self.dp * self.cp) % self.ep == 0) & (_stated_etp(self) == 0)
         return np.asarray(np.where(inside_dp, self.tp * self.cp, self.etp), dtype=np.int64)
+
+    @property
+    def expert_dp(self) -> IntArray:
+        """Ranks holding the same routed experts (which shard and reduce their state): ``tp*cp*dp / (ep*etp)``."""
+        return np.asarray(np.maximum(self.tp * self.cp * self.dp // (self.ep * self.etp), 1), dtype=np.int64)
+
+    @property
+    def expert_dp_stride(self) -> IntArray:
+        """How many ranks apart the members of one expert data-parallel group are: past one expert group."""
+        return np.asarray(self.ep_stride * self.ep, dtype=np.int64)
 
     def select(self, which: npt.NDArray[np.bool_] | npt.NDArray[np.int64]) -> LayoutArrays:
         """The layouts a boolean mask or an index array picks, in that order."""
@@ -228,7 +246,8 @@ class LayoutArrays:
             uneven_stages=bool(self.uneven_stages[index]),
             etp=int(_stated_etp(self)[index]) or None,
             ep_dispatcher=_dispatcher(float(self.ep_per_node[index])),  # type: ignore[index]
-            last_stage_layers=int(_stated_last(self)[index]) or None,
+            last_stage_layers=int(_stated(self, "last_stage_layers")[index]) or None,
+            offload_layers=int(_stated(self, "offload_layers")[index]) or None,
         )
 
 
@@ -286,9 +305,18 @@ def _stated_etp(layouts: Any) -> Any:
     return (layouts.etp or 0) if isinstance(layouts, Layout) else layouts.etp_stated
 
 
-def _stated_last(layouts: Any) -> Any:
-    """A ``Layout``'s stated last-stage layers or the ``LayoutArrays``' (0 for an even split)."""
-    return (layouts.last_stage_layers or 0) if isinstance(layouts, Layout) else layouts.last_stage_layers
+def _stated(layouts: Any, name: str) -> Any:
+    """A ``Layout``'s optional count ``name`` (last_stage_layers, offload_layers) or the ``LayoutArrays``' (0: none)."""
+    return (getattr(layouts, name) or 0) if isinstance(layouts, Layout) else getattr(layouts, name)
+
+
+def _offload_allowed(layouts: Any, layers: int) -> Any:
+    """Whether a ``Layout`` (or which ``LayoutArrays``) may offload its layers: pp 1, no recompute, fewer than all."""
+    if isinstance(layouts, Layout):
+        plain = layouts.recompute is Recompute.NONE
+    else:
+        plain = ~(layouts.recompute_full | layouts.recompute_selective)
+    return (layouts.pp == 1) & plain & (_stated(layouts, "offload_layers") < layers)
 
 
 # Every rule a layout must keep, in the order they are reported. Layout.check raises the first broken
@@ -322,7 +350,7 @@ LAYOUT_RULES: tuple[LayoutRule, ...] = (
         lambda a, j: (
             (j.model.layers % (a.pp * a.vp) == 0)
             | (a.uneven_stages & (j.model.layers + PIPELINE_END_CHUNKS >= a.pp * a.vp))
-            | (_stated_last(a) > 0)  # a stated split is uneven by design (its own rule checks it)
+            | (_stated(a, "last_stage_layers") > 0)  # a stated split is uneven by design (its own rule checks it)
         ),
         lambda x, j: (
             f"layers {j.model.layers} must divide by pp*vp = {x.pp * x.vp}"
@@ -336,10 +364,22 @@ LAYOUT_RULES: tuple[LayoutRule, ...] = (
     LayoutRule(
         "last_stage_layers",
         # Megatron-Core's account_for_embedding_in_pipeline_split may leave the first chunk the embedding alone.
-        lambda a, j: (_stated_last(a) == 0) | ((a.pp > 1) & (_stated_last(a) <= j.model.layers - (a.pp - 1))),
+        lambda a, j: (
+            (_stated(a, "last_stage_layers") == 0)
+            | ((a.pp > 1) & (_stated(a, "last_stage_layers") <= j.model.layers - (a.pp - 1)))
+        ),
         lambda x, j: (
             f"last_stage_layers {x.last_stage_layers} needs pipeline parallelism (pp > 1) and must leave each of the "
             f"other pp - 1 = {x.pp - 1} ranks a layer of the {j.model.layers}"
+        ),
+    ),
+    LayoutRule(
+        "offload_layers",
+        # as Megatron-Core's TransformerConfig: no CPU offloading with pipelining or recompute, of fewer layers than all
+        lambda a, j: (_stated(a, "offload_layers") == 0) | _offload_allowed(a, j.model.layers),
+        lambda x, j: (
+            f"offload_layers {x.offload_layers} needs pp 1 and recompute none (Megatron-Core offloads activations "
+            f"without pipelining or recompute) and fewer layers than the model's {j.model.layers}"
         ),
     ),
     LayoutRule(
@@ -419,6 +459,7 @@ RULE_FIELDS = {
     "etp": "etp",
     "ep_experts": "ep",
     "interleave": "vp",
+    "offload_layers": "offload_layers",
 }
 
 # The rules that split a model over tp x pp devices, whatever the job (what serving checks).

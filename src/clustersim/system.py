@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from clustersim.catalog.figures import Price
 from clustersim.catalog.registry import Catalog
-from clustersim.catalog.schema import Accelerator, Dtype, Instance, Kind
+from clustersim.catalog.schema import Accelerator, Dtype, Instance, Kind, Link, LinkType
 from clustersim.errors import ClusterSimError
 from clustersim.network.fabric import Fabric
 from clustersim.network.topology import Topology, build_topology, check_cluster_size
@@ -43,6 +43,8 @@ class System:
     instance: Instance | None = None
     network_note: str = ""
     board_power_watts: float | None = None  # a device's power limit other than its TDP (None: the TDP)
+    host_bytes_per_s: float | None = None  # a device's link to host memory, each direction (None: not recorded)
+    host_link_shared: bool = True  # the host link also carries the NICs' traffic (PCIe switches); False: NVLink-C2C
 
     @property
     def num_devices(self) -> int:
@@ -194,6 +196,7 @@ def _system(
     cores_per_device = cores if per_node <= chips else max(1, cores * chips // per_node)
     if network_bytes_per_s is None:
         network_bytes_per_s = instance.network.total_bandwidth_bits_per_s.value / 8 if instance else 0.0
+    host = host_link(catalog, device)
     topology = build_topology(
         catalog,
         name=name,
@@ -211,7 +214,18 @@ def _system(
         topology=topology,
         instance=instance,
         network_note=note,
+        host_bytes_per_s=None if host is None else host.per_device_bandwidth_per_direction_bytes_per_s.value,
+        host_link_shared=host is None or host.link_type is not LinkType.C2C,
     )
+
+
+def host_link(catalog: Catalog, accelerator: Accelerator) -> Link | None:
+    """The accelerator's link to host memory (its catalogued ``host_link``; None: not recorded)."""
+    if accelerator.host_link is None:
+        return None
+    link = catalog.get(accelerator.host_link, Kind.LINK)
+    assert isinstance(link, Link)
+    return link
 
 
 def _reference_instance(catalog: Catalog, accelerator: Accelerator, per_node: int) -> Instance | None:

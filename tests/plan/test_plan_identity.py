@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clustersim.catalog.registry import load_catalog
+from clustersim.catalog.schema import Dtype
 from clustersim.compute.software import software_for, software_profiles
 from clustersim.execution import LayoutArrays
 from clustersim.intervals import spread_for
@@ -198,3 +199,17 @@ def test_instance_types_of_one_node_count_share_their_candidates():
     neuron = software_for(None, trn2.accelerator.family, PROFILES, accelerator=trn2.accelerator.id)
     rank_layouts(LLAMA_70B, trn2, job, software=neuron, memo=memo)
     assert len(memo) == 2  # other devices per node, another framework: its own candidates
+
+
+def test_an_fp8_job_holds_its_own_candidates_where_its_gemm_inputs_take_a_byte():
+    """Megatron keeps FP8 GEMM inputs in a byte, so a BF16 and an FP8 job of the same shape need different memory:
+    sharing candidates across them would size one with the other's activations."""
+    memo: dict = {}
+    system = system_for_instance(CATALOG, "p5.48xlarge", 16)
+    software = software_for("megatron", system.accelerator.family, PROFILES)
+    for precision in (Dtype.BF16, Dtype.FP8):
+        job = TrainingJob(512, 8192, precision=precision)
+        shared = rank_layouts(LLAMA_70B, system, job, software=software, memo=memo)
+        alone = rank_layouts(LLAMA_70B, system, job, software=software)
+        np.testing.assert_array_equal(shared.required_bytes, alone.required_bytes)
+    assert len(memo) == 2

@@ -542,10 +542,17 @@ def test_moe_layer_computes_top_k_experts_and_the_router():
     assert terms(est)["forward"][1] == pytest.approx(expected, rel=REL)
     alltoall = estimate(Layout(dp=2, ep=2, ep_dispatcher=EpDispatcher.ALLTOALL), devices=2, global_batch=4, model=MOE)
     assert terms(alltoall)["forward"][1] == pytest.approx(expected + 2 * 4 * permutation, rel=REL)
-    # Each device holds half the routed experts: 2 of 4 MLPs, the router, attention and norms per layer.
-    params = 4 * (3_145_728 + 2 * 12_582_912 + H * 4 + 2 * H) + 2 * V * H + H
-    dp = t_coll(Op.ALL_REDUCE, params * 2, node_fabric(2))
+    # Each device holds half the routed experts (2 of 4 MLPs) and the router, attention and norms of every layer:
+    # those are all-reduced over the two ranks; its experts, which no other rank holds, are not.
+    dense = 4 * (3_145_728 + H * 4 + 2 * H) + 2 * V * H + H
+    dp = t_coll(Op.ALL_REDUCE, dense * 2, node_fabric(2))
     assert terms(est)["dp comm"][0] == pytest.approx(dp, rel=REL)
+    # Four ranks of two experts each: the experts' gradients are all-reduced over the pair holding the same ones,
+    # two ranks apart, after the rest over all four.
+    four = estimate(Layout(dp=4, ep=2), devices=4, global_batch=8, model=MOE)
+    experts = 4 * 2 * 12_582_912
+    dp4 = t_coll(Op.ALL_REDUCE, dense * 2, node_fabric(4)) + t_coll(Op.ALL_REDUCE, experts * 2, node_fabric(2))
+    assert terms(four)["dp comm"][0] == pytest.approx(dp4, rel=REL)
 
 
 def test_a_dense_model_has_no_expert_traffic():

@@ -27,8 +27,8 @@ LAYOUT = Layout(tp=2, pp=2, dp=4, zero=1, sequence_parallel=True)
 
 def test_the_registered_terms_in_their_order():
     assert [t.name for t in STEP_TERMS] == [
-        "forward", "backward", "recompute", "pipeline bubble", "tp comm", "cp comm", "ep comm", "pp comm",
-        "dp comm", "optimizer", "framework overhead",
+        "forward", "backward", "recompute", "activation offload", "pipeline bubble", "tp comm", "cp comm", "ep comm",
+        "pp comm", "dp comm", "optimizer", "framework overhead",
     ]  # fmt: skip
 
 

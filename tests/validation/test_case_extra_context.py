@@ -190,8 +190,11 @@ def test_a_stated_sliding_window_shortens_the_windowed_layers_attention_and_noth
     saved = plain.model_flops_per_token(4096) - model.model_flops_per_token(4096)
     assert saved == pytest.approx(18 * 12 * 64 * 64 * (4096 - 128), rel=1e-9)
     assert model.num_params() == plain.num_params()
-    fast = predict_training_case(_case(windowed, **FLAT), "step_time_s", CATALOG)
-    slow = predict_training_case(_case(GPT_OSS_120B, **FLAT), "step_time_s", CATALOG)
+    # Eight micro-batches a rank: one alone would leave the step to the experts' gradient reduce-scatter over 32
+    # nodes, which the shorter backward pass would only uncover.
+    eight = FLAT | {"global_batch": 2048}
+    fast = predict_training_case(_case(windowed, **eight), "step_time_s", CATALOG)
+    slow = predict_training_case(_case(GPT_OSS_120B, **eight), "step_time_s", CATALOG)
     assert fast < slow
     with pytest.raises(ClusterSimError, match="window_layers 40 exceeds layers 36"):
         case_setup(_case(windowed | {"window_layers": 40}, **FLAT), CATALOG)

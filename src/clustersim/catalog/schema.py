@@ -67,6 +67,9 @@ class Accelerator(Entry):
     num_cores: CountFigure | None = Field(None, description="Compute cores per device (NeuronCores on Trainium).")
     core_type: str | None = Field(None, description="Core type, e.g. 'NeuronCore-v3'.")
     scaleup_link: str | None = Field(None, description="Link id of the scale-up fabric (NVLink, NeuronLink).")
+    host_link: str | None = Field(
+        None, description="Link id of the path to host memory (PCIe, NVLink-C2C); None: not recorded."
+    )
     scaleup_bandwidth_per_direction_bytes_per_s: BytesPerSFigure | None = Field(
         None, description="Scale-up bandwidth per device, each direction."
     )
@@ -106,10 +109,11 @@ class LinkType(StrEnum):
     NVLINK = "nvlink"
     NEURONLINK = "neuronlink"
     PCIE = "pcie"
+    C2C = "c2c"
 
 
 class Link(Entry):
-    """A scale-up or host link generation (NVLink 4, NeuronLink v3, PCIe Gen5 x16)."""
+    """A scale-up or host link generation (NVLink 4, NeuronLink v3, PCIe Gen5 x16, NVLink-C2C)."""
 
     kind: ClassVar[Kind] = Kind.LINK
     link_type: LinkType = Field(description="Link family.")
@@ -322,7 +326,7 @@ ENTRY_TYPES: dict[Kind, type[Entry]] = {
 
 # Fields that name another entry, by kind of the entry that names it: (dotted field, kind named).
 REFERENCES: dict[Kind, tuple[tuple[str, Kind], ...]] = {
-    Kind.ACCELERATOR: (("scaleup_link", Kind.LINK),),
+    Kind.ACCELERATOR: (("scaleup_link", Kind.LINK), ("host_link", Kind.LINK)),
     Kind.SWITCH: (("link", Kind.LINK),),
     Kind.DOMAIN: (("accelerator", Kind.ACCELERATOR), ("link", Kind.LINK), ("switch", Kind.SWITCH)),
     Kind.INSTANCE: (

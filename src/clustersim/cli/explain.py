@@ -35,6 +35,7 @@ from clustersim.cli.job_options import (
     HeadroomOpt,
     LastStageLayersOpt,
     MicroBatchOpt,
+    OffloadLayersOpt,
     PpOpt,
     PrecisionOpt,
     RecomputeOpt,
@@ -115,6 +116,7 @@ def explain_command(
     recompute: RecomputeOpt = None,
     uneven: UnevenStagesOpt = None,
     last_stage_layers: LastStageLayersOpt = None,
+    offload_layers: OffloadLayersOpt = None,
     ep_overlap: EpOverlapOpt = None,
     ep_dispatcher: EpDispatcherOpt = None,
     torch_compile: TorchCompileOpt = None,
@@ -198,7 +200,8 @@ def explain_command(
                 refuse_headroom(logged, headroom)
             spec = _scenario_of_options(
                 model=model, instance=instance, nodes=nodes, devices_per_node=devices_per_node, **job, uneven=uneven,
-                last_stage_layers=last_stage_layers, ep_overlap=ep_overlap, ep_dispatcher=ep_dispatcher,
+                last_stage_layers=last_stage_layers, offload_layers=offload_layers, ep_overlap=ep_overlap,
+                ep_dispatcher=ep_dispatcher,
                 headroom=headroom, safe=safe,
                 beyond_context=beyond_context, tokens="1T",
                 offer="on_demand", models=models or [], efficiency=efficiency or [], catalog=catalog or [],

@@ -142,6 +142,16 @@ LastStageLayersOpt = Annotated[
         "rest. Needs --tp and --pp (a given layout; default: an even split); a search balances its own.",
     ),
 ]
+OffloadLayersOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--offload-layers",
+        min=1,
+        help="Layers whose activations go to host memory in the forward pass and come back for the backward "
+        "(Megatron-Core's cpu_offloading_num_layers), over the device's host link (PCIe, NVLink-C2C). Needs --tp "
+        "and --pp with pp 1 and --recompute none; a search offloads the fewest layers a layout needs to fit.",
+    ),
+]
 EpOverlapOpt = Annotated[
     bool | None,
     typer.Option(

@@ -44,6 +44,7 @@ from clustersim.cli.job_options import (
     HeadroomOpt,
     LastStageLayersOpt,
     MicroBatchOpt,
+    OffloadLayersOpt,
     PpOpt,
     PrecisionOpt,
     RecomputeOpt,
@@ -85,14 +86,14 @@ if TYPE_CHECKING:
 INPUTS = (
     "instance", "nodes", "devices_per_node", "tp", "pp", "vp", "cp", "ep", "etp", "micro_batch", "zero", "sp",
     "recompute", "tokens", "global_batch", "seq", "precision", "offer", "models", "efficiency", "framework",
-    "software", "uneven", "last_stage_layers", "headroom", "safe", "ep_overlap", "ep_dispatcher", "torch_compile",
-    "catalog", "storage", "checkpoint_every", "async_checkpoint", "nvme_checkpoint", "failure_rate",
+    "software", "uneven", "last_stage_layers", "offload_layers", "headroom", "safe", "ep_overlap", "ep_dispatcher",
+    "torch_compile", "catalog", "storage", "checkpoint_every", "async_checkpoint", "nvme_checkpoint", "failure_rate",
     "beyond_context",
 )  # fmt: skip
 # The layout options; any given one constrains the layout search (names of train_command's parameters).
 LAYOUT_OPTIONS = (
     "tp", "pp", "vp", "cp", "ep", "etp", "micro_batch", "zero", "sp", "recompute", "uneven", "headroom", "safe",
-    "ep_overlap", "ep_dispatcher", "last_stage_layers",
+    "ep_overlap", "ep_dispatcher", "last_stage_layers", "offload_layers",
 )  # fmt: skip
 _FLAGS = {
     "instance": "--instance",
@@ -117,6 +118,7 @@ _FLAGS = {
     "safe": "--safe",
     "ep_overlap": "--ep-overlap",
     "ep_dispatcher": "--ep-dispatcher",
+    "offload_layers": "--offload-layers",
 }
 
 
@@ -153,6 +155,7 @@ def train_command(
     software: SoftwareOpt = None,
     uneven: UnevenStagesOpt = None,
     last_stage_layers: LastStageLayersOpt = None,
+    offload_layers: OffloadLayersOpt = None,
     ep_overlap: EpOverlapOpt = None,
     ep_dispatcher: EpDispatcherOpt = None,
     torch_compile: TorchCompileOpt = None,
@@ -251,7 +254,7 @@ def train_command(
                 tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, etp=etp, micro_batch=micro_batch, zero=zero, sp=sp,
                 recompute=recompute, uneven=uneven, headroom=headroom, safe=safe, ep_overlap=ep_overlap, tokens=tokens,
                 ep_dispatcher=ep_dispatcher, global_batch=global_batch, last_stage_layers=last_stage_layers,
-                seq=seq,
+                offload_layers=offload_layers, seq=seq,
                 precision=precision, offer=offer,
                 beyond_context=beyond_context, models=models or [], efficiency=efficiency or [], catalog=catalog or [],
                 framework=framework, software=software or [], given=set(given_options(ctx, LAYOUT_OPTIONS)),
@@ -317,6 +320,7 @@ def _scenario_of_options(
     ep_overlap: bool | None = None,
     etp: int | None = None,
     last_stage_layers: int | None = None,
+    offload_layers: int | None = None,
     ep_dispatcher: EpDispatcher | None = None,
     tokens: str,
     global_batch: int | None,
@@ -380,7 +384,7 @@ def _scenario_of_options(
                 )
             layout = LayoutSpec(
                 **fields, uneven_stages=bool(uneven), ep_overlap=ep_overlap, ep_dispatcher=ep_dispatcher,
-                last_stage_layers=last_stage_layers,
+                last_stage_layers=last_stage_layers, offload_layers=offload_layers,
             )  # fmt: skip
         elif last_stage_layers is not None:
             raise ClusterSimError(
@@ -388,6 +392,13 @@ def _scenario_of_options(
                 "(give --tp and --pp with it, or drop it)",
                 field="--last-stage-layers",
                 value=last_stage_layers,
+            )
+        elif offload_layers is not None:
+            raise ClusterSimError(
+                f"--offload-layers {offload_layers} offloads a given layout's activations; a search offloads the "
+                "fewest layers each layout needs to fit (give --tp and --pp with it, or drop it)",
+                field="--offload-layers",
+                value=offload_layers,
             )
         elif given:
             values = {

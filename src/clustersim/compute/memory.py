@@ -20,7 +20,13 @@ gated MLPs: per layer and micro-batch, with ``S = s b`` tokens (``s`` divided by
 * the attention scores ``5 a s S`` (split by ``t``) unless the kernel is fused (flash attention) or
   the attention core is recomputed (selective);
 * with full recompute only the layer input ``2Sh`` (split by ``t`` with SP) stays, plus one layer's
-  activations while it is recomputed.
+  activations while it is recomputed;
+* in an FP8 (or 4-bit) job under a framework that keeps its GEMM inputs quantized for the weight
+  gradients (Transformer Engine: ``SoftwareProfile.float8_saved_inputs``), those inputs take 1 byte, not 2:
+  the QKV and MLP inputs ``2Sh``, the projection input ``S q`` and the second MLP GEMM's input ``S f``
+  fewer bytes;
+* offloaded layers (``Layout.offload_layers``, pp 1 and no recompute) keep nothing on the device beyond one
+  layer's activations in flight to or from host memory.
 
 The first pipeline stage holds ``min(pp, micro-batches)`` micro-batches in flight (x ``1 + (pp-1) /
 (pp vp)`` interleaved); the loss adds 4-byte logits ``4 S V / t``.
@@ -39,7 +45,7 @@ import numpy as np
 import numpy.typing as npt
 
 from clustersim.compute.stages import stage_layers
-from clustersim.execution import LayoutArrays
+from clustersim.execution import IntArray, LayoutArrays
 from clustersim.workload.transformer import Transformer
 
 FloatArray = npt.NDArray[np.float64]
@@ -99,6 +105,20 @@ def expert_params_per_device(model: Transformer, lay: LayoutArrays) -> FloatArra
     return params_per_device(model, lay) - _stage_params(model, lay, 0.0)
 
 
+SyncGroup = tuple[FloatArray, IntArray, IntArray]  # parameters per device, ranks of the group, their stride
+
+
+def data_parallel_groups(model: Transformer, lay: LayoutArrays) -> tuple[SyncGroup, ...]:
+    """The parameters of a device of the heaviest stage that each data-parallel group reduces (and ZeRO
+    shards), with the group's ranks and how many ranks apart they are: the routed experts' over the expert
+    data-parallel ranks, the rest over the ``dp * cp`` ranks ``tp`` apart."""
+    params = params_per_device(model, lay)
+    if model.moe is None:
+        return ((params, lay.dp * lay.cp, lay.tp),)
+    experts = expert_params_per_device(model, lay)
+    return (params - experts, lay.dp * lay.cp, lay.tp), (experts, lay.expert_dp, lay.expert_dp_stride)
+
+
 def _stage_params(model: Transformer, lay: LayoutArrays, routed: FloatArray | float) -> FloatArray:
     """Parameters on a device of the heaviest stage with ``routed`` routed-expert parameters per MoE layer."""
     tp = lay.tp.astype(float)
@@ -129,19 +149,16 @@ def memory_per_device(
     global_batch: int,
     fused_attention: bool,
     state_bytes: tuple[float, float, float] = (WEIGHT_BYTES, GRADIENT_BYTES, OPTIMIZER_BYTES),
+    float8_inputs: bool = False,
 ) -> MemoryArrays:
     """Memory of each layout (see the module docstring for the accounting); ``state_bytes``: bytes per
     parameter of the weights, gradients and optimizer state (the framework's: ``SoftwareProfile.state_bytes``)."""
     weight_bytes, gradient_bytes, optimizer_bytes = state_bytes
-    params = params_per_device(model, lay)
-    experts = expert_params_per_device(model, lay)
-    dense_shards = (lay.dp * lay.cp).astype(float)
-    expert_shards = (lay.tp * lay.cp * lay.dp / (lay.ep * lay.etp)).astype(float)
+    groups = data_parallel_groups(model, lay)
 
     def sharded(nbytes: float, stage: int) -> FloatArray:
-        """Bytes per device of state that ZeRO ``stage`` and above shard."""
-        dense = (params - experts) / np.where(lay.zero >= stage, dense_shards, 1.0)
-        return np.asarray(nbytes * (dense + experts / np.where(lay.zero >= stage, expert_shards, 1.0)))
+        """Bytes per device of state that ZeRO ``stage`` and above shard over each group's ranks."""
+        return np.asarray(sum(nbytes * held / np.where(lay.zero >= stage, ranks, 1) for held, ranks, _ in groups))
 
     weights = sharded(weight_bytes, 3)
     gradients = sharded(gradient_bytes, 2)
@@ -150,36 +167,44 @@ def memory_per_device(
         weights=weights,
         gradients=gradients,
         optimizer=optimizer,
-        activations=activation_bytes(model, lay, seq_len=seq_len, global_batch=global_batch, fused=fused_attention),
-        params_per_device=params,
+        activations=activation_bytes(
+            model, lay, seq_len=seq_len, global_batch=global_batch, fused=fused_attention, float8_inputs=float8_inputs
+        ),
+        params_per_device=params_per_device(model, lay),
     )
 
 
-def layer_activation_bytes(model: Transformer, lay: LayoutArrays, *, seq_len: int, fused: bool) -> FloatArray:
-    """Bytes one layer keeps for one micro-batch without full recompute."""
+def layer_activation_bytes(
+    model: Transformer, lay: LayoutArrays, *, seq_len: int, fused: bool, float8_inputs: bool = False
+) -> FloatArray:
+    """Bytes one layer keeps for one micro-batch without full recompute (``float8_inputs``: its GEMM inputs kept
+    in 8 bits)."""
     s = seq_len / lay.cp
     tokens = s * lay.micro_batch
     tp = lay.tp.astype(float)
+    sp_split = np.where(lay.sequence_parallel, tp, 1.0)
     h, b = model.hidden, ACTIVATION_BYTES
-    outside = 5 * b * tokens * h / np.where(lay.sequence_parallel, tp, 1.0)
-    mlp_inner = b * tokens * model.expert_ffn * model.ffn_type.num_matrices
+    outside = 5 * b * tokens * h / sp_split
     capacity = model.moe.capacity_factor if model.moe else 1.0
-    attention = model.q_width + model.kv_width + model.value_width + model.context_width
-    inside = b * tokens * attention + mlp_inner * model.active_mlps * capacity
+    ffn = model.expert_ffn * model.active_mlps * capacity  # inner width a token's MLPs produce
     if model.dense_mlp_layers:  # the layers' average MLP
-        dense_inner = b * tokens * model.ffn_hidden * model.ffn_type.num_matrices
         share = model.dense_mlp_layers / model.layers
-        inside = b * tokens * attention + (1 - share) * mlp_inner * model.active_mlps * capacity + share * dense_inner
+        ffn = (1 - share) * ffn + share * model.ffn_hidden
+    attention = model.q_width + model.kv_width + model.value_width + model.context_width
+    inside = b * tokens * (attention + ffn * model.ffn_type.num_matrices)
+    if float8_inputs:  # a byte less per element of the QKV, projection and both MLP GEMM inputs
+        outside = outside - tokens * 2 * h / sp_split
+        inside = inside - tokens * (model.context_width + ffn)
     scores = 0.0 if fused else 5 * model.heads * seq_len * tokens
     scores = np.where(lay.recompute_selective, 0.0, scores)
     return np.asarray(outside + (inside + scores) / tp, dtype=float)
 
 
 def activation_bytes(
-    model: Transformer, lay: LayoutArrays, *, seq_len: int, global_batch: int, fused: bool
+    model: Transformer, lay: LayoutArrays, *, seq_len: int, global_batch: int, fused: bool, float8_inputs: bool = False
 ) -> FloatArray:
     """Activation bytes on the first pipeline stage, all micro-batches in flight, plus the logits."""
-    per_layer = layer_activation_bytes(model, lay, seq_len=seq_len, fused=fused)
+    per_layer = layer_activation_bytes(model, lay, seq_len=seq_len, fused=fused, float8_inputs=float8_inputs)
     tokens = seq_len / lay.cp * lay.micro_batch
     tp = lay.tp.astype(float)
     checkpoint = ACTIVATION_BYTES * tokens * model.hidden / np.where(lay.sequence_parallel, tp, 1.0)
@@ -187,7 +212,28 @@ def activation_bytes(
     micro_batches = np.maximum(global_batch // (lay.dp * lay.micro_batch), 1)
     in_flight = np.minimum(lay.pp, micro_batches).astype(float)
     interleave = np.where(lay.vp > 1, 1 + (lay.pp - 1) / (lay.pp * lay.vp), 1.0)
-    layers = stage_layers(model, lay) * in_flight * interleave
+    assert lay.offload_layers is not None  # LayoutArrays fills it
+    offloaded = lay.offload_layers.astype(float)  # pp 1 only (a layout rule): one micro-batch in flight
+    resident = stage_layers(model, lay) - offloaded + np.minimum(offloaded, 1.0)  # one layer on its way
+    layers = resident * in_flight * interleave
     working = np.where(lay.recompute_full, per_layer, 0.0)  # one layer rebuilt at a time
     logits = 4.0 * tokens * model.vocab / tp
     return np.asarray(layers * stored + working + logits, dtype=float)
+
+
+def layers_to_offload(required: FloatArray, per_layer: FloatArray, usable_bytes: float, layers: int) -> FloatArray:
+    """The fewest layers whose activations must go to host memory for a layout needing ``required`` bytes (nothing
+    offloaded, pp 1, no recompute) to need at most ``usable_bytes``: each offloaded layer but the one in flight frees
+    ``per_layer`` and its fragmentation share. 0 where it fits already, -1 where no count below ``layers`` does."""
+    freed = per_layer * (1 + FRAGMENTATION)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        count = 1 + np.ceil((required - usable_bytes) / freed)
+    count = np.where(required <= usable_bytes, 0.0, count)
+    return np.asarray(np.where(count < layers, count, -1.0), dtype=float)
+
+
+def offloaded_required(required: FloatArray, per_layer: FloatArray, offloaded: FloatArray) -> FloatArray:
+    """``required`` (nothing offloaded) with ``offloaded`` layers' activations in host memory (``activation_bytes``:
+    the device keeps one of them in flight)."""
+    freed = per_layer * (1 + FRAGMENTATION) * np.maximum(offloaded - 1, 0)
+    return np.asarray(required - freed, dtype=float)

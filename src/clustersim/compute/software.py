@@ -199,6 +199,16 @@ class SoftwareProfile(SoftwareSettings):
         "in their epilogues (Transformer Engine's CuTe DSL fused grouped MLP): no separate activation pass and "
         "no quantization kernel per expert slice.",
     )
+    float8_saved_inputs: bool = Field(
+        False,
+        description="FP8 and 4-bit jobs: each GEMM keeps its quantized input (a byte an element) for the weight "
+        "gradient instead of the 16-bit one (Transformer Engine's Linear, LayerNormLinear and LayerNormMLP).",
+    )
+    activation_offload: bool = Field(
+        False,
+        description="A layout may send whole layers' activations to host memory in the forward pass and bring them "
+        "back for the backward (Megatron-Core's cpu_offloading_num_layers); false: offload_layers is refused.",
+    )
     attention_kernel_efficiency: float = Field(
         1.0, gt=0, le=1, description="Fraction of the family's fused-attention rate its attention kernel reaches."
     )
@@ -276,6 +286,25 @@ class SoftwareProfile(SoftwareSettings):
         if override is None:
             return self
         return self.model_copy(update=override.model_dump(exclude_none=True))
+
+    def check_offload(self, offload_layers: int | None, host_bytes_per_s: float | None, accelerator: str) -> None:
+        """Refuse offloaded layers where this framework does not offload or the device's host link is unknown."""
+        if not offload_layers:
+            return
+        if not self.activation_offload:
+            raise ClusterSimError(
+                f"offload_layers: {self.name or 'this framework'} does not offload activations to host memory "
+                f"(Megatron-Core's cpu_offloading_num_layers does: --framework megatron), got {offload_layers}",
+                field="offload_layers",
+                value=offload_layers,
+            )
+        if host_bytes_per_s is None:
+            raise ClusterSimError(
+                f"offload_layers {offload_layers}: the catalog records no link to host memory for {accelerator} "
+                "(host_link: PCIe for A100, H100, H200 and B200, NVLink-C2C for GB200 and GB300)",
+                field="offload_layers",
+                value=offload_layers,
+            )
 
     def check_zero(self, zero: int) -> None:
         """Refuse a ZeRO stage this framework does not implement, naming the stages it does."""

@@ -33,6 +33,8 @@ NEUTRAL = {
     "NCCL_NET_GDR_LEVEL), gradient-reduce overlap and the bucket size",
     "recompute": "check what the framework recomputes against the layout's --recompute",
     "pipeline bubble": "check the pipeline schedule: interleaving, micro-batches per step and evenly split stages",
+    "activation offload": "check the host link's copy rate (nvbandwidth's host-to-device and device-to-host copies), "
+    "pinned host buffers and the GPU's NUMA node, or offload fewer layers",
     "data loading": "not in the model: check data-loader workers and prefetch, on-the-fly tokenization and the "
     "storage's read throughput (clustersim storage)",
 }
@@ -48,6 +50,7 @@ _MEGATRON = {
     "dp comm": "--overlap-grad-reduce, --overlap-param-gather, --ddp-bucket-size",
     "recompute": "--recompute-granularity, --recompute-method, --recompute-num-layers",
     "pipeline bubble": "--num-layers-per-virtual-pipeline-stage",
+    "activation offload": "--cpu-offloading-num-layers, cpu_offloading_double_buffering",
 }
 FLAGS: dict[str, dict[str, str]] = {
     "megatron": _MEGATRON,

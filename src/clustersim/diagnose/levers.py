@@ -8,7 +8,7 @@ A lever scales one parameter of the estimate by a factor ``f`` and re-prices the
   ``calibration.toml`` fractions of NVLink, NVLS and the network, each at most line rate), that term
   alone re-priced, with the pipeline bubble's share of it (``StepInputs.bubble_per_term``);
 - time levers (the time goes as ``f``): the fixed cost per optimizer step (``step_s``) re-estimated, or a
-  term the model has no separate parameter for (recompute, the pipeline bubble) scaled;
+  term the model has no separate parameter for (recompute, activation offload, the pipeline bubble) scaled;
 - the one added term the model does not price: data loading (``f`` is then seconds per step).
 """
 
@@ -121,7 +121,7 @@ def comm_levers(inputs: StepInputs, base: dict[str, float]) -> list[Lever]:
 
 
 def term_levers(inputs: StepInputs, base: dict[str, float]) -> list[Lever]:
-    """Recompute and the pipeline bubble, scaled as they stand; data loading, added."""
+    """Recompute, activation offload and the pipeline bubble, scaled as they stand; data loading, added."""
     levers, fw, eager = [], inputs.software.name, inputs.software.eager_elementwise
     if base.get("recompute", 0.0) > 0:
         share = inputs.with_bubble("recompute")
@@ -132,6 +132,16 @@ def term_levers(inputs: StepInputs, base: dict[str, float]) -> list[Lever]:
         levers.append(
             Lever("recompute", "recompute", "recomputed seconds", base["recompute"], Kind.TIME, ("recompute",),
                   hint("recompute", fw, eager), recompute)
+        )  # fmt: skip
+    if base.get("activation offload", 0.0) > 0:
+        offload_share = inputs.with_bubble("activation offload")
+
+        def offload(now: dict[str, float], factor: float) -> float:
+            return _total(now) + (factor - 1.0) * now["activation offload"] * offload_share
+
+        levers.append(
+            Lever("activation offload", "activation offload", "exposed copy seconds", base["activation offload"],
+                  Kind.TIME, ("activation offload",), hint("activation offload", fw, eager), offload)
         )  # fmt: skip
     if base.get("pipeline bubble", 0.0) > 0:
 

@@ -4,7 +4,7 @@ terms and memory of those a planner keeps (``plan.search.rank_layouts`` makes it
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 
 import numpy as np
@@ -43,6 +43,9 @@ class Ranking:
     # size); the estimates of the layouts a planner keeps read them instead of pricing those layouts again
     memory: MemoryArrays | None = field(default=None, repr=False, compare=False)
     fit_terms: StepTerms | None = field(default=None, repr=False, compare=False)
+    # the layers each grid position offloads to fit (None: none; ``required_grid`` counts them), which its layouts
+    # carry; ``memory`` holds the positions as if nothing were offloaded
+    offloaded: FloatArray | None = field(default=None, repr=False, compare=False)
 
     @property
     def usable_bytes(self) -> float:
@@ -61,7 +64,7 @@ class Ranking:
     @cached_property
     def layouts(self) -> LayoutArrays:
         """Every candidate, those that do not fit included (built on first use)."""
-        return self.grid.layouts(self._positions)
+        return grid_layouts(self.grid, self._positions, self.offloaded)
 
     @cached_property
     def required_bytes(self) -> FloatArray:
@@ -93,12 +96,21 @@ class Ranking:
         each, where the ranking kept them (None: price them again)."""
         order = _k_smallest(self.fit_step_s, k)
         layouts = [self.fit_layouts.layout(int(i)) for i in order]
-        if self.fit_terms is None or self.memory is None or not layouts:
+        offloads = any(layout.offload_layers for layout in layouts)  # the grid's memory holds them unoffloaded
+        if self.fit_terms is None or self.memory is None or not layouts or offloads:
             return layouts, None
         return layouts, (
             terms_at(self.fit_terms, order),
             _memory_at(self.grid, self.memory, self.fit_positions[order]),
         )
+
+
+def grid_layouts(grid: CandidateGrid, positions: npt.NDArray[np.int64], offloaded: FloatArray | None) -> LayoutArrays:
+    """The layouts at grid ``positions``, each with the layers it offloads (a grid figure; None: none)."""
+    layouts = grid.layouts(positions)
+    if offloaded is None:
+        return layouts
+    return replace(layouts, offload_layers=grid.at(offloaded, positions).astype(np.int64))
 
 
 Evaluated = tuple[StepTerms, MemoryArrays]  # step terms and memory of some layouts, one element each

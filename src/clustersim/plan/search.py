@@ -21,7 +21,8 @@ import numpy as np
 import numpy.typing as npt
 
 from clustersim.compute.efficiency import FamilyEfficiency, efficiency_for
-from clustersim.compute.memory import MemoryArrays
+from clustersim.compute.memory import MemoryArrays, layer_activation_bytes, layers_to_offload, offloaded_required
+from clustersim.compute.precision import is_low_precision
 from clustersim.compute.software import SoftwareProfile, software_for
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout, LayoutArrays
@@ -29,7 +30,7 @@ from clustersim.intervals import DEFAULT_LEVEL, spread_for
 from clustersim.intervals.layout import layout_features
 from clustersim.network.cost import ANALYTIC, CollectiveCost
 from clustersim.plan.ranking import Ranking as Ranking
-from clustersim.plan.ranking import terms_at
+from clustersim.plan.ranking import grid_layouts, terms_at
 from clustersim.plan.space import CandidateGrid, SearchSpace, candidate_grid, why_no_layout
 from clustersim.plan.stage_balance import chosen_layouts, uneven_allowed
 from clustersim.system import System
@@ -128,9 +129,10 @@ class _Candidates:
     sw: SoftwareProfile
     headroom: float
     grid: CandidateGrid
-    memory: MemoryArrays  # of every grid position
-    required: FloatArray  # of every grid position
+    memory: MemoryArrays  # of every grid position, nothing offloaded
+    required: FloatArray  # of every grid position, with its offloaded layers
     fit_positions: npt.NDArray[np.int64]
+    offloaded: FloatArray | None = None  # layers each grid position offloads to fit (None: the search offloads none)
 
     @property
     def fitting(self) -> int:
@@ -139,8 +141,8 @@ class _Candidates:
 
     @cached_property
     def fit_layouts(self) -> LayoutArrays:
-        """The layouts that fit, in candidate order."""
-        return self.grid.layouts(self.fit_positions)
+        """The layouts that fit, in candidate order, each with the layers it offloads to fit."""
+        return grid_layouts(self.grid, self.fit_positions, self.offloaded)
 
     @property
     def together(self) -> tuple[int, int, Any, int]:
@@ -163,8 +165,10 @@ def _candidates(
         space = replace(space, uneven_stages=uneven_allowed(None, software))
     sw = software or software_for(None, system.accelerator.family)
     # what the candidates and their memory read: the devices and the scale-up domain (their degrees), the job, the
-    # space, and of the framework what it runs and how it holds memory (instance types of one node count share it)
-    runs = (sw.zero_stages, sw.sharded_pipeline, sw.fused_attention, sw.state_bytes)
+    # space, and of the framework what it runs and how it holds memory, FP8 inputs included (instance types of one
+    # node count share it)
+    float8_inputs = sw.float8_saved_inputs and is_low_precision(job.precision)  # FP8 GEMM inputs kept in a byte
+    runs = (sw.zero_stages, sw.sharded_pipeline, sw.fused_attention, sw.state_bytes, float8_inputs)
     key = (system.num_devices, system.scaleup_devices, job.global_batch, job.seq_len, space, runs)
     known = memo.get(key) if memo is not None and software is not None else None
     if known is not None:
@@ -174,10 +178,44 @@ def _candidates(
         required = memory.required
         if memo is not None and software is not None and required.size <= MEMO_GRID and len(memo) < MEMO_ENTRIES:
             memo[key] = (grid, memory, required)
+    usable = system.memory_bytes * (1 - space.headroom)
+    offloaded = _offloaded(model, system, job, sw, grid, required, usable)
+    if offloaded is not None:
+        required = offloaded_required(required, *offloaded)
     with np.errstate(invalid="ignore"):  # positions outside the rules may hold no figure
-        fit_positions = grid.positions(required[0] <= system.memory_bytes * (1 - space.headroom))
+        fit_positions = grid.positions(required[0] <= usable)
     eff = request.efficiency or efficiency_for(system.accelerator)
-    return _Candidates(system, job, eff, sw, space.headroom, grid, memory, required, fit_positions)
+    return _Candidates(
+        system, job, eff, sw, space.headroom, grid, memory, required, fit_positions,
+        None if offloaded is None else offloaded[1],
+    )  # fmt: skip
+
+
+def _offloaded(
+    model: Transformer,
+    system: System,
+    job: TrainingJob,
+    sw: SoftwareProfile,
+    grid: CandidateGrid,
+    required: FloatArray,
+    usable_bytes: float,
+) -> tuple[FloatArray, FloatArray] | None:
+    """Where the framework offloads activations and the device's host link is its own (NVLink-C2C: a PCIe link shares
+    its switch with the NICs' GPUDirect traffic, which the offload term does not price, so a search does not propose
+    it there; a given layout may): each grid position's activation bytes per layer and the fewest layers it must
+    offload to fit ``usable_bytes`` (``layers_to_offload``), 0 where it fits, cannot fit, or offloads nothing (a
+    pipeline or recompute: Megatron-Core refuses them with offload)."""
+    if not sw.activation_offload or system.host_bytes_per_s is None or system.host_link_shared:
+        return None
+    lay = grid.arrays()
+    float8 = sw.float8_saved_inputs and is_low_precision(job.precision)
+    with np.errstate(divide="ignore", invalid="ignore"):  # positions outside the rules may hold no figure
+        per_layer = layer_activation_bytes(
+            model, lay, seq_len=job.seq_len, fused=sw.fused_attention, float8_inputs=float8
+        )
+        count = layers_to_offload(required, per_layer, usable_bytes, model.layers)
+    eligible = (lay.pp == 1) & ~lay.recompute_full & ~lay.recompute_selective
+    return per_layer, np.where(eligible & (count > 0), count, 0.0)
 
 
 def _framework_candidates(
@@ -277,7 +315,7 @@ def _ranking(
 
     return Ranking(
         found.grid, found.required, found.system.memory_bytes, found.headroom, found.fit_positions,
-        found.fit_layouts, fit_step_s, price, found.memory, fit_terms,
+        found.fit_layouts, fit_step_s, price, found.memory, fit_terms, found.offloaded,
     )  # fmt: skip
 
 

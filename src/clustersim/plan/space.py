@@ -147,6 +147,7 @@ def _open_grid(
         uneven_stages=np.array(bool(dims.uneven_stages)),
         etp_stated=etp_stated,
         last_stage_layers=np.array(0),  # an even split: the search states no layout of its own
+        offload_layers=np.array(0),  # nothing offloaded: the search does not offload
     )
     return fields, tuple(a.size for a in open_axes)
 

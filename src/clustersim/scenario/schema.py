@@ -128,6 +128,11 @@ class LayoutSpec(_Record):
         ge=1,
         description="Decoder layers on the last pipeline rank, beside the output head (default: an even split).",
     )
+    offload_layers: int | None = Field(
+        default=None,
+        ge=1,
+        description="Layers whose activations go to host memory and back (pp 1, no recompute; default: none).",
+    )
 
 
 class LayoutSearchSpec(_Record):

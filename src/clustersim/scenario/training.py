@@ -22,7 +22,7 @@ from clustersim.compute import software as software_profiles
 from clustersim.compute.efficiency import FamilyEfficiency, efficiency_for, efficiency_table
 from clustersim.compute.software import SoftwareProfile
 from clustersim.errors import ClusterSimError
-from clustersim.execution import Layout
+from clustersim.execution import Layout, Recompute
 from clustersim.network.cost import ANALYTIC
 from clustersim.plan.search import choose_layout, chosen_note
 from clustersim.plan.space import SearchSpace
@@ -200,11 +200,15 @@ def _refuse_unless_fits(estimate: Estimate, software: software_profiles.Software
         need = estimate.memory.required_bytes / _GIB
         deeper = max(software.zero_stages or (3,))  # the deepest sharding the framework implements
         sharding = f"ZeRO {deeper}, " if deeper > estimate.layout.zero else ""
+        layout = estimate.layout
+        offload = software.activation_offload and layout.pp == 1 and layout.recompute is Recompute.NONE
+        more = "more " if layout.offload_layers else ""
+        offloading = f"{more}offloaded layers (--offload-layers), " if offload else ""
         raise ClusterSimError(
-            f"{estimate.model} with layout {estimate.layout.describe()} does not fit on {estimate.system}: it needs "
+            f"{estimate.model} with layout {layout.describe()} does not fit on {estimate.system}: it needs "
             f"{need:.1f} GiB per device, the device has {estimate.capacity_bytes / _GIB:.1f} GiB; use more devices, "
-            f"a larger tp/pp, {sharding}full recompute, a larger-memory accelerator, or omit the layout to have "
-            f"the fastest one that fits chosen",
+            f"a larger tp/pp, {sharding}full recompute, {offloading}a larger-memory accelerator, or omit the layout "
+            f"to have the fastest one that fits chosen",
             field="layout",
         )
 

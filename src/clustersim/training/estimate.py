@@ -12,6 +12,7 @@ from typing import Any
 
 from clustersim.compute.efficiency import FamilyEfficiency, efficiency_for
 from clustersim.compute.memory import MemoryArrays, memory_per_device
+from clustersim.compute.precision import is_low_precision
 from clustersim.compute.software import SoftwareProfile, software_for
 from clustersim.execution import Layout, LayoutArrays, Recompute
 from clustersim.network.cost import ANALYTIC, CollectiveCost
@@ -188,6 +189,7 @@ def layouts_memory(model: Transformer, layouts: LayoutArrays, job: TrainingJob, 
         global_batch=job.global_batch,
         fused_attention=sw.fused_attention,
         state_bytes=sw.state_bytes,
+        float8_inputs=sw.float8_saved_inputs and is_low_precision(job.precision),
     )
 
 
@@ -232,6 +234,7 @@ def estimate_layouts(
     for layout in layouts if evaluated is None else ():
         layout.check(model, num_devices=system.num_devices, global_batch=job.global_batch, seq_len=job.seq_len)
         sw.check_zero(layout.zero)
+        sw.check_offload(layout.offload_layers, system.host_bytes_per_s, system.accelerator.id)
     terms, memory = evaluated or evaluate_layouts(
         model, system, LayoutArrays.of(list(layouts)), job, efficiency=efficiency, cost=cost, software=sw
     )

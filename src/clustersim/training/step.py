@@ -9,8 +9,8 @@ Communication goes through ``clustersim.network`` on the links each group uses (
 all-reduces (or all-gather + reduce-scatter with SP, same bytes) of ``T h`` activations, two forward
 and two backward per layer (and two more with full recompute); CP exchanges keys and values, hidden
 behind the attention core; EP all-to-all dispatch and combine; PP send/recv of activations; DP
-gradient all-reduce (ZeRO 0) or reduce-scatter + parameter all-gather (ZeRO >= 1), overlapped with the
-last micro-batch's backward and the first's forward when enabled and the framework overlaps them.
+gradient all-reduce (ZeRO 0) or reduce-scatter + parameter all-gather (ZeRO >= 1), the routed experts' over
+the expert data-parallel ranks, overlapped with the last micro-batch's backward and the first's forward.
 
 The step is ``(m + (pp - 1) / vp) x`` the slowest stage's micro-batch time, plus exposed DP time and
 the optimizer (a memory-bound pass over the local shard of parameters). Each term is a function
@@ -31,15 +31,17 @@ import numpy.typing as npt
 from clustersim.catalog.schema import Dtype
 from clustersim.compute.dispatch import network_copy_ratio
 from clustersim.compute.efficiency import FamilyEfficiency
-from clustersim.compute.memory import params_per_device
+from clustersim.compute.memory import SyncGroup, data_parallel_groups, params_per_device
 from clustersim.compute.software import SoftwareProfile, fused_expert_mlp_runs, software_for
 from clustersim.compute.stages import slowest_stage
 from clustersim.execution import LayoutArrays
 from clustersim.network.collectives import Op
 from clustersim.network.cost import ANALYTIC, CollectiveCost
 from clustersim.system import System
+from clustersim.training.offload import offload_times
 from clustersim.training.pricing import OperationTimes, Systems, collective_s, operation_times
 from clustersim.training.terms import STEP_TERMS, StepTerms, TermTimes, step_term
+from clustersim.training.zero3 import zero3_times
 from clustersim.workload.ops import Operation, OpKind, head_operations, layer_operations
 from clustersim.workload.transformer import Transformer
 
@@ -333,41 +335,18 @@ class StepContext:
 
     @_derived
     def zero3_mb(self) -> TermTimes:
-        """ZeRO-3 / FSDP per micro-batch: each layer's parameters all-gathered in the forward pass and
-        again in the backward pass, its gradients reduce-scattered after its backward, in
-        ``zero3_collectives_per_layer`` collectives each (one per parameter tensor in DeepSpeed, one
-        flat parameter in FSDP: the per-collective latency counts that many times), hierarchically over
-        the node's scale-up fabric or flat over the ranks as the framework does. With prefetch the
-        next layer's gather runs during this layer's compute: the first gather and the last
-        reduce-scatter are exposed, and a layer whose collectives outlast its compute exposes the rest.
-        Embeddings and head are spread over the layers."""
-        lay, sw = self.lay, self.sw
-        dp_ranks, where = lay.dp * lay.cp, lay.zero >= 3
-        # Flat collectives: one rank per "node" of the group's fabric, each on its own network share.
-        stride = lay.tp if sw.zero3_hierarchical else lay.tp * self.system.scaleup_devices
-        layers = self.layers_here
-        count = float(sw.zero3_collectives_per_layer)
-        per_layer = self.params / layers / count
-        gather = count * self.collective_s(Op.ALL_GATHER, per_layer * ACT_BYTES, dp_ranks, stride, where=where)
-        scatter = count * self.collective_s(
-            Op.REDUCE_SCATTER, per_layer * self.grad_bytes_per_element, dp_ranks, stride, where=where
-        )
-        link = layers * (2 * gather + scatter)
-        if not sw.zero3_prefetch:
-            return TermTimes(link, link)
-        forward, backward = self.fwd_mb / layers, (self.bwd_mb + self.rec_mb) / layers
-        exposed = (
-            gather
-            + (layers - 1) * np.maximum(gather - forward, 0.0)
-            + scatter
-            + (layers - 1) * np.maximum(gather + scatter - backward, 0.0)
-        )
-        return TermTimes(link, np.where(lay.dp_overlap, exposed, link))
+        """ZeRO-3 / FSDP per micro-batch (``zero3.zero3_times``)."""
+        return zero3_times(self)
 
     @_derived
     def params(self) -> FloatArray:
         """Parameters of the fullest stage on one device (before ZeRO sharding)."""
         return params_per_device(self.model, self.lay)
+
+    @_derived
+    def dp_groups(self) -> tuple[SyncGroup, ...]:
+        """The parameters each data-parallel group reduces (``data_parallel_groups``)."""
+        return data_parallel_groups(self.model, self.lay)
 
 
 def step_terms(
@@ -413,6 +392,11 @@ def _recompute(ctx: StepContext) -> TermTimes:
     return _same(ctx.micro_batches * ctx.rec_mb)
 
 
+@step_term("activation offload", "activation offload to host memory: fewer offloaded layers, or recompute")
+def _offload(ctx: StepContext) -> TermTimes:
+    return offload_times(ctx)
+
+
 @step_term("pipeline bubble", "the pipeline bubble: more micro-batches or interleaving shrink it")
 def _bubble(ctx: StepContext) -> TermTimes:
     """The bubble idles for (pp - 1) / vp micro-batch times of the stages before the last (the output head
@@ -453,23 +437,22 @@ def _pp(ctx: StepContext) -> TermTimes:
 
 @step_term("dp comm", "data-parallel communication: overlap it or shard with ZeRO")
 def _dp(ctx: StepContext) -> TermTimes:
-    """Gradients (and parameters with ZeRO) across dp * cp ranks.
+    """Gradients (and parameters with ZeRO) across each data-parallel group (``data_parallel_groups``).
 
     ZeRO 0-2: one all-reduce (or reduce-scatter, then an all-gather of the updated parameters) per
     step, overlapped with the last micro-batch's backward and the first's forward when the layout
     enables it and the framework does it (``grad_reduce_overlap``; else after the backward pass).
     ZeRO-3 / FSDP: see ``zero3_mb``, every micro-batch.
     """
-    lay, params = ctx.lay, ctx.params
-    dp_ranks, stride = lay.dp * lay.cp, lay.tp
-    grad_bytes = params * ctx.grad_bytes_per_element
-    once = (lay.zero >= 1) & (lay.zero < 3)
-    per_step = lay.zero < 3
-    allreduce = ctx.collective_s(Op.ALL_REDUCE, grad_bytes, dp_ranks, stride, where=lay.zero == 0)
-    scatter = ctx.collective_s(Op.REDUCE_SCATTER, grad_bytes, dp_ranks, stride, where=once)
-    gather = ctx.collective_s(Op.ALL_GATHER, params * ACT_BYTES, dp_ranks, stride, where=once)
-    grad_reduce = np.where(once, scatter, allreduce)
-    param_gather = np.where(once, gather, 0.0)
+    lay = ctx.lay
+    once, per_step = (lay.zero >= 1) & (lay.zero < 3), lay.zero < 3
+    grad_reduce, param_gather = np.zeros_like(ctx.params), np.zeros_like(ctx.params)
+    for params, ranks, stride in ctx.dp_groups:
+        grad_bytes = params * ctx.grad_bytes_per_element
+        allreduce = ctx.collective_s(Op.ALL_REDUCE, grad_bytes, ranks, stride, where=lay.zero == 0)
+        scatter = ctx.collective_s(Op.REDUCE_SCATTER, grad_bytes, ranks, stride, where=once)
+        grad_reduce = grad_reduce + np.where(once, scatter, allreduce)
+        param_gather = param_gather + ctx.collective_s(Op.ALL_GATHER, params * ACT_BYTES, ranks, stride, where=once)
     step_link = grad_reduce + param_gather
     step_exposed = np.where(
         lay.dp_overlap & ctx.sw.grad_reduce_overlap,
@@ -485,11 +468,10 @@ def _dp(ctx: StepContext) -> TermTimes:
 
 @step_term("optimizer", "the optimizer step")
 def _optimizer(ctx: StepContext) -> TermTimes:
-    """A memory-bound pass over the local shard of parameters, and the family's fixed cost per step."""
-    lay = ctx.lay
-    shard = np.where(lay.zero >= 1, lay.dp * lay.cp, 1).astype(float)
+    """A memory-bound pass over the local shard of parameters (each group's), and the family's fixed cost per step."""
+    local = np.sum([held / np.where(ctx.lay.zero >= 1, ranks, 1) for held, ranks, _ in ctx.dp_groups], axis=0)
     hbm = ctx.system.memory_bandwidth_bytes_per_s * ctx.eff.memory_efficiency
-    return _same(ctx.params / shard * OPTIMIZER_BYTES_PER_PARAM / hbm + ctx.eff.step_s)
+    return _same(local * OPTIMIZER_BYTES_PER_PARAM / hbm + ctx.eff.step_s)
 
 
 @step_term("framework overhead", "host-side framework overhead per layer and step (hooks, launches)")

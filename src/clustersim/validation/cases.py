@@ -169,7 +169,8 @@ class CaseParallel(_Part):
     context a case may carry, ``ep_overlap`` (Megatron-Core's ``overlap_moe_expert_parallel_comm``) and
     ``etp`` (its ``expert_tensor_parallel_size``; null: the framework's default, ``resolve_layout``) and
     ``ep_dispatcher`` (its token dispatcher: ``alltoall``, or ``deepep`` / ``hybridep``, priced alike) and
-    ``last_stage_layers`` (the decoder layers a pipeline layout gives the last rank, ``Layout.last_stage_layers``)."""
+    ``last_stage_layers`` (the decoder layers a pipeline layout gives the last rank, ``Layout.last_stage_layers``)
+    and ``offload_layers`` (the layers whose activations go to host memory, ``Layout.offload_layers``)."""
 
     tp: Count | None = None
     pp: Count | None = None
@@ -187,6 +188,7 @@ class CaseParallel(_Part):
     attention_dp: Count | None = None
     etp: Count | None = None  # extra context: expert tensor-parallel degree (null: derived)
     last_stage_layers: Count | None = None  # extra context: decoder layers on the last pipeline rank (null: even)
+    offload_layers: Count | None = None  # extra context: layers whose activations go to host memory (null: none)
     # extra context: the MoE token dispatcher (Megatron-Core's alltoall over NCCL, or the flex dispatcher's DeepEP or
     # HybridEP backend, both per node; null: the framework's)
     ep_dispatcher: Literal["alltoall", "deepep", "hybridep"] | None = None

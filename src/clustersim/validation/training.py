@@ -35,6 +35,7 @@ _GIB = 2**30
 _LAYOUT_KEYS = (
     *("tp", "pp", "dp", "cp", "ep", "etp", "vp", "micro_batch", "zero", "sequence_parallel", "recompute"),
     "last_stage_layers",
+    "offload_layers",
 )
 
 
