@@ -119,6 +119,11 @@ def data_parallel_groups(model: Transformer, lay: LayoutArrays) -> tuple[SyncGro
     return (params - experts, lay.dp * lay.cp, lay.tp), (experts, lay.expert_dp, lay.expert_dp_stride)
 
 
+def local_params(groups: tuple[SyncGroup, ...], lay: LayoutArrays, stage: int) -> FloatArray:
+    """Parameters a device keeps of state that ZeRO ``stage`` and above shard over each group's ranks."""
+    return np.asarray(np.sum([held / np.where(lay.zero >= stage, ranks, 1) for held, ranks, _ in groups], axis=0))
+
+
 def _stage_params(model: Transformer, lay: LayoutArrays, routed: FloatArray | float) -> FloatArray:
     """Parameters on a device of the heaviest stage with ``routed`` routed-expert parameters per MoE layer."""
     tp = lay.tp.astype(float)
@@ -158,7 +163,7 @@ def memory_per_device(
 
     def sharded(nbytes: float, stage: int) -> FloatArray:
         """Bytes per device of state that ZeRO ``stage`` and above shard over each group's ranks."""
-        return np.asarray(sum(nbytes * held / np.where(lay.zero >= stage, ranks, 1) for held, ranks, _ in groups))
+        return nbytes * local_params(groups, lay, stage)
 
     weights = sharded(weight_bytes, 3)
     gradients = sharded(gradient_bytes, 2)

@@ -31,7 +31,7 @@ import numpy.typing as npt
 from clustersim.catalog.schema import Dtype
 from clustersim.compute.dispatch import network_copy_ratio
 from clustersim.compute.efficiency import FamilyEfficiency
-from clustersim.compute.memory import SyncGroup, data_parallel_groups, params_per_device
+from clustersim.compute.memory import WEIGHT_BYTES, SyncGroup, data_parallel_groups, local_params, params_per_device
 from clustersim.compute.software import SoftwareProfile, fused_expert_mlp_runs, software_for
 from clustersim.compute.stages import slowest_stage
 from clustersim.execution import LayoutArrays
@@ -452,7 +452,7 @@ def _dp(ctx: StepContext) -> TermTimes:
         allreduce = ctx.collective_s(Op.ALL_REDUCE, grad_bytes, ranks, stride, where=lay.zero == 0)
         scatter = ctx.collective_s(Op.REDUCE_SCATTER, grad_bytes, ranks, stride, where=once)
         grad_reduce = grad_reduce + np.where(once, scatter, allreduce)
-        param_gather = param_gather + ctx.collective_s(Op.ALL_GATHER, params * ACT_BYTES, ranks, stride, where=once)
+        param_gather = param_gather + ctx.collective_s(Op.ALL_GATHER, params * WEIGHT_BYTES, ranks, stride, where=once)
     step_link = grad_reduce + param_gather
     step_exposed = np.where(
         lay.dp_overlap & ctx.sw.grad_reduce_overlap,
@@ -469,7 +469,7 @@ def _dp(ctx: StepContext) -> TermTimes:
 @step_term("optimizer", "the optimizer step")
 def _optimizer(ctx: StepContext) -> TermTimes:
     """A memory-bound pass over the local shard of parameters (each group's), and the family's fixed cost per step."""
-    local = np.sum([held / np.where(ctx.lay.zero >= 1, ranks, 1) for held, ranks, _ in ctx.dp_groups], axis=0)
+    local = local_params(ctx.dp_groups, ctx.lay, 1)
     hbm = ctx.system.memory_bandwidth_bytes_per_s * ctx.eff.memory_efficiency
     return _same(local * OPTIMIZER_BYTES_PER_PARAM / hbm + ctx.eff.step_s)
 

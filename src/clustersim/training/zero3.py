@@ -8,10 +8,9 @@ from typing import Any
 
 import numpy as np
 
+from clustersim.compute.memory import WEIGHT_BYTES
 from clustersim.network.collectives import Op
 from clustersim.training.terms import TermTimes
-
-PARAM_BYTES = 2.0  # parameters gathered in 16 bits
 
 
 def zero3_times(ctx: Any) -> TermTimes:  # a clustersim.training.step.StepContext
@@ -30,7 +29,7 @@ def zero3_times(ctx: Any) -> TermTimes:  # a clustersim.training.step.StepContex
         # Flat collectives: one rank per "node" of the group's fabric, each on its own network share.
         stride = stride if sw.zero3_hierarchical else np.maximum(stride, lay.tp * ctx.system.scaleup_devices)
         per_layer = params / layers / count
-        gather = gather + count * ctx.collective_s(Op.ALL_GATHER, per_layer * PARAM_BYTES, ranks, stride, where)
+        gather = gather + count * ctx.collective_s(Op.ALL_GATHER, per_layer * WEIGHT_BYTES, ranks, stride, where)
         grads = per_layer * ctx.grad_bytes_per_element
         scatter = scatter + count * ctx.collective_s(Op.REDUCE_SCATTER, grads, ranks, stride, where)
     link = layers * (2 * gather + scatter)
