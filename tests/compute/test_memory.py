@@ -124,17 +124,27 @@ def test_a_framework_keeps_its_own_bytes_per_parameter() -> None:
     assert memory["fsdp"].model_state[0] == pytest.approx(memory["megatron"].model_state[0] * 16 / 18, rel=1e-12)
 
 
-def test_a_dense_models_expert_share_is_zero_in_the_shape_an_open_grid_broadcasts_to() -> None:
-    """Layout fields as an open grid (tp down one axis, dp across another): the experts' share of a dense model
-    takes the shape the parameters do (what broadcasts over the grid), not one element per leading row."""
+def test_the_data_parallel_groups_take_the_shape_an_open_grid_broadcasts_to() -> None:
+    """Layout fields as an open grid (tp down one axis, dp across another): a dense model's one group holds every
+    parameter in the shape the parameters take (what broadcasts over the grid), not one element per leading row; a
+    MoE model's dense and expert groups add up to them, the experts over their expert data-parallel ranks."""
     from dataclasses import replace as with_fields
 
-    from clustersim.compute.memory import expert_params_per_device, params_per_device
+    from clustersim.compute.memory import data_parallel_groups, params_per_device
 
-    model = load_model("llama3-8b", use_env=False)
     one = LayoutArrays.of([Layout()])
     grid = with_fields(one, tp=np.array([[1], [2], [4]]), dp=np.array([[1, 2]]))
-    params = params_per_device(model, grid)
-    experts = expert_params_per_device(model, grid)
-    assert experts.shape == params.shape == (3, 1) and not experts.any()
-    assert np.broadcast_shapes(experts.shape, (3, 2)) == (3, 2)
+    dense_model = load_model("llama3-8b", use_env=False)
+    ((held, ranks, stride),) = data_parallel_groups(dense_model, grid)
+    assert np.array_equal(stride, grid.tp)
+    params = params_per_device(dense_model, grid)
+    assert held.shape == params.shape == (3, 1) and np.array_equal(held, params)
+    assert np.broadcast_shapes(held.shape, (3, 2)) == (3, 2) and np.array_equal(ranks, grid.dp * grid.cp)
+    moe_model = load_model("mixtral-8x7b", use_env=False)
+    moe_grid = with_fields(one, tp=np.array([[1], [2]]), dp=np.array([[8, 16]]), ep=np.array([[8, 8]]))
+    (dense, dense_ranks, _), (experts, expert_ranks, expert_stride) = data_parallel_groups(moe_model, moe_grid)
+    np.testing.assert_array_equal(dense_ranks, moe_grid.dp * moe_grid.cp)
+    np.testing.assert_allclose(dense + experts, params_per_device(moe_model, moe_grid), rtol=1e-12)
+    assert (experts > dense).all()  # Mixtral's parameters are mostly its experts'
+    np.testing.assert_array_equal(np.broadcast_to(expert_ranks, (2, 2)), moe_grid.tp * moe_grid.dp // 8 // moe_grid.etp)
+    np.testing.assert_array_equal(np.broadcast_to(expert_stride, (2, 2)), moe_grid.ep_stride * 8)

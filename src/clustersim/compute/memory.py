@@ -98,13 +98,6 @@ def params_per_device(model: Transformer, lay: LayoutArrays) -> FloatArray:
     return _stage_params(model, lay, routed)
 
 
-def expert_params_per_device(model: Transformer, lay: LayoutArrays) -> FloatArray:
-    """The routed experts' share of ``params_per_device``: what the expert data-parallel group shards."""
-    if model.moe is None:  # none, in the shape the layout fields broadcast to (an open grid's too)
-        return np.zeros_like(_stage_params(model, lay, 0.0))
-    return params_per_device(model, lay) - _stage_params(model, lay, 0.0)
-
-
 SyncGroup = tuple[FloatArray, IntArray, IntArray]  # parameters per device, ranks of the group, their stride
 
 
@@ -115,13 +108,14 @@ def data_parallel_groups(model: Transformer, lay: LayoutArrays) -> tuple[SyncGro
     params = params_per_device(model, lay)
     if model.moe is None:
         return ((params, lay.dp * lay.cp, lay.tp),)
-    experts = expert_params_per_device(model, lay)
-    return (params - experts, lay.dp * lay.cp, lay.tp), (experts, lay.expert_dp, lay.expert_dp_stride)
+    dense = _stage_params(model, lay, 0.0)
+    return (dense, lay.dp * lay.cp, lay.tp), (params - dense, lay.expert_dp, lay.expert_dp_stride)
 
 
 def local_params(groups: tuple[SyncGroup, ...], lay: LayoutArrays, stage: int) -> FloatArray:
     """Parameters a device keeps of state that ZeRO ``stage`` and above shard over each group's ranks."""
-    return np.asarray(np.sum([held / np.where(lay.zero >= stage, ranks, 1) for held, ranks, _ in groups], axis=0))
+    shares = (held / np.where(lay.zero >= stage, ranks, 1) for held, ranks, _ in groups)  # shapes broadcast
+    return np.asarray(sum(shares), dtype=float)
 
 
 def _stage_params(model: Transformer, lay: LayoutArrays, routed: FloatArray | float) -> FloatArray:
@@ -175,7 +169,7 @@ def memory_per_device(
         activations=activation_bytes(
             model, lay, seq_len=seq_len, global_batch=global_batch, fused=fused_attention, float8_inputs=float8_inputs
         ),
-        params_per_device=params_per_device(model, lay),
+        params_per_device=np.asarray(sum(held for held, _, _ in groups), dtype=float),
     )
 
 

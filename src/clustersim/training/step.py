@@ -31,7 +31,7 @@ import numpy.typing as npt
 from clustersim.catalog.schema import Dtype
 from clustersim.compute.dispatch import network_copy_ratio
 from clustersim.compute.efficiency import FamilyEfficiency
-from clustersim.compute.memory import WEIGHT_BYTES, SyncGroup, data_parallel_groups, local_params, params_per_device
+from clustersim.compute.memory import WEIGHT_BYTES, SyncGroup, data_parallel_groups, local_params
 from clustersim.compute.software import SoftwareProfile, fused_expert_mlp_runs, software_for
 from clustersim.compute.stages import slowest_stage
 from clustersim.execution import LayoutArrays
@@ -340,8 +340,8 @@ class StepContext:
 
     @_derived
     def params(self) -> FloatArray:
-        """Parameters of the fullest stage on one device (before ZeRO sharding)."""
-        return params_per_device(self.model, self.lay)
+        """Parameters of the fullest stage on one device (before ZeRO sharding): every group's."""
+        return np.asarray(sum(held for held, _, _ in self.dp_groups), dtype=np.float64)
 
     @_derived
     def dp_groups(self) -> tuple[SyncGroup, ...]:
