@@ -287,6 +287,10 @@ class SoftwareProfile(SoftwareSettings):
             return self
         return self.model_copy(update=override.model_dump(exclude_none=True))
 
+    def keeps_float8_inputs(self, precision: Dtype) -> bool:
+        """Whether a job in ``precision`` keeps its GEMM inputs in a byte for the weight gradients."""
+        return self.float8_saved_inputs and is_low_precision(precision)
+
     def check_offload(self, offload_layers: int | None, host_bytes_per_s: float | None, accelerator: str) -> None:
         """Refuse offloaded layers where this framework does not offload or the device's host link is unknown."""
         if not offload_layers:

@@ -22,7 +22,6 @@ import numpy.typing as npt
 
 from clustersim.compute.efficiency import FamilyEfficiency, efficiency_for
 from clustersim.compute.memory import MemoryArrays, layer_activation_bytes, layers_to_offload, offloaded_required
-from clustersim.compute.precision import is_low_precision
 from clustersim.compute.software import SoftwareProfile, software_for
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout, LayoutArrays
@@ -167,7 +166,7 @@ def _candidates(
     # what the candidates and their memory read: the devices and the scale-up domain (their degrees), the job, the
     # space, and of the framework what it runs and how it holds memory, FP8 inputs included (instance types of one
     # node count share it)
-    float8_inputs = sw.float8_saved_inputs and is_low_precision(job.precision)  # FP8 GEMM inputs kept in a byte
+    float8_inputs = sw.keeps_float8_inputs(job.precision)  # FP8 GEMM inputs kept in a byte
     runs = (sw.zero_stages, sw.sharded_pipeline, sw.fused_attention, sw.state_bytes, float8_inputs)
     key = (system.num_devices, system.scaleup_devices, job.global_batch, job.seq_len, space, runs)
     known = memo.get(key) if memo is not None and software is not None else None
@@ -208,7 +207,7 @@ def _offloaded(
     if not sw.activation_offload or system.host_bytes_per_s is None or system.host_link_shared:
         return None
     lay = grid.arrays()
-    float8 = sw.float8_saved_inputs and is_low_precision(job.precision)
+    float8 = sw.keeps_float8_inputs(job.precision)
     with np.errstate(divide="ignore", invalid="ignore"):  # positions outside the rules may hold no figure
         per_layer = layer_activation_bytes(
             model, lay, seq_len=job.seq_len, fused=sw.fused_attention, float8_inputs=float8

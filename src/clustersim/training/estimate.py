@@ -12,7 +12,6 @@ from typing import Any
 
 from clustersim.compute.efficiency import FamilyEfficiency, efficiency_for
 from clustersim.compute.memory import MemoryArrays, memory_per_device
-from clustersim.compute.precision import is_low_precision
 from clustersim.compute.software import SoftwareProfile, software_for
 from clustersim.execution import Layout, LayoutArrays, Recompute
 from clustersim.network.cost import ANALYTIC, CollectiveCost
@@ -189,7 +188,7 @@ def layouts_memory(model: Transformer, layouts: LayoutArrays, job: TrainingJob, 
         global_batch=job.global_batch,
         fused_attention=sw.fused_attention,
         state_bytes=sw.state_bytes,
-        float8_inputs=sw.float8_saved_inputs and is_low_precision(job.precision),
+        float8_inputs=sw.keeps_float8_inputs(job.precision),
     )
 
 

@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 
 from clustersim.compute.memory import layer_activation_bytes
-from clustersim.compute.precision import is_low_precision
 from clustersim.training.terms import TermTimes
 
 
@@ -27,7 +26,7 @@ def offload_times(ctx: Any) -> TermTimes:  # a clustersim.training.step.StepCont
     if not layers.any():
         zero = np.zeros_like(ctx.tokens)
         return TermTimes(zero, zero)
-    float8 = ctx.sw.float8_saved_inputs and is_low_precision(ctx.precision)
+    float8 = ctx.sw.keeps_float8_inputs(ctx.precision)
     per_layer = layer_activation_bytes(
         ctx.model, lay, seq_len=ctx.seq_len, fused=ctx.sw.fused_attention, float8_inputs=float8
     )
