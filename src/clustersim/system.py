@@ -31,6 +31,18 @@ def power_clock_ratio(board_watts: float | None, tdp_watts: float | None, expone
     return float((board_watts / tdp_watts) ** exponent)
 
 
+# Copy-engine copies between a device and host memory reach about this share of its host link each way: nvbandwidth
+# on an HGX H100 measures 55.2 GB/s device-to-host and 55.4 host-to-device per GPU over PCIe Gen5 x16's 63 (the
+# catalog's pcie-gen5 note). One measurement: a prior, assumed as well for PCIe Gen4 and NVLink-C2C.
+HOST_COPY_FRACTION = 0.88
+
+
+def host_copy_bytes_per_s(link_bytes_per_s: float | None) -> float | None:
+    """What a copy to or from host memory reaches over a host link of ``link_bytes_per_s`` each way
+    (``HOST_COPY_FRACTION`` of it; None where no link is recorded)."""
+    return None if link_bytes_per_s is None else link_bytes_per_s * HOST_COPY_FRACTION
+
+
 @dataclass(frozen=True, slots=True)
 class System:
     """Devices of one accelerator type on a ``Topology``; per-device figures are datasheet figures
@@ -45,6 +57,11 @@ class System:
     board_power_watts: float | None = None  # a device's power limit other than its TDP (None: the TDP)
     host_bytes_per_s: float | None = None  # a device's link to host memory, each direction (None: not recorded)
     host_link_shared: bool = True  # the host link also carries the NICs' traffic (PCIe switches); False: NVLink-C2C
+
+    @property
+    def host_copy_bytes_per_s(self) -> float | None:
+        """A copy to or from host memory over the device's host link, each way (None: no link recorded)."""
+        return host_copy_bytes_per_s(self.host_bytes_per_s)
 
     @property
     def num_devices(self) -> int:
@@ -226,6 +243,13 @@ def host_link(catalog: Catalog, accelerator: Accelerator) -> Link | None:
     link = catalog.get(accelerator.host_link, Kind.LINK)
     assert isinstance(link, Link)
     return link
+
+
+def device_host_copy_bytes_per_s(catalog: Catalog, accelerator: Accelerator) -> float | None:
+    """A copy between one of ``accelerator``'s devices and host memory, each way, over its catalogued host link
+    (None: no host link recorded)."""
+    link = host_link(catalog, accelerator)
+    return host_copy_bytes_per_s(None if link is None else link.per_device_bandwidth_per_direction_bytes_per_s.value)
 
 
 def _reference_instance(catalog: Catalog, accelerator: Accelerator, per_node: int) -> Instance | None:

@@ -19,6 +19,7 @@ from clustersim.storage.checkpoint import (
 )
 from clustersim.storage.dataload import bytes_per_token, data_loading
 from clustersim.storage.fsx import ClientPath, file_system
+from clustersim.system import device_host_copy_bytes_per_s
 from clustersim.workload import zoo
 
 CATALOG = load_catalog(use_env=False)
@@ -32,7 +33,11 @@ SMALL_MODEL = zoo.load_model("llama3-70b", use_env=False)
 SMALL_PARAMS = SMALL_MODEL.num_params()
 
 
+H100_COPY = device_host_copy_bytes_per_s(CATALOG, CATALOG.accelerator("h100-sxm"))
+
+
 def plan(fs=BIG, nodes=2048, **kw):
+    kw.setdefault("host_copy_bytes_per_s", H100_COPY)
     return plan_checkpoint(MODEL, fs, instance=P5, num_nodes=nodes, devices_per_node=8, nvme=NVME, **kw)
 
 
@@ -87,10 +92,28 @@ def test_load_reads_from_every_node():
 def test_async_stalls_for_the_host_copy_and_a_slow_drain():
     timing = plan(mode=SaveMode.ASYNC)
     assert timing.bound == "host copy"
-    assert timing.stall_s == pytest.approx(PARAMS * 14 / (2048 * 8) / 50e9)
+    assert timing.stall_s == pytest.approx(PARAMS * 14 / (2048 * 8) / (63e9 * 0.88))  # PCIe Gen5 x16 as copies reach it
     assert timing.drain_s == timing.save.time_s
     assert timing.stall_at(3600) == timing.stall_s
     assert timing.stall_at(10) == pytest.approx(timing.stall_s + timing.save.time_s - 10)
+
+
+def test_async_copies_over_each_devices_own_host_link():
+    gb200 = device_host_copy_bytes_per_s(CATALOG, CATALOG.accelerator("gb200"))
+    a100 = device_host_copy_bytes_per_s(CATALOG, CATALOG.accelerator("a100-sxm4-80gb"))
+    assert gb200 == pytest.approx(225e9 * 0.88) and a100 == pytest.approx(31.5e9 * 0.88)
+    fast, slow = (
+        plan(mode=SaveMode.ASYNC, host_copy_bytes_per_s=gb200),
+        plan(mode=SaveMode.ASYNC, host_copy_bytes_per_s=a100),
+    )
+    assert slow.stall_s / fast.stall_s == pytest.approx(225 / 31.5)
+
+
+def test_async_without_a_recorded_host_link_is_refused():
+    assert device_host_copy_bytes_per_s(CATALOG, CATALOG.accelerator("trainium2")) is None
+    with pytest.raises(ClusterSimError, match=r"mode async: no host link is recorded for trainium2"):
+        plan(mode=SaveMode.ASYNC, host_copy_bytes_per_s=None, accelerator=CATALOG.accelerator("trainium2"))
+    assert plan(host_copy_bytes_per_s=None).stall_s > 0  # a synchronous save needs no host link
 
 
 def test_nvme_stalls_for_the_local_write():

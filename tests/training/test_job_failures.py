@@ -29,7 +29,7 @@ STEP_S = 10.0
 def resilience(mode=SaveMode.SYNC, interval_s=None):
     timing = plan_checkpoint(
         MODEL, FS, instance=SYSTEM.instance, num_nodes=64, devices_per_node=8, mode=mode,
-        nvme=CATALOG.get("instance-nvme"),
+        nvme=CATALOG.get("instance-nvme"), host_copy_bytes_per_s=SYSTEM.host_copy_bytes_per_s,
     )  # fmt: skip
     return Resilience(
         checkpoint=timing, rate=RATES["llama3"], interval_s=interval_s,
@@ -79,7 +79,7 @@ def test_auto_interval_waits_for_a_slow_drain():
     base = job_totals(SYSTEM, JOB, STEP_S, "on_demand")
     slow = parse_storage(CATALOG, "fsx:PERSISTENT_2-125:1200GiB")  # 150 MB/s: a drain of hours
     timing = plan_checkpoint(MODEL, slow, instance=SYSTEM.instance, num_nodes=64, devices_per_node=8,
-                             mode=SaveMode.ASYNC)  # fmt: skip
+                             mode=SaveMode.ASYNC, host_copy_bytes_per_s=SYSTEM.host_copy_bytes_per_s)  # fmt: skip
     out = with_failures(base, SYSTEM, Resilience(checkpoint=timing, rate=RATES["llama3"]))
     mtbf = job_mtbf_s(RATES["llama3"], num_devices=512, num_nodes=64)
     restart = out.failures.restart_s

@@ -169,13 +169,15 @@ def _derived(
     from clustersim.reliability.failures import DETECT_REPLACE_S, WARMUP_S
     from clustersim.storage.checkpoint import SaveMode, plan_checkpoint
     from clustersim.storage.fsx import parse_storage
+    from clustersim.system import device_host_copy_bytes_per_s
     from clustersim.workload import zoo
 
     cat = load_catalog(catalog or ())
     fs = parse_storage(cat, storage)
+    device = cat.accelerator(entry.accelerator)
     timing = plan_checkpoint(
         zoo.load_model(model, extra_dirs=models or ()), fs, instance=entry, num_nodes=nodes,
         devices_per_node=int(entry.num_accelerators.value), mode=SaveMode.ASYNC if async_save else SaveMode.SYNC,
-        accelerator=cat.accelerator(entry.accelerator),
+        accelerator=device, host_copy_bytes_per_s=device_host_copy_bytes_per_s(cat, device),
     )  # fmt: skip
     return timing, DETECT_REPLACE_S + timing.load.time_s + WARMUP_S

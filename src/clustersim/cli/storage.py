@@ -117,6 +117,7 @@ def checkpoint_command(
     from clustersim.network.topology import check_cluster_size
     from clustersim.storage.checkpoint import CheckpointFormat, SaveMode, WritePattern, plan_checkpoint
     from clustersim.storage.fsx import parse_storage
+    from clustersim.system import device_host_copy_bytes_per_s
     from clustersim.units import parse_seconds
     from clustersim.workload import zoo
 
@@ -138,11 +139,13 @@ def checkpoint_command(
         if not interval_s > 0:
             raise ClusterSimError(f"--every: must be a positive duration, got {every!r}", field="--every", value=every)
 
+        device = cat.accelerator(entry.accelerator)
+
         def at(mode: SaveMode) -> "CheckpointTiming":
             return plan_checkpoint(
                 transformer, fs, instance=entry, num_nodes=nodes, devices_per_node=int(entry.num_accelerators.value),
                 fmt=save_format, pattern=write_pattern, mode=mode, path=client_path, stripes=stripes, nvme=drive,
-                accelerator=cat.accelerator(entry.accelerator),
+                accelerator=device, host_copy_bytes_per_s=device_host_copy_bytes_per_s(cat, device),
             )  # fmt: skip
 
         mode = SaveMode.ASYNC if async_save else SaveMode.NVME if nvme else SaveMode.SYNC

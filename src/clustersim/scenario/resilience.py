@@ -44,6 +44,7 @@ def with_checkpoints(
         model, fs, instance=system.instance, num_nodes=system.num_nodes, devices_per_node=system.devices_per_node,
         fmt=fmt, mode=SaveMode.ASYNC if spec.async_save else SaveMode.NVME if spec.nvme else SaveMode.SYNC,
         nvme=nvme if isinstance(nvme, Storage) else None, accelerator=system.accelerator,
+        host_copy_bytes_per_s=system.host_copy_bytes_per_s,
     )  # fmt: skip
     data = data_loading(
         fs, tokens_per_s=estimate.job.tokens_per_step / estimate.step_s, token_bytes=bytes_per_token(model.vocab),

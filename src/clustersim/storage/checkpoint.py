@@ -25,7 +25,8 @@ Where the tier bursts (``storage/burst.py``), a save runs at the burst figures w
 first save from a full bucket, and saves repeated at an interval settle where the gap refills what each
 spends (``CheckpointTiming.save_at``).
 
-Synchronous saves stall training for the whole save; ``async`` stalls for the copy to host memory and
+Synchronous saves stall training for the whole save; ``async`` stalls for the copy to host memory (each device
+over its own host link, at what copies reach: ``clustersim.system.host_copy_bytes_per_s``) and
 drains to the file system in the background; ``nvme`` stalls for the local write and drains to the file
 system in the background. A drain longer than the interval delays the next checkpoint by the excess.
 """
@@ -43,10 +44,6 @@ from clustersim.storage import burst as credits
 from clustersim.storage.burst import BurstSave, CreditBucket
 from clustersim.storage.fsx import ClientPath, Extent, FileSystem, client_path_for, default_layout
 from clustersim.workload.transformer import Transformer
-
-# Device-to-host copy of one device: ~80% of a PCIe Gen5 x16 link's 63 GB/s per direction (the catalog's
-# h100-pcie note), what pinned-memory copies reach; an assumption, not a measurement of p5.
-HOST_COPY_BYTES_PER_S = 50e9
 
 
 class CheckpointFormat(StrEnum):
@@ -248,6 +245,7 @@ def plan_checkpoint(
     stripes: int | None = None,
     nvme: Storage | None = None,
     accelerator: Accelerator | None = None,
+    host_copy_bytes_per_s: float | None = None,
 ) -> CheckpointTiming:
     """The checkpoint of ``model`` on ``num_nodes`` instances writing to ``fs`` (see the module docstring).
 
@@ -256,7 +254,8 @@ def plan_checkpoint(
     they cannot take is refused (``fsx.client_path_for``); ``stripes``
     replaces the file system's default (progressive) layout with that many stripes per file.
     With ``instance`` and ``accelerator``, a checkpoint larger than the nodes' device and host memory
-    together (what any layout, offloading included, can hold) is refused.
+    together (what any layout, offloading included, can hold) is refused. ``host_copy_bytes_per_s``: a device's
+    copy to host memory, each way (``clustersim.system.device_host_copy_bytes_per_s``); mode ``async`` needs it.
     """
     if num_nodes < 1 or devices_per_node < 1:
         raise ClusterSimError(f"nodes and devices per node must be at least 1, got {num_nodes}, {devices_per_node}")
@@ -308,7 +307,14 @@ def plan_checkpoint(
             field="mode",
         )
     writers = num_nodes * devices_per_node if per_rank else 1
-    host_copy_s = size / writers / HOST_COPY_BYTES_PER_S
+    if mode is SaveMode.ASYNC and host_copy_bytes_per_s is None:
+        device = accelerator.id if accelerator is not None else "the device"
+        raise ClusterSimError(
+            f"mode async: no host link is recorded for {device}, so its copy to host memory cannot be timed; save "
+            f"synchronously, to local NVMe, or give the accelerator a host_link in a catalog overlay",
+            field="mode",
+        )
+    host_copy_s = 0.0 if host_copy_bytes_per_s is None else size / writers / host_copy_bytes_per_s
     return CheckpointTiming(
         checkpoint_bytes=size, fmt=fmt, pattern=pattern, mode=mode, path=path, num_files=num_files,
         num_nodes=num_nodes, layout=layout, save=save_, save_at_burst=save_at_burst, load=load, local=local,

@@ -1,10 +1,10 @@
 """Activation offload to host memory (``Layout.offload_layers``, Megatron-Core's ``cpu_offloading_num_layers``).
 
 Each offloaded layer's activations (``compute.memory.layer_activation_bytes``) leave the device over its host
-link (``System.host_bytes_per_s``: PCIe, or NVLink-C2C on Grace superchips) while the next layer computes its
-forward pass, and come back while a later layer computes its backward pass: per micro-batch and offloaded
-layer, a copy each way, exposed where it outlasts the layer it hides behind. The copies move ``2 k B`` bytes
-per micro-batch for ``k`` offloaded layers of ``B`` bytes each.
+link (``System.host_copy_bytes_per_s``: what copies reach over PCIe, or NVLink-C2C on Grace superchips) while
+the next layer computes its forward pass, and come back while a later layer computes its backward pass: per
+micro-batch and offloaded layer, a copy each way, exposed where it outlasts the layer it hides behind. The copies
+move ``2 k B`` bytes per micro-batch for ``k`` offloaded layers of ``B`` bytes each.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def offload_times(ctx: Any) -> TermTimes:  # a clustersim.training.step.StepCont
     per_layer = layer_activation_bytes(
         ctx.model, lay, seq_len=ctx.seq_len, fused=ctx.sw.fused_attention, float8_inputs=float8
     )
-    host = np.asarray(ctx.system.host_bytes_per_s, dtype=float)  # NaN where not recorded (refused before)
+    host = np.asarray(ctx.system.host_copy_bytes_per_s, dtype=float)  # NaN where not recorded (refused before)
     copy = np.where(layers > 0, per_layer / np.where(np.isfinite(host), host, np.inf), 0.0)
     link = ctx.micro_batches * layers * 2 * copy
     exposed = np.maximum(copy - ctx.layer_fwd, 0.0) + np.maximum(copy - ctx.layer_bwd, 0.0)

@@ -88,9 +88,9 @@ class Systems:
         return self._each(lambda s: s.peak_flop_per_s(dtype))
 
     @property
-    def host_bytes_per_s(self) -> FloatArray:
-        """A device's link to host memory, one direction, per layout (NaN where not recorded)."""
-        return self._each(lambda s: np.nan if s.host_bytes_per_s is None else s.host_bytes_per_s)
+    def host_copy_bytes_per_s(self) -> FloatArray:
+        """A copy between a device and host memory, one direction, per layout (NaN where no link is recorded)."""
+        return self._each(lambda s: np.nan if s.host_copy_bytes_per_s is None else s.host_copy_bytes_per_s)
 
 
 def operation_times(
