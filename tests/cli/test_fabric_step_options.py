@@ -1,6 +1,6 @@
 """``clustersim fabric step`` honours train's job options that shape the layout as ``train`` does (the same
 flags, parsed by ``train._scenario_of_options``): --uneven-stages/--even-stages, --torch-compile/--no-torch-compile,
---ep-overlap, --headroom, --beyond-context and the --software and --efficiency files; what train refuses, it
+--ep-overlap, --offload-layers, --headroom, --beyond-context and the --software and --efficiency files; what train refuses, it
 refuses in the same line."""
 
 from __future__ import annotations
@@ -93,6 +93,16 @@ def test_ep_overlap_headroom_and_beyond_context_as_train() -> None:
     long = [*given, "--seq", "16384", "--global-batch", "16"]
     assert "beyond_context (--beyond-context)" in _refused("fabric", *long)
     assert _run("fabric", *long, "--beyond-context")["layout"] == _run("train", *long, "--beyond-context")["layout"]
+
+
+def test_offload_layers_as_train() -> None:
+    given = ["llama3-8b", "--instance", "p6e-gb200.36xlarge", "--nodes", "2", "--tp", "1", "--pp", "1", "--zero", "3",
+             "--recompute", "none", "--global-batch", "16"]  # fmt: skip
+    layout = _run("fabric", *given, "--offload-layers", "4")["layout"]
+    assert layout["offload_layers"] == 4 and layout == _run("train", *given, "--offload-layers", "4")["layout"]
+    assert "a search offloads the fewest layers" in _refused("fabric", "llama3-8b", "--offload-layers", "4")
+    on_pipeline = [*given[:7], "--pp", "2", "--offload-layers", "4"]
+    assert _refused("fabric", *on_pipeline) == _refused("train", *on_pipeline)
 
 
 def test_software_and_efficiency_files_are_read_as_train_reads_them(tmp_path: Path) -> None:
