@@ -1,7 +1,7 @@
 """``clustersim fabric step`` honours train's job options that shape the layout as ``train`` does (the same
 flags, parsed by ``train._scenario_of_options``): --uneven-stages/--even-stages, --torch-compile/--no-torch-compile,
---ep-overlap, --offload-layers, --headroom, --beyond-context and the --software and --efficiency files; what train refuses, it
-refuses in the same line."""
+--ep-overlap, --offload-layers, --headroom, --beyond-context and the --software and --efficiency files; what train
+refuses, it refuses in the same line."""
 
 from __future__ import annotations
 

@@ -9,7 +9,10 @@ queue with one slot per sequence the KV cache holds, ``clustersim.serving.queuei
 progress, the step that carries the prompt (both over the whole prompts the steps carry,
 ``clustersim.serving.whole_prompts``), and the steps a stack waits before it sends the first token
 (``clustersim.serving.first_token``; none for most). A replica's curve of steps over its batch is made once for
-every replica count (``_server_curve``). Targets apply to means.
+every replica count (``_server_curve``). Targets apply to means. A prompt's own time (what the prompts' queue
+serves) is what it adds to a step, without an eager step's launch floor, which is the step's; on an engine that runs
+prompts in launches of their own, what it adds to a launch that carries another (the launch's weight reads and
+overheads are in the step that admits it).
 
 A prompt longer than a step's token budget runs in chunks, and the prompts behind it wait until it is done: an
 M/G/1 queue on the prompts' own prefill times (Pollaczek-Khinchine: ``lambda E[S^2] / (2 (1 - rho))``). Where the
@@ -55,7 +58,7 @@ import numpy as np
 from clustersim.errors import ClusterSimError
 from clustersim.memo import IdentityMemo
 from clustersim.serving.engine import FloatArray, InferenceCalibration, ServingSystem, default_calibration
-from clustersim.serving.engines import EngineProfile
+from clustersim.serving.engines import EngineProfile, engine_profile
 from clustersim.serving.estimate import (
     GRID_POINTS,
     Batching,
@@ -146,7 +149,10 @@ def _server_curve(
         seen = np.maximum.accumulate(grid / system.pp / seen_step)
         budget = engine.token_budget(system.system.accelerator.id)
         lag = first_token_lag_steps(engine)
-        own, attention = _own_prompt_s(model, system, request, grid, cal, engine)
+        # an eager step's launch floor is the step's, shared by the prompts it carries (it is in ``first``, the step
+        # that admits a prompt); a prompt's own time, which the prompts' queue serves, is its device time
+        device = engine.model_copy(update={"eager_launch_s": None}) if engine.eager_launch_s is not None else engine
+        own, attention = _own_prompt_s(model, system, request, grid, cal, device)
         shape, gaps = _service_shape(model, request), _gaps(request)
         queued = _queued(request, budget)
         return _ServerCurve(grid, step, first, max_batch, mix.wait_s[:n], seen_step, seen, lag, queued,
@@ -178,13 +184,18 @@ def _queued(request: Request, budget_tokens: int) -> FloatArray:
 
 
 def _own_prompt_s(
-    model: Transformer, system: ServingSystem, request: Request, batch: FloatArray, cal: InferenceCalibration,
-    engine: EngineProfile,
+    model: Transformer, system: ServingSystem, request: Request, batch: FloatArray, cal: InferenceCalibration | None,
+    engine: str | EngineProfile,
 ) -> tuple[FloatArray, FloatArray]:  # fmt: skip
-    """What one prompt adds to a step of one stage with ``batch / pp`` decoders (per entry), and its attention."""
-    prompts = np.array([[0.0, 1.0]])
+    """What one prompt adds to a step of one stage with ``batch / pp`` decoders (per entry), and its attention. An
+    engine that runs prompts in a launch of their own (``mixed_steps`` false) pays that launch's fixed costs (the
+    weights read, the step's overheads) once for the prompts it carries: a prompt's own time is what it adds to a
+    launch that carries another (the launch's fixed costs are in the step that admits it, ``first_step_s``)."""
+    profile = engine_profile(engine, system.family)
+    prompts = np.array([[0.0, 1.0]]) if profile.mixed_steps else np.array([[1.0, 2.0]])
+    cal = default_calibration() if cal is None else cal
     parts = request_steps(
-        model, system, request, batch[:, None] / system.pp, prompts, request.decode_context_tokens, cal, engine
+        model, system, request, batch[:, None] / system.pp, prompts, request.decode_context_tokens, cal, profile
     )
     step, attention = np.diff(parts.step_s, axis=1)[:, 0], np.diff(parts.prefill_attention_s, axis=1)[:, 0]
     return np.maximum(step, 0.0), np.maximum(attention, 0.0)
@@ -261,6 +272,18 @@ def _latency(
     return batch, wait + ahead + admitted + system.pp * first + reported, tpot
 
 
+def _saturation_per_replica(curve: _ServerCurve, system: ServingSystem, request: Request) -> float:
+    """The highest rate (requests/s) one replica serves with finite latency: the least of what its decoders' steps,
+    its KV slots and its prompts' own prefill time allow (``_latency``'s three bounds)."""
+    low, high = 0.0, float(curve.seen_rate[-1]) / request.output_tokens
+    if math.isfinite(_latency(curve, system, request, high * (1.0 - 1e-9))[1]):
+        return high
+    for _ in range(60):
+        mid = 0.5 * (low + high)
+        low, high = (mid, high) if math.isfinite(_latency(curve, system, request, mid)[1]) else (low, mid)
+    return low
+
+
 def _time_per_token(
     curve: _ServerCurve,
     pp: int,
@@ -306,7 +329,7 @@ def estimate_server(
     curve = _server_curve(model, system, request, max_batch, cal, profile)
     batch, ttft, tpot = _latency(curve, system, request, rate_per_s / system.dp)
     if math.isinf(ttft):
-        limit = float(curve.seen_rate[-1]) * system.dp / request.output_tokens
+        limit = _saturation_per_replica(curve, system, request) * system.dp
         raise ClusterSimError(f"rate: {rate_per_s:g} requests/s exceeds the saturation rate of {limit:.3g} requests/s")
     reason = "request rate"
     return make_estimate(
@@ -343,7 +366,7 @@ def max_rate(
             field="ttft_target_s" if ttft0 > ttft_target_s else "tpot_target_s",
             value=ttft_target_s if ttft0 > ttft_target_s else tpot_target_s,
         )
-    low, high = 0.0, float(curve.seen_rate[-1]) / request.output_tokens
+    low, high = 0.0, _saturation_per_replica(curve, system, request)
     for _ in range(60):
         mid = 0.5 * (low + high)
         _, ttft, tpot = _latency(curve, system, request, mid, percentile)
