@@ -460,6 +460,8 @@ def _hardware_software(draw: st.DrawFn, files: Files) -> list[str]:
         args = ["storage", *command, "--instance", instance, "--storage", efa]
         if draw(st.integers(0, 2)):
             args += ["--path", draw(st.sampled_from(["efa-gds", "efa", "ena"]))]
+        if command[0] == "checkpoint" and draw(st.integers(0, 2)) == 0:  # over each chip's own host link, or refused
+            args.append("--async")
     elif kind == "datapath":
         args = ["transport", "datapath", "--instance", instance, *(["--nccl"] if draw(st.booleans()) else [])]
     else:
@@ -491,6 +493,8 @@ def _fabric(draw: st.DrawFn, files: Files) -> list[str]:
     args = ["fabric", sub, "--nodes", draw(st.sampled_from(["1", "2", "4"]))]
     if sub == "step":
         args[2:2] = [draw(st.sampled_from(["llama3-8b", "gpt3-5b"]))]
+        if draw(st.integers(0, 3)) == 0:  # train's rules: a given pp-1, no-recompute layout, else refused
+            args += ["--offload-layers", draw(st.sampled_from(["1", "4", "40"]))]
     if sub in ("simulate", "compare"):
         args += ["--collective", draw(texts("all_reduce", "all_gather", "alltoall")), "--max-steps", "2"]
     if sub == "pattern":
