@@ -33,7 +33,7 @@ def _saturation(engine: str | EngineProfile) -> float:
     return float(str(refused.value).split("saturation rate of ")[1].split(" ")[0])
 
 
-def test_a_prompt_in_a_launch_of_its_own_costs_what_it_adds_to_a_launch_that_carries_another():
+def test_a_prompt_in_a_launch_of_its_own_costs_its_share_of_a_full_launch_beyond_the_launchs_fixed_costs():
     profile = engine_profile("sglang", "hopper")
     assert not profile.mixed_steps and profile.eager_launch_s
     batch = np.array([0.5, 8.0])
@@ -44,8 +44,10 @@ def test_a_prompt_in_a_launch_of_its_own_costs_what_it_adds_to_a_launch_that_car
                           prefill_tokens=prompts * 222.0, prefill_sequences=prompts, prompt_tokens=222.0,
                           engine=profile.model_copy(update={"eager_launch_s": None})).step_s  # fmt: skip
 
-    assert own == pytest.approx(step(2.0) - step(1.0))
+    full = profile.token_budget("h100-sxm") / 222.0  # the prompts a launch's token budget holds
+    assert own == pytest.approx((step(full) - step(1.0)) / (full - 1.0))
     assert np.all(own < step(1.0) - step(0.0))  # the launch's weights and overheads are not the prompt's
+    assert np.all(own < step(2.0) - step(1.0))  # nor a small launch's part-empty GEMMs
 
 
 def test_the_named_saturation_rate_is_where_latency_turns_infinite():
@@ -65,7 +67,7 @@ def test_eager_prompt_launches_share_their_floor_as_the_simulator_batches_them()
                                 engine=engine).step_s)  # fmt: skip
 
     limit = _saturation("sglang")
-    assert limit > 2.0 / (step(1.0) - step(0.0))  # 442 requests/s; one launch a prompt gave 168
+    assert limit > 3.0 / (step(1.0) - step(0.0))  # 592 requests/s; one launch a prompt gave 168
     assert limit > 10.0 / (step(1.0, profile) - step(0.0, profile))  # one launch floor a prompt gave 40
     # at 120 requests/s, which the closed form once refused, it stays within a quarter of the simulator's TTFT
     closed = estimate_server(LLAMA, TP8, ONE_TOKEN, 120.0, engine="sglang").ttft_s

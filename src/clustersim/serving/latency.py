@@ -11,8 +11,8 @@ progress, the step that carries the prompt (both over the whole prompts the step
 (``clustersim.serving.first_token``; none for most). A replica's curve of steps over its batch is made once for
 every replica count (``_server_curve``). Targets apply to means. A prompt's own time (what the prompts' queue
 serves) is what it adds to a step, without an eager step's launch floor, which is the step's; on an engine that runs
-prompts in launches of their own, what it adds to a launch that carries another (the launch's weight reads and
-overheads are in the step that admits it).
+prompts in launches of their own, its share of a full launch (as many prompts as the token budget holds) beyond the
+launch's fixed costs (its weight reads and overheads, in the step that admits it).
 
 A prompt longer than a step's token budget runs in chunks, and the prompts behind it wait until it is done: an
 M/G/1 queue on the prompts' own prefill times (Pollaczek-Khinchine: ``lambda E[S^2] / (2 (1 - rho))``). Where the
@@ -189,16 +189,19 @@ def _own_prompt_s(
 ) -> tuple[FloatArray, FloatArray]:  # fmt: skip
     """What one prompt adds to a step of one stage with ``batch / pp`` decoders (per entry), and its attention. An
     engine that runs prompts in a launch of their own (``mixed_steps`` false) pays that launch's fixed costs (the
-    weights read, the step's overheads) once for the prompts it carries: a prompt's own time is what it adds to a
-    launch that carries another (the launch's fixed costs are in the step that admits it, ``first_step_s``)."""
+    weights read, the step's overheads) once for the prompts it carries: a prompt's own time is its share of a full
+    launch, as many prompts as the token budget holds, beyond one prompt's launch (whose fixed costs are in the step
+    that admits it, ``first_step_s``)."""
     profile = engine_profile(engine, system.family)
-    prompts = np.array([[0.0, 1.0]]) if profile.mixed_steps else np.array([[1.0, 2.0]])
+    full = max(2.0, profile.token_budget(system.system.accelerator.id) / request.input_tokens)  # prompts in a launch
+    prompts = np.array([[0.0, 1.0]]) if profile.mixed_steps else np.array([[1.0, full]])
     cal = default_calibration() if cal is None else cal
     parts = request_steps(
         model, system, request, batch[:, None] / system.pp, prompts, request.decode_context_tokens, cal, profile
     )
+    added = prompts[0, 1] - prompts[0, 0]
     step, attention = np.diff(parts.step_s, axis=1)[:, 0], np.diff(parts.prefill_attention_s, axis=1)[:, 0]
-    return np.maximum(step, 0.0), np.maximum(attention, 0.0)
+    return np.maximum(step / added, 0.0), np.maximum(attention / added, 0.0)
 
 
 def _gaps(request: Request) -> FloatArray:
