@@ -149,10 +149,7 @@ def _server_curve(
         seen = np.maximum.accumulate(grid / system.pp / seen_step)
         budget = engine.token_budget(system.system.accelerator.id)
         lag = first_token_lag_steps(engine)
-        # an eager step's launch floor is the step's, shared by the prompts it carries (it is in ``first``, the step
-        # that admits a prompt); a prompt's own time, which the prompts' queue serves, is its device time
-        device = engine.model_copy(update={"eager_launch_s": None}) if engine.eager_launch_s is not None else engine
-        own, attention = _own_prompt_s(model, system, request, grid, cal, device)
+        own, attention = _own_prompt_s(model, system, request, grid, cal, engine)
         shape, gaps = _service_shape(model, request), _gaps(request)
         queued = _queued(request, budget)
         return _ServerCurve(grid, step, first, max_batch, mix.wait_s[:n], seen_step, seen, lag, queued,
@@ -191,8 +188,9 @@ def _own_prompt_s(
     engine that runs prompts in a launch of their own (``mixed_steps`` false) pays that launch's fixed costs (the
     weights read, the step's overheads) once for the prompts it carries: a prompt's own time is its share of a full
     launch, as many prompts as the token budget holds, beyond one prompt's launch (whose fixed costs are in the step
-    that admits it, ``first_step_s``)."""
-    profile = engine_profile(engine, system.family)
+    that admits it, ``first_step_s``). An eager step's launch floor is the step's, shared by the prompts it carries
+    (it too is in ``first_step_s``): a prompt's own time is its device time."""
+    profile = engine_profile(engine, system.family).model_copy(update={"eager_launch_s": None})
     full = max(2.0, profile.token_budget(system.system.accelerator.id) / request.input_tokens)  # prompts in a launch
     prompts = np.array([[0.0, 1.0]]) if profile.mixed_steps else np.array([[1.0, full]])
     cal = default_calibration() if cal is None else cal
@@ -369,7 +367,7 @@ def max_rate(
             field="ttft_target_s" if ttft0 > ttft_target_s else "tpot_target_s",
             value=ttft_target_s if ttft0 > ttft_target_s else tpot_target_s,
         )
-    low, high = 0.0, _saturation_per_replica(curve, system, request)
+    low, high = 0.0, float(curve.seen_rate[-1]) / request.output_tokens  # past saturation every latency is infinite
     for _ in range(60):
         mid = 0.5 * (low + high)
         _, ttft, tpot = _latency(curve, system, request, mid, percentile)
