@@ -50,3 +50,20 @@ def test_a_partition_that_always_kills_its_worker_is_given_up(tmp_path):
     parts = partition(POINTS, workers=2, size=2)
     with pytest.raises(ClusterSimError, match="a worker died running partition 1 2 times; giving up"):
         list(run_local(dying_always, str(tmp_path), parts, workers=2, retries=1))
+
+
+@pytest.mark.parametrize("attempt", range(3))
+def test_only_the_partition_that_kills_its_worker_is_blamed(tmp_path, attempt):
+    """A death breaks the whole pool and fails every partition in it; the partitions it took down are tried
+    in pools of their own, so the one given up is the one that dies there (p2's), however the break fell."""
+    parts = partition(POINTS, workers=2, size=1)
+    with pytest.raises(ClusterSimError, match="a worker died running partition 2 1 times; giving up"):
+        list(run_local(dying_always, str(tmp_path), parts, workers=2, retries=0))
+
+
+def test_a_death_in_a_shared_pool_is_not_charged_to_the_partitions_it_took_down(tmp_path):
+    """With no retries, a partition caught in another's break still runs (alone), and so does the one whose
+    worker died once: its death in the shared pool could not be laid to it."""
+    parts = partition(POINTS, workers=2, size=1)
+    finished = list(run_local(echo_dying_once, str(tmp_path), parts, workers=2, retries=0))
+    assert sorted(o.id for f in finished for o in f.outcomes) == [p.id for p in POINTS]

@@ -3,7 +3,7 @@ finished partition back (in the order they finish) to be committed.
 
 A runner is a module-level function ``runner(command, items) -> list[Outcome]`` over ``(id, inputs)``
 pairs, so that a worker process (spawned, or Ray's) imports it by name. A partition whose worker dies is
-tried again, up to ``retries`` more times.
+tried again, up to ``retries`` more times (locally: deaths in a pool of its own, where they are its).
 """
 
 from __future__ import annotations
@@ -55,44 +55,57 @@ def _items(part: list[Point]) -> Items:
 
 
 def run_local(runner: Runner, command: str, parts: list[list[Point]], workers: int, retries: int) -> Iterator[Finished]:
-    """Run ``parts`` on a pool of ``workers`` spawned processes (in this process for one worker)."""
+    """Run ``parts`` on a pool of ``workers`` spawned processes (in this process for one worker).
+
+    A worker that dies breaks its whole pool, failing every partition still in it, so the death cannot be laid to
+    one of them there: the partitions it left unfinished run again, each in a pool of its own (``workers`` at a
+    time), where a death is that partition's own; a partition is given up after ``retries`` more such deaths."""
     if workers <= 1 or len(parts) <= 1:
         for index, part in enumerate(parts):
             yield Finished(index, runner(command, _items(part)), 1)
         return
-    import multiprocessing
-
     attempts = dict.fromkeys(range(len(parts)), 0)
-    pending = set(range(len(parts)))
+    deaths = dict.fromkeys(range(len(parts)), 0)  # deaths in a pool of its own: the partition's
+    pending, alone = set(range(len(parts))), set()
     while pending:
-        pool = ProcessPoolExecutor(
-            min(workers, len(pending)),
-            mp_context=multiprocessing.get_context("spawn"),
-            initializer=_leave_with_parent,
-            initargs=(os.getpid(),),
-        )
-        futures: dict[Future[list[Outcome]], int] = {}
+        isolated = sorted(pending & alone)[:workers]
+        batches = [[index] for index in isolated] or [sorted(pending)]
+        pools = [_pool(min(workers, len(batch))) for batch in batches]
+        futures: dict[Future[list[Outcome]], tuple[int, bool]] = {}
         try:
-            for index in sorted(pending):
-                attempts[index] += 1
-                futures[pool.submit(runner, command, _items(parts[index]))] = index
+            for pool, batch in zip(pools, batches, strict=True):
+                for index in batch:
+                    attempts[index] += 1
+                    futures[pool.submit(runner, command, _items(parts[index]))] = (index, len(batch) == 1)
             while futures:
                 done, _ = wait(futures, return_when=FIRST_COMPLETED)
                 for future in done:
-                    index = futures.pop(future)
-                    outcomes = future.result()
+                    index, own_pool = futures.pop(future)
+                    try:
+                        outcomes = future.result()
+                    except BrokenProcessPool:
+                        alone.add(index)
+                        deaths[index] += own_pool
+                        if deaths[index] > retries:
+                            raise ClusterSimError(
+                                f"--executor local: a worker died running partition {index} {deaths[index]} times; "
+                                "giving up",
+                                field="--executor",
+                            ) from None
+                        continue
                     pending.discard(index)
                     yield Finished(index, outcomes, attempts[index])
-        except BrokenProcessPool:
-            tried_out = sorted(index for index in pending if attempts[index] > retries)
-            if tried_out:
-                raise ClusterSimError(
-                    f"--executor local: a worker died running partition {tried_out[0]} "
-                    f"{attempts[tried_out[0]]} times; giving up",
-                    field="--executor",
-                ) from None
         finally:  # a sweep stopped early (an error, Ctrl-C) waits only for the partitions already running
-            pool.shutdown(wait=True, cancel_futures=True)
+            for pool in pools:
+                pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _pool(workers: int) -> ProcessPoolExecutor:
+    """A pool of ``workers`` spawned processes that leave when this one is gone."""
+    import multiprocessing
+
+    spawn = multiprocessing.get_context("spawn")
+    return ProcessPoolExecutor(workers, mp_context=spawn, initializer=_leave_with_parent, initargs=(os.getpid(),))
 
 
 def _leave_with_parent(parent: int) -> None:
