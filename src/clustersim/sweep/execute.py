@@ -66,7 +66,7 @@ def run_local(runner: Runner, command: str, parts: list[list[Point]], workers: i
         return
     attempts = dict.fromkeys(range(len(parts)), 0)
     deaths = dict.fromkeys(range(len(parts)), 0)  # deaths in a pool of its own: the partition's
-    pending, alone = set(range(len(parts))), set()
+    pending, alone = set(range(len(parts))), set[int]()
     while pending:
         isolated = sorted(pending & alone)[:workers]
         batches = [[index] for index in isolated] or [sorted(pending)]
