@@ -12,7 +12,8 @@ from clustersim.workload.zoo import ZooEntry
 
 
 def model_json(entry: ZooEntry) -> dict[str, Any]:
-    """The model's fields, its total and active parameters, model FLOPs per token and source."""
+    """The model's fields, its total and active parameters, model FLOPs per token, the other ids it answers to
+    and its source."""
     model = entry.model
     return {
         **model.model_dump(mode="json"),
@@ -20,6 +21,7 @@ def model_json(entry: ZooEntry) -> dict[str, Any]:
         "active_params": model.active_params(),
         "model_flops_per_token": model.model_flops_per_token(),
         "context_tokens": model.context_tokens,
+        "aliases": list(entry.aliases),
         "source": entry.source,
     }
 

@@ -1,7 +1,9 @@
 """The model zoo: known transformer shapes by id, user zoo files and Hugging Face ``config.json``.
 
 The packaged zoo is ``catalog/models/*.toml``: one table per model, keyed by its id, holding the
-fields of :class:`~clustersim.workload.transformer.Transformer` and a ``source``. Directories in
+fields of :class:`~clustersim.workload.transformer.Transformer`, a ``source`` and optionally ``aliases``: the
+ids of other checkpoints of the same shape (DeepSeek-R1 is DeepSeek-V3's), which name the entry itself (its
+answers say the id they priced). Directories in
 ``CLUSTERSIM_MODELS`` (separated by ``os.pathsep``) and then those given as ``extra_dirs`` are read
 after it; an entry with a known id replaces it. A ``config.json`` is read by
 :mod:`clustersim.workload.hf`.
@@ -33,6 +35,7 @@ class ZooEntry:
     model: Transformer
     source: str
     path: str
+    aliases: tuple[str, ...] = ()
 
 
 def load_model(spec: str, extra_dirs: Sequence[Path] = (), use_env: bool = True) -> Transformer:
@@ -70,10 +73,13 @@ def load_entry(spec: str, extra_dirs: Sequence[Path] = (), use_env: bool = True)
             raise CatalogFileError(str(path), None, None, None, rule)
         return next(iter(entries.values()))
     entries = zoo(extra_dirs, use_env)
-    try:
-        return entries[spec.strip().lower()]
-    except KeyError:
-        raise UnknownNameError("model", spec, entries) from None
+    key = spec.strip().lower()
+    if key in entries:
+        return entries[key]
+    for entry in entries.values():
+        if key in entry.aliases:
+            return entry
+    raise UnknownNameError("model", spec, entries)
 
 
 def zoo(extra_dirs: Sequence[Path] = (), use_env: bool = True) -> dict[str, ZooEntry]:
@@ -82,6 +88,17 @@ def zoo(extra_dirs: Sequence[Path] = (), use_env: bool = True) -> dict[str, ZooE
     for path in expand_toml_paths(user_paths(ENV_VAR, extra_dirs, use_env=use_env), what="model directory or file"):
         entries.update(read_zoo_file(path))
     return entries
+
+
+def _check_aliases(entries: dict[str, ZooEntry], path: Path) -> None:
+    """No alias is an entry's id or another entry's alias (a name names one shape); ``path``: the file read last."""
+    owners: dict[str, str] = {}
+    for key, entry in entries.items():
+        for alias in entry.aliases:
+            owner = alias if alias in entries else owners.setdefault(alias, key)
+            if owner != key:
+                rule = f"alias {alias!r} already names model {owner!r}"
+                raise CatalogFileError(str(path), key, "aliases", alias, rule)
 
 
 @lru_cache(maxsize=1)
@@ -93,6 +110,7 @@ def _packaged() -> dict[str, ZooEntry]:
             if key in entries:
                 raise CatalogFileError(str(path), key, None, None, f"duplicate model id (also in {entries[key].path})")
             entries[key] = entry
+        _check_aliases(entries, path)
     return entries
 
 
@@ -116,7 +134,12 @@ def read_zoo_file(path: Path) -> dict[str, ZooEntry]:
         source = fields.pop("source", str(path))
         if not isinstance(source, str) or not source.strip():
             raise CatalogFileError(str(path), key, "source", source, "source must be a non-empty string")
+        aliases = fields.pop("aliases", [])
+        if not isinstance(aliases, list) or not all(isinstance(a, str) and a.strip() for a in aliases):
+            raise CatalogFileError(str(path), key, "aliases", aliases, "aliases must be a list of model ids")
         fields["name"] = key
         model = transformer_from_mapping(fields, where=f"{path}, entry {key!r}")
-        entries[key.lower()] = ZooEntry(model, source, str(path))
+        own = tuple(alias.strip().lower() for alias in aliases)
+        entries[key.lower()] = ZooEntry(model, source, str(path), own)
+    _check_aliases(entries, path)
     return entries
