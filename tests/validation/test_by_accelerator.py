@@ -61,7 +61,9 @@ def test_validate_reports_the_newest_chips_held_out_in_json_and_on_the_console()
     assert result.exit_code == 0, result.output
     groups = {(g["kind"], g["accelerator"]): g for g in json.loads(result.stdout)["accelerators"]}
     # Blackwell Ultra's published runs, held out of every fit: Megatron-Bridge's 21 GB300 (26.04.01 to 26.08) and 6 B300
-    # training rows and the Megatron-Core MoE model zoo's GB300 row; MLPerf v5.1's four GB300 NVL72 serving runs (Llama
+    # training rows and the Megatron-Core MoE model zoo's GB300 row, MLPerf Training v5.1's GB300 (NVIDIA's Llama 3.1 8B
+    # on 8, 72 and 512 and 405B on 512, Lambda's 8B on 72) and B300 runs (Dell, Lenovo, Nebius and Supermicro's 8B on
+    # 8); MLPerf v5.1's four GB300 NVL72 serving runs (Llama
     # 3.1 405B and DeepSeek-R1, offline and server) and v6.0's Llama 2 70B on 8 B300 (offline and server) and the GB300
     # NVL72 rack (offline), Llama 3.1 405B (8 B300 offline and server, the GB300 NVL72 rack offline) and DeepSeek-R1 (8
     # B300 and the GB300 NVL72 rack, offline and server), the partners' 26 runs on 8 B300 (ASUSTeK, Cisco, Dell,
@@ -69,8 +71,8 @@ def test_validate_reports_the_newest_chips_held_out_in_json_and_on_the_console()
     # GB300 (offline and server), and the GB300 rack's three disaggregated runs (Llama 2 70B server and interactive,
     # Llama 3.1 405B interactive), each with a left-out residual
     expected = {
-        ("training", "gb300"): 22,
-        ("training", "b300"): 6,
+        ("training", "gb300"): 27,
+        ("training", "b300"): 10,
         ("inference", "gb300"): 19,
         ("inference", "b300"): 32,
     }
