@@ -48,7 +48,7 @@ def test_every_fitted_blackwell_constant_is_informed_by_two_sources_or_more(cata
         assert {MEGATRON_BRIDGE, NEMO} <= identification.sources <= {MEGATRON_BRIDGE, NEMO, MODEL_ZOO, *MLPERF}, name
         assert identification.exemption is None, name
     # MLPerf's dense runs (steps of 0.09-28 s) inform every constant but the experts' slice cost
-    assert all(MLPERF <= found[f"blackwell.{k}"].sources for k in ("gemm_max", "step_s", "fp8_efficiency_ratio"))
+    assert all(found[f"blackwell.{k}"].sources >= MLPERF for k in ("gemm_max", "step_s", "fp8_efficiency_ratio"))
     assert not MLPERF & found["blackwell.expert_gemm_s"].sources
 
 
