@@ -14,8 +14,9 @@ from clustersim.cli.validate import validate_command
 from clustersim.compute.efficiency import efficiency_table
 from clustersim.validation.cases import Case, bundled_dir
 from clustersim.validation.crossval import cross_validate
+from clustersim.validation.manifest import fitted_case_ids, read_manifest
 from clustersim.validation.run import validate_cases
-from clustersim.validation.specs import TRAINING_PRIORS
+from clustersim.validation.specs import SPECS, TRAINING_PRIORS
 from tests.validation.helpers import write_jsonl
 
 KEYS = {
@@ -126,6 +127,19 @@ def test_a_constant_one_source_alone_informs_is_held_at_its_prior_when_that_sour
     for row in result.sources:  # the other sources never see the MoE constant move
         if row.source != bridge.source:
             assert row.held_at_prior == ()
+
+
+def test_the_folds_fit_only_what_the_shipped_fit_uses_and_a_users_own_cases(tmp_path: Path, catalog: Catalog) -> None:
+    shipped = fitted_case_ids(read_manifest(SPECS["training"]))
+    assert shipped is not None
+    fitted = _rows("training.jsonl", 2, lambda c: c.id.startswith("mcore080") and c.id in shipped)
+    left = _rows("training.jsonl", 2, lambda c: c.id.startswith("nemo_longseq") and c.id not in shipped)
+    assert len(fitted) == len(left) == 2
+    own = [dict(row, id=f"mine{i}") for i, row in enumerate(left)]  # the same runs, as a user's cases
+    for rows, wanted in ((fitted + left, (2, 0)), (fitted + own, (2, 2))):
+        path = write_jsonl(tmp_path / "t.jsonl", rows)
+        result = cross_validate([("t.jsonl", path)], catalog, max_iterations=0)
+        assert tuple(r.fitted_cases for r in result.sources) == wanted
 
 
 def test_cases_that_cannot_be_predicted_are_listed_with_their_reason(tmp_path: Path, catalog: Catalog) -> None:

@@ -1,21 +1,25 @@
 """Leave-one-source-out cross-validation: how well the fitted constants predict a source they never saw.
 
 For each file and each calibrated kind in it (``clustersim.validation.specs``), the spec is fitted on
-every selected case (the in-sample fit), then once per source (``cases.source_key``) with that
+the cases its shipped fit uses (the in-sample fit), then once per source (``cases.source_key``) with that
 source's cases left out (the held-out fit); each source's scored cases are then scored three ways:
 
 * ``shipped_mape``: with the constants as the calibration files give them (``validate``'s figure);
 * ``in_sample_mape``: with the in-sample fit;
 * ``held_out_mape``: with the fit that never saw the source.
 
-Every fit starts from the shipped constants and uses the same search and iteration budget, and keeps
-the constants marked ``prior`` as they are. Only the groups holding the source's cases are refitted
-(training: its accelerator families). A group left with no case at all (a family with one source)
-takes the constants of the spec's fallback group (training: Hopper's, as the model does for a family
-it has no fractions for), and the row says so; without a fallback there is no held-out figure.
+Every fit starts from the shipped constants and uses the same search and iteration budget, and keeps the
+constants marked ``prior`` as they are. The cases a fit uses are the selected ones its manifest's
+``fitted_on`` lists, and any case the package does not ship (a user's): a packaged case the shipped fit
+leaves out on purpose (a source no fit uses, a newer accelerator held out) stays out of every fold too,
+so that "left out" means the shipped procedure without that source. Only the groups holding the source's
+cases are refitted (training: its accelerator families). A group left with no case at all (a family with
+one source) takes the constants of the spec's fallback group (training: Hopper's, as the model does for
+a family it has no fractions for), and the row says so; without a fallback there is no held-out figure.
 A source none of whose cases enter the fit (collectives under 1 MiB) has no refit: held-out and
-in-sample agree. ``profile`` reports the flat constants of every in-sample fit. Training's software constants fitted on
-one source alone are held out at their priors (``clustersim.validation.software_holdout``).
+in-sample agree. ``profile`` reports the flat constants of every in-sample fit. Training's software
+constants fitted on one source alone are held out at their priors
+(``clustersim.validation.software_holdout``).
 
 No held-out fit may keep what the left-out source taught: a constant whose informing cases
 (``clustersim.validation.informing``) all belong to that source is held at its stated prior
@@ -37,10 +41,10 @@ from typing import Any
 
 from clustersim.catalog.registry import Catalog
 from clustersim.errors import ClusterSimError
-from clustersim.validation.cases import read_cases, source_key
+from clustersim.validation.cases import default_case_files, read_cases, source_key
 from clustersim.validation.fit import Constant, Fit, FitSpec, Prepared, fit, prepare_cases
 from clustersim.validation.informing import Informed, informing, only_source
-from clustersim.validation.manifest import priors, read_manifest
+from clustersim.validation.manifest import fitted_case_ids, priors, read_manifest
 from clustersim.validation.profile import Profile, profile
 from clustersim.validation.run import LATENCY_FIELDS
 from clustersim.validation.software_holdout import held_out_software
@@ -244,6 +248,7 @@ def cross_validate(
 
 def _jobs(files: Sequence[tuple[str, Path]], catalog: Catalog, min_size_bytes: float | None) -> list[_Job]:
     named = [(name, case) for name, path in files for case in read_cases(path)]
+    packaged = {case.id for _, path in default_case_files() for case in read_cases(path)}
     jobs: list[_Job] = []
     for kind, spec in SPECS.items():
         file_of = {c.id: name for name, c in named if c.kind == kind}
@@ -255,16 +260,24 @@ def _jobs(files: Sequence[tuple[str, Path]], catalog: Catalog, min_size_bytes: f
             own = [c for c in own if (c.size_bytes or 0) >= min_size_bytes]
         start = spec.current()
         scored, skipped = prepare_cases(spec, own, catalog, start, selected=False)
-        fitted = [p for p in scored if spec.selects(p.case)]
+        manifest = read_manifest(spec)
+        held = priors(manifest)
+        shipped = fitted_case_ids(manifest)
+        fitted = [p for p in scored if spec.selects(p.case) and _in_shipped_fit(p.case.id, shipped, packaged)]
         source_of = {c.id: source_key(c.source) for c in own}
         sources = list(dict.fromkeys([*(p.source for p in scored), *(source_of[s.id] for s in skipped)]))
         by_source: dict[str, list[tuple[str, str]]] = {}
         for skip in skipped:
             by_source.setdefault(source_of[skip.id], []).append((skip.id, skip.reason))
-        held = priors(read_manifest(spec))
         informed = informing(spec, fitted, start, priors=frozenset(held))
         jobs.append(_Job(name, spec, start, held, scored, fitted, sources, by_source, informed, file_of))
     return jobs
+
+
+def _in_shipped_fit(case_id: str, shipped: frozenset[str] | None, packaged: set[str]) -> bool:
+    """Whether the shipped procedure fits on the case: its manifest lists it, there is no manifest, or
+    the package does not ship the case (a user's)."""
+    return shipped is None or case_id in shipped or case_id not in packaged
 
 
 def _held_out(
