@@ -45,15 +45,6 @@ KNOWN_MISSES: dict[tuple[str, str], tuple[float, str]] = {
         "from +0.4% and +4.9% to -10% and -15% (too fast), the head on an even share having hidden what their 19-20 s "
         "of exposed expert all-to-all over InfiniBand leaves out: 0.211; issue 22)",
     ),
-    ("training", "mlcommons/training_results_v5.1"): (
-        0.30,
-        "its Llama 3.1 8B runs (steps of 0.09-0.7 s) are the runs that pin Blackwell's fixed cost per step: left "
-        "out, the fit over every other source's Blackwell runs (the Megatron-Bridge, NeMo, DGX Cloud and Megatron-LM "
-        "rows, GB300 and B300 among them) puts step_s at 196 ms: its 8B runs on B200 and GB200 are predicted 24% "
-        "to 2.6x slow (median 44%), its 405B runs within 5% (0.293); before any fit saw them, the packaged "
-        "constants (step_s 58.6 ms, fitted on 41 rows) predicted the source at 13.0%, and its GB300 and B300 runs, "
-        "held out of every fit, are 16.1% off (24.7% before); issue 22",
-    ),
     ("inference", "NVIDIA/TensorRT-LLM"): (
         0.15,
         "its perf overview's 50 attention-DP runs (the DEP columns @03e27c7d: DeepSeek-R1-0528, Qwen3-235B-A22B, "
