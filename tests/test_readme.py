@@ -68,7 +68,7 @@ PROSE: list[tuple[str, list[str]]] = [
     ),
     (
         "clustersim train llama3-70b --instance p5en.48xlarge --nodes 16 --tp 8 --pp 2 --tokens 15T",
-        ["`step 26.82 s (80%: 23.1-31.2 s)`"],
+        ["`step 26.82 s (80%: 22.9-31.4 s)`"],
     ),
     (
         "clustersim collective all_reduce --instance p6e-gb200.36xlarge --nodes 36 --min 64M --max 4G --factor 4",
