@@ -51,8 +51,8 @@ def validate_command(
         typer.Option(
             "--cross-validate",
             help="Also refit the calibration once per source with that source's cases left out, and print per "
-            "source the MAPE in-sample (refitted on every source) and left out; with the profile of each "
-            "fitted constant (flat: the data cannot pin it down).",
+            "source the MAPE in-sample (refitted on what the packaged fit uses, its fitted_on, and your files' own "
+            "cases) and left out; with the profile of each fitted constant (flat: the data cannot pin it down).",
         ),
     ] = False,
     max_iterations: Annotated[
