@@ -63,10 +63,10 @@ def test_validate_reports_the_newest_chips_held_out_in_json_and_on_the_console()
     # Blackwell Ultra's published runs, held out of every fit: Megatron-Bridge's 21 GB300 (26.04.01 to 26.08) and 6 B300
     # training rows and the Megatron-Core MoE model zoo's GB300 row, MLPerf Training v5.1's GB300 (NVIDIA's Llama 3.1 8B
     # on 8, 72 and 512 and 405B on 512, Lambda's 8B on 72) and B300 runs (Dell, Lenovo, Nebius and Supermicro's 8B on
-    # 8), and MLPerf Training v6.0's 12 GB300 runs (DeepSeek-V3 by NVIDIA on 256 and 512 and CoreWeave on 2,048-8,192,
-    # GPT-OSS-20B by HPE and Oracle on 8, Llama 3.1 405B by NVIDIA on 2,048, 8B on a rack by NVIDIA, Nebius, Oracle and
-    # Lambda) and 6 B300 runs (GPT-OSS-20B by Cisco and Dell on 8 and 16, 8B by Dell, Supermicro and Cisco); MLPerf
-    # v5.1's four GB300 NVL72 serving runs (Llama
+    # 8), and MLPerf Training v6.0's 14 GB300 runs (DeepSeek-V3 by NVIDIA on 256 and 512 and CoreWeave on 2,048-8,192,
+    # GPT-OSS-20B by HPE, Oracle and NVIDIA on 8 and NVIDIA on 72, Llama 3.1 405B by NVIDIA on 2,048, 8B on a rack by
+    # NVIDIA, Nebius, Oracle and Lambda) and 12 B300 runs (GPT-OSS-20B by Cisco, Dell and Nebius on 8-64, 8B by Dell,
+    # Supermicro, Cisco, Nebius and Quanta on 8-64); MLPerf v5.1's four GB300 NVL72 serving runs (Llama
     # 3.1 405B and DeepSeek-R1, offline and server) and v6.0's Llama 2 70B on 8 B300 (offline and server) and the GB300
     # NVL72 rack (offline), Llama 3.1 405B (8 B300 offline and server, the GB300 NVL72 rack offline) and DeepSeek-R1 (8
     # B300 and the GB300 NVL72 rack, offline and server), the partners' 26 runs on 8 B300 (ASUSTeK, Cisco, Dell,
@@ -74,8 +74,8 @@ def test_validate_reports_the_newest_chips_held_out_in_json_and_on_the_console()
     # GB300 (offline and server), and the GB300 rack's three disaggregated runs (Llama 2 70B server and interactive,
     # Llama 3.1 405B interactive), each with a left-out residual
     expected = {
-        ("training", "gb300"): 39,
-        ("training", "b300"): 16,
+        ("training", "gb300"): 41,
+        ("training", "b300"): 22,
         ("inference", "gb300"): 19,
         ("inference", "b300"): 32,
     }
