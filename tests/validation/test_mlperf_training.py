@@ -3,13 +3,12 @@ seen them, each step within 5%, and the per-GPU throughput lost as the cluster g
 
 from __future__ import annotations
 
-import tomllib
-
 import pytest
 
 from clustersim.catalog.registry import load_catalog
-from clustersim.catalog.tomlfiles import packaged_path
 from clustersim.validation.cases import default_paths, read_all
+from clustersim.validation.manifest import read_manifest
+from clustersim.validation.specs import SPECS
 from clustersim.validation.training import predict_training_case
 
 H100_405B = "mlperft50_llama3.1-405b_h100-sxm_{}gpu_nvidia_tp8pp8cp2_fp8"
@@ -30,9 +29,8 @@ def runs() -> dict[int, tuple[float, float]]:
 
 
 def test_no_hopper_fit_has_seen_them():
-    with packaged_path("clustersim.compute", "efficiency.toml").open("rb") as handle:
-        fitted = set(tomllib.load(handle)["hopper"]["fitted_on"])
-    assert not {H100_405B.format(gpus) for gpus in SCALES} & fitted
+    fitted = set(read_manifest(SPECS["training"], use_env=False)["hopper"].fitted_on)
+    assert fitted and not {H100_405B.format(gpus) for gpus in SCALES} & fitted
 
 
 def test_each_step_is_within_5_percent(runs):

@@ -3,13 +3,11 @@ DeepSeek-V3 as CoreWeave scales it from 2,048 to 8,192 GB300, predicted out of s
 
 from __future__ import annotations
 
-import tomllib
-
 import pytest
 
 from clustersim.catalog.registry import load_catalog
-from clustersim.catalog.tomlfiles import packaged_path
 from clustersim.validation.cases import default_paths, read_all
+from clustersim.validation.manifest import fitted_on_by_kind
 from clustersim.validation.training import predict_training_case
 
 RACK_8B = "mlperft60_llama3.1-8b_gb300_72gpu_{}_tp1pp1cp1_nvfp4"
@@ -28,9 +26,8 @@ def measured_and_predicted() -> dict[str, tuple[float, float]]:
 
 
 def test_no_fit_has_seen_them(measured_and_predicted):
-    with packaged_path("clustersim.compute", "efficiency.toml").open("rb") as handle:
-        fitted = {i for family in tomllib.load(handle).values() for i in family.get("fitted_on", [])}
-    assert not set(measured_and_predicted) & fitted
+    fitted = fitted_on_by_kind(use_env=False)["training"]
+    assert fitted and not set(measured_and_predicted) & fitted
 
 
 def test_one_recipe_on_four_submitters_racks(measured_and_predicted):
