@@ -106,6 +106,13 @@ class System:
             raise ClusterSimError(str(exc.args[0])) from None
 
     @property
+    def exp_per_s(self) -> float:
+        """Exponentials per second of one device's special function units (softmax); infinite where the
+        catalog records none, so that attention is priced on its tensor rate alone."""
+        figure = self.accelerator.exp_per_s
+        return float("inf") if figure is None else figure.value * self.share
+
+    @property
     def memory_bytes(self) -> float:
         """Device memory of one device."""
         return self.accelerator.memory_bytes.value * self.share

@@ -2,7 +2,8 @@
 
 The device: 1 PFLOP/s dense BF16 (2 PFLOP/s FP8), 2 TB/s HBM, 100 GB/s NVLink per direction. The
 efficiencies: GEMMs at exactly half the peak (``gemm_half_flop = 0`` removes the size ramp), the attention
-core at half of that, element-wise kernels at half the HBM bandwidth. So a GEMM runs at 5e14 FLOP/s, the
+core at half of that (no exponential rate recorded: products only), element-wise kernels at half the
+HBM bandwidth. So a GEMM runs at 5e14 FLOP/s, the
 attention core at 2.5e14 FLOP/s and memory traffic at 1e12 B/s, and every compute term is FLOPs or bytes
 divided by a round number.
 
@@ -55,6 +56,7 @@ def _round_gpu():
             "memory_bandwidth_bytes_per_s": fig(h100.memory_bandwidth_bytes_per_s, 2e12),
             "scaleup_bandwidth_per_direction_bytes_per_s": fig(h100.scaleup_bandwidth_per_direction_bytes_per_s, 1e11),
             "tdp_watts": fig(h100.tdp_watts, 1000.0),
+            "exp_per_s": None,  # the core's exponentials: tests/compute/test_attention_softmax.py
         }
     )
 

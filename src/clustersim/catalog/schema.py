@@ -62,6 +62,13 @@ class Accelerator(Entry):
     sparse_flop_per_s: dict[Dtype, FlopPerSFigure] = Field(
         default_factory=dict, description="2:4 structured-sparsity peak where the vendor quotes one."
     )
+    exp_per_s: FlopPerSFigure | None = Field(
+        None,
+        description=(
+            "Exponentials per second of the special function units (softmax's exp2, MUFU.EX2 on NVIDIA GPUs): "
+            "SMs x per-SM rate x boost clock; None: not recorded (attention is priced on the tensor rate alone)."
+        ),
+    )
     tdp_watts: WattsFigure | None = Field(None, description="Maximum board power.")
     mig_instances: CountFigure | None = Field(None, description="Multi-Instance GPU partitions (up to).")
     num_cores: CountFigure | None = Field(None, description="Compute cores per device (NeuronCores on Trainium).")

@@ -6,7 +6,9 @@ GEMMs approach a ceiling (``gemm_max``), small ones lose to launch, tail and wav
 fraction of the ceiling (``attention``), reached as each query meets many keys in one kernel call:
 ``K / (K + attention_half_keys)`` of it for ``K`` keys (a fused kernel's per-tile prologue, epilogue
 and causal diagonal are paid once per query tile; a context-parallel ring splits ``K`` over its
-steps); element-wise work (norms, activations, residuals, dropout, the loss and the
+steps), and after its products it pays the share ``softmax_exposed`` of its scores' exponentials at
+the special function units' rate (the catalog's ``exp_per_s``), so that a narrow head costs more per
+FLOP than a wide one; element-wise work (norms, activations, residuals, dropout, the loss and the
 optimizer) streams through HBM at ``memory_efficiency`` of the datasheet bandwidth. FP8 GEMMs run
 at the FP8 peak times ``fp8_efficiency_ratio`` of the BF16 fraction (casts, scaling, smaller tiles);
 4-bit GEMMs (NVFP4, MXFP4) at the FP4 peak plus the casts an FP8 GEMM pays, which do not shrink
@@ -58,6 +60,15 @@ class FamilyEfficiency(BaseModel):
         0.0,
         ge=0,
         description="Keys per query in one attention kernel call at which the core reaches half its fraction.",
+    )
+    softmax_exposed: float = Field(
+        1.0,
+        ge=0,
+        le=1,
+        description=(
+            "Share of the attention core's exponentials (at the device's exp_per_s) its kernels leave exposed "
+            "after the products: 1 one after the other, 0 hidden under them."
+        ),
     )
     memory_efficiency: float = Field(gt=0, le=1, description="Element-wise kernels, fraction of HBM bandwidth.")
     fp8_efficiency_ratio: float = Field(gt=0, le=1, description="FP8 fraction of FP8 peak / BF16 fraction.")

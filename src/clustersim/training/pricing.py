@@ -83,6 +83,11 @@ class Systems:
         """Sustained clock against the TDP's, per layout."""
         return self._each(lambda s: s.compute_clock_ratio)
 
+    @property
+    def exp_per_s(self) -> FloatArray:
+        """Exponentials per second of one device (infinite where not recorded), per layout."""
+        return self._each(lambda s: s.exp_per_s)
+
     def peak_flop_per_s(self, dtype: Dtype) -> FloatArray:
         """Dense peak of one device for ``dtype``, per layout."""
         return self._each(lambda s: s.peak_flop_per_s(dtype))
@@ -111,7 +116,9 @@ def operation_times(
         traffic at the achieved HBM bandwidth. A device capped below its TDP computes at the clock its board
     power allows (``System.compute_clock_ratio``). The attention core's fraction grows with the keys each query
     meets in one kernel call (``FamilyEfficiency.attention_fraction``) and is scaled by the software's
-    ``attention_kernel_efficiency`` (its kernel against the family's fused one). ``fp8_attention``: a quantized
+    ``attention_kernel_efficiency`` (its kernel against the family's fused one); to its products it adds the
+    exponentials of its scores (one per score and pass) at the device's ``exp_per_s``, the share
+    ``softmax_exposed`` of them that the family's kernels do not hide under the products. ``fp8_attention``: a quantized
     job's attention core at the FP8 peak instead; ``fused_expert_mlp``: the expert slices' quantization is in the
     grouped GEMMs (no ``expert_gemm_s``)."""
     clock = system.compute_clock_ratio  # a power-capped device's sustained clock
@@ -125,6 +132,7 @@ def operation_times(
         fp8 = system.peak_flop_per_s(Dtype.FP8) * clock
         per_flop = 1.0 / (system.peak_flop_per_s(precision) * clock) + (1.0 / eff.fp8_efficiency_ratio - 1.0) / fp8
     attention_peak = system.peak_flop_per_s(Dtype.FP8) * clock if quantized and fp8_attention else half
+    exp_rate = system.exp_per_s * clock
     slice_s = 0.0 if fused_expert_mlp else eff.expert_gemm_s
     hbm = system.memory_bandwidth_bytes_per_s * eff.memory_efficiency
     out = []
@@ -136,7 +144,12 @@ def operation_times(
         elif op.kind is OpKind.ATTENTION:
             keys = np.inf if op.keys_per_call is None else op.keys_per_call
             fraction = eff.attention_fraction(keys) * kernel_efficiency * attention_kernel_efficiency
-            forward = op.flop / (attention_peak * fraction)
+            # the tensor cores' products, then the special function units' exponentials the kernel leaves exposed
+            softmax = op.exps / exp_rate * eff.softmax_exposed
+            forward = (op.flop / attention_peak + softmax) / fraction
+            backward = (op.backward_ratio * op.flop / attention_peak + softmax) / fraction
+            out.append(OperationTimes(op.name, forward, backward, in_head, op.kind))
+            continue
         else:
             forward = op.bytes / hbm
         out.append(OperationTimes(op.name, forward, op.backward_ratio * forward, in_head, op.kind))

@@ -137,6 +137,7 @@ class Operation:
     bytes: FloatArray
     backward_ratio: float
     keys_per_call: FloatArray | None = None  # attention: keys one query meets in one kernel call
+    exps: FloatArray | float = 0.0  # fused attention: scores whose exponential the kernel takes, each pass
 
 
 def _op(
@@ -149,12 +150,15 @@ def _op(
     nbytes: object = 0.0,
     ratio: float,
     keys: object = None,
+    exps: object = 0.0,
 ) -> Operation:
     """An operation whose arrays all have the shape of ``like`` (one element per layout)."""
     flop_array = like + np.asarray(flop, dtype=float)
     each_array = flop_array if each is None else like + np.asarray(each, dtype=float)
     keys_array = None if keys is None else like + np.asarray(keys, dtype=float)
-    return Operation(name, kind, flop_array, each_array, like + np.asarray(nbytes, dtype=float), ratio, keys_array)
+    nbytes_array = like + np.asarray(nbytes, dtype=float)
+    exps_array = like + np.asarray(exps, dtype=float)
+    return Operation(name, kind, flop_array, each_array, nbytes_array, ratio, keys_array, exps_array)
 
 
 def layer_operations(
@@ -201,6 +205,9 @@ def layer_operations(
             flop=core,
             ratio=FUSED_ATTENTION_BACKWARD_RATIO if fused_attention else 2.0,
             keys=keys / np.asarray(cp, dtype=float),
+            # one exponential per score (query head x key) in the forward pass and again in the backward, which
+            # recomputes the probabilities; an unfused core's softmax is the memory-bound "attention scores"
+            exps=core * model.heads / (2 * (q + model.context_width)) if fused_attention else 0.0,
         ),
     ]
     if not fused_attention:
