@@ -8,7 +8,6 @@ dim; the exponentials, one per score whatever the head dim, make a narrow head s
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from clustersim.catalog.registry import load_catalog
@@ -69,7 +68,9 @@ def test_the_backward_pays_the_exponentials_once_not_two_and_a_half_times():
     op, times = _core(_model(128), "p5.48xlarge")
     system = system_for_instance(CATALOG, "p5.48xlarge", 1)
     eff = efficiency_for(system.accelerator)
-    softmax_s = float(op.exps) / system.exp_per_s / float(eff.attention_fraction(op.keys_per_call))
+    softmax_s = (
+        float(op.exps) / system.exp_per_s * eff.softmax_exposed / float(eff.attention_fraction(op.keys_per_call))
+    )
     products_s = float(times.forward_s) - softmax_s
     assert products_s > 0
     assert float(times.backward_s) == pytest.approx(op.backward_ratio * products_s + softmax_s, rel=1e-9)
@@ -91,6 +92,21 @@ def test_fp8_attention_leaves_the_exponentials_as_they_were():
     _, bf16 = _core(model, "p6-b200.48xlarge", Dtype.FP8)
     _, fp8 = _core(model, "p6-b200.48xlarge", Dtype.FP8, fp8_attention=True)
     assert 1.0 < float(bf16.forward_s) / float(fp8.forward_s) < 2.0
+
+
+def test_exponentials_a_family_hides_cost_nothing():
+    model = _model(64)
+    system = system_for_instance(CATALOG, "p5.48xlarge", 1)
+    eff = efficiency_for(system.accelerator)
+    op = [o for o in layer_operations(model, tokens=16384.0, seq_len=16384, tp=1.0, sp_split=1.0, ep=1.0,
+                                      fused_attention=True) if o.name == "attention core"]  # fmt: skip
+    exposed, hidden = (
+        operation_times(op, system, e, Dtype.BF16)[0] for e in (eff, eff.model_copy(update={"softmax_exposed": 0.0}))
+    )
+    fraction = float(eff.attention_fraction(op[0].keys_per_call))
+    products_s = float(op[0].flop) / (system.peak_flop_per_s(Dtype.BF16) * fraction)
+    assert float(hidden.forward_s) == pytest.approx(products_s, rel=1e-9)
+    assert float(exposed.forward_s) > 1.5 * products_s  # head dim 64 on an H100: about as long again
 
 
 def test_a_chip_without_a_recorded_rate_prices_attention_on_its_tensor_rate():
