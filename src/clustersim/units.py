@@ -24,6 +24,7 @@ class Dimension(StrEnum):
     BYTES_PER_S = "bytes_per_s"
     BITS_PER_S = "bits_per_s"
     FLOP_PER_S = "flop_per_s"
+    PER_S = "per_s"  # events of a kind (exponentials, requests) per second
     COUNT = "count"
     SECONDS = "seconds"
     WATTS = "watts"
@@ -82,6 +83,7 @@ _UNITS: dict[Dimension, _Units] = {
     Dimension.BYTES_PER_S: _Units(("B/s", "Bps", "bytes/s"), "B/s", True, True),
     Dimension.BITS_PER_S: _Units(("b/s", "bps", "bit/s", "bits/s"), "bps", False, True),
     Dimension.FLOP_PER_S: _Units(("FLOPS", "FLOP/s", "OPS", "OP/s"), "FLOPS", False, False),
+    Dimension.PER_S: _Units(("/s",), "/s", False, True),
     Dimension.WATTS: _Units(("W",), "W", False, True),
 }
 

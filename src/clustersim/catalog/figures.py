@@ -105,6 +105,12 @@ class FlopPerSFigure(Figure):
     dimension: ClassVar[Dimension] = Dimension.FLOP_PER_S
 
 
+class PerSFigure(Figure):
+    """A rate of events of one kind per second (e.g. exponentials)."""
+
+    dimension: ClassVar[Dimension] = Dimension.PER_S
+
+
 class CountFigure(Figure):
     """A count or a dimensionless ratio."""
 

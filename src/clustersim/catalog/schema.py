@@ -19,6 +19,7 @@ from clustersim.catalog.figures import (
     Fact,
     Flag,
     FlopPerSFigure,
+    PerSFigure,
     Price,
     Record,
     SecondsFigure,
@@ -62,7 +63,7 @@ class Accelerator(Entry):
     sparse_flop_per_s: dict[Dtype, FlopPerSFigure] = Field(
         default_factory=dict, description="2:4 structured-sparsity peak where the vendor quotes one."
     )
-    exp_per_s: FlopPerSFigure | None = Field(
+    exp_per_s: PerSFigure | None = Field(
         None,
         description=(
             "Exponentials per second of the special function units (softmax's exp2, MUFU.EX2 on NVIDIA GPUs): "
