@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from clustersim.cli.app import app
+from clustersim.compute.efficiency import efficiency_table
 
 runner = CliRunner()
 ENV = {"CLUSTERSIM_COLLECTIVE_CALIBRATION": "", "CLUSTERSIM_EFFICIENCY": "", "COLUMNS": "200"}
@@ -52,10 +53,11 @@ def test_a_step_slowed_by_a_slower_network_is_put_on_data_parallel_communication
 def test_a_step_slowed_by_slower_gemms_is_put_on_compute(tmp_path: Path) -> None:
     """A job whose gradient reduce-scatter hides behind a long backward pass, its GEMMs at 0.92 of the fitted
     ceiling (the attention core held): compute comes first, needing 0.92x the GEMM efficiency."""
+    hopper = efficiency_table(use_env=False)["hopper"]
+    gemm_max = 0.92 * hopper.gemm_max
+    attention = hopper.gemm_max * hopper.attention / gemm_max  # the attention core's own fraction held
     slower = tmp_path / "gemm.toml"
-    slower.write_text(
-        '[hopper]\ngemm_max = 0.60628\nattention = 0.528261\nsource = "0.92 x 0.659; 0.659 x 0.486 held"\n'
-    )
+    slower.write_text(f'[hopper]\ngemm_max = {gemm_max!r}\nattention = {attention!r}\nsource = "0.92 x the fitted"\n')
     job = [*JOB[:5], "--tp", "1", "--pp", "1", "--zero", "2", "--micro-batch", "1", "--global-batch", "128"]
     measured = _json("train", "--efficiency", str(slower), job=job)["step_s"]
     out = _json("explain", "--measured-step", repr(measured), job=job)
