@@ -150,14 +150,14 @@ def _op(
     nbytes: object = 0.0,
     ratio: float,
     keys: object = None,
-    exps: object = 0.0,
+    exps: object = None,
 ) -> Operation:
     """An operation whose arrays all have the shape of ``like`` (one element per layout)."""
     flop_array = like + np.asarray(flop, dtype=float)
     each_array = flop_array if each is None else like + np.asarray(each, dtype=float)
     keys_array = None if keys is None else like + np.asarray(keys, dtype=float)
     nbytes_array = like + np.asarray(nbytes, dtype=float)
-    exps_array = like + np.asarray(exps, dtype=float)
+    exps_array = 0.0 if exps is None else like + np.asarray(exps, dtype=float)
     return Operation(name, kind, flop_array, each_array, nbytes_array, ratio, keys_array, exps_array)
 
 
@@ -207,7 +207,7 @@ def layer_operations(
             keys=keys / np.asarray(cp, dtype=float),
             # one exponential per score (query head x key) in the forward pass and again in the backward, which
             # recomputes the probabilities; an unfused core's softmax is the memory-bound "attention scores"
-            exps=core * model.heads / (2 * (q + model.context_width)) if fused_attention else 0.0,
+            exps=core * model.heads / (2 * (q + model.context_width)) if fused_attention else None,
         ),
     ]
     if not fused_attention:
