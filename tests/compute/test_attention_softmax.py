@@ -8,6 +8,8 @@ dim; the exponentials, one per score whatever the head dim, make a narrow head s
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from clustersim.catalog.registry import load_catalog
@@ -107,6 +109,21 @@ def test_exponentials_a_family_hides_cost_nothing():
     products_s = float(op[0].flop) / (system.peak_flop_per_s(Dtype.BF16) * fraction)
     assert float(hidden.forward_s) == pytest.approx(products_s, rel=1e-9)
     assert float(exposed.forward_s) > 1.5 * products_s  # head dim 64 on an H100: about as long again
+
+
+def test_a_power_capped_device_takes_its_exponentials_at_its_lower_clock():
+    """Below its TDP a device's sustained clock falls (``System.compute_clock_ratio``): its special function units'
+    rate with it, as its tensor cores'. The core's time is then the uncapped one over the clock ratio."""
+    system = system_for_instance(CATALOG, "p5.48xlarge", 1)
+    capped = dataclasses.replace(system, board_power_watts=350.0)
+    assert 0.0 < capped.compute_clock_ratio < 1.0
+    model = _model(64)  # a narrow head: its exponentials a large share of the core
+    op = [o for o in layer_operations(model, tokens=16384.0, seq_len=16384, tp=1.0, sp_split=1.0, ep=1.0,
+                                      fused_attention=True) if o.name == "attention core"]  # fmt: skip
+    eff = efficiency_for(system.accelerator)
+    full, slow = (operation_times(op, s, eff, Dtype.BF16)[0] for s in (system, capped))
+    assert float(slow.forward_s) == pytest.approx(float(full.forward_s) / capped.compute_clock_ratio, rel=1e-9)
+    assert float(slow.backward_s) == pytest.approx(float(full.backward_s) / capped.compute_clock_ratio, rel=1e-9)
 
 
 def test_a_chip_without_a_recorded_rate_prices_attention_on_its_tensor_rate():
