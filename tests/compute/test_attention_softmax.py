@@ -17,7 +17,7 @@ from clustersim.catalog.schema import Dtype
 from clustersim.compute.efficiency import efficiency_for
 from clustersim.system import system_for_instance
 from clustersim.training.pricing import operation_times
-from clustersim.workload.ops import layer_operations
+from clustersim.workload.ops import Operation, layer_operations
 from clustersim.workload.transformer import Transformer
 
 CATALOG = load_catalog(use_env=False)
@@ -38,10 +38,16 @@ def _model(head_dim: int, heads: int = 16) -> Transformer:
     )
 
 
-def _core(model: Transformer, instance: str, precision: Dtype = Dtype.BF16, **kw: bool):
-    system = system_for_instance(CATALOG, instance, 1)
+def _core_op(model: Transformer) -> Operation:
+    """The fused attention core of one layer over 16k tokens on one device."""
     ops = layer_operations(model, tokens=16384.0, seq_len=16384, tp=1.0, sp_split=1.0, ep=1.0, fused_attention=True)
     (op,) = [o for o in ops if o.name == "attention core"]
+    return op
+
+
+def _core(model: Transformer, instance: str, precision: Dtype = Dtype.BF16, **kw: bool):
+    system = system_for_instance(CATALOG, instance, 1)
+    op = _core_op(model)
     (times,) = [t for t in operation_times([op], system, efficiency_for(system.accelerator), precision, **kw)]
     return op, times
 
@@ -100,8 +106,7 @@ def test_exponentials_a_family_hides_cost_nothing():
     model = _model(64)
     system = system_for_instance(CATALOG, "p5.48xlarge", 1)
     eff = efficiency_for(system.accelerator)
-    op = [o for o in layer_operations(model, tokens=16384.0, seq_len=16384, tp=1.0, sp_split=1.0, ep=1.0,
-                                      fused_attention=True) if o.name == "attention core"]  # fmt: skip
+    op = [_core_op(model)]
     exposed, hidden = (
         operation_times(op, system, e, Dtype.BF16)[0] for e in (eff, eff.model_copy(update={"softmax_exposed": 0.0}))
     )
@@ -118,8 +123,7 @@ def test_a_power_capped_device_takes_its_exponentials_at_its_lower_clock():
     capped = dataclasses.replace(system, board_power_watts=350.0)
     assert 0.0 < capped.compute_clock_ratio < 1.0
     model = _model(64)  # a narrow head: its exponentials a large share of the core
-    op = [o for o in layer_operations(model, tokens=16384.0, seq_len=16384, tp=1.0, sp_split=1.0, ep=1.0,
-                                      fused_attention=True) if o.name == "attention core"]  # fmt: skip
+    op = [_core_op(model)]
     eff = efficiency_for(system.accelerator)
     full, slow = (operation_times(op, s, eff, Dtype.BF16)[0] for s in (system, capped))
     assert float(slow.forward_s) == pytest.approx(float(full.forward_s) / capped.compute_clock_ratio, rel=1e-9)
