@@ -50,6 +50,7 @@ CAL = dataclasses.replace(
     gemm_half_tokens=0.0,
     hbm_efficiency=0.5,
     attention_flop_efficiency=0.25,
+    latent_decode_flop_efficiency=0.25,
     activation_passes=10.0,
     step_overhead_s=2e-5,
     layer_overhead_s=0.0,  # test_a_layer_overhead_is_paid_per_layer_of_each_stage_per_step prices it
@@ -106,6 +107,7 @@ def _round_gpu():
             "dense_flop_per_s": dense,
             "memory_bandwidth_bytes_per_s": fig(h100.memory_bandwidth_bytes_per_s, 2e12),
             "memory_bytes": fig(h100.memory_bytes, 80 * GIB),
+            "exp_per_s": None,  # attention is its products alone here (test_prefill_exponentials.py prices the rest)
         }
     )
 

@@ -242,10 +242,11 @@ def test_dense_blackwell_runs_of_the_three_sources_within_tolerance():
     assert _mape(by_source[TRTLLM], CAL) < 0.12
     assert _mape(by_source[MLPERF], CAL) < 0.05
     assert _mape(by_source[MLPERF51], CAL) < 0.08
-    # Hopper's fraction on Blackwell (every source left out) is far worse, and too fast: 11% against 2-7%
-    # (12-16% against 1-6% before a decoder's context was the in-flight mean output's, 2026-12-03)
+    # Hopper's fraction on Blackwell (every source left out) is far worse, and too fast: 10-11% against 1-7%
+    # (12-16% against 1-6% before a decoder's context was the in-flight mean output's, 2026-12-03; 11% against 2-7%
+    # before prefill attention paid its exponentials, 2026-12-04)
     hopper = _with_blackwell(CAL.flop_efficiency)
-    assert all(_mape(cases, hopper) > max(0.1, 1.5 * _mape(cases, CAL)) for cases in by_source.values())
+    assert all(_mape(cases, hopper) > max(0.095, 1.5 * _mape(cases, CAL)) for cases in by_source.values())
 
 
 def test_the_recorded_fit_is_the_scan_over_its_cases():

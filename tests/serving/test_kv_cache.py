@@ -98,12 +98,12 @@ def test_latent_decode_reads_the_latent_once_and_works_in_it():
 
 def test_latent_decode_computes_at_the_16_bit_attention_rate():
     """With 512 heads to one latent the decode is compute-bound (922 FLOPs per byte read), and its kernels are
-    attention kernels in 16 bits: the BF16 peak at attention_flop_efficiency (0.25 here: 2.5e14 FLOP/s), whatever
+    attention kernels in 16 bits: the BF16 peak at latent_decode_flop_efficiency (0.25 here: 2.5e14 FLOP/s), whatever
     the cache's format; a grouped-query model's decode attention keeps the GEMMs' rate in its cache's format."""
     wide = LATENT.model_copy(update={"heads": 512})
     flops = decode_attention_flops_per_key(wide) * 4 * 1100 * 4  # 4 sequences x 1100 keys x 4 layers
     read = (4 * 1100 * 4 + 4 * 4) * 160 * 2 / HBM
-    attention_rate = 1e15 * CAL.attention_flop_efficiency
+    attention_rate = 1e15 * CAL.latent_decode_flop_efficiency
     assert flops / attention_rate > 2 * read
     assert _decode(wide).decode_attention_s[0] == pytest.approx(flops / attention_rate, rel=REL)
     device = serving()

@@ -51,7 +51,13 @@ class InferenceCalibration:
         "fraction) whose decode kernels reach another share of the HBM bandwidth, e.g. ('blackwell', 0.56).",
     )
     attention_flop_efficiency: float = Field(
-        gt=0, le=1, description="Achieved fraction of the dense peak on causal prefill attention."
+        gt=0,
+        le=1,
+        description="Achieved fraction of the dense peak on a fused prefill attention kernel's products (its "
+        "exponentials and its keys per query priced apart: clustersim.compute.attention_kernel).",
+    )
+    latent_decode_flop_efficiency: float = Field(
+        gt=0, le=1, description="Achieved fraction of the 16-bit dense peak on latent attention's (MLA) decode."
     )
     activation_passes: float = Field(ge=0, description="Hidden-vector reads and writes per token per layer.")
     step_overhead_s: float = Field(ge=0, description="Fixed cost per engine step, seconds.")

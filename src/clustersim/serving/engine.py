@@ -19,7 +19,8 @@ kinds run one after the other (separate kernels), so the step time is their sum:
   at the HBM fraction of the family's decode kernels (``kv_read_efficiency_on``: Blackwell's reach less
   of their bandwidth than Hopper's);
 * **prefill attention**: causal ``(q_width + context_width) x n^2`` FLOPs per prompt and layer, a windowed
-  layer's keys capped at its window; a native (non-flash) kernel's n^2 scores through HBM (``score_bytes``);
+  layer's keys capped at its window, priced as the training step prices its core (``prefill_core_s``: the products
+  and a fused kernel's exposed exponentials); a native (non-flash) kernel's n^2 scores through HBM (``score_bytes``);
 * **elementwise** work (norms, residuals, rotary): hidden-vector reads and writes per token;
 * **tensor-parallel all-reduces**: two per layer of ``tokens x hidden x 2`` bytes, from the
   collectives model (``clustersim.network``), each plus a synchronization cost; pipeline stages add
@@ -47,6 +48,8 @@ import numpy.typing as npt
 
 from clustersim.catalog.registry import Catalog
 from clustersim.catalog.schema import Dtype, Instance
+from clustersim.compute.attention_kernel import fused_attention_s
+from clustersim.compute.efficiency import efficiency_for
 from clustersim.errors import ClusterSimError
 from clustersim.network.collectives import Op
 from clustersim.serving.calibration import CALIBRATION as CALIBRATION
@@ -228,9 +231,9 @@ def step_times(
     pair_flops = 2.0 * (model.q_width + model.context_width) / tp  # scores and context of one (query, key) pair
     pairs = causal_pairs(model, prompt_tokens) if prompt_pairs is None else prompt_pairs
     causal = pairs * stage * pair_flops  # per prompt, this stage's layers
-    attention_peak = system.peak_flop_per_s(attention_dtype(kv_precision)) * cal.attention_flop_efficiency * kernels
     native = profile.native_score_bytes(prompt_tokens, model.heads / tp * layers)  # a non-flash kernel's scores
-    prefill_attention = prompts * own * (causal / attention_peak + native / bandwidth)
+    core = prefill_core_s(model, system, kv_precision, cal, profile, pairs, causal, stage, kernels)
+    prefill_attention = prompts * own * (core + native / bandwidth)
 
     rowwise = rows_b + prefill / tp if profile.sequence_parallel_prefill else tokens  # tokens each rank norms and adds
     elementwise = rowwise * own * layers * cal.activation_passes * model.hidden * ACTIVATION_BYTES / bandwidth
@@ -266,6 +269,35 @@ def step_times(
     )
 
 
+def prefill_core_s(
+    model: Transformer,
+    system: ServingSystem,
+    kv_precision: ServingPrecision,
+    cal: InferenceCalibration,
+    profile: EngineProfile,
+    pairs: FloatArray | float,
+    causal_flop: FloatArray | float,
+    stage: float,
+    kernels: float,
+) -> FloatArray:
+    """One prompt's causal attention core on one device (``pairs`` of its (query, key) pairs over the layers,
+    ``causal_flop`` this stage's products), as the training step prices its core (``fused_attention_s``): the products
+    in the cache's format at ``attention_flop_efficiency`` of its peak, and a fused kernel's exponentials, one per score
+    and query head, the family's exposed share at the device's ``exp_per_s``; a native kernel's softmax is its scores'
+    pass through HBM instead (``EngineProfile.native_score_bytes``). Both grow with the pairs (the request
+    simulator's steps take a cost per pair). ``kernels``: the engine's share of the kernels and the clock."""
+    fused = not profile.score_bytes
+    exps = np.asarray(pairs, dtype=np.float64) * stage * model.heads / system.tp if fused else 0.0
+    return fused_attention_s(
+        causal_flop,
+        exps,
+        peak_flop_per_s=system.peak_flop_per_s(attention_dtype(kv_precision)) * kernels,
+        exp_per_s=system.system.exp_per_s * kernels,
+        softmax_exposed=efficiency_for(system.system.accelerator).softmax_exposed,
+        fraction=cal.attention_flop_efficiency,
+    )
+
+
 def moe_token_layers(model: Transformer) -> float:
     """The MoE layers a token passes through (each pays ``moe_token_layer_s``); 0 without MoE."""
     return 0.0 if model.moe is None else float(model.moe_layers)
@@ -282,7 +314,7 @@ def decode_attention_peak_flop_per_s(
     Grouped-query and multi-head kernels: the peak of the cache's format (``attention_dtype``) at the GEMMs'
     fraction (their reads bind at any batch). Latent attention (MLA, the up-projections absorbed): a query's heads
     (DeepSeek-V3's 128) share one latent per key (576 wide), so its decode is compute-bound, and its kernels are
-    attention kernels in 16 bits: the 16-bit peak at ``attention_flop_efficiency``. FlashMLA reaches 660 TFLOP/s on
+    attention kernels in 16 bits: the 16-bit peak at ``latent_decode_flop_efficiency``. FlashMLA reaches 660 TFLOP/s on
     an H800 (0.67 of the dense BF16 peak; its README, 2025-04-22); CUTLASS MLA moves 4.1 TB/s of 16-bit latent on a
     B200 at batch 256 and 8,192 tokens (sgl-project/sglang PR #6929), about 1.0 PFLOP/s (0.44); TensorRT-LLM's
     trtllm-gen kernel with an FP8 cache reaches 0.59 PFLOP/s at 16 heads and 4 queries (vllm-project/vllm PR
@@ -292,7 +324,7 @@ def decode_attention_peak_flop_per_s(
     if model.mla is None:
         attention = attention_dtype(kv_precision)
         return system.peak_flop_per_s(attention) * cal.flop_efficiency_on(family, attention)
-    return system.peak_flop_per_s(Dtype.BF16) * cal.attention_flop_efficiency
+    return system.peak_flop_per_s(Dtype.BF16) * cal.latent_decode_flop_efficiency
 
 
 def serving_system_for_instance(

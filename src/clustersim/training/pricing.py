@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from clustersim.catalog.schema import Accelerator, Dtype
+from clustersim.compute.attention_kernel import fused_attention_s
 from clustersim.compute.efficiency import FamilyEfficiency
 from clustersim.compute.precision import is_low_precision
 from clustersim.errors import ClusterSimError
@@ -144,10 +145,13 @@ def operation_times(
         elif op.kind is OpKind.ATTENTION:
             keys = np.inf if op.keys_per_call is None else op.keys_per_call
             fraction = eff.attention_fraction(keys) * kernel_efficiency * attention_kernel_efficiency
-            # the tensor cores' products, then the special function units' exponentials the kernel leaves exposed
-            softmax = op.exps / exp_rate * eff.softmax_exposed
-            forward = (op.flop / attention_peak + softmax) / fraction
-            backward = (op.backward_ratio * op.flop / attention_peak + softmax) / fraction
+            # the tensor cores' products, then the special function units' exponentials the kernel leaves exposed;
+            # the backward pass recomputes the scores, so it takes their exponentials again
+            rates = {"peak_flop_per_s": attention_peak, "exp_per_s": exp_rate, "fraction": fraction}
+            forward = fused_attention_s(op.flop, op.exps, softmax_exposed=eff.softmax_exposed, **rates)
+            backward = fused_attention_s(
+                op.backward_ratio * op.flop, op.exps, softmax_exposed=eff.softmax_exposed, **rates
+            )
             out.append(OperationTimes(op.name, forward, backward, in_head, op.kind))
             continue
         else:
