@@ -73,7 +73,7 @@ def test_every_value_reads_as_a_float():
     """Integers in the file (workspace_bytes) come back as floats, as the model's arithmetic expects (a
     per-family table as (family, float) pairs)."""
     values = dataclasses.asdict(serving_calibration(use_env=False))
-    for table in ("family_flop_efficiency", "decode_attention_hbm_efficiency"):
+    for table in ("family_flop_efficiency", "decode_attention_hbm_efficiency", "family_attention_flop_efficiency"):
         families = values.pop(table)
         assert families and all(type(f) is str and type(v) is float for f, v in families), table
     assert all(type(value) is float for value in values.values())

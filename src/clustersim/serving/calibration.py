@@ -56,6 +56,11 @@ class InferenceCalibration:
         description="Achieved fraction of the dense peak on a fused prefill attention kernel's products (its "
         "exponentials and its keys per query priced apart: clustersim.compute.attention_kernel).",
     )
+    family_attention_flop_efficiency: FamilyValues = Field(
+        (),
+        description="attention_flop_efficiency on the accelerator families (family, fraction) whose prefill attention "
+        "is priced otherwise, e.g. ('trainium', 0.5): a family with no exponential rate prices its core whole.",
+    )
     latent_decode_flop_efficiency: float = Field(
         gt=0, le=1, description="Achieved fraction of the 16-bit dense peak on latent attention's (MLA) decode."
     )
@@ -80,6 +85,11 @@ class InferenceCalibration:
         file's ``family.format`` value where it gives one, else ``flop_efficiency`` (fitted on the
         reference's Hopper runs)."""
         return dict(self.family_flop_efficiency).get(f"{family}.{dtype.value}", self.flop_efficiency)
+
+    def attention_flop_efficiency_on(self, family: str) -> float:
+        """The achieved fraction of its format's peak that a prefill attention core reaches on an accelerator
+        ``family``: the file's value for the family where it gives one, else ``attention_flop_efficiency``."""
+        return dict(self.family_attention_flop_efficiency).get(family, self.attention_flop_efficiency)
 
     def kv_read_efficiency_on(self, family: str) -> float:
         """The achieved fraction of the HBM bandwidth that decode attention's KV-cache reads reach on an

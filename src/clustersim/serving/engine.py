@@ -282,9 +282,10 @@ def prefill_core_s(
 ) -> FloatArray:
     """One prompt's causal attention core on one device (``pairs`` of its (query, key) pairs over the layers,
     ``causal_flop`` this stage's products), as the training step prices its core (``fused_attention_s``): the products
-    in the cache's format at ``attention_flop_efficiency`` of its peak, and a fused kernel's exponentials, one per score
-    and query head, the family's exposed share at the device's ``exp_per_s``; a native kernel's softmax is its scores'
-    pass through HBM instead (``EngineProfile.native_score_bytes``). Both grow with the pairs (the request
+    in the cache's format at the family's ``attention_flop_efficiency_on`` of its peak, and a fused kernel's
+    exponentials, one per score and query head, the family's exposed share at the device's ``exp_per_s`` (a chip with
+    none recorded pays its core whole at its family's fraction); a native kernel's softmax is its scores' pass through
+    HBM instead (``EngineProfile.native_score_bytes``). Both grow with the pairs (the request
     simulator's steps take a cost per pair). ``kernels``: the engine's share of the kernels and the clock."""
     fused = not profile.score_bytes
     exps = np.asarray(pairs, dtype=np.float64) * stage * model.heads / system.tp if fused else 0.0
@@ -294,7 +295,7 @@ def prefill_core_s(
         peak_flop_per_s=system.peak_flop_per_s(attention_dtype(kv_precision)) * kernels,
         exp_per_s=system.system.exp_per_s * kernels,
         softmax_exposed=efficiency_for(system.system.accelerator).softmax_exposed,
-        fraction=cal.attention_flop_efficiency,
+        fraction=cal.attention_flop_efficiency_on(system.family),
     )
 
 
