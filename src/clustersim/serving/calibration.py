@@ -54,7 +54,7 @@ class InferenceCalibration:
         gt=0,
         le=1,
         description="Achieved fraction of the dense peak on a fused prefill attention kernel's products (its "
-        "exponentials and its keys per query priced apart: clustersim.compute.attention_kernel).",
+        "exponentials priced apart: clustersim.compute.attention_kernel).",
     )
     family_attention_flop_efficiency: FamilyValues = Field(
         (),
