@@ -73,6 +73,7 @@ GROUPS: dict[str, list[str]] = {
     "training_estimate": ["src/clustersim/training/estimate.py", "src/clustersim/training/job.py"],
     "step": ["src/clustersim/training/step.py"],
     "pricing": ["src/clustersim/training/pricing.py"],
+    "attention_kernel": ["src/clustersim/compute/attention_kernel.py"],
     "analytic": ["src/clustersim/network/analytic.py"],
     "nccl_small": ["src/clustersim/network/transport/nccl_small.py"],
     "datapath": ["src/clustersim/network/transport/datapath.py"],
@@ -119,6 +120,7 @@ GROUP_TESTS: dict[str, list[str]] = {
     "datapath": ["tests/network/transport", "tests/cli/test_transport.py"],
     "fabric_step": ["tests/training/test_fabric_step.py", "tests/cli/test_fabric.py"],
     "pricing": ["tests/compute", "tests/training", "tests/validation/test_recipe_kernels.py"],
+    "attention_kernel": ["tests/compute/test_attention_softmax.py", "tests/serving/test_prefill_exponentials.py"],
     "flowsim_groups": ["tests/network/flowsim", "tests/training/test_fabric_step.py", "tests/cli/test_fabric.py"],
 }
 # Slow tests left out of the selection (a surviving mutant runs every selected test that reaches it): the

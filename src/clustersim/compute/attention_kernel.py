@@ -30,6 +30,5 @@ def fused_attention_s(
 ) -> FloatArray:
     """Seconds of a fused attention core: ``product_flop`` at ``peak_flop_per_s`` and the exposed share of ``exps``
     exponentials at ``exp_per_s`` (infinite: none recorded, nothing paid), both at ``fraction`` of those rates."""
-    products = np.asarray(product_flop, dtype=np.float64) / peak_flop_per_s
-    softmax = np.asarray(exps, dtype=np.float64) * softmax_exposed / exp_per_s
-    return np.asarray((products + softmax) / fraction, dtype=np.float64)
+    seconds = (np.divide(product_flop, peak_flop_per_s) + np.multiply(exps, softmax_exposed) / exp_per_s) / fraction
+    return np.asarray(seconds)
