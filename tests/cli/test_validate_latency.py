@@ -38,3 +38,10 @@ def test_simulated_latencies_replace_the_closed_forms_and_leave_throughput(tmp_p
 def test_an_unknown_latency_predictor_is_refused() -> None:
     result = runner.invoke(app, ["validate", "--latency", "queue"], env=ENV)
     assert result.exit_code != 0 and "--latency: 'queue' is not closed or simulated" in result.output
+
+
+def test_workers_without_the_simulated_latency_are_refused() -> None:
+    """--workers runs the simulated searches: with the closed forms it would do nothing, so it is refused."""
+    result = runner.invoke(app, ["validate", "--workers", "2"], env=ENV)
+    assert result.exit_code != 0
+    assert "--workers: runs the simulated server latencies' searches; give it with --latency simulated" in result.output

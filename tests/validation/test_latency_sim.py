@@ -104,3 +104,21 @@ def test_the_v4_harness_reports_first_tokens_a_step_late(
     prompt = steady_means(case_deployment(cases["mlperf40_llama2-70b_8xh200_server"], catalog), 10.0, REQUESTS)
     assert late.tpot_mean_s == pytest.approx(prompt.tpot_mean_s, rel=0.05)
     assert 0.5 * prompt.tpot_mean_s < late.ttft_mean_s - prompt.ttft_mean_s < 2.0 * prompt.tpot_mean_s
+
+
+def test_searches_on_worker_processes_give_what_one_process_gives(catalog: Catalog, cases: dict[str, Case]) -> None:
+    """``search_server_latencies`` runs each distinct replica's search once, on spawned workers, and they answer
+    as this process does (seeded runs); cases the simulator does not score are not searched."""
+    from clustersim.validation import serving_latency
+
+    chosen = [cases[i] for i in ("mlperf40_llama2-70b_8xh200_server", "mlperf40_llama2-70b_dgx-h100_8xh100_server")]
+    offline = cases["mlperf40_llama2-70b_8xh200_offline"]
+    search = {"requests": REQUESTS, "steps": 2, "seeds": (0,)}
+    serial = [server_latency(case, catalog, **search) for case in chosen]
+    serving_latency._CACHE.clear()
+    ran = serving_latency.search_server_latencies([*chosen, offline, chosen[0]], catalog, workers=2, **search)
+    assert ran == 2  # the offline case is not searched, the repeated one once
+    assert [server_latency(case, catalog, **search) for case in chosen] == serial  # read back from the cache
+    assert serving_latency.search_server_latencies(chosen, catalog, workers=2, **search) == 0  # all cached
+    with pytest.raises(ClusterSimError, match="workers"):
+        serving_latency.search_server_latencies(chosen, catalog, workers=0)

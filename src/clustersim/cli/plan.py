@@ -338,7 +338,8 @@ def _executor(kind: Executor, address: str | None, workers: int | None) -> Abstr
             "--workers: sizes a new local Ray; the cluster at --address has its own CPUs", field="--workers",
             value=workers,
         )  # fmt: skip
-    from clustersim.sweep.execute import default_workers, import_ray
+    from clustersim.processes import default_workers
+    from clustersim.sweep.execute import import_ray
 
     return RayPoints(import_ray(), address=address, workers=None if address else workers or default_workers())
 

@@ -78,7 +78,7 @@ def run_command(
     """Run every point of SPEC (one row each: its inputs and the command's --json result, or its error)."""
     from clustersim.cli.progress import progress_bar
     from clustersim.cli.sweep_point import check, run_partition
-    from clustersim.sweep.execute import default_workers
+    from clustersim.processes import default_workers
     from clustersim.sweep.run import run_sweep
     from clustersim.sweep.spec import load_spec
     from clustersim.sweep.store import MEMORY, SweepStore

@@ -74,6 +74,16 @@ def validate_command(
             "server cases through the request simulator at the highest rate meeting their p99 targets; slower).",
         ),
     ] = "closed",
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            min=1,
+            max=4096,
+            help="With --latency simulated: processes that run the server cases' rate searches at once "
+            "(default: every core).",
+        ),
+    ] = None,
     plot: Annotated[
         Path | None,
         typer.Option(
@@ -109,10 +119,18 @@ def validate_command(
             raise ClusterSimError(
                 f"--latency: {latency!r} is not closed or simulated", field="--latency", value=latency
             )
+        if workers is not None and latency != "simulated":
+            raise ClusterSimError(
+                "--workers: runs the simulated server latencies' searches; give it with --latency simulated",
+                field="--workers",
+                value=workers,
+            )
         from clustersim.validation.serving_latency import simulated_latency_predictors
 
         predictors = simulated_latency_predictors() if latency == "simulated" else None
         loaded = load_catalog(catalog or ())
+        if latency == "simulated":
+            _search_latencies(files, loaded, workers)
         if files:
             report = validate_cases(files, loaded, predictors, min_size_bytes=min_size_bytes, level=level)
         else:
@@ -149,6 +167,20 @@ def validate_command(
         tables = [cross_validation_table(crossed.sources)]
         tables += [latency_cross_validation_table(left_out_latency)] if left_out_latency else []
         print_all(*tables, profile_table(crossed.profiles))
+
+
+def _search_latencies(files: list[Path] | None, catalog: Catalog, workers: int | None) -> None:
+    """The simulated server latencies' searches ahead of the scoring, on ``workers`` processes (default: every core),
+    with a bar on stderr."""
+    from clustersim.cli.progress import progress_bar
+    from clustersim.processes import default_workers
+    from clustersim.validation.cases import default_case_files, read_all
+    from clustersim.validation.serving_latency import search_server_latencies
+
+    paths = list(files) if files else [path for _, path in default_case_files()]
+    cases = read_all(paths)
+    with progress_bar("simulated server latency", "cases") as progress:
+        search_server_latencies(cases, catalog, workers=workers or default_workers(), progress=progress)
 
 
 def _cross_validate(

@@ -9,14 +9,14 @@ tried again, up to ``retries`` more times (locally: deaths in a pool of its own,
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
 from clustersim.errors import ClusterSimError
+from clustersim.processes import spawned_pool
 from clustersim.sweep.spec import Point, Value
 from clustersim.sweep.store import Outcome
 
@@ -25,7 +25,6 @@ Runner = Callable[[str, Items], list[Outcome]]
 RAY_EXTRA = "pip install 'clustersim[ray]'"
 PARTITIONS_PER_WORKER = 4
 MAX_PARTITION_POINTS = 64
-PARENT_POLL_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -35,11 +34,6 @@ class Finished:
     partition: int
     outcomes: list[Outcome]
     attempts: int
-
-
-def default_workers() -> int:
-    """Every core of this machine."""
-    return os.cpu_count() or 1
 
 
 def partition(points: list[Point], workers: int, size: int | None = None) -> list[list[Point]]:
@@ -70,7 +64,7 @@ def run_local(runner: Runner, command: str, parts: list[list[Point]], workers: i
     while pending:
         isolated = sorted(pending & alone)[:workers]
         batches = [[index] for index in isolated] or [sorted(pending)]
-        pools = [_pool(min(workers, len(batch))) for batch in batches]
+        pools = [spawned_pool(min(workers, len(batch))) for batch in batches]
         futures: dict[Future[list[Outcome]], tuple[int, bool]] = {}
         try:
             for pool, batch in zip(pools, batches, strict=True):
@@ -98,28 +92,6 @@ def run_local(runner: Runner, command: str, parts: list[list[Point]], workers: i
         finally:  # a sweep stopped early (an error, Ctrl-C) waits only for the partitions already running
             for pool in pools:
                 pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _pool(workers: int) -> ProcessPoolExecutor:
-    """A pool of ``workers`` spawned processes that leave when this one is gone."""
-    import multiprocessing
-
-    spawn = multiprocessing.get_context("spawn")
-    return ProcessPoolExecutor(workers, mp_context=spawn, initializer=_leave_with_parent, initargs=(os.getpid(),))
-
-
-def _leave_with_parent(parent: int) -> None:
-    """A pool worker's watch on the sweep: when the process that started it is gone (killed), the worker
-    exits rather than wait forever on a queue that it holds open itself."""
-    import threading
-    import time
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(PARENT_POLL_S)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="sweep-parent-watch", daemon=True).start()
 
 
 def run_ray(

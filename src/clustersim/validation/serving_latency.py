@@ -60,8 +60,10 @@ before the caps).
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import as_completed
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -70,6 +72,7 @@ import numpy as np
 from clustersim.catalog.registry import Catalog
 from clustersim.choices import Batching
 from clustersim.errors import ClusterSimError
+from clustersim.processes import spawned_pool
 from clustersim.serving.simulate import Load, simulate
 from clustersim.validation.cases import Case, as_case
 from clustersim.validation.disaggregated_cases import disaggregation
@@ -175,6 +178,57 @@ def server_latency(
     result = best or steady_means(deployment, low, requests, seeds)
     _CACHE[key] = result
     return result
+
+
+def search_server_latencies(
+    cases: Sequence[Case],
+    catalog: Catalog,
+    *,
+    workers: int = 1,
+    progress: Callable[[int, int], None] | None = None,
+    requests: int = SEARCH_REQUESTS,
+    steps: int = SEARCH_STEPS,
+    seeds: tuple[int, ...] = SEEDS,
+) -> int:
+    """Run ``server_latency``'s search (``requests``, ``steps``, ``seeds`` as there) for every case the simulator
+    scores (``simulates_latency``), each distinct replica once, on ``workers`` spawned processes (1: here, one after
+    another), into the cache the predictor reads; ``progress(done, total)`` after each. The searches are independent
+    and seeded, so the answers are those of one process. Returns how many searches ran."""
+    if workers < 1:
+        raise ClusterSimError(f"workers: {workers} is not a count of processes; give 1 or more", field="workers")
+    pending: dict[str, Case] = {}
+    for case in cases:
+        if _searchable(case, catalog):
+            key = f"{_replica_key(case)}|{requests}|{steps}|{seeds}"
+            if key not in _CACHE:
+                pending.setdefault(key, case)
+    total = len(pending)
+    if workers == 1 or total < 2:
+        for done, case in enumerate(pending.values(), start=1):
+            with contextlib.suppress(ClusterSimError):  # the scoring reports the case's error
+                server_latency(case, catalog, requests=requests, steps=steps, seeds=seeds)
+            if progress is not None:
+                progress(done, total)
+        return total
+    with spawned_pool(min(workers, total)) as pool:
+        futures = {
+            pool.submit(server_latency, case, catalog, requests=requests, steps=steps, seeds=seeds): key
+            for key, case in pending.items()
+        }
+        for done, future in enumerate(as_completed(futures), start=1):
+            with contextlib.suppress(ClusterSimError):  # the scoring reports the case's error
+                _CACHE[futures[future]] = future.result()
+            if progress is not None:
+                progress(done, total)
+    return total
+
+
+def _searchable(case: Case, catalog: Catalog) -> bool:
+    """An inference case the simulator scores (one it cannot read is the scoring's to report)."""
+    try:
+        return case.kind == "inference" and simulates_latency(case, catalog)
+    except ClusterSimError:
+        return False
 
 
 def simulates_latency(case: Case | Mapping[str, Any], catalog: Catalog) -> bool:
