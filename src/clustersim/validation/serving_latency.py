@@ -115,6 +115,11 @@ def _replica_key(case: Case) -> str:
     return json.dumps(data, sort_keys=True)
 
 
+def _search_key(case: Case, requests: int, steps: int, seeds: tuple[int, ...]) -> str:
+    """The cache key of one replica's search: the replica and the search's length."""
+    return f"{_replica_key(case)}|{requests}|{steps}|{seeds}"
+
+
 def steady_means(
     deployment: CaseDeployment, rate_per_replica_s: float, requests: int, seeds: tuple[int, ...] = SEEDS
 ) -> ServerLatency:
@@ -159,7 +164,7 @@ def server_latency(
     workload = case.workload
     if workload is None or workload.scenario != "server":
         raise ClusterSimError(f"case {case.id}: the simulated server latency needs a server case", field="scenario")
-    key = f"{_replica_key(case)}|{requests}|{steps}|{seeds}"
+    key = _search_key(case, requests, steps, seeds)
     if key in _CACHE:
         return _CACHE[key]
     deployment = case_deployment(case, catalog)
@@ -199,7 +204,7 @@ def search_server_latencies(
     pending: dict[str, Case] = {}
     for case in cases:
         if _searchable(case, catalog):
-            key = f"{_replica_key(case)}|{requests}|{steps}|{seeds}"
+            key = _search_key(case, requests, steps, seeds)
             if key not in _CACHE:
                 pending.setdefault(key, case)
     total = len(pending)
