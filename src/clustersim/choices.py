@@ -18,6 +18,15 @@ class Recompute(StrEnum):
     FULL = "full"
 
 
+class SelectiveRecompute(StrEnum):
+    """What a framework's selective recompute gives back in the backward pass: the attention core (Megatron's,
+    Korthikanti et al.: every other activation kept) or every second matmul and the element-wise ops
+    (torchtitan's per-op policy: the other matmuls' and attention's outputs kept)."""
+
+    ATTENTION_CORE = "attention_core"
+    ALTERNATE_MATMULS = "alternate_matmuls"
+
+
 class Batching(StrEnum):
     """How requests share the engine."""
 

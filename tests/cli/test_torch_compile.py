@@ -20,9 +20,9 @@ ENV = {
     "CLUSTERSIM_SOFTWARE": "",
     "COLUMNS": "200",
 }
-# PR #1690's Qwen3 32B run (tests/cli/test_explain_torchtitan.py): 8 H100s, FSDP, local batch 2, full AC
-QWEN3 = ["qwen3-32b", "--instance", "p5.48xlarge", "--nodes", "1", "--tp", "1", "--pp", "1", "--micro-batch", "2",
-         "--global-batch", "16", "--seq", "4096", "--recompute", "full", "--zero", "3",
+# PR #1690's Qwen3 32B run (tests/cli/test_explain_torchtitan.py): 8 H100 96GB, FSDP, local batch 2, full AC
+QWEN3 = ["qwen3-32b", "--instance", "grand-teton-h100-96gb", "--nodes", "1", "--tp", "1", "--pp", "1",
+         "--micro-batch", "2", "--global-batch", "16", "--seq", "4096", "--recompute", "full", "--zero", "3",
          "--framework", "torchtitan"]  # fmt: skip
 
 

@@ -5,7 +5,7 @@ returns the published layout or one it predicts faster, with the reason it wins 
 The plan searches the planner's space with the run's own degrees added where the space lacks them (its
 micro-batch, interleaving, context and expert degrees: Megatron-Bridge's vp 8, MosaicML's micro-batch 56) and
 no memory headroom (the run ran, so it fit). ``test_search_practice`` holds the single-system search to the
-same claim on the SC'21 runs; this holds the planner to it on all of them (about 10 s for the 418 runs, so
+same claim on the SC'21 runs; this holds the planner to it on all of them (about 10 s for the 509 runs, so
 no sample is needed). The only runs exempt are those whose published layout the memory model says does not
 fit the device at all (it over-counts their memory): the planner cannot propose those, and the test names
 them and checks that each is such a run.
@@ -74,9 +74,10 @@ def test_on_every_published_run_the_plan_returns_its_layout_or_one_it_predicts_f
             assert published.memory.required_bytes > system.memory_bytes, (case.id, setup.layout.describe())
             exempt.append(case.id)
     assert len(same) + len(faster) + len(exempt) == len(CASES)
-    # 3 today: Nemotron-4 340B vp 12 and the Llama 3 paper's 405B on 8,192 and 16,384 H100 (Megatron-Bridge's Llama
-    # 3 70B FSDP on GB200 fits since its 40 offloaded layers are priced, and the search returns that layout or faster)
-    assert len(exempt) <= 3, exempt
+    # 4 today: Nemotron-4 340B vp 12, the Llama 3 paper's 405B on 8,192 and 16,384 H100 (Megatron-Bridge's Llama 3
+    # 70B FSDP on GB200 fits since its 40 offloaded layers are priced, and the search returns that layout or faster),
+    # and MosaicML's MPT-350M at micro-batch 18 on 40 GB A100s, 0.07 GiB over once FSDP's gathered 16-bit copies count
+    assert len(exempt) <= 4, exempt
     assert len(same) >= 10
 
 

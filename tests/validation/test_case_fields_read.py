@@ -31,7 +31,7 @@ DROPPED_ON_PURPOSE = {
 def test_every_field_a_bundled_case_states_is_read_or_dropped_on_purpose():
     found: Counter[str] = Counter()
     files = default_case_files()
-    assert len(files) == 7
+    assert len(files) == 8
     for _, path in files:
         found.update(unread_in_file(path))
     assert set(found) <= set(DROPPED_ON_PURPOSE), {k: n for k, n in found.items() if k not in DROPPED_ON_PURPOSE}

@@ -24,7 +24,12 @@ from clustersim.validation.cases import (
     read_cases,
 )
 
-KIND_OF_FILE = {"training.jsonl": "training", "collectives.jsonl": "collective", "inference.jsonl": "inference"}
+KIND_OF_FILE = {
+    "training.jsonl": "training",
+    "collectives.jsonl": "collective",
+    "inference.jsonl": "inference",
+    "memory.jsonl": "memory",
+}
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 
 

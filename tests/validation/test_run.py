@@ -160,6 +160,7 @@ BUNDLED_NAMES = ["collectives.jsonl", "inference.jsonl", "memory.jsonl", "traini
 PROJECT_NAMES = [  # the project's own, after the shared copy
     "project/collectives.jsonl",
     "project/inference.jsonl",
+    "project/memory.jsonl",
     "project/training.jsonl",
 ]
 

@@ -26,10 +26,21 @@ gated MLPs: per layer and micro-batch, with ``S = s b`` tokens (``s`` divided by
   the QKV and MLP inputs ``2Sh``, the projection input ``S q`` and the second MLP GEMM's input ``S f``
   fewer bytes;
 * offloaded layers (``Layout.offload_layers``, pp 1 and no recompute) keep nothing on the device beyond one
-  layer's activations in flight to or from host memory.
+  layer's activations in flight to or from host memory;
+* selective recompute under a framework that recomputes every second matmul instead of the attention core
+  (``SelectiveRecompute.ALTERNATE_MATMULS``, torchtitan's per-op policy: it saves the outputs of ``aten.mm`` but
+  every second one per block, of attention and of the reduce-scatters, and recomputes the rest) keeps the block's
+  input, the first, third, ... matmul outputs in the block's order (Q, K, V, the projection, then the MLP's), the
+  attention output and, with TP, the two reduce-scatters' outputs; a row-parallel matmul's output is a full-width
+  partial sum on every rank.
 
 The first pipeline stage holds ``min(pp, micro-batches)`` micro-batches in flight (x ``1 + (pp-1) /
-(pp vp)`` interleaved); the loss adds 4-byte logits ``4 S V / t``.
+(pp vp)`` interleaved); the last holds one (interleaved: ``(vp - 1) pp + 1`` of its layer chunks) and the loss's
+logits, ``loss_bytes_per_logit`` each (the framework's: 4, Megatron's FP32 softmax), ``S V / t`` of them; the
+heavier of the two is counted. ZeRO 3 also holds the 16-bit copies it gathers, where the framework's are counted
+(``SoftwareProfile.zero3_gathered_units``): at the loss, two gather units (FSDP's a block: the last, kept gathered
+after the forward, and the one prefetched for the backward; DeepSpeed's a submodule, half a GPT block) and the
+output matrix.
 
 Other architectures (see ``Transformer``): Q, K, V and the projection input are ``q + kv + value +
 context`` wide (latent attention's latents are not counted); a MoE model's leading dense layers sit
@@ -44,6 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from clustersim.choices import SelectiveRecompute
 from clustersim.compute.stages import stage_layers
 from clustersim.execution import IntArray, LayoutArrays
 from clustersim.workload.transformer import Transformer
@@ -54,6 +66,7 @@ WEIGHT_BYTES = 2.0  # 16-bit weights
 GRADIENT_BYTES = 4.0  # FP32 main gradients
 OPTIMIZER_BYTES = 12.0  # FP32 master weights, Adam momentum and variance
 ACTIVATION_BYTES = 2.0  # 16-bit activations
+LOSS_BYTES_PER_LOGIT = 4.0  # the FP32 softmax Megatron's vocab-parallel cross entropy keeps for its backward
 # Assumed, not fitted (the ground truth excludes them): memory the framework holds beyond the model
 # (CUDA context, cuBLAS/NCCL workspaces and buffers) and the caching allocator's fragmentation.
 RESERVED_BYTES = 2.5 * 2**30
@@ -81,9 +94,14 @@ class MemoryArrays:
         return self.model_state + self.activations
 
     @property
+    def fragmentation(self) -> FloatArray:
+        """The caching allocator's fragmentation (assumed; see FRAGMENTATION)."""
+        return FRAGMENTATION * self.activations
+
+    @property
     def overhead(self) -> FloatArray:
         """Framework buffers and allocator fragmentation (assumed; see RESERVED_BYTES)."""
-        return RESERVED_BYTES + FRAGMENTATION * self.activations
+        return RESERVED_BYTES + self.fragmentation
 
     @property
     def required(self) -> FloatArray:
@@ -118,16 +136,39 @@ def local_params(groups: tuple[SyncGroup, ...], lay: LayoutArrays, stage: int) -
     return np.asarray(sum(shares), dtype=float)
 
 
+def _layer_params(model: Transformer, lay: LayoutArrays, routed: FloatArray | float) -> FloatArray:
+    """Parameters of one layer on a device with ``routed`` routed-expert parameters per MoE layer."""
+    mlp = model.mlp_params()
+    shared = (model.moe.shared_experts * mlp) if model.moe else mlp
+    tp = lay.tp.astype(float)
+    return np.asarray((model.attention_params() + model.router_params() + shared) / tp + routed, dtype=float) + float(
+        model.layer_norm_params()
+    )
+
+
+def _end_params(model: Transformer, lay: LayoutArrays) -> FloatArray:
+    """The embedding's parameters on a device (with pp 1 an untied output matrix too)."""
+    embedding = model.vocab * model.hidden / lay.tp.astype(float)
+    positions = model.embedding_params() - model.vocab * model.hidden * (1 if model.tied_embeddings else 2)
+    one_stage_output = 0.0 if model.tied_embeddings else embedding  # pp == 1: untied output matrix too
+    return np.asarray(np.where(lay.pp == 1, embedding + positions + one_stage_output, embedding + positions))
+
+
+def gathered_params(model: Transformer, lay: LayoutArrays, layers: float = 2.0) -> FloatArray:
+    """Parameters ZeRO 3 holds gathered at the loss beside its shards: ``layers`` layers' worth of its gather units
+    (FSDP's two blocks: the one it computes and the one it prefetches) and the output matrix (0 below ZeRO 3 or
+    without gathered units)."""
+    routed = (model.moe.experts * model.mlp_params() / lay.ep / lay.etp) if model.moe else 0.0
+    output = model.vocab * model.hidden / lay.tp.astype(float)
+    held = layers * _layer_params(model, lay, routed) + (output if layers > 0 else 0.0)
+    return np.asarray(np.where(lay.zero >= 3, held, 0.0), dtype=float)
+
+
 def _stage_params(model: Transformer, lay: LayoutArrays, routed: FloatArray | float) -> FloatArray:
     """Parameters on a device of the heaviest stage with ``routed`` routed-expert parameters per MoE layer."""
     tp = lay.tp.astype(float)
-    mlp = model.mlp_params()
-    shared = (model.moe.shared_experts * mlp) if model.moe else mlp
-    layer = (model.attention_params() + model.router_params() + shared) / tp + routed + model.layer_norm_params()
-    embedding = model.vocab * model.hidden / tp
-    positions = model.embedding_params() - model.vocab * model.hidden * (1 if model.tied_embeddings else 2)
-    one_stage_output = 0.0 if model.tied_embeddings else embedding  # pp == 1: untied output matrix too
-    ends = np.where(lay.pp == 1, embedding + positions + one_stage_output, embedding + positions)
+    layer = _layer_params(model, lay, routed)
+    ends = _end_params(model, lay)
     held = stage_layers(model, lay) * layer
     dense = (model.attention_params() + model.dense_mlp_params()) / tp + model.layer_norm_params()
     if model.moe_layer_step > 1:  # dense blocks between MoE ones: n blocks hold at most ceil(n / step) MoE ones
@@ -149,9 +190,14 @@ def memory_per_device(
     fused_attention: bool,
     state_bytes: tuple[float, float, float] = (WEIGHT_BYTES, GRADIENT_BYTES, OPTIMIZER_BYTES),
     float8_inputs: bool = False,
+    selective: SelectiveRecompute = SelectiveRecompute.ATTENTION_CORE,
+    loss_bytes_per_logit: float = LOSS_BYTES_PER_LOGIT,
+    zero3_gathered_layers: float = 0.0,
 ) -> MemoryArrays:
     """Memory of each layout (see the module docstring for the accounting); ``state_bytes``: bytes per
-    parameter of the weights, gradients and optimizer state (the framework's: ``SoftwareProfile.state_bytes``)."""
+    parameter of the weights, gradients and optimizer state (the framework's: ``SoftwareProfile.state_bytes``);
+    ``selective`` and ``loss_bytes_per_logit``: what the framework's selective recompute and loss keep;
+    ``zero3_gathered_layers``: the layers' worth of 16-bit weights ZeRO 3 holds gathered (``gathered_params``)."""
     weight_bytes, gradient_bytes, optimizer_bytes = state_bytes
     groups = data_parallel_groups(model, lay)
 
@@ -159,7 +205,7 @@ def memory_per_device(
         """Bytes per device of state that ZeRO ``stage`` and above shard over each group's ranks."""
         return nbytes * local_params(groups, lay, stage)
 
-    weights = sharded(weight_bytes, 3)
+    weights = sharded(weight_bytes, 3) + ACTIVATION_BYTES * gathered_params(model, lay, zero3_gathered_layers)
     gradients = sharded(gradient_bytes, 2)
     optimizer = sharded(optimizer_bytes, 1)
     return MemoryArrays(
@@ -167,28 +213,62 @@ def memory_per_device(
         gradients=gradients,
         optimizer=optimizer,
         activations=activation_bytes(
-            model, lay, seq_len=seq_len, global_batch=global_batch, fused=fused_attention, float8_inputs=float8_inputs
+            model,
+            lay,
+            seq_len=seq_len,
+            global_batch=global_batch,
+            fused=fused_attention,
+            float8_inputs=float8_inputs,
+            selective=selective,
+            loss_bytes_per_logit=loss_bytes_per_logit,
         ),
         params_per_device=np.asarray(sum(held for held, _, _ in groups), dtype=float),
     )
 
 
+def _mlp_width(model: Transformer) -> float:
+    """The inner width a token's MLPs produce in an average layer (a MoE layer's active experts at their capacity)."""
+    capacity = model.moe.capacity_factor if model.moe else 1.0
+    ffn = model.expert_ffn * model.active_mlps * capacity
+    if model.dense_mlp_layers:  # the layers' average MLP
+        share = model.dense_mlp_layers / model.layers
+        ffn = (1 - share) * ffn + share * model.ffn_hidden
+    return float(ffn)
+
+
+def alternate_matmul_bytes(model: Transformer, lay: LayoutArrays, *, seq_len: int) -> FloatArray:
+    """Bytes one layer keeps for one micro-batch under a per-op policy that recomputes every second matmul (see the
+    module docstring): the block's input, matmuls 1, 3, 5, ... of Q, K, V, the projection and the MLP's (a
+    column-parallel output split over TP, a row-parallel one a full-width partial sum), attention's output and,
+    with TP, the two reduce-scatters' outputs."""
+    tokens = seq_len / lay.cp * lay.micro_batch
+    tp = lay.tp.astype(float)
+    h, ffn = float(model.hidden), _mlp_width(model)
+    split = [model.q_width, model.kv_width, model.value_width, 0.0] + [ffn] * (model.ffn_type.num_matrices - 1) + [0.0]
+    whole = [0.0, 0.0, 0.0, h] + [0.0] * (model.ffn_type.num_matrices - 1) + [h]  # row-parallel: before the reduce
+    kept = sum(split[0::2]) / tp + sum(whole[0::2]) + model.context_width / tp
+    kept = kept + h / np.where(lay.sequence_parallel, tp, 1.0) + np.where(tp > 1, 2.0 * h / tp, 0.0)
+    return np.asarray(ACTIVATION_BYTES * tokens * kept, dtype=float)
+
+
 def layer_activation_bytes(
-    model: Transformer, lay: LayoutArrays, *, seq_len: int, fused: bool, float8_inputs: bool = False
+    model: Transformer,
+    lay: LayoutArrays,
+    *,
+    seq_len: int,
+    fused: bool,
+    float8_inputs: bool = False,
+    selective: SelectiveRecompute = SelectiveRecompute.ATTENTION_CORE,
 ) -> FloatArray:
     """Bytes one layer keeps for one micro-batch without full recompute (``float8_inputs``: its GEMM inputs kept
-    in 8 bits)."""
+    in 8 bits; ``selective``: what the framework's selective recompute gives back)."""
     s = seq_len / lay.cp
     tokens = s * lay.micro_batch
     tp = lay.tp.astype(float)
     sp_split = np.where(lay.sequence_parallel, tp, 1.0)
     h, b = model.hidden, ACTIVATION_BYTES
     outside = 5 * b * tokens * h / sp_split
-    capacity = model.moe.capacity_factor if model.moe else 1.0
-    ffn = model.expert_ffn * model.active_mlps * capacity  # inner width a token's MLPs produce
-    if model.dense_mlp_layers:  # the layers' average MLP
-        share = model.dense_mlp_layers / model.layers
-        ffn = (1 - share) * ffn + share * model.ffn_hidden
+    ffn = _mlp_width(model)  # inner width a token's MLPs produce
     attention = model.q_width + model.kv_width + model.value_width + model.context_width
     inside = b * tokens * (attention + ffn * model.ffn_type.num_matrices)
     if float8_inputs:  # a byte less per element of the QKV, projection and both MLP GEMM inputs
@@ -196,14 +276,28 @@ def layer_activation_bytes(
         inside = inside - tokens * (model.context_width + ffn)
     scores = 0.0 if fused else 5 * model.heads * seq_len * tokens
     scores = np.where(lay.recompute_selective, 0.0, scores)
-    return np.asarray(outside + (inside + scores) / tp, dtype=float)
+    kept = outside + (inside + scores) / tp
+    if selective is SelectiveRecompute.ALTERNATE_MATMULS:
+        kept = np.where(lay.recompute_selective, alternate_matmul_bytes(model, lay, seq_len=seq_len), kept)
+    return np.asarray(kept, dtype=float)
 
 
 def activation_bytes(
-    model: Transformer, lay: LayoutArrays, *, seq_len: int, global_batch: int, fused: bool, float8_inputs: bool = False
+    model: Transformer,
+    lay: LayoutArrays,
+    *,
+    seq_len: int,
+    global_batch: int,
+    fused: bool,
+    float8_inputs: bool = False,
+    selective: SelectiveRecompute = SelectiveRecompute.ATTENTION_CORE,
+    loss_bytes_per_logit: float = LOSS_BYTES_PER_LOGIT,
 ) -> FloatArray:
-    """Activation bytes on the first pipeline stage, all micro-batches in flight, plus the logits."""
-    per_layer = layer_activation_bytes(model, lay, seq_len=seq_len, fused=fused, float8_inputs=float8_inputs)
+    """Activation bytes on the heavier of the first pipeline stage (the most micro-batches in flight) and the last
+    (fewer, and the loss's logits at ``loss_bytes_per_logit``)."""
+    per_layer = layer_activation_bytes(
+        model, lay, seq_len=seq_len, fused=fused, float8_inputs=float8_inputs, selective=selective
+    )
     tokens = seq_len / lay.cp * lay.micro_batch
     tp = lay.tp.astype(float)
     checkpoint = ACTIVATION_BYTES * tokens * model.hidden / np.where(lay.sequence_parallel, tp, 1.0)
@@ -214,10 +308,13 @@ def activation_bytes(
     assert lay.offload_layers is not None  # LayoutArrays fills it
     offloaded = lay.offload_layers.astype(float)  # pp 1 only (a layout rule): one micro-batch in flight
     resident = stage_layers(model, lay) - offloaded + np.minimum(offloaded, 1.0)  # one layer on its way
-    layers = resident * in_flight * interleave
     working = np.where(lay.recompute_full, per_layer, 0.0)  # one layer rebuilt at a time
-    logits = 4.0 * tokens * model.vocab / tp
-    return np.asarray(layers * stored + working + logits, dtype=float)
+    first = resident * in_flight * interleave * stored + working
+    # the last rank's warm-up: one micro-batch, or (vp - 1) pp + 1 of its vp layer chunks interleaved
+    last_in_flight = np.minimum(micro_batches * lay.vp, (lay.vp - 1) * lay.pp + 1) / lay.vp
+    logits = loss_bytes_per_logit * tokens * model.vocab / tp
+    last = resident * last_in_flight * stored + working + logits
+    return np.asarray(np.maximum(first, last), dtype=float)
 
 
 def layers_to_offload(required: FloatArray, per_layer: FloatArray, usable_bytes: float, layers: int) -> FloatArray:

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from clustersim.catalog.overlay import RecordFile
 from clustersim.catalog.schema import Accelerator, Dtype
-from clustersim.choices import Recompute
+from clustersim.choices import Recompute, SelectiveRecompute
 from clustersim.compute.memory import GRADIENT_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES
 from clustersim.compute.precision import is_low_precision
 from clustersim.errors import ClusterSimError, UnknownNameError
@@ -203,6 +203,28 @@ class SoftwareProfile(SoftwareSettings):
         False,
         description="FP8 and 4-bit jobs: each GEMM keeps its quantized input (a byte an element) for the weight "
         "gradient instead of the 16-bit one (Transformer Engine's Linear, LayerNormLinear and LayerNormMLP).",
+    )
+    selective_recompute: SelectiveRecompute = Field(
+        SelectiveRecompute.ATTENTION_CORE,
+        description="What a layout's selective recompute runs again in the backward pass, and so what each layer keeps "
+        "(clustersim.compute.memory): the attention core (Megatron) or every second matmul and the element-wise ops "
+        "(torchtitan's per-op policy).",
+    )
+    zero3_gathered_units: float = Field(
+        2.0,
+        ge=0,
+        le=8,
+        description="ZeRO 3: gather units whose 16-bit weights the framework holds beside its shards at the loss, "
+        "with the output matrix (a unit is a layer over zero3_collectives_per_layer): 2, the one it computes and the "
+        "one it prefetches (FSDP's blocks, DeepSpeed's submodules); 0: none counted.",
+    )
+    loss_bytes_per_logit: float = Field(
+        4.0,
+        gt=0,
+        le=32,
+        description="Bytes per logit the loss holds at its peak, on the last pipeline stage: 4, the FP32 softmax "
+        "Megatron's vocab-parallel cross entropy keeps for its backward; 12 where the loss upcasts the logits and "
+        "keeps log-softmax and its gradient in FP32 (torchtitan).",
     )
     activation_offload: bool = Field(
         False,

@@ -167,7 +167,13 @@ def _candidates(
     # space, and of the framework what it runs and how it holds memory, FP8 inputs included (instance types of one
     # node count share it)
     float8_inputs = sw.keeps_float8_inputs(job.precision)  # FP8 GEMM inputs kept in a byte
-    runs = (sw.zero_stages, sw.sharded_pipeline, sw.fused_attention, sw.state_bytes, float8_inputs)
+    holds = (
+        sw.state_bytes,
+        sw.selective_recompute,
+        sw.loss_bytes_per_logit,
+        sw.zero3_gathered_units / sw.zero3_collectives_per_layer,
+    )
+    runs = (sw.zero_stages, sw.sharded_pipeline, sw.fused_attention, holds, float8_inputs)
     key = (system.num_devices, system.scaleup_devices, job.global_batch, job.seq_len, space, runs)
     known = memo.get(key) if memo is not None and software is not None else None
     if known is not None:

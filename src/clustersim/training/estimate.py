@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from clustersim.choices import SelectiveRecompute
 from clustersim.compute.efficiency import FamilyEfficiency, efficiency_for
 from clustersim.compute.memory import MemoryArrays, memory_per_device
 from clustersim.compute.software import SoftwareProfile, software_for
@@ -19,7 +20,7 @@ from clustersim.system import System
 from clustersim.training.job import JobTotals, TrainingJob, job_totals
 from clustersim.training.step import TP_COMM, TP_COMM_INSIDE_WORDS, step_terms
 from clustersim.training.terms import StepTerms, bottleneck_words
-from clustersim.workload.ops import OpKind
+from clustersim.workload.ops import OpKind, alternate_matmul_recompute_flops_per_token
 from clustersim.workload.transformer import Transformer
 
 _GIB = 2**30
@@ -43,11 +44,18 @@ class MemoryBreakdown:
     optimizer_bytes: float
     activations_bytes: float
     overhead_bytes: float  # framework buffers and fragmentation (assumed)
+    fragmentation_bytes: float = 0.0  # of the overhead, the caching allocator's (assumed)
 
     @property
     def total_bytes(self) -> float:
         """Model state and activations (what Korthikanti et al. count)."""
         return self.weights_bytes + self.gradients_bytes + self.optimizer_bytes + self.activations_bytes
+
+    @property
+    def reserved_bytes(self) -> float:
+        """What a caching allocator reserves at the peak (PyTorch's ``max_memory_reserved``): the total and its
+        fragmentation, not the framework's buffers outside it."""
+        return self.total_bytes + self.fragmentation_bytes
 
     @property
     def required_bytes(self) -> float:
@@ -189,6 +197,9 @@ def layouts_memory(model: Transformer, layouts: LayoutArrays, job: TrainingJob, 
         fused_attention=sw.fused_attention,
         state_bytes=sw.state_bytes,
         float8_inputs=sw.keeps_float8_inputs(job.precision),
+        selective=sw.selective_recompute,
+        loss_bytes_per_logit=sw.loss_bytes_per_logit,
+        zero3_gathered_layers=sw.zero3_gathered_units / sw.zero3_collectives_per_layer,
     )
 
 
@@ -241,13 +252,18 @@ def estimate_layouts(
     model_flops = model.model_flops_per_token(job.seq_len) * job.tokens_per_step
     recompute_per_token = {
         Recompute.NONE: 0.0,
-        Recompute.SELECTIVE: model.attention_flops_per_token(job.seq_len),
+        Recompute.SELECTIVE: (
+            model.attention_flops_per_token(job.seq_len)
+            if sw.selective_recompute is SelectiveRecompute.ATTENTION_CORE
+            else alternate_matmul_recompute_flops_per_token(model, job.seq_len)
+        ),
         Recompute.FULL: model.forward_flops_per_token(job.seq_len) - 2.0 * model.vocab * model.hidden,
     }
     # each array read as Python floats once (a float of one element at a time costs more than the estimate's
     # arithmetic when a planner estimates a few layouts of each of many systems)
     weights, gradients, optimizer = memory.weights.tolist(), memory.gradients.tolist(), memory.optimizer.tolist()
     activations, overhead = memory.activations.tolist(), memory.overhead.tolist()
+    fragmentation = memory.fragmentation.tolist()
     steps = terms.step_s.tolist()
     times = [(name, t.link_s.tolist(), t.exposed_s.tolist()) for name, t in terms.times.items()]
     scopes = [("head (last stage)" if op.in_head else "layer") for op in terms.operations]
@@ -261,6 +277,7 @@ def estimate_layouts(
             optimizer_bytes=optimizer[i],
             activations_bytes=activations[i],
             overhead_bytes=overhead[i],
+            fragmentation_bytes=fragmentation[i],
         )
         step_s = steps[i]
         top, _, top_exposed = max(times, key=lambda item: item[2][i])

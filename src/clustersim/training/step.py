@@ -29,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from clustersim.catalog.schema import Dtype
+from clustersim.choices import SelectiveRecompute
 from clustersim.compute.dispatch import network_copy_ratio
 from clustersim.compute.efficiency import FamilyEfficiency
 from clustersim.compute.memory import WEIGHT_BYTES, SyncGroup, data_parallel_groups, local_params
@@ -42,7 +43,13 @@ from clustersim.training.offload import offload_times
 from clustersim.training.pricing import OperationTimes, Systems, collective_s, operation_times
 from clustersim.training.terms import STEP_TERMS, StepTerms, TermTimes, step_term
 from clustersim.training.zero3 import zero3_times
-from clustersim.workload.ops import Operation, OpKind, head_operations, layer_operations
+from clustersim.workload.ops import (
+    Operation,
+    OpKind,
+    alternate_matmul_recompute_share,
+    head_operations,
+    layer_operations,
+)
 from clustersim.workload.transformer import Transformer
 
 FloatArray = npt.NDArray[np.float64]
@@ -210,10 +217,20 @@ class StepContext:
         return self.layers_here * self.layer_bwd + self.stage[1] * sum(t.backward_s for t in self.head)
 
     @_derived
+    def selective_fwd(self) -> FloatArray:
+        """Forward time of what one layer's selective recompute runs again: the attention core, or under the
+        framework's per-op policy every second matmul and the element-wise passes."""
+        if self.sw.selective_recompute is SelectiveRecompute.ATTENTION_CORE:
+            return self.attention_fwd
+        shares = {op.name: alternate_matmul_recompute_share(self.model, op) for op in self.layer_ops}
+        total = sum((t.forward_s * shares[t.name] for t in self.layer), np.zeros_like(self.tokens))
+        return np.asarray(total, dtype=np.float64)
+
+    @_derived
     def rec_mb(self) -> FloatArray:
-        """Recomputed forward time of one micro-batch: whole layers (full) or the attention core (selective)."""
+        """Recomputed forward time of one micro-batch: whole layers (full) or what selective recompute repeats."""
         full, selective = self.lay.recompute_full, self.lay.recompute_selective
-        return self.layers_here * np.where(full, self.layer_fwd, np.where(selective, self.attention_fwd, 0.0))
+        return self.layers_here * np.where(full, self.layer_fwd, np.where(selective, self.selective_fwd, 0.0))
 
     @_derived
     def micro_batches(self) -> FloatArray:

@@ -25,7 +25,12 @@ PRIMARY_FIELDS: dict[str, tuple[str, ...]] = {
     "training": ("step_time_s", "tokens_per_s_per_device", "model_tflops_per_device", "hw_tflops_per_device", "mfu"),
     "inference": ("output_tokens_per_s",),
     "collective": ("busbw_GBps", "algbw_GBps", "time_us"),
-    "memory": ("total_GiB_per_device", "weights_and_optimizer_GiB_per_device", "activations_GiB_per_device"),
+    "memory": (
+        "total_GiB_per_device",
+        "weights_and_optimizer_GiB_per_device",
+        "activations_GiB_per_device",
+        "reserved_GiB_per_device",
+    ),
 }
 MAX_ID_CHARS = 256
 PRECISIONS = ("bf16", "fp16", "fp8", "mxfp8", "nvfp4", "mxfp4")

@@ -197,10 +197,12 @@ def training_value(estimate: Estimate, field: str) -> float:
 
 
 def predict_memory_case(case: Case | Mapping[str, Any], field: str, catalog: Catalog) -> float:
-    """The case's ``field`` in GiB per device (model state, activations, or their total)."""
+    """The case's ``field`` in GiB per device (model state, activations, their total, or what PyTorch's caching
+    allocator reserves at the peak: the total and its fragmentation)."""
     memory = estimate_case(case, catalog).memory
     values = {
         "total_GiB_per_device": memory.total_bytes,
+        "reserved_GiB_per_device": memory.reserved_bytes,
         "weights_and_optimizer_GiB_per_device": memory.weights_bytes + memory.gradients_bytes + memory.optimizer_bytes,
         "activations_GiB_per_device": memory.activations_bytes,
     }

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from clustersim.catalog.registry import Catalog
 from clustersim.intervals import Residual
+from clustersim.intervals.residuals import KINDS as INTERVAL_KINDS
 from clustersim.validation.cases import bundled_dir, read_cases, source_key
 from clustersim.validation.intervals import CASE_FILES, Prediction, residuals_of
 from clustersim.validation.run import validate_cases
@@ -26,6 +27,10 @@ def unfitted_residuals(paths: Sequence[Path], catalog: Catalog) -> tuple[list[Re
     left: list[tuple[str, str]] = [(s.id, s.reason) for s in report.skipped]
     scores = [(s, True) for s in report.cases] + [(s, False) for s in report.field_cases]  # then the latencies
     for score, primary in scores:
+        if score.kind not in INTERVAL_KINDS:  # memory: no interval is sized from residuals
+            if primary:
+                left.append((score.id, f"{score.kind} figures have no intervals to size"))
+            continue
         fitted = report.fitted_on.get(score.kind, frozenset())
         if fitted is None or score.id in fitted or score.source in fitted_sources.get(score.kind, set()):
             if primary:  # a case is listed once, by its primary figure

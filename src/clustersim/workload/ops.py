@@ -332,6 +332,31 @@ def _keys_per_query(model: Transformer, seq_len: int, fused: bool) -> float:
     return ((model.layers - windowed) * seq_len * CAUSAL_FRACTION + windowed * window_keys) / model.layers
 
 
+def alternate_matmul_recompute_share(model: Transformer, op: Operation) -> float:
+    """The share of a layer operation's forward that a selective recompute of every second matmul runs again
+    (torchtitan's per-op policy; ``clustersim.compute.memory`` keeps the other matmuls' outputs): of the Q, K, V
+    matmuls K's, the projection, the MLP's second, fourth, ... matrix (a gated MLP's second up matrix, a plain one's
+    down matrix), and every element-wise pass; not the attention core, whose output is kept, nor the router."""
+    if op.kind is OpKind.MEMORY:
+        return 1.0
+    if op.name == "qkv":
+        return model.kv_width / (model.q_width + model.kv_width + model.value_width)
+    if op.name == "output projection":
+        return 1.0
+    if op.name in ("mlp", "experts"):
+        matrices = model.ffn_type.num_matrices
+        return (matrices // 2) / matrices
+    return 0.0
+
+
+def alternate_matmul_recompute_flops_per_token(model: Transformer, seq_len: int) -> float:
+    """FLOPs per token that the every-second-matmul policy recomputes over the layers
+    (``alternate_matmul_recompute_share`` of each layer operation)."""
+    one = np.ones(1)
+    ops = layer_operations(model, tokens=one, seq_len=seq_len, tp=one, sp_split=one, ep=one, fused_attention=True)
+    return float(sum(op.flop[0] * alternate_matmul_recompute_share(model, op) for op in ops)) * model.layers
+
+
 def head_operations(
     model: Transformer, *, tokens: FloatArray, tp: FloatArray, eager_elementwise: bool = False
 ) -> list[Operation]:
