@@ -23,7 +23,7 @@ from clustersim.compute.memory import (
     params_per_device,
 )
 from clustersim.compute.software import software_for
-from clustersim.execution import Layout, LayoutArrays, Recompute
+from clustersim.execution import Layout, Recompute
 from clustersim.system import system_for_accelerator
 from clustersim.training.estimate import estimate_training
 from clustersim.training.job import TrainingJob
@@ -33,19 +33,13 @@ from clustersim.workload.ops import (
     layer_operations,
 )
 from clustersim.workload.transformer import Transformer
+from tests.compute.test_memory_closed_form import LLAMA, arrays
 
-# h = 64, q = 64, kv = v = 16 (2 KV heads of 8), SwiGLU f = 160, V = 1000.
-LLAMA = Transformer(
-    name="llama-tiny", layers=4, hidden=64, ffn_hidden=160, heads=8, kv_heads=2, vocab=1000, ffn_type="swiglu"
-)
+# The closed-form tests' model (h = 64, q = 64, kv = v = 16, SwiGLU f = 160, V = 1000) and its plain-MLP twin.
 GELU = Transformer(
     name="gelu-tiny", layers=4, hidden=64, ffn_hidden=160, heads=8, kv_heads=2, vocab=1000, ffn_type="gelu"
 )
 ALTERNATE = SelectiveRecompute.ALTERNATE_MATMULS
-
-
-def arrays(**layout: object) -> LayoutArrays:
-    return LayoutArrays.of([Layout(**layout)])  # type: ignore[arg-type]
 
 
 def test_the_per_op_policy_keeps_the_input_q_v_the_first_up_and_the_down_matrix_and_attention():
