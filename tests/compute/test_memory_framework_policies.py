@@ -152,3 +152,25 @@ def test_torchtitan_prices_its_selective_recompute_and_memory_by_its_policy():
     assert ours.memory.activations_bytes < core.memory.activations_bytes
     recompute = {t.name: t.exposed_s for t in ours.terms}["recompute"]
     assert recompute > {t.name: t.exposed_s for t in core.terms}["recompute"]
+
+
+def test_torchtitans_tensor_parallelism_keeps_the_gathered_gemm_inputs_and_gathers_them_once():
+    tokens = 128
+    lay = arrays(tp=4, dp=1, sequence_parallel=True)
+    split = layer_activation_bytes(LLAMA, lay, seq_len=128, fused=True)[0]
+    whole = layer_activation_bytes(LLAMA, lay, seq_len=128, fused=True, gathered_inputs=True)[0]
+    assert whole - split == pytest.approx(2 * 2 * tokens * 64 * (1 - 1 / 4))  # the QKV and MLP inputs, not split
+    # without sequence parallelism nothing was split: nothing changes
+    plain = arrays(tp=4, dp=1)
+    assert layer_activation_bytes(LLAMA, plain, seq_len=128, fused=True, gathered_inputs=True)[0] == pytest.approx(
+        layer_activation_bytes(LLAMA, plain, seq_len=128, fused=True)[0]
+    )
+    # the time: kept, they are not gathered again in the backward pass (one all-reduce's worth of the five)
+    catalog = load_catalog()
+    system = system_for_accelerator(catalog, "h100-sxm", devices=8, devices_per_node=8)
+    job, layout = TrainingJob(seq_len=128, global_batch=8), Layout(tp=4, dp=2, sequence_parallel=True, zero=3)
+    titan = software_for("torchtitan", "hopper")
+    regathers = titan.model_copy(update={"tp_keeps_gathered_inputs": False})
+    kept = {t.name: t.link_s for t in estimate_training(LLAMA, system, layout, job, software=titan).terms}
+    again = {t.name: t.link_s for t in estimate_training(LLAMA, system, layout, job, software=regathers).terms}
+    assert kept["tp comm"] == pytest.approx(again["tp comm"] * 4 / 5)

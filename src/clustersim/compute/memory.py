@@ -14,7 +14,9 @@ Activations follow Korthikanti et al. 2022 (arXiv 2205.05198, section 4), genera
 gated MLPs: per layer and micro-batch, with ``S = s b`` tokens (``s`` divided by ``cp``), bytes
 
 * outside the tensor-parallel region (split by ``t`` only with sequence parallelism): two norm
-  inputs ``4Sh``, QKV and MLP inputs ``4Sh``, two dropout masks ``2Sh``: ``10Sh``;
+  inputs ``4Sh``, QKV and MLP inputs ``4Sh``, two dropout masks ``2Sh``: ``10Sh``; a framework whose tensor
+  parallelism keeps the QKV and MLP inputs as it gathered them for the weight gradients (torchtitan's
+  ``ColwiseParallel``, not Megatron's gather again in the backward) keeps those ``4Sh`` whole;
 * inside (split by ``t``): Q, K, V ``2S(q + 2kv)``, the projection input ``2Sq``, the MLP's inner
   activations ``2S f (matrices - 1) + 2S f`` per active expert;
 * the attention scores ``5 a s S`` (split by ``t``) unless the kernel is fused (flash attention) or
@@ -193,11 +195,13 @@ def memory_per_device(
     selective: SelectiveRecompute = SelectiveRecompute.ATTENTION_CORE,
     loss_bytes_per_logit: float = LOSS_BYTES_PER_LOGIT,
     zero3_gathered_layers: float = 0.0,
+    gathered_inputs: bool = False,
 ) -> MemoryArrays:
     """Memory of each layout (see the module docstring for the accounting); ``state_bytes``: bytes per
     parameter of the weights, gradients and optimizer state (the framework's: ``SoftwareProfile.state_bytes``);
     ``selective`` and ``loss_bytes_per_logit``: what the framework's selective recompute and loss keep;
-    ``zero3_gathered_layers``: the layers' worth of 16-bit weights ZeRO 3 holds gathered (``gathered_params``)."""
+    ``zero3_gathered_layers``: the layers' worth of 16-bit weights ZeRO 3 holds gathered (``gathered_params``);
+    ``gathered_inputs``: tensor parallelism keeps the QKV and MLP inputs it gathered (``layer_activation_bytes``)."""
     weight_bytes, gradient_bytes, optimizer_bytes = state_bytes
     groups = data_parallel_groups(model, lay)
 
@@ -221,6 +225,7 @@ def memory_per_device(
             float8_inputs=float8_inputs,
             selective=selective,
             loss_bytes_per_logit=loss_bytes_per_logit,
+            gathered_inputs=gathered_inputs,
         ),
         params_per_device=np.asarray(sum(held for held, _, _ in groups), dtype=float),
     )
@@ -259,15 +264,18 @@ def layer_activation_bytes(
     fused: bool,
     float8_inputs: bool = False,
     selective: SelectiveRecompute = SelectiveRecompute.ATTENTION_CORE,
+    gathered_inputs: bool = False,
 ) -> FloatArray:
     """Bytes one layer keeps for one micro-batch without full recompute (``float8_inputs``: its GEMM inputs kept
-    in 8 bits; ``selective``: what the framework's selective recompute gives back)."""
+    in 8 bits; ``selective``: what the framework's selective recompute gives back; ``gathered_inputs``: the QKV and
+    MLP inputs kept as tensor parallelism gathered them, whole, not split over the sequence)."""
     s = seq_len / lay.cp
     tokens = s * lay.micro_batch
     tp = lay.tp.astype(float)
     sp_split = np.where(lay.sequence_parallel, tp, 1.0)
     h, b = model.hidden, ACTIVATION_BYTES
-    outside = 5 * b * tokens * h / sp_split
+    gemm_inputs = 2 * b * tokens * h  # the QKV and MLP inputs
+    outside = 3 * b * tokens * h / sp_split + (gemm_inputs if gathered_inputs else gemm_inputs / sp_split)
     ffn = _mlp_width(model)  # inner width a token's MLPs produce
     attention = model.q_width + model.kv_width + model.value_width + model.context_width
     inside = b * tokens * (attention + ffn * model.ffn_type.num_matrices)
@@ -292,11 +300,18 @@ def activation_bytes(
     float8_inputs: bool = False,
     selective: SelectiveRecompute = SelectiveRecompute.ATTENTION_CORE,
     loss_bytes_per_logit: float = LOSS_BYTES_PER_LOGIT,
+    gathered_inputs: bool = False,
 ) -> FloatArray:
     """Activation bytes on the heavier of the first pipeline stage (the most micro-batches in flight) and the last
     (fewer, and the loss's logits at ``loss_bytes_per_logit``)."""
     per_layer = layer_activation_bytes(
-        model, lay, seq_len=seq_len, fused=fused, float8_inputs=float8_inputs, selective=selective
+        model,
+        lay,
+        seq_len=seq_len,
+        fused=fused,
+        float8_inputs=float8_inputs,
+        selective=selective,
+        gathered_inputs=gathered_inputs,
     )
     tokens = seq_len / lay.cp * lay.micro_batch
     tp = lay.tp.astype(float)

@@ -218,6 +218,12 @@ class SoftwareProfile(SoftwareSettings):
         "with the output matrix (a unit is a layer over zero3_collectives_per_layer): 2, the one it computes and the "
         "one it prefetches (FSDP's blocks, DeepSpeed's submodules); 0: none counted.",
     )
+    tp_keeps_gathered_inputs: bool = Field(
+        False,
+        description="Tensor parallelism keeps the QKV and MLP inputs it all-gathered for the weight gradients, whole "
+        "(torchtitan's ColwiseParallel), where Megatron keeps them split over the sequence and gathers them again in "
+        "the backward pass.",
+    )
     loss_bytes_per_logit: float = Field(
         4.0,
         gt=0,

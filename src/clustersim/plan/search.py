@@ -172,6 +172,7 @@ def _candidates(
         sw.selective_recompute,
         sw.loss_bytes_per_logit,
         sw.zero3_gathered_units / sw.zero3_collectives_per_layer,
+        sw.tp_keeps_gathered_inputs,
     )
     runs = (sw.zero_stages, sw.sharded_pipeline, sw.fused_attention, holds, float8_inputs)
     key = (system.num_devices, system.scaleup_devices, job.global_batch, job.seq_len, space, runs)
@@ -216,7 +217,12 @@ def _offloaded(
     float8 = sw.keeps_float8_inputs(job.precision)
     with np.errstate(divide="ignore", invalid="ignore"):  # positions outside the rules may hold no figure
         per_layer = layer_activation_bytes(
-            model, lay, seq_len=job.seq_len, fused=sw.fused_attention, float8_inputs=float8
+            model,
+            lay,
+            seq_len=job.seq_len,
+            fused=sw.fused_attention,
+            float8_inputs=float8,
+            gathered_inputs=sw.tp_keeps_gathered_inputs,
         )
         count = layers_to_offload(required, per_layer, usable_bytes, model.layers)
     eligible = (lay.pp == 1) & ~lay.recompute_full & ~lay.recompute_selective

@@ -28,7 +28,12 @@ def offload_times(ctx: Any) -> TermTimes:  # a clustersim.training.step.StepCont
         return TermTimes(zero, zero)
     float8 = ctx.sw.keeps_float8_inputs(ctx.precision)
     per_layer = layer_activation_bytes(
-        ctx.model, lay, seq_len=ctx.seq_len, fused=ctx.sw.fused_attention, float8_inputs=float8
+        ctx.model,
+        lay,
+        seq_len=ctx.seq_len,
+        fused=ctx.sw.fused_attention,
+        float8_inputs=float8,
+        gathered_inputs=ctx.sw.tp_keeps_gathered_inputs,
     )
     host = np.asarray(ctx.system.host_copy_bytes_per_s, dtype=float)  # NaN where not recorded (refused before)
     copy = np.where(layers > 0, per_layer / np.where(np.isfinite(host), host, np.inf), 0.0)

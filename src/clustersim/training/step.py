@@ -250,11 +250,13 @@ class StepContext:
 
         Two all-reduces forward, two backward, two more in a fully recomputed forward; sequence
         parallelism swaps each for an all-gather + reduce-scatter (same bytes) and all-gathers the two
-        GEMM inputs again in the backward pass (one all-reduce's worth).
+        GEMM inputs again in the backward pass (one all-reduce's worth), unless the framework kept them
+        gathered (``tp_keeps_gathered_inputs``) and no selective recompute gathers them again.
         """
         lay = self.lay
         per_layer = self.collective_s(Op.ALL_REDUCE, self.act_bytes, lay.tp, np.ones_like(lay.tp))
-        count = 4 + 2 * lay.recompute_full + lay.sequence_parallel
+        regather = lay.sequence_parallel & (lay.recompute_selective | (not self.sw.tp_keeps_gathered_inputs))
+        count = 4 + 2 * lay.recompute_full + regather
         link = self.layers_here * count * per_layer
         gemm_time = self.layers_here * (self.linear_fwd * (3 + lay.recompute_full))
         overlap = np.where(np.isnan(lay.tp_overlap), float(self.sw.tp_overlap), lay.tp_overlap) > 0
