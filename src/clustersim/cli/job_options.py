@@ -75,7 +75,8 @@ RecomputeOpt = Annotated[
     typer.Option(
         "--recompute",
         case_sensitive=False,
-        help=f"Activation recompute {LAYOUT_DEFAULT}.",
+        help="Activation recompute: full (whole layers) or selective, what the framework's own policy runs again "
+        f"(Megatron: the attention core; torchtitan: every other matmul and the element-wise ops) {LAYOUT_DEFAULT}.",
     ),
 ]
 TrainGlobalBatchOpt = Annotated[
