@@ -174,3 +174,12 @@ def test_torchtitans_tensor_parallelism_keeps_the_gathered_gemm_inputs_and_gathe
     kept = {t.name: t.link_s for t in estimate_training(LLAMA, system, layout, job, software=titan).terms}
     again = {t.name: t.link_s for t in estimate_training(LLAMA, system, layout, job, software=regathers).terms}
     assert kept["tp comm"] == pytest.approx(again["tp comm"] * 4 / 5)
+
+
+def test_the_per_op_policy_splits_over_context_and_two_tensor_ranks_as_the_layer_does():
+    one = alternate_matmul_bytes(LLAMA, arrays(dp=1, recompute=Recompute.SELECTIVE), seq_len=128)[0]
+    halves = alternate_matmul_bytes(LLAMA, arrays(cp=2, dp=1, recompute=Recompute.SELECTIVE), seq_len=128)[0]
+    assert halves == pytest.approx(one / 2)  # each context rank keeps its half of the sequence
+    two = alternate_matmul_bytes(LLAMA, arrays(tp=2, dp=1, recompute=Recompute.SELECTIVE), seq_len=128)[0]
+    split = (64 + 16 + 160 + 64) / 2  # q, v, w1 and attention's output over two ranks
+    assert two == pytest.approx(2 * 128 * (split + 64 + 64 + 2 * 64 / 2))  # w2 and the input whole, two scatters

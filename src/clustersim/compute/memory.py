@@ -52,6 +52,7 @@ activations use the layers' average MLP.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -243,17 +244,18 @@ def _mlp_width(model: Transformer) -> float:
 
 def alternate_matmul_bytes(model: Transformer, lay: LayoutArrays, *, seq_len: int) -> FloatArray:
     """Bytes one layer keeps for one micro-batch under a per-op policy that recomputes every second matmul (see the
-    module docstring): the block's input, matmuls 1, 3, 5, ... of Q, K, V, the projection and the MLP's (a
-    column-parallel output split over TP, a row-parallel one a full-width partial sum), attention's output and,
-    with TP, the two reduce-scatters' outputs."""
+    module docstring): the block's input, matmuls 1, 3, 5, ... of Q, K, V, the projection and the MLP's (Q, V, the
+    MLP's first, third, ... up matrix, split over TP, and its down matrix where it falls on an odd place, a
+    row-parallel output kept whole: a partial sum on every rank), attention's output and, with TP, the two
+    reduce-scatters' outputs."""
     tokens = seq_len / lay.cp * lay.micro_batch
-    tp = lay.tp.astype(float)
+    tp = lay.tp
     h, ffn = float(model.hidden), _mlp_width(model)
-    split = [model.q_width, model.kv_width, model.value_width, 0.0] + [ffn] * (model.ffn_type.num_matrices - 1) + [0.0]
-    whole = [0.0, 0.0, 0.0, h] + [0.0] * (model.ffn_type.num_matrices - 1) + [h]  # row-parallel: before the reduce
-    kept = sum(split[0::2]) / tp + sum(whole[0::2]) + model.context_width / tp
-    kept = kept + h / np.where(lay.sequence_parallel, tp, 1.0) + np.where(tp > 1, 2.0 * h / tp, 0.0)
-    return np.asarray(ACTIVATION_BYTES * tokens * kept, dtype=float)
+    ups = model.ffn_type.num_matrices - 1  # the MLP's column-parallel matrices, at places 5, 6, ... of the block
+    down = h if ups % 2 == 0 else 0.0  # the down matrix, at place 5 + ups
+    split = model.q_width + model.value_width + math.ceil(ups / 2) * ffn + model.context_width
+    kept = split / tp + down + h / np.where(lay.sequence_parallel, tp, 1) + np.where(tp > 1, 2.0 * h / tp, 0.0)
+    return ACTIVATION_BYTES * tokens * kept
 
 
 def layer_activation_bytes(
