@@ -32,7 +32,7 @@ from clustersim.workload.ops import (
     alternate_matmul_recompute_share,
     layer_operations,
 )
-from clustersim.workload.transformer import Transformer
+from clustersim.workload.transformer import MoE, Transformer
 from tests.compute.test_memory_closed_form import LLAMA, arrays
 
 # The closed-form tests' model (h = 64, q = 64, kv = v = 16, SwiGLU f = 160, V = 1000) and its plain-MLP twin.
@@ -183,3 +183,10 @@ def test_the_per_op_policy_splits_over_context_and_two_tensor_ranks_as_the_layer
     two = alternate_matmul_bytes(LLAMA, arrays(tp=2, dp=1, recompute=Recompute.SELECTIVE), seq_len=128)[0]
     split = (64 + 16 + 160 + 64) / 2  # q, v, w1 and attention's output over two ranks
     assert two == pytest.approx(2 * 128 * (split + 64 + 64 + 2 * 64 / 2))  # w2 and the input whole, two scatters
+
+
+def test_zero3_gathers_each_layers_own_routed_experts():
+    moe = LLAMA.model_copy(update={"name": "moe-tiny", "moe": MoE(experts=8, top_k=2)})
+    two, four = arrays(dp=8, ep=2, zero=3), arrays(dp=8, ep=4, zero=3)
+    # two gathered layers of 8 / ep experts each: 2 x (4 - 2) experts' MLPs more at ep 2
+    assert gathered_params(moe, two)[0] - gathered_params(moe, four)[0] == pytest.approx(2 * 2 * moe.mlp_params())
