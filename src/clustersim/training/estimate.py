@@ -253,13 +253,14 @@ def estimate_layouts(
     model_flops = model.model_flops_per_token(job.seq_len) * job.tokens_per_step
     recompute_per_token = {
         Recompute.NONE: 0.0,
-        Recompute.SELECTIVE: (
+        Recompute.FULL: model.forward_flops_per_token(job.seq_len) - 2.0 * model.vocab * model.hidden,
+    }
+    if any(layout.recompute is Recompute.SELECTIVE for layout in layouts):  # what the framework's policy repeats
+        recompute_per_token[Recompute.SELECTIVE] = (
             model.attention_flops_per_token(job.seq_len)
             if sw.selective_recompute is SelectiveRecompute.ATTENTION_CORE
             else alternate_matmul_recompute_flops_per_token(model, job.seq_len)
-        ),
-        Recompute.FULL: model.forward_flops_per_token(job.seq_len) - 2.0 * model.vocab * model.hidden,
-    }
+        )
     # each array read as Python floats once (a float of one element at a time costs more than the estimate's
     # arithmetic when a planner estimates a few layouts of each of many systems)
     weights, gradients, optimizer = memory.weights.tolist(), memory.gradients.tolist(), memory.optimizer.tolist()
