@@ -24,6 +24,7 @@ from clustersim.compute.memory import (
 )
 from clustersim.compute.software import software_for
 from clustersim.execution import Layout, Recompute
+from clustersim.scenario.training import compiled_software
 from clustersim.system import system_for_accelerator
 from clustersim.training.estimate import estimate_training
 from clustersim.training.job import TrainingJob
@@ -190,3 +191,10 @@ def test_zero3_gathers_each_layers_own_routed_experts():
     two, four = arrays(dp=8, ep=2, zero=3), arrays(dp=8, ep=4, zero=3)
     # two gathered layers of 8 / ep experts each: 2 x (4 - 2) experts' MLPs more at ep 2
     assert gathered_params(moe, two)[0] - gathered_params(moe, four)[0] == pytest.approx(2 * 2 * moe.mlp_params())
+
+
+def test_torch_compile_compiles_torchtitans_loss_with_the_model():
+    titan = software_for("torchtitan", "hopper")
+    compiled = compiled_software(titan, True)
+    assert (compiled.eager_elementwise, compiled.loss_bytes_per_logit) == (False, 4.0)
+    assert compiled_software(titan, False).loss_bytes_per_logit == 12.0  # eager: the upcast loss

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from clustersim.catalog.registry import load_catalog
+from clustersim.errors import ClusterSimError
 from clustersim.validation.cases import project_dir
 from clustersim.validation.training import estimate_case
 
@@ -49,3 +50,30 @@ LLAMA31_405B = "titan202408_llama3.1-405b_h100_128gpu_fsdp16_tp8_lbs2_full_bf16"
 def test_the_layouts_torchtitan_ran_fit_and_those_it_reports_out_of_memory_do_not(case: dict, fits: bool) -> None:
     estimate = estimate_case(case, CATALOG)
     assert estimate.fits is fits, (estimate.memory.required_bytes / 2**30, estimate.capacity_bytes / 2**30)
+
+
+TRAINY = "titantrainy202506_llama3.1-8b_h200_32gpu_fsdp32_lbs2_sacop_fp8"
+
+
+def test_a_loss_compiled_with_the_model_holds_4_bytes_a_logit_not_12() -> None:
+    compiled = _case(TRAINY)
+    uncompiled = copy.deepcopy(compiled)
+    uncompiled["software"]["compiled_loss"] = False
+    logits = 2 * 8192 * 128256  # local batch 2 of 8,192 tokens
+    freed = estimate_case(uncompiled, CATALOG).memory.activations_bytes
+    freed -= estimate_case(compiled, CATALOG).memory.activations_bytes
+    assert freed == pytest.approx((12 - 4) * logits)
+
+
+@pytest.mark.parametrize(
+    ("software", "words"),
+    [
+        ({"framework": "torchtitan", "compiled": False, "compiled_loss": True}, "needs software.compiled true"),
+        ({"framework": "megatron", "compiled": True, "compiled_loss": True}, "megatron's loss is its own kernel"),
+    ],
+)
+def test_a_compiled_loss_is_refused_without_a_compiled_run_or_on_a_fused_loss(software: dict, words: str) -> None:
+    case = _case(TRAINY)
+    case["software"] = software
+    with pytest.raises(ClusterSimError, match=words):
+        estimate_case(case, CATALOG)

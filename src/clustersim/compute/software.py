@@ -218,6 +218,14 @@ class SoftwareProfile(SoftwareSettings):
         "with the output matrix (a unit is a layer over zero3_collectives_per_layer): 2, the one it computes and the "
         "one it prefetches (FSDP's blocks, DeepSpeed's submodules); 0: none counted.",
     )
+    compiled_loss_bytes_per_logit: float | None = Field(
+        None,
+        gt=0,
+        le=32,
+        description="Bytes per logit the loss holds at its backward when torch.compile compiles it with the model "
+        "(fused upcast, log-softmax and backward: the 16-bit logits kept and their 16-bit gradient); None: the "
+        "framework's loss is not compiled with it.",
+    )
     tp_keeps_gathered_inputs: bool = Field(
         False,
         description="Tensor parallelism keeps the QKV and MLP inputs it all-gathered for the weight gradients, whole "

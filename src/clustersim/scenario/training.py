@@ -124,7 +124,8 @@ def compiled_software(
     software: SoftwareProfile, torch_compile: bool | None, profiles: dict[str, SoftwareProfile] | None = None
 ) -> SoftwareProfile:
     """``software`` as a run with ``torch_compile`` prices it: true fuses a PyTorch eager stack's element-wise
-    ops (``eager_elementwise`` off), false keeps its eager kernels, none its default; a profile that prices its
+    ops (``eager_elementwise`` off) and its loss where the framework compiles that too
+    (``compiled_loss_bytes_per_logit``), false keeps its eager kernels, none its default; a profile that prices its
     own fused kernels (not eager by default) is refused for either value (``profiles``: named in the message)."""
     if torch_compile is None:
         return software
@@ -137,7 +138,12 @@ def compiled_software(
             field="torch_compile",
             value=torch_compile,
         )
-    return software.model_copy(update={"eager_elementwise": False}) if torch_compile else software
+    if not torch_compile:
+        return software
+    compiled: dict[str, object] = {"eager_elementwise": False}
+    if software.compiled_loss_bytes_per_logit is not None:  # the loss compiled with the model (torchtitan since 2025)
+        compiled["loss_bytes_per_logit"] = software.compiled_loss_bytes_per_logit
+    return software.model_copy(update=compiled)
 
 
 def compile_note(software: SoftwareProfile, torch_compile: bool | None) -> str | None:

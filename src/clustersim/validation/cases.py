@@ -233,6 +233,7 @@ class CaseSoftware(_Part):
     framework: str | None = None
     version: str | None = None
     compiled: bool | None = None  # extra context: torch.compile on or off (null: the framework's default)
+    compiled_loss: bool | None = None  # extra context: the loss compiled with the model too (null: not)
     float8_recipe: str | None = None  # extra context: an FP8 run's recipe (null: the framework's default)
     fp8_attention: bool | None = None  # extra context: attention in FP8 (null: the framework's default)
     fused_expert_mlp: bool | None = None  # extra context: fused grouped expert MLP kernels (null: the default)

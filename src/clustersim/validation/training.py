@@ -69,6 +69,8 @@ def case_setup(
         software = software.model_copy(update={"eager_elementwise": False})
     elif compiled is None and software.eager_elementwise:
         assumed["compiled"] = False  # the framework's default (eager), said per case
+    if case.software and case.software.compiled_loss:
+        software = _compiled_loss(where, software, compiled)
     recipe = case.software.float8_recipe if case.software else None
     if recipe is not None:  # an FP8 run's scaling recipe (null: the profile's, tensorwise in every packaged one)
         if case.precision != "fp8":
@@ -97,6 +99,16 @@ def case_setup(
     software = _stated_kernels(case, model, system, precision, software)
     job = TrainingJob(global_batch=global_batch, seq_len=model.seq_len, precision=precision)
     return CaseSetup(model, system, layout, job, software, assumed)
+
+
+def _compiled_loss(where: str, software: SoftwareProfile, compiled: bool | None) -> SoftwareProfile:
+    """The profile with its loss compiled with the model (``software.compiled_loss``); refused where the run did not
+    compile (``software.compiled`` not true) or the framework's loss is not one torch.compile compiles."""
+    bytes_per_logit = software.compiled_loss_bytes_per_logit
+    if not compiled or bytes_per_logit is None:
+        why = "needs software.compiled true" if not compiled else f"{software.name}'s loss is its own kernel"
+        raise ClusterSimError(f"{where}: software.compiled_loss {why}", field="software.compiled_loss", value=True)
+    return software.model_copy(update={"loss_bytes_per_logit": bytes_per_logit})
 
 
 def _stated_kernels(
