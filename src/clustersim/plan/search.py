@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from clustersim.compute.efficiency import FamilyEfficiency, efficiency_for
-from clustersim.compute.memory import MemoryArrays, layer_activation_bytes, layers_to_offload, offloaded_required
+from clustersim.compute.memory import MemoryArrays, layers_to_offload, offloaded_required
 from clustersim.compute.software import SoftwareProfile, software_for
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout, LayoutArrays
@@ -35,6 +35,7 @@ from clustersim.plan.stage_balance import chosen_layouts, uneven_allowed
 from clustersim.system import System
 from clustersim.training.estimate import layouts_memory
 from clustersim.training.job import TrainingJob
+from clustersim.training.offload import offloaded_layer_bytes
 from clustersim.training.pricing import Systems
 from clustersim.training.step import step_terms
 from clustersim.training.terms import StepTerms
@@ -214,16 +215,8 @@ def _offloaded(
     if not sw.activation_offload or system.host_bytes_per_s is None or system.host_link_shared:
         return None
     lay = grid.arrays()
-    float8 = sw.keeps_float8_inputs(job.precision)
     with np.errstate(divide="ignore", invalid="ignore"):  # positions outside the rules may hold no figure
-        per_layer = layer_activation_bytes(
-            model,
-            lay,
-            seq_len=job.seq_len,
-            fused=sw.fused_attention,
-            float8_inputs=float8,
-            gathered_inputs=sw.tp_keeps_gathered_inputs,
-        )
+        per_layer = offloaded_layer_bytes(model, lay, seq_len=job.seq_len, precision=job.precision, sw=sw)
         count = layers_to_offload(required, per_layer, usable_bytes, model.layers)
     eligible = (lay.pp == 1) & ~lay.recompute_full & ~lay.recompute_selective
     return per_layer, np.where(eligible & (count > 0), count, 0.0)

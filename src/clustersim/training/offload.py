@@ -13,8 +13,27 @@ from typing import Any
 
 import numpy as np
 
-from clustersim.compute.memory import layer_activation_bytes
+from clustersim.catalog.schema import Dtype
+from clustersim.compute.memory import FloatArray, layer_activation_bytes
+from clustersim.compute.software import SoftwareProfile
+from clustersim.execution import LayoutArrays
 from clustersim.training.terms import TermTimes
+from clustersim.workload.transformer import Transformer
+
+
+def offloaded_layer_bytes(
+    model: Transformer, lay: LayoutArrays, *, seq_len: int, precision: Dtype, sw: SoftwareProfile
+) -> FloatArray:
+    """The activation bytes one layer of a layout that recomputes nothing keeps under ``sw`` (its attention kernel,
+    FP8 inputs and tensor-parallel inputs): what offloading it moves each way."""
+    return layer_activation_bytes(
+        model,
+        lay,
+        seq_len=seq_len,
+        fused=sw.fused_attention,
+        float8_inputs=sw.keeps_float8_inputs(precision),
+        gathered_inputs=sw.tp_keeps_gathered_inputs,
+    )
 
 
 def offload_times(ctx: Any) -> TermTimes:  # a clustersim.training.step.StepContext
@@ -26,15 +45,7 @@ def offload_times(ctx: Any) -> TermTimes:  # a clustersim.training.step.StepCont
     if not layers.any():
         zero = np.zeros_like(ctx.tokens)
         return TermTimes(zero, zero)
-    float8 = ctx.sw.keeps_float8_inputs(ctx.precision)
-    per_layer = layer_activation_bytes(
-        ctx.model,
-        lay,
-        seq_len=ctx.seq_len,
-        fused=ctx.sw.fused_attention,
-        float8_inputs=float8,
-        gathered_inputs=ctx.sw.tp_keeps_gathered_inputs,
-    )
+    per_layer = offloaded_layer_bytes(ctx.model, lay, seq_len=ctx.seq_len, precision=ctx.precision, sw=ctx.sw)
     host = np.asarray(ctx.system.host_copy_bytes_per_s, dtype=float)  # NaN where not recorded (refused before)
     copy = np.where(layers > 0, per_layer / np.where(np.isfinite(host), host, np.inf), 0.0)
     link = ctx.micro_batches * layers * 2 * copy
