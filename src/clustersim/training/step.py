@@ -286,15 +286,13 @@ class StepContext:
         the SMs the communication kernels hold (``ep_overlap_sm_share``)."""
         moe = self.model.moe
         if moe is None:
-            zero = np.zeros_like(self.tokens)
-            return TermTimes(zero, zero)
+            return TermTimes(np.zeros_like(self.tokens), np.zeros_like(self.tokens))
         lay, sw = self.lay, self.sw
         # Megatron-Core dispatches the sequence-parallel shard: each TP rank sends its tokens / tp.
         elements = self.tokens / lay.tp.astype(float) * moe.top_k * self.model.hidden
         dispatch_bytes = sw.ep_dispatch_bytes_fp8 if self.precision is Dtype.FP8 else ACT_BYTES
         group = (lay.ep, lay.ep_stride)
-        dispatch = self._ep_alltoall(dispatch_bytes * elements, *group)
-        combine = self._ep_alltoall(ACT_BYTES * elements, *group)
+        dispatch, combine = (self._ep_alltoall(b * elements, *group) for b in (dispatch_bytes, ACT_BYTES))
         moe_layers = self.layers_here * self.model.moe_layers / self.model.layers  # dense layers send no tokens
         link = moe_layers * 2 * (dispatch + combine)
         overlap = np.where(np.isnan(lay.ep_overlap), float(sw.ep_overlap), lay.ep_overlap) > 0
@@ -342,8 +340,7 @@ class StepContext:
     def pp_mb(self) -> FloatArray:
         """PP sends per micro-batch: the stage's output split over its TP ranks, one each way per chunk."""
         lay = self.lay
-        pp_bytes = self.act_bytes / lay.tp.astype(float)
-        hop = self.collective_s(Op.SENDRECV, pp_bytes, np.minimum(lay.pp, 2), lay.tp * lay.cp * lay.dp)
+        hop = self.collective_s(Op.SENDRECV, self.act_bytes / lay.tp, np.minimum(lay.pp, 2), lay.tp * lay.cp * lay.dp)
         return np.where(lay.pp > 1, 2 * lay.vp.astype(float) * hop, 0.0)
 
     @_derived
@@ -436,17 +433,17 @@ TP_COMM_INSIDE_WORDS = "tensor-parallel communication, inside the scale-up domai
 
 @step_term(TP_COMM, "tensor-parallel communication: keep TP inside the scale-up domain or overlap it")
 def _tp(ctx: StepContext) -> TermTimes:
-    return TermTimes(ctx.micro_batches * ctx.tp_mb.link_s, ctx.micro_batches * ctx.tp_mb.exposed_s)
+    return ctx.tp_mb.times(ctx.micro_batches)
 
 
 @step_term("cp comm", "context-parallel exchange")
 def _cp(ctx: StepContext) -> TermTimes:
-    return TermTimes(ctx.micro_batches * ctx.cp_mb.link_s, ctx.micro_batches * ctx.cp_mb.exposed_s)
+    return ctx.cp_mb.times(ctx.micro_batches)
 
 
 @step_term("ep comm", "expert all-to-all")
 def _ep(ctx: StepContext) -> TermTimes:
-    return TermTimes(ctx.micro_batches * ctx.ep_mb.link_s, ctx.micro_batches * ctx.ep_mb.exposed_s)
+    return ctx.ep_mb.times(ctx.micro_batches)
 
 
 @step_term("pp comm", "pipeline send/recv")

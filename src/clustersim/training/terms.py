@@ -32,6 +32,10 @@ class TermTimes:
     link_s: FloatArray
     exposed_s: FloatArray
 
+    def times(self, count: FloatArray) -> TermTimes:
+        """This term ``count`` times over (per micro-batch times over a step's micro-batches)."""
+        return TermTimes(count * self.link_s, count * self.exposed_s)
+
 
 @dataclass(frozen=True)
 class StepTerm:
