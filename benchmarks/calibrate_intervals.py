@@ -1,7 +1,8 @@
 """Make the residuals clustersim's prediction intervals come from (src/clustersim/intervals/residuals.toml).
 
 Runs leave-one-source-out cross-validation over the bundled ground truth and the project's own cases
-(training, inference and collectives: ``clustersim.validation.crossval``, several minutes): a project case
+(training, inference and collectives: ``clustersim.validation.crossval``, several minutes; memory, bundled and
+the project's, which no fit uses, by the packaged model's predictions): a project case
 whose source a fit used (another of its cases in a ``fitted_on``) takes the prediction of the fit without
 that source, one of a source no fit used the packaged constants' (they never saw it, so it is held out
 already). It keeps, per scored case with a held-out prediction,
@@ -40,6 +41,7 @@ from clustersim.intervals.residuals import LATENCY_FIELDS, HeaderValue, default_
 from clustersim.validation.cases import bundled_dir, default_paths, project_case_files, read_all, read_cases
 from clustersim.validation.intervals import (
     CASE_FILES,
+    MEMORY_FILE,
     LeftOut,
     Prediction,
     input_files,
@@ -153,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     fingerprint = inputs_fingerprint()  # before the slow part: the files must not change under it
     catalog = load_catalog(use_env=False)
     cases = {c.id: c for _, path in case_files() for c in read_cases(path)}
-    unfitted, unused = unfitted_residuals(project_case_files(), catalog)
+    unfitted, unused = unfitted_residuals([*project_case_files(), bundled_dir() / MEMORY_FILE], catalog)
     packaged = {r.id for r in unfitted}  # a source no fit used: the packaged prediction is held out
     refitted = [c for c in held_out_cases(args.max_iterations, args.from_json) if c.id not in packaged]
     rows, left = residuals_of(refitted, cases, catalog)

@@ -98,12 +98,12 @@ def job_collectives(run: TrainingRun, level: float) -> list[dict[str, Any]]:
 
 def train_json(run: TrainingRun, level: float) -> dict[str, Any]:
     """What ``train --scenario FILE [--network sim ...] --json`` prints for ``run``."""
-    from clustersim.cli.spreads import training_spread
+    from clustersim.cli.spreads import memory_spread, training_spread
     from clustersim.present.training import estimate_json
 
     estimate = run.estimate
-    spread = training_spread(estimate, run.scenario.system.instance, level, run.scenario.options.catalog)
-    payload = estimate_json(estimate, spread)
+    where = run.scenario.system.instance, level, run.scenario.options.catalog
+    payload = estimate_json(estimate, training_spread(estimate, *where), memory_spread(estimate, *where))
     network = {"network": run.contention.to_dict()} if run.contention is not None else {}
     said: dict[str, Any] = {"params": run.model.num_params(), "layout_chosen": run.layout_chosen}
     said["torch_compile"] = run.scenario.torch_compile  # none: not a setting of the framework

@@ -61,6 +61,24 @@ def training_spread(
     )
 
 
+def memory_spread(
+    estimate: "Estimate", instance: str, level: float, catalog: Sequence[str | Path] = ()
+) -> "Spread | None":
+    """The spread of a training estimate's memory per device on ``instance`` (published peak memory's residuals)."""
+    from clustersim.intervals.layout import layout_features
+
+    layout, precision = estimate.layout, estimate.job.precision.value
+    return spread_on(
+        "memory",
+        instance=instance,
+        framework=estimate.framework or None,
+        devices=estimate.num_devices,
+        level=level,
+        catalog=catalog,
+        layout=layout_features(pp=layout.pp, cp=layout.cp, ep=layout.ep, zero=layout.zero, precision=precision),
+    )
+
+
 def serving_spread(
     estimate: "ServingEstimate",
     instance: str,

@@ -469,15 +469,16 @@ def _show_comparison(comparison: "TrainingComparison", *, as_json: bool, level: 
 
 def _show(run: "TrainingRun", *, as_json: bool, ops: bool, level: float = DEFAULT_LEVEL) -> None:
     from clustersim.cli.report_collectives import train_json
-    from clustersim.cli.spreads import training_spread
+    from clustersim.cli.spreads import memory_spread, training_spread
     from clustersim.present import training as present
 
     if as_json:
         emit_json(train_json(run, level))  # the one definition of train's JSON (the report embeds it too)
         return
     estimate = run.estimate
-    spread = training_spread(estimate, run.scenario.system.instance, level, run.scenario.options.catalog)
-    print_all(*present.estimate_view(estimate, run.model.num_params(), spread))
+    where = run.scenario.system.instance, level, run.scenario.options.catalog
+    spread, memory = training_spread(estimate, *where), memory_spread(estimate, *where)
+    print_all(*present.estimate_view(estimate, run.model.num_params(), spread, memory))
     if estimate.totals is not None and estimate.totals.failures is not None:
         from clustersim.present.reliability import failures_line
 

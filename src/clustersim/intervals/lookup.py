@@ -53,8 +53,13 @@ MIN_SOURCES = 3
 STACK_SOURCES = 2  # a stack's own cases widen another group's interval from this many sources (never narrow it)
 SCALE_EDGES = (64, 512)  # devices: up to 64, 65 to 512, more than 512
 SEPARATE_CHIPS = frozenset({"trainium1", "trainium2", "trainium3"})
-DEFAULT_FRAMEWORK = {"training": "megatron", "inference": "tensorrt-llm", "collective": "nccl-tests"}
-_PLURAL = {"training": "training", "inference": "serving", "collective": "collective"}
+DEFAULT_FRAMEWORK = {
+    "training": "megatron",
+    "inference": "tensorrt-llm",
+    "collective": "nccl-tests",
+    "memory": "megatron",
+}
+_PLURAL = {"training": "training", "inference": "serving", "collective": "collective", "memory": "training memory"}
 
 
 def chip_of(accelerator: str, family: str) -> str:

@@ -2,7 +2,7 @@
 
 ``benchmarks/calibrate_intervals.py --write`` writes it from leave-one-source-out cross-validation
 of the bundled ground truth (``clustersim.validation.crossval``): per scored case, the log residual
-``r = ln(measured / predicted)`` of its duration (a rate's residual has its sign flipped) with the
+``r = ln(measured / predicted)`` of its duration or bytes (a rate's residual has its sign flipped) with the
 prediction made by constants fitted without the case's source, and what the case ran on (kind, chip,
 accelerator, framework, devices and, for training, its layout's features). The file's header records
 when it was made and a ``fingerprint`` (sha256) of the calibration and case files it was made from,
@@ -25,7 +25,7 @@ from clustersim.errors import ClusterSimError
 from clustersim.intervals.layout import ATTENTION_DP, LAYOUT_FEATURES
 
 PACKAGE, FILE_NAME = "clustersim.intervals", "residuals.toml"
-KINDS = ("training", "inference", "collective")
+KINDS = ("training", "inference", "collective", "memory")
 LATENCY_FIELDS = {"ttft_s": "TTFT", "tpot_s": "TPOT"}
 """Serving latency fields (and their names in words): their residuals size only their own field's intervals
 (a case's other residual is of its primary figure, throughput)."""
@@ -45,7 +45,7 @@ class Residual:
 
     id: str
     source: str  # the first word of the case's source (``clustersim.validation.cases.source_key``)
-    kind: str  # training, inference or collective
+    kind: str  # training, inference, collective or memory
     chip: str  # clustersim.intervals.lookup.chip_of(accelerator, family)
     accelerator: str
     framework: str

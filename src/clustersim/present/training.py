@@ -4,7 +4,8 @@ line, the job's totals, a side-by-side comparison and the operations table.
 Each function returns tables or lines (markup strings) for a console to print; nothing is printed here.
 Given a ``Spread`` (``clustersim.intervals``: left-out residuals of published step times), the step,
 tokens/s, MFU and the job's days, device-hours, cost and energy carry their interval; the job's totals
-scale with the step, so they take its relative range.
+scale with the step, so they take its relative range. Given the memory's (left-out residuals of published
+peak memory), the memory per device carries its own, and the fit line says where its upper end leaves none.
 """
 
 from __future__ import annotations
@@ -57,16 +58,25 @@ def training_intervals(estimate: Estimate, spread: Spread) -> dict[str, Interval
 JOB_FIGURES = ("time_s", "device_hours", "cost_usd", "energy_kwh")
 
 
-def estimate_json(estimate: Estimate, spread: Spread | None) -> dict[str, Any]:
+def memory_intervals(estimate: Estimate, memory: Spread) -> dict[str, Interval]:
+    """The interval of the memory per device: the model state and activations (``memory_total_bytes``, what the
+    published peaks measure) and with the assumed overhead (``memory_required_bytes``, what must fit)."""
+    return {
+        "memory_total_bytes": memory.duration(estimate.memory.total_bytes),
+        "memory_required_bytes": memory.duration(estimate.memory.required_bytes),
+    }
+
+
+def estimate_json(estimate: Estimate, spread: Spread | None, memory: Spread | None = None) -> dict[str, Any]:
     """``estimate.to_json()`` with, given ``spread``, ``intervals`` beside the figures they belong to:
     ``{figure: {low, high, level, basis, cases, note}}`` at the top (step, tokens/s, MFU) and in ``job``
-    (time, device-hours, cost, energy)."""
+    (time, device-hours, cost, energy); given ``memory``, the memory's at the top too (``memory_intervals``)."""
     data = estimate.to_json()
-    if spread is None:
-        return data
-    found = {key: i.to_json() for key, i in training_intervals(estimate, spread).items()}
-    data["intervals"] = {key: value for key, value in found.items() if key not in JOB_FIGURES}
-    if data.get("job"):
+    found = {key: i.to_json() for key, i in training_intervals(estimate, spread).items()} if spread else {}
+    found |= {key: i.to_json() for key, i in memory_intervals(estimate, memory).items()} if memory else {}
+    if found:
+        data["intervals"] = {key: value for key, value in found.items() if key not in JOB_FIGURES}
+    if spread is not None and data.get("job"):
         data["job"] = data["job"] | {"intervals": {key: value for key, value in found.items() if key in JOB_FIGURES}}
     return data
 
@@ -89,20 +99,31 @@ def step_table(estimate: Estimate, spread: Spread | None = None) -> Table:
     return table
 
 
-def memory_table(estimate: Estimate) -> Table:
-    """Bytes per device by kind, titled with the device's capacity."""
+def memory_table(estimate: Estimate, memory: Spread | None = None) -> Table:
+    """Bytes per device by kind, titled with the device's capacity; given ``memory``, the total's and the required
+    bytes' interval beside them."""
     table = Table(title=f"memory per device (capacity {format_bytes(estimate.capacity_bytes)})")
     table.add_column("kind")
     table.add_column("bytes", justify="right")
+    ranges = {"total": "memory_total_bytes", "required": "memory_required_bytes"}
+    found = memory_intervals(estimate, memory) if memory else {}
+    if found:
+        table.add_column(f"{memory.level:.0%} interval" if memory else "", justify="right")
     for kind, value in estimate.memory.to_json().items():
-        table.add_row(kind, format_bytes(value))
+        interval = found.get(ranges.get(kind, ""))
+        shown = f"{format_bytes(interval.low)}-{format_bytes(interval.high)}" if interval else ""
+        table.add_row(kind, format_bytes(value), *((shown,) if found else ()))
     return table
 
 
-def utilization_line(estimate: Estimate, spread: Spread | None = None) -> str:
-    """Whether it fits (and the headroom), MFU, HFU, tokens/s per device and the bottleneck."""
+def utilization_line(estimate: Estimate, spread: Spread | None = None, memory: Spread | None = None) -> str:
+    """Whether it fits (and the headroom; given ``memory``, whether its interval's upper end still does), MFU, HFU,
+    tokens/s per device and the bottleneck."""
     headroom = estimate.capacity_bytes - estimate.memory.required_bytes
     fit = "fits" if estimate.fits else "[bold red]does not fit[/]"
+    upper = memory.duration(estimate.memory.required_bytes).high if memory else None
+    if estimate.fits and upper is not None and upper > estimate.capacity_bytes:
+        fit = f"fits, [bold yellow]not at its memory interval's upper end ({format_bytes(upper)})[/]"
     mfu = with_range(f"MFU {100 * estimate.mfu:.1f}%", spread.rate(estimate.mfu) if spread else None, _percent)
     tokens = spread.rate(estimate.tokens_per_s_per_device) if spread else None
     return (
@@ -148,20 +169,24 @@ def totals_line(totals: JobTotals | None, spread: Spread | None = None) -> str |
     return line
 
 
-def estimate_view(estimate: Estimate, params: int, spread: Spread | None = None) -> list[RenderableType]:
+def estimate_view(
+    estimate: Estimate, params: int, spread: Spread | None = None, memory: Spread | None = None
+) -> list[RenderableType]:
     """The whole estimate, in the order ``clustersim train`` prints it (with ``spread``, the headline
-    figures' intervals and where they come from)."""
+    figures' intervals and where they come from; with ``memory``, the memory's)."""
     lines: list[RenderableType] = [
         headline(estimate, params),
         step_table(estimate, spread),
-        memory_table(estimate),
-        utilization_line(estimate, spread),
+        memory_table(estimate, memory),
+        utilization_line(estimate, spread, memory),
     ]
     totals = totals_line(estimate.totals, spread)
     if totals is not None:
         lines.append(totals)
     if spread is not None:
         lines.append(escape(interval_line(spread, "published training runs")))
+    if memory is not None:
+        lines.append(escape(interval_line(memory, "published peak memory")))
     return lines + note_lines(estimate)
 
 

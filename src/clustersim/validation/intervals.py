@@ -28,10 +28,12 @@ from clustersim.intervals import Interval, Residual, ResidualTable, load_residua
 from clustersim.intervals.layout import layout_features, serving_features
 from clustersim.intervals.lookup import DEFAULT_FRAMEWORK, chip_of
 from clustersim.intervals.residuals import round_significant
-from clustersim.validation.cases import Case, bundled_dir, project_case_files
+from clustersim.validation.cases import PRIMARY_FIELDS, Case, bundled_dir, project_case_files
 
 DURATION_FIELDS = frozenset({"step_time_s", "time_us", "ttft_s", "tpot_s"})
-"""Primary fields that are durations; every other (tokens/s, TFLOP/s, MFU, busbw, algbw) is a rate."""
+"""Primary fields that are durations; every other (tokens/s, TFLOP/s, MFU, busbw, algbw) is a rate, but memory."""
+AMOUNT_FIELDS = DURATION_FIELDS | frozenset(PRIMARY_FIELDS["memory"])
+"""Fields whose residual and interval go as the figure itself (durations, and memory's bytes); a rate's are inverted."""
 
 INPUTS: tuple[tuple[str, str, str], ...] = (
     ("compute/efficiency.toml", "clustersim.compute", "efficiency.toml"),
@@ -41,14 +43,16 @@ INPUTS: tuple[tuple[str, str, str], ...] = (
     ("serving/engines.toml", "clustersim.serving", "engines.toml"),
 )
 CASE_FILES = ("training.jsonl", "inference.jsonl", "collectives.jsonl")
-"""The bundled files cross-validated for the residuals (memory cases have no residuals)."""
+"""The bundled files cross-validated for the residuals (memory's are held out already: ``MEMORY_FILE``)."""
+MEMORY_FILE = "memory.jsonl"
+"""The bundled memory cases: no memory constant is fitted, so their residuals are those of the packaged model."""
 
 
 def input_files() -> list[tuple[str, Path]]:
     """The calibration files and the case files (bundled, then the project's own) the residuals are
     made from, named as in the header."""
     found = [(name, Path(str(resources.files(package).joinpath(file)))) for name, package, file in INPUTS]
-    found += [(f"validation/data/{name}", bundled_dir() / name) for name in CASE_FILES]
+    found += [(f"validation/data/{name}", bundled_dir() / name) for name in (*CASE_FILES, MEMORY_FILE)]
     return found + [(f"validation/project/{path.name}", path) for path in project_case_files()]
 
 
@@ -81,7 +85,8 @@ def context_of(case: Case, catalog: Catalog) -> Context:
     framework = (case.software.framework if case.software else None) or DEFAULT_FRAMEWORK.get(case.kind, "")
     groups = case.parallel.attention_dp if case.parallel is not None and case.parallel.attention_dp else 1
     moe = case.model is not None and case.model.moe is not None and bool(case.model.moe.experts)
-    layout = training_layout(case, catalog) if case.kind == "training" else serving_features(groups, experts=moe)
+    training = case.kind in ("training", "memory")
+    layout = training_layout(case, catalog) if training else serving_features(groups, experts=moe)
     return Context(accelerator.id, accelerator.family, framework, system.devices or 1, layout)
 
 
@@ -97,13 +102,13 @@ def training_layout(case: Case, catalog: Catalog) -> tuple[str, ...]:
 
 def predicted_over_measured(row: Residual) -> float:
     """The residual's held-out prediction over the measured value, in its field's own terms."""
-    return math.exp(-row.r) if row.field in DURATION_FIELDS else math.exp(row.r)
+    return math.exp(-row.r) if row.field in AMOUNT_FIELDS else math.exp(row.r)
 
 
 def log_residual(field: str, measured: float, predicted: float) -> float:
-    """``ln(measured / predicted)`` of the duration ``field`` measures (of its inverse for a rate)."""
+    """``ln(measured / predicted)`` of the duration or bytes ``field`` measures (of its inverse for a rate)."""
     r = math.log(measured / predicted)
-    return r if field in DURATION_FIELDS else -r
+    return r if field in AMOUNT_FIELDS else -r
 
 
 class HeldOut(Protocol):
@@ -200,7 +205,7 @@ def case_interval(
     )
     if found is None:
         return None
-    return found.duration(predicted) if field in DURATION_FIELDS else found.rate(predicted)
+    return found.duration(predicted) if field in AMOUNT_FIELDS else found.rate(predicted)
 
 
 @dataclass(frozen=True)
@@ -239,7 +244,7 @@ def left_out(rows: Sequence[Residual], level: float) -> list[LeftOut]:
         # in the duration's terms the prediction is 1 and the measured value e^r; a rate's relative
         # width is that of its own interval
         rate = found.rate(1.0)
-        half = (duration.high - duration.low) / 2 if row.field in DURATION_FIELDS else (rate.high - rate.low) / 2
+        half = (duration.high - duration.low) / 2 if row.field in AMOUNT_FIELDS else (rate.high - rate.low) / 2
         error = abs(predicted_over_measured(row) - 1)
         judged.append(LeftOut(row, duration.contains(math.exp(row.r)), half, error, found.basis))
     return judged

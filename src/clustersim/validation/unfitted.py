@@ -27,7 +27,7 @@ def unfitted_residuals(paths: Sequence[Path], catalog: Catalog) -> tuple[list[Re
     left: list[tuple[str, str]] = [(s.id, s.reason) for s in report.skipped]
     scores = [(s, True) for s in report.cases] + [(s, False) for s in report.field_cases]  # then the latencies
     for score, primary in scores:
-        if score.kind not in INTERVAL_KINDS:  # memory: no interval is sized from residuals
+        if score.kind not in INTERVAL_KINDS:
             if primary:
                 left.append((score.id, f"{score.kind} figures have no intervals to size"))
             continue
