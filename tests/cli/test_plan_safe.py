@@ -29,3 +29,40 @@ def test_safe_ranks_by_the_interval_upper_end_and_says_so() -> None:
     # the cheapest prediction (4 nodes, an interval from the 1-64 device runs) is not the cheapest upper end
     assert nominal["top"][0]["nodes"] != safe["top"][0]["nodes"]
     assert {row["nodes"] for row in nominal["top"]} == {row["nodes"] for row in safe["top"]}
+
+
+def _train(*args: str) -> dict:
+    result = runner.invoke(app, ["train", *args, "--json"], env={"CLUSTERSIM_CATALOG": "", "CLUSTERSIM_MODELS": ""})
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_safe_keeps_only_layouts_that_fit_at_the_upper_end_of_their_memory_interval() -> None:
+    """Llama 3 70B on 4 p5: the fastest layout that fits by the prediction (66.8 GiB of 72 usable) is over the device
+    at the upper end of its memory's 80% interval; --safe chooses one that is not."""
+    job = ("llama3-70b", "--instance", "p5.48xlarge", "--nodes", "4")
+    nominal, safe = _train(*job), _train(*job, "--safe")
+    assert nominal["fits"] and safe["fits"]
+    assert nominal["intervals"]["memory_required_bytes"]["high"] > nominal["capacity_bytes"]
+    assert safe["intervals"]["memory_required_bytes"]["high"] <= 0.9 * safe["capacity_bytes"]  # the headroom too
+    assert safe["step_s"] > nominal["step_s"]  # what the margin costs
+    assert any("fit at their memory interval's upper end" in note for note in safe["notes"])
+    two = runner.invoke(app, ["train", "llama3-70b", "--instance", "p5.48xlarge", "--nodes", "2", "--safe"])
+    assert two.exit_code != 0 and "with the upper end of the memory's interval (--safe)" in " ".join(two.output.split())
+
+
+def test_plan_safe_keeps_only_rows_that_fit_at_the_upper_end_of_their_memory_interval() -> None:
+    args = ["plan", "llama3-70b", "--tokens", "1T", "--instances", "p5.48xlarge", "--nodes", "2,3,4", "--json"]
+    env = {"CLUSTERSIM_CATALOG": "", "CLUSTERSIM_MODELS": ""}
+    nominal = json.loads(runner.invoke(app, args, env=env).stdout)
+    safe = json.loads(runner.invoke(app, [*args, "--safe"], env=env).stdout)
+    layouts = {row["nodes"]: row for row in nominal["top"]}
+    safer = {row["nodes"]: row for row in safe["top"]}
+    usable = 0.9 * 80 * 2**30  # the default headroom
+    # 4 p5: the fastest layout needs 66.8 GiB, under 72 usable but not at its interval's upper end; --safe's needs less
+    assert layouts[4]["memory_required_bytes"] < usable < layouts[4]["memory_required_bytes"] * 1.2
+    assert safer[4]["memory_required_bytes"] < layouts[4]["memory_required_bytes"]
+    assert safer[4]["layout"] != layouts[4]["layout"]
+    # 2 p5: neither fits; --safe says how much more it keeps free
+    assert any("of 72.0 GiB usable (10% headroom)" in note for note in nominal["notes"])
+    assert any("2 x p5.48xlarge" in note and "(26% headroom)" in note for note in safe["notes"])

@@ -119,3 +119,29 @@ def test_serve_gives_throughput_and_latency_their_interval() -> None:
         assert f"published {words} (inference {words}, hopper, vllm, 1-64 devices: " in shown
     compared = json.loads(run("serve", "llama3.1-8b", "--tp", "1", "--compare", "p5e.48xlarge", "--json").stdout)
     assert "intervals" in compared["first"] and "intervals" in compared["second"]
+
+
+def test_train_gives_the_memory_per_device_the_interval_of_published_peaks() -> None:
+    payload = json.loads(run(*TRAIN, "--json").stdout)
+    memory = payload["memory_bytes"]
+    for key, figure in (("memory_total_bytes", memory["total"]), ("memory_required_bytes", memory["required"])):
+        interval = payload["intervals"][key]
+        assert interval["low"] < figure < interval["high"] and interval["level"] == 0.8
+        # Hopper's peaks come from two publications (torchtitan's, torchao's): the three sources' 31, pooled
+        assert interval["basis"].startswith("memory, every chip and stack") and interval["cases"] >= 31
+        assert "from 2 sources on hopper" in interval["note"]
+    total, required = payload["intervals"]["memory_total_bytes"], payload["intervals"]["memory_required_bytes"]
+    assert required["high"] / memory["required"] == pytest.approx(total["high"] / memory["total"])
+    shown = " ".join(run(*TRAIN).stdout.split())
+    assert "80% intervals from left-out residuals of published peak memory (memory, every chip and stack" in shown
+
+
+def test_a_job_that_fits_only_below_its_memory_intervals_upper_end_says_so() -> None:
+    tight = ("train", "llama3-70b", "--instance", "p5.48xlarge", "--nodes", "2", "--tp", "8", "--pp", "2")
+    payload = json.loads(run(*tight, "--recompute", "full", "--json").stdout)
+    assert payload["fits"] and payload["memory_bytes"]["required"] < payload["capacity_bytes"]
+    assert payload["intervals"]["memory_required_bytes"]["high"] > payload["capacity_bytes"]
+    shown = " ".join(run(*tight, "--recompute", "full").stdout.split())
+    assert "fits, not at its memory interval's upper end (" in shown
+    roomy = " ".join(run(*TRAIN).stdout.split())
+    assert "fits (headroom" in roomy and "not at its memory interval" not in roomy

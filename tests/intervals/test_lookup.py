@@ -186,13 +186,16 @@ def test_a_higher_level_needs_more_cases_and_goes_up_the_hierarchy() -> None:
 
 def test_the_packaged_residuals_give_an_interval_for_every_kind() -> None:
     table = load_residuals()
-    assert {r.kind for r in table.residuals} == {"training", "inference", "collective"}
+    assert {r.kind for r in table.residuals} == {"training", "inference", "collective", "memory"}
     step = interval_for("training", accelerator="h100-sxm", family="hopper", framework="megatron", devices=128,
                         predicted=10.0)  # fmt: skip
     assert step is not None and step.low < 10.0 < step.high and step.level == 0.8
     busbw = interval_for("collective", accelerator="h100-sxm", family="hopper", framework=None, devices=16,
                          predicted=100.0, rate=True)  # fmt: skip
     assert busbw is not None and busbw.low < busbw.high
+    peak = interval_for("memory", accelerator="h100-sxm", family="hopper", framework="megatron", devices=64,
+                        predicted=60.0)  # fmt: skip
+    assert peak is not None and peak.low < 60.0 < peak.high  # bytes go as durations: more memory, a higher end
     with pytest.raises(Exception, match="--level"):
         interval_for("training", accelerator="h100-sxm", family="hopper", framework=None, devices=8, predicted=1.0,
                      level=1.0)  # fmt: skip

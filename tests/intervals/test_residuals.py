@@ -50,9 +50,9 @@ def test_a_file_written_reads_back_the_same(tmp_path: Path) -> None:
     [
         ('{ id = "a" }', "missing"),
         (
-            '{ id = "a", source = "s", kind = "memory", chip = "c", accelerator = "x", framework = "f", field = "g", '
+            '{ id = "a", source = "s", kind = "storage", chip = "c", accelerator = "x", framework = "f", field = "g", '
             "devices = 1, r = 0.1 }",
-            "kind 'memory'",
+            r"kind 'storage' \(valid: training, inference, collective, memory\)",
         ),
         (
             '{ id = "a", source = "s", kind = "training", chip = "c", accelerator = "x", framework = "f", field = "g", '
@@ -82,6 +82,8 @@ def test_a_bad_row_is_refused_naming_the_file_and_row(tmp_path: Path, row: str, 
 def test_residuals_are_of_durations_and_rounded() -> None:
     assert log_residual("step_time_s", 11.0, 10.0) == pytest.approx(0.09531, rel=1e-4)
     assert log_residual("tokens_per_s_per_device", 11.0, 10.0) == pytest.approx(-0.09531, rel=1e-4)  # a rate: flipped
+    for memory in ("total_GiB_per_device", "reserved_GiB_per_device"):  # bytes go as durations: more is positive
+        assert log_residual(memory, 11.0, 10.0) == pytest.approx(0.09531, rel=1e-4)
     assert round_significant(0.0123456) == 0.01235 and round_significant(-123456.0) == -123500.0
 
 
@@ -94,6 +96,20 @@ def test_the_project_cases_of_sources_no_fit_used_are_held_out_residuals() -> No
     sources = {r.source for r in rows}
     assert "aws-samples/awsome-distributed-training" not in sources  # its bundled cases were fitted on
     assert any("its source, aws-samples/awsome-distributed-training, was fitted on" in why for _, why in left)
-    assert {r.kind for r in rows} <= {"training", "collective", "inference"} and rows
+    assert {r.kind for r in rows} <= {"training", "collective", "inference", "memory"} and rows
     packaged = {r.id for r in load_residuals().residuals}
     assert {r.id for r in rows} <= packaged  # the packaged residuals include them
+
+
+def test_memory_residuals_are_every_published_peak_held_out() -> None:
+    """No memory constant is fitted: every memory case's residual is the packaged model's, bundled and project's,
+    of its primary figure (Korthikanti's total, torchtitan's and torchao's reserved peak), from three sources."""
+    from clustersim.validation.cases import bundled_dir, primary_field, project_case_files, read_cases
+
+    memory = [c for p in (*project_case_files(), bundled_dir() / "memory.jsonl") if p.name == "memory.jsonl"
+              for c in read_cases(p)]  # fmt: skip
+    rows = {r.id: r for r in load_residuals().residuals if r.kind == "memory"}
+    assert set(rows) == {c.id for c in memory}
+    assert all(rows[c.id].field == primary_field(c) for c in memory)
+    assert {r.source for r in rows.values()} == {"Korthikanti", "pytorch/torchtitan", "pytorch/ao"}
+    assert all(-0.2 < r.r < 0.6 for r in rows.values())  # the model errs low on torchtitan's pipelined 405B (+0.44)

@@ -6,6 +6,7 @@ published layout or one it predicts faster."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,8 +18,9 @@ from clustersim.catalog.registry import load_catalog
 from clustersim.compute.software import software_for, software_profiles
 from clustersim.errors import ClusterSimError
 from clustersim.execution import LayoutArrays
+from clustersim.intervals import spread_for
 from clustersim.plan.planner import PlanPoint, plan_training
-from clustersim.plan.search import choose_layout, chosen_note, rank_layouts
+from clustersim.plan.search import choose_layout, chosen_note, kept_free, rank_layouts
 from clustersim.plan.space import DEFAULT_HEADROOM, SearchSpace, candidate_layouts, pipeline_degrees
 from clustersim.system import System, system_for_instance
 from clustersim.training.estimate import estimate_training
@@ -115,6 +117,28 @@ def test_the_chosen_layout_leaves_the_headroom_free():
         choose_layout(model, system, job, space=SearchSpace(headroom=0.9), software=profile)
     with pytest.raises(ClusterSimError, match=r"headroom 0\.95 must be a share of device memory from 0 to 0.9"):
         SearchSpace(headroom=0.95)
+
+
+def test_a_memory_level_keeps_the_upper_end_of_the_memory_interval_free():
+    """--safe's search: a layout fits where its memory at the upper end of its interval leaves the headroom free."""
+    system = system_for_instance(CATALOG, "p5.48xlarge", 4)
+    model = load_model("llama3-70b", use_env=False)
+    job = TrainingJob(global_batch=512, seq_len=8192)
+    profile = software(system)
+    spread = spread_for("memory", accelerator="h100-sxm", family="hopper", framework=profile.name, devices=32)
+    assert spread is not None and spread.q_hi > 0
+    safe = SearchSpace(memory_level=0.8)
+    kept = kept_free(system, profile, safe)
+    assert kept == pytest.approx(1 - (1 - DEFAULT_HEADROOM) * math.exp(-spread.q_hi)) and kept > DEFAULT_HEADROOM
+    assert kept_free(system, profile, SearchSpace()) == DEFAULT_HEADROOM
+    ranking = rank_layouts(model, system, job, space=safe, software=profile)
+    assert ranking.headroom == pytest.approx(kept)
+    assert 0 < ranking.fits.sum() < rank_layouts(model, system, job, software=profile).fits.sum()
+    layout = choose_layout(model, system, job, space=safe, software=profile)
+    need = estimate_training(model, system, layout, job, software=profile).memory.required_bytes
+    assert need * math.exp(spread.q_hi) <= (1 - DEFAULT_HEADROOM) * system.memory_bytes
+    with pytest.raises(ClusterSimError, match=r"search space: memory_level: 1\.2 is out of range"):
+        SearchSpace(memory_level=1.2)
 
 
 @pytest.mark.parametrize("batch", [1920, 2240])

@@ -18,6 +18,12 @@ from clustersim.intervals.residuals import LATENCY_FIELDS, load_residuals, measu
 BAR = math.log(1.15)  # issue 10's per-source target, as a mean |log error|
 
 KNOWN_MISSES: dict[tuple[str, str], tuple[float, str]] = {
+    ("memory", "pytorch/torchtitan"): (
+        0.16,
+        "issue 22: its six pipelined Llama 3.1 405B peaks are 17-35% above the model (what torch.distributed."
+        "pipelining holds beyond the in-flight activations is not modelled); its other fourteen 3-20% (0.151 at "
+        "2026-12-05, when memory first had residuals)",
+    ),
     ("training", "NVIDIA-NeMo/Megatron-Bridge"): (
         0.19,
         "left out, the FP8 cost per expert slice falls to its prior on Hopper; its MoE rows move with the release "
@@ -277,7 +283,7 @@ def _by_source(fields: tuple[str, ...] = ()) -> dict[tuple[str, str], list[float
 
 def test_every_source_predicted_without_its_own_cases_meets_its_bar() -> None:
     figures = {key: sum(rs) / len(rs) for key, rs in _by_source().items()}
-    assert {kind for kind, _ in figures} == {"training", "inference", "collective"}
+    assert {kind for kind, _ in figures} == {"training", "inference", "collective", "memory"}
     over = {
         f"{kind} {source}": round(value, 3)
         for (kind, source), value in figures.items()

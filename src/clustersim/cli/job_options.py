@@ -187,7 +187,7 @@ SafeOpt = Annotated[
     bool,
     typer.Option(
         "--safe",
-        help="Choose, of the fastest layouts that fit, the one whose step is lowest at the upper end of its 80% "
-        "interval (as plan --safe ranks; not with --tp and --pp).",
+        help="Choose, of the fastest layouts that fit at the upper end of their memory's 80% interval, the one whose "
+        "step is lowest at the upper end of its 80% interval (as plan --safe ranks; not with --tp and --pp).",
     ),
 ]

@@ -121,7 +121,8 @@ def plan_command(
         typer.Option(
             "--safe",
             help="Rank by the upper end of each row's interval of the objective (what it costs if the model errs as "
-            "on the left-out published runs whose layouts share its features) instead of the prediction.",
+            "on the left-out published runs whose layouts share its features) instead of the prediction, and keep "
+            "only layouts that fit at the upper end of their memory's interval.",
         ),
     ] = False,
     deadline: Annotated[str | None, typer.Option("--deadline", help="Longest wall time, e.g. 90d.")] = None,
@@ -271,7 +272,8 @@ def plan_command(
         table, compiled = _compiled(table, torch_compile, grid, cat)
         points, notes = grid_points(transformer, cat, grid, profiles=table, efficiency=fractions)
         notes += compiled
-        space = _space(headroom, micro_batch=micro_batch, vp=vp, cp=cp, ep=ep, etp=etp)
+        memory_level = level if safe else None  # --safe: the layout fits at its memory interval's upper end too
+        space = _space(headroom, memory_level, micro_batch=micro_batch, vp=vp, cp=cp, ep=ep, etp=etp)
         with (
             _executor(executor, address, workers) as run,
             progress_bar(f"plan ({executor.value})", "points") as progress,
@@ -344,8 +346,9 @@ def _executor(kind: Executor, address: str | None, workers: int | None) -> Abstr
     return RayPoints(import_ray(), address=address, workers=None if address else workers or default_workers())
 
 
-def _space(headroom: float | None, **axes: str | None) -> "SearchSpace":
-    """The layout space: the axes given (``--micro-batch 1,2,4,8``) replace the planner's defaults."""
+def _space(headroom: float | None, memory_level: float | None = None, **axes: str | None) -> "SearchSpace":
+    """The layout space: the axes given (``--micro-batch 1,2,4,8``) replace the planner's defaults; ``memory_level``:
+    a layout fits only at the upper end of its memory's interval (``--safe``)."""
     from dataclasses import replace
 
     from clustersim.plan.planner_grid import expand_counts
@@ -365,7 +368,8 @@ def _space(headroom: float | None, **axes: str | None) -> "SearchSpace":
         stated = ",".join(w for w in words if w != "derived")
         degrees = expand_counts(stated, "--etp", limit=MAX_DEGREE) if stated else ()
         given["etp"] = tuple(sorted(({ETP_DERIVED} if "derived" in words else set()) | set(degrees)))
-    return replace(SearchSpace(headroom=DEFAULT_HEADROOM if headroom is None else headroom), **given)
+    headroom = DEFAULT_HEADROOM if headroom is None else headroom
+    return replace(SearchSpace(headroom=headroom, memory_level=memory_level), **given)
 
 
 def _tokens(text: str) -> float:

@@ -6,7 +6,8 @@ where it supports them (``uneven_stages``: Megatron-Core's ``--decoder-first-pip
 while it pipelines (``sharded_pipeline``: the FSDP2 stacks, torchtitan and NeMo AutoModel): DeepSpeed
 refuses the combination ("ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism",
 deepspeed/runtime/pipe/engine.py) and Megatron-Core pipelines with its distributed optimizer. A layout
-fits when it leaves the space's ``headroom`` share of device memory free.
+fits when it leaves the space's ``headroom`` share of device memory free (``--safe``: at the upper end of its
+memory's interval, ``kept_free``).
 """
 
 from __future__ import annotations
@@ -185,7 +186,8 @@ def _candidates(
         required = memory.required
         if memo is not None and software is not None and required.size <= MEMO_GRID and len(memo) < MEMO_ENTRIES:
             memo[key] = (grid, memory, required)
-    usable = system.memory_bytes * (1 - space.headroom)
+    headroom = kept_free(system, sw, space)
+    usable = system.memory_bytes * (1 - headroom)
     offloaded = _offloaded(model, system, job, sw, grid, required, usable)
     if offloaded is not None:
         required = offloaded_required(required, *offloaded)
@@ -193,9 +195,22 @@ def _candidates(
         fit_positions = grid.positions(required[0] <= usable)
     eff = request.efficiency or efficiency_for(system.accelerator)
     return _Candidates(
-        system, job, eff, sw, space.headroom, grid, memory, required, fit_positions,
+        system, job, eff, sw, headroom, grid, memory, required, fit_positions,
         None if offloaded is None else offloaded[1],
     )  # fmt: skip
+
+
+def kept_free(system: System, sw: SoftwareProfile, space: SearchSpace) -> float:
+    """The share of device memory a layout leaves free: the space's headroom, and with its ``memory_level`` what the
+    upper end of the memory's interval at that level adds (the left-out residuals of published peak memory on runs
+    like it: chip, framework, scale), so that the layout fits there too."""
+    if space.memory_level is None:
+        return space.headroom
+    found = spread_for(
+        "memory", accelerator=system.accelerator.id, family=system.accelerator.family, framework=sw.name,
+        devices=system.num_devices, level=space.memory_level,
+    )  # fmt: skip
+    return space.headroom if found is None else 1 - (1 - space.headroom) * math.exp(-found.q_hi)
 
 
 def _offloaded(
@@ -356,9 +371,12 @@ def choose_layout(
         best = [safest(best, system, job, framework=sw.name)]
     if not best:
         need = float(ranking.required_bytes.min()) / _GIB
+        safe_memory = (
+            " with the upper end of the memory's interval (--safe)" if (space or SearchSpace()).memory_level else ""
+        )
         kept = (
             f" less the {ranking.headroom:.0%} kept free ({ranking.usable_bytes / _GIB:.1f} GiB usable; "
-            f"--headroom sets it)"
+            f"--headroom sets it{safe_memory})"
             if ranking.headroom > 0
             else ""
         )
@@ -405,7 +423,11 @@ def safest(
 
 def chosen_note(model: Transformer, layout: Layout, safe: bool = False) -> str:
     """What the output says of a chosen layout: its degrees and, with uneven stages, how the layers split."""
-    how = "lowest upper end of its 80% interval among the fastest that fit" if safe else "fastest that fits"
+    how = (
+        "lowest upper end of its 80% interval among the fastest that fit at their memory interval's upper end"
+        if safe
+        else "fastest that fits"
+    )
     note = f"layout chosen ({how}): {layout.describe()}"
     if not layout.uneven_stages:
         return note

@@ -21,6 +21,7 @@ import numpy.typing as npt
 from clustersim.choices import EpDispatcher
 from clustersim.errors import ClusterSimError
 from clustersim.execution import LAYOUT_RULES, LayoutArrays, RuleInputs, expert_tp
+from clustersim.intervals.conformal import check_level
 from clustersim.system import System
 from clustersim.training.job import TrainingJob
 from clustersim.workload.transformer import Transformer
@@ -60,7 +61,9 @@ class SearchSpace:
     dispatcher (None: the framework's). ``etp`` the expert
     tensor-parallel degrees, ``ETP_DERIVED`` (0) for the degree a layout without one derives (None: ``MOE_ETP``
     for a mixture-of-experts model, the derived one only for a dense one); a stated degree equal to the derived
-    one is left out where the derived one is searched too (``distinct_etp``).
+    one is left out where the derived one is searched too (``distinct_etp``). ``memory_level``: a layout fits only
+    where the upper end of its memory's interval at that level (``clustersim.intervals``: the left-out residuals of
+    published peak memory) leaves the headroom free, as ``--safe`` asks (None: where the prediction does).
     """
 
     tp: tuple[int, ...] | None = None
@@ -77,8 +80,11 @@ class SearchSpace:
     ep_overlap: bool | None = None
     etp: tuple[int, ...] | None = None
     ep_dispatcher: EpDispatcher | None = None
+    memory_level: float | None = None
 
     def __post_init__(self) -> None:
+        if self.memory_level is not None:
+            check_level(self.memory_level, "search space: memory_level")
         if not 0 <= self.headroom <= 0.9:
             raise ClusterSimError(
                 f"search space: headroom {self.headroom} must be a share of device memory from 0 to 0.9",

@@ -111,9 +111,16 @@ def memory_table(estimate: Estimate, memory: Spread | None = None) -> Table:
         table.add_column(f"{memory.level:.0%} interval" if memory else "", justify="right")
     for kind, value in estimate.memory.to_json().items():
         interval = found.get(ranges.get(kind, ""))
-        shown = f"{format_bytes(interval.low)}-{format_bytes(interval.high)}" if interval else ""
+        shown = _byte_range(interval.low, interval.high) if interval else ""
         table.add_row(kind, format_bytes(value), *((shown,) if found else ()))
     return table
+
+
+def _byte_range(low: float, high: float) -> str:
+    """``17.8-26.7 GiB``: the unit once where both ends share it."""
+    first, second = format_bytes(low), format_bytes(high)
+    number, _, unit = first.partition(" ")
+    return f"{number}-{second}" if second.endswith(f" {unit}") else f"{first}-{second}"
 
 
 def utilization_line(estimate: Estimate, spread: Spread | None = None, memory: Spread | None = None) -> str:

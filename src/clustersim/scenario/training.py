@@ -23,6 +23,7 @@ from clustersim.compute.efficiency import FamilyEfficiency, efficiency_for, effi
 from clustersim.compute.software import SoftwareProfile
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout, Recompute
+from clustersim.intervals import DEFAULT_LEVEL
 from clustersim.network.cost import ANALYTIC
 from clustersim.plan.search import choose_layout, chosen_note
 from clustersim.plan.space import SearchSpace
@@ -321,6 +322,8 @@ def run_training(
             given = layout_for(layout, system)
         else:
             space = search_space(layout) if isinstance(layout, LayoutSearchSpec) else None
+            if safe:  # the layout must fit at the upper end of its memory's interval too
+                space = replace(space or SearchSpace(), memory_level=DEFAULT_LEVEL)
             given = choose_layout(
                 transformer, system, job, space=space, efficiency=fractions, software=software, safe=safe
             )
