@@ -1,5 +1,6 @@
-"""``train --safe``: of the fastest layouts that fit, the one whose step is lowest at the upper end of its 80%
-interval, as ``plan --safe`` ranks; said in the note, kept by the scenario file, refused with a given layout."""
+"""``train --safe``: of the fastest layouts that fit at the upper end of their memory's 80% interval, the one whose
+step is lowest at the upper end of its 80% interval, as ``plan --safe`` ranks; said in the note, kept by the scenario
+file, refused with a given layout."""
 
 from __future__ import annotations
 
@@ -37,9 +38,14 @@ def _upper_s(out: dict) -> float:
 
 
 def test_safe_trades_a_little_speed_for_the_lowest_upper_end() -> None:
+    """The fastest layout (tp 8 ep 8 dp 2, ZeRO 2, micro-batch 2) needs 64.5 GiB of the 72 usable, 78.9 at the upper
+    end of its memory's interval; --safe's (tp 8 pp 2 ep 8) 55.2 and 67.5, 3% slower."""
     fastest, safe = _train(*MIXTRAL), _train(*MIXTRAL, "--safe")
-    assert fastest["layout"]["ep"] > 1 and safe["layout"]["ep"] == 1
-    assert safe["step_s"] > fastest["step_s"] and _upper_s(safe) < _upper_s(fastest)
+    usable = 0.9 * fastest["capacity_bytes"]
+    assert fastest["intervals"]["memory_required_bytes"]["high"] > usable
+    assert safe["intervals"]["memory_required_bytes"]["high"] <= usable
+    assert safe["step_s"] > fastest["step_s"] and safe["layout"] != fastest["layout"]
+    assert _upper_s(safe) <= 1.05 * _upper_s(fastest)  # its step's upper end is no worse to speak of
     assert any("layout chosen (lowest upper end of its 80% interval" in note for note in safe["notes"])
     assert any("layout chosen (fastest that fits)" in note for note in fastest["notes"])
 

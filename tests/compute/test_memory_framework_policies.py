@@ -122,6 +122,37 @@ def test_each_framework_counts_its_own_gathered_copies():
     assert weights["torchtitan"] == pytest.approx(2 * sharded + 2 * gathered_params(LLAMA, lay, 2.0)[0])  # fp32 shards
 
 
+@pytest.mark.parametrize("zero", [2, 3])
+def test_a_pipelined_fsdp2_stage_holds_its_16_bit_weights_and_fp32_gradients_whole(zero):
+    """torchtitan under torch.distributed.pipelining: FSDP2 keeps the stage gathered (no reshard after forward or
+    backward) and accumulates its gradients unsharded in FP32 until the last micro-batch; the shards and Adam stay."""
+    fsdp = (4.0, 4.0, 8.0)  # FSDP's fp32 weights and gradients, Adam's two moments
+
+    def held(lay, unsharded):
+        return memory_per_device(
+            LLAMA, lay, seq_len=128, global_batch=8, fused_attention=True, state_bytes=fsdp,
+            zero3_gathered_layers=2, pipeline_unsharded=unsharded,
+        )  # fmt: skip
+
+    piped = arrays(dp=4, pp=2, zero=zero)
+    stage = params_per_device(LLAMA, piped)[0]
+    whole, plain = held(piped, True), held(piped, False)
+    assert whole.weights[0] == pytest.approx(4 * stage / 4 + 2 * stage)  # the fp32 shard and the 16-bit stage
+    assert whole.gradients[0] == pytest.approx(4 * stage)  # fp32, unsharded
+    assert whole.optimizer[0] == pytest.approx(plain.optimizer[0]) == pytest.approx(8 * stage / 4)
+    assert whole.activations[0] == pytest.approx(plain.activations[0])
+    assert plain.gradients[0] == pytest.approx(4 * stage / 4)
+    for unpiped in (arrays(dp=8, zero=zero), arrays(dp=4, pp=2, zero=1)):  # no pipeline, or ZeRO below 2: as before
+        assert held(unpiped, True).total[0] == pytest.approx(held(unpiped, False).total[0])
+    catalog = load_catalog()
+    system = system_for_accelerator(catalog, "h100-sxm", devices=8, devices_per_node=8)
+    job, layout = TrainingJob(seq_len=128, global_batch=8), Layout(dp=4, pp=2, zero=zero)
+    titan = estimate_training(LLAMA, system, layout, job, software=software_for("torchtitan", "hopper")).memory
+    assert software_for("torchtitan", "hopper").pipeline_unsharded_state
+    assert not software_for("megatron", "hopper").pipeline_unsharded_state
+    assert titan.gradients_bytes == pytest.approx(4 * stage)
+
+
 def test_the_per_op_policy_recomputes_k_the_projection_a_third_of_a_gated_mlp_and_every_elementwise_pass():
     one = np.ones(1)
     ops = {op.name: op for op in layer_operations(

@@ -42,7 +42,12 @@ logits, ``loss_bytes_per_logit`` each (the framework's: 4, Megatron's FP32 softm
 heavier of the two is counted. ZeRO 3 also holds the 16-bit copies it gathers, where the framework's are counted
 (``SoftwareProfile.zero3_gathered_units``): at the loss, two gather units (FSDP's a block: the last, kept gathered
 after the forward, and the one prefetched for the backward; DeepSpeed's a submodule, half a GPT block) and the
-output matrix.
+output matrix. Where the framework pipelines FSDP so (``SoftwareProfile.pipeline_unsharded_state``, torchtitan), a
+pipelined layout under ZeRO 2-3 holds its stage whole through the step: the weights' shards and their gathered
+16-bit copy (FSDP2's ``reshard_after_forward`` off while pipelining, and torch.distributed.pipelining's
+``set_reshard_after_backward(False)``), and the gradients unsharded in their FP32 reduce type until the last
+micro-batch's backward (pipelining's ``set_requires_gradient_sync(False)``; FSDP2 accumulates them in its
+``reduce_dtype``).
 
 Other architectures (see ``Transformer``): Q, K, V and the projection input are ``q + kv + value +
 context`` wide (latent attention's latents are not counted); a MoE model's leading dense layers sit
@@ -197,12 +202,15 @@ def memory_per_device(
     loss_bytes_per_logit: float = LOSS_BYTES_PER_LOGIT,
     zero3_gathered_layers: float = 0.0,
     gathered_inputs: bool = False,
+    pipeline_unsharded: bool = False,
 ) -> MemoryArrays:
     """Memory of each layout (see the module docstring for the accounting); ``state_bytes``: bytes per
     parameter of the weights, gradients and optimizer state (the framework's: ``SoftwareProfile.state_bytes``);
     ``selective`` and ``loss_bytes_per_logit``: what the framework's selective recompute and loss keep;
     ``zero3_gathered_layers``: the layers' worth of 16-bit weights ZeRO 3 holds gathered (``gathered_params``);
-    ``gathered_inputs``: tensor parallelism keeps the QKV and MLP inputs it gathered (``layer_activation_bytes``)."""
+    ``gathered_inputs``: tensor parallelism keeps the QKV and MLP inputs it gathered (``layer_activation_bytes``);
+    ``pipeline_unsharded``: with pp > 1 under ZeRO 2-3 the stage's weights stay gathered in 16 bits beside their
+    shards and its gradients accumulate whole (``SoftwareProfile.pipeline_unsharded_state``)."""
     weight_bytes, gradient_bytes, optimizer_bytes = state_bytes
     groups = data_parallel_groups(model, lay)
 
@@ -212,6 +220,11 @@ def memory_per_device(
 
     weights = sharded(weight_bytes, 3) + ACTIVATION_BYTES * gathered_params(model, lay, zero3_gathered_layers)
     gradients = sharded(gradient_bytes, 2)
+    if pipeline_unsharded:
+        whole = np.asarray(sum(held for held, _, _ in groups), dtype=float)  # the stage's, on this device
+        held = (lay.pp > 1) & (lay.zero >= 2)
+        weights = np.where(held, sharded(weight_bytes, 2) + ACTIVATION_BYTES * whole, weights)
+        gradients = np.where(held, gradient_bytes * whole, gradients)
     optimizer = sharded(optimizer_bytes, 1)
     return MemoryArrays(
         weights=weights,

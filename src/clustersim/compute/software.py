@@ -226,6 +226,12 @@ class SoftwareProfile(SoftwareSettings):
         "(fused upcast, log-softmax and backward: the 16-bit logits kept and their 16-bit gradient); None: the "
         "framework's loss is not compiled with it.",
     )
+    pipeline_unsharded_state: bool = Field(
+        False,
+        description="ZeRO 2-3 with pipeline parallelism: the stage's weights stay gathered in 16 bits through the "
+        "step and its gradients accumulate unsharded, in FP32, until the last micro-batch's backward (torchtitan's "
+        "FSDP2 under torch.distributed.pipelining); false: ZeRO's shards as at any other layout.",
+    )
     tp_keeps_gathered_inputs: bool = Field(
         False,
         description="Tensor parallelism keeps the QKV and MLP inputs it all-gathered for the weight gradients, whole "

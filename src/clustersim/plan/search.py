@@ -175,6 +175,7 @@ def _candidates(
         sw.loss_bytes_per_logit,
         sw.zero3_gathered_units / sw.zero3_collectives_per_layer,
         sw.tp_keeps_gathered_inputs,
+        sw.pipeline_unsharded_state,
     )
     runs = (sw.zero_stages, sw.sharded_pipeline, sw.fused_attention, holds, float8_inputs)
     key = (system.num_devices, system.scaleup_devices, job.global_batch, job.seq_len, space, runs)

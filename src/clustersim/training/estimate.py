@@ -201,6 +201,7 @@ def layouts_memory(model: Transformer, layouts: LayoutArrays, job: TrainingJob, 
         loss_bytes_per_logit=sw.loss_bytes_per_logit,
         zero3_gathered_layers=sw.zero3_gathered_units / sw.zero3_collectives_per_layer,
         gathered_inputs=sw.tp_keeps_gathered_inputs,
+        pipeline_unsharded=sw.pipeline_unsharded_state,
     )
 
 
