@@ -18,12 +18,6 @@ from clustersim.intervals.residuals import LATENCY_FIELDS, load_residuals, measu
 BAR = math.log(1.15)  # issue 10's per-source target, as a mean |log error|
 
 KNOWN_MISSES: dict[tuple[str, str], tuple[float, str]] = {
-    ("memory", "pytorch/torchtitan"): (
-        0.16,
-        "issue 22: its six pipelined Llama 3.1 405B peaks are 17-35% above the model (what torch.distributed."
-        "pipelining holds beyond the in-flight activations is not modelled); its other fourteen 3-20% (0.151 at "
-        "2026-12-05, when memory first had residuals)",
-    ),
     ("training", "NVIDIA-NeMo/Megatron-Bridge"): (
         0.19,
         "left out, the FP8 cost per expert slice falls to its prior on Hopper; its MoE rows move with the release "
