@@ -44,14 +44,15 @@ def spread_on(
 
 
 def training_spread(
-    estimate: "Estimate", instance: str, level: float, catalog: Sequence[str | Path] = ()
+    estimate: "Estimate", instance: str, level: float, catalog: Sequence[str | Path] = (), kind: str = "training"
 ) -> "Spread | None":
-    """The spread of a training estimate's step on ``instance``, widened by its layout's features."""
+    """The spread of a training estimate's step on ``instance``, widened by its layout's features; ``kind`` "memory":
+    of its memory per device (published peak memory's residuals)."""
     from clustersim.intervals.layout import layout_features
 
     layout, precision = estimate.layout, estimate.job.precision.value
     return spread_on(
-        "training",
+        kind,
         instance=instance,
         framework=estimate.framework or None,
         devices=estimate.num_devices,
@@ -65,18 +66,7 @@ def memory_spread(
     estimate: "Estimate", instance: str, level: float, catalog: Sequence[str | Path] = ()
 ) -> "Spread | None":
     """The spread of a training estimate's memory per device on ``instance`` (published peak memory's residuals)."""
-    from clustersim.intervals.layout import layout_features
-
-    layout, precision = estimate.layout, estimate.job.precision.value
-    return spread_on(
-        "memory",
-        instance=instance,
-        framework=estimate.framework or None,
-        devices=estimate.num_devices,
-        level=level,
-        catalog=catalog,
-        layout=layout_features(pp=layout.pp, cp=layout.cp, ep=layout.ep, zero=layout.zero, precision=precision),
-    )
+    return training_spread(estimate, instance, level, catalog, kind="memory")
 
 
 def serving_spread(
