@@ -66,3 +66,11 @@ def test_plan_safe_keeps_only_rows_that_fit_at_the_upper_end_of_their_memory_int
     # 2 p5: neither fits; --safe says how much more it keeps free
     assert any("of 72.0 GiB usable (10% headroom)" in note for note in nominal["notes"])
     assert any("2 x p5.48xlarge" in note and "(20% headroom)" in note for note in safe["notes"])
+
+
+def test_each_plan_row_gives_its_memory_the_interval_of_published_peaks() -> None:
+    plan = _plan()
+    for row in plan["top"]:
+        memory = row["memory_interval"]
+        assert memory["low"] < row["memory_required_bytes"] < memory["high"] and memory["level"] == 0.8
+        assert memory["basis"].startswith("memory, ")

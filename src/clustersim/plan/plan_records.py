@@ -64,6 +64,7 @@ class PlanRow:
     why: str = ""
     margin: float | None = None  # the runner-up's objective over this row's, less one
     runner_up: str = ""
+    memory_spread: Spread | None = None  # of its memory per device (published peak memory's residuals)
 
     @property
     def time_s(self) -> float:
@@ -122,6 +123,12 @@ class PlanRow:
         return found
 
     @property
+    def memory_interval(self) -> Interval:
+        """The interval of its memory per device (needs ``memory_spread``)."""
+        assert self.memory_spread is not None
+        return self.memory_spread.duration(self.estimate.memory.required_bytes)
+
+    @property
     def name(self) -> str:
         """The row in words: its point and layout."""
         return f"{self.point.label}: {self.estimate.layout.describe()}"
@@ -149,6 +156,7 @@ class PlanRow:
             "cost_usd": self.cost_usd,
             "energy_j": self.energy_j,
             "memory_required_bytes": estimate.memory.required_bytes,
+            "memory_interval": None if self.memory_spread is None else self.memory_interval.to_json(),
             "interval": None
             if not found
             else {

@@ -45,7 +45,7 @@ DEFAULT_TOP = 5
 Progress = Callable[[int, int], None]  # (points done, points in all)
 PointResult = tuple[list[PlanRow], int, str]  # a point's priced rows, the layouts evaluated, a note
 
-SpreadKey = tuple[str, str, str, tuple[str, ...], float]  # accelerator, framework, scale bucket, features, level
+SpreadKey = tuple[str, str, str, str, tuple[str, ...], float]  # kind, accelerator, framework, scale, features, level
 # the spreads of the packaged residuals looked up so far in this process (a pure function of the table, read once):
 # plans after the first (a sweep's, a worker's) read them here
 _SPREADS: dict[SpreadKey, Spread | None] = {}
@@ -252,13 +252,16 @@ def _point_rows(
             pp=layout.pp, cp=layout.cp, ep=layout.ep, zero=layout.zero, precision=job.precision.value
         )
         # the spread reads the devices only through their scale bucket: one lookup per bucket, not per count
-        key = (system.accelerator.id, software.name, scale_of(system.num_devices), features, level)
-        if key not in spreads:
-            spreads[key] = spread_for(
-                "training", accelerator=system.accelerator.id, family=system.accelerator.family,
-                framework=software.name, devices=system.num_devices, level=level, layout=features,
-            )  # fmt: skip
+        found = {}
+        for kind in ("training", "memory"):
+            key = (kind, system.accelerator.id, software.name, scale_of(system.num_devices), features, level)
+            if key not in spreads:
+                spreads[key] = spread_for(
+                    kind, accelerator=system.accelerator.id, family=system.accelerator.family,
+                    framework=software.name, devices=system.num_devices, level=level, layout=features,
+                )  # fmt: skip
+            found[kind] = spreads[key]
         if point.resilience is not None:
             estimate = point.resilience(estimate, system)
-        rows.append(PlanRow(point, estimate, spreads[key]))
+        rows.append(PlanRow(point, estimate, found["training"], memory_spread=found["memory"]))
     return rows, counted, ""
