@@ -48,7 +48,9 @@ def test_safe_keeps_only_layouts_that_fit_at_the_upper_end_of_their_memory_inter
     assert safe["step_s"] > nominal["step_s"]  # what the margin costs
     assert any("fit at their memory interval's upper end" in note for note in safe["notes"])
     two = runner.invoke(app, ["train", "llama3-70b", "--instance", "p5.48xlarge", "--nodes", "2", "--safe"])
-    assert two.exit_code != 0 and "with the upper end of the memory's interval (--safe)" in " ".join(two.output.split())
+    assert two.exit_code != 0 and "--headroom sets it, and --safe the upper end of the memory's interval" in " ".join(
+        two.output.split()
+    )
 
 
 def test_plan_safe_keeps_only_rows_that_fit_at_the_upper_end_of_their_memory_interval() -> None:

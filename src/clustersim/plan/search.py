@@ -373,7 +373,7 @@ def choose_layout(
     if not best:
         need = float(ranking.required_bytes.min()) / _GIB
         safe_memory = (
-            " with the upper end of the memory's interval (--safe)" if (space or SearchSpace()).memory_level else ""
+            ", and --safe the upper end of the memory's interval" if (space or SearchSpace()).memory_level else ""
         )
         kept = (
             f" less the {ranking.headroom:.0%} kept free ({ranking.usable_bytes / _GIB:.1f} GiB usable; "
