@@ -107,8 +107,8 @@ def memory_table(estimate: Estimate, memory: Spread | None = None) -> Table:
     table.add_column("bytes", justify="right")
     ranges = {"total": "memory_total_bytes", "required": "memory_required_bytes"}
     found = memory_intervals(estimate, memory) if memory else {}
-    if found:
-        table.add_column(f"{memory.level:.0%} interval" if memory else "", justify="right")
+    if memory is not None:
+        table.add_column(f"{memory.level:.0%} interval", justify="right")
     for kind, value in estimate.memory.to_json().items():
         interval = found.get(ranges.get(kind, ""))
         shown = _byte_range(interval.low, interval.high) if interval else ""
@@ -128,7 +128,7 @@ def utilization_line(estimate: Estimate, spread: Spread | None = None, memory: S
     tokens/s per device and the bottleneck."""
     headroom = estimate.capacity_bytes - estimate.memory.required_bytes
     fit = "fits" if estimate.fits else "[bold red]does not fit[/]"
-    upper = memory.duration(estimate.memory.required_bytes).high if memory else None
+    upper = memory_intervals(estimate, memory)["memory_required_bytes"].high if memory else None
     if estimate.fits and upper is not None and upper > estimate.capacity_bytes:
         fit = f"fits, [bold yellow]not at its memory interval's upper end ({format_bytes(upper)})[/]"
     mfu = with_range(f"MFU {100 * estimate.mfu:.1f}%", spread.rate(estimate.mfu) if spread else None, _percent)
