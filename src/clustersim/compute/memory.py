@@ -218,10 +218,10 @@ def memory_per_device(
         """Bytes per device of state that ZeRO ``stage`` and above shard over each group's ranks."""
         return nbytes * local_params(groups, lay, stage)
 
+    whole = np.asarray(sum(held for held, _, _ in groups), dtype=float)  # the stage's parameters, on this device
     weights = sharded(weight_bytes, 3) + ACTIVATION_BYTES * gathered_params(model, lay, zero3_gathered_layers)
     gradients = sharded(gradient_bytes, 2)
     if pipeline_unsharded:
-        whole = np.asarray(sum(held for held, _, _ in groups), dtype=float)  # the stage's, on this device
         held = (lay.pp > 1) & (lay.zero >= 2)
         weights = np.where(held, sharded(weight_bytes, 2) + ACTIVATION_BYTES * whole, weights)
         gradients = np.where(held, gradient_bytes * whole, gradients)
@@ -241,7 +241,7 @@ def memory_per_device(
             loss_bytes_per_logit=loss_bytes_per_logit,
             gathered_inputs=gathered_inputs,
         ),
-        params_per_device=np.asarray(sum(held for held, _, _ in groups), dtype=float),
+        params_per_device=whole,
     )
 
 
