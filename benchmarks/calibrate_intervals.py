@@ -37,7 +37,7 @@ from typing import Any
 
 from clustersim.catalog.registry import load_catalog
 from clustersim.intervals.lookup import MIN_CASES, SCALE_EDGES
-from clustersim.intervals.residuals import LATENCY_FIELDS, HeaderValue, default_path, residuals_toml
+from clustersim.intervals.residuals import MEASURED_LATENCY_FIELDS, HeaderValue, default_path, residuals_toml
 from clustersim.validation.cases import bundled_dir, default_paths, project_case_files, read_all, read_cases
 from clustersim.validation.intervals import (
     CASE_FILES,
@@ -122,7 +122,7 @@ def summary_rows(judged: Sequence[LeftOut], key: Any) -> list[tuple[str, int, fl
 
 def _figure(row: Any) -> str:
     """The kind, and a latency field's name where the residual is of one (its intervals are its own)."""
-    return row.kind if row.field not in LATENCY_FIELDS else f"{row.kind} {LATENCY_FIELDS[row.field]}"
+    return row.kind if row.field not in MEASURED_LATENCY_FIELDS else f"{row.kind} {MEASURED_LATENCY_FIELDS[row.field]}"
 
 
 def print_summary(judged: Sequence[LeftOut], level: float) -> None:
@@ -132,7 +132,7 @@ def print_summary(judged: Sequence[LeftOut], level: float) -> None:
     header = f"{'':44} {'cases':>5} {'coverage':>9} {'half-width':>10} {'median |err|':>12} {'ratio':>6}"
     for title, key in (("per kind", _figure), ("per kind and source", lambda r: f"{_figure(r)}: {r.source}")):
         print(f"\n{title}\n{header}")
-        primary = [j for j in judged if j.row.field not in LATENCY_FIELDS]
+        primary = [j for j in judged if j.row.field not in MEASURED_LATENCY_FIELDS]
         every = summary_rows(primary, lambda r: "every kind") if title == "per kind" else []
         rows = summary_rows(judged, key) + every
         for name, n, cov, half, err in rows:

@@ -169,3 +169,26 @@ def test_each_field_of_a_case_reads_one_simulated_run():
         assert len(calls) == 1 and rate > 0 and ttft > 0
         predict_inference_case(case, "ttft_s", copy.copy(CATALOG))  # another catalog: run again
         assert len(calls) == 2
+
+
+def test_a_runs_percentiles_are_its_requests_ordered_and_need_a_simulated_run():
+    """A finite run gives each figure's median and 99th percentile over its requests (vllm bench serve's and SGLang's
+    bench_serving's); a case the closed forms price (no workload.requests) has means only and is refused a
+    percentile, naming the field it would need."""
+    burst = _case({"scenario": "offline", "requests": 400, "dataset": "sharegpt"})
+    figures = {f: predict_inference_case(burst, f, CATALOG) for f in finite_runs.FIGURES}
+    assert 0 < figures["ttft_p50_s"] < figures["ttft_p99_s"]
+    assert 0 < figures["tpot_p50_s"] < figures["tpot_p99_s"]
+    # a burst's TTFT is its queue: every request waits for the prompts ahead of it, so the last one waits about the
+    # run's whole prefill, the median about half of it
+    assert figures["ttft_p99_s"] > 1.5 * figures["ttft_p50_s"]
+    assert figures["ttft_p50_s"] == pytest.approx(figures["ttft_s"], rel=0.3)
+    # one client alone: every request's first token is its own prompt's, so the spread is its lengths' only
+    alone = _case({"scenario": "concurrency", "batch": 1, "requests": 50, "dataset": "fixed"})
+    p50, p99 = (predict_inference_case(alone, f, CATALOG) for f in ("ttft_p50_s", "ttft_p99_s"))
+    assert p99 == pytest.approx(p50, rel=0.05)
+    with pytest.raises(ClusterSimError, match=r"ttft_p99_s: a percentile .* states no workload\.requests") as caught:
+        predict_inference_case(_case({"scenario": "offline"}), "ttft_p99_s", CATALOG)
+    assert caught.value.field == "workload.requests"
+    with pytest.raises(ClusterSimError, match=r"cannot predict inference field 'ttft_p90_s' \(output_tokens_per_s"):
+        predict_inference_case(burst, "ttft_p90_s", CATALOG)

@@ -46,7 +46,13 @@ from collections.abc import Callable, Sequence
 
 from clustersim.intervals.conformal import DEFAULT_LEVEL, Interval, Spread, cases_needed, check_level, spread
 from clustersim.intervals.layout import SELECTING
-from clustersim.intervals.residuals import LATENCY_FIELDS, Residual, ResidualTable, load_residuals, measure_of
+from clustersim.intervals.residuals import (
+    MEASURED_LATENCY_FIELDS,
+    Residual,
+    ResidualTable,
+    load_residuals,
+    measure_of,
+)
 
 MIN_CASES = 20
 MIN_SOURCES = 3
@@ -92,7 +98,7 @@ def spread_for(
 ) -> Spread | None:
     """The log-spread for a ``kind`` job of ``framework`` on ``devices`` ``accelerator``s (of catalog
     ``family``) whose layout has the features ``layout``; ``exclude_source`` leaves that source's
-    residuals out (a case's own, when scoring it). ``field``: a latency field (``LATENCY_FIELDS``) is sized
+    residuals out (a case's own, when scoring it). ``field``: a latency field (``MEASURED_LATENCY_FIELDS``) is sized
     by its own residuals only, any other by the primary figures'. None where there are none of the kind."""
     level = check_level(level)
     measure = measure_of(field)
@@ -106,7 +112,7 @@ def spread_for(
     rows = [r for r in every if r.kind == kind and (kind != "inference" or set(r.layout) & SELECTING <= set(layout))]
     if not rows:
         return None
-    label = kind if measure == "primary" else f"{kind} {LATENCY_FIELDS[field]}"
+    label = kind if measure == "primary" else f"{kind} {MEASURED_LATENCY_FIELDS[field]}"
     found = _spread_of_system(label, kind, rows, every, accelerator, family, framework, devices, level)
     return _widened_by_layout(found, kind, rows, tuple(layout), level)
 

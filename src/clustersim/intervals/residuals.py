@@ -27,13 +27,23 @@ from clustersim.intervals.layout import ATTENTION_DP, LAYOUT_FEATURES
 PACKAGE, FILE_NAME = "clustersim.intervals", "residuals.toml"
 KINDS = ("training", "inference", "collective", "memory")
 LATENCY_FIELDS = {"ttft_s": "TTFT", "tpot_s": "TPOT"}
-"""Serving latency fields (and their names in words): their residuals size only their own field's intervals
-(a case's other residual is of its primary figure, throughput)."""
+"""Serving latency means (and their names in words), what the closed forms and the simulator both give: their
+residuals size only their own field's intervals (a case's other residual is of its primary figure, throughput)."""
+PERCENTILE_FIELDS = {
+    "ttft_p50_s": "median TTFT",
+    "ttft_p99_s": "p99 TTFT",
+    "tpot_p50_s": "median TPOT",
+    "tpot_p99_s": "p99 TPOT",
+}
+"""Serving latency percentiles over a run's requests (a request's TPOT: its mean time between output tokens, as
+vLLM's and SGLang's load generators report it), which only a simulated run predicts; each sizes its own intervals."""
+MEASURED_LATENCY_FIELDS = LATENCY_FIELDS | PERCENTILE_FIELDS
+"""Every serving latency field a case may measure beside its throughput, and its name in words."""
 
 
 def measure_of(field: str) -> str:
     """The figure whose intervals a residual of ``field`` sizes: a latency field its own, any other the primary."""
-    return field if field in LATENCY_FIELDS else "primary"
+    return field if field in MEASURED_LATENCY_FIELDS else "primary"
 
 
 _TEXT = ("id", "source", "kind", "chip", "accelerator", "framework", "field")

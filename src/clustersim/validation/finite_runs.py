@@ -29,6 +29,7 @@ import numpy as np
 
 from clustersim.choices import Batching
 from clustersim.errors import ClusterSimError
+from clustersim.intervals.residuals import PERCENTILE_FIELDS
 from clustersim.memo import IdentityMemo
 from clustersim.serving.engine import InferenceCalibration, ServingSystem
 from clustersim.serving.engines import EngineProfile
@@ -39,22 +40,32 @@ from clustersim.validation.cases import CaseWorkload
 from clustersim.workload.transformer import Transformer
 
 SEEDS = (0, 1, 2, 3, 4)
+PERCENTS = (50.0, 99.0)  # the percentiles of PERCENTILE_FIELDS, in its order (median, 99th) per figure
+
+
+FIGURES = ("output_tokens_per_s", "ttft_s", "tpot_s", *PERCENTILE_FIELDS)
+"""What a finite run predicts: the output rate, the mean TTFT and TPOT, and their percentiles over the requests."""
 
 
 @dataclass(frozen=True)
 class FiniteRun:
-    """A simulated finite run: output tokens per second of the whole system, mean TTFT and mean per-request
-    time between tokens (seconds), and the requests it ran."""
+    """A simulated finite run: output tokens per second of the whole system; TTFT and each request's mean time
+    between its tokens (TPOT, requests of more than one output token), their means, medians and 99th percentiles
+    over the run's requests (seconds); and the requests it ran."""
 
     output_tokens_per_s: float
     ttft_s: float
     tpot_s: float
     requests: int
+    ttft_p50_s: float = 0.0
+    ttft_p99_s: float = 0.0
+    tpot_p50_s: float = 0.0
+    tpot_p99_s: float = 0.0
 
     def value(self, field: str) -> float:
-        """``output_tokens_per_s``, ``ttft_s`` or ``tpot_s``."""
-        if field not in ("output_tokens_per_s", "ttft_s", "tpot_s"):
-            raise ClusterSimError(f"cannot predict inference field {field!r} (output_tokens_per_s, ttft_s, tpot_s)")
+        """One of ``FIGURES``."""
+        if field not in FIGURES:
+            raise ClusterSimError(f"cannot predict inference field {field!r} ({', '.join(FIGURES)})")
         return float(getattr(self, field))
 
 
@@ -108,9 +119,19 @@ def finite_run(
             engine=engine,
         )  # fmt: skip
         span = float(run.finish_s.max() - run.arrival_s.min())
-        figures.append((dp * float(run.output_tokens.sum()) / span, run.ttft_s.mean(), run.request_itl_s.mean()))
-    rate, ttft, tpot = (float(x) for x in np.median(np.asarray(figures), axis=0))
-    return FiniteRun(output_tokens_per_s=rate, ttft_s=ttft, tpot_s=tpot, requests=per_replica * dp)
+        tpot = run.request_itl_s[run.output_tokens > 1]  # a load generator's TPOT: requests of two tokens or more
+        tpot = tpot if tpot.size else np.zeros(1)
+        figures.append((
+            dp * float(run.output_tokens.sum()) / span, run.ttft_s.mean(), tpot.mean(),
+            *np.percentile(run.ttft_s, PERCENTS), *np.percentile(tpot, PERCENTS),
+        ))  # fmt: skip
+    rate, ttft, tpot_mean, ttft_p50, ttft_p99, tpot_p50, tpot_p99 = (
+        float(x) for x in np.median(np.asarray(figures), axis=0)
+    )
+    return FiniteRun(
+        output_tokens_per_s=rate, ttft_s=ttft, tpot_s=tpot_mean, requests=per_replica * dp,
+        ttft_p50_s=ttft_p50, ttft_p99_s=ttft_p99, tpot_p50_s=tpot_p50, tpot_p99_s=tpot_p99,
+    )  # fmt: skip
 
 
 def remembered_run(

@@ -44,6 +44,7 @@ from clustersim.catalog.registry import Catalog
 from clustersim.catalog.schema import Dtype
 from clustersim.choices import Batching
 from clustersim.errors import ClusterSimError
+from clustersim.intervals.residuals import PERCENTILE_FIELDS
 from clustersim.serving.concurrency import estimate_concurrency
 from clustersim.serving.datasets import SIDES, request_datasets
 from clustersim.serving.engine import (
@@ -62,6 +63,7 @@ from clustersim.validation.cases import Case, CaseParallel, CaseSystem, CaseWork
 from clustersim.validation.disaggregated_cases import disaggregated_case_rate, disaggregation
 from clustersim.validation.engine_settings import engine_with_settings
 from clustersim.validation.finite_runs import (
+    FIGURES,
     FiniteRun,
     finite_run,
     finite_run_requests,
@@ -305,7 +307,8 @@ def predict_inference_case(
     cal: InferenceCalibration | None = None,
     engine_override: EngineProfile | None = None,
 ) -> float:
-    """The case's ``field`` (output_tokens_per_s, ttft_s or tpot_s) as the model predicts it: a run of a stated
+    """The case's ``field`` (``finite_runs.FIGURES``: output_tokens_per_s, ttft_s, tpot_s, or a percentile of the
+    latter two, which a finite run alone predicts) as the model predicts it: a run of a stated
     number of requests through the simulator (``finite_runs``; refused on an engine it does not run), a
     disaggregated one by its pools' closed form (``disaggregated_cases``), any other through the closed forms.
     ``engine_override``: another profile in place of the case's (an engine fit's trial settings; its runs are not
@@ -341,10 +344,17 @@ def predict_inference_case(
 
 
 def _field(output_tokens_per_s: float, ttft_s: float, tpot_s: float, field: str) -> float:
-    """The predicted ``field`` of a serving case among its three."""
+    """The predicted ``field`` of a serving case priced by the closed forms, among its three; a percentile over
+    the requests is a simulated run's only."""
     values = {"output_tokens_per_s": output_tokens_per_s, "ttft_s": ttft_s, "tpot_s": tpot_s}
+    if field in PERCENTILE_FIELDS:
+        raise ClusterSimError(
+            f"{field}: a percentile over a run's requests is predicted by simulating the run, and this case states "
+            "no workload.requests (the closed forms give means)",
+            field="workload.requests",
+        )
     if field not in values:
-        raise ClusterSimError(f"cannot predict inference field {field!r} (output_tokens_per_s, ttft_s, tpot_s)")
+        raise ClusterSimError(f"cannot predict inference field {field!r} ({', '.join(FIGURES)})")
     return values[field]
 
 

@@ -27,11 +27,12 @@ from clustersim.errors import ClusterSimError
 from clustersim.intervals import Interval, Residual, ResidualTable, load_residuals, spread_for
 from clustersim.intervals.layout import layout_features, serving_features
 from clustersim.intervals.lookup import DEFAULT_FRAMEWORK, chip_of
-from clustersim.intervals.residuals import round_significant
+from clustersim.intervals.residuals import MEASURED_LATENCY_FIELDS, round_significant
 from clustersim.validation.cases import PRIMARY_FIELDS, Case, bundled_dir, project_case_files
 
-DURATION_FIELDS = frozenset({"step_time_s", "time_us", "ttft_s", "tpot_s"})
-"""Primary fields that are durations; every other (tokens/s, TFLOP/s, MFU, busbw, algbw) is a rate, but memory."""
+DURATION_FIELDS = frozenset({"step_time_s", "time_us", *MEASURED_LATENCY_FIELDS})
+"""Fields that are durations (serving latencies: means and percentiles); every other (tokens/s, TFLOP/s, MFU,
+busbw, algbw) is a rate, but memory."""
 AMOUNT_FIELDS = DURATION_FIELDS | frozenset(PRIMARY_FIELDS["memory"])
 """Fields whose residual and interval go as the figure itself (durations, and memory's bytes); a rate's are inverted."""
 

@@ -18,7 +18,7 @@ from typing import Any
 from clustersim.catalog.registry import Catalog
 from clustersim.errors import ClusterSimError
 from clustersim.intervals import DEFAULT_LEVEL, ResidualTable, check_level, load_residuals
-from clustersim.intervals.residuals import LATENCY_FIELDS as SERVING_LATENCY_FIELDS
+from clustersim.intervals.residuals import MEASURED_LATENCY_FIELDS
 from clustersim.validation.by_accelerator import accelerator_groups
 from clustersim.validation.by_layout import layout_groups
 from clustersim.validation.cases import Case, default_case_files, primary_field, read_cases, source_key
@@ -53,7 +53,7 @@ PREDICTORS: dict[str, Predictor] = {
 }
 """The adapter of each case kind."""
 
-LATENCY_FIELDS: dict[str, tuple[str, ...]] = {"inference": tuple(SERVING_LATENCY_FIELDS)}
+LATENCY_FIELDS: dict[str, tuple[str, ...]] = {"inference": tuple(MEASURED_LATENCY_FIELDS)}
 """Per case kind, the measured fields scored beside the primary one (each its own figures per file and
 source: a latency error is not averaged into a throughput error)."""
 
