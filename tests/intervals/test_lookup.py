@@ -130,6 +130,30 @@ def test_a_latency_field_is_judged_by_its_own_residuals_and_throughput_never_by_
     assert spread_for("inference", **(where | {"table": thin}), field="tpot_s") is None
 
 
+def test_a_percentile_of_too_few_sources_is_never_narrower_than_its_means_interval() -> None:
+    """Two load generators' medians judge each other, not a third stack's: while a percentile's residuals come from
+    fewer than MIN_SOURCES sources its interval is the wider of its own and its mean's; from enough, its own."""
+    serving = {"kind": "inference", "framework": "sglang"}
+    mean = rows(30, **serving, field="ttft_s", r=0.0, step=0.04, source="m")  # three sources, a wide spread
+    two = rows(30, **serving, field="ttft_p50_s", r=0.0, step=0.002, source="p", sources=2)  # two, a narrow one
+    where = {"accelerator": "h100-sxm", "family": "hopper", "framework": "sglang", "devices": 8}
+    borrowed = spread_for("inference", **where, table=ResidualTable(tuple(mean + two)), field="ttft_p50_s")
+    own_mean = spread_for("inference", **where, table=ResidualTable(tuple(mean + two)), field="ttft_s")
+    assert borrowed is not None and own_mean is not None
+    assert (borrowed.q_lo, borrowed.q_hi) == (own_mean.q_lo, own_mean.q_hi)
+    assert (
+        "median TTFT: 30 cases from 2 sources, too few to judge by alone: the wider interval of TTFT" in borrowed.note
+    )
+    # the median's own, from three sources: its own narrow spread stands
+    three = rows(30, **serving, field="ttft_p50_s", r=0.0, step=0.002, source="p", sources=3)
+    own = spread_for("inference", **where, table=ResidualTable(tuple(mean + three)), field="ttft_p50_s")
+    assert own is not None and own.q_hi < 0.05 and "median TTFT" in own.basis and "too few" not in own.note
+    # its own wider than the mean's: its own, whatever its sources
+    wide = rows(30, **serving, field="ttft_p99_s", r=0.0, step=0.2, source="p", sources=2)
+    p99 = spread_for("inference", **where, table=ResidualTable(tuple(mean + wide)), field="ttft_p99_s")
+    assert p99 is not None and p99.q_hi > own_mean.q_hi and "p99 TTFT" in p99.basis
+
+
 def test_excluding_a_source_removes_its_residuals() -> None:
     table = ResidualTable(tuple(rows(30, r=2.0, source="own", sources=1) + rows(30, r=0.0, source="other")))
     with_own = spread_for("training", accelerator="h100-sxm", family="hopper", framework="megatron", devices=8,

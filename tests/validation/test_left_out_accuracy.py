@@ -13,7 +13,7 @@ import math
 
 import pytest
 
-from clustersim.intervals.residuals import LATENCY_FIELDS, load_residuals, measure_of
+from clustersim.intervals.residuals import LATENCY_FIELDS, PERCENTILE_FIELDS, load_residuals, measure_of
 
 BAR = math.log(1.15)  # issue 10's per-source target, as a mean |log error|
 
@@ -297,10 +297,45 @@ def test_every_sources_latency_predicted_without_its_own_cases_meets_its_bar() -
     assert not over, f"left-out mean |log error| of TTFT / TPOT over the bar: {over}"
 
 
+GPUSTACK_PERCENTILES = "as its means (KNOWN_LATENCY_MISSES): its host serves far below its H100s' rates"
+KNOWN_PERCENTILE_MISSES: dict[tuple[str, str], tuple[float, str]] = {
+    ("ttft_p50_s", "gpustack/gpustack"): (0.70, GPUSTACK_PERCENTILES),
+    ("ttft_p99_s", "gpustack/gpustack"): (0.62, GPUSTACK_PERCENTILES),
+    ("tpot_p50_s", "gpustack/gpustack"): (0.44, GPUSTACK_PERCENTILES),
+    ("tpot_p99_s", "gpustack/gpustack"): (0.47, GPUSTACK_PERCENTILES),
+    ("ttft_p99_s", "gminneci/mantile"): (
+        1.12,
+        "the run's first wave: at 4-16 clients the slowest requests (p99 0.7-4 s) are the first ones, sent together at "
+        "the start, 4-16 times the median, where the simulator's first wave waits only for its own prompts; the "
+        "medians are within 14% (an engine's warm-up on its first batches, not modelled)",
+    ),
+}
+"""(latency percentile, source) -> (mean |log error| bar, why)."""
+
+
+def test_every_sources_latency_percentiles_predicted_without_its_own_cases_meet_their_bar() -> None:
+    """Median and p99 TTFT and TPOT, where a simulated run predicts them (a stated request count)."""
+    figures = {key: sum(rs) / len(rs) for key, rs in _by_source(tuple(PERCENTILE_FIELDS)).items()}
+    assert {field for field, _ in figures} == set(PERCENTILE_FIELDS) and len(figures) >= 8
+    over = {
+        f"{field} {source}": round(value, 3)
+        for (field, source), value in figures.items()
+        if value > KNOWN_PERCENTILE_MISSES.get((field, source), (LATENCY_BAR, ""))[0]
+    }
+    assert not over, f"left-out mean |log error| of a latency percentile over the bar: {over}"
+    # InferenceMAX's medians, its 27 simulated runs: TTFT within 17%, TPOT within 6% (2026-12-05: 15.6%, 5.3%)
+    assert figures[("ttft_p50_s", "gminneci/mantile")] < math.log(1.17)
+    assert figures[("tpot_p50_s", "gminneci/mantile")] < math.log(1.06)
+
+
 @pytest.mark.parametrize(
     ("misses", "fields", "bar"),
-    [(KNOWN_MISSES, (), BAR), (KNOWN_LATENCY_MISSES, tuple(LATENCY_FIELDS), LATENCY_BAR)],
-    ids=["primary", "latency"],
+    [
+        (KNOWN_MISSES, (), BAR),
+        (KNOWN_LATENCY_MISSES, tuple(LATENCY_FIELDS), LATENCY_BAR),
+        (KNOWN_PERCENTILE_MISSES, tuple(PERCENTILE_FIELDS), LATENCY_BAR),
+    ],
+    ids=["primary", "latency", "percentiles"],
 )
 def test_a_known_miss_is_still_a_miss(misses: dict[tuple[str, str], tuple[float, str]], fields: tuple[str, ...],
                                       bar: float) -> None:  # fmt: skip

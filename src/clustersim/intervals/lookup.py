@@ -10,7 +10,9 @@ is used:
 5. every kind, where the kind itself has too few cases (serving, scored on cases of other sources).
 
 A serving latency figure (TTFT, TPOT) is sized by the residuals of that figure only, in the same groups; the
-other figures of every kind by the primary figures' (a case's throughput, step time, bus bandwidth).
+other figures of every kind by the primary figures' (a case's throughput, step time, bus bandwidth). A latency
+percentile (median, p99) whose residuals come from fewer than ``MIN_SOURCES`` publications is never narrower than
+its mean's interval (``PERCENTILE_OF``): two load generators' percentiles judge each other, not a third stack.
 
 A serving deployment's features (``layout``) select or widen. Attention data parallel selects: its interval is sized
 by the residuals of the deployments whose selecting features are among its own, so a tensor-parallel deployment is
@@ -48,6 +50,7 @@ from clustersim.intervals.conformal import DEFAULT_LEVEL, Interval, Spread, case
 from clustersim.intervals.layout import SELECTING
 from clustersim.intervals.residuals import (
     MEASURED_LATENCY_FIELDS,
+    PERCENTILE_OF,
     Residual,
     ResidualTable,
     load_residuals,
@@ -114,7 +117,21 @@ def spread_for(
         return None
     label = kind if measure == "primary" else f"{kind} {MEASURED_LATENCY_FIELDS[field]}"
     found = _spread_of_system(label, kind, rows, every, accelerator, family, framework, devices, level)
-    return _widened_by_layout(found, kind, rows, tuple(layout), level)
+    found = _widened_by_layout(found, kind, rows, tuple(layout), level)
+    mean = PERCENTILE_OF.get(field)
+    sources = len({r.source for r in rows})
+    if mean is None or sources >= MIN_SOURCES:
+        return found
+    borrowed = spread_for(
+        kind, accelerator=accelerator, family=family, framework=framework, devices=devices, level=level, table=table,
+        exclude_source=exclude_source, layout=layout, field=mean,
+    )  # fmt: skip
+    if borrowed is None or borrowed.q_hi - borrowed.q_lo <= found.q_hi - found.q_lo:
+        return found
+    what = MEASURED_LATENCY_FIELDS[field]
+    why = f"{what}: {len(rows)} cases from {sources} source{'s' * (sources > 1)}, too few to judge by alone"
+    return dataclasses.replace(borrowed, note=_joined(f"{why}: the wider interval of {MEASURED_LATENCY_FIELDS[mean]}",
+                                                      borrowed.note))  # fmt: skip
 
 
 def _spread_of_system(
