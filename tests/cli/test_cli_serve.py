@@ -323,6 +323,33 @@ def test_a_heavy_tailed_request_set_gets_the_same_latency_closed_form_and_simula
     assert closed["tpot_s"] == pytest.approx(both["tpot_s"]["mean"], rel=0.10)
 
 
+def test_a_simulations_figures_carry_intervals_at_the_asked_level():
+    """Every simulated figure with published residuals has an interval: the output rate's, and TTFT's and TPOT's
+    median, p99 and mean, each from its own field's left-out residuals (a percentile from two load generators'
+    runs borrows its mean's wider interval), at --level."""
+    args = ("llama3.1-8b", "--tp", "1", "--dataset", "sharegpt", "--rate", "10", "--requests", "300", "--json")
+    payload = json.loads(run(*args).stdout)
+    intervals = payload["intervals"]
+    assert set(intervals) == {"output_tokens_per_s", "ttft_s", "tpot_s"}
+    for figure in ("ttft_s", "tpot_s"):
+        assert set(intervals[figure]) == {"p50", "p99", "mean"}
+        for stat, found in intervals[figure].items():
+            assert found["low"] < payload[figure][stat] < found["high"] and found["level"] == 0.8
+    assert "median TTFT" in intervals["ttft_s"]["p50"]["note"] or "median TTFT" in intervals["ttft_s"]["p50"]["basis"]
+    rate = intervals["output_tokens_per_s"]
+    assert rate["low"] < payload["throughput"]["output_tokens_per_s"] < rate["high"]
+    narrow = json.loads(run(*args, "--level", "0.5").stdout)["intervals"]["ttft_s"]["mean"]
+    wide = intervals["ttft_s"]["mean"]
+    assert narrow["level"] == 0.5 and wide["low"] < narrow["low"] < narrow["high"] < wide["high"]
+    table = run(*args[:-1])
+    assert "80% intervals: TTFT p50" in table.output
+    assert "TPOT p50: left-out residuals of published runs" in table.output
+    sweep = json.loads(run(*args[:5], "--rates", "2,8", "--requests", "200", "--json").stdout)
+    for row in sweep["rates"]:
+        found = row["intervals"]["ttft_s"]["p99"]
+        assert found["low"] < row["ttft_s"]["p99"] < found["high"]
+
+
 def test_the_simulator_settles_on_one_load():
     none = run("llama2-70b", "--simulate", "--json")
     assert none.exit_code == 2 and "give one load" in json.loads(none.stderr)["error"]
@@ -336,7 +363,6 @@ def test_the_simulator_settles_on_one_load():
         (["--ttft-target", "1"], "--ttft-target"),
         (["--compare", "p5e.48xlarge"], "--compare"),
         (["--save-scenario", "x.toml"], "--save-scenario"),
-        (["--level", "0.8"], "--level"),
     ],
 )
 def test_closed_form_options_are_refused_by_the_simulator(extra, flag):

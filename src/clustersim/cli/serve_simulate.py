@@ -6,9 +6,11 @@
 simulated at each rate of a grid, ``clustersim.serving.rate_grid``, one row per rate). ``--plot FILE`` draws a run's
 TTFT and ITL distributions, or a sweep's latency against throughput. ``--batch`` caps the sequences in flight per
 replica (static batching: the batch). ``--seeds N`` runs seeds ``--seed`` to ``--seed + N - 1``: each figure is the
-median over them, with its min-max (``spread``). Options of the closed forms it cannot honour (``--ttft-target``,
-``--tpot-target``: give ``--slo``; ``--compare``, ``--scenario``, ``--save-scenario``, ``--level``) are refused by
-name. Without ``--tp`` the degree is the closed form's for the same question (at ``--rate``: the lowest TPOT; else,
+median over them, with its min-max (``spread``). Each figure with published residuals gets an interval at
+``--level`` (``intervals``: the output rate's, TTFT's and TPOT's median, p99 and mean, each from its own field's
+left-out residuals, ``clustersim.cli.spreads.simulation_spreads``). Options of the closed forms it cannot honour
+(``--ttft-target``, ``--tpot-target``: give ``--slo``; ``--compare``, ``--scenario``, ``--save-scenario``) are refused
+by name. Without ``--tp`` the degree is the closed form's for the same question (at ``--rate``: the lowest TPOT; else,
 or past every degree's saturation, the most output tokens/s). The closed form of the same load is shown beside the
 simulation where one applies (``closed_form``). ``--disaggregate P:D`` runs separate prefill and decode pools
 (``clustersim.serving.sim_disaggregated``); ``--speculative K --acceptance A`` speculative decoding, simulated
@@ -53,7 +55,7 @@ SIMULATION_OPTIONS = (
 # Options of speculative decoding: with a simulation they change it; without one, the closed form prices them.
 SPECULATIVE_OPTIONS = ("speculative", "acceptance", "draft_model")  # fmt: skip
 # Options of the closed forms that a simulation cannot honour.
-REFUSED = ("ttft_target", "tpot_target", "compare", "scenario", "save_scenario", "level")
+REFUSED = ("ttft_target", "tpot_target", "compare", "scenario", "save_scenario")
 DEFAULT_REQUESTS = 2000  # as clustersim.serving.simulate.DEFAULT_REQUESTS (a test holds them together)
 MAX_REQUESTS = 10_000_000
 SECONDS_PER_REQUEST = 3e-4  # simulated requests take about this long each on a 2-core machine
@@ -208,8 +210,12 @@ def run_speculative_closed_form(ctx: typer.Context, p: dict[str, Any]) -> None:
 
 def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], list[str], list[SimulationResult]]:
     """The run's JSON payload, its notes and the runs themselves (a sweep: none kept)."""
+    from clustersim.catalog.registry import ENV_VAR as CATALOG_ENV_VAR
     from clustersim.choices import Batching
     from clustersim.cli.progress import progress_bar
+    from clustersim.cli.spreads import simulation_spreads
+    from clustersim.present.serving_simulation import simulation_intervals
+    from clustersim.scenario.training import user_files
     from clustersim.serving.engine import serving_system_for_instance
     from clustersim.serving.engines import engine_profile
     from clustersim.serving.rate_grid import parse_rates
@@ -311,12 +317,19 @@ def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], lis
         "max_batch": p["batch"],
         "pools": None if deployment is None else deployment.to_json()["pools"],
     }
+    devices = system.tp * system.pp * system.dp
+    if deployment is not None:
+        devices = sum(pool["workers"] * pool["tp"] for pool in payload["pools"].values())
+    catalog_files = user_files(CATALOG_ENV_VAR, p["catalog"] or [])
+    experts = model.moe is not None
+    spreads = simulation_spreads(engine, p["instance"], devices, p["level"], catalog_files, experts=experts)
     if rates:
         sweep = []
         for k, each in enumerate(loads):
             merged = over_seeds(rows[k * len(seeds) : (k + 1) * len(seeds)], seeds)
             closed = _closed_form(model, system, request, each, engine, speculation, deployment)
             row = {"rate_per_s": each.rate_per_s, **{key: merged[key] for key in ROW_KEYS}, "closed_form": closed}
+            row["intervals"] = simulation_intervals(merged, spreads)
             sweep.append(row | ({"disaggregation": merged["disaggregation"]} if deployment else {}))
         extra = {"slo": None if slo is None else slo.to_json(), "seeds": seeds, "requests": count}
         extra["sim_wall_s"] = sum(row["sim_wall_s"] for row in rows)
@@ -324,6 +337,7 @@ def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], lis
         return payload | extra | {"rates": sweep}, notes, results
     closed = _closed_form(model, system, request, load, engine, speculation, deployment)
     payload |= {**over_seeds(rows, seeds), "closed_form": closed}
+    payload["intervals"] = simulation_intervals(payload, spreads)
     return payload, notes, results
 
 

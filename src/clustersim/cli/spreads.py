@@ -80,25 +80,47 @@ def serving_spread(
 ) -> "Spread | None":
     """The spread of a serving estimate's throughput on ``instance`` (its engine's framework), or of its
     latency ``field`` (``ttft_s``, ``tpot_s``); ``experts``: of a MoE model."""
-    from clustersim.errors import ClusterSimError
-    from clustersim.serving.engines import engine_profile
-
-    try:
-        framework = engine_profile(estimate.engine).framework
-    except ClusterSimError:  # a profile of the user's own, no longer in force
-        framework = estimate.engine
     from clustersim.intervals.layout import serving_features
 
     return spread_on(
         "inference",
         instance=instance,
-        framework=framework,
+        framework=_framework_of(estimate.engine),
         devices=estimate.tp * estimate.pp * estimate.attention_dp * estimate.dp,
         level=level,
         catalog=catalog,
         layout=serving_features(estimate.attention_dp, experts=experts),
         field=field,
     )
+
+
+def _framework_of(engine: str) -> str:
+    """The framework of the engine profile ``engine`` (its own name where the profile is no longer in force)."""
+    from clustersim.errors import ClusterSimError
+    from clustersim.serving.engines import engine_profile
+
+    try:
+        return engine_profile(engine).framework
+    except ClusterSimError:  # a profile of the user's own, no longer in force
+        return engine
+
+
+def simulation_spreads(
+    engine: str, instance: str, devices: int, level: float, catalog: Sequence[str | Path] = (), *, experts: bool
+) -> "dict[str, Spread | None]":
+    """The spreads of a simulated run's figures on ``devices`` devices of ``instance``: its output rate's
+    (``output_tokens_per_s``) and each latency mean's and percentile's (``MEASURED_LATENCY_FIELDS``), each sized by
+    that figure's own left-out residuals; ``experts``: of a MoE model."""
+    from clustersim.intervals.layout import serving_features
+    from clustersim.intervals.residuals import MEASURED_LATENCY_FIELDS
+
+    framework, layout = _framework_of(engine), serving_features(1, experts=experts)
+
+    def of(field: str) -> "Spread | None":
+        return spread_on("inference", instance=instance, framework=framework, devices=devices, level=level,
+                         catalog=catalog, layout=layout, field=field)  # fmt: skip
+
+    return {"output_tokens_per_s": of("")} | {name: of(name) for name in MEASURED_LATENCY_FIELDS}
 
 
 def serving_spreads(

@@ -3,7 +3,7 @@ percentiles, throughput and goodput, and the closed form of the same load beside
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +11,7 @@ from rich.console import RenderableType
 from rich.markup import escape
 from rich.table import Table
 
+from clustersim.intervals import Spread
 from clustersim.units import format_seconds
 
 
@@ -29,6 +30,32 @@ def _layout(payload: dict[str, Any]) -> str:
         return " + ".join(f"{name} {pool['workers']} x tp {pool['tp']}" for name, pool in pools.items())
     pp = f" x pp {payload['pp']}" if payload.get("pp", 1) > 1 else ""
     return f"tp {payload['tp']}{pp} x dp {payload['dp']}"
+
+
+SIMULATED_INTERVALS = {
+    "ttft_s": {"p50": "ttft_p50_s", "p99": "ttft_p99_s", "mean": "ttft_s"},
+    "tpot_s": {"p50": "tpot_p50_s", "p99": "tpot_p99_s", "mean": "tpot_s"},
+}
+"""The simulated figures with an interval: per latency (TTFT, TPOT), each statistic's own residuals' field."""
+
+
+def simulation_intervals(figures: dict[str, Any], spreads: Mapping[str, Spread | None]) -> dict[str, Any]:
+    """Intervals of a simulated run's ``figures`` (``SimulationResult.to_json``'s): its output rate's, and its TTFT's
+    and TPOT's median, p99 and mean (``SIMULATED_INTERVALS``), each from that figure's ``spreads``; a figure whose
+    kind has no residual has none."""
+    out: dict[str, Any] = {}
+    rate = spreads.get("output_tokens_per_s")
+    if rate is not None:
+        out["output_tokens_per_s"] = rate.rate(figures["throughput"]["output_tokens_per_s"]).to_json()
+    for figure, stats in SIMULATED_INTERVALS.items():
+        found = {
+            stat: spread.duration(figures[figure][stat]).to_json()
+            for stat, field in stats.items()
+            if (spread := spreads.get(field)) is not None
+        }
+        if found:
+            out[figure] = found
+    return out
 
 
 def simulation_view(payload: dict[str, Any], notes: Sequence[str]) -> list[RenderableType]:
@@ -78,6 +105,7 @@ def simulation_view(payload: dict[str, Any], notes: Sequence[str]) -> list[Rende
         table,
         f"throughput: {rate['output_tokens_per_s']:,.0f} output tokens/s, {rate['requests_per_s']:.3g} requests/s "
         f"over {format_seconds(payload['duration_s'], digits=3)}; {payload['preemptions']:,.0f} preemptions",
+        *_interval_lines(payload.get("intervals") or {}),
     ]
     if payload["goodput"] is not None:
         bounds = ", ".join(
@@ -111,6 +139,33 @@ def simulation_view(payload: dict[str, Any], notes: Sequence[str]) -> list[Rende
     lines.extend(f"note: {escape(note)}" for note in notes)
     lines.append(f"simulated {payload['steps']:,} engine steps in {payload['sim_wall_s']:.2f} s")
     return lines
+
+
+def _interval_lines(intervals: Mapping[str, Any]) -> list[str]:
+    """The intervals of a run's figures (``simulation_intervals``), then what each comes from."""
+    if not intervals:
+        return []
+    shown: list[str] = []
+    bases: dict[str, Mapping[str, Any]] = {}
+    for figure, label in (("ttft_s", "TTFT"), ("tpot_s", "TPOT")):
+        stats = intervals.get(figure) or {}
+        ranges = [f"{stat} {_range(found, format_seconds)}" for stat, found in stats.items()]
+        shown += [f"{label} " + ", ".join(ranges)] if ranges else []
+        bases |= {f"{label} {stat}": found for stat, found in stats.items()}
+    rate = intervals.get("output_tokens_per_s")
+    if rate is not None:
+        shown.append("output tokens/s " + _range(rate, lambda v, digits: f"{v:,.0f}"))
+        bases["output tokens/s"] = rate
+    level = next(iter(bases.values()))["level"]
+    lines = [f"{level:.0%} intervals: " + "; ".join(shown)]
+    for what, found in bases.items():
+        note = f"; {found['note']}" if found["note"] else ""
+        lines.append(f"  {what}: left-out residuals of published runs ({found['basis']}){note}")
+    return lines
+
+
+def _range(found: Mapping[str, Any], show: Callable[..., str]) -> str:
+    return f"{show(found['low'], digits=3)}-{show(found['high'], digits=3)}"
 
 
 def sweep_view(payload: dict[str, Any], notes: Sequence[str]) -> list[RenderableType]:
