@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from clustersim.errors import ClusterSimError
 from clustersim.workload.hf import read_hf_config
+from clustersim.workload.quantization import MXFP4_EXPERTS
 from clustersim.workload.transformer import QuantMethod, Transformer
 from clustersim.workload.zoo import load_model
 from tests.workload.hf_configs_2025 import (
@@ -55,14 +56,18 @@ CONFIGS = {
 # Where the config and the zoo entry differ, and why: seq_len is the config's initial_context_length for gpt-oss
 # (4096, as the zoo), else max_position_embeddings capped at 8192 (the zoo's 4096 is the papers' pre-training
 # length, which GLM's and Kimi's configs do not state); Kimi-K2-Instruct is an FP8 checkpoint (128 x 128 blocks)
-# and the zoo entry the bf16 model that trains.
+# and the zoo entry the bf16 model that trains; so are gpt-oss's releases (MXFP4 routed experts, the rest bf16).
+_FP8_BLOCKS = {"method": QuantMethod.FP8, "bits": 8, "group_size": 128 * 128, "zero_point": False}
+_MXFP4 = {"method": QuantMethod.MXFP4, "bits": 4, "group_size": 32, "zero_point": False, "scale_bits": 8}
 DIFFERENCES: dict[str, dict[str, Any]] = {
+    "gpt-oss-120b": {"quantization": ({**_MXFP4, "experts_only": True}, None)},
+    "gpt-oss-20b": {"quantization": ({**_MXFP4, "experts_only": True}, None)},
     "glm-4.5": {"seq_len": (8192, 4096)},
     "glm-4.5-air": {"seq_len": (8192, 4096)},
     "qwen3-coder-480b-a35b": {"seq_len": (8192, 4096)},
     "kimi-k2": {
         "seq_len": (8192, 4096),
-        "quantization": ({"method": QuantMethod.FP8, "bits": 8, "group_size": 128 * 128, "zero_point": False}, None),
+        "quantization": ({**_FP8_BLOCKS, "scale_bits": 16, "experts_only": False}, None),
     },
 }
 
@@ -104,7 +109,8 @@ def test_gpt_oss_reads_its_windows_biases_and_training_length(tmp_path: Path) ->
         4096,
         131072,
     )
-    assert model.linear_bias and model.qkv_bias and model.quantization is None  # mxfp4 experts priced as bf16
+    assert model.linear_bias and model.qkv_bias
+    assert model.quantization == MXFP4_EXPERTS and model.quantization.bytes_per_weight == 4.25 / 8  # the experts
     assert model.moe is not None and (model.moe.experts, model.moe.top_k, model.moe.shared_experts) == (128, 4, 0)
     # Without layer_types, GptOssConfig's default: layers 0, 2, ... windowed, the same 18.
     plain = _read(tmp_path, {k: v for k, v in GPT_OSS_120B.items() if k != "layer_types"})

@@ -72,6 +72,7 @@ from clustersim.serving.memory import (
     cached_token_layers,
     causal_pairs,
     decode_attention_flops_per_key,
+    expert_weight_bytes,
     kv_bytes_per_token_layer,
     kv_heads_per_device,
     layer_weight_bytes,
@@ -210,9 +211,8 @@ def step_times(
 
     # Weights read once per step: the dense ones and the routed experts some token touches (a group's share).
     routed_bytes = experts * own * expert
-    weights = (
-        (dense + routed_bytes) * layer_weight_bytes(model, precision) * stage + head * ACTIVATION_BYTES / pp
-    ) / tp
+    layer_bytes = dense * layer_weight_bytes(model, precision) + routed_bytes * expert_weight_bytes(model, precision)
+    weights = (layer_bytes * stage + head * ACTIVATION_BYTES / pp) / tp
     memory = weights / bandwidth
 
     # Decode attention reads each sequence's cached token-layers (a window caps a windowed layer's) and

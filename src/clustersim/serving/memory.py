@@ -28,9 +28,10 @@ import numpy.typing as npt
 from clustersim.errors import ClusterSimError
 from clustersim.serving.engines import EngineProfile, engine_profile
 from clustersim.serving.formats import SERVING_DTYPES as SERVING_DTYPES
-from clustersim.serving.formats import ServingPrecision, is_fp4
+from clustersim.serving.formats import BlockFp4, ServingPrecision, is_fp4
 from clustersim.serving.formats import bytes_per_element as bytes_per_element
 from clustersim.serving.formats import parse_precision as parse_precision
+from clustersim.workload.quantization import Quantization, QuantMethod
 from clustersim.workload.transformer import Transformer
 
 FloatArray = npt.NDArray[np.float64]
@@ -55,34 +56,50 @@ def matmul_params(model: Transformer) -> tuple[float, float]:
 
 
 def layer_weight_bytes(model: Transformer, precision: ServingPrecision) -> float:
-    """Bytes one layer matmul weight takes: the checkpoint's stored width where it is quantized, else
-    ``precision``'s (a 4-bit float format with its block scales); a quantized checkpoint at a 4-bit float
-    precision is refused (its weights are in another format)."""
-    if model.quantization is not None:
-        if is_fp4(precision):
-            raise ClusterSimError(
-                f"precision: {precision.value} prices weights stored as {precision.value}, but {model.name} is a "
-                f"{model.quantization.describe()} checkpoint (valid for it: bf16, fp16, fp8 GEMMs)",
-                field="precision",
-                value=precision.value,
-            )
-        return model.quantization.bytes_per_weight
-    return float(bytes_per_element(precision))
+    """Bytes one layer matmul weight that is not a routed expert's takes: the checkpoint's stored width where it
+    is quantized (16 bits where it quantizes the routed experts only: it keeps the rest so), else ``precision``'s
+    (a 4-bit float format with its block scales)."""
+    q = _checked_quantization(model, precision)
+    if q is None:
+        return float(bytes_per_element(precision))
+    return float(ACTIVATION_BYTES) if q.experts_only else q.bytes_per_weight
+
+
+def expert_weight_bytes(model: Transformer, precision: ServingPrecision) -> float:
+    """Bytes one routed expert's weight takes: the checkpoint's stored width where it is quantized, else
+    ``precision``'s."""
+    q = _checked_quantization(model, precision)
+    return float(bytes_per_element(precision)) if q is None else q.bytes_per_weight
+
+
+def _checked_quantization(model: Transformer, precision: ServingPrecision) -> Quantization | None:
+    """The model's quantization; a 4-bit float precision on a quantized checkpoint is refused (its weights are in
+    another format), but for an MXFP4 checkpoint at mxfp4."""
+    q = model.quantization
+    if q is not None and is_fp4(precision) and not (q.method is QuantMethod.MXFP4 and precision is BlockFp4.MXFP4):
+        valid = "bf16, fp16, fp8 GEMMs" + (", mxfp4" if q.method is QuantMethod.MXFP4 else "")
+        raise ClusterSimError(
+            f"precision: {precision.value} prices weights stored as {precision.value}, but {model.name} is a "
+            f"{q.describe()} checkpoint (valid for it: {valid})",
+            field="precision",
+            value=precision.value,
+        )
+    return q
 
 
 def weight_bytes_per_device(
     model: Transformer, precision: ServingPrecision, tp: int = 1, pp: int = 1, attention_dp: int = 1
 ) -> float:
-    """Weights held by one device: layer matmuls at ``layer_weight_bytes``, the rest (embeddings, logits,
-    norms) in bf16; with ``attention_dp`` groups of ``tp`` ranks (attention data parallel) every group holds the
-    dense weights and the routed experts are split over all ``tp x attention_dp`` ranks (expert parallel)."""
+    """Weights held by one device: layer matmuls at ``layer_weight_bytes`` (the routed experts at
+    ``expert_weight_bytes``), the rest (embeddings, logits, norms) in bf16; with ``attention_dp`` groups of ``tp``
+    ranks (attention data parallel) every group holds the dense weights and the routed experts are split over all
+    ``tp x attention_dp`` ranks (expert parallel)."""
     bytes_per_element(precision)  # an unknown serving format is refused, quantized or not
     dense, expert = matmul_params(model)
     routed = (model.moe.experts if model.moe else 0) * expert
     rest = model.num_params() - dense - routed
-    per_layer_weight = layer_weight_bytes(model, precision)
-    layers = (dense + routed / attention_dp) * per_layer_weight * stage_share(model, pp)
-    return (layers + rest * ACTIVATION_BYTES / pp) / tp
+    held = dense * layer_weight_bytes(model, precision) + routed / attention_dp * expert_weight_bytes(model, precision)
+    return (held * stage_share(model, pp) + rest * ACTIVATION_BYTES / pp) / tp
 
 
 def weights_note(model: Transformer, precision: ServingPrecision) -> str | None:
@@ -90,9 +107,15 @@ def weights_note(model: Transformer, precision: ServingPrecision) -> str | None:
     q = model.quantization
     if q is None:
         return None
+    held = f"held and read at {q.bytes_per_weight:.3g} bytes each (scales included)"
+    if q.experts_only:
+        return (
+            f"weights: {model.name} is a {q.describe()} checkpoint: its routed experts are {held}, its other weights "
+            f"in 16 bits; GEMMs at {precision.value}"
+        )
     return (
-        f"weights: {model.name} is a {q.describe()} checkpoint: its layer weights are held and read at "
-        f"{q.bytes_per_weight:.3g} bytes each (scales included), not at {precision.value}; GEMMs at {precision.value}"
+        f"weights: {model.name} is a {q.describe()} checkpoint: its layer weights are {held}, not at "
+        f"{precision.value}; GEMMs at {precision.value}"
     )
 
 

@@ -60,6 +60,7 @@ from clustersim.workload.hf_fields import rotary_fields as _rotary
 from clustersim.workload.hf_fields import window_fields as _window
 from clustersim.workload.hf_limits import context_tokens, read_quantization
 from clustersim.workload.hf_moe import deepseek_experts, glm4_moe, gpt_oss, is_gpt_oss_mxfp4_release
+from clustersim.workload.quantization import MXFP4_EXPERTS
 from clustersim.workload.transformer import Transformer, transformer_from_mapping
 
 GELU = ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "gelu_accurate", "quick_gelu")
@@ -318,7 +319,8 @@ def read_hf_config(path: Path) -> Transformer:
     fields = FAMILIES[model_type](cfg)
     fields["name"] = model_name(path, data)
     whole = Config(where, data)
-    quantization = None if model_type == "gpt_oss" and is_gpt_oss_mxfp4_release(whole) else read_quantization(whole)
+    release = model_type == "gpt_oss" and is_gpt_oss_mxfp4_release(whole)
+    quantization = MXFP4_EXPERTS.model_dump() if release else read_quantization(whole)
     if quantization is not None:
         fields["quantization"] = quantization
     return transformer_from_mapping(fields, where=where)

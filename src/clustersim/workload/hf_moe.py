@@ -10,9 +10,10 @@ experts that DeepSeek-V2/V3, Kimi K2 (``kimi_k2``) and GLM-4.5 share.
   counted, as in the zoo entries: the attention sinks (one logit per query head and layer, no matmul) and the
   router's bias (``num_local_experts`` per layer). The clamped SwiGLU (``swiglu_limit``) has a SwiGLU's three
   matrices. The release's ``quantization_config`` (``mxfp4`` on the experts, ``modules_to_not_convert`` the
-  attention, router, embedding and output layer) is read as the bf16 model that trains, as the zoo prices it:
-  serve it with ``--precision mxfp4`` for 4-bit weights; an mxfp4 config that also converts those modules is
-  refused (clustersim's quantization stores every block weight at one width).
+  attention, router, embedding and output layer) is read as that checkpoint (``quantization.MXFP4_EXPERTS``: serving
+  holds and reads the routed experts at 4.25 bits, the rest at 16; training refuses it, as every quantized
+  checkpoint: the zoo's entries are the bf16 model that trains); an mxfp4 config that also converts those modules is
+  refused.
 * ``glm4_moe`` (GLM-4.5, GLM-4.5-Air; ``Glm4MoeConfig``): GQA of ``head_dim`` heads, biases on Q, K and V only
   (``attention_bias``; the output projection has none), an RMSNorm on each query and key head when
   ``use_qk_norm``, then DeepSeek-style experts. ``partial_rotary_factor`` (rotary on half of each head) has no

@@ -40,6 +40,8 @@ from pydantic import (
 
 from clustersim.errors import ClusterSimError, validation_problems
 from clustersim.workload.moe import Count, MoE, Switch
+from clustersim.workload.quantization import Quantization
+from clustersim.workload.quantization import QuantMethod as QuantMethod
 
 
 class FfnType(StrEnum):
@@ -68,47 +70,6 @@ class Position(StrEnum):
 
     LEARNED = "learned"
     ROTARY = "rotary"
-
-
-class QuantMethod(StrEnum):
-    """How a checkpoint's layer weights are stored below bf16: integer groups with a scale (GPTQ, AWQ,
-    compressed-tensors' int formats) or 8-bit floats (FP8 checkpoints)."""
-
-    GPTQ = "gptq"
-    AWQ = "awq"
-    COMPRESSED_TENSORS = "compressed-tensors"
-    FP8 = "fp8"
-
-
-class Quantization(BaseModel):
-    """The stored width of a quantized checkpoint's layer weights (the matmul weights of the blocks;
-    embeddings, logits and norms stay 16-bit). A group of ``group_size`` weights shares one 16-bit
-    scale and, for asymmetric integer formats, a ``bits``-wide zero point; ``group_size`` 0 is one
-    scale per output channel, counted as none."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    method: QuantMethod = Field(description="The quantization method (the config's quant_method).")
-    bits: Count = Field(description="Stored bits per weight: 4 or 8.")
-    group_size: Count = Field(default=0, ge=0, description="Weights sharing one scale; 0 = per channel.")
-    zero_point: Switch = Field(default=True, description="A zero point per group (asymmetric integer formats).")
-
-    @model_validator(mode="after")
-    def _bits(self) -> Self:
-        if self.bits not in (4, 8):
-            raise ValueError(f"quantization bits {self.bits} is not modelled (valid: 4, 8)")
-        return self
-
-    @property
-    def bytes_per_weight(self) -> float:
-        """Bytes one stored weight takes, its share of the group's scale and zero point included."""
-        per_group = (16 + (self.bits if self.zero_point else 0)) / 8 / self.group_size if self.group_size else 0.0
-        return self.bits / 8 + per_group
-
-    def describe(self) -> str:
-        """E.g. ``4-bit gptq, groups of 128``."""
-        groups = f", groups of {self.group_size}" if self.group_size else ""
-        return f"{self.bits}-bit {self.method.value}{groups}"
 
 
 class MLA(BaseModel):
@@ -231,6 +192,8 @@ class Transformer(BaseModel):
             raise ValueError(f"window_layers {self.window_layers} needs a sliding_window")
         if (self.window_layers or 0) > self.layers:
             raise ValueError(f"window_layers {self.window_layers} exceeds layers {self.layers}")
+        if self.quantization is not None and self.quantization.experts_only and self.moe is None:
+            raise ValueError("quantization.experts_only needs a MoE model (its routed experts are what it stores)")
         if self.dense_layers and (self.moe is None or self.dense_layers >= self.layers):
             raise ValueError(f"dense_layers {self.dense_layers} needs a MoE model with more layers than that")
         if self.moe_layer_step > 1 and (self.moe is None or self.dense_layers or self.moe_layer_step > self.layers):
