@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from clustersim.errors import ClusterSimError, shown, validation_problems
 from clustersim.workload.float8 import Float8Recipe
+from clustersim.workload.quantization import Quantization
 
 KINDS = ("training", "inference", "collective", "memory")
 PRIMARY_FIELDS: dict[str, tuple[str, ...]] = {
@@ -76,7 +77,8 @@ class CaseModel(_Part):
     with a dense MLP), ``dense_ffn_hidden`` (their width; ``ffn_hidden`` is then an expert's),
     ``mtp_layers`` (multi-token-prediction modules the run trained; null: none stated, none priced) and
     ``sliding_window`` with ``window_layers`` (the keys a windowed layer attends to, and how many layers are
-    windowed; null: every layer sees the whole sequence)."""
+    windowed; null: every layer sees the whole sequence); ``quantization`` (how a serving case's checkpoint stores
+    its weights, ``clustersim.workload.quantization.Quantization``'s fields; null: 16-bit)."""
 
     name: str | None = None
     layers: Count | None = None
@@ -95,6 +97,7 @@ class CaseModel(_Part):
     mtp_layers: Annotated[int, Field(ge=0, le=8)] | None = None
     sliding_window: Count | None = None
     window_layers: Annotated[int, Field(ge=0)] | None = None
+    quantization: Quantization | None = None
 
     def shape(self) -> dict[str, Any]:
         """The fields present, as plain data in ``Transformer``'s names (for ``transformer_from_mapping``):
