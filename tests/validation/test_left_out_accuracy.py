@@ -10,6 +10,7 @@ A change that lowers a figure should lower its bar; a bar may rise only with a r
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pytest
 
@@ -113,6 +114,15 @@ KNOWN_MISSES: dict[tuple[str, str], tuple[float, str]] = {
         "as the Neuron SDK's (above): its left-out fold's kernel efficiency is a share of the GPU calibration's GEMM "
         "fraction, refit on 2026-12-04 (0.569 -> 0.575), and its Trainium2 runs' share is at the top of its range "
         "(1.0), so they run 1% faster: 0.1392 -> 0.1402 (issue 24)",
+    ),
+    ("inference", "gminneci/mantile"): (
+        0.16,
+        "InferenceMAX's 12 gpt-oss-120b runs on TensorRT-LLM 1.2.0rc2 (trtllm-serve, B200 TP2 and TP4, added "
+        "2026-12-05) are 52% too slow a token: at 4-64 clients their decode step is 2.6-10 ms where the model's "
+        "layer_overhead_s (49 us a layer, a prior identified on NIM's Llama 3.3 70B on two H100s) and TP all-reduces "
+        "make 4.1 ms at 4 (the script sets TRTLLM_ENABLE_PDL, launches overlapping; not modelled). Its DeepSeek-R1 "
+        "SGLang runs are 8.6% off, its gpt-oss vLLM runs 11.5% (0.083 and 0.109 alone; 0.086 before the gpt-oss "
+        "rows)",
     ),
     ("inference", "gpustack/gpustack"): (
         0.37,
@@ -266,11 +276,14 @@ KNOWN_LATENCY_MISSES: dict[tuple[str, str], tuple[float, str]] = {
 """(latency field, source) -> (mean |log error| bar, why and which issue owns it)."""
 
 
-def _by_source(fields: tuple[str, ...] = ()) -> dict[tuple[str, str], list[float]]:
-    """Per (kind, source), or with ``fields`` per (field, source) of those fields, the |log errors|."""
+def _by_source(
+    fields: tuple[str, ...] = (), ids: Callable[[str], bool] = lambda _: True
+) -> dict[tuple[str, str], list[float]]:
+    """Per (kind, source), or with ``fields`` per (field, source) of those fields, the |log errors| (of the cases
+    whose id ``ids`` keeps)."""
     out: dict[tuple[str, str], list[float]] = {}
     for row in load_residuals().residuals:
-        if (row.field in fields) if fields else measure_of(row.field) == "primary":
+        if ((row.field in fields) if fields else measure_of(row.field) == "primary") and ids(row.id):
             out.setdefault((row.field if fields else row.kind, row.source), []).append(abs(row.r))
     return out
 
@@ -303,6 +316,13 @@ KNOWN_PERCENTILE_MISSES: dict[tuple[str, str], tuple[float, str]] = {
     ("ttft_p99_s", "gpustack/gpustack"): (0.62, GPUSTACK_PERCENTILES),
     ("tpot_p50_s", "gpustack/gpustack"): (0.44, GPUSTACK_PERCENTILES),
     ("tpot_p99_s", "gpustack/gpustack"): (0.47, GPUSTACK_PERCENTILES),
+    ("ttft_p50_s", "gminneci/mantile"): (
+        0.42,
+        "its gpt-oss-120b runs (2026-12-05): at 4 clients vLLM 0.13's median first token comes 17-29 ms after the "
+        "model's (a ~35 ms prompt), as GPUStack's vLLM lone clients' 51-56 ms: the API server's path (tokenizing, "
+        "inter-process hops, detokenizing), not modelled; TensorRT-LLM's too (and its decode, above); the DeepSeek-R1 "
+        "SGLang runs' medians are 16.9% off (0.156)",
+    ),
     ("ttft_p99_s", "gminneci/mantile"): (
         1.12,
         "the run's first wave: at 4-16 clients the slowest requests (p99 0.7-4 s) are the first ones, sent together at "
@@ -323,9 +343,15 @@ def test_every_sources_latency_percentiles_predicted_without_its_own_cases_meet_
         if value > KNOWN_PERCENTILE_MISSES.get((field, source), (LATENCY_BAR, ""))[0]
     }
     assert not over, f"left-out mean |log error| of a latency percentile over the bar: {over}"
-    # InferenceMAX's medians, its 27 simulated runs: TTFT within 17%, TPOT within 6% (2026-12-05: 15.6%, 5.3%)
-    assert figures[("ttft_p50_s", "gminneci/mantile")] < math.log(1.17)
-    assert figures[("tpot_p50_s", "gminneci/mantile")] < math.log(1.06)
+    # InferenceMAX's 27 simulated DeepSeek-R1 SGLang runs: median TTFT within 17%, TPOT within 6% (2026-12-05: 16.9%,
+    # 5.5%); its gpt-oss-120b vLLM runs' median TPOT within 13% (12.0%)
+    deepseek = _by_source(tuple(PERCENTILE_FIELDS), ids=lambda i: "deepseek" in i)
+    vllm = _by_source(("tpot_p50_s",), ids=lambda i: "gpt-oss-120b" in i and "_vllm_" in i)
+    for rows, field, bar in (
+        (deepseek, "ttft_p50_s", 1.17), (deepseek, "tpot_p50_s", 1.06), (vllm, "tpot_p50_s", 1.13)
+    ):  # fmt: skip
+        errors = rows[(field, "gminneci/mantile")]
+        assert len(errors) in (18, 27) and sum(errors) / len(errors) < math.log(bar), (field, bar)
 
 
 @pytest.mark.parametrize(

@@ -57,10 +57,10 @@ class FiniteRun:
     ttft_s: float
     tpot_s: float
     requests: int
-    ttft_p50_s: float = 0.0
-    ttft_p99_s: float = 0.0
-    tpot_p50_s: float = 0.0
-    tpot_p99_s: float = 0.0
+    ttft_p50_s: float
+    ttft_p99_s: float
+    tpot_p50_s: float
+    tpot_p99_s: float
 
     def value(self, field: str) -> float:
         """One of ``FIGURES``."""
