@@ -104,6 +104,13 @@ def test_the_json_keys():
     simulated = row["simulated"]
     assert simulated["ttft_p99_s"] >= simulated["ttft_mean_s"] > 0 and 0 <= simulated["goodput_share"] <= 1
     assert payload["top"][1]["simulated"] is None
+    # the simulated p99 TTFT has its own interval, from published p99 TTFTs' left-out residuals; an unsimulated row none
+    p99 = row["interval"]["simulated_ttft_p99_s"]
+    assert p99["low"] < simulated["ttft_p99_s"] < p99["high"]
+    assert "p99 TTFT" in row["interval"]["simulated_ttft_p99_basis"]
+    assert "simulated_ttft_p99_s" not in payload["top"][1]["interval"]
+    table = plan(*ONE, "--rate", "8", "--nodes", "1", "--simulate-top", "1", "--slo", "ttft=2s,itl=50ms")
+    assert "p99 TTFT row 1 " in table.output and "left-out residuals of published p99 TTFT" in table.output
 
 
 def test_without_a_load_each_deployment_serves_its_highest_rate_within_the_slo():

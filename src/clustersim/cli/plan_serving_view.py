@@ -103,6 +103,16 @@ def serving_plan_view(plan: ServingPlan, model: Transformer) -> list[Any]:
         lines.append(interval_line(first.spread, "published serving runs"))
     if first.latency_spread is not None:
         lines.append("latency: " + interval_line(first.latency_spread, "published TPOT"))
+    p99 = [(i, row) for i, row in enumerate(plan.top, 1) if row.simulated is not None and row.simulated_spread]
+    if p99:
+        ranges = ", ".join(
+            f"row {i} {_ms(found.low)}-{_ms(found.high)} ms"
+            for i, row in p99
+            if (found := row.interval.get("simulated_ttft_p99_s")) is not None
+        )
+        spread = p99[0][1].simulated_spread
+        assert spread is not None
+        lines.append(f"p99 TTFT {ranges}: " + interval_line(spread, "published p99 TTFT"))
     lines += [f"note: {note}" for note in plan.notes]
     return lines
 

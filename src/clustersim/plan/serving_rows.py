@@ -90,7 +90,8 @@ class SimulatedFigures:
 @dataclass(frozen=True)
 class ServingRow:
     """One priced deployment: its closed-form estimate, the price and power of its instances, its spread
-    (``serve``'s interval of throughput), once ranked why it wins and its margin, once simulated the simulator's."""
+    (``serve``'s interval of throughput), once ranked why it wins and its margin, once simulated the simulator's
+    figures and the spread of their p99 TTFT."""
 
     deployment: Deployment
     system: ServingSystem
@@ -101,6 +102,7 @@ class ServingRow:
     offer: str = "on_demand"  # the price offer of price_usd_per_hour
     spread: Spread | None = None
     latency_spread: Spread | None = None  # the TPOT's (a request's latency is mostly its output's steps)
+    simulated_spread: Spread | None = None  # the simulated p99 TTFT's (published p99 TTFTs' residuals)
     why: str = ""
     margin: float | None = None  # the runner-up's objective over this row's, less one
     runner_up: str = ""
@@ -153,6 +155,8 @@ class ServingRow:
             figure = getattr(self, key)
             if figure is not None:
                 found[key] = self.spread.duration(figure)
+        if self.simulated is not None and self.simulated_spread is not None:
+            found["simulated_ttft_p99_s"] = self.simulated_spread.duration(self.simulated.ttft_p99_s)
         return found
 
     def to_json(self) -> dict[str, Any]:
@@ -185,6 +189,7 @@ class ServingRow:
                 "basis": self.spread.basis,
                 "note": self.spread.note,
                 "latency_basis": (self.latency_spread or self.spread).basis,
+                **({} if self.simulated_spread is None else {"simulated_ttft_p99_basis": self.simulated_spread.basis}),
                 **{key: {"low": i.low, "high": i.high} for key, i in found.items()},
             },
             "why": self.why,

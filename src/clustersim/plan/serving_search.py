@@ -207,7 +207,7 @@ def plan_serving(
     shown = [_spread(row, spread_of) for row in with_why[:top]]
     for i, row in enumerate(shown[:simulate_top]):
         try:
-            shown[i] = _simulated(model, row, load, sampler, sim_requests)
+            shown[i] = _simulated(model, row, load, sampler, sim_requests, spread_of)
         except ClusterSimError as exc:  # an engine the simulator does not model (static-shape Neuron buckets)
             notes.append(f"row {i + 1} not simulated: {exc}")
     front = _front(ranked, spread_of)
@@ -303,9 +303,15 @@ def _front(ranked: list[ServingRow], spread_of: SpreadOf | None) -> list[Serving
 
 
 def _simulated(
-    model: Transformer, row: ServingRow, load: ServingLoad, sampler: RequestLengthSampler | None, requests: int
+    model: Transformer,
+    row: ServingRow,
+    load: ServingLoad,
+    sampler: RequestLengthSampler | None,
+    requests: int,
+    spread_of: SpreadOf | None = None,
 ) -> ServingRow:
-    """``row`` with the simulator's figures at its load (max-rate plans: at the rate the closed form found)."""
+    """``row`` with the simulator's figures at its load (max-rate plans: at the rate the closed form found) and the
+    spread of their p99 TTFT (published p99 TTFTs' residuals)."""
     if load.concurrency is not None:
         arrive = Load(concurrency=load.concurrency)
     else:
@@ -318,4 +324,5 @@ def _simulated(
         itl_p99_s=result["itl_s"]["p99"], goodput_share=None if goodput is None else goodput["fraction"],
         output_tokens_per_s=result["throughput"]["output_tokens_per_s"], requests=result["requests"],
     )  # fmt: skip
-    return replace(row, simulated=figures)
+    spread = None if spread_of is None else spread_of(row.estimate, row.deployment.instance, "ttft_p99_s")
+    return replace(row, simulated=figures, simulated_spread=spread)
