@@ -13,6 +13,7 @@ ESTIMATE_KEYS = {
     "decode_context_tokens",
     "model",
     "system",
+    "nodes",
     "device",
     "tp",
     "pp",

@@ -38,4 +38,14 @@ def test_deepseek_v3_does_not_fit_a_p5(tmp_path: Path):
     args = ["serve", str(config), "--instance", "p5.48xlarge", "--precision", "fp8"]
     result = runner.invoke(app, args, env={"CLUSTERSIM_CATALOG": ""})
     assert result.exit_code == 2
-    assert "its weights are fp8 already; or use an instance with more memory per device" in result.output
+    assert (
+        "its weights are fp8 already; or use more instances (--nodes) or an instance with more memory" in result.output
+    )
+    # two p5 hold it: TP 8 within each, the pipeline's two stages one an instance, its sends on the network
+    two = runner.invoke(
+        app, [*args, "--nodes", "2", "--tp", "8", "--pp", "2", "--json"], env={"CLUSTERSIM_CATALOG": ""}
+    )
+    assert two.exit_code == 0, two.output
+    payload = json.loads(two.stdout)
+    assert (payload["nodes"], payload["tp"], payload["pp"], payload["dp"]) == (2, 8, 2, 1)
+    assert payload["weights_bytes_per_device"] < 80 * 2**30 / 1.5

@@ -49,7 +49,7 @@ from clustersim.cli.serve_simulate import (
 )
 from clustersim.errors import ClusterSimError
 from clustersim.serving.engine_names import engine_help
-from clustersim.units import MAX_DEGREE, MAX_LATENCY_S, MAX_RATE_PER_S, MAX_SEQUENCE_TOKENS, MAX_SEQUENCES
+from clustersim.units import MAX_DEGREE, MAX_LATENCY_S, MAX_NODES, MAX_RATE_PER_S, MAX_SEQUENCE_TOKENS, MAX_SEQUENCES
 
 if TYPE_CHECKING:
     from clustersim.present.serving import ServingSpreads
@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 # The options that are inputs of the run (a scenario file holds them all).
 INPUTS = (
     "instance",
+    "nodes",
     "tp",
     "pp",
     "attention_dp",
@@ -80,6 +81,7 @@ INPUTS = (
 )
 _FLAGS = {
     "instance": "--instance",
+    "nodes": "--nodes",
     "tp": "--tp",
     "pp": "--pp",
     "attention_dp": "--attention-dp",
@@ -105,6 +107,16 @@ def serve_command(
         ),
     ] = None,
     instance: Annotated[str, typer.Option("--instance", help="Instance id, e.g. p5.48xlarge.")] = "p5.48xlarge",
+    nodes: Annotated[
+        int,
+        typer.Option(
+            "--nodes",
+            min=1,
+            max=MAX_NODES,
+            help="Instances the replicas fill; a replica of more devices than one holds (--tp x --pp) spans several, "
+            "its TP all-reduces or PP sends between them on the network (needs --tp).",
+        ),
+    ] = 1,
     tp: Annotated[
         int | None,
         typer.Option("--tp", min=1, max=MAX_DEGREE, help="Tensor parallel degree (default: the best that fits)."),
@@ -306,7 +318,8 @@ def serve_command(
         else:
             stated = given_options(ctx, ("input_tokens", "output_tokens"))  # with a dataset, only these count
             spec = _scenario_of_options(
-                model=model, instance=instance, tp=tp, pp=pp, attention_dp=attention_dp, moe_exchange=moe_exchange,
+                model=model, instance=instance, nodes=nodes, tp=tp, pp=pp, attention_dp=attention_dp,
+                moe_exchange=moe_exchange,
                 input_tokens=input_tokens if dataset is None or "--input" in stated else None,
                 output_tokens=output_tokens if dataset is None or "--output" in stated else None, dataset=dataset,
                 batch=batch, precision=precision, kv_cache=kv_cache, batching=batching, rate=rate,
@@ -372,6 +385,7 @@ def _scenario_of_options(
     *,
     model: str,
     instance: str,
+    nodes: int = 1,
     tp: int | None,
     pp: int,
     attention_dp: int = 1,
@@ -414,7 +428,7 @@ def _scenario_of_options(
     check_load(batch, rate, ttft_target, tpot_target)  # one mode, its options named
     with option_errors(_FLAGS):
         system = ServingSystemSpec(
-            instance=instance, tp="choose" if tp is None else tp, pp=pp, attention_dp=attention_dp,
+            instance=instance, nodes=nodes, tp="choose" if tp is None else tp, pp=pp, attention_dp=attention_dp,
             moe_exchange=moe_exchange,
         )  # fmt: skip
         request = RequestSpec(

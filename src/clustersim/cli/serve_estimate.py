@@ -46,14 +46,21 @@ def serve_estimates(
     tp = None if spec.system.tp == "choose" else spec.system.tp
     instances = [spec.system.instance] + ([compare] if compare else [])
     mode = (load.batch, load.rate_per_s, load.ttft_target_s, load.tpot_target_s)
-    layout = (tp, spec.system.pp, spec.system.attention_dp, spec.system.moe_exchange)
+    layout = (tp, spec.system.pp, spec.system.attention_dp, spec.system.moe_exchange, spec.system.nodes)
     estimates = [_run(transformer, cat, name, layout, request, mode, spec.engine) for name in instances]
     estimates = [replace(e, notes=extra + e.notes) for e in estimates]
     reasons: tuple[str, ...] = ()
     if compare and load.rate_per_s is None and load.ttft_target_s is None and load.tpot_target_s is None:
         first, second = (
             serving_system_for_instance(
-                cat, e.system, tp=e.tp, pp=e.pp, dp=e.dp, attention_dp=e.attention_dp, moe_exchange=e.moe_exchange
+                cat,
+                e.system,
+                tp=e.tp,
+                pp=e.pp,
+                dp=e.dp,
+                attention_dp=e.attention_dp,
+                moe_exchange=e.moe_exchange,
+                nodes=e.nodes,
             )
             for e in estimates
         )
@@ -66,12 +73,12 @@ def _run(
     model: Transformer,
     catalog: Catalog,
     instance: str,
-    layout: tuple[int | None, int, int, MoeExchange],
+    layout: tuple[int | None, int, int, MoeExchange, int],
     request: Request,
     scenario: tuple[int | None, float | None, float | None, float | None],
     engine: str | None,
 ) -> ServingEstimate:
-    """The estimate on ``instance``; ``layout`` is (tp, pp, attention dp, MoE exchange); ``scenario`` is (batch,
+    """The estimate on ``instance``; ``layout`` is (tp, pp, attention dp, MoE exchange, nodes); ``scenario`` is (batch,
     rate, ttft target, tpot target); no ``tp``: the best degree (``clustersim.plan.serving``). ``engine``: checked
     against the instance's accelerator family (none: the family's default engine;
     ``clustersim.serving.engines.engine_for``)."""
@@ -83,8 +90,8 @@ def _run(
 
     batch, rate, ttft_target, tpot_target = scenario
     wanted = ServingScenario(batch=batch, rate_per_s=rate, ttft_target_s=ttft_target, tpot_target_s=tpot_target)
-    tp, pp, groups, exchange = layout
+    tp, pp, groups, exchange, nodes = layout
     return best_serving_layout(
         model, catalog, instance, request, tp=tp, pp=pp, scenario=wanted, engine=engine, attention_dp=groups,
-        moe_exchange=exchange,
+        moe_exchange=exchange, nodes=nodes,
     )  # fmt: skip

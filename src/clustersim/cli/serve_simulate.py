@@ -187,8 +187,8 @@ def run_speculative_closed_form(ctx: typer.Context, p: dict[str, Any]) -> None:
         speculation = _speculation(p, model)
         assert speculation is not None  # the command comes here with --speculative/--acceptance given
         load = Load(rate_per_s=p["rate"]) if p["rate"] is not None else Load(concurrency=1)
-        tp = p["tp"] or _chosen_tp(model, catalog, p["instance"], p["pp"], request, load, engine)
-        system = serving_system_for_instance(catalog, p["instance"], tp=tp, pp=p["pp"])
+        tp = p["tp"] or _chosen_tp(model, catalog, p["instance"], p["pp"], request, load, engine, p["nodes"])
+        system = serving_system_for_instance(catalog, p["instance"], tp=tp, pp=p["pp"], nodes=p["nodes"])
         if p["rate"] is not None:
             found = speculative_closed_form(model, system, request, speculation, load, engine) or {}
         else:
@@ -196,7 +196,8 @@ def run_speculative_closed_form(ctx: typer.Context, p: dict[str, Any]) -> None:
         if "error" in found:
             raise ClusterSimError(f"--rate: {found['error']}", field="--rate", value=p["rate"])
     payload = {
-        "mode": "speculative closed form", "model": model.name, "system": system.name, "tp": system.tp,
+        "mode": "speculative closed form", "model": model.name, "system": system.name,
+        "nodes": system.system.num_nodes, "tp": system.tp,
         "pp": system.pp, "dp": system.dp, "engine": engine, "dataset": lengths.dataset,
         "speculation": speculation.to_json(), **found, "notes": notes,
     }  # fmt: skip
@@ -235,8 +236,8 @@ def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], lis
         what = f"--trace {p['trace']}'s longest request, {n:,} + {o:,},"
         beyond = model.check_context(n + o, what, beyond_context=p["beyond_context"])
         notes.extend([beyond] if beyond else [])
-    tp = p["tp"] or _chosen_tp(model, catalog, p["instance"], p["pp"], request, load, engine)
-    system = serving_system_for_instance(catalog, p["instance"], tp=tp, pp=p["pp"])
+    tp = p["tp"] or _chosen_tp(model, catalog, p["instance"], p["pp"], request, load, engine, p["nodes"])
+    system = serving_system_for_instance(catalog, p["instance"], tp=tp, pp=p["pp"], nodes=p["nodes"])
     speculation = _speculation(p, model)
     if speculation is not None and speculation.tokens_per_step > 1:
         notes.append(
@@ -246,6 +247,14 @@ def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], lis
     deployment = None
     if p["disaggregate"] is not None:
         from clustersim.serving.disaggregation import deploy, parse_pools
+
+        if p["nodes"] != 1:
+            raise ClusterSimError(
+                f"--nodes: the disaggregated pools place their workers on instances of their own (P:D); got --nodes "
+                f"{p['nodes']}",
+                field="--nodes",
+                value=p["nodes"],
+            )
 
         if p["pp"] != 1:
             raise ClusterSimError(
@@ -297,6 +306,7 @@ def _simulate(p: dict[str, Any], stated: list[str]) -> tuple[dict[str, Any], lis
         "model": model.name,
         "params": model.num_params(),
         "system": system.name,
+        "nodes": system.system.num_nodes,
         "device": system.device_name,
         "tp": system.tp,
         "pp": system.pp,
@@ -365,11 +375,21 @@ def _work(requests: int) -> Any:
 
 
 def _chosen_tp(
-    model: Transformer, catalog: Catalog, instance: str, pp: int, request: Request, load: Load, engine: str
+    model: Transformer,
+    catalog: Catalog,
+    instance: str,
+    pp: int,
+    request: Request,
+    load: Load,
+    engine: str,
+    nodes: int = 1,
 ) -> int:
-    """The closed form's degree for the same question: at a rate the lowest TPOT, else the most tokens/s."""
+    """The closed form's degree for the same question: at a rate the lowest TPOT, else the most tokens/s (one
+    instance's: over ``nodes`` instances give --tp)."""
     from clustersim.plan.serving import ServingScenario, best_serving_layout
 
+    if nodes > 1:  # refused as the closed forms refuse it
+        best_serving_layout(model, catalog, instance, request, pp=pp, engine=engine, nodes=nodes)
     if load.rate_per_s is not None:
         try:
             scenario = ServingScenario(rate_per_s=load.rate_per_s)

@@ -124,9 +124,10 @@ def best_serving_layout(
     engine: str | EngineProfile | None = None,
     attention_dp: int = 1,
     moe_exchange: MoeExchange = "gather",
+    nodes: int = 1,
 ) -> ServingEstimate:
-    """The estimate on one ``instance`` filled with replicas of ``tp x pp`` devices served by ``engine``
-    (a name from ``clustersim.serving.engines`` or a profile; default: the family's); without ``tp``, the
+    """The estimate on ``nodes`` (default one) ``instance``s filled with replicas of ``tp x pp`` devices served by
+    ``engine`` (a name from ``clustersim.serving.engines`` or a profile; default: the family's); without ``tp``, the
     degree with the best result (most output tokens/s; at a fixed rate, the lowest TPOT). When no
     degree works, the last degree's error (the largest tried, the likeliest to fit) is raised.
     ``attention_dp`` > 1 (given with ``tp``): that many groups of ``tp x pp`` devices a replica
@@ -138,6 +139,12 @@ def best_serving_layout(
             field="--moe-exchange",
             value=moe_exchange,
         )
+    if nodes > 1 and tp is None:
+        raise ClusterSimError(
+            f"--nodes: {nodes} instances need --tp (and --pp): the chosen degree keeps a replica in one instance",
+            field="--nodes",
+            value=nodes,
+        )
     if attention_dp > 1 and tp is None:
         raise ClusterSimError(
             f"--attention-dp: {attention_dp} groups need --tp (the ranks of each group)",
@@ -146,7 +153,7 @@ def best_serving_layout(
         )
     if tp is not None:
         system = serving_system_for_instance(
-            catalog, instance, tp=tp, pp=pp, attention_dp=attention_dp, moe_exchange=moe_exchange
+            catalog, instance, tp=tp, pp=pp, attention_dp=attention_dp, moe_exchange=moe_exchange, nodes=nodes
         )
         return estimate_scenario(model, system, request, scenario, cal, engine)
     found: list[ServingEstimate] = []

@@ -125,6 +125,11 @@ def generic_reasons(first: ServingEstimate, second: ServingEstimate) -> list[str
     return reasons
 
 
+def _instances(estimate: ServingEstimate) -> str:
+    """The instance, or ``2 x p5.48xlarge`` where the deployment fills several."""
+    return estimate.system if estimate.nodes == 1 else f"{estimate.nodes} x {estimate.system}"
+
+
 def cell(estimate: ServingEstimate, field: str, spreads: ServingSpreads | None = None) -> str:
     """One table cell: ``field`` of ``estimate`` in its unit (with ``spreads``, its interval where it has one)."""
     if spreads is not None and field in (*RATES, *DURATIONS):
@@ -134,7 +139,8 @@ def cell(estimate: ServingEstimate, field: str, spreads: ServingSpreads | None =
     if field == "layout":
         exchange = ", all-to-all" if estimate.moe_exchange == "alltoall" else ""
         groups = f" x attention dp {estimate.attention_dp}{exchange}" if estimate.attention_dp > 1 else ""
-        return f"{estimate.dp} x (tp {estimate.tp} x pp {estimate.pp}{groups}) on {estimate.device}"
+        over = f" over {_instances(estimate)}" if estimate.nodes > 1 else ""
+        return f"{estimate.dp} x (tp {estimate.tp} x pp {estimate.pp}{groups}) on {estimate.device}{over}"
     if field == "precisions":
         return f"{estimate.precision} / {estimate.kv_precision}"
     if field == "batch_text":
@@ -193,10 +199,10 @@ def serving_view(
         f"{head.input_tokens:,.0f} in / {head.output_tokens:,.0f} out tokens, {head.batching} batching"
         + _in_flight(head)
     ]
-    table = Table(title=" vs ".join(e.system for e in estimates))
+    table = Table(title=" vs ".join(_instances(e) for e in estimates))
     table.add_column("")
     for estimate in estimates:
-        table.add_column(estimate.system, justify="right")
+        table.add_column(_instances(estimate), justify="right")
     if len(estimates) == 2:
         table.add_column("ratio", justify="right")
     for label, field in ROWS:
@@ -207,7 +213,7 @@ def serving_view(
     lines.append(table)
     for estimate, spread in zip(estimates, given, strict=True):
         if spread is not None:
-            where = f"{estimate.system}: " if len(estimates) > 1 else ""
+            where = f"{_instances(estimate)}: " if len(estimates) > 1 else ""
             lines += [escape(where + line) for line in interval_lines(spread)]
     lines += [Text.from_markup(f"why: {reason}") for reason in reasons]
     lines += [Text(f"note: {note}") for note in dict.fromkeys(n for e in estimates for n in e.notes)]

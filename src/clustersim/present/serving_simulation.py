@@ -23,6 +23,12 @@ def _load(payload: dict[str, Any]) -> str:
     return f"trace {payload['trace']}"
 
 
+def _instances(payload: dict[str, Any]) -> str:
+    """The instance, or ``2 x p5.48xlarge`` where the run fills several."""
+    nodes = payload.get("nodes", 1)
+    return escape(payload["system"]) if nodes == 1 else f"{nodes} x {escape(payload['system'])}"
+
+
 def _layout(payload: dict[str, Any]) -> str:
     """``tp 2 x dp 4`` (pipelined: ``x pp 2``), or a disaggregated run's two pools."""
     pools = payload.get("pools")
@@ -61,7 +67,7 @@ def simulation_intervals(figures: dict[str, Any], spreads: Mapping[str, Spread |
 def simulation_view(payload: dict[str, Any], notes: Sequence[str]) -> list[RenderableType]:
     """The run's setup line, the latency table and the throughput lines."""
     head = (
-        f"[bold]{escape(payload['model'])}[/bold] on {escape(payload['system'])}: {_layout(payload)}, "
+        f"[bold]{escape(payload['model'])}[/bold] on {_instances(payload)}: {_layout(payload)}, "
         f"{payload['engine']}, {payload['precision']} (KV {payload['kv_precision']}), "
         f"{payload['batching']} batching; {_load(payload)}; {payload['requests']:,} requests"
         + (f" of {payload['dataset']}" if payload["dataset"] else "")
@@ -171,7 +177,7 @@ def _range(found: Mapping[str, Any], show: Callable[..., str]) -> str:
 def sweep_view(payload: dict[str, Any], notes: Sequence[str]) -> list[RenderableType]:
     """A rate sweep: the setup line and a row per rate (achieved throughput, TTFT and ITL, goodput)."""
     head = (
-        f"[bold]{escape(payload['model'])}[/bold] on {escape(payload['system'])}: {_layout(payload)}, "
+        f"[bold]{escape(payload['model'])}[/bold] on {_instances(payload)}: {_layout(payload)}, "
         f"{payload['engine']}, {payload['precision']} (KV {payload['kv_precision']}); "
         f"{payload['requests']:,} requests per rate" + (f" of {payload['dataset']}" if payload["dataset"] else "")
     )
@@ -260,7 +266,7 @@ def plot_latency_cdf(results: Sequence[Any], payload: dict[str, Any], path: Path
             ax.set_xscale("log")
             ax.grid(True, which="both", alpha=0.3)
         fig.suptitle(
-            f"{payload['model']} on {payload['system']} (tp {payload['tp']} x dp {payload['dp']}): {_load(payload)}"
+            f"{payload['model']} on {_instances(payload)} (tp {payload['tp']} x dp {payload['dp']}): {_load(payload)}"
         )
 
 
@@ -286,14 +292,15 @@ def plot_rate_sweep(payload: dict[str, Any], path: Path) -> None:
             ax.set_yscale("log")
             ax.grid(True, which="both", alpha=0.3)
             ax.legend()
-        fig.suptitle(f"{payload['model']} on {payload['system']} (tp {payload['tp']} x dp {payload['dp']}): rate sweep")
+        where = f"{payload['model']} on {_instances(payload)} (tp {payload['tp']} x dp {payload['dp']})"
+        fig.suptitle(f"{where}: rate sweep")
 
 
 def speculative_view(payload: dict[str, Any]) -> list[RenderableType]:
     """The speculative closed form: what ran, the step's parts and TPOT and throughput beside plain decoding."""
     spec = payload["speculation"]
     lines: list[RenderableType] = [
-        f"[bold]{escape(payload['model'])}[/bold] on {escape(payload['system'])}: {_layout(payload)}, "
+        f"[bold]{escape(payload['model'])}[/bold] on {_instances(payload)}: {_layout(payload)}, "
         f"{payload['engine']}; {payload['scenario']} at {payload['batch']:.4g} sequences a replica",
         f"speculative decoding: {spec['draft_tokens']} draft tokens a step from {escape(spec['draft'])}, each "
         f"accepted at {spec['acceptance']:g}: {spec['tokens_per_step']:.3g} tokens a target step",

@@ -286,9 +286,16 @@ class TrainingScenario(_Record):
 
 
 class ServingSystemSpec(_Record):
-    """One instance and how a model replica spans it (replicas fill it)."""
+    """The instances and how a model replica spans them (replicas fill them)."""
 
     instance: str = Field(description="Instance id or alias, e.g. p5.48xlarge.")
+    nodes: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_NODES,
+        description="Instances the replicas fill; a replica of more devices than one holds spans several, its TP or "
+        "PP traffic between them on the network (needs tp).",
+    )
     tp: Annotated[int, Field(ge=1, le=MAX_DEGREE)] | Literal["choose"] = Field(
         default="choose", description="Tensor parallel degree, or 'choose' for the best that fits."
     )

@@ -337,21 +337,25 @@ def serving_system_for_instance(
     dp: int | None = None,
     attention_dp: int = 1,
     moe_exchange: MoeExchange = "gather",
+    nodes: int = 1,
 ) -> ServingSystem:
-    """``dp`` replicas (default: as many as fill the instance) of ``tp x pp x attention_dp`` devices in one
-    instance (``moe_exchange``: how attention-DP ranks reach the experts)."""
+    """``dp`` replicas (default: as many as fill them) of ``tp x pp x attention_dp`` devices on ``nodes`` instances
+    (``moe_exchange``: how attention-DP ranks reach the experts). A replica wider than one instance spans several:
+    its TP all-reduces or PP sends between them run on the network (``System.group_fabric``)."""
     entry = catalog.instance(instance) if isinstance(instance, str) else instance
-    devices = int(entry.num_accelerators.value)
+    if nodes < 1:
+        raise ClusterSimError(f"nodes: must be at least 1, got {nodes}", field="nodes", value=nodes)
+    devices = int(entry.num_accelerators.value) * nodes
+    where = f"one {entry.id} (the scale-up domain; --nodes for more)" if nodes == 1 else f"{nodes} x {entry.id}"
     if tp < 1 or pp < 1 or tp * pp > devices:
         raise ClusterSimError(
-            f"tp x pp: {tp} x {pp} must fit the {devices} devices of one {entry.id} (the scale-up domain)",
+            f"tp x pp: {tp} x {pp} must fit the {devices} devices of {where}",
             field="tp" if tp < 1 or tp > devices else "pp",
             value=tp if tp < 1 or tp > devices else pp,
         )
     if attention_dp < 1 or tp * pp * attention_dp > devices:
         raise ClusterSimError(
-            f"attention_dp: {attention_dp} groups of tp {tp} x pp {pp} must fit the {devices} devices of one "
-            f"{entry.id}",
+            f"attention_dp: {attention_dp} groups of tp {tp} x pp {pp} must fit the {devices} devices of {where}",
             field="attention_dp",
             value=attention_dp,
         )
@@ -364,7 +368,7 @@ def serving_system_for_instance(
             field="dp",
             value=replicas,
         )
-    system = system_for_instance(catalog, entry.id, 1)
+    system = system_for_instance(catalog, entry.id, nodes)
     return ServingSystem.on(
         system, entry.id, tp=tp, pp=pp, dp=replicas, attention_dp=attention_dp, moe_exchange=moe_exchange
     )

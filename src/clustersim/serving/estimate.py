@@ -143,10 +143,8 @@ class Request:
 
 @dataclass(frozen=True)
 class ServingEstimate:
-    """One serving configuration: batch and why, memory per device, step terms, throughput, latency.
-
-    ``batch`` counts sequences in flight per replica; step terms are one stage's step, seconds.
-    """
+    """One serving configuration: batch and why, memory per device, step terms, throughput, latency. ``batch``
+    counts sequences in flight per replica; step terms are one stage's step, seconds."""
 
     model: str
     system: str
@@ -184,6 +182,7 @@ class ServingEstimate:
     notes: tuple[str, ...] = ()  # a length beyond the context priced as asked, quantized weights
     attention_dp: int = 1  # attention data-parallel groups of a replica (ServingSystem.attention_dp)
     moe_exchange: MoeExchange = "gather"  # how its ranks' tokens reach the experts (ServingSystem.moe_exchange)
+    nodes: int = 1  # instances the replicas fill (a replica wider than one spans several)
 
     @property
     def output_tokens_per_s_per_device(self) -> float:
@@ -410,6 +409,7 @@ def make_estimate(
         dp=system.dp,
         attention_dp=system.attention_dp,
         moe_exchange=system.moe_exchange,
+        nodes=system.system.num_nodes,
         precision=request.precision.value,
         kv_precision=request.kv.value,
         batching=request.batching.value,

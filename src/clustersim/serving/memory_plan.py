@@ -46,9 +46,11 @@ def memory_plan(
     weights = weight_bytes_per_device(model, precision, system.tp, system.pp, system.attention_dp)
     budget = (usable - weights - cal.workspace_bytes) * profile.kv_memory_fraction
     if budget <= 0:
-        devices = system.system.num_devices  # one instance (serving_system_for_instance)
+        devices = system.system.num_devices  # the instances the replicas fill (serving_system_for_instance)
+        nodes = system.system.num_nodes
+        where = "one instance" if nodes == 1 else f"the {nodes} instances"
         if system.replica_devices < devices:
-            advice = f"use a larger tp or pp (up to the {devices} devices of one instance), fp8, or more memory"
+            advice = f"use a larger tp or pp (up to the {devices} devices of {where}), fp8, or more memory"
         else:
             fp8 = weight_bytes_per_device(model, Dtype.FP8, system.tp, system.pp, system.attention_dp)
             if bytes_per_element(precision) <= 1:
@@ -58,8 +60,9 @@ def memory_plan(
             else:
                 lighter = "fp8 would not fit either"
             advice = (
-                f"it does not fit one instance even over all its {devices} devices: {lighter}; or use an instance "
-                f"with more memory per device"
+                f"it does not fit {where} even over all {'its' if nodes == 1 else 'their'} {devices} devices: "
+                f"{lighter}; or use more instances "
+                "(--nodes) or an instance with more memory per device"
             )
         raise ClusterSimError(
             f"model: {model.name} at {precision.value} needs {weights / GIB:.1f} GiB of weights + "
