@@ -198,3 +198,18 @@ def test_a_stated_sliding_window_shortens_the_windowed_layers_attention_and_noth
     assert fast < slow
     with pytest.raises(ClusterSimError, match="window_layers 40 exceeds layers 36"):
         case_setup(_case(windowed | {"window_layers": 40}, **FLAT), CATALOG)
+
+
+def test_a_serving_cases_checkpoint_quantization_is_read_and_a_bad_one_refused_naming_it() -> None:
+    """``model.quantization``: InferenceMAX's gpt-oss-120b rows state the release's MXFP4 routed experts."""
+    from clustersim.validation.cases import project_dir, read_cases
+    from clustersim.validation.inference import case_deployment
+    from clustersim.workload.quantization import MXFP4_EXPERTS
+
+    case = next(c for c in read_cases(project_dir() / "inference.jsonl") if c.id.startswith("imax_gpt-oss-120b_h100"))
+    model = case_deployment(case, load_catalog(use_env=False)).model
+    assert model.quantization == MXFP4_EXPERTS
+    bad = case.model_dump(exclude_none=True)
+    bad["model"]["quantization"] = {**bad["model"]["quantization"], "group_size": 16}
+    with pytest.raises(ClusterSimError, match=r"model.quantization.*mxfp4 stores 4 bits a weight in groups of 32"):
+        case_deployment(bad, load_catalog(use_env=False))
