@@ -19,6 +19,12 @@ simulated TPOT, at less than half the published.
     .venv/bin/python benchmarks/sim_vs_published.py [--requests 8000] [--seeds 3] [--only SUBSTRING] [--json]
 
 Not in CI: about 2-20 s a run on this 2-core machine (the 405B runs are the slow ones).
+
+``--finite`` does the same for the finite runs of the other load generators, ``vllm bench serve`` and SGLang's
+``bench_serving`` (InferenceMAX's and GPUStack's runs: bursts and closed loops of a stated count, their measured
+``ttft_p50_s`` ... ``tpot_p99_s``): each case's run as ``validate`` simulates it (``validation.finite_runs``: the
+stated requests, the median over its seeds), its medians and 99th percentiles beside the published ones, and per
+source the MAPE of each.
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ from clustersim.serving.latency import estimate_server
 from clustersim.serving.sim_requests import request_sampler
 from clustersim.serving.simulate import Load, simulate
 from clustersim.validation.cases import Case, project_case_files, read_cases
-from clustersim.validation.inference import case_deployment
+from clustersim.validation.inference import case_deployment, predict_inference_case
 
 PERCENTILES = re.compile(
     r"Log percentiles: TTFT p50/p90/p99 ([\d.]+)/([\d.]+)/([\d.]+) s, TPOT p50/p90/p99 ([\d.]+)/([\d.]+)/([\d.]+) ms"
@@ -100,9 +106,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=3, help="runs pooled per case (default 3)")
     parser.add_argument("--only", default="", help="only the cases whose id contains this")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--finite", action="store_true", help="the finite runs of vllm bench serve and bench_serving")
     args = parser.parse_args(argv)
     catalog = load_catalog(use_env=False)
     cases = [c for path in project_case_files() if path.name == "inference.jsonl" for c in read_cases(path)]
+    if args.finite:
+        return finite_runs_side_by_side(cases, catalog, args.only, args.json)
     rows = []
     for case in cases:
         logged = published(case)
@@ -117,6 +126,39 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"requests": args.requests, "seeds": args.seeds, "rows": rows}, indent=1))
     else:
         _print_summary(rows)
+    return 0
+
+
+FINITE_FIELDS = ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s")
+
+
+def finite_runs_side_by_side(cases: list[Case], catalog: Any, only: str, as_json: bool) -> int:
+    """Each finite run's published percentiles beside the simulated ones, then per source the MAPE of each."""
+    rows = []
+    for case in cases:
+        if only not in case.id or not all(case.measured.get(f) for f in FINITE_FIELDS):
+            continue
+        try:
+            found = {f: predict_inference_case(case, f, catalog) for f in FINITE_FIELDS}
+        except ClusterSimError:  # no stated request count: the closed forms give means only
+            continue
+        rows.append({"id": case.id, "source": case.source.split()[0], "published": {f: case.measured[f] for f in
+                     FINITE_FIELDS}, "simulated": found})  # fmt: skip
+        if not as_json:
+            shown = "; ".join(f"{f[:4].upper()} p{f[6:8]} {1e3 * case.measured[f]:.4g} / {1e3 * found[f]:.4g} ms"
+                              for f in FINITE_FIELDS)  # fmt: skip
+            print(f"{case.id}: published / simulated {shown}")
+    by_source: dict[str, dict[str, float]] = {}
+    for source in dict.fromkeys(r["source"] for r in rows):
+        members = [r for r in rows if r["source"] == source]
+        by_source[source] = {f: statistics.mean(abs(r["simulated"][f] / r["published"][f] - 1) for r in members)
+                             for f in FINITE_FIELDS} | {"runs": len(members)}  # fmt: skip
+    if as_json:
+        print(json.dumps({"rows": rows, "mape_by_source": by_source}, indent=1))
+        return 0
+    for source, figures in by_source.items():
+        shown = ", ".join(f"{f} {figures[f]:.1%}" for f in FINITE_FIELDS)
+        print(f"{source} ({figures['runs']:.0f} runs): MAPE {shown}")
     return 0
 
 
