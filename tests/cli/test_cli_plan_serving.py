@@ -185,3 +185,18 @@ def test_plot_draws_cost_against_latency(tmp_path):
     result = plan(*BASE, "--rate", "8", "--nodes", "1", "--plot", str(path))
     assert result.exit_code == 0, result.output
     assert path.stat().st_size > 10_000 and "Pareto front: cost per token against latency" in result.stdout
+
+
+def test_a_replica_may_span_instances_a_stage_each_where_one_cannot_hold_it():
+    """Llama 3.1 405B in bf16 (810 GB of weights) fits no p5 at any layout inside it; over two, TP 8 within each and
+    a pipeline stage an instance holds it, priced as two instances (their price, their power)."""
+    one = plan("llama3.1-405b", "--dataset", "sharegpt", "--rate", "2", "--instances", "p5.48xlarge", "--nodes", "1",
+               "--precision", "bf16", "--simulate-top", "0", "--json")  # fmt: skip
+    assert one.exit_code == 2 and "weights do not fit" in json.loads(one.stderr)["error"]
+    payload = planned("llama3.1-405b", "--dataset", "sharegpt", "--rate", "2", "--instances", "p5.48xlarge",
+                      "--nodes", "2", "--precision", "bf16", "--simulate-top", "0")  # fmt: skip
+    (row,) = payload["top"]
+    assert row["layout_fields"] == {"tp": 8, "pp": 2, "replicas": 1, "replicas_per_node": 0, "nodes_per_replica": 2}
+    assert row["layout"] == "1 x tp8 pp2 (2 nodes each)" and row["devices"] == 16
+    assert row["cost_usd_per_hour"] == pytest.approx(2 * 55.04, rel=1e-3)
+    assert row["energy_j_per_token"] == pytest.approx(16 * 700 / row["output_tokens_per_s"], rel=1e-6)

@@ -45,8 +45,9 @@ class ServingLoad:
 
 @dataclass(frozen=True)
 class Deployment:
-    """``nodes`` instances of ``instance``, each with ``replicas_per_node`` replicas of ``tp x pp`` devices, weights
-    at ``precision``, served by ``engine``."""
+    """``nodes`` instances of ``instance``, each with ``replicas_per_node`` replicas of ``tp x pp`` devices (or with
+    ``nodes_per_replica`` > 1, replicas each spanning that many instances, a pipeline stage an instance), weights at
+    ``precision``, served by ``engine``."""
 
     instance: str
     nodes: int
@@ -55,15 +56,20 @@ class Deployment:
     replicas_per_node: int
     precision: str
     engine: str
+    nodes_per_replica: int = 1
 
     @property
     def replicas(self) -> int:
+        if self.nodes_per_replica > 1:
+            return self.nodes // self.nodes_per_replica
         return self.nodes * self.replicas_per_node
 
     @property
     def layout(self) -> str:
-        """The layout in words: ``4 x tp2 pp1`` (replicas of tp x pp devices, all nodes together)."""
-        return f"{self.replicas} x tp{self.tp} pp{self.pp}"
+        """The layout in words: ``4 x tp2 pp1`` (replicas of tp x pp devices, all nodes together), ``1 x tp8 pp2
+        (2 nodes each)`` where a replica spans instances."""
+        spans = f" ({self.nodes_per_replica} nodes each)" if self.nodes_per_replica > 1 else ""
+        return f"{self.replicas} x tp{self.tp} pp{self.pp}{spans}"
 
     @property
     def name(self) -> str:
@@ -166,11 +172,17 @@ class ServingRow:
         return {
             "instance": d.instance,
             "nodes": d.nodes,
-            "devices": self.system.system.num_devices * d.nodes,
+            "devices": self.system.system.devices_per_node * d.nodes,
             "precision": d.precision,
             "engine": d.engine,
             "layout": d.layout,
-            "layout_fields": {"tp": d.tp, "pp": d.pp, "replicas": d.replicas, "replicas_per_node": d.replicas_per_node},
+            "layout_fields": {
+                "tp": d.tp,
+                "pp": d.pp,
+                "replicas": d.replicas,
+                "replicas_per_node": d.replicas_per_node,
+                "nodes_per_replica": d.nodes_per_replica,
+            },
             "batch": e.batch,
             "request_rate_per_s": e.request_rate_per_s,
             "output_tokens_per_s": self.output_tokens_per_s,

@@ -70,9 +70,9 @@ def pp_candidates(model: Transformer, catalog: Catalog, instance: str) -> list[i
 
 
 def deployment_system(catalog: Catalog, d: Deployment, one: ServingSystem | None = None) -> ServingSystem:
-    """``serve``'s system on one instance (``one``, if built already) with the replicas of every node: they share
-    the load evenly."""
-    one = one or serving_system_for_instance(catalog, d.instance, tp=d.tp, pp=d.pp)
+    """``serve``'s system on one replica's instances (``one``, if built already) with the replicas of every node:
+    they share the load evenly."""
+    one = one or serving_system_for_instance(catalog, d.instance, tp=d.tp, pp=d.pp, nodes=d.nodes_per_replica)
     return replace(one, dp=d.replicas)
 
 
@@ -108,11 +108,17 @@ def _deployments(
             model, catalog, instance, pp=pp)]  # fmt: skip
         if not layouts:
             notes.append(f"{instance} skipped: no tp x pp within its {devices} devices divides {model.name}'s heads")
+        whole = devices in tp_candidates(model, catalog, instance, pp=1)  # TP over a whole instance divides heads
         for nodes in grid.nodes:
             for request in grid.requests:
                 for tp, pp in layouts:
                     per_node = devices // (tp * pp)
                     yield Deployment(instance, nodes, tp, pp, per_node, request.precision.value, engine), request
+                # a replica over several instances: TP within each, a pipeline stage an instance (their sends on
+                # the network), as serving stacks run a model one instance cannot hold
+                for span in (m for m in range(2, nodes + 1) if whole and nodes % m == 0):
+                    d = Deployment(instance, nodes, devices, span, 0, request.precision.value, engine, span)
+                    yield d, request
 
 
 def _row(
@@ -122,14 +128,14 @@ def _row(
     request: Request,
     load: ServingLoad,
     offer: str,
-    systems: dict[tuple[str, int, int], ServingSystem],
+    systems: dict[tuple[str, int, int, int], ServingSystem],
 ) -> ServingRow:
-    key = (d.instance, d.tp, d.pp)
+    key = (d.instance, d.tp, d.pp, d.nodes_per_replica)
     if key not in systems:
-        systems[key] = serving_system_for_instance(catalog, d.instance, tp=d.tp, pp=d.pp)
+        systems[key] = serving_system_for_instance(catalog, d.instance, tp=d.tp, pp=d.pp, nodes=d.nodes_per_replica)
     system = deployment_system(catalog, d, systems[key])
     estimate = price_deployment(model, system, request, load, d.engine)
-    price = system.system.price(offer)
+    price = system.system.price(offer)  # an instance's
     watts = system.system.power_watts
     return ServingRow(
         deployment=d,
@@ -137,7 +143,7 @@ def _row(
         request=request,
         estimate=estimate,
         price_usd_per_hour=None if price is None or price.usd_per_hour is None else price.usd_per_hour * d.nodes,
-        power_watts=None if watts is None else watts * system.system.num_devices * d.nodes,
+        power_watts=None if watts is None else watts * system.system.devices_per_node * d.nodes,
         offer=offer,
     )
 
@@ -168,7 +174,7 @@ def plan_serving(
         )
     rows: list[ServingRow] = []
     failed: dict[str, int] = {}
-    systems: dict[tuple[str, int, int], ServingSystem] = {}
+    systems: dict[tuple[str, int, int, int], ServingSystem] = {}
     refused: dict[tuple[str, int, int, str], str] = {}  # a layout refused whatever its node count, and why
     for done, (d, request) in enumerate(todo, start=1):
         layout = (d.instance, d.tp, d.pp, d.precision)
@@ -230,7 +236,7 @@ def _ranked(rows: list[ServingRow], objective: str, notes: list[str]) -> list[Se
         figure = row.value(objective)
         assert figure is not None
         second = row.latency_s if objective != "time" else row.cost_usd_per_mtok or math.inf
-        return figure, second, row.deployment.nodes * row.system.system.num_devices, row.deployment.name
+        return figure, second, row.deployment.nodes * row.system.system.devices_per_node, row.deployment.name
 
     return sorted(kept, key=key)
 
