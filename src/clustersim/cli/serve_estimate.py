@@ -51,19 +51,9 @@ def serve_estimates(
     estimates = [replace(e, notes=extra + e.notes) for e in estimates]
     reasons: tuple[str, ...] = ()
     if compare and load.rate_per_s is None and load.ttft_target_s is None and load.tpot_target_s is None:
-        first, second = (
-            serving_system_for_instance(
-                cat,
-                e.system,
-                tp=e.tp,
-                pp=e.pp,
-                dp=e.dp,
-                attention_dp=e.attention_dp,
-                moe_exchange=e.moe_exchange,
-                nodes=e.nodes,
-            )
-            for e in estimates
-        )
+        first, second = (serving_system_for_instance(cat, e.system, tp=e.tp, pp=e.pp, dp=e.dp,
+                         attention_dp=e.attention_dp, moe_exchange=e.moe_exchange, nodes=e.nodes)
+                         for e in estimates)  # fmt: skip
         if (first.tp, first.pp) == (second.tp, second.pp):
             reasons = compare_offline(transformer, first, second, request, batch=load.batch, engine=spec.engine).reasons
     return transformer, estimates, list(reasons)
