@@ -37,7 +37,7 @@ PERCENTILE_FIELDS = {
 }
 """Serving latency percentiles over a run's requests (a request's TPOT: its mean time between output tokens, as
 vLLM's and SGLang's load generators report it), which only a simulated run predicts; each sizes its own intervals."""
-PERCENTILE_OF = {"ttft_p50_s": "ttft_s", "ttft_p99_s": "ttft_s", "tpot_p50_s": "tpot_s", "tpot_p99_s": "tpot_s"}
+PERCENTILE_OF = {name: name.split("_p")[0] + "_s" for name in PERCENTILE_FIELDS}
 """Each percentile's mean (``LATENCY_FIELDS``): its interval is never narrower than the mean's while its own residuals
 come from too few sources (``clustersim.intervals.lookup``)."""
 MEASURED_LATENCY_FIELDS = LATENCY_FIELDS | PERCENTILE_FIELDS

@@ -125,9 +125,13 @@ def generic_reasons(first: ServingEstimate, second: ServingEstimate) -> list[str
     return reasons
 
 
+def instances_name(instance: str, nodes: int) -> str:
+    """The instance, or ``2 x p5.48xlarge`` where a deployment fills several."""
+    return instance if nodes == 1 else f"{nodes} x {instance}"
+
+
 def _instances(estimate: ServingEstimate) -> str:
-    """The instance, or ``2 x p5.48xlarge`` where the deployment fills several."""
-    return estimate.system if estimate.nodes == 1 else f"{estimate.nodes} x {estimate.system}"
+    return instances_name(estimate.system, estimate.nodes)
 
 
 def cell(estimate: ServingEstimate, field: str, spreads: ServingSpreads | None = None) -> str:

@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from clustersim.intervals import Spread
+from clustersim.present.serving import instances_name
 from clustersim.units import format_seconds
 
 
@@ -24,9 +25,7 @@ def _load(payload: dict[str, Any]) -> str:
 
 
 def _instances(payload: dict[str, Any]) -> str:
-    """The instance, or ``2 x p5.48xlarge`` where the run fills several."""
-    nodes = payload.get("nodes", 1)
-    return escape(payload["system"]) if nodes == 1 else f"{nodes} x {escape(payload['system'])}"
+    return escape(instances_name(payload["system"], payload.get("nodes", 1)))
 
 
 def _layout(payload: dict[str, Any]) -> str:
