@@ -26,9 +26,17 @@ def model_json(entry: ZooEntry) -> dict[str, Any]:
     }
 
 
+def weights_label(quantization: dict[str, Any] | None) -> str:
+    """How a checkpoint stores its weights: ``16-bit``, or e.g. ``4-bit awq`` or ``4-bit mxfp4 (experts)``."""
+    if not quantization:
+        return "16-bit"
+    where = " (experts)" if quantization["experts_only"] else ""
+    return f"{quantization['bits']}-bit {quantization['method']}{where}"
+
+
 def zoo_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
     """One line per model (rows from ``model_json``): parameters, model FLOPs per token (training: forward
-    and backward, at the model's sequence length), shape and source."""
+    and backward, at the model's sequence length), shape, how its checkpoint stores the weights and source."""
     table = Table(title=title)
     columns = (
         "name",
@@ -42,6 +50,7 @@ def zoo_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
         "vocab",
         "seq",
         "context",
+        "weights",
         "source",
     )
     for column in columns:
@@ -59,6 +68,7 @@ def zoo_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
             str(row["vocab"]),
             str(row["seq_len"]),
             f"{row['context_tokens']}" if row.get("context_tokens") else "-",
+            weights_label(row.get("quantization")),
             row["source"],
         )
     return table
