@@ -68,7 +68,7 @@ def test_a_base_must_come_before_the_table(tmp_path: Path):
 def test_the_zoo_table_says_how_each_checkpoint_stores_its_weights():
     from clustersim.present.zoo import model_json, weights_label
 
-    labels = {m: weights_label(model_json(load_entry(m, use_env=False))["quantization"])
+    labels = {m: weights_label(model_json(load_entry(m, use_env=False)).get("quantization"))
               for m in ("gpt-oss-120b", "gpt-oss-120b-mxfp4")}  # fmt: skip
     assert labels == {"gpt-oss-120b": "16-bit", "gpt-oss-120b-mxfp4": "4-bit mxfp4 (experts)"}
     assert weights_label({"bits": 4, "method": "awq", "experts_only": False}) == "4-bit awq"
