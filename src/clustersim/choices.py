@@ -27,6 +27,28 @@ class SelectiveRecompute(StrEnum):
     ALTERNATE_MATMULS = "alternate_matmuls"
 
 
+class RecomputeModule(StrEnum):
+    """A submodule Megatron-Core's selective recompute runs again (``recompute_modules``; its
+    ``TransformerConfig`` docstring names them). ``core_attn``, ``mlp``, ``moe`` and ``shared_experts`` keep
+    their input and rebuild everything inside; ``moe_act``, ``layernorm`` and ``mla_up_proj`` drop their output and
+    rebuild it from the input they keep."""
+
+    CORE_ATTN = "core_attn"
+    MLA_UP_PROJ = "mla_up_proj"
+    LAYERNORM = "layernorm"
+    MOE_ACT = "moe_act"
+    MLP = "mlp"
+    MOE = "moe"
+    SHARED_EXPERTS = "shared_experts"
+
+
+RECOMPUTE_MODULES_HELP = (
+    "With selective recompute, the submodules run again in the backward pass (Megatron-Core's "
+    "recompute_modules): core_attn, mla_up_proj, layernorm, moe_act, mlp, moe, shared_experts; default: the "
+    "framework's (Megatron-Core's core_attn)."
+)
+
+
 class Batching(StrEnum):
     """How requests share the engine."""
 

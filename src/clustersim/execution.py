@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from clustersim.choices import EP_DISPATCHER_HELP, EpDispatcher
+from clustersim.choices import EP_DISPATCHER_HELP, RECOMPUTE_MODULES_HELP, EpDispatcher, RecomputeModule
 from clustersim.choices import Recompute as Recompute  # re-exported: defined with the light enums
 from clustersim.errors import ClusterSimError, validation_problems
 from clustersim.workload.transformer import Transformer
@@ -48,6 +48,7 @@ class Layout(BaseModel):
     zero: int = Field(default=0, ge=0, le=3, description="ZeRO stage: 1 optimizer, 2 +gradients, 3 +weights (FSDP).")
     sequence_parallel: bool = Field(default=False, description="Megatron sequence parallelism (needs tp > 1).")
     recompute: Recompute = Field(default=Recompute.NONE, description="Activation recompute.")
+    recompute_modules: tuple[RecomputeModule, ...] | None = Field(default=None, description=RECOMPUTE_MODULES_HELP)
     tp_overlap: bool | None = Field(
         default=None, description="Overlap tensor-parallel communication with GEMMs (None: the family's default)."
     )
@@ -96,6 +97,7 @@ class Layout(BaseModel):
         parts += [f"mb {self.micro_batch}", f"zero {self.zero}"]
         parts += ["sp"] if self.sequence_parallel else []
         parts += [f"recompute {self.recompute.value}"]
+        parts += [f"({' '.join(m.value for m in self.recompute_modules)})"] if self.recompute_modules else []
         parts += [f"offload {self.offload_layers} layers"] if self.offload_layers else []
         return " ".join(parts)
 
@@ -145,9 +147,10 @@ class LayoutArrays:
     ep_per_node: npt.NDArray[np.float64] | None = None  # 1 deepep, 0 alltoall, NaN: the framework's (None: all NaN)
     last_stage_layers: IntArray | None = None  # a layout's stated last-stage layers, 0 for an even split (None: all)
     offload_layers: IntArray | None = None  # layers whose activations go to host memory, 0 for none (None: all 0)
+    recompute_modules: IntArray | None = None  # stated selective modules as bits (module_bits), 0: the framework's
 
     def __post_init__(self) -> None:
-        for name in ("etp_stated", "last_stage_layers", "offload_layers"):  # unstated counts: 0 for every layout
+        for name in ("etp_stated", "last_stage_layers", "offload_layers", "recompute_modules"):  # unstated: 0
             if getattr(self, name) is None:
                 object.__setattr__(self, name, np.zeros(len(self.tp), dtype=np.int64))
         if self.ep_per_node is None:
@@ -185,6 +188,7 @@ class LayoutArrays:
             ep_per_node=np.array([_per_node(x.ep_dispatcher) for x in layouts]),
             last_stage_layers=np.array([x.last_stage_layers or 0 for x in layouts], dtype=np.int64),
             offload_layers=np.array([x.offload_layers or 0 for x in layouts], dtype=np.int64),
+            recompute_modules=np.array([module_bits(x.recompute_modules) for x in layouts], dtype=np.int64),
         )
 
     def __len__(self) -> int:
@@ -248,7 +252,20 @@ class LayoutArrays:
             ep_dispatcher=_dispatcher(float(self.ep_per_node[index])),  # type: ignore[index]
             last_stage_layers=int(_stated(self, "last_stage_layers")[index]) or None,
             offload_layers=int(_stated(self, "offload_layers")[index]) or None,
+            recompute_modules=bits_modules(int(_stated(self, "recompute_modules")[index])),
         )
+
+
+def module_bits(modules: Sequence[RecomputeModule] | None) -> int:
+    """Selective recompute's stated modules as one integer, a bit each (in ``RecomputeModule``'s order); 0: none
+    stated (the framework's own)."""
+    order = list(RecomputeModule)
+    return sum(1 << order.index(m) for m in set(modules or ()))
+
+
+def bits_modules(bits: int) -> tuple[RecomputeModule, ...] | None:
+    """``module_bits`` read back (None for 0)."""
+    return tuple(m for i, m in enumerate(RecomputeModule) if bits >> i & 1) or None
 
 
 def expert_tp(tp: Any, cp: Any, dp: Any, ep: Any) -> Any:
@@ -321,6 +338,35 @@ def _offload_allowed(layouts: Any, layers: int) -> Any:
 
 # Every rule a layout must keep, in the order they are reported. Layout.check raises the first broken
 # one; a planner evaluates them all as masks over thousands of candidates (``layout_mask``).
+def modules_in(model: Transformer) -> tuple[RecomputeModule, ...]:
+    """The recompute modules ``model`` has (Megatron-Core refuses mla_up_proj without latent attention and moe_act
+    without grouped expert GEMMs; a module the model lacks would recompute nothing)."""
+    moe, found = model.moe, [RecomputeModule.CORE_ATTN, RecomputeModule.LAYERNORM]
+    found += [RecomputeModule.MLA_UP_PROJ] if model.mla is not None else []
+    found += [RecomputeModule.MOE_ACT, RecomputeModule.MOE] if moe is not None else []
+    found += [RecomputeModule.SHARED_EXPERTS] if moe is not None and moe.shared_experts else []
+    found += [RecomputeModule.MLP] if moe is None or model.dense_mlp_layers else []
+    return tuple(found)
+
+
+def _modules_allowed(layouts: Any, model: Transformer) -> Any:
+    """Whether a ``Layout``'s (or which ``LayoutArrays``') stated recompute modules are selective recompute's and
+    the model's."""
+    if isinstance(layouts, Layout):
+        bits, selective = module_bits(layouts.recompute_modules), layouts.recompute is Recompute.SELECTIVE
+    else:
+        bits, selective = layouts.recompute_modules, layouts.recompute_selective
+    return (bits == 0) | (selective & ((bits & ~module_bits(modules_in(model))) == 0))
+
+
+def _modules_message(layout: Layout, model: Transformer) -> str:
+    if layout.recompute is not Recompute.SELECTIVE:
+        return f"recompute modules need selective recompute, not {layout.recompute.value}"
+    mine = modules_in(model)
+    missing = [m.value for m in layout.recompute_modules or () if m not in mine]
+    return f"{model.name} has no {', '.join(missing)} to recompute (valid for it: {', '.join(m.value for m in mine)})"
+
+
 LAYOUT_RULES: tuple[LayoutRule, ...] = (
     LayoutRule(
         "devices",
@@ -433,6 +479,11 @@ LAYOUT_RULES: tuple[LayoutRule, ...] = (
         lambda x, j: f"ep {x.ep} must divide experts {_moe_experts(j)}",
     ),
     LayoutRule(
+        "recompute_modules",
+        lambda a, j: _modules_allowed(a, j.model),
+        lambda x, j: _modules_message(x, j.model),
+    ),
+    LayoutRule(
         "interleave",
         lambda a, j: (a.vp == 1) | ((j.global_batch // (a.dp * a.micro_batch)) % a.pp == 0),
         lambda x, j: (
@@ -460,6 +511,7 @@ RULE_FIELDS = {
     "ep_experts": "ep",
     "interleave": "vp",
     "offload_layers": "offload_layers",
+    "recompute_modules": "recompute_modules",
 }
 
 # The rules that split a model over tp x pp devices, whatever the job (what serving checks).

@@ -63,7 +63,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from clustersim.choices import SelectiveRecompute
+from clustersim.choices import RecomputeModule, SelectiveRecompute
 from clustersim.compute.stages import stage_layers
 from clustersim.execution import IntArray, LayoutArrays
 from clustersim.workload.transformer import Transformer
@@ -297,12 +297,48 @@ def layer_activation_bytes(
     if float8_inputs:  # a byte less per element of the QKV, projection and both MLP GEMM inputs
         outside = outside - tokens * 2 * h / sp_split
         inside = inside - tokens * (model.context_width + ffn)
-    scores = 0.0 if fused else 5 * model.heads * seq_len * tokens
-    scores = np.where(lay.recompute_selective, 0.0, scores)
+    all_scores = 0.0 if fused else 5 * model.heads * seq_len * tokens
+    scores = np.where(lay.recompute_selective, 0.0, all_scores)
     kept = outside + (inside + scores) / tp
     if selective is SelectiveRecompute.ALTERNATE_MATMULS:
         kept = np.where(lay.recompute_selective, alternate_matmul_bytes(model, lay, seq_len=seq_len), kept)
+    stated = lay.recompute_modules
+    if stated is not None and np.any(stated):
+        norm_outputs = (gemm_inputs if gathered_inputs else gemm_inputs / sp_split) / (2 if float8_inputs else 1)
+        widths = module_widths(model, scores_per_token=0.0 if fused else 5.0 * model.heads * seq_len)
+        dropped = sum(
+            (((stated >> bit) & 1) * widths[m] for bit, m in enumerate(RecomputeModule)),
+            np.zeros_like(tp),
+        )  # fmt: skip
+        given_back = b * tokens * dropped / tp + ((stated >> LAYERNORM_BIT) & 1) * norm_outputs
+        kept = np.where(stated > 0, outside + (inside + all_scores) / tp - given_back, kept)
     return np.asarray(kept, dtype=float)
+
+
+LAYERNORM_BIT = list(RecomputeModule).index(RecomputeModule.LAYERNORM)
+
+
+def module_widths(model: Transformer, *, scores_per_token: float) -> dict[RecomputeModule, float]:
+    """Elements per token (before tensor parallelism) a layer no longer keeps when Megatron-Core recomputes each
+    module: the unfused attention's scores (core_attn), the latent attention's up-projected queries, keys and values
+    (mla_up_proj), the routed experts' activation outputs (moe_act), the matmul activations of the dense MLPs (mlp),
+    of all experts (moe) or of the shared ones (shared_experts); the norms' outputs (layernorm) are counted apart,
+    as the QKV and MLP inputs are kept, split by sequence parallelism."""
+    matrices, moe = model.ffn_type.num_matrices, model.moe
+    capacity, f = (moe.capacity_factor if moe else 1.0), model.expert_ffn
+    share = model.moe_layers / model.layers
+    routed = f * moe.top_k * capacity * share if moe else 0.0
+    shared = f * moe.shared_experts * capacity * share if moe else 0.0
+    dense = model.ffn_hidden * model.dense_mlp_layers / model.layers + (0.0 if moe else f * share)
+    return {
+        RecomputeModule.CORE_ATTN: scores_per_token,
+        RecomputeModule.MLA_UP_PROJ: float(model.q_width + model.kv_width + model.value_width) if model.mla else 0.0,
+        RecomputeModule.LAYERNORM: 0.0,
+        RecomputeModule.MOE_ACT: routed,
+        RecomputeModule.MLP: dense * matrices,
+        RecomputeModule.MOE: (routed + shared) * matrices,
+        RecomputeModule.SHARED_EXPERTS: shared * matrices,
+    }
 
 
 def activation_bytes(

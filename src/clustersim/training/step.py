@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Generic, TypeVar, overload
 
 import numpy as np
@@ -41,6 +42,7 @@ from clustersim.network.cost import ANALYTIC, CollectiveCost
 from clustersim.system import System
 from clustersim.training.offload import offload_times
 from clustersim.training.pricing import OperationTimes, Systems, collective_s, operation_times
+from clustersim.training.recompute_modules import share_forward_s, stated_modules_forward_s
 from clustersim.training.terms import STEP_TERMS, StepTerms, TermTimes, step_term
 from clustersim.training.zero3 import zero3_times
 from clustersim.workload.ops import (
@@ -218,13 +220,14 @@ class StepContext:
 
     @_derived
     def selective_fwd(self) -> FloatArray:
-        """Forward time of what one layer's selective recompute runs again: the attention core, or under the
-        framework's per-op policy every second matmul and the element-wise passes."""
-        if self.sw.selective_recompute is SelectiveRecompute.ATTENTION_CORE:
-            return self.attention_fwd
-        shares = {op.name: alternate_matmul_recompute_share(self.model, op) for op in self.layer_ops}
-        total = sum((t.forward_s * shares[t.name] for t in self.layer), np.zeros_like(self.tokens))
-        return np.asarray(total, dtype=np.float64)
+        """Forward time of what one layer's selective recompute runs again: the modules a layout states, else the
+        framework's: the attention core, or under its per-op policy every second matmul and the element-wise passes."""
+        default = self.attention_fwd
+        if self.sw.selective_recompute is not SelectiveRecompute.ATTENTION_CORE:
+            default = share_forward_s(self.layer_ops, self.layer, partial(alternate_matmul_recompute_share, self.model))
+        return stated_modules_forward_s(
+            self.model, self.lay, self.layer_ops, self.layer, default, fused_expert_mlp=self.fused_expert_mlp
+        )
 
     @_derived
     def rec_mb(self) -> FloatArray:

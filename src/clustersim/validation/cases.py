@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from clustersim.choices import RecomputeModule
 from clustersim.errors import ClusterSimError, shown, validation_problems
 from clustersim.workload.float8 import Float8Recipe
 from clustersim.workload.quantization import Quantization
@@ -178,7 +179,8 @@ class CaseParallel(_Part):
     ``etp`` (its ``expert_tensor_parallel_size``; null: the framework's default, ``resolve_layout``) and
     ``ep_dispatcher`` (its token dispatcher: ``alltoall``, or ``deepep`` / ``hybridep``, priced alike) and
     ``last_stage_layers`` (the decoder layers a pipeline layout gives the last rank, ``Layout.last_stage_layers``)
-    and ``offload_layers`` (the layers whose activations go to host memory, ``Layout.offload_layers``)."""
+    and ``offload_layers`` (the layers whose activations go to host memory, ``Layout.offload_layers``) and
+    ``recompute_modules`` (what selective recompute runs again, ``Layout.recompute_modules``)."""
 
     tp: Count | None = None
     pp: Count | None = None
@@ -200,6 +202,9 @@ class CaseParallel(_Part):
     # extra context: the MoE token dispatcher (Megatron-Core's alltoall over NCCL, or the flex dispatcher's DeepEP or
     # HybridEP backend, both per node; null: the framework's)
     ep_dispatcher: Literal["alltoall", "deepep", "hybridep"] | None = None
+    # extra context: the submodules selective recompute runs again (Megatron-Core's recompute_modules; null: the
+    # framework's)
+    recompute_modules: list[RecomputeModule] | None = None
     disaggregate: CaseDisaggregation | None = None  # extra context, serving: separate prefill and decode pools
 
 

@@ -63,6 +63,7 @@ from enum import StrEnum
 import numpy as np
 import numpy.typing as npt
 
+from clustersim.choices import RecomputeModule
 from clustersim.workload.float8 import Float8Recipe, float8_extra_bytes, scaled_gemm_surcharge
 from clustersim.workload.transformer import Transformer
 
@@ -346,6 +347,64 @@ def alternate_matmul_recompute_share(model: Transformer, op: Operation) -> float
     if op.name in ("mlp", "experts"):
         matrices = model.ffn_type.num_matrices
         return (matrices // 2) / matrices
+    return 0.0
+
+
+NORM_ELEMENTS = 4.0  # of OUTSIDE_ELEMENTS: the two norms' reads and writes (what layernorm recompute repeats)
+
+
+def _activation_elements(model: Transformer, fused_expert_mlp: bool) -> dict[str, float]:
+    """A token's element-wise activation work by block (the ``bias and activation`` operation's split, before
+    tensor parallelism): the attention's, the routed experts', the shared experts' and the dense MLPs'."""
+    matrices, capacity = model.ffn_type.num_matrices, model.moe.capacity_factor if model.moe else 1.0
+    share, f = model.moe_layers / model.layers, model.expert_ffn
+    routed = model.moe.top_k if model.moe and not fused_expert_mlp else 0
+    mlps = model.active_mlps - (model.moe.top_k if model.moe else 0)  # shared experts, or a dense model's one MLP
+    dense = (matrices + 1) * model.ffn_hidden * model.dense_mlp_layers / model.layers
+    return {
+        "attention": 2.0 * (model.q_width + 2 * model.kv_width),
+        "routed": (matrices + 1) * f * routed * capacity * share,
+        "shared": (matrices + 1) * f * mlps * capacity * share if model.moe else 0.0,
+        "dense": dense + ((matrices + 1) * f * capacity * share if model.moe is None else 0.0),
+    }
+
+
+def module_recompute_share(
+    model: Transformer, op: Operation, module: RecomputeModule, *, fused_expert_mlp: bool = False
+) -> float:
+    """The share of a layer operation's forward that recomputing Megatron-Core's ``module`` runs again: the
+    attention core (core_attn); the latent attention's up projections, of the Q, K, V matmuls (mla_up_proj; RoPE's
+    element-wise work not counted); the two norms (layernorm); the routed experts' activation (moe_act); the dense
+    MLP's matmuls and activation (mlp); the routed and shared experts, the router and the token permutation
+    (moe: its all-to-alls are not repeated, as a full recompute's are not); the shared experts (shared_experts)."""
+    acts = _activation_elements(model, fused_expert_mlp)
+    whole = sum(acts.values())
+    moe = model.moe is not None
+    if module is RecomputeModule.CORE_ATTN:
+        return 1.0 if op.name in ("attention core", "attention scores") else 0.0
+    if module is RecomputeModule.MLA_UP_PROJ:
+        mla = model.mla
+        if op.name != "qkv" or mla is None:
+            return 0.0
+        query_up = mla.q_lora_rank * model.q_width if mla.q_lora_rank else 0
+        kv_up = mla.kv_lora_rank * model.heads * (model.head_dim - mla.rope_head_dim + mla.v_head_dim)
+        return (query_up + kv_up) / model.qkv_matmul_params()
+    if module is RecomputeModule.LAYERNORM:
+        return NORM_ELEMENTS / OUTSIDE_ELEMENTS if op.name == "norms and residuals" else 0.0
+    blocks = {
+        RecomputeModule.MOE_ACT: ("routed",),
+        RecomputeModule.MLP: ("dense",),
+        RecomputeModule.MOE: ("routed", "shared"),
+        RecomputeModule.SHARED_EXPERTS: ("shared",),
+    }[module]
+    if op.name == "bias and activation":
+        return sum(acts[b] for b in blocks) / whole
+    if module is RecomputeModule.MLP:
+        return 1.0 if op.name == "mlp" else 0.0
+    if module is RecomputeModule.MOE:
+        return 1.0 if moe and op.name in ("experts", "router", "token permutation") else 0.0
+    if module is RecomputeModule.SHARED_EXPERTS and moe and op.name == "experts":
+        return model.moe.shared_experts / model.active_mlps if model.moe else 0.0
     return 0.0
 
 
