@@ -354,6 +354,8 @@ def _modules_allowed(layouts: Any, model: Transformer) -> Any:
     the model's."""
     if isinstance(layouts, Layout):
         bits, selective = module_bits(layouts.recompute_modules), layouts.recompute is Recompute.SELECTIVE
+    elif getattr(layouts, "recompute_modules", None) is None:
+        return True  # a planner's grid states no modules
     else:
         bits, selective = layouts.recompute_modules, layouts.recompute_selective
     return (bits == 0) | (selective & ((bits & ~module_bits(modules_in(model))) == 0))

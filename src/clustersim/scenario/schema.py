@@ -23,7 +23,14 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from clustersim.catalog.kinds import Dtype
-from clustersim.choices import EP_DISPATCHER_HELP, Batching, EpDispatcher, Recompute
+from clustersim.choices import (
+    EP_DISPATCHER_HELP,
+    RECOMPUTE_MODULES_HELP,
+    Batching,
+    EpDispatcher,
+    Recompute,
+    RecomputeModule,
+)
 from clustersim.errors import ClusterSimError
 from clustersim.serving.datasets import RequestLengths, resolve_lengths
 from clustersim.serving.serving_system import MoeExchange
@@ -112,6 +119,7 @@ class LayoutSpec(_Record):
     zero: int = Field(default=1, ge=0, le=3, description="ZeRO stage 0-3 (3 = FSDP).")
     sequence_parallel: bool | None = Field(default=None, description="Sequence parallelism (default: tp > 1).")
     recompute: Recompute = Field(default=Recompute.SELECTIVE, description="Activation recompute.")
+    recompute_modules: tuple[RecomputeModule, ...] | None = Field(default=None, description=RECOMPUTE_MODULES_HELP)
     tp_overlap: bool | None = Field(
         default=None, description="Overlap tensor-parallel communication with GEMMs (default: the family's)."
     )
