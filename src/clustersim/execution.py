@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from clustersim.choices import EP_DISPATCHER_HELP, RECOMPUTE_MODULES_HELP, EpDispatcher, RecomputeModule
 from clustersim.choices import Recompute as Recompute  # re-exported: defined with the light enums
 from clustersim.errors import ClusterSimError, validation_problems
+from clustersim.recompute_layout import bits_modules, module_bits, modules_allowed, modules_message
 from clustersim.workload.transformer import Transformer
 
 IntArray = npt.NDArray[np.int64]
@@ -256,18 +257,6 @@ class LayoutArrays:
         )
 
 
-def module_bits(modules: Sequence[RecomputeModule] | None) -> int:
-    """Selective recompute's stated modules as one integer, a bit each (in ``RecomputeModule``'s order); 0: none
-    stated (the framework's own)."""
-    order = list(RecomputeModule)
-    return sum(1 << order.index(m) for m in set(modules or ()))
-
-
-def bits_modules(bits: int) -> tuple[RecomputeModule, ...] | None:
-    """``module_bits`` read back (None for 0)."""
-    return tuple(m for i, m in enumerate(RecomputeModule) if bits >> i & 1) or None
-
-
 def expert_tp(tp: Any, cp: Any, dp: Any, ep: Any) -> Any:
     """How many ranks split each expert (scalars or arrays). Experts are carved out of the data-parallel
     ranks (``ep`` divides ``dp * cp``) and split like the dense layers over ``tp``; where ``ep`` is wider,
@@ -338,37 +327,6 @@ def _offload_allowed(layouts: Any, layers: int) -> Any:
 
 # Every rule a layout must keep, in the order they are reported. Layout.check raises the first broken
 # one; a planner evaluates them all as masks over thousands of candidates (``layout_mask``).
-def modules_in(model: Transformer) -> tuple[RecomputeModule, ...]:
-    """The recompute modules ``model`` has (Megatron-Core refuses mla_up_proj without latent attention and moe_act
-    without grouped expert GEMMs; a module the model lacks would recompute nothing)."""
-    moe, found = model.moe, [RecomputeModule.CORE_ATTN, RecomputeModule.LAYERNORM]
-    found += [RecomputeModule.MLA_UP_PROJ] if model.mla is not None else []
-    found += [RecomputeModule.MOE_ACT, RecomputeModule.MOE] if moe is not None else []
-    found += [RecomputeModule.SHARED_EXPERTS] if moe is not None and moe.shared_experts else []
-    found += [RecomputeModule.MLP] if moe is None or model.dense_mlp_layers else []
-    return tuple(found)
-
-
-def _modules_allowed(layouts: Any, model: Transformer) -> Any:
-    """Whether a ``Layout``'s (or which ``LayoutArrays``') stated recompute modules are selective recompute's and
-    the model's."""
-    if isinstance(layouts, Layout):
-        bits, selective = module_bits(layouts.recompute_modules), layouts.recompute is Recompute.SELECTIVE
-    elif getattr(layouts, "recompute_modules", None) is None:
-        return True  # a planner's grid states no modules
-    else:
-        bits, selective = layouts.recompute_modules, layouts.recompute_selective
-    return (bits == 0) | (selective & ((bits & ~module_bits(modules_in(model))) == 0))
-
-
-def _modules_message(layout: Layout, model: Transformer) -> str:
-    if layout.recompute is not Recompute.SELECTIVE:
-        return f"recompute modules need selective recompute, not {layout.recompute.value}"
-    mine = modules_in(model)
-    missing = [m.value for m in layout.recompute_modules or () if m not in mine]
-    return f"{model.name} has no {', '.join(missing)} to recompute (valid for it: {', '.join(m.value for m in mine)})"
-
-
 LAYOUT_RULES: tuple[LayoutRule, ...] = (
     LayoutRule(
         "devices",
@@ -482,8 +440,8 @@ LAYOUT_RULES: tuple[LayoutRule, ...] = (
     ),
     LayoutRule(
         "recompute_modules",
-        lambda a, j: _modules_allowed(a, j.model),
-        lambda x, j: _modules_message(x, j.model),
+        lambda a, j: modules_allowed(a, j.model),
+        lambda x, j: modules_message(x, j.model),
     ),
     LayoutRule(
         "interleave",
@@ -515,34 +473,6 @@ RULE_FIELDS = {
     "offload_layers": "offload_layers",
     "recompute_modules": "recompute_modules",
 }
-
-# The rules that split a model over tp x pp devices, whatever the job (what serving checks).
-MODEL_SPLIT_RULES = tuple(rule for rule in LAYOUT_RULES if rule.name in ("heads", "kv_heads", "layers"))
-
-
-def check_model_split(model: Transformer, *, tp: int, pp: int, uneven_stages: bool = False) -> None:
-    """Raise ``ClusterSimError`` naming the first of ``MODEL_SPLIT_RULES`` that ``tp x pp`` breaks; with
-    ``uneven_stages`` (a serving engine's split, some stages a layer more) the layers need not divide by ``pp``,
-    but every stage holds at least one."""
-    if tp < 1 or pp < 1:
-        raise ClusterSimError(f"tp and pp must be at least 1, got tp {tp} and pp {pp}")
-    if uneven_stages and pp > model.layers:
-        raise ClusterSimError(
-            f"impossible layout (tp {tp}, pp {pp}) of {model.name}: pp {pp} exceeds its {model.layers} layers "
-            "(each pipeline stage holds at least one)",
-            field="pp",
-            value=pp,
-        )
-    layout = Layout(tp=tp, pp=pp, uneven_stages=uneven_stages and model.layers % pp != 0)
-    inputs = RuleInputs(model, layout.num_devices, 1, 1, uneven_stages_allowed=uneven_stages)
-    for rule in MODEL_SPLIT_RULES:
-        if not bool(rule.holds(layout, inputs)):
-            field = RULE_FIELDS.get(rule.name, rule.name)
-            raise ClusterSimError(
-                f"impossible layout (tp {tp}, pp {pp}) of {model.name}: {rule.message(layout, inputs)}",
-                field=field,
-                value=getattr(layout, field, None),
-            )
 
 
 def layout_mask(layouts: LayoutArrays, inputs: RuleInputs) -> BoolArray:

@@ -15,7 +15,8 @@ from clustersim.catalog.registry import load_catalog
 from clustersim.choices import RecomputeModule
 from clustersim.compute.memory import layer_activation_bytes
 from clustersim.errors import ClusterSimError
-from clustersim.execution import Layout, LayoutArrays, Recompute, modules_in
+from clustersim.execution import Layout, LayoutArrays, Recompute
+from clustersim.recompute_layout import modules_in
 from clustersim.system import system_for_instance
 from clustersim.training.estimate import estimate_training
 from clustersim.training.job import TrainingJob

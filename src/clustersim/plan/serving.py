@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from clustersim.catalog.registry import Catalog
 from clustersim.errors import ClusterSimError
-from clustersim.execution import check_model_split
+from clustersim.model_split import check_model_split
 from clustersim.serving.engine import InferenceCalibration, ServingSystem, serving_system_for_instance
 from clustersim.serving.engines import EngineProfile
 from clustersim.serving.estimate import Request, ServingEstimate, estimate_offline

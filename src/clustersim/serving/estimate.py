@@ -24,7 +24,7 @@ import numpy as np
 from clustersim.catalog.schema import Dtype
 from clustersim.choices import Batching as Batching  # re-exported: defined with the light enums
 from clustersim.errors import ClusterSimError
-from clustersim.execution import check_model_split
+from clustersim.model_split import check_model_split
 from clustersim.serving.attention_dp import check_attention_dp
 from clustersim.serving.bench_sizing import sized_engine
 from clustersim.serving.eager_note import eager_note

@@ -1,0 +1,55 @@
+"""Selective recompute's stated modules in a layout: one bit each in the arrays, the modules a model has, and the
+rule that a layout states only those, under selective recompute."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from clustersim.choices import Recompute, RecomputeModule
+from clustersim.workload.transformer import Transformer
+
+
+def module_bits(modules: Sequence[RecomputeModule] | None) -> int:
+    """Selective recompute's stated modules as one integer, a bit each (in ``RecomputeModule``'s order); 0: none
+    stated (the framework's own)."""
+    order = list(RecomputeModule)
+    return sum(1 << order.index(m) for m in set(modules or ()))
+
+
+def bits_modules(bits: int) -> tuple[RecomputeModule, ...] | None:
+    """``module_bits`` read back (None for 0)."""
+    return tuple(m for i, m in enumerate(RecomputeModule) if bits >> i & 1) or None
+
+
+def modules_in(model: Transformer) -> tuple[RecomputeModule, ...]:
+    """The recompute modules ``model`` has (Megatron-Core refuses mla_up_proj without latent attention and moe_act
+    without grouped expert GEMMs; a module the model lacks would recompute nothing)."""
+    moe, found = model.moe, [RecomputeModule.CORE_ATTN, RecomputeModule.LAYERNORM]
+    found += [RecomputeModule.MLA_UP_PROJ] if model.mla is not None else []
+    found += [RecomputeModule.MOE_ACT, RecomputeModule.MOE] if moe is not None else []
+    found += [RecomputeModule.SHARED_EXPERTS] if moe is not None and moe.shared_experts else []
+    found += [RecomputeModule.MLP] if moe is None or model.dense_mlp_layers else []
+    return tuple(found)
+
+
+def modules_allowed(layouts: Any, model: Transformer) -> Any:
+    """Whether a ``Layout``'s (or which ``LayoutArrays``') stated recompute modules are selective recompute's and
+    the model's."""
+    stated = getattr(layouts, "recompute_modules", None)
+    if isinstance(stated, tuple) or (stated is None and hasattr(layouts, "recompute")):  # one Layout
+        bits, selective = module_bits(stated), layouts.recompute is Recompute.SELECTIVE
+    elif stated is None:
+        return True  # a planner's grid states no modules
+    else:
+        bits, selective = stated, layouts.recompute_selective
+    return (bits == 0) | (selective & ((bits & ~module_bits(modules_in(model))) == 0))
+
+
+def modules_message(layout: Any, model: Transformer) -> str:
+    """Why a ``Layout``'s stated modules are refused."""
+    if layout.recompute is not Recompute.SELECTIVE:
+        return f"recompute modules need selective recompute, not {layout.recompute.value}"
+    mine = modules_in(model)
+    missing = [m.value for m in layout.recompute_modules or () if m not in mine]
+    return f"{model.name} has no {', '.join(missing)} to recompute (valid for it: {', '.join(m.value for m in mine)})"
