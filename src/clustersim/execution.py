@@ -105,14 +105,7 @@ class Layout(BaseModel):
     def check(self, model: Transformer, *, num_devices: int, global_batch: int, seq_len: int) -> None:
         """Raise ``ClusterSimError`` naming the first rule of ``LAYOUT_RULES`` the layout breaks."""
         inputs = RuleInputs(model, num_devices, global_batch, seq_len)
-        for rule in LAYOUT_RULES:
-            if not bool(rule.holds(self, inputs)):
-                field = RULE_FIELDS.get(rule.name, rule.name)
-                raise ClusterSimError(
-                    f"impossible layout ({self.describe()}): {rule.message(self, inputs)}",
-                    field=field,
-                    value=getattr(self, field, None),
-                )
+        raise_first_broken(self, inputs, LAYOUT_RULES, lambda: f"impossible layout ({self.describe()})")
 
 
 def layout_from_mapping(data: dict[str, Any], where: str = "layout") -> Layout:
@@ -473,6 +466,21 @@ RULE_FIELDS = {
     "offload_layers": "offload_layers",
     "recompute_modules": "recompute_modules",
 }
+
+
+def raise_first_broken(
+    layout: Layout, inputs: RuleInputs, rules: Sequence[LayoutRule], where: Callable[[], str]
+) -> None:
+    """Raise ``ClusterSimError`` (``where(): the rule's message``, ``where`` called only then) naming the first of
+    ``rules`` that ``layout`` breaks, its field and value; nothing where it keeps them all."""
+    for rule in rules:
+        if not bool(rule.holds(layout, inputs)):
+            field = RULE_FIELDS.get(rule.name, rule.name)
+            raise ClusterSimError(
+                f"{where()}: {rule.message(layout, inputs)}",
+                field=field,
+                value=getattr(layout, field, None),
+            )
 
 
 def layout_mask(layouts: LayoutArrays, inputs: RuleInputs) -> BoolArray:

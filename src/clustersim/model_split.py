@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from clustersim.errors import ClusterSimError
-from clustersim.execution import LAYOUT_RULES, RULE_FIELDS, Layout, RuleInputs
+from clustersim.execution import LAYOUT_RULES, Layout, RuleInputs, raise_first_broken
 from clustersim.workload.transformer import Transformer
 
 # The rules that split a model over tp x pp devices, whatever the job (what serving checks).
@@ -25,11 +25,5 @@ def check_model_split(model: Transformer, *, tp: int, pp: int, uneven_stages: bo
         )
     layout = Layout(tp=tp, pp=pp, uneven_stages=uneven_stages and model.layers % pp != 0)
     inputs = RuleInputs(model, layout.num_devices, 1, 1, uneven_stages_allowed=uneven_stages)
-    for rule in MODEL_SPLIT_RULES:
-        if not bool(rule.holds(layout, inputs)):
-            field = RULE_FIELDS.get(rule.name, rule.name)
-            raise ClusterSimError(
-                f"impossible layout (tp {tp}, pp {pp}) of {model.name}: {rule.message(layout, inputs)}",
-                field=field,
-                value=getattr(layout, field, None),
-            )
+    where = f"impossible layout (tp {tp}, pp {pp}) of {model.name}"
+    raise_first_broken(layout, inputs, MODEL_SPLIT_RULES, lambda: where)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from clustersim.choices import Recompute, RecomputeModule
 from clustersim.workload.transformer import Transformer
 
@@ -33,14 +35,20 @@ def modules_in(model: Transformer) -> tuple[RecomputeModule, ...]:
     return tuple(found)
 
 
+def stated_flags(bits: Any) -> list[tuple[RecomputeModule, Any]]:
+    """Each module some layout states, with its flag per layout (1 stated, 0 not) from ``module_bits``' integers."""
+    flags = [(module, (bits >> i) & 1) for i, module in enumerate(RecomputeModule)]
+    return [(module, on) for module, on in flags if np.any(on)]
+
+
 def modules_allowed(layouts: Any, model: Transformer) -> Any:
     """Whether a ``Layout``'s (or which ``LayoutArrays``') stated recompute modules are selective recompute's and
     the model's."""
     stated = getattr(layouts, "recompute_modules", None)
-    if isinstance(stated, tuple) or (stated is None and hasattr(layouts, "recompute")):  # one Layout
+    if stated is None:  # none stated (or a planner's grid, which states none)
+        return True
+    if isinstance(stated, tuple):  # one Layout
         bits, selective = module_bits(stated), layouts.recompute is Recompute.SELECTIVE
-    elif stated is None:
-        return True  # a planner's grid states no modules
     else:
         bits, selective = stated, layouts.recompute_selective
     return (bits == 0) | (selective & ((bits & ~module_bits(modules_in(model))) == 0))

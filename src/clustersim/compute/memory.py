@@ -66,6 +66,7 @@ import numpy.typing as npt
 from clustersim.choices import RecomputeModule, SelectiveRecompute
 from clustersim.compute.stages import stage_layers
 from clustersim.execution import IntArray, LayoutArrays
+from clustersim.recompute_layout import stated_flags
 from clustersim.workload.transformer import Transformer
 
 FloatArray = npt.NDArray[np.float64]
@@ -306,16 +307,13 @@ def layer_activation_bytes(
     if stated is not None and np.any(stated):
         norm_outputs = (gemm_inputs if gathered_inputs else gemm_inputs / sp_split) / (2 if float8_inputs else 1)
         widths = module_widths(model, scores_per_token=0.0 if fused else 5.0 * model.heads * seq_len)
-        dropped = sum(
-            (((stated >> bit) & 1) * widths[m] for bit, m in enumerate(RecomputeModule)),
+        given_back = sum(
+            (on * (norm_outputs if m is RecomputeModule.LAYERNORM else b * tokens * widths[m] / tp)
+             for m, on in stated_flags(stated)),
             np.zeros_like(tp),
         )  # fmt: skip
-        given_back = b * tokens * dropped / tp + ((stated >> LAYERNORM_BIT) & 1) * norm_outputs
         kept = np.where(stated > 0, outside + (inside + all_scores) / tp - given_back, kept)
     return np.asarray(kept, dtype=float)
-
-
-LAYERNORM_BIT = list(RecomputeModule).index(RecomputeModule.LAYERNORM)
 
 
 def module_widths(model: Transformer, *, scores_per_token: float) -> dict[RecomputeModule, float]:

@@ -11,6 +11,7 @@ import numpy.typing as npt
 
 from clustersim.choices import RecomputeModule
 from clustersim.execution import LayoutArrays
+from clustersim.recompute_layout import stated_flags
 from clustersim.training.pricing import OperationTimes
 from clustersim.workload.ops import Operation, module_recompute_share
 from clustersim.workload.transformer import Transformer
@@ -40,10 +41,8 @@ def stated_modules_forward_s(
     stated = lay.recompute_modules
     assert stated is not None  # filled by LayoutArrays
     total = np.zeros_like(np.asarray(default, dtype=np.float64))
-    for bit, module in enumerate(RecomputeModule):
-        on = (stated >> bit) & 1
-        if np.any(on):
-            total = total + on * share_forward_s(ops, times, _module_share(model, module, fused_expert_mlp))
+    for module, on in stated_flags(stated):
+        total = total + on * share_forward_s(ops, times, _module_share(model, module, fused_expert_mlp))
     return np.asarray(np.where(stated > 0, total, default), dtype=np.float64)
 
 

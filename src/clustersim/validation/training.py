@@ -87,9 +87,8 @@ def case_setup(
     dispatcher = {"hybridep": "deepep"}.get(parallel.ep_dispatcher or "", parallel.ep_dispatcher)  # both per node
     if dispatcher is None and experts:
         assumed["ep_dispatcher"] = "deepep" if software.ep_dispatch_per_node else "alltoall"
-    modules = tuple(parallel.recompute_modules) if parallel.recompute_modules is not None else None
     extra: dict[str, Any] = {"uneven_stages": True, "ep_overlap": parallel.ep_overlap, "ep_dispatcher": dispatcher}
-    extra["recompute_modules"] = modules
+    extra["recompute_modules"] = parallel.recompute_modules  # the Layout holds the list as a tuple
     layout = layout_from_mapping(fields | extra, where=f"{where}: parallel")
     global_batch = parallel.global_batch
     if global_batch is None or global_batch < 1:

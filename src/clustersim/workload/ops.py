@@ -247,15 +247,11 @@ def layer_operations(
                 ratio=1.0,
             ),
         ]
-    # MLPs whose activation is a pass of its own: a fused expert MLP applies the routed experts' in its GEMMs
-    passes = model.active_mlps - (model.moe.top_k if model.moe and fused_expert_mlp else 0)
-    inner = (2 * (q + 2 * kv) + (matrices + 1) * f * passes * capacity) / tp
     if model.dense_mlp_layers:
         dense_share, width = model.dense_mlp_layers / model.layers, model.ffn_hidden
         each = 2 * tokens * h * width / tp
         ops.append(_op("mlp", OpKind.GEMM, like, flop=each * matrices * dense_share, each=each, ratio=2.0))
-        mlp_elements = (matrices + 1) * (f * passes * capacity * share + width * dense_share)
-        inner = (2 * (q + 2 * kv) + mlp_elements) / tp
+    inner = sum(activation_elements(model, fused_expert_mlp).values()) / tp
     ops += [
         _op(
             "norms and residuals",
@@ -351,21 +347,33 @@ def alternate_matmul_recompute_share(model: Transformer, op: Operation) -> float
 
 
 NORM_ELEMENTS = 4.0  # of OUTSIDE_ELEMENTS: the two norms' reads and writes (what layernorm recompute repeats)
+# The blocks of ``activation_elements`` whose passes a module's recompute repeats (those holding an activation).
+MODULE_BLOCKS = {
+    RecomputeModule.CORE_ATTN: (),
+    RecomputeModule.MLA_UP_PROJ: (),
+    RecomputeModule.LAYERNORM: (),
+    RecomputeModule.MOE_ACT: ("routed",),
+    RecomputeModule.MLP: ("dense",),
+    RecomputeModule.MOE: ("routed", "shared"),
+    RecomputeModule.SHARED_EXPERTS: ("shared",),
+}
 
 
-def _activation_elements(model: Transformer, fused_expert_mlp: bool) -> dict[str, float]:
-    """A token's element-wise activation work by block (the ``bias and activation`` operation's split, before
-    tensor parallelism): the attention's, the routed experts', the shared experts' and the dense MLPs'."""
-    matrices, capacity = model.ffn_type.num_matrices, model.moe.capacity_factor if model.moe else 1.0
-    share, f = model.moe_layers / model.layers, model.expert_ffn
-    routed = model.moe.top_k if model.moe and not fused_expert_mlp else 0
-    mlps = model.active_mlps - (model.moe.top_k if model.moe else 0)  # shared experts, or a dense model's one MLP
+def activation_elements(model: Transformer, fused_expert_mlp: bool) -> dict[str, float]:
+    """A token's element-wise activation work in an average layer (the ``bias and activation`` operation, before
+    tensor parallelism) by block: the attention's Q/K/V passes, the routed experts', the shared experts' and the dense
+    MLPs' (a MoE model's dense layers, or a dense model's MLP); a fused expert MLP applies the routed experts'
+    activation inside its GEMMs, no pass of its own."""
+    matrices, moe = model.ffn_type.num_matrices, model.moe
+    capacity, f, share = (moe.capacity_factor if moe else 1.0), model.expert_ffn, model.moe_layers / model.layers
+    pass_elements = (matrices + 1) * f * capacity * share  # one MLP's activation pass in the layers holding it
+    routed = moe.top_k if moe and not fused_expert_mlp else 0
     dense = (matrices + 1) * model.ffn_hidden * model.dense_mlp_layers / model.layers
     return {
         "attention": 2.0 * (model.q_width + 2 * model.kv_width),
-        "routed": (matrices + 1) * f * routed * capacity * share,
-        "shared": (matrices + 1) * f * mlps * capacity * share if model.moe else 0.0,
-        "dense": dense + ((matrices + 1) * f * capacity * share if model.moe is None else 0.0),
+        "routed": pass_elements * routed,
+        "shared": pass_elements * moe.shared_experts if moe else 0.0,
+        "dense": dense + (0.0 if moe else pass_elements),
     }
 
 
@@ -377,9 +385,7 @@ def module_recompute_share(
     element-wise work not counted); the two norms (layernorm); the routed experts' activation (moe_act); the dense
     MLP's matmuls and activation (mlp); the routed and shared experts, the router and the token permutation
     (moe: its all-to-alls are not repeated, as a full recompute's are not); the shared experts (shared_experts)."""
-    acts = _activation_elements(model, fused_expert_mlp)
-    whole = sum(acts.values())
-    moe = model.moe is not None
+    moe = model.moe
     if module is RecomputeModule.CORE_ATTN:
         return 1.0 if op.name in ("attention core", "attention scores") else 0.0
     if module is RecomputeModule.MLA_UP_PROJ:
@@ -391,20 +397,15 @@ def module_recompute_share(
         return (query_up + kv_up) / model.qkv_matmul_params()
     if module is RecomputeModule.LAYERNORM:
         return NORM_ELEMENTS / OUTSIDE_ELEMENTS if op.name == "norms and residuals" else 0.0
-    blocks = {
-        RecomputeModule.MOE_ACT: ("routed",),
-        RecomputeModule.MLP: ("dense",),
-        RecomputeModule.MOE: ("routed", "shared"),
-        RecomputeModule.SHARED_EXPERTS: ("shared",),
-    }[module]
     if op.name == "bias and activation":
-        return sum(acts[b] for b in blocks) / whole
+        acts = activation_elements(model, fused_expert_mlp)
+        return sum(acts[block] for block in MODULE_BLOCKS[module]) / sum(acts.values())
     if module is RecomputeModule.MLP:
         return 1.0 if op.name == "mlp" else 0.0
     if module is RecomputeModule.MOE:
         return 1.0 if moe and op.name in ("experts", "router", "token permutation") else 0.0
     if module is RecomputeModule.SHARED_EXPERTS and moe and op.name == "experts":
-        return model.moe.shared_experts / model.active_mlps if model.moe else 0.0
+        return moe.shared_experts / model.active_mlps
     return 0.0
 
 
