@@ -4,11 +4,13 @@ ranks of a group and the JSON record of a simulated kind."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
 from clustersim.catalog.registry import load_catalog
-from clustersim.compute.dispatch import network_copy_ratio
+from clustersim.compute.dispatch import gpu_copy_ratio, network_copy_ratio
 from clustersim.compute.software import software_for
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout
@@ -28,22 +30,29 @@ def _ratio(nodes: int) -> float:
     return float(network_copy_ratio(MOE.experts, MOE.top_k, nodes)[()])
 
 
+def _per_gpu(ranks: int) -> float:
+    return float(gpu_copy_ratio(MOE.experts, MOE.top_k, ranks)[()])
+
+
 def test_a_group_fans_out_to_its_ranks_on_one_node():
     assert software_for(None, SYSTEM.accelerator.family).ep_dispatch_per_node and SYSTEM.scaleup_devices == 8
     # 16 consecutive ranks: 8 a node over 2 nodes; 12 still need 2 nodes (8 + 4).
-    assert ep_dispatch_shape(SYSTEM, PER_NODE, MOE, 16, 1) == (pytest.approx(_ratio(2)), 8)
-    assert ep_dispatch_shape(SYSTEM, PER_NODE, MOE, 12, 1) == (pytest.approx(_ratio(2)), 8)
+    assert ep_dispatch_shape(SYSTEM, PER_NODE, MOE, 16, 1) == (pytest.approx(_ratio(2)), 8, pytest.approx(_per_gpu(16)))
+    assert ep_dispatch_shape(SYSTEM, PER_NODE, MOE, 12, 1) == (pytest.approx(_ratio(2)), 8, pytest.approx(_per_gpu(12)))
     # 4 apart: 2 of the group's ranks a node, 8 ranks over 4 nodes.
-    assert ep_dispatch_shape(SYSTEM, PER_NODE, MOE, 8, 4) == (pytest.approx(_ratio(4)), 2)
+    assert ep_dispatch_shape(SYSTEM, PER_NODE, MOE, 8, 4) == (pytest.approx(_ratio(4)), 2, pytest.approx(_per_gpu(8)))
     # 16 apart, wider than a node: one rank a node.
-    assert ep_dispatch_shape(SYSTEM, PER_NODE, MOE, 4, 16) == (pytest.approx(_ratio(4)), 1)
+    assert ep_dispatch_shape(SYSTEM, PER_NODE, MOE, 4, 16) == (pytest.approx(_ratio(4)), 1, pytest.approx(_per_gpu(4)))
     assert _ratio(2) != _ratio(4)
 
 
-def test_a_plain_all_to_all_or_a_group_on_one_node_has_no_fan_out():
-    assert ep_dispatch_shape(SYSTEM, PER_EXPERT, MOE, 16, 1) == (1.0, 1)
-    assert ep_dispatch_shape(SYSTEM, PER_NODE, MOE, 8, 1) == (1.0, 1)
-    assert ep_dispatch_shape(SYSTEM, PER_NODE, MOE, 4, 2) == (1.0, 1)
+def test_a_plain_all_to_all_sends_every_copy_and_a_per_node_one_on_one_node_one_per_gpu():
+    assert ep_dispatch_shape(SYSTEM, PER_EXPERT, MOE, 16, 1) == (1.0, 1, 1.0)
+    # 6 of 64 experts over 8 GPUs of 8: a GPU misses all 6 with probability C(56, 6) / C(64, 6).
+    miss = math.comb(56, 6) / math.comb(64, 6)
+    assert ep_dispatch_shape(SYSTEM, PER_NODE, MOE, 8, 1) == (pytest.approx(8 * (1 - miss) / 6), 1, 1.0)
+    assert ep_dispatch_shape(SYSTEM, PER_NODE, MOE, 4, 2) == (pytest.approx(_per_gpu(4)), 1, 1.0)
+    assert _per_gpu(4) < _per_gpu(8) < 1.0  # more experts a GPU, more of a token's copies merged
 
 
 def test_a_groups_ranks_are_its_row_and_a_pipeline_pair_is_two():

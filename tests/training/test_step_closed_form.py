@@ -485,15 +485,42 @@ MOE = Transformer(
 
 
 def test_ep_runs_four_all_to_alls_per_layer_of_the_routed_tokens():
-    est = estimate(Layout(dp=2, ep=2), devices=2, global_batch=4, model=MOE)
+    plain = SW.model_copy(update={"ep_dispatch_per_node": False})  # NCCL's all-to-all: one copy per routed expert
+    est = estimate(Layout(dp=2, ep=2), devices=2, global_batch=4, model=MOE, sw=plain)
     # dispatch and combine, forward and backward: T x top_k x h 16-bit values each
     alltoall = t_coll(Op.ALLTOALL, 1024 * 2 * H * 2, node_fabric(2))
     link = 2 * 4 * 4 * alltoall  # 2 micro-batches x 4 layers x 4
     assert terms(est)["ep comm"] == pytest.approx((link, link), rel=REL)
 
 
+def test_a_per_gpu_dispatch_sends_a_token_once_to_each_gpu_holding_its_experts():
+    assert SW.ep_dispatch_per_node  # Megatron-Core with DeepEP
+    est = estimate(Layout(dp=2, ep=2), devices=2, global_batch=4, model=MOE)
+    # 2 of 4 experts, 2 a GPU: a GPU misses both with probability C(2, 2) / C(4, 2) = 1/6, so a token reaches
+    # 2 x 5/6 GPUs: 5/6 of the 2 copies an all-to-all of every routed copy sends.
+    alltoall = t_coll(Op.ALLTOALL, 1024 * 2 * H * 2 * 5 / 6, node_fabric(2))
+    link = 2 * 4 * 4 * alltoall
+    assert terms(est)["ep comm"] == pytest.approx((link, link), rel=REL)
+
+
+def test_a_recomputed_moe_layer_dispatches_and_combines_again_exposed():
+    plain = SW.model_copy(update={"ep_dispatch_per_node": False})
+    alltoall = t_coll(Op.ALLTOALL, 1024 * 2 * H * 2, node_fabric(2))
+    once = 2 * 4 * 2 * alltoall  # 2 micro-batches x 4 layers x (dispatch + combine)
+    for layout in (
+        Layout(dp=2, ep=2, recompute="full"),
+        Layout(dp=2, ep=2, recompute="selective", recompute_modules=("moe",)),
+    ):
+        est = estimate(layout, devices=2, global_batch=4, model=MOE, sw=plain)
+        assert terms(est)["ep comm"] == pytest.approx((3 * once, 3 * once), rel=REL)
+    for modules in (("moe_act",), ("core_attn", "layernorm")):
+        layout = Layout(dp=2, ep=2, recompute="selective", recompute_modules=modules)
+        est = estimate(layout, devices=2, global_batch=4, model=MOE, sw=plain)
+        assert terms(est)["ep comm"] == pytest.approx((2 * once, 2 * once), rel=REL)
+
+
 def test_fp8_training_dispatches_fp8_tokens_and_combines_in_16_bits():
-    fp8 = SW.model_copy(update={"ep_dispatch_bytes_fp8": 1.0})
+    fp8 = SW.model_copy(update={"ep_dispatch_bytes_fp8": 1.0, "ep_dispatch_per_node": False})
     est = estimate(Layout(dp=2, ep=2), devices=2, global_batch=4, model=MOE, precision=Dtype.FP8, sw=fp8)
     dispatch = t_coll(Op.ALLTOALL, 1024 * 2 * H * 1, node_fabric(2))
     combine = t_coll(Op.ALLTOALL, 1024 * 2 * H * 2, node_fabric(2))
@@ -510,7 +537,7 @@ def test_an_overlapped_all_to_all_hides_behind_one_block_of_the_other_pass():
     assert 0 < share < 1 and 0 < efficiency <= 1
     for nvlink in (NVLINK, 1e9):  # each all-to-all shorter than its block; then longer
         on = estimate(Layout(dp=2, ep=2, ep_overlap=True), devices=2, global_batch=4, model=MOE, nvlink=nvlink)
-        alltoall = t_coll(Op.ALLTOALL, 1024 * 2 * H * 2, Fabric("hand", 2, 1, nvlink, 50e9, False))
+        alltoall = t_coll(Op.ALLTOALL, 1024 * 2 * H * 2 * 5 / 6, Fabric("hand", 2, 1, nvlink, 50e9, False))  # per GPU
         ops = {op.name: (op.forward_s, op.backward_s) for op in on.operations if op.scope == "layer"}
         attention = [sum(ops[n][i] for n in ("qkv", "attention core", "output projection")) for i in (0, 1)]
         mlp = [sum(times[i] for times in ops.values()) - attention[i] for i in (0, 1)]

@@ -16,6 +16,10 @@ nodes (``N >= G``) the token's experts lie on the ``g N / G`` nodes of its group
 with the probability above among those groups' ``g E / G`` experts; with ``G / N`` groups per node
 (``N < G``) the ``g`` groups land on ``N (1 - C(G - G/N, g) / C(G, g))`` nodes, each holding at least
 one of its experts. A node is the token's own as often as any other: ``(N - 1) / N`` of them are remote.
+
+Over the scale-up fabric the same dispatchers send a token once to each GPU holding at least one of its experts, not
+once per expert (DeepEP's ``is_token_in_rank`` layout): ``gpu_copy_ratio`` is the ratio above with each of the
+group's ``R`` ranks as a "node" of ``E / R`` experts.
 """
 
 from __future__ import annotations
@@ -61,3 +65,11 @@ def network_copy_ratio(
     per_expert = top_k * (nodes - 1) / nodes
     ratio = np.where(nodes > 1, per_node / np.maximum(per_expert, 1e-300), 1.0)
     return np.asarray(ratio, dtype=np.float64)
+
+
+def gpu_copy_ratio(
+    experts: int, top_k: int, num_ranks: npt.ArrayLike, groups: int = 1, group_top_k: int | None = None
+) -> FloatArray:
+    """Scale-up copies of a token with a per-GPU dispatch (one message to each GPU holding its experts) / with one
+    message per routed expert, over an expert-parallel group of ``num_ranks`` GPUs."""
+    return network_copy_ratio(experts, top_k, num_ranks, groups, group_top_k)

@@ -108,6 +108,8 @@ class Estimate:
     notes: tuple[str, ...] = ()
     totals: JobTotals | None = None  # None: no token budget
     operations: tuple[OperationTime, ...] = ()  # per layer (or head), per micro-batch
+    # of model_flops_per_step, the attention's two matmuls over the whole sequence (a causal count halves them)
+    attention_flops_per_step: float = 0.0
 
     @property
     def fits(self) -> bool:
@@ -299,6 +301,7 @@ def estimate_layouts(
                 memory=breakdown,
                 capacity_bytes=system.memory_bytes,
                 model_flops_per_step=model_flops,
+                attention_flops_per_step=3.0 * model.attention_flops_per_token(job.seq_len) * job.tokens_per_step,
                 hardware_flops_per_step=model_flops + recompute_per_token[layout.recompute] * job.tokens_per_step,
                 peak_flop_per_s=peak,
                 num_devices=system.num_devices,

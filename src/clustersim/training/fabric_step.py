@@ -17,8 +17,9 @@ the step terms price (``clustersim.training.step``):
   ``N`` nodes of ``L`` of its ranks each, as the estimator prices it: a token crosses the network
   once per remote node holding one of its experts (an all-to-all of ``network_copy_ratio`` times the
   bytes: each rank sends one flow per remote node, to its peer there, on its own rails) and fans out
-  over the node's scale-up fabric (an all-to-all of the full bytes over the node's ``L`` ranks), the
-  two at once (pipelined): the slower of the two;
+  over the node's scale-up fabric (an all-to-all of ``gpu_copy_ratio`` times the bytes over the node's ``L``
+  ranks: once to each GPU holding one of its experts), the two at once (pipelined): the slower of the two;
+  a group on one node runs the all-to-all of ``gpu_copy_ratio`` times the bytes;
 * ``pp``: every rank of stage ``s`` sends its activation shard to the same rank of stage ``s + 1``
   (interleaved, ``vp > 1``: the last stage to the first too, where the next model chunk starts);
 * ``dp``: the gradients (ZeRO 0: all-reduce; 1-2: reduce-scatter, then the parameters' all-gather;
@@ -43,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from clustersim.catalog.schema import Dtype
-from clustersim.compute.dispatch import network_copy_ratio
+from clustersim.compute.dispatch import gpu_copy_ratio, network_copy_ratio
 from clustersim.compute.efficiency import FamilyEfficiency, efficiency_for
 from clustersim.compute.software import SoftwareProfile, software_for
 from clustersim.errors import ClusterSimError
@@ -91,6 +92,7 @@ class StepCollective:
     ideal_time_s: float
     copy_ratio: float = 1.0  # per-node EP dispatch: network bytes over the plain all-to-all's
     fan_out_ranks: int = 1  # per-node EP dispatch: a node's ranks of the group the tokens fan out to
+    fan_out_ratio: float = 1.0  # per-node EP dispatch: fan-out bytes over the plain all-to-all's (once per GPU)
     latency_s: float = 0.0  # the analytic model's latency of the kind's algorithm on the group's fabric
     ramp_half_bytes: float = 0.0  # and its fitted Simple ramp's half size (0: none)
 
@@ -174,7 +176,11 @@ def step_collectives(
         analytic = float(collective_s(system, cost, op, np.array([size]), ranks, stride)[0])
         ideal = _ideal_s(system, op, size, ranks, stride)
         latency, half = _price_terms(system, op, ranks, stride)
-        out.append(StepCollective(kind, op, size, groups, stride, per_step, analytic, ideal, 1.0, 1, latency, half))
+        out.append(
+            StepCollective(
+                kind, op, size, groups, stride, per_step, analytic, ideal, latency_s=latency, ramp_half_bytes=half
+            )
+        )
     return out
 
 
@@ -185,16 +191,19 @@ def _price_terms(system: System, op: Op, ranks: int, stride: int) -> tuple[float
     return (0.0, 0.0) if fabric is None else price_terms(fabric, op, ALGORITHMS[op])
 
 
-def ep_dispatch_shape(system: System, per_node: bool, moe: MoE, ranks: int, stride: int) -> tuple[float, int]:
-    """(network copy ratio, fan-out ranks) of an EP group of ``ranks`` ranks ``stride`` apart as the
-    estimator prices its dispatch: (1, 1) for a plain all-to-all or a group on one node; per node
-    (``per_node``: DeepEP, HybridEP), ``network_copy_ratio`` over the group's nodes and the group's ranks
-    per node."""
+def ep_dispatch_shape(system: System, per_node: bool, moe: MoE, ranks: int, stride: int) -> tuple[float, int, float]:
+    """(copy ratio, fan-out ranks, fan-out ratio) of an EP group of ``ranks`` ranks ``stride`` apart as the
+    estimator prices its dispatch: (1, 1, 1) for a plain all-to-all; per node (``per_node``: DeepEP, HybridEP)
+    on one node, (``gpu_copy_ratio``, 1, 1); across nodes, ``network_copy_ratio`` over the group's nodes, the
+    group's ranks per node and ``gpu_copy_ratio``."""
+    if not per_node:
+        return 1.0, 1, 1.0
     local = int(np.clip(system.scaleup_devices // max(stride, 1), 1, ranks))
     nodes = -(-ranks // local)
-    if not per_node or nodes == 1:
-        return 1.0, 1
-    return float(network_copy_ratio(moe.experts, moe.top_k, nodes, moe.groups, moe.group_top_k)[()]), local
+    per_gpu = float(gpu_copy_ratio(moe.experts, moe.top_k, ranks, moe.groups, moe.group_top_k)[()])
+    if nodes == 1:
+        return per_gpu, 1, 1.0
+    return float(network_copy_ratio(moe.experts, moe.top_k, nodes, moe.groups, moe.group_top_k)[()]), local, per_gpu
 
 
 def _ep_collective(
@@ -212,14 +221,28 @@ def _ep_collective(
     (``per_node``: DeepEP, HybridEP) the all-to-all of the copies and the fan-out over the node's ranks, the
     slower of the two."""
     ranks = int(groups.shape[1])
-    ratio, fan = ep_dispatch_shape(system, per_node, moe, ranks, stride)
+    ratio, fan, fan_ratio = ep_dispatch_shape(system, per_node, moe, ranks, stride)
     analytic = float(collective_s(system, cost, Op.ALLTOALL, np.array([size * ratio]), ranks, stride)[0])
     ideal = _ideal_s(system, Op.ALLTOALL, size * ratio, ranks, stride)
     if fan > 1:
-        analytic = max(analytic, float(collective_s(system, cost, Op.ALLTOALL, np.array([size]), fan, stride)[0]))
-        ideal = max(ideal, _ideal_s(system, Op.ALLTOALL, size, fan, stride))
+        fanned = np.array([size * fan_ratio])
+        analytic = max(analytic, float(collective_s(system, cost, Op.ALLTOALL, fanned, fan, stride)[0]))
+        ideal = max(ideal, _ideal_s(system, Op.ALLTOALL, size * fan_ratio, fan, stride))
     latency, half = _price_terms(system, Op.ALLTOALL, ranks, stride)
-    return StepCollective(kind, Op.ALLTOALL, size, groups, stride, per_step, analytic, ideal, ratio, fan, latency, half)
+    shape = {"copy_ratio": ratio, "fan_out_ranks": fan, "fan_out_ratio": fan_ratio}
+    return StepCollective(
+        kind,
+        Op.ALLTOALL,
+        size,
+        groups,
+        stride,
+        per_step,
+        analytic,
+        ideal,
+        **shape,
+        latency_s=latency,
+        ramp_half_bytes=half,
+    )
 
 
 def _ideal_s(system: System, op: Op, size: float, ranks: int, stride: int) -> float:
@@ -362,7 +385,9 @@ def step_on_fabric(
         if c.op is Op.SENDRECV:
             plans = [pair_flows(gpu[c.groups[:, 0]], gpu[c.groups[:, 1]], c.size_bytes)]
         elif c.copy_ratio != 1.0 or c.fan_out_ranks > 1:
-            plans = dispatch_flows(gpu[c.groups], g, c.size_bytes, c.copy_ratio, c.fan_out_ranks, max_steps=max_steps)
+            plans = dispatch_flows(
+                gpu[c.groups], g, c.size_bytes, c.copy_ratio, c.fan_out_ranks, c.fan_out_ratio, max_steps=max_steps
+            )
         else:
             plans = [group_flows(gpu[c.groups], g, c.op, c.size_bytes, max_steps=max_steps)]
         parts.append([with_pxn(tree, p) for p in plans])

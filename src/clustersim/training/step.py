@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from clustersim.catalog.schema import Dtype
 from clustersim.choices import SelectiveRecompute
-from clustersim.compute.dispatch import network_copy_ratio
+from clustersim.compute.dispatch import gpu_copy_ratio, network_copy_ratio
 from clustersim.compute.efficiency import FamilyEfficiency
 from clustersim.compute.memory import WEIGHT_BYTES, SyncGroup, data_parallel_groups, local_params
 from clustersim.compute.software import SoftwareProfile, fused_expert_mlp_runs, software_for
@@ -42,7 +42,7 @@ from clustersim.network.cost import ANALYTIC, CollectiveCost
 from clustersim.system import System
 from clustersim.training.offload import offload_times
 from clustersim.training.pricing import OperationTimes, Systems, collective_s, operation_times
-from clustersim.training.recompute_modules import share_forward_s, stated_modules_forward_s
+from clustersim.training.recompute_modules import moe_layer_recomputed, share_forward_s, stated_modules_forward_s
 from clustersim.training.terms import STEP_TERMS, StepTerms, TermTimes, step_term
 from clustersim.training.zero3 import zero3_times
 from clustersim.workload.ops import (
@@ -278,7 +278,7 @@ class StepContext:
     @_derived
     def ep_mb(self) -> TermTimes:
         """EP all-to-all per micro-batch: dispatch and combine, forward and backward (the dispatch in
-        FP8 where the framework sends it so).
+        FP8 where the framework sends it so), and once more where the layout recomputes the MoE layer.
 
         Overlapped (the layout's ``ep_overlap``, else the framework's), Megatron-Core's combined 1F1B
         runs one micro-batch's forward beside another's backward, layer by layer, each all-to-all
@@ -297,7 +297,8 @@ class StepContext:
         group = (lay.ep, lay.ep_stride)
         dispatch, combine = (self._ep_alltoall(b * elements, *group) for b in (dispatch_bytes, ACT_BYTES))
         moe_layers = self.layers_here * self.model.moe_layers / self.model.layers  # dense layers send no tokens
-        link = moe_layers * 2 * (dispatch + combine)
+        once = moe_layers * (dispatch + combine)  # one pass's dispatch and combine
+        link = 2 * once
         overlap = np.where(np.isnan(lay.ep_overlap), float(sw.ep_overlap), lay.ep_overlap) > 0
         attention = (
             self._layer_sum(lambda t: t.name in ATTENTION_BLOCK),
@@ -307,7 +308,8 @@ class StepContext:
         pairs = ((dispatch, mlp[1]), (combine, attention[1]), (combine, attention[0]), (dispatch, mlp[0]))
         coverable = moe_layers * sum((np.minimum(comm, block) for comm, block in pairs), np.zeros_like(link))
         hidden = np.where(overlap, sw.ep_overlap_efficiency * coverable, 0.0)
-        return TermTimes(link, link - hidden + hidden * sw.ep_overlap_sm_share)
+        again = once * moe_layer_recomputed(lay)  # a recomputed MoE layer dispatches and combines again, exposed
+        return TermTimes(link + again, link - hidden + hidden * sw.ep_overlap_sm_share + again)
 
     def _ep_alltoall(
         self, size_bytes: FloatArray, ranks: npt.NDArray[np.int64], stride: npt.NDArray[np.int64]
@@ -317,7 +319,8 @@ class StepContext:
         ``ep_dispatch_per_node``): a group spanning nodes sends a token over the network once per remote
         node holding its experts (an all-to-all of ``network_copy_ratio`` of the bytes, on the calibrated
         all-to-all's cost) and fans it out over the node's scale-up fabric, pipelined: the slower of the
-        two; a group inside one scale-up domain runs the all-to-all over it."""
+        two; a group inside one scale-up domain runs the all-to-all over it. Over the scale-up fabric they send a
+        token once to each GPU holding its experts (``gpu_copy_ratio`` of the bytes)."""
         moe = self.model.moe
         per_node = self.ep_per_node
         if moe is None or not per_node.any():
@@ -325,11 +328,13 @@ class StepContext:
         local = np.clip(self.system.scaleup_devices // np.maximum(np.asarray(stride, np.int64), 1), 1, ranks)
         nodes = np.ceil(ranks / local)
         ratio = network_copy_ratio(moe.experts, moe.top_k, nodes, moe.groups, moe.group_top_k)
+        per_gpu = gpu_copy_ratio(moe.experts, moe.top_k, ranks, moe.groups, moe.group_top_k)
         spans = per_node & (nodes > 1)
         network = self.collective_s(Op.ALLTOALL, size_bytes * ratio, ranks, stride, where=spans)
-        fan_out = self.collective_s(Op.ALLTOALL, size_bytes, local, stride, where=spans)
-        plain = self.collective_s(Op.ALLTOALL, size_bytes, ranks, stride, where=~spans)  # only where priced so
-        return np.where(spans, np.maximum(network, fan_out), plain)
+        fan_out = self.collective_s(Op.ALLTOALL, size_bytes * per_gpu, local, stride, where=spans)
+        inside = self.collective_s(Op.ALLTOALL, size_bytes * per_gpu, ranks, stride, where=per_node & ~spans)
+        plain = self.collective_s(Op.ALLTOALL, size_bytes, ranks, stride, where=~per_node)  # only where priced so
+        return np.where(spans, np.maximum(network, fan_out), np.where(per_node, inside, plain))
 
     @_derived
     def ep_per_node(self) -> npt.NDArray[np.bool_]:

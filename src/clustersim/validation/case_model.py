@@ -1,9 +1,10 @@
 """The transformer a training, memory or serving case describes, the router fields its format cannot state taken
 from the zoo.
 
-The case format's ``model.moe`` holds experts, experts per token and shared experts, not group-limited
+The shared case format's ``model.moe`` holds experts, experts per token and shared experts, not group-limited
 routing (DeepSeek-V3's 8 expert groups of which a token's experts keep to 4, which bounds the nodes its
-dispatch reaches). A case whose model is named after an entry of the packaged zoo, states no router groups and agrees
+dispatch reaches); a case may state it (``groups``, ``group_top_k``, extra context). A case whose model is named after
+an entry of the packaged zoo, states no router groups and agrees
 with that entry on every routing field it does state (layers, hidden, experts, experts per token) is
 routed as the entry is; the case's assumptions say so (``moe_groups``). A case that disagrees on any of
 those fields is another model of the same name and keeps plain top-k routing.

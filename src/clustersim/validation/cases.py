@@ -54,11 +54,15 @@ Positive = Annotated[float, Field(gt=0)]
 
 
 class CaseMoE(_Part):
-    """``model.moe``: routed experts, experts per token, shared experts."""
+    """``model.moe``: routed experts, experts per token, shared experts; extra context a case may carry: the
+    router's expert ``groups`` and the ``group_top_k`` of them a token's experts keep to (group-limited routing,
+    ``MoE.groups``; absent: the zoo entry's where the case is named after one, else plain top-k)."""
 
     experts: Count | None = None
     top_k: Count | None = None
     shared_experts: Annotated[int, Field(ge=0)] | None = None
+    groups: Count | None = None
+    group_top_k: Count | None = None
 
 
 class CaseMLA(_Part):
@@ -273,6 +277,10 @@ class Case(_Part):
     size_bytes: Count | None = None
     algorithm: str | None = None
     software: CaseSoftware | None = None
+    # extra context (training): how the source's model FLOPs count the attention's two matmuls: over the whole
+    # sequence (null or "full": the papers' and Megatron-LM's count before 2025-03) or over the keys a causal query
+    # meets, half the sequence ("causal": Megatron-LM since commit 8873b55, 2025-03-06, and NeMo AutoModel)
+    attention_flops: Literal["full", "causal"] | None = None
 
     @field_validator("precision", "kv_precision")
     @classmethod

@@ -21,7 +21,7 @@ from clustersim.training.estimate import Estimate
 from clustersim.validation.fit import Prepared
 from clustersim.validation.manifest import read_manifest
 from clustersim.validation.software_spec import SOFTWARE, SOFTWARE_PRIORS, framework_of
-from clustersim.validation.training import case_estimator, training_value
+from clustersim.validation.training import case_estimator, counts_causal, training_value
 
 PRIOR_VALUES: dict[str, float] = {key: value for key, (value, _) in SOFTWARE_PRIORS.items()}
 
@@ -70,15 +70,20 @@ def held_out_software(
     table.update(reset)
     out = [
         Prepared(
-            p.case, p.field, p.measured, p.source, p.group, _predictor(case_estimator(p.case, catalog, table), p.field)
+            p.case,
+            p.field,
+            p.measured,
+            p.source,
+            p.group,
+            _predictor(case_estimator(p.case, catalog, table), p.field, counts_causal(p.case)),
         )
         for p in own
     ]
     return out, "; ".join(notes)
 
 
-def _predictor(estimator: Callable[[Any], Estimate], field: str) -> Callable[[Any], float]:
+def _predictor(estimator: Callable[[Any], Estimate], field: str, causal: bool) -> Callable[[Any], float]:
     def predict(calibration: Any) -> float:
-        return training_value(estimator(calibration), field)
+        return training_value(estimator(calibration), field, causal_attention=causal)
 
     return predict

@@ -191,18 +191,28 @@ def predict_training_case(
 ) -> float:
     """The case's ``field`` (step_time_s, tokens_per_s_per_device, model/hw TFLOP/s per device, mfu),
     under the efficiency table ``efficiency`` (None: the packaged one)."""
-    return training_value(estimate_case(case, catalog, efficiency), field)
+    case = as_case(case)
+    return training_value(estimate_case(case, catalog, efficiency), field, causal_attention=counts_causal(case))
 
 
-def training_value(estimate: Estimate, field: str) -> float:
-    """A measured training ``field`` as ``estimate`` gives it."""
+def counts_causal(case: Case) -> bool:
+    """Whether the case's source counts the attention's model FLOPs over a causal query's keys (``attention_flops``)."""
+    return case.attention_flops == "causal"
+
+
+def training_value(estimate: Estimate, field: str, *, causal_attention: bool = False) -> float:
+    """A measured training ``field`` as ``estimate`` gives it; ``causal_attention``: the FLOP counts (model and
+    hardware TFLOP/s, MFU) take the attention matmuls over the keys a causal query meets, half the sequence, as the
+    source counted them (a case's ``attention_flops`` "causal")."""
     per_device = estimate.step_s * estimate.num_devices
+    uncounted = estimate.attention_flops_per_step / 2 if causal_attention else 0.0
+    model_flops = estimate.model_flops_per_step - uncounted
     values = {
         "step_time_s": estimate.step_s,
         "tokens_per_s_per_device": estimate.tokens_per_s_per_device,
-        "model_tflops_per_device": estimate.model_flops_per_step / per_device / 1e12,
-        "hw_tflops_per_device": estimate.hardware_flops_per_step / per_device / 1e12,
-        "mfu": estimate.mfu,
+        "model_tflops_per_device": model_flops / per_device / 1e12,
+        "hw_tflops_per_device": (estimate.hardware_flops_per_step - uncounted) / per_device / 1e12,
+        "mfu": model_flops / (per_device * estimate.peak_flop_per_s),
     }
     if field not in values:
         raise ClusterSimError(f"cannot predict training field {field!r} (valid: {', '.join(values)})")

@@ -15,8 +15,8 @@ collective at the same time, so that they share the fabric.
 * Send/receive (``pair_flows``): given pairs, all at once (pipeline stages handing activations on).
 * Per-node expert dispatch (``dispatch_flows``: DeepEP, HybridEP): the pairwise all-to-all of the
   tokens' network copies (each GPU sends one flow per remote node, to its peer there, on its own
-  rails) and, at once, the fan-out over each node's ranks of the group as an all-to-all of the full
-  bytes there (the scale-up fabric).
+  rails) and, at once, the fan-out over each node's ranks of the group as an all-to-all there (the scale-up
+  fabric) of the bytes of one copy per GPU holding a token's experts.
 
 The steps (rounds) are numbered in ``Flows.group`` as ``collectives.CollectiveFlows`` expects, so
 ``results.collective_time_s`` extrapolates the rest the same way.
@@ -120,15 +120,17 @@ def dispatch_flows(
     size_bytes: float,
     copy_ratio: float,
     fan_out_ranks: int,
+    fan_out_ratio: float = 1.0,
     *,
     max_steps: int = 4,
 ) -> list[CollectiveFlows]:
     """A per-node expert dispatch of ``size_bytes`` per rank in every group: [the network all-to-all of
-    ``copy_ratio * size_bytes``, the all-to-all of ``size_bytes`` over each node's ``fan_out_ranks``
+    ``copy_ratio * size_bytes``, the all-to-all of ``fan_out_ratio * size_bytes`` over each node's ``fan_out_ranks``
     consecutive ranks of a group] (the second absent for ``fan_out_ranks`` 1); the two go at once."""
     groups = np.atleast_2d(np.asarray(groups, dtype=np.int64))
-    if not 0 < copy_ratio <= 1:
-        raise ClusterSimError(f"copy ratio must be in (0, 1], got {copy_ratio!r}", field="copy_ratio", value=copy_ratio)
+    for name, ratio in (("copy_ratio", copy_ratio), ("fan_out_ratio", fan_out_ratio)):
+        if not 0 < ratio <= 1:
+            raise ClusterSimError(f"{name.replace('_', ' ')} must be in (0, 1], got {ratio!r}", field=name, value=ratio)
     n = groups.shape[1]
     if fan_out_ranks < 1 or n % fan_out_ranks:
         raise ClusterSimError(
@@ -141,7 +143,7 @@ def dispatch_flows(
             raise ClusterSimError(
                 f"a group's {fan_out_ranks} consecutive ranks are not on one host", field="fan_out_ranks"
             )
-        plans.append(group_flows(local, gpus_per_host, Op.ALLTOALL, size_bytes, max_steps=max_steps))
+        plans.append(group_flows(local, gpus_per_host, Op.ALLTOALL, size_bytes * fan_out_ratio, max_steps=max_steps))
     return plans
 
 
