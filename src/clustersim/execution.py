@@ -476,11 +476,10 @@ def raise_first_broken(
     for rule in rules:
         if not bool(rule.holds(layout, inputs)):
             field = RULE_FIELDS.get(rule.name, rule.name)
-            raise ClusterSimError(
-                f"{where()}: {rule.message(layout, inputs)}",
-                field=field,
-                value=getattr(layout, field, None),
-            )
+            value = getattr(layout, field, None)
+            if isinstance(value, tuple):  # the stated recompute modules: their names
+                value = ",".join(getattr(v, "value", str(v)) for v in value)
+            raise ClusterSimError(f"{where()}: {rule.message(layout, inputs)}", field=field, value=value)
 
 
 def layout_mask(layouts: LayoutArrays, inputs: RuleInputs) -> BoolArray:

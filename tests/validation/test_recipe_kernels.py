@@ -40,9 +40,9 @@ def test_the_26_06_recipes_settings_are_stated_and_move_their_runs_toward_the_me
     measured = case["measured"]["tokens_per_s_per_device"]
     with_kernels = estimate_case(case, CATALOG).tokens_per_s_per_device
     without = estimate_case(plain, CATALOG).tokens_per_s_per_device
-    # measured 45,275 tokens/s a GPU: the recipe's kernels close more than half of the gap, from no fit
-    assert without < with_kernels < measured
-    assert (measured - with_kernels) < 0.5 * (measured - without)
+    # measured 45,275 tokens/s a GPU (a held-out GB300 run): the recipe's kernels speed it and bring it closer
+    assert without < with_kernels
+    assert abs(with_kernels / measured - 1) < min(0.05, abs(without / measured - 1))
 
 
 def test_fp8_attention_runs_the_core_at_the_fp8_rate_and_touches_nothing_else():

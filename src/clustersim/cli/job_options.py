@@ -5,7 +5,8 @@ from typing import Annotated
 
 import typer
 
-from clustersim.choices import EP_DISPATCHER_HELP, EpDispatcher, Recompute
+from clustersim.choices import EP_DISPATCHER_HELP, RECOMPUTE_MODULES_HELP, EpDispatcher, Recompute, RecomputeModule
+from clustersim.errors import ClusterSimError
 from clustersim.units import MAX_DEGREE, MAX_SEQUENCE_TOKENS, MAX_SEQUENCES
 
 DevicesPerNodeOpt = Annotated[
@@ -79,6 +80,33 @@ RecomputeOpt = Annotated[
         f"(Megatron: the attention core; torchtitan: every other matmul and the element-wise ops) {LAYOUT_DEFAULT}.",
     ),
 ]
+RecomputeModulesOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--recompute-modules",
+        help=RECOMPUTE_MODULES_HELP.replace("; default", ", comma-separated; default")
+        + " Implies --recompute selective; needs a given layout (--tp and --pp).",
+    ),
+]
+
+
+def recompute_modules(text: str | None) -> tuple[RecomputeModule, ...] | None:
+    """``--recompute-modules``' comma-separated names as modules (None where not given)."""
+    if text is None:
+        return None
+    names = [name.strip().lower() for name in text.split(",") if name.strip()]
+    valid = [m.value for m in RecomputeModule]
+    unknown = [name for name in names if name not in valid]
+    if unknown or not names:
+        raise ClusterSimError(
+            f"--recompute-modules {text!r}: {'unknown ' + ', '.join(unknown) if unknown else 'no module named'} "
+            f"(valid, comma-separated: {', '.join(valid)})",
+            field="--recompute-modules",
+            value=text,
+        )
+    return tuple(dict.fromkeys(RecomputeModule(name) for name in names))
+
+
 TrainGlobalBatchOpt = Annotated[
     int | None,
     typer.Option(

@@ -47,6 +47,7 @@ from clustersim.cli.job_options import (
     OffloadLayersOpt,
     PpOpt,
     PrecisionOpt,
+    RecomputeModulesOpt,
     RecomputeOpt,
     SafeOpt,
     SeqOpt,
@@ -85,15 +86,16 @@ if TYPE_CHECKING:
 # The options that are inputs of the job (a scenario file holds them all).
 INPUTS = (
     "instance", "nodes", "devices_per_node", "tp", "pp", "vp", "cp", "ep", "etp", "micro_batch", "zero", "sp",
-    "recompute", "tokens", "global_batch", "seq", "precision", "offer", "models", "efficiency", "framework",
+    "recompute", "recompute_modules", "tokens", "global_batch", "seq", "precision", "offer", "models", "efficiency",
+    "framework",
     "software", "uneven", "last_stage_layers", "offload_layers", "headroom", "safe", "ep_overlap", "ep_dispatcher",
     "torch_compile", "catalog", "storage", "checkpoint_every", "async_checkpoint", "nvme_checkpoint", "failure_rate",
     "beyond_context",
 )  # fmt: skip
 # The layout options; any given one constrains the layout search (names of train_command's parameters).
 LAYOUT_OPTIONS = (
-    "tp", "pp", "vp", "cp", "ep", "etp", "micro_batch", "zero", "sp", "recompute", "uneven", "headroom", "safe",
-    "ep_overlap", "ep_dispatcher", "last_stage_layers", "offload_layers",
+    "tp", "pp", "vp", "cp", "ep", "etp", "micro_batch", "zero", "sp", "recompute", "recompute_modules", "uneven",
+    "headroom", "safe", "ep_overlap", "ep_dispatcher", "last_stage_layers", "offload_layers",
 )  # fmt: skip
 _FLAGS = {
     "instance": "--instance",
@@ -114,6 +116,7 @@ _FLAGS = {
     "zero": "--zero",
     "sequence_parallel": "--sp/--no-sp",
     "recompute": "--recompute",
+    "recompute_modules": "--recompute-modules",
     "headroom": "--headroom",
     "safe": "--safe",
     "ep_overlap": "--ep-overlap",
@@ -143,6 +146,7 @@ def train_command(
     zero: ZeroOpt = None,
     sp: SpOpt = None,
     recompute: RecomputeOpt = None,
+    recompute_modules: RecomputeModulesOpt = None,
     tokens: Annotated[str, typer.Option("--tokens", help="Training budget in tokens, e.g. 15T, 300B.")] = "1T",
     global_batch: TrainGlobalBatchOpt = None,
     seq: SeqOpt = None,
@@ -252,7 +256,8 @@ def train_command(
             spec = _scenario_of_options(
                 model=model, instance=instance, nodes=nodes, devices_per_node=devices_per_node,
                 tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, etp=etp, micro_batch=micro_batch, zero=zero, sp=sp,
-                recompute=recompute, uneven=uneven, headroom=headroom, safe=safe, ep_overlap=ep_overlap, tokens=tokens,
+                recompute=recompute, recompute_modules=recompute_modules, uneven=uneven, headroom=headroom, safe=safe,
+                ep_overlap=ep_overlap, tokens=tokens,
                 ep_dispatcher=ep_dispatcher, global_batch=global_batch, last_stage_layers=last_stage_layers,
                 offload_layers=offload_layers, seq=seq,
                 precision=precision, offer=offer,
@@ -317,6 +322,7 @@ def _scenario_of_options(
     sp: bool | None,
     recompute: Recompute | None,
     uneven: bool | None,
+    recompute_modules: str | None = None,
     ep_overlap: bool | None = None,
     etp: int | None = None,
     last_stage_layers: int | None = None,
@@ -342,6 +348,7 @@ def _scenario_of_options(
     """The scenario the options describe: with --tp and --pp a given layout, the options not in ``given``
     (their flags) at the framework's defaults; otherwise a chosen one, the layout options in ``given``
     held fixed. ``sp`` None: not given."""
+    from clustersim.cli.job_options import recompute_modules as parse_recompute_modules
     from clustersim.compute.software import resolve_layout
     from clustersim.scenario.schema import LayoutSearchSpec, LayoutSpec, SystemSpec, TrainingJobSpec
     from clustersim.scenario.training import training_scenario
@@ -367,6 +374,8 @@ def _scenario_of_options(
                 "zero": zero if "--zero" in given else None,
                 "recompute": recompute if "--recompute" in given else None,
             }  # fmt: skip
+            if recompute_modules is not None and "--recompute" not in given:  # naming modules asks for selective
+                stated["recompute"] = Recompute.SELECTIVE
             fields, _ = resolve_layout(stated, _framework_profile(framework, instance, software, catalog))
             if headroom is not None:
                 raise ClusterSimError(
@@ -385,7 +394,15 @@ def _scenario_of_options(
             layout = LayoutSpec(
                 **fields, uneven_stages=bool(uneven), ep_overlap=ep_overlap, ep_dispatcher=ep_dispatcher,
                 last_stage_layers=last_stage_layers, offload_layers=offload_layers,
+                recompute_modules=parse_recompute_modules(recompute_modules),
             )  # fmt: skip
+        elif recompute_modules is not None:
+            raise ClusterSimError(
+                f"--recompute-modules {recompute_modules} names what a given layout's selective recompute runs again; "
+                "a search prices the framework's own modules (give --tp and --pp with it, or drop it)",
+                field="--recompute-modules",
+                value=recompute_modules,
+            )
         elif last_stage_layers is not None:
             raise ClusterSimError(
                 f"--last-stage-layers {last_stage_layers} splits a given pipeline; a search chooses its own split "

@@ -1,0 +1,54 @@
+"""``train --recompute-modules``: what a given layout's selective recompute runs again, honoured or refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from clustersim.cli.app import app
+
+runner = CliRunner()
+ENV = {"CLUSTERSIM_CATALOG": "", "CLUSTERSIM_MODELS": "", "CLUSTERSIM_EFFICIENCY": "", "COLUMNS": "200"}
+GIVEN = ("qwen3-30b-a3b", "--instance", "p5.48xlarge", "--nodes", "2", "--tp", "1", "--pp", "1", "--ep", "8")
+
+
+def train(*args: str):
+    return runner.invoke(app, ["train", *args], env=ENV)
+
+
+def terms(*args: str) -> tuple[dict, dict[str, float]]:
+    result = train(*GIVEN, *args, "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    return payload["layout"], {t["name"]: t["link_s"] for t in payload["terms"]}
+
+
+def refused(result, *parts: str) -> None:
+    assert result.exit_code == 2, result.output
+    line = result.stderr.strip()
+    assert "\n" not in line and "Traceback" not in result.output
+    for part in parts:
+        assert part in line, line
+
+
+def test_named_modules_are_priced_and_imply_selective_recompute():
+    layout, default = terms("--recompute", "selective")
+    assert layout["recompute_modules"] is None
+    layout, moe = terms("--recompute-modules", "layernorm, MOE")
+    assert layout["recompute"] == "selective" and layout["recompute_modules"] == ["layernorm", "moe"]
+    # The whole MoE layer runs again, its dispatch and combine too: a third pass of the all-to-alls.
+    assert moe["ep comm"] == pytest.approx(1.5 * default["ep comm"], rel=1e-9)
+    assert moe["recompute"] > default["recompute"]
+    _, act = terms("--recompute-modules", "moe_act")
+    assert act["ep comm"] == default["ep comm"] and act["recompute"] < moe["recompute"]
+
+
+def test_unknown_missing_or_impossible_modules_are_refused():
+    refused(train(*GIVEN, "--recompute-modules", "layernorm,bogus"), "--recompute-modules", "unknown bogus", "moe_act")
+    refused(train(*GIVEN, "--recompute-modules", " , "), "no module named")
+    refused(train(*GIVEN, "--recompute-modules", "mla_up_proj"), "has no mla_up_proj", "valid for it")
+    refused(train(*GIVEN, "--recompute", "full", "--recompute-modules", "moe"), "need selective recompute")
+    searched = train("qwen3-30b-a3b", "--instance", "p5.48xlarge", "--nodes", "2", "--recompute-modules", "moe")
+    refused(searched, "--recompute-modules moe", "give --tp and --pp")
