@@ -10,7 +10,7 @@ from clustersim.errors import ClusterSimError
 from clustersim.validation.cases import Case, default_paths, read_all
 from clustersim.validation.fit import Prepared, fit, prepare_cases
 from clustersim.validation.identification import identify
-from clustersim.validation.manifest import priors, read_manifest
+from clustersim.validation.manifest import fitted_case_ids, priors, read_manifest
 from clustersim.validation.specs import TRAINING
 from clustersim.validation.training import predict_training_case
 
@@ -52,9 +52,10 @@ def test_every_fitted_blackwell_constant_is_informed_by_two_sources_or_more(cata
     assert not MLPERF & found["blackwell.expert_gemm_s"].sources
 
 
-@pytest.mark.parametrize(("source", "count"), [(NEMO, 17), (MODEL_ZOO, 4)])  # the zoo: 3 GB200 rows and a GB300 one
+@pytest.mark.parametrize(("source", "count"), [(NEMO, 25), (MODEL_ZOO, 4)])  # the zoo: 3 GB200 rows and a GB300 one
 def test_a_blackwell_source_is_predicted_within_12_percent_by_a_fit_that_never_saw_it(blackwell, source, count):
-    """Left-out source: Blackwell's fractions refitted on the other sources' B200/GB200 rows alone."""
+    """Left-out source: Blackwell's fractions refitted on the other sources' B200/GB200 rows alone (NeMo's 25 rows:
+    the 17 the shipped fit saw and its B200 long-sequence table's 8, which no fit saw; in sample, the 17)."""
     shipped = efficiency_table(use_env=False)
     held = fit(
         TRAINING,
@@ -67,7 +68,8 @@ def test_a_blackwell_source_is_predicted_within_12_percent_by_a_fit_that_never_s
     left_out = [p for p in blackwell if p.source == source]
     assert len(left_out) == count
     assert _mape(left_out, held.calibration) <= 0.12
-    assert _mape(left_out, shipped) <= 0.10  # in sample
+    seen = fitted_case_ids(read_manifest(TRAINING, use_env=False)) or frozenset()
+    assert _mape([p for p in left_out if p.case.id in seen], shipped) <= 0.10  # in sample
 
 
 def test_nvfp4_speedup_over_mxfp8_at_one_layout(catalog, cases):

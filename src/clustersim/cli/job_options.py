@@ -219,3 +219,26 @@ SafeOpt = Annotated[
         "step is lowest at the upper end of its 80% interval (as plan --safe ranks; not with --tp and --pp).",
     ),
 ]
+
+
+# The options only a given layout takes: (what the value states, what a search does instead).
+_GIVEN_ONLY = {
+    "recompute_modules": (
+        "names what a given layout's selective recompute runs again",
+        "prices the framework's own modules",
+    ),
+    "last_stage_layers": ("splits a given pipeline", "chooses its own split"),
+    "offload_layers": ("offloads a given layout's activations", "offloads the fewest layers each layout needs to fit"),
+}
+
+
+def refuse_given_only(**values: object) -> None:
+    """Refuse the first of ``values`` (an option of ``_GIVEN_ONLY``) that is set while the layout is searched."""
+    for name, value in values.items():
+        if value is not None:
+            flag, (what, search) = f"--{name.replace('_', '-')}", _GIVEN_ONLY[name]
+            raise ClusterSimError(
+                f"{flag} {value} {what}; a search {search} (give --tp and --pp with it, or drop it)",
+                field=flag,
+                value=value,
+            )

@@ -349,6 +349,7 @@ def _scenario_of_options(
     (their flags) at the framework's defaults; otherwise a chosen one, the layout options in ``given``
     held fixed. ``sp`` None: not given."""
     from clustersim.cli.job_options import recompute_modules as parse_recompute_modules
+    from clustersim.cli.job_options import refuse_given_only
     from clustersim.compute.software import resolve_layout
     from clustersim.scenario.schema import LayoutSearchSpec, LayoutSpec, SystemSpec, TrainingJobSpec
     from clustersim.scenario.training import training_scenario
@@ -396,28 +397,10 @@ def _scenario_of_options(
                 last_stage_layers=last_stage_layers, offload_layers=offload_layers,
                 recompute_modules=parse_recompute_modules(recompute_modules),
             )  # fmt: skip
-        elif recompute_modules is not None:
-            raise ClusterSimError(
-                f"--recompute-modules {recompute_modules} names what a given layout's selective recompute runs again; "
-                "a search prices the framework's own modules (give --tp and --pp with it, or drop it)",
-                field="--recompute-modules",
-                value=recompute_modules,
-            )
-        elif last_stage_layers is not None:
-            raise ClusterSimError(
-                f"--last-stage-layers {last_stage_layers} splits a given pipeline; a search chooses its own split "
-                "(give --tp and --pp with it, or drop it)",
-                field="--last-stage-layers",
-                value=last_stage_layers,
-            )
-        elif offload_layers is not None:
-            raise ClusterSimError(
-                f"--offload-layers {offload_layers} offloads a given layout's activations; a search offloads the "
-                "fewest layers each layout needs to fit (give --tp and --pp with it, or drop it)",
-                field="--offload-layers",
-                value=offload_layers,
-            )
-        elif given:
+        else:
+            refuse_given_only(recompute_modules=recompute_modules, last_stage_layers=last_stage_layers,
+                               offload_layers=offload_layers)  # fmt: skip
+        if layout == "choose" and given:
             values = {
                 "tp": tp, "pp": pp, "vp": vp, "cp": cp, "ep": ep, "etp": etp, "micro_batch": micro_batch, "zero": zero,
             }  # fmt: skip

@@ -27,6 +27,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from clustersim.workload.moe import MoE
+
 FloatArray = npt.NDArray[np.float64]
 
 
@@ -73,3 +75,13 @@ def gpu_copy_ratio(
     """Scale-up copies of a token with a per-GPU dispatch (one message to each GPU holding its experts) / with one
     message per routed expert, over an expert-parallel group of ``num_ranks`` GPUs."""
     return network_copy_ratio(experts, top_k, num_ranks, groups, group_top_k)
+
+
+def dispatch_copy_ratios(moe: MoE, num_nodes: npt.ArrayLike, num_ranks: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
+    """A per-node dispatch's (network, scale-up) copy ratios for ``moe``'s routing over an expert-parallel group of
+    ``num_ranks`` GPUs on ``num_nodes`` nodes: ``network_copy_ratio`` and ``gpu_copy_ratio``."""
+    routing = (moe.experts, moe.top_k)
+    return (
+        network_copy_ratio(*routing, num_nodes, moe.groups, moe.group_top_k),
+        gpu_copy_ratio(*routing, num_ranks, moe.groups, moe.group_top_k),
+    )

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from clustersim.catalog.schema import Dtype
-from clustersim.compute.dispatch import gpu_copy_ratio, network_copy_ratio
+from clustersim.compute.dispatch import dispatch_copy_ratios
 from clustersim.compute.efficiency import FamilyEfficiency, efficiency_for
 from clustersim.compute.software import SoftwareProfile, software_for
 from clustersim.errors import ClusterSimError
@@ -200,10 +200,8 @@ def ep_dispatch_shape(system: System, per_node: bool, moe: MoE, ranks: int, stri
         return 1.0, 1, 1.0
     local = int(np.clip(system.scaleup_devices // max(stride, 1), 1, ranks))
     nodes = -(-ranks // local)
-    per_gpu = float(gpu_copy_ratio(moe.experts, moe.top_k, ranks, moe.groups, moe.group_top_k)[()])
-    if nodes == 1:
-        return per_gpu, 1, 1.0
-    return float(network_copy_ratio(moe.experts, moe.top_k, nodes, moe.groups, moe.group_top_k)[()]), local, per_gpu
+    network, per_gpu = (float(r) for r in dispatch_copy_ratios(moe, nodes, ranks))
+    return (per_gpu, 1, 1.0) if nodes == 1 else (network, local, per_gpu)
 
 
 def _ep_collective(
@@ -229,7 +227,6 @@ def _ep_collective(
         analytic = max(analytic, float(collective_s(system, cost, Op.ALLTOALL, fanned, fan, stride)[0]))
         ideal = max(ideal, _ideal_s(system, Op.ALLTOALL, size * fan_ratio, fan, stride))
     latency, half = _price_terms(system, Op.ALLTOALL, ranks, stride)
-    shape = {"copy_ratio": ratio, "fan_out_ranks": fan, "fan_out_ratio": fan_ratio}
     return StepCollective(
         kind,
         Op.ALLTOALL,
@@ -239,7 +236,9 @@ def _ep_collective(
         per_step,
         analytic,
         ideal,
-        **shape,
+        copy_ratio=ratio,
+        fan_out_ranks=fan,
+        fan_out_ratio=fan_ratio,
         latency_s=latency,
         ramp_half_bytes=half,
     )

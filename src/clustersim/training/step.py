@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from clustersim.catalog.schema import Dtype
 from clustersim.choices import SelectiveRecompute
-from clustersim.compute.dispatch import gpu_copy_ratio, network_copy_ratio
+from clustersim.compute.dispatch import dispatch_copy_ratios
 from clustersim.compute.efficiency import FamilyEfficiency
 from clustersim.compute.memory import WEIGHT_BYTES, SyncGroup, data_parallel_groups, local_params
 from clustersim.compute.software import SoftwareProfile, fused_expert_mlp_runs, software_for
@@ -314,21 +314,17 @@ class StepContext:
     def _ep_alltoall(
         self, size_bytes: FloatArray, ranks: npt.NDArray[np.int64], stride: npt.NDArray[np.int64]
     ) -> FloatArray:
-        """One dispatch or combine. Megatron-Core's alltoall dispatcher: NCCL's all-to-all of every
-        token-expert copy. DeepEP or HybridEP (the layout's ``ep_dispatcher``, else the framework's
-        ``ep_dispatch_per_node``): a group spanning nodes sends a token over the network once per remote
-        node holding its experts (an all-to-all of ``network_copy_ratio`` of the bytes, on the calibrated
-        all-to-all's cost) and fans it out over the node's scale-up fabric, pipelined: the slower of the
-        two; a group inside one scale-up domain runs the all-to-all over it. Over the scale-up fabric they send a
-        token once to each GPU holding its experts (``gpu_copy_ratio`` of the bytes)."""
-        moe = self.model.moe
-        per_node = self.ep_per_node
-        if moe is None or not per_node.any():
-            return self.collective_s(Op.ALLTOALL, size_bytes, ranks, stride)
+        """One dispatch or combine. Megatron-Core's alltoall dispatcher: NCCL's all-to-all of every token-expert
+        copy. DeepEP or HybridEP (the layout's ``ep_dispatcher``, else the framework's ``ep_dispatch_per_node``): a
+        group spanning nodes sends a token over the network once per remote node holding its experts (an all-to-all
+        of ``network_copy_ratio`` of the bytes, on the calibrated all-to-all's cost) and fans it out over the node's
+        scale-up fabric, pipelined: the slower of the two; over the scale-up fabric (a group inside one node too),
+        once to each GPU holding its experts (``gpu_copy_ratio`` of the bytes)."""
+        moe, per_node = self.model.moe, self.ep_per_node
+        assert moe is not None  # ep_mb prices no exchange for a dense model
         local = np.clip(self.system.scaleup_devices // np.maximum(np.asarray(stride, np.int64), 1), 1, ranks)
         nodes = np.ceil(ranks / local)
-        ratio = network_copy_ratio(moe.experts, moe.top_k, nodes, moe.groups, moe.group_top_k)
-        per_gpu = gpu_copy_ratio(moe.experts, moe.top_k, ranks, moe.groups, moe.group_top_k)
+        ratio, per_gpu = dispatch_copy_ratios(moe, nodes, ranks)
         spans = per_node & (nodes > 1)
         network = self.collective_s(Op.ALLTOALL, size_bytes * ratio, ranks, stride, where=spans)
         fan_out = self.collective_s(Op.ALLTOALL, size_bytes * per_gpu, local, stride, where=spans)
