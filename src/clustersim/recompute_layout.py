@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from clustersim.choices import Recompute, RecomputeModule
+from clustersim.errors import ClusterSimError
 from clustersim.workload.transformer import Transformer
 
 
@@ -61,3 +62,32 @@ def modules_message(layout: Any, model: Transformer) -> str:
     mine = modules_in(model)
     missing = [m.value for m in layout.recompute_modules or () if m not in mine]
     return f"{model.name} has no {', '.join(missing)} to recompute (valid for it: {', '.join(m.value for m in mine)})"
+
+
+def overlap_recompute_conflict(layouts: Any, ep_overlap_default: bool) -> Any:
+    """Where a layout (a ``Layout`` or ``LayoutArrays``) overlaps its expert all-to-alls (its ``ep_overlap``, else the
+    framework's) while it recomputes whole layers or the ``moe`` module: Megatron-Core refuses both
+    (transformer_config.py: 'disable full recomputation when enabling overlap_moe_expert_parallel_comm', 'disable
+    moe in recompute_modules ...'): the overlapped schedule runs each layer's forward once."""
+    moe = module_bits([RecomputeModule.MOE])
+    if isinstance(layouts.recompute_modules, tuple) or layouts.recompute_modules is None:  # one Layout
+        overlap = ep_overlap_default if layouts.ep_overlap is None else layouts.ep_overlap
+        full, selective = layouts.recompute is Recompute.FULL, layouts.recompute is Recompute.SELECTIVE
+        stated = module_bits(layouts.recompute_modules)
+    else:
+        overlap = np.where(np.isnan(layouts.ep_overlap), float(ep_overlap_default), layouts.ep_overlap) > 0
+        full, selective, stated = layouts.recompute_full, layouts.recompute_selective, layouts.recompute_modules
+    return (layouts.ep > 1) & overlap & (full | (selective & ((stated & moe) > 0)))
+
+
+def check_overlap_recompute(layout: Any, ep_overlap_default: bool) -> None:
+    """Refuse a ``Layout`` that ``overlap_recompute_conflict`` marks, naming the overlap and the recompute."""
+    if overlap_recompute_conflict(layout, ep_overlap_default):
+        what = "full recompute" if layout.recompute is Recompute.FULL else "the moe recompute module"
+        said = "the layout's ep_overlap" if layout.ep_overlap else "the framework's default ep_overlap"
+        raise ClusterSimError(
+            f"the expert all-to-all overlap ({said}) runs each layer's forward once and cannot be combined with "
+            f"{what} (Megatron-Core refuses it): turn one off",
+            field="ep_overlap",
+            value=True,
+        )

@@ -52,3 +52,16 @@ def test_unknown_missing_or_impossible_modules_are_refused():
     refused(train(*GIVEN, "--recompute", "full", "--recompute-modules", "moe"), "need selective recompute")
     searched = train("qwen3-30b-a3b", "--instance", "p5.48xlarge", "--nodes", "2", "--recompute-modules", "moe")
     refused(searched, "--recompute-modules moe", "give --tp and --pp")
+
+
+def test_an_overlapped_expert_all_to_all_refuses_full_and_moe_layer_recompute():
+    """Megatron-Core asserts the overlap off under full recompute and the moe module: refused when given, never
+    chosen by a search."""
+    refused(train(*GIVEN, "--ep-overlap", "--recompute", "full"), "ep_overlap", "full recompute", "turn one off")
+    refused(train(*GIVEN, "--ep-overlap", "--recompute-modules", "moe"), "the moe recompute module")
+    layout, _ = terms("--ep-overlap", "--recompute-modules", "moe_act,layernorm")  # the others combine with it
+    assert layout["ep_overlap"] is True
+    search = ("qwen3-30b-a3b", "--instance", "p5.48xlarge", "--nodes", "2", "--ep", "8", "--ep-overlap", "--json")
+    chosen = json.loads(train(*search).stdout)["layout"]
+    assert chosen["ep_overlap"] is True and chosen["recompute"] != "full"
+    refused(train(*search[:-1], "--recompute", "full"), "no expert all-to-all overlap beside full")

@@ -33,6 +33,7 @@ from clustersim.plan.ranking import Ranking as Ranking
 from clustersim.plan.ranking import grid_layouts, terms_at
 from clustersim.plan.space import CandidateGrid, SearchSpace, candidate_grid, why_no_layout
 from clustersim.plan.stage_balance import chosen_layouts, uneven_allowed
+from clustersim.recompute_layout import overlap_recompute_conflict
 from clustersim.system import System
 from clustersim.training.estimate import layouts_memory
 from clustersim.training.job import TrainingJob
@@ -265,7 +266,8 @@ def _framework_candidates(
         stages = software.zero_stages if software is not None else None
         raise ClusterSimError(
             f"no layout of {model.name} in the search space is one {software.name if software else 'the framework'} "
-            f"runs: ZeRO stages {list(stages) if stages else [0, 1, 2, 3]}, ZeRO 2-3 only with pp 1",
+            f"runs: ZeRO stages {list(stages) if stages else [0, 1, 2, 3]}, ZeRO 2-3 only with pp 1, no expert "
+            "all-to-all overlap beside full or MoE-layer recompute",
             field="zero",
         )
     # positions outside the rules may divide by zero (an expert group wider than its ranks): never read
@@ -345,11 +347,13 @@ def _joined(parts: list[LayoutArrays]) -> LayoutArrays:
 
 
 def framework_runs(layouts: LayoutArrays, software: SoftwareProfile | None) -> npt.NDArray[np.bool_]:
-    """Which layouts the framework runs: its ZeRO stages, and ZeRO 2-3 with pipelining where it shards so."""
+    """Which layouts the framework runs: its ZeRO stages, ZeRO 2-3 with pipelining where it shards so, and no
+    overlapped expert all-to-all beside whole-layer or MoE-layer recompute (``overlap_recompute_conflict``)."""
     runs = (layouts.zero < 2) | (layouts.pp == 1) | bool(software is not None and software.sharded_pipeline)
     if software is not None and software.zero_stages is not None:
         runs &= np.isin(layouts.zero, software.zero_stages)
-    return np.asarray(runs)
+    overlap_default = bool(software is not None and software.ep_overlap)
+    return np.asarray(runs & ~overlap_recompute_conflict(layouts, overlap_default))
 
 
 def choose_layout(

@@ -16,6 +16,7 @@ from clustersim.compute.memory import MemoryArrays, memory_per_device
 from clustersim.compute.software import SoftwareProfile, software_for
 from clustersim.execution import Layout, LayoutArrays, Recompute
 from clustersim.network.cost import ANALYTIC, CollectiveCost
+from clustersim.recompute_layout import check_overlap_recompute
 from clustersim.system import System
 from clustersim.training.job import JobTotals, TrainingJob, job_totals
 from clustersim.training.step import TP_COMM, TP_COMM_INSIDE_WORDS, step_terms
@@ -249,6 +250,8 @@ def estimate_layouts(
         layout.check(model, num_devices=system.num_devices, global_batch=job.global_batch, seq_len=job.seq_len)
         sw.check_zero(layout.zero)
         sw.check_offload(layout.offload_layers, system.host_bytes_per_s, system.accelerator.id)
+        if model.moe is not None:
+            check_overlap_recompute(layout, sw.ep_overlap)
     terms, memory = evaluated or evaluate_layouts(
         model, system, LayoutArrays.of(list(layouts)), job, efficiency=efficiency, cost=cost, software=sw
     )
