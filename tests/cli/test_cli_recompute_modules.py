@@ -50,8 +50,20 @@ def test_unknown_missing_or_impossible_modules_are_refused():
     refused(train(*GIVEN, "--recompute-modules", " , "), "no module named")
     refused(train(*GIVEN, "--recompute-modules", "mla_up_proj"), "has no mla_up_proj", "valid for it")
     refused(train(*GIVEN, "--recompute", "full", "--recompute-modules", "moe"), "need selective recompute")
-    searched = train("qwen3-30b-a3b", "--instance", "p5.48xlarge", "--nodes", "2", "--recompute-modules", "moe")
-    refused(searched, "--recompute-modules moe", "give --tp and --pp")
+    search = ("qwen3-30b-a3b", "--instance", "p5.48xlarge", "--nodes", "2", "--ep", "8")
+    refused(train(*search, "--recompute-modules", "mla_up_proj"), "search space", "has no mla_up_proj")
+    refused(train(*search, "--recompute", "none", "--recompute-modules", "moe"), "need selective recompute")
+
+
+def test_a_search_prices_every_selective_layout_with_the_named_modules():
+    search = ("qwen3-30b-a3b", "--instance", "p5.48xlarge", "--nodes", "2", "--ep", "8", "--json")
+    result = train(*search, "--recompute-modules", "moe_act,layernorm")
+    assert result.exit_code == 0, result.output
+    chosen = json.loads(result.stdout)["layout"]
+    assert chosen["recompute"] == "selective" and set(chosen["recompute_modules"]) == {"moe_act", "layernorm"}
+    given = [f"--{k.replace('_', '-')}={chosen[k]}" for k in ("tp", "pp", "micro_batch", "zero")]
+    again = train(*search[:-1], *given, "--recompute-modules", "moe_act,layernorm", "--json")
+    assert json.loads(again.stdout)["step_s"] == pytest.approx(json.loads(result.stdout)["step_s"], rel=1e-12)
 
 
 def test_an_overlapped_expert_all_to_all_refuses_full_and_moe_layer_recompute():

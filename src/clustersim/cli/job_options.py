@@ -85,7 +85,7 @@ RecomputeModulesOpt = Annotated[
     typer.Option(
         "--recompute-modules",
         help=RECOMPUTE_MODULES_HELP.replace("; default", ", comma-separated; default")
-        + " Implies --recompute selective; needs a given layout (--tp and --pp).",
+        + " Implies --recompute selective; a search prices every selective layout with them.",
     ),
 ]
 

@@ -398,8 +398,7 @@ def _scenario_of_options(
                 recompute_modules=parse_recompute_modules(recompute_modules),
             )  # fmt: skip
         else:
-            refuse_given_only(recompute_modules=recompute_modules, last_stage_layers=last_stage_layers,
-                               offload_layers=offload_layers)  # fmt: skip
+            refuse_given_only(last_stage_layers=last_stage_layers, offload_layers=offload_layers)
         if layout == "choose" and given:
             values = {
                 "tp": tp, "pp": pp, "vp": vp, "cp": cp, "ep": ep, "etp": etp, "micro_batch": micro_batch, "zero": zero,
@@ -409,6 +408,7 @@ def _scenario_of_options(
                 choose=True, **fixed, sequence_parallel=sp, uneven_stages=uneven, headroom=headroom,
                 safe=safe or None, ep_overlap=ep_overlap, ep_dispatcher=ep_dispatcher,
                 recompute=recompute if "--recompute" in given else None,
+                recompute_modules=parse_recompute_modules(recompute_modules),
             )  # fmt: skip
     return training_scenario(
         model=model, system=system, layout=layout, job=job, efficiency=efficiency, catalog=catalog, models=models,

@@ -18,10 +18,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from clustersim.choices import EpDispatcher
+from clustersim.choices import EpDispatcher, RecomputeModule
 from clustersim.errors import ClusterSimError
 from clustersim.execution import LAYOUT_RULES, LayoutArrays, RuleInputs, expert_tp
 from clustersim.intervals.conformal import check_level
+from clustersim.recompute_layout import module_bits, modules_in
 from clustersim.system import System
 from clustersim.training.job import TrainingJob
 from clustersim.workload.transformer import Transformer
@@ -58,7 +59,8 @@ class SearchSpace:
     divide by ``pp * vp`` (None: where the framework supports it, see ``plan.search``). ``headroom`` is the
     share of device memory a chosen layout must leave free (0 to 0.9). ``ep_overlap`` holds the expert
     all-to-all overlap on or off in every layout (None: the framework's default), ``ep_dispatcher`` the token
-    dispatcher (None: the framework's). ``etp`` the expert
+    dispatcher (None: the framework's). ``recompute_modules``: what every selective layout's recompute runs again
+    (None: the framework's own; needs "selective" among ``recompute`` and modules the model has). ``etp`` the expert
     tensor-parallel degrees, ``ETP_DERIVED`` (0) for the degree a layout without one derives (None: ``MOE_ETP``
     for a mixture-of-experts model, the derived one only for a dense one); a stated degree equal to the derived
     one is left out where the derived one is searched too (``distinct_etp``). ``memory_level``: a layout fits only
@@ -73,6 +75,7 @@ class SearchSpace:
     ep: tuple[int, ...] | None = None
     micro_batch: tuple[int, ...] = (1, 2, 4)
     recompute: tuple[str, ...] = RECOMPUTE
+    recompute_modules: tuple[RecomputeModule, ...] | None = None
     zero: tuple[int, ...] = (0, 1, 2, 3)
     sp: tuple[bool, ...] | None = None
     uneven_stages: bool | None = None
@@ -116,7 +119,31 @@ class SearchSpace:
         moe = model.moe
         ep = self.ep or (tuple(e for e in POWERS_OF_TWO if moe and moe.experts % e == 0) or (1,))
         etp = self.etp or (MOE_ETP if moe else (ETP_DERIVED,))
+        self._check_modules(model)
         return dataclasses.replace(self, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp)
+
+    def _check_modules(self, model: Transformer) -> None:
+        """Refuse stated recompute modules no searched layout could run: without selective recompute among the
+        choices, or a module the model lacks."""
+        if self.recompute_modules is None:
+            return
+        names = ",".join(m.value for m in self.recompute_modules)
+        if "selective" not in self.recompute:
+            raise ClusterSimError(
+                f"search space: recompute modules {names} need selective recompute among the choices, not "
+                f"{', '.join(self.recompute)}",
+                field="recompute_modules",
+                value=names,
+            )
+        mine = modules_in(model)
+        missing = [m.value for m in self.recompute_modules if m not in mine]
+        if missing:
+            raise ClusterSimError(
+                f"search space: {model.name} has no {', '.join(missing)} to recompute (valid for it: "
+                f"{', '.join(m.value for m in mine)})",
+                field="recompute_modules",
+                value=names,
+            )
 
 
 def _open_grid(
@@ -144,6 +171,7 @@ def _open_grid(
         sequence_parallel=np.where(sp < 0, tp > 1, sp == 1),
         recompute_full=recompute == 2,
         recompute_selective=recompute == 1,
+        recompute_modules=np.where(recompute == 1, module_bits(dims.recompute_modules), 0),
         tp_overlap=np.array(np.nan),
         dp_overlap=np.array(True),
         ep_overlap=np.array(np.nan if dims.ep_overlap is None else float(dims.ep_overlap)),

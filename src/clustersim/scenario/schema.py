@@ -157,6 +157,9 @@ class LayoutSearchSpec(_Record):
     zero: int | None = Field(default=None, ge=0, le=3, description="ZeRO stage 0-3 (3 = FSDP).")
     sequence_parallel: bool | None = Field(default=None, description="Sequence parallelism (default: tp > 1).")
     recompute: Recompute | None = Field(default=None, description="Activation recompute.")
+    recompute_modules: tuple[RecomputeModule, ...] | None = Field(
+        default=None, description=RECOMPUTE_MODULES_HELP + " Every selective layout searched states them."
+    )
     uneven_stages: bool | None = Field(
         default=None,
         description="Allow layers that do not divide by pp*vp (the fullest stage sets the pace); default: where "

@@ -191,6 +191,9 @@ def search_space(spec: LayoutSearchSpec) -> SearchSpace:
     }
     if spec.recompute is not None:
         updates["recompute"] = (spec.recompute.value,)
+    if spec.recompute_modules is not None:  # naming modules asks for selective recompute
+        updates["recompute_modules"] = spec.recompute_modules
+        updates.setdefault("recompute", ("selective",))
     if spec.sequence_parallel is not None:
         updates["sp"] = (spec.sequence_parallel,)
     if spec.headroom is not None:
