@@ -16,8 +16,9 @@ runner = CliRunner()
 ENV = {"CLUSTERSIM_COLLECTIVE_CALIBRATION": "", "CLUSTERSIM_EFFICIENCY": "", "COLUMNS": "200"}
 UNEVEN = ["llama3-8b", "--instance", "p5.48xlarge", "--nodes", "3", "--tp", "8", "--pp", "3", "--global-batch", "96",
           "--uneven-stages"]  # 32 layers on 3 stages  # fmt: skip
+# selective recompute: the expert all-to-all overlap refuses full
 MOE = ["mixtral-8x7b", "--instance", "p5.48xlarge", "--nodes", "4", "--tp", "2", "--pp", "1", "--ep", "8", "--zero",
-       "3", "--recompute", "full", "--global-batch", "64"]  # fmt: skip
+       "1", "--recompute", "selective", "--global-batch", "256", "--seq", "4096"]  # fmt: skip
 CHOSEN = ["llama3-70b", "--instance", "p5.48xlarge", "--nodes", "4", "--global-batch", "64"]
 
 
@@ -63,7 +64,8 @@ def test_the_expert_all_to_all_overlap_moves_the_prediction_and_the_ep_term_as_i
     exposed = next(t["exposed_s"] for t in train["terms"] if t["name"] == "ep comm")
     link = next(t["link_s"] for t in train["terms"] if t["name"] == "ep comm")
     assert (exposed < 0.8 * link) is (overlap == "--ep-overlap")  # overlapped: part of it hidden
-    assert _term(out, "EP exposed communication")["seconds"] == pytest.approx(exposed, rel=0.05)
+    # the lever's seconds scale with the bandwidth: the exposed all-to-all but its latency (the part that does not)
+    assert 0.85 * exposed < _term(out, "EP exposed communication")["seconds"] <= exposed * (1 + 1e-9)
 
 
 def test_memory_headroom_chooses_the_layout_train_chooses() -> None:

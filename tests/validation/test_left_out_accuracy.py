@@ -47,10 +47,10 @@ KNOWN_MISSES: dict[tuple[str, str], tuple[float, str]] = {
         "of exposed expert all-to-all over InfiniBand leaves out: 0.211; issue 22); raised 0.215 -> 0.22 when the "
         "attention core paid its scores' exponentials (2026-12-04: 0.214 -> 0.217, the refit Blackwell and Hopper "
         "constants its fold takes); raised 0.22 -> 0.265 when Blackwell's refit took a faster attention core "
-        "(2026-12-05, 0.565 -> 0.916 of the GEMM ceiling, from MLPerf v5.1's and the model zoo's runs): its NeMo 25.04 "
-        "GB200 runs, an earlier release's kernels, 4-8 points further too fast (Llama 4 Maverick BF16 -6% -> -14%, "
-        "DeepSeek-V3 -65% -> -69%), and its 25.08 DeepSeek-V3 on 1,024 H100, which recomputes its MoE layers, -9% -> +13% "
-        "since a recomputed MoE layer dispatches and combines again: 0.259",
+        "(2026-12-05, 0.565 -> 0.916 of the GEMM ceiling, from MLPerf v5.1's and the model zoo's runs): its NeMo "
+        "25.04 GB200 runs, an earlier release's kernels, 4-8 points further too fast (Llama 4 Maverick BF16 -6% -> "
+        "-14%, DeepSeek-V3 -65% -> -69%), and its 25.08 DeepSeek-V3 on 1,024 H100, which recomputes its MoE layers, "
+        "-9% -> +13% since a recomputed MoE layer dispatches and combines again: 0.259",
     ),
     ("training", "yanring/Megatron-MoE-ModelZoo"): (
         0.165,
