@@ -5,17 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
 
-from clustersim.cli.app import app
+from tests.cli.test_cli_train_layout import refused, train
 
-runner = CliRunner()
-ENV = {"CLUSTERSIM_CATALOG": "", "CLUSTERSIM_MODELS": "", "CLUSTERSIM_EFFICIENCY": "", "COLUMNS": "200"}
 GIVEN = ("qwen3-30b-a3b", "--instance", "p5.48xlarge", "--nodes", "2", "--tp", "1", "--pp", "1", "--ep", "8")
-
-
-def train(*args: str):
-    return runner.invoke(app, ["train", *args], env=ENV)
 
 
 def terms(*args: str) -> tuple[dict, dict[str, float]]:
@@ -23,14 +16,6 @@ def terms(*args: str) -> tuple[dict, dict[str, float]]:
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
     return payload["layout"], {t["name"]: t["link_s"] for t in payload["terms"]}
-
-
-def refused(result, *parts: str) -> None:
-    assert result.exit_code == 2, result.output
-    line = result.stderr.strip()
-    assert "\n" not in line and "Traceback" not in result.output
-    for part in parts:
-        assert part in line, line
 
 
 def test_named_modules_are_priced_and_imply_selective_recompute():
