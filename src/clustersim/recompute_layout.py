@@ -59,8 +59,15 @@ def modules_message(layout: Any, model: Transformer) -> str:
     """Why a ``Layout``'s stated modules are refused."""
     if layout.recompute is not Recompute.SELECTIVE:
         return f"recompute modules need selective recompute, not {layout.recompute.value}"
+    return lacking_message(model, layout.recompute_modules or ()) or ""
+
+
+def lacking_message(model: Transformer, modules: Sequence[RecomputeModule]) -> str | None:
+    """Which of ``modules`` ``model`` lacks, with those it has; None where it has them all."""
     mine = modules_in(model)
-    missing = [m.value for m in layout.recompute_modules or () if m not in mine]
+    missing = [m.value for m in modules if m not in mine]
+    if not missing:
+        return None
     return f"{model.name} has no {', '.join(missing)} to recompute (valid for it: {', '.join(m.value for m in mine)})"
 
 

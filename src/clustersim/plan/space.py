@@ -22,7 +22,7 @@ from clustersim.choices import EpDispatcher, RecomputeModule
 from clustersim.errors import ClusterSimError
 from clustersim.execution import LAYOUT_RULES, LayoutArrays, RuleInputs, expert_tp
 from clustersim.intervals.conformal import check_level
-from clustersim.recompute_layout import module_bits, modules_in
+from clustersim.recompute_layout import lacking_message, module_bits
 from clustersim.system import System
 from clustersim.training.job import TrainingJob
 from clustersim.workload.transformer import Transformer
@@ -135,15 +135,9 @@ class SearchSpace:
                 field="recompute_modules",
                 value=names,
             )
-        mine = modules_in(model)
-        missing = [m.value for m in self.recompute_modules if m not in mine]
-        if missing:
-            raise ClusterSimError(
-                f"search space: {model.name} has no {', '.join(missing)} to recompute (valid for it: "
-                f"{', '.join(m.value for m in mine)})",
-                field="recompute_modules",
-                value=names,
-            )
+        lacking = lacking_message(model, self.recompute_modules)
+        if lacking:
+            raise ClusterSimError(f"search space: {lacking}", field="recompute_modules", value=names)
 
 
 def _open_grid(
