@@ -197,3 +197,13 @@ def test_a_dispatch_bound_by_its_fan_out_takes_the_fan_outs_time():
         dispatch_flows(np.array([[0, 2, 1, 3]]), 2, 1e9, 0.5, 2)
     with pytest.raises(ClusterSimError, match="copy ratio"):
         dispatch_flows(np.array([[0, 1, 2, 3]]), 2, 1e9, 1.5, 2)
+    with pytest.raises(ClusterSimError, match="fan out ratio must be in"):
+        dispatch_flows(np.array([[0, 1, 2, 3]]), 2, 1e9, 0.5, 2, 0.0)
+
+
+def test_a_per_gpu_fan_out_sends_its_share_of_the_bytes():
+    """One copy a GPU holding a token's experts: the fan-out's flows carry ``fan_out_ratio`` of the bytes, the
+    network's are untouched."""
+    whole, half = (dispatch_flows(np.array([[0, 1, 2, 3]]), 2, 1e9, 0.5, 2, ratio) for ratio in (1.0, 0.5))
+    assert np.array_equal(half[0].flows.size_bytes, whole[0].flows.size_bytes)
+    assert np.allclose(half[1].flows.size_bytes, 0.5 * whole[1].flows.size_bytes)
