@@ -71,20 +71,32 @@ def lacking_message(model: Transformer, modules: Sequence[RecomputeModule]) -> s
     return f"{model.name} has no {', '.join(missing)} to recompute (valid for it: {', '.join(m.value for m in mine)})"
 
 
+def _one_layout(layouts: Any) -> bool:
+    """Whether ``layouts`` is one ``Layout`` (its modules a tuple or None), not ``LayoutArrays`` (bits)."""
+    return isinstance(layouts.recompute_modules, tuple) or layouts.recompute_modules is None
+
+
+def recomputes_moe_layer(layouts: Any) -> Any:
+    """Where a layout (a ``Layout`` or ``LayoutArrays``) runs its MoE layers' forward again, dispatch and combine
+    included: Megatron-Core checkpoints the whole layer under full recompute and the whole MoE layer under the ``moe``
+    module."""
+    moe = module_bits([RecomputeModule.MOE])
+    if _one_layout(layouts):
+        selective = layouts.recompute is Recompute.SELECTIVE
+        return layouts.recompute is Recompute.FULL or (selective and module_bits(layouts.recompute_modules) & moe > 0)
+    return layouts.recompute_full | (layouts.recompute_selective & ((layouts.recompute_modules & moe) > 0))
+
+
 def overlap_recompute_conflict(layouts: Any, ep_overlap_default: bool) -> Any:
     """Where a layout (a ``Layout`` or ``LayoutArrays``) overlaps its expert all-to-alls (its ``ep_overlap``, else the
-    framework's) while it recomputes whole layers or the ``moe`` module: Megatron-Core refuses both
+    framework's) while it recomputes its MoE layers (``recomputes_moe_layer``): Megatron-Core refuses both
     (transformer_config.py: 'disable full recomputation when enabling overlap_moe_expert_parallel_comm', 'disable
     moe in recompute_modules ...'): the overlapped schedule runs each layer's forward once."""
-    moe = module_bits([RecomputeModule.MOE])
-    if isinstance(layouts.recompute_modules, tuple) or layouts.recompute_modules is None:  # one Layout
+    if _one_layout(layouts):
         overlap = ep_overlap_default if layouts.ep_overlap is None else layouts.ep_overlap
-        full, selective = layouts.recompute is Recompute.FULL, layouts.recompute is Recompute.SELECTIVE
-        stated = module_bits(layouts.recompute_modules)
     else:
         overlap = np.where(np.isnan(layouts.ep_overlap), float(ep_overlap_default), layouts.ep_overlap) > 0
-        full, selective, stated = layouts.recompute_full, layouts.recompute_selective, layouts.recompute_modules
-    return (layouts.ep > 1) & overlap & (full | (selective & ((stated & moe) > 0)))
+    return (layouts.ep > 1) & overlap & recomputes_moe_layer(layouts)
 
 
 def check_overlap_recompute(layout: Any, ep_overlap_default: bool) -> None:

@@ -223,10 +223,6 @@ SafeOpt = Annotated[
 
 # The options only a given layout takes: (what the value states, what a search does instead).
 _GIVEN_ONLY = {
-    "recompute_modules": (
-        "names what a given layout's selective recompute runs again",
-        "prices the framework's own modules",
-    ),
     "last_stage_layers": ("splits a given pipeline", "chooses its own split"),
     "offload_layers": ("offloads a given layout's activations", "offloads the fewest layers each layout needs to fit"),
 }

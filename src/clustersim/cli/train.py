@@ -357,6 +357,7 @@ def _scenario_of_options(
 
     dtype = _precision(precision, instance, catalog)
     budget = parse_count(tokens)
+    modules = parse_recompute_modules(recompute_modules)
     if offer not in ("on_demand", "capacity_block"):
         raise ClusterSimError(
             f"unknown price offer {offer!r} (valid: on_demand, capacity_block)", field="--price", value=offer
@@ -375,7 +376,7 @@ def _scenario_of_options(
                 "zero": zero if "--zero" in given else None,
                 "recompute": recompute if "--recompute" in given else None,
             }  # fmt: skip
-            if recompute_modules is not None and "--recompute" not in given:  # naming modules asks for selective
+            if modules is not None and "--recompute" not in given:  # naming modules asks for selective
                 stated["recompute"] = Recompute.SELECTIVE
             fields, _ = resolve_layout(stated, _framework_profile(framework, instance, software, catalog))
             if headroom is not None:
@@ -395,7 +396,7 @@ def _scenario_of_options(
             layout = LayoutSpec(
                 **fields, uneven_stages=bool(uneven), ep_overlap=ep_overlap, ep_dispatcher=ep_dispatcher,
                 last_stage_layers=last_stage_layers, offload_layers=offload_layers,
-                recompute_modules=parse_recompute_modules(recompute_modules),
+                recompute_modules=modules,
             )  # fmt: skip
         else:
             refuse_given_only(last_stage_layers=last_stage_layers, offload_layers=offload_layers)
@@ -408,7 +409,7 @@ def _scenario_of_options(
                 choose=True, **fixed, sequence_parallel=sp, uneven_stages=uneven, headroom=headroom,
                 safe=safe or None, ep_overlap=ep_overlap, ep_dispatcher=ep_dispatcher,
                 recompute=recompute if "--recompute" in given else None,
-                recompute_modules=parse_recompute_modules(recompute_modules),
+                recompute_modules=modules,
             )  # fmt: skip
     return training_scenario(
         model=model, system=system, layout=layout, job=job, efficiency=efficiency, catalog=catalog, models=models,

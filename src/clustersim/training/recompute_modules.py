@@ -11,7 +11,7 @@ import numpy.typing as npt
 
 from clustersim.choices import RecomputeModule
 from clustersim.execution import LayoutArrays
-from clustersim.recompute_layout import module_bits, stated_flags
+from clustersim.recompute_layout import stated_flags
 from clustersim.training.pricing import OperationTimes
 from clustersim.workload.ops import Operation, module_recompute_share
 from clustersim.workload.transformer import Transformer
@@ -48,12 +48,3 @@ def stated_modules_forward_s(
 
 def _module_share(model: Transformer, module: RecomputeModule, fused: bool) -> Callable[[Operation], float]:
     return lambda op: module_recompute_share(model, op, module, fused_expert_mlp=fused)
-
-
-def moe_layer_recomputed(lay: LayoutArrays) -> FloatArray:
-    """1 where a layout runs its MoE layers' forward again, all-to-alls included (Megatron-Core checkpoints the whole
-    layer under full recompute and the whole MoE layer, dispatch and combine too, under the ``moe`` module), else 0."""
-    stated = lay.recompute_modules
-    assert stated is not None  # filled by LayoutArrays
-    moe = (stated & module_bits([RecomputeModule.MOE])) > 0
-    return np.asarray(lay.recompute_full | (lay.recompute_selective & moe), dtype=np.float64)

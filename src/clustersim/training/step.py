@@ -39,10 +39,11 @@ from clustersim.compute.stages import slowest_stage
 from clustersim.execution import LayoutArrays
 from clustersim.network.collectives import Op
 from clustersim.network.cost import ANALYTIC, CollectiveCost
+from clustersim.recompute_layout import recomputes_moe_layer
 from clustersim.system import System
 from clustersim.training.offload import offload_times
 from clustersim.training.pricing import OperationTimes, Systems, collective_s, operation_times
-from clustersim.training.recompute_modules import moe_layer_recomputed, share_forward_s, stated_modules_forward_s
+from clustersim.training.recompute_modules import share_forward_s, stated_modules_forward_s
 from clustersim.training.terms import STEP_TERMS, StepTerms, TermTimes, step_term
 from clustersim.training.zero3 import zero3_times
 from clustersim.workload.ops import (
@@ -308,7 +309,7 @@ class StepContext:
         pairs = ((dispatch, mlp[1]), (combine, attention[1]), (combine, attention[0]), (dispatch, mlp[0]))
         coverable = moe_layers * sum((np.minimum(comm, block) for comm, block in pairs), np.zeros_like(link))
         hidden = np.where(overlap, sw.ep_overlap_efficiency * coverable, 0.0)
-        again = once * moe_layer_recomputed(lay)  # a recomputed MoE layer dispatches and combines again, exposed
+        again = once * recomputes_moe_layer(lay)  # a recomputed MoE layer dispatches and combines again, exposed
         return TermTimes(link + again, link - hidden + hidden * sw.ep_overlap_sm_share + again)
 
     def _ep_alltoall(
@@ -316,10 +317,8 @@ class StepContext:
     ) -> FloatArray:
         """One dispatch or combine. Megatron-Core's alltoall dispatcher: NCCL's all-to-all of every token-expert
         copy. DeepEP or HybridEP (the layout's ``ep_dispatcher``, else the framework's ``ep_dispatch_per_node``): a
-        group spanning nodes sends a token over the network once per remote node holding its experts (an all-to-all
-        of ``network_copy_ratio`` of the bytes, on the calibrated all-to-all's cost) and fans it out over the node's
-        scale-up fabric, pipelined: the slower of the two; over the scale-up fabric (a group inside one node too),
-        once to each GPU holding its experts (``gpu_copy_ratio`` of the bytes)."""
+        token crosses the network once per remote node holding its experts (``network_copy_ratio`` of the bytes) and
+        the scale-up fabric, pipelined, once per GPU holding them (``gpu_copy_ratio``): the slower of the two."""
         moe, per_node = self.model.moe, self.ep_per_node
         assert moe is not None  # ep_mb prices no exchange for a dense model
         local = np.clip(self.system.scaleup_devices // np.maximum(np.asarray(stride, np.int64), 1), 1, ranks)

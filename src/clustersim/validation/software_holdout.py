@@ -18,10 +18,11 @@ from typing import Any
 from clustersim.catalog.registry import Catalog
 from clustersim.compute.software import SoftwareProfile, software_profiles
 from clustersim.training.estimate import Estimate
+from clustersim.validation.cases import Case
 from clustersim.validation.fit import Prepared
 from clustersim.validation.manifest import read_manifest
 from clustersim.validation.software_spec import SOFTWARE, SOFTWARE_PRIORS, framework_of
-from clustersim.validation.training import case_estimator, counts_causal, training_value
+from clustersim.validation.training import case_estimator, case_value
 
 PRIOR_VALUES: dict[str, float] = {key: value for key, (value, _) in SOFTWARE_PRIORS.items()}
 
@@ -75,15 +76,15 @@ def held_out_software(
             p.measured,
             p.source,
             p.group,
-            _predictor(case_estimator(p.case, catalog, table), p.field, counts_causal(p.case)),
+            _predictor(p.case, case_estimator(p.case, catalog, table), p.field),
         )
         for p in own
     ]
     return out, "; ".join(notes)
 
 
-def _predictor(estimator: Callable[[Any], Estimate], field: str, causal: bool) -> Callable[[Any], float]:
+def _predictor(case: Case, estimator: Callable[[Any], Estimate], field: str) -> Callable[[Any], float]:
     def predict(calibration: Any) -> float:
-        return training_value(estimator(calibration), field, causal_attention=causal)
+        return case_value(case, estimator(calibration), field)
 
     return predict

@@ -20,7 +20,7 @@ from clustersim.compute.software import DEFAULT_FRAMEWORK, SoftwareProfile, soft
 from clustersim.validation.cases import Case
 from clustersim.validation.fit import Constant, FitSpec, Prepared
 from clustersim.validation.specs import replace_fields
-from clustersim.validation.training import case_estimator, case_framework, counts_causal, training_value
+from clustersim.validation.training import case_estimator, case_framework, case_value
 
 Profiles = Mapping[str, SoftwareProfile]
 
@@ -53,8 +53,7 @@ def _prepare(case: Case, field: str, catalog: Catalog, profiles: Profiles) -> tu
     case_estimator(case, catalog, dict(profiles))  # refuse what cannot be estimated now, not mid-fit
 
     def predict(candidate: Profiles) -> float:
-        estimate = case_estimator(case, catalog, dict(candidate))(None)
-        return training_value(estimate, field, causal_attention=counts_causal(case))
+        return case_value(case, case_estimator(case, catalog, dict(candidate))(None), field)
 
     return framework_of(case), predict
 

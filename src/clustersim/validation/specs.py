@@ -39,7 +39,7 @@ from clustersim.validation.collective import predict_collective_case
 from clustersim.validation.fit import ALL, Constant, FitSpec, Prepared
 from clustersim.validation.inference import fits_reference_calibration, predict_inference_case
 from clustersim.validation.systems import system_from_case
-from clustersim.validation.training import case_estimator, counts_causal, training_value
+from clustersim.validation.training import case_estimator, case_value
 
 EfficiencyTable = Mapping[str, FamilyEfficiency]
 
@@ -93,7 +93,7 @@ def _training_prepare(
     group = family if family in table else FALLBACK_FAMILY
 
     def predict(candidate: EfficiencyTable) -> float:
-        return training_value(estimator(candidate), field, causal_attention=counts_causal(case))
+        return case_value(case, estimator(candidate), field)
 
     return group, predict
 

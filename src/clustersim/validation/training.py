@@ -192,12 +192,13 @@ def predict_training_case(
     """The case's ``field`` (step_time_s, tokens_per_s_per_device, model/hw TFLOP/s per device, mfu),
     under the efficiency table ``efficiency`` (None: the packaged one)."""
     case = as_case(case)
-    return training_value(estimate_case(case, catalog, efficiency), field, causal_attention=counts_causal(case))
+    return case_value(case, estimate_case(case, catalog, efficiency), field)
 
 
-def counts_causal(case: Case) -> bool:
-    """Whether the case's source counts the attention's model FLOPs over a causal query's keys (``attention_flops``)."""
-    return case.attention_flops == "causal"
+def case_value(case: Case, estimate: Estimate, field: str) -> float:
+    """``case``'s measured ``field`` as ``estimate`` gives it, its FLOPs counted as the case's source counts them
+    (``attention_flops``)."""
+    return training_value(estimate, field, causal_attention=case.attention_flops == "causal")
 
 
 def training_value(estimate: Estimate, field: str, *, causal_attention: bool = False) -> float:
