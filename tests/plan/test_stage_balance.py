@@ -39,20 +39,24 @@ def test_the_lighter_splits_start_one_layer_under_the_even_share_and_keep_every_
 
 def test_a_lighter_last_rank_is_kept_only_where_its_step_is_shorter():
     usable = P5_256.memory_bytes
-    (balanced,) = balance_last_stages(LLAMA_405B, P5_256, JOB, [PP16], usable_bytes=usable, software=MEGATRON)
+    even_s = estimate_training(LLAMA_405B, P5_256, PP16, JOB, software=MEGATRON).step_s
+    ((balanced, balanced_s),) = balance_last_stages(
+        LLAMA_405B, P5_256, JOB, [(PP16, even_s)], usable_bytes=usable, software=MEGATRON
+    )
     assert balanced.last_stage_layers is not None and balanced.last_stage_layers < 8
     step = {
         name: estimate_training(LLAMA_405B, P5_256, layout, JOB, software=MEGATRON).step_s
         for name, layout in (("even", PP16), ("balanced", balanced))
     }
-    assert step["balanced"] < step["even"]
+    assert step["balanced"] < step["even"] and balanced_s == pytest.approx(step["balanced"], rel=1e-9)
     for variant in lighter_last_stages(LLAMA_405B, PP16):  # the kept one is the shortest of those tried
         assert estimate_training(LLAMA_405B, P5_256, variant, JOB, software=MEGATRON).step_s >= step["balanced"]
     # a head worth little over two stages of 16 layers: a lighter last rank gives the other 17, so the even split stays
     small_head = load_model("llama3-8b", use_env=False).model_copy(update={"vocab": 1024})
     two_nodes, pp2 = system_for_instance(CATALOG, "p5.48xlarge", 2), Layout(pp=2, dp=8, zero=1)
     job = TrainingJob(global_batch=64, seq_len=8192)
-    assert balance_last_stages(small_head, two_nodes, job, [pp2], usable_bytes=usable, software=MEGATRON) == [pp2]
+    ((kept, _),) = balance_last_stages(small_head, two_nodes, job, [(pp2, 1.0)], usable_bytes=usable, software=MEGATRON)
+    assert kept == pp2
 
 
 def test_the_search_balances_only_where_uneven_stages_are_allowed():

@@ -1,12 +1,10 @@
 """The software stack as an input: what the training framework does, separate from what the chip can do.
 
-The same model on the same GPUs runs at very different speeds under Megatron-LM and under a PyTorch
-FSDP trainer. A ``SoftwareProfile`` says what one framework does: whether its attention kernel is
-fused (no score matrix in memory), whether it overlaps tensor-parallel communication with GEMMs,
-how it shards parameters under ZeRO-3/FSDP (one collective per layer, or one per parameter tensor,
-prefetched or not), in which precision it reduces gradients and whether during the backward pass,
-how much of the hardware's GEMM efficiency its kernels reach, and its host-side costs per layer and
-per step. Hardware efficiencies (``clustersim.compute.efficiency``) describe the chip only.
+The same model on the same GPUs runs at very different speeds under Megatron-LM and under a PyTorch FSDP
+trainer. A ``SoftwareProfile`` says what one framework does: whether its attention kernel is fused (no score
+matrix in memory), whether it overlaps tensor-parallel communication with GEMMs, how it shards parameters under
+ZeRO-3/FSDP, in which precision and when it reduces gradients, how much of the hardware's GEMM efficiency its
+kernels reach, and its host-side costs. Hardware efficiencies (``clustersim.compute.efficiency``): the chip only.
 
 A profile also says how the framework lays a job out when the job does not say: its documented
 default ZeRO stage, sequence parallelism (where tp > 1), activation recompute and micro-batch, each
@@ -36,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from clustersim.catalog.overlay import RecordFile
 from clustersim.catalog.schema import Accelerator, Dtype
-from clustersim.choices import Recompute, SelectiveRecompute
+from clustersim.choices import Recompute, RecomputeModule, SelectiveRecompute
 from clustersim.compute.memory import GRADIENT_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES
 from clustersim.compute.precision import is_low_precision
 from clustersim.errors import ClusterSimError, UnknownNameError
@@ -210,6 +208,11 @@ class SoftwareProfile(SoftwareSettings):
         "(clustersim.compute.memory): the attention core (Megatron) or every second matmul and the element-wise ops "
         "(torchtitan's per-op policy).",
     )
+    moe_recompute_module_sets: tuple[tuple[RecomputeModule, ...], ...] = Field(
+        (), description="Selective recompute module sets a search of a MoE model tries beside the framework's own: "
+        "its published MoE recipes' (each where the model has its every module)."
+    )  # fmt: skip
+    moe_recompute_sets_source: str | None = Field(None, min_length=1, description="The recipes that run those sets.")
     zero3_gathered_units: float = Field(
         2.0,
         ge=0,
@@ -320,6 +323,10 @@ class SoftwareProfile(SoftwareSettings):
         stray = sorted(set(self.default_on) - set(self.accelerator_families))
         if stray:
             raise ValueError(f"default_on {stray}: not among accelerator_families {list(self.accelerator_families)}")
+        if self.moe_recompute_module_sets and self.moe_recompute_sets_source is None:
+            raise ValueError("moe_recompute_module_sets: give moe_recompute_sets_source, the recipes that run them")
+        if not all(self.moe_recompute_module_sets):
+            raise ValueError("moe_recompute_module_sets: each set names one module or more")
         return self
 
     def on(self, family: str) -> SoftwareProfile:

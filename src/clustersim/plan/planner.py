@@ -35,7 +35,7 @@ from clustersim.plan.planner_rank import constrained, ranked
 from clustersim.plan.planner_why import grouped_notes
 from clustersim.plan.search import CandidateMemo, Ranking, RankRequest, pareto_front, rank_each
 from clustersim.plan.space import SearchSpace
-from clustersim.plan.stage_balance import chosen_layouts
+from clustersim.plan.stage_balance import BALANCE_POOL, BALANCE_REACH, chosen_layouts
 from clustersim.training.estimate import estimate_layouts
 from clustersim.workload.transformer import Transformer
 
@@ -229,12 +229,13 @@ def _point_rows(
                 f"{usable:.1f} GiB usable ({ranking.headroom:.0%} headroom)"
             ),
         )
+    contenders = ranking.with_pipelined(keep, BALANCE_POOL, BALANCE_REACH)
     chosen = chosen_layouts(
-        model, system, job, best, space_uneven=space_uneven, usable_bytes=ranking.usable_bytes, software=software,
-        efficiency=point.efficiency,
+        model, system, job, contenders, keep=keep, space_uneven=space_uneven, usable_bytes=ranking.usable_bytes,
+        software=software, efficiency=point.efficiency,
     )  # fmt: skip
-    if any(a.last_stage_layers != b.last_stage_layers for a, b in zip(chosen, best, strict=True)):
-        evaluated = None  # a balanced stage is priced again; the ranking's terms and memory hold for the others
+    if [layout.describe() for layout in chosen] != [layout.describe() for layout in best]:
+        evaluated = None  # a balanced stage, or a pipeline that overtook, is priced again
     estimates = estimate_layouts(
         model, system, chosen, job, offer=point.offer, efficiency=point.efficiency, software=software,
         evaluated=evaluated,

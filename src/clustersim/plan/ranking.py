@@ -91,6 +91,19 @@ class Ranking:
         order = _k_smallest(self.fit_step_s, k)
         return [(self.fit_layouts.layout(int(i)), float(self.fit_step_s[i])) for i in order]
 
+    def with_pipelined(self, k: int, pool: int, reach: float) -> list[tuple[Layout, float]]:
+        """The ``k`` fastest layouts that fit (as ``fastest``), then up to ``pool`` more: the fastest pipelined ones
+        (pp > 1) that fit within ``reach`` of the fastest's step (1 + reach times it), whose last stage a search may
+        still make lighter (``plan.stage_balance``)."""
+        order = _k_smallest(self.fit_step_s, k)
+        if not len(order):
+            return []
+        near = self.fit_step_s <= self.fit_step_s[order[0]] * (1 + reach)
+        pipelined = np.where((self.fit_layouts.pp > 1) & near, self.fit_step_s, np.inf)
+        pipelined[order] = np.inf
+        more = _k_smallest(pipelined, pool) if pool and len(pipelined) else order[:0]
+        return [(self.fit_layouts.layout(int(i)), float(self.fit_step_s[i])) for i in (*order, *more)]
+
     def fastest_evaluated(self, k: int) -> tuple[list[Layout], Evaluated | None]:
         """The ``k`` fastest layouts that fit (as ``fastest``) with their step terms and memory, one element
         each, where the ranking kept them (None: price them again)."""

@@ -31,8 +31,8 @@ from clustersim.intervals.layout import layout_features
 from clustersim.network.cost import ANALYTIC, CollectiveCost
 from clustersim.plan.ranking import Ranking as Ranking
 from clustersim.plan.ranking import grid_layouts, terms_at
-from clustersim.plan.space import CandidateGrid, SearchSpace, candidate_grid, why_no_layout
-from clustersim.plan.stage_balance import chosen_layouts, uneven_allowed
+from clustersim.plan.space import CandidateGrid, SearchSpace, candidate_grid, offered_module_sets, why_no_layout
+from clustersim.plan.stage_balance import BALANCE_POOL, BALANCE_REACH, chosen_layouts, uneven_allowed
 from clustersim.recompute_layout import overlap_recompute_conflict
 from clustersim.system import System
 from clustersim.training.estimate import layouts_memory
@@ -166,6 +166,10 @@ def _candidates(
     if space.uneven_stages is None:
         space = replace(space, uneven_stages=uneven_allowed(None, software))
     sw = software or software_for(None, system.accelerator.family)
+    if space.module_sets is None:  # the framework's MoE recipes' selective sets, unless the modules are stated
+        searched = "selective" in space.recompute and space.recompute_modules is None
+        offered = offered_module_sets(model, sw.moe_recompute_module_sets) if searched else ()
+        space = replace(space, module_sets=offered)
     # what the candidates and their memory read: the devices and the scale-up domain (their degrees), the job, the
     # space, and of the framework what it runs and how it holds memory, FP8 inputs included (instance types of one
     # node count share it)
@@ -370,7 +374,7 @@ def choose_layout(
     """The fastest candidate layout that fits in memory (``ClusterSimError`` when none fits); ``safe``: of the
     ``SAFE_CANDIDATES`` fastest, the one whose step is lowest at the upper end of its interval (``safest``)."""
     ranking = rank_layouts(model, system, job, space=space, efficiency=efficiency, cost=cost, software=software)
-    best = ranking.fastest(SAFE_CANDIDATES if safe else 1)
+    best = ranking.fastest(SAFE_CANDIDATES) if safe else ranking.with_pipelined(1, BALANCE_POOL, BALANCE_REACH)
     if safe and best:
         sw = software or software_for(None, system.accelerator.family)
         best = [safest(best, system, job, framework=sw.name)]
@@ -392,7 +396,7 @@ def choose_layout(
             field="nodes",
         )
     (layout,) = chosen_layouts(
-        model, system, job, [best[0][0]], space_uneven=(space or SearchSpace()).uneven_stages,
+        model, system, job, best, keep=1, space_uneven=(space or SearchSpace()).uneven_stages,
         usable_bytes=ranking.usable_bytes, software=software, efficiency=efficiency, cost=cost,
     )  # fmt: skip
     return layout

@@ -60,8 +60,10 @@ class SearchSpace:
     share of device memory a chosen layout must leave free (0 to 0.9). ``ep_overlap`` holds the expert
     all-to-all overlap on or off in every layout (None: the framework's default), ``ep_dispatcher`` the token
     dispatcher (None: the framework's). ``recompute_modules``: what every selective layout's recompute runs again
-    (None: the framework's own; needs "selective" among ``recompute`` and modules the model has). ``etp`` the expert
-    tensor-parallel degrees, ``ETP_DERIVED`` (0) for the degree a layout without one derives (None: ``MOE_ETP``
+    (None: the framework's own; needs "selective" among ``recompute`` and modules the model has). ``module_sets``:
+    more selective layouts, one per set of modules, beside those of ``recompute_modules`` (None: the framework's
+    MoE recipes' sets the model has, ``offered_module_sets``; with ``recompute_modules`` stated, none). ``etp`` the
+    expert tensor-parallel degrees, ``ETP_DERIVED`` (0) for the degree a layout without one derives (None: ``MOE_ETP``
     for a mixture-of-experts model, the derived one only for a dense one); a stated degree equal to the derived
     one is left out where the derived one is searched too (``distinct_etp``). ``memory_level``: a layout fits only
     where the upper end of its memory's interval at that level (``clustersim.intervals``: the left-out residuals of
@@ -76,6 +78,7 @@ class SearchSpace:
     micro_batch: tuple[int, ...] = (1, 2, 4)
     recompute: tuple[str, ...] = RECOMPUTE
     recompute_modules: tuple[RecomputeModule, ...] | None = None
+    module_sets: tuple[tuple[RecomputeModule, ...], ...] | None = None
     zero: tuple[int, ...] = (0, 1, 2, 3)
     sp: tuple[bool, ...] | None = None
     uneven_stages: bool | None = None
@@ -125,19 +128,41 @@ class SearchSpace:
     def _check_modules(self, model: Transformer) -> None:
         """Refuse stated recompute modules no searched layout could run: without selective recompute among the
         choices, or a module the model lacks."""
-        if self.recompute_modules is None:
-            return
-        names = ",".join(m.value for m in self.recompute_modules)
-        if "selective" not in self.recompute:
-            raise ClusterSimError(
-                f"search space: recompute modules {names} need selective recompute among the choices, not "
-                f"{', '.join(self.recompute)}",
-                field="recompute_modules",
-                value=names,
-            )
-        lacking = lacking_message(model, self.recompute_modules)
-        if lacking:
-            raise ClusterSimError(f"search space: {lacking}", field="recompute_modules", value=names)
+        stated = [("recompute_modules", self.recompute_modules)] if self.recompute_modules is not None else []
+        stated += [("module_sets", modules) for modules in self.module_sets or ()]
+        for name, modules in stated:
+            names = ",".join(m.value for m in modules)
+            if not modules:
+                raise ClusterSimError(f"search space: {name} holds a set of no module", field=name, value=names)
+            if "selective" not in self.recompute:
+                raise ClusterSimError(
+                    f"search space: recompute modules {names} need selective recompute among the choices, not "
+                    f"{', '.join(self.recompute)}",
+                    field=name,
+                    value=names,
+                )
+            lacking = lacking_message(model, modules)
+            if lacking:
+                raise ClusterSimError(f"search space: {lacking}", field=name, value=names)
+
+    def selective_bits(self) -> tuple[int, ...]:
+        """Each selective variant's stated modules as ``module_bits``: the first ``recompute_modules``' (0: the
+        framework's own), then one per set of ``module_sets`` not already among them."""
+        found = [module_bits(self.recompute_modules)]
+        for modules in self.module_sets or ():
+            bits = module_bits(modules)
+            found += [] if bits in found else [bits]
+        return tuple(found)
+
+
+def offered_module_sets(
+    model: Transformer, sets: tuple[tuple[RecomputeModule, ...], ...]
+) -> tuple[tuple[RecomputeModule, ...], ...]:
+    """The framework's MoE recipes' recompute module ``sets`` a search of ``model`` offers: for a mixture-of-experts
+    model, those whose every module it has (``lacking_message``); none for a dense one."""
+    if model.moe is None:
+        return ()
+    return tuple(modules for modules in sets if lacking_message(model, modules) is None)
 
 
 def _open_grid(
@@ -147,7 +172,12 @@ def _open_grid(
     dimension (``np.ix_``), data parallelism filling the devices (at least one rank, so that a degree that
     does not divide the devices is caught by the rules, not here). Nothing of the full product is built."""
     dims = (space or SearchSpace()).resolved(model, system, job)
+    # the recompute axis: none 0, selective 1 (recompute_modules' or the framework's), full 2, then one code per
+    # further selective set (module_sets), each code's stated modules in ``modules_by_code``
+    selective_bits = dims.selective_bits() if "selective" in dims.recompute else (0,)
     recompute_codes = tuple(RECOMPUTE.index(r) for r in dims.recompute)
+    recompute_codes += tuple(range(len(RECOMPUTE), len(RECOMPUTE) + len(selective_bits) - 1))
+    modules_by_code = np.array([0, selective_bits[0], 0, *selective_bits[1:]], dtype=np.int64)
     sp_codes = (-1,) if dims.sp is None else tuple(int(s) for s in dims.sp)  # -1: on wherever tp > 1
     etp = dims.etp or (ETP_DERIVED,)
     axes = (dims.tp, dims.pp, dims.vp, dims.cp, dims.ep, dims.micro_batch, recompute_codes, dims.zero, sp_codes, etp)
@@ -164,8 +194,8 @@ def _open_grid(
         zero=zero,
         sequence_parallel=np.where(sp < 0, tp > 1, sp == 1),
         recompute_full=recompute == 2,
-        recompute_selective=recompute == 1,
-        recompute_modules=np.where(recompute == 1, module_bits(dims.recompute_modules), 0),
+        recompute_selective=(recompute == 1) | (recompute > 2),
+        recompute_modules=modules_by_code[recompute],
         tp_overlap=np.array(np.nan),
         dp_overlap=np.array(True),
         ep_overlap=np.array(np.nan if dims.ep_overlap is None else float(dims.ep_overlap)),

@@ -49,18 +49,19 @@ def balance_last_stages(
     model: Transformer,
     system: System,
     job: TrainingJob,
-    layouts: list[Layout],
+    ranked: list[tuple[Layout, float]],
     *,
     usable_bytes: float,
     software: SoftwareProfile | None = None,
     efficiency: FamilyEfficiency | None = None,
     cost: CollectiveCost = ANALYTIC,
-) -> list[Layout]:
-    """Each of ``layouts`` or, where one is faster and needs no more than ``usable_bytes`` a device, the lighter
-    last stage (``lighter_last_stages``) that makes its step shortest; every variant priced in one call."""
-    groups = [[layout, *lighter_last_stages(model, layout)] for layout in layouts]
+) -> list[tuple[Layout, float]]:
+    """Each of ``ranked`` (layout, step) or, where one is faster and needs no more than ``usable_bytes`` a device,
+    the lighter last stage (``lighter_last_stages``) that makes its step shortest, with its step; every variant
+    priced in one call."""
+    groups = [[layout, *lighter_last_stages(model, layout)] for layout, _ in ranked]
     if all(len(group) == 1 for group in groups):
-        return list(layouts)
+        return list(ranked)
     tried = [layout for group in groups for layout in group]
     terms, memory = evaluate_layouts(
         model, system, LayoutArrays.of(tried), job, efficiency=efficiency, cost=cost, software=software
@@ -70,30 +71,47 @@ def balance_last_stages(
     for group in groups:
         mine = step_s[start : start + len(group)].copy()
         mine[0] = terms.step_s[start]  # the layout as chosen (it fit the search's memory) stays a candidate
-        out.append(group[int(np.argmin(mine))])
+        best = int(np.argmin(mine))
+        out.append((group[best], float(mine[best])))
         start += len(group)
     return out
+
+
+BALANCE_POOL = 4
+"""The fastest pipelined layouts that fit a search prices with lighter last stages beside the ones it keeps
+(``Ranking.with_pipelined``): an even split prices a pipeline's last rank with the output head on top, so a
+pipelined layout behind the fastest may overtake it once balanced (DeepSeek-V3 on 512 H100: pp 8 from 7.88 s to
+6.46 s a step, past the 7.63 s of the fastest even-split layout, pp 1 with full recompute)."""
+BALANCE_REACH = 0.25
+"""How much slower than the fastest such a pipelined layout may be (a share of its step): what moving up to
+``MAX_LAYERS_OFF`` layers off the last rank gained in the published cases is at most 18% (the example above)."""
 
 
 def chosen_layouts(
     model: Transformer,
     system: System,
     job: TrainingJob,
-    layouts: list[Layout],
+    ranked: list[tuple[Layout, float]],
     *,
+    keep: int,
     space_uneven: bool | None,
     usable_bytes: float,
     software: SoftwareProfile | None = None,
     efficiency: FamilyEfficiency | None = None,
     cost: CollectiveCost = ANALYTIC,
 ) -> list[Layout]:
-    """A search's chosen layouts as it reports them: each flagged uneven where its layers do not divide by its
-    chunks (the flag counts in the rules only), and, where uneven stages are allowed, its last stage balanced."""
+    """The ``keep`` fastest of a search's ``ranked`` (layout, step) as it reports them: each flagged uneven where
+    its layers do not divide by its chunks (the flag counts in the rules only), and, where uneven stages are
+    allowed, its last stage balanced before they are ranked again (the pipelined ones beyond ``keep`` that
+    ``Ranking.with_pipelined`` adds may overtake)."""
     flagged = [
-        layout.model_copy(update={"uneven_stages": model.layers % (layout.pp * layout.vp) != 0}) for layout in layouts
+        (layout.model_copy(update={"uneven_stages": model.layers % (layout.pp * layout.vp) != 0}), step_s)
+        for layout, step_s in ranked
     ]
     if not uneven_allowed(space_uneven, software):
-        return flagged
-    return balance_last_stages(
+        return [layout for layout, _ in flagged[:keep]]
+    balanced = balance_last_stages(
         model, system, job, flagged, usable_bytes=usable_bytes, software=software, efficiency=efficiency, cost=cost
     )
+    order = sorted(range(len(balanced)), key=lambda i: (balanced[i][1], i))  # ties: the search's order
+    return [balanced[i][0] for i in order[:keep]]
