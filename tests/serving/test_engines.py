@@ -296,6 +296,25 @@ def test_the_mlperf_harness_sets_the_token_budget_and_batch_per_system(version, 
     assert profile.kv_admission == "paged"  # the harness's max_util, inherited from tensorrt-llm-mlperf
 
 
+@pytest.mark.parametrize(
+    ("version", "chip", "tokens", "sequences"),
+    [
+        # vLLM V1's server defaults (EngineArgs.get_batch_defaults): 8192 tokens and 1024 sequences on a GPU of
+        # at least 70 GiB other than an A100, 2048 and 256 on the A100s
+        ("vLLM v0.11.0", "h100-sxm", 8192, 1024),
+        ("vLLM v0.11.0", "b200", 8192, 1024),
+        ("vLLM v0.11.0", "a100-sxm4-80gb", 2048, 256),
+        ("vLLM v0.11.0", "a100-sxm4-40gb", 2048, 256),
+        # V0 (0.6-0.7): 256 sequences and max(context, 2048) tokens on every GPU, not V1's per-device caps
+        ("vLLM v0.6.0", "a100-sxm4-80gb", 8192, 256),
+        ("vLLM v0.6.0", "h100-sxm", 8192, 256),
+    ],
+)
+def test_vllm_sets_its_caps_by_device_as_its_engine_args_do(version, chip, tokens, sequences):
+    profile = engine_for_software("vllm", version)
+    assert (profile.token_budget(chip), profile.sequence_cap(chip)) == (tokens, sequences)
+
+
 def test_a_per_accelerator_cap_names_a_catalog_id_and_is_positive(tmp_path, monkeypatch):
     for bad, says in (("{ B200 = 3584 }", "catalog accelerator id in lower case"), ("{ b200 = 0 }", "at least 1")):
         path = tmp_path / "engines.toml"
