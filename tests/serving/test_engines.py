@@ -278,41 +278,31 @@ def test_serve_on_trainium_runs_a_neuron_engine_and_refuses_a_gpu_one_and_gpus_s
 
 
 @pytest.mark.parametrize(
-    ("version", "chip", "tokens", "sequences"),
+    ("framework", "version", "chip", "tokens", "sequences"),
     [
         # mlcommons/inference_results_v4.0 builder.py: --max_num_tokens default 16384; Server gpu_batch_size
-        ("MLPerf Inference v4.0, NVIDIA submission", "h100-sxm", 16384, 1024),
-        ("MLPerf Inference v4.0, NVIDIA submission", "h200-sxm", 16384, 896),
+        ("tensorrt-llm", "MLPerf Inference v4.0, NVIDIA submission", "h100-sxm", 16384, 1024),
+        ("tensorrt-llm", "MLPerf Inference v4.0, NVIDIA submission", "h200-sxm", 16384, 896),
         # mlcommons/inference_results_v5.0 configs/llama2-70b: max_num_tokens 3584 (B200), 1536 (H200); batch 2048
-        ("MLPerf Inference v5.0, NVIDIA submission", "b200", 3584, 2048),
-        ("MLPerf Inference v5.0, NVIDIA submission", "h200-sxm", 1536, 2048),
+        ("tensorrt-llm", "MLPerf Inference v5.0, NVIDIA submission", "b200", 3584, 2048),
+        ("tensorrt-llm", "MLPerf Inference v5.0, NVIDIA submission", "h200-sxm", 1536, 2048),
         # not set per system: the profile's own (trtllm-bench's caps, inherited)
-        ("MLPerf Inference v5.0, NVIDIA submission", "h100-sxm", 32768, 4096),
-    ],
-)
-def test_the_mlperf_harness_sets_the_token_budget_and_batch_per_system(version, chip, tokens, sequences):
-    profile = engine_for_software("tensorrt-llm", version)
-    assert (profile.token_budget(chip), profile.sequence_cap(chip)) == (tokens, sequences)
-    assert profile.kv_admission == "paged"  # the harness's max_util, inherited from tensorrt-llm-mlperf
-
-
-@pytest.mark.parametrize(
-    ("version", "chip", "tokens", "sequences"),
-    [
+        ("tensorrt-llm", "MLPerf Inference v5.0, NVIDIA submission", "h100-sxm", 32768, 4096),
         # vLLM V1's server defaults (EngineArgs.get_batch_defaults): 8192 tokens and 1024 sequences on a GPU of
         # at least 70 GiB other than an A100, 2048 and 256 on the A100s
-        ("vLLM v0.11.0", "h100-sxm", 8192, 1024),
-        ("vLLM v0.11.0", "b200", 8192, 1024),
-        ("vLLM v0.11.0", "a100-sxm4-80gb", 2048, 256),
-        ("vLLM v0.11.0", "a100-sxm4-40gb", 2048, 256),
+        ("vllm", "vLLM v0.11.0", "h100-sxm", 8192, 1024),
+        ("vllm", "vLLM v0.11.0", "b200", 8192, 1024),
+        ("vllm", "vLLM v0.11.0", "a100-sxm4-80gb", 2048, 256),
+        ("vllm", "vLLM v0.11.0", "a100-sxm4-40gb", 2048, 256),
         # V0 (0.6-0.7): 256 sequences and max(context, 2048) tokens on every GPU, not V1's per-device caps
-        ("vLLM v0.6.0", "a100-sxm4-80gb", 8192, 256),
-        ("vLLM v0.6.0", "h100-sxm", 8192, 256),
+        ("vllm", "vLLM v0.6.0", "a100-sxm4-80gb", 8192, 256),
+        ("vllm", "vLLM v0.6.0", "h100-sxm", 8192, 256),
     ],
 )
-def test_vllm_sets_its_caps_by_device_as_its_engine_args_do(version, chip, tokens, sequences):
-    profile = engine_for_software("vllm", version)
+def test_an_engine_sets_its_token_budget_and_batch_per_system(framework, version, chip, tokens, sequences):
+    profile = engine_for_software(framework, version)
     assert (profile.token_budget(chip), profile.sequence_cap(chip)) == (tokens, sequences)
+    assert profile.kv_admission == "paged"  # the MLPerf harness's max_util (from tensorrt-llm-mlperf), vLLM's own
 
 
 def test_a_per_accelerator_cap_names_a_catalog_id_and_is_positive(tmp_path, monkeypatch):
