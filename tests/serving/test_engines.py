@@ -297,12 +297,16 @@ def test_serve_on_trainium_runs_a_neuron_engine_and_refuses_a_gpu_one_and_gpus_s
         # V0 (0.6-0.7): 256 sequences and max(context, 2048) tokens on every GPU, not V1's per-device caps
         ("vllm", "vLLM v0.6.0", "a100-sxm4-80gb", 8192, 256),
         ("vllm", "vLLM v0.6.0", "h100-sxm", 8192, 256),
+        # SGLang's chunked prefill: 8192 tokens from 35 to 160 GiB, 16384 above (ServerArgs' GPU-memory defaults)
+        ("sglang", "SGLang v0.5.5.post1", "a100-sxm4-80gb", 8192, 4096),
+        ("sglang", "SGLang v0.5.5.post1", "h200-sxm", 8192, 4096),
+        ("sglang", "SGLang v0.5.5.post1", "b200", 16384, 4096),
     ],
 )
 def test_an_engine_sets_its_token_budget_and_batch_per_system(framework, version, chip, tokens, sequences):
     profile = engine_for_software(framework, version)
     assert (profile.token_budget(chip), profile.sequence_cap(chip)) == (tokens, sequences)
-    assert profile.kv_admission == "paged"  # the MLPerf harness's max_util (from tensorrt-llm-mlperf), vLLM's own
+    assert profile.kv_admission == "paged"  # the MLPerf harness's max_util (from tensorrt-llm-mlperf), the others' own
 
 
 def test_a_per_accelerator_cap_names_a_catalog_id_and_is_positive(tmp_path, monkeypatch):
