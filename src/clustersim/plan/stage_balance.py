@@ -83,8 +83,8 @@ BALANCE_POOL = 4
 pipelined layout behind the fastest may overtake it once balanced (DeepSeek-V3 on 512 H100: pp 8 from 7.88 s to
 6.46 s a step, past the 7.63 s of the fastest even-split layout, pp 1 with full recompute)."""
 BALANCE_REACH = 0.25
-"""How much slower than the fastest such a pipelined layout may be (a share of its step): what moving up to
-``MAX_LAYERS_OFF`` layers off the last rank gained in the published cases is at most 18% (the example above)."""
+"""How much slower than the fastest such a pipelined layout may be (a share of its step): a margin over what a
+lighter last rank gains in the example above (18%, up to ``MAX_LAYERS_OFF`` layers off)."""
 
 
 def chosen_layouts(
