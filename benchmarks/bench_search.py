@@ -125,9 +125,10 @@ def small_mt_nlg(repeats: int) -> None:
 
 def plan_cases(quick: bool) -> list[PlanCase]:
     """The 405B plan example of issue 25, the same widened (Calculon-like knobs: micro-batch, interleaving,
-    sequence parallelism, several batches and node counts), MT-NLG on A100 widened likewise, and DeepSeek-V3 (an
+    sequence parallelism, several batches and node counts), MT-NLG on A100 widened likewise, DeepSeek-V3 (an
     MoE: expert and context parallelism, and expert TP derived or 1, too) on 1,024 to 4,096 H100, over a million
-    layouts in six points."""
+    layouts in six points, and DeepSeek-V3 under Megatron's default space (its MoE recipes' selective recompute
+    sets beside the default, and the pipelined layouts each point balances) on 512 to 2,048 H100."""
     llama = load_model("llama3.1-405b", use_env=False)
     instances = ("p5.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge", "trn2.48xlarge")
     example = PlanGrid(instances=instances, nodes=expand_counts("128..2048", "--nodes"), tokens=15e12)
@@ -170,6 +171,12 @@ def plan_cases(quick: bool) -> list[PlanCase]:
         uneven_stages=True,
     )  # fmt: skip
     cases.append(PlanCase("DeepSeek-V3 on H100 (over a million layouts)", deepseek, points, notes, space))
+    megatron_moe = PlanGrid(
+        instances=("p5.48xlarge",), nodes=(64, 128, 256), tokens=14.8e12, frameworks=("megatron",),
+        global_batches=(1024, 2048), seq_len=4096,
+    )  # fmt: skip
+    points, notes = grid_points(deepseek, CATALOG, megatron_moe, profiles=PROFILES, efficiency=FRACTIONS)
+    cases.append(PlanCase("DeepSeek-V3 on H100, Megatron (recompute sets)", deepseek, points, notes, SearchSpace()))
     return cases
 
 

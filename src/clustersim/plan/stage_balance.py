@@ -77,7 +77,7 @@ def balance_last_stages(
     return out
 
 
-BALANCE_POOL = 4
+BALANCE_POOL = 2
 """The fastest pipelined layouts that fit a search prices with lighter last stages beside the ones it keeps
 (``Ranking.with_pipelined``): an even split prices a pipeline's last rank with the output head on top, so a
 pipelined layout behind the fastest may overtake it once balanced (DeepSeek-V3 on 512 H100: pp 8 from 7.88 s to
