@@ -11,6 +11,7 @@ from clustersim.catalog.registry import load_catalog
 from clustersim.choices import RecomputeModule
 from clustersim.compute.software import SoftwareProfile, software_for
 from clustersim.errors import ClusterSimError
+from clustersim.plan.planner import PlanPoint, plan_training
 from clustersim.plan.search import choose_layout, rank_layouts
 from clustersim.plan.space import SearchSpace, candidate_layouts, offered_module_sets
 from clustersim.recompute_layout import bits_modules, module_bits
@@ -101,3 +102,17 @@ def test_a_pipeline_that_overtakes_once_balanced_is_chosen():
     even = choose_layout(DSV3, system, job, space=SearchSpace(uneven_stages=False), software=MEGATRON)
     assert even.last_stage_layers is None
     assert estimate_training(DSV3, system, even, job, software=MEGATRON).step_s <= chosen_s * 1.5
+
+
+def test_the_planner_picks_the_pipeline_that_overtakes_too():
+    """The planner keeps each point's fastest layouts after balancing the same pool: its top row is the balanced
+    pipeline, priced as the single-layout path prices it."""
+    system = system_for_instance(CATALOG, "p5.48xlarge", 64)
+    job = TrainingJob(global_batch=1024, seq_len=4096, tokens=1024 * 4096 * 1000.0)
+    point = PlanPoint(system, "p5.48xlarge", 64, job, MEGATRON)
+    best = plan_training(DSV3, [point], top=1).top[0]
+    layout = best.estimate.layout
+    assert layout.pp > 1 and layout.last_stage_layers is not None
+    assert layout.describe() == choose_layout(DSV3, system, job, software=MEGATRON).describe()
+    alone = estimate_training(DSV3, system, layout, job, software=MEGATRON)
+    assert best.estimate.step_s == pytest.approx(alone.step_s, rel=1e-9)
