@@ -85,7 +85,8 @@ RecomputeModulesOpt = Annotated[
     typer.Option(
         "--recompute-modules",
         help=RECOMPUTE_MODULES_HELP.replace("; default", ", comma-separated; default")
-        + " Implies --recompute selective; a search prices every selective layout with them.",
+        + " Implies --recompute selective; a search prices every selective layout with them (not given, a search of"
+        " a MoE model also tries its framework's recipe sets, e.g. Megatron's layernorm,moe_act).",
     ),
 ]
 
