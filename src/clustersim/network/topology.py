@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+import numpy.typing as npt
+
 from clustersim.catalog.registry import Catalog
 from clustersim.catalog.schema import (
     Accelerator,
@@ -50,6 +53,15 @@ class SwitchTiers:
     cluster: str  # catalog id of the cluster template
     num_layers: int
     oversubscription: float  # 1 = non-blocking
+
+
+def ranks_per_domain(
+    scaleup_devices: npt.ArrayLike, stride: npt.ArrayLike, num_ranks: npt.ArrayLike
+) -> npt.NDArray[np.int64]:
+    """Ranks of a group of ``num_ranks`` ranks ``stride`` apart that share one scale-up domain of
+    ``scaleup_devices`` (at least 1, at most the group): the "node" of the group's fabric."""
+    spacing = np.maximum(np.asarray(stride, dtype=np.int64), 1)
+    return np.asarray(np.clip(np.asarray(scaleup_devices, dtype=np.int64) // spacing, 1, num_ranks), dtype=np.int64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +133,7 @@ class Topology:
         return known
 
     def _group_fabric(self, num_ranks: int, stride: int) -> Fabric:
-        per_node = max(1, min(num_ranks, self.scaleup_devices // max(stride, 1)))
+        per_node = int(ranks_per_domain(self.scaleup_devices, stride, num_ranks))
         return Fabric(
             name=f"{num_ranks} ranks of {self.name}",
             devices_per_node=per_node,

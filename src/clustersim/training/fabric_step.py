@@ -60,6 +60,7 @@ from clustersim.network.flowsim.results import LinkReport, collective_time_s, jo
 from clustersim.network.flowsim.routing import Incidence, Routing
 from clustersim.network.flowsim.topology import FatTree, FloatArray, IntArray
 from clustersim.network.flowsim.work import offset
+from clustersim.network.topology import ranks_per_domain
 from clustersim.system import System
 from clustersim.training.background import Background, limited, other_hosts, run_loaded
 from clustersim.training.job import TrainingJob
@@ -198,7 +199,7 @@ def ep_dispatch_shape(system: System, per_node: bool, moe: MoE, ranks: int, stri
     group's ranks per node and ``gpu_copy_ratio``."""
     if not per_node:
         return 1.0, 1, 1.0
-    local = int(np.clip(system.scaleup_devices // max(stride, 1), 1, ranks))
+    local = int(ranks_per_domain(system.scaleup_devices, stride, ranks))
     nodes = -(-ranks // local)
     network, per_gpu = (float(r) for r in dispatch_copy_ratios(moe, nodes, ranks))
     return (per_gpu, 1, 1.0) if nodes == 1 else (network, local, per_gpu)

@@ -39,6 +39,7 @@ from clustersim.compute.stages import slowest_stage
 from clustersim.execution import LayoutArrays
 from clustersim.network.collectives import Op
 from clustersim.network.cost import ANALYTIC, CollectiveCost
+from clustersim.network.topology import ranks_per_domain
 from clustersim.recompute_layout import recomputes_moe_layer
 from clustersim.system import System
 from clustersim.training.offload import offload_times
@@ -321,7 +322,7 @@ class StepContext:
         the scale-up fabric, pipelined, once per GPU holding them (``gpu_copy_ratio``): the slower of the two."""
         moe, per_node = self.model.moe, self.ep_per_node
         assert moe is not None  # ep_mb prices no exchange for a dense model
-        local = np.clip(self.system.scaleup_devices // np.maximum(np.asarray(stride, np.int64), 1), 1, ranks)
+        local = ranks_per_domain(self.system.scaleup_devices, stride, ranks)
         nodes = np.ceil(ranks / local)
         ratio, per_gpu = dispatch_copy_ratios(moe, nodes, ranks)
         spans = per_node & (nodes > 1)
