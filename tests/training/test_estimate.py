@@ -52,6 +52,23 @@ def test_full_recompute_counts_a_second_forward_in_hfu():
     assert estimate.hfu > estimate.mfu
 
 
+def test_hfu_counts_the_matmuls_of_the_stated_recompute_modules():
+    """Recomputing the norms repeats no matmul; the MLP repeats its GEMMs (2 x 3 x h x f per token and layer
+    for SwiGLU); the attention core its two matmuls over every key, as the model FLOPs count them."""
+    job = TrainingJob(global_batch=256, seq_len=LLAMA_8B.seq_len)
+    tokens, layers, h, f = job.tokens_per_step, LLAMA_8B.layers, LLAMA_8B.hidden, LLAMA_8B.ffn_hidden
+
+    def recomputed(*modules):
+        estimate = _estimate(tp=8, recompute="selective", recompute_modules=modules, job=job)
+        return estimate.hardware_flops_per_step - estimate.model_flops_per_step
+
+    assert recomputed("layernorm") == 0.0
+    assert recomputed("mlp") == pytest.approx(tokens * layers * 2 * 3 * h * f, rel=1e-9)
+    core = LLAMA_8B.attention_flops_per_token(job.seq_len) * tokens
+    assert recomputed("core_attn") == pytest.approx(core, rel=1e-9)
+    assert recomputed("core_attn", "mlp") == pytest.approx(recomputed("core_attn") + recomputed("mlp"), rel=1e-9)
+
+
 def test_terms_add_up_to_the_step():
     estimate = _estimate(GPT3, nodes=16, tp=8, pp=8, vp=2, sequence_parallel=True, recompute="selective")
     assert sum(t.exposed_s for t in estimate.terms) == pytest.approx(estimate.step_s, rel=1e-9)

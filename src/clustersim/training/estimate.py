@@ -21,7 +21,11 @@ from clustersim.system import System
 from clustersim.training.job import JobTotals, TrainingJob, job_totals
 from clustersim.training.step import TP_COMM, TP_COMM_INSIDE_WORDS, step_terms
 from clustersim.training.terms import StepTerms, bottleneck_words
-from clustersim.workload.ops import OpKind, alternate_matmul_recompute_flops_per_token
+from clustersim.workload.ops import (
+    OpKind,
+    alternate_matmul_recompute_flops_per_token,
+    module_recompute_flops_per_token,
+)
 from clustersim.workload.transformer import Transformer
 
 _GIB = 2**30
@@ -305,7 +309,8 @@ def estimate_layouts(
                 capacity_bytes=system.memory_bytes,
                 model_flops_per_step=model_flops,
                 attention_flops_per_step=3.0 * model.attention_flops_per_token(job.seq_len) * job.tokens_per_step,
-                hardware_flops_per_step=model_flops + recompute_per_token[layout.recompute] * job.tokens_per_step,
+                hardware_flops_per_step=model_flops
+                + _recomputed_per_token(layout, recompute_per_token, model, job) * job.tokens_per_step,
                 peak_flop_per_s=peak,
                 num_devices=system.num_devices,
                 bottleneck=bottleneck,
@@ -320,6 +325,16 @@ def estimate_layouts(
             )
         )
     return found
+
+
+def _recomputed_per_token(
+    layout: Layout, policy_per_token: dict[Recompute, float], model: Transformer, job: TrainingJob
+) -> float:
+    """Forward matmul FLOPs per token that ``layout``'s recompute runs again: the modules it states, or the
+    framework's policy (``policy_per_token``, by recompute kind)."""
+    if layout.recompute is Recompute.SELECTIVE and layout.recompute_modules:
+        return module_recompute_flops_per_token(model, job.seq_len, layout.recompute_modules)
+    return policy_per_token[layout.recompute]
 
 
 def _notes(system: System, layout: Layout, memory: MemoryBreakdown, eff: FamilyEfficiency) -> tuple[str, ...]:

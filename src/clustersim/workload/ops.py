@@ -57,6 +57,7 @@ pipeline stage holding the dense layers is costed as an average one.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -415,6 +416,20 @@ def alternate_matmul_recompute_flops_per_token(model: Transformer, seq_len: int)
     one = np.ones(1)
     ops = layer_operations(model, tokens=one, seq_len=seq_len, tp=one, sp_split=one, ep=one, fused_attention=True)
     return float(sum(op.flop[0] * alternate_matmul_recompute_share(model, op) for op in ops)) * model.layers
+
+
+def module_recompute_flops_per_token(model: Transformer, seq_len: int, modules: Sequence[RecomputeModule]) -> float:
+    """Matmul FLOPs per token that recomputing Megatron-Core's ``modules`` runs again over the layers, counted as
+    the model FLOPs count them: the attention core over every key (``Transformer.attention_flops_per_token``), the
+    other modules' GEMMs at their ``module_recompute_share``; the element-wise modules (layernorm, moe_act) add
+    none."""
+    core = model.attention_flops_per_token(seq_len) if RecomputeModule.CORE_ATTN in modules else 0.0
+    one = np.ones(1)
+    ops = layer_operations(model, tokens=one, seq_len=seq_len, tp=one, sp_split=one, ep=one, fused_attention=True)
+    gemms = [op for op in ops if op.kind is OpKind.GEMM]
+    return core + model.layers * float(
+        sum(op.flop[0] * module_recompute_share(model, op, module) for op in gemms for module in modules)
+    )
 
 
 def head_operations(
