@@ -189,3 +189,43 @@ def test_the_text_says_a_chosen_layout_once_and_each_ranges_source_once() -> Non
     first = "llama3-8b on 16 x p5.48xlarge, layout tp 8 pp 1 dp 16 mb 1 zero 1 sp recompute none"
     assert given.output.splitlines()[0] == first
     assert "chosen" not in given.output and "should be given" not in given.output
+
+
+def test_a_logs_selective_recompute_modules_are_priced_as_the_flag_prices_them(tmp_path: Path) -> None:
+    """Megatron-Core prints the modules a selective recompute repeats: explain prices those (as
+    --recompute-modules would), not the framework's default attention core, and refuses a flag naming others."""
+    base = (DATA / "megatron_gpt2_345m_tp2_pp2_a800_llm_action.log").read_text()
+    model = tmp_path / "gpt2-345m.toml"
+    model.write_text(
+        '[gpt2-345m]\nsource = "GPT-2 medium as the log prints it"\nlayers = 24\nhidden = 1024\nffn_hidden = 4096\n'
+        'heads = 16\nvocab = 50432\nseq_len = 1024\nffn_type = "gelu"\n'
+    )
+
+    def explained(modules: str, *args: str) -> dict:
+        log = tmp_path / f"{modules.strip('[]').replace(chr(39), '')}.log"
+        log.write_text(
+            base.replace(
+                "  recompute_granularity ........................... None\n",
+                "  recompute_granularity ........................... selective\n"
+                f"  recompute_modules ............................... {modules}\n",
+            )
+        )
+        job = [str(model), "--instance", "p6e-gb200.36xlarge", "--nodes", "1", "--log", str(log), *args]
+        return _json("explain", job=job)
+
+    mlp = explained("['mlp']")
+    assert mlp["measured"]["settings"]["recompute_modules"] == "mlp"
+    assert mlp["layout"]["recompute"] == "selective" and mlp["layout"]["recompute_modules"] == ["mlp"]
+    flag = explained("['mlp']", "--recompute-modules", "mlp")
+    assert flag["predicted_step_s"] == mlp["predicted_step_s"]
+    assert explained("['core_attn']")["predicted_step_s"] != mlp["predicted_step_s"]
+    both = explained("['layernorm', 'mlp']", "--recompute-modules", "mlp,layernorm")  # one set, either order
+    assert set(both["layout"]["recompute_modules"]) == {"layernorm", "mlp"}
+    refused = runner.invoke(
+        app,
+        ["explain", str(model), "--instance", "p6e-gb200.36xlarge", "--nodes", "1", "--log",
+         str(tmp_path / "mlp.log"), "--recompute-modules", "core_attn"],
+        env=ENV,
+    )  # fmt: skip
+    assert refused.exit_code == 2
+    assert "the log says recompute_modules mlp, --recompute-modules says core_attn" in refused.stderr

@@ -279,3 +279,38 @@ def test_the_world_is_the_mesh_else_ranks_per_node_times_nodes(
         run = read_torchtitan_log(log)
     assert run.world(nodes) == (shard * tp if mesh else per_node * nodes)
     assert run.world(None) == (shard * tp if mesh else per_node)  # one node where no --nodes is given
+
+
+def _selective_log(tmp_path: Path, modules: str) -> Path:
+    """The TP2 PP2 log as Megatron-Core prints a selective recompute of ``modules`` (its arguments block lists
+    ``recompute_modules`` after ``recompute_method``)."""
+    text = TP2PP2.read_text().replace(
+        "  recompute_granularity ........................... None\n"
+        "  recompute_method ................................ None\n",
+        "  recompute_granularity ........................... selective\n"
+        "  recompute_method ................................ None\n"
+        f"  recompute_modules ............................... {modules}\n",
+    )
+    path = tmp_path / "selective.log"
+    path.write_text(text)
+    return path
+
+
+def test_megatron_selective_recompute_states_the_modules_it_prints(tmp_path: Path):
+    run = read_megatron_log(_selective_log(tmp_path, "['moe_act', 'layernorm']"))
+    assert run.parallel["recompute"] == "selective" and run.parallel["recompute_modules"] == ["moe_act", "layernorm"]
+    assert run.lines["recompute_modules"] == 166
+    (case,) = ingest_files(
+        [_selective_log(tmp_path, "['core_attn']")], SystemOptions(accelerator="a100-sxm4-80gb", warmup_steps=100),
+        CATALOG,
+    )  # fmt: skip
+    assert case["parallel"]["recompute_modules"] == ["core_attn"]
+    assert as_case(case).parallel.recompute_modules == ["core_attn"]
+    assert predict_training_case(as_case(case), "step_time_s", CATALOG) > 0
+    none = read_megatron_log(_selective_log(tmp_path, "None"))  # Megatron's default modules, not printed
+    assert none.parallel["recompute"] == "selective" and "recompute_modules" not in none.parallel
+
+
+def test_megatron_recompute_modules_it_cannot_price_are_refused_naming_the_line(tmp_path: Path):
+    with pytest.raises(ClusterSimError, match=r"line 166: recompute_modules .*unknown up_proj \(valid: core_attn"):
+        read_megatron_log(_selective_log(tmp_path, "['mlp', 'up_proj']"))

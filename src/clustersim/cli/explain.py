@@ -38,6 +38,7 @@ from clustersim.cli.job_options import (
     OffloadLayersOpt,
     PpOpt,
     PrecisionOpt,
+    RecomputeModulesOpt,
     RecomputeOpt,
     SafeOpt,
     SeqOpt,
@@ -114,6 +115,7 @@ def explain_command(
     zero: ZeroOpt = None,
     sp: SpOpt = None,
     recompute: RecomputeOpt = None,
+    recompute_modules: RecomputeModulesOpt = None,
     uneven: UnevenStagesOpt = None,
     last_stage_layers: LastStageLayersOpt = None,
     offload_layers: OffloadLayersOpt = None,
@@ -187,7 +189,8 @@ def explain_command(
         else:
             job: dict[str, Any] = {
                 "tp": tp, "pp": pp, "vp": vp, "cp": cp, "ep": ep, "etp": etp, "micro_batch": micro_batch, "zero": zero,
-                "sp": sp, "recompute": recompute, "global_batch": global_batch, "seq": seq, "precision": precision,
+                "sp": sp, "recompute": recompute, "recompute_modules": recompute_modules, "global_batch": global_batch,
+                "seq": seq, "precision": precision,
             }  # fmt: skip
             layout_given = set(given_options(ctx, LAYOUT_OPTIONS))
             if logged is not None:

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from clustersim.choices import RecomputeModule
+from clustersim.cli.job_options import recompute_modules
 from clustersim.errors import ClusterSimError
 
 if TYPE_CHECKING:
@@ -38,6 +40,7 @@ SETTINGS = (
     ("zero", "zero", "--zero"),
     ("sequence_parallel", "sp", "--sp/--no-sp"),
     ("recompute", "recompute", "--recompute"),
+    ("recompute_modules", "recompute_modules", "--recompute-modules"),
     ("global_batch", "global_batch", "--global-batch"),
     ("seq_len", "seq", "--seq"),
     ("precision", "precision", "--precision"),
@@ -130,9 +133,18 @@ def _settings(run: LoggedSteps, kept: list[Any]) -> tuple[dict[str, Any], dict[s
     settings, lines = {}, {}
     for key, name, _ in SETTINGS:
         if stated.get(key) is not None:
-            settings[name] = stated[key]
+            settings[name] = _option_text(name, stated[key])
             lines[name] = run.lines.get(key, 1)
     return settings, lines
+
+
+def _option_text(name: str, value: Any) -> Any:
+    """A setting as its option takes it: the recompute modules (a log's list, or the flag's text) as their
+    comma-separated names in one order, so that the same set reads the same; any other setting as it is."""
+    if name != "recompute_modules":
+        return value
+    named = set(value) if isinstance(value, list) else {m.value for m in recompute_modules(value) or ()}
+    return ",".join(m.value for m in RecomputeModule if m.value in named)
 
 
 def merged(log: LoggedRun, values: dict[str, Any], given: set[str]) -> dict[str, Any]:
@@ -145,7 +157,7 @@ def merged(log: LoggedRun, values: dict[str, Any], given: set[str]) -> dict[str,
             continue
         stated = log.settings[name]
         if flag in given:
-            mine = getattr(values[name], "value", values[name])  # an enum (recompute) by its value
+            mine = _option_text(name, getattr(values[name], "value", values[name]))  # an enum (recompute) by its value
             if mine != stated:
                 raise ClusterSimError(
                     f"{log.path}, line {log.lines[name]}: the log says {name} {stated}, {flag} says {mine}",

@@ -11,7 +11,8 @@ Understood, with launcher prefixes (``0: ``, ``[1,0]<stdout>:``, ``[rank0]:``) a
   ``num_experts``, ``moe_router_topk``, ``tensor/pipeline/context/expert_model_parallel_size``,
   ``virtual_pipeline_model_parallel_size``, ``data_parallel_size``, ``world_size``, ``micro_batch_size``,
   ``global_batch_size``, ``sequence_parallel``, ``use_distributed_optimizer``, ``recompute_granularity``
-  (or the older ``checkpoint_activations``), ``bf16``/``fp16``/``fp8``;
+  (or the older ``checkpoint_activations``) with a selective recompute's ``recompute_modules``,
+  ``bf16``/``fp16``/``fp8``;
 * ``using world size: W, data-parallel size: D, ... tensor-model-parallel size: T, pipeline-model-parallel
   size: P``, ``> initialized tensor/pipeline model parallel with size N``, ``> padded vocab (size: V) with N
   dummy tokens (new size: P)`` and ``using torch.float16/bfloat16 for parameters``.
@@ -31,6 +32,7 @@ import math
 import re
 from pathlib import Path
 
+from clustersim.choices import RecomputeModule
 from clustersim.errors import ClusterSimError
 from clustersim.ingest.text import read_output
 from clustersim.ingest.training_run import Step, TrainingRun
@@ -185,9 +187,27 @@ def _recompute(run: TrainingRun, args: dict[str, tuple[str, int]]) -> None:
         if value is None:
             raise ClusterSimError(f"{run.path}, line {granularity[1]}: recompute_granularity {granularity[0]!r}")
         run.state("parallel", "recompute", value, granularity[1])
+        if value == "selective" and args.get("recompute_modules", ("None",))[0] != "None":
+            _recompute_modules(run, *args["recompute_modules"])
     elif "checkpoint_activations" in args:  # Megatron-LM before 2022
         value, line = args["checkpoint_activations"]
         run.state("parallel", "recompute", "full" if value == "True" else "none", line)
+
+
+def _recompute_modules(run: TrainingRun, text: str, line: int) -> None:
+    """The modules a selective recompute runs again, as Megatron-Core prints its ``recompute_modules`` list
+    (``['moe_act', 'layernorm']``); a name clustersim does not price is refused, naming the line."""
+    names = re.findall(r"[A-Za-z_]+", text)
+    valid = [module.value for module in RecomputeModule]
+    unknown = [name for name in names if name not in valid]
+    if unknown or not names:
+        raise ClusterSimError(
+            f"{run.path}, line {line}: recompute_modules {text!r}: "
+            f"{'unknown ' + ', '.join(unknown) if unknown else 'no module named'} (valid: {', '.join(valid)})",
+            field="recompute_modules",
+            value=text,
+        )
+    run.state("parallel", "recompute_modules", list(dict.fromkeys(names)), line)
 
 
 def _precision(run: TrainingRun, args: dict[str, tuple[str, int]]) -> None:
