@@ -112,12 +112,18 @@ def test_a_case_that_states_its_caps_is_not_sized():
 
 def test_a_case_states_the_memory_its_engine_leaves_unused():
     # InferenceMAX's SGLang DeepSeek-R1 FP8 run on 4 B200 sets --mem-fraction-static 0.95: the weights, 156.7 GiB a
-    # GPU, fit only beside the 5% it leaves (SGLang's own default at TP4, 0.85, leaves no room for them)
+    # GPU, and a KV pool beside the 5% it leaves; SGLang 0.5.6's own rule at TP4 with its 8,192-token chunk keeps
+    # 14,336 MiB back (0.922 static), a smaller pool; a share of 0.15 leaves no room for the weights
     case = _case("imax_deepseek-r1-0528_b200_sglang_fp8_tp4_isl8192_osl1024_c4")
     assert case["workload"]["engine_settings"]["reserved_memory_fraction"] == 0.05
     assert case_deployment(case, CATALOG).engine.reserved_memory_fraction == 0.05
-    assert predict_inference_case(case, "output_tokens_per_s", CATALOG) > 0
+    stated = predict_inference_case(case, "output_tokens_per_s", CATALOG)
+    assert stated > 0
     del case["workload"]["engine_settings"]["reserved_memory_fraction"]
+    engine = case_deployment(case, CATALOG).engine
+    assert (engine.reserved_memory_fraction, engine.reserved_memory_rule) == (None, "sglang-gpu-memory")
+    assert 0 < predict_inference_case(case, "output_tokens_per_s", CATALOG) <= stated
+    case["workload"]["engine_settings"]["reserved_memory_fraction"] = 0.15
     with pytest.raises(ClusterSimError, match="weights"):
         predict_inference_case(case, "output_tokens_per_s", CATALOG)
     case["workload"]["engine_settings"]["reserved_memory_fraction"] = 1.0

@@ -60,6 +60,7 @@ from clustersim.serving.buckets import bucket_tokens as bucket_tokens
 from clustersim.serving.buckets import mean_bucket_tokens as mean_bucket_tokens
 from clustersim.serving.buckets import prompt_bucket_tokens as prompt_bucket_tokens
 from clustersim.serving.engine_names import FILE_NAME, PACKAGE
+from clustersim.serving.reserved_memory import NO_RESERVED_MEMORY, ReservedMemoryRule
 from clustersim.serving.versions import MONTH, RELEASE, release_number
 from clustersim.serving.versions import parse_version as parse_version
 
@@ -96,11 +97,11 @@ class EngineProfile(BaseModel):
         "own way), matched as text in a case's software.version, e.g. 'MLPerf Inference'.",
     )
     kv_block_tokens: int = Field(ge=1, description="Tokens per paged KV-cache block (a page).")
-    reserved_memory_fraction: float = Field(
-        ge=0,
-        lt=1,
-        description="Share of the device memory the engine leaves unused (vLLM: 1 - gpu_memory_utilization).",
-    )
+    reserved_memory_fraction: float | None = Field(
+        None, ge=0, lt=1, description="Share of the device memory the engine leaves unused (vLLM: 1 - "
+        "gpu_memory_utilization); none: reserved_memory_rule's (clustersim.serving.reserved_memory).",
+    )  # fmt: skip
+    reserved_memory_rule: ReservedMemoryRule | None = Field(None, description="The engine's own rule for it.")
     kv_memory_fraction: float = Field(
         gt=0, le=1, description="Share of the memory left after weights and workspace that the KV cache gets."
     )
@@ -127,12 +128,9 @@ class EngineProfile(BaseModel):
         "KV scales), or the activations' (bf16: --kv-cache-dtype auto); beside 4-bit weights fp8 either way.",
     )
     first_token_lag_steps: int = Field(
-        0,
-        ge=0,
-        le=16,
-        description="Steps after the one that computes it at whose end the stack reports a request's first token "
-        "(clustersim.serving.first_token).",
-    )
+        0, ge=0, le=16, description="Steps after the one that computes it at whose end the stack reports a request's "
+        "first token (clustersim.serving.first_token).",
+    )  # fmt: skip
     benchmark_batching: Batching = Field(description="How the engine's own throughput benchmarks batch requests.")
     kernel_efficiency: float = Field(
         gt=0, le=1, description="Fraction of the reference engine's GEMM and attention efficiency its kernels reach."
@@ -360,6 +358,8 @@ class EngineProfile(BaseModel):
     def _framework_id(self) -> EngineProfile:
         if self.framework != self.framework.strip().lower():
             raise ValueError(f"framework {self.framework!r}: write it in lower case, as software.framework")
+        if self.reserved_memory_fraction is None and self.reserved_memory_rule is None:
+            raise ValueError(NO_RESERVED_MEMORY)
         if self.context_buckets and self.bucket_min_tokens is None:
             raise ValueError("context_buckets: only an engine with static shapes (bucket_min_tokens) pads prompts")
         last = self.context_buckets[-1] if self.context_buckets else 0

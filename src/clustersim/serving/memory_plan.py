@@ -10,6 +10,7 @@ from clustersim.serving.calibration import InferenceCalibration, default_calibra
 from clustersim.serving.engines import EngineProfile, engine_profile
 from clustersim.serving.formats import ServingPrecision
 from clustersim.serving.memory import bytes_per_element, kv_bytes_per_token, weight_bytes_per_device
+from clustersim.serving.reserved_memory import rule_reserved_fraction
 from clustersim.serving.serving_system import ServingSystem
 from clustersim.workload.transformer import Transformer
 
@@ -30,6 +31,20 @@ class MemoryPlan:
     kv_capacity_tokens: float
 
 
+def reserved_fraction(profile: EngineProfile, system: ServingSystem) -> float:
+    """The share of each device's memory ``profile`` leaves unused on ``system``: its stated share, else its
+    rule's (``clustersim.serving.reserved_memory``)."""
+    if profile.reserved_memory_fraction is not None:
+        return profile.reserved_memory_fraction
+    assert profile.reserved_memory_rule is not None  # EngineProfile requires one of them
+    device = system.system
+    chunk = profile.token_budget(device.accelerator.id)
+    return rule_reserved_fraction(
+        profile.reserved_memory_rule, device.memory_bytes, tp=system.tp, pp=system.pp,
+        attention_dp=system.attention_dp, chunk_tokens=chunk,
+    )  # fmt: skip
+
+
 def memory_plan(
     model: Transformer,
     system: ServingSystem,
@@ -42,9 +57,12 @@ def memory_plan(
     workspace do not fit."""
     cal = default_calibration() if cal is None else cal
     profile = engine_profile(engine, system.family)
-    usable = system.system.memory_bytes * (1.0 - profile.reserved_memory_fraction)
+    usable = system.system.memory_bytes * (1.0 - reserved_fraction(profile, system))
+    # an engine's own rule keeps its activations and graph buffers back already (SGLang: mem_fraction_static is
+    # the weights' and KV pool's share); a stated share is the whole engine's, its workspace inside it
+    workspace = cal.workspace_bytes if profile.reserved_memory_fraction is not None else 0.0
     weights = weight_bytes_per_device(model, precision, system.tp, system.pp, system.attention_dp)
-    budget = (usable - weights - cal.workspace_bytes) * profile.kv_memory_fraction
+    budget = (usable - weights - workspace) * profile.kv_memory_fraction
     if budget <= 0:
         devices = system.system.num_devices  # the instances the replicas fill (serving_system_for_instance)
         nodes = system.system.num_nodes
@@ -55,7 +73,7 @@ def memory_plan(
             fp8 = weight_bytes_per_device(model, Dtype.FP8, system.tp, system.pp, system.attention_dp)
             if bytes_per_element(precision) <= 1:
                 lighter = f"its weights are {precision.value} already"
-            elif fp8 + cal.workspace_bytes < usable:
+            elif fp8 + workspace < usable:
                 lighter = f"fp8 weights ({fp8 / GIB:.1f} GiB per device) would fit"
             else:
                 lighter = "fp8 would not fit either"
@@ -66,9 +84,9 @@ def memory_plan(
             )
         raise ClusterSimError(
             f"model: {model.name} at {precision.value} needs {weights / GIB:.1f} GiB of weights + "
-            f"{cal.workspace_bytes / GIB:.1f} GiB workspace per device, more than the "
+            f"{workspace / GIB:.1f} GiB workspace per device, more than the "
             f"{usable / GIB:.1f} GiB of {system.device_name} at {system.layout}; {advice}",
             field="model",
         )
     per_token = kv_bytes_per_token(model, kv_precision, system.tp, system.pp)
-    return MemoryPlan(usable, weights, cal.workspace_bytes, budget, per_token, budget / per_token)
+    return MemoryPlan(usable, weights, workspace, budget, per_token, budget / per_token)
