@@ -229,3 +229,24 @@ def test_a_logs_selective_recompute_modules_are_priced_as_the_flag_prices_them(t
     )  # fmt: skip
     assert refused.exit_code == 2
     assert "the log says recompute_modules mlp, --recompute-modules says core_attn" in refused.stderr
+
+
+def test_a_moe_logs_ffn_hidden_is_an_experts_width_checked_against_the_models(tmp_path: Path) -> None:
+    """Megatron-Core prints a dense width (ffn_hidden_size) and an expert's (moe_ffn_hidden_size): the log agrees
+    with a model whose experts have that width, whatever its dense blocks', and is refused against another."""
+    from tests.ingest.test_training_logs import _moe_log
+
+    def explain(expert_width: int):
+        model = tmp_path / f"moe{expert_width}.toml"
+        model.write_text(
+            f'[gpt2-moe]\nsource = "a MoE GPT-2 medium"\nlayers = 24\nhidden = 1024\nffn_hidden = 4096\nheads = 16\n'
+            f'vocab = 50432\nseq_len = 1024\nffn_type = "gelu"\ndense_layers = 1\n[gpt2-moe.moe]\nexperts = 64\n'
+            f"top_k = 6\nshared_experts = 2\nexpert_ffn_hidden = {expert_width}\n"
+        )
+        job = [str(model), "--instance", "p6e-gb200.36xlarge", "--nodes", "1", "--log", str(_moe_log(tmp_path))]
+        return runner.invoke(app, ["explain", *job, "--json"], env=ENV)
+
+    agreed = explain(1024)
+    assert agreed.exit_code == 0, agreed.output
+    refused = explain(512)
+    assert refused.exit_code == 2 and "the log's model has ffn_hidden 1024, gpt2-moe has 512" in refused.stderr

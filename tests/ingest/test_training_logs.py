@@ -314,3 +314,53 @@ def test_megatron_selective_recompute_states_the_modules_it_prints(tmp_path: Pat
 def test_megatron_recompute_modules_it_cannot_price_are_refused_naming_the_line(tmp_path: Path):
     with pytest.raises(ClusterSimError, match=r"line 166: recompute_modules .*unknown up_proj \(valid: core_attn"):
         read_megatron_log(_selective_log(tmp_path, "['mlp', 'up_proj']"))
+
+
+def _moe_log(tmp_path: Path, **lines: str) -> Path:
+    """The TP2 PP2 log's 24 blocks as a MoE run, Megatron-Core's MoE arguments printed in its block."""
+    printed = {
+        "num_experts": "64",
+        "moe_router_topk": "6",
+        "moe_ffn_hidden_size": "1024",
+        "moe_shared_expert_intermediate_size": "2048",
+        "moe_layer_freq": "[0, " + ", ".join(["1"] * 23) + "]",
+    } | lines
+    block = "".join(f"  {name} {'.' * (48 - len(name))} {value}\n" for name, value in printed.items())
+    text = TP2PP2.read_text().replace("  num_experts ..................................... None\n", "", 1)
+    text = text.replace("  recompute_method ....", block + "  recompute_method ....", 1)
+    path = tmp_path / "moe.log"
+    path.write_text(text)
+    return path
+
+
+def test_megatron_moe_log_gives_the_experts_width_shared_experts_and_leading_dense_blocks(tmp_path: Path):
+    run = read_megatron_log(_moe_log(tmp_path))
+    assert run.model["moe"] == {"experts": 64, "top_k": 6, "shared_experts": 2}
+    # the case format's MoE shape: ffn_hidden an expert's, the dense blocks' width apart
+    assert (run.model["ffn_hidden"], run.model["dense_layers"], run.model["dense_ffn_hidden"]) == (1024, 1, 4096)
+    (case,) = ingest_files([_moe_log(tmp_path)], SystemOptions(accelerator="h100-sxm", warmup_steps=100), CATALOG)
+    shape = as_case(case).model.shape()
+    assert shape["ffn_hidden"] == 4096 and shape["moe"]["expert_ffn_hidden"] == 1024 and shape["dense_layers"] == 1
+    assert predict_training_case(as_case(case), "step_time_s", CATALOG) > 0
+    every = read_megatron_log(_moe_log(tmp_path, moe_layer_freq="1", moe_shared_expert_intermediate_size="None"))
+    assert every.model["ffn_hidden"] == 1024 and "dense_layers" not in every.model
+    assert every.model["moe"]["shared_experts"] == 0
+
+
+@pytest.mark.parametrize(
+    ("lines", "words"),
+    [
+        ({"moe_layer_freq": "2"}, r"moe_layer_freq '2' is not read into a case \(valid: 1, every block"),
+        ({"moe_layer_freq": "[1, 0, 1]"}, r"moe_layer_freq '\[1, 0, 1\]' is not read"),
+        (
+            {"moe_shared_expert_intermediate_size": "1500"},
+            r"moe_shared_expert_intermediate_size 1500 is not a whole number",
+        ),
+        ({"moe_ffn_hidden_size": "-5"}, r"moe_ffn_hidden_size is '-5' \(valid: a whole number > 0\)"),
+    ],
+)
+def test_megatron_moe_arguments_the_format_cannot_hold_are_refused_naming_the_line(
+    tmp_path: Path, lines: dict[str, str], words: str
+):
+    with pytest.raises(ClusterSimError, match=r"moe.log, line \d+: " + words):
+        read_megatron_log(_moe_log(tmp_path, **lines))

@@ -256,6 +256,7 @@ def check_run(log: LoggedRun, model: Transformer, layout: Layout, nodes: int) ->
     against what the log states."""
     for key in SHAPE:
         mine = (model.kv_heads or model.heads) if key == "kv_heads" else getattr(model, key)  # 0: one per head
+        mine = model.expert_ffn if key == "ffn_hidden" else mine  # a MoE log's ffn_hidden is an expert's (ingest)
         if key in log.model and mine != log.model[key]:
             raise ClusterSimError(
                 f"{log.path}, line {log.lines[key]}: the log's model has {key} {log.model[key]}, {model.name} has "

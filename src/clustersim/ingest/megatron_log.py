@@ -8,7 +8,9 @@ Understood, with launcher prefixes (``0: ``, ``[1,0]<stdout>:``, ``[rank0]:``) a
 * the arguments block (``name ..... value`` lines, read wherever they are, so an excerpt of the block is
   read too): ``num_layers``, ``hidden_size``, ``ffn_hidden_size``, ``num_attention_heads``,
   ``num_query_groups`` (with ``group_query_attention``), ``kv_channels``, ``seq_length``, ``swiglu``,
-  ``num_experts``, ``moe_router_topk``, ``tensor/pipeline/context/expert_model_parallel_size``,
+  ``num_experts``, ``moe_router_topk`` (with ``moe_ffn_hidden_size``, ``moe_shared_expert_intermediate_size`` and
+  ``moe_layer_freq``: an expert's width, the shared experts, the leading dense blocks),
+  ``tensor/pipeline/context/expert_model_parallel_size``,
   ``virtual_pipeline_model_parallel_size``, ``data_parallel_size``, ``world_size``, ``micro_batch_size``,
   ``global_batch_size``, ``sequence_parallel``, ``use_distributed_optimizer``, ``recompute_granularity``
   (or the older ``checkpoint_activations``) with a selective recompute's ``recompute_modules``,
@@ -165,8 +167,7 @@ def _apply_args(run: TrainingRun, args: dict[str, tuple[str, int]]) -> None:
     experts = args.get("num_experts")
     count = re.findall(r"\d+", experts[0]) if experts else []  # Megatron-DeepSpeed prints a list: [1]
     if experts and count and int(count[0]) > 1:
-        topk = args.get("moe_router_topk", ("2", experts[1]))[0]
-        run.state("model", "moe", {"experts": int(count[0]), "top_k": int(topk), "shared_experts": 0}, experts[1])
+        _experts(run, args, int(count[0]), experts[1])
     if flag.get("deepspeed", (False, 0))[0]:
         run.framework, run.version = "megatron-deepspeed", "Megatron-DeepSpeed training log"
         if "zero_stage" in args and args["zero_stage"][0].isdigit():
@@ -178,6 +179,65 @@ def _apply_args(run: TrainingRun, args: dict[str, tuple[str, int]]) -> None:
         run.state("parallel", "zero", 1 if sharded else 0, line)
     _recompute(run, args)
     _precision(run, args)
+
+
+def _experts(run: TrainingRun, args: dict[str, tuple[str, int]], experts: int, line: int) -> None:
+    """A MoE run's experts as the case format holds them: ``ffn_hidden`` an expert's width (Megatron-Core's
+    ``moe_ffn_hidden_size``, its ``ffn_hidden_size`` where none is printed), ``moe_shared_expert_intermediate_size``
+    as that many experts' width, and the leading dense blocks of a ``moe_layer_freq`` list (``[0, 0, 0, 1, ...]``:
+    ``dense_layers`` of ``dense_ffn_hidden``, the printed ``ffn_hidden_size``); a pattern the format cannot hold (a
+    MoE block every k-th layer) is refused, naming the line."""
+    topk = args.get("moe_router_topk", ("2", line))[0]
+    moe = {"experts": experts, "top_k": int(topk), "shared_experts": 0}
+    width, width_line = _count_arg(run, args, "moe_ffn_hidden_size")
+    dense = run.model.get("ffn_hidden")
+    expert = width or dense
+    shared, shared_line = _count_arg(run, args, "moe_shared_expert_intermediate_size")
+    if shared and expert:
+        if shared % expert:
+            raise ClusterSimError(
+                f"{run.path}, line {shared_line}: moe_shared_expert_intermediate_size {shared} is not a whole number "
+                f"of experts of width {expert} (valid: a multiple of it)",
+                field="moe_shared_expert_intermediate_size",
+                value=shared,
+            )
+        moe["shared_experts"] = shared // expert
+    run.state("model", "moe", moe, line)
+    leading = _dense_blocks(run, *args.get("moe_layer_freq", ("1", line)))
+    if leading and dense is None:
+        run.notes.append(f"moe_layer_freq: {leading} leading dense blocks, of a width not printed: not recorded")
+    elif leading:
+        run.state("model", "dense_layers", leading, args["moe_layer_freq"][1])
+        run.state("model", "dense_ffn_hidden", dense, run.lines["ffn_hidden"])
+    if width is not None and width != dense:
+        run.model["ffn_hidden"], run.lines["ffn_hidden"] = width, width_line  # an expert's, as the format has it
+
+
+def _dense_blocks(run: TrainingRun, freq: str, line: int) -> int:
+    """The leading dense blocks a ``moe_layer_freq`` states: 0 for 1 (every block a MoE one), the leading 0s of a
+    list of 0s then 1s; any other pattern is refused."""
+    pattern = [int(bit) for bit in re.findall(r"\d+", freq)]
+    if pattern == [1] and not freq.strip().startswith("["):
+        return 0
+    leading = next((i for i, bit in enumerate(pattern) if bit), len(pattern))
+    if freq.strip().startswith("[") and pattern and leading < len(pattern) and set(pattern[leading:]) == {1}:
+        return leading
+    raise ClusterSimError(
+        f"{run.path}, line {line}: moe_layer_freq {freq!r} is not read into a case (valid: 1, every block a MoE one, "
+        "or a list of 0s then 1s: leading dense blocks, then MoE ones)",
+        field="moe_layer_freq",
+        value=freq,
+    )
+
+
+def _count_arg(run: TrainingRun, args: dict[str, tuple[str, int]], name: str) -> tuple[int | None, int]:
+    """A positive whole-number argument and its line; (None, 0) where it is not printed or printed None."""
+    if name not in args or args[name][0] in ("None", ""):
+        return None, 0
+    value, line = args[name]
+    if not value.isdigit() or int(value) <= 0:
+        raise ClusterSimError(f"{run.path}, line {line}: {name} is {value!r} (valid: a whole number > 0)", field=name)
+    return int(value), line
 
 
 def _recompute(run: TrainingRun, args: dict[str, tuple[str, int]]) -> None:
