@@ -231,18 +231,24 @@ def test_a_logs_selective_recompute_modules_are_priced_as_the_flag_prices_them(t
     assert "the log says recompute_modules mlp, --recompute-modules says core_attn" in refused.stderr
 
 
+def _moe_model(where: Path, expert_width: int) -> Path:
+    """GPT-2 medium as a MoE model (the shape of ``tests.ingest.test_training_logs._moe_log``)."""
+    model = where / f"moe{expert_width}.toml"
+    model.write_text(
+        f'[gpt2-moe]\nsource = "a MoE GPT-2 medium"\nlayers = 24\nhidden = 1024\nffn_hidden = 4096\nheads = 16\n'
+        f'vocab = 50432\nseq_len = 1024\nffn_type = "gelu"\ndense_layers = 1\n[gpt2-moe.moe]\nexperts = 64\n'
+        f"top_k = 6\nshared_experts = 2\nexpert_ffn_hidden = {expert_width}\n"
+    )
+    return model
+
+
 def test_a_moe_logs_ffn_hidden_is_an_experts_width_checked_against_the_models(tmp_path: Path) -> None:
     """Megatron-Core prints a dense width (ffn_hidden_size) and an expert's (moe_ffn_hidden_size): the log agrees
     with a model whose experts have that width, whatever its dense blocks', and is refused against another."""
     from tests.ingest.test_training_logs import _moe_log
 
     def explain(expert_width: int):
-        model = tmp_path / f"moe{expert_width}.toml"
-        model.write_text(
-            f'[gpt2-moe]\nsource = "a MoE GPT-2 medium"\nlayers = 24\nhidden = 1024\nffn_hidden = 4096\nheads = 16\n'
-            f'vocab = 50432\nseq_len = 1024\nffn_type = "gelu"\ndense_layers = 1\n[gpt2-moe.moe]\nexperts = 64\n'
-            f"top_k = 6\nshared_experts = 2\nexpert_ffn_hidden = {expert_width}\n"
-        )
+        model = _moe_model(tmp_path, expert_width)
         job = [str(model), "--instance", "p6e-gb200.36xlarge", "--nodes", "1", "--log", str(_moe_log(tmp_path))]
         return runner.invoke(app, ["explain", *job, "--json"], env=ENV)
 
@@ -250,3 +256,26 @@ def test_a_moe_logs_ffn_hidden_is_an_experts_width_checked_against_the_models(tm
     assert agreed.exit_code == 0, agreed.output
     refused = explain(512)
     assert refused.exit_code == 2 and "the log's model has ffn_hidden 1024, gpt2-moe has 512" in refused.stderr
+
+
+def test_a_moe_logs_expert_layout_fills_explains_options_unless_a_flag_says_otherwise(tmp_path: Path) -> None:
+    """The dispatcher, the expert tensor parallelism and the all-to-all overlap a Megatron-Core log prints fill
+    --ep-dispatcher (HybridEP as deepep, priced alike), --etp and --ep-overlap; a flag that says otherwise is
+    refused naming the log's line."""
+    from tests.ingest.test_training_logs import _moe_log
+
+    model = _moe_model(tmp_path, 1024)
+    log = _moe_log(
+        tmp_path, moe_token_dispatcher_type="flex", moe_flex_dispatcher_backend="hybridep",
+        expert_tensor_parallel_size="1", overlap_moe_expert_parallel_comm="True",
+    )  # fmt: skip
+    job = [str(model), "--instance", "p6e-gb200.36xlarge", "--nodes", "1", "--log", str(log)]
+    out = _json("explain", job=job)
+    assert {k: out["layout"][k] for k in ("etp", "ep_dispatcher", "ep_overlap")} == {
+        "etp": 1, "ep_dispatcher": "deepep", "ep_overlap": True,
+    }  # fmt: skip
+    assert _json("explain", "--ep-dispatcher", "deepep", job=job)["predicted_step_s"] == out["predicted_step_s"]
+    refused = runner.invoke(app, ["explain", *job, "--ep-dispatcher", "alltoall"], env=ENV)
+    assert (
+        refused.exit_code == 2 and "the log says ep_dispatcher deepep, --ep-dispatcher says alltoall" in refused.stderr
+    )

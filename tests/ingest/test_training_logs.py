@@ -364,3 +364,21 @@ def test_megatron_moe_arguments_the_format_cannot_hold_are_refused_naming_the_li
 ):
     with pytest.raises(ClusterSimError, match=r"moe.log, line \d+: " + words):
         read_megatron_log(_moe_log(tmp_path, **lines))
+
+
+@pytest.mark.parametrize(
+    ("lines", "dispatcher"),
+    [
+        ({"moe_token_dispatcher_type": "alltoall"}, "alltoall"),
+        ({"moe_token_dispatcher_type": "flex", "moe_flex_dispatcher_backend": "hybridep"}, "hybridep"),
+        ({"moe_token_dispatcher_type": "flex", "moe_flex_dispatcher_backend": "deepep"}, "deepep"),
+        ({"moe_token_dispatcher_type": "flex", "moe_enable_deepep": "True"}, "deepep"),  # Megatron-Core 0.12-0.13
+        ({"moe_token_dispatcher_type": "allgather"}, None),  # no name in the case format: noted, the framework's
+    ],
+)
+def test_megatron_moe_log_gives_its_expert_layout(tmp_path: Path, lines: dict[str, str], dispatcher: str | None):
+    printed = {"expert_tensor_parallel_size": "1", "overlap_moe_expert_parallel_comm": "True", **lines}
+    run = read_megatron_log(_moe_log(tmp_path, **printed))
+    assert run.parallel["etp"] == 1 and run.parallel["ep_overlap"] is True
+    assert run.parallel.get("ep_dispatcher") == dispatcher
+    assert (dispatcher is None) == any("moe_token_dispatcher_type allgather" in note for note in run.notes)

@@ -190,7 +190,7 @@ def explain_command(
             job: dict[str, Any] = {
                 "tp": tp, "pp": pp, "vp": vp, "cp": cp, "ep": ep, "etp": etp, "micro_batch": micro_batch, "zero": zero,
                 "sp": sp, "recompute": recompute, "recompute_modules": recompute_modules, "global_batch": global_batch,
-                "seq": seq, "precision": precision,
+                "seq": seq, "precision": precision, "ep_overlap": ep_overlap, "ep_dispatcher": ep_dispatcher,
             }  # fmt: skip
             layout_given = set(given_options(ctx, LAYOUT_OPTIONS))
             if logged is not None:
@@ -203,8 +203,7 @@ def explain_command(
                 refuse_headroom(logged, headroom)
             spec = _scenario_of_options(
                 model=model, instance=instance, nodes=nodes, devices_per_node=devices_per_node, **job, uneven=uneven,
-                last_stage_layers=last_stage_layers, offload_layers=offload_layers, ep_overlap=ep_overlap,
-                ep_dispatcher=ep_dispatcher,
+                last_stage_layers=last_stage_layers, offload_layers=offload_layers,
                 headroom=headroom, safe=safe,
                 beyond_context=beyond_context, tokens="1T",
                 offer="on_demand", models=models or [], efficiency=efficiency or [], catalog=catalog or [],

@@ -41,6 +41,9 @@ SETTINGS = (
     ("sequence_parallel", "sp", "--sp/--no-sp"),
     ("recompute", "recompute", "--recompute"),
     ("recompute_modules", "recompute_modules", "--recompute-modules"),
+    ("etp", "etp", "--etp"),
+    ("ep_dispatcher", "ep_dispatcher", "--ep-dispatcher"),
+    ("ep_overlap", "ep_overlap", "--ep-overlap/--no-ep-overlap"),
     ("global_batch", "global_batch", "--global-batch"),
     ("seq_len", "seq", "--seq"),
     ("precision", "precision", "--precision"),
@@ -140,7 +143,10 @@ def _settings(run: LoggedSteps, kept: list[Any]) -> tuple[dict[str, Any], dict[s
 
 def _option_text(name: str, value: Any) -> Any:
     """A setting as its option takes it: the recompute modules (a log's list, or the flag's text) as their
-    comma-separated names in one order, so that the same set reads the same; any other setting as it is."""
+    comma-separated names in one order, so that the same set reads the same; a flex dispatcher's backend as
+    --ep-dispatcher names it; any other setting as it is."""
+    if name == "ep_dispatcher":  # HybridEP is priced as DeepEP: one option value for both
+        return "deepep" if value == "hybridep" else value
     if name != "recompute_modules":
         return value
     named = set(value) if isinstance(value, list) else {m.value for m in recompute_modules(value) or ()}

@@ -203,6 +203,7 @@ def _experts(run: TrainingRun, args: dict[str, tuple[str, int]], experts: int, l
             )
         moe["shared_experts"] = shared // expert
     run.state("model", "moe", moe, line)
+    _expert_layout(run, args)
     leading = _dense_blocks(run, *args.get("moe_layer_freq", ("1", line)))
     if leading and dense is None:
         run.notes.append(f"moe_layer_freq: {leading} leading dense blocks, of a width not printed: not recorded")
@@ -211,6 +212,29 @@ def _experts(run: TrainingRun, args: dict[str, tuple[str, int]], experts: int, l
         run.state("model", "dense_ffn_hidden", dense, run.lines["ffn_hidden"])
     if width is not None and width != dense:
         run.model["ffn_hidden"], run.lines["ffn_hidden"] = width, width_line  # an expert's, as the format has it
+
+
+def _expert_layout(run: TrainingRun, args: dict[str, tuple[str, int]]) -> None:
+    """A MoE run's expert layout: ``expert_tensor_parallel_size`` (etp), the token dispatcher
+    (``moe_token_dispatcher_type`` alltoall, or flex with ``moe_flex_dispatcher_backend`` deepep / hybridep, or the
+    older ``moe_enable_deepep``) and ``overlap_moe_expert_parallel_comm`` (ep_overlap). The allgather dispatcher,
+    which the format has no name for, is noted and left to the framework's default."""
+    etp, etp_line = _count_arg(run, args, "expert_tensor_parallel_size")
+    if etp is not None:
+        run.state("parallel", "etp", etp, etp_line)
+    kind, line = args.get("moe_token_dispatcher_type", ("", 0))
+    backend = args.get("moe_flex_dispatcher_backend", ("None", 0))[0]
+    deepep = args.get("moe_enable_deepep", ("False", 0))[0] == "True"
+    dispatcher = {"alltoall": "alltoall", "flex": backend if backend in ("deepep", "hybridep") else "deepep"}.get(kind)
+    if deepep and kind in ("flex", ""):
+        dispatcher = "deepep"
+    if dispatcher is not None:
+        run.state("parallel", "ep_dispatcher", dispatcher, line)
+    elif kind:
+        run.notes.append(f"moe_token_dispatcher_type {kind} (line {line}): not in the case format, the framework's")
+    overlap = args.get("overlap_moe_expert_parallel_comm")
+    if overlap is not None and overlap[0] in ("True", "False"):
+        run.state("parallel", "ep_overlap", overlap[0] == "True", overlap[1])
 
 
 def _dense_blocks(run: TrainingRun, freq: str, line: int) -> int:
