@@ -71,6 +71,7 @@ def test_megatron_full_arguments_block_gives_model_and_layout():
         "hidden": 1024,
         "ffn_hidden": 4096,
         "heads": 16,
+        "head_dim": 64,  # kv_channels
         "seq_len": 1024,
         "ffn_type": "gelu",
     }
@@ -382,3 +383,25 @@ def test_megatron_moe_log_gives_its_expert_layout(tmp_path: Path, lines: dict[st
     assert run.parallel["etp"] == 1 and run.parallel["ep_overlap"] is True
     assert run.parallel.get("ep_dispatcher") == dispatcher
     assert (dispatcher is None) == any("moe_token_dispatcher_type allgather" in note for note in run.notes)
+
+
+def test_megatron_deepseek_style_log_gives_latent_attention_group_routing_and_mtp(tmp_path: Path):
+    mla = {"multi_latent_attention": "True", "q_lora_rank": "384", "kv_lora_rank": "128", "qk_head_dim": "64",
+           "qk_pos_emb_head_dim": "32", "v_head_dim": "64"}  # fmt: skip
+    routing = {"moe_router_num_groups": "8", "moe_router_group_topk": "4", "mtp_num_layers": "1"}
+    path = _moe_log(tmp_path, **mla, **routing)
+    swiglu = "  swiglu .......................................... "
+    path.write_text(path.read_text().replace(swiglu + "False", swiglu + "True"))  # DeepSeek's: no linear biases
+    run = read_megatron_log(path)
+    assert run.model["mla"] == {"q_lora_rank": 384, "kv_lora_rank": 128, "qk_head_dim": 64,
+                                "qk_pos_emb_head_dim": 32, "v_head_dim": 64}  # fmt: skip
+    assert (run.model["moe"]["groups"], run.model["moe"]["group_top_k"], run.model["mtp_layers"]) == (8, 4, 1)
+    (case,) = ingest_files([path], SystemOptions(accelerator="h100-sxm", warmup_steps=100), CATALOG)
+    shape = as_case(case).model.shape()
+    assert shape["head_dim"] == 96 and shape["mla"]["kv_lora_rank"] == 128 and shape["moe"]["groups"] == 8
+    assert predict_training_case(as_case(case), "step_time_s", CATALOG) > 0
+    no_query_rank = read_megatron_log(_moe_log(tmp_path, **(mla | {"q_lora_rank": "None"})))
+    assert no_query_rank.model["mla"]["q_lora_rank"] == 0
+    missing = {k: v for k, v in mla.items() if k != "v_head_dim"}
+    with pytest.raises(ClusterSimError, match=r"multi_latent_attention is True but v_head_dim is not printed"):
+        read_megatron_log(_moe_log(tmp_path, **missing))

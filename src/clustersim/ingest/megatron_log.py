@@ -8,8 +8,11 @@ Understood, with launcher prefixes (``0: ``, ``[1,0]<stdout>:``, ``[rank0]:``) a
 * the arguments block (``name ..... value`` lines, read wherever they are, so an excerpt of the block is
   read too): ``num_layers``, ``hidden_size``, ``ffn_hidden_size``, ``num_attention_heads``,
   ``num_query_groups`` (with ``group_query_attention``), ``kv_channels``, ``seq_length``, ``swiglu``,
-  ``num_experts``, ``moe_router_topk`` (with ``moe_ffn_hidden_size``, ``moe_shared_expert_intermediate_size`` and
-  ``moe_layer_freq``: an expert's width, the shared experts, the leading dense blocks),
+  ``multi_latent_attention`` (with its ranks and head widths), ``mtp_num_layers``,
+  ``num_experts``, ``moe_router_topk`` (with ``moe_ffn_hidden_size``, ``moe_shared_expert_intermediate_size``,
+  ``moe_layer_freq``, ``moe_router_num_groups`` / ``moe_router_group_topk``: an expert's width, the shared experts,
+  the leading dense blocks, group-limited routing; the expert layout: ``expert_tensor_parallel_size``, the token
+  dispatcher, ``overlap_moe_expert_parallel_comm``),
   ``tensor/pipeline/context/expert_model_parallel_size``,
   ``virtual_pipeline_model_parallel_size``, ``data_parallel_size``, ``world_size``, ``micro_batch_size``,
   ``global_batch_size``, ``sequence_parallel``, ``use_distributed_optimizer``, ``recompute_granularity``
@@ -59,6 +62,8 @@ _INT_ARGS = {
     "hidden_size": ("model", "hidden"),
     "ffn_hidden_size": ("model", "ffn_hidden"),
     "num_attention_heads": ("model", "heads"),
+    "kv_channels": ("model", "head_dim"),
+    "mtp_num_layers": ("model", "mtp_layers"),
     "seq_length": ("model", "seq_len"),
     "tensor_model_parallel_size": ("parallel", "tp"),
     "pipeline_model_parallel_size": ("parallel", "pp"),
@@ -177,6 +182,8 @@ def _apply_args(run: TrainingRun, args: dict[str, tuple[str, int]]) -> None:
     if "use_distributed_optimizer" in flag:
         sharded, line = flag["use_distributed_optimizer"]
         run.state("parallel", "zero", 1 if sharded else 0, line)
+    if flag.get("multi_latent_attention", (False, 0))[0]:
+        _latent_attention(run, args, flag["multi_latent_attention"][1])
     _recompute(run, args)
     _precision(run, args)
 
@@ -189,6 +196,12 @@ def _experts(run: TrainingRun, args: dict[str, tuple[str, int]], experts: int, l
     MoE block every k-th layer) is refused, naming the line."""
     topk = args.get("moe_router_topk", ("2", line))[0]
     moe = {"experts": experts, "top_k": int(topk), "shared_experts": 0}
+    groups, group_top_k = (
+        _count_arg(run, args, "moe_router_num_groups")[0],
+        _count_arg(run, args, "moe_router_group_topk")[0],
+    )
+    if groups and group_top_k:  # group-limited routing (DeepSeek-V3's node-limited experts)
+        moe |= {"groups": groups, "group_top_k": group_top_k}
     width, width_line = _count_arg(run, args, "moe_ffn_hidden_size")
     dense = run.model.get("ffn_hidden")
     expert = width or dense
@@ -212,6 +225,23 @@ def _experts(run: TrainingRun, args: dict[str, tuple[str, int]], experts: int, l
         run.state("model", "dense_ffn_hidden", dense, run.lines["ffn_hidden"])
     if width is not None and width != dense:
         run.model["ffn_hidden"], run.lines["ffn_hidden"] = width, width_line  # an expert's, as the format has it
+
+
+def _latent_attention(run: TrainingRun, args: dict[str, tuple[str, int]], line: int) -> None:
+    """DeepSeek's latent attention (``multi_latent_attention``) in the case format's ``mla``: ``q_lora_rank`` (0
+    where printed None: no query compression), ``kv_lora_rank``, ``qk_head_dim``, ``qk_pos_emb_head_dim`` and
+    ``v_head_dim``; one of the last four not printed is refused (the attention's shape would be guessed)."""
+    mla: dict[str, int] = {"q_lora_rank": _count_arg(run, args, "q_lora_rank")[0] or 0}
+    for name in ("kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim"):
+        value = _count_arg(run, args, name)[0]
+        if value is None:
+            raise ClusterSimError(
+                f"{run.path}, line {line}: multi_latent_attention is True but {name} is not printed (the latent "
+                "attention's shape needs kv_lora_rank, qk_head_dim, qk_pos_emb_head_dim and v_head_dim)",
+                field=name,
+            )
+        mla[name] = value
+    run.state("model", "mla", mla, line)
 
 
 def _expert_layout(run: TrainingRun, args: dict[str, tuple[str, int]]) -> None:
