@@ -7,7 +7,10 @@ and importing them loads neither numpy nor pydantic.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
+
+from clustersim.errors import ClusterSimError
 
 
 class Recompute(StrEnum):
@@ -40,6 +43,21 @@ class RecomputeModule(StrEnum):
     MLP = "mlp"
     MOE = "moe"
     SHARED_EXPERTS = "shared_experts"
+
+
+def recompute_modules_named(names: Sequence[str], said: str, field: str, value: str) -> tuple[RecomputeModule, ...]:
+    """``names`` as recompute modules, in their order and once each; none, or one not among them, is refused in
+    one line that starts with ``said`` (what named them) and names the valid ones (the error's ``field`` and
+    ``value``: the option or argument and its text)."""
+    valid = [module.value for module in RecomputeModule]
+    unknown = [name for name in names if name not in valid]
+    if unknown or not names:
+        raise ClusterSimError(
+            f"{said}: {'unknown ' + ', '.join(unknown) if unknown else 'no module named'} (valid: {', '.join(valid)})",
+            field=field,
+            value=value,
+        )
+    return tuple(dict.fromkeys(RecomputeModule(name) for name in names))
 
 
 RECOMPUTE_MODULES_HELP = (

@@ -5,7 +5,14 @@ from typing import Annotated
 
 import typer
 
-from clustersim.choices import EP_DISPATCHER_HELP, RECOMPUTE_MODULES_HELP, EpDispatcher, Recompute, RecomputeModule
+from clustersim.choices import (
+    EP_DISPATCHER_HELP,
+    RECOMPUTE_MODULES_HELP,
+    EpDispatcher,
+    Recompute,
+    RecomputeModule,
+    recompute_modules_named,
+)
 from clustersim.errors import ClusterSimError
 from clustersim.units import MAX_DEGREE, MAX_SEQUENCE_TOKENS, MAX_SEQUENCES
 
@@ -96,16 +103,8 @@ def recompute_modules(text: str | None) -> tuple[RecomputeModule, ...] | None:
     if text is None:
         return None
     names = [name.strip().lower() for name in text.split(",") if name.strip()]
-    valid = [m.value for m in RecomputeModule]
-    unknown = [name for name in names if name not in valid]
-    if unknown or not names:
-        raise ClusterSimError(
-            f"--recompute-modules {text!r}: {'unknown ' + ', '.join(unknown) if unknown else 'no module named'} "
-            f"(valid, comma-separated: {', '.join(valid)})",
-            field="--recompute-modules",
-            value=text,
-        )
-    return tuple(dict.fromkeys(RecomputeModule(name) for name in names))
+    said = f"--recompute-modules {text!r} (comma-separated)"
+    return recompute_modules_named(names, said, "--recompute-modules", text)
 
 
 TrainGlobalBatchOpt = Annotated[

@@ -37,7 +37,7 @@ import math
 import re
 from pathlib import Path
 
-from clustersim.choices import RecomputeModule
+from clustersim.choices import recompute_modules_named
 from clustersim.errors import ClusterSimError
 from clustersim.ingest.text import read_output
 from clustersim.ingest.training_run import Step, TrainingRun
@@ -311,17 +311,9 @@ def _recompute(run: TrainingRun, args: dict[str, tuple[str, int]]) -> None:
 def _recompute_modules(run: TrainingRun, text: str, line: int) -> None:
     """The modules a selective recompute runs again, as Megatron-Core prints its ``recompute_modules`` list
     (``['moe_act', 'layernorm']``); a name clustersim does not price is refused, naming the line."""
-    names = re.findall(r"[A-Za-z_]+", text)
-    valid = [module.value for module in RecomputeModule]
-    unknown = [name for name in names if name not in valid]
-    if unknown or not names:
-        raise ClusterSimError(
-            f"{run.path}, line {line}: recompute_modules {text!r}: "
-            f"{'unknown ' + ', '.join(unknown) if unknown else 'no module named'} (valid: {', '.join(valid)})",
-            field="recompute_modules",
-            value=text,
-        )
-    run.state("parallel", "recompute_modules", list(dict.fromkeys(names)), line)
+    said = f"{run.path}, line {line}: recompute_modules {text!r}"
+    modules = recompute_modules_named(re.findall(r"[A-Za-z_]+", text), said, "recompute_modules", text)
+    run.state("parallel", "recompute_modules", [module.value for module in modules], line)
 
 
 def _precision(run: TrainingRun, args: dict[str, tuple[str, int]]) -> None:
