@@ -405,3 +405,30 @@ def test_megatron_deepseek_style_log_gives_latent_attention_group_routing_and_mt
     missing = {k: v for k, v in mla.items() if k != "v_head_dim"}
     with pytest.raises(ClusterSimError, match=r"multi_latent_attention is True but v_head_dim is not printed"):
         read_megatron_log(_moe_log(tmp_path, **missing))
+
+
+@pytest.mark.parametrize(
+    ("lines", "precision"),
+    [
+        ({"fp8": "hybrid", "fp8_recipe": "tensorwise"}, "fp8"),
+        ({"fp8": "e4m3", "fp8_recipe": "blockwise"}, "fp8"),
+        ({"fp8": "e4m3", "fp8_recipe": "mxfp8"}, "mxfp8"),  # block-scaled: Blackwell's own format
+        ({"fp8": "e4m3", "fp4": "e2m1", "fp4_recipe": "nvfp4"}, "nvfp4"),  # 4-bit where both are set
+    ],
+)
+def test_megatron_log_gives_its_low_precision_format(tmp_path: Path, lines: dict[str, str], precision: str):
+    text = TP2PP2.read_text().replace("  fp8 ............................................. None\n", "", 1)
+    block = "".join(f"  {name} {'.' * (48 - len(name))} {value}\n" for name, value in lines.items())
+    path = tmp_path / "low.log"
+    path.write_text(text.replace("  recompute_method ....", block + "  recompute_method ....", 1))
+    run = read_megatron_log(path)
+    assert run.precision == precision and any(lines.get("fp4", lines["fp8"]) in note for note in run.notes)
+    path.write_text(
+        path.read_text().replace(
+            "fp4_recipe ...................................... nvfp4",
+            "fp4_recipe ...................................... custom",
+        )
+    )
+    if "fp4" in lines:
+        with pytest.raises(ClusterSimError, match=r"low.log, line \d+: fp4_recipe 'custom' is not read into a case"):
+            read_megatron_log(path)

@@ -17,7 +17,7 @@ Understood, with launcher prefixes (``0: ``, ``[1,0]<stdout>:``, ``[rank0]:``) a
   ``virtual_pipeline_model_parallel_size``, ``data_parallel_size``, ``world_size``, ``micro_batch_size``,
   ``global_batch_size``, ``sequence_parallel``, ``use_distributed_optimizer``, ``recompute_granularity``
   (or the older ``checkpoint_activations``) with a selective recompute's ``recompute_modules``,
-  ``bf16``/``fp16``/``fp8``;
+  ``bf16``/``fp16``/``fp8`` (with ``fp8_recipe``: mxfp8 is its own format) / ``fp4`` (with ``fp4_recipe`` nvfp4);
 * ``using world size: W, data-parallel size: D, ... tensor-model-parallel size: T, pipeline-model-parallel
   size: P``, ``> initialized tensor/pipeline model parallel with size N``, ``> padded vocab (size: V) with N
   dummy tokens (new size: P)`` and ``using torch.float16/bfloat16 for parameters``.
@@ -317,10 +317,25 @@ def _recompute_modules(run: TrainingRun, text: str, line: int) -> None:
 
 
 def _precision(run: TrainingRun, args: dict[str, tuple[str, int]]) -> None:
-    fp8 = args.get("fp8")
+    """The GEMMs' format: 4-bit where ``fp4`` is set (Megatron-Core's ``--fp4-format``; ``fp4_recipe`` nvfp4, the
+    only 4-bit recipe the format names), else 8-bit where ``fp8`` is (``mxfp8`` where ``fp8_recipe`` says so, the
+    block-scaled format), else bf16 / fp16; the recipe is noted."""
+    fp4, fp8 = args.get("fp4"), args.get("fp8")
+    if fp4 is not None and fp4[0] not in ("None", "False"):
+        recipe = args.get("fp4_recipe", ("nvfp4", fp4[1]))[0]
+        if recipe != "nvfp4":
+            raise ClusterSimError(
+                f"{run.path}, line {fp4[1]}: fp4_recipe {recipe!r} is not read into a case (valid: nvfp4)",
+                field="fp4_recipe",
+                value=recipe,
+            )
+        run.precision, run.lines["precision"] = "nvfp4", fp4[1]
+        run.notes.append(f"fp4 format {fp4[0]}, recipe nvfp4 (line {fp4[1]})")
+        return
     if fp8 is not None and fp8[0] not in ("None", "False"):
-        run.precision, run.lines["precision"] = "fp8", fp8[1]
-        run.notes.append(f"fp8 recipe {fp8[0]} (line {fp8[1]})")
+        recipe = args.get("fp8_recipe", ("", fp8[1]))[0]
+        run.precision, run.lines["precision"] = ("mxfp8" if recipe == "mxfp8" else "fp8"), fp8[1]
+        run.notes.append(f"fp8 format {fp8[0]}{f', recipe {recipe}' if recipe else ''} (line {fp8[1]})")
         return
     for name in ("bf16", "fp16"):
         if args.get(name, ("",))[0] == "True":
