@@ -83,7 +83,10 @@ def test_the_kv_pool_is_the_static_share_less_the_weights():
 def test_a_stated_share_wins_over_the_engines_rule(tmp_path: Path):
     system = serving_system_for_accelerator(CATALOG, "h100-sxm", tp=4)
     run = engine_with_settings(engine_profile("sglang"), CaseEngineSettings(reserved_memory_fraction=0.15))
-    assert run.reserved_memory_rule is None and reserved_fraction(run, system) == 0.15
+    assert reserved_fraction(run, system) == 0.15
+    # --mem-fraction-static stated is still the weights' and KV pool's share: the activations sit in the rest
+    plan = memory_plan(QWEN3_32B, system, Dtype.BF16, Dtype.BF16, engine=run)
+    assert plan.workspace_bytes == 0.0 and plan.kv_budget_bytes == pytest.approx(80 * GIB * 0.85 - plan.weights_bytes)
     mine = tmp_path / "engines.toml"
     mine.write_text('[sglang]\nreserved_memory_fraction = 0.2\nsource = "--mem-fraction-static 0.8"\n')
     assert reserved_fraction(engine_profiles([mine], use_env=False)["sglang"], system) == 0.2

@@ -101,7 +101,7 @@ class EngineProfile(BaseModel):
         None, ge=0, lt=1, description="Share of the device memory the engine leaves unused (vLLM: 1 - "
         "gpu_memory_utilization); none: reserved_memory_rule's (clustersim.serving.reserved_memory).",
     )  # fmt: skip
-    reserved_memory_rule: ReservedMemoryRule | None = Field(None, description="The engine's own rule for it.")
+    reserved_memory_rule: ReservedMemoryRule | None = Field(None, description="Its own rule (activations kept in it).")
     kv_memory_fraction: float = Field(
         gt=0, le=1, description="Share of the memory left after weights and workspace that the KV cache gets."
     )

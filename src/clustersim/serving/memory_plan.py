@@ -58,9 +58,10 @@ def memory_plan(
     cal = default_calibration() if cal is None else cal
     profile = engine_profile(engine, system.family)
     usable = system.system.memory_bytes * (1.0 - reserved_fraction(profile, system))
-    # an engine's own rule keeps its activations and graph buffers back already (SGLang: mem_fraction_static is
-    # the weights' and KV pool's share); a stated share is the whole engine's, its workspace inside it
-    workspace = cal.workspace_bytes if profile.reserved_memory_fraction is not None else 0.0
+    # an engine that sizes its unused share by its own rule keeps its activations and graph buffers in that share,
+    # its rule's or a stated one (SGLang's --mem-fraction-static is the weights' and KV pool's share); another's
+    # share is the whole engine's (vLLM's --gpu-memory-utilization), its workspace inside what it uses
+    workspace = 0.0 if profile.reserved_memory_rule is not None else cal.workspace_bytes
     weights = weight_bytes_per_device(model, precision, system.tp, system.pp, system.attention_dp)
     budget = (usable - weights - workspace) * profile.kv_memory_fraction
     if budget <= 0:

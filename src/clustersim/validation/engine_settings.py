@@ -23,8 +23,6 @@ def engine_with_settings(engine: EngineProfile, settings: CaseEngineSettings | N
             field="engine_settings.cpp_sampler",
             value=True,
         )
-    if "reserved_memory_fraction" in update:  # the run's share, not the engine's rule
-        update["reserved_memory_rule"] = None
     for cap in ("max_batch_sequences", "max_tokens_per_step"):
         if cap in update:
             update[f"{cap}_on"] = {}
