@@ -279,3 +279,28 @@ def test_a_moe_logs_expert_layout_fills_explains_options_unless_a_flag_says_othe
     assert (
         refused.exit_code == 2 and "the log says ep_dispatcher deepep, --ep-dispatcher says alltoall" in refused.stderr
     )
+
+
+def test_a_moe_log_without_cuda_graphs_is_said_to_leave_the_host_unpriced(tmp_path: Path) -> None:
+    """A MoE run the log says captured no CUDA graphs can wait on its host's launches, which the estimate does not
+    price: explain says so beside the gap (text and JSON); a run with graphs, or none said, gets no such caveat."""
+    from tests.ingest.test_training_logs import _moe_log
+
+    model = _moe_model(tmp_path, 1024)
+
+    def explained(*lines: str, as_json: bool = True):
+        log = _moe_log(tmp_path, **dict(zip(lines[::2], lines[1::2], strict=True)))
+        job = [str(model), "--instance", "p6e-gb200.36xlarge", "--nodes", "1", "--log", str(log)]
+        if as_json:
+            return _json("explain", job=job)
+        result = runner.invoke(app, ["explain", *job], env=ENV)
+        assert result.exit_code == 0, result.output
+        return result.stdout
+
+    eager = explained("cuda_graph_impl", "none")
+    assert eager["measured"]["cuda_graphs"] == "none" and len(eager["caveats"]) == 1
+    assert "without CUDA graphs" in eager["caveats"][0] and "does not price" in eager["caveats"][0]
+    assert "without CUDA graphs" in explained("cuda_graph_impl", "none", as_json=False)
+    graphed = explained("cuda_graph_impl", "transformer_engine", "cuda_graph_scope", "['moe_router']")
+    assert graphed["measured"]["cuda_graphs"] == "partial" and graphed["caveats"] == []
+    assert explained()["caveats"] == [] and explained()["predicted_step_s"] == eager["predicted_step_s"]

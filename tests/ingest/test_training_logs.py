@@ -432,3 +432,21 @@ def test_megatron_log_gives_its_low_precision_format(tmp_path: Path, lines: dict
     if "fp4" in lines:
         with pytest.raises(ClusterSimError, match=r"low.log, line \d+: fp4_recipe 'custom' is not read into a case"):
             read_megatron_log(path)
+
+
+@pytest.mark.parametrize(
+    ("lines", "state"),
+    [
+        ({"cuda_graph_impl": "none"}, "none"),
+        ({"cuda_graph_impl": "transformer_engine", "cuda_graph_scope": "['attn', 'moe_router', 'moe_preprocess']"},
+         "partial"),
+        ({"cuda_graph_impl": "local", "cuda_graph_scope": "full_iteration"}, "full"),
+        ({"enable_cuda_graph": "False", "external_cuda_graph": "False"}, "none"),  # Megatron-Core before 0.14
+        ({"external_cuda_graph": "True"}, "partial"),
+        ({}, None),  # not printed: not said
+    ],
+)  # fmt: skip
+def test_megatron_log_says_whether_it_captured_cuda_graphs(tmp_path: Path, lines: dict[str, str], state: str | None):
+    run = read_megatron_log(_moe_log(tmp_path, **lines))
+    assert run.software.get("cuda_graphs") == state
+    assert any(note.startswith(f"CUDA graphs: {state} (line ") for note in run.notes) == (state is not None)

@@ -164,6 +164,7 @@ def explain_command(
         check_run,
         compiled_of,
         framework_of,
+        host_caveat,
         merged,
         read_log,
         refuse_headroom,
@@ -238,11 +239,13 @@ def explain_command(
                 "calibration": calibrated,
                 "network": network,
                 "contention": None if contention is None else contention.to_dict(),
+                "caveats": host_caveat(logged, run.model),
                 **explanation.to_json(),
             }
         )
         return
-    show(run, explanation, _said(given, logged), [] if contention is None else [contention.describe()], safe=safe)
+    notes = ([] if contention is None else [contention.describe()]) + host_caveat(logged, run.model)
+    show(run, explanation, _said(given, logged), notes, safe=safe)
 
 
 def _said(given: tuple[str, float | str], logged: Any) -> str:

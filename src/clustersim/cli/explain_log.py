@@ -85,8 +85,26 @@ class LoggedRun:
     def to_json(self) -> dict[str, Any]:
         return {
             "option": "--log", "value": self.path, "framework": self.framework, "measure": self.measure,
-            "measured": self.value, "steps": self.steps, "settings": self.settings,
+            "measured": self.value, "steps": self.steps, "settings": self.settings, "cuda_graphs": self.cuda_graphs,
         }  # fmt: skip
+
+    @property
+    def cuda_graphs(self) -> str | None:
+        """Whether the run captured CUDA graphs (none, partial, full), where the log says (None: it does not)."""
+        return None if self.launched is None else self.launched.software.get("cuda_graphs")
+
+
+def host_caveat(log: LoggedRun | None, model: Transformer) -> list[str]:
+    """What the estimate leaves out that the log says matters: a MoE step run without CUDA graphs can wait on its
+    host's kernel launches, which clustersim does not price."""
+    if log is None or log.cuda_graphs != "none" or model.moe is None:
+        return []
+    return [
+        f"the log ran without CUDA graphs (line {log.launched.lines['cuda_graphs'] if log.launched else 1}): a MoE "
+        "step can then wait on its host's kernel launches, which this estimate does not price (Megatron-Core's "
+        "DeepSeek-V3 write-up measured 494 TFLOP/s a GB200 host-bound, 663 once CUDA graphs and fusions came in); "
+        "part of a gap may be the host's"
+    ]
 
 
 def read_log(path: Path) -> LoggedRun:

@@ -17,7 +17,8 @@ Understood, with launcher prefixes (``0: ``, ``[1,0]<stdout>:``, ``[rank0]:``) a
   ``virtual_pipeline_model_parallel_size``, ``data_parallel_size``, ``world_size``, ``micro_batch_size``,
   ``global_batch_size``, ``sequence_parallel``, ``use_distributed_optimizer``, ``recompute_granularity``
   (or the older ``checkpoint_activations``) with a selective recompute's ``recompute_modules``,
-  ``bf16``/``fp16``/``fp8`` (with ``fp8_recipe``: mxfp8 is its own format) / ``fp4`` (with ``fp4_recipe`` nvfp4);
+  ``bf16``/``fp16``/``fp8`` (with ``fp8_recipe``: mxfp8 is its own format) / ``fp4`` (with ``fp4_recipe`` nvfp4),
+  whether it captured CUDA graphs (``cuda_graph_impl``, ``cuda_graph_scope``; noted, not priced);
 * ``using world size: W, data-parallel size: D, ... tensor-model-parallel size: T, pipeline-model-parallel
   size: P``, ``> initialized tensor/pipeline model parallel with size N``, ``> padded vocab (size: V) with N
   dummy tokens (new size: P)`` and ``using torch.float16/bfloat16 for parameters``.
@@ -186,6 +187,21 @@ def _apply_args(run: TrainingRun, args: dict[str, tuple[str, int]]) -> None:
         _latent_attention(run, args, flag["multi_latent_attention"][1])
     _recompute(run, args)
     _precision(run, args)
+    _cuda_graphs(run, args)
+
+
+def _cuda_graphs(run: TrainingRun, args: dict[str, tuple[str, int]]) -> None:
+    """Whether the run captured CUDA graphs, where the log says (software ``cuda_graphs``, and the case's notes):
+    none (``cuda_graph_impl none``, or the older ``enable_cuda_graph`` / ``external_cuda_graph`` False), full
+    (a ``cuda_graph_scope`` of ``full_iteration``) or partial (any other capture)."""
+    stated = [args[name] for name in ("cuda_graph_impl", "enable_cuda_graph", "external_cuda_graph") if name in args]
+    if not stated:
+        return
+    captured = [value for value, _ in stated if value not in ("none", "None", "False")]
+    scope = args.get("cuda_graph_scope", ("", 0))[0]
+    state = "none" if not captured else "full" if "full_iteration" in scope else "partial"
+    run.state("software", "cuda_graphs", state, stated[0][1])
+    run.notes.append(f"CUDA graphs: {state} (line {stated[0][1]}; not priced)")
 
 
 def _experts(run: TrainingRun, args: dict[str, tuple[str, int]], experts: int, line: int) -> None:
