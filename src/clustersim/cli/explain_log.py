@@ -97,10 +97,10 @@ class LoggedRun:
 def host_caveat(log: LoggedRun | None, model: Transformer) -> list[str]:
     """What the estimate leaves out that the log says matters: a MoE step run without CUDA graphs can wait on its
     host's kernel launches, which clustersim does not price."""
-    if log is None or log.cuda_graphs != "none" or model.moe is None:
+    if log is None or log.launched is None or log.cuda_graphs != "none" or model.moe is None:
         return []
     return [
-        f"the log ran without CUDA graphs (line {log.launched.lines['cuda_graphs'] if log.launched else 1}): a MoE "
+        f"the log ran without CUDA graphs (line {log.launched.lines['cuda_graphs']}): a MoE "
         "step can then wait on its host's kernel launches, which this estimate does not price (Megatron-Core's "
         "DeepSeek-V3 write-up measured 494 TFLOP/s a GB200 host-bound, 663 once CUDA graphs and fusions came in); "
         "part of a gap may be the host's"

@@ -25,12 +25,12 @@ The chunk is the profile's step budget on the device (``EngineProfile.token_budg
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 MIB = 2**20
 GIB = 2**30
 ReservedMemoryRule = Literal["sglang-tp", "sglang-gpu-memory"]
-RESERVED_MEMORY_RULES: tuple[str, ...] = ("sglang-tp", "sglang-gpu-memory")
+RESERVED_MEMORY_RULES: tuple[str, ...] = get_args(ReservedMemoryRule)
 NO_RESERVED_MEMORY = f"give reserved_memory_fraction or reserved_memory_rule ({', '.join(RESERVED_MEMORY_RULES)})"
 # sglang-tp: (smallest tensor parallel size, static share), the largest that applies
 _TP_STATIC_SHARE = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))
