@@ -63,6 +63,7 @@ from clustersim.serving.calibration import serving_calibration as serving_calibr
 from clustersim.serving.eager_launches import eager_floor_s
 from clustersim.serving.engines import EngineProfile, engine_profile, mean_bucket_tokens, prompt_bucket_tokens
 from clustersim.serving.formats import ServingPrecision, attention_dtype, gemm_dtype
+from clustersim.serving.fused_experts import moe_token_cost_s
 from clustersim.serving.graphs import graph_rows
 from clustersim.serving.memory import ACTIVATION_BYTES as ACTIVATION_BYTES
 from clustersim.serving.memory import SERVING_DTYPES as SERVING_DTYPES
@@ -206,7 +207,7 @@ def step_times(
         routed_rows = model.moe.top_k * rows
     stage_flops = 2.0 * ((own_rows + half) * dense + (routed_rows + experts * half) * own * expert) * stage
     routed = rows * routed_token_share(model, system)  # the tokens whose routing and permutation a rank runs
-    compute = stage_flops / tp / flops_peak + routed * moe_token_layers(model) * stage * cal.moe_token_layer_s
+    compute = stage_flops / tp / flops_peak + routed * moe_token_layers(model) * stage * moe_token_cost_s(profile, cal)
     compute = compute + 2.0 * (np.maximum(logits_tokens * own, 1.0) + half) * head / (tp * pp) / head_peak
 
     # Weights read once per step: the dense ones and the routed experts some token touches (a group's share).

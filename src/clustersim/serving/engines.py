@@ -14,21 +14,15 @@ Each profile names the accelerator families it runs on (``accelerator_families``
 engine named, takes the family's default (``default_on``: TensorRT-LLM on GPUs, NxD Inference on
 Trainium). A GPU engine is never priced on Trainium, nor a Neuron engine on GPUs.
 
-Engines that compile static shapes (the Neuron ones: neuronx-cc builds one graph per shape) pad each
-prompt to the next of their context-encoding buckets and attend, while decoding, over the next of
-their token-generation buckets (``bucket_min_tokens``: powers of two from that many tokens, the last
-bucket the compiled sequence length; ``bucket_rule``: every power of two below it, transformers-neuronx's
-default, or those below ``2**round(log2 L)``, NxD Inference's; ``context_buckets``: a compile's own list of
-context-encoding buckets); ``clustersim.serving.buckets`` gives the padded lengths.
-A deployment's compiled shapes, where known, are profile fields too (a user's profile ``based_on`` the engine):
-``compiled_batch`` (every decode step computes all its slots; at most that many sequences run) and
-``compiled_sequence_tokens`` (the last bucket; absent: the longest request's length; a longer request is refused).
+Engines that compile static shapes (the Neuron ones) pad each prompt to the next of their context-encoding
+buckets and attend, while decoding, over the next of their token-generation buckets (``bucket_min_tokens``,
+``bucket_rule``, ``context_buckets``; ``clustersim.serving.buckets``). A deployment's compiled shapes, where known,
+are profile fields too: ``compiled_batch`` (every decode step computes all its slots) and
+``compiled_sequence_tokens`` (the last bucket; absent: the longest request's; a longer request is refused).
 
-The reference engine is TensorRT-LLM: the achieved fractions and overheads of ``calibration.toml``
-are fitted on its published runs, so its profile has ``kernel_efficiency = 1`` and no overhead of
-its own. The profiles live in ``engines.toml`` beside this module, each with its sources; a user's
-file (``CLUSTERSIM_SERVING_ENGINES`` or ``extra`` paths) replaces the fields it gives, and
-``based_on`` starts a new profile from a known one.
+The reference engine is TensorRT-LLM: ``calibration.toml`` is fitted on its published runs, so its profile has
+``kernel_efficiency = 1`` and no overhead of its own. The profiles live in ``engines.toml`` with their sources; a
+user's file (``CLUSTERSIM_SERVING_ENGINES`` or ``extra``) replaces the fields it gives; ``based_on`` derives one.
 
 A ground-truth case names its engine in ``software.framework`` and the release in free text
 (``software.version``). Which profile serves which release is data: a profile may give the release
@@ -206,6 +200,12 @@ class EngineProfile(BaseModel):
         "in that many steps) the holds end at the timeout, every timeout_iters steps, and prompts gather over them as "
         "under scheduler_steps; where every rank holds a prompt sooner the period is batching_wait_iters + 1, which "
         "is then the value to give. 0: no balancing (TensorRT-LLM's default); no effect without attention DP.",
+    )
+    fused_expert_mlp: bool = Field(
+        False,
+        description="A MoE model's routed experts run as Blackwell CuTe DSL grouped GEMMs on 8- or 4-bit rows "
+        "(TensorRT-LLM's moe_backend CUTEDSL): no moe_token_layer_s, the cost per token beyond the experts' "
+        "FLOPs that calibration.toml fits on the default kernels (clustersim.serving.fused_experts).",
     )
     graph_batch_sizes: tuple[int, ...] | None = Field(
         None,

@@ -5,10 +5,8 @@
   tokens per step; the output rate is ``B / step``. ``B`` is the best batch up to the one the KV
   cache holds (each sequence reserves its full length in paged blocks) and the engine's limits.
 * **Static batching**: a batch is prefilled together and decodes to the end before the next starts.
-* **Server**: see ``clustersim.serving.latency``.
-
-``dp`` replicas multiply throughput; with ``pp`` stages ``B / pp`` sequences are in each stage and a
-token takes ``pp`` stage steps.
+* **Server**: see ``clustersim.serving.latency``. ``dp`` replicas multiply throughput; with ``pp`` stages
+  ``B / pp`` sequences are in each stage and a token takes ``pp`` stage steps.
 """
 
 from __future__ import annotations
@@ -41,6 +39,7 @@ from clustersim.serving.engine import (
 )
 from clustersim.serving.engines import EngineProfile, engine_profile
 from clustersim.serving.formats import ServingPrecision, check_formats, default_kv, kv_default_note
+from clustersim.serving.fused_experts import check_fused_experts
 from clustersim.serving.memory import causal_pairs, stages_note, weights_note
 from clustersim.serving.serving_system import MoeExchange
 from clustersim.serving.whole_prompts import StepMix, step_mix
@@ -223,6 +222,7 @@ def batch_limit(
     check_model_split(model, tp=system.tp, pp=system.pp, uneven_stages=True)
     check_attention_dp(model, system, profile)
     check_formats(request.precision, request.kv, system.system.accelerator, profile.framework)
+    check_fused_experts(model, system, request.precision, profile)
     plan = memory_plan(model, system, request.precision, request.kv, cal, profile)
     per_sequence = reserved_tokens(request.input_tokens, request.output_tokens, profile, model)
     groups = system.attention_dp  # each attention group caches and schedules its own sequences

@@ -240,7 +240,8 @@ class CaseWorkload(_Part):
 class CaseSoftware(_Part):
     """``software``: the stack that produced the result (``framework`` from the format's list); ``compiled``
     and ``float8_recipe``, the project's extra context, say whether a PyTorch-native stack ran under
-    torch.compile and which float8 scaling recipe an FP8 run used (torchao's names)."""
+    torch.compile and which float8 scaling recipe an FP8 run used (torchao's names); ``fused_expert_mlp`` is a
+    training or a serving run's fused MoE kernels, the others training settings only."""
 
     framework: str | None = None
     version: str | None = None

@@ -7,7 +7,9 @@ from typing import Any
 
 from clustersim.errors import ClusterSimError
 from clustersim.serving.engines import DEFAULT_ENGINE, EngineProfile
-from clustersim.validation.cases import CaseEngineSettings
+from clustersim.validation.cases import CaseEngineSettings, CaseSoftware
+
+TRAINING_ONLY = ("compiled", "compiled_loss", "float8_recipe", "fp8_attention")  # CaseSoftware's training settings
 
 
 def engine_with_settings(engine: EngineProfile, settings: CaseEngineSettings | None) -> EngineProfile:
@@ -28,3 +30,21 @@ def engine_with_settings(engine: EngineProfile, settings: CaseEngineSettings | N
             update[f"{cap}_on"] = {}
             update["benchmark_sizing"] = "fixed"
     return engine.model_copy(update=update)
+
+
+def engine_with_software(engine: EngineProfile, software: CaseSoftware | None, where: str) -> EngineProfile:
+    """``engine`` with the kernels a serving case's ``software`` states (``fused_expert_mlp``: the profile field of
+    that name); a training setting there (torch.compile, a float8 recipe, FP8 attention) is refused, not dropped."""
+    if software is None:
+        return engine
+    for name in TRAINING_ONLY:
+        if getattr(software, name) is not None:
+            raise ClusterSimError(
+                f"{where}: software.{name} is a training setting; a serving case states its engine's kernels with "
+                "software.fused_expert_mlp or workload.engine_settings",
+                field=f"software.{name}",
+                value=getattr(software, name),
+            )
+    if software.fused_expert_mlp is None:
+        return engine
+    return engine.model_copy(update={"fused_expert_mlp": software.fused_expert_mlp})

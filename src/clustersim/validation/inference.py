@@ -61,7 +61,7 @@ from clustersim.serving.sim_requests import request_spread
 from clustersim.validation.case_model import case_transformer
 from clustersim.validation.cases import Case, CaseParallel, CaseSystem, CaseWorkload, as_case
 from clustersim.validation.disaggregated_cases import disaggregated_case_rate, disaggregation
-from clustersim.validation.engine_settings import engine_with_settings
+from clustersim.validation.engine_settings import engine_with_settings, engine_with_software
 from clustersim.validation.finite_runs import (
     FIGURES,
     FiniteRun,
@@ -130,7 +130,7 @@ def case_deployment(
         kv = Dtype.BF16  # the engine's auto: the model's 16-bit dtype beside 8-bit weights
     input_tokens, output_tokens = workload_lengths(workload, where)
     engine = compiled_engine(engine, workload, input_tokens, output_tokens, parallel.dp or 1, where)
-    engine = engine_with_settings(engine, workload.engine_settings)
+    engine = engine_with_settings(engine_with_software(engine, software, where), workload.engine_settings)
     request = Request(
         input_tokens=input_tokens,
         output_tokens=output_tokens,
