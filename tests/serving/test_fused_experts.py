@@ -76,7 +76,7 @@ def test_a_dense_model_is_refused_and_its_step_unchanged() -> None:
     np.testing.assert_allclose(_steps("llama3.1-8b", True).step_s, _steps("llama3.1-8b", False).step_s)
     profile = engine_profile("tensorrt-llm").model_copy(update={"fused_expert_mlp": True})
     request = Request(input_tokens=1024, output_tokens=1024, precision=parse_precision("nvfp4"))
-    with pytest.raises(ClusterSimError, match="fused_expert_mlp: llama3.1-8b is dense"):
+    with pytest.raises(ClusterSimError, match=r"fused_expert_mlp: llama3\.1-8b is dense"):
         estimate_offline(load_model("llama3.1-8b"), _system("b200"), request, engine=profile)
 
 
@@ -100,7 +100,7 @@ def test_a_case_states_it_in_software_and_a_training_setting_there_is_refused() 
     assert not case_deployment(plain, CATALOG).engine.fused_expert_mlp
     raw = case.model_dump(mode="json")
     raw["software"]["fp8_attention"] = True
-    with pytest.raises(ClusterSimError, match="software.fp8_attention is a training setting") as caught:
+    with pytest.raises(ClusterSimError, match=r"software\.fp8_attention is a training setting") as caught:
         case_deployment(raw, CATALOG)
     assert caught.value.field == "software.fp8_attention"
 
@@ -108,8 +108,12 @@ def test_a_case_states_it_in_software_and_a_training_setting_there_is_refused() 
 def _offline_mape(fused: bool | None) -> float:
     errors = []
     for case in V6_OFFLINE:
-        stated = case if fused is None else case.model_copy(
-            update={"software": case.software.model_copy(update={"fused_expert_mlp": fused})}  # type: ignore[union-attr]
+        stated = (
+            case
+            if fused is None
+            else case.model_copy(
+                update={"software": case.software.model_copy(update={"fused_expert_mlp": fused})}  # type: ignore[union-attr]
+            )
         )
         predicted = predict_inference_case(stated, "output_tokens_per_s", CATALOG)
         errors.append(predicted / case.measured["output_tokens_per_s"] - 1)
