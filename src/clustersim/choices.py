@@ -21,6 +21,15 @@ class Recompute(StrEnum):
     FULL = "full"
 
 
+class CudaGraphs(StrEnum):
+    """A training run's CUDA graph capture: none (the host launches every kernel of every micro-batch), partial
+    (some modules replayed: Megatron-Core's ``cuda_graph_scope`` attn, moe_router, ...) or full (the iteration)."""
+
+    NONE = "none"
+    PARTIAL = "partial"
+    FULL = "full"
+
+
 class SelectiveRecompute(StrEnum):
     """What a framework's selective recompute gives back in the backward pass: the attention core (Megatron's,
     Korthikanti et al.: every other activation kept) or every second matmul and the element-wise ops

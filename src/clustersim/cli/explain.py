@@ -25,6 +25,7 @@ from clustersim.cli.common import CatalogOption, JsonOption, ModelsOption, emit_
 from clustersim.cli.job_options import (
     BeyondContextOpt,
     CpOpt,
+    CudaGraphsOpt,
     DevicesPerNodeOpt,
     EfficiencyOpt,
     EpDispatcherOpt,
@@ -122,6 +123,7 @@ def explain_command(
     ep_overlap: EpOverlapOpt = None,
     ep_dispatcher: EpDispatcherOpt = None,
     torch_compile: TorchCompileOpt = None,
+    cuda_graphs: CudaGraphsOpt = None,
     headroom: HeadroomOpt = None,
     safe: SafeOpt = False,
     global_batch: TrainGlobalBatchOpt = None,
@@ -164,6 +166,7 @@ def explain_command(
         check_run,
         compiled_of,
         framework_of,
+        graphs_of,
         host_caveat,
         merged,
         read_log,
@@ -201,6 +204,7 @@ def explain_command(
                     job["recompute"] = Recompute(job["recompute"])
                 framework = framework_of(logged, framework, software or [])
                 torch_compile = compiled_of(logged, torch_compile)
+                cuda_graphs = graphs_of(logged, cuda_graphs)
                 refuse_headroom(logged, headroom)
             spec = _scenario_of_options(
                 model=model, instance=instance, nodes=nodes, devices_per_node=devices_per_node, **job, uneven=uneven,
@@ -209,6 +213,7 @@ def explain_command(
                 beyond_context=beyond_context, tokens="1T",
                 offer="on_demand", models=models or [], efficiency=efficiency or [], catalog=catalog or [],
                 framework=framework, software=software or [], given=layout_given, torch_compile=torch_compile,
+                cuda_graphs=cuda_graphs,
             )  # fmt: skip
         # one step: no token budget, so no checkpoints either
         spec = spec.model_copy(update={"job": spec.job.model_copy(update={"tokens": None}), "checkpoint": None})
@@ -239,12 +244,12 @@ def explain_command(
                 "calibration": calibrated,
                 "network": network,
                 "contention": None if contention is None else contention.to_dict(),
-                "caveats": host_caveat(logged, run.model),
+                "caveats": host_caveat(logged, run),
                 **explanation.to_json(),
             }
         )
         return
-    notes = ([] if contention is None else [contention.describe()]) + host_caveat(logged, run.model)
+    notes = ([] if contention is None else [contention.describe()]) + host_caveat(logged, run)
     show(run, explanation, _said(given, logged), notes, safe=safe)
 
 

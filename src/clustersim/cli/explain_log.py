@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from clustersim.choices import RecomputeModule
+from clustersim.choices import CudaGraphs, RecomputeModule
 from clustersim.cli.job_options import recompute_modules
 from clustersim.errors import ClusterSimError
 
@@ -94,16 +94,22 @@ class LoggedRun:
         return None if self.launched is None else self.launched.software.get("cuda_graphs")
 
 
-def host_caveat(log: LoggedRun | None, model: Transformer) -> list[str]:
-    """What the estimate leaves out that the log says matters: a MoE step run without CUDA graphs can wait on its
-    host's kernel launches, which clustersim does not price."""
-    if log is None or log.launched is None or log.cuda_graphs != "none" or model.moe is None:
+def host_caveat(log: LoggedRun | None, run: TrainingRun) -> list[str]:
+    """What the estimate leaves out that the log says matters: a MoE step run without CUDA graphs waits on its
+    host's kernel launches, which clustersim prices only on the hosts its framework's profile has a time for
+    (``SoftwareProfile.eager_moe_layer_s``: Grace, on GB200 and GB300)."""
+    from clustersim.scenario.training import run_system
+
+    if log is None or log.launched is None or log.cuda_graphs != "none" or run.model.moe is None:
+        return []
+    _, system, software, _ = run_system(run)
+    if system.accelerator.id in software.eager_moe_layer_s:
         return []
     return [
-        f"the log ran without CUDA graphs (line {log.launched.lines['cuda_graphs']}): a MoE "
-        "step can then wait on its host's kernel launches, which this estimate does not price (Megatron-Core's "
-        "DeepSeek-V3 write-up measured 494 TFLOP/s a GB200 host-bound, 663 once CUDA graphs and fusions came in); "
-        "part of a gap may be the host's"
+        f"the log ran without CUDA graphs (line {log.launched.lines['cuda_graphs']}): a MoE step can then wait on "
+        f"its host's kernel launches, which {software.name}'s profile prices on "
+        f"{', '.join(sorted(software.eager_moe_layer_s)) or 'no accelerator'}'s host but not on "
+        f"{system.accelerator.id}'s (no such run measured there); part of a gap may be the host's"
     ]
 
 
@@ -197,6 +203,22 @@ def merged(log: LoggedRun, values: dict[str, Any], given: set[str]) -> dict[str,
             field="--global-batch",
         )
     return out
+
+
+def graphs_of(log: LoggedRun, cuda_graphs: CudaGraphs | None) -> CudaGraphs | None:
+    """--cuda-graphs, or the log's capture where the command line does not give it; a flag that says otherwise
+    than the log is refused, naming its line."""
+    stated = log.cuda_graphs
+    if stated is None or cuda_graphs is None:
+        return CudaGraphs(stated) if cuda_graphs is None and stated is not None else cuda_graphs
+    if stated != cuda_graphs:
+        raise ClusterSimError(
+            f"{log.path}, line {log.launched.lines['cuda_graphs'] if log.launched else 0}: the log ran CUDA graphs "
+            f"{stated}, --cuda-graphs says {cuda_graphs.value}",
+            field="--cuda-graphs",
+            value=cuda_graphs.value,
+        )
+    return cuda_graphs
 
 
 def compiled_of(log: LoggedRun, torch_compile: bool | None) -> bool | None:

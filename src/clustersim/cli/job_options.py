@@ -8,6 +8,7 @@ import typer
 from clustersim.choices import (
     EP_DISPATCHER_HELP,
     RECOMPUTE_MODULES_HELP,
+    CudaGraphs,
     EpDispatcher,
     Recompute,
     RecomputeModule,
@@ -209,6 +210,15 @@ TorchCompileOpt = Annotated[
         help="A PyTorch eager stack (torchtitan) run under torch.compile: its element-wise ops priced fused, or "
         "one eager kernel per op; default: the framework's (torchtitan: eager). Refused for a framework with its "
         "own fused kernels (megatron, deepspeed, fsdp, neuronx...).",
+    ),
+]
+CudaGraphsOpt = Annotated[
+    CudaGraphs | None,
+    typer.Option(
+        "--cuda-graphs",
+        help="The run's CUDA graph capture (none, partial, full): none prices a MoE step's wait for its host's "
+        "kernel launches where the framework's profile has a host time for the accelerator (GB200, GB300); "
+        "default: not stated, no such wait.",
     ),
 ]
 SafeOpt = Annotated[

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import typer
 
 from clustersim.catalog.kinds import Dtype
-from clustersim.choices import EpDispatcher, Recompute
+from clustersim.choices import CudaGraphs, EpDispatcher, Recompute
 from clustersim.cli.calibrate import CalibrationOption, calibration_overlay, refuse_with_save_scenario
 from clustersim.cli.common import (
     CatalogOption,
@@ -34,6 +34,7 @@ from clustersim.cli.common import (
 from clustersim.cli.job_options import (
     BeyondContextOpt,
     CpOpt,
+    CudaGraphsOpt,
     DevicesPerNodeOpt,
     EfficiencyOpt,
     EpDispatcherOpt,
@@ -89,8 +90,8 @@ INPUTS = (
     "recompute", "recompute_modules", "tokens", "global_batch", "seq", "precision", "offer", "models", "efficiency",
     "framework",
     "software", "uneven", "last_stage_layers", "offload_layers", "headroom", "safe", "ep_overlap", "ep_dispatcher",
-    "torch_compile", "catalog", "storage", "checkpoint_every", "async_checkpoint", "nvme_checkpoint", "failure_rate",
-    "beyond_context",
+    "torch_compile", "cuda_graphs", "catalog", "storage", "checkpoint_every", "async_checkpoint", "nvme_checkpoint",
+    "failure_rate", "beyond_context",
 )  # fmt: skip
 # The layout options; any given one constrains the layout search (names of train_command's parameters).
 LAYOUT_OPTIONS = (
@@ -163,6 +164,7 @@ def train_command(
     ep_overlap: EpOverlapOpt = None,
     ep_dispatcher: EpDispatcherOpt = None,
     torch_compile: TorchCompileOpt = None,
+    cuda_graphs: CudaGraphsOpt = None,
     headroom: HeadroomOpt = None,
     safe: SafeOpt = False,
     ops: Annotated[bool, typer.Option("--ops", help="Also show each operation's time per layer.")] = False,
@@ -263,7 +265,7 @@ def train_command(
                 precision=precision, offer=offer,
                 beyond_context=beyond_context, models=models or [], efficiency=efficiency or [], catalog=catalog or [],
                 framework=framework, software=software or [], given=set(given_options(ctx, LAYOUT_OPTIONS)),
-                torch_compile=torch_compile,
+                torch_compile=torch_compile, cuda_graphs=cuda_graphs,
                 checkpoint=checkpoint_spec(storage, checkpoint_every, async_checkpoint, failure_rate, nvme_checkpoint),
             )  # fmt: skip
         if compare_nodes is not None and compare is None:
@@ -344,6 +346,7 @@ def _scenario_of_options(
     headroom: float | None = None,
     safe: bool = False,
     torch_compile: bool | None = None,
+    cuda_graphs: CudaGraphs | None = None,
 ) -> "TrainingScenario":
     """The scenario the options describe: with --tp and --pp a given layout, the options not in ``given``
     (their flags) at the framework's defaults; otherwise a chosen one, the layout options in ``given``
@@ -414,6 +417,7 @@ def _scenario_of_options(
     return training_scenario(
         model=model, system=system, layout=layout, job=job, efficiency=efficiency, catalog=catalog, models=models,
         framework=framework, software=software, checkpoint=checkpoint, torch_compile=torch_compile,
+        cuda_graphs=cuda_graphs,
     )  # fmt: skip
 
 

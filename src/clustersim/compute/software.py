@@ -33,8 +33,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from clustersim.catalog.overlay import RecordFile
-from clustersim.catalog.schema import Accelerator, Dtype
-from clustersim.choices import Recompute, RecomputeModule, SelectiveRecompute
+from clustersim.catalog.schema import Dtype
+from clustersim.choices import CudaGraphs, Recompute, RecomputeModule, SelectiveRecompute
 from clustersim.compute.memory import GRADIENT_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES
 from clustersim.compute.precision import is_low_precision
 from clustersim.errors import ClusterSimError, UnknownNameError
@@ -259,6 +259,13 @@ class SoftwareProfile(SoftwareSettings):
     )
     layer_overhead_s: float = Field(ge=0, le=0.1, description="Host-side seconds per layer and micro-batch.")
     step_overhead_s: float = Field(ge=0, le=60, description="Host-side seconds per optimizer step.")
+    cuda_graphs: CudaGraphs | None = Field(None, description="The run's CUDA graph capture; None: not stated.")
+    eager_moe_layer_s: dict[str, float] = Field(
+        {},
+        description="Host seconds to launch one MoE layer's kernels for a micro-batch (forward, backward, recompute) "
+        "when cuda_graphs is none, on the accelerators (catalog ids) whose host it was measured on; the GPU waits "
+        "where its own work is shorter (clustersim.training.host_launches). Absent: not priced.",
+    )
     default_zero: int = Field(ge=0, le=3, description="ZeRO stage when the job does not say.")
     default_sequence_parallel: bool = Field(description="Sequence parallelism when tp > 1 and the job does not say.")
     default_recompute: Recompute = Field(description="Activation recompute when the job does not say.")
@@ -484,17 +491,3 @@ def software_for(
             value=name,
         )
     return profile.on(family)
-
-
-# Transformer Engine's CuTe DSL fused grouped MLP runs on compute capability 10 only, with an MXFP8 or NVFP4
-# recipe (NVIDIA/TransformerEngine pytorch/ops/fused: is_supported() requires NVTE_CUTEDSL_FUSED_GROUPED_MLP=1
-# and get_device_compute_capability()[0] == 10; its docs: "On SM100-class GPUs the routed experts fuse into a
-# single CuTe grouped-GEMM MLP ... with an MXFP8/NVFP4 recipe; elsewhere the same modules run unfused").
-FUSED_EXPERT_MLP_FAMILY = "blackwell"
-
-
-def fused_expert_mlp_runs(software: SoftwareProfile, moe: bool, precision: Dtype, accelerator: Accelerator) -> bool:
-    """Whether ``software``'s fused expert MLP runs for a job: a MoE model in an 8- or 4-bit format on a
-    Blackwell GPU; elsewhere the experts run unfused, as Transformer Engine falls back."""
-    fused = software.fused_expert_mlp and moe and is_low_precision(precision)
-    return fused and accelerator.family == FUSED_EXPERT_MLP_FAMILY

@@ -27,6 +27,7 @@ from clustersim.choices import (
     EP_DISPATCHER_HELP,
     RECOMPUTE_MODULES_HELP,
     Batching,
+    CudaGraphs,
     EpDispatcher,
     Recompute,
     RecomputeModule,
@@ -275,6 +276,12 @@ class TrainingScenario(_Record):
         description="A PyTorch eager stack (torchtitan) run under torch.compile: true prices its element-wise ops "
         "fused, false one eager kernel per op; none: the framework's default (torchtitan: eager). Refused for a "
         "framework whose profile prices its own fused kernels (megatron, deepspeed, fsdp, neuronx...).",
+    )
+    cuda_graphs: CudaGraphs | None = Field(
+        default=None,
+        description="The run's CUDA graph capture: none prices a MoE step's wait for its host's kernel launches where "
+        "the software profile has a host time for the accelerator (clustersim.training.host_launches); partial, "
+        "full or none given: no such wait.",
     )
     checkpoint: CheckpointSpec | None = Field(
         default=None, description="Checkpoints and failures (none: the failure-free time and cost)."

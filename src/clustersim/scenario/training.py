@@ -17,6 +17,7 @@ from typing import Any, Literal
 from clustersim.catalog import registry
 from clustersim.catalog.registry import Catalog, load_catalog
 from clustersim.catalog.tomlfiles import user_paths
+from clustersim.choices import CudaGraphs
 from clustersim.compute import efficiency as efficiencies
 from clustersim.compute import software as software_profiles
 from clustersim.compute.efficiency import FamilyEfficiency, efficiency_for, efficiency_table
@@ -76,6 +77,7 @@ def training_scenario(
     software: Sequence[Path] = (),
     checkpoint: CheckpointSpec | None = None,
     torch_compile: bool | None = None,
+    cuda_graphs: CudaGraphs | None = None,
 ) -> TrainingScenario:
     """The scenario of a command line's inputs; the files in ``CLUSTERSIM_EFFICIENCY``,
     ``CLUSTERSIM_CATALOG`` and ``CLUSTERSIM_MODELS`` come first in its options, as a run reads them."""
@@ -87,7 +89,7 @@ def training_scenario(
     )
     return TrainingScenario(
         model=model_spec(model), system=system, layout=layout, job=job, framework=framework, options=options,
-        checkpoint=checkpoint, torch_compile=torch_compile,
+        checkpoint=checkpoint, torch_compile=torch_compile, cuda_graphs=cuda_graphs,
     )  # fmt: skip
 
 
@@ -116,7 +118,7 @@ def run_system(run: TrainingRun) -> tuple[Catalog, System, SoftwareProfile, Fami
         software_profiles.software_profiles(options.software, use_env=False),
         accelerator=system.accelerator.id,
     )
-    software = compiled_software(software, scenario.torch_compile)
+    software = graphed_software(compiled_software(software, scenario.torch_compile), scenario.cuda_graphs)
     efficiency = efficiency_for(system.accelerator, efficiency_table(options.efficiency, use_env=False))
     return catalog, system, software, efficiency
 
@@ -145,6 +147,11 @@ def compiled_software(
     if software.compiled_loss_bytes_per_logit is not None:  # the loss compiled with the model (torchtitan since 2025)
         compiled["loss_bytes_per_logit"] = software.compiled_loss_bytes_per_logit
     return software.model_copy(update=compiled)
+
+
+def graphed_software(software: SoftwareProfile, cuda_graphs: CudaGraphs | None) -> SoftwareProfile:
+    """``software`` with the run's CUDA graph capture, where the scenario states one."""
+    return software if cuda_graphs is None else software.model_copy(update={"cuda_graphs": cuda_graphs})
 
 
 def compile_note(software: SoftwareProfile, torch_compile: bool | None) -> str | None:
@@ -320,7 +327,7 @@ def run_training(
         )
         eager_default = False if software.eager_elementwise else None
         compiled.append(eager_default if scenario.torch_compile is None else scenario.torch_compile)
-        software = compiled_software(software, scenario.torch_compile, profiles)
+        software = graphed_software(compiled_software(software, scenario.torch_compile, profiles), scenario.cuda_graphs)
         if isinstance(layout, LayoutSpec):
             given = layout_for(layout, system)
         else:

@@ -17,13 +17,13 @@ offline runs (B200, B300, GB200, GB300; 8 to 288 GPUs) moves from 36% too slow t
 (``validation/project/inference.jsonl``, ``mlperf60_deepseek-r1_*``).
 
 The kernels need compute capability 10 and an 8- or 4-bit format (the CUTEDSL backend's NVFP4 and FP8 block-scale
-paths), the family Transformer Engine's fused grouped MLP needs in training (``compute.software``): elsewhere, or
-for a dense model, the setting is refused.
+paths), as Transformer Engine's fused grouped MLP does in training (``compute.fused_expert_mlp``): elsewhere, or for a
+dense model, the setting is refused.
 """
 
 from __future__ import annotations
 
-from clustersim.compute.software import FUSED_EXPERT_MLP_FAMILY
+from clustersim.compute.fused_expert_mlp import FUSED_EXPERT_MLP_FAMILY
 from clustersim.errors import ClusterSimError
 from clustersim.serving.calibration import InferenceCalibration
 from clustersim.serving.engines import EngineProfile

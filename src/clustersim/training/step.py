@@ -12,11 +12,10 @@ behind the attention core; EP all-to-all dispatch and combine; PP send/recv of a
 gradient all-reduce (ZeRO 0) or reduce-scatter + parameter all-gather (ZeRO >= 1), the routed experts' over
 the expert data-parallel ranks, overlapped with the last micro-batch's backward and the first's forward.
 
-The step is ``(m + (pp - 1) / vp) x`` the slowest stage's micro-batch time, plus exposed DP time and
-the optimizer (a memory-bound pass over the local shard of parameters). Each term is a function
-registered with ``clustersim.training.terms.step_term``; ``StepContext`` derives the per-micro-batch
-times they share once. Collectives are priced by a ``CollectiveCost`` (the analytic model unless
-another is given).
+The step is ``(m + (pp - 1) / vp) x`` the slowest stage's micro-batch time, plus exposed DP time, the optimizer
+(a memory-bound pass over the local shard of parameters) and the host's (``clustersim.training.host_launches``).
+Each term is a ``clustersim.training.terms.step_term`` function; ``StepContext`` derives the per-micro-batch times
+they share once. Collectives are priced by a ``CollectiveCost`` (the analytic model unless another is given).
 """
 
 from __future__ import annotations
@@ -33,8 +32,9 @@ from clustersim.catalog.schema import Dtype
 from clustersim.choices import SelectiveRecompute
 from clustersim.compute.dispatch import dispatch_copy_ratios
 from clustersim.compute.efficiency import FamilyEfficiency
+from clustersim.compute.fused_expert_mlp import fused_expert_mlp_runs
 from clustersim.compute.memory import WEIGHT_BYTES, SyncGroup, data_parallel_groups, local_params
-from clustersim.compute.software import SoftwareProfile, fused_expert_mlp_runs, software_for
+from clustersim.compute.software import SoftwareProfile, software_for
 from clustersim.compute.stages import slowest_stage
 from clustersim.execution import LayoutArrays
 from clustersim.network.collectives import Op
@@ -42,6 +42,7 @@ from clustersim.network.cost import ANALYTIC, CollectiveCost
 from clustersim.network.topology import ranks_per_domain
 from clustersim.recompute_layout import recomputes_moe_layer
 from clustersim.system import System
+from clustersim.training.host_launches import eager_wait_s
 from clustersim.training.offload import offload_times
 from clustersim.training.pricing import OperationTimes, Systems, collective_s, operation_times
 from clustersim.training.recompute_modules import share_forward_s, stated_modules_forward_s
@@ -240,9 +241,7 @@ class StepContext:
     @_derived
     def micro_batches(self) -> FloatArray:
         """Micro-batches per step and pipeline."""
-        lay = self.lay
-        count = np.maximum(self.global_batch // (lay.dp * lay.micro_batch), 1)
-        return np.asarray(count, dtype=np.float64)
+        return np.asarray(np.maximum(self.global_batch // (self.lay.dp * self.lay.micro_batch), 1), dtype=np.float64)
 
     @_derived
     def act_bytes(self) -> FloatArray:
@@ -496,5 +495,6 @@ def _optimizer(ctx: StepContext) -> TermTimes:
 
 @step_term("framework overhead", "host-side framework overhead per layer and step (hooks, launches)")
 def _framework(ctx: StepContext) -> TermTimes:
-    """The software's host-side cost: per layer and micro-batch, and once per step."""
-    return _same(ctx.micro_batches * ctx.layers_here * ctx.sw.layer_overhead_s + ctx.sw.step_overhead_s)
+    """The software's host-side cost: per layer and micro-batch, once per step, and launches the GPU waits for."""
+    per_layer = ctx.micro_batches * ctx.layers_here * ctx.sw.layer_overhead_s
+    return _same(per_layer + ctx.sw.step_overhead_s + eager_wait_s(ctx))

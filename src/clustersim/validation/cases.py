@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from clustersim.choices import RecomputeModule
+from clustersim.choices import CudaGraphs, RecomputeModule
 from clustersim.errors import ClusterSimError, shown, validation_problems
 from clustersim.workload.float8 import Float8Recipe
 from clustersim.workload.quantization import Quantization
@@ -250,6 +250,7 @@ class CaseSoftware(_Part):
     float8_recipe: str | None = None  # extra context: an FP8 run's recipe (null: the framework's default)
     fp8_attention: bool | None = None  # extra context: attention in FP8 (null: the framework's default)
     fused_expert_mlp: bool | None = None  # extra context: fused grouped expert MLP kernels (null: the default)
+    cuda_graphs: CudaGraphs | None = None  # extra context: a training run's CUDA graph capture (null: not stated)
 
     @field_validator("float8_recipe")
     @classmethod

@@ -9,7 +9,8 @@ from clustersim.errors import ClusterSimError
 from clustersim.serving.engines import DEFAULT_ENGINE, EngineProfile
 from clustersim.validation.cases import CaseEngineSettings, CaseSoftware
 
-TRAINING_ONLY = ("compiled", "compiled_loss", "float8_recipe", "fp8_attention")  # CaseSoftware's training settings
+# CaseSoftware's training settings
+TRAINING_ONLY = ("compiled", "compiled_loss", "float8_recipe", "fp8_attention", "cuda_graphs")
 
 
 def engine_with_settings(engine: EngineProfile, settings: CaseEngineSettings | None) -> EngineProfile:

@@ -18,8 +18,9 @@ from typing import Any
 from clustersim.catalog.registry import Catalog
 from clustersim.catalog.schema import Dtype
 from clustersim.compute.efficiency import FamilyEfficiency, efficiency_for
+from clustersim.compute.fused_expert_mlp import FUSED_EXPERT_MLP_FAMILY
 from clustersim.compute.precision import is_low_precision, training_dtype
-from clustersim.compute.software import FUSED_EXPERT_MLP_FAMILY, SoftwareProfile, resolve_layout, software_for
+from clustersim.compute.software import SoftwareProfile, resolve_layout, software_for
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout, layout_from_mapping
 from clustersim.system import System
@@ -115,9 +116,10 @@ def _compiled_loss(where: str, software: SoftwareProfile, compiled: bool | None)
 def _stated_kernels(
     case: Case, model: Transformer, system: System, precision: Dtype, software: SoftwareProfile
 ) -> SoftwareProfile:
-    """The profile with the kernels a case states (``software.fp8_attention``, ``software.fused_expert_mlp``);
+    """The profile with the kernels a case states (``software.fp8_attention``, ``software.fused_expert_mlp``, and its
+    CUDA graph capture ``software.cuda_graphs``, ``clustersim.training.host_launches``);
     refused where the run could not have used them: both need an 8- or 4-bit job, the fused MLP a MoE model
-    on a Blackwell GPU (``compute.software.FUSED_EXPERT_MLP_FAMILY``)."""
+    on a Blackwell GPU (``compute.fused_expert_mlp.FUSED_EXPERT_MLP_FAMILY``)."""
     stated = {k: getattr(case.software, k) for k in ("fp8_attention", "fused_expert_mlp")} if case.software else {}
     where = f"case {case.id}: software"
     for name, value in stated.items():
@@ -137,6 +139,8 @@ def _stated_kernels(
                 value=system.accelerator.id,
             )
     given = {k: v for k, v in stated.items() if v is not None}
+    if case.software and case.software.cuda_graphs is not None:  # the capture: host-bound launches where none
+        given["cuda_graphs"] = case.software.cuda_graphs
     return software.model_copy(update=given) if given else software
 
 

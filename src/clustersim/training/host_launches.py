@@ -1,0 +1,52 @@
+"""Host-bound MoE steps: a run with no CUDA graphs waits for its host to launch each layer's kernels.
+
+Without CUDA graphs the host launches every kernel of every micro-batch through PyTorch and the framework's Python,
+and a dropless MoE layer cannot queue far ahead of the GPU: its token dispatcher copies the tokens per expert to the
+host before the all-to-all (Megatron-Core's alltoall dispatcher), so each MoE layer starts from an empty queue.
+Where the GPU's own work on a layer is shorter than the host's time to launch it, the GPU waits; the Megatron-Core
+team's DeepSeek-V3 write-up names it the first problem of its GB200 baseline ("the CPU kernel launch speed cannot
+keep up with the kernel execution speed on GPU ... CPU overhead or host boundedness", NVIDIA/Megatron-LM
+docs/discussions/deepseek-v3-gb200-optimization @1d9edcf8, section 2) and CUDA graphs as its cure.
+
+The price: per micro-batch on the slowest pipeline rank, its MoE layers times the host's time per MoE layer
+(forward, backward and recompute launches: ``SoftwareProfile.eager_moe_layer_s``, per accelerator, as the host
+differs: a GB200's Grace), less what the GPU does for that micro-batch meanwhile (its compute and exposed exchanges),
+where positive, once per micro-batch. Dense
+layers launch fewer kernels on more work and are not counted; partial or full capture, or a run that does not say
+(``cuda_graphs`` None), pays nothing. The software profile's ``source`` gives the constant's evidence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from clustersim.choices import CudaGraphs
+from clustersim.system import System
+from clustersim.training.pricing import Systems
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def per_layout(system: System | Systems, table: Mapping[str, float], like: FloatArray) -> FloatArray:
+    """``table``'s value for each layout's accelerator (catalog id; 0 where absent), shaped as ``like``."""
+    if isinstance(system, Systems):
+        values = np.array([table.get(member.accelerator.id, 0.0) for member in system.members], dtype=np.float64)
+        return np.asarray(values[system.index] + np.zeros_like(like), dtype=np.float64)
+    return np.full_like(like, table.get(system.accelerator.id, 0.0), dtype=np.float64)
+
+
+def eager_wait_s(ctx: Any) -> FloatArray:
+    """Seconds per step the GPU waits for its host's launches (a ``clustersim.training.step.StepContext``)."""
+    none: FloatArray = np.zeros_like(ctx.tokens, dtype=np.float64)
+    if ctx.sw.cuda_graphs != CudaGraphs.NONE or ctx.model.moe is None or not ctx.sw.eager_moe_layer_s:
+        return none
+    per_layer = per_layout(ctx.system, ctx.sw.eager_moe_layer_s, none)
+    host_mb = ctx.layers_here * (ctx.model.moe_layers / ctx.model.layers) * per_layer
+    # what the GPU does for the micro-batch while the host launches: compute and the exposed exchanges
+    gpu_mb = ctx.fwd_mb + ctx.bwd_mb + ctx.rec_mb + ctx.pp_mb
+    gpu_mb = gpu_mb + ctx.tp_mb.exposed_s + ctx.cp_mb.exposed_s + ctx.ep_mb.exposed_s
+    return np.asarray(ctx.micro_batches * np.maximum(host_mb - gpu_mb, 0.0), dtype=np.float64)
