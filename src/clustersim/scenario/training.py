@@ -42,6 +42,7 @@ from clustersim.scenario.schema import (
 from clustersim.system import System, system_for_instance
 from clustersim.training.contention import Contention, FabricPlacement, contention_factors
 from clustersim.training.estimate import Estimate, estimate_training
+from clustersim.training.host_launches import graphs_note
 from clustersim.training.job import TrainingJob, default_global_batch
 from clustersim.workload import zoo
 from clustersim.workload.transformer import Transformer
@@ -338,8 +339,9 @@ def run_training(
                 transformer, system, job, space=space, efficiency=fractions, software=software, safe=safe
             )
         said = compile_note(software, scenario.torch_compile)
+        graphed = graphs_note(software, transformer, system.accelerator.id)
         chose = (chosen_note(transformer, given, safe),) if chosen else ()
-        notes = context_notes + chose + ((said,) if said else ())
+        notes = context_notes + chose + tuple(note for note in (said, graphed) if note)
         estimate = estimate_training(
             transformer, system, given, job, offer=spec.price, efficiency=fractions, software=software, notes=notes,
             cost=cost,

@@ -25,8 +25,10 @@ import numpy as np
 import numpy.typing as npt
 
 from clustersim.choices import CudaGraphs
+from clustersim.compute.software import SoftwareProfile
 from clustersim.system import System
 from clustersim.training.pricing import Systems
+from clustersim.workload.transformer import Transformer
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -37,6 +39,23 @@ def per_layout(system: System | Systems, table: Mapping[str, float], like: Float
         values = np.array([table.get(member.accelerator.id, 0.0) for member in system.members], dtype=np.float64)
         return np.asarray(values[system.index] + np.zeros_like(like), dtype=np.float64)
     return np.full_like(like, table.get(system.accelerator.id, 0.0), dtype=np.float64)
+
+
+def graphs_note(software: SoftwareProfile, model: Transformer, accelerator: str) -> str | None:
+    """What an estimate says of a MoE run stated to capture no CUDA graphs: the host time it prices, or that it
+    prices none on this accelerator's host (None: graphs, or not stated, or a dense model)."""
+    if software.cuda_graphs != CudaGraphs.NONE or model.moe is None:
+        return None
+    per_layer = software.eager_moe_layer_s.get(accelerator)
+    if per_layer is None:
+        return (
+            f"no CUDA graphs: the host's kernel launches are not priced on {accelerator}'s host ({software.name}'s "
+            f"profile has a time for {', '.join(sorted(software.eager_moe_layer_s)) or 'no accelerator'}'s)"
+        )
+    return (
+        f"no CUDA graphs: each MoE layer's launches take {per_layer * 1e3:g} ms of host time per micro-batch on "
+        f"{accelerator}'s host; the step waits where the GPU's work is shorter (in 'framework overhead')"
+    )
 
 
 def eager_wait_s(ctx: Any) -> FloatArray:
