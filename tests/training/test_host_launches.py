@@ -22,6 +22,7 @@ from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout
 from clustersim.system import system_for_instance
 from clustersim.training.estimate import estimate_training
+from clustersim.training.host_launches import graphs_note
 from clustersim.training.job import TrainingJob
 from clustersim.validation.cases import project_dir, read_cases
 from clustersim.validation.training import case_estimator, case_value
@@ -68,6 +69,8 @@ def test_a_graphless_moe_step_on_grace_waits_for_its_host_by_the_layers_host_tim
 def test_no_wait_for_a_dense_model_or_a_host_the_profile_has_no_time_for() -> None:
     dense = Layout(tp=1, pp=1, dp=32, micro_batch=1)
     assert _overhead(_estimate("llama3.1-8b", "p6e-gb200.36xlarge", CudaGraphs.NONE, dense)) == 0.0
+    note = graphs_note(MEGATRON.model_copy(update={"cuda_graphs": CudaGraphs.NONE}), load_model("llama3.1-8b"), "gb200")
+    assert note is not None and "not priced for a dense model" in note  # the flag is said, not dropped
     assert "h100-sxm" not in MEGATRON.eager_moe_layer_s and "b200" not in MEGATRON.eager_moe_layer_s
     x86 = Layout(tp=1, pp=1, dp=64, ep=32, micro_batch=1)
     assert _overhead(_estimate("qwen3-30b-a3b", "p5.48xlarge", CudaGraphs.NONE, x86)) == 0.0

@@ -43,9 +43,11 @@ def per_layout(system: System | Systems, table: Mapping[str, float], like: Float
 
 def graphs_note(software: SoftwareProfile, model: Transformer, accelerator: str) -> str | None:
     """What an estimate says of a MoE run stated to capture no CUDA graphs: the host time it prices, or that it
-    prices none on this accelerator's host (None: graphs, or not stated, or a dense model)."""
-    if software.cuda_graphs != CudaGraphs.NONE or model.moe is None:
+    prices none on this accelerator's host, or for a dense model (None: graphs, or not stated)."""
+    if software.cuda_graphs != CudaGraphs.NONE:
         return None
+    if model.moe is None:
+        return f"no CUDA graphs: not priced for a dense model ({model.name}'s layers' GPU work outlasts their launches)"
     per_layer = software.eager_moe_layer_s.get(accelerator)
     if per_layer is None:
         return (
