@@ -18,7 +18,8 @@ Understood, with launcher prefixes (``0: ``, ``[1,0]<stdout>:``, ``[rank0]:``) a
   ``global_batch_size``, ``sequence_parallel``, ``use_distributed_optimizer``, ``recompute_granularity``
   (or the older ``checkpoint_activations``) with a selective recompute's ``recompute_modules``,
   ``bf16``/``fp16``/``fp8`` (with ``fp8_recipe``: mxfp8 is its own format) / ``fp4`` (with ``fp4_recipe`` nvfp4),
-  whether it captured CUDA graphs (``cuda_graph_impl``, ``cuda_graph_scope``; noted, not priced);
+  whether it captured CUDA graphs (``cuda_graph_impl``, ``cuda_graph_scope``: software ``cuda_graphs``, whose none
+  prices a MoE step's wait for its host's launches, ``clustersim.training.host_launches``);
 * ``using world size: W, data-parallel size: D, ... tensor-model-parallel size: T, pipeline-model-parallel
   size: P``, ``> initialized tensor/pipeline model parallel with size N``, ``> padded vocab (size: V) with N
   dummy tokens (new size: P)`` and ``using torch.float16/bfloat16 for parameters``.
@@ -201,7 +202,7 @@ def _cuda_graphs(run: TrainingRun, args: dict[str, tuple[str, int]]) -> None:
     scope = args.get("cuda_graph_scope", ("", 0))[0]
     state = "none" if not captured else "full" if "full_iteration" in scope else "partial"
     run.state("software", "cuda_graphs", state, stated[0][1])
-    run.notes.append(f"CUDA graphs: {state} (line {stated[0][1]}; not priced)")
+    run.notes.append(f"CUDA graphs: {state} (line {stated[0][1]}; software.cuda_graphs)")
 
 
 def _experts(run: TrainingRun, args: dict[str, tuple[str, int]], experts: int, line: int) -> None:
