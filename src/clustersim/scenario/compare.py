@@ -11,6 +11,7 @@ import math
 from collections.abc import Sequence
 
 from clustersim.catalog.registry import Catalog, load_catalog
+from clustersim.compute.precision import formats_on
 from clustersim.errors import ClusterSimError
 from clustersim.scenario.schema import SystemSpec, TrainingScenario
 from clustersim.scenario.training import TrainingRun, run_training
@@ -30,8 +31,17 @@ def compare_training(
     first_entry = catalog.instance(scenario.system.instance)
     devices = scenario.system.nodes * int(first_entry.num_accelerators.value)
     runs: list[tuple[SystemSpec, TrainingRun, tuple[str, ...]]] = []
+    precision = scenario.job.precision
     for name in instances:
         entry = catalog.instance(name)
+        chip = catalog.accelerator(entry.accelerator)
+        if precision not in chip.dense_flop_per_s:  # the job's format has no tensor cores there
+            raise ClusterSimError(
+                f"--compare {entry.id}: its {chip.id} has no {precision.value} tensor cores for the job's precision "
+                f"(valid there: {', '.join(f.value for f in formats_on(chip))}); compare on one that has them",
+                field="--compare",
+                value=entry.id,
+            )
         spec, adjusted = _spec_for(entry.id, int(entry.num_accelerators.value), devices, nodes)
         run = run_training(scenario, compare=spec, network=network)
         runs.append((spec, run, adjusted))
