@@ -35,6 +35,7 @@ BAD = [
     ("serve llama3.1-405b --instance p5.48xlarge --pp 2", "model"),
     ("train llama3.1-405b --instance p5.48xlarge --nodes 2", "nodes"),
     ("train llama3-8b --instance p5.48xlarge --nodes 1 --precision fp8 --compare p4d.24xlarge", "--compare"),
+    ("train llama3-8b --instance p6-b200.48xlarge --nodes 1 --precision mxfp8 --compare p5.48xlarge", "--compare"),
     ("storage checkpoint llama3-8b --nodes 2 --storage fsx:PERSISTENT_2-1000:1GiB", None),
 ]
 

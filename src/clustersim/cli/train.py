@@ -275,6 +275,8 @@ def train_command(
                 value=compare_nodes,
             )
         others = compared_instances(compare or [])
+        for other in others if scenario is None else []:  # the format as given (a scenario keeps its catalog dtype)
+            _precision(precision, other, catalog or [], "--compare")
         if network != "analytic" and save_scenario is not None:
             raise ClusterSimError(
                 f"--network {network} is not part of a scenario file; run --save-scenario with the analytic model, "
@@ -436,9 +438,9 @@ def _framework_profile(
     return profiles.software_for(framework, cat.accelerator(chip).family, table, accelerator=chip)
 
 
-def _precision(text: str, instance: str, catalog: list[Path]) -> Dtype:
+def _precision(text: str, instance: str, catalog: list[Path], field: str = "--precision") -> Dtype:
     """The job's GEMM format for ``--precision`` (bf16, fp16, fp8, mxfp8, nvfp4, mxfp4), refused where the
-    instance's accelerator has no tensor cores for it (clustersim.compute.precision)."""
+    instance's accelerator has no tensor cores for it (clustersim.compute.precision), naming ``field``."""
     from clustersim.catalog import registry
     from clustersim.compute.precision import check_training_format, job_dtype, parse_training_format
     from clustersim.scenario.training import user_files
@@ -449,7 +451,7 @@ def _precision(text: str, instance: str, catalog: list[Path]) -> Dtype:
         chip = cat.accelerator(cat.instance(instance).accelerator)
     except ClusterSimError:  # an unknown instance is named where the system is built
         return job_dtype(fmt)
-    check_training_format(fmt, chip, "--precision")
+    check_training_format(fmt, chip, field)
     return job_dtype(fmt)
 
 
