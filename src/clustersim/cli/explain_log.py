@@ -209,16 +209,16 @@ def graphs_of(log: LoggedRun, cuda_graphs: CudaGraphs | None) -> CudaGraphs | No
     """--cuda-graphs, or the log's capture where the command line does not give it; a flag that says otherwise
     than the log is refused, naming its line."""
     stated = log.cuda_graphs
-    if stated is None or cuda_graphs is None:
-        return CudaGraphs(stated) if cuda_graphs is None and stated is not None else cuda_graphs
-    if stated != cuda_graphs:
+    if stated is None or log.launched is None:
+        return cuda_graphs
+    if cuda_graphs is not None and stated != cuda_graphs:
         raise ClusterSimError(
-            f"{log.path}, line {log.launched.lines['cuda_graphs'] if log.launched else 0}: the log ran CUDA graphs "
-            f"{stated}, --cuda-graphs says {cuda_graphs.value}",
+            f"{log.path}, line {log.launched.lines['cuda_graphs']}: the log ran CUDA graphs {stated}, --cuda-graphs "
+            f"says {cuda_graphs.value}",
             field="--cuda-graphs",
             value=cuda_graphs.value,
         )
-    return cuda_graphs
+    return CudaGraphs(stated)
 
 
 def compiled_of(log: LoggedRun, torch_compile: bool | None) -> bool | None:

@@ -11,8 +11,8 @@ and un-permutes with the routing weights applied: a profile or case that states 
 ``moe_token_layer_s``.
 
 The evidence: MLPerf Inference v6.0's DeepSeek-R1 configs differ from v5.1's, at the same batch caps on 8 B200,
-only in ``moe_backend`` (WIDEEP -> CUTEDSL), and the offline throughput of the five v6.0 B200 submissions is
-1.71-1.75x v5.1's; with the per-token cost dropped the closed form's offline throughput of the 17 v6.0 DeepSeek-R1
+only in ``moe_backend`` (WIDEEP -> CUTEDSL), and the offline throughput of the three v6.0 B200 submissions is
+1.71-1.76x v5.1's; with the per-token cost dropped the closed form's offline throughput of the 17 v6.0 DeepSeek-R1
 offline runs (B200, B300, GB200, GB300; 8 to 288 GPUs) moves from 36% too slow to 6% MAPE
 (``validation/project/inference.jsonl``, ``mlperf60_deepseek-r1_*``).
 
