@@ -79,6 +79,8 @@ GROUPS: dict[str, list[str]] = {
     "datapath": ["src/clustersim/network/transport/datapath.py"],
     "fabric_step": ["src/clustersim/training/fabric_step.py"],
     "flowsim_groups": ["src/clustersim/network/flowsim/groups.py", "src/clustersim/network/flowsim/cluster.py"],
+    "host_launches": ["src/clustersim/training/host_launches.py"],
+    "fused_experts": ["src/clustersim/serving/fused_experts.py"],
 }
 TEST_SELECTION = [
     "tests/training",
@@ -122,6 +124,8 @@ GROUP_TESTS: dict[str, list[str]] = {
     "pricing": ["tests/compute", "tests/training", "tests/validation/test_recipe_kernels.py"],
     "attention_kernel": ["tests/compute/test_attention_softmax.py", "tests/serving/test_prefill_exponentials.py"],
     "flowsim_groups": ["tests/network/flowsim", "tests/training/test_fabric_step.py", "tests/cli/test_fabric.py"],
+    "host_launches": ["tests/training/test_host_launches.py", "tests/cli/test_explain.py"],
+    "fused_experts": ["tests/serving/test_fused_experts.py"],
 }
 # Slow tests left out of the selection (a surviving mutant runs every selected test that reaches it): the
 # CLI fuzzer (about 40 s), the calibration scripts' write paths (they run the fitting scripts, which the

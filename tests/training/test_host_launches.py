@@ -125,7 +125,10 @@ def test_explain_says_the_wait_is_not_priced_on_an_x86_host(tmp_path: Path) -> N
                                               "shorter (in 'framework overhead')"])  # fmt: skip
     (caveat,), (note,) = on["p5.48xlarge"]
     assert "without CUDA graphs" in caveat and "not on h100-sxm's" in caveat and "gb200, gb300" in caveat
-    assert note.startswith("no CUDA graphs: the host's kernel launches are not priced on h100-sxm's host")
+    assert note == (
+        "no CUDA graphs: the host's kernel launches are not priced on h100-sxm's host (megatron's profile has a time "
+        "for gb200, gb300's)"
+    )
 
 
 def test_a_serving_case_cannot_state_a_training_runs_graphs() -> None:
@@ -136,3 +139,49 @@ def test_a_serving_case_cannot_state_a_training_runs_graphs() -> None:
     case["software"] = {**(case.get("software") or {}), "cuda_graphs": "none"}
     with pytest.raises(ClusterSimError, match=r"software\.cuda_graphs is a training setting"):
         case_deployment(case, CATALOG)
+
+
+def test_each_layout_of_a_planners_systems_takes_its_own_hosts_time() -> None:
+    from clustersim.training.host_launches import per_layout
+    from clustersim.training.pricing import Systems
+
+    gb200, b200 = (
+        system_for_instance(CATALOG, "p6e-gb200.36xlarge", 2),
+        system_for_instance(CATALOG, "p6-b200.48xlarge", 1),
+    )
+    table = {"gb200": 0.034}
+    assert list(per_layout(Systems((gb200, b200), np.array([1, 0, 1])), table)) == [0.0, 0.034, 0.0]
+    assert per_layout(gb200, table) == 0.034 and per_layout(b200, table) == 0.0
+
+
+def test_the_gpus_share_counts_its_recompute_and_exposed_tensor_parallel_exchanges() -> None:
+    """What the GPU does meanwhile is every per-micro-batch term it runs: a fully recomputed TP2 layout without TP
+    overlap exposes recompute and TP communication, and the wait is the host's time less all of them."""
+    layout = Layout(tp=2, pp=1, dp=16, ep=16, micro_batch=1, recompute="full", sequence_parallel=True)
+    system = system_for_instance(CATALOG, "p6e-gb200.36xlarge", 8)
+    software = software_for("megatron", system.accelerator.family, accelerator=system.accelerator.id)
+    job = TrainingJob(global_batch=256, seq_len=4096)
+    model = load_model("qwen3-30b-a3b")
+
+    def run(graphs: CudaGraphs | None):  # type: ignore[no-untyped-def]
+        sw = software.model_copy(update={"cuda_graphs": graphs, "tp_overlap": False})
+        return estimate_training(model, system, layout, job, software=sw)
+
+    eager, graphed = run(CudaGraphs.NONE), run(None)
+    terms = {t.name: t.exposed_s for t in graphed.terms}
+    assert terms["recompute"] > 0 and terms["tp comm"] > 0
+    per_mb = ("forward", "backward", "recompute", "tp comm", "cp comm", "ep comm", "pp comm")
+    micro_batches = 256 // 16
+    gpu_mb = sum(terms[name] for name in per_mb) / micro_batches
+    host_mb = model.moe_layers * MEGATRON.eager_moe_layer_s["gb200"]
+    assert _overhead(eager) == pytest.approx(micro_batches * max(host_mb - gpu_mb, 0.0), rel=1e-6)
+
+
+def test_a_profile_with_no_host_time_says_so() -> None:
+    software = software_profiles(use_env=False)["torchtitan"].model_copy(update={"cuda_graphs": CudaGraphs.NONE})
+    note = graphs_note(software, load_model("qwen3-30b-a3b"), "gb200")
+    assert note == (
+        "no CUDA graphs: the host's kernel launches are not priced on gb200's host (torchtitan's profile has a time "
+        "for no accelerator's)"
+    )
+    assert graphs_note(MEGATRON, load_model("qwen3-30b-a3b"), "gb200") is None  # graphs not stated

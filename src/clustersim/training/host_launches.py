@@ -33,12 +33,12 @@ from clustersim.workload.transformer import Transformer
 FloatArray = npt.NDArray[np.float64]
 
 
-def per_layout(system: System | Systems, table: Mapping[str, float], like: FloatArray) -> FloatArray:
-    """``table``'s value for each layout's accelerator (catalog id; 0 where absent), shaped as ``like``."""
+def per_layout(system: System | Systems, table: Mapping[str, float]) -> FloatArray | float:
+    """``table``'s value for each layout's accelerator (catalog id; 0 where absent): one per layout of a planner's
+    ``Systems``, one for all of a ``System``'s."""
     if isinstance(system, Systems):
-        values = np.array([table.get(member.accelerator.id, 0.0) for member in system.members], dtype=np.float64)
-        return np.asarray(values[system.index] + np.zeros_like(like), dtype=np.float64)
-    return np.full_like(like, table.get(system.accelerator.id, 0.0), dtype=np.float64)
+        return np.array([table.get(member.accelerator.id, 0.0) for member in system.members])[system.index]
+    return table.get(system.accelerator.id, 0.0)
 
 
 def graphs_note(software: SoftwareProfile, model: Transformer, accelerator: str) -> str | None:
@@ -62,10 +62,9 @@ def graphs_note(software: SoftwareProfile, model: Transformer, accelerator: str)
 
 def eager_wait_s(ctx: Any) -> FloatArray:
     """Seconds per step the GPU waits for its host's launches (a ``clustersim.training.step.StepContext``)."""
-    none: FloatArray = np.zeros_like(ctx.tokens, dtype=np.float64)
     if ctx.sw.cuda_graphs != CudaGraphs.NONE or ctx.model.moe is None or not ctx.sw.eager_moe_layer_s:
-        return none
-    per_layer = per_layout(ctx.system, ctx.sw.eager_moe_layer_s, none)
+        return np.zeros_like(ctx.tokens)
+    per_layer = per_layout(ctx.system, ctx.sw.eager_moe_layer_s)
     host_mb = ctx.layers_here * (ctx.model.moe_layers / ctx.model.layers) * per_layer
     # what the GPU does for the micro-batch while the host launches: compute and the exposed exchanges
     gpu_mb = ctx.fwd_mb + ctx.bwd_mb + ctx.rec_mb + ctx.pp_mb
