@@ -29,26 +29,18 @@ from typing import Any
 
 from clustersim.catalog import load_catalog
 from clustersim.compute.efficiency import FamilyEfficiency, efficiency_table
-from clustersim.validation.cases import as_case
+from clustersim.validation.cases import as_case, primary_field
 from clustersim.validation.training import case_value, estimate_case
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "clustersim" / "validation"
 DEFAULT_FILES = (PACKAGE / "data" / "training.jsonl", PACKAGE / "project" / "training.jsonl")
 COMPUTE_TERMS = ("forward", "backward", "recompute")
-PRIMARY_FIELDS = ("step_time_s", "tokens_per_s_per_device", "model_tflops_per_device", "hw_tflops_per_device", "mfu")
-
-
-def primary_field(measured: Mapping[str, float]) -> str | None:
-    """The first measured field of the case that a step answers (the step itself first)."""
-    return next((f for f in PRIMARY_FIELDS if measured.get(f, 0) > 0), None)
 
 
 def residual_row(raw: Mapping[str, Any], catalog: Any, table: Mapping[str, FamilyEfficiency] | None) -> dict[str, Any]:
     """One case's measured and predicted step, error and per-layer figures under the efficiency ``table``."""
     case = as_case(raw)
-    field = primary_field(case.measured)
-    if field is None:
-        raise ValueError(f"{case.id}: no measured field a training step answers")
+    field = primary_field(case)  # the field validate scores
     estimate = estimate_case(case, catalog, table)
     measured = case.measured[field]
     # a step is proportional to 1 / rate: the measured step is the predicted one times predicted / measured rate

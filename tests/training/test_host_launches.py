@@ -24,7 +24,7 @@ from clustersim.system import system_for_instance
 from clustersim.training.estimate import estimate_training
 from clustersim.training.host_launches import graphs_note
 from clustersim.training.job import TrainingJob
-from clustersim.validation.cases import project_dir, read_cases
+from clustersim.validation.cases import primary_field, project_dir, read_cases
 from clustersim.validation.training import case_estimator, case_value
 from clustersim.workload.zoo import load_model
 
@@ -83,7 +83,7 @@ def _errors(cases, seconds: float) -> list[float]:  # type: ignore[no-untyped-de
     }
     out = []
     for case in cases:
-        field = next(f for f in ("step_time_s", "model_tflops_per_device") if f in case.measured)
+        field = primary_field(case)
         predicted = case_value(case, case_estimator(case, CATALOG, profiles)(None), field)
         out.append(predicted / case.measured[field] - 1.0)
     return out

@@ -249,7 +249,7 @@ def explain_command(
             }
         )
         return
-    notes = ([] if contention is None else [contention.describe()]) + host_caveat(logged, run)
+    notes = [] if contention is None else [contention.describe()]  # the estimate's own notes say the host's part
     show(run, explanation, _said(given, logged), notes, safe=safe)
 
 
