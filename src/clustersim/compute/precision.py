@@ -159,3 +159,10 @@ def training_dtype(value: str, accelerator: Accelerator, field_name: str = "prec
 def is_low_precision(dtype: Dtype) -> bool:
     """Whether GEMMs in ``dtype`` are quantized on the fly (8 or 4 bits: ``fp8_efficiency_ratio`` applies)."""
     return dtype in (Dtype.FP8, Dtype.FP4)
+
+
+def head_precision(dtype: Dtype, *, quantized: bool) -> Dtype:
+    """The format of a training job's output head (its logits GEMM): the job's own where ``quantized`` (the
+    software quantizes the output layer too) or the job computes in 16 bits, else BF16, the format an 8- or
+    4-bit job keeps outside its quantized layers (``SoftwareProfile.quantized_head``)."""
+    return dtype if quantized or not is_low_precision(dtype) else Dtype.BF16

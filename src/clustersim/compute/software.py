@@ -197,6 +197,10 @@ class SoftwareProfile(SoftwareSettings):
         "in their epilogues (Transformer Engine's CuTe DSL fused grouped MLP): no separate activation pass and "
         "no quantization kernel per expert slice.",
     )
+    quantized_head: bool = Field(
+        False,
+        description="FP8 and 4-bit jobs: the output head's logits GEMM runs in the job's format too; false: in BF16.",
+    )
     float8_saved_inputs: bool = Field(
         False,
         description="FP8 and 4-bit jobs: each GEMM keeps its quantized input (a byte an element) for the weight "

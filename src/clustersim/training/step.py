@@ -1,16 +1,14 @@
 """One training step, term by term, for many layouts at once (numpy arrays, one element per layout).
 
-Compute per micro-batch and layer on one device is the sum of the operations of
-``clustersim.workload.ops`` (GEMMs, the attention core, memory traffic), each on a roofline with
-the family's fitted efficiencies; the output head runs on the last stage. Recompute repeats the
-forward pass (full) or the attention core (selective).
-
-Communication goes through ``clustersim.network`` on the links each group uses (see ``System``): TP
-all-reduces (or all-gather + reduce-scatter with SP, same bytes) of ``T h`` activations, two forward
-and two backward per layer (and two more with full recompute); CP exchanges keys and values, hidden
-behind the attention core; EP all-to-all dispatch and combine; PP send/recv of activations; DP
-gradient all-reduce (ZeRO 0) or reduce-scatter + parameter all-gather (ZeRO >= 1), the routed experts' over
-the expert data-parallel ranks, overlapped with the last micro-batch's backward and the first's forward.
+Compute per micro-batch and layer on one device is the sum of the operations of ``clustersim.workload.ops``
+(GEMMs, the attention core, memory traffic) on a roofline at the family's fitted efficiencies; the output head
+runs on the last stage (in BF16 for an 8- or 4-bit job unless the profile quantizes it). Recompute repeats the
+forward pass (full) or the attention core (selective). Communication goes through ``clustersim.network`` on the
+links each group uses (``System``): TP all-reduces (or all-gather + reduce-scatter with SP) of ``T h``
+activations, two forward and two backward per layer (two more with full recompute); CP exchanges keys and
+values behind the attention core; EP all-to-all dispatch and combine; PP send/recv; DP gradient all-reduce
+(ZeRO 0) or reduce-scatter + parameter all-gather (ZeRO >= 1), the routed experts' over the expert data-parallel
+ranks, overlapped with the last micro-batch's backward and the first's forward.
 
 The step is ``(m + (pp - 1) / vp) x`` the slowest stage's micro-batch time, plus exposed DP time, the optimizer
 (a memory-bound pass over the local shard of parameters) and the host's (``clustersim.training.host_launches``).
@@ -34,6 +32,7 @@ from clustersim.compute.dispatch import dispatch_copy_ratios
 from clustersim.compute.efficiency import FamilyEfficiency
 from clustersim.compute.fused_expert_mlp import fused_expert_mlp_runs
 from clustersim.compute.memory import WEIGHT_BYTES, SyncGroup, data_parallel_groups, local_params
+from clustersim.compute.precision import head_precision
 from clustersim.compute.software import SoftwareProfile, software_for
 from clustersim.compute.stages import slowest_stage
 from clustersim.execution import LayoutArrays
@@ -161,11 +160,12 @@ class StepContext:
 
     @_derived
     def head(self) -> list[OperationTimes]:
-        """Roofline times of the output head (last stage)."""
-        tp = self.lay.tp.astype(float)
-        ops = head_operations(self.model, tokens=self.tokens, tp=tp, eager_elementwise=self.sw.eager_elementwise)
+        """Roofline times of the output head (last stage), in 16 bits unless the profile quantizes it."""
+        tp, sw = self.lay.tp.astype(float), self.sw
+        ops = head_operations(self.model, tokens=self.tokens, tp=tp, eager_elementwise=sw.eager_elementwise)
+        precision = head_precision(self.precision, quantized=sw.quantized_head)
         return operation_times(
-            ops, self.system, self.eff, self.precision, in_head=True, kernel_efficiency=self.sw.kernel_efficiency
+            ops, self.system, self.eff, precision, in_head=True, kernel_efficiency=sw.kernel_efficiency
         )
 
     def _layer_sum(self, keep: Callable[[OperationTimes], bool], backward: bool = False) -> FloatArray:

@@ -180,6 +180,7 @@ class CaseDisaggregation(_Part):
 class CaseParallel(_Part):
     """``parallel``: degrees, batches, ZeRO stage, sequence parallelism and recompute; and the extra
     context a case may carry, ``ep_overlap`` (Megatron-Core's ``overlap_moe_expert_parallel_comm``) and
+    ``tp_overlap`` (its ``tp_comm_overlap``: Transformer Engine's userbuffers overlap of the TP collectives) and
     ``etp`` (its ``expert_tensor_parallel_size``; null: the framework's default, ``resolve_layout``) and
     ``ep_dispatcher`` (its token dispatcher: ``alltoall``, or ``deepep`` / ``hybridep``, priced alike) and
     ``last_stage_layers`` (the decoder layers a pipeline layout gives the last rank, ``Layout.last_stage_layers``)
@@ -198,6 +199,7 @@ class CaseParallel(_Part):
     sequence_parallel: bool | None = None
     recompute: str | None = None
     ep_overlap: bool | None = None  # extra context: expert all-to-alls overlapped with compute (null: the framework's)
+    tp_overlap: bool | None = None  # extra context: TP collectives overlapped with GEMMs (null: the framework's)
     # extra context, serving: attention data-parallel groups of a MoE replica sharing its experts (null: 1)
     attention_dp: Count | None = None
     etp: Count | None = None  # extra context: expert tensor-parallel degree (null: derived)
@@ -250,6 +252,7 @@ class CaseSoftware(_Part):
     float8_recipe: str | None = None  # extra context: an FP8 run's recipe (null: the framework's default)
     fp8_attention: bool | None = None  # extra context: attention in FP8 (null: the framework's default)
     fused_expert_mlp: bool | None = None  # extra context: fused grouped expert MLP kernels (null: the default)
+    quantized_head: bool | None = None  # extra context: the output head in the run's 8/4-bit format (null: BF16)
     cuda_graphs: CudaGraphs | None = None  # extra context: a training run's CUDA graph capture (null: not stated)
 
     @field_validator("float8_recipe")

@@ -89,6 +89,7 @@ def case_setup(
     if dispatcher is None and experts:
         assumed["ep_dispatcher"] = "deepep" if software.ep_dispatch_per_node else "alltoall"
     extra: dict[str, Any] = {"uneven_stages": True, "ep_overlap": parallel.ep_overlap, "ep_dispatcher": dispatcher}
+    extra["tp_overlap"] = parallel.tp_overlap
     extra["recompute_modules"] = parallel.recompute_modules  # the Layout holds the list as a tuple
     layout = layout_from_mapping(fields | extra, where=f"{where}: parallel")
     global_batch = parallel.global_batch
@@ -116,11 +117,13 @@ def _compiled_loss(where: str, software: SoftwareProfile, compiled: bool | None)
 def _stated_kernels(
     case: Case, model: Transformer, system: System, precision: Dtype, software: SoftwareProfile
 ) -> SoftwareProfile:
-    """The profile with the kernels a case states (``software.fp8_attention``, ``software.fused_expert_mlp``, and its
-    CUDA graph capture ``software.cuda_graphs``, ``clustersim.training.host_launches``);
-    refused where the run could not have used them: both need an 8- or 4-bit job, the fused MLP a MoE model
-    on a Blackwell GPU (``compute.fused_expert_mlp.FUSED_EXPERT_MLP_FAMILY``)."""
-    stated = {k: getattr(case.software, k) for k in ("fp8_attention", "fused_expert_mlp")} if case.software else {}
+    """The profile with the kernels a case states (``software.fp8_attention``, ``software.fused_expert_mlp``,
+    ``software.quantized_head``, and its CUDA graph capture ``software.cuda_graphs``,
+    ``clustersim.training.host_launches``); refused where the run could not have used them: the first three need
+    an 8- or 4-bit job, the fused MLP a MoE model on a Blackwell GPU
+    (``compute.fused_expert_mlp.FUSED_EXPERT_MLP_FAMILY``)."""
+    kernels = ("fp8_attention", "fused_expert_mlp", "quantized_head")
+    stated = {k: getattr(case.software, k) for k in kernels} if case.software else {}
     where = f"case {case.id}: software"
     for name, value in stated.items():
         if value and not is_low_precision(precision):
