@@ -103,3 +103,41 @@ def test_a_dense_model_cannot_state_the_fused_expert_mlp():
     dense = dict(case, model={k: v for k, v in case["model"].items() if k != "moe"})
     with pytest.raises(ClusterSimError, match="fused_expert_mlp needs a MoE model"):
         case_setup(_with(dense, fp8_attention=False), CATALOG)
+
+
+MLPERF_GB300 = "mlperft60_deepseek-v3_gb300_256gpu_nvidia_tp1pp4vp4ep32_mxfp8"
+MLPERF_GB200 = "mlperft60_deepseek-v3_gb200_512gpu_nvidia_tp2pp4vp4ep32_mxfp8"
+
+
+def test_an_fp8_jobs_output_head_runs_in_bf16_unless_the_software_quantizes_it():
+    case = _case(MLPERF_GB300)
+    assert case["software"]["quantized_head"] is True  # the GB300 configs' FP8_OUTPUT_PROJ=True
+    quantized, bf16 = _ops(case), _ops(_with(case, quantized_head=False))
+    system = case_setup(case, CATALOG).system
+    rate = system.peak_flop_per_s(Dtype.FP8) / system.peak_flop_per_s(Dtype.BF16)
+    # the logits GEMM at the BF16 rate takes longer, by less than the rate (an FP8 GEMM pays its casts), and nothing
+    # else moves
+    assert quantized["logits"][0] < bf16["logits"][0] < rate * quantized["logits"][0]
+    assert all(quantized[name] == pytest.approx(bf16[name]) for name in quantized if name != "logits")
+    # a 16-bit job's head is the job's own format either way
+    bf16_job = dict(_with(case, quantized_head=None, fp8_attention=None, fused_expert_mlp=None), precision="bf16")
+    plain = estimate_case(bf16_job, CATALOG)
+    assert plain.step_s > estimate_case(case, CATALOG).step_s
+
+
+def test_a_16_bit_case_cannot_state_a_quantized_head():
+    case = dict(_with(_case(MLPERF_GB300), fp8_attention=None, fused_expert_mlp=None), precision="bf16")
+    with pytest.raises(ClusterSimError, match=r"software\.quantized_head needs an FP8 or 4-bit precision"):
+        case_setup(case, CATALOG)
+
+
+def test_a_stated_tp_overlap_is_honoured_and_unstated_is_the_frameworks():
+    case = _case(MLPERF_GB200)
+    assert case["parallel"]["tp"] == 2 and case["parallel"]["tp_overlap"] is False  # the recipe's tp_comm_overlap
+    exposed = {t.name: t.exposed_s for t in estimate_case(case, CATALOG).terms}
+    overlapped_case = dict(case, parallel=dict(case["parallel"], tp_overlap=True))
+    unstated_case = dict(case, parallel={k: v for k, v in case["parallel"].items() if k != "tp_overlap"})
+    overlapped = {t.name: t.exposed_s for t in estimate_case(overlapped_case, CATALOG).terms}
+    unstated = {t.name: t.exposed_s for t in estimate_case(unstated_case, CATALOG).terms}
+    assert exposed["tp comm"] > 0.5 and overlapped["tp comm"] < 0.1 * exposed["tp comm"]
+    assert unstated == pytest.approx(overlapped)  # Megatron's profile overlaps TP on Blackwell

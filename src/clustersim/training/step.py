@@ -160,13 +160,12 @@ class StepContext:
 
     @_derived
     def head(self) -> list[OperationTimes]:
-        """Roofline times of the output head (last stage), in 16 bits unless the profile quantizes it."""
+        """Roofline times of the output head (last stage): its logits GEMM in BF16 unless the profile quantizes it."""
         tp, sw = self.lay.tp.astype(float), self.sw
         ops = head_operations(self.model, tokens=self.tokens, tp=tp, eager_elementwise=sw.eager_elementwise)
-        precision = head_precision(self.precision, quantized=sw.quantized_head)
-        return operation_times(
-            ops, self.system, self.eff, precision, in_head=True, kernel_efficiency=sw.kernel_efficiency
-        )
+        logits = head_precision(self.precision, quantized=sw.quantized_head)
+        price = partial(operation_times, system=self.system, eff=self.eff, kernel_efficiency=sw.kernel_efficiency)
+        return [price([op], precision=logits if op.name == "logits" else self.precision, in_head=True)[0] for op in ops]
 
     def _layer_sum(self, keep: Callable[[OperationTimes], bool], backward: bool = False) -> FloatArray:
         total = sum(
