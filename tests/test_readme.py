@@ -68,7 +68,7 @@ PROSE: list[tuple[str, list[str]]] = [
     ),
     (
         "clustersim train llama3-70b --instance p5en.48xlarge --nodes 16 --tp 8 --pp 2 --tokens 15T",
-        ["`step 26.8 s (80%: 22.6-31.8 s)`"],
+        ["`step 26.8 s (80%: 22.9-31.3 s)`"],
     ),
     (
         "clustersim collective all_reduce --instance p6e-gb200.36xlarge --nodes 36 --min 64M --max 4G --factor 4",
@@ -102,7 +102,7 @@ PROSE: list[tuple[str, list[str]]] = [
     ),
     (
         "--storage fsx:PERSISTENT_2-125:100800GiB",  # in place of the 405B table's --storage
-        ["25.17 min of work between saves, 1.879 min stall each, goodput 76.6%, 127.25 d failure-free become 166.21"],
+        ["25.17 min of work between saves, 1.879 min stall each, goodput 76.6%, 127.16 d failure-free become 166.09"],
     ),
     (
         "--framework deepspeed --zero 1 --recompute full",  # in place of --precision fp8 in the command above

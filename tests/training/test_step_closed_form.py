@@ -237,13 +237,16 @@ def test_selective_recompute_repeats_the_attention_core_only():
     assert terms(est)["recompute"][1] == pytest.approx(2 * 4 * core, rel=REL)
 
 
-def test_fp8_runs_gemms_at_the_fp8_peak_and_attention_at_the_16_bit_one():
+def test_fp8_runs_gemms_at_the_fp8_peak_and_attention_and_the_logits_at_the_16_bit_one():
     est = estimate(Layout(), devices=1, precision=Dtype.FP8)
     fp8_gemm = 2e15 * 0.5 * 0.75  # FP8 peak x gemm_max x fp8_efficiency_ratio
     gemm, core, memory = layer_parts(1024, gemm=fp8_gemm)
-    head_fwd, _ = head_parts(1024, gemm=fp8_gemm)
+    head_fwd, _ = head_parts(1024)  # the logits GEMM outside the FP8 layers: BF16
     forward = 2 * (4 * (gemm + core + memory) + head_fwd)
     assert terms(est)["forward"][1] == pytest.approx(forward, rel=REL)
+    quantized = estimate(Layout(), devices=1, precision=Dtype.FP8, sw=SW.model_copy(update={"quantized_head": True}))
+    head_fp8, _ = head_parts(1024, gemm=fp8_gemm)
+    assert terms(quantized)["forward"][1] == pytest.approx(2 * (4 * (gemm + core + memory) + head_fp8), rel=REL)
 
 
 def test_fp16_reads_the_fp16_peak():
