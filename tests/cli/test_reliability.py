@@ -125,3 +125,12 @@ def test_train_storage_with_a_vanishing_failure_rate():
 def test_an_interval_too_short_to_count_is_refused():
     result = run("--interval", "1e-300s", "--work", "1e300s", "--runs", "0")
     assert result.exit_code == 2 and "checkpoints; lengthen the interval" in result.output, result.output
+
+
+def test_times_near_the_float_range_keep_a_finite_spread():
+    # a checkpoint stall of 1e300 s runs each simulated job to about 1e301 s: its spread squared would overflow
+    # (fuzz seed 104); taken on scaled times it stays finite, and the JSON is valid
+    result = run("--runs", "20", "--work", "1d", "--checkpoint", "1e300s", "--failure-rate", "1e-300", "--json")
+    assert result.exit_code == 0, result.output
+    mc = json.loads(result.stdout)["monte_carlo"]
+    assert 0 <= mc["std_error_s"] < mc["mean_s"] < float("inf")

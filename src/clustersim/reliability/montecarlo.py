@@ -45,8 +45,12 @@ class RunSpread:
 
     @property
     def std_error_s(self) -> float:
-        """Standard error of the mean."""
-        return float(self.time_s.std(ddof=1) / np.sqrt(self.time_s.size)) if self.time_s.size > 1 else 0.0
+        """Standard error of the mean (the spread taken on times scaled to their largest, so that times near the
+        float range do not overflow its squares)."""
+        if self.time_s.size < 2:
+            return 0.0
+        scale = float(np.max(np.abs(self.time_s))) or 1.0
+        return float(scale * (self.time_s / scale).std(ddof=1) / np.sqrt(self.time_s.size))
 
     def percentile_s(self, q: float) -> float:
         """The ``q``-th percentile of the wall time."""
