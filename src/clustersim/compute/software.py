@@ -197,10 +197,11 @@ class SoftwareProfile(SoftwareSettings):
         "in their epilogues (Transformer Engine's CuTe DSL fused grouped MLP): no separate activation pass and "
         "no quantization kernel per expert slice.",
     )
-    quantized_head: bool = Field(
-        False,
-        description="FP8 and 4-bit jobs: the output head's logits GEMM runs in the job's format too; false: in BF16.",
+    quantized_head: bool = Field(False, description="8- and 4-bit jobs: the logits GEMM in that format; false: BF16.")
+    unfused_clamped_glu: bool = Field(
+        False, description="A clamped gated MLP's clamps run before its fused activation (architecture_ops)."
     )
+    unfused_scaled_rope: bool = Field(False, description="RoPE with YaRN's factor runs unfused (architecture_ops).")
     float8_saved_inputs: bool = Field(
         False,
         description="FP8 and 4-bit jobs: each GEMM keeps its quantized input (a byte an element) for the weight "

@@ -137,11 +137,12 @@ class StepContext:
             float8_recipe=self.sw.float8_recipe if self.precision is Dtype.FP8 else None,
             fused_expert_mlp=self.fused_expert_mlp,
             flex_dispatch=self.ep_per_node & (lay.ep > 1),
+            unfused_clamped_glu=self.sw.unfused_clamped_glu,
+            unfused_scaled_rope=self.sw.unfused_scaled_rope,
         )
 
     @_derived
-    def fused_expert_mlp(self) -> bool:
-        """Whether the profile's fused expert MLP runs for this job (``fused_expert_mlp_runs``)."""
+    def fused_expert_mlp(self) -> bool:  # whether the profile's fused expert MLP runs for this job
         return fused_expert_mlp_runs(self.sw, self.model.moe is not None, self.precision, self.system.accelerator)
 
     @_derived

@@ -9,6 +9,11 @@ with that entry on every routing field it does state (layers, hidden, experts, e
 routed as the entry is; the case's assumptions say so (``moe_groups``). A case that disagrees on any of
 those fields is another model of the same name and keeps plain top-k routing.
 
+Three fields of the architecture that change no count the format states, only the element-wise work around the
+GEMMs (``linear_bias``, ``clamped_glu``, ``rope_concentration``: gpt-oss's expert biases, clamped SwiGLU and YaRN
+tables), are the zoo entry's where the case is named after one, states none of them and agrees with it on layers and
+hidden; the assumptions say so (``architecture``).
+
 Multi-token prediction is a choice of the run, not of the model: a case trains the MTP modules it states
 (``mtp_layers``) and none where it states none; where the zoo entry it is named after has them, the
 assumptions say none were priced (``mtp_layers``).
@@ -37,6 +42,11 @@ def case_transformer(model: CaseModel | None, where: str) -> tuple[Transformer, 
         shape["moe"] = {**shape["moe"], "groups": groups, "group_top_k": group_top_k}
         assumed["moe_groups"] = f"{groups} groups, top {group_top_k}, from the zoo's {name}"
     known = _zoo_model(shape)
+    inherited = _zoo_architecture(shape, known)
+    if inherited:
+        shape.update(inherited)
+        stated = ", ".join(f"{key} {value}" for key, value in inherited.items())
+        assumed["architecture"] = f"{stated}, from the zoo's {known.name}" if known else stated
     if "mtp_layers" not in shape and known is not None and known.mtp_layers:
         assumed["mtp_layers"] = f"none priced: the case states none (the zoo's {known.name} trains {known.mtp_layers})"
     return transformer_from_mapping(shape, where=f"{where}: model"), assumed
@@ -47,6 +57,20 @@ def _zoo_model(shape: dict[str, Any]) -> Transformer | None:
     name = shape.get("name")
     entry = zoo(use_env=False).get(name.strip().lower()) if isinstance(name, str) else None
     return entry.model if entry is not None else None
+
+
+_ARCHITECTURE_KEYS = ("linear_bias", "clamped_glu", "rope_concentration")
+
+
+def _zoo_architecture(shape: dict[str, Any], known: Transformer | None) -> dict[str, Any]:
+    """The zoo entry's ``_ARCHITECTURE_KEYS`` that differ from a plain model's, where the case states none of them
+    and agrees with the entry on layers and hidden (empty otherwise)."""
+    if known is None or any(key in shape for key in _ARCHITECTURE_KEYS):
+        return {}
+    if any(shape.get(k) is not None and shape[k] != getattr(known, k) for k in _SHAPE_KEYS):
+        return {}
+    plain = transformer_from_mapping({**shape, "name": known.name}, where="zoo")
+    return {key: getattr(known, key) for key in _ARCHITECTURE_KEYS if getattr(known, key) != getattr(plain, key)}
 
 
 def _zoo_routing(shape: dict[str, Any]) -> tuple[int, int, str] | None:

@@ -83,7 +83,9 @@ class CaseModel(_Part):
     ``mtp_layers`` (multi-token-prediction modules the run trained; null: none stated, none priced) and
     ``sliding_window`` with ``window_layers`` (the keys a windowed layer attends to, and how many layers are
     windowed; null: every layer sees the whole sequence); ``quantization`` (how a serving case's checkpoint stores
-    its weights, ``clustersim.workload.quantization.Quantization``'s fields; null: 16-bit)."""
+    its weights, ``clustersim.workload.quantization.Quantization``'s fields; null: 16-bit); ``linear_bias``,
+    ``clamped_glu`` and ``rope_concentration`` (``Transformer``'s; null: the zoo entry's the case is named after,
+    ``clustersim.validation.case_model``, else the defaults)."""
 
     name: str | None = None
     layers: Count | None = None
@@ -103,6 +105,9 @@ class CaseModel(_Part):
     sliding_window: Count | None = None
     window_layers: Annotated[int, Field(ge=0)] | None = None
     quantization: Quantization | None = None
+    linear_bias: bool | None = None
+    clamped_glu: bool | None = None
+    rope_concentration: Annotated[float, Field(gt=0, le=10)] | None = None
 
     def shape(self) -> dict[str, Any]:
         """The fields present, as plain data in ``Transformer``'s names (for ``transformer_from_mapping``):

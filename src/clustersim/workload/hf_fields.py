@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from clustersim.errors import CatalogFileError
-from clustersim.workload.hf_limits import context_tokens
+from clustersim.workload.hf_limits import context_tokens, yarn_concentration
 
 MAX_DEFAULT_SEQ_LEN = 8192
 SILU = ("silu", "swish")
@@ -93,6 +93,9 @@ def rotary_fields(cfg: Config, ffn_type: str, *, tied: bool, head_dim: int | Non
         "position": "rotary",
         "tied_embeddings": cfg.flag("tie_word_embeddings", tied),
     }
+    concentration = yarn_concentration(cfg)
+    if concentration != 1.0:
+        fields["rope_concentration"] = concentration
     return fields
 
 

@@ -4,6 +4,7 @@ weights at (``quantization_config``). See :mod:`clustersim.workload.hf` for the 
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -36,6 +37,34 @@ def context_tokens(cfg: Config) -> int:
     if isinstance(original, bool) or not isinstance(original, int) or original < 1:
         raise cfg.fail("rope_scaling.original_max_position_embeddings", original, "a whole number of at least 1")
     return max(trained, int(factor * original))
+
+
+def yarn_concentration(cfg: Config) -> float:
+    """YaRN's factor on the rotary cos and sin tables (1 without YaRN), as transformers computes it
+    (modeling_rope_utils.py ``_compute_yarn_parameters``): ``attention_factor`` where given, else
+    ``m(factor, mscale) / m(factor, mscale_all_dim)`` where both mscales are, else ``m(factor, 1)``, with
+    ``m(s, k) = 0.1 k ln s + 1`` (1 for ``s <= 1``): gpt-oss's factor 32 gives 1.3466, DeepSeek-V3's equal mscales 1."""
+    scaling = cfg.raw("rope_scaling")
+    if not isinstance(scaling, dict) or scaling.get("rope_type", scaling.get("type")) != "yarn":
+        return 1.0
+    context_tokens(cfg)  # the factor checked
+    given = scaling.get("attention_factor")
+    if given is not None:
+        if isinstance(given, bool) or not isinstance(given, int | float) or not 0 < given <= 10:
+            raise cfg.fail("rope_scaling.attention_factor", given, "a number above 0, at most 10")
+        return float(given)
+    factor = float(scaling["factor"])
+
+    def m(k: float) -> float:
+        return 0.1 * k * math.log(factor) + 1.0 if factor > 1 else 1.0
+
+    mscale, all_dims = scaling.get("mscale"), scaling.get("mscale_all_dim")
+    for key, value in (("mscale", mscale), ("mscale_all_dim", all_dims)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value < 0):
+            raise cfg.fail(f"rope_scaling.{key}", value, "a number of at least 0, or null")
+    if mscale and all_dims:
+        return round(m(float(mscale)) / m(float(all_dims)), 4)
+    return round(m(1.0), 4)
 
 
 def read_quantization(cfg: Config) -> dict[str, Any] | None:

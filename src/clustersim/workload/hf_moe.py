@@ -9,11 +9,12 @@ experts that DeepSeek-V2/V3, Kimi K2 (``kimi_k2``) and GLM-4.5 share.
   ``seq_len`` is ``initial_context_length``, the window the rotary positions were trained at before YaRN. Not
   counted, as in the zoo entries: the attention sinks (one logit per query head and layer, no matmul) and the
   router's bias (``num_local_experts`` per layer). The clamped SwiGLU (``swiglu_limit``) has a SwiGLU's three
-  matrices. The release's ``quantization_config`` (``mxfp4`` on the experts, ``modules_to_not_convert`` the
-  attention, router, embedding and output layer) is read as that checkpoint (``quantization.MXFP4_EXPERTS``: serving
-  holds and reads the routed experts at 4.25 bits, the rest at 16; training refuses it, as every quantized
-  checkpoint: the zoo's entries are the bf16 model that trains); an mxfp4 config that also converts those modules is
-  refused.
+  matrices (``clamped_glu``: only the element-wise work around them differs). The release's ``quantization_config``
+  (``mxfp4`` on the experts, ``modules_to_not_convert`` the attention, router, embedding and output layer) is read as
+  that checkpoint (``quantization.MXFP4_EXPERTS``: serving holds and reads the routed experts at 4.25 bits, the rest
+  at 16; training refuses it, as every quantized checkpoint: the zoo's entries are the bf16 model that trains); an
+  mxfp4 config that also converts those modules is refused. YaRN's ``rope_scaling`` gives ``rope_concentration``
+  (``hf_limits.yarn_concentration``).
 * ``glm4_moe`` (GLM-4.5, GLM-4.5-Air; ``Glm4MoeConfig``): GQA of ``head_dim`` heads, biases on Q, K and V only
   (``attention_bias``; the output projection has none), an RMSNorm on each query and key head when
   ``use_qk_norm``, then DeepSeek-style experts. ``partial_rotary_factor`` (rotary on half of each head) has no
@@ -95,6 +96,11 @@ def gpt_oss(cfg: Config) -> dict[str, Any]:
         raise cfg.fail("initial_context_length", trained, f"at most the {context} tokens the positions cover")
     fields["seq_len"] = trained
     fields.update(linear_bias=True, moe={"experts": cfg.count("num_local_experts"), "top_k": top_k})
+    limit = cfg.raw("swiglu_limit")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int | float) or limit <= 0):
+        raise cfg.fail("swiglu_limit", limit, "a positive number (the clamp on the SwiGLU's inputs), or null")
+    if limit is not None:
+        fields["clamped_glu"] = True
     return fields
 
 

@@ -58,14 +58,21 @@ pipeline stage holding the dense layers is costed as an average one.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from enum import StrEnum
 
 import numpy as np
 import numpy.typing as npt
 
 from clustersim.choices import RecomputeModule
+from clustersim.workload.architecture_ops import (
+    CLAMPED_MLP,
+    EXPERT_BIAS,
+    architecture_operations,
+    clamped_mlp_bytes,
+)
 from clustersim.workload.float8 import Float8Recipe, float8_extra_bytes, scaled_gemm_surcharge
+from clustersim.workload.operation import Operation as Operation
+from clustersim.workload.operation import OpKind as OpKind
+from clustersim.workload.operation import make_operation as _op
 from clustersim.workload.transformer import Transformer
 
 FloatArray = npt.NDArray[np.float64]
@@ -120,49 +127,6 @@ FUSED_ATTENTION_BACKWARD_RATIO = 2.5
 FLOAT8_LINEARS = frozenset({"qkv", "output projection", "mlp"})
 
 
-class OpKind(StrEnum):
-    """How an operation is costed: a GEMM, the attention core, or memory traffic."""
-
-    GEMM = "gemm"
-    ATTENTION = "attention"
-    MEMORY = "memory"
-
-
-@dataclass(frozen=True)
-class Operation:
-    """One operation's forward work on one device; ``gemm_flop`` is the size of one GEMM call."""
-
-    name: str
-    kind: OpKind
-    flop: FloatArray
-    gemm_flop: FloatArray
-    bytes: FloatArray
-    backward_ratio: float
-    keys_per_call: FloatArray | None = None  # attention: keys one query meets in one kernel call
-    exps: FloatArray | float = 0.0  # fused attention: scores whose exponential the kernel takes, each pass
-
-
-def _op(
-    name: str,
-    kind: OpKind,
-    like: FloatArray,
-    *,
-    flop: object = 0.0,
-    each: object = None,
-    nbytes: object = 0.0,
-    ratio: float,
-    keys: object = None,
-    exps: object = None,
-) -> Operation:
-    """An operation whose arrays all have the shape of ``like`` (one element per layout)."""
-    flop_array = like + np.asarray(flop, dtype=float)
-    each_array = flop_array if each is None else like + np.asarray(each, dtype=float)
-    keys_array = None if keys is None else like + np.asarray(keys, dtype=float)
-    nbytes_array = like + np.asarray(nbytes, dtype=float)
-    exps_array = 0.0 if exps is None else like + np.asarray(exps, dtype=float)
-    return Operation(name, kind, flop_array, each_array, nbytes_array, ratio, keys_array, exps_array)
-
-
 def layer_operations(
     model: Transformer,
     *,
@@ -177,12 +141,16 @@ def layer_operations(
     float8_recipe: Float8Recipe | None = None,
     fused_expert_mlp: bool = False,
     flex_dispatch: npt.ArrayLike = False,
+    unfused_clamped_glu: bool = False,
+    unfused_scaled_rope: bool = False,
 ) -> list[Operation]:
     """The forward operations of one layer on one device (see the module table); ``cp`` splits each
     query's keys over that many ring-attention kernel calls; ``eager_elementwise``: the element-wise ops
     run as PyTorch eager kernels, one per op; ``float8_recipe``: an FP8 job's scaling recipe (None or
     tensorwise: what the FP8 rate holds); ``flex_dispatch``: where the expert tokens go through the flex
-    dispatcher (DeepEP, HybridEP), which moves each row twice, not four times."""
+    dispatcher (DeepEP, HybridEP), which moves each row twice, not four times; ``unfused_clamped_glu`` and
+    ``unfused_scaled_rope``: the framework runs a clamped gated MLP's clamps and a YaRN-scaled RoPE outside its fused
+    kernels (``clustersim.workload.architecture_ops``, as expert biases outside the grouped GEMMs)."""
     h, q, kv, f = model.hidden, model.q_width, model.kv_width, model.expert_ffn
     like = np.zeros(np.broadcast_shapes(np.shape(tokens), np.shape(tp), np.shape(sp_split), np.shape(ep), np.shape(cp)))
     matrices = model.ffn_type.num_matrices
@@ -252,7 +220,8 @@ def layer_operations(
         dense_share, width = model.dense_mlp_layers / model.layers, model.ffn_hidden
         each = 2 * tokens * h * width / tp
         ops.append(_op("mlp", OpKind.GEMM, like, flop=each * matrices * dense_share, each=each, ratio=2.0))
-    inner = sum(activation_elements(model, fused_expert_mlp).values()) / tp
+    elements = activation_elements(model, fused_expert_mlp)
+    inner = sum(elements.values()) / tp
     ops += [
         _op(
             "norms and residuals",
@@ -269,6 +238,18 @@ def layer_operations(
             ratio=ELEMENTWISE_BACKWARD_RATIO,
         ),
     ]
+    ops += architecture_operations(
+        model,
+        like,
+        elements,
+        tokens=tokens,
+        tp=tp,
+        sp_split=sp_split,
+        fp32_probs=flex_dispatch,
+        fused_expert_mlp=fused_expert_mlp,
+        unfused_clamped_glu=unfused_clamped_glu,
+        unfused_scaled_rope=unfused_scaled_rope and not eager_elementwise,
+    )
     if eager_elementwise:
         ops.append(_eager_elementwise(model, like, tokens=tokens, tp=tp, sp_split=sp_split))
     if float8_recipe is not None and float8_recipe is not Float8Recipe.TENSORWISE:
@@ -401,6 +382,11 @@ def module_recompute_share(
     if op.name == "bias and activation":
         acts = activation_elements(model, fused_expert_mlp)
         return sum(acts[block] for block in MODULE_BLOCKS[module]) / sum(acts.values())
+    if op.name == CLAMPED_MLP:  # the clamps run with the activation they feed
+        clamps = clamped_mlp_bytes(model, activation_elements(model, fused_expert_mlp), unfused=True)
+        return sum(clamps.get(block, 0.0) for block in MODULE_BLOCKS[module]) / sum(clamps.values())
+    if op.name == EXPERT_BIAS:
+        return 1.0 if module is RecomputeModule.MOE else 0.0
     if module is RecomputeModule.MLP:
         return 1.0 if op.name == "mlp" else 0.0
     if module is RecomputeModule.MOE:

@@ -18,7 +18,9 @@ model (DeepSeek), MoE blocks every n-th layer between dense ones (``moe_layer_st
 group-limited expert routing (DeepSeek-V3), sliding-window attention (Mistral 7B v0.1, Gemma 2 and
 3, Phi-3: a windowed layer's scores and context cover ``min(s, window)`` keys per token in the model FLOPs)
 and multi-token-prediction modules trained beside the model (``mtp_layers``, DeepSeek-V3 and GLM-4.5: each
-one more block, a ``2h -> h`` projection and one more pass through the shared output head and loss). Like
+one more block, a ``2h -> h`` projection and one more pass through the shared output head and loss). Two change
+no count, only the element-wise work a framework may leave outside its fused kernels (``clustersim.workload.ops``):
+a clamped gated MLP (``clamped_glu``, gpt-oss) and YaRN's factor on the rotary tables (``rope_concentration``). Like
 the papers' parameter counts, the parameters and model FLOPs leave the MTP modules out; what they cost a
 training step is priced by ``clustersim.workload.ops`` and ``clustersim.compute.memory``.
 """
@@ -100,6 +102,8 @@ _EXTENSIONS: dict[str, object] = {
     "max_context_tokens": None,
     "quantization": None,
     "mtp_layers": 0,
+    "clamped_glu": False,
+    "rope_concentration": 1.0,
 }
 
 
@@ -155,6 +159,18 @@ class Transformer(BaseModel):
         description="Multi-token-prediction modules trained beside the model (DeepSeek-V3: 1): each one more block "
         "on the last pipeline stage and one more pass through the output head; not in the parameter count.",
     )
+    clamped_glu: Switch = Field(
+        default=False,
+        description="A gated MLP whose gate and up inputs are clamped before the gate's activation, and the up "
+        "half offset by one (gpt-oss: swiglu_limit 7); the same matrices and FLOPs as the gated MLP.",
+    )
+    rope_concentration: float = Field(
+        default=1.0,
+        gt=0,
+        le=10,
+        description="The factor YaRN puts on the rotary cos and sin tables (gpt-oss: 0.1 ln 32 + 1 = 1.347); "
+        "1 without YaRN, or where its two mscales cancel (DeepSeek-V3).",
+    )
 
     @model_validator(mode="after")
     def _resolve(self) -> Self:
@@ -206,6 +222,10 @@ class Transformer(BaseModel):
                 raise ValueError(f"mla.rope_head_dim {self.mla.rope_head_dim} must be below head_dim {self.head_dim}")
             if self.qkv_bias or self.linear_bias:
                 raise ValueError("linear biases with latent attention are not modelled")
+        if self.clamped_glu and self.ffn_type is FfnType.GELU:
+            raise ValueError("clamped_glu needs a gated MLP (ffn_type swiglu or geglu), not gelu")
+        if self.rope_concentration != 1.0 and self.position is not Position.ROTARY:
+            raise ValueError(f"rope_concentration {self.rope_concentration} needs rotary positions")
 
     @model_serializer(mode="wrap")
     def _omit_unused_extensions(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
