@@ -7,8 +7,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from clustersim.catalog.registry import load_catalog
 from clustersim.compute.software import software_profiles
+from clustersim.errors import ClusterSimError
 from clustersim.validation.cases import as_case, project_dir
 from clustersim.validation.training import case_estimator, case_setup, case_value
 
@@ -59,3 +62,11 @@ def test_megatron_bridge_gpt_oss_bf16_runs_are_closer_with_the_unfused_kernels_p
         assert abs(error) < abs(without), (row_id, error, without)
         if "h100" not in row_id:
             assert abs(error) < 0.25, (row_id, error)
+
+
+def test_a_case_naming_the_entry_without_its_shape_is_refused_for_its_own_fields() -> None:
+    row = _cases()[ROWS[0]] | {"model": {"name": "gpt-oss-120b"}}
+    with pytest.raises(
+        ClusterSimError, match=r"case mbridge260401_gpt-oss-120b_b200_64gpu_mbs4_ep8_bf16: model: .*layers"
+    ):
+        case_setup(row, CATALOG)

@@ -63,6 +63,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from clustersim.catalog.schema import Dtype
 from clustersim.choices import RecomputeModule, SelectiveRecompute
 from clustersim.compute.stages import stage_layers
 from clustersim.execution import IntArray, LayoutArrays
@@ -72,6 +73,9 @@ from clustersim.workload.transformer import Transformer
 FloatArray = npt.NDArray[np.float64]
 
 WEIGHT_BYTES = 2.0  # 16-bit weights
+# An 8-bit job's parameters all-gathered in its own format (Megatron's fp8_param_gather): a byte an element and
+# MXFP8's E8M0 scale per 32 (a tensorwise FP8 tensor's single scale is within 3% of it).
+FP8_GATHERED_WEIGHT_BYTES = 1.0 + 1.0 / 32
 GRADIENT_BYTES = 4.0  # FP32 main gradients
 OPTIMIZER_BYTES = 12.0  # FP32 master weights, Adam momentum and variance
 ACTIVATION_BYTES = 2.0  # 16-bit activations
@@ -397,3 +401,9 @@ def offloaded_required(required: FloatArray, per_layer: FloatArray, offloaded: F
     the device keeps one of them in flight)."""
     freed = per_layer * (1 + FRAGMENTATION) * np.maximum(offloaded - 1, 0)
     return np.asarray(required - freed, dtype=float)
+
+
+def gathered_weight_bytes(precision: Dtype, fp8_param_gather: bool) -> float:
+    """Bytes per parameter a ZeRO all-gather moves: the job's 8-bit format where the framework gathers in it
+    (``FP8_GATHERED_WEIGHT_BYTES``), else 16 bits."""
+    return FP8_GATHERED_WEIGHT_BYTES if precision is Dtype.FP8 and fp8_param_gather else WEIGHT_BYTES

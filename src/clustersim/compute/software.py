@@ -202,6 +202,7 @@ class SoftwareProfile(SoftwareSettings):
         False, description="A clamped gated MLP's clamps run before its fused activation (architecture_ops)."
     )
     unfused_scaled_rope: bool = Field(False, description="RoPE with YaRN's factor runs unfused (architecture_ops).")
+    fp8_param_gather: bool = Field(False, description="8-bit jobs: ZeRO's parameter all-gathers in that format.")
     float8_saved_inputs: bool = Field(
         False,
         description="FP8 and 4-bit jobs: each GEMM keeps its quantized input (a byte an element) for the weight "

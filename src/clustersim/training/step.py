@@ -31,7 +31,7 @@ from clustersim.choices import SelectiveRecompute
 from clustersim.compute.dispatch import dispatch_copy_ratios
 from clustersim.compute.efficiency import FamilyEfficiency
 from clustersim.compute.fused_expert_mlp import fused_expert_mlp_runs
-from clustersim.compute.memory import WEIGHT_BYTES, SyncGroup, data_parallel_groups, local_params
+from clustersim.compute.memory import SyncGroup, data_parallel_groups, gathered_weight_bytes, local_params
 from clustersim.compute.precision import head_precision
 from clustersim.compute.software import SoftwareProfile, software_for
 from clustersim.compute.stages import slowest_stage
@@ -458,11 +458,10 @@ def _pp(ctx: StepContext) -> TermTimes:
 def _dp(ctx: StepContext) -> TermTimes:
     """Gradients (and parameters with ZeRO) across each data-parallel group (``data_parallel_groups``).
 
-    ZeRO 0-2: one all-reduce (or reduce-scatter, then an all-gather of the updated parameters) per
-    step, overlapped with the last micro-batch's backward and the first's forward when the layout
-    enables it and the framework does it (``grad_reduce_overlap``; else after the backward pass).
-    ZeRO-3 / FSDP: see ``zero3_mb``, every micro-batch.
-    """
+    ZeRO 0-2: one all-reduce (or reduce-scatter, then an all-gather of the updated parameters, in 16 bits or
+    the job's 8-bit format: ``gathered_weight_bytes``) per step, overlapped with the last micro-batch's backward
+    and the first's forward when the layout enables it and the framework does it (``grad_reduce_overlap``; else
+    after the backward pass). ZeRO-3 / FSDP: see ``zero3_mb``, every micro-batch."""
     lay = ctx.lay
     once, per_step = (lay.zero >= 1) & (lay.zero < 3), lay.zero < 3
     grad_reduce, param_gather = np.zeros_like(ctx.params), np.zeros_like(ctx.params)
@@ -471,7 +470,8 @@ def _dp(ctx: StepContext) -> TermTimes:
         allreduce = ctx.collective_s(Op.ALL_REDUCE, grad_bytes, ranks, stride, where=lay.zero == 0)
         scatter = ctx.collective_s(Op.REDUCE_SCATTER, grad_bytes, ranks, stride, where=once)
         grad_reduce = grad_reduce + np.where(once, scatter, allreduce)
-        param_gather = param_gather + ctx.collective_s(Op.ALL_GATHER, params * WEIGHT_BYTES, ranks, stride, where=once)
+        gathered = params * gathered_weight_bytes(ctx.precision, ctx.sw.fp8_param_gather)
+        param_gather = param_gather + ctx.collective_s(Op.ALL_GATHER, gathered, ranks, stride, where=once)
     step_link = grad_reduce + param_gather
     step_exposed = np.where(
         lay.dp_overlap & ctx.sw.grad_reduce_overlap,

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from clustersim.compute.memory import WEIGHT_BYTES
+from clustersim.compute.memory import gathered_weight_bytes
 from clustersim.network.collectives import Op
 from clustersim.training.terms import TermTimes
 
@@ -21,15 +21,18 @@ def zero3_times(ctx: Any) -> TermTimes:  # a clustersim.training.step.StepContex
     the node's scale-up fabric or flat over the ranks as the framework does. With prefetch the
     next layer's gather runs during this layer's compute: the first gather and the last
     reduce-scatter are exposed, and a layer whose collectives outlast its compute exposes the rest.
+    The gathers move 16-bit weights, or an 8-bit job's own format where the framework gathers it
+    (``SoftwareProfile.fp8_param_gather``, ``compute.memory.gathered_weight_bytes``).
     Embeddings and head are spread over the layers."""
     lay, sw = ctx.lay, ctx.sw
     where, layers, count = lay.zero >= 3, ctx.layers_here, float(sw.zero3_collectives_per_layer)
     gather, scatter = np.zeros_like(ctx.params), np.zeros_like(ctx.params)
+    weight_bytes = gathered_weight_bytes(ctx.precision, sw.fp8_param_gather)
     for params, ranks, stride in ctx.dp_groups:
         # Flat collectives: one rank per "node" of the group's fabric, each on its own network share.
         stride = stride if sw.zero3_hierarchical else np.maximum(stride, lay.tp * ctx.system.scaleup_devices)
         per_layer = params / layers / count
-        gather = gather + count * ctx.collective_s(Op.ALL_GATHER, per_layer * WEIGHT_BYTES, ranks, stride, where)
+        gather = gather + count * ctx.collective_s(Op.ALL_GATHER, per_layer * weight_bytes, ranks, stride, where)
         grads = per_layer * ctx.grad_bytes_per_element
         scatter = scatter + count * ctx.collective_s(Op.REDUCE_SCATTER, grads, ranks, stride, where)
     link = layers * (2 * gather + scatter)

@@ -69,7 +69,11 @@ def _zoo_architecture(shape: dict[str, Any], known: Transformer | None) -> dict[
         return {}
     if any(shape.get(k) is not None and shape[k] != getattr(known, k) for k in _SHAPE_KEYS):
         return {}
-    plain = transformer_from_mapping({**shape, "name": known.name}, where="zoo")
+    entry = {k: v for k, v in known.model_dump().items() if k not in _ARCHITECTURE_KEYS}
+    try:  # the entry as the case shapes it, with the three at their defaults
+        plain = Transformer.model_validate(entry | shape)
+    except ValueError:  # the case's own shape is refused where it is read
+        return {}
     return {key: getattr(known, key) for key in _ARCHITECTURE_KEYS if getattr(known, key) != getattr(plain, key)}
 
 

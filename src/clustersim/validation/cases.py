@@ -258,6 +258,7 @@ class CaseSoftware(_Part):
     fp8_attention: bool | None = None  # extra context: attention in FP8 (null: the framework's default)
     fused_expert_mlp: bool | None = None  # extra context: fused grouped expert MLP kernels (null: the default)
     quantized_head: bool | None = None  # extra context: the output head in the run's 8/4-bit format (null: BF16)
+    fp8_param_gather: bool | None = None  # extra context: ZeRO's parameter gathers in FP8 (null: the framework's)
     cuda_graphs: CudaGraphs | None = None  # extra context: a training run's CUDA graph capture (null: not stated)
 
     @field_validator("float8_recipe")

@@ -10,7 +10,15 @@ from clustersim.serving.engines import DEFAULT_ENGINE, EngineProfile
 from clustersim.validation.cases import CaseEngineSettings, CaseSoftware
 
 # CaseSoftware's training settings
-TRAINING_ONLY = ("compiled", "compiled_loss", "float8_recipe", "fp8_attention", "quantized_head", "cuda_graphs")
+TRAINING_ONLY = (
+    "compiled",
+    "compiled_loss",
+    "float8_recipe",
+    "fp8_attention",
+    "quantized_head",
+    "fp8_param_gather",
+    "cuda_graphs",
+)
 
 
 def engine_with_settings(engine: EngineProfile, settings: CaseEngineSettings | None) -> EngineProfile:

@@ -118,17 +118,19 @@ def _stated_kernels(
     case: Case, model: Transformer, system: System, precision: Dtype, software: SoftwareProfile
 ) -> SoftwareProfile:
     """The profile with the kernels a case states (``software.fp8_attention``, ``software.fused_expert_mlp``,
-    ``software.quantized_head``, and its CUDA graph capture ``software.cuda_graphs``,
+    ``software.quantized_head``, ``software.fp8_param_gather`` and its CUDA graph capture ``software.cuda_graphs``,
     ``clustersim.training.host_launches``); refused where the run could not have used them: the first three need
-    an 8- or 4-bit job, the fused MLP a MoE model on a Blackwell GPU
+    an 8- or 4-bit job, the FP8 gathers an 8-bit one, the fused MLP a MoE model on a Blackwell GPU
     (``compute.fused_expert_mlp.FUSED_EXPERT_MLP_FAMILY``)."""
-    kernels = ("fp8_attention", "fused_expert_mlp", "quantized_head")
+    kernels = ("fp8_attention", "fused_expert_mlp", "quantized_head", "fp8_param_gather")
     stated = {k: getattr(case.software, k) for k in kernels} if case.software else {}
     where = f"case {case.id}: software"
     for name, value in stated.items():
-        if value and not is_low_precision(precision):
+        eight_bit = name == "fp8_param_gather"  # the gathers of an 8-bit format only (NVFP4 presets gather BF16)
+        if value and not (precision is Dtype.FP8 if eight_bit else is_low_precision(precision)):
+            wanted = "an FP8 or MXFP8" if eight_bit else "an FP8 or 4-bit"
             raise ClusterSimError(
-                f"{where}.{name} needs an FP8 or 4-bit precision, got {case.precision or 'bf16'!r}",
+                f"{where}.{name} needs {wanted} precision, got {case.precision or 'bf16'!r}",
                 field=f"software.{name}",
                 value=value,
             )
