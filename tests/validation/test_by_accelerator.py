@@ -60,7 +60,7 @@ def test_validate_reports_the_newest_chips_held_out_in_json_and_on_the_console()
     result = runner.invoke(app, ["validate", "--json"])
     assert result.exit_code == 0, result.output
     groups = {(g["kind"], g["accelerator"]): g for g in json.loads(result.stdout)["accelerators"]}
-    # Blackwell Ultra's published runs, held out of every fit: Megatron-Bridge's 21 GB300 (26.04.01 to 26.08) and 6 B300
+    # Blackwell Ultra's published runs, held out of every fit: Megatron-Bridge's 23 GB300 (26.04.01 to 26.08) and 7 B300
     # training rows and the Megatron-Core MoE model zoo's GB300 row, MLPerf Training v5.1's GB300 (NVIDIA's Llama 3.1 8B
     # on 8, 72 and 512 and 405B on 512, Lambda's 8B on 72) and B300 runs (Dell, Lenovo, Nebius and Supermicro's 8B on
     # 8), and MLPerf Training v6.0's 14 GB300 runs (DeepSeek-V3 by NVIDIA on 256 and 512 and CoreWeave on 2,048-8,192,
@@ -74,8 +74,8 @@ def test_validate_reports_the_newest_chips_held_out_in_json_and_on_the_console()
     # GB300 (offline and server), and the GB300 rack's three disaggregated runs (Llama 2 70B server and interactive,
     # Llama 3.1 405B interactive), each with a left-out residual
     expected = {
-        ("training", "gb300"): 41,
-        ("training", "b300"): 22,
+        ("training", "gb300"): 43,
+        ("training", "b300"): 23,
         ("inference", "gb300"): 19,
         ("inference", "b300"): 32,
     }
