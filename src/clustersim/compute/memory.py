@@ -73,8 +73,10 @@ from clustersim.workload.transformer import Transformer
 FloatArray = npt.NDArray[np.float64]
 
 WEIGHT_BYTES = 2.0  # 16-bit weights
-# An 8-bit job's parameters all-gathered in its own format (Megatron's fp8_param_gather): a byte an element and
-# MXFP8's E8M0 scale per 32 (a tensorwise FP8 tensor's single scale is within 3% of it).
+# An 8-bit job's parameters all-gathered in its own format (Megatron's fp8_param_gather, torchao's FSDP float8
+# all-gather): a byte an element and MXFP8's E8M0 scale per 32 (a tensorwise FP8 tensor's single scale is within 3% of
+# it). Every gathered parameter is counted so, the embedding, output and norm weights that stay 16-bit too (a few
+# percent of a large model's parameters).
 FP8_GATHERED_WEIGHT_BYTES = 1.0 + 1.0 / 32
 GRADIENT_BYTES = 4.0  # FP32 main gradients
 OPTIMIZER_BYTES = 12.0  # FP32 master weights, Adam momentum and variance
