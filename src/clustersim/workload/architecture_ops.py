@@ -56,9 +56,9 @@ MLP_BLOCKS = ("routed", "shared", "dense")  # of ``clustersim.workload.ops.activ
 
 
 def clamped_mlp_bytes(model: Transformer, elements: dict[str, float], *, unfused: bool) -> dict[str, float]:
-    """Forward bytes per token the clamps add, by block of ``elements`` (a token's activation elements,
-    ``activation_elements``: a gated pass counts ``4`` of its width, ``f`` of which the clamps' ``16 f`` bytes are
-    counted on): empty unless the model clamps its gated MLP and the framework clamps outside its fused activation."""
+    """Forward bytes per token the clamps add, by MLP block of ``elements`` (a token's activation elements,
+    ``activation_elements``, which count each gated pass as ``matrices + 1`` of its width): ``16`` bytes per width of
+    each pass; empty unless the model clamps its gated MLP and the framework clamps outside its fused activation."""
     if not (model.clamped_glu and unfused):
         return {}
     per_width = CLAMP_FORWARD_BYTES / (model.ffn_type.num_matrices + 1)
