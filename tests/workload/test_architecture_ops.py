@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from clustersim.choices import RecomputeModule
+from clustersim.errors import CatalogFileError
 from clustersim.workload.hf import read_hf_config
 from clustersim.workload.ops import Operation, layer_operations, module_recompute_share
 from clustersim.workload.transformer import Transformer
@@ -99,3 +101,21 @@ def test_gpt_oss_reads_as_clamped_with_yarn_tables_and_equal_mscales_cancel(tmp_
     given = GPT_OSS_120B | {"rope_scaling": GPT_OSS_120B["rope_scaling"] | {"attention_factor": 1.2}}
     path.write_text(json.dumps(given))
     assert read_hf_config(path).rope_concentration == 1.2
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "rule"),
+    [
+        ("attention_factor", 0, "a number above 0, at most 10"),
+        ("attention_factor", True, "a number above 0, at most 10"),
+        ("mscale", -1.0, "a number of at least 0, or null"),
+        ("mscale_all_dim", "one", "a number of at least 0, or null"),
+    ],
+)
+def test_a_yarn_table_factor_out_of_range_is_refused_naming_the_field(
+    tmp_path: Path, key: str, value: object, rule: str
+) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(GPT_OSS_120B | {"rope_scaling": GPT_OSS_120B["rope_scaling"] | {key: value}}))
+    with pytest.raises(CatalogFileError, match=rf"rope_scaling\.{key}.*{re.escape(rule)}"):
+        read_hf_config(path)
