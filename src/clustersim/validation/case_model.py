@@ -43,10 +43,10 @@ def case_transformer(model: CaseModel | None, where: str) -> tuple[Transformer, 
         assumed["moe_groups"] = f"{groups} groups, top {group_top_k}, from the zoo's {name}"
     known = _zoo_model(shape)
     inherited = _zoo_architecture(shape, known)
-    if inherited:
+    if inherited and known is not None:
         shape.update(inherited)
         stated = ", ".join(f"{key} {value}" for key, value in inherited.items())
-        assumed["architecture"] = f"{stated}, from the zoo's {known.name}" if known else stated
+        assumed["architecture"] = f"{stated}, from the zoo's {known.name}"
     if "mtp_layers" not in shape and known is not None and known.mtp_layers:
         assumed["mtp_layers"] = f"none priced: the case states none (the zoo's {known.name} trains {known.mtp_layers})"
     return transformer_from_mapping(shape, where=f"{where}: model"), assumed
