@@ -81,6 +81,7 @@ GROUPS: dict[str, list[str]] = {
     "flowsim_groups": ["src/clustersim/network/flowsim/groups.py", "src/clustersim/network/flowsim/cluster.py"],
     "host_launches": ["src/clustersim/training/host_launches.py"],
     "fused_experts": ["src/clustersim/serving/fused_experts.py"],
+    "architecture_ops": ["src/clustersim/workload/architecture_ops.py"],
 }
 TEST_SELECTION = [
     "tests/training",
@@ -126,6 +127,11 @@ GROUP_TESTS: dict[str, list[str]] = {
     "flowsim_groups": ["tests/network/flowsim", "tests/training/test_fabric_step.py", "tests/cli/test_fabric.py"],
     "host_launches": ["tests/training/test_host_launches.py", "tests/cli/test_explain.py"],
     "fused_experts": ["tests/serving/test_fused_experts.py"],
+    "architecture_ops": [
+        "tests/workload",
+        "tests/training/test_fp8_param_gather.py",
+        "tests/validation/test_gpt_oss_kernels.py",
+    ],
 }
 # Slow tests left out of the selection (a surviving mutant runs every selected test that reaches it): the
 # CLI fuzzer (about 40 s), the calibration scripts' write paths (they run the fitting scripts, which the

@@ -201,7 +201,14 @@ class ServingRow:
                 "basis": self.spread.basis,
                 "note": self.spread.note,
                 "latency_basis": (self.latency_spread or self.spread).basis,
-                **({} if self.simulated_spread is None else {"simulated_ttft_p99_basis": self.simulated_spread.basis}),
+                **(
+                    {}
+                    if self.simulated_spread is None
+                    else {
+                        "simulated_ttft_p99_basis": self.simulated_spread.basis,
+                        "simulated_ttft_p99_note": self.simulated_spread.note,
+                    }
+                ),
                 **{key: {"low": i.low, "high": i.high} for key, i in found.items()},
             },
             "why": self.why,
