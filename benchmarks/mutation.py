@@ -367,6 +367,7 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
     "analytic": ["tests/network/test_analytic_survivors.py"],
     "fabric_step": ["tests/training/test_fabric_step_survivors.py"],
     "flowsim_groups": ["tests/network/flowsim/test_groups_survivors.py"],
+    "architecture_ops": ["tests/workload/test_architecture_ops.py"],
 }
 
 

@@ -15,8 +15,9 @@ from pydantic import ValidationError
 from clustersim.choices import RecomputeModule
 from clustersim.errors import CatalogFileError
 from clustersim.workload.hf import read_hf_config
+from clustersim.workload.operation import OpKind
 from clustersim.workload.ops import Operation, layer_operations, module_recompute_share
-from clustersim.workload.transformer import Transformer
+from clustersim.workload.transformer import MLA, Transformer
 from clustersim.workload.zoo import load_model
 from tests.workload.hf_configs_2025 import GPT_OSS_120B
 
@@ -119,3 +120,39 @@ def test_a_yarn_table_factor_out_of_range_is_refused_naming_the_field(
     path.write_text(json.dumps(GPT_OSS_120B | {"rope_scaling": GPT_OSS_120B["rope_scaling"] | {key: value}}))
     with pytest.raises(CatalogFileError, match=rf"rope_scaling\.{key}.*{re.escape(rule)}"):
         read_hf_config(path)
+
+
+def test_the_added_traffic_splits_over_tensor_and_sequence_parallel_ranks_and_grows_with_the_capacity_factor() -> None:
+    one = np.ones(1)
+    model = _model(clamped_glu=True, linear_bias=True, rope_concentration=1.3466)
+    whole = _ops(model)
+
+    def split(tp: float, sp: float, of: Transformer = model) -> dict[str, Operation]:
+        flags: dict[str, Any] = {"unfused_clamped_glu": True, "unfused_scaled_rope": True}
+        ops = layer_operations(
+            of, tokens=TOKENS * one, seq_len=4096, tp=tp * one, sp_split=sp * one, ep=4 * one, fused_attention=True,
+            **flags,
+        )  # fmt: skip
+        return {op.name: op for op in ops}
+
+    over_tp = split(2.0, 1.0)
+    # the clamps and the rotary tables split over the tensor-parallel ranks (each holds its share of the widths)
+    assert over_tp["clamped MLP"].bytes[0] == pytest.approx(whole["clamped MLP"].bytes[0] / 2)
+    assert over_tp["scaled rope"].bytes[0] == pytest.approx(whole["scaled rope"].bytes[0] / 2)
+    # the routed pairs' biases over the sequence-parallel split of the tokens
+    assert split(1.0, 2.0)["expert bias"].bytes[0] == pytest.approx(whole["expert bias"].bytes[0] / 2)
+    # a capacity factor pads each expert's pairs, and their biases with them
+    padded = model.model_copy(update={"moe": model.moe.model_copy(update={"capacity_factor": 1.25})})
+    assert split(1.0, 1.0, padded)["expert bias"].bytes[0] == pytest.approx(1.25 * whole["expert bias"].bytes[0])
+    # all three are memory traffic, priced at the HBM rate
+    assert {whole[name].kind for name in ("clamped MLP", "expert bias", "scaled rope")} == {OpKind.MEMORY}
+
+
+def test_latent_attention_rotates_only_its_rotary_dims_under_yarn_tables() -> None:
+    latent = Transformer(
+        vocab=1000, ffn_type="swiglu", moe=MOE, rope_concentration=1.2, **{**SHAPE, "kv_heads": 8},
+        mla=MLA(q_lora_rank=32, kv_lora_rank=24, rope_head_dim=8, v_head_dim=16),
+    )  # fmt: skip
+    rope = _ops(latent)["scaled rope"]
+    # each of the 8 query heads' rotary dims and the one key the heads share: (8 + 1) x 8 elements a token
+    assert rope.bytes[0] == pytest.approx(20 * (8 + 1) * 8 * TOKENS)
