@@ -8,7 +8,9 @@ one replica (``clustersim.serving.simulate``, the case's engine profile and caps
 replica (its completed requests/s over its ``dp`` replicas: a Poisson stream split at random is Poisson), with
 the request set's lengths at the run's means, ``--seeds`` runs of ``--requests`` requests pooled over each run's
 steady middle half, and prints the simulated percentiles beside the published ones, and the closed forms' means
-(``clustersim.serving.latency.estimate_server``) at the same rate (none past their saturation rate).
+(``clustersim.serving.latency.estimate_server``) at the same rate (none past their saturation rate). A run under
+attention data parallel (the DeepSeek-R1 runs' DEP layouts) gets the closed forms and the step check only: the
+simulator schedules one queue a replica, not one a group.
 
 It also prices one step at the published batch: by Little's law a replica holds rate x output tokens x mean TPOT
 sequences, and its mean step is then the mean TPOT. That checks the step model where the run ran, apart from
@@ -64,6 +66,10 @@ def published(case: Case) -> dict[str, list[float]] | None:
     return {"ttft_s": values[:3], "tpot_s": [v / 1e3 for v in values[3:]]}
 
 
+def _quantiles(values: np.ndarray) -> list[float]:
+    return [float(np.percentile(values, q)) for q in QUANTILES]
+
+
 def simulated(case: Case, catalog: Any, requests: int, seeds: int) -> dict[str, Any]:
     """One replica at the run's own rate: the pooled percentiles and means, and the closed forms' means."""
     deployment = case_deployment(case, catalog)
@@ -76,12 +82,14 @@ def simulated(case: Case, catalog: Any, requests: int, seeds: int) -> dict[str, 
     rate = case.measured["output_tokens_per_s"] / request.output_tokens / deployment.serving.dp
     middle = slice(requests // 4, 3 * requests // 4)
     ttft, tpot = [], []
-    for seed in range(seeds):
-        run = simulate(deployment.model, one, request, Load(rate_per_s=rate), requests=requests, sampler=sampler,
-                       seed=seed, engine=deployment.engine)  # fmt: skip
-        ttft.append(run.ttft_s[middle])
-        tpot.append(run.request_itl_s[middle])
-    pooled = {"ttft_s": np.concatenate(ttft), "tpot_s": np.concatenate(tpot)}
+    pooled: dict[str, Any] | None = None
+    if one.attention_dp == 1:  # the simulator schedules one queue a replica: attention-DP groups have their own
+        for seed in range(seeds):
+            run = simulate(deployment.model, one, request, Load(rate_per_s=rate), requests=requests, sampler=sampler,
+                           seed=seed, engine=deployment.engine)  # fmt: skip
+            ttft.append(run.ttft_s[middle])
+            tpot.append(run.request_itl_s[middle])
+        pooled = {"ttft_s": np.concatenate(ttft), "tpot_s": np.concatenate(tpot)}
     try:
         closed = estimate_server(deployment.model, one, request, rate, engine=deployment.engine)
         closed_means: dict[str, float | None] = {"ttft_s": closed.ttft_s, "tpot_s": closed.tpot_s}
@@ -94,8 +102,8 @@ def simulated(case: Case, catalog: Any, requests: int, seeds: int) -> dict[str, 
         "rate_per_replica_s": rate,
         "published_batch": batch,
         "step_at_published_batch_s": float(mix.mean.step_s[0]) * one.pp,
-        "percentiles": {k: [float(np.percentile(v, q)) for q in QUANTILES] for k, v in pooled.items()},
-        "mean": {k: float(v.mean()) for k, v in pooled.items()},
+        "percentiles": None if pooled is None else {k: _quantiles(v) for k, v in pooled.items()},
+        "mean": None if pooled is None else {k: float(v.mean()) for k, v in pooled.items()},
         "closed_form_mean": closed_means,
     }
 
@@ -166,8 +174,10 @@ def _print_row(row: dict[str, Any]) -> None:
     print(f"{row['id']} at {row['rate_per_replica_s']:.3g} requests/s a replica")
     for field, unit, scale in (("ttft_s", "s", 1.0), ("tpot_s", "ms", 1e3)):
         pub = "/".join(f"{scale * v:.3g}" for v in row["published"][field])
-        sim = "/".join(f"{scale * v:.3g}" for v in row["percentiles"][field])
-        means = (row["published_mean"][field], row["mean"][field], row["closed_form_mean"][field])
+        simulated_row = row["percentiles"] is not None
+        sim = "/".join(f"{scale * v:.3g}" for v in row["percentiles"][field]) if simulated_row else "- (attention DP)"
+        means = (row["published_mean"][field], row["mean"][field] if simulated_row else None,
+                 row["closed_form_mean"][field])  # fmt: skip
         shown = " / ".join("-" if v is None else f"{scale * v:.3g}" for v in means)
         print(f"  {field[:4].upper()} p50/p90/p99 published {pub} {unit}, simulated {sim}; "
               f"mean published / simulated / closed form {shown}")  # fmt: skip
@@ -185,10 +195,13 @@ def _print_summary(rows: list[dict[str, Any]]) -> None:
         f"\nthe model's step at the published batch against the published mean TPOT: median |error| "
         f"{statistics.median(steps):.1%} over {len(rows)} runs"
     )
-    print(f"median |simulated / published - 1| at the published rate over {len(rows)} runs")
+    runs = [r for r in rows if r["percentiles"] is not None]  # attention-DP runs have the closed forms only
+    if not runs:
+        return
+    print(f"median |simulated / published - 1| at the published rate over {len(runs)} runs")
     for field in ("ttft_s", "tpot_s"):
         for i, q in enumerate(QUANTILES):
-            errors = [abs(r["percentiles"][field][i] / r["published"][field][i] - 1) for r in rows]
+            errors = [abs(r["percentiles"][field][i] / r["published"][field][i] - 1) for r in runs]
             print(f"  {field[:4].upper()} p{q}: {statistics.median(errors):.1%}")
 
 
