@@ -368,6 +368,7 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
     "fabric_step": ["tests/training/test_fabric_step_survivors.py"],
     "flowsim_groups": ["tests/network/flowsim/test_groups_survivors.py"],
     "architecture_ops": ["tests/workload/test_architecture_ops.py"],
+    "whole_prompts": ["tests/serving/test_whole_prompts_survivors.py"],
 }
 
 
