@@ -2,6 +2,8 @@
 entry, the spread they get from a span that grows with its prompts, the admitting step's count through a lumped tail,
 and the wait a spread of prompt lengths adds."""
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -10,7 +12,7 @@ from clustersim.serving.engine import default_calibration, serving_system_for_in
 from clustersim.serving.engines import engine_profile
 from clustersim.serving.formats import parse_precision
 from clustersim.serving.memory import causal_pairs
-from clustersim.serving.whole_prompts import chained_counts, step_mix
+from clustersim.serving.whole_prompts import StepMix, chained_counts, step_mix
 from clustersim.workload.zoo import load_model
 
 FIXED_S, PER_PROMPT_S = 0.01, 0.008  # a span linear in the prompts it follows
@@ -20,7 +22,7 @@ def _linear_spans(width: int, entries: int = 1) -> np.ndarray:
     return np.tile(FIXED_S + PER_PROMPT_S * np.arange(float(width)), (entries, 1))
 
 
-def test_chained_counts_price_each_entry_on_its_own():
+def test_chained_counts_price_each_entry_on_its_own() -> None:
     gathered = np.asarray([0.5, 3.0])
     together = chained_counts(gathered, _linear_spans(60, 2))
     for entry, mean in enumerate(gathered):
@@ -30,7 +32,7 @@ def test_chained_counts_price_each_entry_on_its_own():
 
 
 @pytest.mark.parametrize("gathered", [0.2, 0.5, 3.0])
-def test_the_chained_spread_follows_the_spans_slope_under_one_prompt_a_step_too(gathered: float):
+def test_the_chained_spread_follows_the_spans_slope_under_one_prompt_a_step_too(gathered: float) -> None:
     """W = a + c N: the least-squares slope over the Poisson counts is c whatever the mean, so the feedback is
     rate x c = gathered c / (a + c gathered) and the count's variance gathered / (1 - feedback^2)."""
     k = np.arange(80.0)
@@ -41,7 +43,7 @@ def test_the_chained_spread_follows_the_spans_slope_under_one_prompt_a_step_too(
     assert float(np.sum(pmf[0] * k**2)) - mean**2 == pytest.approx(gathered / (1.0 - feedback**2), rel=1e-4)
 
 
-def test_the_admitting_step_carries_the_arrival_and_the_span_it_landed_in_through_a_lumped_tail():
+def test_the_admitting_step_carries_the_arrival_and_the_span_it_landed_in_through_a_lumped_tail() -> None:
     """Four columns for a mean of two: the tail holds a large share, and its count keeps the admitting step's mean at
     one (the arrival) plus the rate times the span an arrival lands in (size-biased by its length)."""
     gathered = np.asarray([2.0])
@@ -57,7 +59,7 @@ def test_the_admitting_step_carries_the_arrival_and_the_span_it_landed_in_throug
     assert mean == pytest.approx(expected, rel=1e-9)
 
 
-def _mix(**options):
+def _mix(**options: Any) -> tuple[StepMix, tuple[Any, ...]]:
     model = load_model("llama3.1-8b", use_env=False)
     system = serving_system_for_instance(load_catalog(use_env=False), "p5.48xlarge", tp=1)
     engine = engine_profile("vllm")
@@ -67,7 +69,7 @@ def _mix(**options):
     return mix, (model, system, bf16, engine)
 
 
-def test_a_spread_of_prompt_lengths_lengthens_the_wait_by_the_prompts_variance():
+def test_a_spread_of_prompt_lengths_lengthens_the_wait_by_the_prompts_variance() -> None:
     """Each of a span's k prompts adds its cost's variance: prompt_cv2 times one prompt's cost squared. With Poisson
     counts (mean 0.3) the wait grows by mean count x cv2 x one^2 / (2 x mean span), the span a step here."""
     plain, (model, system, bf16, engine) = _mix()
@@ -81,7 +83,7 @@ def test_a_spread_of_prompt_lengths_lengthens_the_wait_by_the_prompts_variance()
     assert float(spread.wait_s[0] - plain.wait_s[0]) == pytest.approx(added, rel=1e-6)
 
 
-def test_the_prompts_attention_is_priced_at_the_pairs_given():
+def test_the_prompts_attention_is_priced_at_the_pairs_given() -> None:
     mix, (model, *_) = _mix()
     at_mean = causal_pairs(model, 1024.0)
     assert np.array_equal(mix.mean.prefill_attention_s, _mix(prompt_pairs=at_mean)[0].mean.prefill_attention_s)
