@@ -369,6 +369,7 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
     "flowsim_groups": ["tests/network/flowsim/test_groups_survivors.py"],
     "architecture_ops": ["tests/workload/test_architecture_ops.py"],
     "whole_prompts": ["tests/serving/test_whole_prompts_survivors.py"],
+    "latency": ["tests/serving/test_latency_survivors.py"],
 }
 
 
