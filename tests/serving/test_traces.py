@@ -309,3 +309,13 @@ def test_a_stated_hit_rate_replaces_the_traces_hashes():
     run = simulate(model, system, Request(1024, 64), Load(trace=shared_prompts()), prefix_hit_rate=0.5)
     assert run.setup["prefix_cache"]["source"] == "rate"
     assert run.setup["prefix_cache"]["cached_share"] == pytest.approx(0.5, abs=0.01)
+
+
+def test_json_lines_are_known_by_their_content_whatever_the_name_and_a_bad_length_names_both_keys(tmp_path):
+    path = tmp_path / "trace.txt"
+    path.write_text('\n  {"timestamp": 0, "input_length": 64, "output_length": 4}\n')  # a blank line first
+    assert read_trace(path).input_tokens.tolist() == [64]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"timestamp": 0, "input_length": 0, "output_length": 4}\n')
+    with pytest.raises(ClusterSimError, match="input_length/output_length >= 1"):
+        read_trace(bad)
