@@ -156,7 +156,7 @@ def _layer_params(model: Transformer, lay: LayoutArrays, routed: FloatArray | fl
     mlp = model.mlp_params()
     shared = (model.moe.shared_experts * mlp) if model.moe else mlp
     tp = lay.tp.astype(float)
-    return np.asarray((model.attention_params() + model.router_params() + shared) / tp + routed, dtype=float) + float(
+    return np.asarray((model.mixer_params() + model.router_params() + shared) / tp + routed, dtype=float) + float(
         model.layer_norm_params()
     )
 
@@ -185,7 +185,7 @@ def _stage_params(model: Transformer, lay: LayoutArrays, routed: FloatArray | fl
     layer = _layer_params(model, lay, routed)
     ends = _end_params(model, lay)
     held = stage_layers(model, lay) * layer
-    dense = (model.attention_params() + model.dense_mlp_params()) / tp + model.layer_norm_params()
+    dense = (model.mixer_params() + model.dense_mlp_params()) / tp + model.layer_norm_params()
     if model.moe_layer_step > 1:  # dense blocks between MoE ones: n blocks hold at most ceil(n / step) MoE ones
         n = stage_layers(model, lay)
         held = held + (n - np.ceil(n / model.moe_layer_step)) * (dense - layer)

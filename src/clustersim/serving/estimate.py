@@ -1,12 +1,11 @@
 """Serving estimates: the largest batch that fits, offline throughput, and latency at a request rate.
 
-* **Continuous (in-flight) batching**, offline: in the steady state ``B`` sequences decode while
-  the prompts of the ones that replace them go through the same steps, ``B x input / output`` prompt
-  tokens per step; the output rate is ``B / step``. ``B`` is the best batch up to the one the KV
-  cache holds (each sequence reserves its full length in paged blocks) and the engine's limits.
+* **Continuous (in-flight) batching**, offline: in the steady state ``B`` sequences decode while the prompts of
+  the ones that replace them go through the same steps, ``B x input / output`` prompt tokens per step; the output
+  rate is ``B / step``. ``B``: the best batch the KV cache (whole lengths in paged blocks) and the engine allow.
 * **Static batching**: a batch is prefilled together and decodes to the end before the next starts.
-* **Server**: see ``clustersim.serving.latency``. ``dp`` replicas multiply throughput; with ``pp`` stages
-  ``B / pp`` sequences are in each stage and a token takes ``pp`` stage steps.
+* **Server**: see ``clustersim.serving.latency``. ``dp`` replicas multiply throughput; with ``pp`` stages ``B / pp``
+  sequences are in each stage and a token takes ``pp`` stage steps.
 """
 
 from __future__ import annotations
@@ -40,7 +39,7 @@ from clustersim.serving.engine import (
 from clustersim.serving.engines import EngineProfile, engine_profile
 from clustersim.serving.formats import ServingPrecision, check_formats, default_kv, kv_default_note
 from clustersim.serving.fused_experts import check_fused_experts
-from clustersim.serving.memory import causal_pairs, stages_note, weights_note
+from clustersim.serving.memory import causal_pairs, stages_note, state_tokens, weights_note
 from clustersim.serving.serving_system import MoeExchange
 from clustersim.serving.whole_prompts import StepMix, step_mix
 from clustersim.workload.transformer import Transformer
@@ -225,6 +224,7 @@ def batch_limit(
     check_fused_experts(model, system, request.precision, profile)
     plan = memory_plan(model, system, request.precision, request.kv, cal, profile)
     per_sequence = reserved_tokens(request.input_tokens, request.output_tokens, profile, model)
+    per_sequence += state_tokens(model, request.kv, system.tp)  # a Gated DeltaNet layer's state
     groups = system.attention_dp  # each attention group caches and schedules its own sequences
     by_capacity = math.floor(plan.kv_capacity_tokens / per_sequence) * groups
     if by_capacity < 1:

@@ -15,6 +15,11 @@
 * **Sliding windows** (Mistral 7B v0.1, Gemma 2/3, Phi-3): a windowed layer keeps and reads at most
   ``sliding_window`` tokens of a sequence (vLLM frees the blocks that slide out of the window,
   TensorRT-LLM keeps a cyclic buffer of the window), so its cache stops growing with the context.
+* **Gated DeltaNet layers** (Qwen3-Next, Qwen3.5: ``clustersim.workload.linear_attention``) hold no cache that
+  grows: each sequence keeps a fixed state per layer (every value head's ``key_head_dim x value_head_dim`` and the
+  convolution's last inputs, ``LinearAttention.state_elements``) in 16 bits (vLLM's ``mamba_ssm_cache_dtype``
+  default, the model's dtype), split over tensor parallelism by value heads; a decode step reads and writes it
+  whole. The KV cache per token counts the attention layers only.
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ def matmul_params(model: Transformer) -> tuple[float, float]:
     """(matmul weights every token goes through, summed over the layers; weights of one routed expert,
     summed over the MoE layers). Every token: attention, the dense MLPs of a dense model or of a MoE
     model's leading dense layers, shared experts and routers; the expert part is 0 without MoE."""
-    attention = model.layers * model.attention_matmul_params()
+    attention = model.layers * model.mixer_matmul_params()
     if model.moe is None:
         return float(attention + model.layers * model.mlp_matmul_params()), 0.0
     per_moe_layer = model.moe.shared_experts * model.mlp_matmul_params() + model.router_params()
@@ -155,29 +160,49 @@ def stages_note(model: Transformer, pp: int) -> tuple[str, ...]:
 
 
 def kv_bytes_per_token(model: Transformer, kv_precision: ServingPrecision, tp: int = 1, pp: int = 1) -> float:
-    """KV-cache bytes one token adds on one device over its layers (every layer holding it: no window)."""
-    return model.layers * stage_share(model, pp) * kv_bytes_per_token_layer(model, kv_precision, tp)
+    """KV-cache bytes one token adds on one device over its attention layers (every one holding it: no window)."""
+    return model.full_attention_layers * stage_share(model, pp) * kv_bytes_per_token_layer(model, kv_precision, tp)
+
+
+def state_bytes_per_sequence(model: Transformer, tp: int = 1, pp: int = 1) -> float:
+    """Bytes of Gated DeltaNet state one sequence holds on one device (0 without those layers): every layer's
+    ``state_elements`` in 16 bits, a device's share of the value heads (at least one head's)."""
+    linear = model.linear_attention
+    if linear is None:
+        return 0.0
+    share = max(linear.value_heads // tp, 1) / linear.value_heads
+    per_layer = linear.state_elements() * share * ACTIVATION_BYTES
+    return model.linear_attention_layers * stage_share(model, pp) * per_layer
+
+
+def state_tokens(model: Transformer, kv_precision: ServingPrecision, tp: int = 1) -> float:
+    """A sequence's Gated DeltaNet state as the KV-cache tokens that take the same memory (0 without it): what a
+    sequence holds beyond its tokens, in the units of ``kv_bytes_per_token``."""
+    state = state_bytes_per_sequence(model, tp)
+    return state / kv_bytes_per_token(model, kv_precision, tp) if state else 0.0
 
 
 def cached_token_layers(model: Transformer, tokens: npt.ArrayLike, pp: int = 1) -> FloatArray:
     """Token-layers of KV cache a sequence of ``tokens`` holds (and a decode step reads) on one of ``pp``
-    stages: every token on a full-attention layer, at most ``sliding_window`` on a windowed one."""
+    stages: every token on a full-attention layer, at most ``sliding_window`` on a windowed one, none on a
+    Gated DeltaNet layer (its state is ``state_bytes_per_sequence``)."""
     t = np.asarray(tokens, dtype=np.float64)
     windowed = model.window_layers or 0
-    held = (model.layers - windowed) * t + windowed * np.minimum(t, model.sliding_window)
+    held = (model.full_attention_layers - windowed) * t + windowed * np.minimum(t, model.sliding_window)
     return np.asarray(held * stage_share(model, pp))
 
 
 def causal_pairs(model: Transformer, prompt_tokens: T) -> T:
     """(query, key) pairs of one prompt's causal attention summed over the layers: ``n^2 / 2`` on a full
-    layer; on a windowed one each query meets at most ``w`` keys, ``n w - w^2 / 2`` once ``n > w``. Per
-    element of an array of lengths."""
+    layer; on a windowed one each query meets at most ``w`` keys, ``n w - w^2 / 2`` once ``n > w``; none on a
+    Gated DeltaNet layer. Per element of an array of lengths."""
     n = prompt_tokens
     windowed = model.window_layers or 0
     w = float(model.sliding_window)
     full = n * n / 2.0
     met = np.minimum(n, w)  # keys a query meets on a windowed layer, at most: n m - m^2 / 2 is n^2 / 2 below w
-    return (model.layers - windowed) * full + windowed * (n * met - met * met / 2.0)  # type: ignore[no-any-return]
+    attending = model.full_attention_layers - windowed
+    return attending * full + windowed * (n * met - met * met / 2.0)  # type: ignore[no-any-return]
 
 
 def decode_attention_flops_per_key(model: Transformer) -> float:
@@ -197,13 +222,13 @@ def reserved_tokens(
     engine: str | EngineProfile | None = None,
     model: Transformer | None = None,
 ) -> float:
-    """KV tokens a sequence reserves, per layer on average (no eviction): its full length in whole blocks of
-    the engine's paged cache on a full-attention layer, at most the window in whole blocks on a windowed
-    layer of ``model``."""
+    """KV tokens a sequence reserves, per attention layer on average (no eviction): its full length in whole blocks
+    of the engine's paged cache on a full-attention layer, at most the window in whole blocks on a windowed
+    layer of ``model`` (a Gated DeltaNet layer's state is ``state_tokens``)."""
     block = engine_profile(engine).kv_block_tokens
     full = float(math.ceil((input_tokens + output_tokens) / block) * block)
     windowed = (model.window_layers or 0) if model is not None else 0
     if model is None or not windowed:
         return full
     window = min(full, float(math.ceil(model.sliding_window / block) * block))
-    return ((model.layers - windowed) * full + windowed * window) / model.layers
+    return ((model.full_attention_layers - windowed) * full + windowed * window) / model.full_attention_layers

@@ -20,8 +20,9 @@ GIB = 2**30
 @dataclass(frozen=True, slots=True)
 class MemoryPlan:
     """Memory of one device: what is held, what is left for the KV cache, and how many tokens that is
-    (``kv_bytes_per_token`` and ``kv_capacity_tokens`` count a token on every layer; a windowed layer
-    keeps at most its window of each sequence, which ``reserved_tokens`` counts per sequence)."""
+    (``kv_bytes_per_token`` and ``kv_capacity_tokens`` count a token on every attention layer; a windowed layer
+    keeps at most its window of each sequence, which ``reserved_tokens`` counts per sequence, and a Gated DeltaNet
+    layer a state, which ``state_tokens`` counts)."""
 
     memory_bytes: float
     weights_bytes: float

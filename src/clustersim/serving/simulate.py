@@ -20,8 +20,9 @@ An engine that never mixes prompts and decodes in a step (``mixed_steps`` false:
 prefill) runs the prompts it can admit in a step of their own, its decoders waiting, and decodes when no prompt
 fits. Limits: engines without static-shape buckets (the GPU profiles; the Neuron ones pad to compiled shapes).
 The KV cache per replica is the memory plan's (``clustersim.serving.engine.memory_plan``), counted in the engine's
-blocks; a windowed layer's smaller holding is not credited. A request whose prompt and output reach the model's
-context stops there (as an engine stops at its ``max_model_len``).
+blocks; a windowed layer's smaller holding is not credited, and a hybrid model's Gated DeltaNet states are set aside
+for the engine's sequence cap (``clustersim.serving.memory.state_tokens``), as if that many sequences always ran. A
+request whose prompt and output reach the model's context stops there (as an engine stops at its ``max_model_len``).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from clustersim.serving.estimate import Request, deployment_profile
 from clustersim.serving.first_token import check_lag
 from clustersim.serving.first_token import first_token_lag_steps as first_token_lag_steps_of
 from clustersim.serving.formats import check_formats
+from clustersim.serving.memory import state_tokens
 from clustersim.serving.routing import check_routing, prefill_price, route
 from clustersim.serving.sim_report import SimulationResult, Slo
 from clustersim.serving.sim_requests import RequestLengthSampler, poisson_arrivals, request_sampler
@@ -233,6 +235,11 @@ def replica_engine(
     if kv_capacity_tokens is None:
         kv_capacity_tokens = memory_plan(model, system, request.precision, request.kv, cal, profile).kv_capacity_tokens
     kv_capacity_tokens /= system.pp  # each of a pipeline's micro-batch engines holds its share
+    static = request.batching is Batching.STATIC
+    chip = system.system.accelerator.id
+    cap = min(profile.sequence_cap(chip), max_batch or profile.sequence_cap(chip))
+    # a hybrid model's sequences each hold a Gated DeltaNet state: set aside the sequence cap's worth
+    kv_capacity_tokens = max(kv_capacity_tokens - cap * state_tokens(model, request.kv, system.tp), 0.0)
     block = profile.kv_block_tokens
     blocks = int(kv_capacity_tokens // block)
     longest = int((-(-(inputs + outputs) // block)).max())
@@ -250,9 +257,6 @@ def replica_engine(
             field="--admission",
             value="reserve",
         )
-    static = request.batching is Batching.STATIC
-    chip = system.system.accelerator.id
-    cap = min(profile.sequence_cap(chip), max_batch or profile.sequence_cap(chip))
     held = () if reserve is None else tuple(reserve.tolist())
     limits = SchedulerLimits(
         profile.token_budget(chip), cap, block, blocks, prefix_hit_rate, static, kv_arrives, held,

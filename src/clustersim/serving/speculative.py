@@ -85,6 +85,7 @@ class Speculation:
                 "layers": 1,
                 "dense_layers": min(model.dense_layers, 1),
                 "window_layers": None,
+                "linear_attention": None,  # the head is an attention layer (Qwen3-Next's MTP layer is)
             }
         )
 

@@ -12,6 +12,11 @@ attention core         attention   ``4 T s q / t`` (scores and context), x 0.5 w
 attention scores       memory      unfused kernels only: ``13`` bytes per score element,
                                    ``T s heads / t`` elements (written, softmaxed, dropped out, read)
 output projection      gemm        ``2 T q h / t``
+delta rule             attention   Gated DeltaNet layers only (``clustersim.workload.linear_attention``):
+                                   their convolution and delta rule, as an attention kernel over chunks
+                                   of 64 keys (``LINEAR_ATTENTION_CHUNK``); the layer average of qkv,
+                                   the core and the output projection counts their projections in
+                                   place of the attention's and no keys
 mlp / experts          gemm        ``2 T h f x matrices / t`` per active expert (x capacity factor)
 router                 gemm        ``2 T h E`` (MoE only, replicated across TP)
 token permutation      memory      MoE only: ``4`` copies (read and write) of an ``h``-wide 16-bit row
@@ -125,6 +130,10 @@ FUSED_ATTENTION_BACKWARD_RATIO = 2.5
 # The GEMMs torchao's float8 training converts (nn.Linear layers; a MoE model's grouped expert GEMMs and router
 # are not converted by its Float8Linear recipes).
 FLOAT8_LINEARS = frozenset({"qkv", "output projection", "mlp"})
+# The chunk the Gated DeltaNet kernels work in: flash-linear-attention's chunk_gated_delta_rule, which Megatron-LM,
+# vLLM and SGLang call, splits a sequence into chunks of 64 tokens, attends within each and carries the state
+# between them (fla-org/flash-linear-attention fla/ops/gated_delta_rule/chunk.py, chunk_size 64).
+LINEAR_ATTENTION_CHUNK = 64
 
 
 def layer_operations(
@@ -160,11 +169,16 @@ def layer_operations(
     routed = tokens * model.active_mlps * capacity  # token-expert pairs
     # One expert's GEMM sees the EP group's tokens spread over its experts.
     per_expert = tokens * model.moe.top_k * capacity * ep / model.moe.experts if model.moe else tokens
-    if model.mla is None and not model.window_layers:
+    linear, full_share = model.linear_attention, model.full_attention_layers / model.layers
+    qkv_params, output_params = float(model.qkv_matmul_params()), float(model.context_width * h)
+    if linear is not None:  # the layer average: Gated DeltaNet layers project in place of attention
+        qkv_params = full_share * qkv_params + (1 - full_share) * linear.input_matmul_params(h)
+        output_params = full_share * output_params + (1 - full_share) * linear.output_matmul_params(h)
+    if model.mla is None and not model.window_layers and linear is None:
         qkv = 2 * tokens * h * (q + 2 * kv) / tp
         core = 4 * tokens * seq_len * q / tp * causal
     else:
-        qkv = 2 * tokens * model.qkv_matmul_params() / tp
+        qkv = 2 * tokens * qkv_params / tp
         core = 2 * tokens * (q + model.context_width) * keys / tp
     ops = [
         _op("qkv", OpKind.GEMM, like, flop=qkv, ratio=2.0),
@@ -180,8 +194,13 @@ def layer_operations(
             exps=core * model.heads / (2 * (q + model.context_width)) if fused_attention else None,
         ),
     ]
+    if linear is not None:
+        mixing = tokens * linear.mixing_flops_per_token() * (1 - full_share) / tp
+        chunk = float(LINEAR_ATTENTION_CHUNK)
+        backward = FUSED_ATTENTION_BACKWARD_RATIO
+        ops.append(_op("delta rule", OpKind.ATTENTION, like, flop=mixing, ratio=backward, keys=chunk))
     if not fused_attention:
-        score_bytes = SCORE_BYTES_FORWARD * tokens * seq_len * model.heads / tp
+        score_bytes = SCORE_BYTES_FORWARD * tokens * seq_len * model.heads * full_share / tp
         ops.append(
             _op(
                 "attention scores",
@@ -193,7 +212,7 @@ def layer_operations(
         )
     share = model.moe_layers / model.layers  # of layers with the experts
     ops += [
-        _op("output projection", OpKind.GEMM, like, flop=2 * tokens * model.context_width * h / tp, ratio=2.0),
+        _op("output projection", OpKind.GEMM, like, flop=2 * tokens * output_params / tp, ratio=2.0),
         _op(
             "experts" if model.moe else "mlp",
             OpKind.GEMM,
@@ -302,13 +321,15 @@ def _eager_elementwise(
 
 def _keys_per_query(model: Transformer, seq_len: int, fused: bool) -> float:
     """Keys one query meets in the attention core, averaged over the layers: a fused causal kernel
-    skips the masked half of a full layer and the masked corner of a windowed one."""
+    skips the masked half of a full layer and the masked corner of a windowed one; a Gated DeltaNet layer
+    meets none."""
     windowed = model.window_layers or 0
+    full = model.full_attention_layers
     if not fused:
-        return float(seq_len)
+        return float(seq_len) * full / model.layers
     band = min(seq_len, model.sliding_window) if windowed else seq_len
     window_keys = band * (1 - band / (2 * seq_len))
-    return ((model.layers - windowed) * seq_len * CAUSAL_FRACTION + windowed * window_keys) / model.layers
+    return ((full - windowed) * seq_len * CAUSAL_FRACTION + windowed * window_keys) / model.layers
 
 
 def alternate_matmul_recompute_share(model: Transformer, op: Operation) -> float:
@@ -352,11 +373,23 @@ def activation_elements(model: Transformer, fused_expert_mlp: bool) -> dict[str,
     routed = moe.top_k if moe and not fused_expert_mlp else 0
     dense = (matrices + 1) * model.ffn_hidden * model.dense_mlp_layers / model.layers
     return {
-        "attention": 2.0 * (model.q_width + 2 * model.kv_width),
+        "attention": _mixer_pass_elements(model),
         "routed": pass_elements * routed,
         "shared": pass_elements * moe.shared_experts if moe else 0.0,
         "dense": dense + (0.0 if moe else pass_elements),
     }
+
+
+def _mixer_pass_elements(model: Transformer) -> float:
+    """A token's element-wise work in the token mixer of an average layer: an attention layer's Q/K/V passes (and its
+    output gate's, where it has one); a Gated DeltaNet layer's convolution output and gated norm."""
+    gate = 2.0 * model.q_width if model.attention_gate else 0.0
+    attention = 2.0 * (model.q_width + 2 * model.kv_width) + gate
+    linear = model.linear_attention
+    if linear is None:
+        return attention
+    full_share = model.full_attention_layers / model.layers
+    return full_share * attention + (1 - full_share) * 2.0 * (linear.conv_channels + linear.value_width)
 
 
 def module_recompute_share(

@@ -15,7 +15,10 @@ counts (each default leaves a model as it was): ``geglu`` MLPs (Gemma), Q/K/V-on
 one or four norms per block (Falcon-7B and Phi-2; Gemma 2 and 3), per-head query/key norms (Qwen3,
 Gemma 3), multi-head latent attention (DeepSeek-V2/V3, :class:`MLA`), leading dense layers in a MoE
 model (DeepSeek), MoE blocks every n-th layer between dense ones (``moe_layer_step``, Llama 4 Maverick),
-group-limited expert routing (DeepSeek-V3), sliding-window attention (Mistral 7B v0.1, Gemma 2 and
+group-limited expert routing (DeepSeek-V3), Gated DeltaNet layers in place of most attention layers
+(``linear_attention``, Qwen3-Next and Qwen3.5: :mod:`clustersim.workload.linear_attention`; they attend to no keys,
+so their scores and context count nothing) and a sigmoid gate on the attention output (``attention_gate``, the same
+models: one more ``h -> heads x head_dim`` projection), sliding-window attention (Mistral 7B v0.1, Gemma 2 and
 3, Phi-3: a windowed layer's scores and context cover ``min(s, window)`` keys per token in the model FLOPs)
 and multi-token-prediction modules trained beside the model (``mtp_layers``, DeepSeek-V3 and GLM-4.5: each
 one more block, a ``2h -> h`` projection and one more pass through the shared output head and loss). Two change
@@ -27,7 +30,6 @@ training step is priced by ``clustersim.workload.ops`` and ``clustersim.compute.
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Any, Self
 
 from pydantic import (
@@ -41,53 +43,14 @@ from pydantic import (
 )
 
 from clustersim.errors import ClusterSimError, validation_problems
+from clustersim.workload.block_parts import MLA as MLA
+from clustersim.workload.block_parts import FfnType as FfnType
+from clustersim.workload.block_parts import Norm as Norm
+from clustersim.workload.block_parts import Position as Position
+from clustersim.workload.linear_attention import LinearAttention
 from clustersim.workload.moe import Count, MoE, Switch
 from clustersim.workload.quantization import Quantization
 from clustersim.workload.quantization import QuantMethod as QuantMethod
-
-
-class FfnType(StrEnum):
-    """The MLP: ``gelu`` (up and down, 2 matrices, any element-wise activation), or a gated MLP of 3
-    matrices (gate, up and down): ``swiglu`` (SiLU gate, Llama) or ``geglu`` (GELU gate, Gemma)."""
-
-    GELU = "gelu"
-    SWIGLU = "swiglu"
-    GEGLU = "geglu"
-
-    @property
-    def num_matrices(self) -> int:
-        """Weight matrices of one MLP."""
-        return 2 if self is FfnType.GELU else 3
-
-
-class Norm(StrEnum):
-    """The normalization: LayerNorm (weight and bias) or RMSNorm (weight only)."""
-
-    LAYERNORM = "layernorm"
-    RMSNORM = "rmsnorm"
-
-
-class Position(StrEnum):
-    """Position encoding: a learned table (GPT) or rotary (no parameters)."""
-
-    LEARNED = "learned"
-    ROTARY = "rotary"
-
-
-class MLA(BaseModel):
-    """Multi-head latent attention (DeepSeek-V2/V3). Per layer: queries ``h -> q_lora_rank -> heads x
-    head_dim`` (``h -> heads x head_dim`` without a query rank); keys and values ``h -> kv_lora_rank +
-    rope_head_dim``, then ``kv_lora_rank -> heads x (head_dim - rope_head_dim + v_head_dim)``; the
-    output ``heads x v_head_dim -> h``; an RMSNorm on each latent. ``head_dim`` of the model is the
-    query/key head width, its rotary part included."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    kv_lora_rank: Count = Field(gt=0, description="Width of the compressed key/value latent.")
-    rope_head_dim: Count = Field(gt=0, description="Width of the rotary key, shared by all heads (part of head_dim).")
-    v_head_dim: Count = Field(gt=0, description="Width of one value head (the attention output is heads x v_head_dim).")
-    q_lora_rank: Count = Field(default=0, ge=0, description="Width of the compressed query; 0 = full-rank projection.")
-
 
 # Optional architecture fields and the value that leaves a model as before; model_dump leaves them
 # out at that value (qkv_bias: when it equals linear_bias), so a plain model's record is unchanged.
@@ -104,6 +67,8 @@ _EXTENSIONS: dict[str, object] = {
     "mtp_layers": 0,
     "clamped_glu": False,
     "rope_concentration": 1.0,
+    "linear_attention": None,
+    "attention_gate": False,
 }
 
 
@@ -171,6 +136,12 @@ class Transformer(BaseModel):
         description="The factor YaRN puts on the rotary cos and sin tables (gpt-oss: 0.1 ln 32 + 1 = 1.347); "
         "1 without YaRN, or where its two mscales cancel (DeepSeek-V3).",
     )
+    linear_attention: LinearAttention | None = Field(
+        default=None, description="Gated DeltaNet layers in place of that many attention layers (Qwen3-Next), if any."
+    )
+    attention_gate: Switch = Field(
+        default=False, description="A sigmoid gate on each attention layer's output, made from its input (Qwen3-Next)."
+    )
 
     @model_validator(mode="after")
     def _resolve(self) -> Self:
@@ -226,6 +197,16 @@ class Transformer(BaseModel):
             raise ValueError("clamped_glu needs a gated MLP (ffn_type swiglu or geglu), not gelu")
         if self.rope_concentration != 1.0 and self.position is not Position.ROTARY:
             raise ValueError(f"rope_concentration {self.rope_concentration} needs rotary positions")
+        linear = self.linear_attention
+        if linear is not None:
+            if linear.layers >= self.layers:
+                rule = f"must leave at least one full-attention layer of the {self.layers}"
+                raise ValueError(f"linear_attention.layers {linear.layers} {rule}")
+            if self.mla is not None or self.sliding_window:
+                raise ValueError("linear_attention beside latent attention or a sliding window is not modelled")
+            if linear.value_heads % linear.key_heads:
+                heads = f"linear_attention.value_heads {linear.value_heads}"
+                raise ValueError(f"{heads} is not a multiple of key_heads {linear.key_heads}")
 
     @model_serializer(mode="wrap")
     def _omit_unused_extensions(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -318,6 +299,16 @@ class Transformer(BaseModel):
         return 1 if self.mla is not None else self.kv_heads
 
     @property
+    def linear_attention_layers(self) -> int:
+        """Layers whose token mixer is a Gated DeltaNet (0 without ``linear_attention``)."""
+        return self.linear_attention.layers if self.linear_attention else 0
+
+    @property
+    def full_attention_layers(self) -> int:
+        """Layers with attention over keys (a windowed layer counts): all but the Gated DeltaNet ones."""
+        return self.layers - self.linear_attention_layers
+
+    @property
     def moe_layers(self) -> int:
         """Blocks whose MLP is the model's MLP or experts: all but the leading dense layers, every
         moe_layer_step-th of them."""
@@ -345,10 +336,11 @@ class Transformer(BaseModel):
 
     # ---- parameters ---------------------------------------------------------------------------
     def qkv_matmul_params(self) -> int:
-        """The weight matrices that make one layer's queries, keys and values (the latent
-        attention's down and up projections where it has them)."""
+        """The weight matrices that make one attention layer's queries, keys and values (the latent
+        attention's down and up projections where it has them, the output gate's where it has one)."""
         if self.mla is None:
-            return self.hidden * (self.q_width + 2 * self.kv_width)
+            gate = self.q_width if self.attention_gate else 0
+            return self.hidden * (self.q_width + gate + 2 * self.kv_width)
         m = self.mla
         rank = m.q_lora_rank
         query = self.hidden * rank + rank * self.q_width if rank else self.hidden * self.q_width
@@ -366,13 +358,28 @@ class Transformer(BaseModel):
         return self.qkv_matmul_params() + self.output_matmul_params()
 
     def attention_params(self) -> int:
-        """Q, K, V and output projections of one layer, with their biases where the model has them,
+        """Q, K, V and output projections of one attention layer, with their biases where the model has them,
         per-head query/key norms and the latent attention's norms."""
         biases = (self.q_width + 2 * self.kv_width if self.qkv_bias else 0) + (self.hidden if self.linear_bias else 0)
         norms = 2 * self.head_dim if self.qk_norm else 0
         if self.mla is not None:
             norms += self.mla.q_lora_rank + self.mla.kv_lora_rank
         return self.attention_matmul_params() + biases + norms
+
+    def mixer_matmul_params(self) -> float:
+        """Matmul weights of one layer's token mixer averaged over the layers: the attention layers' and the
+        Gated DeltaNet layers' projections (``attention_matmul_params`` without linear attention)."""
+        linear = self.linear_attention
+        delta = linear.input_matmul_params(self.hidden) + linear.output_matmul_params(self.hidden) if linear else 0
+        total = self.full_attention_layers * self.attention_matmul_params() + self.linear_attention_layers * delta
+        return total / self.layers
+
+    def mixer_params(self) -> float:
+        """One layer's token mixer with its biases and norms, averaged over the layers (``attention_params``
+        without linear attention)."""
+        delta = self.linear_attention.params(self.hidden) if self.linear_attention else 0
+        total = self.full_attention_layers * self.attention_params() + self.linear_attention_layers * delta
+        return total / self.layers
 
     def mlp_matmul_params(self) -> int:
         """The weight matrices of one MLP (one expert) of one layer (no biases)."""
@@ -404,18 +411,16 @@ class Transformer(BaseModel):
         """The norms of one block (layer_norms of them)."""
         return self.layer_norms * self.norm_params()
 
-    def layer_params(self) -> int:
-        """All parameters of one transformer block (a MoE block where the model has experts)."""
-        return (
-            self.attention_params()
-            + self.total_mlps * self.mlp_params()
-            + self.router_params()
-            + self.layer_norm_params()
-        )
+    def layer_params(self) -> float:
+        """All parameters of one transformer block (a MoE block where the model has experts), its token mixer
+        averaged over the layers (``mixer_params``)."""
+        mlps = self.total_mlps * self.mlp_params() + self.router_params()
+        return self.mixer_params() + mlps + self.layer_norm_params()
 
-    def dense_layer_params(self) -> int:
-        """All parameters of one dense block of a MoE model (leading or between MoE blocks)."""
-        return self.attention_params() + self.dense_mlp_params() + self.layer_norm_params()
+    def dense_layer_params(self) -> float:
+        """All parameters of one dense block of a MoE model (leading or between MoE blocks), its token mixer
+        averaged over the layers."""
+        return self.mixer_params() + self.dense_mlp_params() + self.layer_norm_params()
 
     def embedding_params(self) -> int:
         """Token embedding, learned positions, and the output matrix when it is not tied."""
@@ -431,7 +436,7 @@ class Transformer(BaseModel):
     def num_params(self) -> int:
         """Total parameters (the final norm included; the multi-token-prediction modules not)."""
         blocks = self.moe_layers * self.layer_params() + self.dense_mlp_layers * self.dense_layer_params()
-        return blocks + self.embedding_params() + self.norm_params()
+        return round(blocks) + self.embedding_params() + self.norm_params()
 
     def active_params(self) -> int:
         """Parameters a token uses (routed experts counted top_k times)."""
@@ -442,25 +447,33 @@ class Transformer(BaseModel):
     def matmul_params_per_token(self) -> int:
         """Weights a token multiplies: per layer QKV, output, active MLPs, router; then the logits."""
         mlp = self.active_mlps * self.mlp_matmul_params()
-        attention = self.attention_matmul_params()
-        dense = self.dense_mlp_layers * (attention + self.dense_mlp_matmul_params())
-        return self.moe_layers * (attention + mlp + self.router_params()) + dense + self.vocab * self.hidden
+        mixers = round(self.layers * self.mixer_matmul_params())
+        dense = self.dense_mlp_layers * self.dense_mlp_matmul_params()
+        return mixers + self.moe_layers * (mlp + self.router_params()) + dense + self.vocab * self.hidden
 
     def attended_keys(self, seq_len: int | None = None) -> int:
         """Keys one token's queries meet, summed over the layers: the whole sequence ``s``, or
-        ``min(s, sliding_window)`` on a windowed layer (the model-FLOPs convention, no causal halving)."""
+        ``min(s, sliding_window)`` on a windowed layer (the model-FLOPs convention, no causal halving); none on a
+        Gated DeltaNet layer."""
         s = seq_len or self.seq_len
         windowed = self.window_layers or 0
-        return (self.layers - windowed) * s + windowed * min(s, self.sliding_window)
+        return (self.full_attention_layers - windowed) * s + windowed * min(s, self.sliding_window)
 
     def attention_flops_per_token(self, seq_len: int | None = None) -> float:
         """Forward FLOPs of the attention scores (``2 q_width``) and context (``2 context_width``)
         per attended key of one token, all layers."""
         return float(2 * (self.q_width + self.context_width) * self.attended_keys(seq_len))
 
+    def linear_mixing_flops_per_token(self) -> float:
+        """Forward FLOPs of one token in the Gated DeltaNet layers beyond their projections (convolution and
+        delta rule), all layers; 0 without them."""
+        linear = self.linear_attention
+        return self.linear_attention_layers * linear.mixing_flops_per_token() if linear else 0.0
+
     def forward_flops_per_token(self, seq_len: int | None = None) -> float:
         """Forward-pass matmul FLOPs of one token."""
-        return 2.0 * self.matmul_params_per_token() + self.attention_flops_per_token(seq_len)
+        mixing = self.attention_flops_per_token(seq_len) + self.linear_mixing_flops_per_token()
+        return 2.0 * self.matmul_params_per_token() + mixing
 
     def model_flops_per_token(self, seq_len: int | None = None) -> float:
         """Training model FLOPs per token: forward + backward (3 x forward), no recompute."""

@@ -1,0 +1,75 @@
+"""Serving a Gated DeltaNet hybrid (Qwen3.5-35B-A3B): a KV cache on its attention layers only, a fixed state per
+sequence that each decode step reads and writes, and the batch that state leaves room for."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from clustersim.catalog.registry import load_catalog
+from clustersim.catalog.schema import Dtype
+from clustersim.serving.engine import (
+    DEFAULT_CALIBRATION,
+    kv_bytes_per_token,
+    memory_plan,
+    serving_system_for_instance,
+    step_times,
+)
+from clustersim.serving.estimate import Request, batch_limit
+from clustersim.serving.memory import causal_pairs, state_bytes_per_sequence, state_tokens
+from clustersim.serving.speculative import Speculation
+from clustersim.workload.transformer import Transformer
+from clustersim.workload.zoo import load_model
+
+CATALOG = load_catalog(use_env=False)
+STATE_ELEMENTS = 32 * 128 * 128 + 8192 * 3  # every value head's state and the convolution's last three inputs
+
+
+def _hybrid() -> Transformer:
+    return load_model("qwen3.5-35b-a3b", use_env=False)
+
+
+def _system(tp: int = 1):
+    return serving_system_for_instance(CATALOG, "p5en.48xlarge", tp=tp)
+
+
+def test_the_cache_grows_on_the_attention_layers_only() -> None:
+    model = _hybrid()
+    assert kv_bytes_per_token(model, Dtype.BF16) == 10 * 2 * 2 * 256 * 2
+    assert kv_bytes_per_token(model, Dtype.FP8) == 10 * 2 * 2 * 256
+    assert float(causal_pairs(model, 1000.0)) == 10 * 1000 * 1000 / 2
+
+
+@pytest.mark.parametrize(("tp", "heads_held"), [(1, 32), (4, 8), (64, 1)])
+def test_the_state_is_split_by_value_heads(tp: int, heads_held: int) -> None:
+    whole = 30 * STATE_ELEMENTS * 2
+    assert state_bytes_per_sequence(_hybrid(), tp) == pytest.approx(whole * heads_held / 32)
+    assert state_bytes_per_sequence(load_model("qwen3-30b-a3b", use_env=False), tp) == 0.0
+
+
+def test_a_decode_step_reads_and_writes_each_sequences_state() -> None:
+    model, system = _hybrid(), _system()
+    common = {"decode_context_tokens": 16.0, "prefill_tokens": 0.0, "prefill_sequences": 0.0, "prompt_tokens": 16.0}
+    few = step_times(model, system, Dtype.BF16, Dtype.BF16, decode_sequences=64.0, **common)
+    many = step_times(model, system, Dtype.BF16, Dtype.BF16, decode_sequences=128.0, **common)
+    bandwidth = system.system.memory_bandwidth_bytes_per_s * DEFAULT_CALIBRATION.kv_read_efficiency_on("hopper")
+    state_s = 64 * 2 * state_bytes_per_sequence(model) / bandwidth  # the 64 more sequences' states, read and written
+    added = float(many.decode_attention_s - few.decode_attention_s)
+    assert added == pytest.approx(state_s, rel=0.05)  # 16 tokens of cache each add under 1% beside it
+
+
+def test_the_state_takes_room_a_sequence_would_otherwise_cache() -> None:
+    model, system = _hybrid(), _system()
+    request = Request(8192, 1024, Dtype.BF16)
+    plan = memory_plan(model, system, request.precision, request.kv, DEFAULT_CALIBRATION, "vllm")
+    extra = state_tokens(model, Dtype.BF16)
+    assert extra == pytest.approx(30 * STATE_ELEMENTS * 2 / (10 * 2 * 2 * 256 * 2))  # 1,608 tokens' worth
+    batch, limit, _ = batch_limit(model, system, request, engine="vllm")
+    per_sequence = np.ceil((8192 + 1024) / 16) * 16 + extra
+    assert (limit, batch) == ("capacity", int(plan.kv_capacity_tokens // per_sequence))
+
+
+def test_the_draft_head_of_a_hybrid_is_one_attention_layer() -> None:
+    head = Speculation(draft_tokens=2, acceptance=0.7).drafter(_hybrid())
+    assert head.layers == 1 and head.linear_attention is None and head.full_attention_layers == 1
+    assert state_bytes_per_sequence(head) == 0.0
