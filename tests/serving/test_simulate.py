@@ -249,9 +249,11 @@ def test_what_the_simulator_cannot_run_is_refused_naming_the_option():
     cap=st.sampled_from([2, 16, 256]),
     clients=st.integers(1, 40),
     seed=st.integers(0, 2**31),
+    state=st.integers(0, 3),
 )
-def test_every_kv_block_comes_back_and_every_request_finishes(block, blocks, budget, cap, clients, seed):
-    """One replica's scheduler on its own: tight KV caches, budgets and caps, and preemptions among them."""
+def test_every_kv_block_comes_back_and_every_request_finishes(block, blocks, budget, cap, clients, seed, state):
+    """One replica's scheduler on its own: tight KV caches, budgets and caps, and preemptions among them; a hybrid
+    model's requests each hold ``state`` more blocks while they run."""
     model, system = setup("llama3.1-8b", 8)
     profile = engine_profile("vllm", system.family)
     request = Request(1, 1)
@@ -262,13 +264,30 @@ def test_every_kv_block_comes_back_and_every_request_finishes(block, blocks, bud
     longest = blocks * block // 2
     inputs = rng.integers(1, max(longest // 2, 2), count).tolist()
     outputs = [int(rng.integers(1, max(longest - n, 1) + 1)) for n in inputs]
-    limits = SchedulerLimits(budget, cap, block, blocks)
+    limits = SchedulerLimits(budget, cap, block, blocks, state_blocks=state)
     log = run_replica(table, limits, inputs, outputs, Arrivals(list(range(count)), None, [0.0] * clients))
     assert log.blocks_left == blocks
     assert sorted(log.finish_s) == list(range(count))
     assert all(log.finish_s[r] >= log.first_token_s[r] >= log.arrival_s[r] for r in range(count))
     made = count + sum(log.step_decoding) + len(log.resume_gaps_s)
     assert made == sum(outputs)
+
+
+def test_a_requests_state_blocks_bound_how_many_run_at_once():
+    """30 requests of 64 + 64 tokens in blocks of 16 on 100 blocks: each is admitted with its prompt's 4 blocks and
+    ``state`` more, which it holds until it is done (or preempted)."""
+    model, system = setup("llama3.1-8b", 8)
+    profile = engine_profile("vllm", system.family)
+    table = step_table(model, system, Request(1, 1).precision, Request(1, 1).kv, max_tokens=8192, max_sequences=64,
+                       max_context=256, cal=default_calibration(), engine=profile)  # fmt: skip
+    most = []
+    for state in (0, 3, 12):
+        limits = SchedulerLimits(8192, 64, 16, 100, state_blocks=state)
+        log = run_replica(table, limits, [64] * 30, [64] * 30, Arrivals(list(range(30)), None, [0.0] * 30))
+        assert log.blocks_left == 100 and sorted(log.finish_s) == list(range(30))
+        most.append(max(log.step_decoding))
+        assert most[-1] <= 100 // (4 + state)
+    assert most[0] > most[1] > most[2]
 
 
 def test_a_per_accelerator_token_budget_chunks_prompts_on_that_chip_only():

@@ -3,7 +3,9 @@
 **Continuous batching** (vLLM V1 / TensorRT-LLM in-flight batching). Each step first serves the running
 requests: every decoding one makes a token (one token of the budget), every one still in its prompt gets
 the next chunk the budget leaves; then waiting requests are admitted first-come first-served while the
-sequence cap, the token budget and the free KV blocks allow, each starting its first chunk. An engine that
+sequence cap, the token budget and the free KV blocks allow, each starting its first chunk. A hybrid model's
+request also holds ``state_blocks`` from its admission to its end (its Gated DeltaNet state, as vLLM's hybrid
+cache gives each running request its state's blocks from the same pool). An engine that
 schedules once every ``scheduler_steps`` decode steps (vLLM V0's multi-step scheduling) admits only at those
 steps: prompts that arrive or find room between two schedulings wait for the next one. An engine that takes
 arrivals in once every ``receive_steps`` decode steps, or right after a step that ran a prompt (SGLang's
@@ -68,6 +70,7 @@ class SchedulerLimits:
     receive_steps: int = 1  # decode steps between intakes of arrivals (SGLang's --scheduler-recv-interval)
     cached_tokens: tuple[int, ...] = ()  # per request (run index): its prompt tokens in the prefix cache; empty:
     # prefix_hit_rate of each prompt
+    state_blocks: int = 0  # blocks a request holds from admission to its end beside its tokens' (a hybrid's state)
 
     def cached(self, r: int, prompt_tokens: int) -> int:
         """Request ``r``'s prompt tokens found in the prefix cache: its own count, else the hit rate's share."""
@@ -162,6 +165,7 @@ def _run_continuous(
     since_intake = intake  # decode steps since arrivals were last taken in (none yet: the first step takes them)
     pairs_of = table.chunk_pairs
     reserving = bool(limits.reserve_tokens)
+    state = limits.state_blocks
     reserved: dict[int, int] = {}  # a reserving decoder's blocks
     lag = limits.first_token_lag_steps
     started: set[int] = set()  # requests whose first token has been computed
@@ -178,7 +182,7 @@ def _run_continuous(
     def blocks_of(r: int) -> int:
         """Blocks an admission takes: the prompt and what it made (paged), or its whole reservation."""
         tokens = limits.reserve_tokens[r] if reserving else inputs[r] + generated[r]
-        return -(-tokens // block)
+        return -(-tokens // block) + state
 
     def finished(r: int) -> None:
         del running[r]
@@ -196,7 +200,7 @@ def _run_continuous(
             residues[(m - t0) % block] -= 1
         decoding -= 1
         offset -= m - t0 + 1
-        free += reserved.pop(r) if reserving else -(-(m + tick - t0) // block)
+        free += reserved.pop(r) if reserving else -(-(m + tick - t0) // block) + state
         generated[r] = outputs[r]
         finished(r)
 
@@ -211,7 +215,7 @@ def _run_continuous(
             residues[(m - t0) % block] -= 1
             decoding -= 1
             offset -= m - t0 + 1
-            free += -(-(m + tick - t0) // block)
+            free += -(-(m + tick - t0) // block) + state
             generated[victim] += tick - t0
             last_token[victim] = clock
         log.preemptions[victim] = log.preemptions.get(victim, 0) + 1
@@ -381,7 +385,7 @@ def _run_static(
         batch: list[int] = []
         free = limits.kv_blocks
         while waiting and len(batch) < limits.max_sequences:
-            blocks = -(-(inputs[waiting[0]] + outputs[waiting[0]]) // block)
+            blocks = -(-(inputs[waiting[0]] + outputs[waiting[0]]) // block) + limits.state_blocks
             if blocks > free:
                 break
             free -= blocks

@@ -20,9 +20,9 @@ An engine that never mixes prompts and decodes in a step (``mixed_steps`` false:
 prefill) runs the prompts it can admit in a step of their own, its decoders waiting, and decodes when no prompt
 fits. Limits: engines without static-shape buckets (the GPU profiles; the Neuron ones pad to compiled shapes).
 The KV cache per replica is the memory plan's (``clustersim.serving.engine.memory_plan``), counted in the engine's
-blocks; a windowed layer's smaller holding is not credited, and a hybrid model's Gated DeltaNet states are set aside
-for the engine's sequence cap (``clustersim.serving.memory.state_tokens``), as if that many sequences always ran. A
-request whose prompt and output reach the model's context stops there (as an engine stops at its ``max_model_len``).
+blocks; a windowed layer's smaller holding is not credited, and a hybrid model's request holds its Gated DeltaNet state
+as whole blocks beside its tokens' (``clustersim.serving.memory.state_tokens``). A request whose prompt and output reach
+the model's context stops there (as an engine stops at its ``max_model_len``).
 """
 
 from __future__ import annotations
@@ -235,14 +235,10 @@ def replica_engine(
     if kv_capacity_tokens is None:
         kv_capacity_tokens = memory_plan(model, system, request.precision, request.kv, cal, profile).kv_capacity_tokens
     kv_capacity_tokens /= system.pp  # each of a pipeline's micro-batch engines holds its share
-    static = request.batching is Batching.STATIC
-    chip = system.system.accelerator.id
-    cap = min(profile.sequence_cap(chip), max_batch or profile.sequence_cap(chip))
-    # a hybrid model's sequences each hold a Gated DeltaNet state: set aside the sequence cap's worth
-    kv_capacity_tokens = max(kv_capacity_tokens - cap * state_tokens(model, request.kv, system.tp), 0.0)
     block = profile.kv_block_tokens
     blocks = int(kv_capacity_tokens // block)
-    longest = int((-(-(inputs + outputs) // block)).max())
+    state = math.ceil(state_tokens(model, request.kv, system.tp) / block)  # a hybrid's state, in whole blocks
+    longest = int((-(-(inputs + outputs) // block)).max()) + state
     if longest > blocks:
         raise ClusterSimError(
             f"kv cache: the longest request ({int((inputs + outputs).max()):,} tokens) needs {longest * block:,} "
@@ -250,17 +246,20 @@ def replica_engine(
             "or shorter requests",
             field="kv_capacity_tokens",
         )
-    if reserve is not None and int((-(-reserve // block)).max()) > blocks:
+    if reserve is not None and int((-(-reserve // block)).max()) + state > blocks:
         raise ClusterSimError(
             f"--admission reserve: a request's prompt and output cap ({int(reserve.max()):,} tokens) need more KV "
             f"cache than the {blocks * block:,} tokens a replica holds; use --admission paged or a larger tp",
             field="--admission",
             value="reserve",
         )
+    static = request.batching is Batching.STATIC
+    chip = system.system.accelerator.id
+    cap = min(profile.sequence_cap(chip), max_batch or profile.sequence_cap(chip))
     held = () if reserve is None else tuple(reserve.tolist())
     limits = SchedulerLimits(
         profile.token_budget(chip), cap, block, blocks, prefix_hit_rate, static, kv_arrives, held,
-        first_token_lag_steps, profile.mixed_steps, profile.scheduler_steps, profile.receive_steps,
+        first_token_lag_steps, profile.mixed_steps, profile.scheduler_steps, profile.receive_steps, state_blocks=state,
     )  # fmt: skip
     biggest = int(inputs.max()) * cap if static else profile.token_budget(chip)
     verified = 0 if speculation is None else cap * speculation.draft_tokens  # the drafts the target verifies
