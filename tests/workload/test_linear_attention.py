@@ -10,7 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from clustersim.compute.memory import layer_activation_bytes
 from clustersim.errors import ClusterSimError
+from clustersim.execution import Layout, LayoutArrays
 from clustersim.workload.linear_attention import LinearAttention
 from clustersim.workload.ops import layer_operations
 from clustersim.workload.transformer import Transformer, transformer_from_mapping
@@ -192,3 +194,15 @@ def test_a_config_the_reader_cannot_price_is_refused_naming_the_field(
 ) -> None:
     with pytest.raises(ClusterSimError, match=named):
         _read(tmp_path, QWEN3_NEXT_CONFIG | change)
+
+
+def test_a_gated_deltanet_layer_keeps_its_projections_convolution_and_outputs_for_the_backward() -> None:
+    model = _next()
+    attention_only = model.model_copy(update={"linear_attention": None})
+    lay = LayoutArrays.of([Layout(tp=2, dp=1, ep=1)])
+    hybrid = float(layer_activation_bytes(model, lay, seq_len=4096, fused=True)[0])
+    plain = float(layer_activation_bytes(attention_only, lay, seq_len=4096, fused=True)[0])
+    # attention: q, k, v, output and the gate's input (4096 + 512 + 512 + 4096 + 4096); Gated DeltaNet: its input
+    # projection (12352), the convolution's output (8192), the delta rule's and the norm's outputs (2 x 4096)
+    per_token = (12352 + 8192 + 2 * 4096) - (4096 + 512 + 512 + 4096 + 4096)
+    assert hybrid - plain == pytest.approx(2 * 4096 * per_token * 36 / 48 / 2)

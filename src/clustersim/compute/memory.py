@@ -262,6 +262,22 @@ def _mlp_width(model: Transformer) -> float:
     return float(ffn)
 
 
+def _mixer_kept_width(model: Transformer) -> float:
+    """Elements per token the token mixer of an average layer keeps for its backward (before tensor parallelism): an
+    attention layer's queries, keys, values and output (and its output gate's input, where it has one); a Gated
+    DeltaNet layer's input projection (queries, keys, values, gate, decay and step), the convolution's output, the
+    delta rule's output and its gated norm's (the output projection's input)."""
+    gate = model.q_width if model.attention_gate else 0
+    attention = float(model.q_width + model.kv_width + model.value_width + model.context_width + gate)
+    linear = model.linear_attention
+    if linear is None:
+        return attention
+    projected = linear.input_matmul_params(model.hidden) / model.hidden
+    delta = projected + linear.conv_channels + 2 * linear.value_width
+    share = model.full_attention_layers / model.layers
+    return share * attention + (1 - share) * delta
+
+
 def alternate_matmul_bytes(model: Transformer, lay: LayoutArrays, *, seq_len: int) -> FloatArray:
     """Bytes one layer keeps for one micro-batch under a per-op policy that recomputes every second matmul (see the
     module docstring): the block's input, matmuls 1, 3, 5, ... of Q, K, V, the projection and the MLP's (Q, V, the
@@ -299,8 +315,7 @@ def layer_activation_bytes(
     gemm_inputs = 2 * b * tokens * h  # the QKV and MLP inputs
     outside = 3 * b * tokens * h / sp_split + (gemm_inputs if gathered_inputs else gemm_inputs / sp_split)
     ffn = _mlp_width(model)  # inner width a token's MLPs produce
-    attention = model.q_width + model.kv_width + model.value_width + model.context_width
-    inside = b * tokens * (attention + ffn * model.ffn_type.num_matrices)
+    inside = b * tokens * (_mixer_kept_width(model) + ffn * model.ffn_type.num_matrices)
     if float8_inputs:  # a byte less per element of the QKV, projection and both MLP GEMM inputs
         outside = outside - tokens * 2 * h / sp_split
         inside = inside - tokens * (model.context_width + ffn)
