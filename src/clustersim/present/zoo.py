@@ -34,6 +34,12 @@ def weights_label(quantization: dict[str, Any] | None) -> str:
     return f"{quantization['bits']}-bit {quantization['method']}{where}"
 
 
+def _layers_label(row: dict[str, Any]) -> str:
+    """The blocks, and of them the Gated DeltaNet ones of a hybrid: ``48 (36 linear)``."""
+    linear = row.get("linear_attention")
+    return f"{row['layers']} ({linear['layers']} linear)" if linear else str(row["layers"])
+
+
 def zoo_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
     """One line per model (rows from ``model_json``): parameters, model FLOPs per token (training: forward
     and backward, at the model's sequence length), shape, how its checkpoint stores the weights and source."""
@@ -61,7 +67,7 @@ def zoo_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
             format_count(row["params"]),
             format_count(row["active_params"]),
             format_count(row["model_flops_per_token"]),
-            str(row["layers"]),
+            _layers_label(row),
             str(row["hidden"]),
             f"{row['heads']}/{row['kv_heads']}",
             f"{row['ffn_hidden']} {'clamped ' if row.get('clamped_glu') else ''}{row['ffn_type']}"
