@@ -15,7 +15,7 @@ from clustersim.serving.engine import (
     serving_system_for_instance,
     step_times,
 )
-from clustersim.serving.estimate import Request, batch_limit
+from clustersim.serving.estimate import Request, batch_limit, estimate_offline
 from clustersim.serving.memory import causal_pairs, state_bytes_per_sequence, state_tokens
 from clustersim.serving.speculative import Speculation
 from clustersim.workload.transformer import Transformer
@@ -73,3 +73,12 @@ def test_the_draft_head_of_a_hybrid_is_one_attention_layer() -> None:
     head = Speculation(draft_tokens=2, acceptance=0.7).drafter(_hybrid())
     assert head.layers == 1 and head.linear_attention is None and head.full_attention_layers == 1
     assert state_bytes_per_sequence(head) == 0.0
+
+
+def test_an_estimate_says_what_state_a_hybrids_sequence_holds() -> None:
+    request = Request(1024, 1024, Dtype.BF16)
+    hybrid = estimate_offline(_hybrid(), _system(), request, engine="vllm")
+    (note,) = [n for n in hybrid.notes if n.startswith("state:")]
+    assert "30 Gated DeltaNet layers hold 32.9 MB a sequence" in note and "its 10 attention layers" in note
+    plain = estimate_offline(load_model("qwen3-30b-a3b", use_env=False), _system(), request, engine="vllm")
+    assert not [n for n in plain.notes if n.startswith("state:")]

@@ -39,7 +39,7 @@ from clustersim.serving.engine import (
 from clustersim.serving.engines import EngineProfile, engine_profile
 from clustersim.serving.formats import ServingPrecision, check_formats, default_kv, kv_default_note
 from clustersim.serving.fused_experts import check_fused_experts
-from clustersim.serving.memory import causal_pairs, stages_note, state_tokens, weights_note
+from clustersim.serving.memory import causal_pairs, holding_notes, state_tokens, weights_note
 from clustersim.serving.serving_system import MoeExchange
 from clustersim.serving.whole_prompts import StepMix, step_mix
 from clustersim.workload.transformer import Transformer
@@ -437,7 +437,7 @@ def make_estimate(
         ttft_s=first if ttft_s is None else ttft_s,
         tpot_s=step_s * system.pp if tpot_s is None else tpot_s,
         request_rate_per_s=(per_replica * system.dp / o if rate_per_s is None else rate_per_s),
-        notes=request.notes(model) + stages_note(model, system.pp) + eager_note(model, system, request, cal, engine),
+        notes=request.notes(model) + holding_notes(model, system.pp) + eager_note(model, system, request, cal, engine),
     )
 
 

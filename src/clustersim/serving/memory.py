@@ -147,16 +147,24 @@ def stage_share(model: Transformer, pp: int) -> float:
     return math.ceil(model.layers / pp) / model.layers
 
 
-def stages_note(model: Transformer, pp: int) -> tuple[str, ...]:
-    """What an estimate says of a pipeline whose stages are uneven (nothing where the layers divide)."""
-    if model.layers % pp == 0:
-        return ()
-    more = model.layers % pp
-    low = model.layers // pp
-    return (
-        f"pipeline: {model.layers} layers over pp {pp}: {more} stage(s) of {low + 1} layers and {pp - more} of {low}; "
-        f"the largest sets the step and holds the most weights and cache",
-    )
+def holding_notes(model: Transformer, pp: int) -> tuple[str, ...]:
+    """What an estimate says of how the model's layers are held: a pipeline's uneven stages, a hybrid's Gated DeltaNet
+    state (nothing for a model whose layers divide over ``pp`` and that has no such layers)."""
+    notes: tuple[str, ...] = ()
+    if model.layers % pp:
+        more, low = model.layers % pp, model.layers // pp
+        notes += (
+            f"pipeline: {model.layers} layers over pp {pp}: {more} stage(s) of {low + 1} layers and {pp - more} of "
+            f"{low}; the largest sets the step and holds the most weights and cache",
+        )
+    if model.linear_attention is not None:
+        notes += (
+            f"state: {model.name}'s {model.linear_attention_layers} Gated DeltaNet layers hold "
+            f"{state_bytes_per_sequence(model) / 1e6:.1f} MB a sequence (16-bit, split over tp by value heads), read "
+            "and written by every decode step; the batch counts it beside the KV cache of its "
+            f"{model.full_attention_layers} attention layers",
+        )
+    return notes
 
 
 def kv_bytes_per_token(model: Transformer, kv_precision: ServingPrecision, tp: int = 1, pp: int = 1) -> float:
