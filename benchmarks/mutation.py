@@ -82,6 +82,7 @@ GROUPS: dict[str, list[str]] = {
     "host_launches": ["src/clustersim/training/host_launches.py"],
     "fused_experts": ["src/clustersim/serving/fused_experts.py"],
     "architecture_ops": ["src/clustersim/workload/architecture_ops.py"],
+    "linear_attention": ["src/clustersim/workload/linear_attention.py", "src/clustersim/workload/hf_hybrid.py"],
 }
 TEST_SELECTION = [
     "tests/training",
@@ -132,6 +133,7 @@ GROUP_TESTS: dict[str, list[str]] = {
         "tests/training/test_fp8_param_gather.py",
         "tests/validation/test_gpt_oss_kernels.py",
     ],
+    "linear_attention": ["tests/workload/test_linear_attention.py", "tests/serving/test_linear_attention_serving.py"],
 }
 # Slow tests left out of the selection (a surviving mutant runs every selected test that reaches it): the
 # CLI fuzzer (about 40 s), the calibration scripts' write paths (they run the fitting scripts, which the

@@ -206,3 +206,20 @@ def test_a_gated_deltanet_layer_keeps_its_projections_convolution_and_outputs_fo
     # projection (12352), the convolution's output (8192), the delta rule's and the norm's outputs (2 x 4096)
     per_token = (12352 + 8192 + 2 * 4096) - (4096 + 512 + 512 + 4096 + 4096)
     assert hybrid - plain == pytest.approx(2 * 4096 * per_token * 36 / 48 / 2)
+
+
+def test_an_output_gate_alone_adds_its_projection_to_the_qkv_work() -> None:
+    plain = Transformer(layers=4, hidden=1024, ffn_hidden=2816, heads=8, kv_heads=2, vocab=32000, ffn_type="swiglu")
+    gated = plain.model_copy(update={"attention_gate": True})
+    common = {"tokens": 1000.0, "seq_len": 1000, "tp": 2.0, "sp_split": 1.0, "ep": 1.0, "fused_attention": True}
+    qkv = {
+        m.attention_gate: float(op.flop)
+        for m in (plain, gated)
+        for op in layer_operations(m, **common)
+        if op.name == "qkv"
+    }
+    assert qkv[True] - qkv[False] == 2 * 1000 * 1024 * 1024 / 2
+    assert gated.num_params() - plain.num_params() == 4 * 1024 * 1024
+    latent = load_model("deepseek-v3", use_env=False).model_dump() | {"attention_gate": True}
+    with pytest.raises(ClusterSimError, match="output gate with latent attention"):
+        transformer_from_mapping(latent)

@@ -174,7 +174,7 @@ def layer_operations(
     if linear is not None:  # the layer average: Gated DeltaNet layers project in place of attention
         qkv_params = full_share * qkv_params + (1 - full_share) * linear.input_matmul_params(h)
         output_params = full_share * output_params + (1 - full_share) * linear.output_matmul_params(h)
-    if model.mla is None and not model.window_layers and linear is None:
+    if model.mla is None and not model.window_layers and linear is None and not model.attention_gate:
         qkv = 2 * tokens * h * (q + 2 * kv) / tp
         core = 4 * tokens * seq_len * q / tp * causal
     else:

@@ -191,8 +191,8 @@ class Transformer(BaseModel):
                 raise ValueError(f"latent attention has a key/value head per query head, not kv_heads {self.kv_heads}")
             if self.mla.rope_head_dim >= self.head_dim:
                 raise ValueError(f"mla.rope_head_dim {self.mla.rope_head_dim} must be below head_dim {self.head_dim}")
-            if self.qkv_bias or self.linear_bias:
-                raise ValueError("linear biases with latent attention are not modelled")
+            if self.qkv_bias or self.linear_bias or self.attention_gate:
+                raise ValueError("linear biases or an output gate with latent attention are not modelled")
         if self.clamped_glu and self.ffn_type is FfnType.GELU:
             raise ValueError("clamped_glu needs a gated MLP (ffn_type swiglu or geglu), not gelu")
         if self.rope_concentration != 1.0 and self.position is not Position.ROTARY:
