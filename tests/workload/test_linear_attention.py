@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 from clustersim.compute.memory import layer_activation_bytes
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout, LayoutArrays
+from clustersim.validation.case_model import case_transformer
+from clustersim.validation.cases import CaseModel
 from clustersim.workload.linear_attention import LinearAttention
 from clustersim.workload.ops import layer_operations
 from clustersim.workload.transformer import Transformer, transformer_from_mapping
@@ -223,3 +225,16 @@ def test_an_output_gate_alone_adds_its_projection_to_the_qkv_work() -> None:
     latent = load_model("deepseek-v3", use_env=False).model_dump() | {"attention_gate": True}
     with pytest.raises(ClusterSimError, match="output gate with latent attention"):
         transformer_from_mapping(latent)
+
+
+def test_a_case_named_after_a_hybrid_takes_its_layer_kinds_from_the_zoo_and_says_so() -> None:
+    stated = {"name": "qwen3-next-80b-a3b", "layers": 48, "hidden": 2048, "ffn_hidden": 512, "heads": 16}
+    stated |= {"kv_heads": 2, "head_dim": 256, "vocab": 151936, "ffn_type": "swiglu"}
+    stated |= {"moe": {"experts": 512, "top_k": 10, "shared_experts": 1}}
+    model, assumed = case_transformer(CaseModel.model_validate(stated), "case")
+    assert model.linear_attention == GDN and model.attention_gate
+    assert "from the zoo's qwen3-next-80b-a3b" in assumed["architecture"]
+    own = CaseModel.model_validate(stated | {"linear_attention": {"layers": 24, "key_heads": 16, "value_heads": 32}})
+    assert case_transformer(own, "case")[0].linear_attention_layers == 24  # a stated field is the case's own
+    other = CaseModel.model_validate(stated | {"layers": 40})  # another model of the same name
+    assert case_transformer(other, "case")[0].linear_attention is None

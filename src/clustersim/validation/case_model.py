@@ -9,10 +9,11 @@ with that entry on every routing field it does state (layers, hidden, experts, e
 routed as the entry is; the case's assumptions say so (``moe_groups``). A case that disagrees on any of
 those fields is another model of the same name and keeps plain top-k routing.
 
-Three fields of the architecture that change no count the format states, only the element-wise work around the
-GEMMs (``linear_bias``, ``clamped_glu``, ``rope_concentration``: gpt-oss's expert biases, clamped SwiGLU and YaRN
-tables), are the zoo entry's where the case is named after one, states none of them and agrees with it on layers and
-hidden; the assumptions say so (``architecture``).
+Fields of the architecture the shared format has no place for (``linear_bias``, ``clamped_glu``, ``rope_concentration``:
+gpt-oss's expert biases, clamped SwiGLU and YaRN tables, which change only the element-wise work around the GEMMs;
+``linear_attention`` and ``attention_gate``: a hybrid's Gated DeltaNet layers and gated attention) are the zoo
+entry's where the case is named after one, states none of them and agrees with it on layers and hidden; the
+assumptions say so (``architecture``).
 
 Multi-token prediction is a choice of the run, not of the model: a case trains the MTP modules it states
 (``mtp_layers``) and none where it states none; where the zoo entry it is named after has them, the
@@ -59,7 +60,7 @@ def _zoo_model(shape: dict[str, Any]) -> Transformer | None:
     return entry.model if entry is not None else None
 
 
-_ARCHITECTURE_KEYS = ("linear_bias", "clamped_glu", "rope_concentration")
+_ARCHITECTURE_KEYS = ("linear_bias", "clamped_glu", "rope_concentration", "linear_attention", "attention_gate")
 
 
 def _zoo_architecture(shape: dict[str, Any], known: Transformer | None) -> dict[str, Any]:
@@ -74,7 +75,10 @@ def _zoo_architecture(shape: dict[str, Any], known: Transformer | None) -> dict[
         plain = Transformer.model_validate(entry | shape)
     except ValueError:  # the case's own shape is refused where it is read
         return {}
-    return {key: getattr(known, key) for key in _ARCHITECTURE_KEYS if getattr(known, key) != getattr(plain, key)}
+    inherited = {key: getattr(known, key) for key in _ARCHITECTURE_KEYS if getattr(known, key) != getattr(plain, key)}
+    if known.linear_attention is not None and "linear_attention" in inherited:  # as plain data, as a case states it
+        inherited["linear_attention"] = known.linear_attention.model_dump()
+    return inherited
 
 
 def _zoo_routing(shape: dict[str, Any]) -> tuple[int, int, str] | None:

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from clustersim.choices import CudaGraphs, RecomputeModule
 from clustersim.errors import ClusterSimError, shown, validation_problems
 from clustersim.workload.float8 import Float8Recipe
+from clustersim.workload.linear_attention import LinearAttention
 from clustersim.workload.quantization import Quantization
 
 KINDS = ("training", "inference", "collective", "memory")
@@ -84,8 +85,8 @@ class CaseModel(_Part):
     ``sliding_window`` with ``window_layers`` (the keys a windowed layer attends to, and how many layers are
     windowed; null: every layer sees the whole sequence); ``quantization`` (how a serving case's checkpoint stores
     its weights, ``clustersim.workload.quantization.Quantization``'s fields; null: 16-bit); ``linear_bias``,
-    ``clamped_glu`` and ``rope_concentration`` (``Transformer``'s; null: the zoo entry's the case is named after,
-    ``clustersim.validation.case_model``, else the defaults)."""
+    ``clamped_glu``, ``rope_concentration``, ``linear_attention`` and ``attention_gate`` (``Transformer``'s; null: the
+    zoo entry's the case is named after, ``clustersim.validation.case_model``, else the defaults)."""
 
     name: str | None = None
     layers: Count | None = None
@@ -108,6 +109,8 @@ class CaseModel(_Part):
     linear_bias: bool | None = None
     clamped_glu: bool | None = None
     rope_concentration: Annotated[float, Field(gt=0, le=10)] | None = None
+    linear_attention: LinearAttention | None = None
+    attention_gate: bool | None = None
 
     def shape(self) -> dict[str, Any]:
         """The fields present, as plain data in ``Transformer``'s names (for ``transformer_from_mapping``):
