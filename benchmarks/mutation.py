@@ -372,6 +372,7 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
     "architecture_ops": ["tests/workload/test_architecture_ops.py"],
     "whole_prompts": ["tests/serving/test_whole_prompts_survivors.py"],
     "latency": ["tests/serving/test_latency_survivors.py"],
+    "linear_attention": ["tests/workload/test_hf_hybrid_survivors.py", "tests/workload/test_linear_attention.py"],
 }
 
 

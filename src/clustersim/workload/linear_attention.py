@@ -80,7 +80,3 @@ class LinearAttention(BaseModel):
         """Elements one sequence holds in one layer between steps: every value head's state and the
         convolution's last ``conv_kernel - 1`` inputs."""
         return self.value_heads * self.key_head_dim * self.value_head_dim + self.conv_channels * (self.conv_kernel - 1)
-
-    def describe(self) -> str:
-        """A short label: ``gated deltanet x36 (16k/32v heads)``."""
-        return f"gated deltanet x{self.layers} ({self.key_heads}k/{self.value_heads}v heads)"
