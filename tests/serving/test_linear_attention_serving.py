@@ -15,8 +15,9 @@ from clustersim.serving.engine import (
     serving_system_for_instance,
     step_times,
 )
+from clustersim.serving.engines import engine_profile
 from clustersim.serving.estimate import Request, batch_limit, estimate_offline
-from clustersim.serving.memory import causal_pairs, state_bytes_per_sequence, state_tokens
+from clustersim.serving.memory import causal_pairs, state_bytes_per_sequence, state_room
 from clustersim.serving.speculative import Speculation
 from clustersim.workload.transformer import Transformer
 from clustersim.workload.zoo import load_model
@@ -62,7 +63,8 @@ def test_the_state_takes_room_a_sequence_would_otherwise_cache() -> None:
     model, system = _hybrid(), _system()
     request = Request(8192, 1024, Dtype.BF16)
     plan = memory_plan(model, system, request.precision, request.kv, DEFAULT_CALIBRATION, "vllm")
-    extra = state_tokens(model, Dtype.BF16)
+    tokens, slots, extra = state_room(model, Dtype.BF16, plan.kv_capacity_tokens, engine_profile("vllm").state_pool)
+    assert (tokens, slots) == (plan.kv_capacity_tokens, float("inf"))  # vLLM: one pool for tokens and states
     assert extra == pytest.approx(30 * STATE_ELEMENTS * 2 / (10 * 2 * 2 * 256 * 2))  # 1,608 tokens' worth
     batch, limit, _ = batch_limit(model, system, request, engine="vllm")
     per_sequence = np.ceil((8192 + 1024) / 16) * 16 + extra
@@ -82,3 +84,30 @@ def test_an_estimate_says_what_state_a_hybrids_sequence_holds() -> None:
     assert "30 Gated DeltaNet layers hold 32.9 MB a sequence" in note and "its 10 attention layers" in note
     plain = estimate_offline(load_model("qwen3-30b-a3b", use_env=False), _system(), request, engine="vllm")
     assert not [n for n in plain.notes if n.startswith("state:")]
+
+
+def test_sglang_keeps_32_bit_states_in_a_pool_of_their_own() -> None:
+    model, system = _hybrid(), _system()
+    request = Request(8192, 1024, Dtype.BF16)
+    sglang = engine_profile("sglang", "hopper")
+    state = 30 * (32 * 128 * 128 * 4 + 8192 * 3 * 2)  # the recurrent state in 32 bits, the convolution's in 16
+    assert state_bytes_per_sequence(model, ssm_bytes=sglang.state_pool.ssm_bytes) == state
+    plan = memory_plan(model, system, request.precision, request.kv, DEFAULT_CALIBRATION, sglang)
+    tokens, slots, shared = state_room(model, Dtype.BF16, plan.kv_capacity_tokens, sglang.state_pool)
+    assert shared == 0.0 and tokens == pytest.approx(plan.kv_capacity_tokens / 1.9)  # mamba_full_memory_ratio 0.9
+    assert slots == pytest.approx(plan.kv_budget_bytes * 0.9 / 1.9 / state)
+    batch, limit, _ = batch_limit(model, system, request, engine=sglang)
+    assert (limit, batch) == ("capacity", int(min(tokens / (8192 + 1024), slots)))  # SGLang pages by the token
+
+
+def test_a_32_bit_state_doubles_what_a_decode_step_reads_of_it() -> None:
+    model, system = _hybrid(), _system()
+    common = {"decode_context_tokens": 16.0, "prefill_tokens": 0.0, "prefill_sequences": 0.0, "prompt_tokens": 16.0}
+    reads = {
+        name: float(step_times(model, system, Dtype.BF16, Dtype.BF16, decode_sequences=64.0, engine=name,
+                               **common).decode_attention_s)
+        for name in ("vllm", "sglang")
+    }  # fmt: skip
+    bandwidth = system.system.memory_bandwidth_bytes_per_s * DEFAULT_CALIBRATION.kv_read_efficiency_on("hopper")
+    wider = 64 * 2 * (state_bytes_per_sequence(model, ssm_bytes=4.0) - state_bytes_per_sequence(model)) / bandwidth
+    assert reads["sglang"] - reads["vllm"] == pytest.approx(wider, rel=1e-6)

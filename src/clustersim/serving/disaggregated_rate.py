@@ -32,7 +32,7 @@ from clustersim.serving.engine import FloatArray, InferenceCalibration, ServingS
 from clustersim.serving.engines import EngineProfile
 from clustersim.serving.estimate import Request, deployment_profile, request_steps
 from clustersim.serving.latency import estimate_server, max_rate
-from clustersim.serving.memory import reserved_tokens, state_tokens
+from clustersim.serving.memory import reserved_tokens, sequences_held
 from clustersim.workload.transformer import Transformer
 
 GRID_POINTS = 256  # decode batches priced per pool, geometric from one sequence to the cap
@@ -98,10 +98,10 @@ def _decode_curve(
     engine = deployment_profile(decode_engine, model, pool, request)
     plan = memory_plan(model, pool, request.precision, request.kv, cal, engine)
     per_sequence = reserved_tokens(request.input_tokens, request.output_tokens, engine, model)
-    per_sequence += state_tokens(model, request.kv, pool.tp)  # a Gated DeltaNet layer's state
     groups, chip = pool.attention_dp, pool.system.accelerator.id
+    held = sequences_held(model, request.kv, plan.kv_capacity_tokens, per_sequence, engine.state_pool, pool.tp)
     caps = {
-        "capacity": math.floor(plan.kv_capacity_tokens / per_sequence) * groups,
+        "capacity": held * groups,
         "scheduler": engine.sequence_cap(chip) * groups,
         "token budget": engine.token_budget(chip) * groups,
     }

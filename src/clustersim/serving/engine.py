@@ -226,7 +226,8 @@ def step_times(
     keys = cached_token_layers(model, context, pp)
     group = 1.0 if profile.gqa_decode_kernel else model.heads / tp / kv_heads_per_device(model, tp)
     kv_read = (b * keys * group + tokens * layers) * own * kv_layer
-    kv_read = kv_read + b * own * 2.0 * state_bytes_per_sequence(model, tp, pp)  # its state, read and written
+    state = state_bytes_per_sequence(model, tp, pp, profile.state_pool.ssm_bytes)
+    kv_read = kv_read + b * own * 2.0 * state  # a Gated DeltaNet layer's state, read and written
     attention_flops = decode_attention_flops_per_key(model) / tp * keys * b * own
     # Attention computes in its cache's format, at most fp8; latent attention's decode kernels are attention
     # kernels in 16 bits (decode_attention_peak_flop_per_s).

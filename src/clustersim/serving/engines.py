@@ -1,45 +1,42 @@
 """The serving engine as an input: what TensorRT-LLM, vLLM, SGLang or a Neuron engine does, apart from the chip.
 
-The same model on the same GPUs serves at different speeds under different engines, and under
-different releases of one engine. An ``EngineProfile`` says what one engine does: how it pages the
-KV cache (tokens per block) and how much memory it gives it, how many sequences and tokens its
-scheduler puts in one step, whether its decode-attention kernel reads a KV head once for its whole
-query group (GQA/MQA kernels such as TensorRT-LLM's XQA, FlashInfer, FlashAttention) or once per
-query head, how its own benchmarks batch, what fraction of the reference engine's kernel efficiency
-it reaches, and its host-side costs per step and per sequence where they differ from the
-reference's.
+The same model on the same GPUs serves at different speeds under different engines, and under different releases of one
+engine. An ``EngineProfile`` says what one engine does: how it pages the KV cache (tokens per block) and how much
+memory it gives it, how many sequences and tokens its scheduler puts in one step, whether its decode-attention kernel
+reads a KV head once for its whole query group (GQA/MQA kernels such as TensorRT-LLM's XQA, FlashInfer, FlashAttention)
+or once per query head, how its own benchmarks batch, what fraction of the reference engine's kernel efficiency it
+reaches, and its host-side costs per step and per sequence where they differ from the reference's.
 
-Each profile names the accelerator families it runs on (``accelerator_families``, with
-``families_source``); :func:`engine_for` refuses an engine on a family it does not run on and, with no
-engine named, takes the family's default (``default_on``: TensorRT-LLM on GPUs, NxD Inference on
-Trainium). A GPU engine is never priced on Trainium, nor a Neuron engine on GPUs.
+Each profile names the accelerator families it runs on (``accelerator_families``, with ``families_source``);
+:func:`engine_for` refuses an engine on a family it does not run on and, with no engine named, takes the family's
+default (``default_on``: TensorRT-LLM on GPUs, NxD Inference on Trainium). A GPU engine is never priced on Trainium,
+nor a Neuron engine on GPUs.
 
-Engines that compile static shapes (the Neuron ones) pad each prompt to the next of their context-encoding
-buckets and attend, while decoding, over the next of their token-generation buckets (``bucket_min_tokens``,
-``bucket_rule``, ``context_buckets``; ``clustersim.serving.buckets``). A deployment's compiled shapes, where known,
-are profile fields too: ``compiled_batch`` (every decode step computes all its slots) and
-``compiled_sequence_tokens`` (the last bucket; absent: the longest request's; a longer request is refused).
+Engines that compile static shapes (the Neuron ones) pad each prompt to the next of their context-encoding buckets and
+attend, while decoding, over the next of their token-generation buckets (``bucket_min_tokens``, ``bucket_rule``,
+``context_buckets``; ``clustersim.serving.buckets``). A deployment's compiled shapes, where known, are profile fields
+too: ``compiled_batch`` (every decode step computes all its slots) and ``compiled_sequence_tokens`` (the last bucket;
+absent: the longest request's; a longer request is refused).
 
 The reference engine is TensorRT-LLM: ``calibration.toml`` is fitted on its published runs, so its profile has
 ``kernel_efficiency = 1`` and no overhead of its own. The profiles live in ``engines.toml`` with their sources; a
 user's file (``CLUSTERSIM_SERVING_ENGINES`` or ``extra``) replaces the fields it gives; ``based_on`` derives one.
 
-A ground-truth case names its engine in ``software.framework`` and the release in free text
-(``software.version``). Which profile serves which release is data: a profile may give the release
-numbers (``releases = [from, until)``) and the months of publication (``released = ["YYYY-MM",
-"YYYY-MM")``) it covers; :func:`engine_for_software` reads a release number written after the
-framework's name (``TensorRT-LLM v0.7.1``, ``TensorRT-LLM 1.0``, or a bare ``0.9.2``), else a month
-(``2023-11``), from the text, and picks the profile of that framework whose range holds it, else one whose
-``harnesses`` the text names (a benchmark harness that sets the engine's options its own way; the longest
-name it holds: ``MLPerf Inference v5.0`` before ``MLPerf Inference``), else the
-profile named like the framework (its current releases). A version number of something else (``MLPerf
-Inference v4.0``) is no release of the engine. An unknown framework is an error naming the known ones.
+A ground-truth case names its engine in ``software.framework`` and the release in free text (``software.version``).
+Which profile serves which release is data: a profile may give the release numbers (``releases = [from, until)``) and
+the months of publication (``released = ["YYYY-MM", "YYYY-MM")``) it covers; :func:`engine_for_software` reads a
+release number written after the framework's name (``TensorRT-LLM v0.7.1``, ``TensorRT-LLM 1.0``, or a bare ``0.9.2``),
+else a month (``2023-11``), from the text, and picks the profile of that framework whose range holds it, else one whose
+``harnesses`` the text names (a benchmark harness that sets the engine's options its own way; the longest name it
+holds: ``MLPerf Inference v5.0`` before ``MLPerf Inference``), else the profile named like the framework (its current
+releases). A version number of something else (``MLPerf Inference v4.0``) is no release of the engine. An unknown
+framework is an error naming the known ones.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -55,6 +52,7 @@ from clustersim.serving.buckets import mean_bucket_tokens as mean_bucket_tokens
 from clustersim.serving.buckets import prompt_bucket_tokens as prompt_bucket_tokens
 from clustersim.serving.engine_names import FILE_NAME, PACKAGE
 from clustersim.serving.reserved_memory import NO_RESERVED_MEMORY, ReservedMemoryRule
+from clustersim.serving.state_pool import StatePool
 from clustersim.serving.versions import MONTH, RELEASE, release_number
 from clustersim.serving.versions import parse_version as parse_version
 
@@ -87,8 +85,7 @@ class EngineProfile(BaseModel):
     )
     harnesses: tuple[str, ...] = Field(
         (),
-        description="Benchmark harnesses whose runs this profile describes (they set the engine's options their "
-        "own way), matched as text in a case's software.version, e.g. 'MLPerf Inference'.",
+        description="Benchmark harnesses whose runs it describes (matched in a case's software.version).",
     )
     kv_block_tokens: int = Field(ge=1, description="Tokens per paged KV-cache block (a page).")
     reserved_memory_fraction: float | None = Field(
@@ -266,6 +263,7 @@ class EngineProfile(BaseModel):
         description="Static shapes: the positions compiled (the last bucket, the only one under bucket_rule "
         "single); no request may be longer; absent: the deployment's longest request.",
     )
+    state_pool: StatePool = Field(StatePool(), description="How it holds a hybrid model's recurrent states.")
     name: str = Field("", description="The profile's name (filled in when loaded).")
 
     @field_validator("releases")
@@ -296,9 +294,7 @@ class EngineProfile(BaseModel):
     @field_validator("host_sequence_overhead_s")
     @classmethod
     def _host_costs(cls, value: dict[str, float]) -> dict[str, float]:
-        for accelerator, seconds in value.items():
-            if accelerator != accelerator.strip().lower() or not accelerator:
-                raise ValueError(f"{accelerator!r}: write a catalog accelerator id in lower case, e.g. 'gb200'")
+        for accelerator, seconds in _accelerator_keyed(value, "gb200").items():
             if not 0 <= seconds <= 1e-3:
                 raise ValueError(f"{accelerator} = {seconds}: a host cost per sequence is 0 to 1e-3 seconds")
         return value
@@ -306,9 +302,7 @@ class EngineProfile(BaseModel):
     @field_validator("max_batch_sequences_on", "max_tokens_per_step_on")
     @classmethod
     def _per_accelerator(cls, value: dict[str, int]) -> dict[str, int]:
-        for accelerator, count in value.items():
-            if accelerator != accelerator.strip().lower() or not accelerator:
-                raise ValueError(f"{accelerator!r}: write a catalog accelerator id in lower case, e.g. 'b200'")
+        for accelerator, count in _accelerator_keyed(value, "b200").items():
             if count < 1:
                 raise ValueError(f"{accelerator} = {count}: a cap is at least 1")
         return value
@@ -316,9 +310,7 @@ class EngineProfile(BaseModel):
     @field_validator("kernel_efficiency_on")
     @classmethod
     def _per_accelerator_fraction(cls, value: dict[str, float]) -> dict[str, float]:
-        for accelerator, fraction in value.items():
-            if accelerator != accelerator.strip().lower() or not accelerator:
-                raise ValueError(f"{accelerator!r}: write a catalog accelerator id in lower case, e.g. 'trainium2'")
+        for accelerator, fraction in _accelerator_keyed(value, "trainium2").items():
             if not 0 < fraction <= 1:
                 raise ValueError(f"{accelerator} = {fraction}: a kernel efficiency is above 0 and at most 1")
         return value
@@ -382,6 +374,14 @@ class EngineProfile(BaseModel):
 
 
 # The file, its environment variable and the user's files over it (clustersim.catalog.overlay).
+def _accelerator_keyed(value: Mapping[str, float], example: str) -> Mapping[str, float]:
+    """``value``, its keys checked as catalog accelerator ids (lower case, not empty)."""
+    for accelerator in value:
+        if accelerator != accelerator.strip().lower() or not accelerator:
+            raise ValueError(f"{accelerator!r}: write a catalog accelerator id in lower case, e.g. '{example}'")
+    return value
+
+
 ENGINE_FILE = RecordFile(
     EngineProfile, PACKAGE, FILE_NAME, ENV_VAR, what="serving engine file", entry="engine", named=True
 )

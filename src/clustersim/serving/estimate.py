@@ -39,7 +39,7 @@ from clustersim.serving.engine import (
 from clustersim.serving.engines import EngineProfile, engine_profile
 from clustersim.serving.formats import ServingPrecision, check_formats, default_kv, kv_default_note
 from clustersim.serving.fused_experts import check_fused_experts
-from clustersim.serving.memory import causal_pairs, holding_notes, state_tokens, weights_note
+from clustersim.serving.memory import causal_pairs, holding_notes, sequences_held, weights_note
 from clustersim.serving.serving_system import MoeExchange
 from clustersim.serving.whole_prompts import StepMix, step_mix
 from clustersim.workload.transformer import Transformer
@@ -224,9 +224,9 @@ def batch_limit(
     check_fused_experts(model, system, request.precision, profile)
     plan = memory_plan(model, system, request.precision, request.kv, cal, profile)
     per_sequence = reserved_tokens(request.input_tokens, request.output_tokens, profile, model)
-    per_sequence += state_tokens(model, request.kv, system.tp)  # a Gated DeltaNet layer's state
     groups = system.attention_dp  # each attention group caches and schedules its own sequences
-    by_capacity = math.floor(plan.kv_capacity_tokens / per_sequence) * groups
+    held = sequences_held(model, request.kv, plan.kv_capacity_tokens, per_sequence, profile.state_pool, system.tp)
+    by_capacity = held * groups
     if by_capacity < 1:
         raise ClusterSimError(
             f"input/output: one sequence of {request.input_tokens:g} + {request.output_tokens:g} tokens needs "

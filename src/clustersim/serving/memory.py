@@ -17,9 +17,9 @@
   TensorRT-LLM keeps a cyclic buffer of the window), so its cache stops growing with the context.
 * **Gated DeltaNet layers** (Qwen3-Next, Qwen3.5: ``clustersim.workload.linear_attention``) hold no cache that
   grows: each sequence keeps a fixed state per layer (every value head's ``key_head_dim x value_head_dim`` and the
-  convolution's last inputs, ``LinearAttention.state_elements``) in 16 bits (vLLM's ``mamba_ssm_cache_dtype``
-  default, the model's dtype), split over tensor parallelism by value heads; a decode step reads and writes it
-  whole. The KV cache per token counts the attention layers only.
+  convolution's last inputs) at the engine's width, split over tensor parallelism by value heads, in a pool the
+  engine shares with the KV cache or splits from it (``clustersim.serving.state_pool``); a decode step reads and
+  writes it whole. The KV cache per token counts the attention layers only.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from clustersim.serving.formats import SERVING_DTYPES as SERVING_DTYPES
 from clustersim.serving.formats import BlockFp4, ServingPrecision, is_fp4
 from clustersim.serving.formats import bytes_per_element as bytes_per_element
 from clustersim.serving.formats import parse_precision as parse_precision
+from clustersim.serving.state_pool import StatePool
 from clustersim.workload.quantization import Quantization, QuantMethod
 from clustersim.workload.transformer import Transformer
 
@@ -160,9 +161,10 @@ def holding_notes(model: Transformer, pp: int) -> tuple[str, ...]:
     if model.linear_attention is not None:
         notes += (
             f"state: {model.name}'s {model.linear_attention_layers} Gated DeltaNet layers hold "
-            f"{state_bytes_per_sequence(model) / 1e6:.1f} MB a sequence (16-bit, split over tp by value heads), read "
-            "and written by every decode step; the batch counts it beside the KV cache of its "
-            f"{model.full_attention_layers} attention layers",
+            f"{state_bytes_per_sequence(model) / 1e6:.1f} MB a sequence in 16 bits "
+            f"({state_bytes_per_sequence(model, ssm_bytes=4.0) / 1e6:.1f} MB where the engine keeps it in 32, as "
+            "SGLang does), split over tp by value heads, read and written by every decode step; the batch counts it "
+            f"beside the KV cache of its {model.full_attention_layers} attention layers",
         )
     return notes
 
@@ -172,22 +174,48 @@ def kv_bytes_per_token(model: Transformer, kv_precision: ServingPrecision, tp: i
     return model.full_attention_layers * stage_share(model, pp) * kv_bytes_per_token_layer(model, kv_precision, tp)
 
 
-def state_bytes_per_sequence(model: Transformer, tp: int = 1, pp: int = 1) -> float:
-    """Bytes of Gated DeltaNet state one sequence holds on one device (0 without those layers): every layer's
-    ``state_elements`` in 16 bits, a device's share of the value heads (at least one head's)."""
+def state_bytes_per_sequence(model: Transformer, tp: int = 1, pp: int = 1, ssm_bytes: float = 2.0) -> float:
+    """Bytes of Gated DeltaNet state one sequence holds on one device (0 without those layers): every layer's recurrent
+    state at ``ssm_bytes`` an element (the engine's ``StatePool.ssm_bytes``) and its convolution state in 16 bits, a
+    device's share of the value heads (at least one head's)."""
     linear = model.linear_attention
     if linear is None:
         return 0.0
     share = max(linear.value_heads // tp, 1) / linear.value_heads
-    per_layer = linear.state_elements() * share * ACTIVATION_BYTES
-    return model.linear_attention_layers * stage_share(model, pp) * per_layer
+    per_layer = linear.ssm_state_elements() * ssm_bytes + linear.conv_state_elements() * ACTIVATION_BYTES
+    return model.linear_attention_layers * stage_share(model, pp) * per_layer * share
 
 
-def state_tokens(model: Transformer, kv_precision: ServingPrecision, tp: int = 1) -> float:
-    """A sequence's Gated DeltaNet state as the KV-cache tokens that take the same memory (0 without it): what a
-    sequence holds beyond its tokens, in the units of ``kv_bytes_per_token``."""
-    state = state_bytes_per_sequence(model, tp)
-    return state / kv_bytes_per_token(model, kv_precision, tp) if state else 0.0
+def state_room(
+    model: Transformer, kv_precision: ServingPrecision, kv_tokens: float, pool: StatePool, tp: int = 1, pp: int = 1
+) -> tuple[float, float, float]:
+    """How a device's KV room of ``kv_tokens`` (``MemoryPlan.kv_capacity_tokens``) holds a hybrid's states beside its
+    cache: (the tokens left to the cache, the sequences whose states fit a pool of their own (inf where there is
+    none), the cache tokens each sequence's state takes where it shares the cache's pool). A model without Gated
+    DeltaNet layers: ``(kv_tokens, inf, 0)``."""
+    state = state_bytes_per_sequence(model, tp, pp, pool.ssm_bytes)
+    if not state:
+        return kv_tokens, math.inf, 0.0
+    per_token = kv_bytes_per_token(model, kv_precision, tp, pp)
+    if pool.memory_ratio is None:
+        return kv_tokens, math.inf, state / per_token
+    ratio = pool.memory_ratio
+    return kv_tokens / (1 + ratio), kv_tokens * per_token * ratio / (1 + ratio) / state, 0.0
+
+
+def sequences_held(
+    model: Transformer,
+    kv_precision: ServingPrecision,
+    kv_tokens: float,
+    per_sequence_tokens: float,
+    pool: StatePool,
+    tp: int = 1,
+    pp: int = 1,
+) -> int:
+    """Sequences of ``per_sequence_tokens`` (``reserved_tokens``) a device's KV room of ``kv_tokens`` holds, each with
+    its state (``state_room``)."""
+    tokens, states, shared = state_room(model, kv_precision, kv_tokens, pool, tp, pp)
+    return math.floor(min(tokens / (per_sequence_tokens + shared), states))
 
 
 def cached_token_layers(model: Transformer, tokens: npt.ArrayLike, pp: int = 1) -> FloatArray:
@@ -232,7 +260,7 @@ def reserved_tokens(
 ) -> float:
     """KV tokens a sequence reserves, per attention layer on average (no eviction): its full length in whole blocks
     of the engine's paged cache on a full-attention layer, at most the window in whole blocks on a windowed
-    layer of ``model`` (a Gated DeltaNet layer's state is ``state_tokens``)."""
+    layer of ``model`` (a Gated DeltaNet layer's state is ``state_room``'s)."""
     block = engine_profile(engine).kv_block_tokens
     full = float(math.ceil((input_tokens + output_tokens) / block) * block)
     windowed = (model.window_layers or 0) if model is not None else 0

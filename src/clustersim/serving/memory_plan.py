@@ -22,7 +22,7 @@ class MemoryPlan:
     """Memory of one device: what is held, what is left for the KV cache, and how many tokens that is
     (``kv_bytes_per_token`` and ``kv_capacity_tokens`` count a token on every attention layer; a windowed layer
     keeps at most its window of each sequence, which ``reserved_tokens`` counts per sequence, and a Gated DeltaNet
-    layer a state, which ``state_tokens`` counts)."""
+    layer a state, which ``state_room`` places)."""
 
     memory_bytes: float
     weights_bytes: float

@@ -21,8 +21,8 @@ prefill) runs the prompts it can admit in a step of their own, its decoders wait
 fits. Limits: engines without static-shape buckets (the GPU profiles; the Neuron ones pad to compiled shapes).
 The KV cache per replica is the memory plan's (``clustersim.serving.engine.memory_plan``), counted in the engine's
 blocks; a windowed layer's smaller holding is not credited, and a hybrid model's request holds its Gated DeltaNet state
-as whole blocks beside its tokens' (``clustersim.serving.memory.state_tokens``). A request whose prompt and output reach
-the model's context stops there (as an engine stops at its ``max_model_len``).
+as whole blocks beside its tokens', or a slot of the states' own pool (``clustersim.serving.memory.state_room``). A
+request whose prompt and output reach the model's context stops there (as an engine stops at its ``max_model_len``).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from clustersim.serving.estimate import Request, deployment_profile
 from clustersim.serving.first_token import check_lag
 from clustersim.serving.first_token import first_token_lag_steps as first_token_lag_steps_of
 from clustersim.serving.formats import check_formats
-from clustersim.serving.memory import state_tokens
+from clustersim.serving.memory import state_room
 from clustersim.serving.routing import check_routing, prefill_price, route
 from clustersim.serving.sim_report import SimulationResult, Slo
 from clustersim.serving.sim_requests import RequestLengthSampler, poisson_arrivals, request_sampler
@@ -235,9 +235,11 @@ def replica_engine(
     if kv_capacity_tokens is None:
         kv_capacity_tokens = memory_plan(model, system, request.precision, request.kv, cal, profile).kv_capacity_tokens
     kv_capacity_tokens /= system.pp  # each of a pipeline's micro-batch engines holds its share
+    # a hybrid's states: a pool of their own (a cap on sequences) or whole blocks of the cache's
+    kv_capacity_tokens, state_slots, shared = state_room(model, request.kv, kv_capacity_tokens, profile.state_pool)
     block = profile.kv_block_tokens
     blocks = int(kv_capacity_tokens // block)
-    state = math.ceil(state_tokens(model, request.kv, system.tp) / block)  # a hybrid's state, in whole blocks
+    state = math.ceil(shared / block)
     longest = int((-(-(inputs + outputs) // block)).max()) + state
     if longest > blocks:
         raise ClusterSimError(
@@ -256,6 +258,14 @@ def replica_engine(
     static = request.batching is Batching.STATIC
     chip = system.system.accelerator.id
     cap = min(profile.sequence_cap(chip), max_batch or profile.sequence_cap(chip))
+    if state_slots < cap:  # the states' own pool holds fewer sequences
+        if state_slots < 1:
+            raise ClusterSimError(
+                "kv cache: one sequence's recurrent state needs more than the states' pool of a replica; use a "
+                "larger tp or an engine that shares one pool",
+                field="kv_capacity_tokens",
+            )
+        cap = math.floor(state_slots)
     held = () if reserve is None else tuple(reserve.tolist())
     limits = SchedulerLimits(
         profile.token_budget(chip), cap, block, blocks, prefix_hit_rate, static, kv_arrives, held,

@@ -76,7 +76,14 @@ class LinearAttention(BaseModel):
         delta = 2 * DELTA_RULE_PRODUCTS * self.value_heads * self.key_head_dim * self.value_head_dim
         return float(conv + delta)
 
+    def ssm_state_elements(self) -> int:
+        """Elements of one sequence's recurrent state in one layer: every value head's ``key x value`` matrix."""
+        return self.value_heads * self.key_head_dim * self.value_head_dim
+
+    def conv_state_elements(self) -> int:
+        """Elements of one sequence's convolution state in one layer: its last ``conv_kernel - 1`` inputs."""
+        return self.conv_channels * (self.conv_kernel - 1)
+
     def state_elements(self) -> int:
-        """Elements one sequence holds in one layer between steps: every value head's state and the
-        convolution's last ``conv_kernel - 1`` inputs."""
-        return self.value_heads * self.key_head_dim * self.value_head_dim + self.conv_channels * (self.conv_kernel - 1)
+        """Elements one sequence holds in one layer between steps: the recurrent and the convolution state."""
+        return self.ssm_state_elements() + self.conv_state_elements()

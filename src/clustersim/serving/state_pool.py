@@ -1,0 +1,35 @@
+"""How a serving engine holds a hybrid model's recurrent states beside its KV cache.
+
+A Gated DeltaNet layer (``clustersim.workload.linear_attention``) keeps, per sequence, a state of every value head
+(``key_head_dim x value_head_dim``) and the convolution's last inputs. Engines differ in two things:
+
+* the state's width: vLLM keeps it in the model's 16 bits (``--mamba-ssm-cache-dtype auto``), SGLang in 32 bits
+  unless the model's config or ``SGLANG_MAMBA_SSM_DTYPE`` says otherwise (sgl-project/sglang @02e208de
+  python/sglang/srt/configs/mamba_utils.py ``mamba2_state_dtype``: "Default float32"; ServerArgs
+  ``mamba_ssm_dtype: str = "float32"``); the convolution's inputs are 16-bit in both;
+* the pool: vLLM's hybrid KV cache gives a running request its state's blocks from the same pool as its tokens';
+  SGLang splits the room first, ``r / (1 + r)`` of it to a pool of states and the rest to the KV cache
+  (ServerArgs ``mamba_full_memory_ratio: float = 0.9``; model_runner's ``mamba_budget = total_rest_memory x ratio /
+  (1 + ratio)``), so a sequence needs both a state slot and its tokens' room.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class StatePool(BaseModel):
+    """An engine's recurrent states: their width and whether they have a pool of their own."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ssm_bytes: float = Field(
+        2.0, ge=1, le=4, description="Bytes per element of each value head's state (2: 16-bit; SGLang 4: float32)."
+    )
+    memory_ratio: float | None = Field(
+        None,
+        gt=0,
+        le=100,
+        description="The states' pool over the KV cache's, as the room is split (SGLang's mamba_full_memory_ratio, "
+        "0.9); absent: one pool for both (vLLM).",
+    )
