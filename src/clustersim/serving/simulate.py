@@ -236,7 +236,8 @@ def replica_engine(
         kv_capacity_tokens = memory_plan(model, system, request.precision, request.kv, cal, profile).kv_capacity_tokens
     kv_capacity_tokens /= system.pp  # each of a pipeline's micro-batch engines holds its share
     # a hybrid's states: a pool of their own (a cap on sequences) or whole blocks of the cache's
-    kv_capacity_tokens, state_slots, shared = state_room(model, request.kv, kv_capacity_tokens, profile.state_pool)
+    room = state_room(model, request.kv, kv_capacity_tokens, profile.state_pool, system.tp)
+    kv_capacity_tokens, state_slots, shared = room
     block = profile.kv_block_tokens
     blocks = int(kv_capacity_tokens // block)
     state = math.ceil(shared / block)
