@@ -86,7 +86,8 @@ class CaseModel(_Part):
     windowed; null: every layer sees the whole sequence); ``quantization`` (how a serving case's checkpoint stores
     its weights, ``clustersim.workload.quantization.Quantization``'s fields; null: 16-bit); ``linear_bias``,
     ``clamped_glu``, ``rope_concentration``, ``linear_attention`` and ``attention_gate`` (``Transformer``'s; null: the
-    zoo entry's the case is named after, ``clustersim.validation.case_model``, else the defaults)."""
+    zoo entry's the case is named after, ``clustersim.validation.case_model``, else the defaults); ``qk_norm``,
+    ``tied_embeddings`` and ``max_context_tokens`` (``Transformer``'s; null: its defaults)."""
 
     name: str | None = None
     layers: Count | None = None
@@ -111,6 +112,9 @@ class CaseModel(_Part):
     rope_concentration: Annotated[float, Field(gt=0, le=10)] | None = None
     linear_attention: LinearAttention | None = None
     attention_gate: bool | None = None
+    qk_norm: bool | None = None
+    tied_embeddings: bool | None = None
+    max_context_tokens: Count | None = None
 
     def shape(self) -> dict[str, Any]:
         """The fields present, as plain data in ``Transformer``'s names (for ``transformer_from_mapping``):
