@@ -187,16 +187,16 @@ def state_bytes_per_sequence(model: Transformer, tp: int = 1, pp: int = 1, ssm_b
 
 
 def state_room(
-    model: Transformer, kv_precision: ServingPrecision, kv_tokens: float, pool: StatePool, tp: int = 1, pp: int = 1
+    model: Transformer, kv_precision: ServingPrecision, kv_tokens: float, pool: StatePool, tp: int = 1
 ) -> tuple[float, float, float]:
     """How a device's KV room of ``kv_tokens`` (``MemoryPlan.kv_capacity_tokens``) holds a hybrid's states beside its
     cache: (the tokens left to the cache, the sequences whose states fit a pool of their own (inf where there is
     none), the cache tokens each sequence's state takes where it shares the cache's pool). A model without Gated
-    DeltaNet layers: ``(kv_tokens, inf, 0)``."""
-    state = state_bytes_per_sequence(model, tp, pp, pool.ssm_bytes)
+    DeltaNet layers: ``(kv_tokens, inf, 0)``. A pipeline stage holds the same share of both, so its degree cancels."""
+    state = state_bytes_per_sequence(model, tp, ssm_bytes=pool.ssm_bytes)
     if not state:
         return kv_tokens, math.inf, 0.0
-    per_token = kv_bytes_per_token(model, kv_precision, tp, pp)
+    per_token = kv_bytes_per_token(model, kv_precision, tp)
     if pool.memory_ratio is None:
         return kv_tokens, math.inf, state / per_token
     ratio = pool.memory_ratio
@@ -210,11 +210,10 @@ def sequences_held(
     per_sequence_tokens: float,
     pool: StatePool,
     tp: int = 1,
-    pp: int = 1,
 ) -> int:
     """Sequences of ``per_sequence_tokens`` (``reserved_tokens``) a device's KV room of ``kv_tokens`` holds, each with
     its state (``state_room``)."""
-    tokens, states, shared = state_room(model, kv_precision, kv_tokens, pool, tp, pp)
+    tokens, states, shared = state_room(model, kv_precision, kv_tokens, pool, tp)
     return math.floor(min(tokens / (per_sequence_tokens + shared), states))
 
 
