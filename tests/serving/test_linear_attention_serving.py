@@ -8,6 +8,7 @@ import pytest
 
 from clustersim.catalog.registry import load_catalog
 from clustersim.catalog.schema import Dtype
+from clustersim.serving.eager_launches import kernels_per_layer
 from clustersim.serving.engine import (
     DEFAULT_CALIBRATION,
     kv_bytes_per_token,
@@ -111,3 +112,14 @@ def test_a_32_bit_state_doubles_what_a_decode_step_reads_of_it() -> None:
     bandwidth = system.system.memory_bandwidth_bytes_per_s * DEFAULT_CALIBRATION.kv_read_efficiency_on("hopper")
     wider = 64 * 2 * (state_bytes_per_sequence(model, ssm_bytes=4.0) - state_bytes_per_sequence(model)) / bandwidth
     assert reads["sglang"] - reads["vllm"] == pytest.approx(wider, rel=1e-6)
+
+
+def test_an_eager_step_launches_a_gated_deltanet_layers_fifteen_kernels() -> None:
+    model = load_model("qwen3-next-80b-a3b", use_env=False)
+    # two norms; a gated attention layer's 5 + query/key norm + gate on 12 of 48 layers, a Gated DeltaNet's 15 on
+    # 36; the MoE's 7 and its shared expert's 3
+    assert kernels_per_layer(model, Dtype.BF16, 1) == pytest.approx(2 + (12 * 7 + 36 * 15) / 48 + 10)
+    # quantized: one launch more per GEMM, 2 an attention layer, 3 a Gated DeltaNet, 2 + 2 the experts'
+    assert kernels_per_layer(model, Dtype.FP8, 1) - kernels_per_layer(model, Dtype.BF16, 1) == pytest.approx(
+        (12 * 2 + 36 * 3) / 48 + 4
+    )

@@ -21,6 +21,12 @@ them, a framework's extra copies raise them):
   a per-head query/key norm (Qwen3) one more; latent attention (MLA): the query GEMM (two and a norm with a query
   rank), the latent GEMM and its norm, the rotary embedding, the cache write, the key/value up-projection, the
   attention kernel and the output GEMM (8, 10 with a query rank);
+  a gated attention output (Qwen3-Next) one more, its sigmoid and product;
+* a Gated DeltaNet layer (``clustersim.workload.linear_attention``) in place of attention: its two input GEMMs (the
+  queries, keys, values and gate; the decay and step), their split, the causal convolution, the gating, the two
+  L2 norms of the queries and keys, flash-linear-attention's six chunked delta-rule kernels (chunk_local_cumsum,
+  chunk_scaled_dot_kkt, solve_tril, recompute_w_u, chunk_gated_delta_rule_fwd_h, chunk_fwd_o), the gated norm and
+  the output GEMM (15, three of them GEMMs); the count is the mean over the layer kinds;
 * a dense MLP: the gate/up GEMM, the activation, the down GEMM (3);
 * a MoE MLP: the router GEMM, the top-k selection, the tokens' sort by expert, the two grouped GEMMs, the
   activation and the weighted sum (7), and a shared expert's three;
@@ -40,6 +46,8 @@ ATTENTION_GEMMS = 2
 MLA_ATTENTION = 8  # query GEMM, latent GEMM, latent norm, rotary, cache write, up-projection, attention, output GEMM
 MLA_GEMMS = 4
 MLA_QUERY_RANK = 2  # the query's second GEMM and its norm
+GATED_DELTANET = 15  # two input GEMMs, split, convolution, gating, two L2 norms, six delta-rule kernels, norm, output
+GATED_DELTANET_GEMMS = 3
 DENSE_MLP = 3  # gate/up GEMM, activation, down GEMM
 DENSE_MLP_GEMMS = 2
 MOE_MLP = 7  # router GEMM, top-k, sort by expert, two grouped GEMMs, activation, weighted sum
@@ -51,11 +59,18 @@ TENSOR_PARALLEL = 2  # all-reduces after attention and after the MLP
 def kernels_per_layer(model: Transformer, precision: ServingPrecision, tp: int) -> float:
     """Kernels an eager step launches per layer of ``model`` (the mean over its layers; see the module's count)."""
     quantized = bytes_per_element(precision) < 2.0
+    attention: float
+    attention_gemms: float
     if model.mla is not None:
         attention = MLA_ATTENTION + (MLA_QUERY_RANK if model.mla.q_lora_rank else 0)
         attention_gemms = MLA_GEMMS + (1 if model.mla.q_lora_rank else 0)
     else:
-        attention, attention_gemms = ATTENTION + (1 if model.qk_norm else 0), ATTENTION_GEMMS
+        attention = ATTENTION + (1 if model.qk_norm else 0) + (1 if model.attention_gate else 0)
+        attention_gemms = ATTENTION_GEMMS
+    if model.linear_attention is not None:  # the mean over the attention and Gated DeltaNet layers
+        share = model.full_attention_layers / model.layers
+        attention = share * attention + (1 - share) * GATED_DELTANET
+        attention_gemms = share * attention_gemms + (1 - share) * GATED_DELTANET_GEMMS
     dense = DENSE_MLP + (DENSE_MLP_GEMMS if quantized else 0)
     mlp = float(dense)
     if model.moe is not None:
