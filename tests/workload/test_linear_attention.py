@@ -40,7 +40,7 @@ def test_one_gated_deltanet_layer_holds_the_weights_of_hugging_faces_module() ->
     # the gated norm 128, out_proj 4096 x 2048.
     expected = 2048 * 12288 + 2048 * 64 + 8192 * 4 + 32 + 32 + 128 + 4096 * 2048
     assert GDN.params(H) == expected == 33_718_464
-    assert GDN.state_elements() == 32 * 128 * 128 + 8192 * 3
+    assert (GDN.ssm_state_elements(), GDN.conv_state_elements()) == (32 * 128 * 128, 8192 * 3)
 
 
 def test_a_layers_projections_and_mixing_are_megatron_lms_count() -> None:

@@ -18,7 +18,8 @@ Per layer and token (the counts of Megatron-LM's ``gdn_layer_flops``, NVIDIA/Meg
 
 Its weights beyond the projections are the convolution (``(2 k + v) x conv_kernel``), two per value head (the
 decay's ``A_log`` and ``dt_bias``) and the norm's ``value_head_dim``. What a sequence holds between steps
-(``state_elements``) is the state of every value head and the convolution's last ``conv_kernel - 1`` inputs.
+is the state of every value head (``ssm_state_elements``) and the convolution's last ``conv_kernel - 1`` inputs
+(``conv_state_elements``).
 """
 
 from __future__ import annotations
@@ -83,7 +84,3 @@ class LinearAttention(BaseModel):
     def conv_state_elements(self) -> int:
         """Elements of one sequence's convolution state in one layer: its last ``conv_kernel - 1`` inputs."""
         return self.conv_channels * (self.conv_kernel - 1)
-
-    def state_elements(self) -> int:
-        """Elements one sequence holds in one layer between steps: the recurrent and the convolution state."""
-        return self.ssm_state_elements() + self.conv_state_elements()
