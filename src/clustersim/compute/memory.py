@@ -270,12 +270,8 @@ def _mixer_kept_width(model: Transformer) -> float:
     gate = model.q_width if model.attention_gate else 0
     attention = float(model.q_width + model.kv_width + model.value_width + model.context_width + gate)
     linear = model.linear_attention
-    if linear is None:
-        return attention
-    projected = linear.input_matmul_params(model.hidden) / model.hidden
-    delta = projected + linear.conv_channels + 2 * linear.value_width
-    share = model.full_attention_layers / model.layers
-    return share * attention + (1 - share) * delta
+    delta_rule = linear.input_matmul_params(1) + linear.conv_channels + 2 * linear.value_width if linear else 0.0
+    return model.mixer_mean(attention, delta_rule)
 
 
 def alternate_matmul_bytes(model: Transformer, lay: LayoutArrays, *, seq_len: int) -> FloatArray:

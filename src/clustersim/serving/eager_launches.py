@@ -67,10 +67,8 @@ def kernels_per_layer(model: Transformer, precision: ServingPrecision, tp: int) 
     else:
         attention = ATTENTION + (1 if model.qk_norm else 0) + (1 if model.attention_gate else 0)
         attention_gemms = ATTENTION_GEMMS
-    if model.linear_attention is not None:  # the mean over the attention and Gated DeltaNet layers
-        share = model.full_attention_layers / model.layers
-        attention = share * attention + (1 - share) * GATED_DELTANET
-        attention_gemms = share * attention_gemms + (1 - share) * GATED_DELTANET_GEMMS
+    attention = model.mixer_mean(attention, GATED_DELTANET)  # the mean over the attention and Gated DeltaNet layers
+    attention_gemms = model.mixer_mean(attention_gemms, GATED_DELTANET_GEMMS)
     dense = DENSE_MLP + (DENSE_MLP_GEMMS if quantized else 0)
     mlp = float(dense)
     if model.moe is not None:

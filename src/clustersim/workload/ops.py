@@ -160,26 +160,18 @@ def layer_operations(
     dispatcher (DeepEP, HybridEP), which moves each row twice, not four times; ``unfused_clamped_glu`` and
     ``unfused_scaled_rope``: the framework runs a clamped gated MLP's clamps and a YaRN-scaled RoPE outside its fused
     kernels (``clustersim.workload.architecture_ops``, as expert biases outside the grouped GEMMs)."""
-    h, q, kv, f = model.hidden, model.q_width, model.kv_width, model.expert_ffn
+    h, q, f = model.hidden, model.q_width, model.expert_ffn
     like = np.zeros(np.broadcast_shapes(np.shape(tokens), np.shape(tp), np.shape(sp_split), np.shape(ep), np.shape(cp)))
     matrices = model.ffn_type.num_matrices
     capacity = model.moe.capacity_factor if model.moe else 1.0
-    causal = CAUSAL_FRACTION if fused_attention else 1.0
     keys = _keys_per_query(model, seq_len, fused_attention)
     routed = tokens * model.active_mlps * capacity  # token-expert pairs
     # One expert's GEMM sees the EP group's tokens spread over its experts.
     per_expert = tokens * model.moe.top_k * capacity * ep / model.moe.experts if model.moe else tokens
-    linear, full_share = model.linear_attention, model.full_attention_layers / model.layers
-    qkv_params, output_params = float(model.qkv_matmul_params()), float(model.context_width * h)
-    if linear is not None:  # the layer average: Gated DeltaNet layers project in place of attention
-        qkv_params = full_share * qkv_params + (1 - full_share) * linear.input_matmul_params(h)
-        output_params = full_share * output_params + (1 - full_share) * linear.output_matmul_params(h)
-    if model.mla is None and not model.window_layers and linear is None and not model.attention_gate:
-        qkv = 2 * tokens * h * (q + 2 * kv) / tp
-        core = 4 * tokens * seq_len * q / tp * causal
-    else:
-        qkv = 2 * tokens * qkv_params / tp
-        core = 2 * tokens * (q + model.context_width) * keys / tp
+    # the layer average: a Gated DeltaNet layer projects in place of attention and meets no keys
+    qkv = 2 * tokens * model.mixer_qkv_matmul_params() / tp
+    output_params = model.mixer_output_matmul_params()
+    core = 2 * tokens * (q + model.context_width) * keys / tp
     ops = [
         _op("qkv", OpKind.GEMM, like, flop=qkv, ratio=2.0),
         _op(
@@ -194,13 +186,13 @@ def layer_operations(
             exps=core * model.heads / (2 * (q + model.context_width)) if fused_attention else None,
         ),
     ]
-    if linear is not None:
-        mixing = tokens * linear.mixing_flops_per_token() * (1 - full_share) / tp
+    if model.linear_attention is not None:
+        mixing = tokens * model.linear_mixing_flops_per_token() / model.layers / tp
         chunk = float(LINEAR_ATTENTION_CHUNK)
         backward = FUSED_ATTENTION_BACKWARD_RATIO
         ops.append(_op("delta rule", OpKind.ATTENTION, like, flop=mixing, ratio=backward, keys=chunk))
     if not fused_attention:
-        score_bytes = SCORE_BYTES_FORWARD * tokens * seq_len * model.heads * full_share / tp
+        score_bytes = SCORE_BYTES_FORWARD * tokens * seq_len * model.heads * model.mixer_mean(1.0, 0.0) / tp
         ops.append(
             _op(
                 "attention scores",
@@ -384,12 +376,9 @@ def _mixer_pass_elements(model: Transformer) -> float:
     """A token's element-wise work in the token mixer of an average layer: an attention layer's Q/K/V passes (and its
     output gate's, where it has one); a Gated DeltaNet layer's convolution output and gated norm."""
     gate = 2.0 * model.q_width if model.attention_gate else 0.0
-    attention = 2.0 * (model.q_width + 2 * model.kv_width) + gate
     linear = model.linear_attention
-    if linear is None:
-        return attention
-    full_share = model.full_attention_layers / model.layers
-    return full_share * attention + (1 - full_share) * 2.0 * (linear.conv_channels + linear.value_width)
+    delta_rule = 2.0 * (linear.conv_channels + linear.value_width) if linear else 0.0
+    return model.mixer_mean(2.0 * (model.q_width + 2 * model.kv_width) + gate, delta_rule)
 
 
 def module_recompute_share(

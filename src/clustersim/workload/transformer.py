@@ -366,20 +366,31 @@ class Transformer(BaseModel):
             norms += self.mla.q_lora_rank + self.mla.kv_lora_rank
         return self.attention_matmul_params() + biases + norms
 
-    def mixer_matmul_params(self) -> float:
-        """Matmul weights of one layer's token mixer averaged over the layers: the attention layers' and the
-        Gated DeltaNet layers' projections (``attention_matmul_params`` without linear attention)."""
+    def mixer_mean(self, attention: float, delta_rule: float) -> float:
+        """A per-layer figure averaged over the layer kinds: ``attention`` on an attention layer, ``delta_rule`` on a
+        Gated DeltaNet one (``attention`` itself without linear attention)."""
+        return (self.full_attention_layers * attention + self.linear_attention_layers * delta_rule) / self.layers
+
+    def mixer_qkv_matmul_params(self) -> float:
+        """The input projections of one layer's token mixer averaged over the layers: the attention's queries, keys
+        and values (``qkv_matmul_params``) or a Gated DeltaNet's input projection."""
         linear = self.linear_attention
-        delta = linear.input_matmul_params(self.hidden) + linear.output_matmul_params(self.hidden) if linear else 0
-        total = self.full_attention_layers * self.attention_matmul_params() + self.linear_attention_layers * delta
-        return total / self.layers
+        return self.mixer_mean(self.qkv_matmul_params(), linear.input_matmul_params(self.hidden) if linear else 0)
+
+    def mixer_output_matmul_params(self) -> float:
+        """The output projection of one layer's token mixer averaged over the layers."""
+        linear = self.linear_attention
+        return self.mixer_mean(self.output_matmul_params(), linear.output_matmul_params(self.hidden) if linear else 0)
+
+    def mixer_matmul_params(self) -> float:
+        """Matmul weights of one layer's token mixer averaged over the layers (``attention_matmul_params`` alone)."""
+        return self.mixer_qkv_matmul_params() + self.mixer_output_matmul_params()
 
     def mixer_params(self) -> float:
         """One layer's token mixer with its biases and norms, averaged over the layers (``attention_params``
         without linear attention)."""
-        delta = self.linear_attention.params(self.hidden) if self.linear_attention else 0
-        total = self.full_attention_layers * self.attention_params() + self.linear_attention_layers * delta
-        return total / self.layers
+        linear = self.linear_attention
+        return self.mixer_mean(self.attention_params(), linear.params(self.hidden) if linear else 0)
 
     def mlp_matmul_params(self) -> int:
         """The weight matrices of one MLP (one expert) of one layer (no biases)."""
