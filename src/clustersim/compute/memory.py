@@ -152,13 +152,14 @@ def local_params(groups: tuple[SyncGroup, ...], lay: LayoutArrays, stage: int) -
 
 
 def _layer_params(model: Transformer, lay: LayoutArrays, routed: FloatArray | float) -> FloatArray:
-    """Parameters of one layer on a device with ``routed`` routed-expert parameters per MoE layer."""
+    """Parameters of one layer on a device with ``routed`` routed-expert parameters per MoE layer (an average layer
+    where some have no MLP: ``mlp_share`` of its MLP, and one norm fewer in the rest)."""
     mlp = model.mlp_params()
     shared = (model.moe.shared_experts * mlp) if model.moe else mlp
-    tp = lay.tp.astype(float)
-    return np.asarray((model.mixer_params() + model.router_params() + shared) / tp + routed, dtype=float) + float(
-        model.layer_norm_params()
-    )
+    tp, share = lay.tp.astype(float), model.mlp_share
+    mlps = (model.router_params() + shared) / tp + routed
+    norms = model.layer_norm_params() - (1 - share) * model.norm_params()
+    return np.asarray(model.mixer_params() / tp + share * mlps, dtype=float) + float(norms)
 
 
 def _end_params(model: Transformer, lay: LayoutArrays) -> FloatArray:
@@ -255,11 +256,8 @@ def memory_per_device(
 def _mlp_width(model: Transformer) -> float:
     """The inner width a token's MLPs produce in an average layer (a MoE layer's active experts at their capacity)."""
     capacity = model.moe.capacity_factor if model.moe else 1.0
-    ffn = model.expert_ffn * model.active_mlps * capacity
-    if model.dense_mlp_layers:  # the layers' average MLP
-        share = model.dense_mlp_layers / model.layers
-        ffn = (1 - share) * ffn + share * model.ffn_hidden
-    return float(ffn)
+    moe = model.expert_ffn * model.active_mlps * capacity * model.moe_layers
+    return float(moe + model.ffn_hidden * model.dense_mlp_layers) / model.layers  # MLP-free layers make none
 
 
 def _mixer_kept_width(model: Transformer) -> float:

@@ -35,9 +35,14 @@ def weights_label(quantization: dict[str, Any] | None) -> str:
 
 
 def _layers_label(row: dict[str, Any]) -> str:
-    """The blocks, and of them the Gated DeltaNet ones of a hybrid: ``48 (36 linear)``."""
-    linear = row.get("linear_attention")
-    return f"{row['layers']} ({linear['layers']} linear)" if linear else str(row["layers"])
+    """The layers, and of them a hybrid's recurrent ones (``48 (36 linear)``; Mamba-2: ``29 (23 mamba2)``) and those
+    with no MLP (``29 (23 mamba2, 6 no MLP)``)."""
+    linear, parts = row.get("linear_attention"), []
+    if linear:
+        parts.append(f"{linear['layers']} {'mamba2' if linear.get('kind') == 'mamba2' else 'linear'}")
+    if row.get("mlp_free_layers"):
+        parts.append(f"{row['mlp_free_layers']} no MLP")
+    return f"{row['layers']} ({', '.join(parts)})" if parts else str(row["layers"])
 
 
 def zoo_table(rows: Sequence[dict[str, Any]], title: str) -> Table:

@@ -26,11 +26,15 @@ them, a framework's extra copies raise them):
   queries, keys, values and gate; the decay and step), their split, the causal convolution, the gating, the two
   L2 norms of the queries and keys, flash-linear-attention's six chunked delta-rule kernels (chunk_local_cumsum,
   chunk_scaled_dot_kkt, solve_tril, recompute_w_u, chunk_gated_delta_rule_fwd_h, chunk_fwd_o), the gated norm and
-  the output GEMM (15, three of them GEMMs); the count is the mean over the layer kinds;
+  the output GEMM (15, three of them GEMMs); a Mamba-2 layer: its input GEMM, the causal convolution, mamba_ssm's
+  five chunked-scan kernels (``mamba_chunk_scan_combined``: chunk_cumsum, chunk_state, state_passing, bmm_chunk,
+  chunk_scan; state-spaces/mamba mamba_ssm/ops/triton/ssd_combined.py), the gated norm and the output GEMM (9, two
+  of them GEMMs); the count is the mean over the layer kinds;
 * a dense MLP: the gate/up GEMM, the activation, the down GEMM (3);
 * a MoE MLP: the router GEMM, the top-k selection, the tokens' sort by expert, the two grouped GEMMs, the
   activation and the weighted sum (7), and a shared expert's three;
 * two all-reduces where the layer is tensor parallel;
+* a layer with no MLP (``mlp_free_layers``, Nemotron-H) launches one norm and one all-reduce fewer and no MLP;
 * an 8- or 4-bit GEMM quantizes its input first: one launch per GEMM on quantized weights (the router's stays 16
   bits).
 """
@@ -48,6 +52,8 @@ MLA_GEMMS = 4
 MLA_QUERY_RANK = 2  # the query's second GEMM and its norm
 GATED_DELTANET = 15  # two input GEMMs, split, convolution, gating, two L2 norms, six delta-rule kernels, norm, output
 GATED_DELTANET_GEMMS = 3
+MAMBA2 = 9  # input GEMM, convolution, five chunked-scan kernels, gated norm, output GEMM
+MAMBA2_GEMMS = 2
 DENSE_MLP = 3  # gate/up GEMM, activation, down GEMM
 DENSE_MLP_GEMMS = 2
 MOE_MLP = 7  # router GEMM, top-k, sort by expert, two grouped GEMMs, activation, weighted sum
@@ -67,17 +73,18 @@ def kernels_per_layer(model: Transformer, precision: ServingPrecision, tp: int) 
     else:
         attention = ATTENTION + (1 if model.qk_norm else 0) + (1 if model.attention_gate else 0)
         attention_gemms = ATTENTION_GEMMS
-    attention = model.mixer_mean(attention, GATED_DELTANET)  # the mean over the attention and Gated DeltaNet layers
-    attention_gemms = model.mixer_mean(attention_gemms, GATED_DELTANET_GEMMS)
+    mamba2 = model.linear_attention is not None and model.linear_attention.mamba2
+    attention = model.mixer_mean(attention, MAMBA2 if mamba2 else GATED_DELTANET)  # the mean over the layer kinds
+    attention_gemms = model.mixer_mean(attention_gemms, MAMBA2_GEMMS if mamba2 else GATED_DELTANET_GEMMS)
     dense = DENSE_MLP + (DENSE_MLP_GEMMS if quantized else 0)
-    mlp = float(dense)
+    mlp = dense * model.mlp_share
     if model.moe is not None:
         shared = model.moe.shared_experts
         moe = MOE_MLP + shared * SHARED_EXPERT + ((MOE_MLP_GEMMS + shared * DENSE_MLP_GEMMS) if quantized else 0)
-        share = model.moe_layers / model.layers
-        mlp = share * moe + (1.0 - share) * dense
+        mlp = (model.moe_layers * moe + model.dense_mlp_layers * dense) / model.layers
     comm = TENSOR_PARALLEL if tp > 1 else 0
-    return NORMS + attention + (attention_gemms if quantized else 0) + mlp + comm
+    halves = (1 + model.mlp_share) / 2  # a layer with no MLP: one norm and one all-reduce of two
+    return (NORMS + comm) * halves + attention + (attention_gemms if quantized else 0) + mlp
 
 
 def eager_floor_s(model: Transformer, layers: float, precision: ServingPrecision, tp: int, launch_s: float) -> float:

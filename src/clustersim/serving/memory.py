@@ -175,9 +175,9 @@ def kv_bytes_per_token(model: Transformer, kv_precision: ServingPrecision, tp: i
 
 
 def state_bytes_per_sequence(model: Transformer, tp: int = 1, pp: int = 1, ssm_bytes: float = 2.0) -> float:
-    """Bytes of Gated DeltaNet state one sequence holds on one device (0 without those layers): every layer's recurrent
-    state at ``ssm_bytes`` an element (the engine's ``StatePool.ssm_bytes``) and its convolution state in 16 bits, a
-    device's share of the value heads (at least one head's)."""
+    """Bytes of recurrent (Gated DeltaNet or Mamba-2) state one sequence holds on one device (0 without those layers):
+    every layer's recurrent state at ``ssm_bytes`` an element (the engine's ``StatePool.ssm_bytes``) and its
+    convolution state in 16 bits, a device's share of the value heads (at least one head's)."""
     linear = model.linear_attention
     if linear is None:
         return 0.0

@@ -86,6 +86,7 @@ class Speculation:
                 "dense_layers": min(model.dense_layers, 1),
                 "window_layers": None,
                 "linear_attention": None,  # the head is an attention layer (Qwen3-Next's MTP layer is)
+                "mlp_free_layers": 0,
             }
         )
 

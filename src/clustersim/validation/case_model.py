@@ -11,7 +11,9 @@ those fields is another model of the same name and keeps plain top-k routing.
 
 Fields of the architecture the shared format has no place for (``linear_bias``, ``clamped_glu``, ``rope_concentration``:
 gpt-oss's expert biases, clamped SwiGLU and YaRN tables, which change only the element-wise work around the GEMMs;
-``linear_attention`` and ``attention_gate``: a hybrid's Gated DeltaNet layers and gated attention) are the zoo
+``linear_attention``, ``attention_gate`` and ``mlp_free_layers``: a hybrid's Gated DeltaNet or Mamba-2 layers, gated
+attention and mixer-only layers; ``norm``, ``position`` and ``tied_embeddings`` where they differ from the MLP type's
+defaults) are the zoo
 entry's where the case is named after one, states none of them and agrees with it on layers and hidden; the
 assumptions say so (``architecture``).
 
@@ -60,7 +62,17 @@ def _zoo_model(shape: dict[str, Any]) -> Transformer | None:
     return entry.model if entry is not None else None
 
 
-_ARCHITECTURE_KEYS = ("linear_bias", "clamped_glu", "rope_concentration", "linear_attention", "attention_gate")
+_ARCHITECTURE_KEYS = (
+    "linear_bias",
+    "clamped_glu",
+    "rope_concentration",
+    "linear_attention",
+    "attention_gate",
+    "mlp_free_layers",
+    "norm",
+    "position",
+    "tied_embeddings",
+)
 
 
 def _zoo_architecture(shape: dict[str, Any], known: Transformer | None) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from clustersim.choices import CudaGraphs, RecomputeModule
 from clustersim.errors import ClusterSimError, shown, validation_problems
+from clustersim.workload.block_parts import Norm, Position
 from clustersim.workload.float8 import Float8Recipe
 from clustersim.workload.linear_attention import LinearAttention
 from clustersim.workload.quantization import Quantization
@@ -85,9 +86,10 @@ class CaseModel(_Part):
     ``sliding_window`` with ``window_layers`` (the keys a windowed layer attends to, and how many layers are
     windowed; null: every layer sees the whole sequence); ``quantization`` (how a serving case's checkpoint stores
     its weights, ``clustersim.workload.quantization.Quantization``'s fields; null: 16-bit); ``linear_bias``,
-    ``clamped_glu``, ``rope_concentration``, ``linear_attention`` and ``attention_gate`` (``Transformer``'s; null: the
-    zoo entry's the case is named after, ``clustersim.validation.case_model``, else the defaults); ``qk_norm``,
-    ``tied_embeddings`` and ``max_context_tokens`` (``Transformer``'s; null: its defaults)."""
+    ``clamped_glu``, ``rope_concentration``, ``linear_attention``, ``attention_gate``, ``mlp_free_layers``, ``norm``,
+    ``position`` and ``tied_embeddings`` (``Transformer``'s; null: the zoo entry's the case is named after,
+    ``clustersim.validation.case_model``, else the defaults); ``qk_norm`` and ``max_context_tokens``
+    (``Transformer``'s; null: its defaults)."""
 
     name: str | None = None
     layers: Count | None = None
@@ -112,6 +114,9 @@ class CaseModel(_Part):
     rope_concentration: Annotated[float, Field(gt=0, le=10)] | None = None
     linear_attention: LinearAttention | None = None
     attention_gate: bool | None = None
+    mlp_free_layers: Annotated[int, Field(ge=0)] | None = None
+    norm: Norm | None = None
+    position: Position | None = None
     qk_norm: bool | None = None
     tied_embeddings: bool | None = None
     max_context_tokens: Count | None = None

@@ -32,10 +32,12 @@ class Norm(StrEnum):
 
 
 class Position(StrEnum):
-    """Position encoding: a learned table (GPT) or rotary (no parameters)."""
+    """Position encoding: a learned table (GPT), rotary (no parameters), or none (Nemotron-H and Nemotron 3, whose
+    Mamba-2 layers carry the order: Megatron-Bridge's providers set position_embedding_type "none")."""
 
     LEARNED = "learned"
     ROTARY = "rotary"
+    NONE = "none"
 
 
 class MLA(BaseModel):

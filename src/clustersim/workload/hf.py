@@ -20,7 +20,8 @@ uses, with the defaults its ``transformers`` configuration class gives a missing
   multi-token-prediction module (``num_nextn_predict_layers``) is not part of the 671B total and is
   not counted (a training step prices it: ``mtp_layers``), nor is its router's score-correction bias
   (``n_routed_experts`` per MoE layer);
-* ``qwen3_next`` (Qwen3-Next, a Gated DeltaNet hybrid): see :mod:`~clustersim.workload.hf_hybrid`;
+* ``qwen3_next`` (Qwen3-Next, a Gated DeltaNet hybrid) and ``nemotron_h`` (Nemotron-H and Nemotron 3, Mamba-2
+  hybrids): see :mod:`~clustersim.workload.hf_hybrid`;
 * ``gpt_oss`` (gpt-oss) and ``glm4_moe`` (GLM-4.5): see :mod:`~clustersim.workload.hf_moe` for what
   each reads, and what it does not count or price (attention sinks, MXFP4 experts, partial rotary);
 * ``gpt2`` (learned positions of ``n_positions``), ``gpt_neox``, ``falcon`` (parallel attention
@@ -59,7 +60,7 @@ from clustersim.workload.hf_fields import Config as Config
 from clustersim.workload.hf_fields import no_extra_biases as _no_extra_biases
 from clustersim.workload.hf_fields import rotary_fields as _rotary
 from clustersim.workload.hf_fields import window_fields as _window
-from clustersim.workload.hf_hybrid import qwen3_next
+from clustersim.workload.hf_hybrid import nemotron_h, qwen3_next
 from clustersim.workload.hf_limits import context_tokens, read_quantization
 from clustersim.workload.hf_moe import deepseek_experts, glm4_moe, gpt_oss, is_gpt_oss_mxfp4_release
 from clustersim.workload.quantization import MXFP4_EXPERTS
@@ -84,7 +85,8 @@ GEMMA3_TEXT_DEFAULTS: dict[str, Any] = {  # transformers' Gemma3TextConfig
 }
 MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size")
 MOE_FAMILIES = (
-    "mixtral", "qwen2_moe", "qwen3_moe", "qwen3_next", "deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe", "gpt_oss",
+    "mixtral", "qwen2_moe", "qwen3_moe", "qwen3_next", "nemotron_h", "deepseek_v2", "deepseek_v3", "kimi_k2",
+    "glm4_moe", "gpt_oss",
 )  # fmt: skip
 # ---- families ----------------------------------------------------------------------------------------
 
@@ -273,6 +275,7 @@ FAMILIES: dict[str, Callable[[Config], dict[str, Any]]] = {
     "qwen3": lambda cfg: _qwen(cfg, qwen3=True, moe=False),
     "qwen3_moe": lambda cfg: _qwen(cfg, qwen3=True, moe=True),
     "qwen3_next": qwen3_next,  # Gated DeltaNet hybrid (clustersim.workload.hf_hybrid)
+    "nemotron_h": nemotron_h,  # Mamba-2 hybrid (clustersim.workload.hf_hybrid)
     "gemma": lambda cfg: _gemma(cfg, 1),
     "gemma2": lambda cfg: _gemma(cfg, 2),
     "gemma3_text": lambda cfg: _gemma(cfg, 3),

@@ -1,4 +1,5 @@
-"""The Hugging Face reader of Qwen3-Next (``model_type`` ``qwen3_next``), a Gated DeltaNet hybrid.
+"""The Hugging Face readers of the recurrent hybrids: Qwen3-Next (``model_type`` ``qwen3_next``), a Gated DeltaNet
+hybrid, and Nemotron-H and Nemotron 3 (``nemotron_h``), Mamba-2 hybrids.
 
 Fields read beyond a Qwen3-MoE's (transformers ``Qwen3NextConfig``): ``layer_types`` (each ``linear_attention`` or
 ``full_attention``), or without it ``full_attention_interval`` (default 4: layer ``i`` attends when
@@ -7,6 +8,17 @@ Fields read beyond a Qwen3-MoE's (transformers ``Qwen3NextConfig``): ``layer_typ
 (a multiple of ``moe_intermediate_size``). Every attention layer gates its output (``Qwen3NextAttention``'s
 query projection is twice the queries' width). Refused: ``decoder_sparse_step`` other than 1 and
 ``mlp_only_layers`` (dense layers between the hybrid's MoE blocks), which no published Qwen3-Next sets.
+
+Nemotron-H (transformers ``NemotronHConfig``) lists its blocks in ``hybrid_override_pattern``, one character each:
+``M`` a Mamba-2 mixer, ``*`` attention, ``-`` a dense MLP, ``E`` a MoE MLP. Each mixer and the MLP block after it
+are one layer (``clustersim.workload.transformer``); a mixer followed by another mixer is a layer with no MLP
+(``mlp_free_layers``). Read beside it: ``mamba_num_heads``, ``mamba_head_dim``, ``ssm_state_size``, ``n_groups``
+and ``conv_kernel`` (the Mamba-2 layers), ``intermediate_size`` (the dense MLP), ``n_routed_experts``,
+``num_experts_per_tok``, ``moe_intermediate_size`` and ``moe_shared_expert_intermediate_size`` (a multiple of the
+expert width). The MLP is squared ReLU (``mlp_hidden_act`` ``relu2``, two matrices); no position encoding; RMSNorm.
+Refused: an MLP block that follows no mixer (Nemotron-H 47B's ``---``), dense and MoE MLP blocks in one model,
+group-limited routing (``n_group`` above 1), latent experts (``moe_latent_size``, Nemotron 3 Super) and biases the
+counts leave out (``use_bias``, ``attention_bias``, ``mlp_bias``; ``use_conv_bias`` false).
 """
 
 from __future__ import annotations
@@ -16,6 +28,8 @@ from typing import Any
 from clustersim.workload.hf_fields import SILU, Config, no_extra_biases, rotary_fields
 
 LAYER_KINDS = ("linear_attention", "full_attention")
+MIXER_BLOCKS = "M*"  # Nemotron-H's Mamba-2 and attention blocks
+MLP_BLOCKS = "-E"  # its dense and MoE MLP blocks
 
 
 def qwen3_next(cfg: Config) -> dict[str, Any]:
@@ -60,3 +74,64 @@ def _linear_layers(cfg: Config, layers: int) -> int:
         return types.count("linear_attention")
     interval = cfg.count("full_attention_interval", 4)
     return layers - layers // interval
+
+
+def nemotron_h(cfg: Config) -> dict[str, Any]:
+    """The fields of a Nemotron-H or Nemotron 3 config."""
+    cfg.activation(("mlp_hidden_act",), "relu2", ("relu2",))
+    for key in ("use_bias", "attention_bias", "mlp_bias"):
+        if cfg.flag(key, False):
+            raise cfg.fail(key, True, "biases on the projections are not modelled in Nemotron-H (give false)")
+    if not cfg.flag("use_conv_bias", True):
+        raise cfg.fail("use_conv_bias", False, "not modelled: the Mamba-2 convolution is counted with its bias")
+    if cfg.raw("moe_latent_size") is not None:
+        raise cfg.fail("moe_latent_size", cfg.raw("moe_latent_size"), "latent experts are not modelled (give none)")
+    if cfg.count("n_group", 1) != 1:
+        raise cfg.fail("n_group", cfg.raw("n_group"), "group-limited routing is not read from this family (give 1)")
+    fields = rotary_fields(cfg, "gelu", tied=False, head_dim=128)
+    pattern = _hybrid_pattern(cfg, fields["layers"])
+    mixers, mlps = sum(pattern.count(c) for c in MIXER_BLOCKS), sum(pattern.count(c) for c in MLP_BLOCKS)
+    fields.update(
+        layers=mixers,
+        position="none",
+        norm="rmsnorm",
+        linear_bias=False,
+        linear_attention={
+            "kind": "mamba2",
+            "layers": pattern.count("M"),
+            "key_heads": cfg.count("n_groups", 8),
+            "value_heads": cfg.count("mamba_num_heads"),
+            "key_head_dim": cfg.count("ssm_state_size", 128),
+            "value_head_dim": cfg.count("mamba_head_dim", 64),
+            "conv_kernel": cfg.count("conv_kernel", 4),
+        },
+    )
+    if mixers > mlps:
+        fields["mlp_free_layers"] = mixers - mlps
+    if "E" in pattern:
+        expert = cfg.count("moe_intermediate_size")
+        shared = cfg.count("moe_shared_expert_intermediate_size", 0, minimum=0)
+        if shared % expert:
+            rule = f"not modelled unless a multiple of moe_intermediate_size {expert}"
+            raise cfg.fail("moe_shared_expert_intermediate_size", shared, rule)
+        experts = {"experts": cfg.count("n_routed_experts"), "top_k": cfg.count("num_experts_per_tok")}
+        fields.update(ffn_hidden=expert, moe=experts | {"shared_experts": shared // expert})
+    return fields
+
+
+def _hybrid_pattern(cfg: Config, blocks: int) -> str:
+    """``hybrid_override_pattern``: ``blocks`` characters of ``M*-E``, each MLP block after a mixer, and the MLP
+    blocks all dense or all MoE."""
+    pattern = cfg.raw("hybrid_override_pattern")
+    valid = MIXER_BLOCKS + MLP_BLOCKS
+    if not isinstance(pattern, str) or len(pattern) != blocks or any(c not in valid for c in pattern):
+        raise cfg.fail("hybrid_override_pattern", pattern, f"{blocks} characters (num_hidden_layers), each of {valid}")
+    for i, block in enumerate(pattern):
+        if block in MLP_BLOCKS and (i == 0 or pattern[i - 1] not in MIXER_BLOCKS):
+            rule = "an MLP block must follow a mixer (M or *): MLP blocks in a row are not modelled"
+            raise cfg.fail("hybrid_override_pattern", pattern, f"{rule} (block {i})")
+    if "-" in pattern and "E" in pattern:
+        raise cfg.fail("hybrid_override_pattern", pattern, "dense (-) and MoE (E) MLP blocks together are not modelled")
+    if "M" not in pattern or "*" not in pattern:
+        raise cfg.fail("hybrid_override_pattern", pattern, "a hybrid needs Mamba-2 (M) and attention (*) blocks")
+    return pattern

@@ -12,19 +12,19 @@ attention core         attention   ``4 T s q / t`` (scores and context), x 0.5 w
 attention scores       memory      unfused kernels only: ``13`` bytes per score element,
                                    ``T s heads / t`` elements (written, softmaxed, dropped out, read)
 output projection      gemm        ``2 T q h / t``
-delta rule             attention   Gated DeltaNet layers only (``clustersim.workload.linear_attention``):
-                                   their convolution and delta rule, as an attention kernel over chunks
-                                   of 64 keys (``LINEAR_ATTENTION_CHUNK``); the layer average of qkv,
-                                   the core and the output projection counts their projections in
-                                   place of the attention's and no keys
+delta rule / scan      attention   recurrent layers only (``clustersim.workload.linear_attention``): a
+                                   Gated DeltaNet's convolution and delta rule, or Mamba-2's convolution
+                                   and scan, as an attention kernel over chunks of its ``chunk_tokens``
+                                   keys; the layer average of qkv, the core and the output projection
+                                   counts their projections in place of the attention's and no keys
 mlp / experts          gemm        ``2 T h f x matrices / t`` per active expert (x capacity factor)
 router                 gemm        ``2 T h E`` (MoE only, replicated across TP)
 token permutation      memory      MoE only: ``4`` copies (read and write) of an ``h``-wide 16-bit row
                                    per routed token-expert pair, ``T k / t`` pairs under sequence
                                    parallelism (into expert order and back, around the all-to-all);
                                    ``2`` through the flex dispatcher (DeepEP, HybridEP)
-norms and residuals    memory      ``11 T h`` 16-bit elements (two norms, two bias-dropout-adds),
-                                   split by ``t`` under sequence parallelism
+norms and residuals    memory      ``11 T h`` 16-bit elements (two norms, two bias-dropout-adds; half
+                                   in a layer with no MLP), split by ``t`` under sequence parallelism
 bias and activation    memory      ``(2 (q + 2 kv) + (matrices + 1) f) T / t`` 16-bit elements per MLP a
                                    token passes (a fused expert MLP's routed experts apply theirs inside
                                    their GEMMs: ``fused_expert_mlp``)
@@ -130,10 +130,6 @@ FUSED_ATTENTION_BACKWARD_RATIO = 2.5
 # The GEMMs torchao's float8 training converts (nn.Linear layers; a MoE model's grouped expert GEMMs and router
 # are not converted by its Float8Linear recipes).
 FLOAT8_LINEARS = frozenset({"qkv", "output projection", "mlp"})
-# The chunk the Gated DeltaNet kernels work in: flash-linear-attention's chunk_gated_delta_rule, which Megatron-LM,
-# vLLM and SGLang call, splits a sequence into chunks of 64 tokens, attends within each and carries the state
-# between them (fla-org/flash-linear-attention fla/ops/gated_delta_rule/chunk.py, chunk_size 64).
-LINEAR_ATTENTION_CHUNK = 64
 
 
 def layer_operations(
@@ -186,11 +182,10 @@ def layer_operations(
             exps=core * model.heads / (2 * (q + model.context_width)) if fused_attention else None,
         ),
     ]
-    if model.linear_attention is not None:
+    if (linear := model.linear_attention) is not None:
         mixing = tokens * model.linear_mixing_flops_per_token() / model.layers / tp
-        chunk = float(LINEAR_ATTENTION_CHUNK)
-        backward = FUSED_ATTENTION_BACKWARD_RATIO
-        ops.append(_op("delta rule", OpKind.ATTENTION, like, flop=mixing, ratio=backward, keys=chunk))
+        name, backward = "scan" if linear.mamba2 else "delta rule", FUSED_ATTENTION_BACKWARD_RATIO
+        ops.append(_op(name, OpKind.ATTENTION, like, flop=mixing, ratio=backward, keys=float(linear.chunk_tokens)))
     if not fused_attention:
         score_bytes = SCORE_BYTES_FORWARD * tokens * seq_len * model.heads * model.mixer_mean(1.0, 0.0) / tp
         ops.append(
@@ -238,7 +233,7 @@ def layer_operations(
             "norms and residuals",
             OpKind.MEMORY,
             like,
-            nbytes=ELEMENT_BYTES * tokens * OUTSIDE_ELEMENTS * h / sp_split,
+            nbytes=ELEMENT_BYTES * tokens * OUTSIDE_ELEMENTS * h * (1 + model.mlp_share) / 2 / sp_split,
             ratio=ELEMENTWISE_BACKWARD_RATIO,
         ),
         _op(

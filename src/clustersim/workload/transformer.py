@@ -15,10 +15,13 @@ counts (each default leaves a model as it was): ``geglu`` MLPs (Gemma), Q/K/V-on
 one or four norms per block (Falcon-7B and Phi-2; Gemma 2 and 3), per-head query/key norms (Qwen3,
 Gemma 3), multi-head latent attention (DeepSeek-V2/V3, :class:`MLA`), leading dense layers in a MoE
 model (DeepSeek), MoE blocks every n-th layer between dense ones (``moe_layer_step``, Llama 4 Maverick),
-group-limited expert routing (DeepSeek-V3), Gated DeltaNet layers in place of most attention layers
-(``linear_attention``, Qwen3-Next and Qwen3.5: :mod:`clustersim.workload.linear_attention`; they attend to no keys,
-so their scores and context count nothing) and a sigmoid gate on the attention output (``attention_gate``, the same
-models: one more ``h -> heads x head_dim`` projection), sliding-window attention (Mistral 7B v0.1, Gemma 2 and
+group-limited expert routing (DeepSeek-V3), recurrent-state layers in place of most attention layers
+(``linear_attention``: Gated DeltaNet in Qwen3-Next and Qwen3.5, Mamba-2 in Nemotron-H and Nemotron 3,
+:mod:`clustersim.workload.linear_attention`; they attend to no keys, so their scores and context count
+nothing), layers with a token mixer and no MLP (``mlp_free_layers``, Nemotron-H, whose blocks are a mixer
+or an MLP: each mixer is folded with the MLP block after it into one layer, and a mixer followed by another
+has none), a sigmoid gate on the attention output (``attention_gate``, Qwen3-Next and Qwen3.5:
+one more ``h -> heads x head_dim`` projection), sliding-window attention (Mistral 7B v0.1, Gemma 2 and
 3, Phi-3: a windowed layer's scores and context cover ``min(s, window)`` keys per token in the model FLOPs)
 and multi-token-prediction modules trained beside the model (``mtp_layers``, DeepSeek-V3 and GLM-4.5: each
 one more block, a ``2h -> h`` projection and one more pass through the shared output head and loss). Two change
@@ -51,6 +54,7 @@ from clustersim.workload.linear_attention import LinearAttention
 from clustersim.workload.moe import Count, MoE, Switch
 from clustersim.workload.quantization import Quantization
 from clustersim.workload.quantization import QuantMethod as QuantMethod
+from clustersim.workload.transformer_checks import check_extensions
 
 # Optional architecture fields and the value that leaves a model as before; model_dump leaves them
 # out at that value (qkv_bias: when it equals linear_bias), so a plain model's record is unchanged.
@@ -69,6 +73,7 @@ _EXTENSIONS: dict[str, object] = {
     "rope_concentration": 1.0,
     "linear_attention": None,
     "attention_gate": False,
+    "mlp_free_layers": 0,
 }
 
 
@@ -137,10 +142,17 @@ class Transformer(BaseModel):
         "1 without YaRN, or where its two mscales cancel (DeepSeek-V3).",
     )
     linear_attention: LinearAttention | None = Field(
-        default=None, description="Gated DeltaNet layers in place of that many attention layers (Qwen3-Next), if any."
+        default=None,
+        description="Gated DeltaNet or Mamba-2 layers in place of that many attention layers (Qwen3-Next, Nemotron-H).",
     )
     attention_gate: Switch = Field(
         default=False, description="A sigmoid gate on each attention layer's output, made from its input (Qwen3-Next)."
+    )
+    mlp_free_layers: Count = Field(
+        default=0,
+        ge=0,
+        description="Layers with a token mixer and no MLP after it (Nemotron-H: a Mamba-2 or attention block followed "
+        "by another mixer), one norm each.",
     )
 
     @model_validator(mode="after")
@@ -169,44 +181,8 @@ class Transformer(BaseModel):
             object.__setattr__(self, key, value)
         if self.heads % self.kv_heads:
             raise ValueError(f"heads {self.heads} is not a multiple of kv_heads {self.kv_heads}")
-        self._check_extensions()
+        check_extensions(self)
         return self
-
-    def _check_extensions(self) -> None:
-        if self.max_context_tokens is not None and self.seq_len > self.max_context_tokens:
-            raise ValueError(f"seq_len {self.seq_len} exceeds max_context_tokens {self.max_context_tokens}")
-        if self.window_layers and not self.sliding_window:
-            raise ValueError(f"window_layers {self.window_layers} needs a sliding_window")
-        if (self.window_layers or 0) > self.layers:
-            raise ValueError(f"window_layers {self.window_layers} exceeds layers {self.layers}")
-        if self.quantization is not None and self.quantization.experts_only and self.moe is None:
-            raise ValueError("quantization.experts_only needs a MoE model (its routed experts are what it stores)")
-        if self.dense_layers and (self.moe is None or self.dense_layers >= self.layers):
-            raise ValueError(f"dense_layers {self.dense_layers} needs a MoE model with more layers than that")
-        if self.moe_layer_step > 1 and (self.moe is None or self.dense_layers or self.moe_layer_step > self.layers):
-            rule = "a MoE model without dense_layers and with at least that many layers"
-            raise ValueError(f"moe_layer_step {self.moe_layer_step} needs {rule}")
-        if self.mla is not None:
-            if self.kv_heads != self.heads:
-                raise ValueError(f"latent attention has a key/value head per query head, not kv_heads {self.kv_heads}")
-            if self.mla.rope_head_dim >= self.head_dim:
-                raise ValueError(f"mla.rope_head_dim {self.mla.rope_head_dim} must be below head_dim {self.head_dim}")
-            if self.qkv_bias or self.linear_bias or self.attention_gate:
-                raise ValueError("linear biases or an output gate with latent attention are not modelled")
-        if self.clamped_glu and self.ffn_type is FfnType.GELU:
-            raise ValueError("clamped_glu needs a gated MLP (ffn_type swiglu or geglu), not gelu")
-        if self.rope_concentration != 1.0 and self.position is not Position.ROTARY:
-            raise ValueError(f"rope_concentration {self.rope_concentration} needs rotary positions")
-        linear = self.linear_attention
-        if linear is not None:
-            if linear.layers >= self.layers:
-                rule = f"must leave at least one full-attention layer of the {self.layers}"
-                raise ValueError(f"linear_attention.layers {linear.layers} {rule}")
-            if self.mla is not None or self.sliding_window:
-                raise ValueError("linear_attention beside latent attention or a sliding window is not modelled")
-            if linear.value_heads % linear.key_heads:
-                heads = f"linear_attention.value_heads {linear.value_heads}"
-                raise ValueError(f"{heads} is not a multiple of key_heads {linear.key_heads}")
 
     @model_serializer(mode="wrap")
     def _omit_unused_extensions(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -300,24 +276,29 @@ class Transformer(BaseModel):
 
     @property
     def linear_attention_layers(self) -> int:
-        """Layers whose token mixer is a Gated DeltaNet (0 without ``linear_attention``)."""
+        """Layers whose token mixer is recurrent, a Gated DeltaNet or Mamba-2 (0 without ``linear_attention``)."""
         return self.linear_attention.layers if self.linear_attention else 0
 
     @property
     def full_attention_layers(self) -> int:
-        """Layers with attention over keys (a windowed layer counts): all but the Gated DeltaNet ones."""
+        """Layers with attention over keys (a windowed layer counts): all but the recurrent ones."""
         return self.layers - self.linear_attention_layers
 
     @property
     def moe_layers(self) -> int:
-        """Blocks whose MLP is the model's MLP or experts: all but the leading dense layers, every
-        moe_layer_step-th of them."""
-        return (self.layers - self.dense_layers) // self.moe_layer_step
+        """Blocks whose MLP is the model's MLP or experts: all but the leading dense layers and the MLP-free ones,
+        every moe_layer_step-th of them."""
+        return (self.layers - self.dense_layers - self.mlp_free_layers) // self.moe_layer_step
 
     @property
     def dense_mlp_layers(self) -> int:
         """Blocks of a MoE model with a dense MLP of ffn_hidden (leading or between MoE blocks); 0 without MoE."""
-        return self.layers - self.moe_layers
+        return self.layers - self.moe_layers - self.mlp_free_layers
+
+    @property
+    def mlp_share(self) -> float:
+        """The share of the layers with an MLP (1 unless some are MLP-free)."""
+        return (self.layers - self.mlp_free_layers) / self.layers
 
     @property
     def expert_ffn(self) -> int:
@@ -368,12 +349,12 @@ class Transformer(BaseModel):
 
     def mixer_mean(self, attention: float, delta_rule: float) -> float:
         """A per-layer figure averaged over the layer kinds: ``attention`` on an attention layer, ``delta_rule`` on a
-        Gated DeltaNet one (``attention`` itself without linear attention)."""
+        recurrent one (``attention`` itself without linear attention)."""
         return (self.full_attention_layers * attention + self.linear_attention_layers * delta_rule) / self.layers
 
     def mixer_qkv_matmul_params(self) -> float:
         """The input projections of one layer's token mixer averaged over the layers: the attention's queries, keys
-        and values (``qkv_matmul_params``) or a Gated DeltaNet's input projection."""
+        and values (``qkv_matmul_params``) or a recurrent layer's input projection."""
         linear = self.linear_attention
         return self.mixer_mean(self.qkv_matmul_params(), linear.input_matmul_params(self.hidden) if linear else 0)
 
@@ -447,7 +428,8 @@ class Transformer(BaseModel):
     def num_params(self) -> int:
         """Total parameters (the final norm included; the multi-token-prediction modules not)."""
         blocks = self.moe_layers * self.layer_params() + self.dense_mlp_layers * self.dense_layer_params()
-        return round(blocks) + self.embedding_params() + self.norm_params()
+        mixers_alone = self.mlp_free_layers * (self.mixer_params() + self.norm_params())
+        return round(blocks + mixers_alone) + self.embedding_params() + self.norm_params()
 
     def active_params(self) -> int:
         """Parameters a token uses (routed experts counted top_k times)."""
@@ -465,7 +447,7 @@ class Transformer(BaseModel):
     def attended_keys(self, seq_len: int | None = None) -> int:
         """Keys one token's queries meet, summed over the layers: the whole sequence ``s``, or
         ``min(s, sliding_window)`` on a windowed layer (the model-FLOPs convention, no causal halving); none on a
-        Gated DeltaNet layer."""
+        recurrent layer."""
         s = seq_len or self.seq_len
         windowed = self.window_layers or 0
         return (self.full_attention_layers - windowed) * s + windowed * min(s, self.sliding_window)
@@ -476,8 +458,8 @@ class Transformer(BaseModel):
         return float(2 * (self.q_width + self.context_width) * self.attended_keys(seq_len))
 
     def linear_mixing_flops_per_token(self) -> float:
-        """Forward FLOPs of one token in the Gated DeltaNet layers beyond their projections (convolution and
-        delta rule), all layers; 0 without them."""
+        """Forward FLOPs of one token in the recurrent layers beyond their projections (convolution and
+        delta rule or scan), all layers; 0 without them."""
         linear = self.linear_attention
         return self.linear_attention_layers * linear.mixing_flops_per_token() if linear else 0.0
 

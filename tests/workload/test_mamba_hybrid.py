@@ -1,0 +1,190 @@
+"""Mamba-2 hybrids (Nemotron-H, Nemotron 3): one Mamba-2 layer's weights as Megatron-Core builds them, the layers
+with no MLP, the zoo entry against its published counts and Megatron's own FLOP count, the Hugging Face reader,
+and the shapes that are refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from clustersim.catalog.schema import Dtype
+from clustersim.errors import ClusterSimError
+from clustersim.serving.eager_launches import kernels_per_layer
+from clustersim.serving.memory import kv_bytes_per_token, state_bytes_per_sequence
+from clustersim.validation.case_model import case_transformer
+from clustersim.validation.cases import CaseModel
+from clustersim.workload.linear_attention import LinearAttention
+from clustersim.workload.ops import layer_operations
+from clustersim.workload.transformer import Transformer, transformer_from_mapping
+from clustersim.workload.zoo import load_model, read_hf_config
+
+H = 2688
+MAMBA = LinearAttention(kind="mamba2", layers=23, key_heads=8, value_heads=64, key_head_dim=128, value_head_dim=64)
+
+
+def _nano() -> Transformer:
+    return load_model("nemotron-3-nano-30b-a3b", use_env=False)
+
+
+def test_one_mamba2_layer_holds_the_weights_of_megatron_cores_mixer() -> None:
+    # MambaMixer (NVIDIA/Megatron-LM @d98e8a64 megatron/core/ssm/mamba_mixer.py): in_proj h -> 2 d_inner + 2 groups
+    # x d_state + heads (z, x, B, C, dt), no bias; conv1d over x, B, C with a bias, 4 taps; A_log, D, dt_bias per
+    # head; the gated RMSNorm over d_inner; out_proj d_inner -> h.
+    d_inner, conv_channels = 64 * 64, 64 * 64 + 2 * 8 * 128
+    expected = H * (2 * d_inner + 2 * 8 * 128 + 64) + conv_channels * 5 + 3 * 64 + d_inner + d_inner * H
+    assert MAMBA.params(H) == expected
+    assert (MAMBA.ssm_state_elements(), MAMBA.conv_state_elements()) == (64 * 64 * 128, conv_channels * 3)
+    assert MAMBA.chunk_tokens == 128
+
+
+def test_the_scan_is_megatron_lms_count_at_the_layers_own_width() -> None:
+    # mamba_layer_flops: 7 x d_inner x d_state per token for the scan (Megatron takes d_inner = 2 h), plus the
+    # convolution's two FLOPs per tap and channel
+    conv = 2 * 4 * (64 * 64 + 2 * 8 * 128)
+    assert MAMBA.mixing_flops_per_token() == conv + 7 * (64 * 64) * 128
+    gated_deltanet = MAMBA.model_copy(update={"kind": "gated_deltanet"})
+    assert gated_deltanet.input_matmul_params(H) - MAMBA.input_matmul_params(H) == H * 64  # a decay per head more
+
+
+def test_nemotron_3_nano_counts_match_its_model_card_and_megatrons_flops() -> None:
+    model = _nano()
+    assert (model.layers, model.linear_attention_layers, model.full_attention_layers) == (29, 23, 6)
+    assert (model.moe_layers, model.dense_mlp_layers, model.mlp_free_layers) == (23, 0, 6)
+    assert model.num_params() == pytest.approx(31.6e9, rel=0.005)  # 31.6B in the checkpoint
+    assert model.active_params() == pytest.approx(3.5e9, rel=0.03)  # "3.5B active parameters"
+    # Megatron-Bridge's performance summary: 905 model TFLOP/s at 40,960 tokens/s per GPU (26.08, GB300) and 328 at
+    # 14,719 (26.06, H100): Megatron's own count of the same model at 8,192 tokens
+    for tflops, tokens in ((905, 40960), (328, 14719)):
+        assert model.model_flops_per_token(8192) == pytest.approx(tflops * 1e12 / tokens, rel=0.02)
+
+
+@given(layers=st.integers(4, 60), free_share=st.floats(0.0, 0.9), moe=st.booleans())
+def test_a_layer_with_no_mlp_drops_its_mlp_and_one_norm(layers: int, free_share: float, moe: bool) -> None:
+    free = min(int(free_share * layers), layers - 1)
+    experts = {"experts": 16, "top_k": 2, "shared_experts": 1} if moe else None
+    shape = {"layers": layers, "hidden": 1024, "ffn_hidden": 2048, "heads": 8, "kv_heads": 2, "vocab": 32000}
+    full = Transformer(**shape, ffn_type="gelu", moe=experts, linear_bias=False)
+    part = full.model_copy(update={"mlp_free_layers": free})
+    part = Transformer.model_validate(part.model_dump())
+    mlp = full.total_mlps * full.mlp_params() + full.router_params()
+    assert full.num_params() - part.num_params() == free * (mlp + full.norm_params())
+    active = full.active_mlps * full.mlp_matmul_params() + full.router_params()
+    assert full.matmul_params_per_token() - part.matmul_params_per_token() == free * active
+    assert part.mlp_share == (layers - free) / layers
+
+
+def test_training_runs_the_mlp_on_the_layers_that_have_one_and_the_scan_on_the_mamba_ones() -> None:
+    model = _nano()
+    plain = model.model_copy(update={"mlp_free_layers": 0})
+    kwargs = {"tokens": 8192.0, "seq_len": 8192, "tp": 1.0, "sp_split": 1.0, "ep": 8.0, "fused_attention": True}
+    ops = {op.name: op for op in layer_operations(model, **kwargs)}
+    all_mlps = {op.name: op for op in layer_operations(plain, **kwargs)}
+    assert float(ops["experts"].flop) == pytest.approx(float(all_mlps["experts"].flop) * 23 / 29)
+    assert float(ops["norms and residuals"].bytes) == pytest.approx(
+        float(all_mlps["norms and residuals"].bytes) * (1 + 23 / 29) / 2
+    )
+    assert "delta rule" not in ops
+    assert float(ops["scan"].flop) == pytest.approx(8192 * 23 * MAMBA.mixing_flops_per_token() / 29)
+
+
+def test_serving_holds_each_mamba_layers_state_and_caches_keys_on_six_layers() -> None:
+    model = _nano()
+    assert kv_bytes_per_token(model, Dtype.BF16) == 6 * (2 * 2 * 128) * 2  # keys and values of 2 heads, 6 layers
+    per_layer = MAMBA.ssm_state_elements() * 2 + MAMBA.conv_state_elements() * 2
+    assert state_bytes_per_sequence(model) == 23 * per_layer
+
+
+def test_an_eager_step_launches_a_mamba2_layers_nine_kernels_and_none_of_a_missing_mlp() -> None:
+    model = _nano()
+    # norms and all-reduces: two in the 23 layers with an MLP, one in the 6 without; attention's 5 on 6 of 29 layers,
+    # Mamba-2's 9 on 23; the MoE's 7 and its two shared experts' 3 each on 23
+    norms = (23 * 2 + 6 * 1) / 29
+    assert kernels_per_layer(model, Dtype.BF16, 1) == pytest.approx(norms + (6 * 5 + 23 * 9) / 29 + 23 * 13 / 29)
+    assert kernels_per_layer(model, Dtype.BF16, 2) - kernels_per_layer(model, Dtype.BF16, 1) == pytest.approx(norms)
+
+
+# nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16's config.json, the fields the reader takes (the zoo entry's shape).
+NANO_CONFIG = {
+    "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "mlp_hidden_act": "relu2",
+    "hidden_size": 2688, "intermediate_size": 1856, "num_hidden_layers": 52, "num_attention_heads": 32,
+    "num_key_value_heads": 2, "head_dim": 128, "vocab_size": 131072, "max_position_embeddings": 262144,
+    "tie_word_embeddings": False, "hybrid_override_pattern": "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME",
+    "mamba_num_heads": 64, "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8, "conv_kernel": 4,
+    "n_routed_experts": 128, "num_experts_per_tok": 6, "moe_intermediate_size": 1856,
+    "moe_shared_expert_intermediate_size": 3712, "n_group": 1, "topk_group": 1, "use_bias": False,
+    "use_conv_bias": True, "attention_bias": False, "mlp_bias": False,
+}  # fmt: skip
+
+
+def _read(tmp_path: Path, data: dict[str, object]) -> Transformer:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return read_hf_config(path)
+
+
+def test_the_published_config_reads_to_the_zoo_entry(tmp_path: Path) -> None:
+    read, zoo = _read(tmp_path, NANO_CONFIG), _nano()
+    assert read.model_copy(update={"name": zoo.name, "seq_len": zoo.seq_len}) == zoo
+
+
+def test_a_dense_nemotron_h_reads_its_mlp_blocks(tmp_path: Path) -> None:
+    # Nemotron-H 8B's pattern (Megatron-Bridge NemotronHModel8BProvider): 24 Mamba-2, 4 attention, 24 MLP blocks
+    pattern = "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-"
+    dense = {k: v for k, v in NANO_CONFIG.items() if not k.startswith(("n_routed", "num_experts", "moe_"))}
+    model = _read(tmp_path, dense | {"hybrid_override_pattern": pattern, "intermediate_size": 21504})
+    assert (model.layers, model.linear_attention_layers, model.mlp_free_layers, model.moe) == (28, 24, 4, None)
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"hybrid_override_pattern": "M---M*"}, "hybrid_override_pattern"),
+        ({"hybrid_override_pattern": "MEM-M*E", "num_hidden_layers": 7}, "hybrid_override_pattern"),
+        ({"hybrid_override_pattern": "MEM*E"}, "hybrid_override_pattern"),
+        ({"hybrid_override_pattern": "MEMEME", "num_hidden_layers": 6}, "hybrid_override_pattern"),
+        ({"moe_latent_size": 1024}, "moe_latent_size"),
+        ({"n_group": 8}, "n_group"),
+        ({"use_bias": True}, "use_bias"),
+        ({"use_conv_bias": False}, "use_conv_bias"),
+        ({"mlp_hidden_act": "silu"}, "mlp_hidden_act"),
+        ({"moe_shared_expert_intermediate_size": 1000}, "moe_shared_expert_intermediate_size"),
+    ],
+)
+def test_a_config_the_reader_cannot_price_is_refused_naming_the_field(
+    tmp_path: Path, change: dict[str, object], named: str
+) -> None:
+    with pytest.raises(ClusterSimError, match=named):
+        _read(tmp_path, NANO_CONFIG | change)
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"mlp_free_layers": 29}, "mlp_free_layers"),
+        ({"mlp_free_layers": 6, "dense_layers": 1}, "mlp_free_layers"),
+        ({"mlp_free_layers": 6, "layer_norms": 1}, "mlp_free_layers"),
+    ],
+)
+def test_impossible_mlp_free_layers_are_refused_naming_the_field(change: dict[str, object], named: str) -> None:
+    data = _nano().model_dump() | change
+    with pytest.raises(ClusterSimError, match=named):
+        transformer_from_mapping(data)
+
+
+def test_a_case_named_after_nemotron_3_nano_takes_its_layer_kinds_from_the_zoo_and_says_so() -> None:
+    zoo = _nano()
+    shape = {k: getattr(zoo, k) for k in ("layers", "hidden", "ffn_hidden", "heads", "kv_heads", "head_dim", "vocab")}
+    moe = {"experts": 128, "top_k": 6, "shared_experts": 2}
+    case = CaseModel.model_validate(shape | {"name": zoo.name, "seq_len": 8192, "ffn_type": "gelu", "moe": moe})
+    model, assumed = case_transformer(case, "model")
+    assert (model.linear_attention, model.mlp_free_layers, model.position) == (
+        zoo.linear_attention,
+        6,
+        zoo.position,
+    )
+    assert model.num_params() == zoo.num_params()
+    assert "architecture" in assumed
