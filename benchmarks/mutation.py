@@ -60,7 +60,7 @@ WORK = ROOT / "build" / "mutation"
 
 # Group name -> the physics modules it mutates. Groups others rarely edit come first.
 GROUPS: dict[str, list[str]] = {
-    "transformer": ["src/clustersim/workload/transformer.py"],
+    "transformer": ["src/clustersim/workload/transformer.py", "src/clustersim/workload/transformer_checks.py"],
     "ops": ["src/clustersim/workload/ops.py"],
     "memory": ["src/clustersim/compute/memory.py"],
     "efficiency": ["src/clustersim/compute/efficiency.py"],
@@ -133,7 +133,11 @@ GROUP_TESTS: dict[str, list[str]] = {
         "tests/training/test_fp8_param_gather.py",
         "tests/validation/test_gpt_oss_kernels.py",
     ],
-    "linear_attention": ["tests/workload/test_linear_attention.py", "tests/serving/test_linear_attention_serving.py"],
+    "linear_attention": [
+        "tests/workload/test_linear_attention.py",
+        "tests/workload/test_mamba_hybrid.py",
+        "tests/serving/test_linear_attention_serving.py",
+    ],
 }
 # Slow tests left out of the selection (a surviving mutant runs every selected test that reaches it): the
 # CLI fuzzer (about 40 s), the calibration scripts' write paths (they run the fitting scripts, which the
@@ -372,7 +376,12 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
     "architecture_ops": ["tests/workload/test_architecture_ops.py"],
     "whole_prompts": ["tests/serving/test_whole_prompts_survivors.py"],
     "latency": ["tests/serving/test_latency_survivors.py"],
-    "linear_attention": ["tests/workload/test_hf_hybrid_survivors.py", "tests/workload/test_linear_attention.py"],
+    "linear_attention": [
+        "tests/workload/test_hf_hybrid_survivors.py",
+        "tests/workload/test_hf_nemotron_survivors.py",
+        "tests/workload/test_linear_attention.py",
+        "tests/workload/test_mamba_hybrid.py",
+    ],
 }
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from clustersim.catalog.registry import load_catalog
 from clustersim.catalog.schema import Dtype
+from clustersim.errors import ClusterSimError
 from clustersim.serving.eager_launches import kernels_per_layer
 from clustersim.serving.engine import (
     DEFAULT_CALIBRATION,
@@ -123,3 +124,19 @@ def test_an_eager_step_launches_a_gated_deltanet_layers_fifteen_kernels() -> Non
     assert kernels_per_layer(model, Dtype.FP8, 1) - kernels_per_layer(model, Dtype.BF16, 1) == pytest.approx(
         (12 * 2 + 36 * 3) / 48 + 4
     )
+
+
+def test_an_estimate_names_a_mamba2_hybrids_layers() -> None:
+    request = Request(1024, 1024, Dtype.BF16)
+    nano = estimate_offline(load_model("nemotron-3-nano-30b-a3b", use_env=False), _system(), request, engine="vllm")
+    (note,) = [n for n in nano.notes if n.startswith("state:")]
+    assert "23 Mamba-2 layers hold" in note and "its 6 attention layers" in note
+
+
+@pytest.mark.parametrize("name", ["qwen3.5-35b-a3b", "nemotron-3-nano-30b-a3b"])
+def test_a_hybrid_on_a_neuron_engine_is_refused_naming_the_engines_that_serve_it(name: str) -> None:
+    trainium = serving_system_for_instance(CATALOG, "trn2.48xlarge", tp=4)
+    with pytest.raises(ClusterSimError, match=r"serves no .* layers.*tensorrt-llm, vllm, sglang"):
+        estimate_offline(load_model(name, use_env=False), trainium, Request(1024, 128, Dtype.BF16))
+    plain = estimate_offline(load_model("qwen3-8b", use_env=False), trainium, Request(1024, 128, Dtype.BF16))
+    assert plain.output_tokens_per_s > 0  # a model without recurrent layers is served there

@@ -32,6 +32,7 @@ from clustersim.serving.engine import ServingSystem
 from clustersim.serving.engines import EngineProfile, engine_profile
 from clustersim.serving.formats import BlockFp4, ServingPrecision
 from clustersim.serving.memory import matmul_params
+from clustersim.serving.state_pool import check_recurrent_engine
 from clustersim.workload.transformer import QuantMethod, Transformer
 
 BENCH_MAX_SEQUENCES = 4096  # finetune_setting's cap on the batch (decoder buffers)
@@ -126,6 +127,7 @@ def sized_engine(
     ``trtllm-bench``, within the profile's own caps (the packaged ones are the bench's 4,096 and 32,768; a profile
     that lowers them is honoured); the profile as it is for ``fixed``."""
     profile = engine_profile(engine, system.family)
+    check_recurrent_engine(model, profile.framework, profile.name)
     if profile.benchmark_sizing != "trtllm-bench":
         return profile
 

@@ -210,7 +210,7 @@ def step_times(
     routed = rows * routed_token_share(model, system)  # the tokens whose routing and permutation a rank runs
     compute = stage_flops / tp / flops_peak + routed * moe_token_layers(model) * stage * moe_token_cost_s(profile, cal)
     compute = compute + 2.0 * (np.maximum(logits_tokens * own, 1.0) + half) * head / (tp * pp) / head_peak
-    # a Gated DeltaNet layer's convolution and delta rule, in 16 bits (flash-linear-attention's kernels)
+    # a recurrent layer's convolution and delta rule or scan, in 16 bits (flash-linear-attention's, mamba_ssm's kernels)
     compute = compute + tokens * own * model.linear_mixing_flops_per_token() * stage / tp / head_peak
 
     # Weights read once per step: the dense ones and the routed experts some token touches (a group's share).
@@ -227,7 +227,7 @@ def step_times(
     group = 1.0 if profile.gqa_decode_kernel else model.heads / tp / kv_heads_per_device(model, tp)
     kv_read = (b * keys * group + tokens * layers) * own * kv_layer
     state = state_bytes_per_sequence(model, tp, pp, profile.state_pool.ssm_bytes)
-    kv_read = kv_read + b * own * 2.0 * state  # a Gated DeltaNet layer's state, read and written
+    kv_read = kv_read + b * own * 2.0 * state  # a recurrent layer's state, read and written
     attention_flops = decode_attention_flops_per_key(model) / tp * keys * b * own
     # Attention computes in its cache's format, at most fp8; latent attention's decode kernels are attention
     # kernels in 16 bits (decode_attention_peak_flop_per_s).

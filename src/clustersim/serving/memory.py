@@ -15,11 +15,11 @@
 * **Sliding windows** (Mistral 7B v0.1, Gemma 2/3, Phi-3): a windowed layer keeps and reads at most
   ``sliding_window`` tokens of a sequence (vLLM frees the blocks that slide out of the window,
   TensorRT-LLM keeps a cyclic buffer of the window), so its cache stops growing with the context.
-* **Gated DeltaNet layers** (Qwen3-Next, Qwen3.5: ``clustersim.workload.linear_attention``) hold no cache that
-  grows: each sequence keeps a fixed state per layer (every value head's ``key_head_dim x value_head_dim`` and the
-  convolution's last inputs) at the engine's width, split over tensor parallelism by value heads, in a pool the
-  engine shares with the KV cache or splits from it (``clustersim.serving.state_pool``); a decode step reads and
-  writes it whole. The KV cache per token counts the attention layers only.
+* **Gated DeltaNet and Mamba-2 layers** (Qwen3-Next, Qwen3.5, Nemotron 3: ``clustersim.workload.linear_attention``)
+  hold no cache that grows: each sequence keeps a fixed state per layer (every value head's ``key_head_dim x
+  value_head_dim`` and the convolution's last inputs) at the engine's width, split over tensor parallelism by value
+  heads, in a pool the engine shares with the KV cache or splits from it (``clustersim.serving.state_pool``); a decode
+  step reads and writes it whole. The KV cache per token counts the attention layers only.
 """
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ def stage_share(model: Transformer, pp: int) -> float:
 
 
 def holding_notes(model: Transformer, pp: int) -> tuple[str, ...]:
-    """What an estimate says of how the model's layers are held: a pipeline's uneven stages, a hybrid's Gated DeltaNet
+    """What an estimate says of how the model's layers are held: a pipeline's uneven stages, a hybrid's recurrent
     state (nothing for a model whose layers divide over ``pp`` and that has no such layers)."""
     notes: tuple[str, ...] = ()
     if model.layers % pp:
@@ -160,7 +160,7 @@ def holding_notes(model: Transformer, pp: int) -> tuple[str, ...]:
         )
     if model.linear_attention is not None:
         notes += (
-            f"state: {model.name}'s {model.linear_attention_layers} Gated DeltaNet layers hold "
+            f"state: {model.name}'s {model.linear_attention_layers} {model.linear_attention.kind.label} layers hold "
             f"{state_bytes_per_sequence(model) / 1e6:.1f} MB a sequence in 16 bits "
             f"({state_bytes_per_sequence(model, ssm_bytes=4.0) / 1e6:.1f} MB where the engine keeps it in 32, as "
             "SGLang does), split over tp by value heads, read and written by every decode step; the batch counts it "
@@ -220,7 +220,7 @@ def sequences_held(
 def cached_token_layers(model: Transformer, tokens: npt.ArrayLike, pp: int = 1) -> FloatArray:
     """Token-layers of KV cache a sequence of ``tokens`` holds (and a decode step reads) on one of ``pp``
     stages: every token on a full-attention layer, at most ``sliding_window`` on a windowed one, none on a
-    Gated DeltaNet layer (its state is ``state_bytes_per_sequence``)."""
+    recurrent layer (its state is ``state_bytes_per_sequence``)."""
     t = np.asarray(tokens, dtype=np.float64)
     windowed = model.window_layers or 0
     held = (model.full_attention_layers - windowed) * t + windowed * np.minimum(t, model.sliding_window)
@@ -230,7 +230,7 @@ def cached_token_layers(model: Transformer, tokens: npt.ArrayLike, pp: int = 1) 
 def causal_pairs(model: Transformer, prompt_tokens: T) -> T:
     """(query, key) pairs of one prompt's causal attention summed over the layers: ``n^2 / 2`` on a full
     layer; on a windowed one each query meets at most ``w`` keys, ``n w - w^2 / 2`` once ``n > w``; none on a
-    Gated DeltaNet layer. Per element of an array of lengths."""
+    recurrent layer. Per element of an array of lengths."""
     n = prompt_tokens
     windowed = model.window_layers or 0
     w = float(model.sliding_window)
@@ -259,7 +259,7 @@ def reserved_tokens(
 ) -> float:
     """KV tokens a sequence reserves, per attention layer on average (no eviction): its full length in whole blocks
     of the engine's paged cache on a full-attention layer, at most the window in whole blocks on a windowed
-    layer of ``model`` (a Gated DeltaNet layer's state is ``state_room``'s)."""
+    layer of ``model`` (a recurrent layer's state is ``state_room``'s)."""
     block = engine_profile(engine).kv_block_tokens
     full = float(math.ceil((input_tokens + output_tokens) / block) * block)
     windowed = (model.window_layers or 0) if model is not None else 0

@@ -51,6 +51,11 @@ class StateMixer(StrEnum):
     GATED_DELTANET = "gated_deltanet"
     MAMBA2 = "mamba2"
 
+    @property
+    def label(self) -> str:
+        """The mixer's name in prose: ``Gated DeltaNet`` or ``Mamba-2``."""
+        return "Mamba-2" if self is StateMixer.MAMBA2 else "Gated DeltaNet"
+
 
 class LinearAttention(BaseModel):
     """The recurrent-state layers of a hybrid model: which mixer, how many, and their heads."""
