@@ -99,3 +99,8 @@ def test_each_refusal_names_the_field_the_value_and_the_rule(
 def test_the_scan_works_in_mamba_ssms_chunks_of_128_the_delta_rule_in_64() -> None:
     mamba = LinearAttention(kind="mamba2", layers=1, key_heads=1, value_heads=1)
     assert (mamba.chunk_tokens, LinearAttention(layers=1, key_heads=1, value_heads=1).chunk_tokens) == (128, 64)
+
+
+def test_a_shared_expert_of_zero_width_is_no_shared_expert(tmp_path: Path) -> None:
+    model = _read(tmp_path, NANO_CONFIG | {"moe_shared_expert_intermediate_size": 0})
+    assert model.moe is not None and model.moe.shared_experts == 0

@@ -12,7 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from clustersim.catalog.schema import Dtype
+from clustersim.compute.memory import layer_activation_bytes, params_per_device
 from clustersim.errors import ClusterSimError
+from clustersim.execution import Layout, LayoutArrays
 from clustersim.serving.eager_launches import kernels_per_layer
 from clustersim.serving.memory import kv_bytes_per_token, state_bytes_per_sequence
 from clustersim.validation.case_model import case_transformer
@@ -188,3 +190,25 @@ def test_a_case_named_after_nemotron_3_nano_takes_its_layer_kinds_from_the_zoo_a
     )
     assert model.num_params() == zoo.num_params()
     assert "architecture" in assumed
+
+
+@pytest.mark.parametrize("ep", [1, 8])
+def test_a_device_holds_the_models_parameters_with_no_mlp_in_the_mlp_free_layers(ep: int) -> None:
+    model = _nano()
+    lay = LayoutArrays.of([Layout(tp=1, dp=ep, ep=ep)])
+    routed_away = model.moe_layers * model.moe.experts * model.mlp_params() * (1 - 1 / ep)
+    assert float(params_per_device(model, lay)[0]) == pytest.approx(model.num_params() - routed_away, rel=1e-9)
+
+
+def test_the_activations_keep_the_mlps_of_the_layers_that_have_one() -> None:
+    model = _nano()
+    plain = Transformer.model_validate(model.model_dump() | {"mlp_free_layers": 0})
+    lay = LayoutArrays.of([Layout(tp=1, dp=1, ep=1)])
+    kept = float(layer_activation_bytes(model, lay, seq_len=8192, fused=True)[0])
+    all_mlps = float(layer_activation_bytes(plain, lay, seq_len=8192, fused=True)[0])
+    # an MLP-free layer keeps no MLP activations: the difference is 6 of 29 layers' MLP share, so it halves when 3
+    # of the 29 are MLP-free
+    three = float(
+        layer_activation_bytes(plain.model_copy(update={"mlp_free_layers": 3}), lay, seq_len=8192, fused=True)[0]
+    )
+    assert all_mlps - kept == pytest.approx(2 * (all_mlps - three), rel=1e-9) and kept < all_mlps
