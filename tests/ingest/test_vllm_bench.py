@@ -10,9 +10,10 @@ import pytest
 from clustersim.catalog.registry import load_catalog
 from clustersim.errors import ClusterSimError
 from clustersim.ingest import SystemOptions, ingest_files
+from clustersim.ingest.serving_cases import _check_carried, model_fields
 from clustersim.ingest.vllm_bench import read_vllm_bench
 from clustersim.validation.case_model import case_transformer
-from clustersim.validation.cases import as_case
+from clustersim.validation.cases import CaseModel, as_case
 from clustersim.validation.inference import predict_inference_case
 from clustersim.workload.zoo import load_model
 
@@ -86,9 +87,19 @@ def test_a_zoo_model_with_latent_attention_windows_or_dense_blocks_is_carried_by
     assert predict_inference_case(case, "output_tokens_per_s", CATALOG) > 0
 
 
-def test_a_zoo_model_a_case_cannot_carry_is_refused():
-    # Gemma 3's four norms a block and tied 262k-token embeddings have no case field: 27.0B as the zoo has it
-    with pytest.raises(
-        ClusterSimError, match=r"--model gemma3-27b: a case's model cannot carry its shape \(parameters"
-    ):
-        ingest_files([QWEN], SystemOptions(instance="p5.48xlarge", model="gemma3-27b", tp=8), CATALOG)
+def test_a_case_that_reads_back_as_another_shape_is_refused():
+    other = model_fields(load_model("qwen3-8b", use_env=False))
+    with pytest.raises(ClusterSimError, match=r"--model qwen3-14b: a case's model cannot carry its shape \(parameters"):
+        _check_carried(load_model("qwen3-14b", use_env=False), other)
+
+
+@pytest.mark.parametrize("name", ["gemma3-27b", "nemotron-3-nano-30b-a3b"])
+def test_a_models_architecture_fields_travel_with_its_case(name: str):
+    """Gemma 3's tied embeddings and a Mamba-2 hybrid's layer kinds are written, so the case reads back as the model
+    even under a name the zoo does not hold (within Gemma's four norms a block, which have no field)."""
+    zoo = load_model(name, use_env=False)
+    fields = model_fields(zoo) | {"name": "not-in-the-zoo"}
+    read, assumed = case_transformer(CaseModel.model_validate(fields), "test")
+    assert "architecture" not in assumed and read.tied_embeddings == zoo.tied_embeddings
+    assert (read.linear_attention, read.mlp_free_layers) == (zoo.linear_attention, zoo.mlp_free_layers)
+    assert read.num_params() == pytest.approx(zoo.num_params(), rel=0.001)

@@ -61,7 +61,8 @@ def test_validate_reports_the_newest_chips_held_out_in_json_and_on_the_console()
     assert result.exit_code == 0, result.output
     groups = {(g["kind"], g["accelerator"]): g for g in json.loads(result.stdout)["accelerators"]}
     # Blackwell Ultra's published runs, held out of every fit: Megatron-Bridge's 23 GB300 (26.04.01 to 26.08) and 7 B300
-    # training rows, its Nemotron 3 Nano rows (6 on GB300 and 4 on B300, 26.02.01 to 26.08) and the Megatron-Core MoE model zoo's GB300 row, MLPerf Training v5.1's GB300 (NVIDIA's Llama 3.1 8B
+    # training rows, its Nemotron 3 Nano rows (6 on GB300 and 4 on B300, 26.02.01 to 26.08) and the Megatron-Core
+    # MoE model zoo's GB300 row, MLPerf Training v5.1's GB300 (NVIDIA's Llama 3.1 8B
     # on 8, 72 and 512 and 405B on 512, Lambda's 8B on 72) and B300 runs (Dell, Lenovo, Nebius and Supermicro's 8B on
     # 8), and MLPerf Training v6.0's 14 GB300 runs (DeepSeek-V3 by NVIDIA on 256 and 512 and CoreWeave on 2,048-8,192,
     # GPT-OSS-20B by HPE, Oracle and NVIDIA on 8 and NVIDIA on 72, Llama 3.1 405B by NVIDIA on 2,048, 8B on a rack by

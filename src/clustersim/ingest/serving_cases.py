@@ -14,7 +14,7 @@ from typing import Any
 from clustersim.catalog.registry import Catalog
 from clustersim.errors import ClusterSimError
 from clustersim.ingest.cases import SystemOptions
-from clustersim.validation.case_model import case_transformer
+from clustersim.validation.case_model import ARCHITECTURE_KEYS, case_transformer
 from clustersim.validation.cases import PRECISIONS, CaseModel
 from clustersim.workload.transformer import Transformer
 
@@ -46,7 +46,8 @@ CARRIED_TOLERANCE = 0.01
 
 def model_fields(model: Transformer) -> dict[str, Any]:
     """The case format's ``model`` of a zoo model, with the extra context clustersim's reader takes (latent
-    attention, dense-first MoE blocks, sliding windows; the project's ``validation/project/README.md``);
+    attention, dense-first MoE blocks, sliding windows, the architecture fields; the project's
+    ``validation/project/README.md``);
     refused where a case could not carry its shape: the case's model read back must have its parameters and FLOPs
     per token within ``CARRIED_TOLERANCE`` (norm weights and biases, which have no field, are less) and its KV
     cache per token exactly (a MoE block every n-th layer or Gemma's four norms a block have no field)."""
@@ -80,8 +81,17 @@ def model_fields(model: Transformer) -> dict[str, Any]:
         }
     if model.sliding_window:
         fields |= {"sliding_window": model.sliding_window, "window_layers": model.window_layers}
+    fields |= _architecture(model)
     _check_carried(model, fields)
     return fields
+
+
+def _architecture(model: Transformer) -> dict[str, Any]:
+    """The architecture fields (``ARCHITECTURE_KEYS``: recurrent layers, gates, norms, positions, tying) where they
+    differ from a plain model of the same MLP type, so a case carries a model the zoo does not hold as well."""
+    data = model.model_dump(mode="json")
+    plain = Transformer.model_validate({k: v for k, v in data.items() if k not in (*ARCHITECTURE_KEYS, "qkv_bias")})
+    return {key: data[key] for key in ARCHITECTURE_KEYS if getattr(model, key) != getattr(plain, key)}
 
 
 def _check_carried(model: Transformer, fields: dict[str, Any]) -> None:

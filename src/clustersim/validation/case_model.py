@@ -62,7 +62,7 @@ def _zoo_model(shape: dict[str, Any]) -> Transformer | None:
     return entry.model if entry is not None else None
 
 
-_ARCHITECTURE_KEYS = (
+ARCHITECTURE_KEYS = (
     "linear_bias",
     "clamped_glu",
     "rope_concentration",
@@ -76,18 +76,18 @@ _ARCHITECTURE_KEYS = (
 
 
 def _zoo_architecture(shape: dict[str, Any], known: Transformer | None) -> dict[str, Any]:
-    """The zoo entry's ``_ARCHITECTURE_KEYS`` that differ from a plain model's, where the case states none of them
+    """The zoo entry's ``ARCHITECTURE_KEYS`` that differ from a plain model's, where the case states none of them
     and agrees with the entry on layers and hidden (empty otherwise)."""
-    if known is None or any(key in shape for key in _ARCHITECTURE_KEYS):
+    if known is None or any(key in shape for key in ARCHITECTURE_KEYS):
         return {}
     if any(shape.get(k) is not None and shape[k] != getattr(known, k) for k in _SHAPE_KEYS):
         return {}
-    entry = {k: v for k, v in known.model_dump().items() if k not in _ARCHITECTURE_KEYS}
+    entry = {k: v for k, v in known.model_dump().items() if k not in ARCHITECTURE_KEYS}
     try:  # the entry as the case shapes it, with the three at their defaults
         plain = Transformer.model_validate(entry | shape)
     except ValueError:  # the case's own shape is refused where it is read
         return {}
-    inherited = {key: getattr(known, key) for key in _ARCHITECTURE_KEYS if getattr(known, key) != getattr(plain, key)}
+    inherited = {key: getattr(known, key) for key in ARCHITECTURE_KEYS if getattr(known, key) != getattr(plain, key)}
     if known.linear_attention is not None and "linear_attention" in inherited:  # as plain data, as a case states it
         inherited["linear_attention"] = known.linear_attention.model_dump()
     return inherited
