@@ -262,9 +262,9 @@ def _mlp_width(model: Transformer) -> float:
 
 def _mixer_kept_width(model: Transformer) -> float:
     """Elements per token the token mixer of an average layer keeps for its backward (before tensor parallelism): an
-    attention layer's queries, keys, values and output (and its output gate's input, where it has one); a Gated
-    DeltaNet layer's input projection (queries, keys, values, gate, decay and step), the convolution's output, the
-    delta rule's output and its gated norm's (the output projection's input)."""
+    attention layer's queries, keys, values and output (and its output gate's input, where it has one); a recurrent
+    layer's input projection (queries, keys, values, gate, decay and step; Mamba-2's z, x, B, C and step), the
+    convolution's output, the delta rule's or scan's output and its gated norm's (the output projection's input)."""
     gate = model.q_width if model.attention_gate else 0
     attention = float(model.q_width + model.kv_width + model.value_width + model.context_width + gate)
     linear = model.linear_attention

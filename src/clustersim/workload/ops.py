@@ -164,7 +164,7 @@ def layer_operations(
     routed = tokens * model.active_mlps * capacity  # token-expert pairs
     # One expert's GEMM sees the EP group's tokens spread over its experts.
     per_expert = tokens * model.moe.top_k * capacity * ep / model.moe.experts if model.moe else tokens
-    # the layer average: a Gated DeltaNet layer projects in place of attention and meets no keys
+    # the layer average: a recurrent layer projects in place of attention and meets no keys
     qkv = 2 * tokens * model.mixer_qkv_matmul_params() / tp
     output_params = model.mixer_output_matmul_params()
     core = 2 * tokens * (q + model.context_width) * keys / tp
@@ -308,7 +308,7 @@ def _eager_elementwise(
 
 def _keys_per_query(model: Transformer, seq_len: int, fused: bool) -> float:
     """Keys one query meets in the attention core, averaged over the layers: a fused causal kernel
-    skips the masked half of a full layer and the masked corner of a windowed one; a Gated DeltaNet layer
+    skips the masked half of a full layer and the masked corner of a windowed one; a recurrent layer
     meets none."""
     windowed = model.window_layers or 0
     full = model.full_attention_layers
@@ -369,7 +369,7 @@ def activation_elements(model: Transformer, fused_expert_mlp: bool) -> dict[str,
 
 def _mixer_pass_elements(model: Transformer) -> float:
     """A token's element-wise work in the token mixer of an average layer: an attention layer's Q/K/V passes (and its
-    output gate's, where it has one); a Gated DeltaNet layer's convolution output and gated norm."""
+    output gate's, where it has one); a recurrent layer's convolution output and gated norm."""
     gate = 2.0 * model.q_width if model.attention_gate else 0.0
     linear = model.linear_attention
     delta_rule = 2.0 * (linear.conv_channels + linear.value_width) if linear else 0.0
