@@ -212,3 +212,39 @@ def test_the_activations_keep_the_mlps_of_the_layers_that_have_one() -> None:
         layer_activation_bytes(plain.model_copy(update={"mlp_free_layers": 3}), lay, seq_len=8192, fused=True)[0]
     )
     assert all_mlps - kept == pytest.approx(2 * (all_mlps - three), rel=1e-9) and kept < all_mlps
+
+
+# nvidia/Nemotron-H-8B-Base-8K's config.json, the fields the reader takes (Megatron-Bridge's bridge test fixture
+# tests/unit_tests/models/nemotronh/test_nemotron_h_bridge.py: attention_head_dim, not head_dim)
+NEMOTRON_H_8B_CONFIG = {
+    "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "attention_bias": False,
+    "attention_head_dim": 128, "conv_kernel": 4, "hidden_act": "relu2", "hidden_size": 4096,
+    "hybrid_override_pattern": "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-", "intermediate_size": 21504,
+    "mamba_head_dim": 64, "mamba_num_heads": 128, "max_position_embeddings": 8192, "mlp_bias": False,
+    "mlp_hidden_act": "relu2", "n_groups": 8, "num_attention_heads": 32, "num_hidden_layers": 52,
+    "num_key_value_heads": 8, "ssm_state_size": 128, "tie_word_embeddings": False, "use_bias": False,
+    "use_conv_bias": True, "vocab_size": 131072,
+}  # fmt: skip
+
+
+def test_the_nemotron_h_8b_config_reads_to_its_zoo_entry_and_its_attention_head_dim(tmp_path: Path) -> None:
+    read, zoo = _read(tmp_path, NEMOTRON_H_8B_CONFIG), load_model("nemotron-h-8b", use_env=False)
+    assert read.model_copy(update={"name": zoo.name, "seq_len": zoo.seq_len}) == zoo
+    assert _read(tmp_path, NEMOTRON_H_8B_CONFIG | {"attention_head_dim": 64}).head_dim == 64
+
+
+@pytest.mark.parametrize(
+    ("name", "published", "blocks"),
+    [
+        ("nemotron-h-8b", 8e9, (24, 4, 24)),
+        ("nemotron-h-56b", 56e9, (54, 10, 54)),
+        ("nemotron-nano-9b-v2", 9e9, (27, 4, 25)),
+        ("nemotron-nano-12b-v2", 12e9, (28, 6, 28)),
+    ],
+)
+def test_the_dense_mamba2_hybrids_count_their_named_sizes(name: str, published: float, blocks: tuple[int, ...]):
+    model = load_model(name, use_env=False)
+    mamba, attention, mlps = blocks
+    assert (model.linear_attention_layers, model.full_attention_layers) == (mamba, attention)
+    assert model.layers - model.mlp_free_layers == mlps and model.moe is None
+    assert model.num_params() == pytest.approx(published, rel=0.03)  # the names are rounded: 8B, 56B, 9B, 12B

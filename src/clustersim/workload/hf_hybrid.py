@@ -10,15 +10,16 @@ query projection is twice the queries' width). Refused: ``decoder_sparse_step`` 
 ``mlp_only_layers`` (dense layers between the hybrid's MoE blocks), which no published Qwen3-Next sets.
 
 Nemotron-H (transformers ``NemotronHConfig``) lists its blocks in ``hybrid_override_pattern``, one character each:
-``M`` a Mamba-2 mixer, ``*`` attention, ``-`` a dense MLP, ``E`` a MoE MLP. Each mixer and the MLP block after it
-are one layer (``clustersim.workload.transformer``); a mixer followed by another mixer is a layer with no MLP
-(``mlp_free_layers``). Read beside it: ``mamba_num_heads``, ``mamba_head_dim``, ``ssm_state_size``, ``n_groups``
-and ``conv_kernel`` (the Mamba-2 layers), ``intermediate_size`` (the dense MLP), ``n_routed_experts``,
-``num_experts_per_tok``, ``moe_intermediate_size`` and ``moe_shared_expert_intermediate_size`` (a multiple of the
-expert width). The MLP is squared ReLU (``mlp_hidden_act`` ``relu2``, two matrices); no position encoding; RMSNorm.
-Refused: an MLP block that follows no mixer (Nemotron-H 47B's ``---``), dense and MoE MLP blocks in one model,
-group-limited routing (``n_group`` above 1), latent experts (``moe_latent_size``, Nemotron 3 Super) and biases the
-counts leave out (``use_bias``, ``attention_bias``, ``mlp_bias``; ``use_conv_bias`` false).
+``M`` a Mamba-2 mixer, ``*`` attention, ``-`` a dense MLP, ``E`` a MoE MLP. Each mixer and the MLP block after it are
+one layer (``clustersim.workload.transformer``); a mixer followed by another mixer is a layer with no MLP
+(``mlp_free_layers``). Read beside it: ``attention_head_dim`` (else ``head_dim``, else 128), ``mamba_num_heads``,
+``mamba_head_dim``, ``ssm_state_size``, ``n_groups`` and ``conv_kernel`` (the Mamba-2 layers), ``intermediate_size``
+(the dense MLP), ``n_routed_experts``, ``num_experts_per_tok``, ``moe_intermediate_size`` and
+``moe_shared_expert_intermediate_size`` (a multiple of the expert width). The MLP is squared ReLU (``mlp_hidden_act``
+``relu2``, two matrices); no position encoding; RMSNorm. Refused: an MLP block that follows no mixer (Nemotron-H 47B's
+``---``), dense and MoE MLP blocks in one model, group-limited routing (``n_group`` above 1), latent experts
+(``moe_latent_size``, Nemotron 3 Super) and biases the counts leave out (``use_bias``, ``attention_bias``,
+``mlp_bias``; ``use_conv_bias`` false).
 """
 
 from __future__ import annotations
@@ -89,6 +90,8 @@ def nemotron_h(cfg: Config) -> dict[str, Any]:
     if cfg.count("n_group", 1) != 1:
         raise cfg.fail("n_group", cfg.raw("n_group"), "group-limited routing is not read from this family (give 1)")
     fields = rotary_fields(cfg, "gelu", tied=False, head_dim=128)
+    if cfg.raw("attention_head_dim") is not None:  # Nemotron-H's name for it (NemotronHConfig attention_head_dim)
+        fields["head_dim"] = cfg.count("attention_head_dim")
     pattern = _hybrid_pattern(cfg, fields["layers"])
     mixers, mlps = sum(pattern.count(c) for c in MIXER_BLOCKS), sum(pattern.count(c) for c in MLP_BLOCKS)
     fields.update(
