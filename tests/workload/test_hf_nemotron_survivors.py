@@ -3,15 +3,13 @@ mutation run of ``clustersim.workload.hf_hybrid`` showed untested), and the Mamb
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from clustersim.errors import ClusterSimError
 from clustersim.workload.linear_attention import LinearAttention
-from clustersim.workload.transformer import Transformer
-from clustersim.workload.zoo import read_hf_config
+from tests.workload.test_linear_attention import _read
 from tests.workload.test_mamba_hybrid import NANO_CONFIG
 
 # keys whose NemotronHConfig default is the published value (mamba groups 8, head 64, state 128, conv 4; relu2; no
@@ -21,12 +19,6 @@ DEFAULTED = (
     "mlp_bias", "use_conv_bias", "n_group", "moe_shared_expert_intermediate_size", "tie_word_embeddings", "head_dim",
 )  # fmt: skip
 DENSE_PATTERN = "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-"  # Nemotron-H 8B's 52 blocks
-
-
-def _read(tmp_path: Path, data: dict[str, object]) -> Transformer:
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(data), encoding="utf-8")
-    return read_hf_config(path)
 
 
 def test_a_config_without_the_defaulted_keys_reads_as_the_published_one(tmp_path: Path) -> None:

@@ -4,7 +4,6 @@ and the shapes that are refused."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,8 @@ from clustersim.validation.cases import CaseModel
 from clustersim.workload.linear_attention import LinearAttention
 from clustersim.workload.ops import layer_operations
 from clustersim.workload.transformer import Transformer, transformer_from_mapping
-from clustersim.workload.zoo import load_model, read_hf_config
+from clustersim.workload.zoo import load_model
+from tests.workload.test_linear_attention import _read
 
 H = 2688
 MAMBA = LinearAttention(kind="mamba2", layers=23, key_heads=8, value_heads=64, key_head_dim=128, value_head_dim=64)
@@ -120,12 +120,6 @@ NANO_CONFIG = {
     "moe_shared_expert_intermediate_size": 3712, "n_group": 1, "topk_group": 1, "use_bias": False,
     "use_conv_bias": True, "attention_bias": False, "mlp_bias": False,
 }  # fmt: skip
-
-
-def _read(tmp_path: Path, data: dict[str, object]) -> Transformer:
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(data), encoding="utf-8")
-    return read_hf_config(path)
 
 
 def test_the_published_config_reads_to_the_zoo_entry(tmp_path: Path) -> None:

@@ -44,16 +44,12 @@ def qwen3_next(cfg: Config) -> dict[str, Any]:
     if cfg.raw("mlp_only_layers"):
         raise cfg.fail("mlp_only_layers", cfg.raw("mlp_only_layers"), "not modelled in a hybrid (give none)")
     expert = cfg.count("moe_intermediate_size")
-    shared = cfg.count("shared_expert_intermediate_size", 0, minimum=0)
-    if shared % expert:
-        rule = f"not modelled unless a multiple of moe_intermediate_size {expert}"
-        raise cfg.fail("shared_expert_intermediate_size", shared, rule)
     experts = {"experts": cfg.count("num_experts"), "top_k": cfg.count("num_experts_per_tok")}
     fields.update(
         ffn_hidden=expert,
         qk_norm=True,
         attention_gate=True,
-        moe=experts | {"shared_experts": shared // expert},
+        moe=experts | {"shared_experts": _shared_experts(cfg, "shared_expert_intermediate_size", expert)},
         linear_attention={
             "layers": _linear_layers(cfg, layers),
             "key_heads": cfg.count("linear_num_key_heads"),
@@ -64,6 +60,14 @@ def qwen3_next(cfg: Config) -> dict[str, Any]:
         },
     )
     return fields
+
+
+def _shared_experts(cfg: Config, key: str, expert: int) -> int:
+    """The shared experts of the routed width ``expert`` that the shared MLP's width ``key`` makes (0 absent)."""
+    shared = cfg.count(key, 0, minimum=0)
+    if shared % expert:
+        raise cfg.fail(key, shared, f"not modelled unless a multiple of moe_intermediate_size {expert}")
+    return shared // expert
 
 
 def _linear_layers(cfg: Config, layers: int) -> int:
@@ -113,12 +117,9 @@ def nemotron_h(cfg: Config) -> dict[str, Any]:
         fields["mlp_free_layers"] = mixers - mlps
     if "E" in pattern:
         expert = cfg.count("moe_intermediate_size")
-        shared = cfg.count("moe_shared_expert_intermediate_size", 0, minimum=0)
-        if shared % expert:
-            rule = f"not modelled unless a multiple of moe_intermediate_size {expert}"
-            raise cfg.fail("moe_shared_expert_intermediate_size", shared, rule)
+        shared = _shared_experts(cfg, "moe_shared_expert_intermediate_size", expert)
         experts = {"experts": cfg.count("n_routed_experts"), "top_k": cfg.count("num_experts_per_tok")}
-        fields.update(ffn_hidden=expert, moe=experts | {"shared_experts": shared // expert})
+        fields.update(ffn_hidden=expert, moe=experts | {"shared_experts": shared})
     return fields
 
 
