@@ -140,3 +140,16 @@ def test_a_hybrid_on_a_neuron_engine_is_refused_naming_the_engines_that_serve_it
         estimate_offline(load_model(name, use_env=False), trainium, Request(1024, 128, Dtype.BF16))
     plain = estimate_offline(load_model("qwen3-8b", use_env=False), trainium, Request(1024, 128, Dtype.BF16))
     assert plain.output_tokens_per_s > 0  # a model without recurrent layers is served there
+
+
+def test_a_nemotron_checkpoints_float32_states_are_what_vllm_reads() -> None:
+    nano = load_model("nemotron-3-nano-30b-a3b", use_env=False)
+    request = Request(1024, 1024, Dtype.BF16)
+    (note,) = [n for n in estimate_offline(nano, _system(), request, engine="vllm").notes if n.startswith("state:")]
+    assert "its states in 32 bits as its checkpoint asks" in note
+    sixteen = nano.model_copy(
+        update={"linear_attention": nano.linear_attention.model_copy(update={"state_bytes": 2.0})}
+    )
+    wide = estimate_offline(nano, _system(), request, engine="vllm", batch=64)
+    narrow = estimate_offline(sixteen, _system(), request, engine="vllm", batch=64)
+    assert wide.tpot_s > narrow.tpot_s  # a decode step reads and writes twice the states' bytes

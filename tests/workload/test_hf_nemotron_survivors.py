@@ -78,6 +78,8 @@ def test_a_dense_pattern_reads_the_mlp_width_and_an_even_one_has_no_mlp_free_lay
          "not modelled unless a multiple of moe_intermediate_size 1856"),
         ({"moe_shared_expert_intermediate_size": -1856}, "field 'moe_shared_expert_intermediate_size': value -1856"),
         ({"mlp_hidden_act": "silu"}, "field 'mlp_hidden_act': value 'silu': this family's MLP takes relu2"),
+        ({"mamba_ssm_cache_dtype": "int8"}, "field 'mamba_ssm_cache_dtype': value 'int8': one of float32, bfloat16, "
+         "float16"),
     ],
 )  # fmt: skip
 def test_each_refusal_names_the_field_the_value_and_the_rule(
@@ -96,3 +98,12 @@ def test_the_scan_works_in_mamba_ssms_chunks_of_128_the_delta_rule_in_64() -> No
 def test_a_shared_expert_of_zero_width_is_no_shared_expert(tmp_path: Path) -> None:
     model = _read(tmp_path, NANO_CONFIG | {"moe_shared_expert_intermediate_size": 0})
     assert model.moe is not None and model.moe.shared_experts == 0
+
+
+@pytest.mark.parametrize(("dtype", "width"), [("float32", 4.0), ("bfloat16", 2.0), ("float16", 2.0), (None, 4.0)])
+def test_the_states_width_is_the_configs_cache_dtype_float32_where_silent(
+    tmp_path: Path, dtype: str | None, width: float
+) -> None:
+    config = {k: v for k, v in NANO_CONFIG.items() if k != "mamba_ssm_cache_dtype"}
+    model = _read(tmp_path, config | ({"mamba_ssm_cache_dtype": dtype} if dtype else {}))
+    assert model.linear_attention is not None and model.linear_attention.state_bytes == width

@@ -96,8 +96,12 @@ def test_training_runs_the_mlp_on_the_layers_that_have_one_and_the_scan_on_the_m
 def test_serving_holds_each_mamba_layers_state_and_caches_keys_on_six_layers() -> None:
     model = _nano()
     assert kv_bytes_per_token(model, Dtype.BF16) == 6 * (2 * 2 * 128) * 2  # keys and values of 2 heads, 6 layers
-    per_layer = MAMBA.ssm_state_elements() * 2 + MAMBA.conv_state_elements() * 2
-    assert state_bytes_per_sequence(model) == 23 * per_layer
+    # the states in float32 as the checkpoint asks (vLLM's and SGLang's Nemotron-H default), whatever the engine's own
+    per_layer = MAMBA.ssm_state_elements() * 4 + MAMBA.conv_state_elements() * 2
+    assert state_bytes_per_sequence(model) == state_bytes_per_sequence(model, ssm_bytes=2.0) == 23 * per_layer
+    linear = model.linear_attention.model_copy(update={"state_bytes": None})
+    unstated = model.model_copy(update={"linear_attention": linear})  # the engine's own width then
+    assert state_bytes_per_sequence(unstated) == 23 * (MAMBA.ssm_state_elements() + MAMBA.conv_state_elements()) * 2
 
 
 def test_an_eager_step_launches_a_mamba2_layers_nine_kernels_and_none_of_a_missing_mlp() -> None:

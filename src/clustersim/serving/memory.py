@@ -158,13 +158,17 @@ def holding_notes(model: Transformer, pp: int) -> tuple[str, ...]:
             f"pipeline: {model.layers} layers over pp {pp}: {more} stage(s) of {low + 1} layers and {pp - more} of "
             f"{low}; the largest sets the step and holds the most weights and cache",
         )
-    if model.linear_attention is not None:
+    if (linear := model.linear_attention) is not None:
+        held = f"{state_bytes_per_sequence(model) / 1e6:.1f} MB a sequence"
+        if linear.state_bytes:
+            width = f"{held}, its states in {8 * linear.state_bytes:g} bits as its checkpoint asks"
+        else:
+            wide = state_bytes_per_sequence(model, ssm_bytes=4.0) / 1e6
+            width = f"{held} in 16 bits ({wide:.1f} MB where the engine keeps it in 32, as SGLang does)"
         notes += (
-            f"state: {model.name}'s {model.linear_attention_layers} {model.linear_attention.kind.label} layers hold "
-            f"{state_bytes_per_sequence(model) / 1e6:.1f} MB a sequence in 16 bits "
-            f"({state_bytes_per_sequence(model, ssm_bytes=4.0) / 1e6:.1f} MB where the engine keeps it in 32, as "
-            "SGLang does), split over tp by value heads, read and written by every decode step; the batch counts it "
-            f"beside the KV cache of its {model.full_attention_layers} attention layers",
+            f"state: {model.name}'s {model.linear_attention_layers} {linear.kind.label} layers hold {width}, split "
+            "over tp by value heads, read and written by every decode step; the batch counts it beside the KV cache "
+            f"of its {model.full_attention_layers} attention layers",
         )
     return notes
 
@@ -176,13 +180,16 @@ def kv_bytes_per_token(model: Transformer, kv_precision: ServingPrecision, tp: i
 
 def state_bytes_per_sequence(model: Transformer, tp: int = 1, pp: int = 1, ssm_bytes: float = 2.0) -> float:
     """Bytes of recurrent (Gated DeltaNet or Mamba-2) state one sequence holds on one device (0 without those layers):
-    every layer's recurrent state at ``ssm_bytes`` an element (the engine's ``StatePool.ssm_bytes``) and its
-    convolution state in 16 bits, a device's share of the value heads (at least one head's)."""
+    every layer's recurrent state at the width the checkpoint asks for (``LinearAttention.state_bytes``: vLLM's and
+    SGLang's Nemotron-H models keep ``mamba_ssm_cache_dtype``), else at ``ssm_bytes`` an element (the engine's
+    ``StatePool.ssm_bytes``), and its convolution state in 16 bits, a device's share of the value heads (at least one
+    head's)."""
     linear = model.linear_attention
     if linear is None:
         return 0.0
     share = max(linear.value_heads // tp, 1) / linear.value_heads
-    per_layer = linear.ssm_state_elements() * ssm_bytes + linear.conv_state_elements() * ACTIVATION_BYTES
+    per_layer = linear.ssm_state_elements() * (linear.state_bytes or ssm_bytes)
+    per_layer += linear.conv_state_elements() * ACTIVATION_BYTES
     return model.linear_attention_layers * stage_share(model, pp) * per_layer * share
 
 

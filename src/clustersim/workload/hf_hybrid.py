@@ -13,7 +13,8 @@ Nemotron-H (transformers ``NemotronHConfig``) lists its blocks in ``hybrid_overr
 ``M`` a Mamba-2 mixer, ``*`` attention, ``-`` a dense MLP, ``E`` a MoE MLP. Each mixer and the MLP block after it are
 one layer (``clustersim.workload.transformer``); a mixer followed by another mixer is a layer with no MLP
 (``mlp_free_layers``). Read beside it: ``attention_head_dim`` (else ``head_dim``, else 128), ``mamba_num_heads``,
-``mamba_head_dim``, ``ssm_state_size``, ``n_groups`` and ``conv_kernel`` (the Mamba-2 layers), ``intermediate_size``
+``mamba_head_dim``, ``ssm_state_size``, ``n_groups``, ``conv_kernel`` and ``mamba_ssm_cache_dtype`` (the Mamba-2
+layers; the states' width an engine keeps, float32 where absent), ``intermediate_size``
 (the dense MLP), ``n_routed_experts``, ``num_experts_per_tok``, ``moe_intermediate_size`` and
 ``moe_shared_expert_intermediate_size`` (a multiple of the expert width). The MLP is squared ReLU (``mlp_hidden_act``
 ``relu2``, two matrices); no position encoding; RMSNorm. Refused: an MLP block that follows no mixer (Nemotron-H 47B's
@@ -31,6 +32,7 @@ from clustersim.workload.hf_fields import SILU, Config, no_extra_biases, rotary_
 LAYER_KINDS = ("linear_attention", "full_attention")
 MIXER_BLOCKS = "M*"  # Nemotron-H's Mamba-2 and attention blocks
 MLP_BLOCKS = "-E"  # its dense and MoE MLP blocks
+STATE_DTYPE_BYTES = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0}
 
 
 def qwen3_next(cfg: Config) -> dict[str, Any]:
@@ -60,6 +62,16 @@ def qwen3_next(cfg: Config) -> dict[str, Any]:
         },
     )
     return fields
+
+
+def _state_bytes(cfg: Config) -> float:
+    """The width of the Mamba-2 states the checkpoint asks for (``mamba_ssm_cache_dtype``): float32 where it is silent,
+    as vLLM's Nemotron-H models and SGLang default (vllm-project/vllm ``NemotronHForCausalLMConfig``
+    DEFAULT_MAMBA_SSM_CACHE_DTYPE; sgl-project/sglang mamba_utils ``mamba2_state_dtype``)."""
+    dtype = cfg.text("mamba_ssm_cache_dtype", "float32")
+    if dtype not in STATE_DTYPE_BYTES:
+        raise cfg.fail("mamba_ssm_cache_dtype", dtype, f"one of {', '.join(STATE_DTYPE_BYTES)}")
+    return STATE_DTYPE_BYTES[dtype]
 
 
 def _shared_experts(cfg: Config, key: str, expert: int) -> int:
@@ -111,6 +123,7 @@ def nemotron_h(cfg: Config) -> dict[str, Any]:
             "key_head_dim": cfg.count("ssm_state_size", 128),
             "value_head_dim": cfg.count("mamba_head_dim", 64),
             "conv_kernel": cfg.count("conv_kernel", 4),
+            "state_bytes": _state_bytes(cfg),
         },
     )
     if mixers > mlps:

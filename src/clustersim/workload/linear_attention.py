@@ -69,6 +69,13 @@ class LinearAttention(BaseModel):
     key_head_dim: Count = Field(default=128, gt=0, description="Width of one query or key head (Mamba-2: d_state).")
     value_head_dim: Count = Field(default=128, gt=0, description="Width of one value head (Mamba-2: head_dim).")
     conv_kernel: Count = Field(default=4, gt=0, le=64, description="Taps of the causal convolution.")
+    state_bytes: float | None = Field(
+        default=None,
+        ge=1,
+        le=4,
+        description="Bytes per element of the recurrent state the checkpoint asks an engine to keep (Nemotron-H: "
+        "mamba_ssm_cache_dtype float32, 4); absent: the engine's own width.",
+    )
 
     @property
     def mamba2(self) -> bool:
