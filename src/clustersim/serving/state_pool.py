@@ -6,7 +6,10 @@ value head (``key_head_dim x value_head_dim``) and the convolution's last inputs
 * the state's width: vLLM keeps it in the model's 16 bits (``--mamba-ssm-cache-dtype auto``), SGLang in 32 bits
   unless the model's config or ``SGLANG_MAMBA_SSM_DTYPE`` says otherwise (sgl-project/sglang @02e208de
   python/sglang/srt/configs/mamba_utils.py ``mamba2_state_dtype``: "Default float32"; ServerArgs
-  ``mamba_ssm_dtype: str = "float32"``); the convolution's inputs are 16-bit in both;
+  ``mamba_ssm_dtype: str = "float32"``); a checkpoint that asks for a width (``LinearAttention.state_bytes``:
+  Nemotron-H's ``mamba_ssm_cache_dtype``, float32 where silent, which vLLM's ``NemotronHForCausalLMConfig`` applies)
+  gets it from both (``clustersim.serving.memory.state_bytes_per_sequence``); the convolution's inputs are 16-bit
+  in both;
 * the pool: vLLM's hybrid KV cache gives a running request its state's blocks from the same pool as its tokens';
   SGLang splits the room first, ``r / (1 + r)`` of it to a pool of states and the rest to the KV cache
   (ServerArgs ``mamba_full_memory_ratio: float = 0.9``; model_runner's ``mamba_budget = total_rest_memory x ratio /
