@@ -14,7 +14,7 @@ from typing import Any
 from clustersim.catalog.registry import Catalog
 from clustersim.errors import ClusterSimError
 from clustersim.ingest.cases import SystemOptions
-from clustersim.validation.case_model import ARCHITECTURE_KEYS, case_transformer
+from clustersim.validation.case_model import architecture_fields, case_transformer
 from clustersim.validation.cases import PRECISIONS, CaseModel
 from clustersim.workload.transformer import Transformer
 
@@ -81,17 +81,9 @@ def model_fields(model: Transformer) -> dict[str, Any]:
         }
     if model.sliding_window:
         fields |= {"sliding_window": model.sliding_window, "window_layers": model.window_layers}
-    fields |= _architecture(model)
+    fields |= architecture_fields(model)  # so a case carries a model the zoo does not hold as well
     _check_carried(model, fields)
     return fields
-
-
-def _architecture(model: Transformer) -> dict[str, Any]:
-    """The architecture fields (``ARCHITECTURE_KEYS``: recurrent layers, gates, norms, positions, tying) where they
-    differ from a plain model of the same MLP type, so a case carries a model the zoo does not hold as well."""
-    data = model.model_dump(mode="json")
-    plain = Transformer.model_validate({k: v for k, v in data.items() if k not in (*ARCHITECTURE_KEYS, "qkv_bias")})
-    return {key: data[key] for key in ARCHITECTURE_KEYS if getattr(model, key) != getattr(plain, key)}
 
 
 def _check_carried(model: Transformer, fields: dict[str, Any]) -> None:

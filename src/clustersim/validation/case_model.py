@@ -82,15 +82,18 @@ def _zoo_architecture(shape: dict[str, Any], known: Transformer | None) -> dict[
         return {}
     if any(shape.get(k) is not None and shape[k] != getattr(known, k) for k in _SHAPE_KEYS):
         return {}
-    entry = {k: v for k, v in known.model_dump().items() if k not in ARCHITECTURE_KEYS}
-    try:  # the entry as the case shapes it, with the three at their defaults
-        plain = Transformer.model_validate(entry | shape)
+    try:
+        return architecture_fields(known, shape)
     except ValueError:  # the case's own shape is refused where it is read
         return {}
-    inherited = {key: getattr(known, key) for key in ARCHITECTURE_KEYS if getattr(known, key) != getattr(plain, key)}
-    if known.linear_attention is not None and "linear_attention" in inherited:  # as plain data, as a case states it
-        inherited["linear_attention"] = known.linear_attention.model_dump()
-    return inherited
+
+
+def architecture_fields(model: Transformer, shape: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``model``'s ``ARCHITECTURE_KEYS`` that differ from those of a plain model of its other fields (``shape``
+    over them), as plain data, as a case states them; ``ValueError`` where that plain model is refused."""
+    data = model.model_dump(mode="json")
+    plain = Transformer.model_validate({k: v for k, v in data.items() if k not in ARCHITECTURE_KEYS} | (shape or {}))
+    return {key: data[key] for key in ARCHITECTURE_KEYS if getattr(model, key) != getattr(plain, key)}
 
 
 def _zoo_routing(shape: dict[str, Any]) -> tuple[int, int, str] | None:
