@@ -71,8 +71,13 @@ def test_a_dense_pattern_reads_the_mlp_width_and_an_even_one_has_no_mlp_free_lay
         ({"mlp_bias": True}, "field 'mlp_bias': value True: biases on the projections"),
         ({"use_conv_bias": False}, "field 'use_conv_bias': value False: not modelled: the Mamba-2 convolution is "
          "counted with its bias"),
-        ({"moe_latent_size": 1024}, "field 'moe_latent_size': value 1024: latent experts are not modelled (give "
-         "none)"),
+        ({"layers_block_type": ["mamba", "moe", "attn"]}, "field 'layers_block_type': value ['mamba', 'moe', "
+         "'attn']: a list of block names, each one of mamba, attention, mlp, moe"),
+        ({"layers_block_type": "MEM*E"}, "field 'layers_block_type': value 'MEM*E': a list of block names"),
+        ({"layers_block_type": [["mamba"]]}, "field 'layers_block_type': value [['mamba']]: a list of block names"),
+        ({"layers_block_type": ["mamba", "moe", "attention", "moe"]}, "field 'layers_block_type': value 'ME*E': 52 "
+         "blocks (num_hidden_layers), each of M*-E"),
+        ({"moe_latent_size": 0}, "field 'moe_latent_size': value 0: must be at least 1"),
         ({"n_group": 8}, "field 'n_group': value 8: group-limited routing is not read from this family (give 1)"),
         ({"moe_shared_expert_intermediate_size": 1000}, "field 'moe_shared_expert_intermediate_size': value 1000: "
          "not modelled unless a multiple of moe_intermediate_size 1856"),

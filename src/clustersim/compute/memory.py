@@ -154,10 +154,10 @@ def local_params(groups: tuple[SyncGroup, ...], lay: LayoutArrays, stage: int) -
 def _layer_params(model: Transformer, lay: LayoutArrays, routed: FloatArray | float) -> FloatArray:
     """Parameters of one layer on a device with ``routed`` routed-expert parameters per MoE layer (an average layer
     where some have no MLP: ``mlp_share`` of its MLP, and one norm fewer in the rest)."""
-    mlp = model.mlp_params()
-    shared = (model.moe.shared_experts * mlp) if model.moe else mlp
+    shared = (model.moe.shared_experts * model.mlp_params(model.hidden)) if model.moe else model.mlp_params()
     tp, share = lay.tp.astype(float), model.mlp_share
-    mlps = (model.router_params() + shared) / tp + routed
+    # a latent MoE's projections are whole on every tensor-parallel rank (Megatron-Core's parallel_mode "duplicated")
+    mlps = (model.router_params() + shared) / tp + model.latent_projection_params() + routed
     norms = model.layer_norm_params() - (1 - share) * model.norm_params()
     return np.asarray(model.mixer_params() / tp + share * mlps, dtype=float) + float(norms)
 

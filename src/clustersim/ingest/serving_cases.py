@@ -67,6 +67,8 @@ def model_fields(model: Transformer) -> dict[str, Any]:
         fields["head_dim"] = model.head_dim
     if moe is not None:
         fields["moe"] = {"experts": moe.experts, "top_k": moe.top_k, "shared_experts": moe.shared_experts}
+        if moe.latent is not None:
+            fields["moe"]["latent"] = moe.latent
         if model.dense_mlp_layers:  # leading or between MoE blocks (Llama 4 Maverick's every other): priced alike
             fields |= {"dense_layers": model.dense_mlp_layers, "dense_ffn_hidden": model.ffn_hidden}
     if model.mla is not None:  # in Megatron-Core's names, as the cases write it: head_dim without the rotary part

@@ -76,7 +76,8 @@ def zoo_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
             str(row["hidden"]),
             f"{row['heads']}/{row['kv_heads']}",
             f"{row['ffn_hidden']} {'clamped ' if row.get('clamped_glu') else ''}{row['ffn_type']}"
-            + (f" x{row['moe']['experts']}" if row["moe"] else ""),
+            + (f" x{row['moe']['experts']}" if row["moe"] else "")
+            + (f" in {row['moe']['latent']}" if row["moe"] and row["moe"].get("latent") else ""),
             str(row["vocab"]),
             str(row["seq_len"]),
             f"{row['context_tokens']}" if row.get("context_tokens") else "-",

@@ -32,7 +32,8 @@ them, a framework's extra copies raise them):
   of them GEMMs); the count is the mean over the layer kinds;
 * a dense MLP: the gate/up GEMM, the activation, the down GEMM (3);
 * a MoE MLP: the router GEMM, the top-k selection, the tokens' sort by expert, the two grouped GEMMs, the
-  activation and the weighted sum (7), and a shared expert's three;
+  activation and the weighted sum (7), and a shared expert's three; a latent MoE's two projections (Nemotron 3
+  Super) two GEMMs more;
 * two all-reduces where the layer is tensor parallel;
 * a layer with no MLP (``mlp_free_layers``, Nemotron-H) launches one norm and one all-reduce fewer and no MLP;
 * an 8- or 4-bit GEMM quantizes its input first: one launch per GEMM on quantized weights (the router's stays 16
@@ -59,6 +60,7 @@ DENSE_MLP_GEMMS = 2
 MOE_MLP = 7  # router GEMM, top-k, sort by expert, two grouped GEMMs, activation, weighted sum
 MOE_MLP_GEMMS = 2  # the grouped GEMMs on quantized weights (the router's stays 16-bit)
 SHARED_EXPERT = 3
+LATENT_PROJECTIONS = 2  # a latent MoE's GEMMs down to its latent width and back
 TENSOR_PARALLEL = 2  # all-reduces after attention and after the MLP
 
 
@@ -80,7 +82,9 @@ def kernels_per_layer(model: Transformer, precision: ServingPrecision, tp: int) 
     mlp = dense * model.mlp_share
     if model.moe is not None:
         shared = model.moe.shared_experts
-        moe = MOE_MLP + shared * SHARED_EXPERT + ((MOE_MLP_GEMMS + shared * DENSE_MLP_GEMMS) if quantized else 0)
+        latent = LATENT_PROJECTIONS if model.moe.latent else 0
+        gemms = MOE_MLP_GEMMS + shared * DENSE_MLP_GEMMS + latent
+        moe = MOE_MLP + shared * SHARED_EXPERT + latent + (gemms if quantized else 0)
         mlp = (model.moe_layers * moe + model.dense_mlp_layers * dense) / model.layers
     comm = TENSOR_PARALLEL if tp > 1 else 0
     halves = (1 + model.mlp_share) / 2  # a layer with no MLP: one norm and one all-reduce of two

@@ -52,11 +52,13 @@ T = TypeVar("T", float, npt.NDArray[np.float64])  # a length, or an array of the
 def matmul_params(model: Transformer) -> tuple[float, float]:
     """(matmul weights every token goes through, summed over the layers; weights of one routed expert,
     summed over the MoE layers). Every token: attention, the dense MLPs of a dense model or of a MoE
-    model's leading dense layers, shared experts and routers; the expert part is 0 without MoE."""
+    model's leading dense layers, shared experts, routers and a latent MoE's projections; the expert part is 0
+    without MoE."""
     attention = model.layers * model.mixer_matmul_params()
     if model.moe is None:
         return float(attention + model.layers * model.mlp_matmul_params()), 0.0
-    per_moe_layer = model.moe.shared_experts * model.mlp_matmul_params() + model.router_params()
+    per_moe_layer = model.moe.shared_experts * model.mlp_matmul_params(model.hidden) + model.router_params()
+    per_moe_layer += model.latent_projection_params(biases=False)
     dense = attention + model.moe_layers * per_moe_layer + model.dense_mlp_layers * model.dense_mlp_matmul_params()
     return float(dense), float(model.moe_layers * model.mlp_matmul_params())
 

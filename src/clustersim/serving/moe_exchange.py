@@ -45,7 +45,7 @@ def exchange_s(model: Transformer, system: ServingSystem, tokens: FloatArray) ->
     layers of one pipeline stage (0 without attention data parallel or MoE)."""
     if system.attention_dp == 1 or system.ep_fabric is None or model.moe is None:
         return np.zeros_like(tokens)
-    per_token = model.hidden * ACTIVATION_BYTES
+    per_token = model.expert_input * ACTIVATION_BYTES  # a latent MoE exchanges its latent rows
     if system.moe_exchange == "alltoall":
         ranks = system.tp * system.attention_dp
         sent = (tokens / ranks * ranks_reached(ranks, model.moe.top_k) * per_token).ravel()  # its share's copies

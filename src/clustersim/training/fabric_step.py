@@ -146,7 +146,7 @@ def step_collectives(
         found.append(("cp", Op.ALL_GATHER, kv, strided_groups(world, cp, tp, stage), tp, m * layers * 3))
     if ep > 1 and model.moe is not None:
         stride = int(lay.ep_stride[0])
-        elements = tokens / tp * model.moe.top_k * model.hidden
+        elements = tokens / tp * model.moe.top_k * model.expert_input  # a latent MoE dispatches its latent
         dispatch = sw.ep_dispatch_bytes_fp8 if job.precision is Dtype.FP8 else ACT_BYTES
         groups, n = strided_groups(world, ep, stride, stage), m * layers * model.moe_layers / model.layers * 2
         found.append(("ep dispatch", Op.ALLTOALL, dispatch * elements, groups, stride, n))

@@ -292,8 +292,8 @@ class StepContext:
         if moe is None:
             return TermTimes(np.zeros_like(self.tokens), np.zeros_like(self.tokens))
         lay, sw = self.lay, self.sw
-        # Megatron-Core dispatches the sequence-parallel shard: each TP rank sends its tokens / tp.
-        elements = self.tokens / lay.tp.astype(float) * moe.top_k * self.model.hidden
+        # Megatron-Core dispatches the sequence-parallel shard, tokens / tp a rank (a latent MoE's latent rows)
+        elements = self.tokens / lay.tp.astype(float) * moe.top_k * self.model.expert_input
         dispatch_bytes = sw.ep_dispatch_bytes_fp8 if self.precision is Dtype.FP8 else ACT_BYTES
         group = (lay.ep, lay.ep_stride)
         dispatch, combine = (self._ep_alltoall(b * elements, *group) for b in (dispatch_bytes, ACT_BYTES))

@@ -58,13 +58,15 @@ Positive = Annotated[float, Field(gt=0)]
 class CaseMoE(_Part):
     """``model.moe``: routed experts, experts per token, shared experts; extra context a case may carry: the
     router's expert ``groups`` and the ``group_top_k`` of them a token's experts keep to (group-limited routing,
-    ``MoE.groups``; absent: the zoo entry's where the case is named after one, else plain top-k)."""
+    ``MoE.groups``; absent: the zoo entry's where the case is named after one, else plain top-k), and the ``latent``
+    width a latent MoE's routed experts work in (``MoE.latent``, Megatron-Core's ``moe_latent_size``)."""
 
     experts: Count | None = None
     top_k: Count | None = None
     shared_experts: Annotated[int, Field(ge=0)] | None = None
     groups: Count | None = None
     group_top_k: Count | None = None
+    latent: Count | None = None
 
 
 class CaseMLA(_Part):

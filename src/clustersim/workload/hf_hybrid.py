@@ -10,17 +10,20 @@ query projection is twice the queries' width). Refused: ``decoder_sparse_step`` 
 ``mlp_only_layers`` (dense layers between the hybrid's MoE blocks), which no published Qwen3-Next sets.
 
 Nemotron-H (transformers ``NemotronHConfig``) lists its blocks in ``hybrid_override_pattern``, one character each:
-``M`` a Mamba-2 mixer, ``*`` attention, ``-`` a dense MLP, ``E`` a MoE MLP. Each mixer and the MLP block after it are
-one layer (``clustersim.workload.transformer``); a mixer followed by another mixer is a layer with no MLP
-(``mlp_free_layers``). Read beside it: ``attention_head_dim`` (else ``head_dim``, else 128), ``mamba_num_heads``,
-``mamba_head_dim``, ``ssm_state_size``, ``n_groups``, ``conv_kernel`` and ``mamba_ssm_cache_dtype`` (the Mamba-2
-layers; the states' width an engine keeps, float32 where absent), ``intermediate_size``
-(the dense MLP), ``n_routed_experts``, ``num_experts_per_tok``, ``moe_intermediate_size`` and
-``moe_shared_expert_intermediate_size`` (a multiple of the expert width). The MLP is squared ReLU (``mlp_hidden_act``
-``relu2``, two matrices); no position encoding; RMSNorm. Refused: an MLP block that follows no mixer (Nemotron-H 47B's
-``---``), dense and MoE MLP blocks in one model, group-limited routing (``n_group`` above 1), latent experts
-(``moe_latent_size``, Nemotron 3 Super) and biases the counts leave out (``use_bias``, ``attention_bias``,
-``mlp_bias``; ``use_conv_bias`` false).
+``M`` a Mamba-2 mixer, ``*`` attention, ``-`` a dense MLP, ``E`` a MoE MLP (or in ``layers_block_type`` by name,
+``mamba``, ``attention``, ``mlp``, ``moe``, its length the block count where ``num_hidden_layers`` is null). Each
+mixer and the MLP block after it are one layer (``clustersim.workload.transformer``); a mixer followed by another
+mixer is a layer with no MLP (``mlp_free_layers``). Read beside it: ``attention_head_dim`` (else ``head_dim``, else
+128), ``mamba_num_heads``, ``mamba_head_dim``, ``ssm_state_size``, ``n_groups``, ``conv_kernel`` and
+``mamba_ssm_cache_dtype`` (the Mamba-2 layers; the states' width an engine keeps, float32 where absent),
+``intermediate_size`` (the dense MLP), ``n_routed_experts``, ``num_experts_per_tok``, ``moe_intermediate_size`` and
+``moe_shared_expert_intermediate_size`` (a multiple of the expert width) and ``moe_latent_size`` (Nemotron 3 Super and
+Ultra: the routed experts work in that width, projected from and back to the hidden size around them; the shared
+experts read the hidden size). The MLP is squared ReLU (``mlp_hidden_act`` ``relu2``, two matrices); no position
+encoding; RMSNorm. The multi-token-prediction block (``num_nextn_predict_layers``) is not part of the model: a
+training case states it (``mtp_layers``). Refused: an MLP block that follows no mixer (Nemotron-H 47B's ``---``),
+dense and MoE MLP blocks in one model, group-limited routing (``n_group`` above 1) and biases the counts leave out
+(``use_bias``, ``attention_bias``, ``mlp_bias``; ``use_conv_bias`` false).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from clustersim.workload.hf_fields import SILU, Config, no_extra_biases, rotary_
 LAYER_KINDS = ("linear_attention", "full_attention")
 MIXER_BLOCKS = "M*"  # Nemotron-H's Mamba-2 and attention blocks
 MLP_BLOCKS = "-E"  # its dense and MoE MLP blocks
+BLOCK_NAMES = {"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}  # layers_block_type's names for them
 STATE_DTYPE_BYTES = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0}
 
 
@@ -101,10 +105,9 @@ def nemotron_h(cfg: Config) -> dict[str, Any]:
             raise cfg.fail(key, True, "biases on the projections are not modelled in Nemotron-H (give false)")
     if not cfg.flag("use_conv_bias", True):
         raise cfg.fail("use_conv_bias", False, "not modelled: the Mamba-2 convolution is counted with its bias")
-    if cfg.raw("moe_latent_size") is not None:
-        raise cfg.fail("moe_latent_size", cfg.raw("moe_latent_size"), "latent experts are not modelled (give none)")
     if cfg.count("n_group", 1) != 1:
         raise cfg.fail("n_group", cfg.raw("n_group"), "group-limited routing is not read from this family (give 1)")
+    cfg = _with_block_count(cfg)
     fields = rotary_fields(cfg, "gelu", tied=False, head_dim=128)
     if cfg.raw("attention_head_dim") is not None:  # Nemotron-H's name for it (NemotronHConfig attention_head_dim)
         fields["head_dim"] = cfg.count("attention_head_dim")
@@ -132,23 +135,39 @@ def nemotron_h(cfg: Config) -> dict[str, Any]:
         expert = cfg.count("moe_intermediate_size")
         shared = _shared_experts(cfg, "moe_shared_expert_intermediate_size", expert)
         experts = {"experts": cfg.count("n_routed_experts"), "top_k": cfg.count("num_experts_per_tok")}
+        if cfg.raw("moe_latent_size") is not None:  # Nemotron 3 Super and Ultra: routed experts in a latent width
+            experts["latent"] = cfg.count("moe_latent_size")
         fields.update(ffn_hidden=expert, moe=experts | {"shared_experts": shared})
     return fields
 
 
+def _with_block_count(cfg: Config) -> Config:
+    """The config, its block count taken from ``layers_block_type`` where that lists the blocks and
+    ``num_hidden_layers`` is null (Nemotron 3 Ultra's config)."""
+    types = cfg.raw("layers_block_type")
+    if not isinstance(types, list) or cfg.raw("num_hidden_layers") is not None:
+        return cfg
+    return Config(cfg.path, cfg.data, cfg.prefix, {**cfg.defaults, "num_hidden_layers": len(types)})
+
+
 def _hybrid_pattern(cfg: Config, blocks: int) -> str:
-    """``hybrid_override_pattern``: ``blocks`` characters of ``M*-E``, each MLP block after a mixer, and the MLP
-    blocks all dense or all MoE."""
-    pattern = cfg.raw("hybrid_override_pattern")
+    """``hybrid_override_pattern`` (or ``layers_block_type``, its blocks by name): ``blocks`` characters of ``M*-E``,
+    each MLP block after a mixer, and the MLP blocks all dense or all MoE."""
     valid = MIXER_BLOCKS + MLP_BLOCKS
+    key, pattern, unit = "hybrid_override_pattern", cfg.raw("hybrid_override_pattern"), "characters"
+    if cfg.raw("layers_block_type") is not None:
+        key, types, unit = "layers_block_type", cfg.raw("layers_block_type"), "blocks"
+        if not isinstance(types, list) or any(not isinstance(t, str) or t not in BLOCK_NAMES for t in types):
+            raise cfg.fail(key, types, f"a list of block names, each one of {', '.join(BLOCK_NAMES)}")
+        pattern = "".join(BLOCK_NAMES[t] for t in types)
     if not isinstance(pattern, str) or len(pattern) != blocks or any(c not in valid for c in pattern):
-        raise cfg.fail("hybrid_override_pattern", pattern, f"{blocks} characters (num_hidden_layers), each of {valid}")
+        raise cfg.fail(key, pattern, f"{blocks} {unit} (num_hidden_layers), each of {valid}")
     for i, block in enumerate(pattern):
         if block in MLP_BLOCKS and (i == 0 or pattern[i - 1] not in MIXER_BLOCKS):
             rule = "an MLP block must follow a mixer (M or *): MLP blocks in a row are not modelled"
-            raise cfg.fail("hybrid_override_pattern", pattern, f"{rule} (block {i})")
+            raise cfg.fail(key, pattern, f"{rule} (block {i})")
     if "-" in pattern and "E" in pattern:
-        raise cfg.fail("hybrid_override_pattern", pattern, "dense (-) and MoE (E) MLP blocks together are not modelled")
+        raise cfg.fail(key, pattern, "dense (-) and MoE (E) MLP blocks together are not modelled")
     if "M" not in pattern or "*" not in pattern:
-        raise cfg.fail("hybrid_override_pattern", pattern, "a hybrid needs Mamba-2 (M) and attention (*) blocks")
+        raise cfg.fail(key, pattern, "a hybrid needs Mamba-2 (M) and attention (*) blocks")
     return pattern

@@ -1,4 +1,5 @@
-"""A mixture-of-experts block's routing: how many experts, how many per token, and group-limited routing."""
+"""A mixture-of-experts block's routing: how many experts, how many per token, group-limited routing, and the
+latent width its routed experts work in."""
 
 from __future__ import annotations
 
@@ -23,6 +24,11 @@ class MoE(BaseModel):
     capacity_factor: float = Field(default=1.0, gt=0, le=16, description="Token slots per expert / fair share.")
     groups: Count = Field(default=1, gt=0, description="Expert groups of group-limited routing (DeepSeek n_group).")
     group_top_k: Count | None = Field(default=None, gt=0, description="Groups a token's experts keep to (None: all).")
+    latent: Count | None = Field(
+        default=None,
+        gt=0,
+        description="Width the routed experts read and write (a latent MoE's moe_latent_size; None: the hidden size).",
+    )
 
     @model_validator(mode="after")
     def _top_k_fits(self) -> Self:
@@ -32,3 +38,11 @@ class MoE(BaseModel):
         if self.top_k > reachable:
             raise ValueError(f"top_k {self.top_k} exceeds the {reachable} experts a token may reach")
         return self
+
+    def latent_projection_params(self, hidden: int, bias: bool) -> int:
+        """The two projections of a latent MoE around its routed experts (hidden to latent before the dispatch,
+        back after the combine: Megatron-Core's fc1_latent_proj and fc2_latent_proj), with their biases where the
+        model has them; 0 without a latent width."""
+        if self.latent is None:
+            return 0
+        return 2 * hidden * self.latent + ((self.latent + hidden) if bias else 0)

@@ -17,9 +17,12 @@ delta rule / scan      attention   recurrent layers only (``clustersim.workload.
                                    and scan, as an attention kernel over chunks of its ``chunk_tokens``
                                    keys; the layer average of qkv, the core and the output projection
                                    counts their projections in place of the attention's and no keys
-mlp / experts          gemm        ``2 T h f x matrices / t`` per active expert (x capacity factor)
+mlp / experts          gemm        ``2 T h f x matrices / t`` per active expert (x capacity factor); a
+                                   latent MoE's routed experts at its latent width ``l`` in place of ``h``
 router                 gemm        ``2 T h E`` (MoE only, replicated across TP)
-token permutation      memory      MoE only: ``4`` copies (read and write) of an ``h``-wide 16-bit row
+latent projections     gemm        latent MoE only: ``2 T (2 h l)`` down to the latent and back, whole on
+                                   every TP rank (``T / t`` tokens under sequence parallelism)
+token permutation      memory      MoE only: ``4`` copies (read and write) of an ``h``-wide (``l``-wide) 16-bit row
                                    per routed token-expert pair, ``T k / t`` pairs under sequence
                                    parallelism (into expert order and back, around the all-to-all);
                                    ``2`` through the flex dispatcher (DeepEP, HybridEP)
@@ -127,9 +130,10 @@ EAGER_SWIGLU_EXTRA_BYTES = 2.0
 # A fused (flash) attention backward recomputes the scores: five matrix products to the forward's two,
 # 2.5x its FLOPs (Dao, FlashAttention-2, arXiv 2307.08691, section 4.1: "backward ... 2.5x forward FLOPs")
 FUSED_ATTENTION_BACKWARD_RATIO = 2.5
+LATENT_PROJECTIONS = "latent projections"  # a latent MoE's projections around its routed experts
 # The GEMMs torchao's float8 training converts (nn.Linear layers; a MoE model's grouped expert GEMMs and router
 # are not converted by its Float8Linear recipes).
-FLOAT8_LINEARS = frozenset({"qkv", "output projection", "mlp"})
+FLOAT8_LINEARS = frozenset({"qkv", "output projection", "mlp", LATENT_PROJECTIONS})
 
 
 def layer_operations(
@@ -161,7 +165,8 @@ def layer_operations(
     matrices = model.ffn_type.num_matrices
     capacity = model.moe.capacity_factor if model.moe else 1.0
     keys = _keys_per_query(model, seq_len, fused_attention)
-    routed = tokens * model.active_mlps * capacity  # token-expert pairs
+    # the width the experts a token goes to read, summed: routed ones at their input width (a latent MoE's latent)
+    expert_widths = (model.moe.top_k * model.expert_input + model.moe.shared_experts * h) if model.moe else h
     # One expert's GEMM sees the EP group's tokens spread over its experts.
     per_expert = tokens * model.moe.top_k * capacity * ep / model.moe.experts if model.moe else tokens
     # the layer average: a recurrent layer projects in place of attention and meets no keys
@@ -204,8 +209,8 @@ def layer_operations(
             "experts" if model.moe else "mlp",
             OpKind.GEMM,
             like,
-            flop=2 * routed * h * f * matrices / tp * share,
-            each=2 * per_expert * h * f / tp,
+            flop=2 * tokens * capacity * expert_widths * f * matrices / tp * share,
+            each=2 * per_expert * model.expert_input * f / tp,
             ratio=2.0,
         ),
     ]
@@ -218,10 +223,13 @@ def layer_operations(
                 "token permutation",
                 OpKind.MEMORY,
                 like,
-                nbytes=copies * 2 * ELEMENT_BYTES * pairs * h,
+                nbytes=copies * 2 * ELEMENT_BYTES * pairs * model.expert_input,
                 ratio=1.0,
             ),
         ]
+        if (latent := model.moe.latent) is not None:
+            each = 2 * tokens * h * latent / sp_split
+            ops.append(_op(LATENT_PROJECTIONS, OpKind.GEMM, like, flop=2 * each * share, each=each, ratio=2.0))
     if model.dense_mlp_layers:
         dense_share, width = model.dense_mlp_layers / model.layers, model.ffn_hidden
         each = 2 * tokens * h * width / tp
@@ -407,9 +415,10 @@ def module_recompute_share(
     if module is RecomputeModule.MLP:
         return 1.0 if op.name == "mlp" else 0.0
     if module is RecomputeModule.MOE:
-        return 1.0 if moe and op.name in ("experts", "router", "token permutation") else 0.0
+        return 1.0 if moe and op.name in ("experts", "router", "token permutation", LATENT_PROJECTIONS) else 0.0
     if module is RecomputeModule.SHARED_EXPERTS and moe and op.name == "experts":
-        return moe.shared_experts / model.active_mlps
+        shared = moe.shared_experts * model.hidden
+        return shared / (moe.top_k * model.expert_input + shared)
     return 0.0
 
 

@@ -306,6 +306,11 @@ class Transformer(BaseModel):
         return self.moe.expert_ffn_hidden or self.ffn_hidden if self.moe else self.ffn_hidden
 
     @property
+    def expert_input(self) -> int:
+        """The width a routed expert reads and writes: a latent MoE's ``moe.latent``, else the hidden size."""
+        return self.moe.latent or self.hidden if self.moe else self.hidden
+
+    @property
     def active_mlps(self) -> int:
         """MLPs a token goes through per layer: 1 dense, or top_k + shared experts."""
         return self.moe.top_k + self.moe.shared_experts if self.moe else 1
@@ -373,14 +378,20 @@ class Transformer(BaseModel):
         linear = self.linear_attention
         return self.mixer_mean(self.attention_params(), linear.params(self.hidden) if linear else 0)
 
-    def mlp_matmul_params(self) -> int:
-        """The weight matrices of one MLP (one expert) of one layer (no biases)."""
-        return self.ffn_type.num_matrices * self.hidden * self.expert_ffn
+    def mlp_matmul_params(self, width: int | None = None) -> int:
+        """The weight matrices of one MLP (one routed expert) of one layer (no biases); ``width``: its input and
+        output width instead of ``expert_input`` (a latent MoE's shared experts read the hidden size)."""
+        return self.ffn_type.num_matrices * (width or self.expert_input) * self.expert_ffn
 
-    def mlp_params(self) -> int:
-        """One MLP (one expert) of one layer."""
-        biases = ((self.ffn_type.num_matrices - 1) * self.expert_ffn + self.hidden) if self.linear_bias else 0
-        return self.mlp_matmul_params() + biases
+    def mlp_params(self, width: int | None = None) -> int:
+        """One MLP (one routed expert, or of ``width``) of one layer, with its biases."""
+        width = width or self.expert_input
+        biases = ((self.ffn_type.num_matrices - 1) * self.expert_ffn + width) if self.linear_bias else 0
+        return self.mlp_matmul_params(width) + biases
+
+    def latent_projection_params(self, biases: bool = True) -> int:
+        """A latent MoE's two projections of one layer (0 without them), with their biases where ``biases``."""
+        return self.moe.latent_projection_params(self.hidden, bool(biases and self.linear_bias)) if self.moe else 0
 
     def dense_mlp_matmul_params(self) -> int:
         """The weight matrices of the dense MLP (width ffn_hidden) of a MoE model's dense block."""
@@ -406,8 +417,10 @@ class Transformer(BaseModel):
     def layer_params(self) -> float:
         """All parameters of one transformer block (a MoE block where the model has experts), its token mixer
         averaged over the layers (``mixer_params``)."""
-        mlps = self.total_mlps * self.mlp_params() + self.router_params()
-        return self.mixer_params() + mlps + self.layer_norm_params()
+        shared = self.moe.shared_experts if self.moe else 0
+        mlps = (self.total_mlps - shared) * self.mlp_params() + shared * self.mlp_params(self.hidden)
+        around = self.router_params() + self.latent_projection_params()
+        return self.mixer_params() + mlps + around + self.layer_norm_params()
 
     def dense_layer_params(self) -> float:
         """All parameters of one dense block of a MoE model (leading or between MoE blocks), its token mixer
@@ -439,10 +452,12 @@ class Transformer(BaseModel):
     # ---- FLOPs --------------------------------------------------------------------------------
     def matmul_params_per_token(self) -> int:
         """Weights a token multiplies: per layer QKV, output, active MLPs, router; then the logits."""
-        mlp = self.active_mlps * self.mlp_matmul_params()
+        shared = self.moe.shared_experts if self.moe else 0
+        mlp = (self.active_mlps - shared) * self.mlp_matmul_params() + shared * self.mlp_matmul_params(self.hidden)
+        mlp += self.router_params() + self.latent_projection_params(biases=False)
         mixers = round(self.layers * self.mixer_matmul_params())
         dense = self.dense_mlp_layers * self.dense_mlp_matmul_params()
-        return mixers + self.moe_layers * (mlp + self.router_params()) + dense + self.vocab * self.hidden
+        return mixers + self.moe_layers * mlp + dense + self.vocab * self.hidden
 
     def attended_keys(self, seq_len: int | None = None) -> int:
         """Keys one token's queries meet, summed over the layers: the whole sequence ``s``, or
