@@ -48,7 +48,7 @@ INSTANCES = ["p5.48xlarge", "p5en.48xlarge", "p4d.24xlarge", "trn1.32xlarge", "t
 ACCELERATORS = ["h100-sxm", "h200-sxm", "b200", "trainium1", "trainium2", "a100-sxm4-80gb"]
 MODELS = [
     "llama3-8b", "llama2-7b", "llama3-70b", "mixtral-8x7b", "gpt3-5b", "llama3.1-405b", "deepseek-r1", "qwen3-30b-a3b",
-    "qwen3.5-35b-a3b", "qwen3-next-80b-a3b", "nemotron-3-nano-30b-a3b",
+    "qwen3.5-35b-a3b", "qwen3-next-80b-a3b", "nemotron-3-nano-30b-a3b", "nemotron-3-super",
 ]  # fmt: skip
 OPS = ["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv"]
 KINDS = ["accelerator", "link", "switch", "domain", "network", "instance", "storage", "cluster"]

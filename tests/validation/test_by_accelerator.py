@@ -61,7 +61,8 @@ def test_validate_reports_the_newest_chips_held_out_in_json_and_on_the_console()
     assert result.exit_code == 0, result.output
     groups = {(g["kind"], g["accelerator"]): g for g in json.loads(result.stdout)["accelerators"]}
     # Blackwell Ultra's published runs, held out of every fit: Megatron-Bridge's 23 GB300 (26.04.01 to 26.08) and 7 B300
-    # training rows, its Nemotron 3 Nano rows (6 on GB300 and 4 on B300, 26.02.01 to 26.08) and the Megatron-Core
+    # training rows, its Nemotron 3 Nano rows (6 on GB300 and 4 on B300, 26.02.01 to 26.08) and Nemotron 3 Super and
+    # Ultra rows (11 on GB300 and 6 on B300, 26.04 to 26.08) and the Megatron-Core
     # MoE model zoo's GB300 row, MLPerf Training v5.1's GB300 (NVIDIA's Llama 3.1 8B
     # on 8, 72 and 512 and 405B on 512, Lambda's 8B on 72) and B300 runs (Dell, Lenovo, Nebius and Supermicro's 8B on
     # 8), and MLPerf Training v6.0's 14 GB300 runs (DeepSeek-V3 by NVIDIA on 256 and 512 and CoreWeave on 2,048-8,192,
@@ -76,8 +77,8 @@ def test_validate_reports_the_newest_chips_held_out_in_json_and_on_the_console()
     # Llama 3.1 405B interactive); SGLang's Qwen3.6-35B-A3B cookbook runs on one B300 (4), each with a left-out
     # residual
     expected = {
-        ("training", "gb300"): 49,
-        ("training", "b300"): 27,
+        ("training", "gb300"): 60,
+        ("training", "b300"): 33,
         ("inference", "gb300"): 19,
         ("inference", "b300"): 36,
     }
