@@ -83,6 +83,7 @@ GROUPS: dict[str, list[str]] = {
     "fused_experts": ["src/clustersim/serving/fused_experts.py"],
     "architecture_ops": ["src/clustersim/workload/architecture_ops.py"],
     "linear_attention": ["src/clustersim/workload/linear_attention.py", "src/clustersim/workload/hf_hybrid.py"],
+    "moe": ["src/clustersim/workload/moe.py"],
 }
 TEST_SELECTION = [
     "tests/training",
@@ -138,6 +139,7 @@ GROUP_TESTS: dict[str, list[str]] = {
         "tests/workload/test_mamba_hybrid.py",
         "tests/serving/test_linear_attention_serving.py",
     ],
+    "moe": ["tests/workload", "tests/training/test_moe_dispatch.py"],
 }
 # Slow tests left out of the selection (a surviving mutant runs every selected test that reaches it): the
 # CLI fuzzer (about 40 s), the calibration scripts' write paths (they run the fitting scripts, which the
@@ -376,6 +378,7 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
     "architecture_ops": ["tests/workload/test_architecture_ops.py"],
     "whole_prompts": ["tests/serving/test_whole_prompts_survivors.py"],
     "latency": ["tests/serving/test_latency_survivors.py"],
+    "moe": ["tests/workload/test_latent_moe.py"],
     "linear_attention": [
         "tests/workload/test_hf_hybrid_survivors.py",
         "tests/workload/test_hf_nemotron_survivors.py",

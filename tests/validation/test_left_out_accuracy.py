@@ -296,7 +296,8 @@ KNOWN_LATENCY_MISSES: dict[tuple[str, str], tuple[float, str]] = {
     ("tpot_s", "Michaelvll/llm-ie-benchmarks"): (0.44, "as its throughput (KNOWN_MISSES)"),
     ("ttft_s", "sgl-project/sgl-cookbook"): (
         0.625,
-        "its hybrids' first tokens (2026-12-06: 0.620 with Nemotron 3 Super's run, +278% at the mean; 2026-12-05: 0.565 with Nemotron 3 Nano's runs, +196% and +555% at the median, "
+        "its hybrids' first tokens (2026-12-06: 0.620 with Nemotron 3 Super's run, +278% at the mean; 2026-12-05: "
+        "0.565 with Nemotron 3 Nano's runs, +196% and +555% at the median, "
         "0.463 before; 0.603 before the eager launches): at one client 21-41% slower "
         "than the model's prompt, at 16-100 clients 28% slower to 275% faster (the simulated queue behind "
         "8,000-token prompts; issue 24)",
@@ -359,7 +360,8 @@ KNOWN_PERCENTILE_MISSES: dict[tuple[str, str], tuple[float, str]] = {
     ("tpot_p99_s", "gpustack/gpustack"): (0.36, GPUSTACK_PERCENTILES),
     ("ttft_p50_s", "sgl-project/sgl-cookbook"): (
         0.97,
-        "as its mean TTFT (KNOWN_LATENCY_MISSES; 2026-12-06: 0.963 with Nemotron 3 Super's run; 2026-12-05: 0.836 with Nemotron 3 Nano's runs, 0.693 before)",
+        "as its mean TTFT (KNOWN_LATENCY_MISSES; 2026-12-06: 0.963 with Nemotron 3 Super's run; 2026-12-05: 0.836 "
+        "with Nemotron 3 Nano's runs, 0.693 before)",
     ),
     ("ttft_p99_s", "sgl-project/sgl-cookbook"): (
         0.54,
@@ -367,11 +369,13 @@ KNOWN_PERCENTILE_MISSES: dict[tuple[str, str], tuple[float, str]] = {
     ),
     ("tpot_p50_s", "sgl-project/sgl-cookbook"): (
         0.45,
-        "as its throughput (KNOWN_MISSES; 2026-12-06: 0.446 with Nemotron 3 Super's run; 2026-12-05: 0.408 with Nemotron 3 Nano's runs, 0.357 before)",
+        "as its throughput (KNOWN_MISSES; 2026-12-06: 0.446 with Nemotron 3 Super's run; 2026-12-05: 0.408 with "
+        "Nemotron 3 Nano's runs, 0.357 before)",
     ),
     ("tpot_p99_s", "sgl-project/sgl-cookbook"): (
         0.68,
-        "as its throughput (KNOWN_MISSES; 2026-12-06: 0.677 with Nemotron 3 Super's run; 2026-12-05: 0.648 with Nemotron 3 Nano's runs, 0.557 before)",
+        "as its throughput (KNOWN_MISSES; 2026-12-06: 0.677 with Nemotron 3 Super's run; 2026-12-05: 0.648 with "
+        "Nemotron 3 Nano's runs, 0.557 before)",
     ),
     ("ttft_p50_s", "vllm-project/recipes"): (0.33, "as its mean TTFT (KNOWN_LATENCY_MISSES; 2026-12-05: 0.326)"),
     ("tpot_p50_s", "vllm-project/recipes"): (0.20, "as its throughput (KNOWN_MISSES; 2026-12-05: 0.196)"),
