@@ -18,6 +18,7 @@ from clustersim.execution import Layout, LayoutArrays
 from clustersim.network.collectives import Op
 from clustersim.serving.eager_launches import kernels_per_layer
 from clustersim.serving.memory import matmul_params
+from clustersim.workload.moe import MoE
 from clustersim.workload.ops import layer_operations
 from clustersim.workload.transformer import Transformer
 from clustersim.workload.zoo import load_model
@@ -145,3 +146,20 @@ def test_a_config_listing_its_blocks_by_name_reads_as_its_pattern(tmp_path: Path
     read, zoo = _read(tmp_path, ultra), load_model("nemotron-3-ultra", use_env=False)
     assert read.model_copy(update={"name": zoo.name, "seq_len": zoo.seq_len}) == zoo
     assert np.isclose(read.num_params(), zoo.num_params())
+
+
+def test_the_projections_carry_their_biases_where_the_model_has_them() -> None:
+    # fc1_latent_proj and fc2_latent_proj take bias=config.add_bias_linear (Megatron-Core moe_layer.py)
+    moe = MoE(experts=8, top_k=2, latent=256)
+    assert moe.latent_projection_params(1024, bias=True) == 2 * 1024 * 256 + 256 + 1024
+    assert moe.latent_projection_params(1024, bias=False) == 2 * 1024 * 256
+    assert MoE(experts=8, top_k=2).latent_projection_params(1024, bias=True) == 0
+    biased = _moe(256).model_copy(update={"linear_bias": True})
+    assert biased.latent_projection_params() - biased.latent_projection_params(biases=False) == 256 + 1024
+
+
+def test_a_token_may_keep_to_every_group() -> None:
+    # group_top_k equal to the groups is plain top-k over all experts, allowed; one more is refused
+    assert MoE(experts=256, top_k=8, groups=8, group_top_k=8).group_top_k == 8
+    with pytest.raises(ValueError, match="group_top_k at most groups"):
+        MoE(experts=256, top_k=8, groups=8, group_top_k=9)
