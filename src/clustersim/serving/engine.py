@@ -50,6 +50,7 @@ from clustersim.catalog.registry import Catalog
 from clustersim.catalog.schema import Dtype, Instance
 from clustersim.compute.attention_kernel import fused_attention_s
 from clustersim.compute.efficiency import efficiency_for
+from clustersim.compute.scan_kernel import scan_seconds
 from clustersim.errors import ClusterSimError
 from clustersim.network.collectives import Op
 from clustersim.serving.calibration import CALIBRATION as CALIBRATION
@@ -210,8 +211,11 @@ def step_times(
     routed = rows * routed_token_share(model, system)  # the tokens whose routing and permutation a rank runs
     compute = stage_flops / tp / flops_peak + routed * moe_token_layers(model) * stage * moe_token_cost_s(profile, cal)
     compute = compute + 2.0 * (np.maximum(logits_tokens * own, 1.0) + half) * head / (tp * pp) / head_peak
-    # a recurrent layer's convolution and delta rule or scan, in 16 bits (flash-linear-attention's, mamba_ssm's kernels)
-    compute = compute + tokens * own * model.linear_mixing_flops_per_token() * stage / tp / head_peak
+    # a recurrent layer's convolution and delta rule or scan, in 16 bits (flash-linear-attention's kernels at the peak,
+    # mamba_ssm's SSD kernels at their measured share of it: clustersim.compute.scan_kernel)
+    mixing = tokens * own * model.linear_mixing_flops_per_token() * stage / tp
+    mamba2 = model.linear_attention is not None and model.linear_attention.mamba2
+    compute = compute + (scan_seconds(mixing, head_peak) if mamba2 else mixing / head_peak)
 
     # Weights read once per step: the dense ones and the routed experts some token touches (a group's share).
     routed_bytes = experts * own * expert

@@ -16,6 +16,7 @@ from clustersim.catalog.schema import Accelerator, Dtype
 from clustersim.compute.attention_kernel import fused_attention_s
 from clustersim.compute.efficiency import FamilyEfficiency
 from clustersim.compute.precision import is_low_precision
+from clustersim.compute.scan_kernel import scan_seconds
 from clustersim.errors import ClusterSimError
 from clustersim.network.analytic_many import collective_times_s
 from clustersim.network.collectives import Op
@@ -142,6 +143,8 @@ def operation_times(
             forward = op.flop * per_flop / (eff.gemm_fraction(np.maximum(op.gemm_flop, 1.0)) * kernel_efficiency)
             if op.name == EXPERT_GEMMS and quantized:  # one slice per local expert and matrix
                 forward = forward + op.flop / np.maximum(op.gemm_flop, 1.0) * slice_s
+        elif op.kind is OpKind.SCAN:
+            forward = scan_seconds(op.flop, half)
         elif op.kind is OpKind.ATTENTION:
             keys = np.inf if op.keys_per_call is None else op.keys_per_call
             fraction = eff.attention_fraction(keys) * kernel_efficiency * attention_kernel_efficiency

@@ -13,10 +13,12 @@ FloatArray = npt.NDArray[np.float64]
 
 
 class OpKind(StrEnum):
-    """How an operation is costed: a GEMM, the attention core, or memory traffic."""
+    """How an operation is costed: a GEMM, the attention core, Mamba-2's chunked scan
+    (``clustersim.compute.scan_kernel``), or memory traffic."""
 
     GEMM = "gemm"
     ATTENTION = "attention"
+    SCAN = "scan"
     MEMORY = "memory"
 
 

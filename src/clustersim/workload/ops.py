@@ -189,8 +189,11 @@ def layer_operations(
     ]
     if (linear := model.linear_attention) is not None:
         mixing = tokens * model.linear_mixing_flops_per_token() / model.layers / tp
-        name, backward = "scan" if linear.mamba2 else "delta rule", FUSED_ATTENTION_BACKWARD_RATIO
-        ops.append(_op(name, OpKind.ATTENTION, like, flop=mixing, ratio=backward, keys=float(linear.chunk_tokens)))
+        backward, keys = FUSED_ATTENTION_BACKWARD_RATIO, float(linear.chunk_tokens)
+        if linear.mamba2:  # the SSD kernels at their measured share of the peak (clustersim.compute.scan_kernel)
+            ops.append(_op("scan", OpKind.SCAN, like, flop=mixing, ratio=backward))
+        else:
+            ops.append(_op("delta rule", OpKind.ATTENTION, like, flop=mixing, ratio=backward, keys=keys))
     if not fused_attention:
         score_bytes = SCORE_BYTES_FORWARD * tokens * seq_len * model.heads * model.mixer_mean(1.0, 0.0) / tp
         ops.append(
