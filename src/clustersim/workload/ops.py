@@ -12,11 +12,13 @@ attention core         attention   ``4 T s q / t`` (scores and context), x 0.5 w
 attention scores       memory      unfused kernels only: ``13`` bytes per score element,
                                    ``T s heads / t`` elements (written, softmaxed, dropped out, read)
 output projection      gemm        ``2 T q h / t``
-delta rule / scan      attention   recurrent layers only (``clustersim.workload.linear_attention``): a
-                                   Gated DeltaNet's convolution and delta rule, or Mamba-2's convolution
-                                   and scan, as an attention kernel over chunks of its ``chunk_tokens``
-                                   keys; the layer average of qkv, the core and the output projection
-                                   counts their projections in place of the attention's and no keys
+delta rule             attention   recurrent layers only (``clustersim.workload.linear_attention``): a
+                                   Gated DeltaNet's convolution and delta rule, as an attention kernel over
+                                   chunks of its ``chunk_tokens`` keys; the layer average of qkv, the core
+                                   and the output projection counts their projections in place of the
+                                   attention's and no keys
+scan                   scan        Mamba-2's convolution and chunked scan, in its place, at the share of the
+                                   16-bit peak its SSD kernels reach (``clustersim.compute.scan_kernel``)
 mlp / experts          gemm        ``2 T h f x matrices / t`` per active expert (x capacity factor); a
                                    latent MoE's routed experts at its latent width ``l`` in place of ``h``
 router                 gemm        ``2 T h E`` (MoE only, replicated across TP)
