@@ -167,8 +167,7 @@ def layer_operations(
     matrices = model.ffn_type.num_matrices
     capacity = model.moe.capacity_factor if model.moe else 1.0
     keys = _keys_per_query(model, seq_len, fused_attention)
-    # the width the experts a token goes to read, summed: routed ones at their input width (a latent MoE's latent)
-    expert_widths = (model.moe.top_k * model.expert_input + model.moe.shared_experts * h) if model.moe else h
+    expert_widths = sum(_expert_widths(model)) if model.moe else h
     # One expert's GEMM sees the EP group's tokens spread over its experts.
     per_expert = tokens * model.moe.top_k * capacity * ep / model.moe.experts if model.moe else tokens
     # the layer average: a recurrent layer projects in place of attention and meets no keys
@@ -191,10 +190,11 @@ def layer_operations(
     ]
     if (linear := model.linear_attention) is not None:
         mixing = tokens * model.linear_mixing_flops_per_token() / model.layers / tp
-        backward, keys = FUSED_ATTENTION_BACKWARD_RATIO, float(linear.chunk_tokens)
+        backward = FUSED_ATTENTION_BACKWARD_RATIO
         if linear.mamba2:  # the SSD kernels at their measured share of the peak (clustersim.compute.scan_kernel)
             ops.append(_op("scan", OpKind.SCAN, like, flop=mixing, ratio=backward))
         else:
+            keys = float(linear.chunk_tokens)
             ops.append(_op("delta rule", OpKind.ATTENTION, like, flop=mixing, ratio=backward, keys=keys))
     if not fused_attention:
         score_bytes = SCORE_BYTES_FORWARD * tokens * seq_len * model.heads * model.mixer_mean(1.0, 0.0) / tp
@@ -422,9 +422,16 @@ def module_recompute_share(
     if module is RecomputeModule.MOE:
         return 1.0 if moe and op.name in ("experts", "router", "token permutation", LATENT_PROJECTIONS) else 0.0
     if module is RecomputeModule.SHARED_EXPERTS and moe and op.name == "experts":
-        shared = moe.shared_experts * model.hidden
-        return shared / (moe.top_k * model.expert_input + shared)
+        routed, shared = _expert_widths(model)
+        return shared / (routed + shared)
     return 0.0
+
+
+def _expert_widths(model: Transformer) -> tuple[int, int]:
+    """The input widths a token's routed and shared experts read, each summed over the experts: the routed ones at
+    ``expert_input`` (a latent MoE's latent width), the shared ones at the hidden size (0, 0 without MoE)."""
+    moe = model.moe
+    return (moe.top_k * model.expert_input, moe.shared_experts * model.hidden) if moe else (0, 0)
 
 
 def alternate_matmul_recompute_flops_per_token(model: Transformer, seq_len: int) -> float:
