@@ -87,8 +87,8 @@ if TYPE_CHECKING:
 # The options that are inputs of the job (a scenario file holds them all).
 INPUTS = (
     "instance", "nodes", "devices_per_node", "tp", "pp", "vp", "cp", "ep", "etp", "micro_batch", "zero", "sp",
-    "recompute", "recompute_modules", "tokens", "global_batch", "seq", "precision", "offer", "models", "efficiency",
-    "framework",
+    "recompute", "recompute_modules", "tokens", "global_batch", "seq", "precision", "bf16_layers", "offer", "models",
+    "efficiency", "framework",
     "software", "uneven", "last_stage_layers", "offload_layers", "headroom", "safe", "ep_overlap", "ep_dispatcher",
     "torch_compile", "cuda_graphs", "catalog", "storage", "checkpoint_every", "async_checkpoint", "nvme_checkpoint",
     "failure_rate", "beyond_context",
@@ -105,6 +105,7 @@ _FLAGS = {
     "global_batch": "--global-batch",
     "seq_len": "--seq",
     "precision": "--precision",
+    "bf16_layers": "--bf16-layers",
     "tokens": "--tokens",
     "price": "--price",
     "tp": "--tp",
@@ -153,6 +154,15 @@ def train_command(
     seq: SeqOpt = None,
     beyond_context: BeyondContextOpt = False,
     precision: PrecisionOpt = "bf16",
+    bf16_layers: Annotated[
+        int,
+        typer.Option(
+            "--bf16-layers",
+            min=0,
+            help="An fp8 or fp4 job's layers at the ends of the stack kept in BF16, as the framework counts them "
+            "(Megatron's first_last_layers_bf16, e.g. 14 for Nemotron 3 Super's NVFP4 recipe).",
+        ),
+    ] = 0,
     offer: Annotated[str, typer.Option("--price", help="on_demand or capacity_block.")] = "on_demand",
     models: ModelsOption = None,
     efficiency: EfficiencyOpt = None,
@@ -262,7 +272,7 @@ def train_command(
                 ep_overlap=ep_overlap, tokens=tokens,
                 ep_dispatcher=ep_dispatcher, global_batch=global_batch, last_stage_layers=last_stage_layers,
                 offload_layers=offload_layers, seq=seq,
-                precision=precision, offer=offer,
+                precision=precision, bf16_layers=bf16_layers, offer=offer,
                 beyond_context=beyond_context, models=models or [], efficiency=efficiency or [], catalog=catalog or [],
                 framework=framework, software=software or [], given=set(given_options(ctx, LAYOUT_OPTIONS)),
                 torch_compile=torch_compile, cuda_graphs=cuda_graphs,
@@ -338,6 +348,7 @@ def _scenario_of_options(
     precision: str,
     offer: str,
     models: list[Path],
+    bf16_layers: int = 0,
     efficiency: list[Path],
     catalog: list[Path],
     framework: str | None,
@@ -355,12 +366,20 @@ def _scenario_of_options(
     held fixed. ``sp`` None: not given."""
     from clustersim.cli.job_options import recompute_modules as parse_recompute_modules
     from clustersim.cli.job_options import refuse_given_only
+    from clustersim.compute.precision import is_low_precision
     from clustersim.compute.software import resolve_layout
     from clustersim.scenario.schema import LayoutSearchSpec, LayoutSpec, SystemSpec, TrainingJobSpec
     from clustersim.scenario.training import training_scenario
     from clustersim.units import parse_count
 
     dtype = _precision(precision, instance, catalog)
+    if bf16_layers and not is_low_precision(dtype):
+        raise ClusterSimError(
+            f"--bf16-layers {bf16_layers}: a {dtype.value} job runs every layer in 16 bits; BF16 layers need "
+            "--precision fp8, mxfp8, nvfp4 or mxfp4",
+            field="--bf16-layers",
+            value=bf16_layers,
+        )
     budget = parse_count(tokens)
     modules = parse_recompute_modules(recompute_modules)
     if offer not in ("on_demand", "capacity_block"):
@@ -370,8 +389,8 @@ def _scenario_of_options(
     with option_errors(_FLAGS):
         system = SystemSpec(instance=instance, nodes=nodes, devices_per_node=devices_per_node)
         job = TrainingJobSpec(
-            global_batch=global_batch, seq_len=seq, precision=dtype, tokens=budget, price=offer,
-            beyond_context=beyond_context,
+            global_batch=global_batch, seq_len=seq, precision=dtype, bf16_layers=bf16_layers, tokens=budget,
+            price=offer, beyond_context=beyond_context,
         )  # fmt: skip
         layout: LayoutSpec | LayoutSearchSpec | Literal["choose"] = "choose"
         if tp is not None and pp is not None:

@@ -200,6 +200,12 @@ class TrainingJobSpec(_Record):
         default=None, ge=1, le=MAX_SEQUENCE_TOKENS, description="Sequence length (default: the model's)."
     )
     precision: TrainingPrecision = Field(default=Dtype.BF16, description="Training precision: bf16, fp16, fp8 or fp4.")
+    bf16_layers: int = Field(
+        default=0,
+        ge=0,
+        description="An fp8 or fp4 job's layers at the ends of the stack that keep their GEMMs in BF16, as the "
+        "framework counts layers (Megatron's first_last_layers_bf16; clustersim.compute.bf16_layers); 0: none.",
+    )
     tokens: Tokens | None = Field(
         default=None,
         ge=1,

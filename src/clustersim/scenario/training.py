@@ -20,6 +20,7 @@ from clustersim.catalog.tomlfiles import user_paths
 from clustersim.choices import CudaGraphs
 from clustersim.compute import efficiency as efficiencies
 from clustersim.compute import software as software_profiles
+from clustersim.compute.bf16_layers import check_bf16_layers
 from clustersim.compute.efficiency import FamilyEfficiency, efficiency_for, efficiency_table
 from clustersim.compute.software import SoftwareProfile
 from clustersim.errors import ClusterSimError
@@ -120,6 +121,7 @@ def run_system(run: TrainingRun) -> tuple[Catalog, System, SoftwareProfile, Fami
         accelerator=system.accelerator.id,
     )
     software = graphed_software(compiled_software(software, scenario.torch_compile), scenario.cuda_graphs)
+    software = recipe_software(software, run.model, scenario.job)
     efficiency = efficiency_for(system.accelerator, efficiency_table(options.efficiency, use_env=False))
     return catalog, system, software, efficiency
 
@@ -148,6 +150,15 @@ def compiled_software(
     if software.compiled_loss_bytes_per_logit is not None:  # the loss compiled with the model (torchtitan since 2025)
         compiled["loss_bytes_per_logit"] = software.compiled_loss_bytes_per_logit
     return software.model_copy(update=compiled)
+
+
+def recipe_software(software: SoftwareProfile, model: Transformer, job: TrainingJobSpec) -> SoftwareProfile:
+    """``software`` with the job's BF16 layers (``TrainingJobSpec.bf16_layers``), refused where the job cannot have
+    them (``clustersim.compute.bf16_layers.check_bf16_layers``)."""
+    if not job.bf16_layers:
+        return software
+    check_bf16_layers(model, job.bf16_layers, job.precision, field="bf16_layers")
+    return software.model_copy(update={"bf16_layers": job.bf16_layers})
 
 
 def graphed_software(software: SoftwareProfile, cuda_graphs: CudaGraphs | None) -> SoftwareProfile:
@@ -329,6 +340,7 @@ def run_training(
         eager_default = False if software.eager_elementwise else None
         compiled.append(eager_default if scenario.torch_compile is None else scenario.torch_compile)
         software = graphed_software(compiled_software(software, scenario.torch_compile, profiles), scenario.cuda_graphs)
+        software = recipe_software(software, transformer, scenario.job)
         if isinstance(layout, LayoutSpec):
             given = layout_for(layout, system)
         else:

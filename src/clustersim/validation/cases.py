@@ -274,6 +274,8 @@ class CaseSoftware(_Part):
     quantized_head: bool | None = None  # extra context: the output head in the run's 8/4-bit format (null: BF16)
     fp8_param_gather: bool | None = None  # extra context: ZeRO's parameter gathers in FP8 (null: the framework's)
     cuda_graphs: CudaGraphs | None = None  # extra context: a training run's CUDA graph capture (null: not stated)
+    # extra context: an 8- or 4-bit training run's layers kept in BF16, as its framework counts them (null: none)
+    bf16_layers: Annotated[int, Field(ge=0)] | None = None
 
     @field_validator("float8_recipe")
     @classmethod

@@ -18,6 +18,7 @@ from typing import Any
 from clustersim.catalog.registry import Catalog
 from clustersim.catalog.schema import Dtype
 from clustersim.compute.efficiency import FamilyEfficiency, efficiency_for
+from clustersim.compute.bf16_layers import check_bf16_layers
 from clustersim.compute.fused_expert_mlp import FUSED_EXPERT_MLP_FAMILY
 from clustersim.compute.precision import is_low_precision, training_dtype
 from clustersim.compute.software import SoftwareProfile, resolve_layout, software_for
@@ -144,6 +145,13 @@ def _stated_kernels(
                 value=system.accelerator.id,
             )
     given = {k: v for k, v in stated.items() if v is not None}
+    bf16_layers = case.software.bf16_layers if case.software else None
+    if bf16_layers:  # the layers the recipe keeps in BF16 (clustersim.compute.bf16_layers)
+        try:
+            check_bf16_layers(model, bf16_layers, precision, field="software.bf16_layers")
+        except ClusterSimError as exc:
+            raise ClusterSimError(f"case {case.id}: {exc}", field=exc.field, value=exc.value) from None
+        given["bf16_layers"] = bf16_layers
     if case.software and case.software.cuda_graphs is not None:  # the capture: host-bound launches where none
         given["cuda_graphs"] = case.software.cuda_graphs
     return software.model_copy(update=given) if given else software
