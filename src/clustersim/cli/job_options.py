@@ -1,7 +1,7 @@
 """The job and layout options ``train``, ``explain`` and ``fabric step`` share (typer aliases; light to import)."""
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -16,6 +16,9 @@ from clustersim.choices import (
 )
 from clustersim.errors import ClusterSimError
 from clustersim.units import MAX_DEGREE, MAX_SEQUENCE_TOKENS, MAX_SEQUENCES
+
+if TYPE_CHECKING:
+    from clustersim.catalog.schema import Dtype
 
 DevicesPerNodeOpt = Annotated[
     int | None,
@@ -128,6 +131,15 @@ PrecisionOpt = Annotated[
         "--precision",
         help="The GEMMs' format: bf16, fp16, fp8, mxfp8 (Blackwell, Trainium3), nvfp4 (Blackwell) or mxfp4 "
         "(Blackwell, Trainium3).",
+    ),
+]
+Bf16LayersOpt = Annotated[
+    int,
+    typer.Option(
+        "--bf16-layers",
+        min=0,
+        help="An fp8 or fp4 job's layers at the ends of the stack kept in BF16, as the framework counts them "
+        "(Megatron's first_last_layers_bf16, e.g. 14 for Nemotron 3 Super's NVFP4 recipe).",
     ),
 ]
 BeyondContextOpt = Annotated[
@@ -248,3 +260,16 @@ def refuse_given_only(**values: object) -> None:
                 field=flag,
                 value=value,
             )
+
+
+def refuse_bf16_layers(bf16_layers: int, precision: "Dtype") -> None:
+    """Refuse ``--bf16-layers`` in a 16-bit job, whose layers are all BF16 or FP16 already."""
+    from clustersim.compute.precision import is_low_precision
+
+    if bf16_layers and not is_low_precision(precision):
+        raise ClusterSimError(
+            f"--bf16-layers {bf16_layers}: a {precision.value} job runs every layer in 16 bits; BF16 layers need "
+            "--precision fp8, mxfp8, nvfp4 or mxfp4",
+            field="--bf16-layers",
+            value=bf16_layers,
+        )

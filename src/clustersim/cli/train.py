@@ -33,6 +33,7 @@ from clustersim.cli.common import (
 )
 from clustersim.cli.job_options import (
     BeyondContextOpt,
+    Bf16LayersOpt,
     CpOpt,
     CudaGraphsOpt,
     DevicesPerNodeOpt,
@@ -154,15 +155,7 @@ def train_command(
     seq: SeqOpt = None,
     beyond_context: BeyondContextOpt = False,
     precision: PrecisionOpt = "bf16",
-    bf16_layers: Annotated[
-        int,
-        typer.Option(
-            "--bf16-layers",
-            min=0,
-            help="An fp8 or fp4 job's layers at the ends of the stack kept in BF16, as the framework counts them "
-            "(Megatron's first_last_layers_bf16, e.g. 14 for Nemotron 3 Super's NVFP4 recipe).",
-        ),
-    ] = 0,
+    bf16_layers: Bf16LayersOpt = 0,
     offer: Annotated[str, typer.Option("--price", help="on_demand or capacity_block.")] = "on_demand",
     models: ModelsOption = None,
     efficiency: EfficiencyOpt = None,
@@ -365,21 +358,14 @@ def _scenario_of_options(
     (their flags) at the framework's defaults; otherwise a chosen one, the layout options in ``given``
     held fixed. ``sp`` None: not given."""
     from clustersim.cli.job_options import recompute_modules as parse_recompute_modules
-    from clustersim.cli.job_options import refuse_given_only
-    from clustersim.compute.precision import is_low_precision
+    from clustersim.cli.job_options import refuse_bf16_layers, refuse_given_only
     from clustersim.compute.software import resolve_layout
     from clustersim.scenario.schema import LayoutSearchSpec, LayoutSpec, SystemSpec, TrainingJobSpec
     from clustersim.scenario.training import training_scenario
     from clustersim.units import parse_count
 
     dtype = _precision(precision, instance, catalog)
-    if bf16_layers and not is_low_precision(dtype):
-        raise ClusterSimError(
-            f"--bf16-layers {bf16_layers}: a {dtype.value} job runs every layer in 16 bits; BF16 layers need "
-            "--precision fp8, mxfp8, nvfp4 or mxfp4",
-            field="--bf16-layers",
-            value=bf16_layers,
-        )
+    refuse_bf16_layers(bf16_layers, dtype)
     budget = parse_count(tokens)
     modules = parse_recompute_modules(recompute_modules)
     if offer not in ("on_demand", "capacity_block"):

@@ -17,8 +17,8 @@ from typing import Any
 
 from clustersim.catalog.registry import Catalog
 from clustersim.catalog.schema import Dtype
-from clustersim.compute.efficiency import FamilyEfficiency, efficiency_for
 from clustersim.compute.bf16_layers import check_bf16_layers
+from clustersim.compute.efficiency import FamilyEfficiency, efficiency_for
 from clustersim.compute.fused_expert_mlp import FUSED_EXPERT_MLP_FAMILY
 from clustersim.compute.precision import is_low_precision, training_dtype
 from clustersim.compute.software import SoftwareProfile, resolve_layout, software_for
