@@ -22,7 +22,7 @@ DEFAULTS = (2048.0, 128.0)
 def test_the_registry_holds_the_published_request_sets_and_the_load_generators():
     assert {"openorca", "cnn_dailymail", "mlperf_mixtral", "mlperf_llama3_405b", "sharegpt"} <= set(DATASETS)
     generators = {name for name, d in DATASETS.items() if d.kind is DatasetKind.GENERATOR}
-    assert generators == {"fixed", "random", "bench_serving_random"}
+    assert generators == {"fixed", "random", "bench_serving_random", "sglang_random"}
     assert all(d.name == name for name, d in DATASETS.items())
 
 

@@ -86,6 +86,18 @@ def test_the_random_generator_draws_vllms_uniform_range():
     assert drawn.mean() == pytest.approx(1000, rel=0.01)
 
 
+def test_sglangs_random_generator_draws_from_one_token_to_twice_the_runs_mean():
+    # SGLang's bench_serving at its default --random-range-ratio 0: integer-uniform in [1, L], mean about L / 2; a
+    # run stated by its mean m (a case's measured means) draws from [1, 2 m]
+    sglang = request_dataset("sglang_random")
+    assert sglang.mean("input") == 512.5 and sglang.mean("output") == 512  # L = 1,024
+    sampler = request_sampler("sglang_random", 508.234, 516.632, stated=(True, True), stated_means=True)
+    prompts, outputs = sampler.draw(np.random.default_rng(5), 40_000)
+    assert prompts.min() == 1 and prompts.max() == 1017 and outputs.max() == 1034
+    assert prompts.mean() == pytest.approx(508.7, rel=0.01) and outputs.mean() == pytest.approx(517.1, rel=0.01)
+    assert np.std(prompts) == pytest.approx(1016 / np.sqrt(12), rel=0.02)  # uniform, not a fixed length
+
+
 @given(mean=st.floats(2.0, 990.0), high=st.floats(1000.0, 5000.0))
 def test_the_truncated_exponential_has_the_mean_asked_for(mean, high):
     rate = _exponential_rate(mean, 1.0, high)
