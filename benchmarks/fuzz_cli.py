@@ -342,6 +342,7 @@ def _train(draw: st.DrawFn, files: Files) -> list[str]:
             "--global-batch": ints(64, 256, 1024),
             "--seq": ints(2048, 4096, 8192, 3),
             "--precision": texts("bf16", "fp8", "fp16", "fp32"),
+            "--bf16-layers": ints(0, 2, 14, 200),
             "--price": texts("on_demand", "capacity_block"),
             "--uneven-stages": None,
             "--offload-layers": ints(1, 4, 40),

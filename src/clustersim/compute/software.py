@@ -198,13 +198,7 @@ class SoftwareProfile(SoftwareSettings):
         "no quantization kernel per expert slice.",
     )
     quantized_head: bool = Field(False, description="8- and 4-bit jobs: the logits GEMM in that format; false: BF16.")
-    bf16_layers: int = Field(
-        0,
-        ge=0,
-        description="8- and 4-bit jobs: the layers at the ends of the stack whose GEMMs run in BF16 (Megatron's "
-        "first_last_layers_bf16: num_layers_at_start_in_bf16 plus num_layers_at_end_in_bf16), in the framework's "
-        "count of layers (clustersim.compute.bf16_layers); 0: every layer in the job's format.",
-    )
+    bf16_layers: int = Field(0, ge=0, description="8- and 4-bit jobs: layers at the stack's ends kept in BF16.")
     unfused_clamped_glu: bool = Field(
         False, description="A clamped gated MLP's clamps run before its fused activation (architecture_ops)."
     )

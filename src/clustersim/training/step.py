@@ -28,12 +28,10 @@ import numpy.typing as npt
 
 from clustersim.catalog.schema import Dtype
 from clustersim.choices import SelectiveRecompute
-from clustersim.compute.bf16_layers import bf16_layer_share
 from clustersim.compute.dispatch import dispatch_copy_ratios
 from clustersim.compute.efficiency import FamilyEfficiency
-from clustersim.compute.fused_expert_mlp import fused_expert_mlp_runs
 from clustersim.compute.memory import SyncGroup, data_parallel_groups, gathered_weight_bytes, local_params
-from clustersim.compute.precision import head_precision, is_low_precision
+from clustersim.compute.precision import head_precision
 from clustersim.compute.software import SoftwareProfile, software_for
 from clustersim.compute.stages import slowest_stage
 from clustersim.execution import LayoutArrays
@@ -43,6 +41,7 @@ from clustersim.network.topology import ranks_per_domain
 from clustersim.recompute_layout import recomputes_moe_layer
 from clustersim.system import System
 from clustersim.training.host_launches import eager_wait_s
+from clustersim.training.layer_times import fused_expert_mlp_in, layer_operations_in, mean_layer_times
 from clustersim.training.offload import offload_times
 from clustersim.training.pricing import OperationTimes, Systems, collective_s, operation_times
 from clustersim.training.recompute_modules import share_forward_s, stated_modules_forward_s
@@ -53,7 +52,6 @@ from clustersim.workload.ops import (
     OpKind,
     alternate_matmul_recompute_share,
     head_operations,
-    layer_operations,
 )
 from clustersim.workload.transformer import Transformer
 
@@ -123,64 +121,16 @@ class StepContext:
     @_derived
     def layer_ops(self) -> list[Operation]:
         """The operations of one layer on one device."""
-        return self._layer_ops_in(self.precision)
-
-    def _layer_ops_in(self, precision: Dtype) -> list[Operation]:
-        lay = self.lay
-        tp = lay.tp.astype(float)
-        return layer_operations(
-            self.model,
-            tokens=self.tokens,
-            seq_len=self.seq_len,
-            tp=tp,
-            sp_split=np.where(lay.sequence_parallel, tp, 1.0),
-            ep=lay.ep.astype(float),
-            fused_attention=self.sw.fused_attention,
-            cp=lay.cp.astype(float),
-            eager_elementwise=self.sw.eager_elementwise,
-            float8_recipe=self.sw.float8_recipe if precision is Dtype.FP8 else None,
-            fused_expert_mlp=self._fused_expert_mlp_in(precision),
-            flex_dispatch=self.ep_per_node & (lay.ep > 1),
-            unfused_clamped_glu=self.sw.unfused_clamped_glu,
-            unfused_scaled_rope=self.sw.unfused_scaled_rope,
-        )
+        return layer_operations_in(self, self.precision)
 
     @_derived
     def fused_expert_mlp(self) -> bool:  # whether the profile's fused expert MLP runs for this job
-        return self._fused_expert_mlp_in(self.precision)
-
-    def _fused_expert_mlp_in(self, precision: Dtype) -> bool:
-        return fused_expert_mlp_runs(self.sw, self.model.moe is not None, precision, self.system.accelerator)
-
-    def _priced(self, ops: list[Operation], precision: Dtype) -> list[OperationTimes]:
-        return operation_times(
-            ops,
-            self.system,
-            self.eff,
-            precision,
-            kernel_efficiency=self.sw.kernel_efficiency,
-            attention_kernel_efficiency=self.sw.attention_kernel_efficiency,
-            fp8_attention=self.sw.fp8_attention,
-            fused_expert_mlp=self._fused_expert_mlp_in(precision),
-        )
+        return fused_expert_mlp_in(self, self.precision)
 
     @_derived
     def layer(self) -> list[OperationTimes]:
-        """Roofline times of one layer's operations: the mean layer, where the profile keeps some layers of an 8- or
-        4-bit job in BF16 (``SoftwareProfile.bf16_layers``) that share of each operation at its BF16 time (an
-        operation only the quantized layers run, such as the FP8 casts, at the other share)."""
-        low = self._priced(self.layer_ops, self.precision)
-        share = bf16_layer_share(self.model, self.sw.bf16_layers) if is_low_precision(self.precision) else 0.0
-        if share == 0.0:
-            return low
-        high = {t.name: t for t in self._priced(self._layer_ops_in(Dtype.BF16), Dtype.BF16)}
-        out = []
-        for t in low:
-            b = high.get(t.name)
-            forward = (1.0 - share) * t.forward_s + (share * b.forward_s if b is not None else 0.0)
-            backward = (1.0 - share) * t.backward_s + (share * b.backward_s if b is not None else 0.0)
-            out.append(OperationTimes(t.name, forward, backward, t.in_head, t.kind))
-        return out
+        """Roofline times of one layer's operations (the mean layer where some are BF16: ``mean_layer_times``)."""
+        return mean_layer_times(self)
 
     @_derived
     def head(self) -> list[OperationTimes]:
