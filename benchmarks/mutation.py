@@ -84,6 +84,7 @@ GROUPS: dict[str, list[str]] = {
     "architecture_ops": ["src/clustersim/workload/architecture_ops.py"],
     "linear_attention": ["src/clustersim/workload/linear_attention.py", "src/clustersim/workload/hf_hybrid.py"],
     "moe": ["src/clustersim/workload/moe.py"],
+    "bf16_layers": ["src/clustersim/compute/bf16_layers.py", "src/clustersim/training/layer_times.py"],
 }
 TEST_SELECTION = [
     "tests/training",
@@ -140,6 +141,11 @@ GROUP_TESTS: dict[str, list[str]] = {
         "tests/serving/test_linear_attention_serving.py",
     ],
     "moe": ["tests/workload", "tests/training/test_moe_dispatch.py"],
+    "bf16_layers": [
+        "tests/training/test_bf16_layers.py",
+        "tests/training/test_fp8_param_gather.py",
+        "tests/validation/test_recipe_kernels.py",
+    ],
 }
 # Slow tests left out of the selection (a surviving mutant runs every selected test that reaches it): the
 # CLI fuzzer (about 40 s), the calibration scripts' write paths (they run the fitting scripts, which the
@@ -379,6 +385,14 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
     "whole_prompts": ["tests/serving/test_whole_prompts_survivors.py"],
     "latency": ["tests/serving/test_latency_survivors.py"],
     "moe": ["tests/workload/test_latent_moe.py"],
+    "bf16_layers": [
+        "tests/training/test_bf16_layers.py",
+        "tests/training/test_activation_offload.py",
+        "tests/training/test_estimate.py",
+        "tests/training/test_moe_dispatch.py",
+        "tests/validation/test_float8_recipe_effect.py",
+        "tests/validation/test_gpt_oss_kernels.py",
+    ],
     "linear_attention": [
         "tests/workload/test_hf_hybrid_survivors.py",
         "tests/workload/test_hf_nemotron_survivors.py",

@@ -14,13 +14,14 @@ from clustersim.catalog.registry import load_catalog
 from clustersim.catalog.schema import Dtype
 from clustersim.cli.app import app
 from clustersim.compute.bf16_layers import bf16_layer_share, check_bf16_layers, framework_layers
-from clustersim.compute.software import software_for
+from clustersim.compute.software import SoftwareProfile, software_for
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout, Recompute
 from clustersim.system import system_for_accelerator
-from clustersim.training.estimate import TrainingJob, estimate_training
+from clustersim.training.estimate import Estimate, TrainingJob, estimate_training
 from clustersim.validation.cases import project_dir
 from clustersim.validation.training import estimate_case
+from clustersim.workload.float8 import Float8Recipe
 from clustersim.workload.zoo import load_model
 
 CATALOG = load_catalog(use_env=False)
@@ -33,10 +34,18 @@ LAYOUT = Layout(tp=1, pp=1, dp=8, micro_batch=1, zero=1, recompute=Recompute.NON
 COMPUTE = ("forward", "backward")
 
 
-def _compute_s(precision: Dtype, bf16_layers: int = 0) -> dict[str, float]:
-    software = MEGATRON.model_copy(update={"bf16_layers": bf16_layers})
+ROWWISE = MEGATRON.model_copy(update={"float8_recipe": Float8Recipe.ROWWISE})  # FP8 layers run casts of their own
+
+
+def _estimate(precision: Dtype, bf16_layers: int = 0, software: SoftwareProfile = MEGATRON) -> Estimate:
     job = TrainingJob(global_batch=64, seq_len=4096, precision=precision)
-    estimate = estimate_training(LLAMA_8B, B200, LAYOUT, job, software=software)
+    return estimate_training(
+        LLAMA_8B, B200, LAYOUT, job, software=software.model_copy(update={"bf16_layers": bf16_layers})
+    )
+
+
+def _compute_s(precision: Dtype, bf16_layers: int = 0, software: SoftwareProfile = MEGATRON) -> dict[str, float]:
+    estimate = _estimate(precision, bf16_layers, software)
     return {t.name: float(t.link_s) for t in estimate.terms if t.name in COMPUTE}
 
 
@@ -55,27 +64,42 @@ def test_no_bf16_layers_change_nothing_and_all_of_them_price_the_layers_as_a_bf1
     # the output head is BF16 in both; the layers' GEMMs, their casts gone, as a BF16 job's
     assert every == pytest.approx(bf16, rel=1e-9)
     assert fp4["forward"] < 0.8 * bf16["forward"]  # FP4 pays here, so the share matters
+    assert _compute_s(Dtype.FP8, 32, ROWWISE) == pytest.approx(bf16, rel=1e-9)  # the recipe's casts gone too
+    # each operation keeps its name, kind and scope
+    shape = [(op.name, op.kind, op.scope) for op in _estimate(Dtype.FP4).operations]
+    assert [(op.name, op.kind, op.scope) for op in _estimate(Dtype.FP4, 14).operations] == shape
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.integers(min_value=0, max_value=31), st.sampled_from([Dtype.FP8, Dtype.FP4]))
-def test_each_more_bf16_layer_adds_the_same_time_between_the_quantized_and_the_bf16_job(n: int, precision: Dtype):
-    # the mean layer is linear in the share: n layers of 32 move the compute n / 32 of the way to BF16
-    low, high = _compute_s(precision), _compute_s(precision, 32)
-    now, more = _compute_s(precision, n), _compute_s(precision, n + 1)
+@given(
+    st.integers(min_value=0, max_value=31),
+    st.sampled_from([(Dtype.FP8, MEGATRON), (Dtype.FP4, MEGATRON), (Dtype.FP8, ROWWISE)]),
+)
+def test_each_more_bf16_layer_adds_the_same_time_between_the_quantized_and_the_bf16_job(
+    n: int, job: tuple[Dtype, SoftwareProfile]
+):
+    # the mean layer is linear in the share: n layers of 32 move the compute n / 32 of the way to BF16, the rowwise
+    # recipe's casts (which only its FP8 layers run) included; each layer one 32nd (rowwise FP8 is the slower here)
+    precision, software = job
+    low, high = _compute_s(precision, 0, software), _compute_s(precision, 32, software)
+    now, more = _compute_s(precision, n, software), _compute_s(precision, n + 1, software)
     for term in COMPUTE:
         assert now[term] == pytest.approx(low[term] + n / 32 * (high[term] - low[term]), rel=1e-9)
-        assert more[term] > now[term]
+        assert more[term] - now[term] == pytest.approx((high[term] - low[term]) / 32, rel=1e-6)
 
 
 def test_refused_in_a_16_bit_job_and_beyond_the_models_layers():
-    check_bf16_layers(SUPER, 88, Dtype.FP4)
-    with pytest.raises(ClusterSimError, match=r"bf16_layers 89: .* has 88 layers as its framework counts them"):
-        check_bf16_layers(SUPER, 89, Dtype.FP4)
-    with pytest.raises(ClusterSimError, match=r"bf16_layers 2: a bf16 job runs every layer in 16 bits"):
-        check_bf16_layers(LLAMA_8B, 2, Dtype.BF16)
-    with pytest.raises(ClusterSimError, match=r"bf16_layers must be 0 or more, got -1"):
-        check_bf16_layers(LLAMA_8B, -1, Dtype.FP8)
+    for n, precision in ((88, Dtype.FP4), (0, Dtype.FP8), (0, Dtype.BF16)):
+        check_bf16_layers(SUPER, n, precision)  # every layer, or none (in any job)
+    refusals = (
+        (SUPER, 89, Dtype.FP4, "x 89: nemotron-3-super-120b-a12b has 88 layers as its framework counts them (0 to 88)"),
+        (LLAMA_8B, 2, Dtype.BF16, "x 2: a bf16 job runs every layer in 16 bits; BF16 layers need an fp8 or fp4 job"),
+        (LLAMA_8B, -1, Dtype.FP8, "x must be 0 or more, got -1"),
+    )
+    for model, n, precision, message in refusals:
+        with pytest.raises(ClusterSimError) as refused:
+            check_bf16_layers(model, n, precision, field="x")
+        assert str(refused.value) == message and (refused.value.field, refused.value.value) == ("x", n)
 
 
 def _super_case(case_id: str) -> dict:
