@@ -189,3 +189,18 @@ def test_cp_exchanges_latent_attentions_up_projected_keys_and_values():
     tokens = S / 2
     gather = t_coll(Op.ALL_GATHER, 2 * tokens * 8 * (192 + 128) * 2, node_fabric(2))
     assert terms(est)["cp comm"][0] == pytest.approx(2 * 4 * 3 * gather, rel=REL)
+
+
+def test_the_flex_dispatcher_moves_each_routed_row_twice_where_it_dispatches_and_four_times_elsewhere():
+    # DeepEP and HybridEP permute inside their kernels (FLEX_PERMUTE_ROW_COPIES); Megatron's alltoall dispatcher, and
+    # any layout whose experts are all local (ep 1), copies each routed row four times
+    def permutation_s(ep: int, dispatcher: str | None) -> float:
+        layout = Layout(dp=4, ep=ep, ep_dispatcher=dispatcher)
+        found = estimate(layout, devices=4, per_node=2, global_batch=8, model=MOE, sw=SW)
+        return next(op.forward_s for op in found.operations if op.name == "token permutation")
+
+    assert SW.ep_dispatch_per_node  # the framework's dispatcher is the flex one
+    for ep in (2, 4):
+        assert permutation_s(ep, None) == pytest.approx(0.5 * permutation_s(ep, "alltoall"), rel=REL)
+    assert permutation_s(1, None) == pytest.approx(permutation_s(1, "alltoall"), rel=REL)
+    assert permutation_s(1, None) == pytest.approx(2 * permutation_s(4, None), rel=REL)  # its own rows: 4 copies, not 2
