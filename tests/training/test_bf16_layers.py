@@ -139,3 +139,11 @@ def test_train_honours_the_flag_and_refuses_it_where_it_cannot_apply():
     beyond = runner.invoke(app, [*args, "--precision", "fp8", "--bf16-layers", "33"])
     assert beyond.exit_code != 0
     assert "bf16_layers 33: llama3-8b has 32 layers as its framework counts them (0 to 32)" in beyond.output
+
+
+def test_a_profiles_count_beyond_the_models_layers_is_refused_where_it_prices_a_low_precision_job():
+    # a user's framework profile may set bf16_layers for every job: a 16-bit job ignores it, an 8-bit job on a model
+    # with fewer layers is refused rather than priced with more BF16 layers than it has
+    assert _compute_s(Dtype.BF16, 40) == _compute_s(Dtype.BF16)
+    with pytest.raises(ClusterSimError, match=r"bf16_layers 40: llama3-8b has 32 layers as its framework counts them"):
+        _compute_s(Dtype.FP8, 40)

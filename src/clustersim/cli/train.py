@@ -341,7 +341,6 @@ def _scenario_of_options(
     precision: str,
     offer: str,
     models: list[Path],
-    bf16_layers: int = 0,
     efficiency: list[Path],
     catalog: list[Path],
     framework: str | None,
@@ -353,6 +352,7 @@ def _scenario_of_options(
     safe: bool = False,
     torch_compile: bool | None = None,
     cuda_graphs: CudaGraphs | None = None,
+    bf16_layers: int = 0,
 ) -> "TrainingScenario":
     """The scenario the options describe: with --tp and --pp a given layout, the options not in ``given``
     (their flags) at the framework's defaults; otherwise a chosen one, the layout options in ``given``

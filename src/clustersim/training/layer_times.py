@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from clustersim.catalog.schema import Dtype
-from clustersim.compute.bf16_layers import bf16_layer_share
+from clustersim.compute.bf16_layers import bf16_layer_share, check_bf16_layers
 from clustersim.compute.efficiency import FamilyEfficiency
 from clustersim.compute.fused_expert_mlp import fused_expert_mlp_runs
 from clustersim.compute.precision import is_low_precision
@@ -93,9 +93,10 @@ def _priced(ctx: LayerContext, ops: list[Operation], precision: Dtype) -> list[O
 def mean_layer_times(ctx: LayerContext) -> list[OperationTimes]:
     """Roofline times of one layer's operations (``ctx.layer_ops``), its BF16 layers' share blended in."""
     low = _priced(ctx, ctx.layer_ops, ctx.precision)
-    share = bf16_layer_share(ctx.model, ctx.sw.bf16_layers) if is_low_precision(ctx.precision) else 0.0
-    if share == 0.0:
+    if not (ctx.sw.bf16_layers and is_low_precision(ctx.precision)):  # a 16-bit job's layers are all 16-bit
         return low
+    check_bf16_layers(ctx.model, ctx.sw.bf16_layers, ctx.precision)  # a profile's count beyond this model's layers
+    share = bf16_layer_share(ctx.model, ctx.sw.bf16_layers)
     high = {t.name: t for t in _priced(ctx, layer_operations_in(ctx, Dtype.BF16), Dtype.BF16)}
     out = []
     for t in low:
