@@ -387,6 +387,7 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
     "moe": ["tests/workload/test_latent_moe.py"],
     "bf16_layers": [
         "tests/training/test_bf16_layers.py",
+        "tests/training/test_layer_times.py",
         "tests/training/test_activation_offload.py",
         "tests/training/test_estimate.py",
         "tests/training/test_moe_dispatch.py",
