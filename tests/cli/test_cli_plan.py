@@ -147,3 +147,18 @@ def test_etp_chooses_the_expert_tp_degrees_searched():
     assert both["evaluated"] > derived["evaluated"] and both["evaluated"] == planned(*job)["evaluated"]
     refused = plan("llama3-8b", "--instances", "p5.48xlarge", "--nodes", "1", "--etp", "1")
     assert refused.exit_code == 2 and "etp 1 needs a mixture-of-experts model" in refused.stderr
+
+
+def test_bf16_layers_are_priced_at_the_low_precision_points_only_and_refused_where_none_is_tried():
+    base = ("llama3-8b", "--instances", "p6-b200.48xlarge", "--nodes", "1", "--tokens", "100B", "--precision")
+    steps = {}
+    for n in ("0", "8"):
+        payload = planned(*base, "nvfp4,bf16", "--bf16-layers", n, "--top", "2")
+        steps[n] = {row["precision"]: row["step_s"] for row in payload["top"]}
+    assert steps["8"]["bf16"] == steps["0"]["bf16"]  # a 16-bit point's layers are all 16-bit
+    assert steps["0"]["fp4"] < steps["8"]["fp4"] < steps["0"]["bf16"]  # 8 of 32 layers a quarter of the way
+    assert steps["8"]["fp4"] == pytest.approx(
+        steps["0"]["fp4"] + (steps["0"]["bf16"] - steps["0"]["fp4"]) / 4, rel=0.02
+    )
+    refused(plan(*base, "bf16", "--bf16-layers", "8"), "--bf16-layers 8: every --precision tried (bf16)")
+    refused(plan(*base, "fp8", "--bf16-layers", "40"), "--bf16-layers 40: llama3-8b has 32 layers")

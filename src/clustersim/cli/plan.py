@@ -16,7 +16,14 @@ import typer
 
 from clustersim.cli.calibrate import CalibrationOption, calibration_overlay
 from clustersim.cli.common import CatalogOption, JsonOption, ModelsOption, number, plot_path, user_errors
-from clustersim.cli.job_options import DevicesPerNodeOpt, EfficiencyOpt, SeqOpt, SoftwareOpt, TorchCompileOpt
+from clustersim.cli.job_options import (
+    Bf16LayersOpt,
+    DevicesPerNodeOpt,
+    EfficiencyOpt,
+    SeqOpt,
+    SoftwareOpt,
+    TorchCompileOpt,
+)
 from clustersim.cli.level_option import DEFAULT_LEVEL, LevelOption
 from clustersim.cli.plan_serving import listed as _listed
 from clustersim.cli.sweep import Executor
@@ -165,6 +172,7 @@ def plan_command(
     efficiency: EfficiencyOpt = None,
     software: SoftwareOpt = None,
     torch_compile: TorchCompileOpt = None,
+    bf16_layers: Bf16LayersOpt = 0,
     calibration: CalibrationOption = None,
     executor: Annotated[
         Executor,
@@ -270,8 +278,9 @@ def plan_command(
             max_nodes=max_nodes,
         )
         table, compiled = _compiled(table, torch_compile, grid, cat)
+        table, kept = _bf16_layers(table, bf16_layers, grid, transformer)
         points, notes = grid_points(transformer, cat, grid, profiles=table, efficiency=fractions)
-        notes += compiled
+        notes += compiled + kept
         memory_level = level if safe else None  # --safe: the layout fits at its memory interval's upper end too
         space = _space(headroom, memory_level, micro_batch=micro_batch, vp=vp, cp=cp, ep=ep, etp=etp)
         with (
@@ -319,6 +328,28 @@ def _compiled(
             said += [note] if note and note not in said else []
     compiled = {name: compiled_software(p, torch_compile) if p.eager_elementwise else p for name, p in table.items()}
     return compiled, said
+
+
+def _bf16_layers(
+    table: dict[str, "SoftwareProfile"], bf16_layers: int, grid: "PlanGrid", model: "Transformer"
+) -> tuple[dict[str, "SoftwareProfile"], list[str]]:
+    """The profiles keeping ``bf16_layers`` layers of every 8- or 4-bit point in BF16, and a note saying so; refused
+    where no --precision tried is 8- or 4-bit, or beyond the model's layers (``compute.bf16_layers``)."""
+    from clustersim.catalog.schema import Dtype
+    from clustersim.compute.bf16_layers import check_bf16_layers, framework_layers
+
+    if not bf16_layers:
+        return table, []
+    if all(p.strip().lower() in ("bf16", "fp16") for p in grid.precisions):
+        raise ClusterSimError(
+            f"--bf16-layers {bf16_layers}: every --precision tried ({', '.join(grid.precisions)}) runs every layer in "
+            "16 bits; BF16 layers need fp8, mxfp8, nvfp4 or mxfp4",
+            field="--bf16-layers",
+            value=bf16_layers,
+        )
+    check_bf16_layers(model, bf16_layers, Dtype.FP8, field="--bf16-layers")
+    note = f"{bf16_layers} of {model.name}'s {framework_layers(model)} layers in BF16 at the 8- and 4-bit precisions"
+    return {name: p.model_copy(update={"bf16_layers": bf16_layers}) for name, p in table.items()}, [note]
 
 
 def _executor(kind: Executor, address: str | None, workers: int | None) -> AbstractContextManager[Any]:
