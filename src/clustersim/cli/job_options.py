@@ -1,7 +1,7 @@
 """The job and layout options ``train``, ``explain`` and ``fabric step`` share (typer aliases; light to import)."""
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
@@ -16,9 +16,6 @@ from clustersim.choices import (
 )
 from clustersim.errors import ClusterSimError
 from clustersim.units import MAX_DEGREE, MAX_SEQUENCE_TOKENS, MAX_SEQUENCES
-
-if TYPE_CHECKING:
-    from clustersim.catalog.schema import Dtype
 
 DevicesPerNodeOpt = Annotated[
     int | None,
@@ -260,16 +257,3 @@ def refuse_given_only(**values: object) -> None:
                 field=flag,
                 value=value,
             )
-
-
-def refuse_bf16_layers(bf16_layers: int, precision: "Dtype") -> None:
-    """Refuse ``--bf16-layers`` in a 16-bit job, whose layers are all BF16 or FP16 already."""
-    from clustersim.compute.precision import is_low_precision
-
-    if bf16_layers and not is_low_precision(precision):
-        raise ClusterSimError(
-            f"--bf16-layers {bf16_layers}: a {precision.value} job runs every layer in 16 bits; BF16 layers need "
-            "--precision fp8, mxfp8, nvfp4 or mxfp4",
-            field="--bf16-layers",
-            value=bf16_layers,
-        )

@@ -358,14 +358,15 @@ def _scenario_of_options(
     (their flags) at the framework's defaults; otherwise a chosen one, the layout options in ``given``
     held fixed. ``sp`` None: not given."""
     from clustersim.cli.job_options import recompute_modules as parse_recompute_modules
-    from clustersim.cli.job_options import refuse_bf16_layers, refuse_given_only
+    from clustersim.cli.job_options import refuse_given_only
+    from clustersim.compute.bf16_layers import check_bf16_layers_precision
     from clustersim.compute.software import resolve_layout
     from clustersim.scenario.schema import LayoutSearchSpec, LayoutSpec, SystemSpec, TrainingJobSpec
     from clustersim.scenario.training import training_scenario
     from clustersim.units import parse_count
 
     dtype = _precision(precision, instance, catalog)
-    refuse_bf16_layers(bf16_layers, dtype)
+    check_bf16_layers_precision(bf16_layers, dtype, field="--bf16-layers")
     budget = parse_count(tokens)
     modules = parse_recompute_modules(recompute_modules)
     if offer not in ("on_demand", "capacity_block"):

@@ -43,8 +43,8 @@ def bf16_layer_share(model: Transformer, bf16_layers: int) -> float:
     return bf16_layers / framework_layers(model)
 
 
-def check_bf16_layers(model: Transformer, bf16_layers: int, precision: Dtype, field: str = "bf16_layers") -> None:
-    """Refuse BF16 layers a job cannot have: in a 16-bit job (every layer is), or more than the model's layers."""
+def check_bf16_layers_precision(bf16_layers: int, precision: Dtype, field: str = "bf16_layers") -> None:
+    """Refuse BF16 layers in a 16-bit job, whose layers all are (what can be said before the model is read)."""
     if bf16_layers < 0:
         raise ClusterSimError(f"{field} must be 0 or more, got {bf16_layers}", field=field, value=bf16_layers)
     if bf16_layers and not is_low_precision(precision):
@@ -54,6 +54,11 @@ def check_bf16_layers(model: Transformer, bf16_layers: int, precision: Dtype, fi
             field=field,
             value=bf16_layers,
         )
+
+
+def check_bf16_layers(model: Transformer, bf16_layers: int, precision: Dtype, field: str = "bf16_layers") -> None:
+    """Refuse BF16 layers a job cannot have: in a 16-bit job (every layer is), or more than the model's layers."""
+    check_bf16_layers_precision(bf16_layers, precision, field)
     limit = framework_layers(model)
     if bf16_layers > limit:
         raise ClusterSimError(
