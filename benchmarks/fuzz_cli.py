@@ -343,6 +343,9 @@ def _train(draw: st.DrawFn, files: Files) -> list[str]:
             "--seq": ints(2048, 4096, 8192, 3),
             "--precision": texts("bf16", "fp8", "fp16", "fp32"),
             "--bf16-layers": ints(0, 2, 14, 200),
+            "--operation-format": texts(
+                "attention_projections=bf16", "mtp=bf16", "latent_projections=fp8", "attention=bf16", "qkv"
+            ),
             "--price": texts("on_demand", "capacity_block"),
             "--uneven-stages": None,
             "--offload-layers": ints(1, 4, 40),

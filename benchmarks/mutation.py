@@ -85,6 +85,7 @@ GROUPS: dict[str, list[str]] = {
     "linear_attention": ["src/clustersim/workload/linear_attention.py", "src/clustersim/workload/hf_hybrid.py"],
     "moe": ["src/clustersim/workload/moe.py"],
     "bf16_layers": ["src/clustersim/compute/bf16_layers.py", "src/clustersim/training/layer_times.py"],
+    "operation_formats": ["src/clustersim/compute/operation_formats.py", "src/clustersim/training/layer_times.py"],
 }
 TEST_SELECTION = [
     "tests/training",
@@ -145,6 +146,11 @@ GROUP_TESTS: dict[str, list[str]] = {
         "tests/training/test_bf16_layers.py",
         "tests/training/test_fp8_param_gather.py",
         "tests/validation/test_recipe_kernels.py",
+    ],
+    "operation_formats": [
+        "tests/training/test_operation_formats.py",
+        "tests/training/test_bf16_layers.py",
+        "tests/training/test_layer_times.py",
     ],
 }
 # Slow tests left out of the selection (a surviving mutant runs every selected test that reaches it): the

@@ -1,10 +1,11 @@
 """The job and layout options ``train``, ``explain`` and ``fabric step`` share (typer aliases; light to import)."""
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from clustersim.catalog.kinds import Dtype
 from clustersim.choices import (
     EP_DISPATCHER_HELP,
     RECOMPUTE_MODULES_HELP,
@@ -16,6 +17,9 @@ from clustersim.choices import (
 )
 from clustersim.errors import ClusterSimError
 from clustersim.units import MAX_DEGREE, MAX_SEQUENCE_TOKENS, MAX_SEQUENCES
+
+if TYPE_CHECKING:
+    from clustersim.compute.software import SoftwareProfile
 
 DevicesPerNodeOpt = Annotated[
     int | None,
@@ -139,6 +143,15 @@ Bf16LayersOpt = Annotated[
         "(Megatron's first_last_layers_bf16, e.g. 14 for Nemotron 3 Super's NVFP4 recipe).",
     ),
 ]
+OperationFormatOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--operation-format",
+        metavar="GROUP=FORMAT",
+        help="An fp8 or fp4 job's group of operations in a wider format, repeatable, e.g. attention_projections=bf16 "
+        "(groups: attention_projections, mixer_output_projection, latent_projections, mtp).",
+    ),
+]
 BeyondContextOpt = Annotated[
     bool,
     typer.Option(
@@ -257,3 +270,58 @@ def refuse_given_only(**values: object) -> None:
                 field=flag,
                 value=value,
             )
+
+
+def operation_formats(values: list[str] | None) -> dict[str, str]:
+    """``--operation-format GROUP=FORMAT`` values as a mapping (each group once); a malformed or repeated one is
+    refused naming the flag."""
+    out: dict[str, str] = {}
+    for text in values or []:
+        group, sep, fmt = text.partition("=")
+        group, fmt = group.strip(), fmt.strip()
+        if not sep or not group or not fmt:
+            raise ClusterSimError(
+                f"--operation-format {text!r}: give GROUP=FORMAT, e.g. attention_projections=bf16",
+                field="--operation-format",
+                value=text,
+            )
+        if group in out:
+            raise ClusterSimError(
+                f"--operation-format: group {group!r} given twice ({out[group]}, {fmt})",
+                field="--operation-format",
+                value=text,
+            )
+        out[group] = fmt
+    return out
+
+
+def framework_profile(
+    framework: str | None, instance: str, software: list[Path], catalog: list[Path]
+) -> "SoftwareProfile":
+    """The profile of ``framework`` on the accelerator family of ``instance`` (for its layout defaults), with
+    the user's software and catalog files read as the run reads them."""
+    from clustersim.catalog import registry
+    from clustersim.compute import software as profiles
+    from clustersim.scenario.training import user_files
+
+    cat = registry.load_catalog(user_files(registry.ENV_VAR, catalog), use_env=False)
+    chip = cat.instance(instance).accelerator
+    table = profiles.software_profiles(user_files(profiles.ENV_VAR, software), use_env=False)
+    return profiles.software_for(framework, cat.accelerator(chip).family, table, accelerator=chip)
+
+
+def job_precision(text: str, instance: str, catalog: list[Path], field: str = "--precision") -> Dtype:
+    """The job's GEMM format for ``--precision`` (bf16, fp16, fp8, mxfp8, nvfp4, mxfp4), refused where the
+    instance's accelerator has no tensor cores for it (clustersim.compute.precision), naming ``field``."""
+    from clustersim.catalog import registry
+    from clustersim.compute.precision import check_training_format, job_dtype, parse_training_format
+    from clustersim.scenario.training import user_files
+
+    fmt = parse_training_format(text, "--precision")
+    cat = registry.load_catalog(user_files(registry.ENV_VAR, catalog), use_env=False)
+    try:
+        chip = cat.accelerator(cat.instance(instance).accelerator)
+    except ClusterSimError:  # an unknown instance is named where the system is built
+        return job_dtype(fmt)
+    check_training_format(fmt, chip, field)
+    return job_dtype(fmt)

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-from clustersim.catalog.kinds import Dtype
 from clustersim.choices import CudaGraphs, EpDispatcher, Recompute
 from clustersim.cli.calibrate import CalibrationOption, calibration_overlay, refuse_with_save_scenario
 from clustersim.cli.common import (
@@ -47,6 +46,7 @@ from clustersim.cli.job_options import (
     LastStageLayersOpt,
     MicroBatchOpt,
     OffloadLayersOpt,
+    OperationFormatOpt,
     PpOpt,
     PrecisionOpt,
     RecomputeModulesOpt,
@@ -61,6 +61,8 @@ from clustersim.cli.job_options import (
     UnevenStagesOpt,
     VpOpt,
     ZeroOpt,
+    framework_profile,
+    job_precision,
 )
 from clustersim.cli.level_option import DEFAULT_LEVEL, LevelOption
 from clustersim.cli.train_inputs import (
@@ -80,7 +82,6 @@ from clustersim.errors import ClusterSimError
 from clustersim.units import MAX_NODES
 
 if TYPE_CHECKING:
-    from clustersim.compute.software import SoftwareProfile
     from clustersim.scenario.schema import CheckpointSpec, TrainingScenario
     from clustersim.scenario.training import TrainingRun
     from clustersim.training.comparison import TrainingComparison
@@ -89,7 +90,7 @@ if TYPE_CHECKING:
 INPUTS = (
     "instance", "nodes", "devices_per_node", "tp", "pp", "vp", "cp", "ep", "etp", "micro_batch", "zero", "sp",
     "recompute", "recompute_modules", "tokens", "global_batch", "seq", "precision", "bf16_layers", "offer", "models",
-    "efficiency", "framework",
+    "efficiency", "framework", "operation_formats",
     "software", "uneven", "last_stage_layers", "offload_layers", "headroom", "safe", "ep_overlap", "ep_dispatcher",
     "torch_compile", "cuda_graphs", "catalog", "storage", "checkpoint_every", "async_checkpoint", "nvme_checkpoint",
     "failure_rate", "beyond_context",
@@ -107,6 +108,7 @@ _FLAGS = {
     "seq_len": "--seq",
     "precision": "--precision",
     "bf16_layers": "--bf16-layers",
+    "operation_formats": "--operation-format",
     "tokens": "--tokens",
     "price": "--price",
     "tp": "--tp",
@@ -156,6 +158,7 @@ def train_command(
     beyond_context: BeyondContextOpt = False,
     precision: PrecisionOpt = "bf16",
     bf16_layers: Bf16LayersOpt = 0,
+    operation_formats: OperationFormatOpt = None,
     offer: Annotated[str, typer.Option("--price", help="on_demand or capacity_block.")] = "on_demand",
     models: ModelsOption = None,
     efficiency: EfficiencyOpt = None,
@@ -265,7 +268,7 @@ def train_command(
                 ep_overlap=ep_overlap, tokens=tokens,
                 ep_dispatcher=ep_dispatcher, global_batch=global_batch, last_stage_layers=last_stage_layers,
                 offload_layers=offload_layers, seq=seq,
-                precision=precision, bf16_layers=bf16_layers, offer=offer,
+                precision=precision, bf16_layers=bf16_layers, operation_formats=operation_formats, offer=offer,
                 beyond_context=beyond_context, models=models or [], efficiency=efficiency or [], catalog=catalog or [],
                 framework=framework, software=software or [], given=set(given_options(ctx, LAYOUT_OPTIONS)),
                 torch_compile=torch_compile, cuda_graphs=cuda_graphs,
@@ -279,7 +282,7 @@ def train_command(
             )
         others = compared_instances(compare or [])
         for other in others if scenario is None else []:  # the format as given (a scenario keeps its catalog dtype)
-            _precision(precision, other, catalog or [], "--compare")
+            job_precision(precision, other, catalog or [], "--compare")
         if network != "analytic" and save_scenario is not None:
             raise ClusterSimError(
                 f"--network {network} is not part of a scenario file; run --save-scenario with the analytic model, "
@@ -353,10 +356,12 @@ def _scenario_of_options(
     torch_compile: bool | None = None,
     cuda_graphs: CudaGraphs | None = None,
     bf16_layers: int = 0,
+    operation_formats: list[str] | None = None,
 ) -> "TrainingScenario":
     """The scenario the options describe: with --tp and --pp a given layout, the options not in ``given``
     (their flags) at the framework's defaults; otherwise a chosen one, the layout options in ``given``
     held fixed. ``sp`` None: not given."""
+    from clustersim.cli.job_options import operation_formats as parse_formats
     from clustersim.cli.job_options import recompute_modules as parse_recompute_modules
     from clustersim.cli.job_options import refuse_given_only
     from clustersim.compute.bf16_layers import check_bf16_layers_precision
@@ -365,7 +370,7 @@ def _scenario_of_options(
     from clustersim.scenario.training import training_scenario
     from clustersim.units import parse_count
 
-    dtype = _precision(precision, instance, catalog)
+    dtype = job_precision(precision, instance, catalog)
     check_bf16_layers_precision(bf16_layers, dtype, field="--bf16-layers")
     budget = parse_count(tokens)
     modules = parse_recompute_modules(recompute_modules)
@@ -377,7 +382,7 @@ def _scenario_of_options(
         system = SystemSpec(instance=instance, nodes=nodes, devices_per_node=devices_per_node)
         job = TrainingJobSpec(
             global_batch=global_batch, seq_len=seq, precision=dtype, bf16_layers=bf16_layers, tokens=budget,
-            price=offer, beyond_context=beyond_context,
+            price=offer, beyond_context=beyond_context, operation_formats=parse_formats(operation_formats),
         )  # fmt: skip
         layout: LayoutSpec | LayoutSearchSpec | Literal["choose"] = "choose"
         if tp is not None and pp is not None:
@@ -389,7 +394,7 @@ def _scenario_of_options(
             }  # fmt: skip
             if modules is not None and "--recompute" not in given:  # naming modules asks for selective
                 stated["recompute"] = Recompute.SELECTIVE
-            fields, _ = resolve_layout(stated, _framework_profile(framework, instance, software, catalog))
+            fields, _ = resolve_layout(stated, framework_profile(framework, instance, software, catalog))
             if headroom is not None:
                 raise ClusterSimError(
                     "--headroom is the memory a chosen layout leaves free; with --tp and --pp the layout is given "
@@ -427,38 +432,6 @@ def _scenario_of_options(
         framework=framework, software=software, checkpoint=checkpoint, torch_compile=torch_compile,
         cuda_graphs=cuda_graphs,
     )  # fmt: skip
-
-
-def _framework_profile(
-    framework: str | None, instance: str, software: list[Path], catalog: list[Path]
-) -> "SoftwareProfile":
-    """The profile of ``framework`` on the accelerator family of ``instance`` (for its layout defaults), with
-    the user's software and catalog files read as the run reads them."""
-    from clustersim.catalog import registry
-    from clustersim.compute import software as profiles
-    from clustersim.scenario.training import user_files
-
-    cat = registry.load_catalog(user_files(registry.ENV_VAR, catalog), use_env=False)
-    chip = cat.instance(instance).accelerator
-    table = profiles.software_profiles(user_files(profiles.ENV_VAR, software), use_env=False)
-    return profiles.software_for(framework, cat.accelerator(chip).family, table, accelerator=chip)
-
-
-def _precision(text: str, instance: str, catalog: list[Path], field: str = "--precision") -> Dtype:
-    """The job's GEMM format for ``--precision`` (bf16, fp16, fp8, mxfp8, nvfp4, mxfp4), refused where the
-    instance's accelerator has no tensor cores for it (clustersim.compute.precision), naming ``field``."""
-    from clustersim.catalog import registry
-    from clustersim.compute.precision import check_training_format, job_dtype, parse_training_format
-    from clustersim.scenario.training import user_files
-
-    fmt = parse_training_format(text, "--precision")
-    cat = registry.load_catalog(user_files(registry.ENV_VAR, catalog), use_env=False)
-    try:
-        chip = cat.accelerator(cat.instance(instance).accelerator)
-    except ClusterSimError:  # an unknown instance is named where the system is built
-        return job_dtype(fmt)
-    check_training_format(fmt, chip, field)
-    return job_dtype(fmt)
 
 
 def _header(run: "TrainingRun", safe: bool) -> str:

@@ -134,13 +134,9 @@ class SoftwareSettings(BaseModel):
     default_zero: int | None = Field(
         None, ge=0, le=3, description="ZeRO stage when the job does not say (1: a distributed optimizer, 3: FSDP)."
     )
-    default_sequence_parallel: bool | None = Field(
-        None, description="Sequence parallelism when tp > 1 and the job does not say."
-    )
+    default_sequence_parallel: bool | None = Field(None, description="Sequence parallelism when tp > 1, not said.")
     default_recompute: Recompute | None = Field(None, description="Activation recompute when the job does not say.")
-    default_micro_batch: int | None = Field(
-        None, ge=1, description="Sequences per micro-batch when the job does not say."
-    )
+    default_micro_batch: int | None = Field(None, ge=1, description="Sequences per micro-batch, job not saying.")
     default_etp: ExpertTp | None = Field(None, description=_DEFAULT_ETP)
     default_vp: int | None = Field(None, ge=1, le=64, description=_DEFAULT_VP)
     layout_source: str | None = Field(
@@ -199,6 +195,10 @@ class SoftwareProfile(SoftwareSettings):
     )
     quantized_head: bool = Field(False, description="8- and 4-bit jobs: the logits GEMM in that format; false: BF16.")
     bf16_layers: int = Field(0, ge=0, description="8- and 4-bit jobs: layers at the stack's ends kept in BF16.")
+    operation_formats: dict[str, str] = Field(
+        default_factory=dict,
+        description="8- and 4-bit jobs: groups of operations in a wider format (clustersim.compute.operation_formats).",
+    )
     unfused_clamped_glu: bool = Field(
         False, description="A clamped gated MLP's clamps run before its fused activation (architecture_ops)."
     )

@@ -206,6 +206,11 @@ class TrainingJobSpec(_Record):
         description="An fp8 or fp4 job's layers at the ends of the stack that keep their GEMMs in BF16, as the "
         "framework counts layers (Megatron's first_last_layers_bf16; clustersim.compute.bf16_layers); 0: none.",
     )
+    operation_formats: dict[str, str] = Field(
+        default_factory=dict,
+        description="An fp8 or fp4 job's groups of operations run in a wider format, group -> training format (e.g. "
+        "attention_projections: bf16; clustersim.compute.operation_formats); empty: none.",
+    )
     tokens: Tokens | None = Field(
         default=None,
         ge=1,

@@ -22,6 +22,7 @@ from clustersim.compute import efficiency as efficiencies
 from clustersim.compute import software as software_profiles
 from clustersim.compute.bf16_layers import check_bf16_layers
 from clustersim.compute.efficiency import FamilyEfficiency, efficiency_for, efficiency_table
+from clustersim.compute.operation_formats import check_operation_formats
 from clustersim.compute.software import SoftwareProfile
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout, Recompute
@@ -121,7 +122,7 @@ def run_system(run: TrainingRun) -> tuple[Catalog, System, SoftwareProfile, Fami
         accelerator=system.accelerator.id,
     )
     software = graphed_software(compiled_software(software, scenario.torch_compile), scenario.cuda_graphs)
-    software = recipe_software(software, run.model, scenario.job)
+    software = recipe_software(software, run.model, scenario.job, system)
     efficiency = efficiency_for(system.accelerator, efficiency_table(options.efficiency, use_env=False))
     return catalog, system, software, efficiency
 
@@ -152,13 +153,20 @@ def compiled_software(
     return software.model_copy(update=compiled)
 
 
-def recipe_software(software: SoftwareProfile, model: Transformer, job: TrainingJobSpec) -> SoftwareProfile:
-    """``software`` with the job's BF16 layers (``TrainingJobSpec.bf16_layers``), refused where the job cannot have
-    them (``clustersim.compute.bf16_layers.check_bf16_layers``)."""
-    if not job.bf16_layers:
-        return software
-    check_bf16_layers(model, job.bf16_layers, job.precision, field="bf16_layers")
-    return software.model_copy(update={"bf16_layers": job.bf16_layers})
+def recipe_software(
+    software: SoftwareProfile, model: Transformer, job: TrainingJobSpec, system: System
+) -> SoftwareProfile:
+    """``software`` with the job's BF16 layers and wider operations (``TrainingJobSpec.bf16_layers``,
+    ``operation_formats``), refused where the job cannot have them (``clustersim.compute.bf16_layers``,
+    ``clustersim.compute.operation_formats``)."""
+    given: dict[str, object] = {}
+    if job.bf16_layers:
+        check_bf16_layers(model, job.bf16_layers, job.precision, field="bf16_layers")
+        given["bf16_layers"] = job.bf16_layers
+    if job.operation_formats:
+        check_operation_formats(model, job.operation_formats, job.precision, system.accelerator)
+        given["operation_formats"] = dict(job.operation_formats)
+    return software.model_copy(update=given) if given else software
 
 
 def graphed_software(software: SoftwareProfile, cuda_graphs: CudaGraphs | None) -> SoftwareProfile:
@@ -340,7 +348,7 @@ def run_training(
         eager_default = False if software.eager_elementwise else None
         compiled.append(eager_default if scenario.torch_compile is None else scenario.torch_compile)
         software = graphed_software(compiled_software(software, scenario.torch_compile, profiles), scenario.cuda_graphs)
-        software = recipe_software(software, transformer, scenario.job)
+        software = recipe_software(software, transformer, scenario.job, system)
         if isinstance(layout, LayoutSpec):
             given = layout_for(layout, system)
         else:

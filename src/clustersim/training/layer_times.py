@@ -1,7 +1,9 @@
-"""One layer's operations on one device and their roofline times at a job's precision: the mean layer, where the
+"""One layer's operations on one device and their roofline times at a job's precision: the mean layer. Where the
 software keeps some layers of an 8- or 4-bit job in BF16 (``SoftwareProfile.bf16_layers``,
-``clustersim.compute.bf16_layers``), that share of each operation at its BF16 time (an operation only the quantized
-layers run, such as the FP8 casts, at the other share)."""
+``clustersim.compute.bf16_layers``), that share of each operation runs at its BF16 time; where its recipe runs groups of
+operations in a wider format (``SoftwareProfile.operation_formats``, ``clustersim.compute.operation_formats``), their
+share of each operation of the quantized layers runs at that format's time, and the MTP blocks' share of the layers
+whole in theirs. An operation only the quantized GEMMs run, such as the FP8 casts, shrinks with them."""
 
 from __future__ import annotations
 
@@ -14,13 +16,14 @@ from clustersim.catalog.schema import Dtype
 from clustersim.compute.bf16_layers import bf16_layer_share, check_bf16_layers
 from clustersim.compute.efficiency import FamilyEfficiency
 from clustersim.compute.fused_expert_mlp import fused_expert_mlp_runs
+from clustersim.compute.operation_formats import MTP, check_operation_formats, mtp_layer_share, operation_shares
 from clustersim.compute.precision import is_low_precision
 from clustersim.compute.software import SoftwareProfile
 from clustersim.execution import LayoutArrays
 from clustersim.system import System
 from clustersim.training.pricing import OperationTimes, Systems, operation_times
 from clustersim.workload.operation import Operation
-from clustersim.workload.ops import layer_operations
+from clustersim.workload.ops import FLOAT8_LINEARS, layer_operations
 from clustersim.workload.transformer import Transformer
 
 
@@ -91,17 +94,36 @@ def _priced(ctx: LayerContext, ops: list[Operation], precision: Dtype) -> list[O
 
 
 def mean_layer_times(ctx: LayerContext) -> list[OperationTimes]:
-    """Roofline times of one layer's operations (``ctx.layer_ops``), its BF16 layers' share blended in."""
+    """Roofline times of one layer's operations (``ctx.layer_ops``), its BF16 layers, its recipe's wider operations
+    and its MTP blocks' format blended in (see the module docstring)."""
     low = _priced(ctx, ctx.layer_ops, ctx.precision)
-    if not (ctx.sw.bf16_layers and is_low_precision(ctx.precision)):  # a 16-bit job's layers are all 16-bit
-        return low
-    check_bf16_layers(ctx.model, ctx.sw.bf16_layers, ctx.precision)  # a profile's count beyond this model's layers
-    share = bf16_layer_share(ctx.model, ctx.sw.bf16_layers)
-    high = {t.name: t for t in _priced(ctx, layer_operations_in(ctx, Dtype.BF16), Dtype.BF16)}
-    out = []
-    for t in low:
-        b = high.get(t.name)
-        forward = (1.0 - share) * t.forward_s + (share * b.forward_s if b is not None else 0.0)
-        backward = (1.0 - share) * t.backward_s + (share * b.backward_s if b is not None else 0.0)
-        out.append(OperationTimes(t.name, forward, backward, t.in_head, t.kind))
-    return out
+    sw, model = ctx.sw, ctx.model
+    if not (is_low_precision(ctx.precision) and (sw.bf16_layers or sw.operation_formats)):
+        return low  # a 16-bit job's layers are all 16-bit
+    check_bf16_layers(model, sw.bf16_layers, ctx.precision)  # a profile's count beyond this model's layers
+    formats = check_operation_formats(model, sw.operation_formats, ctx.precision, ctx.system.accelerator)
+    mtp_format = formats.pop(MTP, None)
+    mtp = mtp_layer_share(model) if mtp_format is not None else 0.0  # of the priced layers
+    bf16 = (1.0 - mtp) * bf16_layer_share(model, sw.bf16_layers)
+    shares = operation_shares(model, formats)
+    wanted = {d for op in shares.values() for d in op} | {d for d in (Dtype.BF16 if bf16 else None, mtp_format) if d}
+    wider = {d: {t.name: t for t in _priced(ctx, layer_operations_in(ctx, d), d)} for d in wanted}
+    flop = {op.name: op.flop for op in ctx.layer_ops}
+    linear = sum((f for name, f in flop.items() if name in FLOAT8_LINEARS), np.zeros_like(ctx.tokens))
+    moved = sum((s * flop[name] for name, op in shares.items() for s in op.values()), np.zeros_like(ctx.tokens))
+    kept = 1.0 - moved / np.maximum(linear, 1e-300)  # the quantized GEMMs' share left in the job's format
+
+    def blend(t: OperationTimes, attr: str) -> npt.NDArray[np.float64]:
+        def at(dtype: Dtype | None) -> npt.NDArray[np.float64]:
+            other = wider.get(dtype, {}).get(t.name) if dtype is not None else None
+            return np.asarray(getattr(other, attr), dtype=np.float64) if other is not None else np.zeros(1)
+
+        own = np.asarray(getattr(t, attr), dtype=np.float64)
+        if not any(t.name in priced for priced in wider.values()):  # run only by quantized GEMMs (casts)
+            quantized = kept * own
+        else:
+            op = shares.get(t.name, {})
+            quantized = (1.0 - sum(op.values())) * own + sum((s * at(d) for d, s in op.items()), np.zeros(1))
+        return (1.0 - bf16 - mtp) * quantized + bf16 * at(Dtype.BF16) + mtp * at(mtp_format)
+
+    return [OperationTimes(t.name, blend(t, "forward_s"), blend(t, "backward_s"), t.in_head, t.kind) for t in low]

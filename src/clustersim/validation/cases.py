@@ -276,6 +276,9 @@ class CaseSoftware(_Part):
     cuda_graphs: CudaGraphs | None = None  # extra context: a training run's CUDA graph capture (null: not stated)
     # extra context: an 8- or 4-bit training run's layers kept in BF16, as its framework counts them (null: none)
     bf16_layers: Annotated[int, Field(ge=0)] | None = None
+    # extra context: an 8- or 4-bit training run's groups of operations in a wider format (group -> training format,
+    # clustersim.compute.operation_formats; null: none)
+    operation_formats: dict[str, str] | None = None
 
     @field_validator("float8_recipe")
     @classmethod

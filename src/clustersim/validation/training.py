@@ -20,6 +20,7 @@ from clustersim.catalog.schema import Dtype
 from clustersim.compute.bf16_layers import check_bf16_layers
 from clustersim.compute.efficiency import FamilyEfficiency, efficiency_for
 from clustersim.compute.fused_expert_mlp import FUSED_EXPERT_MLP_FAMILY
+from clustersim.compute.operation_formats import check_operation_formats
 from clustersim.compute.precision import is_low_precision, training_dtype
 from clustersim.compute.software import SoftwareProfile, resolve_layout, software_for
 from clustersim.errors import ClusterSimError
@@ -152,6 +153,13 @@ def _stated_kernels(
         except ClusterSimError as exc:
             raise ClusterSimError(f"case {case.id}: {exc}", field=exc.field, value=exc.value) from None
         given["bf16_layers"] = bf16_layers
+    formats = case.software.operation_formats if case.software else None
+    if formats:  # the recipe's operations in a wider format (clustersim.compute.operation_formats)
+        try:
+            check_operation_formats(model, formats, precision, system.accelerator, field="software.operation_formats")
+        except ClusterSimError as exc:
+            raise ClusterSimError(f"case {case.id}: {exc}", field=exc.field, value=exc.value) from None
+        given["operation_formats"] = dict(formats)
     if case.software and case.software.cuda_graphs is not None:  # the capture: host-bound launches where none
         given["cuda_graphs"] = case.software.cuda_graphs
     return software.model_copy(update=given) if given else software
