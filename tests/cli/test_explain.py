@@ -309,3 +309,19 @@ def test_a_moe_log_without_cuda_graphs_prices_the_host_on_grace_and_says_so_else
     job = [str(model), "--instance", "p6e-gb200.36xlarge", "--nodes", "1", "--log", str(log), "--cuda-graphs", "full"]
     result = runner.invoke(app, ["explain", *job], env=ENV)
     assert result.exit_code == 2 and "the log ran CUDA graphs none, --cuda-graphs says full" in result.output
+
+
+def test_explain_prices_the_layers_a_log_keeps_in_bf16_and_refuses_a_flag_that_says_otherwise(tmp_path: Path) -> None:
+    from tests.ingest.test_training_logs import _moe_log
+
+    model = _moe_model(tmp_path, 1024)
+    fp8 = {"fp8": "hybrid", "fp16": "False", "bf16": "True"}
+    kept = _moe_log(tmp_path, **fp8, first_last_layers_bf16="True", num_layers_at_end_in_bf16="7")
+    job = [str(model), "--instance", "p6e-gb200.36xlarge", "--nodes", "1", "--log", str(kept)]
+    with_them = _json("explain", job=job)
+    assert _json("explain", "--bf16-layers", "8", job=job)["predicted_step_s"] == with_them["predicted_step_s"]
+    none = _json("explain", job=[*job[:-1], str(_moe_log(tmp_path, **fp8))])
+    assert with_them["predicted_step_s"] != none["predicted_step_s"]  # 8 of 24 layers' GEMMs at their BF16 time
+    kept = _moe_log(tmp_path, **fp8, first_last_layers_bf16="True", num_layers_at_end_in_bf16="7")
+    refused = runner.invoke(app, ["explain", *job[:-1], str(kept), "--bf16-layers", "4"], env=ENV)
+    assert refused.exit_code == 2 and "the log says bf16_layers 8, --bf16-layers says 4" in refused.output

@@ -450,3 +450,25 @@ def test_megatron_log_says_whether_it_captured_cuda_graphs(tmp_path: Path, lines
     run = read_megatron_log(_moe_log(tmp_path, **lines))
     assert run.software.get("cuda_graphs") == state
     assert any(note.startswith(f"CUDA graphs: {state} (line ") for note in run.notes) == (state is not None)
+
+
+def test_a_low_precision_megatron_log_gives_the_layers_it_keeps_in_bf16(tmp_path: Path):
+    """first_last_layers_bf16 with num_layers_at_start/end_in_bf16 becomes the case's software.bf16_layers in an 8-
+    or 4-bit run (Megatron-Core's defaults, 1 and 1, where the log leaves a count out); a 16-bit run's flag is noted,
+    not read; a count that is not one is refused, naming its line."""
+    fp8 = {"fp8": "hybrid", "fp16": "False", "bf16": "True", "first_last_layers_bf16": "True"}
+    run = read_megatron_log(_moe_log(tmp_path, **fp8, num_layers_at_start_in_bf16="0", num_layers_at_end_in_bf16="2"))
+    assert run.precision == "fp8" and run.software["bf16_layers"] == 2
+    assert any("2 layers in BF16 (first_last_layers_bf16" in note for note in run.notes)
+    (case,) = ingest_files([run.path], SystemOptions(accelerator="h100-sxm", warmup_steps=100), CATALOG)
+    assert case["software"]["bf16_layers"] == 2
+    assert predict_training_case(as_case(case), "step_time_s", CATALOG) > 0
+    defaults = read_megatron_log(_moe_log(tmp_path, **fp8))
+    assert defaults.software["bf16_layers"] == 2  # one at each end
+    off = read_megatron_log(_moe_log(tmp_path, **fp8 | {"first_last_layers_bf16": "False"}))
+    assert "bf16_layers" not in off.software
+    sixteen = read_megatron_log(_moe_log(tmp_path, first_last_layers_bf16="True"))
+    assert "bf16_layers" not in sixteen.software
+    assert any("first_last_layers_bf16 in a fp16 run" in note for note in sixteen.notes)
+    with pytest.raises(ClusterSimError, match=r"line \d+: num_layers_at_end_in_bf16 is 'two', not a count"):
+        read_megatron_log(_moe_log(tmp_path, **fp8, num_layers_at_end_in_bf16="two"))

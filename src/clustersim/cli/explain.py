@@ -24,6 +24,7 @@ from clustersim.cli.calibrate import CalibrationOption, calibration_overlay
 from clustersim.cli.common import CatalogOption, JsonOption, ModelsOption, emit_json, given_options, user_errors
 from clustersim.cli.job_options import (
     BeyondContextOpt,
+    Bf16LayersOpt,
     CpOpt,
     CudaGraphsOpt,
     DevicesPerNodeOpt,
@@ -130,6 +131,7 @@ def explain_command(
     seq: SeqOpt = None,
     beyond_context: BeyondContextOpt = False,
     precision: PrecisionOpt = "bf16",
+    bf16_layers: Bf16LayersOpt = 0,
     framework: FrameworkOpt = None,
     efficiency: EfficiencyOpt = None,
     software: SoftwareOpt = None,
@@ -195,6 +197,7 @@ def explain_command(
                 "tp": tp, "pp": pp, "vp": vp, "cp": cp, "ep": ep, "etp": etp, "micro_batch": micro_batch, "zero": zero,
                 "sp": sp, "recompute": recompute, "recompute_modules": recompute_modules, "global_batch": global_batch,
                 "seq": seq, "precision": precision, "ep_overlap": ep_overlap, "ep_dispatcher": ep_dispatcher,
+                "bf16_layers": bf16_layers,
             }  # fmt: skip
             layout_given = set(given_options(ctx, LAYOUT_OPTIONS))
             if logged is not None:

@@ -47,6 +47,7 @@ SETTINGS = (
     ("global_batch", "global_batch", "--global-batch"),
     ("seq_len", "seq", "--seq"),
     ("precision", "precision", "--precision"),
+    ("bf16_layers", "bf16_layers", "--bf16-layers"),
 )
 SHAPE = ("layers", "hidden", "ffn_hidden", "heads", "kv_heads", "vocab")
 # the measured value each framework's log gives, as the case format names it
@@ -154,6 +155,7 @@ def read_log(path: Path) -> LoggedRun:
 
 def _settings(run: LoggedSteps, kept: list[Any]) -> tuple[dict[str, Any], dict[str, int]]:
     stated = dict(run.parallel) | {"seq_len": run.model.get("seq_len"), "precision": run.precision}
+    stated["bf16_layers"] = run.software.get("bf16_layers")
     batches = {step.global_batch for step in kept if step.global_batch is not None}
     if "global_batch" not in stated and len(batches) == 1:
         stated["global_batch"] = batches.pop()

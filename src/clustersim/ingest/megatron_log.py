@@ -19,7 +19,8 @@ Understood, with launcher prefixes (``0: ``, ``[1,0]<stdout>:``, ``[rank0]:``) a
   (or the older ``checkpoint_activations``) with a selective recompute's ``recompute_modules``,
   ``bf16``/``fp16``/``fp8`` (with ``fp8_recipe``: mxfp8 is its own format) / ``fp4`` (with ``fp4_recipe`` nvfp4),
   whether it captured CUDA graphs (``cuda_graph_impl``, ``cuda_graph_scope``: software ``cuda_graphs``, whose none
-  prices a MoE step's wait for its host's launches, ``clustersim.training.host_launches``);
+  prices a MoE step's wait for its host's launches, ``clustersim.training.host_launches``), the layers an 8- or
+  4-bit run keeps in BF16 (``first_last_layers_bf16``: software ``bf16_layers``);
 * ``using world size: W, data-parallel size: D, ... tensor-model-parallel size: T, pipeline-model-parallel
   size: P``, ``> initialized tensor/pipeline model parallel with size N``, ``> padded vocab (size: V) with N
   dummy tokens (new size: P)`` and ``using torch.float16/bfloat16 for parameters``.
@@ -189,6 +190,30 @@ def _apply_args(run: TrainingRun, args: dict[str, tuple[str, int]]) -> None:
     _recompute(run, args)
     _precision(run, args)
     _cuda_graphs(run, args)
+    _bf16_layers(run, args)
+
+
+def _bf16_layers(run: TrainingRun, args: dict[str, tuple[str, int]]) -> None:
+    """The layers an 8- or 4-bit run keeps in BF16, where ``first_last_layers_bf16`` is set: its
+    ``num_layers_at_start_in_bf16`` plus ``num_layers_at_end_in_bf16`` (Megatron-Core's TransformerConfig defaults,
+    1 and 1, where an excerpt leaves them out) as software ``bf16_layers`` (``clustersim.compute.bf16_layers``); in a
+    16-bit run, whose layers all are, the flag is only noted."""
+    flag = args.get("first_last_layers_bf16")
+    if flag is None or flag[0] != "True":
+        return
+    ends = [args.get(name, ("1", flag[1])) for name in ("num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16")]
+    for (value, line), name in zip(ends, ("start", "end"), strict=True):
+        if not value.isdigit():
+            raise ClusterSimError(f"{run.path}, line {line}: num_layers_at_{name}_in_bf16 is {value!r}, not a count")
+    if run.precision not in ("fp8", "mxfp8", "nvfp4"):
+        run.notes.append(f"first_last_layers_bf16 in a {run.precision or '16-bit'} run (line {flag[1]}): no effect")
+        return
+    count = int(ends[0][0]) + int(ends[1][0])
+    run.state("software", "bf16_layers", count, flag[1])
+    run.notes.append(
+        f"{count} layers in BF16 (first_last_layers_bf16, line {flag[1]}: {ends[0][0]} at the start, {ends[1][0]} at "
+        "the end; software.bf16_layers)"
+    )
 
 
 def _cuda_graphs(run: TrainingRun, args: dict[str, tuple[str, int]]) -> None:

@@ -259,5 +259,6 @@ def training_case(
         "precision": precision,
         "measured": {k: round(v, 6) for k, v in measured.items()},
         "software": {"framework": run.framework, "version": run.version}
-        | ({"compiled": run.compiled} if run.framework == "torchtitan" else {}),
+        | ({"compiled": run.compiled} if run.framework == "torchtitan" else {})
+        | ({"bf16_layers": run.software["bf16_layers"]} if "bf16_layers" in run.software else {}),
     }
