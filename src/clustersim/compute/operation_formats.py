@@ -13,8 +13,9 @@ This model names the operations of its mean layer, not modules, so a recipe is s
 (``GROUPS``), each in a training format wider than the job's (``operation_format``): a group's GEMM FLOPs run at that
 format's rate, as their share of the mean layer's operation (attention's projections are the attention layers' share
 of the ``qkv`` and ``output projection`` GEMMs of a hybrid stack, whose recurrent layers project in their place;
-``operation_shares``); the multi-token-prediction blocks, priced as layers of the last stage, run whole in theirs.
-Not priced: the wider formats' own quantization kernels (an MXFP8 GEMM's casts in an NVFP4 job), and memory (the
+``operation_shares``); the multi-token-prediction blocks, priced as layers of the last stage, run whole in theirs,
+as their share of the priced layers blended into the mean layer (exact without pipeline parallelism; with it, the
+last stage's MTP blocks are spread over every stage's mean layer). Not priced: the wider formats' own quantization kernels (an MXFP8 GEMM's casts in an NVFP4 job), and memory (the
 weights are held in 16 bits either way).
 """
 
