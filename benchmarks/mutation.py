@@ -151,6 +151,9 @@ GROUP_TESTS: dict[str, list[str]] = {
         "tests/training/test_operation_formats.py",
         "tests/training/test_bf16_layers.py",
         "tests/training/test_layer_times.py",
+        "tests/training/test_fp8_param_gather.py",
+        "tests/validation/test_recipe_kernels.py",
+        "tests/training/test_moe_dispatch.py",
     ],
 }
 # Slow tests left out of the selection (a surviving mutant runs every selected test that reaches it): the
@@ -392,6 +395,19 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
     "latency": ["tests/serving/test_latency_survivors.py"],
     "moe": ["tests/workload/test_latent_moe.py"],
     "bf16_layers": [
+        "tests/training/test_bf16_layers.py",
+        "tests/training/test_layer_times.py",
+        "tests/training/test_activation_offload.py",
+        "tests/training/test_estimate.py",
+        "tests/training/test_moe_dispatch.py",
+        "tests/training/test_step_closed_form.py",
+        "tests/training/test_host_launches.py",
+        "tests/training/test_fabric_step.py",
+        "tests/validation/test_float8_recipe_effect.py",
+        "tests/validation/test_gpt_oss_kernels.py",
+    ],
+    "operation_formats": [
+        "tests/training/test_operation_formats.py",
         "tests/training/test_bf16_layers.py",
         "tests/training/test_layer_times.py",
         "tests/training/test_activation_offload.py",

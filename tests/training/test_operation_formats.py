@@ -18,6 +18,7 @@ from clustersim.cli.job_options import operation_formats as parse_formats
 from clustersim.compute.operation_formats import (
     GROUPS,
     check_operation_formats,
+    groups_of,
     mtp_layer_share,
     operation_shares,
 )
@@ -139,22 +140,76 @@ def test_a_wider_group_moves_only_its_own_operations_toward_the_wider_formats_ti
 
 
 def test_what_a_job_or_a_model_cannot_have_is_refused_in_one_line():
-    def refused(pattern: str, formats: dict[str, str], precision: Dtype = Dtype.FP8, model=LLAMA_8B, chip=H100) -> None:  # type: ignore[no-untyped-def]
-        with pytest.raises(ClusterSimError, match=pattern) as err:
+    def refused(text: str, formats: dict[str, str], precision: Dtype = Dtype.FP8, model=LLAMA_8B, chip=H100) -> None:  # type: ignore[no-untyped-def]
+        with pytest.raises(ClusterSimError) as err:
             check_operation_formats(model, formats, precision, chip)
-        assert "\n" not in str(err.value)
+        assert str(err.value).startswith(text), str(err.value)
+        assert "\n" not in str(err.value) and str(err.value.field).startswith("operation_formats")
 
-    refused(r"a bf16 job runs every GEMM in 16 bits", {"attention_projections": "bf16"}, Dtype.BF16)
-    refused(r"unknown group 'attention' \(groups: attention_projections", {"attention": "bf16"})
-    refused(r"llama3-8b has no latent_projections .*llama3-8b's: attention_projections", {"latent_projections": "bf16"})
-    refused(r"attention_projections=fp8: not wider than the fp8 job's own format \(valid: bf16, fp16\)",
-            {"attention_projections": "fp8"})  # fmt: skip
-    refused(r"mxfp8 GEMMs need tensor cores that h100-sxm", {"attention_projections": "mxfp8"})
-    refused(r"'fp4' is ambiguous", {"attention_projections": "fp4"}, Dtype.FP4, chip=B200.accelerator)
+    every = "attention_projections, mixer_output_projection, latent_projections, mtp"
+    refused(
+        "operation_formats: a bf16 job runs every GEMM in 16 bits; operation formats need an fp8 or fp4 job",
+        {"attention_projections": "bf16"},
+        Dtype.BF16,
+    )
+    refused(
+        f"operation_formats: unknown group 'attention' (groups: {every}; llama3-8b's: attention_projections)",
+        {"attention": "bf16"},
+    )
+    refused(
+        f"operation_formats: nemotron-3-super-120b-a12b has no mtp (groups: {every}; nemotron-3-super-120b-a12b's: "
+        "attention_projections, mixer_output_projection, latent_projections)",
+        {"mtp": "bf16"},
+        Dtype.FP4,
+        SUPER,
+        B200.accelerator,
+    )
+    refused(
+        "operation_formats attention_projections=fp8: not wider than the fp8 job's own format (valid: bf16, fp16)",
+        {"attention_projections": "fp8"},
+    )
+    refused(
+        "operation_formats attention_projections: mxfp8 GEMMs need tensor cores that h100-sxm",
+        {"attention_projections": "mxfp8"},
+    )
+    refused(
+        "operation_formats attention_projections: 'fp4' is ambiguous",
+        {"attention_projections": "fp4"},
+        Dtype.FP4,
+        chip=B200.accelerator,
+    )
+    with pytest.raises(ClusterSimError) as err:
+        check_operation_formats(LLAMA_8B, {"latent_projections": "bf16"}, Dtype.FP8, H100, field="software.x")
+    assert str(err.value).startswith("software.x: llama3-8b has no latent_projections") and err.value.value == (
+        "latent_projections"
+    )
+    with pytest.raises(ClusterSimError) as err:
+        check_operation_formats(LLAMA_8B, {"attention_projections": "fp8"}, Dtype.FP8, H100)
+    assert err.value.value == "fp8"
+    with pytest.raises(ClusterSimError) as err:
+        check_operation_formats(LLAMA_8B, {"attention_projections": "bf16"}, Dtype.BF16, H100)
+    assert err.value.value == {"attention_projections": "bf16"}
     assert check_operation_formats(LLAMA_8B, {}, Dtype.BF16, H100) == {}
     assert check_operation_formats(SUPER, RECIPE, Dtype.FP4, B200.accelerator) == {
         "attention_projections": Dtype.BF16, "latent_projections": Dtype.BF16, "mixer_output_projection": Dtype.FP8,
     }  # fmt: skip
+
+
+def test_a_group_is_offered_where_the_model_has_its_layers():
+    linear = QWEN_NEXT.linear_attention
+    assert linear is not None
+    recurrent_only = QWEN_NEXT.model_copy(update={"linear_attention": linear.model_copy(update={"layers": 48})})
+    one_attention = QWEN_NEXT.model_copy(update={"linear_attention": linear.model_copy(update={"layers": 47})})
+    assert recurrent_only.full_attention_layers == 0 and one_attention.full_attention_layers == 1
+    assert groups_of(recurrent_only) == ("mixer_output_projection",)
+    assert groups_of(one_attention) == ("attention_projections", "mixer_output_projection")
+    assert groups_of(LLAMA_8B) == ("attention_projections",)
+    assert groups_of(SUPER.model_copy(update={"mtp_layers": 2})) == tuple(GROUPS)
+
+
+def test_both_projections_in_one_format_take_the_whole_output_projection():
+    shares = operation_shares(SUPER, {"attention_projections": Dtype.BF16, "mixer_output_projection": Dtype.BF16})
+    assert shares["output projection"] == {Dtype.BF16: pytest.approx(1.0)}
 
 
 def _super_case(case_id: str) -> dict:

@@ -15,8 +15,8 @@ format's rate, as their share of the mean layer's operation (attention's project
 of the ``qkv`` and ``output projection`` GEMMs of a hybrid stack, whose recurrent layers project in their place;
 ``operation_shares``); the multi-token-prediction blocks, priced as layers of the last stage, run whole in theirs,
 as their share of the priced layers blended into the mean layer (exact without pipeline parallelism; with it, the
-last stage's MTP blocks are spread over every stage's mean layer). Not priced: the wider formats' own quantization kernels (an MXFP8 GEMM's casts in an NVFP4 job), and memory (the
-weights are held in 16 bits either way).
+last stage's MTP blocks are spread over every stage's mean layer). Not priced: the wider formats' own quantization
+kernels (an MXFP8 GEMM's casts in an NVFP4 job), and memory (the weights are held in 16 bits either way).
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def check_operation_formats(
     out = {}
     for group, value in formats.items():
         if group not in valid:
-            has = f"{model.name}'s: {', '.join(valid) or 'none'}"
+            has = f"{model.name}'s: {', '.join(valid)}"  # every model has attention or recurrent layers
             why = f"{model.name} has no {group}" if group in GROUPS else f"unknown group {group!r}"
             raise ClusterSimError(f"{field}: {why} (groups: {', '.join(GROUPS)}; {has})", field=field, value=group)
         out[group] = operation_format(group, value, precision, accelerator, field)
@@ -114,9 +114,8 @@ def operation_shares(model: Transformer, formats: Mapping[str, Dtype]) -> dict[s
     shares: dict[str, dict[Dtype, float]] = {}
 
     def add(op: str, dtype: Dtype, share: float) -> None:
-        if share > 0:
-            shares.setdefault(op, {})
-            shares[op][dtype] = shares[op].get(dtype, 0.0) + share
+        shares.setdefault(op, {})
+        shares[op][dtype] = shares[op].get(dtype, 0.0) + share
 
     attention = model.full_attention_layers / model.layers
     if (dtype := formats.get(ATTENTION_PROJECTIONS)) is not None:

@@ -109,21 +109,21 @@ def mean_layer_times(ctx: LayerContext) -> list[OperationTimes]:
     wanted = {d for op in shares.values() for d in op} | {d for d in (Dtype.BF16 if bf16 else None, mtp_format) if d}
     wider = {d: {t.name: t for t in _priced(ctx, layer_operations_in(ctx, d), d)} for d in wanted}
     flop = {op.name: op.flop for op in ctx.layer_ops}
-    linear = sum((f for name, f in flop.items() if name in FLOAT8_LINEARS), np.zeros_like(ctx.tokens))
-    moved = sum((s * flop[name] for name, op in shares.items() for s in op.values()), np.zeros_like(ctx.tokens))
-    kept = 1.0 - moved / np.maximum(linear, 1e-300)  # the quantized GEMMs' share left in the job's format
+    linear = sum(f for name, f in flop.items() if name in FLOAT8_LINEARS)
+    moved = sum(s * flop[name] for name, op in shares.items() for s in op.values())
+    kept = 1.0 - moved / linear  # the quantized GEMMs' share left in the job's format
 
     def blend(t: OperationTimes, attr: str) -> npt.NDArray[np.float64]:
-        def at(dtype: Dtype | None) -> npt.NDArray[np.float64]:
-            other = wider.get(dtype, {}).get(t.name) if dtype is not None else None
-            return np.asarray(getattr(other, attr), dtype=np.float64) if other is not None else np.zeros(1)
+        def at(dtype: Dtype | None) -> npt.NDArray[np.float64] | float:
+            other = wider.get(dtype, {}).get(t.name)  # type: ignore[arg-type]  # no format (None): no time
+            return 0.0 if other is None else getattr(other, attr)
 
-        own = np.asarray(getattr(t, attr), dtype=np.float64)
+        own = getattr(t, attr)
         if not any(t.name in priced for priced in wider.values()):  # run only by quantized GEMMs (casts)
             quantized = kept * own
         else:
             op = shares.get(t.name, {})
-            quantized = (1.0 - sum(op.values())) * own + sum((s * at(d) for d, s in op.items()), np.zeros(1))
-        return (1.0 - bf16 - mtp) * quantized + bf16 * at(Dtype.BF16) + mtp * at(mtp_format)
+            quantized = (1.0 - sum(op.values())) * own + sum(s * at(d) for d, s in op.items())
+        return np.asarray((1.0 - bf16 - mtp) * quantized + bf16 * at(Dtype.BF16) + mtp * at(mtp_format))
 
     return [OperationTimes(t.name, blend(t, "forward_s"), blend(t, "backward_s"), t.in_head, t.kind) for t in low]
