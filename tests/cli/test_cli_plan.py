@@ -162,3 +162,25 @@ def test_bf16_layers_are_priced_at_the_low_precision_points_only_and_refused_whe
     )
     refused(plan(*base, "bf16", "--bf16-layers", "8"), "--bf16-layers 8: every --precision tried (bf16)")
     refused(plan(*base, "fp8", "--bf16-layers", "40"), "--bf16-layers 40: llama3-8b has 32 layers")
+
+
+def test_operation_formats_are_priced_at_the_low_precision_points_only_and_refused_where_they_cannot_apply():
+    base = ("llama3-8b", "--instances", "p6-b200.48xlarge", "--nodes", "1", "--tokens", "100B", "--precision")
+    steps, notes = {}, {}
+    for extra in ((), ("--operation-format", "attention_projections=bf16")):
+        payload = planned(*base, "nvfp4,bf16", *extra, "--top", "2")
+        steps[extra] = {row["precision"]: row["step_s"] for row in payload["top"]}
+        notes[extra] = payload["notes"]
+    plain, wider = steps[()], steps[("--operation-format", "attention_projections=bf16")]
+    assert wider["bf16"] == plain["bf16"] and plain["fp4"] < wider["fp4"] < plain["bf16"]
+    said = "operation formats at the 8- and 4-bit precisions: attention_projections=bf16"
+    assert said in notes[("--operation-format", "attention_projections=bf16")] and said not in notes[()]
+    refused(
+        plan(*base, "bf16", "--operation-format", "attention_projections=bf16"),
+        "--operation-format attention_projections=bf16: every --precision tried (bf16) runs every layer in 16 bits",
+    )
+    refused(
+        plan(*base, "nvfp4,fp8", "--operation-format", "attention_projections=fp8"),
+        "--operation-format attention_projections=fp8: not wider than the fp8 job's own format",
+    )  # wider than the NVFP4 point's, not the FP8 point's
+    refused(plan(*base, "fp8", "--operation-format", "mtp=bf16"), "--operation-format: llama3-8b has no mtp")

@@ -20,6 +20,7 @@ from clustersim.cli.job_options import (
     Bf16LayersOpt,
     DevicesPerNodeOpt,
     EfficiencyOpt,
+    OperationFormatOpt,
     SeqOpt,
     SoftwareOpt,
     TorchCompileOpt,
@@ -173,6 +174,7 @@ def plan_command(
     software: SoftwareOpt = None,
     torch_compile: TorchCompileOpt = None,
     bf16_layers: Bf16LayersOpt = 0,
+    operation_formats: OperationFormatOpt = None,
     calibration: CalibrationOption = None,
     executor: Annotated[
         Executor,
@@ -234,6 +236,7 @@ def plan_command(
         return
     from clustersim.catalog import registry
     from clustersim.cli.fabric_options import calibration_in_force, calibration_line
+    from clustersim.cli.plan_recipe import bf16_layers_in, operation_formats_in
     from clustersim.cli.plan_view import plan_json, plan_view, plot_plan
     from clustersim.cli.progress import progress_bar
     from clustersim.compute import efficiency as efficiencies
@@ -278,9 +281,10 @@ def plan_command(
             max_nodes=max_nodes,
         )
         table, compiled = _compiled(table, torch_compile, grid, cat)
-        table, kept = _bf16_layers(table, bf16_layers, grid, transformer)
+        table, kept = bf16_layers_in(table, bf16_layers, grid, transformer)
+        table, formats = operation_formats_in(table, operation_formats, grid, transformer, cat)
         points, notes = grid_points(transformer, cat, grid, profiles=table, efficiency=fractions)
-        notes += compiled + kept
+        notes += compiled + kept + formats
         memory_level = level if safe else None  # --safe: the layout fits at its memory interval's upper end too
         space = _space(headroom, memory_level, micro_batch=micro_batch, vp=vp, cp=cp, ep=ep, etp=etp)
         with (
@@ -328,28 +332,6 @@ def _compiled(
             said += [note] if note and note not in said else []
     compiled = {name: compiled_software(p, torch_compile) if p.eager_elementwise else p for name, p in table.items()}
     return compiled, said
-
-
-def _bf16_layers(
-    table: dict[str, "SoftwareProfile"], bf16_layers: int, grid: "PlanGrid", model: "Transformer"
-) -> tuple[dict[str, "SoftwareProfile"], list[str]]:
-    """The profiles keeping ``bf16_layers`` layers of every 8- or 4-bit point in BF16, and a note saying so; refused
-    where no --precision tried is 8- or 4-bit, or beyond the model's layers (``compute.bf16_layers``)."""
-    from clustersim.catalog.schema import Dtype
-    from clustersim.compute.bf16_layers import check_bf16_layers, framework_layers
-
-    if not bf16_layers:
-        return table, []
-    if all(p.strip().lower() in ("bf16", "fp16") for p in grid.precisions):
-        raise ClusterSimError(
-            f"--bf16-layers {bf16_layers}: every --precision tried ({', '.join(grid.precisions)}) runs every layer in "
-            "16 bits; BF16 layers need fp8, mxfp8, nvfp4 or mxfp4",
-            field="--bf16-layers",
-            value=bf16_layers,
-        )
-    check_bf16_layers(model, bf16_layers, Dtype.FP8, field="--bf16-layers")
-    note = f"{bf16_layers} of {model.name}'s {framework_layers(model)} layers in BF16 at the 8- and 4-bit precisions"
-    return {name: p.model_copy(update={"bf16_layers": bf16_layers}) for name, p in table.items()}, [note]
 
 
 def _executor(kind: Executor, address: str | None, workers: int | None) -> AbstractContextManager[Any]:

@@ -26,7 +26,8 @@ TRAINING_ONLY = (
     "devices_per_node", "tokens", "global_batch", "batch_tokens", "seq", "framework", "storage", "checkpoint",
     "checkpoint_every", "failure_rate", "safe", "deadline", "budget", "micro_batch", "vp", "cp", "ep", "etp",
     "headroom",
-    "keep", "efficiency", "software", "torch_compile", "bf16_layers", "executor", "address", "workers",
+    "keep", "efficiency", "software", "torch_compile", "bf16_layers", "operation_formats", "executor", "address",
+    "workers",
 )  # fmt: skip
 DEFAULT_NODES = "1..8"
 DEFAULT_SIMULATED = 3  # top rows the simulator runs (each some 0.1-0.5 s at 1,000 requests)
