@@ -325,3 +325,14 @@ def test_explain_prices_the_layers_a_log_keeps_in_bf16_and_refuses_a_flag_that_s
     kept = _moe_log(tmp_path, **fp8, first_last_layers_bf16="True", num_layers_at_end_in_bf16="7")
     refused = runner.invoke(app, ["explain", *job[:-1], str(kept), "--bf16-layers", "4"], env=ENV)
     assert refused.exit_code == 2 and "the log says bf16_layers 8, --bf16-layers says 4" in refused.output
+
+
+def test_explain_prices_a_recipes_wider_operations_as_train_does() -> None:
+    job = ["llama3-8b", "--instance", "p6-b200.48xlarge", "--nodes", "1", "--tp", "1", "--pp", "1"]
+    job += ["--global-batch", "64", "--seq", "4096", "--precision", "nvfp4"]
+    wider = ["--operation-format", "attention_projections=bf16"]
+    explained = _json("explain", "--measured-step", "1.2", *wider, job=job)
+    trained = runner.invoke(app, ["train", *job, *wider, "--json"], env=ENV)
+    assert trained.exit_code == 0, trained.output
+    assert explained["predicted_step_s"] == pytest.approx(json.loads(trained.stdout)["step_s"], rel=1e-12)
+    assert explained["predicted_step_s"] > _json("explain", "--measured-step", "1.2", job=job)["predicted_step_s"]

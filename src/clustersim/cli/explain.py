@@ -38,6 +38,7 @@ from clustersim.cli.job_options import (
     LastStageLayersOpt,
     MicroBatchOpt,
     OffloadLayersOpt,
+    OperationFormatOpt,
     PpOpt,
     PrecisionOpt,
     RecomputeModulesOpt,
@@ -132,6 +133,7 @@ def explain_command(
     beyond_context: BeyondContextOpt = False,
     precision: PrecisionOpt = "bf16",
     bf16_layers: Bf16LayersOpt = 0,
+    operation_formats: OperationFormatOpt = None,
     framework: FrameworkOpt = None,
     efficiency: EfficiencyOpt = None,
     software: SoftwareOpt = None,
@@ -197,7 +199,7 @@ def explain_command(
                 "tp": tp, "pp": pp, "vp": vp, "cp": cp, "ep": ep, "etp": etp, "micro_batch": micro_batch, "zero": zero,
                 "sp": sp, "recompute": recompute, "recompute_modules": recompute_modules, "global_batch": global_batch,
                 "seq": seq, "precision": precision, "ep_overlap": ep_overlap, "ep_dispatcher": ep_dispatcher,
-                "bf16_layers": bf16_layers,
+                "bf16_layers": bf16_layers, "operation_formats": operation_formats,
             }  # fmt: skip
             layout_given = set(given_options(ctx, LAYOUT_OPTIONS))
             if logged is not None:
