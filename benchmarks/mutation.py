@@ -382,6 +382,20 @@ def _diff(work: Path, mutant: str, module: str) -> str:
     return " | ".join(line.strip() for line in lines)
 
 
+# The tests that reach a layer's blended formats (BF16 layers, operation formats) from every side.
+LAYER_BLEND_TESTS = [
+    "tests/training/test_bf16_layers.py",
+    "tests/training/test_layer_times.py",
+    "tests/training/test_activation_offload.py",
+    "tests/training/test_estimate.py",
+    "tests/training/test_moe_dispatch.py",
+    "tests/training/test_step_closed_form.py",
+    "tests/training/test_host_launches.py",
+    "tests/training/test_fabric_step.py",
+    "tests/validation/test_float8_recipe_effect.py",
+    "tests/validation/test_gpt_oss_kernels.py",
+]
+
 # Tests written to kill a group's survivors (``--recheck`` runs each survivor against them).
 SURVIVOR_TESTS: dict[str, list[str]] = {
     "nccl_small": ["tests/network/transport/test_nccl_small_survivors.py"],
@@ -394,31 +408,8 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
     "whole_prompts": ["tests/serving/test_whole_prompts_survivors.py"],
     "latency": ["tests/serving/test_latency_survivors.py"],
     "moe": ["tests/workload/test_latent_moe.py"],
-    "bf16_layers": [
-        "tests/training/test_bf16_layers.py",
-        "tests/training/test_layer_times.py",
-        "tests/training/test_activation_offload.py",
-        "tests/training/test_estimate.py",
-        "tests/training/test_moe_dispatch.py",
-        "tests/training/test_step_closed_form.py",
-        "tests/training/test_host_launches.py",
-        "tests/training/test_fabric_step.py",
-        "tests/validation/test_float8_recipe_effect.py",
-        "tests/validation/test_gpt_oss_kernels.py",
-    ],
-    "operation_formats": [
-        "tests/training/test_operation_formats.py",
-        "tests/training/test_bf16_layers.py",
-        "tests/training/test_layer_times.py",
-        "tests/training/test_activation_offload.py",
-        "tests/training/test_estimate.py",
-        "tests/training/test_moe_dispatch.py",
-        "tests/training/test_step_closed_form.py",
-        "tests/training/test_host_launches.py",
-        "tests/training/test_fabric_step.py",
-        "tests/validation/test_float8_recipe_effect.py",
-        "tests/validation/test_gpt_oss_kernels.py",
-    ],
+    "bf16_layers": LAYER_BLEND_TESTS,
+    "operation_formats": ["tests/training/test_operation_formats.py", *LAYER_BLEND_TESTS],
     "linear_attention": [
         "tests/workload/test_hf_hybrid_survivors.py",
         "tests/workload/test_hf_nemotron_survivors.py",
