@@ -4,6 +4,7 @@ groups of operations run in a wider format (``--operation-format``), each refuse
 
 from typing import TYPE_CHECKING
 
+from clustersim.compute.precision import QUANTIZED_FORMATS
 from clustersim.errors import ClusterSimError
 
 if TYPE_CHECKING:
@@ -12,11 +13,9 @@ if TYPE_CHECKING:
     from clustersim.plan.planner_grid import PlanGrid
     from clustersim.workload.transformer import Transformer
 
-SIXTEEN_BIT = ("bf16", "fp16")
-
 
 def _refuse_sixteen_bit(grid: "PlanGrid", flag: str, value: object, what: str) -> None:
-    if all(p.strip().lower() in SIXTEEN_BIT for p in grid.precisions):
+    if not any(p.strip().lower() in QUANTIZED_FORMATS for p in grid.precisions):
         raise ClusterSimError(
             f"{flag} {value}: every --precision tried ({', '.join(grid.precisions)}) runs every layer in 16 bits; "
             f"{what} need fp8, mxfp8, nvfp4 or mxfp4",

@@ -41,6 +41,7 @@ import re
 from pathlib import Path
 
 from clustersim.choices import recompute_modules_named
+from clustersim.compute.precision import QUANTIZED_FORMATS
 from clustersim.errors import ClusterSimError
 from clustersim.ingest.text import read_output
 from clustersim.ingest.training_run import Step, TrainingRun
@@ -205,7 +206,7 @@ def _bf16_layers(run: TrainingRun, args: dict[str, tuple[str, int]]) -> None:
     for (value, line), name in zip(ends, ("start", "end"), strict=True):
         if not value.isdigit():
             raise ClusterSimError(f"{run.path}, line {line}: num_layers_at_{name}_in_bf16 is {value!r}, not a count")
-    if run.precision not in ("fp8", "mxfp8", "nvfp4"):
+    if run.precision not in QUANTIZED_FORMATS:
         run.notes.append(f"first_last_layers_bf16 in a {run.precision or '16-bit'} run (line {flag[1]}): no effect")
         return
     count = int(ends[0][0]) + int(ends[1][0])
