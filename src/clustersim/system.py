@@ -106,6 +106,12 @@ class System:
             raise ClusterSimError(str(exc.args[0])) from None
 
     @property
+    def fp32_flop_per_s(self) -> float:
+        """Dense FP32 rate of one device (the CUDA cores on an NVIDIA GPU); NaN where the catalog records none."""
+        figure = self.accelerator.dense_flop_per_s.get(Dtype.FP32)
+        return float("nan") if figure is None else figure.value * self.share
+
+    @property
     def exp_per_s(self) -> float:
         """Exponentials per second of one device's special function units (softmax); infinite where the
         catalog records none, so that attention is priced on its tensor rate alone."""

