@@ -138,3 +138,16 @@ def test_a_serving_prefill_runs_a_mamba2_scan_at_its_share_and_a_delta_rule_at_t
         assert cores_half == pytest.approx(half, rel=1e-2)
     else:
         assert half == quarter == cores_half == pytest.approx(0.0)
+
+
+def test_a_chip_without_an_fp32_figure_runs_the_scan_at_its_tensor_share() -> None:
+    import dataclasses
+
+    system = system_for_instance(load_catalog(), "p6-b200.48xlarge", 1)
+    rates = {k: v for k, v in system.accelerator.dense_flop_per_s.items() if k is not Dtype.FP32}
+    bare = dataclasses.replace(system, accelerator=system.accelerator.model_copy(update={"dense_flop_per_s": rates}))
+    assert np.isnan(bare.fp32_flop_per_s) and system.fp32_flop_per_s == pytest.approx(75e12)
+    scan = _layer("nemotron-3-nano-30b-a3b")["scan"]
+    (times,) = operation_times([scan], bare, efficiency_for(bare.accelerator), Dtype.BF16)
+    peak = bare.peak_flop_per_s(Dtype.BF16) * bare.compute_clock_ratio
+    assert float(times.forward_s[0]) == pytest.approx(float(scan.flop[0]) / (peak * SCAN_PEAK_FRACTION))

@@ -24,7 +24,7 @@ SGLANG_RANDOM = (
 )
 KNOWN_MISSES: dict[tuple[str, str], tuple[float, str]] = {
     ("training", "NVIDIA-NeMo/Megatron-Bridge"): (
-        0.17,
+        0.155,
         "left out, the FP8 cost per expert slice falls to its prior on Hopper; its MoE rows move with the release "
         "at one layout, and their token dispatcher (alltoall or HybridEP/DeepEP per recipe), expert all-to-all "
         "overlap and MTP are switches its rows do not record (issues 21 and 22; 0.171 before expert TP 1 became "
@@ -40,7 +40,10 @@ KNOWN_MISSES: dict[tuple[str, str], tuple[float, str]] = {
         "on 256 B200 -22% -> -15%), its dense NVFP4 and FP8 Llama rows on GB200 and GB300 6-13 points further off, "
         "by the Blackwell constants its fold refits on NeMo's and the model zoo's runs alone; lowered 0.19 -> 0.17 "
         "(2026-12-06: 0.164) once its 15 Nemotron 3 Super NVFP4 rows kept their recipe's BF16 layers and ran its "
-        "per-module formats (software.bf16_layers, software.operation_formats; 0.168 before)",
+        "per-module formats (software.bf16_layers, software.operation_formats; 0.168 before); lowered 0.17 -> 0.155 "
+        "(2026-12-06: 0.150) once Mamba-2's scan ran no faster than the FP32 rate allows on Blackwell "
+        "(clustersim.compute.scan_kernel; 43 of its 49 Blackwell Nemotron 3 rows 1-8 points closer, five B300 Super "
+        "rows 3-4 further)",
     ),
     ("training", "yanring/Megatron-MoE-ModelZoo"): (
         0.165,

@@ -51,6 +51,5 @@ def scan_seconds(
     of NaN: not recorded, the tensor share alone)."""
     flop = np.asarray(flop, dtype=float)
     tensor = flop / (np.asarray(peak_16bit_flop_per_s, dtype=float) * SCAN_PEAK_FRACTION)
-    with np.errstate(invalid="ignore"):
-        cores = flop / (np.asarray(fp32_flop_per_s, dtype=float) * SCAN_FP32_RATIO)
+    cores = flop / (np.asarray(fp32_flop_per_s, dtype=float) * SCAN_FP32_RATIO)  # NaN where not recorded
     return np.asarray(np.fmax(tensor, cores), dtype=np.float64)
