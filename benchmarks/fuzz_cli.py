@@ -397,6 +397,86 @@ def _serve(draw: st.DrawFn, files: Files) -> list[str]:
     return args
 
 
+def _plan(draw: st.DrawFn, files: Files) -> list[str]:
+    """A small plan (a few instance types and node counts, so that each search takes about a second): training, or a
+    serving deployment with --dataset; lists, ranges and recipe options drawn with their odd values."""
+    models = ("llama3-8b", "llama2-7b", "mixtral-8x7b", "qwen3-30b-a3b", "nemotron-3-nano-30b-a3b")
+    instances = draw(st.lists(st.sampled_from(INSTANCES), min_size=1, max_size=2, unique=True))
+    if draw(st.booleans()):  # sensible values only, so that most of these are answered and their answers judged
+        args = ["plan", draw(st.sampled_from(models)), "--instances", ",".join(instances)]
+        args += ["--nodes", draw(st.sampled_from(["1", "1,2", "1..4", "2"])), "--top", "2"]
+        if draw(st.integers(0, 3)) == 0:
+            return [*args, "--dataset", draw(st.sampled_from(["sharegpt", "random"])), "--requests", "100"]
+        picks = {
+            "--tokens": ["100B", "1T"],
+            "--precision": ["bf16", "fp8", "bf16,fp8", "fp8,nvfp4"],
+            "--objective": ["time", "cost", "energy"],
+            "--global-batch": ["64", "64,256", "128..512"],
+            "--micro-batch": ["1", "1,2"],
+            "--ep": ["1", "2,8"],
+            "--cp": ["1", "1,2"],
+            "--bf16-layers": ["1", "2"],
+            "--headroom": ["0.05", "0.2"],
+            "--level": ["0.5", "0.9"],
+        }
+        for flag, values in picks.items():
+            if draw(st.integers(0, 3)) == 0:
+                args += [flag, draw(st.sampled_from(values))]
+        return [*args, "--safe"] if draw(st.integers(0, 5)) == 0 else args
+    model = draw(texts(*models))
+    args = ["plan", model, "--instances", draw(mostly(st.just(",".join(instances)), st.sampled_from(ODD_TEXT)))]
+    args += ["--nodes", draw(texts("1", "1,2", "1..4", "2..1", "0", "1..100000", "a,b"))]
+    serving = draw(st.integers(0, 3)) == 0
+    if serving:
+        args += ["--dataset", draw(texts("sharegpt", "random", "fixed"))]
+        args += options(
+            draw,
+            {
+                "--rate": floats(1.0, 10.0),
+                "--concurrency": ints(1, 16, 64),
+                "--slo": texts("ttft=2s,itl=50ms", "ttft=0", "itl=-1ms", "e2e=10s", "x=1"),
+                "--engine": texts("vllm", "sglang", "tensorrt-llm", "neuronx"),
+                "--precision": texts("bf16", "fp8", "nvfp4", "int3"),
+                "--objective": texts("cost", "latency", "throughput", "time"),
+                "--simulate-top": ints(0, 1, 3),
+                "--requests": ints(50, 200),
+                "--operation-format": texts("attention_projections=bf16"),
+                "--top": ints(1, 3),
+            },
+            chance=0.3,
+        )
+    else:
+        args += options(
+            draw,
+            {
+                "--tokens": quantities("100B", "1T"),
+                "--global-batch": texts("64", "64,256", "16..1024", "0", "-8"),
+                "--batch-tokens": texts("1M", "4M", "0", "1e30"),
+                "--seq": ints(2048, 4096, 3),
+                "--framework": texts("megatron", "deepspeed", "torchtitan", "neuronx", "megatron,torchtitan"),
+                "--precision": texts("bf16", "fp8", "bf16,fp8", "nvfp4", "fp8,nvfp4", "int3"),
+                "--price": texts("on_demand", "capacity_block", "spot"),
+                "--objective": texts("time", "cost", "energy", "speed"),
+                "--safe": None,
+                "--deadline": texts("90d", "1h", "0d", "-1d", "forever"),
+                "--budget": floats(1e6, 1e3),
+                "--max-nodes": ints(1, 4),
+                "--micro-batch": texts("1", "1,2", "1..4", "0"),
+                "--vp": texts("1", "1,2", "0"),
+                "--cp": texts("1", "1,2", "3"),
+                "--ep": texts("1", "2,8", "3"),
+                "--headroom": floats(0.05, 0.2, 0.95),
+                "--bf16-layers": ints(0, 2, 200),
+                "--operation-format": texts("attention_projections=bf16", "mtp=bf16", "qkv", "experts=fp8"),
+                "--top": ints(1, 3),
+                "--keep": ints(1, 2),
+                "--level": floats(0.5, 0.8, 0.99),
+            },
+            chance=0.25,
+        )
+    return args
+
+
 @st.composite
 def trace_file(draw: st.DrawFn) -> tuple[str, str | bytes]:
     """A request trace: Mooncake JSON Lines (block hashes or not), the CSV columns, gzipped, or broken."""
@@ -746,6 +826,7 @@ BUILDERS: dict[str, tuple[Builder, int]] = {
     "huge_work": (_huge_work, 1),
     "model_limits": (_model_limits, 2),
     "edges": (_edges, 2),
+    "plan": (_plan, 1),
 }
 
 
