@@ -16,13 +16,11 @@ from clustersim.catalog.kinds import Dtype
 from clustersim.catalog.registry import load_catalog
 from clustersim.cli.app import app
 from clustersim.errors import ClusterSimError
-from clustersim.network.collectives import Op
 from clustersim.serving.engine import serving_system_for_instance, step_times
 from clustersim.serving.estimate import Request
 from clustersim.serving.formats import BlockFp4
 from clustersim.serving.latency import estimate_server
-from clustersim.serving.memory import ACTIVATION_BYTES
-from clustersim.serving.moe_exchange import dispatch_bytes_per_element, exchange_s, ranks_reached, routed_token_share
+from clustersim.serving.moe_exchange import exchange_s, ranks_reached, routed_token_share
 from clustersim.validation.inference import case_deployment
 from clustersim.workload.zoo import load_model
 
@@ -65,41 +63,6 @@ def test_an_all_to_all_moves_and_routes_less_than_a_gather():
     ]  # fmt: skip
     assert np.all(steps[1].gemm_compute_s < steps[0].gemm_compute_s)  # the routing of 66% of the tokens, not all
     assert np.all(steps[1].decode_attention_s == steps[0].decode_attention_s)  # attention is the groups' own
-
-
-def test_tensorrt_llm_sends_an_nvfp4_models_tokens_in_nvfp4_and_brings_them_back_in_16_bits():
-    # 4-bit values and one FP8 scale per 16: 4.5 bits an element; every other format and engine: 16 bits
-    assert dispatch_bytes_per_element(BlockFp4.NVFP4, "tensorrt-llm") == pytest.approx(0.5625)
-    assert dispatch_bytes_per_element(BlockFp4.NVFP4, "vllm") == ACTIVATION_BYTES == 2.0
-    assert dispatch_bytes_per_element(Dtype.FP8, "tensorrt-llm") == dispatch_bytes_per_element(BlockFp4.MXFP4, "sglang")
-    assert dispatch_bytes_per_element(Dtype.FP8, "tensorrt-llm") == ACTIVATION_BYTES
-    tokens = np.array([64.0, 4096.0, 65536.0])
-    for kind, way_there, way_back in (
-        ("gather", Op.ALL_GATHER, Op.REDUCE_SCATTER),
-        ("alltoall", Op.ALLTOALL, Op.ALLTOALL),
-    ):
-        system = _system(kind)
-        wide, narrow = exchange_s(DSV3, system, tokens), exchange_s(DSV3, system, tokens, 0.5625)
-        assert np.all(narrow < wide)
-        # the way back is the 16-bit exchange's: the narrow one saves only the way there
-        copies = tokens if kind == "gather" else tokens / 8 * ranks_reached(8, DSV3.moe.top_k)
-        there = [system.cost.time_s(way_there, copies * DSV3.expert_input * b, system.ep_fabric) for b in (2.0, 0.5625)]
-        back = system.cost.time_s(way_back, copies * DSV3.expert_input * 2.0, system.ep_fabric)
-        layers = DSV3.moe_layers
-        assert wide == pytest.approx(layers * (there[0] + back), rel=1e-9)
-        assert narrow == pytest.approx(layers * (there[1] + back), rel=1e-9)
-
-
-def test_an_nvfp4_attention_dp_step_on_tensorrt_llm_prices_the_narrow_dispatch():
-    tokens = np.array([256.0, 8192.0])
-    system = _system("gather")
-    common = dict(decode_context_tokens=2000.0, prefill_tokens=0.0 * tokens, prefill_sequences=0.0 * tokens,
-                  prompt_tokens=1000.0)  # fmt: skip
-    trt = step_times(DSV3, system, BlockFp4.NVFP4, Dtype.FP8, decode_sequences=tokens, engine="tensorrt-llm", **common)
-    sgl = step_times(DSV3, system, BlockFp4.NVFP4, Dtype.FP8, decode_sequences=tokens, engine="sglang", **common)
-    narrow = exchange_s(DSV3, system, tokens, 0.5625)
-    assert np.all(trt.communication_s == pytest.approx(narrow))
-    assert np.all(sgl.communication_s == pytest.approx(exchange_s(DSV3, system, tokens)))
 
 
 def test_an_exchange_without_groups_or_of_an_unknown_kind_is_refused():

@@ -88,7 +88,7 @@ from clustersim.serving.memory import reserved_tokens as reserved_tokens
 from clustersim.serving.memory import weight_bytes_per_device as weight_bytes_per_device
 from clustersim.serving.memory_plan import MemoryPlan as MemoryPlan
 from clustersim.serving.memory_plan import memory_plan as memory_plan
-from clustersim.serving.moe_exchange import dispatch_bytes_per_element, exchange_s, routed_token_share
+from clustersim.serving.moe_exchange import exchange_s, routed_token_share
 from clustersim.serving.serving_system import MoeExchange as MoeExchange
 from clustersim.serving.serving_system import ServingSystem as ServingSystem
 from clustersim.serving.steps import StepTimes as StepTimes
@@ -256,8 +256,7 @@ def step_times(
     if tp > 1 and system.tp_fabric is not None:
         all_reduce = system.cost.time_s(Op.ALL_REDUCE, payload.ravel(), system.tp_fabric)
         comm = comm + 2.0 * layers * (all_reduce.reshape(b.shape) + cal.sync_overhead_s)
-    # the experts' tokens under attention data parallel, sent in the engine's dispatch format
-    comm = comm + exchange_s(model, system, tokens, dispatch_bytes_per_element(precision, profile.framework))
+    comm = comm + exchange_s(model, system, tokens)  # the experts' tokens under attention data parallel
     if pp > 1 and system.pp_fabric is not None:
         comm = comm + system.cost.time_s(Op.SENDRECV, payload.ravel(), system.pp_fabric).reshape(b.shape)
     step_overhead = cal.step_overhead_s if profile.step_overhead_s is None else profile.step_overhead_s
