@@ -151,3 +151,16 @@ def test_a_chip_without_an_fp32_figure_runs_the_scan_at_its_tensor_share() -> No
     (times,) = operation_times([scan], bare, efficiency_for(bare.accelerator), Dtype.BF16)
     peak = bare.peak_flop_per_s(Dtype.BF16) * bare.compute_clock_ratio
     assert float(times.forward_s[0]) == pytest.approx(float(scan.flop[0]) / (peak * SCAN_PEAK_FRACTION))
+
+
+def test_a_power_capped_device_slows_both_bounds_of_the_scan_with_its_clock() -> None:
+    import dataclasses
+
+    system = system_for_instance(load_catalog(), "p6-b200.48xlarge", 1)
+    capped = dataclasses.replace(system, board_power_watts=700.0)  # a B200 held at 700 W of its 1,000
+    assert capped.compute_clock_ratio < 0.95
+    scan = _layer("nemotron-3-nano-30b-a3b")["scan"]
+    (full,) = operation_times([scan], system, efficiency_for(system.accelerator), Dtype.BF16)
+    (slow,) = operation_times([scan], capped, efficiency_for(capped.accelerator), Dtype.BF16)
+    # the FP32 bound binds on a B200 at either power; it runs at the capped clock
+    assert float(slow.forward_s[0]) == pytest.approx(float(full.forward_s[0]) / capped.compute_clock_ratio)
