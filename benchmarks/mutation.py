@@ -410,6 +410,7 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
     "whole_prompts": ["tests/serving/test_whole_prompts_survivors.py"],
     "latency": ["tests/serving/test_latency_survivors.py"],
     "moe": ["tests/workload/test_latent_moe.py"],
+    "scan_kernel": ["tests/compute/test_scan_kernel.py"],
     "bf16_layers": LAYER_BLEND_TESTS,
     "operation_formats": ["tests/training/test_operation_formats.py", *LAYER_BLEND_TESTS],
     "linear_attention": [

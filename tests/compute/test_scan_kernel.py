@@ -4,15 +4,19 @@ Gated DeltaNet's delta rule as before."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
 from clustersim.catalog.registry import load_catalog
 from clustersim.catalog.schema import Dtype
+from clustersim.cli.app import app
 from clustersim.compute.efficiency import efficiency_for
-from clustersim.compute.scan_kernel import SCAN_FP32_RATIO, SCAN_PEAK_FRACTION, scan_seconds
+from clustersim.compute.scan_kernel import SCAN_FP32_RATIO, SCAN_PEAK_FRACTION, fp32_bound_note, scan_seconds
 from clustersim.system import system_for_instance
 from clustersim.training.pricing import operation_times
 from clustersim.workload.operation import OpKind
@@ -164,3 +168,24 @@ def test_a_power_capped_device_slows_both_bounds_of_the_scan_with_its_clock() ->
     (slow,) = operation_times([scan], capped, efficiency_for(capped.accelerator), Dtype.BF16)
     # the FP32 bound binds on a B200 at either power; it runs at the capped clock
     assert float(slow.forward_s[0]) == pytest.approx(float(full.forward_s[0]) / capped.compute_clock_ratio)
+
+
+def test_the_note_names_the_fp32_bound_only_where_it_binds() -> None:
+    note = fp32_bound_note("b200", 2250e12, 75e12)
+    assert note is not None
+    assert "on b200 run at their FP32 bound, 101 TFLOP/s, not the 206 their share of the 16-bit" in note
+    assert fp32_bound_note("h100-sxm", 989.4e12, 67e12) is None  # the two bounds meet (within 1%)
+    assert fp32_bound_note("trainium1", 190e12, 47.5e12) is None  # the tensor share binds
+    assert fp32_bound_note("gb300", 2500e12, float("nan")) is None  # no FP32 rate recorded
+
+
+def test_a_training_estimate_of_a_mamba_hybrid_on_blackwell_says_the_fp32_bound_binds() -> None:
+    def notes(instance: str, model: str) -> list[str]:
+        args = ["train", model, "--instance", instance, "--nodes", "2", "--ep", "8"]  # the fastest layout that fits
+        result = CliRunner().invoke(app, [*args, "--global-batch", "64", "--json"], env={"CLUSTERSIM_CATALOG": ""})
+        assert result.exit_code == 0, result.output
+        return [n for n in json.loads(result.output)["notes"] if n.startswith("scan:")]
+
+    assert len(notes("p6-b200.48xlarge", "nemotron-3-nano-30b-a3b")) == 1
+    assert notes("p5.48xlarge", "nemotron-3-nano-30b-a3b") == []  # an H100's bounds meet
+    assert notes("p6-b200.48xlarge", "qwen3-30b-a3b") == []  # no Mamba-2 layers

@@ -53,3 +53,16 @@ def scan_seconds(
     tensor = flop / (np.asarray(peak_16bit_flop_per_s, dtype=float) * SCAN_PEAK_FRACTION)
     cores = flop / (np.asarray(fp32_flop_per_s, dtype=float) * SCAN_FP32_RATIO)  # NaN where not recorded
     return np.asarray(np.fmax(tensor, cores), dtype=np.float64)
+
+
+def fp32_bound_note(accelerator: str, peak_16bit_flop_per_s: float, fp32_flop_per_s: float) -> str | None:
+    """What an estimate says where the FP32 bound, not the tensor share, sets a device's scan rate (None where the
+    tensor share binds or no FP32 rate is recorded)."""
+    tensor = peak_16bit_flop_per_s * SCAN_PEAK_FRACTION
+    cores = fp32_flop_per_s * SCAN_FP32_RATIO
+    if not cores < tensor * 0.99:  # NaN (not recorded) and a near tie (an H100's) say nothing
+        return None
+    return (
+        f"scan: Mamba-2's SSD kernels on {accelerator} run at their FP32 bound, {cores / 1e12:.0f} TFLOP/s, not the "
+        f"{tensor / 1e12:.0f} their share of the 16-bit tensor peak would give (clustersim.compute.scan_kernel)"
+    )

@@ -10,9 +10,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from clustersim.catalog.schema import Dtype
 from clustersim.choices import SelectiveRecompute
 from clustersim.compute.efficiency import FamilyEfficiency, efficiency_for
 from clustersim.compute.memory import MemoryArrays, memory_per_device
+from clustersim.compute.scan_kernel import fp32_bound_note
 from clustersim.compute.software import SoftwareProfile, software_for
 from clustersim.execution import Layout, LayoutArrays, Recompute
 from clustersim.network.cost import ANALYTIC, CollectiveCost
@@ -316,7 +318,7 @@ def estimate_layouts(
                 bottleneck=bottleneck,
                 network_model=cost.name,
                 framework=sw.name,
-                notes=notes + _notes(system, layout, breakdown, eff),
+                notes=notes + _notes(system, layout, breakdown, eff, model),
                 totals=job_totals(system, job, step_s, offer),
                 operations=tuple(
                     OperationTime(op.name, scope, forward[i], backward[i], op.kind)
@@ -337,10 +339,17 @@ def _recomputed_per_token(
     return policy_per_token[layout.recompute]
 
 
-def _notes(system: System, layout: Layout, memory: MemoryBreakdown, eff: FamilyEfficiency) -> tuple[str, ...]:
+def _notes(
+    system: System, layout: Layout, memory: MemoryBreakdown, eff: FamilyEfficiency, model: Transformer
+) -> tuple[str, ...]:
     """What a reader should know: compute fractions not fitted to runs of this chip family, an assumed
-    network, TP across the network, a layout that does not fit."""
+    network, TP across the network, a layout that does not fit, a Mamba-2 scan at its FP32 bound."""
     notes = [system.network_note] if system.network_note else []
+    if model.linear_attention is not None and model.linear_attention.mamba2:
+        clock = system.compute_clock_ratio
+        peak = system.peak_flop_per_s(Dtype.BF16) * clock
+        if (scan := fp32_bound_note(system.accelerator.id, peak, system.fp32_flop_per_s * clock)) is not None:
+            notes.append(scan)
     if eff.fitted is None:
         notes.append(
             f"the {system.accelerator.family} compute fractions are not fitted to measured runs of the family: "
