@@ -18,11 +18,15 @@ doubled the tensor rate (a B200's dense BF16 2.25 PFLOP/s against 0.99) and left
 Zadouri et al. 2026), so the scan runs at the slower of the two rates scaled from the H100's: where the tensor rate
 outgrew the FP32 rate (Blackwell), the FP32 rate binds (a B200's scan 101 TFLOP/s, not 207); where the chip records
 no FP32 rate, the tensor share alone. A Trainium's FP32 figure is its tensor engine's at a quarter of its 16-bit
-rate, so the tensor share binds there. No Blackwell measurement of these kernels is published; the choice is made
-against Megatron-Bridge's held-out Nemotron 3 rows (its 16 Blackwell Nano rows +17.9% too fast on average at the
+rate, so the tensor share binds there. No Blackwell measurement of these kernels is published, but one of their
+kind is: flash-linear-attention's Triton chunked kernels for the Gated DeltaNet take 2.065, 1.048 and 0.531 ms on a
+B300 for 65,536, 32,768 and 16,384 tokens of Qwen3.5's TP8 shapes where an H100 takes 1.954, 0.997 and 0.508 ms
+(FlashInfer pull requests #4078 and #3866, their FLA/Triton columns): Blackwell runs them no faster. The choice is
+made against Megatron-Bridge's held-out Nemotron 3 rows (its 16 Blackwell Nano rows +17.9% too fast on average at the
 tensor share alone, +10.9% at this rate; the H100 rows unchanged). The layer's short convolution, a few percent of
-its FLOPs, runs at the same rate. The Gated DeltaNet's delta rule (flash-linear-attention's kernels) has no such
-measurement and is priced as before.
+its FLOPs, runs at the same rate. The Gated DeltaNet's delta rule is still priced as an attention kernel over its
+chunks (``clustersim.workload.ops``), at the tensor peak's share: the same pull requests measure its kernels, whose
+rates are not yet in the model.
 """
 
 from __future__ import annotations
