@@ -10,7 +10,7 @@ tokens a second at 4,096, 8,192, 16,384 and 32,768 tokens, 12.35M on average. At
 H100's 989 TFLOP/s of dense BF16 (``SCAN_PEAK_FRACTION``) and 1.35 times its 67 TFLOP/s of FP32 on the CUDA cores
 (``SCAN_FP32_RATIO``).
 
-Which of the two bounds the kernels the benchmark cannot say: on an H100 they give the same time. Only the small
+Which of the two binds the benchmark cannot say: on an H100 they give the same time. Only the small
 chunk products (``tl.dot`` over tiles of 64 to 128) use the tensor cores; the cumulative sums, decays, masks and the
 state passing's loop over chunks run on the SM's other units, its shared memory and its latency. Blackwell more than
 doubled the tensor rate (a B200's dense BF16 2.25 PFLOP/s against 0.99) and left the rest of the SM much as it was
