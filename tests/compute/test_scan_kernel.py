@@ -189,3 +189,16 @@ def test_a_training_estimate_of_a_mamba_hybrid_on_blackwell_says_the_fp32_bound_
     assert len(notes("p6-b200.48xlarge", "nemotron-3-nano-30b-a3b")) == 1
     assert notes("p5.48xlarge", "nemotron-3-nano-30b-a3b") == []  # an H100's bounds meet
     assert notes("p6-b200.48xlarge", "qwen3-30b-a3b") == []  # no Mamba-2 layers
+
+
+def test_a_serving_estimate_of_a_mamba_hybrid_on_blackwell_says_the_fp32_bound_binds() -> None:
+    def notes(instance: str, model: str) -> list[str]:
+        args = ["serve", model, "--instance", instance, "--tp", "1", "--precision", "fp8", "--engine", "vllm", "--json"]
+        result = CliRunner().invoke(app, args, env={"CLUSTERSIM_CATALOG": ""})
+        assert result.exit_code == 0, result.output
+        return [n for n in json.loads(result.output)["notes"] if n.startswith("scan:")]
+
+    (note,) = notes("p6-b200.48xlarge", "nemotron-3-nano-30b-a3b")
+    assert "on b200 run at their FP32 bound, 101 TFLOP/s" in note
+    assert notes("p5.48xlarge", "nemotron-3-nano-30b-a3b") == []
+    assert notes("p6-b200.48xlarge", "qwen3-30b-a3b") == []

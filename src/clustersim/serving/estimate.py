@@ -20,6 +20,7 @@ import numpy as np
 
 from clustersim.catalog.schema import Dtype
 from clustersim.choices import Batching as Batching  # re-exported: defined with the light enums
+from clustersim.compute.scan_kernel import fp32_bound_note
 from clustersim.errors import ClusterSimError
 from clustersim.model_split import check_model_split
 from clustersim.serving.attention_dp import check_attention_dp
@@ -437,8 +438,21 @@ def make_estimate(
         ttft_s=first if ttft_s is None else ttft_s,
         tpot_s=step_s * system.pp if tpot_s is None else tpot_s,
         request_rate_per_s=(per_replica * system.dp / o if rate_per_s is None else rate_per_s),
-        notes=request.notes(model) + holding_notes(model, system.pp) + eager_note(model, system, request, cal, engine),
+        notes=request.notes(model)
+        + holding_notes(model, system.pp)
+        + eager_note(model, system, request, cal, engine)
+        + scan_note(model, system),
     )
+
+
+def scan_note(model: Transformer, system: ServingSystem) -> tuple[str, ...]:
+    """A Mamba-2 hybrid's prefill scan at its FP32 bound (``clustersim.compute.scan_kernel``; both of its bounds are
+    derated alike in a serving step, so the device's own peaks decide which binds)."""
+    if model.linear_attention is None or not model.linear_attention.mamba2:
+        return ()
+    device = system.system
+    note = fp32_bound_note(device.accelerator.id, device.peak_flop_per_s(Dtype.BF16), device.fp32_flop_per_s)
+    return () if note is None else (note,)
 
 
 # ---- comparison -----------------------------------------------------------------------------------
