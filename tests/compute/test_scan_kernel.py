@@ -171,12 +171,14 @@ def test_a_power_capped_device_slows_both_bounds_of_the_scan_with_its_clock() ->
 
 
 def test_the_note_names_the_fp32_bound_only_where_it_binds() -> None:
-    note = fp32_bound_note("b200", 2250e12, 75e12)
+    NANO = load_model("nemotron-3-nano-30b-a3b", use_env=False)
+    note = fp32_bound_note(NANO, "b200", 2250e12, 75e12)
     assert note is not None
     assert "on b200 run at their FP32 bound, 101 TFLOP/s, not the 206 their share of the 16-bit" in note
-    assert fp32_bound_note("h100-sxm", 989.4e12, 67e12) is None  # the two bounds meet (within 1%)
-    assert fp32_bound_note("trainium1", 190e12, 47.5e12) is None  # the tensor share binds
-    assert fp32_bound_note("gb300", 2500e12, float("nan")) is None  # no FP32 rate recorded
+    assert fp32_bound_note(NANO, "h100-sxm", 989.4e12, 67e12) is None  # the two bounds meet (within 1%)
+    assert fp32_bound_note(NANO, "trainium1", 190e12, 47.5e12) is None  # the tensor share binds
+    assert fp32_bound_note(NANO, "gb300", 2500e12, float("nan")) is None  # no FP32 rate recorded
+    assert fp32_bound_note(load_model("qwen3-30b-a3b", use_env=False), "b200", 2250e12, 75e12) is None  # no Mamba-2
 
 
 def test_a_training_estimate_of_a_mamba_hybrid_on_blackwell_says_the_fp32_bound_binds() -> None:

@@ -34,6 +34,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from clustersim.workload.transformer import Transformer
+
 FloatArray = npt.NDArray[np.float64]
 
 H100_SCAN_TOKENS_PER_S = 12.35e6  # vLLM PR #27299's "Original" column, mean of 4,096 to 32,768 tokens
@@ -59,9 +61,14 @@ def scan_seconds(
     return np.asarray(np.fmax(tensor, cores), dtype=np.float64)
 
 
-def fp32_bound_note(accelerator: str, peak_16bit_flop_per_s: float, fp32_flop_per_s: float) -> str | None:
-    """What an estimate says where the FP32 bound, not the tensor share, sets a device's scan rate (None where the
-    tensor share binds or no FP32 rate is recorded)."""
+def fp32_bound_note(
+    model: Transformer, accelerator: str, peak_16bit_flop_per_s: float, fp32_flop_per_s: float
+) -> str | None:
+    """What an estimate of ``model`` says where the FP32 bound, not the tensor share, sets a device's scan rate (None
+    for a model without Mamba-2 layers, where the tensor share binds, or where no FP32 rate is recorded). A serving
+    step derates both bounds alike, so the device's own peaks decide which binds there too."""
+    if model.linear_attention is None or not model.linear_attention.mamba2:
+        return None
     tensor = peak_16bit_flop_per_s * SCAN_PEAK_FRACTION
     cores = fp32_flop_per_s * SCAN_FP32_RATIO
     if not cores < tensor * 0.99:  # NaN (not recorded) and a near tie (an H100's) say nothing

@@ -20,12 +20,11 @@ import numpy as np
 
 from clustersim.catalog.schema import Dtype
 from clustersim.choices import Batching as Batching  # re-exported: defined with the light enums
-from clustersim.compute.scan_kernel import fp32_bound_note
 from clustersim.errors import ClusterSimError
 from clustersim.model_split import check_model_split
 from clustersim.serving.attention_dp import check_attention_dp
 from clustersim.serving.bench_sizing import sized_engine
-from clustersim.serving.eager_note import eager_note
+from clustersim.serving.deployment_notes import deployment_notes
 from clustersim.serving.engine import (
     FloatArray,
     InferenceCalibration,
@@ -40,7 +39,7 @@ from clustersim.serving.engine import (
 from clustersim.serving.engines import EngineProfile, engine_profile
 from clustersim.serving.formats import ServingPrecision, check_formats, default_kv, kv_default_note
 from clustersim.serving.fused_experts import check_fused_experts
-from clustersim.serving.memory import causal_pairs, holding_notes, sequences_held, weights_note
+from clustersim.serving.memory import causal_pairs, sequences_held, weights_note
 from clustersim.serving.serving_system import MoeExchange
 from clustersim.serving.whole_prompts import StepMix, step_mix
 from clustersim.workload.transformer import Transformer
@@ -438,21 +437,8 @@ def make_estimate(
         ttft_s=first if ttft_s is None else ttft_s,
         tpot_s=step_s * system.pp if tpot_s is None else tpot_s,
         request_rate_per_s=(per_replica * system.dp / o if rate_per_s is None else rate_per_s),
-        notes=request.notes(model)
-        + holding_notes(model, system.pp)
-        + eager_note(model, system, request, cal, engine)
-        + scan_note(model, system),
+        notes=request.notes(model) + deployment_notes(model, system, request, cal, engine),
     )
-
-
-def scan_note(model: Transformer, system: ServingSystem) -> tuple[str, ...]:
-    """A Mamba-2 hybrid's prefill scan at its FP32 bound (``clustersim.compute.scan_kernel``; both of its bounds are
-    derated alike in a serving step, so the device's own peaks decide which binds)."""
-    if model.linear_attention is None or not model.linear_attention.mamba2:
-        return ()
-    device = system.system
-    note = fp32_bound_note(device.accelerator.id, device.peak_flop_per_s(Dtype.BF16), device.fp32_flop_per_s)
-    return () if note is None else (note,)
 
 
 # ---- comparison -----------------------------------------------------------------------------------

@@ -345,11 +345,10 @@ def _notes(
     """What a reader should know: compute fractions not fitted to runs of this chip family, an assumed
     network, TP across the network, a layout that does not fit, a Mamba-2 scan at its FP32 bound."""
     notes = [system.network_note] if system.network_note else []
-    if model.linear_attention is not None and model.linear_attention.mamba2:
-        clock = system.compute_clock_ratio
-        peak = system.peak_flop_per_s(Dtype.BF16) * clock
-        if (scan := fp32_bound_note(system.accelerator.id, peak, system.fp32_flop_per_s * clock)) is not None:
-            notes.append(scan)
+    clock = system.compute_clock_ratio
+    peak = system.peak_flop_per_s(Dtype.BF16) * clock
+    if (scan := fp32_bound_note(model, system.accelerator.id, peak, system.fp32_flop_per_s * clock)) is not None:
+        notes.append(scan)
     if eff.fitted is None:
         notes.append(
             f"the {system.accelerator.family} compute fractions are not fitted to measured runs of the family: "
