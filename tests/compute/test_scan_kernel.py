@@ -171,13 +171,13 @@ def test_a_power_capped_device_slows_both_bounds_of_the_scan_with_its_clock() ->
 
 
 def test_the_note_names_the_fp32_bound_only_where_it_binds() -> None:
-    NANO = load_model("nemotron-3-nano-30b-a3b", use_env=False)
-    note = fp32_bound_note(NANO, "b200", 2250e12, 75e12)
+    nano = load_model("nemotron-3-nano-30b-a3b", use_env=False)
+    note = fp32_bound_note(nano, "b200", 2250e12, 75e12)
     assert note is not None
     assert "on b200 run at their FP32 bound, 101 TFLOP/s, not the 206 their share of the 16-bit" in note
-    assert fp32_bound_note(NANO, "h100-sxm", 989.4e12, 67e12) is None  # the two bounds meet (within 1%)
-    assert fp32_bound_note(NANO, "trainium1", 190e12, 47.5e12) is None  # the tensor share binds
-    assert fp32_bound_note(NANO, "gb300", 2500e12, float("nan")) is None  # no FP32 rate recorded
+    assert fp32_bound_note(nano, "h100-sxm", 989.4e12, 67e12) is None  # the two bounds meet (within 1%)
+    assert fp32_bound_note(nano, "trainium1", 190e12, 47.5e12) is None  # the tensor share binds
+    assert fp32_bound_note(nano, "gb300", 2500e12, float("nan")) is None  # no FP32 rate recorded
     assert fp32_bound_note(load_model("qwen3-30b-a3b", use_env=False), "b200", 2250e12, 75e12) is None  # no Mamba-2
 
 
