@@ -134,9 +134,9 @@ class SoftwareSettings(BaseModel):
     default_zero: int | None = Field(
         None, ge=0, le=3, description="ZeRO stage when the job does not say (1: a distributed optimizer, 3: FSDP)."
     )
-    default_sequence_parallel: bool | None = Field(None, description="Sequence parallelism when tp > 1, not said.")
+    default_sequence_parallel: bool | None = Field(None, description="Sequence parallelism (tp > 1) when unstated.")
     default_recompute: Recompute | None = Field(None, description="Activation recompute when the job does not say.")
-    default_micro_batch: int | None = Field(None, ge=1, description="Sequences per micro-batch, job not saying.")
+    default_micro_batch: int | None = Field(None, ge=1, description="Sequences per micro-batch when unstated.")
     default_etp: ExpertTp | None = Field(None, description=_DEFAULT_ETP)
     default_vp: int | None = Field(None, ge=1, le=64, description=_DEFAULT_VP)
     layout_source: str | None = Field(

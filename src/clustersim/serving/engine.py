@@ -188,8 +188,6 @@ def step_times(
     family = system.system.accelerator.family
     flops_peak = system.peak_flop_per_s(precision) * cal.flop_efficiency_on(family, gemm_dtype(precision)) * kernels
     head_peak = system.peak_flop_per_s(Dtype.BF16) * cal.flop_efficiency_on(family, Dtype.BF16) * kernels
-    # the FP32 rate, derated as the 16-bit peak, for the scan's other bound (clustersim.compute.scan_kernel)
-    fp32_rate = system.system.fp32_flop_per_s * cal.flop_efficiency_on(family, Dtype.BF16) * kernels
     bandwidth = system.system.memory_bandwidth_bytes_per_s * cal.hbm_efficiency
     dense, expert = matmul_params(model)
     head = float(model.vocab * model.hidden)
@@ -217,8 +215,11 @@ def step_times(
     # mamba_ssm's SSD kernels at the slower of their measured share of it and of the FP32 rate:
     # clustersim.compute.scan_kernel)
     mixing = tokens * own * model.linear_mixing_flops_per_token() * stage / tp
-    mamba2 = model.linear_attention is not None and model.linear_attention.mamba2
-    compute = compute + (scan_seconds(mixing, head_peak, fp32_rate) if mamba2 else mixing / head_peak)
+    if model.linear_attention is not None and model.linear_attention.mamba2:  # its FP32 bound derated as the peak is
+        fp32_rate = system.system.fp32_flop_per_s * cal.flop_efficiency_on(family, Dtype.BF16) * kernels
+        compute = compute + scan_seconds(mixing, head_peak, fp32_rate)
+    else:
+        compute = compute + mixing / head_peak
 
     # Weights read once per step: the dense ones and the routed experts some token touches (a group's share).
     routed_bytes = experts * own * expert
