@@ -3,6 +3,8 @@ sequence that each decode step reads and writes, and the batch that state leaves
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -97,9 +99,23 @@ def test_sglang_keeps_32_bit_states_in_a_pool_of_their_own() -> None:
     plan = memory_plan(model, system, request.precision, request.kv, DEFAULT_CALIBRATION, sglang)
     tokens, slots, shared = state_room(model, Dtype.BF16, plan.kv_capacity_tokens, sglang.state_pool)
     assert shared == 0.0 and tokens == pytest.approx(plan.kv_capacity_tokens / 1.9)  # mamba_full_memory_ratio 0.9
-    assert slots == pytest.approx(plan.kv_budget_bytes * 0.9 / 1.9 / state)
+    # a running request counts three of the pool's slots: its live state and its radix cache's two checkpoints
+    assert slots == pytest.approx(plan.kv_budget_bytes * 0.9 / 1.9 / state / 3)
     batch, limit, _ = batch_limit(model, system, request, engine=sglang)
     assert (limit, batch) == ("capacity", int(min(tokens / (8192 + 1024), slots)))  # SGLang pages by the token
+
+
+def test_sglang_with_its_radix_cache_off_runs_a_request_per_state_slot() -> None:
+    model, system = _hybrid(), _system()
+    request = Request(8192, 1024, Dtype.BF16)
+    sglang = engine_profile("sglang", "hopper")
+    one = sglang.state_pool.model_copy(update={"slots_per_request": 1})
+    plan = memory_plan(model, system, request.precision, request.kv, DEFAULT_CALIBRATION, sglang)
+    _, three_slots, _ = state_room(model, Dtype.BF16, plan.kv_capacity_tokens, sglang.state_pool)
+    _, one_slot, _ = state_room(model, Dtype.BF16, plan.kv_capacity_tokens, one)
+    assert one_slot == pytest.approx(3 * three_slots)
+    vllm = engine_profile("vllm", "hopper").state_pool
+    assert vllm.memory_ratio is None and state_room(model, Dtype.BF16, plan.kv_capacity_tokens, vllm)[1] == math.inf
 
 
 def test_a_32_bit_state_doubles_what_a_decode_step_reads_of_it() -> None:

@@ -199,7 +199,8 @@ def state_room(
     model: Transformer, kv_precision: ServingPrecision, kv_tokens: float, pool: StatePool, tp: int = 1
 ) -> tuple[float, float, float]:
     """How a device's KV room of ``kv_tokens`` (``MemoryPlan.kv_capacity_tokens``) holds a hybrid's states beside its
-    cache: (the tokens left to the cache, the sequences whose states fit a pool of their own (inf where there is
+    cache: (the tokens left to the cache, the running sequences a pool of their own admits (its slots over
+    ``slots_per_request``; inf where there is
     none), the cache tokens each sequence's state takes where it shares the cache's pool). A model without Gated
     DeltaNet layers: ``(kv_tokens, inf, 0)``. A pipeline stage holds the same share of both, so its degree cancels."""
     state = state_bytes_per_sequence(model, tp, ssm_bytes=pool.ssm_bytes)
@@ -209,7 +210,8 @@ def state_room(
     if pool.memory_ratio is None:
         return kv_tokens, math.inf, state / per_token
     ratio = pool.memory_ratio
-    return kv_tokens / (1 + ratio), kv_tokens * per_token * ratio / (1 + ratio) / state, 0.0
+    slots = kv_tokens * per_token * ratio / (1 + ratio) / state
+    return kv_tokens / (1 + ratio), slots / pool.slots_per_request, 0.0
 
 
 def sequences_held(
