@@ -118,6 +118,23 @@ def test_sglang_with_its_radix_cache_off_runs_a_request_per_state_slot() -> None
     assert vllm.memory_ratio is None and state_room(model, Dtype.BF16, plan.kv_capacity_tokens, vllm)[1] == math.inf
 
 
+def test_an_sglang_estimate_says_how_many_sequences_its_state_pool_lets_run() -> None:
+    model, system = _hybrid(), _system()
+    request = Request(8192, 1024, Dtype.BF16)
+    sglang = engine_profile("sglang", "hopper")
+    estimate = estimate_offline(model, system, request, engine=sglang)
+    (note,) = [n for n in estimate.notes if n.startswith("state pool:")]
+    plan = memory_plan(model, system, request.precision, request.kv, DEFAULT_CALIBRATION, sglang)
+    tokens, running, _ = state_room(model, Dtype.BF16, plan.kv_capacity_tokens, sglang.state_pool)
+    assert estimate.max_batch == math.floor(running) < tokens / (8192 + 1024)  # the slots bind, not the cache
+    assert f"{3 * running:,.0f} slots" in note and "takes 3 slots" in note
+    assert f"at most {math.floor(running):,} sequences run at once" in note and "47% of a device's KV room" in note
+    vllm = estimate_offline(model, system, request, engine="vllm")
+    assert not [n for n in vllm.notes if n.startswith("state pool:")]
+    plain = estimate_offline(load_model("qwen3-30b-a3b", use_env=False), system, request, engine=sglang)
+    assert not [n for n in plain.notes if n.startswith("state pool:")]
+
+
 def test_a_32_bit_state_doubles_what_a_decode_step_reads_of_it() -> None:
     model, system = _hybrid(), _system()
     common = {"decode_context_tokens": 16.0, "prefill_tokens": 0.0, "prefill_sequences": 0.0, "prompt_tokens": 16.0}
