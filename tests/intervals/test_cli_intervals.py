@@ -127,13 +127,14 @@ def test_train_gives_the_memory_per_device_the_interval_of_published_peaks() -> 
     for key, figure in (("memory_total_bytes", memory["total"]), ("memory_required_bytes", memory["required"])):
         interval = payload["intervals"][key]
         assert interval["low"] < figure < interval["high"] and interval["level"] == 0.8
-        # Hopper's peaks come from two publications (torchtitan's, torchao's): the three sources' 31, pooled
-        assert interval["basis"].startswith("memory, every chip and stack") and interval["cases"] >= 31
-        assert "from 2 sources on hopper" in interval["note"]
+        # Hopper's peaks come from two publications (torchtitan's, torchao's), too few to judge by alone: borrowed
+        # from the three sources' 31, pooled, then widened to Hopper's own, which the model misses by more
+        assert interval["basis"].startswith("memory, hopper") and interval["cases"] >= 23
+        assert "from 2 sources on hopper" in interval["note"] and "widened to hopper's own" in interval["note"]
     total, required = payload["intervals"]["memory_total_bytes"], payload["intervals"]["memory_required_bytes"]
     assert required["high"] / memory["required"] == pytest.approx(total["high"] / memory["total"])
     shown = " ".join(run(*TRAIN).stdout.split())
-    assert "80% intervals from left-out residuals of published peak memory (memory, every chip and stack" in shown
+    assert "80% intervals from left-out residuals of published peak memory (memory, hopper" in shown
 
 
 def test_a_job_that_fits_only_below_its_memory_intervals_upper_end_says_so() -> None:

@@ -83,7 +83,7 @@ def test_a_chip_without_validated_cases_borrows_the_widest_and_says_so() -> None
     pooled = spread_for("training", accelerator="trainium2", family="trainium", framework="neuronx", devices=64,
                         table=mixed)  # fmt: skip
     assert pooled is not None and pooled.basis == "training, every chip and stack: 40 cases"
-    assert pooled.note.endswith("interval from all 40 training cases, pooled (no chip's own is wider)")
+    assert pooled.note.endswith("interval from all 40 training cases, pooled (no other chip's own is wider)")
     assert pooled.q_hi == pytest.approx(1.0)
     # too few on the chip: borrowed as well, and said so
     thin = ResidualTable(tuple(rows(30, source="a") + rows(5, chip="trainium1", framework="neuronx", source="t")))
@@ -92,6 +92,29 @@ def test_a_chip_without_validated_cases_borrows_the_widest_and_says_so() -> None
     assert trn1 is not None and trn1.note.startswith(
         "only 5 training cases from 3 sources on trainium1: interval from "
     )
+
+
+def test_a_chips_own_few_cases_widen_what_it_borrows_and_never_narrow_it() -> None:
+    """One source's runs on a chip are too few to judge it by alone, but where the model missed them by more than
+    the borrowed evidence allows, the chip's interval is theirs: borrowed closeness never narrows a chip's own
+    misses."""
+    gpus = rows(60, kind="collective", framework="nccl-tests", r=0.0, step=0.004, source="a")
+    misses = rows(18, kind="collective", chip="trainium1", framework="nccom-test", r=1.5, step=0.1, source="n",
+                  sources=1)  # fmt: skip
+    where = {"accelerator": "trainium1", "family": "trainium", "framework": "nccom-test", "devices": 64}
+    wide = spread_for("collective", **where, table=ResidualTable(tuple(gpus + misses)))
+    assert wide is not None and wide.basis == "collective, trainium1: 18 cases" and wide.q_hi > 1.5
+    assert wide.note.endswith(
+        "widened to trainium1's own 18 left-out cases from 1 source (wider than collective, every chip and stack: "
+        "78 cases)"
+    )
+    close = rows(18, kind="collective", chip="trainium1", framework="nccom-test", r=0.0, step=0.0001, source="n",
+                 sources=1)  # fmt: skip
+    kept = spread_for("collective", **where, table=ResidualTable(tuple(gpus + close)))
+    assert kept is not None and kept.basis == "collective, hopper: 60 cases" and "widened" not in kept.note
+    # fewer than the level's rank needs: not enough to widen by
+    few = spread_for("collective", **where, level=0.99, table=ResidualTable(tuple(gpus + misses)))
+    assert few is not None and "widened" not in few.note
 
 
 def test_a_thin_kind_borrows_every_kind_and_a_missing_kind_has_none() -> None:

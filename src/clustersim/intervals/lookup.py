@@ -32,7 +32,8 @@ closely would judge every other source by that closeness). A chip with no valida
 (Trainium2, which runs on Trainium1's fractions; a family of your own catalog), or too few, borrows: its
 interval is the widest of the pooled one and each chip's own (never narrower than any chip with evidence:
 the pooled training cases, mostly A100 runs the model meets within a few percent, are narrower than
-Hopper's), and a note says so. A
+Hopper's), or of the chip's own few cases where they are wider (enough for the level's rank, from any number of
+sources: they widen, never narrow), and a note says so. A
 framework with no case on the chip gets the chip's cases of other stacks, and a note.
 
 A chip is the accelerator's catalog family (H100 and H200 are one Hopper die, A100 40 and 80 GB one
@@ -185,11 +186,27 @@ def _spread_of_system(
     ]
     widest, spread_of = max([("", pooled), *own], key=lambda pair: pair[1].q_hi)
     if not widest:
-        note = f"{why}: interval from all {len(rows)} {what} cases, pooled (no chip's own is wider)"
+        note = f"{why}: interval from all {len(rows)} {what} cases, pooled (no other chip's own is wider)"
     else:
         note = f"{why}: interval from {widest}'s {spread_of.cases} cases, the widest of any chip's and the pooled"
     found = dataclasses.replace(spread_of, note=_joined(note, spread_of.note))
-    return _widened_by_stack(found, label, rows, chip, stack, level)
+    return _widened_by_stack(_widened_by_own_chip(found, label, on_chip, chip, level), label, rows, chip, stack, level)
+
+
+def _widened_by_own_chip(found: Spread, label: str, on_chip: list[Residual], chip: str, level: float) -> Spread:
+    """``found`` (borrowed from other chips), or the spread of the chip's own left-out cases where it is wider and
+    they are enough for the level's rank: too few, or from too few sources, to judge the chip by alone, they still
+    say how far the model has missed on it, and borrowed evidence never narrows that (Trainium1's collectives,
+    nccom-test's 18 runs from one page, are off by up to 12x at small messages where the pooled GPU runs are within
+    tens of percent)."""
+    if len(on_chip) < cases_needed(level):
+        return found
+    own = _spread(on_chip, level, f"{label}, {chip}", "")
+    if own.q_hi - own.q_lo <= found.q_hi - found.q_lo:
+        return found
+    sources = len({r.source for r in on_chip})
+    note = f"widened to {chip}'s own {len(on_chip)} left-out cases from {sources} source{'s' * (sources > 1)}"
+    return dataclasses.replace(own, note=_joined(found.note, f"{note} (wider than {found.basis})"))
 
 
 def _widened_by_stack(found: Spread, label: str, rows: list[Residual], chip: str, stack: str, level: float) -> Spread:
