@@ -104,14 +104,19 @@ def collective_command(
         fabric = fabric_for_instance(loaded, instance, nodes)
         table = ANALYTIC.table(operation, sizes, fabric, algorithm=algo, protocol=proto)
         accelerator = loaded.accelerator(loaded.instance(instance).accelerator)
-        spread = spread_for(
-            "collective",
-            accelerator=accelerator.id,
-            family=accelerator.family,
-            framework="nccl-tests" if fabric.torus is None else "nccom-test",  # Neuron's benchmark on NeuronLink
-            devices=fabric.num_ranks,
-            level=level,
-        )
+        spreads = [
+            spread_for(
+                "collective",
+                accelerator=accelerator.id,
+                family=accelerator.family,
+                framework="nccl-tests" if fabric.torus is None else "nccom-test",  # Neuron's benchmark on NeuronLink
+                devices=fabric.num_ranks,
+                level=level,
+                size_bytes=float(size),
+            )
+            for size in table.size_bytes
+        ]
+        spread = None if any(s is None for s in spreads) else [s for s in spreads if s is not None]
         from clustersim.present.collective import collective_json, collective_view
 
         if plot is not None:

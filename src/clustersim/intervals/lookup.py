@@ -62,6 +62,7 @@ MIN_CASES = 20
 MIN_SOURCES = 3
 STACK_SOURCES = 2  # a stack's own cases widen another group's interval from this many sources (never narrow it)
 SCALE_EDGES = (64, 512)  # devices: up to 64, 65 to 512, more than 512
+SIZE_BANDS_BYTES = (2**20, 2**26)  # a collective's message: under 1 MiB, 1 to 64 MiB, 64 MiB and up
 SEPARATE_CHIPS = frozenset({"trainium1", "trainium2", "trainium3"})
 DEFAULT_FRAMEWORK = {
     "training": "megatron",
@@ -99,11 +100,14 @@ def spread_for(
     exclude_source: str | None = None,
     layout: Sequence[str] = (),
     field: str = "",
+    size_bytes: float = 0.0,
 ) -> Spread | None:
     """The log-spread for a ``kind`` job of ``framework`` on ``devices`` ``accelerator``s (of catalog
     ``family``) whose layout has the features ``layout``; ``exclude_source`` leaves that source's
     residuals out (a case's own, when scoring it). ``field``: a latency field (``MEASURED_LATENCY_FIELDS``) is sized
-    by its own residuals only, any other by the primary figures'. None where there are none of the kind."""
+    by its own residuals only, any other by the primary figures'. ``size_bytes``: a collective's message size, whose
+    band (``size_band``) selects the chip's own cases where they widen a borrowed interval. None where there are none
+    of the kind."""
     level = check_level(level)
     measure = measure_of(field)
     every = [
@@ -117,7 +121,7 @@ def spread_for(
     if not rows:
         return None
     label = kind if measure == "primary" else f"{kind} {MEASURED_LATENCY_FIELDS[field]}"
-    found = _spread_of_system(label, kind, rows, every, accelerator, family, framework, devices, level)
+    found = _spread_of_system(label, kind, rows, every, accelerator, family, framework, devices, level, size_bytes)
     found = _widened_by_layout(found, kind, rows, tuple(layout), level)
     mean = PERCENTILE_OF.get(field)
     sources = len({r.source for r in rows})
@@ -145,6 +149,7 @@ def _spread_of_system(
     framework: str | None,
     devices: int,
     level: float,
+    size_bytes: float = 0.0,
 ) -> Spread:
     """The spread of the most similar system's residuals (the module's groups 1-5); ``label`` names the kind
     (and a latency field) in the bases."""
@@ -190,22 +195,41 @@ def _spread_of_system(
     else:
         note = f"{why}: interval from {widest}'s {spread_of.cases} cases, the widest of any chip's and the pooled"
     found = dataclasses.replace(spread_of, note=_joined(note, spread_of.note))
-    return _widened_by_stack(_widened_by_own_chip(found, label, on_chip, chip, level), label, rows, chip, stack, level)
+    own = _widened_by_own_chip(found, label, on_chip, chip, level, size_bytes)
+    return _widened_by_stack(own, label, rows, chip, stack, level)
 
 
-def _widened_by_own_chip(found: Spread, label: str, on_chip: list[Residual], chip: str, level: float) -> Spread:
+def size_band(size_bytes: float) -> str:
+    """The message-size band of a collective (``SIZE_BANDS_BYTES``): below 1 MiB (latency-bound), 1 to 64 MiB (where
+    the algorithm and protocol change), 64 MiB and up (bandwidth-bound)."""
+    low, high = SIZE_BANDS_BYTES
+    if size_bytes < low:
+        return "under 1 MiB"
+    return "1-64 MiB" if size_bytes < high else "64 MiB and up"
+
+
+def _widened_by_own_chip(
+    found: Spread, label: str, on_chip: list[Residual], chip: str, level: float, size_bytes: float = 0.0
+) -> Spread:
     """``found`` (borrowed from other chips), or the spread of the chip's own left-out cases where it is wider and
     they are enough for the level's rank: too few, or from too few sources, to judge the chip by alone, they still
     say how far the model has missed on it, and borrowed evidence never narrows that (Trainium1's collectives,
-    nccom-test's 18 runs from one page, are off by up to 12x at small messages where the pooled GPU runs are within
-    tens of percent)."""
-    if len(on_chip) < cases_needed(level):
+    nccom-test's 18 runs from one page, are off by up to 12x at 1-8 MiB where the pooled GPU runs are within tens of
+    percent). A collective of ``size_bytes`` is judged by the chip's own cases of its size band where there are
+    enough of them (Trainium1's runs of 64 MiB and up are within 20%), else by all of them."""
+    members, where = on_chip, chip
+    if size_bytes:
+        band = size_band(size_bytes)
+        banded = [r for r in on_chip if r.size_bytes and size_band(r.size_bytes) == band]
+        if len(banded) >= cases_needed(level):
+            members, where = banded, f"{chip}, {band}"
+    if len(members) < cases_needed(level):
         return found
-    own = _spread(on_chip, level, f"{label}, {chip}", "")
+    own = _spread(members, level, f"{label}, {where}", "")
     if own.q_hi - own.q_lo <= found.q_hi - found.q_lo:
         return found
-    sources = len({r.source for r in on_chip})
-    note = f"widened to {chip}'s own {len(on_chip)} left-out cases from {sources} source{'s' * (sources > 1)}"
+    sources = len({r.source for r in members})
+    note = f"widened to {where}'s own {len(members)} left-out cases from {sources} source{'s' * (sources > 1)}"
     return dataclasses.replace(own, note=_joined(found.note, f"{note} (wider than {found.basis})"))
 
 
@@ -242,9 +266,10 @@ def interval_for(
     table: ResidualTable | None = None,
     exclude_source: str | None = None,
     field: str = "",
+    size_bytes: float = 0.0,
 ) -> Interval | None:
     """The interval of ``predicted`` (a duration; ``rate``: its inverse, such as tokens/s or busbw) of
-    ``field`` (``spread_for``)."""
+    ``field`` (``spread_for``; ``size_bytes``: a collective's message size)."""
     found = spread_for(
         kind,
         accelerator=accelerator,
@@ -255,6 +280,7 @@ def interval_for(
         table=table,
         exclude_source=exclude_source,
         field=field,
+        size_bytes=size_bytes,
     )
     if found is None:
         return None

@@ -4,7 +4,8 @@
 of the bundled ground truth (``clustersim.validation.crossval``): per scored case, the log residual
 ``r = ln(measured / predicted)`` of its duration or bytes (a rate's residual has its sign flipped) with the
 prediction made by constants fitted without the case's source, and what the case ran on (kind, chip,
-accelerator, framework, devices and, for training, its layout's features). The file's header records
+accelerator, framework, devices, for training its layout's features, for a collective its message size). The file's
+header records
 when it was made and a ``fingerprint`` (sha256) of the calibration and case files it was made from,
 so that a test notices when they change and the residuals were not made again.
 """
@@ -66,12 +67,14 @@ class Residual:
     field: str  # the case's primary measured field
     r: float
     layout: tuple[str, ...] = ()  # training: the features of the case's layout (clustersim.intervals.layout)
+    size_bytes: int = 0  # a collective's message size (0: not a collective)
 
     def to_toml(self) -> str:
         """One inline table (a line of ``residuals.toml``)."""
         text = ", ".join(f"{name} = {_quoted(getattr(self, name))}" for name in _TEXT)
         layout = f", layout = [{', '.join(_quoted(f) for f in self.layout)}]" if self.layout else ""
-        return f"{{ {text}, devices = {self.devices}, r = {self.r!r}{layout} }}"
+        size = f", size_bytes = {self.size_bytes}" if self.size_bytes else ""
+        return f"{{ {text}, devices = {self.devices}, r = {self.r!r}{layout}{size} }}"
 
 
 @dataclass(frozen=True)
@@ -138,7 +141,11 @@ def _row(path: str | Path, number: int, row: Any) -> Residual:
     features = (*LAYOUT_FEATURES, ATTENTION_DP)
     if not isinstance(layout, list) or any(feature not in features for feature in layout):
         raise ClusterSimError(f"{where}: layout {layout!r} (valid: a list of {', '.join(features)})")
-    return Residual(**{name: str(row[name]) for name in _TEXT}, devices=devices, r=float(r), layout=tuple(layout))
+    size = row.get("size_bytes", 0)
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise ClusterSimError(f"{where}: size_bytes must be a whole number of bytes, got {size!r}")
+    text = {name: str(row[name]) for name in _TEXT}
+    return Residual(**text, devices=devices, r=float(r), layout=tuple(layout), size_bytes=size)
 
 
 def fingerprint(files: Iterable[tuple[str, Path]]) -> str:

@@ -9,6 +9,7 @@ names (LL, LL128, Simple), which Neuron's collectives do not have (the JSON keep
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import RenderableType
@@ -34,9 +35,25 @@ def bound_label(bound: str, table: CollectiveTable) -> str:
     return bound if is_nccl_fabric(table) else bound.replace(NCCL_LINK, table.fabric.scaleup_link)
 
 
-def rows(table: CollectiveTable, spread: Spread | None = None) -> list[dict[str, Any]]:
+Spreads = Spread | Sequence[Spread] | None
+"""One interval's spread for every size of a sweep, or one per size (a collective's size band can decide it)."""
+
+
+def per_size(table: CollectiveTable, spread: Spreads) -> list[Spread] | None:
+    """``spread`` as one spread per size of ``table`` (None: no intervals)."""
+    if spread is None:
+        return None
+    if isinstance(spread, Spread):
+        return [spread] * len(table.size_bytes)
+    if len(spread) != len(table.size_bytes):
+        raise ValueError(f"{len(spread)} spreads for {len(table.size_bytes)} sizes")
+    return list(spread)
+
+
+def rows(table: CollectiveTable, spread: Spreads = None) -> list[dict[str, Any]]:
     """One row per size: nccl-tests' columns (time in us, bandwidths in GB/s), algorithm, protocol, bound;
-    with ``spread``, ``intervals`` of the time, algbw and busbw (in their units)."""
+    with ``spread`` (one for every size, or one per size), ``intervals`` of the time, algbw and busbw (in their
+    units)."""
     found = [
         {
             "size_bytes": int(size),
@@ -62,17 +79,32 @@ def rows(table: CollectiveTable, spread: Spread | None = None) -> list[dict[str,
             strict=True,
         )
     ]
-    if spread is not None:
-        for row in found:
-            row["intervals"] = {
-                "time_us": spread.duration(row["time_us"]).to_json(),
-                "algbw_GBps": spread.rate(row["algbw_GBps"]).to_json(),
-                "busbw_GBps": spread.rate(row["busbw_GBps"]).to_json(),
-            }
+    for row, own in zip(found, per_size(table, spread) or (), strict=False):
+        row["intervals"] = {
+            "time_us": own.duration(row["time_us"]).to_json(),
+            "algbw_GBps": own.rate(row["algbw_GBps"]).to_json(),
+            "busbw_GBps": own.rate(row["busbw_GBps"]).to_json(),
+        }
     return found
 
 
-def collective_json(table: CollectiveTable, spread: Spread | None = None) -> dict[str, Any]:
+def interval_lines(table: CollectiveTable, spread: Spreads) -> list[str]:
+    """Where the sweep's intervals come from: one line, or one per distinct spread with the sizes it sizes."""
+    spreads = per_size(table, spread)
+    if not spreads:
+        return []
+    distinct = list(dict.fromkeys(spreads))
+    if len(distinct) == 1:
+        return [interval_line(distinct[0], "published nccl-tests runs")]
+    lines = []
+    for own in distinct:
+        sizes = [int(size) for size, s in zip(table.size_bytes, spreads, strict=True) if s == own]
+        span = f"{sizes[0]}" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
+        lines.append(f"{span} B: " + interval_line(own, "published nccl-tests runs"))
+    return lines
+
+
+def collective_json(table: CollectiveTable, spread: Spreads = None) -> dict[str, Any]:
     """The operation, the fabric, its ranks and the rows (with ``spread``, each figure's interval)."""
     return {
         "op": table.op.value,
@@ -82,7 +114,7 @@ def collective_json(table: CollectiveTable, spread: Spread | None = None) -> dic
     }
 
 
-def collective_view(table: CollectiveTable, spread: Spread | None = None) -> list[RenderableType]:
+def collective_view(table: CollectiveTable, spread: Spreads = None) -> list[RenderableType]:
     """The sweep as nccl-tests prints it (with ``spread``, the time and busbw intervals beside them), and a
     footnote when busbw exceeds the raw link bandwidth."""
     fabric = table.fabric
@@ -90,7 +122,8 @@ def collective_view(table: CollectiveTable, spread: Spread | None = None) -> lis
         title=f"{table.op.value} on {fabric.name} ({fabric.num_ranks} ranks), predicted",
         caption="size in bytes, time in us, algbw and busbw in GB/s (1e9 B/s)",
     )
-    level = f"{spread.level:.0%}" if spread else ""
+    spreads = per_size(table, spread)
+    level = f"{spreads[0].level:.0%}" if spreads else ""
     columns = ("size", "count", "type", "time", *((f"time {level}",) if spread else ()), "algbw", "busbw")
     for column in (*columns, *((f"busbw {level}",) if spread else ())):
         out.add_column(column, justify="right", no_wrap=True)
@@ -116,8 +149,7 @@ def collective_view(table: CollectiveTable, spread: Spread | None = None) -> lis
             str(row["bound"]),
         )
     lines: list[RenderableType] = [out]
-    if spread is not None:
-        lines.append(interval_line(spread, "published nccl-tests runs"))
+    lines += interval_lines(table, spread)
     if any(r["busbw_exceeds_links"] for r in found):
         switch = "NVLS reduces in the switch and " if table.fabric.in_network_reduction else ""
         lines.append(

@@ -73,6 +73,7 @@ class Context:
     framework: str
     devices: int
     layout: tuple[str, ...] = ()  # a training layout's or a serving deployment's features (clustersim.intervals.layout)
+    size_bytes: int = 0  # a collective's message size (0: another kind)
 
 
 def context_of(case: Case, catalog: Catalog) -> Context:
@@ -88,7 +89,8 @@ def context_of(case: Case, catalog: Catalog) -> Context:
     moe = case.model is not None and case.model.moe is not None and bool(case.model.moe.experts)
     training = case.kind in ("training", "memory")
     layout = training_layout(case, catalog) if training else serving_features(groups, experts=moe)
-    return Context(accelerator.id, accelerator.family, framework, system.devices or 1, layout)
+    size = int(case.size_bytes or 0) if case.kind == "collective" else 0
+    return Context(accelerator.id, accelerator.family, framework, system.devices or 1, layout, size)
 
 
 def training_layout(case: Case, catalog: Catalog) -> tuple[str, ...]:
@@ -158,6 +160,7 @@ def residuals_of(
                 field=field,
                 r=round_significant(log_residual(field, measured, predicted)),
                 layout=ctx.layout,
+                size_bytes=ctx.size_bytes,
             )
         )
     return rows, left
@@ -203,6 +206,7 @@ def case_interval(
         exclude_source=source,
         layout=ctx.layout,
         field=field,
+        size_bytes=ctx.size_bytes,
     )
     if found is None:
         return None
@@ -238,6 +242,7 @@ def left_out(rows: Sequence[Residual], level: float) -> list[LeftOut]:
             exclude_source=row.source,
             layout=row.layout,
             field=row.field,
+            size_bytes=row.size_bytes,
         )
         if found is None:
             continue
