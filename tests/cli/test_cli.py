@@ -122,6 +122,21 @@ def test_collective_json_rows_in_nccl_tests_columns():
         assert row["count"] == row["size_bytes"] // 4
 
 
+def test_a_trainium_sweep_gives_each_size_band_the_interval_its_own_runs_support():
+    """nccom-test's trn1 runs miss by up to 12x at 1-8 MiB and by under 50% from 64 MiB: each band's rows get the
+    interval of the runs of their size; the footer says which sizes each line covers."""
+    result = run("collective", "all_reduce", "--instance", "trn1.32xlarge", "--nodes", "2", "--min", "4M", "--max",
+                 "1G", "--factor", "16", "--json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = {row["size_bytes"]: row for row in json.loads(result.stdout)["rows"]}
+    mid, big = rows[4 * 2**20]["intervals"]["time_us"], rows[2**30]["intervals"]["time_us"]
+    assert mid["high"] / rows[4 * 2**20]["time_us"] > 3 and "trainium1, 1-64 MiB" in mid["basis"]
+    assert big["high"] / rows[2**30]["time_us"] < 2 and "64 MiB and up" in big["basis"]
+    shown = " ".join(run("collective", "all_reduce", "--instance", "trn1.32xlarge", "--nodes", "2", "--min", "4M",
+                         "--max", "1G", "--factor", "16").stdout.split())  # fmt: skip
+    assert "4194304 B: 80% intervals" in shown and "67108864-1073741824 B: 80% intervals" in shown
+
+
 def test_collective_table_and_errors():
     result = run("collective", "all_reduce", "--instance", "p5.48xlarge", "--nodes", "2")
     assert result.exit_code == 0, result.output

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from clustersim.intervals import Residual, ResidualTable, chip_of, interval_for, load_residuals, spread_for
 from clustersim.intervals.layout import LAYOUT_FEATURES, layout_features
-from clustersim.intervals.lookup import MIN_CASES, MIN_SOURCES, scale_of
+from clustersim.intervals.lookup import MIN_CASES, MIN_SOURCES, scale_of, size_band
 
 
 def rows(n: int, *, kind: str = "training", chip: str = "hopper", framework: str = "megatron", devices: int = 8,
@@ -115,6 +115,30 @@ def test_a_chips_own_few_cases_widen_what_it_borrows_and_never_narrow_it() -> No
     # fewer than the level's rank needs: not enough to widen by
     few = spread_for("collective", **where, level=0.99, table=ResidualTable(tuple(gpus + misses)))
     assert few is not None and "widened" not in few.note
+
+
+def test_a_collectives_size_band_picks_the_chips_own_cases_that_widen_it() -> None:
+    """Trainium1's runs miss by far more at 1-64 MiB than at 64 MiB and up: a large message's interval is widened by
+    the large runs only (here not at all: they are as close as the borrowed evidence), a mid-sized one's by the
+    mid-sized runs; a size with too few runs of its band is judged by all of the chip's."""
+    gpus = rows(60, kind="collective", framework="nccl-tests", r=0.0, step=0.004, source="a")
+    trn = {"kind": "collective", "chip": "trainium1", "framework": "nccom-test", "source": "n", "sources": 1}
+    mid = [dataclasses.replace(r, size_bytes=2**22) for r in rows(12, **trn, r=1.5, step=0.1)]
+    big = [dataclasses.replace(r, id=r.id + "-big", size_bytes=2**28) for r in rows(9, **trn, r=0.1, step=0.0)]
+    table = ResidualTable(tuple(gpus + mid + big))
+    where = {"accelerator": "trainium1", "family": "trainium", "framework": "nccom-test", "devices": 64, "table": table}
+    at_mid = spread_for("collective", **where, size_bytes=8 * 2**20)
+    at_big = spread_for("collective", **where, size_bytes=2**30)
+    at_small = spread_for("collective", **where, size_bytes=2**10)
+    anywhere = spread_for("collective", **where)
+    assert at_mid is not None and at_big is not None and at_small is not None and anywhere is not None
+    assert at_mid.basis == "collective, trainium1, 1-64 MiB: 12 cases" and at_mid.q_hi > 1.5
+    assert "widened to trainium1's own 12 left-out cases of 1-64 MiB from 1 source" in at_mid.note
+    assert "widened" not in at_big.note and at_big.q_hi < 0.5  # the large runs are as close as the GPUs'
+    assert at_small.basis == anywhere.basis == "collective, trainium1: 21 cases"  # no run under 1 MiB: all of them
+    assert [size_band(s) for s in (2**20 - 1, 2**20, 2**26 - 1, 2**26)] == [
+        "under 1 MiB", "1-64 MiB", "1-64 MiB", "64 MiB and up"
+    ]  # fmt: skip
 
 
 def test_a_thin_kind_borrows_every_kind_and_a_missing_kind_has_none() -> None:

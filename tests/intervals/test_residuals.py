@@ -37,6 +37,7 @@ def test_a_file_written_reads_back_the_same(tmp_path: Path) -> None:
     rows = [
         Residual('a "quoted" id', "src", "training", "hopper", "h100-sxm", "megatron", 8, "step_time_s", -0.01234),
         Residual("b", "src", "training", "hopper", "h100-sxm", "fsdp", 8, "step_time_s", 0.2, ("pipeline", "fp8")),
+        Residual("c", "src", "collective", "trn1", "trainium1", "nccom-test", 64, "busbw_GBps", 2.3, size_bytes=2**20),
     ]
     path = tmp_path / "r.toml"
     path.write_text(residuals_toml(rows, {"fingerprint": "sha256:x", "inputs": ["a", "b"], "min_cases": 20}))
@@ -70,6 +71,11 @@ def test_a_file_written_reads_back_the_same(tmp_path: Path) -> None:
             r"layout \['pipeline', 'zero-bubble'\] \(valid: a list of pipeline, context, experts, sharded, fp8, "
             r"attention_dp\)",
         ),
+        (
+            '{ id = "a", source = "s", kind = "collective", chip = "c", accelerator = "x", framework = "f", '
+            'field = "g", devices = 2, r = 0.1, size_bytes = 1.5 }',
+            "size_bytes must be a whole number of bytes, got 1.5",
+        ),
     ],
 )
 def test_a_bad_row_is_refused_naming_the_file_and_row(tmp_path: Path, row: str, problem: str) -> None:
@@ -77,6 +83,15 @@ def test_a_bad_row_is_refused_naming_the_file_and_row(tmp_path: Path, row: str, 
     path.write_text(f"residuals = [\n  {row},\n]\n")
     with pytest.raises(ClusterSimError, match=rf"r\.toml: residual 1: .*{problem}"):
         read_residuals(path)
+
+
+def test_every_collective_residual_has_its_message_size_and_no_other_kind_has_one() -> None:
+    table = load_residuals()
+    collectives = [r for r in table.residuals if r.kind == "collective"]
+    assert collectives and all(r.size_bytes > 0 for r in collectives)
+    assert all(r.size_bytes == 0 for r in table.residuals if r.kind != "collective")
+    one = next(r for r in collectives if r.id == "nccomtest_trn1_all_reduce_2nodes_1048576B")
+    assert one.size_bytes == 1048576
 
 
 def test_residuals_are_of_durations_and_rounded() -> None:

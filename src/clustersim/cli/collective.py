@@ -23,9 +23,13 @@ from clustersim.network.collectives import Algorithm, Op, Protocol
 from clustersim.units import MAX_COLLECTIVE_BYTES, MAX_NODES
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     import numpy as np
 
+    from clustersim.catalog.schema import Accelerator
     from clustersim.network.fabric import Fabric
+    from clustersim.present.collective import Spreads
 
 MAX_SIZES = 1_000  # rows of one sweep
 MAX_FACTOR = 1024.0
@@ -92,7 +96,6 @@ def collective_command(
     """Predict a collective over a size sweep, in nccl-tests' columns (size, count, type, time, algbw, busbw),
     each time and busbw with its interval (--level) from left-out residuals of published nccl-tests runs."""
     from clustersim.catalog.registry import load_catalog
-    from clustersim.intervals import spread_for
     from clustersim.network.collectives import parse_op
     from clustersim.network.cost import ANALYTIC
     from clustersim.network.topology import fabric_for_instance
@@ -104,19 +107,7 @@ def collective_command(
         fabric = fabric_for_instance(loaded, instance, nodes)
         table = ANALYTIC.table(operation, sizes, fabric, algorithm=algo, protocol=proto)
         accelerator = loaded.accelerator(loaded.instance(instance).accelerator)
-        spreads = [
-            spread_for(
-                "collective",
-                accelerator=accelerator.id,
-                family=accelerator.family,
-                framework="nccl-tests" if fabric.torus is None else "nccom-test",  # Neuron's benchmark on NeuronLink
-                devices=fabric.num_ranks,
-                level=level,
-                size_bytes=float(size),
-            )
-            for size in table.size_bytes
-        ]
-        spread = None if any(s is None for s in spreads) else [s for s in spreads if s is not None]
+        spread = sweep_spreads(accelerator, fabric, table.size_bytes, level)
         from clustersim.present.collective import collective_json, collective_view
 
         if plot is not None:
@@ -181,3 +172,23 @@ def measured_points(instance: str, op: str, fabric: "Fabric") -> tuple[list[dict
         points.append({"id": case.id, "size_bytes": case.size_bytes, "busbw_GBps": float(busbw),
                        "source": source_key(case.source)})  # fmt: skip
     return points, sorted({str(p["source"]) for p in points})
+
+
+def sweep_spreads(accelerator: "Accelerator", fabric: "Fabric", sizes: "Iterable[float]", level: float) -> "Spreads":
+    """Each size's interval spread for a collective on ``fabric`` (its size band decides which of the chip's own runs
+    widen it; ``clustersim.intervals.lookup.size_band``); None where there are no residuals."""
+    from clustersim.intervals import spread_for
+
+    spreads = [
+        spread_for(
+            "collective",
+            accelerator=accelerator.id,
+            family=accelerator.family,
+            framework="nccl-tests" if fabric.torus is None else "nccom-test",  # Neuron's benchmark on NeuronLink
+            devices=fabric.num_ranks,
+            level=level,
+            size_bytes=float(size),
+        )
+        for size in sizes
+    ]
+    return None if any(s is None for s in spreads) else [s for s in spreads if s is not None]

@@ -52,8 +52,7 @@ def job_context(run: TrainingRun) -> JobContext:
 
 def job_collectives(run: TrainingRun, level: float) -> list[dict[str, Any]]:
     """One entry per kind of the step's collectives (see the module docstring)."""
-    from clustersim.cli.collective import measured_points, sweep_sizes
-    from clustersim.intervals import spread_for
+    from clustersim.cli.collective import measured_points, sweep_sizes, sweep_spreads
     from clustersim.network.cost import ANALYTIC
     from clustersim.present.collective import collective_json
     from clustersim.units import parse_bytes
@@ -67,10 +66,7 @@ def job_collectives(run: TrainingRun, level: float) -> list[dict[str, Any]]:
         fabric = system.group_fabric(c.group_ranks, c.stride)
         if fabric is None:
             continue
-        spread = spread_for(
-            "collective", accelerator=accelerator.id, family=accelerator.family,
-            framework="nccl-tests" if fabric.torus is None else "nccom-test", devices=fabric.num_ranks, level=level,
-        )  # fmt: skip
+        spread = sweep_spreads(accelerator, fabric, sizes, level)
         at_job = ANALYTIC.table(c.op, [c.size_bytes], fabric)
         measured, sources = measured_points(where.instance, c.op.value, fabric)
         out.append(

@@ -33,7 +33,8 @@ closely would judge every other source by that closeness). A chip with no valida
 interval is the widest of the pooled one and each chip's own (never narrower than any chip with evidence:
 the pooled training cases, mostly A100 runs the model meets within a few percent, are narrower than
 Hopper's), or of the chip's own few cases where they are wider (enough for the level's rank, from any number of
-sources: they widen, never narrow), and a note says so. A
+sources: they widen, never narrow; a collective's, those of its message-size band where there are enough:
+``size_band``), and a note says so. A
 framework with no case on the chip gets the chip's cases of other stacks, and a note.
 
 A chip is the accelerator's catalog family (H100 and H200 are one Hopper die, A100 40 and 80 GB one
@@ -195,8 +196,8 @@ def _spread_of_system(
     else:
         note = f"{why}: interval from {widest}'s {spread_of.cases} cases, the widest of any chip's and the pooled"
     found = dataclasses.replace(spread_of, note=_joined(note, spread_of.note))
-    own = _widened_by_own_chip(found, label, on_chip, chip, level, size_bytes)
-    return _widened_by_stack(own, label, rows, chip, stack, level)
+    widened = _widened_by_own_chip(found, label, on_chip, chip, level, size_bytes)
+    return _widened_by_stack(widened, label, rows, chip, stack, level)
 
 
 def size_band(size_bytes: float) -> str:
@@ -217,19 +218,19 @@ def _widened_by_own_chip(
     nccom-test's 18 runs from one page, are off by up to 12x at 1-8 MiB where the pooled GPU runs are within tens of
     percent). A collective of ``size_bytes`` is judged by the chip's own cases of its size band where there are
     enough of them (Trainium1's runs of 64 MiB and up are within 20%), else by all of them."""
-    members, where = on_chip, chip
+    members, band = on_chip, ""
     if size_bytes:
-        band = size_band(size_bytes)
-        banded = [r for r in on_chip if r.size_bytes and size_band(r.size_bytes) == band]
+        banded = [r for r in on_chip if r.size_bytes and size_band(r.size_bytes) == size_band(size_bytes)]
         if len(banded) >= cases_needed(level):
-            members, where = banded, f"{chip}, {band}"
+            members, band = banded, size_band(size_bytes)
     if len(members) < cases_needed(level):
         return found
-    own = _spread(members, level, f"{label}, {where}", "")
+    own = _spread(members, level, f"{label}, {chip}" + (f", {band}" if band else ""), "")
     if own.q_hi - own.q_lo <= found.q_hi - found.q_lo:
         return found
     sources = len({r.source for r in members})
-    note = f"widened to {where}'s own {len(members)} left-out cases from {sources} source{'s' * (sources > 1)}"
+    of_band = f" of {band}" if band else ""
+    note = f"widened to {chip}'s own {len(members)} left-out cases{of_band} from {sources} source{'s' * (sources > 1)}"
     return dataclasses.replace(own, note=_joined(found.note, f"{note} (wider than {found.basis})"))
 
 
