@@ -217,7 +217,7 @@ def _widened_by_own_chip(
     say how far the model has missed on it, and borrowed evidence never narrows that (Trainium1's collectives,
     nccom-test's 18 runs from one page, are off by up to 12x at 1-8 MiB where the pooled GPU runs are within tens of
     percent). A collective of ``size_bytes`` is judged by the chip's own cases of its size band where there are
-    enough of them (Trainium1's runs of 64 MiB and up are within 20%), else by all of them."""
+    enough of them (Trainium1's runs of 64 MiB and up are within 50%), else by all of them."""
     members, band = on_chip, ""
     if size_bytes:
         banded = [r for r in on_chip if r.size_bytes and size_band(r.size_bytes) == size_band(size_bytes)]

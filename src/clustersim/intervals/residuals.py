@@ -4,10 +4,9 @@
 of the bundled ground truth (``clustersim.validation.crossval``): per scored case, the log residual
 ``r = ln(measured / predicted)`` of its duration or bytes (a rate's residual has its sign flipped) with the
 prediction made by constants fitted without the case's source, and what the case ran on (kind, chip,
-accelerator, framework, devices, for training its layout's features, for a collective its message size). The file's
-header records
-when it was made and a ``fingerprint`` (sha256) of the calibration and case files it was made from,
-so that a test notices when they change and the residuals were not made again.
+accelerator, framework, devices, for training its layout's features, for a collective its message size). The
+file's header records when it was made and a ``fingerprint`` (sha256) of the calibration and case files it was
+made from, so that a test notices when they change and the residuals were not made again.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""What a serving estimate says of its deployment beyond the request: a pipeline stage's layer mix, a hybrid's
-state pool where it caps the running sequences, prompt steps bound by their host's launches, and a Mamba-2 hybrid's
-prefill scan at its FP32 bound."""
+"""What a serving estimate says of its deployment beyond the request: a pipeline stage's layer mix, the sequences a
+hybrid's state pool lets run, prompt steps bound by their host's launches, and a Mamba-2 hybrid's prefill scan at its
+FP32 bound."""
 
 from __future__ import annotations
 

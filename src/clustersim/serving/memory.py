@@ -200,9 +200,9 @@ def state_room(
 ) -> tuple[float, float, float]:
     """How a device's KV room of ``kv_tokens`` (``MemoryPlan.kv_capacity_tokens``) holds a hybrid's states beside its
     cache: (the tokens left to the cache, the running sequences a pool of their own admits (its slots over
-    ``slots_per_request``; inf where there is
-    none), the cache tokens each sequence's state takes where it shares the cache's pool). A model without Gated
-    DeltaNet layers: ``(kv_tokens, inf, 0)``. A pipeline stage holds the same share of both, so its degree cancels."""
+    ``StatePool.slots_per_request``; inf where there is none), the cache tokens each sequence's state takes where it
+    shares the cache's pool). A model without Gated DeltaNet layers: ``(kv_tokens, inf, 0)``. A pipeline stage holds
+    the same share of both, so its degree cancels."""
     state = state_bytes_per_sequence(model, tp, ssm_bytes=pool.ssm_bytes)
     if not state:
         return kv_tokens, math.inf, 0.0
