@@ -19,7 +19,7 @@ from clustersim.serving.engine import (
     serving_system_for_instance,
     step_times,
 )
-from clustersim.serving.engines import engine_profile
+from clustersim.serving.engines import engine_for_software, engine_profile
 from clustersim.serving.estimate import Request, batch_limit, estimate_offline
 from clustersim.serving.memory import causal_pairs, state_bytes_per_sequence, state_room
 from clustersim.serving.speculative import Speculation
@@ -99,8 +99,9 @@ def test_sglang_keeps_32_bit_states_in_a_pool_of_their_own() -> None:
     plan = memory_plan(model, system, request.precision, request.kv, DEFAULT_CALIBRATION, sglang)
     tokens, slots, shared = state_room(model, Dtype.BF16, plan.kv_capacity_tokens, sglang.state_pool)
     assert shared == 0.0 and tokens == pytest.approx(plan.kv_capacity_tokens / 1.9)  # mamba_full_memory_ratio 0.9
-    # a running request counts three of the pool's slots: its live state and its radix cache's two checkpoints
-    assert slots == pytest.approx(plan.kv_budget_bytes * 0.9 / 1.9 / state / 3)
+    # a running request counts five of the pool's slots: its live state, its radix cache's two checkpoints and the
+    # extra_buffer strategy's two ping-pong buffers (the overlap scheduler's, on by default)
+    assert slots == pytest.approx(plan.kv_budget_bytes * 0.9 / 1.9 / state / 5)
     batch, limit, _ = batch_limit(model, system, request, engine=sglang)
     assert (limit, batch) == ("capacity", int(min(tokens / (8192 + 1024), slots)))  # SGLang pages by the token
 
@@ -111,9 +112,9 @@ def test_sglang_with_its_radix_cache_off_runs_a_request_per_state_slot() -> None
     sglang = engine_profile("sglang", "hopper")
     one = sglang.state_pool.model_copy(update={"slots_per_request": 1})
     plan = memory_plan(model, system, request.precision, request.kv, DEFAULT_CALIBRATION, sglang)
-    _, three_slots, _ = state_room(model, Dtype.BF16, plan.kv_capacity_tokens, sglang.state_pool)
+    _, five_slots, _ = state_room(model, Dtype.BF16, plan.kv_capacity_tokens, sglang.state_pool)
     _, one_slot, _ = state_room(model, Dtype.BF16, plan.kv_capacity_tokens, one)
-    assert one_slot == pytest.approx(3 * three_slots)
+    assert one_slot == pytest.approx(5 * five_slots)
     vllm = engine_profile("vllm", "hopper").state_pool
     assert vllm.memory_ratio is None and state_room(model, Dtype.BF16, plan.kv_capacity_tokens, vllm)[1] == math.inf
 
@@ -127,12 +128,23 @@ def test_an_sglang_estimate_says_how_many_sequences_its_state_pool_lets_run() ->
     plan = memory_plan(model, system, request.precision, request.kv, DEFAULT_CALIBRATION, sglang)
     tokens, running, _ = state_room(model, Dtype.BF16, plan.kv_capacity_tokens, sglang.state_pool)
     assert estimate.max_batch == math.floor(running) < tokens / (8192 + 1024)  # the slots bind, not the cache
-    assert f"{3 * running:,.0f} slots" in note and "takes 3 slots" in note
+    assert f"{5 * running:,.0f} slots" in note and "takes 5 slots" in note
     assert f"at most {math.floor(running):,} sequences run at once" in note and "47% of a device's KV room" in note
     vllm = estimate_offline(model, system, request, engine="vllm")
     assert not [n for n in vllm.notes if n.startswith("state pool:")]
     plain = estimate_offline(load_model("qwen3-30b-a3b", use_env=False), system, request, engine=sglang)
     assert not [n for n in plain.notes if n.startswith("state pool:")]
+
+
+def test_sglang_releases_before_the_extra_buffer_default_count_three_slots_a_request() -> None:
+    """auto resolved to no_buffer (3 slots: the live state and two radix checkpoints) until mid-2026, to extra_buffer
+    (5: two ping-pong buffers more) from 0.5.15 on; a nightly with no release number is placed by its month."""
+    counts = {
+        version: engine_for_software("sglang", version).state_pool.slots_per_request
+        for version in ("SGLang v0.5.8", "SGLang v0.5.14", "SGLang v0.5.15", "SGLang v0.5.16",
+                        "SGLang main branch, nightly-dev-20260310 (2026-03)", "SGLang nightly (2026-07)")
+    }  # fmt: skip
+    assert list(counts.values()) == [3, 3, 5, 5, 3, 5]
 
 
 def test_a_32_bit_state_doubles_what_a_decode_step_reads_of_it() -> None:
