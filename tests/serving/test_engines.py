@@ -75,7 +75,8 @@ def test_packaged_profiles_state_their_sources():
         ("vllm", "0.9.2", "vllm"),
         ("sglang", None, "sglang"),
         ("sglang", "SGLang v0.3.0", "sglang-v0-3"),
-        ("sglang", "SGLang 0.4.5.post3", "sglang"),
+        ("sglang", "SGLang 0.4.5.post3", "sglang-v0-5"),
+        ("sglang", "SGLang v0.5.16", "sglang"),
         (None, None, "tensorrt-llm"),
     ],
 )
@@ -206,7 +207,7 @@ def test_each_engine_names_the_accelerator_families_it_runs_on_with_a_source():
 def test_the_default_engine_on_gpus_is_tensorrt_llm(family):
     assert engine_for(None, family).name == "tensorrt-llm"
     assert engines_on(family) == [
-        "sglang", "sglang-v0-3", "tensorrt-llm", "tensorrt-llm-2023", "tensorrt-llm-mlperf", "tensorrt-llm-mlperf-v4",
+        "sglang", "sglang-v0-3", "sglang-v0-5", "tensorrt-llm", "tensorrt-llm-2023", "tensorrt-llm-mlperf", "tensorrt-llm-mlperf-v4",
         "tensorrt-llm-mlperf-v4-1", "tensorrt-llm-mlperf-v5", "tensorrt-llm-mlperf-v5-1", "tensorrt-llm-mlperf-v6-0",
         "vllm", "vllm-v0",
     ]  # fmt: skip

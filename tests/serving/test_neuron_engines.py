@@ -118,7 +118,7 @@ def test_a_neuron_engine_on_a_gpu_is_refused_naming_engine_family_and_the_valid_
     assert message.startswith(f"engine '{engine}' does not run on hopper accelerators (as profiled it runs on trainium")
     rounds = ("v4", "v4-1", "v5", "v5-1", "v6-0")
     mlperf = ", ".join(["tensorrt-llm-mlperf", *(f"tensorrt-llm-mlperf-{r}" for r in rounds)])
-    engines = f"sglang, sglang-v0-3, tensorrt-llm, tensorrt-llm-2023, {mlperf}, vllm, vllm-v0"
+    engines = f"sglang, sglang-v0-3, sglang-v0-5, tensorrt-llm, tensorrt-llm-2023, {mlperf}, vllm, vllm-v0"
     assert f"engines for hopper: {engines}" in message
     assert "\n" not in message
     assert caught.value.field == "engine" and caught.value.value == engine

@@ -58,7 +58,7 @@ def test_sglang_0_3_sets_its_static_share_by_tensor_parallel_size(tp: int, stati
     ("version", "profile", "rule"),
     [
         ("SGLang v0.3.0", "sglang-v0-3", "sglang-tp"),
-        ("SGLang v0.5.5.post1", "sglang", "sglang-gpu-memory"),
+        ("SGLang v0.5.5.post1", "sglang-v0-5", "sglang-gpu-memory"),
         (None, "sglang", "sglang-gpu-memory"),
     ],
 )
