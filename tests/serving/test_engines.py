@@ -207,9 +207,9 @@ def test_each_engine_names_the_accelerator_families_it_runs_on_with_a_source():
 def test_the_default_engine_on_gpus_is_tensorrt_llm(family):
     assert engine_for(None, family).name == "tensorrt-llm"
     assert engines_on(family) == [
-        "sglang", "sglang-v0-3", "sglang-v0-5", "tensorrt-llm", "tensorrt-llm-2023", "tensorrt-llm-mlperf", "tensorrt-llm-mlperf-v4",
-        "tensorrt-llm-mlperf-v4-1", "tensorrt-llm-mlperf-v5", "tensorrt-llm-mlperf-v5-1", "tensorrt-llm-mlperf-v6-0",
-        "vllm", "vllm-v0",
+        "sglang", "sglang-v0-3", "sglang-v0-5", "tensorrt-llm", "tensorrt-llm-2023", "tensorrt-llm-mlperf",
+        "tensorrt-llm-mlperf-v4", "tensorrt-llm-mlperf-v4-1", "tensorrt-llm-mlperf-v5", "tensorrt-llm-mlperf-v5-1",
+        "tensorrt-llm-mlperf-v6-0", "vllm", "vllm-v0",
     ]  # fmt: skip
 
 
