@@ -404,12 +404,6 @@ KNOWN_PERCENTILE_MISSES: dict[tuple[str, str], tuple[float, str]] = {
         "its Nemotron 3 Nano run's median first token (2026-12-06: 0.221 since the Mamba-2 scan's measured share, its "
         "mean TTFT and TPOT within the bar since; 2026-12-05: 0.326)",
     ),
-    ("tpot_p50_s", "sgl-project/sglang"): (
-        0.64,
-        "the Qwen3.6 cookbook's hybrid runs on one GPU at 1,024-4,096 clients (2026-12-05: 0.640): median TPOT +60% "
-        "to +121%; their own output rate x median TPOT gives 46-180 sequences decoding at once, fewer than SGLang's "
-        "split of its memory between states and cache leaves room for (the throughput is within 13.0%; issue 24)",
-    ),
     ("ttft_p50_s", "gminneci/mantile"): (
         0.42,
         "its gpt-oss-120b runs (2026-12-05): at 4 clients vLLM 0.13's median first token comes 17-29 ms after the "
