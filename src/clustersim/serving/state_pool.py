@@ -13,12 +13,13 @@ value head (``key_head_dim x value_head_dim``) and the convolution's last inputs
 * the pool: vLLM's hybrid KV cache gives a running request its state's blocks from the same pool as its tokens';
   SGLang splits the room first, ``r / (1 + r)`` of it to a pool of states and the rest to the KV cache
   (ServerArgs ``mamba_full_memory_ratio: float = 0.9``; model_runner's ``mamba_budget = total_rest_memory x ratio /
-  (1 + ratio)``), so a sequence needs both a state slot and its tokens' room; and SGLang admits at most a third
-  as many running requests as the pool has slots (model_runner ``init_memory``: ``max_num_reqs = min(max_num_reqs,
-  max_mamba_cache_size // ratio)``, ``calculate_mamba_ratio`` 3 with the radix cache on, its default, and
-  ``--mamba-scheduler-strategy no_buffer``, its default: ``MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO = 3``,
-  sgl-project/sglang @001ccef0 python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py), the room a request's
-  prefix checkpoints take in the radix tree (``slots_per_request``).
+  (1 + ratio)``), so a sequence needs both a state slot and its tokens' room; and SGLang admits at most one running
+  request per ``slots_per_request`` slots of the pool (model_runner ``init_memory``: ``max_num_reqs = min(max_num_reqs,
+  max_mamba_cache_size // ratio)``; sgl-project/sglang @001ccef0
+  python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py ``calculate_mamba_ratio``): 3 under the
+  ``no_buffer`` radix cache (the live state and two prefix checkpoints), 5 under ``extra_buffer`` with the overlap
+  scheduler (two ping-pong buffers more), to which the default strategy resolves for the hybrids that support it from
+  0.5.15 (profiles ``sglang`` and ``sglang-v0-5``).
 
 The GPU engines serve both hybrids (vLLM's and SGLang's ``qwen3_next`` and ``nemotron_h`` models, TensorRT-LLM's
 PyTorch backend's); the Neuron engines serve neither: NxD Inference, under vLLM's Neuron plugin and Optimum Neuron,
@@ -57,8 +58,8 @@ class StatePool(BaseModel):
         1,
         ge=1,
         le=8,
-        description="State slots the pool counts per running request when it caps them (SGLang 3: the live state and "
-        "its radix cache's two checkpoints); only with a pool of its own.",
+        description="State slots the pool counts per running request when it caps them (SGLang: 3 under no_buffer, the "
+        "live state and its radix cache's two checkpoints; 5 under extra_buffer); only with a pool of its own.",
     )
 
 
