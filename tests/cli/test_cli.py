@@ -135,6 +135,7 @@ def test_a_trainium_sweep_gives_each_size_band_the_interval_its_own_runs_support
     shown = " ".join(run("collective", "all_reduce", "--instance", "trn1.32xlarge", "--nodes", "2", "--min", "4M",
                          "--max", "1G", "--factor", "16").stdout.split())  # fmt: skip
     assert "4194304 B: 80% intervals" in shown and "67108864-1073741824 B: 80% intervals" in shown
+    assert "left-out residuals of published collective runs (nccl-tests, nccom-test)" in shown  # not NCCL's alone
 
 
 def test_collective_table_and_errors():

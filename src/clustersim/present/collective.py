@@ -93,14 +93,16 @@ def interval_lines(table: CollectiveTable, spread: Spreads) -> list[str]:
     spreads = per_size(table, spread)
     if not spreads:
         return []
+    neuron = "published collective runs (nccl-tests, nccom-test)"  # a Trainium chip's intervals may be its own runs'
+    what = "published nccl-tests runs" if is_nccl_fabric(table) else neuron
     distinct = list(dict.fromkeys(spreads))
     if len(distinct) == 1:
-        return [interval_line(distinct[0], "published nccl-tests runs")]
+        return [interval_line(distinct[0], what)]
     lines = []
     for own in distinct:
         sizes = [int(size) for size, s in zip(table.size_bytes, spreads, strict=True) if s == own]
         span = f"{sizes[0]}" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
-        lines.append(f"{span} B: " + interval_line(own, "published nccl-tests runs"))
+        lines.append(f"{span} B: " + interval_line(own, what))
     return lines
 
 
