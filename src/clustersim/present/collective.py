@@ -93,7 +93,7 @@ def interval_lines(table: CollectiveTable, spread: Spreads) -> list[str]:
     spreads = per_size(table, spread)
     if not spreads:
         return []
-    neuron = "published collective runs (nccl-tests, nccom-test)"  # a Trainium chip's intervals may be its own runs'
+    neuron = "published collective runs (nccl-tests, nccom-test)"  # a Trainium chip's intervals may be its own runs
     what = "published nccl-tests runs" if is_nccl_fabric(table) else neuron
     distinct = list(dict.fromkeys(spreads))
     if len(distinct) == 1:
