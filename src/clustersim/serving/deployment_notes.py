@@ -12,21 +12,19 @@ from clustersim.serving.eager_note import Prompts, eager_note
 from clustersim.serving.engine import InferenceCalibration, ServingSystem
 from clustersim.serving.engines import EngineProfile
 from clustersim.serving.memory import holding_notes, state_room
-from clustersim.serving.memory_plan import memory_plan
 from clustersim.workload.transformer import Transformer
 
 
 def state_pool_note(
-    model: Transformer, system: ServingSystem, request: Prompts, cal: InferenceCalibration, engine: EngineProfile
+    model: Transformer, system: ServingSystem, request: Prompts, engine: EngineProfile, kv_room_tokens: float
 ) -> tuple[str, ...]:
     """Where the engine holds a hybrid's recurrent states in a pool of their own (``StatePool.memory_ratio``), how
-    many sequences its slots let run at once on a device; nothing for a model without recurrent layers or an engine
-    that keeps the states in the KV cache's pool."""
+    many sequences its slots let run at once on a device of ``kv_room_tokens`` (``MemoryPlan.kv_capacity_tokens``);
+    nothing for a model without recurrent layers or an engine that keeps the states in the KV cache's pool."""
     pool = engine.state_pool
     if model.linear_attention is None or pool.memory_ratio is None:
         return ()
-    plan = memory_plan(model, system, request.precision, request.kv, cal, engine)
-    cache_tokens, running, _ = state_room(model, request.kv, plan.kv_capacity_tokens, pool, system.tp)
+    cache_tokens, running, _ = state_room(model, request.kv, kv_room_tokens, pool, system.tp)
     share = pool.memory_ratio / (1.0 + pool.memory_ratio)
     per_request = "a slot" if pool.slots_per_request == 1 else f"{pool.slots_per_request} slots"
     return (
@@ -37,12 +35,17 @@ def state_pool_note(
 
 
 def deployment_notes(
-    model: Transformer, system: ServingSystem, request: Prompts, cal: InferenceCalibration, engine: EngineProfile
+    model: Transformer,
+    system: ServingSystem,
+    request: Prompts,
+    cal: InferenceCalibration,
+    engine: EngineProfile,
+    kv_room_tokens: float,
 ) -> tuple[str, ...]:
-    """The notes of ``clustersim.serving.memory.holding_notes``, ``state_pool_note``,
-    ``clustersim.serving.eager_note`` and ``clustersim.compute.scan_kernel.fp32_bound_note`` (its bounds derated
-    alike in a serving step, the device's own peaks decide which binds), in that order."""
+    """The notes of ``clustersim.serving.memory.holding_notes``, ``state_pool_note`` (of the device's KV room,
+    ``kv_room_tokens``), ``clustersim.serving.eager_note`` and ``clustersim.compute.scan_kernel.fp32_bound_note`` (its
+    bounds derated alike in a serving step, the device's own peaks decide which binds), in that order."""
     device = system.system
     scan = fp32_bound_note(model, device.accelerator.id, device.peak_flop_per_s(Dtype.BF16), device.fp32_flop_per_s)
-    held = holding_notes(model, system.pp) + state_pool_note(model, system, request, cal, engine)
+    held = holding_notes(model, system.pp) + state_pool_note(model, system, request, engine, kv_room_tokens)
     return held + eager_note(model, system, request, cal, engine) + ((scan,) if scan else ())

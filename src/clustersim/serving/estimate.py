@@ -437,7 +437,7 @@ def make_estimate(
         ttft_s=first if ttft_s is None else ttft_s,
         tpot_s=step_s * system.pp if tpot_s is None else tpot_s,
         request_rate_per_s=(per_replica * system.dp / o if rate_per_s is None else rate_per_s),
-        notes=request.notes(model) + deployment_notes(model, system, request, cal, engine),
+        notes=request.notes(model) + deployment_notes(model, system, request, cal, engine, plan.kv_capacity_tokens),
     )
 
 
