@@ -87,6 +87,8 @@ GROUPS: dict[str, list[str]] = {
     "moe": ["src/clustersim/workload/moe.py"],
     "bf16_layers": ["src/clustersim/compute/bf16_layers.py", "src/clustersim/training/layer_times.py"],
     "operation_formats": ["src/clustersim/compute/operation_formats.py", "src/clustersim/training/layer_times.py"],
+    "serving_memory": ["src/clustersim/serving/memory.py", "src/clustersim/serving/state_pool.py"],
+    "interval_lookup": ["src/clustersim/intervals/lookup.py"],
 }
 TEST_SELECTION = [
     "tests/training",
@@ -133,6 +135,20 @@ GROUP_TESTS: dict[str, list[str]] = {
     "flowsim_groups": ["tests/network/flowsim", "tests/training/test_fabric_step.py", "tests/cli/test_fabric.py"],
     "host_launches": ["tests/training/test_host_launches.py", "tests/cli/test_explain.py"],
     "fused_experts": ["tests/serving/test_fused_experts.py"],
+    "serving_memory": [
+        "tests/serving/test_kv_cache.py",
+        "tests/serving/test_serving_memory_survivors.py",
+        "tests/serving/test_linear_attention_serving.py",
+        "tests/serving/test_reserved_memory.py",
+        "tests/serving/test_closed_form.py",
+        "tests/serving/test_attention_dp.py",
+        "tests/serving/test_fp4.py",
+        "tests/serving/test_mxfp4_experts.py",
+        "tests/serving/test_uneven_stages.py",
+        "tests/workload/test_mamba_hybrid.py",
+        "tests/workload/test_context_and_quantization.py",
+    ],
+    "interval_lookup": ["tests/intervals", "tests/validation/test_run_intervals.py", "tests/serving/test_attention_dp.py"],
     "architecture_ops": [
         "tests/workload",
         "tests/training/test_fp8_param_gather.py",
@@ -419,6 +435,7 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
         "tests/workload/test_linear_attention.py",
         "tests/workload/test_mamba_hybrid.py",
     ],
+    "serving_memory": ["tests/serving/test_serving_memory_survivors.py"],
 }
 
 
