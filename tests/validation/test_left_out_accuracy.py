@@ -237,6 +237,14 @@ KNOWN_LATENCY_MISSES: dict[tuple[str, str], tuple[float, str]] = {
         "request set's spread of lengths (2026-12-03: its Llama 3.1 405B rows' TTFT +8-10%, the B200 and GB200 rows "
         "+18% and +25%, whose TPOT is 8-12% short); 0.31 before the DeepSeek-R1 configs' CUDA graph sizes (2026-12-04)",
     ),
+    ("tpot_s", "intel-ai-tce/inference_results_v6.1"): (
+        0.24,
+        MLPERF_TPOT
+        + "; its four server runs (2026-12-06: 0.238) are priced at the model's highest rate meeting the 80 ms / 200 "
+        "ms p99 targets: DeepSeek-R1 DEP8 on 8 B300 and on GB300 and GB200 racks reaches it at a rate within -7% to "
+        "+21% of the published one with a 71, 74 and 65 ms token where the runs measure 60, 63 and 48 ms (the model's "
+        "step is longer at those batches), Llama 2 70B on 8 B300 at 110 ms where the run measures 152 ms (as v6.0's)",
+    ),
     ("tpot_s", "gbeezybez/inference_results_v6.0"): (
         0.24,
         MLPERF_TPOT
