@@ -89,6 +89,11 @@ GROUPS: dict[str, list[str]] = {
     "operation_formats": ["src/clustersim/compute/operation_formats.py", "src/clustersim/training/layer_times.py"],
     "serving_memory": ["src/clustersim/serving/memory.py", "src/clustersim/serving/state_pool.py"],
     "interval_lookup": ["src/clustersim/intervals/lookup.py"],
+    "serving_queues": [
+        "src/clustersim/serving/concurrency.py",
+        "src/clustersim/serving/queueing.py",
+        "src/clustersim/serving/first_token.py",
+    ],
 }
 TEST_SELECTION = [
     "tests/training",
@@ -148,7 +153,22 @@ GROUP_TESTS: dict[str, list[str]] = {
         "tests/workload/test_mamba_hybrid.py",
         "tests/workload/test_context_and_quantization.py",
     ],
-    "interval_lookup": ["tests/intervals", "tests/validation/test_run_intervals.py", "tests/serving/test_attention_dp.py"],
+    "interval_lookup": [
+        "tests/intervals",
+        "tests/validation/test_run_intervals.py",
+        "tests/serving/test_attention_dp.py",
+    ],
+    "serving_queues": [
+        "tests/serving/test_admission.py",
+        "tests/serving/test_concurrency.py",
+        "tests/serving/test_pipeline_sim.py",
+        "tests/serving/test_server_queue.py",
+        "tests/serving/test_simulate.py",
+        "tests/serving/test_closed_form.py",
+        "tests/serving/test_first_token_lag.py",
+        "tests/validation/test_finite_runs.py",
+        "tests/validation/test_latency_sim.py",
+    ],
     "architecture_ops": [
         "tests/workload",
         "tests/training/test_fp8_param_gather.py",
@@ -436,6 +456,7 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
         "tests/workload/test_mamba_hybrid.py",
     ],
     "serving_memory": ["tests/serving/test_serving_memory_survivors.py"],
+    "interval_lookup": ["tests/intervals/test_lookup_survivors.py", "tests/intervals/test_lookup.py"],
 }
 
 
