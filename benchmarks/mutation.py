@@ -159,6 +159,7 @@ GROUP_TESTS: dict[str, list[str]] = {
         "tests/serving/test_attention_dp.py",
     ],
     "serving_queues": [
+        "tests/serving/test_serving_queues_survivors.py",
         "tests/serving/test_admission.py",
         "tests/serving/test_concurrency.py",
         "tests/serving/test_pipeline_sim.py",
@@ -457,6 +458,7 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
     ],
     "serving_memory": ["tests/serving/test_serving_memory_survivors.py"],
     "interval_lookup": ["tests/intervals/test_lookup_survivors.py", "tests/intervals/test_lookup.py"],
+    "serving_queues": ["tests/serving/test_serving_queues_survivors.py"],
 }
 
 
