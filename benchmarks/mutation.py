@@ -89,6 +89,12 @@ GROUPS: dict[str, list[str]] = {
     "operation_formats": ["src/clustersim/compute/operation_formats.py", "src/clustersim/training/layer_times.py"],
     "serving_memory": ["src/clustersim/serving/memory.py", "src/clustersim/serving/state_pool.py"],
     "interval_lookup": ["src/clustersim/intervals/lookup.py"],
+    "moe_exchange": [
+        "src/clustersim/serving/moe_exchange.py",
+        "src/clustersim/serving/attention_dp.py",
+        "src/clustersim/compute/dispatch.py",
+    ],
+    "disaggregation": ["src/clustersim/serving/disaggregation.py", "src/clustersim/serving/disaggregated_rate.py"],
     "serving_queues": [
         "src/clustersim/serving/concurrency.py",
         "src/clustersim/serving/queueing.py",
@@ -157,6 +163,19 @@ GROUP_TESTS: dict[str, list[str]] = {
         "tests/intervals",
         "tests/validation/test_run_intervals.py",
         "tests/serving/test_attention_dp.py",
+    ],
+    "moe_exchange": [
+        "tests/serving/test_moe_exchange_survivors.py",
+        "tests/serving/test_moe_exchange.py",
+        "tests/serving/test_attention_dp.py",
+        "tests/training/test_moe_dispatch.py",
+        "tests/training/test_fabric_step_survivors.py",
+        "tests/validation/test_case_counting.py",
+    ],
+    "disaggregation": [
+        "tests/serving/test_disaggregation.py",
+        "tests/serving/test_disaggregated_rate.py",
+        "tests/cli/test_serve_disaggregate.py",
     ],
     "serving_queues": [
         "tests/serving/test_serving_queues_survivors.py",
@@ -459,6 +478,7 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
     "serving_memory": ["tests/serving/test_serving_memory_survivors.py"],
     "interval_lookup": ["tests/intervals/test_lookup_survivors.py", "tests/intervals/test_lookup.py"],
     "serving_queues": ["tests/serving/test_serving_queues_survivors.py"],
+    "moe_exchange": ["tests/serving/test_moe_exchange_survivors.py"],
 }
 
 
