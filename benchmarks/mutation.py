@@ -173,6 +173,7 @@ GROUP_TESTS: dict[str, list[str]] = {
         "tests/validation/test_case_counting.py",
     ],
     "disaggregation": [
+        "tests/serving/test_disaggregation_survivors.py",
         "tests/serving/test_disaggregation.py",
         "tests/serving/test_disaggregated_rate.py",
         "tests/cli/test_serve_disaggregate.py",
@@ -479,6 +480,7 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
     "interval_lookup": ["tests/intervals/test_lookup_survivors.py", "tests/intervals/test_lookup.py"],
     "serving_queues": ["tests/serving/test_serving_queues_survivors.py"],
     "moe_exchange": ["tests/serving/test_moe_exchange_survivors.py"],
+    "disaggregation": ["tests/serving/test_disaggregation_survivors.py"],
 }
 
 
