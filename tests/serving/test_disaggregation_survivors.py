@@ -196,3 +196,16 @@ def test_a_deployment_across_instances_counts_each_pools_instances() -> None:
         deploy(CATALOG, "p5.48xlarge", Pools(1, 1, 1, 16), 1, MODEL, REQUEST.kv)
     assert (caught.value.field, caught.value.value) == ("--disaggregate", 16)
     assert math.isclose(across.transfer_one_s(1024.0), float(across.transfer_s([1024.0])[0]))
+
+
+def test_the_decode_pools_capacity_is_its_calibrations_and_engines_room() -> None:
+    """40 GiB more workspace a device leaves less room for the KV cache: a capacity-bound decode pool holds fewer
+    sequences on that calibration, and on vLLM (its own share of the device) another count than TensorRT-LLM's."""
+    cal = default_calibration()
+    roomy = dataclasses.replace(cal, workspace_bytes=cal.workspace_bytes + 40 * 2**30)
+    held = _max_rate(tpot_target_s=10.0)
+    squeezed = _max_rate(tpot_target_s=10.0, cal=roomy)
+    assert held.decode_limited_by == squeezed.decode_limited_by == "capacity"
+    assert squeezed.decode_max_batch < 0.7 * held.decode_max_batch
+    on_vllm = _max_rate(tpot_target_s=10.0, decode_engine="vllm")
+    assert on_vllm.decode_limited_by == "capacity" and on_vllm.decode_max_batch != held.decode_max_batch
