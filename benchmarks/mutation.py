@@ -100,6 +100,22 @@ GROUPS: dict[str, list[str]] = {
         "src/clustersim/serving/queueing.py",
         "src/clustersim/serving/first_token.py",
     ],
+    "speculative": ["src/clustersim/serving/speculative.py"],
+    "nvls_torus": ["src/clustersim/network/nvls.py", "src/clustersim/network/torus.py"],
+    "training_options": [
+        "src/clustersim/training/zero3.py",
+        "src/clustersim/training/offload.py",
+        "src/clustersim/training/recompute_modules.py",
+    ],
+    "serving_setup": [
+        "src/clustersim/serving/reserved_memory.py",
+        "src/clustersim/serving/memory_plan.py",
+        "src/clustersim/serving/graphs.py",
+        "src/clustersim/serving/eager_launches.py",
+        "src/clustersim/serving/steps.py",
+        "src/clustersim/serving/buckets.py",
+        "src/clustersim/serving/bench_sizing.py",
+    ],
 }
 TEST_SELECTION = [
     "tests/training",
@@ -115,6 +131,48 @@ TEST_SELECTION = [
 # fail) and the snapshot check a fourth, minutes each on a shared machine. The files are every test that
 # imports the module or a module built on it (the CLI commands over it included).
 GROUP_TESTS: dict[str, list[str]] = {
+    "speculative": [
+        "tests/serving/test_speculative.py",
+        "tests/serving/test_linear_attention_serving.py",
+        "tests/serving/test_neuron_context_buckets.py",
+        "tests/cli/test_serve_speculative.py",
+    ],
+    "nvls_torus": [
+        "tests/network/test_nvl72.py",
+        "tests/network/test_torus.py",
+        "tests/network/test_torus_ultraserver.py",
+        "tests/network/test_analytic.py",
+        "tests/network/test_analytic_closed_form.py",
+        "tests/network/test_scaleup_labels.py",
+        "tests/network/flowsim/test_collectives.py",
+        "tests/network/flowsim/test_hierarchical.py",
+        "tests/training/test_step_systems.py",
+    ],
+    "training_options": [
+        "tests/training/test_estimate.py",
+        "tests/training/test_step_closed_form.py",
+        "tests/training/test_step_groups.py",
+        "tests/training/test_recompute_modules.py",
+        "tests/training/test_activation_offload.py",
+        "tests/training/test_terms.py",
+        "tests/plan/test_search_module_sets.py",
+    ],
+    "serving_setup": [
+        "tests/serving/test_kv_cache.py",
+        "tests/serving/test_reserved_memory.py",
+        "tests/serving/test_neuron_buckets.py",
+        "tests/serving/test_neuron_context_buckets.py",
+        "tests/serving/test_neuron_engines.py",
+        "tests/serving/test_bench_sizing.py",
+        "tests/serving/test_graphs.py",
+        "tests/serving/test_eager_launches.py",
+        "tests/serving/test_server_prompt_launches.py",
+        "tests/serving/test_engine.py",
+        "tests/serving/test_engines.py",
+        "tests/serving/test_engine_constants.py",
+        "tests/serving/test_compiled_shapes.py",
+        "tests/cli/test_serve_mla.py",
+    ],
     "nccl_small": ["tests/network/transport", "tests/cli/test_transport.py"],
     "whole_prompts": [
         "tests/serving/test_whole_prompts.py",
@@ -481,6 +539,7 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
     "serving_queues": ["tests/serving/test_serving_queues_survivors.py"],
     "moe_exchange": ["tests/serving/test_moe_exchange_survivors.py"],
     "disaggregation": ["tests/serving/test_disaggregation_survivors.py"],
+    "speculative": ["tests/serving/test_speculative_survivors.py", "tests/serving/test_speculative.py"],
 }
 
 
