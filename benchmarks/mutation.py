@@ -540,6 +540,7 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
     "moe_exchange": ["tests/serving/test_moe_exchange_survivors.py"],
     "disaggregation": ["tests/serving/test_disaggregation_survivors.py"],
     "speculative": ["tests/serving/test_speculative_survivors.py", "tests/serving/test_speculative.py"],
+    "nvls_torus": ["tests/network/test_torus_survivors.py", "tests/network/test_torus.py"],
 }
 
 
