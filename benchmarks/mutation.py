@@ -541,6 +541,7 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
     "disaggregation": ["tests/serving/test_disaggregation_survivors.py"],
     "speculative": ["tests/serving/test_speculative_survivors.py", "tests/serving/test_speculative.py"],
     "nvls_torus": ["tests/network/test_torus_survivors.py", "tests/network/test_torus.py"],
+    "training_options": ["tests/training/test_training_options_survivors.py"],
 }
 
 
