@@ -107,6 +107,11 @@ GROUPS: dict[str, list[str]] = {
         "src/clustersim/training/offload.py",
         "src/clustersim/training/recompute_modules.py",
     ],
+    "formats": [
+        "src/clustersim/compute/precision.py",
+        "src/clustersim/workload/float8.py",
+        "src/clustersim/workload/quantization.py",
+    ],
     "serving_setup": [
         "src/clustersim/serving/reserved_memory.py",
         "src/clustersim/serving/memory_plan.py",
@@ -157,12 +162,23 @@ GROUP_TESTS: dict[str, list[str]] = {
         "tests/training/test_terms.py",
         "tests/plan/test_search_module_sets.py",
     ],
-    "serving_setup": [
+    "formats": [
+        "tests/compute/test_precision.py",
+        "tests/workload/test_float8.py",
+        "tests/workload/test_context_and_quantization.py",
+        "tests/workload/test_hf_moe_2025.py",
+        "tests/validation/test_float8_recipe_field.py",
+        "tests/validation/test_float8_recipe_effect.py",
+        "tests/serving/test_mxfp4_experts.py",
+        "tests/serving/test_fp4.py",
+        "tests/training/test_operation_formats.py",
+        "tests/training/test_bf16_layers.py",
+    ],
+    "serving_setup": [  # not test_neuron_engines.py: 46 s a run, its buckets reached by the two bucket files
         "tests/serving/test_kv_cache.py",
         "tests/serving/test_reserved_memory.py",
         "tests/serving/test_neuron_buckets.py",
         "tests/serving/test_neuron_context_buckets.py",
-        "tests/serving/test_neuron_engines.py",
         "tests/serving/test_bench_sizing.py",
         "tests/serving/test_graphs.py",
         "tests/serving/test_eager_launches.py",
@@ -542,6 +558,7 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
     "speculative": ["tests/serving/test_speculative_survivors.py", "tests/serving/test_speculative.py"],
     "nvls_torus": ["tests/network/test_torus_survivors.py", "tests/network/test_torus.py"],
     "training_options": ["tests/training/test_training_options_survivors.py"],
+    "formats": ["tests/compute/test_formats_survivors.py"],
 }
 
 
