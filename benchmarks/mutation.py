@@ -559,6 +559,7 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
     "nvls_torus": ["tests/network/test_torus_survivors.py", "tests/network/test_torus.py"],
     "training_options": ["tests/training/test_training_options_survivors.py"],
     "formats": ["tests/compute/test_formats_survivors.py"],
+    "serving_setup": ["tests/serving/test_serving_setup_survivors.py"],
 }
 
 

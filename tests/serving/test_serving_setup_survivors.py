@@ -1,0 +1,111 @@
+"""A deployment's memory plan, CUDA graph padding and step sums, pinned where mutation testing found them loose
+(``benchmarks/mutation.py`` group ``serving_setup``): the refusal of a model too big for its devices (its sizes,
+advice and field, on one instance and on several), the KV cache over pipeline stages, the graph sizes' edges, and
+the memory-bound and scaled step sums."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from clustersim.catalog.registry import load_catalog
+from clustersim.catalog.schema import Dtype
+from clustersim.errors import ClusterSimError
+from clustersim.serving.engine import default_calibration, serving_system_for_instance
+from clustersim.serving.graphs import graph_rows
+from clustersim.serving.memory import kv_bytes_per_token
+from clustersim.serving.memory_plan import memory_plan
+from clustersim.serving.steps import StepTimes
+from clustersim.workload.zoo import load_model
+
+CATALOG = load_catalog(use_env=False)
+GIB = 2**30
+
+
+def _refusal(model: str, precision: Dtype, *, tp: int, nodes: int = 1, pp: int = 1) -> ClusterSimError:
+    system = serving_system_for_instance(CATALOG, "p5.48xlarge", tp=tp, pp=pp, nodes=nodes)
+    with pytest.raises(ClusterSimError) as caught:
+        memory_plan(load_model(model, use_env=False), system, precision, precision)
+    assert caught.value.field == "model"
+    return caught.value
+
+
+def test_a_model_too_big_for_its_replica_is_told_to_use_more_of_the_instance():
+    error = str(_refusal("llama3.1-405b", Dtype.BF16, tp=2))
+    assert error.startswith("model: llama3.1-405b at bf16 needs ")
+    weights, workspace, usable = (float(x) for x in re.findall(r"([\d.]+) GiB", error)[:3])
+    assert weights > usable > workspace > 0  # 810 GB of weights over 2 H100s
+    assert error.endswith("use a larger tp or pp (up to the 8 devices of one instance), fp8, or more memory")
+
+
+def test_a_model_too_big_for_a_whole_instance_says_whether_fp8_would_fit():
+    """Llama 3.1 405B in BF16 on all 8 H100s of a p5: 101 GiB of weights a device, where 8-bit weights (51 GiB) fit."""
+    error = str(_refusal("llama3.1-405b", Dtype.BF16, tp=8))
+    assert "it does not fit one instance even over all its 8 devices: fp8 weights (" in error
+    fp8 = float(re.search(r"fp8 weights \(([\d.]+) GiB per device\) would fit", error).group(1))
+    assert 45 < fp8 < 55 and error.endswith(
+        "or use more instances (--nodes) or an instance with more memory per device"
+    )
+    assert "its weights are fp8 already" in str(_refusal("deepseek-v3", Dtype.FP8, tp=8))
+
+
+def test_a_model_too_big_for_several_instances_names_them_all():
+    error = str(_refusal("deepseek-v3", Dtype.BF16, tp=8, pp=2, nodes=2))
+    assert "it does not fit the 2 instances even over all their 16 devices: fp8 weights (" in error
+
+
+def test_each_pipeline_stage_holds_its_share_of_the_kv_cache():
+    model = load_model("llama3.1-70b", use_env=False)
+    system = serving_system_for_instance(CATALOG, "p5.48xlarge", tp=4, pp=2)
+    plan = memory_plan(model, system, Dtype.BF16, Dtype.BF16, default_calibration())
+    assert plan.kv_bytes_per_token == kv_bytes_per_token(model, Dtype.BF16, 4, 2)
+    assert plan.kv_bytes_per_token == pytest.approx(kv_bytes_per_token(model, Dtype.BF16, 4, 1) / 2)
+    assert plan.kv_capacity_tokens == pytest.approx(plan.kv_budget_bytes / plan.kv_bytes_per_token)
+
+
+def test_a_trainium_deployment_plans_on_its_own_engine():
+    model = load_model("llama3.1-8b", use_env=False)
+    system = serving_system_for_instance(CATALOG, "trn1.32xlarge", tp=8)
+    plan = memory_plan(model, system, Dtype.BF16, Dtype.BF16)
+    assert plan.memory_bytes == pytest.approx(system.system.memory_bytes)  # the Neuron engines reserve none
+
+
+@pytest.mark.parametrize(
+    ("sequences", "groups", "rows"),
+    [
+        (0.5, 1, 0.5 * 8),  # under one sequence: that share of the smallest graph
+        (1.0, 1, 8.0),
+        (8.0, 1, 8.0),  # exactly a size: that size
+        (9.0, 1, 16.0),
+        (64.0, 1, 64.0),  # the largest size itself
+        (65.0, 1, 65.0),  # beyond the largest: as it is
+        (20.0, 2, 32.0),  # 10 a rank, padded to 16 each
+        (130.0, 2, 130.0),  # 65 a rank: beyond the largest
+    ],
+)
+def test_a_decode_step_pads_to_the_smallest_graph_that_holds_it(sequences, groups, rows):
+    assert float(graph_rows((8, 16, 32, 64), sequences, groups)) == rows
+
+
+def _times(**values: float) -> StepTimes:
+    names = ("gemm_compute_s", "gemm_memory_s", "decode_attention_s", "prefill_attention_s", "elementwise_s")
+    names += ("communication_s", "overhead_s")
+    return StepTimes(**{name: np.array([values.get(name, 0.0)]) for name in names})
+
+
+def test_the_memory_bound_time_is_the_weight_reads_that_bind_the_decode_attention_and_the_elementwise():
+    bound = _times(gemm_compute_s=1.0, gemm_memory_s=3.0, decode_attention_s=5.0, elementwise_s=7.0, overhead_s=11.0)
+    assert float(bound.memory_bound_s[0]) == 15.0
+    compute = _times(gemm_compute_s=3.0, gemm_memory_s=1.0, decode_attention_s=5.0, elementwise_s=7.0)
+    assert float(compute.memory_bound_s[0]) == 12.0
+    two = StepTimes.in_sequence([bound, compute])
+    assert float(two.memory_bound_s[0]) == 27.0 and float(two.gemm_s[0]) == 6.0
+
+
+def test_a_launch_on_a_share_of_the_steps_scales_every_part():
+    parts = StepTimes.in_sequence([_times(gemm_compute_s=2.0, gemm_memory_s=1.0), _times(gemm_memory_s=4.0)])
+    half = parts.scaled(np.array([0.5]))
+    assert len(half.launches) == 2 and float(half.launches[1].gemm_memory_s[0]) == 2.0
+    assert float(half.gemm_s[0]) == 3.0 and float(half.step_s[0]) == 3.0
