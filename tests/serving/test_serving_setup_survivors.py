@@ -109,3 +109,46 @@ def test_a_launch_on_a_share_of_the_steps_scales_every_part():
     half = parts.scaled(np.array([0.5]))
     assert len(half.launches) == 2 and float(half.launches[1].gemm_memory_s[0]) == 2.0
     assert float(half.gemm_s[0]) == 3.0 and float(half.step_s[0]) == 3.0
+
+
+# ---- the kernels an eager step launches a layer ------------------------------------------------------------------
+
+
+def _kernels(model: str, precision: Dtype, tp: int) -> float:
+    from clustersim.serving.eager_launches import kernels_per_layer
+
+    return kernels_per_layer(load_model(model, use_env=False), precision, tp)
+
+
+def test_deepseek_v3s_layers_launch_their_latent_attention_and_experts():
+    """61 layers: latent attention with a query rank (10 launches, 5 of them GEMMs), 58 MoE layers (router, top-k, sort,
+    two grouped GEMMs, activation, weighted sum and a shared expert's 3: 10, and 4 quantizing launches in FP8) and 3
+    dense MLPs (3, and 2 in FP8); two norms, and two all-reduces at TP 8."""
+    assert _kernels("deepseek-v3", Dtype.FP8, 8) == pytest.approx((2 + 2) + 10 + 5 + (58 * 14 + 3 * 5) / 61)
+    assert _kernels("deepseek-v3", Dtype.BF16, 1) == pytest.approx(2 + 10 + (58 * 10 + 3 * 3) / 61)
+
+
+def test_qwen3_nexts_gated_attention_and_delta_rule_layers_are_averaged():
+    """12 gated attention layers with query/key norms (5 + 1 + 1) and 36 Gated DeltaNet layers (15); every layer a
+    MoE MLP with a shared expert (10)."""
+    assert _kernels("qwen3-next-80b-a3b", Dtype.BF16, 1) == pytest.approx(2 + (12 * 7 + 36 * 15) / 48 + 10)
+    fp8 = 2 + (12 * 7 + 36 * 15) / 48 + (12 * 2 + 36 * 3) / 48 + 10 + 4
+    assert _kernels("qwen3-next-80b-a3b", Dtype.FP8, 1) == pytest.approx(fp8)
+
+
+def test_nemotron_hs_mamba_layers_without_an_mlp_launch_one_norm_and_one_all_reduce_fewer():
+    """28 layers: 4 attention and 24 Mamba-2 (9); 4 of them carry no MLP (a dense MLP's 3 on the other 24)."""
+    share = 24 / 28
+    expected = (2 + 2) * (1 + share) / 2 + (4 * 5 + 24 * 9) / 28 + 3 * share
+    assert _kernels("nemotron-h-8b", Dtype.BF16, 2) == pytest.approx(expected)
+
+
+def test_a_latent_moe_launches_its_two_projections():
+    """Nemotron 3 Super: 8 attention and 40 Mamba-2 layers, 40 latent MoE MLPs (7, two shared experts' 3 each and 2
+    projections, and 2 + 2 x 2 + 2 quantizing launches in FP8), 8 MLP-free layers."""
+    share = 40 / 48
+    mixers = (8 * 5 + 40 * 9) / 48
+    bf16 = 2 * (1 + share) / 2 + mixers + 40 * 15 / 48
+    assert _kernels("nemotron-3-super-120b-a12b", Dtype.BF16, 1) == pytest.approx(bf16)
+    fp8 = 2 * (1 + share) / 2 + mixers + (8 * 2 + 40 * 2) / 48 + 40 * 23 / 48
+    assert _kernels("nemotron-3-super-120b-a12b", Dtype.FP8, 1) == pytest.approx(fp8)
