@@ -152,3 +152,79 @@ def test_a_latent_moe_launches_its_two_projections():
     assert _kernels("nemotron-3-super-120b-a12b", Dtype.BF16, 1) == pytest.approx(bf16)
     fp8 = 2 * (1 + share) / 2 + mixers + (8 * 2 + 40 * 2) / 48 + 40 * 23 / 48
     assert _kernels("nemotron-3-super-120b-a12b", Dtype.FP8, 1) == pytest.approx(fp8)
+
+
+# ---- trtllm-bench's sizing -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "batch"),
+    [(0.5, 64), (64, 64), (65, 96), (255.5, 256), (256, 256), (257, 384), (1023, 1024), (1024, 1024), (1025, 1280)],
+)
+def test_the_bench_rounds_a_batch_up_by_its_steps(raw, batch):
+    """Under 256 to 32 (at least 64), under 1,024 to 128, beyond to 256 (tensorrt_llm/bench/build/tuning.py)."""
+    from clustersim.serving.bench_sizing import _round_batch
+
+    assert _round_batch(raw) == batch
+
+
+@pytest.mark.parametrize(
+    ("raw", "tokens"),
+    [(100, 2048), (2049, 2304), (4095, 4096), (4096, 4096), (4097, 4608), (8191, 8192), (8192, 8192), (8193, 9216)],
+)
+def test_the_bench_rounds_the_tokens_a_step_up_by_its_steps(raw, tokens):
+    """Under 4,096 to 256 (at least 2,048), under 8,192 to 512, beyond to 1,024."""
+    from clustersim.serving.bench_sizing import _round_tokens
+
+    assert _round_tokens(raw) == tokens
+
+
+def test_the_bench_counts_the_engine_and_the_cache_as_its_config_states_them():
+    from clustersim.serving.bench_sizing import engine_gib, kv_gib_per_token
+    from clustersim.serving.formats import BlockFp4
+    from clustersim.serving.memory import matmul_params
+
+    dsv3 = load_model("deepseek-v3", use_env=False)
+    params = float(dsv3.num_params())
+    assert engine_gib(dsv3, Dtype.BF16) == pytest.approx(2 * params / 2**30)
+    assert engine_gib(dsv3, Dtype.FP8) == pytest.approx(params / 2**30)
+    dense, expert = matmul_params(dsv3)
+    packed = params - (dense + dsv3.moe.experts * expert) * (1 - 0.5 - 1 / 16)
+    assert engine_gib(dsv3, BlockFp4.NVFP4) == pytest.approx(packed * 0.5 / 2**30)
+    llama = load_model("llama3.3-70b", use_env=False)
+    dense, _ = matmul_params(llama)
+    assert engine_gib(llama, BlockFp4.NVFP4) == pytest.approx((llama.num_params() - dense * 0.4375) * 0.5 / 2**30)
+    # latent attention seen as 128 heads of hidden / heads = 56, at least the tensor-parallel ranks' heads
+    assert kv_gib_per_token(dsv3, Dtype.FP8, 8) == pytest.approx(2 * 61 * 128 * 56 * 1 / 2**30)
+    assert kv_gib_per_token(llama, Dtype.BF16, 16) == pytest.approx(2 * 80 * 16 * 128 * 2 / 2**30)
+
+
+def test_a_pipeline_splits_the_bench_batch_over_its_stages_and_counts_every_device():
+    from clustersim.serving.bench_sizing import bench_caps, engine_gib, kv_gib_per_token
+
+    llama = load_model("llama3.3-70b", use_env=False)
+    system = serving_system_for_instance(CATALOG, "p5en.48xlarge", tp=2, pp=2, dp=1)
+    batch, tokens = bench_caps(llama, system, Dtype.FP8, Dtype.FP8, (1024.0, 1024.0, 1024.0), 0.95)
+    free = 4 * system.system.memory_bytes / 2**30 - engine_gib(llama, Dtype.FP8)
+    requests = free * 0.95 / (kv_gib_per_token(llama, Dtype.FP8, 2) * 2048)
+    raw = min(requests, 4096) / 2
+    assert 256 < raw < 1024 and batch == 128 * -(-raw // 128)  # 757 a stage: 768 (the whole group's 1,515: 1,536)
+    assert tokens == 2048  # 2 x 757 tokens a step, raised to the bench's floor
+
+
+def test_a_sized_profile_keeps_no_per_chip_caps_and_stays_within_its_own():
+    from clustersim.serving.bench_sizing import sized_engine
+
+    llama = load_model("llama3.3-70b", use_env=False)
+    system = serving_system_for_instance(CATALOG, "p5en.48xlarge", tp=1, dp=1)
+    base = engine_profile_of("tensorrt-llm", system)
+    lowered = base.model_copy(update={"max_batch_sequences_on": {"h200-sxm": 96}, "max_tokens_per_step_on": {}})
+    sized = sized_engine(lowered, llama, system, Dtype.FP8, Dtype.FP8, (1024.0, 1024.0, 1024.0))
+    assert sized.max_batch_sequences == 96 and sized.max_batch_sequences_on == {}
+    assert sized.max_tokens_per_step_on == {} and sized.benchmark_sizing == "fixed"
+
+
+def engine_profile_of(name: str, system):
+    from clustersim.serving.engines import engine_profile
+
+    return engine_profile(name, system.family)
