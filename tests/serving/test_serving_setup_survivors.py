@@ -5,6 +5,7 @@ the memory-bound and scaled step sums."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import numpy as np
@@ -228,3 +229,63 @@ def engine_profile_of(name: str, system):
     from clustersim.serving.engines import engine_profile
 
     return engine_profile(name, system.family)
+
+
+# ---- Neuron's static-shape buckets -------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Buckets:
+    bucket_min_tokens: int | None = 128
+    bucket_rule: str = "doubling"
+    compiled_sequence_tokens: int | None = None
+    context_buckets: tuple[int, ...] | None = None
+
+
+@pytest.mark.parametrize(
+    ("profile", "mean"),
+    [
+        # positions 100..300: 28 in the 128 bucket, 128 in the 256, 44 in the 512 one (at most the cap)
+        (Buckets(), (28 * 128 + 128 * 256 + 44 * 300) / 200),
+        (Buckets(compiled_sequence_tokens=1024), (28 * 128 + 128 * 256 + 44 * 512) / 200),
+        # NxD's rule on a 700-token compile: no bucket from 2**round(log2 700) = 512 up, so 44 attend over 700
+        (Buckets(bucket_rule="rounded", compiled_sequence_tokens=700), (28 * 128 + 128 * 256 + 44 * 700) / 200),
+        (Buckets(bucket_rule="single", compiled_sequence_tokens=700), 700.0),
+        (Buckets(bucket_min_tokens=None), 200.0),
+    ],
+)
+def test_a_decoding_sequence_attends_over_its_positions_buckets(profile, mean):
+    from clustersim.serving.buckets import mean_bucket_tokens
+
+    assert float(mean_bucket_tokens(100.0, 300.0, profile)) == pytest.approx(mean, rel=1e-12)
+
+
+def test_a_sequence_of_one_position_takes_its_bucket_and_a_longer_one_is_refused():
+    from clustersim.serving.buckets import mean_bucket_tokens
+
+    assert float(mean_bucket_tokens(300.0, 300.0, Buckets(compiled_sequence_tokens=1024))) == 512.0
+    with pytest.raises(ClusterSimError) as caught:
+        mean_bucket_tokens(100.0, 2000.0, Buckets(compiled_sequence_tokens=1024))
+    assert (caught.value.field, caught.value.value) == ("compiled_sequence_tokens", 1024)
+    assert str(caught.value) == "a request of 2000 tokens is longer than the engine's compiled_sequence_tokens 1024"
+
+
+def test_a_prompt_pads_to_its_context_bucket_by_the_engines_rule():
+    from clustersim.serving.buckets import prompt_bucket_tokens
+
+    assert prompt_bucket_tokens(300.0, Buckets(), 4096.0) == 512.0  # the next power of two
+    assert prompt_bucket_tokens(300.0, Buckets(bucket_rule="rounded"), 700.0) == 700.0  # 512 is no bucket under 700
+    assert prompt_bucket_tokens(200.0, Buckets(bucket_rule="rounded"), 700.0) == 256.0
+    assert prompt_bucket_tokens(300.0, Buckets(bucket_rule="single"), 700.0) == 700.0
+    listed = Buckets(context_buckets=(256, 1024, 2048), compiled_sequence_tokens=4096)
+    assert prompt_bucket_tokens(300.0, listed, 0.0) == 1024.0 and prompt_bucket_tokens(256.0, listed, 0.0) == 256.0
+    with pytest.raises(ClusterSimError) as caught:
+        prompt_bucket_tokens(3000.0, listed, 0.0)
+    assert (caught.value.field, caught.value.value) == ("context_buckets", 2048)
+    assert str(caught.value) == (
+        "a prompt of 3000 tokens is longer than the engine's largest context bucket 2048 (context_buckets [256, 1024, "
+        "2048])"
+    )
+    with pytest.raises(ClusterSimError) as caught:
+        prompt_bucket_tokens(5000.0, listed, 0.0)
+    assert (caught.value.field, caught.value.value) == ("compiled_sequence_tokens", 4096)
