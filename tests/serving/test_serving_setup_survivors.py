@@ -78,6 +78,8 @@ def test_a_trainium_deployment_plans_on_its_own_engine():
     [
         (0.5, 1, 0.5 * 8),  # under one sequence: that share of the smallest graph
         (1.0, 1, 8.0),
+        (1.5, 1, 8.0),  # more than one sequence: the smallest graph itself
+        (40.0, 1, 64.0),  # between the two largest sizes: the largest
         (8.0, 1, 8.0),  # exactly a size: that size
         (9.0, 1, 16.0),
         (64.0, 1, 64.0),  # the largest size itself
