@@ -14,9 +14,21 @@ import pytest
 from clustersim.catalog.registry import load_catalog
 from clustersim.catalog.schema import Dtype
 from clustersim.errors import ClusterSimError
+from clustersim.serving.bench_sizing import (
+    _round_batch,
+    _round_tokens,
+    bench_caps,
+    engine_gib,
+    kv_gib_per_token,
+    sized_engine,
+)
+from clustersim.serving.buckets import mean_bucket_tokens, prompt_bucket_tokens
+from clustersim.serving.eager_launches import kernels_per_layer
 from clustersim.serving.engine import default_calibration, serving_system_for_instance
+from clustersim.serving.engines import engine_profile
+from clustersim.serving.formats import BlockFp4
 from clustersim.serving.graphs import graph_rows
-from clustersim.serving.memory import kv_bytes_per_token
+from clustersim.serving.memory import kv_bytes_per_token, matmul_params
 from clustersim.serving.memory_plan import memory_plan
 from clustersim.serving.steps import StepTimes
 from clustersim.workload.zoo import load_model
@@ -118,8 +130,6 @@ def test_a_launch_on_a_share_of_the_steps_scales_every_part():
 
 
 def _kernels(model: str, precision: Dtype, tp: int) -> float:
-    from clustersim.serving.eager_launches import kernels_per_layer
-
     return kernels_per_layer(load_model(model, use_env=False), precision, tp)
 
 
@@ -166,8 +176,6 @@ def test_a_latent_moe_launches_its_two_projections():
 )
 def test_the_bench_rounds_a_batch_up_by_its_steps(raw, batch):
     """Under 256 to 32 (at least 64), under 1,024 to 128, beyond to 256 (tensorrt_llm/bench/build/tuning.py)."""
-    from clustersim.serving.bench_sizing import _round_batch
-
     assert _round_batch(raw) == batch
 
 
@@ -177,16 +185,10 @@ def test_the_bench_rounds_a_batch_up_by_its_steps(raw, batch):
 )
 def test_the_bench_rounds_the_tokens_a_step_up_by_its_steps(raw, tokens):
     """Under 4,096 to 256 (at least 2,048), under 8,192 to 512, beyond to 1,024."""
-    from clustersim.serving.bench_sizing import _round_tokens
-
     assert _round_tokens(raw) == tokens
 
 
 def test_the_bench_counts_the_engine_and_the_cache_as_its_config_states_them():
-    from clustersim.serving.bench_sizing import engine_gib, kv_gib_per_token
-    from clustersim.serving.formats import BlockFp4
-    from clustersim.serving.memory import matmul_params
-
     dsv3 = load_model("deepseek-v3", use_env=False)
     params = float(dsv3.num_params())
     assert engine_gib(dsv3, Dtype.BF16) == pytest.approx(2 * params / 2**30)
@@ -203,8 +205,6 @@ def test_the_bench_counts_the_engine_and_the_cache_as_its_config_states_them():
 
 
 def test_a_pipeline_splits_the_bench_batch_over_its_stages_and_counts_every_device():
-    from clustersim.serving.bench_sizing import bench_caps, engine_gib, kv_gib_per_token
-
     llama = load_model("llama3.3-70b", use_env=False)
     system = serving_system_for_instance(CATALOG, "p5en.48xlarge", tp=2, pp=2, dp=1)
     batch, tokens = bench_caps(llama, system, Dtype.FP8, Dtype.FP8, (1024.0, 1024.0, 1024.0), 0.95)
@@ -216,21 +216,13 @@ def test_a_pipeline_splits_the_bench_batch_over_its_stages_and_counts_every_devi
 
 
 def test_a_sized_profile_keeps_no_per_chip_caps_and_stays_within_its_own():
-    from clustersim.serving.bench_sizing import sized_engine
-
     llama = load_model("llama3.3-70b", use_env=False)
     system = serving_system_for_instance(CATALOG, "p5en.48xlarge", tp=1, dp=1)
-    base = engine_profile_of("tensorrt-llm", system)
+    base = engine_profile("tensorrt-llm", system.family)
     lowered = base.model_copy(update={"max_batch_sequences_on": {"h200-sxm": 96}, "max_tokens_per_step_on": {}})
     sized = sized_engine(lowered, llama, system, Dtype.FP8, Dtype.FP8, (1024.0, 1024.0, 1024.0))
     assert sized.max_batch_sequences == 96 and sized.max_batch_sequences_on == {}
     assert sized.max_tokens_per_step_on == {} and sized.benchmark_sizing == "fixed"
-
-
-def engine_profile_of(name: str, system):
-    from clustersim.serving.engines import engine_profile
-
-    return engine_profile(name, system.family)
 
 
 # ---- Neuron's static-shape buckets -------------------------------------------------------------------------------
@@ -257,14 +249,10 @@ class Buckets:
     ],
 )
 def test_a_decoding_sequence_attends_over_its_positions_buckets(profile, mean):
-    from clustersim.serving.buckets import mean_bucket_tokens
-
     assert float(mean_bucket_tokens(100.0, 300.0, profile)) == pytest.approx(mean, rel=1e-12)
 
 
 def test_a_sequence_of_one_position_takes_its_bucket_and_a_longer_one_is_refused():
-    from clustersim.serving.buckets import mean_bucket_tokens
-
     assert float(mean_bucket_tokens(300.0, 300.0, Buckets(compiled_sequence_tokens=1024))) == 512.0
     with pytest.raises(ClusterSimError) as caught:
         mean_bucket_tokens(100.0, 2000.0, Buckets(compiled_sequence_tokens=1024))
@@ -273,8 +261,6 @@ def test_a_sequence_of_one_position_takes_its_bucket_and_a_longer_one_is_refused
 
 
 def test_a_prompt_pads_to_its_context_bucket_by_the_engines_rule():
-    from clustersim.serving.buckets import prompt_bucket_tokens
-
     assert prompt_bucket_tokens(300.0, Buckets(), 4096.0) == 512.0  # the next power of two
     assert prompt_bucket_tokens(300.0, Buckets(bucket_rule="rounded"), 700.0) == 700.0  # 512 is no bucket under 700
     assert prompt_bucket_tokens(200.0, Buckets(bucket_rule="rounded"), 700.0) == 256.0
