@@ -30,6 +30,7 @@ from clustersim.serving.formats import BlockFp4
 from clustersim.serving.graphs import graph_rows
 from clustersim.serving.memory import kv_bytes_per_token, matmul_params
 from clustersim.serving.memory_plan import memory_plan
+from clustersim.serving.reserved_memory import rule_reserved_fraction
 from clustersim.serving.steps import StepTimes
 from clustersim.workload.zoo import load_model
 
@@ -277,3 +278,38 @@ def test_a_prompt_pads_to_its_context_bucket_by_the_engines_rule():
     with pytest.raises(ClusterSimError) as caught:
         prompt_bucket_tokens(5000.0, listed, 0.0)
     assert (caught.value.field, caught.value.value) == ("compiled_sequence_tokens", 4096)
+
+
+# ---- SGLang's reserved memory by its GPU-memory rule ---------------------------------------------------------------
+
+
+def _sglang_reserved(gib: float, *, tp: int = 1, pp: int = 1, dp: int = 1, chunk: int = 8192) -> float:
+    return rule_reserved_fraction("sglang-gpu-memory", gib * GIB, tp=tp, pp=pp, attention_dp=dp, chunk_tokens=chunk)
+
+
+def _share(gib: float, reserved_mib: float) -> float:
+    return 1.0 - round(max(gib * 1024 - reserved_mib, 0.0) / (gib * 1024), 3)
+
+
+@pytest.mark.parametrize(
+    ("gib", "tp", "pp", "dp", "chunk", "reserved_mib"),
+    [
+        # 141 GiB H200, TP4 x PP2: the larger graph batch from four ranks, 1,024 MiB per 8 ranks of every stage
+        (141, 4, 2, 1, 8192, 512 + 1.5 * 8192 + 2 * 512 + 1024 * 8 / 8),
+        # TP2 x DP-attention 2 (4 ranks): the large graph batch, its buffers again per group (3 x 512 x 2, and half
+        # that again above a batch of 300)
+        (141, 2, 1, 2, 8192, 512 + 1.5 * 8192 + 2 * 512 + 1024 * 4 / 8 + 3 * 512 * 2 + 1.5 * 512 * 2),
+        # three ranks: the small graph batch (256 below 160 GiB)
+        (141, 3, 1, 1, 8192, 512 + 1.5 * 8192 + 2 * 256 + 1024 * 3 / 8),
+        # 40 GiB below the 60 GiB floor's threshold, a chunk under 2,048 counted as 2,048
+        (40, 1, 1, 1, 1024, 512 + 1.5 * 2048 + 2 * 32 + 1024 / 8),
+        # 60 GiB exactly: the next class (256) and no 10 GiB floor (it starts above 60 GiB)
+        (60, 1, 1, 1, 8192, 512 + 1.5 * 8192 + 2 * 256 + 1024 / 8),
+    ],
+)
+def test_sglang_keeps_back_its_metadata_prefill_graph_buffers_and_parallel_share(gib, tp, pp, dp, chunk, reserved_mib):
+    assert _sglang_reserved(gib, tp=tp, pp=pp, dp=dp, chunk=chunk) == pytest.approx(_share(gib, reserved_mib))
+
+
+def test_sglang_keeps_at_least_ten_gib_back_above_sixty():
+    assert _sglang_reserved(61, chunk=2048) == pytest.approx(_share(61, 10 * 1024))
