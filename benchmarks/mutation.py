@@ -112,6 +112,11 @@ GROUPS: dict[str, list[str]] = {
         "src/clustersim/workload/float8.py",
         "src/clustersim/workload/quantization.py",
     ],
+    "contention": ["src/clustersim/training/contention.py", "src/clustersim/training/background.py"],
+    "request_sim": [
+        "src/clustersim/serving/sim_steps.py",
+        "src/clustersim/serving/sim_scheduler.py",
+    ],
     "serving_setup": [
         "src/clustersim/serving/reserved_memory.py",
         "src/clustersim/serving/memory_plan.py",
@@ -173,6 +178,29 @@ GROUP_TESTS: dict[str, list[str]] = {
         "tests/serving/test_fp4.py",
         "tests/training/test_operation_formats.py",
         "tests/training/test_bf16_layers.py",
+    ],
+    "contention": [
+        "tests/training/test_contention_survivors.py",
+        "tests/training/test_contention.py",
+        "tests/training/test_background.py",
+        "tests/cli/test_train_background.py",
+        "tests/report/test_report_background.py",
+    ],
+    "request_sim": [
+        "tests/serving/test_request_sim_survivors.py",
+        "tests/serving/test_simulate.py",
+        "tests/serving/test_simulate_inputs.py",
+        "tests/serving/test_admission.py",
+        "tests/serving/test_pipeline_sim.py",
+        "tests/serving/test_receive_steps.py",
+        "tests/serving/test_separate_prefill.py",
+        "tests/serving/test_server_queue.py",
+        "tests/serving/test_request_spread.py",
+        "tests/serving/test_multi_step.py",
+        "tests/serving/test_first_token_lag.py",
+        "tests/serving/test_traces.py",
+        "tests/serving/test_disaggregation.py",
+        "tests/validation/test_finite_runs.py",
     ],
     "serving_setup": [  # not test_neuron_engines.py: 46 s a run, its buckets reached by the two bucket files
         "tests/serving/test_kv_cache.py",
@@ -560,6 +588,8 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
     "training_options": ["tests/training/test_training_options_survivors.py"],
     "formats": ["tests/compute/test_formats_survivors.py"],
     "serving_setup": ["tests/serving/test_serving_setup_survivors.py"],
+    "contention": ["tests/training/test_contention_survivors.py", "tests/training/test_background.py"],
+    "request_sim": ["tests/serving/test_request_sim_survivors.py", "tests/serving/test_simulate.py"],
 }
 
 

@@ -1,0 +1,109 @@
+"""What mutation testing of the request-level simulator (``serving.sim_steps``, ``serving.sim_scheduler``) found
+unpinned: a static batch's admission on its KV blocks and sequence cap, its clock, cached prompts and first-token
+lag, counted by hand on a step model of round numbers; and the step table's accuracy check, which must see a
+table that is off."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from clustersim.catalog.registry import load_catalog
+from clustersim.serving.engine import default_calibration, serving_system_for_instance
+from clustersim.serving.engines import engine_profile
+from clustersim.serving.estimate import Request
+from clustersim.serving.sim_scheduler import Arrivals, SchedulerLimits, run_replica
+from clustersim.serving.sim_steps import max_error, step_table
+from clustersim.workload.zoo import load_model
+
+PREFILL_S, PER_TOKEN_S, DECODE_S = 1.0, 0.001, 0.1
+
+
+class RoundSteps:
+    """A step of prompts costs 1 s plus 1 ms a prompt token; a decode step 0.1 s; no attention pairs."""
+
+    def __init__(self) -> None:
+        self.prefills: list[tuple[float, int]] = []  # (prompt tokens, prompts) of each step with prompts
+
+    def step_s(self, decoding: int, context: float, prefill_tokens: float, prompts: int, pairs: float) -> float:
+        self.prefills.append((prefill_tokens, prompts))
+        return PREFILL_S + PER_TOKEN_S * prefill_tokens
+
+    def decode_steps_s(self, decoding: int, contexts: np.ndarray) -> np.ndarray:
+        return np.full(contexts.size, DECODE_S)
+
+    def chunk_pairs(self, start: float, end: float) -> float:
+        return 0.0
+
+
+def _static(requests: int, *, times: list[float] | None = None, **limits: object):
+    """``requests`` of 32 prompt and 4 output tokens, batched statically: blocks of 16 tokens, so 3 a request."""
+    table = RoundSteps()
+    settings = {"token_budget": 4096, "max_sequences": 8, "block_tokens": 16, "kv_blocks": 1000, "static": True}
+    settings.update(limits)
+    order = list(range(requests))
+    arrivals = Arrivals(order, [0.0] * requests if times is None else times, None)
+    log = run_replica(table, SchedulerLimits(**settings), [32] * requests, [4] * requests, arrivals)  # type: ignore[arg-type]
+    return log, table
+
+
+def test_a_static_batch_takes_requests_while_their_blocks_fit_and_stops_at_the_first_that_does_not():
+    """Each request holds ceil(36 / 16) = 3 blocks and one of state: 4. Twelve blocks take exactly three of
+    five waiting requests, then the two left; every batch's blocks come back at its end."""
+    log, table = _static(5, kv_blocks=12, state_blocks=1)
+    assert [prompts for _, prompts in table.prefills] == [3, 2]
+    first = PREFILL_S + PER_TOKEN_S * 96 + 3 * DECODE_S  # the prompts, then three decode steps
+    second = first + PREFILL_S + PER_TOKEN_S * 64 + 3 * DECODE_S
+    assert [log.finish_s[r] for r in range(5)] == pytest.approx([first] * 3 + [second] * 2)
+    assert log.blocks_left == 12 and log.steps == 8
+    assert log.step_decoding == [3, 3, 3, 2, 2, 2]  # every slot makes a token until the last is done
+
+
+def test_the_sequence_cap_bounds_a_static_batch_where_blocks_are_plenty():
+    log, table = _static(5, max_sequences=2)
+    assert [prompts for _, prompts in table.prefills] == [2, 2, 1]
+    assert log.first_token_s[0] == pytest.approx(PREFILL_S + PER_TOKEN_S * 64)
+
+
+def test_a_static_replica_starts_at_zero_and_waits_for_a_late_arrival():
+    log, _ = _static(2, times=[0.0, 10.0])
+    one = PREFILL_S + PER_TOKEN_S * 32 + 3 * DECODE_S
+    assert log.first_token_s[0] == pytest.approx(PREFILL_S + PER_TOKEN_S * 32)
+    assert log.finish_s[0] == pytest.approx(one)
+    assert log.arrival_s == {0: 0.0, 1: 10.0} and log.finish_s[1] == pytest.approx(10.0 + one)
+
+
+def test_cached_prompt_tokens_leave_at_least_the_last_to_compute_and_the_first_token_may_lag():
+    log, table = _static(2, cached_tokens=(40, 16), first_token_lag_steps=2)
+    assert table.prefills == [(1.0 + 16.0, 2)]  # 32 - min(40, 31) and 32 - 16
+    prefilled = PREFILL_S + PER_TOKEN_S * 17
+    assert log.first_token_s[0] == pytest.approx(prefilled + 2 * DECODE_S)  # reported two decode steps later
+    assert log.finish_s[0] == pytest.approx(prefilled + 3 * DECODE_S)
+
+
+@pytest.fixture(scope="module")
+def small_table():
+    model = load_model("llama3.1-8b", use_env=False)
+    system = serving_system_for_instance(load_catalog(use_env=False), "p5.48xlarge", tp=1)
+    profile = engine_profile("vllm", system.family)
+    request, cal = Request(1, 1), default_calibration()
+    table = step_table(model, system, request.precision, request.kv, max_tokens=profile.max_tokens_per_step,
+                       max_sequences=256, max_context=4096, cal=cal, engine=profile)  # fmt: skip
+    return table, model, system, request, cal, profile
+
+
+def test_the_tables_accuracy_check_sees_a_table_half_again_too_slow(small_table):
+    table, model, system, request, cal, profile = small_table
+
+    def worst(t) -> float:
+        return max_error(t, model, system, request.precision, request.kv, cal=cal, engine=profile,
+                         rng=np.random.default_rng(5), samples=60)  # fmt: skip
+
+    slow = dataclasses.replace(
+        table, rest=[[1.5 * v for v in row] for row in table.rest], attention=1.5 * table.attention,
+        pair_s=1.5 * table.pair_s, cube=[], lines={}, eager_floor_s=1.5 * table.eager_floor_s,
+    )  # fmt: skip
+    assert worst(table) < 0.01
+    assert worst(slow) == pytest.approx(0.5, abs=0.02)
