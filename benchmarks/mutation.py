@@ -113,6 +113,12 @@ GROUPS: dict[str, list[str]] = {
         "src/clustersim/workload/quantization.py",
     ],
     "contention": ["src/clustersim/training/contention.py", "src/clustersim/training/background.py"],
+    "network_cost": [
+        "src/clustersim/compute/stages.py",
+        "src/clustersim/network/cost.py",
+        "src/clustersim/network/work.py",
+        "src/clustersim/network/fabric.py",
+    ],
     "request_sim": [
         "src/clustersim/serving/sim_steps.py",
         "src/clustersim/serving/sim_scheduler.py",
@@ -178,6 +184,18 @@ GROUP_TESTS: dict[str, list[str]] = {
         "tests/serving/test_fp4.py",
         "tests/training/test_operation_formats.py",
         "tests/training/test_bf16_layers.py",
+    ],
+    "network_cost": [
+        "tests/compute/test_stages.py",
+        "tests/network/test_cost.py",
+        "tests/network/test_analytic.py",
+        "tests/network/test_nvl72.py",
+        "tests/network/test_fabric_calibrated.py",
+        "tests/network/flowsim/test_work.py",
+        "tests/network/transport/test_work.py",
+        "tests/training/test_step_closed_form.py",
+        "tests/training/test_step_systems.py",
+        "tests/compute/test_memory_closed_form.py",
     ],
     "contention": [
         "tests/training/test_contention_survivors.py",
@@ -590,6 +608,13 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
     "serving_setup": ["tests/serving/test_serving_setup_survivors.py"],
     "contention": ["tests/training/test_contention_survivors.py", "tests/training/test_background.py"],
     "request_sim": ["tests/serving/test_request_sim_survivors.py", "tests/serving/test_simulate.py"],
+    "network_cost": [  # the NeuronLink tests reach the torus's shape, which the group's first selection left out
+        "tests/network/test_network_cost_survivors.py",
+        "tests/network/test_torus.py",
+        "tests/network/test_torus_survivors.py",
+        "tests/network/test_torus_ultraserver.py",
+        "tests/network/test_cost.py",
+    ],
 }
 
 
