@@ -107,3 +107,59 @@ def test_the_tables_accuracy_check_sees_a_table_half_again_too_slow(small_table)
     )  # fmt: skip
     assert worst(table) < 0.01
     assert worst(slow) == pytest.approx(0.5, abs=0.02)
+
+
+class ContextSteps:
+    """A step costs 1 s plus 1 ms a prompt token, and with decoders 0.1 s plus 1 ms a token of their mean context;
+    records the contexts it is asked for."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, int, list[float]]] = []
+
+    def step_s(self, decoding: int, context: float, prefill_tokens: float, prompts: int, pairs: float) -> float:
+        self.asked.append(("step", decoding, [context]))
+        return PREFILL_S + PER_TOKEN_S * prefill_tokens + ((DECODE_S + 1e-3 * context) if decoding else 0.0)
+
+    def decode_steps_s(self, decoding: int, contexts: np.ndarray) -> np.ndarray:
+        self.asked.append(("decode", decoding, contexts.tolist()))
+        return DECODE_S + 1e-3 * contexts
+
+    def chunk_pairs(self, start: float, end: float) -> float:
+        return 0.0
+
+
+def _continuous(inputs: list[int], outputs: list[int], times: list[float]):
+    table = ContextSteps()
+    limits = SchedulerLimits(token_budget=4096, max_sequences=8, block_tokens=16, kv_blocks=1000)
+    order = list(range(len(inputs)))
+    return run_replica(table, limits, inputs, outputs, Arrivals(order, times, None)), table  # type: ignore[arg-type]
+
+
+def test_decoders_read_their_prompt_and_what_they_made_and_leave_the_mean_when_done():
+    """Two prompts of 32 tokens together: their decode steps read 33 and 34 tokens each; once the one of three
+    tokens is done, the other reads 35, 36, 37 alone."""
+    log, table = _continuous([32, 32], [3, 6], [0.0, 0.0])
+    assert table.asked == [("step", 0, [0.0]), ("decode", 2, [33.0, 34.0]), ("decode", 1, [35.0, 36.0, 37.0])]
+    prefill = PREFILL_S + PER_TOKEN_S * 64
+    assert log.first_token_s == {0: pytest.approx(prefill), 1: pytest.approx(prefill)}
+    assert log.finish_s[0] == pytest.approx(prefill + 0.133 + 0.134)
+    assert log.finish_s[1] == pytest.approx(prefill + 0.133 + 0.134 + 0.135 + 0.136 + 0.137)
+    assert log.step_decoding == [2, 2, 1, 1, 1]
+
+
+def test_a_prompt_arriving_mid_decode_joins_a_mixed_step_and_the_mean_context_counts_both():
+    """A 32-token prompt decodes from 1.032 s; a 16-token one arrives at 1.1 s, after the first decode step
+    (ending 1.165 s): the next step runs its prompt beside the decoder at 34 tokens; then the two decode at
+    (35 + 17) / 2 = 26 and 27 tokens, and the longer alone at 37."""
+    log, table = _continuous([32, 16], [6, 3], [0.0, 1.1])
+    assert [(kind, decoding, contexts) for kind, decoding, contexts in table.asked[1:]] == [
+        ("decode", 1, [33.0, 34.0, 35.0, 36.0, 37.0]),  # priced up to the next event, then cut at the arrival
+        ("step", 1, [34.0]),
+        ("decode", 2, [26.0, 27.0]),
+        ("decode", 1, [37.0]),
+    ]
+    mixed_end = 1.032 + 0.133 + (PREFILL_S + PER_TOKEN_S * 16 + DECODE_S + 0.034)
+    assert log.first_token_s == {0: pytest.approx(1.032), 1: pytest.approx(mixed_end)}
+    assert log.finish_s == {1: pytest.approx(mixed_end + 0.126 + 0.127), 0: pytest.approx(mixed_end + 0.253 + 0.137)}
+    assert log.step_s == pytest.approx([0.133, mixed_end - 1.165, 0.126, 0.127, 0.137])
+    assert log.blocks_left == 1000 and log.steps == 6
