@@ -113,6 +113,7 @@ GROUPS: dict[str, list[str]] = {
         "src/clustersim/workload/quantization.py",
     ],
     "contention": ["src/clustersim/training/contention.py", "src/clustersim/training/background.py"],
+    "request_sets": ["src/clustersim/serving/datasets.py", "src/clustersim/serving/sim_requests.py"],
     "network_cost": [
         "src/clustersim/compute/stages.py",
         "src/clustersim/network/cost.py",
@@ -184,6 +185,15 @@ GROUP_TESTS: dict[str, list[str]] = {
         "tests/serving/test_fp4.py",
         "tests/training/test_operation_formats.py",
         "tests/training/test_bf16_layers.py",
+    ],
+    "request_sets": [
+        "tests/serving/test_request_sets_survivors.py",
+        "tests/serving/test_datasets.py",
+        "tests/serving/test_simulate_inputs.py",
+        "tests/serving/test_request_spread.py",
+        "tests/serving/test_traces.py",
+        "tests/validation/test_inference_datasets.py",
+        "tests/cli/test_cli_datasets.py",
     ],
     "network_cost": [
         "tests/compute/test_stages.py",
@@ -608,6 +618,7 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
     "serving_setup": ["tests/serving/test_serving_setup_survivors.py"],
     "contention": ["tests/training/test_contention_survivors.py", "tests/training/test_background.py"],
     "request_sim": ["tests/serving/test_request_sim_survivors.py", "tests/serving/test_simulate.py"],
+    "request_sets": ["tests/serving/test_request_sets_survivors.py", "tests/serving/test_datasets.py"],
     "network_cost": [  # the NeuronLink tests reach the torus's shape, which the group's first selection left out
         "tests/network/test_network_cost_survivors.py",
         "tests/network/test_torus.py",
