@@ -18,6 +18,7 @@ from clustersim.serving.sim_requests import (
     _exponential_rate,
     _quantile_source,
     _scaled,
+    _through_knots,
     _truncated_exponential,
     curve_mean,
     length_source,
@@ -168,3 +169,27 @@ def test_lengths_without_a_set_are_those_stated_else_the_defaults():
         resolve_lengths("sharegpt", 10, None, defaults=(1.0, 2.0), fields=("input", "output"))
     assert str(found.value).startswith("input: the dataset 'sharegpt' sets the input length (mean 229.7 tokens)")
     assert (found.value.field, found.value.value) == ("input", 10)
+
+
+def test_each_kind_of_length_says_how_it_is_drawn():
+    straight = LengthSource("quantiles", 120.0, (0.0, 0.5, 1.0), (10.0, 100.0, 225.0))
+    said = {
+        LengthSource("fixed", 7.4): "every request 7.4 tokens",
+        straight: "piecewise-linear through the set's percentiles, 10..225",
+        LengthSource("quantiles", 90.0, (0.0, 0.5, 1.0), (10.0, 100.0, 225.0), segment_power=1.494): (
+            "through the set's percentiles, 10..225, curved to the set's mean (power 1.49)"
+        ),
+        UNIFORM: "integer-uniform 8..12",
+        LengthSource("exponential", 50.5, low_tokens=1.0, high_tokens=100.0): "uniform 1..100 (mean 50.5)",
+        LengthSource("exponential", 229.7, low_tokens=1.0, high_tokens=1024.0, rate_per_token=0.004): (
+            "largest-entropy exponential from 1 up to 1024, mean 229.7"
+        ),
+        LengthSource("exponential", 203.1, rate_per_token=0.005): "largest-entropy exponential from 1, mean 203.1",
+    }
+    assert {source: source.describe() for source in said} == said
+
+
+def test_the_quantile_function_runs_through_its_knots_to_the_top():
+    u = np.array([0.0, 0.1, 0.5, 0.75, 1.0])
+    assert _through_knots(u, (0.0, 0.5, 1.0), (0.0, 10.0, 30.0), 1.0).tolist() == [0.0, 2.0, 10.0, 20.0, 30.0]
+    assert _through_knots(u, (0.0, 0.5, 1.0), (0.0, 10.0, 30.0), 2.0) == pytest.approx([0.0, 0.4, 10.0, 15.0, 30.0])
