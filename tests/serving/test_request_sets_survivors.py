@@ -16,6 +16,7 @@ from clustersim.serving.datasets import LengthStats, RequestDataset, RequestLeng
 from clustersim.serving.sim_requests import (
     LengthSource,
     _exponential_rate,
+    _power_for_mean,
     _quantile_source,
     _scaled,
     _through_knots,
@@ -193,3 +194,62 @@ def test_the_quantile_function_runs_through_its_knots_to_the_top():
     u = np.array([0.0, 0.1, 0.5, 0.75, 1.0])
     assert _through_knots(u, (0.0, 0.5, 1.0), (0.0, 10.0, 30.0), 1.0).tolist() == [0.0, 2.0, 10.0, 20.0, 30.0]
     assert _through_knots(u, (0.0, 0.5, 1.0), (0.0, 10.0, 30.0), 2.0) == pytest.approx([0.0, 0.4, 10.0, 15.0, 30.0])
+
+
+def test_a_three_percentile_curve_extends_its_last_segments_line():
+    curve = _quantile_source(_stats(min=10, percentiles={25: 50, 50: 100, 90: 200}), 100.0)
+    assert curve.knots_tokens == (10.0, 50.0, 100.0, 200.0, 225.0)
+
+
+def test_a_flat_or_unreachable_mean_holds_the_power_at_its_bounds():
+    assert _power_for_mean((0.0, 0.5, 1.0), (5.0, 5.0, 5.0), 6.0) == 8.0  # no rise: the steepest
+    assert _power_for_mean((0.0, 1.0), (0.0, 10.0), 0.0) == 8.0  # a mean at the floor
+    assert _power_for_mean((0.0, 1.0), (0.0, 10.0), 2.5) == pytest.approx(3.0)  # 10 / (1 + p) = 2.5
+
+
+def test_the_series_near_the_middle_gives_the_decay_to_first_order():
+    """At a mean 5e-6 tokens past the middle of 1..100, share(x) = 0.5 - x / 12 gives x = -12 (target - 0.5)."""
+    target = 0.5 + 5e-6 / 99.0
+    assert _exponential_rate(50.5 + 5e-6, 1.0, 100.0) == pytest.approx(-12.0 * (target - 0.5) / 99.0, rel=1e-3)
+
+
+def test_a_curved_set_is_stretched_on_its_own_curve():
+    curved = _quantile_source(_stats(min=10, percentiles={50: 100, 90: 200}, mean=90), 90.0)
+    assert curved.segment_power != 1.0
+    stretched = _scaled(curved, 180.0)
+    assert curve_mean(stretched.knots_q, stretched.knots_tokens, stretched.segment_power) == pytest.approx(180.0)
+
+
+def _dataset(**sides: object) -> RequestDataset:
+    return RequestDataset.model_validate({"kind": "dataset", "description": "abc", "used_by": "abc", "name": "t",
+                                         **sides})  # fmt: skip
+
+
+def test_a_mean_and_a_minimum_make_an_exponential_from_the_minimum_and_a_mean_there_is_fixed():
+    figure = {"provenance": "derived", "source": "a test's own numbers"}
+    found = _dataset(input={"mean": {"value": 50, **figure}, "min": {"value": 10, **figure}})
+    assert length_source(found, "input", None, 50.0) == LengthSource(
+        "exponential", 50.0, low_tokens=10.0, high_tokens=math.inf, rate_per_token=1.0 / 40.0
+    )
+    assert length_source(found, "input", None, 10.0) == LengthSource("fixed", 10.0)
+
+
+def test_a_stated_length_beside_a_set_is_every_requests_unless_it_is_the_runs_mean():
+    openorca = request_dataset("openorca")
+    assert length_source(openorca, "input", 300.0, 300.0) == LengthSource("fixed", 300.0)
+    scaled = length_source(openorca, "input", 300.0, 300.0, stated_is_mean=True)
+    assert scaled.kind == "quantiles"
+    assert curve_mean(scaled.knots_q, scaled.knots_tokens, scaled.segment_power) == pytest.approx(300.0)
+    sampler = request_sampler("openorca", 200.0, 300.0, stated=(False, True), stated_means=True)
+    assert sampler.output.kind != "fixed" and sampler.output.mean_tokens == 300.0
+
+
+def test_vllms_random_generator_draws_each_length_of_its_range_alike():
+    figure = {"value": 0.5, "provenance": "derived", "source": "a test's own numbers"}
+    ranged = RequestDataset.model_validate({**request_dataset("random").model_dump(), "range_ratio": figure})
+    assert length_source(ranged, "input", None, 100.0) == LengthSource(
+        "uniform", 100.0, low_tokens=50.0, high_tokens=150.0
+    )
+    drawn = UNIFORM.draw(np.random.default_rng(2), 5000)
+    counts = np.bincount(drawn, minlength=13)[8:13]
+    assert np.all(np.abs(counts - 1000) < 120)  # a fifth each, not a rounded continuum's tenth at the ends
