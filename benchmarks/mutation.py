@@ -56,6 +56,7 @@ from pathlib import Path
 import libcst as cst
 
 ROOT = Path(__file__).resolve().parents[1]
+RECHECK_TIMEOUT_S = 300  # one survivor's run against its tests (theirs take seconds): past it, a mutant that hangs
 WORK = ROOT / "build" / "mutation"
 
 # Group name -> the physics modules it mutates. Groups others rarely edit come first.
@@ -120,10 +121,8 @@ GROUPS: dict[str, list[str]] = {
         "src/clustersim/network/work.py",
         "src/clustersim/network/fabric.py",
     ],
-    "request_sim": [
-        "src/clustersim/serving/sim_steps.py",
-        "src/clustersim/serving/sim_scheduler.py",
-    ],
+    "request_sim": ["src/clustersim/serving/sim_scheduler.py"],
+    "request_steps": ["src/clustersim/serving/sim_steps.py"],
     "serving_setup": [
         "src/clustersim/serving/reserved_memory.py",
         "src/clustersim/serving/memory_plan.py",
@@ -215,6 +214,22 @@ GROUP_TESTS: dict[str, list[str]] = {
         "tests/report/test_report_background.py",
     ],
     "request_sim": [
+        "tests/serving/test_request_sim_survivors.py",
+        "tests/serving/test_simulate.py",
+        "tests/serving/test_simulate_inputs.py",
+        "tests/serving/test_admission.py",
+        "tests/serving/test_pipeline_sim.py",
+        "tests/serving/test_receive_steps.py",
+        "tests/serving/test_separate_prefill.py",
+        "tests/serving/test_server_queue.py",
+        "tests/serving/test_request_spread.py",
+        "tests/serving/test_multi_step.py",
+        "tests/serving/test_first_token_lag.py",
+        "tests/serving/test_traces.py",
+        "tests/serving/test_disaggregation.py",
+        "tests/validation/test_finite_runs.py",
+    ],
+    "request_steps": [
         "tests/serving/test_request_sim_survivors.py",
         "tests/serving/test_simulate.py",
         "tests/serving/test_simulate_inputs.py",
@@ -618,6 +633,7 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
     "serving_setup": ["tests/serving/test_serving_setup_survivors.py"],
     "contention": ["tests/training/test_contention_survivors.py", "tests/training/test_background.py"],
     "request_sim": ["tests/serving/test_request_sim_survivors.py", "tests/serving/test_simulate.py"],
+    "request_steps": ["tests/serving/test_request_sim_survivors.py", "tests/serving/test_simulate.py"],
     "request_sets": ["tests/serving/test_request_sets_survivors.py", "tests/serving/test_datasets.py"],
     "network_cost": [  # the NeuronLink tests reach the torus's shape, which the group's first selection left out
         "tests/network/test_network_cost_survivors.py",
@@ -660,18 +676,24 @@ def recheck(group: str) -> None:
         if survivor["status"] != "survived":  # a run stopped early leaves mutants not checked: none to recheck
             continue
         name = survivor["mutant"]
-        code = subprocess.call(
-            [sys.executable, "-m", "pytest", "-x", "-q", *PYTEST_ARGS, *tests, *(f"--deselect={t}" for t in red)],
-            cwd=mutants,
-            env={**env, "MUTANT_UNDER_TEST": name},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        try:
+            code = subprocess.call(
+                [sys.executable, "-m", "pytest", "-x", "-q", *PYTEST_ARGS, *tests, *(f"--deselect={t}" for t in red)],
+                cwd=mutants,
+                env={**env, "MUTANT_UNDER_TEST": name},
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=RECHECK_TIMEOUT_S,
+            )
+        except subprocess.TimeoutExpired:  # a mutant that never ends (a clock that does not move): as mutmut counts it
+            verdicts[name] = "timeout"
+            print(f"  {name}: timeout", flush=True)
+            continue
         # 1: a test failed; 2: the test module did not even import under the mutant (killed too)
         verdicts[name] = "killed" if code in (1, 2) else ("survived" if code == 0 else f"exit {code}")
         print(f"  {name}: {verdicts[name]}", flush=True)
     (work / "recheck.json").write_text(json.dumps({"tests": tests, "deselected": red, "verdicts": verdicts}, indent=1))
-    killed = sum(v == "killed" for v in verdicts.values())
+    killed = sum(v in ("killed", "timeout") for v in verdicts.values())
     print(f"{group}: {killed} of {len(verdicts)} survivors killed by {', '.join(tests)}")
 
 
