@@ -163,3 +163,23 @@ def test_a_prompt_arriving_mid_decode_joins_a_mixed_step_and_the_mean_context_co
     assert log.finish_s == {1: pytest.approx(mixed_end + 0.126 + 0.127), 0: pytest.approx(mixed_end + 0.253 + 0.137)}
     assert log.step_s == pytest.approx([0.133, mixed_end - 1.165, 0.126, 0.127, 0.137])
     assert log.blocks_left == 1000 and log.steps == 6
+
+
+def test_a_static_batch_decodes_at_its_mean_prompt_and_ends_each_request_at_its_own_last_token():
+    """Three 32-token prompts of 1, 2 and 3 output tokens: the prompts' step has no decoders, then every slot
+    decodes at 33 and 34 tokens until the longest is done; each request ends at its own last token."""
+    table = ContextSteps()
+    limits = SchedulerLimits(token_budget=4096, max_sequences=8, block_tokens=16, kv_blocks=1000, static=True)
+    finished: list[int] = []
+    arrivals = Arrivals([0, 1, 2], [0.0, 0.0, 0.0], None)
+    log = run_replica(table, limits, [32, 32, 32], [1, 2, 3], arrivals, finished.append)  # type: ignore[arg-type]
+    assert table.asked == [("step", 0, [0.0]), ("decode", 3, [33.0, 34.0])]
+    prefilled = PREFILL_S + PER_TOKEN_S * 96
+    assert log.finish_s == pytest.approx({0: prefilled, 1: prefilled + 0.133, 2: prefilled + 0.133 + 0.134})
+    assert finished == [1, 1, 1]
+
+
+def test_a_static_batchs_blocks_are_whole_blocks():
+    """36 tokens take three blocks of 16 (not 2.25) and one of state: thirteen blocks hold three requests."""
+    _, table = _static(5, kv_blocks=13, state_blocks=1)
+    assert [prompts for _, prompts in table.prefills] == [3, 2]
