@@ -146,6 +146,22 @@ TEST_SELECTION = [
 # three times before the first mutant (clean run, coverage of which tests reach each function, forced
 # fail) and the snapshot check a fourth, minutes each on a shared machine. The files are every test that
 # imports the module or a module built on it (the CLI commands over it included).
+SIMULATOR_TESTS = [  # what reaches the request simulator's steps and scheduler
+    "tests/serving/test_request_sim_survivors.py",
+    "tests/serving/test_simulate.py",
+    "tests/serving/test_simulate_inputs.py",
+    "tests/serving/test_admission.py",
+    "tests/serving/test_pipeline_sim.py",
+    "tests/serving/test_receive_steps.py",
+    "tests/serving/test_separate_prefill.py",
+    "tests/serving/test_server_queue.py",
+    "tests/serving/test_request_spread.py",
+    "tests/serving/test_multi_step.py",
+    "tests/serving/test_first_token_lag.py",
+    "tests/serving/test_traces.py",
+    "tests/serving/test_disaggregation.py",
+    "tests/validation/test_finite_runs.py",
+]
 GROUP_TESTS: dict[str, list[str]] = {
     "speculative": [
         "tests/serving/test_speculative.py",
@@ -213,38 +229,8 @@ GROUP_TESTS: dict[str, list[str]] = {
         "tests/cli/test_train_background.py",
         "tests/report/test_report_background.py",
     ],
-    "request_sim": [
-        "tests/serving/test_request_sim_survivors.py",
-        "tests/serving/test_simulate.py",
-        "tests/serving/test_simulate_inputs.py",
-        "tests/serving/test_admission.py",
-        "tests/serving/test_pipeline_sim.py",
-        "tests/serving/test_receive_steps.py",
-        "tests/serving/test_separate_prefill.py",
-        "tests/serving/test_server_queue.py",
-        "tests/serving/test_request_spread.py",
-        "tests/serving/test_multi_step.py",
-        "tests/serving/test_first_token_lag.py",
-        "tests/serving/test_traces.py",
-        "tests/serving/test_disaggregation.py",
-        "tests/validation/test_finite_runs.py",
-    ],
-    "request_steps": [
-        "tests/serving/test_request_sim_survivors.py",
-        "tests/serving/test_simulate.py",
-        "tests/serving/test_simulate_inputs.py",
-        "tests/serving/test_admission.py",
-        "tests/serving/test_pipeline_sim.py",
-        "tests/serving/test_receive_steps.py",
-        "tests/serving/test_separate_prefill.py",
-        "tests/serving/test_server_queue.py",
-        "tests/serving/test_request_spread.py",
-        "tests/serving/test_multi_step.py",
-        "tests/serving/test_first_token_lag.py",
-        "tests/serving/test_traces.py",
-        "tests/serving/test_disaggregation.py",
-        "tests/validation/test_finite_runs.py",
-    ],
+    "request_sim": SIMULATOR_TESTS,
+    "request_steps": SIMULATOR_TESTS,
     "serving_setup": [  # not test_neuron_engines.py: 46 s a run, its buckets reached by the two bucket files
         "tests/serving/test_kv_cache.py",
         "tests/serving/test_reserved_memory.py",
