@@ -142,10 +142,6 @@ TEST_SELECTION = [
     "tests/validation",
     "tests/cli",
 ]
-# Groups whose modules only a few test files reach select those instead: mutmut runs the whole selection
-# three times before the first mutant (clean run, coverage of which tests reach each function, forced
-# fail) and the snapshot check a fourth, minutes each on a shared machine. The files are every test that
-# imports the module or a module built on it (the CLI commands over it included).
 SIMULATOR_TESTS = [  # what reaches the request simulator's steps and scheduler
     "tests/serving/test_request_sim_survivors.py",
     "tests/serving/test_simulate.py",
@@ -162,6 +158,10 @@ SIMULATOR_TESTS = [  # what reaches the request simulator's steps and scheduler
     "tests/serving/test_disaggregation.py",
     "tests/validation/test_finite_runs.py",
 ]
+# Groups whose modules only a few test files reach select those instead: mutmut runs the whole selection
+# three times before the first mutant (clean run, coverage of which tests reach each function, forced
+# fail) and the snapshot check a fourth, minutes each on a shared machine. The files are every test that
+# imports the module or a module built on it (the CLI commands over it included).
 GROUP_TESTS: dict[str, list[str]] = {
     "speculative": [
         "tests/serving/test_speculative.py",
@@ -618,8 +618,8 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
     "formats": ["tests/compute/test_formats_survivors.py"],
     "serving_setup": ["tests/serving/test_serving_setup_survivors.py"],
     "contention": ["tests/training/test_contention_survivors.py", "tests/training/test_background.py"],
-    "request_sim": ["tests/serving/test_request_sim_survivors.py", "tests/serving/test_simulate.py"],
-    "request_steps": ["tests/serving/test_request_sim_survivors.py", "tests/serving/test_simulate.py"],
+    "request_sim": SIMULATOR_TESTS[:2],  # the survivor tests and the simulator's own
+    "request_steps": SIMULATOR_TESTS[:2],
     "request_sets": ["tests/serving/test_request_sets_survivors.py", "tests/serving/test_datasets.py"],
     "network_cost": [  # the NeuronLink tests reach the torus's shape, which the group's first selection left out
         "tests/network/test_network_cost_survivors.py",
@@ -671,12 +671,10 @@ def recheck(group: str) -> None:
                 stderr=subprocess.DEVNULL,
                 timeout=RECHECK_TIMEOUT_S,
             )
+            # 1: a test failed; 2: the test module did not even import under the mutant (killed too)
+            verdicts[name] = "killed" if code in (1, 2) else ("survived" if code == 0 else f"exit {code}")
         except subprocess.TimeoutExpired:  # a mutant that never ends (a clock that does not move): as mutmut counts it
             verdicts[name] = "timeout"
-            print(f"  {name}: timeout", flush=True)
-            continue
-        # 1: a test failed; 2: the test module did not even import under the mutant (killed too)
-        verdicts[name] = "killed" if code in (1, 2) else ("survived" if code == 0 else f"exit {code}")
         print(f"  {name}: {verdicts[name]}", flush=True)
     (work / "recheck.json").write_text(json.dumps({"tests": tests, "deselected": red, "verdicts": verdicts}, indent=1))
     killed = sum(v in ("killed", "timeout") for v in verdicts.values())

@@ -21,18 +21,24 @@ from clustersim.workload.zoo import load_model
 PREFILL_S, PER_TOKEN_S, DECODE_S = 1.0, 0.001, 0.1
 
 
-class RoundSteps:
-    """A step of prompts costs 1 s plus 1 ms a prompt token; a decode step 0.1 s; no attention pairs."""
+class HandSteps:
+    """A step costs 1 s plus 1 ms a prompt token, and with decoders 0.1 s plus ``per_context_s`` a token of their
+    mean context (0: a flat 0.1 s); no attention pairs. Records the prompts and contexts it is asked for."""
 
-    def __init__(self) -> None:
-        self.prefills: list[tuple[float, int]] = []  # (prompt tokens, prompts) of each step with prompts
+    def __init__(self, per_context_s: float = 0.0) -> None:
+        self.per_context_s = per_context_s
+        self.prefills: list[tuple[float, int]] = []  # (prompt tokens, prompts) of each step priced whole
+        self.asked: list[tuple[str, int, list[float]]] = []
 
     def step_s(self, decoding: int, context: float, prefill_tokens: float, prompts: int, pairs: float) -> float:
         self.prefills.append((prefill_tokens, prompts))
-        return PREFILL_S + PER_TOKEN_S * prefill_tokens
+        self.asked.append(("step", decoding, [context]))
+        decode = (DECODE_S + self.per_context_s * context) if decoding else 0.0
+        return PREFILL_S + PER_TOKEN_S * prefill_tokens + decode
 
     def decode_steps_s(self, decoding: int, contexts: np.ndarray) -> np.ndarray:
-        return np.full(contexts.size, DECODE_S)
+        self.asked.append(("decode", decoding, contexts.tolist()))
+        return DECODE_S + self.per_context_s * contexts
 
     def chunk_pairs(self, start: float, end: float) -> float:
         return 0.0
@@ -40,7 +46,7 @@ class RoundSteps:
 
 def _static(requests: int, *, times: list[float] | None = None, **limits: object):
     """``requests`` of 32 prompt and 4 output tokens, batched statically: blocks of 16 tokens, so 3 a request."""
-    table = RoundSteps()
+    table = HandSteps()
     settings = {"token_budget": 4096, "max_sequences": 8, "block_tokens": 16, "kv_blocks": 1000, "static": True}
     settings.update(limits)
     order = list(range(requests))
@@ -109,27 +115,8 @@ def test_the_tables_accuracy_check_sees_a_table_half_again_too_slow(small_table)
     assert worst(slow) == pytest.approx(0.5, abs=0.02)
 
 
-class ContextSteps:
-    """A step costs 1 s plus 1 ms a prompt token, and with decoders 0.1 s plus 1 ms a token of their mean context;
-    records the contexts it is asked for."""
-
-    def __init__(self) -> None:
-        self.asked: list[tuple[str, int, list[float]]] = []
-
-    def step_s(self, decoding: int, context: float, prefill_tokens: float, prompts: int, pairs: float) -> float:
-        self.asked.append(("step", decoding, [context]))
-        return PREFILL_S + PER_TOKEN_S * prefill_tokens + ((DECODE_S + 1e-3 * context) if decoding else 0.0)
-
-    def decode_steps_s(self, decoding: int, contexts: np.ndarray) -> np.ndarray:
-        self.asked.append(("decode", decoding, contexts.tolist()))
-        return DECODE_S + 1e-3 * contexts
-
-    def chunk_pairs(self, start: float, end: float) -> float:
-        return 0.0
-
-
 def _continuous(inputs: list[int], outputs: list[int], times: list[float]):
-    table = ContextSteps()
+    table = HandSteps(per_context_s=1e-3)
     limits = SchedulerLimits(token_budget=4096, max_sequences=8, block_tokens=16, kv_blocks=1000)
     order = list(range(len(inputs)))
     return run_replica(table, limits, inputs, outputs, Arrivals(order, times, None)), table  # type: ignore[arg-type]
@@ -168,7 +155,7 @@ def test_a_prompt_arriving_mid_decode_joins_a_mixed_step_and_the_mean_context_co
 def test_a_static_batch_decodes_at_its_mean_prompt_and_ends_each_request_at_its_own_last_token():
     """Three 32-token prompts of 1, 2 and 3 output tokens: the prompts' step has no decoders, then every slot
     decodes at 33 and 34 tokens until the longest is done; each request ends at its own last token."""
-    table = ContextSteps()
+    table = HandSteps(per_context_s=1e-3)
     limits = SchedulerLimits(token_budget=4096, max_sequences=8, block_tokens=16, kv_blocks=1000, static=True)
     finished: list[int] = []
     arrivals = Arrivals([0, 1, 2], [0.0, 0.0, 0.0], None)
