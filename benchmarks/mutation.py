@@ -132,6 +132,13 @@ GROUPS: dict[str, list[str]] = {
         "src/clustersim/serving/buckets.py",
         "src/clustersim/serving/bench_sizing.py",
     ],
+    "hf_config": [
+        "src/clustersim/workload/hf.py",
+        "src/clustersim/workload/hf_fields.py",
+        "src/clustersim/workload/hf_limits.py",
+        "src/clustersim/workload/hf_moe.py",
+    ],
+    "request_report": ["src/clustersim/serving/sim_report.py", "src/clustersim/serving/rate_grid.py"],
 }
 TEST_SELECTION = [
     "tests/training",
@@ -163,6 +170,21 @@ SIMULATOR_TESTS = [  # what reaches the request simulator's steps and scheduler
 # fail) and the snapshot check a fourth, minutes each on a shared machine. The files are every test that
 # imports the module or a module built on it (the CLI commands over it included).
 GROUP_TESTS: dict[str, list[str]] = {
+    "hf_config": [
+        "tests/workload/test_hf.py",
+        "tests/workload/test_hf_moe_2025.py",
+        "tests/workload/test_context_and_quantization.py",
+        "tests/workload/test_kv_cache_elements.py",
+        "tests/workload/test_architecture_ops.py",
+        "tests/serving/test_mxfp4_experts.py",
+        "tests/serving/test_kv_cache.py",
+    ],
+    "request_report": [
+        "tests/serving/test_simulate.py",
+        "tests/serving/test_simulate_inputs.py",
+        "tests/cli/test_serve_sweep.py",
+        "tests/cli/test_cli_plan_serving.py",
+    ],
     "speculative": [
         "tests/serving/test_speculative.py",
         "tests/serving/test_linear_attention_serving.py",

@@ -170,3 +170,32 @@ def test_a_static_batchs_blocks_are_whole_blocks():
     """36 tokens take three blocks of 16 (not 2.25) and one of state: thirteen blocks hold three requests."""
     _, table = _static(5, kv_blocks=13, state_blocks=1)
     assert [prompts for _, prompts in table.prefills] == [3, 2]
+
+
+def test_the_accuracy_check_prices_its_exact_steps_with_the_tables_own_engine_and_calibration():
+    """A table built with half the GEMM efficiency and an engine of 0.7 kernel efficiency matches the step model
+    run with those same two: the check must not price its exact steps with the packaged calibration or the
+    default engine (either would put the table tens of percent off)."""
+    model = load_model("llama3.1-8b", use_env=False)
+    system = serving_system_for_instance(load_catalog(use_env=False), "p5.48xlarge", tp=1)
+    base = default_calibration()
+    cal = dataclasses.replace(base, flop_efficiency=base.flop_efficiency / 2)
+    profile = engine_profile("vllm", system.family).model_copy(update={"kernel_efficiency": 0.7})
+    request = Request(1, 1)
+    table = step_table(model, system, request.precision, request.kv, max_tokens=2048, max_sequences=64,
+                       max_context=2048, cal=cal, engine=profile)  # fmt: skip
+    worst = max_error(table, model, system, request.precision, request.kv, cal=cal, engine=profile,
+                      rng=np.random.default_rng(3), samples=40)  # fmt: skip
+    assert worst < 0.01
+
+
+def test_a_decode_only_step_costs_the_same_through_the_vectorized_line_as_alone(small_table):
+    """The scheduler prices decode-only steps in bulk (``decode_steps_s``, the table's cube interpolated at the
+    decoders' count and their rows written) and single steps with ``step_s``: at every count of decoders, on the
+    table's grid points and between them, and at each tabulated context, the two agree."""
+    table = small_table[0]
+    contexts = np.asarray(table.context_axis[:12], dtype=float)
+    for decoding in (1, 3, 15, 16, 17, 23, 40, 77, 130, 201, 256):
+        line = dataclasses.replace(table, lines={}).decode_steps_s(decoding, contexts)
+        alone = [table.step_s(decoding, float(c), 0.0, 0, 0.0) for c in contexts]
+        assert line == pytest.approx(alone, rel=1e-9), decoding
