@@ -139,6 +139,7 @@ GROUPS: dict[str, list[str]] = {
         "src/clustersim/workload/hf_moe.py",
     ],
     "request_report": ["src/clustersim/serving/sim_report.py", "src/clustersim/serving/rate_grid.py"],
+    "serving_formats": ["src/clustersim/serving/formats.py", "src/clustersim/serving/serving_system.py"],
 }
 TEST_SELECTION = [
     "tests/training",
@@ -179,6 +180,7 @@ GROUP_TESTS: dict[str, list[str]] = {
         "tests/serving/test_mxfp4_experts.py",
         "tests/serving/test_kv_cache.py",
     ],
+    "serving_formats": ["tests/serving", "tests/cli/test_cli_serve.py"],
     "request_report": [
         "tests/serving/test_simulate.py",
         "tests/serving/test_simulate_inputs.py",

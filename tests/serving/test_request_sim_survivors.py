@@ -15,7 +15,7 @@ from clustersim.serving.engine import default_calibration, serving_system_for_in
 from clustersim.serving.engines import engine_profile
 from clustersim.serving.estimate import Request
 from clustersim.serving.sim_scheduler import Arrivals, SchedulerLimits, run_replica
-from clustersim.serving.sim_steps import max_error, step_table
+from clustersim.serving.sim_steps import axis, max_error, step_table
 from clustersim.workload.zoo import load_model
 
 PREFILL_S, PER_TOKEN_S, DECODE_S = 1.0, 0.001, 0.1
@@ -199,3 +199,24 @@ def test_a_decode_only_step_costs_the_same_through_the_vectorized_line_as_alone(
         line = dataclasses.replace(table, lines={}).decode_steps_s(decoding, contexts)
         alone = [table.step_s(decoding, float(c), 0.0, 0, 0.0) for c in contexts]
         assert line == pytest.approx(alone, rel=1e-9), decoding
+
+
+def test_a_decode_only_step_under_cuda_graphs_runs_the_padded_rows_through_its_gemms(small_table):
+    """With graphs captured at 8, 16, 32 and 64 sequences, 17 decoders run 32 rows through the GEMMs, in a
+    single step and in the scheduler's bulk pricing alike; 64 run 64, and 70, beyond the largest graph, 70.
+    Their attention reads the 17 sequences' caches only."""
+    table = dataclasses.replace(small_table[0], graph_sizes=(8, 16, 32, 64), lines={})
+    assert [table.decode_rows(n) for n in (17, 64, 70)] == [32.0, 64.0, 70.0]
+    context = float(table.context_axis[5])
+    alone = table.step_s(17, context, 0.0, 0, 0.0)
+    assert alone == pytest.approx(table.rest_s(32.0, 32.0) + table.attention_s(17, context, 17.0), rel=1e-12)
+    assert alone > small_table[0].step_s(17, context, 0.0, 0, 0.0)  # the padding costs rows of GEMMs
+    assert table.decode_steps_s(17, np.array([context]))[0] == pytest.approx(alone, rel=1e-9)
+
+
+def test_a_table_axis_counts_every_integer_below_its_exact_limit_then_grows_to_its_top():
+    assert axis(40.0, 1.25) == [float(i) for i in range(33)] + [40.0]  # every integer to 32 by default
+    assert axis(5.0, 1.25) == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    assert axis(0.2, 2.0) == [0.0, 1.0]  # a top under one still spans one step
+    assert axis(100.0, 1.5, exact_below=4) == [0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 9.0, 13.5, 20.25, 30.375, 45.5625,
+                                                68.34375, 100.0]  # fmt: skip

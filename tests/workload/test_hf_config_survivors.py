@@ -14,7 +14,7 @@ import pytest
 from clustersim.errors import CatalogFileError
 from clustersim.workload.hf import read_hf_config
 from clustersim.workload.transformer import Transformer
-from tests.workload.hf_configs import GPT2, LLAMA3_8B, PYTHIA_1_4B
+from tests.workload.hf_configs import GPT2, LLAMA3_8B, PHI_2, PYTHIA_1_4B
 
 
 def _read(tmp_path: Path, config: dict[str, Any]) -> Transformer:
@@ -51,9 +51,18 @@ def test_gpt_neox_defaults_to_gelu_and_untied_embeddings(tmp_path: Path) -> None
     assert (error.field, error.value) == ("hidden_act", "silu")
 
 
+def test_phi_defaults_to_gelu_new_and_untied_embeddings(tmp_path: Path) -> None:
+    phi = _read(tmp_path, _without(PHI_2, "hidden_act", "tie_word_embeddings"))
+    assert (phi.tied_embeddings, phi.layer_norms) == (False, 1)
+    assert phi.num_params() == _read(tmp_path, PHI_2).num_params()
+    error = _refusal(tmp_path, {**PHI_2, "hidden_act": "silu"})
+    assert (error.field, error.value) == ("hidden_act", "silu")
+
+
 @pytest.mark.parametrize(
     ("config", "field", "value", "rule"),
     [
+        ({**PHI_2, "qk_layernorm": True}, "qk_layernorm", True, "not modelled: LayerNorms on the queries and keys"),
         ({**GPT2, "add_cross_attention": True}, "add_cross_attention", True, "not modelled: cross-attention layers"),
         (
             {**PYTHIA_1_4B, "attention_bias": False},
