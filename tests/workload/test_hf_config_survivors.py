@@ -14,7 +14,22 @@ import pytest
 from clustersim.errors import CatalogFileError
 from clustersim.workload.hf import read_hf_config
 from clustersim.workload.transformer import Transformer
-from tests.workload.hf_configs import GPT2, LLAMA3_8B, PHI_2, PYTHIA_1_4B
+from tests.workload.hf_configs import (
+    DEEPSEEK_V3,
+    FALCON_7B,
+    FALCON_40B,
+    GEMMA2_9B,
+    GEMMA3_1B,
+    GEMMA_7B,
+    GPT2,
+    LLAMA3_8B,
+    PHI_2,
+    PYTHIA_1_4B,
+    QWEN2_7B,
+    QWEN3_8B,
+    QWEN3_30B_A3B,
+    QWEN15_MOE,
+)
 
 
 def _read(tmp_path: Path, config: dict[str, Any]) -> Transformer:
@@ -59,9 +74,102 @@ def test_phi_defaults_to_gelu_new_and_untied_embeddings(tmp_path: Path) -> None:
     assert (error.field, error.value) == ("hidden_act", "silu")
 
 
+# ---- Falcon's two decoder architectures, Llama's and DeepSeek's defaults ------------------------------------------
+def test_falcon_reads_transformers_defaults_for_what_its_config_leaves_out(tmp_path: Path) -> None:
+    """FalconConfig's defaults: the old decoder (one KV head, attention and MLP in parallel after one LayerNorm),
+    no biases, tied embeddings, a 4h MLP and 2,048 positions."""
+    bare = _without(FALCON_7B, "multi_query", "parallel_attn", "new_decoder_architecture", "bias")
+    falcon = _read(tmp_path, bare)
+    assert (falcon.kv_heads, falcon.layer_norms, falcon.linear_bias, falcon.tied_embeddings) == (1, 1, False, True)
+    assert (falcon.ffn_hidden, falcon.seq_len, falcon.max_context_tokens) == (4 * 4544, 2048, 2048)
+
+
+def test_falcon_reads_each_field_it_is_given(tmp_path: Path) -> None:
+    stated = {**FALCON_7B, "multi_query": False, "parallel_attn": False, "bias": True, "tie_word_embeddings": False}
+    falcon = _read(tmp_path, {**stated, "ffn_hidden_size": 10000, "max_position_embeddings": 4096})
+    assert (falcon.kv_heads, falcon.layer_norms, falcon.linear_bias, falcon.tied_embeddings) == (71, 2, True, False)
+    assert (falcon.ffn_hidden, falcon.seq_len) == (10000, 4096)
+
+
+def test_falcon_new_decoder_reads_its_kv_heads_under_either_name_and_its_norms(tmp_path: Path) -> None:
+    old_name = {**_without(FALCON_40B, "num_kv_heads"), "n_head_kv": 16}
+    assert _read(tmp_path, old_name).kv_heads == 16  # the name before transformers 4.33
+    assert _read(tmp_path, _without(FALCON_40B, "num_kv_heads")).kv_heads == 128  # absent: one a query head
+    assert _read(tmp_path, {**FALCON_40B, "num_ln_in_parallel_attn": 1}).layer_norms == 1
+    assert _read(tmp_path, FALCON_40B).layer_norms == 2
+
+
+def test_llama_and_deepseek_default_to_silu_and_untied_embeddings(tmp_path: Path) -> None:
+    llama = _read(tmp_path, _without(LLAMA3_8B, "hidden_act", "tie_word_embeddings"))
+    assert llama.tied_embeddings is False and llama.num_params() == _read(tmp_path, LLAMA3_8B).num_params()
+    bare = _without(DEEPSEEK_V3, "hidden_act", "tie_word_embeddings", "num_key_value_heads", "max_position_embeddings")
+    deepseek = _read(tmp_path, bare)
+    assert (deepseek.tied_embeddings, deepseek.kv_heads, deepseek.seq_len) == (False, 128, 2048)
+    error = _refusal(tmp_path, {**DEEPSEEK_V3, "hidden_act": "gelu"})
+    assert (error.field, error.value) == ("hidden_act", "gelu")
+
+
+# ---- Gemma's windows, Qwen's windows, head size and experts ----------------------------------------------------
+def test_gemma_windows_follow_transformers_layer_rules_on_any_layer_count(tmp_path: Path) -> None:
+    """Gemma 2 slides on even layers from layer 0 (``not layer_idx % 2``): 2 of 3 layers. Gemma 3 attends globally
+    on every sixth layer (``(i + 1) % 6 == 0``): none of 5 layers, one of 7."""
+    assert _read(tmp_path, {**GEMMA2_9B, "num_hidden_layers": 3}).window_layers == 2
+    assert _read(tmp_path, {**GEMMA3_1B, "num_hidden_layers": 5}).window_layers == 5
+    assert _read(tmp_path, {**GEMMA3_1B, "num_hidden_layers": 7}).window_layers == 6
+
+
+def test_gemma_reads_hidden_activation_before_hidden_act_and_defaults_to_the_tanh_gelu(tmp_path: Path) -> None:
+    error = _refusal(tmp_path, {**GEMMA_7B, "hidden_activation": "silu"})
+    assert (error.field, error.value) == ("hidden_activation", "silu")
+    assert _read(tmp_path, _without(GEMMA_7B, "hidden_act")).num_params() == _read(tmp_path, GEMMA_7B).num_params()
+
+
+def test_qwen_defaults_no_window_untied_embeddings_and_qwen3s_head_of_128(tmp_path: Path) -> None:
+    bare = _without(QWEN2_7B, "use_sliding_window", "tie_word_embeddings", "hidden_act")
+    qwen2 = _read(tmp_path, {**bare, "max_window_layers": 10, "sliding_window": 4096})  # a window stated, not used
+    assert (qwen2.window_layers, qwen2.tied_embeddings) == (0, False)
+    assert _read(tmp_path, _without(QWEN3_30B_A3B, "head_dim")).head_dim == 128  # not hidden / heads = 64
+
+
+def test_qwen_windows_the_layers_from_max_window_layers_all_of_them_from_zero(tmp_path: Path) -> None:
+    windowed = {**QWEN2_7B, "use_sliding_window": True, "sliding_window": 4096}
+    assert _read(tmp_path, {**windowed, "max_window_layers": 0}).window_layers == 28
+    assert _read(tmp_path, {**windowed, "max_window_layers": 20}).window_layers == 8
+    assert _read(tmp_path, _without(windowed, "max_window_layers")).window_layers == 0  # from the last: none
+
+
+def test_qwen_moe_steps_and_leading_dense_layers_at_their_edges(tmp_path: Path) -> None:
+    every = _read(tmp_path, QWEN3_30B_A3B)
+    assert _read(tmp_path, _without(QWEN3_30B_A3B, "decoder_sparse_step")).num_params() == every.num_params()
+    last_only = _read(tmp_path, {**QWEN3_30B_A3B, "decoder_sparse_step": 48})  # only layer 47 holds experts
+    assert last_only.moe_layers == 1
+    error = _refusal(tmp_path, {**QWEN3_30B_A3B, "mlp_only_layers": list(range(48))})
+    assert (error.field, error.rule) == (
+        "mlp_only_layers",
+        "not modelled unless the leading layers 0, 1, ... (or none)",
+    )
+    no_shared = _read(tmp_path, {**QWEN15_MOE, "shared_expert_intermediate_size": 0})
+    assert no_shared.moe is not None and no_shared.moe.shared_experts == 0
+
+
 @pytest.mark.parametrize(
     ("config", "field", "value", "rule"),
     [
+        (
+            {**QWEN3_8B, "attention_bias": True},
+            "attention_bias",
+            True,
+            "not modelled: biases on the attention projections",
+        ),
+        ({**QWEN3_8B, "mlp_bias": True}, "mlp_bias", True, "not modelled: biases on the MLP"),
+        ({**FALCON_7B, "alibi": True}, "alibi", True, "not modelled: ALiBi positions (Falcon-RW)"),
+        (
+            {**DEEPSEEK_V3, "attention_bias": True},
+            "attention_bias",
+            True,
+            "not modelled: biases on the attention projections",
+        ),
+        ({**DEEPSEEK_V3, "num_key_value_heads": 8}, "num_key_value_heads", 8, "latent attention has 128 (heads)"),
         ({**PHI_2, "qk_layernorm": True}, "qk_layernorm", True, "not modelled: LayerNorms on the queries and keys"),
         ({**GPT2, "add_cross_attention": True}, "add_cross_attention", True, "not modelled: cross-attention layers"),
         (
