@@ -30,6 +30,7 @@ from tests.workload.hf_configs import (
     QWEN3_30B_A3B,
     QWEN15_MOE,
 )
+from tests.workload.hf_configs_2025 import GLM_45
 
 
 def _read(tmp_path: Path, config: dict[str, Any]) -> Transformer:
@@ -152,9 +153,39 @@ def test_qwen_moe_steps_and_leading_dense_layers_at_their_edges(tmp_path: Path) 
     assert no_shared.moe is not None and no_shared.moe.shared_experts == 0
 
 
+# ---- DeepSeek-style experts (DeepSeek, Kimi, GLM) -------------------------------------------------------------
+def test_glm_and_deepseek_experts_default_to_one_group_no_shared_expert_no_dense_layer_and_no_mtp(
+    tmp_path: Path,
+) -> None:
+    unstated = ("attention_bias", "use_qk_norm", "tie_word_embeddings", "hidden_act", "n_group", "topk_group")
+    bare = _without(GLM_45, *unstated, "n_shared_experts", "first_k_dense_replace", "num_nextn_predict_layers")
+    glm = _read(tmp_path, bare)
+    assert glm.moe is not None
+    assert (glm.qkv_bias, glm.qk_norm, glm.tied_embeddings) == (False, False, False)
+    assert (glm.moe.groups, glm.moe.group_top_k, glm.moe.shared_experts) == (1, None, 0)
+    assert (glm.dense_layers, glm.mtp_layers, glm.ffn_hidden) == (0, 0, 1536)  # every layer's MLP is the experts
+    no_shared = _read(tmp_path, {**GLM_45, "n_shared_experts": 0})
+    assert no_shared.moe is not None and no_shared.moe.shared_experts == 0
+
+
+def test_two_expert_groups_keep_their_top_groups(tmp_path: Path) -> None:
+    two = _read(tmp_path, {**DEEPSEEK_V3, "n_group": 2, "topk_group": 1})
+    assert two.moe is not None and (two.moe.groups, two.moe.group_top_k) == (2, 1)
+
+
+@pytest.mark.parametrize("factor", [0, True, 1.5, "half"])
+def test_glm_refuses_a_rotary_share_outside_zero_to_one(tmp_path: Path, factor: object) -> None:
+    error = _refusal(tmp_path, {**GLM_45, "partial_rotary_factor": factor})
+    assert (error.field, error.value) == ("partial_rotary_factor", factor)
+    assert error.rule == "a number above 0 and at most 1 (the rotary share of a head)"
+
+
 @pytest.mark.parametrize(
     ("config", "field", "value", "rule"),
     [
+        ({**GLM_45, "mlp_bias": True}, "mlp_bias", True, "not modelled: biases on the MLP"),
+        ({**DEEPSEEK_V3, "moe_layer_freq": 2}, "moe_layer_freq", 2, "not modelled: experts on every layer (1)"),
+        ({**DEEPSEEK_V3, "n_group": 1, "topk_group": 2}, "topk_group", 2, "1 when n_group is 1 (no expert groups)"),
         (
             {**QWEN3_8B, "attention_bias": True},
             "attention_bias",
