@@ -180,42 +180,34 @@ def test_glm_refuses_a_rotary_share_outside_zero_to_one(tmp_path: Path, factor: 
     assert error.rule == "a number above 0 and at most 1 (the rotary share of a head)"
 
 
-@pytest.mark.parametrize(
-    ("config", "field", "value", "rule"),
-    [
-        ({**GLM_45, "mlp_bias": True}, "mlp_bias", True, "not modelled: biases on the MLP"),
-        ({**DEEPSEEK_V3, "moe_layer_freq": 2}, "moe_layer_freq", 2, "not modelled: experts on every layer (1)"),
-        ({**DEEPSEEK_V3, "n_group": 1, "topk_group": 2}, "topk_group", 2, "1 when n_group is 1 (no expert groups)"),
-        (
-            {**QWEN3_8B, "attention_bias": True},
-            "attention_bias",
-            True,
-            "not modelled: biases on the attention projections",
-        ),
-        ({**QWEN3_8B, "mlp_bias": True}, "mlp_bias", True, "not modelled: biases on the MLP"),
-        ({**FALCON_7B, "alibi": True}, "alibi", True, "not modelled: ALiBi positions (Falcon-RW)"),
-        (
-            {**DEEPSEEK_V3, "attention_bias": True},
-            "attention_bias",
-            True,
-            "not modelled: biases on the attention projections",
-        ),
-        ({**DEEPSEEK_V3, "num_key_value_heads": 8}, "num_key_value_heads", 8, "latent attention has 128 (heads)"),
-        ({**PHI_2, "qk_layernorm": True}, "qk_layernorm", True, "not modelled: LayerNorms on the queries and keys"),
-        ({**GPT2, "add_cross_attention": True}, "add_cross_attention", True, "not modelled: cross-attention layers"),
-        (
-            {**PYTHIA_1_4B, "attention_bias": False},
-            "attention_bias",
-            False,
-            "not modelled: a GPT-NeoX without attention biases (its MLP keeps them)",
-        ),
-    ],
-)
-def test_an_option_the_count_does_not_model_is_refused_with_its_whole_rule(
-    tmp_path: Path, config: dict[str, Any], field: str, value: object, rule: str
-) -> None:
-    error = _refusal(tmp_path, config)
-    assert (error.field, error.value, error.rule) == (field, value, rule)
+OPTION_REFUSALS = [  # (config, field, value, rule)
+    ({**GLM_45, "mlp_bias": True}, "mlp_bias", True, "not modelled: biases on the MLP"),
+    ({**DEEPSEEK_V3, "moe_layer_freq": 2}, "moe_layer_freq", 2, "not modelled: experts on every layer (1)"),
+    ({**DEEPSEEK_V3, "n_group": 1, "topk_group": 2}, "topk_group", 2, "1 when n_group is 1 (no expert groups)"),
+    (
+        {**QWEN3_8B, "attention_bias": True},
+        "attention_bias",
+        True,
+        "not modelled: biases on the attention projections",
+    ),
+    ({**QWEN3_8B, "mlp_bias": True}, "mlp_bias", True, "not modelled: biases on the MLP"),
+    ({**FALCON_7B, "alibi": True}, "alibi", True, "not modelled: ALiBi positions (Falcon-RW)"),
+    (
+        {**DEEPSEEK_V3, "attention_bias": True},
+        "attention_bias",
+        True,
+        "not modelled: biases on the attention projections",
+    ),
+    ({**DEEPSEEK_V3, "num_key_value_heads": 8}, "num_key_value_heads", 8, "latent attention has 128 (heads)"),
+    ({**PHI_2, "qk_layernorm": True}, "qk_layernorm", True, "not modelled: LayerNorms on the queries and keys"),
+    ({**GPT2, "add_cross_attention": True}, "add_cross_attention", True, "not modelled: cross-attention layers"),
+    (
+        {**PYTHIA_1_4B, "attention_bias": False},
+        "attention_bias",
+        False,
+        "not modelled: a GPT-NeoX without attention biases (its MLP keeps them)",
+    ),
+]
 
 
 # ---- compressed-tensors groups ------------------------------------------------------------------------------
@@ -258,54 +250,60 @@ def test_compressed_tensors_groups_of_one_width_read_as_one(tmp_path: Path) -> N
     assert quantization is not None and (quantization.bits, quantization.group_size) == (4, 128)
 
 
-@pytest.mark.parametrize(
-    ("config", "field", "value", "rule"),
-    [
-        (
-            _compressed(W4_GROUP, {**W4_GROUP, "num_bits": 8}),
-            "quantization_config.config_groups",
-            [(4, 128, False), (8, 128, False)],
-            "not modelled: groups stored at different widths",
-        ),
-        (
-            _compressed(W4_GROUP, {**W4_GROUP, "symmetric": False}),
-            "quantization_config.config_groups",
-            [(4, 128, False), (4, 128, True)],
-            "not modelled: groups stored at different widths",
-        ),
-        (
-            _with_groups({}),
-            "quantization_config.config_groups",
-            {},
-            "a JSON object of groups, each with its weights' num_bits",
-        ),
-        (
-            _with_groups([W4_GROUP]),
-            "quantization_config.config_groups",
-            [W4_GROUP],
-            "a JSON object of groups, each with its weights' num_bits",
-        ),
-        (
-            _with_groups({"g": {"weights": 4}}),
-            "quantization_config.config_groups.g.weights",
-            4,
-            "a JSON object with num_bits",
-        ),
-        (
-            _with_groups({"g": 4}),
-            "quantization_config.config_groups.g.weights",
-            None,
-            "a JSON object with num_bits",
-        ),
-        (
-            _compressed({**W4_GROUP, "num_bits": 2}),
-            "quantization_config.config_groups.group_0.weights.num_bits",
-            2,
-            "clustersim prices 4- or 8-bit weights",
-        ),
-    ],
-)
-def test_compressed_tensors_refusals_name_the_group_field_value_and_rule(
+GROUP_REFUSALS = [  # (config, field, value, rule)
+    (
+        _compressed(W4_GROUP, {**W4_GROUP, "num_bits": 8}),
+        "quantization_config.config_groups",
+        [(4, 128, False), (8, 128, False)],
+        "not modelled: groups stored at different widths",
+    ),
+    (
+        _compressed(W4_GROUP, {**W4_GROUP, "symmetric": False}),
+        "quantization_config.config_groups",
+        [(4, 128, False), (4, 128, True)],
+        "not modelled: groups stored at different widths",
+    ),
+    (
+        _with_groups({}),
+        "quantization_config.config_groups",
+        {},
+        "a JSON object of groups, each with its weights' num_bits",
+    ),
+    (
+        _with_groups([W4_GROUP]),
+        "quantization_config.config_groups",
+        [W4_GROUP],
+        "a JSON object of groups, each with its weights' num_bits",
+    ),
+    (
+        _with_groups({"g": {"weights": 4}}),
+        "quantization_config.config_groups.g.weights",
+        4,
+        "a JSON object with num_bits",
+    ),
+    (
+        _with_groups({"g": 4}),
+        "quantization_config.config_groups.g.weights",
+        None,
+        "a JSON object with num_bits",
+    ),
+    (
+        {**LLAMA3_8B, "quantization_config": "gptq"},
+        "quantization_config",
+        "gptq",
+        "a JSON object with quant_method",
+    ),
+    (
+        _compressed({**W4_GROUP, "num_bits": 2}),
+        "quantization_config.config_groups.group_0.weights.num_bits",
+        2,
+        "clustersim prices 4- or 8-bit weights",
+    ),
+]
+
+
+@pytest.mark.parametrize(("config", "field", "value", "rule"), OPTION_REFUSALS + GROUP_REFUSALS)
+def test_a_refusal_names_its_field_value_and_whole_rule(
     tmp_path: Path, config: dict[str, Any], field: str, value: object, rule: str
 ) -> None:
     error = _refusal(tmp_path, config)
