@@ -22,9 +22,9 @@ class Config:
     def __init__(self, path: str, data: dict[str, Any], prefix: str = "", defaults: dict[str, Any] | None = None):
         self.path, self.data, self.prefix, self.defaults = path, data, prefix, defaults or {}
 
-    def fail(self, key: str | None, value: object, rule: str) -> CatalogFileError:
+    def fail(self, key: str, value: object, rule: str) -> CatalogFileError:
         """The error for ``key`` (shown with the text config's prefix)."""
-        return CatalogFileError(self.path, None, None if key is None else self.prefix + key, value, rule)
+        return CatalogFileError(self.path, None, self.prefix + key, value, rule)
 
     def raw(self, key: str) -> Any:
         """The value, the family default when absent, or None; JSON null counts as absent."""
