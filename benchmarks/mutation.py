@@ -644,6 +644,8 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
     "contention": ["tests/training/test_contention_survivors.py", "tests/training/test_background.py"],
     "request_sim": SIMULATOR_TESTS[:2],  # the survivor tests and the simulator's own
     "request_steps": SIMULATOR_TESTS[:2],
+    "hf_config": ["tests/workload/test_hf_config_survivors.py", "tests/workload/test_hf.py"],
+    "request_report": ["tests/serving/test_request_report.py", "tests/serving/test_simulate_inputs.py"],
     "request_sets": ["tests/serving/test_request_sets_survivors.py", "tests/serving/test_datasets.py"],
     "network_cost": [  # the NeuronLink tests reach the torus's shape, which the group's first selection left out
         "tests/network/test_network_cost_survivors.py",
