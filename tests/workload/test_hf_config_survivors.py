@@ -30,7 +30,7 @@ from tests.workload.hf_configs import (
     QWEN3_30B_A3B,
     QWEN15_MOE,
 )
-from tests.workload.hf_configs_2025 import GLM_45
+from tests.workload.hf_configs_2025 import GLM_45, GPT_OSS_20B
 
 
 def _read(tmp_path: Path, config: dict[str, Any]) -> Transformer:
@@ -180,7 +180,58 @@ def test_glm_refuses_a_rotary_share_outside_zero_to_one(tmp_path: Path, factor: 
     assert error.rule == "a number above 0 and at most 1 (the rotary share of a head)"
 
 
+# ---- YaRN's attention factor and gpt-oss ------------------------------------------------------------------------
+def _yarn(**scaling: object) -> dict[str, Any]:
+    return {**LLAMA3_8B, "rope_scaling": {"rope_type": "yarn", "original_max_position_embeddings": 8192, **scaling}}
+
+
+@pytest.mark.parametrize(
+    ("scaling", "concentration"),
+    [
+        ({"factor": 2.0}, 1.0693),  # 0.1 ln 2 + 1, to four digits
+        ({"factor": 1.0}, 1.0),  # no stretch, no factor
+        ({"factor": 32.0, "mscale": 2.0}, 1.3466),  # one mscale alone: as none
+        ({"factor": 32.0, "mscale": 1.0, "mscale_all_dim": 0.5}, 1.1477),  # (0.1 ln 32 + 1) / (0.05 ln 32 + 1)
+        ({"factor": 32.0, "mscale": 0.0, "mscale_all_dim": 1.0}, 1.3466),  # a zero mscale: as none
+        ({"factor": 4.0, "attention_factor": 1.0}, 1.0),  # given: taken as it is, from just above 0
+        ({"factor": 4.0, "attention_factor": 10}, 10.0),  # to 10
+    ],
+)
+def test_yarns_cos_and_sin_factor_is_transformers_own(tmp_path: Path, scaling: dict[str, Any], concentration: float):
+    assert _read(tmp_path, _yarn(**scaling)).rope_concentration == concentration
+    old_key = {**LLAMA3_8B, "rope_scaling": {"type": "yarn", "original_max_position_embeddings": 8192, **scaling}}
+    assert _read(tmp_path, old_key).rope_concentration == concentration  # the name before rope_type
+
+
+def test_gpt_oss_defaults_and_edges(tmp_path: Path) -> None:
+    bare = _without(GPT_OSS_20B, "hidden_act", "tie_word_embeddings", "initial_context_length", "layer_types")
+    oss = _read(tmp_path, {**bare, "num_hidden_layers": 3})
+    assert (oss.tied_embeddings, oss.seq_len, oss.window_layers) == (False, 8192, 2)  # layers 0 and 2 slide
+    at_context = _read(tmp_path, {**GPT_OSS_20B, "initial_context_length": 131072, "swiglu_limit": 0.5})
+    assert at_context.seq_len == 131072  # trained on the whole context it covers
+    assert _read(tmp_path, _without(GPT_OSS_20B, "quantization_config")).quantization is None
+
+
 OPTION_REFUSALS = [  # (config, field, value, rule)
+    (_yarn(factor=4.0, attention_factor=0), "rope_scaling.attention_factor", 0, "a number above 0, at most 10"),
+    (_yarn(factor=4.0, attention_factor=10.5), "rope_scaling.attention_factor", 10.5, "a number above 0, at most 10"),
+    (_yarn(factor=4.0, mscale=-1), "rope_scaling.mscale", -1, "a number of at least 0, or null"),
+    (_yarn(factor=4.0, mscale_all_dim=True), "rope_scaling.mscale_all_dim", True, "a number of at least 0, or null"),
+    *(
+        (
+            {**GPT_OSS_20B, "swiglu_limit": limit},
+            "swiglu_limit",
+            limit,
+            "a positive number (the clamp on the SwiGLU's inputs), or null",
+        )
+        for limit in (0, -1.0, True, "7")
+    ),
+    (
+        {**GPT_OSS_20B, "attention_bias": False},
+        "attention_bias",
+        False,
+        "not modelled: gpt-oss without attention biases (its experts keep theirs)",
+    ),
     ({**GLM_45, "mlp_bias": True}, "mlp_bias", True, "not modelled: biases on the MLP"),
     ({**DEEPSEEK_V3, "moe_layer_freq": 2}, "moe_layer_freq", 2, "not modelled: experts on every layer (1)"),
     ({**DEEPSEEK_V3, "n_group": 1, "topk_group": 2}, "topk_group", 2, "1 when n_group is 1 (no expert groups)"),
