@@ -105,7 +105,7 @@ def test_a_constant_one_source_alone_informs_is_held_at_its_prior_when_that_sour
     tmp_path: Path, catalog: Catalog
 ) -> None:
     # BF16 Hopper cases from two sources and Megatron-Bridge's FP8 MoE rows: only those depend on
-    # expert_gemm_s and on fp8_efficiency_ratio.
+    # fp8_efficiency_ratio (and on expert_gemm_s, which Hopper holds at a prior read off other sources).
     rows = _rows("training.jsonl", 2, lambda c: c.id.startswith("mcore080"))
     rows += _rows("training.jsonl", 2, lambda c: c.id.startswith("llmfoundry") and "h100" in c.id and "bf16" in c.id)
     rows += _rows("training.jsonl", 2, lambda c: c.id.startswith("mbridge_") and c.model.moe is not None)
@@ -114,12 +114,9 @@ def test_a_constant_one_source_alone_informs_is_held_at_its_prior_when_that_sour
     by_source = {r.source: r for r in result.sources}
     bridge = by_source["NVIDIA-NeMo/Megatron-Bridge"]
     held_at = {h.constant: h.value for h in bridge.held_at_prior}
-    assert held_at == {
-        "hopper.expert_gemm_s": TRAINING_PRIORS["expert_gemm_s"][0],
-        "hopper.fp8_efficiency_ratio": TRAINING_PRIORS["fp8_efficiency_ratio"][0],
-    }
-    assert "hopper.expert_gemm_s" in bridge.note
-    assert efficiency_table()["hopper"].expert_gemm_s != TRAINING_PRIORS["expert_gemm_s"][0]
+    assert held_at == {"hopper.fp8_efficiency_ratio": TRAINING_PRIORS["fp8_efficiency_ratio"][0]}
+    assert "hopper.fp8_efficiency_ratio" in bridge.note and "expert_gemm_s" not in bridge.note
+    assert efficiency_table()["hopper"].fp8_efficiency_ratio != TRAINING_PRIORS["fp8_efficiency_ratio"][0]
     # With nothing refitted, only the priors move Megatron-Bridge's predictions.
     held = [c for c in result.cases if c.source == bridge.source]
     assert len(held) == 2 and all(c.held_out is not None and c.held_out != c.shipped for c in held)

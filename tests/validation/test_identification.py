@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from clustersim.catalog.registry import Catalog, load_catalog
-from clustersim.validation.cases import bundled_dir, read_cases
+from clustersim.validation.cases import project_dir, read_cases
 from clustersim.validation.identification import MIN_SOURCES, Identification, identify, unidentified
 from clustersim.validation.software_spec import SOFTWARE
 from clustersim.validation.specs import SPECS
@@ -39,10 +37,10 @@ def test_an_exemption_that_is_no_longer_needed_is_not_kept(catalog: Catalog) -> 
 
 
 def test_one_source_without_an_exemption_is_reported(catalog: Catalog) -> None:
-    # Only Megatron-Bridge's MoE rows depend on the per-expert cost; without them nothing informs it.
-    cases = [c for c in read_cases(Path(bundled_dir()) / "training.jsonl") if c.id.startswith("mbridge_")]
+    # Given Megatron-Bridge's Blackwell rows alone, one source informs each Blackwell constant.
+    cases = [c for c in read_cases(project_dir() / "training.jsonl") if c.id.startswith("mbridge2")]
     found = {i.constant: i for i in identify(SPECS["training"], catalog, cases)}
-    assert found["hopper.expert_gemm_s"].sources == {"NVIDIA-NeMo/Megatron-Bridge"}
+    assert found["blackwell.step_s"].sources == {"NVIDIA-NeMo/Megatron-Bridge"}
     bare = Identification("x.y", frozenset({"one"}), None)
     assert unidentified([bare, Identification("x.z", frozenset({"a", "b"}), None)]) == [bare]
     assert Identification("x.y", frozenset({"one"}), "why").identified

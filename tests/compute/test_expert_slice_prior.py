@@ -1,0 +1,61 @@
+"""Hopper's cost per FP8 expert slice is a prior read off other sources' runs (``efficiency.toml``,
+``hopper.prior.expert_gemm_s``): the Blackwell FP8 MoE runs outside Megatron-Bridge, with the packaged Blackwell
+constants, are predicted best near it. This repeats that one-parameter scan: a step is linear in the slice cost
+(the cost is paid per slice), so two estimates per run give its prediction at every value."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from clustersim.catalog import load_catalog
+from clustersim.compute.efficiency import efficiency_table
+from clustersim.compute.precision import QUANTIZED_FORMATS
+from clustersim.validation.cases import default_case_files, primary_field, read_all, source_key
+from clustersim.validation.training import case_value, estimate_case
+
+MEGATRON_BRIDGE = "NVIDIA-NeMo/Megatron-Bridge"
+SCAN_S = np.geomspace(4e-6, 1e-4, 121)
+
+
+@pytest.fixture(scope="module")
+def runs() -> list[tuple[float, float, float, bool]]:
+    """Per run: its measured value over the one predicted without slice costs, its step without them, the step's
+    seconds per second of slice cost, and whether the field is a time (else a rate)."""
+    catalog, table = load_catalog(use_env=False), efficiency_table(use_env=False)
+    found = []
+    for case in read_all([path for _, path in default_case_files()]):
+        if case.kind != "training" or case.model is None or case.model.moe is None:
+            continue
+        if case.precision not in QUANTIZED_FORMATS or source_key(case.source) == MEGATRON_BRIDGE:
+            continue
+        if catalog.accelerator(case.system.accelerator).family != "blackwell":
+            continue
+        field = primary_field(case)
+        at = {c: {k: v.model_copy(update={"expert_gemm_s": c}) for k, v in table.items()} for c in (0.0, 1e-5)}
+        none, some = (estimate_case(case, catalog, at[c]) for c in (0.0, 1e-5))
+        slope = (some.step_s - none.step_s) / 1e-5
+        if slope > 0:  # runs whose slices cost nothing (fused expert MLPs) say nothing of it
+            ratio = case.measured[field] / case_value(case, none, field)
+            found.append((ratio, none.step_s, slope, field.endswith("_s")))
+    return found
+
+
+def _error(runs: list[tuple[float, float, float, bool]], slice_s: float) -> float:
+    errors = []
+    for ratio, step, slope, is_time in runs:
+        longer = (step + slope * slice_s) / step
+        errors.append(abs(math.log(ratio / longer if is_time else ratio * longer)))
+    return float(np.mean(errors))
+
+
+def test_the_other_sources_blackwell_runs_put_the_slice_cost_near_hoppers_prior(runs):
+    assert len(runs) >= 10
+    errors = [_error(runs, c) for c in SCAN_S]
+    best = float(SCAN_S[int(np.argmin(errors))])
+    prior = efficiency_table(use_env=False)["hopper"].expert_gemm_s
+    assert 25e-6 <= best <= 45e-6 and prior == pytest.approx(best, rel=0.15)
+    assert _error(runs, prior) == pytest.approx(0.071, abs=0.004)
+    assert _error(runs, 4e-6) > _error(runs, prior) + 0.015  # one kernel's cost a slice is too little
