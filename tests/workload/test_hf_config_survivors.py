@@ -31,6 +31,7 @@ from tests.workload.hf_configs import (
     QWEN15_MOE,
 )
 from tests.workload.hf_configs_2025 import GLM_45, GPT_OSS_20B
+from tests.workload.test_context_and_quantization import AWQ_4BIT, FP8_BLOCK, GPTQ_4BIT
 
 
 def _read(tmp_path: Path, config: dict[str, Any]) -> Transformer:
@@ -212,7 +213,104 @@ def test_gpt_oss_defaults_and_edges(tmp_path: Path) -> None:
     assert _read(tmp_path, _without(GPT_OSS_20B, "quantization_config")).quantization is None
 
 
+# ---- the context a config's positions cover, quantized checkpoints, the file's own checks ----------------------
+@pytest.mark.parametrize(
+    ("config", "context"),
+    [
+        (_without(LLAMA3_8B, "max_position_embeddings"), 2048),  # transformers' default
+        ({**LLAMA3_8B, "rope_scaling": {"factor": 4.0}}, 8192),  # no type: the default rope, the stated window
+        ({**LLAMA3_8B, "rope_scaling": {"type": "yarn", "factor": 1}}, 8192),  # factors from 1
+        (
+            {**LLAMA3_8B, "rope_scaling": {"type": "linear", "factor": 1024, "original_max_position_embeddings": 1}},
+            8192,
+        ),
+        (
+            {**LLAMA3_8B, "rope_scaling": {"type": "linear", "factor": 2, "original_max_position_embeddings": 8192}},
+            16384,
+        ),
+    ],
+)
+def test_the_context_a_config_covers_at_its_edges(tmp_path: Path, config: dict[str, Any], context: int) -> None:
+    assert _read(tmp_path, config).max_context_tokens == context
+
+
+@pytest.mark.parametrize(
+    ("quantization", "group_size", "zero_point"),
+    [
+        ({**GPTQ_4BIT, "group_size": 64}, 64, True),  # GPTQ stores a zero point per group whatever sym says
+        (_without(GPTQ_4BIT, "group_size"), 128, True),  # AutoGPTQ's default group
+        ({**GPTQ_4BIT, "group_size": 1}, 1, True),
+        ({**AWQ_4BIT, "zero_point": False}, 128, False),
+        (_without(AWQ_4BIT, "zero_point"), 128, True),
+        ({**FP8_BLOCK, "weight_block_size": [128, 64]}, 128 * 64, False),
+        ({**FP8_BLOCK, "weight_block_size": [1, 1]}, 1, False),
+        (_without(FP8_BLOCK, "weight_block_size"), 0, False),  # per tensor
+    ],
+)
+def test_quantized_checkpoints_read_their_group_and_zero_point(
+    tmp_path: Path, quantization: dict[str, Any], group_size: int, zero_point: bool
+) -> None:
+    found = _read(tmp_path, {**LLAMA3_8B, "quantization_config": quantization}).quantization
+    assert found is not None and (found.group_size, found.zero_point) == (group_size, zero_point)
+
+
+def test_gemma2_takes_its_own_defaults_not_gemma3s(tmp_path: Path) -> None:
+    assert _read(tmp_path, _without(GEMMA2_9B, "sliding_window")).sliding_window == 4096
+    error = _refusal(tmp_path, _without(GEMMA2_9B, "vocab_size"))  # Gemma 3's text defaults would fill it
+    assert (error.field, error.rule) == ("vocab_size", "required field missing from the config")
+    gemma3 = _read(tmp_path, {"model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"]})
+    assert (gemma3.hidden, gemma3.layers, gemma3.vocab) == (2304, 26, 262_208)  # Gemma3TextConfig's
+
+
+def test_the_file_level_refusals_name_what_clustersim_reads(tmp_path: Path) -> None:
+    error = _refusal(tmp_path, {**LLAMA3_8B, "model_type": "mamba"})
+    assert "gemma3" in error.rule and "refinedweb" not in error.rule and "gemma2, gemma3, gemma3_text" in error.rule
+    error = _refusal(tmp_path, {**LLAMA3_8B, "architectures": ["LlamaForConditionalGeneration"]})
+    assert (error.field, error.value) == ("architectures", ["LlamaForConditionalGeneration"])
+    assert error.rule == "a causal language model (a class ending in ForCausalLM, LMHeadModel)"
+    assert _refusal(tmp_path, [1, 2]).rule == "a config.json holds one JSON object"
+
+
 OPTION_REFUSALS = [  # (config, field, value, rule)
+    ({**LLAMA3_8B, "model_type": 5}, "model_type", 5, "must be a string"),
+    ({**LLAMA3_8B, "tie_word_embeddings": "no"}, "tie_word_embeddings", "no", "must be true or false"),
+    (
+        {**LLAMA3_8B, "num_local_experts": 8},
+        "num_local_experts",
+        8,
+        "model_type 'llama' has no experts: write a MoE model_type",
+    ),
+    ({**LLAMA3_8B, "rope_scaling": 4}, "rope_scaling", 4, "a JSON object with rope_type (or type) and factor, or null"),
+    *(
+        (
+            {**LLAMA3_8B, "rope_scaling": {"type": "yarn", "factor": factor}},
+            "rope_scaling.factor",
+            factor,
+            "a number from 1 to 1024",
+        )
+        for factor in (0.5, 1025, True, "2")
+    ),
+    *(
+        (
+            {**LLAMA3_8B, "rope_scaling": {"type": "yarn", "factor": 2, "original_max_position_embeddings": original}},
+            "rope_scaling.original_max_position_embeddings",
+            original,
+            "a whole number of at least 1",
+        )
+        for original in (0, True, 4096.0)
+    ),
+    (
+        {**LLAMA3_8B, "quantization_config": {**FP8_BLOCK, "weight_block_size": [0, 128]}},
+        "quantization_config.weight_block_size",
+        [0, 128],
+        "two whole numbers of at least 1, e.g. [128, 128], or null",
+    ),
+    (
+        {**GEMMA3_1B, "model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"], "text_config": 3},
+        "text_config",
+        3,
+        "a JSON object holding the language model's fields",
+    ),
     (_yarn(factor=4.0, attention_factor=0), "rope_scaling.attention_factor", 0, "a number above 0, at most 10"),
     (_yarn(factor=4.0, attention_factor=10.5), "rope_scaling.attention_factor", 10.5, "a number above 0, at most 10"),
     (_yarn(factor=4.0, mscale=-1), "rope_scaling.mscale", -1, "a number of at least 0, or null"),
