@@ -181,11 +181,10 @@ GROUP_TESTS: dict[str, list[str]] = {
         "tests/serving/test_kv_cache.py",
     ],
     "serving_formats": ["tests/serving", "tests/cli/test_cli_serve.py"],
-    "request_report": [
-        "tests/serving/test_simulate.py",
+    "request_report": [  # not the simulator's own runs (test_simulate.py): minutes a mutant, and no figure counted
+        "tests/serving/test_request_report.py",
         "tests/serving/test_simulate_inputs.py",
         "tests/cli/test_serve_sweep.py",
-        "tests/cli/test_cli_plan_serving.py",
     ],
     "speculative": [
         "tests/serving/test_speculative.py",
