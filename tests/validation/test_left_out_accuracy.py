@@ -23,28 +23,6 @@ SGLANG_RANDOM = (
     "before, a closed loop's requests ended on one step and arrived in waves)"
 )
 KNOWN_MISSES: dict[tuple[str, str], tuple[float, str]] = {
-    ("training", "NVIDIA-NeMo/Megatron-Bridge"): (
-        0.155,
-        "left out, the FP8 cost per expert slice falls to its prior on Hopper; its MoE rows move with the release "
-        "at one layout, and their token dispatcher (alltoall or HybridEP/DeepEP per recipe), expert all-to-all "
-        "overlap and MTP are switches its rows do not record (issues 21 and 22; 0.171 before expert TP 1 became "
-        "Megatron's default); 0.17 before its 12 Blackwell Ultra rows joined (2026-12-03): GB300 runs 12-24% faster "
-        "than GB200 at one layout and release, at the same datasheet BF16/FP8 peaks the model prices it by, and "
-        "its rows are 11-42% slow; 0.20 before the model zoo's GB300 run (predicted within 3.4%) joined the "
-        "Blackwell folds that leave it out (2026-12-03); 0.21 (0.202) until its 26.06 GB300 and B300 MoE rows stated "
-        "their release's recipe settings and 26.06.01's three GB200 MoE runs joined with theirs (FP8 attention, the "
-        "fused grouped expert MLP, HybridEP, expert all-to-all overlap: 0.186; its full-iteration CUDA graphs are "
-        "not priced); 0.19 (0.186) until the flex dispatcher moved each routed row twice and 26.08's eight MoE runs "
-        "joined (2026-12-04: 0.180); raised 0.185 -> 0.19 when a MoE model's routed experts reduced over their "
-        "expert data-parallel group (2026-12-04: 0.188): its EP8 MoE rows on B200 come closer left out (Qwen3-235B "
-        "on 256 B200 -22% -> -15%), its dense NVFP4 and FP8 Llama rows on GB200 and GB300 6-13 points further off, "
-        "by the Blackwell constants its fold refits on NeMo's and the model zoo's runs alone; lowered 0.19 -> 0.17 "
-        "(2026-12-06: 0.164) once its 15 Nemotron 3 Super NVFP4 rows kept their recipe's BF16 layers and ran its "
-        "per-module formats (software.bf16_layers, software.operation_formats; 0.168 before); lowered 0.17 -> 0.155 "
-        "(2026-12-06: 0.150) once Mamba-2's scan ran no faster than the FP32 rate allows on Blackwell "
-        "(clustersim.compute.scan_kernel; 43 of its 49 Blackwell Nemotron 3 rows 1-8 points closer, five B300 Super "
-        "rows 3-4 further)",
-    ),
     ("training", "yanring/Megatron-MoE-ModelZoo"): (
         0.165,
         "its rows count model FLOPs causally, as Megatron-LM logs them since 2025-03 (the case field attention_flops, "
