@@ -8,7 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from clustersim.serving.sim_report import SimulationResult, Slo, over_seeds, percentiles
+from clustersim.errors import ClusterSimError
+from clustersim.serving.rate_grid import parse_rates
+from clustersim.serving.sim_report import SimulationResult, Slo, over_seeds, parse_slo, percentiles
 
 
 def _run(slo: Slo | None = None) -> SimulationResult:
@@ -107,3 +109,21 @@ def test_runs_over_seeds_take_the_median_of_their_counts_and_the_median_prefix_s
     assert merged["goodput"] == {"requests_per_s": 0.8, "fraction": 0.8}
     assert merged["spread"]["goodput"]["fraction"] == [0.7, 0.9]
     assert (merged["steps"], merged["sim_wall_s"]) == (300, 3.0)
+
+
+@pytest.mark.parametrize("text", [" , ", "ttf=2s", "ttft=2parsecs", "ttft=0s", "itl=50ms,tpot=40ms"])
+def test_a_bad_slo_carries_the_whole_text_it_was_given(text):
+    with pytest.raises(ClusterSimError) as found:
+        parse_slo(text, "slo")
+    assert (found.value.field, found.value.value) == ("slo", text)
+
+
+def test_slo_names_are_read_in_any_case():
+    assert parse_slo("TTFT=2s,Tpot=40ms") == Slo(ttft_s=2.0, itl_s=0.04)
+
+
+@pytest.mark.parametrize("text", ["1:x", "8:2", "0,1", "1"])
+def test_a_bad_rate_grid_carries_the_whole_text_it_was_given(text):
+    with pytest.raises(ClusterSimError) as found:
+        parse_rates(text)
+    assert (found.value.field, found.value.value) == ("--rates", text)
