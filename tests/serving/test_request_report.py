@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from clustersim.errors import ClusterSimError
-from clustersim.serving.rate_grid import parse_rates
+from clustersim.serving.rate_grid import MAX_RATES, parse_rates
 from clustersim.serving.sim_report import SimulationResult, Slo, over_seeds, parse_slo, percentiles
+from clustersim.units import MAX_RATE_PER_S
 
 
 def _run(slo: Slo | None = None) -> SimulationResult:
@@ -127,3 +128,10 @@ def test_a_bad_rate_grid_carries_the_whole_text_it_was_given(text):
     with pytest.raises(ClusterSimError) as found:
         parse_rates(text)
     assert (found.value.field, found.value.value) == ("--rates", text)
+
+
+def test_a_rate_grid_holds_the_largest_rate_and_as_many_rates_as_allowed():
+    assert parse_rates(f"1,{MAX_RATE_PER_S}") == [1.0, MAX_RATE_PER_S]
+    assert len(parse_rates(f"1:{MAX_RATES}:1")) == MAX_RATES
+    with pytest.raises(ClusterSimError, match=r"'1:2:3:4' is not a range or a list; use A:B"):
+        parse_rates("1:2:3:4")
