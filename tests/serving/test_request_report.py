@@ -135,3 +135,34 @@ def test_a_rate_grid_holds_the_largest_rate_and_as_many_rates_as_allowed():
     assert len(parse_rates(f"1:{MAX_RATES}:1")) == MAX_RATES
     with pytest.raises(ClusterSimError, match=r"'1:2:3:4' is not a range or a list; use A:B"):
         parse_rates("1:2:3:4")
+
+
+def test_a_two_token_request_has_one_gap_and_the_span_starts_at_the_first_arrival():
+    """Arrivals at 1 and 2 s; two tokens at 1.5 and 1.9 s, three at 2.5, 2.7 and 2.9 s: mean gaps 0.4 and 0.2 s; the
+    span 1 to 2.9 s. An SLO of TTFT 0.49 s and ITL 1 s: the first request meets the ITL bound but not the TTFT one."""
+    run = SimulationResult(
+        arrival_s=np.array([1.0, 2.0]),
+        first_token_s=np.array([1.5, 2.5]),
+        finish_s=np.array([1.9, 2.9]),
+        input_tokens=np.array([10, 10]),
+        output_tokens=np.array([2, 3]),
+        preemptions=np.array([0, 0]),
+        step_s=np.array([0.2]),
+        step_tokens=np.array([1]),
+        resume_gaps_s=np.array([]),
+        steps=3,
+        wall_s=0.0,
+        slo=Slo(ttft_s=0.49, itl_s=1.0),
+    )
+    assert run.request_itl_s == pytest.approx([0.4, 0.2])
+    assert run.duration_s == pytest.approx(1.9)
+    assert run.good().tolist() == [False, False]  # the second's TTFT is 0.5 s
+    assert run.to_json()["tpot_s"]["mean"] == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize(
+    ("text", "why"), [(",", "names no rate"), (",".join(str(r) for r in range(1, 66)), "names 65 rates, more than 64")]
+)
+def test_a_rate_list_with_none_or_too_many_is_refused(text, why):
+    with pytest.raises(ClusterSimError, match=f"{why}; use A:B"):
+        parse_rates(text)
