@@ -1,7 +1,8 @@
 """What mutation testing of the Hugging Face config readers (``workload.hf``, ``hf_fields``, ``hf_limits``,
-``hf_moe``) found unpinned: the defaults a family takes for a field its config leaves out, the field names
-it reads, each refusal's whole rule, and compressed-tensors' groups (their strategy, group size, symmetry and
-the refusal of groups stored at different widths)."""
+``hf_moe``) found unpinned: the defaults a family takes for a field its config leaves out (transformers' own), the
+field names it reads, window rules on odd layer counts, expert layouts at their edges, YaRN's attention factor, the
+context a config covers at its edges, quantized checkpoints' groups and zero points (compressed-tensors' strategy,
+group size, symmetry and mixed widths among them), and each refusal's field, value and whole rule."""
 
 from __future__ import annotations
 
