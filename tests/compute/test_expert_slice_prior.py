@@ -25,6 +25,7 @@ def runs() -> list[tuple[float, float, float, bool]]:
     """Per run: its measured value over the one predicted without slice costs, its step without them, the step's
     seconds per second of slice cost, and whether the field is a time (else a rate)."""
     catalog, table = load_catalog(use_env=False), efficiency_table(use_env=False)
+    at = {c: {k: v.model_copy(update={"expert_gemm_s": c}) for k, v in table.items()} for c in (0.0, 1e-5)}
     found = []
     for case in read_all([path for _, path in default_case_files()]):
         if case.kind != "training" or case.model is None or case.model.moe is None:
@@ -34,7 +35,6 @@ def runs() -> list[tuple[float, float, float, bool]]:
         if catalog.accelerator(case.system.accelerator).family != "blackwell":
             continue
         field = primary_field(case)
-        at = {c: {k: v.model_copy(update={"expert_gemm_s": c}) for k, v in table.items()} for c in (0.0, 1e-5)}
         none, some = (estimate_case(case, catalog, at[c]) for c in (0.0, 1e-5))
         slope = (some.step_s - none.step_s) / 1e-5
         if slope > 0:  # runs whose slices cost nothing (fused expert MLPs) say nothing of it

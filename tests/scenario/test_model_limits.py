@@ -20,10 +20,9 @@ from clustersim.scenario.training import run_training
 from clustersim.serving.engine import serving_system_for_instance
 from clustersim.serving.estimate import Request, estimate_offline
 from clustersim.workload.zoo import load_model
-from tests.workload.hf_configs import LLAMA3_8B
+from tests.workload.hf_configs import GPTQ_4BIT, LLAMA3_8B
 
 runner = CliRunner()
-GPTQ_4BIT = {"bits": 4, "group_size": 128, "desc_act": False, "sym": True, "quant_method": "gptq"}
 
 
 def _training(seq_len: int, beyond: bool = False, model: str = "llama3-8b") -> TrainingScenario:

@@ -1,4 +1,5 @@
-"""Published Hugging Face ``config.json`` files, one per family, for test_hf.py.
+"""Published Hugging Face ``config.json`` files, one per family, and quantization_config blocks, for the tests
+of the config readers.
 
 Fields that change no count (token ids, dropout, rope scaling, dtype) are mostly left out; each file's
 address on the Hub is beside it. The values are the published configs as recalled and checked against
@@ -324,3 +325,19 @@ PHI_3_MINI = {  # https://huggingface.co/microsoft/Phi-3-mini-4k-instruct/blob/m
     "tie_word_embeddings": False,
     "vocab_size": 32064,
 }
+
+# quantization_config blocks as AutoGPTQ, AutoAWQ, llm-compressor (compressed-tensors W4A16) and FP8 block-scaled
+# checkpoints write them (bits, group_size, quant_method; weight_block_size)
+GPTQ_4BIT = {"bits": 4, "group_size": 128, "desc_act": False, "sym": True, "quant_method": "gptq"}
+AWQ_4BIT = {"bits": 4, "group_size": 128, "zero_point": True, "version": "gemm", "quant_method": "awq"}
+W4A16 = {
+    "quant_method": "compressed-tensors",
+    "format": "pack-quantized",
+    "config_groups": {
+        "group_0": {
+            "targets": ["Linear"],
+            "weights": {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group", "group_size": 128},
+        }
+    },
+}
+FP8_BLOCK = {"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3", "weight_block_size": [128, 128]}

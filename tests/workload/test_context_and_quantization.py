@@ -21,7 +21,7 @@ from clustersim.serving.memory import weight_bytes_per_device, weights_note
 from clustersim.workload.hf import read_hf_config
 from clustersim.workload.transformer import Transformer
 from clustersim.workload.zoo import load_model
-from tests.workload.hf_configs import DEEPSEEK_V3, GEMMA3_27B, GPT2, LLAMA3_8B
+from tests.workload.hf_configs import AWQ_4BIT, DEEPSEEK_V3, FP8_BLOCK, GEMMA3_27B, GPT2, GPTQ_4BIT, LLAMA3_8B, W4A16
 
 LLAMA31_8B = {
     **LLAMA3_8B,
@@ -35,19 +35,6 @@ LLAMA31_8B = {
         "rope_type": "llama3",
     },
 }
-GPTQ_4BIT = {"bits": 4, "group_size": 128, "desc_act": False, "sym": True, "quant_method": "gptq"}
-AWQ_4BIT = {"bits": 4, "group_size": 128, "zero_point": True, "version": "gemm", "quant_method": "awq"}
-W4A16 = {
-    "quant_method": "compressed-tensors",
-    "format": "pack-quantized",
-    "config_groups": {
-        "group_0": {
-            "targets": ["Linear"],
-            "weights": {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group", "group_size": 128},
-        }
-    },
-}
-FP8_BLOCK = {"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3", "weight_block_size": [128, 128]}
 
 
 def _read(tmp_path: Path, config: dict[str, Any]) -> Transformer:

@@ -16,13 +16,16 @@ from clustersim.errors import CatalogFileError
 from clustersim.workload.hf import read_hf_config
 from clustersim.workload.transformer import Transformer
 from tests.workload.hf_configs import (
+    AWQ_4BIT,
     DEEPSEEK_V3,
     FALCON_7B,
     FALCON_40B,
+    FP8_BLOCK,
     GEMMA2_9B,
     GEMMA3_1B,
     GEMMA_7B,
     GPT2,
+    GPTQ_4BIT,
     LLAMA3_8B,
     PHI_2,
     PYTHIA_1_4B,
@@ -32,7 +35,6 @@ from tests.workload.hf_configs import (
     QWEN15_MOE,
 )
 from tests.workload.hf_configs_2025 import GLM_45, GPT_OSS_20B
-from tests.workload.test_context_and_quantization import AWQ_4BIT, FP8_BLOCK, GPTQ_4BIT
 
 
 def _read(tmp_path: Path, config: dict[str, Any]) -> Transformer:
