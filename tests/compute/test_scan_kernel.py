@@ -1,6 +1,7 @@
-"""Mamba-2's chunked scan priced at the slower of the share of the 16-bit peak its SSD kernels reach and the same
-multiple of the FP32 rate (vLLM PR #27299's H100 microbenchmark), in a training step and in a serving step; the
-Gated DeltaNet's delta rule as before."""
+"""Mamba-2's chunked scan priced at the slower of the share of the 16-bit peak its SSD kernels reach and a multiple of
+the FP32 rate (vLLM PR #27299's H100 microbenchmark; on Blackwell at the B300's measured share of the H100's rate on
+Triton's chunked kernels, FlashInfer PRs #4078 and #3866), in a training step and in a serving step; the Gated
+DeltaNet's delta rule as before."""
 
 from __future__ import annotations
 
@@ -16,7 +17,14 @@ from clustersim.catalog.registry import load_catalog
 from clustersim.catalog.schema import Dtype
 from clustersim.cli.app import app
 from clustersim.compute.efficiency import efficiency_for
-from clustersim.compute.scan_kernel import SCAN_FP32_RATIO, SCAN_PEAK_FRACTION, fp32_bound_note, scan_seconds
+from clustersim.compute.scan_kernel import (
+    BLACKWELL_SCAN_FP32_RATIO,
+    SCAN_FP32_RATIO,
+    SCAN_PEAK_FRACTION,
+    fp32_bound_note,
+    scan_fp32_ratio,
+    scan_seconds,
+)
 from clustersim.system import system_for_instance
 from clustersim.training.pricing import operation_times
 from clustersim.workload.operation import OpKind
@@ -30,7 +38,7 @@ def test_the_share_is_the_benchmarks_tokens_at_megatrons_scan_count_over_the_h10
     share = SCAN_PEAK_FRACTION
     assert share == pytest.approx(tokens_per_s * 7 * 8192 * 128 / 989e12, rel=1e-3)
     assert share == pytest.approx(0.0917, abs=5e-4)
-    assert float(scan_seconds(7 * 8192 * 128 * 12.35e6, 989e12, np.nan)) == pytest.approx(1.0)
+    assert float(scan_seconds(7 * 8192 * 128 * 12.35e6, 989e12, np.nan, "hopper")) == pytest.approx(1.0)
 
 
 def test_the_fp32_ratio_is_the_benchmarks_rate_over_the_h100s_fp32_and_both_bounds_meet_there() -> None:
@@ -38,9 +46,25 @@ def test_the_fp32_ratio_is_the_benchmarks_rate_over_the_h100s_fp32_and_both_boun
     assert ratio == pytest.approx(12.35e6 * 7 * 8192 * 128 / 67e12, rel=1e-3)
     assert ratio == pytest.approx(1.352, abs=1e-3)
     second = 7 * 8192 * 128 * 12.35e6  # one second of the benchmark's work on an H100
-    assert float(scan_seconds(second, 989e12, 67e12)) == pytest.approx(1.0)
-    assert float(scan_seconds(second, 989e12, np.inf)) == pytest.approx(1.0)  # the tensor share alone
-    assert float(scan_seconds(second, np.inf, 67e12)) == pytest.approx(1.0)  # the FP32 bound alone
+    assert float(scan_seconds(second, 989e12, 67e12, "hopper")) == pytest.approx(1.0)
+    assert float(scan_seconds(second, 989e12, np.inf, "hopper")) == pytest.approx(1.0)  # the tensor share alone
+    assert float(scan_seconds(second, np.inf, 67e12, "hopper")) == pytest.approx(1.0)  # the FP32 bound alone
+    assert scan_fp32_ratio("hopper") == scan_fp32_ratio("ampere") == scan_fp32_ratio("trainium") == ratio
+
+
+def test_blackwell_runs_the_scan_at_the_b300s_measured_share_of_the_h100s_rate() -> None:
+    # FLA's Triton chunked kernels: 2.065, 1.048, 0.531 ms on a B300 where an H100 takes 1.954, 0.997, 0.508
+    share = np.mean([1.954 / 2.065, 0.997 / 1.048, 0.508 / 0.531])
+    assert share == pytest.approx(0.951, abs=1e-3)
+    h100_rate = 12.35e6 * 7 * 8192 * 128
+    assert scan_fp32_ratio("blackwell") == BLACKWELL_SCAN_FP32_RATIO
+    ratio = scan_fp32_ratio("blackwell")
+    assert ratio == pytest.approx(h100_rate * share / 75e12, rel=1e-9)
+    assert ratio == pytest.approx(1.149, abs=1e-3)
+    # a B300 (75 TFLOP/s of FP32) runs one second of the H100 benchmark's work in 1 / 0.951 s, slower than the H100
+    seconds = float(scan_seconds(h100_rate, 2250e12, 75e12, "blackwell"))
+    assert seconds == pytest.approx(1 / share, rel=1e-9)
+    assert seconds > float(scan_seconds(h100_rate, 989e12, 67e12, "hopper"))
 
 
 @given(
@@ -52,12 +76,13 @@ def test_the_scan_takes_the_slower_bound_and_an_unrecorded_fp32_rate_never_binds
     flop: float, peak: float, fp32: float
 ) -> None:
     tensor = flop / (peak * SCAN_PEAK_FRACTION)
-    seconds = float(scan_seconds(flop, peak, fp32))
-    assert seconds >= tensor * (1 - 1e-12)
-    if np.isnan(fp32):
-        assert seconds == pytest.approx(tensor)
-    else:
-        assert seconds == pytest.approx(max(tensor, flop / (fp32 * SCAN_FP32_RATIO)))
+    for family, ratio in (("hopper", SCAN_FP32_RATIO), ("blackwell", BLACKWELL_SCAN_FP32_RATIO)):
+        seconds = float(scan_seconds(flop, peak, fp32, family))
+        assert seconds >= tensor * (1 - 1e-12)
+        if np.isnan(fp32):
+            assert seconds == pytest.approx(tensor)
+        else:
+            assert seconds == pytest.approx(max(tensor, flop / (fp32 * ratio)))
 
 
 def _layer(model_id: str) -> dict[str, object]:
@@ -87,7 +112,7 @@ def test_a_training_step_runs_the_scan_at_that_share_of_the_16_bit_peak() -> Non
 def test_blackwell_runs_the_scan_at_its_fp32_rate_and_trainium_at_its_tensor_share(
     instance: str, fp32_binds: bool | None
 ) -> None:
-    # a B200's tensor rate grew 2.25x over an H100's, its FP32 rate 1.12x: the FP32 bound (101 TFLOP/s) binds;
+    # a B200's tensor rate grew 2.25x over an H100's, its FP32 rate 1.12x: the FP32 bound (86 TFLOP/s) binds;
     # an H100's two bounds meet; a Trainium's FP32 figure is its tensor engine's quarter rate, so its share binds
     system = system_for_instance(load_catalog(), instance, 1)
     scan = _layer("nemotron-3-nano-30b-a3b")["scan"]
@@ -95,13 +120,13 @@ def test_blackwell_runs_the_scan_at_its_fp32_rate_and_trainium_at_its_tensor_sha
     (times,) = operation_times([scan], system, eff, Dtype.BF16)
     clock = system.compute_clock_ratio
     tensor = float(scan.flop[0]) / (system.peak_flop_per_s(Dtype.BF16) * clock * SCAN_PEAK_FRACTION)
-    cores = float(scan.flop[0]) / (system.fp32_flop_per_s * clock * SCAN_FP32_RATIO)
+    cores = float(scan.flop[0]) / (system.fp32_flop_per_s * clock * scan_fp32_ratio(system.accelerator.family))
     assert float(times.forward_s[0]) == pytest.approx(max(tensor, cores))
     if fp32_binds is None:
         assert cores == pytest.approx(tensor, rel=1e-3)
     elif fp32_binds:
-        assert cores > 1.9 * tensor  # 2.25 / (75 / 67)
-        assert float(scan.flop[0]) / float(times.forward_s[0]) / clock == pytest.approx(75e12 * 1.352, rel=1e-3)
+        assert cores > 2.2 * tensor  # 2.25 x 1.352 / (75 / 67 x 1.149)
+        assert float(scan.flop[0]) / float(times.forward_s[0]) / clock == pytest.approx(75e12 * 1.149, rel=1e-3)
     else:
         assert tensor > 2 * cores
 
@@ -172,13 +197,16 @@ def test_a_power_capped_device_slows_both_bounds_of_the_scan_with_its_clock() ->
 
 def test_the_note_names_the_fp32_bound_only_where_it_binds() -> None:
     nano = load_model("nemotron-3-nano-30b-a3b", use_env=False)
-    note = fp32_bound_note(nano, "b200", 2250e12, 75e12)
+    note = fp32_bound_note(nano, "b200", "blackwell", 2250e12, 75e12)
     assert note is not None
-    assert "on b200 run at their FP32 bound, 101 TFLOP/s, not the 206 their share of the 16-bit" in note
-    assert fp32_bound_note(nano, "h100-sxm", 989.4e12, 67e12) is None  # the two bounds meet (within 1%)
-    assert fp32_bound_note(nano, "trainium1", 190e12, 47.5e12) is None  # the tensor share binds
-    assert fp32_bound_note(nano, "gb300", 2500e12, float("nan")) is None  # no FP32 rate recorded
-    assert fp32_bound_note(load_model("qwen3-30b-a3b", use_env=False), "b200", 2250e12, 75e12) is None  # no Mamba-2
+    assert "on b200 run at their FP32 bound, 86 TFLOP/s, not the 206 their share of the 16-bit" in note
+    gb300 = fp32_bound_note(nano, "gb300", "blackwell", 2500e12, 80e12)
+    assert gb300 is not None and "FP32 bound, 92 TFLOP/s, not the 229" in gb300
+    assert fp32_bound_note(nano, "h100-sxm", "hopper", 989.4e12, 67e12) is None  # the two bounds meet (within 1%)
+    assert fp32_bound_note(nano, "trainium1", "trainium", 190e12, 47.5e12) is None  # the tensor share binds
+    assert fp32_bound_note(nano, "gb300", "blackwell", 2500e12, float("nan")) is None  # no FP32 rate recorded
+    qwen = load_model("qwen3-30b-a3b", use_env=False)
+    assert fp32_bound_note(qwen, "b200", "blackwell", 2250e12, 75e12) is None  # no Mamba-2
 
 
 def test_a_training_estimate_of_a_mamba_hybrid_on_blackwell_says_the_fp32_bound_binds() -> None:
@@ -201,6 +229,6 @@ def test_a_serving_estimate_of_a_mamba_hybrid_on_blackwell_says_the_fp32_bound_b
         return [n for n in json.loads(result.output)["notes"] if n.startswith("scan:")]
 
     (note,) = notes("p6-b200.48xlarge", "nemotron-3-nano-30b-a3b")
-    assert "on b200 run at their FP32 bound, 101 TFLOP/s" in note
+    assert "on b200 run at their FP32 bound, 86 TFLOP/s" in note
     assert notes("p5.48xlarge", "nemotron-3-nano-30b-a3b") == []
     assert notes("p6-b200.48xlarge", "qwen3-30b-a3b") == []

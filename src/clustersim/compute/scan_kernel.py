@@ -15,18 +15,22 @@ chunk products (``tl.dot`` over tiles of 64 to 128) use the tensor cores; the cu
 state passing's loop over chunks run on the SM's other units, its shared memory and its latency. Blackwell more than
 doubled the tensor rate (a B200's dense BF16 2.25 PFLOP/s against 0.99) and left the rest of the SM much as it was
 (FP32 75-80 TFLOP/s against 67; "both the SFU count and shared memory bandwidth remains unchanged", FlashAttention-4,
-Zadouri et al. 2026), so the scan runs at the slower of the two rates scaled from the H100's: where the tensor rate
-outgrew the FP32 rate (Blackwell), the FP32 rate binds (a B200's scan 101 TFLOP/s, not 207); where the chip records
-no FP32 rate, the tensor share alone. A Trainium's FP32 figure is its tensor engine's at a quarter of its 16-bit
-rate, so the tensor share binds there. No Blackwell measurement of these kernels is published, but one of their
-kind is: flash-linear-attention's Triton chunked kernels for the Gated DeltaNet take 2.065, 1.048 and 0.531 ms on a
-B300 for 65,536, 32,768 and 16,384 tokens of Qwen3.5's TP8 shapes where an H100 takes 1.954, 0.997 and 0.508 ms
-(FlashInfer pull requests #4078 and #3866, their FLA/Triton columns): Blackwell runs them no faster. The choice is
-made against Megatron-Bridge's held-out Nemotron 3 rows (its 16 Blackwell Nano rows +17.9% too fast on average at the
-tensor share alone, +10.9% at this rate; the H100 rows unchanged). The layer's short convolution, a few percent of
-its FLOPs, runs at the same rate. The Gated DeltaNet's delta rule is still priced as an attention kernel over its
-chunks (``clustersim.workload.ops``), at the tensor peak's share: the same pull requests measure its kernels, whose
-rates are not yet in the model.
+Zadouri et al. 2026), so the scan runs at the slower of the two rates: the tensor share of the chip's peak, or the FP32
+bound, the chip's FP32 rate times the family's measured ratio (``scan_fp32_ratio``). No Blackwell measurement of the
+SSD kernels is published, but one of their kind is: flash-linear-attention's Triton chunked kernels for the Gated
+DeltaNet take 2.065, 1.048 and 0.531 ms on a B300 for 65,536, 32,768 and 16,384 tokens of Qwen3.5's TP8 shapes where
+an H100 takes 1.954, 0.997 and 0.508 ms (FlashInfer pull requests #4078 and #3866, their FLA/Triton columns):
+Blackwell runs Triton's chunked kernels at 0.951 of the H100's rate, not the 1.12 its FP32 rate would give. On
+Blackwell the ratio is therefore the H100's scan rate times 0.951 over the B300's 75 TFLOP/s of FP32 (1.149, where
+the H100's is 1.352): a B200's or B300's scan runs at 86 TFLOP/s, a GB200's or GB300's (80 TFLOP/s of FP32) at 92.
+Other families keep the H100's ratio. Where the chip records no FP32 rate, the tensor share alone binds. A
+Trainium's FP32 figure is its tensor engine's at a quarter of its 16-bit rate, so the tensor share binds there.
+Against Megatron-Bridge's held-out Nemotron 3 rows (its 53 Mamba-2 hybrid runs, Blackwell and H100): mean |log error|
+0.137 at Hopper's ratio on every family, 0.124 at Blackwell's own (the H100 rows unchanged); the tensor share alone
+left the 16 Blackwell Nano rows +17.9% too fast on average. The layer's short convolution, a few percent of its
+FLOPs, runs at the same rate. The Gated DeltaNet's delta rule is still priced as an attention kernel over its chunks
+(``clustersim.workload.ops``), at the tensor peak's share: the same pull requests measure its kernels, whose rates
+are not yet in the model.
 """
 
 from __future__ import annotations
@@ -46,23 +50,36 @@ H100_SCAN_FLOP_PER_S = H100_SCAN_TOKENS_PER_S * H100_SCAN_FLOP_PER_TOKEN
 SCAN_PEAK_FRACTION = H100_SCAN_FLOP_PER_S / H100_BF16_DENSE_FLOP_PER_S
 """The share of the 16-bit dense peak Mamba-2's chunked scan reaches (0.092)."""
 SCAN_FP32_RATIO = H100_SCAN_FLOP_PER_S / H100_FP32_FLOP_PER_S
-"""The scan's counted FLOPs a second over the chip's FP32 rate (1.35)."""
+"""The scan's counted FLOPs a second over the chip's FP32 rate on an H100 (1.35), and on every family but Blackwell."""
+FLA_H100_MS = (1.954, 0.997, 0.508)  # FlashInfer PRs #4078 and #3866: FLA's Triton chunked kernels at 64K, 32K, 16K
+FLA_B300_MS = (2.065, 1.048, 0.531)  # the same kernels and shapes on a B300
+BLACKWELL_TRITON_RATE_RATIO = sum(h / b for h, b in zip(FLA_H100_MS, FLA_B300_MS, strict=True)) / len(FLA_H100_MS)
+"""A B300's rate over an H100's on Triton's chunked kernels (0.951)."""
+B300_FP32_FLOP_PER_S = 75e12  # the catalog's b300 FP32 (glennklockwood.com B300 page: 75 TFLOPS)
+BLACKWELL_SCAN_FP32_RATIO = H100_SCAN_FLOP_PER_S * BLACKWELL_TRITON_RATE_RATIO / B300_FP32_FLOP_PER_S
+"""The scan's counted FLOPs a second over the chip's FP32 rate on Blackwell (1.149): the H100's scan rate at the
+B300's measured share of it, over the B300's FP32 rate."""
+
+
+def scan_fp32_ratio(family: str) -> float:
+    """The scan's FLOPs a second over the FP32 rate on a chip of ``family``: Blackwell's own, else the H100's."""
+    return BLACKWELL_SCAN_FP32_RATIO if family == "blackwell" else SCAN_FP32_RATIO
 
 
 def scan_seconds(
-    flop: npt.ArrayLike, peak_16bit_flop_per_s: npt.ArrayLike, fp32_flop_per_s: npt.ArrayLike
+    flop: npt.ArrayLike, peak_16bit_flop_per_s: npt.ArrayLike, fp32_flop_per_s: npt.ArrayLike, family: str
 ) -> FloatArray:
-    """Seconds of a Mamba-2 layer's convolution and scan of ``flop`` FLOPs on a device of that 16-bit tensor peak and
-    FP32 rate: the slower of ``SCAN_PEAK_FRACTION`` of the one and ``SCAN_FP32_RATIO`` times the other (an FP32 rate
-    of NaN: not recorded, the tensor share alone)."""
+    """Seconds of a Mamba-2 layer's convolution and scan of ``flop`` FLOPs on a device of ``family`` with that 16-bit
+    tensor peak and FP32 rate: the slower of ``SCAN_PEAK_FRACTION`` of the one and ``scan_fp32_ratio(family)`` times
+    the other (an FP32 rate of NaN: not recorded, the tensor share alone)."""
     flop = np.asarray(flop, dtype=float)
     tensor = flop / (np.asarray(peak_16bit_flop_per_s, dtype=float) * SCAN_PEAK_FRACTION)
-    cores = flop / (np.asarray(fp32_flop_per_s, dtype=float) * SCAN_FP32_RATIO)  # NaN where not recorded
+    cores = flop / (np.asarray(fp32_flop_per_s, dtype=float) * scan_fp32_ratio(family))  # NaN where not recorded
     return np.asarray(np.fmax(tensor, cores), dtype=np.float64)
 
 
 def fp32_bound_note(
-    model: Transformer, accelerator: str, peak_16bit_flop_per_s: float, fp32_flop_per_s: float
+    model: Transformer, accelerator: str, family: str, peak_16bit_flop_per_s: float, fp32_flop_per_s: float
 ) -> str | None:
     """What an estimate of ``model`` says where the FP32 bound, not the tensor share, sets a device's scan rate (None
     for a model without Mamba-2 layers, where the tensor share binds, or where no FP32 rate is recorded). A serving
@@ -70,7 +87,7 @@ def fp32_bound_note(
     if model.linear_attention is None or not model.linear_attention.mamba2:
         return None
     tensor = peak_16bit_flop_per_s * SCAN_PEAK_FRACTION
-    cores = fp32_flop_per_s * SCAN_FP32_RATIO
+    cores = fp32_flop_per_s * scan_fp32_ratio(family)
     if not cores < tensor * 0.99:  # NaN (not recorded) and a near tie (an H100's) say nothing
         return None
     return (

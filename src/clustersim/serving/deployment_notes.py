@@ -46,6 +46,7 @@ def deployment_notes(
     ``kv_room_tokens``), ``clustersim.serving.eager_note`` and ``clustersim.compute.scan_kernel.fp32_bound_note`` (its
     bounds derated alike in a serving step, the device's own peaks decide which binds), in that order."""
     device = system.system
-    scan = fp32_bound_note(model, device.accelerator.id, device.peak_flop_per_s(Dtype.BF16), device.fp32_flop_per_s)
+    chip = device.accelerator
+    scan = fp32_bound_note(model, chip.id, chip.family, device.peak_flop_per_s(Dtype.BF16), device.fp32_flop_per_s)
     held = holding_notes(model, system.pp) + state_pool_note(model, system, request, engine, kv_room_tokens)
     return held + eager_note(model, system, request, cal, engine) + ((scan,) if scan else ())

@@ -217,7 +217,7 @@ def step_times(
     mixing = tokens * own * model.linear_mixing_flops_per_token() * stage / tp
     if model.linear_attention is not None and model.linear_attention.mamba2:  # its FP32 bound derated as the peak is
         fp32_rate = system.system.fp32_flop_per_s * cal.flop_efficiency_on(family, Dtype.BF16) * kernels
-        compute = compute + scan_seconds(mixing, head_peak, fp32_rate)
+        compute = compute + scan_seconds(mixing, head_peak, fp32_rate, family)
     else:
         compute = compute + mixing / head_peak
 

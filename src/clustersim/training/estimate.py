@@ -347,7 +347,8 @@ def _notes(
     notes = [system.network_note] if system.network_note else []
     clock = system.compute_clock_ratio
     peak = system.peak_flop_per_s(Dtype.BF16) * clock
-    if (scan := fp32_bound_note(model, system.accelerator.id, peak, system.fp32_flop_per_s * clock)) is not None:
+    chip = system.accelerator
+    if (scan := fp32_bound_note(model, chip.id, chip.family, peak, system.fp32_flop_per_s * clock)) is not None:
         notes.append(scan)
     if eff.fitted is None:
         notes.append(

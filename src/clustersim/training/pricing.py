@@ -149,7 +149,7 @@ def operation_times(
             if op.name == EXPERT_GEMMS and quantized:  # one slice per local expert and matrix
                 forward = forward + op.flop / np.maximum(op.gemm_flop, 1.0) * slice_s
         elif op.kind is OpKind.SCAN:
-            forward = scan_seconds(op.flop, half, system.fp32_flop_per_s * clock)
+            forward = scan_seconds(op.flop, half, system.fp32_flop_per_s * clock, system.accelerator.family)
         elif op.kind is OpKind.ATTENTION:
             keys = np.inf if op.keys_per_call is None else op.keys_per_call
             fraction = eff.attention_fraction(keys) * kernel_efficiency * attention_kernel_efficiency
