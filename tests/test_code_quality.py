@@ -1,4 +1,4 @@
-"""ruff and mypy are part of the test suite: the code stays lint-clean and type-checked."""
+"""ruff and mypy are part of the test suite: the code stays lint-clean, formatted and type-checked."""
 
 import shutil
 import subprocess
@@ -17,6 +17,12 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.skipif(shutil.which("ruff") is None and _run("ruff", "--version").returncode != 0, reason="ruff missing")
 def test_ruff_is_clean():
     result = _run("ruff", "check", "src", "tests", "benchmarks")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.skipif(shutil.which("ruff") is None and _run("ruff", "--version").returncode != 0, reason="ruff missing")
+def test_ruff_format_leaves_the_code_and_the_readme_examples_as_they_are():
+    result = _run("ruff", "format", "--check", "src", "tests", "benchmarks", "README.md")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
