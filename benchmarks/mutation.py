@@ -646,6 +646,7 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
     "hf_config": ["tests/workload/test_hf_config_survivors.py", "tests/workload/test_hf.py"],
     "request_report": ["tests/serving/test_request_report.py", "tests/serving/test_simulate_inputs.py"],
     "request_sets": ["tests/serving/test_request_sets_survivors.py", "tests/serving/test_datasets.py"],
+    "serving_formats": ["tests/serving/test_serving_formats_survivors.py", "tests/serving/test_fp4.py"],
     "network_cost": [  # the NeuronLink tests reach the torus's shape, which the group's first selection left out
         "tests/network/test_network_cost_survivors.py",
         "tests/network/test_torus.py",
