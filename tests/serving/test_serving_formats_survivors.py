@@ -10,8 +10,10 @@ import re
 import pytest
 
 from clustersim.catalog.registry import load_catalog
+from clustersim.errors import ClusterSimError
 from clustersim.serving.calibration import InferenceCalibration, default_calibration
 from clustersim.serving.engine import serving_system_for_instance
+from clustersim.serving.formats import parse_precision
 
 FIELDS = dataclasses.asdict(default_calibration())
 
@@ -48,3 +50,10 @@ def test_a_family_table_takes_lower_case_family_names_without_a_dot(family: str)
 def test_a_layout_names_its_attention_data_parallel_only_where_it_has_one(attention_dp: int, layout: str) -> None:
     system = serving_system_for_instance(load_catalog(), "p6-b200.48xlarge", tp=4, attention_dp=attention_dp)
     assert system.layout == layout
+
+
+def test_an_unknown_serving_format_is_refused_naming_its_field_and_value() -> None:
+    with pytest.raises(ClusterSimError) as caught:
+        parse_precision("int4", "kv_precision")
+    assert (caught.value.field, caught.value.value) == ("kv_precision", "int4")
+    assert str(caught.value) == "kv_precision: unknown value 'int4' (valid: bf16, fp16, fp8, nvfp4, mxfp4)"
