@@ -7,13 +7,22 @@ from __future__ import annotations
 import dataclasses
 import re
 
+import numpy as np
+import numpy.typing as npt
 import pytest
 
 from clustersim.catalog.registry import load_catalog
+from clustersim.catalog.schema import Dtype
 from clustersim.errors import ClusterSimError
+from clustersim.network.collectives import Op
+from clustersim.network.cost import ANALYTIC, AnalyticCost
+from clustersim.network.fabric import Fabric
 from clustersim.serving.calibration import InferenceCalibration, default_calibration
-from clustersim.serving.engine import serving_system_for_instance
+from clustersim.serving.engine import serving_system_for_instance, step_times
 from clustersim.serving.formats import parse_precision
+from clustersim.serving.serving_system import ServingSystem
+from clustersim.system import system_for_instance
+from clustersim.workload.zoo import load_model
 
 FIELDS = dataclasses.asdict(default_calibration())
 
@@ -57,3 +66,39 @@ def test_an_unknown_serving_format_is_refused_naming_its_field_and_value() -> No
         parse_precision("int4", "kv_precision")
     assert (caught.value.field, caught.value.value) == ("kv_precision", "int4")
     assert str(caught.value) == "kv_precision: unknown value 'int4' (valid: bf16, fp16, fp8, nvfp4, mxfp4)"
+
+
+@dataclasses.dataclass(frozen=True)
+class _DoubledCost(AnalyticCost):
+    """The analytic collective model at twice its times: a cost model a caller passes in."""
+
+    name: str = "doubled"
+
+    def time_s(self, op: Op, size_bytes: npt.ArrayLike, fabric: Fabric) -> npt.NDArray[np.float64]:
+        return 2.0 * super().time_s(op, size_bytes, fabric)
+
+
+def test_a_serving_system_prices_its_all_reduces_with_the_cost_model_it_is_given() -> None:
+    base = system_for_instance(load_catalog(), "p5.48xlarge", 1)
+    model = load_model("llama3.1-70b", use_env=False)
+    steps = {}
+    for cost in (ANALYTIC, _DoubledCost()):
+        system = ServingSystem.on(base, "p5.48xlarge", tp=4, cost=cost)
+        assert system.cost is cost
+        steps[cost.name] = step_times(
+            model,
+            system,
+            Dtype.BF16,
+            Dtype.BF16,
+            decode_sequences=8.0,
+            decode_context_tokens=1000.0,
+            prefill_tokens=0.0,
+            prefill_sequences=0.0,
+            prompt_tokens=1000.0,
+        )
+    fabric = ServingSystem.on(base, "p5.48xlarge", tp=4).tp_fabric
+    assert fabric is not None
+    payload = 8.0 * model.hidden * 2.0  # the step's 8 tokens' activations in 16 bits
+    (once,) = ANALYTIC.time_s(Op.ALL_REDUCE, [payload], fabric)
+    added = float(steps["doubled"].communication_s - steps["analytic"].communication_s)
+    assert added == pytest.approx(2.0 * model.layers * float(once), rel=1e-9)  # two all-reduces a layer, each twice
