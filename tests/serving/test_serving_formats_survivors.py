@@ -59,6 +59,10 @@ def test_a_family_table_takes_lower_case_family_names_without_a_dot(family: str)
 def test_a_layout_names_its_attention_data_parallel_only_where_it_has_one(attention_dp: int, layout: str) -> None:
     system = serving_system_for_instance(load_catalog(), "p6-b200.48xlarge", tp=4, attention_dp=attention_dp)
     assert system.layout == layout
+    # the experts' exchange runs over the stage's tp x attention_dp ranks, and only under attention data parallel
+    assert (system.ep_fabric is None) == (attention_dp == 1)
+    if system.ep_fabric is not None:
+        assert system.ep_fabric == system.system.group_fabric(4 * attention_dp, 1)
 
 
 def test_an_unknown_serving_format_is_refused_naming_its_field_and_value() -> None:
