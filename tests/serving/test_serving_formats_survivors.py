@@ -106,3 +106,11 @@ def test_a_serving_system_prices_its_all_reduces_with_the_cost_model_it_is_given
     (once,) = ANALYTIC.time_s(Op.ALL_REDUCE, [payload], fabric)
     added = float(steps["doubled"].communication_s - steps["analytic"].communication_s)
     assert added == pytest.approx(2.0 * model.layers * float(once), rel=1e-9)  # two all-reduces a layer, each twice
+
+
+def test_a_serving_system_with_attention_data_parallel_needs_a_fabric_for_its_experts_exchange() -> None:
+    base = system_for_instance(load_catalog(), "p6-b200.48xlarge", 1)
+    fabric = base.group_fabric(4, 1)
+    with pytest.raises(ClusterSimError, match=r"^attention_dp 2 needs a fabric for its experts' exchange$"):
+        ServingSystem("b200", base, tp=2, tp_fabric=fabric, attention_dp=2)
+    assert ServingSystem("b200", base, tp=2, tp_fabric=fabric, attention_dp=2, ep_fabric=fabric).attention_dp == 2
