@@ -114,3 +114,21 @@ def test_a_serving_system_with_attention_data_parallel_needs_a_fabric_for_its_ex
     with pytest.raises(ClusterSimError, match=r"^attention_dp 2 needs a fabric for its experts' exchange$"):
         ServingSystem("b200", base, tp=2, tp_fabric=fabric, attention_dp=2)
     assert ServingSystem("b200", base, tp=2, tp_fabric=fabric, attention_dp=2, ep_fabric=fabric).attention_dp == 2
+
+
+@pytest.mark.parametrize(("exchange", "attention_dp"), [("scatter", 2), ("alltoall", 1)])
+def test_an_experts_exchange_is_refused_naming_its_field_and_value(exchange: str, attention_dp: int) -> None:
+    base = system_for_instance(load_catalog(), "p6-b200.48xlarge", 1)
+    fabric = base.group_fabric(2 * attention_dp, 1)
+    with pytest.raises(ClusterSimError) as caught:
+        ServingSystem(
+            "b200",
+            base,
+            tp=2,
+            tp_fabric=fabric,
+            attention_dp=attention_dp,
+            ep_fabric=fabric,
+            moe_exchange=exchange,  # type: ignore[arg-type]
+        )
+    assert (caught.value.field, caught.value.value) == ("moe_exchange", exchange)
+    assert str(caught.value).startswith(f"moe_exchange: {exchange!r} (valid: ")
