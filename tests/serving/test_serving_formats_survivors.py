@@ -1,6 +1,8 @@
 """What the serving formats' and systems' survivors of mutation testing (`benchmarks/mutation.py serving_formats`)
 left unpinned: a calibration's per-family tables refuse what is not a family, a format or a fraction in (0, 1] and
-say which, and a replica's layout names its attention data parallel only where it has one."""
+say which; an unknown format, attention data parallel without an exchange fabric and an exchange the system cannot
+run are refused naming field and value; a replica's layout and exchange fabric follow its attention data parallel;
+and its all-reduces are priced with the collective cost model it is given."""
 
 from __future__ import annotations
 
