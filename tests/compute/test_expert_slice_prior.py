@@ -1,7 +1,8 @@
-"""Hopper's cost per FP8 expert slice is a prior read off other sources' runs (``efficiency.toml``,
+"""Hopper's cost per FP8 expert slice is a prior checked against other sources' runs (``efficiency.toml``,
 ``hopper.prior.expert_gemm_s``): the Blackwell FP8 MoE runs outside Megatron-Bridge, with the packaged Blackwell
-constants, are predicted best near it. This repeats that one-parameter scan: a step is linear in the slice cost
-(the cost is paid per slice), so two estimates per run give its prediction at every value."""
+constants, allow it (it lies in their flat range) and rule out twice as much. This repeats that one-parameter scan: a
+step is linear in the slice cost (the cost is paid per slice), so two estimates per run give its prediction at every
+value."""
 
 from __future__ import annotations
 
@@ -51,11 +52,15 @@ def _error(runs: list[tuple[float, float, float, bool]], slice_s: float) -> floa
     return float(np.mean(errors))
 
 
-def test_the_other_sources_blackwell_runs_put_the_slice_cost_near_hoppers_prior(runs):
+def test_the_other_sources_blackwell_runs_allow_hoppers_prior_and_rule_out_twice_it(runs):
+    """Since a partial-graph run's wait for its host is priced (2026-12-07) these runs are flat from one kernel's 4 us
+    to the prior's 33 us (best near 15 us) and worse beyond: an upper bound on the slice cost, not a value."""
     assert len(runs) >= 10
     errors = [_error(runs, c) for c in SCAN_S]
+    best_error = min(errors)
     best = float(SCAN_S[int(np.argmin(errors))])
     prior = efficiency_table(use_env=False)["hopper"].expert_gemm_s
-    assert 25e-6 <= best <= 45e-6 and prior == pytest.approx(best, rel=0.15)
-    assert _error(runs, prior) == pytest.approx(0.071, abs=0.004)
-    assert _error(runs, 4e-6) > _error(runs, prior) + 0.015  # one kernel's cost a slice is too little
+    assert prior == 33e-6 and 8e-6 <= best <= 25e-6
+    assert _error(runs, prior) == pytest.approx(0.077, abs=0.004)
+    assert _error(runs, prior) < best_error + 0.01 and _error(runs, 4e-6) < best_error + 0.01  # flat
+    assert _error(runs, 2 * prior) > best_error + 0.02  # twice the prior is ruled out

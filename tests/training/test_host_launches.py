@@ -53,7 +53,7 @@ def _overhead(estimate) -> float:  # type: ignore[no-untyped-def]
 
 def test_a_graphless_moe_step_on_grace_waits_for_its_host_by_the_layers_host_time_less_the_gpus() -> None:
     eager = _estimate("qwen3-30b-a3b", "p6e-gb200.36xlarge", CudaGraphs.NONE, LAYOUT)
-    graphed = _estimate("qwen3-30b-a3b", "p6e-gb200.36xlarge", CudaGraphs.PARTIAL, LAYOUT)
+    graphed = _estimate("qwen3-30b-a3b", "p6e-gb200.36xlarge", CudaGraphs.FULL, LAYOUT)
     unsaid = _estimate("qwen3-30b-a3b", "p6e-gb200.36xlarge", None, LAYOUT)
     model = load_model("qwen3-30b-a3b")
     micro_batches = 256 // 32
@@ -185,3 +185,87 @@ def test_a_profile_with_no_host_time_says_so() -> None:
         "for no accelerator's)"
     )
     assert graphs_note(MEGATRON, load_model("qwen3-30b-a3b"), "gb200") is None  # graphs not stated
+
+
+# Partial CUDA graphs: the routed experts run eagerly after a device-host sync, a wait per MoE layer and micro-batch.
+PARTIAL_ROWS = [
+    c
+    for c in CASES.values()
+    if c.software is not None
+    and c.software.cuda_graphs == "partial"
+    and c.system is not None
+    and c.system.accelerator in ("gb200", "gb300")
+    and "hybridep_final" not in c.id
+]
+FINAL = CASES["mlm_deepseek-v3_gb200_256gpu_tp1_pp8_vp4_ep32_mxfp8_hybridep_final"]
+
+
+def test_partial_graphs_on_grace_wait_a_fixed_time_per_moe_layer_and_micro_batch() -> None:
+    partial = _estimate("qwen3-30b-a3b", "p6e-gb200.36xlarge", CudaGraphs.PARTIAL, LAYOUT)
+    full = _estimate("qwen3-30b-a3b", "p6e-gb200.36xlarge", CudaGraphs.FULL, LAYOUT)
+    unsaid = _estimate("qwen3-30b-a3b", "p6e-gb200.36xlarge", None, LAYOUT)
+    model = load_model("qwen3-30b-a3b")
+    per_layer = MEGATRON.partial_graph_moe_layer_s["gb200"]
+    assert per_layer == MEGATRON.partial_graph_moe_layer_s["gb300"] == 0.00158
+    assert _overhead(partial) == pytest.approx((256 // 32) * model.moe_layers * per_layer, rel=1e-9)
+    assert _overhead(full) == _overhead(unsaid) == 0.0
+    assert partial.step_s == pytest.approx(full.step_s + _overhead(partial), rel=1e-9)
+    dense = Layout(tp=1, pp=1, dp=32, micro_batch=1)
+    assert _overhead(_estimate("llama3.1-8b", "p6e-gb200.36xlarge", CudaGraphs.PARTIAL, dense)) == 0.0
+    x86 = Layout(tp=1, pp=1, dp=64, ep=32, micro_batch=1)
+    assert _overhead(_estimate("qwen3-30b-a3b", "p5.48xlarge", CudaGraphs.PARTIAL, x86)) == 0.0
+
+
+def test_only_the_moe_layers_wait() -> None:
+    """DeepSeek-V3's first three layers are dense: a micro-batch waits at the stack's MoE share of the layers it runs
+    (its 61 and the multi-token-prediction block's), 58/61 of 62, not at each of them."""
+    partial = _estimate("deepseek-v3", "p6e-gb200.36xlarge", CudaGraphs.PARTIAL, LAYOUT)
+    full = _estimate("deepseek-v3", "p6e-gb200.36xlarge", CudaGraphs.FULL, LAYOUT)
+    model = load_model("deepseek-v3")
+    waits = (_overhead(partial) - _overhead(full)) / (256 // 32) / MEGATRON.partial_graph_moe_layer_s["gb200"]
+    assert (model.moe_layers, model.layers, model.mtp_layers) == (58, 61, 1)
+    assert waits == pytest.approx(62 * 58 / 61, rel=1e-9)
+
+
+def test_partial_graph_notes_say_what_is_priced_and_where_not() -> None:
+    partial = MEGATRON.model_copy(update={"cuda_graphs": CudaGraphs.PARTIAL})
+    assert graphs_note(partial, load_model("qwen3-30b-a3b"), "gb300") == (
+        "partial CUDA graphs: the routed experts run eagerly after a device-host sync; the GPU waits 1.58 ms per MoE "
+        "layer and micro-batch for gb300's host (in 'framework overhead')"
+    )
+    assert graphs_note(partial, load_model("qwen3-30b-a3b"), "b200") == (
+        "partial CUDA graphs: the routed experts' launches after their device-host sync are not priced on b200's "
+        "host (megatron's profile has a time for gb200, gb300's)"
+    )
+    assert graphs_note(partial, load_model("llama3.1-8b"), "gb200") is None
+
+
+def _partial_errors(cases, seconds: float) -> list[float]:  # type: ignore[no-untyped-def]
+    profiles = {
+        name: p.model_copy(update={"partial_graph_moe_layer_s": {"gb200": seconds, "gb300": seconds}})
+        for name, p in software_profiles(use_env=False).items()
+    }
+    out = []
+    for case in cases:
+        field = primary_field(case)
+        predicted = case_value(case, case_estimator(case, CATALOG, profiles)(None), field)
+        out.append(predicted / case.measured[field] - 1.0)
+    return out
+
+
+def test_the_partial_wait_is_the_writeups_tenth_and_the_other_sources_runs_check_it() -> None:
+    """The prior: at the Megatron-Core write-up's final DeepSeek-V3 GB200 run (partial capture) the wait is the share
+    of the measured step a 10% faster rate would remove, 1 - 1/1.1 (its 'at least a 10% additional performance
+    gain' from graphing the routed experts too). Held out: the other GB200 and GB300 runs stating partial capture
+    (Megatron-Bridge's Nemotron 3 and gpt-oss recipes, dgxc's Grok-1) come closer with it than without."""
+    estimate = case_estimator(FINAL, CATALOG, software_profiles(use_env=False))(None)
+    field = primary_field(FINAL)
+    measured_step_s = estimate.step_s * case_value(FINAL, estimate, field) / FINAL.measured[field]
+    assert measured_step_s == pytest.approx(8.46, abs=0.01)
+    assert _overhead(estimate) / measured_step_s == pytest.approx(1 - 1 / 1.1, rel=0.01)
+    assert len(PARTIAL_ROWS) >= 40
+
+    def mape(seconds: float) -> float:
+        return float(np.mean([abs(e) for e in _partial_errors(PARTIAL_ROWS, seconds)]))
+
+    assert mape(0.0) > 0.15 and mape(MEGATRON.partial_graph_moe_layer_s["gb200"]) < 0.075

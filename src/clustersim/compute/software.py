@@ -97,10 +97,7 @@ class SoftwareSettings(BaseModel):
     )
     ep_overlap_efficiency: float | None = Field(None, ge=0, le=1, description="Coverable all-to-all time hidden.")
     ep_overlap_sm_share: float | None = Field(
-        None,
-        ge=0,
-        lt=1,
-        description="Share of the SMs the expert dispatch and combine kernels hold while overlapped with compute.",
+        None, ge=0, lt=1, description="Share of the SMs overlapped expert dispatch and combine kernels hold."
     )
     ep_dispatch_bytes_fp8: float | None = Field(
         None, gt=0, le=2, description="Bytes per element of the token dispatch in FP8 training (combine stays 16-bit)."
@@ -268,11 +265,14 @@ class SoftwareProfile(SoftwareSettings):
     step_overhead_s: float = Field(ge=0, le=60, description="Host-side seconds per optimizer step.")
     cuda_graphs: CudaGraphs | None = Field(None, description="The run's CUDA graph capture; None: not stated.")
     eager_moe_layer_s: dict[str, float] = Field(
-        {},
-        description="Host seconds to launch one MoE layer's kernels for a micro-batch (forward, backward, recompute) "
-        "when cuda_graphs is none, on the accelerators (catalog ids) whose host it was measured on; the GPU waits "
-        "where its own work is shorter (clustersim.training.host_launches). Absent: not priced.",
-    )
+        {}, description="Host seconds to launch one MoE layer's kernels for a micro-batch (forward, backward, "
+        "recompute) when cuda_graphs is none, on the accelerators (catalog ids) whose host it was measured on; the "
+        "GPU waits where its own work is shorter (clustersim.training.host_launches). Absent: not priced.",
+    )  # fmt: skip
+    partial_graph_moe_layer_s: dict[str, float] = Field(
+        {}, description="Seconds the GPU waits per MoE layer and micro-batch when cuda_graphs is partial (the routed "
+        "experts eager after a device-host sync), on the accelerators whose host it was measured on. Absent: 0.",
+    )  # fmt: skip
     default_zero: int = Field(ge=0, le=3, description="ZeRO stage when the job does not say.")
     default_sequence_parallel: bool = Field(description="Sequence parallelism when tp > 1 and the job does not say.")
     default_recompute: Recompute = Field(description="Activation recompute when the job does not say.")

@@ -1,4 +1,4 @@
-"""Host-bound MoE steps: a run with no CUDA graphs waits for its host to launch each layer's kernels.
+"""Host-bound MoE steps: a run with no CUDA graphs, or partial ones, waits for its host to launch kernels.
 
 Without CUDA graphs the host launches every kernel of every micro-batch through PyTorch and the framework's Python,
 and a dropless MoE layer cannot queue far ahead of the GPU: its token dispatcher copies the tokens per expert to the
@@ -12,8 +12,14 @@ The price: per micro-batch on the slowest pipeline rank, its MoE layers times th
 (forward, backward and recompute launches: ``SoftwareProfile.eager_moe_layer_s``, per accelerator, as the host
 differs: a GB200's Grace), less what the GPU does for that micro-batch meanwhile (its compute and exposed exchanges),
 where positive, once per micro-batch. Dense
-layers launch fewer kernels on more work and are not counted; partial or full capture, or a run that does not say
-(``cuda_graphs`` None), pays nothing. The software profile's ``source`` gives the constant's evidence.
+layers launch fewer kernels on more work and are not counted; full capture, or a run that does not say
+(``cuda_graphs`` None), pays nothing. The software profile's notes give the constants' evidence.
+
+Partial capture (Megatron-Core's ``cuda_graph_scope`` attn, moe_router, moe_preprocess, ...) replays everything but
+a dropless layer's routed experts, whose shapes change with the routing: the host reads the tokens per expert back
+(a device-host sync) and then launches the experts' kernels, so the GPU's queue is empty at each MoE layer and it
+waits for the host's first launches whatever its own work (``SoftwareProfile.partial_graph_moe_layer_s`` per MoE
+layer and micro-batch, per accelerator).
 """
 
 from __future__ import annotations
@@ -44,6 +50,8 @@ def per_layout(system: System | Systems, table: Mapping[str, float]) -> FloatArr
 def graphs_note(software: SoftwareProfile, model: Transformer, accelerator: str) -> str | None:
     """What an estimate says of a MoE run stated to capture no CUDA graphs: the host time it prices, or that it
     prices none on this accelerator's host, or for a dense model (None: graphs, or not stated)."""
+    if software.cuda_graphs == CudaGraphs.PARTIAL:
+        return _partial_note(software, model, accelerator)
     if software.cuda_graphs != CudaGraphs.NONE:
         return None
     if model.moe is None:
@@ -60,6 +68,23 @@ def graphs_note(software: SoftwareProfile, model: Transformer, accelerator: str)
     )
 
 
+def _partial_note(software: SoftwareProfile, model: Transformer, accelerator: str) -> str | None:
+    """What an estimate says of a MoE run with partial CUDA graphs (None for a dense model: nothing left eager)."""
+    if model.moe is None:
+        return None
+    per_layer = software.partial_graph_moe_layer_s.get(accelerator)
+    if per_layer is None:
+        return (
+            f"partial CUDA graphs: the routed experts' launches after their device-host sync are not priced on "
+            f"{accelerator}'s host ({software.name}'s profile has a time for "
+            f"{', '.join(sorted(software.partial_graph_moe_layer_s)) or 'no accelerator'}'s)"
+        )
+    return (
+        f"partial CUDA graphs: the routed experts run eagerly after a device-host sync; the GPU waits "
+        f"{per_layer * 1e3:g} ms per MoE layer and micro-batch for {accelerator}'s host (in 'framework overhead')"
+    )
+
+
 def eager_wait_s(ctx: Any) -> FloatArray:
     """Seconds per step the GPU waits for its host's launches (a ``clustersim.training.step.StepContext``)."""
     if ctx.sw.cuda_graphs != CudaGraphs.NONE or ctx.model.moe is None or not ctx.sw.eager_moe_layer_s:
@@ -70,3 +95,13 @@ def eager_wait_s(ctx: Any) -> FloatArray:
     gpu_mb = ctx.fwd_mb + ctx.bwd_mb + ctx.rec_mb + ctx.pp_mb
     gpu_mb = gpu_mb + ctx.tp_mb.exposed_s + ctx.cp_mb.exposed_s + ctx.ep_mb.exposed_s
     return np.asarray(ctx.micro_batches * np.maximum(host_mb - gpu_mb, 0.0), dtype=np.float64)
+
+
+def partial_graph_wait_s(ctx: Any) -> FloatArray:
+    """Seconds per step the GPU waits at its MoE layers' routed experts under partial CUDA graphs (a
+    ``clustersim.training.step.StepContext``): micro-batches x MoE layers on the slowest rank x the host's time."""
+    if ctx.sw.cuda_graphs != CudaGraphs.PARTIAL or ctx.model.moe is None or not ctx.sw.partial_graph_moe_layer_s:
+        return np.zeros_like(ctx.tokens)
+    per_layer = per_layout(ctx.system, ctx.sw.partial_graph_moe_layer_s)
+    moe_layers_here = ctx.layers_here * (ctx.model.moe_layers / ctx.model.layers)
+    return np.asarray(ctx.micro_batches * moe_layers_here * per_layer + np.zeros_like(ctx.tokens), dtype=np.float64)

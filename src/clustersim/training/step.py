@@ -40,7 +40,7 @@ from clustersim.network.cost import ANALYTIC, CollectiveCost
 from clustersim.network.topology import ranks_per_domain
 from clustersim.recompute_layout import recomputes_moe_layer
 from clustersim.system import System
-from clustersim.training.host_launches import eager_wait_s
+from clustersim.training.host_launches import eager_wait_s, partial_graph_wait_s
 from clustersim.training.layer_times import fused_expert_mlp_in, layer_operations_in, mean_layer_times
 from clustersim.training.offload import offload_times
 from clustersim.training.pricing import OperationTimes, Systems, collective_s, operation_times
@@ -470,4 +470,4 @@ def _optimizer(ctx: StepContext) -> TermTimes:
 def _framework(ctx: StepContext) -> TermTimes:
     """The software's host-side cost: per layer and micro-batch, once per step, and launches the GPU waits for."""
     per_layer = ctx.micro_batches * ctx.layers_here * ctx.sw.layer_overhead_s
-    return _same(per_layer + ctx.sw.step_overhead_s + eager_wait_s(ctx))
+    return _same(per_layer + ctx.sw.step_overhead_s + eager_wait_s(ctx) + partial_graph_wait_s(ctx))
