@@ -131,6 +131,28 @@ def test_explain_says_the_wait_is_not_priced_on_an_x86_host(tmp_path: Path) -> N
     )
 
 
+def test_explain_says_a_partial_graph_wait_is_not_priced_on_an_x86_host(tmp_path: Path) -> None:
+    from clustersim.cli.explain_log import host_caveat, read_log
+    from clustersim.scenario.schema import SystemSpec, TrainingJobSpec
+    from clustersim.scenario.training import run_training, training_scenario
+    from tests.ingest.test_training_logs import _moe_log
+
+    log = _moe_log(tmp_path, cuda_graph_impl="transformer_engine", cuda_graph_scope="['attn', 'moe_router']")
+    logged = read_log(log)
+    assert logged.cuda_graphs == "partial"
+    caveats = {}
+    for instance in ("p5.48xlarge", "p6e-gb200.36xlarge"):
+        spec = training_scenario(
+            model="qwen3-30b-a3b", system=SystemSpec(instance=instance, nodes=2), layout="choose",
+            job=TrainingJobSpec(global_batch=256, seq_len=4096), cuda_graphs=CudaGraphs.PARTIAL,
+        )  # fmt: skip
+        caveats[instance] = host_caveat(logged, run_training(spec))
+    assert caveats["p6e-gb200.36xlarge"] == []  # priced on Grace: nothing left out
+    (caveat,) = caveats["p5.48xlarge"]
+    assert caveat.startswith("the log ran with partial CUDA graphs (line ")
+    assert "routed experts" in caveat and "not on h100-sxm's" in caveat and "gb200, gb300's host" in caveat
+
+
 def test_a_serving_case_cannot_state_a_training_runs_graphs() -> None:
     from clustersim.validation.cases import read_cases as read
     from clustersim.validation.inference import case_deployment

@@ -96,20 +96,30 @@ class LoggedRun:
 
 
 def host_caveat(log: LoggedRun | None, run: TrainingRun) -> list[str]:
-    """What the estimate leaves out that the log says matters: a MoE step run without CUDA graphs waits on its
-    host's kernel launches, which clustersim prices only on the hosts its framework's profile has a time for
-    (``SoftwareProfile.eager_moe_layer_s``: Grace, on GB200 and GB300)."""
+    """What the estimate leaves out that the log says matters: a MoE step run without CUDA graphs, or with partial
+    ones, waits on its host (every kernel's launches, or the routed experts' after their device-host sync), which
+    clustersim prices only on the hosts its framework's profile has a time for (``SoftwareProfile.eager_moe_layer_s``
+    and ``partial_graph_moe_layer_s``: Grace, on GB200 and GB300)."""
     from clustersim.scenario.training import run_system
 
-    if log is None or log.launched is None or log.cuda_graphs != "none" or run.model.moe is None:
+    if log is None or log.launched is None or log.cuda_graphs not in ("none", "partial") or run.model.moe is None:
         return []
     _, system, software, _ = run_system(run)
-    if system.accelerator.id in software.eager_moe_layer_s:
+    eager = log.cuda_graphs == "none"
+    priced = software.eager_moe_layer_s if eager else software.partial_graph_moe_layer_s
+    if system.accelerator.id in priced:
         return []
+    ran, wait = (
+        ("without CUDA graphs", "its host's kernel launches")
+        if eager
+        else (
+            "with partial CUDA graphs",
+            "its host at each MoE layer's routed experts, launched after a device-host sync",
+        )
+    )
     return [
-        f"the log ran without CUDA graphs (line {log.launched.lines['cuda_graphs']}): a MoE step can then wait on "
-        f"its host's kernel launches, which {software.name}'s profile prices on "
-        f"{', '.join(sorted(software.eager_moe_layer_s)) or 'no accelerator'}'s host but not on "
+        f"the log ran {ran} (line {log.launched.lines['cuda_graphs']}): a MoE step can then wait on {wait}, which "
+        f"{software.name}'s profile prices on {', '.join(sorted(priced)) or 'no accelerator'}'s host but not on "
         f"{system.accelerator.id}'s (no such run measured there); part of a gap may be the host's"
     ]
 
