@@ -622,6 +622,7 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
     "latency": ["tests/serving/test_latency_survivors.py"],
     "moe": ["tests/workload/test_latent_moe.py"],
     "scan_kernel": ["tests/compute/test_scan_kernel.py"],
+    "host_launches": ["tests/training/test_host_launches.py"],
     "bf16_layers": LAYER_BLEND_TESTS,
     "operation_formats": ["tests/training/test_operation_formats.py", *LAYER_BLEND_TESTS],
     "linear_attention": [

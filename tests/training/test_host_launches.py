@@ -291,3 +291,50 @@ def test_the_partial_wait_is_the_writeups_tenth_and_the_other_sources_runs_check
         return float(np.mean([abs(e) for e in _partial_errors(PARTIAL_ROWS, seconds)]))
 
     assert mape(0.0) > 0.15 and mape(MEGATRON.partial_graph_moe_layer_s["gb200"]) < 0.075
+
+
+def _context(graphs: CudaGraphs | None, **exposed: float):  # type: ignore[no-untyped-def]
+    """A stand-in for a StepContext with three layouts on a GB200: what the two waits read, and nothing else."""
+    from types import SimpleNamespace
+
+    sw = MEGATRON.model_copy(update={"cuda_graphs": graphs})
+    model = SimpleNamespace(moe=object(), moe_layers=30, layers=40)
+    system = SimpleNamespace(accelerator=SimpleNamespace(id="gb200"))
+    times = {
+        name: SimpleNamespace(exposed_s=np.full(3, exposed.get(name, 0.0))) for name in ("tp_mb", "cp_mb", "ep_mb")
+    }
+    return SimpleNamespace(
+        sw=sw, model=model, system=system, tokens=np.full(3, 4096.0), micro_batches=np.array([2.0, 4.0, 8.0]),
+        layers_here=np.array([40.0, 20.0, 10.0]), fwd_mb=np.full(3, 0.1), bwd_mb=np.full(3, 0.2),
+        rec_mb=np.zeros(3), pp_mb=np.zeros(3), **times,
+    )  # fmt: skip
+
+
+def test_the_graphless_wait_takes_every_exposed_exchange_of_the_micro_batch_off_the_hosts_time() -> None:
+    from clustersim.training.host_launches import eager_wait_s
+
+    ctx = _context(CudaGraphs.NONE, tp_mb=0.01, cp_mb=0.02, ep_mb=0.03)
+    host = ctx.layers_here * 30 / 40 * 0.034
+    gpu = 0.1 + 0.2 + 0.01 + 0.02 + 0.03
+    assert eager_wait_s(ctx) == pytest.approx(ctx.micro_batches * np.maximum(host - gpu, 0.0), rel=1e-12)
+    for graphs in (CudaGraphs.PARTIAL, CudaGraphs.FULL, None):
+        none = eager_wait_s(_context(graphs))
+        assert none.shape == (3,) and not none.any()  # one zero per layout
+
+
+def test_the_partial_wait_is_per_moe_layer_and_micro_batch_per_layout() -> None:
+    from clustersim.training.host_launches import partial_graph_wait_s
+
+    waits = partial_graph_wait_s(_context(CudaGraphs.PARTIAL, cp_mb=1.0))  # the GPU's work does not hide it
+    assert waits == pytest.approx(np.array([2 * 30, 4 * 15, 8 * 7.5]) * 0.00158, rel=1e-12)
+    for graphs in (CudaGraphs.NONE, CudaGraphs.FULL, None):
+        none = partial_graph_wait_s(_context(graphs))
+        assert none.shape == (3,) and not none.any()
+
+
+def test_a_profile_with_no_partial_wait_says_so() -> None:
+    software = software_profiles(use_env=False)["torchtitan"].model_copy(update={"cuda_graphs": CudaGraphs.PARTIAL})
+    assert graphs_note(software, load_model("qwen3-30b-a3b"), "gb200") == (
+        "partial CUDA graphs: the routed experts' launches after their device-host sync are not priced on gb200's "
+        "host (torchtitan's profile has a time for no accelerator's)"
+    )

@@ -104,4 +104,4 @@ def partial_graph_wait_s(ctx: Any) -> FloatArray:
         return np.zeros_like(ctx.tokens)
     per_layer = per_layout(ctx.system, ctx.sw.partial_graph_moe_layer_s)
     moe_layers_here = ctx.layers_here * (ctx.model.moe_layers / ctx.model.layers)
-    return np.asarray(ctx.micro_batches * moe_layers_here * per_layer + np.zeros_like(ctx.tokens), dtype=np.float64)
+    return np.asarray(ctx.micro_batches * moe_layers_here * per_layer, dtype=np.float64)
