@@ -76,9 +76,10 @@ def test_no_wait_for_a_dense_model_or_a_host_the_profile_has_no_time_for() -> No
     assert _overhead(_estimate("qwen3-30b-a3b", "p5.48xlarge", CudaGraphs.NONE, x86)) == 0.0
 
 
-def _errors(cases, seconds: float) -> list[float]:  # type: ignore[no-untyped-def]
+def _errors(cases, seconds: float, field: str = "eager_moe_layer_s") -> list[float]:  # type: ignore[no-untyped-def]
+    """Each case's predicted / measured - 1 with the profiles' Grace host time ``field`` at ``seconds``."""
     profiles = {
-        name: p.model_copy(update={"eager_moe_layer_s": {"gb200": seconds, "gb300": seconds}})
+        name: p.model_copy(update={field: {"gb200": seconds, "gb300": seconds}})
         for name, p in software_profiles(use_env=False).items()
     }
     out = []
@@ -105,21 +106,31 @@ def test_the_host_time_is_the_scan_of_two_sources_and_maverick_checks_it() -> No
     assert max(abs(e) for e in _errors(MAVERICK, chosen)) < 0.17  # out of sample: GPU-bound BF16, FP8 at the floor
 
 
-def test_explain_says_the_wait_is_not_priced_on_an_x86_host(tmp_path: Path) -> None:
-    from clustersim.cli.explain_log import host_caveat, read_log
+def _runs(graphs: CudaGraphs):  # type: ignore[no-untyped-def]
+    """Qwen3-30B-A3B on two x86 (p5) and two Grace (GB200) instances with ``graphs``, the layout chosen."""
     from clustersim.scenario.schema import SystemSpec, TrainingJobSpec
     from clustersim.scenario.training import run_training, training_scenario
+
+    return {
+        instance: run_training(
+            training_scenario(
+                model="qwen3-30b-a3b", system=SystemSpec(instance=instance, nodes=2), layout="choose",
+                job=TrainingJobSpec(global_batch=256, seq_len=4096), cuda_graphs=graphs,
+            )
+        )
+        for instance in ("p5.48xlarge", "p6e-gb200.36xlarge")
+    }  # fmt: skip
+
+
+def test_explain_says_the_wait_is_not_priced_on_an_x86_host(tmp_path: Path) -> None:
+    from clustersim.cli.explain_log import host_caveat, read_log
     from tests.ingest.test_training_logs import _moe_log
 
     logged = read_log(_moe_log(tmp_path, cuda_graph_impl="none"))
-    on = {}
-    for instance in ("p5.48xlarge", "p6e-gb200.36xlarge"):
-        spec = training_scenario(
-            model="qwen3-30b-a3b", system=SystemSpec(instance=instance, nodes=2), layout="choose",
-            job=TrainingJobSpec(global_batch=256, seq_len=4096), cuda_graphs=CudaGraphs.NONE,
-        )  # fmt: skip
-        run = run_training(spec)
-        on[instance] = host_caveat(logged, run), [n for n in run.estimate.notes if n.startswith("no CUDA graphs")]
+    on = {
+        instance: (host_caveat(logged, run), [n for n in run.estimate.notes if n.startswith("no CUDA graphs")])
+        for instance, run in _runs(CudaGraphs.NONE).items()
+    }
     assert on["p6e-gb200.36xlarge"] == ([], ["no CUDA graphs: each MoE layer's launches take 34 ms of host time per "
                                               "micro-batch on gb200's host; the step waits where the GPU's work is "
                                               "shorter (in 'framework overhead')"])  # fmt: skip
@@ -133,20 +144,12 @@ def test_explain_says_the_wait_is_not_priced_on_an_x86_host(tmp_path: Path) -> N
 
 def test_explain_says_a_partial_graph_wait_is_not_priced_on_an_x86_host(tmp_path: Path) -> None:
     from clustersim.cli.explain_log import host_caveat, read_log
-    from clustersim.scenario.schema import SystemSpec, TrainingJobSpec
-    from clustersim.scenario.training import run_training, training_scenario
     from tests.ingest.test_training_logs import _moe_log
 
     log = _moe_log(tmp_path, cuda_graph_impl="transformer_engine", cuda_graph_scope="['attn', 'moe_router']")
     logged = read_log(log)
     assert logged.cuda_graphs == "partial"
-    caveats = {}
-    for instance in ("p5.48xlarge", "p6e-gb200.36xlarge"):
-        spec = training_scenario(
-            model="qwen3-30b-a3b", system=SystemSpec(instance=instance, nodes=2), layout="choose",
-            job=TrainingJobSpec(global_batch=256, seq_len=4096), cuda_graphs=CudaGraphs.PARTIAL,
-        )  # fmt: skip
-        caveats[instance] = host_caveat(logged, run_training(spec))
+    caveats = {instance: host_caveat(logged, run) for instance, run in _runs(CudaGraphs.PARTIAL).items()}
     assert caveats["p6e-gb200.36xlarge"] == []  # priced on Grace: nothing left out
     (caveat,) = caveats["p5.48xlarge"]
     assert caveat.startswith("the log ran with partial CUDA graphs (line ")
@@ -262,19 +265,6 @@ def test_partial_graph_notes_say_what_is_priced_and_where_not() -> None:
     assert graphs_note(partial, load_model("llama3.1-8b"), "gb200") is None
 
 
-def _partial_errors(cases, seconds: float) -> list[float]:  # type: ignore[no-untyped-def]
-    profiles = {
-        name: p.model_copy(update={"partial_graph_moe_layer_s": {"gb200": seconds, "gb300": seconds}})
-        for name, p in software_profiles(use_env=False).items()
-    }
-    out = []
-    for case in cases:
-        field = primary_field(case)
-        predicted = case_value(case, case_estimator(case, CATALOG, profiles)(None), field)
-        out.append(predicted / case.measured[field] - 1.0)
-    return out
-
-
 def test_the_partial_wait_is_the_writeups_tenth_and_the_other_sources_runs_check_it() -> None:
     """The prior: at the Megatron-Core write-up's final DeepSeek-V3 GB200 run (partial capture) the wait is the share
     of the measured step a 10% faster rate would remove, 1 - 1/1.1 (its 'at least a 10% additional performance
@@ -288,7 +278,7 @@ def test_the_partial_wait_is_the_writeups_tenth_and_the_other_sources_runs_check
     assert len(PARTIAL_ROWS) >= 40
 
     def mape(seconds: float) -> float:
-        return float(np.mean([abs(e) for e in _partial_errors(PARTIAL_ROWS, seconds)]))
+        return float(np.mean([abs(e) for e in _errors(PARTIAL_ROWS, seconds, "partial_graph_moe_layer_s")]))
 
     assert mape(0.0) > 0.15 and mape(MEGATRON.partial_graph_moe_layer_s["gb200"]) < 0.075
 
