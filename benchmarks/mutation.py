@@ -128,6 +128,7 @@ GROUPS: dict[str, list[str]] = {
         "src/clustersim/serving/memory_plan.py",
         "src/clustersim/serving/graphs.py",
         "src/clustersim/serving/eager_launches.py",
+        "src/clustersim/workload/launches.py",
         "src/clustersim/serving/steps.py",
         "src/clustersim/serving/buckets.py",
         "src/clustersim/serving/bench_sizing.py",

@@ -52,18 +52,15 @@ def test_a_case_named_gpt_oss_takes_the_zoos_architecture_and_says_so() -> None:
 
 def test_megatron_bridge_gpt_oss_bf16_runs_are_closer_with_the_unfused_kernels_priced() -> None:
     """Tokens/s per GPU: the four Blackwell runs within 25%, the H100 run closer (57% -> 38%); each one farther with
-    Megatron's profile fusing the clamps and RoPE, but the GB200 run, whose recipe captures no CUDA graphs: there the
-    Grace host's launches (the profile's eager_moe_layer_s, fitted on DeepSeek-V3) set the step, 20% too slow."""
+    Megatron's profile fusing the clamps and RoPE. The GB200 run's recipe captures no CUDA graphs, but a gpt-oss layer's
+    launches (14 against DeepSeek-V3's 21.7, clustersim.workload.launches) keep its Grace host ahead of the GPU."""
     packaged = software_profiles(use_env=False)
     fused = packaged | {
         "megatron": packaged["megatron"].model_copy(update={"unfused_clamped_glu": False, "unfused_scaled_rope": False})
     }
     for row_id, row in _cases().items():
         error, without = _error(row), _error(row, fused)
-        if "gb200" in row_id:  # no CUDA graphs on a Grace host: the step waits on its launches, which hide the kernels
-            assert error == without, (row_id, error, without)
-        else:
-            assert abs(error) < abs(without), (row_id, error, without)
+        assert abs(error) < abs(without), (row_id, error, without)
         if "h100" not in row_id:
             assert abs(error) < 0.25, (row_id, error)
 

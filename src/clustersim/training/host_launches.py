@@ -10,8 +10,9 @@ docs/discussions/deepseek-v3-gb200-optimization @1d9edcf8, section 2) and CUDA g
 
 The price: per micro-batch on the slowest pipeline rank, its MoE layers times the host's time per MoE layer
 (forward, backward and recompute launches: ``SoftwareProfile.eager_moe_layer_s``, per accelerator, as the host
-differs: a GB200's Grace), less what the GPU does for that micro-batch meanwhile (its compute and exposed exchanges),
-where positive, once per micro-batch. Dense
+differs: a GB200's Grace; measured on DeepSeek-V3's layers, and another model's layer takes it in proportion to its
+launches, ``clustersim.workload.launches``), less what the GPU does for that micro-batch meanwhile (its compute and
+exposed exchanges), where positive, once per micro-batch. Dense
 layers launch fewer kernels on more work and are not counted; full capture, or a run that does not say
 (``cuda_graphs`` None), pays nothing. The software profile's notes give the constants' evidence.
 
@@ -34,9 +35,21 @@ from clustersim.choices import CudaGraphs
 from clustersim.compute.software import SoftwareProfile
 from clustersim.system import System
 from clustersim.training.pricing import Systems
+from clustersim.workload.launches import layer_launches
 from clustersim.workload.transformer import Transformer
 
 FloatArray = npt.NDArray[np.float64]
+
+# Launches per layer of DeepSeek-V3, whose graph-less runs measured eager_moe_layer_s (clustersim.workload.launches,
+# the blocks' own launches: two norms, latent attention with a query rank 10, and over its 61 layers 58 MoE MLPs of
+# 7 launches and a shared expert's 3, and 3 dense MLPs of 3)
+DEEPSEEK_V3_LAYER_LAUNCHES = 2 + 10 + (58 * 10 + 3 * 3) / 61
+
+
+def host_time_scale(model: Transformer) -> float:
+    """A layer of ``model``'s host time against a DeepSeek-V3 layer's: their launches' ratio (quantization and
+    tensor-parallel launches aside: the constant's BF16 and MXFP8 sources fit one value)."""
+    return layer_launches(model, quantized=False, tensor_parallel=False) / DEEPSEEK_V3_LAYER_LAUNCHES
 
 
 def per_layout(system: System | Systems, table: Mapping[str, float]) -> FloatArray | float:
@@ -63,8 +76,9 @@ def graphs_note(software: SoftwareProfile, model: Transformer, accelerator: str)
             f"profile has a time for {', '.join(sorted(software.eager_moe_layer_s)) or 'no accelerator'}'s)"
         )
     return (
-        f"no CUDA graphs: each MoE layer's launches take {per_layer * 1e3:g} ms of host time per micro-batch on "
-        f"{accelerator}'s host; the step waits where the GPU's work is shorter (in 'framework overhead')"
+        f"no CUDA graphs: each MoE layer's launches take {per_layer * host_time_scale(model) * 1e3:.3g} ms of host "
+        f"time per micro-batch on {accelerator}'s host ({per_layer * 1e3:g} ms a DeepSeek-V3 layer, in proportion to "
+        f"the launches); the step waits where the GPU's work is shorter (in 'framework overhead')"
     )
 
 
@@ -89,7 +103,7 @@ def eager_wait_s(ctx: Any) -> FloatArray:
     """Seconds per step the GPU waits for its host's launches (a ``clustersim.training.step.StepContext``)."""
     if ctx.sw.cuda_graphs != CudaGraphs.NONE or ctx.model.moe is None or not ctx.sw.eager_moe_layer_s:
         return np.zeros_like(ctx.tokens)
-    per_layer = per_layout(ctx.system, ctx.sw.eager_moe_layer_s)
+    per_layer = per_layout(ctx.system, ctx.sw.eager_moe_layer_s) * host_time_scale(ctx.model)
     host_mb = ctx.layers_here * (ctx.model.moe_layers / ctx.model.layers) * per_layer
     # what the GPU does for the micro-batch while the host launches: compute and the exposed exchanges
     gpu_mb = ctx.fwd_mb + ctx.bwd_mb + ctx.rec_mb + ctx.pp_mb
