@@ -29,7 +29,9 @@ def _train(*args: str) -> dict:
 
 def _upper_s(out: dict) -> float:
     lay = out["layout"]
-    features = layout_features(pp=lay["pp"], cp=lay["cp"], ep=lay["ep"], zero=lay["zero"], precision="bf16")
+    features = layout_features(
+        pp=lay["pp"], cp=lay["cp"], ep=lay["ep"], zero=lay["zero"], precision="bf16", seq_len=4096
+    )
     spread = spread_for(
         "training", accelerator="h100-sxm", family="hopper", framework="megatron", devices=32, layout=features
     )

@@ -315,11 +315,14 @@ def test_too_few_runs_with_the_features_leave_the_interval_as_it_is() -> None:
 
 
 def test_layout_features_name_what_the_layout_runs() -> None:
-    assert layout_features(pp=1, cp=1, ep=1, zero=1, precision="bf16") == ()
-    assert layout_features(pp=8, cp=2, ep=64, zero=3, precision="fp8") == (
-        "pipeline", "context", "experts", "sharded", "fp8"
+    assert layout_features(pp=1, cp=1, ep=1, zero=1, precision="bf16", seq_len=4096) == ()
+    assert layout_features(pp=8, cp=2, ep=64, zero=3, precision="fp8", seq_len=131072) == (
+        "pipeline", "context", "experts", "sharded", "fp8", "long_sequence"
     )  # fmt: skip
-    assert layout_features(pp=1, cp=1, ep=1, zero=2, precision="fp4") == ("fp8",)
+    assert layout_features(pp=1, cp=1, ep=1, zero=2, precision="fp4", seq_len=8192) == ("fp8",)
+    # a long sequence from 16K tokens, with or without context parallelism
+    assert layout_features(pp=1, cp=1, ep=1, zero=1, precision="bf16", seq_len=16384) == ("long_sequence",)
+    assert layout_features(pp=1, cp=1, ep=1, zero=1, precision="bf16", seq_len=16383) == ()
 
 
 @settings(max_examples=40, deadline=None)

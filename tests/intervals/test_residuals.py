@@ -69,7 +69,7 @@ def test_a_file_written_reads_back_the_same(tmp_path: Path) -> None:
             '{ id = "a", source = "s", kind = "training", chip = "c", accelerator = "x", framework = "f", field = "g", '
             'devices = 1, r = 0.1, layout = ["pipeline", "zero-bubble"] }',
             r"layout \['pipeline', 'zero-bubble'\] \(valid: a list of pipeline, context, experts, sharded, fp8, "
-            r"attention_dp\)",
+            r"long_sequence, attention_dp\)",
         ),
         (
             '{ id = "a", source = "s", kind = "collective", chip = "c", accelerator = "x", framework = "f", '

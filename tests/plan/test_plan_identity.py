@@ -55,7 +55,12 @@ def _plain_rows(model, points, keep: int) -> list[dict]:
                 model, system, chosen, job, offer=point.offer, efficiency=point.efficiency, software=software
             )
             features = layout_features(
-                pp=chosen.pp, cp=chosen.cp, ep=chosen.ep, zero=chosen.zero, precision=job.precision.value
+                pp=chosen.pp,
+                cp=chosen.cp,
+                ep=chosen.ep,
+                zero=chosen.zero,
+                precision=job.precision.value,
+                seq_len=job.seq_len,
             )
             spread = spread_for(
                 "training", accelerator=system.accelerator.id, family=system.accelerator.family,

@@ -50,7 +50,7 @@ def training_spread(
     of its memory per device (published peak memory's residuals)."""
     from clustersim.intervals.layout import layout_features
 
-    layout, precision = estimate.layout, estimate.job.precision.value
+    layout, job = estimate.layout, estimate.job
     return spread_on(
         kind,
         instance=instance,
@@ -58,7 +58,14 @@ def training_spread(
         devices=estimate.num_devices,
         level=level,
         catalog=catalog,
-        layout=layout_features(pp=layout.pp, cp=layout.cp, ep=layout.ep, zero=layout.zero, precision=precision),
+        layout=layout_features(
+            pp=layout.pp,
+            cp=layout.cp,
+            ep=layout.ep,
+            zero=layout.zero,
+            precision=job.precision.value,
+            seq_len=job.seq_len,
+        ),
     )
 
 

@@ -250,7 +250,12 @@ def _point_rows(
         if totals.energy_kwh is None and "energy" in needs:
             return [], counted, f"skipped {point.label}: no board power in the catalog, so no energy"
         features = layout_features(
-            pp=layout.pp, cp=layout.cp, ep=layout.ep, zero=layout.zero, precision=job.precision.value
+            pp=layout.pp,
+            cp=layout.cp,
+            ep=layout.ep,
+            zero=layout.zero,
+            precision=job.precision.value,
+            seq_len=job.seq_len,
         )
         # the spread reads the devices only through their scale bucket: one lookup per bucket, not per count
         found = {}

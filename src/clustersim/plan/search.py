@@ -411,13 +411,21 @@ def safest(
 ) -> tuple[Layout, float]:
     """Of ``ranked`` (layout, step), the one whose step is lowest at the upper end of its 80% interval: the
     left-out residuals of runs like it (``intervals.spread_for``: chip, framework, scale, and the layout's
-    features, whose spread widens a pipelined, expert-parallel or sharded layout), as ``plan --safe`` ranks."""
+    features, whose spread widens a pipelined, expert-parallel or sharded layout, or a long sequence), as
+    ``plan --safe`` ranks."""
     spreads: dict[tuple[str, ...], float] = {}
 
     def upper_s(item: tuple[Layout, float]) -> float:
         layout, step_s = item
         features = tuple(
-            layout_features(pp=layout.pp, cp=layout.cp, ep=layout.ep, zero=layout.zero, precision=job.precision.value)
+            layout_features(
+                pp=layout.pp,
+                cp=layout.cp,
+                ep=layout.ep,
+                zero=layout.zero,
+                precision=job.precision.value,
+                seq_len=job.seq_len,
+            )
         )
         if features not in spreads:
             found = spread_for(

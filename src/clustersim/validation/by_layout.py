@@ -1,6 +1,6 @@
 """Training error by layout feature: the same cases scored now and held out.
 
-A workload group (MoE, long context with context parallelism, FSDP-style sharding, FP8, pipelines) is
+A workload group (MoE, context parallelism, sequences of 16K tokens or more, FSDP-style sharding, FP8, pipelines) is
 judged by the MAPE of its published runs. ``validate`` gives two figures per group: the cases as the
 packaged constants predict them, and the same cases' left-out residuals (``intervals/residuals.toml``:
 each predicted by the constants fitted without its source). The groups are the interval lookup's

@@ -99,8 +99,10 @@ def training_layout(case: Case, catalog: Catalog) -> tuple[str, ...]:
     from clustersim.validation.training import case_setup
 
     setup = case_setup(case, catalog)
-    layout, precision = setup.layout, setup.job.precision.value
-    return layout_features(pp=layout.pp, cp=layout.cp, ep=layout.ep, zero=layout.zero, precision=precision)
+    layout, job = setup.layout, setup.job
+    return layout_features(
+        pp=layout.pp, cp=layout.cp, ep=layout.ep, zero=layout.zero, precision=job.precision.value, seq_len=job.seq_len
+    )
 
 
 def predicted_over_measured(row: Residual) -> float:
