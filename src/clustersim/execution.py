@@ -354,7 +354,8 @@ LAYOUT_RULES: tuple[LayoutRule, ...] = (
         lambda x, j: (
             f"layers {j.model.layers} must divide by pp*vp = {x.pp * x.vp}"
             + (
-                f" (or allow uneven stages, with at most layers + {PIPELINE_END_CHUNKS} chunks)"
+                " (or allow uneven stages, uneven_stages (--uneven-stages), with at most layers + "
+                f"{PIPELINE_END_CHUNKS} chunks)"
                 if j.uneven_stages_allowed
                 else ""
             )

@@ -18,6 +18,8 @@ from clustersim.diagnose.levers import levers_for, scaled_bandwidth
 from clustersim.diagnose.solve import factor_for
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout
+from clustersim.intervals import spread_for
+from clustersim.intervals.layout import layout_features
 from clustersim.network.analytic import collective_calibration
 from clustersim.network.cost import AnalyticCost
 from clustersim.system import system_for_instance
@@ -96,6 +98,27 @@ def test_a_measurement_inside_the_interval_is_put_down_to_the_models_own_uncerta
     assert explained.interval is not None and explained.interval[0] < predicted < explained.interval[1]
     assert "the model's own uncertainty explains it" in explained.summary()
     assert explained.to_json()["within_interval"] is True
+
+
+def test_the_interval_is_the_one_train_gives_the_same_layout() -> None:
+    """explain sizes the step's interval as train does: widened by the layout's features (a pipeline; a sequence of
+    32K tokens, ``long_sequence``), so the two never disagree on whether a measurement is plausible."""
+    long = replace(PIPELINE, job=TrainingJob(global_batch=16, seq_len=32768))
+    for inputs in (PIPELINE, long):
+        features = layout_features(
+            pp=inputs.layout.pp, cp=inputs.layout.cp, ep=inputs.layout.ep, zero=inputs.layout.zero,
+            precision=inputs.job.precision.value, seq_len=inputs.job.seq_len,
+        )  # fmt: skip
+        spread = spread_for(
+            "training", accelerator="h100-sxm", family="hopper", framework="megatron", devices=128, level=LEVEL,
+            layout=features,
+        )  # fmt: skip
+        assert spread is not None
+        predicted = _step(inputs)
+        explained = explain_step(inputs, predicted, bounds=BOUNDS, level=LEVEL)
+        assert explained.interval is not None and explained.interval_basis == spread.basis
+        assert explained.interval[1] == pytest.approx(predicted * math.exp(spread.q_hi))
+    assert "long_sequence" in explain_step(long, _step(long), bounds=BOUNDS, level=LEVEL).interval_basis
 
 
 def test_a_faster_run_names_the_terms_that_may_be_over_priced_and_the_limits_of_each() -> None:

@@ -18,7 +18,8 @@ from __future__ import annotations
 NEUTRAL = {
     "gemm": "check GPU clocks and throttling (nvidia-smi -q -d PERFORMANCE,CLOCK), a straggler GPU and the GEMM "
     "library versions",
-    "attention": "check the attention backend (fused/flash attention on) and the head dimension it supports",
+    "attention": "check the attention backend (fused/flash attention on), its release (cuDNN's and FlashAttention's "
+    "achieved rates differ by release, most at long sequences) and the head dimension it supports",
     "memory": "check kernel fusion of the element-wise work (LayerNorm/RMSNorm, SwiGLU, RoPE) and HBM clocks",
     "optimizer": "check the optimizer step: a fused or distributed optimizer, gradient-norm clipping, and host "
     "synchronisation (logging or .item() every step)",
