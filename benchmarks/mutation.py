@@ -90,6 +90,7 @@ GROUPS: dict[str, list[str]] = {
     "operation_formats": ["src/clustersim/compute/operation_formats.py", "src/clustersim/training/layer_times.py"],
     "serving_memory": ["src/clustersim/serving/memory.py", "src/clustersim/serving/state_pool.py"],
     "interval_lookup": ["src/clustersim/intervals/lookup.py"],
+    "interval_layout": ["src/clustersim/intervals/layout.py"],
     "moe_exchange": [
         "src/clustersim/serving/moe_exchange.py",
         "src/clustersim/serving/attention_dp.py",
@@ -319,6 +320,7 @@ GROUP_TESTS: dict[str, list[str]] = {
         "tests/validation/test_run_intervals.py",
         "tests/serving/test_attention_dp.py",
     ],
+    "interval_layout": ["tests/intervals", "tests/diagnose/test_gap.py"],
     "moe_exchange": [
         "tests/serving/test_moe_exchange_survivors.py",
         "tests/serving/test_moe_exchange.py",
@@ -634,6 +636,7 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
     ],
     "serving_memory": ["tests/serving/test_serving_memory_survivors.py"],
     "interval_lookup": ["tests/intervals/test_lookup_survivors.py", "tests/intervals/test_lookup.py"],
+    "interval_layout": ["tests/intervals/test_lookup.py"],
     "serving_queues": ["tests/serving/test_serving_queues_survivors.py"],
     "moe_exchange": ["tests/serving/test_moe_exchange_survivors.py"],
     "disaggregation": ["tests/serving/test_disaggregation_survivors.py"],

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clustersim.intervals import Residual, ResidualTable, chip_of, interval_for, load_residuals, spread_for
-from clustersim.intervals.layout import LAYOUT_FEATURES, layout_features
+from clustersim.intervals.layout import ATTENTION_DP, LAYOUT_FEATURES, layout_features, serving_features
 from clustersim.intervals.lookup import MIN_CASES, MIN_SOURCES, scale_of, size_band
 
 
@@ -320,9 +320,19 @@ def test_layout_features_name_what_the_layout_runs() -> None:
         "pipeline", "context", "experts", "sharded", "fp8", "long_sequence"
     )  # fmt: skip
     assert layout_features(pp=1, cp=1, ep=1, zero=2, precision="fp4", seq_len=8192) == ("fp8",)
+    # each feature from the smallest degree that makes it (2 stages, 2 context or expert ranks, ZeRO 3)
+    one = {"pp": 1, "cp": 1, "ep": 1, "zero": 2, "precision": "bf16", "seq_len": 4096}
+    for degree, feature in (("pp", "pipeline"), ("cp", "context"), ("ep", "experts")):
+        assert layout_features(**{**one, degree: 2}) == (feature,)
+    assert layout_features(**{**one, "zero": 3}) == ("sharded",)
     # a long sequence from 16K tokens, with or without context parallelism
     assert layout_features(pp=1, cp=1, ep=1, zero=1, precision="bf16", seq_len=16384) == ("long_sequence",)
     assert layout_features(pp=1, cp=1, ep=1, zero=1, precision="bf16", seq_len=16383) == ()
+
+
+def test_serving_features_name_a_moe_model_and_attention_data_parallel_from_two_groups() -> None:
+    assert serving_features(1, experts=False) == ()
+    assert serving_features(2, experts=True) == ("experts", ATTENTION_DP) == ("experts", "attention_dp")
 
 
 @settings(max_examples=40, deadline=None)

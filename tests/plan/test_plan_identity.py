@@ -19,7 +19,7 @@ from clustersim.catalog.schema import Dtype
 from clustersim.compute.software import software_for, software_profiles
 from clustersim.execution import LayoutArrays
 from clustersim.intervals import spread_for
-from clustersim.intervals.layout import layout_features
+from clustersim.intervals.layout import job_features
 from clustersim.network.collectives import Op
 from clustersim.network.cost import ANALYTIC
 from clustersim.plan.planner import Constraints, plan_training
@@ -54,14 +54,7 @@ def _plain_rows(model, points, keep: int) -> list[dict]:
             estimate = estimate_training(
                 model, system, chosen, job, offer=point.offer, efficiency=point.efficiency, software=software
             )
-            features = layout_features(
-                pp=chosen.pp,
-                cp=chosen.cp,
-                ep=chosen.ep,
-                zero=chosen.zero,
-                precision=job.precision.value,
-                seq_len=job.seq_len,
-            )
+            features = job_features(chosen, job)
             spread = spread_for(
                 "training", accelerator=system.accelerator.id, family=system.accelerator.family,
                 framework=software.name, devices=system.num_devices, layout=features,

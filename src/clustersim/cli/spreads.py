@@ -48,9 +48,8 @@ def training_spread(
 ) -> "Spread | None":
     """The spread of a training estimate's step on ``instance``, widened by its layout's features; ``kind`` "memory":
     of its memory per device (published peak memory's residuals)."""
-    from clustersim.intervals.layout import layout_features
+    from clustersim.intervals.layout import job_features
 
-    layout, job = estimate.layout, estimate.job
     return spread_on(
         kind,
         instance=instance,
@@ -58,14 +57,7 @@ def training_spread(
         devices=estimate.num_devices,
         level=level,
         catalog=catalog,
-        layout=layout_features(
-            pp=layout.pp,
-            cp=layout.cp,
-            ep=layout.ep,
-            zero=layout.zero,
-            precision=job.precision.value,
-            seq_len=job.seq_len,
-        ),
+        layout=job_features(estimate.layout, estimate.job),
     )
 
 

@@ -28,7 +28,7 @@ from clustersim.diagnose.levers import COMM_TERMS, Kind, Lever, levers_for
 from clustersim.diagnose.solve import MIN_FACTOR, Sensitivity, factor_for, sensitivity
 from clustersim.errors import ClusterSimError
 from clustersim.intervals import Spread, spread_for
-from clustersim.intervals.layout import layout_features
+from clustersim.intervals.layout import job_features
 
 
 @dataclass(frozen=True)
@@ -181,15 +181,8 @@ class Explanation:
 def _spread(kind: str, inputs: StepInputs, level: float, framework: str | None) -> Spread | None:
     """The left-out residuals' spread for ``kind``: a training step's widened by its layout's features, as ``train``
     sizes the same step's interval (``clustersim.intervals.layout``)."""
-    chip, layout, job = inputs.system.accelerator, inputs.layout, inputs.job
-    features = (
-        layout_features(
-            pp=layout.pp, cp=layout.cp, ep=layout.ep, zero=layout.zero, precision=job.precision.value,
-            seq_len=job.seq_len,
-        )
-        if kind == "training"
-        else ()
-    )  # fmt: skip
+    chip = inputs.system.accelerator
+    features = job_features(inputs.layout, inputs.job) if kind == "training" else ()
     return spread_for(
         kind, accelerator=chip.id, family=chip.family, framework=framework, devices=inputs.system.num_devices,
         level=level, layout=features,

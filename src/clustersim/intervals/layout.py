@@ -11,6 +11,9 @@ whose layouts have every feature its own has (``clustersim.intervals.lookup``), 
 
 from __future__ import annotations
 
+from enum import Enum
+from typing import Protocol
+
 LAYOUT_FEATURES = ("pipeline", "context", "experts", "sharded", "fp8", "long_sequence")
 """pipeline: pp > 1; context: cp > 1; experts: ep > 1; sharded: ZeRO 3 / FSDP; fp8: FP8 (or FP4) GEMMs;
 long_sequence: sequences of ``LONG_SEQUENCE_TOKENS`` or more."""
@@ -33,6 +36,33 @@ def layout_features(*, pp: int, cp: int, ep: int, zero: int, precision: str, seq
         "long_sequence": seq_len >= LONG_SEQUENCE_TOKENS,
     }  # fmt: skip
     return tuple(name for name in LAYOUT_FEATURES if present[name])
+
+
+class _Degrees(Protocol):
+    @property
+    def pp(self) -> int: ...
+    @property
+    def cp(self) -> int: ...
+    @property
+    def ep(self) -> int: ...
+    @property
+    def zero(self) -> int: ...
+
+
+class _Job(Protocol):
+    @property
+    def precision(self) -> Enum: ...
+    @property
+    def seq_len(self) -> int: ...
+
+
+def job_features(layout: _Degrees, job: _Job) -> tuple[str, ...]:
+    """``layout_features`` of a training ``layout`` (``clustersim.execution.Layout``) running ``job``
+    (``clustersim.training.job.TrainingJob``: its GEMM precision and sequence length)."""
+    return layout_features(
+        pp=layout.pp, cp=layout.cp, ep=layout.ep, zero=layout.zero, precision=str(job.precision.value),
+        seq_len=job.seq_len,
+    )  # fmt: skip
 
 
 ATTENTION_DP = "attention_dp"

@@ -23,7 +23,7 @@ import numpy as np
 
 from clustersim.errors import ClusterSimError
 from clustersim.intervals import DEFAULT_LEVEL, ResidualTable, Spread, load_residuals, spread_for
-from clustersim.intervals.layout import layout_features
+from clustersim.intervals.layout import job_features
 from clustersim.intervals.lookup import scale_of
 from clustersim.plan.parallel import Executor, partitions, run_here
 from clustersim.plan.plan_records import Constraints as Constraints
@@ -249,14 +249,7 @@ def _point_rows(
             return [], counted, f"skipped {point.label}: {totals.price_note}"
         if totals.energy_kwh is None and "energy" in needs:
             return [], counted, f"skipped {point.label}: no board power in the catalog, so no energy"
-        features = layout_features(
-            pp=layout.pp,
-            cp=layout.cp,
-            ep=layout.ep,
-            zero=layout.zero,
-            precision=job.precision.value,
-            seq_len=job.seq_len,
-        )
+        features = job_features(layout, job)
         # the spread reads the devices only through their scale bucket: one lookup per bucket, not per count
         found = {}
         for kind in ("training", "memory"):

@@ -27,7 +27,7 @@ from clustersim.compute.software import SoftwareProfile, software_for
 from clustersim.errors import ClusterSimError
 from clustersim.execution import Layout, LayoutArrays
 from clustersim.intervals import DEFAULT_LEVEL, spread_for
-from clustersim.intervals.layout import layout_features
+from clustersim.intervals.layout import job_features
 from clustersim.network.cost import ANALYTIC, CollectiveCost
 from clustersim.plan.ranking import Ranking as Ranking
 from clustersim.plan.ranking import grid_layouts, terms_at
@@ -417,16 +417,7 @@ def safest(
 
     def upper_s(item: tuple[Layout, float]) -> float:
         layout, step_s = item
-        features = tuple(
-            layout_features(
-                pp=layout.pp,
-                cp=layout.cp,
-                ep=layout.ep,
-                zero=layout.zero,
-                precision=job.precision.value,
-                seq_len=job.seq_len,
-            )
-        )
+        features = job_features(layout, job)
         if features not in spreads:
             found = spread_for(
                 "training", accelerator=system.accelerator.id, family=system.accelerator.family,

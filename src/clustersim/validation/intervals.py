@@ -25,7 +25,7 @@ from typing import Protocol
 from clustersim.catalog.registry import Catalog
 from clustersim.errors import ClusterSimError
 from clustersim.intervals import Interval, Residual, ResidualTable, load_residuals, spread_for
-from clustersim.intervals.layout import layout_features, serving_features
+from clustersim.intervals.layout import job_features, serving_features
 from clustersim.intervals.lookup import DEFAULT_FRAMEWORK, chip_of
 from clustersim.intervals.residuals import MEASURED_LATENCY_FIELDS, round_significant
 from clustersim.validation.cases import PRIMARY_FIELDS, Case, bundled_dir, project_case_files
@@ -99,10 +99,7 @@ def training_layout(case: Case, catalog: Catalog) -> tuple[str, ...]:
     from clustersim.validation.training import case_setup
 
     setup = case_setup(case, catalog)
-    layout, job = setup.layout, setup.job
-    return layout_features(
-        pp=layout.pp, cp=layout.cp, ep=layout.ep, zero=layout.zero, precision=job.precision.value, seq_len=job.seq_len
-    )
+    return job_features(setup.layout, setup.job)
 
 
 def predicted_over_measured(row: Residual) -> float:
