@@ -17,11 +17,14 @@ def catalog() -> Catalog:
 
 
 @pytest.fixture(scope="module")
-def long_cases() -> list[Case]:
-    cases = [
-        c for c in read_all([path for _, path in default_case_files()]) if c.kind == "training" and c.model is not None
-    ]
-    return [c for c in cases if (c.model.seq_len or 0) >= LONG_SEQUENCE_TOKENS]
+def training_cases() -> list[Case]:
+    cases = read_all([path for _, path in default_case_files()])
+    return [c for c in cases if c.kind == "training" and c.model is not None]
+
+
+@pytest.fixture(scope="module")
+def long_cases(training_cases: list[Case]) -> list[Case]:
+    return [c for c in training_cases if c.model is not None and (c.model.seq_len or 0) >= LONG_SEQUENCE_TOKENS]
 
 
 def test_the_bundled_long_sequence_runs_carry_the_feature_in_their_residuals(
@@ -37,13 +40,9 @@ def test_the_bundled_long_sequence_runs_carry_the_feature_in_their_residuals(
         assert case.id in held and held[case.id].layout == layout, case.id
 
 
-def test_a_short_sequence_has_no_such_feature(catalog: Catalog) -> None:
-    short = [
-        c
-        for c in read_all([path for _, path in default_case_files()])
-        if c.kind == "training" and c.id.startswith("nemo_longseq")
-    ]
-    by_length = {c.model.seq_len: training_layout(c, catalog) for c in short if c.model is not None}
+def test_a_short_sequence_has_no_such_feature(catalog: Catalog, training_cases: list[Case]) -> None:
+    nemo = [c for c in training_cases if c.id.startswith("nemo_longseq")]
+    by_length = {c.model.seq_len: training_layout(c, catalog) for c in nemo if c.model is not None}
     assert "long_sequence" not in by_length[8192] and "long_sequence" in by_length[16384]
 
 
