@@ -142,7 +142,65 @@ GROUPS: dict[str, list[str]] = {
     ],
     "request_report": ["src/clustersim/serving/sim_report.py", "src/clustersim/serving/rate_grid.py"],
     "serving_formats": ["src/clustersim/serving/formats.py", "src/clustersim/serving/serving_system.py"],
+    "storage": [
+        "src/clustersim/storage/fsx.py",
+        "src/clustersim/storage/checkpoint.py",
+        "src/clustersim/storage/burst.py",
+        "src/clustersim/storage/dataload.py",
+    ],
+    "reliability": [
+        "src/clustersim/reliability/failures.py",
+        "src/clustersim/reliability/montecarlo.py",
+        "src/clustersim/reliability/plan.py",
+    ],
+    "transport_tcp": [
+        "src/clustersim/network/transport/tcp.py",
+        "src/clustersim/network/transport/tcp_sack.py",
+        "src/clustersim/network/transport/cubic.py",
+    ],
+    "transport_rdma": [
+        "src/clustersim/network/transport/dcqcn.py",
+        "src/clustersim/network/transport/rc.py",
+        "src/clustersim/network/transport/lossless.py",
+        "src/clustersim/network/transport/lossless_path.py",
+    ],
+    "transport_srd": [
+        "src/clustersim/network/transport/srd.py",
+        "src/clustersim/network/transport/steady_incast.py",
+        "src/clustersim/network/transport/links.py",
+        "src/clustersim/network/transport/flows.py",
+    ],
+    "flowsim_solver": [
+        "src/clustersim/network/flowsim/solver.py",
+        "src/clustersim/network/flowsim/filling.py",
+        "src/clustersim/network/flowsim/blockmin.py",
+        "src/clustersim/network/flowsim/adaptive.py",
+    ],
+    "flowsim_collectives": [
+        "src/clustersim/network/flowsim/collectives.py",
+        "src/clustersim/network/flowsim/nccl.py",
+        "src/clustersim/network/flowsim/nvls.py",
+        "src/clustersim/network/flowsim/hierarchical.py",
+    ],
+    "serving_simulate": ["src/clustersim/serving/simulate.py", "src/clustersim/serving/sim_disaggregated.py"],
 }
+TRANSPORT_TESTS = [
+    "tests/network/transport",
+    "tests/cli/test_transport.py",
+    "tests/cli/test_transport_rc.py",
+    "tests/cli/test_transport_seeds.py",
+]
+FLOWSIM_TESTS = [
+    "tests/network/flowsim",
+    "tests/network/test_cluster_bound.py",
+    "tests/network/test_collective_table.py",
+    "tests/network/test_fabric_calibrated.py",
+    "tests/training/test_fabric_step.py",
+    "tests/training/test_fabric_step_survivors.py",
+    "tests/training/test_background.py",
+    "tests/cli/test_fabric.py",
+    "tests/cli/test_fabric_pattern.py",
+]
 TEST_SELECTION = [
     "tests/training",
     "tests/compute",
@@ -173,6 +231,33 @@ SIMULATOR_TESTS = [  # what reaches the request simulator's steps and scheduler
 # fail) and the snapshot check a fourth, minutes each on a shared machine. The files are every test that
 # imports the module or a module built on it (the CLI commands over it included).
 GROUP_TESTS: dict[str, list[str]] = {
+    "storage": [
+        "tests/storage",
+        "tests/cli/test_storage.py",
+        "tests/cli/test_cli_train_checkpoint.py",
+        "tests/training/test_job_failures.py",
+        "tests/reliability",
+    ],
+    "reliability": [
+        "tests/reliability",
+        "tests/cli/test_reliability.py",
+        "tests/training/test_job_failures.py",
+        "tests/cli/test_cli_train_checkpoint.py",
+    ],
+    "serving_simulate": [
+        *SIMULATOR_TESTS,
+        "tests/serving/test_request_report.py",
+        "tests/serving/test_disaggregated_rate.py",
+        "tests/cli/test_cli_serve.py",
+        "tests/cli/test_serve_sweep.py",
+        "tests/cli/test_serve_disaggregate.py",
+        "tests/cli/test_validate_latency.py",
+    ],
+    "transport_tcp": TRANSPORT_TESTS,
+    "transport_rdma": TRANSPORT_TESTS,
+    "transport_srd": TRANSPORT_TESTS,
+    "flowsim_solver": FLOWSIM_TESTS,
+    "flowsim_collectives": FLOWSIM_TESTS,
     "hf_config": [
         "tests/workload/test_hf.py",
         "tests/workload/test_hf_moe_2025.py",

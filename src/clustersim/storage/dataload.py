@@ -1,8 +1,10 @@
 """Data loading: the bytes per second a training job reads against what the file system and its clients
 deliver.
 
-A pre-tokenized dataset stores each token as an integer id: 2 bytes while the vocabulary fits 16 bits,
-4 bytes above 65,536 ids (Megatron's indexed datasets pick the dtype by vocabulary size). The job reads
+A pre-tokenized dataset stores each token as an integer id: 2 bytes (uint16) for a vocabulary of fewer than
+65,500 ids, else 4 (int32), as Megatron-Core's indexed datasets pick it (``DType.optimal_dtype``: ``cardinality <
+65500`` gives ``numpy.uint16``, megatron/core/datasets/indexed_dataset.py; a margin below 2**16, so a vocabulary of
+65,500 to 65,536 ids takes 4 bytes). The job reads
 ``tokens/s x bytes/token`` (each token once per epoch; shuffling reads whole documents, so the
 sequential rate applies); the file system serves uncached reads at its read baseline, and each instance
 at most its client ceiling.
@@ -17,12 +19,12 @@ from clustersim.errors import ClusterSimError
 from clustersim.storage.checkpoint import Transfer, transfer
 from clustersim.storage.fsx import ClientPath, FileSystem
 
-UINT16_VOCAB = 65_536
+UINT16_VOCAB_LIMIT = 65_500  # Megatron-Core's DType.optimal_dtype: uint16 below this many ids
 
 
 def bytes_per_token(vocab: int) -> float:
-    """On-disk bytes of one token id of a pre-tokenized dataset."""
-    return 2.0 if vocab <= UINT16_VOCAB else 4.0
+    """On-disk bytes of one token id of a pre-tokenized dataset of a ``vocab``-id vocabulary."""
+    return 2.0 if vocab < UINT16_VOCAB_LIMIT else 4.0
 
 
 @dataclass(frozen=True)
@@ -53,8 +55,9 @@ def data_loading(
     instance: Instance | None,
 ) -> DataLoading:
     """The job's read rate against the file system's read baseline and its clients' ceilings."""
-    if not (tokens_per_s > 0 and token_bytes > 0):
-        raise ClusterSimError(f"tokens/s and bytes/token must be positive, got {tokens_per_s}, {token_bytes}")
+    for name, value in (("tokens_per_s", tokens_per_s), ("token_bytes", token_bytes)):
+        if not value > 0:  # NaN too
+            raise ClusterSimError(f"{name}: must be a positive number, got {value!r}", field=name, value=value)
     fs.check_path(path)
     need = tokens_per_s * token_bytes
     bounds = {"clients": num_nodes * fs.client_bytes_per_s(path, instance), "file system": fs.read_bytes_per_s}
