@@ -699,6 +699,13 @@ LAYER_BLEND_TESTS = [
 
 # Tests written to kill a group's survivors (``--recheck`` runs each survivor against them).
 SURVIVOR_TESTS: dict[str, list[str]] = {
+    "storage": [
+        "tests/storage/test_fsx_checks_survivors.py",
+        "tests/storage/test_fsx_rates_survivors.py",
+        "tests/storage/test_checkpoint_survivors.py",
+        "tests/storage/test_burst_survivors.py",
+        "tests/storage/test_dataload_survivors.py",
+    ],
     "nccl_small": ["tests/network/transport/test_nccl_small_survivors.py"],
     "datapath": ["tests/network/transport/test_datapath_survivors.py"],
     "ops": ["tests/workload/test_ops_survivors.py"],

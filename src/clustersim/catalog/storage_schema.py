@@ -117,4 +117,10 @@ class Storage(Entry):
     def _check_category(self) -> Storage:
         if self.category is StorageCategory.TIER and (self.service is None or self.deployment_type is None):
             raise ValueError("a tier needs 'service' and 'deployment_type'")
+        caps, iops = self.metadata_automatic_capacities_gib, self.metadata_automatic_iops
+        if caps is not None and iops is not None and len(caps.values) != len(iops.values):
+            raise ValueError(
+                f"metadata_automatic_iops: {len(iops.values)} values for the {len(caps.values)} capacities of "
+                "metadata_automatic_capacities_gib (one IOPS figure a capacity)"
+            )
         return self

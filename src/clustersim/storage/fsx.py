@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from clustersim.catalog.registry import Catalog
-from clustersim.catalog.schema import Accelerator, Instance, Storage, StorageCategory
+from clustersim.catalog.schema import Accelerator, BitsPerSFigure, Instance, Storage, StorageCategory
 from clustersim.errors import ClusterSimError, UnknownNameError
 from clustersim.units import parse_bytes
 
@@ -262,15 +262,24 @@ class FileSystem:
         price = self.tier.price
         return None if price is None else price.usd_per_gb_month * self.capacity_gib / 730.0
 
-    def client_bytes_per_s(self, path: ClientPath, instance: Instance | None) -> float:
-        """One client's ceiling on ``path``, never above the instance's own NICs."""
-        figure = {
+    def _client_ceilings(self) -> dict[ClientPath, BitsPerSFigure | None]:
+        return {
             ClientPath.ENA: self.service.ena_client_bits_per_s,
             ClientPath.EFA: self.service.efa_client_bits_per_s,
             ClientPath.EFA_GDS: self.service.efa_gds_client_bits_per_s,
-        }[path]
+        }
+
+    def client_bytes_per_s(self, path: ClientPath, instance: Instance | None) -> float:
+        """One client's ceiling on ``path``, never above the instance's own NICs."""
+        figure = self._client_ceilings()[path]
         if figure is None:
-            raise ClusterSimError(f"{self.service.id} has no client ceiling for path {path.value!r} in the catalog")
+            known = [p.value for p, f in self._client_ceilings().items() if f is not None]
+            raise ClusterSimError(
+                f"path {path.value!r}: {self.service.id} has no client ceiling for it in the catalog (paths with one: "
+                f"{', '.join(known) or 'none'})",
+                field="path",
+                value=path.value,
+            )
         bits = figure.value
         if instance is not None:
             bits = min(bits, instance.network.total_bandwidth_bits_per_s.value)
@@ -307,7 +316,7 @@ class FileSystem:
         if not 1 <= stripes <= self.num_targets:
             raise ClusterSimError(
                 f"stripes: {stripes} is not between 1 and the {self.num_targets} storage targets of this "
-                f"{self.capacity_gib:,.0f} GiB file system (one per ~1,200 GiB)",
+                f"{self.capacity_gib:,.0f} GiB file system (one per ~{self.target_gib:,.0f} GiB)",
                 field="stripes",
                 value=stripes,
             )
