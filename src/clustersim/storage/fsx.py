@@ -28,8 +28,9 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
+from clustersim.catalog.figures import BitsPerSFigure
 from clustersim.catalog.registry import Catalog
-from clustersim.catalog.schema import Accelerator, BitsPerSFigure, Instance, Storage, StorageCategory
+from clustersim.catalog.schema import Accelerator, Instance, Storage, StorageCategory
 from clustersim.errors import ClusterSimError, UnknownNameError
 from clustersim.units import parse_bytes
 
