@@ -24,14 +24,13 @@ AWS's rules, as the catalog records them (``catalog/data/storage.toml``):
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from enum import StrEnum
 
 from clustersim.catalog.figures import BitsPerSFigure
 from clustersim.catalog.registry import Catalog
 from clustersim.catalog.schema import Accelerator, Instance, Storage, StorageCategory
-from clustersim.errors import ClusterSimError, UnknownNameError
+from clustersim.errors import ClusterSimError, UnitError, UnknownNameError
 from clustersim.units import parse_bytes
 
 GIB = 2**30
@@ -119,24 +118,54 @@ class Extent:
     stripes: int
 
 
+LAYOUT_FORMS = "'-c N' or '-E END -c N [-E END -c N ...]' (lfs setstripe's -E, -c and -S)"
+
+
 def parse_layout(spec: str) -> tuple[Extent, ...]:
-    """The extents of an ``lfs setstripe`` layout: ``-c 1`` or ``-E 1G -c 1 -E -1 -c 5`` (sizes binary)."""
+    """The extents of an ``lfs setstripe`` layout: ``-c 1`` or ``-E 1G -c 1 -E -1 -c 5`` (sizes binary). Each
+    component takes one ``-c`` (stripe count) and may take ``-S`` (stripe size: read and checked, not priced: a
+    stripe's rate is its target's share whatever the size); any other option, a component without ``-c``, or
+    anything before the first ``-E`` of a progressive layout is refused, never skipped."""
     tokens = spec.split()
-    if "-E" not in tokens:
-        if len(tokens) != 2 or tokens[0] != "-c":
-            raise ClusterSimError(f"layout {spec!r}: expected '-c N' or '-E END -c N ...'", field="layout", value=spec)
-        return (Extent(0.0, math.inf, _stripes(tokens[1], spec)),)
+    progressive = "-E" in tokens
+    ends: list[float] = []  # a progressive layout's extent ends, in order
+    counts: list[int | None] = [] if progressive else [None]
+    for at in range(0, len(tokens), 2):
+        flag, value = tokens[at], tokens[at + 1] if at + 1 < len(tokens) else None
+        if flag not in ("-E", "-c", "-S"):
+            raise _layout_error(spec, f"unknown option or stray word {flag!r}")
+        if value is None:
+            raise _layout_error(spec, f"{flag} needs a value")
+        if flag == "-E":
+            ends.append(_extent_end(value, spec))
+            counts.append(None)
+        elif not counts:
+            raise _layout_error(spec, f"{flag} {value} comes before the first -E")
+        elif flag == "-c":
+            if counts[-1] is not None:
+                raise _layout_error(spec, "two stripe counts (-c) for one component")
+            counts[-1] = _stripes(value, spec)
+        else:
+            _stripe_size(value, spec)
+    if any(count is None for count in counts):
+        raise _layout_error(spec, "every component needs a stripe count (-c)")
+    stripes = [count for count in counts if count is not None]
+    if not progressive:
+        return (Extent(0.0, math.inf, stripes[0]),)
     extents: list[Extent] = []
     start = 0.0
-    for match in re.finditer(r"-E\s+(\S+)\s+-c\s+(\S+)", spec):
-        end = math.inf if match.group(1) == "-1" else parse_bytes(_binary(match.group(1)))
+    for end, count in zip(ends, stripes, strict=True):
         if end <= start:
             raise ClusterSimError(f"layout {spec!r}: extent ends must increase", field="layout", value=spec)
-        extents.append(Extent(start, end, _stripes(match.group(2), spec)))
+        extents.append(Extent(start, end, count))
         start = end
-    if not extents or extents[-1].end_bytes != math.inf:
+    if extents[-1].end_bytes != math.inf:
         raise ClusterSimError(f"layout {spec!r}: the last extent must end at -1 (EOF)", field="layout", value=spec)
     return tuple(extents)
+
+
+def _layout_error(spec: str, what: str) -> ClusterSimError:
+    return ClusterSimError(f"layout {spec!r}: {what}; expected {LAYOUT_FORMS}", field="layout", value=spec)
 
 
 def _binary(size: str) -> str:
@@ -144,11 +173,37 @@ def _binary(size: str) -> str:
     return size[:-1] + size[-1].upper() + "iB" if size[-1] in "KkMmGgTt" else size
 
 
+def _size(text: str, spec: str, what: str) -> float:
+    try:
+        return parse_bytes(_binary(text))
+    except UnitError:
+        raise ClusterSimError(
+            f"layout {spec!r}: {what} {text!r} is not a size (e.g. 64M, 1G or 1GiB; a number alone is bytes)",
+            field="layout",
+            value=spec,
+        ) from None
+
+
+def _extent_end(text: str, spec: str) -> float:
+    """An extent's end: a size, or -1 (the end of the file)."""
+    return math.inf if text == "-1" else _size(text, spec, "extent end")
+
+
+def _stripe_size(text: str, spec: str) -> None:
+    """A stripe size (-S): a positive size."""
+    if not _size(text, spec, "stripe size") > 0:
+        raise ClusterSimError(f"layout {spec!r}: stripe size {text!r} must be positive", field="layout", value=spec)
+
+
 def _stripes(text: str, spec: str) -> int:
     try:
         count = int(text)
     except ValueError:
-        raise ClusterSimError(f"layout {spec!r}: stripe count {text!r} is not a whole number", field="layout") from None
+        raise ClusterSimError(
+            f"layout {spec!r}: stripe count {text!r} is not a whole number (valid: 1 or more, or -1 for all targets)",
+            field="layout",
+            value=text,
+        ) from None
     if count == 0 or count < -1:
         raise ClusterSimError(f"layout {spec!r}: stripe count must be >= 1 or -1 (all)", field="layout", value=count)
     return count
@@ -354,23 +409,30 @@ def check_capacity(tier: Storage, capacity_gib: float) -> None:
     """AWS's valid capacities: the minimum, twice it, or a multiple of the increment at or above it."""
     low = tier.min_capacity_bytes.value / GIB if tier.min_capacity_bytes else 1200.0
     step = tier.capacity_increment_bytes.value / GIB if tier.capacity_increment_bytes else low
-    if capacity_gib < low:
+    if capacity_gib < low - 1e-6:
         raise ClusterSimError(
-            f"capacity {capacity_gib:,.0f} GiB is below the {tier.name} minimum of {low:,.0f} GiB",
+            f"capacity {_gib(capacity_gib)} GiB is below the {tier.name} minimum of {low:,.0f} GiB",
             field="capacity",
             value=capacity_gib,
         )
     whole = abs(capacity_gib - round(capacity_gib)) < 1e-6
     if whole and (round(capacity_gib) in (round(low), round(2 * low)) or round(capacity_gib) % round(step) == 0):
         return
-    below = max(low, math.floor(capacity_gib / step) * step)
-    above = math.ceil(capacity_gib / step) * step
+    # the valid sizes either side: the minimum, twice it, and the multiples of the step from the minimum up
+    valid = (low, 2 * low, math.floor(capacity_gib / step) * step, math.ceil(capacity_gib / step) * step)
+    below = max((v for v in valid if low <= v <= capacity_gib), default=low)
+    above = min(v for v in valid if v >= capacity_gib)
     raise ClusterSimError(
         f"capacity {capacity_gib:,.2f} GiB is off the {tier.name} sizes ({low:,.0f} GiB, {2 * low:,.0f} GiB, then "
         f"multiples of {step:,.0f} GiB); nearest valid: {below:,.0f} GiB or {above:,.0f} GiB",
         field="capacity",
         value=capacity_gib,
     )
+
+
+def _gib(value: float) -> str:
+    """A capacity as a message shows it: whole GiB, or two decimals where it is not whole."""
+    return f"{value:,.0f}" if abs(value - round(value)) < 1e-6 else f"{value:,.2f}"
 
 
 def check_efa(tier: Storage, capacity_gib: float) -> None:
@@ -382,11 +444,13 @@ def check_efa(tier: Storage, capacity_gib: float) -> None:
             value=tier.id,
         )
     step = tier.efa_storage_per_server_bytes.value / GIB
-    if capacity_gib < step - 1e-6 or abs(capacity_gib / step - round(capacity_gib / step)) > 1e-9:
-        below = max(step, math.floor(capacity_gib / step) * step)
+    servers = capacity_gib / step
+    if servers < 1 - 1e-9 or abs(servers - round(servers)) > 1e-9:  # the same relative tolerance either side
+        below, above = max(step, math.floor(servers) * step), max(step, math.ceil(servers) * step)
+        nearest = f"{below:,.0f} GiB" + (f" or {above:,.0f} GiB" if above > below else "")
         raise ClusterSimError(
-            f"capacity {capacity_gib:,.0f} GiB: an EFA-enabled {tier.name} file system grows in whole file servers "
-            f"of {step:,.0f} GiB; nearest valid: {below:,.0f} GiB or {math.ceil(capacity_gib / step) * step:,.0f} GiB",
+            f"capacity {_gib(capacity_gib)} GiB: an EFA-enabled {tier.name} file system grows in whole file servers "
+            f"of {step:,.0f} GiB; nearest valid: {nearest}",
             field="capacity",
             value=capacity_gib,
         )
@@ -410,7 +474,10 @@ def file_system(
     entry = tier_by_name(catalog, tier)
     service = catalog.get(entry.service or SERVICE, "storage")
     assert isinstance(service, Storage)
-    capacity_gib = parse_bytes(capacity) / GIB
+    try:
+        capacity_gib = parse_bytes(capacity) / GIB
+    except UnitError as exc:
+        raise ClusterSimError(f"capacity: {exc}", field="capacity", value=capacity) from None
     check_capacity(entry, capacity_gib)
     if efa:
         check_efa(entry, capacity_gib)
@@ -436,7 +503,11 @@ def parse_storage(catalog: Catalog, spec: str) -> FileSystem:
             try:
                 iops = float(word.removeprefix("mdiops="))
             except ValueError:
-                raise ClusterSimError(f"storage {spec!r}: {extra!r} is not mdiops=NUMBER", field="storage") from None
+                raise ClusterSimError(
+                    f"storage {spec!r}: {extra!r} is not mdiops=NUMBER (e.g. mdiops=6000)", field="storage", value=spec
+                ) from None
         else:
-            raise ClusterSimError(f"storage {spec!r}: unknown or repeated part {extra!r}; {usage}", field="storage")
+            raise ClusterSimError(
+                f"storage {spec!r}: unknown or repeated part {extra!r}; {usage}", field="storage", value=spec
+            )
     return file_system(catalog, parts[1], parts[2], efa=efa, metadata_iops=iops)
