@@ -123,7 +123,9 @@ def checkpoint_command(
 
     with user_errors():
         if async_save and nvme:
-            raise ClusterSimError("--async and --nvme: choose one way to take the save off the critical path")
+            raise ClusterSimError(
+                "--async and --nvme: choose one way to take the save off the critical path", field="--nvme", value=True
+            )
         cat = load_catalog(catalog or ())
         fs = parse_storage(cat, storage)
         transformer = zoo.load_model(model, extra_dirs=models or ())

@@ -151,8 +151,16 @@ def fsx_transfer(
 def nvme_bytes_per_s(instance: Instance, drive: Storage, *, write: bool) -> float:
     """An instance's local NVMe: drives x a drive's sequential rate."""
     figure = drive.drive_write_bytes_per_s if write else drive.drive_read_bytes_per_s
-    if instance.local_nvme is None or figure is None:
+    if instance.local_nvme is None:
         raise ClusterSimError(f"{instance.id} has no local NVMe in the catalog", field="instance", value=instance.id)
+    if figure is None:
+        name = "drive_write_bytes_per_s" if write else "drive_read_bytes_per_s"
+        raise ClusterSimError(
+            f"local NVMe drive {drive.id} has no {name} in the catalog, so its {'writes' if write else 'reads'} cannot "
+            "be timed",
+            field="nvme",
+            value=drive.id,
+        )
     return instance.local_nvme.num_drives.value * figure.value
 
 
@@ -257,8 +265,9 @@ def plan_checkpoint(
     together (what any layout, offloading included, can hold) is refused. ``host_copy_bytes_per_s``: a device's
     copy to host memory, each way (``clustersim.system.device_host_copy_bytes_per_s``); mode ``async`` needs it.
     """
-    if num_nodes < 1 or devices_per_node < 1:
-        raise ClusterSimError(f"nodes and devices per node must be at least 1, got {num_nodes}, {devices_per_node}")
+    for name, count in (("nodes", num_nodes), ("devices_per_node", devices_per_node)):
+        if count < 1:
+            raise ClusterSimError(f"{name}: must be at least 1, got {count}", field=name, value=count)
     model.check_unquantized("a checkpoint")
     size = checkpoint_bytes(model, fmt)
     _check_nodes_hold(size, fmt, instance, num_nodes, accelerator)
@@ -283,20 +292,34 @@ def plan_checkpoint(
     host = None if instance is None or instance.host_memory_bytes is None else instance.host_memory_bytes.value
     if not per_rank and host is not None and size > host:
         raise ClusterSimError(
-            f"pattern aggregated: one instance gathers the whole {size / 1e12:,.2f} TB checkpoint, more than the "
+            f"pattern aggregated: one instance gathers the whole {size / 2**30:,.0f} GiB checkpoint, more than the "
             f"{host / 2**30:,.0f} GiB host memory of {instance.id if instance else ''}; write a file per rank",
             field="pattern",
+            value=pattern.value,
         )
     local = None
     if mode is SaveMode.NVME:
-        if instance is None or nvme is None:
-            raise ClusterSimError("a local NVMe checkpoint needs a catalogued instance with local NVMe", field="mode")
+        if instance is None:
+            raise ClusterSimError(
+                "mode nvme: a local NVMe checkpoint needs a catalogued instance with local NVMe", field="mode",
+                value=mode.value,
+            )  # fmt: skip
+        if nvme is None:
+            raise ClusterSimError(
+                "mode nvme: no local NVMe drive entry to time the write with (the catalog's storage of category "
+                "'local', instance-nvme)",
+                field="mode",
+                value=mode.value,
+            )
         drives = instance.local_nvme
         room = 0.0 if drives is None else drives.num_drives.value * drives.drive_bytes.value
         if per_node > room:
+            fits = f"; use at least {math.ceil(size / room)} nodes or" if per_rank and room > 0 else ""
             raise ClusterSimError(
-                f"mode nvme: {per_node / 1e9:,.1f} GB per instance does not fit its {room / 1e9:,.1f} GB of NVMe",
+                f"mode nvme: {per_node / 1e9:,.1f} GB per instance does not fit its {room / 1e9:,.1f} GB of NVMe"
+                f"{fits or ';'} save to the file system (sync or async)",
                 field="mode",
+                value=mode.value,
             )
         local = transfer(size, {"local NVMe": clients * nvme_bytes_per_s(instance, nvme, write=True)})
     if mode is SaveMode.ASYNC and host is not None and per_node > host / 2:
@@ -305,6 +328,7 @@ def plan_checkpoint(
             f"{host / 2**30:,.0f} GiB host memory of {instance.id if instance else ''}; use more nodes or a "
             f"synchronous save",
             field="mode",
+            value=mode.value,
         )
     writers = num_nodes * devices_per_node if per_rank else 1
     if mode is SaveMode.ASYNC and host_copy_bytes_per_s is None:
@@ -313,6 +337,7 @@ def plan_checkpoint(
             f"mode async: no host link is recorded for {device}, so its copy to host memory cannot be timed; save "
             f"synchronously, to local NVMe, or give the accelerator a host_link in a catalog overlay",
             field="mode",
+            value=mode.value,
         )
     host_copy_s = 0.0 if host_copy_bytes_per_s is None else size / writers / host_copy_bytes_per_s
     return CheckpointTiming(
