@@ -699,6 +699,10 @@ LAYER_BLEND_TESTS = [
 
 # Tests written to kill a group's survivors (``--recheck`` runs each survivor against them).
 SURVIVOR_TESTS: dict[str, list[str]] = {
+    "reliability": [
+        "tests/reliability/test_failures_survivors.py",
+        "tests/reliability/test_montecarlo_plan_survivors.py",
+    ],
     "storage": [
         "tests/storage/test_fsx_checks_survivors.py",
         "tests/storage/test_fsx_rates_survivors.py",

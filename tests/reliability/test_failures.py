@@ -115,7 +115,7 @@ def test_same_seed_same_bytes_other_seed_differs():
 
 
 def test_runs_out_of_range_refused():
-    with pytest.raises(ClusterSimError, match="runs: must be from 1"):
+    with pytest.raises(ClusterSimError, match="runs: must be a whole number from 1"):
         simulate_runs(DAY, interval_s=3600, checkpoint_s=60, restart_s=600, mtbf_s=M, num_runs=0)
 
 

@@ -112,10 +112,16 @@ def simulate_runs(
 ) -> RunSpread:
     """``num_runs`` runs of ``work_s`` of work checkpointed every ``interval_s`` (the same seed gives the
     same runs)."""
-    if isinstance(num_runs, bool) or not 1 <= num_runs <= MAX_RUNS:
-        raise ClusterSimError(f"runs: must be from 1 to {MAX_RUNS:,}, got {num_runs!r}", field="runs", value=num_runs)
-    if not (checkpoint_s >= 0 and restart_s >= 0 and mtbf_s > 0):
-        raise ClusterSimError("checkpoint and restart times must be >= 0 and the MTBF > 0", field="mtbf_s")
+    if isinstance(num_runs, bool) or not isinstance(num_runs, int | np.integer) or not 1 <= num_runs <= MAX_RUNS:
+        raise ClusterSimError(
+            f"runs: must be a whole number from 1 to {MAX_RUNS:,}, got {num_runs!r}", field="runs", value=num_runs
+        )
+    for name, value, rule in (
+        ("checkpoint_s", checkpoint_s, "zero or more"), ("restart_s", restart_s, "zero or more"),
+        ("mtbf_s", mtbf_s, "positive"),
+    ):  # fmt: skip
+        if not (value > 0 if rule == "positive" else value >= 0):  # NaN too
+            raise ClusterSimError(f"{name}: must be {rule}, got {value!r}", field=name, value=value)
     full, rest = segments(work_s, interval_s)
     expected = expected_run(
         work_s, interval_s=interval_s, checkpoint_s=checkpoint_s, restart_s=restart_s, mtbf_s=mtbf_s
