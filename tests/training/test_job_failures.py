@@ -1,6 +1,8 @@
 """Job totals with checkpoints and failures: the expected run scales time, hours, energy and cost, and
 the file system's price is added (``training.job.with_failures``)."""
 
+import math
+
 import pytest
 
 from clustersim.catalog.registry import load_catalog
@@ -55,7 +57,9 @@ def test_totals_scale_with_the_expected_run():
     # Energy: work and rework at board power, checkpoint stalls and restarts at the idle prior (11.5%).
     waits = expected.checkpoint_total_s + expected.restart_total_s
     rework = expected.expected_time_s - base.time_s - waits
-    assert expected.restart_total_s == pytest.approx(expected.expected_failures * restart)
+    # a restart attempt per failure, cut short by the next failure within it: M (1 - e^(-R/M)) each
+    assert expected.restart_total_s == pytest.approx(expected.expected_failures * mtbf * -math.expm1(-restart / mtbf))
+    assert expected.restart_total_s < expected.expected_failures * restart
     assert out.energy_kwh == pytest.approx(base.energy_kwh * (base.time_s + rework + 0.115 * waits) / base.time_s)
     assert base.energy_kwh < out.energy_kwh < base.energy_kwh * scale
     storage = FS.price_usd_per_hour * out.time_s / 3600

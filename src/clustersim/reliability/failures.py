@@ -116,11 +116,14 @@ def failure_rate(spec: str | float) -> FailureRate:
         return RATES[spec.strip().lower()]
     try:
         value = float(spec)
-    except ValueError:
+    except (TypeError, ValueError):
         raise UnknownNameError("failure rate", str(spec), [*RATES, "<failures per device-hour>"]) from None
     if not (math.isfinite(value) and 0 < value < 1):
         raise ClusterSimError(
-            f"failure rate: {value!r} failures per device-hour is not in (0, 1)", field="failure_rate", value=value
+            f"failure rate: {value!r} failures per device-hour is not in (0, 1) (or a published rate: "
+            f"{', '.join(RATES)})",
+            field="failure_rate",
+            value=value,
         )
     return FailureRate(name=f"{value:g}/device-hour", per_device_hour=value, source="given")
 
@@ -173,9 +176,6 @@ def segments(work_s: float, interval_s: float) -> tuple[int, float]:
     return full, rest if rest > 1e-9 * min(work_s, interval_s) else 0.0
 
 
-_LOG_MAX_FLOAT = math.log(sys.float_info.max)
-
-
 def _log_expm1(x: float) -> float:
     """``ln(e^x - 1)`` for ``x > 0`` without overflow."""
     return x + math.log1p(-math.exp(-x)) if x > 30 else math.log(math.expm1(x))
@@ -187,7 +187,10 @@ def segment_time_s(length_s: float, mtbf_s: float, restart_s: float) -> float:
     if ratio == 0:  # below the smallest float: no failure within the segment
         return length_s
     log_time = math.log(mtbf_s) + restart_s / mtbf_s + _log_expm1(ratio)
-    return math.exp(log_time) if log_time < _LOG_MAX_FLOAT else math.inf
+    try:
+        return math.exp(log_time)
+    except OverflowError:
+        return math.inf
 
 
 @dataclass(frozen=True)
@@ -224,8 +227,10 @@ class Goodput:
 
     @property
     def restart_total_s(self) -> float:
-        """Wall time in restarts: one restart per failure (within the time lost)."""
-        return min(self.lost_s, self.expected_failures * self.restart_s)
+        """Wall time in restarts: one restart attempt per failure, each cut short by the next failure within it
+        (a failure during a restart starts it over), so ``M (1 - e^(-R/M))`` a failure (within the time lost)."""
+        per_failure = self.mtbf_s * -math.expm1(-self.restart_s / self.mtbf_s)
+        return min(self.lost_s, self.expected_failures * per_failure)
 
     @property
     def rework_s(self) -> float:
