@@ -144,6 +144,7 @@ GROUPS: dict[str, list[str]] = {
     "serving_formats": ["src/clustersim/serving/formats.py", "src/clustersim/serving/serving_system.py"],
     "storage": [
         "src/clustersim/storage/fsx.py",
+        "src/clustersim/storage/layouts.py",
         "src/clustersim/storage/checkpoint.py",
         "src/clustersim/storage/burst.py",
         "src/clustersim/storage/dataload.py",

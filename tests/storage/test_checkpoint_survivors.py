@@ -23,7 +23,8 @@ from clustersim.storage.checkpoint import (
     plan_checkpoint,
     striping_sweep,
 )
-from clustersim.storage.fsx import ClientPath, Extent, default_layout, file_system
+from clustersim.storage.fsx import ClientPath, default_layout, file_system
+from clustersim.storage.layouts import Extent
 from clustersim.system import device_host_copy_bytes_per_s
 from clustersim.workload import zoo
 from clustersim.workload.transformer import Quantization

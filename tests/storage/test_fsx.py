@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from clustersim.catalog.registry import load_catalog
 from clustersim.errors import ClusterSimError, UnknownNameError
-from clustersim.storage.fsx import ClientPath, Extent, default_layout, file_system, parse_layout, parse_storage
+from clustersim.storage.fsx import ClientPath, default_layout, file_system, parse_storage
+from clustersim.storage.layouts import Extent, parse_layout
 
 CATALOG = load_catalog(use_env=False)
 P5 = CATALOG.instance("p5.48xlarge")

@@ -14,18 +14,17 @@ from clustersim.catalog.schema import Storage
 from clustersim.errors import ClusterSimError, UnknownNameError
 from clustersim.storage.fsx import (
     ClientPath,
-    Extent,
     check_capacity,
     check_efa,
     check_metadata_iops,
     client_path_for,
     default_layout,
     file_system,
-    parse_layout,
     parse_storage,
     path_refusal,
     tier_by_name,
 )
+from clustersim.storage.layouts import Extent, parse_layout
 
 CATALOG = load_catalog(use_env=False)
 GIB = 2**30

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from clustersim.catalog.registry import load_catalog
 from clustersim.catalog.schema import Storage
 from clustersim.errors import ClusterSimError
-from clustersim.storage.fsx import ClientPath, Extent, FileSystem, check_capacity, file_system, tier_by_name
+from clustersim.storage.fsx import ClientPath, FileSystem, check_capacity, file_system, tier_by_name
+from clustersim.storage.layouts import Extent
 
 CATALOG = load_catalog(use_env=False)
 SERVICE = CATALOG.get("fsx-lustre")

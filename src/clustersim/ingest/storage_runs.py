@@ -19,7 +19,8 @@ from clustersim.catalog.registry import Catalog
 from clustersim.catalog.schema import Instance
 from clustersim.errors import ClusterSimError
 from clustersim.storage.checkpoint import fsx_transfer
-from clustersim.storage.fsx import ClientPath, Extent, client_path_for, default_layout, parse_storage
+from clustersim.storage.fsx import ClientPath, client_path_for, default_layout, parse_storage
+from clustersim.storage.layouts import Extent
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgGtTpP]?)(i?[bB]?)\s*$")
 _POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}

@@ -12,7 +12,8 @@ from rich.table import Table
 from clustersim.present.figures import figure
 from clustersim.storage import burst
 from clustersim.storage.checkpoint import CheckpointTiming, Transfer
-from clustersim.storage.fsx import Extent, FileSystem
+from clustersim.storage.fsx import FileSystem
+from clustersim.storage.layouts import Extent
 from clustersim.units import format_bytes, format_bytes_per_s, format_seconds
 
 

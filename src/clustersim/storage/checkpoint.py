@@ -42,7 +42,8 @@ from clustersim.compute.memory import OPTIMIZER_BYTES, WEIGHT_BYTES
 from clustersim.errors import ClusterSimError
 from clustersim.storage import burst as credits
 from clustersim.storage.burst import BurstSave, CreditBucket
-from clustersim.storage.fsx import ClientPath, Extent, FileSystem, client_path_for, default_layout
+from clustersim.storage.fsx import ClientPath, FileSystem, client_path_for, default_layout
+from clustersim.storage.layouts import Extent
 from clustersim.workload.transformer import Transformer
 
 
