@@ -168,6 +168,12 @@ def test_nvme_rate_of_an_instance_without_drives_or_a_drive_without_figures_is_r
         "local NVMe drive instance-nvme has no drive_read_bytes_per_s in the catalog, so its reads cannot be timed"
     )
     assert err.value.field == "nvme" and err.value.value == "instance-nvme"
+    read_only = NVME.model_copy(update={"drive_write_bytes_per_s": None})
+    with pytest.raises(ClusterSimError) as err:
+        nvme_bytes_per_s(P5, read_only, write=True)
+    assert str(err.value) == (
+        "local NVMe drive instance-nvme has no drive_write_bytes_per_s in the catalog, so its writes cannot be timed"
+    )
 
 
 @pytest.mark.parametrize(
@@ -238,7 +244,7 @@ def test_async_without_a_host_link_names_the_device_or_says_the_device():
     """No host copy rate: refused on field mode, naming the accelerator where one is given."""
     with pytest.raises(ClusterSimError, match=r"^mode async: no host link is recorded for the device, so") as err:
         plan(M70, mode=SaveMode.ASYNC)
-    assert err.value.field == "mode"
+    assert err.value.field == "mode" and err.value.value == "async"
     with pytest.raises(ClusterSimError, match=r"recorded for trainium2, so") as err:
         plan(M70, instance=CATALOG.instance("trn2.48xlarge"), mode=SaveMode.ASYNC,
              accelerator=CATALOG.accelerator("trainium2"))  # fmt: skip

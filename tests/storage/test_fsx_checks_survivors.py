@@ -161,7 +161,9 @@ def test_a_stripe_size_is_read_and_checked_but_does_not_change_the_extents():
     extents the same as without it (a stripe's rate is its target's share whatever the stripe size)."""
     assert parse_layout("-E 1G -S 4M -c 1 -E -1 -S 16M -c 4") == parse_layout("-E 1G -c 1 -E -1 -c 4")
     assert parse_layout("-S 1M -c 2") == (Extent(0.0, math.inf, 2),)
-    for spec, text in (("-S 0 -c 2", "0"), ("-E 1G -S 4Q -c 1 -E -1 -c 2", "4Q")):
+    assert parse_layout("-S 64K -c 2") == parse_layout("-S 65536 -c 2") == (Extent(0.0, math.inf, 2),)
+    for spec, text in (("-S 0 -c 2", "0"), ("-E 1G -S 4Q -c 1 -E -1 -c 2", "4Q"), ("-S 1 -c 2", "1"),
+                       ("-S 96K -c 2", "96K")):  # fmt: skip
         err = refusal(parse_layout, spec)
         assert err.field == "layout" and err.value == spec and f"stripe size {text!r}" in str(err)
 

@@ -93,10 +93,18 @@ def _extent_end(text: str, spec: str) -> float:
     return math.inf if text == "-1" else _size(text, spec, "extent end")
 
 
+STRIPE_SIZE_UNIT = 64 * 2**10  # lfs setstripe -S: a whole multiple of 64 KiB (the Lustre manual's setstripe rules)
+
+
 def _stripe_size(text: str, spec: str) -> None:
-    """A stripe size (-S): a positive size."""
-    if not _size(text, spec, "stripe size") > 0:
-        raise ClusterSimError(f"layout {spec!r}: stripe size {text!r} must be positive", field="layout", value=spec)
+    """A stripe size (-S): a positive whole multiple of 64 KiB, as lfs takes it."""
+    size = _size(text, spec, "stripe size")
+    if not (size > 0 and size % STRIPE_SIZE_UNIT == 0):
+        raise ClusterSimError(
+            f"layout {spec!r}: stripe size {text!r} must be a positive multiple of 64 KiB (e.g. 1M, the default)",
+            field="layout",
+            value=spec,
+        )
 
 
 def _stripes(text: str, spec: str) -> int:
