@@ -188,7 +188,7 @@ def test_negative_times_or_a_non_positive_mtbf_are_refused_before_any_draw(check
     inputs = [("checkpoint_s", checkpoint_s, "zero or more"), ("restart_s", restart_s, "zero or more"),
               ("mtbf_s", mtbf_s, "positive")]  # fmt: skip
     name, value, rule = next((n, v, r) for n, v, r in inputs if not (v > 0 if r == "positive" else v >= 0))
-    assert str(err.value) == f"{name}: must be {rule}, got {value!r}"
+    assert str(err.value) == f"{name}: must be a finite number, {rule}, got {value!r}"
     assert err.value.field == name and (err.value.value == value or math.isnan(value))
 
 

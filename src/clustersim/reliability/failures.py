@@ -136,7 +136,9 @@ def job_mtbf_s(rate: FailureRate, *, num_devices: int, num_nodes: int) -> float:
     return HOUR_S / rate.per_hour(num_devices, num_nodes)
 
 
-def _check(name: str, value: float, *, positive: bool = True) -> None:
+def check_time_s(name: str, value: float, *, positive: bool = True) -> None:
+    """A finite time in seconds, positive (or, with ``positive`` false, zero or more); else a one-line refusal
+    naming ``name`` and the value."""
     ok = math.isfinite(value) and (value > 0 if positive else value >= 0)
     if not ok:
         rule = "positive" if positive else "zero or more"
@@ -145,15 +147,15 @@ def _check(name: str, value: float, *, positive: bool = True) -> None:
 
 def young_interval_s(checkpoint_s: float, mtbf_s: float) -> float:
     """Young's first-order optimum, ``sqrt(2 delta M)``."""
-    _check("checkpoint_s", checkpoint_s)
-    _check("mtbf_s", mtbf_s)
+    check_time_s("checkpoint_s", checkpoint_s)
+    check_time_s("mtbf_s", mtbf_s)
     return math.sqrt(2 * checkpoint_s) * math.sqrt(mtbf_s)  # two roots: the product may not fit a float
 
 
 def daly_interval_s(checkpoint_s: float, mtbf_s: float) -> float:
     """Daly's higher-order optimum (``M`` once the checkpoint takes 2M or more)."""
-    _check("checkpoint_s", checkpoint_s)
-    _check("mtbf_s", mtbf_s)
+    check_time_s("checkpoint_s", checkpoint_s)
+    check_time_s("mtbf_s", mtbf_s)
     if checkpoint_s >= 2 * mtbf_s:
         return mtbf_s
     ratio = checkpoint_s / (2 * mtbf_s)
@@ -162,8 +164,8 @@ def daly_interval_s(checkpoint_s: float, mtbf_s: float) -> float:
 
 def segments(work_s: float, interval_s: float) -> tuple[int, float]:
     """Full intervals of work and the remainder (0 when the work divides evenly)."""
-    _check("work_s", work_s)
-    _check("interval_s", interval_s)
+    check_time_s("work_s", work_s)
+    check_time_s("interval_s", interval_s)
     if not math.isfinite(work_s / interval_s):
         raise ClusterSimError(
             f"interval_s: {format_seconds(work_s)} of work in intervals of {format_seconds(interval_s)} is more than "
@@ -246,9 +248,9 @@ class Goodput:
 def expected_run(work_s: float, *, interval_s: float, checkpoint_s: float, restart_s: float, mtbf_s: float) -> Goodput:
     """The expected wall time of ``work_s`` of work checkpointed every ``interval_s`` of work (a
     checkpoint after the last segment too)."""
-    _check("checkpoint_s", checkpoint_s, positive=False)
-    _check("restart_s", restart_s, positive=False)
-    _check("mtbf_s", mtbf_s)
+    check_time_s("checkpoint_s", checkpoint_s, positive=False)
+    check_time_s("restart_s", restart_s, positive=False)
+    check_time_s("mtbf_s", mtbf_s)
     full, rest = segments(work_s, interval_s)
     total = full * segment_time_s(interval_s + checkpoint_s, mtbf_s, restart_s) if full else 0.0
     if rest:

@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from clustersim.errors import ClusterSimError
-from clustersim.reliability.failures import expected_run, segments
+from clustersim.reliability.failures import check_time_s, expected_run, segments
 
 MAX_RUNS = 1_000_000
 MAX_FAILURE_DRAWS = 5e7  # failures drawn over all runs (memory: ~16 bytes each)
@@ -116,12 +116,9 @@ def simulate_runs(
         raise ClusterSimError(
             f"runs: must be a whole number from 1 to {MAX_RUNS:,}, got {num_runs!r}", field="runs", value=num_runs
         )
-    for name, value, rule in (
-        ("checkpoint_s", checkpoint_s, "zero or more"), ("restart_s", restart_s, "zero or more"),
-        ("mtbf_s", mtbf_s, "positive"),
-    ):  # fmt: skip
-        if not (value > 0 if rule == "positive" else value >= 0):  # NaN too
-            raise ClusterSimError(f"{name}: must be {rule}, got {value!r}", field=name, value=value)
+    check_time_s("checkpoint_s", checkpoint_s, positive=False)
+    check_time_s("restart_s", restart_s, positive=False)
+    check_time_s("mtbf_s", mtbf_s)
     full, rest = segments(work_s, interval_s)
     expected = expected_run(
         work_s, interval_s=interval_s, checkpoint_s=checkpoint_s, restart_s=restart_s, mtbf_s=mtbf_s

@@ -227,9 +227,10 @@ class FileSystem:
 
     def client_bytes_per_s(self, path: ClientPath, instance: Instance | None) -> float:
         """One client's ceiling on ``path``, never above the instance's own NICs."""
-        figure = self._client_ceilings()[path]
+        ceilings = self._client_ceilings()
+        figure = ceilings[path]
         if figure is None:
-            known = [p.value for p, f in self._client_ceilings().items() if f is not None]
+            known = [p.value for p, f in ceilings.items() if f is not None]
             raise ClusterSimError(
                 f"path {path.value!r}: {self.service.id} has no client ceiling for it in the catalog (paths with one: "
                 f"{', '.join(known) or 'none'})",
