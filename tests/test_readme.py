@@ -68,7 +68,7 @@ PROSE: list[tuple[str, list[str]]] = [
     ),
     (
         "clustersim train llama3-70b --instance p5en.48xlarge --nodes 16 --tp 8 --pp 2 --tokens 15T",
-        ["`step 26.8 s (80%: 22.9-31.3 s)`"],
+        ["`step 26.9 s (80%: 23-31.5 s)`"],
     ),
     (
         "clustersim collective all_reduce --instance p6e-gb200.36xlarge --nodes 36 --min 64M --max 4G --factor 4",
@@ -82,7 +82,7 @@ PROSE: list[tuple[str, list[str]]] = [
     (
         "clustersim train llama3.1-405b --instance p5.48xlarge --nodes 2048 --tp 8 --pp 16 --uneven-stages"
         " --recompute full --tokens 15.6T --global-batch 2048 --storage fsx:PERSISTENT_2-1000:100800GiB:efa",
-        ["127.2 days failure-free", "| sync | 56.4 s (file system) | 18.1 min | 82.8% |"],
+        ["127.5 days failure-free", "| sync | 56.4 s (file system) | 18.1 min | 82.8% |"],
     ),
     (_STEP_128 + " --seed 1 --ideal", ["--placement random --seed 1 --ideal`: 264 ms"]),  # 352 ms at seeds 0, 2
     (_STEP_128 + " --oversubscription 2 --seed 2 --ideal", ["--seed 2 --ideal`: 440 ms"]),  # 352 at 0, 1
@@ -102,7 +102,7 @@ PROSE: list[tuple[str, list[str]]] = [
     ),
     (
         "--storage fsx:PERSISTENT_2-125:100800GiB",  # in place of the 405B table's --storage
-        ["25.17 min of work between saves, 1.879 min stall each, goodput 76.6%, 127.15 d failure-free become 166.08"],
+        ["25.17 min of work between saves, 1.879 min stall each, goodput 76.6%, 127.51 d failure-free become 166.55"],
     ),
     (
         "--framework deepspeed --zero 1 --recompute full",  # in place of --precision fp8 in the command above
