@@ -13,7 +13,8 @@ from clustersim.catalog.registry import Catalog, load_catalog
 from clustersim.cli.validate import validate_command
 from clustersim.compute.efficiency import efficiency_table
 from clustersim.validation.cases import Case, bundled_dir, project_dir
-from clustersim.validation.crossval import cross_validate
+from clustersim.validation.crossval import _best_of_two_starts, cross_validate
+from clustersim.validation.fit import fit, loss, prepare_cases
 from clustersim.validation.manifest import fitted_case_ids, read_manifest
 from clustersim.validation.run import validate_cases
 from clustersim.validation.specs import SPECS, TRAINING_PRIORS
@@ -240,3 +241,29 @@ def test_measured_latencies_are_held_out_beside_the_throughput(tmp_path: Path, c
         own = [c for c in latency if c.field == name]
         assert row.cases == len(own)
         assert row.held_out_mape == pytest.approx(sum(abs(c.held_out / c.measured - 1) for c in own) / len(own))
+
+
+def test_a_held_out_fit_keeps_the_start_that_ends_lower(catalog: Catalog) -> None:
+    """A fold's search runs from the shipped constants and from the middle of the bounds, and keeps the lower end:
+    from a shipped Hopper gemm_max at its bound 0.95, one sweep ends higher than one from the middle of every
+    constant's bounds, so the middle's fit is the one kept."""
+    spec = SPECS["training"]
+    rows = _rows("training.jsonl", 9, lambda c: c.id.startswith("mcore080"))
+    cases = [Case.model_validate(r) for r in rows]
+    table = efficiency_table(use_env=False)
+    prepared, skipped = prepare_cases(spec, cases, catalog, table)
+    assert len(prepared) == 9 and not skipped
+    (group,) = {p.group for p in prepared}
+    constants = [c for c in spec.constants(table, group, prepared) if c.key not in ("gemm_half_flop", "expert_gemm_s")]
+    gemm = next(c for c in constants if c.key == "gemm_max")
+    shipped = spec.replace(table, {gemm: gemm.high})
+    kept = {(group, "gemm_half_flop"), (group, "expert_gemm_s")}
+    from_shipped = fit(spec, prepared, shipped, priors=kept, max_iterations=1)
+    picked = _best_of_two_starts(spec, prepared, shipped, constants, kept, 1, {group})
+    middle = spec.replace(shipped, {c: (c.low * c.high) ** 0.5 for c in constants})
+    from_middle = fit(spec, prepared, middle, priors=kept, max_iterations=1)
+    assert from_middle.groups[0].residual < from_shipped.groups[0].residual  # the premise: the middle ends lower
+    assert loss(spec.loss, prepared, picked) == pytest.approx(from_middle.groups[0].residual, rel=1e-12)
+    assert spec.get(picked, gemm) == spec.get(from_middle.calibration, gemm) != spec.get(from_shipped.calibration, gemm)
+    # with no search, nothing moves: the shipped start is the answer
+    assert _best_of_two_starts(spec, prepared, shipped, constants, kept, 0, {group}) == shipped

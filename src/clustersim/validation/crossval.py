@@ -9,7 +9,9 @@ source's cases left out (the held-out fit); each source's scored cases are then 
 * ``held_out_mape``: with the fit that never saw the source.
 
 Every fit starts from the shipped constants and uses the same search and iteration budget, and keeps the
-constants marked ``prior`` as they are. The cases a fit uses are the selected ones its manifest's
+constants marked ``prior`` as they are; a held-out fit searches again from the middle of each constant's bounds and
+keeps, per group, whichever start ends lower, so a constant the other sources leave flat cannot keep its shipped
+value, which the left-out source helped fit. The cases a fit uses are the selected ones its manifest's
 ``fitted_on`` lists, and any case the package does not ship (a user's): a packaged case the shipped fit
 leaves out on purpose (a source no fit uses, a newer accelerator held out) stays out of every fold too,
 so that "left out" means the shipped procedure without that source. Only the groups holding the source's
@@ -34,6 +36,7 @@ built from.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -288,10 +291,9 @@ def _held_out(
     spec = job.spec
     rest = [p for p in job.fitted if p.source != source]
     affected = {p.group for p in job.fitted if p.source == source}
-    restart = {c: spec.get(job.start, c) for g in full.groups if g.group in affected for c in g.constants}
-    base = spec.replace(full.calibration, restart)
-    held = fit(spec, rest, base, priors=job.priors, max_iterations=max_iterations, only_groups=affected)
-    calibration = held.calibration
+    constants = [c for g in full.groups if g.group in affected for c in g.constants]
+    base = spec.replace(full.calibration, {c: spec.get(job.start, c) for c in constants})
+    calibration = _best_of_two_starts(spec, rest, base, constants, job.priors, max_iterations, affected)
     notes: list[str] = []
     for group in sorted(affected - {p.group for p in rest}):
         fallback = spec.fallback(group)
@@ -317,6 +319,29 @@ def _held_out(
         calibration = spec.replace(calibration, {c: h.value for c, h in zip(alone, held_at, strict=True)})
         notes.append("held at prior (this source alone informs them): " + ", ".join(h.constant for h in held_at))
     return calibration, "; ".join(notes), tuple(held_at)
+
+
+def _best_of_two_starts(
+    spec: FitSpec[Any],
+    cases: list[Prepared[Any]],
+    shipped: Any,
+    constants: list[Constant],
+    held: set[tuple[str, str]],
+    max_iterations: int | None,
+    groups: set[str],
+) -> Any:
+    """The calibration fitted on ``cases`` from the shipped constants and, where the search runs, again from the
+    middle of each fitted constant's bounds (in log space); per group, the fit with the lower objective. A constant
+    the remaining sources leave flat would otherwise keep its shipped value, and with it what the left-out source
+    taught the shipped fit."""
+    first = fit(spec, cases, shipped, priors=held, max_iterations=max_iterations, only_groups=groups)
+    if max_iterations == 0 or (max_iterations is None and spec.max_iterations == 0):
+        return first.calibration
+    middle = spec.replace(shipped, {c: math.sqrt(c.low * c.high) for c in constants})
+    second = fit(spec, cases, middle, priors=held, max_iterations=max_iterations, only_groups=groups)
+    residual = {g.group: g.residual for g in first.groups}
+    better = [c for g in second.groups if g.residual < residual[g.group] for c in g.constants]
+    return spec.replace(first.calibration, {c: spec.get(second.calibration, c) for c in better})
 
 
 def _group_of(job: _Job, constant: Constant) -> str | None:
