@@ -22,12 +22,12 @@ from clustersim.choices import EpDispatcher, RecomputeModule
 from clustersim.errors import ClusterSimError
 from clustersim.execution import LAYOUT_RULES, LayoutArrays, RuleInputs, expert_tp
 from clustersim.intervals.conformal import check_level
+from clustersim.intervals.layout import LONG_SEQUENCE_TOKENS  # from here on, context parallelism joins the candidates
 from clustersim.recompute_layout import lacking_message, module_bits
 from clustersim.system import System
 from clustersim.training.job import TrainingJob
 from clustersim.workload.transformer import Transformer
 
-LONG_SEQUENCE_TOKENS = 16_384  # from here on, context parallelism joins the candidates
 POWERS_OF_TWO = (1, 2, 4, 8, 16, 32, 64)
 RECOMPUTE = ("none", "selective", "full")
 # On the etp axis: the expert tensor-parallel degree derived as a layout without one derives it (execution.expert_tp).
