@@ -326,7 +326,7 @@ def _best_of_two_starts(
     cases: list[Prepared[Any]],
     shipped: Any,
     constants: list[Constant],
-    held: set[tuple[str, str]],
+    priors: set[tuple[str, str]],
     max_iterations: int | None,
     groups: set[str],
 ) -> Any:
@@ -334,11 +334,11 @@ def _best_of_two_starts(
     middle of each fitted constant's bounds (in log space); per group, the fit with the lower objective. A constant
     the remaining sources leave flat would otherwise keep its shipped value, and with it what the left-out source
     taught the shipped fit."""
-    first = fit(spec, cases, shipped, priors=held, max_iterations=max_iterations, only_groups=groups)
-    if max_iterations == 0 or (max_iterations is None and spec.max_iterations == 0):
+    first = fit(spec, cases, shipped, priors=priors, max_iterations=max_iterations, only_groups=groups)
+    if (spec.max_iterations if max_iterations is None else max_iterations) == 0:  # no search: nothing to restart
         return first.calibration
     middle = spec.replace(shipped, {c: math.sqrt(c.low * c.high) for c in constants})
-    second = fit(spec, cases, middle, priors=held, max_iterations=max_iterations, only_groups=groups)
+    second = fit(spec, cases, middle, priors=priors, max_iterations=max_iterations, only_groups=groups)
     residual = {g.group: g.residual for g in first.groups}
     better = [c for g in second.groups if g.residual < residual[g.group] for c in g.constants]
     return spec.replace(first.calibration, {c: spec.get(second.calibration, c) for c in better})
