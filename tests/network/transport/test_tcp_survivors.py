@@ -1,0 +1,230 @@
+"""Tests that kill what mutation testing of ``transport_tcp`` left alive (benchmarks/mutation.py): NewReno's
+retransmission timeout (RFC 6298 and RFC 6582 section 3.2 step 4), its fast retransmit and fast recovery
+(RFC 5681 section 3.2, RFC 6582 sections 3.2 and 4.1) at each boundary, the round-trip sample, the
+retransmission timer's arming, a lossless message sent exactly once, and CUBIC's window (RFC 9438).
+
+Equivalent mutants left alive: ``_send`` handed ``None`` for the event list (no ``_send`` of the NewReno or
+SACK connection appends to it: a data packet's hop schedules its own event); CUBIC's ``cwnd < w_max`` as
+``<=`` (at equality both branches give K = 0 and W_max = cwnd)."""
+
+from __future__ import annotations
+
+import pytest
+
+from clustersim.network.transport.cubic import CUBIC_ALPHA, CUBIC_C, Cubic
+from clustersim.network.transport.engine import Environment, ps
+from clustersim.network.transport.flows import ACK, ACK_BYTES, TIMER_PRIORITY
+from clustersim.network.transport.links import Network
+from clustersim.network.transport.tcp import MAX_RTO_S, TcpFlow, TcpParams
+from clustersim.network.transport.topology import FabricSpec, leaf_spine
+
+SPEC = FabricSpec(host_bits_per_s=100e9, host_latency_s=1e-6, hop_latency_s=0.5e-6)
+NEWRENO = TcpParams(congestion="newreno", recovery="newreno")
+
+
+def _flow(segments: int = 100, params: TcpParams = NEWRENO) -> tuple[Environment, TcpFlow]:
+    env = Environment(1)
+    topo = leaf_spine(Network(env), SPEC, hosts_per_leaf=1, num_paths=1)
+    return env, TcpFlow(topo, 0, 1, [segments * params.payload_bytes], params)
+
+
+def _mid_flight(flow: TcpFlow) -> TcpFlow:
+    """A connection 20 segments out past segment 10, in recovery with two duplicate ACKs counted."""
+    flow._base, flow._end = 0, 100
+    flow.snd_una, flow.snd_nxt, flow.high_sent = 10, 30, 30
+    flow.cwnd, flow.ssthresh = 20.0, 40.0
+    flow.in_recovery, flow.dupacks, flow.recover = True, 2, 5
+    flow.rto_ps = ps(0.2)
+    return flow
+
+
+def test_a_timeout_halves_the_flight_restarts_from_one_segment_and_doubles_the_rto():
+    """RFC 5681 (ssthresh = max(FlightSize / 2, 2), cwnd = 1 segment), RFC 6582 section 3.2 step 4 (recover =
+    the highest segment sent), RFC 6298 section 5.5 (the RTO doubles): then go-back-N resends segment 10 alone."""
+    _, flow = _flow()
+    flow = _mid_flight(flow)
+    now = ps(1.0)
+    flow._on_timeout(now)
+    assert flow.ssthresh == 10.0  # (30 - 10) / 2: the segments out, not their sum
+    assert flow.cwnd == 1.0
+    assert flow.in_recovery is False and flow.dupacks == 0
+    assert flow.recover == 29
+    assert flow.rto_ps == ps(0.4) and flow._deadline == now + ps(0.4)
+    assert (flow.snd_una, flow.snd_nxt, flow.retransmissions) == (10, 11, 1)  # one segment resent
+
+
+def test_the_rto_backoff_stops_at_linux_s_maximum():
+    _, flow = _flow()
+    flow = _mid_flight(flow)
+    flow.rto_ps = ps(100.0)
+    flow._on_timeout(ps(1.0))
+    assert flow.rto_ps == ps(MAX_RTO_S)
+
+
+def test_a_small_flight_keeps_two_segments_of_threshold():
+    _, flow = _flow()
+    flow = _mid_flight(flow)
+    flow.snd_nxt = 13  # three segments out: half is below the floor of two
+    flow._on_timeout(ps(1.0))
+    assert flow.ssthresh == 2.0
+
+
+def test_after_a_timeout_the_next_loss_of_the_same_window_waits_for_new_data_to_be_acknowledged():
+    """Three duplicate ACKs of segment 30 (= recover + 1 after the timeout) are ambiguous; with the window at
+    one segment the heuristic says needless resends, not a loss (RFC 6582 section 4.1)."""
+    _, flow = _flow()
+    flow = _mid_flight(flow)
+    flow._on_timeout(ps(1.0))
+    flow.highest_ack, flow.prev_highest_ack = 30, 29
+    assert flow._may_fast_retransmit(30) is False
+
+
+@pytest.mark.parametrize(
+    ("ack", "cwnd", "advance", "starts"),
+    [
+        (7, 1.0, 9, True),  # beyond recover + 1 (recover 5): always, whatever the heuristic says
+        (6, 1.0, 1, False),  # exactly recover + 1, a window of one segment: the timer decides
+        (6, 2.0, 1, True),  # a window above one segment and a short advance: a loss
+        (6, 2.0, 4, True),  # an advance of exactly 4 segments still counts as short
+        (6, 2.0, 5, False),  # 5 segments: needless resends after a timeout could do that
+        (6, 1.5, 4, True),
+    ],
+)
+def test_fast_retransmit_guard_at_each_boundary(ack, cwnd, advance, starts):
+    _, flow = _flow()
+    flow = _mid_flight(flow)
+    flow.cwnd = cwnd
+    flow.highest_ack, flow.prev_highest_ack = 20 + advance, 20
+    assert flow._may_fast_retransmit(ack) is starts
+
+
+@pytest.mark.parametrize("congestion", ["newreno", "cubic"])
+def test_a_lossless_message_sends_each_segment_once(congestion):
+    segments = 300
+    env, flow = _flow(segments, TcpParams(congestion=congestion, recovery="newreno"))
+    env.run()
+    assert flow.done_ps is not None and flow.timeouts == 0
+    assert flow.packets_sent == segments and flow.retransmissions == 0
+    assert flow.high_sent == segments
+
+
+def _ack(flow: TcpFlow, ack: int, stamp_ps: int = 0, sack: int = 0) -> tuple:
+    return (flow.flow, ACK, ack, ACK_BYTES, flow.back_route, stamp_ps, sack)
+
+
+def _open(flow: TcpFlow) -> TcpFlow:
+    """20 segments out past segment 10, out of recovery, the last ACK an advance of 5 segments."""
+    flow._base, flow._end = 0, 100
+    flow.snd_una, flow.snd_nxt, flow.high_sent = 10, 30, 30
+    flow.cwnd, flow.ssthresh = 20.0, 40.0
+    flow.highest_ack, flow.prev_highest_ack = 10, 5
+    flow._timer_armed = True
+    return flow
+
+
+def test_the_third_duplicate_ack_starts_recovery_with_the_window_inflated_by_three():
+    """RFC 5681 section 3.2 steps 2-4: ssthresh = FlightSize / 2, resend the hole, cwnd = ssthresh + 3 (the three
+    segments that left the network); each further duplicate ACK inflates cwnd by one segment."""
+    _, flow = _flow()
+    flow = _open(flow)
+    now = ps(1.0)
+    for count in (1, 2):
+        flow.on_control(now, _ack(flow, 10))
+        assert (flow.dupacks, flow.in_recovery, flow.retransmissions, flow.cwnd) == (count, False, 0, 20.0)
+    flow.on_control(now, _ack(flow, 10))
+    assert flow.in_recovery and flow.retransmissions == 1
+    assert flow.ssthresh == 10.0 and flow.cwnd == 13.0 and flow.recover == 29
+    flow.on_control(now, _ack(flow, 10))
+    assert flow.cwnd == 14.0 and flow.dupacks == 4 and flow.retransmissions == 1
+
+
+def test_an_old_or_idle_ack_is_not_a_duplicate():
+    """A duplicate ACK acknowledges snd_una while data is out (RFC 5681's definition): an ACK below snd_una, or
+    one when nothing is outstanding, counts for nothing."""
+    _, flow = _flow()
+    flow = _open(flow)
+    flow.on_control(ps(1.0), _ack(flow, 8))
+    assert flow.dupacks == 0
+    flow.snd_nxt = flow.high_sent = 10  # everything sent is acknowledged
+    flow.on_control(ps(1.0), _ack(flow, 10))
+    assert flow.dupacks == 0
+
+
+def test_new_data_acknowledged_clears_the_duplicate_count():
+    _, flow = _flow()
+    flow = _open(flow)
+    for _ in range(2):
+        flow.on_control(ps(1.0), _ack(flow, 10))
+    flow.on_control(ps(1.0), _ack(flow, 12))
+    assert flow.dupacks == 0 and flow.snd_una == 12
+
+
+@pytest.mark.parametrize(("cwnd", "after"), [(15.0, 11.0), (3.0, 1.0)])
+def test_a_partial_ack_resends_the_next_hole_and_deflates_by_what_it_acknowledged(cwnd, after):
+    """RFC 6582 section 3.2 step 5: resend the first unacknowledged segment, deflate cwnd by the data newly
+    acknowledged and add back one segment, never below one segment."""
+    _, flow = _flow()
+    flow = _open(flow)
+    flow.in_recovery, flow.recover, flow.cwnd = True, 29, cwnd
+    flow.on_control(ps(1.0), _ack(flow, 15))  # 5 segments acknowledged, 15 still a hole
+    assert flow.in_recovery and flow.snd_una == 15
+    assert flow.cwnd == after and flow.retransmissions == 1
+
+
+def test_a_full_ack_ends_recovery_at_ssthresh():
+    _, flow = _flow()
+    flow = _open(flow)
+    flow.in_recovery, flow.recover, flow.cwnd, flow.ssthresh = True, 29, 25.0, 10.0
+    flow.on_control(ps(1.0), _ack(flow, 30))
+    assert not flow.in_recovery and flow.cwnd == 10.0
+
+
+def test_the_round_trip_sample_is_the_ack_time_less_the_echoed_send_time():
+    """RFC 6298 section 2.2: the first sample R sets SRTT = R and RTTVAR = R / 2; the echoed time is the
+    packet's send stamp, not its SACK field."""
+    _, flow = _flow()
+    flow = _open(flow)
+    sent, rtt = ps(1.0), ps(7e-6)
+    flow.on_control(sent + rtt, _ack(flow, 12, stamp_ps=sent, sack=40))
+    assert flow.srtt_ps == rtt and flow.rttvar_ps == rtt / 2
+    assert flow.rto_ps == ps(TcpParams().min_rto_s)  # 7 us + 4 x 3.5 us is far below Linux's 200 ms floor
+
+
+def test_the_retransmission_timer_is_armed_once_and_only_while_data_is_outstanding():
+    _, flow = _flow()
+    flow = _open(flow)
+    flow._timer_armed = False
+    first = flow._pump(ps(1.0))
+    assert [e for e in first if e[1] == TIMER_PRIORITY] and flow._timer_armed is True
+    assert not [e for e in flow._pump(ps(1.0)) if e[1] == TIMER_PRIORITY]  # armed already
+    flow._timer_armed = False
+    flow.snd_una = flow.snd_nxt = flow.high_sent = flow._end  # all acknowledged
+    assert flow._pump(ps(1.0)) == []
+
+
+def test_cubic_s_first_ack_above_the_last_loss_starts_the_curve_there():
+    """RFC 9438 section 4.8: a window at or above W_max starts an epoch with K = 0 and W_max = cwnd (there the
+    Reno-friendly estimate leads); the next ACK, 1 s into the epoch, aims at W_cubic(1 s + RTT) = 0.4 x 8 + 10."""
+    cubic = Cubic()
+    assert cubic.on_ack(10.0, now_s=5.0, rtt_s=1.0, acked=1) == pytest.approx(10.0 + CUBIC_ALPHA / 10.0)
+    assert (cubic.k_s, cubic.w_max, cubic.epoch_start_s) == (0.0, 10.0, 5.0)
+    cubic.w_est = 0.0  # keep the Reno-friendly estimate out of the way
+    grown = cubic.on_ack(10.0, now_s=6.0, rtt_s=1.0, acked=1)
+    assert grown == pytest.approx(10.0 + (13.2 - 10.0) / 10.0)
+
+
+def test_cubic_aims_at_most_one_and_a_half_windows_ahead():
+    """RFC 9438 section 4.2: the target is clamped to 1.5 cwnd; far past K the curve is beyond it."""
+    cubic = Cubic()
+    cubic.epoch_start_s, cubic.k_s, cubic.w_max, cubic.w_est = 0.0, 0.0, 10.0, 0.0
+    assert cubic.on_ack(10.0, now_s=10.0, rtt_s=0.0, acked=2) == pytest.approx(10.0 + 5.0 * 2 / 10.0)
+
+
+def test_cubic_follows_its_curve_when_the_curve_meets_the_reno_estimate_exactly():
+    """Section 4.3: the Reno-friendly region is where W_cubic(t) < W_est, strictly; at equality the window
+    follows the cubic curve (here toward W_cubic(1 s) = W_max + 0.4)."""
+    cubic = Cubic()
+    cubic.epoch_start_s, cubic.k_s, cubic.w_est = 0.0, 0.0, 9.5
+    cubic.w_max = 9.5 + CUBIC_ALPHA * 1 / 8.0  # what w_est becomes on this ACK: W_cubic(0) equals it
+    expected = 8.0 + (cubic.w_max + CUBIC_C - 8.0) * 1 / 8.0
+    assert cubic.on_ack(8.0, now_s=0.0, rtt_s=1.0, acked=1) == pytest.approx(expected)
