@@ -298,3 +298,19 @@ def test_a_latency_field_the_model_cannot_predict_is_skipped_with_its_reason_and
     assert report.skipped == [
         Skipped(f"{row['id']} {f}", f"{f}: cannot predict {f}", str(path)) for f in measured
     ]  # fmt: skip
+
+
+def test_a_skipped_field_whose_reason_names_it_already_is_not_named_twice(tmp_path: Path, catalog: Catalog) -> None:
+    rows = [json.loads(line) for line in Path(PACKAGED_INFERENCE).read_text().splitlines() if line.strip()]
+    row = next(r for r in rows if r["measured"].get("ttft_s"))
+
+    def predict(case: Case, field: str, catalog: Catalog) -> float:
+        if field != "output_tokens_per_s":
+            raise ClusterSimError(f"{field}: needs workload.requests")
+        return case.measured[field]
+
+    path = write_jsonl(tmp_path / "i.jsonl", [row])
+    report = validate_cases([path], catalog, {"inference": predict})
+    assert {s.reason for s in report.skipped} == {
+        f"{f}: needs workload.requests" for f in ("ttft_s", "tpot_s") if row["measured"].get(f)
+    }

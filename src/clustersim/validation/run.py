@@ -168,7 +168,8 @@ def _score_latency(
         try:
             predicted = float(predictors[case.kind](case, field, catalog))
         except ClusterSimError as exc:
-            skipped.append(Skipped(f"{case.id} {field}", f"{field}: {exc}", path))
+            reason = str(exc) if str(exc).startswith(f"{field}: ") else f"{field}: {exc}"
+            skipped.append(Skipped(f"{case.id} {field}", reason, path))
             continue
         if math.isfinite(predicted):
             interval = case_interval(case, field, predicted, primary.source, catalog, level=level, table=residuals)
