@@ -21,6 +21,11 @@ Settings and why:
   their modules, so the three full runs mutmut makes before the first mutant stay short.
 * one mutant worker (``--max-children 1``) unless asked for more: the machine is shared.
 * ``--hypothesis-seed=0``: the same examples for every mutant, so a verdict is reproducible.
+* ``timeout_multiplier = 3``: mutmut stops a mutant after ``2 x multiplier x (its tests' baseline time +
+  1 s)`` of CPU time. Its default 15 (30 times the baseline) let each mutant that loops forever (a
+  simulator's event that re-arms itself) hold the worker for up to ten minutes; the limit counts CPU
+  seconds, which a test run does not inflate when the machine is shared, so six times the baseline still
+  leaves every honest run far inside it.
 * ``do_not_mutate_patterns``: none; error-message mutants are counted and listed like any other.
 * decorated functions: mutmut 3 leaves every decorated function alone (but ``staticmethod`` and
   ``classmethod``), which would hide most of the physics (the ``@step_term`` registry, the
@@ -495,6 +500,7 @@ def _toml_list(values: list[str]) -> str:
 
 PYTEST_ARGS = ["--hypothesis-seed=0", "-n", "0", "-p", "no:cacheprovider"]  # one process: mutmut runs many small suites
 PRELOAD_FILE = "mutmut_preload.txt"
+TIMEOUT_MULTIPLIER = 3.0  # see the module docstring
 # What the fork server imports once: third-party modules only (see the module docstring).
 PRELOAD = ["numpy", "numpy.typing", "pydantic", "pydantic.dataclasses", "hypothesis", "hypothesis.strategies"]
 PRELOAD += ["pytest", "typer", "typer.testing", "click", "rich", "rich.console", "rich.table", "tomllib"]
@@ -522,6 +528,7 @@ def _pyproject(group: str, deselect: list[str]) -> str:
             'forkserver_warmup = "import"',
             f'preload_modules_file = "{PRELOAD_FILE}"',
             "use_git_change_detection = false",
+            f"timeout_multiplier = {TIMEOUT_MULTIPLIER}",
             "",
         ]
     )
