@@ -40,6 +40,7 @@ Run (a long run; best in the background)::
     .venv/bin/python benchmarks/mutation.py transformer memory   # some groups
     .venv/bin/python benchmarks/mutation.py --report             # print the results recorded so far
     .venv/bin/python benchmarks/mutation.py --recheck nccl_small # its survivors against the tests for them
+    .venv/bin/python benchmarks/mutation.py --resume transport_tcp  # an interrupted run, from where it stopped
     nohup .venv/bin/python benchmarks/mutation.py > /tmp/mutmut.log 2>&1 &
 
 It prints, per module, mutants, killed, survived, timeout, other (no tests, suspicious) and the
@@ -622,8 +623,20 @@ def undecorate(source: str) -> str:
     return cst.parse_module(source).visit(_Undecorate()).code
 
 
-def run_group(group: str, max_children: int) -> None:
-    work = snapshot(group)
+def resumed(group: str) -> Path:
+    """``group``'s snapshot as an earlier run left it, its mutmut settings brought up to date (mutmut keeps
+    every verdict but the timeouts when only the timeout changed); a fresh snapshot where there is none."""
+    work = WORK / group
+    if not (work / "mutants").exists():
+        return snapshot(group)
+    lines = (work / "pyproject.toml").read_text().splitlines()
+    kept = [line for line in lines if not line.startswith("timeout_multiplier")]
+    (work / "pyproject.toml").write_text("\n".join([*kept, f"timeout_multiplier = {TIMEOUT_MULTIPLIER}", ""]))
+    return work
+
+
+def run_group(group: str, max_children: int, resume: bool = False) -> None:
+    work = resumed(group) if resume else snapshot(group)
     start = time.monotonic()
     log = work / "mutmut.log"
     print(f"== {group}: mutmut run in {work} (log {log})", flush=True)
@@ -861,6 +874,9 @@ def main() -> None:
     parser.add_argument("groups", nargs="*", help=f"module groups (default: all): {', '.join(GROUPS)}")
     parser.add_argument("--report", action="store_true", help="only print the recorded results")
     parser.add_argument("--recheck", action="store_true", help="run the survivors against SURVIVOR_TESTS")
+    parser.add_argument(
+        "--resume", action="store_true", help="go on with a group's earlier snapshot and verdicts (default: afresh)"
+    )
     # one worker by default: the machine is shared (mutmut takes the count only on its command line)
     parser.add_argument("--max-children", type=int, default=1, help="parallel mutant workers (default 1)")
     args = parser.parse_args()
@@ -874,7 +890,7 @@ def main() -> None:
         return
     if not args.report:
         for group in groups:
-            run_group(group, args.max_children)
+            run_group(group, args.max_children, args.resume)
     report(groups)
 
 
