@@ -218,3 +218,22 @@ def test_loader_never_crashes_on_text(text, tmp_path_factory):
         tomllib.loads(text)
     with contextlib.suppress(ClusterSimError):
         load_catalog([path], use_env=False)
+
+
+def test_an_unknown_name_s_field_is_an_identifier_and_its_message_reads_in_words(catalog):
+    """A JSON consumer reads ``field`` as every other error's: snake_case, no spaces; the message keeps words."""
+    from clustersim.network.cost import cost_model
+    from clustersim.reliability.failures import failure_rate
+    from clustersim.storage.fsx import tier_by_name
+
+    cases = [
+        (lambda: catalog.get("h100-sxn"), "catalog_entry", "unknown catalog entry 'h100-sxn'"),
+        (lambda: catalog.get("h100-sxm", "instance"), "instance", "unknown instance 'h100-sxm'"),
+        (lambda: failure_rate("often"), "failure_rate", "unknown failure rate 'often'"),
+        (lambda: tier_by_name(catalog, "PERSISTENT_9"), "storage_tier", "unknown storage tier 'PERSISTENT_9'"),
+        (lambda: cost_model("packet"), "network_model", "unknown network model 'packet'"),
+    ]
+    for call, field, start in cases:
+        with pytest.raises(UnknownNameError) as info:
+            call()
+        assert info.value.field == field and str(info.value).startswith(start)

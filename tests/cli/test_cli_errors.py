@@ -46,7 +46,8 @@ def test_usage_errors_are_one_line_not_a_box(args, parts):
 def test_with_json_an_error_is_a_json_object_on_stderr():
     result = run("hw", "show", "h100-sxn", "--json")
     payload = json.loads(refused(result))
-    assert payload["field"] == "catalog entry" and payload["value"] == "h100-sxn"
+    assert payload["field"] == "catalog_entry" and payload["value"] == "h100-sxn"
+    assert payload["error"].startswith("unknown catalog entry 'h100-sxn'")
     assert "did you mean h100-sxm" in payload["error"]
     usage = json.loads(refused(run("serve", "llama2-70b", "--pp", "0", "--json")))
     assert usage["field"] == "--pp" and usage["value"] == "0"

@@ -121,7 +121,7 @@ def test_failure_rate_unknown_name_lists_the_names_and_the_number_form():
     """Text that is neither a name nor a number is an unknown failure rate, listing what is valid."""
     with pytest.raises(UnknownNameError, match=r"^unknown failure rate 'often'") as err:
         failure_rate("often")
-    assert err.value.field == "failure rate" and err.value.value == "often"
+    assert err.value.field == "failure_rate" and err.value.value == "often"
     assert err.value.valid == sorted([*RATES, "<failures per device-hour>"])
     assert "<failures per device-hour>" in str(err.value) and "llama3" in str(err.value)
 

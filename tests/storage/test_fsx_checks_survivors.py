@@ -200,7 +200,7 @@ def test_the_service_and_local_nvme_are_not_tiers(name):
     with pytest.raises(UnknownNameError) as caught:
         tier_by_name(CATALOG, name)
     err = caught.value
-    assert err.field == "storage tier" and err.value == name
+    assert err.field == "storage_tier" and err.value == name
     assert str(err).startswith(f"unknown storage tier {name!r}")
     assert err.valid == [
         "PERSISTENT_1-100", "PERSISTENT_1-12", "PERSISTENT_1-200", "PERSISTENT_1-40", "PERSISTENT_1-50",

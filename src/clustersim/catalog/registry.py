@@ -92,14 +92,14 @@ class Catalog:
         entry_id = self._index.get(normalize(name))
         if entry_id is not None and (wanted is None or self._kinds[entry_id] is wanted):
             return self.entries[self._kinds[entry_id]][entry_id]
-        label = wanted.value if wanted else "catalog entry"
+        field = wanted.value if wanted else "catalog_entry"
         names = self.ids(wanted)
         aliases = [a for e in self.list(wanted) for a in e.aliases]
         resolved = []
         for suggestion in close_matches(name, names + aliases):
             target = self._index[normalize(suggestion)]
             resolved.append(target if target == suggestion else f"{suggestion} (= {target})")
-        raise UnknownNameError(label, name, names, resolved)
+        raise UnknownNameError(field, name, names, resolved, label=field.replace("_", " "))
 
     def typed(self, name: str, cls: type[E]) -> E:
         """The entry ``name`` as an instance of ``cls`` (its kind is ``cls.kind``)."""

@@ -303,7 +303,8 @@ def tier_by_name(catalog: Catalog, name: str) -> Storage:
         names = [tier.id, *tier.aliases]
         if any(wanted == n.lower().replace("_", "-") for n in names):
             return tier
-    raise UnknownNameError("storage tier", name, sorted(a for t in tiers for a in t.aliases[:1]))
+    known = sorted(a for t in tiers for a in t.aliases[:1])
+    raise UnknownNameError("storage_tier", name, known, label="storage tier")
 
 
 def check_capacity(tier: Storage, capacity_gib: float) -> None:
