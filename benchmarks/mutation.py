@@ -734,6 +734,7 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
     "nccl_small": ["tests/network/transport/test_nccl_small_survivors.py"],
     "datapath": ["tests/network/transport/test_datapath_survivors.py"],
     "transport_tcp": ["tests/network/transport/test_tcp_survivors.py"],
+    "serving_simulate": ["tests/serving/test_simulate_survivors.py"],
     "ops": ["tests/workload/test_ops_survivors.py"],
     "analytic": ["tests/network/test_analytic_survivors.py"],
     "fabric_step": ["tests/training/test_fabric_step_survivors.py"],
