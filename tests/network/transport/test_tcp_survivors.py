@@ -1,11 +1,14 @@
 """Tests that kill what mutation testing of ``transport_tcp`` left alive (benchmarks/mutation.py): NewReno's
 retransmission timeout (RFC 6298 and RFC 6582 section 3.2 step 4), its fast retransmit and fast recovery
 (RFC 5681 section 3.2, RFC 6582 sections 3.2 and 4.1) at each boundary, the round-trip sample, the
-retransmission timer's arming, a lossless message sent exactly once, and CUBIC's window (RFC 9438).
+retransmission timer's arming, a lossless message sent exactly once, CUBIC's window (RFC 9438), and the SACK
+connection's loss detection (RFC 6675's DupThresh scoreboard, RFC 8985's RACK) and timeout.
 
 Equivalent mutants left alive: ``_send`` handed ``None`` for the event list (no ``_send`` of the NewReno or
 SACK connection appends to it: a data packet's hop schedules its own event); CUBIC's ``cwnd < w_max`` as
-``<=`` (at equality both branches give K = 0 and W_max = cwnd)."""
+``<=`` (at equality both branches give K = 0 and W_max = cwnd); the DupThresh scan starting above the highest
+segment sent (nothing there is SACKed); RACK's earliest deadline taken at ``left <= due`` (a tie changes nothing).
+"""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from clustersim.network.transport.engine import Environment, ps
 from clustersim.network.transport.flows import ACK, ACK_BYTES, TIMER_PRIORITY
 from clustersim.network.transport.links import Network
 from clustersim.network.transport.tcp import MAX_RTO_S, TcpFlow, TcpParams
+from clustersim.network.transport.tcp_sack import SackTcpFlow
 from clustersim.network.transport.topology import FabricSpec, leaf_spine
 
 SPEC = FabricSpec(host_bits_per_s=100e9, host_latency_s=1e-6, hop_latency_s=0.5e-6)
@@ -228,3 +232,100 @@ def test_cubic_follows_its_curve_when_the_curve_meets_the_reno_estimate_exactly(
     cubic.w_max = 9.5 + CUBIC_ALPHA * 1 / 8.0  # what w_est becomes on this ACK: W_cubic(0) equals it
     expected = 8.0 + (cubic.w_max + CUBIC_C - 8.0) * 1 / 8.0
     assert cubic.on_ack(8.0, now_s=0.0, rtt_s=1.0, acked=1) == pytest.approx(expected)
+
+
+# ---- the SACK connection's loss detection (RFC 6675's DupThresh, RFC 8985's RACK) and its timeout ----------------
+
+
+def _sack(recovery: str) -> SackTcpFlow:
+    env = Environment(1)
+    topo = leaf_spine(Network(env), SPEC, hosts_per_leaf=1, num_paths=1)
+    params = TcpParams(congestion="newreno", recovery=recovery)
+    flow = SackTcpFlow(topo, 0, 1, [100 * params.payload_bytes], params)
+    flow._base, flow._end = 0, 100
+    flow.snd_una, flow.snd_nxt, flow.high_sent = 10, 20, 20
+    flow.cwnd, flow.ssthresh = 10.0, 40.0
+    flow._timer_armed = True
+    return flow
+
+
+@pytest.mark.parametrize(
+    ("sacked", "resent", "lost"),
+    [
+        ({17, 18, 19}, set(), set(range(10, 17))),  # three SACKed above: every hole below is lost
+        ({18, 19}, set(), set()),  # two are not enough
+        ({16, 17, 19}, set(), {10, 11, 12, 13, 14, 15}),  # 18 has only 19 above it; 15 and below have three
+        ({17, 18, 19}, {12}, set(range(10, 17)) - {12}),  # a hole resent in this recovery is not marked again
+    ],
+)
+def test_a_hole_is_lost_once_three_segments_above_it_are_sacked(sacked, resent, lost):
+    """RFC 6675 section 4 (IsLost): DupThresh = 3 SACKed segments above a hole mark it lost."""
+    flow = _sack("sack")
+    flow.sacked, flow.resent = set(sacked), set(resent)
+    assert flow._detect(ps(1.0), []) is bool(lost)
+    assert flow.lost == lost
+
+
+def _racked(now: int) -> SackTcpFlow:
+    """Segments 10-19 out, 10-15 sent at 0, 16-19 at 20 us; the most recently sent copy delivered left at
+    20 us (segment 17, SACKed); RACK.rtt 10 us and min RTT 8 us: a segment is lost 12 us after it left."""
+    flow = _sack("rack")
+    flow.sent_ps = {seq: (0 if seq < 16 else ps(20e-6)) for seq in range(10, 20)}
+    flow.sent_ps[3] = 0  # an acknowledged segment's stale entry: below snd_una, never marked
+    flow.sacked = {17}
+    flow.rack_sent_ps, flow.rack_seq, flow.rack_rtt_ps, flow.min_rtt_ps = ps(20e-6), 17, ps(10e-6), ps(8e-6)
+    return flow
+
+
+def test_rack_marks_what_left_a_reordering_window_before_the_latest_delivered_copy():
+    """RFC 8985 section 6.2: a segment sent before the most recently sent copy delivered (or at the same
+    time with a lower sequence) is lost once RACK.rtt + reo_wnd (min_rtt / 4) has passed since it left."""
+    now = ps(40e-6)
+    flow = _racked(now)
+    assert flow._detect(now, []) is True
+    assert flow.lost == set(range(10, 16)) | {16}  # 16 left with 17 and has a lower sequence; 18, 19 after it
+
+
+def test_rack_skips_sacked_and_later_sent_segments_without_stopping_and_arms_the_timer_for_the_first_due():
+    flow = _racked(0)
+    flow.sacked = {10, 17}
+    flow.sent_ps[11] = ps(30e-6)  # resent after the delivered copy left: no evidence about it yet
+    events: list = []
+    now = ps(12e-6) - 1  # one picosecond before segments sent at 0 are due
+    assert flow._detect(now, events) is False and flow.lost == set()
+    assert flow._aux_deadline == ps(12e-6) and events  # the earliest due (12-15, sent at 0) armed
+    assert flow._detect(ps(12e-6), []) is True and flow.lost == {12, 13, 14, 15}
+
+
+def test_rack_at_time_zero_is_evidence_and_before_any_delivery_is_none():
+    flow = _racked(0)
+    flow.rack_sent_ps, flow.rack_seq = 0, 14  # a delivered copy sent at t = 0
+    flow.sacked = {14}
+    assert flow._detect(ps(1.0), []) is True and flow.lost == {10, 11, 12, 13}
+    flow = _racked(0)
+    flow.rack_sent_ps = -1  # nothing delivered yet
+    assert flow._detect(ps(1.0), []) is False and flow.lost == set()
+
+
+def test_a_sack_timeout_marks_every_unsacked_segment_lost_and_resends_the_first():
+    """RFC 6675 section 5.1 and RFC 6298: ssthresh from the flight, cwnd one segment, recover = the highest
+    sent, every outstanding segment not SACKed lost, the RTO doubled, no tail probe until progress."""
+    flow = _sack("rack")
+    flow.in_recovery, flow.recover, flow.sacked, flow.resent = True, 3, {15, 16}, {11}
+    flow.rto_ps = ps(0.2)
+    flow._on_timeout(ps(1.0))
+    assert flow.ssthresh == 5.0 and flow.cwnd == 1.0  # (20 - 10) / 2
+    assert flow.in_recovery is False and flow.recover == 19
+    assert flow.lost == set(range(11, 20)) - {15, 16}  # segment 10 resent at once
+    assert flow.resent == {10} and flow.retransmissions == 1
+    assert flow.rto_ps == ps(0.4) and flow._probe_out is True
+
+
+def test_a_marked_loss_is_outstanding_until_resent_and_delivered():
+    flow = _sack("sack")
+    flow.lost = {12}
+    assert flow._loss_outstanding() is True
+    flow.lost, flow.resent, flow.sacked = set(), {12}, set()
+    assert flow._loss_outstanding() is True
+    flow.sacked = {12}
+    assert flow._loss_outstanding() is False
