@@ -3,8 +3,18 @@ disaggregated form, benchmarks/mutation.py) left alive."""
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
+import pytest
+
+from clustersim.choices import Batching
+from clustersim.errors import ClusterSimError
+from clustersim.serving.engine import default_calibration
 from clustersim.serving.estimate import Request
+from clustersim.serving.formats import BlockFp4
 from clustersim.serving.sim_disaggregated import simulate_disaggregated
+from clustersim.serving.sim_requests import request_sampler
 from clustersim.serving.simulate import Load
 from tests.serving.test_disaggregation import model, pools
 
@@ -18,3 +28,79 @@ def test_a_disaggregated_run_reports_progress_every_hundred_requests_of_each_poo
         progress=lambda done, total: calls.append((done, total)),
     )  # fmt: skip
     assert calls == [(50, 250), (100, 250), (125, 250), (175, 250), (225, 250), (250, 250)]
+
+
+def _run(pool_text: str = "1:1", request: Request | None = None, rate: float = 8.0, **kwargs):
+    defaults = {"requests": 120, "seed": 2}
+    return simulate_disaggregated(
+        model("llama3.1-8b"), pools(pool_text), request or Request(2048, 64), Load(rate_per_s=rate),
+        **(defaults | kwargs),
+    )  # fmt: skip
+
+
+def test_the_calibration_given_prices_both_pools():
+    """A calibration at half the achieved FLOP fraction makes the prompts' pool slower: a later first token."""
+    default = default_calibration()
+    slow = dataclasses.replace(default, flop_efficiency=default.flop_efficiency / 2)
+    base, slower = _run(), _run(cal=slow)
+    assert np.median(slower.ttft_s) > 1.3 * np.median(base.ttft_s)
+
+
+def test_a_batch_cap_and_a_prefix_hit_rate_reach_the_prompts_pool():
+    """One sequence a step on the prompts' pool queues the prompts (a later first token); a 90% prefix hit
+    leaves a tenth of each prompt to compute (an earlier one)."""
+    base = np.median(_run(rate=30.0).ttft_s)
+    assert np.median(_run(rate=30.0, max_batch=1).ttft_s) > 1.4 * base
+    assert np.median(_run(rate=30.0, prefix_hit_rate=0.9).ttft_s) < 0.5 * base
+
+
+def test_lengths_drawn_from_a_set_reach_the_run_and_repeat_with_the_seed():
+    sampler = request_sampler("sharegpt", 229.7, 203.1)
+    run = _run(request=Request(229.7, 203.1), sampler=sampler)
+    again = _run(request=Request(229.7, 203.1), sampler=sampler)
+    assert len(set(run.input_tokens.tolist())) > 50 and len(set(run.output_tokens.tolist())) > 50
+    assert np.array_equal(run.input_tokens, again.input_tokens) and np.array_equal(run.finish_s, again.finish_s)
+
+
+def test_cache_aware_routing_reaches_the_prompts_pool():
+    """Two prompt workers: routing by the soonest first token, not at random, changes who waits."""
+    random = _run("2:1", rate=24.0, routing="random")
+    aware = _run("2:1", rate=24.0, routing="cache-aware")
+    assert not np.array_equal(random.ttft_s, aware.ttft_s)
+    assert aware.ttft_s.mean() < random.ttft_s.mean()
+
+
+def test_what_a_disaggregated_run_refuses_names_the_option():
+    with pytest.raises(ClusterSimError, match=r"^--batch: must be at least 1 sequence, got 0$") as error:
+        _run(max_batch=0)
+    assert error.value.field == "--batch"
+    static = Request(512, 64, batching=Batching.STATIC)
+    with pytest.raises(
+        ClusterSimError, match=r"^--disaggregate: the pools run continuous batching; drop --batching st"
+    ):
+        _run(request=static)
+    with pytest.raises(ClusterSimError, match=r"^precision: nvfp4 is served on Blackwell's FP4 tensor cores") as error:
+        _run(request=Request(512, 64, precision=BlockFp4.NVFP4))
+    assert error.value.field == "precision"
+
+
+def test_a_pool_too_small_for_the_weights_is_named():
+    """llama2-70b at 16 bits on one H100 a worker: the prompts' pool is named (it is checked first)."""
+    with pytest.raises(ClusterSimError, match=r"^--disaggregate: the prefill pool's workers \(tp 1\)"):
+        simulate_disaggregated(
+            model("llama2-70b"), pools("1x1:1x8", tp=8, name="llama2-70b"), Request(512, 64), Load(rate_per_s=1.0),
+            requests=10,
+        )  # fmt: skip
+    with pytest.raises(ClusterSimError, match=r"^--disaggregate: the decode pool's workers \(tp 1\)"):
+        simulate_disaggregated(
+            model("llama2-70b"), pools("1x8:1x1", tp=8, name="llama2-70b"), Request(512, 64), Load(rate_per_s=1.0),
+            requests=10,
+        )  # fmt: skip
+
+
+def test_an_fp4_kv_cache_is_served_where_the_engine_stores_one():
+    """TensorRT-LLM keeps an NVFP4 KV cache on Blackwell: a disaggregated run on B200 pools serves it."""
+    b200 = pools("1:1", instance="p6-b200.48xlarge")
+    request = Request(512, 64, precision=BlockFp4.NVFP4, kv_precision=BlockFp4.NVFP4)
+    run = simulate_disaggregated(model("llama3.1-8b"), b200, request, Load(rate_per_s=4.0), requests=20)
+    assert run.output_tokens.sum() == 20 * 64
