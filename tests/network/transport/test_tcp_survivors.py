@@ -12,6 +12,8 @@ segment sent (nothing there is SACKed); RACK's earliest deadline taken at ``left
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from clustersim.network.transport.cubic import CUBIC_ALPHA, CUBIC_C, Cubic
@@ -19,8 +21,8 @@ from clustersim.network.transport.engine import Environment, ps
 from clustersim.network.transport.flows import ACK, ACK_BYTES, TIMER_PRIORITY
 from clustersim.network.transport.links import Network
 from clustersim.network.transport.tcp import MAX_RTO_S, TcpFlow, TcpParams
-from clustersim.network.transport.tcp_sack import SackTcpFlow
-from clustersim.network.transport.topology import FabricSpec, leaf_spine
+from clustersim.network.transport.tcp_sack import SackTcpFlow, tcp_flow
+from clustersim.network.transport.topology import FabricSpec, Topology, leaf_spine
 
 SPEC = FabricSpec(host_bits_per_s=100e9, host_latency_s=1e-6, hop_latency_s=0.5e-6)
 NEWRENO = TcpParams(congestion="newreno", recovery="newreno")
@@ -329,3 +331,97 @@ def test_a_marked_loss_is_outstanding_until_resent_and_delivered():
     assert flow._loss_outstanding() is True
     flow.sacked = {12}
     assert flow._loss_outstanding() is False
+
+
+def test_the_aux_timer_is_rearmed_only_for_an_earlier_deadline():
+    """An event already pending at or before the new deadline is moved on lazily; an earlier deadline gets
+    its own event, of the next generation (the older one lapses)."""
+    flow = _sack("rack")
+    events: list = []
+    flow._arm_aux(ps(1e-3), events)
+    assert len(events) == 1 and events[0][3] == flow._aux_generation == 1
+    flow._arm_aux(ps(1e-3), events)  # the same instant: the pending event serves
+    flow._arm_aux(ps(2e-3), events)  # later: the pending one fires first and re-arms
+    assert len(events) == 1 and flow._aux_deadline == ps(2e-3)
+    flow._arm_aux(ps(0.5e-3), events)
+    assert len(events) == 2 and events[1][0] == ps(0.5e-3) and events[1][3] == flow._aux_generation == 2
+
+
+def _probing(flow: SackTcpFlow) -> SackTcpFlow:
+    """RACK connection with segments 10-19 out, nothing SACKed, the aux timer's event due now."""
+    flow._aux_generation, flow._aux_event_ps, flow._aux_deadline = 5, ps(1.0), ps(1.0)
+    flow.rto_ps = ps(0.2)
+    return flow
+
+
+def test_a_tail_loss_probe_sends_new_data_when_it_may():
+    """RFC 8985 section 7.3: the probe timeout with nothing deemed lost sends one new segment if the window
+    and the data allow, counts a probe, and holds further probes until an acknowledgement shows progress."""
+    flow = _probing(_sack("rack"))
+    flow.probes = 3
+    flow._aux_timer(ps(1.0), 5)
+    assert (flow.probes, flow._probe_out, flow.snd_nxt, flow.retransmissions) == (4, True, 21, 0)
+    assert flow._deadline == ps(1.0) + ps(0.2)
+
+
+@pytest.mark.parametrize(
+    ("snd_nxt", "max_window"),
+    [
+        (100, 4096),  # no new data: the message is all sent
+        (20, 10),  # the receive window is full (20 - 10 segments out)
+        (20, 25),  # room by the segments out (10 < 25), not by their sum with the cumulative point
+    ],
+)
+def test_a_tail_loss_probe_resends_the_last_segment_when_no_new_one_may_go(snd_nxt, max_window):
+    flow = _sack("rack")
+    flow.params = dataclasses.replace(flow.params, max_window=max_window)
+    flow.snd_nxt = flow.high_sent = snd_nxt
+    flow = _probing(flow)
+    flow._aux_timer(ps(1.0), 5)
+    expected_window_room = snd_nxt < flow._end and snd_nxt - flow.snd_una < max_window
+    assert expected_window_room is (max_window == 25)
+    assert flow.probes == 1
+    if expected_window_room:
+        assert (flow.snd_nxt, flow.retransmissions) == (21, 0)
+    else:
+        assert (flow.snd_nxt, flow.retransmissions, flow.resent) == (snd_nxt, 1, {snd_nxt - 1})
+
+
+def test_no_probe_without_data_outstanding_or_after_the_message():
+    flow = _probing(_sack("rack"))
+    flow.snd_una = flow.snd_nxt = flow.high_sent = 20  # all acknowledged, more to send
+    assert flow._aux_timer(ps(1.0), 5) == [] and flow.probes == 0
+    flow = _probing(_sack("rack"))
+    flow.snd_una = flow.high_sent = flow.snd_nxt = flow._end  # the message acknowledged
+    assert flow._aux_timer(ps(1.0), 5) is None and flow.probes == 0
+
+
+def test_the_reordering_timer_in_recovery_marks_what_is_due_and_does_not_probe():
+    """In recovery the aux timer is RACK's reordering timer: it marks the segments due, arms itself for the
+    next, counts nothing delivered for PRR and sends no tail probe."""
+    flow = _racked(0)
+    flow = _probing(flow)
+    flow.in_recovery, flow.recover, flow.ssthresh, flow.recover_fs = True, 19, 5.0, 10
+    flow.sacked, flow._aux_deadline = {17}, ps(12e-6)
+    events = flow._aux_timer(ps(12e-6), 5)
+    assert flow.lost | flow.resent == set(range(10, 16)) and flow.probes == 0 and flow.prr_delivered == 0
+    assert events is not None and flow._aux_deadline == ps(32e-6)  # 16 (sent with 17): due 12 us after 20 us
+    flow.lost.clear()
+    flow.sent_ps = {seq: ps(20e-6) for seq in range(10, 20)}  # nothing due yet
+    flow._aux_generation, flow._aux_event_ps, flow._aux_deadline = 9, None, ps(32e-6) - 1
+    flow._aux_timer(ps(32e-6) - 1, 9)
+    assert flow.probes == 0 and not flow.lost
+
+
+def test_the_factory_starts_the_connection_when_asked_and_hashes_its_path_with_seed_zero():
+    env = Environment(1)
+    topo = leaf_spine(Network(env), SPEC, hosts_per_leaf=1, num_paths=8)
+    late = tcp_flow(topo, 0, 1, [8949 * 10], start_ps=ps(1e-3))
+    env.run()
+    assert late.done_ps is not None and late.done_ps > ps(1e-3) > late.completions_ps[0]
+
+    def fresh() -> Topology:  # the same flow id in each
+        return leaf_spine(Network(Environment(1)), SPEC, hosts_per_leaf=1, num_paths=8)
+
+    paths = {seed: tcp_flow(fresh(), 0, 1, [8949], seed=seed).path for seed in range(2)}
+    assert tcp_flow(fresh(), 0, 1, [8949]).path == paths[0] != paths[1]
