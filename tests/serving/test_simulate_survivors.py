@@ -13,7 +13,7 @@ from clustersim.errors import ClusterSimError
 from clustersim.serving.engine import default_calibration
 from clustersim.serving.estimate import Request
 from clustersim.serving.formats import BlockFp4
-from clustersim.serving.sim_disaggregated import simulate_disaggregated
+from clustersim.serving.sim_disaggregated import _send, simulate_disaggregated
 from clustersim.serving.sim_requests import request_sampler
 from clustersim.serving.simulate import Load
 from tests.serving.test_disaggregation import model, pools
@@ -39,11 +39,15 @@ def _run(pool_text: str = "1:1", request: Request | None = None, rate: float = 8
 
 
 def test_the_calibration_given_prices_both_pools():
-    """A calibration at half the achieved FLOP fraction makes the prompts' pool slower: a later first token."""
+    """A calibration at half the achieved FLOP and HBM fractions makes both pools slower: a later first token
+    and longer gaps between the others."""
     default = default_calibration()
-    slow = dataclasses.replace(default, flop_efficiency=default.flop_efficiency / 2)
+    slow = dataclasses.replace(
+        default, flop_efficiency=default.flop_efficiency / 2, hbm_efficiency=default.hbm_efficiency / 2
+    )
     base, slower = _run(), _run(cal=slow)
     assert np.median(slower.ttft_s) > 1.3 * np.median(base.ttft_s)
+    assert np.mean(slower.request_itl_s) > 1.3 * np.mean(base.request_itl_s)  # the decode pool's steps too
 
 
 def test_a_batch_cap_and_a_prefix_hit_rate_reach_the_prompts_pool():
@@ -86,11 +90,12 @@ def test_what_a_disaggregated_run_refuses_names_the_option():
 
 def test_a_pool_too_small_for_the_weights_is_named():
     """llama2-70b at 16 bits on one H100 a worker: the prompts' pool is named (it is checked first)."""
-    with pytest.raises(ClusterSimError, match=r"^--disaggregate: the prefill pool's workers \(tp 1\)"):
+    with pytest.raises(ClusterSimError, match=r"^--disaggregate: the prefill pool's workers \(tp 1\)") as error:
         simulate_disaggregated(
             model("llama2-70b"), pools("1x1:1x8", tp=8, name="llama2-70b"), Request(512, 64), Load(rate_per_s=1.0),
             requests=10,
         )  # fmt: skip
+    assert error.value.field == "--disaggregate" and error.value.value == 1
     with pytest.raises(ClusterSimError, match=r"^--disaggregate: the decode pool's workers \(tp 1\)"):
         simulate_disaggregated(
             model("llama2-70b"), pools("1x8:1x1", tp=8, name="llama2-70b"), Request(512, 64), Load(rate_per_s=1.0),
@@ -104,3 +109,47 @@ def test_an_fp4_kv_cache_is_served_where_the_engine_stores_one():
     request = Request(512, 64, precision=BlockFp4.NVFP4, kv_precision=BlockFp4.NVFP4)
     run = simulate_disaggregated(model("llama3.1-8b"), b200, request, Load(rate_per_s=4.0), requests=20)
     assert run.output_tokens.sum() == 20 * 64
+
+
+@pytest.mark.parametrize(
+    ("sender", "receiver", "arrived"),
+    [
+        ([0, 0], [0, 1], [1.5, 2.5]),  # one prefill worker: its link sends one cache after the other
+        ([0, 1], [0, 0], [1.5, 2.5]),  # one decode worker: its link receives one after the other
+        ([0, 1], [0, 1], [1.5, 1.5]),  # separate links: both at once
+    ],
+)
+def test_a_kv_transfer_holds_both_workers_links(sender, receiver, arrived):
+    """Both caches ready at 0.5 s, each 1 s on the wire; a request that stays (one output token) moves nothing."""
+    ready = np.array([0.5, 0.5, 0.25])
+    got = _send(ready, np.array([1.0, 1.0, 9.0]), np.array([*sender, 0]), np.array([*receiver, 0]),
+                np.array([True, True, False]))  # fmt: skip
+    assert got.tolist() == [*arrived, 0.25]
+
+
+def test_a_two_token_request_goes_to_the_decode_pool_and_a_one_token_one_does_not():
+    """A second token is the decode pool's: a request of two output tokens moves its cache and makes its second
+    token there (one decode step each); one of one token ends at its prefill."""
+    two = _run(request=Request(512, 2), requests=40)
+    one = _run(request=Request(512, 1), requests=40)
+    assert np.array_equal(one.finish_s, one.first_token_s)
+    assert np.all(two.finish_s > two.first_token_s)
+    made = two.arrival_s.size + int(two.step_tokens.sum()) + two.resume_gaps_s.size
+    assert made == int(two.output_tokens.sum()) == 80
+    assert np.all(two.ttft_s > one.ttft_s)  # the same prompts' pool; the first token waits for its cache's transfer
+
+
+def test_the_decode_pool_keeps_the_batch_cap_and_spreads_over_its_workers():
+    """--batch 1 caps the decode pool's steps at one sequence; two decode workers share the load (each its
+    share of the requests), so at a load that fills one the inter-token latency is lower."""
+    capped = _run(request=Request(512, 128), rate=8.0, requests=60, max_batch=1)
+    assert capped.step_tokens.max() == 1
+    one = _run("1:1", request=Request(512, 128), rate=60.0, requests=300)
+    two = _run("1:2", request=Request(512, 128), rate=60.0, requests=300)
+    assert two.step_tokens.max() < 0.7 * one.step_tokens.max()
+    assert np.mean(two.request_itl_s) < np.mean(one.request_itl_s)
+
+
+def test_the_engine_named_prices_the_pools():
+    """SGLang's profile (its own token budget and decode kernels) moves when the requests finish."""
+    assert not np.array_equal(_run().finish_s, _run(engine="sglang").finish_s)
