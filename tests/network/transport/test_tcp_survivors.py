@@ -6,9 +6,10 @@ connection's loss detection (RFC 6675's DupThresh scoreboard, RFC 8985's RACK) a
 
 Equivalent mutants left alive: ``_send`` handed ``None`` for the event list (no ``_send`` of the NewReno or
 SACK connection appends to it: a data packet's hop schedules its own event); CUBIC's ``cwnd < w_max`` as
-``<=`` (at equality both branches give K = 0 and W_max = cwnd); the DupThresh scan starting above the highest
-segment sent (nothing there is SACKed); RACK's earliest deadline taken at ``left <= due`` (a tie changes nothing).
-"""
+``<=`` (at equality both branches give K = 0 and W_max = cwnd); CUBIC's initial K, W_est and W_max (the first
+acknowledgement in congestion avoidance sets all three before any is read); the DupThresh scan starting above the
+highest segment sent (nothing there is SACKed); RACK's earliest deadline taken at ``left <= due`` (a tie changes
+nothing)."""
 
 from __future__ import annotations
 
@@ -425,3 +426,13 @@ def test_the_factory_starts_the_connection_when_asked_and_hashes_its_path_with_s
 
     paths = {seed: tcp_flow(fresh(), 0, 1, [8949], seed=seed).path for seed in range(2)}
     assert tcp_flow(fresh(), 0, 1, [8949]).path == paths[0] != paths[1]
+
+
+def test_cubic_fast_convergence_only_below_the_last_maximum():
+    """RFC 9438 section 4.7: a loss below the previous W_max lowers W_max to cwnd (1 + beta) / 2; at or
+    above it W_max is the window at the loss."""
+    cubic = Cubic()
+    cubic.w_max = 20.0
+    assert cubic.on_loss(20.0, 20.0) == pytest.approx(14.0) and cubic.w_max == 20.0
+    assert cubic.on_loss(10.0, 10.0) == pytest.approx(7.0) and cubic.w_max == pytest.approx(8.5)
+    assert cubic.epoch_start_s is None
