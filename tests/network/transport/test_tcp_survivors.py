@@ -9,7 +9,10 @@ SACK connection appends to it: a data packet's hop schedules its own event); CUB
 ``<=`` (at equality both branches give K = 0 and W_max = cwnd); CUBIC's initial K, W_est and W_max (the first
 acknowledgement in congestion avoidance sets all three before any is read); the DupThresh scan starting above the
 highest segment sent (nothing there is SACKed); RACK's earliest deadline taken at ``left <= due`` (a tie changes
-nothing)."""
+nothing); the SACK connection's initial RACK sequence and RTT, PRR counters, quota and aux-timer deadline and
+generation (each set before it is read: on the first delivery, on entering recovery, on arming); a SACK equal to
+the cumulative ACK or to the highest segment sent (the receiver acknowledges the one cumulatively and never sees
+the other)."""
 
 from __future__ import annotations
 
@@ -436,3 +439,189 @@ def test_cubic_fast_convergence_only_below_the_last_maximum():
     assert cubic.on_loss(20.0, 20.0) == pytest.approx(14.0) and cubic.w_max == 20.0
     assert cubic.on_loss(10.0, 10.0) == pytest.approx(7.0) and cubic.w_max == pytest.approx(8.5)
     assert cubic.epoch_start_s is None
+
+
+# ---- the SACK connection's acknowledgement processing and PRR (RFC 6937) ------------------------------------------
+
+
+def test_a_cumulative_ack_cleans_the_scoreboard_and_counts_what_was_not_sacked():
+    """Segments 10-13 acknowledged, 12 and 13 SACKed before: two newly delivered; 10-13 leave every set and
+    their send times; the RTO restarts from now; RACK remembers the send time of the copy that just arrived
+    and its sequence (the last acknowledged, 13: no SACK on this ACK)."""
+    flow = _sack("rack")
+    flow.sacked, flow.lost, flow.resent = {12, 13, 17}, {11}, {11}
+    flow.sent_ps = {seq: (ps(800e-6) if seq < 14 else ps(990e-6)) for seq in range(10, 20)}  # 14-19 after it
+    flow._probe_out = True
+    now, stamp = ps(1e-3), ps(900e-6)
+    flow.on_control(now, _ack(flow, 14, stamp_ps=stamp))
+    assert flow.snd_una == 14 and flow.sacked == {17} and flow.lost == set() and flow.resent == set()
+    assert min(flow.sent_ps) >= 14
+    assert flow._deadline == now + flow.rto_ps and flow._probe_out is False
+    assert (flow.rack_sent_ps, flow.rack_seq, flow.rack_rtt_ps) == (stamp, 13, now - stamp)
+
+
+def test_rack_keeps_the_latest_sent_copy_and_among_equal_times_the_highest_sequence():
+    flow = _sack("rack")
+    flow.rack_sent_ps, flow.rack_seq, flow.rack_rtt_ps = ps(5e-6), 15, ps(1e-6)
+    sack_of = lambda seq: seq + 1  # noqa: E731 - the tag carries the SACKed segment plus one
+    flow.on_control(ps(20e-6), _ack(flow, 10, stamp_ps=ps(5e-6), sack=sack_of(14)))  # same time, lower: kept
+    assert (flow.rack_seq, flow.rack_rtt_ps) == (15, ps(1e-6))
+    flow.on_control(ps(21e-6), _ack(flow, 10, stamp_ps=ps(5e-6), sack=sack_of(15)))  # the same copy again
+    assert (flow.rack_seq, flow.rack_rtt_ps) == (15, ps(1e-6))
+    flow.on_control(ps(22e-6), _ack(flow, 10, stamp_ps=ps(5e-6), sack=sack_of(16)))  # same time, higher
+    assert (flow.rack_seq, flow.rack_rtt_ps) == (16, ps(17e-6))
+
+
+def test_a_sack_of_a_segment_deemed_lost_takes_it_off_the_lost_list_and_counts_it_delivered():
+    """A duplicate ACK SACKing 12 (marked lost, only late): 12 is SACKed, no longer lost, and PRR counts one
+    delivered (in recovery); the retransmission timer is not restarted by it."""
+    flow = _sack("sack")
+    flow.in_recovery, flow.recover, flow.ssthresh, flow.recover_fs = True, 19, 5.0, 10
+    flow.lost, flow.sacked, flow._probe_out = {12}, {15, 16, 17}, True
+    deadline = flow._deadline
+    flow.on_control(ps(1.0), _ack(flow, 10, stamp_ps=ps(0.5), sack=13))
+    assert 12 in flow.sacked and 12 not in flow.lost and flow.prr_delivered == 1
+    assert flow._deadline == deadline and flow._probe_out is False
+
+
+def test_an_ack_that_acknowledges_and_sacks_counts_both_for_prr():
+    flow = _sack("sack")
+    flow.in_recovery, flow.recover, flow.ssthresh, flow.recover_fs = True, 19, 5.0, 10
+    flow.sacked = {15, 16, 17}
+    flow.on_control(ps(1.0), _ack(flow, 12, stamp_ps=ps(0.5), sack=19))  # 10, 11 acknowledged; 18 SACKed
+    assert flow.prr_delivered == 3
+
+
+def test_a_plain_cumulative_ack_starts_no_episode_even_with_a_resent_segment_outstanding():
+    """RFC 6675 section 5 counts a SACK afresh once recovery ends; an acknowledgement that SACKs nothing new
+    does not start an episode, and outside recovery it opens the window."""
+    flow = _sack("sack")
+    flow.recover, flow.resent, flow.cwnd, flow.ssthresh = 5, {15}, 10.0, 40.0
+    flow.on_control(ps(1.0), _ack(flow, 12, stamp_ps=ps(0.5)))
+    assert not flow.in_recovery and flow.cwnd == 12.0  # slow start: one segment each
+
+
+def test_in_recovery_an_ack_sets_the_window_to_pipe_plus_the_prr_quota_and_does_not_grow_it():
+    """A partial ACK in recovery (10, 11 delivered; 19 SACKed, nothing marked lost): pipe 7 above ssthresh 4,
+    PRR's proportional quota ceil(2 x 4 / 10) = 1, cwnd 8; the window does not also grow as outside recovery."""
+    flow = _sack("sack")
+    flow.in_recovery, flow.recover, flow.ssthresh, flow.recover_fs = True, 19, 4.0, 10
+    flow.sacked = {19}
+    flow.on_control(ps(1.0), _ack(flow, 12, stamp_ps=ps(0.5)))
+    assert flow.in_recovery and flow.cwnd == 8.0 and flow.prr_out == 1
+
+
+def _recovering() -> SackTcpFlow:
+    """In recovery with RACK before any delivery: nothing is marked lost by time, so pipe is what is set."""
+    flow = _sack("rack")
+    flow.in_recovery, flow.recover, flow.ssthresh, flow.recover_fs = True, 19, 4.0, 10
+    return flow
+
+
+@pytest.mark.parametrize(
+    ("sacked", "prr_delivered", "prr_out", "delivered", "quota"),
+    [
+        # pipe 7 > ssthresh 4: proportional, ceil(prr_delivered x ssthresh / RecoverFS) - prr_out
+        ({17, 18, 19}, 3, 0, 2, 2),  # ceil(5 x 4 / 10) - 0
+        ({17, 18, 19}, 6, 2, 1, 1),  # ceil(7 x 4 / 10) - 2
+        # pipe 4 = ssthresh: the slow-start reduction bound, min(ssthresh - pipe, max(delivered so far, now) + 1)
+        ({14, 15, 16, 17, 18, 19}, 1, 1, 1, 0),
+        # pipe 2 < ssthresh 4: min(4 - 2, max(3 - 1, 1) + 1) = 2
+        ({12, 13, 14, 15, 16, 17, 18, 19}, 2, 1, 1, 2),
+        # pipe 3: min(4 - 3, max(0 - 2, 0) + 1) = 1
+        ({11, 12, 13, 14, 15, 16, 17}, 0, 2, 0, 1),
+        # pipe 4 = ssthresh, nothing out yet and nothing lost: no segment either
+        ({14, 15, 16, 17, 18, 19}, 0, 0, 0, 0),
+    ],
+)
+def test_prr_quota(sacked, prr_delivered, prr_out, delivered, quota):
+    """RFC 6937 section 3 (PRR-SSRB): the segments PRR lets out on this acknowledgement, and cwnd = pipe + quota."""
+    flow = _recovering()
+    flow.sacked, flow.prr_delivered, flow.prr_out = set(sacked), prr_delivered, prr_out
+    flow._detect_and_recover(ps(1.0), delivered, [])
+    assert flow.prr_delivered == prr_delivered + delivered
+    assert flow.quota == quota and flow.cwnd == float(flow.pipe + quota)
+
+
+def test_on_entering_recovery_the_fast_retransmit_alone_goes_out():
+    """A hole marked lost with nothing sent in the episode yet: at least one segment (the retransmission), not
+    two, whatever PRR computes (here min(4 - 3, 0 + 1) = 1)."""
+    flow = _recovering()
+    flow.sacked, flow.lost = {14, 15, 16, 17, 18, 19}, {10}
+    flow._detect_and_recover(ps(1.0), 0, [])
+    assert flow.quota == 1
+
+
+def test_recovery_ends_only_past_its_recovery_point_and_a_new_one_starts_only_past_it():
+    """RFC 6675 section 5: recovery ends when the cumulative ACK passes RecoveryPoint (recover), not at it; a
+    new episode needs the ACK past the last one's point; entering sets recover to the highest segment sent."""
+    flow = _recovering()
+    flow.recover, flow.snd_una = 15, 15
+    flow._detect_and_recover(ps(1.0), 0, [])
+    assert flow.in_recovery is True
+    flow.snd_una = 16
+    flow._detect_and_recover(ps(1.0), 0, [])
+    assert flow.in_recovery is False and flow.cwnd == flow.ssthresh
+    flow = _sack("sack")
+    flow.recover, flow.sacked = 10, {17, 18, 19}  # holes below three SACKed segments, but snd_una = recover
+    flow._detect_and_recover(ps(1.0), 0, [])
+    assert flow.in_recovery is False and flow.lost == set(range(10, 17))
+    flow = _sack("sack")
+    flow.recover, flow.sacked = 5, {17, 18, 19}
+    flow._detect_and_recover(ps(1.0), 0, [])
+    assert flow.in_recovery is True and flow.recover == 19 and flow.recover_fs == 10
+
+
+def test_prr_sends_its_quota_from_the_lost_segments_and_counts_each():
+    flow = _recovering()
+    flow.lost, flow.sacked, flow.quota, flow.cwnd, flow.prr_out = {10, 11, 12}, {17, 18, 19}, 2, 50.0, 0
+    flow._pump(ps(1.0))
+    assert flow.retransmissions == 2 and flow.lost == {12} and (flow.prr_out, flow.quota) == (2, 0)
+
+
+def test_new_data_stops_at_the_receive_window():
+    flow = _sack("rack")
+    flow.params = dataclasses.replace(flow.params, max_window=12)
+    flow.cwnd = 100.0
+    flow._pump(ps(1.0))
+    assert flow.snd_nxt == 22  # 12 segments out past snd_una 10
+
+
+def test_no_timer_without_data_outstanding():
+    """Everything sent is acknowledged and the window admits nothing new: RACK's probe timer is not armed (the
+    RTO is, the message being unfinished); with the whole message acknowledged neither is."""
+    flow = _sack("rack")
+    flow.snd_una = flow.snd_nxt = flow.high_sent = 20
+    flow.cwnd, flow._timer_armed = 0.5, False
+    assert [event[2].__name__ for event in flow._pump(ps(1.0))] == ["_timer"] and flow._aux_event_ps is None
+    flow._timer_armed = False
+    flow.snd_una = flow.snd_nxt = flow.high_sent = flow._end
+    assert flow._pump(ps(1.0)) == []
+
+
+def test_a_message_acknowledged_ends_recovery_and_clears_the_scoreboard():
+    flow = _recovering()
+    flow.sacked, flow.lost, flow.resent, flow.quota = {17}, {11}, {10}, 3
+    flow.sent_ps = {11: 0}
+    flow._after_message()
+    assert flow.in_recovery is False and flow.cwnd == flow.ssthresh and flow.quota == 0
+    assert not (flow.sacked or flow.lost or flow.resent or flow.sent_ps)
+
+
+def test_a_fresh_rack_connection_has_no_delivery_to_judge_by():
+    flow = _sack("rack")
+    flow.sent_ps = {seq: 0 for seq in range(10, 20)}
+    assert flow._detect(ps(1.0), []) is False and flow.lost == set()
+
+
+def test_the_sack_connection_starts_at_zero_and_hashes_its_path_with_seed_zero_by_default():
+    def run(**kwargs: int) -> SackTcpFlow:
+        env = Environment(1)
+        topo = leaf_spine(Network(env), SPEC, hosts_per_leaf=1, num_paths=8)
+        flow = SackTcpFlow(topo, 0, 1, [8949 * 4], TcpParams(), **kwargs)
+        env.run()
+        return flow
+
+    default, explicit = run(), run(start_ps=0, seed=0)
+    assert (default.done_ps, default.path) == (explicit.done_ps, explicit.path)
+    assert run(seed=1).path != explicit.path
