@@ -1,5 +1,9 @@
 """Tests that kill what mutation testing of ``serving_simulate`` (the request simulator's driver and its
-disaggregated form, benchmarks/mutation.py) left alive."""
+disaggregated form, benchmarks/mutation.py) left alive.
+
+Equivalent mutants left alive: the merged logs' arrays built without their dtype (numpy infers float64 and int64
+from the values) and their stable sort spelled otherwise; the prefill worker index and ones arrays likewise;
+``check_run`` handed no system (it reads none); a transfer's wire time from ``inputs.astype(None)`` (float64)."""
 
 from __future__ import annotations
 
@@ -10,13 +14,13 @@ import pytest
 
 from clustersim.choices import Batching
 from clustersim.errors import ClusterSimError
-from clustersim.serving.engine import default_calibration
+from clustersim.serving.engine import default_calibration, serving_system_for_instance
 from clustersim.serving.estimate import Request
 from clustersim.serving.formats import BlockFp4
 from clustersim.serving.sim_disaggregated import _send, simulate_disaggregated
 from clustersim.serving.sim_requests import request_sampler
-from clustersim.serving.simulate import Load
-from tests.serving.test_disaggregation import model, pools
+from clustersim.serving.simulate import Load, reserve_tokens, simulate
+from tests.serving.test_disaggregation import catalog, model, pools
 
 
 def test_a_disaggregated_run_reports_progress_every_hundred_requests_of_each_pool_and_at_the_end():
@@ -153,3 +157,25 @@ def test_the_decode_pool_keeps_the_batch_cap_and_spreads_over_its_workers():
 def test_the_engine_named_prices_the_pools():
     """SGLang's profile (its own token budget and decode kernels) moves when the requests finish."""
     assert not np.array_equal(_run().finish_s, _run(engine="sglang").finish_s)
+
+
+def test_a_reserve_admission_holds_at_most_the_context_unless_told_to_go_beyond():
+    """TensorRT-LLM's GUARANTEED_NO_EVICT holds a prompt and its output cap; within the model's context (8,192 for
+    llama3-8b), but never less than the request's own prompt and output."""
+    llama = model("llama3-8b")
+    inputs, outputs = np.array([1000, 8000]), np.array([100, 900])
+    held = reserve_tokens(llama, Request(1000, 100), "reserve", inputs, outputs, cap=16384)
+    assert held is not None and held.tolist() == [8192, 8900]
+    beyond = reserve_tokens(llama, Request(1000, 100, beyond_context=True), "reserve", inputs, outputs, cap=16384)
+    assert beyond is not None and beyond.tolist() == [17384, 24384]
+    assert reserve_tokens(llama, Request(1000, 100), "paged", inputs, outputs, cap=16384) is None
+    with pytest.raises(ClusterSimError, match=r"^--admission: 'greedy' is not one of ") as error:
+        reserve_tokens(llama, Request(1000, 100), "greedy", inputs, outputs, cap=16384)
+    assert (error.value.field, error.value.value) == ("--admission", "greedy")
+
+
+def test_a_run_reports_its_own_wall_time():
+    system = serving_system_for_instance(catalog(), "p5.48xlarge", tp=1)
+    for run in (simulate(model("llama3.1-8b"), system, Request(512, 16), Load(rate_per_s=4.0), requests=20),
+                _run(requests=20)):  # fmt: skip
+        assert 0.0 < run.wall_s < 60.0
