@@ -2,7 +2,8 @@
 disaggregated form, benchmarks/mutation.py) left alive.
 
 Equivalent mutants left alive: the merged logs' arrays built without their dtype (numpy infers float64 and int64
-from the values) and their stable sort spelled otherwise; the prefill worker index and ones arrays likewise;
+from the values); their stable sort by arrival made unstable or spelled "STABLE" (it can only permute requests
+that arrive at the same instant, which no figure reads); the prefill worker index and ones arrays likewise;
 ``check_run`` handed no system (it reads none); a transfer's wire time from ``inputs.astype(None)`` (float64)."""
 
 from __future__ import annotations
