@@ -180,3 +180,24 @@ def test_a_run_reports_its_own_wall_time():
     for run in (simulate(model("llama3.1-8b"), system, Request(512, 16), Load(rate_per_s=4.0), requests=20),
                 _run(requests=20)):  # fmt: skip
         assert 0.0 < run.wall_s < 60.0
+
+
+def test_the_simulator_refuses_attention_data_parallel_groups_by_name():
+    mixtral = model("mixtral-8x7b")
+    system = serving_system_for_instance(catalog(), "p5.48xlarge", tp=1, attention_dp=2)
+    with pytest.raises(ClusterSimError, match=r"^attention_dp: the request simulator schedules one queue per replica; "
+                       r"attention dp 2 \(groups scheduling their own requests\) is priced by the closed forms only$"
+                       ) as error:  # fmt: skip
+        simulate(mixtral, system, Request(512, 16), Load(rate_per_s=1.0), requests=10)
+    assert (error.value.field, error.value.value) == ("attention_dp", 2)
+
+
+def test_the_simulator_prices_with_the_calibration_given():
+    system = serving_system_for_instance(catalog(), "p5.48xlarge", tp=1)
+    default = default_calibration()
+    slow = dataclasses.replace(default, hbm_efficiency=default.hbm_efficiency / 2)
+    runs = [
+        simulate(model("llama3.1-8b"), system, Request(512, 64), Load(rate_per_s=4.0), requests=20, cal=cal)
+        for cal in (None, slow)
+    ]
+    assert np.mean(runs[1].request_itl_s) > 1.5 * np.mean(runs[0].request_itl_s)
