@@ -12,7 +12,12 @@ highest segment sent (nothing there is SACKed); RACK's earliest deadline taken a
 nothing); the SACK connection's initial RACK sequence and RTT, PRR counters, quota and aux-timer deadline and
 generation (each set before it is read: on the first delivery, on entering recovery, on arming); a SACK equal to
 the cumulative ACK or to the highest segment sent (the receiver acknowledges the one cumulatively and never sees
-the other)."""
+the other); NewReno's initial ``recover`` moved by one, ``highest_ack`` at 1, RTTVAR, deadline and timer flag
+(overwritten or read alike before they matter), ``float("INF")``; the receiver's first expected segment at 1 (the
+segment it then drops is acknowledged all the same: nothing downstream reads a payload); the last segment's size
+taken through ``wire_bytes`` for more segments (it returns the full size for all but the last); a data packet's
+unused tag; CUBIC's clock divided by 1e12 + 1; branches no state reaches (``seq >= rcv_nxt`` after the equal case,
+every message done with data outstanding)."""
 
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ import dataclasses
 
 import pytest
 
+from clustersim.errors import ClusterSimError
 from clustersim.network.transport.cubic import CUBIC_ALPHA, CUBIC_C, Cubic
 from clustersim.network.transport.engine import Environment, ps
 from clustersim.network.transport.flows import ACK, ACK_BYTES, TIMER_PRIORITY
@@ -27,6 +33,7 @@ from clustersim.network.transport.links import Network
 from clustersim.network.transport.tcp import MAX_RTO_S, TcpFlow, TcpParams
 from clustersim.network.transport.tcp_sack import SackTcpFlow, tcp_flow
 from clustersim.network.transport.topology import FabricSpec, Topology, leaf_spine
+from tests.network.transport.test_tcp_recover import LossyTcp
 
 SPEC = FabricSpec(host_bits_per_s=100e9, host_latency_s=1e-6, hop_latency_s=0.5e-6)
 NEWRENO = TcpParams(congestion="newreno", recovery="newreno")
@@ -625,3 +632,80 @@ def test_the_sack_connection_starts_at_zero_and_hashes_its_path_with_seed_zero_b
     default, explicit = run(), run(start_ps=0, seed=0)
     assert (default.done_ps, default.path) == (explicit.done_ps, explicit.path)
     assert run(seed=1).path != explicit.path
+
+
+# ---- NewReno's connection: its RTT estimator, CUBIC's clock, its timer and what it refuses ----------------------
+
+
+def test_the_rto_follows_rfc_6298_over_successive_samples():
+    """RTTVAR <- 3/4 RTTVAR + 1/4 |SRTT - R|, SRTT <- 7/8 SRTT + 1/8 R, RTO = SRTT + 4 RTTVAR (a floor far below)."""
+    _, flow = _flow(params=TcpParams(congestion="newreno", recovery="newreno", min_rto_s=1e-9))
+    flow._on_rtt(ps(100e-6))
+    assert (flow.srtt_ps, flow.rttvar_ps, flow.rto_ps) == (ps(100e-6), ps(50e-6), ps(300e-6))
+    flow._on_rtt(ps(200e-6))
+    assert flow.rttvar_ps == pytest.approx(ps(62.5e-6)) and flow.srtt_ps == pytest.approx(ps(112.5e-6))
+    assert flow.rto_ps == int(ps(112.5e-6) + 4 * ps(62.5e-6))
+
+
+def test_cubic_is_driven_in_seconds_and_by_the_smoothed_round_trip():
+    _, flow = _flow(params=TcpParams(congestion="cubic", recovery="newreno"))
+    flow.cwnd, flow.ssthresh, flow.srtt_ps = 10.0, 5.0, float(ps(2.0))
+    reference = Cubic()
+    flow._grow(1, ps(3.0))
+    expected = reference.on_ack(10.0, 3.0, 2.0, 1)
+    assert flow.cwnd == pytest.approx(expected)
+    flow._grow(1, ps(4.0))
+    assert flow.cwnd == pytest.approx(reference.on_ack(expected, 4.0, 2.0, 1))
+
+
+def test_the_retransmission_timer_stops_with_the_message_and_rearms_before_its_deadline():
+    _, flow = _flow()
+    flow = _mid_flight(flow)
+    flow._timer_armed, flow._deadline = True, ps(2.0)
+    events = flow._timer(ps(1.0), None)
+    assert events == [(ps(2.0), TIMER_PRIORITY, flow._timer, None)] and flow._timer_armed is True
+    flow.snd_una = flow._end  # this message acknowledged, the next not posted yet
+    assert flow._timer(ps(3.0), None) is None and flow._timer_armed is False and flow.timeouts == 0
+
+
+def test_the_first_segment_lost_is_fast_retransmitted():
+    """Three duplicate ACKs of segment 0 (nothing acknowledged yet): ack - 1 = -1 is not beyond the initial
+    recover (-1), and the last advance (none, 0 - 0) is short: a loss, retransmitted at once."""
+    _, flow = _flow()
+    flow._base, flow._end = 0, 100
+    flow.snd_nxt = flow.high_sent = 10
+    flow._timer_armed = True
+    for _ in range(3):
+        flow.on_control(ps(1.0), _ack(flow, 0))
+    assert flow.in_recovery and flow.retransmissions == 1
+
+
+def test_newreno_s_connection_defaults_and_refusals():
+    """Without params it is NewReno's recovery with Linux's CUBIC; a SACK recovery is refused naming the field,
+    the value and the class that runs it; a pinned path is kept; it starts at 0 and hashes its path with seed 0."""
+
+    def fresh(**kwargs) -> TcpFlow:
+        env = Environment(1)
+        topo = leaf_spine(Network(env), SPEC, hosts_per_leaf=1, num_paths=8)
+        flow = TcpFlow(topo, 0, 1, [8949 * 4], **kwargs)
+        env.run()
+        return flow
+
+    default = fresh()
+    assert (default.params.recovery, default.params.congestion) == ("newreno", "cubic")
+    explicit = fresh(start_ps=0, seed=0)
+    assert (default.done_ps, default.path) == (explicit.done_ps, explicit.path) and fresh(seed=1).path != default.path
+    assert fresh(start_ps=ps(1e-3)).done_ps > ps(1e-3)
+    assert fresh(params=TcpParams(recovery="newreno", path=3)).path == 3
+    refusal = r"^recovery: 'sack' is not run by TcpFlow \(newreno\); tcp_sack\.tcp_flow picks the connection for it$"
+    with pytest.raises(ClusterSimError, match=refusal) as error:
+        fresh(params=TcpParams(recovery="sack"))
+    assert (error.value.field, error.value.value) == ("recovery", "sack")
+
+
+def test_the_receiver_keeps_no_out_of_order_segment_once_the_gap_fills():
+    env = Environment(1)
+    topo = leaf_spine(Network(env), SPEC, hosts_per_leaf=1, num_paths=1)
+    flow = LossyTcp(topo, 0, 1, [400 * 8949], NEWRENO, drop=frozenset({20}))
+    env.run()
+    assert flow.done_ps is not None and flow.rcv_nxt == 400 and flow._ooo == set()
