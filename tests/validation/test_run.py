@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer
@@ -18,7 +19,7 @@ from clustersim.validation.cases import KINDS, Case
 from clustersim.validation.collective import predict_collective_case
 from clustersim.validation.inference import predict_inference_case
 from clustersim.validation.run import PREDICTORS, default_predictors, validate_bundled, validate_cases
-from clustersim.validation.scoring import Skipped
+from clustersim.validation.scoring import Skipped, ValidationReport
 from clustersim.validation.training import predict_memory_case, predict_training_case
 from tests.validation.helpers import collective, times, training, write_jsonl
 
@@ -279,19 +280,25 @@ def test_measured_latency_fields_get_their_own_figures_beside_the_throughput(tmp
     assert payload["field_cases"][0]["error"] == pytest.approx(-0.5)
 
 
-def test_a_latency_field_the_model_cannot_predict_is_skipped_with_its_reason_and_the_primary_score_stands(
-    tmp_path: Path, catalog: Catalog
-) -> None:
+def _skipping_latency(tmp_path: Path, catalog: Catalog, reason: str) -> tuple[dict[str, Any], Path, ValidationReport]:
+    """A packaged case with a measured TTFT, validated by a predictor that refuses every latency field with
+    ``reason`` (``{field}`` in it replaced by the field)."""
     rows = [json.loads(line) for line in Path(PACKAGED_INFERENCE).read_text().splitlines() if line.strip()]
     row = next(r for r in rows if r["measured"].get("ttft_s"))
 
     def predict(case: Case, field: str, catalog: Catalog) -> float:
         if field != "output_tokens_per_s":
-            raise ClusterSimError(f"cannot predict {field}")
+            raise ClusterSimError(reason.format(field=field))
         return case.measured[field]
 
     path = write_jsonl(tmp_path / "i.jsonl", [row])
-    report = validate_cases([path], catalog, {"inference": predict})
+    return row, path, validate_cases([path], catalog, {"inference": predict})
+
+
+def test_a_latency_field_the_model_cannot_predict_is_skipped_with_its_reason_and_the_primary_score_stands(
+    tmp_path: Path, catalog: Catalog
+) -> None:
+    row, path, report = _skipping_latency(tmp_path, catalog, "cannot predict {field}")
     assert len(report.cases) == 1 and report.field_cases == [] and report.field_files == []
     assert report.to_json()["fields"] == []
     measured = [f for f in ("ttft_s", "tpot_s") if row["measured"].get(f)]
@@ -301,16 +308,7 @@ def test_a_latency_field_the_model_cannot_predict_is_skipped_with_its_reason_and
 
 
 def test_a_skipped_field_whose_reason_names_it_already_is_not_named_twice(tmp_path: Path, catalog: Catalog) -> None:
-    rows = [json.loads(line) for line in Path(PACKAGED_INFERENCE).read_text().splitlines() if line.strip()]
-    row = next(r for r in rows if r["measured"].get("ttft_s"))
-
-    def predict(case: Case, field: str, catalog: Catalog) -> float:
-        if field != "output_tokens_per_s":
-            raise ClusterSimError(f"{field}: needs workload.requests")
-        return case.measured[field]
-
-    path = write_jsonl(tmp_path / "i.jsonl", [row])
-    report = validate_cases([path], catalog, {"inference": predict})
+    row, _, report = _skipping_latency(tmp_path, catalog, "{field}: needs workload.requests")
     assert {s.reason for s in report.skipped} == {
         f"{f}: needs workload.requests" for f in ("ttft_s", "tpot_s") if row["measured"].get(f)
     }
