@@ -17,7 +17,10 @@ the other); NewReno's initial ``recover`` moved by one, ``highest_ack`` at 1, RT
 segment it then drops is acknowledged all the same: nothing downstream reads a payload); the last segment's size
 taken through ``wire_bytes`` for more segments (it returns the full size for all but the last); a data packet's
 unused tag; CUBIC's clock or SRTT divided by 1e12 + 1; branches no state reaches (``seq >= rcv_nxt`` after the
-equal case, every message done with data outstanding)."""
+equal case, every message done with data outstanding); the refusal listing the one recovery NewReno's connection
+runs (a join of one name); the ECMP hash's seed offset (another fixed hash); the receiver's SACK tag on an in-order
+ACK at 1 (it decodes to segment 0, below the cumulative point the ACK then carries); the send call's event
+priority at an instant nothing else shares."""
 
 from __future__ import annotations
 
@@ -712,3 +715,29 @@ def test_the_receiver_keeps_no_out_of_order_segment_once_the_gap_fills():
     flow = LossyTcp(topo, 0, 1, [400 * 8949], NEWRENO, drop=frozenset({20}))
     env.run()
     assert flow.done_ps is not None and flow.rcv_nxt == 400 and flow._ooo == set()
+
+
+@pytest.mark.parametrize(
+    ("change", "message", "field", "value"),
+    [
+        ({"congestion": "bbr"}, "congestion: 'bbr' is not one of newreno, cubic", "congestion", "bbr"),
+        ({"payload_bytes": 0}, "payload_bytes: 0 must be at least 1", "payload_bytes", 0),
+        ({"max_window": 0}, "max_window: 0 must be at least 1", "max_window", 0),
+        (
+            {"recovery": "newreno", "reduction_basis": "pipe"},
+            "reduction_basis: 'pipe' needs a SACK scoreboard (recovery sack or rack), not recovery newreno",
+            "reduction_basis",
+            "pipe",
+        ),
+        ({"min_rto_s": 0.0}, "min_rto_s: 0.0 must be > 0 s", "min_rto_s", 0.0),
+    ],
+)
+def test_tcp_settings_are_refused_whole_naming_the_field_and_value(change, message, field, value):
+    with pytest.raises(ClusterSimError) as error:
+        TcpParams(**change)
+    assert (str(error.value), error.value.field, error.value.value) == (message, field, value)
+
+
+def test_the_smallest_tcp_settings_are_valid():
+    params = TcpParams(payload_bytes=1, initial_window=1, max_window=1, min_rto_s=1e-12)
+    assert (params.payload_bytes, params.initial_window, params.max_window) == (1, 1, 1)
