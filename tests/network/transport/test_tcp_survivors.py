@@ -12,7 +12,8 @@ highest segment sent (nothing there is SACKed); RACK's earliest deadline taken a
 nothing); the SACK connection's initial RACK sequence and RTT, PRR counters, quota and aux-timer deadline and
 generation (each set before it is read: on the first delivery, on entering recovery, on arming); a SACK equal to
 the cumulative ACK or to the highest segment sent (the receiver acknowledges the one cumulatively and never sees
-the other); NewReno's initial ``recover`` moved by one, ``highest_ack`` at 1, RTTVAR, deadline and timer flag
+the other); RACK's tie at the delivered copy's own sequence (that segment is SACKed or acknowledged before the
+check); NewReno's initial ``recover`` moved by one, ``highest_ack`` at 1, RTTVAR, deadline and timer flag
 (overwritten or read alike before they matter), ``float("INF")``; the receiver's first expected segment at 1 (the
 segment it then drops is acknowledged all the same: nothing downstream reads a payload); the last segment's size
 taken through ``wire_bytes`` for more segments (it returns the full size for all but the last); a data packet's
@@ -542,6 +543,10 @@ def _recovering() -> SackTcpFlow:
         ({11, 12, 13, 14, 15, 16, 17}, 0, 2, 0, 1),
         # pipe 4 = ssthresh, nothing out yet and nothing lost: no segment either
         ({14, 15, 16, 17, 18, 19}, 0, 0, 0, 0),
+        # pipe 4 = ssthresh with much delivered: still the reduction bound (0), not the proportional ceil(10 x 4 / 10)
+        ({14, 15, 16, 17, 18, 19}, 9, 0, 1, 0),
+        # pipe 0: min(4 - 0, max(2 - 1, 1) + 1) = 2, the delivered-so-far term
+        (set(range(10, 20)), 1, 1, 1, 2),
     ],
 )
 def test_prr_quota(sacked, prr_delivered, prr_out, delivered, quota):
@@ -590,11 +595,13 @@ def test_prr_sends_its_quota_from_the_lost_segments_and_counts_each():
 
 
 def test_new_data_stops_at_the_receive_window():
+    """Five segments SACKed leave pipe 5 and room in the window for 7, but the receive window (12 segments past
+    snd_una 10) stops new data at segment 21."""
     flow = _sack("rack")
     flow.params = dataclasses.replace(flow.params, max_window=12)
-    flow.cwnd = 100.0
+    flow.cwnd, flow.sacked = 100.0, {15, 16, 17, 18, 19}
     flow._pump(ps(1.0))
-    assert flow.snd_nxt == 22  # 12 segments out past snd_una 10
+    assert flow.snd_nxt == 22
 
 
 def test_no_timer_without_data_outstanding():
@@ -741,3 +748,16 @@ def test_tcp_settings_are_refused_whole_naming_the_field_and_value(change, messa
 def test_the_smallest_tcp_settings_are_valid():
     params = TcpParams(payload_bytes=1, initial_window=1, max_window=1, min_rto_s=1e-12)
     assert (params.payload_bytes, params.initial_window, params.max_window) == (1, 1, 1)
+
+
+def test_without_a_sack_or_a_recovery_nothing_is_judged_lost_and_no_episode_starts_unasked():
+    """Loss detection runs on SACK information or in recovery: with neither, RACK's timing marks nothing;
+    and a call that does not say a SACK arrived starts no episode for a resent segment still out."""
+    flow = _racked(0)
+    flow.sacked = set()
+    flow._detect_and_recover(ps(1.0), 0, [])
+    assert flow.lost == set() and not flow.in_recovery
+    flow = _sack("rack")
+    flow.recover, flow.sacked, flow.resent = 5, {12}, {15}  # 15 resent, neither SACKed nor acknowledged
+    flow._detect_and_recover(ps(1.0), 0, [])
+    assert not flow.in_recovery
