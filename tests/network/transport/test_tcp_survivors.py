@@ -9,8 +9,9 @@ SACK connection appends to it: a data packet's hop schedules its own event); CUB
 ``<=`` (at equality both branches give K = 0 and W_max = cwnd); CUBIC's initial K, W_est and W_max (the first
 acknowledgement in congestion avoidance sets all three before any is read); the DupThresh scan starting above the
 highest segment sent (nothing there is SACKed); RACK's earliest deadline taken at ``left <= due`` (a tie changes
-nothing); the SACK connection's initial RACK sequence and RTT, PRR counters, quota and aux-timer deadline and
-generation (each set before it is read: on the first delivery, on entering recovery, on arming); a SACK equal to
+nothing); the SACK connection's initial RACK send time at another negative value, its initial RACK sequence and
+RTT, PRR counters, quota, probe flag (None reads as False) and aux-timer deadline and generation (each set before
+it is read: on the first delivery, on entering recovery, on arming); a SACK equal to
 the cumulative ACK or to the highest segment sent (the receiver acknowledges the one cumulatively and never sees
 the other); RACK's tie at the delivered copy's own sequence (that segment is SACKed or acknowledged before the
 check); NewReno's initial ``recover`` moved by one, ``highest_ack`` at 1, RTTVAR, deadline and timer flag
