@@ -4,7 +4,10 @@ disaggregated form, benchmarks/mutation.py) left alive.
 Equivalent mutants left alive: the merged logs' arrays built without their dtype (numpy infers float64 and int64
 from the values); their stable sort by arrival made unstable or spelled "STABLE" (it can only permute requests
 that arrive at the same instant, which no figure reads); the prefill worker index and ones arrays likewise;
-``check_run`` handed no system (it reads none); a transfer's wire time from ``inputs.astype(None)`` (float64)."""
+``check_run`` handed no system (it reads none); a transfer's wire time from ``inputs.astype(None)`` (float64);
+a calibration left None (every callee defaults it alike); the speculative result's ``resume_gaps_s`` passed or
+not (the same array); a traced request's output cap at 1 rather than 0 (each output is at least 1); the progress
+count starting at 1 (the report of the last hundred moves one request earlier, the calls stay the same)."""
 
 from __future__ import annotations
 
@@ -18,9 +21,12 @@ from clustersim.errors import ClusterSimError
 from clustersim.serving.engine import default_calibration, serving_system_for_instance
 from clustersim.serving.estimate import Request
 from clustersim.serving.formats import BlockFp4
+from clustersim.serving.serving_system import ServingSystem
 from clustersim.serving.sim_disaggregated import _send, simulate_disaggregated
 from clustersim.serving.sim_requests import request_sampler
 from clustersim.serving.simulate import Load, reserve_tokens, simulate
+from clustersim.serving.speculative import Speculation
+from clustersim.serving.traces import read_trace
 from tests.serving.test_disaggregation import catalog, model, pools
 
 
@@ -201,3 +207,49 @@ def test_the_simulator_prices_with_the_calibration_given():
         for cal in (None, slow)
     ]
     assert np.mean(runs[1].request_itl_s) > 1.5 * np.mean(runs[0].request_itl_s)
+
+
+def _h100() -> ServingSystem:
+    return serving_system_for_instance(catalog(), "p5.48xlarge", tp=1)
+
+
+def test_the_simulator_reports_progress_every_hundred_requests():
+    calls: list[tuple[int, int]] = []
+    simulate(model("llama3.1-8b"), _h100(), Request(512, 16), Load(rate_per_s=40.0), requests=250,
+             progress=lambda done, total: calls.append((done, total)))  # fmt: skip
+    assert calls == [(100, 250), (200, 250), (250, 250)]
+
+
+def test_with_speculation_the_pooled_gap_is_a_verify_step_shared_by_its_tokens():
+    """A verify step's accepted tokens reach the client together: the pooled inter-token gap is the step over the
+    tokens it makes (2.77 at K 4, A 0.7), about a request's mean gap, not the whole step."""
+    spec = Speculation(4, 0.7)
+    run = simulate(model("llama3.1-8b"), _h100(), Request(512, 256), Load(concurrency=8), requests=40, speculation=spec)
+    pooled = float(np.average(run.step_s, weights=run.step_tokens))
+    assert pooled == pytest.approx(float(np.mean(run.request_itl_s)), rel=0.15)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "request_", "message", "field"),
+    [
+        ({"max_batch": 0}, Request(512, 16), r"^--batch: must be at least 1 sequence, got 0$", "--batch"),
+        ({"kv_capacity_tokens": 0.0}, Request(512, 16), r"^kv_capacity_tokens: must be positive, got 0.0$",
+         "kv_capacity_tokens"),
+        ({}, Request(512, 16, precision=BlockFp4.NVFP4), r"^precision: nvfp4 is served on Blackwell's FP4 tensor cores",
+         "precision"),
+    ],
+)  # fmt: skip
+def test_what_the_simulator_refuses_names_the_option(kwargs, request_, message, field):
+    with pytest.raises(ClusterSimError, match=message) as error:
+        simulate(model("llama3.1-8b"), _h100(), request_, Load(rate_per_s=1.0), requests=10, **kwargs)
+    assert error.value.field == field
+
+
+def test_a_trace_s_requests_reserve_their_own_outputs_not_the_request_s_mean(tmp_path):
+    """Eight traced requests of 100 + 10 tokens at t = 0 under TensorRT-LLM's reserve admission with room for
+    1,200 KV tokens: each reserves its own 110 (all eight at once), not the 1,100 a 1,000-token mean would cap."""
+    path = tmp_path / "trace.csv"
+    path.write_text("arrival_s,input_tokens,output_tokens\n" + "0.0,100,10\n" * 8)
+    run = simulate(model("llama3.1-8b"), _h100(), Request(100, 1000), Load(trace=read_trace(path)),
+                   kv_capacity_tokens=1200.0)  # fmt: skip
+    assert run.first_token_s.max() < 2 * run.first_token_s.min()
