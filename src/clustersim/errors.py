@@ -59,24 +59,16 @@ def close_matches(value: str, candidates: Iterable[str], limit: int = 5) -> list
 
 class UnknownNameError(ClusterSimError, KeyError):
     """A name (catalog id, option value) that is not known, with the closest known ones. ``field`` is an identifier
-    (snake_case, as every error's); ``label`` the words the message uses for it (default: ``field``)."""
+    (snake_case, as every error's); the message names it in words (``failure_rate``: "unknown failure rate")."""
 
-    def __init__(
-        self,
-        field: str,
-        value: str,
-        valid: Iterable[str],
-        suggestions: Iterable[str] | None = None,
-        *,
-        label: str | None = None,
-    ) -> None:
+    def __init__(self, field: str, value: str, valid: Iterable[str], suggestions: Iterable[str] | None = None) -> None:
         self.field = field
         self.value = value
         self.valid = sorted(valid)
         self.suggestions = list(suggestions) if suggestions is not None else close_matches(value, self.valid)
         hint = f"; did you mean {', '.join(self.suggestions)}?" if self.suggestions else ""
         listing = ", ".join(self.valid[:30]) + (" ..." if len(self.valid) > 30 else "")
-        super().__init__(f"unknown {label or field} {shown(value)}{hint} (known: {listing})")
+        super().__init__(f"unknown {field.replace('_', ' ')} {shown(value)}{hint} (known: {listing})")
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0])

@@ -99,7 +99,7 @@ class Catalog:
         for suggestion in close_matches(name, names + aliases):
             target = self._index[normalize(suggestion)]
             resolved.append(target if target == suggestion else f"{suggestion} (= {target})")
-        raise UnknownNameError(field, name, names, resolved, label=field.replace("_", " "))
+        raise UnknownNameError(field, name, names, resolved)
 
     def typed(self, name: str, cls: type[E]) -> E:
         """The entry ``name`` as an instance of ``cls`` (its kind is ``cls.kind``)."""

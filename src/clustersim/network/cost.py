@@ -94,4 +94,4 @@ def cost_model(name: str) -> CollectiveCost:
     try:
         return COST_MODELS[name]()
     except KeyError:
-        raise UnknownNameError("network_model", name, COST_MODELS, label="network model") from None
+        raise UnknownNameError("network_model", name, COST_MODELS) from None

@@ -117,8 +117,7 @@ def failure_rate(spec: str | float) -> FailureRate:
     try:
         value = float(spec)
     except (TypeError, ValueError):
-        known = [*RATES, "<failures per device-hour>"]
-        raise UnknownNameError("failure_rate", str(spec), known, label="failure rate") from None
+        raise UnknownNameError("failure_rate", str(spec), [*RATES, "<failures per device-hour>"]) from None
     if not (math.isfinite(value) and 0 < value < 1):
         raise ClusterSimError(
             f"failure rate: {value!r} failures per device-hour is not in (0, 1) (or a published rate: "

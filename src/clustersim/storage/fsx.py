@@ -303,8 +303,7 @@ def tier_by_name(catalog: Catalog, name: str) -> Storage:
         names = [tier.id, *tier.aliases]
         if any(wanted == n.lower().replace("_", "-") for n in names):
             return tier
-    known = sorted(a for t in tiers for a in t.aliases[:1])
-    raise UnknownNameError("storage_tier", name, known, label="storage tier")
+    raise UnknownNameError("storage_tier", name, sorted(a for t in tiers for a in t.aliases[:1]))
 
 
 def check_capacity(tier: Storage, capacity_gib: float) -> None:
