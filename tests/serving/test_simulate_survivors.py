@@ -23,6 +23,7 @@ from clustersim.serving.estimate import Request
 from clustersim.serving.formats import BlockFp4
 from clustersim.serving.serving_system import ServingSystem
 from clustersim.serving.sim_disaggregated import _send, simulate_disaggregated
+from clustersim.serving.sim_report import Slo
 from clustersim.serving.sim_requests import request_sampler
 from clustersim.serving.simulate import Load, reserve_tokens, simulate
 from clustersim.serving.speculative import Speculation
@@ -253,3 +254,15 @@ def test_a_trace_s_requests_reserve_their_own_outputs_not_the_request_s_mean(tmp
     run = simulate(model("llama3.1-8b"), _h100(), Request(100, 1000), Load(trace=read_trace(path)),
                    kv_capacity_tokens=1200.0)  # fmt: skip
     assert run.first_token_s.max() < 2 * run.first_token_s.min()
+
+
+def test_a_disaggregated_run_reports_its_link_waits_its_slo_and_its_open_loop():
+    """The report's KV link wait is the time a cache waited behind its workers' earlier transfers (none when its
+    links are free); the SLO given judges goodput; the run is an open loop (no concurrency)."""
+    free = _run("1:1", request=Request(512, 16), rate=0.5, requests=20, slo=Slo(ttft_s=1e-6))
+    setup = free.setup
+    assert setup["concurrency"] is None and setup["rate_per_s"] == 0.5
+    assert setup["disaggregation"]["kv_link_wait_s"] == {"p50": 0.0, "p90": 0.0, "p99": 0.0, "mean": 0.0}
+    assert free.to_json()["goodput"]["fraction"] == 0.0  # no first token within a microsecond
+    busy = _run("1:2", request=Request(2048, 16), rate=60.0, requests=200).setup["disaggregation"]["kv_link_wait_s"]
+    assert busy["p99"] > 0.0 and busy["mean"] <= busy["p99"]
