@@ -217,6 +217,14 @@ TEST_SELECTION = [
     "tests/validation",
     "tests/cli",
 ]
+SIMULATOR_IMPORTERS = [  # test files that import the simulator, selected since 2026-12-07
+    "tests/serving/test_speculative.py",
+    "tests/serving/test_speculative_survivors.py",
+    "tests/serving/test_routing.py",
+    "tests/serving/test_attention_dp.py",
+    "tests/serving/test_server_prompt_launches.py",
+    "tests/serving/test_simulate_survivors.py",
+]
 SIMULATOR_TESTS = [  # what reaches the request simulator's steps and scheduler
     "tests/serving/test_request_sim_survivors.py",
     "tests/serving/test_simulate.py",
@@ -231,12 +239,7 @@ SIMULATOR_TESTS = [  # what reaches the request simulator's steps and scheduler
     "tests/serving/test_first_token_lag.py",
     "tests/serving/test_traces.py",
     "tests/serving/test_disaggregation.py",
-    "tests/serving/test_speculative.py",
-    "tests/serving/test_speculative_survivors.py",
-    "tests/serving/test_routing.py",
-    "tests/serving/test_attention_dp.py",
-    "tests/serving/test_server_prompt_launches.py",
-    "tests/serving/test_simulate_survivors.py",
+    *SIMULATOR_IMPORTERS,
     "tests/validation/test_finite_runs.py",
 ]
 # Groups whose modules only a few test files reach select those instead: mutmut runs the whole selection
@@ -740,15 +743,8 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
     "nccl_small": ["tests/network/transport/test_nccl_small_survivors.py"],
     "datapath": ["tests/network/transport/test_datapath_survivors.py"],
     "transport_tcp": ["tests/network/transport/test_tcp_survivors.py"],
-    # the run of 2026-12-07 selected its tests before the last six of SIMULATOR_TESTS joined it: they judge it too
-    "serving_simulate": [
-        "tests/serving/test_simulate_survivors.py",
-        "tests/serving/test_speculative.py",
-        "tests/serving/test_speculative_survivors.py",
-        "tests/serving/test_routing.py",
-        "tests/serving/test_attention_dp.py",
-        "tests/serving/test_server_prompt_launches.py",
-    ],
+    # the run of 2026-12-07 selected its tests before SIMULATOR_IMPORTERS joined them: they judge it too
+    "serving_simulate": SIMULATOR_IMPORTERS,
     "ops": ["tests/workload/test_ops_survivors.py"],
     "analytic": ["tests/network/test_analytic_survivors.py"],
     "fabric_step": ["tests/training/test_fabric_step_survivors.py"],

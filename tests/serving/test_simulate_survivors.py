@@ -42,6 +42,10 @@ def test_a_disaggregated_run_reports_progress_every_hundred_requests_of_each_poo
     assert calls == [(50, 250), (100, 250), (125, 250), (175, 250), (225, 250), (250, 250)]
 
 
+def _h100() -> ServingSystem:
+    return serving_system_for_instance(catalog(), "p5.48xlarge", tp=1)
+
+
 def _run(pool_text: str = "1:1", request: Request | None = None, rate: float = 8.0, **kwargs):
     defaults = {"requests": 120, "seed": 2}
     return simulate_disaggregated(
@@ -183,7 +187,7 @@ def test_a_reserve_admission_holds_at_most_the_context_unless_told_to_go_beyond(
 
 
 def test_a_run_reports_its_own_wall_time():
-    system = serving_system_for_instance(catalog(), "p5.48xlarge", tp=1)
+    system = _h100()
     for run in (simulate(model("llama3.1-8b"), system, Request(512, 16), Load(rate_per_s=4.0), requests=20),
                 _run(requests=20)):  # fmt: skip
         assert 0.0 < run.wall_s < 60.0
@@ -200,7 +204,7 @@ def test_the_simulator_refuses_attention_data_parallel_groups_by_name():
 
 
 def test_the_simulator_prices_with_the_calibration_given():
-    system = serving_system_for_instance(catalog(), "p5.48xlarge", tp=1)
+    system = _h100()
     default = default_calibration()
     slow = dataclasses.replace(default, hbm_efficiency=default.hbm_efficiency / 2)
     runs = [
@@ -208,10 +212,6 @@ def test_the_simulator_prices_with_the_calibration_given():
         for cal in (None, slow)
     ]
     assert np.mean(runs[1].request_itl_s) > 1.5 * np.mean(runs[0].request_itl_s)
-
-
-def _h100() -> ServingSystem:
-    return serving_system_for_instance(catalog(), "p5.48xlarge", tp=1)
 
 
 def test_the_simulator_reports_progress_every_hundred_requests():
