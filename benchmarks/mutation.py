@@ -18,7 +18,10 @@ Settings and why:
 * tests: the physics packages (training, compute, network, serving, workload, validation) and the CLI;
   not the catalog loader fuzzers, ruff/mypy or the README (they reach no physics and take seconds each).
 * groups in ``GROUP_TESTS`` (the simulators and the fabric step) select only the test files that reach
-  their modules, so the three full runs mutmut makes before the first mutant stay short.
+  their modules, so the three full runs mutmut makes before the first mutant stay short. Every test file that
+  imports one of a group's modules by name joins its selection (``importers``, found in the tree when the run
+  starts, but those ``LEFT_OUT`` with why), and so do the tests written for its survivors: the hand-kept lists
+  name only what reaches a module through others.
 * one mutant worker (``--max-children 1``) unless asked for more: the machine is shared.
 * ``--hypothesis-seed=0``: the same examples for every mutant, so a verdict is reproducible.
 * ``timeout_multiplier = 3``: mutmut stops a mutant after ``2 x multiplier x (its tests' baseline time +
@@ -50,6 +53,7 @@ score ``(killed + timeout) / mutants``, then each survivor with its diff line.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import shutil
@@ -516,8 +520,52 @@ PRELOAD = ["numpy", "numpy.typing", "pydantic", "pydantic.dataclasses", "hypothe
 PRELOAD += ["pytest", "typer", "typer.testing", "click", "rich", "rich.console", "rich.table", "tomllib"]
 
 
+# Test files that import a group's module but stay out of its selection, with why.
+LEFT_OUT: dict[str, dict[str, str]] = {
+    "request_report": {
+        "tests/serving/test_simulate.py": "the simulator's own runs: minutes a mutant, no report figure"
+    },
+}
+
+
+def _module_name(path: str) -> str:
+    """``src/clustersim/serving/simulate.py`` -> ``clustersim.serving.simulate``."""
+    return ".".join(Path(path).with_suffix("").parts[1:])
+
+
+def _imported_names(test_file: Path) -> set[str]:
+    """The dotted names a test file imports: each module, and each ``from`` module's members as ``module.name``."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(test_file.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def importers(group: str) -> list[str]:
+    """The test files that import one of ``group``'s modules by name (``from clustersim.serving import simulate``
+    included), found in the tree: what a hand-kept selection drifts from as tests are added."""
+    modules = {_module_name(m) for m in GROUPS[group]}
+    found = (t for t in sorted((ROOT / "tests").rglob("test_*.py")) if _imported_names(t) & modules)
+    return [t.relative_to(ROOT).as_posix() for t in found]
+
+
+def _within(test_file: str, paths: Sequence[str]) -> bool:
+    return any(test_file == p or test_file.startswith(p.rstrip("/") + "/") for p in paths)
+
+
 def _selection(group: str) -> list[str]:
-    return GROUP_TESTS.get(group, TEST_SELECTION)
+    """The group's chosen tests (``GROUP_TESTS``, else ``TEST_SELECTION``), the tests written for its survivors, and
+    every test file that imports one of its modules (but those ``LEFT_OUT``)."""
+    chosen = list(GROUP_TESTS.get(group, TEST_SELECTION))
+    left_out = LEFT_OUT.get(group, {})
+    for test_file in [*SURVIVOR_TESTS.get(group, []), *importers(group)]:
+        if not _within(test_file, chosen) and test_file not in left_out:
+            chosen.append(test_file)
+    return chosen
 
 
 def _pyproject(group: str, deselect: list[str]) -> str:
@@ -746,9 +794,7 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
     # the run of 2026-12-07 selected its tests before SIMULATOR_IMPORTERS joined them: they judge it too
     "serving_simulate": SIMULATOR_IMPORTERS,
     "ops": ["tests/workload/test_ops_survivors.py"],
-    "analytic": ["tests/network/test_analytic_survivors.py"],
     "fabric_step": ["tests/training/test_fabric_step_survivors.py"],
-    "flowsim_groups": ["tests/network/flowsim/test_groups_survivors.py"],
     "architecture_ops": ["tests/workload/test_architecture_ops.py"],
     "whole_prompts": ["tests/serving/test_whole_prompts_survivors.py"],
     "latency": ["tests/serving/test_latency_survivors.py"],
@@ -797,7 +843,10 @@ def recheck(group: str) -> None:
     mutmut does (``MUTANT_UNDER_TEST``); records the verdicts in ``recheck.json``."""
     work = WORK / group
     mutants = work / "mutants"
-    tests = [t for t in SURVIVOR_TESTS.get(group, []) if (ROOT / t).exists()]
+    tests = SURVIVOR_TESTS.get(group, [])
+    missing = [t for t in tests if not (ROOT / t).exists()]
+    if missing:
+        raise SystemExit(f"{group}: SURVIVOR_TESTS names files that do not exist: {', '.join(missing)}")
     if not tests or not (work / "summary.json").exists():
         print(f"{group}: nothing to recheck (no survivor tests or no recorded run)")
         return
