@@ -34,13 +34,22 @@ def test_young_interval_does_not_overflow():
 
 
 @pytest.mark.parametrize(
-    ("checkpoint_s", "restart_s", "mtbf_s"),
-    [(60, 1200, 0.22), (1e300, 1200, 3.1 * 3600), (60, 1e300, 3.1 * 3600), (60, 20 * DAY * 1e18, 3.1 * 3600)],
+    ("checkpoint_s", "restart_s", "mtbf_s", "field"),
+    [
+        (60, 1200, 0.22, "mtbf_s"),  # a 1 h segment against a 0.22 s MTBF: the segment's e^(L/M) overflows
+        (1e300, 1200, 3.1 * 3600, "checkpoint_s"),  # the checkpoint is the segment
+        (60, 1e300, 3.1 * 3600, "restart_s"),  # e^(R/M) overflows
+        (60, 20 * DAY * 1e18, 3.1 * 3600, "restart_s"),
+        (5000, 4000, 0.5, "checkpoint_s"),  # a segment of 1 h + 5,000 s beyond the restart, mostly checkpoint
+        (60, 3660, 0.5, "restart_s"),  # a restart as long as the segment: the restart
+    ],
 )
-def test_a_run_that_never_finishes_is_refused_naming_its_inputs(checkpoint_s, restart_s, mtbf_s):
+def test_a_run_that_never_finishes_is_refused_naming_the_input_that_overflows(checkpoint_s, restart_s, mtbf_s, field):
     with pytest.raises(ClusterSimError, match="never finishes") as err:
         expected_run(30 * DAY, interval_s=3600, checkpoint_s=checkpoint_s, restart_s=restart_s, mtbf_s=mtbf_s)
     assert "MTBF" in str(err.value) and "restart" in str(err.value)
+    inputs = {"checkpoint_s": checkpoint_s, "restart_s": restart_s, "mtbf_s": mtbf_s}
+    assert err.value.field == field and err.value.value == inputs[field]
 
 
 def test_sensitivity_names_the_scaled_input_that_never_finishes():

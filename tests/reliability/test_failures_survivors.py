@@ -391,7 +391,7 @@ def test_goodput_identities(work_h, interval_h, checkpoint, restart, mtbf_h):
     ],
 )
 def test_a_run_that_never_finishes_names_its_segments(work_s, segments_text, segment_s):
-    """A restart of 1e300 s puts e^(R/M) beyond a float: refused, blaming the MTBF, with the count of
+    """A restart of 1e300 s puts e^(R/M) beyond a float: refused, blaming the restart, with the count of
     segments and the length of the first (work between checkpoints plus the checkpoint)."""
     mtbf = 3.1 * HOUR
     with pytest.raises(ClusterSimError, match=r"^the run never finishes") as err:
@@ -401,7 +401,7 @@ def test_a_run_that_never_finishes_names_its_segments(work_s, segments_text, seg
     assert f"a job MTBF of {format_seconds(mtbf)} against a restart of {format_seconds(1e300)}" in text
     assert f"beyond {sys.float_info.max:.3g} s" in text
     assert text.endswith("shorten the restart or the checkpoint, or lengthen the interval")
-    assert err.value.field == "mtbf_s" and err.value.value == mtbf
+    assert err.value.field == "restart_s" and err.value.value == 1e300
 
 
 def test_a_segment_time_that_fits_a_float_is_returned_not_inf():

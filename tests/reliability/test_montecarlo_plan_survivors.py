@@ -259,18 +259,29 @@ def test_more_failures_or_slower_checkpoints_and_restarts_never_shorten_the_run(
 
 
 @pytest.mark.parametrize(
-    ("policy", "case", "mtbf_s"),
+    ("policy", "case", "field", "value"),
     [
-        # the baseline finishes (barely); twice the failure rate does not fit a float
-        (Policy(work_s=DAY, checkpoint_s=1.0, restart_s=500.0, mtbf_s=1.0, interval_s=1.0), "failure rate x2", 0.5),
+        # the baseline finishes (barely); twice the failure rate does not fit a float, the 500 s restart against a
+        # 0.5 s MTBF (e^1000) the term that overflows
+        (
+            Policy(work_s=DAY, checkpoint_s=1.0, restart_s=500.0, mtbf_s=1.0, interval_s=1.0),
+            "failure rate x2",
+            "restart_s",
+            500.0,
+        ),
         # a checkpoint far longer than the interval: doubling it overflows first (e^710 against e^709.5)
-        (Policy(work_s=0.1, checkpoint_s=355.0, restart_s=0.0, mtbf_s=1.0, interval_s=0.1), "checkpoint time x2", 1.0),
+        (
+            Policy(work_s=0.1, checkpoint_s=355.0, restart_s=0.0, mtbf_s=1.0, interval_s=0.1),
+            "checkpoint time x2",
+            "checkpoint_s",
+            710.0,
+        ),
     ],
 )
-def test_a_sensitivity_case_that_never_finishes_is_named_with_its_field_and_value(policy, case, mtbf_s):
+def test_a_sensitivity_case_that_never_finishes_is_named_with_its_field_and_value(policy, case, field, value):
     """The baseline finishes, a scaled case does not: the error names the case, and keeps the field and the value
-    of the error it re-raises."""
+    of the error it re-raises (the scaled input's)."""
     assert math.isfinite(policy.run().expected_time_s)
     with pytest.raises(ClusterSimError, match=rf"never finishes.*\(with the {case}\)$") as err:
         sensitivity(policy)
-    assert err.value.field == "mtbf_s" and err.value.value == mtbf_s
+    assert err.value.field == field and err.value.value == value
