@@ -7,7 +7,9 @@ that arrive at the same instant, which no figure reads); the prefill worker inde
 ``check_run`` handed no system (it reads none); a transfer's wire time from ``inputs.astype(None)`` (float64);
 a calibration left None (every callee defaults it alike); the speculative result's ``resume_gaps_s`` passed or
 not (the same array); a traced request's output cap at 1 rather than 0 (each output is at least 1); the progress
-count starting at 1 (the report of the last hundred moves one request earlier, the calls stay the same)."""
+count starting at 1 (the report of the last hundred moves one request earlier, the calls stay the same); a replica's
+cached prefix capped at its prompts plus one token rather than less one (a hit rate below 1 and a trace's cache,
+``cached_prefix_tokens``, leave the last token out already)."""
 
 from __future__ import annotations
 
@@ -266,3 +268,35 @@ def test_a_disaggregated_run_reports_its_link_waits_its_slo_and_its_open_loop():
     assert free.to_json()["goodput"]["fraction"] == 0.0  # no first token within a microsecond
     busy = _run("1:2", request=Request(2048, 16), rate=60.0, requests=200).setup["disaggregation"]["kv_link_wait_s"]
     assert busy["p99"] > 0.0 and busy["mean"] <= busy["p99"]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_every_request_is_served_when_some_replicas_get_none(seed):
+    """Three requests over eight replicas (random routing): the empty replicas are skipped, not the end of the
+    replicas (every request gets its tokens)."""
+    run = simulate(model("llama3.1-8b"), serving_system_for_instance(catalog(), "p5.48xlarge", tp=1),
+                   Request(512, 16), Load(rate_per_s=1.0), requests=3, seed=seed)  # fmt: skip
+    assert run.arrival_s.size == 3
+    assert np.all(run.first_token_s > run.arrival_s) and np.all(run.finish_s > run.first_token_s)
+
+
+def test_a_prefix_hit_rate_caches_its_share_of_each_prompt_up_to_all_but_the_last_token():
+    """At a hit rate of 0.999 every 512-token prompt finds floor(511.5) = 511 tokens cached, all but its last
+    position, which always runs (it makes the first token)."""
+    run = simulate(model("llama3.1-8b"), _h100(), Request(512, 8), Load(rate_per_s=2.0), requests=20,
+                   prefix_hit_rate=0.999)  # fmt: skip
+    assert run.setup["prefix_cache"] == {"source": "rate", "cached_share": pytest.approx(511 / 512)}
+    assert run.setup["routing"] == "random"
+
+
+def test_an_unknown_routing_is_refused_by_name():
+    with pytest.raises(ClusterSimError, match=r"^--routing: 'nearest' is not one of random, cache-aware$") as error:
+        simulate(model("llama3.1-8b"), _h100(), Request(512, 8), Load(rate_per_s=1.0), requests=5, routing="nearest")
+    assert (error.value.field, error.value.value) == ("--routing", "nearest")
+
+
+def test_a_speculative_run_reports_its_speculation():
+    spec = Speculation(4, 0.7)
+    run = simulate(model("llama3.1-8b"), _h100(), Request(512, 64), Load(concurrency=4), requests=12, speculation=spec)
+    assert run.setup["speculation"] == spec.to_json()
+    assert run.setup["routing"] == "random"
