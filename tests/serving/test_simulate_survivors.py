@@ -14,6 +14,7 @@ cached prefix capped at its prompts plus one token rather than less one (a hit r
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -300,3 +301,26 @@ def test_a_speculative_run_reports_its_speculation():
     run = simulate(model("llama3.1-8b"), _h100(), Request(512, 64), Load(concurrency=4), requests=12, speculation=spec)
     assert run.setup["speculation"] == spec.to_json()
     assert run.setup["routing"] == "random"
+
+
+def test_a_disaggregated_run_on_a_trace_takes_its_prefixes_from_the_trace_s_blocks(tmp_path):
+    """A trace naming its prompts' blocks (Mooncake's hash_ids) fills the prompts' pool's prefix cache from them:
+    the run reports the trace as the cache's source, the routing asked for, and each repeat of a 1,024-token prompt
+    finds 1,023 tokens cached (all but the last)."""
+    path = tmp_path / "trace.jsonl"
+    rows = [{"timestamp": 100 * k, "input_length": 1024, "output_length": 8, "hash_ids": [7, 8]} for k in range(10)]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    run = simulate_disaggregated(model("llama3.1-8b"), pools("1:1"), Request(1024, 8), Load(trace=read_trace(path)),
+                                 routing="cache-aware")  # fmt: skip
+    assert run.setup["prefix_cache"] == {"source": "trace", "cached_share": pytest.approx(9 * 1023 / (10 * 1024))}
+    assert run.setup["routing"] == "cache-aware"
+    plain = simulate_disaggregated(model("llama3.1-8b"), pools("1:1"), Request(1024, 8), Load(rate_per_s=10.0),
+                                   requests=10)  # fmt: skip
+    assert plain.setup["prefix_cache"] == {"source": "rate", "cached_share": 0.0}
+    assert plain.setup["routing"] == "random"
+
+
+def test_a_disaggregated_run_refuses_an_unknown_routing_by_name():
+    with pytest.raises(ClusterSimError, match=r"^--routing: 'nearest' is not one of random, cache-aware$") as error:
+        _run(routing="nearest")
+    assert (error.value.field, error.value.value) == ("--routing", "nearest")
