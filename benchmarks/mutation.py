@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import json
 import os
 import shutil
@@ -837,10 +838,20 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
 }
 
 
+def _tests_fingerprint(tests: list[str]) -> str:
+    """What a recheck's verdicts hold for: the survivor tests' names and contents."""
+    digest = hashlib.sha256()
+    for test in tests:
+        digest.update(test.encode() + b"\0" + (ROOT / test).read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def recheck(group: str) -> None:
     """Run each survivor of ``group``'s recorded run against the group's ``SURVIVOR_TESTS`` (copied from
     the tree into the run's ``mutants/``), one fresh interpreter per survivor, the mutant chosen as
-    mutmut does (``MUTANT_UNDER_TEST``); records the verdicts in ``recheck.json``."""
+    mutmut does (``MUTANT_UNDER_TEST``); records the verdicts in ``recheck.json`` after each one. A recheck
+    stopped part way goes on from its verdicts when the tests are the same files with the same contents
+    (``fingerprint``); any edit to them judges every survivor again."""
     work = WORK / group
     mutants = work / "mutants"
     tests = SURVIVOR_TESTS.get(group, [])
@@ -866,11 +877,19 @@ def recheck(group: str) -> None:
     red = sorted({line.split()[1] for line in base.stdout.splitlines() if line.startswith(("FAILED ", "ERROR "))})
     if red:
         print(f"   deselected, failing on the unmutated snapshot: {', '.join(red)}", flush=True)
-    verdicts: dict[str, str] = {}
+    fingerprint = _tests_fingerprint(tests)
+    record = work / "recheck.json"
+    earlier = json.loads(record.read_text()) if record.exists() else {}
+    same = earlier.get("fingerprint") == fingerprint and earlier.get("deselected") == red
+    verdicts: dict[str, str] = dict(earlier.get("verdicts", {})) if same else {}
+    if verdicts:
+        print(f"   going on from {len(verdicts)} verdicts under the same tests", flush=True)
     for survivor in collect(group)["survivors"]:
         if survivor["status"] != "survived":  # a run stopped early leaves mutants not checked: none to recheck
             continue
         name = survivor["mutant"]
+        if name in verdicts:
+            continue
         try:
             code = subprocess.call(
                 [sys.executable, "-m", "pytest", "-x", "-q", *PYTEST_ARGS, *tests, *(f"--deselect={t}" for t in red)],
@@ -885,7 +904,9 @@ def recheck(group: str) -> None:
         except subprocess.TimeoutExpired:  # a mutant that never ends (a clock that does not move): as mutmut counts it
             verdicts[name] = "timeout"
         print(f"  {name}: {verdicts[name]}", flush=True)
-    (work / "recheck.json").write_text(json.dumps({"tests": tests, "deselected": red, "verdicts": verdicts}, indent=1))
+        record.write_text(
+            json.dumps({"tests": tests, "fingerprint": fingerprint, "deselected": red, "verdicts": verdicts}, indent=1)
+        )
     killed = sum(v in ("killed", "timeout") for v in verdicts.values())
     print(f"{group}: {killed} of {len(verdicts)} survivors killed by {', '.join(tests)}")
 

@@ -61,3 +61,12 @@ def test_every_named_test_path_exists(mutation: ModuleType) -> None:
 def test_a_left_out_importer_stays_out_of_the_selection(mutation: ModuleType) -> None:
     assert "tests/serving/test_simulate.py" in mutation.importers("request_report")
     assert "tests/serving/test_simulate.py" not in mutation._selection("request_report")
+
+
+def test_a_recheck_goes_on_only_under_the_same_tests(mutation: ModuleType) -> None:
+    """A recheck's verdicts are keyed by its tests' names and contents: the same files give the same fingerprint,
+    another file or another order another."""
+    one = ["tests/serving/test_simulate_survivors.py"]
+    two = [*one, "tests/serving/test_replica_engine.py"]
+    assert mutation._tests_fingerprint(one) == mutation._tests_fingerprint(list(one))
+    assert len({mutation._tests_fingerprint(t) for t in (one, two, two[::-1])}) == 3
