@@ -63,6 +63,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypedDict
 
 import libcst as cst
 
@@ -709,14 +710,20 @@ def run_group(group: str, max_children: int, resume: bool = False) -> None:
             env=env,
         )
     elapsed = time.monotonic() - start
-    summary = collect(group)
-    summary["elapsed_s"] = elapsed
-    summary["mutmut_exit_code"] = code
+    summary = {**collect(group), "elapsed_s": elapsed, "mutmut_exit_code": code}
     (work / "summary.json").write_text(json.dumps(summary, indent=1))
     print(f"   {group}: {elapsed / 60:.1f} min, mutmut exit {code}", flush=True)
 
 
-def collect(group: str) -> dict[str, object]:
+class RunSummary(TypedDict):
+    """One group's run as ``collect`` reads it."""
+
+    group: str
+    modules: dict[str, dict[str, int]]
+    survivors: list[dict[str, str]]
+
+
+def collect(group: str) -> RunSummary:
     """Per-module counts and the survivors (with their diff) of one group's finished run."""
     work = WORK / group
     modules: dict[str, dict[str, int]] = {}
