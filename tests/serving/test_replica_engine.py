@@ -1,8 +1,10 @@
 """One replica's scheduler limits (``clustersim.serving.simulate.replica_engine``): its KV cache in whole blocks, a
-pipeline stage's share of it, a hybrid's recurrent states beside it, and the refusals when a request cannot fit."""
+pipeline stage's share of it, a hybrid's recurrent states beside it, and the refusals when a request cannot fit;
+and the lengths a run draws, cut to the model's context."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -10,11 +12,12 @@ import pytest
 
 from clustersim.catalog.schema import Dtype
 from clustersim.errors import ClusterSimError
-from clustersim.serving.engine import default_calibration, serving_system_for_instance
+from clustersim.serving.engine import default_calibration, memory_plan, serving_system_for_instance
 from clustersim.serving.engines import engine_profile
 from clustersim.serving.estimate import Request
 from clustersim.serving.memory import state_room
-from clustersim.serving.simulate import replica_engine
+from clustersim.serving.simulate import Load, draw_lengths, replica_engine
+from clustersim.serving.traces import read_trace
 from tests.serving.test_disaggregation import catalog, model
 
 TRTLLM = engine_profile("tensorrt-llm", "hopper")  # 32-token KV blocks, hybrids' states in the cache's pool
@@ -93,3 +96,40 @@ def test_a_states_pool_of_its_own_caps_the_running_sequences():
     with pytest.raises(ClusterSimError, match=message) as error:
         _limits((1000, 24), 0.5 / slots_per_token, name=name, profile=SGLANG)
     assert error.value.field == "kv_capacity_tokens"
+
+
+def test_without_a_stated_capacity_the_engine_s_own_memory_plan_sizes_the_cache():
+    """vLLM's plan (its memory fraction, its 16-token blocks) and a calibration's workspace both reach the blocks."""
+    system = serving_system_for_instance(catalog(), "p5.48xlarge", tp=1)
+    llama, request = model("llama3.1-8b"), Request(1000, 24)
+    vllm = engine_profile("vllm", "hopper")
+    roomy = dataclasses.replace(default_calibration(), workspace_bytes=1 << 30)
+    for profile, cal in ((vllm, default_calibration()), (vllm, roomy), (TRTLLM, roomy)):
+        limits = replica_engine(llama, system, request, profile, cal, np.array([1000]), np.array([24]))[1]
+        plan = memory_plan(llama, system, request.precision, request.kv, cal, profile)
+        assert limits.kv_blocks == int(plan.kv_capacity_tokens // profile.kv_block_tokens)
+    assert (
+        memory_plan(llama, system, request.precision, request.kv, roomy, vllm).kv_capacity_tokens
+        > memory_plan(llama, system, request.precision, request.kv, default_calibration(), vllm).kv_capacity_tokens
+    )
+
+
+def test_a_reservation_counts_a_hybrid_s_state_blocks():
+    """Qwen3-Next on TensorRT-LLM in 60 blocks of 32: a 124-token request (4 blocks and its state's 51) runs; a
+    reservation of 1,024 tokens needs 32 + 51 blocks, more than 60, one of 288 tokens 9 + 51, exactly 60."""
+    name = "qwen3-next-80b-a3b"
+    assert _limits((100, 24), 60 * 32.0, name=name, reserve=np.array([288])).kv_blocks == 60
+    with pytest.raises(ClusterSimError, match=r"^--admission reserve: a request's prompt and output cap \(1,024 "):
+        _limits((100, 24), 60 * 32.0, name=name, reserve=np.array([1024]))
+
+
+def test_lengths_drawn_beyond_the_context_are_cut_to_it_unless_asked_not_to(tmp_path):
+    """Llama 3 8B's 8,192-token context: a 9,000-token prompt keeps 8,191 tokens and one output token, an 8,000-token
+    prompt keeps 192 of its 500 outputs; --beyond-context leaves them whole."""
+    path = tmp_path / "trace.csv"
+    path.write_text("arrival_s,input_tokens,output_tokens\n0.0,9000,100\n0.1,8000,500\n0.2,100,10\n")
+    load, rng = Load(trace=read_trace(path)), np.random.default_rng(0)
+    inputs, outputs = draw_lengths(model("llama3-8b"), Request(100, 10), load, None, rng, 3)
+    assert (inputs.tolist(), outputs.tolist()) == ([8191, 8000, 100], [1, 192, 10])
+    whole = draw_lengths(model("llama3-8b"), Request(100, 10, beyond_context=True), load, None, rng, 3)
+    assert (whole[0].tolist(), whole[1].tolist()) == ([9000, 8000, 100], [100, 500, 10])
