@@ -9,7 +9,13 @@ a calibration left None (every callee defaults it alike); the speculative result
 not (the same array); a traced request's output cap at 1 rather than 0 (each output is at least 1); the progress
 count starting at 1 (the report of the last hundred moves one request earlier, the calls stay the same); a replica's
 cached prefix capped at its prompts plus one token rather than less one (a hit rate below 1 and a trace's cache,
-``cached_prefix_tokens``, leave the last token out already)."""
+``cached_prefix_tokens``, leave the last token out already); a one-stage replica's steps wrapped in
+``PipelinedSteps`` of one stage (the same times); a drafter's table priced with a calibration left None, and a
+disaggregated run's engine profile asked for with no family (GPU engines' profiles do not depend on it); the
+disaggregated run's gaps starting as None rather than a list (both are falsy when nothing decodes); a lone decode
+worker drawn at random (the draw comes after every other); ``_Progress`` halving with ``/`` (equal numbers);
+``run_replicas``'s default routing and a Poisson rate's fallback (every caller names them; only a trace has no
+rate); the blocks counted with ``/`` rather than ``//`` before ``int`` (positive: the same)."""
 
 from __future__ import annotations
 
@@ -324,3 +330,16 @@ def test_a_disaggregated_run_refuses_an_unknown_routing_by_name():
     with pytest.raises(ClusterSimError, match=r"^--routing: 'nearest' is not one of random, cache-aware$") as error:
         _run(routing="nearest")
     assert (error.value.field, error.value.value) == ("--routing", "nearest")
+
+
+def test_a_speculative_pipeline_runs_every_stage_of_its_verify_steps():
+    """Llama 3.1 8B with four drafts on two pipeline stages: each verify step passes both stages (each half the
+    layers), so a token takes about what it takes on one stage of all the layers, not half of it."""
+    spec, gaps = Speculation(4, 0.7), []
+    for pp in (1, 2):
+        system = serving_system_for_instance(catalog(), "p5.48xlarge", tp=1, pp=pp)
+        run = simulate(
+            model("llama3.1-8b"), system, Request(512, 64), Load(concurrency=4), requests=12, speculation=spec
+        )
+        gaps.append(float(np.mean(run.request_itl_s)))
+    assert 0.9 < gaps[1] / gaps[0] < 1.3
