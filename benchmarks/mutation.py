@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import hashlib
 import json
 import os
@@ -547,12 +548,18 @@ def _imported_names(test_file: Path) -> set[str]:
     return names
 
 
+@functools.cache
+def _test_imports() -> dict[str, frozenset[str]]:
+    """Every test file of the tree (relative path, sorted) and the names it imports, read once per process."""
+    files = sorted((ROOT / "tests").rglob("test_*.py"))
+    return {t.relative_to(ROOT).as_posix(): frozenset(_imported_names(t)) for t in files}
+
+
 def importers(group: str) -> list[str]:
     """The test files that import one of ``group``'s modules by name (``from clustersim.serving import simulate``
     included), found in the tree: what a hand-kept selection drifts from as tests are added."""
     modules = {_module_name(m) for m in GROUPS[group]}
-    found = (t for t in sorted((ROOT / "tests").rglob("test_*.py")) if _imported_names(t) & modules)
-    return [t.relative_to(ROOT).as_posix() for t in found]
+    return [test for test, names in _test_imports().items() if names & modules]
 
 
 def _within(test_file: str, paths: Sequence[str]) -> bool:
