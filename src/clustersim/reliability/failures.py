@@ -245,13 +245,12 @@ class Goodput:
         return self.checkpoint_total_s + self.restart_total_s
 
 
-def _overflow_cause(
-    restart_s: float, segment_s: float, checkpoint_s: float, work_part_s: float, mtbf_s: float
-) -> tuple[str, float]:
-    """The input an overflowing expected time is blamed on: a segment's expected time grows as
-    ``e^((restart + segment) / MTBF)``, so the restart where it is the longer of the two, the checkpoint where it
-    is most of a segment that is, else the MTBF (the segments' work is the interval the user gave or Young's)."""
-    if restart_s >= segment_s:
+def _overflow_cause(restart_s: float, checkpoint_s: float, work_part_s: float, mtbf_s: float) -> tuple[str, float]:
+    """The input an overflowing expected time is blamed on: a segment's (``work_part_s`` and the checkpoint)
+    expected time grows as ``e^((restart + segment) / MTBF)``, so the restart where it is the longer of the two, the
+    checkpoint where it is most of a segment that is, else the MTBF (the work is the interval the user gave or
+    Young's)."""
+    if restart_s >= work_part_s + checkpoint_s:
         return "restart_s", restart_s
     if checkpoint_s > work_part_s:
         return "checkpoint_s", checkpoint_s
@@ -268,20 +267,19 @@ def expected_run(work_s: float, *, interval_s: float, checkpoint_s: float, resta
     total = full * segment_time_s(interval_s + checkpoint_s, mtbf_s, restart_s) if full else 0.0
     if rest:
         total += segment_time_s(rest + checkpoint_s, mtbf_s, restart_s)
+    count = full + (1 if rest else 0)
     if not math.isfinite(total):
         work_part_s = interval_s if full else rest
-        segment_s = work_part_s + checkpoint_s
-        field, value = _overflow_cause(restart_s, segment_s, checkpoint_s, work_part_s, mtbf_s)
+        field, value = _overflow_cause(restart_s, checkpoint_s, work_part_s, mtbf_s)
         raise ClusterSimError(
             f"the run never finishes: a job MTBF of {format_seconds(mtbf_s)} against a restart of "
-            f"{format_seconds(restart_s)} per failure and {full + (1 if rest else 0):,.4g} segments of "
-            f"{format_seconds(segment_s)} (work between checkpoints plus the checkpoint) put the expected time to "
-            f"train beyond {sys.float_info.max:.3g} s; lower the failure rate or the node count, shorten the restart "
-            "or the checkpoint, or lengthen the interval",
+            f"{format_seconds(restart_s)} per failure and {count:,.4g} segments of "
+            f"{format_seconds(work_part_s + checkpoint_s)} (work between checkpoints plus the checkpoint) put the "
+            f"expected time to train beyond {sys.float_info.max:.3g} s; lower the failure rate or the node count, "
+            "shorten the restart or the checkpoint, or lengthen the interval",
             field=field,
             value=value,
         )
-    count = full + (1 if rest else 0)
     return Goodput(
         work_s=work_s, interval_s=interval_s, checkpoint_s=checkpoint_s, restart_s=restart_s, mtbf_s=mtbf_s,
         expected_time_s=total, num_checkpoints=count,
