@@ -26,44 +26,40 @@ from typing import Any
 
 from clustersim.catalog import load_catalog
 from clustersim.errors import ClusterSimError
-from clustersim.validation.cases import as_case
+from clustersim.validation.cases import Case, default_paths, read_all
 from clustersim.validation.inference import case_deployment, deployment_estimate
 
-PACKAGE = Path(__file__).resolve().parents[1] / "src" / "clustersim" / "validation"
-DEFAULT_FILES = (PACKAGE / "data" / "inference.jsonl", PACKAGE / "project" / "inference.jsonl")
+DEFAULT_FILES = tuple(default_paths("inference.jsonl"))
 
 
-def server_rows(files: tuple[Path, ...], match: list[str]) -> Iterator[dict[str, Any]]:
+def server_rows(files: tuple[Path, ...], match: list[str]) -> Iterator[Case]:
     """The server rows at a chosen rate (no stated Poisson rate, not disaggregated) whose id holds every ``match``."""
-    for path in files:
-        for line in path.read_text().splitlines():
-            if not line.strip():
-                continue
-            raw = json.loads(line)
-            workload, parallel = raw.get("workload") or {}, raw.get("parallel") or {}
-            if workload.get("scenario") != "server" or workload.get("request_rate_per_s") is not None:
-                continue
-            if parallel.get("disaggregate") or not all(m in raw["id"] for m in match):
-                continue
-            yield raw
+    for case in read_all(files):
+        workload, parallel = case.workload, case.parallel
+        if workload is None or workload.scenario != "server" or workload.request_rate_per_s is not None:
+            continue
+        if (parallel is not None and parallel.disaggregate) or not all(m in case.id for m in match):
+            continue
+        yield case
 
 
 def spread(files: tuple[Path, ...], match: list[str]) -> list[dict[str, Any]]:
     """Per group (model, accelerator, round): each row's measured rate per device and the model's highest."""
     catalog = load_catalog()
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
-    for raw in server_rows(files, match):
-        case = as_case(raw, "inference")
+    for case in server_rows(files, match):
         deployment = case_deployment(case, catalog)
-        devices = case.system.devices
+        system = case.system
+        assert system is not None and system.devices is not None  # case_deployment refuses a case without them
+        devices = system.devices
         output_tokens = deployment.request.output_tokens
         measured = case.measured["output_tokens_per_s"] / output_tokens / devices
         try:
             predicted: float | None = deployment_estimate(deployment).output_tokens_per_s / output_tokens / devices
         except ClusterSimError:
             predicted = None
-        key = (deployment.model.name, case.system.accelerator, raw["id"].split("_")[0])
-        groups[key].append({"id": raw["id"], "measured_per_device": measured, "model_per_device": predicted})
+        key = (deployment.model.name, str(system.accelerator), case.id.split("_")[0])
+        groups[key].append({"id": case.id, "measured_per_device": measured, "model_per_device": predicted})
     rows = []
     for (model, accelerator, round_), members in sorted(groups.items()):
         rates = [m["measured_per_device"] for m in members]

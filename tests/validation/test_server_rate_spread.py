@@ -36,6 +36,6 @@ def test_seven_submitters_of_deepseek_r1_on_b300_are_one_group_with_their_spread
 
 def test_only_server_rows_at_a_chosen_rate_are_read():
     script = _script()
-    ids = [row["id"] for row in script.server_rows(script.DEFAULT_FILES, ["mlperf60"])]
+    ids = [row.id for row in script.server_rows(script.DEFAULT_FILES, ["mlperf60"])]
     assert ids and all("server" in i for i in ids)
     assert not any("disaggregated" in i or "offline" in i for i in ids)
