@@ -807,7 +807,11 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
     "datapath": ["tests/network/transport/test_datapath_survivors.py"],
     "transport_tcp": ["tests/network/transport/test_tcp_survivors.py"],
     # the run of 2026-12-07 selected its tests before SIMULATOR_IMPORTERS joined them: they judge it too
-    "serving_simulate": [*SIMULATOR_IMPORTERS, "tests/serving/test_replica_engine.py"],
+    "serving_simulate": [
+        *SIMULATOR_IMPORTERS,
+        "tests/serving/test_replica_engine.py",
+        "tests/serving/test_simulate_refusals.py",
+    ],
     "ops": ["tests/workload/test_ops_survivors.py"],
     "fabric_step": ["tests/training/test_fabric_step_survivors.py"],
     "architecture_ops": ["tests/workload/test_architecture_ops.py"],

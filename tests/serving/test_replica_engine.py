@@ -11,12 +11,14 @@ import numpy as np
 import pytest
 
 from clustersim.catalog.schema import Dtype
+from clustersim.choices import Batching
 from clustersim.errors import ClusterSimError
 from clustersim.serving.engine import default_calibration, memory_plan, serving_system_for_instance
 from clustersim.serving.engines import engine_profile
 from clustersim.serving.estimate import Request
 from clustersim.serving.memory import state_room
 from clustersim.serving.simulate import Load, draw_lengths, replica_engine
+from clustersim.serving.speculative import Speculation
 from clustersim.serving.traces import read_trace
 from tests.serving.test_disaggregation import catalog, model
 
@@ -133,3 +135,67 @@ def test_lengths_drawn_beyond_the_context_are_cut_to_it_unless_asked_not_to(tmp_
     assert (inputs.tolist(), outputs.tolist()) == ([8191, 8000, 100], [1, 192, 10])
     whole = draw_lengths(model("llama3-8b"), Request(100, 10, beyond_context=True), load, None, rng, 3)
     assert (whole[0].tolist(), whole[1].tolist()) == ([9000, 8000, 100], [100, 500, 10])
+
+
+def _engine(instance: str, profile, *, name: str = "llama3.1-8b", tp: int = 1, lengths=(1000, 24), **kwargs):
+    system = serving_system_for_instance(catalog(), instance, tp=tp)
+    inputs, outputs = np.array([lengths[0]]), np.array([lengths[1]])
+    return replica_engine(model(name), system, Request(*lengths), profile, default_calibration(), inputs, outputs,
+                          **kwargs)  # fmt: skip
+
+
+def test_the_accelerator_s_own_caps_set_the_limits_and_a_smaller_batch_caps_them_further():
+    """vLLM runs at most 256 sequences and 2,048 tokens a step on an A100 (its defaults there), 1,024 and 8,192 on
+    an H100; --batch 100 caps the sequences, a larger one does not raise them."""
+    vllm = engine_profile("vllm", "hopper")
+    a100 = _engine("p4de.24xlarge", vllm, kv_capacity_tokens=1e5)[1]
+    h100 = _engine("p5.48xlarge", vllm, kv_capacity_tokens=1e5)[1]
+    assert (a100.max_sequences, a100.token_budget) == (256, 2048)
+    assert (h100.max_sequences, h100.token_budget) == (1024, 8192)
+    assert _engine("p4de.24xlarge", vllm, kv_capacity_tokens=1e5, max_batch=100)[1].max_sequences == 100
+    assert _engine("p4de.24xlarge", vllm, kv_capacity_tokens=1e5, max_batch=5000)[1].max_sequences == 256
+
+
+def test_the_step_table_covers_every_step_the_scheduler_can_form():
+    """Its tokens reach the step's budget and, speculating, every running sequence's drafts verified beside it; its
+    sequences the cap; its decode contexts the longest request; a static batch's tokens its whole prompts."""
+    vllm = engine_profile("vllm", "hopper")
+    table, limits = _engine("p4de.24xlarge", vllm, kv_capacity_tokens=1e5, lengths=(3000, 500))
+    assert table.tokens_axis[-1] >= limits.token_budget and table.sequences_axis[-1] >= limits.max_sequences
+    assert table.context_axis[-1] >= 3500
+    spec = Speculation(4, 0.7)
+    speculating, limits = _engine("p4de.24xlarge", vllm, kv_capacity_tokens=1e5, speculation=spec)
+    assert speculating.target.tokens_axis[-1] >= limits.token_budget + 4 * limits.max_sequences
+    assert speculating.draft.tokens_axis[-1] >= limits.token_budget
+    system = serving_system_for_instance(catalog(), "p5.48xlarge", tp=1)
+    request = Request(3000, 500, batching=Batching.STATIC)
+    lengths = np.array([3000, 2000]), np.array([500, 500])
+    table, limits = replica_engine(model("llama3.1-8b"), system, request, TRTLLM, default_calibration(), *lengths,
+                                   kv_capacity_tokens=1e6, max_batch=8)  # fmt: skip
+    assert limits.static and table.tokens_axis[-1] >= 8 * 3000  # eight whole prompts in one step
+
+
+def test_a_head_drafts_inside_the_target_s_launch_and_a_draft_model_in_its_own():
+    """A one-layer head's steps pay no overhead of their own (the engine's step cost is the target's); a separate
+    draft model's steps pay the engine's."""
+    vllm = engine_profile("vllm", "hopper")
+    head = _engine("p5.48xlarge", vllm, kv_capacity_tokens=1e5, speculation=Speculation(2, 0.7))[0]
+    drafter = model("qwen3-0.6b")
+    own = _engine("p5.48xlarge", vllm, kv_capacity_tokens=1e5, speculation=Speculation(2, 0.7, drafter))[0]
+    assert head.draft.step_s(1, 100.0, 0.0, 0, 0.0) < own.draft.step_s(1, 100.0, 0.0, 0, 0.0)
+    alone = _engine("p5.48xlarge", vllm, name="qwen3-0.6b", kv_capacity_tokens=1e5)[0]
+    assert own.draft.step_s(1, 100.0, 0.0, 0, 0.0) == pytest.approx(alone.step_s(1, 100.0, 0.0, 0, 0.0))
+
+
+def test_a_states_pool_of_exactly_one_sequence_runs_one_and_tensor_parallel_ranks_share_the_states():
+    """SGLang's states' pool holding exactly one request's states runs one sequence; at TP 4 each rank holds a quarter
+    of each state but, Qwen3-Next having two KV heads, half a token's cache, so the same room of cache tokens holds
+    twice the states."""
+    name = "qwen3-next-80b-a3b"
+    slots_per_token = state_room(model(name), Dtype.BF16, 1.0, SGLANG.state_pool)[1]
+    assert _limits((1000, 24), 1.0 / slots_per_token, name=name, profile=SGLANG).max_sequences == 1
+    tp4 = state_room(model(name), Dtype.BF16, 1.0, SGLANG.state_pool, tp=4)[1]
+    assert tp4 == pytest.approx(2 * slots_per_token)
+    room = 3.5 / slots_per_token
+    one, two = (_engine("p5.48xlarge", SGLANG, name=name, tp=tp, kv_capacity_tokens=room)[1] for tp in (1, 4))
+    assert (one.max_sequences, two.max_sequences) == (3, 7)

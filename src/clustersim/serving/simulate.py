@@ -258,7 +258,7 @@ def replica_engine(
         )
     static = request.batching is Batching.STATIC
     chip = system.system.accelerator.id
-    cap = min(profile.sequence_cap(chip), max_batch or profile.sequence_cap(chip))
+    cap = profile.sequence_cap(chip) if max_batch is None else min(profile.sequence_cap(chip), max_batch)
     if state_slots < cap:  # the states' own pool holds fewer sequences
         if state_slots < 1:
             raise ClusterSimError(
