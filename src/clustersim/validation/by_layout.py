@@ -5,7 +5,9 @@ judged by the MAPE of its published runs. ``validate`` gives two figures per gro
 packaged constants predict them, and the same cases' left-out residuals (``intervals/residuals.toml``:
 each predicted by the constants fitted without its source). The groups are the interval lookup's
 layout features (``clustersim.intervals.layout``), so a case counts in every group whose feature it has;
-``none`` holds the cases with none of them (dense data and tensor parallelism only).
+``none`` holds the cases with none of them (dense data and tensor parallelism only). Each group also gives the same
+two figures per source, so a group's MAPE can be read for what drives it (one source's many easy runs, or a few
+hard ones).
 """
 
 from __future__ import annotations
@@ -34,18 +36,44 @@ class Scored(Protocol):
     def layout(self) -> tuple[str, ...]: ...
     @property
     def accelerator(self) -> str: ...
+    @property
+    def source(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class SourceShare:
+    """One source's cases in a layout group: how many, their MAPE now, and their left-out MAPE (None where the
+    residual file holds none of them)."""
+
+    source: str
+    cases: int
+    mape: float
+    left_out_cases: int
+    left_out_mape: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON (MAPE as fractions)."""
+        return {
+            "source": self.source,
+            "cases": self.cases,
+            "mape": self.mape,
+            "left_out_cases": self.left_out_cases,
+            "left_out_mape": self.left_out_mape,
+        }
 
 
 @dataclass(frozen=True)
 class LayoutGroup:
     """The training cases with one layout feature: how many, their MAPE now, and their left-out MAPE
-    over those of them the residual file holds (None where it holds none)."""
+    over those of them the residual file holds (None where it holds none); ``sources``: the same per source, the
+    most cases first."""
 
     feature: str
     cases: int
     mape: float | None
     left_out_cases: int
     left_out_mape: float | None
+    sources: tuple[SourceShare, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON (MAPE as fractions)."""
@@ -55,28 +83,42 @@ class LayoutGroup:
             "mape": self.mape,
             "left_out_cases": self.left_out_cases,
             "left_out_mape": self.left_out_mape,
+            "sources": [share.to_json() for share in self.sources],
         }
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _shares(errors: dict[str, float], left: dict[str, float], source_of: dict[str, str]) -> tuple[SourceShare, ...]:
+    """Per source of the cases ``errors`` holds (id -> |error| now; ``left``: id -> left-out |error|)."""
+    names = sorted({source_of[i] for i in errors}, key=lambda name: (-sum(source_of[i] == name for i in errors), name))
+    shares = []
+    for name in names:
+        now = [e for i, e in errors.items() if source_of[i] == name]
+        held = [e for i, e in left.items() if source_of[i] == name]
+        shares.append(SourceShare(name, len(now), sum(now) / len(now), len(held), _mean(held)))
+    return tuple(shares)
 
 
 def layout_groups(scores: Iterable[Scored], residuals: ResidualTable) -> list[LayoutGroup]:
     """One group per layout feature (and ``none``) that some scored training case has, in
     ``LAYOUT_FEATURES`` order; the left-out figures are those of the same cases in ``residuals``."""
     cases = [c for c in scores if c.kind == "training"]
-    scored = {c.id for c in cases}
-    held = [r for r in residuals.of_kind("training") if r.id in scored]
+    source_of = {c.id: c.source for c in cases}
+    held = [r for r in residuals.of_kind("training") if r.id in source_of]
     groups = []
     for feature in (*LAYOUT_FEATURES, PLAIN):
 
         def member(layout: tuple[str, ...], feature: str = feature) -> bool:
             return not layout if feature == PLAIN else feature in layout
 
-        errors = [abs(c.error) for c in cases if member(c.layout)]
+        errors = {c.id: abs(c.error) for c in cases if member(c.layout)}
         if not errors:
             continue
-        left = [abs(predicted_over_measured(r) - 1) for r in held if member(r.layout)]
-        groups.append(
-            LayoutGroup(
-                feature, len(errors), sum(errors) / len(errors), len(left), sum(left) / len(left) if left else None
-            )
-        )
+        left = {r.id: abs(predicted_over_measured(r) - 1) for r in held if member(r.layout)}
+        now, out = list(errors.values()), list(left.values())
+        shares = _shares(errors, left, source_of)
+        groups.append(LayoutGroup(feature, len(now), sum(now) / len(now), len(out), _mean(out), shares))
     return groups
