@@ -1,0 +1,178 @@
+"""Tests that kill what mutation testing of ``transport_rdma`` (DCQCN's rate machine, the lossless links' settings and
+their RED marking; benchmarks/mutation.py) left alive: each setting's refusal names it and its value and accepts the
+edge of its range, and the rate machine's edges (a cut exactly one reduce period after the last, the paper's clamped
+target, one byte stage, a recovery that ends at the line rate exactly) hold.
+
+Equivalent mutants left alive: a new rate machine's counters starting at 1 (the first cut resets them, and until it
+the rate is at the line, where neither counter is read); alpha's decay over zero periods (a factor of 1)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from clustersim.errors import ClusterSimError
+from clustersim.network.transport.dcqcn import DcqcnParams, DcqcnRate
+from clustersim.network.transport.engine import Environment, ps
+from clustersim.network.transport.links import PortSpec
+from clustersim.network.transport.lossless import MTU_FRAME_BYTES, LosslessNetwork, LosslessSpec
+
+LINE = 100e9
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "valid"),
+    [
+        ("g", 0.0, "in (0, 1)"),
+        ("g", 1.0, "in (0, 1)"),
+        ("alpha_period_s", 0.0, "> 0 s"),
+        ("initial_alpha", -0.01, "in [0, 1]"),
+        ("initial_alpha", 1.01, "in [0, 1]"),
+        ("time_reset_s", 0.0, "> 0 s"),
+        ("byte_reset_bytes", 0, "at least 1 byte"),
+        ("threshold", -1, "0 or more"),
+        ("min_rate_bits_per_s", 0.0, "> 0"),
+        ("cnp_interval_s", -1e-6, ">= 0 s"),
+    ],
+)
+def test_a_dcqcn_setting_out_of_range_is_refused_by_name_and_value(name: str, value: float, valid: str) -> None:
+    with pytest.raises(ClusterSimError) as caught:
+        DcqcnParams(**{name: value})  # type: ignore[arg-type]
+    assert str(caught.value) == f"dcqcn {name}: {value!r} is out of range (valid: {valid})"
+    assert (caught.value.field, caught.value.value) == (name, value)
+
+
+def test_the_edges_of_each_dcqcn_range_are_accepted() -> None:
+    params = DcqcnParams(
+        g=1e-9, alpha_period_s=1e-12, initial_alpha=0.0, time_reset_s=1e-12, byte_reset_bytes=1, threshold=0,
+        min_rate_bits_per_s=1e-9, cnp_interval_s=0.0,
+    )  # fmt: skip
+    assert params.threshold == 0 and DcqcnParams(initial_alpha=1.0).initial_alpha == 1.0
+    assert DcqcnParams(min_rate_bits_per_s=0.5).min_rate_bits_per_s == 0.5  # a rate below 1 bit/s is still a rate
+
+
+def test_a_cnp_exactly_one_reduce_period_after_a_cut_cuts_again() -> None:
+    rate = DcqcnRate(DcqcnParams(), LINE)
+    assert rate.on_cnp(0)
+    assert not rate.on_cnp(ps(4e-6) - 1)  # inside the period: alpha rises, the rate holds
+    assert rate.on_cnp(ps(4e-6)) and rate.cuts == 2
+
+
+def test_the_paper_s_clamp_sets_the_target_at_every_cut() -> None:
+    """With clamp_target each cut takes the current rate as the target; without it a cut that follows a cut with no
+    increase between keeps the target where it was (ConnectX's default)."""
+    clamped, default = DcqcnRate(DcqcnParams(clamp_target=True), LINE), DcqcnRate(DcqcnParams(), LINE)
+    for rate in (clamped, default):
+        rate.on_cnp(0)
+    after_first = clamped.rate
+    for rate in (clamped, default):
+        rate.on_cnp(ps(4e-6))
+    assert clamped.target == after_first < LINE
+    assert default.target == LINE
+
+
+def test_one_byte_stage_before_a_cut_makes_the_rate_the_target() -> None:
+    params = DcqcnParams()
+    rate = DcqcnRate(params, LINE)
+    rate.on_cnp(0)
+    rate.on_sent(params.byte_reset_bytes // 2)
+    rate.on_sent(params.byte_reset_bytes - params.byte_reset_bytes // 2)  # two sends make one stage together
+    assert rate.byte_count == 1
+    before = rate.rate
+    rate.on_cnp(ps(4e-6))
+    assert rate.target == before
+
+
+def test_a_recovery_ends_at_the_line_rate_exactly() -> None:
+    """Each timer stage halves the distance to the target (raised by the additive and hyper steps): within 0.1% of
+    the line the rate snaps to it, and the machine reports it is at line rate, not one step short forever."""
+    rate = DcqcnRate(DcqcnParams(), LINE)
+    rate.on_cnp(0)
+    assert not rate.at_line_rate
+    seen = []
+    for _ in range(10_000):
+        if rate.at_line_rate:
+            break
+        rate.on_timer()
+        seen.append(rate.rate)
+    assert rate.rate == LINE and rate.at_line_rate
+    assert all(LINE - r >= 1e-3 * LINE for r in seen[:-1])  # no stage stops within 0.1% of the line short of it
+    rate.on_sent(10 * DcqcnParams().byte_reset_bytes)  # at the line, bytes sent count no stage
+    assert rate.byte_count == 0
+
+
+@pytest.mark.parametrize(
+    ("spec", "field", "message", "value"),
+    [
+        ({"mode": "none"}, "flow_control", "flow control: 'none' is not lossless (valid: pfc, credit)", "none"),
+        (
+            {"xoff_bytes": 2 * MTU_FRAME_BYTES - 1},
+            "xoff_bytes",
+            f"xoff_bytes: {2 * MTU_FRAME_BYTES - 1} is below two frames ({2 * MTU_FRAME_BYTES} B)",
+            2 * MTU_FRAME_BYTES - 1,
+        ),
+        ({"xon_bytes": -1}, "xon_bytes", "xon_bytes: -1 must be in [0, xoff_bytes 100000)", -1),
+        ({"xon_bytes": 100_000}, "xon_bytes", "xon_bytes: 100000 must be in [0, xoff_bytes 100000)", 100_000),
+        (
+            {"kmin_bytes": -1},
+            "ecn",
+            "ecn: kmin -1 < kmax 200000 and pmax 0.01 in (0, 1] are needed",
+            (-1, 200_000, 0.01),
+        ),
+        (
+            {"kmin_bytes": 200_000},
+            "ecn",
+            "ecn: kmin 200000 < kmax 200000 and pmax 0.01 in (0, 1] are needed",
+            (200_000, 200_000, 0.01),
+        ),
+        ({"pmax": 0.0}, "ecn", "ecn: kmin 5000 < kmax 200000 and pmax 0.0 in (0, 1] are needed", (5000, 200_000, 0.0)),
+        ({"pmax": 1.5}, "ecn", "ecn: kmin 5000 < kmax 200000 and pmax 1.5 in (0, 1] are needed", (5000, 200_000, 1.5)),
+    ],
+)
+def test_a_lossless_setting_out_of_range_is_refused_by_name_and_value(spec, field, message, value) -> None:
+    with pytest.raises(ClusterSimError) as caught:
+        LosslessSpec(**spec)
+    assert str(caught.value) == message
+    assert (caught.value.field, caught.value.value) == (field, value)
+
+
+def test_the_edges_of_each_lossless_range_are_accepted_and_resume_defaults_two_frames_below_pause() -> None:
+    edge = LosslessSpec(xoff_bytes=2 * MTU_FRAME_BYTES, xon_bytes=0, kmin_bytes=0, kmax_bytes=1, pmax=1.0)
+    assert edge.xon == 0
+    assert LosslessSpec(xon_bytes=99_999).xon == 99_999
+    assert LosslessSpec().xon == 100_000 - 2 * MTU_FRAME_BYTES
+
+
+class _Draws:
+    """A marking stream that returns the given uniform draws."""
+
+    def __init__(self, *draws: float) -> None:
+        self.draws = list(draws)
+
+    def uniform(self) -> float:
+        return self.draws.pop(0)
+
+
+def _marking_port(backlog: int, *draws: float, kmin: int = 5_000, kmax: int = 205_000, pmax: float = 0.5):
+    net = LosslessNetwork(Environment(seed=0), LosslessSpec(ecn=True, kmin_bytes=kmin, kmax_bytes=kmax, pmax=pmax))
+    port = net.add_port(PortSpec(bits_per_s=LINE, propagation_s=1e-6))
+    net.backlog_bytes[port] = backlog
+    net._ecn_stream[port] = _Draws(*draws)  # type: ignore[assignment]
+    return net, port
+
+
+def test_red_marks_with_a_probability_rising_from_kmin_to_pmax_at_kmax() -> None:
+    """Kmin 5 KB, Kmax 205 KB, Pmax 0.5: nothing at or below Kmin, everything at or above Kmax, and halfway between
+    them a quarter of the packets (a draw below 0.25 marks, one at 0.25 does not)."""
+    net, port = _marking_port(5_000)
+    assert not net._marks(port)  # at Kmin: no draw taken
+    net, port = _marking_port(205_000)
+    assert net._marks(port)  # at Kmax: marked without a draw
+    net, port = _marking_port(105_000, 0.2499, 0.25)
+    assert net._marks(port) and not net._marks(port)
+    net, port = _marking_port(45_000, 0.0999, 0.1001)  # a fifth of the way: p = 0.1
+    assert net._marks(port) and not net._marks(port)
+    net, port = _marking_port(45_000, 0.0199, 0.0201, kmin=25_000, kmax=125_000, pmax=0.1)  # p = 0.1 x 0.2
+    assert net._marks(port) and not net._marks(port)
+    assert math.isclose(0.1 * (45_000 - 25_000) / (125_000 - 25_000), 0.02)
