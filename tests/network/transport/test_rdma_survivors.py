@@ -17,6 +17,8 @@ from clustersim.network.transport.dcqcn import DcqcnParams, DcqcnRate
 from clustersim.network.transport.engine import Environment, ps
 from clustersim.network.transport.links import PortSpec
 from clustersim.network.transport.lossless import MTU_FRAME_BYTES, LosslessNetwork, LosslessSpec
+from clustersim.network.transport.rc import RcFlow
+from clustersim.network.transport.topology import FabricSpec, leaf_spine
 
 LINE = 100e9
 
@@ -126,6 +128,14 @@ def test_a_recovery_ends_at_the_line_rate_exactly() -> None:
             "ecn: kmin 200000 < kmax 200000 and pmax 0.01 in (0, 1] are needed",
             (200_000, 200_000, 0.01),
         ),
+        (
+            {"credit_bytes": MTU_FRAME_BYTES - 1},
+            "credit_bytes",
+            f"credit_bytes: {MTU_FRAME_BYTES - 1} is below one frame ({MTU_FRAME_BYTES} B): no full packet could ever "
+            "cross the link",
+            MTU_FRAME_BYTES - 1,
+        ),
+        ({"headroom_bytes": -1}, "headroom_bytes", "headroom_bytes: -1 must be 0 or more", -1),
         ({"pmax": 0.0}, "ecn", "ecn: kmin 5000 < kmax 200000 and pmax 0.0 in (0, 1] are needed", (5000, 200_000, 0.0)),
         ({"pmax": 1.5}, "ecn", "ecn: kmin 5000 < kmax 200000 and pmax 1.5 in (0, 1] are needed", (5000, 200_000, 1.5)),
     ],
@@ -142,6 +152,19 @@ def test_the_edges_of_each_lossless_range_are_accepted_and_resume_defaults_two_f
     assert edge.xon == 0
     assert LosslessSpec(xon_bytes=99_999).xon == 99_999
     assert LosslessSpec().xon == 100_000 - 2 * MTU_FRAME_BYTES
+
+
+def test_a_credit_link_holding_exactly_one_frame_of_credit_still_sends() -> None:
+    """A full RC packet is one frame on the wire: credit for exactly one lets the link send one at a time, and every
+    credit comes back."""
+    env = Environment(1)
+    net = LosslessNetwork(env, LosslessSpec(mode="credit", credit_bytes=MTU_FRAME_BYTES))
+    spec = FabricSpec(host_bits_per_s=LINE, fabric_bits_per_s=4 * LINE, host_latency_s=1e-6, hop_latency_s=0.5e-6)
+    topo = leaf_spine(net, spec, hosts_per_leaf=1, num_paths=1)
+    flow = RcFlow(topo, 0, 1, [64 << 10])
+    env.run()
+    assert flow.done_ps is not None and flow.failure is None
+    assert net.credits == [MTU_FRAME_BYTES] * len(net.credits)
 
 
 class _Draws:

@@ -87,6 +87,19 @@ class LosslessSpec:
                 field="xon_bytes",
                 value=self.xon_bytes,
             )
+        if self.credit_bytes is not None and self.credit_bytes < MTU_FRAME_BYTES:
+            raise ClusterSimError(
+                f"credit_bytes: {self.credit_bytes} is below one frame ({MTU_FRAME_BYTES} B): no full packet could "
+                "ever cross the link",
+                field="credit_bytes",
+                value=self.credit_bytes,
+            )
+        if self.headroom_bytes is not None and self.headroom_bytes < 0:
+            raise ClusterSimError(
+                f"headroom_bytes: {self.headroom_bytes} must be 0 or more",
+                field="headroom_bytes",
+                value=self.headroom_bytes,
+            )
         if not (0 <= self.kmin_bytes < self.kmax_bytes and 0 < self.pmax <= 1):
             raise ClusterSimError(
                 f"ecn: kmin {self.kmin_bytes} < kmax {self.kmax_bytes} and pmax {self.pmax} in (0, 1] are needed",
