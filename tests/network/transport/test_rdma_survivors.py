@@ -199,3 +199,46 @@ def test_red_marks_with_a_probability_rising_from_kmin_to_pmax_at_kmax() -> None
     net, port = _marking_port(45_000, 0.0199, 0.0201, kmin=25_000, kmax=125_000, pmax=0.1)  # p = 0.1 x 0.2
     assert net._marks(port) and not net._marks(port)
     assert math.isclose(0.1 * (45_000 - 25_000) / (125_000 - 25_000), 0.02)
+
+
+def _background_port(buffer_bytes: float = 20_000, packet_bytes: int = 9000):
+    net = LosslessNetwork(Environment(seed=0), LosslessSpec())
+    port = net.add_port(PortSpec(bits_per_s=LINE, propagation_s=1e-6, buffer_bytes=buffer_bytes))
+    net.start_background(port, 0.5, packet_bytes)
+    net.sending[port] = True  # the transmitter is busy: what is queued stays queued
+    return net, port, net._bg_at[port]
+
+
+def test_background_fills_the_port_s_buffer_and_counts_each_packet_that_does_not_fit():
+    """A 20,000-byte buffer holds two 9,000-byte background packets (18,000 bytes); the third and fourth are dropped
+    one count each; a 2,000-byte packet then fits exactly (20,000 bytes)."""
+    net, port, background = _background_port()
+    assert background.buffer_bytes == pytest.approx(20_000, rel=1e-6)  # the port's buffer, in bytes
+    for _ in range(4):
+        background._enqueue(0)
+    assert (net.backlog_bytes[port], background.queued, net.bg_drops) == (18_000, 2, 2)
+    assert len(net.queues[port][1]) == 2
+    background.size = 2_000
+    background._enqueue(0)
+    assert (net.backlog_bytes[port], background.queued, net.bg_drops) == (20_000, 3, 2)
+
+
+def test_background_arrivals_stop_once_no_flow_packet_is_in_the_network():
+    net, port, background = _background_port()
+    background.running = True
+    net.in_flight = 0
+    background.arrive(0, None)
+    assert background.running is False and net.backlog_bytes[port] == 0  # nothing enqueued, nothing scheduled
+    net.in_flight = 1
+    background.arrive(0, None)
+    assert net.backlog_bytes[port] == 9000 and background.queued == 1
+
+
+@pytest.mark.parametrize("load", [-0.1, 1.0])
+def test_a_background_load_outside_zero_to_one_is_refused(load: float) -> None:
+    net = LosslessNetwork(Environment(seed=0), LosslessSpec())
+    port = net.add_port(PortSpec(bits_per_s=LINE))
+    with pytest.raises(ValueError, match=rf"^background load must be in \[0, 1\), got {load}$"):
+        net.start_background(port, load)
+    net.start_background(port, 0.0)
+    assert port not in net._bg_at  # no load, no background
