@@ -12,6 +12,7 @@ hard ones).
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -93,13 +94,17 @@ def _mean(values: list[float]) -> float | None:
 
 def _shares(errors: dict[str, float], left: dict[str, float], source_of: dict[str, str]) -> tuple[SourceShare, ...]:
     """Per source of the cases ``errors`` holds (id -> |error| now; ``left``: id -> left-out |error|)."""
-    names = sorted({source_of[i] for i in errors}, key=lambda name: (-sum(source_of[i] == name for i in errors), name))
-    shares = []
-    for name in names:
-        now = [e for i, e in errors.items() if source_of[i] == name]
-        held = [e for i, e in left.items() if source_of[i] == name]
-        shares.append(SourceShare(name, len(now), sum(now) / len(now), len(held), _mean(held)))
-    return tuple(shares)
+    now: dict[str, list[float]] = defaultdict(list)
+    held: dict[str, list[float]] = defaultdict(list)
+    for case_id, error in errors.items():
+        now[source_of[case_id]].append(error)
+    for case_id, error in left.items():
+        held[source_of[case_id]].append(error)
+    names = sorted(now, key=lambda name: (-len(now[name]), name))
+    return tuple(
+        SourceShare(name, len(now[name]), sum(now[name]) / len(now[name]), len(held[name]), _mean(held[name]))
+        for name in names
+    )
 
 
 def layout_groups(scores: Iterable[Scored], residuals: ResidualTable) -> list[LayoutGroup]:
