@@ -4,7 +4,10 @@ edge of its range, and the rate machine's edges (a cut exactly one reduce period
 target, one byte stage, a recovery that ends at the line rate exactly) hold.
 
 Equivalent mutants left alive: a new rate machine's counters starting at 1 (the first cut resets them, and until it
-the rate is at the line, where neither counter is read); alpha's decay over zero periods (a factor of 1)."""
+the rate is at the line, where neither counter is read); alpha's decay over zero periods (a factor of 1); the snap to
+the line at exactly 0.1% short (a rate never lands there); a background packet's flow, sequence and stamp fields
+(nothing reads them: its route ends at its port); the placeholder ``_send`` and hop handlers the constructor replaces
+before any packet runs; falsy ``None`` for ``False`` in the ports' flags."""
 
 from __future__ import annotations
 
@@ -242,3 +245,33 @@ def test_a_background_load_outside_zero_to_one_is_refused(load: float) -> None:
         net.start_background(port, load)
     net.start_background(port, 0.0)
     assert port not in net._bg_at  # no load, no background
+
+
+def test_a_port_s_paused_time_counts_from_its_pause_to_its_resume_only():
+    """Paused at 100 ps and resumed at 300: 200 ps; a second pause while paused keeps the first start; a resume
+    while running adds nothing; the transmitter restarts on a resume only where it is idle."""
+    net = LosslessNetwork(Environment(seed=0), LosslessSpec())
+    port = net.add_port(PortSpec(bits_per_s=LINE))
+    sent: list[int] = []
+    net._send = lambda now_ps, p: sent.append(now_ps)  # type: ignore[method-assign]
+    net.sending[port] = True
+    net._set_pause(100, (port, True))
+    net._set_pause(200, (port, True))
+    assert net.paused[port] and net.paused_ps[port] == 0
+    net._set_pause(300, (port, False))
+    assert not net.paused[port] and net.paused_ps[port] == 200 and sent == []  # busy: nothing to restart
+    net._set_pause(400, (port, False))
+    assert net.paused_ps[port] == 200
+    net.sending[port] = False
+    net._set_pause(500, (port, True))
+    assert sent == []  # a pause starts nothing
+    net._set_pause(600, (port, False))
+    assert net.paused_ps[port] == 300 and sent == [600]  # idle: the resume restarts the transmitter
+
+
+@pytest.mark.parametrize("mode", ["pfc", "credit"])
+def test_a_link_drops_above_its_pause_point_and_headroom_under_pfc_and_above_its_credit_otherwise(mode: str) -> None:
+    net = LosslessNetwork(Environment(seed=0), LosslessSpec(mode=mode, headroom_bytes=30_000, credit_bytes=50_000))
+    port = net.add_port(PortSpec(bits_per_s=LINE, propagation_s=1e-6))
+    assert net.limit_bytes[port] == (100_000 + 30_000 if mode == "pfc" else 50_000)
+    assert net.credits[port] == 50_000
