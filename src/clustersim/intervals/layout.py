@@ -21,10 +21,12 @@ LOW_PRECISIONS = frozenset({"fp8", "fp4"})
 LONG_SEQUENCE_TOKENS = 16384
 """From 16K tokens a sequence's causal attention is about a quarter of a Llama 3 8B step's FLOPs (two fifths at 32K)
 and the published runs' errors spread with the attention kernel's release and stack: left out, the 33 training runs
-of 16K tokens or more are 13.1% off, the other 546 8.5% (2026-12-07: Megatron-MoE-ModelZoo's 2025-11 Qwen3-235B H100
+of 16K tokens or more were 13.1% off, the other 546 8.5% (2026-12-07: Megatron-MoE-ModelZoo's 2025-11 Qwen3-235B H100
 runs 11-44% too slow, NeMo 25.04's B200 runs 7-20% too fast, torchtitan's and llm-foundry's H100 runs both ways), and
 intervals sized without the feature covered 23 of the 33 at 80% (24 with it: their errors lean one way per source,
-so a source's runs, left out, are sized by the other sources' spread)."""
+so a source's runs, left out, are sized by the other sources' spread). With llm-foundry's 42 other long runs (the same
+day) the group is 75 runs, 13.0% off left out (llm-foundry's 45 at 13.2%, their A100 runs 13-15% too fast at the
+``fsdp`` profile's priors)."""
 
 
 def layout_features(*, pp: int, cp: int, ep: int, zero: int, precision: str, seq_len: int) -> tuple[str, ...]:
