@@ -41,6 +41,16 @@ class Scored(Protocol):
     def source(self) -> str: ...
 
 
+def _figures(item: SourceShare | LayoutGroup) -> dict[str, Any]:
+    """The figures a group and a source's share of it both give."""
+    return {
+        "cases": item.cases,
+        "mape": item.mape,
+        "left_out_cases": item.left_out_cases,
+        "left_out_mape": item.left_out_mape,
+    }
+
+
 @dataclass(frozen=True)
 class SourceShare:
     """One source's cases in a layout group: how many, their MAPE now, and their left-out MAPE (None where the
@@ -54,13 +64,7 @@ class SourceShare:
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON (MAPE as fractions)."""
-        return {
-            "source": self.source,
-            "cases": self.cases,
-            "mape": self.mape,
-            "left_out_cases": self.left_out_cases,
-            "left_out_mape": self.left_out_mape,
-        }
+        return {"source": self.source} | _figures(self)
 
 
 @dataclass(frozen=True)
@@ -78,14 +82,7 @@ class LayoutGroup:
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON (MAPE as fractions)."""
-        return {
-            "feature": self.feature,
-            "cases": self.cases,
-            "mape": self.mape,
-            "left_out_cases": self.left_out_cases,
-            "left_out_mape": self.left_out_mape,
-            "sources": [share.to_json() for share in self.sources],
-        }
+        return {"feature": self.feature} | _figures(self) | {"sources": [share.to_json() for share in self.sources]}
 
 
 def _mean(values: list[float]) -> float | None:
