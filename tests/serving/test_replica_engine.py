@@ -26,12 +26,18 @@ TRTLLM = engine_profile("tensorrt-llm", "hopper")  # 32-token KV blocks, hybrids
 SGLANG = engine_profile("sglang", "hopper")  # 1-token blocks, a pool of its own for the states
 
 
-def _limits(lengths: tuple[int, int], kv_tokens: float, *, pp: int = 1, name: str = "llama3.1-8b", profile=TRTLLM,
+def _engine(instance: str, profile, *, name: str = "llama3.1-8b", tp: int = 1, pp: int = 1, lengths=(1000, 24),
             **kwargs):  # fmt: skip
-    system = serving_system_for_instance(catalog(), "p5.48xlarge", tp=1, pp=pp)
+    """One replica's (steps, limits) for one request of ``lengths`` on ``instance``."""
+    system = serving_system_for_instance(catalog(), instance, tp=tp, pp=pp)
     inputs, outputs = np.array([lengths[0]]), np.array([lengths[1]])
     return replica_engine(model(name), system, Request(*lengths), profile, default_calibration(), inputs, outputs,
-                          kv_capacity_tokens=kv_tokens, **kwargs)[1]  # fmt: skip
+                          **kwargs)  # fmt: skip
+
+
+def _limits(lengths: tuple[int, int], kv_tokens: float, *, profile=TRTLLM, **kwargs):
+    """The limits of one request of ``lengths`` on one H100 holding ``kv_tokens`` of cache."""
+    return _engine("p5.48xlarge", profile, lengths=lengths, kv_capacity_tokens=kv_tokens, **kwargs)[1]
 
 
 def test_a_request_that_fills_every_block_is_admitted_and_one_token_more_is_refused():
@@ -137,13 +143,6 @@ def test_lengths_drawn_beyond_the_context_are_cut_to_it_unless_asked_not_to(tmp_
     assert (whole[0].tolist(), whole[1].tolist()) == ([9000, 8000, 100], [100, 500, 10])
 
 
-def _engine(instance: str, profile, *, name: str = "llama3.1-8b", tp: int = 1, lengths=(1000, 24), **kwargs):
-    system = serving_system_for_instance(catalog(), instance, tp=tp)
-    inputs, outputs = np.array([lengths[0]]), np.array([lengths[1]])
-    return replica_engine(model(name), system, Request(*lengths), profile, default_calibration(), inputs, outputs,
-                          **kwargs)  # fmt: skip
-
-
 def test_the_accelerator_s_own_caps_set_the_limits_and_a_smaller_batch_caps_them_further():
     """vLLM runs at most 256 sequences and 2,048 tokens a step on an A100 (its defaults there), 1,024 and 8,192 on
     an H100; --batch 100 caps the sequences, a larger one does not raise them."""
@@ -197,5 +196,5 @@ def test_a_states_pool_of_exactly_one_sequence_runs_one_and_tensor_parallel_rank
     tp4 = state_room(model(name), Dtype.BF16, 1.0, SGLANG.state_pool, tp=4)[1]
     assert tp4 == pytest.approx(2 * slots_per_token)
     room = 3.5 / slots_per_token
-    one, two = (_engine("p5.48xlarge", SGLANG, name=name, tp=tp, kv_capacity_tokens=room)[1] for tp in (1, 4))
-    assert (one.max_sequences, two.max_sequences) == (3, 7)
+    one, four = (_engine("p5.48xlarge", SGLANG, name=name, tp=tp, kv_capacity_tokens=room)[1] for tp in (1, 4))
+    assert (one.max_sequences, four.max_sequences) == (3, 7)
