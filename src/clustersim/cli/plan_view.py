@@ -3,6 +3,8 @@
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from clustersim.plan.ties import TIE_SHARE
+
 if TYPE_CHECKING:
     from rich.table import Table
 
@@ -28,9 +30,11 @@ def _days(seconds: float) -> str:
 
 
 def margin_text(margin: float | None) -> str:
-    """A margin as a signed percentage, to two significant figures below 1%."""
+    """A margin as a signed percentage, to two significant figures below 1%; a tie's as under 0.01%."""
     if margin is None:
         return ""
+    if abs(margin) < TIE_SHARE:
+        return f"<{100 * TIE_SHARE:g}%"
     return f"{margin:+.1%}" if abs(margin) >= 0.01 else f"{margin * 100:+.2g}%"
 
 

@@ -9,6 +9,7 @@ from dataclasses import replace
 from clustersim.errors import ClusterSimError
 from clustersim.plan.plan_records import Constraints, PlanRow
 from clustersim.plan.planner_why import objective_terms, why_better
+from clustersim.plan.ties import tie_words, ties
 from clustersim.units import format_seconds
 
 
@@ -70,8 +71,8 @@ def ranked(rows: list[PlanRow], objective: str, safe: bool) -> tuple[list[PlanRo
         other = order[j]
         ours, theirs = row.value(objective, safe), other.value(objective, safe)
         why = (
-            f"ties the runner-up on {objective}"
-            if ours == theirs
+            tie_words(objective)
+            if ties(ours, theirs)
             else why_better(
                 objective_terms(row.estimate, objective, row.point.system),
                 objective_terms(other.estimate, objective, other.point.system),

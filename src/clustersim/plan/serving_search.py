@@ -28,6 +28,7 @@ from clustersim.plan.serving_rows import (
     SimulatedFigures,
     margin_of,
 )
+from clustersim.plan.ties import ties
 from clustersim.serving.concurrency import estimate_concurrency
 from clustersim.serving.engine import ServingSystem, serving_system_for_instance
 from clustersim.serving.engines import engine_for
@@ -269,7 +270,7 @@ def _explained(rows: list[ServingRow], objective: str) -> list[ServingRow]:
 def why_wins(row: ServingRow, runner: ServingRow, objective: str) -> str:
     """The term of the objective that shrinks most against ``runner`` (the larger log ratio)."""
     a, b = row.estimate, runner.estimate
-    if objective != "time" and row.value(objective) == runner.value(objective):
+    if objective != "time" and ties(row.value(objective), runner.value(objective)):
         return f"ties on {objective}; lower latency: {row.latency_s:.3g} vs {runner.latency_s:.3g} s a request"
     tokens = f"{a.output_tokens_per_s:,.0f} vs {b.output_tokens_per_s:,.0f} output tokens/s"
     if objective == "time":
