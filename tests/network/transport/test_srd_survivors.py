@@ -226,3 +226,83 @@ def test_dcqcn_needs_pfc_links_that_mark(marking):
         "steady incast: DCQCN runs over PFC links that mark ECN (marking.mode pfc, marking.ecn True)"
     )
     assert refused.value.field == "marking" and refused.value.value == marking.mode
+
+
+# --- settings and what a flow is built with ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["payload_bytes", "initial_window", "max_window"])
+def test_each_count_setting_is_refused_below_one_and_accepted_at_one(name: str) -> None:
+    assert getattr(SrdParams(**{name: 1}), name) == 1
+    with pytest.raises(ClusterSimError) as refused:
+        SrdParams(**{name: 0})
+    assert str(refused.value) == f"{name}: 0 must be at least 1"
+    assert (refused.value.field, refused.value.value) == (name, 0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field", "message"),
+    [
+        ({"rto_s": 0.0}, "rto_s", "rto_s: 0.0 must be > 0 s"),
+        ({"flow_scaling_s": -1e-6}, "flow_scaling_s", "flow_scaling_s: -1e-06 must be a finite number >= 0 s"),
+        ({"flow_scaling_window": 1.0}, "flow_scaling_window", "flow_scaling_window: 1.0 must be > 1 packet"),
+    ],
+)
+def test_time_settings_out_of_range_are_refused_by_name_and_value(kwargs, field, message) -> None:
+    with pytest.raises(ClusterSimError) as refused:
+        SrdParams(**kwargs)
+    assert str(refused.value) == message
+    assert (refused.value.field, refused.value.value) == (field, kwargs[field])
+
+
+def test_a_scaling_window_just_above_one_packet_is_accepted() -> None:
+    assert SrdParams(flow_scaling_window=1.5).target_ps(1.0) == ps(4e-6 + 20e-6)
+
+
+def test_num_paths_caps_the_spray_and_zero_is_refused() -> None:
+    flow = _run(_flow([40 * 8192], SrdParams(num_paths=1)))
+    assert flow.num_paths == 1 and flow.path_packets == [40]
+    with pytest.raises(ClusterSimError) as refused:
+        _flow([FULL], SrdParams(num_paths=0))
+    assert str(refused.value) == "num_paths: 0 must be at least 1"
+    assert (refused.value.field, refused.value.value) == ("num_paths", 0)
+
+
+def test_without_finite_buffers_the_rto_floor_is_the_round_trip() -> None:
+    flow = _flow([FULL], SrdParams(rto_s=1e-12), spec=replace(SPEC, buffer_bytes=float("inf")))
+    assert flow.min_rto_ps == _idle_rtt(flow, FULL)
+
+
+def test_the_first_window_is_the_host_links_bandwidth_delay_product() -> None:
+    """With switch links four times the host's, the bandwidth-delay product is still the host link's."""
+    flow = _flow([FULL], spec=replace(SPEC, fabric_bits_per_s=400e9))
+    assert flow.cwnd == -(-_idle_rtt(flow, FULL) // (FULL * 80))
+
+
+def test_a_flow_posts_its_first_message_at_its_start() -> None:
+    start = ps(5e-6)
+    net = Network(Environment(1))
+    flow = SrdFlow(leaf_spine(net, SPEC, hosts_per_leaf=1, num_paths=2), 0, 1, [100], start_ps=start)
+    _run(flow)
+    assert flow.done_ps == start + flow.completions_ps[0]
+
+
+def test_every_packet_but_a_short_last_one_is_a_full_frame() -> None:
+    flow = _flow([2 * 8192 + 100])
+    flow.env.run(until_ps=1)
+    assert [flow.wire_bytes(s) for s in range(3)] == [FULL, FULL, 100 + HEADER]
+
+
+def test_a_single_path_delivers_in_order() -> None:
+    flow = _run(_flow([40 * 8192], paths=1))
+    assert flow.out_of_order == 0
+
+
+def test_the_receivers_contiguous_prefix_waits_for_the_first_packet() -> None:
+    flow = _flow([10 * 8192])
+    arrive = [1, 2, 0, 4, 3]
+    prefix = []
+    for seq in arrive:
+        flow.on_data(0, (flow.flow, DATA, seq, FULL, flow.routes[0], 0, 0))
+        prefix.append(flow._rcv_cum)
+    assert prefix == [0, 0, 3, 3, 5]
