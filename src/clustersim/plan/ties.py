@@ -1,6 +1,7 @@
 """When two planned rows tie: objectives closer than ``TIE_SHARE`` of the larger, far inside any estimate's
 interval. Where two rows differ only in the last digits, a "reason" one wins would name a term shown equal on
-both sides (a layout search meets such pairs: the same step by two micro-batch counts)."""
+both sides ("less optimizer step: 14.19 h against 14.19 h" at a margin of 1e-8: two Llama 3 70B layouts on eight
+p5en)."""
 
 from __future__ import annotations
 
