@@ -807,7 +807,10 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
     "datapath": ["tests/network/transport/test_datapath_survivors.py"],
     "transport_tcp": ["tests/network/transport/test_tcp_survivors.py"],
     "transport_rdma": ["tests/network/transport/test_rdma_survivors.py"],
-    "transport_srd": ["tests/network/transport/test_srd_survivors.py"],
+    "transport_srd": [
+        "tests/network/transport/test_srd_survivors.py",
+        "tests/network/transport/test_links_survivors.py",
+    ],
     # the run of 2026-12-07 selected its tests before SIMULATOR_IMPORTERS joined them: they judge it too
     "serving_simulate": [
         *SIMULATOR_IMPORTERS,

@@ -270,7 +270,8 @@ def _explained(rows: list[ServingRow], objective: str) -> list[ServingRow]:
 def why_wins(row: ServingRow, runner: ServingRow, objective: str) -> str:
     """The term of the objective that shrinks most against ``runner`` (the larger log ratio)."""
     a, b = row.estimate, runner.estimate
-    if objective != "time" and ties(row.value(objective), runner.value(objective)):
+    mine_value, theirs_value = row.value(objective), runner.value(objective)
+    if objective != "time" and mine_value is not None and theirs_value is not None and ties(mine_value, theirs_value):
         return f"ties on {objective}; lower latency: {row.latency_s:.3g} vs {runner.latency_s:.3g} s a request"
     tokens = f"{a.output_tokens_per_s:,.0f} vs {b.output_tokens_per_s:,.0f} output tokens/s"
     if objective == "time":
