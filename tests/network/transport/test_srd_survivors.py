@@ -2,7 +2,19 @@
 (benchmarks/mutation.py): a message's short last packet, RFC 6298's estimate sample by sample, the delay-based
 window at and one picosecond beside its target, the first burst, spraying over two paths and probing four,
 out-of-order arrivals, the window's accounting through real losses, a host stack's fixed cost in the base round
-trip, and the steady-incast experiment's refusals, fairness index and units."""
+trip, and the steady-incast experiment's refusals, fairness index and units.
+
+What the recheck leaves (83 of srd.py's and steady_incast.py's mutants) is equivalent or unreachable in the
+topologies the package builds: state that ``post`` sets again for every message (the constructor's acknowledgement,
+attempt and path lists and counters), sentinels read only by their sign (-1 or -2: no timer, no path, no cut,
+nothing seen), an acknowledgement flag read only as true, attempt bits that the acknowledgement's path field masks
+off, bounds no packet reaches (an index equal to the message's length, a bandwidth-delay product under two packets,
+a smoothed RTT under 2 ps), ties that both branches treat alike, the steady incast's seeds on one path (no ECMP
+choice), its spine at one or N times the host speed (the same bottleneck speed), a transport name other than
+"tcp" for the fabric, and picosecond rounding of 1e12 + 1. Two are not equivalent and not pinned: an expired
+packet's path marked +1 instead of -1 frees the window twice only if its late acknowledgement arrives while its
+resend still waits behind a full window, and ``break`` for ``continue`` on an acknowledged resend postpones the
+next send to the flow's next event."""
 
 from __future__ import annotations
 
