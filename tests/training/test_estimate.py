@@ -196,7 +196,15 @@ def test_job_cost_uses_the_instance_price_and_says_when_there_is_none():
     assert priced.totals.energy_kwh > 0
     system = system_for_instance(CATALOG, "p5e.48xlarge", 2)
     unpriced = estimate_training(LLAMA_8B, system, Layout(tp=8, dp=2), job, offer="on_demand")
-    assert unpriced.totals.cost_usd is None and "no on demand price" in unpriced.totals.price_note
+    assert unpriced.totals.cost_usd is None
+    # p5e is sold through Capacity Blocks only: the note names that offer, its price and the option that asks for it
+    block_usd_per_hour = system.price("capacity_block").usd_per_hour
+    assert unpriced.totals.price_note == (
+        f"no on demand price for p5e.48xlarge; its capacity block price is ${block_usd_per_hour:,.2f}/h"
+        " (--price capacity_block)"
+    )
+    blocks = estimate_training(LLAMA_8B, system, Layout(tp=8, dp=2), job, offer="capacity_block")
+    assert blocks.totals.cost_usd == pytest.approx(block_usd_per_hour * 2 * blocks.totals.time_s / 3600)
 
 
 def test_job_rejects_absurd_inputs():

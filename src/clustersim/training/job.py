@@ -135,6 +135,18 @@ class JobTotals:
         return out
 
 
+def _missing_price_note(system: System, offer: str) -> str:
+    """Why ``system``'s instance has no cost at ``offer``, and the offer that has one (the option that asks for it)."""
+    assert system.instance is not None
+    note = f"no {offer.replace('_', ' ')} price for {system.instance.id}"
+    for other in PRICE_OFFERS:
+        price = system.price(other)
+        if other != offer and price is not None and price.usd_per_hour is not None:
+            note += f"; its {other.replace('_', ' ')} price is ${price.usd_per_hour:,.2f}/h (--price {other})"
+            break
+    return note
+
+
 def job_totals(system: System, job: TrainingJob, step_s: float, offer: str) -> JobTotals | None:
     """The totals of ``job``'s token budget at ``step_s`` per step (None without a budget)."""
     if offer not in PRICE_OFFERS:
@@ -145,7 +157,7 @@ def job_totals(system: System, job: TrainingJob, step_s: float, offer: str) -> J
     seconds = steps * step_s
     power = system.power_watts
     price = system.price(offer)
-    note = f"no {offer.replace('_', ' ')} price for {system.instance.id}" if system.instance else None
+    note = _missing_price_note(system, offer) if system.instance else None
     unpriced = JobTotals(
         tokens=job.tokens,
         steps=steps,
