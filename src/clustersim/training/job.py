@@ -157,7 +157,6 @@ def job_totals(system: System, job: TrainingJob, step_s: float, offer: str) -> J
     seconds = steps * step_s
     power = system.power_watts
     price = system.price(offer)
-    note = _missing_price_note(system, offer) if system.instance else None
     unpriced = JobTotals(
         tokens=job.tokens,
         steps=steps,
@@ -166,17 +165,16 @@ def job_totals(system: System, job: TrainingJob, step_s: float, offer: str) -> J
         energy_kwh=None if power is None else power * system.num_devices * seconds / 3.6e6,
         price_offer=offer,
         cost_usd=None,
-        price_note=note or "no instance given: no price",
     )
     if price is None or price.usd_per_hour is None:
-        return unpriced
+        note = _missing_price_note(system, offer) if system.instance else "no instance given: no price"
+        return replace(unpriced, price_note=note)
     return replace(
         unpriced,
         cost_usd=price.usd_per_hour * system.num_nodes * seconds / 3600,
         price_usd_per_hour=price.usd_per_hour,
         price_as_of=price.as_of.isoformat(),
         price_region=price.region,
-        price_note=None,
     )
 
 
