@@ -806,7 +806,11 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
     "nccl_small": ["tests/network/transport/test_nccl_small_survivors.py"],
     "datapath": ["tests/network/transport/test_datapath_survivors.py"],
     "transport_tcp": ["tests/network/transport/test_tcp_survivors.py"],
-    "transport_rdma": ["tests/network/transport/test_rdma_survivors.py"],
+    "transport_rdma": [
+        "tests/network/transport/test_rdma_survivors.py",
+        "tests/network/transport/test_rc_survivors.py",
+        "tests/network/transport/test_lossless_path_survivors.py",
+    ],
     "transport_srd": [
         "tests/network/transport/test_srd_survivors.py",
         "tests/network/transport/test_links_survivors.py",
