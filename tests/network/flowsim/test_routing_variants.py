@@ -131,6 +131,24 @@ def test_adaptive_routing_is_deterministic_per_seed_and_avoids_failed_links():
         route(tree.with_failures(tree.leaf_up0 + np.arange(4)), src, dst, Routing.ADAPTIVE, 3)
 
 
+def test_adaptive_routing_avoids_a_failed_core_link_in_either_direction():
+    """64 hosts in four pods (three tiers), every host to the same position in the next pod: the intact tree's
+    adaptive picks use every spine-to-core link, among them the two that then fail: up from pod 2's spine 3 to its
+    core 1, and down from core 2 into pod 1's spine 1 (each dead in one direction only). With them failed, no
+    connection crosses either, and none is slower than two sharing a link."""
+    tree = _tree(64)
+    u, c = tree.leaf_uplinks, tree.spine_uplinks
+    dead = np.array([tree.spine_up0 + 2 * u * c + 3 * c + 1, tree.core_down0 + 1 * u * c + 1 * c + 2])
+    broken = tree.with_failures(dead)
+    src = np.arange(64)
+    dst = (src + 16) % 64
+    flows = independent(src, dst, np.full(64, RATE))
+    for seed in range(4):
+        assert np.isin(route(tree, src, dst, Routing.ADAPTIVE, seed).resource, dead).sum() == 2
+        assert not np.isin(route(broken, src, dst, Routing.ADAPTIVE, seed).resource, dead).any()
+        assert simulate(broken, flows, Routing.ADAPTIVE, seed=seed).makespan_s == pytest.approx(2.0)
+
+
 def test_a_flow_needs_at_least_one_flowlet():
     with pytest.raises(ClusterSimError, match="flowlets must be at least 1, got 0"):
         route(_tree(), np.array([0]), np.array([5]), Routing.FLOWLET, 0, flowlets=0)
