@@ -1,23 +1,30 @@
 """Tests that kill what mutation testing of ``transport_rdma`` left alive in ``rc.py`` (benchmarks/mutation.py): each
 setting's refusal by exact message, field and value with the edges of its range accepted; a flow's start, its default
-ECMP seed and its messages' short last packets; and recovery from losses placed on chosen packets (a scripted loss
-stream on the sender's host link): the first packet, a single hole, two holes, every packet, every packet after
-progress. Each loss case states the counters exactly (resends, timeouts), so a NAK that is not sent, sent twice or
-suppressed, or a retry counter off by one, shows.
+ECMP seed and its messages' short last packets; recovery from losses placed on chosen packets (a scripted loss
+stream on the sender's host link): the first packet, a single hole, two holes, a lost resend, every packet, every
+packet after progress, each stating the counters exactly (resends, timeouts), so a NAK that is not sent, sent twice
+or suppressed, or a retry counter off by one, shows; DCQCN's increase timer armed again by a cut after a full
+recovery, and a CNP exactly one interval after the last.
 
-Equivalent mutants left alive: initial values the flow overwrites before it reads them (``_deadline``,
-``_retries``, ``_slot_ps``, ``_slot_wire``, ``_rate_due_ps``, falsy ``None`` for ``False`` in its flags, ``_nak_for``
-of -2 or None: any value that is not a PSN), the packet tuple's flag field and stamp in acknowledgements and CNPs (RC
-reads neither: ECN is bit 30), ``>=`` for ``>`` after the equal case has returned, the line rate's 8e12 read as
-8e12 + 1, the timer's redundant tests of a finished flow (either of two conditions ends it), and the order of
-equal-time pacer events."""
+Left alive, equivalent: initial values the flow overwrites before it reads them (``_deadline``, ``_retries``,
+``_slot_ps``, ``_slot_wire``, ``_rate_due_ps``; falsy ``None`` for ``False`` in its flags; ``_nak_for`` of -2 or
+None, any value that is not a PSN); the packet tuple's flag field and stamp in data, acknowledgements and CNPs (RC
+reads neither: ECN is bit 30); ``>=`` for ``>`` after the equal case has returned; the line rate's 8e12 read as 8e12
++ 1; the timer's tests of a finished flow (each end state is caught by another of its three tests) and a second timer
+armed beside the first (it finds the deadline moved and arms again); a pacer after the flow's end (nothing is left to
+send); a timer armed at ``snd_una == end`` (it finds the message done); the order of equal-time pacer events; at the
+line rate the byte counter's stage (it cannot raise the rate past the line) and a repace at an unchanged rate; a
+NAK for a PSN not yet sent (the responder never names one). Unpinned: a duplicate acknowledgement restarting the
+timeout (``>=`` in ``on_control``), which only a run of duplicates with no progress would show."""
 
 from __future__ import annotations
 
 import pytest
 
 from clustersim.errors import ClusterSimError
-from clustersim.network.transport.engine import Environment
+from clustersim.network.transport.dcqcn import DcqcnParams
+from clustersim.network.transport.engine import Environment, ps
+from clustersim.network.transport.flows import TIMER_PRIORITY
 from clustersim.network.transport.lossless import LosslessNetwork, LosslessSpec
 from clustersim.network.transport.rc import RcFlow, RcParams, ecmp_path
 from clustersim.network.transport.topology import FabricSpec, leaf_spine
@@ -161,3 +168,33 @@ def test_a_one_packet_message_is_as_short_on_the_wire_as_its_bytes() -> None:
     """A 100-byte message's one packet is stored and forwarded over the route's four links (host, leaf, spine, leaf)
     3,996 bytes' serialisation sooner at each than a full packet."""
     assert _idle([PAYLOAD]).done_ps - _idle([100]).done_ps == 4 * (PAYLOAD - 100) * PS_PER_BYTE
+
+
+def _dcqcn_flow(**dcqcn) -> RcFlow:
+    env = Environment(0)
+    topo = leaf_spine(LosslessNetwork(env, LosslessSpec(mode="pfc")), FabricSpec(), hosts_per_leaf=1)
+    return RcFlow(topo, 0, 1, [PAYLOAD], RcParams(dcqcn=DcqcnParams(**dcqcn)))
+
+
+def test_a_cut_after_a_full_recovery_arms_the_rate_timer_again() -> None:
+    """A CNP cuts the rate and arms the increase timer; the timer runs the rate back to the line and stops; a later
+    CNP's cut arms it again (else the rate would never recover from the second cut)."""
+    flow = _dcqcn_flow()
+    assert flow.rate is not None
+    now = 0
+    assert flow._on_cnp(now)  # the cut arms the timer: one event
+    stages = 0
+    while flow._rate_timer(flow._rate_due_ps, None) is not None:
+        stages += 1
+        assert stages < 100_000
+    assert flow.rate.at_line_rate and stages > 0
+    now = flow._rate_due_ps + ps(1e-3)
+    assert flow._on_cnp(now) == [(now + ps(flow.rate.params.time_reset_s), TIMER_PRIORITY, flow._rate_timer, None)]
+
+
+def test_a_marked_packet_draws_a_cnp_once_the_interval_has_passed_exactly() -> None:
+    flow = _dcqcn_flow(cnp_interval_s=50e-6)
+    gap = ps(50e-6)
+    for now in (0, gap - 1, gap):
+        flow._notify(now, 0)
+    assert flow.cnps == 2  # at 0 and exactly one interval later, not inside it
