@@ -7,7 +7,10 @@ Equivalent mutants left alive: a new rate machine's counters starting at 1 (the 
 the rate is at the line, where neither counter is read); alpha's decay over zero periods (a factor of 1); the snap to
 the line at exactly 0.1% short (a rate never lands there); a background packet's flow, sequence and stamp fields
 (nothing reads them: its route ends at its port); the placeholder ``_send`` and hop handlers the constructor replaces
-before any packet runs; falsy ``None`` for ``False`` in the ports' flags."""
+before any packet runs; falsy ``None`` for ``False`` in the ports' flags; the base network's ``inline`` and ``solo``
+flags (the lossless inner loop reads neither); a port's pause start before its first pause (set by the pause); the
+background warm-up's first arrival and busy time at 1 ps instead of 0. A woken background's queue is topped up to the
+warm backlog less what it still holds (the last test)."""
 
 from __future__ import annotations
 
@@ -275,3 +278,21 @@ def test_a_link_drops_above_its_pause_point_and_headroom_under_pfc_and_above_its
     port = net.add_port(PortSpec(bits_per_s=LINE, propagation_s=1e-6))
     assert net.limit_bytes[port] == (100_000 + 30_000 if mode == "pfc" else 50_000)
     assert net.credits[port] == 50_000
+
+
+def test_a_woken_background_tops_its_queue_up_to_the_warm_backlog_counting_what_is_still_queued():
+    """Two ports at 95% background load with the same seed, one still holding a background packet from before:
+    waking, each ends with the same number queued (the warm backlog's), the second enqueuing one fewer."""
+    woken = []
+    for held in (0, 1):
+        net = LosslessNetwork(Environment(seed=0), LosslessSpec())
+        port = net.add_port(PortSpec(bits_per_s=LINE, buffer_bytes=10**9))
+        net.start_background(port, 0.95, 9000)
+        net.sending[port] = True  # the transmitter is busy: what is queued stays queued
+        background = net._bg_at[port]
+        for _ in range(held):
+            background._enqueue(0)
+        background.wake(0)
+        woken.append((background.queued, net.backlog_bytes[port]))
+    assert woken[0][0] >= 1  # a warm backlog of a packet or more: the comparison means something
+    assert woken[1] == woken[0]
