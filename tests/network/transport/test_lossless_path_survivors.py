@@ -24,19 +24,10 @@ from clustersim.network.transport.lossless import LosslessNetwork, LosslessSpec
 from clustersim.network.transport.rc import RcFlow, RcParams
 from clustersim.network.transport.topology import FabricSpec, leaf_spine
 
+from .test_rc_survivors import ScriptedLoss
+
 LINE = 100e9
 PS_PER_BYTE = 80  # at LINE
-
-
-class _Draws:
-    """A loss stream that returns ``value`` for every draw, except the draws numbered in ``lost``, which return 0."""
-
-    def __init__(self, value: float = 1.0, lost: tuple[int, ...] = ()) -> None:
-        self.value, self.lost, self.drawn = value, set(lost), 0
-
-    def uniform(self) -> float:
-        n, self.drawn = self.drawn, self.drawn + 1
-        return 0.0 if n in self.lost else self.value
 
 
 def _lossy_run(lost_at: dict[int, tuple[int, ...]], *, value: float = 1.0) -> tuple[RcFlow, LosslessNetwork, list[int]]:
@@ -50,7 +41,7 @@ def _lossy_run(lost_at: dict[int, tuple[int, ...]], *, value: float = 1.0) -> tu
     for k, draws in lost_at.items():
         port = flow.route[k]
         net.loss[port] = 0.5  # in place: the inner loop holds the lists
-        net.streams[port] = _Draws(value, draws)  # type: ignore[call-overload]
+        net.streams[port] = ScriptedLoss(draws, kept=value)  # type: ignore[call-overload]
     credits = list(net.credits)
     env.run()
     return flow, net, credits

@@ -33,16 +33,16 @@ PS_PER_BYTE = 80  # 100 Gb/s host links
 PAYLOAD = 4096
 
 
-class _ScriptedLoss:
-    """A port's loss stream: the n-th packet through the port is lost when n is in ``lost``, or every packet from
-    ``all_from`` on."""
+class ScriptedLoss:
+    """A port's loss stream: the n-th packet through the port draws 0 (lost at any loss probability) when n is in
+    ``lost`` or from ``all_from`` on, else ``kept`` (kept at a loss probability of ``kept`` or less)."""
 
-    def __init__(self, lost: tuple[int, ...] = (), all_from: int | None = None) -> None:
-        self.lost, self.all_from, self.drawn = set(lost), all_from, 0
+    def __init__(self, lost: tuple[int, ...] = (), all_from: int | None = None, kept: float = 1.0) -> None:
+        self.lost, self.all_from, self.kept, self.drawn = set(lost), all_from, kept, 0
 
     def uniform(self) -> float:
         n, self.drawn = self.drawn, self.drawn + 1
-        return 0.0 if n in self.lost or (self.all_from is not None and n >= self.all_from) else 1.0
+        return 0.0 if n in self.lost or (self.all_from is not None and n >= self.all_from) else self.kept
 
 
 def _flow(sizes: list[int], *, lost: tuple[int, ...] = (), all_from: int | None = None, **params) -> tuple[RcFlow, int]:
@@ -53,7 +53,7 @@ def _flow(sizes: list[int], *, lost: tuple[int, ...] = (), all_from: int | None 
     topo = leaf_spine(net, FabricSpec(loss=0.5), hosts_per_leaf=1, num_paths=1)
     port = topo.uplinks[0]
     net.loss[:] = [0.5 if p == port else 0.0 for p in range(len(net.loss))]  # in place: the hot path holds the list
-    net.streams[port] = _ScriptedLoss(lost, all_from)  # type: ignore[call-overload]
+    net.streams[port] = ScriptedLoss(lost, all_from)  # type: ignore[call-overload]
     flow = RcFlow(topo, 0, 1, sizes, RcParams(**params))
     env.run()
     return flow, net.losses[port]
