@@ -102,6 +102,31 @@ def test_nvls_carries_g_plus_1_over_g_of_the_data_through_each_port_and_pipeline
     assert nvls_port_efficiency(0.6, 4) == pytest.approx(0.75)
 
 
+@pytest.mark.parametrize("gpus", [2, 4, 8])
+@pytest.mark.parametrize("pieces", [1, 2, 4])
+def test_nvls_pipelines_its_pieces_reduce_then_multicast(gpus: int, pieces: int):
+    """Every piece simulated (512 KiB a shard): each shard's piece is reduced into its GPU, then multicast from it,
+    and each GPU's pieces go in order, so the whole takes S / nvlink x ((g + 1) / g + (g - 1) / (g n)): the steady
+    (g + 1) / g of the data per port, plus the fill, one piece's reduce and multicast (2 S / nvlink for one piece).
+    """
+    tree, size = _tree(1, gpus=gpus), float(pieces * gpus * 512 * 1024)
+    result = simulate_collective(tree, np.array([0]), Op.ALL_REDUCE, size, algorithm=Algorithm.NVLS, chunks=8)
+    expected = size / NVLINK * ((gpus + 1) / gpus + (gpus - 1) / (gpus * pieces))
+    assert result.time_s == pytest.approx(expected, rel=1e-9)
+
+
+def test_nvls_on_another_host_runs_on_that_host_s_gpus():
+    tree = _tree(2, gpus=4)
+    plan = collective_flows(tree, np.array([1]), Op.ALL_REDUCE, 4 * 512 * 1024.0, Algorithm.NVLS, chunks=2)
+    gpus = np.concatenate([plan.flows.src_gpu, plan.flows.dst_gpu])
+    assert set(gpus[gpus >= 0].tolist()) == {4, 5, 6, 7}  # (the switch is not a GPU)
+    one, other = (
+        simulate_collective(tree, np.array([h]), Op.ALL_REDUCE, GIB, algorithm=Algorithm.NVLS, chunks=2).time_s
+        for h in (0, 1)
+    )
+    assert one == other
+
+
 @pytest.mark.parametrize(("hosts", "factor"), [(2, 1.0), (3, 2 / 3), (4, 0.5), (9, 0.5)])
 def test_nvls_tree_runs_at_the_double_binary_trees_pace_when_the_network_binds(hosts: int, factor: float):
     """NVLink 10x the rail: the trees bind. Per piece a host sends each half of a shard up and down
@@ -171,8 +196,13 @@ def test_nvls_tree_on_2048_p5_nodes_reaches_the_analytic_bandwidth():
 
 def test_nvls_needs_one_host_and_nvls_tree_several():
     tree = _tree(2)
-    with pytest.raises(ClusterSimError, match="nvls runs inside one host"):
+    with pytest.raises(ClusterSimError) as refused:
         collective_flows(tree, np.arange(2), Op.ALL_REDUCE, GIB, Algorithm.NVLS)
+    assert (
+        str(refused.value) == "nvls runs inside one host of 2 or more GPUs, not 2 hosts of 4; across hosts use nvlstree"
+    )
+    assert (refused.value.field, refused.value.value) == ("algorithm", "nvls")
+    assert collective_flows(_tree(1, gpus=2), np.arange(1), Op.ALL_REDUCE, GIB, Algorithm.NVLS).op is Op.ALL_REDUCE
     with pytest.raises(ClusterSimError, match="nvlstree runs across 2 or more hosts"):
         collective_flows(tree, np.arange(1), Op.ALL_REDUCE, GIB, Algorithm.NVLSTREE)
     with pytest.raises(ClusterSimError, match="runs all_gather as ring, not hierarchical"):
