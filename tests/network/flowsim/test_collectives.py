@@ -15,7 +15,7 @@ from clustersim.network.analytic import predict_collective
 from clustersim.network.collectives import Algorithm, Op, Protocol
 from clustersim.network.cost import ANALYTIC, cost_model
 from clustersim.network.flowsim.cluster import Placement, fail_job_links, fat_tree_for_instance, place
-from clustersim.network.flowsim.collectives import btree_parents
+from clustersim.network.flowsim.collectives import TREE_PIECE_BYTES, btree_parents
 from clustersim.network.flowsim.cost import SIM, SimCost
 from clustersim.network.flowsim.results import simulate_collective
 from clustersim.network.flowsim.routing import Routing
@@ -144,3 +144,42 @@ def test_the_double_binary_tree_runs_at_its_busiest_nics_pace(hosts: int, factor
     tree = build(spec)
     result = simulate_collective(tree, np.arange(hosts), Op.ALL_REDUCE, 64 * GIB, algorithm=Algorithm.TREE, chunks=2)
     assert result.algbw_bytes_per_s == pytest.approx(factor * gpus * rate, rel=2e-3)
+
+
+def _rails(hosts: int, gpus: int, nic: float, nvlink: float):
+    spec = FatTreeSpec(
+        num_hosts=hosts,
+        gpus_per_host=gpus,
+        nics_per_host=gpus,
+        nic_bytes_per_s=nic,
+        scaleup_bytes_per_s=nvlink,
+        radix=8,
+    )
+    return build(spec)
+
+
+@pytest.mark.parametrize("gpus", [2, 4])
+def test_one_tree_piece_crosses_the_child_s_chain_the_rail_up_the_root_s_chain_down_and_back(gpus: int):
+    """Two hosts of g GPUs, one 512 KiB piece p per tree and channel: each tree's child host reduces along its chain
+    (g - 1 NVLink hops), sends up its rail, the root reduces along its own chain, sends down, and the child
+    broadcasts back along its chain: 3 (g - 1) p / nvlink + 2 p / nic, the two trees on opposite hosts never
+    sharing a port."""
+    nic, nvlink = 50e9, 400e9
+    piece = float(TREE_PIECE_BYTES)
+    size = 2 * gpus * piece
+    result = simulate_collective(
+        _rails(2, gpus, nic, nvlink), np.arange(2), Op.ALL_REDUCE, size, algorithm=Algorithm.TREE, chunks=8
+    )
+    assert result.time_s == pytest.approx(3 * (gpus - 1) * piece / nvlink + 2 * piece / nic, rel=1e-9)
+
+
+def test_one_piece_climbs_and_descends_both_trees_of_four_hosts():
+    """Four hosts of one GPU, one piece p per tree (u = p / nic): the trees are 0 <- 2 <- {1, 3} and 3 <- 1 <- {0, 2}.
+    Both leaves of each tree send into its middle node at once (2u on that node's ingress), the middle nodes send
+    up to the roots (u), the roots down to them (u), and each middle node sends down to its two leaves at once (2u on
+    its egress): 6u."""
+    nic = 50e9
+    piece = float(TREE_PIECE_BYTES)
+    rails = _rails(4, 1, nic, 400e9)
+    one = simulate_collective(rails, np.arange(4), Op.ALL_REDUCE, 2 * piece, algorithm=Algorithm.TREE, chunks=8)
+    assert one.time_s == pytest.approx(6 * piece / nic, rel=1e-9)
