@@ -183,3 +183,17 @@ def test_one_piece_climbs_and_descends_both_trees_of_four_hosts():
     rails = _rails(4, 1, nic, 400e9)
     one = simulate_collective(rails, np.arange(4), Op.ALL_REDUCE, 2 * piece, algorithm=Algorithm.TREE, chunks=8)
     assert one.time_s == pytest.approx(6 * piece / nic, rel=1e-9)
+
+
+@pytest.mark.parametrize(("gpus", "nvlink"), [(2, 50e9), (2, 400e9), (4, 400e9)])
+def test_one_tree_piece_runs_the_length_of_both_three_host_paths(gpus: int, nvlink: float):
+    """Three hosts: both trees are paths (1 -> 2 -> 0 and 2 -> 0 -> 1) whose stages never share a port. Per tree and
+    channel one piece p: the leaf's chain, up, the middle host's chain (once the leaf's sum is in), up, the root's
+    chain, down twice and the leaf's chain back: 4 (g - 1) p / nvlink + 4 p / nic (the middle host's chain back runs
+    beside the second down)."""
+    nic, piece = 50e9, float(TREE_PIECE_BYTES)
+    rails = _rails(3, gpus, nic, nvlink)
+    result = simulate_collective(
+        rails, np.arange(3), Op.ALL_REDUCE, 2 * gpus * piece, algorithm=Algorithm.TREE, chunks=8
+    )
+    assert result.time_s == pytest.approx(4 * (gpus - 1) * piece / nvlink + 4 * piece / nic, rel=1e-9)
