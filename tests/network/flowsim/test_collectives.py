@@ -15,7 +15,7 @@ from clustersim.network.analytic import predict_collective
 from clustersim.network.collectives import Algorithm, Op, Protocol
 from clustersim.network.cost import ANALYTIC, cost_model
 from clustersim.network.flowsim.cluster import Placement, fail_job_links, fat_tree_for_instance, place
-from clustersim.network.flowsim.collectives import TREE_PIECE_BYTES, btree_parents
+from clustersim.network.flowsim.collectives import TREE_PIECE_BYTES, btree_parents, collective_flows
 from clustersim.network.flowsim.cost import SIM, SimCost
 from clustersim.network.flowsim.results import simulate_collective
 from clustersim.network.flowsim.routing import Routing
@@ -197,3 +197,15 @@ def test_one_tree_piece_runs_the_length_of_both_three_host_paths(gpus: int, nvli
         rails, np.arange(3), Op.ALL_REDUCE, 2 * gpus * piece, algorithm=Algorithm.TREE, chunks=8
     )
     assert result.time_s == pytest.approx(4 * (gpus - 1) * piece / nvlink + 4 * piece / nic, rel=1e-9)
+
+
+def test_a_sendrecv_hands_each_rank_s_data_to_the_same_gpu_of_the_next_host_or_the_next_gpu_on_one_host():
+    rails = _rails(3, 2, 50e9, 400e9)
+    plan = collective_flows(rails, np.array([0, 1, 2]), Op.SENDRECV, GIB, Algorithm.DIRECT)
+    assert (plan.op, plan.algorithm, plan.num_steps, plan.total_steps) == (Op.SENDRECV, Algorithm.DIRECT, 1, 1)
+    assert plan.flows.src_gpu.tolist() == [0, 1, 2, 3, 4, 5]
+    assert plan.flows.dst_gpu.tolist() == [2, 3, 4, 5, 0, 1]
+    two_hosts = collective_flows(_rails(2, 2, 50e9, 400e9), np.array([0, 1]), Op.SENDRECV, GIB, Algorithm.DIRECT)
+    assert two_hosts.flows.dst_gpu.tolist() == [2, 3, 0, 1]
+    one_host = collective_flows(_rails(1, 4, 50e9, 400e9), np.array([0]), Op.SENDRECV, GIB, Algorithm.DIRECT)
+    assert one_host.flows.dst_gpu.tolist() == [1, 2, 3, 0]
