@@ -815,7 +815,14 @@ SURVIVOR_TESTS: dict[str, list[str]] = {
         "tests/network/transport/test_srd_survivors.py",
         "tests/network/transport/test_links_survivors.py",
     ],
-    "flowsim_solver": ["tests/network/flowsim/test_solver_survivors.py"],
+    "flowsim_solver": [
+        "tests/network/flowsim/test_solver_survivors.py",
+        "tests/network/flowsim/test_routing_variants.py",
+    ],
+    "flowsim_collectives": [
+        "tests/network/flowsim/test_collectives.py",
+        "tests/network/flowsim/test_hierarchical.py",
+    ],
     # the run of 2026-12-07 selected its tests before SIMULATOR_IMPORTERS joined them: they judge it too
     "serving_simulate": [
         *SIMULATOR_IMPORTERS,
