@@ -17,8 +17,9 @@ from clustersim.network.cost import ANALYTIC, cost_model
 from clustersim.network.flowsim.cluster import Placement, fail_job_links, fat_tree_for_instance, place
 from clustersim.network.flowsim.collectives import TREE_PIECE_BYTES, btree_parents, collective_flows
 from clustersim.network.flowsim.cost import SIM, SimCost
+from clustersim.network.flowsim.engine import run
 from clustersim.network.flowsim.results import simulate_collective
-from clustersim.network.flowsim.routing import Routing
+from clustersim.network.flowsim.routing import Routing, route
 from clustersim.network.flowsim.topology import FatTreeSpec, build
 from clustersim.network.topology import fabric_for_instance
 
@@ -209,3 +210,22 @@ def test_a_sendrecv_hands_each_rank_s_data_to_the_same_gpu_of_the_next_host_or_t
     assert two_hosts.flows.dst_gpu.tolist() == [2, 3, 0, 1]
     one_host = collective_flows(_rails(1, 4, 50e9, 400e9), np.array([0]), Op.SENDRECV, GIB, Algorithm.DIRECT)
     assert one_host.flows.dst_gpu.tolist() == [1, 2, 3, 0]
+
+
+def test_a_ring_rank_sends_each_step_once_it_has_received_the_last_and_sent_its_own():
+    """Eight hosts of one GPU in a shuffled ring order on a 2:1 tree with ECMP, so the ring's flows collide on uplinks
+    and run at different rates: every flow of step k starts exactly when the flow into its sender and the sender's
+    own flow of step k - 1 have both arrived."""
+    spec = FatTreeSpec(
+        num_hosts=8, gpus_per_host=1, nics_per_host=1, nic_bytes_per_s=50e9, scaleup_bytes_per_s=400e9, radix=8,
+        oversubscription=2.0,
+    )  # fmt: skip
+    tree = build(spec)
+    ring = np.array([2, 4, 3, 6, 5, 0, 1, 7])
+    plan = collective_flows(tree, ring, Op.ALL_REDUCE, GIB, Algorithm.RING, max_steps=4)
+    times = run(tree, plan.flows, route(tree, plan.flows.src_gpu, plan.flows.dst_gpu, Routing.ECMP, 3))
+    start = times.start_s.reshape(plan.num_steps, -1)
+    end = times.end_s.reshape(plan.num_steps, -1)
+    assert np.ptp(end[0]) > 0  # the rates differ: the test can tell one predecessor from another
+    ready = np.maximum(np.roll(end, 1, axis=1), end)[:-1]  # ring position j - 1 sends into position j
+    assert start[1:] == pytest.approx(ready, rel=1e-12)
