@@ -11,13 +11,14 @@ import pytest
 
 from clustersim.catalog.registry import load_catalog
 from clustersim.errors import ClusterSimError
-from clustersim.network.analytic import predict_collective
+from clustersim.network.analytic import candidates, predict_collective
 from clustersim.network.collectives import Algorithm, Op, Protocol
 from clustersim.network.cost import ANALYTIC, cost_model
 from clustersim.network.flowsim.cluster import Placement, fail_job_links, fat_tree_for_instance, place
 from clustersim.network.flowsim.collectives import TREE_PIECE_BYTES, btree_parents, collective_flows
 from clustersim.network.flowsim.cost import SIM, SimCost
 from clustersim.network.flowsim.engine import run
+from clustersim.network.flowsim.nccl import price_terms
 from clustersim.network.flowsim.results import simulate_collective
 from clustersim.network.flowsim.routing import Routing, route
 from clustersim.network.flowsim.topology import FatTreeSpec, build
@@ -229,3 +230,16 @@ def test_a_ring_rank_sends_each_step_once_it_has_received_the_last_and_sent_its_
     assert np.ptp(end[0]) > 0  # the rates differ: the test can tell one predecessor from another
     ready = np.maximum(np.roll(end, 1, axis=1), end)[:-1]  # ring position j - 1 sends into position j
     assert start[1:] == pytest.approx(ready, rel=1e-12)
+
+
+def test_the_sim_prices_an_algorithm_s_latency_and_ramp_as_the_analytic_model_s_simple_protocol():
+    fabric = fabric_for_instance(CATALOG, "p5.48xlarge", 4)
+    simple = next(
+        c for c in candidates(Op.ALL_REDUCE, fabric) if c.algorithm is Algorithm.RING and c.protocol is Protocol.SIMPLE
+    )
+    assert simple.latency_s > 0 and simple.ramp_bytes > 0
+    assert price_terms(fabric, Op.ALL_REDUCE, Algorithm.RING) == (simple.latency_s, simple.ramp_bytes)
+    others = [c for c in candidates(Op.ALL_REDUCE, fabric) if c.algorithm is Algorithm.RING]
+    assert any(c.latency_s != simple.latency_s for c in others)  # another protocol would price it otherwise
+    assert price_terms(fabric, Op.ALL_GATHER, Algorithm.TREE) == (0.0, 0.0)  # no such candidate
+    assert price_terms(fabric_for_instance(CATALOG, "trn1.32xlarge", 2), Op.ALL_REDUCE, Algorithm.RING) == (0.0, 0.0)
