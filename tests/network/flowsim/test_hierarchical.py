@@ -115,6 +115,17 @@ def test_nvls_pipelines_its_pieces_reduce_then_multicast(gpus: int, pieces: int)
     assert result.time_s == pytest.approx(expected, rel=1e-9)
 
 
+@pytest.mark.parametrize("gpus", [2, 4])
+def test_one_nvls_tree_piece_reduces_goes_up_and_down_then_multicasts(gpus: int):
+    """Two hosts, one piece p = S / 2g per tree and shard: the NVSwitch reduce of every shard of both trees (each
+    GPU's port sends S: S / nvlink), the child's sum up its rail and the root's down (2 p / nic), then the child's
+    multicast, g pieces into every GPU (S / 2 / nvlink); the root's multicast runs while the down crosses."""
+    size = float(2 * gpus * 512 * 1024)
+    piece = size / (2 * gpus)
+    result = simulate_collective(_tree(2, gpus=gpus), np.arange(2), Op.ALL_REDUCE, size, algorithm=Algorithm.NVLSTREE)
+    assert result.time_s == pytest.approx(1.5 * size / NVLINK + 2 * piece / NIC, rel=1e-9)
+
+
 def test_nvls_on_another_host_runs_on_that_host_s_gpus():
     tree = _tree(2, gpus=4)
     plan = collective_flows(tree, np.array([1]), Op.ALL_REDUCE, 4 * 512 * 1024.0, Algorithm.NVLS, chunks=2)
@@ -203,8 +214,10 @@ def test_nvls_needs_one_host_and_nvls_tree_several():
     )
     assert (refused.value.field, refused.value.value) == ("algorithm", "nvls")
     assert collective_flows(_tree(1, gpus=2), np.arange(1), Op.ALL_REDUCE, GIB, Algorithm.NVLS).op is Op.ALL_REDUCE
-    with pytest.raises(ClusterSimError, match="nvlstree runs across 2 or more hosts"):
+    with pytest.raises(ClusterSimError) as refused:
         collective_flows(tree, np.arange(1), Op.ALL_REDUCE, GIB, Algorithm.NVLSTREE)
+    assert str(refused.value) == "nvlstree runs across 2 or more hosts; inside one use nvls"
+    assert (refused.value.field, refused.value.value) == ("algorithm", "nvlstree")
     with pytest.raises(ClusterSimError, match="runs all_gather as ring, not hierarchical"):
         collective_flows(tree, np.arange(2), Op.ALL_GATHER, GIB, Algorithm.HIERARCHICAL)
 
