@@ -243,3 +243,24 @@ def test_the_sim_prices_an_algorithm_s_latency_and_ramp_as_the_analytic_model_s_
     assert any(c.latency_s != simple.latency_s for c in others)  # another protocol would price it otherwise
     assert price_terms(fabric, Op.ALL_GATHER, Algorithm.TREE) == (0.0, 0.0)  # no such candidate
     assert price_terms(fabric_for_instance(CATALOG, "trn1.32xlarge", 2), Op.ALL_REDUCE, Algorithm.RING) == (0.0, 0.0)
+
+
+def test_an_all_to_all_sends_inside_the_host_then_round_by_round_each_gpu_after_its_last():
+    """One host of four GPUs: each sends S / 4 to each other over NVLink, 3 S / 4 / nvlink in one step. Three hosts of
+    two GPUs (and of one): the NVLink pairs (none), then two network rounds (to the next host and the one after),
+    each GPU's second round starting exactly when its first has arrived."""
+    nvlink = 400e9
+    one = simulate_collective(_rails(1, 4, 50e9, nvlink), np.arange(1), Op.ALLTOALL, GIB, algorithm=Algorithm.PAIRWISE)
+    assert one.time_s == pytest.approx(3 * GIB / 4 / nvlink, rel=1e-9)
+    rails = _rails(3, 2, 50e9, nvlink)
+    plan = collective_flows(rails, np.arange(3), Op.ALLTOALL, GIB, Algorithm.PAIRWISE)
+    assert (plan.num_steps, plan.total_steps) == (2, 2)
+    intra = [(int(s), int(d)) for s, d in zip(plan.flows.src_gpu[:6], plan.flows.dst_gpu[:6], strict=True)]
+    assert intra == [(0, 1), (1, 0), (2, 3), (3, 2), (4, 5), (5, 4)]
+    times = run(rails, plan.flows, route(rails, plan.flows.src_gpu, plan.flows.dst_gpu, Routing.SPRAY, 0))
+    first, second = times.end_s[6:12], times.start_s[12:18]
+    assert second == pytest.approx(first, rel=1e-12) and first.min() > times.end_s[:6].max()
+    single = _rails(3, 1, 50e9, nvlink)  # one GPU a host: no NVLink part, the rounds alone
+    plan = collective_flows(single, np.arange(3), Op.ALLTOALL, GIB, Algorithm.PAIRWISE)
+    times = run(single, plan.flows, route(single, plan.flows.src_gpu, plan.flows.dst_gpu, Routing.SPRAY, 0))
+    assert plan.flows.src_gpu.size == 6 and times.start_s[3:] == pytest.approx(times.end_s[:3], rel=1e-12)
