@@ -11,14 +11,14 @@ import pytest
 
 from clustersim.catalog.registry import load_catalog
 from clustersim.errors import ClusterSimError
-from clustersim.network.analytic import candidates, predict_collective
+from clustersim.network.analytic import _BASE_US, _NET_US, _NVLINK_US, candidates, predict_collective
 from clustersim.network.collectives import Algorithm, Op, Protocol
 from clustersim.network.cost import ANALYTIC, cost_model
 from clustersim.network.flowsim.cluster import Placement, fail_job_links, fat_tree_for_instance, place
 from clustersim.network.flowsim.collectives import TREE_PIECE_BYTES, btree_parents, collective_flows
 from clustersim.network.flowsim.cost import SIM, SimCost
 from clustersim.network.flowsim.engine import run
-from clustersim.network.flowsim.nccl import price_terms
+from clustersim.network.flowsim.nccl import SIMPLE, price_terms
 from clustersim.network.flowsim.results import simulate_collective
 from clustersim.network.flowsim.routing import Routing, route
 from clustersim.network.flowsim.topology import FatTreeSpec, build
@@ -121,12 +121,27 @@ def test_an_unsupported_algorithm_is_refused_with_the_valid_ones():
         simulate_collective(tree, place(tree, 2), Op.ALL_GATHER, GIB, algorithm=Algorithm.TREE)
 
 
-def test_analytic_and_simulated_cost_share_the_analytic_latency_at_small_sizes():
-    fabric = fabric_for_instance(CATALOG, "p5.48xlarge", 2)
+@pytest.mark.parametrize(
+    ("instance", "nodes", "algorithm"),
+    [
+        ("p5.48xlarge", 2, Algorithm.RING),
+        ("p5.48xlarge", 4, Algorithm.TREE),
+        ("p5.48xlarge", 2, Algorithm.HIERARCHICAL),
+        ("p5.48xlarge", 4, Algorithm.NVLSTREE),
+        ("p4d.24xlarge", 4, Algorithm.RING),
+        ("p4d.24xlarge", 2, Algorithm.TREE),
+    ],
+)
+def test_analytic_and_simulated_cost_share_the_analytic_latency_at_small_sizes(
+    instance: str, nodes: int, algorithm: Algorithm
+):
+    """At 8 bytes the collective is its latency: the flow simulator's per-step latencies (the adapter's, NVLink's,
+    the ring's steps, NVLS's) add up to the analytic model's Simple-protocol latency for every algorithm."""
+    fabric = fabric_for_instance(CATALOG, instance, nodes)
     small = np.array([8.0])
-    analytic = predict_collective(Op.ALL_REDUCE, small, fabric, algorithm=Algorithm.RING, protocol=Protocol.SIMPLE)
-    simulated = SIM.table(Op.ALL_REDUCE, small, fabric, algorithm=Algorithm.RING, protocol=Protocol.SIMPLE)
-    assert simulated.time_s[0] == pytest.approx(analytic.time_s[0], rel=0.01)
+    analytic = predict_collective(Op.ALL_REDUCE, small, fabric, algorithm=algorithm, protocol=Protocol.SIMPLE)
+    simulated = SIM.table(Op.ALL_REDUCE, small, fabric, algorithm=algorithm, protocol=Protocol.SIMPLE)
+    assert simulated.time_s[0] == pytest.approx(analytic.time_s[0], rel=1e-3)
 
 
 @pytest.mark.parametrize(("hosts", "factor"), [(2, 1.0), (3, 2 / 3), (5, 0.5)])
@@ -264,3 +279,41 @@ def test_an_all_to_all_sends_inside_the_host_then_round_by_round_each_gpu_after_
     plan = collective_flows(single, np.arange(3), Op.ALLTOALL, GIB, Algorithm.PAIRWISE)
     times = run(single, plan.flows, route(single, plan.flows.src_gpu, plan.flows.dst_gpu, Routing.SPRAY, 0))
     assert plan.flows.src_gpu.size == 6 and times.start_s[3:] == pytest.approx(times.end_s[:3], rel=1e-12)
+
+
+@pytest.mark.parametrize("instance", ["p5.48xlarge", "p4d.24xlarge"])
+def test_nccl_s_latencies_make_a_small_tree_all_reduce_its_critical_path(instance: str):
+    """8 bytes on two hosts with NCCL's latencies: a tree piece crosses the child's chain, the root's and the child's
+    chain back (3 (g - 1) NVLink hops), up and down (two network hops, each NCCL's plus the adapter's, twice where
+    a Simple hop flushes), after NCCL's base latency; ring, hierarchical and NVLS tree pay the analytic model's
+    latency, which bounds their simulated structure."""
+    nodes = 2
+    tree = fat_tree_for_instance(CATALOG, instance, nodes)
+    spec = tree.spec
+    adapter_us = spec.adapter_latency_s * 1e6 * (2 if spec.network_flush else 1)
+    hops_us = 3 * (spec.gpus_per_host - 1) * _NVLINK_US[Algorithm.TREE][SIMPLE] + 2 * (
+        _NET_US[Algorithm.TREE][SIMPLE] + adapter_us
+    )
+    small = simulate_collective(tree, np.arange(nodes), Op.ALL_REDUCE, 8.0, algorithm=Algorithm.TREE, ideal=False)
+    # (8 bytes' own transfer adds under a nanosecond)
+    assert small.time_s == pytest.approx((_BASE_US[Algorithm.TREE][SIMPLE] + hops_us) * 1e-6, rel=1e-5)
+    fabric = fabric_for_instance(CATALOG, instance, nodes)
+    for algorithm in (Algorithm.RING, Algorithm.HIERARCHICAL):
+        analytic = predict_collective(
+            Op.ALL_REDUCE, np.array([8.0]), fabric, algorithm=algorithm, protocol=Protocol.SIMPLE
+        )
+        result = simulate_collective(tree, np.arange(nodes), Op.ALL_REDUCE, 8.0, algorithm=algorithm, ideal=False)
+        assert result.time_s == pytest.approx(analytic.time_s[0], rel=1e-3)
+
+
+def test_where_nccl_s_ramp_binds_the_simulated_ring_is_the_analytic_one():
+    """Four p4d hosts (400 Gb/s for 8 A100s): from 64 KiB to 256 MiB the fitted Simple ramp, priced on the job's own
+    fabric (its NICs, NVLink and family), is slower than the simulated structure, so the answer is the analytic
+    model's time."""
+    fabric, tree = fabric_for_instance(CATALOG, "p4d.24xlarge", 4), fat_tree_for_instance(CATALOG, "p4d.24xlarge", 4)
+    for size in (2.0**16, 2.0**24, 2.0**28):
+        analytic = predict_collective(
+            Op.ALL_REDUCE, np.array([size]), fabric, algorithm=Algorithm.RING, protocol=Protocol.SIMPLE
+        )
+        result = simulate_collective(tree, np.arange(4), Op.ALL_REDUCE, size, algorithm=Algorithm.RING, ideal=False)
+        assert result.time_s == pytest.approx(analytic.time_s[0], rel=1e-9)
