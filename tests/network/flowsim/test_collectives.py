@@ -24,6 +24,8 @@ from clustersim.network.flowsim.routing import Routing, route
 from clustersim.network.flowsim.topology import FatTreeSpec, build
 from clustersim.network.topology import fabric_for_instance
 
+from .test_hierarchical import NIC, _tree
+
 # These tests check the link-bound view: datasheet links, no latency (``ideal``, ``--ideal``).
 simulate_collective = functools.partial(simulate_collective, ideal=True)
 
@@ -163,29 +165,17 @@ def test_the_double_binary_tree_runs_at_its_busiest_nics_pace(hosts: int, factor
     assert result.algbw_bytes_per_s == pytest.approx(factor * gpus * rate, rel=2e-3)
 
 
-def _rails(hosts: int, gpus: int, nic: float, nvlink: float):
-    spec = FatTreeSpec(
-        num_hosts=hosts,
-        gpus_per_host=gpus,
-        nics_per_host=gpus,
-        nic_bytes_per_s=nic,
-        scaleup_bytes_per_s=nvlink,
-        radix=8,
-    )
-    return build(spec)
-
-
 @pytest.mark.parametrize("gpus", [2, 4])
 def test_one_tree_piece_crosses_the_child_s_chain_the_rail_up_the_root_s_chain_down_and_back(gpus: int):
     """Two hosts of g GPUs, one 512 KiB piece p per tree and channel: each tree's child host reduces along its chain
     (g - 1 NVLink hops), sends up its rail, the root reduces along its own chain, sends down, and the child
     broadcasts back along its chain: 3 (g - 1) p / nvlink + 2 p / nic, the two trees on opposite hosts never
     sharing a port."""
-    nic, nvlink = 50e9, 400e9
+    nic, nvlink = NIC, 400e9
     piece = float(TREE_PIECE_BYTES)
     size = 2 * gpus * piece
     result = simulate_collective(
-        _rails(2, gpus, nic, nvlink), np.arange(2), Op.ALL_REDUCE, size, algorithm=Algorithm.TREE, chunks=8
+        _tree(2, gpus=gpus, nvlink=nvlink), np.arange(2), Op.ALL_REDUCE, size, algorithm=Algorithm.TREE, chunks=8
     )
     assert result.time_s == pytest.approx(3 * (gpus - 1) * piece / nvlink + 2 * piece / nic, rel=1e-9)
 
@@ -195,9 +185,9 @@ def test_one_piece_climbs_and_descends_both_trees_of_four_hosts():
     Both leaves of each tree send into its middle node at once (2u on that node's ingress), the middle nodes send
     up to the roots (u), the roots down to them (u), and each middle node sends down to its two leaves at once (2u on
     its egress): 6u."""
-    nic = 50e9
+    nic = NIC
     piece = float(TREE_PIECE_BYTES)
-    rails = _rails(4, 1, nic, 400e9)
+    rails = _tree(4, gpus=1, nvlink=400e9)
     one = simulate_collective(rails, np.arange(4), Op.ALL_REDUCE, 2 * piece, algorithm=Algorithm.TREE, chunks=8)
     assert one.time_s == pytest.approx(6 * piece / nic, rel=1e-9)
 
@@ -208,8 +198,8 @@ def test_one_tree_piece_runs_the_length_of_both_three_host_paths(gpus: int, nvli
     channel one piece p: the leaf's chain, up, the middle host's chain (once the leaf's sum is in), up, the root's
     chain, down twice and the leaf's chain back: 4 (g - 1) p / nvlink + 4 p / nic (the middle host's chain back runs
     beside the second down)."""
-    nic, piece = 50e9, float(TREE_PIECE_BYTES)
-    rails = _rails(3, gpus, nic, nvlink)
+    nic, piece = NIC, float(TREE_PIECE_BYTES)
+    rails = _tree(3, gpus=gpus, nvlink=nvlink)
     result = simulate_collective(
         rails, np.arange(3), Op.ALL_REDUCE, 2 * gpus * piece, algorithm=Algorithm.TREE, chunks=8
     )
@@ -217,14 +207,14 @@ def test_one_tree_piece_runs_the_length_of_both_three_host_paths(gpus: int, nvli
 
 
 def test_a_sendrecv_hands_each_rank_s_data_to_the_same_gpu_of_the_next_host_or_the_next_gpu_on_one_host():
-    rails = _rails(3, 2, 50e9, 400e9)
+    rails = _tree(3, gpus=2, nvlink=400e9)
     plan = collective_flows(rails, np.array([0, 1, 2]), Op.SENDRECV, GIB, Algorithm.DIRECT)
     assert (plan.op, plan.algorithm, plan.num_steps, plan.total_steps) == (Op.SENDRECV, Algorithm.DIRECT, 1, 1)
     assert plan.flows.src_gpu.tolist() == [0, 1, 2, 3, 4, 5]
     assert plan.flows.dst_gpu.tolist() == [2, 3, 4, 5, 0, 1]
-    two_hosts = collective_flows(_rails(2, 2, 50e9, 400e9), np.array([0, 1]), Op.SENDRECV, GIB, Algorithm.DIRECT)
+    two_hosts = collective_flows(_tree(2, gpus=2, nvlink=400e9), np.array([0, 1]), Op.SENDRECV, GIB, Algorithm.DIRECT)
     assert two_hosts.flows.dst_gpu.tolist() == [2, 3, 0, 1]
-    one_host = collective_flows(_rails(1, 4, 50e9, 400e9), np.array([0]), Op.SENDRECV, GIB, Algorithm.DIRECT)
+    one_host = collective_flows(_tree(1, gpus=4, nvlink=400e9), np.array([0]), Op.SENDRECV, GIB, Algorithm.DIRECT)
     assert one_host.flows.dst_gpu.tolist() == [1, 2, 3, 0]
 
 
@@ -265,9 +255,11 @@ def test_an_all_to_all_sends_inside_the_host_then_round_by_round_each_gpu_after_
     two GPUs (and of one): the NVLink pairs (none), then two network rounds (to the next host and the one after),
     each GPU's second round starting exactly when its first has arrived."""
     nvlink = 400e9
-    one = simulate_collective(_rails(1, 4, 50e9, nvlink), np.arange(1), Op.ALLTOALL, GIB, algorithm=Algorithm.PAIRWISE)
+    one = simulate_collective(
+        _tree(1, gpus=4, nvlink=nvlink), np.arange(1), Op.ALLTOALL, GIB, algorithm=Algorithm.PAIRWISE
+    )
     assert one.time_s == pytest.approx(3 * GIB / 4 / nvlink, rel=1e-9)
-    rails = _rails(3, 2, 50e9, nvlink)
+    rails = _tree(3, gpus=2, nvlink=nvlink)
     plan = collective_flows(rails, np.arange(3), Op.ALLTOALL, GIB, Algorithm.PAIRWISE)
     assert (plan.num_steps, plan.total_steps) == (2, 2)
     intra = [(int(s), int(d)) for s, d in zip(plan.flows.src_gpu[:6], plan.flows.dst_gpu[:6], strict=True)]
@@ -275,7 +267,7 @@ def test_an_all_to_all_sends_inside_the_host_then_round_by_round_each_gpu_after_
     times = run(rails, plan.flows, route(rails, plan.flows.src_gpu, plan.flows.dst_gpu, Routing.SPRAY, 0))
     first, second = times.end_s[6:12], times.start_s[12:18]
     assert second == pytest.approx(first, rel=1e-12) and first.min() > times.end_s[:6].max()
-    single = _rails(3, 1, 50e9, nvlink)  # one GPU a host: no NVLink part, the rounds alone
+    single = _tree(3, gpus=1, nvlink=nvlink)  # one GPU a host: no NVLink part, the rounds alone
     plan = collective_flows(single, np.arange(3), Op.ALLTOALL, GIB, Algorithm.PAIRWISE)
     times = run(single, plan.flows, route(single, plan.flows.src_gpu, plan.flows.dst_gpu, Routing.SPRAY, 0))
     assert plan.flows.src_gpu.size == 6 and times.start_s[3:] == pytest.approx(times.end_s[:3], rel=1e-12)
