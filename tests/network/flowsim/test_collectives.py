@@ -137,8 +137,8 @@ def test_an_unsupported_algorithm_is_refused_with_the_valid_ones():
 def test_analytic_and_simulated_cost_share_the_analytic_latency_at_small_sizes(
     instance: str, nodes: int, algorithm: Algorithm
 ):
-    """At 8 bytes the collective is its latency: the flow simulator's per-step latencies (the adapter's, NVLink's,
-    the ring's steps, NVLS's) add up to the analytic model's Simple-protocol latency for every algorithm."""
+    """At 8 bytes the collective is its latency: the sim cost model charges the analytic model's Simple-protocol
+    latency, whatever the algorithm."""
     fabric = fabric_for_instance(CATALOG, instance, nodes)
     small = np.array([8.0])
     analytic = predict_collective(Op.ALL_REDUCE, small, fabric, algorithm=algorithm, protocol=Protocol.SIMPLE)
@@ -277,8 +277,8 @@ def test_an_all_to_all_sends_inside_the_host_then_round_by_round_each_gpu_after_
 def test_nccl_s_latencies_make_a_small_tree_all_reduce_its_critical_path(instance: str):
     """8 bytes on two hosts with NCCL's latencies: a tree piece crosses the child's chain, the root's and the child's
     chain back (3 (g - 1) NVLink hops), up and down (two network hops, each NCCL's plus the adapter's, twice where
-    a Simple hop flushes), after NCCL's base latency; ring, hierarchical and NVLS tree pay the analytic model's
-    latency, which bounds their simulated structure."""
+    a Simple hop flushes), after NCCL's base latency; ring and hierarchical pay the analytic model's latency, which
+    bounds their simulated structure."""
     nodes = 2
     tree = fat_tree_for_instance(CATALOG, instance, nodes)
     spec = tree.spec
