@@ -3,6 +3,7 @@ model seam, and determinism."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 
@@ -11,14 +12,21 @@ import pytest
 
 from clustersim.catalog.registry import load_catalog
 from clustersim.errors import ClusterSimError
-from clustersim.network.analytic import _BASE_US, _NET_US, _NVLINK_US, candidates, predict_collective
+from clustersim.network.analytic import (
+    _BASE_US,
+    _NET_US,
+    _NVLINK_US,
+    candidates,
+    default_calibration,
+    predict_collective,
+)
 from clustersim.network.collectives import Algorithm, Op, Protocol
 from clustersim.network.cost import ANALYTIC, cost_model
 from clustersim.network.flowsim.cluster import Placement, fail_job_links, fat_tree_for_instance, place
 from clustersim.network.flowsim.collectives import TREE_PIECE_BYTES, btree_parents, collective_flows
 from clustersim.network.flowsim.cost import SIM, SimCost
 from clustersim.network.flowsim.engine import run
-from clustersim.network.flowsim.nccl import SIMPLE, price_terms
+from clustersim.network.flowsim.nccl import SIMPLE, LinkModel, price_terms
 from clustersim.network.flowsim.results import simulate_collective
 from clustersim.network.flowsim.routing import Routing, route
 from clustersim.network.flowsim.topology import FatTreeSpec, build
@@ -309,3 +317,15 @@ def test_where_nccl_s_ramp_binds_the_simulated_ring_is_the_analytic_one():
         )
         result = simulate_collective(tree, np.arange(4), Op.ALL_REDUCE, size, algorithm=Algorithm.RING, ideal=False)
         assert result.time_s == pytest.approx(analytic.time_s[0], rel=1e-9)
+
+
+def test_the_fitted_ramp_slows_the_bandwidth_term_by_the_calibration_s_exponent():
+    """``priced_s``: latency + bandwidth x (1 + (S_half / S) ^ p), p the calibration's (the packaged one by default,
+    the model's own where it has one); no ramp without a half size; sizes under a byte priced as one byte."""
+    packaged = default_calibration()
+    model = LinkModel("calibrated")
+    assert model.priced_s(1e-5, 4096.0, 1024.0, 2e-6) == pytest.approx(1e-5 + 2e-6 * (1 + 4.0**packaged.ramp_exponent))
+    assert model.priced_s(1e-5, 0.0, 1024.0, 2e-6) == pytest.approx(1e-5 + 2e-6)
+    assert model.priced_s(0.0, 4.0, 0.5, 1.0) == pytest.approx(1 + 4.0**packaged.ramp_exponent)
+    steeper = LinkModel("calibrated", calibration=dataclasses.replace(packaged, ramp_exponent=2.0))
+    assert steeper.priced_s(1e-5, 4096.0, 1024.0, 2e-6) == pytest.approx(1e-5 + 2e-6 * 17.0)
