@@ -132,6 +132,32 @@ def test_an_unsupported_algorithm_is_refused_with_the_valid_ones():
 
 
 @pytest.mark.parametrize(
+    ("hosts", "gpus", "op", "size", "algorithm", "max_steps", "message", "field", "value"),
+    [
+        (2, 2, Op.ALL_REDUCE, GIB, Algorithm.PAIRWISE, 4,
+         "the flow simulator runs all_reduce as ring, tree, hierarchical, nvls, nvlstree, not pairwise",
+         "algorithm", "pairwise"),
+        (2, 2, Op.ALL_REDUCE, 0.0, Algorithm.RING, 4, "size must be positive, got 0.0", "size", 0.0),
+        (2, 2, Op.ALL_REDUCE, GIB, Algorithm.RING, 0, "max_steps must be at least 1, got 0", "max_steps", 0),
+        (1, 1, Op.ALL_REDUCE, GIB, Algorithm.RING, 4, "a collective needs at least 2 GPUs", "nodes", 1),
+    ],
+)  # fmt: skip
+def test_a_collective_the_flow_simulator_cannot_build_is_refused_by_message_field_and_value(
+    hosts, gpus, op, size, algorithm, max_steps, message, field, value
+):
+    with pytest.raises(ClusterSimError) as refused:
+        collective_flows(_tree(hosts, gpus=gpus), np.arange(hosts), op, size, algorithm, max_steps=max_steps)
+    assert str(refused.value) == message
+    assert (refused.value.field, refused.value.value) == (field, value)
+
+
+def test_the_edges_of_a_flow_collective_s_inputs_are_accepted():
+    """Half a byte, one simulated step, two GPUs on one host."""
+    plan = collective_flows(_tree(1, gpus=2), np.arange(1), Op.ALL_REDUCE, 0.5, Algorithm.RING, max_steps=1)
+    assert plan.num_steps == 1 and plan.flows.size_bytes.sum() == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize(
     ("instance", "nodes", "algorithm"),
     [
         ("p5.48xlarge", 2, Algorithm.RING),
