@@ -207,10 +207,10 @@ def test_red_marks_with_a_probability_rising_from_kmin_to_pmax_at_kmax() -> None
     assert math.isclose(0.1 * (45_000 - 25_000) / (125_000 - 25_000), 0.02)
 
 
-def _background_port(buffer_bytes: float = 20_000, packet_bytes: int = 9000):
+def _background_port(buffer_bytes: float = 20_000, packet_bytes: int = 9000, load: float = 0.5):
     net = LosslessNetwork(Environment(seed=0), LosslessSpec())
     port = net.add_port(PortSpec(bits_per_s=LINE, propagation_s=1e-6, buffer_bytes=buffer_bytes))
-    net.start_background(port, 0.5, packet_bytes)
+    net.start_background(port, load, packet_bytes)
     net.sending[port] = True  # the transmitter is busy: what is queued stays queued
     return net, port, net._bg_at[port]
 
@@ -285,11 +285,7 @@ def test_a_woken_background_tops_its_queue_up_to_the_warm_backlog_counting_what_
     waking, each ends with the same number queued (the warm backlog's), the second enqueuing one fewer."""
     woken = []
     for held in (0, 1):
-        net = LosslessNetwork(Environment(seed=0), LosslessSpec())
-        port = net.add_port(PortSpec(bits_per_s=LINE, buffer_bytes=10**9))
-        net.start_background(port, 0.95, 9000)
-        net.sending[port] = True  # the transmitter is busy: what is queued stays queued
-        background = net._bg_at[port]
+        net, port, background = _background_port(buffer_bytes=10**9, load=0.95)
         for _ in range(held):
             background._enqueue(0)
         background.wake(0)
